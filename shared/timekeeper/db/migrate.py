@@ -1,0 +1,98 @@
+"""Numbered plain-SQL migrations applied in order under an advisory lock.
+
+Files ``NNNN_what.sql`` in ``timekeeper/db/migrations`` run once each, one transaction
+each, recorded in ``schema_migrations`` with their SHA-256. A small runner rather than a
+tool such as yoyo: the same ~60 lines run in the Lambda migration trigger, the local
+stack and the tests with no extra dependency in the layer, and the lock makes concurrent
+appliers (two test workers, two deploys) safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import psycopg
+from psycopg.rows import tuple_row
+
+#: Arbitrary but fixed key for ``pg_advisory_lock`` ("timekeeper" in ASCII, truncated).
+MIGRATION_LOCK_KEY = 0x74696D656B656570
+
+_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One migration file: ``version`` (int), ``name``, ``sql`` text and its ``checksum``."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+class MigrationChecksumMismatch(RuntimeError):
+    """An applied migration's file changed after it was applied."""
+
+
+def available_migrations() -> list[Migration]:
+    """Return the packaged migrations sorted by version; raises ``ValueError`` on a gap."""
+    folder = resources.files("timekeeper.db").joinpath("migrations")
+    found = []
+    for entry in folder.iterdir():
+        match = _FILE.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    for expected, migration in enumerate(found, start=1):
+        if migration.version != expected:
+            raise ValueError(f"migration numbering gap: expected {expected:04d}, found {migration.version:04d}")
+    return found
+
+
+def apply_migrations(conn: psycopg.Connection) -> list[str]:
+    """Apply every pending migration; return the names applied (``"0001_schedules"``...).
+
+    Holds a session advisory lock for the duration so that concurrent callers serialize.
+    Raises :class:`MigrationChecksumMismatch` when an applied file was edited.
+    """
+    applied_now: list[str] = []
+    conn.rollback()
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK_KEY,))
+    conn.commit()
+    try:
+        conn.execute(
+            """CREATE TABLE IF NOT EXISTS schema_migrations (
+                   version integer PRIMARY KEY,
+                   name text NOT NULL,
+                   checksum text NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        conn.commit()
+        with conn.cursor(row_factory=tuple_row) as cur:
+            done = dict(cur.execute("SELECT version, checksum FROM schema_migrations").fetchall())
+        conn.commit()
+        for migration in available_migrations():
+            label = f"{migration.version:04d}_{migration.name}"
+            if migration.version in done:
+                if done[migration.version] != migration.checksum:
+                    raise MigrationChecksumMismatch(f"{label} changed after it was applied")
+                continue
+            with conn.transaction():
+                conn.execute(migration.sql)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+                    (migration.version, migration.name, migration.checksum),
+                )
+            conn.commit()
+            applied_now.append(label)
+    finally:
+        conn.rollback()
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK_KEY,))
+        conn.commit()
+    return applied_now

@@ -1,0 +1,140 @@
+"""The Lambda edge: settings validated at cold start, adapters created once per execution
+environment, and the handler bodies every pipeline shares (DESIGN section 1: handlers
+stay thin; domain code never reads the environment or creates boto3 clients).
+
+Environment (names and ARNs only; secrets come from Secrets Manager):
+``TIMEKEEPER_PIPELINE`` (topology pipeline name), ``RUN_QUEUE_URL``,
+``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
+``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from timekeeper import clock
+from timekeeper.aws.sns import SnsNotifier
+from timekeeper.aws.sqs import SqsRunPublisher
+from timekeeper.db.connection import ConnectionProvider, connect
+from timekeeper.observability import logger, metrics
+from timekeeper.schedules.consumer import ConsumerSettings, process_run
+from timekeeper.schedules.dispatcher import DispatchReport, dispatch
+from timekeeper.schedules.messages import RunMessage
+from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.topology import PIPELINES, Pipeline
+
+
+class RuntimeSettings(BaseModel):
+    """Validated process settings; raises ``pydantic.ValidationError`` at cold start when
+    the environment is incomplete, so a misconfigured function fails loudly at once."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pipeline: str
+    run_queue_url: str
+    notification_topic_arn: str | None = None
+    database_url: str | None = None
+    db_secret_arn: str | None = None
+    db_host: str | None = None
+    db_name: str = "timekeeper"
+    statement_timeout_ms: int = 30_000
+
+    @model_validator(mode="after")
+    def _database_named(self) -> RuntimeSettings:
+        if not self.database_url and not (self.db_secret_arn and self.db_host):
+            raise ValueError("set DATABASE_URL, or DB_SECRET_ARN and DB_HOST")
+        if self.pipeline not in PIPELINES:
+            raise ValueError(f"unknown pipeline {self.pipeline!r}")
+        return self
+
+    @property
+    def topology(self) -> Pipeline:
+        return PIPELINES[self.pipeline]
+
+
+@cache
+def settings() -> RuntimeSettings:
+    """Settings from the environment, read once per execution environment."""
+    env = os.environ
+    return RuntimeSettings(
+        pipeline=env.get("TIMEKEEPER_PIPELINE", ""), run_queue_url=env.get("RUN_QUEUE_URL", ""),
+        notification_topic_arn=env.get("NOTIFICATION_TOPIC_ARN") or None,
+        database_url=env.get("DATABASE_URL") or None, db_secret_arn=env.get("DB_SECRET_ARN") or None,
+        db_host=env.get("DB_HOST") or None, db_name=env.get("DB_NAME", "timekeeper"),
+    )
+
+
+def _database_url(s: RuntimeSettings) -> str:
+    if s.database_url:
+        return s.database_url
+    from aws_lambda_powertools.utilities.parameters import get_secret
+    from psycopg.conninfo import make_conninfo
+
+    secret = get_secret(s.db_secret_arn, transform="json", max_age=300)
+    return make_conninfo(host=s.db_host, port=secret.get("port", 5432), dbname=s.db_name,
+                         user=secret["username"], password=secret["password"], sslmode="require")
+
+
+@cache
+def database() -> ConnectionProvider:
+    """The execution environment's lazy database connection (recreated when broken)."""
+    s = settings()
+    return ConnectionProvider(lambda: connect(_database_url(s), statement_timeout_ms=s.statement_timeout_ms))
+
+
+@cache
+def publisher() -> SqsRunPublisher:
+    """The run-queue publisher (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
+    return SqsRunPublisher(boto3.client("sqs"), settings().run_queue_url)
+
+
+@cache
+def notifier() -> SnsNotifier | None:
+    """Owner notifications, when a topic is configured."""
+    arn = settings().notification_topic_arn
+    return SnsNotifier(boto3.client("sns"), arn) if arn else None
+
+
+@cache
+def registry() -> WorkKindRegistry:
+    """Every owner's work kinds."""
+    from timekeeper import accounting
+
+    kinds = WorkKindRegistry()
+    accounting.register(kinds)
+    return kinds
+
+
+def run_dispatcher() -> DispatchReport:
+    """One dispatcher pass of this function's pipeline at the clock's ``now``."""
+    s = settings()
+    pipeline = s.topology
+    return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(),
+                    claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after,
+                    time_budget_s=pipeline.dispatcher_time_budget_s, registry=registry(), notifier=notifier(),
+                    metrics=metrics)
+
+
+def _record_handler(record: SQSRecord) -> str:
+    message = RunMessage.model_validate_json(record.body)  # malformed -> this item fails only
+    s = settings()
+    result = process_run(database().get(), message,
+                         receive_count=int(record.attributes.approximate_receive_count or 1), now=clock.now(),
+                         registry=registry(), settings=ConsumerSettings.from_pipeline(s.topology),
+                         services={}, metrics=metrics)
+    logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
+    return result.action
+
+
+def consume_batch(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process an SQS batch with partial failures (ReportBatchItemFailures)."""
+    processor = BatchProcessor(event_type=EventType.SQS)
+    return process_partial_response(event=event, record_handler=_record_handler, processor=processor,
+                                    context=context)

@@ -1,0 +1,21 @@
+-- name: start_run
+-- queued -> running under a lease; an expired lease may be taken over (attempts + 1).
+UPDATE schedule_runs AS r
+   SET state = 'running', attempts = r.attempts + 1, lease_until = %(lease_until)s,
+       started_at = COALESCE(r.started_at, %(now)s)
+  FROM schedules AS s
+ WHERE r.id = %(run_id)s
+   AND s.id = r.schedule_id
+   AND (r.state = 'queued' OR (r.state = 'running' AND r.lease_until <= %(now)s))
+RETURNING r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_at, r.occurrence_local,
+          r.trigger, r.requested_by, r.attempts, s.subject_id, s.deleted_at
+
+-- name: run_state
+SELECT state, lease_until FROM schedule_runs WHERE id = %(run_id)s
+
+-- name: release_lease
+-- An unexpected fault on a non-final receive: give the lease back so the redelivery can
+-- start at once, and keep the error for the history.
+UPDATE schedule_runs
+   SET lease_until = %(now)s, error = %(error)s
+ WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s

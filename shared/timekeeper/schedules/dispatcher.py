@@ -1,0 +1,287 @@
+"""The dispatcher pass (DESIGN section 2; seed 000 hops 2-3, seed 001 hop 1).
+
+One pass: repeat {claim <= ``claim_batch`` due schedules in one short transaction,
+compute each one's latest due occurrence, skipped backlog and next occurrence, insert the
+runs and advance timing in one statement each, reoffer released and stranded runs;
+commit; publish; release refusals} while a batch came back full and the time budget
+allows. ``now`` is passed in: the database clock never decides what is due.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from timekeeper import observability as obs
+from timekeeper.db import load_queries
+from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
+from timekeeper.schedules.notifications import flush_notifications
+from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule
+from timekeeper.schedules.work import WorkKindRegistry
+
+SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
+_ONE_MICROSECOND = timedelta(microseconds=1)
+#: A delivery's staleness bound never exceeds this (DESIGN section 2 "Misfires").
+MAX_STALENESS = timedelta(hours=12)
+
+
+@dataclass
+class DispatchReport:
+    """Counts of one dispatcher pass (all integers; ``elapsed_s`` in seconds)."""
+
+    claimed: int = 0
+    runs_created: int = 0
+    stale_skipped: int = 0
+    backlog_skipped: int = 0
+    published: int = 0
+    refused: int = 0
+    reoffered: int = 0
+    paused_invalid: int = 0
+    batches: int = 0
+    elapsed_s: float = 0.0
+    offered_run_ids: list[UUID] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Due:
+    """What a claimed schedule owes: the latest due occurrence (or None), the count of older
+    skipped ones, the first skipped instant, and the next future occurrence (or None)."""
+
+    latest: Occurrence | None
+    skipped: int
+    first_skipped_at: datetime | None
+    next_occurrence: Occurrence | None
+
+
+def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
+    """Collapse the occurrences in ``[next_due_at, now]`` to the latest one and a count.
+
+    Misfire policy: the backlog after an outage is one run for the latest due occurrence
+    plus a count of the older ones skipped, never a run each.
+    """
+    latest: Occurrence | None = None
+    first: Occurrence | None = None
+    count = 0
+    nxt: Occurrence | None = None
+    for occurrence in rule.occurrences_after(next_due_at - _ONE_MICROSECOND):
+        if occurrence.at > now:
+            nxt = occurrence
+            break
+        if first is None:
+            first = occurrence
+        latest = occurrence
+        count += 1
+    skipped = max(count - 1, 0)
+    return Due(latest, skipped, first.at if skipped else None, nxt)
+
+
+class _RuleCache:
+    """Compiled rules and due computations shared by the schedules of one pass.
+
+    A rule text is parsed once per pass; schedules that share a rule and a due instant
+    share the computation (thousands of "daily at 09:00 New York" schedules cost one).
+    """
+
+    def __init__(self) -> None:
+        self.rules: dict[str, Recurrence | InvalidRecurrence] = {}
+        self.dues: dict[tuple[str, datetime], Due] = {}
+
+    def rule(self, text: str) -> Recurrence:
+        compiled = self.rules.get(text)
+        if compiled is None:
+            try:
+                compiled = parse_rule(json.loads(text))
+            except InvalidRecurrence as error:
+                compiled = error
+            self.rules[text] = compiled
+        if isinstance(compiled, InvalidRecurrence):
+            raise compiled
+        return compiled
+
+    def due(self, text: str, next_due_at: datetime, now: datetime) -> Due:
+        key = (text, next_due_at)
+        due = self.dues.get(key)
+        if due is None:
+            due = self.dues[key] = compute_due(self.rule(text), next_due_at, now)
+        return due
+
+
+def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: str,
+                     rule: Recurrence) -> timedelta | None:
+    if registry is None:
+        return None
+    try:
+        kind = registry.get(owner, work_kind)
+    except LookupError:
+        return None  # the consumer settles unknown kinds; the dispatcher still offers them
+    if kind.staleness is None:
+        return None
+    return min(kind.staleness, rule.nominal_period / 2, MAX_STALENESS)
+
+
+def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
+                reoffer_after: timedelta, registry: WorkKindRegistry | None = None,
+                cache: _RuleCache | None = None, actor: str = "dispatcher") -> tuple[list[RunMessage], DispatchReport]:
+    """Run one claim transaction's statements inside the caller's transaction; return the
+    runs to offer after the caller commits.
+
+    Shapes: returns ``(messages, report)`` where ``messages`` are the new and reoffered
+    runs to publish after commit. Raises ``psycopg.Error`` on database failure (the caller
+    rolls back, leaving timing due).
+    """
+    cache = cache or _RuleCache()
+    report = DispatchReport()
+    rows = conn.execute(SQL["claim_due_schedules"], {"owner": owner, "now": now, "limit": limit}).fetchall()
+    report.claimed = len(rows)
+
+    runs: dict[str, list[Any]] = {k: [] for k in (
+        "schedule_id", "workspace_id", "work_kind", "occurrence_key", "occurrence_at", "occurrence_local",
+        "dst_shifted", "definition_version", "state", "skipped_backlog", "first_skipped_at")}
+    advance_ids: list[UUID] = []
+    advance_to: list[datetime | None] = []
+    events: dict[str, list[Any]] = {k: [] for k in ("schedule_id", "workspace_id", "run_id", "kind", "reason", "detail")}
+    invalid: list[UUID] = []
+
+    def event(row: dict, kind: str, reason: str | None, detail: dict | None) -> None:
+        events["schedule_id"].append(row["id"])
+        events["workspace_id"].append(row["workspace_id"])
+        events["run_id"].append(None)
+        events["kind"].append(kind)
+        events["reason"].append(reason)
+        events["detail"].append(Jsonb(detail) if detail is not None else None)
+
+    for row in rows:
+        text = row["rule_text"]
+        try:
+            due = cache.due(text, row["next_due_at"], now)
+        except InvalidRecurrence as error:
+            invalid.append(row["id"])
+            event(row, "definition_invalid", "definition_invalid", {"field": error.field, "error": error.reason})
+            event(row, "paused", "definition_invalid", None)
+            continue
+        advance_ids.append(row["id"])
+        advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
+        latest = due.latest
+        if latest is None:
+            continue
+        bound = _staleness_bound(registry, owner, row["work_kind"], cache.rule(text))
+        stale = bound is not None and now - latest.at > bound
+        runs["schedule_id"].append(row["id"])
+        runs["workspace_id"].append(row["workspace_id"])
+        runs["work_kind"].append(row["work_kind"])
+        runs["occurrence_key"].append(latest.at.isoformat())
+        runs["occurrence_at"].append(latest.at)
+        runs["occurrence_local"].append(datetime.combine(latest.local_date, latest.local_time))
+        runs["dst_shifted"].append(latest.shifted)
+        runs["definition_version"].append(row["definition_version"])
+        runs["state"].append("skipped" if stale else "queued")
+        runs["skipped_backlog"].append(due.skipped)
+        runs["first_skipped_at"].append(due.first_skipped_at)
+        if due.skipped:
+            report.backlog_skipped += due.skipped
+            event(row, "backlog_skipped", "misfire", {
+                "count": due.skipped, "first_skipped_at": due.first_skipped_at.isoformat(),
+                "last_skipped_before": latest.at.isoformat()})
+
+    messages: list[RunMessage] = []
+    if runs["schedule_id"]:
+        inserted = conn.execute(SQL["insert_runs"], {"owner": owner, "now": now, **runs}).fetchall()
+        for run in inserted:
+            if run["state"] == "queued":
+                messages.append(RunMessage(run_id=run["id"], schedule_id=run["schedule_id"],
+                                           workspace_id=run["workspace_id"], owner=owner, work_kind=run["work_kind"]))
+            else:
+                report.stale_skipped += 1
+        report.runs_created = len(inserted)
+    if advance_ids:
+        conn.execute(SQL["advance_schedules"], {"now": now, "id": advance_ids, "next_due_at": advance_to})
+    if invalid:
+        conn.execute(SQL["pause_invalid_definitions"], {"now": now, "ids": invalid})
+        report.paused_invalid = len(invalid)
+    reoffered = conn.execute(SQL["reoffer_runs"], {
+        "owner": owner, "now": now, "stale_before": now - reoffer_after, "limit": limit}).fetchall()
+    for run in reoffered:
+        messages.append(RunMessage(run_id=run["id"], schedule_id=run["schedule_id"],
+                                   workspace_id=run["workspace_id"], owner=owner, work_kind=run["work_kind"]))
+        events["schedule_id"].append(run["schedule_id"])
+        events["workspace_id"].append(run["workspace_id"])
+        events["run_id"].append(run["id"])
+        events["kind"].append("reoffered")
+        events["reason"].append("released" if run["was_released"] else "stranded")
+        events["detail"].append(None)
+    report.reoffered = len(reoffered)
+    if events["kind"]:
+        conn.execute(SQL["record_events"], {"actor": actor, "now": now, **events})
+    return messages, report
+
+
+def release_runs(conn: psycopg.Connection, run_ids: set[UUID], *, now: datetime, actor: str = "dispatcher") -> int:
+    """Clear the offer of runs whose message the queue refused, in its own transaction.
+
+    Returns the number released. A later pass (or Run now's caller) offers them again.
+    """
+    if not run_ids:
+        return 0
+    with conn.transaction():
+        released = conn.execute(SQL["release_runs"], {"ids": list(run_ids), "now": now}).fetchall()
+        if released:
+            conn.execute(SQL["record_events"], {
+                "actor": actor, "now": now,
+                "schedule_id": [r["schedule_id"] for r in released],
+                "workspace_id": [r["workspace_id"] for r in released],
+                "run_id": [r["id"] for r in released],
+                "kind": ["released"] * len(released), "reason": ["publish_refused"] * len(released),
+                "detail": [None] * len(released)})
+    return len(released)
+
+
+def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: RunPublisher,
+             claim_limit: int = 200, reoffer_after: timedelta = timedelta(minutes=15),
+             time_budget_s: float = 40.0, registry: WorkKindRegistry | None = None,
+             notifier: Notifier | None = None, metrics: Any = None,
+             monotonic: Callable[[], float] = time.monotonic) -> DispatchReport:
+    """One dispatcher pass for ``owner`` at instant ``now`` (aware UTC).
+
+    Repeats claim -> commit -> publish -> release while a batch came back full and
+    ``time_budget_s`` (seconds of wall time) remains, so the 200 bound limits one
+    transaction, not the minute's throughput. Then flushes unsent owner notifications.
+    Returns the summed :class:`DispatchReport`. Raises ``psycopg.Error`` when a claim
+    transaction fails (it rolls back; the timing stays due for the next pass).
+    """
+    started = monotonic()
+    total = DispatchReport()
+    cache = _RuleCache()
+    while True:
+        with conn.transaction():
+            messages, report = claim_batch(conn, owner=owner, now=now, limit=claim_limit,
+                                           reoffer_after=reoffer_after, registry=registry, cache=cache)
+        refused = publisher.publish(messages) if messages else set()
+        released = release_runs(conn, refused, now=now)
+        report.published = len(messages) - len(refused)
+        report.refused = released
+        total.offered_run_ids.extend(m.run_id for m in messages if m.run_id not in refused)
+        for name in ("claimed", "runs_created", "stale_skipped", "backlog_skipped", "published",
+                     "refused", "reoffered", "paused_invalid"):
+            setattr(total, name, getattr(total, name) + getattr(report, name))
+        total.batches += 1
+        full = report.claimed >= claim_limit or report.reoffered >= claim_limit
+        if not full or monotonic() - started >= time_budget_s:
+            break
+    if notifier is not None:
+        flush_notifications(conn, owner=owner, notifier=notifier, now=now)
+    total.elapsed_s = monotonic() - started
+    if metrics is not None:
+        for name, value in ((obs.SCHEDULES_CLAIMED, total.claimed), (obs.RUNS_PUBLISHED, total.published),
+                            (obs.PUBLISH_REFUSED, total.refused), (obs.RUNS_REOFFERED, total.reoffered),
+                            (obs.BACKLOG_SKIPPED, total.backlog_skipped),
+                            (obs.DEFINITIONS_INVALID, total.paused_invalid), (obs.DISPATCHER_HEARTBEAT, 1)):
+            metrics.add_metric(name=name, unit="Count", value=value)
+    return total

@@ -1,0 +1,86 @@
+-- name: claim_due_schedules
+-- Due active schedules of one owner, oldest first, skipping rows another pass holds.
+SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, definition_version
+  FROM schedules
+ WHERE owner = %(owner)s
+   AND status = 'active'
+   AND next_due_at <= %(now)s
+ ORDER BY next_due_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: insert_runs
+-- One statement per claimed batch. A conflicting occurrence key means the occurrence
+-- already has its run: nothing is inserted for it.
+INSERT INTO schedule_runs (
+    schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+    occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
+    offered_at, offer_count, skipped_backlog, first_skipped_at, finished_at, outcome_code)
+SELECT v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
+       v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
+       CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
+       CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
+       v.skipped_backlog, v.first_skipped_at,
+       CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
+       CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
+  FROM unnest(%(schedule_id)s::uuid[], %(workspace_id)s::uuid[], %(work_kind)s::text[],
+              %(occurrence_key)s::text[], %(occurrence_at)s::timestamptz[],
+              %(occurrence_local)s::timestamp[], %(dst_shifted)s::boolean[],
+              %(definition_version)s::integer[], %(state)s::text[], %(skipped_backlog)s::integer[],
+              %(first_skipped_at)s::timestamptz[])
+       AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
+            dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
+ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
+RETURNING id, schedule_id, workspace_id, work_kind, state
+
+-- name: advance_schedules
+UPDATE schedules AS s
+   SET next_due_at = v.next_due_at,
+       status = CASE WHEN v.next_due_at IS NULL THEN 'disabled' ELSE s.status END,
+       pause_reason = CASE WHEN v.next_due_at IS NULL THEN 'recurrence_ended' ELSE s.pause_reason END,
+       updated_at = %(now)s
+  FROM unnest(%(id)s::uuid[], %(next_due_at)s::timestamptz[]) AS v(id, next_due_at)
+ WHERE s.id = v.id
+
+-- name: record_events
+INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
+SELECT v.schedule_id, v.workspace_id, v.run_id, v.kind, %(actor)s, v.reason, v.detail, %(now)s
+  FROM unnest(%(schedule_id)s::uuid[], %(workspace_id)s::uuid[], %(run_id)s::uuid[], %(kind)s::text[],
+              %(reason)s::text[], %(detail)s::jsonb[])
+       AS v(schedule_id, workspace_id, run_id, kind, reason, detail)
+
+-- name: pause_invalid_definitions
+UPDATE schedules
+   SET status = 'paused', pause_reason = 'definition_invalid', next_due_at = NULL, updated_at = %(now)s
+ WHERE id = ANY(%(ids)s::uuid[])
+
+-- name: reoffer_runs
+-- Released runs (offered_at cleared), stranded offers (queued, offered long ago, never
+-- started) and abandoned starts (running, lease long expired: the message was lost or
+-- dead-lettered mid-run) are offered again.
+WITH picked AS (
+    SELECT id FROM schedule_runs
+     WHERE owner = %(owner)s AND state = 'queued'
+       AND (offered_at IS NULL OR offered_at <= %(stale_before)s)
+     ORDER BY offered_at NULLS FIRST
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), abandoned AS (
+    SELECT id FROM schedule_runs
+     WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(stale_before)s
+       AND (offered_at IS NULL OR offered_at <= %(stale_before)s)
+     ORDER BY lease_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE schedule_runs AS r
+   SET offered_at = %(now)s, offer_count = r.offer_count + 1
+ WHERE r.id IN (SELECT id FROM picked UNION ALL SELECT id FROM abandoned)
+RETURNING r.id, r.schedule_id, r.workspace_id, r.work_kind, r.released_at IS NOT NULL AS was_released
+
+-- name: release_runs
+-- The queue refused these messages: clear the offer so the next pass offers them again.
+UPDATE schedule_runs
+   SET offered_at = NULL, released_at = %(now)s
+ WHERE id = ANY(%(ids)s::uuid[]) AND state IN ('queued', 'running')
+RETURNING id, schedule_id, workspace_id

@@ -1,0 +1,199 @@
+"""Owner actions on schedules (DESIGN section 2 "Owner actions").
+
+Every function takes an autocommit connection, the acting user, the workspace and ``now``
+(aware UTC) and runs its own transaction; publishing happens after commit. Objects of
+another workspace are :class:`ScheduleNotFound`, never a permission error, so existence
+does not leak.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import islice
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from timekeeper.db import load_queries
+from timekeeper.schedules.dispatcher import release_runs
+from timekeeper.schedules.messages import RunMessage, RunPublisher
+from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
+
+SQL = load_queries("timekeeper.schedules", "service.sql")
+EVENT_SQL = load_queries("timekeeper.schedules", "settlement.sql")["record_event"]
+
+
+class ScheduleNotFound(LookupError):
+    """No live schedule with this id in this workspace."""
+
+
+class ScheduleStateError(RuntimeError):
+    """The action does not apply in the schedule's current status (e.g. resume an active one)."""
+
+
+@dataclass(frozen=True)
+class ScheduleDetails:
+    """A schedule row, its recent runs and history events (newest first), next occurrences
+    (``[{"at": UTC instant, "local": naive local datetime, "shifted": bool}]``) and the
+    rule's warnings."""
+
+    schedule: dict[str, Any]
+    runs: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    next_occurrences: list[dict[str, Any]]
+    warnings: tuple[str, ...]
+
+
+def _event(conn: psycopg.Connection, schedule: dict, kind: str, actor: str, now: datetime, *,
+           reason: str | None = None, detail: dict | None = None, run_id: UUID | None = None) -> None:
+    conn.execute(EVENT_SQL, {"schedule_id": schedule["id"], "workspace_id": schedule["workspace_id"],
+                             "run_id": run_id, "kind": kind, "actor": actor, "reason": reason,
+                             "detail": Jsonb(detail) if detail is not None else None, "now": now})
+
+
+def _first_due(rule: Recurrence, now: datetime) -> datetime | None:
+    nxt = rule.next_after(now)
+    return nxt.at if nxt else None
+
+
+def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> dict[str, Any]:
+    row = conn.execute(SQL["get_schedule_for_update"], {"id": schedule_id, "workspace_id": workspace_id}).fetchone()
+    if row is None:
+        raise ScheduleNotFound(str(schedule_id))
+    return row
+
+
+def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, work_kind: str,
+                    recurrence: dict[str, Any], actor: str, now: datetime, subject_id: UUID | None = None,
+                    name: str = "", active: bool = True, schedule_id: UUID | None = None) -> dict[str, Any]:
+    """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
+
+    Returns the row (dict). Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
+    the field when the rule does not validate.
+    """
+    rule = parse_rule(recurrence)
+    with conn.transaction():
+        row = conn.execute(SQL["insert_schedule"], {
+            "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
+            "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
+            "timezone": rule.timezone or "UTC", "status": "active" if active else "paused",
+            "next_due_at": _first_due(rule, now) if active else None, "actor": actor, "now": now}).fetchone()
+        _event(conn, row, "created", actor, now, detail={"warnings": list(rule.warnings)} if rule.warnings else None)
+    return row
+
+
+def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
+                    now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
+                    subject_id: UUID | None = None) -> dict[str, Any]:
+    """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
+    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`."""
+    with conn.transaction():
+        current = _locked(conn, workspace_id, schedule_id)
+        new_rule = recurrence if recurrence is not None else current["recurrence"]
+        rule = parse_rule(new_rule)
+        row = conn.execute(SQL["update_definition"], {
+            "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
+            "name": current["name"] if name is None else name,
+            "subject_id": current["subject_id"] if subject_id is None else subject_id,
+            "next_due_at": _first_due(rule, now), "now": now}).fetchone()
+        _event(conn, row, "updated", actor, now, detail={"definition_version": row["definition_version"]})
+    return row
+
+
+def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
+                   reason: str = "paused_by_owner") -> dict[str, Any]:
+    """Pause an active schedule (idempotent for an already paused one). Raises :class:`ScheduleNotFound`."""
+    with conn.transaction():
+        current = _locked(conn, workspace_id, schedule_id)
+        if current["status"] == "paused":
+            return current
+        row = conn.execute(SQL["set_status"], {"id": schedule_id, "status": "paused", "pause_reason": reason,
+                                               "next_due_at": None, "reset_streak": False, "deleted_at": None,
+                                               "now": now}).fetchone()
+        _event(conn, row, "paused", actor, now, reason=reason)
+    return row
+
+
+def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
+                    now: datetime) -> dict[str, Any]:
+    """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
+    the time spent paused floods no backlog. Resuming an active schedule is a no-op.
+    A definition that no longer validates stays paused: raises :class:`InvalidRecurrence`."""
+    with conn.transaction():
+        current = _locked(conn, workspace_id, schedule_id)
+        if current["status"] == "active":
+            return current
+        rule = parse_rule(current["recurrence"])
+        row = conn.execute(SQL["set_status"], {"id": schedule_id, "status": "active", "pause_reason": None,
+                                               "next_due_at": _first_due(rule, now), "reset_streak": True,
+                                               "deleted_at": None, "now": now}).fetchone()
+        _event(conn, row, "resumed", actor, now, detail={"previous_reason": current["pause_reason"]})
+    return row
+
+
+def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
+                    now: datetime) -> None:
+    """Delete: the schedule stops and disappears from reads; its runs and history are kept
+    for audit. Queued runs settle ``skipped`` (``schedule_deleted``) when consumed."""
+    with conn.transaction():
+        current = _locked(conn, workspace_id, schedule_id)
+        conn.execute(SQL["set_status"], {"id": schedule_id, "status": "disabled", "pause_reason": "deleted",
+                                         "next_due_at": None, "reset_streak": False, "deleted_at": now,
+                                         "now": now})
+        _event(conn, current, "deleted", actor, now)
+
+
+def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
+            publisher: RunPublisher, idempotency_key: str | None = None) -> tuple[UUID, bool]:
+    """"Run now": commit a manual run, then publish it; a refused publish releases it for the
+    dispatcher's next pass. Returns ``(run_id, created)``; a repeated ``idempotency_key``
+    returns the first request's run with ``created=False``. Works on paused schedules too.
+    Raises :class:`ScheduleNotFound`."""
+    key = f"manual:{idempotency_key or uuid.uuid4()}"
+    with conn.transaction():
+        schedule = _locked(conn, workspace_id, schedule_id)
+        zone = ZoneInfo(schedule["timezone"]) if schedule["timezone"] else None
+        local = now.astimezone(zone).replace(tzinfo=None) if zone else now.replace(tzinfo=None)
+        row = conn.execute(SQL["insert_manual_run"], {
+            "schedule_id": schedule_id, "workspace_id": workspace_id, "owner": schedule["owner"],
+            "work_kind": schedule["work_kind"], "occurrence_key": key, "now": now, "occurrence_local": local,
+            "actor": actor, "definition_version": schedule["definition_version"]}).fetchone()
+        if row is None:
+            existing = conn.execute(SQL["find_run_by_key"], {"schedule_id": schedule_id,
+                                                             "occurrence_key": key}).fetchone()
+            return existing["id"], False
+        _event(conn, schedule, "run_requested", actor, now, run_id=row["id"])
+    message = RunMessage(run_id=row["id"], schedule_id=schedule_id, workspace_id=workspace_id,
+                         owner=schedule["owner"], work_kind=schedule["work_kind"])
+    release_runs(conn, publisher.publish([message]), now=now, actor=actor)
+    return row["id"], True
+
+
+def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,
+                history_limit: int = 50, upcoming: int = 5) -> ScheduleDetails:
+    """Read a schedule with its latest summary, runs, events and next ``upcoming`` occurrences.
+    Raises :class:`ScheduleNotFound`."""
+    params = {"id": schedule_id, "workspace_id": workspace_id, "limit": history_limit}
+    with conn.transaction():
+        schedule = conn.execute(SQL["get_schedule"], params).fetchone()
+        if schedule is None:
+            raise ScheduleNotFound(str(schedule_id))
+        runs = conn.execute(SQL["recent_runs"], params).fetchall()
+        events = conn.execute(SQL["recent_events"], params).fetchall()
+    try:
+        rule = parse_rule(schedule["recurrence"])
+    except InvalidRecurrence:
+        return ScheduleDetails(schedule, runs, events, [], ())
+    # An active schedule's next due instant is its next occurrence (even if slightly past).
+    after = schedule["next_due_at"] - timedelta(microseconds=1) if schedule["next_due_at"] else now
+    zone = ZoneInfo(rule.timezone) if rule.timezone else None
+    upcoming_list = []
+    for occ in islice(rule.occurrences_after(after), upcoming):
+        upcoming_list.append({"at": occ.at, "local": occ.at.astimezone(zone).replace(tzinfo=None) if zone else
+                              occ.at.replace(tzinfo=None), "local_date": occ.local_date, "shifted": occ.shifted})
+    return ScheduleDetails(schedule, runs, events, upcoming_list, rule.warnings)

@@ -1,0 +1,60 @@
+-- name: insert_schedule
+INSERT INTO schedules (id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status,
+                       next_due_at, created_by, created_at, updated_at)
+VALUES (%(id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(subject_id)s, %(name)s, %(recurrence)s,
+        %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(now)s, %(now)s)
+RETURNING *
+
+-- name: get_schedule_for_update
+SELECT * FROM schedules
+ WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
+   FOR UPDATE
+
+-- name: get_schedule
+SELECT * FROM schedules
+ WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
+
+-- name: update_definition
+UPDATE schedules
+   SET recurrence = %(recurrence)s, timezone = %(timezone)s, name = %(name)s, subject_id = %(subject_id)s,
+       definition_version = definition_version + 1,
+       next_due_at = CASE WHEN status = 'active' THEN %(next_due_at)s::timestamptz END,
+       updated_at = %(now)s
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: set_status
+UPDATE schedules
+   SET status = %(status)s, pause_reason = %(pause_reason)s, next_due_at = %(next_due_at)s,
+       consecutive_failures = CASE WHEN %(reset_streak)s THEN 0 ELSE consecutive_failures END,
+       deleted_at = %(deleted_at)s, updated_at = %(now)s
+ WHERE id = %(id)s
+RETURNING *
+
+-- name: insert_manual_run
+INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                           occurrence_local, trigger, requested_by, definition_version, state, queued_at,
+                           offered_at, offer_count)
+VALUES (%(schedule_id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(occurrence_key)s, %(now)s,
+        %(occurrence_local)s, 'manual', %(actor)s, %(definition_version)s, 'queued', %(now)s, %(now)s, 1)
+ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
+RETURNING id
+
+-- name: find_run_by_key
+SELECT id FROM schedule_runs WHERE schedule_id = %(schedule_id)s AND occurrence_key = %(occurrence_key)s
+
+-- name: recent_runs
+SELECT id, occurrence_at, occurrence_local, dst_shifted, trigger, requested_by, state, attempts,
+       offer_count, queued_at, started_at, finished_at, outcome_code, detail, error, skipped_backlog,
+       first_skipped_at
+  FROM schedule_runs
+ WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
+ ORDER BY queued_at DESC, occurrence_at DESC
+ LIMIT %(limit)s
+
+-- name: recent_events
+SELECT id, run_id, kind, actor, reason, detail, at
+  FROM schedule_events
+ WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
+ ORDER BY id DESC
+ LIMIT %(limit)s

@@ -1,0 +1,43 @@
+-- name: settle_run
+-- Settle exactly once: only an unfinished run, and (when fenced) only by the attempt that
+-- holds it. A run taken over after its lease expired cannot be settled by the old holder.
+UPDATE schedule_runs
+   SET state = %(state)s, outcome_code = %(outcome_code)s, detail = %(detail)s, error = %(error)s,
+       finished_at = %(now)s, lease_until = NULL
+ WHERE id = %(run_id)s
+   AND state IN ('queued', 'running')
+   AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s::integer)
+RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger, occurrence_at
+
+-- name: apply_outcome
+-- Failure streak: scheduled failures add one; any success or skip resets; manual failures
+-- neither add nor pause. The threshold pauses an active schedule; so does an automatic
+-- run's refusal that carries a pause reason (e.g. source_access_lost).
+WITH calc AS (
+    SELECT id, status AS old_status,
+           CASE WHEN NOT %(failed)s THEN 0
+                WHEN %(trigger)s = 'scheduled' THEN consecutive_failures + 1
+                ELSE consecutive_failures END AS streak
+      FROM schedules WHERE id = %(schedule_id)s FOR UPDATE
+), decided AS (
+    SELECT id, old_status, streak,
+           (old_status = 'active' AND %(failed)s AND %(trigger)s = 'scheduled'
+            AND (streak >= %(threshold)s OR %(pause_reason)s::text IS NOT NULL)) AS pausing
+      FROM calc
+)
+UPDATE schedules AS s
+   SET consecutive_failures = d.streak,
+       last_run_id = %(run_id)s, last_outcome = %(outcome_code)s, last_run_at = %(now)s,
+       updated_at = %(now)s,
+       status = CASE WHEN d.pausing THEN 'paused' ELSE s.status END,
+       pause_reason = CASE WHEN NOT d.pausing THEN s.pause_reason
+                           WHEN %(pause_reason)s::text IS NOT NULL THEN %(pause_reason)s::text
+                           ELSE 'consecutive_failures' END,
+       next_due_at = CASE WHEN d.pausing THEN NULL ELSE s.next_due_at END
+  FROM decided AS d
+ WHERE s.id = d.id
+RETURNING s.id, s.status, s.pause_reason, d.streak AS consecutive_failures, d.pausing AS paused_now
+
+-- name: record_event
+INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
+VALUES (%(schedule_id)s, %(workspace_id)s, %(run_id)s, %(kind)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)

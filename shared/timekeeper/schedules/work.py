@@ -1,0 +1,147 @@
+"""Work kinds: the contract between the scheduling library and the owner modules.
+
+Owners (accounting, queries) register a handler per work kind. The consumer enters the
+run's workspace, opens the run's transaction and calls the handler with a
+:class:`RunContext`; the handler returns an :data:`Outcome` or raises.
+
+DESIGN section 2 "Consumer": ``Succeeded(detail)`` | ``Skipped(reason)`` |
+``Refused(code, message)`` (an expected refusal: the run settles failed at once, no retry)
+| an exception (unexpected: retried; settled failed on the final receive).
+
+Every handler states its idempotency contract in its docstring. The library makes one
+guarantee that handlers may build on: the handler's database writes and the run's
+settlement commit in ONE transaction, fenced by the run's attempt number, so a handler
+whose effects are all in the database is applied exactly once per run even under
+duplicate delivery. Effects outside the database belong in ``ctx.after_commit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+
+
+@dataclass(frozen=True)
+class Succeeded:
+    """The work was done; ``detail`` (JSON-ready dict) is stored on the run."""
+
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    outcome_code: str = "succeeded"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Nothing to do for this occurrence (``reason``: machine-readable, e.g. ``skipped_empty``)."""
+
+    reason: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An expected refusal: settle failed at once with ``code`` and ``message``; no retry."""
+
+    code: str
+    message: str
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    #: When set, an automatic (scheduled) run's refusal also pauses the schedule with
+    #: this reason (e.g. ``source_access_lost``); manual runs never pause.
+    pause_reason: str | None = None
+
+
+Outcome = Succeeded | Skipped | Refused
+
+
+@dataclass
+class RunContext:
+    """What a work-kind handler receives.
+
+    ``conn`` is inside the run's transaction with the tenant setting applied
+    (``app.workspace_id``); the handler must not commit or roll it back. Instants are aware
+    UTC datetimes; ``occurrence_local`` is the intended naive local date and time.
+    ``now`` is the consumer's clock (simulated in the local stack). ``services`` carries
+    the adapters the edge passed in, by name (e.g. ``"posting"``).
+    """
+
+    run_id: UUID
+    schedule_id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    subject_id: UUID | None
+    occurrence_at: datetime
+    occurrence_local: datetime
+    trigger: str
+    requested_by: str | None
+    attempt: int
+    now: datetime
+    conn: psycopg.Connection
+    services: Mapping[str, Any]
+    _after_commit: list[Callable[[], None]] = field(default_factory=list)
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` after the run's transaction (effects + settlement) commits.
+
+        Callbacks run at most once per committed settlement; a failing callback is logged
+        and does not change the recorded outcome (e.g. a posting job that fails to start
+        leaves its batch closed and unposted, visible by the job's status).
+        """
+        self._after_commit.append(callback)
+
+
+class WorkHandler(Protocol):
+    """A work kind's handler: ``(ctx) -> Outcome``; raising means an unexpected fault."""
+
+    def __call__(self, ctx: RunContext) -> Outcome: ...
+
+
+@dataclass(frozen=True)
+class WorkKind:
+    """A registered work kind: ``owner``, ``name``, ``handler`` and an optional staleness bound.
+
+    ``staleness`` (a timedelta) marks a latest-due occurrence older than it as a stale skip
+    instead of running it; ``None`` means late is better than never (accounting, snapshots).
+    """
+
+    owner: str
+    name: str
+    handler: WorkHandler
+    staleness: timedelta | None = None
+    description: str = ""
+
+
+class UnknownWorkKind(LookupError):
+    """No handler is registered for this owner and work kind."""
+
+
+class WorkKindRegistry:
+    """Work kinds by (owner, name). The scheduling library knows no owner module."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[tuple[str, str], WorkKind] = {}
+
+    def register(self, owner: str, name: str, handler: WorkHandler, *,
+                 staleness: timedelta | None = None, description: str = "") -> WorkKind:
+        """Register ``handler`` for ``(owner, name)``; raises ``ValueError`` on a duplicate."""
+        key = (owner, name)
+        if key in self._kinds:
+            raise ValueError(f"work kind {owner}/{name} is already registered")
+        kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip())
+        self._kinds[key] = kind
+        return kind
+
+    def get(self, owner: str, name: str) -> WorkKind:
+        """Return the work kind; raises :class:`UnknownWorkKind`."""
+        try:
+            return self._kinds[(owner, name)]
+        except KeyError:
+            raise UnknownWorkKind(f"no work kind {name!r} registered for owner {owner!r}") from None
+
+    def names(self, owner: str) -> list[str]:
+        """The registered work-kind names of ``owner``, sorted."""
+        return sorted(name for (o, name) in self._kinds if o == owner)

@@ -1,0 +1,92 @@
+"""The one description of every pipeline (DESIGN section 6).
+
+The CDK stacks and the local stack both read these numbers, so what runs locally is what
+deploys: the queue's maxReceiveCount here is also the consumer's idea of its final
+receive, the visibility timeout is derived from the consumer's timeout, and the lease a
+consumer takes on a run never outlives the function that holds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pipeline:
+    """A dispatcher -> queue -> consumer pipeline of one owner module.
+
+    Units: seconds unless the name says otherwise. ``rule_rate_minutes`` is the
+    EventBridge rate; ``claim_batch`` bounds one claim transaction (not the pass);
+    ``dispatcher_time_budget_s`` bounds the repeat loop of one pass.
+    """
+
+    name: str
+    owner: str
+    dispatcher_function: str
+    consumer_function: str
+    rule_rate_minutes: int = 1
+    dispatcher_timeout_s: int = 60
+    dispatcher_time_budget_s: int = 40
+    claim_batch: int = 200
+    reoffer_after_s: int = 900
+    consumer_timeout_s: int = 120
+    max_receive_count: int = 5
+    batch_size: int = 10
+    max_batching_window_s: int = 0
+    max_concurrency: int = 2
+    failure_pause_threshold: int = 5
+    queue_age_alarm_s: int = 900
+    dispatcher_silence_alarm_minutes: int = 5
+    dlq_retention_days: int = 14
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
+        return 6 * self.consumer_timeout_s
+
+    @property
+    def lease(self) -> timedelta:
+        """How long a started run is protected from concurrent execution: the consumer timeout."""
+        return timedelta(seconds=self.consumer_timeout_s)
+
+    @property
+    def reoffer_after(self) -> timedelta:
+        """A queued run offered this long ago and never started is offered again."""
+        return timedelta(seconds=self.reoffer_after_s)
+
+    @property
+    def queue_name(self) -> str:
+        return f"timekeeper-{self.name}-runs"
+
+    @property
+    def dlq_name(self) -> str:
+        return f"timekeeper-{self.name}-runs-dlq"
+
+    def __post_init__(self) -> None:
+        if self.max_receive_count < 2:
+            raise ValueError("max_receive_count below 2 loses messages to the DLQ on throttles")
+        if not 2 <= self.max_concurrency <= 1000:
+            raise ValueError("SQS event source maximum concurrency must be 2..1000")
+        if self.reoffer_after_s <= self.consumer_timeout_s:
+            raise ValueError("reoffer_after must exceed the consumer timeout")
+
+
+ACCOUNTING = Pipeline(
+    name="accounting",
+    owner="accounting",
+    dispatcher_function="accounting_dispatcher",
+    consumer_function="accounting_consumer",
+    max_concurrency=2,
+)
+
+#: Every pipeline, by name. Infra and the local stack iterate over this.
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING,)}
+
+
+def pipeline_for_owner(owner: str) -> Pipeline:
+    """Return the pipeline of ``owner``; raises ``KeyError`` when there is none."""
+    for pipeline in PIPELINES.values():
+        if pipeline.owner == owner:
+            return pipeline
+    raise KeyError(owner)

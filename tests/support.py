@@ -1,0 +1,66 @@
+"""Test doubles for adapters (never for our repository layer) and small builders."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from timekeeper.schedules.messages import RunMessage
+
+
+class ListPublisher:
+    """A RunPublisher that keeps what it was given and refuses the run ids in ``refuse``."""
+
+    def __init__(self, refuse: set[UUID] | None = None, refuse_all: bool = False):
+        self.sent: list[RunMessage] = []
+        self.refuse = refuse or set()
+        self.refuse_all = refuse_all
+
+    def publish(self, messages: list[RunMessage]) -> set[UUID]:
+        refused = {m.run_id for m in messages if self.refuse_all or m.run_id in self.refuse}
+        self.sent.extend(m for m in messages if m.run_id not in refused)
+        return refused
+
+
+class ListNotifier:
+    """A Notifier that keeps the notices; fails while ``failing`` is true."""
+
+    def __init__(self) -> None:
+        self.notices: list[dict[str, Any]] = []
+        self.failing = False
+
+    def notify(self, *, subject: str, payload: dict) -> None:
+        if self.failing:
+            raise RuntimeError("topic unavailable")
+        self.notices.append({"subject": subject, "payload": payload})
+
+
+def sqs_event(*messages: Any, receive_count: int = 1) -> dict[str, Any]:
+    """An SQS event as Lambda delivers it; each message is a RunMessage, a dict or a raw string."""
+    records = []
+    for i, message in enumerate(messages):
+        if isinstance(message, RunMessage):
+            body = message.model_dump_json()
+        elif isinstance(message, dict):
+            body = json.dumps(message)
+        else:
+            body = str(message)
+        records.append({
+            "messageId": str(uuid.uuid4()), "receiptHandle": f"handle-{i}", "body": body,
+            "attributes": {"ApproximateReceiveCount": str(receive_count), "SentTimestamp": "0",
+                           "SenderId": "test", "ApproximateFirstReceiveTimestamp": "0"},
+            "messageAttributes": {}, "md5OfBody": "", "eventSource": "aws:sqs",
+            "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:timekeeper-accounting-runs",
+            "awsRegion": "us-east-1"})
+    return {"Records": records}
+
+
+def scheduled_event(now: datetime) -> dict[str, Any]:
+    """An EventBridge scheduled event at ``now``."""
+    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": "123456789012", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:123456789012:rule/timekeeper"],
+            "detail": {}}
