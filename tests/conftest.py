@@ -21,7 +21,8 @@ def pg_server_url(tmp_path_factory) -> str:
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
     # One data directory shared by all xdist workers of this session.
-    root = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else tmp_path_factory.getbasetemp()
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     return embedded.server_url(root / "pgdata")
 
 

@@ -4,10 +4,11 @@ maxReceiveCount)."""
 
 from timekeeper import runtime
 from timekeeper.observability import logger, metrics, tracer
+from timekeeper.topology import ACCOUNTING
 
 
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.consume_batch(event, context)
+    return runtime.consume_batch(ACCOUNTING.name, event, context)

@@ -8,6 +8,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
 from timekeeper import runtime
 from timekeeper.observability import logger, metrics, tracer
+from timekeeper.topology import ACCOUNTING
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -15,7 +16,7 @@ from timekeeper.observability import logger, metrics, tracer
 @metrics.log_metrics
 @event_parser(model=EventBridgeModel)
 def lambda_handler(event: EventBridgeModel, context) -> dict:
-    report = runtime.run_dispatcher()
+    report = runtime.run_dispatcher(ACCOUNTING.name)
     result = asdict(report)
     result.pop("offered_run_ids")
     logger.info("dispatcher pass", extra=result)

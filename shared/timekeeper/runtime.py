@@ -3,9 +3,10 @@ environment, and the handler bodies every pipeline shares (DESIGN section 1: han
 stay thin; domain code never reads the environment or creates boto3 clients).
 
 Environment (names and ARNs only; secrets come from Secrets Manager):
-``TIMEKEEPER_PIPELINE`` (topology pipeline name), ``RUN_QUEUE_URL``,
+``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
 ``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
-``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS.
+``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each handler names its
+pipeline from the topology, so one process (the local stack) can host them all.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ class RuntimeSettings(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    pipeline: str
-    run_queue_url: str
     notification_topic_arn: str | None = None
     database_url: str | None = None
     db_secret_arn: str | None = None
@@ -50,13 +49,7 @@ class RuntimeSettings(BaseModel):
     def _database_named(self) -> RuntimeSettings:
         if not self.database_url and not (self.db_secret_arn and self.db_host):
             raise ValueError("set DATABASE_URL, or DB_SECRET_ARN and DB_HOST")
-        if self.pipeline not in PIPELINES:
-            raise ValueError(f"unknown pipeline {self.pipeline!r}")
         return self
-
-    @property
-    def topology(self) -> Pipeline:
-        return PIPELINES[self.pipeline]
 
 
 @cache
@@ -64,7 +57,6 @@ def settings() -> RuntimeSettings:
     """Settings from the environment, read once per execution environment."""
     env = os.environ
     return RuntimeSettings(
-        pipeline=env.get("TIMEKEEPER_PIPELINE", ""), run_queue_url=env.get("RUN_QUEUE_URL", ""),
         notification_topic_arn=env.get("NOTIFICATION_TOPIC_ARN") or None,
         database_url=env.get("DATABASE_URL") or None, db_secret_arn=env.get("DB_SECRET_ARN") or None,
         db_host=env.get("DB_HOST") or None, db_name=env.get("DB_NAME", "timekeeper"),
@@ -90,9 +82,17 @@ def database() -> ConnectionProvider:
 
 
 @cache
-def publisher() -> SqsRunPublisher:
-    """The run-queue publisher (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
-    return SqsRunPublisher(boto3.client("sqs"), settings().run_queue_url)
+def sqs_client() -> Any:
+    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
+    return boto3.client("sqs")
+
+
+@cache
+def publisher(pipeline: str) -> SqsRunPublisher:
+    """The run-queue publisher of ``pipeline``; raises ``KeyError`` when its queue URL is unset."""
+    if pipeline not in PIPELINES:
+        raise KeyError(f"unknown pipeline {pipeline!r}")
+    return SqsRunPublisher(sqs_client(), os.environ[f"RUN_QUEUE_URL_{pipeline.upper()}"])
 
 
 @cache
@@ -105,36 +105,39 @@ def notifier() -> SnsNotifier | None:
 @cache
 def registry() -> WorkKindRegistry:
     """Every owner's work kinds."""
-    from timekeeper import accounting
+    from timekeeper.accounting.work_kinds import register as register_accounting
 
     kinds = WorkKindRegistry()
-    accounting.register(kinds)
+    register_accounting(kinds)
     return kinds
 
 
-def run_dispatcher() -> DispatchReport:
-    """One dispatcher pass of this function's pipeline at the clock's ``now``."""
-    s = settings()
-    pipeline = s.topology
-    return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(),
+def run_dispatcher(pipeline_name: str) -> DispatchReport:
+    """One dispatcher pass of ``pipeline_name`` at the clock's ``now``."""
+    pipeline: Pipeline = PIPELINES[pipeline_name]
+    return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(pipeline_name),
                     claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after,
                     time_budget_s=pipeline.dispatcher_time_budget_s, registry=registry(), notifier=notifier(),
                     metrics=metrics)
 
 
-def _record_handler(record: SQSRecord) -> str:
-    message = RunMessage.model_validate_json(record.body)  # malformed -> this item fails only
-    s = settings()
-    result = process_run(database().get(), message,
-                         receive_count=int(record.attributes.approximate_receive_count or 1), now=clock.now(),
-                         registry=registry(), settings=ConsumerSettings.from_pipeline(s.topology),
-                         services={}, metrics=metrics)
-    logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
-    return result.action
+def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process an SQS batch of ``pipeline_name`` with partial failures
+    (ReportBatchItemFailures): a malformed message, a run under a live lease elsewhere or a
+    retryable fault fails only its own item; everything else is acknowledged."""
+    consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
 
+    def record_handler(record: SQSRecord) -> str:
+        message = RunMessage.model_validate_json(record.body)  # malformed -> this item fails only
+        try:
+            result = process_run(database().get(), message,
+                                 receive_count=int(record.attributes.approximate_receive_count or 1),
+                                 now=clock.now(), registry=registry(), settings=consumer_settings,
+                                 services={}, metrics=metrics)
+        finally:
+            logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
+        return result.action
 
-def consume_batch(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Process an SQS batch with partial failures (ReportBatchItemFailures)."""
     processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(event=event, record_handler=_record_handler, processor=processor,
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor,
                                     context=context)

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 import pytest
 
+from tests.support import ListNotifier, ListPublisher
 from timekeeper.db.connection import connect
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules import service
@@ -15,7 +16,6 @@ from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.notifications import flush_notifications
 from timekeeper.schedules.work import Refused, Skipped, Succeeded, WorkKindRegistry
-from tests.support import ListNotifier, ListPublisher
 
 OWNER = "accounting"
 SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)

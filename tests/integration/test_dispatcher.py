@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 
+from tests.support import ListPublisher
 from timekeeper.db.connection import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import claim_batch, dispatch
-from tests.support import ListPublisher
 
 OWNER = "accounting"
 HOURLY_UTC = {"cron": "0 * * * *", "timezone": "UTC"}

@@ -1,0 +1,7 @@
+"""``python -m timekeeper``: the local stack's command line."""
+
+import sys
+
+from timekeeper.local.cli import main
+
+sys.exit(main())

@@ -1,0 +1,109 @@
+"""The local AWS: moto (in-process, or a server on loopback) with the queues, dead-letter queues and the
+notification topic the topology describes (the same redrive policy and visibility
+timeout the CDK stacks deploy)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import boto3
+
+from timekeeper.topology import PIPELINES, Pipeline
+
+REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class QueuePair:
+    """A pipeline's run queue and its dead-letter queue (URLs and ARNs)."""
+
+    pipeline: Pipeline
+    url: str
+    arn: str
+    dlq_url: str
+    dlq_arn: str
+
+
+@dataclass
+class LocalAws:
+    """A running moto server and the resources created in it."""
+
+    endpoint: str
+    queues: dict[str, QueuePair]
+    topic_arn: str
+    server: object | None = None
+    mock: object | None = None
+
+    def client(self, service: str):
+        """A boto3 client for ``service`` against the local AWS."""
+        if self.endpoint:
+            return boto3.client(service, endpoint_url=self.endpoint, region_name=REGION,
+                                aws_access_key_id="local", aws_secret_access_key="local")
+        return boto3.client(service, region_name=REGION)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        if self.mock is not None:
+            self.mock.stop()
+            self.mock = None
+
+
+def _set_fake_credentials() -> None:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+    os.environ.setdefault("AWS_DEFAULT_REGION", REGION)
+    os.environ.setdefault("AWS_REGION", REGION)
+
+
+def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
+    """Create ``pipeline``'s DLQ (14-day retention) and run queue (redrive and visibility
+    from the topology) with ``sqs``; idempotent."""
+    dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
+        "MessageRetentionPeriod": str(pipeline.dlq_retention_days * 86400)})["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(QueueName=pipeline.queue_name, Attributes={
+        "VisibilityTimeout": str(pipeline.visibility_timeout_s),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": pipeline.max_receive_count}),
+    })["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    return QueuePair(pipeline, url, arn, dlq_url, dlq_arn)
+
+
+def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
+    """Start moto, create every pipeline's queues and the notification topic, and point
+    this process's AWS SDK at it (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``,
+    ``NOTIFICATION_TOPIC_ARN``).
+
+    ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
+    through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
+    (``port`` 0 picks a free one) reachable by other processes, via ``AWS_ENDPOINT_URL``.
+    """
+    _set_fake_credentials()
+    if server:
+        from moto.server import ThreadedMotoServer
+
+        moto_server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        moto_server.start()
+        host, bound_port = moto_server.get_host_and_port()
+        endpoint = f"http://{host}:{bound_port}"
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+        local = LocalAws(endpoint=endpoint, queues={}, topic_arn="", server=moto_server)
+    else:
+        from moto import mock_aws
+
+        os.environ.pop("AWS_ENDPOINT_URL", None)
+        mock = mock_aws()
+        mock.start()
+        local = LocalAws(endpoint="", queues={}, topic_arn="", mock=mock)
+    sqs = local.client("sqs")
+    for name, pipeline in PIPELINES.items():
+        pair = create_pipeline_queues(sqs, pipeline)
+        local.queues[name] = pair
+        os.environ[f"RUN_QUEUE_URL_{name.upper()}"] = pair.url
+    local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
+    os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
+    return local

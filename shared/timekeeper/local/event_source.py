@@ -1,0 +1,115 @@
+"""An SQS event source mapping for the local stack, on a simulated clock.
+
+It does what Lambda's poller does for the consumer: receive up to ``batch_size`` messages
+per invocation and up to ``max_concurrency`` invocations per round, build the SQS event
+(with ApproximateReceiveCount), invoke the real handler, delete the messages not listed
+in ``batchItemFailures`` and leave the failed ones to reappear after the visibility
+timeout. Visibility is kept in SIMULATED time: a failed message stays hidden (moto's
+real-time visibility is set long) until the simulated clock passes its timeout, then it
+is made visible again. moto moves a message to the dead-letter queue on the receive after
+maxReceiveCount, as SQS does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+_HIDE_REAL_SECONDS = 43_200  # hide received messages "forever" in real time; simulated time decides
+
+
+@dataclass
+class EventSourceStats:
+    """Counters of a mapping: invocations, records delivered, deleted and failed."""
+
+    invocations: int = 0
+    delivered: int = 0
+    deleted: int = 0
+    failed: int = 0
+    function_errors: int = 0
+
+
+@dataclass
+class SqsEventSource:
+    """Poll ``queue_url`` with ``sqs`` and feed ``function(event) -> response`` in batches."""
+
+    sqs: Any
+    queue_url: str
+    queue_arn: str
+    function: Callable[[dict[str, Any]], Any]
+    batch_size: int
+    max_concurrency: int
+    visibility_timeout: timedelta
+    region: str = "us-east-1"
+    stats: EventSourceStats = field(default_factory=EventSourceStats)
+    _hidden: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # message id -> (visible at, handle)
+
+    @property
+    def in_flight(self) -> int:
+        """Messages received and failed, waiting for their simulated visibility timeout."""
+        return len(self._hidden)
+
+    def next_visible_at(self) -> datetime | None:
+        """The simulated instant the earliest hidden message becomes visible again."""
+        return min((at for at, _ in self._hidden.values()), default=None)
+
+    def _reveal(self, now: datetime) -> None:
+        due = [(mid, handle) for mid, (at, handle) in self._hidden.items() if at <= now]
+        for mid, handle in due:
+            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
+            del self._hidden[mid]
+
+    def _event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        records = []
+        for m in messages:
+            attributes = dict(m.get("Attributes", {}))
+            records.append({
+                "messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                "attributes": attributes, "messageAttributes": {},
+                "md5OfBody": m.get("MD5OfBody") or hashlib.md5(m["Body"].encode()).hexdigest(),  # noqa: S324
+                "eventSource": "aws:sqs", "eventSourceARN": self.queue_arn, "awsRegion": self.region})
+        return {"Records": records}
+
+    def poll(self, now: datetime, *, max_rounds: int = 1000) -> int:
+        """Deliver everything visible at simulated ``now``; return the records delivered."""
+        self._reveal(now)
+        delivered = 0
+        for _ in range(max_rounds):
+            batches = []
+            for _ in range(self.max_concurrency):
+                got = self.sqs.receive_message(
+                    QueueUrl=self.queue_url, MaxNumberOfMessages=min(self.batch_size, 10),
+                    VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
+                ).get("Messages", [])
+                if not got:
+                    break
+                batches.append(got)
+            if not batches:
+                break
+            for batch in batches:
+                delivered += len(batch)
+                self._invoke(batch, now)
+        return delivered
+
+    def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
+        self.stats.invocations += 1
+        self.stats.delivered += len(batch)
+        try:
+            response = self.function(self._event(batch)) or {}
+            failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+        except Exception:  # noqa: BLE001 - a function error fails the whole batch, as in Lambda
+            self.stats.function_errors += 1
+            failed_ids = {m["MessageId"] for m in batch}
+        done = [m for m in batch if m["MessageId"] not in failed_ids]
+        for start in range(0, len(done), 10):
+            chunk = done[start:start + 10]
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
+        self.stats.deleted += len(done)
+        for m in batch:
+            if m["MessageId"] in failed_ids:
+                self.stats.failed += 1
+                self._hidden[m["MessageId"]] = (now + self.visibility_timeout, m["ReceiptHandle"])
