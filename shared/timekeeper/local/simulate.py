@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -108,6 +109,7 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     os.environ["DATABASE_URL"] = url
     result = SimulationResult(database_url=url)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
     local = start_local_aws()
     sink = _NullWriter()
 

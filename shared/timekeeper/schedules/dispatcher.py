@@ -147,7 +147,8 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         "dst_shifted", "definition_version", "state", "skipped_backlog", "first_skipped_at")}
     advance_ids: list[UUID] = []
     advance_to: list[datetime | None] = []
-    events: dict[str, list[Any]] = {k: [] for k in ("schedule_id", "workspace_id", "run_id", "kind", "reason", "detail")}
+    events: dict[str, list[Any]] = {
+        k: [] for k in ("schedule_id", "workspace_id", "run_id", "kind", "reason", "detail")}
     invalid: list[UUID] = []
 
     def event(row: dict, kind: str, reason: str | None, detail: dict | None) -> None:
@@ -259,7 +260,10 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     started = monotonic()
     total = DispatchReport()
     cache = _RuleCache()
-    while True:
+    probe = conn.execute(SQL["probe_work"], {"owner": owner, "now": now,
+                                             "stale_before": now - reoffer_after}).fetchone()
+    has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
+    while has_work:
         with conn.transaction():
             messages, report = claim_batch(conn, owner=owner, now=now, limit=claim_limit,
                                            reoffer_after=reoffer_after, registry=registry, cache=cache)
@@ -275,7 +279,7 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
         full = report.claimed >= claim_limit or report.reoffered >= claim_limit
         if not full or monotonic() - started >= time_budget_s:
             break
-    if notifier is not None:
+    if notifier is not None and probe["notices"]:
         flush_notifications(conn, owner=owner, notifier=notifier, now=now)
     total.elapsed_s = monotonic() - started
     if metrics is not None:

@@ -84,3 +84,16 @@ UPDATE schedule_runs
    SET offered_at = NULL, released_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[]) AND state IN ('queued', 'running')
 RETURNING id, schedule_id, workspace_id
+
+-- name: probe_work
+-- One round trip that tells an idle pass it has nothing to do (the common minute).
+SELECT EXISTS (SELECT 1 FROM schedules
+                WHERE owner = %(owner)s AND status = 'active' AND next_due_at <= %(now)s) AS due,
+       EXISTS (SELECT 1 FROM schedule_runs
+                WHERE owner = %(owner)s AND state = 'queued'
+                  AND (offered_at IS NULL OR offered_at <= %(stale_before)s)) AS reofferable,
+       EXISTS (SELECT 1 FROM schedule_runs
+                WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(stale_before)s
+                  AND (offered_at IS NULL OR offered_at <= %(stale_before)s)) AS abandoned,
+       EXISTS (SELECT 1 FROM schedule_notifications
+                WHERE owner = %(owner)s AND sent_at IS NULL) AS notices

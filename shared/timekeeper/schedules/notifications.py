@@ -36,10 +36,6 @@ def flush_notifications(conn: psycopg.Connection, *, owner: str, notifier: Any, 
     notifier failure (it is logged).
     """
     sent = 0
-    pending = conn.execute("SELECT EXISTS (SELECT 1 FROM schedule_notifications WHERE owner = %s AND sent_at IS NULL)"
-                           " AS pending", (owner,)).fetchone()
-    if not pending["pending"]:
-        return 0  # the common case costs one round trip
     for _ in range(limit):
         with conn.transaction():
             row = conn.execute(

@@ -98,3 +98,6 @@ CREATE TABLE schedule_notifications (
     attempts      integer NOT NULL DEFAULT 0
 );
 CREATE INDEX schedule_notifications_unsent_idx ON schedule_notifications (owner, id) WHERE sent_at IS NULL;
+
+-- Abandoned starts (running, lease long expired) are found through this one.
+CREATE INDEX schedule_runs_lease_idx ON schedule_runs (owner, lease_until) WHERE state = 'running';

@@ -1,0 +1,6 @@
+"""Accounting's scheduled work (DESIGN section 3, seed 000).
+
+``books`` (calendars, periods, recurring batches, batches, entries; setup services),
+``posting`` (posting jobs), ``reconciliation`` (bank line matching), ``billing``
+(recurring billing preparation) and ``work_kinds`` (the four handlers and ``register``).
+"""

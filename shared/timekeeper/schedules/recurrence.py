@@ -1,0 +1,815 @@
+"""Recurrence rules: validation and occurrence iteration in wall time and absolute time.
+
+Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+
+Three rule forms, each a JSON-ready dict (the shape the API takes):
+
+* ``{"cron": "m h dom mon dow", "timezone": "America/New_York"}`` -- five standard cron
+  fields evaluated in local wall time (POSIX semantics; ``L`` in day-of-month is the
+  last day of the month).
+* ``{"calendar": {"frequency": ..., ...}, "timezone": "..."}`` -- daily, weekly, monthly
+  or yearly calendar rules with one or more local times of day.
+* ``{"interval": {"minutes": N} | {"hours": N}, "anchor": "2027-01-01T00:00:00Z"}`` --
+  a fixed step in absolute time, aligned to the anchor (optional ``"timezone"`` is for
+  display of the local date only).
+
+Every instant returned is an aware UTC ``datetime`` (``tzinfo=datetime.timezone.utc``).
+
+DST policy for the wall-time forms (cron and calendar), using ``zoneinfo``:
+
+* Spring-forward gap: a wall time that does not exist is shifted forward by the length
+  of the gap (02:30 -> 03:30 when clocks jump 02:00 -> 03:00; 02:15 -> 02:45 for the
+  30-minute gap of Australia/Lord_Howe). The occurrence keeps its intended local date and
+  time and is marked ``shifted``. If the shifted instant is also another occurrence of
+  the same schedule, the two are one (the unshifted one is kept).
+* Fall-back overlap: a fixed local time that exists twice runs once, at the earlier
+  instant (fold=0). A rule that fires in every hour of the day (cron hour field covering
+  0-23, or calendar times covering every hour) runs at each real instant, so an hourly
+  rule has 25 occurrences on the long day and 23 on the short one.
+* A schedule never has two occurrences at the same instant and occurrences come out
+  strictly increasing.
+
+Candidates are generated as local dates and wall times and each is resolved to an
+instant; the next occurrence is never computed by adding 24 hours or 30 days.
+"""
+
+from __future__ import annotations
+
+import calendar as _calendar
+import json
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from datetime import date, datetime, time, timedelta, timezone
+from functools import lru_cache
+from itertools import islice
+from typing import Annotated, Any, Literal, NamedTuple
+from zoneinfo import ZoneInfo
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+__all__ = [
+    "InvalidRecurrence",
+    "Occurrence",
+    "Recurrence",
+    "next_occurrences",
+    "parse_rule",
+]
+
+UTC = timezone.utc
+_ONE_DAY = timedelta(days=1)
+_WEEKDAY_CODES = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")  # index = date.weekday()
+_DEFAULT_START = date(2000, 1, 1)
+_FIRST_SAFE_DATE = date(1, 1, 3)  # earlier local dates cannot be converted to UTC in every zone
+_AVG_MONTH = timedelta(days=365.2425 / 12)
+_AVG_YEAR = timedelta(days=365.2425)
+_MAX_DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_MIN_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+_MONTH_NAMES = ("", "January", "February", "March", "April", "May", "June", "July",
+                "August", "September", "October", "November", "December")
+
+# Shared per-minute-of-day objects: a rule's times reference these, so compiling is cheap.
+_TIMES = tuple(time(m // 60, m % 60) for m in range(1440))
+_DELTAS = tuple(timedelta(minutes=m) for m in range(1440))
+
+
+# --------------------------------------------------------------------------- public types
+
+
+class InvalidRecurrence(ValueError):
+    """A rule that cannot be compiled.
+
+    ``field`` is the dotted path of the offending input (``"timezone"``, ``"cron"``,
+    ``"calendar.times[0]"``, ``"interval.minutes"``, or ``"rule"`` for the rule as a
+    whole); ``reason`` says what is wrong. ``str(error)`` is ``"field: reason"``.
+    """
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.field = field
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}"
+
+
+class Occurrence(NamedTuple):
+    """One occurrence of a schedule (a slotted, immutable tuple).
+
+    * ``at`` -- the real instant, aware UTC (``tzinfo=datetime.timezone.utc``).
+    * ``local_date`` -- the intended local date in the rule's timezone (the UTC date for
+      interval rules without a timezone).
+    * ``local_time`` -- the intended local wall time, before any gap shift (naive).
+    * ``shifted`` -- True when a spring-forward gap moved the occurrence later; ``at`` is
+      then the intended wall time plus the length of the gap.
+    """
+
+    at: datetime
+    local_date: date
+    local_time: time
+    shifted: bool
+
+
+class Recurrence:
+    """A compiled, immutable rule (build it with :func:`parse_rule`).
+
+    Attributes:
+        key: canonical JSON of the normalised rule (defaults filled, lists sorted);
+            equal rules have equal keys, so it is usable as a cache key.
+        timezone: the IANA zone of a wall-time rule; ``"UTC"`` (or the display zone) for
+            an interval rule.
+        warnings: human-readable notes about surprising but valid rules (a cron day of
+            month that skips short months).
+        nominal_period: the average spacing between occurrences (a daily rule with one
+            time: one day times the interval; ``0 * * * *``: one hour). Used for
+            staleness bounds, not for computing occurrences.
+
+    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+    """
+
+    __slots__ = ("key", "timezone", "warnings", "nominal_period")
+
+    key: str
+    timezone: str | None
+    warnings: tuple[str, ...]
+    nominal_period: timedelta
+
+    @property
+    def rule(self) -> dict[str, Any]:
+        """The normalised rule as a fresh JSON-ready dict (``json.loads(self.key)``)."""
+        return json.loads(self.key)
+
+    def occurrences_after(self, after: datetime) -> Iterator[Occurrence]:
+        """Lazily yield the occurrences strictly after the instant ``after``.
+
+        ``after`` must be aware (any zone); naive datetimes raise ``ValueError``.
+        Occurrences come out strictly increasing in ``at`` (aware UTC).
+        """
+        return self._iter(_as_utc(after))
+
+    def next_after(self, after: datetime) -> Occurrence | None:
+        """The first occurrence strictly after the aware instant ``after``, or None if
+        the rule has no more occurrences. Naive ``after`` raises ``ValueError``."""
+        return next(self._iter(_as_utc(after)), None)
+
+    def _iter(self, after: datetime) -> Iterator[Occurrence]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Recurrence) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+def _as_utc(after: datetime) -> datetime:
+    if not isinstance(after, datetime):
+        raise TypeError(f"after must be a datetime, not {type(after).__name__}")
+    if after.tzinfo is None or after.utcoffset() is None:
+        raise ValueError("after must be an aware datetime (a real instant), got a naive one")
+    return after.astimezone(UTC)
+
+
+# ------------------------------------------------------------------ wall-time evaluation
+
+
+class _WallTimeRecurrence(Recurrence):
+    """Shared evaluation of cron and calendar rules: candidate local dates from the
+    subclass, a fixed sorted list of wall times per date, each resolved to an instant."""
+
+    __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_frequent")
+
+    def _init_wall(self, zone_name: str, minutes: list[int]) -> None:
+        self.timezone = zone_name
+        self._zone = ZoneInfo(zone_name)
+        minutes = sorted(set(minutes))
+        self._minutes = tuple(minutes)  # minutes since local midnight, sorted
+        self._times = tuple(_TIMES[m] for m in minutes)
+        self._deltas = tuple(_DELTAS[m] for m in minutes)
+        # "Wall-time frequent": fires in every hour of the day, so a repeated hour runs twice.
+        self._frequent = len({m // 60 for m in minutes}) == 24
+
+    def _dates_from(self, start: date) -> Iterator[date]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _iter(self, after: datetime) -> Iterator[Occurrence]:
+        zone = self._zone
+        deltas = self._deltas
+        times = self._times
+        last_delta = deltas[-1]
+        try:
+            start = after.astimezone(zone).date() - _ONE_DAY  # a gap can carry a day past `after`
+        except OverflowError:  # within a day or two of datetime.min / datetime.max
+            start = date.min if after.year == 1 else after.date() - 2 * _ONE_DAY
+        start = max(start, _FIRST_SAFE_DATE)
+        buffer: list[Occurrence] = []  # resolved, sorted, not yet safe to release
+        try:
+            for d in self._dates_from(start):
+                y, mo, dd = d.year, d.month, d.day
+                e = d + _ONE_DAY
+                midnight = datetime(y, mo, dd, tzinfo=zone)
+                s0 = midnight.utcoffset()
+                s1 = midnight.replace(fold=1).utcoffset()
+                next_midnight = datetime(e.year, e.month, e.day, tzinfo=zone)
+                e0 = next_midnight.utcoffset()
+                e1 = next_midnight.replace(fold=1).utcoffset()
+                if not buffer and s0 == s1 == e0 == e1:
+                    # Fast path: one UTC offset for the whole local day (no two transitions
+                    # of any tzdata zone lie within 48 hours of each other), so every wall
+                    # time exists once and at = wall time - offset.
+                    base = datetime(y, mo, dd, tzinfo=UTC) - s0
+                    if base + last_delta <= after:
+                        continue
+                    for i in range(bisect_right(deltas, after - base), len(deltas)):
+                        yield Occurrence(base + deltas[i], d, times[i], False)
+                    continue
+                # Slow path: a transition touches this day, or an earlier day's shifted
+                # occurrences are still pending. Resolve every candidate, merge, dedupe.
+                buffer.extend(self._resolve_day(d))
+                buffer = _sorted_unique(buffer)
+                # Nothing from a later date can be earlier than this instant.
+                bound = datetime(e.year, e.month, e.day, tzinfo=UTC) - max(e0, e1)
+                released = 0
+                for occ in buffer:
+                    if occ.at >= bound:
+                        break
+                    released += 1
+                    if occ.at > after:
+                        yield occ
+                del buffer[:released]
+        except OverflowError:
+            pass  # ran past year 9999
+        for occ in buffer:
+            if occ.at > after:
+                yield occ
+
+    def _resolve_day(self, d: date) -> list[Occurrence]:
+        """Resolve every wall time of local date ``d`` to instants (gap and overlap rules)."""
+        zone = self._zone
+        frequent = self._frequent
+        y, mo, dd = d.year, d.month, d.day
+        out: list[Occurrence] = []
+        for minute, t in zip(self._minutes, self._times, strict=True):
+            h, mi = divmod(minute, 60)
+            wall = datetime(y, mo, dd, h, mi, tzinfo=zone)
+            off0 = wall.utcoffset()
+            off1 = wall.replace(fold=1).utcoffset()
+            naive_utc = datetime(y, mo, dd, h, mi, tzinfo=UTC)
+            if off0 == off1:
+                out.append(Occurrence(naive_utc - off0, d, t, False))
+            elif off0 < off1:
+                # Gap: the offset before the transition applies, which moves the wall
+                # time forward by exactly the gap length (off1 - off0).
+                out.append(Occurrence(naive_utc - off0, d, t, True))
+            else:
+                # Overlap: the earlier instant; the later one too for wall-frequent rules.
+                out.append(Occurrence(naive_utc - off0, d, t, False))
+                if frequent:
+                    out.append(Occurrence(naive_utc - off1, d, t, False))
+        return out
+
+
+def _sorted_unique(items: list[Occurrence]) -> list[Occurrence]:
+    """Sort by instant; of several at one instant keep one, preferring an unshifted one."""
+    items.sort(key=lambda o: (o.at, o.shifted))
+    out: list[Occurrence] = []
+    for occ in items:
+        if out and out[-1].at == occ.at:
+            continue
+        out.append(occ)
+    return out
+
+
+# ------------------------------------------------------------------------------- cron
+
+_CRON_FIELDS = (
+    # name, low, high, names
+    ("minute", 0, 59, None),
+    ("hour", 0, 23, None),
+    ("day-of-month", 1, 31, None),
+    ("month", 1, 12, {n.upper(): i for i, n in enumerate(_calendar.month_abbr) if n}),
+    ("day-of-week", 0, 7, {"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}),
+)
+
+
+def _cron_value(token: str, index: int) -> int:
+    name, low, high, names = _CRON_FIELDS[index]
+    if token.isascii() and token.isdigit():
+        value = int(token)
+    elif names is not None and token.upper() in names:
+        value = names[token.upper()]
+    else:
+        raise InvalidRecurrence("cron", f"{name} field: {token!r} is not a valid value")
+    if not low <= value <= high:
+        raise InvalidRecurrence("cron", f"{name} field: {value} is out of range {low}-{high}")
+    return value
+
+
+def _parse_cron_field(text: str, index: int) -> tuple[frozenset[int], bool]:
+    """Parse one cron field into its set of values and whether ``L`` (last day) was given."""
+    name, low, high, _ = _CRON_FIELDS[index]
+    values: set[int] = set()
+    last = False
+    for part in text.split(","):
+        if not part:
+            raise InvalidRecurrence("cron", f"{name} field: empty list item in {text!r}")
+        if part.upper() == "L":
+            if index != 2:
+                raise InvalidRecurrence("cron", f"{name} field: 'L' is only allowed in day-of-month")
+            last = True
+            continue
+        base, slash, step_text = part.partition("/")
+        step = 1
+        if slash:
+            if not (step_text.isascii() and step_text.isdigit()) or int(step_text) < 1:
+                raise InvalidRecurrence("cron", f"{name} field: step {step_text!r} must be a positive integer")
+            step = int(step_text)
+        if base == "*":
+            lo, hi = low, high
+        elif "-" in base:
+            a, _, b = base.partition("-")
+            lo, hi = _cron_value(a, index), _cron_value(b, index)
+            if lo > hi:
+                raise InvalidRecurrence("cron", f"{name} field: range {base!r} runs backwards")
+        else:
+            if slash:
+                raise InvalidRecurrence("cron", f"{name} field: a step needs a range or '*', got {part!r}")
+            lo = hi = _cron_value(base, index)
+        values.update(range(lo, hi + 1, step))
+    if index == 4 and 7 in values:
+        values.discard(7)
+        values.add(0)
+    return frozenset(values), last
+
+
+class _CronRecurrence(_WallTimeRecurrence):
+    __slots__ = ("_months", "_dom", "_dom_last", "_dow", "_and", "_month_cache")
+
+    def __init__(self, expression: str, zone_name: str) -> None:
+        fields = expression.split()
+        if len(fields) != 5:
+            raise InvalidRecurrence(
+                "cron", f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}")
+        minutes, _ = _parse_cron_field(fields[0], 0)
+        hours, _ = _parse_cron_field(fields[1], 1)
+        dom, dom_last = _parse_cron_field(fields[2], 2)
+        months, _ = _parse_cron_field(fields[3], 3)
+        dow, _ = _parse_cron_field(fields[4], 4)
+        # Vixie/POSIX: a field starting with '*' is unrestricted. If both day fields are
+        # restricted a day matches when EITHER matches; otherwise both must match.
+        dom_star = fields[2].startswith("*")
+        dow_star = fields[4].startswith("*")
+        self._months = months
+        self._dom = dom
+        self._dom_last = dom_last
+        self._dow = dow
+        self._and = dom_star or dow_star
+        self._month_cache: dict[int, tuple[int, ...]] = {}
+        if self._and and not dom_star and not dom_last:
+            # Only the day-of-month decides: it must exist in some selected month.
+            if not any(d <= _MAX_DAYS_IN_MONTH[m] for m in months for d in dom):
+                raise InvalidRecurrence("cron", "the day-of-month and month fields never match a real date")
+        warnings: list[str] = []
+        long_days = sorted(d for d in dom if any(d > _MIN_DAYS_IN_MONTH[m] for m in months))
+        if long_days and len(dom) < 31:
+            listed = ", ".join(str(d) for d in long_days)
+            warnings.append(
+                f"cron day-of-month {listed} does not exist in every month; cron skips the "
+                "months without it (POSIX meaning). For the last day of shorter months use "
+                'a calendar rule with month_day (clamps to the last day) or month_day "last" '
+                "(or 'L' in cron).")
+        self.warnings = tuple(warnings)
+        self._init_wall(zone_name, [h * 60 + m for h in hours for m in minutes])
+        self.key = _canonical({"cron": " ".join(f.upper() for f in fields), "timezone": zone_name})
+        self.nominal_period = self._estimate_period()
+
+    def _estimate_period(self) -> timedelta:
+        p_dom = min(1.0, (len(self._dom) + self._dom_last) / 30.436875)
+        p_dow = len(self._dow) / 7
+        if self._and:
+            p_day = p_dom * p_dow
+        else:
+            p_day = 1 - (1 - p_dom) * (1 - p_dow)
+        per_day = p_day * len(self._months) / 12 * len(self._minutes)
+        return timedelta(days=1 / per_day)
+
+    def _month_days(self, y: int, m: int) -> tuple[int, ...]:
+        key = y * 12 + m
+        days = self._month_cache.get(key)
+        if days is None:
+            first_weekday, ndays = _calendar.monthrange(y, m)  # Monday = 0
+            dom, dow, last, both = self._dom, self._dow, self._dom_last, self._and
+            found = []
+            for day in range(1, ndays + 1):
+                dom_ok = day in dom or (last and day == ndays)
+                dow_ok = (first_weekday + day) % 7 in dow  # cron: Sunday = 0
+                if (dom_ok and dow_ok) if both else (dom_ok or dow_ok):
+                    found.append(day)
+            days = tuple(found)
+            if len(self._month_cache) >= 240:
+                self._month_cache.clear()
+            self._month_cache[key] = days
+        return days
+
+    def _dates_from(self, start: date) -> Iterator[date]:
+        y, m, first = start.year, start.month, start.day
+        months = self._months
+        while y <= 9999:
+            if m in months:
+                for day in self._month_days(y, m):
+                    if day >= first:
+                        yield date(y, m, day)
+            first = 1
+            m += 1
+            if m == 13:
+                m = 1
+                y += 1
+
+
+# --------------------------------------------------------------------------- calendar
+
+
+class _CalendarRecurrence(_WallTimeRecurrence):
+    __slots__ = ("_frequency", "_interval", "_start", "_weekdays", "_month_day", "_nth", "_month")
+
+    def __init__(self, cal: _CalendarModel, zone_name: str) -> None:
+        freq = cal.frequency
+        allowed = {
+            "daily": set(),
+            "weekly": {"weekdays"},
+            "monthly": {"month_day", "nth_weekday"},
+            "yearly": {"month_day", "nth_weekday", "month"},
+        }[freq]
+        for name in ("weekdays", "month_day", "nth_weekday", "month"):
+            if getattr(cal, name) is not None and name not in allowed:
+                raise InvalidRecurrence(f"calendar.{name}", f"not allowed for frequency {freq!r}")
+        if cal.month_day is not None and cal.nth_weekday is not None:
+            raise InvalidRecurrence("calendar.nth_weekday", "give either month_day or nth_weekday, not both")
+        if freq in ("monthly", "yearly") and cal.month_day is None and cal.nth_weekday is None:
+            raise InvalidRecurrence("calendar.month_day", f"a {freq} rule needs month_day or nth_weekday")
+        if freq == "yearly":
+            if cal.month is None:
+                raise InvalidRecurrence("calendar.month", "a yearly rule needs month (1-12)")
+            if isinstance(cal.month_day, int) and cal.month_day > _MAX_DAYS_IN_MONTH[cal.month]:
+                raise InvalidRecurrence(
+                    "calendar.month_day",
+                    f"{_MONTH_NAMES[cal.month]} has at most {_MAX_DAYS_IN_MONTH[cal.month]} days; "
+                    'use "last" for its last day')
+        self._frequency = freq
+        self._interval = cal.interval
+        self._start = cal.start_date or _DEFAULT_START
+        weekdays = cal.weekdays or [_WEEKDAY_CODES[self._start.weekday()]]
+        self._weekdays = tuple(sorted({_WEEKDAY_CODES.index(w) for w in weekdays}))
+        self._month_day = cal.month_day
+        self._nth = (cal.nth_weekday[0], _WEEKDAY_CODES.index(cal.nth_weekday[1])) if cal.nth_weekday else None
+        self._month = cal.month
+        if not self._ever_fires():
+            raise InvalidRecurrence(
+                "calendar.nth_weekday",
+                f"never occurs: no month this rule selects has a 5th {_WEEKDAY_CODES[self._nth[1]]}")
+        self.warnings = ()
+        minutes = [t.hour * 60 + t.minute for t in cal.times]
+        self._init_wall(zone_name, minutes)
+
+        canonical: dict[str, Any] = {
+            "frequency": freq,
+            "interval": self._interval,
+            "start_date": self._start.isoformat(),
+            "times": [t.strftime("%H:%M") for t in self._times],
+        }
+        if freq == "weekly":
+            canonical["weekdays"] = [_WEEKDAY_CODES[w] for w in self._weekdays]
+        if self._month_day is not None:
+            canonical["month_day"] = self._month_day
+        if self._nth is not None:
+            canonical["nth_weekday"] = [self._nth[0], _WEEKDAY_CODES[self._nth[1]]]
+        if self._month is not None:
+            canonical["month"] = self._month
+        self.key = _canonical({"calendar": canonical, "timezone": zone_name})
+        per_period = len(self._minutes) * (len(self._weekdays) if freq == "weekly" else 1)
+        base = {"daily": _ONE_DAY, "weekly": 7 * _ONE_DAY, "monthly": _AVG_MONTH, "yearly": _AVG_YEAR}[freq]
+        self.nominal_period = base * self._interval / per_period
+
+    def _ever_fires(self) -> bool:
+        """False for a rule that selects no date at all (a 5th weekday that never falls
+        in the months it selects, e.g. every other February's 5th Monday from an odd year).
+        The Gregorian calendar repeats every 400 years (4,800 months), which bounds the scan."""
+        if self._nth is None or self._nth[0] != 5:
+            return True  # month_day, last, 1st-4th and last weekday exist in every month
+        s = self._start
+        if self._frequency == "monthly":
+            index = s.year * 12 + s.month - 1
+            for _ in range(4800):
+                if index >= 10000 * 12:
+                    break
+                y, m0 = divmod(index, 12)
+                if self._day_in_month(y, m0 + 1) is not None:
+                    return True
+                index += self._interval
+            return False
+        y = s.year
+        for _ in range(400):
+            if y > 9999:
+                break
+            if self._day_in_month(y, self._month) is not None:
+                return True
+            y += self._interval
+        return False
+
+    def _day_in_month(self, y: int, m: int) -> int | None:
+        """The rule's day in month (y, m): clamped month_day, last day, or Nth weekday."""
+        first_weekday, ndays = _calendar.monthrange(y, m)
+        md = self._month_day
+        if md == "last":
+            return ndays
+        if md is not None:
+            return min(md, ndays)
+        n, wd = self._nth
+        if n == -1:
+            last_weekday = (first_weekday + ndays - 1) % 7
+            return ndays - (last_weekday - wd) % 7
+        day = 1 + (wd - first_weekday) % 7 + 7 * (n - 1)
+        return day if day <= ndays else None
+
+    def _dates_from(self, start: date) -> Iterator[date]:
+        s = self._start
+        if start < s:
+            start = s
+        n = self._interval
+        freq = self._frequency
+        if freq == "daily":
+            k = -(-(start - s).days // n)
+            d = s + timedelta(days=k * n)
+            step = timedelta(days=n)
+            while True:
+                yield d
+                d += step
+        elif freq == "weekly":
+            s_monday = s - timedelta(days=s.weekday())
+            weeks = (start - s_monday).days // 7
+            k = -(-weeks // n) * n
+            monday = s_monday + timedelta(weeks=k)
+            step = timedelta(weeks=n)
+            offsets = [timedelta(days=w) for w in self._weekdays]
+            while True:
+                for offset in offsets:
+                    d = monday + offset
+                    if d >= start:
+                        yield d
+                monday += step
+        elif freq == "monthly":
+            s_index = s.year * 12 + s.month - 1
+            index = start.year * 12 + start.month - 1
+            index = s_index + -(-(index - s_index) // n) * n
+            while index < 10000 * 12:
+                y, m0 = divmod(index, 12)
+                day = self._day_in_month(y, m0 + 1)
+                if day is not None:
+                    d = date(y, m0 + 1, day)
+                    if d >= start:
+                        yield d
+                index += n
+        else:  # yearly
+            y = s.year + -(-(start.year - s.year) // n) * n
+            while y <= 9999:
+                day = self._day_in_month(y, self._month)
+                if day is not None:
+                    d = date(y, self._month, day)
+                    if d >= start:
+                        yield d
+                y += n
+
+
+# --------------------------------------------------------------------------- interval
+
+
+class _IntervalRecurrence(Recurrence):
+    __slots__ = ("_anchor", "_step", "_zone")
+
+    def __init__(self, step_model: _IntervalModel, anchor_text: str, zone_name: str | None) -> None:
+        if (step_model.minutes is None) == (step_model.hours is None):
+            raise InvalidRecurrence("interval", 'give exactly one of "minutes" or "hours"')
+        try:
+            anchor = datetime.fromisoformat(anchor_text)
+        except ValueError:
+            raise InvalidRecurrence("anchor", "must be an ISO 8601 instant, e.g. 2027-01-01T09:00:00Z") from None
+        if anchor.tzinfo is None or anchor.utcoffset() is None:
+            raise InvalidRecurrence("anchor", "must include a UTC offset or Z")
+        self._anchor = anchor.astimezone(UTC)
+        if step_model.minutes is not None:
+            self._step = timedelta(minutes=step_model.minutes)
+            step_json = {"minutes": step_model.minutes}
+        else:
+            self._step = timedelta(hours=step_model.hours)
+            step_json = {"hours": step_model.hours}
+        self._zone = ZoneInfo(zone_name) if zone_name is not None else None
+        self.timezone = zone_name or "UTC"
+        self.warnings = ()
+        self.nominal_period = self._step
+        rule: dict[str, Any] = {"interval": step_json,
+                                "anchor": self._anchor.isoformat().replace("+00:00", "Z")}
+        if zone_name is not None:
+            rule["timezone"] = zone_name
+        self.key = _canonical(rule)
+
+    def _iter(self, after: datetime) -> Iterator[Occurrence]:
+        step = self._step
+        zone = self._zone
+        k = (after - self._anchor) // step + 1  # floor division: the first k with at > after
+        try:
+            at = self._anchor + k * step
+            while True:
+                if zone is None:
+                    yield Occurrence(at, at.date(), at.time(), False)
+                else:
+                    local = at.astimezone(zone)
+                    yield Occurrence(at, local.date(), local.time(), False)
+                at += step
+        except OverflowError:
+            return
+
+
+# ------------------------------------------------------------------------- validation
+
+_WeekdayCode = Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+_HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _parse_hhmm(value: str) -> time:
+    match = _HHMM.fullmatch(value)
+    if match is None:
+        raise ValueError("must be a 24-hour time 'HH:MM' (00:00-23:59)")
+    return _TIMES[int(match[1]) * 60 + int(match[2])]
+
+
+def _parse_date(value: str) -> date:
+    try:
+        if _ISO_DATE.fullmatch(value) is None:
+            raise ValueError
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be a date 'YYYY-MM-DD'") from None
+
+
+class _CalendarModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    frequency: Literal["daily", "weekly", "monthly", "yearly"]
+    interval: StrictInt = Field(1, ge=1)
+    start_date: Annotated[StrictStr, AfterValidator(_parse_date)] | None = None
+    weekdays: list[_WeekdayCode] | None = Field(None, min_length=1)
+    month_day: Any = None
+    nth_weekday: Any = None
+    month: StrictInt | None = Field(None, ge=1, le=12)
+    times: list[Annotated[StrictStr, AfterValidator(_parse_hhmm)]] = Field(min_length=1)
+
+    @field_validator("month_day", mode="plain")
+    @classmethod
+    def _check_month_day(cls, value: Any) -> int | str | None:
+        if value is None or value == "last":
+            return value
+        if type(value) is int and 1 <= value <= 31:
+            return value
+        raise ValueError('must be an integer 1-31 or "last"')
+
+    @field_validator("nth_weekday", mode="plain")
+    @classmethod
+    def _check_nth_weekday(cls, value: Any) -> tuple[int, str] | None:
+        if value is None:
+            return None
+        if (isinstance(value, list | tuple) and len(value) == 2 and type(value[0]) is int
+                and value[0] in (1, 2, 3, 4, 5, -1) and value[1] in _WEEKDAY_CODES):
+            return (value[0], value[1])
+        raise ValueError('must be [n, "MO".."SU"] with n in 1..5 or -1 (last)')
+
+
+class _IntervalModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    minutes: StrictInt | None = Field(None, ge=1, le=366 * 24 * 60)
+    hours: StrictInt | None = Field(None, ge=1, le=366 * 24)
+
+
+class _RuleModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cron: StrictStr | None = None
+    calendar: _CalendarModel | None = None
+    interval: _IntervalModel | None = None
+    anchor: StrictStr | None = None
+    timezone: StrictStr | None = None
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "rule"
+
+
+def _translate(error: ValidationError) -> InvalidRecurrence:
+    first = error.errors(include_url=False)[0]
+    reason = first["msg"]
+    if first["type"] == "extra_forbidden":
+        reason = "unknown field"
+    elif first["type"] == "missing":
+        reason = "required"
+    elif first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        reason = "must be a JSON object"
+    elif reason.startswith("Value error, "):
+        reason = reason[len("Value error, "):]
+    return InvalidRecurrence(_dotted(first["loc"]), reason)
+
+
+def _check_zone(name: str) -> str:
+    try:
+        if not name or name != name.strip():
+            raise ValueError
+        ZoneInfo(name)
+    except Exception:  # ZoneInfoNotFoundError, ValueError, OSError on odd keys
+        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}") from None
+    return name
+
+
+def _canonical(rule: dict[str, Any]) -> str:
+    return json.dumps(rule, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def _compile(rule: Any) -> Recurrence:
+    if not isinstance(rule, dict):
+        raise InvalidRecurrence("rule", "must be a JSON object")
+    try:
+        model = _RuleModel.model_validate(rule)
+    except ValidationError as error:
+        raise _translate(error) from None
+    forms = [name for name in ("cron", "calendar", "interval") if getattr(model, name) is not None]
+    if len(forms) != 1:
+        given = " and ".join(forms) if forms else "none"
+        raise InvalidRecurrence("rule", f'exactly one of "cron", "calendar" or "interval" is required (got {given})')
+    if forms[0] == "interval":
+        if model.anchor is None:
+            raise InvalidRecurrence("anchor", "required for an interval rule")
+        zone = _check_zone(model.timezone) if model.timezone is not None else None
+        return _IntervalRecurrence(model.interval, model.anchor, zone)
+    if model.anchor is not None:
+        raise InvalidRecurrence("anchor", "only allowed with an interval rule")
+    if model.timezone is None:
+        raise InvalidRecurrence("timezone", f"required for a {forms[0]} rule")
+    zone = _check_zone(model.timezone)
+    if model.cron is not None:
+        return _CronRecurrence(model.cron, zone)
+    return _CalendarRecurrence(model.calendar, zone)
+
+
+@lru_cache(maxsize=4096)
+def _compile_cached(raw: str) -> Recurrence:
+    return _compile(json.loads(raw))
+
+
+# ------------------------------------------------------------------------- public API
+
+
+def parse_rule(rule: dict[str, Any]) -> Recurrence:
+    """Validate and compile a rule dict (one of the three forms) into a :class:`Recurrence`.
+
+    Compiled rules are immutable and cached by the rule's JSON text, so calling this for
+    every evaluation is cheap. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
+    the offending field for any invalid input: unknown keys, wrong types, unknown
+    timezone, interval < 1, month_day outside 1-31, bad weekday codes, empty or malformed
+    times, both or neither rule forms, cron syntax errors, a cron that never matches.
+
+    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+    """
+    try:
+        raw = json.dumps(rule, sort_keys=True)
+    except (TypeError, ValueError):
+        return _compile(rule)  # not JSON-ready: compile uncached (it will explain why)
+    return _compile_cached(raw)
+
+
+def next_occurrences(rule: dict[str, Any], after: datetime, count: int) -> list[Occurrence]:
+    """The next ``count`` occurrences of ``rule`` strictly after the instant ``after``.
+
+    ``rule`` is the JSON-ready dict the API takes; ``after`` must be aware (naive raises
+    ``ValueError``); the result is strictly increasing in ``Occurrence.at`` (aware UTC)
+    and shorter than ``count`` only if the rule runs out (past year 9999). Raises
+    :class:`InvalidRecurrence` for an invalid rule and ``ValueError`` for a negative count.
+
+    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    return list(islice(parse_rule(rule).occurrences_after(after), count))
