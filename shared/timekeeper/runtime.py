@@ -112,6 +112,15 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
+def reset() -> None:
+    """Forget every cached setting and adapter (closing the connection), so the next call
+    reads the environment again. The local stack and tests use it between configurations."""
+    if database.cache_info().currsize:
+        database().close()
+    for cached in (settings, database, sqs_client, publisher, notifier, registry):
+        cached.cache_clear()
+
+
 def run_dispatcher(pipeline_name: str) -> DispatchReport:
     """One dispatcher pass of ``pipeline_name`` at the clock's ``now``."""
     pipeline: Pipeline = PIPELINES[pipeline_name]

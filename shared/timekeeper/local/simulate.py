@@ -96,7 +96,7 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     _quiet_lambda_environment()
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from timekeeper import clock
+    from timekeeper import clock, runtime
     from timekeeper.db.connection import connect
     from timekeeper.local.aws import start_local_aws
     from timekeeper.local.event_source import SqsEventSource
@@ -105,6 +105,8 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     from timekeeper.topology import PIPELINES
 
     wall_start = time.monotonic()
+    saved_environment = dict(os.environ)
+    runtime.reset()
     url = prepare_database()
     os.environ["DATABASE_URL"] = url
     result = SimulationResult(database_url=url)
@@ -169,6 +171,9 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     finally:
         clock.install(None)
         local.stop()
+        runtime.reset()
+        os.environ.clear()
+        os.environ.update(saved_environment)
     result.wall_seconds = time.monotonic() - wall_start
     return result
 

@@ -1,0 +1,123 @@
+"""The real Lambda handlers with real-shaped events, against the real database and moto."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support import scheduled_event, sqs_event
+from timekeeper import clock, runtime
+from timekeeper.aws.sns import SnsNotifier
+from timekeeper.aws.sqs import SqsRunPublisher
+from timekeeper.local.aws import create_pipeline_queues
+from timekeeper.local.event_source import SqsEventSource
+from timekeeper.local.lambdas import invoke
+from timekeeper.schedules import service
+from timekeeper.schedules.messages import RunMessage
+from timekeeper.topology import ACCOUNTING
+
+
+@pytest.fixture
+def aws(db_url, conn, monkeypatch):
+    """moto with the accounting queues and topic; the runtime configured from the environment."""
+    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
+    for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
+                       "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
+                       "DATABASE_URL": db_url}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        pair = create_pipeline_queues(sqs, ACCOUNTING)
+        topic = boto3.client("sns").create_topic(Name="notices")["TopicArn"]
+        monkeypatch.setenv("RUN_QUEUE_URL_ACCOUNTING", pair.url)
+        monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", topic)
+        runtime.reset()
+        yield {"sqs": sqs, "queue": pair, "topic": topic}
+        runtime.reset()
+        clock.install(None)
+
+
+def hourly(conn, now, kind="reconciliation.sweep"):
+    return service.create_schedule(conn, workspace_id=uuid.uuid4(), owner="accounting", work_kind=kind,
+                                   recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
+                                   now=now - timedelta(minutes=30))
+
+
+def receive_all(sqs, url):
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+    return got
+
+
+def test_dispatcher_handler_publishes_claimed_runs_to_the_queue(aws, conn, utc):
+    # Given a due schedule
+    now = utc(2027, 1, 4, 10, 0)
+    schedule = hourly(conn, now)
+    clock.install(lambda: now)
+    # When EventBridge invokes the dispatcher
+    result = invoke("accounting_dispatcher", scheduled_event(now))
+    # Then one run message is on the queue
+    assert result["claimed"] == 1 and result["published"] == 1
+    (message,) = receive_all(aws["sqs"], aws["queue"].url)
+    body = RunMessage.model_validate_json(message["Body"])
+    assert body.schedule_id == schedule["id"]
+
+
+def test_a_malformed_message_fails_only_its_own_batch_item(aws, conn, utc):
+    # Given a batch with a good run message and a malformed one
+    now = utc(2027, 1, 4, 10, 0)
+    hourly(conn, now)
+    clock.install(lambda: now)
+    invoke("accounting_dispatcher", scheduled_event(now))
+    (good,) = receive_all(aws["sqs"], aws["queue"].url)
+    event = sqs_event(json.loads(good["Body"]), "{not json", {"run_id": "x"})
+    # When the consumer handles it
+    response = invoke("accounting_consumer", event)
+    # Then only the two malformed items are reported failed; the good run settled
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    assert failed == {event["Records"][1]["messageId"], event["Records"][2]["messageId"]}
+    state = conn.execute("SELECT state FROM schedule_runs").fetchone()["state"]
+    assert state in ("succeeded", "skipped")
+
+
+def test_a_malformed_message_reaches_the_dlq_after_max_receive_count(aws, utc):
+    # Given a malformed message on the queue and the event source mapping of the topology
+    sqs, pair = aws["sqs"], aws["queue"]
+    sqs.send_message(QueueUrl=pair.url, MessageBody="not a run")
+    source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
+                            function=lambda event: invoke("accounting_consumer", event),
+                            batch_size=ACCOUNTING.batch_size, max_concurrency=ACCOUNTING.max_concurrency,
+                            visibility_timeout=timedelta(seconds=ACCOUNTING.visibility_timeout_s))
+    now = utc(2027, 1, 4, 10, 0)
+    # When it is polled after each visibility timeout
+    receives = 0
+    for i in range(ACCOUNTING.max_receive_count + 1):
+        receives += source.poll(now + i * source.visibility_timeout + timedelta(seconds=1))
+    # Then it was received maxReceiveCount times and then moved to the dead-letter queue
+    assert receives == ACCOUNTING.max_receive_count
+    dead = sqs.receive_message(QueueUrl=pair.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
+    assert [m["Body"] for m in dead] == ["not a run"]
+
+
+def test_the_publisher_reports_a_refused_call_as_refused_runs(aws):
+    message = RunMessage(run_id=uuid.uuid4(), schedule_id=uuid.uuid4(), workspace_id=uuid.uuid4(),
+                         owner="accounting", work_kind="batch.roll")
+    missing = aws["queue"].url.rsplit("/", 1)[0] + "/no-such-queue"
+    assert SqsRunPublisher(aws["sqs"], missing).publish([message]) == {message.run_id}
+    assert SqsRunPublisher(aws["sqs"], aws["queue"].url).publish([message]) == set()
+
+
+def test_pause_notices_are_published_to_the_topic(aws):
+    sns = boto3.client("sns")
+    queue_url = aws["sqs"].create_queue(QueueName="notices-inbox")["QueueUrl"]
+    arn = aws["sqs"].get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=aws["topic"], Protocol="sqs", Endpoint=arn)
+    SnsNotifier(sns, aws["topic"]).notify(subject="Timekeeper accounting: schedule_paused",
+                                          payload={"reason": "consecutive_failures"})
+    (received,) = aws["sqs"].receive_message(QueueUrl=queue_url).get("Messages", [])
+    assert json.loads(json.loads(received["Body"])["Message"]) == {"reason": "consecutive_failures"}
