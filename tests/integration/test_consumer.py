@@ -15,6 +15,7 @@ from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_run
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.notifications import flush_notifications
+from timekeeper.schedules.settlement import settle_run
 from timekeeper.schedules.work import Refused, Skipped, Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
@@ -306,3 +307,33 @@ def test_resume_does_not_flood_the_backlog(world, kinds, utc):
     run = world.execute("SELECT skipped_backlog FROM schedule_runs WHERE id = %s",
                         (publisher.sent[0].run_id,)).fetchone()
     assert run["skipped_backlog"] == 0
+
+
+def test_concurrent_settlements_of_one_schedule_never_lose_a_failure(db_url, world, kinds, utc):
+    # Given two unfinished scheduled runs of one schedule
+    start = utc(2027, 1, 4, 10, 0)
+    schedule, first = due_run(world, start)
+    dispatch(world, owner=OWNER, now=start + timedelta(minutes=5, hours=1), publisher=ListPublisher())
+    second = world.execute("SELECT id AS run_id FROM schedule_runs WHERE schedule_id = %s AND id <> %s",
+                           (schedule["id"], first.run_id)).fetchone()
+    other = connect(db_url)
+    done = threading.Event()
+    # When both settle failed at the same time (the second waits on the first's lock)
+    try:
+        with world.transaction():
+            settle_run(world, run_id=first.run_id, state="failed", outcome_code="x", now=start)
+
+            def settle_second():
+                with other.transaction():
+                    settle_run(other, run_id=second["run_id"], state="failed", outcome_code="x", now=start)
+                done.set()
+
+            thread = threading.Thread(target=settle_second)
+            thread.start()
+            assert not done.wait(0.5)  # blocked behind the first settlement's row lock
+        thread.join(10)
+    finally:
+        other.close()
+    # Then the streak counts both
+    assert done.is_set()
+    assert schedule_row(world, schedule["id"])["consecutive_failures"] == 2

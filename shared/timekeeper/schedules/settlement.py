@@ -47,37 +47,34 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
     """
     if state not in TERMINAL_STATES:
         raise ValueError(f"not a terminal state: {state!r}")
+    failed = state == "failed"
     run = conn.execute(SQL["settle_run"], {
         "run_id": run_id, "state": state, "outcome_code": outcome_code,
         "detail": Jsonb(detail) if detail is not None else None, "error": error, "now": now,
-        "attempt": attempt}).fetchone()
+        "attempt": attempt, "failed": failed, "threshold": failure_threshold,
+        "pause_reason": pause_reason}).fetchone()
     if run is None:
         return None
-    failed = state == "failed"
-    schedule = conn.execute(SQL["apply_outcome"], {
-        "schedule_id": run["schedule_id"], "run_id": run_id, "failed": failed, "trigger": run["trigger"],
-        "outcome_code": outcome_code, "now": now, "threshold": failure_threshold,
-        "pause_reason": pause_reason}).fetchone()
     paused_reason = None
     if failed:
         conn.execute(SQL["record_event"], {
             "schedule_id": run["schedule_id"], "workspace_id": run["workspace_id"], "run_id": run_id,
             "kind": "settled", "actor": actor, "reason": outcome_code,
             "detail": Jsonb({"state": state, "error": error}), "now": now})
-    if schedule is not None and schedule["paused_now"]:
-        paused_reason = schedule["pause_reason"]
+    if run["paused_now"]:
+        paused_reason = run["pause_reason"]
         conn.execute(SQL["record_event"], {
             "schedule_id": run["schedule_id"], "workspace_id": run["workspace_id"], "run_id": run_id,
             "kind": "paused", "actor": actor, "reason": paused_reason,
-            "detail": Jsonb({"consecutive_failures": schedule["consecutive_failures"], "last_error": error}),
+            "detail": Jsonb({"consecutive_failures": run["consecutive_failures"], "last_error": error}),
             "now": now})
         enqueue_notification(conn, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
                              owner=run["owner"], kind="schedule_paused", now=now, payload={
                                  "schedule_id": str(run["schedule_id"]), "workspace_id": str(run["workspace_id"]),
                                  "reason": paused_reason, "work_kind": run["work_kind"],
-                                 "consecutive_failures": schedule["consecutive_failures"],
+                                 "consecutive_failures": run["consecutive_failures"],
                                  "last_run_id": str(run_id), "last_outcome": outcome_code})
     return Settlement(run_id=run_id, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
                       state=state, outcome_code=outcome_code,
-                      consecutive_failures=schedule["consecutive_failures"] if schedule else 0,
+                      consecutive_failures=run["consecutive_failures"],
                       paused_reason=paused_reason)

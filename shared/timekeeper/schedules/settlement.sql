@@ -1,29 +1,32 @@
 -- name: settle_run
--- Settle exactly once: only an unfinished run, and (when fenced) only by the attempt that
--- holds it. A run taken over after its lease expired cannot be settled by the old holder.
-UPDATE schedule_runs
-   SET state = %(state)s, outcome_code = %(outcome_code)s, detail = %(detail)s, error = %(error)s,
-       finished_at = %(now)s, lease_until = NULL
- WHERE id = %(run_id)s
-   AND state IN ('queued', 'running')
-   AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s::integer)
-RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger, occurrence_at
-
--- name: apply_outcome
--- Failure streak: scheduled failures add one; any success or skip resets; manual failures
+-- Settle exactly once, and update the schedule's failure streak, in ONE statement.
+-- Only an unfinished run is settled, and (when fenced) only by the attempt that holds
+-- it: a run taken over after its lease expired cannot be settled by the old holder.
+-- Streak: scheduled failures add one; any success or skip resets; manual failures
 -- neither add nor pause. The threshold pauses an active schedule; so does an automatic
--- run's refusal that carries a pause reason (e.g. source_access_lost).
-WITH calc AS (
-    SELECT id, status AS old_status,
+-- run's refusal that carries a pause reason (e.g. source_access_lost). The schedule row
+-- is locked (FOR UPDATE returns its latest committed version), so concurrent
+-- settlements of one schedule never lose an update.
+WITH settled AS (
+    UPDATE schedule_runs
+       SET state = %(state)s, outcome_code = %(outcome_code)s, detail = %(detail)s, error = %(error)s,
+           finished_at = %(now)s, lease_until = NULL
+     WHERE id = %(run_id)s
+       AND state IN ('queued', 'running')
+       AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s::integer)
+    RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger
+), prior AS (
+    SELECT s.id, s.status, settled.trigger,
            CASE WHEN NOT %(failed)s THEN 0
-                WHEN %(trigger)s = 'scheduled' THEN consecutive_failures + 1
-                ELSE consecutive_failures END AS streak
-      FROM schedules WHERE id = %(schedule_id)s FOR UPDATE
+                WHEN settled.trigger = 'scheduled' THEN s.consecutive_failures + 1
+                ELSE s.consecutive_failures END AS streak
+      FROM schedules AS s JOIN settled ON s.id = settled.schedule_id
+       FOR UPDATE OF s
 ), decided AS (
-    SELECT id, old_status, streak,
-           (old_status = 'active' AND %(failed)s AND %(trigger)s = 'scheduled'
+    SELECT id, streak,
+           (status = 'active' AND %(failed)s AND trigger = 'scheduled'
             AND (streak >= %(threshold)s OR %(pause_reason)s::text IS NOT NULL)) AS pausing
-      FROM calc
+      FROM prior
 )
 UPDATE schedules AS s
    SET consecutive_failures = d.streak,
@@ -34,9 +37,10 @@ UPDATE schedules AS s
                            WHEN %(pause_reason)s::text IS NOT NULL THEN %(pause_reason)s::text
                            ELSE 'consecutive_failures' END,
        next_due_at = CASE WHEN d.pausing THEN NULL ELSE s.next_due_at END
-  FROM decided AS d
+  FROM decided AS d, settled
  WHERE s.id = d.id
-RETURNING s.id, s.status, s.pause_reason, d.streak AS consecutive_failures, d.pausing AS paused_now
+RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work_kind, settled.trigger,
+          s.pause_reason, d.streak AS consecutive_failures, d.pausing AS paused_now
 
 -- name: record_event
 INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
