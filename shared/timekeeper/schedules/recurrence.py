@@ -215,16 +215,20 @@ class _WallTimeRecurrence(Recurrence):
             start = date.min if after.year == 1 else after.date() - 2 * _ONE_DAY
         start = max(start, _FIRST_SAFE_DATE)
         buffer: list[Occurrence] = []  # resolved, sorted, not yet safe to release
+        e = e0 = e1 = None  # the previous date's next midnight and its offsets (fold 0, 1)
         try:
             for d in self._dates_from(start):
                 y, mo, dd = d.year, d.month, d.day
+                if d == e:  # consecutive dates: this midnight was the previous next midnight
+                    s0, s1 = e0, e1
+                else:
+                    midnight = datetime(y, mo, dd, tzinfo=zone)
+                    s0 = midnight.utcoffset()
+                    s1 = datetime(y, mo, dd, fold=1, tzinfo=zone).utcoffset()
                 e = d + _ONE_DAY
-                midnight = datetime(y, mo, dd, tzinfo=zone)
-                s0 = midnight.utcoffset()
-                s1 = midnight.replace(fold=1).utcoffset()
                 next_midnight = datetime(e.year, e.month, e.day, tzinfo=zone)
                 e0 = next_midnight.utcoffset()
-                e1 = next_midnight.replace(fold=1).utcoffset()
+                e1 = datetime(e.year, e.month, e.day, fold=1, tzinfo=zone).utcoffset()
                 if not buffer and s0 == s1 == e0 == e1:
                     # Fast path: one UTC offset for the whole local day (no two transitions
                     # of any tzdata zone lie within 48 hours of each other), so every wall
