@@ -1,0 +1,115 @@
+"""The schedule owners' HTTP API: an API Gateway REST API (regional, proxy integration) in
+front of ``functions/api``, guarded by a Lambda REQUEST authorizer.
+
+The authorizer is the operator's (context ``timekeeper:authorizerFunctionArn``: a function
+that verifies the caller's token with their identity provider and returns the claims
+``user_id``, ``workspace_id`` and ``roles`` in its ``context``). Without one, a placeholder
+that denies every request is deployed, so the API is never open by accident.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra import settings
+from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.nag import acknowledge
+from infra.pipeline import PipelineResources, queue_url_variable
+
+#: The API's functions/ folder.
+API_FUNCTION = "api"
+
+_DENY_ALL = '''"""Placeholder authorizer: denies every request until the operator deploys with
+timekeeper:authorizerFunctionArn pointing at an authorizer for their identity provider."""
+
+
+def handler(event, context):
+    return {"principalId": "nobody", "policyDocument": {"Version": "2012-10-17", "Statement": [
+        {"Action": "execute-api:Invoke", "Effect": "Deny", "Resource": event["methodArn"]}]}}
+'''
+
+
+class PlaceholderAuthorizer(Construct):
+    """A deny-all authorizer function (inline code, logs only)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, log_retention: logs.RetentionDays):
+        super().__init__(scope, construct_id)
+        log_group = logs.LogGroup(self, "Logs", retention=log_retention)
+        role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                        description="Timekeeper placeholder authorizer (deny all)")
+        log_group.grant_write(role)
+        self.function = lambda_.Function(
+            self, "Function", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+            code=lambda_.Code.from_inline(_DENY_ALL), role=role, log_group=log_group,
+            timeout=Duration.seconds(5), memory_size=128,
+            description="Timekeeper placeholder authorizer: denies every request")
+        acknowledge(self.function, "AwsSolutions-L1",
+                    "The placeholder runs on the same Python 3.12 as every Timekeeper function; it is "
+                    "replaced by the operator's authorizer (timekeeper:authorizerFunctionArn).")
+
+
+class HttpApi(Construct):
+    """The REST API, its function and its authorizer.
+
+    The function may publish to every pipeline's run queue ("Run now") and reads the
+    database secret; API Gateway writes JSON access logs and X-Ray traces.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
+                 database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
+                 authorizer_function_arn: str | None = None):
+        super().__init__(scope, construct_id)
+        self.function = TimekeeperFunction(
+            self, "Handler", folder=API_FUNCTION, layer=layer, database=database,
+            timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
+            environment={queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
+            description="Timekeeper schedule owners' HTTP API")
+        for resources in pipelines:
+            resources.queues.queue.grant_send_messages(self.function.role)
+
+        if authorizer_function_arn:
+            authorizer_function = lambda_.Function.from_function_attributes(
+                self, "OperatorAuthorizer", function_arn=authorizer_function_arn, same_environment=True)
+        else:
+            authorizer_function = PlaceholderAuthorizer(self, "PlaceholderAuthorizer",
+                                                        log_retention=log_retention).function
+        self.authorizer = apigw.RequestAuthorizer(
+            self, "Authorizer", handler=authorizer_function,
+            identity_sources=[apigw.IdentitySource.header("Authorization")],
+            results_cache_ttl=Duration.minutes(5))
+
+        access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
+        self.api = apigw.LambdaRestApi(
+            self, "Api", handler=self.function.function, proxy=True,
+            rest_api_name="timekeeper",
+            description="Timekeeper: schedule owners' routes",
+            endpoint_types=[apigw.EndpointType.REGIONAL],
+            cloud_watch_role=True,
+            default_method_options=apigw.MethodOptions(
+                authorizer=self.authorizer, authorization_type=apigw.AuthorizationType.CUSTOM),
+            deploy_options=apigw.StageOptions(
+                stage_name="v1", tracing_enabled=True,
+                logging_level=apigw.MethodLoggingLevel.ERROR, data_trace_enabled=False,
+                access_log_destination=apigw.LogGroupLogDestination(access_logs),
+                access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
+                    caller=False, http_method=True, ip=True, protocol=True, request_time=True,
+                    resource_path=True, response_length=True, status=True, user=False)),
+        )
+
+        acknowledge(self.api, "AwsSolutions-APIG2",
+                    "Requests are validated in the function by pydantic models (Powertools' resolver with "
+                    "OpenAPI validation), the same models that generate the API's OpenAPI document.")
+        acknowledge(self.api, "AwsSolutions-APIG3",
+                    "Every route needs the authorizer; a WAF web ACL is the operator's choice and attaches to "
+                    "the v1 stage without changing this app.")
+        acknowledge(self.api, "AwsSolutions-COG4",
+                    "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
+                    "necessarily a Cognito user pool (infra/OPERATIONS.md).")
+        acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                              "AmazonAPIGatewayPushToCloudWatchLogs]",
+                    "API Gateway's account-wide logging role must use this AWS policy to write stage logs.")

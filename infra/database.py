@@ -1,0 +1,153 @@
+"""The network and the database: a VPC with private isolated subnets and the VPC endpoints
+the functions need (no NAT), Aurora PostgreSQL Serverless v2 behind RDS Proxy with its
+credentials in Secrets Manager (rotated), or an existing database given by context.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_rds as rds
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra import settings
+from infra.functions import DatabaseAccess
+from infra.nag import acknowledge
+from infra.settings import ExistingDatabase
+
+#: The Aurora PostgreSQL engine (the SQL must also run on PostgreSQL 15: CONVENTIONS).
+ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_16_11
+
+#: The cluster's identifier (also names its log group).
+CLUSTER_IDENTIFIER = "timekeeper"
+
+#: Interface endpoints: queues, notifications, secrets, logs (S3 is a gateway endpoint).
+INTERFACE_ENDPOINTS = {
+    "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
+    "Sns": ec2.InterfaceVpcEndpointAwsService.SNS,
+    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+}
+
+
+class Network(Construct):
+    """A two-AZ VPC with private isolated subnets only, flow logs, and endpoints for SQS,
+    SNS, Secrets Manager, CloudWatch Logs (interface) and S3 (gateway)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, log_retention: logs.RetentionDays):
+        super().__init__(scope, construct_id)
+        self.vpc = ec2.Vpc(
+            self, "Vpc", max_azs=2, nat_gateways=0,
+            subnet_configuration=[ec2.SubnetConfiguration(
+                name="isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)],
+            gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
+        )
+        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+            logs.LogGroup(self, "FlowLogs", retention=log_retention)))
+        self.endpoint_security_group = ec2.SecurityGroup(
+            self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
+            description="Timekeeper interface endpoints (HTTPS from the groups allowed in)")
+        for name, service in INTERFACE_ENDPOINTS.items():
+            self.vpc.add_interface_endpoint(name, service=service, subnets=self.subnets, private_dns_enabled=True,
+                                            open=False, security_groups=[self.endpoint_security_group])
+
+    def allow_endpoints_from(self, peer: ec2.ISecurityGroup, description: str) -> None:
+        """Let ``peer`` reach every interface endpoint on HTTPS."""
+        self.endpoint_security_group.add_ingress_rule(peer, ec2.Port.tcp(443), description)
+
+
+class AuroraDatabase(Construct):
+    """Aurora PostgreSQL Serverless v2 (one writer) in ``network``'s isolated subnets,
+    reached only through an RDS Proxy that requires TLS.
+
+    ``clients`` is the security group to attach to every function: the proxy admits it on
+    the PostgreSQL port and nothing else. ``deletion_protection`` also decides whether a
+    stack deletion snapshots (True) or destroys (False) the cluster.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, network: Network, deletion_protection: bool,
+                 log_retention: logs.RetentionDays, database_name: str = "timekeeper"):
+        super().__init__(scope, construct_id)
+        vpc, subnets = network.vpc, network.subnets
+        self.database_name = database_name
+        self.clients = ec2.SecurityGroup(self, "ClientSecurityGroup", vpc=vpc,
+                                         description="Timekeeper functions (database clients)")
+        proxy_group = ec2.SecurityGroup(self, "ProxySecurityGroup", vpc=vpc, description="Timekeeper RDS Proxy")
+        cluster_group = ec2.SecurityGroup(self, "ClusterSecurityGroup", vpc=vpc, description="Timekeeper Aurora")
+        rotation_group = ec2.SecurityGroup(self, "RotationSecurityGroup", vpc=vpc,
+                                           description="Timekeeper credentials rotation")
+
+        self.cluster = rds.DatabaseCluster(
+            self, "Cluster",
+            engine=rds.DatabaseClusterEngine.aurora_postgres(version=ENGINE_VERSION),
+            writer=rds.ClusterInstance.serverless_v2("Writer", auto_minor_version_upgrade=True),
+            serverless_v2_min_capacity=settings.AURORA_MIN_ACU,
+            serverless_v2_max_capacity=settings.AURORA_MAX_ACU,
+            credentials=rds.Credentials.from_generated_secret(settings.DB_ADMIN_USER),
+            default_database_name=database_name,
+            port=settings.DB_PORT,
+            vpc=vpc, vpc_subnets=subnets, security_groups=[cluster_group],
+            storage_encrypted=True,
+            iam_authentication=True,
+            deletion_protection=deletion_protection,
+            removal_policy=RemovalPolicy.SNAPSHOT if deletion_protection else RemovalPolicy.DESTROY,
+            backup=rds.BackupProps(retention=Duration.days(settings.AURORA_BACKUP_DAYS)),
+            cluster_identifier=CLUSTER_IDENTIFIER,
+            cloudwatch_logs_exports=["postgresql"],
+        )
+        # The export's log group, created here (with a retention) before RDS would create it.
+        self.cluster.node.add_dependency(logs.LogGroup(
+            self, "PostgresqlLogs", log_group_name=f"/aws/rds/cluster/{CLUSTER_IDENTIFIER}/postgresql",
+            retention=log_retention))
+        self.secret: secretsmanager.ISecret = self.cluster.secret  # type: ignore[assignment]
+        self.proxy = rds.DatabaseProxy(
+            self, "Proxy",
+            proxy_target=rds.ProxyTarget.from_cluster(self.cluster),
+            secrets=[self.secret],
+            vpc=vpc, vpc_subnets=subnets, security_groups=[proxy_group],
+            require_tls=True,
+            debug_logging=False,
+        )
+        self.secret.add_rotation_schedule(
+            "Rotation",
+            automatically_after=Duration.days(settings.SECRET_ROTATION_DAYS),
+            hosted_rotation=secretsmanager.HostedRotation.postgre_sql_single_user(
+                vpc=vpc, vpc_subnets=subnets, security_groups=[rotation_group]),
+        )
+        port = ec2.Port.tcp(settings.DB_PORT)
+        proxy_group.add_ingress_rule(self.clients, port, "functions to the proxy")
+        cluster_group.add_ingress_rule(proxy_group, port, "proxy to the cluster")
+        cluster_group.add_ingress_rule(rotation_group, port, "credentials rotation to the cluster")
+        network.allow_endpoints_from(self.clients, "functions to AWS APIs")
+        network.allow_endpoints_from(rotation_group, "credentials rotation to Secrets Manager")
+
+        if not deletion_protection:
+            acknowledge(self.cluster, "AwsSolutions-RDS10",
+                        "Deletion protection was switched off by the operator (timekeeper:deletionProtection"
+                        "=false) to tear the deployment down; see infra/OPERATIONS.md.")
+
+    def access(self) -> DatabaseAccess:
+        """How functions reach this database: the proxy endpoint, in the isolated subnets."""
+        return DatabaseAccess(host=self.proxy.endpoint, name=self.database_name, secret=self.secret,
+                              vpc=self.cluster.vpc, subnets=ec2.SubnetSelection(
+                                  subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
+                              security_groups=[self.clients])
+
+
+def existing_access(scope: Construct, existing: ExistingDatabase) -> DatabaseAccess:
+    """:class:`DatabaseAccess` for a database given by context (no network is created)."""
+    secret = secretsmanager.Secret.from_secret_complete_arn(scope, "ExistingDatabaseSecret", existing.secret_arn)
+    if existing.vpc_id is None:
+        return DatabaseAccess(host=existing.host, name=existing.name, secret=secret)
+    # The zones are never rendered: the functions name their subnets explicitly below.
+    vpc = ec2.Vpc.from_vpc_attributes(scope, "ExistingVpc", vpc_id=existing.vpc_id,
+                                      availability_zones=[f"zone-of-{subnet}" for subnet in existing.subnet_ids])
+    subnets = ec2.SubnetSelection(subnets=[
+        ec2.Subnet.from_subnet_id(scope, f"ExistingSubnet{i}", subnet_id) for i, subnet_id in
+        enumerate(existing.subnet_ids)])
+    group = ec2.SecurityGroup.from_security_group_id(scope, "ExistingDatabaseClients", existing.security_group_id or "")
+    return DatabaseAccess(host=existing.host, name=existing.name, secret=secret, vpc=vpc, subnets=subnets,
+                          security_groups=[group])

@@ -1,0 +1,100 @@
+"""Lambda functions: one per folder under functions/, each a thin handler on the layer.
+
+:class:`TimekeeperFunction` gives every function the same shape: Python 3.12 on x86_64,
+the shared layer, its own role (least privilege: logs to its own log group, VPC network
+interfaces when in a VPC, X-Ray, and only the grants its construct adds), its own log
+group with a retention, active tracing, and the database settings the runtime reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import Duration, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra import settings
+from infra.nag import acknowledge
+
+
+def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
+    """Names of the folders under functions/ that hold a ``handler.py``."""
+    return sorted(p.name for p in functions_dir.iterdir() if (p / "handler.py").is_file())
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseAccess:
+    """What a function needs to reach PostgreSQL: the endpoint (RDS Proxy), the database
+    name, the credentials secret, and the network placement (``vpc`` None: no VPC)."""
+
+    host: str
+    name: str
+    secret: secretsmanager.ISecret
+    vpc: ec2.IVpc | None = None
+    subnets: ec2.SubnetSelection | None = None
+    security_groups: list[ec2.ISecurityGroup] = field(default_factory=list)
+
+    def environment(self) -> dict[str, str]:
+        """The variables :mod:`timekeeper.runtime` reads for the database."""
+        return {"DB_HOST": self.host, "DB_NAME": self.name, "DB_SECRET_ARN": self.secret.secret_arn}
+
+
+class TimekeeperFunction(Construct):
+    """A Lambda built from ``functions/<folder>/handler.py`` with entry ``lambda_handler``.
+
+    ``timeout_s`` and ``memory_mb`` come from the caller (the topology for pipeline
+    functions); ``environment`` is added to the database settings. The function can read
+    the database secret; every other permission is granted by the caller.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, folder: str, layer: lambda_.ILayerVersion,
+                 database: DatabaseAccess, timeout_s: int, memory_mb: int, log_retention: logs.RetentionDays,
+                 environment: dict[str, str] | None = None, reserved_concurrency: int | None = None,
+                 description: str = "", functions_dir: Path = settings.FUNCTIONS_DIR):
+        super().__init__(scope, construct_id)
+        if not (functions_dir / folder / "handler.py").is_file():
+            raise ValueError(f"functions/{folder}/handler.py does not exist")
+        self.folder = folder
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                             description=f"Timekeeper function {folder}")
+        self.log_group.grant_write(self.role)
+        if database.vpc is not None:
+            self.role.add_to_policy(iam.PolicyStatement(
+                actions=["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+                         "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
+                         "ec2:UnassignPrivateIpAddresses"],
+                resources=["*"]))
+        self.function = lambda_.Function(
+            self, "Function",
+            code=lambda_.Code.from_asset(str(functions_dir / folder), exclude=["__pycache__", "*.pyc"]),
+            handler="handler.lambda_handler",
+            runtime=lambda_.Runtime.PYTHON_3_12,
+            architecture=lambda_.Architecture.X86_64,
+            layers=[layer],
+            role=self.role,
+            log_group=self.log_group,
+            timeout=Duration.seconds(timeout_s),
+            memory_size=memory_mb,
+            tracing=lambda_.Tracing.ACTIVE,
+            reserved_concurrent_executions=reserved_concurrency,
+            environment={**database.environment(), "POWERTOOLS_LOG_LEVEL": "INFO", **(environment or {})},
+            vpc=database.vpc,
+            vpc_subnets=database.subnets if database.vpc is not None else None,
+            security_groups=database.security_groups if database.vpc is not None else None,
+            description=description or f"Timekeeper {folder}",
+        )
+        database.secret.grant_read(self.role)
+        Tags.of(self.function).add(settings.FUNCTION_TAG, folder)
+        acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]",
+                    "Lambda's VPC networking (ec2:*NetworkInterface*, DescribeSubnets) and X-Ray "
+                    "(PutTraceSegments, PutTelemetryRecords) accept no resource narrower than *.")
+        acknowledge(self.function, "AwsSolutions-L1",
+                    "The layer's wheels (psycopg-binary, pydantic-core) are built for CPython 3.12; the "
+                    "runtime moves together with infra.settings.PYTHON_VERSION and the layer, not alone.")

@@ -1,0 +1,105 @@
+"""One pipeline of the topology: an EventBridge rule ticking a reserved-concurrency-one
+dispatcher, a run queue with its dead-letter queue, and the consumer reading it.
+
+Every number comes from the :class:`timekeeper.topology.Pipeline` passed in.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra import settings
+from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.nag import acknowledge
+from timekeeper.topology import Pipeline
+
+
+def queue_url_variable(pipeline: Pipeline) -> str:
+    """The environment variable naming ``pipeline``'s run queue (read by timekeeper.runtime)."""
+    return f"RUN_QUEUE_URL_{pipeline.name.upper()}"
+
+
+def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
+    """How long a throttled tick may wait before Lambda drops it: one rule period (at least
+    Lambda's minimum of 60 s), since the next tick supersedes it."""
+    return max(60, 60 * pipeline.rule_rate_minutes)
+
+
+class JobQueue(Construct):
+    """The run queue of a pipeline and its dead-letter queue: SQS-managed encryption,
+    TLS-only policies, visibility timeout = ``pipeline.visibility_timeout_s`` (6 x the
+    consumer timeout), redrive after ``pipeline.max_receive_count`` receives, DLQ kept
+    ``pipeline.dlq_retention_days`` days."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline):
+        super().__init__(scope, construct_id)
+        self.dead_letter_queue = sqs.Queue(
+            self, "DeadLetterQueue", queue_name=pipeline.dlq_name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            retention_period=Duration.days(pipeline.dlq_retention_days))
+        self.queue = sqs.Queue(
+            self, "Queue", queue_name=pipeline.queue_name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            visibility_timeout=Duration.seconds(pipeline.visibility_timeout_s),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
+                                                  max_receive_count=pipeline.max_receive_count))
+
+
+class PipelineResources(Construct):
+    """Rule, dispatcher, queues and consumer of one pipeline.
+
+    The dispatcher may send to its run queue and publish notifications; the consumer
+    receives from the queue (granted by the event source). Both read the database secret.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, layer: lambda_.ILayerVersion,
+                 database: DatabaseAccess, topic: sns.ITopic, log_retention: logs.RetentionDays):
+        super().__init__(scope, construct_id)
+        self.pipeline = pipeline
+        self.queues = JobQueue(self, "Queues", pipeline=pipeline)
+
+        self.dispatcher = TimekeeperFunction(
+            self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database,
+            timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
+            log_retention=log_retention, reserved_concurrency=1,
+            environment={queue_url_variable(pipeline): self.queues.queue.queue_url,
+                         "NOTIFICATION_TOPIC_ARN": topic.topic_arn},
+            description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")
+        self.dispatcher.function.configure_async_invoke(
+            retry_attempts=0, max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))
+        self.queues.queue.grant_send_messages(self.dispatcher.role)
+        topic.grant_publish(self.dispatcher.role)
+        acknowledge(self.dispatcher.role, "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                    "Publishing to the encrypted topic needs a data key; the grant names only the topic's key.")
+
+        self.rule = events.Rule(
+            self, "Schedule",
+            description=f"Timekeeper {pipeline.name}: one dispatcher pass per tick",
+            schedule=events.Schedule.rate(Duration.minutes(pipeline.rule_rate_minutes)),
+            targets=[targets.LambdaFunction(
+                self.dispatcher.function, retry_attempts=0,
+                max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))],
+        )
+
+        self.consumer = TimekeeperFunction(
+            self, "Consumer", folder=pipeline.consumer_function, layer=layer, database=database,
+            timeout_s=pipeline.consumer_timeout_s, memory_mb=settings.CONSUMER_MEMORY_MB,
+            log_retention=log_retention,
+            description=f"Timekeeper {pipeline.name} consumer (max concurrency {pipeline.max_concurrency})")
+        self.event_source = sources.SqsEventSource(
+            self.queues.queue,
+            batch_size=pipeline.batch_size,
+            max_batching_window=(Duration.seconds(pipeline.max_batching_window_s)
+                                 if pipeline.max_batching_window_s else None),
+            max_concurrency=pipeline.max_concurrency,
+            report_batch_item_failures=True,
+        )
+        self.consumer.function.add_event_source(self.event_source)

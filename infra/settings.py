@@ -1,0 +1,186 @@
+"""Infrastructure-only settings and the deployment's context keys.
+
+Pipeline numbers (rates, timeouts, batch sizes, concurrency, receive counts, alarm
+thresholds) live in :mod:`timekeeper.topology` and nowhere else. What is here has no
+meaning for the code that runs: paths, memory sizes, database capacity, retention periods,
+and the context keys an operator passes to ``cdk deploy -c key=value`` (see
+infra/OPERATIONS.md for the table).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import aws_logs as logs
+from constructs import Node
+
+#: Repository root (the folder holding app.py).
+ROOT = Path(__file__).resolve().parent.parent
+#: One folder per Lambda, each with ``handler.py`` exposing ``lambda_handler``.
+FUNCTIONS_DIR = ROOT / "functions"
+#: The layer package (``shared/timekeeper``).
+SHARED_DIR = ROOT / "shared"
+#: The layer's third-party dependencies, fully pinned, installed with ``--no-deps``.
+LAYER_REQUIREMENTS = Path(__file__).resolve().parent / "layer-requirements.txt"
+
+#: The Lambda runtime's Python version; the layer's wheels are chosen for it.
+PYTHON_VERSION = "3.12"
+#: pip platform tags for the Lambda x86_64 platform (Amazon Linux 2023, glibc 2.34).
+LAYER_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+#: Packages of ``shared/timekeeper`` left out of the layer: the local stack (moto, rich,
+#: embedded PostgreSQL) never runs in Lambda.
+LAYER_EXCLUDED_PACKAGES = ("local",)
+
+#: Memory of each kind of function (MB). Not in the topology: it does not change behaviour.
+DISPATCHER_MEMORY_MB = 512
+CONSUMER_MEMORY_MB = 512
+MIGRATE_MEMORY_MB = 512
+API_MEMORY_MB = 512
+#: The API function's timeout: API Gateway's integration limit is 29 s.
+API_TIMEOUT_S = 29
+#: The migration trigger's function timeout (seconds); it runs once per deploy.
+MIGRATE_TIMEOUT_S = 300
+#: The migration function's folder under functions/.
+MIGRATE_FUNCTION = "migrate"
+
+#: Aurora PostgreSQL Serverless v2 capacity (ACUs) and backup retention.
+AURORA_MIN_ACU = 0.5
+AURORA_MAX_ACU = 4
+AURORA_BACKUP_DAYS = 7
+#: Secrets Manager rotation of the database credentials.
+SECRET_ROTATION_DAYS = 30
+#: The master user of the created cluster (the secret holds its password).
+DB_ADMIN_USER = "timekeeper_admin"
+DB_PORT = 5432
+
+#: Period of every alarm except dispatcher silence (whose window is in the topology).
+ALARM_PERIOD_MINUTES = 5
+
+#: Tag naming the functions/ folder a Lambda was built from (the infra tests read it).
+FUNCTION_TAG = "timekeeper:function"
+
+
+#: The retention periods CloudWatch Logs accepts (days), as CDK's enum.
+_RETENTION = {
+    1: logs.RetentionDays.ONE_DAY, 3: logs.RetentionDays.THREE_DAYS, 5: logs.RetentionDays.FIVE_DAYS,
+    7: logs.RetentionDays.ONE_WEEK, 14: logs.RetentionDays.TWO_WEEKS, 30: logs.RetentionDays.ONE_MONTH,
+    60: logs.RetentionDays.TWO_MONTHS, 90: logs.RetentionDays.THREE_MONTHS, 120: logs.RetentionDays.FOUR_MONTHS,
+    150: logs.RetentionDays.FIVE_MONTHS, 180: logs.RetentionDays.SIX_MONTHS, 365: logs.RetentionDays.ONE_YEAR,
+    400: logs.RetentionDays.THIRTEEN_MONTHS, 545: logs.RetentionDays.EIGHTEEN_MONTHS,
+    731: logs.RetentionDays.TWO_YEARS, 1827: logs.RetentionDays.FIVE_YEARS, 3653: logs.RetentionDays.TEN_YEARS,
+}
+
+
+def _parse_list(value: Any) -> list[str]:
+    """A context list: a JSON list, a JSON string of a list, or comma-separated text."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if text.startswith("["):
+        return [str(v) for v in json.loads(text)]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _parse_bool(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExistingDatabase:
+    """An existing PostgreSQL (or its RDS Proxy) the functions use instead of a created one.
+
+    ``host``: the endpoint (preferably an RDS Proxy); ``secret_arn``: a Secrets Manager
+    secret with ``username``, ``password`` and optionally ``port``; ``vpc_id`` and
+    ``subnet_ids``: where the functions run (empty: outside any VPC); ``security_group_id``:
+    a group the database admits, attached to every function.
+    """
+
+    host: str
+    secret_arn: str
+    name: str
+    vpc_id: str | None
+    subnet_ids: tuple[str, ...]
+    security_group_id: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeploymentConfig:
+    """The deployment's choices, read from CDK context (``-c key=value`` or cdk.json).
+
+    Raises ``ValueError`` when the context is inconsistent (for example an existing
+    database without its secret), so a wrong deploy fails at synth, not halfway through.
+    """
+
+    bundle_layer: bool = True
+    deletion_protection: bool = True
+    alarm_email: str | None = None
+    export_retention_days: int = 30
+    log_retention_days: int = 30
+    existing_database: ExistingDatabase | None = None
+    authorizer_function_arn: str | None = None
+
+    #: Context keys, documented in infra/OPERATIONS.md.
+    KEY_BUNDLE = "timekeeper:bundleLayer"
+    KEY_DELETION_PROTECTION = "timekeeper:deletionProtection"
+    KEY_ALARM_EMAIL = "timekeeper:alarmEmail"
+    KEY_EXPORT_RETENTION = "timekeeper:exportRetentionDays"
+    KEY_LOG_RETENTION = "timekeeper:logRetentionDays"
+    KEY_DB_HOST = "timekeeper:dbHost"
+    KEY_DB_SECRET_ARN = "timekeeper:dbSecretArn"
+    KEY_DB_NAME = "timekeeper:dbName"
+    KEY_VPC_ID = "timekeeper:vpcId"
+    KEY_SUBNET_IDS = "timekeeper:subnetIds"
+    KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
+    KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
+
+    @property
+    def log_retention(self) -> logs.RetentionDays:
+        """The log groups' retention as CDK's enum (only CloudWatch's allowed values)."""
+        try:
+            return _RETENTION[self.log_retention_days]
+        except KeyError:
+            raise ValueError(
+                f"{self.KEY_LOG_RETENTION}={self.log_retention_days} is not a CloudWatch retention") from None
+
+    @classmethod
+    def from_node(cls, node: Node) -> DeploymentConfig:
+        """Read the context visible from ``node`` (the app's)."""
+        get = node.try_get_context
+        host = get(cls.KEY_DB_HOST)
+        secret_arn = get(cls.KEY_DB_SECRET_ARN)
+        existing = None
+        if host or secret_arn:
+            if not (host and secret_arn):
+                raise ValueError(f"an existing database needs both {cls.KEY_DB_HOST} and {cls.KEY_DB_SECRET_ARN}")
+            vpc_id = get(cls.KEY_VPC_ID) or None
+            subnet_ids = tuple(_parse_list(get(cls.KEY_SUBNET_IDS)))
+            security_group = get(cls.KEY_DB_SECURITY_GROUP) or None
+            if vpc_id and not (subnet_ids and security_group):
+                raise ValueError(f"{cls.KEY_VPC_ID} needs {cls.KEY_SUBNET_IDS} and {cls.KEY_DB_SECURITY_GROUP}")
+            if (subnet_ids or security_group) and not vpc_id:
+                raise ValueError(f"{cls.KEY_SUBNET_IDS} and {cls.KEY_DB_SECURITY_GROUP} need {cls.KEY_VPC_ID}")
+            existing = ExistingDatabase(host=str(host), secret_arn=str(secret_arn),
+                                        name=str(get(cls.KEY_DB_NAME) or "timekeeper"), vpc_id=vpc_id,
+                                        subnet_ids=subnet_ids, security_group_id=security_group)
+        config = cls(
+            bundle_layer=_parse_bool(get(cls.KEY_BUNDLE), True),
+            deletion_protection=_parse_bool(get(cls.KEY_DELETION_PROTECTION), True),
+            alarm_email=get(cls.KEY_ALARM_EMAIL) or None,
+            export_retention_days=int(get(cls.KEY_EXPORT_RETENTION) or 30),
+            log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
+            existing_database=existing,
+            authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
+        )
+        config.log_retention  # noqa: B018 - validates the value at synth
+        if config.export_retention_days < 1:
+            raise ValueError(f"{cls.KEY_EXPORT_RETENTION} must be at least 1")
+        return config

@@ -1,0 +1,126 @@
+"""The stacks: ``TimekeeperData`` (stateful: network, database, files bucket) and
+``TimekeeperApp`` (stateless: layer, topic, one set of resources per pipeline of
+:data:`timekeeper.topology.PIPELINES`, migration trigger, alarms, dashboard).
+
+:func:`build` is the whole app; ``app.py`` and the infra tests both call it, so the tests
+synthesize exactly what deploys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import App, CfnOutput, Duration, Stack, triggers
+from aws_cdk import aws_s3 as s3
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from infra import settings
+from infra.api import API_FUNCTION, HttpApi
+from infra.database import AuroraDatabase, Network, existing_access
+from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.layer import SharedLayer
+from infra.monitoring import Monitoring
+from infra.nag import attach_checks
+from infra.pipeline import PipelineResources
+from infra.settings import DeploymentConfig
+from infra.storage import FileBucket, NotificationTopic
+from timekeeper.topology import PIPELINES
+
+DATA_STACK = "TimekeeperData"
+APP_STACK = "TimekeeperApp"
+
+
+class DataStack(Stack):
+    """Stateful resources: the files bucket and, unless an existing database is configured,
+    the VPC with its endpoints and Aurora behind RDS Proxy."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs):
+        super().__init__(scope, construct_id, description="Timekeeper: network, database, files", **kwargs)
+        self.files = FileBucket(self, "Files", export_retention_days=config.export_retention_days,
+                                retain=config.deletion_protection)
+        self.database: AuroraDatabase | None = None
+        if config.existing_database is None:
+            network = Network(self, "Network", log_retention=config.log_retention)
+            self.database = AuroraDatabase(self, "Database", network=network,
+                                           deletion_protection=config.deletion_protection,
+                                           log_retention=config.log_retention)
+            CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
+            CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
+        CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
+
+    @property
+    def files_bucket(self) -> s3.IBucket:
+        """The files bucket (exports expire under ``exports/``)."""
+        return self.files.bucket
+
+
+class AppStack(Stack):
+    """Stateless resources built from the topology: for every pipeline a rule, dispatcher,
+    run queue, dead-letter queue, consumer and its alarms; the layer; the notification topic;
+    the HTTP API (when functions/api exists); the migration trigger (which runs before any
+    rule, consumer or API function exists); the dashboard."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, data: DataStack,
+                 **kwargs):
+        super().__init__(scope, construct_id, description="Timekeeper: pipelines, layer, alarms", **kwargs)
+        database = (data.database.access() if data.database is not None
+                    else existing_access(self, config.existing_database))  # type: ignore[arg-type]
+        self.layer = SharedLayer(self, "SharedLayer", bundle=config.bundle_layer).layer
+        notifications = NotificationTopic(self, "Notifications", email=config.alarm_email)
+        self.topic = notifications.topic
+
+        self.pipelines = [
+            PipelineResources(self, f"Pipeline-{pipeline.name}", pipeline=pipeline, layer=self.layer,
+                              database=database, topic=self.topic, log_retention=config.log_retention)
+            for pipeline in PIPELINES.values()
+        ]
+        self.api: HttpApi | None = None
+        if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
+            self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
+                               log_retention=config.log_retention,
+                               authorizer_function_arn=config.authorizer_function_arn)
+            CfnOutput(self, "ApiUrl", value=self.api.api.url)
+        self.migrate = self._migration_trigger(database, config)
+        self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic)
+        CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
+        CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        for resources in self.pipelines:
+            CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
+                      value=resources.queues.dead_letter_queue.queue_url)
+
+    def _migration_trigger(self, database: DatabaseAccess, config: DeploymentConfig) -> TimekeeperFunction:
+        migrate = TimekeeperFunction(
+            self, "Migrate", folder=settings.MIGRATE_FUNCTION, layer=self.layer, database=database,
+            timeout_s=settings.MIGRATE_TIMEOUT_S, memory_mb=settings.MIGRATE_MEMORY_MB,
+            log_retention=config.log_retention, description="Timekeeper migrations (CDK trigger on deploy)")
+        trigger = triggers.Trigger(
+            self, "MigrateOnDeploy", handler=migrate.function, execute_on_handler_change=True,
+            invocation_type=triggers.InvocationType.REQUEST_RESPONSE,
+            timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
+        # Rules and event sources start only once the schema they need exists.
+        trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+                               *([self.api.function] if self.api else []))
+        return migrate
+
+
+@dataclass
+class Stacks:
+    """The synthesizable app: its stacks and the cdk-nag pack attached to it."""
+
+    data: DataStack
+    app: AppStack
+    checks: AwsSolutionsChecks
+
+
+def build(app: App) -> Stacks:
+    """Build every stack of Timekeeper into ``app`` and attach cdk-nag's AwsSolutions pack.
+
+    The stacks are environment-agnostic (account and region come from the deploying
+    credentials), so synthesis makes no AWS call and needs no cdk.context.json.
+    """
+    config = DeploymentConfig.from_node(app.node)
+    data = DataStack(app, DATA_STACK, config=config)
+    application = AppStack(app, APP_STACK, config=config, data=data)
+    checks = attach_checks(app)
+    return Stacks(data=data, app=application, checks=checks)

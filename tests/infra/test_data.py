@@ -1,0 +1,139 @@
+"""The stateful side and the shared resources: VPC without NAT and its endpoints, Aurora
+Serverless v2 behind a TLS-only RDS Proxy with rotated credentials, the files bucket, the
+encrypted topic, and migrations run by a trigger before any rule or consumer starts."""
+
+from __future__ import annotations
+
+from aws_cdk.assertions import Match
+
+from infra import settings
+from infra.database import CLUSTER_IDENTIFIER, ENGINE_VERSION
+from infra.storage import EXPORTS_PREFIX
+from tests.infra.conftest import event_sources_of, functions_by_folder, resources, synthesize
+from timekeeper.topology import PIPELINES
+
+
+def test_vpc_has_isolated_subnets_only_and_the_endpoints(synth):
+    template = synth.data_template
+    # Then there is no way out of the VPC but its endpoints
+    for type_ in ("AWS::EC2::NatGateway", "AWS::EC2::InternetGateway", "AWS::EC2::EIP"):
+        assert not resources(template, type_), type_
+    subnets = resources(template, "AWS::EC2::Subnet")
+    assert len(subnets) == 2
+    assert all(not s["Properties"].get("MapPublicIpOnLaunch") for s in subnets.values())
+    # And the endpoints cover SQS, SNS, Secrets Manager, CloudWatch Logs (interface) and S3 (gateway)
+    services = {}
+    for endpoint in resources(template, "AWS::EC2::VPCEndpoint").values():
+        name = endpoint["Properties"]["ServiceName"]
+        text = name if isinstance(name, str) else str(name)
+        for service in ("sqs", "sns", "secretsmanager", "logs", "s3"):
+            if f".{service}" in text or f"{service}\"" in text or text.endswith(service):
+                services[service] = endpoint["Properties"].get("VpcEndpointType", "Gateway")
+    assert services == {"sqs": "Interface", "sns": "Interface", "secretsmanager": "Interface",
+                        "logs": "Interface", "s3": "Gateway"}
+    synth.template("TimekeeperData").resource_count_is("AWS::EC2::FlowLog", 1)
+
+
+def test_aurora_serverless_v2_behind_a_tls_only_proxy(synth):
+    data = synth.template("TimekeeperData")
+    data.has_resource_properties("AWS::RDS::DBCluster", {
+        "Engine": "aurora-postgresql",
+        "EngineVersion": ENGINE_VERSION.aurora_postgres_full_version,
+        "DBClusterIdentifier": CLUSTER_IDENTIFIER,
+        "ServerlessV2ScalingConfiguration": {"MinCapacity": settings.AURORA_MIN_ACU,
+                                             "MaxCapacity": settings.AURORA_MAX_ACU},
+        "StorageEncrypted": True,
+        "DeletionProtection": True,
+        "EnableIAMDatabaseAuthentication": True,
+        "EnableCloudwatchLogsExports": ["postgresql"],
+        "DatabaseName": "timekeeper",
+    })
+    assert ENGINE_VERSION.aurora_postgres_major_version in ("15", "16")
+    data.has_resource("AWS::RDS::DBCluster", {"DeletionPolicy": "Snapshot"})
+    data.has_resource_properties("AWS::RDS::DBInstance", {"DBInstanceClass": "db.serverless",
+                                                          "PubliclyAccessible": False})
+    data.has_resource_properties("AWS::RDS::DBProxy", {"EngineFamily": "POSTGRESQL", "RequireTLS": True})
+    data.has_resource_properties("AWS::SecretsManager::RotationSchedule", {
+        "RotationRules": {"ScheduleExpression": f"rate({settings.SECRET_ROTATION_DAYS} days)"},
+        "HostedRotationLambda": Match.object_like({"RotationType": "PostgreSQLSingleUser"})})
+
+
+def test_only_the_function_group_reaches_the_proxy_and_only_the_proxy_the_cluster(synth):
+    template = synth.data_template
+    ingress = [r["Properties"] for r in resources(template, "AWS::EC2::SecurityGroupIngress").values()]
+    database_rules = [r for r in ingress if r.get("FromPort") == settings.DB_PORT]
+    assert database_rules and all("SourceSecurityGroupId" in r for r in database_rules)
+    assert not [r for r in ingress if r.get("CidrIp") == "0.0.0.0/0"]
+
+
+def test_files_bucket_is_private_encrypted_tls_only_and_expires_exports(synth):
+    data = synth.template("TimekeeperData")
+    data.has_resource_properties("AWS::S3::Bucket", {
+        "BucketEncryption": {"ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
+        "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                           "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+        "LifecycleConfiguration": {"Rules": Match.array_with([Match.object_like({
+            "Id": "expire-exports", "Prefix": EXPORTS_PREFIX, "ExpirationInDays": 30, "Status": "Enabled"})])},
+        "LoggingConfiguration": Match.any_value(),
+    })
+    for policy in resources(synth.data_template, "AWS::S3::BucketPolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+                   for s in statements)
+
+
+def test_notification_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synth):
+    app = synth.template("TimekeeperApp")
+    [key_id] = resources(synth.app_template, "AWS::KMS::Key")
+    app.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]}})
+    app.has_resource_properties("AWS::KMS::Key", {
+        "EnableKeyRotation": True,
+        "KeyPolicy": {"Statement": Match.array_with([Match.object_like({
+            "Principal": {"Service": "cloudwatch.amazonaws.com"}})])}})
+
+
+def test_migrations_run_by_trigger_before_rules_and_consumers(synth):
+    template = synth.app_template
+    functions = functions_by_folder(template)
+    triggers = resources(template, "Custom::Trigger")
+    [(trigger_id, trigger)] = triggers.items()
+    # Then the trigger invokes the migrate function's current version synchronously, on change
+    props = trigger["Properties"]
+    assert props["InvocationType"] == "RequestResponse"
+    assert props["ExecuteOnHandlerChange"] is True
+    version_id = props["HandlerArn"]["Ref"]
+    assert template["Resources"][version_id]["Properties"]["FunctionName"] == {
+        "Ref": functions[settings.MIGRATE_FUNCTION]}
+    # And every rule and event source waits for it
+    for rule in resources(template, "AWS::Events::Rule").values():
+        assert trigger_id in rule.get("DependsOn", [])
+    for pipeline in PIPELINES.values():
+        consumer = functions[pipeline.consumer_function]
+        assert trigger_id in template["Resources"][consumer].get("DependsOn", [])
+        assert event_sources_of(template, consumer)
+    mappings = resources(template, "AWS::Lambda::EventSourceMapping").values()
+    assert all(trigger_id in m.get("DependsOn", []) for m in mappings)
+
+
+def test_outputs_for_the_operator(synth):
+    assert {"ProxyEndpoint", "DatabaseSecretArn", "FilesBucketName"} <= set(synth.data_template["Outputs"])
+    outputs = set(synth.app_template["Outputs"])
+    assert {"NotificationTopicArn", "DashboardName"} <= outputs
+    for pipeline in PIPELINES.values():
+        assert f"DeadLetterQueueUrl{pipeline.name.title()}" in outputs
+
+
+def test_a_layer_change_gives_the_migrate_function_a_new_version(monkeypatch):
+    # Given two builds whose layer content differs (e.g. a new migration file in shared/)
+    import infra.layer
+
+    versions = []
+    for digest in ("1" * 64, "2" * 64):
+        monkeypatch.setattr(infra.layer, "layer_hash", lambda *args, digest=digest, **kwargs: digest)
+        template = synthesize().app_template
+        [trigger] = resources(template, "Custom::Trigger").values()
+        versions.append(trigger["Properties"]["HandlerArn"]["Ref"])
+
+    # Then the trigger points at a new version, so CloudFormation runs the migrations again
+    assert versions[0] != versions[1]

@@ -1,0 +1,102 @@
+"""The layer: pinned requirements installed for the Lambda platform by pip (no Docker), the
+package copied beside them, and a real build holding ``python/timekeeper`` and psycopg's
+binary for manylinux x86_64 / CPython 3.12.
+
+The real build needs the package registry (or pip's cache); set TIMEKEEPER_SKIP_LAYER_BUILD=1
+to skip it offline."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from aws_cdk import BundlingOptions, DockerImage
+
+from infra import settings
+from infra.layer import PipLayerBundling, layer_hash, pip_command
+
+_PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?==(\S+)$")
+
+
+def _pins(path: Path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        match = _PIN.match(line)
+        if match:
+            pins[match[1].lower().replace("_", "-")] = match[3]
+    return pins
+
+
+def test_layer_requirements_are_fully_pinned():
+    lines = [line.split("#", 1)[0].strip() for line in settings.LAYER_REQUIREMENTS.read_text().splitlines()]
+    lines = [line for line in lines if line]
+    assert lines and all(_PIN.match(line) for line in lines), lines
+    pins = _pins(settings.LAYER_REQUIREMENTS)
+    for required in ("aws-lambda-powertools", "aws-xray-sdk", "psycopg", "psycopg-binary", "pydantic",
+                     "pydantic-core", "tzdata", "python-dateutil", "itsdangerous"):
+        assert required in pins, required
+    # boto3/botocore come from the Lambda runtime
+    assert "boto3" not in pins and "botocore" not in pins
+
+
+def test_layer_pins_agree_with_the_repository_requirements():
+    requirements = settings.ROOT / "requirements.txt"
+    if not requirements.is_file():
+        pytest.skip("no requirements.txt yet")
+    repo = _pins(requirements)
+    disagreeing = {name: (version, repo[name]) for name, version in _pins(settings.LAYER_REQUIREMENTS).items()
+                   if name in repo and repo[name] != version}
+    assert disagreeing == {}
+
+
+def test_pip_targets_the_lambda_platform_without_docker(tmp_path):
+    command = pip_command(tmp_path / "python", settings.LAYER_REQUIREMENTS)
+    text = " ".join(command)
+    assert "--platform manylinux2014_x86_64" in text
+    assert "--python-version 3.12" in text
+    assert "--only-binary=:all:" in command and "--no-deps" in command
+    assert "docker" not in text.lower()
+
+
+def test_layer_hash_follows_sources_and_requirements(tmp_path):
+    shared = tmp_path / "shared"
+    (shared / "timekeeper" / "local").mkdir(parents=True)
+    (shared / "timekeeper" / "__init__.py").write_text("")
+    (shared / "timekeeper" / "local" / "cli.py").write_text("")
+    requirements = tmp_path / "req.txt"
+    requirements.write_text("six==1.17.0\n")
+    first = layer_hash(shared, requirements, bundled=True)
+    # The local stack is not in the layer, so it does not change its hash
+    (shared / "timekeeper" / "local" / "cli.py").write_text("changed")
+    assert layer_hash(shared, requirements, bundled=True) == first
+    (shared / "timekeeper" / "topology.py").write_text("X = 1")
+    second = layer_hash(shared, requirements, bundled=True)
+    assert second != first
+    requirements.write_text("six==1.16.0\n")
+    assert layer_hash(shared, requirements, bundled=True) != second
+    assert layer_hash(shared, requirements, bundled=False) != layer_hash(shared, requirements, bundled=True)
+
+
+@pytest.mark.skipif(os.environ.get("TIMEKEEPER_SKIP_LAYER_BUILD") == "1", reason="layer build skipped")
+def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path):
+    # Given the local bundler CDK calls for the layer asset
+    bundler = PipLayerBundling(shared_dir=settings.SHARED_DIR, requirements=settings.LAYER_REQUIREMENTS)
+
+    # When it builds into an empty folder
+    built = bundler.try_bundle(str(tmp_path), BundlingOptions(image=DockerImage.from_registry("unused")))
+
+    # Then the layer has the package, the migrations and psycopg's C extension for CPython 3.12 x86_64
+    python = tmp_path / "python"
+    assert built is True
+    assert (python / "timekeeper" / "runtime.py").is_file()
+    assert list((python / "timekeeper" / "db" / "migrations").glob("0001_*.sql"))
+    assert not (python / "timekeeper" / "local").exists()
+    assert list((python / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))
+    assert list((python / "pydantic_core").glob("_pydantic_core.cpython-312-x86_64-linux-gnu.so"))
+    assert (python / "aws_lambda_powertools").is_dir() and (python / "aws_xray_sdk").is_dir()
+    assert not (python / "botocore").exists()
+    size = sum(p.stat().st_size for p in python.rglob("*") if p.is_file())
+    assert size < 100 * 1024 * 1024, f"layer is {size / 2**20:.0f} MiB unzipped"
