@@ -16,6 +16,7 @@ from functools import cache
 from typing import Any
 
 import boto3
+import psycopg
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -63,13 +64,13 @@ def settings() -> RuntimeSettings:
     )
 
 
-def _database_url(s: RuntimeSettings) -> str:
+def _database_url(s: RuntimeSettings, *, force_fetch: bool = False) -> str:
     if s.database_url:
         return s.database_url
     from aws_lambda_powertools.utilities.parameters import get_secret
     from psycopg.conninfo import make_conninfo
 
-    secret = get_secret(s.db_secret_arn, transform="json", max_age=300)
+    secret = get_secret(s.db_secret_arn, transform="json", max_age=300, force_fetch=force_fetch)
     return make_conninfo(host=s.db_host, port=secret.get("port", 5432), dbname=s.db_name,
                          user=secret["username"], password=secret["password"], sslmode="require")
 
@@ -78,7 +79,17 @@ def _database_url(s: RuntimeSettings) -> str:
 def database() -> ConnectionProvider:
     """The execution environment's lazy database connection (recreated when broken)."""
     s = settings()
-    return ConnectionProvider(lambda: connect(_database_url(s), statement_timeout_ms=s.statement_timeout_ms))
+
+    def open_connection() -> psycopg.Connection:
+        try:
+            return connect(_database_url(s), statement_timeout_ms=s.statement_timeout_ms)
+        except psycopg.OperationalError:
+            if s.database_url:
+                raise
+            # The secret may have rotated since it was cached: fetch it again once.
+            return connect(_database_url(s, force_fetch=True), statement_timeout_ms=s.statement_timeout_ms)
+
+    return ConnectionProvider(open_connection)
 
 
 @cache
