@@ -12,6 +12,7 @@ pipeline from the topology, so one process (the local stack) can host them all.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -45,6 +46,8 @@ class RuntimeSettings(BaseModel):
     db_host: str | None = None
     db_name: str = "timekeeper"
     statement_timeout_ms: int = 30_000
+    #: API statements stop well inside API Gateway's 29 s integration timeout.
+    api_statement_timeout_ms: int = 20_000
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -64,7 +67,10 @@ def settings() -> RuntimeSettings:
     )
 
 
-def _database_url(s: RuntimeSettings, *, force_fetch: bool = False) -> str:
+def database_url(*, force_fetch: bool = False) -> str:
+    """The libpq URL of the database: ``DATABASE_URL``, or built from the RDS Proxy host and
+    the Secrets Manager secret (cached 300 s; ``force_fetch`` bypasses the cache)."""
+    s = settings()
     if s.database_url:
         return s.database_url
     from aws_lambda_powertools.utilities.parameters import get_secret
@@ -75,21 +81,23 @@ def _database_url(s: RuntimeSettings, *, force_fetch: bool = False) -> str:
                          user=secret["username"], password=secret["password"], sslmode="require")
 
 
+def open_with_rotation(connector: Callable[[str], psycopg.Connection]) -> psycopg.Connection:
+    """Open a connection with ``connector(url)``; when it fails and the credentials come from
+    Secrets Manager, fetch the secret again once (it may have rotated) and retry.
+    Raises ``psycopg.OperationalError`` when the retry fails too."""
+    try:
+        return connector(database_url())
+    except psycopg.OperationalError:
+        if settings().database_url:
+            raise
+        return connector(database_url(force_fetch=True))
+
+
 @cache
 def database() -> ConnectionProvider:
     """The execution environment's lazy database connection (recreated when broken)."""
-    s = settings()
-
-    def open_connection() -> psycopg.Connection:
-        try:
-            return connect(_database_url(s), statement_timeout_ms=s.statement_timeout_ms)
-        except psycopg.OperationalError:
-            if s.database_url:
-                raise
-            # The secret may have rotated since it was cached: fetch it again once.
-            return connect(_database_url(s, force_fetch=True), statement_timeout_ms=s.statement_timeout_ms)
-
-    return ConnectionProvider(open_connection)
+    timeout_ms = settings().statement_timeout_ms
+    return ConnectionProvider(lambda: open_with_rotation(lambda url: connect(url, statement_timeout_ms=timeout_ms)))
 
 
 @cache

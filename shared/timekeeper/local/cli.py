@@ -1,4 +1,4 @@
-"""Command line of the local stack: ``python -m timekeeper simulate`` (DESIGN section 7)."""
+"""Command line of the local stack: ``python -m timekeeper simulate | serve | openapi`` (DESIGN section 7)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,27 @@ def main(argv: list[str] | None = None) -> int:
     sim.add_argument("--no-outage", action="store_true", help="simulate without a dispatcher outage")
     sim.add_argument("--poison", type=int, default=1, help="malformed messages sent at the start (default 1)")
     sim.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    serve = commands.add_parser("serve", help="the HTTP API on localhost over the local stack (real clock)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks one)")
+    serve.add_argument("--reset", action="store_true", help="start from an empty serve database")
+    serve.add_argument("--quiet", action="store_true", help="no access log")
+    spec = commands.add_parser("openapi", help="write the API's OpenAPI document (generated from its models)")
+    spec.add_argument("--out", default="-", help="file to write (default: standard output)")
     args = parser.parse_args(argv)
+
+    if args.command == "serve":
+        from timekeeper.local.serve import ServeOptions, run_serve
+
+        return run_serve(ServeOptions(host=args.host, port=args.port, reset=args.reset, access_log=not args.quiet))
+    if args.command == "openapi":
+        from timekeeper.api.app import openapi_text, write_openapi
+
+        if args.out == "-":
+            sys.stdout.write(openapi_text())
+        else:
+            write_openapi(args.out)
+        return 0
 
     if args.command == "simulate":
         if args.days < 1:

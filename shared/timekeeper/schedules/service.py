@@ -49,6 +49,16 @@ class ScheduleDetails:
     warnings: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class SchedulePage:
+    """One page of :func:`list_schedules`: ``rows`` (schedule dicts, oldest first) and
+    ``next_after`` -- the ``(created_at, id)`` key to pass as ``after`` for the next page,
+    or None on the last page."""
+
+    rows: list[dict[str, Any]]
+    next_after: tuple[datetime, UUID] | None
+
+
 def _event(conn: psycopg.Connection, schedule: dict, kind: str, actor: str, now: datetime, *,
            reason: str | None = None, detail: dict | None = None, run_id: UUID | None = None) -> None:
     conn.execute(EVENT_SQL, {"schedule_id": schedule["id"], "workspace_id": schedule["workspace_id"],
@@ -172,6 +182,24 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
                          owner=schedule["owner"], work_kind=schedule["work_kind"])
     release_runs(conn, publisher.publish([message]), now=now, actor=actor)
     return row["id"], True
+
+
+def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
+                   status: str | None = None, after: tuple[datetime, UUID] | None = None,
+                   limit: int = 50) -> SchedulePage:
+    """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
+    ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
+    (``(created_at, id)`` of the previous page's last row). Runs in its own transaction."""
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    after_created_at, after_id = after if after is not None else (None, None)
+    with conn.transaction():
+        rows = conn.execute(SQL["list_schedules"], {
+            "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
+            "after_id": after_id, "limit": limit + 1}).fetchall()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return SchedulePage(rows, (rows[-1]["created_at"], rows[-1]["id"]) if more else None)
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,

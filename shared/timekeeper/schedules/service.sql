@@ -58,3 +58,14 @@ SELECT id, run_id, kind, actor, reason, detail, at
  WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
  ORDER BY id DESC
  LIMIT %(limit)s
+
+-- name: list_schedules
+-- Keyset pagination over (created_at, id): the cursor is the last row of the previous page.
+SELECT * FROM schedules
+ WHERE workspace_id = %(workspace_id)s AND deleted_at IS NULL
+   AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
+   AND (%(status)s::text IS NULL OR status = %(status)s::text)
+   AND (%(after_created_at)s::timestamptz IS NULL
+        OR (created_at, id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
+ ORDER BY created_at, id
+ LIMIT %(limit)s

@@ -1,0 +1,15 @@
+"""The schedule owners' HTTP API (issue 4): an API Gateway REST proxy event in, a proxy
+response out. The routes, validation, identity and tenant rule live in ``timekeeper.api``;
+the request event is not logged (it carries the caller's token)."""
+
+from aws_lambda_powertools.logging import correlation_paths
+
+from timekeeper.api.edge import lambda_app
+from timekeeper.observability import logger, tracer
+
+
+@logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_REST)
+@tracer.capture_lambda_handler
+def lambda_handler(event: dict, context) -> dict:
+    """An API Gateway REST proxy event in, a proxy response (statusCode, body, headers) out."""
+    return lambda_app().resolve(event, context)

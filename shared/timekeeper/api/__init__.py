@@ -1,0 +1,14 @@
+"""Timekeeper's HTTP API for schedule owners (issue 4; DESIGN sections 2 "Owner actions" and 9).
+
+* :mod:`timekeeper.api.app` -- the routes (Powertools REST resolver with pydantic
+  validation) and the OpenAPI document generated from the same models.
+* :mod:`timekeeper.api.auth` -- identity from the API Gateway authorizer's claims; roles.
+* :mod:`timekeeper.api.scope` -- the tenant rule in one place.
+* :mod:`timekeeper.api.db` -- the API's connection under row-level security.
+* :mod:`timekeeper.api.errors` -- the machine-readable error bodies.
+* :mod:`timekeeper.api.edge` -- the Lambda edge (adapters once per execution environment).
+"""
+
+from timekeeper.api.app import ApiAdapters, create_app, openapi_document, write_openapi
+
+__all__ = ["ApiAdapters", "create_app", "openapi_document", "write_openapi"]

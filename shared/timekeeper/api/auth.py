@@ -1,0 +1,120 @@
+"""Identity from the API Gateway authorizer, and the roles the routes require (DESIGN section 9).
+
+The API never authenticates anyone itself: API Gateway's Lambda authorizer (pointed by the
+operator at their identity provider) does, and passes its verdict in the REST proxy event
+as ``requestContext.authorizer`` (the authorizer's ``context`` map, whose values are
+strings, plus ``principalId``). The claims read here:
+
+* ``user_id`` (or ``principalId``): the acting user, recorded as the actor of history
+  events and of manual runs. An opaque id, never an address.
+* ``workspace_id``: the caller's workspace (a UUID). Every query of the request is scoped
+  by it and the database walls it off a second time (row-level security).
+* ``roles``: comma- or space-separated role names (a JSON list is accepted too).
+
+The same keys are also read from ``requestContext.authorizer.claims`` (a Cognito or JWT
+authorizer). A request without a user or a valid workspace is 401; a role that does not
+allow the route's action is 403; another workspace's object is 404 (the scope never finds
+it), so existence does not leak.
+
+Roles (each route needs exactly one):
+
+====================  ===============================================================
+``schedules:read``    list schedules, read one with its occurrences and history
+``schedules:write``   create, update, pause, resume, delete
+``schedules:run``     "Run now"
+``schedules:admin``   all of the above
+====================  ===============================================================
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from timekeeper.api.errors import FORBIDDEN, UNAUTHENTICATED, ApiError
+
+READ = "schedules:read"
+WRITE = "schedules:write"
+RUN = "schedules:run"
+ADMIN = "schedules:admin"
+
+#: What each role allows. Unknown role names are ignored.
+ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
+    READ: frozenset({READ}),
+    WRITE: frozenset({WRITE}),
+    RUN: frozenset({RUN}),
+    ADMIN: frozenset({READ, WRITE, RUN}),
+}
+
+_MAX_USER_ID = 200
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The authenticated caller: ``user_id`` (opaque), ``workspace_id`` and ``roles``."""
+
+    user_id: str
+    workspace_id: UUID
+    roles: frozenset[str]
+
+    @property
+    def permissions(self) -> frozenset[str]:
+        """The union of what the caller's roles allow."""
+        out: set[str] = set()
+        for role in self.roles:
+            out |= ROLE_PERMISSIONS.get(role, frozenset())
+        return frozenset(out)
+
+    def require(self, permission: str) -> None:
+        """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
+        if permission not in self.permissions:
+            raise ApiError(403, FORBIDDEN, f"this action needs the role {permission} (or {ADMIN})")
+
+
+def _roles(value: Any) -> frozenset[str]:
+    if value is None:
+        return frozenset()
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except ValueError:
+                return frozenset()
+        else:
+            return frozenset(part for part in text.replace(",", " ").split() if part)
+    if isinstance(value, list | tuple):
+        return frozenset(str(v).strip() for v in value if str(v).strip())
+    return frozenset()
+
+
+def identity_from_event(event: dict[str, Any]) -> Identity:
+    """Read the caller from a REST proxy event's ``requestContext.authorizer``.
+
+    Raises a 401 :class:`ApiError` when there is no authorizer context, no user id, or no
+    workspace id that is a UUID.
+    """
+    context = (event.get("requestContext") or {}).get("authorizer") or {}
+    if not isinstance(context, dict):
+        context = {}
+    claims = context.get("claims") if isinstance(context.get("claims"), dict) else {}
+
+    def claim(*names: str) -> Any:
+        for source in (context, claims):
+            for name in names:
+                value = source.get(name)
+                if value not in (None, ""):
+                    return value
+        return None
+
+    user_id = claim("user_id", "principalId", "sub")
+    workspace = claim("workspace_id")
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > _MAX_USER_ID:
+        raise ApiError(401, UNAUTHENTICATED, "no authenticated user: sign in through the authorizer")
+    try:
+        workspace_id = UUID(str(workspace))
+    except ValueError:
+        raise ApiError(401, UNAUTHENTICATED, "the authorizer named no valid workspace") from None
+    return Identity(user_id=user_id.strip(), workspace_id=workspace_id, roles=_roles(claim("roles")))

@@ -1,0 +1,152 @@
+"""Machine-readable error bodies and the resolver's exception handlers (issue 4, point 4).
+
+Every error the API returns is ``{"code": str, "message": str, "field"?: str}`` with one
+of the codes below. Messages are fixed texts or validator reasons: never a stack trace,
+SQL, a driver message or the caller's input. Unexpected faults are logged by exception
+type and code location only (no message: a driver message may carry SQL or values).
+"""
+
+from __future__ import annotations
+
+import traceback
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
+from pydantic import BaseModel, ConfigDict, Field
+
+from timekeeper.observability import logger
+from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.service import ScheduleNotFound
+
+UNAUTHENTICATED = "unauthenticated"
+FORBIDDEN = "forbidden"
+NOT_FOUND = "not_found"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+VALIDATION_ERROR = "validation_error"
+INVALID_RECURRENCE = "invalid_recurrence"
+INVALID_CURSOR = "invalid_cursor"
+DEFINITION_INVALID = "definition_invalid"
+UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+INTERNAL_ERROR = "internal_error"
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response. ``field`` names the offending input where one
+    applies: a body field as a dotted path (``"recurrence.calendar.times[0]"``), or a
+    query, path or header parameter by its name (``"limit"``, ``"Idempotency-Key"``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(description="machine-readable error code", examples=[INVALID_RECURRENCE])
+    message: str = Field(description="human-readable explanation")
+    field: str | None = Field(None, description="the input the error is about, when there is one")
+
+
+class ApiError(Exception):
+    """An expected refusal: HTTP ``status`` with an :class:`ErrorBody`."""
+
+    def __init__(self, status: int, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(code)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None, *,
+                   headers: dict[str, str] | None = None) -> Response:
+    """A JSON error :class:`Response` (``field`` omitted when None)."""
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, headers=headers,
+                    body=ErrorBody(code=code, message=message, field=field).model_dump(exclude_none=True))
+
+
+def _field_of(loc: tuple[Any, ...] | list[Any], union_tags: frozenset[str] = frozenset()) -> str | None:
+    """``("body", "recurrence", "times", 0)`` -> ``"recurrence.times[0]"``; query/path/header
+    locations -> the parameter name. A discriminated union's tag right after ``"body"``
+    (one of ``union_tags``) is left out."""
+    parts = list(loc)
+    if len(parts) > 2 and parts[0] == "body" and parts[1] in union_tags:
+        del parts[1]
+    if not parts:
+        return None
+    where, rest = parts[0], parts[1:]
+    if where in ("query", "path", "header", "cookie"):
+        return str(rest[0]) if rest else str(where)
+    if where == "body" and (not rest or isinstance(rest[0], int)):
+        return "body"  # the body as a whole (missing, or not JSON: the index is a character offset)
+    out = ""
+    for part in rest if where == "body" else parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or None
+
+
+def _validation_message(error: dict[str, Any]) -> str:
+    if error.get("type") == "missing":
+        return "required"
+    if error.get("type") == "json_invalid":
+        return "the body is not valid JSON"
+    if error.get("type") == "extra_forbidden":
+        return "unknown field"
+    message = str(error.get("msg") or "invalid value")
+    return message.removeprefix("Value error, ")
+
+
+def log_unexpected(error: BaseException, where: str) -> None:
+    """Log an unexpected fault by type and code location (never its message or values)."""
+    frames = traceback.extract_tb(error.__traceback__)[-5:]
+    logger.error("unexpected error", extra={
+        "error_type": type(error).__name__, "where": where,
+        "frames": [f"{f.filename.rsplit('/', 2)[-1]}:{f.lineno}:{f.name}" for f in frames]})
+
+
+def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset[str] = frozenset()) -> None:
+    """Register the handlers that turn every exception into an :class:`ErrorBody` response.
+
+    ``union_tags``: the values of the body's union discriminator (owner modules), left out
+    of field paths."""
+
+    @app.exception_handler(ApiError)
+    def _api_error(error: ApiError) -> Response:
+        return error_response(error.status, error.code, error.message, error.field)
+
+    @app.exception_handler(ScheduleNotFound)
+    def _not_found(_: ScheduleNotFound) -> Response:
+        return error_response(HTTPStatus.NOT_FOUND, NOT_FOUND, "no such schedule in this workspace")
+
+    @app.exception_handler(InvalidRecurrence)
+    def _invalid_recurrence(error: InvalidRecurrence) -> Response:
+        field = "recurrence" if error.field == "rule" else f"recurrence.{error.field}"
+        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_RECURRENCE, error.reason, field)
+
+    @app.exception_handler(RequestValidationError)
+    def _request_invalid(error: RequestValidationError) -> Response:
+        errors = error.errors()
+        if any(list(e.get("loc") or ())[:1] == ["response"] for e in errors):
+            # Powertools reports a response that breaks its own model this way: our bug, not the caller's.
+            log_unexpected(error, "response validation")
+            return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error")
+        first = errors[0] if errors else {}
+        field = _field_of(first.get("loc") or (), union_tags)
+        if first.get("type") in ("union_tag_invalid", "union_tag_not_found"):
+            field = str((first.get("ctx") or {}).get("discriminator", "body")).strip("'")
+        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, _validation_message(first), field)
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def _unsupported(_: RequestUnsupportedContentType) -> Response:
+        return error_response(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, UNSUPPORTED_MEDIA_TYPE,
+                              "send the body as application/json")
+
+    @app.exception_handler(NotFoundError)
+    def _no_route(_: NotFoundError) -> Response:  # create_app replaces it (405 for a known path)
+        return error_response(HTTPStatus.NOT_FOUND, NOT_FOUND, "no such route")
+
+    @app.exception_handler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        log_unexpected(error, "route")
+        return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error")

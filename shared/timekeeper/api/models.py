@@ -1,0 +1,396 @@
+"""Request and response models of the HTTP API; the OpenAPI document is generated from them.
+
+Instants are RFC 3339 strings in UTC (``2027-03-14T07:30:00Z``); a local wall time as
+intended by the rule is a naive ``YYYY-MM-DDTHH:MM:SS`` string in the schedule's timezone;
+an occurrence's actual local time is an RFC 3339 string with the zone's offset.
+Recurrence rules are the JSON forms of DESIGN section 2 "Recurrence and time", validated
+by :func:`timekeeper.schedules.recurrence.parse_rule` (an invalid rule is a 422 naming the
+field and the reason).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime, timedelta
+from typing import Annotated, Any, Literal, Union
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    WithJsonSchema,
+    create_model,
+    model_validator,
+)
+
+from timekeeper.api.errors import INVALID_CURSOR, ApiError
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
+from timekeeper.schedules.service import ScheduleDetails
+from timekeeper.topology import PIPELINES
+
+#: Text without NUL characters (PostgreSQL text cannot hold them).
+_PLAIN = r"^[^\x00]*$"
+
+#: The owner modules a schedule may belong to: those with a pipeline in the topology.
+OWNERS: tuple[str, ...] = tuple(sorted({p.owner for p in PIPELINES.values()}))
+OwnerName = Literal[OWNERS]  # type: ignore[valid-type]
+
+ScheduleStatus = Literal["active", "paused", "disabled"]
+RunState = Literal["queued", "running", "succeeded", "skipped", "failed"]
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+RECURRENCE_DESCRIPTION = (
+    "A recurrence rule, one of three forms: "
+    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time, L = last day); '
+    '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
+    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
+    '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
+    "(absolute time). A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
+    "a fixed time in a fall-back overlap runs once."
+)
+RECURRENCE_EXAMPLES = [
+    {"cron": "30 2 * * *", "timezone": "America/New_York"},
+    {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
+    {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
+]
+
+_ZONE = {"type": "string", "minLength": 1, "description": "an IANA timezone",
+         "examples": ["America/New_York", "Europe/London", "Asia/Kolkata"]}
+_WEEKDAY = {"type": "string", "enum": ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]}
+_CRON_FORM = {
+    "type": "object", "title": "CronRule", "additionalProperties": False, "required": ["cron", "timezone"],
+    "properties": {"cron": {"type": "string", "description": "five cron fields: minute hour day-of-month month "
+                                                            "day-of-week (L = last day of the month)",
+                            "examples": ["30 2 * * *", "0 18 L * *"]},
+                   "timezone": _ZONE}}
+_CALENDAR_FORM = {
+    "type": "object", "title": "CalendarRule", "additionalProperties": False, "required": ["calendar", "timezone"],
+    "properties": {
+        "calendar": {
+            "type": "object", "additionalProperties": False, "required": ["frequency", "times"],
+            "properties": {
+                "frequency": {"type": "string", "enum": ["daily", "weekly", "monthly", "yearly"]},
+                "interval": {"type": "integer", "minimum": 1, "default": 1},
+                "start_date": {"type": "string", "format": "date"},
+                "weekdays": {"type": "array", "minItems": 1, "items": _WEEKDAY},
+                "month_day": {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 31},
+                                        {"type": "string", "const": "last"}],
+                              "description": "monthly/yearly: the day (clamped to shorter months) or last"},
+                "nth_weekday": {"type": "array", "minItems": 2, "maxItems": 2,
+                                "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY],
+                                "description": "monthly/yearly: [n, weekday], n = -1 for the last"},
+                "month": {"type": "integer", "minimum": 1, "maximum": 12, "description": "yearly: the month"},
+                "times": {"type": "array", "minItems": 1,
+                          "items": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"}}}},
+        "timezone": _ZONE}}
+_INTERVAL_FORM = {
+    "type": "object", "title": "IntervalRule", "additionalProperties": False, "required": ["interval", "anchor"],
+    "properties": {
+        "interval": {"oneOf": [
+            {"type": "object", "additionalProperties": False, "required": ["minutes"],
+             "properties": {"minutes": {"type": "integer", "minimum": 1, "maximum": 366 * 24 * 60}}},
+            {"type": "object", "additionalProperties": False, "required": ["hours"],
+             "properties": {"hours": {"type": "integer", "minimum": 1, "maximum": 366 * 24}}}]},
+        "anchor": {"type": "string", "format": "date-time", "description": "an instant the steps align to"},
+        "timezone": {**_ZONE, "description": "an IANA timezone, for the local date shown with each run"}}}
+
+#: The document's description of a rule; the authority is ``parse_rule`` (a rule this
+#: schema allows may still be refused, e.g. an unknown zone or a cron that never fires).
+RECURRENCE_SCHEMA = {"oneOf": [_CRON_FORM, _CALENDAR_FORM, _INTERVAL_FORM],
+                     "description": RECURRENCE_DESCRIPTION, "examples": RECURRENCE_EXAMPLES}
+
+Recurrence = Annotated[dict[str, Any], WithJsonSchema(RECURRENCE_SCHEMA)]
+Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)")]
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+class ScheduleCreateBase(BaseModel):
+    """``POST /schedules``: a new schedule of ``owner``'s ``work_kind`` on ``recurrence``.
+
+    ``subject_id`` names the owning module's row the work applies to (e.g. the recurring
+    batch a ``batch.roll`` rolls); ``active=false`` creates it paused. The body's model is
+    built per owner module by :func:`schedule_create_model`, so the document lists the
+    work kinds each owner registered.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str
+    work_kind: str
+    recurrence: Recurrence
+    subject_id: UUID | None = Field(None, description="the owning module's row the work applies to")
+    name: Name = ""
+    active: StrictBool = Field(True, description="false creates the schedule paused")
+
+
+def schedule_create_model(kinds_by_owner: dict[str, list[str]]) -> Any:
+    """The ``POST /schedules`` body type: one :class:`ScheduleCreateBase` model per owner
+    module (``ScheduleCreate<Owner>``, whose ``work_kind`` is an enum of the work kinds the
+    owner registered), a union discriminated by ``owner`` when there are several.
+    Raises ``ValueError`` when no owner has work kinds."""
+    variants = []
+    for owner, kinds in sorted(kinds_by_owner.items()):
+        if not kinds:
+            continue
+        variants.append(create_model(
+            f"ScheduleCreate{owner.title().replace('_', '')}", __base__=ScheduleCreateBase,
+            __doc__=ScheduleCreateBase.__doc__,
+            owner=(Literal[owner], Field(description="the owner module (pipeline) of the work")),
+            work_kind=(Literal[tuple(sorted(kinds))], Field(description=f"a work kind {owner} registered"))))
+    if not variants:
+        raise ValueError("no owner module has registered work kinds")
+    if len(variants) == 1:
+        return variants[0]
+    return Annotated[Union[tuple(variants)], Field(discriminator="owner")]  # noqa: UP007 - a runtime union
+
+
+def _at_least_one(schema: dict[str, Any]) -> None:
+    schema["minProperties"] = 1
+    for prop in schema.get("properties", {}).values():
+        if prop.get("default", ...) is None:
+            del prop["default"]
+
+
+class ScheduleUpdate(BaseModel):
+    """``PATCH /schedules/{id}``: change the definition (bumps ``definition_version`` and
+    recomputes the next due instant from now; no backlog). Omitted fields keep their value;
+    at least one is required."""
+
+    # Fields are optional but not nullable, and at least one is required (minProperties),
+    # so the document says exactly what the route accepts.
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _at_least_one(schema))
+
+    recurrence: Recurrence = None  # type: ignore[assignment]
+    name: Name = None  # type: ignore[assignment]
+    subject_id: UUID = Field(None, description="the owning module's row the work applies to")  # type: ignore[assignment]
+
+    @model_validator(mode="after")
+    def _something(self) -> ScheduleUpdate:
+        if self.recurrence is None and self.name is None and self.subject_id is None:
+            raise ValueError("give at least one of recurrence, name, subject_id")
+        return self
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+class ScheduleOut(BaseModel):
+    """A schedule as its owner sees it, with its latest outcome summary."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: UUID
+    owner: str
+    work_kind: str
+    subject_id: UUID | None
+    name: str
+    recurrence: dict[str, Any]
+    timezone: str = Field(description="IANA zone the rule is evaluated in")
+    status: ScheduleStatus
+    pause_reason: str | None = Field(description="why it is paused, e.g. paused_by_owner, consecutive_failures")
+    next_due_at: UtcDatetime | None = Field(description="next due instant (UTC); null unless active")
+    consecutive_failures: int = Field(ge=0)
+    definition_version: int = Field(ge=1)
+    last_run_id: UUID | None
+    last_outcome: str | None
+    last_run_at: UtcDatetime | None
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    warnings: list[str] = Field(default_factory=list, description="notes about a surprising but valid rule")
+
+
+class SchedulePage(BaseModel):
+    """One page of schedules, oldest first; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    items: list[ScheduleOut]
+    next_cursor: str | None = Field(description="opaque; null on the last page")
+
+
+class RunOut(BaseModel):
+    """A run of a schedule (one occurrence, or a manual "Run now")."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: UUID
+    trigger: Literal["scheduled", "manual"]
+    state: RunState
+    occurrence_at: UtcDatetime = Field(description="the occurrence's instant (UTC); the request time of a manual run")
+    occurrence_local: str = Field(description="intended local wall time in the schedule's timezone",
+                                  examples=["2027-03-14T02:30:00"])
+    dst_shifted: bool = Field(description="a spring-forward gap moved it later by the gap")
+    requested_by: str | None
+    attempts: int = Field(ge=0)
+    queued_at: UtcDatetime
+    started_at: UtcDatetime | None
+    finished_at: UtcDatetime | None
+    outcome_code: str | None
+    detail: dict[str, Any] | None = Field(description="the work kind's result")
+    error: str | None = Field(description="the refusal message; unexpected faults are not described here")
+    skipped_backlog: int = Field(ge=0, description="older due occurrences collapsed into this run")
+    first_skipped_at: UtcDatetime | None
+
+
+class EventOut(BaseModel):
+    """An entry of a schedule's append-only history."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: int
+    run_id: UUID | None
+    kind: str = Field(examples=["created", "paused", "run_requested", "settled"])
+    actor: str
+    reason: str | None
+    detail: dict[str, Any] | None
+    at: UtcDatetime
+
+
+class OccurrenceOut(BaseModel):
+    """One upcoming occurrence in UTC and in the schedule's local time."""
+
+    at: UtcDatetime = Field(description="the instant (UTC)")
+    local: datetime = Field(description="the same instant in the schedule's timezone, with its offset")
+    local_date: date = Field(description="the intended local date (kept when a gap shifts the time)")
+    timezone: str
+    shifted: bool = Field(description="moved later by a spring-forward gap")
+
+
+class HistoryOut(BaseModel):
+    """Recent runs and history events, newest first."""
+
+    runs: list[RunOut]
+    events: list[EventOut]
+
+
+class ScheduleDetail(BaseModel):
+    """``GET /schedules/{id}``: the schedule, its latest run, the next occurrences and its history."""
+
+    schedule: ScheduleOut
+    latest_run: RunOut | None
+    next_occurrences: list[OccurrenceOut] = Field(description="the next instants (at most 5); none unless active")
+    history: HistoryOut
+
+
+class RunAccepted(BaseModel):
+    """``POST /schedules/{id}/run``: the manual run was committed and offered to its queue."""
+
+    run_id: UUID
+    schedule_id: UUID
+    created: bool = Field(description="false when an earlier request with the same Idempotency-Key made this run")
+
+
+# ---------------------------------------------------------------------------- converters
+
+
+def check_rule_shape(rule: dict[str, Any]) -> None:
+    """Refuse ``null`` anywhere in a rule (leave a field out instead), so what the API
+    stores is what the document describes; the rule itself is validated by ``parse_rule``.
+    Raises :class:`InvalidRecurrence` naming the field (a 422)."""
+
+    def walk(value: Any, path: str) -> None:
+        if value is None:
+            raise InvalidRecurrence(path or "rule", "must not be null; leave the field out")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{path}.{key}" if path else str(key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{path}[{index}]")
+
+    walk(rule, "")
+
+
+def _warnings(recurrence: dict[str, Any]) -> list[str]:
+    try:
+        return list(parse_rule(recurrence).warnings)
+    except InvalidRecurrence:
+        return ["the saved rule no longer validates"]
+
+
+def schedule_out(row: dict[str, Any]) -> ScheduleOut:
+    """A ``schedules`` row (dict) as :class:`ScheduleOut`."""
+    return ScheduleOut.model_validate({**row, "warnings": _warnings(row["recurrence"])})
+
+
+def run_out(row: dict[str, Any]) -> RunOut:
+    """A ``schedule_runs`` row as :class:`RunOut`. The text of an unexpected fault is kept
+    out of responses (it may quote SQL or values); refusals are owner-facing and shown."""
+    data = dict(row)
+    data["occurrence_local"] = row["occurrence_local"].isoformat(timespec="seconds")
+    if row.get("outcome_code") == "unexpected_error" or (row.get("error") and not row.get("outcome_code")):
+        data["error"] = "the work failed unexpectedly; operators find the details in the logs by run id"
+    return RunOut.model_validate(data)
+
+
+_ERROR_KEYS = ("error", "last_error")
+
+
+def event_out(row: dict[str, Any], shown_errors: dict[Any, str | None]) -> EventOut:
+    """A ``schedule_events`` row as :class:`EventOut`. Error texts in its detail are shown
+    only for runs in ``shown_errors`` (run id -> the run's shown error); others are dropped,
+    so an unexpected fault's text never reaches a response."""
+    detail = row.get("detail")
+    if isinstance(detail, dict) and any(k in detail for k in _ERROR_KEYS) and row.get("kind") != "definition_invalid":
+        detail = dict(detail)
+        for key in _ERROR_KEYS:
+            if key in detail:
+                shown = shown_errors.get(row.get("run_id"))
+                if shown is None:
+                    del detail[key]
+                else:
+                    detail[key] = shown
+    return EventOut.model_validate({**row, "detail": detail})
+
+
+def detail_out(details: ScheduleDetails) -> ScheduleDetail:
+    """Service :class:`~timekeeper.schedules.service.ScheduleDetails` as :class:`ScheduleDetail`."""
+    schedule = details.schedule
+    zone = ZoneInfo(schedule["timezone"] or "UTC")
+    runs = [run_out(r) for r in details.runs]
+    shown_errors = {r.id: r.error for r in runs}
+    upcoming = []
+    if schedule["status"] == "active":
+        upcoming = [OccurrenceOut(at=o["at"], local=o["at"].astimezone(zone), local_date=o["local_date"],
+                                  timezone=schedule["timezone"], shifted=o["shifted"])
+                    for o in details.next_occurrences]
+    out = schedule_out(schedule)
+    out.warnings = list(details.warnings) or out.warnings
+    return ScheduleDetail(schedule=out, latest_run=runs[0] if runs else None, next_occurrences=upcoming,
+                          history=HistoryOut(runs=runs, events=[event_out(e, shown_errors) for e in details.events]))
+
+
+#: A cursor is ``<created_at in microseconds since the Unix epoch>-<id as 32 hex digits>``:
+#: the keyset of the previous page's last row. Every string matching the pattern is a
+#: position in the list, so any cursor the document allows is accepted.
+CURSOR_PATTERN = r"^[0-9]{1,16}-[0-9a-f]{32}$"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def encode_cursor(after: tuple[datetime, UUID] | None) -> str | None:
+    """The cursor of a keyset ``(created_at, id)`` (see :data:`CURSOR_PATTERN`), or None."""
+    if after is None:
+        return None
+    micros = (after[0] - _EPOCH) // timedelta(microseconds=1)
+    return f"{max(micros, 0)}-{after[1].hex}"
+
+
+def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
+    """Inverse of :func:`encode_cursor`; raises a 422 :class:`ApiError` (field ``cursor``)
+    for a string that does not match :data:`CURSOR_PATTERN`."""
+    if cursor is None or cursor == "":
+        return None
+    if re.fullmatch(CURSOR_PATTERN, cursor) is None:
+        raise ApiError(422, INVALID_CURSOR, "not a cursor this API returned", "cursor")
+    micros, _, hex_id = cursor.partition("-")
+    return _EPOCH + timedelta(microseconds=int(micros)), UUID(hex=hex_id)

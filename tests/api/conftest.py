@@ -1,0 +1,142 @@
+"""Fixtures of the API tests: the resolver over the real database (the API's
+row-level-security connection) with a list publisher, and an API Gateway REST proxy event
+factory with the authorizer's claims."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support import ListPublisher
+from timekeeper import runtime
+from timekeeper.api import ApiAdapters, create_app
+from timekeeper.api.db import connect_api
+from timekeeper.local.lambdas import LambdaContext
+
+ALL_ROLES = "schedules:read,schedules:write,schedules:run"
+NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@dataclass
+class Caller:
+    """Who calls: the authorizer's claims (``None`` fields are left out of the event)."""
+
+    user_id: str | None = "user-1"
+    workspace_id: uuid.UUID | str | None = field(default_factory=uuid.uuid4)
+    roles: str | None = ALL_ROLES
+
+    def claims(self) -> dict[str, Any] | None:
+        out = {"principalId": self.user_id, "workspace_id": str(self.workspace_id) if self.workspace_id else None,
+               "roles": self.roles}
+        out = {k: v for k, v in out.items() if v is not None}
+        return out or None
+
+
+@dataclass
+class Reply:
+    """A proxy response: ``status``, parsed JSON ``body`` (None when empty) and ``headers``."""
+
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+def proxy_event(method: str, target: str, *, claims: dict[str, Any] | None, body: Any = None,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """An API Gateway REST proxy event (``{proxy+}`` integration) for ``method target``;
+    ``claims`` become ``requestContext.authorizer`` as a Lambda authorizer passes them."""
+    parts = urlsplit(target)
+    query: dict[str, list[str]] = {}
+    for pair in filter(None, parts.query.split("&")):
+        key, _, value = pair.partition("=")
+        query.setdefault(key, []).append(value)
+    all_headers = {"Host": "api.example.com", "Content-Type": "application/json", **(headers or {})}
+    text = None if body is None else body if isinstance(body, str) else json.dumps(body)
+    context: dict[str, Any] = {
+        "accountId": "123456789012", "apiId": "api", "stage": "test", "requestId": str(uuid.uuid4()),
+        "httpMethod": method, "path": f"/test{parts.path}", "resourcePath": "/{proxy+}",
+        "identity": {"sourceIp": "127.0.0.1", "userAgent": "pytest"}}
+    if claims is not None:
+        context["authorizer"] = claims
+    return {
+        "resource": "/{proxy+}", "path": parts.path, "httpMethod": method,
+        "headers": all_headers, "multiValueHeaders": {k: [v] for k, v in all_headers.items()},
+        "queryStringParameters": {k: v[-1] for k, v in query.items()} or None,
+        "multiValueQueryStringParameters": query or None,
+        "pathParameters": {"proxy": parts.path.lstrip("/")}, "stageVariables": None,
+        "requestContext": context, "body": text, "isBase64Encoded": False}
+
+
+@pytest.fixture
+def publisher() -> ListPublisher:
+    """Keeps the run messages the API published; set ``refuse_all`` to refuse them."""
+    return ListPublisher()
+
+
+@pytest.fixture
+def clock_now() -> dict[str, datetime]:
+    """The API's clock: change ``clock_now["now"]`` to move time."""
+    return {"now": NOW}
+
+
+@pytest.fixture
+def api_conn(db_url):
+    """The API's own connection (role timekeeper_api, row-level security)."""
+    conn = connect_api(db_url)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture
+def app(api_conn, publisher, clock_now):
+    """The resolver over the module's database, the list publisher and the fixed clock."""
+    published_to: list[str] = []
+
+    def publisher_for(pipeline: str) -> ListPublisher:
+        published_to.append(pipeline)
+        return publisher
+
+    resolver = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=publisher_for,
+                                      registry=runtime.registry, now=lambda: clock_now["now"]))
+    resolver.published_to = published_to
+    return resolver
+
+
+@pytest.fixture
+def caller() -> Caller:
+    """A user of a fresh workspace with every role."""
+    return Caller()
+
+
+@pytest.fixture
+def call(app, caller):
+    """``call(method, target, body=None, headers=None, as_=caller)`` -> :class:`Reply`."""
+
+    def _call(method: str, target: str, body: Any = None, *, headers: dict[str, str] | None = None,
+              as_: Caller | None = None, claims: dict[str, Any] | None | str = "from-caller") -> Reply:
+        who = as_ or caller
+        event = proxy_event(method, target, claims=who.claims() if claims == "from-caller" else claims,
+                            body=body, headers=headers)
+        response = app.resolve(event, LambdaContext(function_name="timekeeper-api"))
+        raw = response.get("body")
+        headers_out = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+        for k, v in (response.get("multiValueHeaders") or {}).items():
+            headers_out.setdefault(k.lower(), v[-1] if isinstance(v, list) else v)
+        return Reply(response["statusCode"], json.loads(raw) if raw else None, headers_out)
+
+    return _call
+
+
+DAILY = {"cron": "30 2 * * *", "timezone": "America/New_York"}
+
+
+def new_schedule(**overrides: Any) -> dict[str, Any]:
+    """A valid create body (an accounting reconciliation sweep at 02:30 New York time)."""
+    return {"owner": "accounting", "work_kind": "reconciliation.sweep", "recurrence": DAILY,
+            "name": "nightly sweep", **overrides}

@@ -1,0 +1,70 @@
+"""The OpenAPI document: generated from the route models, valid, served at /openapi.json,
+and the checked-in copy (shared/timekeeper/api/openapi.json) is current."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from openapi_spec_validator import validate
+
+from timekeeper.api import create_app, openapi_document
+from timekeeper.api.app import openapi_text, unconfigured_adapters
+from timekeeper.local.cli import main
+
+CHECKED_IN = Path(__file__).resolve().parents[2] / "shared" / "timekeeper" / "api" / "openapi.json"
+OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules/{schedule_id}"),
+              ("patch", "/schedules/{schedule_id}"), ("delete", "/schedules/{schedule_id}"),
+              ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
+              ("post", "/schedules/{schedule_id}/run")}
+
+
+def document() -> dict:
+    return openapi_document(create_app(unconfigured_adapters()))
+
+
+def test_the_document_is_a_valid_openapi_document():
+    doc = document()
+    validate(doc)  # raises OpenAPIValidationError
+    assert doc["openapi"].startswith("3.1")
+    assert {(m, p) for p, item in doc["paths"].items() for m in item} == OPERATIONS
+
+
+def test_every_operation_needs_the_authorizer_and_documents_its_errors_as_error_bodies():
+    doc = document()
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            assert operation["security"] == [{"authorizer": []}], (method, path)
+            codes = set(operation["responses"])
+            assert {"401", "403", "422"} <= codes, (method, path)
+            if "{schedule_id}" in path:
+                assert "404" in codes, (method, path)
+            for code in codes - {"200", "201", "202", "204"}:
+                schema = operation["responses"][code]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, code)
+    assert doc["components"]["securitySchemes"]["authorizer"]["scheme"] == "bearer"
+
+
+def test_the_create_body_lists_the_owners_work_kinds():
+    schema = document()["components"]["schemas"]["ScheduleCreateAccounting"]
+    assert schema["properties"]["owner"]["const"] == "accounting"
+    assert set(schema["properties"]["work_kind"]["enum"]) == {
+        "batch.roll", "batch.auto_close", "reconciliation.sweep", "billing.prepare"}
+    assert [f["title"] for f in schema["properties"]["recurrence"]["oneOf"]] == [
+        "CronRule", "CalendarRule", "IntervalRule"]
+
+
+def test_the_document_is_served_at_openapi_json_without_credentials(call):
+    reply = call("GET", "/openapi.json", claims=None)
+    assert reply.status == 200 and reply.body == document()
+
+
+def test_the_checked_in_document_is_current():
+    # Regenerate with: python -m timekeeper openapi --out shared/timekeeper/api/openapi.json
+    assert CHECKED_IN.read_text(encoding="utf-8") == openapi_text()
+
+
+def test_the_openapi_command_writes_the_document(tmp_path):
+    out = tmp_path / "openapi.json"
+    assert main(["openapi", "--out", str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8")) == document()

@@ -1,0 +1,103 @@
+"""Identity, roles and tenant isolation: a request without claims is 401, a role that does
+not allow the action is 403, and another workspace's schedule is 404 on every route that
+takes an id -- and is left untouched."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.api.conftest import Caller, new_schedule
+from timekeeper.db.connection import connect
+
+SCHEDULE = "00000000-0000-4000-8000-000000000000"
+
+#: Every route, the role it needs, and a body that would be valid.
+ROUTES = [
+    ("GET", "/schedules", "schedules:read", None),
+    ("POST", "/schedules", "schedules:write", new_schedule()),
+    ("GET", f"/schedules/{SCHEDULE}", "schedules:read", None),
+    ("PATCH", f"/schedules/{SCHEDULE}", "schedules:write", {"name": "renamed"}),
+    ("POST", f"/schedules/{SCHEDULE}/pause", "schedules:write", None),
+    ("POST", f"/schedules/{SCHEDULE}/resume", "schedules:write", None),
+    ("DELETE", f"/schedules/{SCHEDULE}", "schedules:write", None),
+    ("POST", f"/schedules/{SCHEDULE}/run", "schedules:run", None),
+]
+ID_ROUTES = [r for r in ROUTES if SCHEDULE in r[1]]
+ALL = {"schedules:read", "schedules:write", "schedules:run"}
+
+
+def _label(route):
+    return f"{route[0]} {route[1].replace(SCHEDULE, '{id}')}"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=_label)
+@pytest.mark.parametrize("claims", [
+    None,
+    {"workspace_id": str(uuid.uuid4()), "roles": "schedules:admin"},
+    {"principalId": "u", "roles": "schedules:admin"},
+    {"principalId": "u", "workspace_id": "not-a-uuid", "roles": "schedules:admin"},
+    {"principalId": "", "workspace_id": str(uuid.uuid4()), "roles": "schedules:admin"},
+], ids=["no-authorizer", "no-user", "no-workspace", "bad-workspace", "empty-user"])
+def test_without_valid_claims_every_route_is_401(call, route, claims):
+    method, path, _, body = route
+    reply = call(method, path, body, claims=claims)
+    assert reply.status == 401
+    assert reply.body["code"] == "unauthenticated" and set(reply.body) == {"code", "message"}
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=_label)
+def test_a_role_that_does_not_allow_the_action_is_403(call, route):
+    method, path, needed, body = route
+    # Given a caller with every role but the one the route needs (and an unknown one)
+    caller = Caller(roles=",".join(sorted(ALL - {needed})) + ",billing:admin")
+    reply = call(method, path, body, as_=caller)
+    assert reply.status == 403
+    assert reply.body["code"] == "forbidden" and needed in reply.body["message"]
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=_label)
+def test_the_needed_role_alone_or_admin_is_enough(call, route):
+    method, path, needed, body = route
+    for roles in (needed, "schedules:admin", f" {needed} , other"):
+        reply = call(method, path, body, as_=Caller(roles=roles))
+        assert reply.status not in (401, 403), (roles, reply)
+
+
+@pytest.mark.parametrize("route", ID_ROUTES, ids=_label)
+def test_another_workspaces_schedule_is_404_and_untouched(call, db_url, publisher, route):
+    # Given a schedule of workspace A
+    owner_a = Caller()
+    schedule = call("POST", "/schedules", new_schedule(), as_=owner_a).body
+    with connect(db_url) as owner:
+        before = owner.execute("SELECT * FROM schedules WHERE id = %s", (schedule["id"],)).fetchone()
+    # When a user of workspace B (every role) calls the route with its id
+    method, path, _, body = route
+    reply = call(method, path.replace(SCHEDULE, schedule["id"]), body, as_=Caller(roles="schedules:admin"))
+    # Then it is a 404 -- never a 403 -- and nothing changed, nothing was run
+    assert reply.status == 404
+    assert reply.body == {"code": "not_found", "message": "no such schedule in this workspace"}
+    with connect(db_url) as owner:
+        after = owner.execute("SELECT * FROM schedules WHERE id = %s", (schedule["id"],)).fetchone()
+        runs = owner.execute("SELECT count(*) AS n FROM schedule_runs WHERE schedule_id = %s",
+                             (schedule["id"],)).fetchone()["n"]
+    assert after == before and runs == 0 and publisher.sent == []
+    # And for its own user it is there
+    assert call("GET", f"/schedules/{schedule['id']}", as_=owner_a).status == 200
+
+
+def test_the_list_shows_only_the_callers_workspace(call):
+    a, b = Caller(), Caller()
+    mine = call("POST", "/schedules", new_schedule(name="a"), as_=a).body["id"]
+    call("POST", "/schedules", new_schedule(name="b"), as_=b)
+    assert [s["id"] for s in call("GET", "/schedules", as_=a).body["items"]] == [mine]
+
+
+def test_run_now_idempotency_keys_do_not_cross_schedules(call):
+    # The same key on two schedules makes two runs (the key is per schedule)
+    first = call("POST", "/schedules", new_schedule()).body["id"]
+    second = call("POST", "/schedules", new_schedule()).body["id"]
+    one = call("POST", f"/schedules/{first}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
+    two = call("POST", f"/schedules/{second}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
+    assert one != two
