@@ -109,7 +109,7 @@ class HttpApi(Construct):
                     "the v1 stage without changing this app.")
         acknowledge(self.api, "AwsSolutions-COG4",
                     "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
-                    "necessarily a Cognito user pool (infra/OPERATIONS.md).")
+                    "necessarily a Cognito user pool (README.md).")
         acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                               "AmazonAPIGatewayPushToCloudWatchLogs]",
                     "API Gateway's account-wide logging role must use this AWS policy to write stage logs.")

@@ -127,7 +127,7 @@ class AuroraDatabase(Construct):
         if not deletion_protection:
             acknowledge(self.cluster, "AwsSolutions-RDS10",
                         "Deletion protection was switched off by the operator (timekeeper:deletionProtection"
-                        "=false) to tear the deployment down; see infra/OPERATIONS.md.")
+                        "=false) to tear the deployment down; see README.md.")
 
     def access(self) -> DatabaseAccess:
         """How functions reach this database: the proxy endpoint, in the isolated subnets."""

@@ -22,7 +22,7 @@ from timekeeper import observability as obs
 
 #: The dimensions Powertools puts on every Timekeeper metric.
 SERVICE_DIMENSIONS = {"service": obs.metrics.service}
-#: The dimension that will name a metric's pipeline once the code emits it (see OPERATIONS.md).
+#: The dimension that will name a metric's pipeline once the code emits it (see README.md).
 PIPELINE_DIMENSION = "pipeline"
 
 DISPATCHER_METRICS = (obs.SCHEDULES_CLAIMED, obs.RUNS_PUBLISHED, obs.PUBLISH_REFUSED, obs.RUNS_REOFFERED,
@@ -146,7 +146,7 @@ class Monitoring(Construct):
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
-                "actions: infra/OPERATIONS.md."), width=24, height=2))
+                "actions: README.md."), width=24, height=2))
         dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=[*every_alarm, self.auto_paused], width=8, height=6),
             cw.GraphWidget(title="All pipelines: dispatcher passes", width=8, height=6,

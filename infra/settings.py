@@ -4,7 +4,7 @@ Pipeline numbers (rates, timeouts, batch sizes, concurrency, receive counts, ala
 thresholds) live in :mod:`timekeeper.topology` and nowhere else. What is here has no
 meaning for the code that runs: paths, memory sizes, database capacity, retention periods,
 and the context keys an operator passes to ``cdk deploy -c key=value`` (see
-infra/OPERATIONS.md for the table).
+README.md for the table).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ class DeploymentConfig:
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
 
-    #: Context keys, documented in infra/OPERATIONS.md.
+    #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
     KEY_DELETION_PROTECTION = "timekeeper:deletionProtection"
     KEY_ALARM_EMAIL = "timekeeper:alarmEmail"
