@@ -18,6 +18,5 @@ from timekeeper.topology import ACCOUNTING
 def lambda_handler(event: EventBridgeModel, context) -> dict:
     report = runtime.run_dispatcher(ACCOUNTING.name)
     result = asdict(report)
-    result.pop("offered_run_ids")
     logger.info("dispatcher pass", extra=result)
     return result

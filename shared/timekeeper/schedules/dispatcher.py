@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -47,7 +47,6 @@ class DispatchReport:
     paused_invalid: int = 0
     batches: int = 0
     elapsed_s: float = 0.0
-    offered_run_ids: list[UUID] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,11 +87,20 @@ class _RuleCache:
 
     A rule text is parsed once per pass; schedules that share a rule and a due instant
     share the computation (thousands of "daily at 09:00 New York" schedules cost one).
+    Both maps are bounded (oldest entries dropped first) so memory follows the batch,
+    not the number of distinct rules a long pass meets.
     """
+
+    MAX_ENTRIES = 4096
 
     def __init__(self) -> None:
         self.rules: dict[str, Recurrence | InvalidRecurrence] = {}
         self.dues: dict[tuple[str, datetime], Due] = {}
+
+    @classmethod
+    def _bound(cls, cache: dict) -> None:
+        while len(cache) > cls.MAX_ENTRIES:
+            del cache[next(iter(cache))]
 
     def rule(self, text: str) -> Recurrence:
         compiled = self.rules.get(text)
@@ -102,6 +110,7 @@ class _RuleCache:
             except InvalidRecurrence as error:
                 compiled = error
             self.rules[text] = compiled
+            self._bound(self.rules)
         if isinstance(compiled, InvalidRecurrence):
             raise compiled
         return compiled
@@ -111,6 +120,7 @@ class _RuleCache:
         due = self.dues.get(key)
         if due is None:
             due = self.dues[key] = compute_due(self.rule(text), next_due_at, now)
+            self._bound(self.dues)
         return due
 
 
@@ -129,7 +139,8 @@ def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: s
 
 def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
                 reoffer_after: timedelta, registry: WorkKindRegistry | None = None,
-                cache: _RuleCache | None = None, actor: str = "dispatcher") -> tuple[list[RunMessage], DispatchReport]:
+                cache: _RuleCache | None = None, actor: str = "dispatcher",
+                reoffer: bool = True) -> tuple[list[RunMessage], DispatchReport]:
     """Run one claim transaction's statements inside the caller's transaction; return the
     runs to offer after the caller commits.
 
@@ -208,7 +219,7 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         conn.execute(SQL["pause_invalid_definitions"], {"now": now, "ids": invalid})
         report.paused_invalid = len(invalid)
     reoffered = conn.execute(SQL["reoffer_runs"], {
-        "owner": owner, "now": now, "stale_before": now - reoffer_after, "limit": limit}).fetchall()
+        "owner": owner, "now": now, "stale_before": now - reoffer_after, "limit": limit}).fetchall() if reoffer else []
     for run in reoffered:
         messages.append(RunMessage(run_id=run["id"], schedule_id=run["schedule_id"],
                                    workspace_id=run["workspace_id"], owner=owner, work_kind=run["work_kind"]))
@@ -263,20 +274,23 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     probe = conn.execute(SQL["probe_work"], {"owner": owner, "now": now,
                                              "stale_before": now - reoffer_after}).fetchone()
     has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
+    reoffer = bool(probe["reofferable"] or probe["abandoned"])
     while has_work:
         with conn.transaction():
             messages, report = claim_batch(conn, owner=owner, now=now, limit=claim_limit,
-                                           reoffer_after=reoffer_after, registry=registry, cache=cache)
+                                           reoffer_after=reoffer_after, registry=registry, cache=cache,
+                                           reoffer=reoffer)
         refused = publisher.publish(messages) if messages else set()
         released = release_runs(conn, refused, now=now)
         report.published = len(messages) - len(refused)
         report.refused = released
-        total.offered_run_ids.extend(m.run_id for m in messages if m.run_id not in refused)
         for name in ("claimed", "runs_created", "stale_skipped", "backlog_skipped", "published",
                      "refused", "reoffered", "paused_invalid"):
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.batches += 1
-        full = report.claimed >= claim_limit or report.reoffered >= claim_limit
+        # Reoffers are taken in the first batch; later batches repeat them only if it was full.
+        reoffer = report.reoffered >= claim_limit
+        full = report.claimed >= claim_limit or reoffer
         if not full or monotonic() - started >= time_budget_s:
             break
     if notifier is not None and probe["notices"]:

@@ -23,11 +23,11 @@ SELECT v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, 
        v.skipped_backlog, v.first_skipped_at,
        CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
        CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
-  FROM unnest(%(schedule_id)s::uuid[], %(workspace_id)s::uuid[], %(work_kind)s::text[],
-              %(occurrence_key)s::text[], %(occurrence_at)s::timestamptz[],
-              %(occurrence_local)s::timestamp[], %(dst_shifted)s::boolean[],
-              %(definition_version)s::integer[], %(state)s::text[], %(skipped_backlog)s::integer[],
-              %(first_skipped_at)s::timestamptz[])
+  FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
+              %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
+              %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],
+              %(definition_version)b::integer[], %(state)b::text[], %(skipped_backlog)b::integer[],
+              %(first_skipped_at)b::timestamptz[])
        AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
             dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
 ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
@@ -39,14 +39,14 @@ UPDATE schedules AS s
        status = CASE WHEN v.next_due_at IS NULL THEN 'disabled' ELSE s.status END,
        pause_reason = CASE WHEN v.next_due_at IS NULL THEN 'recurrence_ended' ELSE s.pause_reason END,
        updated_at = %(now)s
-  FROM unnest(%(id)s::uuid[], %(next_due_at)s::timestamptz[]) AS v(id, next_due_at)
+  FROM unnest(%(id)b::uuid[], %(next_due_at)b::timestamptz[]) AS v(id, next_due_at)
  WHERE s.id = v.id
 
 -- name: record_events
 INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
 SELECT v.schedule_id, v.workspace_id, v.run_id, v.kind, %(actor)s, v.reason, v.detail, %(now)s
-  FROM unnest(%(schedule_id)s::uuid[], %(workspace_id)s::uuid[], %(run_id)s::uuid[], %(kind)s::text[],
-              %(reason)s::text[], %(detail)s::jsonb[])
+  FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(run_id)b::uuid[], %(kind)b::text[],
+              %(reason)b::text[], %(detail)b::jsonb[])
        AS v(schedule_id, workspace_id, run_id, kind, reason, detail)
 
 -- name: pause_invalid_definitions
@@ -57,12 +57,17 @@ UPDATE schedules
 -- name: reoffer_runs
 -- Released runs (offered_at cleared), stranded offers (queued, offered long ago, never
 -- started) and abandoned starts (running, lease long expired: the message was lost or
--- dead-lettered mid-run) are offered again.
-WITH picked AS (
+-- dead-lettered mid-run) are offered again. Each kind is its own index range.
+WITH released AS (
     SELECT id FROM schedule_runs
-     WHERE owner = %(owner)s AND state = 'queued'
-       AND (offered_at IS NULL OR offered_at <= %(stale_before)s)
-     ORDER BY offered_at NULLS FIRST
+     WHERE owner = %(owner)s AND state = 'queued' AND offered_at IS NULL
+     ORDER BY queued_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), stranded AS (
+    SELECT id FROM schedule_runs
+     WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(stale_before)s
+     ORDER BY offered_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 ), abandoned AS (
@@ -75,7 +80,7 @@ WITH picked AS (
 )
 UPDATE schedule_runs AS r
    SET offered_at = %(now)s, offer_count = r.offer_count + 1
- WHERE r.id IN (SELECT id FROM picked UNION ALL SELECT id FROM abandoned)
+ WHERE r.id IN (SELECT id FROM released UNION ALL SELECT id FROM stranded UNION ALL SELECT id FROM abandoned)
 RETURNING r.id, r.schedule_id, r.workspace_id, r.work_kind, r.released_at IS NOT NULL AS was_released
 
 -- name: release_runs
