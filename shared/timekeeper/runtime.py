@@ -20,14 +20,14 @@ import boto3
 import psycopg
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from timekeeper import clock
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect
-from timekeeper.observability import logger, metrics
-from timekeeper.schedules.consumer import ConsumerSettings, process_run
+from timekeeper.observability import metrics
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry
@@ -151,20 +151,30 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
 
 def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Process an SQS batch of ``pipeline_name`` with partial failures
-    (ReportBatchItemFailures): a malformed message, a run under a live lease elsewhere or a
-    retryable fault fails only its own item; everything else is acknowledged."""
+    (ReportBatchItemFailures): the well-formed run messages are processed together
+    (:func:`timekeeper.schedules.consumer.process_batch`); a malformed message, a run held
+    by another consumer or a retryable fault fails only its own item; the rest are
+    acknowledged."""
     consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
+    deliveries: list[Delivery] = []
+    for record in event.get("Records", []):
+        try:
+            message = RunMessage.model_validate_json(record.get("body", ""))
+        except ValidationError:
+            continue  # reported as this item's failure by the record handler below
+        receive_count = int(record.get("attributes", {}).get("ApproximateReceiveCount") or 1)
+        deliveries.append(Delivery(record["messageId"], message, receive_count))
+    outcomes = dict(zip((d.key for d in deliveries), process_batch(
+        database().get(), deliveries, now=clock.now(), registry=registry(), settings=consumer_settings,
+        services={}, metrics=metrics), strict=True)) if deliveries else {}
 
     def record_handler(record: SQSRecord) -> str:
-        message = RunMessage.model_validate_json(record.body)  # malformed -> this item fails only
-        try:
-            result = process_run(database().get(), message,
-                                 receive_count=int(record.attributes.approximate_receive_count or 1),
-                                 now=clock.now(), registry=registry(), settings=consumer_settings,
-                                 services={}, metrics=metrics)
-        finally:
-            logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
-        return result.action
+        if record.message_id not in outcomes:
+            RunMessage.model_validate_json(record.body)  # raises: the message is malformed
+        outcome = outcomes[record.message_id]
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome.action
 
     processor = BatchProcessor(event_type=EventType.SQS)
     return process_partial_response(event=event, record_handler=record_handler, processor=processor,

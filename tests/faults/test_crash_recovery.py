@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from timekeeper.schedules import service
-from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_run
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch, process_run
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.recurrence import next_occurrences
@@ -82,7 +82,7 @@ class FakeQueue:
 class World:
     """A work kind that records effects, detects concurrent execution and crashes on cue."""
 
-    def __init__(self, conn, rng: random.Random, crash_rate: float):
+    def __init__(self, conn, rng: random.Random, crash_rate: float, leased: bool = True):
         self.conn = conn
         self.rng = rng
         self.crash_rate = crash_rate
@@ -92,7 +92,7 @@ class World:
         self.concurrent: list[uuid.UUID] = []
         self.crashes = {"publish": 0, "mid_handler": 0, "after_settle": 0}
         self.registry = WorkKindRegistry()
-        self.registry.register(OWNER, "fault.work", self.handle)
+        self.registry.register(OWNER, "fault.work", self.handle, leased=leased)
 
     def handle(self, ctx):
         """Idempotency: the effect row commits with the settlement, so exactly once per run."""
@@ -126,8 +126,9 @@ def world_db(conn):
     return conn
 
 
+@pytest.mark.parametrize("leased", [True, False], ids=["leased", "batch-transaction"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, seed):
+def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, seed, leased):
     # Given 6 schedules (every 20 minutes) and a world that crashes and duplicates at random
     rng = random.Random(seed)
     conn = world_db
@@ -136,7 +137,7 @@ def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, 
                                          recurrence={"cron": f"{m} * * * *", "timezone": "America/New_York"},
                                          actor="tester", now=start)
                  for m in (0, 20, 40, 5, 25, 45)]
-    world = World(conn, rng, crash_rate=0.08)
+    world = World(conn, rng, crash_rate=0.08, leased=leased)
     queue = FakeQueue(rng, duplicate_rate=0.15)
     end = start + timedelta(hours=6)
     world.faults_until = end
@@ -153,13 +154,17 @@ def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, 
             dispatch(conn, owner=OWNER, now=now, publisher=queue, reoffer_after=REOFFER_AFTER)
         except Crash:
             world.crashes["publish"] += 1
-        for message in queue.receive(now):
+        received = queue.receive(now)
+        for start_at in range(0, len(received), 10):  # SQS batches of 10, the whole production path
+            batch = received[start_at:start_at + 10]
             try:
-                process_run(conn, message.body, receive_count=message.receives, now=now,
-                            registry=world.registry, settings=SETTINGS)
-            except (RetryLater, Crash):
-                continue  # not acknowledged: visible again after the visibility timeout
-            queue.messages.remove(message)  # acknowledged
+                results = process_batch(conn, [Delivery(str(i), m.body, m.receives) for i, m in enumerate(batch)],
+                                        now=now, registry=world.registry, settings=SETTINGS)
+            except Crash:
+                continue  # nothing acknowledged: visible again after the visibility timeout
+            for message, result in zip(batch, results, strict=True):
+                if not isinstance(result, Exception):
+                    queue.messages.remove(message)  # acknowledged
         minute += 1
     # Then every occurrence due in the window has exactly one run, and it is terminal
     for s in schedules:

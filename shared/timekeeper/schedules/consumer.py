@@ -14,6 +14,7 @@ Outcomes for the caller (the Lambda record handler):
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -64,18 +65,109 @@ def _error_text(error: BaseException) -> str:
     return text[:_ERROR_LIMIT]
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """One received message of a batch: its ``key`` (the SQS message id), the parsed
+    ``message`` and ``receive_count`` (ApproximateReceiveCount as an int)."""
+
+    key: str
+    message: RunMessage
+    receive_count: int
+
+
+class MisroutedMessage(ValueError):
+    """A run message of another owner reached this consumer (a wiring fault: the message
+    fails, and after maxReceiveCount it rests in the dead-letter queue)."""
+
+
+Result = ProcessResult | RetryLater | MisroutedMessage
+
+
+def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: datetime,
+                  registry: WorkKindRegistry, settings: ConsumerSettings, services: dict[str, Any] | None = None,
+                  metrics: Any = None) -> list[Result]:
+    """Process the run messages of one SQS batch at instant ``now`` (aware UTC).
+
+    Returns one result per delivery, in order: a :class:`ProcessResult` (acknowledge), or
+    a :class:`RetryLater` / :class:`MisroutedMessage` (report the item failed so SQS
+    redelivers it). Raises ``psycopg.Error`` when the batch transaction fails (nothing of
+    it committed; every message is redelivered).
+
+    Transactional work kinds (the default: short handlers whose effects are all in the
+    database) share ONE transaction: their runs are started with ``FOR UPDATE SKIP
+    LOCKED`` in one statement (the row lock is the lease while the batch runs; a run
+    another consumer holds is skipped and its message redelivered later), each handler and
+    its settlement run in a savepoint with the run's tenant set, and one commit records
+    them all. A process crash rolls the whole batch back. Work kinds registered with
+    ``leased=True`` (long or external work) go through :func:`process_run` one by one.
+    """
+    results: dict[int, Result] = {}
+    batched: list[int] = []
+    leased: list[int] = []
+    for index, delivery in enumerate(deliveries):
+        message = delivery.message
+        if message.owner != settings.owner:
+            results[index] = MisroutedMessage(
+                f"message for owner {message.owner!r} reached the {settings.owner!r} consumer")
+            continue
+        kind = registry.find(message.owner, message.work_kind)
+        (leased if kind is not None and kind.leased else batched).append(index)
+
+    if batched:
+        callbacks: list[Callable[[], None]] = []
+        ids = list(dict.fromkeys(deliveries[i].message.run_id for i in batched))
+        with conn.transaction():
+            started = {row["id"]: row for row in conn.execute(SQL["start_runs"], {
+                "ids": ids, "now": now, "lease_until": now + settings.lease}).fetchall()}
+            missing = [run_id for run_id in ids if run_id not in started]
+            states = {row["id"]: row for row in conn.execute(SQL["run_states"], {"ids": missing}).fetchall()
+                      } if missing else {}
+            seen: set = set()
+            for index in batched:
+                run_id = deliveries[index].message.run_id
+                run = started.get(run_id)
+                if run is None or run_id in seen:
+                    current = states.get(run_id)
+                    if run is None and current is not None and current["state"] in ("queued", "running"):
+                        results[index] = RetryLater(f"run {run_id} is held by another consumer")
+                    else:
+                        results[index] = ProcessResult("ignored")  # absent, terminal, or a duplicate in this batch
+                    continue
+                seen.add(run_id)
+                results[index], after = _execute(conn, run, receive_count=deliveries[index].receive_count,
+                                                 now=now, registry=registry, settings=settings, services=services)
+                callbacks.extend(after)
+        _after_commit(callbacks)
+        for index in batched:
+            _count(results[index], metrics)
+
+    for index in leased:
+        delivery = deliveries[index]
+        try:
+            results[index] = process_run(conn, delivery.message, receive_count=delivery.receive_count, now=now,
+                                         registry=registry, settings=settings, services=services, metrics=metrics)
+        except RetryLater as retry:
+            results[index] = retry
+    return [results[index] for index in range(len(deliveries))]
+
+
 def process_run(conn: psycopg.Connection, message: RunMessage, *, receive_count: int, now: datetime,
                 registry: WorkKindRegistry, settings: ConsumerSettings, services: dict[str, Any] | None = None,
                 metrics: Any = None) -> ProcessResult:
-    """Process one run message at instant ``now`` (aware UTC); see the module docstring.
+    """Process one run message at instant ``now`` (aware UTC) with a committed lease.
 
-    ``receive_count`` is SQS's ApproximateReceiveCount (an int). The receive is final when
-    it or the run's attempt count reaches ``settings.max_receive_count``: an unexpected
-    fault is then settled failed and the message acknowledged. Raises :class:`RetryLater`
-    or ``psycopg.Error`` (both mean: redeliver).
+    The start (queued -> running, ``lease_until`` = now + lease, attempts + 1) commits
+    first, so a crash leaves a visible running run whose lease expires and is taken over;
+    a run under another live lease raises :class:`RetryLater`. Then the handler and the
+    settlement commit in one transaction fenced by the attempt number (a holder whose
+    lease was taken over is ``fenced``: its effects roll back). ``receive_count`` is SQS's
+    ApproximateReceiveCount; the receive is final when it or the run's attempt count
+    reaches ``settings.max_receive_count``: an unexpected fault is then settled failed.
+    Raises :class:`RetryLater`, :class:`MisroutedMessage` or ``psycopg.Error`` (all mean:
+    redeliver).
     """
     if message.owner != settings.owner:
-        raise ValueError(f"message for owner {message.owner!r} reached the {settings.owner!r} consumer")
+        raise MisroutedMessage(f"message for owner {message.owner!r} reached the {settings.owner!r} consumer")
     with conn.transaction():
         run = conn.execute(SQL["start_run"], {"run_id": message.run_id, "now": now,
                                               "lease_until": now + settings.lease}).fetchone()
@@ -85,78 +177,101 @@ def process_run(conn: psycopg.Connection, message: RunMessage, *, receive_count:
         if current is not None and current["state"] == "running":
             raise RetryLater(f"run {message.run_id} is running under a live lease until {current['lease_until']}")
         return ProcessResult("ignored")
+    result, callbacks = _execute(conn, run, receive_count=receive_count, now=now, registry=registry,
+                                 settings=settings, services=services)
+    _after_commit(callbacks)
+    _count(result, metrics)
+    if isinstance(result, RetryLater):
+        raise result
+    return result
 
+
+def _execute(conn: psycopg.Connection, run: dict[str, Any], *, receive_count: int, now: datetime,
+             registry: WorkKindRegistry, settings: ConsumerSettings,
+             services: dict[str, Any] | None) -> tuple[ProcessResult | RetryLater, list[Callable[[], None]]]:
+    """Run a started run's handler and settle it; each step is a transaction of its own
+    (or a savepoint, inside a batch transaction). Returns the result and the run's
+    after-commit callbacks (the caller runs them once everything committed)."""
     attempt = run["attempts"]
     final = receive_count >= settings.max_receive_count or attempt >= settings.max_receive_count
     obs.logger.append_keys(run_id=str(run["id"]), schedule_id=str(run["schedule_id"]),
                            workspace_id=str(run["workspace_id"]))
 
-    def settle(state: str, code: str, *, detail=None, error=None, pause_reason=None) -> Settlement | None:
-        return settle_run(conn, run_id=run["id"], state=state, outcome_code=code, now=now, detail=detail,
-                          error=error, attempt=attempt, pause_reason=pause_reason,
-                          failure_threshold=settings.failure_threshold)
+    def settle(state: str, code: str, *, detail=None, error=None, pause_reason=None) -> ProcessResult:
+        settlement = settle_run(conn, run_id=run["id"], state=state, outcome_code=code, now=now, detail=detail,
+                                error=error, attempt=attempt, pause_reason=pause_reason,
+                                failure_threshold=settings.failure_threshold)
+        if settlement is None:
+            raise _Fenced()
+        return ProcessResult("settled", settlement)
 
-    if run["deleted_at"] is not None:
-        with conn.transaction():
-            return _done(settle("skipped", "schedule_deleted"), metrics)
     try:
-        kind = registry.get(run["owner"], run["work_kind"])
-    except UnknownWorkKind as error:
-        with conn.transaction():
-            return _done(settle("failed", "unknown_work_kind", error=str(error)), metrics)
-
-    ctx = RunContext(
-        run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"], owner=run["owner"],
-        work_kind=run["work_kind"], subject_id=run["subject_id"], occurrence_at=run["occurrence_at"],
-        occurrence_local=run["occurrence_local"], trigger=run["trigger"], requested_by=run["requested_by"],
-        attempt=attempt, now=now, conn=conn, services=services or {})
-    try:
-        with conn.transaction():
-            set_tenant(conn, run["workspace_id"])
-            outcome = kind.handler(ctx)
-            if isinstance(outcome, Succeeded):
-                settlement = settle("succeeded", outcome.outcome_code, detail=dict(outcome.detail))
-            elif isinstance(outcome, Skipped):
-                settlement = settle("skipped", outcome.reason, detail=dict(outcome.detail))
-            elif isinstance(outcome, Refused):
-                settlement = settle("failed", outcome.code, detail=dict(outcome.detail) or None,
+        if run["deleted_at"] is not None:
+            with conn.transaction():
+                return settle("skipped", "schedule_deleted"), []
+        try:
+            kind = registry.get(run["owner"], run["work_kind"])
+        except UnknownWorkKind as error:
+            with conn.transaction():
+                return settle("failed", "unknown_work_kind", error=str(error)), []
+        ctx = RunContext(
+            run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"], owner=run["owner"],
+            work_kind=run["work_kind"], subject_id=run["subject_id"], occurrence_at=run["occurrence_at"],
+            occurrence_local=run["occurrence_local"], trigger=run["trigger"], requested_by=run["requested_by"],
+            attempt=attempt, now=now, conn=conn, services=services or {})
+        try:
+            with conn.transaction():
+                set_tenant(conn, run["workspace_id"])
+                outcome = kind.handler(ctx)
+                if isinstance(outcome, Succeeded):
+                    result = settle("succeeded", outcome.outcome_code, detail=dict(outcome.detail))
+                elif isinstance(outcome, Skipped):
+                    result = settle("skipped", outcome.reason, detail=dict(outcome.detail))
+                elif isinstance(outcome, Refused):
+                    result = settle("failed", outcome.code, detail=dict(outcome.detail) or None,
                                     error=outcome.message, pause_reason=outcome.pause_reason)
-            else:
-                raise TypeError(f"work kind {run['work_kind']} returned {outcome!r}, not an Outcome")
-            if settlement is None:
-                raise _Fenced()
+                else:
+                    raise TypeError(f"work kind {run['work_kind']} returned {outcome!r}, not an Outcome")
+            return result, ctx._after_commit
+        except _Fenced:
+            raise
+        except Exception as error:  # noqa: BLE001 - an unexpected fault of the handler
+            text = _error_text(error)
+            if not final:
+                obs.logger.warning("work kind raised; the message will be redelivered", extra={"error": text})
+                with conn.transaction():
+                    conn.execute(SQL["release_lease"], {"run_id": run["id"], "attempt": attempt, "now": now,
+                                                        "error": text})
+                retry = RetryLater(text)
+                retry.__cause__ = error
+                return retry, []
+            obs.logger.error("work kind raised on the final receive; settling failed", extra={"error": text})
+            with conn.transaction():
+                return settle("failed", "unexpected_error", error=text), []
     except _Fenced:
         obs.logger.warning("run lost its lease before settling; its effects were rolled back")
-        return ProcessResult("fenced")
-    except Exception as error:  # noqa: BLE001 - an unexpected fault of the handler
-        text = _error_text(error)
-        if not final:
-            obs.logger.warning("work kind raised; the message will be redelivered", extra={"error": text})
-            with conn.transaction():
-                conn.execute(SQL["release_lease"], {"run_id": run["id"], "attempt": attempt, "now": now,
-                                                    "error": text})
-            raise RetryLater(text) from error
-        obs.logger.error("work kind raised on the final receive; settling failed", extra={"error": text})
-        with conn.transaction():
-            return _done(settle("failed", "unexpected_error", error=text), metrics)
-    for callback in ctx._after_commit:
+        return ProcessResult("fenced"), []
+    finally:
+        obs.logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
+
+
+def _after_commit(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
         try:
             callback()
         except Exception:  # noqa: BLE001 - the outcome is recorded; the owner's status shows the rest
             obs.logger.exception("after-commit action failed")
-    return _done(settlement, metrics)
+
+
+def _count(result: Result, metrics: Any) -> None:
+    if metrics is None or not isinstance(result, ProcessResult) or result.settlement is None:
+        return
+    settlement = result.settlement
+    name = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}[settlement.state]
+    metrics.add_metric(name=name, unit="Count", value=1)
+    if settlement.paused_reason:
+        metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1)
 
 
 class _Fenced(Exception):
     """Internal: settlement found the run no longer held by this attempt."""
-
-
-def _done(settlement: Settlement | None, metrics: Any) -> ProcessResult:
-    if settlement is None:
-        return ProcessResult("fenced")
-    if metrics is not None:
-        name = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}[settlement.state]
-        metrics.add_metric(name=name, unit="Count", value=1)
-        if settlement.paused_reason:
-            metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1)
-    return ProcessResult("settled", settlement)

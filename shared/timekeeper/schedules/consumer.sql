@@ -19,3 +19,24 @@ SELECT state, lease_until FROM schedule_runs WHERE id = %(run_id)s
 UPDATE schedule_runs
    SET lease_until = %(now)s, error = %(error)s
  WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s
+
+-- name: start_runs
+-- A batch's transactional runs: start every one not held elsewhere in one statement.
+-- SKIP LOCKED leaves a run another consumer's open batch holds; the caller redelivers it.
+WITH lockable AS (
+    SELECT id FROM schedule_runs
+     WHERE id = ANY(%(ids)s::uuid[])
+       AND (state = 'queued' OR (state = 'running' AND lease_until <= %(now)s))
+       FOR UPDATE SKIP LOCKED
+)
+UPDATE schedule_runs AS r
+   SET state = 'running', attempts = r.attempts + 1, lease_until = %(lease_until)s,
+       started_at = COALESCE(r.started_at, %(now)s)
+  FROM schedules AS s
+ WHERE r.id IN (SELECT id FROM lockable)
+   AND s.id = r.schedule_id
+RETURNING r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_at, r.occurrence_local,
+          r.trigger, r.requested_by, r.attempts, s.subject_id, s.deleted_at
+
+-- name: run_states
+SELECT id, state, lease_until FROM schedule_runs WHERE id = ANY(%(ids)s::uuid[])

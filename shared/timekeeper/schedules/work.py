@@ -102,7 +102,8 @@ class WorkHandler(Protocol):
 
 @dataclass(frozen=True)
 class WorkKind:
-    """A registered work kind: ``owner``, ``name``, ``handler`` and an optional staleness bound.
+    """A registered work kind: ``owner``, ``name``, ``handler``, an optional staleness bound
+    and how it runs (``leased``).
 
     ``staleness`` (a timedelta) marks a latest-due occurrence older than it as a stale skip
     instead of running it; ``None`` means late is better than never (accounting, snapshots).
@@ -113,6 +114,10 @@ class WorkKind:
     handler: WorkHandler
     staleness: timedelta | None = None
     description: str = ""
+    #: False (default): a short handler whose effects are all in the database; it runs in
+    #: its SQS batch's transaction. True: long or external work (renders, deliveries); its
+    #: start commits first under a lease that a redelivery takes over once it expires.
+    leased: bool = False
 
 
 class UnknownWorkKind(LookupError):
@@ -125,13 +130,13 @@ class WorkKindRegistry:
     def __init__(self) -> None:
         self._kinds: dict[tuple[str, str], WorkKind] = {}
 
-    def register(self, owner: str, name: str, handler: WorkHandler, *,
-                 staleness: timedelta | None = None, description: str = "") -> WorkKind:
+    def register(self, owner: str, name: str, handler: WorkHandler, *, staleness: timedelta | None = None,
+                 description: str = "", leased: bool = False) -> WorkKind:
         """Register ``handler`` for ``(owner, name)``; raises ``ValueError`` on a duplicate."""
         key = (owner, name)
         if key in self._kinds:
             raise ValueError(f"work kind {owner}/{name} is already registered")
-        kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip())
+        kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip(), leased)
         self._kinds[key] = kind
         return kind
 
@@ -141,6 +146,10 @@ class WorkKindRegistry:
             return self._kinds[(owner, name)]
         except KeyError:
             raise UnknownWorkKind(f"no work kind {name!r} registered for owner {owner!r}") from None
+
+    def find(self, owner: str, name: str) -> WorkKind | None:
+        """Return the work kind, or None when none is registered."""
+        return self._kinds.get((owner, name))
 
     def names(self, owner: str) -> list[str]:
         """The registered work-kind names of ``owner``, sorted."""

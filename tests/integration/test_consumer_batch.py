@@ -1,0 +1,157 @@
+"""The batch path of the consumer (one transaction per SQS batch; DESIGN section 2 "Consumer")."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from tests.support import ListPublisher
+from timekeeper.db.connection import connect
+from timekeeper.schedules import service
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, MisroutedMessage, RetryLater, process_batch
+from timekeeper.schedules.dispatcher import dispatch
+from timekeeper.schedules.work import Succeeded, WorkKindRegistry
+
+OWNER = "accounting"
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+
+
+class Crash(BaseException):
+    """The process died here."""
+
+
+class Kinds:
+    def __init__(self) -> None:
+        self.registry = WorkKindRegistry()
+        self.calls: list[tuple[uuid.UUID, str]] = []
+        self.fail: set[uuid.UUID] = set()
+        self.crash_on: uuid.UUID | None = None
+        self.gate: threading.Event | None = None
+        self.entered = threading.Event()
+        self.registry.register(OWNER, "batch.work", self.handle)
+        self.registry.register(OWNER, "leased.work", self.handle, leased=True)
+
+    def handle(self, ctx):
+        """Idempotency: writes one effect row; it commits with the settlement."""
+        tenant = ctx.conn.execute("SELECT current_setting('app.workspace_id', true) AS t").fetchone()["t"]
+        self.calls.append((ctx.run_id, tenant))
+        ctx.conn.execute("INSERT INTO batch_effects (run_id, workspace_id) VALUES (%s, %s)",
+                         (ctx.run_id, ctx.workspace_id))
+        self.entered.set()
+        if self.gate is not None:
+            self.gate.wait(10)
+        if ctx.run_id == self.crash_on:
+            raise Crash()
+        if ctx.run_id in self.fail:
+            raise RuntimeError("transient")
+        return Succeeded({"ok": True})
+
+
+@pytest.fixture
+def world(conn):
+    conn.execute("CREATE TABLE IF NOT EXISTS batch_effects (run_id uuid NOT NULL, workspace_id uuid NOT NULL)")
+    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications, batch_effects CASCADE")
+    return conn
+
+
+def deliveries(conn, now, count, kind="batch.work"):
+    for _ in range(count):
+        service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind=kind,
+                                recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
+                                now=now - timedelta(minutes=30))
+    publisher = ListPublisher()
+    dispatch(conn, owner=OWNER, now=now, publisher=publisher)
+    return [Delivery(f"m{i}", m, 1) for i, m in enumerate(publisher.sent)]
+
+
+def effects(conn):
+    return conn.execute("SELECT run_id, workspace_id FROM batch_effects").fetchall()
+
+
+def states(conn):
+    return {r["id"]: r["state"] for r in conn.execute("SELECT id, state FROM schedule_runs").fetchall()}
+
+
+def test_a_batch_settles_every_run_each_in_its_own_tenant(world, utc):
+    # Given five runs of five workspaces in one batch, one of them delivered twice
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 5)
+    batch.append(Delivery("dup", batch[0].message, 1))
+    # When the batch is processed
+    results = process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS)
+    # Then each run ran once, in its own workspace, and settled; the duplicate was ignored
+    assert [r.action for r in results] == ["settled"] * 5 + ["ignored"]
+    assert sorted(str(d.message.workspace_id) for d in batch[:5]) == sorted(t for _, t in kinds.calls)
+    assert set(states(world).values()) == {"succeeded"}
+    assert len(effects(world)) == 5
+
+
+def test_a_retryable_fault_fails_only_its_item_and_rolls_back_only_its_effects(world, utc):
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 3)
+    kinds.fail = {batch[1].message.run_id}
+    results = process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS)
+    assert isinstance(results[1], RetryLater)
+    assert [results[0].action, results[2].action] == ["settled", "settled"]
+    assert {e["run_id"] for e in effects(world)} == {batch[0].message.run_id, batch[2].message.run_id}
+    row = world.execute("SELECT state, error, lease_until FROM schedule_runs WHERE id = %s",
+                        (batch[1].message.run_id,)).fetchone()
+    assert row["state"] == "running" and "transient" in row["error"] and row["lease_until"] == now
+
+
+def test_a_crash_mid_batch_commits_nothing_and_the_redelivery_completes_it(world, utc):
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 4)
+    kinds.crash_on = batch[2].message.run_id
+    with pytest.raises(Crash):
+        process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS)
+    assert effects(world) == [] and set(states(world).values()) == {"queued"}
+    kinds.crash_on = None
+    redelivered = [Delivery(d.key, d.message, 2) for d in batch]
+    results = process_batch(world, redelivered, now=now + timedelta(minutes=12), registry=kinds.registry,
+                            settings=SETTINGS)
+    assert {r.action for r in results} == {"settled"} and len(effects(world)) == 4
+
+
+def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_url, world, utc):
+    # Given a batch in progress on another consumer
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 2)
+    kinds.gate = threading.Event()
+    outcome = {}
+
+    def first_consumer():
+        other = connect(db_url)
+        try:
+            outcome["first"] = process_batch(other, batch, now=now, registry=kinds.registry, settings=SETTINGS)
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=first_consumer)
+    thread.start()
+    assert kinds.entered.wait(10)
+    # When duplicates of its messages arrive at this consumer
+    second = process_batch(world, batch, now=now, registry=Kinds().registry, settings=SETTINGS)
+    kinds.gate.set()
+    thread.join(10)
+    # Then they are not executed here but redelivered later; the first consumer settles both
+    assert all(isinstance(r, RetryLater) for r in second)
+    assert [r.action for r in outcome["first"]] == ["settled", "settled"]
+    assert len(effects(world)) == 2
+
+
+def test_leased_kinds_commit_their_start_first_and_misrouted_messages_fail(world, utc):
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 2, kind="leased.work")
+    stranger = Delivery("x", batch[0].message.model_copy(update={"owner": "queries"}), 1)
+    results = process_batch(world, [*batch, stranger], now=now, registry=kinds.registry, settings=SETTINGS)
+    assert [r.action for r in results[:2]] == ["settled", "settled"]
+    assert isinstance(results[2], MisroutedMessage)
