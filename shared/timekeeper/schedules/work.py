@@ -10,9 +10,12 @@ DESIGN section 2 "Consumer": ``Succeeded(detail)`` | ``Skipped(reason)`` |
 
 Every handler states its idempotency contract in its docstring. The library makes one
 guarantee that handlers may build on: the handler's database writes and the run's
-settlement commit in ONE transaction, fenced by the run's attempt number, so a handler
-whose effects are all in the database is applied exactly once per run even under
-duplicate delivery. Effects outside the database belong in ``ctx.after_commit``.
+settlement commit in ONE transaction (the SQS batch's transaction, in a savepoint of
+its own, for the default transactional kinds; the run's own transaction, fenced by its
+attempt number, for ``leased`` kinds), so a handler whose effects are all in the
+database is applied exactly once per run even under duplicate delivery. Effects outside
+the database belong in ``ctx.after_commit`` (run once the settlement committed), or in a
+``leased`` kind that keys them by run (e.g. a communication key per recipient).
 """
 
 from __future__ import annotations
