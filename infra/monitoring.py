@@ -22,8 +22,8 @@ from timekeeper import observability as obs
 
 #: The dimensions Powertools puts on every Timekeeper metric.
 SERVICE_DIMENSIONS = {"service": obs.metrics.service}
-#: The dimension that will name a metric's pipeline once the code emits it (see README.md).
-PIPELINE_DIMENSION = "pipeline"
+#: The dimension naming a metric's pipeline (emitted by observability.PipelineMetrics).
+PIPELINE_DIMENSION = obs.PIPELINE_DIMENSION
 
 DISPATCHER_METRICS = (obs.SCHEDULES_CLAIMED, obs.RUNS_PUBLISHED, obs.PUBLISH_REFUSED, obs.RUNS_REOFFERED,
                       obs.BACKLOG_SKIPPED, obs.DEFINITIONS_INVALID)

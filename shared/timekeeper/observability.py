@@ -6,7 +6,10 @@ handlers). No personal data (addresses, names) in logs or metrics.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import single_metric
 
 NAMESPACE = "Timekeeper"
 
@@ -36,14 +39,46 @@ metrics = Metrics(namespace=NAMESPACE, service="timekeeper")
 tracer = Tracer(service="timekeeper")
 
 
+#: The dimension naming a metric's pipeline, and the one naming an outcome's work kind.
+PIPELINE_DIMENSION = "pipeline"
+WORK_KIND_DIMENSION = "work_kind"
+
+
+class PipelineMetrics:
+    """The metrics adapter the edge passes to the dispatcher and the consumer.
+
+    ``add_metric(name, unit, value, **dimensions)`` emits each count twice: on the shared
+    ``metrics`` object with the service dimension only (what the alarms watch), and as an
+    EMF line of its own with ``pipeline`` plus the given dimensions (e.g. ``work_kind``),
+    which the dashboard's per-pipeline rows search for.
+    """
+
+    def __init__(self, shared: Metrics, pipeline: str):
+        self.shared = shared
+        self.pipeline = pipeline
+
+    def add_metric(self, name: str, unit: Any, value: float, **dimensions: str) -> None:
+        self.shared.add_metric(name=name, unit=unit, value=value)
+        with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE,
+                           default_dimensions={"service": self.shared.service or "timekeeper",
+                                               PIPELINE_DIMENSION: self.pipeline}) as detail:
+            for key, dimension in dimensions.items():
+                detail.add_dimension(name=key, value=dimension)
+
+
 class MetricsRecorder:
-    """An in-memory stand-in with Powertools' ``add_metric`` signature (tests, benchmarks)."""
+    """An in-memory stand-in with the adapter's ``add_metric`` signature (tests, benchmarks).
+
+    ``counts`` sums by name; ``detailed`` sums by (name, sorted dimension items)."""
 
     def __init__(self) -> None:
         self.counts: dict[str, float] = {}
+        self.detailed: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
 
-    def add_metric(self, name: str, unit: object, value: float) -> None:
+    def add_metric(self, name: str, unit: object, value: float, **dimensions: str) -> None:
         self.counts[name] = self.counts.get(name, 0) + value
+        key = (name, tuple(sorted(dimensions.items())))
+        self.detailed[key] = self.detailed.get(key, 0) + value
 
     def get(self, name: str) -> float:
         return self.counts.get(name, 0)

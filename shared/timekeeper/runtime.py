@@ -26,7 +26,7 @@ from timekeeper import clock
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect
-from timekeeper.observability import metrics
+from timekeeper.observability import PipelineMetrics, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, dispatch
 from timekeeper.schedules.messages import RunMessage
@@ -146,7 +146,7 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
     return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(pipeline_name),
                     claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after,
                     time_budget_s=pipeline.dispatcher_time_budget_s, registry=registry(), notifier=notifier(),
-                    metrics=metrics)
+                    metrics=PipelineMetrics(metrics, pipeline_name))
 
 
 def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
         deliveries.append(Delivery(record["messageId"], message, receive_count))
     outcomes = dict(zip((d.key for d in deliveries), process_batch(
         database().get(), deliveries, now=clock.now(), registry=registry(), settings=consumer_settings,
-        services={}, metrics=metrics), strict=True)) if deliveries else {}
+        services={}, metrics=PipelineMetrics(metrics, pipeline_name)), strict=True)) if deliveries else {}
 
     def record_handler(record: SQSRecord) -> str:
         if record.message_id not in outcomes:

@@ -121,3 +121,23 @@ def test_pause_notices_are_published_to_the_topic(aws):
                                           payload={"reason": "consecutive_failures"})
     (received,) = aws["sqs"].receive_message(QueueUrl=queue_url).get("Messages", [])
     assert json.loads(json.loads(received["Body"])["Message"]) == {"reason": "consecutive_failures"}
+
+
+def test_outcomes_are_counted_per_pipeline_and_work_kind(aws, conn, utc, capsys):
+    # Given a dispatched run
+    now = utc(2027, 1, 4, 10, 0)
+    hourly(conn, now)
+    clock.install(lambda: now)
+    invoke("accounting_dispatcher", scheduled_event(now))
+    (message,) = receive_all(aws["sqs"], aws["queue"].url)
+    capsys.readouterr()
+    # When the consumer settles it
+    invoke("accounting_consumer", sqs_event(json.loads(message["Body"])))
+    # Then an EMF line carries the outcome with the pipeline and work kind dimensions
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    detailed = [line for line in lines if line.get("pipeline") == "accounting"
+                and line.get("work_kind") == "reconciliation.sweep"]
+    assert detailed, lines
+    directive = detailed[0]["_aws"]["CloudWatchMetrics"][0]
+    assert set(directive["Dimensions"][0]) == {"service", "pipeline", "work_kind"}
+    assert directive["Metrics"][0]["Name"] in ("RunSucceeded", "RunSkipped")

@@ -268,9 +268,10 @@ def _count(result: Result, metrics: Any) -> None:
         return
     settlement = result.settlement
     name = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}[settlement.state]
-    metrics.add_metric(name=name, unit="Count", value=1)
+    metrics.add_metric(name=name, unit="Count", value=1, **{obs.WORK_KIND_DIMENSION: settlement.work_kind})
     if settlement.paused_reason:
-        metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1)
+        metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1,
+                           **{obs.WORK_KIND_DIMENSION: settlement.work_kind})
 
 
 class _Fenced(Exception):

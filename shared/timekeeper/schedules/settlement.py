@@ -20,12 +20,13 @@ TERMINAL_STATES = frozenset({"succeeded", "skipped", "failed"})
 
 @dataclass(frozen=True)
 class Settlement:
-    """The recorded result: run and schedule ids, terminal ``state``, ``outcome_code``,
+    """The recorded result: run, schedule and workspace ids, ``work_kind``, terminal ``state``, ``outcome_code``,
     the schedule's streak after it, and ``paused_reason`` when this settlement paused it."""
 
     run_id: UUID
     schedule_id: UUID
     workspace_id: UUID
+    work_kind: str
     state: str
     outcome_code: str
     consecutive_failures: int
@@ -75,6 +76,6 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
                                  "consecutive_failures": run["consecutive_failures"],
                                  "last_run_id": str(run_id), "last_outcome": outcome_code})
     return Settlement(run_id=run_id, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
-                      state=state, outcome_code=outcome_code,
+                      work_kind=run["work_kind"], state=state, outcome_code=outcome_code,
                       consecutive_failures=run["consecutive_failures"],
                       paused_reason=paused_reason)
