@@ -3,6 +3,7 @@ moto queues with redrive, the embedded database; assertions on the final tables.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, date, datetime
 
 import pytest
@@ -15,7 +16,9 @@ def simulated(pg_server_url, monkeypatch_module):
     # 2027-03-06 .. 2027-03-26: New York's spring gap (03-14), a 3-hour dispatcher outage
     # (03-20), London's calendar coverage ending 03-21 and the fifth refusal (03-26).
     monkeypatch_module.setenv("DATABASE_URL", pg_server_url)
-    return run_simulation(SimulationOptions(start=date(2027, 3, 6), days=21, show_progress=False))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return run_simulation(SimulationOptions(start=date(2027, 3, 6), days=21, show_progress=False,
+                                            database=f"tk_e2e_{worker}"))
 
 
 @pytest.fixture(scope="module")

@@ -48,6 +48,7 @@ class SimulationOptions:
     outages: tuple[Outage, ...] = (Outage(datetime(2027, 3, 20, 10, 0, tzinfo=UTC), timedelta(hours=3)),)
     poison: int = 1
     show_progress: bool = True
+    database: str = SIM_DATABASE
 
 
 @dataclass
@@ -80,12 +81,12 @@ def _quiet_lambda_environment() -> None:
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
 
 
-def prepare_database() -> str:
-    """Create a fresh simulation database and migrate it; return its URL."""
+def prepare_database(name: str = SIM_DATABASE) -> str:
+    """Create a fresh simulation database ``name`` and migrate it; return its URL."""
     from timekeeper.db.connection import connect
     from timekeeper.db.migrate import apply_migrations
 
-    url = embedded.create_database(embedded.server_url(), SIM_DATABASE)
+    url = embedded.create_database(embedded.server_url(), name)
     with connect(url) as conn:
         apply_migrations(conn)
     return url
@@ -107,7 +108,7 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     wall_start = time.monotonic()
     saved_environment = dict(os.environ)
     runtime.reset()
-    url = prepare_database()
+    url = prepare_database(options.database)
     os.environ["DATABASE_URL"] = url
     result = SimulationResult(database_url=url)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
