@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         outages = () if args.no_outage else tuple(args.outage) if args.outage else defaults.outages
         options = SimulationOptions(start=args.start, days=args.days, seed=args.seed, outages=outages,
                                     poison=args.poison, show_progress=not args.no_progress)
-        console = Console()
+        # Full-width tables when the output is a file or a pipe (no terminal to size them).
+        console = Console(width=None if sys.stdout.isatty() else 160)
         result = run_simulation(options, console)
         print_summary(result, console)
         return 0

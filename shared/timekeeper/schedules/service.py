@@ -208,11 +208,14 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
     Raises :class:`ScheduleNotFound`."""
     params = {"id": schedule_id, "workspace_id": workspace_id, "limit": history_limit}
     with conn.transaction():
+        # Runs and events first, the schedule last: under READ COMMITTED each statement sees
+        # the commits made before it, so the summary (last outcome, streak) is never older
+        # than the runs shown beside it.
+        runs = conn.execute(SQL["recent_runs"], params).fetchall()
+        events = conn.execute(SQL["recent_events"], params).fetchall()
         schedule = conn.execute(SQL["get_schedule"], params).fetchone()
         if schedule is None:
             raise ScheduleNotFound(str(schedule_id))
-        runs = conn.execute(SQL["recent_runs"], params).fetchall()
-        events = conn.execute(SQL["recent_events"], params).fetchall()
     try:
         rule = parse_rule(schedule["recurrence"])
     except InvalidRecurrence:
