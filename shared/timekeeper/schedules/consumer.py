@@ -123,6 +123,9 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
             states = {row["id"]: row for row in conn.execute(SQL["run_states"], {"ids": missing}).fetchall()
                       } if missing else {}
             seen: set = set()
+            # Settling locks each run's schedule row until the batch commits: take them in one
+            # global order (schedule id, run id) so two concurrent batches cannot deadlock.
+            batched.sort(key=lambda i: (str(deliveries[i].message.schedule_id), str(deliveries[i].message.run_id)))
             for index in batched:
                 run_id = deliveries[index].message.run_id
                 run = started.get(run_id)
@@ -222,7 +225,10 @@ def _execute(conn: psycopg.Connection, run: dict[str, Any], *, receive_count: in
         try:
             with conn.transaction():
                 set_tenant(conn, run["workspace_id"])
-                outcome = kind.handler(ctx)
+                try:
+                    outcome = kind.handler(ctx)
+                except Exception as error:  # noqa: BLE001 - the handler's fault, not the settlement's
+                    raise _HandlerFault() from error
                 if isinstance(outcome, Succeeded):
                     result = settle("succeeded", outcome.outcome_code, detail=dict(outcome.detail))
                 elif isinstance(outcome, Skipped):
@@ -231,11 +237,11 @@ def _execute(conn: psycopg.Connection, run: dict[str, Any], *, receive_count: in
                     result = settle("failed", outcome.code, detail=dict(outcome.detail) or None,
                                     error=outcome.message, pause_reason=outcome.pause_reason)
                 else:
-                    raise TypeError(f"work kind {run['work_kind']} returned {outcome!r}, not an Outcome")
+                    raise _HandlerFault() from TypeError(
+                        f"work kind {run['work_kind']} returned {outcome!r}, not an Outcome")
             return result, ctx._after_commit
-        except _Fenced:
-            raise
-        except Exception as error:  # noqa: BLE001 - an unexpected fault of the handler
+        except _HandlerFault as fault:
+            error = fault.__cause__
             text = _error_text(error)
             if not final:
                 obs.logger.warning("work kind raised; the message will be redelivered", extra={"error": text})
@@ -272,6 +278,11 @@ def _count(result: Result, metrics: Any) -> None:
     if settlement.paused_reason:
         metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1,
                            **{obs.WORK_KIND_DIMENSION: settlement.work_kind})
+
+
+class _HandlerFault(Exception):
+    """Internal: the work kind's handler raised (its cause); database errors of the
+    settlement itself are not handler faults and propagate (the message is redelivered)."""
 
 
 class _Fenced(Exception):

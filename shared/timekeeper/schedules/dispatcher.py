@@ -271,8 +271,10 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     started = monotonic()
     total = DispatchReport()
     cache = _RuleCache()
-    probe = conn.execute(SQL["probe_work"], {"owner": owner, "now": now,
-                                             "stale_before": now - reoffer_after}).fetchone()
+    # Never prepared: a generic plan for this probe scans the whole table (custom plans
+    # read the partial indexes; measured 0.3 ms against 110 ms at 1M schedules).
+    probe = conn.execute(SQL["probe_work"], {"owner": owner, "now": now, "stale_before": now - reoffer_after},
+                         prepare=False).fetchone()
     has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
     while has_work:
