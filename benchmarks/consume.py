@@ -242,7 +242,7 @@ def what_if_batch_set_settle(conn, batches: Iterator[list[dict[str, Any]]], kind
                     trigger=run["trigger"], requested_by=run["requested_by"], attempt=run["attempts"],
                     now=CONSUME_NOW, conn=conn, services={}))
                 if not isinstance(outcome, Succeeded):
-                    raise NotImplementedError("the prototype settles succeeded runs only")
+                    raise RuntimeError("the prototype settles succeeded runs only")
                 settle["run_id"].append(run["id"])
                 settle["attempt"].append(run["attempts"])
                 settle["outcome_code"].append(outcome.outcome_code)

@@ -55,6 +55,19 @@ def _ledger_with_bank_lines(conn, rng: random.Random, ws: UUID, batch_id: UUID, 
                             booked_on=day + timedelta(days=1), reference=f"DEP-{i:04d}")
 
 
+def _monthly_journal(conn, rng: random.Random, ws: UUID, timezone: str, name: str, start: datetime, *,
+                     lines: int):
+    """A two-year monthly calendar, a recurring journal opened at ``start`` and entries with
+    matching bank lines; returns the recurring batch."""
+    first_day = start.date()
+    calendar = books.create_calendar(conn, workspace_id=ws, name="Months", timezone=timezone,
+                                     first_period_start=date(first_day.year, 1, 1), periods=24)
+    journal = books.create_recurring_batch(conn, workspace_id=ws, calendar_id=calendar.id, name=name,
+                                           opens_on=first_day, now=start)
+    _ledger_with_bank_lines(conn, rng, ws, journal.active_batch_id, first_day - timedelta(days=28), lines)
+    return journal
+
+
 def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> SampleSet:
     """Load the sample tenant set as of ``start`` (aware UTC); returns the ids created.
 
@@ -122,11 +135,7 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
     with conn.transaction():
         # --- Lord Howe: 30-minute DST; clocks go back 02:00 -> 01:30 on 2027-04-04
         lhi = out.workspaces["lord_howe"] = uuid.UUID(int=rng.getrandbits(128))
-        cal = books.create_calendar(conn, workspace_id=lhi, name="Months", timezone="Australia/Lord_Howe",
-                                    first_period_start=date(first_day.year, 1, 1), periods=24)
-        journal = books.create_recurring_batch(conn, workspace_id=lhi, calendar_id=cal.id, name="Island journal",
-                                               opens_on=first_day, now=start)
-        _ledger_with_bank_lines(conn, rng, lhi, journal.active_batch_id, first_day - timedelta(days=20), 5)
+        journal = _monthly_journal(conn, rng, lhi, "Australia/Lord_Howe", "Island journal", start, lines=5)
     with conn.transaction():
         schedule("lord_howe.journal.roll", lhi, "batch.roll",
                  {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["01:45"]},
@@ -139,11 +148,7 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
     with conn.transaction():
         # --- Kolkata: no DST; month-end billing on the 31st clamps to shorter months
         kol = out.workspaces["kolkata"] = uuid.UUID(int=rng.getrandbits(128))
-        cal = books.create_calendar(conn, workspace_id=kol, name="Months", timezone="Asia/Kolkata",
-                                    first_period_start=date(first_day.year, 1, 1), periods=24)
-        journal = books.create_recurring_batch(conn, workspace_id=kol, calendar_id=cal.id, name="Sales journal",
-                                               opens_on=first_day, now=start)
-        _ledger_with_bank_lines(conn, rng, kol, journal.active_batch_id, first_day - timedelta(days=28), 8)
+        journal = _monthly_journal(conn, rng, kol, "Asia/Kolkata", "Sales journal", start, lines=8)
         books.create_billing_plan(conn, workspace_id=kol, customer="Tata Retail", amount=_money(rng), currency="INR",
                                   interval_months=1, first_bill_date=date(first_day.year, 1, 31))
     with conn.transaction():

@@ -38,6 +38,7 @@ from __future__ import annotations
 import calendar as _calendar
 import json
 import re
+from abc import ABC, abstractmethod
 from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import date, datetime, time, timedelta, timezone
@@ -119,7 +120,7 @@ class Occurrence(NamedTuple):
     shifted: bool
 
 
-class Recurrence:
+class Recurrence(ABC):
     """A compiled, immutable rule (build it with :func:`parse_rule`).
 
     Attributes:
@@ -161,8 +162,9 @@ class Recurrence:
         the rule has no more occurrences. Naive ``after`` raises ``ValueError``."""
         return next(self._iter(_as_utc(after)), None)
 
-    def _iter(self, after: datetime) -> Iterator[Occurrence]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _iter(self, after: datetime) -> Iterator[Occurrence]:
+        """Yield the occurrences strictly after ``after`` (aware UTC), increasing."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.key})"
@@ -201,8 +203,9 @@ class _WallTimeRecurrence(Recurrence):
         # "Wall-time frequent": fires in every hour of the day, so a repeated hour runs twice.
         self._frequent = len({m // 60 for m in minutes}) == 24
 
-    def _dates_from(self, start: date) -> Iterator[date]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _dates_from(self, start: date) -> Iterator[date]:
+        """Yield the candidate local dates from ``start`` on, increasing."""
 
     def _iter(self, after: datetime) -> Iterator[Occurrence]:
         zone = self._zone
