@@ -94,9 +94,11 @@ RETURNING id, schedule_id, workspace_id
 -- One round trip that tells an idle pass it has nothing to do (the common minute).
 SELECT EXISTS (SELECT 1 FROM schedules
                 WHERE owner = %(owner)s AND status = 'active' AND next_due_at <= %(now)s) AS due,
-       EXISTS (SELECT 1 FROM schedule_runs
-                WHERE owner = %(owner)s AND state = 'queued'
-                  AND (offered_at IS NULL OR offered_at <= %(stale_before)s)) AS reofferable,
+       (EXISTS (SELECT 1 FROM schedule_runs
+                 WHERE owner = %(owner)s AND state = 'queued' AND offered_at IS NULL)
+        OR EXISTS (SELECT 1 FROM schedule_runs
+                    WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(stale_before)s))
+           AS reofferable,
        EXISTS (SELECT 1 FROM schedule_runs
                 WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(stale_before)s
                   AND (offered_at IS NULL OR offered_at <= %(stale_before)s)) AS abandoned,
