@@ -69,13 +69,16 @@ class PipelineMetrics:
 class MetricsRecorder:
     """An in-memory stand-in with the adapter's ``add_metric`` signature (tests, benchmarks).
 
-    ``counts`` sums by name; ``detailed`` sums by (name, sorted dimension items)."""
+    ``counts`` sums by name; ``detailed`` sums by (name, sorted dimension items); ``calls``
+    counts the data points emitted."""
 
     def __init__(self) -> None:
         self.counts: dict[str, float] = {}
         self.detailed: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self.calls = 0
 
     def add_metric(self, name: str, unit: object, value: float, **dimensions: str) -> None:
+        self.calls += 1
         self.counts[name] = self.counts.get(name, 0) + value
         key = (name, tuple(sorted(dimensions.items())))
         self.detailed[key] = self.detailed.get(key, 0) + value

@@ -155,3 +155,15 @@ def test_leased_kinds_commit_their_start_first_and_misrouted_messages_fail(world
     results = process_batch(world, [*batch, stranger], now=now, registry=kinds.registry, settings=SETTINGS)
     assert [r.action for r in results[:2]] == ["settled", "settled"]
     assert isinstance(results[2], MisroutedMessage)
+
+
+def test_outcome_metrics_are_counted_once_per_batch_and_work_kind(world, utc):
+    from timekeeper.observability import MetricsRecorder
+
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 4)
+    metrics = MetricsRecorder()
+    process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS, metrics=metrics)
+    assert metrics.detailed == {("RunSucceeded", (("work_kind", "batch.work"),)): 4}
+    assert metrics.calls == 1

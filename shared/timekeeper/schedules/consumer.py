@@ -13,6 +13,7 @@ Outcomes for the caller (the Lambda record handler):
 
 from __future__ import annotations
 
+import collections
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -141,8 +142,7 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
                                                  now=now, registry=registry, settings=settings, services=services)
                 callbacks.extend(after)
         _after_commit(callbacks)
-        for index in batched:
-            _count(results[index], metrics)
+        _count([results[index] for index in batched], metrics)
 
     for index in leased:
         delivery = deliveries[index]
@@ -183,7 +183,7 @@ def process_run(conn: psycopg.Connection, message: RunMessage, *, receive_count:
     result, callbacks = _execute(conn, run, receive_count=receive_count, now=now, registry=registry,
                                  settings=settings, services=services)
     _after_commit(callbacks)
-    _count(result, metrics)
+    _count([result], metrics)
     if isinstance(result, RetryLater):
         raise result
     return result
@@ -269,15 +269,24 @@ def _after_commit(callbacks: list[Callable[[], None]]) -> None:
             obs.logger.exception("after-commit action failed")
 
 
-def _count(result: Result, metrics: Any) -> None:
-    if metrics is None or not isinstance(result, ProcessResult) or result.settlement is None:
+def _count(results: list[Result], metrics: Any) -> None:
+    """Emit the outcome counts of committed ``results``, one metric per (outcome, work kind)
+    rather than one per run (a batch of 10 successes is one data point of value 10)."""
+    if metrics is None:
         return
-    settlement = result.settlement
-    name = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}[settlement.state]
-    metrics.add_metric(name=name, unit="Count", value=1, **{obs.WORK_KIND_DIMENSION: settlement.work_kind})
-    if settlement.paused_reason:
-        metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1,
-                           **{obs.WORK_KIND_DIMENSION: settlement.work_kind})
+    counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    for result in results:
+        if not isinstance(result, ProcessResult) or result.settlement is None:
+            continue
+        settlement = result.settlement
+        counts[(_OUTCOME_METRIC[settlement.state], settlement.work_kind)] += 1
+        if settlement.paused_reason:
+            counts[(obs.SCHEDULE_AUTO_PAUSED, settlement.work_kind)] += 1
+    for (name, work_kind), value in counts.items():
+        metrics.add_metric(name=name, unit="Count", value=value, **{obs.WORK_KIND_DIMENSION: work_kind})
+
+
+_OUTCOME_METRIC = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}
 
 
 class _HandlerFault(Exception):
