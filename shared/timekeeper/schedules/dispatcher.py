@@ -137,6 +137,11 @@ def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: s
     return min(kind.staleness, rule.nominal_period / 2, MAX_STALENESS)
 
 
+def _message(run: dict[str, Any], owner: str) -> RunMessage:
+    return RunMessage(run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
+                      owner=owner, work_kind=run["work_kind"])
+
+
 def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
                 reoffer_after: timedelta, registry: WorkKindRegistry | None = None,
                 cache: _RuleCache | None = None, actor: str = "dispatcher",
@@ -162,10 +167,11 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         k: [] for k in ("schedule_id", "workspace_id", "run_id", "kind", "reason", "detail")}
     invalid: list[UUID] = []
 
-    def event(row: dict, kind: str, reason: str | None, detail: dict | None) -> None:
-        events["schedule_id"].append(row["id"])
-        events["workspace_id"].append(row["workspace_id"])
-        events["run_id"].append(None)
+    def event(schedule_id: UUID, workspace_id: UUID, kind: str, reason: str | None, detail: dict | None,
+              run_id: UUID | None = None) -> None:
+        events["schedule_id"].append(schedule_id)
+        events["workspace_id"].append(workspace_id)
+        events["run_id"].append(run_id)
         events["kind"].append(kind)
         events["reason"].append(reason)
         events["detail"].append(Jsonb(detail) if detail is not None else None)
@@ -176,8 +182,9 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
             due = cache.due(text, row["next_due_at"], now)
         except InvalidRecurrence as error:
             invalid.append(row["id"])
-            event(row, "definition_invalid", "definition_invalid", {"field": error.field, "error": error.reason})
-            event(row, "paused", "definition_invalid", None)
+            event(row["id"], row["workspace_id"], "definition_invalid", "definition_invalid",
+                  {"field": error.field, "error": error.reason})
+            event(row["id"], row["workspace_id"], "paused", "definition_invalid", None)
             continue
         advance_ids.append(row["id"])
         advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
@@ -199,7 +206,7 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         runs["first_skipped_at"].append(due.first_skipped_at)
         if due.skipped:
             report.backlog_skipped += due.skipped
-            event(row, "backlog_skipped", "misfire", {
+            event(row["id"], row["workspace_id"], "backlog_skipped", "misfire", {
                 "count": due.skipped, "first_skipped_at": due.first_skipped_at.isoformat(),
                 "last_skipped_before": latest.at.isoformat()})
 
@@ -208,8 +215,7 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         inserted = conn.execute(SQL["insert_runs"], {"owner": owner, "now": now, **runs}).fetchall()
         for run in inserted:
             if run["state"] == "queued":
-                messages.append(RunMessage(run_id=run["id"], schedule_id=run["schedule_id"],
-                                           workspace_id=run["workspace_id"], owner=owner, work_kind=run["work_kind"]))
+                messages.append(_message(run, owner))
             else:
                 report.stale_skipped += 1
         report.runs_created = len(inserted)
@@ -221,14 +227,9 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
     reoffered = conn.execute(SQL["reoffer_runs"], {
         "owner": owner, "now": now, "stale_before": now - reoffer_after, "limit": limit}).fetchall() if reoffer else []
     for run in reoffered:
-        messages.append(RunMessage(run_id=run["id"], schedule_id=run["schedule_id"],
-                                   workspace_id=run["workspace_id"], owner=owner, work_kind=run["work_kind"]))
-        events["schedule_id"].append(run["schedule_id"])
-        events["workspace_id"].append(run["workspace_id"])
-        events["run_id"].append(run["id"])
-        events["kind"].append("reoffered")
-        events["reason"].append("released" if run["was_released"] else "stranded")
-        events["detail"].append(None)
+        messages.append(_message(run, owner))
+        event(run["schedule_id"], run["workspace_id"], "reoffered",
+              "released" if run["was_released"] else "stranded", None, run_id=run["id"])
     report.reoffered = len(reoffered)
     if events["kind"]:
         conn.execute(SQL["record_events"], {"actor": actor, "now": now, **events})
