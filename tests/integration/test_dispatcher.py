@@ -134,12 +134,31 @@ def test_a_refused_publish_is_released_and_published_by_the_next_pass(fresh, utc
     assert count == 1
 
 
-def test_an_offered_but_never_published_run_is_reoffered_after_reoffer_after(fresh, utc):
-    # Given a claim that committed but whose publish never happened (crash after commit)
+def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
+    # Given a claim that committed but whose publish never happened (the dispatcher died
+    # between its commit and the send)
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
     with fresh.transaction():
         claim_batch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), limit=200,
                     reoffer_after=timedelta(minutes=15))
+    # When the next minute's pass runs
+    publisher = ListPublisher()
+    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=publisher,
+                      reoffer_after=timedelta(minutes=15))
+    # Then it publishes the stranded run at once, and records the publication
+    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchone()
+    assert report.reoffered == 1 and [m.run_id for m in publisher.sent] == [run["id"]]
+    assert (run["offer_count"], run["publish_count"]) == (2, 1)
+    assert run["published_at"] == utc(2027, 1, 4, 10, 1)
+    event = fresh.execute("SELECT reason FROM schedule_events WHERE run_id = %s AND kind = 'reoffered'",
+                          (run["id"],)).fetchone()
+    assert event["reason"] == "unpublished"
+
+
+def test_a_published_run_that_never_started_waits_for_reoffer_after(fresh, utc):
+    # Given a run whose message the queue accepted at 10:00 but which never started
+    schedule = make(fresh, utc(2027, 1, 4, 9, 30))
+    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=ListPublisher())
     # When passes run before and after reoffer_after elapsed
     early = ListPublisher()
     dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 10), publisher=early,
@@ -147,11 +166,31 @@ def test_an_offered_but_never_published_run_is_reoffered_after_reoffer_after(fre
     late = ListPublisher()
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 16), publisher=late,
                       reoffer_after=timedelta(minutes=15))
-    # Then only the later one offers it again
+    # Then only the later one offers it again (the queue may still deliver the first message)
     assert early.sent == []
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchone()
     assert report.reoffered == 1 and [m.run_id for m in late.sent] == [run["id"]]
-    assert run["offer_count"] == 2
+    assert (run["offer_count"], run["publish_count"]) == (2, 2)
+
+
+def test_a_run_offered_the_bounded_number_of_times_settles_failed_and_counts(fresh, utc):
+    # Given a run whose message was accepted three times and never started (lost each time)
+    schedule = make(fresh, utc(2027, 1, 4, 9, 30))
+    now = utc(2027, 1, 4, 10, 0)
+    for _ in range(3):
+        dispatch(fresh, owner=OWNER, now=now, publisher=ListPublisher(), reoffer_after=timedelta(minutes=15))
+        now += timedelta(minutes=16)
+    # When the next pass finds it stranded again
+    publisher = ListPublisher()
+    report = dispatch(fresh, owner=OWNER, now=now, publisher=publisher, reoffer_after=timedelta(minutes=15))
+    # Then it is not offered a fourth time but settled failed, and the failure counts in the streak
+    runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s AND occurrence_at = %s",
+                         (schedule["id"], utc(2027, 1, 4, 10, 0))).fetchall()
+    assert [(r["state"], r["outcome_code"], r["publish_count"]) for r in runs] == [
+        ("failed", "offers_exhausted", 3)]
+    assert report.exhausted == 1 and runs[0]["id"] not in {m.run_id for m in publisher.sent}
+    assert fresh.execute("SELECT consecutive_failures FROM schedules WHERE id = %s",
+                         (schedule["id"],)).fetchone()["consecutive_failures"] == 1
 
 
 def test_an_invalid_definition_pauses_its_schedule_and_the_rest_are_claimed(fresh, utc):

@@ -42,32 +42,30 @@ UPDATE schedules AS s
   FROM unnest(%(id)b::uuid[], %(next_due_at)b::timestamptz[]) AS v(id, next_due_at)
  WHERE s.id = v.id
 
--- name: record_events
-INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
-SELECT v.schedule_id, v.workspace_id, v.run_id, v.kind, %(actor)s, v.reason, v.detail, %(now)s
-  FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(run_id)b::uuid[], %(kind)b::text[],
-              %(reason)b::text[], %(detail)b::jsonb[])
-       AS v(schedule_id, workspace_id, run_id, kind, reason, detail)
-
 -- name: pause_invalid_definitions
 UPDATE schedules
    SET status = 'paused', pause_reason = 'definition_invalid', next_due_at = NULL, updated_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[])
 
--- name: reoffer_runs
--- Released runs (offered_at cleared), stranded offers (queued, offered long ago, never
--- started) and abandoned starts (running, lease long expired: the message was lost or
--- dead-lettered mid-run) are offered again. Each kind is its own index range.
-WITH released AS (
+-- name: stranded_runs
+-- Runs to offer again, locked: released or never-published offers (the queue never
+-- accepted their message: offered again at once), accepted offers that never started
+-- after `reoffer_after` (the message was lost or dead-lettered), and abandoned starts
+-- (running, lease long expired: the consumer was killed and the message is gone), and
+-- exhausted starts (running, lease expired, attempts at the limit: settled at once). Each
+-- kind is its own index range. The caller offers them again or, when their attempts or
+-- accepted offers are exhausted, settles them failed.
+WITH unpublished AS (
     SELECT id FROM schedule_runs
-     WHERE owner = %(owner)s AND state = 'queued' AND offered_at IS NULL
-     ORDER BY queued_at
+     WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
+       AND (offered_at IS NULL OR offered_at <= %(unpublished_before)s)
+     ORDER BY offered_at NULLS FIRST
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 ), stranded AS (
     SELECT id FROM schedule_runs
-     WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(stale_before)s
-     ORDER BY offered_at
+     WHERE owner = %(owner)s AND state = 'queued' AND published_at <= %(stale_before)s
+     ORDER BY published_at
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 ), abandoned AS (
@@ -77,30 +75,44 @@ WITH released AS (
      ORDER BY lease_until
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
+), exhausted AS (
+    SELECT id FROM schedule_runs
+     WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(now)s
+       AND attempts >= %(max_attempts)s
+     ORDER BY lease_until
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
 )
-UPDATE schedule_runs AS r
-   SET offered_at = %(now)s, offer_count = r.offer_count + 1
- WHERE r.id IN (SELECT id FROM released UNION ALL SELECT id FROM stranded UNION ALL SELECT id FROM abandoned)
-RETURNING r.id, r.schedule_id, r.workspace_id, r.work_kind, r.released_at IS NOT NULL AS was_released
+SELECT r.id, r.schedule_id, r.workspace_id, r.work_kind, r.attempts, r.publish_count,
+       r.published_at IS NULL AS unpublished, r.released_at IS NOT NULL AS was_released
+  FROM schedule_runs AS r
+ WHERE r.id IN (SELECT id FROM unpublished UNION ALL SELECT id FROM stranded UNION ALL SELECT id FROM abandoned
+                UNION SELECT id FROM exhausted)
+ ORDER BY r.id
 
--- name: release_runs
--- The queue refused these messages: clear the offer so the next pass offers them again.
+-- name: offer_again
 UPDATE schedule_runs
-   SET offered_at = NULL, released_at = %(now)s
- WHERE id = ANY(%(ids)s::uuid[]) AND state IN ('queued', 'running')
-RETURNING id, schedule_id, workspace_id
+   SET offered_at = %(now)s, published_at = NULL, offer_count = offer_count + 1
+ WHERE id = ANY(%(ids)b::uuid[])
 
 -- name: probe_work
 -- One round trip that tells an idle pass it has nothing to do (the common minute).
 SELECT EXISTS (SELECT 1 FROM schedules
                 WHERE owner = %(owner)s AND status = 'active' AND next_due_at <= %(now)s) AS due,
        (EXISTS (SELECT 1 FROM schedule_runs
-                 WHERE owner = %(owner)s AND state = 'queued' AND offered_at IS NULL)
+                 WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
+                   AND offered_at IS NULL)
         OR EXISTS (SELECT 1 FROM schedule_runs
-                    WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(stale_before)s))
+                    WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
+                      AND offered_at <= %(unpublished_before)s)
+        OR EXISTS (SELECT 1 FROM schedule_runs
+                    WHERE owner = %(owner)s AND state = 'queued' AND published_at <= %(stale_before)s))
            AS reofferable,
        EXISTS (SELECT 1 FROM schedule_runs
                 WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(stale_before)s
-                  AND (offered_at IS NULL OR offered_at <= %(stale_before)s)) AS abandoned,
+                  AND (offered_at IS NULL OR offered_at <= %(stale_before)s))
+       OR EXISTS (SELECT 1 FROM schedule_runs
+                   WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(now)s
+                     AND attempts >= %(max_attempts)s) AS abandoned,
        EXISTS (SELECT 1 FROM schedule_notifications
                 WHERE owner = %(owner)s AND sent_at IS NULL) AS notices

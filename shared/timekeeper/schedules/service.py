@@ -20,12 +20,11 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.schedules.dispatcher import release_runs
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
+from timekeeper.schedules.runs import Event, publish_offers, record_events
 
 SQL = load_queries("timekeeper.schedules", "service.sql")
-EVENT_SQL = load_queries("timekeeper.schedules", "settlement.sql")["record_event"]
 
 
 class ScheduleNotFound(LookupError):
@@ -61,9 +60,8 @@ class SchedulePage:
 
 def _event(conn: psycopg.Connection, schedule: dict, kind: str, actor: str, now: datetime, *,
            reason: str | None = None, detail: dict | None = None, run_id: UUID | None = None) -> None:
-    conn.execute(EVENT_SQL, {"schedule_id": schedule["id"], "workspace_id": schedule["workspace_id"],
-                             "run_id": run_id, "kind": kind, "actor": actor, "reason": reason,
-                             "detail": Jsonb(detail) if detail is not None else None, "now": now})
+    record_events(conn, [Event(schedule["id"], schedule["workspace_id"], kind, reason, detail, run_id)],
+                  actor=actor, now=now)
 
 
 def _first_due(rule: Recurrence, now: datetime) -> datetime | None:
@@ -180,7 +178,7 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
         _event(conn, schedule, "run_requested", actor, now, run_id=row["id"])
     message = RunMessage(run_id=row["id"], schedule_id=schedule_id, workspace_id=workspace_id,
                          owner=schedule["owner"], work_kind=schedule["work_kind"])
-    release_runs(conn, publisher.publish([message]), now=now, actor=actor)
+    publish_offers(conn, publisher, [message], now=now, actor=actor)
     return row["id"], True
 
 

@@ -1,0 +1,88 @@
+"""Runs and their history: the one writer of schedule events, and the publication of run
+offers (shared by the dispatcher and "Run now").
+
+Offer lifecycle of a run: *offered* (``offered_at`` set in the claiming transaction) ->
+*published* (``published_at`` set once the queue accepted the message, after commit) or
+*released* (the queue refused it: the offer is cleared for the next pass). A run offered
+but never published (the process died between the commit and the send) is offered again
+by the next dispatcher pass; one published but never started is offered again after the
+pipeline's ``reoffer_after``, a bounded number of times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from timekeeper.db import load_queries
+from timekeeper.schedules.messages import RunMessage, RunPublisher
+
+SQL = load_queries("timekeeper.schedules", "runs.sql")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One schedule history entry: ``kind`` (e.g. ``paused``), the schedule and workspace ids,
+    an optional run id, a machine-readable ``reason`` and a JSON-ready ``detail``."""
+
+    schedule_id: UUID
+    workspace_id: UUID
+    kind: str
+    reason: str | None = None
+    detail: dict[str, Any] | None = None
+    run_id: UUID | None = None
+
+
+def record_events(conn: psycopg.Connection, events: Iterable[Event], *, actor: str, now: datetime) -> int:
+    """Append ``events`` to the schedule history in the caller's transaction, in one
+    statement, attributed to ``actor`` at instant ``now`` (aware UTC). Returns the count."""
+    events = list(events)
+    if not events:
+        return 0
+    conn.execute(SQL["record_events"], {
+        "actor": actor, "now": now,
+        "schedule_id": [e.schedule_id for e in events], "workspace_id": [e.workspace_id for e in events],
+        "run_id": [e.run_id for e in events], "kind": [e.kind for e in events],
+        "reason": [e.reason for e in events],
+        "detail": [Jsonb(e.detail) if e.detail is not None else None for e in events]})
+    return len(events)
+
+
+def release_runs(conn: psycopg.Connection, run_ids: Iterable[UUID], *, now: datetime,
+                 actor: str = "dispatcher") -> int:
+    """Clear the offer of runs whose message the queue refused, and record a ``released``
+    event each, in one transaction of its own. Returns the number released; a later
+    dispatcher pass offers them again."""
+    run_ids = list(run_ids)
+    if not run_ids:
+        return 0
+    with conn.transaction():
+        released = conn.execute(SQL["release_runs"], {"ids": run_ids, "now": now}).fetchall()
+        record_events(conn, (Event(r["schedule_id"], r["workspace_id"], "released", "publish_refused",
+                                   run_id=r["id"]) for r in released), actor=actor, now=now)
+    return len(released)
+
+
+def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: list[RunMessage], *,
+                   now: datetime, actor: str = "dispatcher") -> tuple[int, int]:
+    """Send the committed offers ``messages``; record the accepted ones as published and
+    release the refused ones. Returns ``(published, released)``.
+
+    Must be called after the offering transaction committed (a message never names a run
+    the database does not have). If the process dies after the send and before the
+    record, the next pass offers the run again; the consumer absorbs the duplicate.
+    Raises ``psycopg.Error`` when recording fails (the messages were sent).
+    """
+    if not messages:
+        return 0, 0
+    refused = publisher.publish(messages)
+    accepted = [m.run_id for m in messages if m.run_id not in refused]
+    if accepted:
+        conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})
+    return len(accepted), release_runs(conn, refused, now=now, actor=actor)
