@@ -18,15 +18,13 @@ from typing import Any
 
 import boto3
 import psycopg
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from timekeeper import clock
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect
-from timekeeper.observability import PipelineMetrics, metrics
+from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, dispatch
 from timekeeper.schedules.messages import RunMessage
@@ -150,32 +148,41 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
 
 
 def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Process an SQS batch of ``pipeline_name`` with partial failures
-    (ReportBatchItemFailures): the well-formed run messages are processed together
+    """Process an SQS batch of ``pipeline_name``; return the partial batch response
+    (ReportBatchItemFailures): ``{"batchItemFailures": [{"itemIdentifier": message id}, ...]}``.
+
+    Each record is parsed once. The well-formed run messages are processed together
     (:func:`timekeeper.schedules.consumer.process_batch`); a malformed message, a run held
-    by another consumer or a retryable fault fails only its own item; the rest are
-    acknowledged."""
+    by another consumer or a retryable fault fails only its own item, and the rest are
+    acknowledged. A batch whose every item failed still returns normally (its items come
+    back; a poison message alone is not a function error). Raises ``psycopg.Error`` when
+    the database is unreachable (the whole batch comes back).
+    """
     consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
+    failures: list[str] = []
     deliveries: list[Delivery] = []
     for record in event.get("Records", []):
+        message_id = record.get("messageId", "")
         try:
-            message = RunMessage.model_validate_json(record.get("body", ""))
-        except ValidationError:
-            continue  # reported as this item's failure by the record handler below
-        receive_count = int(record.get("attributes", {}).get("ApproximateReceiveCount") or 1)
-        deliveries.append(Delivery(record["messageId"], message, receive_count))
-    outcomes = dict(zip((d.key for d in deliveries), process_batch(
-        database().get(), deliveries, now=clock.now(), registry=registry(), settings=consumer_settings,
-        services={}, metrics=PipelineMetrics(metrics, pipeline_name)), strict=True)) if deliveries else {}
-
-    def record_handler(record: SQSRecord) -> str:
-        if record.message_id not in outcomes:
-            RunMessage.model_validate_json(record.body)  # raises: the message is malformed
-        outcome = outcomes[record.message_id]
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome.action
-
-    processor = BatchProcessor(event_type=EventType.SQS)
-    return process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                    context=context)
+            message = RunMessage.model_validate_json(record.get("body") or "")
+        except ValidationError as error:
+            logger.warning("malformed run message; it reaches the dead-letter queue after maxReceiveCount",
+                           extra={"message_id": message_id, "error": str(error)[:500]})
+            failures.append(message_id)
+            continue
+        attributes = record.get("attributes") or {}
+        try:
+            receive_count = int(attributes.get("ApproximateReceiveCount") or 1)
+        except ValueError:
+            receive_count = 1
+        deliveries.append(Delivery(message_id, message, receive_count))
+    if deliveries:
+        results = process_batch(database().get(), deliveries, now=clock.now(), registry=registry(),
+                                settings=consumer_settings, services={},
+                                metrics=PipelineMetrics(metrics, pipeline_name))
+        for delivery, result in zip(deliveries, results, strict=True):
+            if isinstance(result, Exception):
+                logger.info("run message fails its batch item", extra={
+                    "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
+                failures.append(delivery.key)
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}

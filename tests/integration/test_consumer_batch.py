@@ -104,14 +104,16 @@ def test_a_retryable_fault_fails_only_its_item_and_rolls_back_only_its_effects(w
     assert row["state"] == "running" and "transient" in row["error"] and row["lease_until"] == now
 
 
-def test_a_crash_mid_batch_commits_nothing_and_the_redelivery_completes_it(world, utc):
+def test_a_crash_mid_batch_keeps_only_the_attempts_and_the_redelivery_completes_it(world, utc):
     kinds = Kinds()
     now = utc(2027, 1, 4, 10, 0)
     batch = deliveries(world, now, 4)
     kinds.crash_on = batch[2].message.run_id
     with pytest.raises(Crash):
         process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS)
-    assert effects(world) == [] and set(states(world).values()) == {"queued"}
+    # Then no effect committed, but every started attempt did (it counts towards the limit)
+    assert effects(world) == [] and set(states(world).values()) == {"running"}
+    assert {r["attempts"] for r in world.execute("SELECT attempts FROM schedule_runs").fetchall()} == {1}
     kinds.crash_on = None
     redelivered = [Delivery(d.key, d.message, 2) for d in batch]
     results = process_batch(world, redelivered, now=now + timedelta(minutes=12), registry=kinds.registry,

@@ -141,3 +141,16 @@ def test_outcomes_are_counted_per_pipeline_and_work_kind(aws, conn, utc, capsys)
     directive = detailed[0]["_aws"]["CloudWatchMetrics"][0]
     assert set(directive["Dimensions"][0]) == {"service", "pipeline", "work_kind"}
     assert directive["Metrics"][0]["Name"] in ("RunSucceeded", "RunSkipped")
+
+
+def test_a_batch_whose_every_item_fails_returns_its_failures_instead_of_raising(aws):
+    # Given a batch holding a single poison message (and one of another owner's runs)
+    stranger = RunMessage(run_id=uuid.uuid4(), schedule_id=uuid.uuid4(), workspace_id=uuid.uuid4(),
+                          owner="queries", work_kind="x")
+    event = sqs_event("not a run message", stranger)
+    # When the consumer function handles it
+    response = invoke("accounting_consumer", event)
+    # Then the invocation succeeds and reports exactly those items failed (no function error,
+    # so the consumer-errors alarm stays quiet; SQS still redelivers and dead-letters them)
+    assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
+        r["messageId"] for r in event["Records"])

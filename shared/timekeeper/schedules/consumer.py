@@ -1,14 +1,29 @@
-"""The queue consumer's per-run processing (DESIGN section 2 "Consumer"; seed 000 hops
-4-7, seed 001 hops 3-7).
+"""The queue consumer: run the work kinds of one SQS batch and record each result once.
 
-For one run message: start the run under a lease in its own short transaction; then, in
-ONE transaction with the tenant set, call the work kind's handler and settle the run,
-fenced by the attempt number (so a handler's database effects commit exactly once, and a
-holder whose lease was taken over cannot settle); then run the after-commit callbacks.
+For the run messages of one batch:
 
-Outcomes for the caller (the Lambda record handler):
-- returns a :class:`ProcessResult` -> acknowledge the message;
-- raises :class:`RetryLater` -> report a batch-item failure so SQS redelivers it.
+1. **Start** (one committed statement, before any handler runs): every named run that is
+   queued, or running under an expired lease, becomes running under a lease with
+   ``attempts + 1``. The attempt is durable, so an attempt that kills its process (a
+   Lambda timeout, out of memory) still counts: once a run's attempts pass the
+   pipeline's limit it is settled failed ``attempts_exhausted`` (here, or by the
+   dispatcher when its message is gone) and counts in the failure streak. A run under
+   another live lease is reported failed so SQS redelivers it later; an absent or
+   terminal run is acknowledged.
+2. **No handler needed**: a deleted schedule's run settles skipped, an unknown work kind's
+   run failed, an exhausted run failed.
+3. **Transactional work kinds** share ONE transaction: each handler runs in a savepoint
+   with its run's workspace entered; successes and skips settle in one statement,
+   failures one by one (they may pause and notify); one commit.
+4. **Alone**: leased work kinds (long or external work) and suspects (runs whose previous
+   attempt ended without an outcome: isolating them keeps a run that kills its process
+   from taking its batch-mates' attempts with it) run one by one, each in its own
+   transaction.
+
+Settlement is fenced by the attempt number: a holder whose run was taken over records
+nothing and its effects roll back. A handler that raises is retried on a later receive
+(its lease given back at once) and settled failed ``unexpected_error`` on the final one.
+After the commit, the handlers' ``after_commit`` callbacks run.
 """
 
 from __future__ import annotations
@@ -19,14 +34,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
+from uuid import UUID
 
 import psycopg
+from psycopg import sql
+from psycopg.rows import class_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
 from timekeeper.schedules.messages import RunMessage
-from timekeeper.schedules.settlement import Settlement, settle_run
-from timekeeper.schedules.work import Refused, RunContext, Skipped, Succeeded, UnknownWorkKind, WorkKindRegistry
+from timekeeper.schedules.settlement import (
+    Completion,
+    Settlement,
+    lock_schedules,
+    settle_completed,
+    settle_run,
+)
+from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded, WorkKind, WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "consumer.sql")
 _ERROR_LIMIT = 2000
@@ -36,10 +60,16 @@ class RetryLater(Exception):  # noqa: N818 - a signal, not an error condition of
     """The message must be redelivered later (live lease elsewhere, or a retryable fault)."""
 
 
+class MisroutedMessage(ValueError):
+    """A run message of another owner reached this consumer (a wiring fault: the message
+    fails, and after maxReceiveCount it rests in the dead-letter queue)."""
+
+
 @dataclass(frozen=True)
 class ConsumerSettings:
-    """Per-pipeline consumer settings from the topology: owner, lease (seconds) and the
-    queue's maxReceiveCount (the final receive), and the auto-pause threshold."""
+    """Per-pipeline consumer settings from the topology: owner, lease (a timedelta), the
+    queue's maxReceiveCount (the final receive, and the most attempts a run gets), and the
+    auto-pause threshold."""
 
     owner: str
     lease: timedelta
@@ -51,19 +81,20 @@ class ConsumerSettings:
         return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.max_receive_count,
                    failure_threshold=pipeline.failure_pause_threshold)
 
+    @property
+    def max_attempts(self) -> int:
+        """Attempts a run gets before it is settled ``attempts_exhausted``."""
+        return self.max_receive_count
+
 
 @dataclass(frozen=True)
 class ProcessResult:
-    """``action``: ``settled`` | ``ignored`` (absent or terminal run) | ``fenced`` (lost the
-    lease before settling; nothing committed); ``settlement`` when settled."""
+    """``action``: ``settled`` | ``ignored`` (absent or terminal run, or a duplicate in the
+    batch) | ``fenced`` (lost the run to another attempt; nothing committed);
+    ``settlement`` when settled."""
 
     action: str
     settlement: Settlement | None = None
-
-
-def _error_text(error: BaseException) -> str:
-    text = "".join(traceback.format_exception_only(type(error), error)).strip()
-    return text[:_ERROR_LIMIT]
 
 
 @dataclass(frozen=True)
@@ -76,12 +107,62 @@ class Delivery:
     receive_count: int
 
 
-class MisroutedMessage(ValueError):
-    """A run message of another owner reached this consumer (a wiring fault: the message
-    fails, and after maxReceiveCount it rests in the dead-letter queue)."""
-
-
+#: What a delivery comes to: acknowledge (:class:`ProcessResult`) or report the item failed.
 Result = ProcessResult | RetryLater | MisroutedMessage
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """A run this consumer started: its row after the start (``attempts`` is this attempt)."""
+
+    id: UUID
+    schedule_id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    occurrence_at: datetime
+    occurrence_local: datetime
+    trigger: str
+    requested_by: str | None
+    attempts: int
+    subject_id: UUID | None
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """A terminal result to record for a run."""
+
+    state: str
+    code: str
+    detail: dict[str, Any] | None = None
+    error: str | None = None
+    pause_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class _Retry:
+    """A handler fault on a non-final receive: give the lease back, redeliver later."""
+
+    error: BaseException
+    text: str
+
+
+@dataclass
+class _Batch:
+    """The shared state of one :func:`process_batch` call."""
+
+    conn: psycopg.Connection
+    now: datetime
+    registry: WorkKindRegistry
+    settings: ConsumerSettings
+    services: dict[str, Any]
+    receive_counts: dict[UUID, int]
+
+    def final(self, run: StartedRun) -> bool:
+        """Whether this is the run's last chance: its receive or its attempts reached the limit."""
+        limit = self.settings.max_receive_count
+        return self.receive_counts.get(run.id, 1) >= limit or run.attempts >= self.settings.max_attempts
 
 
 def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: datetime,
@@ -91,174 +172,314 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
 
     Returns one result per delivery, in order: a :class:`ProcessResult` (acknowledge), or
     a :class:`RetryLater` / :class:`MisroutedMessage` (report the item failed so SQS
-    redelivers it). Raises ``psycopg.Error`` when the batch transaction fails (nothing of
-    it committed; every message is redelivered).
-
-    Transactional work kinds (the default: short handlers whose effects are all in the
-    database) share ONE transaction: their runs are started with ``FOR UPDATE SKIP
-    LOCKED`` in one statement (the row lock is the lease while the batch runs; a run
-    another consumer holds is skipped and its message redelivered later), each handler and
-    its settlement run in a savepoint with the run's tenant set, and one commit records
-    them all. A process crash rolls the whole batch back. Work kinds registered with
-    ``leased=True`` (long or external work) go through :func:`process_run` one by one.
+    redelivers it). Raises ``psycopg.Error`` when the database fails (what committed stays
+    committed; every message not yet answered is redelivered).
     """
     results: dict[int, Result] = {}
-    batched: list[int] = []
-    leased: list[int] = []
+    wanted: dict[UUID, list[int]] = {}
     for index, delivery in enumerate(deliveries):
         message = delivery.message
         if message.owner != settings.owner:
             results[index] = MisroutedMessage(
                 f"message for owner {message.owner!r} reached the {settings.owner!r} consumer")
-            continue
-        kind = registry.find(message.owner, message.work_kind)
-        (leased if kind is not None and kind.leased else batched).append(index)
+        else:
+            wanted.setdefault(message.run_id, []).append(index)
+    if not wanted:
+        return [results[index] for index in range(len(deliveries))]
 
-    if batched:
-        callbacks: list[Callable[[], None]] = []
-        ids = list(dict.fromkeys(deliveries[i].message.run_id for i in batched))
-        with conn.transaction():
-            started = {row["id"]: row for row in conn.execute(SQL["start_runs"], {
-                "ids": ids, "now": now, "lease_until": now + settings.lease}).fetchall()}
-            missing = [run_id for run_id in ids if run_id not in started]
-            states = {row["id"]: row for row in conn.execute(SQL["run_states"], {"ids": missing}).fetchall()
-                      } if missing else {}
-            seen: set = set()
-            # Settling locks each run's schedule row until the batch commits: take them in one
-            # global order (schedule id, run id) so two concurrent batches cannot deadlock.
-            batched.sort(key=lambda i: (str(deliveries[i].message.schedule_id), str(deliveries[i].message.run_id)))
-            for index in batched:
-                run_id = deliveries[index].message.run_id
-                run = started.get(run_id)
-                if run is None or run_id in seen:
-                    current = states.get(run_id)
-                    if run is None and current is not None and current["state"] in ("queued", "running"):
-                        results[index] = RetryLater(f"run {run_id} is held by another consumer")
-                    else:
-                        results[index] = ProcessResult("ignored")  # absent, terminal, or a duplicate in this batch
-                    continue
-                seen.add(run_id)
-                results[index], after = _execute(conn, run, receive_count=deliveries[index].receive_count,
-                                                 now=now, registry=registry, settings=settings, services=services)
-                callbacks.extend(after)
+    batch = _Batch(conn, now, registry, settings, services or {}, {
+        run_id: max(deliveries[i].receive_count for i in indexes) for run_id, indexes in wanted.items()})
+    messages = {run_id: deliveries[indexes[0]].message for run_id, indexes in wanted.items()}
+    for indexes in wanted.values():
+        for index in indexes[1:]:  # a run named twice in one batch is processed once
+            results[index] = ProcessResult("ignored")
+
+    # First attempts of transactional kinds start together; leased kinds and runs whose
+    # earlier attempt ended without an outcome start one by one, right before they run.
+    first = _start(batch, [run_id for run_id, m in messages.items() if not _leased(registry, m)], first_only=True)
+    outcomes: dict[UUID, ProcessResult | RetryLater] = {}
+    if first:
+        together, callbacks = _run_together(batch, [(run, registry.find(run.owner, run.work_kind))
+                                                    for run in first.values()])
+        outcomes.update(together)
         _after_commit(callbacks)
-        _count([results[index] for index in batched], metrics)
-
-    for index in leased:
-        delivery = deliveries[index]
-        try:
-            results[index] = process_run(conn, delivery.message, receive_count=delivery.receive_count, now=now,
-                                         registry=registry, settings=settings, services=services, metrics=metrics)
-        except RetryLater as retry:
-            results[index] = retry
+    for run_id in messages:
+        if run_id in first:
+            continue
+        started = _start(batch, [run_id], first_only=False).get(run_id)
+        if started is None:
+            outcomes[run_id] = _not_started(batch, run_id)
+            continue
+        outcomes[run_id], callbacks = _run_alone(batch, started, registry.find(started.owner, started.work_kind))
+        _after_commit(callbacks)
+    for run_id, outcome in outcomes.items():
+        results[wanted[run_id][0]] = outcome
+    _count(outcomes.values(), metrics)
     return [results[index] for index in range(len(deliveries))]
+
+
+def _leased(registry: WorkKindRegistry, message: RunMessage) -> bool:
+    kind = registry.find(message.owner, message.work_kind)
+    return kind is not None and kind.leased
+
+
+def _not_started(batch: _Batch, run_id: UUID) -> ProcessResult | RetryLater:
+    """Why a run could not be started: held elsewhere (redeliver later) or absent/terminal."""
+    row = batch.conn.execute(SQL["run_state"], {"id": run_id}).fetchone()
+    if row is not None and row["state"] in ("queued", "running"):
+        return RetryLater(f"run {run_id} is held by another consumer")
+    return ProcessResult("ignored")
 
 
 def process_run(conn: psycopg.Connection, message: RunMessage, *, receive_count: int, now: datetime,
                 registry: WorkKindRegistry, settings: ConsumerSettings, services: dict[str, Any] | None = None,
                 metrics: Any = None) -> ProcessResult:
-    """Process one run message at instant ``now`` (aware UTC) with a committed lease.
+    """Process one run message at instant ``now`` (aware UTC): :func:`process_batch` of one.
 
-    The start (queued -> running, ``lease_until`` = now + lease, attempts + 1) commits
-    first, so a crash leaves a visible running run whose lease expires and is taken over;
-    a run under another live lease raises :class:`RetryLater`. Then the handler and the
-    settlement commit in one transaction fenced by the attempt number (a holder whose
-    lease was taken over is ``fenced``: its effects roll back). ``receive_count`` is SQS's
-    ApproximateReceiveCount; the receive is final when it or the run's attempt count
-    reaches ``settings.max_receive_count``: an unexpected fault is then settled failed.
-    Raises :class:`RetryLater`, :class:`MisroutedMessage` or ``psycopg.Error`` (all mean:
-    redeliver).
+    Returns the :class:`ProcessResult`; raises :class:`RetryLater` (redeliver later),
+    :class:`MisroutedMessage` or ``psycopg.Error``.
     """
-    if message.owner != settings.owner:
-        raise MisroutedMessage(f"message for owner {message.owner!r} reached the {settings.owner!r} consumer")
-    with conn.transaction():
-        run = conn.execute(SQL["start_run"], {"run_id": message.run_id, "now": now,
-                                              "lease_until": now + settings.lease}).fetchone()
-        if run is None:
-            current = conn.execute(SQL["run_state"], {"run_id": message.run_id}).fetchone()
-    if run is None:
-        if current is not None and current["state"] == "running":
-            raise RetryLater(f"run {message.run_id} is running under a live lease until {current['lease_until']}")
-        return ProcessResult("ignored")
-    result, callbacks = _execute(conn, run, receive_count=receive_count, now=now, registry=registry,
-                                 settings=settings, services=services)
-    _after_commit(callbacks)
-    _count([result], metrics)
-    if isinstance(result, RetryLater):
+    (result,) = process_batch(conn, [Delivery(str(message.run_id), message, receive_count)], now=now,
+                              registry=registry, settings=settings, services=services, metrics=metrics)
+    if isinstance(result, Exception):
         raise result
     return result
 
 
-def _execute(conn: psycopg.Connection, run: dict[str, Any], *, receive_count: int, now: datetime,
-             registry: WorkKindRegistry, settings: ConsumerSettings,
-             services: dict[str, Any] | None) -> tuple[ProcessResult | RetryLater, list[Callable[[], None]]]:
-    """Run a started run's handler and settle it; each step is a transaction of its own
-    (or a savepoint, inside a batch transaction). Returns the result and the run's
-    after-commit callbacks (the caller runs them once everything committed)."""
-    attempt = run["attempts"]
-    final = receive_count >= settings.max_receive_count or attempt >= settings.max_receive_count
-    obs.logger.append_keys(run_id=str(run["id"]), schedule_id=str(run["schedule_id"]),
-                           workspace_id=str(run["workspace_id"]))
+def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID, StartedRun]:
+    """Start the runs in one committed statement; return the ones this attempt holds.
+    ``first_only`` starts only runs that never had an attempt.
 
-    def settle(state: str, code: str, *, detail=None, error=None, pause_reason=None) -> ProcessResult:
-        settlement = settle_run(conn, run_id=run["id"], state=state, outcome_code=code, now=now, detail=detail,
-                                error=error, attempt=attempt, pause_reason=pause_reason,
-                                failure_threshold=settings.failure_threshold)
-        if settlement is None:
-            raise _Fenced()
-        return ProcessResult("settled", settlement)
+    The start is committed before any handler runs (so a killed attempt still counts) but
+    without waiting for its WAL flush: a database crash may forget the newest starts,
+    which costs at most one uncounted attempt, never an effect (effects and outcomes
+    commit durably with the settlement). One round trip (pipelined).
+    """
+    if not run_ids:
+        return {}
+    conn = batch.conn
+    with conn.pipeline(), conn.transaction():
+        conn.execute(_ASYNC_COMMIT)
+        cur = conn.cursor(row_factory=class_row(StartedRun))
+        cur.execute(SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
+                                        "lease_until": batch.now + batch.settings.lease})
+    return {run.id: run for run in cur.fetchall()}
 
+
+_ASYNC_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
+
+
+def _without_handler(batch: _Batch, run: StartedRun, kind: WorkKind | None) -> _Verdict | None:
+    """The result of a run that needs no handler, or None when its handler must run."""
+    if run.deleted_at is not None:
+        return _Verdict("skipped", "schedule_deleted")
+    if kind is None:
+        return _Verdict("failed", "unknown_work_kind",
+                        error=f"no work kind {run.work_kind!r} registered for owner {run.owner!r}")
+    if run.attempts > batch.settings.max_attempts:
+        return _Verdict("failed", "attempts_exhausted", error=(
+            f"{run.attempts - 1} attempts ended without an outcome (the consumer was killed or timed out)"))
+    return None
+
+
+class _RunConnection:
+    """The connection a handler sees: the consumer's connection, entered into the run's
+    workspace (and, in a batch, the run's savepoint) just before the handler's first use of
+    it. A handler that never touches the database costs no round trip; one that does sees
+    every statement scoped to its run. Once the handler returned, it is a plain delegate
+    (after-commit callbacks use it outside the transaction)."""
+
+    def __init__(self, conn: psycopg.Connection, enter: Callable[[], None]):
+        self._conn = conn
+        self._enter: Callable[[], None] | None = enter
+        self.entered = False
+
+    def _use(self) -> psycopg.Connection:
+        if self._enter is not None:
+            enter, self._enter = self._enter, None
+            enter()
+            self.entered = True
+        return self._conn
+
+    def detach(self) -> None:
+        """The handler returned: later uses go straight to the connection."""
+        self._enter = None
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._use().execute(*args, **kwargs)
+
+    def cursor(self, *args: Any, **kwargs: Any) -> Any:
+        return self._use().cursor(*args, **kwargs)
+
+    def transaction(self, *args: Any, **kwargs: Any) -> Any:
+        return self._use().transaction(*args, **kwargs)
+
+    def pipeline(self) -> Any:
+        return self._use().pipeline()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def _context(batch: _Batch, run: StartedRun, conn: _RunConnection) -> RunContext:
+    return RunContext(
+        run_id=run.id, schedule_id=run.schedule_id, workspace_id=run.workspace_id, owner=run.owner,
+        work_kind=run.work_kind, subject_id=run.subject_id, occurrence_at=run.occurrence_at,
+        occurrence_local=run.occurrence_local, trigger=run.trigger, requested_by=run.requested_by,
+        attempt=run.attempts, now=batch.now, conn=conn, services=batch.services)  # type: ignore[arg-type]
+
+
+def _call(kind: WorkKind, ctx: RunContext) -> Outcome | BaseException:
+    """Call the handler; return its outcome, or the exception it raised (its own fault)."""
+    obs.logger.append_keys(run_id=str(ctx.run_id), schedule_id=str(ctx.schedule_id),
+                           workspace_id=str(ctx.workspace_id))
     try:
-        if run["deleted_at"] is not None:
-            with conn.transaction():
-                return settle("skipped", "schedule_deleted"), []
-        try:
-            kind = registry.get(run["owner"], run["work_kind"])
-        except UnknownWorkKind as error:
-            with conn.transaction():
-                return settle("failed", "unknown_work_kind", error=str(error)), []
-        ctx = RunContext(
-            run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"], owner=run["owner"],
-            work_kind=run["work_kind"], subject_id=run["subject_id"], occurrence_at=run["occurrence_at"],
-            occurrence_local=run["occurrence_local"], trigger=run["trigger"], requested_by=run["requested_by"],
-            attempt=attempt, now=now, conn=conn, services=services or {})
-        try:
-            with conn.transaction():
-                set_tenant(conn, run["workspace_id"])
-                try:
-                    outcome = kind.handler(ctx)
-                except Exception as error:  # noqa: BLE001 - the handler's fault, not the settlement's
-                    raise _HandlerFault() from error
-                if isinstance(outcome, Succeeded):
-                    result = settle("succeeded", outcome.outcome_code, detail=dict(outcome.detail))
-                elif isinstance(outcome, Skipped):
-                    result = settle("skipped", outcome.reason, detail=dict(outcome.detail))
-                elif isinstance(outcome, Refused):
-                    result = settle("failed", outcome.code, detail=dict(outcome.detail) or None,
-                                    error=outcome.message, pause_reason=outcome.pause_reason)
-                else:
-                    raise _HandlerFault() from TypeError(
-                        f"work kind {run['work_kind']} returned {outcome!r}, not an Outcome")
-            return result, ctx._after_commit
-        except _HandlerFault as fault:
-            error = fault.__cause__
-            text = _error_text(error)
-            if not final:
-                obs.logger.warning("work kind raised; the message will be redelivered", extra={"error": text})
-                with conn.transaction():
-                    conn.execute(SQL["release_lease"], {"run_id": run["id"], "attempt": attempt, "now": now,
-                                                        "error": text})
-                retry = RetryLater(text)
-                retry.__cause__ = error
-                return retry, []
-            obs.logger.error("work kind raised on the final receive; settling failed", extra={"error": text})
-            with conn.transaction():
-                return settle("failed", "unexpected_error", error=text), []
-    except _Fenced:
-        obs.logger.warning("run lost its lease before settling; its effects were rolled back")
-        return ProcessResult("fenced"), []
+        outcome = kind.handler(ctx)
+    except Exception as error:  # noqa: BLE001 - the handler's fault, not the consumer's
+        return error
     finally:
         obs.logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
+    if isinstance(outcome, Succeeded | Skipped | Refused):
+        return outcome
+    return TypeError(f"work kind {ctx.work_kind} returned {outcome!r}, not an Outcome")
+
+
+def _judge(batch: _Batch, run: StartedRun, outcome: Outcome | BaseException) -> _Verdict | _Retry:
+    """Map a handler's outcome (or fault) to what is recorded for the run."""
+    if isinstance(outcome, Succeeded):
+        return _Verdict("succeeded", outcome.outcome_code, detail=dict(outcome.detail))
+    if isinstance(outcome, Skipped):
+        return _Verdict("skipped", outcome.reason, detail=dict(outcome.detail))
+    if isinstance(outcome, Refused):
+        return _Verdict("failed", outcome.code, detail=dict(outcome.detail) or None, error=outcome.message,
+                        pause_reason=outcome.pause_reason)
+    text = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()[:_ERROR_LIMIT]
+    if batch.final(run):
+        obs.logger.error("work kind raised on the final receive; settling failed",
+                         extra={"error": text, "run_id": str(run.id)})
+        return _Verdict("failed", "unexpected_error", error=text)
+    obs.logger.warning("work kind raised; the message will be redelivered",
+                       extra={"error": text, "run_id": str(run.id)})
+    return _Retry(outcome, text)
+
+
+def _savepoint(conn: psycopg.Connection, run: StartedRun, *, release_previous: bool) -> None:
+    """One round trip: release the previous run's savepoint, open this run's, enter its workspace."""
+    conn.execute(sql.SQL("{release}SAVEPOINT tk_run; SELECT set_config('app.workspace_id', {ws}, true)").format(
+        release=sql.SQL("RELEASE SAVEPOINT tk_run; " if release_previous else ""),
+        ws=sql.Literal(str(run.workspace_id))))
+
+
+def _run_together(batch: _Batch, runs: list[tuple[StartedRun, WorkKind | None]]
+                  ) -> tuple[dict[UUID, ProcessResult | RetryLater], list[Callable[[], None]]]:
+    """Run transactional work kinds in ONE transaction (a savepoint each) and settle them.
+
+    If a settlement is fenced (another attempt took the run over, which only a stall past
+    the lease can cause), the whole transaction rolls back: the fenced runs are
+    acknowledged (their new holder settles them) and the others redelivered.
+    """
+    conn = batch.conn
+    verdicts: dict[UUID, _Verdict | _Retry] = {}
+    callbacks: list[Callable[[], None]] = []
+    with conn.transaction():
+        savepoint = False  # whether a run's savepoint is open (released by the next one's)
+        for run, kind in runs:
+            verdict = _without_handler(batch, run, kind)
+            if verdict is None:
+                def enter(run: StartedRun = run, release: bool = savepoint) -> None:
+                    _savepoint(conn, run, release_previous=release)
+                run_conn = _RunConnection(conn, enter)
+                ctx = _context(batch, run, run_conn)
+                outcome = _call(kind, ctx)
+                run_conn.detach()
+                savepoint = savepoint or run_conn.entered
+                verdict = _judge(batch, run, outcome)
+                if isinstance(outcome, BaseException):
+                    if run_conn.entered:
+                        conn.execute("ROLLBACK TO SAVEPOINT tk_run")
+                else:
+                    callbacks.extend(ctx.pending_after_commit())
+            verdicts[run.id] = verdict
+        results, fenced = _settle(batch, [(run, verdicts[run.id]) for run, _ in runs])
+        if fenced:
+            raise psycopg.Rollback()
+    if fenced:
+        obs.logger.warning("a run of the batch was taken over by another attempt; the batch is redelivered")
+        return {run.id: ProcessResult("fenced") if run.id in fenced else
+                RetryLater(f"batch rolled back: run(s) {sorted(map(str, fenced))} were taken over")
+                for run, _ in runs}, []
+    return results, callbacks
+
+
+def _run_alone(batch: _Batch, run: StartedRun, kind: WorkKind | None
+               ) -> tuple[ProcessResult | RetryLater, list[Callable[[], None]]]:
+    """Run one run's handler in a transaction of its own and settle it there."""
+    conn = batch.conn
+    verdict = _without_handler(batch, run, kind)
+    if verdict is not None:
+        with conn.transaction():
+            results, fenced = _settle(batch, [(run, verdict)])
+        return (ProcessResult("fenced") if fenced else results[run.id]), []
+    run_conn = _RunConnection(conn, lambda: set_tenant(conn, run.workspace_id))
+    ctx = _context(batch, run, run_conn)
+    with conn.transaction():
+        outcome = _call(kind, ctx)
+        run_conn.detach()
+        verdict = _judge(batch, run, outcome)
+        if isinstance(outcome, BaseException):
+            raise psycopg.Rollback()  # the handler's writes roll back; its fault is recorded below
+        results, fenced = _settle(batch, [(run, verdict)])
+        if fenced:
+            raise psycopg.Rollback()  # another attempt holds the run: our effects roll back
+    if isinstance(outcome, BaseException):
+        with conn.transaction():
+            results, fenced = _settle(batch, [(run, verdict)])
+    if fenced:
+        obs.logger.warning("run lost its lease before settling; its effects were rolled back",
+                           extra={"run_id": str(run.id)})
+        return ProcessResult("fenced"), []
+    return results[run.id], ctx.pending_after_commit() if not isinstance(outcome, BaseException) else []
+
+
+def _settle(batch: _Batch, verdicts: list[tuple[StartedRun, _Verdict | _Retry]]
+            ) -> tuple[dict[UUID, ProcessResult | RetryLater], set[UUID]]:
+    """Record the verdicts in the caller's transaction: successes and skips in one
+    statement, failures one by one, retries by giving the lease back. Returns the result
+    per run and the ids fenced (held by another attempt: the caller rolls back)."""
+    conn, now, settings = batch.conn, batch.now, batch.settings
+    results: dict[UUID, ProcessResult | RetryLater] = {}
+    failures = [(run, v) for run, v in verdicts if isinstance(v, _Verdict) and v.state == "failed"]
+    completions = [Completion(run.id, run.attempts, v.state, v.code, v.detail)
+                   for run, v in verdicts if isinstance(v, _Verdict) and v.state != "failed"]
+    if failures and len(verdicts) > 1:
+        lock_schedules(conn, {run.schedule_id for run, _ in verdicts})
+    settled = settle_completed(conn, completions, now=now)
+    fenced = {c.run_id for c in completions if c.run_id not in settled}
+    by_id = {run.id: run for run, _ in verdicts}
+    for completion in completions:
+        run = by_id[completion.run_id]
+        results[run.id] = ProcessResult("settled", Settlement(
+            run_id=run.id, schedule_id=run.schedule_id, workspace_id=run.workspace_id, work_kind=run.work_kind,
+            state=completion.state, outcome_code=completion.outcome_code, consecutive_failures=0,
+            paused_reason=None))
+    for run, verdict in sorted(failures, key=lambda item: (str(item[0].schedule_id), str(item[0].id))):
+        settlement = settle_run(conn, run_id=run.id, state="failed", outcome_code=verdict.code, now=now,
+                                detail=verdict.detail, error=verdict.error, attempt=run.attempts,
+                                pause_reason=verdict.pause_reason, failure_threshold=settings.failure_threshold)
+        if settlement is None:
+            fenced.add(run.id)
+        else:
+            results[run.id] = ProcessResult("settled", settlement)
+    for run, verdict in verdicts:
+        if isinstance(verdict, _Retry):
+            released = conn.execute(SQL["release_lease"], {"run_id": run.id, "attempt": run.attempts, "now": now,
+                                                           "error": verdict.text}).rowcount
+            if not released:
+                fenced.add(run.id)
+            retry = RetryLater(verdict.text)
+            retry.__cause__ = verdict.error
+            results[run.id] = retry
+    return results, fenced
 
 
 def _after_commit(callbacks: list[Callable[[], None]]) -> None:
@@ -269,7 +490,7 @@ def _after_commit(callbacks: list[Callable[[], None]]) -> None:
             obs.logger.exception("after-commit action failed")
 
 
-def _count(results: list[Result], metrics: Any) -> None:
+def _count(results: Any, metrics: Any) -> None:
     """Emit the outcome counts of committed ``results``, one metric per (outcome, work kind)
     rather than one per run (a batch of 10 successes is one data point of value 10)."""
     if metrics is None:
@@ -287,12 +508,3 @@ def _count(results: list[Result], metrics: Any) -> None:
 
 
 _OUTCOME_METRIC = {"succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED, "failed": obs.RUN_FAILED}
-
-
-class _HandlerFault(Exception):
-    """Internal: the work kind's handler raised (its cause); database errors of the
-    settlement itself are not handler faults and propagate (the message is redelivered)."""
-
-
-class _Fenced(Exception):
-    """Internal: settlement found the run no longer held by this attempt."""

@@ -1,32 +1,13 @@
--- name: start_run
--- queued -> running under a lease; an expired lease may be taken over (attempts + 1).
-UPDATE schedule_runs AS r
-   SET state = 'running', attempts = r.attempts + 1, lease_until = %(lease_until)s,
-       started_at = COALESCE(r.started_at, %(now)s)
-  FROM schedules AS s
- WHERE r.id = %(run_id)s
-   AND s.id = r.schedule_id
-   AND (r.state = 'queued' OR (r.state = 'running' AND r.lease_until <= %(now)s))
-RETURNING r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_at, r.occurrence_local,
-          r.trigger, r.requested_by, r.attempts, s.subject_id, s.deleted_at
-
--- name: run_state
-SELECT state, lease_until FROM schedule_runs WHERE id = %(run_id)s
-
--- name: release_lease
--- An unexpected fault on a non-final receive: give the lease back so the redelivery can
--- start at once, and keep the error for the history.
-UPDATE schedule_runs
-   SET lease_until = %(now)s, error = %(error)s
- WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s
-
 -- name: start_runs
--- A batch's transactional runs: start every one not held elsewhere in one statement.
--- SKIP LOCKED leaves a run another consumer's open batch holds; the caller redelivers it.
+-- Start a batch's runs in one statement, committed before any handler runs: queued ->
+-- running under a lease, attempts + 1 (an expired lease may be taken over). SKIP LOCKED
+-- leaves a run that another consumer's open transaction holds; the caller redelivers it.
+-- With first_only, only runs that never had an attempt start (the others start one by one).
 WITH lockable AS (
     SELECT id FROM schedule_runs
-     WHERE id = ANY(%(ids)s::uuid[])
+     WHERE id = ANY(%(ids)b::uuid[])
        AND (state = 'queued' OR (state = 'running' AND lease_until <= %(now)s))
+       AND (attempts = 0 OR NOT %(first_only)s)
        FOR UPDATE SKIP LOCKED
 )
 UPDATE schedule_runs AS r
@@ -38,5 +19,12 @@ UPDATE schedule_runs AS r
 RETURNING r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_at, r.occurrence_local,
           r.trigger, r.requested_by, r.attempts, s.subject_id, s.deleted_at
 
--- name: run_states
-SELECT id, state, lease_until FROM schedule_runs WHERE id = ANY(%(ids)s::uuid[])
+-- name: run_state
+SELECT state, lease_until FROM schedule_runs WHERE id = %(id)s
+
+-- name: release_lease
+-- An unexpected fault on a non-final receive: give the lease back so the redelivery can
+-- start at once, and keep the error for the history.
+UPDATE schedule_runs
+   SET lease_until = %(now)s, error = %(error)s
+ WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s

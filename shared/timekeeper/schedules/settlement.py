@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
 from timekeeper.schedules.notifications import enqueue_notification
+from timekeeper.schedules.runs import Event, record_events
 
 SQL = load_queries("timekeeper.schedules", "settlement.sql")
 TERMINAL_STATES = frozenset({"succeeded", "skipped", "failed"})
@@ -57,18 +58,16 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
     if run is None:
         return None
     paused_reason = None
+    events: list[Event] = []
     if failed:
-        conn.execute(SQL["record_event"], {
-            "schedule_id": run["schedule_id"], "workspace_id": run["workspace_id"], "run_id": run_id,
-            "kind": "settled", "actor": actor, "reason": outcome_code,
-            "detail": Jsonb({"state": state, "error": error}), "now": now})
+        events.append(Event(run["schedule_id"], run["workspace_id"], "settled", outcome_code,
+                            {"state": state, "error": error}, run_id=run_id))
     if run["paused_now"]:
         paused_reason = run["pause_reason"]
-        conn.execute(SQL["record_event"], {
-            "schedule_id": run["schedule_id"], "workspace_id": run["workspace_id"], "run_id": run_id,
-            "kind": "paused", "actor": actor, "reason": paused_reason,
-            "detail": Jsonb({"consecutive_failures": run["consecutive_failures"], "last_error": error}),
-            "now": now})
+        events.append(Event(run["schedule_id"], run["workspace_id"], "paused", paused_reason, {
+            "consecutive_failures": run["consecutive_failures"], "last_error": error}, run_id=run_id))
+    record_events(conn, events, actor=actor, now=now)
+    if paused_reason:
         enqueue_notification(conn, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
                              owner=run["owner"], kind="schedule_paused", now=now, payload={
                                  "schedule_id": str(run["schedule_id"]), "workspace_id": str(run["workspace_id"]),
@@ -79,3 +78,39 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
                       work_kind=run["work_kind"], state=state, outcome_code=outcome_code,
                       consecutive_failures=run["consecutive_failures"],
                       paused_reason=paused_reason)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A succeeded or skipped result to record: run id, the attempt that holds the run,
+    terminal ``state`` (``succeeded`` | ``skipped``), ``outcome_code`` and JSON-ready ``detail``."""
+
+    run_id: UUID
+    attempt: int
+    state: str
+    outcome_code: str
+    detail: dict[str, Any] | None = None
+
+
+def settle_completed(conn: psycopg.Connection, completions: list[Completion], *, now: datetime) -> set[UUID]:
+    """Settle succeeded and skipped runs in ONE statement in the caller's transaction and
+    reset their schedules' failure streaks (each schedule records its latest occurrence's
+    run). Returns the ids settled; a run missing from it was already terminal or is held by
+    another attempt (fenced). Raises ``ValueError`` for a state that is not a success or
+    skip (failures go through :func:`settle_run`, which pauses and notifies)."""
+    if not completions:
+        return set()
+    if any(c.state not in ("succeeded", "skipped") for c in completions):
+        raise ValueError("settle_completed records successes and skips only")
+    rows = conn.execute(SQL["settle_completed"], {
+        "id": [c.run_id for c in completions], "state": [c.state for c in completions],
+        "outcome_code": [c.outcome_code for c in completions],
+        "detail": [Jsonb(c.detail) if c.detail is not None else None for c in completions],
+        "attempt": [c.attempt for c in completions], "now": now}).fetchall()
+    return {row["id"] for row in rows}
+
+
+def lock_schedules(conn: psycopg.Connection, schedule_ids: set[UUID]) -> None:
+    """Lock the schedule rows a batch will settle, in id order, in the caller's transaction."""
+    if schedule_ids:
+        conn.execute(SQL["lock_schedules"], {"ids": sorted(schedule_ids)})

@@ -42,6 +42,37 @@ UPDATE schedules AS s
 RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work_kind, settled.trigger,
           s.pause_reason, d.streak AS consecutive_failures, d.pausing AS paused_now
 
--- name: record_event
-INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, reason, detail, at)
-VALUES (%(schedule_id)s, %(workspace_id)s, %(run_id)s, %(kind)s, %(actor)s, %(reason)s, %(detail)s, %(now)s)
+-- name: settle_completed
+-- Settle a batch's succeeded and skipped runs, and reset their schedules' streaks, in ONE
+-- statement. Fenced like settle_run: only an unfinished run held by the given attempt is
+-- settled; the caller compares the returned ids with what it asked for. A schedule with
+-- several runs in the batch records its latest occurrence's run. Schedule rows are locked
+-- in id order, so concurrent batches never deadlock on them.
+WITH v AS (
+    SELECT * FROM unnest(%(id)b::uuid[], %(state)b::text[], %(outcome_code)b::text[], %(detail)b::jsonb[],
+                         %(attempt)b::integer[]) AS v(id, state, outcome_code, detail, attempt)
+), settled AS (
+    UPDATE schedule_runs AS r
+       SET state = v.state, outcome_code = v.outcome_code, detail = v.detail, error = NULL,
+           finished_at = %(now)s, lease_until = NULL
+      FROM v
+     WHERE r.id = v.id AND r.state IN ('queued', 'running') AND r.attempts = v.attempt
+    RETURNING r.id, r.schedule_id, r.occurrence_at, r.outcome_code
+), latest AS (
+    SELECT DISTINCT ON (schedule_id) schedule_id, id, outcome_code
+      FROM settled
+     ORDER BY schedule_id, occurrence_at DESC, id
+), locked AS (
+    SELECT s.id FROM schedules AS s WHERE s.id IN (SELECT schedule_id FROM latest) ORDER BY s.id FOR UPDATE
+), streak AS (
+    UPDATE schedules AS s
+       SET consecutive_failures = 0, last_run_id = l.id, last_outcome = l.outcome_code,
+           last_run_at = %(now)s, updated_at = %(now)s
+      FROM latest AS l
+     WHERE s.id = l.schedule_id AND s.id IN (SELECT id FROM locked)
+)
+SELECT id FROM settled
+
+-- name: lock_schedules
+-- Take the schedule rows a batch will settle, in id order (no deadlock between batches).
+SELECT id FROM schedules WHERE id = ANY(%(ids)b::uuid[]) ORDER BY id FOR UPDATE

@@ -96,6 +96,10 @@ class RunContext:
         """
         self._after_commit.append(callback)
 
+    def pending_after_commit(self) -> list[Callable[[], None]]:
+        """The callbacks registered so far, in order (the consumer runs them after commit)."""
+        return list(self._after_commit)
+
 
 class WorkHandler(Protocol):
     """A work kind's handler: ``(ctx) -> Outcome``; raising means an unexpected fault."""
