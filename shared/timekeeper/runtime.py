@@ -26,7 +26,7 @@ from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
-from timekeeper.schedules.dispatcher import DispatchReport, dispatch
+from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.topology import PIPELINES, Pipeline
@@ -142,9 +142,9 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
     """One dispatcher pass of ``pipeline_name`` at the clock's ``now``."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
     return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(pipeline_name),
-                    claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after,
-                    time_budget_s=pipeline.dispatcher_time_budget_s, registry=registry(), notifier=notifier(),
-                    metrics=PipelineMetrics(metrics, pipeline_name))
+                    claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
+                    registry=registry(), notifier=notifier(), metrics=PipelineMetrics(metrics, pipeline_name),
+                    limits=OfferLimits(reoffer_after=pipeline.reoffer_after, max_attempts=pipeline.max_receive_count))
 
 
 def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -26,13 +26,13 @@ HOURLY = {"cron": "0 * * * *", "timezone": "UTC"}
 class Kinds:
     """A registry of test work kinds whose behaviour each test sets."""
 
-    def __init__(self) -> None:
+    def __init__(self, leased: bool = False) -> None:
         self.registry = WorkKindRegistry()
         self.calls: list[uuid.UUID] = []
         self.behaviour = "succeed"
         self.gate: threading.Event | None = None
         self.entered = threading.Event()
-        self.registry.register(OWNER, "test.work", self.handle)
+        self.registry.register(OWNER, "test.work", self.handle, leased=leased)
 
     def handle(self, ctx):
         """Idempotency: test kind; writes one marker row per call so effects can be counted."""
@@ -59,9 +59,11 @@ def world(conn):
     return conn
 
 
-@pytest.fixture
-def kinds():
-    return Kinds()
+@pytest.fixture(params=["transactional", "leased"])
+def kinds(request):
+    """The test work kind, once as a transactional kind (the batch's shared transaction) and
+    once as a leased kind (a transaction of its own): both paths must behave the same."""
+    return Kinds(leased=request.param == "leased")
 
 
 def due_run(conn, now, kind="test.work", rule=HOURLY, schedule=None):
