@@ -9,17 +9,15 @@ record body is parsed with ``RunMessage.model_validate_json`` into a
 nothing and returns ``Succeeded``.
 
 ``--path batch`` (default, the product path for transactional work kinds): the kind is
-registered normally, so each batch is ONE transaction -- all its runs started in one
-``UPDATE ... FOR UPDATE SKIP LOCKED``, a savepoint per run (tenant ``set_config``,
-handler, one-statement settlement with the failure-streak update), one commit.
-``--path leased`` (for comparison): the kind is registered with ``leased=True``, so
-``process_batch`` hands every message to ``process_run``: a committed lease transaction,
-then the run's transaction (tenant, handler, settlement).
+registered normally: the batch's runs start in one committed statement, then run in ONE
+transaction (a handler that touches the database gets a savepoint with its tenant set;
+this one does not), and the batch's successes settle in one statement with the
+failure-streak reset; one commit. ``--path leased`` (for comparison): the kind is
+registered with ``leased=True``, so each run starts, runs and settles on its own.
 
 Reports runs per second on one connection, and with 2 workers (the pipeline's maximum
 concurrency), each with its own connection, as processes and as threads.
-``--what-if ...`` runs a PROTOTYPE of a proposed product change (pipeline mode; fewer
-statements per run with a set-based settlement), not the product. ``--pin`` is a
+``--pin`` is a
 diagnostic of this VM (see :func:`pin`).
 
     cd /work/main && PYTHONPATH=shared python benchmarks/consume.py                  # full (~2 min)
@@ -45,10 +43,7 @@ from typing import Any
 from uuid import UUID
 
 import _bench as b
-from psycopg import sql
-from psycopg.types.json import Jsonb
 
-from timekeeper.db import set_tenant
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules import consumer, settlement
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, ProcessResult, process_batch
@@ -61,7 +56,6 @@ from timekeeper.topology import ACCOUNTING
 CONSUME_NOW = b.NOW + timedelta(minutes=1)
 SETTINGS = ConsumerSettings.from_pipeline(ACCOUNTING)
 PATHS = ("batch", "leased")
-WHAT_IFS = ("pipeline-mode", "batch-pipelined", "batch-set-settle")
 
 
 class CollectingSink:
@@ -126,138 +120,7 @@ def consume(conn, batches: Iterator[list[dict[str, Any]]], kinds: WorkKindRegist
     return done
 
 
-def what_if_pipeline_mode(conn, batches: Iterator[list[dict[str, Any]]], kinds: WorkKindRegistry) -> int:
-    """PROTOTYPE of a proposed change, not product behaviour: the product's
-    ``process_batch``, unchanged, called inside ``conn.pipeline()`` (psycopg pipeline
-    mode) -- the smallest possible change. It does not remove round trips: inside a
-    pipeline, psycopg's ``conn.transaction()`` (which ``process_batch`` uses for every
-    run's savepoint) enters and leaves nested pipelines, and each of those syncs; the
-    settlement's ``fetchone()`` flushes too. Kept to show that pipelining needs explicit
-    savepoint statements (:func:`what_if_batch_pipelined`). Only the success path runs."""
-    metrics = MetricsRecorder()
-    done = 0
-    for records in batches:
-        batch = deliveries(records)
-        with conn.pipeline():
-            results = process_batch(conn, batch, now=CONSUME_NOW, registry=kinds, settings=SETTINGS,
-                                    services={}, metrics=metrics)
-        done += _check(results, batch)
-    return done
-
-
-def what_if_batch_pipelined(conn, batches: Iterator[list[dict[str, Any]]], kinds: WorkKindRegistry) -> int:
-    """PROTOTYPE of a proposed change, not product behaviour (no fault handling or metrics):
-    the product's batch transaction (its ``start_runs`` statement, then per run a savepoint
-    holding tenant + handler + settlement, one commit), with every run's statements sent
-    in psycopg pipeline mode and the settlements' results read once at the end of the
-    batch. The savepoints are explicit ``SAVEPOINT`` / ``RELEASE`` statements: psycopg's
-    ``conn.transaction()`` syncs the pipeline when a block starts and ends (see
-    :func:`what_if_pipeline_mode`). Reading the results late is safe for the fence:
-    ``start_runs`` holds the runs' row locks until the commit, so no other attempt can take
-    a run over in between."""
-    done = 0
-    lease_until = CONSUME_NOW + SETTINGS.lease
-    for records in batches:
-        batch = deliveries(records)
-        with conn.transaction():
-            runs = conn.execute(consumer.SQL["start_runs"], {
-                "ids": [d.message.run_id for d in batch], "now": CONSUME_NOW, "lease_until": lease_until}).fetchall()
-            cursors = []
-            with conn.pipeline():
-                for run in runs:
-                    conn.execute("SAVEPOINT run")
-                    set_tenant(conn, run["workspace_id"])
-                    outcome = kinds.get(run["owner"], run["work_kind"]).handler(RunContext(
-                        run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
-                        owner=run["owner"], work_kind=run["work_kind"], subject_id=run["subject_id"],
-                        occurrence_at=run["occurrence_at"], occurrence_local=run["occurrence_local"],
-                        trigger=run["trigger"], requested_by=run["requested_by"], attempt=run["attempts"],
-                        now=CONSUME_NOW, conn=conn, services={}))
-                    cursors.append(conn.execute(settlement.SQL["settle_run"], {
-                        "run_id": run["id"], "state": "succeeded", "outcome_code": outcome.outcome_code,
-                        "detail": Jsonb(dict(outcome.detail)), "error": None, "now": CONSUME_NOW,
-                        "attempt": run["attempts"], "failed": False, "threshold": SETTINGS.failure_threshold,
-                        "pause_reason": None}))
-                    conn.execute("RELEASE SAVEPOINT run")
-            settled = sum(1 for cursor in cursors if cursor.fetchone() is not None)
-        if settled != len(batch):
-            raise AssertionError(f"settled {settled} of {len(batch)}")
-        done += settled
-    return done
-
-
-#: PROTOTYPE (what-if) SQL: settle a batch's succeeded runs in ONE statement, fenced by
-#: attempt, locking their schedules in id order (one lock order for every consumer), and
-#: reset each schedule's failure streak from its latest run of the batch.
-_WHAT_IF_SETTLE_SUCCEEDED = """
-WITH v AS (
-    SELECT * FROM unnest(%(run_id)b::uuid[], %(attempt)b::integer[], %(outcome_code)b::text[], %(detail)b::jsonb[])
-        AS v(run_id, attempt, outcome_code, detail)
-), settled AS (
-    UPDATE schedule_runs AS r
-       SET state = 'succeeded', outcome_code = v.outcome_code, detail = v.detail, error = NULL,
-           finished_at = %(now)s, lease_until = NULL
-      FROM v
-     WHERE r.id = v.run_id AND r.state IN ('queued', 'running') AND r.attempts = v.attempt
-    RETURNING r.id, r.schedule_id, r.occurrence_at, v.outcome_code
-), latest AS (
-    SELECT DISTINCT ON (schedule_id) schedule_id, id, outcome_code FROM settled ORDER BY schedule_id, occurrence_at DESC
-), locked AS (
-    SELECT s.id FROM schedules AS s WHERE s.id IN (SELECT schedule_id FROM latest) ORDER BY s.id FOR UPDATE OF s
-), advanced AS (
-    UPDATE schedules AS s
-       SET consecutive_failures = 0, last_run_id = latest.id, last_outcome = latest.outcome_code,
-           last_run_at = %(now)s, updated_at = %(now)s
-      FROM latest
-     WHERE s.id = latest.schedule_id AND s.id IN (SELECT id FROM locked)
-    RETURNING s.id
-)
-SELECT (SELECT count(*) FROM settled) AS settled, (SELECT count(*) FROM advanced) AS schedules"""
-
-
-def what_if_batch_set_settle(conn, batches: Iterator[list[dict[str, Any]]], kinds: WorkKindRegistry) -> int:
-    """PROTOTYPE of a proposed change, not product behaviour (success path only: no fault
-    handling, refusals, skips, pauses or metrics): the product's batch transaction with
-    fewer statements. Per run ONE simple-query message ``RELEASE SAVEPOINT run; SAVEPOINT
-    run; SELECT set_config('app.workspace_id', <literal>, true)`` before the handler
-    (instead of SAVEPOINT, set_config, settle, RELEASE: four round trips); per batch BEGIN,
-    the product's ``start_runs``, ONE set-based settlement of every succeeded run
-    (:data:`_WHAT_IF_SETTLE_SUCCEEDED`) and COMMIT. A failing handler would roll back to
-    its savepoint and be left out of the set-based settlement (not exercised here)."""
-    done = 0
-    lease_until = CONSUME_NOW + SETTINGS.lease
-    for records in batches:
-        batch = deliveries(records)
-        with conn.transaction():
-            runs = conn.execute(consumer.SQL["start_runs"], {
-                "ids": [d.message.run_id for d in batch], "now": CONSUME_NOW, "lease_until": lease_until}).fetchall()
-            settle: dict[str, list[Any]] = {"run_id": [], "attempt": [], "outcome_code": [], "detail": []}
-            for n, run in enumerate(runs):
-                conn.execute(sql.SQL("{}SAVEPOINT run; SELECT set_config('app.workspace_id', {}, true)").format(
-                    sql.SQL("RELEASE SAVEPOINT run; " if n else ""), sql.Literal(str(run["workspace_id"]))))
-                outcome = kinds.get(run["owner"], run["work_kind"]).handler(RunContext(
-                    run_id=run["id"], schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
-                    owner=run["owner"], work_kind=run["work_kind"], subject_id=run["subject_id"],
-                    occurrence_at=run["occurrence_at"], occurrence_local=run["occurrence_local"],
-                    trigger=run["trigger"], requested_by=run["requested_by"], attempt=run["attempts"],
-                    now=CONSUME_NOW, conn=conn, services={}))
-                if not isinstance(outcome, Succeeded):
-                    raise RuntimeError("the prototype settles succeeded runs only")
-                settle["run_id"].append(run["id"])
-                settle["attempt"].append(run["attempts"])
-                settle["outcome_code"].append(outcome.outcome_code)
-                settle["detail"].append(Jsonb(dict(outcome.detail)))
-            row = conn.execute(_WHAT_IF_SETTLE_SUCCEEDED, {**settle, "now": CONSUME_NOW}).fetchone()
-        if row["settled"] != len(batch):
-            raise AssertionError(f"settled {row['settled']} of {len(batch)}")
-        done += row["settled"]
-    return done
-
-
-CONSUMERS: dict[str, Callable[..., int]] = {
-    "batch": consume, "leased": consume,
-    "pipeline-mode": what_if_pipeline_mode, "batch-pipelined": what_if_batch_pipelined,
-    "batch-set-settle": what_if_batch_set_settle}
+CONSUMERS: dict[str, Callable[..., int]] = {"batch": consume, "leased": consume}
 
 
 def pin(worker: int, backend_pid: int) -> None:
@@ -410,7 +273,6 @@ class _TimedConnection:
 def statement_breakdown(conn, bodies: list[str], kinds: WorkKindRegistry, variant: str) -> str:
     names = {text: f"consumer.{name}" for name, text in consumer.SQL.items()}
     names.update({text: f"settlement.{name}" for name, text in settlement.SQL.items()})
-    names[_WHAT_IF_SETTLE_SUCCEEDED] = "what-if: settle succeeded runs (set-based)"
     timed = _TimedConnection(conn, names)
     started = time.perf_counter()
     done = CONSUMERS[variant](timed, InMemoryBatchSource(bodies).share(0, 1), kinds)
@@ -450,13 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true",
                         help="diagnostic: pin each worker and its server backend to one CPU (see pin()); needs a local "
                              "server")
-    parser.add_argument("--what-if", choices=WHAT_IFS,
-                        help="PROTOTYPE of a proposed product change (see the what_if_* functions); not the product. "
-                             "Implies --path batch")
     args = parser.parse_args(argv)
-    if args.what_if:
-        args.path = "batch"
-    variant = args.what_if or args.path
+    variant = args.path
     if args.quick:
         args.sizes, args.runs, args.repeats = "5000", 2000, 1
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -468,8 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     kinds = registry(args.path)
     print(f"machine: {b.machine(conn)}; revision {b.git_revision()}", flush=True)
     print(f"path={args.path} lease={SETTINGS.lease} max_receive_count={SETTINGS.max_receive_count} "
-          f"repeats={args.repeats}" + (" PINNED (worker + backend on one CPU)" if args.pin else "")
-          + (f" WHAT-IF {args.what_if} (prototype, not the product)" if args.what_if else ""), flush=True)
+          f"repeats={args.repeats}" + (" PINNED (worker + backend on one CPU)" if args.pin else ""), flush=True)
     results = []
     for n in sizes:
         r = min(args.runs, n)
@@ -478,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         sink = CollectingSink()
         report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, time_budget_s=1e9)
         assert report.runs_created == r == len(sink.bodies), report
-        source = InMemoryBatchSource(sink.bodies)
+        source = InMemoryBatchSource(sink.bodies, ACCOUNTING.batch_size)
         print(f"N={n:,}: {r:,} runs queued in {len(source.batches):,} batches of 10", flush=True)
         for w in workers:
             for mode in (["single"] if w == 1 else modes):
@@ -530,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
           "n/a" if x["server_us"] is None else f"{x['server_us']:.0f}", f"{x['wal']:,.0f}", f"{x['load']:.1f}"]
          for x in results]))
     for x in results:
-        print(f"consumer ({variant}{', PROTOTYPE' if args.what_if else ''}) N={x['n']:,} workers={x['workers']} "
+        print(f"consumer ({variant}) N={x['n']:,} workers={x['workers']} "
               f"({x['mode']}): {x['rate']:,.0f} runs/s (target >= 5,000: {'met' if x['rate'] >= 5000 else 'MISSED'})")
     conn.close()
     return 0

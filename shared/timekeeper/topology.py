@@ -68,6 +68,10 @@ class Pipeline:
             raise ValueError("max_receive_count below 2 loses messages to the DLQ on throttles")
         if not 2 <= self.max_concurrency <= 1000:
             raise ValueError("SQS event source maximum concurrency must be 2..1000")
+        if not 1 <= self.batch_size <= 10_000:
+            raise ValueError("SQS event source batch size must be 1..10000")
+        if self.batch_size > 10 and self.max_batching_window_s < 1:
+            raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
         if self.reoffer_after_s <= self.consumer_timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
 
@@ -78,6 +82,10 @@ ACCOUNTING = Pipeline(
     dispatcher_function="accounting_dispatcher",
     consumer_function="accounting_consumer",
     max_concurrency=2,
+    # Runs are short database work: 50 to a batch (one commit for all; at most 1 s of added
+    # latency while the event source fills a batch).
+    batch_size=50,
+    max_batching_window_s=1,
 )
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.

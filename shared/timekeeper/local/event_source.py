@@ -80,10 +80,7 @@ class SqsEventSource:
         for _ in range(max_rounds):
             batches = []
             for _ in range(self.max_concurrency):
-                got = self.sqs.receive_message(
-                    QueueUrl=self.queue_url, MaxNumberOfMessages=min(self.batch_size, 10),
-                    VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
-                ).get("Messages", [])
+                got = self._receive_batch()
                 if not got:
                     break
                 batches.append(got)
@@ -93,6 +90,20 @@ class SqsEventSource:
                 delivered += len(batch)
                 self._invoke(batch, now)
         return delivered
+
+    def _receive_batch(self) -> list[dict[str, Any]]:
+        """Up to ``batch_size`` visible messages (SQS returns at most 10 a call; like Lambda's
+        poller within its batching window, receive until the batch is full or the queue empty)."""
+        batch: list[dict[str, Any]] = []
+        while len(batch) < self.batch_size:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=min(self.batch_size - len(batch), 10),
+                VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
+            ).get("Messages", [])
+            if not got:
+                break
+            batch.extend(got)
+        return batch
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1
