@@ -1,14 +1,18 @@
 -- name: start_runs
 -- Start a batch's runs in one statement, committed before any handler runs: queued ->
--- running under a lease, attempts + 1 (an expired lease may be taken over). SKIP LOCKED
--- leaves a run that another consumer's open transaction holds; the caller redelivers it.
--- With first_only, only runs that never had an attempt start (the others start one by one).
+-- running under a lease, attempts + 1 (an expired lease may be taken over). With
+-- first_only, only runs that never had an attempt start (the others start one by one).
+-- Rows are locked in id order, as every statement that updates several runs does (the
+-- dispatcher recording a publication, a batch's settlement), so they never deadlock; a
+-- lock held elsewhere is short (no transaction holds a run's row while a handler runs),
+-- so the start waits for it rather than skip the run and delay it by a visibility timeout.
 WITH lockable AS (
     SELECT id FROM schedule_runs
      WHERE id = ANY(%(ids)b::uuid[])
        AND (state = 'queued' OR (state = 'running' AND lease_until <= %(now)s))
        AND (attempts = 0 OR NOT %(first_only)s)
-       FOR UPDATE SKIP LOCKED
+     ORDER BY id
+       FOR UPDATE
 )
 UPDATE schedule_runs AS r
    SET state = 'running', attempts = r.attempts + 1, lease_until = %(lease_until)s,

@@ -7,14 +7,30 @@ SELECT v.schedule_id, v.workspace_id, v.run_id, v.kind, %(actor)s, v.reason, v.d
        AS v(schedule_id, workspace_id, run_id, kind, reason, detail)
 
 -- name: mark_published
--- The queue accepted these runs' current offers.
-UPDATE schedule_runs
-   SET published_at = %(now)s, publish_count = publish_count + 1
- WHERE id = ANY(%(ids)b::uuid[]) AND offered_at IS NOT NULL AND published_at IS NULL
+-- The queue accepted these runs' current offers. Rows are locked in id order (as the
+-- consumer's start does), so a consumer starting a just-published run never deadlocks
+-- with this statement.
+WITH accepted AS (
+    SELECT id FROM schedule_runs
+     WHERE id = ANY(%(ids)b::uuid[]) AND offered_at IS NOT NULL AND published_at IS NULL
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE schedule_runs AS r
+   SET published_at = %(now)s, publish_count = r.publish_count + 1
+  FROM accepted
+ WHERE r.id = accepted.id
 
 -- name: release_runs
 -- The queue refused these messages: clear the offer so the next pass offers them again.
-UPDATE schedule_runs
+WITH refused AS (
+    SELECT id FROM schedule_runs
+     WHERE id = ANY(%(ids)b::uuid[]) AND state IN ('queued', 'running')
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE schedule_runs AS r
    SET offered_at = NULL, published_at = NULL, released_at = %(now)s
- WHERE id = ANY(%(ids)b::uuid[]) AND state IN ('queued', 'running')
-RETURNING id, schedule_id, workspace_id
+  FROM refused
+ WHERE r.id = refused.id
+RETURNING r.id, r.schedule_id, r.workspace_id

@@ -46,17 +46,20 @@ RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work
 -- Settle a batch's succeeded and skipped runs, and reset their schedules' streaks, in ONE
 -- statement. Fenced like settle_run: only an unfinished run held by the given attempt is
 -- settled; the caller compares the returned ids with what it asked for. A schedule with
--- several runs in the batch records its latest occurrence's run. Schedule rows are locked
--- in id order, so concurrent batches never deadlock on them.
+-- several runs in the batch records its latest occurrence's run. Run rows, then schedule
+-- rows, are locked in id order, so concurrent statements never deadlock on them.
 WITH v AS (
     SELECT * FROM unnest(%(id)b::uuid[], %(state)b::text[], %(outcome_code)b::text[], %(detail)b::jsonb[],
                          %(attempt)b::integer[]) AS v(id, state, outcome_code, detail, attempt)
+), runs AS (
+    SELECT id FROM schedule_runs WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE
 ), settled AS (
     UPDATE schedule_runs AS r
        SET state = v.state, outcome_code = v.outcome_code, detail = v.detail, error = NULL,
            finished_at = %(now)s, lease_until = NULL
       FROM v
-     WHERE r.id = v.id AND r.state IN ('queued', 'running') AND r.attempts = v.attempt
+     WHERE r.id = v.id AND r.id IN (SELECT id FROM runs)
+       AND r.state IN ('queued', 'running') AND r.attempts = v.attempt
     RETURNING r.id, r.schedule_id, r.occurrence_at, r.outcome_code
 ), latest AS (
     SELECT DISTINCT ON (schedule_id) schedule_id, id, outcome_code
