@@ -150,7 +150,8 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
                       claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after,
                       time_budget_s=pipeline.dispatcher_time_budget_s, registry=registry(), notifier=notifier(),
                       metrics=PipelineMetrics(metrics, pipeline_name))
-    maintenance = run_maintenance(conn, registry(), pipeline.owner, now)
+    maintenance = {name: summary for name, summary in run_maintenance(conn, registry(), pipeline.owner, now).items()
+                   if summary}
     if maintenance:
         logger.info("owner maintenance", extra={"maintenance": maintenance})
     return report

@@ -3,9 +3,10 @@
 ``ctx.after_commit`` is at most once: callbacks that had not run when the process died are
 lost. Accounting's posting job start is such a callback, so the job row is committed
 ``pending`` with the run and the accounting pipeline's maintenance (the posting sweep,
-after each dispatcher pass) starts every committed job no callback started. These tests
-kill the consumer in the middle of its callbacks and then let the real dispatcher Lambda
-handler pass, and check that every job is started exactly once and every batch posted.
+after the dispatcher pass of every fifth minute) starts every committed job no callback
+started. These tests kill the consumer in the middle of its callbacks, then let the real
+dispatcher Lambda handler pass, and check that every job is started exactly once and
+every batch posted.
 """
 
 from __future__ import annotations
@@ -84,8 +85,11 @@ def test_posting_jobs_whose_start_died_with_the_consumer_are_started_by_the_next
     assert sorted((j["status"], j["attempts"]) for j in before) == \
         [("pending", 0)] * 4 + [("running", 1)] + [("succeeded", 1)] * 5
 
-    # When the dispatcher's next pass runs a minute later (its owner maintenance sweeps)
+    # When the dispatcher passes: a minute later (no sweep on that minute), then on the next
+    # sweep minute (its owner maintenance sweeps)
     dispatcher_pass(now + timedelta(minutes=1))
+    assert jobs(conn, ws) == before
+    dispatcher_pass(now + timedelta(minutes=4))
 
     # Then each of the four never-started jobs was started exactly once and posted its batch,
     # while the job whose starter died mid-posting is left alone until it is stale
@@ -94,8 +98,8 @@ def test_posting_jobs_whose_start_died_with_the_consumer_are_started_by_the_next
         [("running", 1, "closed")] + [("succeeded", 1, "posted")] * 9
 
     # When a pass runs after the dead start went stale, and another one after it
-    dispatcher_pass(now + STALE_RUNNING_AFTER + timedelta(minutes=2))
-    dispatcher_pass(now + STALE_RUNNING_AFTER + timedelta(minutes=3))
+    dispatcher_pass(now + STALE_RUNNING_AFTER + timedelta(minutes=4))
+    dispatcher_pass(now + STALE_RUNNING_AFTER + timedelta(minutes=9))
 
     # Then the dead start was taken over once, and every batch is posted exactly once
     final = jobs(conn, ws)
@@ -130,7 +134,7 @@ def test_a_job_being_posted_is_not_started_again_by_a_late_callback_or_the_sweep
 
     # When a late twin of the callback starts the same job, and the dispatcher pass sweeps
     twin = start_posting_job(conn, job["id"], now, workspace_id=ws)
-    dispatcher_pass(now + timedelta(minutes=1))
+    dispatcher_pass(now + timedelta(minutes=4))
     release.set()
     thread.join(timeout=30)
 

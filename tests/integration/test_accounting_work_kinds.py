@@ -31,7 +31,7 @@ from timekeeper.accounting import books
 from timekeeper.accounting.models import NotFound, OutsideCalendarCoverage
 from timekeeper.accounting.posting import get_posting_job, run_posting_job
 from timekeeper.accounting.work_kinds import register
-from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
 
 FEB_1 = datetime(2027, 2, 1, 0, 5)
 
@@ -52,6 +52,29 @@ def test_register_adds_the_four_accounting_work_kinds_without_staleness_bound():
         kind = registry.get("accounting", name)
         assert kind.staleness is None
         assert "Idempotency:" in kind.description
+    # And the posting sweep is its pipeline's maintenance task
+    assert list(registry.maintenance("accounting")) == ["posting.sweep"]
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_maintenance("accounting", "posting.sweep", lambda conn, now: None)
+
+
+def test_a_failing_maintenance_task_is_reported_and_the_next_task_still_runs(conn, utc):
+    # Given an owner with a failing maintenance task registered before a working one
+    registry = WorkKindRegistry()
+    ran = []
+
+    def broken(task_conn, now):
+        raise RuntimeError("disk full")
+
+    registry.register_maintenance("accounting", "broken", broken)
+    registry.register_maintenance("accounting", "counting", lambda task_conn, now: ran.append(now) or {"n": 1})
+
+    # When the owner's maintenance runs
+    summaries = run_maintenance(conn, registry, "accounting", utc(2027, 2, 1, 0, 5))
+
+    # Then the failure is reported by its type, and the other task ran
+    assert summaries == {"broken": {"error": "RuntimeError"}, "counting": {"n": 1}}
+    assert ran == [utc(2027, 2, 1, 0, 5)]
 
 
 # --------------------------------------------------------------------------- batch.roll
@@ -313,6 +336,32 @@ def test_a_failed_posting_job_can_be_retried(conn, utc):
     assert (retried.status, retried.attempts, retried.error) == ("succeeded", 2, None)
     row = one(conn, "SELECT status, posted_at FROM batches WHERE id = %s", (batch.id,))
     assert (row["status"], row["posted_at"]) == ("posted", utc(2027, 2, 12, 19, 0))
+
+
+def test_the_posting_sweep_starts_unstarted_jobs_every_fifth_minute_and_leaves_failed_ones(conn, utc):
+    # Given a closed batch whose posting job was never started (its callback was lost) and an
+    # unbalanced one whose posting failed
+    ws = uuid4()
+    lost = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0))
+    unbalanced = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0), amounts=("10.00", "-9.00"))
+    execute(conn, spec("batch.auto_close", ws, lost.id, datetime(2027, 2, 12, 18, 0),
+                       services={"posting": lambda **job: None}))
+    execute(conn, spec("batch.auto_close", ws, unbalanced.id, datetime(2027, 2, 12, 18, 0)))
+    registry = WorkKindRegistry()
+    register(registry)
+
+    # When the accounting maintenance runs at 18:04 (not a sweep minute), then at 18:05
+    quiet = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 4))
+    swept = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 5))
+    again = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 10))
+
+    # Then only the 18:05 sweep started the lost job, once; the failed job waits for a retry
+    assert quiet == {"posting.sweep": None}
+    assert swept == {"posting.sweep": {"started": 1, "succeeded": 1}}
+    assert again == {"posting.sweep": {"started": 0}}
+    jobs = {r["batch_id"]: r for r in rows(conn, "SELECT * FROM posting_jobs WHERE workspace_id = %s", (ws,))}
+    assert (jobs[lost.id]["status"], jobs[lost.id]["attempts"]) == ("succeeded", 1)
+    assert (jobs[unbalanced.id]["status"], jobs[unbalanced.id]["attempts"]) == ("failed", 1)
 
 
 # --------------------------------------------------------------------------- reconciliation.sweep

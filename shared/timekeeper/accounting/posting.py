@@ -5,9 +5,9 @@ transaction, so the job row (``pending``, one per batch, idempotent) commits tog
 the close. They register an after-commit callback that calls :func:`start_posting_job`.
 An after-commit callback is lost when the process dies between the commit and the
 callback, so the durable record is the ``pending`` row: :func:`sweep_posting_jobs` (the
-accounting pipeline's maintenance task, run after each dispatcher pass) starts every
-committed job that was never started, and restarts one whose starter died while it was
-``running`` (its start older than ``STALE_RUNNING_AFTER``). Together they give
+accounting pipeline's maintenance task, after a dispatcher pass every few minutes)
+starts every committed job that was never started, and restarts one whose starter died
+while it was ``running`` (its start older than ``STALE_RUNNING_AFTER``). Together they give
 at-least-once starts; starting is idempotent by job id (the job row is locked and only a
 ``pending`` or stale ``running`` job is taken), so a callback and a sweep racing for the
 same job start it once.
@@ -48,7 +48,7 @@ MAX_ERROR_CHARS = 2000
 #: died mid-posting); the sweep starts it again. Posting one batch takes well under a second.
 STALE_RUNNING_AFTER = timedelta(minutes=15)
 
-#: Most jobs one sweep starts; the rest wait for the next sweep (a minute later).
+#: Most jobs one sweep starts; the rest wait for the next sweep.
 SWEEP_LIMIT = 100
 
 
