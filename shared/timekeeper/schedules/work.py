@@ -99,7 +99,8 @@ class RunContext:
 
         The guarantee is **at most once, after commit**:
         - the callback runs only if the settlement committed (never for a rolled-back or
-          fenced run), after the whole batch's commit, on the same connection (idle then);
+          fenced run), once the transaction holding it committed (the whole SQS batch's,
+          for transactional kinds), on the run's connection, then idle;
         - it runs at most once per committed settlement: a redelivered message finds the
           run settled and runs nothing again;
         - it is **lost** if the process dies (a Lambda timeout, an out-of-memory, a crash)
