@@ -77,8 +77,9 @@ def registry_for(handler, *, leased):
 
 
 def run_consumers(db_url, messages, registry, handler, now, *, consumers=3, batch_size=2, copies=3):
-    """Deliver every message ``copies`` times to ``consumers`` threads; return the result
-    actions and the number of redeliveries (items a consumer reported failed)."""
+    """Deliver every message ``copies`` times to ``consumers`` threads; return the actions of
+    the acknowledged items and the run ids of the redelivered ones (items a consumer
+    reported failed go back to the queue)."""
     queue = collections.deque(message for message in messages for _ in range(copies))
     actions: list[str] = []
     redelivered = []
