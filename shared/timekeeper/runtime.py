@@ -28,7 +28,7 @@ from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
-from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
 from timekeeper.topology import PIPELINES, Pipeline
 
 
@@ -139,12 +139,21 @@ def reset() -> None:
 
 
 def run_dispatcher(pipeline_name: str) -> DispatchReport:
-    """One dispatcher pass of ``pipeline_name`` at the clock's ``now``."""
+    """One dispatcher pass of ``pipeline_name`` at the clock's ``now``, then the owner's
+    maintenance tasks (:func:`timekeeper.schedules.work.run_maintenance`; their summaries
+    are logged, a failing task does not fail the pass)."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
-    return dispatch(database().get(), owner=pipeline.owner, now=clock.now(), publisher=publisher(pipeline_name),
-                    claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
-                    registry=registry(), notifier=notifier(), metrics=PipelineMetrics(metrics, pipeline_name),
-                    limits=OfferLimits(reoffer_after=pipeline.reoffer_after, max_attempts=pipeline.max_receive_count))
+    conn, now = database().get(), clock.now()
+    report = dispatch(conn, owner=pipeline.owner, now=now, publisher=publisher(pipeline_name),
+                      claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
+                      registry=registry(), notifier=notifier(), metrics=PipelineMetrics(metrics, pipeline_name),
+                      limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
+                                         max_attempts=pipeline.max_receive_count))
+    maintenance = {name: summary for name, summary in run_maintenance(conn, registry(), pipeline.owner, now).items()
+                   if summary}
+    if maintenance:
+        logger.info("owner maintenance", extra={"maintenance": maintenance})
+    return report
 
 
 def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:

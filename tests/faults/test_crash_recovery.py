@@ -1,4 +1,4 @@
-"""Crash injection at every step boundary, plus duplicate delivery (DESIGN section 10).
+"""Crash injection at every step boundary, plus duplicate delivery.
 
 A process crash is modelled by raising :class:`Crash` (a BaseException, so nothing in the
 product catches it): the open transaction rolls back as a dropped connection would, and
@@ -7,8 +7,11 @@ publish (the publisher crashes), mid-handler (after the handler wrote its effect
 handler and its settlement share one transaction, so this is also "before settle"), after
 the settlement commit but before the acknowledgement (an after-commit callback crashes),
 and duplicate deliveries. After recovery every due occurrence has exactly one terminal
-run, each succeeded run's effect was committed exactly once, and no run executed
-concurrently.
+run and each succeeded run's effect was committed exactly once. This world runs one
+consumer at a time (its random draws stay reproducible), so its executions are recorded in
+the same :class:`~tests.faults.executions.ExecutionLog` as the concurrent-consumer tests
+(test_concurrent_consumers.py), where several consumer threads compete for duplicated
+deliveries and the log's overlap check can fire.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.faults.executions import ExecutionLog
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch, process_run
 from timekeeper.schedules.dispatcher import dispatch
@@ -80,7 +84,7 @@ class FakeQueue:
 
 
 class World:
-    """A work kind that records effects, detects concurrent execution and crashes on cue."""
+    """A work kind that records effects and executions and crashes on cue."""
 
     def __init__(self, conn, rng: random.Random, crash_rate: float, leased: bool = True):
         self.conn = conn
@@ -88,18 +92,14 @@ class World:
         self.crash_rate = crash_rate
         self.faults_until = datetime.max.replace(tzinfo=UTC)
         self.calls = 0
-        self.running: set[uuid.UUID] = set()
-        self.concurrent: list[uuid.UUID] = []
+        self.log = ExecutionLog()
         self.crashes = {"publish": 0, "mid_handler": 0, "after_settle": 0}
         self.registry = WorkKindRegistry()
         self.registry.register(OWNER, "fault.work", self.handle, leased=leased)
 
     def handle(self, ctx):
         """Idempotency: the effect row commits with the settlement, so exactly once per run."""
-        if ctx.run_id in self.running:
-            self.concurrent.append(ctx.run_id)
-        self.running.add(ctx.run_id)
-        try:
+        with self.log.executing(ctx.run_id):
             ctx.conn.execute("INSERT INTO fault_effects (run_id) VALUES (%s)", (ctx.run_id,))
             self.calls += 1
             # the first two executions crash for sure (one of each kind); then at random
@@ -115,23 +115,15 @@ class World:
                     raise Crash("after settle commit, before acknowledgement")
                 ctx.after_commit(crash_after_commit)
             return Succeeded({"attempt": ctx.attempt})
-        finally:
-            self.running.discard(ctx.run_id)
 
-
-@pytest.fixture
-def world_db(conn):
-    conn.execute("CREATE TABLE IF NOT EXISTS fault_effects (run_id uuid NOT NULL)")
-    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications, fault_effects CASCADE")
-    return conn
 
 
 @pytest.mark.parametrize("leased", [True, False], ids=["leased", "batch-transaction"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, seed, leased):
+def test_every_due_occurrence_ends_with_exactly_one_terminal_run(fault_db, utc, seed, leased):
     # Given 6 schedules (every 20 minutes) and a world that crashes and duplicates at random
     rng = random.Random(seed)
-    conn = world_db
+    conn = fault_db
     start = utc(2027, 3, 14, 4, 0)  # 23:00 in New York; the window crosses the 02:00 spring gap
     schedules = [service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind="fault.work",
                                          recurrence={"cron": f"{m} * * * *", "timezone": "America/New_York"},
@@ -180,15 +172,15 @@ def test_every_due_occurrence_ends_with_exactly_one_terminal_run(world_db, utc, 
     missing = conn.execute("""SELECT r.id FROM schedule_runs r LEFT JOIN fault_effects e ON e.run_id = r.id
                                WHERE r.state = 'succeeded' AND e.run_id IS NULL""").fetchall()
     assert missing == []
-    assert world.concurrent == []
+    assert world.log.overlapping() == {}
     # And the faults really happened
     assert world.crashes["mid_handler"] > 0 and world.crashes["after_settle"] > 0
     assert world.crashes["publish"] > 0
 
 
-def test_a_run_abandoned_mid_handler_whose_message_was_dead_lettered_is_reoffered(world_db, utc):
+def test_a_run_abandoned_mid_handler_whose_message_was_dead_lettered_is_reoffered(fault_db, utc):
     # Given a run that started, crashed, and whose message is gone (e.g. dead-lettered)
-    conn = world_db
+    conn = fault_db
     start = utc(2027, 3, 14, 0, 0)
     schedule = service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind="fault.work",
                                        recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t", now=start)

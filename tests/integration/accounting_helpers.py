@@ -1,7 +1,12 @@
-"""Builders for the accounting work-kind tests: run specs, committed execution, sample books.
+"""Builders for the accounting work-kind tests: runs through the real consumer, sample books.
 
-``execute`` runs a handler the way the consumer does: one committed transaction with the
-tenant applied, then the after-commit callbacks on the (now idle) connection.
+:func:`execute` goes the production way: it creates the run's schedule (owner
+``accounting``, the work kind and subject, a UTC cron rule firing at the occurrence), lets
+the real dispatcher claim the occurrence, and hands the run message to the real consumer
+(:func:`~timekeeper.schedules.consumer.process_batch` with accounting's registry and the
+accounting pipeline's settings from the topology), which runs the handler and the
+settlement in one transaction and then the after-commit callbacks (posting). The test
+reads the settled run back.
 """
 
 from __future__ import annotations
@@ -11,42 +16,55 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import psycopg
 from psycopg.rows import dict_row
 
+from tests.support import ListPublisher
 from timekeeper.accounting import books
 from timekeeper.accounting.posting import request_posting, run_posting_job
-from timekeeper.db import UnitOfWork, set_tenant
-from timekeeper.schedules.work import Outcome, RunContext, WorkHandler
+from timekeeper.accounting.work_kinds import OWNER, register
+from timekeeper.db import UnitOfWork
+from timekeeper.schedules import service
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, Result, process_batch
+from timekeeper.schedules.dispatcher import dispatch
+from timekeeper.schedules.messages import RunMessage
+from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.topology import ACCOUNTING
 
 T = TypeVar("T")
 
 ACCOUNTING_TABLES = ("accounting_calendars", "accounting_periods", "recurring_batches", "batches",
                      "ledger_entries", "posting_jobs", "bank_lines", "billing_plans", "draft_invoices")
 
+#: The accounting consumer's settings, as the Lambda edge builds them.
+SETTINGS = ConsumerSettings.from_pipeline(ACCOUNTING)
+
+
+def accounting_registry() -> WorkKindRegistry:
+    """A registry holding accounting's work kinds (as the Lambda edge registers them)."""
+    registry = WorkKindRegistry()
+    register(registry)
+    return registry
+
 
 @dataclass(frozen=True)
 class RunSpec:
-    """The data of one run; every :func:`execute` builds a fresh RunContext from it."""
+    """One scheduled run: its work kind, workspace, subject, local occurrence (the schedule's
+    zone is UTC, so it is also the UTC instant), the consumer's ``now`` and the services
+    the edge passes to the consumer."""
 
     work_kind: str
     workspace_id: UUID
     subject_id: UUID | None
     occurrence_local: datetime
     now: datetime
-    run_id: UUID = field(default_factory=uuid4)
-    schedule_id: UUID = field(default_factory=uuid4)
-    trigger: str = "scheduled"
     services: Mapping[str, Any] = field(default_factory=dict)
 
-    def context(self, conn: psycopg.Connection) -> RunContext:
-        return RunContext(
-            run_id=self.run_id, schedule_id=self.schedule_id, workspace_id=self.workspace_id, owner="accounting",
-            work_kind=self.work_kind, subject_id=self.subject_id,
-            occurrence_at=self.occurrence_local.replace(tzinfo=UTC), occurrence_local=self.occurrence_local,
-            trigger=self.trigger, requested_by=None, attempt=1, now=self.now, conn=conn, services=self.services)
+    @property
+    def occurrence_at(self) -> datetime:
+        return self.occurrence_local.replace(tzinfo=UTC)
 
 
 def spec(work_kind: str, workspace_id: UUID, subject_id: UUID | None, occurrence_local: datetime,
@@ -56,16 +74,116 @@ def spec(work_kind: str, workspace_id: UUID, subject_id: UUID | None, occurrence
     return RunSpec(work_kind, workspace_id, subject_id, occurrence_local, **kwargs)
 
 
-def execute(conn: psycopg.Connection, handler: WorkHandler, run: RunSpec) -> Outcome:
-    """Run ``handler`` in one committed transaction, then its after-commit callbacks."""
-    ctx = run.context(conn)
-    with UnitOfWork(conn) as uow:
-        set_tenant(conn, run.workspace_id)
-        outcome = handler(ctx)
-        uow.commit()
-    for callback in ctx._after_commit:
-        callback()
-    return outcome
+@dataclass(frozen=True)
+class SettledRun:
+    """A run as the consumer recorded it: ``state`` (succeeded | skipped | failed),
+    ``outcome_code``, ``detail`` (the stored JSON), ``error`` and ``attempts``."""
+
+    run_id: UUID
+    state: str
+    outcome_code: str | None
+    detail: dict[str, Any] | None
+    error: str | None
+    attempts: int
+
+
+def schedule_run(conn: psycopg.Connection, run: RunSpec) -> RunMessage:
+    """Create the run's schedule and let the real dispatcher claim and publish its occurrence.
+
+    Returns the run message the dispatcher published. Raises ``ValueError`` when ``now``
+    is before the occurrence (the dispatcher would not claim it yet).
+    """
+    at = run.occurrence_at
+    if run.now < at:
+        raise ValueError(f"now {run.now} is before the occurrence {at}")
+    schedule = service.create_schedule(
+        conn, workspace_id=run.workspace_id, owner=OWNER, work_kind=run.work_kind, subject_id=run.subject_id,
+        recurrence={"cron": f"{at.minute} {at.hour} {at.day} {at.month} *", "timezone": "UTC"}, actor="tester",
+        now=at - timedelta(minutes=1))
+    publisher = ListPublisher()
+    dispatch(conn, owner=OWNER, now=run.now, publisher=publisher, registry=accounting_registry())
+    (message,) = [m for m in publisher.sent if m.schedule_id == schedule["id"]]
+    return message
+
+
+def deliver(conn: psycopg.Connection, messages: list[RunMessage], now: datetime, *,
+            registry: WorkKindRegistry | None = None, services: Mapping[str, Any] | None = None,
+            receive_count: int = 1) -> list[Result]:
+    """Hand ``messages`` to the real consumer as one SQS batch at ``now``; return its results."""
+    deliveries = [Delivery(f"m{index}", message, receive_count) for index, message in enumerate(messages)]
+    return process_batch(conn, deliveries, now=now, registry=registry or accounting_registry(), settings=SETTINGS,
+                         services=dict(services or {}))
+
+
+def settled_run(conn: psycopg.Connection, run_id: UUID) -> SettledRun:
+    """Read the run as the consumer left it."""
+    row = one(conn, "SELECT id AS run_id, state, outcome_code, detail, error, attempts FROM schedule_runs "
+                    "WHERE id = %s", (run_id,))
+    return SettledRun(**row)
+
+
+def execute(conn: psycopg.Connection, run: RunSpec) -> SettledRun:
+    """Schedule the run, claim it with the dispatcher, deliver it to the consumer once, and
+    return the settled run."""
+    message = schedule_run(conn, run)
+    deliver(conn, [message], run.now, services=run.services)
+    return settled_run(conn, message.run_id)
+
+
+class Crash(BaseException):
+    """The consumer's process died here: nothing in the product catches a BaseException, so the
+    open batch transaction rolls back as a dropped connection would and nothing is acknowledged."""
+
+
+def counting_registry(executions: list[UUID], *, crash_first: int = 0) -> WorkKindRegistry:
+    """Accounting's real handlers, each execution's run id appended to ``executions``; the first
+    ``crash_first`` executions die (:class:`Crash`) after the handler returned, before the
+    batch commits."""
+    real = accounting_registry()
+
+    def counted(ctx):
+        outcome = real.get(ctx.owner, ctx.work_kind).handler(ctx)
+        executions.append(ctx.run_id)
+        if len(executions) <= crash_first:
+            raise Crash("after the handler wrote its effects, before the batch committed")
+        return outcome
+
+    registry = WorkKindRegistry()
+    for name in real.names(OWNER):
+        registry.register(OWNER, name, counted)
+    return registry
+
+
+@dataclass(frozen=True)
+class DuplicateDelivery:
+    """What :func:`deliver_with_duplicates` saw: the settled run, the handler's executions
+    (run ids) and each committed batch's result actions."""
+
+    run: SettledRun
+    executions: list[UUID]
+    actions: list[list[str]]
+
+
+def deliver_with_duplicates(conn: psycopg.Connection, run: RunSpec) -> DuplicateDelivery:
+    """Deliver one run the ways SQS duplicates it, through the real consumer: first twice in a
+    batch whose process dies after the handler ran (the batch rolls back), then twice in the
+    redelivered batch, then once more after the run settled."""
+    message = schedule_run(conn, run)
+    executions: list[UUID] = []
+    registry = counting_registry(executions, crash_first=1)
+    try:
+        deliver(conn, [message, message], run.now, registry=registry, services=run.services)
+    except Crash:
+        pass
+    else:
+        raise AssertionError("the first batch was expected to die mid-handler")
+    later = run.now + timedelta(minutes=12)  # the visibility timeout elapsed
+    actions = [[result.action for result in deliver(conn, [message, message], later, registry=registry,
+                                                    services=run.services, receive_count=2)]]
+    actions.append([result.action for result in deliver(conn, [message], later + timedelta(minutes=12),
+                                                        registry=registry, services=run.services,
+                                                        receive_count=3)])
+    return DuplicateDelivery(settled_run(conn, message.run_id), executions, actions)
 
 
 def committed(conn: psycopg.Connection, build: Callable[[], T]) -> T:

@@ -1,8 +1,10 @@
-"""Accounting work kinds against a real PostgreSQL (DESIGN section 3, seed 000 hops 4-5).
+"""Accounting work kinds against a real PostgreSQL, through the real dispatcher and consumer.
 
-Each handler runs inside a committed transaction built like the consumer's, followed by
-its after-commit callbacks (posting). Every work kind is run twice on the same run to
-check its idempotency contract.
+Each run is claimed by the dispatcher from a schedule and delivered to
+``process_batch`` (handler and settlement in the batch's transaction, then the
+after-commit callbacks: posting). Every work kind's idempotency contract is checked by
+duplicate delivery: the same run in a batch that dies after the handler ran, twice in the
+redelivered batch, and once more after it settled; its effect is there once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 from tests.integration.accounting_helpers import (
     add_balanced,
     committed,
+    deliver_with_duplicates,
     execute,
     monthly_books,
     one,
@@ -27,14 +30,8 @@ from tests.integration.accounting_helpers import (
 from timekeeper.accounting import books
 from timekeeper.accounting.models import NotFound, OutsideCalendarCoverage
 from timekeeper.accounting.posting import get_posting_job, run_posting_job
-from timekeeper.accounting.work_kinds import (
-    auto_close,
-    billing_prepare,
-    reconciliation_sweep,
-    register,
-    roll_batch,
-)
-from timekeeper.schedules.work import Refused, Skipped, Succeeded, WorkKindRegistry
+from timekeeper.accounting.work_kinds import register
+from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
 
 FEB_1 = datetime(2027, 2, 1, 0, 5)
 
@@ -55,6 +52,29 @@ def test_register_adds_the_four_accounting_work_kinds_without_staleness_bound():
         kind = registry.get("accounting", name)
         assert kind.staleness is None
         assert "Idempotency:" in kind.description
+    # And the posting sweep is its pipeline's maintenance task
+    assert list(registry.maintenance("accounting")) == ["posting.sweep"]
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register_maintenance("accounting", "posting.sweep", lambda conn, now: None)
+
+
+def test_a_failing_maintenance_task_is_reported_and_the_next_task_still_runs(conn, utc):
+    # Given an owner with a failing maintenance task registered before a working one
+    registry = WorkKindRegistry()
+    ran = []
+
+    def broken(task_conn, now):
+        raise RuntimeError("disk full")
+
+    registry.register_maintenance("accounting", "broken", broken)
+    registry.register_maintenance("accounting", "counting", lambda task_conn, now: ran.append(now) or {"n": 1})
+
+    # When the owner's maintenance runs
+    summaries = run_maintenance(conn, registry, "accounting", utc(2027, 2, 1, 0, 5))
+
+    # Then the failure is reported by its type, and the other task ran
+    assert summaries == {"broken": {"error": "RuntimeError"}, "counting": {"n": 1}}
+    assert ran == [utc(2027, 2, 1, 0, 5)]
 
 
 # --------------------------------------------------------------------------- batch.roll
@@ -69,16 +89,16 @@ def test_roll_closes_the_active_batch_opens_the_next_period_and_records_the_plan
     run = spec("batch.roll", ws, b.recurring.id, FEB_1)
 
     # When the roll runs for its 1 February occurrence
-    outcome = execute(conn, roll_batch, run)
+    outcome = execute(conn, run)
 
     # Then it succeeded, opening the February batch as the recurring batch's active batch
-    assert isinstance(outcome, Succeeded)
+    assert outcome.state == "succeeded"
     detail = outcome.detail
     feb = one(conn, "SELECT * FROM batches WHERE recurring_batch_id = %s AND status = 'open'", (b.recurring.id,))
     assert detail["opened_batch"] == {"id": str(feb["id"]), "name": "Accruals 2027-02", "period": "2027-02"}
     active = one(conn, "SELECT active_batch_id FROM recurring_batches WHERE id = %s", (b.recurring.id,))
     assert detail["active_batch"] == str(active["active_batch_id"]) == str(feb["id"])
-    assert feb["opened_by_run_id"] == run.run_id
+    assert feb["opened_by_run_id"] == outcome.run_id
     assert detail["period"]["starts_on"] == "2027-02-01" and detail["period"]["ends_on"] == "2027-02-28"
     # And the closed January batch is recorded
     assert detail["closed_batch"]["id"] == str(january)
@@ -91,35 +111,38 @@ def test_roll_closes_the_active_batch_opens_the_next_period_and_records_the_plan
         {"period": "2027-06", "starts_on": "2027-06-01", "ends_on": "2027-06-30", "batch_name": "Accruals 2027-06"},
     ]
     assert detail["coverage_ends_on"] == "2027-06-30"
-    # And the January batch was closed by this run and posted after commit (seed 000 hop 5)
+    # And the January batch was closed by this run and posted after commit
     jan = one(conn, "SELECT * FROM batches WHERE id = %s", (january,))
-    assert jan["status"] == "posted" and jan["closed_by_run_id"] == run.run_id
+    assert jan["status"] == "posted" and jan["closed_by_run_id"] == outcome.run_id
     job = one(conn, "SELECT * FROM posting_jobs WHERE batch_id = %s", (january,))
-    assert (job["status"], job["requested_by_run_id"], str(job["id"])) == ("succeeded", run.run_id,
+    assert (job["status"], job["requested_by_run_id"], str(job["id"])) == ("succeeded", outcome.run_id,
                                                                          detail["posting_job"])
     assert [e["posted"] for e in rows(conn, "SELECT posted FROM ledger_entries WHERE batch_id = %s", (january,))] \
         == [True, True]
 
 
-def test_roll_twice_on_the_same_run_rolls_once_and_returns_the_same_detail(conn):
+def test_roll_delivered_again_and_again_rolls_once_and_posts_once(conn):
     # Given a recurring batch with its January batch open
     ws = uuid4()
     b = monthly_books(conn, ws, periods=6)
     add_balanced(conn, ws, b.recurring.active_batch_id, "10.00", date(2027, 1, 3))
     run = spec("batch.roll", ws, b.recurring.id, FEB_1)
 
-    # When the same run executes twice, in two committed transactions
-    first = execute(conn, roll_batch, run)
-    after_first = workspace_snapshot(conn, ws)
-    second = execute(conn, roll_batch, run)
+    # When the run is delivered in a batch that dies after the handler ran, twice in the
+    # redelivered batch, and once more after it settled
+    seen = deliver_with_duplicates(conn, run)
 
-    # Then the second changed nothing and reported the first's detail
-    assert isinstance(first, Succeeded) and isinstance(second, Succeeded)
-    assert second.detail == first.detail
-    assert workspace_snapshot(conn, ws) == after_first
+    # Then the handler ran twice (the first effects rolled back with the dead batch) and the
+    # duplicates were ignored
+    assert seen.executions == [seen.run.run_id] * 2
+    assert seen.actions == [["settled", "ignored"], ["ignored"]]
+    # And the roll happened once: one February batch, one posting job started once
+    assert seen.run.state == "succeeded"
     assert [x["name"] for x in batches_of(conn, b.recurring.id)] == ["Accruals 2027-01", "Accruals 2027-02"]
+    assert one(conn, "SELECT opened_by_run_id FROM batches WHERE name = 'Accruals 2027-02' AND workspace_id = %s",
+               (ws,))["opened_by_run_id"] == seen.run.run_id
     job = one(conn, "SELECT * FROM posting_jobs WHERE workspace_id = %s", (ws,))
-    assert (job["status"], job["attempts"]) == ("succeeded", 1)
+    assert (job["status"], job["attempts"], str(job["id"])) == ("succeeded", 1, seen.run.detail["posting_job"])
 
 
 def test_roll_opens_the_period_containing_the_occurrence_date_after_a_missed_roll(conn):
@@ -128,10 +151,10 @@ def test_roll_opens_the_period_containing_the_occurrence_date_after_a_missed_rol
     b = monthly_books(conn, ws, periods=6)
 
     # When the roll runs for a 1 March occurrence
-    outcome = execute(conn, roll_batch, spec("batch.roll", ws, b.recurring.id, datetime(2027, 3, 1, 0, 5)))
+    outcome = execute(conn, spec("batch.roll", ws, b.recurring.id, datetime(2027, 3, 1, 0, 5)))
 
     # Then the new batch belongs to March, the period containing the occurrence's local date
-    assert isinstance(outcome, Succeeded)
+    assert outcome.state == "succeeded"
     assert outcome.detail["opened_batch"]["name"] == "Accruals 2027-03"
     assert [x["name"] for x in batches_of(conn, b.recurring.id)] == ["Accruals 2027-01", "Accruals 2027-03"]
     assert [p["period"] for p in outcome.detail["plan"]] == ["2027-04", "2027-05", "2027-06"]
@@ -144,10 +167,10 @@ def test_roll_skips_when_the_active_batch_already_covers_the_occurrence_date(con
     before = workspace_snapshot(conn, ws)
 
     # When a roll runs on a January date (e.g. a Run now mid-period)
-    outcome = execute(conn, roll_batch, spec("batch.roll", ws, b.recurring.id, datetime(2027, 1, 15, 9, 0)))
+    outcome = execute(conn, spec("batch.roll", ws, b.recurring.id, datetime(2027, 1, 15, 9, 0)))
 
     # Then it is skipped and nothing changed
-    assert isinstance(outcome, Skipped) and outcome.reason == "active_batch_current"
+    assert outcome.state == "skipped" and outcome.outcome_code == "active_batch_current"
     assert workspace_snapshot(conn, ws) == before
 
 
@@ -158,12 +181,12 @@ def test_roll_outside_calendar_coverage_is_refused_and_generates_no_calendar(con
     before = workspace_snapshot(conn, ws)
 
     # When the roll runs for 1 April, a date no period covers
-    outcome = execute(conn, roll_batch, spec("batch.roll", ws, b.recurring.id, datetime(2027, 4, 1, 0, 5)))
+    outcome = execute(conn, spec("batch.roll", ws, b.recurring.id, datetime(2027, 4, 1, 0, 5)))
 
     # Then it is refused as outside calendar coverage (the run settles failed at once)
-    assert isinstance(outcome, Refused)
-    assert outcome.code == "outside_calendar_coverage"
-    assert "2027-04-01" in outcome.message
+    assert outcome.state == "failed"
+    assert outcome.outcome_code == "outside_calendar_coverage"
+    assert "2027-04-01" in outcome.error
     assert outcome.detail["coverage_ends_on"] == "2027-03-31"
     # And no batch was opened or closed, no period generated, no posting requested
     assert workspace_snapshot(conn, ws) == before
@@ -210,26 +233,26 @@ def standalone_batch(conn, ws, *, close_at, amounts=("50.00", "-50.00")):
     return batch
 
 
-def test_auto_close_twice_on_the_same_run_closes_and_posts_once(conn, utc):
+def test_auto_close_delivered_again_and_again_closes_and_posts_once(conn, utc):
     # Given a balanced batch scheduled to close at 18:00 UTC
     ws = uuid4()
     batch = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0))
-    run = spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 19, 0), now=utc(2027, 2, 12, 18, 0, 5))
+    run = spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 18, 0), now=utc(2027, 2, 12, 18, 0, 5))
 
-    # When the same run executes twice
-    first = execute(conn, auto_close, run)
-    after_first = workspace_snapshot(conn, ws)
-    second = execute(conn, auto_close, run)
+    # When the run is delivered in a batch that dies after the handler ran, twice in the
+    # redelivered batch, and once more after it settled
+    seen = deliver_with_duplicates(conn, run)
 
-    # Then the batch was closed once by this run and posted once
-    assert isinstance(first, Succeeded) and isinstance(second, Succeeded)
-    assert second.detail == first.detail
-    assert first.detail["closed_batch"]["id"] == str(batch.id)
-    assert workspace_snapshot(conn, ws) == after_first
+    # Then the batch was closed once by this run (at the redelivery's instant) and posted once
+    assert seen.executions == [seen.run.run_id] * 2
+    assert seen.actions == [["settled", "ignored"], ["ignored"]]
+    assert seen.run.state == "succeeded"
+    assert seen.run.detail["closed_batch"]["id"] == str(batch.id)
     row = one(conn, "SELECT * FROM batches WHERE id = %s", (batch.id,))
-    assert (row["status"], row["closed_by_run_id"], row["closed_at"]) == ("posted", run.run_id, run.now)
+    assert (row["status"], row["closed_by_run_id"]) == ("posted", seen.run.run_id)
+    assert row["closed_at"] == run.now + timedelta(minutes=12)
     job = one(conn, "SELECT * FROM posting_jobs WHERE batch_id = %s", (batch.id,))
-    assert (job["status"], job["attempts"], str(job["id"])) == ("succeeded", 1, first.detail["posting_job"])
+    assert (job["status"], job["attempts"], str(job["id"])) == ("succeeded", 1, seen.run.detail["posting_job"])
 
 
 def test_auto_close_skips_a_batch_someone_else_closed(conn, utc):
@@ -240,10 +263,10 @@ def test_auto_close_skips_a_batch_someone_else_closed(conn, utc):
     before = workspace_snapshot(conn, ws)
 
     # When the automatic close runs
-    outcome = execute(conn, auto_close, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 18, 0)))
+    outcome = execute(conn, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 18, 0)))
 
     # Then it is skipped as already closed and requests no posting
-    assert isinstance(outcome, Skipped) and outcome.reason == "already_closed"
+    assert outcome.state == "skipped" and outcome.outcome_code == "already_closed"
     assert workspace_snapshot(conn, ws) == before
 
 
@@ -253,11 +276,11 @@ def test_auto_close_does_not_close_before_the_scheduled_instant(conn, utc):
     batch = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0))
 
     # When a scheduled run executes at 17:00 UTC
-    outcome = execute(conn, auto_close, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 17, 0),
+    outcome = execute(conn, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 17, 0),
                                              now=utc(2027, 2, 12, 17, 0)))
 
     # Then it is skipped and the batch is still open
-    assert isinstance(outcome, Skipped) and outcome.reason == "close_not_due"
+    assert outcome.state == "skipped" and outcome.outcome_code == "close_not_due"
     assert one(conn, "SELECT status FROM batches WHERE id = %s", (batch.id,))["status"] == "open"
 
 
@@ -267,11 +290,11 @@ def test_posting_failure_leaves_the_batch_closed_and_unposted_with_the_error_on_
     batch = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0), amounts=("100.00", "-40.00"))
 
     # When the automatic close runs and its posting job starts after commit
-    outcome = execute(conn, auto_close, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 18, 0)))
+    outcome = execute(conn, spec("batch.auto_close", ws, batch.id, datetime(2027, 2, 12, 18, 0)))
 
     # Then the close itself succeeded (the refusal belongs to the posting job)
-    assert isinstance(outcome, Succeeded)
-    # And the job failed with the error while the batch stays closed and unposted (seed 000 hop 5)
+    assert outcome.state == "succeeded"
+    # And the job failed with the error while the batch stays closed and unposted
     job = one(conn, "SELECT * FROM posting_jobs WHERE batch_id = %s", (batch.id,))
     assert job["status"] == "failed"
     assert "does not balance" in job["error"] and "60.00" in job["error"]
@@ -295,7 +318,7 @@ def test_a_failed_posting_job_can_be_retried(conn, utc):
                services={"posting_hook": unavailable_ledger})
 
     # When the automatic close runs and its posting job fails in the hook
-    outcome = execute(conn, auto_close, run)
+    outcome = execute(conn, run)
     job_id = outcome.detail["posting_job"]
     failed = committed(conn, lambda: get_posting_job(conn, workspace_id=ws, job_id=job_id))
 
@@ -313,6 +336,32 @@ def test_a_failed_posting_job_can_be_retried(conn, utc):
     assert (retried.status, retried.attempts, retried.error) == ("succeeded", 2, None)
     row = one(conn, "SELECT status, posted_at FROM batches WHERE id = %s", (batch.id,))
     assert (row["status"], row["posted_at"]) == ("posted", utc(2027, 2, 12, 19, 0))
+
+
+def test_the_posting_sweep_starts_unstarted_jobs_every_fifth_minute_and_leaves_failed_ones(conn, utc):
+    # Given a closed batch whose posting job was never started (its callback was lost) and an
+    # unbalanced one whose posting failed
+    ws = uuid4()
+    lost = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0))
+    unbalanced = standalone_batch(conn, ws, close_at=utc(2027, 2, 12, 18, 0), amounts=("10.00", "-9.00"))
+    execute(conn, spec("batch.auto_close", ws, lost.id, datetime(2027, 2, 12, 18, 0),
+                       services={"posting": lambda **job: None}))
+    execute(conn, spec("batch.auto_close", ws, unbalanced.id, datetime(2027, 2, 12, 18, 0)))
+    registry = WorkKindRegistry()
+    register(registry)
+
+    # When the accounting maintenance runs at 18:04 (not a sweep minute), then at 18:05
+    quiet = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 4))
+    swept = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 5))
+    again = run_maintenance(conn, registry, "accounting", utc(2027, 2, 12, 18, 10))
+
+    # Then only the 18:05 sweep started the lost job, once; the failed job waits for a retry
+    assert quiet == {"posting.sweep": None}
+    assert swept == {"posting.sweep": {"started": 1, "succeeded": 1}}
+    assert again == {"posting.sweep": {"started": 0}}
+    jobs = {r["batch_id"]: r for r in rows(conn, "SELECT * FROM posting_jobs WHERE workspace_id = %s", (ws,))}
+    assert (jobs[lost.id]["status"], jobs[lost.id]["attempts"]) == ("succeeded", 1)
+    assert (jobs[unbalanced.id]["status"], jobs[unbalanced.id]["attempts"]) == ("failed", 1)
 
 
 # --------------------------------------------------------------------------- reconciliation.sweep
@@ -339,19 +388,19 @@ def test_reconciliation_matches_by_amount_account_and_date_window_or_reference(c
                         ("100.01", date(2027, 3, 10), None)]])     # amount differs
     other_account = committed(conn, lambda: books.add_bank_line(
         conn, workspace_id=ws, bank_account="bank-2", amount="100.00", booked_on=date(2027, 3, 10)))
-    run = spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7, 0), now=now)
+    run = spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7, 0))
 
     # When the sweep runs
-    outcome = execute(conn, reconciliation_sweep, run)
+    outcome = execute(conn, run)
 
     # Then two lines were matched and four remain unmatched
-    assert isinstance(outcome, Succeeded)
+    assert outcome.state == "succeeded"
     assert (outcome.detail["matched"], outcome.detail["unmatched"]) == (2, 4)
     # And both sides of each match are marked
     matched = {r["id"]: r for r in rows(conn, "SELECT * FROM bank_lines WHERE workspace_id = %s", (ws,))}
     assert matched[lines[0].id]["matched_entry_id"] == in_window.id
     assert matched[lines[1].id]["matched_entry_id"] == by_reference.id
-    assert matched[lines[0].id]["reconciled_by_run_id"] == run.run_id
+    assert matched[lines[0].id]["reconciled_by_run_id"] == outcome.run_id
     assert all(matched[x.id]["matched_entry_id"] is None for x in (*lines[2:], other_account))
     entries = {r["id"]: r for r in rows(conn, "SELECT * FROM ledger_entries WHERE workspace_id = %s", (ws,))}
     assert entries[in_window.id]["reconciled_by_bank_line_id"] == lines[0].id
@@ -359,26 +408,25 @@ def test_reconciliation_matches_by_amount_account_and_date_window_or_reference(c
     assert entries[too_far.id]["reconciled_by_bank_line_id"] is None
 
 
-def test_reconciliation_twice_on_the_same_run_matches_once(conn, utc):
+def test_reconciliation_delivered_again_and_again_matches_once(conn, utc):
     # Given one posted entry and one bank line that match
     ws = uuid4()
     now = utc(2027, 3, 25, 6, 0)
     (entry,) = posted_batch(conn, ws, [("bank", "42.50", date(2027, 3, 10), None)], now=now)
     line = committed(conn, lambda: books.add_bank_line(conn, workspace_id=ws, bank_account="bank", amount="42.50",
                                                        booked_on=date(2027, 3, 11)))
-    run = spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7, 0), now=now)
+    run = spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7, 0))
 
-    # When the same run executes twice
-    first = execute(conn, reconciliation_sweep, run)
-    after_first = workspace_snapshot(conn, ws)
-    second = execute(conn, reconciliation_sweep, run)
+    # When the run is delivered in a batch that dies after the handler ran, twice in the
+    # redelivered batch, and once more after it settled
+    seen = deliver_with_duplicates(conn, run)
 
-    # Then one match was made and both executions report it
-    assert isinstance(first, Succeeded) and isinstance(second, Succeeded)
-    assert first.detail == second.detail == {"matched": 1, "unmatched": 0, "window_days": 3}
-    assert workspace_snapshot(conn, ws) == after_first
-    assert one(conn, "SELECT matched_entry_id FROM bank_lines WHERE id = %s", (line.id,))["matched_entry_id"] \
-        == entry.id
+    # Then one match was made, by this run, and the run reports it
+    assert seen.executions == [seen.run.run_id] * 2
+    assert seen.actions == [["settled", "ignored"], ["ignored"]]
+    assert (seen.run.state, seen.run.detail) == ("succeeded", {"matched": 1, "unmatched": 0, "window_days": 3})
+    matched = one(conn, "SELECT matched_entry_id, reconciled_by_run_id FROM bank_lines WHERE id = %s", (line.id,))
+    assert (matched["matched_entry_id"], matched["reconciled_by_run_id"]) == (entry.id, seen.run.run_id)
 
 
 def test_reconciliation_with_no_unreconciled_lines_is_skipped(conn):
@@ -386,16 +434,16 @@ def test_reconciliation_with_no_unreconciled_lines_is_skipped(conn):
     ws = uuid4()
 
     # When the sweep runs
-    outcome = execute(conn, reconciliation_sweep, spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7)))
+    outcome = execute(conn, spec("reconciliation.sweep", ws, None, datetime(2027, 3, 25, 7)))
 
     # Then there was nothing to reconcile
-    assert isinstance(outcome, Skipped) and outcome.reason == "nothing_to_reconcile"
+    assert outcome.state == "skipped" and outcome.outcome_code == "nothing_to_reconcile"
 
 
 # --------------------------------------------------------------------------- billing.prepare
 
 
-def test_billing_twice_on_the_same_run_prepares_one_draft(conn):
+def test_billing_delivered_again_and_again_prepares_one_draft(conn):
     # Given a monthly plan next billing on 5 March
     ws = uuid4()
     plan = committed(conn, lambda: books.create_billing_plan(
@@ -403,17 +451,18 @@ def test_billing_twice_on_the_same_run_prepares_one_draft(conn):
         first_bill_date=date(2027, 3, 5)))
     run = spec("billing.prepare", ws, None, datetime(2027, 3, 1, 6, 0))
 
-    # When the same run executes twice
-    first = execute(conn, billing_prepare, run)
-    second = execute(conn, billing_prepare, run)
+    # When the run is delivered in a batch that dies after the handler ran, twice in the
+    # redelivered batch, and once more after it settled
+    seen = deliver_with_duplicates(conn, run)
 
-    # Then one draft exists, both executions report it, and the plan advanced once
-    assert isinstance(first, Succeeded) and isinstance(second, Succeeded)
-    assert first.detail == second.detail
-    assert first.detail["prepared"] == 1 and first.detail["through"] == "2027-03-08"
+    # Then one draft exists, the run reports it, and the plan advanced once
+    assert seen.executions == [seen.run.run_id] * 2
+    assert seen.actions == [["settled", "ignored"], ["ignored"]]
+    assert seen.run.state == "succeeded"
+    assert seen.run.detail["prepared"] == 1 and seen.run.detail["through"] == "2027-03-08"
     drafts = rows(conn, "SELECT * FROM draft_invoices WHERE billing_plan_id = %s", (plan.id,))
     assert [(d["billing_date"], d["amount"], d["currency"], d["status"], d["prepared_by_run_id"]) for d in drafts] \
-        == [(date(2027, 3, 5), Decimal("99.00"), "EUR", "draft", run.run_id)]
+        == [(date(2027, 3, 5), Decimal("99.00"), "EUR", "draft", seen.run.run_id)]
     assert one(conn, "SELECT next_bill_date FROM billing_plans WHERE id = %s", (plan.id,))["next_bill_date"] \
         == date(2027, 4, 5)
 
@@ -426,11 +475,11 @@ def test_billing_clamps_month_ends_and_returns_to_the_anchor_day(conn):
         first_bill_date=date(2027, 1, 31)))
 
     # When three monthly preparations run (each its own run), late in January, February and March
-    outcomes = [execute(conn, billing_prepare, spec("billing.prepare", ws, plan.id, datetime(2027, m, d, 6, 0)))
+    outcomes = [execute(conn, spec("billing.prepare", ws, plan.id, datetime(2027, m, d, 6, 0)))
                 for m, d in [(1, 25), (2, 22), (3, 25)]]
 
     # Then the drafts fall on 31 Jan, 28 Feb and 31 Mar, and the next bill is on 30 April
-    assert all(isinstance(o, Succeeded) for o in outcomes)
+    assert all(o.state == "succeeded" for o in outcomes)
     dates = [r["billing_date"] for r in rows(
         conn, "SELECT billing_date FROM draft_invoices WHERE billing_plan_id = %s ORDER BY billing_date", (plan.id,))]
     assert dates == [date(2027, 1, 31), date(2027, 2, 28), date(2027, 3, 31)]
@@ -444,15 +493,15 @@ def test_billing_never_duplicates_a_draft_for_the_same_plan_and_date(conn):
     plan = committed(conn, lambda: books.create_billing_plan(
         conn, workspace_id=ws, customer="Acme", amount="99.00", currency="EUR", interval_months=3,
         first_bill_date=date(2027, 3, 5)))
-    execute(conn, billing_prepare, spec("billing.prepare", ws, None, datetime(2027, 3, 1, 6, 0)))
+    execute(conn, spec("billing.prepare", ws, None, datetime(2027, 3, 1, 6, 0)))
     committed(conn, lambda: conn.execute("UPDATE billing_plans SET next_bill_date = '2027-03-05' WHERE id = %s",
                                          (plan.id,)))
 
     # When another run prepares billing
-    outcome = execute(conn, billing_prepare, spec("billing.prepare", ws, None, datetime(2027, 3, 2, 6, 0)))
+    outcome = execute(conn, spec("billing.prepare", ws, None, datetime(2027, 3, 2, 6, 0)))
 
     # Then no second draft was made and the plan moved on by its three-month interval
-    assert isinstance(outcome, Skipped) and outcome.reason == "nothing_due"
+    assert outcome.state == "skipped" and outcome.outcome_code == "nothing_due"
     assert len(rows(conn, "SELECT id FROM draft_invoices WHERE billing_plan_id = %s", (plan.id,))) == 1
     assert one(conn, "SELECT next_bill_date FROM billing_plans WHERE id = %s", (plan.id,))["next_bill_date"] \
         == date(2027, 6, 5)
@@ -483,21 +532,20 @@ def test_handlers_for_one_workspace_never_touch_another_workspaces_rows(conn, ut
     b_roll, b_batch, b_plan = subjects[ws_b]
 
     # When every handler runs for workspace A, with A's subjects and then with B's subjects
-    own = [execute(conn, handler, spec(kind, ws_a, subject, FEB_1, now=now)) for handler, kind, subject in [
-        (roll_batch, "batch.roll", a_roll), (auto_close, "batch.auto_close", a_batch),
-        (reconciliation_sweep, "reconciliation.sweep", None), (billing_prepare, "billing.prepare", None)]]
-    foreign = [execute(conn, handler, spec(kind, ws_a, subject, FEB_1, now=now)) for handler, kind, subject in [
-        (roll_batch, "batch.roll", b_roll), (auto_close, "batch.auto_close", b_batch),
-        (billing_prepare, "billing.prepare", b_plan)]]
+    own = [execute(conn, spec(kind, ws_a, subject, FEB_1, now=now)) for kind, subject in [
+        ("batch.roll", a_roll), ("batch.auto_close", a_batch), ("reconciliation.sweep", None),
+        ("billing.prepare", None)]]
+    foreign = [execute(conn, spec(kind, ws_a, subject, FEB_1, now=now)) for kind, subject in [
+        ("batch.roll", b_roll), ("batch.auto_close", b_batch), ("billing.prepare", b_plan)]]
 
     # Then A's own work happened (B's entry did not match A's line)
-    assert [type(o).__name__ for o in own] == ["Succeeded"] * 4
+    assert [o.state for o in own] == ["succeeded"] * 4
     assert (own[2].detail["matched"], own[2].detail["unmatched"]) == (0, 1)
     assert own[3].detail["prepared"] == 1
     # And B's subjects were invisible to A
-    assert [(type(o).__name__, o.code) for o in foreign] == [
-        ("Refused", "recurring_batch_not_found"), ("Refused", "batch_not_found"), ("Refused", "billing_plan_not_found")]
-    assert [o.message.split(" ")[0:2] for o in foreign] == [["recurring", "batch"], ["batch", str(b_batch)],
+    assert [(o.state, o.outcome_code) for o in foreign] == [
+        ("failed", "recurring_batch_not_found"), ("failed", "batch_not_found"), ("failed", "billing_plan_not_found")]
+    assert [o.error.split(" ")[0:2] for o in foreign] == [["recurring", "batch"], ["batch", str(b_batch)],
                                                             ["billing", "plan"]]
     # And not one of B's rows changed
     assert workspace_snapshot(conn, ws_b) == b_before
@@ -509,7 +557,7 @@ def test_a_posting_job_is_invisible_from_another_workspace(conn, utc):
     batch = standalone_batch(conn, ws_b, close_at=utc(2027, 2, 12, 18, 0))
     run = spec("batch.auto_close", ws_b, batch.id, datetime(2027, 2, 12, 18, 0),
                services={"posting": lambda **kwargs: None})  # a starter that does not run the job now
-    job_id = execute(conn, auto_close, run).detail["posting_job"]
+    job_id = execute(conn, run).detail["posting_job"]
 
     # When workspace A tries to run B's posting job
     # Then the job is not found and B's batch is not posted

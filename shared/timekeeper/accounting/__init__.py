@@ -1,4 +1,4 @@
-"""Accounting's scheduled work (DESIGN section 3, seed 000).
+"""Accounting's scheduled work.
 
 ``books`` (calendars, periods, recurring batches, batches, entries; setup services),
 ``posting`` (posting jobs), ``reconciliation`` (bank line matching), ``billing``

@@ -1,9 +1,8 @@
 """Recurring billing preparation: draft invoices for plans billing soon.
 
-DESIGN section 3 ``billing.prepare`` (seed 000 "recurring Billing preparation"). A plan
-bills ``amount`` every ``interval_months`` months on its anchor day of month, clamped to
-shorter months and returning to the anchor afterwards (31 Jan, 28 Feb, 31 Mar; never
-"add 30 days", DESIGN section 2 "Recurrence and time").
+The rule behind ``billing.prepare``: a plan bills ``amount`` every ``interval_months``
+months on its anchor day of month, clamped to shorter months and returning to the anchor
+afterwards (31 Jan, 28 Feb, 31 Mar; never "add 30 days").
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ def billing_dates(plan: BillingPlan, through: date) -> tuple[list[date], date]:
     """Return the plan's billing dates ``<= through`` from its next one, and the date after them.
 
     A plan billing before ``through`` several times (a late preparation) yields every
-    missed date: late is better than never for accounting work (DESIGN section 2).
+    missed date: late is better than never for accounting work.
     """
     dates, current = [], plan.next_bill_date
     while current <= through:

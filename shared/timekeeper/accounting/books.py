@@ -1,7 +1,7 @@
 """The books: calendars, periods, recurring batches, batches and ledger entries.
 
 Service functions used by the sample data, the tests and the ``batch.*`` work kinds
-(DESIGN section 3, seed 000 hops 4-5 and the "outside calendar coverage" branch). Each
+(rolling a recurring batch, closing a batch, refusing dates outside calendar coverage). Each
 takes an open psycopg connection inside the CALLER's transaction and never commits or
 rolls back; every statement is scoped by ``workspace_id``. Instants are aware UTC
 datetimes; calendar days are ``date``; amounts are ``Decimal`` with two places.
@@ -82,7 +82,7 @@ def _generate_periods(conn: psycopg.Connection, calendar: Calendar, first_seq: i
 
 def create_calendar(conn: psycopg.Connection, *, workspace_id: UUID, name: str, timezone: str,
                     first_period_start: date, periods: int, frequency: str = "monthly") -> Calendar:
-    """Create an accounting calendar and generate its first ``periods`` periods (DESIGN section 3).
+    """Create an accounting calendar and generate its first ``periods`` periods.
 
     The calendar's coverage is exactly its generated periods (extend it with
     :func:`extend_calendar`; handlers never generate periods). ``timezone`` is an IANA
@@ -107,8 +107,8 @@ def create_calendar(conn: psycopg.Connection, *, workspace_id: UUID, name: str, 
 def extend_calendar(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: UUID, periods: int) -> list[Period]:
     """Append ``periods`` periods after the calendar's last one; return the new periods.
 
-    The only way coverage grows: ``batch.roll`` refuses uncovered dates instead (seed 000
-    branch "Attempt a roll outside calendar coverage").
+    The only way coverage grows: ``batch.roll`` refuses uncovered dates instead of
+    generating periods.
 
     Raises :class:`NotFound` when the calendar is not in ``workspace_id`` and ``ValueError``
     when ``periods < 1``. Locks the calendar row so two extensions serialize.
@@ -138,7 +138,7 @@ def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: U
 
 
 def period_covering(conn: psycopg.Connection, *, workspace_id: UUID, calendar: Calendar, on: date) -> Period:
-    """Return the period of ``calendar`` that contains ``on`` (seed 000 coverage branch).
+    """Return the period of ``calendar`` that contains ``on``.
 
     Raises :class:`OutsideCalendarCoverage` when no generated period contains it.
     """
@@ -166,7 +166,7 @@ def create_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, cale
                            opens_on: date, auto_post: bool = True, now: datetime | None = None) -> RecurringBatch:
     """Create a recurring batch and open its first batch for the period covering ``opens_on``.
 
-    Sets up the subject of a ``batch.roll`` schedule (DESIGN section 3, seed 000 hop 4).
+    Sets up the subject of a ``batch.roll`` schedule.
 
     ``now`` (aware UTC, default the wall clock) stamps the first batch's ``opened_at``.
     Raises :class:`NotFound` for an unknown calendar and :class:`OutsideCalendarCoverage`
@@ -210,7 +210,7 @@ def create_batch(conn: psycopg.Connection, *, workspace_id: UUID, name: str, clo
                  period_id: UUID | None = None, auto_post: bool = True, now: datetime | None = None) -> Batch:
     """Open a standalone batch (no recurring batch), optionally with a scheduled close.
 
-    The subject of a ``batch.auto_close`` schedule (DESIGN section 3).
+    The subject of a ``batch.auto_close`` schedule.
 
     ``close_at`` is the aware UTC instant at which ``batch.auto_close`` may close it;
     ``period_id`` optionally ties it to a calendar period of the same workspace (a foreign
@@ -282,7 +282,7 @@ def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account:
                   booked_on: date, reference: str | None = None) -> BankLine:
     """Record an unreconciled bank statement line (signed ``amount``; deposits positive).
 
-    Input of ``reconciliation.sweep`` (DESIGN section 3); returns the :class:`BankLine`.
+    Input of ``reconciliation.sweep``; returns the :class:`BankLine`.
 
     ``reconciliation.sweep`` matches it to a posted ledger entry whose ``account`` equals
     ``bank_account``. Raises ``ValueError`` for a zero amount or more than two decimals.
@@ -300,7 +300,7 @@ def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account:
 def create_billing_plan(conn: psycopg.Connection, *, workspace_id: UUID, customer: str, amount: Decimal | int | str,
                         currency: str, interval_months: int, first_bill_date: date,
                         active: bool = True) -> BillingPlan:
-    """Create a recurring billing plan first billing on ``first_bill_date`` (``billing.prepare``, DESIGN section 3).
+    """Create a recurring billing plan first billing on ``first_bill_date`` (``billing.prepare``).
 
     Its day of month is the plan's anchor: billing dates clamp to shorter months and return
     to the anchor afterwards (31 Jan, 28 Feb, 31 Mar). ``currency`` is an ISO 4217 code.
@@ -355,7 +355,7 @@ def roll_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurr
                          run_id: UUID, now: datetime) -> RollResult:
     """Close the recurring batch's active batch and open the batch for the period containing ``on``.
 
-    The rule (DESIGN section 3 ``batch.roll``, seed 000 hop 5): the new batch belongs to
+    The rule of ``batch.roll``: the new batch belongs to
     the calendar period CONTAINING ``on`` (the run's occurrence local date), so a roll
     delayed past a whole period (backlog collapsed by the dispatcher) lands in the current
     period rather than a stale one. When ``on`` is uncovered raise
@@ -432,7 +432,7 @@ class AutoCloseResult:
 
 def auto_close_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID, run_id: UUID, now: datetime,
                      manual: bool = False) -> AutoCloseResult:
-    """Close a batch at its scheduled time (DESIGN section 3 ``batch.auto_close``).
+    """Close a batch at its scheduled time (``batch.auto_close``).
 
     A scheduled run closes the batch when ``close_at`` is unset or ``<= now`` (aware UTC);
     a manual run (Run now) closes it regardless. Locks the batch row. Raises

@@ -1,4 +1,4 @@
-"""Accounting rows as frozen dataclasses, and the module's domain errors (DESIGN section 3).
+"""Accounting rows as frozen dataclasses, and the module's domain errors.
 
 Instants are aware UTC datetimes (``timestamptz``); calendar days are ``date``; money is
 ``Decimal`` with two places (``numeric(18,2)``). Column names match the fields, so a
@@ -22,7 +22,7 @@ class NotFound(AccountingError):
 
 
 class OutsideCalendarCoverage(AccountingError):
-    """A date lies outside the calendar's generated periods (seed 000 coverage branch)."""
+    """A date lies outside the calendar's generated periods (``batch.roll`` refuses it)."""
 
     def __init__(self, message: str, *, calendar_id: UUID, on: date, coverage_ends_on: date | None):
         super().__init__(message)

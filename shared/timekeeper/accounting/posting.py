@@ -1,12 +1,22 @@
-"""Posting jobs: post a closed batch's ledger entries (DESIGN section 3, seed 000 hop 5).
+"""Posting jobs: post a closed batch's ledger entries after the batch's run committed.
 
 ``batch.roll`` and ``batch.auto_close`` call :func:`request_posting` inside the run's
-transaction (one job per batch, idempotent) and register an after-commit callback that
-calls :func:`run_posting_job`. That function owns its transactions: it marks the job
-running, then posts (entries ``posted``/``posted_at``, batch ``posted``) and marks the
-job succeeded in one transaction; any failure rolls the posting back and marks the job
-failed with the error, leaving the batch closed and unposted, visible by the job's
-status (seed 000 hop 5 ``left_inconsistent``). Calling it again retries a failed job.
+transaction, so the job row (``pending``, one per batch, idempotent) commits together with
+the close. They register an after-commit callback that calls :func:`start_posting_job`.
+An after-commit callback is lost when the process dies between the commit and the
+callback, so the durable record is the ``pending`` row: :func:`sweep_posting_jobs` (the
+accounting pipeline's maintenance task, after a dispatcher pass every few minutes)
+starts every committed job that was never started, and restarts one whose starter died
+while it was ``running`` (its start older than ``STALE_RUNNING_AFTER``). Together they give
+at-least-once starts; starting is idempotent by job id (the job row is locked and only a
+``pending`` or stale ``running`` job is taken), so a callback and a sweep racing for the
+same job start it once.
+
+A started job owns its transactions: it marks the job running, then posts (entries
+``posted``/``posted_at``, batch ``posted``) and marks the job succeeded in one
+transaction; any failure rolls the posting back and marks the job failed with the error,
+leaving the batch closed and unposted, visible by the job's status. Failed jobs are not
+retried automatically: :func:`run_posting_job` retries one on request.
 
 Posting rule: a batch posts only when its entries sum to zero (double entry); an
 optional ``hook`` (``PostingHook``) runs inside the posting transaction before the rows
@@ -16,11 +26,12 @@ are marked posted, e.g. to hand the entries to a general ledger; raising fails t
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from uuid import UUID
 
 import psycopg
+from psycopg.rows import dict_row
 
 from timekeeper.accounting._rows import execute, fetch_one, fetch_value, utc_now
 from timekeeper.accounting.books import get_batch, list_entries, lock_batch
@@ -33,6 +44,13 @@ PostingHook = Callable[[psycopg.Connection, Batch, list[LedgerEntry]], None]
 #: Longest error text stored on a failed job.
 MAX_ERROR_CHARS = 2000
 
+#: A job still ``running`` this long after its start lost its starter (a process that
+#: died mid-posting); the sweep starts it again. Posting one batch takes well under a second.
+STALE_RUNNING_AFTER = timedelta(minutes=15)
+
+#: Most jobs one sweep starts; the rest wait for the next sweep.
+SWEEP_LIMIT = 100
+
 
 def _q(name: str) -> str:
     return load_queries("timekeeper.accounting", "posting.sql")[name]
@@ -40,7 +58,7 @@ def _q(name: str) -> str:
 
 def request_posting(conn: psycopg.Connection, workspace_id: UUID, batch_id: UUID, run_id: UUID | None, *,
                     now: datetime | None = None) -> UUID:
-    """Return the id of the batch's posting job, inserting it (``pending``) if absent (seed 000 hop 5).
+    """Return the id of the batch's posting job, inserting it (``pending``) if absent.
 
     Runs inside the caller's transaction and never commits. Idempotent: a second request
     for the same batch returns the existing job whatever its status. ``now`` (aware UTC)
@@ -77,21 +95,80 @@ def _describe(error: BaseException) -> str:
 
 def run_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, workspace_id: UUID | None = None,
                     hook: PostingHook | None = None) -> str:
-    """Run (or retry) a posting job in its own transactions; return its final status (seed 000 hop 5).
+    """Run (or retry) a posting job in its own transactions; return its final status.
 
-    ``conn`` must be idle (no transaction in progress): this runs after the handler's
-    transaction committed (``ctx.after_commit``) and commits its own work. ``now`` is an
-    aware UTC instant. ``workspace_id``, when given, scopes the job lookup (the job is
-    invisible from another workspace); otherwise the job's own workspace is used.
+    Runs the job whatever its status unless it already succeeded (an operator's retry of
+    a ``failed`` job). ``conn`` must be idle (no transaction in progress): this commits
+    its own work. ``now`` is an aware UTC instant. ``workspace_id``, when given, scopes
+    the job lookup (the job is invisible from another workspace); otherwise the job's own
+    workspace is used.
 
     Returns ``"succeeded"`` (also when it had succeeded before, or the batch was already
     posted) or ``"failed"`` (the error is stored on the job; the batch stays closed and
     unposted). Raises :class:`NotFound` for an unknown job, ``RuntimeError`` when ``conn``
     is inside a transaction, and database errors only when even recording the failure fails.
     """
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        raise RuntimeError("run_posting_job needs an idle connection: it commits its own transactions")
+    return _run_job(conn, job_id, utc_now(now), workspace_id, hook, lambda job: True)[0]
+
+
+def start_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, workspace_id: UUID | None = None,
+                      hook: PostingHook | None = None, stale_after: timedelta = STALE_RUNNING_AFTER) -> str:
+    """Start a committed posting job unless another starter has it; return its status afterwards.
+
+    Idempotent by job id: only a ``pending`` job, or a ``running`` one whose start is older
+    than ``stale_after`` (its starter died), is run (as :func:`run_posting_job` does); for
+    any other job nothing happens and its current status is returned (``"running"``,
+    ``"succeeded"`` or ``"failed"``: a failed job waits for an explicit retry). The job row
+    is locked while deciding, so two starters racing for one job run it once.
+    ``conn`` must be idle; ``now`` is an aware UTC instant. Raises as :func:`run_posting_job`.
+    """
     now = utc_now(now)
+    return _run_job(conn, job_id, now, workspace_id, hook, lambda job: _unstarted(job, now - stale_after))[0]
+
+
+def sweep_posting_jobs(conn: psycopg.Connection, now: datetime, *, hook: PostingHook | None = None,
+                       limit: int = SWEEP_LIMIT, stale_after: timedelta = STALE_RUNNING_AFTER) -> dict[str, int]:
+    """Start every committed job that no starter took: ``pending`` ones, and ``running`` ones
+    started more than ``stale_after`` before ``now`` (aware UTC); at most ``limit``, oldest first.
+
+    This is what makes the after-commit start at-least-once: a job whose callback was lost
+    (the process died between the run's commit and the callback) is started by the next
+    sweep, and each job is started once even when a callback runs concurrently
+    (:func:`start_posting_job`). Reads every workspace's jobs, so ``conn`` must not be
+    walled by row-level security (the dispatcher's and consumers' connections are not);
+    each job then runs with its own workspace as tenant. ``conn`` must be idle.
+
+    Returns counts by the status each examined job had afterwards, plus ``"started"``
+    (jobs this sweep ran), e.g. ``{"started": 2, "succeeded": 1, "failed": 1}``.
+    Raises ``RuntimeError`` when ``conn`` is inside a transaction and ``psycopg.Error`` on
+    a database failure (jobs started before it keep their outcome).
+    """
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("sweep_posting_jobs needs an idle connection: it commits its own transactions")
+    now = utc_now(now)
+    stale_before = now - stale_after
+    with conn.cursor(row_factory=dict_row) as cur:
+        found = cur.execute(_q("unstarted_jobs"), {"stale_before": stale_before, "limit": limit}).fetchall()
+    counts: dict[str, int] = {"started": 0}
+    for row in found:
+        status, ran = _run_job(conn, row["id"], now, row["workspace_id"], hook,
+                               lambda job: _unstarted(job, stale_before))
+        counts["started"] += ran
+        counts[status] = counts.get(status, 0) + 1
+    return counts
+
+
+def _unstarted(job: PostingJob, stale_before: datetime) -> bool:
+    return job.status == "pending" or (job.status == "running" and job.started_at is not None
+                                       and job.started_at < stale_before)
+
+
+def _run_job(conn: psycopg.Connection, job_id: UUID, now: datetime, workspace_id: UUID | None,
+             hook: PostingHook | None, startable: Callable[[PostingJob], bool]) -> tuple[str, bool]:
+    """Lock the job, run it when ``startable(job)`` says so; return its status afterwards and
+    whether this call ran it."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("a posting job needs an idle connection: it commits its own transactions")
     with conn.transaction():
         ws = workspace_id or fetch_value(conn, _q("find_job_workspace"), {"job_id": job_id})
         job = None
@@ -100,20 +177,20 @@ def run_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, wo
             job = fetch_one(conn, _q("lock_job"), {"workspace_id": ws, "job_id": job_id}, PostingJob)
         if job is None:
             raise NotFound(f"posting job {job_id} not found")
-        if job.status == "succeeded":
-            return "succeeded"
+        if job.status == "succeeded" or not startable(job):
+            return job.status, False
         key = {"workspace_id": ws, "job_id": job_id, "batch_id": job.batch_id, "now": now}
         attempt = fetch_value(conn, _q("mark_running"), key)
     try:
         with conn.transaction():
             set_tenant(conn, ws)
             _post_batch(conn, key, hook)
-        return "succeeded"
+        return "succeeded", True
     except Exception as error:  # any failure: record it on the job, leave the batch closed
         with conn.transaction():
             set_tenant(conn, ws)
             execute(conn, _q("mark_failed"), {**key, "error": _describe(error), "attempt": attempt})
-        return "failed"
+        return "failed", True
 
 
 def _post_batch(conn: psycopg.Connection, key: dict, hook: PostingHook | None) -> None:

@@ -57,3 +57,12 @@ WHERE batch_id = %(batch_id)s AND workspace_id = %(workspace_id)s AND NOT posted
 UPDATE batches
 SET status = 'posted', posted_at = %(now)s
 WHERE id = %(batch_id)s AND workspace_id = %(workspace_id)s AND status = 'closed';
+
+-- name: unstarted_jobs
+-- Every workspace's jobs that no starter holds: pending (committed with their batch's run,
+-- never started) or running since before %(stale_before)s (the starter died). Oldest first.
+SELECT id, workspace_id
+FROM posting_jobs
+WHERE status = 'pending' OR (status = 'running' AND started_at < %(stale_before)s)
+ORDER BY created_at, id
+LIMIT %(limit)s;

@@ -1,8 +1,7 @@
 """Reconciliation sweep: match unreconciled bank lines to posted ledger entries.
 
-DESIGN section 3 ``reconciliation.sweep`` (seed 000 "Registered work covers ...
-Reconciliation sweeps"). Matching rule (:func:`match_lines`): a bank line matches a
-POSTED, unreconciled ledger entry whose ``account`` equals the line's ``bank_account`` and
+The rule behind the ``reconciliation.sweep`` work kind (:func:`match_lines`): a bank line
+matches a POSTED, unreconciled ledger entry whose ``account`` equals the line's ``bank_account`` and
 whose ``amount`` equals the line's amount exactly, when either their non-empty references
 are equal or the entry date is within ``window_days`` of the line's booking date.
 Among several candidates the reference match wins, then the nearest date, then the
@@ -80,7 +79,7 @@ class SweepResult:
 
 def sweep(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID, now: datetime,
           window_days: int = DEFAULT_WINDOW_DAYS) -> SweepResult:
-    """Reconcile the workspace's unreconciled bank lines in the caller's transaction (DESIGN section 3).
+    """Reconcile the workspace's unreconciled bank lines in the caller's transaction.
 
     Takes a per-workspace advisory transaction lock so concurrent sweeps serialize, locks
     the lines and candidate entries, marks each matched pair on both sides

@@ -1,21 +1,29 @@
-"""Accounting's work kinds (DESIGN section 3, seed 000 hops 4-5): handlers and registration.
+"""Accounting's work kinds: handlers, their registration and the posting sweep.
 
 Each handler receives a :class:`~timekeeper.schedules.work.RunContext` whose connection is
 inside the run's transaction with the tenant applied, calls one service function of this
 package with ``ctx.workspace_id`` (every query is scoped by it) and maps the result to
-``Succeeded`` / ``Skipped`` / ``Refused``. Handlers never commit. Posting of a closed
-batch is requested inside the run's transaction and started after its commit through
-``ctx.after_commit`` (seed 000 hop 5): by ``ctx.services["posting"]`` when the edge passes
-a starter (``starter(job_id=..., workspace_id=...)``, e.g. an asynchronous invoke), else
-inline with :func:`~timekeeper.accounting.posting.run_posting_job` on the (then idle)
-run connection, with ``ctx.services.get("posting_hook")`` as its posting hook.
+``Succeeded`` / ``Skipped`` / ``Refused``. Handlers never commit.
+
+Posting of a closed batch is at least once: the job row is committed ``pending`` in the
+run's transaction, and started after its commit through ``ctx.after_commit``: by
+``ctx.services["posting"]`` when the edge passes a starter (``starter(job_id=...,
+workspace_id=...)``, e.g. an asynchronous invoke), else inline with
+:func:`~timekeeper.accounting.posting.start_posting_job` on the (then idle) run
+connection, with ``ctx.services.get("posting_hook")`` as its posting hook. The callback is
+lost if the process dies right after the commit; the ``posting.sweep`` maintenance task
+(after the accounting pipeline's dispatcher pass every five minutes) starts such jobs, and
+starting is idempotent by job id.
 
 Registered under owner ``"accounting"`` with no staleness bound (late is better than never).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
+
+import psycopg
 
 from timekeeper.accounting.billing import LOOKAHEAD_DAYS, prepare_invoices
 from timekeeper.accounting.books import (
@@ -26,7 +34,7 @@ from timekeeper.accounting.books import (
     roll_recurring_batch,
 )
 from timekeeper.accounting.models import Batch, NotFound, OutsideCalendarCoverage, Period
-from timekeeper.accounting.posting import request_posting, run_posting_job
+from timekeeper.accounting.posting import request_posting, start_posting_job, sweep_posting_jobs
 from timekeeper.accounting.reconciliation import DEFAULT_WINDOW_DAYS, sweep
 from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded, WorkKindRegistry
 
@@ -35,13 +43,15 @@ BATCH_ROLL = "batch.roll"
 BATCH_AUTO_CLOSE = "batch.auto_close"
 RECONCILIATION_SWEEP = "reconciliation.sweep"
 BILLING_PREPARE = "billing.prepare"
+POSTING_SWEEP = "posting.sweep"
 
 #: Invoices listed in a billing run's detail (the count is always complete).
 MAX_INVOICES_IN_DETAIL = 100
 
 
 def _schedule_posting(ctx: RunContext, batch: Batch) -> str | None:
-    """Request the closed batch's posting job (idempotent) and start it after commit.
+    """Request the closed batch's posting job (idempotent, committed with the run) and start
+    it after commit (the posting sweep starts it if this callback is lost).
 
     Returns the job id as text, or None when the batch does not auto-post.
     """
@@ -54,7 +64,7 @@ def _schedule_posting(ctx: RunContext, batch: Batch) -> str | None:
         ctx.after_commit(lambda: starter(job_id=job_id, workspace_id=workspace_id))
     else:
         hook = ctx.services.get("posting_hook")
-        ctx.after_commit(lambda: run_posting_job(conn, job_id, now, workspace_id=workspace_id, hook=hook))
+        ctx.after_commit(lambda: start_posting_job(conn, job_id, now, workspace_id=workspace_id, hook=hook))
     return str(job_id)
 
 
@@ -106,8 +116,8 @@ def roll_batch(ctx: RunContext) -> Outcome:
     batch's active batch id after the roll), ``period``, ``posting_job`` (id or null),
     ``coverage_ends_on`` and ``plan`` (every covered period after the opened one:
     {period, starts_on, ends_on, batch_name}); ``Refused("outside_calendar_coverage")``
-    when the date has no period (nothing changes, no calendar is generated: seed 000
-    branch); ``Skipped("active_batch_current")`` when the active batch's period is already
+    when the date has no period (nothing changes, no calendar is generated);
+    ``Skipped("active_batch_current")`` when the active batch's period is already
     the target period or later; ``Refused("recurring_batch_not_found" | "period_batch_exists"
     | "subject_missing")``. When the recurring batch auto-posts, the closed batch's posting
     job is requested in the run's transaction and started after commit.
@@ -218,8 +228,29 @@ def billing_prepare(ctx: RunContext) -> Outcome:
     })
 
 
+#: The posting sweep runs on the dispatcher passes whose UTC minute is a multiple of this:
+#: a lost posting start waits at most this many minutes, and the minute passes in between
+#: cost nothing (one indexed query each would add about 0.2 ms to every pass).
+POSTING_SWEEP_EVERY_MINUTES = 5
+
+
+def posting_sweep(conn: psycopg.Connection, now: datetime) -> dict[str, int] | None:
+    """``posting.sweep`` maintenance task: start every posting job committed with its run but
+    never started (its after-commit callback was lost), and restart stale running ones.
+
+    Runs when ``now``'s minute is a multiple of ``POSTING_SWEEP_EVERY_MINUTES`` and returns
+    None on the other passes. ``conn`` is idle and sees every workspace; ``now`` is aware
+    UTC. Returns the counts of :func:`~timekeeper.accounting.posting.sweep_posting_jobs`
+    (``started`` and the status of each examined job).
+    """
+    if now.minute % POSTING_SWEEP_EVERY_MINUTES:
+        return None
+    return sweep_posting_jobs(conn, now)
+
+
 def register(registry: WorkKindRegistry) -> None:
-    """Register the four accounting work kinds under owner ``"accounting"`` (no staleness bound).
+    """Register the four accounting work kinds under owner ``"accounting"`` (no staleness
+    bound) and the ``posting.sweep`` maintenance task.
 
     Raises ``ValueError`` when one of them is registered already.
     """
@@ -227,7 +258,10 @@ def register(registry: WorkKindRegistry) -> None:
     registry.register(OWNER, BATCH_AUTO_CLOSE, auto_close, staleness=None)
     registry.register(OWNER, RECONCILIATION_SWEEP, reconciliation_sweep, staleness=None)
     registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None)
+    registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep)
 
 
-__all__ = ["BATCH_AUTO_CLOSE", "BATCH_ROLL", "BILLING_PREPARE", "LOOKAHEAD_DAYS", "OWNER", "RECONCILIATION_SWEEP",
-           "auto_close", "billing_prepare", "reconciliation_sweep", "register", "roll_batch"]
+__all__ = ["BATCH_AUTO_CLOSE", "BATCH_ROLL", "BILLING_PREPARE", "LOOKAHEAD_DAYS", "OWNER", "POSTING_SWEEP",
+           "POSTING_SWEEP_EVERY_MINUTES",
+           "RECONCILIATION_SWEEP", "auto_close", "billing_prepare", "posting_sweep", "reconciliation_sweep", "register",
+           "roll_batch"]

@@ -14,8 +14,13 @@ settlement commit in ONE transaction (the SQS batch's transaction, in a savepoin
 its own, for the default transactional kinds; the run's own transaction, fenced by its
 attempt number, for ``leased`` kinds), so a handler whose effects are all in the
 database is applied exactly once per run even under duplicate delivery. Effects outside
-the database belong in ``ctx.after_commit`` (run once the settlement committed), or in a
-``leased`` kind that keys them by run (e.g. a communication key per recipient).
+the database belong in ``ctx.after_commit`` (run at most once, after the settlement
+committed, and lost if the process dies first: see :meth:`RunContext.after_commit`), or
+in a ``leased`` kind that keys them by run (e.g. a communication key per recipient).
+
+Owners may also register maintenance tasks (:meth:`WorkKindRegistry.register_maintenance`)
+that run after each dispatcher pass of their pipeline, e.g. a sweep that finishes what
+lost after-commit callbacks left undone.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
+
+from timekeeper import observability as obs
 
 
 @dataclass(frozen=True)
@@ -88,17 +95,35 @@ class RunContext:
     _after_commit: list[Callable[[], None]] = field(default_factory=list)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` after the run's transaction (effects + settlement) commits.
+        """Run ``callback()`` after the run's transaction (effects + settlement) commits.
 
-        Callbacks run at most once per committed settlement; a failing callback is logged
-        and does not change the recorded outcome (e.g. a posting job that fails to start
-        leaves its batch closed and unposted, visible by the job's status).
+        The guarantee is **at most once, after commit**:
+        - the callback runs only if the settlement committed (never for a rolled-back or
+          fenced run), once the transaction holding it committed (the whole SQS batch's,
+          for transactional kinds), on the run's connection, then idle;
+        - it runs at most once per committed settlement: a redelivered message finds the
+          run settled and runs nothing again;
+        - it is **lost** if the process dies (a Lambda timeout, an out-of-memory, a crash)
+          between the commit and the callback: nothing records that it was due;
+        - a callback that raises is logged and does not change the recorded outcome.
+
+        An owner that needs at-least-once therefore records its intent in the run's
+        transaction (a row such as a ``pending`` posting job), lets the callback start it
+        for low latency, makes starting idempotent, and registers a maintenance task
+        (:meth:`WorkKindRegistry.register_maintenance`) that sweeps committed intents the
+        callback never started.
         """
         self._after_commit.append(callback)
 
     def pending_after_commit(self) -> list[Callable[[], None]]:
         """The callbacks registered so far, in order (the consumer runs them after commit)."""
         return list(self._after_commit)
+
+
+#: ``task(conn, now) -> summary``: an owner's maintenance task. ``conn`` is idle (the task
+#: opens and commits its own transactions) and not walled by row-level security; ``now``
+#: is the pass's aware UTC instant; the summary (a JSON-ready mapping, or None) is logged.
+MaintenanceTask = Callable[[psycopg.Connection, datetime], Mapping[str, Any] | None]
 
 
 class WorkHandler(Protocol):
@@ -136,6 +161,7 @@ class WorkKindRegistry:
 
     def __init__(self) -> None:
         self._kinds: dict[tuple[str, str], WorkKind] = {}
+        self._maintenance: dict[str, dict[str, MaintenanceTask]] = {}
 
     def register(self, owner: str, name: str, handler: WorkHandler, *, staleness: timedelta | None = None,
                  description: str = "", leased: bool = False) -> WorkKind:
@@ -161,3 +187,34 @@ class WorkKindRegistry:
     def names(self, owner: str) -> list[str]:
         """The registered work-kind names of ``owner``, sorted."""
         return sorted(name for (o, name) in self._kinds if o == owner)
+
+    def register_maintenance(self, owner: str, name: str, task: MaintenanceTask) -> None:
+        """Register ``task`` to run after each dispatcher pass of ``owner``'s pipeline (once a
+        minute, one at a time: the dispatcher has reserved concurrency one). Raises
+        ``ValueError`` when ``(owner, name)`` is registered already."""
+        tasks = self._maintenance.setdefault(owner, {})
+        if name in tasks:
+            raise ValueError(f"maintenance task {owner}/{name} is already registered")
+        tasks[name] = task
+
+    def maintenance(self, owner: str) -> dict[str, MaintenanceTask]:
+        """``owner``'s maintenance tasks by name, in registration order."""
+        return dict(self._maintenance.get(owner, {}))
+
+
+def run_maintenance(conn: psycopg.Connection, registry: WorkKindRegistry, owner: str,
+                    now: datetime) -> dict[str, Any]:
+    """Run ``owner``'s maintenance tasks at ``now`` (aware UTC) on the idle ``conn``.
+
+    Returns each task's summary by name; a task that raises is logged and its entry is
+    ``{"error": "<exception type>"}``: one owner's failing task never fails the dispatcher
+    pass that runs it.
+    """
+    summaries: dict[str, Any] = {}
+    for name, task in registry.maintenance(owner).items():
+        try:
+            summaries[name] = task(conn, now)
+        except Exception as error:  # noqa: BLE001 - logged; the next pass runs the task again
+            obs.logger.exception("maintenance task failed", extra={"owner": owner, "task": name})
+            summaries[name] = {"error": type(error).__name__}
+    return summaries
