@@ -54,11 +54,14 @@ def test_consumers_starting_runs_during_the_publication_record_never_deadlock(db
         c = connect(db_url)
         try:
             while (batch := inbox.get()) is not None:
-                deliveries = [Delivery(str(m.run_id), m, 1) for m in batch]
-                outcomes.extend(process_batch(c, deliveries, now=now + timedelta(hours=2), registry=kinds,
-                                              settings=SETTINGS))
-        except BaseException as error:  # noqa: BLE001 - reported by the assertion below
-            errors.append(error)
+                try:
+                    deliveries = [Delivery(str(m.run_id), m, 1) for m in batch]
+                    outcomes.extend(process_batch(c, deliveries, now=now + timedelta(hours=2), registry=kinds,
+                                                  settings=SETTINGS))
+                except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+                    errors.append(error)
+                finally:
+                    inbox.task_done()
         finally:
             c.close()
 
@@ -71,6 +74,7 @@ def test_consumers_starting_runs_during_the_publication_record_never_deadlock(db
         for hour in range(2):
             published += dispatch(conn, owner=OWNER, now=now + timedelta(hours=hour),
                                   publisher=HandOffPublisher(inbox, seed=hour)).published
+            inbox.join()  # the hour's runs are done before the next hour's pass
     finally:
         for _ in threads:
             inbox.put(None)

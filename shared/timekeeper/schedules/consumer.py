@@ -42,6 +42,7 @@ from psycopg.rows import class_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
+from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.settlement import (
     Completion,
@@ -259,14 +260,11 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
         return {}
     conn = batch.conn
     with conn.pipeline(), conn.transaction():
-        conn.execute(_ASYNC_COMMIT)
+        commit_without_flush_wait(conn)
         cur = conn.cursor(row_factory=class_row(StartedRun))
         cur.execute(SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
                                         "lease_until": batch.now + batch.settings.lease})
     return {run.id: run for run in cur.fetchall()}
-
-
-_ASYNC_COMMIT = "SELECT set_config('synchronous_commit', 'off', true)"
 
 
 def _without_handler(batch: _Batch, run: StartedRun, kind: WorkKind | None) -> _Verdict | None:

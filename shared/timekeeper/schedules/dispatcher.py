@@ -21,6 +21,7 @@ import psycopg
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
+from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import flush_notifications
 from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule
@@ -315,6 +316,7 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
     while has_work:
         with conn.transaction():
+            commit_without_flush_wait(conn)  # a claim lost in a database crash is claimed again
             messages, report = claim_batch(conn, owner=owner, now=now, limit=claim_limit,
                                            reoffer_after=limits.reoffer_after, registry=registry, cache=cache,
                                            reoffer=reoffer, limits=limits)

@@ -21,6 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 
 SQL = load_queries("timekeeper.schedules", "runs.sql")
@@ -84,5 +85,7 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     refused = publisher.publish(messages)
     accepted = [m.run_id for m in messages if m.run_id not in refused]
     if accepted:
-        conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})
+        with conn.pipeline(), conn.transaction():  # one round trip; a lost record costs one re-offer
+            commit_without_flush_wait(conn)
+            conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})
     return len(accepted), release_runs(conn, refused, now=now, actor=actor)
