@@ -11,6 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+#: The database logins of the deployment (created by migration ``0005_login_roles.sql``):
+#: dispatchers and consumers log in as the workers' role, the HTTP API as its own walled
+#: role; the migration function alone uses the schema owner's credentials.
+WORKER_LOGIN = "timekeeper_worker"
+API_LOGIN = "timekeeper_api"
+
 #: Statement timeout of the workers' database login (dispatchers and consumers), seconds.
 #: Set per login role by migration ``0005_login_roles.sql`` (no connection startup option:
 #: RDS Proxy refuses them); the migration test compares the role's setting with this.

@@ -21,13 +21,11 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
-from timekeeper.topology import CONNECT_TIMEOUT_S
+from timekeeper.topology import API_LOGIN, CONNECT_TIMEOUT_S, WORKER_LOGIN
 
 #: The workers' login (dispatchers, consumers) and the API's login, each with the name the
 #: alternating-users rotation gives its twin (``<name>_clone``): migration 0005 creates all
 #: four, the twins as members of the originals, with the same timeouts.
-WORKER_LOGIN = "timekeeper_worker"
-API_LOGIN = "timekeeper_api"
 LOGIN_ROLES = (WORKER_LOGIN, f"{WORKER_LOGIN}_clone", API_LOGIN, f"{API_LOGIN}_clone")
 
 
