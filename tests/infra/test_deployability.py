@@ -20,6 +20,7 @@ from timekeeper import observability as obs
 from timekeeper.topology import (
     API_LOGIN,
     API_RESERVED_CONCURRENCY,
+    API_STATEMENT_TIMEOUT_S,
     CONNECT_TIMEOUT_S,
     PIPELINES,
     PROXY_IDLE_CLIENT_TIMEOUT_S,
@@ -117,12 +118,35 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
     found = {folder: secret_of(app["Resources"][functions[folder]]["Properties"]["Environment"]["Variables"][
         "DB_SECRET_ARN"]) for folder in expected}
     assert found == expected
-    # And only the migration function may read the logins' secrets, to set their passwords
+    # And each role may read that secret only; the migration function also reads the
+    # logins' secrets, to set their passwords
+    readable = {}
+    for folder in expected:
+        role = app["Resources"][functions[folder]]["Properties"]["Role"]["Fn::GetAtt"][0]
+        resources_read = [r for p in resources(app, "AWS::IAM::Policy").values()
+                          if {"Ref": role} in p["Properties"]["Roles"]
+                          for s in p["Properties"]["PolicyDocument"]["Statement"]
+                          if "secretsmanager:GetSecretValue" in s["Action"]
+                          for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+        readable[folder] = sorted(secret_of(r) for r in resources_read)
+    assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"
+                                 else [login]) for folder, login in expected.items()}
     migrate_env = app["Resources"][functions["migrate"]]["Properties"]["Environment"]["Variables"]
     assert "LOGIN_SECRET_ARNS" in migrate_env
     for folder, logical_id in functions.items():
         if folder != "migrate":
             assert "LOGIN_SECRET_ARNS" not in app["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+
+
+def test_a_dispatcher_pass_and_an_api_call_end_inside_their_function_timeouts(synth):
+    template = synth.app_template
+    functions = functions_by_folder(template)
+    for p in PIPELINES.values():
+        # connect + time budget + one statement timeout + publishing < the deployed timeout
+        timeout = template["Resources"][functions[p.dispatcher_function]]["Properties"]["Timeout"]
+        assert p.dispatcher_worst_case_s < timeout == p.dispatcher_timeout_s
+    api_timeout = template["Resources"][functions["api"]]["Properties"]["Timeout"]
+    assert CONNECT_TIMEOUT_S + API_STATEMENT_TIMEOUT_S < api_timeout <= 29
 
 
 def test_the_proxy_pool_and_the_api_concurrency_come_from_the_connection_budget(synth):
