@@ -194,3 +194,17 @@ def test_a_connection_idle_past_the_bound_is_reopened_before_use(db_url):
     # Then a fresh connection replaces it (a proxy would have closed the old one)
     assert second is not first and first.closed and len(opened) == 2
     provider.close()
+
+
+def test_every_table_is_open_to_the_workers_and_every_walled_table_lets_them_through(conn):
+    # A later migration that adds a table gets the workers' grants by default; one that
+    # enables row-level security must do it with timekeeper_enable_tenant_rls(...)
+    rows = conn.execute("""
+        SELECT c.relname, c.relrowsecurity,
+               has_table_privilege(%(login)s, c.oid, 'SELECT, INSERT, UPDATE, DELETE') AS granted,
+               EXISTS (SELECT FROM pg_policy p WHERE p.polrelid = c.oid AND p.polname = 'worker_access') AS passes
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relkind IN ('r', 'p') AND n.nspname = current_schema()""", {"login": WORKER_LOGIN}).fetchall()
+    assert rows
+    assert [r["relname"] for r in rows if r["granted"] != (r["relname"] != "schema_migrations")] == []
+    assert [r["relname"] for r in rows if r["relrowsecurity"] and not r["passes"]] == []
