@@ -9,7 +9,7 @@ that denies every request is deployed, so the API is never open by accident.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Fn, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -17,12 +17,15 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra import settings
-from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources, queue_url_variable
+from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
 API_FUNCTION = "api"
+#: The deployment stage (the ``ApiUrl`` output ends with it).
+API_STAGE = "v1"
 
 _DENY_ALL = '''"""Placeholder authorizer: denies every request until the operator deploys with
 timekeeper:authorizerFunctionArn pointing at an authorizer for their identity provider."""
@@ -56,16 +59,22 @@ class PlaceholderAuthorizer(Construct):
 class HttpApi(Construct):
     """The REST API, its function and its authorizer.
 
-    The function may publish to every pipeline's run queue ("Run now") and reads the
-    database secret; API Gateway writes JSON access logs and X-Ray traces.
+    The function may publish to every pipeline's run queue ("Run now") and logs in to the
+    database as the API (its own secret; row-level security applies); its reserved
+    concurrency bounds its database connections (the topology's connection budget). API
+    Gateway writes JSON access logs, error execution logs (both log groups with a
+    retention) and X-Ray traces. API Gateway's account-wide CloudWatch role is a regional
+    singleton: it is created only when ``manage_account_role`` (README.md, one-time setup).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
-                 authorizer_function_arn: str | None = None):
+                 authorizer_function_arn: str | None = None, manage_account_role: bool = False,
+                 name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.function = TimekeeperFunction(
-            self, "Handler", folder=API_FUNCTION, layer=layer, database=database,
+            self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
+            reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
             environment={queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
             description="Timekeeper schedule owners' HTTP API")
@@ -86,20 +95,28 @@ class HttpApi(Construct):
         access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
         self.api = apigw.LambdaRestApi(
             self, "Api", handler=self.function.function, proxy=True,
-            rest_api_name="timekeeper",
+            rest_api_name=name_prefix,
             description="Timekeeper: schedule owners' routes",
             endpoint_types=[apigw.EndpointType.REGIONAL],
-            cloud_watch_role=True,
+            cloud_watch_role=manage_account_role,
+            cloud_watch_role_removal_policy=RemovalPolicy.RETAIN if manage_account_role else None,
             default_method_options=apigw.MethodOptions(
                 authorizer=self.authorizer, authorization_type=apigw.AuthorizationType.CUSTOM),
             deploy_options=apigw.StageOptions(
-                stage_name="v1", tracing_enabled=True,
+                stage_name=API_STAGE, tracing_enabled=True,
                 logging_level=apigw.MethodLoggingLevel.ERROR, data_trace_enabled=False,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
                     caller=False, http_method=True, ip=True, protocol=True, request_time=True,
                     resource_path=True, response_length=True, status=True, user=False)),
         )
+
+        # The execution log group API Gateway would create without a retention, created first.
+        execution_logs = logs.LogGroup(
+            self, "ExecutionLogs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY,
+            log_group_name=Fn.join("", ["API-Gateway-Execution-Logs_", self.api.rest_api_id,
+                                        f"/{API_STAGE}"]))
+        self.api.deployment_stage.node.add_dependency(execution_logs)
 
         acknowledge(self.api, "AwsSolutions-APIG2",
                     "Requests are validated in the function by pydantic models (Powertools' resolver with "
@@ -110,6 +127,7 @@ class HttpApi(Construct):
         acknowledge(self.api, "AwsSolutions-COG4",
                     "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
                     "necessarily a Cognito user pool (README.md).")
-        acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
-                              "AmazonAPIGatewayPushToCloudWatchLogs]",
-                    "API Gateway's account-wide logging role must use this AWS policy to write stage logs.")
+        if manage_account_role:
+            acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                                  "AmazonAPIGatewayPushToCloudWatchLogs]",
+                        "API Gateway's account-wide logging role must use this AWS policy to write stage logs.")

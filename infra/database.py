@@ -1,9 +1,22 @@
 """The network and the database: a VPC with private isolated subnets and the VPC endpoints
-the functions need (no NAT), Aurora PostgreSQL Serverless v2 behind RDS Proxy with its
-credentials in Secrets Manager (rotated), or an existing database given by context.
+the functions need (no NAT), Aurora PostgreSQL Serverless v2 behind RDS Proxy with one
+secret per database login in Secrets Manager (rotated), or an existing database given by
+context.
+
+Logins: the cluster's master user owns the schema and is used by the migration function
+only; the workers (``timekeeper_worker``) and the API (``timekeeper_api``) each have their
+own secret, registered on the proxy and rotated with alternating users (the rotation
+switches between ``<login>`` and ``<login>_clone``, both created by migration 0005). The
+migration function sets each login's password from its secret, so those rotations wait for
+their first 30 days instead of rotating before the roles exist.
+
+The proxy's pool is sized from :func:`timekeeper.topology.connection_budget` against the
+cluster's ``max_connections`` at its minimum capacity.
 """
 
 from __future__ import annotations
+
+import json
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
@@ -16,12 +29,19 @@ from infra import settings
 from infra.functions import DatabaseAccess
 from infra.nag import acknowledge
 from infra.settings import ExistingDatabase
+from timekeeper.topology import (
+    API_LOGIN,
+    CONNECT_TIMEOUT_S,
+    PROXY_IDLE_CLIENT_TIMEOUT_S,
+    WORKER_LOGIN,
+    connection_budget,
+)
 
 #: The Aurora PostgreSQL engine (the SQL must also run on PostgreSQL 15: CONVENTIONS).
 ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_16_11
 
-#: The cluster's identifier (also names its log group).
-CLUSTER_IDENTIFIER = "timekeeper"
+#: The logins with their own secret: construct id -> database role.
+LOGINS = {"Worker": WORKER_LOGIN, "Api": API_LOGIN}
 
 #: Interface endpoints: queues, notifications, secrets, logs (S3 is a gateway endpoint).
 INTERFACE_ENDPOINTS = {
@@ -69,8 +89,10 @@ class AuroraDatabase(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, network: Network, deletion_protection: bool,
-                 log_retention: logs.RetentionDays, database_name: str = "timekeeper"):
+                 log_retention: logs.RetentionDays, name_prefix: str = "timekeeper",
+                 database_name: str = "timekeeper"):
         super().__init__(scope, construct_id)
+        self.cluster_identifier = name_prefix
         vpc, subnets = network.vpc, network.subnets
         self.database_name = database_name
         self.clients = ec2.SecurityGroup(self, "ClientSecurityGroup", vpc=vpc,
@@ -95,28 +117,42 @@ class AuroraDatabase(Construct):
             deletion_protection=deletion_protection,
             removal_policy=RemovalPolicy.SNAPSHOT if deletion_protection else RemovalPolicy.DESTROY,
             backup=rds.BackupProps(retention=Duration.days(settings.AURORA_BACKUP_DAYS)),
-            cluster_identifier=CLUSTER_IDENTIFIER,
+            cluster_identifier=self.cluster_identifier,
             cloudwatch_logs_exports=["postgresql"],
         )
-        # The export's log group, created here (with a retention) before RDS would create it.
+        # The export's log group, created here (with a retention) before RDS would create it,
+        # and deleted with the cluster so that it never blocks re-creating the stack.
         self.cluster.node.add_dependency(logs.LogGroup(
-            self, "PostgresqlLogs", log_group_name=f"/aws/rds/cluster/{CLUSTER_IDENTIFIER}/postgresql",
-            retention=log_retention))
+            self, "PostgresqlLogs", log_group_name=f"/aws/rds/cluster/{self.cluster_identifier}/postgresql",
+            retention=log_retention, removal_policy=RemovalPolicy.DESTROY))
         self.secret: secretsmanager.ISecret = self.cluster.secret  # type: ignore[assignment]
+        self.login_secrets: dict[str, secretsmanager.ISecret] = {}
+        for login_id, username in LOGINS.items():
+            secret = rds.DatabaseSecret(self, f"{login_id}Secret", username=username, master_secret=self.secret,
+                                        dbname=database_name)
+            self.login_secrets[username] = secret.attach(self.cluster)
+        budget = connection_budget()
         self.proxy = rds.DatabaseProxy(
             self, "Proxy",
             proxy_target=rds.ProxyTarget.from_cluster(self.cluster),
-            secrets=[self.secret],
+            secrets=[self.secret, *self.login_secrets.values()],
             vpc=vpc, vpc_subnets=subnets, security_groups=[proxy_group],
             require_tls=True,
             debug_logging=False,
+            max_connections_percent=settings.proxy_max_connections_percent(budget.total),
+            max_idle_connections_percent=settings.PROXY_MAX_IDLE_CONNECTIONS_PERCENT,
+            borrow_timeout=Duration.seconds(CONNECT_TIMEOUT_S),
+            idle_client_timeout=Duration.seconds(PROXY_IDLE_CLIENT_TIMEOUT_S),
         )
-        self.secret.add_rotation_schedule(
-            "Rotation",
-            automatically_after=Duration.days(settings.SECRET_ROTATION_DAYS),
-            hosted_rotation=secretsmanager.HostedRotation.postgre_sql_single_user(
-                vpc=vpc, vpc_subnets=subnets, security_groups=[rotation_group]),
-        )
+        rotation_network = {"vpc": vpc, "vpc_subnets": subnets, "security_groups": [rotation_group]}
+        self._rotate(self.secret, "Rotation", function_name=f"{name_prefix}-rotate-owner", log_retention=log_retention,
+                     hosted=lambda name: secretsmanager.HostedRotation.postgre_sql_single_user(
+                         function_name=name, **rotation_network), immediately=True)
+        for login_id, username in LOGINS.items():
+            self._rotate(self.login_secrets[username], f"{login_id}Rotation",
+                         function_name=f"{name_prefix}-rotate-{login_id.lower()}", log_retention=log_retention,
+                         hosted=lambda name: secretsmanager.HostedRotation.postgre_sql_multi_user(
+                             master_secret=self.secret, function_name=name, **rotation_network), immediately=False)
         port = ec2.Port.tcp(settings.DB_PORT)
         proxy_group.add_ingress_rule(self.clients, port, "functions to the proxy")
         cluster_group.add_ingress_rule(proxy_group, port, "proxy to the cluster")
@@ -129,19 +165,49 @@ class AuroraDatabase(Construct):
                         "Deletion protection was switched off by the operator (timekeeper:deletionProtection"
                         "=false) to tear the deployment down; see README.md.")
 
+    def _rotate(self, secret: secretsmanager.ISecret, construct_id: str, *, function_name: str,
+                log_retention: logs.RetentionDays, hosted, immediately: bool) -> None:
+        """Rotate ``secret`` every SECRET_ROTATION_DAYS with the hosted function
+        ``hosted(function_name)``, whose log group is created first with ``log_retention``.
+        ``immediately``: also rotate when the schedule is created or changed."""
+        log_group = logs.LogGroup(self, f"{construct_id}Logs", log_group_name=f"/aws/lambda/{function_name}",
+                                  retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
+        schedule = secret.add_rotation_schedule(
+            construct_id, automatically_after=Duration.days(settings.SECRET_ROTATION_DAYS),
+            hosted_rotation=hosted(function_name), rotate_immediately_on_update=immediately)
+        schedule.node.add_dependency(log_group)
+
     def access(self) -> DatabaseAccess:
         """How functions reach this database: the proxy endpoint, in the isolated subnets."""
         return DatabaseAccess(host=self.proxy.endpoint, name=self.database_name, secret=self.secret,
+                              worker_secret=self.login_secrets[WORKER_LOGIN], api_secret=self.login_secrets[API_LOGIN],
                               vpc=self.cluster.vpc, subnets=ec2.SubnetSelection(
                                   subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
                               security_groups=[self.clients])
 
 
+def login_secret(scope: Construct, construct_id: str, username: str) -> secretsmanager.Secret:
+    """A generated secret for the database login ``username`` (``username``, ``password``);
+    the migration function sets the role's password from it."""
+    secret = secretsmanager.Secret(
+        scope, construct_id, description=f"Timekeeper database login {username}",
+        generate_secret_string=secretsmanager.SecretStringGenerator(
+            secret_string_template=json.dumps({"username": username}), generate_string_key="password",
+            exclude_punctuation=True, password_length=32))
+    acknowledge(secret, "AwsSolutions-SMG4",
+                "An existing database's network is the operator's: rotation needs a function that reaches it. "
+                "Redeploying after changing this secret's value sets the new password (README.md).")
+    return secret
+
+
 def existing_access(scope: Construct, existing: ExistingDatabase) -> DatabaseAccess:
-    """:class:`DatabaseAccess` for a database given by context (no network is created)."""
+    """:class:`DatabaseAccess` for a database given by context (no network is created); the
+    workers' and the API's login secrets are generated here."""
     secret = secretsmanager.Secret.from_secret_complete_arn(scope, "ExistingDatabaseSecret", existing.secret_arn)
+    logins = {"worker_secret": login_secret(scope, "WorkerLoginSecret", WORKER_LOGIN),
+              "api_secret": login_secret(scope, "ApiLoginSecret", API_LOGIN)}
     if existing.vpc_id is None:
-        return DatabaseAccess(host=existing.host, name=existing.name, secret=secret)
+        return DatabaseAccess(host=existing.host, name=existing.name, secret=secret, **logins)
     # The zones are never rendered: the functions name their subnets explicitly below.
     vpc = ec2.Vpc.from_vpc_attributes(scope, "ExistingVpc", vpc_id=existing.vpc_id,
                                       availability_zones=[f"zone-of-{subnet}" for subnet in existing.subnet_ids])
@@ -150,4 +216,4 @@ def existing_access(scope: Construct, existing: ExistingDatabase) -> DatabaseAcc
         enumerate(existing.subnet_ids)])
     group = ec2.SecurityGroup.from_security_group_id(scope, "ExistingDatabaseClients", existing.security_group_id or "")
     return DatabaseAccess(host=existing.host, name=existing.name, secret=secret, vpc=vpc, subnets=subnets,
-                          security_groups=[group])
+                          security_groups=[group], **logins)

@@ -28,21 +28,34 @@ def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
     return sorted(p.name for p in functions_dir.iterdir() if (p / "handler.py").is_file())
 
 
+#: The database logins a function may use: the schema owner's (migration function only),
+#: the workers' (dispatchers, consumers) and the API's (row-level security applies).
+OWNER, WORKER, API = "owner", "worker", "api"
+
+
 @dataclass(frozen=True, kw_only=True)
 class DatabaseAccess:
     """What a function needs to reach PostgreSQL: the endpoint (RDS Proxy), the database
-    name, the credentials secret, and the network placement (``vpc`` None: no VPC)."""
+    name, one secret per login (``secret``: the owner's; ``worker_secret``, ``api_secret``),
+    and the network placement (``vpc`` None: no VPC)."""
 
     host: str
     name: str
     secret: secretsmanager.ISecret
+    worker_secret: secretsmanager.ISecret
+    api_secret: secretsmanager.ISecret
     vpc: ec2.IVpc | None = None
     subnets: ec2.SubnetSelection | None = None
     security_groups: list[ec2.ISecurityGroup] = field(default_factory=list)
 
-    def environment(self) -> dict[str, str]:
-        """The variables :mod:`timekeeper.runtime` reads for the database."""
-        return {"DB_HOST": self.host, "DB_NAME": self.name, "DB_SECRET_ARN": self.secret.secret_arn}
+    def secret_for(self, login: str) -> secretsmanager.ISecret:
+        """The secret of ``login`` (:data:`OWNER`, :data:`WORKER` or :data:`API`); raises
+        ``KeyError`` for another name."""
+        return {OWNER: self.secret, WORKER: self.worker_secret, API: self.api_secret}[login]
+
+    def environment(self, login: str) -> dict[str, str]:
+        """The variables :mod:`timekeeper.runtime` reads for the database, as ``login``."""
+        return {"DB_HOST": self.host, "DB_NAME": self.name, "DB_SECRET_ARN": self.secret_for(login).secret_arn}
 
 
 class TimekeeperFunction(Construct):
@@ -50,13 +63,15 @@ class TimekeeperFunction(Construct):
 
     ``timeout_s`` and ``memory_mb`` come from the caller (the topology for pipeline
     functions); ``environment`` is added to the database settings. The function can read
-    the database secret; every other permission is granted by the caller.
+    the secret of its database ``login`` only; every other permission is granted by the
+    caller.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, folder: str, layer: lambda_.ILayerVersion,
-                 database: DatabaseAccess, timeout_s: int, memory_mb: int, log_retention: logs.RetentionDays,
-                 environment: dict[str, str] | None = None, reserved_concurrency: int | None = None,
-                 description: str = "", functions_dir: Path = settings.FUNCTIONS_DIR):
+                 database: DatabaseAccess, login: str, timeout_s: int, memory_mb: int,
+                 log_retention: logs.RetentionDays, environment: dict[str, str] | None = None,
+                 reserved_concurrency: int | None = None, description: str = "",
+                 functions_dir: Path = settings.FUNCTIONS_DIR):
         super().__init__(scope, construct_id)
         if not (functions_dir / folder / "handler.py").is_file():
             raise ValueError(f"functions/{folder}/handler.py does not exist")
@@ -84,13 +99,13 @@ class TimekeeperFunction(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
-            environment={**database.environment(), "POWERTOOLS_LOG_LEVEL": "INFO", **(environment or {})},
+            environment={**database.environment(login), "POWERTOOLS_LOG_LEVEL": "INFO", **(environment or {})},
             vpc=database.vpc,
             vpc_subnets=database.subnets if database.vpc is not None else None,
             security_groups=database.security_groups if database.vpc is not None else None,
             description=description or f"Timekeeper {folder}",
         )
-        database.secret.grant_read(self.role)
+        database.secret_for(login).grant_read(self.role)
         Tags.of(self.function).add(settings.FUNCTION_TAG, folder)
         acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]",
                     "Lambda's VPC networking (ec2:*NetworkInterface*, DescribeSubnets) and X-Ray "

@@ -50,42 +50,54 @@ def pipeline_search(name: str, pipeline: str, *, label: str) -> cw.MathExpressio
         label=label, period=_period(), using_metrics={})
 
 
+def pipeline_metric(name: str, pipeline: str, *, period: Duration) -> cw.Metric:
+    """The copy of Timekeeper metric ``name`` the code emits with ``pipeline=<pipeline>``."""
+    return cw.Metric(namespace=obs.NAMESPACE, metric_name=name, statistic="Sum", period=period,
+                     dimensions_map={**SERVICE_DIMENSIONS, PIPELINE_DIMENSION: pipeline})
+
+
 @dataclass
 class PipelineAlarms:
-    """The five alarms of one pipeline."""
+    """The seven alarms of one pipeline."""
 
     dispatcher_silence: cw.Alarm
+    dispatcher_heartbeat: cw.Alarm
     dispatcher_errors: cw.Alarm
     queue_age: cw.Alarm
     dlq_depth: cw.Alarm
+    dlq_arrivals: cw.Alarm
     consumer_errors: cw.Alarm
 
     def all(self) -> list[cw.Alarm]:
         """The alarms in a fixed order."""
-        return [self.dispatcher_silence, self.dispatcher_errors, self.queue_age, self.dlq_depth,
-                self.consumer_errors]
+        return [self.dispatcher_silence, self.dispatcher_heartbeat, self.dispatcher_errors, self.queue_age,
+                self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
 
 
 class Monitoring(Construct):
     """Per pipeline: dispatcher silence (no invocation in the topology's window, missing data
+    breaching), dispatcher heartbeat (no successful pass in that window, missing data
     breaching), dispatcher errors, queue age above the topology's threshold, DLQ depth > 0,
-    consumer errors; for the application: ScheduleAutoPaused > 0. Every alarm notifies
-    ``topic`` when it fires and when it clears. One dashboard with a row per pipeline."""
+    DLQ arrivals (the depth grew: fires again for a new poison message while the depth alarm
+    is still in ALARM), consumer errors; for the application: ScheduleAutoPaused > 0. Every
+    alarm notifies ``topic`` when it fires and when it clears; alarm and dashboard names
+    start with the capitalized ``name_prefix``. One dashboard with a row per pipeline."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
-                 topic: sns.ITopic, dashboard_name: str = "Timekeeper"):
+                 topic: sns.ITopic, name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
+        self._title = name_prefix.capitalize()
         self.pipeline_alarms: dict[str, PipelineAlarms] = {}
         for resources in pipelines:
             self.pipeline_alarms[resources.pipeline.name] = self._pipeline_alarms(resources)
         self.auto_paused = self._alarm(
-            "ScheduleAutoPaused", name="Timekeeper-schedule-auto-paused",
+            "ScheduleAutoPaused", name=f"{self._title}-schedule-auto-paused",
             metric=timekeeper_metric(obs.SCHEDULE_AUTO_PAUSED),
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             missing=cw.TreatMissingData.NOT_BREACHING,
             description="A schedule was paused after repeated failures; its owner was notified.")
-        self.dashboard = self._dashboard(dashboard_name, pipelines)
+        self.dashboard = self._dashboard(self._title, pipelines)
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
                comparison: cw.ComparisonOperator, missing: cw.TreatMissingData, description: str,
@@ -104,22 +116,32 @@ class Monitoring(Construct):
         consumer = resources.consumer.function
         errors_above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                              "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        silence_window = Duration.minutes(p.dispatcher_silence_alarm_minutes)
+        named = f"{self._title}-{p.name}"
+        dlq = resources.queues.dead_letter_queue
         return PipelineAlarms(
             dispatcher_silence=self._alarm(
-                "DispatcherSilence", name=f"Timekeeper-{p.name}-dispatcher-silence",
+                "DispatcherSilence", name=f"{named}-dispatcher-silence",
                 metric=dispatcher.metric_invocations(
                     statistic="Sum", period=Duration.minutes(p.dispatcher_silence_alarm_minutes)),
                 threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.BREACHING, scope=scope,
                 description=f"The {p.name} dispatcher was not invoked for {p.dispatcher_silence_alarm_minutes} "
                             "minutes: its rule is disabled or deleted, or Lambda throttles it."),
+            dispatcher_heartbeat=self._alarm(
+                "DispatcherHeartbeat", name=f"{named}-dispatcher-heartbeat",
+                metric=pipeline_metric(obs.DISPATCHER_HEARTBEAT, p.name, period=silence_window),
+                threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING, scope=scope,
+                description=f"No {p.name} dispatcher pass completed for {p.dispatcher_silence_alarm_minutes} "
+                            "minutes: it runs but fails (database, queue, code) or is not invoked at all."),
             dispatcher_errors=self._alarm(
-                "DispatcherErrors", name=f"Timekeeper-{p.name}-dispatcher-errors",
+                "DispatcherErrors", name=f"{named}-dispatcher-errors",
                 metric=dispatcher.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
                 description=f"A {p.name} dispatcher pass failed (database, queue or code): no runs were "
                             "claimed or offered by it."),
             queue_age=self._alarm(
-                "QueueAge", name=f"Timekeeper-{p.name}-queue-age",
+                "QueueAge", name=f"{named}-queue-age",
                 metric=resources.queues.queue.metric_approximate_age_of_oldest_message(
                     statistic="Maximum", period=_period()),
                 threshold=p.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -127,13 +149,22 @@ class Monitoring(Construct):
                 description=f"The oldest {p.name} run message waited over {p.queue_age_alarm_s} s: the "
                             "consumer is failing, throttled or too slow for the load."),
             dlq_depth=self._alarm(
-                "DlqDepth", name=f"Timekeeper-{p.name}-dlq-depth",
-                metric=resources.queues.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                "DlqDepth", name=f"{named}-dlq-depth",
+                metric=dlq.metric_approximate_number_of_messages_visible(
                     statistic="Maximum", period=_period()), **errors_above_zero,
                 description=f"{p.name} run messages reached the dead-letter queue after "
                             f"{p.max_receive_count} receives: inspect, fix, then redrive."),
+            dlq_arrivals=self._alarm(
+                "DlqArrivals", name=f"{named}-dlq-arrivals",
+                metric=cw.MathExpression(
+                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
+                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=_period())}),
+                **errors_above_zero,
+                description=f"More {p.name} run messages reached the dead-letter queue (its depth grew), even "
+                            "while older ones are still there: inspect the new ones."),
             consumer_errors=self._alarm(
-                "ConsumerErrors", name=f"Timekeeper-{p.name}-consumer-errors",
+                "ConsumerErrors", name=f"{named}-consumer-errors",
                 metric=consumer.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
                 description=f"A whole {p.name} consumer batch failed (an uncaught error, a timeout or "
                             "the database): its messages return to the queue."),

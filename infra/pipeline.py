@@ -17,7 +17,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import settings
-from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from timekeeper.topology import Pipeline
 
@@ -33,20 +33,27 @@ def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
     return max(60, 60 * pipeline.rule_rate_minutes)
 
 
+def queue_names(pipeline: Pipeline, name_prefix: str = "timekeeper") -> tuple[str, str]:
+    """(run queue, dead-letter queue) names of ``pipeline`` in a deployment whose names start
+    with ``name_prefix``; the default prefix gives the topology's names (the local stack's)."""
+    return f"{name_prefix}-{pipeline.name}-runs", f"{name_prefix}-{pipeline.name}-runs-dlq"
+
+
 class JobQueue(Construct):
     """The run queue of a pipeline and its dead-letter queue: SQS-managed encryption,
     TLS-only policies, visibility timeout = ``pipeline.visibility_timeout_s`` (6 x the
     consumer timeout), redrive after ``pipeline.max_receive_count`` receives, DLQ kept
-    ``pipeline.dlq_retention_days`` days."""
+    ``pipeline.dlq_retention_days`` days. Names from :func:`queue_names`."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline):
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
+        queue_name, dlq_name = queue_names(pipeline, name_prefix)
         self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetterQueue", queue_name=pipeline.dlq_name,
+            self, "DeadLetterQueue", queue_name=dlq_name,
             encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
             retention_period=Duration.days(pipeline.dlq_retention_days))
         self.queue = sqs.Queue(
-            self, "Queue", queue_name=pipeline.queue_name,
+            self, "Queue", queue_name=queue_name,
             encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
             visibility_timeout=Duration.seconds(pipeline.visibility_timeout_s),
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
@@ -57,17 +64,19 @@ class PipelineResources(Construct):
     """Rule, dispatcher, queues and consumer of one pipeline.
 
     The dispatcher may send to its run queue and publish notifications; the consumer
-    receives from the queue (granted by the event source). Both read the database secret.
+    receives from the queue (granted by the event source). Both log in to the database as
+    the workers (their secret only).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, layer: lambda_.ILayerVersion,
-                 database: DatabaseAccess, topic: sns.ITopic, log_retention: logs.RetentionDays):
+                 database: DatabaseAccess, topic: sns.ITopic, log_retention: logs.RetentionDays,
+                 name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.pipeline = pipeline
-        self.queues = JobQueue(self, "Queues", pipeline=pipeline)
+        self.queues = JobQueue(self, "Queues", pipeline=pipeline, name_prefix=name_prefix)
 
         self.dispatcher = TimekeeperFunction(
-            self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database,
+            self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
             log_retention=log_retention, reserved_concurrency=1,
             environment={queue_url_variable(pipeline): self.queues.queue.queue_url,
@@ -78,7 +87,8 @@ class PipelineResources(Construct):
         self.queues.queue.grant_send_messages(self.dispatcher.role)
         topic.grant_publish(self.dispatcher.role)
         acknowledge(self.dispatcher.role, "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-                    "Publishing to the encrypted topic needs a data key; the grant names only the topic's key.")
+                    "Publishing to the encrypted topic needs a data key (SNS asks publishers for "
+                    "kms:GenerateDataKey* and kms:Decrypt); the grant names only the topic's key.")
 
         self.rule = events.Rule(
             self, "Schedule",
@@ -90,7 +100,7 @@ class PipelineResources(Construct):
         )
 
         self.consumer = TimekeeperFunction(
-            self, "Consumer", folder=pipeline.consumer_function, layer=layer, database=database,
+            self, "Consumer", folder=pipeline.consumer_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.consumer_timeout_s, memory_mb=settings.CONSUMER_MEMORY_MB,
             log_retention=log_retention,
             description=f"Timekeeper {pipeline.name} consumer (max concurrency {pipeline.max_concurrency})")

@@ -10,6 +10,8 @@ README.md for the table).
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,9 +54,38 @@ AURORA_MAX_ACU = 4
 AURORA_BACKUP_DAYS = 7
 #: Secrets Manager rotation of the database credentials.
 SECRET_ROTATION_DAYS = 30
-#: The master user of the created cluster (the secret holds its password).
+#: The master user of the created cluster (the secret holds its password): the owner of
+#: the schema, used by the migration function only.
 DB_ADMIN_USER = "timekeeper_admin"
 DB_PORT = 5432
+
+#: Memory of one Aurora capacity unit (bytes), and Aurora PostgreSQL's default
+#: ``max_connections`` rule: LEAST(DBInstanceClassMemory / 9531392, 5000).
+ACU_MEMORY_BYTES = 2 * 1024**3
+AURORA_CONNECTION_MEMORY_BYTES = 9_531_392
+#: Connections kept out of the proxy's share: the rotation functions, an operator's psql,
+#: RDS's own reserved superuser connections.
+DB_RESERVED_CONNECTIONS = 10
+#: Idle connections the proxy keeps open, as a percent of its maximum.
+PROXY_MAX_IDLE_CONNECTIONS_PERCENT = 50
+
+
+def max_connections_at_acu(acu: float) -> int:
+    """Aurora PostgreSQL's ``max_connections`` for a Serverless v2 writer of ``acu`` capacity
+    units. AWS derives the live value from the maximum ACU; the budget is checked against
+    the minimum, the capacity the cluster idles at."""
+    return min(int(acu * ACU_MEMORY_BYTES // AURORA_CONNECTION_MEMORY_BYTES), 5000)
+
+
+def proxy_max_connections_percent(budget_total: int, *, acu: float = AURORA_MIN_ACU) -> int:
+    """RDS Proxy's ``MaxConnectionsPercent``: the share of ``max_connections`` at ``acu``
+    that holds ``budget_total`` connections (rounded up), never below 10. Raises
+    ``ValueError`` when the budget plus :data:`DB_RESERVED_CONNECTIONS` does not fit."""
+    capacity = max_connections_at_acu(acu)
+    if budget_total + DB_RESERVED_CONNECTIONS > capacity:
+        raise ValueError(f"the connection budget ({budget_total}) plus {DB_RESERVED_CONNECTIONS} reserved exceeds "
+                         f"max_connections {capacity} at {acu} ACU: raise AURORA_MIN_ACU or lower concurrency")
+    return max(10, math.ceil(100 * budget_total / capacity))
 
 #: Period of every alarm except dispatcher silence (whose window is in the topology).
 ALARM_PERIOD_MINUTES = 5
@@ -127,6 +158,8 @@ class DeploymentConfig:
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
+    stage: str | None = None
+    manage_api_gateway_account: bool = False
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -141,6 +174,17 @@ class DeploymentConfig:
     KEY_SUBNET_IDS = "timekeeper:subnetIds"
     KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
+    KEY_STAGE = "timekeeper:stage"
+    KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
+
+    @property
+    def name_prefix(self) -> str:
+        """The prefix of every physical name: ``timekeeper``, or ``timekeeper-<stage>``."""
+        return f"timekeeper-{self.stage}" if self.stage else "timekeeper"
+
+    def stack_name(self, base: str) -> str:
+        """``base`` (e.g. ``TimekeeperData``), or ``base-<stage>`` when a stage is set."""
+        return f"{base}-{self.stage}" if self.stage else base
 
     @property
     def log_retention(self) -> logs.RetentionDays:
@@ -179,7 +223,12 @@ class DeploymentConfig:
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
+            stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
+            manage_api_gateway_account=_parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
         )
+        if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):
+            raise ValueError(f"{cls.KEY_STAGE}={config.stage!r}: use 1-12 lowercase letters and digits, "
+                             "starting with a letter")
         config.log_retention  # noqa: B018 - validates the value at synth
         if config.export_retention_days < 1:
             raise ValueError(f"{cls.KEY_EXPORT_RETENTION} must be at least 1")

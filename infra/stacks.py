@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import App, CfnOutput, Duration, Stack, triggers
+from aws_cdk import Annotations, App, CfnOutput, CfnResource, Duration, Fn, RemovalPolicy, Stack, triggers
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
@@ -18,7 +20,7 @@ from constructs import Construct
 from infra import settings
 from infra.api import API_FUNCTION, HttpApi
 from infra.database import AuroraDatabase, Network, existing_access
-from infra.functions import DatabaseAccess, TimekeeperFunction
+from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction
 from infra.layer import SharedLayer
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
@@ -29,6 +31,27 @@ from timekeeper.topology import PIPELINES
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
+
+
+def keep_provider_logs(stack: Stack, retention: logs.RetentionDays) -> list[logs.LogGroup]:
+    """Give every Lambda of ``stack`` that names no log group (CDK's custom resource
+    providers: the trigger's, the VPC default security group's) its ``/aws/lambda/<name>``
+    log group with ``retention``, created before any custom resource of the stack runs (so
+    Lambda never creates it without a retention first). Call once the stack is complete."""
+    found = [c for c in stack.node.find_all() if isinstance(c, CfnResource)]
+    functions = [c for c in found if c.cfn_resource_type == "AWS::Lambda::Function"
+                 and not (isinstance(c, lambda_.CfnFunction) and c.logging_config is not None)]
+    custom = [c for c in found if c.cfn_resource_type.startswith("Custom::")
+              or c.cfn_resource_type == "AWS::CloudFormation::CustomResource"]
+    groups = []
+    for function in functions:
+        group = logs.LogGroup(function.node.scope, f"{function.node.id}Logs", retention=retention,
+                              removal_policy=RemovalPolicy.DESTROY,
+                              log_group_name=Fn.join("", ["/aws/lambda/", function.ref]))
+        for resource in custom:
+            resource.node.add_dependency(group)
+        groups.append(group)
+    return groups
 
 
 class DataStack(Stack):
@@ -44,10 +67,11 @@ class DataStack(Stack):
             network = Network(self, "Network", log_retention=config.log_retention)
             self.database = AuroraDatabase(self, "Database", network=network,
                                            deletion_protection=config.deletion_protection,
-                                           log_retention=config.log_retention)
+                                           log_retention=config.log_retention, name_prefix=config.name_prefix)
             CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
             CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
         CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
+        keep_provider_logs(self, config.log_retention)
 
     @property
     def files_bucket(self) -> s3.IBucket:
@@ -67,33 +91,49 @@ class AppStack(Stack):
         database = (data.database.access() if data.database is not None
                     else existing_access(self, config.existing_database))  # type: ignore[arg-type]
         self.layer = SharedLayer(self, "SharedLayer", bundle=config.bundle_layer).layer
-        notifications = NotificationTopic(self, "Notifications", email=config.alarm_email)
+        notifications = NotificationTopic(self, "Notifications", email=config.alarm_email,
+                                          name_prefix=config.name_prefix)
         self.topic = notifications.topic
 
         self.pipelines = [
             PipelineResources(self, f"Pipeline-{pipeline.name}", pipeline=pipeline, layer=self.layer,
-                              database=database, topic=self.topic, log_retention=config.log_retention)
+                              database=database, topic=self.topic, log_retention=config.log_retention,
+                              name_prefix=config.name_prefix)
             for pipeline in PIPELINES.values()
         ]
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
                                log_retention=config.log_retention,
-                               authorizer_function_arn=config.authorizer_function_arn)
+                               authorizer_function_arn=config.authorizer_function_arn,
+                               manage_account_role=config.manage_api_gateway_account,
+                               name_prefix=config.name_prefix)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
         self.migrate = self._migration_trigger(database, config)
-        self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic)
+        self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
+                                     name_prefix=config.name_prefix)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
             CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
                       value=resources.queues.dead_letter_queue.queue_url)
+        if not config.alarm_email:
+            Annotations.of(self).add_warning_v2(
+                "timekeeper:noAlarmSubscriber",
+                f"The notification topic has no subscriber: alarms will notify nobody. Deploy with "
+                f"-c {DeploymentConfig.KEY_ALARM_EMAIL}=<address>, or subscribe to the NotificationTopicArn output.")
+        keep_provider_logs(self, config.log_retention)
 
     def _migration_trigger(self, database: DatabaseAccess, config: DeploymentConfig) -> TimekeeperFunction:
+        logins = [database.worker_secret, database.api_secret]
         migrate = TimekeeperFunction(
-            self, "Migrate", folder=settings.MIGRATE_FUNCTION, layer=self.layer, database=database,
+            self, "Migrate", folder=settings.MIGRATE_FUNCTION, layer=self.layer, database=database, login=OWNER,
             timeout_s=settings.MIGRATE_TIMEOUT_S, memory_mb=settings.MIGRATE_MEMORY_MB,
-            log_retention=config.log_retention, description="Timekeeper migrations (CDK trigger on deploy)")
+            log_retention=config.log_retention, description="Timekeeper migrations (CDK trigger on deploy)",
+            environment={"LOGIN_SECRET_ARNS": Fn.join(",", [secret.secret_arn for secret in logins])})
+        # It sets the workers' and the API's passwords from their secrets (the owner's rights).
+        for secret in logins:
+            secret.grant_read(migrate.role)
         trigger = triggers.Trigger(
             self, "MigrateOnDeploy", handler=migrate.function, execute_on_handler_change=True,
             invocation_type=triggers.InvocationType.REQUEST_RESPONSE,
@@ -117,10 +157,12 @@ def build(app: App) -> Stacks:
     """Build every stack of Timekeeper into ``app`` and attach cdk-nag's AwsSolutions pack.
 
     The stacks are environment-agnostic (account and region come from the deploying
-    credentials), so synthesis makes no AWS call and needs no cdk.context.json.
+    credentials), so synthesis makes no AWS call and needs no cdk.context.json. With the
+    context ``timekeeper:stage`` the stack names end with ``-<stage>`` and every physical
+    name starts with ``timekeeper-<stage>``, so several deployments share an account.
     """
     config = DeploymentConfig.from_node(app.node)
-    data = DataStack(app, DATA_STACK, config=config)
-    application = AppStack(app, APP_STACK, config=config, data=data)
+    data = DataStack(app, config.stack_name(DATA_STACK), config=config)
+    application = AppStack(app, config.stack_name(APP_STACK), config=config, data=data)
     checks = attach_checks(app)
     return Stacks(data=data, app=application, checks=checks)

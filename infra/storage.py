@@ -3,7 +3,7 @@ alarms)."""
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Aws, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -42,19 +42,35 @@ class FileBucket(Construct):
             ])
 
 
+def alarm_arn_pattern(name_prefix: str) -> str:
+    """The ARN pattern of this deployment's CloudWatch alarms (their names start with the
+    capitalized ``name_prefix``, e.g. ``Timekeeper-``), in the deploying account and region."""
+    return (f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:"
+            f"{name_prefix.capitalize()}-*")
+
+
 class NotificationTopic(Construct):
     """The SNS topic for owner pause notices and every alarm, encrypted with a customer
-    managed key (rotated) whose policy lets CloudWatch alarms publish. ``email`` adds an
-    email subscription (confirmed by its recipient)."""
+    managed key (rotated). The topic policy replaces SNS's default one, so it states every
+    publisher besides the functions' roles: CloudWatch alarms of this account whose names
+    start with the deployment's prefix (``aws:SourceAccount`` and ``aws:SourceArn``); the
+    key's policy lets the same alarms encrypt. ``email`` adds an email subscription
+    (confirmed by its recipient)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None):
+    def __init__(self, scope: Construct, construct_id: str, *, email: str | None = None,
+                 name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
+        alarms = {"StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+                  "ArnLike": {"aws:SourceArn": alarm_arn_pattern(name_prefix)}}
         self.key = kms.Key(self, "Key", enable_key_rotation=True, description="Timekeeper notification topic",
                            removal_policy=RemovalPolicy.DESTROY)
         self.key.add_to_resource_policy(iam.PolicyStatement(
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"]))
+            sid="CloudWatchAlarmsEncrypt", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"], conditions=alarms))
         self.topic = sns.Topic(self, "Topic", display_name="Timekeeper", master_key=self.key,
                                enforce_ssl=True)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish", principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"], resources=[self.topic.topic_arn], conditions=alarms))
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))

@@ -1,29 +1,151 @@
 """Shared fixtures: one PostgreSQL server per test session (embedded unless DATABASE_URL),
-a fresh migrated database per test module, moto for AWS, and event factories."""
+a fresh migrated database per test module, moto for AWS, and event factories.
+
+With ``TIMEKEEPER_TEST_POOLER=pgbouncer`` every database test connects through a local
+PgBouncer, which (like RDS Proxy) refuses connection startup options and hands out server
+connections per client session; ``.ci/run`` runs the database tests that way as a pass of
+its own. The ``pooled_server_url`` fixture starts the same pooler for the tests that must
+always go through it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from timekeeper.db.connection import connect
+from timekeeper.db.connection import LOGIN_ROLES, connect
 from timekeeper.db.migrate import apply_migrations
 from timekeeper.local import embedded
 
+#: The environment variable that routes the database tests through a pooler.
+POOLER_VARIABLE = "TIMEKEEPER_TEST_POOLER"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_pgbouncer(server_url: str, workdir: Path) -> tuple[str, subprocess.Popen]:
+    """Start a PgBouncer in front of ``server_url``'s server; return the URL of the same
+    database through it and the process (the caller terminates it).
+
+    Session pooling (one server connection per client session, reset with DISCARD ALL on
+    release), every database of the server reachable, no ``ignore_startup_parameters``: a
+    client sending ``options`` is refused as RDS Proxy refuses it. Trust authentication,
+    like the embedded server, for the server's user and the Timekeeper logins. Run as root,
+    PgBouncer drops to the user owning the server's socket directory (or ``postgres``). Raises ``RuntimeError`` when
+    it does not accept connections within 10 s.
+    """
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    info = psycopg.conninfo.conninfo_to_dict(server_url)
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    users = {info.get("user") or "postgres", "postgres", *LOGIN_ROLES}
+    (workdir / "users.txt").write_text("".join(f'"{u}" ""\n' for u in sorted(users)))
+    backend = f"host={info.get('host') or 'localhost'} port={info.get('port') or 5432}"
+    (workdir / "pgbouncer.ini").write_text(f"""[databases]
+* = {backend}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {workdir / 'users.txt'}
+pool_mode = session
+server_reset_query = DISCARD ALL
+max_client_conn = 400
+default_pool_size = 40
+server_idle_timeout = 5
+logfile = {workdir / 'pgbouncer.log'}
+""")
+    command = [binary]
+    if os.geteuid() == 0:
+        # The user that runs the server can reach its socket directory.
+        host = info.get("host") or ""
+        socket_owner = pwd.getpwuid(Path(host).stat().st_uid).pw_name if host.startswith("/") else None
+        user = socket_owner if socket_owner not in (None, "root") else next(
+            (u for u in ("postgres", "nobody") if _user_exists(u)), None)
+        if user is None:
+            raise RuntimeError("PgBouncer refuses to run as root and no postgres/nobody user exists")
+        shutil.chown(workdir, user)
+        for child in workdir.iterdir():
+            shutil.chown(child, user)
+        workdir.chmod(0o755)
+        command += ["-u", user]
+    process = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    pooled = psycopg.conninfo.make_conninfo(server_url, host="127.0.0.1", port=str(port))
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            with psycopg.connect(pooled, connect_timeout=2):
+                return pooled, process
+        except psycopg.OperationalError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.terminate()
+                log = workdir / "pgbouncer.log"
+                tail = log.read_text()[-2000:] if log.exists() else process.stderr.read().decode()[-2000:]
+                raise RuntimeError(f"PgBouncer did not start: {tail}") from None
+            time.sleep(0.1)
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
 
 @pytest.fixture(scope="session")
-def pg_server_url(tmp_path_factory) -> str:
-    """URL of the server every test module creates its database on."""
+def direct_server_url(tmp_path_factory) -> str:
+    """URL of the PostgreSQL server itself (never through a pooler)."""
     if os.environ.get("DATABASE_URL"):
         return os.environ["DATABASE_URL"]
     # One data directory shared by all xdist workers of this session.
     base = tmp_path_factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     return embedded.server_url(root / "pgdata")
+
+
+@pytest.fixture(scope="session")
+def pooled_server_url(direct_server_url) -> str:
+    """The server through this worker's PgBouncer (skips when PgBouncer is not installed;
+    ``.ci/run`` installs it)."""
+    if not (shutil.which("pgbouncer") or Path("/usr/sbin/pgbouncer").exists()):
+        if os.environ.get(POOLER_VARIABLE):
+            pytest.fail(f"{POOLER_VARIABLE} is set but pgbouncer is not installed")
+        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
+    # Not under pytest's private temporary folder: PgBouncer runs as another user.
+    workdir = Path(tempfile.mkdtemp(prefix="tk-pgbouncer-"))
+    url, process = start_pgbouncer(direct_server_url, workdir)
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server_url(request) -> str:
+    """URL of the server every test module creates its database on: through the pooler
+    when ``TIMEKEEPER_TEST_POOLER=pgbouncer``, directly otherwise."""
+    pooler = os.environ.get(POOLER_VARIABLE, "")
+    if pooler and pooler != "pgbouncer":
+        raise pytest.UsageError(f"{POOLER_VARIABLE}={pooler!r}: the only pooler supported is pgbouncer")
+    return request.getfixturevalue("pooled_server_url" if pooler else "direct_server_url")
 
 
 @pytest.fixture(scope="module")

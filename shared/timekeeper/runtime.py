@@ -1,12 +1,15 @@
 """The Lambda edge: settings validated at cold start, adapters created once per execution
-environment, and the handler bodies every pipeline shares (DESIGN section 1: handlers
-stay thin; domain code never reads the environment or creates boto3 clients).
+environment, and the handler bodies every pipeline shares (handlers stay thin; domain
+code never reads the environment or creates boto3 clients).
 
 Environment (names and ARNs only; secrets come from Secrets Manager):
 ``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
 ``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
-``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each handler names its
-pipeline from the topology, so one process (the local stack) can host them all.
+``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each function's secret is
+its own login's: the workers', the API's, or (migration function only) the owner's, which
+also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
+Each handler names its pipeline from the topology, so one process (the local stack) can
+host them all.
 """
 
 from __future__ import annotations
@@ -23,13 +26,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from timekeeper import clock
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
-from timekeeper.db.connection import ConnectionProvider, connect
+from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, Pipeline
 
 
 class RuntimeSettings(BaseModel):
@@ -43,9 +46,8 @@ class RuntimeSettings(BaseModel):
     db_secret_arn: str | None = None
     db_host: str | None = None
     db_name: str = "timekeeper"
-    statement_timeout_ms: int = 30_000
-    #: API statements stop well inside API Gateway's 29 s integration timeout.
-    api_statement_timeout_ms: int = 20_000
+    #: Secrets of the logins whose passwords the migration function sets (owner's function only).
+    login_secret_arns: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -62,40 +64,70 @@ def settings() -> RuntimeSettings:
         notification_topic_arn=env.get("NOTIFICATION_TOPIC_ARN") or None,
         database_url=env.get("DATABASE_URL") or None, db_secret_arn=env.get("DB_SECRET_ARN") or None,
         db_host=env.get("DB_HOST") or None, db_name=env.get("DB_NAME", "timekeeper"),
+        login_secret_arns=tuple(a.strip() for a in env.get("LOGIN_SECRET_ARNS", "").split(",") if a.strip()),
     )
 
 
-def database_url(*, force_fetch: bool = False) -> str:
-    """The libpq URL of the database: ``DATABASE_URL``, or built from the RDS Proxy host and
-    the Secrets Manager secret (cached 300 s; ``force_fetch`` bypasses the cache)."""
+def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
+    """A JSON secret (``username``, ``password``, ...) from Secrets Manager, cached 300 s."""
+    from aws_lambda_powertools.utilities.parameters import get_secret
+
+    return get_secret(arn, transform="json", max_age=300, force_fetch=force_fetch)
+
+
+def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
+    """The libpq URL of the database. In AWS: the RDS Proxy host and this function's own
+    secret (its login; cached 300 s, ``force_fetch`` bypasses the cache). Locally:
+    ``DATABASE_URL``, switched to the login role ``login`` when one is given (the local
+    server trusts local logins; see :func:`timekeeper.db.connection.login_url`)."""
     s = settings()
     if s.database_url:
-        return s.database_url
-    from aws_lambda_powertools.utilities.parameters import get_secret
+        return login_url(s.database_url, login) if login else s.database_url
     from psycopg.conninfo import make_conninfo
 
-    secret = get_secret(s.db_secret_arn, transform="json", max_age=300, force_fetch=force_fetch)
+    secret = _secret(s.db_secret_arn, force_fetch=force_fetch)
     return make_conninfo(host=s.db_host, port=secret.get("port", 5432), dbname=s.db_name,
                          user=secret["username"], password=secret["password"], sslmode="require")
 
 
-def open_with_rotation(connector: Callable[[str], psycopg.Connection]) -> psycopg.Connection:
-    """Open a connection with ``connector(url)``; when it fails and the credentials come from
-    Secrets Manager, fetch the secret again once (it may have rotated) and retry.
+def open_with_rotation(connector: Callable[[str], psycopg.Connection], *,
+                       login: str | None = None) -> psycopg.Connection:
+    """Open a connection with ``connector(url)`` (``login`` as for :func:`database_url`);
+    when it fails and the credentials come from Secrets Manager, fetch the secret again
+    once (it may have rotated to the other user) and retry.
     Raises ``psycopg.OperationalError`` when the retry fails too."""
     try:
-        return connector(database_url())
+        return connector(database_url(login=login))
     except psycopg.OperationalError:
         if settings().database_url:
             raise
-        return connector(database_url(force_fetch=True))
+        return connector(database_url(force_fetch=True, login=login))
+
+
+#: A Lambda environment reopens a connection idle this long (seconds): the proxy closes
+#: idle clients after PROXY_IDLE_CLIENT_TIMEOUT_S, and a frozen environment cannot notice.
+CONNECTION_MAX_IDLE_S = PROXY_IDLE_CLIENT_TIMEOUT_S / 2
 
 
 @cache
 def database() -> ConnectionProvider:
-    """The execution environment's lazy database connection (recreated when broken)."""
-    timeout_ms = settings().statement_timeout_ms
-    return ConnectionProvider(lambda: open_with_rotation(lambda url: connect(url, statement_timeout_ms=timeout_ms)))
+    """The execution environment's lazy database connection (recreated when broken or
+    idle for :data:`CONNECTION_MAX_IDLE_S`)."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+def provision_logins(conn: psycopg.Connection) -> list[str]:
+    """Set the password of every login named by ``LOGIN_SECRET_ARNS`` from its secret's
+    current value (``username``, ``password``), on ``conn`` (the owner's, in the
+    migration function). Idempotent: after a rotation the secret names the login that
+    already has that password. Returns the logins set, in order; raises ``ValueError``
+    when a secret names a role that is not a Timekeeper login."""
+    done = []
+    for arn in settings().login_secret_arns:
+        secret = _secret(arn, force_fetch=True)
+        set_login_password(conn, secret["username"], secret["password"])
+        done.append(secret["username"])
+    return done
 
 
 @cache

@@ -11,6 +11,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+#: The database logins of the deployment (created by migration ``0005_login_roles.sql``):
+#: dispatchers and consumers log in as the workers' role, the HTTP API as its own walled
+#: role; the migration function alone uses the schema owner's credentials.
+WORKER_LOGIN = "timekeeper_worker"
+API_LOGIN = "timekeeper_api"
+
+#: Statement timeout of the workers' database login (dispatchers and consumers), seconds.
+#: Set per login role by migration ``0005_login_roles.sql`` (no connection startup option:
+#: RDS Proxy refuses them); the migration test compares the role's setting with this.
+WORKER_STATEMENT_TIMEOUT_S = 15
+#: Statement timeout of the API's database login, seconds: well inside API Gateway's 29 s.
+API_STATEMENT_TIMEOUT_S = 20
+#: How long a client waits to open a connection (libpq ``connect_timeout``), and at most how
+#: long RDS Proxy lets it wait to borrow a database connection (``ConnectionBorrowTimeout``).
+CONNECT_TIMEOUT_S = 5
+#: The time a dispatcher keeps for the publishes after its last claim (SendMessageBatch
+#: calls of one full batch, with the SDK's retries).
+DISPATCHER_PUBLISH_ALLOWANCE_S = 5
+#: The API function's reserved concurrency: the most API connections at once.
+API_RESERVED_CONCURRENCY = 10
+#: Connections the migration trigger holds while a deploy runs.
+MIGRATION_CONNECTIONS = 1
+#: RDS Proxy closes a client connection idle this long (seconds); a Lambda execution
+#: environment reopens its connection when it was idle for half of it.
+PROXY_IDLE_CLIENT_TIMEOUT_S = 900
+
 
 @dataclass(frozen=True, kw_only=True)
 class Pipeline:
@@ -18,7 +44,9 @@ class Pipeline:
 
     Units: seconds unless the name says otherwise. ``rule_rate_minutes`` is the
     EventBridge rate; ``claim_batch`` bounds one claim transaction (not the pass);
-    ``dispatcher_time_budget_s`` bounds the repeat loop of one pass.
+    ``dispatcher_time_budget_s`` bounds the repeat loop of one pass: a claim may start
+    until then, so connect + budget + one worker statement timeout + the publish allowance
+    must end before ``dispatcher_timeout_s`` (checked at construction, ``ValueError``).
     """
 
     name: str
@@ -27,7 +55,7 @@ class Pipeline:
     consumer_function: str
     rule_rate_minutes: int = 1
     dispatcher_timeout_s: int = 60
-    dispatcher_time_budget_s: int = 40
+    dispatcher_time_budget_s: int = 30
     claim_batch: int = 200
     reoffer_after_s: int = 900
     consumer_timeout_s: int = 120
@@ -74,6 +102,18 @@ class Pipeline:
             raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
         if self.reoffer_after_s <= self.consumer_timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
+            raise ValueError(
+                f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"
+                f" s + statement timeout {WORKER_STATEMENT_TIMEOUT_S} s + publish allowance "
+                f"{DISPATCHER_PUBLISH_ALLOWANCE_S} s must stay under its timeout {self.dispatcher_timeout_s} s")
+
+    @property
+    def dispatcher_worst_case_s(self) -> int:
+        """The longest a dispatcher pass may run (seconds): borrowing a connection, then the
+        time budget, then one more claim cut off by the statement timeout, then its publishes."""
+        return (CONNECT_TIMEOUT_S + self.dispatcher_time_budget_s + WORKER_STATEMENT_TIMEOUT_S
+                + DISPATCHER_PUBLISH_ALLOWANCE_S)
 
 
 ACCOUNTING = Pipeline(
@@ -90,6 +130,35 @@ ACCOUNTING = Pipeline(
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING,)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectionBudget:
+    """The most database connections the deployment opens at once (through RDS Proxy).
+
+    ``consumers``: the sum of the pipelines' event-source maximum concurrency;
+    ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
+    reserved concurrency; ``migration``: the migration trigger's.
+    """
+
+    consumers: int
+    dispatchers: int
+    api: int
+    migration: int
+
+    @property
+    def total(self) -> int:
+        """Every connection of the budget."""
+        return self.consumers + self.dispatchers + self.api + self.migration
+
+
+def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> ConnectionBudget:
+    """The :class:`ConnectionBudget` of ``pipelines`` (default: :data:`PIPELINES`): each
+    Lambda execution environment holds one connection, so the concurrency bounds are the
+    connection bounds."""
+    chosen = PIPELINES if pipelines is None else pipelines
+    return ConnectionBudget(consumers=sum(p.max_concurrency for p in chosen.values()), dispatchers=len(chosen),
+                            api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS)
 
 
 def pipeline_for_owner(owner: str) -> Pipeline:

@@ -16,7 +16,8 @@ import pytest
 from tests.support import ListPublisher
 from timekeeper import runtime
 from timekeeper.api import ApiAdapters, create_app
-from timekeeper.api.db import connect_api
+from timekeeper.api.db import API_ROLE, connect_api
+from timekeeper.db.connection import login_url
 from timekeeper.local.lambdas import LambdaContext
 
 ALL_ROLES = "schedules:read,schedules:write,schedules:run"
@@ -88,7 +89,7 @@ def clock_now() -> dict[str, datetime]:
 @pytest.fixture
 def api_conn(db_url):
     """The API's own connection (role timekeeper_api, row-level security)."""
-    conn = connect_api(db_url)
+    conn = connect_api(login_url(db_url, API_ROLE))
     yield conn
     conn.close()
 

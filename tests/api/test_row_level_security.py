@@ -12,7 +12,7 @@ import pytest
 
 from tests.support import ListPublisher
 from timekeeper.api.db import API_ROLE, connect_api
-from timekeeper.db.connection import connect, set_tenant
+from timekeeper.db.connection import connect, login_url, set_tenant
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import dispatch
 
@@ -87,7 +87,7 @@ def test_the_api_role_cannot_delete_rows(db_url, two_workspaces):
 
 def test_the_api_connection_applies_the_entered_workspace_to_every_transaction(db_url, two_workspaces):
     ws_a, schedule_a = two_workspaces["a"]
-    conn = connect_api(db_url)
+    conn = connect_api(login_url(db_url, API_ROLE))
     try:
         # Outside a workspace: nothing, even with autocommit statements
         assert conn.execute("SELECT count(*) AS n FROM schedules").fetchone()["n"] == 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aws_cdk.assertions import Match
 
 from infra import settings
-from infra.database import CLUSTER_IDENTIFIER, ENGINE_VERSION
+from infra.database import ENGINE_VERSION
 from infra.storage import EXPORTS_PREFIX
 from tests.infra.conftest import event_sources_of, functions_by_folder, resources, synthesize
 from timekeeper.topology import PIPELINES
@@ -39,7 +39,7 @@ def test_aurora_serverless_v2_behind_a_tls_only_proxy(synth):
     data.has_resource_properties("AWS::RDS::DBCluster", {
         "Engine": "aurora-postgresql",
         "EngineVersion": ENGINE_VERSION.aurora_postgres_full_version,
-        "DBClusterIdentifier": CLUSTER_IDENTIFIER,
+        "DBClusterIdentifier": "timekeeper",
         "ServerlessV2ScalingConfiguration": {"MinCapacity": settings.AURORA_MIN_ACU,
                                              "MaxCapacity": settings.AURORA_MAX_ACU},
         "StorageEncrypted": True,

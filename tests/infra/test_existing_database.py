@@ -1,12 +1,16 @@
 """An existing database by context: no VPC or cluster is created, every function points at
-the given endpoint and secret, in the given subnets with the given security group."""
+the given endpoint, in the given subnets with the given security group; the migration
+function uses the given (owner's) secret, the workers and the API generated login secrets."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from infra.settings import DeploymentConfig
 from tests.infra.conftest import functions_by_folder, resources, synthesize
+from timekeeper.topology import API_LOGIN, PIPELINES, WORKER_LOGIN
 
 SECRET_ARN = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:timekeeper-db-AbCdEf"
 EXISTING = {
@@ -37,9 +41,26 @@ def test_functions_use_the_given_database_and_network(existing):
         variables = props["Environment"]["Variables"]
         assert variables["DB_HOST"] == EXISTING[DeploymentConfig.KEY_DB_HOST], folder
         assert variables["DB_NAME"] == "scheduling", folder
-        assert variables["DB_SECRET_ARN"] == SECRET_ARN, folder
         assert props["VpcConfig"] == {"SubnetIds": ["subnet-0aaa", "subnet-0bbb"],
                                       "SecurityGroupIds": ["sg-0123456789abcdef0"]}, folder
+
+
+def test_each_function_logs_in_with_its_own_secret(existing):
+    # Given the generated login secrets, by the username each holds
+    template = existing.app_template
+    logins = {}
+    for logical_id, secret in resources(template, "AWS::SecretsManager::Secret").items():
+        generated = secret["Properties"]["GenerateSecretString"]
+        logins[json.loads(generated["SecretStringTemplate"])["username"]] = {"Ref": logical_id}
+    assert set(logins) == {WORKER_LOGIN, API_LOGIN}
+    expected = {"migrate": SECRET_ARN, "api": logins[API_LOGIN]}
+    for pipeline in PIPELINES.values():
+        expected[pipeline.dispatcher_function] = expected[pipeline.consumer_function] = logins[WORKER_LOGIN]
+    # Then the migration function has the owner's, the workers and the API their own
+    functions = functions_by_folder(template)
+    found = {folder: template["Resources"][functions[folder]]["Properties"]["Environment"]["Variables"][
+        "DB_SECRET_ARN"] for folder in expected}
+    assert found == expected
 
 
 def test_deletion_protection_off_destroys_instead_of_retaining(existing):

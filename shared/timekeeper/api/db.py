@@ -1,12 +1,14 @@
-"""The API's database connection: the row-level security wall (DESIGN section 9).
+"""The API's database connection: the row-level security wall.
 
-The API does not use the owner connection the dispatchers and consumers use. Its
-connection drops to the NOLOGIN role ``timekeeper_api`` for the whole session
-(``SET ROLE``), and every transaction it opens while a workspace is entered starts with
+The API does not use the workers' connection. It logs in as its own role
+``timekeeper_api`` (or its rotation twin ``timekeeper_api_clone``, a member of it), and
+every transaction it opens while a workspace is entered starts with
 :func:`timekeeper.db.set_tenant` (the transaction-local ``app.workspace_id``). The policies
-of migration ``0003_row_level_security.sql`` then show that role the entered workspace's
+of migration ``0003_row_level_security.sql`` then show that login the entered workspace's
 rows only, and no rows at all outside :meth:`TenantConnection.entered` -- so a query that
-forgot its ``workspace_id`` filter still cannot read or write another workspace.
+forgot its ``workspace_id`` filter still cannot read or write another workspace. The wall
+is the login itself, not a session ``SET ROLE`` a statement could undo (``RESET ROLE``),
+and nothing session-level is set, so RDS Proxy never pins the connection.
 
 The owner modules' service functions run their own ``with conn.transaction():`` blocks
 (and publish after commit), so the tenant is applied per transaction by the connection
@@ -17,17 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 
-from timekeeper.db.connection import set_tenant
+from timekeeper.db.connection import API_LOGIN, set_tenant
+from timekeeper.topology import CONNECT_TIMEOUT_S
 
-#: The role the policies apply to (created by migration 0003).
-API_ROLE = "timekeeper_api"
+#: The role the policies apply to (created by migration 0003, a login since 0005).
+API_ROLE = API_LOGIN
+
+
+class UnwalledLogin(RuntimeError):
+    """The API was given a login row-level security does not wall (the owner, a superuser,
+    a role with BYPASSRLS, or one that is not a member of ``timekeeper_api``)."""
 
 
 class TenantConnection(psycopg.Connection):
@@ -63,21 +69,27 @@ class TenantConnection(psycopg.Connection):
             yield tx
 
 
-def connect_api(url: str, *, statement_timeout_ms: int | None = None, connect_timeout_s: int = 5,
-                role: str = API_ROLE) -> TenantConnection:
-    """Open the API's autocommit, dict-row :class:`TenantConnection` and ``SET ROLE`` to
-    ``role`` for the session. The login user must be a member of ``role`` (migration 0003
-    grants it to the migrating user). ``statement_timeout_ms`` in milliseconds.
+def connect_api(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> TenantConnection:
+    """Open the API's autocommit, dict-row :class:`TenantConnection` as the login ``url``
+    names (``timekeeper_api`` or its twin; see :func:`timekeeper.db.connection.login_url`).
 
-    Raises ``psycopg.OperationalError`` when the server cannot be reached and
-    ``psycopg.errors.InsufficientPrivilege`` when the user may not assume ``role``.
+    Checks once that the login is walled: a member of ``timekeeper_api`` that is neither
+    superuser nor BYPASSRLS nor the owner of ``schedules``. Raises :class:`UnwalledLogin`
+    otherwise, ``psycopg.OperationalError`` when the server cannot be reached or refuses
+    the login. The statement timeout is the login role's (no startup options).
     """
-    kwargs: dict[str, Any] = {"connect_timeout": connect_timeout_s, "application_name": "timekeeper-api"}
-    if statement_timeout_ms:
-        kwargs["options"] = f"-c statement_timeout={statement_timeout_ms}"
-    conn = TenantConnection.connect(url, row_factory=dict_row, autocommit=True, **kwargs)
+    conn = TenantConnection.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=connect_timeout_s,
+                                    application_name="timekeeper-api")
     try:
-        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+        row = conn.execute(
+            """SELECT r.rolname, r.rolsuper OR r.rolbypassrls AS bypass,
+                      pg_has_role(r.oid, %s, 'USAGE') AS walled,
+                      coalesce(pg_has_role(r.oid, (SELECT relowner FROM pg_class WHERE oid = to_regclass('schedules')),
+                                           'USAGE'), false) AS owner
+                 FROM pg_roles r WHERE r.rolname = current_user""", (API_ROLE,)).fetchone()
+        if row is None or row["bypass"] or row["owner"] or not row["walled"]:
+            raise UnwalledLogin(f"the API may not log in as {row and row['rolname']!r}: row-level security "
+                                f"would not apply; use {API_ROLE}")
     except Exception:
         conn.close()
         raise

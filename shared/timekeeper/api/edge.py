@@ -1,6 +1,6 @@
 """The API's Lambda edge: adapters created once per execution environment (DESIGN section 1).
 
-The API's connection is its own (``SET ROLE timekeeper_api``, row-level security; see
+The API's connection is its own (the login ``timekeeper_api``, row-level security; see
 :mod:`timekeeper.api.db`), built from the same settings as :func:`timekeeper.runtime.database`;
 publishers, the work-kind registry and the clock are the runtime's.
 """
@@ -13,16 +13,15 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from timekeeper import clock, runtime
 from timekeeper.api.app import ApiAdapters, create_app
-from timekeeper.api.db import connect_api
+from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import ConnectionProvider
 
 
 @cache
 def api_database() -> ConnectionProvider:
     """The execution environment's lazy API connection (recreated when broken)."""
-    timeout_ms = runtime.settings().api_statement_timeout_ms
-    return ConnectionProvider(lambda: runtime.open_with_rotation(
-        lambda url: connect_api(url, statement_timeout_ms=timeout_ms)))
+    return ConnectionProvider(lambda: runtime.open_with_rotation(connect_api, login=API_ROLE),
+                              max_idle_s=runtime.CONNECTION_MAX_IDLE_S)
 
 
 def edge_adapters() -> ApiAdapters:

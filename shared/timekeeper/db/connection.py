@@ -1,61 +1,112 @@
 """Connections and the unit of work (cosmicpython's pattern over one psycopg connection).
 
-In Lambda one connection lives per execution environment and is recreated when broken
-(:class:`ConnectionProvider`); locally and in tests the same class wraps a URL.
+In Lambda one connection lives per execution environment and is recreated when broken or
+long idle (:class:`ConnectionProvider`); locally and in tests the same class wraps a URL.
+
+Connections send no startup ``options`` (RDS Proxy refuses them, and so does the PgBouncer
+the tests can run through): the statement and idle-in-transaction timeouts belong to the
+login roles (migration ``0005_login_roles.sql``), so every connection of a login gets them
+without a session ``SET`` (which would also pin an RDS Proxy connection).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
 
+from timekeeper.topology import API_LOGIN, CONNECT_TIMEOUT_S, WORKER_LOGIN
 
-def connect(url: str, *, statement_timeout_ms: int | None = None, connect_timeout_s: int = 5,
+#: The workers' login (dispatchers, consumers) and the API's login, each with the name the
+#: alternating-users rotation gives its twin (``<name>_clone``): migration 0005 creates all
+#: four, the twins as members of the originals, with the same timeouts.
+LOGIN_ROLES = (WORKER_LOGIN, f"{WORKER_LOGIN}_clone", API_LOGIN, f"{API_LOGIN}_clone")
+
+
+def connect(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S,
             application_name: str = "timekeeper") -> psycopg.Connection[dict[str, Any]]:
     """Open an autocommit connection whose rows are dicts; transactions are explicit
     ``with conn.transaction():`` blocks (or a :class:`UnitOfWork`).
 
-    ``statement_timeout_ms`` (milliseconds) should sit below the calling function's
-    timeout. Raises ``psycopg.OperationalError`` when the server cannot be reached.
+    Only ``connect_timeout`` (seconds, client side) and ``application_name`` are sent;
+    the statement timeout comes from the login role. Raises ``psycopg.OperationalError``
+    when the server (or the pooler) cannot be reached or refuses the login.
     """
-    options = f"-c statement_timeout={statement_timeout_ms}" if statement_timeout_ms else None
-    kwargs: dict[str, Any] = {"connect_timeout": connect_timeout_s, "application_name": application_name}
-    if options:
-        kwargs["options"] = options
-    return psycopg.connect(url, row_factory=dict_row, autocommit=True, **kwargs)
+    return psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=connect_timeout_s,
+                           application_name=application_name)
+
+
+def login_url(url: str, login: str) -> str:
+    """Return ``url`` with its user replaced by ``login`` (its password, if any, dropped):
+    how the local stack and the tests reach the login roles of a server that trusts local
+    connections. Raises ``ValueError`` when ``login`` is not one of :data:`LOGIN_ROLES`."""
+    if login not in LOGIN_ROLES:
+        raise ValueError(f"{login!r} is not a Timekeeper login role")
+    info = conninfo_to_dict(url)
+    info.pop("password", None)
+    info["user"] = login
+    return make_conninfo(**info)
+
+
+def set_login_password(conn: psycopg.Connection, login: str, password: str) -> None:
+    """Give ``login`` (one of :data:`LOGIN_ROLES`) the password ``password``, as the role that
+    owns the schema (the migration function, holding the owner's credentials, does this
+    from each login's secret). Idempotent. Raises ``ValueError`` for another role name or
+    an empty password, ``psycopg.errors.InsufficientPrivilege`` without CREATEROLE."""
+    if login not in LOGIN_ROLES:
+        raise ValueError(f"{login!r} is not a Timekeeper login role")
+    if not password:
+        raise ValueError(f"empty password for {login}")
+    # ALTER ROLE takes no bound parameters: the literal is quoted by psycopg.
+    conn.execute(sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+        sql.Identifier(login), sql.Literal(password)))
 
 
 def set_tenant(conn: psycopg.Connection, workspace_id: UUID | str | None) -> None:
     """Enter a workspace for the current transaction (``app.workspace_id``, transaction-local).
 
-    Row-level security policies and scoped queries read this setting (DESIGN section 9).
+    Row-level security policies and scoped queries read this setting.
     """
     conn.execute("SELECT set_config('app.workspace_id', %s, true)",
                  (str(workspace_id) if workspace_id else "",))
 
 
 class ConnectionProvider:
-    """One lazy connection per execution environment, recreated when broken or closed.
+    """One lazy connection per execution environment, recreated when broken, closed, or
+    idle longer than ``max_idle_s`` seconds (None: never), so a connection the proxy's
+    idle client timeout closed while the environment was frozen is not used again.
 
     ``factory`` is a zero-argument callable returning a fresh connection (e.g. a
-    ``functools.partial`` of :func:`connect`).
+    ``functools.partial`` of :func:`connect`); ``monotonic`` is the clock (seconds).
     """
 
-    def __init__(self, factory: Callable[[], psycopg.Connection]):
+    def __init__(self, factory: Callable[[], psycopg.Connection], *, max_idle_s: float | None = None,
+                 monotonic: Callable[[], float] = time.monotonic):
         self._factory = factory
         self._conn: psycopg.Connection | None = None
+        self._max_idle_s = max_idle_s
+        self._monotonic = monotonic
+        self._handed_out_at = 0.0
 
     def get(self) -> psycopg.Connection:
-        """Return a usable idle connection, reconnecting if the previous one broke."""
+        """Return a usable idle connection, reconnecting if the previous one broke or idled
+        past ``max_idle_s``."""
         conn = self._conn
+        now = self._monotonic()
+        stale = self._max_idle_s is not None and now - self._handed_out_at > self._max_idle_s
+        if conn is not None and not conn.closed and stale:
+            conn.close()
         if conn is None or conn.closed or conn.broken:
             conn = self._conn = self._factory()
         elif conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
+        self._handed_out_at = now
         return conn
 
     def close(self) -> None:

@@ -41,7 +41,8 @@ class MigrationChecksumMismatch(RuntimeError):
 
 
 def available_migrations() -> list[Migration]:
-    """Return the packaged migrations sorted by version; raises ``ValueError`` on a gap."""
+    """Return the packaged migrations sorted by version; raises ``ValueError`` when two files
+    share a version. (Versions are reserved per change, so one may be missing on a branch.)"""
     folder = resources.files("timekeeper.db").joinpath("migrations")
     found = []
     for entry in folder.iterdir():
@@ -49,9 +50,9 @@ def available_migrations() -> list[Migration]:
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
-    for expected, migration in enumerate(found, start=1):
-        if migration.version != expected:
-            raise ValueError(f"migration numbering gap: expected {expected:04d}, found {migration.version:04d}")
+    for previous, migration in zip(found, found[1:], strict=False):
+        if migration.version == previous.version:
+            raise ValueError(f"two migrations numbered {migration.version:04d}")
     return found
 
 

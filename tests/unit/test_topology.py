@@ -1,0 +1,38 @@
+"""The topology's own rules: a dispatcher pass ends inside its function timeout, and the
+connection budget counts every function that holds a database connection."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from timekeeper import topology
+from timekeeper.topology import ACCOUNTING, PIPELINES, connection_budget
+
+
+def test_a_dispatcher_whose_last_claim_could_outlive_its_function_is_refused():
+    # Given the former numbers: a 40 s budget and a 60 s function, with a 15 s statement
+    # timeout, 5 s to connect and 5 s to publish
+    # When such a pipeline is described
+    # Then the topology refuses it, naming every term
+    with pytest.raises(ValueError, match="time budget 40 s .* statement timeout .* under its timeout 60 s"):
+        dataclasses.replace(ACCOUNTING, dispatcher_time_budget_s=40)
+
+
+def test_every_pipeline_ends_its_pass_before_its_timeout():
+    for pipeline in PIPELINES.values():
+        worst = (topology.CONNECT_TIMEOUT_S + pipeline.dispatcher_time_budget_s
+                 + topology.WORKER_STATEMENT_TIMEOUT_S + topology.DISPATCHER_PUBLISH_ALLOWANCE_S)
+        assert pipeline.dispatcher_worst_case_s == worst < pipeline.dispatcher_timeout_s
+
+
+def test_the_connection_budget_sums_consumers_dispatchers_api_and_migration():
+    # Given two pipelines with different consumer concurrency
+    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", max_concurrency=7)
+    # When the budget is derived
+    budget = connection_budget({"accounting": ACCOUNTING, "other": other})
+    # Then each function's concurrency bound is one connection
+    assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.max_concurrency + 7, 2)
+    assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
+    assert budget.total == ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration
