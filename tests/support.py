@@ -64,3 +64,20 @@ def scheduled_event(now: datetime) -> dict[str, Any]:
             "account": "123456789012", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:123456789012:rule/timekeeper"],
             "detail": {}}
+
+
+def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int) -> list[RunMessage]:
+    """Create ``count`` hourly schedules (each in its own workspace) due at ``now`` (a whole
+    UTC hour) and let the real dispatcher claim and publish them; return their run messages."""
+    from datetime import timedelta
+
+    from timekeeper.schedules import service
+    from timekeeper.schedules.dispatcher import dispatch
+
+    for _ in range(count):
+        service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=owner, work_kind=kind,
+                                recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
+                                now=now - timedelta(minutes=30))
+    publisher = ListPublisher()
+    dispatch(conn, owner=owner, now=now, publisher=publisher)
+    return publisher.sent

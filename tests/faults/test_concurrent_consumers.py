@@ -20,11 +20,9 @@ from datetime import timedelta
 import pytest
 
 from tests.faults.executions import ExecutionLog
-from tests.support import ListPublisher
+from tests.support import due_messages
 from timekeeper.db.connection import connect
-from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
-from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
@@ -60,14 +58,9 @@ class Handler:
 
 def due_runs(conn, now, count) -> list[RunMessage]:
     """``count`` schedules due at ``now``, claimed and published by the real dispatcher."""
-    for _ in range(count):
-        service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind=KIND,
-                                recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
-                                now=now - timedelta(minutes=30))
-    publisher = ListPublisher()
-    dispatch(conn, owner=OWNER, now=now, publisher=publisher)
-    assert len(publisher.sent) == count
-    return publisher.sent
+    sent = due_messages(conn, owner=OWNER, kind=KIND, now=now, count=count)
+    assert len(sent) == count
+    return sent
 
 
 def registry_for(handler, *, leased):

@@ -8,11 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import due_messages
 from timekeeper.db.connection import connect
-from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, MisroutedMessage, RetryLater, process_batch
-from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
@@ -58,13 +56,8 @@ def world(conn):
 
 
 def deliveries(conn, now, count, kind="batch.work"):
-    for _ in range(count):
-        service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind=kind,
-                                recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
-                                now=now - timedelta(minutes=30))
-    publisher = ListPublisher()
-    dispatch(conn, owner=OWNER, now=now, publisher=publisher)
-    return [Delivery(f"m{i}", m, 1) for i, m in enumerate(publisher.sent)]
+    return [Delivery(f"m{i}", m, 1) for i, m in enumerate(due_messages(conn, owner=OWNER, kind=kind, now=now,
+                                                                        count=count))]
 
 
 def effects(conn):
