@@ -25,7 +25,6 @@ from tests.support import ListPublisher
 from timekeeper.accounting import books
 from timekeeper.accounting.posting import request_posting, run_posting_job
 from timekeeper.accounting.work_kinds import OWNER, register
-from timekeeper.db import UnitOfWork
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, Result, process_batch
 from timekeeper.schedules.dispatcher import dispatch
@@ -188,10 +187,8 @@ def deliver_with_duplicates(conn: psycopg.Connection, run: RunSpec) -> Duplicate
 
 def committed(conn: psycopg.Connection, build: Callable[[], T]) -> T:
     """Run ``build()`` (setup service calls on ``conn``) in one committed transaction."""
-    with UnitOfWork(conn) as uow:
-        result = build()
-        uow.commit()
-    return result
+    with conn.transaction():
+        return build()
 
 
 def rows(conn: psycopg.Connection, sql: str, params: Any = None) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
-"""Database access: connections, units of work, named SQL and migrations (DESIGN section 1).
+"""Database access: connections, named SQL and migrations (DESIGN section 1).
 
 Everything here is plain psycopg 3 with bound parameters. Instants are ``timestamptz``
 and every value crossing this package boundary is an aware UTC ``datetime``.
 """
 
-from timekeeper.db.connection import UnitOfWork, connect, set_tenant
+from timekeeper.db.connection import connect, set_tenant
 from timekeeper.db.sql import load_queries
 
-__all__ = ["UnitOfWork", "connect", "load_queries", "set_tenant"]
+__all__ = ["connect", "load_queries", "set_tenant"]

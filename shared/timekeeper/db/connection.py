@@ -1,4 +1,4 @@
-"""Connections and the unit of work (cosmicpython's pattern over one psycopg connection).
+"""Connections: one autocommit psycopg connection, explicit ``with conn.transaction():`` blocks.
 
 In Lambda one connection lives per execution environment and is recreated when broken or
 long idle (:class:`ConnectionProvider`); locally and in tests the same class wraps a URL.
@@ -32,7 +32,7 @@ LOGIN_ROLES = (WORKER_LOGIN, f"{WORKER_LOGIN}_clone", API_LOGIN, f"{API_LOGIN}_c
 def connect(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S,
             application_name: str = "timekeeper") -> psycopg.Connection[dict[str, Any]]:
     """Open an autocommit connection whose rows are dicts; transactions are explicit
-    ``with conn.transaction():`` blocks (or a :class:`UnitOfWork`).
+    ``with conn.transaction():`` blocks.
 
     Only ``connect_timeout`` (seconds, client side) and ``application_name`` are sent;
     the statement timeout comes from the login role. Raises ``psycopg.OperationalError``
@@ -115,50 +115,3 @@ class ConnectionProvider:
             self._conn.close()
         self._conn = None
 
-
-class UnitOfWork:
-    """One transaction on one connection: commit explicitly, roll back on error.
-
-    Use as ``with UnitOfWork(conn) as uow: ...; uow.commit()``. Leaving the block without
-    ``commit()`` (or with an exception) rolls back. Callbacks registered with
-    :meth:`after_commit` run after a successful commit, in order (publishing to SQS
-    happens there, never inside the transaction); an exception raised by a callback
-    propagates after the others ran. The connection must be in autocommit mode.
-    """
-
-    def __init__(self, conn: psycopg.Connection):
-        self.conn = conn
-        self._after_commit: list[Callable[[], None]] = []
-        self.committed = False
-
-    def __enter__(self) -> UnitOfWork:
-        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            raise RuntimeError("UnitOfWork needs an idle autocommit connection")
-        self.conn.execute("BEGIN")
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if not self.committed and not self.conn.closed:
-            self.conn.execute("ROLLBACK")
-
-    def execute(self, query: str, params: Any = None) -> psycopg.Cursor:
-        """Run one statement in this transaction and return its cursor."""
-        return self.conn.execute(query, params)
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        """Register ``callback`` to run once this unit of work has committed."""
-        self._after_commit.append(callback)
-
-    def commit(self) -> None:
-        """Commit, then run the after-commit callbacks (each runs even if one fails)."""
-        self.conn.execute("COMMIT")
-        self.committed = True
-        callbacks, self._after_commit = self._after_commit, []
-        first_error: BaseException | None = None
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception as error:  # noqa: BLE001 - re-raised below after the rest ran
-                first_error = first_error or error
-        if first_error is not None:
-            raise first_error
