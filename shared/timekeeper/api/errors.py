@@ -35,6 +35,11 @@ DEFINITION_INVALID = "definition_invalid"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
 
+#: The message of an ``invalid_cursor`` refusal.
+CURSOR_MESSAGE = "not a cursor this API returned"
+#: Reasons of :func:`timekeeper.api.app.parse_json_body` worth showing the caller.
+_JSON_REASONS = frozenset({"nested too deeply", "a number is too long"})
+
 
 class ErrorBody(BaseModel):
     """The body of every error response. ``field`` names the offending input where one
@@ -90,7 +95,8 @@ def _validation_message(error: dict[str, Any]) -> str:
     if error.get("type") == "missing":
         return "required"
     if error.get("type") == "json_invalid":
-        return "the body is not valid JSON"
+        reason = (error.get("ctx") or {}).get("error")
+        return f"the body is not valid JSON ({reason})" if reason in _JSON_REASONS else "the body is not valid JSON"
     if error.get("type") == "extra_forbidden":
         return "unknown field"
     message = str(error.get("msg") or "invalid value")
@@ -133,6 +139,8 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
             return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error")
         first = errors[0] if errors else {}
         field = _field_of(first.get("loc") or (), union_tags)
+        if list(first.get("loc") or ())[:2] == ["query", "cursor"]:
+            return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_CURSOR, CURSOR_MESSAGE, "cursor")
         if first.get("type") in ("union_tag_invalid", "union_tag_not_found"):
             field = str((first.get("ctx") or {}).get("discriminator", "body")).strip("'")
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, _validation_message(first), field)
