@@ -218,7 +218,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
             logger.append_keys(workspace_id=str(identity.workspace_id))
             identity.require(permission)
             return WorkspaceScope(identity=identity, conn=adapters.connection(), now=adapters.now(),
-                                  publisher=publisher)
+                                  publisher=publisher, kinds=registry)
 
         scope.__name__ = f"scope_{permission.replace(':', '_')}"
         return scope

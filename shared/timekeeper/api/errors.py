@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.observability import logger
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
+from timekeeper.schedules.work import InvalidSubject
 
 UNAUTHENTICATED = "unauthenticated"
 FORBIDDEN = "forbidden"
@@ -129,6 +130,10 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     def _invalid_recurrence(error: InvalidRecurrence) -> Response:
         field = "recurrence" if error.field == "rule" else f"recurrence.{error.field}"
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_RECURRENCE, error.reason, field)
+
+    @app.exception_handler(InvalidSubject)
+    def _invalid_subject(error: InvalidSubject) -> Response:
+        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, error.reason, error.field)
 
     @app.exception_handler(RequestValidationError)
     def _request_invalid(error: RequestValidationError) -> Response:
