@@ -35,6 +35,8 @@ INVALID_CURSOR = "invalid_cursor"
 DEFINITION_INVALID = "definition_invalid"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
+#: The local server's HTTP layer refused the request itself (oversized header, bad request line).
+BAD_REQUEST = "bad_request"
 
 #: The message of an ``invalid_cursor`` refusal.
 CURSOR_MESSAGE = "not a cursor this API returned"

@@ -74,24 +74,34 @@ class SqsEventSource:
         return {"Records": records}
 
     def poll(self, now: datetime, *, max_rounds: int = 1000) -> int:
-        """Deliver everything visible at simulated ``now``; return the records delivered."""
+        """Deliver everything visible at simulated ``now``; return the records delivered.
+
+        Each round receives up to ``max_concurrency`` batches, then invokes the function
+        with each. A receive that returns fewer messages than asked for emptied the queue
+        (moto returns every visible message up to the maximum), so polling stops there
+        without a further empty receive: one round trip per batch, plus its delete.
+        """
         self._reveal(now)
         delivered = 0
+        asked = min(self.batch_size, 10)
         for _ in range(max_rounds):
             batches = []
+            drained = False
             for _ in range(self.max_concurrency):
                 got = self.sqs.receive_message(
-                    QueueUrl=self.queue_url, MaxNumberOfMessages=min(self.batch_size, 10),
+                    QueueUrl=self.queue_url, MaxNumberOfMessages=asked,
                     VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
                 ).get("Messages", [])
-                if not got:
+                if got:
+                    batches.append(got)
+                if len(got) < asked:
+                    drained = True
                     break
-                batches.append(got)
-            if not batches:
-                break
             for batch in batches:
                 delivered += len(batch)
                 self._invoke(batch, now)
+            if drained or not batches:
+                break
         return delivered
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
