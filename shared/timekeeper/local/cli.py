@@ -156,20 +156,27 @@ def _run(args: argparse.Namespace) -> int:
         return _psql(args.database)
     from rich.console import Console
 
-    from timekeeper.local.simulate import SimulationOptions, print_summary, run_simulation
+    from timekeeper.local.simulate import print_summary, run_simulation
 
-    outages = [o for o in args.outage or () if o is not None]
-    defaults = SimulationOptions()
-    # --no-outage, or only "--outage none": no outage; else the ones given, or the default one.
-    chosen = () if args.no_outage or (args.outage and not outages) else tuple(outages) or defaults.outages
-    options = SimulationOptions(start=args.start, days=args.days, seed=args.seed, outages=chosen,
-                                poison=args.poison, show_progress=not args.no_progress,
-                                fast_forward=not args.every_minute)
     # Full-width tables when the output is a file or a pipe (no terminal to size them).
     console = Console(width=None if sys.stdout.isatty() else 160)
-    result = run_simulation(options, console)
+    result = run_simulation(simulation_options(args), console)
     print_summary(result, console)
     return 0
+
+
+def simulation_options(args: argparse.Namespace) -> Any:
+    """The :class:`~timekeeper.local.simulate.SimulationOptions` of parsed ``simulate``
+    arguments: ``--no-outage`` or only ``--outage none`` is no outage; otherwise the
+    outages given, or the default one."""
+    from timekeeper.local.simulate import SimulationOptions
+
+    outages = [o for o in args.outage or () if o is not None]
+    no_outage = args.no_outage or (args.outage and not outages)
+    return SimulationOptions(start=args.start, days=args.days, seed=args.seed,
+                             outages=() if no_outage else tuple(outages) or SimulationOptions().outages,
+                             poison=args.poison, show_progress=not args.no_progress,
+                             fast_forward=not args.every_minute)
 
 
 def _psql(database: str) -> int:
