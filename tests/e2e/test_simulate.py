@@ -1,4 +1,4 @@
-"""The local stack driven for simulated days (DESIGN sections 7 and 10): the real handlers,
+"""The local stack driven for simulated days (``python -m timekeeper simulate``): the real handlers,
 moto queues with redrive, the embedded database; assertions on the final tables."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The HTTP API of schedule owners: routes on Powertools' REST resolver (issue 4; DESIGN
-section 2 "Owner actions", section 9).
+"""The HTTP API of schedule owners: routes on Powertools' REST resolver over the owner
+actions of :mod:`timekeeper.schedules.service`, walled by the tenant rule.
 
 ``create_app(adapters)`` builds a resolver whose routes validate requests and responses
 with the pydantic models of :mod:`timekeeper.api.models`; :func:`openapi_document`

@@ -1,4 +1,4 @@
-"""Machine-readable error bodies and the resolver's exception handlers (issue 4, point 4).
+"""Machine-readable error bodies and the resolver's exception handlers.
 
 Every error the API returns is ``{"code": str, "message": str, "field"?: str}`` with one
 of the codes below. Messages are fixed texts or validator reasons: never a stack trace,

@@ -1,4 +1,4 @@
-"""The tenant rule, in one place (DESIGN section 9).
+"""The tenant rule, in one place: a workspace comes only from the caller's claims.
 
 A :class:`WorkspaceScope` is what a route gets instead of a connection: every owner action
 it offers is the :mod:`timekeeper.schedules.service` function with the CALLER'S workspace
