@@ -190,11 +190,15 @@ def _psql(database: str) -> int:
     except Exception as error:  # noqa: BLE001 - one line, not a traceback
         print(f"cannot start the local database server: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    # Ctrl-C belongs to psql while it runs (it cancels the query there), not to this process.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         return subprocess.call(embedded.psql_command(url))
     except FileNotFoundError:
         print(f"psql not found; connect with any PostgreSQL client to: {url}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":
