@@ -10,8 +10,11 @@ cases, a 10 s timeout per request (about 5 s in all). A deeper, randomized run:
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -126,3 +129,30 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(case, local_
     # naming the field, so "positive data acceptance" is not asserted where a rule is sent.
     excluded = [positive_data_acceptance] if case.operation.label in RULE_TAKING else []
     case.call_and_validate(base_url=local_server.base_url, headers=AUTH, timeout=10, excluded_checks=excluded)
+
+
+def test_an_idle_connection_does_not_hold_up_other_requests(local_server):
+    # Given a client that opens a connection and sends nothing
+    address = urlsplit(local_server.base_url)
+    idle = socket.create_connection((address.hostname, address.port), timeout=5)
+    try:
+        # When other clients call the API meanwhile, several at once
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            replies = list(pool.map(lambda _: requests.get(f"{local_server.base_url}/schedules", headers=AUTH,
+                                                           timeout=5), range(8)))
+        # Then each is answered, promptly, from its own API environment
+        assert [r.status_code for r in replies] == [200] * 8
+        assert time.monotonic() - started < 5
+    finally:
+        idle.close()
+
+
+def test_an_oversized_header_gets_the_json_error_body(local_server):
+    # Given a request with a header line longer than the HTTP layer reads (64 KiB)
+    reply = requests.get(f"{local_server.base_url}/schedules", headers={**AUTH, "X-Padding": "a" * 70_000},
+                         timeout=10)
+    # Then it is refused with the API's error body, not an HTML page
+    assert reply.status_code == 431
+    assert reply.headers["Content-Type"] == "application/json"
+    assert reply.json() == {"code": "bad_request", "message": "line too long"}

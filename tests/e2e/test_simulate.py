@@ -1,4 +1,4 @@
-"""The local stack driven for simulated days (DESIGN sections 7 and 10): the real handlers,
+"""The local stack driven for simulated days (``python -m timekeeper simulate``): the real handlers,
 moto queues with redrive, the embedded database; assertions on the final tables."""
 
 from __future__ import annotations
@@ -8,16 +8,19 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from timekeeper.local.simulate import SimulationOptions, run_simulation
+from timekeeper.local.simulate import SimulationOptions, print_summary, run_simulation
+
+DAYS = 31
 
 
 @pytest.fixture(scope="module")
 def simulated(pg_server_url, monkeypatch_module):
-    # 2027-03-06 .. 2027-03-26: New York's spring gap (03-14), a 3-hour dispatcher outage
-    # (03-20), London's calendar coverage ending 03-21 and the fifth refusal (03-26).
+    # 2027-03-06 .. 2027-04-05: New York's spring gap (03-14), a 3-hour dispatcher outage
+    # (03-20), London's calendar coverage ending 03-21 and the fifth refusal (03-26), Lord
+    # Howe's fall-back overlap (04-04).
     monkeypatch_module.setenv("DATABASE_URL", pg_server_url)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    return run_simulation(SimulationOptions(start=date(2027, 3, 6), days=21, show_progress=False,
+    return run_simulation(SimulationOptions(start=date(2027, 3, 6), days=DAYS, show_progress=False,
                                             database=f"tk_e2e_{worker}"))
 
 
@@ -31,7 +34,8 @@ def monkeypatch_module():
 def test_every_run_finished_and_the_poison_message_is_dead_lettered(simulated):
     assert simulated.unfinished_runs == 0
     assert simulated.dlq_messages == {"accounting": 1}
-    assert simulated.dispatcher_invocations + simulated.silent_minutes == 21 * 24 * 60
+    assert simulated.dispatcher_invocations + simulated.silent_minutes + simulated.idle_minutes == DAYS * 24 * 60
+    assert simulated.silent_minutes == 180
 
 
 def test_the_spring_gap_shifts_new_yorks_0230_roll_to_0330(simulated):
@@ -61,3 +65,36 @@ def test_the_outage_backlog_is_collapsed_to_one_run_per_schedule(simulated):
 def test_succeeded_rolls_posted_their_closed_batches(simulated):
     assert simulated.posting_jobs.get("succeeded", 0) >= 3
     assert "failed" not in simulated.posting_jobs
+
+
+def test_the_fall_back_overlap_runs_a_fixed_time_once_and_an_hourly_rule_at_each_instant(simulated):
+    # Lord Howe falls back from 02:00 to 01:30 on 2027-04-04: 01:30-02:00 happens twice
+    overlap = {(r["name"], r["occurrence_local"]): r for r in simulated.dst_overlap}
+    daily = overlap[("lord_howe.reconciliation.daily", datetime(2027, 4, 4, 1, 45))]
+    hourly = overlap[("lord_howe.reconciliation.hourly", datetime(2027, 4, 4, 1, 40))]
+    assert (daily["runs"], daily["occurrence_at"]) == (1, datetime(2027, 4, 3, 14, 45, tzinfo=UTC))
+    assert (hourly["runs"], hourly["occurrence_at"]) == (2, datetime(2027, 4, 3, 14, 40, tzinfo=UTC))
+    assert set(overlap) == {("lord_howe.reconciliation.daily", datetime(2027, 4, 4, 1, 45)),
+                            ("lord_howe.reconciliation.hourly", datetime(2027, 4, 4, 1, 40))}
+
+
+def test_the_summary_draws_no_empty_table_explains_posting_and_counts_consumer_errors(simulated):
+    # Given the summary of the simulation printed to a wide console
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    # When it is printed
+    print_summary(simulated, console)
+    text = console.export_text()
+    # Then it explains the posting jobs, shows the consumer's failures and how to open the database
+    assert "Posting jobs (a closed batch's entries posted to the ledger" in text
+    assert f"{simulated.consumer['failed']} returned as batch item failures" in text
+    assert simulated.consumer["failed"] >= 1  # the poison message, on every receive until dead-lettered
+    assert f"psql '{simulated.database_url}'" in text  # DATABASE_URL names the server here
+    assert "Occurrences in a repeated hour (DST overlap)" in text
+    # And a table without rows is one line instead of an empty frame
+    empty = type(simulated)(database_url=simulated.database_url)
+    console = Console(width=200, record=True)
+    print_summary(empty, console)
+    text = console.export_text()
+    assert "Paused schedules: none." in text and "┏" not in text

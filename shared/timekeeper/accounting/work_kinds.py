@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 import psycopg
 
@@ -31,12 +32,22 @@ from timekeeper.accounting.books import (
     RollResult,
     auto_close_batch,
     batch_name,
+    get_batch,
+    get_recurring_batch,
     roll_recurring_batch,
 )
 from timekeeper.accounting.models import Batch, NotFound, OutsideCalendarCoverage, Period
 from timekeeper.accounting.posting import request_posting, start_posting_job, sweep_posting_jobs
 from timekeeper.accounting.reconciliation import DEFAULT_WINDOW_DAYS, sweep
-from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded, WorkKindRegistry
+from timekeeper.schedules.work import (
+    Outcome,
+    Refused,
+    RunContext,
+    Skipped,
+    SubjectRequirement,
+    Succeeded,
+    WorkKindRegistry,
+)
 
 OWNER = "accounting"
 BATCH_ROLL = "batch.roll"
@@ -248,14 +259,35 @@ def posting_sweep(conn: psycopg.Connection, now: datetime) -> dict[str, int] | N
     return sweep_posting_jobs(conn, now)
 
 
+def _recurring_batch_exists(conn: psycopg.Connection, workspace_id: UUID, subject_id: UUID) -> bool:
+    """Whether ``subject_id`` is a recurring batch of ``workspace_id`` (``batch.roll``'s subject)."""
+    try:
+        get_recurring_batch(conn, workspace_id=workspace_id, recurring_batch_id=subject_id)
+    except NotFound:
+        return False
+    return True
+
+
+def _batch_exists(conn: psycopg.Connection, workspace_id: UUID, subject_id: UUID) -> bool:
+    """Whether ``subject_id`` is a batch of ``workspace_id`` (``batch.auto_close``'s subject)."""
+    try:
+        get_batch(conn, workspace_id=workspace_id, batch_id=subject_id)
+    except NotFound:
+        return False
+    return True
+
+
 def register(registry: WorkKindRegistry) -> None:
     """Register the four accounting work kinds under owner ``"accounting"`` (no staleness
-    bound) and the ``posting.sweep`` maintenance task.
+    bound; ``batch.roll`` needs a recurring batch and ``batch.auto_close`` a batch of the
+    schedule's workspace as its subject) and the ``posting.sweep`` maintenance task.
 
     Raises ``ValueError`` when one of them is registered already.
     """
-    registry.register(OWNER, BATCH_ROLL, roll_batch, staleness=None)
-    registry.register(OWNER, BATCH_AUTO_CLOSE, auto_close, staleness=None)
+    registry.register(OWNER, BATCH_ROLL, roll_batch, staleness=None,
+                      subject=SubjectRequirement("recurring batch", _recurring_batch_exists))
+    registry.register(OWNER, BATCH_AUTO_CLOSE, auto_close, staleness=None,
+                      subject=SubjectRequirement("batch", _batch_exists))
     registry.register(OWNER, RECONCILIATION_SWEEP, reconciliation_sweep, staleness=None)
     registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None)
     registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep)

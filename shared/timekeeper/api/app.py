@@ -1,5 +1,5 @@
-"""The HTTP API of schedule owners: routes on Powertools' REST resolver (issue 4; DESIGN
-section 2 "Owner actions", section 9).
+"""The HTTP API of schedule owners: routes on Powertools' REST resolver over the owner
+actions of :mod:`timekeeper.schedules.service`, walled by the tenant rule.
 
 ``create_app(adapters)`` builds a resolver whose routes validate requests and responses
 with the pydantic models of :mod:`timekeeper.api.models`; :func:`openapi_document`
@@ -119,12 +119,38 @@ def _is_json(media_type: str) -> bool:
     return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
 
 
+def _normalized_media_type(media_type: str) -> str:
+    """``"APPLICATION/JSON; Charset=UTF-8"`` -> ``"application/json; Charset=UTF-8"``: media
+    types are case-insensitive (RFC 9110), parameters are passed on as sent."""
+    kind, sep, params = media_type.partition(";")
+    return kind.strip().lower() + (sep + params if sep else "")
+
+
+def parse_json_body(text: str) -> Any:
+    """Parse a request body as JSON; raises ``json.JSONDecodeError`` for anything the
+    parser refuses, including input too deep for it (``RecursionError``: e.g. 100,000
+    nested brackets) and integer literals longer than Python converts (``ValueError``:
+    over 4,300 digits), so each is a 422 naming the body instead of an unhandled fault."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+    except ValueError:
+        raise json.JSONDecodeError("a number is too long", text, 0) from None
+
+
 class JsonApiResolver(APIGatewayRestResolver):
     """Powertools' REST resolver for an API that takes JSON only: a request body sent with
     another ``Content-Type`` is refused with a 415 :class:`ErrorBody` before routing (the
     resolver's own body parsing would otherwise try forms and multipart, and fail with a
     server error on a multipart type without a boundary). A body without a content type is
-    read as JSON."""
+    read as JSON, and the media type is compared without regard to case. Bodies are parsed
+    by :func:`parse_json_body`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(json_body_deserializer=parse_json_body, **kwargs)
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
@@ -135,6 +161,8 @@ class JsonApiResolver(APIGatewayRestResolver):
             if content_type and not _is_json(str(content_type)):
                 return _early_error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, errors.UNSUPPORTED_MEDIA_TYPE,
                                     "send the body as application/json")
+            if content_type:
+                event = _with_content_type(event, _normalized_media_type(str(content_type)))
             if event.get("isBase64Encoded"):
                 try:
                     base64.b64decode(str(body), validate=True).decode("utf-8")
@@ -142,6 +170,17 @@ class JsonApiResolver(APIGatewayRestResolver):
                     return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                         "the body is not UTF-8 JSON", "body")
         return super().resolve(event, context)
+
+
+def _with_content_type(event: dict[str, Any], content_type: str) -> dict[str, Any]:
+    """A copy of ``event`` whose ``Content-Type`` header (single and multi-value) is ``content_type``."""
+    headers = {k: v for k, v in (event.get("headers") or {}).items() if str(k).lower() != "content-type"}
+    headers["Content-Type"] = content_type
+    out = {**event, "headers": headers}
+    if event.get("multiValueHeaders"):
+        multi = {k: v for k, v in event["multiValueHeaders"].items() if str(k).lower() != "content-type"}
+        out["multiValueHeaders"] = {**multi, "Content-Type": [content_type]}
+    return out
 
 
 def _early_error(status: HTTPStatus, code: str, message: str, field: str | None = None) -> dict[str, Any]:
@@ -179,7 +218,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
             logger.append_keys(workspace_id=str(identity.workspace_id))
             identity.require(permission)
             return WorkspaceScope(identity=identity, conn=adapters.connection(), now=adapters.now(),
-                                  publisher=publisher)
+                                  publisher=publisher, kinds=registry)
 
         scope.__name__ = f"scope_{permission.replace(':', '_')}"
         return scope

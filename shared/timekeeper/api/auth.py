@@ -1,4 +1,4 @@
-"""Identity from the API Gateway authorizer, and the roles the routes require (DESIGN section 9).
+"""Identity from the API Gateway authorizer, and the roles the routes require (the tenant rule).
 
 The API never authenticates anyone itself: API Gateway's Lambda authorizer (pointed by the
 operator at their identity provider) does, and passes its verdict in the REST proxy event

@@ -1,13 +1,19 @@
-"""The API's Lambda edge: adapters created once per execution environment (DESIGN section 1).
+"""The API's Lambda edge: adapters created once per execution environment.
 
 The API's connection is its own (the login ``timekeeper_api``, row-level security; see
 :mod:`timekeeper.api.db`), built from the same settings as :func:`timekeeper.runtime.database`;
 publishers, the work-kind registry and the clock are the runtime's.
+
+An execution environment handles one request at a time on one thread. In Lambda that is
+the whole process; the local server (``python -m timekeeper serve``) runs several
+environments in one process, one per worker thread, so the resolver (which holds the
+current request) and the connection are cached per thread.
 """
 
 from __future__ import annotations
 
-from functools import cache
+import threading
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
@@ -16,12 +22,35 @@ from timekeeper.api.app import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import ConnectionProvider
 
+_environment = threading.local()
+_lock = threading.Lock()
+_providers: list[ConnectionProvider] = []  # every environment's connection, closed by reset()
+_generation = 0  # bumped by reset(): environments of an older generation are rebuilt
 
-@cache
+
+def _cached(name: str, build: Any) -> Any:
+    """This thread's (execution environment's) ``name``, built on first use."""
+    if getattr(_environment, "generation", None) != _generation:
+        _environment.__dict__.clear()
+        _environment.generation = _generation
+    value = getattr(_environment, name, None)
+    if value is None:
+        value = build()
+        setattr(_environment, name, value)
+    return value
+
+
+def _new_provider() -> ConnectionProvider:
+    provider = ConnectionProvider(lambda: runtime.open_with_rotation(connect_api, login=API_ROLE),
+                                  max_idle_s=runtime.CONNECTION_MAX_IDLE_S)
+    with _lock:
+        _providers.append(provider)
+    return provider
+
+
 def api_database() -> ConnectionProvider:
     """The execution environment's lazy API connection (recreated when broken)."""
-    return ConnectionProvider(lambda: runtime.open_with_rotation(connect_api, login=API_ROLE),
-                              max_idle_s=runtime.CONNECTION_MAX_IDLE_S)
+    return _cached("database", _new_provider)
 
 
 def edge_adapters() -> ApiAdapters:
@@ -30,16 +59,20 @@ def edge_adapters() -> ApiAdapters:
                        registry=runtime.registry, now=clock.now)
 
 
-@cache
 def lambda_app() -> APIGatewayRestResolver:
-    """The resolver ``functions/api/handler.py`` serves, built on first use."""
-    return create_app(edge_adapters())
+    """The resolver ``functions/api/handler.py`` serves, built on first use in each
+    execution environment."""
+    return _cached("app", lambda: create_app(edge_adapters()))
 
 
 def reset() -> None:
-    """Forget the cached app and close the API connection (local stack and tests, after
-    the environment changed); the runtime's own caches are reset by ``runtime.reset()``."""
-    if api_database.cache_info().currsize:
-        api_database().close()
-    api_database.cache_clear()
-    lambda_app.cache_clear()
+    """Forget every environment's app and close their API connections (local stack and
+    tests, after the environment changed); the runtime's own caches are reset by
+    ``runtime.reset()``."""
+    global _generation
+    with _lock:
+        _generation += 1
+        providers = list(_providers)
+        _providers.clear()
+    for provider in providers:
+        provider.close()

@@ -1,4 +1,4 @@
-"""Machine-readable error bodies and the resolver's exception handlers (issue 4, point 4).
+"""Machine-readable error bodies and the resolver's exception handlers.
 
 Every error the API returns is ``{"code": str, "message": str, "field"?: str}`` with one
 of the codes below. Messages are fixed texts or validator reasons: never a stack trace,
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.observability import logger
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
+from timekeeper.schedules.work import InvalidSubject
 
 UNAUTHENTICATED = "unauthenticated"
 FORBIDDEN = "forbidden"
@@ -34,6 +35,13 @@ INVALID_CURSOR = "invalid_cursor"
 DEFINITION_INVALID = "definition_invalid"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
+#: The local server's HTTP layer refused the request itself (oversized header, bad request line).
+BAD_REQUEST = "bad_request"
+
+#: The message of an ``invalid_cursor`` refusal.
+CURSOR_MESSAGE = "not a cursor this API returned"
+#: Reasons of :func:`timekeeper.api.app.parse_json_body` worth showing the caller.
+_JSON_REASONS = frozenset({"nested too deeply", "a number is too long"})
 
 
 class ErrorBody(BaseModel):
@@ -90,7 +98,8 @@ def _validation_message(error: dict[str, Any]) -> str:
     if error.get("type") == "missing":
         return "required"
     if error.get("type") == "json_invalid":
-        return "the body is not valid JSON"
+        reason = (error.get("ctx") or {}).get("error")
+        return f"the body is not valid JSON ({reason})" if reason in _JSON_REASONS else "the body is not valid JSON"
     if error.get("type") == "extra_forbidden":
         return "unknown field"
     message = str(error.get("msg") or "invalid value")
@@ -124,6 +133,10 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
         field = "recurrence" if error.field == "rule" else f"recurrence.{error.field}"
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_RECURRENCE, error.reason, field)
 
+    @app.exception_handler(InvalidSubject)
+    def _invalid_subject(error: InvalidSubject) -> Response:
+        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, error.reason, error.field)
+
     @app.exception_handler(RequestValidationError)
     def _request_invalid(error: RequestValidationError) -> Response:
         errors = error.errors()
@@ -133,6 +146,8 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
             return error_response(HTTPStatus.INTERNAL_SERVER_ERROR, INTERNAL_ERROR, "internal error")
         first = errors[0] if errors else {}
         field = _field_of(first.get("loc") or (), union_tags)
+        if list(first.get("loc") or ())[:2] == ["query", "cursor"]:
+            return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, INVALID_CURSOR, CURSOR_MESSAGE, "cursor")
         if first.get("type") in ("union_tag_invalid", "union_tag_not_found"):
             field = str((first.get("ctx") or {}).get("discriminator", "body")).strip("'")
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, _validation_message(first), field)

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from timekeeper.api.errors import INVALID_CURSOR, ApiError
+from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
 from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
 from timekeeper.schedules.service import ScheduleDetails
 from timekeeper.topology import PIPELINES
@@ -391,6 +391,6 @@ def decode_cursor(cursor: str | None) -> tuple[datetime, UUID] | None:
     if cursor is None or cursor == "":
         return None
     if re.fullmatch(CURSOR_PATTERN, cursor) is None:
-        raise ApiError(422, INVALID_CURSOR, "not a cursor this API returned", "cursor")
+        raise ApiError(422, INVALID_CURSOR, CURSOR_MESSAGE, "cursor")
     micros, _, hex_id = cursor.partition("-")
     return _EPOCH + timedelta(microseconds=int(micros)), UUID(hex=hex_id)

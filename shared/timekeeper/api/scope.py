@@ -1,4 +1,4 @@
-"""The tenant rule, in one place (DESIGN section 9).
+"""The tenant rule, in one place: a workspace comes only from the caller's claims.
 
 A :class:`WorkspaceScope` is what a route gets instead of a connection: every owner action
 it offers is the :mod:`timekeeper.schedules.service` function with the CALLER'S workspace
@@ -21,6 +21,7 @@ from timekeeper.api.auth import Identity
 from timekeeper.api.db import TenantConnection
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
+from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.topology import pipeline_for_owner
 
 
@@ -52,12 +53,15 @@ class OwnerRoutedPublisher:
 class WorkspaceScope:
     """Owner actions bound to ``identity``'s workspace on ``conn`` at instant ``now`` (aware
     UTC). Each method runs the service function's own transaction(s) with the workspace
-    entered; errors are the service's (``ScheduleNotFound``, ``InvalidRecurrence``)."""
+    entered; errors are the service's (``ScheduleNotFound``, ``InvalidRecurrence``,
+    ``InvalidSubject``)."""
 
     identity: Identity
     conn: TenantConnection
     now: datetime
     publisher: RunPublisher
+    #: The registered work kinds: create and update check the subject each one declares.
+    kinds: WorkKindRegistry | None = None
 
     @property
     def workspace_id(self) -> UUID:
@@ -80,12 +84,13 @@ class WorkspaceScope:
 
     def create(self, **fields: Any) -> dict[str, Any]:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
-        return self._call(service.create_schedule, actor=self.identity.user_id, now=self.now, **fields)
+        return self._call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
+                          **fields)
 
     def update(self, schedule_id: UUID, **fields: Any) -> dict[str, Any]:
         """Change ``recurrence`` / ``name`` / ``subject_id`` (None keeps a field)."""
         return self._call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
-                          now=self.now, **fields)
+                          now=self.now, kinds=self.kinds, **fields)
 
     def pause(self, schedule_id: UUID) -> dict[str, Any]:
         """Pause (idempotent) with reason ``paused_by_owner``."""

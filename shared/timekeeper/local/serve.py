@@ -1,7 +1,8 @@
 """``python -m timekeeper serve``: the HTTP API on localhost over the local stack, on the
-real clock (DESIGN section 7; issue 4).
+real clock.
 
-What runs:
+What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, shared with
+``simulate``):
 
 * the database: embedded PostgreSQL (or ``DATABASE_URL``), database ``timekeeper_serve``
   (kept between runs; ``--reset`` starts it empty), migrated;
@@ -11,9 +12,13 @@ What runs:
   wall-clock minute (an EventBridge scheduled event) and polls each run queue every second
   with the SQS event source mapping that feeds the REAL consumer handler -- so a "Run now"
   runs within about a second;
-* an HTTP server on ``--host``/``--port`` (single-threaded ``wsgiref``) that turns each
-  request into an API Gateway REST proxy event and invokes the REAL API handler
-  (``functions/api/handler.py``), with a local stand-in for the Lambda authorizer.
+* an HTTP server on ``--host``/``--port`` that handles connections concurrently (a pool of
+  worker threads, each an API execution environment with its own database connection)
+  and turns each request into an API Gateway REST proxy event for the REAL API handler
+  (``functions/api/handler.py``), with a local stand-in for the Lambda authorizer. An
+  idle client is dropped after ``REQUEST_READ_TIMEOUT_S`` seconds; errors of the HTTP
+  layer itself (an oversized header, a malformed request line) get the API's JSON error
+  body too.
 
 The authorizer stand-in takes the claims from a development token:
 ``Authorization: Bearer dev:<user id>:<workspace uuid>:<role,role,...>``, e.g.
@@ -26,25 +31,21 @@ with no claims (401). It checks nothing: it is for a laptop, never for a deploym
 from __future__ import annotations
 
 import base64
-import contextlib
-import io
 import json
-import logging
-import os
-import signal
 import sys
 import threading
 import time
 import uuid
-import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from timekeeper.local import embedded
+from timekeeper.api import errors
+from timekeeper.local.stack import LocalStack, start_local_stack
 
 SERVE_DATABASE = "timekeeper_serve"
 API_FUNCTION = "api"
@@ -168,11 +169,35 @@ class ApiGatewayProxy:
         return [data]
 
 
+#: Seconds a connection may stay silent before the server drops it.
+REQUEST_READ_TIMEOUT_S = 10
+
+
 class _RequestHandler(WSGIRequestHandler):
     """wsgiref's handler without its invented ``Content-Type: text/plain`` for requests that
-    sent none, and with an optional access log."""
+    sent none, with a read timeout, JSON error bodies for the HTTP layer's own refusals
+    and an optional access log."""
 
     access_log = True
+    timeout = REQUEST_READ_TIMEOUT_S
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The HTTP layer's refusals (431 header too large, 414, 400) as an API error body
+        (code ``bad_request``) instead of the standard library's HTML page."""
+        try:
+            phrase = HTTPStatus(code).phrase
+        except ValueError:
+            phrase = "Error"
+        body = errors.ErrorBody(code=errors.BAD_REQUEST, message=(message or phrase).lower()).model_dump_json(
+            exclude_none=True).encode()
+        self.log_error("code %d, message %s", code, message)
+        self.send_response(code, phrase)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD" and code >= 200 and code not in (HTTPStatus.NO_CONTENT, HTTPStatus.NOT_MODIFIED):
+            self.wfile.write(body)
 
     def get_environ(self) -> dict[str, Any]:
         env = super().get_environ()
@@ -188,39 +213,18 @@ class _RequestHandler(WSGIRequestHandler):
 # ---------------------------------------------------------------------- pipeline worker
 
 
-class _NullWriter(io.TextIOBase):
-    def write(self, text: str) -> int:
-        return len(text)
-
-
 class PipelineWorker(threading.Thread):
-    """Drives the pipelines on the real clock: the dispatcher handler of every pipeline once
-    per wall-clock minute, and each run queue's SQS event source every ``poll_interval_s``.
-    The handlers' metric lines (EMF, for CloudWatch) are discarded."""
+    """Drives the pipelines of ``stack`` on the real clock: the dispatcher handler of every
+    pipeline once per wall-clock minute, and the run queues' SQS event sources every
+    ``poll_interval_s`` seconds. A failed round is counted in ``errors`` and retried."""
 
-    def __init__(self, local_aws: Any, *, poll_interval_s: float = 1.0) -> None:
+    def __init__(self, stack: LocalStack, *, poll_interval_s: float = 1.0) -> None:
         super().__init__(name="timekeeper-pipelines", daemon=True)
-        from timekeeper.local.event_source import SqsEventSource
-
+        self.stack = stack
         self.poll_interval_s = poll_interval_s
         self._stop_requested = threading.Event()
         self.dispatches = 0
         self.errors = 0
-        sqs = local_aws.client("sqs")
-        self.sources = {
-            name: SqsEventSource(
-                sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-                function=lambda event, fn=pair.pipeline.consumer_function: self._invoke(fn, event),
-                batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
-                visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
-            for name, pair in local_aws.queues.items()}
-
-    @staticmethod
-    def _invoke(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
-        from timekeeper.local.lambdas import invoke
-
-        with contextlib.redirect_stdout(_NullWriter()):
-            return invoke(function, event, **kwargs)
 
     def run(self) -> None:
         from timekeeper import clock
@@ -234,11 +238,9 @@ class PipelineWorker(threading.Thread):
                 if minute != last_minute:
                     last_minute = minute
                     for pipeline in PIPELINES.values():
-                        self._invoke(pipeline.dispatcher_function, _scheduled_event(now),
-                                     timeout_s=pipeline.dispatcher_timeout_s)
+                        self.stack.dispatch(pipeline, now)
                         self.dispatches += 1
-                for source in self.sources.values():
-                    source.poll(clock.now())
+                self.stack.poll(clock.now())
             except Exception as error:  # noqa: BLE001 - keep serving; the next round retries
                 self.errors += 1
                 print(f"pipeline worker: {type(error).__name__} (retrying)", file=sys.stderr)
@@ -251,45 +253,54 @@ class PipelineWorker(threading.Thread):
             self.join(timeout_s)
 
 
-def _scheduled_event(now: datetime) -> dict[str, Any]:
-    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-            "account": "000000000000", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:000000000000:rule/timekeeper-minute"],
-            "detail": {}}
-
-
 # -------------------------------------------------------------------------- the stack
 
 
-def _quiet_lambda_environment() -> None:
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "timekeeper")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Timekeeper")
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+class PooledWSGIServer(WSGIServer):
+    """wsgiref's server that handles each connection on one of ``workers`` threads, so an
+    idle or slow client holds one worker (until the handler's read timeout) and never the
+    others. Each worker thread is one API execution environment (its own resolver and
+    database connection, see :mod:`timekeeper.api.edge`)."""
 
+    def __init__(self, *args: Any, workers: int = 8, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timekeeper-api")
 
-def prepare_database(*, reset: bool = False) -> str:
-    """Create (``reset``: re-create) the serve database if needed and migrate it; return its URL."""
-    from timekeeper.db.connection import connect
-    from timekeeper.db.migrate import apply_migrations
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._pool.submit(self._process, request, client_address)
 
-    url = embedded.create_database(embedded.server_url(), SERVE_DATABASE, drop_existing=reset)
-    with connect(url) as conn:
-        apply_migrations(conn)
-    return url
+    def _process(self, request: Any, client_address: Any) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001 - socketserver's own policy: report and go on
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass
 class LocalServer:
-    """A running ``serve`` stack: ``base_url`` of the API, the database URL, the local AWS,
-    the pipeline worker and the HTTP server. :meth:`stop` ends all of them."""
+    """A running ``serve`` stack: ``base_url`` of the API, the local stack (database,
+    moto, event sources), the pipeline worker and the HTTP server. :meth:`stop` ends all
+    of them."""
 
     base_url: str
-    database_url: str
-    local_aws: Any
+    stack: LocalStack
     worker: PipelineWorker
     httpd: WSGIServer
     _thread: threading.Thread | None = None
+
+    @property
+    def database_url(self) -> str:
+        return self.stack.database_url
+
+    @property
+    def local_aws(self) -> Any:
+        return self.stack.aws
 
     def serve_forever(self) -> None:
         """Handle requests until :meth:`stop` (or Ctrl-C in the calling thread)."""
@@ -301,19 +312,14 @@ class LocalServer:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the HTTP server, the worker and moto; close the cached connections."""
-        from timekeeper import runtime
-        from timekeeper.api import edge
-
+        """Stop the HTTP server, the worker and the local stack."""
         if self._thread is not None:
             self.httpd.shutdown()
             self._thread.join(10)
             self._thread = None
         self.httpd.server_close()
         self.worker.stop()
-        self.local_aws.stop()
-        edge.reset()
-        runtime.reset()
+        self.stack.stop()
 
 
 def start_server(options: ServeOptions, *, database_url: str | None = None) -> LocalServer:
@@ -322,44 +328,34 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
 
     ``database_url`` names an already migrated database instead of ``timekeeper_serve``.
     Points this process's environment at the stack (``DATABASE_URL``, the queue URLs, the
-    moto endpoint) and installs the real clock.
+    moto endpoint) and uses the real clock. Raises ``OSError`` when the address cannot be
+    bound (nothing is left running then).
     """
-    _quiet_lambda_environment()
-    from timekeeper import clock, runtime
-    from timekeeper.api import edge
-    from timekeeper.local.aws import start_local_aws
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
-    url = database_url or prepare_database(reset=options.reset)
-    os.environ["DATABASE_URL"] = url
-    local_aws = start_local_aws(server=True)
-    clock.install(None)
-    runtime.reset()
-    edge.reset()
-    worker = PipelineWorker(local_aws, poll_interval_s=options.poll_interval_s)
+    stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
+                              database_url=database_url, log_level="WARNING")
     handler = type("RequestHandler", (_RequestHandler,), {"access_log": options.access_log})
     try:
-        httpd = make_server(options.host, options.port, ApiGatewayProxy(), handler_class=handler)
-    except OSError:
-        local_aws.stop()
+        httpd = make_server(options.host, options.port, ApiGatewayProxy(), server_class=PooledWSGIServer,
+                            handler_class=handler)
+    except BaseException:
+        stack.stop()
         raise
+    worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
     host, port = httpd.server_address[:2]
-    return LocalServer(base_url=f"http://{host}:{port}", database_url=url, local_aws=local_aws, worker=worker,
-                       httpd=httpd)
+    return LocalServer(base_url=f"http://{host}:{port}", stack=stack, worker=worker, httpd=httpd)
 
 
 def run_serve(options: ServeOptions, out: Any = None) -> int:
-    """The ``serve`` command: start, print how to call it, serve until Ctrl-C; exit code."""
+    """The ``serve`` command: start, print how to call it, serve until interrupted
+    (``KeyboardInterrupt``, raised again once everything is stopped); exit code 1 when the
+    address cannot be bound."""
     out = out or sys.stdout
     try:
         server = start_server(options)
     except OSError as error:
         print(f"cannot listen on {options.host}:{options.port}: {error.strerror or error}", file=sys.stderr)
         return 1
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)  # stop as cleanly on SIGTERM as on Ctrl-C
     workspace = uuid.uuid4()
     token = f"dev:alice:{workspace}:schedules:read,schedules:write,schedules:run"
     print(f"Timekeeper API on {server.base_url}  (OpenAPI document: {server.base_url}/openapi.json)", file=out)
@@ -371,15 +367,9 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
     print("  Ctrl-C stops.", file=out, flush=True)
     try:
         server.serve_forever()
-    except KeyboardInterrupt:
-        print("stopping", file=out)
     finally:
         server.stop()
     return 0
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _redacted(url: str) -> str:

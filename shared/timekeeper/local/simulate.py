@@ -1,29 +1,35 @@
-"""``python -m timekeeper simulate``: the whole system on a simulated clock (DESIGN section 7).
+"""``python -m timekeeper simulate``: the whole system on a simulated clock.
 
-Starts the database (embedded PostgreSQL, or ``DATABASE_URL``), applies the migrations,
-starts moto with the topology's queues, loads the sample tenant set and then, minute by
-simulated minute, invokes the REAL dispatcher handler with an EventBridge scheduled event
-and lets an SQS event source mapping feed the REAL consumer handler. Nothing here is a
-second implementation: the handlers, the queues' redrive and the database are the ones
-the tests and AWS use. Ends with a summary read from the database and the queues.
+Starts the local stack (:mod:`timekeeper.local.stack`: the database, migrations, moto with
+the topology's queues), loads the sample tenant set and then, minute by simulated minute,
+invokes the REAL dispatcher handler with an EventBridge scheduled event and lets an SQS
+event source mapping feed the REAL consumer handler. Nothing here is a second
+implementation: the handlers, the queues' redrive and the database are the ones the tests
+and AWS use. Ends with a summary read from the database and the queues.
+
+Idle minutes are fast-forwarded: when no run is queued or running, no pause notice waits
+and no failed message is waiting for its visibility timeout, a dispatcher pass can do
+nothing until the earliest next due instant, so the clock jumps there (an outage's start
+and the simulation's end stop the jump too). ``fast_forward=False`` invokes the
+dispatcher at every simulated minute instead.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import logging
+import math
 import os
 import time
-import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
-from timekeeper.local import embedded
+from timekeeper.db import load_queries
 
 SIM_DATABASE = "timekeeper_sim"
+SQL = load_queries("timekeeper.local", "simulate.sql")
+_MINUTE = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,8 @@ class Outage:
 @dataclass(frozen=True)
 class SimulationOptions:
     """``start`` date (UTC midnight), ``days`` to simulate, random ``seed`` of the sample
-    data, dispatcher ``outages`` and ``poison`` malformed messages sent at the start."""
+    data, dispatcher ``outages``, ``poison`` malformed messages sent at the start, and
+    ``fast_forward`` over idle minutes (see the module docstring)."""
 
     start: date = date(2027, 3, 1)
     days: int = 41
@@ -49,222 +56,236 @@ class SimulationOptions:
     poison: int = 1
     show_progress: bool = True
     database: str = SIM_DATABASE
+    fast_forward: bool = True
 
 
 @dataclass
 class SimulationResult:
-    """What the summary shows, as data (the e2e tests assert on it)."""
+    """What the summary shows, as data (the e2e tests assert on it).
+
+    Minutes: ``dispatcher_invocations`` + ``silent_minutes`` (outages) + ``idle_minutes``
+    (fast-forwarded, nothing could happen) = ``minutes``.
+    """
 
     database_url: str
     wall_seconds: float = 0.0
     minutes: int = 0
     dispatcher_invocations: int = 0
     silent_minutes: int = 0
+    idle_minutes: int = 0
     consumer_invocations: int = 0
+    consumer: dict[str, int] = field(default_factory=dict)
     runs_by_kind: list[dict[str, Any]] = field(default_factory=list)
     backlog: list[dict[str, Any]] = field(default_factory=list)
     dst_shifted: list[dict[str, Any]] = field(default_factory=list)
+    dst_overlap: list[dict[str, Any]] = field(default_factory=list)
     paused: list[dict[str, Any]] = field(default_factory=list)
     dlq_messages: dict[str, int] = field(default_factory=dict)
     notifications_sent: int = 0
     posting_jobs: dict[str, int] = field(default_factory=dict)
     unfinished_runs: int = 0
+    embedded_database: bool = True
 
 
-def _quiet_lambda_environment() -> None:
-    # Powertools reads these when its singletons are built: set them before any import.
-    # Metrics stay enabled (disabling them keeps the metric set growing); their EMF lines
-    # go to a null sink during each invocation instead.
-    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "timekeeper")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Timekeeper")
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
+def _ceil_minute(start: datetime, instant: datetime) -> int:
+    """The first simulated minute (counted from ``start``) at or after ``instant``."""
+    return math.ceil((instant - start) / _MINUTE)
 
 
-def prepare_database(name: str = SIM_DATABASE) -> str:
-    """Create a fresh simulation database ``name`` and migrate it; return its URL."""
-    from timekeeper.db.connection import connect
-    from timekeeper.db.migrate import apply_migrations
-
-    url = embedded.create_database(embedded.server_url(), name)
-    with connect(url) as conn:
-        apply_migrations(conn)
-    return url
+def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: datetime, minute: int,
+                      total: int) -> int:
+    """The next minute at which a dispatcher pass or a delivery can change anything,
+    ``minute + 1`` when something is pending already (see the module docstring)."""
+    following = minute + 1
+    quiet = conn.execute(SQL["quiet_until"]).fetchone()
+    if quiet["busy"]:
+        return following
+    stops = [total]
+    if quiet["next_due_at"] is not None:
+        stops.append(_ceil_minute(start, quiet["next_due_at"]))
+    if (visible_at := stack.next_visible_at()) is not None:
+        stops.append(_ceil_minute(start, visible_at))
+    stops += [_ceil_minute(start, o.start) for o in options.outages if o.start > start + minute * _MINUTE]
+    return max(following, min(stops))
 
 
 def run_simulation(options: SimulationOptions, console: Any = None) -> SimulationResult:
-    """Run the simulation described by ``options``; print progress to ``console`` (rich)."""
-    _quiet_lambda_environment()
+    """Run the simulation described by ``options``; print progress to ``console`` (rich).
+
+    Returns the :class:`SimulationResult`. The database (``options.database``) is created
+    afresh and kept; everything else started is stopped, also on ``KeyboardInterrupt``.
+    """
+    from timekeeper.local.stack import quiet_lambda_environment, start_local_stack
+
+    quiet_lambda_environment()  # before the imports below build the handlers' logger
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from timekeeper import clock, runtime
+    from timekeeper import clock
     from timekeeper.db.connection import connect
-    from timekeeper.local.aws import start_local_aws
-    from timekeeper.local.event_source import SqsEventSource
-    from timekeeper.local.lambdas import invoke
     from timekeeper.local.sample import load_sample
     from timekeeper.topology import PIPELINES
 
     wall_start = time.monotonic()
-    saved_environment = dict(os.environ)
-    runtime.reset()
-    url = prepare_database(options.database)
-    os.environ["DATABASE_URL"] = url
-    result = SimulationResult(database_url=url)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message="No application metrics to publish")
-    local = start_local_aws()
-    sink = _NullWriter()
-
-    def quiet_invoke(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
-        with contextlib.redirect_stdout(sink):
-            return invoke(function, event, **kwargs)
-
+    embedded_database = not os.environ.get("DATABASE_URL")
+    stack = start_local_stack(database=options.database, reset=True, aws_server=False)
+    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     start = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC)
     sim = {"now": start}
     clock.install(lambda: sim["now"])
     try:
-        with connect(url) as conn:
+        with connect(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
-        sqs = local.client("sqs")
-        sources = {
-            name: SqsEventSource(
-                sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-                function=lambda event, fn=pair.pipeline.consumer_function: quiet_invoke(fn, event),
-                batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
-                visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
-            for name, pair in local.queues.items()}
-        for pair in local.queues.values():
-            for i in range(options.poison):
-                sqs.send_message(QueueUrl=pair.url, MessageBody=json.dumps({"run": f"not-a-run-{i}"}))
-        total_minutes = options.days * 24 * 60
-        progress = Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
-                            TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
-                            console=console, disable=not options.show_progress, transient=True)
-        with progress:
-            task = progress.add_task(start.date().isoformat(), total=total_minutes)
-            for minute in range(total_minutes):
-                now = start + timedelta(minutes=minute)
-                sim["now"] = now
-                for name, pipeline in PIPELINES.items():
+            sqs = stack.aws.client("sqs")
+            for pair in stack.aws.queues.values():
+                for i in range(options.poison):
+                    sqs.send_message(QueueUrl=pair.url, MessageBody=json.dumps({"run": f"not-a-run-{i}"}))
+            total_minutes = options.days * 24 * 60
+            progress = Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
+                                TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
+                                console=console, disable=not options.show_progress, transient=True)
+            with progress:
+                task = progress.add_task(start.date().isoformat(), total=total_minutes)
+                minute = 0
+                while minute < total_minutes:
+                    now = start + minute * _MINUTE
+                    sim["now"] = now
                     published = 0
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
-                        report = quiet_invoke(pipeline.dispatcher_function, _scheduled_event(now),
-                                        timeout_s=pipeline.dispatcher_timeout_s)
-                        result.dispatcher_invocations += 1
-                        published = report["published"] + report["reoffered"]
-                    source = sources[name]
-                    visible_at = source.next_visible_at()
+                        for pipeline in PIPELINES.values():
+                            report = stack.dispatch(pipeline, now)
+                            result.dispatcher_invocations += 1
+                            published += report["published"] + report["reoffered"]
+                    visible_at = stack.next_visible_at()
                     if published or minute == 0 or (visible_at is not None and visible_at <= now):
-                        source.poll(now)
-                if minute % 60 == 0:
-                    progress.update(task, completed=minute, description=now.strftime("%Y-%m-%d %H:%M"))
-            result.minutes = total_minutes
-        result.consumer_invocations = sum(s.stats.invocations for s in sources.values())
-        for name, pair in local.queues.items():
-            attributes = sqs.get_queue_attributes(QueueUrl=pair.dlq_url, AttributeNames=[
-                "ApproximateNumberOfMessages"])["Attributes"]
-            result.dlq_messages[name] = int(attributes["ApproximateNumberOfMessages"])
-        with connect(url) as conn:
+                        stack.poll(now)
+                    following = minute + 1
+                    if options.fast_forward and not any(o.covers(now) for o in options.outages):
+                        following = _next_busy_minute(conn, stack, options, start, minute, total_minutes)
+                        result.idle_minutes += following - minute - 1
+                    if following // 60 != minute // 60:
+                        progress.update(task, completed=following,
+                                        description=(start + following * _MINUTE).strftime("%Y-%m-%d %H:%M"))
+                    minute = following
+                result.minutes = total_minutes
+            result.consumer = stack.consumer_stats()
+            result.consumer_invocations = result.consumer.get("invocations", 0)
+            result.dlq_messages = stack.dlq_depths()
             _summarize(conn, result)
     finally:
-        clock.install(None)
-        local.stop()
-        runtime.reset()
-        os.environ.clear()
-        os.environ.update(saved_environment)
+        stack.stop()
     result.wall_seconds = time.monotonic() - wall_start
     return result
 
 
-class _NullWriter(io.TextIOBase):
-    """Discards the EMF metric lines Powertools prints (CloudWatch would ingest them)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-
-def _scheduled_event(now: datetime) -> dict[str, Any]:
-    return {"version": "0", "id": f"sim-{int(now.timestamp())}", "detail-type": "Scheduled Event",
-            "source": "aws.events", "account": "000000000000", "time": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:000000000000:rule/timekeeper-minute"],
-            "detail": {}}
+def _summarize(conn: Any, result: SimulationResult) -> None:
+    result.runs_by_kind = conn.execute(SQL["runs_by_kind"]).fetchall()
+    result.backlog = conn.execute(SQL["backlog"]).fetchall()
+    result.dst_shifted = conn.execute(SQL["dst_shifted"]).fetchall()
+    result.dst_overlap = repeated_local_times(conn.execute(SQL["scheduled_runs_in_zones_with_dst"]).fetchall())
+    result.paused = conn.execute(SQL["paused"]).fetchall()
+    result.notifications_sent = conn.execute(SQL["notifications_sent"]).fetchone()["n"]
+    result.posting_jobs = {r["status"]: r["n"] for r in conn.execute(SQL["posting_jobs"]).fetchall()}
+    result.unfinished_runs = conn.execute(SQL["unfinished_runs"]).fetchone()["n"]
 
 
-def _summarize(conn, result: SimulationResult) -> None:
-    result.runs_by_kind = conn.execute(
-        """SELECT work_kind, trigger, state, outcome_code, count(*) AS runs
-             FROM schedule_runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
-    result.backlog = conn.execute(
-        """SELECT s.name, r.occurrence_at, r.skipped_backlog, r.first_skipped_at
-             FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
-            WHERE r.skipped_backlog > 0 ORDER BY r.occurrence_at, s.name""").fetchall()
-    result.dst_shifted = conn.execute(
-        """SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state
-             FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
-            WHERE r.dst_shifted ORDER BY r.occurrence_at""").fetchall()
-    result.paused = conn.execute(
-        """SELECT s.name, s.status, s.pause_reason, s.consecutive_failures, e.at AS paused_at
-             FROM schedules s
-             LEFT JOIN LATERAL (SELECT at FROM schedule_events e
-                                 WHERE e.schedule_id = s.id AND e.kind = 'paused' ORDER BY id DESC LIMIT 1) e ON true
-            WHERE s.status <> 'active' ORDER BY s.name""").fetchall()
-    result.notifications_sent = conn.execute(
-        "SELECT count(*) AS n FROM schedule_notifications WHERE sent_at IS NOT NULL").fetchone()["n"]
-    result.posting_jobs = {r["status"]: r["n"] for r in conn.execute(
-        "SELECT status, count(*) AS n FROM posting_jobs GROUP BY status").fetchall()}
-    result.unfinished_runs = conn.execute(
-        "SELECT count(*) AS n FROM schedule_runs WHERE state IN ('queued', 'running')").fetchone()["n"]
+def is_repeated_local_time(local: datetime, zone: ZoneInfo) -> bool:
+    """Whether the naive ``local`` time occurs twice in ``zone`` (a fall-back overlap):
+    its first reading (``fold=0``) has a larger UTC offset than its second. A time in a
+    spring-forward gap differs the other way round and is not repeated."""
+    first = local.replace(tzinfo=zone, fold=0).utcoffset()
+    second = local.replace(tzinfo=zone, fold=1).utcoffset()
+    return first is not None and second is not None and first > second
+
+
+def repeated_local_times(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The occurrences of ``runs`` (rows with ``name``, ``timezone``, ``occurrence_local``,
+    ``occurrence_at``, ``state``) whose local time was repeated by a fall-back change,
+    one row per schedule and local time: the first UTC instant it ran at and ``runs``
+    (1 for a fixed time, which runs once; 2 for an hourly wall-time rule, which runs at
+    each real instant)."""
+    out: dict[tuple[str, datetime], dict[str, Any]] = {}
+    for r in runs:
+        if not is_repeated_local_time(r["occurrence_local"], ZoneInfo(r["timezone"])):
+            continue
+        key = (r["name"], r["occurrence_local"])
+        if key in out:
+            out[key]["runs"] += 1
+        else:
+            out[key] = {**r, "runs": 1}
+    return list(out.values())
 
 
 def print_summary(result: SimulationResult, console: Any) -> None:
-    """Render ``result`` as rich tables."""
+    """Render ``result`` as rich tables (a table with no rows is one line instead)."""
     from rich.table import Table
 
+    def table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], *, note: str = "") -> None:
+        if not rows:
+            console.print(f"{title}: none.")
+            return
+        out = Table(title=title, caption=note or None)
+        for col in columns:
+            out.add_column(col, justify="right" if col in ("runs", "skipped") else "left")
+        for row in rows:
+            out.add_row(*row)
+        console.print(out)
+
     console.print(f"[bold]Simulated {result.minutes // 1440} days[/] ({result.minutes:,} minutes) in "
-                  f"{result.wall_seconds:.1f}s wall time: {result.dispatcher_invocations:,} dispatcher invocations "
-                  f"({result.silent_minutes} silent minutes), {result.consumer_invocations:,} consumer invocations.")
-    table = Table(title="Runs by work kind and outcome")
-    for col in ("work kind", "trigger", "state", "outcome", "runs"):
-        table.add_column(col, justify="right" if col == "runs" else "left")
-    for r in result.runs_by_kind:
-        table.add_row(r["work_kind"], r["trigger"], r["state"], r["outcome_code"] or "", str(r["runs"]))
-    console.print(table)
-
-    table = Table(title="Skipped backlog (misfires collapsed to the latest occurrence)")
-    for col in ("schedule", "ran for (UTC)", "skipped", "first skipped (UTC)"):
-        table.add_column(col)
-    for r in result.backlog:
-        table.add_row(r["name"], _utc(r["occurrence_at"]), str(r["skipped_backlog"]), _utc(r["first_skipped_at"]))
-    console.print(table)
-
-    table = Table(title="Occurrences shifted by a DST gap")
-    for col in ("schedule", "timezone", "intended local", "ran at (UTC)", "ran at (local)", "state"):
-        table.add_column(col)
-    from zoneinfo import ZoneInfo
-
-    for r in result.dst_shifted:
-        local = r["occurrence_at"].astimezone(ZoneInfo(r["timezone"]))
-        table.add_row(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"),
-                      _utc(r["occurrence_at"]), local.strftime("%Y-%m-%d %H:%M %Z"), r["state"])
-    console.print(table)
-
-    table = Table(title="Paused schedules")
-    for col in ("schedule", "status", "reason", "consecutive failures", "paused at (UTC)"):
-        table.add_column(col)
-    for r in result.paused:
-        table.add_row(r["name"], r["status"], r["pause_reason"] or "", str(r["consecutive_failures"]),
-                      _utc(r["paused_at"]))
-    console.print(table)
-    console.print(f"Pause notifications sent: {result.notifications_sent}; posting jobs: "
-                  + (", ".join(f"{k} {v}" for k, v in sorted(result.posting_jobs.items())) or "none")
-                  + f"; runs still unfinished: {result.unfinished_runs}")
+                  f"{result.wall_seconds:.1f}s wall time: {result.dispatcher_invocations:,} dispatcher invocations, "
+                  f"{result.silent_minutes} silent minutes (outage), {result.idle_minutes:,} idle minutes "
+                  f"fast-forwarded (nothing due or pending), {result.consumer_invocations:,} consumer invocations.")
+    table("Runs by work kind and outcome", ("work kind", "trigger", "state", "outcome", "runs"),
+          [(r["work_kind"], r["trigger"], r["state"], r["outcome_code"] or "", str(r["runs"]))
+           for r in result.runs_by_kind],
+          note="failed = settled failed: an expected refusal (e.g. outside_calendar_coverage) or a fault on the "
+               "final receive")
+    table("Skipped backlog (misfires collapsed to the latest occurrence)",
+          ("schedule", "ran for (UTC)", "skipped", "first skipped (UTC)"),
+          [(r["name"], _utc(r["occurrence_at"]), str(r["skipped_backlog"]), _utc(r["first_skipped_at"]))
+           for r in result.backlog])
+    table("Occurrences shifted by a DST gap", ("schedule", "timezone", "intended local", "ran at (UTC)",
+                                               "ran at (local)", "state"),
+          [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
+            _local(r["occurrence_at"], r["timezone"]), r["state"]) for r in result.dst_shifted])
+    table("Occurrences in a repeated hour (DST overlap)", ("schedule", "timezone", "local time",
+                                                           "first ran at (UTC)", "runs", "state"),
+          [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
+            str(r["runs"]), r["state"]) for r in result.dst_overlap],
+          note="a fixed local time runs once, at its first instant; an hourly wall-time rule runs at each")
+    table("Paused schedules", ("schedule", "status", "reason", "consecutive failures", "paused at (UTC)"),
+          [(r["name"], r["status"], r["pause_reason"] or "", str(r["consecutive_failures"]), _utc(r["paused_at"]))
+           for r in result.paused])
+    consumer = result.consumer
+    console.print(f"Consumer: {consumer.get('delivered', 0):,} messages delivered, "
+                  f"{consumer.get('failed', 0)} returned as batch item failures (retried after the visibility "
+                  f"timeout, dead-lettered after the last receive), {consumer.get('function_errors', 0)} "
+                  "invocations that raised (the whole batch retried).")
+    console.print(f"Pause notifications sent: {result.notifications_sent}; runs still unfinished: "
+                  f"{result.unfinished_runs}.")
+    console.print("Posting jobs (a closed batch's entries posted to the ledger, started after a roll or an "
+                  "auto-close commits): "
+                  + (", ".join(f"{k} {v}" for k, v in sorted(result.posting_jobs.items())) or "none") + ".")
     console.print("Messages in dead-letter queues: "
-                  + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()))
-    console.print(f"Database kept for inspection: {result.database_url}")
+                  + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()) + ".")
+    console.print(database_hint(result.database_url, embedded=result.embedded_database))
+
+
+def database_hint(url: str, *, embedded: bool) -> str:
+    """The summary's last line: how to open the kept database with psql."""
+    import psycopg
+
+    if not embedded:
+        return f"Database kept for inspection: psql '{url}'"
+    name = psycopg.conninfo.conninfo_to_dict(url).get("dbname", SIM_DATABASE)
+    return (f"Database kept for inspection ({name} in the embedded server, stopped now): "
+            f"python3 -m timekeeper psql --database {name}")
 
 
 def _utc(value: datetime | None) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M") if value else ""
+
+
+def _local(value: datetime, timezone: str) -> str:
+    return value.astimezone(ZoneInfo(timezone)).strftime("%Y-%m-%d %H:%M %Z")

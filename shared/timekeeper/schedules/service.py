@@ -23,6 +23,7 @@ from timekeeper.db import load_queries
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
+from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "service.sql")
 
@@ -76,16 +77,30 @@ def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> 
     return row
 
 
+def _check_subject(conn: psycopg.Connection, kinds: WorkKindRegistry | None, *, workspace_id: UUID, owner: str,
+                   work_kind: str, subject_id: UUID | None) -> None:
+    """A work kind's input rule: the schedule's subject must be what the kind declared
+    (:class:`~timekeeper.schedules.work.SubjectRequirement`); raises
+    :class:`~timekeeper.schedules.work.InvalidSubject`. No check without ``kinds``."""
+    kind = kinds.find(owner, work_kind) if kinds is not None else None
+    if kind is not None:
+        kind.check_subject(conn, workspace_id=workspace_id, subject_id=subject_id)
+
+
 def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, work_kind: str,
                     recurrence: dict[str, Any], actor: str, now: datetime, subject_id: UUID | None = None,
-                    name: str = "", active: bool = True, schedule_id: UUID | None = None) -> dict[str, Any]:
+                    name: str = "", active: bool = True, schedule_id: UUID | None = None,
+                    kinds: WorkKindRegistry | None = None) -> dict[str, Any]:
     """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
 
     Returns the row (dict). Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
-    the field when the rule does not validate.
+    the field when the rule does not validate, and ``InvalidSubject`` when ``kinds`` is
+    given and the work kind's declared subject is missing or not in the workspace.
     """
     rule = parse_rule(recurrence)
     with conn.transaction():
+        _check_subject(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
+                       subject_id=subject_id)
         row = conn.execute(SQL["insert_schedule"], {
             "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
             "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
@@ -97,11 +112,16 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
 
 def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
-                    subject_id: UUID | None = None) -> dict[str, Any]:
+                    subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None) -> dict[str, Any]:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`."""
+    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`,
+    and ``InvalidSubject`` when ``kinds`` is given and the resulting subject does not meet
+    the work kind's declared requirement."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _check_subject(conn, kinds, workspace_id=workspace_id, owner=current["owner"],
+                       work_kind=current["work_kind"],
+                       subject_id=current["subject_id"] if subject_id is None else subject_id)
         new_rule = recurrence if recurrence is not None else current["recurrence"]
         rule = parse_rule(new_rule)
         row = conn.execute(SQL["update_definition"], {

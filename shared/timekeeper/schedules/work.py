@@ -126,6 +126,44 @@ class RunContext:
 MaintenanceTask = Callable[[psycopg.Connection, datetime], Mapping[str, Any] | None]
 
 
+class InvalidSubject(ValueError):
+    """A schedule's ``subject_id`` does not meet its work kind's :class:`SubjectRequirement`
+    (missing, or no such subject in the workspace: a subject of another workspace or of
+    another type is reported exactly as an unknown one). ``reason`` is safe to show."""
+
+    field = "subject_id"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+#: ``exists(conn, workspace_id, subject_id) -> bool``: whether the subject exists in the
+#: workspace; run in the caller's transaction (the API's is walled to the workspace).
+SubjectExists = Callable[[psycopg.Connection, UUID, UUID], bool]
+
+
+@dataclass(frozen=True)
+class SubjectRequirement:
+    """What a work kind needs as its schedule's subject: a ``noun`` (e.g. ``"recurring
+    batch"``) found by the owner module's ``exists`` in the schedule's workspace;
+    ``required`` False accepts no subject at all (a given one must still exist)."""
+
+    noun: str
+    exists: SubjectExists
+    required: bool = True
+
+    def check(self, conn: psycopg.Connection, *, work_kind: str, workspace_id: UUID,
+              subject_id: UUID | None) -> None:
+        """Raise :class:`InvalidSubject` unless ``subject_id`` satisfies the requirement."""
+        if subject_id is None:
+            if self.required:
+                raise InvalidSubject(f"{work_kind} needs the id of a {self.noun} of this workspace")
+            return
+        if not self.exists(conn, workspace_id, subject_id):
+            raise InvalidSubject(f"no {self.noun} with this id in this workspace")
+
+
 class WorkHandler(Protocol):
     """A work kind's handler: ``(ctx) -> Outcome``; raising means an unexpected fault."""
 
@@ -150,6 +188,14 @@ class WorkKind:
     #: its SQS batch's transaction. True: long or external work (renders, deliveries); its
     #: start commits first under a lease that a redelivery takes over once it expires.
     leased: bool = False
+    #: The subject the kind's input needs, checked when a schedule is created or changed
+    #: (None: any subject or none).
+    subject: SubjectRequirement | None = None
+
+    def check_subject(self, conn: psycopg.Connection, *, workspace_id: UUID, subject_id: UUID | None) -> None:
+        """Check a schedule's ``subject_id`` against :attr:`subject`; raises :class:`InvalidSubject`."""
+        if self.subject is not None:
+            self.subject.check(conn, work_kind=self.name, workspace_id=workspace_id, subject_id=subject_id)
 
 
 class UnknownWorkKind(LookupError):
@@ -164,12 +210,16 @@ class WorkKindRegistry:
         self._maintenance: dict[str, dict[str, MaintenanceTask]] = {}
 
     def register(self, owner: str, name: str, handler: WorkHandler, *, staleness: timedelta | None = None,
-                 description: str = "", leased: bool = False) -> WorkKind:
-        """Register ``handler`` for ``(owner, name)``; raises ``ValueError`` on a duplicate."""
+                 description: str = "", leased: bool = False,
+                 subject: SubjectRequirement | None = None) -> WorkKind:
+        """Register ``handler`` for ``(owner, name)``; ``subject`` declares the schedule
+        subject its input needs (checked at create and update). Raises ``ValueError`` on a
+        duplicate."""
         key = (owner, name)
         if key in self._kinds:
             raise ValueError(f"work kind {owner}/{name} is already registered")
-        kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip(), leased)
+        kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip(), leased,
+                        subject)
         self._kinds[key] = kind
         return kind
 

@@ -1,0 +1,46 @@
+-- Named queries of `python -m timekeeper simulate` (never deployed: the layer leaves local/ out).
+
+-- name: quiet_until
+-- When the simulation may skip dispatcher passes: nothing queued or running (no run can be
+-- re-offered or is waiting for its consumer), no pause notice waiting to be sent, so the
+-- next pass that can change anything is the one at the earliest next due instant
+-- (null when no active schedule is due ever).
+SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state IN ('queued', 'running'))
+       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL) AS busy,
+       (SELECT min(next_due_at) FROM schedules WHERE status = 'active') AS next_due_at;
+
+-- name: runs_by_kind
+SELECT work_kind, trigger, state, outcome_code, count(*) AS runs
+  FROM schedule_runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
+
+-- name: backlog
+SELECT s.name, r.occurrence_at, r.skipped_backlog, r.first_skipped_at
+  FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.skipped_backlog > 0 ORDER BY r.occurrence_at, s.name;
+
+-- name: dst_shifted
+SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state
+  FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.dst_shifted ORDER BY r.occurrence_at;
+
+-- name: scheduled_runs_in_zones_with_dst
+-- Candidates of the DST-overlap table (the caller keeps the repeated local times).
+SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state
+  FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.trigger = 'scheduled' AND s.timezone <> 'UTC' ORDER BY r.occurrence_at;
+
+-- name: paused
+SELECT s.name, s.status, s.pause_reason, s.consecutive_failures, e.at AS paused_at
+  FROM schedules s
+  LEFT JOIN LATERAL (SELECT at FROM schedule_events e
+                      WHERE e.schedule_id = s.id AND e.kind = 'paused' ORDER BY id DESC LIMIT 1) e ON true
+ WHERE s.status <> 'active' ORDER BY s.name;
+
+-- name: notifications_sent
+SELECT count(*) AS n FROM schedule_notifications WHERE sent_at IS NOT NULL;
+
+-- name: posting_jobs
+SELECT status, count(*) AS n FROM posting_jobs GROUP BY status ORDER BY status;
+
+-- name: unfinished_runs
+SELECT count(*) AS n FROM schedule_runs WHERE state IN ('queued', 'running');

@@ -1,0 +1,175 @@
+"""The local stack's one start-up, shared by ``simulate`` and ``serve``.
+
+:func:`start_local_stack` brings up what both commands run on, in this order: a quiet
+Lambda environment (Powertools settings, no tracing), the database (embedded PostgreSQL
+or ``DATABASE_URL``; a named database, migrated), moto with every pipeline's queue,
+dead-letter queue and the notification topic from the topology, and an SQS event source
+mapping per pipeline that feeds the REAL consumer handler. :class:`LocalStack` then
+invokes the REAL dispatcher handler with EventBridge scheduled events
+(:meth:`LocalStack.dispatch`) and polls the queues (:meth:`LocalStack.poll`), and
+:meth:`LocalStack.stop` undoes everything: moto, the cached adapters, the clock and this
+process's environment.
+
+The handlers' metric lines (EMF, which CloudWatch would ingest) are discarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from timekeeper.local import embedded
+
+#: The EventBridge rule named in the scheduled events the local stack sends.
+RULE_ARN = "arn:aws:events:us-east-1:000000000000:rule/timekeeper-minute"
+
+
+def quiet_lambda_environment(log_level: str = "ERROR") -> None:
+    """Set the Powertools environment the handlers read when their singletons are built
+    (service name, metrics namespace, tracing off, ``log_level``); values already set win.
+    Metrics stay enabled (disabled, their set keeps growing); their output is discarded."""
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "timekeeper")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Timekeeper")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", log_level)
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+
+class _NullWriter(io.TextIOBase):
+    """Discards what it is given (the handlers' EMF metric lines)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
+    """Invoke ``functions/<function>/handler.py`` like the Lambda runtime (see
+    :func:`timekeeper.local.lambdas.invoke`), discarding what it prints."""
+    from timekeeper.local.lambdas import invoke
+
+    with contextlib.redirect_stdout(_NullWriter()):
+        return invoke(function, event, **kwargs)
+
+
+def scheduled_event(now: datetime) -> dict[str, Any]:
+    """The EventBridge "Scheduled Event" of the minute rule at instant ``now`` (aware)."""
+    return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+            "account": "000000000000", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "region": "us-east-1", "resources": [RULE_ARN], "detail": {}}
+
+
+def prepare_database(name: str, *, reset: bool) -> str:
+    """Create database ``name`` on the local server (``reset``: drop it first), apply the
+    migrations and return its URL. Raises ``ValueError`` for a name that is not a plain
+    identifier, ``psycopg.Error`` when the server refuses."""
+    from timekeeper.db.connection import connect
+    from timekeeper.db.migrate import apply_migrations
+
+    url = embedded.create_database(embedded.server_url(), name, drop_existing=reset)
+    with connect(url) as conn:
+        apply_migrations(conn)
+    return url
+
+
+@dataclass
+class LocalStack:
+    """A running local stack: the migrated ``database_url``, the local AWS (moto) and an
+    SQS event source per pipeline (``sources``, by pipeline name)."""
+
+    database_url: str
+    aws: Any
+    sources: dict[str, Any]
+    _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
+        """Invoke ``pipeline``'s dispatcher handler with the scheduled event of ``now``;
+        return its report (``claimed``, ``published``, ``reoffered``, ...)."""
+        return invoke_quietly(pipeline.dispatcher_function, scheduled_event(now),
+                              timeout_s=pipeline.dispatcher_timeout_s)
+
+    def poll(self, now: datetime) -> int:
+        """Let every pipeline's event source deliver what is visible at ``now``; return
+        the records delivered."""
+        return sum(source.poll(now) for source in self.sources.values())
+
+    def next_visible_at(self) -> datetime | None:
+        """The earliest instant a failed message becomes visible again, if any waits."""
+        return min((at for s in self.sources.values() if (at := s.next_visible_at()) is not None), default=None)
+
+    def consumer_stats(self) -> dict[str, int]:
+        """The event sources' counters summed: invocations, delivered, deleted, failed
+        (batch item failures) and function_errors (invocations that raised)."""
+        totals: dict[str, int] = {}
+        for source in self.sources.values():
+            for name, value in vars(source.stats).items():
+                totals[name] = totals.get(name, 0) + value
+        return totals
+
+    def dlq_depths(self) -> dict[str, int]:
+        """Messages in each pipeline's dead-letter queue."""
+        sqs = self.aws.client("sqs")
+        return {name: int(sqs.get_queue_attributes(QueueUrl=pair.dlq_url, AttributeNames=[
+            "ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"])
+            for name, pair in self.aws.queues.items()}
+
+    def stop(self) -> None:
+        """Stop moto, forget the cached adapters and connections, restore the real clock
+        and this process's environment as it was before the start. Idempotent."""
+        from timekeeper import clock, runtime
+        from timekeeper.api import edge
+
+        self.aws.stop()
+        edge.reset()
+        runtime.reset()
+        clock.install(None)
+        if self._saved_environment:
+            os.environ.clear()
+            os.environ.update(self._saved_environment)
+            self._saved_environment = {}
+
+
+def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_url: str | None = None,
+                      log_level: str = "ERROR") -> LocalStack:
+    """Start the local stack (see the module docstring) and point this process at it
+    (``DATABASE_URL``, the queue URLs, the topic ARN, fake AWS credentials).
+
+    ``database`` is created on the local server (``reset`` drops it first) unless
+    ``database_url`` names an already migrated one. ``aws_server`` False: moto in-process
+    (fastest; the simulation); True: a moto server on 127.0.0.1 (``serve``). Raises what
+    the database start raises (``psycopg.Error``, ``ValueError``); nothing is left running
+    then.
+    """
+    saved = dict(os.environ)
+    quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
+    from timekeeper import runtime
+    from timekeeper.api import edge
+    from timekeeper.local.aws import start_local_aws
+    from timekeeper.local.event_source import SqsEventSource
+
+    try:
+        url = database_url or prepare_database(database, reset=reset)
+        os.environ["DATABASE_URL"] = url
+        local_aws = start_local_aws(server=aws_server)
+    except BaseException:
+        os.environ.clear()
+        os.environ.update(saved)
+        raise
+    runtime.reset()
+    edge.reset()
+    sqs = local_aws.client("sqs")
+    sources = {
+        name: SqsEventSource(
+            sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
+            function=lambda event, fn=pair.pipeline.consumer_function: invoke_quietly(fn, event),
+            batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
+            visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
+        for name, pair in local_aws.queues.items()}
+    return LocalStack(database_url=url, aws=local_aws, sources=sources, _saved_environment=saved)

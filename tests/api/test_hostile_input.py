@@ -1,0 +1,130 @@
+"""Hostile request bodies and HTTP details: every refusal is a 4xx with the error body
+``{"code", "message", "field"?}``, never a 5xx."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from urllib.parse import urlencode
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.api.conftest import new_schedule
+
+
+def test_a_body_of_deeply_nested_brackets_is_422(call):
+    # Given a body of 100,000 nested brackets (deeper than the JSON parser's recursion)
+    body = "[" * 100_000 + "]" * 100_000
+    # When it is posted
+    reply = call("POST", "/schedules", body)
+    # Then it is a 422 with the error body naming the body
+    assert reply.status == 422, reply.body
+    assert reply.body["code"] == "validation_error"
+    assert reply.body["field"] == "body"
+
+
+def test_an_integer_literal_of_5000_digits_is_422(call):
+    body = '{"owner": "accounting", "work_kind": "reconciliation.sweep", "name": ' + "9" * 5000 + "}"
+    reply = call("POST", "/schedules", body)
+    assert reply.status == 422, reply.body
+    assert reply.body["code"] == "validation_error"
+
+
+def test_a_patch_with_deep_nesting_is_422(call):
+    created = call("POST", "/schedules", new_schedule())
+    reply = call("PATCH", f"/schedules/{created.body['id']}", '{"name": ' + "[" * 50_000 + "]" * 50_000 + "}")
+    assert reply.status == 422, reply.body
+
+
+def test_the_media_type_is_case_insensitive(call):
+    reply = call("POST", "/schedules", new_schedule(), headers={"Content-Type": "APPLICATION/JSON"})
+    assert reply.status == 201, reply.body
+
+
+def test_a_bad_cursor_is_invalid_cursor(call):
+    reply = call("GET", "/schedules?cursor=not-a-cursor")
+    assert reply.status == 422, reply.body
+    assert reply.body["code"] == "invalid_cursor"
+    assert reply.body["field"] == "cursor"
+
+
+# ------------------------------------------------------------------ property: never a 5xx
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4)
+                           | st.dictionaries(st.text(max_size=10), inner, max_size=4), max_leaves=12)
+
+#: Raw JSON text fragments a hostile client sends (kept as text: some cannot be built by json.dumps).
+HOSTILE = st.one_of(
+    JSON_VALUES.map(json.dumps),
+    st.integers(1, 20_000).map(lambda n: "9" * n),  # integers of up to 20,000 digits
+    st.integers(1, 400).map(lambda n: f"1{'0' * n}.5e{n}"),
+    st.sampled_from(["1e999", "-1e999", "NaN", "Infinity", "-Infinity", "1e-999", "-0", "null", "true", "[]", "{}",
+                     '"\\ud800"', '"\\u0000"', '"\\udfff\\ud800"', '"2027-02-30T25:61:00Z"', '"9999-12-31"',
+                     '"00000000-0000-0000-0000-000000000000"', '"' + "\N{PILE OF POO}" * 300 + '"']),
+    st.integers(1, 150_000).map(lambda n: "[" * n + "]" * n),  # nesting past the parser's recursion
+    st.integers(1, 3_000).map(lambda n: '{"a":' * n + "1" + "}" * n),
+    st.text().map(json.dumps),  # any unicode, lone surrogates escaped
+    st.integers(0, 1_000_000).map(lambda n: '"' + "x" * n + '"'),  # huge strings
+)
+
+VALID_FIELDS = {"owner": '"accounting"', "work_kind": '"reconciliation.sweep"', "name": '"n"',
+                "recurrence": json.dumps({"cron": "30 2 * * *", "timezone": "America/New_York"})}
+PLACES = ["body", "owner", "work_kind", "name", "subject_id", "active", "recurrence", "recurrence.cron",
+          "recurrence.timezone", "recurrence.calendar", "recurrence.interval", "recurrence.anchor"]
+
+
+def _body_with(place: str, fragment: str) -> str:
+    """The valid create body with ``fragment`` (raw JSON text) at ``place`` (or as the whole body)."""
+    if place == "body":
+        return fragment
+    fields = dict(VALID_FIELDS)
+    if place.startswith("recurrence."):
+        fields["recurrence"] = ('{"cron": "30 2 * * *", "timezone": "America/New_York", "'
+                                + place.partition(".")[2] + '": ' + fragment + "}")
+    else:
+        fields[place] = fragment
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
+
+
+def _assert_client_error(reply) -> None:
+    assert 400 <= reply.status < 500 or reply.status in (200, 201, 202, 204), (reply.status, reply.body)
+    if reply.status >= 400:
+        assert set(reply.body) <= {"code", "message", "field"} and reply.body["code"] and reply.body["message"]
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(place=st.sampled_from(PLACES), fragment=HOSTILE, method=st.sampled_from(["POST", "PATCH"]))
+def test_hostile_json_bodies_are_never_a_server_error(call, place, fragment, method):
+    # Given a body with a hostile JSON fragment in one place (or as the whole body)
+    body = _body_with(place, fragment)
+    target = "/schedules"
+    if method == "PATCH":
+        created = call("POST", "/schedules", json.loads(_body_with("name", '"target"')))
+        target = f"/schedules/{created.body['id']}"
+    # When it is sent to a route that takes a body
+    reply = call(method, target, body)
+    # Then the answer is a success or a 4xx with the error body, never a 5xx
+    _assert_client_error(reply)
+
+
+QUERY_TEXT = st.one_of(st.text(max_size=30), st.integers(1, 6_000).map(lambda n: "9" * n),
+                       st.sampled_from(["-1", "1e3", "NaN", "%00", "0x10", "1.5", "", "%ZZ"]))
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.sampled_from(["limit", "cursor", "owner", "status", "history_limit"]), value=QUERY_TEXT)
+def test_hostile_query_parameters_are_never_a_server_error(call, name, value):
+    # Given a query parameter with a hostile value
+    query = urlencode({name: value})
+    # When the list and the detail routes are read with it
+    listed = call("GET", f"/schedules?{query}")
+    detail = call("GET", f"/schedules/{uuid.uuid4()}?{query}")
+    # Then neither is a 5xx
+    _assert_client_error(listed)
+    _assert_client_error(detail)
