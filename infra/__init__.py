@@ -1,4 +1,4 @@
-"""CDK constructs and stacks of Timekeeper (DESIGN sections 1 and 6).
+"""CDK constructs and stacks of Timekeeper, built from the topology.
 
 Everything here is shape, not behaviour: the numbers come from :mod:`timekeeper.topology`,
 the metric names from :mod:`timekeeper.observability`, and the few infrastructure-only

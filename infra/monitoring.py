@@ -1,4 +1,4 @@
-"""Alarms and the dashboard (DESIGN sections 6 and 8).
+"""Alarms and the dashboard.
 
 Metric names and the namespace come from :mod:`timekeeper.observability`, the same
 constants the code emits; the ``service`` dimension is the one Powertools adds

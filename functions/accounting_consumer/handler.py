@@ -1,4 +1,4 @@
-"""Accounting's schedule queue consumer (seed 000 hops 4-7): an SQS batch in, partial
+"""Accounting's schedule queue consumer: an SQS batch in, partial
 batch failures out (a malformed message fails only its own item and reaches the DLQ after
 maxReceiveCount)."""
 

@@ -1,4 +1,4 @@
-"""Accounting's minute dispatcher (seed 000 hops 1-3): EventBridge scheduled event in,
+"""Accounting's minute dispatcher: EventBridge scheduled event in,
 one dispatcher pass out. Reserved concurrency 1; retries 0 (a missed tick is the next one)."""
 
 from dataclasses import asdict

@@ -1,4 +1,4 @@
-"""The schedule owners' HTTP API (issue 4): an API Gateway REST proxy event in, a proxy
+"""The schedule owners' HTTP API: an API Gateway REST proxy event in, a proxy
 response out. The routes, validation, identity and tenant rule live in ``timekeeper.api``;
 the request event is not logged (it carries the caller's token)."""
 

@@ -1,4 +1,4 @@
-"""Observability singletons and the metric names shared by code and dashboards (DESIGN 8).
+"""Observability singletons and the metric names shared by code and dashboards.
 
 Keys on every log line: ``run_id``, ``schedule_id``, ``workspace_id`` (appended by the
 handlers). No personal data (addresses, names) in logs or metrics.

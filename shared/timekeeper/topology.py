@@ -1,4 +1,4 @@
-"""The one description of every pipeline (DESIGN section 6).
+"""The one description of every pipeline.
 
 The CDK stacks and the local stack both read these numbers, so what runs locally is what
 deploys: the queue's maxReceiveCount here is also the consumer's idea of its final

@@ -1,4 +1,4 @@
-"""Row-level security, the second tenant wall (migration 0003, DESIGN section 9): under the
+"""Row-level security, the second tenant wall (migration 0003): under the
 API's role a query sees only the workspace its transaction entered, and nothing without
 one; the table owner (dispatchers, consumers) still reads across workspaces."""
 

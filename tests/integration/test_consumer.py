@@ -1,4 +1,4 @@
-"""Consumer semantics against the real database (DESIGN section 2 "Consumer")."""
+"""Consumer semantics against the real database."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The batch path of the consumer (one transaction per SQS batch; DESIGN section 2 "Consumer")."""
+"""The batch path of the consumer (one transaction per SQS batch)."""
 
 from __future__ import annotations
 

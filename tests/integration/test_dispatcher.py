@@ -1,4 +1,4 @@
-"""Dispatcher pass against the real database (DESIGN section 2 "Dispatcher pass")."""
+"""Dispatcher pass against the real database."""
 
 from __future__ import annotations
 

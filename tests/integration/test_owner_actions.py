@@ -1,4 +1,4 @@
-"""Owner actions as service functions (DESIGN section 2 "Owner actions")."""
+"""Owner actions as service functions."""
 
 from __future__ import annotations
 

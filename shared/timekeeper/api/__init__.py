@@ -1,4 +1,4 @@
-"""Timekeeper's HTTP API for schedule owners (issue 4; DESIGN sections 2 "Owner actions" and 9).
+"""Timekeeper's HTTP API for schedule owners (owner actions, tenant scope, row-level security).
 
 * :mod:`timekeeper.api.app` -- the routes (Powertools REST resolver with pydantic
   validation) and the OpenAPI document generated from the same models.

@@ -3,7 +3,7 @@
 Instants are RFC 3339 strings in UTC (``2027-03-14T07:30:00Z``); a local wall time as
 intended by the rule is a naive ``YYYY-MM-DDTHH:MM:SS`` string in the schedule's timezone;
 an occurrence's actual local time is an RFC 3339 string with the zone's offset.
-Recurrence rules are the JSON forms of DESIGN section 2 "Recurrence and time", validated
+Recurrence rules are the JSON forms of the recurrence models (cron, calendar, interval), validated
 by :func:`timekeeper.schedules.recurrence.parse_rule` (an invalid rule is a 422 naming the
 field and the reason).
 """

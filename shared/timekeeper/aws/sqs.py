@@ -1,7 +1,7 @@
 """SQS adapter: publish run messages with SendMessageBatch (10 entries a call).
 
 An entry the queue refuses, or a whole call that fails, is reported back as refused
-so the caller releases those runs for a later pass (DESIGN section 2, dispatcher step 3).
+so the caller releases those runs for a later pass.
 """
 
 from __future__ import annotations

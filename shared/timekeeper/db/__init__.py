@@ -1,4 +1,4 @@
-"""Database access: connections, named SQL and migrations (DESIGN section 1).
+"""Database access: connections, named SQL and migrations.
 
 Everything here is plain psycopg 3 with bound parameters. Instants are ``timestamptz``
 and every value crossing this package boundary is an aware UTC ``datetime``.

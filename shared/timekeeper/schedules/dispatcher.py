@@ -1,4 +1,4 @@
-"""The dispatcher pass (DESIGN section 2; seed 000 hops 2-3, seed 001 hop 1).
+"""The dispatcher pass: claim due schedules, record their runs, publish the offers.
 
 One pass: repeat {claim <= ``claim_batch`` due schedules in one short transaction,
 compute each one's latest due occurrence, skipped backlog and next occurrence, insert the
@@ -31,7 +31,7 @@ from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
 _ONE_MICROSECOND = timedelta(microseconds=1)
-#: A delivery's staleness bound never exceeds this (DESIGN section 2 "Misfires").
+#: A delivery's staleness bound never exceeds this (a late delivery is worse than none).
 MAX_STALENESS = timedelta(hours=12)
 
 

@@ -28,7 +28,7 @@ class RunPublisher(Protocol):
     """Publishes run messages; returns the ids of the runs whose message was refused.
 
     Implementations never raise for a refused or failed send: they report it, and the
-    caller releases the run for a later pass (DESIGN section 2, dispatcher step 3).
+    caller releases the run for a later pass.
     """
 
     def publish(self, messages: list[RunMessage]) -> set[UUID]: ...

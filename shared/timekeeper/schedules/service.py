@@ -1,4 +1,4 @@
-"""Owner actions on schedules (DESIGN section 2 "Owner actions").
+"""Owner actions on schedules: create, update, pause, resume, delete, run now, read.
 
 Every function takes an autocommit connection, the acting user, the workspace and ``now``
 (aware UTC) and runs its own transaction; publishing happens after commit. Objects of

@@ -1,5 +1,5 @@
 """Settlement: record a run's terminal result once and update its schedule's failure streak
-(DESIGN section 2 "Consumer"; seed 000 hop 6, seed 001 hop 7)."""
+(success or skip resets it; a scheduled failure adds one; the fifth in a row pauses)."""
 
 from __future__ import annotations
 

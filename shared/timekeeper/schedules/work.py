@@ -4,7 +4,7 @@ Owners (accounting, queries) register a handler per work kind. The consumer ente
 run's workspace, opens the run's transaction and calls the handler with a
 :class:`RunContext`; the handler returns an :data:`Outcome` or raises.
 
-DESIGN section 2 "Consumer": ``Succeeded(detail)`` | ``Skipped(reason)`` |
+The outcomes: ``Succeeded(detail)`` | ``Skipped(reason)`` |
 ``Refused(code, message)`` (an expected refusal: the run settles failed at once, no retry)
 | an exception (unexpected: retried; settled failed on the final receive).
 
