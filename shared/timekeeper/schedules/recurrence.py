@@ -39,8 +39,8 @@ import calendar as _calendar
 import json
 import re
 from abc import ABC, abstractmethod
-from bisect import bisect_right
-from collections.abc import Iterator
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
 from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from itertools import islice
@@ -64,6 +64,7 @@ __all__ = [
     "Recurrence",
     "next_occurrences",
     "parse_rule",
+    "parse_rule_text",
 ]
 
 UTC = timezone.utc
@@ -75,6 +76,12 @@ _AVG_MONTH = timedelta(days=365.2425 / 12)
 _AVG_YEAR = timedelta(days=365.2425)
 _MAX_DAYS_IN_MONTH = (0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MIN_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+#: A rule must have an occurrence within this span of the instant it is saved or resumed.
+FIRE_HORIZON = timedelta(days=3653)
+#: Backlog counts of wall-time rules cover at most this span (longer ones are lower bounds).
+COUNT_HORIZON = timedelta(days=3653)
+#: The largest calendar ``interval`` (in its frequency's units) a rule may have.
+MAX_CALENDAR_INTERVAL = 100_000
 _MONTH_NAMES = ("", "January", "February", "March", "April", "May", "June", "July",
                 "August", "September", "October", "November", "December")
 
@@ -162,9 +169,69 @@ class Recurrence(ABC):
         the rule has no more occurrences. Naive ``after`` raises ``ValueError``."""
         return next(self._iter(_as_utc(after)), None)
 
+    def latest_at_or_before(self, instant: datetime, not_before: datetime | None = None) -> Occurrence | None:
+        """The latest occurrence whose ``at`` is at or before the aware ``instant``, or None.
+
+        ``not_before`` (aware, optional) bounds the search: an occurrence earlier than it
+        is never returned (None instead), so the cost follows the candidate dates between
+        the two instants, never the occurrences in between. Naive instants raise
+        ``ValueError``.
+        """
+        lower = _as_utc(not_before) if not_before is not None else None
+        return self._latest(_as_utc(instant), lower)
+
+    def count_between(self, first: datetime, last: datetime) -> tuple[int, bool]:
+        """Count the occurrences with ``first <= at <= last`` (aware instants).
+
+        Returns ``(count, exact)``. Interval rules count arithmetically; wall-time rules
+        count whole local days at once (a day without a UTC offset change holds each of
+        the rule's wall times once; a day with one is resolved only around the change),
+        so the cost follows the number of candidate dates, not occurrences. A range longer
+        than :data:`COUNT_HORIZON` is counted over its last ``COUNT_HORIZON`` only and
+        ``exact`` is False: the count is then a lower bound.
+        """
+        first, last = _as_utc(first), _as_utc(last)
+        if last < first:
+            return 0, True
+        return self._count(first, last)
+
+    def check_fires(self, now: datetime, horizon: timedelta | None = None) -> Occurrence:
+        """The first occurrence after the aware ``now``, which must come within ``horizon``
+        (default :data:`FIRE_HORIZON`, ten years).
+
+        Rule: a rule with no occurrence within the horizon never runs for practical
+        purposes and is refused. Raises :class:`InvalidRecurrence` naming the field that
+        pushes the rule out of reach (``calendar.start_date``, ``calendar.interval``,
+        ``cron``, ...).
+        """
+        now = _as_utc(now)
+        horizon = FIRE_HORIZON if horizon is None else horizon
+        nxt = self._next_within(now, _plus(now, horizon))
+        if nxt is None:
+            years = round(horizon / _AVG_YEAR)
+            raise InvalidRecurrence(self._never_fires_field(now, horizon),
+                                    f"the rule has no occurrence in the next {years} years")
+        return nxt
+
+    def _next_within(self, now: datetime, until: datetime) -> Occurrence | None:
+        nxt = next(self._iter(now), None)
+        return nxt if nxt is not None and nxt.at <= until else None
+
+    def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
+        """The field to name when the rule has no occurrence within ``horizon`` of ``now``."""
+        return "rule"
+
     @abstractmethod
     def _iter(self, after: datetime) -> Iterator[Occurrence]:
         """Yield the occurrences strictly after ``after`` (aware UTC), increasing."""
+
+    @abstractmethod
+    def _latest(self, instant: datetime, lower: datetime | None) -> Occurrence | None:
+        """The latest occurrence at or before ``instant`` and not before ``lower`` (aware UTC)."""
+
+    @abstractmethod
+    def _count(self, first: datetime, last: datetime) -> tuple[int, bool]:
+        """``(count, exact)`` of the occurrences in ``[first, last]`` (aware UTC, ordered)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.key})"
@@ -174,6 +241,14 @@ class Recurrence(ABC):
 
     def __hash__(self) -> int:
         return hash(self.key)
+
+
+def _plus(instant: datetime, span: timedelta) -> datetime:
+    """``instant + span``, saturating at the last representable instant."""
+    try:
+        return instant + span
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _as_utc(after: datetime) -> datetime:
@@ -191,13 +266,14 @@ class _WallTimeRecurrence(Recurrence):
     """Shared evaluation of cron and calendar rules: candidate local dates from the
     subclass, a fixed sorted list of wall times per date, each resolved to an instant."""
 
-    __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_frequent")
+    __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_minute_set", "_frequent")
 
     def _init_wall(self, zone_name: str, minutes: list[int]) -> None:
         self.timezone = zone_name
         self._zone = ZoneInfo(zone_name)
         minutes = sorted(set(minutes))
         self._minutes = tuple(minutes)  # minutes since local midnight, sorted
+        self._minute_set = frozenset(minutes)
         self._times = tuple(_TIMES[m] for m in minutes)
         self._deltas = tuple(_DELTAS[m] for m in minutes)
         # "Wall-time frequent": fires in every hour of the day, so a repeated hour runs twice.
@@ -206,6 +282,132 @@ class _WallTimeRecurrence(Recurrence):
     @abstractmethod
     def _dates_from(self, start: date) -> Iterator[date]:
         """Yield the candidate local dates from ``start`` on, increasing."""
+
+    @abstractmethod
+    def _dates_before(self, end: date, stop: date) -> Iterator[date]:
+        """Yield the candidate local dates in ``[stop, end]``, decreasing."""
+
+    def _local_date(self, instant: datetime) -> date:
+        try:
+            return instant.astimezone(self._zone).date()
+        except OverflowError:  # within a day of datetime.min / datetime.max
+            return instant.date()
+
+    def _day_parts(self, d: date) -> tuple[list[tuple[datetime, int, int]], list[Occurrence]]:
+        """The occurrences of local date ``d``, by the gap and overlap rules, in two parts.
+
+        ``runs``: ``(base, lo, hi)`` triples, each standing for the unshifted instants
+        ``base + deltas[i]`` for ``lo <= i < hi`` (one run for a day with one UTC offset,
+        two around an offset change); ``extra``: the occurrences of the wall times inside
+        the change's gap or repeated span, resolved one by one, without a shifted one that
+        coincides with another occurrence (the unshifted one is kept). Together they are
+        the date's occurrences exactly as :meth:`occurrences_after` yields them, at a cost
+        independent of how many wall times the rule has (bisection, not a scan).
+        """
+        zone = self._zone
+        y, mo, dd = d.year, d.month, d.day
+        s0 = datetime(y, mo, dd, tzinfo=zone).utcoffset()
+        s1 = datetime(y, mo, dd, fold=1, tzinfo=zone).utcoffset()
+        e = d + _ONE_DAY
+        e0 = datetime(e.year, e.month, e.day, tzinfo=zone).utcoffset()
+        e1 = datetime(e.year, e.month, e.day, fold=1, tzinfo=zone).utcoffset()
+        midnight = datetime(y, mo, dd, tzinfo=UTC)
+        n = len(self._deltas)
+        if s0 == s1 == e0 == e1:
+            return [(midnight - s0, 0, n)], []
+        before, after = s0, e1
+        if before == after or (s0 != s1 and e0 != e1):
+            # Two offset changes in one local day: resolve every wall time.
+            return [], [o for o in _sorted_unique(self._resolve_day(d)) if not (o.shifted and self._collides(o, d))]
+        # One change: wall times before its span resolve with the old offset, after it with
+        # the new one; within it (fold 0 and 1 disagree) each is resolved by the policy.
+        i0 = self._first_index(d, 0, lambda off0, off1: off1 != before)
+        i1 = self._first_index(d, i0, lambda off0, off1: off0 != before)
+        window = [o for o in self._resolve_day(d, i0, i1) if not (o.shifted and self._collides(o, d))]
+        return [(midnight - before, 0, i0), (midnight - after, i1, n)], window
+
+    def _first_index(self, d: date, lo: int, past: Callable[[timedelta, timedelta], bool]) -> int:
+        """The first index ``i >= lo`` of the rule's wall times on ``d`` for which
+        ``past(offset fold 0, offset fold 1)`` holds (monotone in ``i``), by bisection."""
+        zone = self._zone
+        minutes = self._minutes
+        hi = len(minutes)
+        y, mo, dd = d.year, d.month, d.day
+        while lo < hi:
+            mid = (lo + hi) // 2
+            h, mi = divmod(minutes[mid], 60)
+            wall = datetime(y, mo, dd, h, mi, tzinfo=zone)
+            if past(wall.utcoffset(), wall.replace(fold=1).utcoffset()):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _collides(self, occ: Occurrence, d: date) -> bool:
+        """True when the shifted ``occ`` of date ``d`` lands on another occurrence's wall
+        time (the same day's, or the next candidate date's when the gap spans midnight)."""
+        local = occ.at.astimezone(self._zone)
+        if local.second or local.hour * 60 + local.minute not in self._minute_set:
+            return False
+        landed = local.date()
+        return landed == d or (landed == d + _ONE_DAY and next(self._dates_from(landed), None) == landed)
+
+    def _latest(self, instant: datetime, lower: datetime | None) -> Occurrence | None:
+        deltas, times = self._deltas, self._times
+        stop = _FIRST_SAFE_DATE if lower is None else max(self._local_date(lower) - _ONE_DAY, _FIRST_SAFE_DATE)
+        end = min(self._local_date(instant) + _ONE_DAY, date(9999, 12, 30))
+        best: Occurrence | None = None
+        found_on: date | None = None
+        try:
+            for d in self._dates_before(end, stop):
+                # A gap carries occurrences at most into the next day: one more date suffices.
+                if found_on is not None and d < found_on - _ONE_DAY:
+                    break
+                runs, extra = self._day_parts(d)
+                for base, lo, hi in runs:
+                    i = bisect_right(deltas, instant - base, lo, hi)
+                    if i > lo:
+                        at = base + deltas[i - 1]
+                        if best is None or at > best.at or (at == best.at and best.shifted):
+                            best = Occurrence(at, d, times[i - 1], False)
+                for occ in extra:
+                    if occ.at <= instant and (best is None or occ.at > best.at
+                                              or (occ.at == best.at and best.shifted and not occ.shifted)):
+                        best = occ
+                if best is not None and found_on is None:
+                    found_on = d
+        except OverflowError:
+            pass  # the first years of the calendar
+        if best is None or (lower is not None and best.at < lower):
+            return None
+        return best
+
+    def _count(self, first: datetime, last: datetime) -> tuple[int, bool]:
+        deltas = self._deltas
+        start = self._local_date(first) - _ONE_DAY  # a gap can carry the day before into range
+        end = self._local_date(last)
+        exact = True
+        if end - start > COUNT_HORIZON:
+            start = end - COUNT_HORIZON
+            exact = False
+        count = 0
+        try:
+            for d in self._dates_from(max(start, _FIRST_SAFE_DATE)):
+                if d > end:
+                    break
+                runs, extra = self._day_parts(d)
+                for base, lo, hi in runs:
+                    if hi <= lo:
+                        continue
+                    if base + deltas[lo] >= first and base + deltas[hi - 1] <= last:
+                        count += hi - lo
+                    else:
+                        count += max(0, bisect_right(deltas, last - base, lo, hi)
+                                     - bisect_left(deltas, first - base, lo, hi))
+                count += sum(1 for occ in extra if first <= occ.at <= last)
+        except OverflowError:
+            pass  # ran past year 9999
+        return count, exact
 
     def _iter(self, after: datetime) -> Iterator[Occurrence]:
         zone = self._zone
@@ -262,13 +464,14 @@ class _WallTimeRecurrence(Recurrence):
             if occ.at > after:
                 yield occ
 
-    def _resolve_day(self, d: date) -> list[Occurrence]:
-        """Resolve every wall time of local date ``d`` to instants (gap and overlap rules)."""
+    def _resolve_day(self, d: date, lo: int = 0, hi: int | None = None) -> list[Occurrence]:
+        """Resolve the wall times ``lo:hi`` (all by default) of local date ``d`` to
+        instants by the gap and overlap rules."""
         zone = self._zone
         frequent = self._frequent
         y, mo, dd = d.year, d.month, d.day
         out: list[Occurrence] = []
-        for minute, t in zip(self._minutes, self._times, strict=True):
+        for minute, t in zip(self._minutes[lo:hi], self._times[lo:hi], strict=True):
             h, mi = divmod(minute, 60)
             wall = datetime(y, mo, dd, h, mi, tzinfo=zone)
             off0 = wall.utcoffset()
@@ -402,6 +605,9 @@ class _CronRecurrence(_WallTimeRecurrence):
         self.key = _canonical({"cron": " ".join(f.upper() for f in fields), "timezone": zone_name})
         self.nominal_period = self._estimate_period()
 
+    def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
+        return "cron"
+
     def _estimate_period(self) -> timedelta:
         p_dom = min(1.0, (len(self._dom) + self._dom_last) / 30.436875)
         p_dow = len(self._dow) / 7
@@ -443,6 +649,24 @@ class _CronRecurrence(_WallTimeRecurrence):
             if m == 13:
                 m = 1
                 y += 1
+
+    def _dates_before(self, end: date, stop: date) -> Iterator[date]:
+        y, m, last = end.year, end.month, end.day
+        months = self._months
+        floor = (stop.year, stop.month)
+        while (y, m) >= floor:
+            if m in months:
+                for day in reversed(self._month_days(y, m)):
+                    if day <= last:
+                        d = date(y, m, day)
+                        if d < stop:
+                            return
+                        yield d
+            last = 31
+            m -= 1
+            if m == 0:
+                m = 12
+                y -= 1
 
 
 # --------------------------------------------------------------------------- calendar
@@ -598,6 +822,66 @@ class _CalendarRecurrence(_WallTimeRecurrence):
                         yield d
                 y += n
 
+    def _dates_before(self, end: date, stop: date) -> Iterator[date]:
+        s = self._start
+        stop = max(stop, s)
+        if end < stop:
+            return
+        n = self._interval
+        freq = self._frequency
+        if freq == "daily":
+            d = s + timedelta(days=(end - s).days // n * n)
+            step = timedelta(days=n)
+            while d >= stop:
+                yield d
+                if d - stop < step:
+                    return
+                d -= step
+        elif freq == "weekly":
+            s_monday = s - timedelta(days=s.weekday())
+            monday = s_monday + timedelta(weeks=(end - s_monday).days // 7 // n * n)
+            step = timedelta(weeks=n)
+            offsets = [timedelta(days=w) for w in reversed(self._weekdays)]
+            while True:
+                for offset in offsets:
+                    d = monday + offset
+                    if d < stop:
+                        return
+                    if d <= end:
+                        yield d
+                monday -= step
+        elif freq == "monthly":
+            s_index = s.year * 12 + s.month - 1
+            index = s_index + (end.year * 12 + end.month - 1 - s_index) // n * n
+            while index >= s_index:
+                y, m0 = divmod(index, 12)
+                day = self._day_in_month(y, m0 + 1)
+                if day is not None:
+                    d = date(y, m0 + 1, day)
+                    if d < stop:
+                        return
+                    if d <= end:
+                        yield d
+                index -= n
+        else:  # yearly
+            y = s.year + (end.year - s.year) // n * n
+            while y >= s.year:
+                day = self._day_in_month(y, self._month)
+                if day is not None:
+                    d = date(y, self._month, day)
+                    if d < stop:
+                        return
+                    if d <= end:
+                        yield d
+                y -= n
+
+    def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
+        if self._start > self._local_date(_plus(now, horizon)):
+            return "calendar.start_date"
+        if self._interval > 1:
+            return "calendar.interval"
+        return "calendar.nth_weekday" if self._nth is not None else "calendar"
+
 
 # --------------------------------------------------------------------------- interval
 
@@ -631,21 +915,36 @@ class _IntervalRecurrence(Recurrence):
             rule["timezone"] = zone_name
         self.key = _canonical(rule)
 
+    def _occurrence(self, at: datetime) -> Occurrence:
+        if self._zone is None:
+            return Occurrence(at, at.date(), at.time(), False)
+        local = at.astimezone(self._zone)
+        return Occurrence(at, local.date(), local.time(), False)
+
     def _iter(self, after: datetime) -> Iterator[Occurrence]:
         step = self._step
-        zone = self._zone
         k = (after - self._anchor) // step + 1  # floor division: the first k with at > after
         try:
             at = self._anchor + k * step
             while True:
-                if zone is None:
-                    yield Occurrence(at, at.date(), at.time(), False)
-                else:
-                    local = at.astimezone(zone)
-                    yield Occurrence(at, local.date(), local.time(), False)
+                yield self._occurrence(at)
                 at += step
         except OverflowError:
             return
+
+    def _latest(self, instant: datetime, lower: datetime | None) -> Occurrence | None:
+        try:
+            at = self._anchor + (instant - self._anchor) // self._step * self._step
+            occurrence = self._occurrence(at)
+        except OverflowError:
+            return None
+        return None if lower is not None and at < lower else occurrence
+
+    def _count(self, first: datetime, last: datetime) -> tuple[int, bool]:
+        # Steps k with first <= anchor + k * step <= last: floor(last) - ceil(first) + 1.
+        high = (last - self._anchor) // self._step
+        low = -((self._anchor - first) // self._step)
+        return max(high - low + 1, 0), True
 
 
 # ------------------------------------------------------------------------- validation
@@ -675,7 +974,7 @@ class _CalendarModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     frequency: Literal["daily", "weekly", "monthly", "yearly"]
-    interval: StrictInt = Field(1, ge=1)
+    interval: StrictInt = Field(1, ge=1, le=MAX_CALENDAR_INTERVAL)
     start_date: Annotated[StrictStr, AfterValidator(_parse_date)] | None = None
     weekdays: list[_WeekdayCode] | None = Field(None, min_length=1)
     month_day: Any = None
@@ -805,6 +1104,16 @@ def parse_rule(rule: dict[str, Any]) -> Recurrence:
     except (TypeError, ValueError):
         return _compile(rule)  # not JSON-ready: compile uncached (it will explain why)
     return _compile_cached(raw)
+
+
+def parse_rule_text(text: str) -> Recurrence:
+    """Compile a rule stored as JSON text (e.g. a ``jsonb`` column read as text), decoding
+    it once; compiled rules are cached by the text. Raises :class:`InvalidRecurrence`
+    naming the field for an invalid rule or text that is not JSON (``"rule"``)."""
+    try:
+        return _compile_cached(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidRecurrence("rule", "is not valid JSON") from None
 
 
 def next_occurrences(rule: dict[str, Any], after: datetime, count: int) -> list[Occurrence]:
