@@ -36,11 +36,12 @@ instant; the next occurrence is never computed by adding 24 hours or 30 days.
 from __future__ import annotations
 
 import calendar as _calendar
+import heapq
 import json
 import re
 from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import date, datetime, time, timedelta, timezone
 from functools import lru_cache
 from itertools import islice
@@ -268,16 +269,11 @@ class _WallTimeRecurrence(Recurrence):
 
     __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_minute_set", "_frequent")
 
-    def _init_wall(self, zone_name: str, minutes: list[int]) -> None:
+    def _init_wall(self, zone_name: str, minutes: frozenset[int]) -> None:
         self.timezone = zone_name
         self._zone = ZoneInfo(zone_name)
-        minutes = sorted(set(minutes))
-        self._minutes = tuple(minutes)  # minutes since local midnight, sorted
-        self._minute_set = frozenset(minutes)
-        self._times = tuple(_TIMES[m] for m in minutes)
-        self._deltas = tuple(_DELTAS[m] for m in minutes)
-        # "Wall-time frequent": fires in every hour of the day, so a repeated hour runs twice.
-        self._frequent = len({m // 60 for m in minutes}) == 24
+        # minutes since local midnight (sorted), their times and offsets, shared by equal sets
+        self._minutes, self._minute_set, self._times, self._deltas, self._frequent = _wall_tables(minutes)
 
     @abstractmethod
     def _dates_from(self, start: date) -> Iterator[date]:
@@ -304,14 +300,9 @@ class _WallTimeRecurrence(Recurrence):
         the date's occurrences exactly as :meth:`occurrences_after` yields them, at a cost
         independent of how many wall times the rule has (bisection, not a scan).
         """
-        zone = self._zone
-        y, mo, dd = d.year, d.month, d.day
-        s0 = datetime(y, mo, dd, tzinfo=zone).utcoffset()
-        s1 = datetime(y, mo, dd, fold=1, tzinfo=zone).utcoffset()
-        e = d + _ONE_DAY
-        e0 = datetime(e.year, e.month, e.day, tzinfo=zone).utcoffset()
-        e1 = datetime(e.year, e.month, e.day, fold=1, tzinfo=zone).utcoffset()
-        midnight = datetime(y, mo, dd, tzinfo=UTC)
+        s0, s1 = self._midnight_offsets(d)
+        e0, e1 = self._midnight_offsets(d + _ONE_DAY)
+        midnight = datetime(d.year, d.month, d.day, tzinfo=UTC)
         n = len(self._deltas)
         if s0 == s1 == e0 == e1:
             return [(midnight - s0, 0, n)], []
@@ -329,15 +320,14 @@ class _WallTimeRecurrence(Recurrence):
     def _first_index(self, d: date, lo: int, past: Callable[[timedelta, timedelta], bool]) -> int:
         """The first index ``i >= lo`` of the rule's wall times on ``d`` for which
         ``past(offset fold 0, offset fold 1)`` holds (monotone in ``i``), by bisection."""
-        zone = self._zone
+        offset = self._zone.utcoffset
         minutes = self._minutes
         hi = len(minutes)
         y, mo, dd = d.year, d.month, d.day
         while lo < hi:
             mid = (lo + hi) // 2
             h, mi = divmod(minutes[mid], 60)
-            wall = datetime(y, mo, dd, h, mi, tzinfo=zone)
-            if past(wall.utcoffset(), wall.replace(fold=1).utcoffset()):
+            if past(offset(datetime(y, mo, dd, h, mi)), offset(datetime(y, mo, dd, h, mi, fold=1))):
                 hi = mid
             else:
                 lo = mid + 1
@@ -382,32 +372,110 @@ class _WallTimeRecurrence(Recurrence):
             return None
         return best
 
+    def _midnight_offsets(self, d: date) -> tuple[timedelta, timedelta]:
+        """The UTC offsets of local midnight starting ``d`` (fold 0, fold 1)."""
+        y, mo, dd = d.year, d.month, d.day
+        offset = self._zone.utcoffset  # of a naive wall time, by its fold: cheaper than an aware one
+        return offset(datetime(y, mo, dd)), offset(datetime(y, mo, dd, fold=1))
+
+    def _clean_through(self, d: date, end: date) -> tuple[date, timedelta] | None:
+        """``(last, offset)`` when the local dates ``d..last`` (``last <= end``) all have
+        the single UTC offset ``offset``, None when ``d`` has an offset change.
+
+        Probes every second midnight: no two changes of any tzdata zone lie within 48
+        hours of each other, so equal offsets at midnights two days apart mean no change
+        between them."""
+        s0, s1 = self._midnight_offsets(d)
+        e0, e1 = self._midnight_offsets(d + _ONE_DAY)
+        if not s0 == s1 == e0 == e1:
+            return None
+        last = d
+        two_days = 2 * _ONE_DAY
+        while last < end:
+            x0, x1 = self._midnight_offsets(last + 3 * _ONE_DAY)
+            if not x0 == x1 == s0:
+                break
+            last += two_days
+        return min(last, end), s0
+
+    def _whole_day_count(self, d: date) -> int:
+        """How many occurrences local date ``d`` has, without resolving them: every wall
+        time once, plus the repeated span's times again for a wall-time frequent rule,
+        minus the gap's times whose shifted instant is another occurrence."""
+        n = len(self._minutes)
+        s0, s1 = self._midnight_offsets(d)
+        e0, e1 = self._midnight_offsets(d + _ONE_DAY)
+        if s0 == s1 == e0 == e1:
+            return n
+        before, after = s0, e1
+        if before == after or (s0 != s1 and e0 != e1) or (after - before) % _DELTAS[1]:
+            runs, extra = self._day_parts(d)  # two changes, or one of a fraction of a minute
+            return sum(hi - lo for _, lo, hi in runs) + len(extra)
+        i0 = self._first_index(d, 0, lambda off0, off1: off1 != before)
+        i1 = self._first_index(d, i0, lambda off0, off1: off0 != before)
+        if after < before:
+            return n + (i1 - i0 if self._frequent else 0)
+        gap = (after - before) // _DELTAS[1]
+        minute_set = self._minute_set
+        collisions = 0
+        next_is_candidate = None
+        for minute in self._minutes[i0:i1]:
+            landed = minute + gap
+            if landed < 1440:
+                collisions += landed in minute_set
+            elif landed - 1440 in minute_set:
+                if next_is_candidate is None:
+                    following = d + _ONE_DAY
+                    next_is_candidate = next(self._dates_from(following), None) == following
+                collisions += next_is_candidate
+        return n - collisions
+
     def _count(self, first: datetime, last: datetime) -> tuple[int, bool]:
         deltas = self._deltas
+        n = len(deltas)
         start = self._local_date(first) - _ONE_DAY  # a gap can carry the day before into range
         end = self._local_date(last)
         exact = True
         if end - start > COUNT_HORIZON:
             start = end - COUNT_HORIZON
             exact = False
+        inner_from = start + 2 * _ONE_DAY  # dates after the first's (and its eve) lie wholly after it
         count = 0
         try:
-            for d in self._dates_from(max(start, _FIRST_SAFE_DATE)):
-                if d > end:
-                    break
-                runs, extra = self._day_parts(d)
-                for base, lo, hi in runs:
-                    if hi <= lo:
-                        continue
-                    if base + deltas[lo] >= first and base + deltas[hi - 1] <= last:
-                        count += hi - lo
+            d = self._next_date(max(start, _FIRST_SAFE_DATE))
+            while d is not None and d <= end:
+                if inner_from <= d < end:  # whole days inside the range
+                    span = self._clean_through(d, end - _ONE_DAY)
+                    if span is None:
+                        count += self._whole_day_count(d)
+                        d = self._next_date(d + _ONE_DAY)
                     else:
+                        count += n * self._count_dates(d, span[0])
+                        d = self._next_date(span[0] + _ONE_DAY)
+                    continue
+                runs, extra = self._day_parts(d)  # an edge day: only part of it may be in range
+                for base, lo, hi in runs:
+                    if hi > lo:
                         count += max(0, bisect_right(deltas, last - base, lo, hi)
                                      - bisect_left(deltas, first - base, lo, hi))
                 count += sum(1 for occ in extra if first <= occ.at <= last)
+                d = self._next_date(d + _ONE_DAY)
         except OverflowError:
             pass  # ran past year 9999
         return count, exact
+
+    def _next_date(self, start: date) -> date | None:
+        """The first candidate date on or after ``start``, or None."""
+        return next(self._dates_from(start), None)
+
+    def _count_dates(self, first: date, last: date) -> int:
+        """How many candidate dates lie in ``[first, last]`` (subclasses count faster)."""
+        count = 0
+        for d in self._dates_from(first):
+            if d > last:
+                break
+            count += 1
+        return count
 
     def _iter(self, after: datetime) -> Iterator[Occurrence]:
         zone = self._zone
@@ -445,24 +513,36 @@ class _WallTimeRecurrence(Recurrence):
                         yield Occurrence(base + deltas[i], d, times[i], False)
                     continue
                 # Slow path: a transition touches this day, or an earlier day's shifted
-                # occurrences are still pending. Resolve every candidate, merge, dedupe.
-                buffer.extend(self._resolve_day(d))
-                buffer = _sorted_unique(buffer)
+                # occurrences are still pending. Take the day's occurrences after `after`
+                # (only the times around a change are resolved one by one), merge, dedupe.
+                runs, extra = self._day_parts(d)
+                sources: list[Iterable[Occurrence]] = [buffer, sorted(o for o in extra if o.at > after)]
+                for base, lo, hi in runs:
+                    sources.append(self._run(base, d, bisect_right(deltas, after - base, lo, hi), hi))
                 # Nothing from a later date can be earlier than this instant.
                 bound = datetime(e.year, e.month, e.day, tzinfo=UTC) - max(e0, e1)
-                released = 0
-                for occ in buffer:
+                buffer = []
+                last_at = None
+                merged = heapq.merge(*sources, key=_by_instant_unshifted_first)
+                for occ in merged:
+                    if occ.at == last_at:
+                        continue  # one occurrence per instant: the unshifted one came first
                     if occ.at >= bound:
+                        buffer = _sorted_unique([occ, *merged])
                         break
-                    released += 1
-                    if occ.at > after:
-                        yield occ
-                del buffer[:released]
+                    last_at = occ.at
+                    yield occ
         except OverflowError:
             pass  # ran past year 9999
         for occ in buffer:
             if occ.at > after:
                 yield occ
+
+    def _run(self, base: datetime, d: date, lo: int, hi: int) -> Iterator[Occurrence]:
+        """Lazily the unshifted occurrences ``base + deltas[i]`` of date ``d``, ``lo <= i < hi``."""
+        deltas, times = self._deltas, self._times
+        for i in range(lo, hi):
+            yield Occurrence(base + deltas[i], d, times[i], False)
 
     def _resolve_day(self, d: date, lo: int = 0, hi: int | None = None) -> list[Occurrence]:
         """Resolve the wall times ``lo:hi`` (all by default) of local date ``d`` to
@@ -491,9 +571,25 @@ class _WallTimeRecurrence(Recurrence):
         return out
 
 
+def _by_instant_unshifted_first(occurrence: Occurrence) -> tuple[datetime, bool]:
+    return occurrence.at, occurrence.shifted
+
+
+@lru_cache(maxsize=1024)
+def _wall_tables(minutes: frozenset[int]) -> tuple[tuple[int, ...], frozenset[int], tuple[time, ...],
+                                                   tuple[timedelta, ...], bool]:
+    """The sorted minutes of a set of local times of day, the set, their ``time`` and
+    ``timedelta`` objects, and whether they are "wall-time frequent" (some time in every
+    hour of the day, so a repeated hour runs twice). Cached: rules with the same times
+    share one copy (an every-minute rule holds 1,440 of each)."""
+    ordered = tuple(sorted(minutes))
+    return (ordered, minutes, tuple(_TIMES[m] for m in ordered), tuple(_DELTAS[m] for m in ordered),
+            len({m // 60 for m in ordered}) == 24)
+
+
 def _sorted_unique(items: list[Occurrence]) -> list[Occurrence]:
     """Sort by instant; of several at one instant keep one, preferring an unshifted one."""
-    items.sort(key=lambda o: (o.at, o.shifted))
+    items.sort(key=_by_instant_unshifted_first)
     out: list[Occurrence] = []
     for occ in items:
         if out and out[-1].at == occ.at:
@@ -564,6 +660,12 @@ def _parse_cron_field(text: str, index: int) -> tuple[frozenset[int], bool]:
     return frozenset(values), last
 
 
+@lru_cache(maxsize=1024)
+def _minute_product(hours: frozenset[int], minutes: frozenset[int]) -> frozenset[int]:
+    """The minutes of the day a cron hour and minute field select."""
+    return frozenset(h * 60 + m for h in hours for m in minutes)
+
+
 class _CronRecurrence(_WallTimeRecurrence):
     __slots__ = ("_months", "_dom", "_dom_last", "_dow", "_and", "_month_cache")
 
@@ -601,7 +703,7 @@ class _CronRecurrence(_WallTimeRecurrence):
                 'a calendar rule with month_day (clamps to the last day) or month_day "last" '
                 "(or 'L' in cron).")
         self.warnings = tuple(warnings)
-        self._init_wall(zone_name, [h * 60 + m for h in hours for m in minutes])
+        self._init_wall(zone_name, _minute_product(hours, minutes))
         self.key = _canonical({"cron": " ".join(f.upper() for f in fields), "timezone": zone_name})
         self.nominal_period = self._estimate_period()
 
@@ -649,6 +751,22 @@ class _CronRecurrence(_WallTimeRecurrence):
             if m == 13:
                 m = 1
                 y += 1
+
+    def _count_dates(self, first: date, last: date) -> int:
+        count = 0
+        y, m = first.year, first.month
+        months = self._months
+        while (y, m) <= (last.year, last.month):
+            if m in months:
+                days = self._month_days(y, m)
+                lo = first.day if (y, m) == (first.year, first.month) else 1
+                hi = last.day if (y, m) == (last.year, last.month) else 31
+                count += bisect_right(days, hi) - bisect_left(days, lo)
+            m += 1
+            if m == 13:
+                m = 1
+                y += 1
+        return count
 
     def _dates_before(self, end: date, stop: date) -> Iterator[date]:
         y, m, last = end.year, end.month, end.day
@@ -712,7 +830,7 @@ class _CalendarRecurrence(_WallTimeRecurrence):
                 f"never occurs: no month this rule selects has a 5th {_WEEKDAY_CODES[self._nth[1]]}")
         self.warnings = ()
         minutes = [t.hour * 60 + t.minute for t in cal.times]
-        self._init_wall(zone_name, minutes)
+        self._init_wall(zone_name, frozenset(minutes))
 
         canonical: dict[str, Any] = {
             "frequency": freq,
@@ -874,6 +992,15 @@ class _CalendarRecurrence(_WallTimeRecurrence):
                     if d <= end:
                         yield d
                 y -= n
+
+    def _count_dates(self, first: date, last: date) -> int:
+        if self._frequency != "daily":
+            return super()._count_dates(first, last)
+        s, n = self._start, self._interval
+        first = max(first, s)
+        if last < first:
+            return 0
+        return (last - s).days // n - -(-(first - s).days // n) + 1
 
     def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
         if self._start > self._local_date(_plus(now, horizon)):
