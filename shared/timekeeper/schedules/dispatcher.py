@@ -62,24 +62,39 @@ class Due:
     skipped_is_lower_bound: bool = False
 
 
+#: A backlog of at most this many occurrences is walked; a longer one is searched and counted.
+_WALK_LIMIT = 64
+
+
 def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
     """Collapse the occurrences in ``[next_due_at, now]`` (aware UTC) to the latest one and a count.
 
     Misfire policy: the backlog after an outage is one run for the latest due occurrence
     plus a count of the older ones skipped, never a run each. The cost does not grow with
-    the backlog: the latest occurrence is searched backwards from ``now`` and the skipped
-    ones are counted arithmetically (interval rules) or by whole local days (wall-time
-    rules); a backlog longer than ``COUNT_HORIZON`` gets a lower-bound count.
+    the backlog: up to ``_WALK_LIMIT`` occurrences are walked (the usual case: on time or
+    a few behind); past that the latest occurrence is searched backwards from ``now`` and
+    the skipped ones are counted arithmetically (interval rules) or by whole local days
+    (wall-time rules), a backlog longer than ``COUNT_HORIZON`` getting a lower-bound count.
     """
-    first = rule.next_after(next_due_at - _ONE_MICROSECOND)
-    if first is None or first.at > now:
-        return Due(None, 0, None, first)
+    first: Occurrence | None = None
+    latest: Occurrence | None = None
+    count = 0
+    occurrences = rule.occurrences_after(next_due_at - _ONE_MICROSECOND)
+    for occurrence in occurrences:
+        if occurrence.at > now:
+            skipped = max(count - 1, 0)
+            return Due(latest, skipped, first.at if skipped else None, occurrence)
+        if count == _WALK_LIMIT:
+            break
+        first = first or occurrence
+        latest = occurrence
+        count += 1
+    else:  # the rule ran out (past year 9999)
+        skipped = max(count - 1, 0)
+        return Due(latest, skipped, first.at if skipped else None, None)
     latest = rule.latest_at_or_before(now, first.at)
-    nxt = rule.next_after(now)
-    if latest is None or latest.at == first.at:
-        return Due(first, 0, None, nxt)
-    count, exact = rule.count_between(first.at, latest.at)
-    return Due(latest, max(count - 1, 1), first.at, nxt, not exact)
+    counted, exact = rule.count_between(first.at, latest.at)
+    return Due(latest, max(counted - 1, 1), first.at, rule.next_after(now), not exact)
 
 
 class _RuleCache:

@@ -628,6 +628,7 @@ def _cron_value(token: str, index: int) -> int:
     return value
 
 
+@lru_cache(maxsize=4096)
 def _parse_cron_field(text: str, index: int) -> tuple[frozenset[int], bool]:
     """Parse one cron field into its set of values and whether ``L`` (last day) was given."""
     name, low, high, _ = _CRON_FIELDS[index]
@@ -696,10 +697,11 @@ class _CronRecurrence(_WallTimeRecurrence):
         self._month_cache: dict[int, tuple[int, ...]] = {}
         if self._and and not dom_star and not dom_last:
             # Only the day-of-month decides: it must exist in some selected month.
-            if not any(d <= _MAX_DAYS_IN_MONTH[m] for m in months for d in dom):
+            if min(dom) > max(_MAX_DAYS_IN_MONTH[m] for m in months):
                 raise InvalidRecurrence("cron", "the day-of-month and month fields never match a real date")
         warnings: list[str] = []
-        long_days = sorted(d for d in dom if any(d > _MIN_DAYS_IN_MONTH[m] for m in months))
+        shortest = min(_MIN_DAYS_IN_MONTH[m] for m in months)
+        long_days = sorted(d for d in dom if d > shortest)
         if long_days and len(dom) < 31:
             listed = ", ".join(str(d) for d in long_days)
             warnings.append(
