@@ -150,12 +150,21 @@ class Recurrence(ABC):
     Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
     """
 
-    __slots__ = ("key", "timezone", "warnings", "nominal_period")
+    __slots__ = ("_normalised", "_key", "timezone", "warnings", "nominal_period")
 
-    key: str
+    _normalised: dict[str, Any]
     timezone: str | None
     warnings: tuple[str, ...]
     nominal_period: timedelta
+
+    @property
+    def key(self) -> str:
+        """Canonical JSON of the normalised rule (built on first use: a claim never needs it)."""
+        try:
+            return self._key
+        except AttributeError:
+            self._key = _canonical(self._normalised)
+            return self._key
 
     @property
     def rule(self) -> dict[str, Any]:
@@ -500,13 +509,9 @@ class _WallTimeRecurrence(Recurrence):
                 if d == e:  # consecutive dates: this midnight was the previous next midnight
                     s0, s1 = e0, e1
                 else:
-                    midnight = datetime(y, mo, dd, tzinfo=zone)
-                    s0 = midnight.utcoffset()
-                    s1 = datetime(y, mo, dd, fold=1, tzinfo=zone).utcoffset()
+                    s0, s1 = self._midnight_offsets(d)
                 e = d + _ONE_DAY
-                next_midnight = datetime(e.year, e.month, e.day, tzinfo=zone)
-                e0 = next_midnight.utcoffset()
-                e1 = datetime(e.year, e.month, e.day, fold=1, tzinfo=zone).utcoffset()
+                e0, e1 = self._midnight_offsets(e)
                 if not buffer and s0 == s1 == e0 == e1:
                     # Fast path: one UTC offset for the whole local day (no two transitions
                     # of any tzdata zone lie within 48 hours of each other), so every wall
@@ -666,6 +671,21 @@ def _parse_cron_field(text: str, index: int) -> tuple[frozenset[int], bool]:
     return frozenset(values), last
 
 
+@lru_cache(maxsize=8192)
+def _cron_days(dom: frozenset[int], dow: frozenset[int], last: bool, both: bool, first_weekday: int,
+               ndays: int) -> tuple[int, ...]:
+    """The days a cron day-of-month / day-of-week pair selects in a month that starts on
+    ``first_weekday`` (Monday = 0) and has ``ndays`` days: both must match when ``both``
+    (one field is unrestricted), either otherwise. Cached: there are 28 month shapes."""
+    found = []
+    for day in range(1, ndays + 1):
+        dom_ok = day in dom or (last and day == ndays)
+        dow_ok = (first_weekday + day) % 7 in dow  # cron: Sunday = 0
+        if (dom_ok and dow_ok) if both else (dom_ok or dow_ok):
+            found.append(day)
+    return tuple(found)
+
+
 @lru_cache(maxsize=1024)
 def _minute_product(hours: frozenset[int], minutes: frozenset[int]) -> frozenset[int]:
     """The minutes of the day a cron hour and minute field select."""
@@ -711,7 +731,7 @@ class _CronRecurrence(_WallTimeRecurrence):
                 "(or 'L' in cron).")
         self.warnings = tuple(warnings)
         self._init_wall(zone_name, _minute_product(hours, minutes))
-        self.key = _canonical({"cron": " ".join(f.upper() for f in fields), "timezone": zone_name})
+        self._normalised = {"cron": " ".join(f.upper() for f in fields), "timezone": zone_name}
         self.nominal_period = self._estimate_period()
 
     def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
@@ -732,14 +752,7 @@ class _CronRecurrence(_WallTimeRecurrence):
         days = self._month_cache.get(key)
         if days is None:
             first_weekday, ndays = _calendar.monthrange(y, m)  # Monday = 0
-            dom, dow, last, both = self._dom, self._dow, self._dom_last, self._and
-            found = []
-            for day in range(1, ndays + 1):
-                dom_ok = day in dom or (last and day == ndays)
-                dow_ok = (first_weekday + day) % 7 in dow  # cron: Sunday = 0
-                if (dom_ok and dow_ok) if both else (dom_ok or dow_ok):
-                    found.append(day)
-            days = tuple(found)
+            days = _cron_days(self._dom, self._dow, self._dom_last, self._and, first_weekday, ndays)
             if len(self._month_cache) >= 240:
                 self._month_cache.clear()
             self._month_cache[key] = days
@@ -853,7 +866,7 @@ class _CalendarRecurrence(_WallTimeRecurrence):
             canonical["nth_weekday"] = [self._nth[0], _WEEKDAY_CODES[self._nth[1]]]
         if self._month is not None:
             canonical["month"] = self._month
-        self.key = _canonical({"calendar": canonical, "timezone": zone_name})
+        self._normalised = {"calendar": canonical, "timezone": zone_name}
         per_period = len(self._minutes) * (len(self._weekdays) if freq == "weekly" else 1)
         base = {"daily": _ONE_DAY, "weekly": 7 * _ONE_DAY, "monthly": _AVG_MONTH, "yearly": _AVG_YEAR}[freq]
         self.nominal_period = base * self._interval / per_period
@@ -1047,7 +1060,7 @@ class _IntervalRecurrence(Recurrence):
                                 "anchor": self._anchor.isoformat().replace("+00:00", "Z")}
         if zone_name is not None:
             rule["timezone"] = zone_name
-        self.key = _canonical(rule)
+        self._normalised = rule
 
     def _occurrence(self, at: datetime) -> Occurrence:
         if self._zone is None:
