@@ -28,7 +28,7 @@ from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
 _ONE_MICROSECOND = timedelta(microseconds=1)
-#: A delivery's staleness bound never exceeds this (DESIGN section 2 "Misfires").
+#: A delivery's staleness bound never exceeds this (misfire policy: a stale delivery is skipped).
 MAX_STALENESS = timedelta(hours=12)
 
 

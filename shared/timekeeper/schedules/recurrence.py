@@ -1,6 +1,9 @@
 """Recurrence rules: validation and occurrence iteration in wall time and absolute time.
 
-Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+Implements the time policy of schedules: rules are evaluated in the schedule's IANA zone,
+a time in a spring-forward gap shifts by the gap and keeps its local date, a fixed time
+in a fall-back overlap runs once (first instant), hourly wall-time rules run at each real
+instant.
 
 Three rule forms, each a JSON-ready dict (the shape the API takes):
 
@@ -144,10 +147,11 @@ class Recurrence(ABC):
         warnings: human-readable notes about surprising but valid rules (a cron day of
             month that skips short months).
         nominal_period: the average spacing between occurrences (a daily rule with one
-            time: one day times the interval; ``0 * * * *``: one hour). Used for
-            staleness bounds, not for computing occurrences.
+            time: one day times the interval; ``0 * * * *``: one hour). An estimate
+            only: neither occurrences nor staleness bounds (which use the real gap
+            to the next occurrence) are computed from it.
 
-    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
+    Rule: the gap and overlap policy of the module docstring.
     """
 
     __slots__ = ("_normalised", "_key", "timezone", "warnings", "nominal_period")
@@ -1350,8 +1354,6 @@ def parse_rule(rule: dict[str, Any]) -> Recurrence:
     the offending field for any invalid input: unknown keys, wrong types, unknown
     timezone, interval < 1, month_day outside 1-31, bad weekday codes, empty or malformed
     times, both or neither rule forms, cron syntax errors, a cron that never matches.
-
-    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
     """
     try:
         raw = json.dumps(rule, sort_keys=True)
@@ -1377,8 +1379,6 @@ def next_occurrences(rule: dict[str, Any], after: datetime, count: int) -> list[
     ``ValueError``); the result is strictly increasing in ``Occurrence.at`` (aware UTC)
     and shorter than ``count`` only if the rule runs out (past year 9999). Raises
     :class:`InvalidRecurrence` for an invalid rule and ``ValueError`` for a negative count.
-
-    Implements DESIGN section 2 "Recurrence and time" (seed 000 branch "spring clock gap").
     """
     if count < 0:
         raise ValueError("count must be >= 0")
