@@ -22,14 +22,17 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
 import sys
 import time
-from datetime import timedelta
-from uuid import UUID
+from datetime import datetime, timedelta
+from uuid import UUID, uuid4
+from zoneinfo import ZoneInfo, available_timezones
 
 import _bench as b
 
+from timekeeper.schedules import recurrence
 from timekeeper.schedules.dispatcher import DispatchReport, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
@@ -195,6 +198,60 @@ def explain_claim(conn, limit: int) -> str:
     return "\n".join(r["QUERY PLAN"] for r in rows)
 
 
+def backlog_zones(count: int) -> list[str]:
+    """``count`` distinct IANA zones, those with DST changes first (sorted by name)."""
+    probe = (datetime(2026, 1, 15, tzinfo=b.UTC), datetime(2026, 7, 15, tzinfo=b.UTC))
+    names = sorted(z for z in available_timezones() if "/" in z and not z.startswith(("Etc/", "SystemV/")))
+    changing = [z for z in names if len({t.astimezone(ZoneInfo(z)).utcoffset() for t in probe}) > 1]
+    steady = [z for z in names if z not in changing]
+    zones = (changing + steady)[:count]
+    if len(zones) < count:
+        raise ValueError(f"only {len(zones)} zones available")
+    return zones
+
+
+def backlog_claim(conn, kinds: WorkKindRegistry, *, schedules: int, days: int, repeats: int,
+                  claim_limit: int, profile: bool = False) -> dict:
+    """One claim of ``schedules`` every-minute schedules in distinct zones, each behind by
+    ``days`` days (its due instant a minute-aligned occurrence ``days`` days before NOW):
+    the pass's wall time (median of ``repeats``, re-armed before each), checked against the
+    exact skipped count (every real minute of the backlog but the latest)."""
+    latest = b.NOW.replace(second=0, microsecond=0)
+    first = latest - timedelta(days=days)
+    expected = (latest - first) // timedelta(minutes=1)
+    zones = backlog_zones(schedules)
+    times, batches = [], 0
+    for _ in range(repeats):
+        conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
+        with conn.cursor().copy("COPY schedules (id, workspace_id, owner, work_kind, recurrence, timezone, status, "
+                                "next_due_at, definition_version, created_at, updated_at) FROM STDIN") as copy:
+            for zone in zones:
+                copy.write_row((uuid4(), uuid4(), b.OWNER, b.WORK_KIND,
+                                json.dumps({"cron": "* * * * *", "timezone": zone}), zone, "active", first, 1,
+                                first, first))
+        conn.execute("VACUUM ANALYZE schedules")
+        recurrence._compile_cached.cache_clear()
+        profiler = cProfile.Profile() if profile else None
+        started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
+        report, _ = one_pass(conn, kinds, claim_limit)
+        times.append(time.perf_counter() - started)
+        if profiler is not None:
+            profiler.disable()
+            out = io.StringIO()
+            pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
+            print(out.getvalue(), flush=True)
+            profile = False
+        batches = report.batches
+        wrong = conn.execute("SELECT count(*) AS n FROM schedule_runs WHERE occurrence_at <> %s "
+                             "OR skipped_backlog <> %s", (latest, expected)).fetchone()["n"]
+        if report.runs_created != schedules or wrong:
+            raise AssertionError(f"{report.runs_created} runs, {wrong} with a wrong occurrence or count")
+    return {"schedules": schedules, "days": days, "skipped_each": expected, "batches": batches,
+            "pass_s": b.median(times), "min_s": min(times), "max_s": max(times), "load": b.load_average()}
+
+
 def profile_pass(conn, kinds: WorkKindRegistry, claim_limit: int, top: int) -> str:
     profiler = cProfile.Profile()
     profiler.enable()
@@ -228,7 +285,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="alternating (smallest N, largest N) pass pairs of the index check (0: skip it)")
     parser.add_argument("--idle-passes", type=int, default=30,
                         help="timed passes with nothing due at the largest N of each variant (0: skip)")
+    parser.add_argument("--backlog", default="",
+                        help="only the backlog claim: 'SCHEDULES:DAYS[,SCHEDULES:DAYS...]', e.g. 200:365 "
+                             "(every-minute schedules in distinct zones, each DAYS behind)")
     args = parser.parse_args(argv)
+    if args.backlog:
+        return backlog_main(args)
     if args.quick:
         args.sizes, args.due, args.repeats = "1000,20000", "1000,5000", 1
         args.max_due_unique = args.max_due_history = 1000
@@ -310,6 +372,31 @@ def main(argv: list[str] | None = None) -> int:
                       f"{ic['pair_ratio']:.2f}; load avg <= {ic['load']:.1f}) "
                       f"(target <= 1.20: {'met' if ic['ratio'] <= 1.2 else 'MISSED'})")
     print("\n".join(checks))
+    conn.close()
+    return 0
+
+
+def backlog_main(args: argparse.Namespace) -> int:
+    """``--backlog``: time the claim of long backlogs (see :func:`backlog_claim`)."""
+    conn = b.bench_connect(b.open_database(args.database))
+    kinds = registry()
+    print(f"machine: {b.machine(conn)}; revision {b.git_revision()}", flush=True)
+    rows = []
+    for spec in args.backlog.split(","):
+        schedules, days = (int(x) for x in spec.split(":"))
+        row = backlog_claim(conn, kinds, schedules=schedules, days=days, repeats=args.repeats,
+                            claim_limit=args.claim_limit, profile=args.profile)
+        rows.append(row)
+        print(f"  {schedules} schedules x {days} days behind: pass {row['pass_s']:.3f} s "
+              f"(min {row['min_s']:.3f}, max {row['max_s']:.3f}), load {row['load']:.1f}", flush=True)
+    print(b.table(["schedules (distinct zones)", "days behind", "skipped each", "batches", "pass s (median)",
+                   "min-max s", "load avg"],
+                  [[r["schedules"], r["days"], f"{r['skipped_each']:,}", r["batches"], f"{r['pass_s']:.3f}",
+                    f"{r['min_s']:.3f}-{r['max_s']:.3f}", f"{r['load']:.1f}"] for r in rows]))
+    for r in rows:
+        if r["schedules"] >= 200 and r["days"] >= 365:
+            print(f"backlog claim: {r['schedules']} schedules x {r['days']} days: {r['pass_s']:.3f} s "
+                  f"(target < 1 s: {'met' if r['pass_s'] < 1 else 'MISSED'})")
     conn.close()
     return 0
 

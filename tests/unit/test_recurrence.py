@@ -1,4 +1,4 @@
-"""Recurrence rules (DESIGN section 2 "Recurrence and time", seed 000 branch "spring clock gap").
+"""Recurrence rules: the time policy (gap shift keeping the local date, one run in an overlap).
 
 Covers the DST policy (gap shift, fall-back overlap, wall-time frequent rules), the
 calendar and cron forms, absolute intervals, validation errors, and property tests over

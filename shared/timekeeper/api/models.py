@@ -3,9 +3,10 @@
 Instants are RFC 3339 strings in UTC (``2027-03-14T07:30:00Z``); a local wall time as
 intended by the rule is a naive ``YYYY-MM-DDTHH:MM:SS`` string in the schedule's timezone;
 an occurrence's actual local time is an RFC 3339 string with the zone's offset.
-Recurrence rules are the JSON forms of the recurrence models (cron, calendar, interval), validated
-by :func:`timekeeper.schedules.recurrence.parse_rule` (an invalid rule is a 422 naming the
-field and the reason).
+Recurrence rules are the JSON forms of :mod:`timekeeper.schedules.recurrence` (cron,
+calendar, interval), validated by :func:`timekeeper.schedules.recurrence.parse_rule` (an
+invalid rule is a 422 naming the field and the reason); their schema is generated from the
+same models.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pydantic import (
 )
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
-from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule, rule_json_schema
 from timekeeper.schedules.service import ScheduleDetails
 from timekeeper.topology import PIPELINES
 
@@ -49,65 +50,10 @@ def _utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 
-RECURRENCE_DESCRIPTION = (
-    "A recurrence rule, one of three forms: "
-    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time, L = last day); '
-    '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
-    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
-    '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
-    "(absolute time). A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
-    "a fixed time in a fall-back overlap runs once."
-)
-RECURRENCE_EXAMPLES = [
-    {"cron": "30 2 * * *", "timezone": "America/New_York"},
-    {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
-    {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
-]
-
-_ZONE = {"type": "string", "minLength": 1, "description": "an IANA timezone",
-         "examples": ["America/New_York", "Europe/London", "Asia/Kolkata"]}
-_WEEKDAY = {"type": "string", "enum": ["MO", "TU", "WE", "TH", "FR", "SA", "SU"]}
-_CRON_FORM = {
-    "type": "object", "title": "CronRule", "additionalProperties": False, "required": ["cron", "timezone"],
-    "properties": {"cron": {"type": "string", "description": "five cron fields: minute hour day-of-month month "
-                                                            "day-of-week (L = last day of the month)",
-                            "examples": ["30 2 * * *", "0 18 L * *"]},
-                   "timezone": _ZONE}}
-_CALENDAR_FORM = {
-    "type": "object", "title": "CalendarRule", "additionalProperties": False, "required": ["calendar", "timezone"],
-    "properties": {
-        "calendar": {
-            "type": "object", "additionalProperties": False, "required": ["frequency", "times"],
-            "properties": {
-                "frequency": {"type": "string", "enum": ["daily", "weekly", "monthly", "yearly"]},
-                "interval": {"type": "integer", "minimum": 1, "default": 1},
-                "start_date": {"type": "string", "format": "date"},
-                "weekdays": {"type": "array", "minItems": 1, "items": _WEEKDAY},
-                "month_day": {"oneOf": [{"type": "integer", "minimum": 1, "maximum": 31},
-                                        {"type": "string", "const": "last"}],
-                              "description": "monthly/yearly: the day (clamped to shorter months) or last"},
-                "nth_weekday": {"type": "array", "minItems": 2, "maxItems": 2,
-                                "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY],
-                                "description": "monthly/yearly: [n, weekday], n = -1 for the last"},
-                "month": {"type": "integer", "minimum": 1, "maximum": 12, "description": "yearly: the month"},
-                "times": {"type": "array", "minItems": 1,
-                          "items": {"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"}}}},
-        "timezone": _ZONE}}
-_INTERVAL_FORM = {
-    "type": "object", "title": "IntervalRule", "additionalProperties": False, "required": ["interval", "anchor"],
-    "properties": {
-        "interval": {"oneOf": [
-            {"type": "object", "additionalProperties": False, "required": ["minutes"],
-             "properties": {"minutes": {"type": "integer", "minimum": 1, "maximum": 366 * 24 * 60}}},
-            {"type": "object", "additionalProperties": False, "required": ["hours"],
-             "properties": {"hours": {"type": "integer", "minimum": 1, "maximum": 366 * 24}}}]},
-        "anchor": {"type": "string", "format": "date-time", "description": "an instant the steps align to"},
-        "timezone": {**_ZONE, "description": "an IANA timezone, for the local date shown with each run"}}}
-
-#: The document's description of a rule; the authority is ``parse_rule`` (a rule this
-#: schema allows may still be refused, e.g. an unknown zone or a cron that never fires).
-RECURRENCE_SCHEMA = {"oneOf": [_CRON_FORM, _CALENDAR_FORM, _INTERVAL_FORM],
-                     "description": RECURRENCE_DESCRIPTION, "examples": RECURRENCE_EXAMPLES}
+#: The document's description of a rule, generated from the recurrence models; the
+#: authority is ``parse_rule`` (a rule this schema allows may still be refused, e.g. an
+#: unknown zone, a cron that never fires, or no occurrence within ten years).
+RECURRENCE_SCHEMA = rule_json_schema()
 
 Recurrence = Annotated[dict[str, Any], WithJsonSchema(RECURRENCE_SCHEMA)]
 Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)")]

@@ -9,7 +9,6 @@ allows. ``now`` is passed in: the database clock never decides what is due.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,14 +23,14 @@ from timekeeper.db import load_queries
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import flush_notifications
-from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule
+from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.settlement import settle_run
 from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
 _ONE_MICROSECOND = timedelta(microseconds=1)
-#: A delivery's staleness bound never exceeds this (a late delivery is worse than none).
+#: A delivery's staleness bound never exceeds this (misfire policy: a stale delivery is skipped).
 MAX_STALENESS = timedelta(hours=12)
 
 
@@ -57,34 +56,50 @@ class DispatchReport:
 @dataclass(frozen=True)
 class Due:
     """What a claimed schedule owes: the latest due occurrence (or None), the count of older
-    skipped ones, the first skipped instant, and the next future occurrence (or None)."""
+    skipped ones, the first skipped instant, and the next future occurrence (or None).
+    ``skipped_is_lower_bound`` is True when the backlog was too long to count exactly
+    (``skipped`` is then a lower bound)."""
 
     latest: Occurrence | None
     skipped: int
     first_skipped_at: datetime | None
     next_occurrence: Occurrence | None
+    skipped_is_lower_bound: bool = False
+
+
+#: A backlog of at most this many occurrences is walked; a longer one is searched and counted.
+_WALK_LIMIT = 64
 
 
 def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
-    """Collapse the occurrences in ``[next_due_at, now]`` to the latest one and a count.
+    """Collapse the occurrences in ``[next_due_at, now]`` (aware UTC) to the latest one and a count.
 
     Misfire policy: the backlog after an outage is one run for the latest due occurrence
-    plus a count of the older ones skipped, never a run each.
+    plus a count of the older ones skipped, never a run each. The cost does not grow with
+    the backlog: up to ``_WALK_LIMIT`` occurrences are walked (the usual case: on time or
+    a few behind); past that the latest occurrence is searched backwards from ``now`` and
+    the skipped ones are counted arithmetically (interval rules) or by whole local days
+    (wall-time rules), a backlog longer than ``COUNT_HORIZON`` getting a lower-bound count.
     """
-    latest: Occurrence | None = None
     first: Occurrence | None = None
+    latest: Occurrence | None = None
     count = 0
-    nxt: Occurrence | None = None
-    for occurrence in rule.occurrences_after(next_due_at - _ONE_MICROSECOND):
+    occurrences = rule.occurrences_after(next_due_at - _ONE_MICROSECOND)
+    for occurrence in occurrences:
         if occurrence.at > now:
-            nxt = occurrence
+            skipped = max(count - 1, 0)
+            return Due(latest, skipped, first.at if skipped else None, occurrence)
+        if count == _WALK_LIMIT:
             break
-        if first is None:
-            first = occurrence
+        first = first or occurrence
         latest = occurrence
         count += 1
-    skipped = max(count - 1, 0)
-    return Due(latest, skipped, first.at if skipped else None, nxt)
+    else:  # the rule ran out (past year 9999)
+        skipped = max(count - 1, 0)
+        return Due(latest, skipped, first.at if skipped else None, None)
+    latest = rule.latest_at_or_before(now, first.at)
+    counted, exact = rule.count_between(first.at, latest.at)
+    return Due(latest, max(counted - 1, 1), first.at, rule.next_after(now), not exact)
 
 
 class _RuleCache:
@@ -108,10 +123,12 @@ class _RuleCache:
             del cache[next(iter(cache))]
 
     def rule(self, text: str) -> Recurrence:
+        """The compiled rule of the stored JSON ``text`` (decoded once per pass and text).
+        Raises :class:`InvalidRecurrence` (cached too) for a rule that no longer validates."""
         compiled = self.rules.get(text)
         if compiled is None:
             try:
-                compiled = parse_rule(json.loads(text))
+                compiled = parse_rule_text(text)
             except InvalidRecurrence as error:
                 compiled = error
             self.rules[text] = compiled
@@ -121,6 +138,8 @@ class _RuleCache:
         return compiled
 
     def due(self, text: str, next_due_at: datetime, now: datetime) -> Due:
+        """:func:`compute_due` of the rule ``text``, shared by schedules with the same
+        rule and due instant. Raises :class:`InvalidRecurrence` like :meth:`rule`."""
         key = (text, next_due_at)
         due = self.dues.get(key)
         if due is None:
@@ -130,7 +149,13 @@ class _RuleCache:
 
 
 def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: str,
-                     rule: Recurrence) -> timedelta | None:
+                     due: Due) -> timedelta | None:
+    """How old a delivery's latest due occurrence may be before the run is skipped as stale.
+
+    Rule: min(the work kind's own staleness, half the real time from the latest due
+    occurrence to the next one, ``MAX_STALENESS``); with no next occurrence the half-gap
+    term drops out. None when the kind sets no staleness (or is unknown, or no registry).
+    """
     if registry is None:
         return None
     try:
@@ -139,7 +164,10 @@ def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: s
         return None  # the consumer settles unknown kinds; the dispatcher still offers them
     if kind.staleness is None:
         return None
-    return min(kind.staleness, rule.nominal_period / 2, MAX_STALENESS)
+    bound = min(kind.staleness, MAX_STALENESS)
+    if due.latest is not None and due.next_occurrence is not None:
+        bound = min(bound, (due.next_occurrence.at - due.latest.at) / 2)
+    return bound
 
 
 def _message(run: dict[str, Any], owner: str) -> RunMessage:
@@ -209,7 +237,7 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
         latest = due.latest
         if latest is None:
             continue
-        bound = _staleness_bound(registry, owner, row["work_kind"], cache.rule(text))
+        bound = _staleness_bound(registry, owner, row["work_kind"], due)
         stale = bound is not None and now - latest.at > bound
         runs["schedule_id"].append(row["id"])
         runs["workspace_id"].append(row["workspace_id"])
@@ -226,7 +254,8 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
             report.backlog_skipped += due.skipped
             events.append(Event(row["id"], row["workspace_id"], "backlog_skipped", "misfire", {
                 "count": due.skipped, "first_skipped_at": due.first_skipped_at.isoformat(),
-                "last_skipped_before": latest.at.isoformat()}))
+                "last_skipped_before": latest.at.isoformat(),
+                **({"count_is_lower_bound": True} if due.skipped_is_lower_bound else {})}))
 
     messages: list[RunMessage] = []
     if runs["schedule_id"]:

@@ -65,9 +65,15 @@ def _event(conn: psycopg.Connection, schedule: dict, kind: str, actor: str, now:
                   actor=actor, now=now)
 
 
-def _first_due(rule: Recurrence, now: datetime) -> datetime | None:
-    nxt = rule.next_after(now)
-    return nxt.at if nxt else None
+def _checked_rule(rule: dict[str, Any], now: datetime) -> tuple[Recurrence, datetime]:
+    """Compile ``rule`` and return it with its first occurrence after ``now`` (aware UTC).
+
+    Rule: a schedule's rule must validate and fire within the recurrence's horizon (ten
+    years) of ``now``; one that never would is refused rather than saved without a next
+    due instant. Raises :class:`InvalidRecurrence` naming the field.
+    """
+    compiled = parse_rule(rule)
+    return compiled, compiled.check_fires(now).at
 
 
 def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> dict[str, Any]:
@@ -94,10 +100,11 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
     """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
 
     Returns the row (dict). Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
-    the field when the rule does not validate, and ``InvalidSubject`` when ``kinds`` is
-    given and the work kind's declared subject is missing or not in the workspace.
+    the field when the rule does not validate or has no occurrence within ten years, and
+    ``InvalidSubject`` when ``kinds`` is given and the work kind's declared subject is
+    missing or not in the workspace.
     """
-    rule = parse_rule(recurrence)
+    rule, first_due = _checked_rule(recurrence, now)
     with conn.transaction():
         _check_subject(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
                        subject_id=subject_id)
@@ -105,7 +112,7 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
             "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
             "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
             "timezone": rule.timezone or "UTC", "status": "active" if active else "paused",
-            "next_due_at": _first_due(rule, now) if active else None, "actor": actor, "now": now}).fetchone()
+            "next_due_at": first_due if active else None, "actor": actor, "now": now}).fetchone()
         _event(conn, row, "created", actor, now, detail={"warnings": list(rule.warnings)} if rule.warnings else None)
     return row
 
@@ -114,21 +121,22 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
                     subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None) -> dict[str, Any]:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`,
-    and ``InvalidSubject`` when ``kinds`` is given and the resulting subject does not meet
-    the work kind's declared requirement."""
+    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`
+    (also for a rule with no occurrence within ten years), and ``InvalidSubject`` when
+    ``kinds`` is given and the resulting subject does not meet the work kind's declared
+    requirement."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
         _check_subject(conn, kinds, workspace_id=workspace_id, owner=current["owner"],
                        work_kind=current["work_kind"],
                        subject_id=current["subject_id"] if subject_id is None else subject_id)
         new_rule = recurrence if recurrence is not None else current["recurrence"]
-        rule = parse_rule(new_rule)
+        rule, first_due = _checked_rule(new_rule, now)
         row = conn.execute(SQL["update_definition"], {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
             "name": current["name"] if name is None else name,
             "subject_id": current["subject_id"] if subject_id is None else subject_id,
-            "next_due_at": _first_due(rule, now), "now": now}).fetchone()
+            "next_due_at": first_due, "now": now}).fetchone()
         _event(conn, row, "updated", actor, now, detail={"definition_version": row["definition_version"]})
     return row
 
@@ -151,14 +159,15 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
                     now: datetime) -> dict[str, Any]:
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
     the time spent paused floods no backlog. Resuming an active schedule is a no-op.
-    A definition that no longer validates stays paused: raises :class:`InvalidRecurrence`."""
+    A definition that no longer validates, or has no occurrence within ten years, stays
+    paused: raises :class:`InvalidRecurrence`."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
         if current["status"] == "active":
             return current
-        rule = parse_rule(current["recurrence"])
+        _, first_due = _checked_rule(current["recurrence"], now)
         row = conn.execute(SQL["set_status"], {"id": schedule_id, "status": "active", "pause_reason": None,
-                                               "next_due_at": _first_due(rule, now), "reset_streak": True,
+                                               "next_due_at": first_due, "reset_streak": True,
                                                "deleted_at": None, "now": now}).fetchone()
         _event(conn, row, "resumed", actor, now, detail={"previous_reason": current["pause_reason"]})
     return row
