@@ -1,0 +1,38 @@
+"""The peer harness's Timekeeper adapter, on the product's current connection API.
+
+The harness (``../shared/bench``, see its README) times the product through
+``peers/timekeeper_adapter.py``, which calls the real ``dispatch`` and ``process_batch``.
+That adapter opens its connections with ``connect(uri, statement_timeout_ms=...)``; the
+product no longer sends session options on connect (RDS Proxy refuses startup options, so
+statement timeouts belong to the database logins). This module is the same adapter with
+only its connection opener replaced; everything timed is the harness's code and the
+product's. Run it with::
+
+    TK_REPO=. TIMEKEEPER_BENCH_ADAPTER=peer_adapter bash ../shared/bench/run_peers.sh --with-timekeeper
+
+(``benchmarks/`` is on the harness's ``PYTHONPATH``; the harness's ``peers/`` too.)
+"""
+
+from __future__ import annotations
+
+import timekeeper_adapter as _harness
+
+from timekeeper.db.connection import connect
+
+
+def _connect(uri: str, role: str):
+    """A dict-row autocommit connection named for its role (the benchmark's superuser login
+    has no statement timeout; the product's logins carry theirs)."""
+    return connect(uri, application_name=f"timekeeper-bench-{role}")
+
+
+# The harness's functions look the opener up in their module at call time (the consumer
+# processes are forked after this import), so replacing it there is enough.
+_harness._connect = _connect
+
+load_schedules = _harness.load_schedules
+run_until_done = _harness.run_until_done
+verify_schedules = _harness.verify_schedules
+enqueue_jobs = _harness.enqueue_jobs
+drain = _harness.drain
+verify_jobs = _harness.verify_jobs
