@@ -42,7 +42,6 @@ from psycopg.rows import class_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
-from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.settlement import (
     Completion,
@@ -254,17 +253,14 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
     The start is committed before any handler runs (so a killed attempt still counts) but
     without waiting for its WAL flush: a database crash may forget the newest starts,
     which costs at most one uncounted attempt, never an effect (effects and outcomes
-    commit durably with the settlement). One round trip (pipelined).
+    commit durably with the settlement). One statement, one round trip.
     """
     if not run_ids:
         return {}
-    conn = batch.conn
-    with conn.pipeline(), conn.transaction():
-        commit_without_flush_wait(conn)
-        cur = conn.cursor(row_factory=class_row(StartedRun))
-        cur.execute(SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
-                                        "lease_until": batch.now + batch.settings.lease})
-    return {run.id: run for run in cur.fetchall()}
+    with batch.conn.cursor(row_factory=class_row(StartedRun)) as cur:
+        rows = cur.execute(SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
+                                               "lease_until": batch.now + batch.settings.lease}).fetchall()
+    return {run.id: run for run in rows}
 
 
 def _without_handler(batch: _Batch, run: StartedRun, kind: WorkKind | None) -> _Verdict | None:

@@ -6,7 +6,11 @@
 -- dispatcher recording a publication, a batch's settlement), so they never deadlock; a
 -- lock held elsewhere is short (no transaction holds a run's row while a handler runs),
 -- so the start waits for it rather than skip the run and delay it by a visibility timeout.
-WITH lockable AS (
+-- The statement commits on its own without waiting for its WAL flush (the `relaxed` CTE:
+-- a database crash may forget a start, at the cost of one uncounted attempt).
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+), lockable AS (
     SELECT id FROM schedule_runs
      WHERE id = ANY(%(ids)b::uuid[])
        AND (state = 'queued' OR (state = 'running' AND lease_until <= %(now)s))
@@ -20,6 +24,7 @@ UPDATE schedule_runs AS r
   FROM schedules AS s
  WHERE r.id IN (SELECT id FROM lockable)
    AND s.id = r.schedule_id
+   AND EXISTS (SELECT FROM relaxed)
 RETURNING r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_at, r.occurrence_local,
           r.trigger, r.requested_by, r.attempts, s.subject_id, s.deleted_at
 

@@ -21,7 +21,6 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 
 SQL = load_queries("timekeeper.schedules", "runs.sql")
@@ -85,7 +84,5 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     refused = publisher.publish(messages)
     accepted = [m.run_id for m in messages if m.run_id not in refused]
     if accepted:
-        with conn.pipeline(), conn.transaction():  # one round trip; a lost record costs one re-offer
-            commit_without_flush_wait(conn)
-            conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})
+        conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})  # one statement, one round trip
     return len(accepted), release_runs(conn, refused, now=now, actor=actor)
