@@ -20,6 +20,7 @@ Registered under owner ``"accounting"`` with no staleness bound (late is better 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -259,22 +260,23 @@ def posting_sweep(conn: psycopg.Connection, now: datetime) -> dict[str, int] | N
     return sweep_posting_jobs(conn, now)
 
 
-def _recurring_batch_exists(conn: psycopg.Connection, workspace_id: UUID, subject_id: UUID) -> bool:
-    """Whether ``subject_id`` is a recurring batch of ``workspace_id`` (``batch.roll``'s subject)."""
-    try:
-        get_recurring_batch(conn, workspace_id=workspace_id, recurring_batch_id=subject_id)
-    except NotFound:
-        return False
-    return True
+def _found(lookup: Callable[..., Any], id_keyword: str) -> Callable[[psycopg.Connection, UUID, UUID], bool]:
+    """A subject check: whether ``lookup(conn, workspace_id=..., <id_keyword>=subject_id)``
+    finds the subject in the schedule's workspace (``NotFound`` means it does not)."""
+
+    def exists(conn: psycopg.Connection, workspace_id: UUID, subject_id: UUID) -> bool:
+        try:
+            lookup(conn, workspace_id=workspace_id, **{id_keyword: subject_id})
+        except NotFound:
+            return False
+        return True
+
+    return exists
 
 
-def _batch_exists(conn: psycopg.Connection, workspace_id: UUID, subject_id: UUID) -> bool:
-    """Whether ``subject_id`` is a batch of ``workspace_id`` (``batch.auto_close``'s subject)."""
-    try:
-        get_batch(conn, workspace_id=workspace_id, batch_id=subject_id)
-    except NotFound:
-        return False
-    return True
+#: ``batch.roll``'s subject is a recurring batch, ``batch.auto_close``'s a batch, of the workspace.
+_recurring_batch_exists = _found(get_recurring_batch, "recurring_batch_id")
+_batch_exists = _found(get_batch, "batch_id")
 
 
 def register(registry: WorkKindRegistry) -> None:
