@@ -8,6 +8,11 @@ a crash may forget at no cost other than a repeat: a run's start (one uncounted 
 a claim (re-claimed; its published messages name a run that no longer exists and are
 acknowledged as absent), and a publication record (the run is offered once more).
 Outcomes and handler effects always commit durably.
+
+A multi-statement transaction calls :func:`commit_without_flush_wait` (the dispatcher's
+claim); a statement that commits on its own sets the same transaction-local setting in a
+``set_config`` CTE of its own (the consumer's ``start_runs``, the ``mark_published`` record),
+which keeps it one round trip.
 """
 
 from __future__ import annotations
