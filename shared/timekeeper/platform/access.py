@@ -1,0 +1,143 @@
+"""The access rule, in one place: may this person read (or change) this query or report now?
+
+Every path that acts for a person asks here: the HTTP API for its caller, the export
+consumer for the person who requested the export, scheduled delivery for the schedule's
+owner (automatic runs) or for the person who clicked Run now. The rule reads the
+directory as it is at the moment of asking, so access lost after a schedule was created
+is seen by its next run:
+
+1. the user exists and is ``active`` (else ``user_deactivated`` / ``not_a_member``);
+2. the user is a current member of the workspace (never joined: ``not_a_member``; left:
+   ``left_workspace``);
+3. one of the membership's roles grants the permission (else ``missing_role``);
+4. the object exists in that workspace and is not deleted (else ``not_found``).
+
+Roles held in a workspace membership, and what each grants:
+
+=====================  ======================================================
+``workspace:admin``    every permission below
+``queries:admin``      queries:read, queries:write, reports:read, reports:write
+``queries:write``      queries:read, queries:write
+``queries:read``       queries:read
+``reports:write``      reports:read, reports:write
+``reports:read``       reports:read
+=====================  ======================================================
+
+Reading a report needs ``reports:read`` only: the report's author chose its queries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from uuid import UUID
+
+import psycopg
+
+from timekeeper.platform.directory import member_with_user
+
+QUERIES_READ = "queries:read"
+QUERIES_WRITE = "queries:write"
+REPORTS_READ = "reports:read"
+REPORTS_WRITE = "reports:write"
+PERMISSIONS = (QUERIES_READ, QUERIES_WRITE, REPORTS_READ, REPORTS_WRITE)
+
+#: What each membership role grants. Unknown role names grant nothing.
+ROLE_GRANTS: dict[str, frozenset[str]] = {
+    "workspace:admin": frozenset(PERMISSIONS),
+    "queries:admin": frozenset(PERMISSIONS),
+    "queries:write": frozenset({QUERIES_READ, QUERIES_WRITE}),
+    "queries:read": frozenset({QUERIES_READ}),
+    "reports:write": frozenset({REPORTS_READ, REPORTS_WRITE}),
+    "reports:read": frozenset({REPORTS_READ}),
+}
+
+#: Reasons a decision refuses, machine-readable (also the delivery rows' skip reasons).
+NOT_A_MEMBER = "not_a_member"
+LEFT_WORKSPACE = "left_workspace"
+USER_DEACTIVATED = "user_deactivated"
+MISSING_ROLE = "missing_role"
+NOT_FOUND = "not_found"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The rule's answer: ``allowed``, or the ``reason`` it is not (one of the constants
+    above)."""
+
+    allowed: bool
+    reason: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+
+ALLOWED = Decision(True)
+
+
+class AccessDenied(Exception):
+    """Raised by :func:`require`: ``reason`` is the refusing :class:`Decision`'s reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def grants(roles: list[str] | frozenset[str] | tuple[str, ...]) -> frozenset[str]:
+    """The permissions ``roles`` grant together."""
+    out: set[str] = set()
+    for role in roles:
+        out |= ROLE_GRANTS.get(role, frozenset())
+    return frozenset(out)
+
+
+def check_person(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, permission: str) -> Decision:
+    """Rules 1-3 for ``user_id`` in ``workspace_id``: is the person an active, current
+    member whose roles grant ``permission``? Raises ``ValueError`` for an unknown
+    permission."""
+    if permission not in PERMISSIONS:
+        raise ValueError(f"unknown permission {permission!r}")
+    user, membership = member_with_user(conn, workspace_id=workspace_id, user_id=user_id)
+    if user is None or membership is None:
+        return Decision(False, NOT_A_MEMBER)
+    if user.status != "active":
+        return Decision(False, USER_DEACTIVATED)
+    if not membership.current:
+        return Decision(False, LEFT_WORKSPACE)
+    if permission not in grants(membership.roles):
+        return Decision(False, MISSING_ROLE)
+    return ALLOWED
+
+
+def _object_exists(conn: psycopg.Connection, table: str, workspace_id: UUID, object_id: UUID) -> bool:
+    statement = {
+        "saved_queries": "SELECT 1 FROM saved_queries WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",
+        "reports": "SELECT 1 FROM reports WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",
+    }[table]
+    return conn.execute(statement, (workspace_id, object_id)).fetchone() is not None
+
+
+def check_query(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, query_id: UUID,
+                permission: str = QUERIES_READ) -> Decision:
+    """May ``user_id`` use saved query ``query_id`` of ``workspace_id`` for ``permission``
+    (default reading: running and exporting it)? Rules 1-4."""
+    decision = check_person(conn, workspace_id=workspace_id, user_id=user_id, permission=permission)
+    if decision and not _object_exists(conn, "saved_queries", workspace_id, query_id):
+        return Decision(False, NOT_FOUND)
+    return decision
+
+
+def check_report(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, report_id: UUID,
+                 permission: str = REPORTS_READ) -> Decision:
+    """May ``user_id`` use report ``report_id`` of ``workspace_id`` for ``permission``
+    (default reading: viewing and rendering it)? Rules 1-4."""
+    decision = check_person(conn, workspace_id=workspace_id, user_id=user_id, permission=permission)
+    if decision and not _object_exists(conn, "reports", workspace_id, report_id):
+        return Decision(False, NOT_FOUND)
+    return decision
+
+
+def require(decision: Decision, what: str) -> None:
+    """Raise :class:`AccessDenied` (with the decision's reason) unless ``decision`` allows
+    ``what`` (a phrase for the message, e.g. ``"read query 1f0..."``)."""
+    if not decision:
+        raise AccessDenied(decision.reason or NOT_FOUND, f"may not {what}: {decision.reason}")

@@ -1,0 +1,126 @@
+"""Compile a checked query definition to one parameterized, workspace-scoped statement.
+
+The statement is composed with psycopg's :mod:`psycopg.sql`: table, alias and column
+identifiers come only from the catalogue (:class:`psycopg.sql.Identifier`), every value
+(the workspace, each filter value, the limit) is a named placeholder bound at execution.
+Nothing the user wrote is ever spliced into the text, so a filter value such as
+``"x'); DROP TABLE invoices; --"`` is just a string compared with a column.
+
+Shape of the statement::
+
+    SELECT t.number AS "number", m.display_name AS "member_name", ...
+      FROM invoices t
+      LEFT JOIN members m ON m.workspace_id = t.workspace_id AND m.id = t.member_id
+     WHERE t.workspace_id = %(workspace_id)s AND <filter> AND ...
+     ORDER BY <sort keys>, t.id
+     LIMIT %(limit)s
+
+Every sort ends with the base row's id, so an export's order is total and repeatable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from psycopg import sql
+
+from timekeeper.queries.catalogue import CATALOGUE, Column, Entity, Operator
+from timekeeper.queries.definition import QueryDefinition, check_definition
+
+_COMPARISONS = {Operator.EQ: "=", Operator.NE: "<>", Operator.LT: "<", Operator.LTE: "<=", Operator.GT: ">",
+                Operator.GTE: ">="}
+
+
+@dataclass(frozen=True)
+class CompiledQuery:
+    """A statement ready to run: ``statement`` (composed SQL with named placeholders),
+    ``params`` (name -> value, including ``workspace_id``), and ``columns`` (the selected
+    catalogue columns, in output order)."""
+
+    statement: sql.Composed
+    params: dict[str, Any]
+    columns: tuple[Column, ...]
+
+    @property
+    def headers(self) -> list[str]:
+        """The output's column labels, in order."""
+        return [c.label for c in self.columns]
+
+
+def _like_pattern(text: str, *, prefix_only: bool) -> str:
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"{escaped}%" if prefix_only else f"%{escaped}%"
+
+
+class _Builder:
+    def __init__(self, entity: Entity) -> None:
+        self.entity = entity
+        self.params: dict[str, Any] = {}
+        self.joins: list[str] = []
+
+    def ref(self, column: Column) -> sql.Composable:
+        alias = column.join or "t"
+        if column.join and column.join not in self.joins:
+            self.joins.append(column.join)
+        return sql.SQL("{}.{}").format(sql.Identifier(alias), sql.Identifier(column.source))
+
+    def bind(self, value: Any) -> sql.Placeholder:
+        name = f"p{len(self.params)}"
+        self.params[name] = value
+        return sql.Placeholder(name)
+
+    def condition(self, column: Column, op: Operator, value: Any) -> sql.Composable:
+        ref = self.ref(column)
+        if op in _COMPARISONS:
+            return sql.SQL("{} {} {}").format(ref, sql.SQL(_COMPARISONS[op]), self.bind(value))
+        if op is Operator.BETWEEN:
+            return sql.SQL("{} BETWEEN {} AND {}").format(ref, self.bind(value[0]), self.bind(value[1]))
+        if op is Operator.IN:
+            return sql.SQL("{} = ANY({})").format(ref, self.bind(list(value)))
+        if op is Operator.NOT_IN:
+            return sql.SQL("NOT ({} = ANY({}))").format(ref, self.bind(list(value)))
+        if op in (Operator.CONTAINS, Operator.STARTS_WITH):
+            pattern = _like_pattern(value, prefix_only=op is Operator.STARTS_WITH)
+            return sql.SQL("{} ILIKE {} ESCAPE '\\'").format(ref, self.bind(pattern))
+        if op is Operator.IS_NULL:
+            return sql.SQL("{} IS NULL").format(ref)
+        if op is Operator.IS_NOT_NULL:
+            return sql.SQL("{} IS NOT NULL").format(ref)
+        raise AssertionError(op)
+
+
+def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID) -> CompiledQuery:
+    """Check ``definition`` against the catalogue and compile it for ``workspace_id``.
+
+    Raises :class:`~timekeeper.queries.definition.InvalidDefinition` when it does not
+    check (e.g. a stored version naming a column the catalogue no longer has).
+    """
+    checked = check_definition(definition)
+    entity = CATALOGUE[checked.entity]
+    b = _Builder(entity)
+    selected = tuple(entity.columns[name] for name in checked.columns)
+    select = sql.SQL(", ").join(sql.SQL("{} AS {}").format(b.ref(c), sql.Identifier(c.name)) for c in selected)
+    conditions: list[sql.Composable] = [
+        sql.SQL("t.workspace_id = {}").format(sql.Placeholder("workspace_id"))]
+    for item in checked.filters:
+        conditions.append(b.condition(entity.columns[item.column], item.op, item.value))
+    order: list[sql.Composable] = []
+    for key in checked.sort:
+        order.append(sql.SQL("{} {}").format(b.ref(entity.columns[key.column]),
+                                             sql.SQL("DESC" if key.direction == "desc" else "ASC")))
+    order.append(sql.SQL("t.id"))
+    joins = [sql.SQL("LEFT JOIN {table} {alias} ON {alias}.workspace_id = t.workspace_id "
+                     "AND {alias}.id = t.{via}").format(table=sql.Identifier(entity.joins[a].table),
+                                                        alias=sql.Identifier(a),
+                                                        via=sql.Identifier(entity.joins[a].via))
+             for a in b.joins]
+    parts = [sql.SQL("SELECT {} FROM {} t").format(select, sql.Identifier(entity.table)), *joins,
+             sql.SQL("WHERE {}").format(sql.SQL(" AND ").join(conditions)),
+             sql.SQL("ORDER BY {}").format(sql.SQL(", ").join(order))]
+    params = dict(b.params, workspace_id=workspace_id)
+    if checked.limit is not None:
+        parts.append(sql.SQL("LIMIT {}").format(sql.Placeholder("limit")))
+        params["limit"] = checked.limit
+    return CompiledQuery(statement=sql.SQL(" ").join(parts), params=params, columns=selected)

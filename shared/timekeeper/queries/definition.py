@@ -1,0 +1,210 @@
+"""A saved query's definition: entity, columns, filters, sort and limit.
+
+Two layers of checks, both naming the offending field:
+
+* shape (pydantic, :class:`QueryDefinition`): types, lengths, no unknown keys; the API's
+  request models embed it, so its JSON schema is in the OpenAPI document;
+* meaning (:func:`check_definition`, against the :mod:`~timekeeper.queries.catalogue`):
+  the entity and columns exist, each operator is allowed for its column's type, and each
+  value has that type. Raises :class:`InvalidDefinition` with a dotted field path such as
+  ``"filters[1].value"``, which the API answers as a 422 and an export records as its
+  failure code.
+
+:func:`check_definition` returns the definition with its filter values converted to
+Python values (dates, UUIDs, ints), ready for the compiler.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, Column, ColumnType, Entity, Operator
+
+#: Bounds of a definition (a stored definition and its compiled statement stay small).
+MAX_COLUMNS = 50
+MAX_FILTERS = 20
+MAX_SORT = 5
+MAX_LIST_VALUES = 200
+MAX_TEXT_VALUE = 500
+MAX_LIMIT = 5_000_000
+_INT_RANGE = (-(2**63), 2**63 - 1)
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class InvalidDefinition(ValueError):
+    """A definition the catalogue refuses: ``field`` is the dotted path of the offending
+    input (``"columns[2]"``, ``"filters[0].value"``), ``reason`` says why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+class Filter(BaseModel):
+    """Keep rows whose ``column`` satisfies ``op`` with ``value`` (see
+    :class:`~timekeeper.queries.catalogue.Operator` for the value each operator takes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    column: Name
+    op: Operator
+    value: Any = None
+
+
+class SortKey(BaseModel):
+    """Order by ``column``, ascending or descending (ties are broken by the row's id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    column: Name
+    direction: Literal["asc", "desc"] = "asc"
+
+
+class QueryDefinition(BaseModel):
+    """What a saved query version asks for. ``limit`` None: every matching row."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    entity: Name = Field(description="an entity of the catalogue, e.g. invoices")
+    columns: list[Name] = Field(min_length=1, max_length=MAX_COLUMNS, description="columns, in output order")
+    filters: list[Filter] = Field(default_factory=list, max_length=MAX_FILTERS,
+                                  description="all must hold (AND)")
+    sort: list[SortKey] = Field(default_factory=list, max_length=MAX_SORT)
+    limit: int | None = Field(None, ge=1, le=MAX_LIMIT)
+
+
+def parse_definition(data: Any) -> QueryDefinition:
+    """Shape-check ``data`` (JSON-like) as a :class:`QueryDefinition`; raises
+    :class:`InvalidDefinition` naming the first offending field."""
+    try:
+        return QueryDefinition.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InvalidDefinition(_path(first.get("loc") or ()) or "definition",
+                                str(first.get("msg", "invalid value")).removeprefix("Value error, ")) from None
+
+
+def _path(loc: tuple[Any, ...] | list[Any]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _entity(name: str) -> Entity:
+    entity = CATALOGUE.get(name)
+    if entity is None:
+        raise InvalidDefinition("entity", f"unknown entity {name!r}; one of {', '.join(sorted(CATALOGUE))}")
+    return entity
+
+
+def _column(entity: Entity, name: str, field: str) -> Column:
+    column = entity.columns.get(name)
+    if column is None:
+        raise InvalidDefinition(field, f"{entity.name} has no column {name!r}")
+    return column
+
+
+def _scalar(column: Column, value: Any, field: str) -> Any:
+    """``value`` as the Python value of ``column``'s type; raises InvalidDefinition."""
+    kind = column.type
+    if value is None:
+        raise InvalidDefinition(field, "a value is required (use is_null to match missing values)")
+    if kind in (ColumnType.TEXT, ColumnType.ENUM):
+        if not isinstance(value, str):
+            raise InvalidDefinition(field, f"{column.name} takes text")
+        if len(value) > MAX_TEXT_VALUE:
+            raise InvalidDefinition(field, f"text longer than {MAX_TEXT_VALUE} characters")
+        if kind is ColumnType.ENUM and value not in column.values:
+            raise InvalidDefinition(field, f"{column.name} is one of {', '.join(column.values)}")
+        return value
+    if kind in (ColumnType.INTEGER, ColumnType.MONEY):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidDefinition(field, f"{column.name} takes an integer"
+                                    + (" (minor units)" if kind is ColumnType.MONEY else ""))
+        if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            raise InvalidDefinition(field, "integer out of range")
+        return value
+    if kind is ColumnType.BOOLEAN:
+        if not isinstance(value, bool):
+            raise InvalidDefinition(field, f"{column.name} takes true or false")
+        return value
+    if kind is ColumnType.DATE:
+        try:
+            return date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else _bad()
+        except ValueError:
+            raise InvalidDefinition(field, f"{column.name} takes a date (YYYY-MM-DD)") from None
+    if kind is ColumnType.TIMESTAMP:
+        try:
+            instant = datetime.fromisoformat(value) if isinstance(value, str) and len(value) <= 40 else _bad()
+        except ValueError:
+            raise InvalidDefinition(field, f"{column.name} takes an ISO 8601 instant with its offset") from None
+        if instant.tzinfo is None:
+            raise InvalidDefinition(field, f"{column.name} takes an ISO 8601 instant with its offset")
+        return instant
+    if kind is ColumnType.UUID:
+        try:
+            return UUID(value) if isinstance(value, str) and len(value) <= 40 else _bad()
+        except ValueError:
+            raise InvalidDefinition(field, f"{column.name} takes a UUID") from None
+    raise AssertionError(kind)
+
+
+def _bad() -> Any:
+    raise ValueError
+
+
+def _value(column: Column, op: Operator, value: Any, field: str) -> Any:
+    if op in (Operator.IS_NULL, Operator.IS_NOT_NULL):
+        if value is not None:
+            raise InvalidDefinition(field, f"{op.value} takes no value")
+        return None
+    if op in (Operator.IN, Operator.NOT_IN):
+        if not isinstance(value, list) or not 1 <= len(value) <= MAX_LIST_VALUES:
+            raise InvalidDefinition(field, f"{op.value} takes a list of 1 to {MAX_LIST_VALUES} values")
+        return [_scalar(column, item, f"{field}[{i}]") for i, item in enumerate(value)]
+    if op is Operator.BETWEEN:
+        if not isinstance(value, list) or len(value) != 2:
+            raise InvalidDefinition(field, "between takes [low, high]")
+        low, high = (_scalar(column, item, f"{field}[{i}]") for i, item in enumerate(value))
+        if low > high:
+            raise InvalidDefinition(field, "between needs low <= high")
+        return [low, high]
+    return _scalar(column, value, field)
+
+
+def check_definition(definition: QueryDefinition | Any) -> QueryDefinition:
+    """Check ``definition`` (a :class:`QueryDefinition` or its JSON) against the catalogue
+    and return it with filter values converted to their column types. Raises
+    :class:`InvalidDefinition` naming the offending field."""
+    if not isinstance(definition, QueryDefinition):
+        definition = parse_definition(definition)
+    entity = _entity(definition.entity)
+    seen: set[str] = set()
+    for i, name in enumerate(definition.columns):
+        _column(entity, name, f"columns[{i}]")
+        if name in seen:
+            raise InvalidDefinition(f"columns[{i}]", f"{name!r} is listed twice")
+        seen.add(name)
+    filters = []
+    for i, item in enumerate(definition.filters):
+        column = _column(entity, item.column, f"filters[{i}].column")
+        if item.op not in OPERATORS[column.type]:
+            allowed = ", ".join(sorted(o.value for o in OPERATORS[column.type]))
+            raise InvalidDefinition(f"filters[{i}].op", f"{item.op.value} does not apply to {column.name} "
+                                    f"({column.type.value}); one of {allowed}")
+        filters.append(Filter.model_construct(column=item.column, op=item.op,
+                                              value=_value(column, item.op, item.value, f"filters[{i}].value")))
+    sort_seen: set[str] = set()
+    for i, key in enumerate(definition.sort):
+        _column(entity, key.column, f"sort[{i}].column")
+        if key.column in sort_seen:
+            raise InvalidDefinition(f"sort[{i}].column", f"{key.column!r} is sorted by twice")
+        sort_seen.add(key.column)
+    return definition.model_copy(update={"filters": filters})
