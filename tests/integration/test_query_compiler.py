@@ -164,3 +164,37 @@ def test_a_stored_version_naming_a_dropped_column_fails_to_compile(monkeypatch):
     with pytest.raises(InvalidDefinition) as caught:
         compile_query(definition, workspace_id=uuid4())
     assert caught.value.field == "columns[1]"
+
+
+def test_versions_are_immutable_and_old_versions_stay_runnable(conn, tenants):
+    from timekeeper.queries import store
+
+    a, b = tenants
+    with conn.transaction():
+        query, v1 = store.create_query(conn, workspace_id=a, name="Open invoices", actor="u1", now=NOW,
+                                       definition={"entity": "invoices", "columns": ["number"],
+                                                   "filters": [{"column": "status", "op": "eq", "value": "open"}],
+                                                   "sort": [{"column": "number"}]})
+    later = datetime(2027, 3, 2, tzinfo=UTC)
+    query2, v2 = store.add_version(conn, workspace_id=a, query_id=query.id, actor="u2", now=later,
+                                   definition={"entity": "invoices", "columns": ["number", "amount_minor"],
+                                               "filters": [{"column": "status", "op": "eq", "value": "paid"}]})
+    assert (v1.version, v2.version, query2.current_version) == (1, 2, 2)
+    pinned = store.get_version(conn, workspace_id=a, query_id=query.id, version=1)
+    assert pinned.definition == v1.definition
+    assert [r["number"] for r in run(conn, pinned.parsed(), a)] == ["INV-1", "INV-3", "INV-5"]
+    assert run(conn, store.get_version(conn, workspace_id=a, query_id=query.id).parsed(), a) == [
+        {"number": "INV-2", "amount_minor": 2500}]
+    with pytest.raises(store.QueryNotFound):
+        store.get_query(conn, workspace_id=b, query_id=query.id)
+    with pytest.raises(store.QueryNotFound):
+        store.get_version(conn, workspace_id=b, query_id=query.id, version=1)
+    with pytest.raises(InvalidDefinition):
+        store.add_version(conn, workspace_id=a, query_id=query.id, actor="u2", now=later,
+                          definition={"entity": "invoices", "columns": ["nope"]})
+    assert store.get_query(conn, workspace_id=a, query_id=query.id).current_version == 2
+    store.delete_query(conn, workspace_id=a, query_id=query.id, now=later)
+    assert store.list_queries(conn, workspace_id=a) == []
+    assert store.get_version(conn, workspace_id=a, query_id=query.id, version=1).version == 1
+    with pytest.raises(store.QueryNotFound):
+        store.get_version(conn, workspace_id=a, query_id=query.id)

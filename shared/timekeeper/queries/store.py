@@ -1,0 +1,189 @@
+"""Saved queries and their immutable versions.
+
+A saved query has a name, a description and a current version; each version is a
+definition checked against the catalogue when it was saved. Editing the definition
+appends version n + 1 and moves ``current_version``; a version row is never changed, so a
+schedule or export pinned to version n runs exactly what was saved. Deleting marks the
+query (``deleted_at``): it disappears from listings and reads, and its versions stay for
+the exports and schedules that pinned them and for audit.
+
+Every function takes the caller's workspace and filters by it (the API's connection adds
+row-level security below), runs in the caller's transaction or its own savepoint, and
+returns frozen dataclasses. Instants are aware UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+
+from timekeeper.queries.definition import QueryDefinition, check_definition, parse_definition
+
+
+class QueryNotFound(LookupError):
+    """No such (undeleted) saved query, or version, in the workspace."""
+
+
+@dataclass(frozen=True)
+class SavedQuery:
+    """A saved query: ``current_version`` >= 1; ``deleted_at`` None unless deleted."""
+
+    id: UUID
+    workspace_id: UUID
+    name: str
+    description: str
+    current_version: int
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class QueryVersion:
+    """One immutable version: ``definition`` as stored (JSON), ``version`` >= 1."""
+
+    workspace_id: UUID
+    query_id: UUID
+    version: int
+    definition: dict[str, Any]
+    created_by: str
+    created_at: datetime
+
+    def parsed(self) -> QueryDefinition:
+        """The stored definition checked against today's catalogue; raises
+        :class:`~timekeeper.queries.definition.InvalidDefinition` when it no longer checks."""
+        return check_definition(self.definition)
+
+
+_QUERY_COLUMNS = "id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at"
+_VERSION_COLUMNS = "workspace_id, query_id, version, definition, created_by, created_at"
+
+
+def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
+    """The JSON to store for ``definition``: shape-normalized by the model, checked against
+    the catalogue (raises ``InvalidDefinition``); filter values are stored as written."""
+    parsed = definition if isinstance(definition, QueryDefinition) else parse_definition(definition)
+    check_definition(parsed)
+    return Jsonb(parsed.model_dump(mode="json"))
+
+
+def create_query(conn: psycopg.Connection, *, workspace_id: UUID, name: str, definition: QueryDefinition | dict,
+                 actor: str, now: datetime, description: str = "") -> tuple[SavedQuery, QueryVersion]:
+    """Save a new query with version 1. Raises
+    :class:`~timekeeper.queries.definition.InvalidDefinition` naming the field."""
+    stored = _stored(definition)
+    with conn.transaction():
+        with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
+            query = cur.execute(
+                f"""INSERT INTO saved_queries (workspace_id, name, description, current_version, created_by,
+                                               created_at, updated_at)
+                    VALUES (%s, %s, %s, 1, %s, %s, %s) RETURNING {_QUERY_COLUMNS}""",
+                (workspace_id, name, description, actor, now, now)).fetchone()
+        assert query is not None
+        version = _insert_version(conn, query, 1, stored, actor, now)
+    return query, version
+
+
+def _insert_version(conn: psycopg.Connection, query: SavedQuery, number: int, stored: Jsonb, actor: str,
+                    now: datetime) -> QueryVersion:
+    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
+        row = cur.execute(
+            f"""INSERT INTO saved_query_versions (workspace_id, query_id, version, definition, created_by, created_at)
+                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_VERSION_COLUMNS}""",
+            (query.workspace_id, query.id, number, stored, actor, now)).fetchone()
+    assert row is not None
+    return row
+
+
+def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, definition: QueryDefinition | dict,
+                actor: str, now: datetime, name: str | None = None,
+                description: str | None = None) -> tuple[SavedQuery, QueryVersion]:
+    """Append a version with ``definition`` and make it current (``name``/``description``
+    change too when given). Concurrent edits are serialized by a row lock, so versions are
+    numbered without gaps. Raises :class:`QueryNotFound`, ``InvalidDefinition``."""
+    stored = _stored(definition)
+    with conn.transaction():
+        with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
+            query = cur.execute(
+                f"""UPDATE saved_queries SET current_version = current_version + 1, updated_at = %s,
+                                            name = coalesce(%s, name), description = coalesce(%s, description)
+                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
+                 RETURNING {_QUERY_COLUMNS}""",
+                (now, name, description, workspace_id, query_id)).fetchone()
+        if query is None:
+            raise QueryNotFound(query_id)
+        version = _insert_version(conn, query, query.current_version, stored, actor, now)
+    return query, version
+
+
+def get_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> SavedQuery:
+    """The undeleted query ``query_id``; raises :class:`QueryNotFound`."""
+    with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
+        query = cur.execute(
+            f"""SELECT {_QUERY_COLUMNS} FROM saved_queries
+                 WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""", (workspace_id, query_id)).fetchone()
+    if query is None:
+        raise QueryNotFound(query_id)
+    return query
+
+
+def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
+                version: int | None = None) -> QueryVersion:
+    """Version ``version`` of the query (None: its current version). A pinned version of a
+    deleted query stays readable when ``version`` is given; the current version of a
+    deleted query is not. Raises :class:`QueryNotFound`."""
+    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
+        if version is None:
+            row = cur.execute(
+                f"""SELECT v.{_VERSION_COLUMNS.replace(', ', ', v.')} FROM saved_queries q
+                      JOIN saved_query_versions v ON v.query_id = q.id AND v.version = q.current_version
+                     WHERE q.workspace_id = %s AND q.id = %s AND q.deleted_at IS NULL""",
+                (workspace_id, query_id)).fetchone()
+        else:
+            row = cur.execute(
+                f"""SELECT {_VERSION_COLUMNS} FROM saved_query_versions
+                     WHERE workspace_id = %s AND query_id = %s AND version = %s""",
+                (workspace_id, query_id, version)).fetchone()
+    if row is None:
+        raise QueryNotFound(query_id)
+    return row
+
+
+def list_versions(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> list[QueryVersion]:
+    """Every version of the query, oldest first (empty when there is no such query)."""
+    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
+        return cur.execute(
+            f"""SELECT {_VERSION_COLUMNS} FROM saved_query_versions WHERE workspace_id = %s AND query_id = %s
+                 ORDER BY version""", (workspace_id, query_id)).fetchall()
+
+
+def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
+                 limit: int = 50) -> list[SavedQuery]:
+    """A page of the workspace's undeleted queries, oldest first, after the keyset
+    ``(created_at, id)`` of the previous page's last row."""
+    with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
+        return cur.execute(
+            f"""SELECT {_QUERY_COLUMNS} FROM saved_queries
+                 WHERE workspace_id = %(ws)s AND deleted_at IS NULL
+                   AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s::uuid))
+                 ORDER BY created_at, id LIMIT %(limit)s""",
+            {"ws": workspace_id, "after_at": after[0] if after else None, "after_id": after[1] if after else None,
+             "limit": limit}).fetchall()
+
+
+def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:
+    """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
+    is no such undeleted query."""
+    updated = conn.execute(
+        """UPDATE saved_queries SET deleted_at = %s, updated_at = %s
+            WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
+        (now, now, workspace_id, query_id)).rowcount
+    if updated != 1:
+        raise QueryNotFound(query_id)
