@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import timedelta
 
 import pytest
+from psycopg.rows import dict_row, tuple_row
 
 from tests.support import ListPublisher
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, process_run
 from timekeeper.schedules.dispatcher import dispatch
+from timekeeper.schedules.models import Schedule, ScheduleEvent, ScheduleRun, UpcomingOccurrence
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
@@ -37,6 +40,40 @@ def test_create_validates_the_rule_and_sets_the_first_due_instant(fresh, utc):
         create(fresh, utc(2027, 3, 1, 12, 0), rule={"calendar": {"frequency": "daily", "times": ["25:00"]},
                                                      "timezone": "America/New_York"})
     assert error.value.field.startswith("calendar.times")
+
+
+def test_owner_actions_return_frozen_dataclasses_whatever_the_connections_row_factory(fresh, utc):
+    # Given a connection whose rows are tuples
+    fresh.row_factory = tuple_row
+    try:
+        # When the owner creates, updates, pauses, resumes, runs, lists and reads a schedule
+        now = utc(2027, 3, 1, 12, 0)
+        row = create(fresh, now)
+        actions = [
+            service.update_schedule(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1",
+                                    now=now, name="renamed"),
+            service.pause_schedule(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1",
+                                   now=now),
+            service.resume_schedule(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1",
+                                    now=now),
+        ]
+        service.run_now(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1", now=now,
+                        publisher=ListPublisher())
+        page = service.list_schedules(fresh, workspace_id=row.workspace_id)
+        details = service.get_details(fresh, workspace_id=row.workspace_id, schedule_id=row.id, now=now)
+    finally:
+        fresh.row_factory = dict_row
+    # Then every row is a frozen dataclass with typed, UTC-aware fields
+    assert all(isinstance(r, Schedule) for r in [row, *actions, *page.rows, details.schedule])
+    assert [r.name for r in actions] == ["renamed"] * 3 and actions[-1].status == "active"
+    assert isinstance(row.id, uuid.UUID) and row.created_at.utcoffset() == timedelta(0)
+    assert isinstance(row.recurrence, dict)
+    assert [type(r) for r in details.runs] == [ScheduleRun]
+    assert details.runs[0].trigger == "manual" and details.runs[0].occurrence_local.tzinfo is None
+    assert {type(e) for e in details.events} == {ScheduleEvent}
+    assert {type(o) for o in details.next_occurrences} == {UpcomingOccurrence}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.name = "changed"  # type: ignore[misc]
 
 
 def test_update_bumps_the_version_and_recomputes_the_next_due_instant(fresh, utc):
