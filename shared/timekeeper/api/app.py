@@ -286,7 +286,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
                            subject_id=body.subject_id, name=body.name, active=body.active)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=schedule_out(row), headers={"Location": f"/schedules/{row['id']}"})
+                        body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
 
     @route("GET", "/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=_SECURITY,
            summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
