@@ -3,6 +3,7 @@ generation, atomic publication, failures, staff requests and overdue periods."""
 
 from __future__ import annotations
 
+import collections
 import threading
 from datetime import UTC, date, datetime, timedelta
 from uuid import UUID
@@ -368,21 +369,22 @@ def test_admission_keeps_the_cap_and_the_backfill_lane_under_load(db):
                     requested_by="staff", now=NOW + timedelta(hours=1))
     max_running = max_backfills = 0
     backfills_done_at: list[int] = []
+    backfill_ids = {r.id for r in runs(db, mode="backfill")}
+    sent_in_order: collections.deque = collections.deque()
     for step in range(2_000):
         with db.transaction():
-            sent = admit(db, owner="platform", now=NOW)
+            sent_in_order.extend(admit(db, owner="platform", now=NOW))
         flight = db.execute("SELECT count(*) AS n, count(*) FILTER (WHERE mode = 'backfill') AS b FROM snapshot_runs "
                             "WHERE state IN ('queued', 'running')").fetchone()
         max_running, max_backfills = max(max_running, flight["n"]), max(max_backfills, flight["b"])
-        if not sent and flight["n"] == 0:
+        if not sent_in_order:
             break
-        # Finish one in-flight run per step (the oldest offer first), as busy workers would.
-        oldest = db.execute("SELECT id, workspace_id, job_id, mode FROM snapshot_runs WHERE state = 'queued' "
-                            "ORDER BY offered_at, id LIMIT 1").fetchone()
-        result = run_job(db, reg, JobMessage(run_id=oldest["id"], workspace_id=oldest["workspace_id"],
-                                             job_id=oldest["job_id"]), now=lambda: NOW, receive_count=1, max_receives=3)
+        # Busy workers: one job finishes per step, in the order the jobs were sent.
+        job = sent_in_order.popleft()
+        result = run_job(db, reg, JobMessage(run_id=job.run_id, workspace_id=job.workspace_id, job_id=job.job_id),
+                         now=lambda: NOW, receive_count=1, max_receives=3)
         assert result.status == "published"
-        if oldest["mode"] == "backfill":
+        if job.run_id in backfill_ids:
             backfills_done_at.append(step)
     counts = db.execute("SELECT state, count(*) AS n FROM snapshot_runs GROUP BY state").fetchall()
     assert counts == [{"state": "published", "n": 220}]
