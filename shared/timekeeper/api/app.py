@@ -51,6 +51,7 @@ from timekeeper.api.models import (
     schedule_create_model,
     schedule_out,
 )
+from timekeeper.api.queries import register_query_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
@@ -341,6 +342,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    # Saved queries and the catalogue (timekeeper.api.queries): token roles, then the access rule.
+    register_query_routes(route, adapters.connection, adapters.now)
 
     document: dict[str, Any] = {}
 
