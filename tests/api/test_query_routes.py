@@ -6,14 +6,19 @@ never become SQL."""
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from datetime import timedelta
 
 import pytest
 
-from tests.api.conftest import NOW, OPEN_INVOICES, Caller, new_query, seed_member
+from tests.api.conftest import NOW, OPEN_INVOICES, Caller, new_query, proxy_event, seed_member
+from timekeeper.api import errors
+from timekeeper.api.app import JsonApiResolver
 from timekeeper.db.connection import connect
+from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
+from timekeeper.platform.access import Decision, require
 from timekeeper.queries import catalogue
 
 PAID = {"entity": "invoices", "columns": ["number"], "filters": [{"column": "status", "op": "eq", "value": "paid"}]}
@@ -419,3 +424,25 @@ def test_the_api_login_sees_users_only_through_a_membership_of_the_entered_works
     # Then A sees the user and their membership; B sees neither (row-level security)
     assert in_a[0] is not None and in_a[1] is not None and decision_a.allowed
     assert in_b == (None, None) and decision_b.reason == "not_a_member"
+
+
+
+@pytest.mark.parametrize(("reason", "status"), [("left_workspace", 403), ("missing_role", 403),
+                                                ("user_deactivated", 403), ("not_a_member", 403),
+                                                ("not_found", 404)])
+def test_access_denied_from_any_route_gets_the_same_answer(reason, status):
+    # Given a route (of another feature) that asks the rule through access.require
+    app = JsonApiResolver(enable_validation=True)
+    errors.install_error_handlers(app)
+
+    @app.get("/thing")
+    def thing() -> dict:
+        require(Decision(False, reason), "read the thing")
+        return {}
+
+    # When it refuses
+    response = app.resolve(proxy_event("GET", "/thing", claims=None), LambdaContext(function_name="t"))
+    # Then the answer is the saved-query routes' answer for that reason
+    body = json.loads(response["body"])
+    assert response["statusCode"] == status
+    assert body["code"] == (reason if status == 403 else "not_found") and body["message"]
