@@ -10,6 +10,10 @@ Every route but ``/openapi.json`` takes a :class:`~timekeeper.api.scope.Workspac
 from a dependency that reads the authorizer's claims (401), checks the route's role (403)
 and binds the caller's workspace -- the one place the tenant rule lives.
 
+The saved-query routes and ``GET /catalogue`` live in :mod:`timekeeper.api.queries`
+(registered by :func:`create_app` through the same ``route`` helper); they also apply the
+access rule of :mod:`timekeeper.platform.access` to the person.
+
 (No ``from __future__ import annotations`` here: Powertools reads the route signatures'
 annotations at run time, including the dependencies built inside :func:`create_app`.)
 """
@@ -51,6 +55,7 @@ from timekeeper.api.models import (
     schedule_create_model,
     schedule_out,
 )
+from timekeeper.api.queries import register_query_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
@@ -67,8 +72,12 @@ _DESCRIPTION = """Schedule owners' routes of Timekeeper, the scheduled-work back
 Authentication is API Gateway's: its Lambda authorizer verifies the bearer token and passes
 the claims user_id (or principalId), workspace_id and roles (comma-separated) to the API.
 Roles: schedules:read (list, get), schedules:write (create, update, pause, resume, delete),
-schedules:run (run now), schedules:admin (all). A request without claims is 401, a missing
-role 403, another workspace's schedule 404. Every error body is {"code", "message", "field"?}.
+schedules:run (run now), schedules:admin (all); queries:read (list, get, catalogue),
+queries:write (create, new version, delete), queries:admin (both). A request without claims
+is 401, a missing role 403, another workspace's schedule or query 404. The saved-query
+routes then apply the access rule to the person (an active user, a current member whose
+membership roles grant it): a refusal is 403 with its reason as the code (not_a_member,
+left_workspace, user_deactivated, missing_role). Every error body is {"code", "message", "field"?}.
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
 
 
@@ -341,6 +350,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    # Saved queries and the catalogue (timekeeper.api.queries): token roles, then the access rule.
+    register_query_routes(route, adapters.connection, adapters.now)
 
     document: dict[str, Any] = {}
 

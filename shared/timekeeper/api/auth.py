@@ -23,7 +23,14 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
+``queries:read``      list and read saved queries and their versions, the catalogue
+``queries:write``     create a saved query, add a version, delete
+``queries:admin``     both queries roles
 ====================  ===============================================================
+
+The roles say what the TOKEN allows. Routes over platform data (saved queries) then also
+apply the access rule of :mod:`timekeeper.platform.access` in the database: what the
+person may do now (an active user, a current member whose membership roles grant it).
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
+QUERIES_READ = "queries:read"
+QUERIES_WRITE = "queries:write"
+QUERIES_ADMIN = "queries:admin"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -46,7 +56,14 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
+    QUERIES_READ: frozenset({QUERIES_READ}),
+    QUERIES_WRITE: frozenset({QUERIES_WRITE}),
+    QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
 }
+
+#: The role that allows every permission of a family (named in 403 messages).
+_ADMIN_OF: dict[str, str] = {READ: ADMIN, WRITE: ADMIN, RUN: ADMIN,
+                             QUERIES_READ: QUERIES_ADMIN, QUERIES_WRITE: QUERIES_ADMIN}
 
 _MAX_USER_ID = 200
 
@@ -70,7 +87,8 @@ class Identity:
     def require(self, permission: str) -> None:
         """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
         if permission not in self.permissions:
-            raise ApiError(403, FORBIDDEN, f"this action needs the role {permission} (or {ADMIN})")
+            raise ApiError(403, FORBIDDEN,
+                           f"this action needs the role {permission} (or {_ADMIN_OF.get(permission, ADMIN)})")
 
 
 def _roles(value: Any) -> frozenset[str]:
