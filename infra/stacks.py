@@ -26,8 +26,9 @@ from infra.monitoring import Monitoring
 from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
 from infra.settings import DeploymentConfig
+from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
-from timekeeper.topology import PIPELINES
+from timekeeper.topology import PIPELINES, SNAPSHOTS
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -101,6 +102,9 @@ class AppStack(Stack):
                               name_prefix=config.name_prefix)
             for pipeline in PIPELINES.values()
         ]
+        self.snapshots = SnapshotResources(self, "Snapshots", pipeline=SNAPSHOTS, layer=self.layer, database=database,
+                                           log_retention=config.log_retention, environment=config.environment,
+                                           name_prefix=config.name_prefix)
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
@@ -111,12 +115,13 @@ class AppStack(Stack):
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
-                                     name_prefix=config.name_prefix)
+                                     name_prefix=config.name_prefix, snapshots=self.snapshots)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
             CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
                       value=resources.queues.dead_letter_queue.queue_url)
+        CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",
@@ -140,6 +145,7 @@ class AppStack(Stack):
             timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+                               *self.snapshots.rules, self.snapshots.job,
                                *([self.api.function] if self.api else []))
         return migrate
 

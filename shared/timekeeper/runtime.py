@@ -24,6 +24,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from timekeeper import clock
+from timekeeper import observability as obs
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
@@ -32,7 +33,12 @@ from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_ba
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, Pipeline
+from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs
+from timekeeper.snapshots.jobs import run_job as run_snapshot_job
+from timekeeper.snapshots.ledger import admit as admit_snapshots
+from timekeeper.snapshots.ledger import plan as plan_snapshots
+from timekeeper.snapshots.registry import SnapshotRegistry, default_snapshot_registry
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, SNAPSHOTS, Pipeline
 
 
 class RuntimeSettings(BaseModel):
@@ -166,7 +172,7 @@ def reset() -> None:
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
-    for cached in (settings, database, sqs_client, publisher, notifier, registry):
+    for cached in (settings, database, sqs_client, publisher, notifier, registry, snapshot_registry):
         cached.cache_clear()
 
 
@@ -226,4 +232,121 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
                 logger.info("run message fails its batch item", extra={
                     "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
                 failures.append(delivery.key)
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
+
+
+# ------------------------------------------------------------------ monthly snapshots
+
+#: Environment variables of the snapshot functions: the job queue (dispatcher, run job),
+#: the dispatcher to nudge after planning (planner; unset: no nudge), and the environment
+#: whose snapshot types are enabled (``development`` | ``production``).
+SNAPSHOT_JOB_QUEUE_URL = "SNAPSHOT_JOB_QUEUE_URL"
+SNAPSHOT_NUDGE_FUNCTION = "SNAPSHOT_DISPATCHER_FUNCTION"
+ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+
+
+@cache
+def snapshot_registry() -> SnapshotRegistry:
+    """The snapshot types of this deployment, enabled per ``TIMEKEEPER_ENVIRONMENT``
+    (default ``development``; the deployed stacks set ``production``)."""
+    return default_snapshot_registry(os.environ.get(ENVIRONMENT_VARIABLE, "development"))
+
+
+def run_snapshot_planner() -> dict[str, Any]:
+    """One planner pass at the clock's ``now`` (commits), the SnapshotOverdue metric, then a
+    nudge of the dispatcher (an asynchronous invoke; skipped when none is configured).
+    Returns the pass summary (counts, overdue periods)."""
+    conn, now = database().get(), clock.now()
+    with conn.transaction():
+        result = plan_snapshots(conn, snapshot_registry(), now=now, horizon_months=SNAPSHOTS.horizon_months)
+    metrics.add_metric(name=obs.SNAPSHOTS_PLANNED, unit="Count", value=result.planned)
+    metrics.add_metric(name=obs.SNAPSHOT_OVERDUE, unit="Count", value=len(result.overdue))
+    nudge = os.environ.get(SNAPSHOT_NUDGE_FUNCTION)
+    if nudge and result.planned:
+        boto3.client("lambda").invoke(FunctionName=nudge, InvocationType="Event", Payload=b"{}")
+    summary = {"planned": result.planned, "skipped": result.skipped, "overdue": len(result.overdue),
+               "overdue_periods": [f"{w}/{o}/{t}/{p:%Y-%m}" for w, o, t, p in result.overdue[:20]]}
+    if result.overdue:
+        logger.warning("snapshot periods overdue", extra=summary)
+    return summary
+
+
+def send_snapshot_jobs(jobs: list[JobMessage]) -> int:
+    """Send job messages to the job queue (batches of 10); returns how many the queue
+    accepted. A refused message is not retried here: its run stays queued and the
+    dispatcher offers it a new job after ``reoffer_after``."""
+    url = os.environ[SNAPSHOT_JOB_QUEUE_URL]
+    accepted = 0
+    for start in range(0, len(jobs), 10):
+        batch = jobs[start:start + 10]
+        response = sqs_client().send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": job.model_dump_json()} for i, job in enumerate(batch)])
+        accepted += len(response.get("Successful", []))
+        for failure in response.get("Failed", []):
+            logger.warning("snapshot job refused by the queue", extra={"code": failure.get("Code")})
+    return accepted
+
+
+def run_snapshot_dispatcher() -> dict[str, Any]:
+    """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
+    under the cap and reoffer stale offers (one committed transaction under the owner's
+    lock), then send the jobs. Returns counts."""
+    conn, now = database().get(), clock.now()
+    owners = sorted({t.owner for t in snapshot_registry().enabled()})
+    admitted: list[JobMessage] = []
+    lost = 0
+    for owner in owners:
+        with conn.transaction():
+            lost += len(reconcile_lost_jobs(conn, owner=owner, now=now, after=SNAPSHOTS.job_lost_after))
+            admitted += [JobMessage(run_id=a.run_id, workspace_id=a.workspace_id, job_id=a.job_id)
+                         for a in admit_snapshots(conn, owner=owner, now=now, cap=SNAPSHOTS.admission_cap,
+                                                  backfill_lane=SNAPSHOTS.backfill_lane,
+                                                  reoffer_after=SNAPSHOTS.reoffer_after)]
+    sent = send_snapshot_jobs(admitted) if admitted else 0
+    metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
+    metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
+    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
+
+
+def run_snapshot_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run the job messages of an SQS batch (the event source gives one at a time); return
+    the partial batch response. A malformed message fails only its own item (it reaches
+    the DLQ after ``max_receive_count``); a job that must hand over sends its message again
+    and is acknowledged; an unexpected fault before the last receive fails its item (the
+    queue redelivers it); on the last receive it is recorded as a retryable failure."""
+    failures: list[str] = []
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+
+    def time_left_s() -> float:
+        return remaining() / 1000 if remaining else float("inf")
+
+    for record in event.get("Records", []):
+        message_id = record.get("messageId", "")
+        try:
+            message = JobMessage.model_validate_json(record.get("body") or "")
+        except ValidationError as error:
+            logger.warning("malformed snapshot job message", extra={"message_id": message_id,
+                                                                    "error": str(error)[:500]})
+            failures.append(message_id)
+            continue
+        try:
+            receive_count = int((record.get("attributes") or {}).get("ApproximateReceiveCount") or 1)
+        except ValueError:
+            receive_count = 1
+        try:
+            result = run_snapshot_job(database().get(), snapshot_registry(), message, now=clock.now,
+                                      receive_count=receive_count, max_receives=SNAPSHOTS.max_receive_count,
+                                      time_left_s=time_left_s, handover_margin_s=SNAPSHOTS.handover_margin_s)
+        except Exception as error:  # noqa: BLE001 - the queue redelivers it; logged by type only
+            logger.warning("snapshot job receive failed; the queue redelivers it",
+                           extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
+            failures.append(message_id)
+            continue
+        if result.status == "handed_over":
+            send_snapshot_jobs([message])
+        elif result.status == "published":
+            metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
+        elif result.status == "failed":
+            metrics.add_metric(name=obs.SNAPSHOT_FAILED, unit="Count", value=1)
+        logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status})
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}

@@ -35,4 +35,5 @@ def test_the_connection_budget_sums_consumers_dispatchers_api_and_migration():
     # Then each function's concurrency bound is one connection
     assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.max_concurrency + 7, 2)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
-    assert budget.total == ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration
+    assert budget.snapshots == 2 + topology.SNAPSHOTS.job_max_concurrency  # planner, dispatcher, run jobs
+    assert budget.total == ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration + budget.snapshots
