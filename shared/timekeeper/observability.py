@@ -26,12 +26,15 @@ SCHEDULE_AUTO_PAUSED = "ScheduleAutoPaused"
 DISPATCHER_HEARTBEAT = "DispatcherHeartbeat"
 SNAPSHOT_PUBLISHED = "SnapshotPublished"
 SNAPSHOT_OVERDUE = "SnapshotOverdue"
+#: One per render the report renderer finished: succeeded, or failed with its code recorded.
+REPORT_RENDERED = "ReportRendered"
+REPORT_RENDER_FAILED = "ReportRenderFailed"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
     SCHEDULES_CLAIMED, RUNS_PUBLISHED, PUBLISH_REFUSED, RUNS_REOFFERED, BACKLOG_SKIPPED,
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
-    DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE,
+    DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, REPORT_RENDERED, REPORT_RENDER_FAILED,
 )
 
 logger = Logger(service="timekeeper")
