@@ -44,7 +44,6 @@ again.
 from __future__ import annotations
 
 import hashlib
-import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -53,7 +52,6 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import class_row
 
 from timekeeper.db.connection import set_tenant
@@ -69,7 +67,7 @@ from timekeeper.queries.reports import (
     get_report_version,
     query_columns,
 )
-from timekeeper.queries.store import QueryNotFound, get_query, get_version
+from timekeeper.queries.store import QueryNotFound, get_version
 
 #: Rows a table section shows at most (the PDF says when the query returned more).
 TABLE_ROW_CAP = 1_000
