@@ -304,3 +304,23 @@ def test_the_handler_drops_a_malformed_event(renderer_env, event):
 def test_the_handler_drops_an_event_naming_no_render(renderer_env):
     event = {"workspace_id": str(uuid4()), "render_id": str(uuid4())}
     assert invoke("report_renderer", json.loads(json.dumps(event))) == {"dropped": "render_not_found"}
+
+
+def test_the_local_stack_runs_requested_renders_through_the_real_handler(db_url, conn, tenant):
+    # Given the local stack (in-process moto with the files bucket) on this database
+    from timekeeper.local.stack import start_local_stack
+
+    stack = start_local_stack(database="unused", reset=False, aws_server=False, database_url=db_url)
+    try:
+        requested = _request(conn, tenant, _report(conn, tenant))
+        # When a caller asks the runtime's renderer client for it, as the API and delivery do
+        runtime.renderer_client().request(workspace_id=tenant.workspace_id, render_id=requested.id)
+        stack.renderer.wait()
+        # Then the real handler rendered it in the background into the local files bucket
+        done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+        assert done.state == "succeeded", done
+        pdf = stack.aws.client("s3").get_object(Bucket=stack.aws.files_bucket, Key=done.object_key)["Body"].read()
+        assert hashlib.sha256(pdf).hexdigest() == done.sha256
+        assert stack.renderer.failed == []
+    finally:
+        stack.stop()
