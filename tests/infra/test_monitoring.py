@@ -95,7 +95,7 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 7 * len(PIPELINES) + 1
+    assert len(alarms) == 7 * len(PIPELINES) + 1 + 3  # + the report renderer's three
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
