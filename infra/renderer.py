@@ -48,6 +48,9 @@ class ReportRendererResources(Construct):
                  name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.renderer = renderer
+        self._files_bucket_name = files_bucket_name
+        self._reports_arn = Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{REPORTS_PREFIX}*"])
+        self._reports_finding = f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{REPORTS_PREFIX}*]"
         self.failure_queue = sqs.Queue(
             self, "FailureQueue", queue_name=failure_queue_name(renderer, name_prefix),
             encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
@@ -66,11 +69,23 @@ class ReportRendererResources(Construct):
             on_failure=destinations.SqsDestination(self.failure_queue))
         self.function.role.add_to_policy(iam.PolicyStatement(
             sid="RenderedReports", actions=["s3:PutObject", "s3:GetObject"],
-            resources=[Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{REPORTS_PREFIX}*"])]))
-        acknowledge(self.function.role, f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{REPORTS_PREFIX}*]",
+            resources=[self._reports_arn]))
+        acknowledge(self.function.role, self._reports_finding,
                     "The renderer writes one object per render under reports/ (keys derived from the "
                     "renders' idempotency keys, unknown in advance); it may touch nothing else of the bucket.")
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> None:
-        """Let ``grantee`` request renders (``lambda:InvokeFunction`` on the renderer only)."""
-        self.function.function.grant_invoke(grantee)
+    def connect_caller(self, caller: TimekeeperFunction, *, downloads: bool) -> None:
+        """Let ``caller`` request renders: ``lambda:InvokeFunction`` on the renderer only and
+        the variables naming it and the files bucket; with ``downloads``, ``s3:GetObject``
+        on ``reports/*`` too (its presigned links are signed with its own role)."""
+        # The unqualified function only (CDK's grant_invoke would add every version and alias: ``:*``).
+        caller.role.add_to_policy(iam.PolicyStatement(
+            sid="RequestRenders", actions=["lambda:InvokeFunction"], resources=[self.function.function.function_arn]))
+        caller.function.add_environment(RENDERER_FUNCTION_VARIABLE, self.function.function.function_name)
+        caller.function.add_environment(FILES_BUCKET_VARIABLE, self._files_bucket_name)
+        if downloads:
+            caller.role.add_to_policy(iam.PolicyStatement(
+                sid="RenderedReportDownloads", actions=["s3:GetObject"], resources=[self._reports_arn]))
+            acknowledge(caller.role, self._reports_finding,
+                        "Download links of rendered reports are presigned with this role: reading under "
+                        "reports/ only (one object per render, keys unknown in advance).")

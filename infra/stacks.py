@@ -120,6 +120,7 @@ class AppStack(Stack):
                                manage_account_role=config.manage_api_gateway_account,
                                name_prefix=config.name_prefix)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
+            self.renderer.connect_caller(self.api.function, downloads=True)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, renderer=self.renderer)

@@ -173,8 +173,11 @@ def registry() -> WorkKindRegistry:
 
 @cache
 def s3_client() -> Any:
-    """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
-    return boto3.client("s3")
+    """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack); Signature
+    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``)."""
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(signature_version="s3v4"))
 
 
 def files_bucket() -> str:

@@ -17,6 +17,9 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
               ("patch", "/schedules/{schedule_id}"), ("delete", "/schedules/{schedule_id}"),
               ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
               ("post", "/schedules/{schedule_id}/run")}
+OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
+               ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
+               ("get", "/reports/{report_id}/renders/{render_id}")}
 
 
 def document() -> dict:

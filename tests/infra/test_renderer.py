@@ -88,3 +88,17 @@ def test_the_renderer_has_its_alarms_on_the_topic_and_a_dashboard_row(synth):
                    for p in dashboard["Properties"]["DashboardBody"]["Fn::Join"][1])
     assert f"Report renderer `{REPORT_RENDERER.function}`" in body
     assert obs.REPORT_RENDERED in body and obs.REPORT_RENDER_FAILED in body
+
+
+def test_the_api_may_request_renders_and_sign_downloads_of_reports_only(synth):
+    template = synth.app_template
+    renderer_id, _ = _renderer(template)
+    api_id = functions_by_folder(template)["api"]
+    api = template["Resources"][api_id]["Properties"]
+    variables = api["Environment"]["Variables"]
+    assert variables["REPORT_RENDERER_FUNCTION"] == {"Ref": renderer_id} and "FILES_BUCKET" in variables
+    statements = _statements(template, api)
+    invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
+    assert invoke and all(json.dumps(s["Resource"]).count(renderer_id) >= 1 for s in invoke)
+    s3 = [s for s in statements if str(s["Action"]).startswith("s3:")]
+    assert [s["Action"] for s in s3] == ["s3:GetObject"] and "/reports/*" in json.dumps(s3[0]["Resource"])

@@ -37,7 +37,7 @@ def _sections(tenant, *changes):
     (lambda t, d: d["sections"][1].update(display="pie_chart"), "sections[1].display"),
     (lambda t, d: d["sections"][1].pop("label_column"), "sections[1].label_column"),
     (lambda t, d: d["sections"][2].pop("value_column"), "sections[2].value_column"),
-    (lambda t, d: d["sections"][0].update(value_column="amount_minor"), "sections[0]"),
+    (lambda t, d: d["sections"][0].update(value_column="amount_minor"), "sections[0].value_column"),
     (lambda t, d: d["sections"][0].update(query_version=0), "sections[0].query_version"),
     (lambda t, d: d["sections"][1].update(query_id=str(uuid4())), "sections[1].query_id"),
     (lambda t, d: d["sections"][2].update(query_version=9), "sections[2].query_version"),

@@ -51,6 +51,7 @@ from timekeeper.api.models import (
     schedule_create_model,
     schedule_out,
 )
+from timekeeper.api.reports import register_report_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
@@ -87,6 +88,10 @@ class ApiAdapters:
     publisher_for: Callable[[str], RunPublisher]
     registry: Callable[[], WorkKindRegistry]
     now: Callable[[], datetime] = clock.now
+    #: The report renderer's client (:class:`timekeeper.aws.renderer.RendererClient`), for render requests.
+    renderer: Callable[[], Any] | None = None
+    #: ``(s3 client, files bucket)`` for download links of rendered reports.
+    files: Callable[[], tuple[Any, str]] | None = None
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -342,6 +347,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
 
+    register_report_routes(route, connection=adapters.connection, now=adapters.now, renderer=adapters.renderer,
+                           files=adapters.files, security=_SECURITY)
+
     document: dict[str, Any] = {}
 
     @route("GET", "/openapi.json", include_in_schema=False)
@@ -394,7 +402,8 @@ def unconfigured_adapters() -> ApiAdapters:
     registry (the document lists the work kinds); any other use raises ``RuntimeError``."""
     from timekeeper import runtime
 
-    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused)
+    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused,
+                       renderer=_unused, files=_unused)
 
 
 def _unused(*_: Any) -> Any:

@@ -23,7 +23,12 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
+``reports:read``      list reports, read one, request a render and read it
+``reports:write``     create and edit reports (and everything reports:read allows)
 ====================  ===============================================================
+
+The report routes then ask the access rule (:mod:`timekeeper.platform.access`) about the
+caller's membership as the database knows it: the claims open the door, the rule decides.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
+REPORTS_READ = "reports:read"
+REPORTS_WRITE = "reports:write"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -46,6 +53,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
+    REPORTS_READ: frozenset({REPORTS_READ}),
+    REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
 }
 
 _MAX_USER_ID = 200

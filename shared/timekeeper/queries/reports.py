@@ -9,10 +9,11 @@ listings and reads, and its versions stay for the renders that pinned them and f
 Two layers of checks, both naming the offending field with a dotted path:
 
 * shape (pydantic, :class:`ReportDefinition`): title and heading lengths, 1..20 sections,
-  a chart names its label and value columns, no unknown keys;
+  the display kinds, no unknown keys (the API's request models embed it);
 * meaning (:func:`check_report_definition`, against the workspace's saved queries): each
   section's query exists in the workspace (``sections[1].query_id``), a pinned version
-  exists (``sections[1].query_version``), and a chart's columns are columns of that query
+  exists (``sections[1].query_version``), a chart names its columns and a table none, and
+  a chart's columns are columns of that query
   version (``sections[0].label_column``), the value column numeric
   (``sections[0].value_column``). An unpinned section is checked against the query's
   current version at save time; at render time it runs whatever version is current then.
@@ -33,7 +34,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from timekeeper.queries.catalogue import CATALOGUE, ColumnType
 from timekeeper.queries.definition import InvalidDefinition, _path
@@ -66,7 +67,8 @@ class Section(BaseModel):
     """One section: ``heading``, the saved query ``query_id`` at ``query_version`` (None:
     the query's current version at render time), shown as ``display``. Charts name the
     query column giving each point's label (``label_column``) and the numeric column giving
-    its value (``value_column``); a table shows every column and names neither."""
+    its value (``value_column``); a table shows every column and names neither (checked
+    by :func:`check_section_columns`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,27 +78,6 @@ class Section(BaseModel):
     display: Display = Display.TABLE
     label_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     value_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
-
-    @model_validator(mode="after")
-    def _chart_columns(self) -> Section:
-        if self.display is Display.TABLE:
-            if self.label_column is not None or self.value_column is not None:
-                raise ValueError("a table shows every column; label_column and value_column are for charts")
-        else:
-            if self.label_column is None:
-                raise _FieldError("label_column", "a chart needs its label column")
-            if self.value_column is None:
-                raise _FieldError("value_column", "a chart needs its value column")
-        return self
-
-
-class _FieldError(ValueError):
-    """A model-level check that names a field of the model (``field``)."""
-
-    def __init__(self, field: str, reason: str) -> None:
-        super().__init__(f"{field}: {reason}")
-        self.field = field
-        self.reason = reason
 
 
 class ReportDefinition(BaseModel):
@@ -119,10 +100,6 @@ def parse_report_definition(data: Any) -> ReportDefinition:
         first = exc.errors()[0]
         loc = list(first.get("loc") or ())
         reason = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-        cause = (first.get("ctx") or {}).get("error")
-        if isinstance(cause, _FieldError):
-            loc.append(cause.field)
-            reason = cause.reason
         if first.get("type") == "extra_forbidden":
             reason = "unknown field"
         elif first.get("type") == "missing":
@@ -141,11 +118,18 @@ def query_columns(definition: dict[str, Any]) -> dict[str, ColumnType]:
 
 
 def check_section_columns(section: Section, columns: dict[str, ColumnType], index: int) -> None:
-    """Raise :class:`InvalidDefinition` unless a chart's label and value columns are among
-    ``columns`` (the query version's selected columns) and the value column is numeric."""
-    if section.display is Display.TABLE:
-        return
+    """Raise :class:`InvalidDefinition` unless a chart names its label and value columns,
+    both among ``columns`` (the query version's selected columns), the value column
+    numeric; a table names neither."""
     where = f"sections[{index}]"
+    if section.display is Display.TABLE:
+        for name in ("label_column", "value_column"):
+            if getattr(section, name) is not None:
+                raise InvalidDefinition(f"{where}.{name}", "a table shows every column; this is for charts")
+        return
+    for name in ("label_column", "value_column"):
+        if getattr(section, name) is None:
+            raise InvalidDefinition(f"{where}.{name}", "a chart needs its label and value columns")
     if section.label_column not in columns:
         raise InvalidDefinition(f"{where}.label_column",
                                 f"the query selects no column {section.label_column!r}")
