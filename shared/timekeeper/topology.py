@@ -175,7 +175,9 @@ class Renderer:
 
 
 #: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
-#: 1,000 rows each fits well inside 300 s; two at once keep its connections few.
+#: 1,000 rows each fits well inside 300 s; two at once keep its connections few. (Twenty
+#: sections each running into the workers' 15 s statement timeout could pass 300 s: that
+#: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
 REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 
 
