@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.pipeline import PipelineResources
+from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
 from timekeeper import observability as obs
 
@@ -75,6 +76,19 @@ class PipelineAlarms:
                 self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
 
 
+@dataclass
+class RendererAlarms:
+    """The report renderer's alarms."""
+
+    errors: cw.Alarm
+    throttles: cw.Alarm
+    failed_events: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.errors, self.throttles, self.failed_events]
+
+
 class Monitoring(Construct):
     """Per pipeline: dispatcher silence (no invocation in the topology's window, missing data
     breaching), dispatcher heartbeat (no successful pass in that window, missing data
@@ -85,7 +99,8 @@ class Monitoring(Construct):
     start with the capitalized ``name_prefix``. One dashboard with a row per pipeline."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
-                 topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None):
+                 topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
+                 renderer: ReportRendererResources | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -94,6 +109,8 @@ class Monitoring(Construct):
             self.pipeline_alarms[resources.pipeline.name] = self._pipeline_alarms(resources)
         self.snapshots = snapshots
         self.snapshot_alarms: dict[str, cw.Alarm] = self._snapshot_alarms(snapshots) if snapshots else {}
+        self.renderer = renderer
+        self.renderer_alarms = self._renderer_alarms(renderer) if renderer is not None else None
         self.auto_paused = self._alarm(
             "ScheduleAutoPaused", name=f"{self._title}-schedule-auto-paused",
             metric=timekeeper_metric(obs.SCHEDULE_AUTO_PAUSED),
@@ -178,6 +195,8 @@ class Monitoring(Construct):
                                  default_interval=Duration.hours(3))
         every_alarm = [alarm for alarms in self.pipeline_alarms.values() for alarm in alarms.all()]
         every_alarm += list(self.snapshot_alarms.values())
+        if self.renderer_alarms is not None:
+            every_alarm += self.renderer_alarms.all()
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -193,6 +212,8 @@ class Monitoring(Construct):
             dashboard.add_widgets(*self._pipeline_row(resources))
         if self.snapshots is not None:
             dashboard.add_widgets(*self._snapshot_row(self.snapshots))
+        if self.renderer is not None:
+            dashboard.add_widgets(*self._renderer_row(self.renderer))
         return dashboard
 
     def _snapshot_alarms(self, resources: SnapshotResources) -> dict[str, cw.Alarm]:
@@ -279,6 +300,55 @@ class Monitoring(Construct):
                                statistic="Maximum", period=period, label="oldest job age (s)")],
                            right=[resources.dead_letter_queue.metric_approximate_number_of_messages_visible(
                                statistic="Maximum", period=period, label="DLQ messages")]),
+        ]
+
+    def _renderer_alarms(self, resources: ReportRendererResources) -> RendererAlarms:
+        r = resources.renderer
+        scope = Construct(self, r.name)
+        function = resources.function.function
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        named = f"{self._title}-{r.name}"
+        return RendererAlarms(
+            errors=self._alarm(
+                "Errors", name=f"{named}-errors",
+                metric=function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description="A report render raised (database, S3, code or timeout): Lambda retries it "
+                            f"{r.retry_attempts} times; the render's row shows attempts and any recorded failure."),
+            throttles=self._alarm(
+                "Throttles", name=f"{named}-throttles",
+                metric=function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                description=f"Report renders waited for the renderer's {r.reserved_concurrency} concurrent "
+                            f"executions; past {r.max_event_age_s} s an event goes to the on-failure queue."),
+            failed_events=self._alarm(
+                "FailedEvents", name=f"{named}-failed-events",
+                metric=resources.failure_queue.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=_period()), **above_zero,
+                description="Lambda gave up on render requests (every attempt failed, or they waited too "
+                            "long): they are in the renderer's on-failure queue; callers may request them again."),
+        )
+
+    def _renderer_row(self, resources: ReportRendererResources) -> list[cw.IWidget]:
+        r = resources.renderer
+        function = resources.function.function
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Report renderer `{r.function}` (reserved concurrency "
+                                   f"{r.reserved_concurrency}, timeout {r.timeout_s} s, "
+                                   f"{r.retry_attempts} async retries)", width=24, height=1),
+            cw.GraphWidget(title=f"{r.name}: renders", width=6, height=6, left=[
+                timekeeper_metric(obs.REPORT_RENDERED), timekeeper_metric(obs.REPORT_RENDER_FAILED)]),
+            cw.GraphWidget(title=f"{r.name}: invocations, errors, throttles", width=6, height=6, left=[
+                function.metric_invocations(statistic="Sum", period=period, label="invocations"),
+                function.metric_errors(statistic="Sum", period=period, label="errors"),
+                function.metric_throttles(statistic="Sum", period=period, label="throttles")]),
+            cw.GraphWidget(title=f"{r.name}: duration (ms)", width=6, height=6, left=[
+                function.metric_duration(statistic="p95", period=period, label="p95"),
+                function.metric_duration(statistic="Maximum", period=period, label="max")],
+                left_annotations=[cw.HorizontalAnnotation(value=r.timeout_s * 1000, label="timeout")]),
+            cw.GraphWidget(title=f"{r.name}: on-failure queue", width=6, height=6, left=[
+                resources.failure_queue.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=period, label="events given up")]),
         ]
 
     def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:

@@ -4,7 +4,9 @@ code never reads the environment or creates boto3 clients).
 
 Environment (names and ARNs only; secrets come from Secrets Manager):
 ``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
-``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
+``NOTIFICATION_TOPIC_ARN`` (optional), ``FILES_BUCKET`` (the files bucket: exports and
+rendered reports), ``REPORT_RENDERER_FUNCTION`` (the renderer's function name, for the
+callers that request renders), and either ``DATABASE_URL`` (local stack) or
 ``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each function's secret is
 its own login's: the workers', the API's, or (migration function only) the owner's, which
 also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
@@ -25,10 +27,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from timekeeper import clock
 from timekeeper import observability as obs
+from timekeeper.aws.renderer import LambdaRendererClient, RendererClient, RenderRequest
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
-from timekeeper.observability import PipelineMetrics, logger, metrics
+from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, PipelineMetrics, logger, metrics
+from timekeeper.queries import rendering
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
@@ -38,7 +42,7 @@ from timekeeper.snapshots.jobs import run_job as run_snapshot_job
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
 from timekeeper.snapshots.registry import SnapshotRegistry, default_snapshot_registry
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, SNAPSHOTS, Pipeline
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, REPORT_RENDERER, SNAPSHOTS, Pipeline
 
 
 class RuntimeSettings(BaseModel):
@@ -54,6 +58,10 @@ class RuntimeSettings(BaseModel):
     db_name: str = "timekeeper"
     #: Secrets of the logins whose passwords the migration function sets (owner's function only).
     login_secret_arns: tuple[str, ...] = ()
+    #: The files bucket (rendered reports under reports/, exports under exports/).
+    files_bucket: str | None = None
+    #: The report renderer's function name (callers that request renders).
+    report_renderer_function: str | None = None
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -71,6 +79,8 @@ def settings() -> RuntimeSettings:
         database_url=env.get("DATABASE_URL") or None, db_secret_arn=env.get("DB_SECRET_ARN") or None,
         db_host=env.get("DB_HOST") or None, db_name=env.get("DB_NAME", "timekeeper"),
         login_secret_arns=tuple(a.strip() for a in env.get("LOGIN_SECRET_ARNS", "").split(",") if a.strip()),
+        files_bucket=env.get("FILES_BUCKET") or None,
+        report_renderer_function=env.get("REPORT_RENDERER_FUNCTION") or None,
     )
 
 
@@ -167,12 +177,83 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
+@cache
+def s3_client() -> Any:
+    """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack); Signature
+    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``)."""
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(signature_version="s3v4"))
+
+
+def files_bucket() -> str:
+    """The files bucket's name; raises ``RuntimeError`` when ``FILES_BUCKET`` is unset."""
+    name = settings().files_bucket
+    if not name:
+        raise RuntimeError("FILES_BUCKET is not set")
+    return name
+
+
+_renderer_override: RendererClient | None = None
+
+
+def install_renderer_client(client: RendererClient | None) -> None:
+    """Replace the renderer client (``None``: the Lambda one again). The local stack uses
+    it to run the renderer's real handler itself, since moto does not run functions."""
+    global _renderer_override
+    _renderer_override = client
+    renderer_client.cache_clear()
+
+
+@cache
+def renderer_client() -> RendererClient:
+    """How callers ask for a render: the installed client, or asynchronous Lambda invokes
+    of ``REPORT_RENDERER_FUNCTION`` (raises ``RuntimeError`` when it is unset)."""
+    if _renderer_override is not None:
+        return _renderer_override
+    name = settings().report_renderer_function
+    if not name:
+        raise RuntimeError("REPORT_RENDERER_FUNCTION is not set")
+    return LambdaRendererClient(boto3.client("lambda"), name)
+
+
+def run_renderer(event: Any) -> dict[str, Any]:
+    """Run the render an asynchronous invocation names (:class:`RenderRequest`); return a
+    summary (``render_id``, ``state``, ``error_code``, ``attempts``).
+
+    A malformed event, or one naming no render, is logged and dropped (``{"dropped":
+    reason}``): retrying it cannot help. Expected failures are recorded on the render and
+    returned; an unexpected fault below the attempt limit raises, so Lambda retries.
+    """
+    try:
+        request = RenderRequest.model_validate(event)
+    except ValidationError as error:
+        logger.warning("malformed render request dropped", extra={"error": str(error)[:500]})
+        return {"dropped": "malformed"}
+    logger.append_keys(workspace_id=str(request.workspace_id), render_id=str(request.render_id))
+    try:
+        row = rendering.render(database().get(), s3_client(), files_bucket(), workspace_id=request.workspace_id,
+                               render_id=request.render_id, now=clock.now(),
+                               max_attempts=REPORT_RENDERER.max_attempts)
+    except rendering.RenderNotFound:
+        logger.warning("render request names no render; dropped")
+        return {"dropped": "render_not_found"}
+    summary = {"render_id": str(row.id), "state": row.state, "error_code": row.error_code, "attempts": row.attempts}
+    if row.state == "succeeded":
+        metrics.add_metric(name=REPORT_RENDERED, unit="Count", value=1)
+    elif row.state == "failed":
+        metrics.add_metric(name=REPORT_RENDER_FAILED, unit="Count", value=1)
+    logger.info("render", extra=summary)
+    return summary
+
+
 def reset() -> None:
     """Forget every cached setting and adapter (closing the connection), so the next call
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
-    for cached in (settings, database, sqs_client, publisher, notifier, registry, snapshot_registry):
+    for cached in (settings, database, sqs_client, publisher, notifier, registry, s3_client, renderer_client,
+                   snapshot_registry):
         cached.cache_clear()
 
 

@@ -208,12 +208,62 @@ SNAPSHOTS = SnapshotPipeline()
 
 
 @dataclass(frozen=True, kw_only=True)
+class Renderer:
+    """The report renderer: a function invoked asynchronously (Lambda ``Event``
+    invocations) with ``{"workspace_id", "render_id"}``, outside any pipeline.
+
+    Units: seconds unless the name says otherwise. ``reserved_concurrency`` caps the
+    renders at once (and the renderer's database connections); ``retry_attempts`` and
+    ``max_event_age_s`` are its asynchronous-invocation settings: a failed invocation is
+    retried that many times, an event older than the age is dropped, and either way the
+    event then goes to the on-failure queue ``failure_queue_name`` (kept
+    ``failure_retention_days``).
+    """
+
+    name: str
+    function: str
+    timeout_s: int = 300
+    memory_mb: int = 1024
+    reserved_concurrency: int = 2
+    retry_attempts: int = 2
+    max_event_age_s: int = 900
+    failure_retention_days: int = 14
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts Lambda makes for one invocation: the first and its retries."""
+        return 1 + self.retry_attempts
+
+    @property
+    def failure_queue_name(self) -> str:
+        return f"timekeeper-{self.name}-failed"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.retry_attempts <= 2:
+            raise ValueError("Lambda asynchronous retry attempts are 0..2")
+        if not 60 <= self.max_event_age_s <= 21600:
+            raise ValueError("Lambda maximum event age is 60..21600 s")
+        if self.timeout_s > 900:
+            raise ValueError("a Lambda function runs at most 900 s")
+        if self.reserved_concurrency < 1:
+            raise ValueError("the renderer needs a reserved concurrency of at least 1")
+
+
+#: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
+#: 1,000 rows each fits well inside 300 s; two at once keep its connections few. (Twenty
+#: sections each running into the workers' 15 s statement timeout could pass 300 s: that
+#: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
+REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).
 
     ``consumers``: the sum of the pipelines' event-source maximum concurrency;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
-    reserved concurrency; ``migration``: the migration trigger's.
+    reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
+    renderer's reserved concurrency.
     """
 
     consumers: int
@@ -222,11 +272,14 @@ class ConnectionBudget:
     migration: int
     #: The snapshot pipeline: its planner, its dispatcher and its run jobs.
     snapshots: int = 0
+    #: The report renderer's reserved concurrency.
+    renderers: int = 0
 
     @property
     def total(self) -> int:
         """Every connection of the budget."""
-        return self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
+        return (self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
+                + self.renderers)
 
 
 def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> ConnectionBudget:
@@ -236,7 +289,8 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> Connectio
     chosen = PIPELINES if pipelines is None else pipelines
     return ConnectionBudget(consumers=sum(p.max_concurrency for p in chosen.values()), dispatchers=len(chosen),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
-                            snapshots=2 + SNAPSHOTS.job_max_concurrency)
+                            snapshots=2 + SNAPSHOTS.job_max_concurrency,
+                            renderers=REPORT_RENDERER.reserved_concurrency)
 
 
 def pipeline_for_owner(owner: str) -> Pipeline:

@@ -20,6 +20,9 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
               ("get", "/catalogue"), ("get", "/queries"), ("post", "/queries"), ("get", "/queries/{query_id}"),
               ("delete", "/queries/{query_id}"), ("post", "/queries/{query_id}/versions"),
               ("get", "/queries/{query_id}/versions/{version}")}
+OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
+               ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
+               ("get", "/reports/{report_id}/renders/{render_id}")}
 
 
 def document() -> dict:

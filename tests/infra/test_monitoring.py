@@ -95,8 +95,8 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    # Seven per pipeline, ten for the snapshot pipeline, the auto-pause alarm.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 1
+    # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, the auto-pause alarm.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 1
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 

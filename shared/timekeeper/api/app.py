@@ -56,6 +56,7 @@ from timekeeper.api.models import (
     schedule_out,
 )
 from timekeeper.api.queries import register_query_routes
+from timekeeper.api.reports import register_report_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
@@ -96,6 +97,10 @@ class ApiAdapters:
     publisher_for: Callable[[str], RunPublisher]
     registry: Callable[[], WorkKindRegistry]
     now: Callable[[], datetime] = clock.now
+    #: The report renderer's client (:class:`timekeeper.aws.renderer.RendererClient`), for render requests.
+    renderer: Callable[[], Any] | None = None
+    #: ``(s3 client, files bucket)`` for download links of rendered reports.
+    files: Callable[[], tuple[Any, str]] | None = None
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -353,6 +358,8 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
 
     # Saved queries and the catalogue (timekeeper.api.queries): token roles, then the access rule.
     register_query_routes(route, adapters.connection, adapters.now)
+    register_report_routes(route, connection=adapters.connection, now=adapters.now, renderer=adapters.renderer,
+                           files=adapters.files, security=_SECURITY)
 
     document: dict[str, Any] = {}
 
@@ -406,7 +413,8 @@ def unconfigured_adapters() -> ApiAdapters:
     registry (the document lists the work kinds); any other use raises ``RuntimeError``."""
     from timekeeper import runtime
 
-    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused)
+    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused,
+                       renderer=_unused, files=_unused)
 
 
 def _unused(*_: Any) -> Any:

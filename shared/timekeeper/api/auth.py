@@ -26,11 +26,13 @@ Roles (each route needs exactly one):
 ``queries:read``      list and read saved queries and their versions, the catalogue
 ``queries:write``     create a saved query, add a version, delete
 ``queries:admin``     both queries roles
+``reports:read``      list reports, read one, request a render and read it
+``reports:write``     create and edit reports (and everything reports:read allows)
 ====================  ===============================================================
 
-The roles say what the TOKEN allows. Routes over platform data (saved queries) then also
-apply the access rule of :mod:`timekeeper.platform.access` in the database: what the
-person may do now (an active user, a current member whose membership roles grant it).
+The roles say what the TOKEN allows. Routes over platform data (saved queries, reports)
+then also apply the access rule of :mod:`timekeeper.platform.access` in the database: what
+the person may do now (an active user, a current member whose membership roles grant it).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ ADMIN = "schedules:admin"
 QUERIES_READ = "queries:read"
 QUERIES_WRITE = "queries:write"
 QUERIES_ADMIN = "queries:admin"
+REPORTS_READ = "reports:read"
+REPORTS_WRITE = "reports:write"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -59,6 +63,8 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     QUERIES_READ: frozenset({QUERIES_READ}),
     QUERIES_WRITE: frozenset({QUERIES_WRITE}),
     QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
+    REPORTS_READ: frozenset({REPORTS_READ}),
+    REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
 }
 
 #: The role that allows every permission of a family (named in 403 messages).
