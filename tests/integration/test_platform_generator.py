@@ -248,3 +248,27 @@ def test_volume_into_a_fresh_workspace_ends_where_the_workspace_was_created_plus
     end = (NOW + timedelta(days=SPAN_DAYS)).date()
     assert span["n"] == 300 and span["first"] == end - timedelta(days=SPAN_DAYS - 1)
     assert end - timedelta(days=5) <= span["last"] <= end
+
+
+def test_the_platform_data_command_loads_the_sample_and_volume_once(other_database, capsys):
+    from timekeeper.local.cli import main
+
+    url = other_database("cli")
+    assert main(["platform-data", "--database-url", url, "--invoices", "200"]) == 0
+    first = capsys.readouterr().out
+    assert main(["platform-data", "--database-url", url, "--invoices", "200"]) == 0
+    second = capsys.readouterr().out
+    with connect(url) as conn:
+        counts = conn.execute("SELECT (SELECT count(*) FROM workspaces) AS w, (SELECT count(*) FROM invoices) AS i"
+                              ).fetchone()
+        sample = load_sample(conn, now=NOW)  # inserts nothing: describes what is there
+    assert "volume: 200 invoices" in first and "(already there)" in second and "workspace berlin:" in first
+    assert counts["w"] == len(WORKSPACES) and counts["i"] == sample.counts["invoices"] + 200
+
+
+def test_the_platform_data_command_refuses_a_bad_count(capsys):
+    from timekeeper.local.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["platform-data", "--invoices", "-5"])
+    assert exit_.value.code == 2 and "--invoices" in capsys.readouterr().err
