@@ -374,9 +374,12 @@ def load_volume(conn: psycopg.Connection, *, workspace_id: UUID, invoices: int, 
     sequential under a prefix derived from ``seed``, the workspace and the kind. The
     login's statement timeout is lifted for the load (restored after it); the per-row
     foreign-key checks are skipped when that is safe and allowed (see
-    :func:`_skip_reference_checks`). Deterministic in (``seed``, workspace, ``invoices``, ``members``, ``now``). Runs
-    ``ANALYZE`` on the three tables after loading. About 110,000 invoices (and their
-    payments) a second on two cores.
+    :func:`_skip_reference_checks`). Deterministic in (``seed``, workspace, ``invoices``,
+    ``members``, ``now``). Runs ``ANALYZE`` on the three tables after loading.
+
+    Cost, measured for 1,000,000 invoices (about 1,050,000 payments, 100,000 members):
+    about 41 s of the server backend's CPU (mostly the tables' indexes) and 7 s of this
+    process's, which overlap (a queued writer sends while the next chunk is generated).
 
     Needs a login row-level security does not apply to (the schema owner): PostgreSQL
     refuses ``COPY FROM`` into a table whose policies apply to the login
@@ -400,7 +403,7 @@ def load_volume(conn: psycopg.Connection, *, workspace_id: UUID, invoices: int, 
                            (workspace_id, f"V{seed}-{0:07d}")).fetchone():
                 return 0
             anchor = (now or (created_at + timedelta(days=SPAN_DAYS))).astimezone(UTC).date()
-            # A bulk load outlasts a login's statement timeout (the workers' is seconds).
+            # A bulk load outlasts any statement timeout the login may have.
             timeout = cur.execute("SELECT current_setting('statement_timeout'), "
                                   "set_config('statement_timeout', '0', true)").fetchone()
             previous_role = _skip_reference_checks(conn, cur)
