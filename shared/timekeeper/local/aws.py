@@ -1,25 +1,27 @@
 """The local AWS: moto (in-process, or a server on loopback) with the queues, dead-letter queues and the
 notification topic the topology describes (the same redrive policy and visibility
-timeout the CDK stacks deploy)."""
+timeout the CDK stacks deploy), the work queues (exports) and the files bucket."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import boto3
 
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import PIPELINES, WORK_QUEUES, Pipeline, WorkQueue
 
 REGION = "us-east-1"
+#: The local files bucket (exports and reports), named to the process by ``FILES_BUCKET``.
+FILES_BUCKET = "timekeeper-files"
 
 
 @dataclass(frozen=True)
 class QueuePair:
-    """A pipeline's run queue and its dead-letter queue (URLs and ARNs)."""
+    """A pipeline's run queue (or a work queue) and its dead-letter queue (URLs and ARNs)."""
 
-    pipeline: Pipeline
+    pipeline: Pipeline | WorkQueue
     url: str
     arn: str
     dlq_url: str
@@ -35,6 +37,9 @@ class LocalAws:
     topic_arn: str
     server: object | None = None
     mock: object | None = None
+    #: The work queues (no dispatcher), by name.
+    work_queues: dict[str, QueuePair] = field(default_factory=dict)
+    files_bucket: str = FILES_BUCKET
 
     def client(self, service: str):
         """A boto3 client for ``service`` against the local AWS."""
@@ -59,7 +64,7 @@ def _set_fake_credentials() -> None:
     os.environ.setdefault("AWS_REGION", REGION)
 
 
-def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
+def create_pipeline_queues(sqs, pipeline: Pipeline | WorkQueue) -> QueuePair:
     """Create ``pipeline``'s DLQ (14-day retention) and run queue (redrive and visibility
     from the topology) with ``sqs``; idempotent."""
     dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
@@ -74,8 +79,9 @@ def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
 
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
-    """Start moto, create every pipeline's queues and the notification topic, and point
-    this process's AWS SDK at it (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``,
+    """Start moto, create every pipeline's queues, every work queue, the files bucket and
+    the notification topic, and point this process's AWS SDK at it (fake credentials,
+    ``RUN_QUEUE_URL_<PIPELINE>``, ``WORK_QUEUE_URL_<QUEUE>``, ``FILES_BUCKET``,
     ``NOTIFICATION_TOPIC_ARN``).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
@@ -104,6 +110,12 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, pipeline)
         local.queues[name] = pair
         os.environ[f"RUN_QUEUE_URL_{name.upper()}"] = pair.url
+    for name, work_queue in WORK_QUEUES.items():
+        pair = create_pipeline_queues(sqs, work_queue)
+        local.work_queues[name] = pair
+        os.environ[work_queue.queue_url_variable] = pair.url
+    local.client("s3").create_bucket(Bucket=local.files_bucket)
+    os.environ["FILES_BUCKET"] = local.files_bucket
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
     return local
