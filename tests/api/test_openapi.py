@@ -16,7 +16,8 @@ CHECKED_IN = Path(__file__).resolve().parents[2] / "shared" / "timekeeper" / "ap
 OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules/{schedule_id}"),
               ("patch", "/schedules/{schedule_id}"), ("delete", "/schedules/{schedule_id}"),
               ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
-              ("post", "/schedules/{schedule_id}/run")}
+              ("post", "/schedules/{schedule_id}/run"), ("post", "/queries/{query_id}/exports"),
+              ("get", "/exports/{export_id}")}
 
 
 def document() -> dict:

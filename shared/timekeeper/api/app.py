@@ -72,6 +72,10 @@ role 403, another workspace's schedule 404. Every error body is {"code", "messag
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
 
 
+def _unconfigured() -> Any:
+    raise RuntimeError("this adapter is not configured")
+
+
 @dataclass(frozen=True)
 class ApiAdapters:
     """What the API needs from the edge, created once per execution environment.
@@ -81,12 +85,17 @@ class ApiAdapters:
     * ``publisher_for(pipeline_name)`` -- the run-queue publisher of a pipeline.
     * ``registry()`` -- every owner's registered work kinds.
     * ``now()`` -- the clock (aware UTC), read once per request.
+    * ``export_publisher()``, ``object_store()`` (an S3 client), ``files_bucket()`` -- the
+      exports queue, and the files bucket the download links point into (export routes).
     """
 
     connection: Callable[[], TenantConnection]
     publisher_for: Callable[[str], RunPublisher]
     registry: Callable[[], WorkKindRegistry]
     now: Callable[[], datetime] = clock.now
+    export_publisher: Callable[[], Any] = _unconfigured
+    object_store: Callable[[], Any] = _unconfigured
+    files_bucket: Callable[[], str] = _unconfigured
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -341,6 +350,10 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    from timekeeper.api.exports import add_export_routes
+
+    add_export_routes(app, route, scope_for, adapters)
 
     document: dict[str, Any] = {}
 

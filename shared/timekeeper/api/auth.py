@@ -23,6 +23,7 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
+``queries:read``      export a saved query, read one's own exports (plus the access rule)
 ====================  ===============================================================
 """
 
@@ -39,6 +40,9 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
+#: Saved queries and their exports: the claims role; the access rule
+#: (:mod:`timekeeper.platform.access`) is asked as well for the caller.
+QUERIES_READ = "queries:read"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -46,6 +50,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
+    QUERIES_READ: frozenset({QUERIES_READ}),
 }
 
 _MAX_USER_ID = 200
