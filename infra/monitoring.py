@@ -18,6 +18,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.pipeline import PipelineResources
+from infra.work_queue import WorkQueueResources
 from timekeeper import observability as obs
 
 #: The dimensions Powertools puts on every Timekeeper metric.
@@ -74,6 +75,20 @@ class PipelineAlarms:
                 self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
 
 
+@dataclass
+class WorkQueueAlarms:
+    """The four alarms of one work queue (no dispatcher)."""
+
+    queue_age: cw.Alarm
+    dlq_depth: cw.Alarm
+    dlq_arrivals: cw.Alarm
+    consumer_errors: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.queue_age, self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
+
+
 class Monitoring(Construct):
     """Per pipeline: dispatcher silence (no invocation in the topology's window, missing data
     breaching), dispatcher heartbeat (no successful pass in that window, missing data
@@ -81,16 +96,22 @@ class Monitoring(Construct):
     DLQ arrivals (the depth grew: fires again for a new poison message while the depth alarm
     is still in ALARM), consumer errors; for the application: ScheduleAutoPaused > 0. Every
     alarm notifies ``topic`` when it fires and when it clears; alarm and dashboard names
-    start with the capitalized ``name_prefix``. One dashboard with a row per pipeline."""
+    start with the capitalized ``name_prefix``. One dashboard with a row per pipeline. Per
+    work queue (``work_queues``): queue age, DLQ depth, DLQ arrivals and consumer errors,
+    and a dashboard row."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
-                 topic: sns.ITopic, name_prefix: str = "timekeeper"):
+                 topic: sns.ITopic, name_prefix: str = "timekeeper",
+                 work_queues: list[WorkQueueResources] | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
         self.pipeline_alarms: dict[str, PipelineAlarms] = {}
         for resources in pipelines:
             self.pipeline_alarms[resources.pipeline.name] = self._pipeline_alarms(resources)
+        self.work_queues = list(work_queues or [])
+        self.work_queue_alarms: dict[str, WorkQueueAlarms] = {
+            r.work_queue.name: self._work_queue_alarms(r) for r in self.work_queues}
         self.auto_paused = self._alarm(
             "ScheduleAutoPaused", name=f"{self._title}-schedule-auto-paused",
             metric=timekeeper_metric(obs.SCHEDULE_AUTO_PAUSED),
@@ -173,7 +194,8 @@ class Monitoring(Construct):
     def _dashboard(self, name: str, pipelines: list[PipelineResources]) -> cw.Dashboard:
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name,
                                  default_interval=Duration.hours(3))
-        every_alarm = [alarm for alarms in self.pipeline_alarms.values() for alarm in alarms.all()]
+        every_alarm = [alarm for alarms in [*self.pipeline_alarms.values(), *self.work_queue_alarms.values()]
+                       for alarm in alarms.all()]
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -187,7 +209,76 @@ class Monitoring(Construct):
         )
         for resources in pipelines:
             dashboard.add_widgets(*self._pipeline_row(resources))
+        for queue_resources in self.work_queues:
+            dashboard.add_widgets(*self._work_queue_row(queue_resources))
         return dashboard
+
+    def _work_queue_alarms(self, resources: WorkQueueResources) -> WorkQueueAlarms:
+        q = resources.work_queue
+        scope = Construct(self, q.name)
+        consumer = resources.consumer.function
+        dlq = resources.queues.dead_letter_queue
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        named = f"{self._title}-{q.name}"
+        return WorkQueueAlarms(
+            queue_age=self._alarm(
+                "QueueAge", name=f"{named}-queue-age",
+                metric=resources.queues.queue.metric_approximate_age_of_oldest_message(
+                    statistic="Maximum", period=_period()),
+                threshold=q.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"The oldest {q.name} message waited over {q.queue_age_alarm_s} s: the consumer is "
+                            "failing, throttled or too slow for the load."),
+            dlq_depth=self._alarm(
+                "DlqDepth", name=f"{named}-dlq-depth",
+                metric=dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period()),
+                **above_zero,
+                description=f"{q.name} messages reached the dead-letter queue after {q.max_receive_count} "
+                            "receives (malformed, or their settlement failed): inspect, fix, then redrive."),
+            dlq_arrivals=self._alarm(
+                "DlqArrivals", name=f"{named}-dlq-arrivals",
+                metric=cw.MathExpression(
+                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
+                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=_period())}),
+                **above_zero,
+                description=f"More {q.name} messages reached the dead-letter queue (its depth grew), even while "
+                            "older ones are still there: inspect the new ones."),
+            consumer_errors=self._alarm(
+                "ConsumerErrors", name=f"{named}-consumer-errors",
+                metric=consumer.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description=f"A {q.name} consumer invocation failed (a timeout, memory, or the database "
+                            "unreachable): its messages return to the queue."),
+        )
+
+    def _work_queue_row(self, resources: WorkQueueResources) -> list[cw.IWidget]:
+        q = resources.work_queue
+        consumer = resources.consumer.function
+        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Work queue `{q.name}` (consumer max concurrency {q.max_concurrency}, "
+                                   f"batch {q.batch_size}, {q.max_receive_count} receives)", width=24, height=1),
+            cw.GraphWidget(title=f"{q.name}: queue age (s) and DLQ depth", width=8, height=6,
+                           left=[queue.metric_approximate_age_of_oldest_message(
+                               statistic="Maximum", period=period, label="oldest message age (s)")],
+                           right=[dlq.metric_approximate_number_of_messages_visible(
+                               statistic="Maximum", period=period, label="DLQ messages")],
+                           left_annotations=[cw.HorizontalAnnotation(value=q.queue_age_alarm_s, label="age alarm")]),
+            cw.GraphWidget(title=f"{q.name}: messages sent and received", width=8, height=6,
+                           left=[queue.metric_number_of_messages_sent(statistic="Sum", period=period, label="sent"),
+                                 queue.metric_number_of_messages_received(statistic="Sum", period=period,
+                                                                          label="received")]),
+            cw.GraphWidget(title=f"{q.name}: consumer", width=8, height=6,
+                           left=[consumer.metric_invocations(statistic="Sum", period=period, label="invocations"),
+                                 consumer.metric_errors(statistic="Sum", period=period, label="errors"),
+                                 consumer.metric_throttles(statistic="Sum", period=period, label="throttles")],
+                           right=[consumer.metric_duration(statistic="p95", period=period,
+                                                           label="duration p95 (ms)"),
+                                  consumer.metric_duration(statistic="Maximum", period=period,
+                                                           label="duration max (ms)")]),
+        ]
 
     def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
         p = resources.pipeline

@@ -27,7 +27,8 @@ from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
 from infra.settings import DeploymentConfig
 from infra.storage import FileBucket, NotificationTopic
-from timekeeper.topology import PIPELINES
+from infra.work_queue import WorkQueueResources
+from timekeeper.topology import PIPELINES, WORK_QUEUES
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -71,6 +72,12 @@ class DataStack(Stack):
             CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
             CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
         CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
+        #: Export names the app stack imports the files bucket by (a fixed name it can name in
+        #: its IAM acknowledgments, unlike a generated cross-stack reference).
+        self.files_exports = (f"{self.stack_name}-FilesBucketArn", f"{self.stack_name}-FilesBucketName")
+        CfnOutput(self, "FilesBucketArnExport", value=self.files.bucket.bucket_arn, export_name=self.files_exports[0])
+        CfnOutput(self, "FilesBucketNameExport", value=self.files.bucket.bucket_name,
+                  export_name=self.files_exports[1])
         keep_provider_logs(self, config.log_retention)
 
     @property
@@ -81,7 +88,8 @@ class DataStack(Stack):
 
 class AppStack(Stack):
     """Stateless resources built from the topology: for every pipeline a rule, dispatcher,
-    run queue, dead-letter queue, consumer and its alarms; the layer; the notification topic;
+    run queue, dead-letter queue, consumer and its alarms; for every work queue (exports) its
+    queue, dead-letter queue, consumer and alarms; the layer; the notification topic;
     the HTTP API (when functions/api exists); the migration trigger (which runs before any
     rule, consumer or API function exists); the dashboard."""
 
@@ -101,22 +109,36 @@ class AppStack(Stack):
                               name_prefix=config.name_prefix)
             for pipeline in PIPELINES.values()
         ]
+        self.add_dependency(data)
+        files = s3.Bucket.from_bucket_attributes(self, "FilesBucket",
+                                                 bucket_arn=Fn.import_value(data.files_exports[0]),
+                                                 bucket_name=Fn.import_value(data.files_exports[1]))
+        self.work_queues = [
+            WorkQueueResources(self, f"WorkQueue-{queue.name}", work_queue=queue, layer=self.layer,
+                               database=database, files_bucket=files, files_arn_export=data.files_exports[0],
+                               log_retention=config.log_retention, name_prefix=config.name_prefix)
+            for queue in WORK_QUEUES.values()
+        ]
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
                                log_retention=config.log_retention,
                                authorizer_function_arn=config.authorizer_function_arn,
                                manage_account_role=config.manage_api_gateway_account,
-                               name_prefix=config.name_prefix)
+                               name_prefix=config.name_prefix, work_queues=self.work_queues,
+                               files_bucket=files, files_arn_export=data.files_exports[0])
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
-                                     name_prefix=config.name_prefix)
+                                     name_prefix=config.name_prefix, work_queues=self.work_queues)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
             CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
                       value=resources.queues.dead_letter_queue.queue_url)
+        for queue_resources in self.work_queues:
+            CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
+                      value=queue_resources.queues.dead_letter_queue.queue_url)
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",
@@ -140,6 +162,7 @@ class AppStack(Stack):
             timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+                               *[r.consumer for r in self.work_queues],
                                *([self.api.function] if self.api else []))
         return migrate
 

@@ -147,6 +147,8 @@ class WorkQueue:
     consumer_function: str
     consumer_timeout_s: int = 300
     consumer_memory_mb: int = 1024
+    #: The consumer's /tmp (MB, 512-10240): an export's file is written there before upload.
+    consumer_ephemeral_storage_mb: int = 2048
     max_receive_count: int = 3
     batch_size: int = 1
     max_batching_window_s: int = 0
