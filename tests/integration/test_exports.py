@@ -444,3 +444,27 @@ def test_an_unknown_export_message_is_dropped(aws, conn, tenants):
     a, _ = tenants
     response = invoke("export_consumer", sqs_event({"export_id": str(uuid4()), "workspace_id": str(a)}))
     assert response == {"batchItemFailures": []}
+
+
+@pytest.mark.parametrize("fmt", ["csv", "xlsx"])
+def test_booleans_and_nulls_are_written_as_the_rule_says(aws, conn, tenants, fmt):
+    from openpyxl import load_workbook
+
+    # Given membership types, one inactive, one named like a formula
+    a, _ = tenants
+    conn.execute("DELETE FROM membership_types WHERE workspace_id = %s", (a,))
+    conn.execute("INSERT INTO membership_types (workspace_id, name, annual_fee_minor, currency, active) VALUES "
+                 "(%s, 'Gold', 12000, 'EUR', true), (%s, '=Silver', 0, 'EUR', false)", (a, a))
+    query, _ = store.create_query(conn, workspace_id=a, name="Types", actor="alice", now=NOW, definition={
+        "entity": "membership_types", "columns": ["name", "annual_fee_minor", "active"], "sort": [{"column": "name"}]})
+    # When exported
+    export, _ = request(conn, a, query, fmt=fmt)
+    drain(aws)
+    data = body_of(aws, ex.get_export(conn, workspace_id=a, export_id=export.id).object_key)
+    # Then booleans are true/false in CSV and booleans in XLSX; money is integer minor units
+    if fmt == "csv":
+        assert data.decode().splitlines() == ["Name,Annual fee (minor units),Active", "'=Silver,0,false",
+                                              "Gold,12000,true"]
+    else:
+        rows = list(load_workbook(io.BytesIO(data)).active.iter_rows(values_only=True))
+        assert rows == [("Name", "Annual fee (minor units)", "Active"), ("=Silver", 0, False), ("Gold", 12000, True)]

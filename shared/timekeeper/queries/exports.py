@@ -46,12 +46,15 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import psycopg
+from psycopg import pq
+from psycopg.adapt import Loader
 from psycopg.rows import class_row, tuple_row
 from pydantic import BaseModel, ConfigDict
 
@@ -419,16 +422,33 @@ def csv_text(value: str) -> str:
     return "'" + value if value.startswith(FORMULA_PREFIXES) else value
 
 
+class _FormulaGuardLoader(Loader):
+    """Loads text (``text``, ``varchar``, ``char``) already made spreadsheet-safe (:func:`csv_text`)."""
+
+    def load(self, data: Any) -> str:
+        text = bytes(data).decode("utf-8")
+        return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _csv_loaders(cur: Any) -> None:
+    """Have ``cur`` return every value a CSV cell takes as is, as the server's text: UUIDs,
+    dates (ISO: the server's DateStyle is ISO) and integers without building Python
+    objects, and text formula-guarded; timestamps and booleans stay typed (converted by
+    :func:`_csv_converters`)."""
+    as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
+    for name in ("uuid", "date", "int2", "int4", "int8"):
+        cur.adapters.register_loader(name, as_text)
+    for name in ("text", "varchar", "bpchar"):
+        cur.adapters.register_loader(name, _FormulaGuardLoader)
+
+
 def _csv_converters(columns: tuple[Column, ...]) -> list[tuple[int, Callable[[Any], Any]]]:
     out: list[tuple[int, Callable[[Any], Any]]] = []
     for i, column in enumerate(columns):
-        if column.type is ColumnType.TEXT:
-            out.append((i, csv_text))
-        elif column.type is ColumnType.TIMESTAMP:
+        if column.type is ColumnType.TIMESTAMP:
             out.append((i, datetime.isoformat))
         elif column.type is ColumnType.BOOLEAN:
             out.append((i, lambda v: "true" if v else "false"))
-        # dates (str() is ISO), UUIDs (str() is canonical), integers: written as they are
     return out
 
 
@@ -445,11 +465,16 @@ def _xlsx_converters(columns: tuple[Column, ...],
     for i, column in enumerate(columns):
         if column.type in (ColumnType.TEXT, ColumnType.ENUM):
             out.append((i, text))
-        elif column.type in (ColumnType.DATE, ColumnType.TIMESTAMP):
-            out.append((i, lambda v: v.isoformat()))
-        elif column.type is ColumnType.UUID:
-            out.append((i, str))
+        elif column.type is ColumnType.TIMESTAMP:
+            out.append((i, datetime.isoformat))
     return out
+
+
+def _xlsx_loaders(cur: Any) -> None:
+    """UUIDs and dates as the server's text (ISO dates), without building Python objects."""
+    as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
+    for name in ("uuid", "date"):
+        cur.adapters.register_loader(name, as_text)
 
 
 def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Callable[[Any], Any]]],
@@ -469,15 +494,20 @@ def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Call
         yield out
 
 
-def _stream(conn: psycopg.Connection, compiled: CompiledQuery) -> Iterator[tuple[Any, ...]]:
-    """The compiled query's rows from a server-side cursor, in one READ ONLY REPEATABLE
-    READ transaction (held for as long as the iteration runs)."""
+@contextmanager
+def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
+            loaders: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """A server-side cursor over the compiled query's rows (tuples), inside one READ ONLY
+    REPEATABLE READ transaction held while the block runs; ``loaders(cursor)`` may change
+    how it loads values first."""
     with conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         with conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
             cur.itersize = ITERSIZE
+            if loaders is not None:
+                loaders(cur)
             cur.execute(compiled.statement, compiled.params)
-            yield from cur
+            yield cur
 
 
 def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path: str) -> int:
@@ -486,11 +516,18 @@ def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path
     fetched :data:`ITERSIZE` at a time and written as they come."""
     counter = [0]
     if fmt == "csv":
-        with open(path, "w", encoding="utf-8", newline="") as out:
+        converters = _csv_converters(compiled.columns)
+        with open(path, "w", encoding="utf-8", newline="", buffering=1 << 20) as out, \
+                _stream(conn, compiled, _csv_loaders) as cur:
             writer = csv.writer(out)
             writer.writerow(compiled.headers)
-            writer.writerows(_converted(_stream(conn, compiled), _csv_converters(compiled.columns), counter))
-        return counter[0]
+            if converters:
+                writer.writerows(_converted(cur, converters, counter))
+                return counter[0]
+            while rows := cur.fetchmany(ITERSIZE):  # every cell as loaded: the csv module's C loop alone
+                writer.writerows(rows)
+                counter[0] += len(rows)
+            return counter[0]
     if fmt == "xlsx":
         from openpyxl import Workbook
 
@@ -498,8 +535,9 @@ def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path
         sheet = workbook.create_sheet("Export")
         sheet.append(compiled.headers)
         converters = _xlsx_converters(compiled.columns, _text_cell_factory(sheet))
-        for row in _converted(_stream(conn, compiled), converters, counter):
-            sheet.append(row)
+        with _stream(conn, compiled, _xlsx_loaders) as cur:
+            for row in _converted(cur, converters, counter):
+                sheet.append(row)
         workbook.save(path)
         return counter[0]
     raise ValueError(f"unknown export format {fmt!r}")
