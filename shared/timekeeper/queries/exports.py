@@ -498,16 +498,26 @@ def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Call
 def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
             loaders: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """A server-side cursor over the compiled query's rows (tuples), inside one READ ONLY
-    REPEATABLE READ transaction held while the block runs; ``loaders(cursor)`` may change
-    how it loads values first."""
-    with conn.transaction():
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        with conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
-            cur.itersize = ITERSIZE
-            if loaders is not None:
-                loaders(cur)
-            cur.execute(compiled.statement, compiled.params)
-            yield cur
+    REPEATABLE READ transaction held while the block runs (``conn``'s own isolation level
+    and read-only setting are restored after); ``loaders(cursor)`` may change how it loads
+    values first."""
+    previous = (conn.isolation_level, conn.read_only)
+    # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET statement: RDS Proxy would pin)
+    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with conn.transaction():
+            # The cursor keeps PostgreSQL's fast-start planning (cursor_tuple_fraction 0.1):
+            # every FETCH stays a short statement under the workers' statement timeout,
+            # where a plan for all rows (a sort of the whole result) could make the first
+            # FETCH exceed it.
+            with conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
+                cur.itersize = ITERSIZE
+                if loaders is not None:
+                    loaders(cur)
+                cur.execute(compiled.statement, compiled.params)
+                yield cur
+    finally:
+        conn.isolation_level, conn.read_only = previous
 
 
 def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path: str) -> int:
