@@ -16,7 +16,8 @@ then runs ``run_export`` (stream rows through a server-side cursor into a tempor
 hash it, upload it with boto3's managed transfer, record the result) and reports the
 peak RSS growth over its starting RSS (VmHWM - VmRSS) and ``ru_maxrss``. Rows/s is data
 rows / the whole ``run_export`` wall time (upload included); the upload's own time is
-shown beside it.
+shown beside it, and the CPU seconds of the measured process and of its database backend
+(so a loaded machine's wait can be told from the work).
 
 The export's query: every invoice column (the member's name through the join), sorted
 by issue date. The plan: status = open, sorted by due date, limit 1000, on the 1M
@@ -45,7 +46,7 @@ sys.path[:0] = [str(ROOT / "shared"), str(ROOT)]
 import boto3  # noqa: E402
 import psycopg  # noqa: E402
 
-from benchmarks._bench import DATA_DIR, git_revision, load_average, table  # noqa: E402
+from benchmarks._bench import DATA_DIR, backend_cpu_s, git_revision, load_average, table  # noqa: E402
 from timekeeper.db.connection import connect  # noqa: E402
 from timekeeper.db.migrate import apply_migrations  # noqa: E402
 from timekeeper.local import embedded  # noqa: E402
@@ -210,13 +211,21 @@ def child(args: argparse.Namespace) -> None:
     conn = connect(args.url)
     workspace, export_id = uuid.UUID(args.workspace), uuid.UUID(args.export)
     conn.execute("SELECT 1")
+    backend = conn.info.backend_pid
+    server_cpu_before = backend_cpu_s(backend)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     rss_before = _status_kib("VmRSS")
     maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
     done = ex.run_export(conn, s3, BUCKET, workspace_id=workspace, export_id=export_id, now=NOW)
     seconds = time.monotonic() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    server_cpu_after = backend_cpu_s(backend)
     print(json.dumps({
+        "client_cpu_s": usage.ru_utime + usage.ru_stime - cpu_before,
+        "server_cpu_s": (server_cpu_after - server_cpu_before) if server_cpu_before is not None else None,
         "state": done.state, "rows": done.row_count, "bytes": done.byte_size, "seconds": seconds,
         "upload_s": s3.upload_s, "rss_before_kib": rss_before, "peak_growth_kib": _status_kib("VmHWM") - rss_before,
         "maxrss_before_kib": maxrss_before,
@@ -281,11 +290,14 @@ def main() -> None:
         moto.terminate()
         moto.wait(timeout=10)
     rows = [[r["format"].upper(), f"{r['size']:,}", f"{r['seconds']:.1f}", f"{r['upload_s']:.1f}",
-             f"{r['rows'] / r['seconds']:,.0f}", f"{r['bytes'] / 1e6:.1f}", f"{r['peak_growth_kib'] / 1024:.1f}",
+             f"{r['rows'] / r['seconds']:,.0f}", f"{r['rows'] / r['client_cpu_s']:,.0f}",
+             f"{r['client_cpu_s']:.1f} / {r['server_cpu_s'] or 0:.1f}",
+             f"{r['bytes'] / 1e6:.1f}", f"{r['peak_growth_kib'] / 1024:.1f}",
              f"{(r['maxrss_after_kib'] - r['maxrss_before_kib']) / 1024:.1f}",
              f"{r['load_before']:.2f} / {r['load_after']:.2f}"] for r in results]
     print()
-    print(table(["format", "rows", "run_export s", "upload s", "rows/s", "file MB", "peak RSS growth MB",
+    print(table(["format", "rows", "run_export s", "upload s", "rows/s", "rows per client CPU s",
+                 "CPU s client / server", "file MB", "peak RSS growth MB",
                  "ru_maxrss growth MB", "load avg before / after"], rows))
     target = Path(args.out or ROOT / "benchmarks" / "results" / f"exports-{date.today().isoformat()}.json")
     target.write_text(json.dumps({"revision": git_revision(), "plan": plan, "results": results}, indent=2) + "\n")
