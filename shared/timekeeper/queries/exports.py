@@ -432,7 +432,8 @@ class _FormulaGuardLoader(Loader):
 
 def _csv_loaders(cur: Any) -> None:
     """Have ``cur`` return every value a CSV cell takes as is, as the server's text: UUIDs,
-    dates (ISO: the server's DateStyle is ISO) and integers without building Python
+    dates (ISO: psycopg, and so every Timekeeper connection, needs the server's default
+    DateStyle ISO to load timestamps at all) and integers without building Python
     objects, and text formula-guarded; timestamps and booleans stay typed (converted by
     :func:`_csv_converters`)."""
     as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
