@@ -25,10 +25,12 @@ from infra.layer import SharedLayer
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
+from infra.renderer import ReportRendererResources
 from infra.settings import DeploymentConfig
+from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
-from timekeeper.topology import PIPELINES, WORK_QUEUES
+from timekeeper.topology import PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -72,12 +74,10 @@ class DataStack(Stack):
             CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
             CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
         CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
-        #: Export names the app stack imports the files bucket by (a fixed name it can name in
-        #: its IAM acknowledgments, unlike a generated cross-stack reference).
-        self.files_exports = (f"{self.stack_name}-FilesBucketArn", f"{self.stack_name}-FilesBucketName")
-        CfnOutput(self, "FilesBucketArnExport", value=self.files.bucket.bucket_arn, export_name=self.files_exports[0])
-        CfnOutput(self, "FilesBucketNameExport", value=self.files.bucket.bucket_name,
-                  export_name=self.files_exports[1])
+        # Exported under a name of our own, so the functions' grants on key prefixes of it
+        # (the renderer's reports/*) name one stable value their cdk-nag acknowledgments can cite.
+        self.files_bucket_arn_export = f"{self.stack_name}-FilesBucketArn"
+        CfnOutput(self, "FilesBucketArn", value=self.files.bucket.bucket_arn, export_name=self.files_bucket_arn_export)
         keep_provider_logs(self, config.log_retention)
 
     @property
@@ -89,7 +89,8 @@ class DataStack(Stack):
 class AppStack(Stack):
     """Stateless resources built from the topology: for every pipeline a rule, dispatcher,
     run queue, dead-letter queue, consumer and its alarms; for every work queue (exports) its
-    queue, dead-letter queue, consumer and alarms; the layer; the notification topic;
+    queue, dead-letter queue, consumer and alarms; the report renderer with its on-failure
+    queue; the layer; the notification topic;
     the HTTP API (when functions/api exists); the migration trigger (which runs before any
     rule, consumer or API function exists); the dashboard."""
 
@@ -109,13 +110,20 @@ class AppStack(Stack):
                               name_prefix=config.name_prefix)
             for pipeline in PIPELINES.values()
         ]
-        self.add_dependency(data)
+        self.snapshots = SnapshotResources(self, "Snapshots", pipeline=SNAPSHOTS, layer=self.layer, database=database,
+                                           log_retention=config.log_retention, environment=config.environment,
+                                           name_prefix=config.name_prefix)
+        self.renderer = ReportRendererResources(
+            self, "ReportRenderer", renderer=REPORT_RENDERER, layer=self.layer, database=database,
+            files_bucket_name=data.files_bucket.bucket_name,
+            files_bucket_arn_export=data.files_bucket_arn_export,
+            log_retention=config.log_retention, name_prefix=config.name_prefix)
         files = s3.Bucket.from_bucket_attributes(self, "FilesBucket",
-                                                 bucket_arn=Fn.import_value(data.files_exports[0]),
-                                                 bucket_name=Fn.import_value(data.files_exports[1]))
+                                                 bucket_arn=Fn.import_value(data.files_bucket_arn_export),
+                                                 bucket_name=data.files_bucket.bucket_name)
         self.work_queues = [
             WorkQueueResources(self, f"WorkQueue-{queue.name}", work_queue=queue, layer=self.layer,
-                               database=database, files_bucket=files, files_arn_export=data.files_exports[0],
+                               database=database, files_bucket=files, files_arn_export=data.files_bucket_arn_export,
                                log_retention=config.log_retention, name_prefix=config.name_prefix)
             for queue in WORK_QUEUES.values()
         ]
@@ -126,11 +134,13 @@ class AppStack(Stack):
                                authorizer_function_arn=config.authorizer_function_arn,
                                manage_account_role=config.manage_api_gateway_account,
                                name_prefix=config.name_prefix, work_queues=self.work_queues,
-                               files_bucket=files, files_arn_export=data.files_exports[0])
+                               files_bucket=files, files_arn_export=data.files_bucket_arn_export)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
+            self.renderer.connect_caller(self.api.function, downloads=True)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
-                                     name_prefix=config.name_prefix, work_queues=self.work_queues)
+                                     name_prefix=config.name_prefix, snapshots=self.snapshots,
+                                     renderer=self.renderer, work_queues=self.work_queues)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
@@ -139,6 +149,7 @@ class AppStack(Stack):
         for queue_resources in self.work_queues:
             CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
                       value=queue_resources.queues.dead_letter_queue.queue_url)
+        CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",
@@ -163,6 +174,7 @@ class AppStack(Stack):
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
                                *[r.consumer for r in self.work_queues],
+                               *self.snapshots.rules, self.snapshots.job, self.renderer.function,
                                *([self.api.function] if self.api else []))
         return migrate
 

@@ -79,8 +79,8 @@ def app(api_conn, publisher, clock_now, aws):
     """The resolver with the real exports publisher and S3 client (moto)."""
     return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
                                   registry=runtime.registry, now=lambda: clock_now["now"],
-                                  export_publisher=runtime.export_publisher, object_store=runtime.s3_client,
-                                  files_bucket=runtime.files_bucket))
+                                  export_publisher=runtime.export_publisher,
+                                  files=lambda: (runtime.s3_client(), runtime.files_bucket())))
 
 
 def who(user: str, workspace: UUID, roles: str = "queries:read") -> Caller:

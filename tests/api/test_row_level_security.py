@@ -29,7 +29,7 @@ def two_workspaces(conn):
         ws = uuid.uuid4()
         row = service.create_schedule(conn, workspace_id=ws, owner="accounting", work_kind="reconciliation.sweep",
                                       recurrence=HOURLY, actor="t", now=NOW - timedelta(hours=2))
-        out[label] = (ws, row["id"])
+        out[label] = (ws, row.id)
     return out
 
 
@@ -104,7 +104,7 @@ def test_the_api_connection_applies_the_entered_workspace_to_every_transaction(d
             after = conn.execute("SELECT count(*) AS n FROM schedules").fetchone()["n"]
     finally:
         conn.close()
-    assert ids == [schedule_a] and [r["id"] for r in page.rows] == [schedule_a] and after == 0
+    assert ids == [schedule_a] and [r.id for r in page.rows] == [schedule_a] and after == 0
 
 
 def test_the_owner_connection_still_dispatches_every_workspace(db_url, two_workspaces):

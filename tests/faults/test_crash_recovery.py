@@ -160,9 +160,9 @@ def test_every_due_occurrence_ends_with_exactly_one_terminal_run(fault_db, utc, 
         minute += 1
     # Then every occurrence due in the window has exactly one run, and it is terminal
     for s in schedules:
-        due = [o.at for o in next_occurrences(s["recurrence"], start, 50) if o.at <= end]
+        due = [o.at for o in next_occurrences(s.recurrence, start, 50) if o.at <= end]
         runs = conn.execute("SELECT occurrence_at, state FROM schedule_runs WHERE schedule_id = %s "
-                            "AND occurrence_at <= %s ORDER BY occurrence_at", (s["id"], end)).fetchall()
+                            "AND occurrence_at <= %s ORDER BY occurrence_at", (s.id, end)).fetchall()
         assert [r["occurrence_at"] for r in runs] == due
         assert all(r["state"] in ("succeeded", "failed") for r in runs), runs
     assert len(due) == 6  # 6 hours, one of them shortened by the spring gap
@@ -205,4 +205,4 @@ def test_a_run_abandoned_mid_handler_whose_message_was_dead_lettered_is_reoffere
     assert result.action == "settled"
     row = conn.execute("SELECT state, attempts FROM schedule_runs WHERE id = %s", (message.body.run_id,)).fetchone()
     assert (row["state"], row["attempts"]) == ("succeeded", 2)
-    assert schedule["id"] == message.body.schedule_id
+    assert schedule.id == message.body.schedule_id

@@ -101,7 +101,7 @@ def schedule_run(conn: psycopg.Connection, run: RunSpec) -> RunMessage:
         now=at - timedelta(minutes=1))
     publisher = ListPublisher()
     dispatch(conn, owner=OWNER, now=run.now, publisher=publisher, registry=accounting_registry())
-    (message,) = [m for m in publisher.sent if m.schedule_id == schedule["id"]]
+    (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return message
 
 

@@ -57,10 +57,10 @@ def test_a_year_behind_every_minute_schedules_in_dst_zones_get_exact_counts(fres
     skipped = (utc(2027, 1, 1) - utc(2026, 1, 1, 0, 1)) // timedelta(minutes=1)
     assert report.runs_created == len(ZONES) and report.backlog_skipped == skipped * len(ZONES)
     for schedule in schedules:
-        run = run_of(fresh, schedule["id"])
+        run = run_of(fresh, schedule.id)
         assert run["occurrence_at"] == utc(2027, 1, 1)
         assert (run["skipped_backlog"], run["first_skipped_at"]) == (skipped, utc(2026, 1, 1, 0, 1))
-        detail = backlog_event(fresh, schedule["id"])
+        detail = backlog_event(fresh, schedule.id)
         assert detail["count"] == skipped and "count_is_lower_bound" not in detail
 
 
@@ -77,9 +77,9 @@ def test_three_years_behind_wall_time_rules_count_what_the_iterator_yields(fresh
     now = utc(2027, 1, 1, 12)
     dispatch(fresh, owner=OWNER, now=now, publisher=ListPublisher())
     # Then the run and the count are those of walking every occurrence one by one
-    walked = list(takewhile(lambda o: o.at <= now, parse_rule(rule).occurrences_after(schedule["next_due_at"]
+    walked = list(takewhile(lambda o: o.at <= now, parse_rule(rule).occurrences_after(schedule.next_due_at
                                                                                      - timedelta(microseconds=1))))
-    run = run_of(fresh, schedule["id"])
+    run = run_of(fresh, schedule.id)
     assert run["occurrence_at"] == walked[-1].at and run["dst_shifted"] == walked[-1].shifted
     assert run["skipped_backlog"] == len(walked) - 1 and run["first_skipped_at"] == walked[0].at
 
@@ -89,9 +89,9 @@ def test_a_backlog_beyond_the_count_horizon_records_a_lower_bound(fresh, utc):
     schedule = make(fresh, utc(2001, 1, 1), {"cron": "0 * * * *", "timezone": "Europe/London"})
     dispatch(fresh, owner=OWNER, now=utc(2027, 1, 1, 0, 30), publisher=ListPublisher())
     # Then it runs once for the latest hour, and the event says the count is a lower bound
-    run = run_of(fresh, schedule["id"])
+    run = run_of(fresh, schedule.id)
     assert run["occurrence_at"] == utc(2027, 1, 1)
-    detail = backlog_event(fresh, schedule["id"])
+    detail = backlog_event(fresh, schedule.id)
     assert detail["count_is_lower_bound"] is True
     assert COUNT_HORIZON.days * 24 - 1 <= detail["count"] == run["skipped_backlog"] < 26 * 366 * 24
     assert detail["first_skipped_at"] == "2001-01-01T01:00:00+00:00"
@@ -117,7 +117,7 @@ def test_an_occurrence_older_than_half_the_short_gap_to_the_next_is_stale(fresh,
     # When the claim comes at 09:45
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 9, 45), publisher=ListPublisher(), registry=registry)
     # Then the 09:00 delivery is skipped as stale (the average 12-hour period would have run it)
-    run = run_of(fresh, schedule["id"])
+    run = run_of(fresh, schedule.id)
     assert (run["occurrence_at"], run["state"]) == (utc(2027, 1, 4, 9), "skipped")
     assert report.stale_skipped == 1
 
@@ -129,7 +129,7 @@ def test_an_occurrence_within_half_the_long_gap_to_the_next_still_runs(fresh, ut
     publisher = ListPublisher()
     dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 17), publisher=publisher, registry=registry)
     # Then it still runs (the average period's 6-hour bound would have skipped it)
-    run = run_of(fresh, schedule["id"])
+    run = run_of(fresh, schedule.id)
     assert (run["occurrence_at"], run["state"]) == (utc(2027, 1, 4, 10), "queued")
     assert [m.run_id for m in publisher.sent] == [run["id"]]
 
@@ -139,4 +139,4 @@ def test_staleness_never_exceeds_twelve_hours(fresh, utc, registry):
     schedule = make(fresh, utc(2027, 1, 3), {"cron": "0 9 * * 1", "timezone": "UTC"}, kind="report.send")
     dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 22), publisher=ListPublisher(), registry=registry)
     # Then it is stale: the bound is min(24 h, 3.5 days, 12 h)
-    assert run_of(fresh, schedule["id"])["state"] == "skipped"
+    assert run_of(fresh, schedule.id)["state"] == "skipped"

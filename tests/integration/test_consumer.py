@@ -73,7 +73,7 @@ def due_run(conn, now, kind="test.work", rule=HOURLY, schedule=None):
                                            recurrence=rule, actor="owner-1", now=now - timedelta(minutes=30))
     publisher = ListPublisher()
     dispatch(conn, owner=OWNER, now=now, publisher=publisher)
-    (message,) = [m for m in publisher.sent if m.schedule_id == schedule["id"]]
+    (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return schedule, message
 
 
@@ -231,11 +231,11 @@ def test_five_consecutive_failures_pause_and_a_success_in_between_resets(world, 
     # Given an hourly schedule that fails four times, succeeds once, then fails four times
     start = utc(2027, 1, 4, 10, 0)
     schedule = fail_hours(world, kinds, None, start, 4)
-    assert schedule_row(world, schedule["id"])["consecutive_failures"] == 4
+    assert schedule_row(world, schedule.id)["consecutive_failures"] == 4
     fail_hours(world, kinds, schedule, start + timedelta(hours=4), 1, behaviour="succeed")
-    assert schedule_row(world, schedule["id"])["consecutive_failures"] == 0
+    assert schedule_row(world, schedule.id)["consecutive_failures"] == 0
     fail_hours(world, kinds, schedule, start + timedelta(hours=5), 4)
-    row = schedule_row(world, schedule["id"])
+    row = schedule_row(world, schedule.id)
     assert (row["status"], row["consecutive_failures"]) == ("active", 4)
     # When the fifth failure in a row is recorded
     metrics = MetricsRecorder()
@@ -245,11 +245,11 @@ def test_five_consecutive_failures_pause_and_a_success_in_between_resets(world, 
     process_run(world, message, receive_count=1, now=now, registry=kinds.registry, settings=SETTINGS,
                 metrics=metrics)
     # Then the schedule is paused with the reason, an event, a metric and a notice
-    row = schedule_row(world, schedule["id"])
+    row = schedule_row(world, schedule.id)
     assert (row["status"], row["pause_reason"], row["next_due_at"]) == ("paused", "consecutive_failures", None)
     assert metrics.get("ScheduleAutoPaused") == 1
     paused = world.execute("SELECT * FROM schedule_events WHERE schedule_id = %s AND kind = 'paused'",
-                           (schedule["id"],)).fetchall()
+                           (schedule.id,)).fetchall()
     assert len(paused) == 1 and paused[0]["reason"] == "consecutive_failures"
     notifier = ListNotifier()
     notifier.failing = True
@@ -268,26 +268,26 @@ def test_manual_failures_neither_count_nor_pause_and_manual_success_resets(world
     # When "Run now" fails twice
     for i in range(2):
         publisher = ListPublisher()
-        run_id, _ = service.run_now(world, workspace_id=schedule["workspace_id"], schedule_id=schedule["id"],
+        run_id, _ = service.run_now(world, workspace_id=schedule.workspace_id, schedule_id=schedule.id,
                                     actor="clicker", now=now + timedelta(minutes=i), publisher=publisher)
         process_run(world, publisher.sent[0], receive_count=1, now=now, registry=kinds.registry, settings=SETTINGS)
         assert run_row(world, run_id)["state"] == "failed"
     # Then the streak is unchanged and the schedule still active
-    row = schedule_row(world, schedule["id"])
+    row = schedule_row(world, schedule.id)
     assert (row["status"], row["consecutive_failures"]) == ("active", 4)
     # And a manual success resets the streak
     kinds.behaviour = "succeed"
     publisher = ListPublisher()
-    service.run_now(world, workspace_id=schedule["workspace_id"], schedule_id=schedule["id"], actor="clicker",
+    service.run_now(world, workspace_id=schedule.workspace_id, schedule_id=schedule.id, actor="clicker",
                     now=now, publisher=publisher)
     process_run(world, publisher.sent[0], receive_count=1, now=now, registry=kinds.registry, settings=SETTINGS)
-    assert schedule_row(world, schedule["id"])["consecutive_failures"] == 0
+    assert schedule_row(world, schedule.id)["consecutive_failures"] == 0
 
 
 def test_an_automatic_refusal_with_a_pause_reason_pauses_at_once(world, kinds, utc):
     kinds.behaviour = "refuse_access"
     schedule = fail_hours(world, kinds, None, utc(2027, 1, 4, 10, 0), 1, behaviour="refuse_access")
-    row = schedule_row(world, schedule["id"])
+    row = schedule_row(world, schedule.id)
     assert (row["status"], row["pause_reason"]) == ("paused", "source_access_lost")
 
 
@@ -295,13 +295,13 @@ def test_resume_does_not_flood_the_backlog(world, kinds, utc):
     # Given a schedule paused by five failures at 14:00
     start = utc(2027, 1, 4, 10, 0)
     schedule = fail_hours(world, kinds, None, start, 5)
-    assert schedule_row(world, schedule["id"])["status"] == "paused"
+    assert schedule_row(world, schedule.id)["status"] == "paused"
     # When the owner resumes it two days later at 09:10
     resumed_at = utc(2027, 1, 6, 9, 10)
-    row = service.resume_schedule(world, workspace_id=schedule["workspace_id"], schedule_id=schedule["id"],
+    row = service.resume_schedule(world, workspace_id=schedule.workspace_id, schedule_id=schedule.id,
                                   actor="owner-1", now=resumed_at)
     # Then the streak resets and the next due instant is the next occurrence after now
-    assert (row["status"], row["consecutive_failures"], row["next_due_at"]) == ("active", 0, utc(2027, 1, 6, 10))
+    assert (row.status, row.consecutive_failures, row.next_due_at) == ("active", 0, utc(2027, 1, 6, 10))
     publisher = ListPublisher()
     report = dispatch(world, owner=OWNER, now=resumed_at + timedelta(minutes=1), publisher=publisher)
     assert report.claimed == 0 and publisher.sent == []
@@ -317,7 +317,7 @@ def test_concurrent_settlements_of_one_schedule_never_lose_a_failure(db_url, wor
     schedule, first = due_run(world, start)
     dispatch(world, owner=OWNER, now=start + timedelta(minutes=5, hours=1), publisher=ListPublisher())
     second = world.execute("SELECT id AS run_id FROM schedule_runs WHERE schedule_id = %s AND id <> %s",
-                           (schedule["id"], first.run_id)).fetchone()
+                           (schedule.id, first.run_id)).fetchone()
     other = connect(db_url)
     done = threading.Event()
     # When both settle failed at the same time (the second waits on the first's lock)
@@ -338,4 +338,4 @@ def test_concurrent_settlements_of_one_schedule_never_lose_a_failure(db_url, wor
         other.close()
     # Then the streak counts both
     assert done.is_set()
-    assert schedule_row(world, schedule["id"])["consecutive_failures"] == 2
+    assert schedule_row(world, schedule.id)["consecutive_failures"] == 2

@@ -36,18 +36,18 @@ def test_three_hours_of_silence_give_one_run_for_the_latest_occurrence(fresh, ut
     publisher = ListPublisher()
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 12, 10), publisher=publisher)
     # Then one run exists, for 12:00, recording the 10:00 and 11:00 occurrences skipped
-    runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchall()
+    runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchall()
     assert len(runs) == 1
     assert runs[0]["occurrence_at"] == utc(2027, 1, 4, 12, 0)
     assert runs[0]["skipped_backlog"] == 2
     assert runs[0]["first_skipped_at"] == utc(2027, 1, 4, 10, 0)
     assert report.backlog_skipped == 2
     # And the next due instant is in the future
-    row = fresh.execute("SELECT next_due_at FROM schedules WHERE id = %s", (schedule["id"],)).fetchone()
+    row = fresh.execute("SELECT next_due_at FROM schedules WHERE id = %s", (schedule.id,)).fetchone()
     assert row["next_due_at"] == utc(2027, 1, 4, 13, 0)
     # And the misfire is one history event with the count and the instants
     events = fresh.execute("SELECT kind, detail FROM schedule_events WHERE schedule_id = %s AND kind = "
-                           "'backlog_skipped'", (schedule["id"],)).fetchall()
+                           "'backlog_skipped'", (schedule.id,)).fetchall()
     assert len(events) == 1 and events[0]["detail"]["count"] == 2
     assert [m.run_id for m in publisher.sent] == [runs[0]["id"]]
 
@@ -65,7 +65,7 @@ def test_only_the_owners_schedules_are_claimed(fresh, utc):
     mine = make(fresh, utc(2027, 1, 4, 9, 30))
     publisher = ListPublisher()
     dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=publisher)
-    assert [m.schedule_id for m in publisher.sent] == [mine["id"]]
+    assert [m.schedule_id for m in publisher.sent] == [mine.id]
 
 
 def test_450_due_schedules_are_all_claimed_in_one_invocation(fresh, utc):
@@ -123,7 +123,7 @@ def test_a_refused_publish_is_released_and_published_by_the_next_pass(fresh, utc
     refusing = ListPublisher(refuse_all=True)
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=refusing)
     assert report.refused == 1 and refusing.sent == []
-    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchone()
+    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert run["offered_at"] is None and run["released_at"] is not None
     # When the next pass runs with a working queue
     working = ListPublisher()
@@ -146,7 +146,7 @@ def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=publisher,
                       reoffer_after=timedelta(minutes=15))
     # Then it publishes the stranded run at once, and records the publication
-    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchone()
+    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert report.reoffered == 1 and [m.run_id for m in publisher.sent] == [run["id"]]
     assert (run["offer_count"], run["publish_count"]) == (2, 1)
     assert run["published_at"] == utc(2027, 1, 4, 10, 1)
@@ -168,7 +168,7 @@ def test_a_published_run_that_never_started_waits_for_reoffer_after(fresh, utc):
                       reoffer_after=timedelta(minutes=15))
     # Then only the later one offers it again (the queue may still deliver the first message)
     assert early.sent == []
-    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule["id"],)).fetchone()
+    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert report.reoffered == 1 and [m.run_id for m in late.sent] == [run["id"]]
     assert (run["offer_count"], run["publish_count"]) == (2, 2)
 
@@ -185,12 +185,12 @@ def test_a_run_offered_the_bounded_number_of_times_settles_failed_and_counts(fre
     report = dispatch(fresh, owner=OWNER, now=now, publisher=publisher, reoffer_after=timedelta(minutes=15))
     # Then it is not offered a fourth time but settled failed, and the failure counts in the streak
     runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s AND occurrence_at = %s",
-                         (schedule["id"], utc(2027, 1, 4, 10, 0))).fetchall()
+                         (schedule.id, utc(2027, 1, 4, 10, 0))).fetchall()
     assert [(r["state"], r["outcome_code"], r["publish_count"]) for r in runs] == [
         ("failed", "offers_exhausted", 3)]
     assert report.exhausted == 1 and runs[0]["id"] not in {m.run_id for m in publisher.sent}
     assert fresh.execute("SELECT consecutive_failures FROM schedules WHERE id = %s",
-                         (schedule["id"],)).fetchone()["consecutive_failures"] == 1
+                         (schedule.id,)).fetchone()["consecutive_failures"] == 1
 
 
 def test_an_invalid_definition_pauses_its_schedule_and_the_rest_are_claimed(fresh, utc):
@@ -198,18 +198,18 @@ def test_an_invalid_definition_pauses_its_schedule_and_the_rest_are_claimed(fres
     broken = make(fresh, utc(2027, 1, 4, 9, 30))
     good = make(fresh, utc(2027, 1, 4, 9, 30))
     fresh.execute("""UPDATE schedules SET recurrence = '{"cron": "61 * * * *", "timezone": "UTC"}'
-                     WHERE id = %s""", (broken["id"],))
+                     WHERE id = %s""", (broken.id,))
     # When the dispatcher passes
     publisher = ListPublisher()
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=publisher)
     # Then the broken one is paused with the reason and the good one is claimed
     row = fresh.execute("SELECT status, pause_reason, next_due_at FROM schedules WHERE id = %s",
-                        (broken["id"],)).fetchone()
+                        (broken.id,)).fetchone()
     assert (row["status"], row["pause_reason"], row["next_due_at"]) == ("paused", "definition_invalid", None)
     assert report.paused_invalid == 1
-    assert [m.schedule_id for m in publisher.sent] == [good["id"]]
+    assert [m.schedule_id for m in publisher.sent] == [good.id]
     event = fresh.execute("SELECT detail FROM schedule_events WHERE schedule_id = %s AND kind = "
-                          "'definition_invalid'", (broken["id"],)).fetchone()
+                          "'definition_invalid'", (broken.id,)).fetchone()
     assert event["detail"]["field"] == "cron"
 
 
@@ -217,7 +217,7 @@ def test_a_dst_gap_occurrence_keeps_its_local_date(fresh, utc):
     # Given a daily 02:30 New York schedule
     schedule = make(fresh, utc(2027, 3, 13, 12, 0), rule={"calendar": {"frequency": "daily", "times": ["02:30"]},
                                                         "timezone": "America/New_York"})
-    assert schedule["next_due_at"] == utc(2027, 3, 14, 7, 30)
+    assert schedule.next_due_at == utc(2027, 3, 14, 7, 30)
     # When the dispatcher passes at 07:30 UTC on the day clocks jump
     dispatch(fresh, owner=OWNER, now=utc(2027, 3, 14, 7, 30), publisher=ListPublisher())
     run = fresh.execute("SELECT occurrence_at, occurrence_local, dst_shifted FROM schedule_runs").fetchone()

@@ -396,6 +396,7 @@ def test_a_storage_fault_is_retried_and_the_final_receive_settles_the_export_fai
     a, _ = tenants
     export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
     monkeypatch.setenv("FILES_BUCKET", "no-such-bucket")
+    runtime.reset()  # the runtime reads its settings once
     body = {"export_id": str(export.id), "workspace_id": str(a)}
     # When the first receive fails, then its item fails (retry) and the export waits
     first = invoke("export_consumer", sqs_event(body, receive_count=1))

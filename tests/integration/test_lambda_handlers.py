@@ -65,7 +65,7 @@ def test_dispatcher_handler_publishes_claimed_runs_to_the_queue(aws, conn, utc):
     assert result["claimed"] == 1 and result["published"] == 1
     (message,) = receive_all(aws["sqs"], aws["queue"].url)
     body = RunMessage.model_validate_json(message["Body"])
-    assert body.schedule_id == schedule["id"]
+    assert body.schedule_id == schedule.id
 
 
 def test_a_malformed_message_fails_only_its_own_batch_item(aws, conn, utc):

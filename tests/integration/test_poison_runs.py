@@ -96,7 +96,7 @@ def test_a_run_that_kills_its_consumer_on_every_receive_settles_attempts_exhaust
     assert (run["state"], run["outcome_code"]) == ("failed", "attempts_exhausted")
     assert message.run_id not in {m.run_id for m in again.sent} and report.exhausted == 1
     streak = world.execute("SELECT consecutive_failures FROM schedules WHERE id = %s",
-                           (owner_schedule["id"],)).fetchone()["consecutive_failures"]
+                           (owner_schedule.id,)).fetchone()["consecutive_failures"]
     assert streak == 1
     # And a late duplicate of its message changes nothing
     script.next = "S"
@@ -132,7 +132,7 @@ def test_kills_count_in_the_failure_streak_and_pause_the_schedule(world, utc):
     for outcome in "FFFSFFKFF":
         publisher = ListPublisher()
         dispatch(world, owner=OWNER, now=now, publisher=publisher)
-        fresh = [m for m in publisher.sent if m.schedule_id == owner_schedule["id"]]
+        fresh = [m for m in publisher.sent if m.schedule_id == owner_schedule.id]
         message = next(m for m in fresh if world.execute(
             "SELECT state FROM schedule_runs WHERE id = %s", (m.run_id,)).fetchone()["state"] == "queued")
         if outcome == "K":
@@ -145,12 +145,12 @@ def test_kills_count_in_the_failure_streak_and_pause_the_schedule(world, utc):
     dispatch(world, owner=OWNER, now=now, publisher=ListPublisher())
     # Then the killed run counted as a failure: five in a row since the success paused the schedule
     row = world.execute("SELECT status, pause_reason, consecutive_failures FROM schedules WHERE id = %s",
-                        (owner_schedule["id"],)).fetchone()
+                        (owner_schedule.id,)).fetchone()
     assert (row["status"], row["pause_reason"], row["consecutive_failures"]) == (
         "paused", "consecutive_failures", 5)
     outcomes = [r["outcome_code"] for r in world.execute(
         "SELECT outcome_code FROM schedule_runs WHERE schedule_id = %s ORDER BY occurrence_at",
-        (owner_schedule["id"],)).fetchall()]
+        (owner_schedule.id,)).fetchall()]
     assert outcomes.count("attempts_exhausted") == 1
 
 

@@ -14,9 +14,9 @@ from uuid import UUID
 import psycopg
 from dateutil.relativedelta import relativedelta
 
-from timekeeper.accounting._rows import execute, fetch_all, fetch_one
 from timekeeper.accounting.models import BillingPlan, DraftInvoice, NotFound
 from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_all, fetch_one
 
 #: A plan is prepared when its next billing date is at most this many days after the
 #: occurrence's local date.

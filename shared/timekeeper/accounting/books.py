@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import psycopg
 from dateutil.relativedelta import relativedelta
 
-from timekeeper.accounting._rows import execute, fetch_all, fetch_one, money, utc_now
+from timekeeper.accounting._rows import money, utc_now
 from timekeeper.accounting.models import (
     AccountingError,
     BankLine,
@@ -34,6 +34,7 @@ from timekeeper.accounting.models import (
     RecurringBatch,
 )
 from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_all, fetch_one
 
 FREQUENCIES = ("weekly", "monthly", "quarterly")
 

@@ -33,10 +33,11 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from timekeeper.accounting._rows import execute, fetch_one, fetch_value, utc_now
+from timekeeper.accounting._rows import utc_now
 from timekeeper.accounting.books import get_batch, list_entries, lock_batch
 from timekeeper.accounting.models import Batch, BatchNotClosed, LedgerEntry, NotFound, PostingError, PostingJob
 from timekeeper.db import load_queries, set_tenant
+from timekeeper.db.rows import execute, fetch_one, fetch_value
 
 #: ``hook(conn, batch, entries)`` runs in the posting transaction; raising fails the job.
 PostingHook = Callable[[psycopg.Connection, Batch, list[LedgerEntry]], None]

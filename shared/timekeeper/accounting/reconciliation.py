@@ -17,9 +17,9 @@ from uuid import UUID
 
 import psycopg
 
-from timekeeper.accounting._rows import execute, fetch_all, fetch_value
 from timekeeper.accounting.models import BankLine, LedgerEntry
 from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_all, fetch_value
 
 #: Days either side of the booking date within which an entry date may match.
 DEFAULT_WINDOW_DAYS = 3

@@ -23,8 +23,17 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
-``queries:read``      export a saved query, read one's own exports (plus the access rule)
+``queries:read``      list and read saved queries and their versions, the catalogue; export a
+                      saved query and read one's own exports
+``queries:write``     create a saved query, add a version, delete
+``queries:admin``     both queries roles
+``reports:read``      list reports, read one, request a render and read it
+``reports:write``     create and edit reports (and everything reports:read allows)
 ====================  ===============================================================
+
+The roles say what the TOKEN allows. Routes over platform data (saved queries, reports)
+then also apply the access rule of :mod:`timekeeper.platform.access` in the database: what
+the person may do now (an active user, a current member whose membership roles grant it).
 """
 
 from __future__ import annotations
@@ -40,9 +49,11 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
-#: Saved queries and their exports: the claims role; the access rule
-#: (:mod:`timekeeper.platform.access`) is asked as well for the caller.
 QUERIES_READ = "queries:read"
+QUERIES_WRITE = "queries:write"
+QUERIES_ADMIN = "queries:admin"
+REPORTS_READ = "reports:read"
+REPORTS_WRITE = "reports:write"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -51,7 +62,15 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
     QUERIES_READ: frozenset({QUERIES_READ}),
+    QUERIES_WRITE: frozenset({QUERIES_WRITE}),
+    QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
+    REPORTS_READ: frozenset({REPORTS_READ}),
+    REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
 }
+
+#: The role that allows every permission of a family (named in 403 messages).
+_ADMIN_OF: dict[str, str] = {READ: ADMIN, WRITE: ADMIN, RUN: ADMIN,
+                             QUERIES_READ: QUERIES_ADMIN, QUERIES_WRITE: QUERIES_ADMIN}
 
 _MAX_USER_ID = 200
 
@@ -75,7 +94,8 @@ class Identity:
     def require(self, permission: str) -> None:
         """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
         if permission not in self.permissions:
-            raise ApiError(403, FORBIDDEN, f"this action needs the role {permission} (or {ADMIN})")
+            raise ApiError(403, FORBIDDEN,
+                           f"this action needs the role {permission} (or {_ADMIN_OF.get(permission, ADMIN)})")
 
 
 def _roles(value: Any) -> frozenset[str]:

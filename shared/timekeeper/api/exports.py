@@ -38,7 +38,6 @@ from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
 from timekeeper.queries import exports as ex
 from timekeeper.queries.definition import InvalidDefinition
-from timekeeper.queries.store import QueryNotFound
 from timekeeper.topology import EXPORTS
 
 #: How long a download link lives (seconds): long enough to start the download, short
@@ -102,22 +101,20 @@ def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
             for code in codes}
 
 
+def _required(adapter: Callable[[], Any] | None) -> Callable[[], Any]:
+    if adapter is None:
+        raise RuntimeError("the export routes' adapters are not configured")
+    return adapter
+
+
 def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[str], Callable[..., Any]],
                       adapters: Any) -> None:
     """Register the export routes on ``app`` with ``route`` (the app's route recorder) and
     ``scope_for`` (the workspace scope dependency of a claims role). ``adapters`` gives
-    ``export_publisher()``, ``object_store()`` (an S3 client) and ``files_bucket()``."""
+    ``export_publisher()`` and ``files()`` (an S3 client and the files bucket). The access
+    rule's refusals (403 with the reason, 404 ``not_found``) and unknown queries (404) are
+    answered by the app's own handlers (:mod:`timekeeper.api.errors`)."""
     reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
-
-    @app.exception_handler(access.AccessDenied)
-    def _denied(error: access.AccessDenied) -> Response:
-        if error.reason == access.NOT_FOUND:
-            return error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query in this workspace")
-        return error_response(HTTPStatus.FORBIDDEN, error.reason, f"the access rule refuses: {error.reason}")
-
-    @app.exception_handler(QueryNotFound)
-    def _query_not_found(_: QueryNotFound) -> Response:
-        return error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query or version in this workspace")
 
     @app.exception_handler(ex.ExportNotFound)
     def _export_not_found(_: ex.ExportNotFound) -> Response:
@@ -144,7 +141,7 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
             export, created = ex.request_export(
                 scope.conn, workspace_id=scope.workspace_id, query_id=query_id, version=body.version,
                 format=body.format, requested_by=scope.identity.user_id, idempotency_key=idempotency_key,
-                now=scope.now, publisher=adapters.export_publisher())
+                now=scope.now, publisher=_required(adapters.export_publisher)())
         return Response(status_code=HTTPStatus.ACCEPTED if created else HTTPStatus.OK,
                         content_type=content_types.APPLICATION_JSON,
                         body=export_out(export, created=created), headers={"Location": f"/exports/{export.id}"})
@@ -162,13 +159,14 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
             access.require(decision, "read exports")
             export = ex.get_export(conn, workspace_id=scope.workspace_id, export_id=export_id, requested_by=user)
             if export.state == "queued" and export.published_at is None:
-                ex.reoffer_exports(conn, adapters.export_publisher(), now=scope.now,
+                ex.reoffer_exports(conn, _required(adapters.export_publisher)(), now=scope.now,
                                    older_than=EXPORTS.reoffer_after, workspace_id=scope.workspace_id,
                                    export_id=export.id, limit=1)
         if export.state != "succeeded" or export.object_key is None:
             return export_out(export)
-        url = adapters.object_store().generate_presigned_url(
+        s3, bucket = _required(adapters.files)()
+        url = s3.generate_presigned_url(
             "get_object", ExpiresIn=DOWNLOAD_URL_TTL_S,
-            Params={"Bucket": adapters.files_bucket(), "Key": export.object_key,
+            Params={"Bucket": bucket, "Key": export.object_key,
                     "ResponseContentDisposition": f'attachment; filename="{ex.file_name(export)}"'})
         return export_out(export, url=url, expires_at=scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S))

@@ -12,6 +12,7 @@ same models.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from datetime import UTC, date, datetime, timedelta
 from typing import Annotated, Any, Literal, Union
 from uuid import UUID
@@ -29,8 +30,8 @@ from pydantic import (
 )
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
+from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun
 from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule, rule_json_schema
-from timekeeper.schedules.service import ScheduleDetails
 from timekeeper.topology import PIPELINES
 
 #: Text without NUL characters (PostgreSQL text cannot hold them).
@@ -264,17 +265,23 @@ def _warnings(recurrence: dict[str, Any]) -> list[str]:
         return ["the saved rule no longer validates"]
 
 
-def schedule_out(row: dict[str, Any]) -> ScheduleOut:
-    """A ``schedules`` row (dict) as :class:`ScheduleOut`."""
-    return ScheduleOut.model_validate({**row, "warnings": _warnings(row["recurrence"])})
+def _fields(row: Any) -> dict[str, Any]:
+    """A row dataclass's fields as a dict (shallow: JSON columns are not copied)."""
+    return {f.name: getattr(row, f.name) for f in fields(row)}
 
 
-def run_out(row: dict[str, Any]) -> RunOut:
-    """A ``schedule_runs`` row as :class:`RunOut`. The text of an unexpected fault is kept
-    out of responses (it may quote SQL or values); refusals are owner-facing and shown."""
-    data = dict(row)
-    data["occurrence_local"] = row["occurrence_local"].isoformat(timespec="seconds")
-    if row.get("outcome_code") == "unexpected_error" or (row.get("error") and not row.get("outcome_code")):
+def schedule_out(row: Schedule) -> ScheduleOut:
+    """A :class:`~timekeeper.schedules.models.Schedule` as :class:`ScheduleOut`."""
+    return ScheduleOut.model_validate({**_fields(row), "warnings": _warnings(row.recurrence)})
+
+
+def run_out(row: ScheduleRun) -> RunOut:
+    """A :class:`~timekeeper.schedules.models.ScheduleRun` as :class:`RunOut`. The text of an
+    unexpected fault is kept out of responses (it may quote SQL or values); refusals are
+    owner-facing and shown."""
+    data = _fields(row)
+    data["occurrence_local"] = row.occurrence_local.isoformat(timespec="seconds")
+    if row.outcome_code == "unexpected_error" or (row.error and not row.outcome_code):
         data["error"] = "the work failed unexpectedly; operators find the details in the logs by run id"
     return RunOut.model_validate(data)
 
@@ -282,33 +289,33 @@ def run_out(row: dict[str, Any]) -> RunOut:
 _ERROR_KEYS = ("error", "last_error")
 
 
-def event_out(row: dict[str, Any], shown_errors: dict[Any, str | None]) -> EventOut:
-    """A ``schedule_events`` row as :class:`EventOut`. Error texts in its detail are shown
-    only for runs in ``shown_errors`` (run id -> the run's shown error); others are dropped,
-    so an unexpected fault's text never reaches a response."""
-    detail = row.get("detail")
-    if isinstance(detail, dict) and any(k in detail for k in _ERROR_KEYS) and row.get("kind") != "definition_invalid":
+def event_out(row: ScheduleEvent, shown_errors: dict[Any, str | None]) -> EventOut:
+    """A :class:`~timekeeper.schedules.models.ScheduleEvent` as :class:`EventOut`. Error
+    texts in its detail are shown only for runs in ``shown_errors`` (run id -> the run's
+    shown error); others are dropped, so an unexpected fault's text never reaches a response."""
+    detail = row.detail
+    if isinstance(detail, dict) and any(k in detail for k in _ERROR_KEYS) and row.kind != "definition_invalid":
         detail = dict(detail)
         for key in _ERROR_KEYS:
             if key in detail:
-                shown = shown_errors.get(row.get("run_id"))
+                shown = shown_errors.get(row.run_id)
                 if shown is None:
                     del detail[key]
                 else:
                     detail[key] = shown
-    return EventOut.model_validate({**row, "detail": detail})
+    return EventOut.model_validate({**_fields(row), "detail": detail})
 
 
 def detail_out(details: ScheduleDetails) -> ScheduleDetail:
     """Service :class:`~timekeeper.schedules.service.ScheduleDetails` as :class:`ScheduleDetail`."""
     schedule = details.schedule
-    zone = ZoneInfo(schedule["timezone"] or "UTC")
+    zone = ZoneInfo(schedule.timezone or "UTC")
     runs = [run_out(r) for r in details.runs]
     shown_errors = {r.id: r.error for r in runs}
     upcoming = []
-    if schedule["status"] == "active":
-        upcoming = [OccurrenceOut(at=o["at"], local=o["at"].astimezone(zone), local_date=o["local_date"],
-                                  timezone=schedule["timezone"], shifted=o["shifted"])
+    if schedule.status == "active":
+        upcoming = [OccurrenceOut(at=o.at, local=o.at.astimezone(zone), local_date=o.local_date,
+                                  timezone=schedule.timezone, shifted=o.shifted)
                     for o in details.next_occurrences]
     out = schedule_out(schedule)
     out.warnings = list(details.warnings) or out.warnings

@@ -82,21 +82,21 @@ class WorkspaceScope:
         return self._call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
                           upcoming=5)
 
-    def create(self, **fields: Any) -> dict[str, Any]:
+    def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
         return self._call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
                           **fields)
 
-    def update(self, schedule_id: UUID, **fields: Any) -> dict[str, Any]:
+    def update(self, schedule_id: UUID, **fields: Any) -> service.Schedule:
         """Change ``recurrence`` / ``name`` / ``subject_id`` (None keeps a field)."""
         return self._call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now, kinds=self.kinds, **fields)
 
-    def pause(self, schedule_id: UUID) -> dict[str, Any]:
+    def pause(self, schedule_id: UUID) -> service.Schedule:
         """Pause (idempotent) with reason ``paused_by_owner``."""
         return self._call(service.pause_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now)
 
-    def resume(self, schedule_id: UUID) -> dict[str, Any]:
+    def resume(self, schedule_id: UUID) -> service.Schedule:
         """Resume from now (no backlog); resets the failure streak."""
         return self._call(service.resume_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now)

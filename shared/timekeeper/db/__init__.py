@@ -1,4 +1,5 @@
-"""Database access: connections, named SQL and migrations.
+"""Database access: connections, named SQL, rows into dataclasses (:mod:`timekeeper.db.rows`)
+and migrations.
 
 Everything here is plain psycopg 3 with bound parameters. Instants are ``timestamptz``
 and every value crossing this package boundary is an aware UTC ``datetime``.

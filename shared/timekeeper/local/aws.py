@@ -13,8 +13,8 @@ import boto3
 from timekeeper.topology import PIPELINES, WORK_QUEUES, Pipeline, WorkQueue
 
 REGION = "us-east-1"
-#: The local files bucket (exports and reports), named to the process by ``FILES_BUCKET``.
-FILES_BUCKET = "timekeeper-files"
+#: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
+FILES_BUCKET_NAME = "timekeeper-files"
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,10 @@ class LocalAws:
     queues: dict[str, QueuePair]
     topic_arn: str
     server: object | None = None
+    files_bucket: str = ""
     mock: object | None = None
     #: The work queues (no dispatcher), by name.
     work_queues: dict[str, QueuePair] = field(default_factory=dict)
-    files_bucket: str = FILES_BUCKET
 
     def client(self, service: str):
         """A boto3 client for ``service`` against the local AWS."""
@@ -114,8 +114,9 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, work_queue)
         local.work_queues[name] = pair
         os.environ[work_queue.queue_url_variable] = pair.url
-    local.client("s3").create_bucket(Bucket=local.files_bucket)
-    os.environ["FILES_BUCKET"] = local.files_bucket
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
+    local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)
+    local.files_bucket = FILES_BUCKET_NAME
+    os.environ["FILES_BUCKET"] = FILES_BUCKET_NAME
     return local

@@ -80,7 +80,7 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
     def schedule(label: str, ws: UUID, kind: str, rule: dict, subject: UUID | None = None) -> None:
         row = service.create_schedule(conn, workspace_id=ws, owner=OWNER, work_kind=kind, recurrence=rule,
                                       actor="sample-loader", now=start, subject_id=subject, name=label)
-        out.schedules[label] = row["id"]
+        out.schedules[label] = row.id
 
     with conn.transaction():
         # --- New York: monthly books, a weekly AP batch rolled daily at 02:30 (spring gap 2027-03-14)

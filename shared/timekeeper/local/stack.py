@@ -80,14 +80,36 @@ def prepare_database(name: str, *, reset: bool) -> str:
     return url
 
 
+def platform_sample_day(now: datetime) -> datetime:
+    """The instant the local stack's Platform sample ends at for a start at ``now``
+    (aware): midnight UTC of that day, so every start on one day describes the same data."""
+    return datetime.combine(now.astimezone(UTC).date(), datetime.min.time(), tzinfo=UTC)
+
+
+def load_platform_sample(database_url: str, *, now: datetime, seed: int = 7) -> Any:
+    """Load the Platform sample tenant set (:func:`timekeeper.platform.generator.load_sample`)
+    ending at ``now`` into the migrated database ``database_url``; idempotent. Returns its
+    :class:`~timekeeper.platform.generator.SampleSet`."""
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.generator import load_sample
+
+    with connect(database_url) as conn:
+        return load_sample(conn, seed=seed, now=now)
+
+
 @dataclass
 class LocalStack:
-    """A running local stack: the migrated ``database_url``, the local AWS (moto) and an
-    SQS event source per pipeline and per work queue (``sources``, by name)."""
+    """A running local stack: the migrated ``database_url``, the local AWS (moto), an SQS
+    event source per pipeline and per work queue (``sources``, by name) and the Platform sample
+    tenant set loaded into the database (``platform``; None when none was asked for)."""
 
     database_url: str
     aws: Any
     sources: dict[str, Any]
+    #: The report renderer (:class:`timekeeper.local.renderer.LocalRendererClient`).
+    renderer: Any = None
+    #: The Platform sample loaded at start-up (:class:`timekeeper.platform.generator.SampleSet`), if any.
+    platform: Any = None
     _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
 
     def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
@@ -127,6 +149,9 @@ class LocalStack:
         from timekeeper import clock, runtime
         from timekeeper.api import edge
 
+        if self.renderer is not None:
+            self.renderer.wait()
+            runtime.install_renderer_client(None)
         self.aws.stop()
         edge.reset()
         runtime.reset()
@@ -138,15 +163,20 @@ class LocalStack:
 
 
 def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_url: str | None = None,
-                      log_level: str = "ERROR") -> LocalStack:
+                      log_level: str = "ERROR", background_renders: bool = True,
+                      platform_sample_at: datetime | None = None, platform_seed: int = 7) -> LocalStack:
     """Start the local stack (see the module docstring) and point this process at it
     (``DATABASE_URL``, the queue URLs, the topic ARN, fake AWS credentials).
 
     ``database`` is created on the local server (``reset`` drops it first) unless
-    ``database_url`` names an already migrated one. ``aws_server`` False: moto in-process
+    ``database_url`` names an already migrated one. ``platform_sample_at`` (aware): load
+    the Platform sample tenant set (seed ``platform_seed``) ending at that instant, about
+    half a second; rows already there are kept. ``aws_server`` False: moto in-process
     (fastest; the simulation); True: a moto server on 127.0.0.1 (``serve``). Raises what
     the database start raises (``psycopg.Error``, ``ValueError``); nothing is left running
-    then.
+    then. Render requests run the real renderer handler (``background_renders``: on a
+    background thread, as Lambda's asynchronous invoke would; False: at once, in the
+    requesting thread).
     """
     saved = dict(os.environ)
     quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
@@ -154,9 +184,12 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     from timekeeper.api import edge
     from timekeeper.local.aws import start_local_aws
     from timekeeper.local.event_source import SqsEventSource
+    from timekeeper.local.renderer import LocalRendererClient
 
     try:
         url = database_url or prepare_database(database, reset=reset)
+        platform = (load_platform_sample(url, now=platform_sample_at, seed=platform_seed)
+                    if platform_sample_at is not None else None)
         os.environ["DATABASE_URL"] = url
         local_aws = start_local_aws(server=aws_server)
     except BaseException:
@@ -173,4 +206,7 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
-    return LocalStack(database_url=url, aws=local_aws, sources=sources, _saved_environment=saved)
+    renderer = LocalRendererClient(invoke_quietly, background=background_renders)
+    runtime.install_renderer_client(renderer)
+    return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,
+                      _saved_environment=saved)

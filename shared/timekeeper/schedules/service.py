@@ -3,13 +3,14 @@
 Every function takes an autocommit connection, the acting user, the workspace and ``now``
 (aware UTC) and runs its own transaction; publishing happens after commit. Objects of
 another workspace are :class:`ScheduleNotFound`, never a permission error, so existence
-does not leak.
+does not leak. Rows come back as the frozen dataclasses of :mod:`timekeeper.schedules.models`
+(:class:`Schedule`, :class:`ScheduleDetails`, :class:`SchedulePage`), whatever the
+connection's row factory.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
@@ -20,12 +21,27 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.db.rows import fetch_all, fetch_one, fetch_value
 from timekeeper.schedules.messages import RunMessage, RunPublisher
+from timekeeper.schedules.models import (
+    Schedule,
+    ScheduleDetails,
+    ScheduleEvent,
+    SchedulePage,
+    ScheduleRun,
+    UpcomingOccurrence,
+)
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.schedules", "service.sql")
+
+__all__ = [
+    "Schedule", "ScheduleDetails", "ScheduleEvent", "ScheduleNotFound", "SchedulePage", "ScheduleRun",
+    "ScheduleStateError", "UpcomingOccurrence", "create_schedule", "delete_schedule", "get_details",
+    "list_schedules", "pause_schedule", "resume_schedule", "run_now", "update_schedule",
+]
 
 
 class ScheduleNotFound(LookupError):
@@ -36,32 +52,9 @@ class ScheduleStateError(RuntimeError):
     """The action does not apply in the schedule's current status (e.g. resume an active one)."""
 
 
-@dataclass(frozen=True)
-class ScheduleDetails:
-    """A schedule row, its recent runs and history events (newest first), next occurrences
-    (``[{"at": UTC instant, "local": naive local datetime, "shifted": bool}]``) and the
-    rule's warnings."""
-
-    schedule: dict[str, Any]
-    runs: list[dict[str, Any]]
-    events: list[dict[str, Any]]
-    next_occurrences: list[dict[str, Any]]
-    warnings: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class SchedulePage:
-    """One page of :func:`list_schedules`: ``rows`` (schedule dicts, oldest first) and
-    ``next_after`` -- the ``(created_at, id)`` key to pass as ``after`` for the next page,
-    or None on the last page."""
-
-    rows: list[dict[str, Any]]
-    next_after: tuple[datetime, UUID] | None
-
-
-def _event(conn: psycopg.Connection, schedule: dict, kind: str, actor: str, now: datetime, *,
+def _event(conn: psycopg.Connection, schedule: Schedule, kind: str, actor: str, now: datetime, *,
            reason: str | None = None, detail: dict | None = None, run_id: UUID | None = None) -> None:
-    record_events(conn, [Event(schedule["id"], schedule["workspace_id"], kind, reason, detail, run_id)],
+    record_events(conn, [Event(schedule.id, schedule.workspace_id, kind, reason, detail, run_id)],
                   actor=actor, now=now)
 
 
@@ -76,8 +69,18 @@ def _checked_rule(rule: dict[str, Any], now: datetime) -> tuple[Recurrence, date
     return compiled, compiled.check_fires(now).at
 
 
-def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> dict[str, Any]:
-    row = conn.execute(SQL["get_schedule_for_update"], {"id": schedule_id, "workspace_id": workspace_id}).fetchone()
+def _schedule(conn: psycopg.Connection, query: str, params: dict[str, Any]) -> Schedule:
+    """Run one of the schedule statements that return the written row, as a :class:`Schedule`
+    (:class:`ScheduleNotFound` if none: callers lock the row first, so it always exists)."""
+    row = fetch_one(conn, SQL[query], params, Schedule)
+    if row is None:
+        raise ScheduleNotFound(str(params["id"]))
+    return row
+
+
+def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> Schedule:
+    row = fetch_one(conn, SQL["get_schedule_for_update"], {"id": schedule_id, "workspace_id": workspace_id},
+                    Schedule)
     if row is None:
         raise ScheduleNotFound(str(schedule_id))
     return row
@@ -96,10 +99,10 @@ def _check_subject(conn: psycopg.Connection, kinds: WorkKindRegistry | None, *, 
 def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, work_kind: str,
                     recurrence: dict[str, Any], actor: str, now: datetime, subject_id: UUID | None = None,
                     name: str = "", active: bool = True, schedule_id: UUID | None = None,
-                    kinds: WorkKindRegistry | None = None) -> dict[str, Any]:
+                    kinds: WorkKindRegistry | None = None) -> Schedule:
     """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
 
-    Returns the row (dict). Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
+    Returns the new :class:`Schedule`. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
     the field when the rule does not validate or has no occurrence within ten years, and
     ``InvalidSubject`` when ``kinds`` is given and the work kind's declared subject is
     missing or not in the workspace.
@@ -108,68 +111,70 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
     with conn.transaction():
         _check_subject(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
                        subject_id=subject_id)
-        row = conn.execute(SQL["insert_schedule"], {
+        row = _schedule(conn, "insert_schedule", {
             "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
             "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
             "timezone": rule.timezone or "UTC", "status": "active" if active else "paused",
-            "next_due_at": first_due if active else None, "actor": actor, "now": now}).fetchone()
+            "next_due_at": first_due if active else None, "actor": actor, "now": now})
         _event(conn, row, "created", actor, now, detail={"warnings": list(rule.warnings)} if rule.warnings else None)
     return row
 
 
 def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
-                    subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None) -> dict[str, Any]:
+                    subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None) -> Schedule:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog). Raises :class:`ScheduleNotFound`, :class:`InvalidRecurrence`
-    (also for a rule with no occurrence within ten years), and ``InvalidSubject`` when
-    ``kinds`` is given and the resulting subject does not meet the work kind's declared
-    requirement."""
+    from ``now`` (no backlog); returns the updated :class:`Schedule`. Raises
+    :class:`ScheduleNotFound`, :class:`InvalidRecurrence` (also for a rule with no
+    occurrence within ten years), and ``InvalidSubject`` when ``kinds`` is given and the
+    resulting subject does not meet the work kind's declared requirement."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
-        _check_subject(conn, kinds, workspace_id=workspace_id, owner=current["owner"],
-                       work_kind=current["work_kind"],
-                       subject_id=current["subject_id"] if subject_id is None else subject_id)
-        new_rule = recurrence if recurrence is not None else current["recurrence"]
+        _check_subject(conn, kinds, workspace_id=workspace_id, owner=current.owner,
+                       work_kind=current.work_kind,
+                       subject_id=current.subject_id if subject_id is None else subject_id)
+        new_rule = recurrence if recurrence is not None else current.recurrence
         rule, first_due = _checked_rule(new_rule, now)
-        row = conn.execute(SQL["update_definition"], {
+        row = _schedule(conn, "update_definition", {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
-            "name": current["name"] if name is None else name,
-            "subject_id": current["subject_id"] if subject_id is None else subject_id,
-            "next_due_at": first_due, "now": now}).fetchone()
-        _event(conn, row, "updated", actor, now, detail={"definition_version": row["definition_version"]})
+            "name": current.name if name is None else name,
+            "subject_id": current.subject_id if subject_id is None else subject_id,
+            "next_due_at": first_due, "now": now})
+        _event(conn, row, "updated", actor, now, detail={"definition_version": row.definition_version})
     return row
 
 
 def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
-                   reason: str = "paused_by_owner") -> dict[str, Any]:
-    """Pause an active schedule (idempotent for an already paused one). Raises :class:`ScheduleNotFound`."""
+                   reason: str = "paused_by_owner") -> Schedule:
+    """Pause an active schedule (idempotent for an already paused one); returns it paused.
+    Raises :class:`ScheduleNotFound`."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
-        if current["status"] == "paused":
+        if current.status == "paused":
             return current
-        row = conn.execute(SQL["set_status"], {"id": schedule_id, "status": "paused", "pause_reason": reason,
-                                               "next_due_at": None, "reset_streak": False, "deleted_at": None,
-                                               "now": now}).fetchone()
+        row = _schedule(conn, "set_status", {"id": schedule_id, "status": "paused", "pause_reason": reason,
+                                             "next_due_at": None, "reset_streak": False, "deleted_at": None,
+                                             "now": now})
         _event(conn, row, "paused", actor, now, reason=reason)
     return row
 
 
 def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime) -> dict[str, Any]:
+                    now: datetime) -> Schedule:
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
-    the time spent paused floods no backlog. Resuming an active schedule is a no-op.
+    the time spent paused floods no backlog. Returns the active :class:`Schedule`;
+    resuming an active schedule is a no-op.
     A definition that no longer validates, or has no occurrence within ten years, stays
     paused: raises :class:`InvalidRecurrence`."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
-        if current["status"] == "active":
+        if current.status == "active":
             return current
-        _, first_due = _checked_rule(current["recurrence"], now)
-        row = conn.execute(SQL["set_status"], {"id": schedule_id, "status": "active", "pause_reason": None,
-                                               "next_due_at": first_due, "reset_streak": True,
-                                               "deleted_at": None, "now": now}).fetchone()
-        _event(conn, row, "resumed", actor, now, detail={"previous_reason": current["pause_reason"]})
+        _, first_due = _checked_rule(current.recurrence, now)
+        row = _schedule(conn, "set_status", {"id": schedule_id, "status": "active", "pause_reason": None,
+                                             "next_due_at": first_due, "reset_streak": True,
+                                             "deleted_at": None, "now": now})
+        _event(conn, row, "resumed", actor, now, detail={"previous_reason": current.pause_reason})
     return row
 
 
@@ -194,21 +199,20 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
     key = f"manual:{idempotency_key or uuid.uuid4()}"
     with conn.transaction():
         schedule = _locked(conn, workspace_id, schedule_id)
-        zone = ZoneInfo(schedule["timezone"]) if schedule["timezone"] else None
+        zone = ZoneInfo(schedule.timezone) if schedule.timezone else None
         local = now.astimezone(zone).replace(tzinfo=None) if zone else now.replace(tzinfo=None)
-        row = conn.execute(SQL["insert_manual_run"], {
-            "schedule_id": schedule_id, "workspace_id": workspace_id, "owner": schedule["owner"],
-            "work_kind": schedule["work_kind"], "occurrence_key": key, "now": now, "occurrence_local": local,
-            "actor": actor, "definition_version": schedule["definition_version"]}).fetchone()
-        if row is None:
-            existing = conn.execute(SQL["find_run_by_key"], {"schedule_id": schedule_id,
-                                                             "occurrence_key": key}).fetchone()
-            return existing["id"], False
-        _event(conn, schedule, "run_requested", actor, now, run_id=row["id"])
-    message = RunMessage(run_id=row["id"], schedule_id=schedule_id, workspace_id=workspace_id,
-                         owner=schedule["owner"], work_kind=schedule["work_kind"])
+        run_id = fetch_value(conn, SQL["insert_manual_run"], {
+            "schedule_id": schedule_id, "workspace_id": workspace_id, "owner": schedule.owner,
+            "work_kind": schedule.work_kind, "occurrence_key": key, "now": now, "occurrence_local": local,
+            "actor": actor, "definition_version": schedule.definition_version})
+        if run_id is None:
+            return fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,
+                                                              "occurrence_key": key}), False
+        _event(conn, schedule, "run_requested", actor, now, run_id=run_id)
+    message = RunMessage(run_id=run_id, schedule_id=schedule_id, workspace_id=workspace_id,
+                         owner=schedule.owner, work_kind=schedule.work_kind)
     publish_offers(conn, publisher, [message], now=now, actor=actor)
-    return row["id"], True
+    return run_id, True
 
 
 def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
@@ -216,42 +220,44 @@ def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str |
                    limit: int = 50) -> SchedulePage:
     """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
     ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
-    (``(created_at, id)`` of the previous page's last row). Runs in its own transaction."""
+    (``(created_at, id)`` of the previous page's last row). Runs in its own transaction.
+    Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     after_created_at, after_id = after if after is not None else (None, None)
     with conn.transaction():
-        rows = conn.execute(SQL["list_schedules"], {
+        rows = fetch_all(conn, SQL["list_schedules"], {
             "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
-            "after_id": after_id, "limit": limit + 1}).fetchall()
+            "after_id": after_id, "limit": limit + 1}, Schedule)
     more = len(rows) > limit
     rows = rows[:limit]
-    return SchedulePage(rows, (rows[-1]["created_at"], rows[-1]["id"]) if more else None)
+    return SchedulePage(rows, (rows[-1].created_at, rows[-1].id) if more else None)
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,
                 history_limit: int = 50, upcoming: int = 5) -> ScheduleDetails:
-    """Read a schedule with its latest summary, runs, events and next ``upcoming`` occurrences.
+    """Read a schedule with its latest summary, at most ``history_limit`` runs and events
+    (newest first) and its next ``upcoming`` occurrences, as :class:`ScheduleDetails`.
     Raises :class:`ScheduleNotFound`."""
     params = {"id": schedule_id, "workspace_id": workspace_id, "limit": history_limit}
     with conn.transaction():
         # Runs and events first, the schedule last: under READ COMMITTED each statement sees
         # the commits made before it, so the summary (last outcome, streak) is never older
         # than the runs shown beside it.
-        runs = conn.execute(SQL["recent_runs"], params).fetchall()
-        events = conn.execute(SQL["recent_events"], params).fetchall()
-        schedule = conn.execute(SQL["get_schedule"], params).fetchone()
+        runs = fetch_all(conn, SQL["recent_runs"], params, ScheduleRun)
+        events = fetch_all(conn, SQL["recent_events"], params, ScheduleEvent)
+        schedule = fetch_one(conn, SQL["get_schedule"], params, Schedule)
         if schedule is None:
             raise ScheduleNotFound(str(schedule_id))
     try:
-        rule = parse_rule(schedule["recurrence"])
+        rule = parse_rule(schedule.recurrence)
     except InvalidRecurrence:
         return ScheduleDetails(schedule, runs, events, [], ())
     # An active schedule's next due instant is its next occurrence (even if slightly past).
-    after = schedule["next_due_at"] - timedelta(microseconds=1) if schedule["next_due_at"] else now
+    after = schedule.next_due_at - timedelta(microseconds=1) if schedule.next_due_at else now
     zone = ZoneInfo(rule.timezone) if rule.timezone else None
-    upcoming_list = []
-    for occ in islice(rule.occurrences_after(after), upcoming):
-        upcoming_list.append({"at": occ.at, "local": occ.at.astimezone(zone).replace(tzinfo=None) if zone else
-                              occ.at.replace(tzinfo=None), "local_date": occ.local_date, "shifted": occ.shifted})
+    upcoming_list = [
+        UpcomingOccurrence(at=occ.at, local=occ.at.astimezone(zone).replace(tzinfo=None) if zone else
+                           occ.at.replace(tzinfo=None), local_date=occ.local_date, shifted=occ.shifted)
+        for occ in islice(rule.occurrences_after(after), upcoming)]
     return ScheduleDetails(schedule, runs, events, upcoming_list, rule.warnings)

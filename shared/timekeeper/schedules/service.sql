@@ -1,17 +1,26 @@
 -- name: insert_schedule
+-- The schedule statements return the columns of timekeeper.schedules.models.Schedule.
 INSERT INTO schedules (id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status,
                        next_due_at, created_by, created_at, updated_at)
 VALUES (%(id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(subject_id)s, %(name)s, %(recurrence)s,
         %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(now)s, %(now)s)
-RETURNING *
+RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+          next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+          created_by, created_at, updated_at, deleted_at
 
 -- name: get_schedule_for_update
-SELECT * FROM schedules
+SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+       next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+       created_by, created_at, updated_at, deleted_at
+  FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
    FOR UPDATE
 
 -- name: get_schedule
-SELECT * FROM schedules
+SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+       next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+       created_by, created_at, updated_at, deleted_at
+  FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
 
 -- name: update_definition
@@ -21,7 +30,9 @@ UPDATE schedules
        next_due_at = CASE WHEN status = 'active' THEN %(next_due_at)s::timestamptz END,
        updated_at = %(now)s
  WHERE id = %(id)s
-RETURNING *
+RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+          next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+          created_by, created_at, updated_at, deleted_at
 
 -- name: set_status
 UPDATE schedules
@@ -29,7 +40,9 @@ UPDATE schedules
        consecutive_failures = CASE WHEN %(reset_streak)s THEN 0 ELSE consecutive_failures END,
        deleted_at = %(deleted_at)s, updated_at = %(now)s
  WHERE id = %(id)s
-RETURNING *
+RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+          next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+          created_by, created_at, updated_at, deleted_at
 
 -- name: insert_manual_run
 INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
@@ -61,7 +74,10 @@ SELECT id, run_id, kind, actor, reason, detail, at
 
 -- name: list_schedules
 -- Keyset pagination over (created_at, id): the cursor is the last row of the previous page.
-SELECT * FROM schedules
+SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+       next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+       created_by, created_at, updated_at, deleted_at
+  FROM schedules
  WHERE workspace_id = %(workspace_id)s AND deleted_at IS NULL
    AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
    AND (%(status)s::text IS NULL OR status = %(status)s::text)

@@ -1,0 +1,175 @@
+"""The run job: start or resume an attempt, generate in chunks, validate and publish.
+
+One job message (``{run_id, workspace_id, job_id}``) drives one attempt of a run. The
+job may be received several times (a crash, a hand-over before the function's time
+limit): every receive resumes from the committed cursor. Each step is its own
+transaction, fenced by the job id (a message of an older job matches nothing):
+
+1. start: ``queued -> running`` (the attempt is counted once) or resume ``running``;
+2. the generation mode is chosen at the first start and retained;
+3. each chunk: the generator writes its rows after the cursor and the new cursor is
+   committed in the same transaction, so a crash between chunks loses nothing and repeats
+   nothing;
+4. finalize: validate and publish in one transaction: the previous current version stays
+   current until that commit (a crash inside publish leaves it current).
+
+Failures: :class:`~timekeeper.snapshots.registry.ValidationFailed` is final at once. Any
+other fault is left to the job queue's receives; on the last receive it becomes a
+retryable failure of the attempt (the run waits in ``retry_wait`` until ``retry_due_at``,
+then admission starts a new attempt), and the fourth retryable failure is final.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import psycopg
+from pydantic import BaseModel, ConfigDict
+
+from timekeeper.observability import logger
+from timekeeper.snapshots.ledger import QUERIES, SnapshotRun, fetch_runs, jsonb
+from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
+
+#: The retryable failure that is final.
+MAX_RETRYABLE_FAILURES = 4
+#: Backoff before the n-th retry attempt: BASE * 2^(n-1).
+RETRY_BACKOFF_BASE = timedelta(minutes=5)
+#: Hand over to a new invocation when less than this many seconds remain.
+HANDOVER_MARGIN_S = 30.0
+_DONE = {"done": True}
+
+
+class JobMessage(BaseModel):
+    """The job queue's message body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: UUID
+    workspace_id: UUID
+    job_id: UUID
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """What a receive did: ``status`` is ``published``, ``failed`` (final),
+    ``retry_wait`` (a retryable failure recorded), ``handed_over`` (send the same message
+    again to continue), or ``stale`` (another job owns the run, or it is finished)."""
+
+    status: str
+    run: SnapshotRun | None = None
+
+
+def retry_backoff(failures: int) -> timedelta:
+    """The wait before the attempt after the ``failures``-th retryable failure."""
+    return RETRY_BACKOFF_BASE * (2 ** max(failures - 1, 0))
+
+
+def _fenced(conn: psycopg.Connection, message: JobMessage) -> SnapshotRun | None:
+    runs = fetch_runs(conn, QUERIES["lock_run"], {"run_id": message.run_id, "job_id": message.job_id})
+    return runs[0] if runs else None
+
+
+def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, code: str, message: str,
+                   retryable: bool, now: datetime) -> SnapshotRun | None:
+    """Settle the attempt of ``job_id`` failed: final (``retryable`` False, or the fourth
+    retryable failure) or ``retry_wait`` with a backoff. Returns the updated run, or None
+    when the job no longer owns it. Runs in the caller's transaction."""
+    params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:500], "now": now}
+    if retryable and run.retryable_failures + 1 < MAX_RETRYABLE_FAILURES:
+        updated = fetch_runs(conn, QUERIES["fail_retryable"], {
+            **params, "retry_due_at": now + retry_backoff(run.retryable_failures + 1)})
+    else:
+        if retryable:
+            params["code"] = "retries_exhausted"
+            params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:500]
+        updated = fetch_runs(conn, QUERIES["fail_final"], {**params, "retryable": 1 if retryable else 0})
+    return updated[0] if updated else None
+
+
+def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMessage, *,
+            now: Callable[[], datetime], receive_count: int, max_receives: int,
+            time_left_s: Callable[[], float] = lambda: float("inf"),
+            handover_margin_s: float = HANDOVER_MARGIN_S) -> JobResult:
+    """Drive one receive of a job (see the module docstring). ``conn`` is an idle
+    autocommit connection (the worker login); ``now`` the clock (aware UTC);
+    ``time_left_s`` the seconds the invocation has left (fewer than ``handover_margin_s``:
+    hand over before the next chunk). Raises on an unexpected fault
+    before the last receive (the queue redelivers); never after it."""
+    started = fetch_runs(conn, QUERIES["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
+    if not started:
+        return JobResult("stale")
+    run = started[0]
+    try:
+        snapshot_type = registry.get(run.owner, run.snapshot_type)
+    except UnknownSnapshotType as refused:
+        with conn.transaction():
+            failed = record_failure(conn, run, message.job_id, code=refused.reason, message=str(refused),
+                                    retryable=False, now=now())
+        return JobResult("failed", failed)
+    generator = snapshot_type.generator
+    try:
+        if run.generation_mode is None:
+            with conn.transaction():
+                run = _fenced(conn, message) or run
+                mode = generator.choose_mode(conn, run)
+                conn.execute(QUERIES["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
+        while True:
+            if time_left_s() < handover_margin_s:
+                return JobResult("handed_over", run)
+            with conn.transaction():
+                fenced = _fenced(conn, message)
+                if fenced is None:
+                    return JobResult("stale")
+                if fenced.cursor == _DONE:
+                    run = fenced
+                    break
+                chunk = generator.generate(conn, fenced, fenced.cursor)
+                cursor = _DONE if chunk.next_cursor is None else chunk.next_cursor
+                run = fetch_runs(conn, QUERIES["commit_chunk"], {"run_id": fenced.id, "cursor": jsonb(cursor),
+                                                            "rows": chunk.rows, "now": now()})[0]
+        with conn.transaction():
+            fenced = _fenced(conn, message)
+            if fenced is None:
+                return JobResult("stale")
+            basis = generator.validate(conn, fenced)
+            key = {"owner": fenced.owner, "snapshot_type": fenced.snapshot_type,
+                   "workspace_id": fenced.workspace_id, "period": fenced.period, "now": now()}
+            conn.execute(QUERIES["retire_current"], key)
+            conn.execute(QUERIES["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
+        published = fetch_runs(conn, "SELECT * FROM snapshot_runs WHERE id = %(id)s", {"id": run.id})[0]
+        return JobResult("published", published)
+    except ValidationFailed as invalid:
+        with conn.transaction():
+            failed = record_failure(conn, run, message.job_id, code=invalid.code, message=str(invalid),
+                                    retryable=False, now=now())
+        return JobResult("failed" if failed else "stale", failed)
+    except Exception as error:
+        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.rollback()
+        if receive_count < max_receives:
+            raise
+        logger.warning("snapshot attempt failed on its last receive",
+                       extra={"run_id": str(run.id), "error_type": type(error).__name__})
+        with conn.transaction():
+            fenced = _fenced(conn, message) or run
+            failed = record_failure(conn, fenced, message.job_id, code="generation_error",
+                                    message=type(error).__name__, retryable=True, now=now())
+        if failed is None:
+            return JobResult("stale")
+        return JobResult(failed.state, failed)
+
+
+def reconcile_lost_jobs(conn: psycopg.Connection, *, owner: str, now: datetime, after: timedelta) -> list[SnapshotRun]:
+    """Runs of ``owner`` still ``running`` whose job has not beaten for ``after`` (its
+    messages ran out or were lost): each is a retryable failure ``job_lost``. Runs in the
+    caller's transaction; returns the settled runs."""
+    settled = []
+    for run in fetch_runs(conn, QUERIES["lost_jobs"], {"owner": owner, "now": now, "after": after}):
+        updated = record_failure(conn, run, run.job_id, code="job_lost", message="the job stopped without an outcome",
+                                 retryable=True, now=now)
+        if updated is not None:
+            settled.append(updated)
+    return settled

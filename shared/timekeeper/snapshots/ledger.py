@@ -1,0 +1,287 @@
+"""The snapshot ledger: planning, staff requests, admission, and the period listing.
+
+Rows are :class:`SnapshotRun` dataclasses. Instants are aware UTC; a period is the first
+day of a workspace-local calendar month (a ``date``). Every function runs in the caller's
+transaction unless it says it commits.
+
+Rules implemented here:
+
+* Planning: version 1 of every completed workspace-local month, once (the version key);
+  months missed while the planner was down are planned by the next pass, within
+  ``horizon_months`` and never before the workspace existed; loading, disabled and
+  policy-disabled workspaces get the row with its skip reason.
+* Admission (per owner, serialized by an advisory lock): at most ``cap`` runs queued or
+  running, at most ``backfill_lane`` of them backfills. The backfill lane is reserved, not
+  a sort order: while a backfill waits or runs, regular runs may use only
+  ``cap - backfill_lane`` slots, so a backfill waits at most for one run to finish however
+  many planned runs are queued behind it.
+* Staff requests: a manual re-run (a new version of a period that has runs) or a backfill
+  (version 1 of a completed period that has none), each with a reason; refused with a
+  machine-readable reason (:class:`RequestRefused`).
+* Overdue: a period not published ``grace`` (24 hours) after its local month end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import date, datetime, timedelta
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+import psycopg
+from psycopg.rows import dict_row, tuple_row
+from psycopg.types.json import Jsonb
+
+from timekeeper.db.sql import load_queries
+from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
+
+QUERIES = load_queries("timekeeper.snapshots", "ledger.sql")
+
+#: States of a run that still has work to do (at most one per period).
+ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
+#: How long after its local month end a period may stay unpublished.
+OVERDUE_GRACE = timedelta(hours=24)
+#: How far back the planner looks for missed months, and the period listing for overdue ones.
+DEFAULT_HORIZON_MONTHS = 3
+
+
+@dataclass(frozen=True)
+class SnapshotRun:
+    """One row of the ledger (see migration ``0009_snapshots.sql`` for each column)."""
+
+    id: UUID
+    owner: str
+    snapshot_type: str
+    workspace_id: UUID
+    period: date
+    version: int
+    mode: str
+    reason: str | None
+    requested_by: str | None
+    state: str
+    skip_reason: str | None
+    generation_mode: str | None
+    cursor: dict[str, Any] | None
+    chunks_committed: int
+    rows_written: int
+    attempts: int
+    retryable_failures: int
+    retry_due_at: datetime | None
+    job_id: UUID | None
+    offered_at: datetime | None
+    started_at: datetime | None
+    heartbeat_at: datetime | None
+    basis: dict[str, Any] | None
+    published_at: datetime | None
+    is_current: bool
+    protection: str | None
+    failure_code: str | None
+    failure_message: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def period_end(self) -> date:
+        """The last day of the period (the month end the snapshot is "as of")."""
+        return next_month(self.period) - timedelta(days=1)
+
+
+_RUN_FIELDS = tuple(f.name for f in fields(SnapshotRun))
+
+
+def fetch_runs(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[SnapshotRun]:
+    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(statement, params).fetchall()
+    return [SnapshotRun(**{name: row[name] for name in _RUN_FIELDS}) for row in rows]
+
+
+def next_month(period: date) -> date:
+    """The first day of the month after ``period``'s."""
+    return date(period.year + period.month // 12, period.month % 12 + 1, 1)
+
+
+def current_month(now: datetime, timezone: str) -> date:
+    """The first day of the month that is in progress at ``now`` in ``timezone`` (IANA)."""
+    local = now.astimezone(ZoneInfo(timezone))
+    return date(local.year, local.month, 1)
+
+
+def month_end_instant(period: date, timezone: str) -> datetime:
+    """The UTC instant the period ends: local midnight starting the next month."""
+    following = next_month(period)
+    return datetime(following.year, following.month, 1, tzinfo=ZoneInfo(timezone)).astimezone(ZoneInfo("UTC"))
+
+
+def is_overdue(period: date, timezone: str, now: datetime, *, published: bool, skipped: bool = False) -> bool:
+    """Whether a period is overdue at ``now``: not published (nor skipped) ``OVERDUE_GRACE``
+    after its local month end."""
+    return not published and not skipped and now >= month_end_instant(period, timezone) + OVERDUE_GRACE
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """A planner pass: ``planned`` runs inserted to be generated, ``skipped`` rows inserted
+    with a skip reason, and the ``overdue`` periods as ``(workspace_id, owner, type, period)``."""
+
+    planned: int
+    skipped: int
+    overdue: list[tuple[UUID, str, str, date]]
+
+
+def _type_arrays(types: list[SnapshotType]) -> dict[str, list[str]]:
+    return {"owners": [t.owner for t in types], "types": [t.name for t in types]}
+
+
+def plan(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
+         horizon_months: int = DEFAULT_HORIZON_MONTHS) -> PlanResult:
+    """One planner pass over every workspace and enabled type (commits nothing itself)."""
+    if horizon_months < 1:
+        raise ValueError("horizon_months must be at least 1")
+    arrays = _type_arrays(registry.enabled())
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(QUERIES["plan_months"], {**arrays, "now": now, "horizon": horizon_months}).fetchall()
+    planned = sum(1 for r in rows if r["state"] == "planned")
+    return PlanResult(planned=planned, skipped=len(rows) - planned,
+                      overdue=overdue_periods(conn, registry, now=now, horizon_months=horizon_months))
+
+
+def overdue_periods(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
+                    horizon_months: int = DEFAULT_HORIZON_MONTHS,
+                    grace: timedelta = OVERDUE_GRACE) -> list[tuple[UUID, str, str, date]]:
+    """Periods within the horizon that should be published by now and are not (nor
+    skipped): ``[(workspace_id, owner, type, period)]``, including months never planned."""
+    with conn.cursor(row_factory=tuple_row) as cur:
+        return [tuple(r) for r in cur.execute(
+            QUERIES["overdue_periods"],
+            {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace}).fetchall()]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A run admitted by :func:`admit`: send ``{run_id, workspace_id, job_id}`` to the job queue."""
+
+    run_id: UUID
+    workspace_id: UUID
+    job_id: UUID
+
+
+def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, backfill_lane: int = 1,
+          reoffer_after: timedelta = timedelta(minutes=5)) -> list[Admitted]:
+    """Admit ``owner``'s waiting runs under the cap and reoffer queued runs whose job did
+    not start within ``reoffer_after``; returns the jobs to send. Runs in the caller's
+    transaction and takes the owner's advisory lock: commit, then send. Raises
+    ``ValueError`` when ``backfill_lane`` is not in ``[0, cap)``."""
+    if not 0 <= backfill_lane < cap:
+        raise ValueError("the backfill lane must be smaller than the cap")
+    conn.execute(QUERIES["lock_owner"], {"owner": owner})
+    with conn.cursor(row_factory=dict_row) as cur:
+        flight = cur.execute(QUERIES["in_flight"], {"owner": owner}).fetchone()
+        backfill_active = cur.execute(QUERIES["any_backfill_waiting"], {"owner": owner}).fetchone()["waiting"]
+    regular, backfill = flight["regular"], flight["backfill"]
+    backfill_slots = max(0, min(backfill_lane - backfill, cap - regular - backfill))
+    regular_cap = cap - backfill_lane if backfill_active else cap
+    ids: list[UUID] = []
+    with conn.cursor(row_factory=tuple_row) as cur:
+        if backfill_slots:
+            ids += [r[0] for r in cur.execute(QUERIES["waiting"], {"owner": owner, "now": now, "backfill": True,
+                                                               "limit": backfill_slots}).fetchall()]
+        regular_slots = max(0, regular_cap - regular)
+        if regular_slots:
+            ids += [r[0] for r in cur.execute(QUERIES["waiting"], {"owner": owner, "now": now, "backfill": False,
+                                                               "limit": regular_slots}).fetchall()]
+        admitted = cur.execute(QUERIES["admit"], {"ids": ids, "now": now}).fetchall() if ids else []
+        reoffered = cur.execute(QUERIES["reoffer"], {"owner": owner, "now": now, "after": reoffer_after}).fetchall()
+    return [Admitted(run_id=r[0], workspace_id=r[1], job_id=r[2]) for r in (*admitted, *reoffered)]
+
+
+class RequestRefused(Exception):
+    """A staff request the ledger refuses: ``reason`` is one of ``unsupported_type``,
+    ``type_disabled``, ``period_not_complete``, ``active_work``, ``protected_history``,
+    ``not_planned`` (a re-run of a period without runs: request a backfill),
+    ``already_planned`` (a backfill of a period with runs: request a re-run),
+    ``unknown_workspace``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, workspace_id: UUID, period: date,
+                mode: str, reason: str, requested_by: str, now: datetime) -> SnapshotRun:
+    """Record a staff request: ``mode`` ``manual`` (a new version of the period) or
+    ``backfill`` (version 1 of a period never planned). ``period`` must be the first of a
+    month completed in the workspace's timezone. Raises :class:`RequestRefused` with the
+    reason, ``ValueError`` for a bad mode, empty reason or a period not on a month's first
+    day. Runs in its own transaction (a savepoint when the caller has one)."""
+    if mode not in ("manual", "backfill"):
+        raise ValueError("mode must be manual or backfill")
+    if not reason or not reason.strip():
+        raise ValueError("a reason is required")
+    if period.day != 1:
+        raise ValueError("a period is the first day of a month")
+    with conn.transaction():
+        with conn.cursor(row_factory=tuple_row) as cur:
+            found = cur.execute("SELECT timezone FROM workspaces WHERE id = %s FOR SHARE", (workspace_id,)).fetchone()
+        if found is None:
+            raise RequestRefused("unknown_workspace", f"no workspace {workspace_id}")
+        timezone = found[0]
+        if period >= current_month(now, timezone):
+            raise RequestRefused("period_not_complete",
+                                 f"{period:%Y-%m} has not ended in the workspace's timezone ({timezone})")
+        key = {"owner": snapshot_type.owner, "snapshot_type": snapshot_type.name, "workspace_id": workspace_id,
+               "period": period}
+        runs = fetch_runs(conn, QUERIES["period_runs"], key)
+        if mode == "manual" and not runs:
+            raise RequestRefused("not_planned", f"{period:%Y-%m} has no runs: request a backfill")
+        if mode == "backfill" and runs:
+            raise RequestRefused("already_planned", f"{period:%Y-%m} has runs: request a re-run")
+        if any(r.state in ACTIVE_STATES for r in runs):
+            raise RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress")
+        if any(r.is_current and r.protection for r in runs):
+            raise RequestRefused("protected_history", f"the current version of {period:%Y-%m} is "
+                                 f"{next(r.protection for r in runs if r.is_current)}")
+        version = max((r.version for r in runs), default=0) + 1
+        return fetch_runs(conn, QUERIES["insert_request"], {**key, "version": version, "mode": mode,
+                                                       "reason": reason.strip(), "requested_by": requested_by,
+                                                       "now": now})[0]
+
+
+@dataclass(frozen=True)
+class PeriodStatus:
+    """One period of a workspace's listing: ``status`` (``published``, ``skipped``,
+    ``failed``, or the active state), the ``chosen_version`` (the current one, else the
+    latest), ``basis``, ``published_at``, ``skip_reason`` and ``overdue``."""
+
+    owner: str
+    snapshot_type: str
+    period: date
+    status: str
+    chosen_version: int
+    basis: dict[str, Any] | None
+    published_at: datetime | None
+    skip_reason: str | None
+    overdue: bool
+    run_id: UUID
+
+
+def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
+                 owner: str | None = None, snapshot_type: str | None = None) -> list[PeriodStatus]:
+    """The workspace's periods, newest first per type (see :class:`PeriodStatus`)."""
+    runs = fetch_runs(conn, QUERIES["list_periods"], {"workspace_id": workspace_id, "owner": owner,
+                                                  "snapshot_type": snapshot_type})
+    out = []
+    for run in sorted(runs, key=lambda r: (r.owner, r.snapshot_type, r.period), reverse=True):
+        published = run.is_current
+        out.append(PeriodStatus(
+            owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
+            status="published" if published else run.state, chosen_version=run.version, basis=run.basis,
+            published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id,
+            overdue=is_overdue(run.period, timezone, now, published=published, skipped=run.state == "skipped")))
+    return out
+
+
+def jsonb(value: dict[str, Any] | None) -> Jsonb | None:
+    """``value`` wrapped for a jsonb parameter (None stays NULL)."""
+    return None if value is None else Jsonb(value)

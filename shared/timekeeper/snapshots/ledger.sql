@@ -1,0 +1,189 @@
+-- name: plan_months
+-- Plan version 1 of every completed workspace-local month of each (workspace, type) since
+-- the latest month already planned, within the horizon (never before the workspace
+-- existed). One index probe per (workspace, type) finds the latest planned month, so a
+-- pass with nothing new to plan costs the same however much history there is. Two
+-- planners racing insert one row per month (the version key), the other does nothing.
+-- Loading, disabled and policy-disabled workspaces get the row with the skip reason.
+WITH types AS (
+    SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
+), months AS (
+    SELECT w.id AS workspace_id, w.status, w.snapshots_enabled, t.owner, t.snapshot_type,
+           generate_series(
+               greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s),
+                        latest.period + interval '1 month'),
+               date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
+               interval '1 month')::date AS period
+      FROM workspaces w
+     CROSS JOIN types t
+     CROSS JOIN LATERAL (SELECT max(r.period) AS period FROM snapshot_runs r
+                          WHERE r.owner = t.owner AND r.snapshot_type = t.snapshot_type
+                            AND r.workspace_id = w.id) latest
+)
+INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
+                           created_at, updated_at)
+SELECT owner, snapshot_type, workspace_id, period, 1, 'planned',
+       CASE WHEN skip IS NULL THEN 'planned' ELSE 'skipped' END, skip, %(now)s, %(now)s
+  FROM (SELECT m.*, CASE WHEN m.status = 'loading' THEN 'workspace_loading'
+                         WHEN m.status = 'disabled' THEN 'workspace_disabled'
+                         WHEN NOT m.snapshots_enabled THEN 'policy_disabled' END AS skip
+          FROM months m) planned
+ ORDER BY workspace_id, owner, snapshot_type, period
+ON CONFLICT DO NOTHING
+RETURNING id, state
+
+-- name: overdue_periods
+-- Completed periods (within the horizon, since the workspace existed) whose local month
+-- ended more than `grace` ago and that have neither a current version nor a skip reason:
+-- counted from the months that SHOULD exist, so a month the planner never inserted is
+-- overdue too.
+WITH types AS (
+    SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
+), months AS (
+    SELECT w.id AS workspace_id, w.timezone, t.owner, t.snapshot_type,
+           generate_series(
+               greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
+               date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
+               interval '1 month')::date AS period
+      FROM workspaces w CROSS JOIN types t
+     WHERE w.status <> 'disabled'
+)
+SELECT m.workspace_id, m.owner, m.snapshot_type, m.period
+  FROM months m
+ WHERE ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
+   AND NOT EXISTS (SELECT FROM snapshot_runs r
+                    WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
+                      AND r.workspace_id = m.workspace_id AND r.period = m.period
+                      AND (r.is_current OR r.state = 'skipped'))
+ ORDER BY m.workspace_id, m.owner, m.snapshot_type, m.period
+
+-- name: lock_owner
+-- Admission of one owner's runs is serialized (transaction-level advisory lock).
+SELECT pg_advisory_xact_lock(hashtextextended('timekeeper.snapshots:' || %(owner)s, 0))
+
+-- name: in_flight
+SELECT count(*) FILTER (WHERE mode <> 'backfill') AS regular, count(*) FILTER (WHERE mode = 'backfill') AS backfill
+  FROM snapshot_runs
+ WHERE owner = %(owner)s AND state IN ('queued', 'running')
+
+-- name: waiting
+-- The oldest admissible runs of one lane: planned, or waiting for a retry that is due.
+SELECT id FROM snapshot_runs
+ WHERE owner = %(owner)s AND state IN ('planned', 'retry_wait')
+   AND (state = 'planned' OR retry_due_at <= %(now)s)
+   AND (mode = 'backfill') = %(backfill)s
+ ORDER BY created_at, id
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: any_backfill_waiting
+SELECT EXISTS (SELECT FROM snapshot_runs
+                WHERE owner = %(owner)s AND mode = 'backfill'
+                  AND state IN ('planned', 'retry_wait', 'queued', 'running')) AS waiting
+
+-- name: admit
+-- Admitted: a new attempt job, offered now.
+UPDATE snapshot_runs
+   SET state = 'queued', job_id = gen_random_uuid(), offered_at = %(now)s, retry_due_at = NULL,
+       updated_at = %(now)s
+ WHERE id = ANY(%(ids)s::uuid[])
+RETURNING id, workspace_id, job_id
+
+-- name: reoffer
+-- Queued runs whose job has not started within `after`: a new job is sent (a late copy of
+-- the old one finds another job id and is dropped).
+UPDATE snapshot_runs
+   SET job_id = gen_random_uuid(), offered_at = %(now)s, updated_at = %(now)s
+ WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(now)s - %(after)s::interval
+RETURNING id, workspace_id, job_id
+
+-- name: start_job
+-- The job's first receive moves queued -> running and counts the attempt; a later receive
+-- of the same job (a crash, a hand-over) resumes. Another job's message matches nothing.
+UPDATE snapshot_runs
+   SET state = 'running',
+       attempts = attempts + CASE WHEN state = 'queued' THEN 1 ELSE 0 END,
+       started_at = CASE WHEN state = 'queued' THEN %(now)s ELSE started_at END,
+       heartbeat_at = %(now)s, updated_at = %(now)s
+ WHERE id = %(run_id)s AND job_id = %(job_id)s AND state IN ('queued', 'running')
+RETURNING *
+
+-- name: lock_run
+-- The run, locked, if this job still owns it (the fence of every chunk and of publish).
+SELECT * FROM snapshot_runs
+ WHERE id = %(run_id)s AND job_id = %(job_id)s AND state = 'running'
+   FOR UPDATE
+
+-- name: retain_mode
+UPDATE snapshot_runs SET generation_mode = %(mode)s, updated_at = %(now)s
+ WHERE id = %(run_id)s AND generation_mode IS NULL
+
+-- name: commit_chunk
+UPDATE snapshot_runs
+   SET cursor = %(cursor)s, chunks_committed = chunks_committed + 1, rows_written = rows_written + %(rows)s,
+       heartbeat_at = %(now)s, updated_at = %(now)s
+ WHERE id = %(run_id)s
+RETURNING *
+
+-- name: mark_done
+-- Generation finished (cursor exhausted): remember it so a resumed job goes straight to publish.
+UPDATE snapshot_runs SET cursor = '{"done": true}'::jsonb, updated_at = %(now)s WHERE id = %(run_id)s
+
+-- name: retire_current
+UPDATE snapshot_runs SET is_current = false, updated_at = %(now)s
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
+   AND period = %(period)s AND is_current
+RETURNING id
+
+-- name: publish
+UPDATE snapshot_runs
+   SET state = 'published', is_current = true, published_at = %(now)s, basis = %(basis)s, job_id = NULL,
+       updated_at = %(now)s
+ WHERE id = %(run_id)s
+
+-- name: fail_final
+UPDATE snapshot_runs
+   SET state = 'failed', failure_code = %(code)s, failure_message = %(message)s, job_id = NULL,
+       retryable_failures = retryable_failures + %(retryable)s, updated_at = %(now)s
+ WHERE id = %(run_id)s AND job_id = %(job_id)s AND state IN ('queued', 'running')
+RETURNING *
+
+-- name: fail_retryable
+UPDATE snapshot_runs
+   SET state = 'retry_wait', retryable_failures = retryable_failures + 1, retry_due_at = %(retry_due_at)s,
+       failure_code = %(code)s, failure_message = %(message)s, job_id = NULL, updated_at = %(now)s
+ WHERE id = %(run_id)s AND job_id = %(job_id)s AND state IN ('queued', 'running')
+RETURNING *
+
+-- name: period_runs
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
+   AND period = %(period)s
+ ORDER BY version
+   FOR UPDATE
+
+-- name: insert_request
+INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by, state,
+                           created_at, updated_at)
+VALUES (%(owner)s, %(snapshot_type)s, %(workspace_id)s, %(period)s, %(version)s, %(mode)s, %(reason)s,
+        %(requested_by)s, 'planned', %(now)s, %(now)s)
+RETURNING *
+
+-- name: list_periods
+-- Per period of the workspace (newest first): the current version, else the latest run.
+SELECT DISTINCT ON (r.owner, r.snapshot_type, r.period) r.*
+  FROM snapshot_runs r
+ WHERE r.workspace_id = %(workspace_id)s
+   AND (%(owner)s::text IS NULL OR r.owner = %(owner)s) AND (%(snapshot_type)s::text IS NULL
+        OR r.snapshot_type = %(snapshot_type)s)
+ ORDER BY r.owner, r.snapshot_type, r.period DESC, r.is_current DESC, r.version DESC
+
+-- name: lost_jobs
+-- Running runs whose job stopped beating (its messages were exhausted or lost): each is a
+-- retryable failure of its attempt, the fourth one final.
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND state = 'running' AND heartbeat_at <= %(now)s - %(after)s::interval
+ ORDER BY id
+   FOR UPDATE SKIP LOCKED

@@ -1,0 +1,133 @@
+"""Snapshot types: what an owner module registers with the ledger.
+
+A :class:`SnapshotType` names its owner and type, the staff roles that may request
+re-runs and backfills, its chunk size, the environments it is enabled in, and its
+:class:`Generator` -- the type's own behaviour, called by the run job:
+
+* ``choose_mode(conn, run) -> str`` once, at the run's first start (the mode is retained by
+  every later attempt, so a resumed run never switches strategy half way);
+* ``generate(conn, run, cursor) -> Chunk`` repeatedly, inside one transaction per chunk: write
+  the rows after ``cursor`` (None at the start) and return the next cursor (None when done);
+* ``validate(conn, run) -> dict`` inside the publishing transaction: compare the written
+  rows with the source (row counts, totals) and return the ``basis`` stored with the
+  version, or raise :class:`ValidationFailed` (final at once: the run fails, the previous
+  version stays current).
+
+Generators receive a :class:`~timekeeper.snapshots.ledger.SnapshotRun` and a connection
+inside the transaction; they never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import psycopg
+
+if TYPE_CHECKING:
+    from timekeeper.snapshots.ledger import SnapshotRun
+
+#: Environments a type may be enabled in (the deployment's ``stage`` maps onto one).
+ENVIRONMENTS = ("development", "production")
+
+
+class ValidationFailed(Exception):
+    """The generated rows do not match the source: ``code`` (machine-readable) and a message."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One committed chunk: ``rows`` written, ``next_cursor`` (JSON-ready) or None when done."""
+
+    rows: int
+    next_cursor: dict[str, Any] | None
+
+
+class Generator(Protocol):
+    """A snapshot type's generation behaviour (see the module docstring)."""
+
+    def choose_mode(self, conn: psycopg.Connection, run: SnapshotRun) -> str: ...
+
+    def generate(self, conn: psycopg.Connection, run: SnapshotRun, cursor: dict[str, Any] | None) -> Chunk: ...
+
+    def validate(self, conn: psycopg.Connection, run: SnapshotRun) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class SnapshotType:
+    """A registered type. ``staff_roles``: claims roles that may request manual re-runs and
+    backfills of it; ``chunk_size``: rows per chunk (the generator's unit);
+    ``environments``: where it is enabled (:data:`ENVIRONMENTS`)."""
+
+    owner: str
+    name: str
+    label: str
+    generator: Generator
+    staff_roles: frozenset[str] = frozenset({"snapshots:staff"})
+    chunk_size: int = 50_000
+    environments: frozenset[str] = frozenset(ENVIRONMENTS)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """``(owner, name)``."""
+        return (self.owner, self.name)
+
+
+class UnknownSnapshotType(LookupError):
+    """No type of that owner and name is registered (``reason`` ``unsupported_type``) or it
+    is not enabled in this environment (``type_disabled``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass
+class SnapshotRegistry:
+    """The registered types of a deployment in one ``environment``."""
+
+    environment: str = "development"
+    _types: dict[tuple[str, str], SnapshotType] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.environment not in ENVIRONMENTS:
+            raise ValueError(f"environment must be one of {ENVIRONMENTS}")
+
+    def register(self, snapshot_type: SnapshotType) -> None:
+        """Add a type; raises ``ValueError`` when its key is registered already."""
+        if snapshot_type.key in self._types:
+            raise ValueError(f"snapshot type {snapshot_type.key} registered twice")
+        self._types[snapshot_type.key] = snapshot_type
+
+    def get(self, owner: str, name: str) -> SnapshotType:
+        """The enabled type ``(owner, name)``; raises :class:`UnknownSnapshotType`."""
+        found = self._types.get((owner, name))
+        if found is None:
+            raise UnknownSnapshotType("unsupported_type", f"no snapshot type {owner}/{name}")
+        if self.environment not in found.environments:
+            raise UnknownSnapshotType("type_disabled", f"snapshot type {owner}/{name} is disabled in "
+                                      f"{self.environment}")
+        return found
+
+    def enabled(self) -> list[SnapshotType]:
+        """The types enabled in this environment, in registration order."""
+        return [t for t in self._types.values() if self.environment in t.environments]
+
+    def all(self) -> Iterable[SnapshotType]:
+        """Every registered type, enabled or not."""
+        return self._types.values()
+
+
+def default_snapshot_registry(environment: str) -> SnapshotRegistry:
+    """Every owner's snapshot types, enabled as configured for ``environment``
+    (``development`` | ``production``); raises ``ValueError`` for another environment."""
+    from timekeeper.platform.snapshots import register as register_platform
+
+    registry = SnapshotRegistry(environment=environment)
+    register_platform(registry)
+    return registry
