@@ -7,8 +7,8 @@
 
 What runs: the database ``bench_exports`` (dropped and re-created) on the server
 ``timekeeper.local.embedded.server_url(Path(".timekeeper/bench-pg"))`` returns
-(``DATABASE_URL`` wins), filled with COPY (:func:`fill_invoices`, to be swapped for
-``timekeeper.platform.generator.load_volume`` once it lands); one workspace per size. The
+(``DATABASE_URL`` wins), filled with COPY by ``timekeeper.platform.generator.load_volume``
+(1,000 members, the invoices and their payments); one workspace per size. The
 files bucket is a moto server in its own process, so the uploaded bytes are not held by
 the measured process. Each measurement runs in a fresh Python process: it imports
 everything, connects, resets the kernel's peak-RSS counter (``/proc/self/clear_refs``),
@@ -29,14 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import resource
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -60,32 +59,6 @@ EXPORT_DEFINITION = {"entity": "invoices", "columns": ["id", "number", "member_i
 PLAN_DEFINITION = {"entity": "invoices", "columns": ["number", "member_name", "due_date", "amount_minor", "status"],
                    "filters": [{"column": "status", "op": "eq", "value": "open"}],
                    "sort": [{"column": "due_date"}], "limit": 1000}
-
-
-def fill_invoices(conn: psycopg.Connection, *, workspace_id: uuid.UUID, invoices: int, seed: int,
-                  members: int = 1000) -> int:
-    """Create ``members`` members and ``invoices`` invoices in ``workspace_id`` with COPY
-    (statuses draft/open/paid/void in equal parts, dates over two years, amounts
-    0-999,999 minor units); return the invoices written. The shape of
-    ``generator.load_volume`` so it can replace this."""
-    rng = random.Random(seed)
-    with conn.cursor() as cur:
-        with cur.copy("COPY members (id, workspace_id, member_number, display_name, joined_on) FROM STDIN") as copy:
-            member_ids = [uuid.UUID(int=rng.getrandbits(128), version=4) for _ in range(members)]
-            for i, member_id in enumerate(member_ids):
-                copy.write_row((member_id, workspace_id, f"M{i:05d}", f"Member {i} {rng.choice('ABCDEFGH')}",
-                                date(2020, 1, 1)))
-        statuses = ("draft", "open", "paid", "void")
-        start = date(2025, 1, 1)
-        with cur.copy("COPY invoices (workspace_id, member_id, number, issue_date, due_date, amount_minor, "
-                      "currency, status, voided_on) FROM STDIN") as copy:
-            for i in range(invoices):
-                issued = start + timedelta(days=rng.randrange(730))
-                status = statuses[rng.randrange(4)]
-                copy.write_row((workspace_id, member_ids[rng.randrange(members)], f"INV-{i:08d}", issued,
-                                issued + timedelta(days=30), rng.randrange(1_000_000), "EUR", status,
-                                issued + timedelta(days=40) if status == "void" else None))
-    return invoices
 
 
 def _free_port() -> int:
@@ -141,6 +114,7 @@ def prepare(sizes: list[int], seed: int) -> tuple[str, dict[int, tuple[uuid.UUID
     """Create the database, one workspace per size with its invoices, the user and the
     saved query; returns the URL, size -> (workspace, query) and the fill seconds."""
     from timekeeper.platform.directory import add_member, create_workspace, upsert_user
+    from timekeeper.platform.generator import load_volume
     from timekeeper.queries import store
 
     url = embedded.create_database(embedded.server_url(DATA_DIR), "bench_exports")
@@ -154,7 +128,7 @@ def prepare(sizes: list[int], seed: int) -> tuple[str, dict[int, tuple[uuid.UUID
             with conn.transaction():
                 ws = create_workspace(conn, name=f"bench {size}", timezone="UTC", currency="EUR", now=NOW).id
                 add_member(conn, workspace_id=ws, user_id=USER, roles=["queries:read"], now=NOW)
-                fill_invoices(conn, workspace_id=ws, invoices=size, seed=seed + size)
+            load_volume(conn, workspace_id=ws, invoices=size, seed=seed + size, members=1000, now=NOW)
             query, _ = store.create_query(conn, workspace_id=ws, name="all invoices", definition=EXPORT_DEFINITION,
                                           actor=USER, now=NOW)
             made[size] = (ws, query.id)
