@@ -9,17 +9,21 @@ that denies every request is deployed, so the API is never open by accident.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Duration, Fn, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import settings
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources, queue_url_variable
+from infra.work_queue import FILES_BUCKET_VARIABLE, WorkQueueResources, grant_exports_get
 from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
@@ -70,16 +74,23 @@ class HttpApi(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
                  authorizer_function_arn: str | None = None, manage_account_role: bool = False,
-                 name_prefix: str = "timekeeper"):
+                 name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
+                 files_bucket: s3.IBucket | None = None, files_arn_export: str = ""):
         super().__init__(scope, construct_id)
+        environment = {queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines}
+        environment.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
+        if files_bucket is not None:
+            environment[FILES_BUCKET_VARIABLE] = files_bucket.bucket_name
         self.function = TimekeeperFunction(
             self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
             reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
-            environment={queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
-            description="Timekeeper schedule owners' HTTP API")
-        for resources in pipelines:
+            environment=environment, description="Timekeeper schedule owners' HTTP API")
+        for resources in [*pipelines, *work_queues]:
             resources.queues.queue.grant_send_messages(self.function.role)
+        if files_bucket is not None:
+            # Its presigned download links carry its own rights: read under exports/ only.
+            grant_exports_get(self.function.role, files_bucket, files_arn_export)
 
         if authorizer_function_arn:
             authorizer_function = lambda_.Function.from_function_attributes(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aws_cdk import Duration, Tags
+from aws_cdk import Duration, Size, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
@@ -61,17 +61,17 @@ class DatabaseAccess:
 class TimekeeperFunction(Construct):
     """A Lambda built from ``functions/<folder>/handler.py`` with entry ``lambda_handler``.
 
-    ``timeout_s`` and ``memory_mb`` come from the caller (the topology for pipeline
-    functions); ``environment`` is added to the database settings. The function can read
-    the secret of its database ``login`` only; every other permission is granted by the
-    caller.
+    ``timeout_s``, ``memory_mb`` and ``ephemeral_storage_mb`` (/tmp; None: Lambda's 512 MB)
+    come from the caller (the topology for pipeline functions); ``environment`` is added to
+    the database settings. The function can read the secret of its database ``login`` only;
+    every other permission is granted by the caller.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, folder: str, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, login: str, timeout_s: int, memory_mb: int,
                  log_retention: logs.RetentionDays, environment: dict[str, str] | None = None,
                  reserved_concurrency: int | None = None, description: str = "",
-                 functions_dir: Path = settings.FUNCTIONS_DIR):
+                 functions_dir: Path = settings.FUNCTIONS_DIR, ephemeral_storage_mb: int | None = None):
         super().__init__(scope, construct_id)
         if not (functions_dir / folder / "handler.py").is_file():
             raise ValueError(f"functions/{folder}/handler.py does not exist")
@@ -99,6 +99,7 @@ class TimekeeperFunction(Construct):
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency,
+            ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
             environment={**database.environment(login), "POWERTOOLS_LOG_LEVEL": "INFO", **(environment or {})},
             vpc=database.vpc,
             vpc_subnets=database.subnets if database.vpc is not None else None,

@@ -20,6 +20,7 @@ from infra import settings
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
+from infra.work_queue import WorkQueueResources
 from timekeeper import observability as obs
 
 #: The dimensions Powertools puts on every Timekeeper metric.
@@ -89,6 +90,20 @@ class RendererAlarms:
         return [self.errors, self.throttles, self.failed_events]
 
 
+@dataclass
+class WorkQueueAlarms:
+    """The four alarms of one work queue (no dispatcher)."""
+
+    queue_age: cw.Alarm
+    dlq_depth: cw.Alarm
+    dlq_arrivals: cw.Alarm
+    consumer_errors: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.queue_age, self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
+
+
 class Monitoring(Construct):
     """Per pipeline: dispatcher silence (no invocation in the topology's window, missing data
     breaching), dispatcher heartbeat (no successful pass in that window, missing data
@@ -96,11 +111,14 @@ class Monitoring(Construct):
     DLQ arrivals (the depth grew: fires again for a new poison message while the depth alarm
     is still in ALARM), consumer errors; for the application: ScheduleAutoPaused > 0. Every
     alarm notifies ``topic`` when it fires and when it clears; alarm and dashboard names
-    start with the capitalized ``name_prefix``. One dashboard with a row per pipeline."""
+    start with the capitalized ``name_prefix``. One dashboard with a row per pipeline. Per
+    work queue (``work_queues``): queue age, DLQ depth, DLQ arrivals and consumer errors,
+    and a dashboard row."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
                  topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
-                 renderer: ReportRendererResources | None = None):
+                 renderer: ReportRendererResources | None = None,
+                 work_queues: list[WorkQueueResources] | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -111,6 +129,9 @@ class Monitoring(Construct):
         self.snapshot_alarms: dict[str, cw.Alarm] = self._snapshot_alarms(snapshots) if snapshots else {}
         self.renderer = renderer
         self.renderer_alarms = self._renderer_alarms(renderer) if renderer is not None else None
+        self.work_queues = list(work_queues or [])
+        self.work_queue_alarms: dict[str, WorkQueueAlarms] = {
+            r.work_queue.name: self._work_queue_alarms(r) for r in self.work_queues}
         self.auto_paused = self._alarm(
             "ScheduleAutoPaused", name=f"{self._title}-schedule-auto-paused",
             metric=timekeeper_metric(obs.SCHEDULE_AUTO_PAUSED),
@@ -197,6 +218,7 @@ class Monitoring(Construct):
         every_alarm += list(self.snapshot_alarms.values())
         if self.renderer_alarms is not None:
             every_alarm += self.renderer_alarms.all()
+        every_alarm += [alarm for alarms in self.work_queue_alarms.values() for alarm in alarms.all()]
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -214,6 +236,8 @@ class Monitoring(Construct):
             dashboard.add_widgets(*self._snapshot_row(self.snapshots))
         if self.renderer is not None:
             dashboard.add_widgets(*self._renderer_row(self.renderer))
+        for queue_resources in self.work_queues:
+            dashboard.add_widgets(*self._work_queue_row(queue_resources))
         return dashboard
 
     def _snapshot_alarms(self, resources: SnapshotResources) -> dict[str, cw.Alarm]:
@@ -349,6 +373,109 @@ class Monitoring(Construct):
             cw.GraphWidget(title=f"{r.name}: on-failure queue", width=6, height=6, left=[
                 resources.failure_queue.metric_approximate_number_of_messages_visible(
                     statistic="Maximum", period=period, label="events given up")]),
+        ]
+
+    def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
+        p = resources.pipeline
+        dispatcher, consumer = resources.dispatcher.function, resources.consumer.function
+        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Pipeline `{p.name}` (rule rate {p.rule_rate_minutes} min, consumer "
+                                   f"max concurrency {p.max_concurrency}, {p.max_receive_count} receives)",
+                          width=24, height=1),
+            cw.GraphWidget(title=f"{p.name}: claims, publishes, refusals", width=6, height=6, left=[
+                pipeline_search(obs.SCHEDULES_CLAIMED, p.name, label="claimed"),
+                pipeline_search(obs.RUNS_PUBLISHED, p.name, label="published"),
+                pipeline_search(obs.PUBLISH_REFUSED, p.name, label="refused"),
+                pipeline_search(obs.RUNS_REOFFERED, p.name, label="reoffered")]),
+            cw.GraphWidget(title=f"{p.name}: outcomes by kind", width=6, height=6, left=[
+                pipeline_search(obs.RUN_SUCCEEDED, p.name, label="succeeded"),
+                pipeline_search(obs.RUN_SKIPPED, p.name, label="skipped"),
+                pipeline_search(obs.RUN_FAILED, p.name, label="failed")]),
+            cw.GraphWidget(title=f"{p.name}: queue age (s) and DLQ depth", width=6, height=6,
+                           left=[queue.metric_approximate_age_of_oldest_message(
+                               statistic="Maximum", period=period, label="oldest message age (s)")],
+                           right=[dlq.metric_approximate_number_of_messages_visible(
+                               statistic="Maximum", period=period, label="DLQ messages")],
+                           left_annotations=[cw.HorizontalAnnotation(value=p.queue_age_alarm_s,
+                                                                     label="age alarm")]),
+            cw.GraphWidget(title=f"{p.name}: dispatcher and consumer", width=6, height=6,
+                           left=[dispatcher.metric_invocations(statistic="Sum", period=period,
+                                                               label="dispatcher invocations"),
+                                 dispatcher.metric_errors(statistic="Sum", period=period, label="dispatcher errors"),
+                                 consumer.metric_errors(statistic="Sum", period=period, label="consumer errors")],
+                           right=[consumer.metric_duration(statistic="p95", period=period,
+                                                           label="consumer duration p95 (ms)"),
+                                  consumer.metric_duration(statistic="Maximum", period=period,
+                                                           label="consumer duration max (ms)")]),
+        ]
+
+    def _work_queue_alarms(self, resources: WorkQueueResources) -> WorkQueueAlarms:
+        q = resources.work_queue
+        scope = Construct(self, q.name)
+        consumer = resources.consumer.function
+        dlq = resources.queues.dead_letter_queue
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        named = f"{self._title}-{q.name}"
+        return WorkQueueAlarms(
+            queue_age=self._alarm(
+                "QueueAge", name=f"{named}-queue-age",
+                metric=resources.queues.queue.metric_approximate_age_of_oldest_message(
+                    statistic="Maximum", period=_period()),
+                threshold=q.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"The oldest {q.name} message waited over {q.queue_age_alarm_s} s: the consumer is "
+                            "failing, throttled or too slow for the load."),
+            dlq_depth=self._alarm(
+                "DlqDepth", name=f"{named}-dlq-depth",
+                metric=dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period()),
+                **above_zero,
+                description=f"{q.name} messages reached the dead-letter queue after {q.max_receive_count} "
+                            "receives (malformed, or their settlement failed): inspect, fix, then redrive."),
+            dlq_arrivals=self._alarm(
+                "DlqArrivals", name=f"{named}-dlq-arrivals",
+                metric=cw.MathExpression(
+                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
+                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=_period())}),
+                **above_zero,
+                description=f"More {q.name} messages reached the dead-letter queue (its depth grew), even while "
+                            "older ones are still there: inspect the new ones."),
+            consumer_errors=self._alarm(
+                "ConsumerErrors", name=f"{named}-consumer-errors",
+                metric=consumer.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description=f"A {q.name} consumer invocation failed (a timeout, memory, or the database "
+                            "unreachable): its messages return to the queue."),
+        )
+
+    def _work_queue_row(self, resources: WorkQueueResources) -> list[cw.IWidget]:
+        q = resources.work_queue
+        consumer = resources.consumer.function
+        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Work queue `{q.name}` (consumer max concurrency {q.max_concurrency}, "
+                                   f"batch {q.batch_size}, {q.max_receive_count} receives)", width=24, height=1),
+            cw.GraphWidget(title=f"{q.name}: queue age (s) and DLQ depth", width=8, height=6,
+                           left=[queue.metric_approximate_age_of_oldest_message(
+                               statistic="Maximum", period=period, label="oldest message age (s)")],
+                           right=[dlq.metric_approximate_number_of_messages_visible(
+                               statistic="Maximum", period=period, label="DLQ messages")],
+                           left_annotations=[cw.HorizontalAnnotation(value=q.queue_age_alarm_s, label="age alarm")]),
+            cw.GraphWidget(title=f"{q.name}: messages sent and received", width=8, height=6,
+                           left=[queue.metric_number_of_messages_sent(statistic="Sum", period=period, label="sent"),
+                                 queue.metric_number_of_messages_received(statistic="Sum", period=period,
+                                                                          label="received")]),
+            cw.GraphWidget(title=f"{q.name}: consumer", width=8, height=6,
+                           left=[consumer.metric_invocations(statistic="Sum", period=period, label="invocations"),
+                                 consumer.metric_errors(statistic="Sum", period=period, label="errors"),
+                                 consumer.metric_throttles(statistic="Sum", period=period, label="throttles")],
+                           right=[consumer.metric_duration(statistic="p95", period=period,
+                                                           label="duration p95 (ms)"),
+                                  consumer.metric_duration(statistic="Maximum", period=period,
+                                                           label="duration max (ms)")]),
         ]
 
     def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:

@@ -19,7 +19,7 @@ from constructs import Construct
 from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
-from timekeeper.topology import Pipeline
+from timekeeper.topology import Pipeline, WorkQueue
 
 
 def queue_url_variable(pipeline: Pipeline) -> str:
@@ -33,10 +33,12 @@ def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
     return max(60, 60 * pipeline.rule_rate_minutes)
 
 
-def queue_names(pipeline: Pipeline, name_prefix: str = "timekeeper") -> tuple[str, str]:
-    """(run queue, dead-letter queue) names of ``pipeline`` in a deployment whose names start
-    with ``name_prefix``; the default prefix gives the topology's names (the local stack's)."""
-    return f"{name_prefix}-{pipeline.name}-runs", f"{name_prefix}-{pipeline.name}-runs-dlq"
+def queue_names(pipeline: Pipeline | WorkQueue, name_prefix: str = "timekeeper") -> tuple[str, str]:
+    """(run queue, dead-letter queue) names of ``pipeline`` (or work queue) in a deployment
+    whose names start with ``name_prefix``; the default prefix gives the topology's names
+    (the local stack's)."""
+    return (name_prefix + pipeline.queue_name.removeprefix("timekeeper"),
+            name_prefix + pipeline.dlq_name.removeprefix("timekeeper"))
 
 
 class JobQueue(Construct):
@@ -45,7 +47,8 @@ class JobQueue(Construct):
     consumer timeout), redrive after ``pipeline.max_receive_count`` receives, DLQ kept
     ``pipeline.dlq_retention_days`` days. Names from :func:`queue_names`."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, name_prefix: str = "timekeeper"):
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline | WorkQueue,
+                 name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         queue_name, dlq_name = queue_names(pipeline, name_prefix)
         self.dead_letter_queue = sqs.Queue(

@@ -29,7 +29,8 @@ from infra.renderer import ReportRendererResources
 from infra.settings import DeploymentConfig
 from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
-from timekeeper.topology import PIPELINES, REPORT_RENDERER, SNAPSHOTS
+from infra.work_queue import WorkQueueResources
+from timekeeper.topology import PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -87,8 +88,9 @@ class DataStack(Stack):
 
 class AppStack(Stack):
     """Stateless resources built from the topology: for every pipeline a rule, dispatcher,
-    run queue, dead-letter queue, consumer and its alarms; the report renderer with its
-    on-failure queue; the layer; the notification topic;
+    run queue, dead-letter queue, consumer and its alarms; for every work queue (exports) its
+    queue, dead-letter queue, consumer and alarms; the report renderer with its on-failure
+    queue; the layer; the notification topic;
     the HTTP API (when functions/api exists); the migration trigger (which runs before any
     rule, consumer or API function exists); the dashboard."""
 
@@ -116,24 +118,37 @@ class AppStack(Stack):
             files_bucket_name=data.files_bucket.bucket_name,
             files_bucket_arn_export=data.files_bucket_arn_export,
             log_retention=config.log_retention, name_prefix=config.name_prefix)
+        files = s3.Bucket.from_bucket_attributes(self, "FilesBucket",
+                                                 bucket_arn=Fn.import_value(data.files_bucket_arn_export),
+                                                 bucket_name=data.files_bucket.bucket_name)
+        self.work_queues = [
+            WorkQueueResources(self, f"WorkQueue-{queue.name}", work_queue=queue, layer=self.layer,
+                               database=database, files_bucket=files, files_arn_export=data.files_bucket_arn_export,
+                               log_retention=config.log_retention, name_prefix=config.name_prefix)
+            for queue in WORK_QUEUES.values()
+        ]
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
                                log_retention=config.log_retention,
                                authorizer_function_arn=config.authorizer_function_arn,
                                manage_account_role=config.manage_api_gateway_account,
-                               name_prefix=config.name_prefix)
+                               name_prefix=config.name_prefix, work_queues=self.work_queues,
+                               files_bucket=files, files_arn_export=data.files_bucket_arn_export)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,
-                                     renderer=self.renderer)
+                                     renderer=self.renderer, work_queues=self.work_queues)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
             CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
                       value=resources.queues.dead_letter_queue.queue_url)
+        for queue_resources in self.work_queues:
+            CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
+                      value=queue_resources.queues.dead_letter_queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
@@ -158,6 +173,7 @@ class AppStack(Stack):
             timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+                               *[r.consumer for r in self.work_queues],
                                *self.snapshots.rules, self.snapshots.job, self.renderer.function,
                                *([self.api.function] if self.api else []))
         return migrate

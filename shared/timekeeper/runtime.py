@@ -4,6 +4,7 @@ code never reads the environment or creates boto3 clients).
 
 Environment (names and ARNs only; secrets come from Secrets Manager):
 ``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
+``WORK_QUEUE_URL_<QUEUE>`` (e.g. ``WORK_QUEUE_URL_EXPORTS``, a work queue's URL),
 ``NOTIFICATION_TOPIC_ARN`` (optional), ``FILES_BUCKET`` (the files bucket: exports and
 rendered reports), ``REPORT_RENDERER_FUNCTION`` (the renderer's function name, for the
 callers that request renders), and either ``DATABASE_URL`` (local stack) or
@@ -19,7 +20,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 import psycopg
@@ -29,7 +30,7 @@ from timekeeper import clock
 from timekeeper import observability as obs
 from timekeeper.aws.renderer import LambdaRendererClient, RendererClient, RenderRequest
 from timekeeper.aws.sns import SnsNotifier
-from timekeeper.aws.sqs import SqsRunPublisher
+from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
 from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, PipelineMetrics, logger, metrics
 from timekeeper.queries import rendering
@@ -42,7 +43,16 @@ from timekeeper.snapshots.jobs import run_job as run_snapshot_job
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
 from timekeeper.snapshots.registry import SnapshotRegistry, default_snapshot_registry
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, REPORT_RENDERER, SNAPSHOTS, Pipeline
+from timekeeper.topology import (
+    PIPELINES,
+    PROXY_IDLE_CLIENT_TIMEOUT_S,
+    REPORT_RENDERER,
+    SNAPSHOTS,
+    WORK_QUEUES,
+    Pipeline,
+)
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class RuntimeSettings(BaseModel):
@@ -161,6 +171,19 @@ def publisher(pipeline: str) -> SqsRunPublisher:
 
 
 @cache
+def export_publisher() -> SqsMessagePublisher:
+    """The exports queue's publisher; raises ``KeyError`` when its URL variable is unset."""
+    from timekeeper.queries.exports import ExportMessage
+
+    queue = WORK_QUEUES["exports"]
+
+    def export_id(message: ExportMessage) -> Any:
+        return message.export_id
+
+    return SqsMessagePublisher(sqs_client(), os.environ[queue.queue_url_variable], key=export_id)
+
+
+@cache
 def notifier() -> SnsNotifier | None:
     """Owner notifications, when a topic is configured."""
     arn = settings().notification_topic_arn
@@ -253,7 +276,7 @@ def reset() -> None:
     if database.cache_info().currsize:
         database().close()
     for cached in (settings, database, sqs_client, publisher, notifier, registry, s3_client, renderer_client,
-                   snapshot_registry):
+                   snapshot_registry, export_publisher):
         cached.cache_clear()
 
 
@@ -287,23 +310,8 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
     the database is unreachable (the whole batch comes back).
     """
     consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
-    failures: list[str] = []
-    deliveries: list[Delivery] = []
-    for record in event.get("Records", []):
-        message_id = record.get("messageId", "")
-        try:
-            message = RunMessage.model_validate_json(record.get("body") or "")
-        except ValidationError as error:
-            logger.warning("malformed run message; it reaches the dead-letter queue after maxReceiveCount",
-                           extra={"message_id": message_id, "error": str(error)[:500]})
-            failures.append(message_id)
-            continue
-        attributes = record.get("attributes") or {}
-        try:
-            receive_count = int(attributes.get("ApproximateReceiveCount") or 1)
-        except ValueError:
-            receive_count = 1
-        deliveries.append(Delivery(message_id, message, receive_count))
+    parsed, failures = parse_records(event, RunMessage, what="run message")
+    deliveries = [Delivery(message_id, message, receive_count) for message_id, message, receive_count in parsed]
     if deliveries:
         results = process_batch(database().get(), deliveries, now=clock.now(), registry=registry(),
                                 settings=consumer_settings, services={},
@@ -313,6 +321,72 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
                 logger.info("run message fails its batch item", extra={
                     "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
                 failures.append(delivery.key)
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
+
+
+def parse_records(event: dict[str, Any], model: type[M], *,
+                  what: str) -> tuple[list[tuple[str, M, int]], list[str]]:
+    """Parse each SQS record's body of ``event`` as ``model`` (JSON). Returns
+    ``([(message id, message, receive count), ...], [malformed message ids])``: a malformed
+    record is logged (``what`` names it) and listed, so its caller fails only that batch
+    item and it reaches the dead-letter queue after maxReceiveCount. The receive count is
+    ``ApproximateReceiveCount`` (1 when missing or not a number)."""
+    parsed: list[tuple[str, M, int]] = []
+    failures: list[str] = []
+    for record in event.get("Records", []):
+        message_id = record.get("messageId", "")
+        try:
+            message = model.model_validate_json(record.get("body") or "")
+        except ValidationError as error:
+            logger.warning(f"malformed {what}; it reaches the dead-letter queue after maxReceiveCount",
+                           extra={"message_id": message_id, "error": str(error)[:500]})
+            failures.append(message_id)
+            continue
+        attributes = record.get("attributes") or {}
+        try:
+            receive_count = int(attributes.get("ApproximateReceiveCount") or 1)
+        except ValueError:
+            receive_count = 1
+        parsed.append((message_id, message, receive_count))
+    return parsed, failures
+
+
+#: How many stale unpublished exports one consumer invocation offers again after its batch.
+EXPORT_SWEEP_LIMIT = 10
+
+
+def consume_exports(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process an SQS batch of the exports queue; return the partial batch response
+    (``{"batchItemFailures": [{"itemIdentifier": message id}, ...]}``).
+
+    A malformed message fails only its own item (it reaches the dead-letter queue after
+    maxReceiveCount); each well-formed one is run by
+    :func:`timekeeper.queries.exports.consume_export` (a fault fails its item for a retry;
+    the final receive settles the export failed). Afterwards, up to
+    :data:`EXPORT_SWEEP_LIMIT` queued exports that were never published are offered again
+    (a failure there is logged, never fails the batch). Raises ``psycopg.Error`` only when
+    the database cannot be reached at all (the whole batch comes back).
+    """
+    from datetime import timedelta
+
+    from timekeeper.queries.exports import ExportMessage, consume_export, reoffer_exports
+
+    queue = WORK_QUEUES["exports"]
+    parsed, failures = parse_records(event, ExportMessage, what="export message")
+    conn = database().get()
+    for message_id, message, receive_count in parsed:
+        logger.append_keys(export_id=str(message.export_id), workspace_id=str(message.workspace_id))
+        if not consume_export(conn, s3_client(), files_bucket(), message, receive_count=receive_count,
+                              max_receive_count=queue.max_receive_count, now=clock.now(),
+                              lease=timedelta(seconds=queue.consumer_timeout_s)):
+            failures.append(message_id)
+    try:
+        reoffered = reoffer_exports(conn, export_publisher(), now=clock.now(), older_than=queue.reoffer_after,
+                                    limit=EXPORT_SWEEP_LIMIT)
+        if reoffered:
+            logger.info("unpublished exports offered again", extra={"reoffered": reoffered})
+    except Exception as error:  # noqa: BLE001 - the sweep is best effort; the next batch tries again
+        logger.warning("export sweep failed", extra={"error_type": type(error).__name__})
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
 
 

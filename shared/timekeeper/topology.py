@@ -133,6 +133,74 @@ PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING,)}
 
 
 @dataclass(frozen=True, kw_only=True)
+class WorkQueue:
+    """A queue-only worker: requests are committed and published by a service (no
+    dispatcher), and one consumer drains the queue.
+
+    Units: seconds unless the name says otherwise. ``max_receive_count`` is also the
+    consumer's idea of its final receive (it settles the request failed then);
+    ``reoffer_after_s``: a queued request never published (a refused publish, a crash
+    after commit) is offered again once it is this old.
+    """
+
+    name: str
+    consumer_function: str
+    consumer_timeout_s: int = 300
+    consumer_memory_mb: int = 1024
+    #: The consumer's /tmp (MB, 512-10240): an export's file is written there before upload.
+    consumer_ephemeral_storage_mb: int = 2048
+    max_receive_count: int = 3
+    batch_size: int = 1
+    max_batching_window_s: int = 0
+    max_concurrency: int = 2
+    queue_age_alarm_s: int = 900
+    dlq_retention_days: int = 14
+    reoffer_after_s: int = 30
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
+        return 6 * self.consumer_timeout_s
+
+    @property
+    def reoffer_after(self) -> timedelta:
+        """An unpublished queued request this old is offered again."""
+        return timedelta(seconds=self.reoffer_after_s)
+
+    @property
+    def queue_name(self) -> str:
+        return f"timekeeper-{self.name}"
+
+    @property
+    def dlq_name(self) -> str:
+        return f"timekeeper-{self.name}-dlq"
+
+    @property
+    def queue_url_variable(self) -> str:
+        """The environment variable naming the queue's URL (read by :mod:`timekeeper.runtime`)."""
+        return f"WORK_QUEUE_URL_{self.name.upper()}"
+
+    def __post_init__(self) -> None:
+        if self.max_receive_count < 2:
+            raise ValueError("max_receive_count below 2 gives a failing request no retry")
+        if not 2 <= self.max_concurrency <= 1000:
+            raise ValueError("SQS event source maximum concurrency must be 2..1000")
+        if not 1 <= self.batch_size <= 10:
+            raise ValueError("a work queue's batch size must be 1..10")
+        if not 1 <= self.consumer_timeout_s <= 900:
+            raise ValueError("a Lambda timeout is 1..900 s")
+
+
+#: Interactive exports of a saved query version to CSV or XLSX: one export per invocation
+#: (a large file takes the whole function), two at a time, three receives.
+EXPORTS = WorkQueue(name="exports", consumer_function="export_consumer", consumer_timeout_s=300,
+                    consumer_memory_mb=1024, max_receive_count=3, batch_size=1, max_concurrency=2)
+
+#: Every queue-only worker, by name. Infra and the local stack iterate over this too.
+WORK_QUEUES: dict[str, WorkQueue] = {q.name: q for q in (EXPORTS,)}
+
+
+@dataclass(frozen=True, kw_only=True)
 class SnapshotPipeline:
     """The monthly-snapshot pipeline: a planner every ``planner_rate_minutes`` (it plans
     completed workspace-local months, then nudges the dispatcher), a reserved-concurrency-one
@@ -283,7 +351,8 @@ REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).
 
-    ``consumers``: the sum of the pipelines' event-source maximum concurrency;
+    ``consumers``: the sum of the event-source maximum concurrency of the pipelines' and
+    the work queues' consumers;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
     renderer's reserved concurrency.
@@ -305,12 +374,15 @@ class ConnectionBudget:
                 + self.renderers)
 
 
-def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> ConnectionBudget:
-    """The :class:`ConnectionBudget` of ``pipelines`` (default: :data:`PIPELINES`): each
-    Lambda execution environment holds one connection, so the concurrency bounds are the
-    connection bounds."""
+def connection_budget(pipelines: dict[str, Pipeline] | None = None,
+                      work_queues: dict[str, WorkQueue] | None = None) -> ConnectionBudget:
+    """The :class:`ConnectionBudget` of ``pipelines`` (default: :data:`PIPELINES`) and
+    ``work_queues`` (default: :data:`WORK_QUEUES`): each Lambda execution environment holds
+    one connection, so the concurrency bounds are the connection bounds."""
     chosen = PIPELINES if pipelines is None else pipelines
-    return ConnectionBudget(consumers=sum(p.max_concurrency for p in chosen.values()), dispatchers=len(chosen),
+    queues = WORK_QUEUES if work_queues is None else work_queues
+    consumers = sum(p.max_concurrency for p in chosen.values()) + sum(q.max_concurrency for q in queues.values())
+    return ConnectionBudget(consumers=consumers, dispatchers=len(chosen),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.job_max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency)

@@ -23,6 +23,7 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
 OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
                ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
                ("get", "/reports/{report_id}/renders/{render_id}")}
+OPERATIONS |= {("post", "/queries/{query_id}/exports"), ("get", "/exports/{export_id}")}
 
 
 def document() -> dict:

@@ -12,7 +12,7 @@ from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
 from tests.infra.conftest import alarm_by_name, functions_by_folder, queue_by_name, resources
 from timekeeper import observability as obs
-from timekeeper.topology import PIPELINES
+from timekeeper.topology import PIPELINES, WORK_QUEUES
 
 PERIOD_S = settings.ALARM_PERIOD_MINUTES * 60
 
@@ -95,8 +95,9 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, the auto-pause alarm.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 1
+    # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, four per
+    # work queue, the auto-pause alarm.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 

@@ -31,7 +31,7 @@ def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_rend
     # Given two pipelines with different consumer concurrency
     other = dataclasses.replace(ACCOUNTING, name="other", owner="other", max_concurrency=7)
     # When the budget is derived
-    budget = connection_budget({"accounting": ACCOUNTING, "other": other})
+    budget = connection_budget({"accounting": ACCOUNTING, "other": other}, {})
     # Then each function's concurrency bound is one connection
     assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.max_concurrency + 7, 2)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
@@ -39,3 +39,27 @@ def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_rend
     assert budget.renderers == topology.REPORT_RENDERER.reserved_concurrency
     assert budget.total == (ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration + budget.snapshots
                             + budget.renderers)
+
+
+def test_the_connection_budget_counts_the_work_queue_consumers():
+    # Given the accounting pipeline and the exports queue
+    from timekeeper.topology import EXPORTS, WORK_QUEUES
+
+    # When the deployment's budget is derived
+    budget = connection_budget({"accounting": ACCOUNTING}, {"exports": EXPORTS})
+    # Then the export consumers' concurrency is counted with the pipelines' consumers, and the default counts it too
+    assert budget.consumers == ACCOUNTING.max_concurrency + EXPORTS.max_concurrency
+    assert connection_budget().consumers == (sum(p.max_concurrency for p in PIPELINES.values())
+                                             + sum(q.max_concurrency for q in WORK_QUEUES.values()))
+
+
+def test_the_exports_queue_numbers():
+    from timekeeper.topology import EXPORTS
+
+    assert EXPORTS.visibility_timeout_s == 6 * EXPORTS.consumer_timeout_s == 1800
+    assert (EXPORTS.max_receive_count, EXPORTS.batch_size, EXPORTS.max_concurrency) == (3, 1, 2)
+    assert (EXPORTS.queue_name, EXPORTS.dlq_name) == ("timekeeper-exports", "timekeeper-exports-dlq")
+    with pytest.raises(ValueError):
+        dataclasses.replace(EXPORTS, max_receive_count=1)
+    with pytest.raises(ValueError):
+        dataclasses.replace(EXPORTS, consumer_timeout_s=901)

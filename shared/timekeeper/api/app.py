@@ -91,6 +91,8 @@ class ApiAdapters:
     * ``publisher_for(pipeline_name)`` -- the run-queue publisher of a pipeline.
     * ``registry()`` -- every owner's registered work kinds.
     * ``now()`` -- the clock (aware UTC), read once per request.
+    * ``export_publisher()`` -- the exports queue's publisher (export routes); ``files()``
+      also gives their download links.
     """
 
     connection: Callable[[], TenantConnection]
@@ -101,6 +103,8 @@ class ApiAdapters:
     renderer: Callable[[], Any] | None = None
     #: ``(s3 client, files bucket)`` for download links of rendered reports.
     files: Callable[[], tuple[Any, str]] | None = None
+    #: The exports queue's publisher (:func:`timekeeper.runtime.export_publisher`), for export requests.
+    export_publisher: Callable[[], Any] | None = None
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -360,6 +364,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     register_query_routes(route, adapters.connection, adapters.now)
     register_report_routes(route, connection=adapters.connection, now=adapters.now, renderer=adapters.renderer,
                            files=adapters.files, security=_SECURITY)
+    from timekeeper.api.exports import add_export_routes
+
+    add_export_routes(app, route, scope_for, adapters)
 
     document: dict[str, Any] = {}
 

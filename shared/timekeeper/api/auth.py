@@ -23,7 +23,8 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
-``queries:read``      list and read saved queries and their versions, the catalogue
+``queries:read``      list and read saved queries and their versions, the catalogue; export a
+                      saved query and read one's own exports
 ``queries:write``     create a saved query, add a version, delete
 ``queries:admin``     both queries roles
 ``reports:read``      list reports, read one, request a render and read it

@@ -57,7 +57,8 @@ def edge_adapters() -> ApiAdapters:
     """The adapters of a Lambda execution environment (or of the local stack's ``serve``)."""
     return ApiAdapters(connection=lambda: api_database().get(), publisher_for=runtime.publisher,
                        registry=runtime.registry, now=clock.now, renderer=runtime.renderer_client,
-                       files=lambda: (runtime.s3_client(), runtime.files_bucket()))
+                       files=lambda: (runtime.s3_client(), runtime.files_bucket()),
+                       export_publisher=runtime.export_publisher)
 
 
 def lambda_app() -> APIGatewayRestResolver:

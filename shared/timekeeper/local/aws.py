@@ -1,16 +1,16 @@
 """The local AWS: moto (in-process, or a server on loopback) with the queues, dead-letter queues and the
 notification topic the topology describes (the same redrive policy and visibility
-timeout the CDK stacks deploy)."""
+timeout the CDK stacks deploy), the work queues (exports) and the files bucket."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import boto3
 
-from timekeeper.topology import PIPELINES, SNAPSHOTS, Pipeline, SnapshotPipeline
+from timekeeper.topology import PIPELINES, SNAPSHOTS, WORK_QUEUES, Pipeline, SnapshotPipeline, WorkQueue
 
 REGION = "us-east-1"
 #: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
@@ -20,9 +20,9 @@ FILES_BUCKET_NAME = "timekeeper-files"
 @dataclass(frozen=True)
 class QueuePair:
     """A queue of the topology and its dead-letter queue (URLs and ARNs): a pipeline's run
-    queue, or the snapshot pipeline's job queue (``pipeline`` says which)."""
+    queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which)."""
 
-    pipeline: Pipeline | SnapshotPipeline
+    pipeline: Pipeline | SnapshotPipeline | WorkQueue
     url: str
     arn: str
     dlq_url: str
@@ -39,6 +39,8 @@ class LocalAws:
     server: object | None = None
     files_bucket: str = ""
     mock: object | None = None
+    #: The work queues (no dispatcher), by name.
+    work_queues: dict[str, QueuePair] = field(default_factory=dict)
 
     def client(self, service: str):
         """A boto3 client for ``service`` against the local AWS."""
@@ -63,9 +65,10 @@ def _set_fake_credentials() -> None:
     os.environ.setdefault("AWS_REGION", REGION)
 
 
-def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline) -> QueuePair:
+def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue) -> QueuePair:
     """Create ``pipeline``'s DLQ (its retention) and its queue (redrive and visibility from
-    the topology) with ``sqs``: a pipeline's run queue or the snapshot job queue; idempotent."""
+    the topology) with ``sqs``: a pipeline's run queue, the snapshot job queue or a work
+    queue; idempotent."""
     dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
         "MessageRetentionPeriod": str(pipeline.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -78,10 +81,10 @@ def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline) -> QueueP
 
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
-    """Start moto, create every pipeline's queues, the notification topic and the files
-    bucket, and point this process's AWS SDK at it (fake credentials,
-    ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``, ``NOTIFICATION_TOPIC_ARN``,
-    ``FILES_BUCKET``).
+    """Start moto, create every pipeline's queues, the snapshot job queue, every work queue,
+    the notification topic and the files bucket, and point this process's AWS SDK at it
+    (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
+    ``WORK_QUEUE_URL_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -112,6 +115,10 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     snapshot_jobs = create_pipeline_queues(sqs, SNAPSHOTS)
     local.queues[SNAPSHOTS.name] = snapshot_jobs
     os.environ["SNAPSHOT_JOB_QUEUE_URL"] = snapshot_jobs.url
+    for name, work_queue in WORK_QUEUES.items():
+        pair = create_pipeline_queues(sqs, work_queue)
+        local.work_queues[name] = pair
+        os.environ[work_queue.queue_url_variable] = pair.url
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)

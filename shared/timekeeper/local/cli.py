@@ -1,5 +1,5 @@
 """Command line of the local stack: ``python -m timekeeper simulate | serve | psql | openapi |
-platform-data``.
+platform-data | export``.
 
 Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
 validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
@@ -130,7 +130,41 @@ def build_parser() -> argparse.ArgumentParser:
                       help="load this database instead (migrated first); the schema owner's URL")
     spec = commands.add_parser("openapi", help="write the API's OpenAPI document (generated from its models)")
     spec.add_argument("--out", default="-", help="file to write (default: standard output)")
+    export = commands.add_parser("export", help="export a saved query to a CSV or XLSX file through the local "
+                                                "stack (queue, real consumer, S3 in moto)")
+    export.add_argument("--workspace", type=_uuid, required=True, help="the workspace's id (a UUID)")
+    export.add_argument("--user", required=True, help="who asks (the access rule is checked for this user)")
+    which = export.add_mutually_exclusive_group(required=True)
+    which.add_argument("--query", type=_uuid, help="the saved query's id")
+    which.add_argument("--definition", type=_definition,
+                       help="save this query definition (JSON, or @FILE) first and export it")
+    export.add_argument("--version", type=_int_at_least(1, 2_147_483_647), help="the query version (default: current)")
+    export.add_argument("--format", choices=("csv", "xlsx"), default="csv", help="file format (default csv)")
+    export.add_argument("--out", required=True, help="file to write")
+    export.add_argument("--demo", action="store_true",
+                        help="first create the workspace, the user (queries:read) and 1,000 invoices if missing")
+    export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
     return parser
+
+
+def _uuid(text: str) -> Any:
+    """An argparse type: a UUID."""
+    import uuid
+
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a UUID, not {text!r}") from None
+
+
+def _definition(text: str) -> dict[str, Any]:
+    """An argparse type: a query definition as a JSON object (or ``@FILE``)."""
+    from timekeeper.local.export import parse_definition
+
+    try:
+        return parse_definition(text)
+    except (ValueError, OSError) as error:
+        raise argparse.ArgumentTypeError(f"expected a JSON object or @FILE ({error})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,6 +200,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "psql":
         return _psql(args.database)
+    if args.command == "export":
+        from pathlib import Path
+
+        from timekeeper.local.export import ExportOptions, run_export_command
+
+        return run_export_command(ExportOptions(
+            workspace=args.workspace, user=args.user, format=args.format, out=Path(args.out), query=args.query,
+            version=args.version, definition=args.definition, demo=args.demo, database=args.database))
     if args.command == "platform-data":
         return _platform_data(args)
     from rich.console import Console

@@ -3,8 +3,9 @@
 :func:`start_local_stack` brings up what both commands run on, in this order: a quiet
 Lambda environment (Powertools settings, no tracing), the database (embedded PostgreSQL
 or ``DATABASE_URL``; a named database, migrated), moto with every pipeline's queue,
-dead-letter queue and the notification topic from the topology, and an SQS event source
-mapping per pipeline that feeds the REAL consumer handler. :class:`LocalStack` then
+dead-letter queue and the notification topic from the topology (and every work queue
+and the files bucket), and an SQS event source mapping per pipeline and per work queue
+that feeds the REAL consumer handler. :class:`LocalStack` then
 invokes the REAL dispatcher handler with EventBridge scheduled events
 (:meth:`LocalStack.dispatch`) and polls the queues (:meth:`LocalStack.poll`), and
 :meth:`LocalStack.stop` undoes everything: moto, the cached adapters, the clock and this
@@ -99,7 +100,7 @@ def load_platform_sample(database_url: str, *, now: datetime, seed: int = 7) -> 
 @dataclass
 class LocalStack:
     """A running local stack: the migrated ``database_url``, the local AWS (moto), an SQS
-    event source per pipeline (``sources``, by pipeline name) and the Platform sample
+    event source per pipeline and per work queue (``sources``, by name) and the Platform sample
     tenant set loaded into the database (``platform``; None when none was asked for)."""
 
     database_url: str
@@ -224,7 +225,7 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
                 invoke_quietly(fn, event, timeout_s=timeout),
             batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
-        for name, pair in local_aws.queues.items()}
+        for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     runtime.install_renderer_client(renderer)
     return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,

@@ -1,0 +1,13 @@
+"""The exports queue consumer: an SQS batch in, partial batch failures out (a malformed
+message fails only its own item and reaches the DLQ after maxReceiveCount; a fault is
+retried and the final receive settles the export failed)."""
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict, context) -> dict:
+    return runtime.consume_exports(event, context)

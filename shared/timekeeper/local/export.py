@@ -1,0 +1,161 @@
+"""``python -m timekeeper export``: one export end to end on the local stack.
+
+The same path as in AWS: the export is requested (access rule, pinned version, committed,
+published to the exports queue in moto), the local event source hands the message to the
+REAL consumer handler (``functions/export_consumer``), which streams the rows into a file
+and uploads it to the files bucket in moto; the command then downloads the object and
+writes it to ``--out``. The database is the one ``serve`` uses (``timekeeper_serve``,
+kept), so queries and data made through the API can be exported.
+
+``--definition JSON`` saves a new query first (by ``--user``) when no ``--query`` is
+given; ``--demo`` first makes sure the workspace, the user (a member with
+``queries:read``) and some members and invoices exist, so a fresh machine has something
+to export.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+#: How many demo invoices ``--demo`` creates in an empty workspace.
+DEMO_INVOICES = 1000
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """The ``export`` command's arguments (see ``python -m timekeeper export --help``)."""
+
+    workspace: UUID
+    user: str
+    format: str
+    out: Path
+    query: UUID | None = None
+    version: int | None = None
+    definition: dict[str, Any] | None = None
+    demo: bool = False
+    database: str = "timekeeper_serve"
+
+
+def ensure_demo_data(conn: Any, *, workspace_id: UUID, user_id: str, now: Any, invoices: int = DEMO_INVOICES) -> int:
+    """Make sure ``workspace_id`` exists, ``user_id`` is an active member with
+    ``queries:read``, and the workspace has invoices (``invoices`` of them across 50
+    members when it has none). Returns the invoices created."""
+    from timekeeper.platform.directory import add_member, create_workspace, get_workspace, upsert_user
+
+    with conn.transaction():
+        if get_workspace(conn, workspace_id) is None:
+            create_workspace(conn, name="Demo", timezone="Europe/Berlin", currency="EUR", workspace_id=workspace_id,
+                             now=now)
+        upsert_user(conn, user_id=user_id, display_name=user_id, now=now)
+        add_member(conn, workspace_id=workspace_id, user_id=user_id, roles=["queries:read"], now=now)
+        if conn.execute("SELECT 1 FROM invoices WHERE workspace_id = %s LIMIT 1", (workspace_id,)).fetchone():
+            return 0
+        conn.execute("""INSERT INTO members (workspace_id, member_number, display_name, joined_on)
+                        SELECT %s, 'M' || lpad(g::text, 4, '0'), 'Member ' || g, %s
+                          FROM generate_series(1, 50) g""", (workspace_id, date(2026, 1, 1)))
+        conn.execute("""
+            INSERT INTO invoices (workspace_id, member_id, number, issue_date, due_date, amount_minor, currency,
+                                  status, voided_on)
+            SELECT %(ws)s, m.id, 'INV-' || lpad(g::text, 6, '0'), %(d)s + (g %% 365), %(d)s + (g %% 365) + 30,
+                   (g * 7919) %% 100000, 'EUR', s.status, CASE WHEN s.status = 'void' THEN %(d)s + (g %% 365) END
+              FROM generate_series(1, %(n)s) g
+              JOIN LATERAL (SELECT (ARRAY['draft', 'open', 'paid', 'void'])[1 + g %% 4] AS status) s ON true
+              JOIN LATERAL (SELECT id FROM members WHERE workspace_id = %(ws)s
+                             ORDER BY member_number OFFSET (g %% 50) LIMIT 1) m ON true""",
+                     {"ws": workspace_id, "d": date(2026, 1, 1), "n": invoices})
+    return invoices
+
+
+def run_export_command(options: ExportOptions, out: Any = None) -> int:
+    """Run the ``export`` command; return the exit code (0: the file was written; 1: the
+    export was refused or failed, with one line saying why)."""
+    out = out or sys.stdout
+    from timekeeper.local.stack import quiet_lambda_environment, start_local_stack
+
+    quiet_lambda_environment()
+    from timekeeper import clock, runtime
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.access import QUERIES_READ, AccessDenied, check_person, require
+    from timekeeper.queries import exports as ex
+    from timekeeper.queries import store
+    from timekeeper.queries.definition import InvalidDefinition
+
+    stack = start_local_stack(database=options.database, reset=False, aws_server=False)
+    try:
+        now = clock.now()
+        with connect(stack.database_url) as conn:
+            if options.demo:
+                created = ensure_demo_data(conn, workspace_id=options.workspace, user_id=options.user, now=now)
+                if created:
+                    print(f"demo data: {created} invoices in workspace {options.workspace}", file=out)
+            query_id = options.query
+            try:
+                if query_id is None:
+                    with conn.transaction():  # nothing is saved for someone who may not export it
+                        require(check_person(conn, workspace_id=options.workspace, user_id=options.user,
+                                             permission=QUERIES_READ), "export queries")
+                    query, _ = store.create_query(conn, workspace_id=options.workspace, name="CLI export",
+                                                  definition=options.definition or {}, actor=options.user, now=now)
+                    query_id = query.id
+                    print(f"saved query {query_id} (version 1)", file=out)
+                export, _ = ex.request_export(conn, workspace_id=options.workspace, query_id=query_id,
+                                              version=options.version, format=options.format,
+                                              requested_by=options.user, idempotency_key=None, now=now,
+                                              publisher=runtime.export_publisher())
+            except AccessDenied as refused:
+                print(f"export refused: {refused.reason}", file=sys.stderr)
+                return 1
+            except store.QueryNotFound:
+                print("no such query or version in that workspace", file=sys.stderr)
+                return 1
+            except InvalidDefinition as invalid:
+                print(f"invalid definition: {invalid.field}: {invalid.reason}", file=sys.stderr)
+                return 1
+            for _ in range(20):  # each poll delivers everything visible; a retry shows up after the lease
+                stack.poll(clock.now())
+                export = ex.get_export(conn, workspace_id=options.workspace, export_id=export.id)
+                if export.state in ("succeeded", "failed"):
+                    break
+                later = clock.now() + timedelta(seconds=EXPORTS_VISIBILITY_S)
+                clock.install(lambda at=later: at)
+        if export.state != "succeeded":
+            print(f"export {export.id} {export.state}: {export.error_code} {export.error_message or ''}".rstrip(),
+                  file=sys.stderr)
+            return 1
+        body = stack.aws.client("s3").get_object(Bucket=stack.aws.files_bucket, Key=export.object_key)["Body"]
+        options.out.parent.mkdir(parents=True, exist_ok=True)
+        with open(options.out, "wb") as f:
+            for chunk in iter(lambda: body.read(1 << 20), b""):
+                f.write(chunk)
+        print(f"export {export.id}: {export.row_count} rows, {export.byte_size} bytes, sha256 {export.sha256}",
+              file=out)
+        print(f"  s3://{stack.aws.files_bucket}/{export.object_key} -> {options.out}", file=out)
+        return 0
+    finally:
+        stack.stop()
+
+
+def parse_definition(text: str) -> dict[str, Any]:
+    """``--definition``: a JSON object, or ``@FILE`` naming a file holding one. Raises
+    ``ValueError`` with a one-line reason."""
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text(encoding="utf-8")
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise ValueError("the definition must be a JSON object")
+    return value
+
+
+def _visibility_s() -> int:
+    from timekeeper.topology import EXPORTS
+
+    return EXPORTS.visibility_timeout_s
+
+
+EXPORTS_VISIBILITY_S = _visibility_s()

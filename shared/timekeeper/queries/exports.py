@@ -1,0 +1,566 @@
+"""Interactive exports of a saved query version to a CSV or XLSX file in the files bucket.
+
+Lifecycle (one ``exports`` row per export)::
+
+    request_export        queued      committed, then published to the exports queue
+      (refused publish:   queued, published_at NULL: offered again by reoffer_exports)
+    run_export            running     attempts + 1, started_at = this attempt's start
+                          succeeded   the file uploaded, then row_count/byte_size/sha256 recorded
+                          failed      error_code: the access rule's reason, definition_invalid,
+                                      or attempts_exhausted (the consumer's final receive)
+
+* **Access** is the one rule of :mod:`timekeeper.platform.access`, asked twice for the
+  person who requested the export: when it is requested (a refusal raises
+  :class:`~timekeeper.platform.access.AccessDenied` with the reason) and again when it runs
+  (lost meanwhile: the export fails with the reason as its ``error_code``).
+* **The version is pinned** at request time (None: the query's current version), so an
+  edit after the request does not change the file.
+* **Idempotency**: the same requester with the same idempotency key gets the same export
+  (``created`` False).
+* **The object key** is derived from the export's id only (:func:`object_key`), so an
+  attempt that crashed after its upload and before its record is re-run onto the same
+  key: one object per export, never a stray one.
+* **Memory does not grow with rows**: rows are streamed from a server-side cursor
+  (:data:`ITERSIZE` rows a fetch) inside one READ ONLY REPEATABLE READ transaction (one
+  snapshot for the whole file) into a temporary file, which boto3's managed transfer
+  uploads (multipart above :data:`MULTIPART_THRESHOLD` bytes).
+
+Cell values: dates and timestamps ISO 8601 (``2027-03-01``, ``2027-03-01T12:00:00+00:00``),
+UUIDs as text, money as integer minor units (the column label says so), booleans
+``true``/``false`` in CSV (XLSX booleans), NULL an empty cell. CSV is UTF-8 (no BOM),
+RFC 4180 quoting, CRLF line ends, a header row of the column labels.
+
+**Spreadsheet formula injection.** A text cell from user data that starts with ``=``,
+``+``, ``-``, ``@``, a tab or a carriage return is prefixed with a single quote in CSV
+(OWASP's advice for CSV opened in spreadsheets: the quote makes the cell text); such a
+CSV cell therefore reads back with the quote. XLSX cells are written as typed string
+cells, never formulas, so XLSX keeps the exact text. Characters XML cannot hold (control
+characters other than tab, newline and carriage return) are dropped from XLSX text cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Loader
+from psycopg.rows import class_row, tuple_row
+from pydantic import BaseModel, ConfigDict
+
+from timekeeper.observability import logger
+from timekeeper.platform import access
+from timekeeper.queries import store
+from timekeeper.queries.catalogue import Column, ColumnType
+from timekeeper.queries.compiler import CompiledQuery, compile_query
+from timekeeper.queries.definition import InvalidDefinition
+
+#: The formats an export may have.
+FORMATS = ("csv", "xlsx")
+#: Media types of the files, by format.
+CONTENT_TYPES = {"csv": "text/csv; charset=utf-8",
+                 "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
+#: Key prefix of every export object (the files bucket expires objects under it).
+OBJECT_PREFIX = "exports/"
+#: Rows fetched per round trip from the server-side cursor.
+ITERSIZE = 2000
+#: Files above this size are uploaded in parts of this size (bytes).
+MULTIPART_THRESHOLD = 16 * 1024 * 1024
+
+#: ``error_code`` of an export whose pinned version no longer checks against the catalogue.
+DEFINITION_INVALID = "definition_invalid"
+#: ``error_code`` of an export whose every attempt failed (settled by the final receive).
+ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+
+#: The first characters that make a spreadsheet read a CSV cell as a formula.
+FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+ExportFormat = Literal["csv", "xlsx"]
+
+
+class ExportNotFound(LookupError):
+    """No such export in the workspace (or not the caller's own)."""
+
+
+class ExportBusy(Exception):  # noqa: N818 - a signal to retry later, not a failure
+    """Another attempt of the export started less than a lease ago and may still run."""
+
+
+@dataclass(frozen=True)
+class Export:
+    """One export row. ``state``: queued | running | succeeded | failed; ``attempts``
+    counts started attempts; ``started_at`` is the latest attempt's start; ``object_key``,
+    ``row_count`` (data rows, header excluded), ``byte_size`` and ``sha256`` (hex of the
+    file) are set once succeeded; ``error_code``/``error_message`` once failed."""
+
+    id: UUID
+    workspace_id: UUID
+    query_id: UUID
+    query_version: int
+    format: str
+    requested_by: str
+    idempotency_key: str | None
+    state: str
+    attempts: int
+    object_key: str | None
+    row_count: int | None
+    byte_size: int | None
+    sha256: str | None
+    error_code: str | None
+    error_message: str | None
+    created_at: datetime
+    published_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+_COLUMNS = ("id, workspace_id, query_id, query_version, format, requested_by, idempotency_key, state, attempts, "
+            "object_key, row_count, byte_size, sha256, error_code, error_message, created_at, published_at, "
+            "started_at, finished_at")
+
+
+class ExportMessage(BaseModel):
+    """The exports queue's message: which export to run (JSON, unknown fields refused)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    export_id: UUID
+    workspace_id: UUID
+
+
+class ExportPublisher(Protocol):
+    """Sends export messages to the exports queue; returns the export ids it could not send."""
+
+    def publish(self, messages: list[ExportMessage]) -> set[UUID]: ...
+
+
+class ObjectStore(Protocol):
+    """The part of a boto3 S3 client an export uses."""
+
+    def upload_file(self, Filename: str, Bucket: str, Key: str, ExtraArgs: dict | None = None,  # noqa: N803
+                    Callback: Any = None, Config: Any = None) -> None: ...
+
+
+def object_key(workspace_id: UUID, export_id: UUID, fmt: str) -> str:
+    """The export's object key, ``exports/<workspace_id>/<export_id>.<csv|xlsx>``: a function
+    of the export alone, so every attempt writes the same object."""
+    return f"{OBJECT_PREFIX}{workspace_id}/{export_id}.{fmt}"
+
+
+def file_name(export: Export) -> str:
+    """The name offered for download: ``export-<export id>.<format>``."""
+    return f"export-{export.id}.{export.format}"
+
+
+def _one(conn: psycopg.Connection, statement: str, params: Any) -> Export | None:
+    with conn.cursor(row_factory=class_row(Export)) as cur:
+        return cur.execute(statement, params).fetchone()
+
+
+def request_export(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, version: int | None,
+                   format: str, requested_by: str, idempotency_key: str | None, now: datetime,  # noqa: A002
+                   publisher: ExportPublisher) -> tuple[Export, bool]:
+    """Request an export of version ``version`` of saved query ``query_id`` (None: its
+    current version, pinned now) to ``format`` (``csv`` | ``xlsx``) for ``requested_by``.
+
+    Commits the queued export, then publishes it to ``publisher``; a refused publish leaves
+    ``published_at`` NULL for :func:`reoffer_exports`. Returns ``(export, created)``: a
+    repeated ``idempotency_key`` of the same requester returns the first request's export
+    with ``created`` False (and publishes nothing).
+
+    Raises :class:`~timekeeper.platform.access.AccessDenied` (``reason`` from the access
+    rule: ``not_a_member``, ``left_workspace``, ``user_deactivated``, ``missing_role``,
+    ``not_found``), :class:`~timekeeper.queries.store.QueryNotFound` for an unknown
+    version, :class:`~timekeeper.queries.definition.InvalidDefinition` when the version no
+    longer compiles, ``ValueError`` for an unknown format.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}")
+    with conn.transaction():
+        decision = access.check_query(conn, workspace_id=workspace_id, user_id=requested_by, query_id=query_id)
+        access.require(decision, f"export query {query_id}")
+        if idempotency_key is not None:
+            existing = _by_key(conn, workspace_id, requested_by, idempotency_key)
+            if existing is not None:
+                return existing, False
+        pinned = store.get_version(conn, workspace_id=workspace_id, query_id=query_id, version=version)
+        compile_query(pinned.parsed(), workspace_id=workspace_id)  # refuse now what could never run
+        export = _one(conn, f"""
+            INSERT INTO exports (workspace_id, query_id, query_version, format, requested_by, idempotency_key,
+                                 created_at)
+            VALUES (%s, %s, %s, %s, %s, %s, %s)
+            ON CONFLICT (workspace_id, requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+            RETURNING {_COLUMNS}""", (workspace_id, query_id, pinned.version, format, requested_by,
+                                      idempotency_key, now))
+        if export is None:  # a concurrent request with the same key committed first
+            existing = _by_key(conn, workspace_id, requested_by, idempotency_key or "")
+            assert existing is not None
+            return existing, False
+    published = _publish(conn, publisher, [export], now=now)
+    return (published[0] if published else export), True
+
+
+def _by_key(conn: psycopg.Connection, workspace_id: UUID, requested_by: str, key: str) -> Export | None:
+    return _one(conn, f"""SELECT {_COLUMNS} FROM exports
+                           WHERE workspace_id = %s AND requested_by = %s AND idempotency_key = %s""",
+                (workspace_id, requested_by, key))
+
+
+def _publish(conn: psycopg.Connection, publisher: ExportPublisher, exports: list[Export], *,
+             now: datetime) -> list[Export]:
+    """Publish ``exports`` and record ``published_at`` for those the queue took; return
+    their updated rows. A publisher that raises counts as refusing all (logged)."""
+    if not exports:
+        return []
+    try:
+        refused = publisher.publish([ExportMessage(export_id=e.id, workspace_id=e.workspace_id) for e in exports])
+    except Exception as error:  # noqa: BLE001 - the request is committed; a later offer retries it
+        logger.warning("export publish failed; it is offered again later", extra={"error": type(error).__name__})
+        refused = {e.id for e in exports}
+    sent = [e for e in exports if e.id not in refused]
+    if refused:
+        logger.warning("exports not published; offered again later", extra={"export_ids": sorted(map(str, refused))})
+    if not sent:
+        return []
+    with conn.transaction(), conn.cursor(row_factory=class_row(Export)) as cur:
+        return cur.execute(f"""
+            UPDATE exports SET published_at = %s
+             WHERE workspace_id = ANY(%s) AND id = ANY(%s) AND published_at IS NULL
+         RETURNING {_COLUMNS}""", (now, list({e.workspace_id for e in sent}), [e.id for e in sent])).fetchall()
+
+
+def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, older_than: timedelta,
+                    workspace_id: UUID | None = None, export_id: UUID | None = None, limit: int = 20) -> int:
+    """Publish again up to ``limit`` queued exports never published (a refused publish, or
+    a crash between commit and publish) created at least ``older_than`` before ``now``,
+    oldest first; only ``workspace_id``'s (and only ``export_id``) when given. Returns how
+    many the queue took. A duplicate message is harmless (a finished export ignores it)."""
+    with conn.transaction(), conn.cursor(row_factory=class_row(Export)) as cur:
+        stale = cur.execute(f"""
+            SELECT {_COLUMNS} FROM exports
+             WHERE state = 'queued' AND published_at IS NULL AND created_at <= %(before)s
+               AND (%(ws)s::uuid IS NULL OR workspace_id = %(ws)s) AND (%(id)s::uuid IS NULL OR id = %(id)s)
+             ORDER BY created_at LIMIT %(limit)s""",
+            {"before": now - older_than, "ws": workspace_id, "id": export_id, "limit": limit}).fetchall()
+    return len(_publish(conn, publisher, stale, now=now))
+
+
+def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
+               requested_by: str | None = None) -> Export:
+    """The export ``export_id`` of ``workspace_id`` (only when ``requested_by`` requested
+    it, when given). Raises :class:`ExportNotFound`."""
+    with conn.transaction():
+        export = _one(conn, f"""SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s""",
+                      (workspace_id, export_id))
+    if export is None or (requested_by is not None and export.requested_by != requested_by):
+        raise ExportNotFound(export_id)
+    return export
+
+
+def _finish_failed(conn: psycopg.Connection, export: Export, code: str, message: str, now: datetime) -> Export:
+    row = _one(conn, f"""
+        UPDATE exports SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
+         WHERE workspace_id = %s AND id = %s RETURNING {_COLUMNS}""",
+               (code, message[:1000], now, export.workspace_id, export.id))
+    assert row is not None
+    logger.info("export failed", extra={"export_id": str(export.id), "workspace_id": str(export.workspace_id),
+                                        "error_code": code})
+    return row
+
+
+def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID, code: str, message: str,
+                now: datetime) -> Export | None:
+    """Settle an unfinished export ``failed`` with ``code``; a finished one is returned
+    unchanged, an unknown one is None."""
+    with conn.transaction():
+        export = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s FOR UPDATE",
+                      (workspace_id, export_id))
+        if export is None or export.state in ("succeeded", "failed"):
+            return export
+        return _finish_failed(conn, export, code, message, now)
+
+
+def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, export_id: UUID,
+               now: datetime, lease: timedelta = timedelta(seconds=300), tmp_dir: str | None = None) -> Export:
+    """Run export ``export_id`` (what the exports consumer does with a message) and return
+    its row as left.
+
+    A finished export (succeeded or failed) is returned unchanged: a duplicate message does
+    nothing. Otherwise, in one transaction: the requester's access is checked again (lost:
+    ``failed`` with the rule's reason), the pinned version is compiled (no longer valid:
+    ``failed``/``definition_invalid``), and the export is marked ``running`` (attempts + 1,
+    ``started_at`` = ``now``). Then the rows are streamed into a temporary file (in
+    ``tmp_dir``, default the system's), uploaded to ``bucket`` at :func:`object_key`, and
+    the result recorded (``succeeded``; ``finished_at`` = ``now`` + the time taken).
+    ``lease``: another attempt started less than this long ago may still be running (the
+    consumer's timeout): raises :class:`ExportBusy` then.
+
+    Raises :class:`ExportNotFound`; the database's (``psycopg.Error``) and S3's
+    (``botocore`` / ``boto3`` errors) faults propagate for the caller to retry.
+    """
+    started = time.monotonic()
+    with conn.transaction():
+        export = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s FOR UPDATE",
+                      (workspace_id, export_id))
+        if export is None:
+            raise ExportNotFound(export_id)
+        if export.state in ("succeeded", "failed"):
+            return export
+        if export.state == "running" and export.started_at is not None and export.started_at + lease > now:
+            raise ExportBusy(f"export {export_id} attempt {export.attempts} started at {export.started_at}")
+        decision = access.check_query(conn, workspace_id=workspace_id, user_id=export.requested_by,
+                                      query_id=export.query_id)
+        if not decision:
+            return _finish_failed(conn, export, decision.reason or access.NOT_FOUND,
+                                  f"the requester may no longer read the query: {decision.reason}", now)
+        version = store.get_version(conn, workspace_id=workspace_id, query_id=export.query_id,
+                                    version=export.query_version)
+        try:
+            compiled = compile_query(version.parsed(), workspace_id=workspace_id)
+        except InvalidDefinition as error:
+            return _finish_failed(conn, export, DEFINITION_INVALID, f"{error.field}: {error.reason}", now)
+        export = _one(conn, f"""
+            UPDATE exports SET state = 'running', attempts = attempts + 1, started_at = %s
+             WHERE workspace_id = %s AND id = %s RETURNING {_COLUMNS}""", (now, workspace_id, export_id))
+        assert export is not None
+    key = object_key(workspace_id, export_id, export.format)
+    with tempfile.TemporaryDirectory(prefix="export-", dir=tmp_dir) as folder:
+        path = os.path.join(folder, f"export.{export.format}")
+        rows = write_file(conn, compiled, export.format, path)
+        size, digest = file_digest(path)
+        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=_transfer_config(),
+                       ExtraArgs={"ContentType": CONTENT_TYPES[export.format], "Metadata": {"sha256": digest}})
+    finished = now + timedelta(seconds=time.monotonic() - started)
+    with conn.transaction():
+        recorded = _one(conn, f"""
+            UPDATE exports SET state = 'succeeded', object_key = %s, row_count = %s, byte_size = %s, sha256 = %s,
+                               finished_at = %s, error_code = NULL, error_message = NULL
+             WHERE workspace_id = %s AND id = %s AND state = 'running' AND attempts = %s
+         RETURNING {_COLUMNS}""", (key, rows, size, digest, finished, workspace_id, export_id, export.attempts))
+        if recorded is None:  # a later attempt took over (or settled it): its record stands
+            recorded = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s",
+                            (workspace_id, export_id))
+    logger.info("export succeeded", extra={"export_id": str(export_id), "workspace_id": str(workspace_id),
+                                           "rows": rows, "bytes": size})
+    assert recorded is not None
+    return recorded
+
+
+def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, message: ExportMessage, *,
+                   receive_count: int, max_receive_count: int, now: datetime, lease: timedelta) -> bool:
+    """Handle one exports-queue message; return True to acknowledge it, False to let it
+    come back (a batch item failure).
+
+    Runs :func:`run_export`. An unknown export is acknowledged (nothing to do). A fault
+    (database, S3, a busy earlier attempt) is retried; on the final receive
+    (``receive_count >= max_receive_count``) the export is settled ``failed`` with
+    ``attempts_exhausted`` and the message acknowledged, unless another attempt may still
+    be running or the settlement itself fails (then it reaches the dead-letter queue).
+    Never raises.
+    """
+    keys = {"export_id": str(message.export_id), "workspace_id": str(message.workspace_id)}
+    try:
+        run_export(conn, s3, bucket, workspace_id=message.workspace_id, export_id=message.export_id, now=now,
+                   lease=lease)
+        return True
+    except ExportNotFound:
+        logger.warning("export message for an unknown export; dropped", extra=keys)
+        return True
+    except ExportBusy:
+        logger.info("export attempt still leased; retried later", extra=keys)
+        return False
+    except Exception as error:  # noqa: BLE001 - every fault is retried, then settled
+        logger.warning("export attempt failed", extra={**keys, "error_type": type(error).__name__,
+                                                       "receive_count": receive_count})
+        if receive_count < max_receive_count:
+            return False
+        try:
+            fail_export(conn, workspace_id=message.workspace_id, export_id=message.export_id,
+                        code=ATTEMPTS_EXHAUSTED, now=now,
+                        message=f"every attempt failed; the last with {type(error).__name__}")
+        except Exception as settle_error:  # noqa: BLE001 - the dead-letter queue keeps the message
+            logger.error("could not settle the export failed", extra={**keys,
+                                                                      "error_type": type(settle_error).__name__})
+            return False
+        return True
+
+
+# --- the file ---------------------------------------------------------------------------------
+
+
+def _transfer_config() -> Any:
+    from boto3.s3.transfer import TransferConfig
+
+    return TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD,
+                          max_concurrency=4)
+
+
+def file_digest(path: str) -> tuple[int, str]:
+    """``(byte size, sha256 hex)`` of the file at ``path``, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def csv_text(value: str) -> str:
+    """``value`` made safe for a spreadsheet: prefixed with ``'`` when it starts with a
+    formula character (:data:`FORMULA_PREFIXES`)."""
+    return "'" + value if value.startswith(FORMULA_PREFIXES) else value
+
+
+class _FormulaGuardLoader(Loader):
+    """Loads text (``text``, ``varchar``, ``char``) already made spreadsheet-safe (:func:`csv_text`)."""
+
+    def load(self, data: Any) -> str:
+        text = bytes(data).decode("utf-8")
+        return "'" + text if text.startswith(FORMULA_PREFIXES) else text
+
+
+def _csv_loaders(cur: Any) -> None:
+    """Have ``cur`` return every value a CSV cell takes as is, as the server's text: UUIDs,
+    dates (ISO: psycopg, and so every Timekeeper connection, needs the server's default
+    DateStyle ISO to load timestamps at all) and integers without building Python
+    objects, and text formula-guarded; timestamps and booleans stay typed (converted by
+    :func:`_csv_converters`)."""
+    as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
+    for name in ("uuid", "date", "int2", "int4", "int8"):
+        cur.adapters.register_loader(name, as_text)
+    for name in ("text", "varchar", "bpchar"):
+        cur.adapters.register_loader(name, _FormulaGuardLoader)
+
+
+def _csv_converters(columns: tuple[Column, ...]) -> list[tuple[int, Callable[[Any], Any]]]:
+    out: list[tuple[int, Callable[[Any], Any]]] = []
+    for i, column in enumerate(columns):
+        if column.type is ColumnType.TIMESTAMP:
+            out.append((i, datetime.isoformat))
+        elif column.type is ColumnType.BOOLEAN:
+            out.append((i, lambda v: "true" if v else "false"))
+    return out
+
+
+def _xlsx_converters(columns: tuple[Column, ...],
+                     text_cell: Callable[[str], Any]) -> list[tuple[int, Callable[[Any], Any]]]:
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+    def text(value: str) -> Any:
+        if ILLEGAL_CHARACTERS_RE.search(value):
+            value = ILLEGAL_CHARACTERS_RE.sub("", value)
+        return text_cell(value) if value.startswith("=") else value
+
+    out: list[tuple[int, Callable[[Any], Any]]] = []
+    for i, column in enumerate(columns):
+        if column.type in (ColumnType.TEXT, ColumnType.ENUM):
+            out.append((i, text))
+        elif column.type is ColumnType.TIMESTAMP:
+            out.append((i, datetime.isoformat))
+    return out
+
+
+def _xlsx_loaders(cur: Any) -> None:
+    """UUIDs and dates as the server's text (ISO dates), without building Python objects."""
+    as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
+    for name in ("uuid", "date"):
+        cur.adapters.register_loader(name, as_text)
+
+
+def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Callable[[Any], Any]]],
+               counter: list[int]) -> Iterator[Any]:
+    if not converters:
+        for row in rows:
+            counter[0] += 1
+            yield row
+        return
+    for row in rows:
+        counter[0] += 1
+        out = list(row)
+        for i, convert in converters:
+            value = out[i]
+            if value is not None:
+                out[i] = convert(value)
+        yield out
+
+
+@contextmanager
+def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
+            loaders: Callable[[Any], None] | None = None) -> Iterator[Any]:
+    """A server-side cursor over the compiled query's rows (tuples), inside one READ ONLY
+    REPEATABLE READ transaction held while the block runs (``conn``'s own isolation level
+    and read-only setting are restored after); ``loaders(cursor)`` may change how it loads
+    values first."""
+    previous = (conn.isolation_level, conn.read_only)
+    # BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY (no SET statement: RDS Proxy would pin)
+    conn.isolation_level, conn.read_only = psycopg.IsolationLevel.REPEATABLE_READ, True
+    try:
+        with conn.transaction():
+            # The cursor keeps PostgreSQL's fast-start planning (cursor_tuple_fraction 0.1):
+            # every FETCH stays a short statement under the workers' statement timeout,
+            # where a plan for all rows (a sort of the whole result) could make the first
+            # FETCH exceed it.
+            with conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
+                cur.itersize = ITERSIZE
+                if loaders is not None:
+                    loaders(cur)
+                cur.execute(compiled.statement, compiled.params)
+                yield cur
+    finally:
+        conn.isolation_level, conn.read_only = previous
+
+
+def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path: str) -> int:
+    """Write the rows of ``compiled`` to a ``fmt`` file at ``path`` with a header row of
+    the column labels; return the number of data rows. Memory stays flat: rows are
+    fetched :data:`ITERSIZE` at a time and written as they come."""
+    counter = [0]
+    if fmt == "csv":
+        converters = _csv_converters(compiled.columns)
+        with open(path, "w", encoding="utf-8", newline="", buffering=1 << 20) as out, \
+                _stream(conn, compiled, _csv_loaders) as cur:
+            writer = csv.writer(out)
+            writer.writerow(compiled.headers)
+            if converters:
+                writer.writerows(_converted(cur, converters, counter))
+                return counter[0]
+            while rows := cur.fetchmany(ITERSIZE):  # every cell as loaded: the csv module's C loop alone
+                writer.writerows(rows)
+                counter[0] += len(rows)
+            return counter[0]
+    if fmt == "xlsx":
+        from openpyxl import Workbook
+
+        workbook = Workbook(write_only=True)
+        sheet = workbook.create_sheet("Export")
+        sheet.append(compiled.headers)
+        converters = _xlsx_converters(compiled.columns, _text_cell_factory(sheet))
+        with _stream(conn, compiled, _xlsx_loaders) as cur:
+            for row in _converted(cur, converters, counter):
+                sheet.append(row)
+        workbook.save(path)
+        return counter[0]
+    raise ValueError(f"unknown export format {fmt!r}")
+
+
+def _text_cell_factory(sheet: Any) -> Callable[[str], Any]:
+    """Cells for text that openpyxl would otherwise store as a formula (a leading ``=``)."""
+    from openpyxl.cell import WriteOnlyCell
+
+    def cell(value: str) -> Any:
+        c = WriteOnlyCell(sheet, value=value)
+        c.data_type = "s"
+        return c
+
+    return cell

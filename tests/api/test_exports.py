@@ -1,0 +1,195 @@
+"""The export routes over the API's row-level-security connection, moto S3 and SQS and the
+real consumer handler: request, poll, download through the presigned URL; idempotency;
+the claims role and the access rule; another workspace's and another user's exports."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import date, datetime, timedelta
+from uuid import UUID, uuid4
+
+import boto3
+import pytest
+import requests
+from moto import mock_aws
+
+from tests.api.conftest import NOW, Caller
+from tests.support import sqs_event
+from timekeeper import clock, runtime
+from timekeeper.api import ApiAdapters, create_app
+from timekeeper.local.aws import create_pipeline_queues
+from timekeeper.local.lambdas import invoke
+from timekeeper.platform.directory import add_member, create_workspace, upsert_user
+from timekeeper.queries import catalogue, store
+from timekeeper.queries import exports as ex
+from timekeeper.topology import EXPORTS
+
+DEFINITION = {"entity": "invoices", "columns": ["number", "amount_minor", "issue_date"],
+              "sort": [{"column": "number"}]}
+
+
+@pytest.fixture(scope="module")
+def tenants(db_url):
+    """Workspace A: alice and erin read queries, bob holds reports:read only; 25 invoices
+    and alice's saved query. Workspace B: carol, a workspace admin."""
+    from timekeeper.db.connection import connect
+
+    with connect(db_url) as conn, conn.transaction():
+        a = create_workspace(conn, name="A", timezone="Europe/Berlin", now=NOW).id
+        b = create_workspace(conn, name="B", timezone="UTC", now=NOW).id
+        for user in ("alice", "bob", "carol", "erin"):
+            upsert_user(conn, user_id=user, now=NOW)
+        add_member(conn, workspace_id=a, user_id="alice", roles=["queries:read"], now=NOW)
+        add_member(conn, workspace_id=a, user_id="erin", roles=["queries:write"], now=NOW)
+        add_member(conn, workspace_id=a, user_id="bob", roles=["reports:read"], now=NOW)
+        add_member(conn, workspace_id=b, user_id="carol", roles=["workspace:admin"], now=NOW)
+        member = conn.execute("INSERT INTO members (workspace_id, member_number, display_name, joined_on) "
+                              "VALUES (%s, 'M1', 'Ada', '2026-01-01') RETURNING id", (a,)).fetchone()["id"]
+        for i in range(25):
+            conn.execute("INSERT INTO invoices (workspace_id, member_id, number, issue_date, due_date, amount_minor, "
+                         "currency, status) VALUES (%s, %s, %s, %s, %s, %s, 'EUR', 'open')",
+                         (a, member, f"INV-{i:02d}", date(2027, 1, 1), date(2027, 2, 1), 100 * i))
+        query, _ = store.create_query(conn, workspace_id=a, name="Invoices", definition=DEFINITION, actor="alice",
+                                      now=NOW)
+    return {"a": a, "b": b, "query": query.id}
+
+
+@pytest.fixture
+def aws(db_url, monkeypatch):
+    """moto with the exports queue and the files bucket; the consumer's runtime configured."""
+    for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
+                       "POWERTOOLS_TRACE_DISABLED": "true", "DATABASE_URL": db_url, "FILES_BUCKET": "files"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        boto3.client("s3").create_bucket(Bucket="files")
+        pair = create_pipeline_queues(sqs, EXPORTS)
+        monkeypatch.setenv(EXPORTS.queue_url_variable, pair.url)
+        runtime.reset()
+        clock.install(lambda: NOW)
+        yield {"sqs": sqs, "queue": pair}
+        runtime.reset()
+        clock.install(None)
+
+
+@pytest.fixture
+def app(api_conn, publisher, clock_now, aws):
+    """The resolver with the real exports publisher and S3 client (moto)."""
+    return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
+                                  registry=runtime.registry, now=lambda: clock_now["now"],
+                                  export_publisher=runtime.export_publisher,
+                                  files=lambda: (runtime.s3_client(), runtime.files_bucket())))
+
+
+def who(user: str, workspace: UUID, roles: str = "queries:read") -> Caller:
+    return Caller(user_id=user, workspace_id=workspace, roles=roles)
+
+
+def drain(aws) -> int:
+    handled = 0
+    while got := aws["sqs"].receive_message(QueueUrl=aws["queue"].url, MaxNumberOfMessages=10).get("Messages", []):
+        for message in got:
+            assert invoke("export_consumer", sqs_event(json.loads(message["Body"]))) == {"batchItemFailures": []}
+            aws["sqs"].delete_message(QueueUrl=aws["queue"].url, ReceiptHandle=message["ReceiptHandle"])
+            handled += 1
+    return handled
+
+
+def test_request_poll_and_download_an_export(call, tenants, aws, clock_now):
+    alice = who("alice", tenants["a"])
+    # When alice requests a CSV export of her query
+    reply = call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv"}, as_=alice)
+    # Then it is accepted, queued, pinned to the current version
+    assert reply.status == 202, reply.body
+    export_id = reply.body["id"]
+    assert reply.headers["location"] == f"/exports/{export_id}"
+    assert (reply.body["state"], reply.body["query_version"], reply.body["created"]) == ("queued", 1, True)
+    assert call("GET", f"/exports/{export_id}", as_=alice).body["download_url"] is None
+    # When the consumer has run it
+    assert drain(aws) == 1
+    clock_now["now"] = NOW + timedelta(seconds=5)
+    done = call("GET", f"/exports/{export_id}", as_=alice)
+    # Then it succeeded with its counts, and the link (short-lived) downloads the recorded file
+    assert done.status == 200 and done.body["state"] == "succeeded" and done.body["row_count"] == 25
+    expires = datetime.fromisoformat(done.body["download_expires_at"])
+    assert 60 <= (expires - clock_now["now"]).total_seconds() <= 300
+    download = requests.get(done.body["download_url"], timeout=10)
+    assert download.status_code == 200
+    assert hashlib.sha256(download.content).hexdigest() == done.body["sha256"]
+    assert len(download.content) == done.body["byte_size"]
+    assert download.content.decode().splitlines()[:2] == ["Number,Amount (minor units),Issued", "INV-00,0,2027-01-01"]
+    assert f'filename="export-{export_id}.csv"' in download.headers["content-disposition"]
+
+
+def test_a_repeated_idempotency_key_returns_the_same_export_with_200(call, tenants, aws):
+    alice = who("alice", tenants["a"])
+    first = call("POST", f"/queries/{tenants['query']}/exports", {"format": "xlsx", "version": 1},
+                 headers={"Idempotency-Key": "export-1"}, as_=alice)
+    again = call("POST", f"/queries/{tenants['query']}/exports", {"format": "xlsx", "version": 1},
+                 headers={"Idempotency-Key": "export-1"}, as_=alice)
+    assert (first.status, again.status) == (202, 200)
+    assert again.body["id"] == first.body["id"] and again.body["created"] is False
+
+
+def test_the_claims_role_and_the_access_rule_are_both_required(call, tenants, aws):
+    target = f"/queries/{tenants['query']}/exports"
+    # Without the claims role: forbidden
+    schedules_only = who("alice", tenants["a"], roles="schedules:admin")
+    assert call("POST", target, {"format": "csv"}, as_=schedules_only).body["code"] == "forbidden"
+    # With it, but the directory refuses: 403 with the rule's reason
+    refused = call("POST", target, {"format": "csv"}, as_=who("bob", tenants["a"]))
+    assert (refused.status, refused.body["code"]) == (403, "missing_role")
+    stranger = call("POST", target, {"format": "csv"}, as_=who("mallory", tenants["a"]))
+    assert (stranger.status, stranger.body["code"]) == (403, "not_a_member")
+
+
+def test_unknown_queries_versions_and_formats(call, tenants, aws, monkeypatch):
+    alice = who("alice", tenants["a"])
+    assert call("POST", f"/queries/{uuid4()}/exports", {"format": "csv"}, as_=alice).status == 404
+    assert call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv", "version": 9},
+                as_=alice).status == 404
+    bad = call("POST", f"/queries/{tenants['query']}/exports", {"format": "pdf"}, as_=alice)
+    assert (bad.status, bad.body["field"]) == (422, "format")
+    assert call("GET", f"/exports/{uuid4()}", as_=alice).status == 404
+    invoices = catalogue.CATALOGUE["invoices"]
+    monkeypatch.setitem(catalogue.CATALOGUE, "invoices", catalogue.Entity(
+        name="invoices", label=invoices.label, table=invoices.table,
+        columns={k: v for k, v in invoices.columns.items() if k != "issue_date"}, joins=invoices.joins))
+    stale = call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv"}, as_=alice)
+    assert (stale.status, stale.body["code"], stale.body["field"]) == (409, "definition_invalid", "columns[2]")
+
+
+def test_another_workspaces_query_and_export_are_not_found(call, tenants, aws):
+    # Given an export of alice's in workspace A
+    alice = who("alice", tenants["a"])
+    export_id = call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv"}, as_=alice).body["id"]
+    carol = who("carol", tenants["b"])
+    # Then carol (workspace B, every right there) finds neither A's query nor A's export
+    post = call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv"}, as_=carol)
+    assert (post.status, post.body["code"]) == (404, "not_found")
+    get = call("GET", f"/exports/{export_id}", as_=carol)
+    assert (get.status, get.body["code"]) == (404, "not_found")
+    # And erin, a reader of A, does not see alice's export either (exports are their requester's)
+    assert call("GET", f"/exports/{export_id}", as_=who("erin", tenants["a"])).status == 404
+    assert call("GET", f"/exports/{export_id}", as_=alice).status == 200
+
+
+def test_polling_an_unpublished_export_offers_it_again(call, tenants, aws, conn, clock_now):
+    # Given an export whose publish the queue refused
+    class Refusing:
+        def publish(self, messages):
+            return {m.export_id for m in messages}
+
+    export, _ = ex.request_export(conn, workspace_id=tenants["a"], query_id=tenants["query"], version=None,
+                                  format="csv", requested_by="alice", idempotency_key=None, now=NOW,
+                                  publisher=Refusing())
+    alice = who("alice", tenants["a"])
+    # When alice polls it at once, nothing is sent; once it is reoffer_after old, it is published
+    call("GET", f"/exports/{export.id}", as_=alice)
+    assert drain(aws) == 0
+    clock_now["now"] = NOW + EXPORTS.reoffer_after
+    assert call("GET", f"/exports/{export.id}", as_=alice).body["state"] == "queued"
+    assert drain(aws) == 1
+    assert call("GET", f"/exports/{export.id}", as_=alice).body["state"] == "succeeded"

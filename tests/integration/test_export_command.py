@@ -1,0 +1,57 @@
+"""``python -m timekeeper export``: a query saved from ``--definition`` and exported end to
+end on the local stack (queue, real consumer, moto S3) into a file; a refusal is one line
+and exit code 1."""
+
+from __future__ import annotations
+
+import csv
+import os
+import uuid
+
+import psycopg
+import pytest
+
+from timekeeper.local import embedded
+from timekeeper.local.cli import main
+
+DEFINITION = ('{"entity": "invoices", "columns": ["number", "due_date", "amount_minor"], '
+              '"filters": [{"column": "status", "op": "eq", "value": "paid"}], "sort": [{"column": "number"}]}')
+
+
+@pytest.fixture
+def server(pg_server_url, monkeypatch):
+    """The test server as the local stack's (``DATABASE_URL``), and a database name to use."""
+    name = f"tk_export_cli_{os.environ.get('PYTEST_XDIST_WORKER', 'gw')}"
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    yield name
+    embedded.drop_database(pg_server_url, name)
+
+
+def test_export_saves_the_definition_and_writes_the_file(server, tmp_path, capsys):
+    workspace = uuid.uuid4()
+    out = tmp_path / "paid.csv"
+    # When a demo workspace's paid invoices are exported with a definition given on the command line
+    code = main(["export", "--workspace", str(workspace), "--user", "alice", "--demo", "--definition", DEFINITION,
+                 "--format", "csv", "--out", str(out), "--database", server])
+    # Then the file holds the header and the 250 paid demo invoices, sorted
+    assert code == 0, capsys.readouterr().err
+    rows = list(csv.reader(out.open(newline="", encoding="utf-8")))
+    assert rows[0] == ["Number", "Due", "Amount (minor units)"] and len(rows) == 251
+    assert [r[0] for r in rows[1:]] == sorted(r[0] for r in rows[1:])
+    printed = capsys.readouterr().out
+    assert "250 rows" in printed and str(out) in printed
+    # And another user of no workspace is refused in one line
+    refused = main(["export", "--workspace", str(workspace), "--user", "mallory", "--definition", DEFINITION,
+                    "--out", str(tmp_path / "x.csv"), "--database", server])
+    assert refused == 1 and "export refused: not_a_member" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
+    with psycopg.connect(embedded.with_database(os.environ["DATABASE_URL"], server)) as conn:
+        assert conn.execute("SELECT count(*) FROM saved_queries WHERE created_by = 'mallory'").fetchone() == (0,)
+
+
+def test_bad_arguments_are_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["export", "--workspace", "nope", "--user", "a", "--query", str(uuid.uuid4()), "--out", "x"])
+    assert exit_.value.code == 2 and "expected a UUID" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["export", "--workspace", str(uuid.uuid4()), "--user", "a", "--definition", "[1]", "--out", "x"])
