@@ -56,3 +56,23 @@ def test_outage_options_reach_the_simulation(argv, outages):
     options = cli.simulation_options(cli.build_parser().parse_args(["simulate", *argv]))
     # Then the simulation gets the outages asked for ("none": no outage; nothing: the default one)
     assert options.outages == outages
+
+
+def test_an_interruption_whose_cleanup_fails_is_still_reported_as_the_interruption(monkeypatch, capsys):
+    # Given a command interrupted by SIGINT whose cleanup then fails (a cancelled query's rollback)
+    import signal
+
+    from timekeeper.local import cli
+
+    def interrupted_run(args):
+        try:
+            cli._interrupt(signal.SIGINT, None)
+        finally:
+            raise RuntimeError("rollback failed: the query was cancelled")
+
+    monkeypatch.setattr(cli, "_run", interrupted_run)
+    # When it ends
+    code = cli.main(["psql"])
+    # Then it exits as interrupted, with the one line and no traceback
+    assert code == 128 + signal.SIGINT
+    assert capsys.readouterr().err.strip() == "stopped by SIGINT"

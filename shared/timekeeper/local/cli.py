@@ -84,7 +84,14 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+#: The signal that interrupted this process, once one did: a cleanup interrupted half way
+#: (e.g. a database transaction whose rollback fails because its query was cancelled) may
+#: replace the KeyboardInterrupt by another error, which is then still an interruption.
+_received: list[int] = []
+
+
 def _interrupt(signum: int, frame: Any) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
 
 
@@ -174,12 +181,19 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {}
     if threading.current_thread() is threading.main_thread():
         handlers = {s: signal.signal(s, _interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    _received.clear()
     try:
         return _run(args)
     except KeyboardInterrupt as stop:
         signum = getattr(stop, "signum", signal.SIGINT)
         print(f"stopped by {signal.Signals(signum).name}", file=sys.stderr)
         return 128 + signum
+    except Exception:
+        if not _received:
+            raise
+        # The interruption unwound through a cleanup that failed because of it.
+        print(f"stopped by {signal.Signals(_received[0]).name}", file=sys.stderr)
+        return 128 + _received[0]
     finally:
         for signum, previous in handlers.items():
             signal.signal(signum, previous)
