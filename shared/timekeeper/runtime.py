@@ -5,9 +5,10 @@ code never reads the environment or creates boto3 clients).
 Environment (names and ARNs only; secrets come from Secrets Manager):
 ``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
 ``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
-``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each function's secret is
-its own login's: the workers', the API's, or (migration function only) the owner's, which
-also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
+``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS; ``TIMEKEEPER_ENVIRONMENT``
+(``development``, the default, or ``production``) says which snapshot types are enabled.
+Each function's secret is its own login's: the workers', the API's, or (migration function
+only) the owner's, which also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
 Each handler names its pipeline from the topology, so one process (the local stack) can
 host them all.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import psycopg
@@ -33,6 +34,9 @@ from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatc
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
 from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, Pipeline
+
+if TYPE_CHECKING:
+    from timekeeper.snapshots.registry import SnapshotRegistry
 
 
 class RuntimeSettings(BaseModel):
@@ -161,12 +165,50 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
+#: The variable naming the deployment's environment (``development`` or ``production``):
+#: which snapshot types are enabled. Unset, it is ``development`` (the local stack); the
+#: CDK stacks set ``production``.
+ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+
+
+@cache
+def environment() -> str:
+    """The deployment's environment, one of
+    :data:`timekeeper.snapshots.registry.ENVIRONMENTS`, read once per execution
+    environment; raises ``ValueError`` at cold start for any other value."""
+    from timekeeper.snapshots.registry import ENVIRONMENTS
+
+    value = os.environ.get(ENVIRONMENT_VARIABLE, "").strip() or "development"
+    if value not in ENVIRONMENTS:
+        raise ValueError(f"{ENVIRONMENT_VARIABLE}={value!r}: use one of {', '.join(ENVIRONMENTS)}")
+    return value
+
+
+def build_snapshot_registry(environment_name: str) -> SnapshotRegistry:
+    """Every owner's snapshot types, enabled as ``environment_name`` says (``development``
+    or ``production``; ``ValueError`` otherwise). The one place types are registered: the
+    API, the planner, the dispatcher and the run job all use it."""
+    from timekeeper.platform.snapshots import register as register_platform
+    from timekeeper.snapshots.registry import SnapshotRegistry
+
+    types = SnapshotRegistry(environment=environment_name)
+    register_platform(types)
+    return types
+
+
+@cache
+def snapshot_registry() -> SnapshotRegistry:
+    """The deployment's snapshot types (:func:`build_snapshot_registry` of :func:`environment`)."""
+    return build_snapshot_registry(environment())
+
+
 def reset() -> None:
     """Forget every cached setting and adapter (closing the connection), so the next call
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
-    for cached in (settings, database, sqs_client, publisher, notifier, registry):
+    for cached in (settings, database, sqs_client, publisher, notifier, registry, environment,
+                   snapshot_registry):
         cached.cache_clear()
 
 

@@ -16,7 +16,9 @@ CHECKED_IN = Path(__file__).resolve().parents[2] / "shared" / "timekeeper" / "ap
 OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules/{schedule_id}"),
               ("patch", "/schedules/{schedule_id}"), ("delete", "/schedules/{schedule_id}"),
               ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
-              ("post", "/schedules/{schedule_id}/run")}
+              ("post", "/schedules/{schedule_id}/run"),
+              ("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
+              ("get", "/snapshots/workspaces/{workspace_id}/periods")}
 
 
 def document() -> dict:
@@ -68,3 +70,15 @@ def test_the_openapi_command_writes_the_document(tmp_path):
     out = tmp_path / "openapi.json"
     assert main(["openapi", "--out", str(out)]) == 0
     assert json.loads(out.read_text(encoding="utf-8")) == document()
+
+
+def test_the_snapshot_request_documents_the_refusals_and_the_body():
+    doc = document()
+    operation = doc["paths"]["/snapshots/runs"]["post"]
+    assert {"201", "401", "403", "409", "422"} <= set(operation["responses"])
+    body = doc["components"]["schemas"]["SnapshotRunRequest"]
+    assert set(body["required"]) == {"owner", "snapshot_type", "workspace_id", "period", "mode", "reason"}
+    assert body["properties"]["mode"]["enum"] == ["manual", "backfill"]
+    assert body["properties"]["reason"]["maxLength"] == 500
+    for path in ("/snapshots/periods", "/snapshots/workspaces/{workspace_id}/periods"):
+        assert "404" in doc["paths"][path]["get"]["responses"]

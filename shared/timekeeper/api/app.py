@@ -52,10 +52,12 @@ from timekeeper.api.models import (
     schedule_out,
 )
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
+from timekeeper.api.snapshot_routes import register_snapshot_routes
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.snapshots.registry import SnapshotRegistry
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -69,7 +71,18 @@ the claims user_id (or principalId), workspace_id and roles (comma-separated) to
 Roles: schedules:read (list, get), schedules:write (create, update, pause, resume, delete),
 schedules:run (run now), schedules:admin (all). A request without claims is 401, a missing
 role 403, another workspace's schedule 404. Every error body is {"code", "message", "field"?}.
+Monthly snapshots: snapshots:read lists the caller's workspace's periods; a snapshot type's
+staff role (the Platform's: platform:staff) requests re-runs and backfills of that type in
+any workspace and reads any workspace's periods; a refused request's code is the ledger's
+reason (unsupported_type, type_disabled, unknown_workspace: 422; period_not_complete,
+active_work, protected_history, not_planned, already_planned: 409).
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
+
+
+def _runtime_snapshot_registry() -> SnapshotRegistry:
+    from timekeeper import runtime
+
+    return runtime.snapshot_registry()
 
 
 @dataclass(frozen=True)
@@ -81,12 +94,15 @@ class ApiAdapters:
     * ``publisher_for(pipeline_name)`` -- the run-queue publisher of a pipeline.
     * ``registry()`` -- every owner's registered work kinds.
     * ``now()`` -- the clock (aware UTC), read once per request.
+    * ``snapshot_registry()`` -- the snapshot types of the deployment's environment
+      (default: :func:`timekeeper.runtime.snapshot_registry`).
     """
 
     connection: Callable[[], TenantConnection]
     publisher_for: Callable[[str], RunPublisher]
     registry: Callable[[], WorkKindRegistry]
     now: Callable[[], datetime] = clock.now
+    snapshot_registry: Callable[[], SnapshotRegistry] = _runtime_snapshot_registry
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -341,6 +357,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    # Monthly snapshots (timekeeper.api.snapshot_routes): staff requests and period listings.
+    register_snapshot_routes(route, adapters.connection, adapters.now, adapters.snapshot_registry)
 
     document: dict[str, Any] = {}
 

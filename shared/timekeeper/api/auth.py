@@ -23,7 +23,13 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
+``snapshots:read``    list the caller's own workspace's snapshot periods
 ====================  ===============================================================
+
+Snapshot STAFF roles are not in this table: each snapshot type names the claims roles that
+may request its re-runs and backfills (``SnapshotType.staff_roles``; the Platform's is
+``platform:staff``), and a caller holding any registered type's staff role may read any
+workspace's periods (:class:`timekeeper.api.scope.StaffScope`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
+SNAPSHOTS_READ = "snapshots:read"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -46,6 +53,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
+    SNAPSHOTS_READ: frozenset({SNAPSHOTS_READ}),
 }
 
 _MAX_USER_ID = 200
