@@ -76,7 +76,9 @@ class HttpApi(Construct):
             self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
             reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
-            environment={queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
+            environment={**{queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
+                         # Which snapshot types are enabled (timekeeper.runtime.environment).
+                         "TIMEKEEPER_ENVIRONMENT": "production"},
             description="Timekeeper schedule owners' HTTP API")
         for resources in pipelines:
             resources.queues.queue.grant_send_messages(self.function.role)

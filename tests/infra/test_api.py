@@ -48,6 +48,16 @@ def test_api_function_publishes_to_every_run_queue(synth):
         assert variables[queue_url_variable(pipeline)] == {"Ref": queue_id}
 
 
+def test_api_function_runs_in_the_production_environment(synth):
+    # (the snapshot types the API accepts requests for are the production ones)
+    from timekeeper.runtime import ENVIRONMENT_VARIABLE
+
+    template = synth.app_template
+    api_id = functions_by_folder(template)[API_FUNCTION]
+    variables = template["Resources"][api_id]["Properties"]["Environment"]["Variables"]
+    assert variables[ENVIRONMENT_VARIABLE] == "production"
+
+
 def test_placeholder_authorizer_denies_everything(synth):
     placeholders = [r for r in resources(synth.app_template, "AWS::Lambda::Function").values()
                     if "ZipFile" in r["Properties"]["Code"]]
