@@ -5,6 +5,8 @@ another workspace's 404, staff's any, overdue)."""
 
 from __future__ import annotations
 
+import json
+import threading
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -12,7 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 
-from tests.api.conftest import NOW, Caller, proxy_event
+from tests.api.conftest import NOW, Caller, Reply, proxy_event
 from timekeeper import runtime
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.local.lambdas import LambdaContext
@@ -183,6 +185,29 @@ def test_a_backfill_of_a_period_with_runs_is_already_planned(db, call):
             409, "already_planned", "mode")
 
 
+def test_a_run_committed_while_the_request_waits_is_active_work(db, call, db_url):
+    # Given the planner inserting January's version 1, not yet committed
+    target = workspace(db)
+    planner = psycopg.connect(db_url)
+    planner.execute("INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, "
+                    "created_at, updated_at) VALUES ('platform', 'ar_aging', %s, '2027-01-01', 1, 'planned', "
+                    "'planned', %s, %s)", (target, NOW, NOW))
+    # When staff request a backfill of January meanwhile (it sees no runs, and its insert waits)
+    replies = []
+    staff_request = threading.Thread(
+        target=lambda: replies.append(call("POST", "/snapshots/runs", request(target), as_=staff())))
+    staff_request.start()
+    staff_request.join(timeout=1.0)
+    assert staff_request.is_alive(), "the request should wait for the planner's insert"
+    planner.commit()
+    planner.close()
+    staff_request.join(timeout=20)
+    # Then the request is refused as active work, never a server error, and only the planner's row exists
+    [reply] = replies
+    refused(reply, 409, "active_work")
+    assert [(r.version, r.mode) for r in ledger_runs(db, target)] == [(1, "planned")]
+
+
 def test_an_unknown_type_is_unsupported_type_naming_the_field(db, call):
     target = workspace(db)
     refused(call("POST", "/snapshots/runs", request(target, snapshot_type="headcount"), as_=staff()),
@@ -222,12 +247,11 @@ def app_with(api_conn, clock_now):
     return build
 
 
-def send(app, method: str, target: str, body=None, *, as_: Caller):
-    import json
-
+def send(app, method: str, target: str, body=None, *, as_: Caller) -> Reply:
+    """Resolve one request on ``app`` as ``as_``."""
     response = app.resolve(proxy_event(method, target, claims=as_.claims(), body=body),
                            LambdaContext(function_name="timekeeper-api"))
-    return type("Reply", (), {"status": response["statusCode"], "body": json.loads(response["body"])})
+    return Reply(response["statusCode"], json.loads(response["body"]), {})
 
 
 def test_a_type_disabled_in_production_is_type_disabled(db, app_with):

@@ -25,6 +25,8 @@ from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg
+
 from timekeeper.api.auth import Identity
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import FORBIDDEN, ApiError
@@ -204,11 +206,17 @@ class StaffScope:
         Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` (``unsupported_type``,
         ``type_disabled``), a 403 :class:`ApiError` when none of the caller's roles is a staff
         role of that type, and the ledger's :class:`~timekeeper.snapshots.ledger.RequestRefused`
-        / ``ValueError``."""
+        / ``ValueError``; a run of the period committed concurrently (the insert's unique
+        key) is ``RequestRefused("active_work")``."""
         found = self.registry.get(owner, snapshot_type)
         if not self.identity.roles & found.staff_roles:
             raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
                            f"{' or '.join(sorted(found.staff_roles))}")
         with self.conn.entered(workspace_id):
-            return ledger.request_run(self.conn, snapshot_type=found, workspace_id=workspace_id, period=period,
-                                      mode=mode, reason=reason, requested_by=self.identity.user_id, now=self.now)
+            try:
+                return ledger.request_run(self.conn, snapshot_type=found, workspace_id=workspace_id, period=period,
+                                          mode=mode, reason=reason, requested_by=self.identity.user_id, now=self.now)
+            except psycopg.errors.UniqueViolation:
+                # A run of the period was inserted meanwhile (the planner's version 1, or
+                # another request) and committed while this insert waited: it is active now.
+                raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None

@@ -47,7 +47,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity, identity_from_event
@@ -108,12 +108,6 @@ class SnapshotRunRequest(BaseModel):
     mode: Mode
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
                         description="why (recorded with the run; not blank)")
-
-    @field_validator("period")
-    @classmethod
-    def _a_month(cls, value: str) -> str:
-        date(int(value[:4]), int(value[5:7]), 1)  # the pattern guarantees a valid month
-        return value
 
     @property
     def period_start(self) -> date:
