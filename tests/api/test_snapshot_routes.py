@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -197,8 +198,11 @@ def test_a_run_committed_while_the_request_waits_is_active_work(db, call, db_url
     staff_request = threading.Thread(
         target=lambda: replies.append(call("POST", "/snapshots/runs", request(target), as_=staff())))
     staff_request.start()
-    staff_request.join(timeout=1.0)
-    assert staff_request.is_alive(), "the request should wait for the planner's insert"
+    deadline = time.monotonic() + 15
+    while not db.execute("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() "
+                         "AND application_name = 'timekeeper-api' AND wait_event_type = 'Lock'").fetchone()["n"]:
+        assert staff_request.is_alive() and time.monotonic() < deadline, "the request did not wait for the insert"
+        time.sleep(0.02)
     planner.commit()
     planner.close()
     staff_request.join(timeout=20)
