@@ -20,6 +20,7 @@ from infra import settings
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources, queue_url_variable
+from timekeeper.runtime import ENVIRONMENT_VARIABLE
 from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
@@ -65,20 +66,22 @@ class HttpApi(Construct):
     Gateway writes JSON access logs, error execution logs (both log groups with a
     retention) and X-Ray traces. API Gateway's account-wide CloudWatch role is a regional
     singleton: it is created only when ``manage_account_role`` (README.md, one-time setup).
+    ``environment`` (``production`` | ``development``) says which snapshot types staff may
+    request.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
                  authorizer_function_arn: str | None = None, manage_account_role: bool = False,
-                 name_prefix: str = "timekeeper"):
+                 name_prefix: str = "timekeeper", environment: str = "production"):
         super().__init__(scope, construct_id)
         self.function = TimekeeperFunction(
             self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
             reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
             environment={**{queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines},
-                         # Which snapshot types are enabled (timekeeper.runtime.environment).
-                         "TIMEKEEPER_ENVIRONMENT": "production"},
+                         # Which snapshot types staff may request (timekeeper.runtime.snapshot_registry).
+                         ENVIRONMENT_VARIABLE: environment},
             description="Timekeeper schedule owners' HTTP API")
         for resources in pipelines:
             resources.queues.queue.grant_send_messages(self.function.role)

@@ -18,6 +18,8 @@ from constructs import Construct
 
 from infra import settings
 from infra.pipeline import PipelineResources
+from infra.renderer import ReportRendererResources
+from infra.snapshots import SnapshotResources
 from timekeeper import observability as obs
 
 #: The dimensions Powertools puts on every Timekeeper metric.
@@ -74,6 +76,19 @@ class PipelineAlarms:
                 self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
 
 
+@dataclass
+class RendererAlarms:
+    """The report renderer's alarms."""
+
+    errors: cw.Alarm
+    throttles: cw.Alarm
+    failed_events: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.errors, self.throttles, self.failed_events]
+
+
 class Monitoring(Construct):
     """Per pipeline: dispatcher silence (no invocation in the topology's window, missing data
     breaching), dispatcher heartbeat (no successful pass in that window, missing data
@@ -84,13 +99,18 @@ class Monitoring(Construct):
     start with the capitalized ``name_prefix``. One dashboard with a row per pipeline."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
-                 topic: sns.ITopic, name_prefix: str = "timekeeper"):
+                 topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
+                 renderer: ReportRendererResources | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
         self.pipeline_alarms: dict[str, PipelineAlarms] = {}
         for resources in pipelines:
             self.pipeline_alarms[resources.pipeline.name] = self._pipeline_alarms(resources)
+        self.snapshots = snapshots
+        self.snapshot_alarms: dict[str, cw.Alarm] = self._snapshot_alarms(snapshots) if snapshots else {}
+        self.renderer = renderer
+        self.renderer_alarms = self._renderer_alarms(renderer) if renderer is not None else None
         self.auto_paused = self._alarm(
             "ScheduleAutoPaused", name=f"{self._title}-schedule-auto-paused",
             metric=timekeeper_metric(obs.SCHEDULE_AUTO_PAUSED),
@@ -174,6 +194,9 @@ class Monitoring(Construct):
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name,
                                  default_interval=Duration.hours(3))
         every_alarm = [alarm for alarms in self.pipeline_alarms.values() for alarm in alarms.all()]
+        every_alarm += list(self.snapshot_alarms.values())
+        if self.renderer_alarms is not None:
+            every_alarm += self.renderer_alarms.all()
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -187,7 +210,146 @@ class Monitoring(Construct):
         )
         for resources in pipelines:
             dashboard.add_widgets(*self._pipeline_row(resources))
+        if self.snapshots is not None:
+            dashboard.add_widgets(*self._snapshot_row(self.snapshots))
+        if self.renderer is not None:
+            dashboard.add_widgets(*self._renderer_row(self.renderer))
         return dashboard
+
+    def _snapshot_alarms(self, resources: SnapshotResources) -> dict[str, cw.Alarm]:
+        """The snapshot pipeline's alarms, by name suffix."""
+        p = resources.pipeline
+        scope = Construct(self, p.name)
+        named = f"{self._title}-{p.name}"
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        silence = Duration.minutes(p.dispatcher_silence_alarm_minutes)
+        planner_silence = Duration.minutes(2 * p.planner_rate_minutes)
+        dlq = resources.dead_letter_queue
+        return {
+            "dispatcher-silence": self._alarm(
+                "DispatcherSilence", name=f"{named}-dispatcher-silence",
+                metric=resources.dispatcher.function.metric_invocations(statistic="Sum", period=silence),
+                threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING, scope=scope,
+                description=f"The snapshot dispatcher was not invoked for {p.dispatcher_silence_alarm_minutes} "
+                            "minutes: planned runs are not admitted."),
+            "dispatcher-heartbeat": self._alarm(
+                "DispatcherHeartbeat", name=f"{named}-dispatcher-heartbeat",
+                metric=timekeeper_metric(obs.SNAPSHOT_DISPATCHER_HEARTBEAT, period=silence),
+                threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING, scope=scope,
+                description="No snapshot dispatcher pass completed recently: it runs but fails, or is not invoked."),
+            "planner-silence": self._alarm(
+                "PlannerSilence", name=f"{named}-planner-silence",
+                metric=resources.planner.function.metric_invocations(statistic="Sum", period=planner_silence),
+                threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.BREACHING, scope=scope,
+                description=f"The snapshot planner was not invoked for {2 * p.planner_rate_minutes} minutes."),
+            "planner-errors": self._alarm(
+                "PlannerErrors", name=f"{named}-planner-errors",
+                metric=resources.planner.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description="A snapshot planner pass failed: completed months may not be planned."),
+            "job-errors": self._alarm(
+                "JobErrors", name=f"{named}-job-errors",
+                metric=resources.job.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description="A snapshot run job invocation failed as a whole (timeout, memory, database)."),
+            "queue-age": self._alarm(
+                "QueueAge", name=f"{named}-queue-age",
+                metric=resources.queue.metric_approximate_age_of_oldest_message(statistic="Maximum",
+                                                                                period=_period()),
+                threshold=p.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"A snapshot job waited over {p.queue_age_alarm_s} s for a run job."),
+            "dlq-depth": self._alarm(
+                "DlqDepth", name=f"{named}-dlq-depth",
+                metric=dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period()),
+                **above_zero, description="Snapshot job messages reached the dead-letter queue."),
+            "dlq-arrivals": self._alarm(
+                "DlqArrivals", name=f"{named}-dlq-arrivals",
+                metric=cw.MathExpression(
+                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
+                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=_period())}),
+                **above_zero, description="More snapshot job messages reached the dead-letter queue."),
+            "overdue": self._alarm(
+                "Overdue", name=f"{named}-overdue",
+                metric=timekeeper_metric(obs.SNAPSHOT_OVERDUE, statistic="Maximum",
+                                         period=Duration.minutes(p.planner_rate_minutes)),
+                **above_zero,
+                description=f"A snapshot period is not published {p.overdue_grace_hours} hours after its "
+                            "workspace-local month end (the planner's log names the periods)."),
+            "failed": self._alarm(
+                "Failed", name=f"{named}-failed", metric=timekeeper_metric(obs.SNAPSHOT_FAILED), **above_zero,
+                description="A snapshot run failed for good (validation, or its fourth retryable failure)."),
+        }
+
+    def _snapshot_row(self, resources: SnapshotResources) -> list[cw.IWidget]:
+        p = resources.pipeline
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Monthly snapshots (planner every {p.planner_rate_minutes} min, cap "
+                                   f"{p.admission_cap}, backfill lane {p.backfill_lane})", width=24, height=1),
+            cw.GraphWidget(title="snapshots: planned, admitted, published, failed", width=8, height=6, left=[
+                timekeeper_metric(obs.SNAPSHOTS_PLANNED), timekeeper_metric(obs.SNAPSHOTS_ADMITTED),
+                timekeeper_metric(obs.SNAPSHOT_PUBLISHED), timekeeper_metric(obs.SNAPSHOT_FAILED)]),
+            cw.GraphWidget(title="snapshots: overdue periods", width=8, height=6, left=[
+                timekeeper_metric(obs.SNAPSHOT_OVERDUE, statistic="Maximum")]),
+            cw.GraphWidget(title="snapshots: job queue age (s) and DLQ depth", width=8, height=6,
+                           left=[resources.queue.metric_approximate_age_of_oldest_message(
+                               statistic="Maximum", period=period, label="oldest job age (s)")],
+                           right=[resources.dead_letter_queue.metric_approximate_number_of_messages_visible(
+                               statistic="Maximum", period=period, label="DLQ messages")]),
+        ]
+
+    def _renderer_alarms(self, resources: ReportRendererResources) -> RendererAlarms:
+        r = resources.renderer
+        scope = Construct(self, r.name)
+        function = resources.function.function
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        named = f"{self._title}-{r.name}"
+        return RendererAlarms(
+            errors=self._alarm(
+                "Errors", name=f"{named}-errors",
+                metric=function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description="A report render raised (database, S3, code or timeout): Lambda retries it "
+                            f"{r.retry_attempts} times; the render's row shows attempts and any recorded failure."),
+            throttles=self._alarm(
+                "Throttles", name=f"{named}-throttles",
+                metric=function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                description=f"Report renders waited for the renderer's {r.reserved_concurrency} concurrent "
+                            f"executions; past {r.max_event_age_s} s an event goes to the on-failure queue."),
+            failed_events=self._alarm(
+                "FailedEvents", name=f"{named}-failed-events",
+                metric=resources.failure_queue.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=_period()), **above_zero,
+                description="Lambda gave up on render requests (every attempt failed, or they waited too "
+                            "long): they are in the renderer's on-failure queue; callers may request them again."),
+        )
+
+    def _renderer_row(self, resources: ReportRendererResources) -> list[cw.IWidget]:
+        r = resources.renderer
+        function = resources.function.function
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## Report renderer `{r.function}` (reserved concurrency "
+                                   f"{r.reserved_concurrency}, timeout {r.timeout_s} s, "
+                                   f"{r.retry_attempts} async retries)", width=24, height=1),
+            cw.GraphWidget(title=f"{r.name}: renders", width=6, height=6, left=[
+                timekeeper_metric(obs.REPORT_RENDERED), timekeeper_metric(obs.REPORT_RENDER_FAILED)]),
+            cw.GraphWidget(title=f"{r.name}: invocations, errors, throttles", width=6, height=6, left=[
+                function.metric_invocations(statistic="Sum", period=period, label="invocations"),
+                function.metric_errors(statistic="Sum", period=period, label="errors"),
+                function.metric_throttles(statistic="Sum", period=period, label="throttles")]),
+            cw.GraphWidget(title=f"{r.name}: duration (ms)", width=6, height=6, left=[
+                function.metric_duration(statistic="p95", period=period, label="p95"),
+                function.metric_duration(statistic="Maximum", period=period, label="max")],
+                left_annotations=[cw.HorizontalAnnotation(value=r.timeout_s * 1000, label="timeout")]),
+            cw.GraphWidget(title=f"{r.name}: on-failure queue", width=6, height=6, left=[
+                resources.failure_queue.metric_approximate_number_of_messages_visible(
+                    statistic="Maximum", period=period, label="events given up")]),
+        ]
 
     def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
         p = resources.pipeline

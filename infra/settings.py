@@ -160,6 +160,9 @@ class DeploymentConfig:
     authorizer_function_arn: str | None = None
     stage: str | None = None
     manage_api_gateway_account: bool = False
+    #: Which snapshot types are enabled: ``production`` (the default) or ``development``
+    #: (adds the Platform self-test type).
+    environment: str = "production"
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -176,6 +179,7 @@ class DeploymentConfig:
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
     KEY_STAGE = "timekeeper:stage"
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
+    KEY_ENVIRONMENT = "timekeeper:environment"
 
     @property
     def name_prefix(self) -> str:
@@ -225,7 +229,10 @@ class DeploymentConfig:
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=_parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
+            environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
         )
+        if config.environment not in ("production", "development"):
+            raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")
         if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):
             raise ValueError(f"{cls.KEY_STAGE}={config.stage!r}: use 1-12 lowercase letters and digits, "
                              "starting with a letter")

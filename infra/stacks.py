@@ -25,9 +25,11 @@ from infra.layer import SharedLayer
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
+from infra.renderer import ReportRendererResources
 from infra.settings import DeploymentConfig
+from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
-from timekeeper.topology import PIPELINES
+from timekeeper.topology import PIPELINES, REPORT_RENDERER, SNAPSHOTS
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -71,6 +73,10 @@ class DataStack(Stack):
             CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
             CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
         CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
+        # Exported under a name of our own, so the functions' grants on key prefixes of it
+        # (the renderer's reports/*) name one stable value their cdk-nag acknowledgments can cite.
+        self.files_bucket_arn_export = f"{self.stack_name}-FilesBucketArn"
+        CfnOutput(self, "FilesBucketArn", value=self.files.bucket.bucket_arn, export_name=self.files_bucket_arn_export)
         keep_provider_logs(self, config.log_retention)
 
     @property
@@ -81,7 +87,8 @@ class DataStack(Stack):
 
 class AppStack(Stack):
     """Stateless resources built from the topology: for every pipeline a rule, dispatcher,
-    run queue, dead-letter queue, consumer and its alarms; the layer; the notification topic;
+    run queue, dead-letter queue, consumer and its alarms; the report renderer with its
+    on-failure queue; the layer; the notification topic;
     the HTTP API (when functions/api exists); the migration trigger (which runs before any
     rule, consumer or API function exists); the dashboard."""
 
@@ -101,22 +108,33 @@ class AppStack(Stack):
                               name_prefix=config.name_prefix)
             for pipeline in PIPELINES.values()
         ]
+        self.snapshots = SnapshotResources(self, "Snapshots", pipeline=SNAPSHOTS, layer=self.layer, database=database,
+                                           log_retention=config.log_retention, environment=config.environment,
+                                           name_prefix=config.name_prefix)
+        self.renderer = ReportRendererResources(
+            self, "ReportRenderer", renderer=REPORT_RENDERER, layer=self.layer, database=database,
+            files_bucket_name=data.files_bucket.bucket_name,
+            files_bucket_arn_export=data.files_bucket_arn_export,
+            log_retention=config.log_retention, name_prefix=config.name_prefix)
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
                                log_retention=config.log_retention,
                                authorizer_function_arn=config.authorizer_function_arn,
                                manage_account_role=config.manage_api_gateway_account,
-                               name_prefix=config.name_prefix)
+                               name_prefix=config.name_prefix, environment=config.environment)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
+            self.renderer.connect_caller(self.api.function, downloads=True)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
-                                     name_prefix=config.name_prefix)
+                                     name_prefix=config.name_prefix, snapshots=self.snapshots,
+                                     renderer=self.renderer)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
             CfnOutput(self, f"DeadLetterQueueUrl{resources.pipeline.name.title()}",
                       value=resources.queues.dead_letter_queue.queue_url)
+        CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",
@@ -140,6 +158,7 @@ class AppStack(Stack):
             timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+                               *self.snapshots.rules, self.snapshots.job, self.renderer.function,
                                *([self.api.function] if self.api else []))
         return migrate
 

@@ -85,8 +85,14 @@ logfile = {workdir / 'pgbouncer.log'}
             shutil.chown(child, user)
         workdir.chmod(0o755)
         command += ["-u", user]
-    process = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
+    # PgBouncer run in the foreground writes every log line to stderr as well as to its
+    # logfile, and blocks (its one thread, so every client and server connection with it)
+    # when stderr cannot take more. A pipe nobody reads fills after 64 KiB of log, a few
+    # dozen databases' worth: stderr goes to a file.
+    stderr_path = workdir / "pgbouncer.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen([*command, str(workdir / "pgbouncer.ini")], stdout=subprocess.DEVNULL,
+                                   stderr=stderr)
     pooled = psycopg.conninfo.make_conninfo(server_url, host="127.0.0.1", port=str(port))
     deadline = time.monotonic() + 10
     while True:
@@ -97,7 +103,7 @@ logfile = {workdir / 'pgbouncer.log'}
             if process.poll() is not None or time.monotonic() > deadline:
                 process.terminate()
                 log = workdir / "pgbouncer.log"
-                tail = log.read_text()[-2000:] if log.exists() else process.stderr.read().decode()[-2000:]
+                tail = (log if log.exists() else stderr_path).read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"PgBouncer did not start: {tail}") from None
             time.sleep(0.1)
 

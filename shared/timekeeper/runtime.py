@@ -4,11 +4,12 @@ code never reads the environment or creates boto3 clients).
 
 Environment (names and ARNs only; secrets come from Secrets Manager):
 ``RUN_QUEUE_URL_<PIPELINE>`` (e.g. ``RUN_QUEUE_URL_ACCOUNTING``, the pipeline's run queue),
-``NOTIFICATION_TOPIC_ARN`` (optional), and either ``DATABASE_URL`` (local stack) or
-``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS; ``TIMEKEEPER_ENVIRONMENT``
-(``development``, the default, or ``production``) says which snapshot types are enabled.
-Each function's secret is its own login's: the workers', the API's, or (migration function
-only) the owner's, which also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
+``NOTIFICATION_TOPIC_ARN`` (optional), ``FILES_BUCKET`` (the files bucket: exports and
+rendered reports), ``REPORT_RENDERER_FUNCTION`` (the renderer's function name, for the
+callers that request renders), and either ``DATABASE_URL`` (local stack) or
+``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint) in AWS. Each function's secret is
+its own login's: the workers', the API's, or (migration function only) the owner's, which
+also gets ``LOGIN_SECRET_ARNS`` (comma-separated) to set the other logins' passwords.
 Each handler names its pipeline from the topology, so one process (the local stack) can
 host them all.
 """
@@ -18,25 +19,30 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import boto3
 import psycopg
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from timekeeper import clock
+from timekeeper import observability as obs
+from timekeeper.aws.renderer import LambdaRendererClient, RendererClient, RenderRequest
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
-from timekeeper.observability import PipelineMetrics, logger, metrics
+from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, PipelineMetrics, logger, metrics
+from timekeeper.queries import rendering
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, Pipeline
-
-if TYPE_CHECKING:
-    from timekeeper.snapshots.registry import SnapshotRegistry
+from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs
+from timekeeper.snapshots.jobs import run_job as run_snapshot_job
+from timekeeper.snapshots.ledger import admit as admit_snapshots
+from timekeeper.snapshots.ledger import plan as plan_snapshots
+from timekeeper.snapshots.registry import SnapshotRegistry, default_snapshot_registry
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, REPORT_RENDERER, SNAPSHOTS, Pipeline
 
 
 class RuntimeSettings(BaseModel):
@@ -52,6 +58,10 @@ class RuntimeSettings(BaseModel):
     db_name: str = "timekeeper"
     #: Secrets of the logins whose passwords the migration function sets (owner's function only).
     login_secret_arns: tuple[str, ...] = ()
+    #: The files bucket (rendered reports under reports/, exports under exports/).
+    files_bucket: str | None = None
+    #: The report renderer's function name (callers that request renders).
+    report_renderer_function: str | None = None
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -69,6 +79,8 @@ def settings() -> RuntimeSettings:
         database_url=env.get("DATABASE_URL") or None, db_secret_arn=env.get("DB_SECRET_ARN") or None,
         db_host=env.get("DB_HOST") or None, db_name=env.get("DB_NAME", "timekeeper"),
         login_secret_arns=tuple(a.strip() for a in env.get("LOGIN_SECRET_ARNS", "").split(",") if a.strip()),
+        files_bucket=env.get("FILES_BUCKET") or None,
+        report_renderer_function=env.get("REPORT_RENDERER_FUNCTION") or None,
     )
 
 
@@ -165,41 +177,74 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
-#: The variable naming the deployment's environment (``development`` or ``production``):
-#: which snapshot types are enabled. Unset, it is ``development`` (the local stack); the
-#: CDK stacks set ``production``.
-ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+@cache
+def s3_client() -> Any:
+    """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack); Signature
+    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``)."""
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(signature_version="s3v4"))
+
+
+def files_bucket() -> str:
+    """The files bucket's name; raises ``RuntimeError`` when ``FILES_BUCKET`` is unset."""
+    name = settings().files_bucket
+    if not name:
+        raise RuntimeError("FILES_BUCKET is not set")
+    return name
+
+
+_renderer_override: RendererClient | None = None
+
+
+def install_renderer_client(client: RendererClient | None) -> None:
+    """Replace the renderer client (``None``: the Lambda one again). The local stack uses
+    it to run the renderer's real handler itself, since moto does not run functions."""
+    global _renderer_override
+    _renderer_override = client
+    renderer_client.cache_clear()
 
 
 @cache
-def environment() -> str:
-    """The deployment's environment, one of
-    :data:`timekeeper.snapshots.registry.ENVIRONMENTS`, read once per execution
-    environment; raises ``ValueError`` at cold start for any other value."""
-    from timekeeper.snapshots.registry import ENVIRONMENTS
-
-    value = os.environ.get(ENVIRONMENT_VARIABLE, "").strip() or "development"
-    if value not in ENVIRONMENTS:
-        raise ValueError(f"{ENVIRONMENT_VARIABLE}={value!r}: use one of {', '.join(ENVIRONMENTS)}")
-    return value
-
-
-def build_snapshot_registry(environment_name: str) -> SnapshotRegistry:
-    """Every owner's snapshot types, enabled as ``environment_name`` says (``development``
-    or ``production``; ``ValueError`` otherwise). The one place types are registered: the
-    API, the planner, the dispatcher and the run job all use it."""
-    from timekeeper.platform.snapshots import register as register_platform
-    from timekeeper.snapshots.registry import SnapshotRegistry
-
-    types = SnapshotRegistry(environment=environment_name)
-    register_platform(types)
-    return types
+def renderer_client() -> RendererClient:
+    """How callers ask for a render: the installed client, or asynchronous Lambda invokes
+    of ``REPORT_RENDERER_FUNCTION`` (raises ``RuntimeError`` when it is unset)."""
+    if _renderer_override is not None:
+        return _renderer_override
+    name = settings().report_renderer_function
+    if not name:
+        raise RuntimeError("REPORT_RENDERER_FUNCTION is not set")
+    return LambdaRendererClient(boto3.client("lambda"), name)
 
 
-@cache
-def snapshot_registry() -> SnapshotRegistry:
-    """The deployment's snapshot types (:func:`build_snapshot_registry` of :func:`environment`)."""
-    return build_snapshot_registry(environment())
+def run_renderer(event: Any) -> dict[str, Any]:
+    """Run the render an asynchronous invocation names (:class:`RenderRequest`); return a
+    summary (``render_id``, ``state``, ``error_code``, ``attempts``).
+
+    A malformed event, or one naming no render, is logged and dropped (``{"dropped":
+    reason}``): retrying it cannot help. Expected failures are recorded on the render and
+    returned; an unexpected fault below the attempt limit raises, so Lambda retries.
+    """
+    try:
+        request = RenderRequest.model_validate(event)
+    except ValidationError as error:
+        logger.warning("malformed render request dropped", extra={"error": str(error)[:500]})
+        return {"dropped": "malformed"}
+    logger.append_keys(workspace_id=str(request.workspace_id), render_id=str(request.render_id))
+    try:
+        row = rendering.render(database().get(), s3_client(), files_bucket(), workspace_id=request.workspace_id,
+                               render_id=request.render_id, now=clock.now(),
+                               max_attempts=REPORT_RENDERER.max_attempts)
+    except rendering.RenderNotFound:
+        logger.warning("render request names no render; dropped")
+        return {"dropped": "render_not_found"}
+    summary = {"render_id": str(row.id), "state": row.state, "error_code": row.error_code, "attempts": row.attempts}
+    if row.state == "succeeded":
+        metrics.add_metric(name=REPORT_RENDERED, unit="Count", value=1)
+    elif row.state == "failed":
+        metrics.add_metric(name=REPORT_RENDER_FAILED, unit="Count", value=1)
+    logger.info("render", extra=summary)
+    return summary
 
 
 def reset() -> None:
@@ -207,7 +252,7 @@ def reset() -> None:
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
-    for cached in (settings, database, sqs_client, publisher, notifier, registry, environment,
+    for cached in (settings, database, sqs_client, publisher, notifier, registry, s3_client, renderer_client,
                    snapshot_registry):
         cached.cache_clear()
 
@@ -268,4 +313,121 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
                 logger.info("run message fails its batch item", extra={
                     "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
                 failures.append(delivery.key)
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
+
+
+# ------------------------------------------------------------------ monthly snapshots
+
+#: Environment variables of the snapshot functions: the job queue (dispatcher, run job),
+#: the dispatcher to nudge after planning (planner; unset: no nudge), and the environment
+#: whose snapshot types are enabled (``development`` | ``production``).
+SNAPSHOT_JOB_QUEUE_URL = "SNAPSHOT_JOB_QUEUE_URL"
+SNAPSHOT_NUDGE_FUNCTION = "SNAPSHOT_DISPATCHER_FUNCTION"
+ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+
+
+@cache
+def snapshot_registry() -> SnapshotRegistry:
+    """The snapshot types of this deployment, enabled per ``TIMEKEEPER_ENVIRONMENT``
+    (default ``development``; the deployed stacks set ``production``)."""
+    return default_snapshot_registry(os.environ.get(ENVIRONMENT_VARIABLE, "development"))
+
+
+def run_snapshot_planner() -> dict[str, Any]:
+    """One planner pass at the clock's ``now`` (commits), the SnapshotOverdue metric, then a
+    nudge of the dispatcher (an asynchronous invoke; skipped when none is configured).
+    Returns the pass summary (counts, overdue periods)."""
+    conn, now = database().get(), clock.now()
+    with conn.transaction():
+        result = plan_snapshots(conn, snapshot_registry(), now=now, horizon_months=SNAPSHOTS.horizon_months)
+    metrics.add_metric(name=obs.SNAPSHOTS_PLANNED, unit="Count", value=result.planned)
+    metrics.add_metric(name=obs.SNAPSHOT_OVERDUE, unit="Count", value=len(result.overdue))
+    nudge = os.environ.get(SNAPSHOT_NUDGE_FUNCTION)
+    if nudge and result.planned:
+        boto3.client("lambda").invoke(FunctionName=nudge, InvocationType="Event", Payload=b"{}")
+    summary = {"planned": result.planned, "skipped": result.skipped, "overdue": len(result.overdue),
+               "overdue_periods": [f"{w}/{o}/{t}/{p:%Y-%m}" for w, o, t, p in result.overdue[:20]]}
+    if result.overdue:
+        logger.warning("snapshot periods overdue", extra=summary)
+    return summary
+
+
+def send_snapshot_jobs(jobs: list[JobMessage]) -> int:
+    """Send job messages to the job queue (batches of 10); returns how many the queue
+    accepted. A refused message is not retried here: its run stays queued and the
+    dispatcher offers it a new job after ``reoffer_after``."""
+    url = os.environ[SNAPSHOT_JOB_QUEUE_URL]
+    accepted = 0
+    for start in range(0, len(jobs), 10):
+        batch = jobs[start:start + 10]
+        response = sqs_client().send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": job.model_dump_json()} for i, job in enumerate(batch)])
+        accepted += len(response.get("Successful", []))
+        for failure in response.get("Failed", []):
+            logger.warning("snapshot job refused by the queue", extra={"code": failure.get("Code")})
+    return accepted
+
+
+def run_snapshot_dispatcher() -> dict[str, Any]:
+    """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
+    under the cap and reoffer stale offers (one committed transaction under the owner's
+    lock), then send the jobs. Returns counts."""
+    conn, now = database().get(), clock.now()
+    owners = sorted({t.owner for t in snapshot_registry().enabled()})
+    admitted: list[JobMessage] = []
+    lost = 0
+    for owner in owners:
+        with conn.transaction():
+            lost += len(reconcile_lost_jobs(conn, owner=owner, now=now, after=SNAPSHOTS.job_lost_after))
+            admitted += [JobMessage(run_id=a.run_id, workspace_id=a.workspace_id, job_id=a.job_id)
+                         for a in admit_snapshots(conn, owner=owner, now=now, cap=SNAPSHOTS.admission_cap,
+                                                  backfill_lane=SNAPSHOTS.backfill_lane,
+                                                  reoffer_after=SNAPSHOTS.reoffer_after)]
+    sent = send_snapshot_jobs(admitted) if admitted else 0
+    metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
+    metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
+    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
+
+
+def run_snapshot_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run the job messages of an SQS batch (the event source gives one at a time); return
+    the partial batch response. A malformed message fails only its own item (it reaches
+    the DLQ after ``max_receive_count``); a job that must hand over sends its message again
+    and is acknowledged; an unexpected fault before the last receive fails its item (the
+    queue redelivers it); on the last receive it is recorded as a retryable failure."""
+    failures: list[str] = []
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+
+    def time_left_s() -> float:
+        return remaining() / 1000 if remaining else float("inf")
+
+    for record in event.get("Records", []):
+        message_id = record.get("messageId", "")
+        try:
+            message = JobMessage.model_validate_json(record.get("body") or "")
+        except ValidationError as error:
+            logger.warning("malformed snapshot job message", extra={"message_id": message_id,
+                                                                    "error": str(error)[:500]})
+            failures.append(message_id)
+            continue
+        try:
+            receive_count = int((record.get("attributes") or {}).get("ApproximateReceiveCount") or 1)
+        except ValueError:
+            receive_count = 1
+        try:
+            result = run_snapshot_job(database().get(), snapshot_registry(), message, now=clock.now,
+                                      receive_count=receive_count, max_receives=SNAPSHOTS.max_receive_count,
+                                      time_left_s=time_left_s, handover_margin_s=SNAPSHOTS.handover_margin_s)
+        except Exception as error:  # noqa: BLE001 - the queue redelivers it; logged by type only
+            logger.warning("snapshot job receive failed; the queue redelivers it",
+                           extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
+            failures.append(message_id)
+            continue
+        if result.status == "handed_over":
+            send_snapshot_jobs([message])
+        elif result.status == "published":
+            metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
+        elif result.status == "failed":
+            metrics.add_metric(name=obs.SNAPSHOT_FAILED, unit="Count", value=1)
+        logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status})
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}

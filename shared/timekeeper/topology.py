@@ -133,23 +133,153 @@ PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING,)}
 
 
 @dataclass(frozen=True, kw_only=True)
+class SnapshotPipeline:
+    """The monthly-snapshot pipeline: a planner every ``planner_rate_minutes`` (it plans
+    completed workspace-local months, then nudges the dispatcher), a reserved-concurrency-one
+    dispatcher every minute (admission under ``admission_cap`` with ``backfill_lane``
+    reserved for backfills, reoffers, lost-job reconciliation), a job queue with its DLQ,
+    and the run job (``job_function``) reading it.
+
+    Units: seconds unless the name says otherwise. A job hands over to a new invocation when
+    fewer than ``handover_margin_s`` remain of ``job_timeout_s``; ``max_receive_count``
+    receives of one job, then the attempt is a retryable failure. Checked at construction
+    (``ValueError``).
+    """
+
+    name: str = "snapshots"
+    planner_function: str = "snapshot_planner"
+    dispatcher_function: str = "snapshot_dispatcher"
+    job_function: str = "snapshot_run_job"
+    planner_rate_minutes: int = 15
+    dispatcher_rate_minutes: int = 1
+    planner_timeout_s: int = 120
+    dispatcher_timeout_s: int = 60
+    job_timeout_s: int = 900
+    handover_margin_s: int = 60
+    max_receive_count: int = 3
+    admission_cap: int = 4
+    backfill_lane: int = 1
+    job_max_concurrency: int = 4
+    reoffer_after_s: int = 300
+    horizon_months: int = 3
+    overdue_grace_hours: int = 24
+    queue_age_alarm_s: int = 900
+    dispatcher_silence_alarm_minutes: int = 5
+    dlq_retention_days: int = 14
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.backfill_lane < self.admission_cap:
+            raise ValueError("the backfill lane must be smaller than the admission cap")
+        if self.job_max_concurrency < self.admission_cap or not 2 <= self.job_max_concurrency <= 1000:
+            raise ValueError("the run job's maximum concurrency must hold every admitted run (and be 2..1000)")
+        if self.handover_margin_s * 2 > self.job_timeout_s:
+            raise ValueError("the hand-over margin must leave most of the job's timeout for chunks")
+        if self.reoffer_after_s < 60 * self.dispatcher_rate_minutes:
+            raise ValueError("reoffer_after must be at least one dispatcher tick")
+        if self.max_receive_count < 2:
+            raise ValueError("max_receive_count below 2 loses jobs to the DLQ on throttles")
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Job queue visibility timeout: 6 x the run job's timeout (AWS guidance)."""
+        return 6 * self.job_timeout_s
+
+    @property
+    def reoffer_after(self) -> timedelta:
+        """A queued run whose job has not started this long after its offer gets a new job."""
+        return timedelta(seconds=self.reoffer_after_s)
+
+    @property
+    def job_lost_after(self) -> timedelta:
+        """A running run whose job has not beaten this long has lost its job (every receive
+        was used up or the messages vanished): a retryable failure."""
+        return timedelta(seconds=self.max_receive_count * self.visibility_timeout_s + self.job_timeout_s)
+
+    @property
+    def queue_name(self) -> str:
+        return f"timekeeper-{self.name}-jobs"
+
+    @property
+    def dlq_name(self) -> str:
+        return f"timekeeper-{self.name}-jobs-dlq"
+
+
+SNAPSHOTS = SnapshotPipeline()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Renderer:
+    """The report renderer: a function invoked asynchronously (Lambda ``Event``
+    invocations) with ``{"workspace_id", "render_id"}``, outside any pipeline.
+
+    Units: seconds unless the name says otherwise. ``reserved_concurrency`` caps the
+    renders at once (and the renderer's database connections); ``retry_attempts`` and
+    ``max_event_age_s`` are its asynchronous-invocation settings: a failed invocation is
+    retried that many times, an event older than the age is dropped, and either way the
+    event then goes to the on-failure queue ``failure_queue_name`` (kept
+    ``failure_retention_days``).
+    """
+
+    name: str
+    function: str
+    timeout_s: int = 300
+    memory_mb: int = 1024
+    reserved_concurrency: int = 2
+    retry_attempts: int = 2
+    max_event_age_s: int = 900
+    failure_retention_days: int = 14
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts Lambda makes for one invocation: the first and its retries."""
+        return 1 + self.retry_attempts
+
+    @property
+    def failure_queue_name(self) -> str:
+        return f"timekeeper-{self.name}-failed"
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.retry_attempts <= 2:
+            raise ValueError("Lambda asynchronous retry attempts are 0..2")
+        if not 60 <= self.max_event_age_s <= 21600:
+            raise ValueError("Lambda maximum event age is 60..21600 s")
+        if self.timeout_s > 900:
+            raise ValueError("a Lambda function runs at most 900 s")
+        if self.reserved_concurrency < 1:
+            raise ValueError("the renderer needs a reserved concurrency of at least 1")
+
+
+#: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
+#: 1,000 rows each fits well inside 300 s; two at once keep its connections few. (Twenty
+#: sections each running into the workers' 15 s statement timeout could pass 300 s: that
+#: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
+REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).
 
     ``consumers``: the sum of the pipelines' event-source maximum concurrency;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
-    reserved concurrency; ``migration``: the migration trigger's.
+    reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
+    renderer's reserved concurrency.
     """
 
     consumers: int
     dispatchers: int
     api: int
     migration: int
+    #: The snapshot pipeline: its planner, its dispatcher and its run jobs.
+    snapshots: int = 0
+    #: The report renderer's reserved concurrency.
+    renderers: int = 0
 
     @property
     def total(self) -> int:
         """Every connection of the budget."""
-        return self.consumers + self.dispatchers + self.api + self.migration
+        return (self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
+                + self.renderers)
 
 
 def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> ConnectionBudget:
@@ -158,7 +288,9 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None) -> Connectio
     connection bounds."""
     chosen = PIPELINES if pipelines is None else pipelines
     return ConnectionBudget(consumers=sum(p.max_concurrency for p in chosen.values()), dispatchers=len(chosen),
-                            api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS)
+                            api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
+                            snapshots=2 + SNAPSHOTS.job_max_concurrency,
+                            renderers=REPORT_RENDERER.reserved_concurrency)
 
 
 def pipeline_for_owner(owner: str) -> Pipeline:

@@ -141,3 +141,49 @@ def new_schedule(**overrides: Any) -> dict[str, Any]:
     """A valid create body (an accounting reconciliation sweep at 02:30 New York time)."""
     return {"owner": "accounting", "work_kind": "reconciliation.sweep", "recurrence": DAILY,
             "name": "nightly sweep", **overrides}
+
+
+# ------------------------------------------------------------ saved queries: directory rows
+
+#: Token roles that allow every saved-query route.
+QUERY_ROLES = "queries:read,queries:write"
+
+
+def seed_member(db_url: str, *, workspace_id: uuid.UUID | None = None, user_id: str | None = None,
+                roles: tuple[str, ...] = ("queries:admin",), status: str = "active", left: bool = False,
+                token_roles: str = QUERY_ROLES) -> Caller:
+    """Make a directory member (as the schema owner, committed): the workspace (created when
+    new), the user with ``status`` and a membership with ``roles`` (``left``: the user has
+    left it since). Returns the :class:`Caller` whose token names them with ``token_roles``."""
+    from timekeeper.db.connection import connect
+    from timekeeper.platform import directory
+
+    workspace_id = workspace_id or uuid.uuid4()
+    user_id = user_id or f"user-{uuid.uuid4().hex[:10]}"
+    with connect(db_url) as conn, conn.transaction():
+        if directory.get_workspace(conn, workspace_id) is None:
+            directory.create_workspace(conn, workspace_id=workspace_id, name="Workspace", timezone="Europe/Berlin",
+                                       now=NOW)
+        directory.upsert_user(conn, user_id=user_id, display_name="Member", status=status, now=NOW)
+        directory.add_member(conn, workspace_id=workspace_id, user_id=user_id, roles=roles, now=NOW)
+        if left:
+            directory.leave_workspace(conn, workspace_id=workspace_id, user_id=user_id, now=NOW)
+    return Caller(user_id=user_id, workspace_id=workspace_id, roles=token_roles)
+
+
+@pytest.fixture
+def member(db_url) -> Caller:
+    """A current, active member of a fresh workspace whose membership (queries:admin) and
+    token (queries:read, queries:write) allow every saved-query route."""
+    return seed_member(db_url)
+
+
+#: A valid definition: open invoices' numbers and amounts, largest first.
+OPEN_INVOICES = {"entity": "invoices", "columns": ["number", "amount_minor"],
+                 "filters": [{"column": "status", "op": "eq", "value": "open"}],
+                 "sort": [{"column": "amount_minor", "direction": "desc"}], "limit": 100}
+
+
+def new_query(**overrides: Any) -> dict[str, Any]:
+    """A valid ``POST /queries`` body."""
+    return {"name": "Open invoices", "description": "what is still owed", "definition": OPEN_INVOICES, **overrides}

@@ -131,6 +131,96 @@ def test_hostile_query_parameters_are_never_a_server_error(call, name, value):
     _assert_client_error(detail)
 
 
+# ------------------------------------------------- saved queries: the same, never a 5xx
+
+_FILTER = {"column": '"number"', "op": '"eq"', "value": '"INV-1"'}
+_SORT = {"column": '"number"', "direction": '"asc"'}
+QUERY_PLACES = ["body", "name", "description", "definition", "definition.entity", "definition.columns",
+                "definition.filters", "definition.sort", "definition.limit", "definition.extra", "filter.column",
+                "filter.op", "filter.value", "filter.extra", "sort.column", "sort.direction"]
+
+
+def _object(fields: dict[str, str]) -> str:
+    return "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
+
+
+def _query_body_with(place: str, fragment: str) -> str:
+    """A valid saved-query body (raw JSON text) with ``fragment`` at ``place``."""
+    if place == "body":
+        return fragment
+    where, _, key = place.partition(".")
+    filter_, sort = dict(_FILTER), dict(_SORT)
+    if where == "filter":
+        filter_[key] = fragment
+    if where == "sort":
+        sort[key] = fragment
+    definition = {"entity": '"invoices"', "columns": '["number", "amount_minor"]',
+                  "filters": "[" + _object(filter_) + "]", "sort": "[" + _object(sort) + "]", "limit": "10"}
+    if where == "definition" and key:
+        definition[key] = fragment
+    fields = {"name": '"hostile"', "description": '"d"', "definition": _object(definition)}
+    if where == "definition" and not key:
+        fields["definition"] = fragment
+    elif where in ("name", "description"):
+        fields[where] = fragment
+    return _object(fields)
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(place=st.sampled_from(QUERY_PLACES), fragment=HOSTILE, new_version=st.booleans())
+def test_hostile_json_in_saved_query_bodies_is_never_a_server_error(call, member, place, fragment, new_version):
+    # Given a saved-query body with a hostile JSON fragment in one place (or as the whole body)
+    body = _query_body_with(place, fragment)
+    target = "/queries"
+    if new_version:
+        created = call("POST", "/queries", json.loads(_query_body_with("name", '"target"')), as_=member)
+        assert created.status == 201, created.body
+        target = f"/queries/{created.body['query']['id']}/versions"
+    # When it is posted as a new query or a new version (the caller may do both)
+    reply = call("POST", target, body, as_=member)
+    # Then the answer is a success or a 4xx with the error body, never a 5xx
+    _assert_client_error(reply)
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.sampled_from(["limit", "cursor", "query_id", "version"]), value=QUERY_TEXT)
+def test_hostile_saved_query_parameters_are_never_a_server_error(call, member, name, value):
+    # Given a hostile value for a query or path parameter of the saved-query routes
+    quoted = quote(value, safe="")
+    query_id, version = str(uuid.uuid4()), "1"
+    if name == "query_id":
+        query_id = quoted
+    if name == "version":
+        version = quoted
+    query = urlencode({name: value}) if name in ("limit", "cursor") else ""
+    # When each route is called with it
+    replies = [call("GET", f"/queries?{query}", as_=member),
+               call("GET", f"/queries/{query_id}", as_=member),
+               call("GET", f"/queries/{query_id}/versions/{version}", as_=member),
+               call("DELETE", f"/queries/{query_id}", as_=member),
+               call("POST", f"/queries/{query_id}/versions",
+                    {"definition": {"entity": "invoices", "columns": ["number"]}}, as_=member)]
+    # Then none is a 5xx
+    for reply in replies:
+        _assert_client_error(reply)
+
+
+@pytest.mark.parametrize("place", ["name", "description", "filter.value", "filter.column", "definition.entity",
+                                   "sort.column"])
+@pytest.mark.parametrize("fragment", ['"\\u0000"', '"a\\ud800b"', '"\\udfff\\ud800"'])
+def test_text_postgresql_cannot_hold_is_a_422_naming_the_field(call, member, place, fragment):
+    # Given a NUL character or an unpaired surrogate (valid JSON; no UTF-8 form, or not in text/jsonb)
+    reply = call("POST", "/queries", _query_body_with(place, fragment), as_=member)
+    # Then it is refused naming the field, never a database error
+    assert reply.status == 422, reply.body
+    expected = {"filter.value": "definition.filters[0].value", "filter.column": "definition.filters[0].column",
+                "sort.column": "definition.sort[0].column"}.get(place, place)
+    assert reply.body["field"] == expected
+
+
 # ------------------------------------------------------------ snapshot routes: never a 5xx
 
 #: A staff member of the Platform's snapshot types who can also read their own workspace's periods.

@@ -23,13 +23,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
+from tests.api.conftest import OPEN_INVOICES, seed_member
 from timekeeper import clock, runtime
 from timekeeper.api import create_app, edge, openapi_document
 from timekeeper.api.app import unconfigured_adapters
 from timekeeper.local.serve import ServeOptions, dev_claims, start_server
 
 WORKSPACE = uuid.uuid4()
-TOKEN = f"dev:alice:{WORKSPACE}:schedules:read,schedules:write,schedules:run"
+TOKEN = f"dev:alice:{WORKSPACE}:schedules:read,schedules:write,schedules:run,queries:admin"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -38,6 +39,8 @@ def local_server(db_url):
     """The serve stack on a free port over this module's database; the environment and the
     runtime caches are restored afterwards."""
     saved = dict(os.environ)
+    # alice is a member of the workspace in the directory (the saved-query routes ask it)
+    seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
     server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.2), database_url=db_url)
     server.serve_in_background()
     yield server
@@ -58,12 +61,13 @@ def snapshot_periods(local_server, db_url) -> None:
     from timekeeper.db.connection import connect
     from timekeeper.platform.directory import create_workspace
     from timekeeper.snapshots.ledger import plan
+    from timekeeper.snapshots.registry import default_snapshot_registry
 
     now = clock.now()
     with connect(db_url) as conn, conn.transaction():
         create_workspace(conn, workspace_id=WORKSPACE, name="Local", timezone="Europe/Berlin",
                          now=now - timedelta(days=120))
-        plan(conn, runtime.build_snapshot_registry("development"), now=now)
+        plan(conn, default_snapshot_registry("development"), now=now)
 
 
 def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
@@ -77,7 +81,7 @@ def test_dev_token_becomes_the_authorizer_claims():
     # Given development tokens, well-formed and not
     # Then the stand-in passes the claims through, or none at all
     assert dev_claims(f"Bearer {TOKEN}") == {"principalId": "alice", "workspace_id": str(WORKSPACE),
-                                             "roles": "schedules:read,schedules:write,schedules:run"}
+                                             "roles": "schedules:read,schedules:write,schedules:run,queries:admin"}
     assert dev_claims("Bearer dev:bob:ws") == {"principalId": "bob", "workspace_id": "ws", "roles": ""}
     assert dev_claims("Bearer eyJhbGciOi.jwt") is None
     assert dev_claims("Basic dev:alice:ws:roles") is None
@@ -120,6 +124,24 @@ def test_readme_flow_creates_lists_runs_now_and_shows_the_run_in_history(local_s
     assert len(detail["next_occurrences"]) == 5
 
 
+def test_readme_flow_creates_and_lists_a_saved_query(local_server):
+    base = local_server.base_url
+    # Given a member's dev token, when a query is saved
+    created = requests.post(f"{base}/queries", headers=AUTH, timeout=10, json={
+        "name": "Open invoices", "definition": OPEN_INVOICES})
+    # Then it is version 1, and the list and the catalogue show it
+    assert created.status_code == 201, created.text
+    assert created.json()["version"]["version"] == 1
+    listed = requests.get(f"{base}/queries", headers=AUTH, timeout=10)
+    assert listed.status_code == 200
+    assert created.json()["query"]["id"] in [q["id"] for q in listed.json()["items"]]
+    assert requests.get(f"{base}/catalogue", headers=AUTH, timeout=10).status_code == 200
+    # And a user who is not a member of the workspace is refused with the rule's reason
+    stranger = {"Authorization": f"Bearer dev:mallory:{WORKSPACE}:queries:admin"}
+    refused = requests.get(f"{base}/queries", headers=stranger, timeout=10)
+    assert (refused.status_code, refused.json()["code"]) == (403, "not_a_member")
+
+
 def test_without_a_dev_token_the_request_is_unauthenticated(local_server):
     reply = requests.get(f"{local_server.base_url}/schedules", timeout=10)
     assert reply.status_code == 401
@@ -136,6 +158,9 @@ def test_the_document_is_served_without_a_token(local_server):
 # (Loaded here rather than from the server: schemathesis' lazy fixture loader does not
 # support pytest 9.)
 RULE_TAKING = {"POST /schedules", "PATCH /schedules/{schedule_id}"}
+#: A saved query's definition is checked against the catalogue beyond its JSON schema (an
+#: entity or column that exists, an operator its type allows, a value of that type).
+DEFINITION_TAKING = {"POST /queries", "POST /queries/{query_id}/versions"}
 #: The snapshot routes are called by Platform staff who also read their own workspace's
 #: periods. A staff request the document allows may still be a documented 422 (a type the
 #: registry does not know, a workspace not in the directory) or 409 (the ledger's refusal).
@@ -164,7 +189,10 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(operation, l
     # A recurrence rule's validity (a known IANA zone, a cron that ever fires, the fields a
     # frequency needs) is beyond JSON Schema: a schema-valid rule may be a documented 422
     # naming the field, so "positive data acceptance" is not asserted where a rule is sent.
-    excluded = [positive_data_acceptance] if case.operation.label in RULE_TAKING | LEDGER_JUDGED else []
+    # Likewise a definition the catalogue refuses is a documented 422 (definition_invalid).
+    # And a staff snapshot request is judged by the registry, the directory and the ledger.
+    excluded = ([positive_data_acceptance] if case.operation.label in RULE_TAKING | DEFINITION_TAKING | LEDGER_JUDGED
+                else [])
     headers = SNAPSHOT_AUTH if case.operation.path.startswith("/snapshots") else AUTH
     case.call_and_validate(base_url=local_server.base_url, headers=headers, timeout=10, excluded_checks=excluded)
 

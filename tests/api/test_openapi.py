@@ -17,8 +17,14 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
               ("patch", "/schedules/{schedule_id}"), ("delete", "/schedules/{schedule_id}"),
               ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
               ("post", "/schedules/{schedule_id}/run"),
-              ("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
-              ("get", "/snapshots/workspaces/{workspace_id}/periods")}
+              ("get", "/catalogue"), ("get", "/queries"), ("post", "/queries"), ("get", "/queries/{query_id}"),
+              ("delete", "/queries/{query_id}"), ("post", "/queries/{query_id}/versions"),
+              ("get", "/queries/{query_id}/versions/{version}")}
+OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
+               ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
+               ("get", "/reports/{report_id}/renders/{render_id}")}
+OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
+               ("get", "/snapshots/workspaces/{workspace_id}/periods")}
 
 
 def document() -> dict:
@@ -39,7 +45,7 @@ def test_every_operation_needs_the_authorizer_and_documents_its_errors_as_error_
             assert operation["security"] == [{"authorizer": []}], (method, path)
             codes = set(operation["responses"])
             assert {"401", "403", "422"} <= codes, (method, path)
-            if "{schedule_id}" in path:
+            if "{schedule_id}" in path or "{query_id}" in path:
                 assert "404" in codes, (method, path)
             for code in codes - {"200", "201", "202", "204"}:
                 schema = operation["responses"][code]["content"]["application/json"]["schema"]
@@ -54,6 +60,25 @@ def test_the_create_body_lists_the_owners_work_kinds():
         "batch.roll", "batch.auto_close", "reconciliation.sweep", "billing.prepare"}
     assert [f["title"] for f in schema["properties"]["recurrence"]["oneOf"]] == [
         "CronRule", "CalendarRule", "IntervalRule"]
+
+
+def test_the_query_definition_schema_is_the_models_own():
+    # The definition is described once, by the model the routes validate with
+    from timekeeper.queries.definition import QueryDefinition
+
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    assert schemas["QueryCreate"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
+    assert schemas["VersionCreate"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
+    assert schemas["VersionOut"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
+    own = QueryDefinition.model_json_schema(ref_template="#/components/schemas/{model}")
+    generated = schemas["QueryDefinition"]
+    assert (generated["required"], generated["additionalProperties"]) == (own["required"], False)
+    assert set(generated["properties"]) == set(own["properties"])
+    for name in ("entity", "columns", "filters", "sort"):  # (Powertools writes the limit's bounds as floats)
+        assert generated["properties"][name] == own["properties"][name], name
+    assert set(schemas["Operator"]["enum"]) == {"eq", "ne", "lt", "lte", "gt", "gte", "between", "in", "not_in",
+                                                "contains", "starts_with", "is_null", "is_not_null"}
 
 
 def test_the_document_is_served_at_openapi_json_without_credentials(call):

@@ -17,7 +17,7 @@ from tests.infra.conftest import (
     rule_targeting,
     synthesize,
 )
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import PIPELINES, SNAPSHOTS, Pipeline
 
 ALARM_SUFFIXES = ("dispatcher-silence", "dispatcher-errors", "queue-age", "dlq-depth", "consumer-errors")
 
@@ -76,7 +76,8 @@ def test_a_new_pipeline_in_the_topology_gets_its_infrastructure(monkeypatch):
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     schedules = [r["Properties"]["ScheduleExpression"] for r in template["Resources"].values()
                  if r["Type"] == "AWS::Events::Rule"]
-    assert "rate(15 minutes)" in schedules and len(schedules) == len(PIPELINES)
+    # One rule per pipeline, plus the snapshot planner's and the snapshot dispatcher's.
+    assert "rate(15 minutes)" in schedules and len(schedules) == len(PIPELINES) + 2
     mappings = [r["Properties"] for r in template["Resources"].values()
                 if r["Type"] == "AWS::Lambda::EventSourceMapping"
                 and r["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]
@@ -86,3 +87,43 @@ def test_a_new_pipeline_in_the_topology_gets_its_infrastructure(monkeypatch):
         alarm_by_name(template, f"Timekeeper-probe-{suffix}")
     silence = alarm_by_name(template, "Timekeeper-probe-dispatcher-silence")
     assert silence["Period"] == 20 * 60 and silence["TreatMissingData"] == "breaching"
+
+
+SNAPSHOT_ALARMS = ("dispatcher-silence", "dispatcher-heartbeat", "planner-silence", "planner-errors", "job-errors",
+                   "queue-age", "dlq-depth", "dlq-arrivals", "overdue", "failed")
+
+
+def test_the_snapshot_pipeline_has_rules_queues_event_source_and_alarms(synth):
+    # Given the snapshot pipeline of the topology and the synthesized app
+    template = synth.app_template
+    functions = functions_by_folder(template)
+
+    # Then the planner and the dispatcher each have their rule at the topology's rate
+    _, planner_rule = rule_targeting(template, functions[SNAPSHOTS.planner_function])
+    _, dispatcher_rule = rule_targeting(template, functions[SNAPSHOTS.dispatcher_function])
+    assert planner_rule["Properties"]["ScheduleExpression"] == f"rate({SNAPSHOTS.planner_rate_minutes} minutes)"
+    assert dispatcher_rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    # And the job queue redrives to its DLQ after the topology's receives; the run job reads it
+    queue_id, queue = queue_by_name(template, SNAPSHOTS.queue_name)
+    queue_by_name(template, SNAPSHOTS.dlq_name)
+    assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == SNAPSHOTS.max_receive_count
+    assert queue["Properties"]["VisibilityTimeout"] == SNAPSHOTS.visibility_timeout_s
+    (source,) = event_sources_of(template, functions[SNAPSHOTS.job_function])
+    assert source["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert source["ScalingConfig"]["MaximumConcurrency"] == SNAPSHOTS.job_max_concurrency
+    assert source["BatchSize"] == 1 and source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # And the dispatcher and planner run one at a time; the run job holds its chunks' time
+    resources = template["Resources"]
+    assert resources[functions[SNAPSHOTS.dispatcher_function]]["Properties"]["ReservedConcurrentExecutions"] == 1
+    assert resources[functions[SNAPSHOTS.planner_function]]["Properties"]["ReservedConcurrentExecutions"] == 1
+    assert resources[functions[SNAPSHOTS.job_function]]["Properties"]["Timeout"] == SNAPSHOTS.job_timeout_s
+    # And the deployed environment disables the development-only self-test type
+    for folder in (SNAPSHOTS.planner_function, SNAPSHOTS.dispatcher_function, SNAPSHOTS.job_function):
+        env = resources[functions[folder]]["Properties"]["Environment"]["Variables"]
+        assert env["TIMEKEEPER_ENVIRONMENT"] == "production"
+    # And every alarm exists; overdue and silence are the ones that page when nothing happens
+    for suffix in SNAPSHOT_ALARMS:
+        alarm_by_name(template, f"Timekeeper-snapshots-{suffix}")
+    assert alarm_by_name(template, "Timekeeper-snapshots-planner-silence")["TreatMissingData"] == "breaching"
+    overdue = alarm_by_name(template, "Timekeeper-snapshots-overdue")
+    assert overdue["MetricName"] == "SnapshotOverdue" and overdue["Threshold"] == 0

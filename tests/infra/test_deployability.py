@@ -24,6 +24,7 @@ from timekeeper.topology import (
     CONNECT_TIMEOUT_S,
     PIPELINES,
     PROXY_IDLE_CLIENT_TIMEOUT_S,
+    REPORT_RENDERER,
     WORKER_LOGIN,
     connection_budget,
 )
@@ -115,6 +116,7 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
     expected = {"migrate": settings.DB_ADMIN_USER, "api": API_LOGIN}
     for p in PIPELINES.values():
         expected[p.dispatcher_function] = expected[p.consumer_function] = WORKER_LOGIN
+    expected[REPORT_RENDERER.function] = WORKER_LOGIN
     found = {folder: secret_of(app["Resources"][functions[folder]]["Properties"]["Environment"]["Variables"][
         "DB_SECRET_ARN"]) for folder in expected}
     assert found == expected

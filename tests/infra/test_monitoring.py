@@ -95,7 +95,8 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    assert len(alarms) == 7 * len(PIPELINES) + 1
+    # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, the auto-pause alarm.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 1
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
@@ -113,6 +114,7 @@ def test_dashboard_has_a_row_per_pipeline_with_the_emitted_metric_names(synth):
     for name in (obs.SCHEDULES_CLAIMED, obs.RUNS_PUBLISHED, obs.PUBLISH_REFUSED, obs.RUN_SUCCEEDED,
                  obs.RUN_SKIPPED, obs.RUN_FAILED, obs.SCHEDULE_AUTO_PAUSED):
         assert name in body, name
+    assert "Monthly snapshots" in body and obs.SNAPSHOT_OVERDUE in body and obs.SNAPSHOT_PUBLISHED in body
     for pipeline in PIPELINES.values():
         assert f"Pipeline `{pipeline.name}`" in body
         assert f"{pipeline.name}: queue age (s) and DLQ depth" in body

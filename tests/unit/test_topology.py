@@ -27,7 +27,7 @@ def test_every_pipeline_ends_its_pass_before_its_timeout():
         assert pipeline.dispatcher_worst_case_s == worst < pipeline.dispatcher_timeout_s
 
 
-def test_the_connection_budget_sums_consumers_dispatchers_api_and_migration():
+def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_renderers():
     # Given two pipelines with different consumer concurrency
     other = dataclasses.replace(ACCOUNTING, name="other", owner="other", max_concurrency=7)
     # When the budget is derived
@@ -35,4 +35,7 @@ def test_the_connection_budget_sums_consumers_dispatchers_api_and_migration():
     # Then each function's concurrency bound is one connection
     assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.max_concurrency + 7, 2)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
-    assert budget.total == ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration
+    assert budget.snapshots == 2 + topology.SNAPSHOTS.job_max_concurrency  # planner, dispatcher, run jobs
+    assert budget.renderers == topology.REPORT_RENDERER.reserved_concurrency
+    assert budget.total == (ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration + budget.snapshots
+                            + budget.renderers)

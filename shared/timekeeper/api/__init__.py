@@ -1,7 +1,9 @@
-"""Timekeeper's HTTP API for schedule owners (owner actions, tenant scope, row-level security).
+"""Timekeeper's HTTP API: schedule owners' actions and saved queries (tenant scope, row-level security).
 
 * :mod:`timekeeper.api.app` -- the routes (Powertools REST resolver with pydantic
   validation) and the OpenAPI document generated from the same models.
+* :mod:`timekeeper.api.queries` -- the saved-query routes and the catalogue (token roles,
+  then the access rule of :mod:`timekeeper.platform.access`).
 * :mod:`timekeeper.api.auth` -- identity from the API Gateway authorizer's claims; roles.
 * :mod:`timekeeper.api.scope` -- the tenant rule in one place.
 * :mod:`timekeeper.api.db` -- the API's connection under row-level security.

@@ -10,6 +10,10 @@ Every route but ``/openapi.json`` takes a :class:`~timekeeper.api.scope.Workspac
 from a dependency that reads the authorizer's claims (401), checks the route's role (403)
 and binds the caller's workspace -- the one place the tenant rule lives.
 
+The saved-query routes and ``GET /catalogue`` live in :mod:`timekeeper.api.queries`
+(registered by :func:`create_app` through the same ``route`` helper); they also apply the
+access rule of :mod:`timekeeper.platform.access` to the person.
+
 (No ``from __future__ import annotations`` here: Powertools reads the route signatures'
 annotations at run time, including the dependencies built inside :func:`create_app`.)
 """
@@ -51,6 +55,8 @@ from timekeeper.api.models import (
     schedule_create_model,
     schedule_out,
 )
+from timekeeper.api.queries import register_query_routes
+from timekeeper.api.reports import register_report_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.api.snapshot_routes import register_snapshot_routes
 from timekeeper.observability import logger
@@ -69,8 +75,12 @@ _DESCRIPTION = """Schedule owners' routes of Timekeeper, the scheduled-work back
 Authentication is API Gateway's: its Lambda authorizer verifies the bearer token and passes
 the claims user_id (or principalId), workspace_id and roles (comma-separated) to the API.
 Roles: schedules:read (list, get), schedules:write (create, update, pause, resume, delete),
-schedules:run (run now), schedules:admin (all). A request without claims is 401, a missing
-role 403, another workspace's schedule 404. Every error body is {"code", "message", "field"?}.
+schedules:run (run now), schedules:admin (all); queries:read (list, get, catalogue),
+queries:write (create, new version, delete), queries:admin (both). A request without claims
+is 401, a missing role 403, another workspace's schedule or query 404. The saved-query
+routes then apply the access rule to the person (an active user, a current member whose
+membership roles grant it): a refusal is 403 with its reason as the code (not_a_member,
+left_workspace, user_deactivated, missing_role). Every error body is {"code", "message", "field"?}.
 Monthly snapshots: snapshots:read lists the caller's workspace's periods; a snapshot type's
 staff role (the Platform's: platform:staff) requests re-runs and backfills of that type in
 any workspace and reads any workspace's periods; a refused request's code is the ledger's
@@ -102,6 +112,10 @@ class ApiAdapters:
     publisher_for: Callable[[str], RunPublisher]
     registry: Callable[[], WorkKindRegistry]
     now: Callable[[], datetime] = clock.now
+    #: The report renderer's client (:class:`timekeeper.aws.renderer.RendererClient`), for render requests.
+    renderer: Callable[[], Any] | None = None
+    #: ``(s3 client, files bucket)`` for download links of rendered reports.
+    files: Callable[[], tuple[Any, str]] | None = None
     snapshot_registry: Callable[[], SnapshotRegistry] = _runtime_snapshot_registry
 
 
@@ -358,6 +372,10 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
 
+    # Saved queries and the catalogue (timekeeper.api.queries): token roles, then the access rule.
+    register_query_routes(route, adapters.connection, adapters.now)
+    register_report_routes(route, connection=adapters.connection, now=adapters.now, renderer=adapters.renderer,
+                           files=adapters.files, security=_SECURITY)
     # Monthly snapshots (timekeeper.api.snapshot_routes): staff requests and period listings.
     register_snapshot_routes(route, adapters.connection, adapters.now, adapters.snapshot_registry)
 
@@ -413,7 +431,8 @@ def unconfigured_adapters() -> ApiAdapters:
     registry (the document lists the work kinds); any other use raises ``RuntimeError``."""
     from timekeeper import runtime
 
-    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused)
+    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused,
+                       renderer=_unused, files=_unused)
 
 
 def _unused(*_: Any) -> Any:

@@ -23,6 +23,11 @@ Roles (each route needs exactly one):
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
 ``schedules:admin``   all of the above
+``queries:read``      list and read saved queries and their versions, the catalogue
+``queries:write``     create a saved query, add a version, delete
+``queries:admin``     both queries roles
+``reports:read``      list reports, read one, request a render and read it
+``reports:write``     create and edit reports (and everything reports:read allows)
 ``snapshots:read``    list the caller's own workspace's snapshot periods
 ====================  ===============================================================
 
@@ -30,6 +35,10 @@ Snapshot STAFF roles are not in this table: each snapshot type names the claims 
 may request its re-runs and backfills (``SnapshotType.staff_roles``; the Platform's is
 ``platform:staff``), and a caller holding any registered type's staff role may read any
 workspace's periods (:class:`timekeeper.api.scope.StaffScope`).
+
+The roles say what the TOKEN allows. Routes over platform data (saved queries, reports)
+then also apply the access rule of :mod:`timekeeper.platform.access` in the database: what
+the person may do now (an active user, a current member whose membership roles grant it).
 """
 
 from __future__ import annotations
@@ -45,6 +54,11 @@ READ = "schedules:read"
 WRITE = "schedules:write"
 RUN = "schedules:run"
 ADMIN = "schedules:admin"
+QUERIES_READ = "queries:read"
+QUERIES_WRITE = "queries:write"
+QUERIES_ADMIN = "queries:admin"
+REPORTS_READ = "reports:read"
+REPORTS_WRITE = "reports:write"
 SNAPSHOTS_READ = "snapshots:read"
 
 #: What each role allows. Unknown role names are ignored.
@@ -53,8 +67,17 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
     ADMIN: frozenset({READ, WRITE, RUN}),
+    QUERIES_READ: frozenset({QUERIES_READ}),
+    QUERIES_WRITE: frozenset({QUERIES_WRITE}),
+    QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
+    REPORTS_READ: frozenset({REPORTS_READ}),
+    REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
     SNAPSHOTS_READ: frozenset({SNAPSHOTS_READ}),
 }
+
+#: The role that allows every permission of a family (named in 403 messages).
+_ADMIN_OF: dict[str, str] = {READ: ADMIN, WRITE: ADMIN, RUN: ADMIN,
+                             QUERIES_READ: QUERIES_ADMIN, QUERIES_WRITE: QUERIES_ADMIN}
 
 _MAX_USER_ID = 200
 
@@ -78,7 +101,8 @@ class Identity:
     def require(self, permission: str) -> None:
         """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
         if permission not in self.permissions:
-            raise ApiError(403, FORBIDDEN, f"this action needs the role {permission} (or {ADMIN})")
+            raise ApiError(403, FORBIDDEN,
+                           f"this action needs the role {permission} (or {_ADMIN_OF.get(permission, ADMIN)})")
 
 
 def _roles(value: Any) -> frozenset[str]:

@@ -56,7 +56,8 @@ def api_database() -> ConnectionProvider:
 def edge_adapters() -> ApiAdapters:
     """The adapters of a Lambda execution environment (or of the local stack's ``serve``)."""
     return ApiAdapters(connection=lambda: api_database().get(), publisher_for=runtime.publisher,
-                       registry=runtime.registry, now=clock.now)
+                       registry=runtime.registry, now=clock.now, renderer=runtime.renderer_client,
+                       files=lambda: (runtime.s3_client(), runtime.files_bucket()))
 
 
 def lambda_app() -> APIGatewayRestResolver:

@@ -21,6 +21,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.observability import logger
+from timekeeper.platform import access
+from timekeeper.queries.store import QueryNotFound
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
 from timekeeper.schedules.work import InvalidSubject
@@ -37,6 +39,12 @@ UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
 #: The local server's HTTP layer refused the request itself (oversized header, bad request line).
 BAD_REQUEST = "bad_request"
+#: 403 codes of the access rule (:mod:`timekeeper.platform.access`): the person, as the
+#: directory knows them now, may not do this (the token's roles allowed it).
+NOT_A_MEMBER = access.NOT_A_MEMBER
+LEFT_WORKSPACE = access.LEFT_WORKSPACE
+USER_DEACTIVATED = access.USER_DEACTIVATED
+MISSING_ROLE = access.MISSING_ROLE
 
 #: The message of an ``invalid_cursor`` refusal.
 CURSOR_MESSAGE = "not a cursor this API returned"
@@ -65,6 +73,24 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.field = field
+
+
+_ACCESS_MESSAGES = {
+    NOT_A_MEMBER: "you are not a member of this workspace",
+    LEFT_WORKSPACE: "you are no longer a member of this workspace",
+    USER_DEACTIVATED: "your user is deactivated",
+    MISSING_ROLE: "your membership of this workspace does not grant this",
+}
+
+
+def access_refused(reason: str, noun: str = "object") -> ApiError:
+    """The :class:`ApiError` for an access-rule refusal (a
+    :class:`~timekeeper.platform.access.Decision`'s ``reason``): ``not_found`` (or an
+    unknown reason) is a 404 ``not_found`` ("no such <noun> in this workspace"); the
+    person's reasons are a 403 whose ``code`` is the reason itself."""
+    if reason in _ACCESS_MESSAGES:
+        return ApiError(403, reason, _ACCESS_MESSAGES[reason])
+    return ApiError(404, NOT_FOUND, f"no such {noun} in this workspace")
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None, *,
@@ -127,6 +153,15 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     @app.exception_handler(ScheduleNotFound)
     def _not_found(_: ScheduleNotFound) -> Response:
         return error_response(HTTPStatus.NOT_FOUND, NOT_FOUND, "no such schedule in this workspace")
+
+    @app.exception_handler(QueryNotFound)
+    def _query_not_found(_: QueryNotFound) -> Response:
+        return error_response(HTTPStatus.NOT_FOUND, NOT_FOUND, "no such query in this workspace")
+
+    @app.exception_handler(access.AccessDenied)
+    def _access_denied(error: access.AccessDenied) -> Response:
+        refusal = access_refused(error.reason)
+        return error_response(refusal.status, refusal.code, refusal.message)
 
     @app.exception_handler(InvalidRecurrence)
     def _invalid_recurrence(error: InvalidRecurrence) -> Response:

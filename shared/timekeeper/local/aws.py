@@ -13,6 +13,8 @@ import boto3
 from timekeeper.topology import PIPELINES, Pipeline
 
 REGION = "us-east-1"
+#: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
+FILES_BUCKET_NAME = "timekeeper-files"
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class LocalAws:
     queues: dict[str, QueuePair]
     topic_arn: str
     server: object | None = None
+    files_bucket: str = ""
     mock: object | None = None
 
     def client(self, service: str):
@@ -74,9 +77,9 @@ def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
 
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
-    """Start moto, create every pipeline's queues and the notification topic, and point
-    this process's AWS SDK at it (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``,
-    ``NOTIFICATION_TOPIC_ARN``).
+    """Start moto, create every pipeline's queues, the notification topic and the files
+    bucket, and point this process's AWS SDK at it (fake credentials,
+    ``RUN_QUEUE_URL_<PIPELINE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -106,4 +109,7 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         os.environ[f"RUN_QUEUE_URL_{name.upper()}"] = pair.url
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
+    local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)
+    local.files_bucket = FILES_BUCKET_NAME
+    os.environ["FILES_BUCKET"] = FILES_BUCKET_NAME
     return local

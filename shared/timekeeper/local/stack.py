@@ -87,6 +87,8 @@ class LocalStack:
     database_url: str
     aws: Any
     sources: dict[str, Any]
+    #: The report renderer (:class:`timekeeper.local.renderer.LocalRendererClient`).
+    renderer: Any = None
     _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
 
     def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
@@ -126,6 +128,9 @@ class LocalStack:
         from timekeeper import clock, runtime
         from timekeeper.api import edge
 
+        if self.renderer is not None:
+            self.renderer.wait()
+            runtime.install_renderer_client(None)
         self.aws.stop()
         edge.reset()
         runtime.reset()
@@ -137,7 +142,7 @@ class LocalStack:
 
 
 def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_url: str | None = None,
-                      log_level: str = "ERROR") -> LocalStack:
+                      log_level: str = "ERROR", background_renders: bool = True) -> LocalStack:
     """Start the local stack (see the module docstring) and point this process at it
     (``DATABASE_URL``, the queue URLs, the topic ARN, fake AWS credentials).
 
@@ -145,7 +150,9 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     ``database_url`` names an already migrated one. ``aws_server`` False: moto in-process
     (fastest; the simulation); True: a moto server on 127.0.0.1 (``serve``). Raises what
     the database start raises (``psycopg.Error``, ``ValueError``); nothing is left running
-    then.
+    then. Render requests run the real renderer handler (``background_renders``: on a
+    background thread, as Lambda's asynchronous invoke would; False: at once, in the
+    requesting thread).
     """
     saved = dict(os.environ)
     quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
@@ -153,6 +160,7 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     from timekeeper.api import edge
     from timekeeper.local.aws import start_local_aws
     from timekeeper.local.event_source import SqsEventSource
+    from timekeeper.local.renderer import LocalRendererClient
 
     try:
         url = database_url or prepare_database(database, reset=reset)
@@ -172,4 +180,6 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
         for name, pair in local_aws.queues.items()}
-    return LocalStack(database_url=url, aws=local_aws, sources=sources, _saved_environment=saved)
+    renderer = LocalRendererClient(invoke_quietly, background=background_renders)
+    runtime.install_renderer_client(renderer)
+    return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, _saved_environment=saved)

@@ -97,17 +97,29 @@ def _path(loc: tuple[Any, ...] | list[Any]) -> str:
     return out
 
 
+def storable_text(text: str) -> bool:
+    """Whether PostgreSQL can hold ``text`` (as text and inside jsonb): no NUL character
+    and no unpaired surrogate (which has no UTF-8 form)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _entity(name: str) -> Entity:
     entity = CATALOGUE.get(name)
     if entity is None:
-        raise InvalidDefinition("entity", f"unknown entity {name!r}; one of {', '.join(sorted(CATALOGUE))}")
+        raise InvalidDefinition("entity", f"unknown entity; one of {', '.join(sorted(CATALOGUE))}")
     return entity
 
 
 def _column(entity: Entity, name: str, field: str) -> Column:
     column = entity.columns.get(name)
     if column is None:
-        raise InvalidDefinition(field, f"{entity.name} has no column {name!r}")
+        raise InvalidDefinition(field, f"{entity.name} has no such column; one of {', '.join(entity.columns)}")
     return column
 
 
@@ -121,6 +133,8 @@ def _scalar(column: Column, value: Any, field: str) -> Any:
             raise InvalidDefinition(field, f"{column.name} takes text")
         if len(value) > MAX_TEXT_VALUE:
             raise InvalidDefinition(field, f"text longer than {MAX_TEXT_VALUE} characters")
+        if not storable_text(value):
+            raise InvalidDefinition(field, "text must not contain NUL characters or unpaired surrogates")
         if kind is ColumnType.ENUM and value not in column.values:
             raise InvalidDefinition(field, f"{column.name} is one of {', '.join(column.values)}")
         return value

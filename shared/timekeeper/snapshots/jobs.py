@@ -91,10 +91,12 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
 
 def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMessage, *,
             now: Callable[[], datetime], receive_count: int, max_receives: int,
-            time_left_s: Callable[[], float] = lambda: float("inf")) -> JobResult:
+            time_left_s: Callable[[], float] = lambda: float("inf"),
+            handover_margin_s: float = HANDOVER_MARGIN_S) -> JobResult:
     """Drive one receive of a job (see the module docstring). ``conn`` is an idle
     autocommit connection (the worker login); ``now`` the clock (aware UTC);
-    ``time_left_s`` the seconds the invocation has left. Raises on an unexpected fault
+    ``time_left_s`` the seconds the invocation has left (fewer than ``handover_margin_s``:
+    hand over before the next chunk). Raises on an unexpected fault
     before the last receive (the queue redelivers); never after it."""
     started = fetch_runs(conn, QUERIES["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
     if not started:
@@ -115,7 +117,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
                 mode = generator.choose_mode(conn, run)
                 conn.execute(QUERIES["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
         while True:
-            if time_left_s() < HANDOVER_MARGIN_S:
+            if time_left_s() < handover_margin_s:
                 return JobResult("handed_over", run)
             with conn.transaction():
                 fenced = _fenced(conn, message)

@@ -121,3 +121,13 @@ class SnapshotRegistry:
     def all(self) -> Iterable[SnapshotType]:
         """Every registered type, enabled or not."""
         return self._types.values()
+
+
+def default_snapshot_registry(environment: str) -> SnapshotRegistry:
+    """Every owner's snapshot types, enabled as configured for ``environment``
+    (``development`` | ``production``); raises ``ValueError`` for another environment."""
+    from timekeeper.platform.snapshots import register as register_platform
+
+    registry = SnapshotRegistry(environment=environment)
+    register_platform(registry)
+    return registry

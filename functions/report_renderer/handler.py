@@ -1,0 +1,15 @@
+"""The report renderer: an asynchronous invocation ``{"workspace_id", "render_id"}`` in,
+one render of a report version to a PDF in the files bucket out (recorded on the
+``report_renders`` row). A malformed event is logged and dropped; an expected failure is
+recorded on the row and returned; an unexpected fault raises, so Lambda retries it (two
+retries, then the on-failure queue)."""
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict, context) -> dict:
+    return runtime.run_renderer(event)

@@ -1,0 +1,15 @@
+"""Monthly-snapshot dispatcher: a scheduled event every minute or the planner's nudge in,
+one admission pass out (lost jobs settled, runs admitted under the cap with the backfill
+lane, stale offers reoffered, jobs sent). Reserved concurrency 1; retries 0."""
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict, context) -> dict:
+    summary = runtime.run_snapshot_dispatcher()
+    logger.info("snapshot dispatcher pass", extra=summary)
+    return summary

@@ -1,0 +1,19 @@
+"""Monthly-snapshot planner: EventBridge scheduled event in (every 15 minutes), one planning
+pass out (version 1 of every completed workspace-local month, skip reasons retained, the
+SnapshotOverdue metric), then a nudge of the snapshot dispatcher. Reserved concurrency 1."""
+
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=EventBridgeModel)
+def lambda_handler(event: EventBridgeModel, context) -> dict:
+    summary = runtime.run_snapshot_planner()
+    logger.info("snapshot planner pass", extra=summary)
+    return summary

@@ -1,0 +1,13 @@
+"""Monthly-snapshot run job: job messages in (batch size 1), partial batch failures out.
+Starts or resumes the attempt, commits chunks with their cursor, hands over before the
+time limit, then validates and publishes in one transaction."""
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def lambda_handler(event: dict, context) -> dict:
+    return runtime.run_snapshot_jobs(event, context)

@@ -1,0 +1,446 @@
+"""The saved-query routes of the HTTP API and the read-only catalogue.
+
+=======  ==========================================  ==============  ===============================
+method   path                                        token role      what
+=======  ==========================================  ==============  ===============================
+GET      ``/catalogue``                              queries:read    entities, columns, operators
+GET      ``/queries?limit=&cursor=``                 queries:read    a page of the workspace's queries
+POST     ``/queries``                                queries:write   create (version 1) -> 201
+GET      ``/queries/{query_id}``                     queries:read    the query, every version newest first
+POST     ``/queries/{query_id}/versions``            queries:write   append version n + 1 -> 201
+GET      ``/queries/{query_id}/versions/{version}``  queries:read    one version
+DELETE   ``/queries/{query_id}``                     queries:write   mark deleted -> 204
+=======  ==========================================  ==============  ===============================
+
+Two checks, in this order, on every route:
+
+1. the TOKEN: the authorizer's claims (401 ``unauthenticated`` without them) and a role
+   that allows the action (``queries:read``, ``queries:write``, or ``queries:admin`` for
+   both; else 403 ``forbidden``), exactly as the schedule routes;
+2. the PERSON, now: the access rule of :mod:`timekeeper.platform.access`, asked in the
+   database in the request's transaction (:func:`~timekeeper.platform.access.check_person`
+   for the list, create and the catalogue, :func:`~timekeeper.platform.access.check_query`
+   for a query's routes). A refusal is a 403 whose ``code`` is the rule's reason
+   (``not_a_member``, ``left_workspace``, ``user_deactivated``, ``missing_role``: the
+   membership's roles do not grant ``queries:read`` / ``queries:write``); ``not_found``
+   is a 404 ``not_found``. The API's login sees users only through a membership of the
+   entered workspace (row-level security), so a user who never belonged to the caller's
+   workspace is ``not_a_member`` even if they exist elsewhere.
+
+A deleted query is 404 on every route, including a pinned version of it (the store keeps
+those versions for schedules and exports that pinned them, not for the API). Another
+workspace's query is 404, never 403.
+
+Definitions: the body's ``definition`` is a
+:class:`~timekeeper.queries.definition.QueryDefinition` (its JSON schema in the OpenAPI
+document is generated from that model). A shape error (type, length, unknown key, limit
+out of range) is a 422 ``validation_error``; a definition of the right shape that the
+catalogue refuses (unknown entity or column, an operator the column's type does not
+allow, a value of the wrong type) is a 422 ``definition_invalid``. Both name the field as
+``definition.<dotted path>``, e.g. ``definition.filters[0].value``.
+
+(No ``from __future__ import annotations``: Powertools reads the route signatures'
+annotations at run time.)
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from http import HTTPStatus
+from typing import Annotated, Any, TypeVar
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.request import Request
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from timekeeper.api import errors
+from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE, Identity, identity_from_event
+from timekeeper.api.db import TenantConnection
+from timekeeper.api.errors import ApiError, ErrorBody
+from timekeeper.api.models import CURSOR_PATTERN, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.observability import logger
+from timekeeper.platform import access
+from timekeeper.queries import definition as definitions
+from timekeeper.queries import store
+from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, ColumnType, Operator
+from timekeeper.queries.definition import InvalidDefinition, QueryDefinition, check_definition, storable_text
+
+_SECURITY = [{"authorizer": []}]
+_TAGS = ["queries"]
+#: The largest version number a path may name (the column is a PostgreSQL integer).
+MAX_VERSION = 2**31 - 1
+MAX_DESCRIPTION = 2000
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------------- models
+
+
+def _plain(text: str) -> str:
+    if not storable_text(text):
+        raise ValueError("must not contain NUL characters or unpaired surrogates")
+    return text
+
+
+QueryName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$",
+                                 description="a label for people"), AfterValidator(_plain)]
+Description = Annotated[str, Field(max_length=MAX_DESCRIPTION, pattern=r"^[^\x00]*$"), AfterValidator(_plain)]
+
+
+class QueryCreate(BaseModel):
+    """``POST /queries``: a new saved query; ``definition`` becomes version 1."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: QueryName
+    description: Description = ""
+    definition: QueryDefinition
+
+
+class VersionCreate(BaseModel):
+    """``POST /queries/{query_id}/versions``: append a version with ``definition`` and make
+    it current; ``name`` / ``description`` change too when given (null or left out: kept)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    definition: QueryDefinition
+    name: QueryName | None = None
+    description: Description | None = None
+
+
+class QueryOut(BaseModel):
+    """A saved query (without its versions)."""
+
+    id: UUID
+    name: str
+    description: str
+    current_version: int = Field(ge=1)
+    created_by: str
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+
+
+class DefinitionProblem(BaseModel):
+    """Why a stored definition no longer checks against today's catalogue (e.g. a column
+    was removed): it cannot be run or exported until a new version replaces it."""
+
+    field: str = Field(examples=["definition.columns[1]"])
+    reason: str
+
+
+class VersionOut(BaseModel):
+    """One immutable version of a saved query."""
+
+    query_id: UUID
+    version: int = Field(ge=1)
+    definition: QueryDefinition
+    created_by: str
+    created_at: UtcDatetime
+    problem: DefinitionProblem | None = Field(
+        None, description="null while the definition checks against the catalogue")
+
+
+class QuerySaved(BaseModel):
+    """``POST /queries`` and ``POST /queries/{query_id}/versions``: the query and the
+    version just saved."""
+
+    query: QueryOut
+    version: VersionOut
+
+
+class QueryDetail(BaseModel):
+    """``GET /queries/{query_id}``: the query and every version, newest first."""
+
+    query: QueryOut
+    versions: list[VersionOut]
+
+
+class QueryPage(BaseModel):
+    """One page of saved queries, oldest first; pass ``next_cursor`` as ``cursor`` for the next."""
+
+    items: list[QueryOut]
+    next_cursor: str | None = Field(description="opaque; null on the last page")
+
+
+class ColumnOut(BaseModel):
+    """A column a query may select, filter and sort by."""
+
+    name: str
+    label: str
+    type: ColumnType
+    values: list[str] | None = Field(description="the allowed values of an enum column; null otherwise")
+    nullable: bool = Field(description="may be missing (is_null / is_not_null find it)")
+
+
+class EntityOut(BaseModel):
+    """An entity of the catalogue with its columns, in catalogue order."""
+
+    name: str
+    label: str
+    columns: list[ColumnOut]
+
+
+class OperatorOut(BaseModel):
+    """A filter operator and the value it takes: ``one`` value of the column's type, a
+    ``list`` of 1 to ``max_list_values`` values, a ``pair`` ``[low, high]`` (inclusive), or
+    ``none`` (leave ``value`` out)."""
+
+    name: Operator
+    value: str = Field(examples=["one", "list", "pair", "none"])
+
+
+class TypeOut(BaseModel):
+    """A column type and the operators it allows."""
+
+    name: ColumnType
+    operators: list[Operator]
+
+
+class LimitsOut(BaseModel):
+    """Bounds of a definition."""
+
+    max_columns: int
+    max_filters: int
+    max_sort: int
+    max_list_values: int
+    max_text_value: int = Field(description="characters of a text filter value")
+    max_limit: int = Field(description="the largest row limit")
+
+
+class CatalogueOut(BaseModel):
+    """``GET /catalogue``: what a definition may name, for building query editors."""
+
+    entities: list[EntityOut]
+    types: list[TypeOut]
+    operators: list[OperatorOut]
+    limits: LimitsOut
+
+
+_TAKES = {Operator.BETWEEN: "pair", Operator.IN: "list", Operator.NOT_IN: "list", Operator.IS_NULL: "none",
+          Operator.IS_NOT_NULL: "none"}
+
+
+def catalogue_out() -> CatalogueOut:
+    """The catalogue of :mod:`timekeeper.queries.catalogue` as :class:`CatalogueOut`
+    (operators in the order :class:`~timekeeper.queries.catalogue.Operator` lists them)."""
+    order = list(Operator)
+    return CatalogueOut(
+        entities=[EntityOut(name=e.name, label=e.label, columns=[
+            ColumnOut(name=c.name, label=c.label, type=c.type, values=list(c.values) if c.values else None,
+                      nullable=c.nullable) for c in e.columns.values()]) for e in CATALOGUE.values()],
+        types=[TypeOut(name=t, operators=sorted(OPERATORS[t], key=order.index)) for t in ColumnType],
+        operators=[OperatorOut(name=op, value=_TAKES.get(op, "one")) for op in order],
+        limits=LimitsOut(max_columns=definitions.MAX_COLUMNS, max_filters=definitions.MAX_FILTERS,
+                         max_sort=definitions.MAX_SORT, max_list_values=definitions.MAX_LIST_VALUES,
+                         max_text_value=definitions.MAX_TEXT_VALUE, max_limit=definitions.MAX_LIMIT))
+
+
+def query_out(query: store.SavedQuery) -> QueryOut:
+    """A :class:`~timekeeper.queries.store.SavedQuery` as :class:`QueryOut`."""
+    return QueryOut(id=query.id, name=query.name, description=query.description,
+                    current_version=query.current_version, created_by=query.created_by,
+                    created_at=query.created_at, updated_at=query.updated_at)
+
+
+def version_out(version: store.QueryVersion) -> VersionOut:
+    """A :class:`~timekeeper.queries.store.QueryVersion` as :class:`VersionOut`, with the
+    problem today's catalogue finds in it (if any)."""
+    problem = None
+    try:
+        check_definition(version.definition)
+    except InvalidDefinition as error:
+        problem = DefinitionProblem(field=_definition_field(error.field), reason=error.reason)
+    return VersionOut(query_id=version.query_id, version=version.version,
+                      definition=QueryDefinition.model_validate(version.definition),
+                      created_by=version.created_by, created_at=version.created_at, problem=problem)
+
+
+def _definition_field(path: str) -> str:
+    return "definition" if path in ("", "definition") else f"definition.{path}"
+
+
+# ---------------------------------------------------------------------------------- scope
+
+
+@dataclass(frozen=True)
+class QueryScope:
+    """The saved-query actions of ``identity`` on ``conn`` at ``now`` (aware UTC). Each
+    runs in ONE transaction with the caller's workspace entered (row-level security):
+    first the access rule for the person, then the store function with the caller's
+    workspace filled in. Raises :class:`~timekeeper.api.errors.ApiError` (403 with the
+    rule's reason, 404, 422 ``definition_invalid``) or
+    :class:`~timekeeper.queries.store.QueryNotFound`."""
+
+    identity: Identity
+    conn: TenantConnection
+    now: datetime
+
+    @property
+    def workspace_id(self) -> UUID:
+        """The caller's workspace: the only one this scope can see."""
+        return self.identity.workspace_id
+
+    def _run(self, permission: str, action: Callable[[], T], *, query_id: UUID | None = None) -> T:
+        with self.conn.entered(self.workspace_id), self.conn.transaction():
+            if query_id is None:
+                decision = access.check_person(self.conn, workspace_id=self.workspace_id,
+                                               user_id=self.identity.user_id, permission=permission)
+            else:
+                decision = access.check_query(self.conn, workspace_id=self.workspace_id,
+                                              user_id=self.identity.user_id, query_id=query_id,
+                                              permission=permission)
+            if not decision:
+                raise errors.access_refused(decision.reason or access.NOT_FOUND, "query")
+            try:
+                return action()
+            except InvalidDefinition as error:
+                raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.DEFINITION_INVALID, error.reason,
+                               _definition_field(error.field)) from None
+
+    def allowed(self, permission: str) -> None:
+        """Only the access rule (for routes that read no workspace data)."""
+        self._run(permission, lambda: None)
+
+    def page(self, *, after: tuple[datetime, UUID] | None, limit: int) -> tuple[list[store.SavedQuery],
+                                                                              tuple[datetime, UUID] | None]:
+        """A page of undeleted queries (oldest first) and the keyset after it (None: last page)."""
+        rows = self._run(QUERIES_READ, lambda: store.list_queries(
+            self.conn, workspace_id=self.workspace_id, after=after, limit=limit + 1))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, ((rows[-1].created_at, rows[-1].id) if more else None)
+
+    def create(self, body: QueryCreate) -> tuple[store.SavedQuery, store.QueryVersion]:
+        """Save a new query with version 1, created by the caller."""
+        return self._run(QUERIES_WRITE, lambda: store.create_query(
+            self.conn, workspace_id=self.workspace_id, name=body.name, description=body.description,
+            definition=body.definition, actor=self.identity.user_id, now=self.now))
+
+    def add_version(self, query_id: UUID, body: VersionCreate) -> tuple[store.SavedQuery, store.QueryVersion]:
+        """Append version n + 1 (and change name/description when given)."""
+        return self._run(QUERIES_WRITE, lambda: store.add_version(
+            self.conn, workspace_id=self.workspace_id, query_id=query_id, definition=body.definition,
+            actor=self.identity.user_id, now=self.now, name=body.name, description=body.description),
+            query_id=query_id)
+
+    def detail(self, query_id: UUID) -> tuple[store.SavedQuery, list[store.QueryVersion]]:
+        """The query and its versions, oldest first."""
+        def read() -> tuple[store.SavedQuery, list[store.QueryVersion]]:
+            query = store.get_query(self.conn, workspace_id=self.workspace_id, query_id=query_id)
+            return query, store.list_versions(self.conn, workspace_id=self.workspace_id, query_id=query_id)
+
+        return self._run(QUERIES_READ, read, query_id=query_id)
+
+    def version(self, query_id: UUID, version: int) -> store.QueryVersion:
+        """One version of an undeleted query."""
+        return self._run(QUERIES_READ, lambda: store.get_version(
+            self.conn, workspace_id=self.workspace_id, query_id=query_id, version=version), query_id=query_id)
+
+    def delete(self, query_id: UUID) -> None:
+        """Mark the query deleted."""
+        self._run(QUERIES_WRITE, lambda: store.delete_query(
+            self.conn, workspace_id=self.workspace_id, query_id=query_id, now=self.now), query_id=query_id)
+
+
+# --------------------------------------------------------------------------------- routes
+
+
+def _responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
+    texts = {401: "No or invalid authorizer claims",
+             403: "forbidden: the token's roles do not allow this; or the access rule's reason "
+                  "(not_a_member, left_workspace, user_deactivated, missing_role)",
+             404: "No such (undeleted) query or version in the caller's workspace",
+             415: "The body is not application/json",
+             422: "Invalid input (the field and the reason): validation_error, definition_invalid, invalid_cursor"}
+    out: dict[int, dict[str, Any]] = {status: {"description": description}}
+    for code in (401, 403, 422, *error_codes):
+        out[code] = {"description": texts[code],
+                     "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
+    return out
+
+
+QueryId = Annotated[UUID, Path(description="the saved query's id")]
+VersionNumber = Annotated[int, Path(ge=1, le=MAX_VERSION, description="the version number (1, 2, ...)")]
+
+
+def register_query_routes(route: Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]],
+                          connection: Callable[[], TenantConnection], now: Callable[[], datetime]) -> None:
+    """Register the saved-query routes and ``GET /catalogue`` with ``route(method, rule,
+    **kwargs)`` (the app's route decorator factory). ``connection()`` is the API's walled
+    connection, ``now()`` the clock; both are called once per request."""
+
+    def scope_for(permission: str) -> Callable[[Request], QueryScope]:
+        def scope(request: Request) -> QueryScope:
+            identity = identity_from_event(request.resolved_event.raw_event)
+            logger.append_keys(workspace_id=str(identity.workspace_id))
+            identity.require(permission)
+            return QueryScope(identity=identity, conn=connection(), now=now())
+
+        scope.__name__ = f"query_scope_{permission.replace(':', '_')}"
+        return scope
+
+    Reader = Annotated[QueryScope, Depends(scope_for(QUERIES_READ))]  # noqa: N806 - type aliases
+    Writer = Annotated[QueryScope, Depends(scope_for(QUERIES_WRITE))]  # noqa: N806
+    catalogue = catalogue_out()
+
+    @route("GET", "/catalogue", tags=_TAGS, operation_id="getCatalogue", security=_SECURITY,
+           summary="The entities, columns (type, enum values) and operators per type a saved query may use",
+           responses=_responses(200, "The catalogue"))
+    def get_catalogue(scope: Reader) -> CatalogueOut:
+        scope.allowed(QUERIES_READ)
+        return catalogue
+
+    @route("GET", "/queries", tags=_TAGS, operation_id="listQueries", security=_SECURITY,
+           summary="List the workspace's saved queries (cursor pagination)",
+           responses=_responses(200, "A page of saved queries, oldest first"))
+    def list_queries(
+        scope: Reader,
+        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
+        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                            description="next_cursor of the previous page")] = None,
+    ) -> QueryPage:
+        rows, after = scope.page(after=decode_cursor(cursor), limit=limit)
+        return QueryPage(items=[query_out(q) for q in rows], next_cursor=encode_cursor(after))
+
+    @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=_SECURITY,
+           summary="Save a query (the definition is checked against the catalogue) as version 1",
+           responses=_responses(201, "Created: the query and its version 1", 415))
+    def create_query(scope: Writer, body: Annotated[QueryCreate, Body()]) -> Response[QuerySaved]:
+        query, version = scope.create(body)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=QuerySaved(query=query_out(query), version=version_out(version)),
+                        headers={"Location": f"/queries/{query.id}"})
+
+    @route("GET", "/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=_SECURITY,
+           summary="A saved query with every version (newest first), each with its definition",
+           responses=_responses(200, "The query and its versions", 404))
+    def get_query(scope: Reader, query_id: QueryId) -> QueryDetail:
+        query, versions = scope.detail(query_id)
+        return QueryDetail(query=query_out(query), versions=[version_out(v) for v in reversed(versions)])
+
+    @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=_SECURITY,
+           summary="Save a new version (n + 1, made current); earlier versions never change",
+           responses=_responses(201, "Created: the query and its new version", 404, 415))
+    def add_query_version(scope: Writer, query_id: QueryId,
+                          body: Annotated[VersionCreate, Body()]) -> Response[QuerySaved]:
+        query, version = scope.add_version(query_id, body)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=QuerySaved(query=query_out(query), version=version_out(version)),
+                        headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
+
+    @route("GET", "/queries/<query_id>/versions/<version>", tags=_TAGS, operation_id="getQueryVersion",
+           security=_SECURITY, summary="One version of a saved query",
+           responses=_responses(200, "The version", 404))
+    def get_query_version(scope: Reader, query_id: QueryId, version: VersionNumber) -> VersionOut:
+        return version_out(scope.version(query_id, version))
+
+    @route("DELETE", "/queries/<query_id>", tags=_TAGS, operation_id="deleteQuery", security=_SECURITY,
+           summary="Delete (404 on every route from then on; versions are kept for what pinned them)",
+           responses=_responses(204, "Deleted", 404))
+    def delete_query(scope: Writer, query_id: QueryId) -> Response[None]:
+        scope.delete(query_id)
+        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)

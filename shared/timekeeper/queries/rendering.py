@@ -1,0 +1,513 @@
+"""Rendering a report version to a PDF in the files bucket, keyed by an idempotency key.
+
+Two steps, run by different processes:
+
+* :func:`request_render` (the API, or a delivery run) inserts -- or finds -- the
+  ``report_renders`` row of ``(workspace, idempotency key)``, pinning the report's
+  CURRENT version at the first request. The caller then asks the renderer function to run
+  it (:class:`timekeeper.aws.renderer.RendererClient`) after its commit, and polls the
+  row. Asking again for a row that is not terminal is harmless.
+* :func:`render` (the renderer function) runs the row: a succeeded row is returned as it
+  is (its object was written once); otherwise the attempt is counted durably
+  (``rendering``, ``attempts + 1``), the requester's access is checked with THE access
+  rule (:func:`timekeeper.platform.access.check_report`), each section's query runs
+  (compiled, workspace-scoped, in one read-only snapshot; a table shows at most
+  :data:`TABLE_ROW_CAP` rows, a chart :data:`CHART_POINT_CAP` points, and the PDF says
+  when rows were left out), the PDF is built (:func:`build_pdf`) and written to
+  :func:`object_key` ``reports/<workspace>/<sha256(idempotency key)>.pdf``, and the row
+  records the key, the size, the page count and the object's SHA-256.
+
+The PDF is deterministic: its creation date is the render's ``requested_at`` and its
+producer fixed, so the same version over the same rows gives the same bytes. A retry after
+a crash between the upload and the record overwrites the same key with the same content.
+
+Failure codes recorded on the row (``error_code``; ``error_message`` says more, never
+personal data):
+
+=========================  ==========================================================
+an access reason           the requester may no longer read the report: one of
+                           :data:`ACCESS_CODES` (``not_a_member``, ``left_workspace``,
+                           ``user_deactivated``, ``missing_role``, ``not_found``: the
+                           report was deleted), exactly the access rule's reason
+``definition_invalid``     a section's query version no longer compiles, its query
+                           was deleted (unpinned section) or a chart column is gone
+``attempts_exhausted``     earlier attempts died without a record (timeouts) and the
+                           attempt limit is reached
+``unexpected_error``       the final attempt raised (the exception's type is kept)
+=========================  ==========================================================
+
+Expected failures are recorded and returned, never raised; an unexpected fault on an
+attempt below the limit is raised so the invoker (Lambda's asynchronous retries) tries
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row
+
+from timekeeper.db.connection import set_tenant
+from timekeeper.platform import access
+from timekeeper.queries.compiler import compile_query
+from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.queries.reports import (
+    Display,
+    ReportDefinition,
+    ReportNotFound,
+    Section,
+    check_section_columns,
+    get_report_version,
+    query_columns,
+)
+from timekeeper.queries.store import QueryNotFound, get_version
+
+#: Rows a table section shows at most (the PDF says when the query returned more).
+TABLE_ROW_CAP = 1_000
+#: Points a chart section draws at most.
+CHART_POINT_CAP = 50
+#: The object key prefix of rendered reports in the files bucket.
+REPORTS_PREFIX = "reports/"
+#: The content type of a rendered report.
+PDF_CONTENT_TYPE = "application/pdf"
+#: The producer written into every PDF's metadata (fixed: deterministic output).
+PRODUCER = "Timekeeper report renderer"
+
+DEFINITION_INVALID = "definition_invalid"
+ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+UNEXPECTED_ERROR = "unexpected_error"
+#: The failure codes that mean "the requester may not read the report now" (the access
+#: rule's reasons): a delivery treats them as loss of access to its source.
+ACCESS_CODES = frozenset({access.NOT_A_MEMBER, access.LEFT_WORKSPACE, access.USER_DEACTIVATED,
+                          access.MISSING_ROLE, access.NOT_FOUND})
+TERMINAL_STATES = frozenset({"succeeded", "failed"})
+
+
+class RenderNotFound(LookupError):
+    """No such render in the workspace."""
+
+
+class IdempotencyKeyReused(ValueError):
+    """The idempotency key already names a render of another report."""
+
+
+class ObjectStore(Protocol):
+    """The S3 client calls :func:`render` makes (a boto3 S3 client satisfies it)."""
+
+    def put_object(self, **kwargs: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ReportRender:
+    """A ``report_renders`` row. ``state``: ``requested`` -> ``rendering`` -> ``succeeded`` |
+    ``failed``; ``object_key``, ``byte_size`` (bytes), ``sha256`` (hex) and ``page_count``
+    are set when it succeeded; ``error_code`` / ``error_message`` when it failed. Instants
+    are aware UTC."""
+
+    id: UUID
+    workspace_id: UUID
+    idempotency_key: str
+    report_id: UUID
+    report_version: int
+    requested_by: str
+    state: str
+    attempts: int
+    object_key: str | None
+    byte_size: int | None
+    sha256: str | None
+    page_count: int | None
+    error_code: str | None
+    error_message: str | None
+    requested_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the render succeeded or failed (nothing will change it again)."""
+        return self.state in TERMINAL_STATES
+
+
+_COLUMNS = ("id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts, "
+            "object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at, "
+            "finished_at")
+
+
+def object_key(workspace_id: UUID, idempotency_key: str) -> str:
+    """The files-bucket key of a render: ``reports/<workspace_id>/<sha256 hex of the key>.pdf``
+    (the key itself may hold any printable text; its hash is a safe, fixed-length name)."""
+    digest = hashlib.sha256(idempotency_key.encode("utf-8")).hexdigest()
+    return f"{REPORTS_PREFIX}{workspace_id}/{digest}.pdf"
+
+
+def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any]) -> ReportRender | None:
+    with conn.cursor(row_factory=class_row(ReportRender)) as cur:
+        return cur.execute(query, params).fetchone()
+
+
+def get_render(conn: psycopg.Connection, *, workspace_id: UUID, render_id: UUID) -> ReportRender:
+    """The render ``render_id`` of the workspace; raises :class:`RenderNotFound`."""
+    with conn.transaction():
+        row = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND id = %s",
+                     (workspace_id, render_id))
+    if row is None:
+        raise RenderNotFound(render_id)
+    return row
+
+
+def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, idempotency_key: str,
+                   requested_by: str, now: datetime) -> ReportRender:
+    """Insert or return the render of ``(workspace_id, idempotency_key)``.
+
+    The first request pins the report's current version and records ``requested_by`` (the
+    person whose access :func:`render` checks) and ``requested_at`` = ``now``; a repeated
+    request returns that row unchanged, whatever its state. The caller's own permission is
+    the caller's to check (the API checks its caller with the access rule first). Raises
+    :class:`ReportNotFound` (no such undeleted report) and :class:`IdempotencyKeyReused`
+    (the key names a render of another report).
+    """
+    with conn.transaction():
+        select = f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND idempotency_key = %s"
+        existing = _fetch(conn, select, (workspace_id, idempotency_key))
+        if existing is None:
+            existing = _fetch(
+                conn,
+                f"""INSERT INTO report_renders (workspace_id, idempotency_key, report_id, report_version,
+                                                requested_by, requested_at)
+                    SELECT r.workspace_id, %s, r.id, r.current_version, %s, %s FROM reports r
+                     WHERE r.workspace_id = %s AND r.id = %s AND r.deleted_at IS NULL
+                    ON CONFLICT (workspace_id, idempotency_key) DO NOTHING
+                    RETURNING {_COLUMNS}""",
+                (idempotency_key, requested_by, now, workspace_id, report_id))
+            if existing is None:
+                # Either no such report, or a concurrent request inserted the key first.
+                existing = _fetch(conn, select, (workspace_id, idempotency_key))
+                if existing is None:
+                    raise ReportNotFound(report_id)
+    if existing.report_id != report_id:
+        raise IdempotencyKeyReused(idempotency_key)
+    return existing
+
+
+# ------------------------------------------------------------------------------ rendering
+
+
+@dataclass(frozen=True)
+class SectionData:
+    """What one section shows: ``headers`` (column labels), ``columns`` (names), ``rows``
+    (tuples, at most the cap), ``truncated`` (the query returned more rows than shown), and
+    where it came from (``query_name``, ``query_version``)."""
+
+    section: Section
+    query_name: str
+    query_version: int
+    columns: tuple[str, ...]
+    headers: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    truncated: bool
+
+
+class _Refused(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section, index: int) -> SectionData:
+    where = f"sections[{index}]"
+    try:
+        version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
+                              version=section.query_version)
+    except QueryNotFound:
+        raise _Refused(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist") \
+            from None
+    try:
+        compiled = compile_query(version.definition, workspace_id=workspace_id)
+        check_section_columns(section, query_columns(version.definition), index)
+    except InvalidDefinition as error:
+        field = error.field if error.field.startswith(where) else f"{where} (query version {version.version}): " \
+                                                                   f"{error.field}"
+        raise _Refused(DEFINITION_INVALID, f"{field}: {error.reason}") from None
+    name_row = conn.execute("SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s",
+                            (workspace_id, section.query_id)).fetchone()
+    cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
+    columns = tuple(c.name for c in compiled.columns)
+    with conn.cursor(name=f"report_section_{index}", row_factory=psycopg.rows.tuple_row) as cur:
+        cur.execute(compiled.statement, compiled.params)
+        fetched = cur.fetchmany(cap + 1)
+    return SectionData(section=section, query_name=name_row["name"] if name_row else "", query_version=version.version,
+                       columns=columns, headers=tuple(compiled.headers), rows=tuple(fetched[:cap]),
+                       truncated=len(fetched) > cap)
+
+
+def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: datetime,
+           max_attempts: int) -> ReportRender:
+    with conn.transaction():
+        row = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND id = %s FOR UPDATE",
+                     (workspace_id, render_id))
+        if row is None:
+            raise RenderNotFound(render_id)
+        if row.terminal:
+            return row
+        if row.attempts >= max_attempts:
+            return _finish_failed(conn, row, ATTEMPTS_EXHAUSTED,
+                                  f"{row.attempts} attempts ended without a result (timeouts?)", now)
+        started = _fetch(
+            conn,
+            f"""UPDATE report_renders SET state = 'rendering', attempts = attempts + 1, started_at = %s
+                 WHERE id = %s RETURNING {_COLUMNS}""", (now, render_id))
+    assert started is not None
+    return started
+
+
+def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, message: str,
+                   now: datetime) -> ReportRender:
+    """Record a failure of attempt ``row.attempts`` (fenced: a later attempt wins)."""
+    with conn.transaction():
+        done = _fetch(
+            conn,
+            f"""UPDATE report_renders SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
+                 WHERE id = %s AND state IN ('requested', 'rendering') AND attempts = %s
+             RETURNING {_COLUMNS}""", (code, message[:1000], now, row.id, row.attempts))
+        if done is None:
+            done = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE id = %s", (row.id,))
+    assert done is not None
+    return done
+
+
+def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
+           now: datetime, max_attempts: int = 3) -> ReportRender:
+    """Run render ``render_id`` of ``workspace_id`` once (see the module docstring) and
+    return its row as it stands afterwards.
+
+    ``conn``: an idle autocommit connection (the workers' login); ``s3``: an S3 client;
+    ``bucket``: the files bucket; ``now``: the clock (aware UTC); ``max_attempts``: the
+    attempts the invoker makes in all (1 + Lambda's asynchronous retries).
+
+    Idempotency: a succeeded render does nothing and returns its row (its object was
+    written once); a retry of an unfinished one writes the same key again, with the same
+    bytes for the same data. Raises :class:`RenderNotFound` for an unknown render; an
+    unexpected fault (database, S3) on an attempt below ``max_attempts`` is raised for
+    the invoker to retry, on the last attempt recorded as ``unexpected_error``.
+    """
+    row = _start(conn, workspace_id, render_id, now, max_attempts)
+    if row.terminal:
+        return row
+    try:
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            set_tenant(conn, workspace_id)
+            decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
+                                           report_id=row.report_id, permission=access.REPORTS_READ)
+            if not decision:
+                raise _Refused(decision.reason or access.NOT_FOUND,
+                               f"the requester may not read the report: {decision.reason}")
+            version = get_report_version(conn, workspace_id=workspace_id, report_id=row.report_id,
+                                         version=row.report_version)
+            try:
+                definition = version.parsed()
+            except InvalidDefinition as error:
+                raise _Refused(DEFINITION_INVALID, f"report version {version.version}: {error}") from None
+            sections = [_section_data(conn, workspace_id, section, i) for i, section in enumerate(definition.sections)]
+        pdf, pages = build_pdf(definition, sections, report_version=row.report_version,
+                               requested_at=row.requested_at)
+        key = object_key(workspace_id, row.idempotency_key)
+        digest = hashlib.sha256(pdf).hexdigest()
+        s3.put_object(Bucket=bucket, Key=key, Body=pdf, ContentType=PDF_CONTENT_TYPE,
+                      Metadata={"sha256": digest, "render-id": str(row.id)})
+        with conn.transaction():
+            done = _fetch(
+                conn,
+                f"""UPDATE report_renders SET state = 'succeeded', object_key = %s, byte_size = %s, sha256 = %s,
+                                              page_count = %s, error_code = NULL, error_message = NULL,
+                                              finished_at = %s
+                     WHERE id = %s AND state = 'rendering' AND attempts = %s RETURNING {_COLUMNS}""",
+                (key, len(pdf), digest, pages, now, row.id, row.attempts))
+            if done is None:  # another attempt took over and settled it
+                done = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE id = %s", (row.id,))
+        assert done is not None
+        return done
+    except _Refused as refused:
+        return _finish_failed(conn, row, refused.code, refused.message, now)
+    except ReportNotFound:
+        return _finish_failed(conn, row, access.NOT_FOUND, "the report version is gone", now)
+    except Exception as error:
+        if row.attempts >= max_attempts:
+            return _finish_failed(conn, row, UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt", now)
+        raise
+
+
+# ------------------------------------------------------------------------------ the PDF
+
+
+def _latin1(text: str) -> str:
+    """The core PDF fonts hold Latin-1 only: other characters become ``?``."""
+    return text.encode("latin-1", "replace").decode("latin-1")
+
+
+def format_value(value: Any) -> str:
+    """A cell's text: '' for NULL, ISO 8601 for dates and instants (UTC), str otherwise."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    return str(value)
+
+
+def build_pdf(definition: ReportDefinition, sections: Sequence[SectionData], *, report_version: int,
+              requested_at: datetime) -> tuple[bytes, int]:
+    """The PDF of ``definition`` over ``sections`` (A4 landscape, core fonts): returns
+    ``(bytes, page count)``. Deterministic: the creation date is ``requested_at`` and the
+    producer fixed, so equal input gives equal bytes."""
+    from fpdf import FPDF
+
+    pdf = FPDF(orientation="landscape", unit="mm", format="A4")
+    pdf.set_creation_date(requested_at.astimezone(UTC))
+    pdf.set_producer(PRODUCER)
+    pdf.set_creator(PRODUCER)
+    pdf.set_title(_latin1(definition.title))
+    pdf.set_auto_page_break(auto=True, margin=12)
+    pdf.set_margins(10, 10, 10)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 18)
+    pdf.multi_cell(0, 9, _latin1(definition.title), new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", "", 9)
+    pdf.cell(0, 6, f"Report version {report_version}, requested {format_value(requested_at)}",
+             new_x="LMARGIN", new_y="NEXT")
+    for data in sections:
+        _section(pdf, data)
+    return bytes(pdf.output()), pdf.pages_count
+
+
+def _section(pdf: Any, data: SectionData) -> None:
+    section = data.section
+    if pdf.will_page_break(30):
+        pdf.add_page()
+    pdf.ln(4)
+    pdf.set_font("Helvetica", "B", 13)
+    pdf.multi_cell(0, 7, _latin1(section.heading), new_x="LMARGIN", new_y="NEXT")
+    pdf.set_font("Helvetica", "I", 8)
+    cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
+    note = f"Query \"{data.query_name}\", version {data.query_version}"
+    if data.truncated:
+        note += f"; showing the first {cap:,} {'rows' if section.display is Display.TABLE else 'points'} only"
+    pdf.cell(0, 5, _latin1(note), new_x="LMARGIN", new_y="NEXT")
+    if not data.rows:
+        pdf.set_font("Helvetica", "", 9)
+        pdf.cell(0, 6, "No rows.", new_x="LMARGIN", new_y="NEXT")
+        return
+    if section.display is Display.TABLE:
+        _table(pdf, data)
+    else:
+        labels = [format_value(r[data.columns.index(section.label_column)]) for r in data.rows]
+        values = [r[data.columns.index(section.value_column)] for r in data.rows]
+        points = [(label, float(v)) for label, v in zip(labels, values, strict=True) if v is not None]
+        if section.display is Display.BAR_CHART:
+            _bar_chart(pdf, points)
+        else:
+            _line_chart(pdf, points)
+
+
+def _table(pdf: Any, data: SectionData) -> None:
+    pdf.set_font("Helvetica", "", 7)
+    with pdf.table(first_row_as_headings=True, line_height=4, text_align="LEFT", repeat_headings=1) as table:
+        header = table.row()
+        for label in data.headers:
+            header.cell(_latin1(label))
+        for values in data.rows:
+            row = table.row()
+            for value in values:
+                row.cell(_latin1(format_value(value)[:200]))
+
+
+def _domain(values: Sequence[float]) -> tuple[float, float]:
+    lo, hi = min(0.0, *values), max(0.0, *values)
+    return (lo, hi) if hi > lo else (lo, lo + 1.0)
+
+
+def _bar_chart(pdf: Any, points: list[tuple[str, float]]) -> None:
+    """Horizontal bars from zero, one per point: label on the left, value after the bar."""
+    if not points:
+        return
+    label_w, value_w, bar_h, gap = 60.0, 28.0, 5.0, 1.5
+    left = pdf.l_margin
+    plot_w = pdf.w - pdf.l_margin - pdf.r_margin - label_w - value_w
+    lo, hi = _domain([v for _, v in points])
+
+    def x(value: float) -> float:
+        return left + label_w + (value - lo) / (hi - lo) * plot_w
+
+    pdf.set_font("Helvetica", "", 7)
+    pdf.set_fill_color(70, 110, 170)
+    pdf.set_draw_color(90, 90, 90)
+    pdf.ln(2)
+    for label, value in points:
+        if pdf.will_page_break(bar_h + gap):
+            pdf.add_page()
+        y = pdf.get_y()
+        pdf.set_xy(left, y)
+        pdf.cell(label_w - 2, bar_h, _latin1(label[:40]), align="R")
+        start, end = sorted((x(0.0), x(value)))
+        pdf.rect(start, y + 0.5, max(end - start, 0.2), bar_h - 1, style="F")
+        pdf.set_xy(x(max(value, 0.0)) + 1, y)
+        pdf.cell(value_w, bar_h, _latin1(_number(value)))
+        pdf.set_y(y + bar_h + gap)
+
+
+def _line_chart(pdf: Any, points: list[tuple[str, float]]) -> None:
+    """A polyline over the points in query order, with the value range on the left axis
+    and the first, middle and last labels under the horizontal axis."""
+    if not points:
+        return
+    height, axis_w = 70.0, 25.0
+    if pdf.will_page_break(height + 12):
+        pdf.add_page()
+    top = pdf.get_y() + 3
+    left = pdf.l_margin + axis_w
+    width = pdf.w - pdf.r_margin - left
+    lo, hi = _domain([v for _, v in points])
+    n = len(points)
+
+    def xy(i: int, value: float) -> tuple[float, float]:
+        px = left + (width * i / (n - 1) if n > 1 else width / 2)
+        return px, top + height - (value - lo) / (hi - lo) * height
+
+    pdf.set_draw_color(90, 90, 90)
+    pdf.set_line_width(0.2)
+    pdf.line(left, top, left, top + height)
+    pdf.line(left, top + height, left + width, top + height)
+    pdf.set_font("Helvetica", "", 7)
+    for value in (lo, hi):
+        pdf.set_xy(pdf.l_margin, xy(0, value)[1] - 2)
+        pdf.cell(axis_w - 2, 4, _latin1(_number(value)), align="R")
+    pdf.set_draw_color(70, 110, 170)
+    pdf.set_line_width(0.5)
+    coordinates = [xy(i, v) for i, (_, v) in enumerate(points)]
+    if n > 1:
+        pdf.polyline(coordinates)
+    for cx, cy in coordinates:
+        pdf.circle(x=cx, y=cy, radius=0.7, style="F")
+    pdf.set_line_width(0.2)
+    for i in sorted({0, n // 2, n - 1}):
+        cx = coordinates[i][0]
+        pdf.set_xy(min(max(cx - 20, left), pdf.w - pdf.r_margin - 40), top + height + 1)
+        pdf.cell(40, 4, _latin1(points[i][0][:30]), align="C")
+    pdf.set_y(top + height + 7)
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"

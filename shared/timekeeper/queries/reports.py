@@ -1,0 +1,313 @@
+"""Reports: a title and 1..20 sections, each showing one saved query as a table or a chart.
+
+A report has a name and a current version; each version's definition is checked when it
+is saved and never changed afterwards. Editing appends version n + 1 and moves
+``current_version`` (concurrent edits are serialized by the report's row lock, so versions
+are numbered without gaps); deleting marks the report (``deleted_at``): it disappears from
+listings and reads, and its versions stay for the renders that pinned them and for audit.
+
+Two layers of checks, both naming the offending field with a dotted path:
+
+* shape (pydantic, :class:`ReportDefinition`): title and heading lengths, 1..20 sections,
+  the display kinds, no unknown keys (the API's request models embed it);
+* meaning (:func:`check_report_definition`, against the workspace's saved queries): each
+  section's query exists in the workspace (``sections[1].query_id``), a pinned version
+  exists (``sections[1].query_version``), a chart names its columns and a table none, and
+  a chart's columns are columns of that query
+  version (``sections[0].label_column``), the value column numeric
+  (``sections[0].value_column``). An unpinned section is checked against the query's
+  current version at save time; at render time it runs whatever version is current then.
+
+Both raise :class:`~timekeeper.queries.definition.InvalidDefinition` (``field``,
+``reason``). Functions take the caller's workspace and filter by it, run in the caller's
+transaction or their own savepoint, and return frozen dataclasses. Instants are aware UTC.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any
+from uuid import UUID
+
+import psycopg
+from psycopg.rows import class_row
+from psycopg.types.json import Jsonb
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from timekeeper.queries.catalogue import CATALOGUE, ColumnType
+from timekeeper.queries.definition import InvalidDefinition, _path
+from timekeeper.queries.store import QueryNotFound, get_version
+
+#: Bounds of a report definition.
+MIN_SECTIONS = 1
+MAX_SECTIONS = 20
+MAX_TITLE = 200
+MAX_HEADING = 200
+#: Column types a chart's value column may have (drawn as numbers).
+NUMERIC_TYPES = frozenset({ColumnType.INTEGER, ColumnType.MONEY})
+
+_Text = r"^[^\x00]*$"
+
+
+class Display(StrEnum):
+    """How a section shows its query's rows."""
+
+    TABLE = "table"
+    BAR_CHART = "bar_chart"
+    LINE_CHART = "line_chart"
+
+
+class ReportNotFound(LookupError):
+    """No such (undeleted) report, or version, in the workspace."""
+
+
+class Section(BaseModel):
+    """One section: ``heading``, the saved query ``query_id`` at ``query_version`` (None:
+    the query's current version at render time), shown as ``display``. Charts name the
+    query column giving each point's label (``label_column``) and the numeric column giving
+    its value (``value_column``); a table shows every column and names neither (checked
+    by :func:`check_section_columns`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    heading: Annotated[str, StringConstraints(min_length=1, max_length=MAX_HEADING, pattern=_Text)]
+    query_id: UUID
+    query_version: int | None = Field(None, ge=1, description="None: the query's current version when rendered")
+    display: Display = Display.TABLE
+    label_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    value_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+
+class ReportDefinition(BaseModel):
+    """What a report version shows: ``title`` and 1..20 ``sections``, in order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    title: Annotated[str, StringConstraints(min_length=1, max_length=MAX_TITLE, pattern=_Text)]
+    sections: list[Section] = Field(min_length=MIN_SECTIONS, max_length=MAX_SECTIONS)
+
+
+def parse_report_definition(data: Any) -> ReportDefinition:
+    """Shape-check ``data`` (JSON-like, or a :class:`ReportDefinition`); raises
+    :class:`InvalidDefinition` naming the first offending field (``"sections[2].display"``)."""
+    if isinstance(data, ReportDefinition):
+        return data
+    try:
+        return ReportDefinition.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = list(first.get("loc") or ())
+        reason = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
+        if first.get("type") == "extra_forbidden":
+            reason = "unknown field"
+        elif first.get("type") == "missing":
+            reason = "required"
+        raise InvalidDefinition(_path(loc) or "definition", reason) from None
+
+
+def query_columns(definition: dict[str, Any]) -> dict[str, ColumnType]:
+    """Name -> type of the columns a stored query definition selects (empty when its entity
+    is unknown)."""
+    entity = CATALOGUE.get(str(definition.get("entity")))
+    if entity is None:
+        return {}
+    return {name: entity.columns[name].type for name in definition.get("columns") or []
+            if isinstance(name, str) and name in entity.columns}
+
+
+def check_section_columns(section: Section, columns: dict[str, ColumnType], index: int) -> None:
+    """Raise :class:`InvalidDefinition` unless a chart names its label and value columns,
+    both among ``columns`` (the query version's selected columns), the value column
+    numeric; a table names neither."""
+    where = f"sections[{index}]"
+    if section.display is Display.TABLE:
+        for name in ("label_column", "value_column"):
+            if getattr(section, name) is not None:
+                raise InvalidDefinition(f"{where}.{name}", "a table shows every column; this is for charts")
+        return
+    for name in ("label_column", "value_column"):
+        if getattr(section, name) is None:
+            raise InvalidDefinition(f"{where}.{name}", "a chart needs its label and value columns")
+    if section.label_column not in columns:
+        raise InvalidDefinition(f"{where}.label_column",
+                                f"the query selects no column {section.label_column!r}")
+    if section.value_column not in columns:
+        raise InvalidDefinition(f"{where}.value_column",
+                                f"the query selects no column {section.value_column!r}")
+    if columns[section.value_column] not in NUMERIC_TYPES:
+        raise InvalidDefinition(f"{where}.value_column",
+                                f"{section.value_column!r} is not numeric (integer or money)")
+
+
+def check_report_definition(conn: psycopg.Connection, *, workspace_id: UUID,
+                            definition: ReportDefinition | Any) -> ReportDefinition:
+    """Shape-check ``definition`` and check each section against the workspace's saved
+    queries (see the module docstring); return the parsed definition. Raises
+    :class:`InvalidDefinition` naming the field."""
+    parsed = parse_report_definition(definition)
+    for index, section in enumerate(parsed.sections):
+        try:
+            version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
+                                  version=section.query_version)
+        except QueryNotFound:
+            exists = conn.execute(
+                "SELECT deleted_at IS NULL AS live FROM saved_queries WHERE workspace_id = %s AND id = %s",
+                (workspace_id, section.query_id)).fetchone()
+            if section.query_version is not None and exists is not None:
+                raise InvalidDefinition(f"sections[{index}].query_version",
+                                        f"the query has no version {section.query_version}") from None
+            raise InvalidDefinition(f"sections[{index}].query_id", "no such saved query in this workspace") from None
+        check_section_columns(section, query_columns(version.definition), index)
+    return parsed
+
+
+@dataclass(frozen=True)
+class Report:
+    """A report: ``current_version`` >= 1; ``deleted_at`` None unless deleted."""
+
+    id: UUID
+    workspace_id: UUID
+    name: str
+    current_version: int
+    created_by: str
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ReportVersion:
+    """One immutable version: ``definition`` as stored (JSON), ``version`` >= 1."""
+
+    workspace_id: UUID
+    report_id: UUID
+    version: int
+    definition: dict[str, Any]
+    created_by: str
+    created_at: datetime
+
+    def parsed(self) -> ReportDefinition:
+        """The stored definition, shape-checked (raises :class:`InvalidDefinition`)."""
+        return parse_report_definition(self.definition)
+
+
+_REPORT_COLUMNS = "id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at"
+_VERSION_COLUMNS = "workspace_id, report_id, version, definition, created_by, created_at"
+
+
+def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefinition | Any) -> Jsonb:
+    checked = check_report_definition(conn, workspace_id=workspace_id, definition=definition)
+    return Jsonb(checked.model_dump(mode="json"))
+
+
+def _insert_version(conn: psycopg.Connection, report: Report, stored: Jsonb, actor: str,
+                    now: datetime) -> ReportVersion:
+    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
+        row = cur.execute(
+            f"""INSERT INTO report_versions (workspace_id, report_id, version, definition, created_by, created_at)
+                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_VERSION_COLUMNS}""",
+            (report.workspace_id, report.id, report.current_version, stored, actor, now)).fetchone()
+    assert row is not None
+    return row
+
+
+def create_report(conn: psycopg.Connection, *, workspace_id: UUID, name: str, definition: ReportDefinition | Any,
+                  actor: str, now: datetime) -> tuple[Report, ReportVersion]:
+    """Save a new report with version 1 of ``definition``. Raises
+    :class:`InvalidDefinition` naming the field (``sections[0].query_id``)."""
+    with conn.transaction():
+        stored = _stored(conn, workspace_id, definition)
+        with conn.cursor(row_factory=class_row(Report)) as cur:
+            report = cur.execute(
+                f"""INSERT INTO reports (workspace_id, name, current_version, created_by, created_at, updated_at)
+                    VALUES (%s, %s, 1, %s, %s, %s) RETURNING {_REPORT_COLUMNS}""",
+                (workspace_id, name, actor, now, now)).fetchone()
+        assert report is not None
+        version = _insert_version(conn, report, stored, actor, now)
+    return report, version
+
+
+def update_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID,
+                  definition: ReportDefinition | Any, actor: str, now: datetime,
+                  name: str | None = None) -> tuple[Report, ReportVersion]:
+    """Append a version with ``definition`` and make it current (``name`` changes too when
+    given). Concurrent updates are serialized by the report's row lock. Raises
+    :class:`ReportNotFound`, :class:`InvalidDefinition`."""
+    with conn.transaction():
+        stored = _stored(conn, workspace_id, definition)
+        with conn.cursor(row_factory=class_row(Report)) as cur:
+            report = cur.execute(
+                f"""UPDATE reports SET current_version = current_version + 1, updated_at = %s,
+                                      name = coalesce(%s, name)
+                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
+                 RETURNING {_REPORT_COLUMNS}""",
+                (now, name, workspace_id, report_id)).fetchone()
+        if report is None:
+            raise ReportNotFound(report_id)
+        version = _insert_version(conn, report, stored, actor, now)
+    return report, version
+
+
+def get_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> tuple[Report, ReportVersion]:
+    """The undeleted report ``report_id`` and its current version; raises :class:`ReportNotFound`."""
+    with conn.transaction():
+        with conn.cursor(row_factory=class_row(Report)) as cur:
+            report = cur.execute(
+                f"""SELECT {_REPORT_COLUMNS} FROM reports
+                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
+                (workspace_id, report_id)).fetchone()
+        if report is None:
+            raise ReportNotFound(report_id)
+        version = get_report_version(conn, workspace_id=workspace_id, report_id=report_id,
+                                     version=report.current_version)
+    return report, version
+
+
+def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID,
+                       version: int) -> ReportVersion:
+    """Version ``version`` of the report (readable even when the report was deleted: a
+    render pinned it). Raises :class:`ReportNotFound`."""
+    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
+        row = cur.execute(
+            f"""SELECT {_VERSION_COLUMNS} FROM report_versions
+                 WHERE workspace_id = %s AND report_id = %s AND version = %s""",
+            (workspace_id, report_id, version)).fetchone()
+    if row is None:
+        raise ReportNotFound(report_id)
+    return row
+
+
+def list_report_versions(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> list[ReportVersion]:
+    """Every version of the report, oldest first (empty when there is no such report)."""
+    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
+        return cur.execute(
+            f"""SELECT {_VERSION_COLUMNS} FROM report_versions WHERE workspace_id = %s AND report_id = %s
+                 ORDER BY version""", (workspace_id, report_id)).fetchall()
+
+
+def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
+                 limit: int = 50) -> list[Report]:
+    """A page of the workspace's undeleted reports, oldest first, after the keyset
+    ``(created_at, id)`` of the previous page's last row."""
+    with conn.transaction(), conn.cursor(row_factory=class_row(Report)) as cur:
+        return cur.execute(
+            f"""SELECT {_REPORT_COLUMNS} FROM reports
+                 WHERE workspace_id = %(ws)s AND deleted_at IS NULL
+                   AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s::uuid))
+                 ORDER BY created_at, id LIMIT %(limit)s""",
+            {"ws": workspace_id, "after_at": after[0] if after else None, "after_id": after[1] if after else None,
+             "limit": limit}).fetchall()
+
+
+def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, now: datetime) -> None:
+    """Mark the report deleted (its versions and renders stay). Raises
+    :class:`ReportNotFound` when there is no such undeleted report."""
+    with conn.transaction():
+        updated = conn.execute(
+            """UPDATE reports SET deleted_at = %s, updated_at = %s
+                WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
+            (now, now, workspace_id, report_id)).rowcount
+    if updated != 1:
+        raise ReportNotFound(report_id)

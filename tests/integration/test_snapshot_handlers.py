@@ -1,0 +1,105 @@
+"""The snapshot pipeline's real Lambda handlers (planner, dispatcher, run job) with
+real-shaped events, against the real database and moto SQS."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from tests.support import scheduled_event
+from timekeeper import clock, runtime
+from timekeeper.local.lambdas import LambdaContext, load_handler
+from timekeeper.platform.directory import create_workspace
+from timekeeper.topology import SNAPSHOTS
+
+NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+def aws(db_url, conn, monkeypatch):
+    """moto with the snapshot job queue; the runtime configured from the environment."""
+    conn.execute("TRUNCATE snapshot_runs, snapshot_membership_counts, snapshot_ar_aging, snapshot_selftest_rows, "
+                 "workspaces CASCADE")
+    for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
+                       "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
+                       "DATABASE_URL": db_url, "TIMEKEEPER_ENVIRONMENT": "production"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv(runtime.SNAPSHOT_NUDGE_FUNCTION, raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(QueueName=SNAPSHOTS.queue_name)["QueueUrl"]
+        monkeypatch.setenv(runtime.SNAPSHOT_JOB_QUEUE_URL, url)
+        runtime.reset()
+        clock.install(lambda: NOW)
+        yield {"sqs": sqs, "url": url}
+        runtime.reset()
+        clock.install(None)
+
+
+def invoke(function: str, event: dict, *, remaining_ms: int = 900_000):
+    return load_handler(function)(event, LambdaContext(function_name=function, remaining_ms=remaining_ms))
+
+
+def received(sqs, url) -> list[dict]:
+    out = []
+    while True:
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+        if not got:
+            return out
+        for message in got:
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        out += got
+
+
+def as_event(*messages: dict) -> dict:
+    return {"Records": [{"messageId": m["MessageId"], "body": m["Body"], "eventSource": "aws:sqs",
+                         "attributes": {"ApproximateReceiveCount": m["Attributes"]["ApproximateReceiveCount"]}}
+                        for m in messages]}
+
+
+def test_planner_dispatcher_and_run_job_publish_a_month(aws, conn):
+    ws = create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20)).id
+    # The planner plans February for the production types (no self-test) ...
+    summary = invoke("snapshot_planner", scheduled_event(NOW))
+    assert summary["planned"] == 2 and summary["overdue"] == 0
+    # ... the dispatcher admits both and sends their jobs ...
+    assert invoke("snapshot_dispatcher", scheduled_event(NOW))["sent"] == 2
+    messages = received(aws["sqs"], aws["url"])
+    assert len(messages) == 2
+    # ... and the run job publishes them, acknowledging both messages.
+    assert invoke("snapshot_run_job", as_event(*messages)) == {"batchItemFailures": []}
+    published = conn.execute("SELECT snapshot_type, state, is_current FROM snapshot_runs WHERE workspace_id = %s "
+                             "ORDER BY snapshot_type", (ws,)).fetchall()
+    assert published == [{"snapshot_type": "ar_aging", "state": "published", "is_current": True},
+                         {"snapshot_type": "membership_counts", "state": "published", "is_current": True}]
+
+
+def test_a_malformed_job_message_fails_only_its_own_item(aws, conn):
+    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
+    invoke("snapshot_planner", scheduled_event(NOW))
+    invoke("snapshot_dispatcher", scheduled_event(NOW))
+    good = received(aws["sqs"], aws["url"])
+    bad = {"MessageId": "bad-1", "Body": json.dumps({"run": "nope"}), "Attributes": {"ApproximateReceiveCount": "1"}}
+    response = invoke("snapshot_run_job", as_event(bad, *good))
+    assert response == {"batchItemFailures": [{"itemIdentifier": "bad-1"}]}
+    assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE state = 'published'").fetchone()["n"] == 2
+
+
+def test_a_job_short_of_time_hands_over_by_sending_its_message_again(aws, conn):
+    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
+    invoke("snapshot_planner", scheduled_event(NOW))
+    invoke("snapshot_dispatcher", scheduled_event(NOW))
+    messages = received(aws["sqs"], aws["url"])
+    # Less time left than the hand-over margin: nothing is generated, the message goes back.
+    response = invoke("snapshot_run_job", as_event(messages[0]), remaining_ms=1_000)
+    assert response == {"batchItemFailures": []}
+    (again,) = received(aws["sqs"], aws["url"])
+    assert json.loads(again["Body"]) == json.loads(messages[0]["Body"])
+    assert invoke("snapshot_run_job", as_event(again)) == {"batchItemFailures": []}
+    run_id = json.loads(again["Body"])["run_id"]
+    assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "published"
