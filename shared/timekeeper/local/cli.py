@@ -1,4 +1,5 @@
-"""Command line of the local stack: ``python -m timekeeper simulate | serve | psql | openapi``.
+"""Command line of the local stack: ``python -m timekeeper simulate | serve | psql | openapi |
+platform-data``.
 
 Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
 validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
@@ -116,6 +117,17 @@ def build_parser() -> argparse.ArgumentParser:
     psql = commands.add_parser("psql", help="open a local database (kept by simulate or serve) in psql")
     psql.add_argument("--database", default="timekeeper_sim",
                       help="database name (default timekeeper_sim; serve's is timekeeper_serve)")
+    data = commands.add_parser("platform-data", help="load the Platform sample tenant set (and benchmark volume) "
+                                                      "into a local database")
+    data.add_argument("--seed", type=int, default=7, help="random seed of the sample set (default 7)")
+    data.add_argument("--invoices", type=_int_at_least(0, 100_000_000), default=0,
+                      help="benchmark invoices (with members and payments) added to the sample's first "
+                           "workspace, 0-100000000 (default 0)")
+    data.add_argument("--database", default="timekeeper_serve",
+                      help="local database to load, created and migrated when missing (default timekeeper_serve, "
+                           "serve's)")
+    data.add_argument("--database-url", default=None,
+                      help="load this database instead (migrated first); the schema owner's URL")
     spec = commands.add_parser("openapi", help="write the API's OpenAPI document (generated from its models)")
     spec.add_argument("--out", default="-", help="file to write (default: standard output)")
     return parser
@@ -154,6 +166,8 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "psql":
         return _psql(args.database)
+    if args.command == "platform-data":
+        return _platform_data(args)
     from rich.console import Console
 
     from timekeeper.local.simulate import print_summary, run_simulation
@@ -177,6 +191,51 @@ def simulation_options(args: argparse.Namespace) -> Any:
                              outages=() if no_outage else tuple(outages) or SimulationOptions().outages,
                              poison=args.poison, show_progress=not args.no_progress,
                              fast_forward=not args.every_minute)
+
+
+def _platform_data(args: argparse.Namespace, out: Any = None) -> int:
+    """The ``platform-data`` command: migrate the database (``--database-url``, else
+    ``--database`` on the local server as ``serve`` creates it), load the Platform sample
+    set ending at midnight UTC today (idempotent) and, with ``--invoices N``, N benchmark
+    invoices into its first workspace; print what was loaded and how long it took.
+    Exit code 1 when the database cannot be reached."""
+    import time
+
+    import psycopg
+
+    from timekeeper import clock
+    from timekeeper.db.connection import connect
+    from timekeeper.db.migrate import apply_migrations
+    from timekeeper.local.stack import load_platform_sample, platform_sample_day, prepare_database
+    from timekeeper.platform.generator import load_volume
+
+    out = out or sys.stdout
+    try:
+        if args.database_url:
+            url = args.database_url
+            with connect(url) as conn:
+                apply_migrations(conn)
+        else:
+            url = prepare_database(args.database, reset=False)
+        started = time.monotonic()
+        sample = load_platform_sample(url, now=platform_sample_day(clock.now()), seed=args.seed)
+        print(f"Platform sample (seed {args.seed}, data up to {sample.now:%Y-%m-%d}) in "
+              f"{time.monotonic() - started:.1f}s: " + ", ".join(f"{n} {t}" for t, n in sample.counts.items()),
+              file=out)
+        for key, workspace_id in sample.workspaces.items():
+            print(f"  workspace {key}: {workspace_id}", file=out)
+        print("  users: " + ", ".join(f"{persona}={user}" for persona, user in sample.users.items()), file=out)
+        if args.invoices:
+            started = time.monotonic()
+            with connect(url) as conn:
+                loaded = load_volume(conn, workspace_id=sample.first_workspace, invoices=args.invoices,
+                                     seed=args.seed + 4)
+            print(f"volume: {loaded} invoices into workspace {sample.first_workspace} in "
+                  f"{time.monotonic() - started:.1f}s" + ("" if loaded else " (already there)"), file=out)
+    except (psycopg.Error, OSError, RuntimeError) as error:
+        print(f"cannot load the Platform data: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _psql(database: str) -> int:

@@ -5,7 +5,9 @@ What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, sha
 ``simulate``):
 
 * the database: embedded PostgreSQL (or ``DATABASE_URL``), database ``timekeeper_serve``
-  (kept between runs; ``--reset`` starts it empty), migrated;
+  (kept between runs; ``--reset`` starts it empty), migrated, with the Platform sample
+  tenant set (:func:`timekeeper.platform.generator.load_sample`, ending at midnight UTC
+  of the start day; rows already there are kept);
 * a moto server on 127.0.0.1 with every pipeline's queue, dead-letter queue and the
   notification topic (:func:`timekeeper.local.aws.start_local_aws`);
 * a worker thread that invokes the REAL dispatcher handler of every pipeline once per
@@ -45,7 +47,7 @@ from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from timekeeper.api import errors
-from timekeeper.local.stack import LocalStack, start_local_stack
+from timekeeper.local.stack import LocalStack, platform_sample_day, start_local_stack
 
 SERVE_DATABASE = "timekeeper_serve"
 API_FUNCTION = "api"
@@ -331,8 +333,11 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     moto endpoint) and uses the real clock. Raises ``OSError`` when the address cannot be
     bound (nothing is left running then).
     """
+    from timekeeper import clock
+
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
-                              database_url=database_url, log_level="WARNING")
+                              database_url=database_url, log_level="WARNING",
+                              platform_sample_at=platform_sample_day(clock.now()))
     handler = type("RequestHandler", (_RequestHandler,), {"access_log": options.access_log})
     try:
         httpd = make_server(options.host, options.port, ApiGatewayProxy(), server_class=PooledWSGIServer,
@@ -364,6 +369,10 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
           f"{options.poll_interval_s:g}s, real clock", file=out)
     print("  authorizer stand-in: Authorization: Bearer dev:<user>:<workspace uuid>:<role,role,...>", file=out)
     print(f"  e.g. curl -H 'Authorization: Bearer {token}' {server.base_url}/schedules", file=out)
+    if server.stack.platform is not None:
+        sample = server.stack.platform
+        print(f"  Platform sample: workspace {sample.first_workspace} ({len(sample.workspaces)} workspaces), "
+              f"its admin {sample.users['admin']}", file=out)
     print("  Ctrl-C stops.", file=out, flush=True)
     try:
         server.serve_forever()

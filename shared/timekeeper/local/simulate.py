@@ -127,9 +127,10 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
 
     wall_start = time.monotonic()
     embedded_database = not os.environ.get("DATABASE_URL")
-    stack = start_local_stack(database=options.database, reset=True, aws_server=False)
-    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     start = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC)
+    stack = start_local_stack(database=options.database, reset=True, aws_server=False, platform_sample_at=start,
+                              platform_seed=options.seed)
+    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     sim = {"now": start}
     clock.install(lambda: sim["now"])
     try:

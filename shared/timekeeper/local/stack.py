@@ -79,16 +79,36 @@ def prepare_database(name: str, *, reset: bool) -> str:
     return url
 
 
+def platform_sample_day(now: datetime) -> datetime:
+    """The instant the local stack's Platform sample ends at for a start at ``now``
+    (aware): midnight UTC of that day, so every start on one day describes the same data."""
+    return datetime.combine(now.astimezone(UTC).date(), datetime.min.time(), tzinfo=UTC)
+
+
+def load_platform_sample(database_url: str, *, now: datetime, seed: int = 7) -> Any:
+    """Load the Platform sample tenant set (:func:`timekeeper.platform.generator.load_sample`)
+    ending at ``now`` into the migrated database ``database_url``; idempotent. Returns its
+    :class:`~timekeeper.platform.generator.SampleSet`."""
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.generator import load_sample
+
+    with connect(database_url) as conn:
+        return load_sample(conn, seed=seed, now=now)
+
+
 @dataclass
 class LocalStack:
-    """A running local stack: the migrated ``database_url``, the local AWS (moto) and an
-    SQS event source per pipeline (``sources``, by pipeline name)."""
+    """A running local stack: the migrated ``database_url``, the local AWS (moto), an SQS
+    event source per pipeline (``sources``, by pipeline name) and the Platform sample
+    tenant set loaded into the database (``platform``; None when none was asked for)."""
 
     database_url: str
     aws: Any
     sources: dict[str, Any]
     #: The report renderer (:class:`timekeeper.local.renderer.LocalRendererClient`).
     renderer: Any = None
+    #: The Platform sample loaded at start-up (:class:`timekeeper.platform.generator.SampleSet`), if any.
+    platform: Any = None
     _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
 
     def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
@@ -142,12 +162,15 @@ class LocalStack:
 
 
 def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_url: str | None = None,
-                      log_level: str = "ERROR", background_renders: bool = True) -> LocalStack:
+                      log_level: str = "ERROR", background_renders: bool = True,
+                      platform_sample_at: datetime | None = None, platform_seed: int = 7) -> LocalStack:
     """Start the local stack (see the module docstring) and point this process at it
     (``DATABASE_URL``, the queue URLs, the topic ARN, fake AWS credentials).
 
     ``database`` is created on the local server (``reset`` drops it first) unless
-    ``database_url`` names an already migrated one. ``aws_server`` False: moto in-process
+    ``database_url`` names an already migrated one. ``platform_sample_at`` (aware): load
+    the Platform sample tenant set (seed ``platform_seed``) ending at that instant, about
+    half a second; rows already there are kept. ``aws_server`` False: moto in-process
     (fastest; the simulation); True: a moto server on 127.0.0.1 (``serve``). Raises what
     the database start raises (``psycopg.Error``, ``ValueError``); nothing is left running
     then. Render requests run the real renderer handler (``background_renders``: on a
@@ -164,6 +187,8 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
 
     try:
         url = database_url or prepare_database(database, reset=reset)
+        platform = (load_platform_sample(url, now=platform_sample_at, seed=platform_seed)
+                    if platform_sample_at is not None else None)
         os.environ["DATABASE_URL"] = url
         local_aws = start_local_aws(server=aws_server)
     except BaseException:
@@ -182,4 +207,5 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
         for name, pair in local_aws.queues.items()}
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     runtime.install_renderer_client(renderer)
-    return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, _saved_environment=saved)
+    return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,
+                      _saved_environment=saved)
