@@ -54,19 +54,18 @@ def local_server(db_url):
 
 @pytest.fixture(scope="module")
 def snapshot_periods(local_server, db_url) -> None:
-    """:data:`WORKSPACE` in the directory (Berlin, four months old) with its completed
-    months planned, so the snapshot listings answer with real periods."""
+    """:data:`WORKSPACE` (seeded by ``local_server``) four months old by the server's real
+    clock, with its completed months planned, so the snapshot listings answer with real
+    periods."""
     from datetime import timedelta
 
     from timekeeper.db.connection import connect
-    from timekeeper.platform.directory import create_workspace
     from timekeeper.snapshots.ledger import plan
     from timekeeper.snapshots.registry import default_snapshot_registry
 
     now = clock.now()
     with connect(db_url) as conn, conn.transaction():
-        create_workspace(conn, workspace_id=WORKSPACE, name="Local", timezone="Europe/Berlin",
-                         now=now - timedelta(days=120))
+        conn.execute("UPDATE workspaces SET created_at = %s WHERE id = %s", (now - timedelta(days=120), WORKSPACE))
         plan(conn, default_snapshot_registry("development"), now=now)
 
 
