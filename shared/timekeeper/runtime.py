@@ -324,13 +324,19 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
 SNAPSHOT_JOB_QUEUE_URL = "SNAPSHOT_JOB_QUEUE_URL"
 SNAPSHOT_NUDGE_FUNCTION = "SNAPSHOT_DISPATCHER_FUNCTION"
 ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+#: Self-test drills (development): ``<workspace id>/<YYYY-MM>`` periods, comma-separated,
+#: whose version 1 of the self-test type fails validation.
+SELFTEST_DRILLS_VARIABLE = "TIMEKEEPER_SELFTEST_DRILLS"
 
 
 @cache
 def snapshot_registry() -> SnapshotRegistry:
     """The snapshot types of this deployment, enabled per ``TIMEKEEPER_ENVIRONMENT``
     (default ``development``; the deployed stacks set ``production``)."""
-    return default_snapshot_registry(os.environ.get(ENVIRONMENT_VARIABLE, "development"))
+    drills = frozenset(tuple(item.strip().split("/", 1)) for item in
+                       os.environ.get(SELFTEST_DRILLS_VARIABLE, "").split(",") if "/" in item)
+    return default_snapshot_registry(os.environ.get(ENVIRONMENT_VARIABLE, "development"),
+                                     selftest_drills=drills)  # type: ignore[arg-type]
 
 
 def run_snapshot_planner() -> dict[str, Any]:

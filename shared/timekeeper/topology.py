@@ -199,6 +199,29 @@ class SnapshotPipeline:
     def queue_name(self) -> str:
         return f"timekeeper-{self.name}-jobs"
 
+    # The job queue's consumer, under the names an SQS event source mapping reads (the local
+    # stack builds one mapping per queue from these).
+
+    @property
+    def consumer_function(self) -> str:
+        """The function reading the job queue: the run job."""
+        return self.job_function
+
+    @property
+    def consumer_timeout_s(self) -> int:
+        """The run job's timeout (seconds)."""
+        return self.job_timeout_s
+
+    @property
+    def batch_size(self) -> int:
+        """One job per invocation: a job may hold its invocation for its whole timeout."""
+        return 1
+
+    @property
+    def max_concurrency(self) -> int:
+        """The event source's maximum concurrency."""
+        return self.job_max_concurrency
+
     @property
     def dlq_name(self) -> str:
         return f"timekeeper-{self.name}-jobs-dlq"

@@ -33,7 +33,7 @@ def monkeypatch_module():
 
 def test_every_run_finished_and_the_poison_message_is_dead_lettered(simulated):
     assert simulated.unfinished_runs == 0
-    assert simulated.dlq_messages == {"accounting": 1}
+    assert simulated.dlq_messages == {"accounting": 1, "snapshots": 1}
     assert simulated.dispatcher_invocations + simulated.silent_minutes + simulated.idle_minutes == DAYS * 24 * 60
     assert simulated.silent_minutes == 180
 
@@ -98,3 +98,36 @@ def test_the_summary_draws_no_empty_table_explains_posting_and_counts_consumer_e
     print_summary(empty, console)
     text = console.export_text()
     assert "Paused schedules: none." in text and "┏" not in text
+
+
+def _periods(simulated, workspace: str, snapshot_type: str) -> dict[str, dict]:
+    return {f"{r['period']:%Y-%m}": r for r in simulated.snapshot_periods
+            if r["workspace"] == workspace and r["snapshot_type"] == snapshot_type}
+
+
+def test_snapshots_publish_each_month_as_it_ends_in_the_workspaces_own_timezone(simulated):
+    # March ends at 2027-03-31 10:00 UTC in Kiritimati (UTC+14) and at 2027-04-01 11:00 UTC in
+    # Pago Pago (UTC-11); the planner runs every 15 minutes and the dispatcher at once after it.
+    east = _periods(simulated, "Kiritimati", "ar_aging")["2027-03"]
+    west = _periods(simulated, "Pago Pago", "ar_aging")["2027-03"]
+    assert east["state"] == west["state"] == "published"
+    assert datetime(2027, 3, 31, 10, tzinfo=UTC) <= east["published_at"] < datetime(2027, 3, 31, 10, 30, tzinfo=UTC)
+    assert datetime(2027, 4, 1, 11, tzinfo=UTC) <= west["published_at"] < datetime(2027, 4, 1, 11, 30, tzinfo=UTC)
+    # The only overdue period at the end is the failed drill (below), never re-run here.
+    assert [line.rsplit("/", 2)[1:] for line in simulated.snapshot_overdue] == [["selftest", "2027-03"]]
+
+
+def test_snapshot_skip_reasons_staff_requests_and_the_failed_drill(simulated):
+    reasons = {(r["workspace"], r["skip_reason"]) for r in simulated.snapshot_periods if r["state"] == "skipped"}
+    assert {reason for _, reason in reasons} == {"workspace_loading", "workspace_disabled", "policy_disabled"}
+    berlin = [r for r in simulated.snapshot_periods if r["timezone"] == "Europe/Berlin"]
+    by_type = {(r["snapshot_type"], f"{r['period']:%Y-%m}"): r for r in berlin}
+    # The staff backfill of an old month (outside the planner's horizon) and the re-run of February
+    assert by_type[("ar_aging", "2026-07")]["mode"] == "backfill"
+    assert by_type[("ar_aging", "2026-07")]["state"] == "published"
+    rerun = by_type[("membership_counts", "2027-02")]
+    assert (rerun["state"], rerun["version"], rerun["versions"], rerun["mode"]) == ("published", 2, 2, "manual")
+    # The self-test drill: version 1 of Berlin's March fails validation, final at once
+    drill = by_type[("selftest", "2027-03")]
+    assert (drill["state"], drill["failure_code"], drill["versions"]) == ("failed", "selftest_mismatch", 1)
+    assert len(simulated.staff_requests) == 2 and all("planned" in line for line in simulated.staff_requests)

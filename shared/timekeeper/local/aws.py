@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import boto3
 
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import PIPELINES, SNAPSHOTS, Pipeline, SnapshotPipeline
 
 REGION = "us-east-1"
 #: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
@@ -19,9 +19,10 @@ FILES_BUCKET_NAME = "timekeeper-files"
 
 @dataclass(frozen=True)
 class QueuePair:
-    """A pipeline's run queue and its dead-letter queue (URLs and ARNs)."""
+    """A queue of the topology and its dead-letter queue (URLs and ARNs): a pipeline's run
+    queue, or the snapshot pipeline's job queue (``pipeline`` says which)."""
 
-    pipeline: Pipeline
+    pipeline: Pipeline | SnapshotPipeline
     url: str
     arn: str
     dlq_url: str
@@ -62,9 +63,9 @@ def _set_fake_credentials() -> None:
     os.environ.setdefault("AWS_REGION", REGION)
 
 
-def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
-    """Create ``pipeline``'s DLQ (14-day retention) and run queue (redrive and visibility
-    from the topology) with ``sqs``; idempotent."""
+def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline) -> QueuePair:
+    """Create ``pipeline``'s DLQ (its retention) and its queue (redrive and visibility from
+    the topology) with ``sqs``: a pipeline's run queue or the snapshot job queue; idempotent."""
     dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
         "MessageRetentionPeriod": str(pipeline.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -79,7 +80,8 @@ def create_pipeline_queues(sqs, pipeline: Pipeline) -> QueuePair:
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     """Start moto, create every pipeline's queues, the notification topic and the files
     bucket, and point this process's AWS SDK at it (fake credentials,
-    ``RUN_QUEUE_URL_<PIPELINE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``).
+    ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``, ``NOTIFICATION_TOPIC_ARN``,
+    ``FILES_BUCKET``).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -107,6 +109,9 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, pipeline)
         local.queues[name] = pair
         os.environ[f"RUN_QUEUE_URL_{name.upper()}"] = pair.url
+    snapshot_jobs = create_pipeline_queues(sqs, SNAPSHOTS)
+    local.queues[SNAPSHOTS.name] = snapshot_jobs
+    os.environ["SNAPSHOT_JOB_QUEUE_URL"] = snapshot_jobs.url
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)

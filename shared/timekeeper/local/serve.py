@@ -217,7 +217,8 @@ class _RequestHandler(WSGIRequestHandler):
 
 class PipelineWorker(threading.Thread):
     """Drives the pipelines of ``stack`` on the real clock: the dispatcher handler of every
-    pipeline once per wall-clock minute, and the run queues' SQS event sources every
+    pipeline and the snapshot dispatcher once per wall-clock minute, the snapshot planner
+    every 15 minutes (and at start), and the queues' SQS event sources every
     ``poll_interval_s`` seconds. A failed round is counted in ``errors`` and retried."""
 
     def __init__(self, stack: LocalStack, *, poll_interval_s: float = 1.0) -> None:
@@ -230,7 +231,7 @@ class PipelineWorker(threading.Thread):
 
     def run(self) -> None:
         from timekeeper import clock
-        from timekeeper.topology import PIPELINES
+        from timekeeper.topology import PIPELINES, SNAPSHOTS
 
         last_minute: datetime | None = None
         while not self._stop_requested.is_set():
@@ -238,10 +239,14 @@ class PipelineWorker(threading.Thread):
             minute = now.replace(second=0, microsecond=0)
             try:
                 if minute != last_minute:
+                    first = last_minute is None
                     last_minute = minute
                     for pipeline in PIPELINES.values():
                         self.stack.dispatch(pipeline, now)
                         self.dispatches += 1
+                    if first or minute.minute % SNAPSHOTS.planner_rate_minutes == 0:
+                        self.stack.plan_snapshots(now)
+                    self.stack.dispatch_snapshots(now)
                 self.stack.poll(clock.now())
             except Exception as error:  # noqa: BLE001 - keep serving; the next round retries
                 self.errors += 1

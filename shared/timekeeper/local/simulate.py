@@ -84,6 +84,12 @@ class SimulationResult:
     notifications_sent: int = 0
     posting_jobs: dict[str, int] = field(default_factory=dict)
     unfinished_runs: int = 0
+    #: Snapshot runs by type, mode, state and reason; the periods (latest run of each);
+    #: the planner's overdue periods at the end; the staff requests the simulation made.
+    snapshot_states: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_periods: list[dict[str, Any]] = field(default_factory=list)
+    snapshot_overdue: list[str] = field(default_factory=list)
+    staff_requests: list[str] = field(default_factory=list)
     embedded_database: bool = True
 
 
@@ -97,12 +103,19 @@ def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: 
     """The next minute at which a dispatcher pass or a delivery can change anything,
     ``minute + 1`` when something is pending already (see the module docstring)."""
     following = minute + 1
-    quiet = conn.execute(SQL["quiet_until"]).fetchone()
+    quiet = conn.execute(SQL["quiet_until"], {"now": start + minute * _MINUTE}).fetchone()
     if quiet["busy"]:
         return following
     stops = [total]
     if quiet["next_due_at"] is not None:
         stops.append(_ceil_minute(start, quiet["next_due_at"]))
+    if quiet["snapshot_retry_at"] is not None:
+        stops.append(_ceil_minute(start, quiet["snapshot_retry_at"]))
+    if quiet["next_month_end"] is not None:  # the first planner tick after a month ends somewhere
+        month_end = _ceil_minute(start, quiet["next_month_end"])
+        stops.append(-(-month_end // PLANNER_EVERY) * PLANNER_EVERY)
+    stops += [_ceil_minute(start, request.at) for request in _staff_requests(start)
+              if request.at > start + minute * _MINUTE]
     if (visible_at := stack.next_visible_at()) is not None:
         stops.append(_ceil_minute(start, visible_at))
     stops += [_ceil_minute(start, o.start) for o in options.outages if o.start > start + minute * _MINUTE]
@@ -136,6 +149,9 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     try:
         with connect(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
+            snapshot_area = _snapshot_sample(conn, stack, start)
+            staff = {request.at: [request] for request in _staff_requests(start)}
+            overdue: list[str] = []
             sqs = stack.aws.client("sqs")
             for pair in stack.aws.queues.values():
                 for i in range(options.poison):
@@ -158,6 +174,11 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
                             report = stack.dispatch(pipeline, now)
                             result.dispatcher_invocations += 1
                             published += report["published"] + report["reoffered"]
+                        for request in staff.pop(now, []):
+                            result.staff_requests.append(request.make(conn, snapshot_area, now))
+                        if minute % PLANNER_EVERY == 0:
+                            overdue = stack.plan_snapshots(now)["overdue_periods"]
+                        published += stack.dispatch_snapshots(now)["sent"]
                     visible_at = stack.next_visible_at()
                     if published or minute == 0 or (visible_at is not None and visible_at <= now):
                         stack.poll(now)
@@ -173,6 +194,7 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
             result.consumer = stack.consumer_stats()
             result.consumer_invocations = result.consumer.get("invocations", 0)
             result.dlq_messages = stack.dlq_depths()
+            result.snapshot_overdue = overdue
             _summarize(conn, result)
     finally:
         stack.stop()
@@ -189,6 +211,99 @@ def _summarize(conn: Any, result: SimulationResult) -> None:
     result.notifications_sent = conn.execute(SQL["notifications_sent"]).fetchone()["n"]
     result.posting_jobs = {r["status"]: r["n"] for r in conn.execute(SQL["posting_jobs"]).fetchall()}
     result.unfinished_runs = conn.execute(SQL["unfinished_runs"]).fetchone()["n"]
+    result.snapshot_states = conn.execute(SQL["snapshot_states"]).fetchall()
+    result.snapshot_periods = conn.execute(SQL["snapshot_periods"]).fetchall()
+
+
+#: The snapshot planner runs every this many simulated minutes (its deployed rule's rate).
+PLANNER_EVERY = 15
+
+
+@dataclass(frozen=True)
+class _SnapshotArea:
+    """The workspaces the simulation's snapshot story uses: ``berlin`` (the Platform
+    sample's), ``kiritimati`` (UTC+14) and ``pago_pago`` (UTC-11)."""
+
+    berlin: Any
+    kiritimati: Any
+    pago_pago: Any
+
+
+def _snapshot_sample(conn: Any, stack: Any, start: datetime) -> _SnapshotArea:
+    """Add two workspaces at the far ends of the clock (empty of business data) beside the
+    Platform sample, and set the self-test drill: Berlin's first month completed during the
+    simulation fails validation in its version 1 (a staff re-run follows, see
+    :func:`_staff_requests`)."""
+    from timekeeper import runtime
+    from timekeeper.platform.directory import create_workspace
+
+    created = start - timedelta(days=100)
+    far_east = create_workspace(conn, name="Kiritimati", timezone="Pacific/Kiritimati", currency="AUD",
+                                now=created).id
+    far_west = create_workspace(conn, name="Pago Pago", timezone="Pacific/Pago_Pago", currency="USD",
+                                now=created).id
+    berlin = stack.platform.first_workspace
+    drill_month = _first_month_end_after(start, "Europe/Berlin")
+    os.environ[runtime.SELFTEST_DRILLS_VARIABLE] = f"{berlin}/{drill_month:%Y-%m}"
+    return _SnapshotArea(berlin=berlin, kiritimati=far_east, pago_pago=far_west)
+
+
+def _first_month_end_after(start: datetime, timezone: str) -> date:
+    """The first day of the local month in progress at ``start`` in ``timezone`` (the
+    month that completes first during the simulation)."""
+    local = start.astimezone(ZoneInfo(timezone))
+    return date(local.year, local.month, 1)
+
+
+@dataclass(frozen=True)
+class _StaffRequest:
+    """A staff request the simulation makes at instant ``at`` (aware UTC, a whole minute)."""
+
+    at: datetime
+    mode: str
+    snapshot_type: str
+    area_key: str
+    period: Any  # callable (start) -> date
+    reason: str
+
+    def make(self, conn: Any, area: _SnapshotArea, now: datetime) -> str:
+        """Record the request through the ledger (as the staff routes do); return a line
+        for the summary (the run's version, or the refusal's reason)."""
+        from timekeeper import runtime
+        from timekeeper.snapshots.ledger import RequestRefused, request_run
+
+        snapshot_type = runtime.snapshot_registry().get("platform", self.snapshot_type)
+        period = self.period(now)
+        try:
+            run = request_run(conn, snapshot_type=snapshot_type, workspace_id=getattr(area, self.area_key),
+                              period=period, mode=self.mode, reason=self.reason, requested_by="staff:simulation",
+                              now=now)
+            return f"{now:%Y-%m-%d %H:%M} {self.mode} {self.snapshot_type} {self.area_key} {period:%Y-%m}: " \
+                   f"version {run.version} planned"
+        except RequestRefused as refused:
+            return f"{now:%Y-%m-%d %H:%M} {self.mode} {self.snapshot_type} {self.area_key} {period:%Y-%m}: " \
+                   f"refused ({refused.reason})"
+
+
+def _months_before(now: datetime, months: int) -> date:
+    local = now.astimezone(ZoneInfo("Europe/Berlin"))
+    index = local.year * 12 + local.month - 1 - months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+def _staff_requests(start: datetime) -> list[_StaffRequest]:
+    """The simulation's staff requests: a backfill of an old Berlin month on day 2; a re-run
+    of Berlin's previous month's membership counts on day 3; a re-run of the self-test
+    month whose version 1 fails validation, on day 33 (after that month ended)."""
+    day = timedelta(days=1)
+    return [
+        _StaffRequest(start + 2 * day + timedelta(hours=9), "backfill", "ar_aging", "berlin",
+                      lambda now: _months_before(now, 8), "audit asked for last summer's aging"),
+        _StaffRequest(start + 3 * day + timedelta(hours=9), "manual", "membership_counts", "berlin",
+                      lambda now: _months_before(now, 1), "late cancellations were entered"),
+        _StaffRequest(start + 33 * day + timedelta(hours=9), "manual", "selftest", "berlin",
+                      lambda now: _months_before(now, 1), "re-run after the failed self-test"),
+    ]
 
 
 def is_repeated_local_time(local: datetime, zone: ZoneInfo) -> bool:
@@ -268,6 +383,24 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     console.print("Posting jobs (a closed batch's entries posted to the ledger, started after a roll or an "
                   "auto-close commits): "
                   + (", ".join(f"{k} {v}" for k, v in sorted(result.posting_jobs.items())) or "none") + ".")
+    table("Monthly snapshots by type and state", ("type", "mode", "state", "reason", "runs"),
+          [(r["snapshot_type"], r["mode"], r["state"], r["reason"], str(r["runs"])) for r in result.snapshot_states],
+          note="skipped = a loading, disabled or policy-disabled workspace (the reason is kept)")
+    table("Snapshot periods (the current version, else the latest run; skipped periods are counted below)",
+          ("workspace", "type", "period", "status", "version", "versions", "published (UTC)", "reason"),
+          [(r["workspace"], r["snapshot_type"], f"{r['period']:%Y-%m}", r["state"], str(r["version"]),
+            str(r["versions"]), _utc(r["published_at"]), r["failure_code"] or "")
+           for r in result.snapshot_periods if r["state"] != "skipped"])
+    skipped: dict[tuple[str, str], int] = {}
+    for r in result.snapshot_periods:
+        if r["state"] == "skipped":
+            skipped[(r["workspace"], r["skip_reason"])] = skipped.get((r["workspace"], r["skip_reason"]), 0) + 1
+    console.print("Skipped snapshot periods (reason kept on the row): "
+                  + ("; ".join(f"{w}: {n} ({reason})" for (w, reason), n in sorted(skipped.items())) or "none")
+                  + ".")
+    console.print("Staff requests: " + ("; ".join(result.staff_requests) or "none") + ".")
+    console.print("Overdue snapshot periods at the end (not published 24 h after their local month end): "
+                  + (", ".join(result.snapshot_overdue) or "none") + ".")
     console.print("Messages in dead-letter queues: "
                   + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()) + ".")
     console.print(database_hint(result.database_url, embedded=result.embedded_database))

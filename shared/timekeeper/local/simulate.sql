@@ -5,9 +5,16 @@
 -- re-offered or is waiting for its consumer), no pause notice waiting to be sent, so the
 -- next pass that can change anything is the one at the earliest next due instant
 -- (null when no active schedule is due ever).
+-- Snapshots: a planned, queued or running snapshot run keeps the simulation busy; a run
+-- waiting for its retry is due at retry_due_at; the planner can only plan something new
+-- when a month ends in some workspace's timezone (next_month_end).
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state IN ('queued', 'running'))
-       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL) AS busy,
-       (SELECT min(next_due_at) FROM schedules WHERE status = 'active') AS next_due_at;
+       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL)
+       OR EXISTS (SELECT 1 FROM snapshot_runs WHERE state IN ('planned', 'queued', 'running')) AS busy,
+       (SELECT min(next_due_at) FROM schedules WHERE status = 'active') AS next_due_at,
+       (SELECT min(retry_due_at) FROM snapshot_runs WHERE state = 'retry_wait') AS snapshot_retry_at,
+       (SELECT min((date_trunc('month', %(now)s AT TIME ZONE timezone) + interval '1 month') AT TIME ZONE timezone)
+          FROM workspaces) AS next_month_end;
 
 -- name: runs_by_kind
 SELECT work_kind, trigger, state, outcome_code, count(*) AS runs
@@ -44,3 +51,17 @@ SELECT status, count(*) AS n FROM posting_jobs GROUP BY status ORDER BY status;
 
 -- name: unfinished_runs
 SELECT count(*) AS n FROM schedule_runs WHERE state IN ('queued', 'running');
+
+-- name: snapshot_periods
+-- Every snapshot period of the simulation: its latest run (the current version first).
+SELECT DISTINCT ON (w.name, r.snapshot_type, r.period)
+       w.name AS workspace, w.timezone, r.snapshot_type, r.period, r.state, r.version, r.mode,
+       r.skip_reason, r.failure_code, r.published_at, r.is_current,
+       (SELECT count(*) FROM snapshot_runs v WHERE v.workspace_id = r.workspace_id
+           AND v.snapshot_type = r.snapshot_type AND v.period = r.period) AS versions
+  FROM snapshot_runs r JOIN workspaces w ON w.id = r.workspace_id
+ ORDER BY w.name, r.snapshot_type, r.period, r.is_current DESC, r.version DESC;
+
+-- name: snapshot_states
+SELECT snapshot_type, mode, state, coalesce(skip_reason, failure_code, '') AS reason, count(*) AS runs
+  FROM snapshot_runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;

@@ -117,6 +117,25 @@ class LocalStack:
         return invoke_quietly(pipeline.dispatcher_function, scheduled_event(now),
                               timeout_s=pipeline.dispatcher_timeout_s)
 
+    def plan_snapshots(self, now: datetime) -> dict[str, Any]:
+        """Invoke the snapshot planner's handler with the scheduled event of ``now``, then the
+        snapshot dispatcher when something was planned (the nudge the deployed planner sends
+        by an asynchronous invoke); return the planner's summary."""
+        from timekeeper.topology import SNAPSHOTS
+
+        summary = invoke_quietly(SNAPSHOTS.planner_function, scheduled_event(now),
+                                 timeout_s=SNAPSHOTS.planner_timeout_s)
+        if summary["planned"]:
+            self.dispatch_snapshots(now)
+        return summary
+
+    def dispatch_snapshots(self, now: datetime) -> dict[str, Any]:
+        """Invoke the snapshot dispatcher's handler (admission, reoffers, lost jobs, sends)."""
+        from timekeeper.topology import SNAPSHOTS
+
+        return invoke_quietly(SNAPSHOTS.dispatcher_function, scheduled_event(now),
+                              timeout_s=SNAPSHOTS.dispatcher_timeout_s)
+
     def poll(self, now: datetime) -> int:
         """Let every pipeline's event source deliver what is visible at ``now``; return
         the records delivered."""
@@ -201,7 +220,8 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     sources = {
         name: SqsEventSource(
             sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-            function=lambda event, fn=pair.pipeline.consumer_function: invoke_quietly(fn, event),
+            function=lambda event, fn=pair.pipeline.consumer_function, timeout=pair.pipeline.consumer_timeout_s:
+                invoke_quietly(fn, event, timeout_s=timeout),
             batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
         for name, pair in local_aws.queues.items()}
