@@ -73,7 +73,10 @@ def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
     reply = requests.get(f"{local_server.base_url}/snapshots/periods", params={"snapshot_type": "ar_aging"},
                          headers=SNAPSHOT_AUTH, timeout=10)
     assert reply.status_code == 200, reply.text
-    assert len(reply.json()["items"]) >= 3 and {i["status"] for i in reply.json()["items"]} == {"planned"}
+    # (serve's own snapshot dispatcher may be generating them meanwhile)
+    items = reply.json()["items"]
+    assert len(items) >= 3 and {i["snapshot_type"] for i in items} == {"ar_aging"}
+    assert {i["status"] for i in items} <= {"planned", "queued", "running", "published"}
 
 
 def test_dev_token_becomes_the_authorizer_claims():
