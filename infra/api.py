@@ -24,6 +24,7 @@ from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources, queue_url_variable
 from infra.work_queue import FILES_BUCKET_VARIABLE, WorkQueueResources, grant_exports_get
+from timekeeper.runtime import ENVIRONMENT_VARIABLE
 from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
@@ -69,23 +70,27 @@ class HttpApi(Construct):
     Gateway writes JSON access logs, error execution logs (both log groups with a
     retention) and X-Ray traces. API Gateway's account-wide CloudWatch role is a regional
     singleton: it is created only when ``manage_account_role`` (README.md, one-time setup).
+    ``environment`` (``production`` | ``development``) says which snapshot types staff may
+    request.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
                  authorizer_function_arn: str | None = None, manage_account_role: bool = False,
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
-                 files_bucket: s3.IBucket | None = None, files_arn_export: str = ""):
+                 files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production"):
         super().__init__(scope, construct_id)
-        environment = {queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines}
-        environment.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
+        variables = {queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines}
+        variables.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
+        # Which snapshot types staff may request (timekeeper.runtime.snapshot_registry).
+        variables[ENVIRONMENT_VARIABLE] = environment
         if files_bucket is not None:
-            environment[FILES_BUCKET_VARIABLE] = files_bucket.bucket_name
+            variables[FILES_BUCKET_VARIABLE] = files_bucket.bucket_name
         self.function = TimekeeperFunction(
             self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
             reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
-            environment=environment, description="Timekeeper schedule owners' HTTP API")
+            environment=variables, description="Timekeeper schedule owners' HTTP API")
         for resources in [*pipelines, *work_queues]:
             resources.queues.queue.grant_send_messages(self.function.role)
         if files_bucket is not None:

@@ -134,7 +134,8 @@ class AppStack(Stack):
                                authorizer_function_arn=config.authorizer_function_arn,
                                manage_account_role=config.manage_api_gateway_account,
                                name_prefix=config.name_prefix, work_queues=self.work_queues,
-                               files_bucket=files, files_arn_export=data.files_bucket_arn_export)
+                               files_bucket=files, files_arn_export=data.files_bucket_arn_export,
+                               environment=config.environment)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
         self.migrate = self._migration_trigger(database, config)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.api.conftest import new_schedule
+from tests.api.conftest import Caller, new_schedule
 
 
 def test_a_body_of_deeply_nested_brackets_is_422(call):
@@ -219,3 +219,61 @@ def test_text_postgresql_cannot_hold_is_a_422_naming_the_field(call, member, pla
     expected = {"filter.value": "definition.filters[0].value", "filter.column": "definition.filters[0].column",
                 "sort.column": "definition.sort[0].column"}.get(place, place)
     assert reply.body["field"] == expected
+
+
+# ------------------------------------------------------------ snapshot routes: never a 5xx
+
+#: A staff member of the Platform's snapshot types who can also read their own workspace's periods.
+SNAPSHOT_STAFF = Caller(user_id="staff-1", roles="platform:staff,snapshots:read")
+#: A workspace of the directory (created by :func:`snapshot_target`), so that a request
+#: with its hostile fragment in a harmless place reaches the ledger and the database.
+SNAPSHOT_TARGET = uuid.UUID("5a5a5a5a-0000-4000-8000-000000000001")
+SNAPSHOT_FIELDS = {"owner": '"platform"', "snapshot_type": '"ar_aging"', "mode": '"backfill"', "period": '"2027-01"',
+                   "reason": '"asked for"', "workspace_id": f'"{SNAPSHOT_TARGET}"'}
+SNAPSHOT_PLACES = ["body", *SNAPSHOT_FIELDS]
+
+
+@pytest.fixture
+def snapshot_target(db_url) -> uuid.UUID:
+    """:data:`SNAPSHOT_TARGET` in the directory (created once per module database)."""
+    from tests.api.conftest import NOW
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.directory import create_workspace, get_workspace
+
+    with connect(db_url) as conn, conn.transaction():
+        if get_workspace(conn, SNAPSHOT_TARGET) is None:
+            create_workspace(conn, workspace_id=SNAPSHOT_TARGET, name="Hostile", timezone="Europe/Berlin",
+                             now=NOW.replace(year=2026))
+    return SNAPSHOT_TARGET
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(place=st.sampled_from(SNAPSHOT_PLACES), fragment=HOSTILE)
+def test_hostile_snapshot_requests_are_never_a_server_error(call, snapshot_target, place, fragment):
+    # Given a staff request with a hostile JSON fragment in one field (or as the whole body)
+    fields = dict(SNAPSHOT_FIELDS)
+    if place != "body":
+        fields[place] = fragment
+    body = fragment if place == "body" else "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
+    # When it is posted
+    reply = call("POST", "/snapshots/runs", body, as_=SNAPSHOT_STAFF)
+    # Then the answer is a 4xx with the error body (or the one backfill's 201), never a 5xx
+    _assert_client_error(reply)
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.sampled_from(["owner", "snapshot_type", "limit"]), value=QUERY_TEXT,
+       path_id=st.one_of(st.uuids().map(str), QUERY_TEXT.filter(lambda v: "/" not in v and "?" not in v)))
+def test_hostile_snapshot_listing_parameters_are_never_a_server_error(call, name, value, path_id):
+    # Given a hostile query parameter (and a hostile workspace id in the path)
+    query = urlencode({name: value})
+    # When both listings are read with it, as staff and as a reader
+    for caller in (SNAPSHOT_STAFF, Caller(roles="snapshots:read")):
+        own = call("GET", f"/snapshots/periods?{query}", as_=caller)
+        other = call("GET", f"/snapshots/workspaces/{quote(path_id, safe='')}/periods?{query}", as_=caller)
+        # Then neither is a 5xx
+        _assert_client_error(own)
+        _assert_client_error(other)

@@ -24,6 +24,8 @@ OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{rep
                ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
                ("get", "/reports/{report_id}/renders/{render_id}")}
 OPERATIONS |= {("post", "/queries/{query_id}/exports"), ("get", "/exports/{export_id}")}
+OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
+               ("get", "/snapshots/workspaces/{workspace_id}/periods")}
 
 
 def document() -> dict:
@@ -94,3 +96,15 @@ def test_the_openapi_command_writes_the_document(tmp_path):
     out = tmp_path / "openapi.json"
     assert main(["openapi", "--out", str(out)]) == 0
     assert json.loads(out.read_text(encoding="utf-8")) == document()
+
+
+def test_the_snapshot_request_documents_the_refusals_and_the_body():
+    doc = document()
+    operation = doc["paths"]["/snapshots/runs"]["post"]
+    assert {"201", "401", "403", "409", "422"} <= set(operation["responses"])
+    body = doc["components"]["schemas"]["SnapshotRunRequest"]
+    assert set(body["required"]) == {"owner", "snapshot_type", "workspace_id", "period", "mode", "reason"}
+    assert body["properties"]["mode"]["enum"] == ["manual", "backfill"]
+    assert body["properties"]["reason"]["maxLength"] == 500
+    for path in ("/snapshots/periods", "/snapshots/workspaces/{workspace_id}/periods"):
+        assert "404" in doc["paths"][path]["get"]["responses"]

@@ -43,6 +43,11 @@ UNREADABLE = [t for t, g in GRANTS.items() if "SELECT" not in g]
 #: How each table's rows name their workspace (the workspace's own id for workspaces; a
 #: user, who is global, by their id).
 WORKSPACE_COLUMN = {t: "id" if t in ("workspaces", "users") else "workspace_id" for t in GRANTS}
+#: Columns the API may UPDATE only to lock rows (``0010_snapshots_api.sql``: the tenant key,
+#: which the policy pins to the entered workspace, so the one possible update is a no-op;
+#: tests/api/test_snapshot_routes.py shows it changes nothing). A refused UPDATE of such a
+#: table is tried on another column.
+LOCK_ONLY = {"workspaces": "name"}
 #: Who wrote a row, by table (the rows the API inserts name 'api').
 AUTHOR_COLUMN = {"saved_queries": "created_by", "saved_query_versions": "created_by", "reports": "created_by",
                  "report_versions": "created_by", "report_renders": "requested_by", "exports": "requested_by"}
@@ -234,7 +239,8 @@ def _refused_writes() -> list[tuple[str, str]]:
         if "INSERT" not in granted:
             out.append((table, f"INSERT INTO {table} ({column}) VALUES (%(ws)s)"))
         if "UPDATE" not in granted:
-            out.append((table, f"UPDATE {table} SET {column} = {column} WHERE {column} = %(ws)s"))
+            target = LOCK_ONLY.get(table, column)
+            out.append((table, f"UPDATE {table} SET {target} = {target} WHERE {column} = %(ws)s"))
         out.append((table, f"DELETE FROM {table} WHERE {column} = %(ws)s"))
         out.append((table, f"TRUNCATE {table}"))
     return out

@@ -48,6 +48,19 @@ def test_api_function_publishes_to_every_run_queue(synth):
         assert variables[queue_url_variable(pipeline)] == {"Ref": queue_id}
 
 
+def test_api_function_runs_in_the_deployments_environment(synth):
+    # (the snapshot types staff may request are those the environment enables)
+    from timekeeper.runtime import ENVIRONMENT_VARIABLE
+
+    def variables(template) -> dict:
+        return template["Resources"][functions_by_folder(template)[API_FUNCTION]]["Properties"]["Environment"][
+            "Variables"]
+
+    assert variables(synth.app_template)[ENVIRONMENT_VARIABLE] == "production"
+    development = synthesize({DeploymentConfig.KEY_ENVIRONMENT: "development"}).app_template
+    assert variables(development)[ENVIRONMENT_VARIABLE] == "development"
+
+
 def test_placeholder_authorizer_denies_everything(synth):
     placeholders = [r for r in resources(synth.app_template, "AWS::Lambda::Function").values()
                     if "ZipFile" in r["Properties"]["Code"]]

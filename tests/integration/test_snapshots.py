@@ -513,3 +513,27 @@ def test_a_month_the_planner_never_inserted_is_still_overdue(db):
     assert (ws, "platform", "ar_aging", date(2027, 2, 1)) in overdue
     set_workspace_status(db, ws, "disabled")
     assert ledger.overdue_periods(db, reg, now=NOW + timedelta(days=1)) == []
+
+
+def test_a_published_version_never_changes(db):
+    ws = workspace(db)
+    reg = selftest_registry(platform_snapshots.SelfTest(total=3, chunk_size=3))
+    request_run(db, snapshot_type=reg.get("platform", "selftest"), workspace_id=ws, period=date(2027, 2, 1),
+                mode="backfill", reason="first", requested_by="staff", now=NOW)
+    drain(db, reg)
+    (run,) = runs(db)
+    attempts = {
+        "insert a row": ("INSERT INTO snapshot_selftest_rows (run_id, workspace_id, n) VALUES (%s, %s, 99)",
+                         (run.id, ws)),
+        "change a row": ("UPDATE snapshot_selftest_rows SET n = n + 100 WHERE run_id = %s", (run.id,)),
+        "delete a row": ("DELETE FROM snapshot_selftest_rows WHERE run_id = %s", (run.id,)),
+        "rewrite the basis": ("UPDATE snapshot_runs SET basis = '{}'::jsonb WHERE id = %s", (run.id,)),
+        "delete the version": ("DELETE FROM snapshot_runs WHERE id = %s", (run.id,)),
+    }
+    for what, (statement, params) in attempts.items():
+        with pytest.raises(psycopg.errors.IntegrityConstraintViolation), db.transaction():
+            db.execute(statement, params)
+        assert db.execute("SELECT count(*) AS n FROM snapshot_selftest_rows").fetchone()["n"] == 3, what
+    # Marking it protected (or no longer current) is what may change
+    db.execute("UPDATE snapshot_runs SET protection = 'finalized' WHERE id = %s", (run.id,))
+    assert runs(db)[0].protection == "finalized"

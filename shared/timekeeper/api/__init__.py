@@ -9,6 +9,7 @@
 * :mod:`timekeeper.api.db` -- the API's connection under row-level security.
 * :mod:`timekeeper.api.errors` -- the machine-readable error bodies.
 * :mod:`timekeeper.api.edge` -- the Lambda edge (adapters once per execution environment).
+* :mod:`timekeeper.api.snapshot_routes` -- staff snapshot requests and the period listings.
 """
 
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document, write_openapi

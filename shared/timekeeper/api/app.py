@@ -58,10 +58,12 @@ from timekeeper.api.models import (
 from timekeeper.api.queries import register_query_routes
 from timekeeper.api.reports import register_report_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
+from timekeeper.api.snapshot_routes import register_snapshot_routes
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.snapshots.registry import SnapshotRegistry
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -79,7 +81,18 @@ is 401, a missing role 403, another workspace's schedule or query 404. The saved
 routes then apply the access rule to the person (an active user, a current member whose
 membership roles grant it): a refusal is 403 with its reason as the code (not_a_member,
 left_workspace, user_deactivated, missing_role). Every error body is {"code", "message", "field"?}.
+Monthly snapshots: snapshots:read lists the caller's workspace's periods; a snapshot type's
+staff role (the Platform's: platform:staff) requests re-runs and backfills of that type in
+any workspace and reads any workspace's periods; a refused request's code is the ledger's
+reason (unsupported_type, type_disabled, unknown_workspace: 422; period_not_complete,
+active_work, protected_history, not_planned, already_planned: 409).
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
+
+
+def _runtime_snapshot_registry() -> SnapshotRegistry:
+    from timekeeper import runtime
+
+    return runtime.snapshot_registry()
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,8 @@ class ApiAdapters:
     * ``now()`` -- the clock (aware UTC), read once per request.
     * ``export_publisher()`` -- the exports queue's publisher (export routes); ``files()``
       also gives their download links.
+    * ``snapshot_registry()`` -- the snapshot types of the deployment's environment
+      (default: :func:`timekeeper.runtime.snapshot_registry`).
     """
 
     connection: Callable[[], TenantConnection]
@@ -105,6 +120,7 @@ class ApiAdapters:
     files: Callable[[], tuple[Any, str]] | None = None
     #: The exports queue's publisher (:func:`timekeeper.runtime.export_publisher`), for export requests.
     export_publisher: Callable[[], Any] | None = None
+    snapshot_registry: Callable[[], SnapshotRegistry] = _runtime_snapshot_registry
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -367,6 +383,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     from timekeeper.api.exports import add_export_routes
 
     add_export_routes(app, route, scope_for, adapters)
+
+    # Monthly snapshots (timekeeper.api.snapshot_routes): staff requests and period listings.
+    register_snapshot_routes(route, adapters.connection, adapters.now, adapters.snapshot_registry)
 
     document: dict[str, Any] = {}
 

@@ -29,7 +29,13 @@ Roles (each route needs exactly one):
 ``queries:admin``     both queries roles
 ``reports:read``      list reports, read one, request a render and read it
 ``reports:write``     create and edit reports (and everything reports:read allows)
+``snapshots:read``    list the caller's own workspace's snapshot periods
 ====================  ===============================================================
+
+Snapshot STAFF roles are not in this table: each snapshot type names the claims roles that
+may request its re-runs and backfills (``SnapshotType.staff_roles``; the Platform's is
+``platform:staff``), and a caller holding any registered type's staff role may read any
+workspace's periods (:class:`timekeeper.api.scope.StaffScope`).
 
 The roles say what the TOKEN allows. Routes over platform data (saved queries, reports)
 then also apply the access rule of :mod:`timekeeper.platform.access` in the database: what
@@ -54,6 +60,7 @@ QUERIES_WRITE = "queries:write"
 QUERIES_ADMIN = "queries:admin"
 REPORTS_READ = "reports:read"
 REPORTS_WRITE = "reports:write"
+SNAPSHOTS_READ = "snapshots:read"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -66,6 +73,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
     REPORTS_READ: frozenset({REPORTS_READ}),
     REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
+    SNAPSHOTS_READ: frozenset({SNAPSHOTS_READ}),
 }
 
 #: The role that allows every permission of a family (named in 403 messages).

@@ -6,6 +6,14 @@ filled in (the routes never pass a workspace id), run on the API's tenant-walled
 connection with that workspace entered (row-level security). Another workspace's schedule
 is therefore never found: :class:`~timekeeper.schedules.service.ScheduleNotFound`, a 404.
 The acting user is the caller's user id and ``now`` is read once per request at the edge.
+
+Snapshots: :class:`WorkspaceSnapshots` lists the CALLER'S workspace's periods under the
+same rule. :class:`StaffScope` is the one exception to it, and is built only by
+:meth:`StaffScope.of`, which refuses (403) a caller holding no staff role of a registered
+snapshot type: staff act on a TARGET workspace named by the request, entered on the same
+walled connection (row-level security shows that workspace and nothing else), so a
+staff action can still touch only one workspace per transaction, and routes that never
+build a ``StaffScope`` never see a workspace other than the caller's.
 """
 
 from __future__ import annotations
@@ -13,15 +21,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
+import psycopg
+
 from timekeeper.api.auth import Identity
 from timekeeper.api.db import TenantConnection
+from timekeeper.api.errors import FORBIDDEN, ApiError
+from timekeeper.platform.directory import Workspace, get_workspace
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.snapshots import ledger
+from timekeeper.snapshots.registry import SnapshotRegistry
 from timekeeper.topology import pipeline_for_owner
 
 
@@ -109,3 +123,100 @@ class WorkspaceScope:
         """Commit a manual run, then publish it to its owner's queue (released on refusal)."""
         return self._call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
                           publisher=self.publisher, idempotency_key=idempotency_key)
+
+
+# ------------------------------------------------------------------------------ snapshots
+
+
+@dataclass(frozen=True)
+class WorkspacePeriods:
+    """A workspace (its directory row: ``timezone`` is where its months end) and its
+    snapshot periods (:class:`~timekeeper.snapshots.ledger.PeriodStatus`, newest first per type)."""
+
+    workspace: Workspace
+    periods: list[ledger.PeriodStatus]
+
+
+def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datetime, owner: str | None,
+                       snapshot_type: str | None) -> WorkspacePeriods | None:
+    """``workspace_id``'s periods read with that workspace entered (one transaction), or
+    None when the directory has no such workspace."""
+    with conn.entered(workspace_id), conn.transaction():
+        workspace = get_workspace(conn, workspace_id)
+        if workspace is None:
+            return None
+        return WorkspacePeriods(workspace, ledger.list_periods(conn, workspace_id=workspace_id,
+                                                               timezone=workspace.timezone, now=now, owner=owner,
+                                                               snapshot_type=snapshot_type))
+
+
+@dataclass(frozen=True)
+class WorkspaceSnapshots:
+    """The caller's own workspace's snapshot periods (the tenant rule: the workspace is the
+    identity's, never a parameter) at instant ``now`` (aware UTC)."""
+
+    identity: Identity
+    conn: TenantConnection
+    now: datetime
+
+    def periods(self, *, owner: str | None = None, snapshot_type: str | None = None) -> WorkspacePeriods | None:
+        """The caller's workspace's periods (optionally of one owner / type); None when the
+        workspace is not in the directory."""
+        return _workspace_periods(self.conn, self.identity.workspace_id, now=self.now, owner=owner,
+                                  snapshot_type=snapshot_type)
+
+
+def staff_roles(registry: SnapshotRegistry) -> frozenset[str]:
+    """Every claims role that is a staff role of a registered snapshot type (enabled or not)."""
+    out: set[str] = set()
+    for snapshot_type in registry.all():
+        out |= snapshot_type.staff_roles
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class StaffScope:
+    """Snapshot staff actions on a TARGET workspace (see the module docstring). Build it
+    with :meth:`of`, never directly: that is where the staff role is checked."""
+
+    identity: Identity
+    conn: TenantConnection
+    now: datetime
+    registry: SnapshotRegistry
+
+    @classmethod
+    def of(cls, identity: Identity, *, conn: TenantConnection, now: datetime,
+           registry: SnapshotRegistry) -> StaffScope:
+        """The staff scope of ``identity``; raises a 403 :class:`ApiError` (``forbidden``)
+        unless one of its roles is a staff role of a registered snapshot type."""
+        if not identity.roles & staff_roles(registry):
+            raise ApiError(403, FORBIDDEN, "this action needs a snapshot staff role (e.g. platform:staff)")
+        return cls(identity=identity, conn=conn, now=now, registry=registry)
+
+    def periods(self, workspace_id: UUID, *, owner: str | None = None,
+                snapshot_type: str | None = None) -> WorkspacePeriods | None:
+        """Any workspace's periods (every type); None when the directory has no such workspace."""
+        return _workspace_periods(self.conn, workspace_id, now=self.now, owner=owner, snapshot_type=snapshot_type)
+
+    def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
+                    reason: str) -> ledger.SnapshotRun:
+        """Record a staff request (:func:`timekeeper.snapshots.ledger.request_run`) in
+        ``workspace_id``, entered on the walled connection, as the caller.
+
+        Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` (``unsupported_type``,
+        ``type_disabled``), a 403 :class:`ApiError` when none of the caller's roles is a staff
+        role of that type, and the ledger's :class:`~timekeeper.snapshots.ledger.RequestRefused`
+        / ``ValueError``; a run of the period committed concurrently (the insert's unique
+        key) is ``RequestRefused("active_work")``."""
+        found = self.registry.get(owner, snapshot_type)
+        if not self.identity.roles & found.staff_roles:
+            raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
+                           f"{' or '.join(sorted(found.staff_roles))}")
+        with self.conn.entered(workspace_id):
+            try:
+                return ledger.request_run(self.conn, snapshot_type=found, workspace_id=workspace_id, period=period,
+                                          mode=mode, reason=reason, requested_by=self.identity.user_id, now=self.now)
+            except psycopg.errors.UniqueViolation:
+                # A run of the period was inserted meanwhile (the planner's version 1, or
+                # another request) and committed while this insert waited: it is active now.
+                raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None

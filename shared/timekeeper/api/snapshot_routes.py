@@ -1,0 +1,282 @@
+"""The monthly-snapshot routes of the HTTP API: staff requests and the period listings.
+
+=======  ============================================  ======================  ===============================
+method   path                                          role                    what
+=======  ============================================  ======================  ===============================
+POST     ``/snapshots/runs``                           the type's staff role   a re-run or backfill -> 201
+GET      ``/snapshots/periods?owner=&snapshot_type=``  ``snapshots:read``      the caller's workspace's periods
+GET      ``/snapshots/workspaces/{workspace_id}/       a staff role (any       any workspace's periods (staff);
+         periods?owner=&snapshot_type=``               workspace), or          the caller's own (readers)
+                                                       ``snapshots:read``
+=======  ============================================  ======================  ===============================
+
+Staff roles come from the snapshot registry: each type names the claims roles that may
+request its runs (``SnapshotType.staff_roles``; the Platform's types ``platform:staff``).
+A caller holding a staff role of any registered type is staff: they read any workspace's
+periods, and request runs of the types whose staff role they hold (another type is 403).
+Staff routes act on the TARGET workspace through :class:`~timekeeper.api.scope.StaffScope`
+(the walled connection with that workspace entered); every other snapshot route is bound
+to the caller's workspace as the schedule routes are. For a caller who is not staff,
+``/snapshots/workspaces/{id}/periods`` is their own workspace's listing with
+``snapshots:read`` and 404 ``not_found`` for any other workspace (existence does not leak,
+as for another workspace's schedule); without either role it is 403 ``forbidden``.
+
+Refusals of ``POST /snapshots/runs`` carry the ledger's reason as the ``code``
+(:class:`~timekeeper.snapshots.ledger.RequestRefused`): 422 ``unsupported_type`` (field
+``snapshot_type``, or ``owner`` when the owner registered no types), 422 ``type_disabled``
+(``snapshot_type``: not enabled in this deployment's environment), 422
+``unknown_workspace`` (``workspace_id``: not in the directory), and 409
+``period_not_complete`` (``period``: the month has not ended in the workspace's timezone),
+``active_work``, ``protected_history``, ``not_planned`` (a re-run of a period without runs:
+request a backfill) and ``already_planned`` (a backfill of a period with runs: request a
+re-run). A malformed body is a 422 ``validation_error`` naming the field (``period`` not
+``YYYY-MM``, ``reason`` missing, blank or over 500 characters, ``mode`` not ``manual`` /
+``backfill``).
+
+(No ``from __future__ import annotations``: Powertools reads the route signatures'
+annotations at run time.)
+"""
+
+from collections.abc import Callable
+from datetime import date
+from http import HTTPStatus
+from typing import Annotated, Any, Literal
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.request import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from timekeeper.api import errors
+from timekeeper.api.auth import SNAPSHOTS_READ, Identity, identity_from_event
+from timekeeper.api.errors import ApiError, ErrorBody
+from timekeeper.api.models import UtcDatetime
+from timekeeper.api.scope import StaffScope, WorkspacePeriods, WorkspaceSnapshots, staff_roles
+from timekeeper.observability import logger
+from timekeeper.snapshots.ledger import PeriodStatus, RequestRefused, SnapshotRun
+from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
+
+_SECURITY = [{"authorizer": []}]
+_TAGS = ["snapshots"]
+
+#: A period as the API writes it: the workspace-local month, ``YYYY-MM``.
+PERIOD_PATTERN = r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$"
+#: An owner module's or snapshot type's name.
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
+#: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
+REASON_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+MAX_REASON = 500
+
+#: The status of each ledger refusal reason (422: the input names nothing usable; 409: the
+#: period's state does not allow the request) and the body field it is about.
+REFUSALS: dict[str, tuple[int, str | None]] = {
+    "unsupported_type": (422, "snapshot_type"),
+    "type_disabled": (422, "snapshot_type"),
+    "unknown_workspace": (422, "workspace_id"),
+    "period_not_complete": (409, "period"),
+    "active_work": (409, None),
+    "protected_history": (409, None),
+    "not_planned": (409, "mode"),
+    "already_planned": (409, "mode"),
+}
+
+OwnerName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
+Mode = Literal["manual", "backfill"]
+
+
+def period_text(period: date) -> str:
+    """``date(2027, 2, 1)`` -> ``"2027-02"``."""
+    return f"{period.year:04d}-{period.month:02d}"
+
+
+# --------------------------------------------------------------------------------- models
+
+
+class SnapshotRunRequest(BaseModel):
+    """``POST /snapshots/runs``: a staff request. ``mode`` ``manual`` re-runs a period that
+    has runs (a new version); ``backfill`` generates version 1 of a completed period that
+    has none. The reason is recorded with the run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    owner: OwnerName = Field(description="the owner module that registered the type", examples=["platform"])
+    snapshot_type: OwnerName = Field(description="the snapshot type", examples=["ar_aging"])
+    workspace_id: UUID = Field(description="the target workspace")
+    period: str = Field(pattern=PERIOD_PATTERN, description="the workspace-local month", examples=["2027-01"])
+    mode: Mode
+    reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
+                        description="why (recorded with the run; not blank)")
+
+    @property
+    def period_start(self) -> date:
+        """The period as the ledger stores it: the month's first day."""
+        return date(int(self.period[:4]), int(self.period[5:7]), 1)
+
+
+class SnapshotRunOut(BaseModel):
+    """A snapshot run (one version of a period) as recorded by the ledger."""
+
+    id: UUID
+    owner: str
+    snapshot_type: str
+    workspace_id: UUID
+    period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
+    version: int = Field(ge=1)
+    mode: Literal["planned", "manual", "backfill"]
+    state: Literal["planned", "queued", "running", "retry_wait", "published", "failed", "skipped"]
+    reason: str | None
+    requested_by: str | None
+    created_at: UtcDatetime
+
+
+class PeriodOut(BaseModel):
+    """One period of a workspace's snapshot type: its status and the chosen version (the
+    current published one, else the latest run)."""
+
+    owner: str
+    snapshot_type: str
+    period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
+    status: str = Field(description="published, skipped, failed, or the active state (planned, queued, running, "
+                                    "retry_wait)")
+    chosen_version: int = Field(ge=1)
+    run_id: UUID = Field(description="the chosen version's run")
+    basis: dict[str, Any] | None = Field(description="what the published rows were computed from and checked against")
+    published_at: UtcDatetime | None
+    skip_reason: str | None = Field(description="why the period is not generated (skipped)",
+                                    examples=["workspace_loading"])
+    overdue: bool = Field(description="not published (nor skipped) 24 hours after its local month end")
+
+
+class PeriodList(BaseModel):
+    """A workspace's snapshot periods, newest first per type."""
+
+    workspace_id: UUID
+    timezone: str = Field(description="the workspace's IANA zone: where its months end")
+    items: list[PeriodOut]
+
+
+def run_out(run: SnapshotRun) -> SnapshotRunOut:
+    """A ledger :class:`~timekeeper.snapshots.ledger.SnapshotRun` as :class:`SnapshotRunOut`."""
+    return SnapshotRunOut(id=run.id, owner=run.owner, snapshot_type=run.snapshot_type, workspace_id=run.workspace_id,
+                          period=period_text(run.period), version=run.version, mode=run.mode, state=run.state,
+                          reason=run.reason, requested_by=run.requested_by, created_at=run.created_at)
+
+
+def period_out(status: PeriodStatus) -> PeriodOut:
+    """A ledger :class:`~timekeeper.snapshots.ledger.PeriodStatus` as :class:`PeriodOut`."""
+    return PeriodOut(owner=status.owner, snapshot_type=status.snapshot_type, period=period_text(status.period),
+                     status=status.status, chosen_version=status.chosen_version, run_id=status.run_id,
+                     basis=status.basis, published_at=status.published_at, skip_reason=status.skip_reason,
+                     overdue=status.overdue)
+
+
+def period_list(found: WorkspacePeriods | None) -> PeriodList:
+    """The listing of ``found``; a 404 :class:`ApiError` when it is None (no such workspace)."""
+    if found is None:
+        raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone,
+                      items=[period_out(p) for p in found.periods])
+
+
+# ------------------------------------------------------------------------------ refusals
+
+
+def refusal(error: RequestRefused | UnknownSnapshotType, registry: SnapshotRegistry, owner: str) -> ApiError:
+    """The :class:`ApiError` of a ledger refusal: its reason is the ``code``; the status and
+    field are :data:`REFUSALS`' (``unsupported_type`` names ``owner`` when the owner
+    registered no snapshot type at all)."""
+    status, field = REFUSALS.get(error.reason, (409, None))
+    if error.reason == "unsupported_type" and not any(t.owner == owner for t in registry.all()):
+        field = "owner"
+    return ApiError(status, error.reason, str(error), field)
+
+
+_ERROR_TEXTS = {
+    401: "No or invalid authorizer claims",
+    403: "The caller's roles do not allow this",
+    404: "No such workspace (or not the caller's)",
+    409: "The ledger refuses the request in the period's state; the code is the reason",
+    415: "The body is not application/json",
+    422: "Invalid input, or a type, workspace or period the ledger does not know; the code is the reason",
+}
+
+
+def _responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {status: {"description": description}}
+    for code in (401, 403, 422, *error_codes):
+        out[code] = {"description": _ERROR_TEXTS[code],
+                     "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
+    return out
+
+
+# -------------------------------------------------------------------------------- routes
+
+
+def register_snapshot_routes(route: Callable[..., Any], connection: Callable[[], Any], now: Callable[[], Any],
+                             registry: Callable[[], SnapshotRegistry]) -> None:
+    """Add the snapshot routes with ``route(method, rule, **kwargs)`` (the app's route
+    helper: it records methods and query names). ``connection()`` is the API's walled
+    connection, ``now()`` the clock (read once per request), ``registry()`` the deployment's
+    snapshot types."""
+
+    def caller(request: Request) -> Identity:
+        identity = identity_from_event(request.resolved_event.raw_event)
+        logger.append_keys(workspace_id=str(identity.workspace_id))
+        return identity
+
+    def staff(request: Request) -> StaffScope:
+        return StaffScope.of(caller(request), conn=connection(), now=now(), registry=registry())
+
+    Staff = Annotated[StaffScope, Depends(staff)]  # noqa: N806 - a type alias
+    Caller = Annotated[Identity, Depends(caller)]  # noqa: N806
+
+    owner_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
+                                               description="only this owner module's types")]
+    type_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
+                                              description="only this snapshot type")]
+
+    @route("POST", "/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=_SECURITY,
+           summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
+           responses=_responses(201, "Recorded: the run waits for admission", 409, 415))
+    def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()]) -> Response[SnapshotRunOut]:
+        types = scope.registry
+        try:
+            run = scope.request_run(owner=body.owner, snapshot_type=body.snapshot_type,
+                                    workspace_id=body.workspace_id, period=body.period_start, mode=body.mode,
+                                    reason=body.reason)
+        except (RequestRefused, UnknownSnapshotType) as refused:
+            raise refusal(refused, types, body.owner) from None
+        except ValueError as invalid:  # the body's checks make this unreachable; never a 500
+            raise ApiError(422, errors.VALIDATION_ERROR, str(invalid)) from None
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=run_out(run))
+
+    @route("GET", "/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=_SECURITY,
+           summary="The caller's workspace's snapshot periods: status, chosen version, basis, overdue",
+           responses=_responses(200, "The periods, newest first per type", 404))
+    def list_own_periods(identity: Caller, owner: owner_filter = None,
+                         snapshot_type: type_filter = None) -> PeriodList:
+        if SNAPSHOTS_READ not in identity.permissions:
+            raise ApiError(403, errors.FORBIDDEN, f"this action needs the role {SNAPSHOTS_READ}")
+        own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
+        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type))
+
+    @route("GET", "/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
+           operation_id="listWorkspaceSnapshotPeriods", security=_SECURITY,
+           summary="Staff: any workspace's snapshot periods (a reader: only their own workspace)",
+           responses=_responses(200, "The periods, newest first per type", 404))
+    def list_workspace_periods(identity: Caller,
+                               workspace_id: Annotated[UUID, Path(description="the workspace")],
+                               owner: owner_filter = None, snapshot_type: type_filter = None) -> PeriodList:
+        types = registry()
+        if identity.roles & staff_roles(types):
+            scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
+            return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type))
+        if SNAPSHOTS_READ not in identity.permissions:
+            raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
+        if workspace_id != identity.workspace_id:
+            raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+        own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
+        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type))
