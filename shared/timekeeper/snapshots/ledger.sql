@@ -53,10 +53,12 @@ WITH types AS (
 SELECT m.workspace_id, m.owner, m.snapshot_type, m.period
   FROM months m
  WHERE ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
-   AND NOT EXISTS (SELECT FROM snapshot_runs r
-                    WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
-                      AND r.workspace_id = m.workspace_id AND r.period = m.period
-                      AND (r.is_current OR r.state = 'skipped'))
+   -- A scalar subquery, probed per expected month through the settled-periods index: an
+   -- anti-join would read every settled period of the history instead.
+   AND NOT (SELECT EXISTS (SELECT FROM snapshot_runs r
+                            WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
+                              AND r.workspace_id = m.workspace_id AND r.period = m.period
+                              AND (r.is_current OR r.state = 'skipped')))
  ORDER BY m.workspace_id, m.owner, m.snapshot_type, m.period
 
 -- name: lock_owner

@@ -1,4 +1,4 @@
--- A published snapshot version never changes. PostgreSQL 15 compatible.
+-- A published snapshot version never changes; settled periods are indexed. PostgreSQL 15 compatible.
 --
 -- The ledger's code never touches a published run's rows; these triggers make it a rule of
 -- the database as well, for every login (the owner's included):
@@ -80,3 +80,8 @@ $$;
 
 CREATE TRIGGER published_run_kept BEFORE DELETE ON snapshot_runs
     FOR EACH ROW WHEN (OLD.state = 'published') EXECUTE FUNCTION timekeeper_published_run_kept();
+
+-- The overdue check probes, per expected month, whether the period is settled (a current
+-- version, or skipped): an index-only probe, whatever the length of the history.
+CREATE INDEX snapshot_runs_settled ON snapshot_runs (owner, snapshot_type, workspace_id, period)
+    WHERE is_current OR state = 'skipped';
