@@ -9,6 +9,7 @@ every alarm but dispatcher silence is :data:`infra.settings.ALARM_PERIOD_MINUTES
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
@@ -150,6 +151,36 @@ class Monitoring(Construct):
         alarm.add_ok_action(self._action)
         return alarm
 
+    def _queue_alarms(self, scope: Construct, *, named: str, what: str, queue: Any, dlq: Any, age_alarm_s: int,
+                      receives: int) -> tuple[cw.Alarm, cw.Alarm, cw.Alarm]:
+        """The three alarms every queue with a dead-letter queue gets: the oldest message's age
+        above ``age_alarm_s``, the DLQ's depth above zero, and new arrivals in the DLQ (its
+        depth grew: fires again for a new dead letter while the depth alarm is still in
+        ALARM). Names ``<named>-queue-age``, ``-dlq-depth``, ``-dlq-arrivals``."""
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        depth = dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period())
+        return (
+            self._alarm(
+                "QueueAge", name=f"{named}-queue-age",
+                metric=queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=_period()),
+                threshold=age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"The oldest {what} message waited over {age_alarm_s} s: its consumer is failing, "
+                            "throttled or too slow for the load."),
+            self._alarm(
+                "DlqDepth", name=f"{named}-dlq-depth", metric=depth, **above_zero,
+                description=f"{what} messages reached the dead-letter queue after {receives} receives: "
+                            "inspect, fix, then redrive."),
+            self._alarm(
+                "DlqArrivals", name=f"{named}-dlq-arrivals",
+                metric=cw.MathExpression(expression="DIFF(depth)", label="messages newly in the DLQ",
+                                         period=_period(), using_metrics={"depth": depth}),
+                **above_zero,
+                description=f"More {what} messages reached the dead-letter queue (its depth grew), even while "
+                            "older ones are still there: inspect the new ones."),
+        )
+
     def _pipeline_alarms(self, resources: PipelineResources) -> PipelineAlarms:
         p = resources.pipeline
         scope = Construct(self, p.name)
@@ -159,7 +190,9 @@ class Monitoring(Construct):
                              "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         silence_window = Duration.minutes(p.dispatcher_silence_alarm_minutes)
         named = f"{self._title}-{p.name}"
-        dlq = resources.queues.dead_letter_queue
+        queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
+            scope, named=named, what=f"{p.name} run", queue=resources.queues.queue,
+            dlq=resources.queues.dead_letter_queue, age_alarm_s=p.queue_age_alarm_s, receives=p.max_receive_count)
         return PipelineAlarms(
             dispatcher_silence=self._alarm(
                 "DispatcherSilence", name=f"{named}-dispatcher-silence",
@@ -181,29 +214,7 @@ class Monitoring(Construct):
                 metric=dispatcher.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
                 description=f"A {p.name} dispatcher pass failed (database, queue or code): no runs were "
                             "claimed or offered by it."),
-            queue_age=self._alarm(
-                "QueueAge", name=f"{named}-queue-age",
-                metric=resources.queues.queue.metric_approximate_age_of_oldest_message(
-                    statistic="Maximum", period=_period()),
-                threshold=p.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
-                description=f"The oldest {p.name} run message waited over {p.queue_age_alarm_s} s: the "
-                            "consumer is failing, throttled or too slow for the load."),
-            dlq_depth=self._alarm(
-                "DlqDepth", name=f"{named}-dlq-depth",
-                metric=dlq.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=_period()), **errors_above_zero,
-                description=f"{p.name} run messages reached the dead-letter queue after "
-                            f"{p.max_receive_count} receives: inspect, fix, then redrive."),
-            dlq_arrivals=self._alarm(
-                "DlqArrivals", name=f"{named}-dlq-arrivals",
-                metric=cw.MathExpression(
-                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
-                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
-                        statistic="Maximum", period=_period())}),
-                **errors_above_zero,
-                description=f"More {p.name} run messages reached the dead-letter queue (its depth grew), even "
-                            "while older ones are still there: inspect the new ones."),
+            queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
                 "ConsumerErrors", name=f"{named}-consumer-errors",
                 metric=consumer.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
@@ -249,7 +260,9 @@ class Monitoring(Construct):
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         silence = Duration.minutes(p.dispatcher_silence_alarm_minutes)
         planner_silence = Duration.minutes(2 * p.planner_rate_minutes)
-        dlq = resources.dead_letter_queue
+        queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
+            scope, named=named, what="snapshot job", queue=resources.queue, dlq=resources.dead_letter_queue,
+            age_alarm_s=p.queue_age_alarm_s, receives=p.max_receive_count)
         return {
             "dispatcher-silence": self._alarm(
                 "DispatcherSilence", name=f"{named}-dispatcher-silence",
@@ -278,24 +291,7 @@ class Monitoring(Construct):
                 "JobErrors", name=f"{named}-job-errors",
                 metric=resources.job.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
                 description="A snapshot run job invocation failed as a whole (timeout, memory, database)."),
-            "queue-age": self._alarm(
-                "QueueAge", name=f"{named}-queue-age",
-                metric=resources.queue.metric_approximate_age_of_oldest_message(statistic="Maximum",
-                                                                                period=_period()),
-                threshold=p.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
-                description=f"A snapshot job waited over {p.queue_age_alarm_s} s for a run job."),
-            "dlq-depth": self._alarm(
-                "DlqDepth", name=f"{named}-dlq-depth",
-                metric=dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period()),
-                **above_zero, description="Snapshot job messages reached the dead-letter queue."),
-            "dlq-arrivals": self._alarm(
-                "DlqArrivals", name=f"{named}-dlq-arrivals",
-                metric=cw.MathExpression(
-                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
-                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
-                        statistic="Maximum", period=_period())}),
-                **above_zero, description="More snapshot job messages reached the dead-letter queue."),
+            "queue-age": queue_age, "dlq-depth": dlq_depth, "dlq-arrivals": dlq_arrivals,
             "overdue": self._alarm(
                 "Overdue", name=f"{named}-overdue",
                 metric=timekeeper_metric(obs.SNAPSHOT_OVERDUE, statistic="Maximum",
@@ -419,30 +415,11 @@ class Monitoring(Construct):
         above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-{q.name}"
+        queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
+            scope, named=named, what=q.name, queue=resources.queues.queue, dlq=dlq, age_alarm_s=q.queue_age_alarm_s,
+            receives=q.max_receive_count)
         return WorkQueueAlarms(
-            queue_age=self._alarm(
-                "QueueAge", name=f"{named}-queue-age",
-                metric=resources.queues.queue.metric_approximate_age_of_oldest_message(
-                    statistic="Maximum", period=_period()),
-                threshold=q.queue_age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
-                description=f"The oldest {q.name} message waited over {q.queue_age_alarm_s} s: the consumer is "
-                            "failing, throttled or too slow for the load."),
-            dlq_depth=self._alarm(
-                "DlqDepth", name=f"{named}-dlq-depth",
-                metric=dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period()),
-                **above_zero,
-                description=f"{q.name} messages reached the dead-letter queue after {q.max_receive_count} "
-                            "receives (malformed, or their settlement failed): inspect, fix, then redrive."),
-            dlq_arrivals=self._alarm(
-                "DlqArrivals", name=f"{named}-dlq-arrivals",
-                metric=cw.MathExpression(
-                    expression="DIFF(depth)", label="messages newly in the DLQ", period=_period(),
-                    using_metrics={"depth": dlq.metric_approximate_number_of_messages_visible(
-                        statistic="Maximum", period=_period())}),
-                **above_zero,
-                description=f"More {q.name} messages reached the dead-letter queue (its depth grew), even while "
-                            "older ones are still there: inspect the new ones."),
+            queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
                 "ConsumerErrors", name=f"{named}-consumer-errors",
                 metric=consumer.metric_errors(statistic="Sum", period=_period()), **above_zero,
@@ -476,40 +453,4 @@ class Monitoring(Construct):
                                                            label="duration p95 (ms)"),
                                   consumer.metric_duration(statistic="Maximum", period=period,
                                                            label="duration max (ms)")]),
-        ]
-
-    def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
-        p = resources.pipeline
-        dispatcher, consumer = resources.dispatcher.function, resources.consumer.function
-        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## Pipeline `{p.name}` (rule rate {p.rule_rate_minutes} min, consumer "
-                                   f"max concurrency {p.max_concurrency}, {p.max_receive_count} receives)",
-                          width=24, height=1),
-            cw.GraphWidget(title=f"{p.name}: claims, publishes, refusals", width=6, height=6, left=[
-                pipeline_search(obs.SCHEDULES_CLAIMED, p.name, label="claimed"),
-                pipeline_search(obs.RUNS_PUBLISHED, p.name, label="published"),
-                pipeline_search(obs.PUBLISH_REFUSED, p.name, label="refused"),
-                pipeline_search(obs.RUNS_REOFFERED, p.name, label="reoffered")]),
-            cw.GraphWidget(title=f"{p.name}: outcomes by kind", width=6, height=6, left=[
-                pipeline_search(obs.RUN_SUCCEEDED, p.name, label="succeeded"),
-                pipeline_search(obs.RUN_SKIPPED, p.name, label="skipped"),
-                pipeline_search(obs.RUN_FAILED, p.name, label="failed")]),
-            cw.GraphWidget(title=f"{p.name}: queue age (s) and DLQ depth", width=6, height=6,
-                           left=[queue.metric_approximate_age_of_oldest_message(
-                               statistic="Maximum", period=period, label="oldest message age (s)")],
-                           right=[dlq.metric_approximate_number_of_messages_visible(
-                               statistic="Maximum", period=period, label="DLQ messages")],
-                           left_annotations=[cw.HorizontalAnnotation(value=p.queue_age_alarm_s,
-                                                                     label="age alarm")]),
-            cw.GraphWidget(title=f"{p.name}: dispatcher and consumer", width=6, height=6,
-                           left=[dispatcher.metric_invocations(statistic="Sum", period=period,
-                                                               label="dispatcher invocations"),
-                                 dispatcher.metric_errors(statistic="Sum", period=period, label="dispatcher errors"),
-                                 consumer.metric_errors(statistic="Sum", period=period, label="consumer errors")],
-                           right=[consumer.metric_duration(statistic="p95", period=period,
-                                                           label="consumer duration p95 (ms)"),
-                                  consumer.metric_duration(statistic="Maximum", period=period,
-                                                           label="consumer duration max (ms)")]),
         ]
