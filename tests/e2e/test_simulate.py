@@ -33,7 +33,7 @@ def monkeypatch_module():
 
 def test_every_run_finished_and_the_poison_message_is_dead_lettered(simulated):
     assert simulated.unfinished_runs == 0
-    assert simulated.dlq_messages == {"accounting": 1, "snapshots": 1}
+    assert simulated.dlq_messages == {"accounting": 1, "queries": 1, "snapshots": 1}  # one poison message a queue
     assert simulated.dispatcher_invocations + simulated.silent_minutes + simulated.idle_minutes == DAYS * 24 * 60
     assert simulated.silent_minutes == 180
 

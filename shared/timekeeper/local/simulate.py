@@ -63,8 +63,9 @@ class SimulationOptions:
 class SimulationResult:
     """What the summary shows, as data (the e2e tests assert on it).
 
-    Minutes: ``dispatcher_invocations`` + ``silent_minutes`` (outages) + ``idle_minutes``
-    (fast-forwarded, nothing could happen) = ``minutes``.
+    Minutes: ``dispatcher_invocations`` (minutes in which every pipeline's dispatcher was
+    invoked once) + ``silent_minutes`` (outages) + ``idle_minutes`` (fast-forwarded,
+    nothing could happen) = ``minutes``.
     """
 
     database_url: str
@@ -170,9 +171,9 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
+                        result.dispatcher_invocations += 1  # one pass of every pipeline's dispatcher
                         for pipeline in PIPELINES.values():
                             report = stack.dispatch(pipeline, now)
-                            result.dispatcher_invocations += 1
                             published += report["published"] + report["reoffered"]
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
