@@ -213,6 +213,15 @@ def registry() -> WorkKindRegistry:
 
 
 @cache
+def renderer_database() -> ConnectionProvider:
+    """The report renderer's lazy connection. In Lambda the renderer is a function of its
+    own, so this is its only connection; in the local stack, which runs the renderer in
+    the requesting process, it keeps a render requested by a delivery run (whose run
+    transaction holds :func:`database`) on a connection of its own."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+@cache
 def journal_database() -> ConnectionProvider:
     """A second lazy connection of the execution environment, for work that must commit
     beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
@@ -235,12 +244,26 @@ def link_signer() -> Any:
     raise RuntimeError("set LINK_SIGNING_SECRET_ARN or LINK_SIGNING_KEY")
 
 
+_mailer_override: Any = None
+
+
+def install_mailer(mailer_adapter: Any) -> None:
+    """Replace the communications adapter (``None``: SES again). The local stack uses it to
+    keep a copy of every message on disk."""
+    global _mailer_override
+    _mailer_override = mailer_adapter
+    mailer.cache_clear()
+
+
 @cache
 def mailer() -> Any:
-    """The communications adapter: SES ``send_email`` from ``MAIL_SENDER`` (boto3 honours
-    ``AWS_ENDPOINT_URL``: moto locally). Raises ``RuntimeError`` when it is unset."""
+    """The communications adapter: the installed one, or SES ``send_email`` from
+    ``MAIL_SENDER`` (boto3 honours ``AWS_ENDPOINT_URL``: moto locally). Raises
+    ``RuntimeError`` when it is unset."""
     from timekeeper.aws.ses import SesMailer
 
+    if _mailer_override is not None:
+        return _mailer_override
     sender = settings().mail_sender
     if not sender:
         raise RuntimeError("MAIL_SENDER is not set")
@@ -325,8 +348,8 @@ def run_renderer(event: Any) -> dict[str, Any]:
         return {"dropped": "malformed"}
     logger.append_keys(workspace_id=str(request.workspace_id), render_id=str(request.render_id))
     try:
-        row = rendering.render(database().get(), s3_client(), files_bucket(), workspace_id=request.workspace_id,
-                               render_id=request.render_id, now=clock.now(),
+        row = rendering.render(renderer_database().get(), s3_client(), files_bucket(),
+                               workspace_id=request.workspace_id, render_id=request.render_id, now=clock.now(),
                                max_attempts=REPORT_RENDERER.max_attempts)
     except rendering.RenderNotFound:
         logger.warning("render request names no render; dropped")
@@ -345,10 +368,11 @@ def reset() -> None:
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
-    if journal_database.cache_info().currsize:
-        journal_database().close()
+    for provider in (journal_database, renderer_database):
+        if provider.cache_info().currsize:
+            provider().close()
     for cached in (settings, database, sqs_client, publisher, notifier, registry, s3_client, renderer_client,
-                   snapshot_registry, export_publisher, journal_database, link_signer, mailer):
+                   snapshot_registry, export_publisher, journal_database, renderer_database, link_signer, mailer):
         cached.cache_clear()
 
 
