@@ -77,7 +77,7 @@ class QueryScheduleCreate(BaseModel):
     recurrence: Recurrence
     source: SourceIn
     format: Literal["csv", "xlsx", "pdf"]
-    recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(min_length=1, max_length=500)
+    recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(min_length=1, max_length=1000)
     subject_template: _Text
     body_template: Annotated[str, Field(min_length=1, max_length=20000)]
     skip_when_empty: bool = False
@@ -93,7 +93,7 @@ class QueryScheduleUpdate(BaseModel):
     name: _Text | None = None
     recurrence: Recurrence | None = None
     recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(None, min_length=1,
-                                                                                          max_length=500)
+                                                                                          max_length=1000)
     subject_template: _Text | None = None
     body_template: Annotated[str, Field(min_length=1, max_length=20000)] | None = None
     skip_when_empty: bool | None = None

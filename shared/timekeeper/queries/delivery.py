@@ -53,14 +53,14 @@ import psycopg
 from psycopg.rows import class_row, dict_row
 
 from timekeeper import observability as obs
+from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.platform import access
-from timekeeper.platform.directory import member_with_user
 from timekeeper.queries import rendering, store
 from timekeeper.queries.compiler import compile_query
 from timekeeper.queries.definition import InvalidDefinition
 from timekeeper.queries.exports import CONTENT_TYPES, _transfer_config, file_digest, write_file
 from timekeeper.queries.links import DownloadLink, LinkSigner
-from timekeeper.queries.templates import render_message
+from timekeeper.queries.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
 
 OWNER = "queries"
@@ -463,112 +463,186 @@ def _report_source(run: _Run, schedule: QuerySchedule, actor: str) -> DeliverySo
 # ---------------------------------------------------------------------- the recipients
 
 
-def _skip_reason(conn: psycopg.Connection, schedule: QuerySchedule, user_id: str) -> tuple[str | None, Any]:
-    """``(skip reason or None, user)`` of a recipient, resolved now."""
-    decision = check_source_access(conn, schedule, user_id)
-    user, _membership = member_with_user(conn, workspace_id=schedule.workspace_id, user_id=user_id)
-    if not decision:
-        return _SKIP_REASON.get(decision.reason or "", NO_ACCESS), user
-    if user is None or not user.email:
-        return NO_ADDRESS, user
-    return None, user
+@dataclass(frozen=True)
+class _Recipient:
+    """A recipient resolved now: ``skip_reason`` (None: deliver), the name and address."""
+
+    user_id: str
+    skip_reason: str | None
+    display_name: str
+    email: str | None
 
 
-def _record_delivery(run: _Run, schedule: QuerySchedule, user_id: str, status: str, *, fenced: bool = True,
-                     **values: Any) -> None:
+def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, _Recipient]:
+    """Resolve the recipients now with the access rule (:func:`access.check_people`, and
+    the source's existence once): deactivated, left, any other refusal (``no_access``),
+    then an address (``no_address``)."""
+    permission = access.QUERIES_READ if schedule.source_kind == "query" else access.REPORTS_READ
+    decisions = access.check_people(conn, workspace_id=schedule.workspace_id, user_ids=user_ids,
+                                    permission=permission)
+    source_id = schedule.query_id if schedule.source_kind == "query" else schedule.report_id
+    assert source_id is not None
+    exists = access.object_exists(conn, schedule.source_kind, schedule.workspace_id, source_id)
+    users = {r["id"]: r for r in conn.execute("SELECT id, display_name, email FROM users WHERE id = ANY(%s)",
+                                              (user_ids,)).fetchall()}
+    out: dict[str, _Recipient] = {}
+    for user_id in user_ids:
+        decision, user = decisions[user_id], users.get(user_id) or {}
+        reason = None
+        if not decision:
+            reason = _SKIP_REASON.get(decision.reason or "", NO_ACCESS)
+        elif not exists:
+            reason = NO_ACCESS
+        elif not user.get("email"):
+            reason = NO_ADDRESS
+        out[user_id] = _Recipient(user_id, reason, user.get("display_name") or user_id, user.get("email"))
+    return out
+
+
+def _record_skips(run: _Run, schedule: QuerySchedule, skips: list[_Recipient]) -> None:
+    """Record the skipped recipients in one fenced statement."""
+    if not skips:
+        return
     run.write(f"""
-        INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, skip_reason, address,
-                                      provider_message_id, link_expires_at, error, attempt, updated_at)
-        SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, %(status)s, %(skip_reason)s, %(address)s,
-               %(provider_message_id)s, %(link_expires_at)s, %(error)s, %(attempt)s, %(now)s
-         WHERE {_HELD if fenced else "true"}
-        ON CONFLICT (run_id, user_id) DO UPDATE SET status = EXCLUDED.status, skip_reason = EXCLUDED.skip_reason,
-               address = EXCLUDED.address,
-               provider_message_id = COALESCE(EXCLUDED.provider_message_id, query_deliveries.provider_message_id),
-               link_expires_at = EXCLUDED.link_expires_at, error = EXCLUDED.error, attempt = EXCLUDED.attempt,
-               updated_at = EXCLUDED.updated_at
-         WHERE query_deliveries.status <> 'sent'
-        RETURNING 1""", {
-        "user_id": user_id, "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
-        "status": status, "now": run.ctx.now, "skip_reason": None, "address": None, "provider_message_id": None,
-        "link_expires_at": None, "error": None, **values}, fenced=False)
-
-
-def _claim(run: _Run, schedule: QuerySchedule, user_id: str) -> str | None:
-    """Claim the outbox row of ``(run, user)``; returns the provider's message id when the
-    message was submitted and recorded already (nothing to send), else None (claimed:
-    send). Raises :class:`RunTakenOver`."""
-    key = f"{run.ctx.run_id}:{user_id}"
-    params = {"key": key, "user_id": user_id, "workspace_id": schedule.workspace_id, "now": run.ctx.now}
-    claimed = run.write(f"""
-        INSERT INTO query_delivery_outbox (communication_key, run_id, user_id, workspace_id, claimed_attempt,
-                                           claimed_at)
-        SELECT %(key)s, %(run_id)s, %(user_id)s, %(workspace_id)s, %(attempt)s, %(now)s WHERE {_HELD}
-        ON CONFLICT (communication_key) DO NOTHING RETURNING provider_message_id""", params, fenced=False)
-    if claimed is not None:
-        return None
-    row = run.write("SELECT provider_message_id FROM query_delivery_outbox WHERE communication_key = %(key)s",
-                    params, fenced=False)
-    if row is None:
+        WITH held AS (SELECT 1 WHERE {_HELD}),
+             written AS (
+                INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, skip_reason, attempt,
+                                              updated_at)
+                SELECT %(run_id)s, u.user_id, %(workspace_id)s, %(schedule_id)s, 'skipped', u.reason, %(attempt)s,
+                       %(now)s
+                  FROM unnest(%(users)s::text[], %(reasons)s::text[]) AS u (user_id, reason), held
+                ON CONFLICT (run_id, user_id) DO NOTHING RETURNING 1)
+        SELECT count(*) FROM held""", {
+        "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "now": run.ctx.now,
+        "users": [r.user_id for r in skips], "reasons": [r.skip_reason for r in skips]})
+    held = run.write(f"SELECT 1 AS held WHERE {_HELD}", {}, fenced=False)
+    if held is None:
         raise RunTakenOver(f"run {run.ctx.run_id} is no longer held by attempt {run.ctx.attempt}")
-    if row["provider_message_id"] is not None:
-        return str(row["provider_message_id"])
-    run.write(f"""UPDATE query_delivery_outbox SET claimed_attempt = %(attempt)s, claimed_at = %(now)s
-                   WHERE communication_key = %(key)s AND provider_message_id IS NULL AND {_HELD}
-               RETURNING 1""", params)
-    return None
+
+
+def _claim_all(run: _Run, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, str | None]:
+    """Claim the outbox rows of every recipient to send in one fenced statement (rows an
+    earlier attempt claimed without a recorded submission are taken over). Returns each
+    recipient's recorded provider message id, or None (claimed: send). Raises
+    :class:`RunTakenOver`."""
+    if not user_ids:
+        return {}
+    with run.journal.transaction(), run.journal.cursor(row_factory=dict_row) as cur:
+        commit_without_flush_wait(run.journal)  # a lost claim is claimed again
+        held = cur.execute(f"SELECT 1 AS held WHERE {_HELD}", run.params).fetchone()
+        if held is None:
+            raise RunTakenOver(f"run {run.ctx.run_id} is no longer held by attempt {run.ctx.attempt}")
+        rows = cur.execute("""
+            INSERT INTO query_delivery_outbox (communication_key, run_id, user_id, workspace_id, claimed_attempt,
+                                               claimed_at)
+            SELECT %(run_id)s::text || ':' || u, %(run_id)s, u, %(workspace_id)s, %(attempt)s, %(now)s
+              FROM unnest(%(users)s::text[]) AS u
+            ON CONFLICT (communication_key) DO UPDATE SET claimed_attempt = EXCLUDED.claimed_attempt,
+                   claimed_at = EXCLUDED.claimed_at
+             WHERE query_delivery_outbox.provider_message_id IS NULL
+            RETURNING user_id""", {**run.params, "workspace_id": schedule.workspace_id, "now": run.ctx.now,
+                                   "users": user_ids}).fetchall()
+        claimed = {r["user_id"] for r in rows}
+        recorded = {r["user_id"]: r["provider_message_id"] for r in cur.execute(
+            """SELECT user_id, provider_message_id FROM query_delivery_outbox
+                WHERE run_id = %(run_id)s AND provider_message_id IS NOT NULL""", run.params).fetchall()}
+    return {user_id: (None if user_id in claimed else recorded.get(user_id)) for user_id in user_ids}
+
+
+def _record_sent(run: _Run, schedule: QuerySchedule, recipient: _Recipient, message_id: str,
+                 link_expires_at: datetime | None) -> None:
+    """Record an accepted submission: the outbox's provider id and a ``sent`` delivery row,
+    in one statement (not fenced: the message was sent whatever happens to the run). It
+    commits without waiting for the WAL flush: a process crash cannot lose it, a database
+    crash in the next fraction of a second can (that recipient would be sent again)."""
+    # One statement, one round trip, committed on its own (the journal connection is in
+    # autocommit): the relaxed CTE is what lets it skip the flush wait.
+    run.journal.execute("""
+        WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+        outbox AS (
+            UPDATE query_delivery_outbox SET submissions = submissions + 1, provider_message_id = %(id)s,
+                   sent_at = %(now)s, last_error = NULL
+             WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s AND EXISTS (SELECT FROM relaxed)
+            RETURNING 1)
+        INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+                                      provider_message_id, link_expires_at, attempt, updated_at)
+        SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent', %(address)s, %(id)s,
+               %(expires)s, %(attempt)s, %(now)s
+         WHERE EXISTS (SELECT FROM relaxed)
+        ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'sent', skip_reason = NULL,
+               address = EXCLUDED.address, provider_message_id = EXCLUDED.provider_message_id,
+               link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
+               error = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at""", {
+        **run.params, "id": message_id, "now": run.ctx.now, "user_id": recipient.user_id,
+        "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
+        "address": recipient.email, "expires": link_expires_at})
+
+
+def _record_failed(run: _Run, schedule: QuerySchedule, recipient: _Recipient, error: str) -> None:
+    """Record a submission that raised: the outbox's last error and a ``failed`` row."""
+    with run.journal.transaction():
+        run.journal.execute("""
+            WITH outbox AS (
+                UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(error)s
+                 WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1)
+            INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, error,
+                                          attempt, updated_at)
+            VALUES (%(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed', %(address)s, %(error)s,
+                    %(attempt)s, %(now)s)
+            ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
+                   attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+             WHERE query_deliveries.status <> 'sent'""", {
+            **run.params, "error": error, "now": run.ctx.now, "user_id": recipient.user_id,
+            "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "address": recipient.email})
 
 
 def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliverySource) -> dict[str, str]:
     """Deliver to every recipient; returns each one's status (``sent``, ``failed`` or the
-    skip reason)."""
+    skip reason). Outcomes recorded by an earlier attempt stay."""
     ctx, services = run.ctx, run.services
     with run.journal.transaction():
         done = {d.user_id: d for d in list_deliveries(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)}
     outcomes: dict[str, str] = {}
-    expires = (ctx.now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
+    pending: list[str] = []
     for user_id in list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id):
-        run.keepalive()
         earlier = done.get(user_id)
         if earlier is not None and earlier.status == "sent":
             outcomes[user_id] = "sent"
-            continue
-        if earlier is not None and earlier.status == "skipped":
+        elif earlier is not None and earlier.status == "skipped":
             outcomes[user_id] = earlier.skip_reason or NO_ACCESS
+        else:
+            pending.append(user_id)
+    resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
+    skips = [r for r in resolved.values() if r.skip_reason is not None]
+    _record_skips(run, schedule, skips)
+    outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
+    to_send = [r for r in resolved.values() if r.skip_reason is None]
+    submitted = _claim_all(run, schedule, [r.user_id for r in to_send])
+    message = Message(schedule.subject_template, schedule.body_template)
+    expires = (ctx.now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
+    base = {"schedule_name": schedule.name, "link_expires_at": expires.isoformat(),
+            "row_count": "" if source.row_count is None else source.row_count,
+            "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
+    for recipient in to_send:
+        run.keepalive()
+        recorded = submitted.get(recipient.user_id)
+        if recorded is not None:  # a recorded submission is never made again
+            _record_sent(run, schedule, recipient, recorded, None)
+            outcomes[recipient.user_id] = "sent"
             continue
-        reason, user = _skip_reason(ctx.conn, schedule, user_id)
-        if reason is not None:
-            run.write(f"SELECT 1 WHERE {_HELD}", {})
-            _record_delivery(run, schedule, user_id, "skipped", skip_reason=reason)
-            outcomes[user_id] = reason
-            continue
-        submitted = _claim(run, schedule, user_id)
-        if submitted is not None:
-            _record_delivery(run, schedule, user_id, "sent", address=user.email, provider_message_id=submitted)
-            outcomes[user_id] = "sent"
-            continue
-        token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, user_id, source.object_key, expires))
-        values = {"schedule_name": schedule.name, "recipient_name": user.display_name or user_id,
-                  "link": f"{services.download_base_url}downloads/{token}", "link_expires_at": expires.isoformat(),
-                  "row_count": "" if source.row_count is None else source.row_count,
-                  "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
-        subject, html, text = render_message(schedule.subject_template, schedule.body_template, values)
-        key = {"key": f"{ctx.run_id}:{user_id}", "now": ctx.now}
+        token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id, source.object_key,
+                                                 expires))
+        subject, html, text = message.render({**base, "recipient_name": recipient.display_name,
+                                              "link": f"{services.download_base_url}downloads/{token}"})
+        assert recipient.email is not None
         try:
-            message_id = services.mailer.send(to=user.email, subject=subject, html=html, text=text)
+            message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text)
         except Exception as error:  # noqa: BLE001 - recorded; the run is retried for this recipient
-            text_error = f"{type(error).__name__}: {str(error)[:300]}"
-            run.write("""UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(error)s
-                          WHERE communication_key = %(key)s RETURNING 1""", {**key, "error": text_error}, fenced=False)
-            _record_delivery(run, schedule, user_id, "failed", address=user.email, error=text_error)
-            obs.logger.warning("delivery submission failed", extra={"run_id": str(ctx.run_id), "user_id": user_id,
-                                                                    "error_type": type(error).__name__})
-            outcomes[user_id] = "failed"
+            _record_failed(run, schedule, recipient, f"{type(error).__name__}: {str(error)[:300]}")
+            obs.logger.warning("delivery submission failed", extra={
+                "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__})
+            outcomes[recipient.user_id] = "failed"
             continue
-        run.write("""UPDATE query_delivery_outbox SET submissions = submissions + 1, provider_message_id = %(id)s,
-                            sent_at = %(now)s, last_error = NULL
-                      WHERE communication_key = %(key)s RETURNING 1""", {**key, "id": message_id}, fenced=False)
-        _record_delivery(run, schedule, user_id, "sent", address=user.email, provider_message_id=message_id,
-                         link_expires_at=expires)
-        outcomes[user_id] = "sent"
+        _record_sent(run, schedule, recipient, message_id, expires)
+        outcomes[recipient.user_id] = "sent"
     return outcomes

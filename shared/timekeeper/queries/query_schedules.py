@@ -30,7 +30,7 @@ from timekeeper.schedules.models import Schedule
 from timekeeper.schedules.work import WorkKindRegistry
 
 #: Recipients a schedule may have.
-MAX_RECIPIENTS = 500
+MAX_RECIPIENTS = 1000
 
 
 class SettingsInvalid(ValueError):

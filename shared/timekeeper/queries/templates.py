@@ -51,10 +51,23 @@ def check_template(text: str, field: str) -> None:
             raise TemplateInvalid(field, f"unknown placeholder; allowed: {', '.join(sorted(PLACEHOLDERS))}")
 
 
+class Message:
+    """A schedule's subject and body templates, compiled once (a run renders them for
+    every recipient)."""
+
+    def __init__(self, subject_template: str, body_template: str) -> None:
+        self._subject = _TEXT.from_string(subject_template)
+        self._html = _HTML.from_string(body_template)
+        self._text = _TEXT.from_string(body_template)
+
+    def render(self, values: Mapping[str, Any]) -> tuple[str, str, str]:
+        """``(subject, html body, text body)`` for ``values`` by placeholder name. Raises
+        ``jinja2.UndefinedError`` when a placeholder has no value."""
+        return " ".join(self._subject.render(values).split()), self._html.render(values), self._text.render(values)
+
+
 def render_message(subject_template: str, body_template: str, values: Mapping[str, Any]) -> tuple[str, str, str]:
-    """``(subject, html body, text body)`` of a delivery: ``values`` by placeholder name.
-    Raises ``jinja2.UndefinedError`` when a placeholder has no value."""
-    subject = " ".join(_TEXT.from_string(subject_template).render(values).split())
-    html = _HTML.from_string(body_template).render(values)
-    text = _TEXT.from_string(body_template).render(values)
-    return subject, html, text
+    """``(subject, html body, text body)`` of a delivery: ``values`` by placeholder name
+    (:class:`Message` compiled for one use). Raises ``jinja2.UndefinedError`` when a
+    placeholder has no value."""
+    return Message(subject_template, body_template).render(values)
