@@ -472,3 +472,15 @@ def test_links_refuse_a_tampered_token_another_key_and_an_expired_one():
         LinkSigner("x" * 40).verify(token, now=NOW)
     with pytest.raises(LinkExpired):
         signer.verify(token, now=NOW + timedelta(hours=1))
+
+
+def test_the_bulk_access_check_agrees_with_the_rule_person_by_person(conn, tenant):
+    from timekeeper.platform import access
+
+    people = [_u(tenant, p[0]) for p in PEOPLE] + ["nobody-at-all"]
+    for permission in (access.QUERIES_READ, access.QUERIES_WRITE, access.REPORTS_READ):
+        bulk = access.check_people(conn, workspace_id=tenant.workspace_id, user_ids=people, permission=permission)
+        one_by_one = {u: access.check_person(conn, workspace_id=tenant.workspace_id, user_id=u, permission=permission)
+                      for u in people}
+        assert bulk == one_by_one
+    assert {d.reason for d in bulk.values()} >= {None, "user_deactivated", "missing_role", "not_a_member"}
