@@ -119,7 +119,7 @@ class Monitoring(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
                  topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
                  renderer: ReportRendererResources | None = None,
-                 work_queues: list[WorkQueueResources] | None = None):
+                 work_queues: list[WorkQueueResources] | None = None, delivery: Any = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -139,6 +139,15 @@ class Monitoring(Construct):
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             missing=cw.TreatMissingData.NOT_BREACHING,
             description="A schedule was paused after repeated failures; its owner was notified.")
+        self.delivery_failed = None
+        if delivery is not None:
+            self.delivery_failed = self._alarm(
+                "DeliveryFailed", name=f"{self._title}-delivery-failed",
+                metric=timekeeper_metric(obs.DELIVERY_FAILED),
+                threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING,
+                description="Scheduled delivery: a recipient's message could not be submitted (the run is retried; "
+                            "see the run's query_deliveries rows).")
         self.dashboard = self._dashboard(self._title, pipelines)
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
@@ -229,6 +238,8 @@ class Monitoring(Construct):
         every_alarm += list(self.snapshot_alarms.values())
         if self.renderer_alarms is not None:
             every_alarm += self.renderer_alarms.all()
+        if self.delivery_failed is not None:
+            every_alarm.append(self.delivery_failed)
         every_alarm += [alarm for alarms in self.work_queue_alarms.values() for alarm in alarms.all()]
         dashboard.add_widgets(
             cw.TextWidget(markdown=(

@@ -163,6 +163,8 @@ class DeploymentConfig:
     #: Which snapshot types are enabled: ``production`` (the default) or ``development``
     #: (adds the Platform self-test type).
     environment: str = "production"
+    #: The verified SES identity (an address) scheduled deliveries are sent from.
+    mail_sender: str = "reports@example.com"
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -180,6 +182,7 @@ class DeploymentConfig:
     KEY_STAGE = "timekeeper:stage"
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
     KEY_ENVIRONMENT = "timekeeper:environment"
+    KEY_MAIL_SENDER = "timekeeper:mailSender"
 
     @property
     def name_prefix(self) -> str:
@@ -230,6 +233,7 @@ class DeploymentConfig:
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=_parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
+            mail_sender=str(get(cls.KEY_MAIL_SENDER) or "reports@example.com"),
         )
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")

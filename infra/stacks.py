@@ -20,6 +20,7 @@ from constructs import Construct
 from infra import settings
 from infra.api import API_FUNCTION, HttpApi
 from infra.database import AuroraDatabase, Network, existing_access
+from infra.delivery import DeliveryResources
 from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction
 from infra.layer import SharedLayer
 from infra.monitoring import Monitoring
@@ -30,7 +31,7 @@ from infra.settings import DeploymentConfig
 from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
-from timekeeper.topology import PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import PIPELINES, QUERIES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -138,10 +139,16 @@ class AppStack(Stack):
                                environment=config.environment)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
+        queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)
+        self.delivery = DeliveryResources(self, "Delivery", pipeline=queries, renderer=self.renderer, api=self.api,
+                                          files_bucket_name=data.files_bucket.bucket_name,
+                                          files_bucket_arn_export=data.files_bucket_arn_export,
+                                          mail_sender=config.mail_sender)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,
-                                     renderer=self.renderer, work_queues=self.work_queues)
+                                     renderer=self.renderer, work_queues=self.work_queues,
+                                     delivery=self.delivery)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:

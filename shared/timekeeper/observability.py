@@ -33,13 +33,15 @@ SNAPSHOT_DISPATCHER_HEARTBEAT = "SnapshotDispatcherHeartbeat"
 #: One per render the report renderer finished: succeeded, or failed with its code recorded.
 REPORT_RENDERED = "ReportRendered"
 REPORT_RENDER_FAILED = "ReportRenderFailed"
+#: Scheduled delivery: recipients whose submission failed in an attempt (the run is retried).
+DELIVERY_FAILED = "DeliveryFailed"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
     SCHEDULES_CLAIMED, RUNS_PUBLISHED, PUBLISH_REFUSED, RUNS_REOFFERED, BACKLOG_SKIPPED,
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
-    SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED,
+    SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
 )
 
 logger = Logger(service="timekeeper")

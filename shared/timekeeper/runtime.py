@@ -72,6 +72,13 @@ class RuntimeSettings(BaseModel):
     files_bucket: str | None = None
     #: The report renderer's function name (callers that request renders).
     report_renderer_function: str | None = None
+    #: Scheduled delivery: the verified sender address (SES), the public base URL of the
+    #: download route (ends with ``/``), and the download links' signing key: the secret
+    #: ``LINK_SIGNING_SECRET_ARN`` (JSON ``{"key": ...}``) in AWS, ``LINK_SIGNING_KEY`` locally.
+    mail_sender: str | None = None
+    download_base_url: str | None = None
+    link_signing_secret_arn: str | None = None
+    link_signing_key: str | None = None
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -91,6 +98,9 @@ def settings() -> RuntimeSettings:
         login_secret_arns=tuple(a.strip() for a in env.get("LOGIN_SECRET_ARNS", "").split(",") if a.strip()),
         files_bucket=env.get("FILES_BUCKET") or None,
         report_renderer_function=env.get("REPORT_RENDERER_FUNCTION") or None,
+        mail_sender=env.get("MAIL_SENDER") or None, download_base_url=env.get("DOWNLOAD_BASE_URL") or None,
+        link_signing_secret_arn=env.get("LINK_SIGNING_SECRET_ARN") or None,
+        link_signing_key=env.get("LINK_SIGNING_KEY") or None,
     )
 
 
@@ -194,10 +204,93 @@ def notifier() -> SnsNotifier | None:
 def registry() -> WorkKindRegistry:
     """Every owner's work kinds."""
     from timekeeper.accounting.work_kinds import register as register_accounting
+    from timekeeper.queries.work_kinds import register as register_queries
 
     kinds = WorkKindRegistry()
     register_accounting(kinds)
+    register_queries(kinds)
     return kinds
+
+
+@cache
+def renderer_database() -> ConnectionProvider:
+    """The report renderer's lazy connection. In Lambda the renderer is a function of its
+    own, so this is its only connection; in the local stack, which runs the renderer in
+    the requesting process, it keeps a render requested by a delivery run (whose run
+    transaction holds :func:`database`) on a connection of its own."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+@cache
+def journal_database() -> ConnectionProvider:
+    """A second lazy connection of the execution environment, for work that must commit
+    beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
+    ``consumer_connections`` is 2 open it."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+@cache
+def link_signer() -> Any:
+    """The download links' signer (:class:`timekeeper.queries.links.LinkSigner`): its key
+    from ``LINK_SIGNING_SECRET_ARN`` (Secrets Manager, JSON ``{"key": ...}``) or
+    ``LINK_SIGNING_KEY``; raises ``RuntimeError`` when neither is set."""
+    from timekeeper.queries.links import LinkSigner
+
+    s = settings()
+    if s.link_signing_secret_arn:
+        return LinkSigner(str(_secret(s.link_signing_secret_arn)["key"]))
+    if s.link_signing_key:
+        return LinkSigner(s.link_signing_key)
+    raise RuntimeError("set LINK_SIGNING_SECRET_ARN or LINK_SIGNING_KEY")
+
+
+_mailer_override: Any = None
+
+
+def install_mailer(mailer_adapter: Any) -> None:
+    """Replace the communications adapter (``None``: SES again). The local stack uses it to
+    keep a copy of every message on disk."""
+    global _mailer_override
+    _mailer_override = mailer_adapter
+    mailer.cache_clear()
+
+
+@cache
+def mailer() -> Any:
+    """The communications adapter: the installed one, or SES ``send_email`` from
+    ``MAIL_SENDER`` (boto3 honours ``AWS_ENDPOINT_URL``: moto locally). Raises
+    ``RuntimeError`` when it is unset."""
+    from timekeeper.aws.ses import SesMailer
+
+    if _mailer_override is not None:
+        return _mailer_override
+    sender = settings().mail_sender
+    if not sender:
+        raise RuntimeError("MAIL_SENDER is not set")
+    return SesMailer(boto3.client("ses"), sender)
+
+
+def delivery_services() -> Any:
+    """The adapters of a delivery run (:class:`timekeeper.queries.delivery.DeliveryServices`):
+    the journal connection, the files bucket, the renderer, the mailer, the link signer
+    and the download base URL (``DOWNLOAD_BASE_URL``), and the ``DeliveryFailed`` metric."""
+    from timekeeper.queries.delivery import DeliveryServices
+
+    def failed(count: int) -> None:
+        metrics.add_metric(name=obs.DELIVERY_FAILED, unit="Count", value=count)
+
+    base = settings().download_base_url or ""
+    return DeliveryServices(journal=journal_database().get, s3=s3_client(), bucket=files_bucket(),
+                            renderer=renderer_client(), mailer=mailer(), links=link_signer(),
+                            download_base_url=base if base.endswith("/") else base + "/", on_failed=failed)
+
+
+def pipeline_services(pipeline_name: str) -> dict[str, Any]:
+    """The ``services`` a pipeline's work kinds get (by name): ``{"delivery": ...}`` for
+    the queries pipeline, none for the others."""
+    if pipeline_name == "queries":
+        return {"delivery": delivery_services()}
+    return {}
 
 
 @cache
@@ -255,8 +348,8 @@ def run_renderer(event: Any) -> dict[str, Any]:
         return {"dropped": "malformed"}
     logger.append_keys(workspace_id=str(request.workspace_id), render_id=str(request.render_id))
     try:
-        row = rendering.render(database().get(), s3_client(), files_bucket(), workspace_id=request.workspace_id,
-                               render_id=request.render_id, now=clock.now(),
+        row = rendering.render(renderer_database().get(), s3_client(), files_bucket(),
+                               workspace_id=request.workspace_id, render_id=request.render_id, now=clock.now(),
                                max_attempts=REPORT_RENDERER.max_attempts)
     except rendering.RenderNotFound:
         logger.warning("render request names no render; dropped")
@@ -275,8 +368,11 @@ def reset() -> None:
     reads the environment again. The local stack and tests use it between configurations."""
     if database.cache_info().currsize:
         database().close()
+    for provider in (journal_database, renderer_database):
+        if provider.cache_info().currsize:
+            provider().close()
     for cached in (settings, database, sqs_client, publisher, notifier, registry, s3_client, renderer_client,
-                   snapshot_registry, export_publisher):
+                   snapshot_registry, export_publisher, journal_database, renderer_database, link_signer, mailer):
         cached.cache_clear()
 
 
@@ -314,7 +410,7 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
     deliveries = [Delivery(message_id, message, receive_count) for message_id, message, receive_count in parsed]
     if deliveries:
         results = process_batch(database().get(), deliveries, now=clock.now(), registry=registry(),
-                                settings=consumer_settings, services={},
+                                settings=consumer_settings, services=pipeline_services(pipeline_name),
                                 metrics=PipelineMetrics(metrics, pipeline_name))
         for delivery, result in zip(deliveries, results, strict=True):
             if isinstance(result, Exception):

@@ -67,6 +67,10 @@ class Pipeline:
     queue_age_alarm_s: int = 900
     dispatcher_silence_alarm_minutes: int = 5
     dlq_retention_days: int = 14
+    #: Database connections one consumer execution holds: 1, or 2 for a consumer whose
+    #: work kinds journal progress on a second connection beside the run's transaction
+    #: (scheduled delivery records each submitted message at once).
+    consumer_connections: int = 1
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -102,6 +106,10 @@ class Pipeline:
             raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
         if self.reoffer_after_s <= self.consumer_timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if not 1 <= self.consumer_timeout_s <= 900:
+            raise ValueError("a Lambda timeout is 1..900 s")
+        if self.consumer_connections not in (1, 2):
+            raise ValueError("a consumer holds one or two database connections")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
             raise ValueError(
                 f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"
@@ -128,8 +136,29 @@ ACCOUNTING = Pipeline(
     max_batching_window_s=1,
 )
 
+#: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
+#: ``queries.deliver``). A report run holds its consumer while it polls the renderer for up
+#: to 12 minutes, so: one run per invocation (batch 1), a 900 s consumer (the Lambda
+#: maximum), three at a time, three receives; a started run's lease is the consumer's
+#: timeout, and an offered run is offered again only after twice that. Each consumer holds
+#: a second connection: the delivery journal (files, outbox, recipient outcomes) commits
+#: beside the run's transaction.
+QUERIES = Pipeline(
+    name="queries",
+    owner="queries",
+    dispatcher_function="queries_dispatcher",
+    consumer_function="queries_consumer",
+    consumer_timeout_s=900,
+    reoffer_after_s=1800,
+    max_receive_count=3,
+    batch_size=1,
+    max_concurrency=3,
+    queue_age_alarm_s=1800,
+    consumer_connections=2,
+)
+
 #: Every pipeline, by name. Infra and the local stack iterate over this.
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING,)}
+PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -351,8 +380,8 @@ REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).
 
-    ``consumers``: the sum of the event-source maximum concurrency of the pipelines' and
-    the work queues' consumers;
+    ``consumers``: the sum of the event-source maximum concurrency of the pipelines' (times
+    their ``consumer_connections``) and the work queues' consumers;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
     renderer's reserved concurrency.
@@ -381,7 +410,8 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     one connection, so the concurrency bounds are the connection bounds."""
     chosen = PIPELINES if pipelines is None else pipelines
     queues = WORK_QUEUES if work_queues is None else work_queues
-    consumers = sum(p.max_concurrency for p in chosen.values()) + sum(q.max_concurrency for q in queues.values())
+    consumers = (sum(p.max_concurrency * p.consumer_connections for p in chosen.values())
+                 + sum(q.max_concurrency for q in queues.values()))
     return ConnectionBudget(consumers=consumers, dispatchers=len(chosen),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.job_max_concurrency,

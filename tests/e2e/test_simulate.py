@@ -14,14 +14,15 @@ DAYS = 31
 
 
 @pytest.fixture(scope="module")
-def simulated(pg_server_url, monkeypatch_module):
+def simulated(pg_server_url, monkeypatch_module, tmp_path_factory):
     # 2027-03-06 .. 2027-04-05: New York's spring gap (03-14), a 3-hour dispatcher outage
     # (03-20), London's calendar coverage ending 03-21 and the fifth refusal (03-26), Lord
     # Howe's fall-back overlap (04-04).
     monkeypatch_module.setenv("DATABASE_URL", pg_server_url)
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     return run_simulation(SimulationOptions(start=date(2027, 3, 6), days=DAYS, show_progress=False,
-                                            database=f"tk_e2e_{worker}"))
+                                            database=f"tk_e2e_{worker}",
+                                            delivery_dir=tmp_path_factory.mktemp("deliveries")))
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def monkeypatch_module():
 
 def test_every_run_finished_and_the_poison_message_is_dead_lettered(simulated):
     assert simulated.unfinished_runs == 0
-    assert simulated.dlq_messages == {"accounting": 1, "snapshots": 1}
+    assert simulated.dlq_messages == {"accounting": 1, "queries": 1, "snapshots": 1}  # one poison message a queue
     assert simulated.dispatcher_invocations + simulated.silent_minutes + simulated.idle_minutes == DAYS * 24 * 60
     assert simulated.silent_minutes == 180
 
@@ -49,11 +50,11 @@ def test_coverage_refusals_pause_londons_roll_on_the_fifth(simulated):
     refused = [r for r in simulated.runs_by_kind
                if r["work_kind"] == "batch.roll" and r["outcome_code"] == "outside_calendar_coverage"]
     assert sum(r["runs"] for r in refused) == 5
-    (paused,) = simulated.paused
+    (paused,) = [p for p in simulated.paused if p["pause_reason"] != "source_access_lost"]  # (a query schedule's)
     assert (paused["name"], paused["pause_reason"], paused["consecutive_failures"]) == (
         "london.sales.roll", "consecutive_failures", 5)
     assert paused["paused_at"] == datetime(2027, 3, 26, 7, 0, tzinfo=UTC)  # 07:00 London = UTC in March
-    assert simulated.notifications_sent == 1
+    assert simulated.notifications_sent == 2  # this pause, and the query schedule whose owner was deactivated
 
 
 def test_the_outage_backlog_is_collapsed_to_one_run_per_schedule(simulated):
@@ -131,3 +132,23 @@ def test_snapshot_skip_reasons_staff_requests_and_the_failed_drill(simulated):
     drill = by_type[("selftest", "2027-03")]
     assert (drill["state"], drill["failure_code"], drill["versions"]) == ("failed", "selftest_mismatch", 1)
     assert len(simulated.staff_requests) == 2 and all("planned" in line for line in simulated.staff_requests)
+
+
+def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
+    from pathlib import Path
+
+    runs = {(r["name"], r["state"], r["outcome"]): r["n"] for r in simulated.delivery["runs"]}
+    # Daily: every day succeeded; weekly report: every Monday; monthly void invoices: empty, skipped
+    assert runs[("Daily open invoices", "succeeded", "succeeded")] == DAYS
+    assert runs[("Weekly invoice report", "succeeded", "succeeded")] == 5  # Mondays 03-08 .. 04-05
+    assert runs[("Monthly void invoices", "skipped", "skipped_empty")] == 1  # 04-01
+    # The deactivated owner's schedule failed once and paused itself
+    assert runs[("Owner deactivated", "failed", "source_access_lost")] == 1
+    assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
+    deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
+    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5, ("skipped", "deactivated"): DAYS,
+                          ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
+                          ("skipped", "no_address"): DAYS}
+    folder = Path(simulated.delivery_dir)
+    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5
+    assert simulated.delivery_files == DAYS + 5 + 1  # daily CSVs, report PDFs, the empty XLSX

@@ -123,6 +123,7 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
     # And each role may read that secret only; the migration function also reads the
     # logins' secrets, to set their passwords
     readable = {}
+    link_readers: set[str] = set()
     for folder in expected:
         role = app["Resources"][functions[folder]]["Properties"]["Role"]["Fn::GetAtt"][0]
         resources_read = [r for p in resources(app, "AWS::IAM::Policy").values()
@@ -130,9 +131,14 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
                           for s in p["Properties"]["PolicyDocument"]["Statement"]
                           if "secretsmanager:GetSecretValue" in s["Action"]
                           for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
-        readable[folder] = sorted(secret_of(r) for r in resources_read)
+        # (the login secrets are the data stack's; the app stack's own link signing key is checked below)
+        readable[folder] = sorted(secret_of(r) for r in resources_read if "Fn::GetStackOutput" in r)
+        if any("Ref" in r for r in resources_read):
+            link_readers.add(folder)
     assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"
                                  else [login]) for folder, login in expected.items()}
+    # The download links' signing key: read by the delivery consumer (signs) and the API (verifies) only
+    assert link_readers == {"api", PIPELINES["queries"].consumer_function}
     migrate_env = app["Resources"][functions["migrate"]]["Properties"]["Environment"]["Variables"]
     assert "LOGIN_SECRET_ARNS" in migrate_env
     for folder, logical_id in functions.items():

@@ -101,7 +101,8 @@ def test_the_api_may_request_renders_and_sign_downloads_of_reports_only(synth):
     invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
     assert invoke and all(json.dumps(s["Resource"]).count(renderer_id) >= 1 for s in invoke)
     s3 = [s for s in statements if str(s["Action"]).startswith("s3:")]
-    # Only GetObject, on key prefixes (reports/ here; exports/ is the export routes')
+    # Only GetObject, on key prefixes (reports/ here; exports/ is the export routes', deliveries/ the downloads')
     assert {s["Action"] for s in s3} == {"s3:GetObject"}
     assert any("/reports/*" in json.dumps(s["Resource"]) for s in s3)
-    assert all(json.dumps(s["Resource"]).endswith(('/reports/*"]]}', '/exports/*"]]}')) for s in s3)
+    assert all(json.dumps(s["Resource"]).endswith(('/reports/*"]]}', '/exports/*"]]}', '/deliveries/*"]]}'))
+               for s in s3)

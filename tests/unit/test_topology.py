@@ -49,7 +49,7 @@ def test_the_connection_budget_counts_the_work_queue_consumers():
     budget = connection_budget({"accounting": ACCOUNTING}, {"exports": EXPORTS})
     # Then the export consumers' concurrency is counted with the pipelines' consumers, and the default counts it too
     assert budget.consumers == ACCOUNTING.max_concurrency + EXPORTS.max_concurrency
-    assert connection_budget().consumers == (sum(p.max_concurrency for p in PIPELINES.values())
+    assert connection_budget().consumers == (sum(p.max_concurrency * p.consumer_connections for p in PIPELINES.values())
                                              + sum(q.max_concurrency for q in WORK_QUEUES.values()))
 
 

@@ -121,6 +121,8 @@ class ApiAdapters:
     #: The exports queue's publisher (:func:`timekeeper.runtime.export_publisher`), for export requests.
     export_publisher: Callable[[], Any] | None = None
     snapshot_registry: Callable[[], SnapshotRegistry] = _runtime_snapshot_registry
+    #: The download links' signer (:class:`timekeeper.queries.links.LinkSigner`), for ``GET /downloads/{token}``.
+    links: Callable[[], Any] | None = None
 
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
@@ -383,6 +385,11 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     from timekeeper.api.exports import add_export_routes
 
     add_export_routes(app, route, scope_for, adapters)
+
+    # Query schedules and the public download route (timekeeper.api.delivery_routes).
+    from timekeeper.api.delivery_routes import register_delivery_routes
+
+    register_delivery_routes(app, route, scope_for, adapters, publisher)
 
     # Monthly snapshots (timekeeper.api.snapshot_routes): staff requests and period listings.
     register_snapshot_routes(route, adapters.connection, adapters.now, adapters.snapshot_registry)

@@ -58,7 +58,7 @@ def edge_adapters() -> ApiAdapters:
     return ApiAdapters(connection=lambda: api_database().get(), publisher_for=runtime.publisher,
                        registry=runtime.registry, now=clock.now, renderer=runtime.renderer_client,
                        files=lambda: (runtime.s3_client(), runtime.files_bucket()),
-                       export_publisher=runtime.export_publisher)
+                       export_publisher=runtime.export_publisher, links=runtime.link_signer)
 
 
 def lambda_app() -> APIGatewayRestResolver:

@@ -15,6 +15,11 @@ from timekeeper.topology import PIPELINES, SNAPSHOTS, WORK_QUEUES, Pipeline, Sna
 REGION = "us-east-1"
 #: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
 FILES_BUCKET_NAME = "timekeeper-files"
+#: Scheduled delivery locally: the (moto-verified) sender, the development link signing key
+#: (never a deployment's: AWS reads it from Secrets Manager) and the links' base URL.
+MAIL_SENDER = "reports@timekeeper.local"
+LOCAL_LINK_SIGNING_KEY = "timekeeper-local-development-link-signing-key"
+LOCAL_DOWNLOAD_BASE_URL = "http://127.0.0.1:8000/"
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,8 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     """Start moto, create every pipeline's queues, the snapshot job queue, every work queue,
     the notification topic and the files bucket, and point this process's AWS SDK at it
     (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
-    ``WORK_QUEUE_URL_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``).
+    ``WORK_QUEUE_URL_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``, ``MAIL_SENDER``,
+    ``LINK_SIGNING_KEY`` and ``DOWNLOAD_BASE_URL`` unless set).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -124,4 +130,10 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)
     local.files_bucket = FILES_BUCKET_NAME
     os.environ["FILES_BUCKET"] = FILES_BUCKET_NAME
+    # Scheduled delivery: SES (moto) sends from a verified sender; links are signed with a
+    # development key and point at the local server (serve's default address).
+    local.client("ses").verify_email_identity(EmailAddress=MAIL_SENDER)
+    os.environ["MAIL_SENDER"] = MAIL_SENDER
+    os.environ.setdefault("LINK_SIGNING_KEY", LOCAL_LINK_SIGNING_KEY)
+    os.environ.setdefault("DOWNLOAD_BASE_URL", LOCAL_DOWNLOAD_BASE_URL)
     return local

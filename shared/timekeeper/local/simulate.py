@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -57,14 +59,18 @@ class SimulationOptions:
     show_progress: bool = True
     database: str = SIM_DATABASE
     fast_forward: bool = True
+    #: Where the delivered files and the messages' bodies are copied (None:
+    #: ``$TIMEKEEPER_HOME`` or ``./.timekeeper``, then ``simulate-deliveries``).
+    delivery_dir: Path | None = None
 
 
 @dataclass
 class SimulationResult:
     """What the summary shows, as data (the e2e tests assert on it).
 
-    Minutes: ``dispatcher_invocations`` + ``silent_minutes`` (outages) + ``idle_minutes``
-    (fast-forwarded, nothing could happen) = ``minutes``.
+    Minutes: ``dispatcher_invocations`` (minutes in which every pipeline's dispatcher was
+    invoked once) + ``silent_minutes`` (outages) + ``idle_minutes`` (fast-forwarded,
+    nothing could happen) = ``minutes``.
     """
 
     database_url: str
@@ -89,6 +95,12 @@ class SimulationResult:
     snapshot_states: list[dict[str, Any]] = field(default_factory=list)
     snapshot_periods: list[dict[str, Any]] = field(default_factory=list)
     snapshot_overdue: list[str] = field(default_factory=list)
+    #: Scheduled delivery: ``{"deliveries": [{status, reason, n}], "runs": [{name, trigger,
+    #: state, outcome, n}]}``, how many files were copied, and the folder holding them and
+    #: the messages' bodies.
+    delivery: dict[str, Any] = field(default_factory=dict)
+    delivery_files: int = 0
+    delivery_dir: str = ""
     staff_requests: list[str] = field(default_factory=list)
     embedded_database: bool = True
 
@@ -133,8 +145,11 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     quiet_lambda_environment()  # before the imports below build the handlers' logger
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from timekeeper import clock
+    from timekeeper import clock, runtime
+    from timekeeper.aws.ses import SesMailer
     from timekeeper.db.connection import connect
+    from timekeeper.local.aws import MAIL_SENDER
+    from timekeeper.local.delivery import DiskMailer, copy_files, delivery_summary, load_delivery_sample
     from timekeeper.local.sample import load_sample
     from timekeeper.topology import PIPELINES
 
@@ -142,7 +157,12 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     embedded_database = not os.environ.get("DATABASE_URL")
     start = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC)
     stack = start_local_stack(database=options.database, reset=True, aws_server=False, platform_sample_at=start,
-                              platform_seed=options.seed)
+                              platform_seed=options.seed, background_renders=False)
+    delivery_dir = options.delivery_dir or (
+        Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper")) / "simulate-deliveries")
+    if delivery_dir.exists():
+        shutil.rmtree(delivery_dir)
+    runtime.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
     result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     sim = {"now": start}
     clock.install(lambda: sim["now"])
@@ -150,6 +170,8 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
         with connect(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
             snapshot_area = _snapshot_sample(conn, stack, start)
+            load_delivery_sample(conn, workspace_id=stack.platform.first_workspace, users=stack.platform.users,
+                                 start=start)
             staff = {request.at: [request] for request in _staff_requests(start)}
             overdue: list[str] = []
             sqs = stack.aws.client("sqs")
@@ -170,9 +192,9 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
+                        result.dispatcher_invocations += 1  # one pass of every pipeline's dispatcher
                         for pipeline in PIPELINES.values():
                             report = stack.dispatch(pipeline, now)
-                            result.dispatcher_invocations += 1
                             published += report["published"] + report["reoffered"]
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
@@ -196,7 +218,11 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
             result.dlq_messages = stack.dlq_depths()
             result.snapshot_overdue = overdue
             _summarize(conn, result)
+            result.delivery = delivery_summary(conn)
+            result.delivery_files = copy_files(stack.aws.client("s3"), stack.aws.files_bucket, delivery_dir / "files")
+            result.delivery_dir = str(delivery_dir)
     finally:
+        runtime.install_mailer(None)
         stack.stop()
     result.wall_seconds = time.monotonic() - wall_start
     return result
@@ -401,6 +427,14 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     console.print("Staff requests: " + ("; ".join(result.staff_requests) or "none") + ".")
     console.print("Overdue snapshot periods at the end (not published 24 h after their local month end): "
                   + (", ".join(result.snapshot_overdue) or "none") + ".")
+    delivery = result.delivery or {}
+    table("Query schedule runs (scheduled delivery)", ("schedule", "trigger", "state", "outcome", "runs"),
+          [(r["name"], r["trigger"], r["state"], r["outcome"], str(r["n"])) for r in delivery.get("runs", [])])
+    table("Deliveries by status and reason", ("status", "reason", "deliveries"),
+          [(r["status"], r["reason"], str(r["n"])) for r in delivery.get("deliveries", [])])
+    if result.delivery_dir:
+        console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages' "
+                      f"bodies (one .html per message, named by its SES message id) in {result.delivery_dir}/mail.")
     console.print("Messages in dead-letter queues: "
                   + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()) + ".")
     console.print(database_hint(result.database_url, embedded=result.embedded_database))

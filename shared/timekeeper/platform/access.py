@@ -108,6 +108,39 @@ def check_person(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, 
     return ALLOWED
 
 
+def check_people(conn: psycopg.Connection, *, workspace_id: UUID, user_ids: list[str],
+                 permission: str) -> dict[str, Decision]:
+    """Rules 1-3 of :func:`check_person` for many people at once (one query): the decision
+    for each of ``user_ids``. Raises ``ValueError`` for an unknown permission."""
+    if permission not in PERMISSIONS:
+        raise ValueError(f"unknown permission {permission!r}")
+    rows = conn.execute(
+        """SELECT u.id, u.status, m.roles, m.left_at, m.user_id IS NOT NULL AS member
+             FROM users u LEFT JOIN workspace_memberships m ON m.workspace_id = %s AND m.user_id = u.id
+            WHERE u.id = ANY(%s)""", (workspace_id, list(user_ids))).fetchall()
+    found = {(r["id"] if isinstance(r, dict) else r[0]): r for r in rows}
+    out: dict[str, Decision] = {}
+    for user_id in user_ids:
+        row = found.get(user_id)
+        if row is None or not row["member"]:
+            out[user_id] = Decision(False, NOT_A_MEMBER)
+        elif row["status"] != "active":
+            out[user_id] = Decision(False, USER_DEACTIVATED)
+        elif row["left_at"] is not None:
+            out[user_id] = Decision(False, LEFT_WORKSPACE)
+        elif permission not in grants(row["roles"]):
+            out[user_id] = Decision(False, MISSING_ROLE)
+        else:
+            out[user_id] = ALLOWED
+    return out
+
+
+def object_exists(conn: psycopg.Connection, kind: str, workspace_id: UUID, object_id: UUID) -> bool:
+    """Rule 4: whether the ``kind`` (``query`` or ``report``) ``object_id`` exists in the
+    workspace and is not deleted."""
+    return _object_exists(conn, {"query": "saved_queries", "report": "reports"}[kind], workspace_id, object_id)
+
+
 def _object_exists(conn: psycopg.Connection, table: str, workspace_id: UUID, object_id: UUID) -> bool:
     statement = {
         "saved_queries": "SELECT 1 FROM saved_queries WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",

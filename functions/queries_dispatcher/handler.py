@@ -1,0 +1,22 @@
+"""Scheduled delivery's minute dispatcher (owner queries): EventBridge scheduled event in,
+one dispatcher pass out. Reserved concurrency 1; retries 0 (a missed tick is the next one)."""
+
+from dataclasses import asdict
+
+from aws_lambda_powertools.utilities.parser import event_parser
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+
+from timekeeper import runtime
+from timekeeper.observability import logger, metrics, tracer
+from timekeeper.topology import QUERIES
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+@event_parser(model=EventBridgeModel)
+def lambda_handler(event: EventBridgeModel, context) -> dict:
+    report = runtime.run_dispatcher(QUERIES.name)
+    result = asdict(report)
+    logger.info("dispatcher pass", extra=result)
+    return result

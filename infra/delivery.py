@@ -1,0 +1,104 @@
+"""Scheduled delivery's resources beside the ``queries`` pipeline (which
+:class:`infra.pipeline.PipelineResources` builds from the topology like every pipeline):
+the download links' signing key, the consumer's rights (files under ``deliveries/``,
+rendered reports, the renderer, SES from the configured sender only) and variables, the
+API's public download route and its rights.
+
+The download route ``GET /downloads/{token}`` is the one route without the authorizer:
+a recipient follows the link from an e-mail, with no token of the identity provider; the
+signed token in the path is the credential (verified, expiry checked, and the access rule
+asked again for its recipient by the function). It is an explicit resource beside the
+proxy's ``{proxy+}`` (API Gateway matches the more specific path first), its method's
+authorization type ``NONE``.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, Fn
+from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from infra.api import HttpApi
+from infra.nag import acknowledge
+from infra.pipeline import PipelineResources
+from infra.renderer import ReportRendererResources
+from infra.work_queue import FILES_BUCKET_VARIABLE
+
+#: Key prefix of delivered query files in the files bucket.
+DELIVERIES_PREFIX = "deliveries/"
+#: Variables read by ``timekeeper.runtime``.
+MAIL_SENDER_VARIABLE = "MAIL_SENDER"
+DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
+LINK_SECRET_VARIABLE = "LINK_SIGNING_SECRET_ARN"
+#: The download route's path parts.
+DOWNLOAD_PATH = ("downloads", "{token}")
+
+
+class DeliveryResources(Construct):
+    """Wire scheduled delivery: ``pipeline`` is the queries pipeline's resources, ``api``
+    the HTTP API (None: no download route), ``mail_sender`` the verified SES identity
+    (an address) the messages come from."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: PipelineResources,
+                 renderer: ReportRendererResources, api: HttpApi | None, files_bucket_name: str,
+                 files_bucket_arn_export: str, mail_sender: str):
+        super().__init__(scope, construct_id)
+        self.link_secret = secretsmanager.Secret(
+            self, "LinkSigningKey", description="Timekeeper: the signing key of scheduled deliveries' download links",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template="{}", generate_string_key="key", exclude_punctuation=True,
+                password_length=64))
+        acknowledge(self.link_secret, "AwsSolutions-SMG4",
+                    "The link signing key is not rotated automatically: rotating it invalidates every link "
+                    "already sent (recipients would get 403 link_invalid); rotate by hand when needed.")
+        deliveries_arn = Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{DELIVERIES_PREFIX}*"])
+        finding = f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{DELIVERIES_PREFIX}*]"
+
+        consumer = pipeline.consumer
+        self.consumer = consumer
+        renderer.connect_caller(consumer, downloads=False)
+        consumer.role.add_to_policy(iam.PolicyStatement(
+            sid="DeliveryFiles", actions=["s3:PutObject", "s3:AbortMultipartUpload", "s3:GetObject"],
+            resources=[deliveries_arn]))
+        acknowledge(consumer.role, finding,
+                    "Delivered files are named by their run's id at run time; the grant is limited to the "
+                    "deliveries/ prefix of the files bucket and to the actions named beside it.")
+        consumer.role.add_to_policy(iam.PolicyStatement(
+            sid="SendDeliveries", actions=["ses:SendEmail"],
+            resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*"],
+            conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
+        acknowledge(consumer.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ses:<AWS::Region>:"
+                                   "<AWS::AccountId>:identity/*]",
+                    "SES checks sending against the sender's and each recipient's identity; the statement "
+                    "allows only messages whose From address is the configured sender.")
+        self.link_secret.grant_read(consumer.role)
+        consumer.function.add_environment(FILES_BUCKET_VARIABLE, files_bucket_name)
+        consumer.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
+        consumer.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
+
+        self.download_method: apigw.Method | None = None
+        if api is not None:
+            consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
+            self.link_secret.grant_read(api.function.role)
+            api.function.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
+            api.function.role.add_to_policy(iam.PolicyStatement(
+                sid="DeliveryDownloads", actions=["s3:GetObject"], resources=[deliveries_arn]))
+            acknowledge(api.function.role, finding,
+                        "Download links of delivered files are presigned with this role: reading under "
+                        "deliveries/ only (one object per run, keys unknown in advance).")
+            # A plain Resource under the proxying API's root (LambdaRestApi refuses add_resource
+            # on its root); the method inherits the authorizer, which the L1 override removes.
+            downloads = apigw.Resource(self, "Downloads", parent=api.api.root, path_part=DOWNLOAD_PATH[0])
+            token = downloads.add_resource(DOWNLOAD_PATH[1])
+            self.download_method = token.add_method("GET", apigw.LambdaIntegration(api.function.function))
+            cfn = self.download_method.node.default_child
+            cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]
+            cfn.add_property_deletion_override("AuthorizerId")  # type: ignore[union-attr]
+            acknowledge(self.download_method, "AwsSolutions-APIG4",
+                        "The download route is public by design: the signed, expiring token in its path is the "
+                        "credential, and the function asks the access rule again for the token's recipient.")
+            acknowledge(self.download_method, "AwsSolutions-COG4",
+                        "The download route is reached from an e-mail link without the identity provider's "
+                        "token; the signed link token is checked by the function instead.")

@@ -1,0 +1,174 @@
+"""Query schedules: create and change a scheduled delivery (a ``schedules`` row of owner
+``queries``, work kind ``queries.deliver``, with its ``query_schedules`` settings and
+recipients) for the API, the local stack and the tests.
+
+Every check names its field (:class:`SettingsInvalid`): the source exists in the workspace
+(``source.query_id`` / ``source.query_version`` / ``source.report_id``), the format fits the
+source (``format``: csv or xlsx for a query, pdf for a report), the templates use named
+placeholders only (``subject_template`` / ``body_template``), each recipient is a current
+member of the workspace (``recipients[i]``). The person saving it must be allowed to read
+the source now (``access.AccessDenied`` with the rule's reason): that person becomes the
+schedule's owner, whose access automatic runs use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from timekeeper.platform import access
+from timekeeper.platform.directory import member_with_user
+from timekeeper.queries import reports, store
+from timekeeper.queries.delivery import DELIVER, OWNER, QuerySchedule, check_source_access, get_query_schedule
+from timekeeper.queries.templates import TemplateInvalid, check_template
+from timekeeper.schedules import service
+from timekeeper.schedules.models import Schedule
+from timekeeper.schedules.work import WorkKindRegistry
+
+#: Recipients a schedule may have.
+MAX_RECIPIENTS = 1000
+
+
+class SettingsInvalid(ValueError):
+    """A query schedule's settings are refused: ``field`` names the input, ``reason`` says
+    why (safe to show)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"{field}: {reason}")
+        self.field = field
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a schedule delivers: ``kind`` ``query`` (``query_id``, ``query_version`` pinned;
+    None pins the current one) or ``report`` (``report_id``: the current version at each run)."""
+
+    kind: str
+    query_id: UUID | None = None
+    query_version: int | None = None
+    report_id: UUID | None = None
+
+
+def _check_source(conn: psycopg.Connection, workspace_id: UUID, source: Source, fmt: str) -> Source:
+    if source.kind == "query":
+        if source.query_id is None:
+            raise SettingsInvalid("source.query_id", "a query source needs query_id")
+        if fmt not in ("csv", "xlsx"):
+            raise SettingsInvalid("format", "a query is delivered as csv or xlsx")
+        try:
+            version = store.get_version(conn, workspace_id=workspace_id, query_id=source.query_id,
+                                        version=source.query_version)
+            store.get_query(conn, workspace_id=workspace_id, query_id=source.query_id)
+        except store.QueryNotFound:
+            field = "source.query_version" if source.query_version is not None else "source.query_id"
+            raise SettingsInvalid(field, "no such query (or version) in this workspace") from None
+        return Source("query", query_id=source.query_id, query_version=version.version)
+    if source.kind == "report":
+        if source.report_id is None:
+            raise SettingsInvalid("source.report_id", "a report source needs report_id")
+        if fmt != "pdf":
+            raise SettingsInvalid("format", "a report is delivered as pdf")
+        try:
+            reports.get_report(conn, workspace_id=workspace_id, report_id=source.report_id)
+        except reports.ReportNotFound:
+            raise SettingsInvalid("source.report_id", "no such report in this workspace") from None
+        return Source("report", report_id=source.report_id)
+    raise SettingsInvalid("source.kind", "query or report")
+
+
+def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: list[str]) -> list[str]:
+    if not recipients:
+        raise SettingsInvalid("recipients", "at least one recipient")
+    if len(recipients) > MAX_RECIPIENTS:
+        raise SettingsInvalid("recipients", f"at most {MAX_RECIPIENTS} recipients")
+    for i, user_id in enumerate(recipients):
+        user, membership = member_with_user(conn, workspace_id=workspace_id, user_id=user_id)
+        if user is None or membership is None or not membership.current:
+            raise SettingsInvalid(f"recipients[{i}]", "not a current member of this workspace")
+    return sorted(set(recipients))
+
+
+def _check_templates(subject_template: str, body_template: str) -> None:
+    for name, text in (("subject_template", subject_template), ("body_template", body_template)):
+        try:
+            check_template(text, name)
+        except TemplateInvalid as error:
+            raise SettingsInvalid(error.field, error.reason) from None
+
+
+def _replace_recipients(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID, recipients: list[str],
+                        now: datetime) -> None:
+    conn.execute("DELETE FROM query_schedule_recipients WHERE workspace_id = %s AND schedule_id = %s",
+                 (workspace_id, schedule_id))
+    with conn.cursor() as cur:
+        cur.executemany("""INSERT INTO query_schedule_recipients (workspace_id, schedule_id, user_id, added_at)
+                           VALUES (%s, %s, %s, %s)""", [(workspace_id, schedule_id, u, now) for u in recipients])
+
+
+def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, name: str,
+                          recurrence: dict[str, Any], source: Source, format: str, recipients: list[str],
+                          subject_template: str, body_template: str, now: datetime, skip_when_empty: bool = False,
+                          link_ttl_hours: int = 168, active: bool = True,
+                          kinds: WorkKindRegistry | None = None) -> tuple[Schedule, QuerySchedule]:
+    """Create a query schedule owned by ``actor`` in one transaction; returns the schedule
+    and its settings. Raises :class:`SettingsInvalid`, ``access.AccessDenied`` (``actor``
+    may not read the source) and the scheduling library's ``InvalidRecurrence``."""
+    with conn.transaction():
+        checked = _check_source(conn, workspace_id, source, format)
+        _check_templates(subject_template, body_template)
+        if not 1 <= link_ttl_hours <= 720:
+            raise SettingsInvalid("link_ttl_hours", "1..720")
+        members = _check_recipients(conn, workspace_id, recipients)
+        schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
+                                           recurrence=recurrence, actor=actor, now=now, name=name, active=active,
+                                           kinds=kinds)
+        conn.execute("""INSERT INTO query_schedules (schedule_id, workspace_id, owner_user_id, source_kind, query_id,
+                            query_version, report_id, format, skip_when_empty, subject_template, body_template,
+                            link_ttl_hours, created_at, updated_at)
+                        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                     (schedule.id, workspace_id, actor, checked.kind, checked.query_id, checked.query_version,
+                      checked.report_id, format, skip_when_empty, subject_template, body_template, link_ttl_hours,
+                      now, now))
+        settings = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule.id)
+        assert settings is not None
+        access.require(check_source_access(conn, settings, actor), f"read the {checked.kind}")
+        _replace_recipients(conn, workspace_id, schedule.id, members, now)
+    return schedule, settings
+
+
+def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
+                          now: datetime, name: str | None = None, recurrence: dict[str, Any] | None = None,
+                          recipients: list[str] | None = None, subject_template: str | None = None,
+                          body_template: str | None = None, skip_when_empty: bool | None = None,
+                          link_ttl_hours: int | None = None) -> QuerySchedule:
+    """Change a query schedule (None keeps a value); the source and format stay. Raises
+    :class:`LookupError` (no such query schedule), :class:`SettingsInvalid` and the
+    scheduling library's errors."""
+    with conn.transaction():
+        current = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+        if current is None:
+            raise LookupError(schedule_id)
+        subject = current.subject_template if subject_template is None else subject_template
+        body = current.body_template if body_template is None else body_template
+        _check_templates(subject, body)
+        ttl = current.link_ttl_hours if link_ttl_hours is None else link_ttl_hours
+        if not 1 <= ttl <= 720:
+            raise SettingsInvalid("link_ttl_hours", "1..720")
+        if recipients is not None:
+            _replace_recipients(conn, workspace_id, schedule_id, _check_recipients(conn, workspace_id, recipients),
+                                now)
+        if name is not None or recurrence is not None:
+            service.update_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id, actor=actor, now=now,
+                                    recurrence=recurrence, name=name)
+        conn.execute("""UPDATE query_schedules SET subject_template = %s, body_template = %s, link_ttl_hours = %s,
+                               skip_when_empty = %s, updated_at = %s WHERE workspace_id = %s AND schedule_id = %s""",
+                     (subject, body, ttl, current.skip_when_empty if skip_when_empty is None else skip_when_empty,
+                      now, workspace_id, schedule_id))
+        updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+    assert updated is not None
+    return updated

@@ -1,0 +1,65 @@
+"""Scheduled delivery in the synthesized app: the queries pipeline from the topology, the
+consumer's rights and variables (deliveries/ files, SES from the sender only, the link
+key, the renderer), the DeliveryFailed alarm, and the one public route."""
+
+from __future__ import annotations
+
+from tests.infra.conftest import alarm_by_name, functions_by_folder, resources
+from timekeeper import observability as obs
+from timekeeper.topology import QUERIES
+
+
+def _statements(template, props):
+    role = props["Role"]["Fn::GetAtt"][0]
+    return [s for p in resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
+            for s in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _function(template, folder):
+    return template["Resources"][functions_by_folder(template)[folder]]["Properties"]
+
+
+def _actions(statement) -> set[str]:
+    actions = statement["Action"]
+    return {actions} if isinstance(actions, str) else set(actions)
+
+
+def test_the_delivery_consumer_follows_the_topology_and_has_its_variables(synth):
+    template = synth.app_template
+    props = _function(template, QUERIES.consumer_function)
+    assert props["Timeout"] == QUERIES.consumer_timeout_s == 900
+    variables = props["Environment"]["Variables"]
+    assert {"FILES_BUCKET", "MAIL_SENDER", "LINK_SIGNING_SECRET_ARN", "DOWNLOAD_BASE_URL",
+            "REPORT_RENDERER_FUNCTION"} <= set(variables)
+    mappings = [m["Properties"] for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
+                if m["Properties"]["FunctionName"] == {"Ref": functions_by_folder(template)[QUERIES.consumer_function]}]
+    assert [(m["BatchSize"], m["ScalingConfig"]["MaximumConcurrency"]) for m in mappings] == [(1, 3)]
+    dispatcher = _function(template, QUERIES.dispatcher_function)
+    assert dispatcher["ReservedConcurrentExecutions"] == 1
+
+
+def test_the_delivery_consumer_may_send_only_from_the_sender_and_write_only_deliveries(synth):
+    template = synth.app_template
+    statements = _statements(template, _function(template, QUERIES.consumer_function))
+    ses = [s for s in statements if "ses:SendEmail" in _actions(s)]
+    assert len(ses) == 1 and ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": "reports@example.com"}}
+    writes = [s for s in statements if "s3:PutObject" in _actions(s)]
+    assert len(writes) == 1 and "/deliveries/*" in str(writes[0]["Resource"])
+    assert any("lambda:InvokeFunction" in _actions(s) for s in statements)
+    assert any("secretsmanager:GetSecretValue" in _actions(s) for s in statements)
+
+
+def test_a_delivery_failure_alarms_on_the_topic(synth):
+    alarm = alarm_by_name(synth.app_template, "Timekeeper-delivery-failed")
+    assert alarm["MetricName"] == obs.DELIVERY_FAILED and alarm["Threshold"] == 0
+    assert alarm["AlarmActions"]
+
+
+def test_only_the_download_route_is_public(synth):
+    template = synth.app_template
+    methods = [m["Properties"] for m in resources(template, "AWS::ApiGateway::Method").values()]
+    public = [m for m in methods if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"]
+    assert len(public) == 1 and public[0]["HttpMethod"] == "GET" and "AuthorizerId" not in public[0]
+    paths = {r["Properties"]["PathPart"] for r in resources(template, "AWS::ApiGateway::Resource").values()}
+    assert {"downloads", "{token}"} <= paths
+    assert all(m["AuthorizationType"] == "CUSTOM" for m in methods if m is not public[0])
