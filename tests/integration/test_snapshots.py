@@ -40,8 +40,9 @@ def registry(selftest: platform_snapshots.SelfTest | None = None, *, environment
     return reg
 
 
-def workspace(conn, name: str = "Berlin", timezone: str = "Europe/Berlin", **kwargs) -> UUID:
-    return create_workspace(conn, name=name, timezone=timezone, currency="EUR", now=CREATED, **kwargs).id
+def workspace(conn, name: str = "Berlin", timezone: str = "Europe/Berlin", created: datetime = CREATED,
+              **kwargs) -> UUID:
+    return create_workspace(conn, name=name, timezone=timezone, currency="EUR", now=created, **kwargs).id
 
 
 def runs(conn, **where) -> list[ledger.SnapshotRun]:
@@ -353,7 +354,7 @@ def test_a_job_hands_over_before_its_time_runs_out_and_a_stale_job_is_dropped(db
 
 
 def test_admission_keeps_the_cap_and_the_backfill_lane_under_load(db):
-    ws = [workspace(db, f"W{i}") for i in range(5)]
+    ws = [workspace(db, f"W{i}", created=datetime(1899, 1, 1, tzinfo=UTC)) for i in range(5)]
     reg = selftest_registry(platform_snapshots.SelfTest(total=1, chunk_size=1))
     snapshot_type = reg.get("platform", "selftest")
     # 200 planned runs (40 per workspace: invented months far in the past) and 20 backfills
@@ -433,6 +434,7 @@ def test_a_running_job_that_stopped_beating_is_a_retryable_failure(db):
 @pytest.mark.parametrize(("case", "reason"), [
     ("incomplete", "period_not_complete"), ("active", "active_work"), ("protected", "protected_history"),
     ("rerun_unplanned", "not_planned"), ("backfill_planned", "already_planned"), ("no_workspace", "unknown_workspace"),
+    ("before_workspace", "period_before_workspace"),
 ])
 def test_staff_requests_are_refused_with_their_reason(db, case, reason):
     ws = workspace(db)
@@ -446,12 +448,15 @@ def test_staff_requests_are_refused_with_their_reason(db, case, reason):
     elif case == "protected":
         drain(db, reg)
         db.execute("UPDATE snapshot_runs SET protection = 'finalized' WHERE is_current AND period = '2027-01-01'")
-    elif case == "rerun_unplanned":
-        request["period"] = date(2026, 6, 1)
+    elif case == "rerun_unplanned":  # a completed month after the workspace's creation, never planned
+        db.execute("DELETE FROM snapshot_runs WHERE period = '2026-12-01'")
+        request["period"] = date(2026, 12, 1)
     elif case == "backfill_planned":
         request["mode"] = "backfill"
     elif case == "no_workspace":
         request["workspace_id"] = UUID(int=7)
+    elif case == "before_workspace":  # the workspace was created in December 2026
+        request.update(period=date(1900, 1, 1), mode="backfill")
     with pytest.raises(RequestRefused) as caught:
         request_run(db, **request)
     assert caught.value.reason == reason

@@ -76,6 +76,7 @@ REFUSALS: dict[str, tuple[int, str | None]] = {
     "type_disabled": (422, "snapshot_type"),
     "unknown_workspace": (422, "workspace_id"),
     "period_not_complete": (409, "period"),
+    "period_before_workspace": (422, "period"),
     "active_work": (409, None),
     "protected_history": (409, None),
     "not_planned": (409, "mode"),

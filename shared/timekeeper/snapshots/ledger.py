@@ -199,6 +199,7 @@ def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, 
 class RequestRefused(Exception):
     """A staff request the ledger refuses: ``reason`` is one of ``unsupported_type``,
     ``type_disabled``, ``period_not_complete``, ``active_work``, ``protected_history``,
+    ``period_before_workspace`` (the month ended before the workspace was created),
     ``not_planned`` (a re-run of a period without runs: request a backfill),
     ``already_planned`` (a backfill of a period with runs: request a re-run),
     ``unknown_workspace``."""
@@ -223,13 +224,17 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
         raise ValueError("a period is the first day of a month")
     with conn.transaction():
         with conn.cursor(row_factory=tuple_row) as cur:
-            found = cur.execute("SELECT timezone FROM workspaces WHERE id = %s FOR SHARE", (workspace_id,)).fetchone()
+            found = cur.execute("SELECT timezone, created_at FROM workspaces WHERE id = %s FOR SHARE",
+                                (workspace_id,)).fetchone()
         if found is None:
             raise RequestRefused("unknown_workspace", f"no workspace {workspace_id}")
-        timezone = found[0]
+        timezone, created_at = found
         if period >= current_month(now, timezone):
             raise RequestRefused("period_not_complete",
                                  f"{period:%Y-%m} has not ended in the workspace's timezone ({timezone})")
+        if period < current_month(created_at, timezone):
+            raise RequestRefused("period_before_workspace",
+                                 f"{period:%Y-%m} ended before the workspace existed ({created_at:%Y-%m-%d})")
         key = {"owner": snapshot_type.owner, "snapshot_type": snapshot_type.name, "workspace_id": workspace_id,
                "period": period}
         runs = fetch_runs(conn, QUERIES["period_runs"], key)
