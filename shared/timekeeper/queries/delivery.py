@@ -54,6 +54,7 @@ from psycopg.rows import class_row, dict_row
 
 from timekeeper import observability as obs
 from timekeeper.db.durability import commit_without_flush_wait
+from timekeeper.faults import crash_point
 from timekeeper.platform import access
 from timekeeper.queries import rendering, store
 from timekeeper.queries.compiler import compile_query
@@ -623,7 +624,9 @@ def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliveryS
     base = {"schedule_name": schedule.name, "link_expires_at": expires.isoformat(),
             "row_count": "" if source.row_count is None else source.row_count,
             "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
-    for recipient in to_send:
+    for index, recipient in enumerate(to_send):
+        if index:
+            crash_point("delivery.between_recipients")
         run.keepalive()
         recorded = submitted.get(recipient.user_id)
         if recorded is not None:  # a recorded submission is never made again
@@ -643,6 +646,7 @@ def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliveryS
                 "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__})
             outcomes[recipient.user_id] = "failed"
             continue
+        crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
         _record_sent(run, schedule, recipient, message_id, expires)
         outcomes[recipient.user_id] = "sent"
     return outcomes
