@@ -126,7 +126,7 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
         members = _check_recipients(conn, workspace_id, recipients)
         schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
                                            recurrence=recurrence, actor=actor, now=now, name=name, active=active,
-                                           kinds=kinds)
+                                           kinds=kinds, via_own_route=True)
         conn.execute("""INSERT INTO query_schedules (schedule_id, workspace_id, owner_user_id, source_kind, query_id,
                             query_version, report_id, format, skip_when_empty, subject_template, body_template,
                             link_ttl_hours, created_at, updated_at)
