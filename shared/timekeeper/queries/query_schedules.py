@@ -31,6 +31,9 @@ from timekeeper.schedules.work import WorkKindRegistry
 
 #: Recipients a schedule may have.
 MAX_RECIPIENTS = 1000
+#: The longest lifetime of a delivery's signed links (hours); the files bucket keeps
+#: delivered files longer (``infra.storage``).
+MAX_LINK_TTL_HOURS = 720
 
 
 class SettingsInvalid(ValueError):
@@ -121,7 +124,7 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
     with conn.transaction():
         checked = _check_source(conn, workspace_id, source, format)
         _check_templates(subject_template, body_template)
-        if not 1 <= link_ttl_hours <= 720:
+        if not 1 <= link_ttl_hours <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
         members = _check_recipients(conn, workspace_id, recipients)
         schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
@@ -157,7 +160,7 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         body = current.body_template if body_template is None else body_template
         _check_templates(subject, body)
         ttl = current.link_ttl_hours if link_ttl_hours is None else link_ttl_hours
-        if not 1 <= ttl <= 720:
+        if not 1 <= ttl <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
         if recipients is not None:
             _replace_recipients(conn, workspace_id, schedule_id, _check_recipients(conn, workspace_id, recipients),
