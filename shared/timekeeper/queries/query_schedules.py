@@ -20,10 +20,18 @@ from uuid import UUID
 
 import psycopg
 
+from timekeeper.db.keyset import Keyset, keyset_rows
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.queries import reports, store
-from timekeeper.queries.delivery import DELIVER, OWNER, QuerySchedule, check_source_access, get_query_schedule
+from timekeeper.queries.delivery import (
+    DELIVER,
+    OWNER,
+    SCHEDULE_COLUMNS,
+    QuerySchedule,
+    check_source_access,
+    get_query_schedule,
+)
 from timekeeper.queries.templates import TemplateInvalid, check_template
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
@@ -175,3 +183,45 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
     assert updated is not None
     return updated
+
+
+def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after: Keyset | None = None,
+                         limit: int = 50) -> list[QuerySchedule]:
+    """The workspace's live (not deleted) query schedules, oldest first: at most ``limit``
+    after the keyset ``(created_at, schedule_id)`` of the previous page's last row."""
+    return keyset_rows(conn, QuerySchedule, select=f"{SCHEDULE_COLUMNS} FROM query_schedules q "
+                                                   "JOIN schedules s ON s.id = q.schedule_id",
+                       where="q.workspace_id = %(ws)s AND s.deleted_at IS NULL", params={"ws": workspace_id},
+                       after=after, limit=limit, key=("q.created_at", "q.schedule_id"))
+
+
+@dataclass(frozen=True)
+class DeliveryRun:
+    """One run of a query schedule with what it delivered (None before the file was made)."""
+
+    id: UUID
+    trigger: str
+    requested_by: str | None
+    state: str
+    outcome_code: str | None
+    occurrence_at: datetime
+    finished_at: datetime | None
+    acted_for: str | None
+    row_count: int | None
+    sha256: str | None
+    report_version: int | None
+    version_changed: bool | None
+
+
+def list_delivery_runs(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
+                       after: Keyset | None = None, limit: int = 20) -> list[DeliveryRun]:
+    """A query schedule's runs, newest first (by occurrence, then id): at most ``limit``
+    before the keyset ``(occurrence_at, id)`` of the previous page's last row."""
+    return keyset_rows(
+        conn, DeliveryRun,
+        select="""r.id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
+                  d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
+             FROM schedule_runs r LEFT JOIN query_delivery_sources d ON d.run_id = r.id""",
+        where="r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s",
+        params={"ws": workspace_id, "schedule_id": schedule_id}, after=after, limit=limit,
+        key=("r.occurrence_at", "r.id"), newest_first=True)

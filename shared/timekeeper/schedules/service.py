@@ -21,6 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.db.keyset import split_page
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_value
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.models import (
@@ -247,9 +248,7 @@ def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str |
         rows = fetch_all(conn, SQL["list_schedules"], {
             "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
             "after_id": after_id, "limit": limit + 1}, Schedule)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return SchedulePage(rows, (rows[-1].created_at, rows[-1].id) if more else None)
+    return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,
