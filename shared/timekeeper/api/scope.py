@@ -68,7 +68,8 @@ class WorkspaceScope:
     """Owner actions bound to ``identity``'s workspace on ``conn`` at instant ``now`` (aware
     UTC). Each method runs the service function's own transaction(s) with the workspace
     entered; errors are the service's (``ScheduleNotFound``, ``InvalidRecurrence``,
-    ``InvalidSubject``)."""
+    ``InvalidSubject``, ``OwnRouteOnly``: create, update and run now refuse a work kind
+    with a route of its own)."""
 
     identity: Identity
     conn: TenantConnection
@@ -122,7 +123,7 @@ class WorkspaceScope:
     def run_now(self, schedule_id: UUID, *, idempotency_key: str | None) -> tuple[UUID, bool]:
         """Commit a manual run, then publish it to its owner's queue (released on refusal)."""
         return self._call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
-                          publisher=self.publisher, idempotency_key=idempotency_key)
+                          publisher=self.publisher, idempotency_key=idempotency_key, kinds=self.kinds)
 
 
 # ------------------------------------------------------------------------------ snapshots

@@ -432,6 +432,8 @@ def _report_source(run: _Run, schedule: QuerySchedule, actor: str) -> DeliverySo
         if services.renderer is None:
             raise RuntimeError("no report renderer configured")
         services.renderer.request(workspace_id=ctx.workspace_id, render_id=render.id)
+        with run.journal.transaction():  # a render that finished at once needs no wait
+            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
     deadline = services.monotonic() + services.render_poll_s
     while render.state not in rendering.TERMINAL_STATES:
         if services.monotonic() >= deadline:
