@@ -69,7 +69,7 @@ class ChaosOptions:
     duplicate_rate: float = 0.10
     refuse_rate: float = 0.02
     disconnect_rate: float = 0.01
-    quiet_hours: int = 24
+    quiet_hours: int = 6
     start: date = date(2027, 3, 1)
     database: str = CHAOS_DATABASE
     each_point_once: bool = False
@@ -330,7 +330,7 @@ class Campaign:
 
 def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
     """Add ``units`` units of traffic to the loaded samples, from ``now`` (aware UTC): per
-    unit, a reconciliation sweep every 10 minutes in each accounting workspace, and an
+    unit, a reconciliation sweep every 30 minutes in each accounting workspace, and an
     hourly delivery of the "Open invoices" query in the Platform sample's first workspace
     to its admin, viewer and the user without an address (two sends and a skip a run).
     Returns the schedules created."""
@@ -347,8 +347,8 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
         for workspace_id in workspaces:
             service.create_schedule(conn, workspace_id=workspace_id, owner="accounting",
                                     work_kind="reconciliation.sweep", actor="chaos-load", now=now,
-                                    recurrence={"cron": "*/10 * * * *", "timezone": "UTC"},
-                                    name=f"load {unit}: sweep every 10 minutes")
+                                    recurrence={"cron": "*/30 * * * *", "timezone": "UTC"},
+                                    name=f"load {unit}: sweep every 30 minutes")
             created += 1
         if query is not None:
             users = platform.users
@@ -374,7 +374,7 @@ def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
     campaign = Campaign(options)
     home = Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper"))
     simulation = SimulationOptions(
-        start=options.start, days=options.days + -(-options.quiet_hours // 24), seed=7, outages=(), poison=1,
+        start=options.start, days=options.days, extra_minutes=options.quiet_hours * 60, seed=7, outages=(), poison=1,
         show_progress=options.show_progress, database=options.database, delivery_dir=home / "chaos-deliveries")
     try:
         run_simulation(simulation, console, hooks=campaign)

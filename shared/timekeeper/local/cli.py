@@ -139,10 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="probability that the queue refuses a published message (default 0.02)")
     chaos.add_argument("--disconnect-rate", type=_rate, default=0.01,
                        help="probability that a crash point drops every database connection (default 0.01)")
-    chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=24,
-                       help="hours without faults at the end, for recovery (default 24)")
+    chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
+                       help="hours without faults at the end, for recovery (default 6)")
     chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
-                       help="units of extra traffic: sweeps every 10 minutes and an hourly delivery (default 1)")
+                       help="units of extra traffic: sweeps every 30 minutes and an hourly delivery (default 1)")
     chaos.add_argument("--start", type=_day, default=date(2027, 3, 1),
                        help="first simulated day, UTC (default 2027-03-01)")
     chaos.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -61,6 +61,8 @@ class SimulationOptions:
     show_progress: bool = True
     database: str = SIM_DATABASE
     fast_forward: bool = True
+    #: Minutes simulated after the last whole day (a fault campaign's quiet period).
+    extra_minutes: int = 0
     #: Where the delivered files and the messages' bodies are copied (None:
     #: ``$TIMEKEEPER_HOME`` or ``./.timekeeper``, then ``simulate-deliveries``).
     delivery_dir: Path | None = None
@@ -164,7 +166,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import DiskMailer, copy_files, delivery_summary, load_delivery_sample
     from timekeeper.local.sample import load_sample
-    from timekeeper.topology import PIPELINES
+    from timekeeper.topology import PIPELINES, SNAPSHOTS
 
     wall_start = time.monotonic()
     embedded_database = not os.environ.get("DATABASE_URL")
@@ -193,7 +195,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
             for pair in stack.aws.queues.values():
                 for i in range(options.poison):
                     sqs.send_message(QueueUrl=pair.url, MessageBody=json.dumps({"run": f"not-a-run-{i}"}))
-            total_minutes = options.days * 24 * 60
+            total_minutes = options.days * 24 * 60 + options.extra_minutes
             progress = Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
                                 TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
                                 console=console, disable=not options.show_progress, transient=True)
@@ -203,22 +205,29 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                 while minute < total_minutes:
                     now = start + minute * _MINUTE
                     sim["now"] = now
-                    published = 0
+                    sent_to: set[str] = set()  # the queues something was sent to this minute
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
                         result.dispatcher_invocations += 1  # one pass of every pipeline's dispatcher
-                        for pipeline in PIPELINES.values():
+                        for name, pipeline in PIPELINES.items():
                             report = stack.dispatch(pipeline, now)
-                            published += report["published"] + report["reoffered"]
+                            if report["published"] + report["reoffered"]:
+                                sent_to.add(name)
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
                         if minute % PLANNER_EVERY == 0:
-                            overdue = stack.plan_snapshots(now)["overdue_periods"]
-                        published += stack.dispatch_snapshots(now)["sent"]
-                    visible_at = stack.next_visible_at()
-                    if published or minute == 0 or (visible_at is not None and visible_at <= now):
-                        stack.poll(now)
+                            planned = stack.plan_snapshots(now)
+                            overdue = planned["overdue_periods"]
+                            if planned.get("sent"):
+                                sent_to.add(SNAPSHOTS.name)
+                        if stack.dispatch_snapshots(now)["sent"]:
+                            sent_to.add(SNAPSHOTS.name)
+                    if minute == 0:
+                        sent_to.update(stack.sources)  # the malformed messages
+                    sent_to.update(stack.sources_visible_at(now))
+                    if sent_to:
+                        stack.poll(now, sent_to)
                     following = minute + 1
                     if options.fast_forward and not any(o.covers(now) for o in options.outages):
                         following = _next_busy_minute(conn, stack, options, start, minute, total_minutes)

@@ -157,13 +157,14 @@ class LocalStack:
     def plan_snapshots(self, now: datetime) -> dict[str, Any]:
         """Invoke the snapshot planner's handler with the scheduled event of ``now``, then the
         snapshot dispatcher when something was planned (the nudge the deployed planner sends
-        by an asynchronous invoke); return the planner's summary."""
+        by an asynchronous invoke); return the planner's summary (with ``sent``: the jobs the
+        nudged dispatcher sent)."""
         from timekeeper.topology import SNAPSHOTS
 
         summary = self._scheduled(SNAPSHOTS.planner_function, now, SNAPSHOTS.planner_timeout_s,
                                   {"planned": 0, "overdue_periods": []})
         if summary["planned"]:
-            self.dispatch_snapshots(now)
+            summary = {**summary, "sent": self.dispatch_snapshots(now)["sent"]}
         return summary
 
     def dispatch_snapshots(self, now: datetime) -> dict[str, Any]:
@@ -173,10 +174,15 @@ class LocalStack:
 
         return self._scheduled(SNAPSHOTS.dispatcher_function, now, SNAPSHOTS.dispatcher_timeout_s, {"sent": 0})
 
-    def poll(self, now: datetime) -> int:
-        """Let every pipeline's event source deliver what is visible at ``now``; return
-        the records delivered."""
-        return sum(source.poll(now) for source in self.sources.values())
+    def poll(self, now: datetime, names: Any = None) -> int:
+        """Let the event sources ``names`` (default: all) deliver what is visible at
+        ``now``; return the records delivered."""
+        return sum(source.poll(now) for name, source in self.sources.items() if names is None or name in names)
+
+    def sources_visible_at(self, now: datetime) -> list[str]:
+        """The event sources holding a failed message whose visibility timeout has passed."""
+        return [name for name, source in self.sources.items()
+                if (at := source.next_visible_at()) is not None and at <= now]
 
     def next_visible_at(self) -> datetime | None:
         """The earliest instant a failed message becomes visible again, if any waits."""
