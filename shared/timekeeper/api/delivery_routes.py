@@ -11,6 +11,11 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   templates, ``skip_when_empty``, link lifetime (the source and format stay).
 * ``POST /query-schedules/{id}/run`` (``queries:write``): Run now, acting as the caller (the
   run reads the source with the caller's access); ``Idempotency-Key`` returns the same run.
+* ``POST /query-schedules/{id}/pause`` / ``.../resume`` and ``DELETE /query-schedules/{id}``
+  (``queries:write``): pause (idempotent), resume from now (409 ``definition_invalid``
+  when the saved rule no longer validates), delete (runs and deliveries kept for audit).
+  The generic ``/schedules`` routes do not see query schedules (404): their access rule
+  and settings are here.
 * ``GET /query-schedules/{id}/runs`` (``queries:read``): the delivery history, newest first
   (``limit`` <= 100, 20 by default, keyset ``cursor``): each run with its file and every
   recipient's outcome.
@@ -51,6 +56,7 @@ from timekeeper.queries.query_schedules import (
 )
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunPublisher
+from timekeeper.schedules.recurrence import InvalidRecurrence
 
 #: The largest page of ``GET /query-schedules`` and of a schedule's delivery history (each
 #: run carries every recipient's outcome, up to 1,000).
@@ -181,7 +187,8 @@ class RunNowOut(BaseModel):
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
     texts = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
-             404: "No such query schedule in the caller's workspace", 410: "The link has expired",
+             404: "No such query schedule in the caller's workspace",
+             409: "The saved rule no longer validates (update the recurrence first)", 410: "The link has expired",
              415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
     return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
             for code in codes}
@@ -319,6 +326,47 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                                               idempotency_key=idempotency_key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    def owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any, **kwargs: Any) -> Any:
+        """Run a schedule action (pause, resume, delete) on a query schedule the caller may
+        change (``queries:write`` and the access rule's ``queries:write``)."""
+        with scope.conn.entered(scope.workspace_id):
+            person(scope, access.QUERIES_WRITE)
+            with scope.conn.transaction():
+                settings_of(scope, schedule_id)
+            return action(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                          actor=scope.identity.user_id, now=scope.now, **kwargs)
+
+    def status_out(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
+        with scope.conn.entered(scope.workspace_id), scope.conn.transaction():
+            return _out(scope.conn, settings_of(scope, schedule_id), recipients=True)
+
+    @route("POST", "/query-schedules/<schedule_id>/pause", tags=["query schedules"],
+           operation_id="pauseQuerySchedule", security=_SECURITY, summary="Pause (idempotent)",
+           responses={200: {"description": "The paused query schedule"}, **_errors_doc(401, 403, 404, 422)})
+    def pause(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
+        owner_action(scope, schedule_id, service.pause_schedule)
+        return status_out(scope, schedule_id)
+
+    @route("POST", "/query-schedules/<schedule_id>/resume", tags=["query schedules"],
+           operation_id="resumeQuerySchedule", security=_SECURITY,
+           summary="Resume from now (resets the failure streak; no backlog run)",
+           responses={200: {"description": "The active query schedule"}, **_errors_doc(401, 403, 404, 409, 422)})
+    def resume(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
+        try:
+            owner_action(scope, schedule_id, service.resume_schedule)
+        except InvalidRecurrence as error:
+            raise ApiError(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
+                           f"the saved rule no longer validates: {error.reason}; update the recurrence first",
+                           "recurrence") from None
+        return status_out(scope, schedule_id)
+
+    @route("DELETE", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="deleteQuerySchedule",
+           security=_SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
+           responses={204: {"description": "Deleted"}, **_errors_doc(401, 403, 404, 422)})
+    def delete(scope: writer, schedule_id: schedule_id_path) -> Response[None]:
+        owner_action(scope, schedule_id, service.delete_schedule)
+        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
 
     @route("GET", "/query-schedules/<schedule_id>/runs", tags=["query schedules"], operation_id="queryScheduleRuns",
            security=_SECURITY,

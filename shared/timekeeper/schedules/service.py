@@ -101,6 +101,20 @@ def _check_kind(conn: psycopg.Connection, kinds: WorkKindRegistry | None, *, wor
         kind.check_subject(conn, workspace_id=workspace_id, subject_id=subject_id)
 
 
+def _hidden_from_generic(kinds: WorkKindRegistry | None, schedule: Schedule) -> None:
+    """The generic schedules actions do not see a schedule whose work kind has a route of
+    its own (its access rule and settings live there): raises :class:`ScheduleNotFound`,
+    as for a schedule of another workspace. No check without ``kinds``."""
+    kind = kinds.find(schedule.owner, schedule.work_kind) if kinds is not None else None
+    if kind is not None and kind.route is not None:
+        raise ScheduleNotFound(str(schedule.id))
+
+
+def own_route_kinds(kinds: WorkKindRegistry | None) -> list[str]:
+    """``owner/work_kind`` of every kind with a route of its own (hidden from generic lists)."""
+    return [f"{kind.owner}/{kind.name}" for kind in kinds.kinds() if kind.route] if kinds is not None else []
+
+
 def _check_generic(kinds: WorkKindRegistry | None, schedule: Schedule) -> None:
     """Refuse a generic action on a schedule whose work kind has a route of its own
     (:class:`~timekeeper.schedules.work.OwnRouteOnly`); no check without ``kinds``."""
@@ -161,11 +175,13 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 
 def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
-                   reason: str = "paused_by_owner") -> Schedule:
+                   reason: str = "paused_by_owner", kinds: WorkKindRegistry | None = None) -> Schedule:
     """Pause an active schedule (idempotent for an already paused one); returns it paused.
-    Raises :class:`ScheduleNotFound`."""
+    Raises :class:`ScheduleNotFound` (also, when ``kinds`` is given, for a schedule whose
+    work kind has a route of its own: the generic actions do not see it)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         if current.status == "paused":
             return current
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "paused", "pause_reason": reason,
@@ -176,14 +192,16 @@ def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id:
 
 
 def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime) -> Schedule:
+                    now: datetime, kinds: WorkKindRegistry | None = None) -> Schedule:
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
     the time spent paused floods no backlog. Returns the active :class:`Schedule`;
     resuming an active schedule is a no-op.
     A definition that no longer validates, or has no occurrence within ten years, stays
-    paused: raises :class:`InvalidRecurrence`."""
+    paused: raises :class:`InvalidRecurrence`. Raises :class:`ScheduleNotFound` (with
+    ``kinds``: also for a kind with a route of its own)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         if current.status == "active":
             return current
         _, first_due = _checked_rule(current.recurrence, now)
@@ -195,11 +213,13 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 
 def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime) -> None:
+                    now: datetime, kinds: WorkKindRegistry | None = None) -> None:
     """Delete: the schedule stops and disappears from reads; its runs and history are kept
-    for audit. Queued runs settle ``skipped`` (``schedule_deleted``) when consumed."""
+    for audit. Queued runs settle ``skipped`` (``schedule_deleted``) when consumed.
+    Raises :class:`ScheduleNotFound` (with ``kinds``: also for a kind with a route of its own)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         conn.execute(SQL["set_status"], {"id": schedule_id, "status": "disabled", "pause_reason": "deleted",
                                          "next_due_at": None, "reset_streak": False, "deleted_at": now,
                                          "now": now})
@@ -236,26 +256,27 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
 
 def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
                    status: str | None = None, after: tuple[datetime, UUID] | None = None,
-                   limit: int = 50) -> SchedulePage:
+                   limit: int = 50, kinds: WorkKindRegistry | None = None) -> SchedulePage:
     """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
     ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
-    (``(created_at, id)`` of the previous page's last row). Runs in its own transaction.
-    Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
+    (``(created_at, id)`` of the previous page's last row). With ``kinds``, schedules of a
+    kind with a route of its own are left out (the generic list does not see them). Runs in
+    its own transaction. Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     after_created_at, after_id = after if after is not None else (None, None)
     with conn.transaction():
         rows = fetch_all(conn, SQL["list_schedules"], {
             "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
-            "after_id": after_id, "limit": limit + 1}, Schedule)
+            "after_id": after_id, "limit": limit + 1, "hidden_kinds": own_route_kinds(kinds)}, Schedule)
     return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,
-                history_limit: int = 50, upcoming: int = 5) -> ScheduleDetails:
+                history_limit: int = 50, upcoming: int = 5, kinds: WorkKindRegistry | None = None) -> ScheduleDetails:
     """Read a schedule with its latest summary, at most ``history_limit`` runs and events
     (newest first) and its next ``upcoming`` occurrences, as :class:`ScheduleDetails`.
-    Raises :class:`ScheduleNotFound`."""
+    Raises :class:`ScheduleNotFound` (with ``kinds``: also for a kind with a route of its own)."""
     params = {"id": schedule_id, "workspace_id": workspace_id, "limit": history_limit}
     with conn.transaction():
         # Runs and events first, the schedule last: under READ COMMITTED each statement sees
@@ -266,6 +287,7 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
         schedule = fetch_one(conn, SQL["get_schedule"], params, Schedule)
         if schedule is None:
             raise ScheduleNotFound(str(schedule_id))
+        _hidden_from_generic(kinds, schedule)
     try:
         rule = parse_rule(schedule.recurrence)
     except InvalidRecurrence:

@@ -259,6 +259,10 @@ class WorkKindRegistry:
         """Return the work kind, or None when none is registered."""
         return self._kinds.get((owner, name))
 
+    def kinds(self) -> list[WorkKind]:
+        """Every registered work kind, in registration order."""
+        return list(self._kinds.values())
+
     def names(self, owner: str) -> list[str]:
         """The registered work-kind names of ``owner``, sorted."""
         return sorted(name for (o, name) in self._kinds if o == owner)
