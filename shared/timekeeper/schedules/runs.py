@@ -6,7 +6,10 @@ Offer lifecycle of a run: *offered* (``offered_at`` set in the claiming transact
 *released* (the queue refused it: the offer is cleared for the next pass). A run offered
 but never published (the process died between the commit and the send) is offered again
 by the next dispatcher pass; one published but never started is offered again after the
-pipeline's ``reoffer_after``, a bounded number of times.
+pipeline's ``reoffer_after``, a bounded number of times. The dispatcher's claim inserts its
+runs already recorded as published, with one pending-offer row per batch that
+:func:`publish_offers` deletes after the send: while the row exists the batch counts as
+unpublished (migration 0013).
 """
 
 from __future__ import annotations
