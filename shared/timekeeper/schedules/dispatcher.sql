@@ -15,13 +15,18 @@ SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, 
 -- accepted by the queue, and the same statement adds the batch's pending-offer row
 -- naming them (`pending_id`, NULL when none is queued): the dispatcher deletes it after
 -- the send, and a row left behind makes the next pass offer them again (migration 0013).
+-- Run ids are time-ordered (UUID version 7: the 48-bit Unix milliseconds of the statement,
+-- then random bits), so a batch's primary-key entries land on the index's last pages
+-- instead of one random page each.
 WITH inserted AS (
     INSERT INTO schedule_runs (
-        schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+        id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
         occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
         offered_at, offer_count, published_at, publish_count, skipped_backlog, first_skipped_at,
         finished_at, outcome_code)
-    SELECT v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING ms.prefix FROM 1 FOR 6),
+                                  52, 1), 53, 1), 'hex')::uuid,
+           v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
            v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
            CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
@@ -37,6 +42,8 @@ WITH inserted AS (
                   %(first_skipped_at)b::timestamptz[])
            AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
                 dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
+     CROSS JOIN (SELECT substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                                  FROM 3) AS prefix) AS ms
     ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
     RETURNING id, schedule_id, workspace_id, work_kind, state
 ), pending AS (
