@@ -187,3 +187,17 @@ OPEN_INVOICES = {"entity": "invoices", "columns": ["number", "amount_minor"],
 def new_query(**overrides: Any) -> dict[str, Any]:
     """A valid ``POST /queries`` body."""
     return {"name": "Open invoices", "description": "what is still owed", "definition": OPEN_INVOICES, **overrides}
+
+
+@pytest.fixture
+def analyst(db_url):
+    """A member of a fresh workspace who may read and write queries and schedules (every
+    token role), and a saved query of theirs: ``(caller, query id)``."""
+    from timekeeper.db.connection import connect
+    from timekeeper.queries import store
+
+    who = seed_member(db_url, roles=("queries:admin",), token_roles=f"queries:read,queries:write,{ALL_ROLES}")
+    with connect(db_url) as conn, conn.transaction():
+        query, _ = store.create_query(conn, workspace_id=who.workspace_id, name="Invoices", actor=who.user_id,
+                                      now=NOW, definition={"entity": "invoices", "columns": ["number"]})
+    return who, query.id

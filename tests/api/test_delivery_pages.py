@@ -9,22 +9,10 @@ from datetime import timedelta
 
 import pytest
 
-from tests.api.conftest import ALL_ROLES, NOW, seed_member
-from timekeeper.db.connection import connect
-from timekeeper.queries import store
+from tests.api.conftest import NOW
 
 DELIVERY = {"recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"}, "format": "csv",
             "subject_template": "{{ schedule_name }}", "body_template": "<a href='{{ link }}'>file</a>"}
-
-
-@pytest.fixture
-def analyst(db_url):
-    """A member of a fresh workspace who may read and write queries, and a saved query."""
-    who = seed_member(db_url, roles=("queries:admin",), token_roles=f"queries:read,queries:write,{ALL_ROLES}")
-    with connect(db_url) as conn, conn.transaction():
-        query, _ = store.create_query(conn, workspace_id=who.workspace_id, name="Invoices", actor=who.user_id,
-                                      now=NOW, definition={"entity": "invoices", "columns": ["number"]})
-    return who, query.id
 
 
 def _create(call, who, query_id, name):
@@ -59,7 +47,7 @@ def test_query_schedules_page_oldest_first_with_a_cursor(call, analyst, clock_no
     assert ([item["id"] for item in whole["items"]], whole["next_cursor"]) == (ids, None)
     assert call("GET", "/query-schedules?limit=201", as_=who).status == 422
     # A deleted schedule leaves the listing
-    assert call("DELETE", f"/schedules/{ids[0]}", as_=who).status == 204
+    assert call("DELETE", f"/query-schedules/{ids[0]}", as_=who).status == 204
     assert [i["id"] for p in _all_pages(call, who, "/query-schedules", 2) for i in p] == ids[1:]
 
 

@@ -10,28 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
-
-from tests.api.conftest import ALL_ROLES, NOW, new_schedule, seed_member
+from tests.api.conftest import new_schedule
 from timekeeper import runtime
-from timekeeper.db.connection import connect
-from timekeeper.queries import store
 
 DELIVERY = {"name": "Daily invoices", "recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"},
             "format": "csv", "subject_template": "{{ schedule_name }}",
             "body_template": "<a href='{{ link }}'>file</a>"}
 REFUSAL = {"code": "validation_error", "field": "work_kind",
            "message": "queries.deliver schedules have settings of their own: use /query-schedules"}
-
-
-@pytest.fixture
-def analyst(db_url):
-    """A member who may read and write queries and schedules, and a saved query of theirs."""
-    who = seed_member(db_url, roles=("queries:admin",), token_roles=f"queries:read,queries:write,{ALL_ROLES}")
-    with connect(db_url) as conn, conn.transaction():
-        query, _ = store.create_query(conn, workspace_id=who.workspace_id, name="Invoices", actor=who.user_id,
-                                      now=NOW, definition={"entity": "invoices", "columns": ["number"]})
-    return who, query.id
 
 
 def test_create_of_a_delivery_through_the_generic_route_is_422_naming_work_kind(call, analyst, publisher):
