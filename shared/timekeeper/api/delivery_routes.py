@@ -19,8 +19,8 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   302 to a presigned S3 GET valid :data:`DOWNLOAD_URL_TTL_S` seconds.
 
 After the token's roles, every schedule route asks the access rule for the person
-(``check_person`` with ``queries:read`` or ``queries:write``); saving a schedule and Run now
-also need read access to its source. Validation errors are 422 naming the field
+(``check_person`` with ``queries:read`` or ``queries:write``); saving a schedule (create and
+PATCH) and Run now also need read access to its source. Validation errors are 422 naming the field
 (``recipients[1]``, ``subject_template``, ``format``, ``source.query_id`` ...).
 """
 
@@ -31,7 +31,7 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError, ErrorBody, error_response
@@ -54,6 +54,11 @@ LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
 _SECURITY = [{"authorizer": []}]
 _Text = Annotated[str, Field(min_length=1, max_length=500)]
+#: A name: 1-500 characters, not only white space.
+_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
+#: Numbers and booleans are taken as JSON numbers and booleans only (strict: ``"5"`` or
+#: ``"yes"`` is a 422 naming the field, never coerced).
+_Hours = Annotated[StrictInt, Field(ge=1, le=720)]
 
 
 class SourceIn(BaseModel):
@@ -64,7 +69,7 @@ class SourceIn(BaseModel):
 
     kind: Literal["query", "report"]
     query_id: UUID | None = None
-    query_version: int | None = Field(None, ge=1)
+    query_version: Annotated[StrictInt, Field(ge=1)] | None = None
     report_id: UUID | None = None
 
 
@@ -73,16 +78,16 @@ class QueryScheduleCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: _Text
+    name: _Name
     recurrence: Recurrence
     source: SourceIn
     format: Literal["csv", "xlsx", "pdf"]
     recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(min_length=1, max_length=1000)
     subject_template: _Text
     body_template: Annotated[str, Field(min_length=1, max_length=20000)]
-    skip_when_empty: bool = False
-    link_ttl_hours: int = Field(168, ge=1, le=720)
-    active: bool = True
+    skip_when_empty: StrictBool = False
+    link_ttl_hours: _Hours = 168
+    active: StrictBool = True
 
 
 class QueryScheduleUpdate(BaseModel):
@@ -90,14 +95,14 @@ class QueryScheduleUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: _Text | None = None
+    name: _Name | None = None
     recurrence: Recurrence | None = None
     recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(None, min_length=1,
                                                                                           max_length=1000)
     subject_template: _Text | None = None
     body_template: Annotated[str, Field(min_length=1, max_length=20000)] | None = None
-    skip_when_empty: bool | None = None
-    link_ttl_hours: int | None = Field(None, ge=1, le=720)
+    skip_when_empty: StrictBool | None = None
+    link_ttl_hours: _Hours | None = None
 
 
 class QueryScheduleOut(BaseModel):
@@ -274,7 +279,9 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
         with scope.conn.entered(scope.workspace_id):
             person(scope, access.QUERIES_WRITE)
             with scope.conn.transaction():
-                settings_of(scope, schedule_id)
+                current = settings_of(scope, schedule_id)
+                access.require(dl.check_source_access(scope.conn, current, scope.identity.user_id),
+                               f"read the {current.source_kind}")
             updated = update_query_schedule(
                 scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id, actor=scope.identity.user_id,
                 now=scope.now, name=body.name, recurrence=body.recurrence, recipients=body.recipients,
