@@ -1,4 +1,4 @@
-"""Query schedule routes under hostile input: expressions nested too deeply for the
+"""Query schedule routes under hostile input (and a deleted schedule's links): expressions nested too deeply for the
 template parser, NUL characters anywhere in a body, markup outside the body template's
 allowlist, loosely typed numbers and booleans, blank names, stray source fields, a PATCH
 by a member who may not read the source, and download tokens whose signed payload is
@@ -7,18 +7,26 @@ PostgreSQL through the API's own login and moto (the fixtures of the route tests
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 import pytest
 from itsdangerous import URLSafeTimedSerializer
 
 from tests.api.conftest import NOW, Caller, new_schedule
-from tests.api.test_delivery_routes import KEY, app, aws, body, olga, tenants
+from tests.api.test_delivery_routes import BUCKET, KEY, SENDER, app, aws, body, olga, tenants
+from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, upsert_user
+from timekeeper.queries import delivery as dl
 from timekeeper.queries import reports
-from timekeeper.queries.links import SALT
+from timekeeper.queries.links import SALT, LinkSigner
+from timekeeper.queries.work_kinds import register
+from timekeeper.schedules import service
+from timekeeper.schedules.consumer import ConsumerSettings, process_run
+from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.topology import QUERIES
 
 #: The route tests' fixtures, used here by name.
 FIXTURES = (app, aws, tenants)
@@ -136,3 +144,31 @@ def test_a_signed_token_with_an_impossible_payload_is_link_invalid(call, tenants
     token = URLSafeTimedSerializer(KEY, salt=SALT).dumps(payload)
     got = call("GET", f"/downloads/{token}", claims=None)
     assert (got.status, got.body["code"]) == (403, "link_invalid")
+
+
+def test_deleting_a_query_schedule_revokes_the_links_it_sent(call, tenants, publisher, aws, db_url):
+    _, ses = aws
+    schedule_id = _create(call, tenants, recipients=["rita"]).body["id"]
+    assert call("POST", f"/query-schedules/{schedule_id}/run", as_=olga(tenants)).status == 202
+    (message,) = [m for m in publisher.sent if str(m.schedule_id) == schedule_id]
+    sent: list[dict] = []
+    mailer = SesMailer(ses, SENDER)
+
+    class Capture:
+        def send(self, **kwargs):
+            sent.append(kwargs)
+            return mailer.send(**kwargs)
+
+    kinds = WorkKindRegistry()
+    register(kinds)
+    with connect(db_url) as conn, connect(db_url) as journal:
+        services = dl.DeliveryServices(journal=lambda: journal, s3=aws[0], bucket=BUCKET, mailer=Capture(),
+                                       links=LinkSigner(KEY), download_base_url="https://api.test/")
+        process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
+                    settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
+        token = re.search(r"https://api\.test/downloads/([^'\"]+)", sent[0]["html"]).group(1)
+        assert call("GET", f"/downloads/{token}", claims=None).status == 302
+        service.delete_schedule(conn, workspace_id=tenants["a"], schedule_id=UUID(schedule_id), actor="olga",
+                                now=NOW)
+    revoked = call("GET", f"/downloads/{token}", claims=None)
+    assert (revoked.status, revoked.body["code"]) == (403, "link_invalid")

@@ -14,7 +14,8 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 * ``GET /query-schedules/{id}/runs`` (``queries:read``): the delivery history, newest first:
   each run with its file and every recipient's outcome.
 * ``GET /downloads/{token}`` (public: no authorizer; the signed token is the credential):
-  403 ``link_invalid`` (tampered, another key, or no such delivery), 410 ``link_expired``,
+  403 ``link_invalid`` (tampered, another key, no such delivery, or the query schedule was
+  deleted: deleting a schedule revokes the links it sent), 410 ``link_expired``,
   403 with the access rule's reason when the recipient may no longer read the source, else
   302 to a presigned S3 GET valid :data:`DOWNLOAD_URL_TTL_S` seconds.
 
@@ -137,7 +138,9 @@ class DeliveryOut(BaseModel):
     skip_reason: str | None
     provider_message_id: str | None
     link_expires_at: datetime | None
-    error: str | None
+    error: str | None = Field(description="a failed recipient's fixed, sanitized message (never the provider's text)")
+    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address "
+                                   "(permanent, not retried), throttled, provider_error, submission_error")
 
 
 class DeliveryRunOut(BaseModel):
@@ -332,7 +335,8 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                     report_version=r["report_version"], version_changed=r["version_changed"],
                     deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
                                             provider_message_id=d.provider_message_id,
-                                            link_expires_at=d.link_expires_at, error=d.error)
+                                            link_expires_at=d.link_expires_at, error=d.error,
+                                            error_code=d.error_code)
                                 for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r["id"])])
                     for r in runs]
         return DeliveryHistory(items=items)
@@ -361,6 +365,10 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             if (delivery is None or delivery.status != "sent" or source is None or settings is None
                     or source.object_key != link.object_key):
                 raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid")
+            deleted = conn.execute("SELECT deleted_at FROM schedules WHERE id = %s",
+                                   (settings.schedule_id,)).fetchone()
+            if deleted is None or deleted["deleted_at"] is not None:  # deleting a schedule revokes its links
+                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted")
             decision = dl.check_source_access(conn, settings, link.user_id)
         if not decision:
             raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or access.NOT_FOUND,
