@@ -27,7 +27,7 @@ from tests.api.conftest import OPEN_INVOICES, seed_member
 from timekeeper import clock, runtime
 from timekeeper.api import create_app, edge, openapi_document
 from timekeeper.api.app import unconfigured_adapters
-from timekeeper.local.serve import ServeOptions, dev_claims, start_server
+from timekeeper.local.serve import ServeOptions, dev_claims, link_base_url, start_server
 
 WORKSPACE = uuid.uuid4()
 TOKEN = f"dev:alice:{WORKSPACE}:schedules:read,schedules:write,schedules:run,queries:admin"
@@ -41,6 +41,7 @@ def local_server(db_url):
     saved = dict(os.environ)
     # alice is a member of the workspace in the directory (the saved-query routes ask it)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
+    os.environ.pop("DOWNLOAD_BASE_URL", None)  # serve chooses it (restored afterwards)
     server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.2), database_url=db_url)
     server.serve_in_background()
     yield server
@@ -77,6 +78,13 @@ def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
     items = reply.json()["items"]
     assert len(items) >= 3 and {i["snapshot_type"] for i in items} == {"ar_aging"}
     assert {i["status"] for i in items} <= {"planned", "queued", "running", "published"}
+
+
+def test_delivery_links_point_at_the_servers_own_address(local_server):
+    assert runtime.settings().download_base_url == f"{local_server.base_url}/"
+    assert runtime.delivery_services().download_base_url == f"{local_server.base_url}/"
+    assert link_base_url("0.0.0.0", 8080) == "http://127.0.0.1:8080"
+    assert link_base_url("::", 8080) == "http://[::1]:8080"
 
 
 def test_dev_token_becomes_the_authorizer_claims():
