@@ -218,7 +218,7 @@ def nul_field(text: str) -> str | None:
     level or a key) of the first JSON string in ``text`` that holds U+0000, or None (none,
     or not JSON: the route's validation refuses that). Every text column is PostgreSQL
     ``text``, which cannot hold NUL, so one rule at the edge refuses it for every field."""
-    if "\x00" not in text and "u0000" not in text.lower():
+    if "\x00" not in text and "\\u0000" not in text:
         return None  # the only spellings of NUL in JSON text (a raw NUL is invalid JSON anyway)
     try:
         value = parse_json_body(text)
