@@ -222,3 +222,17 @@ def test_a_file_gone_after_links_went_out_is_not_written_again_with_other_conten
     listed = env.s3.list_objects_v2(Bucket=BUCKET, Prefix=first.object_key).get("KeyCount", 0)
     assert listed == 0  # nothing new under the key Rita's link names
     assert [m["to"] for m in env.mailer.sent] == ["ws1.rita@x.test"]
+
+
+def test_a_body_saved_before_the_markup_rule_is_sanitized_when_sent(conn, env, tenant):
+    schedule = _schedule(conn, tenant, recipients=("rita",), name="old-body")
+    conn.execute("UPDATE query_schedules SET body_template = %s WHERE schedule_id = %s", (
+        "<p>{{ recipient_name }}</p><script>alert(1)</script><img src='https://tracker.example/p.gif'>"
+        "<a href='https://evil.example/phish'>verify</a><a href='{{ link }}' onclick='x()'>file</a>", schedule.id))
+    message = _scheduled_run(conn, env, schedule)
+    _process(conn, env, message)
+    (sent,) = env.mailer.sent
+    html = sent["html"]
+    assert "<script" not in html and "alert" not in html and "<img" not in html and "evil.example" not in html
+    assert "onclick" not in html and 'href="https://api.test/downloads/' in html
+    assert "Rita &lt;Reader&gt;" in html  # placeholder values stay escaped

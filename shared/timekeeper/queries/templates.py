@@ -142,11 +142,31 @@ def _check_markup(tree: nodes.Template, field: str) -> None:
         raise TemplateInvalid(field, checker.reason)
 
 
+class _Sanitizer:
+    """An nh3 cleaner restricted to :data:`BODY_TAGS`, keeping ``href`` on ``<a>`` only when
+    it is exactly the link of the current call (comments, scripts and styles removed with
+    their content). Built once per :class:`Message` (one run, one thread)."""
+
+    def __init__(self) -> None:
+        self._link: str | None = None
+        self._cleaner = nh3.Cleaner(tags=set(BODY_TAGS), attributes={"a": {"href"}}, strip_comments=True,
+                                    url_schemes={"https", "http"}, attribute_filter=self._keep)
+
+    def _keep(self, element: str, attribute: str, value: str) -> str | None:
+        return value if element == "a" and attribute == "href" and value == self._link else None
+
+    def clean(self, html: str, link: str | None) -> str:
+        self._link = link
+        try:
+            return self._cleaner.clean(html)
+        finally:
+            self._link = None
+
+
 def sanitize_html(html: str, link: str | None) -> str:
     """``html`` restricted by nh3 to :data:`BODY_TAGS`, with ``href`` kept on ``<a>`` only
     when it is exactly ``link`` (comments, scripts and styles removed with their content)."""
-    return nh3.clean(html, tags=set(BODY_TAGS), attributes={}, strip_comments=True, link_rel="noopener noreferrer",
-                     tag_attribute_values={"a": {"href": {link}}} if link else {}, url_schemes={"https", "http"})
+    return _Sanitizer().clean(html, link)
 
 
 class Message:
@@ -157,6 +177,7 @@ class Message:
         self._subject = _TEXT.from_string(subject_template)
         self._html = _HTML.from_string(body_template)
         self._text = _TEXT.from_string(body_template)
+        self._sanitizer = _Sanitizer()
 
     def render(self, values: Mapping[str, Any]) -> tuple[str, str, str]:
         """``(subject, html body, text body)`` for ``values`` by placeholder name. Raises
@@ -164,7 +185,7 @@ class Message:
         sanitized (:func:`sanitize_html`, the ``link`` value the only ``href``)."""
         link = values.get("link")
         return (" ".join(self._subject.render(values).split()),
-                sanitize_html(self._html.render(values), str(link) if link is not None else None),
+                self._sanitizer.clean(self._html.render(values), str(link) if link is not None else None),
                 self._text.render(values))
 
 
