@@ -13,6 +13,13 @@ Each round makes a Run now and processes it: the access rule for the owner, the 
 address, the outbox claim, the signed link, the sandboxed templates, the sink's
 submission and the two records (outbox, delivery row), each committed on the journal
 connection. Recipients/s = N / the run's wall time (file included). Target: >= 2,000/s.
+
+Then, once each: a reference round with moto SES (the real ``SesMailer``) instead of the
+sink, and two checks printed with their counts (the exit code is 1 when one fails): a
+duplicate delivery of the last finished run sends 0 messages; a run whose process dies
+after half the submissions (a ``BaseException`` from the sink), redelivered after the lease
+by a new process (new connections), sends only to the other half, and every recipient ends
+with exactly one recorded submission.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import boto3  # noqa: E402
 from moto import mock_aws  # noqa: E402
 
 from benchmarks._bench import DATA_DIR, git_revision  # noqa: E402
+from timekeeper.aws.ses import SesMailer  # noqa: E402
 from timekeeper.db.connection import connect  # noqa: E402
 from timekeeper.db.migrate import apply_migrations  # noqa: E402
 from timekeeper.local import embedded  # noqa: E402
@@ -49,18 +57,41 @@ from timekeeper.topology import QUERIES  # noqa: E402
 
 NOW = datetime(2027, 3, 1, 6, tzinfo=UTC)
 BUCKET = "bench-files"
+SENDER = "reports@bench.test"
 TARGET_PER_S = 2000
+SETTINGS = ConsumerSettings.from_pipeline(QUERIES)
+
+
+class ProcessKilled(BaseException):
+    """Stands for the process dying mid-run (nothing in the consumer catches it)."""
 
 
 class CountingSink:
-    """The communications adapter of the benchmark: counts, keeps nothing."""
+    """The communications adapter of the benchmark: counts, keeps nothing; ``die_after``
+    submissions it kills the process instead of accepting the next one."""
 
-    def __init__(self) -> None:
+    def __init__(self, die_after: int | None = None) -> None:
+        self.count = 0
+        self.die_after = die_after
+
+    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+        if self.die_after is not None and self.count >= self.die_after:
+            raise ProcessKilled()
+        self.count += 1
+        return f"sink-{self.count}"
+
+
+class CountingSes:
+    """The real SES adapter (``SesMailer``) on moto's SES, counted: the reference figure."""
+
+    def __init__(self, ses) -> None:
+        self.inner = SesMailer(ses, SENDER)
         self.count = 0
 
     def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
         self.count += 1
-        return f"sink-{self.count}"
+        return message_id
 
 
 class NoRenderer:
@@ -107,42 +138,102 @@ def _fill(conn, recipients: int):
     return ws, schedule
 
 
+def _services(journal, s3, mailer) -> dl.DeliveryServices:
+    return dl.DeliveryServices(journal=lambda: journal, s3=s3, bucket=BUCKET, mailer=mailer,
+                               links=LinkSigner("b" * 48), download_base_url="https://bench/", renderer=NoRenderer())
+
+
+def _run_now(conn, ws, schedule) -> RunMessage:
+    run_id, _ = service.run_now(conn, workspace_id=ws, schedule_id=schedule.id, actor="owner", now=NOW,
+                                publisher=_Quiet(), idempotency_key=str(uuid4()))
+    return RunMessage(run_id=run_id, schedule_id=schedule.id, workspace_id=ws, owner="queries",
+                      work_kind="queries.deliver")
+
+
+def _process(conn, journal, s3, mailer, kinds, message, *, receive_count: int = 1, now: datetime = NOW):
+    return process_run(conn, message, receive_count=receive_count, now=now, registry=kinds,
+                       settings=SETTINGS, services={"delivery": _services(journal, s3, mailer)})
+
+
+def _timed_round(conn, journal, s3, kinds, ws, schedule, mailer, recipients: int) -> tuple[RunMessage, float]:
+    message = _run_now(conn, ws, schedule)
+    started = time.perf_counter()
+    result = _process(conn, journal, s3, mailer, kinds, message)
+    elapsed = time.perf_counter() - started
+    assert result.settlement is not None and result.settlement.state == "succeeded", result
+    assert mailer.count == recipients, mailer.count
+    return message, recipients / elapsed
+
+
+def _crash_check(url, s3, kinds, ws, schedule, recipients: int) -> tuple[int, int, int]:
+    """A run whose process dies after half the submissions, then its redelivery after the
+    lease by a new process: returns (sent before the crash, sent by the retry, recipients
+    with exactly one recorded submission)."""
+    half = recipients // 2
+    first = CountingSink(die_after=half)
+    with connect(url) as conn, connect(url) as journal:
+        message = _run_now(conn, ws, schedule)
+        try:
+            _process(conn, journal, s3, first, kinds, message)
+        except ProcessKilled:
+            pass
+        else:
+            raise AssertionError("the process was meant to die half-way")
+    retry = CountingSink()
+    with connect(url) as conn, connect(url) as journal:  # a new process: new connections
+        result = _process(conn, journal, s3, retry, kinds, message, receive_count=2,
+                          now=NOW + SETTINGS.lease + timedelta(seconds=1))
+        assert result.settlement is not None and result.settlement.state == "succeeded", result
+        once = conn.execute("SELECT count(*) AS n FROM query_delivery_outbox WHERE run_id = %s AND submissions = 1 "
+                            "AND provider_message_id IS NOT NULL", (message.run_id,)).fetchone()["n"]
+    return first.count, retry.count, once
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--recipients", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--ses-rounds", type=int, default=1, help="rounds with moto SES instead of the sink")
     args = parser.parse_args()
     os.environ.update({"AWS_ACCESS_KEY_ID": "b", "AWS_SECRET_ACCESS_KEY": "b", "AWS_DEFAULT_REGION": "us-east-1"})
     os.environ.pop("AWS_ENDPOINT_URL", None)
     url = _database()
     kinds = WorkKindRegistry()
     register(kinds)
+    n = args.recipients
+    checks_ok = True
     with mock_aws(), connect(url) as conn, connect(url) as journal:
         s3 = boto3.client("s3")
         s3.create_bucket(Bucket=BUCKET)
-        ws, schedule = _fill(conn, args.recipients)
-        print(f"git {git_revision()}; {args.recipients:,} recipients per run; target {TARGET_PER_S:,}/s")
+        ses = boto3.client("ses")
+        ses.verify_email_identity(EmailAddress=SENDER)
+        ws, schedule = _fill(conn, n)
+        print(f"git {git_revision()}; {n:,} recipients per run; target {TARGET_PER_S:,}/s (counting sink)")
         rates = []
+        message = None
         for round_ in range(args.rounds):
-            sink = CountingSink()
-            services = dl.DeliveryServices(journal=lambda: journal, s3=s3, bucket=BUCKET, mailer=sink,
-                                           links=LinkSigner("b" * 48), download_base_url="https://bench/",
-                                           renderer=NoRenderer())
-            run_id, _ = service.run_now(conn, workspace_id=ws, schedule_id=schedule.id, actor="owner", now=NOW,
-                                        publisher=_Quiet(), idempotency_key=str(uuid4()))
-            message = RunMessage(run_id=run_id, schedule_id=schedule.id, workspace_id=ws, owner="queries",
-                                 work_kind="queries.deliver")
-            started = time.perf_counter()
-            result = process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
-                                 settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
-            elapsed = time.perf_counter() - started
-            assert result.settlement is not None and result.settlement.state == "succeeded", result
-            assert sink.count == args.recipients, sink.count
-            rates.append(args.recipients / elapsed)
-            print(f"round {round_ + 1}: {elapsed:.3f} s, {rates[-1]:,.0f} recipients/s")
+            message, rate = _timed_round(conn, journal, s3, kinds, ws, schedule, CountingSink(), n)
+            rates.append(rate)
+            print(f"round {round_ + 1}: {n / rate:.3f} s, {rate:,.0f} recipients/s")
         best = max(rates)
         print(f"best {best:,.0f} recipients/s ({'meets' if best >= TARGET_PER_S else 'BELOW'} the target)")
-    return 0
+        for round_ in range(args.ses_rounds):
+            mailer = CountingSes(ses)
+            _, rate = _timed_round(conn, journal, s3, kinds, ws, schedule, mailer, n)
+            print(f"reference, moto SES round {round_ + 1}: {n / rate:.3f} s, {rate:,.0f} recipients/s")
+        if message is not None:
+            duplicate = CountingSink()
+            result = _process(conn, journal, s3, duplicate, kinds, message, receive_count=2)
+            ok = duplicate.count == 0 and result.settlement is None
+            checks_ok &= ok
+            print(f"check: a duplicate delivery of a finished run sent {duplicate.count} messages "
+                  f"(expected 0): {'ok' if ok else 'FAILED'}")
+        before, after, once = _crash_check(url, s3, kinds, ws, schedule, n)
+        ok = (before, after, once) == (n // 2, n - n // 2, n)
+        checks_ok &= ok
+        print(f"check: a crash after {before:,} submissions, then the retry sent {after:,} (expected "
+              f"{n - n // 2:,}); {once:,} of {n:,} recipients submitted exactly once: {'ok' if ok else 'FAILED'}")
+    return 0 if checks_ok else 1
 
 
 class _Quiet:

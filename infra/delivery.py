@@ -24,10 +24,9 @@ from infra.api import HttpApi
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
+from infra.storage import DELIVERIES_PREFIX
 from infra.work_queue import FILES_BUCKET_VARIABLE
 
-#: Key prefix of delivered query files in the files bucket.
-DELIVERIES_PREFIX = "deliveries/"
 #: Variables read by ``timekeeper.runtime``.
 MAIL_SENDER_VARIABLE = "MAIL_SENDER"
 DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"

@@ -19,6 +19,8 @@ from typing import Any
 from aws_cdk import aws_logs as logs
 from constructs import Node
 
+from infra.storage import DELIVERY_RETENTION_DAYS, DELIVERY_RETENTION_MARGIN_DAYS, LINK_MAX_LIFETIME_DAYS
+
 #: Repository root (the folder holding app.py).
 ROOT = Path(__file__).resolve().parent.parent
 #: One folder per Lambda, each with ``handler.py`` exposing ``lambda_handler``.
@@ -155,6 +157,8 @@ class DeploymentConfig:
     deletion_protection: bool = True
     alarm_email: str | None = None
     export_retention_days: int = 30
+    #: Days before a delivered file (``deliveries/``) expires: longer than a link lives.
+    delivery_retention_days: int = DELIVERY_RETENTION_DAYS
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
@@ -171,6 +175,7 @@ class DeploymentConfig:
     KEY_DELETION_PROTECTION = "timekeeper:deletionProtection"
     KEY_ALARM_EMAIL = "timekeeper:alarmEmail"
     KEY_EXPORT_RETENTION = "timekeeper:exportRetentionDays"
+    KEY_DELIVERY_RETENTION = "timekeeper:deliveryRetentionDays"
     KEY_LOG_RETENTION = "timekeeper:logRetentionDays"
     KEY_DB_HOST = "timekeeper:dbHost"
     KEY_DB_SECRET_ARN = "timekeeper:dbSecretArn"
@@ -227,6 +232,7 @@ class DeploymentConfig:
             deletion_protection=_parse_bool(get(cls.KEY_DELETION_PROTECTION), True),
             alarm_email=get(cls.KEY_ALARM_EMAIL) or None,
             export_retention_days=int(get(cls.KEY_EXPORT_RETENTION) or 30),
+            delivery_retention_days=int(get(cls.KEY_DELIVERY_RETENTION) or DELIVERY_RETENTION_DAYS),
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
@@ -243,4 +249,8 @@ class DeploymentConfig:
         config.log_retention  # noqa: B018 - validates the value at synth
         if config.export_retention_days < 1:
             raise ValueError(f"{cls.KEY_EXPORT_RETENTION} must be at least 1")
+        shortest = LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS
+        if config.delivery_retention_days < shortest:
+            raise ValueError(f"{cls.KEY_DELIVERY_RETENTION} must be at least {shortest}: delivered files must "
+                             f"outlive their links (at most {LINK_MAX_LIFETIME_DAYS} days)")
         return config

@@ -65,6 +65,7 @@ class DataStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs):
         super().__init__(scope, construct_id, description="Timekeeper: network, database, files", **kwargs)
         self.files = FileBucket(self, "Files", export_retention_days=config.export_retention_days,
+                                delivery_retention_days=config.delivery_retention_days,
                                 retain=config.deletion_protection)
         self.database: AuroraDatabase | None = None
         if config.existing_database is None:

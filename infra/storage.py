@@ -1,5 +1,5 @@
-"""The files bucket (exports and reports) and the notification topic (pause notices and
-alarms)."""
+"""The files bucket (exports, reports, delivered files) and the notification topic (pause
+notices and alarms)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,37 @@ from constructs import Construct
 
 #: Key prefix of exported files; objects under it expire (``timekeeper:exportRetentionDays``).
 EXPORTS_PREFIX = "exports/"
+#: Key prefix of scheduled deliveries' query files; objects under it expire
+#: (``timekeeper:deliveryRetentionDays``).
+DELIVERIES_PREFIX = "deliveries/"
+#: Key prefix of rendered reports (PDF). Never expired by a rule: a render's history keeps
+#: its file downloadable, and a delivered report's links point at its render's object.
+REPORTS_PREFIX = "reports/"
+#: The longest lifetime of a delivery's signed link (a schedule's ``link_ttl_hours`` is at
+#: most 720), in days.
+LINK_MAX_LIFETIME_DAYS = 30
+#: Delivered files outlive their longest link by at least this: a link's lifetime starts
+#: when its message is sent, which can be up to 4.5 hours (3 receives x 5,400 s) after the
+#: file was written, and S3 counts whole days from the object's creation.
+DELIVERY_RETENTION_MARGIN_DAYS = 1
+#: The default retention of delivered files (days).
+DELIVERY_RETENTION_DAYS = 35
 #: How long the access logs of the files bucket are kept.
 ACCESS_LOG_DAYS = 90
 
 
 class FileBucket(Construct):
     """A private, encrypted, TLS-only bucket; files under ``exports/`` expire after
-    ``export_retention_days``. Server access logs go to a second bucket of the same kind.
-    ``retain`` keeps both buckets when the stack is deleted (otherwise they must be empty)."""
+    ``export_retention_days``, files under ``deliveries/`` after ``delivery_retention_days``
+    (longer than a delivery link lives: ``ValueError`` otherwise); ``reports/`` does not
+    expire. Server access logs go to a second bucket of the same kind. ``retain`` keeps
+    both buckets when the stack is deleted (otherwise they must be empty)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, export_retention_days: int, retain: bool):
+    def __init__(self, scope: Construct, construct_id: str, *, export_retention_days: int, retain: bool,
+                 delivery_retention_days: int = DELIVERY_RETENTION_DAYS):
+        if delivery_retention_days < LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS:
+            raise ValueError(f"delivered files must outlive their links: at least "
+                             f"{LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS} days")
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         common = {"encryption": s3.BucketEncryption.S3_MANAGED, "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
@@ -37,6 +58,8 @@ class FileBucket(Construct):
             lifecycle_rules=[
                 s3.LifecycleRule(id="expire-exports", prefix=EXPORTS_PREFIX,
                                  expiration=Duration.days(export_retention_days)),
+                s3.LifecycleRule(id="expire-deliveries", prefix=DELIVERIES_PREFIX,
+                                 expiration=Duration.days(delivery_retention_days)),
                 s3.LifecycleRule(id="abort-incomplete-uploads",
                                  abort_incomplete_multipart_upload_after=Duration.days(1)),
             ])

@@ -32,6 +32,7 @@ from timekeeper.aws.renderer import LambdaRendererClient, RendererClient, Render
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
+from timekeeper.faults import crash_point
 from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, PipelineMetrics, logger, metrics
 from timekeeper.queries import rendering
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
@@ -417,6 +418,7 @@ def consume_batch(pipeline_name: str, event: dict[str, Any], context: Any) -> di
                 logger.info("run message fails its batch item", extra={
                     "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
                 failures.append(delivery.key)
+    crash_point("consumer.before_acknowledge")
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failures]}
 
 
@@ -528,20 +530,17 @@ def run_snapshot_planner() -> dict[str, Any]:
     return summary
 
 
+def _job_run_id(job: JobMessage) -> Any:
+    return job.run_id
+
+
 def send_snapshot_jobs(jobs: list[JobMessage]) -> int:
     """Send job messages to the job queue (batches of 10); returns how many the queue
-    accepted. A refused message is not retried here: its run stays queued and the
-    dispatcher offers it a new job after ``reoffer_after``."""
-    url = os.environ[SNAPSHOT_JOB_QUEUE_URL]
-    accepted = 0
-    for start in range(0, len(jobs), 10):
-        batch = jobs[start:start + 10]
-        response = sqs_client().send_message_batch(QueueUrl=url, Entries=[
-            {"Id": str(i), "MessageBody": job.model_dump_json()} for i, job in enumerate(batch)])
-        accepted += len(response.get("Successful", []))
-        for failure in response.get("Failed", []):
-            logger.warning("snapshot job refused by the queue", extra={"code": failure.get("Code")})
-    return accepted
+    accepted. A refused message, or a whole call that fails, is not retried here (and
+    fails nothing): its run stays queued and the dispatcher offers it a new job after
+    ``reoffer_after``."""
+    publisher = SqsMessagePublisher(sqs_client(), os.environ[SNAPSHOT_JOB_QUEUE_URL], key=_job_run_id)
+    return len(jobs) - len(publisher.publish(jobs))
 
 
 def run_snapshot_dispatcher() -> dict[str, Any]:
@@ -559,6 +558,8 @@ def run_snapshot_dispatcher() -> dict[str, Any]:
                          for a in admit_snapshots(conn, owner=owner, now=now, cap=SNAPSHOTS.admission_cap,
                                                   backfill_lane=SNAPSHOTS.backfill_lane,
                                                   reoffer_after=SNAPSHOTS.reoffer_after)]
+    if admitted:
+        crash_point("snapshots.after_admit_commit")
     sent = send_snapshot_jobs(admitted) if admitted else 0
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)

@@ -4,11 +4,20 @@ encrypted topic, and migrations run by a trigger before any rule or consumer sta
 
 from __future__ import annotations
 
+import aws_cdk as cdk
+import pytest
 from aws_cdk.assertions import Match
 
 from infra import settings
 from infra.database import ENGINE_VERSION
-from infra.storage import EXPORTS_PREFIX
+from infra.settings import DeploymentConfig
+from infra.storage import (
+    DELIVERIES_PREFIX,
+    DELIVERY_RETENTION_DAYS,
+    EXPORTS_PREFIX,
+    LINK_MAX_LIFETIME_DAYS,
+    REPORTS_PREFIX,
+)
 from tests.infra.conftest import event_sources_of, functions_by_folder, resources, synthesize
 from timekeeper.topology import PIPELINES
 
@@ -137,3 +146,37 @@ def test_a_layer_change_gives_the_migrate_function_a_new_version(monkeypatch):
 
     # Then the trigger points at a new version, so CloudFormation runs the migrations again
     assert versions[0] != versions[1]
+
+
+def test_delivered_files_expire_after_their_links_and_reports_never(synth):
+    from timekeeper.queries import delivery as dl
+    from timekeeper.queries import exports, rendering
+    from timekeeper.queries.query_schedules import MAX_LINK_TTL_HOURS
+
+    # The prefixes the rules name are the ones the code writes under
+    assert (DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX) == (
+        dl.OBJECT_PREFIX, exports.OBJECT_PREFIX, rendering.REPORTS_PREFIX)
+    assert LINK_MAX_LIFETIME_DAYS * 24 == MAX_LINK_TTL_HOURS
+    [files] = [b["Properties"] for b in resources(synth.data_template, "AWS::S3::Bucket").values()
+               if "LoggingConfiguration" in b["Properties"]]
+    rules = {r["Id"]: r for r in files["LifecycleConfiguration"]["Rules"]}
+    # Files under deliveries/ expire after the documented retention, longer than any link lives
+    assert rules["expire-deliveries"] == {"Id": "expire-deliveries", "Prefix": DELIVERIES_PREFIX,
+                                          "ExpirationInDays": DELIVERY_RETENTION_DAYS, "Status": "Enabled"}
+    assert DELIVERY_RETENTION_DAYS > LINK_MAX_LIFETIME_DAYS
+    # And no rule expires a delivered file or a report (a delivered report's links point at its render) sooner
+    for rule in rules.values():
+        if "ExpirationInDays" in rule:
+            prefix = rule.get("Prefix", "")
+            for linked in (DELIVERIES_PREFIX, REPORTS_PREFIX):
+                if linked.startswith(prefix):
+                    assert prefix == DELIVERIES_PREFIX and rule["ExpirationInDays"] >= DELIVERY_RETENTION_DAYS, rule
+    assert rules["expire-exports"]["Prefix"] == EXPORTS_PREFIX
+
+
+def test_a_delivery_retention_shorter_than_a_link_is_refused_at_synth():
+    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "30"})
+    with pytest.raises(ValueError, match="deliveryRetentionDays must be at least 31"):
+        DeploymentConfig.from_node(app.node)
+    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "60"})
+    assert DeploymentConfig.from_node(app.node).delivery_retention_days == 60

@@ -411,6 +411,8 @@ def test_a_report_delivery_renders_with_the_run_id_and_flags_a_changed_version(c
     assert render["idempotency_key"] == str(first.run_id) and source.object_key == render["object_key"]
     assert (source.report_version, source.version_changed) == (1, False)
     assert _deliveries(conn, tenant, first.run_id) == {"rita": ("sent", None)}
+    # A render that finished during the request (this renderer renders at once) is not waited for
+    assert env.clock.t == 0
     # When the report is saved again and the next run renders its version 2
     reports.update_report(conn, workspace_id=tenant.workspace_id, report_id=tenant.report_id, actor=_u(tenant, "olga"),
                           now=NOW, definition={"title": "Monthly v2", "sections": [

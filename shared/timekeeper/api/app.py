@@ -347,7 +347,8 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after))
 
     @route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=_SECURITY,
-           summary="Create a schedule (the recurrence is validated; the owner's work kind must exist)",
+           summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
+                   "with a route of its own, queries.deliver, is refused: use /query-schedules)",
            responses=_responses(201, "Created", 415))
     def create_schedule(scope: Writer, body: Annotated[CreateBody, Body()]) -> Response[ScheduleOut]:
         check_rule_shape(body.recurrence)

@@ -5,14 +5,20 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 
 * ``POST /query-schedules`` (claims role ``queries:write``): create; the caller becomes the
   schedule's owner, whose access automatic runs use.
-* ``GET /query-schedules`` / ``GET /query-schedules/{id}`` (``queries:read``): list; one
-  with its settings and recipients.
+* ``GET /query-schedules`` / ``GET /query-schedules/{id}`` (``queries:read``): list (oldest
+  first, ``limit`` <= 200, keyset ``cursor``); one with its settings and recipients.
 * ``PATCH /query-schedules/{id}`` (``queries:write``): change name, recurrence, recipients,
   templates, ``skip_when_empty``, link lifetime (the source and format stay).
 * ``POST /query-schedules/{id}/run`` (``queries:write``): Run now, acting as the caller (the
   run reads the source with the caller's access); ``Idempotency-Key`` returns the same run.
-* ``GET /query-schedules/{id}/runs`` (``queries:read``): the delivery history, newest first:
-  each run with its file and every recipient's outcome.
+* ``POST /query-schedules/{id}/pause`` / ``.../resume`` and ``DELETE /query-schedules/{id}``
+  (``queries:write``): pause (idempotent), resume from now (409 ``definition_invalid``
+  when the saved rule no longer validates), delete (runs and deliveries kept for audit).
+  The generic ``/schedules`` routes do not see query schedules (404): their access rule
+  and settings are here.
+* ``GET /query-schedules/{id}/runs`` (``queries:read``): the delivery history, newest first
+  (``limit`` <= 100, 20 by default, keyset ``cursor``): each run with its file and every
+  recipient's outcome.
 * ``GET /downloads/{token}`` (public: no authorizer; the signed token is the credential):
   403 ``link_invalid`` (tampered, another key, no such delivery, or the query schedule was
   deleted: deleting a schedule revokes the links it sent), 410 ``link_expired``,
@@ -31,12 +37,13 @@ from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError, ErrorBody, error_response
-from timekeeper.api.models import Recurrence, check_rule_shape
+from timekeeper.api.models import CURSOR_PATTERN, Recurrence, check_rule_shape, decode_cursor, encode_cursor
+from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.queries import delivery as dl
 from timekeeper.queries.links import LinkExpired, LinkInvalid
@@ -44,11 +51,18 @@ from timekeeper.queries.query_schedules import (
     SettingsInvalid,
     Source,
     create_query_schedule,
+    list_delivery_runs,
+    list_query_schedules,
     update_query_schedule,
 )
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunPublisher
+from timekeeper.schedules.recurrence import InvalidRecurrence
 
+#: The largest page of ``GET /query-schedules`` and of a schedule's delivery history (each
+#: run carries every recipient's outcome, up to 1,000).
+MAX_SCHEDULES_PAGE = 200
+MAX_RUNS_PAGE = 100
 #: Lifetime of the presigned S3 URL a download link redirects to (seconds).
 DOWNLOAD_URL_TTL_S = 60
 LINK_INVALID = "link_invalid"
@@ -125,9 +139,11 @@ class QueryScheduleOut(BaseModel):
 
 
 class QuerySchedulePage(BaseModel):
-    """The workspace's query schedules, oldest first."""
+    """A page of the workspace's query schedules, oldest first; pass ``next_cursor`` as
+    ``cursor`` for the next."""
 
     items: list[QueryScheduleOut]
+    next_cursor: str | None = Field(description="opaque; null on the last page")
 
 
 class DeliveryOut(BaseModel):
@@ -162,9 +178,11 @@ class DeliveryRunOut(BaseModel):
 
 
 class DeliveryHistory(BaseModel):
-    """A query schedule's runs, newest first."""
+    """A page of a query schedule's runs, newest first; pass ``next_cursor`` as ``cursor``
+    for the next (older) page."""
 
     items: list[DeliveryRunOut]
+    next_cursor: str | None = Field(description="opaque; null on the last page")
 
 
 class RunNowOut(BaseModel):
@@ -177,7 +195,8 @@ class RunNowOut(BaseModel):
 
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
     texts = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
-             404: "No such query schedule in the caller's workspace", 410: "The link has expired",
+             404: "No such query schedule in the caller's workspace",
+             409: "The saved rule no longer validates (update the recurrence first)", 410: "The link has expired",
              415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
     return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
             for code in codes}
@@ -250,18 +269,23 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                         headers={"Location": f"/query-schedules/{settings.schedule_id}"})
 
     @route("GET", "/query-schedules", tags=["query schedules"], operation_id="listQuerySchedules",
-           security=_SECURITY, summary="The workspace's query schedules, oldest first",
-           responses={200: {"description": "The query schedules"}, **_errors_doc(401, 403, 422)})
-    def list_all(scope: reader) -> QuerySchedulePage:
+           security=_SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
+           responses={200: {"description": "A page of query schedules"}, **_errors_doc(401, 403, 422)})
+    def list_all(
+        scope: reader,
+        limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE, description="page size")] = 50,
+        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                            description="next_cursor of the previous page")] = None,
+    ) -> QuerySchedulePage:
+        after = decode_cursor(cursor)
         with scope.conn.entered(scope.workspace_id):
             person(scope, access.QUERIES_READ)
             with scope.conn.transaction():
-                ids = [r["schedule_id"] for r in scope.conn.execute(
-                    """SELECT q.schedule_id FROM query_schedules q JOIN schedules s ON s.id = q.schedule_id
-                        WHERE q.workspace_id = %s AND s.deleted_at IS NULL ORDER BY q.created_at, q.schedule_id
-                        LIMIT 500""", (scope.workspace_id,)).fetchall()]
-                items = [_out(scope.conn, settings_of(scope, i)) for i in ids]
-        return QuerySchedulePage(items=items)
+                rows, after = split_page(list_query_schedules(scope.conn, workspace_id=scope.workspace_id,
+                                                              after=after, limit=limit + 1),
+                                         limit, lambda q: (q.created_at, q.schedule_id))
+                items = [_out(scope.conn, settings) for settings in rows]
+        return QuerySchedulePage(items=items, next_cursor=encode_cursor(after))
 
     @route("GET", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="getQuerySchedule",
            security=_SECURITY, summary="A query schedule with its recipients",
@@ -313,33 +337,78 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
 
+    def owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any, **kwargs: Any) -> Any:
+        """Run a schedule action (pause, resume, delete) on a query schedule the caller may
+        change (``queries:write`` and the access rule's ``queries:write``)."""
+        with scope.conn.entered(scope.workspace_id):
+            person(scope, access.QUERIES_WRITE)
+            with scope.conn.transaction():
+                settings_of(scope, schedule_id)
+            return action(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                          actor=scope.identity.user_id, now=scope.now, **kwargs)
+
+    def status_out(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
+        with scope.conn.entered(scope.workspace_id), scope.conn.transaction():
+            return _out(scope.conn, settings_of(scope, schedule_id), recipients=True)
+
+    @route("POST", "/query-schedules/<schedule_id>/pause", tags=["query schedules"],
+           operation_id="pauseQuerySchedule", security=_SECURITY, summary="Pause (idempotent)",
+           responses={200: {"description": "The paused query schedule"}, **_errors_doc(401, 403, 404, 422)})
+    def pause(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
+        owner_action(scope, schedule_id, service.pause_schedule)
+        return status_out(scope, schedule_id)
+
+    @route("POST", "/query-schedules/<schedule_id>/resume", tags=["query schedules"],
+           operation_id="resumeQuerySchedule", security=_SECURITY,
+           summary="Resume from now (resets the failure streak; no backlog run)",
+           responses={200: {"description": "The active query schedule"}, **_errors_doc(401, 403, 404, 409, 422)})
+    def resume(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
+        try:
+            owner_action(scope, schedule_id, service.resume_schedule)
+        except InvalidRecurrence as error:
+            raise ApiError(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
+                           f"the saved rule no longer validates: {error.reason}; update the recurrence first",
+                           "recurrence") from None
+        return status_out(scope, schedule_id)
+
+    @route("DELETE", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="deleteQuerySchedule",
+           security=_SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
+           responses={204: {"description": "Deleted"}, **_errors_doc(401, 403, 404, 422)})
+    def delete(scope: writer, schedule_id: schedule_id_path) -> Response[None]:
+        owner_action(scope, schedule_id, service.delete_schedule)
+        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+
     @route("GET", "/query-schedules/<schedule_id>/runs", tags=["query schedules"], operation_id="queryScheduleRuns",
-           security=_SECURITY, summary="The delivery history: runs, files and every recipient's outcome",
-           responses={200: {"description": "The runs, newest first"}, **_errors_doc(401, 403, 404, 422)})
-    def history(scope: reader, schedule_id: schedule_id_path) -> DeliveryHistory:
+           security=_SECURITY,
+           summary="The delivery history: runs, files and every recipient's outcome (newest first; cursor pagination)",
+           responses={200: {"description": "A page of runs, newest first"}, **_errors_doc(401, 403, 404, 422)})
+    def history(
+        scope: reader, schedule_id: schedule_id_path,
+        limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="runs per page")] = 20,
+        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                            description="next_cursor of the previous page")] = None,
+    ) -> DeliveryHistory:
+        after = decode_cursor(cursor)
         conn = scope.conn
         with conn.entered(scope.workspace_id):
             person(scope, access.QUERIES_READ)
             with conn.transaction():
                 settings_of(scope, schedule_id)
-                runs = conn.execute(
-                    """SELECT r.id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
-                              s.acted_for, s.row_count, s.sha256, s.report_version, s.version_changed
-                         FROM schedule_runs r LEFT JOIN query_delivery_sources s ON s.run_id = r.id
-                        WHERE r.workspace_id = %s AND r.schedule_id = %s
-                        ORDER BY r.occurrence_at DESC, r.id LIMIT 100""", (scope.workspace_id, schedule_id)).fetchall()
+                runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
+                                                            schedule_id=schedule_id, after=after, limit=limit + 1),
+                                         limit, lambda r: (r.occurrence_at, r.id))
                 items = [DeliveryRunOut(
-                    run_id=r["id"], trigger=r["trigger"], requested_by=r["requested_by"], state=r["state"],
-                    outcome_code=r["outcome_code"], occurrence_at=r["occurrence_at"], finished_at=r["finished_at"],
-                    acted_for=r["acted_for"], row_count=r["row_count"], sha256=r["sha256"],
-                    report_version=r["report_version"], version_changed=r["version_changed"],
+                    run_id=r.id, trigger=r.trigger, requested_by=r.requested_by, state=r.state,
+                    outcome_code=r.outcome_code, occurrence_at=r.occurrence_at, finished_at=r.finished_at,
+                    acted_for=r.acted_for, row_count=r.row_count, sha256=r.sha256,
+                    report_version=r.report_version, version_changed=r.version_changed,
                     deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
                                             provider_message_id=d.provider_message_id,
                                             link_expires_at=d.link_expires_at, error=d.error,
                                             error_code=d.error_code)
-                                for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r["id"])])
+                                for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.id)])
                     for r in runs]
-        return DeliveryHistory(items=items)
+        return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
            summary="Follow a delivery's personal link (public: the signed token is the credential)",

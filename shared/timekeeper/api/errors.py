@@ -25,7 +25,7 @@ from timekeeper.platform import access
 from timekeeper.queries.store import QueryNotFound
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
-from timekeeper.schedules.work import InvalidSubject
+from timekeeper.schedules.work import InvalidSubject, OwnRouteOnly
 
 UNAUTHENTICATED = "unauthenticated"
 FORBIDDEN = "forbidden"
@@ -170,6 +170,10 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
 
     @app.exception_handler(InvalidSubject)
     def _invalid_subject(error: InvalidSubject) -> Response:
+        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, error.reason, error.field)
+
+    @app.exception_handler(OwnRouteOnly)
+    def _own_route_only(error: OwnRouteOnly) -> Response:
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, VALIDATION_ERROR, error.reason, error.field)
 
     @app.exception_handler(RequestValidationError)

@@ -61,6 +61,7 @@ from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE, Identity, identity_
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError, ErrorBody
 from timekeeper.api.models import CURSOR_PATTERN, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.db.keyset import split_page
 from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.queries import definition as definitions
@@ -310,9 +311,7 @@ class QueryScope:
         """A page of undeleted queries (oldest first) and the keyset after it (None: last page)."""
         rows = self._run(QUERIES_READ, lambda: store.list_queries(
             self.conn, workspace_id=self.workspace_id, after=after, limit=limit + 1))
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, ((rows[-1].created_at, rows[-1].id) if more else None)
+        return split_page(rows, limit, lambda q: (q.created_at, q.id))
 
     def create(self, body: QueryCreate) -> tuple[store.SavedQuery, store.QueryVersion]:
         """Save a new query with version 1, created by the caller."""

@@ -30,6 +30,7 @@ from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE, Identity, identity_
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, decode_cursor, encode_cursor
+from timekeeper.db.keyset import split_page
 from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.queries import rendering
@@ -236,11 +237,9 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
                                             description="next_cursor of the previous page")] = None,
     ) -> ReportPage:
         scope.require(access.REPORTS_READ)
-        rows = scope.call(store.list_reports, after=decode_cursor(cursor), limit=limit + 1)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return ReportPage(items=[_report_out(r) for r in rows],
-                          next_cursor=encode_cursor((rows[-1].created_at, rows[-1].id)) if more else None)
+        rows, after = split_page(scope.call(store.list_reports, after=decode_cursor(cursor), limit=limit + 1),
+                                 limit, lambda r: (r.created_at, r.id))
+        return ReportPage(items=[_report_out(r) for r in rows], next_cursor=encode_cursor(after))
 
     @route("GET", "/reports/<report_id>", tags=["reports"], operation_id="getReport", security=security,
            summary="A report with its current version's definition", responses=responses(200, "The report", 404))

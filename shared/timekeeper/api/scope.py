@@ -68,7 +68,9 @@ class WorkspaceScope:
     """Owner actions bound to ``identity``'s workspace on ``conn`` at instant ``now`` (aware
     UTC). Each method runs the service function's own transaction(s) with the workspace
     entered; errors are the service's (``ScheduleNotFound``, ``InvalidRecurrence``,
-    ``InvalidSubject``)."""
+    ``InvalidSubject``, ``OwnRouteOnly``: create, update and run now refuse a work kind
+    with a route of its own, and the reads, pause, resume and delete do not see its
+    schedules)."""
 
     identity: Identity
     conn: TenantConnection
@@ -89,12 +91,13 @@ class WorkspaceScope:
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
              limit: int) -> service.SchedulePage:
         """A page of the workspace's schedules (see :func:`service.list_schedules`)."""
-        return self._call(service.list_schedules, owner=owner, status=status, after=after, limit=limit)
+        return self._call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
+                          kinds=self.kinds)
 
     def details(self, schedule_id: UUID, *, history_limit: int) -> service.ScheduleDetails:
         """The schedule with its runs, events and next 5 occurrences."""
         return self._call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
-                          upcoming=5)
+                          upcoming=5, kinds=self.kinds)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
@@ -108,21 +111,23 @@ class WorkspaceScope:
 
     def pause(self, schedule_id: UUID) -> service.Schedule:
         """Pause (idempotent) with reason ``paused_by_owner``."""
-        return self._call(service.pause_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now)
+        return self._call(service.pause_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
+                          kinds=self.kinds)
 
     def resume(self, schedule_id: UUID) -> service.Schedule:
         """Resume from now (no backlog); resets the failure streak."""
         return self._call(service.resume_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
-                          now=self.now)
+                          now=self.now, kinds=self.kinds)
 
     def delete(self, schedule_id: UUID) -> None:
         """Delete (kept for audit, gone from reads)."""
-        self._call(service.delete_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now)
+        self._call(service.delete_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
+                   kinds=self.kinds)
 
     def run_now(self, schedule_id: UUID, *, idempotency_key: str | None) -> tuple[UUID, bool]:
         """Commit a manual run, then publish it to its owner's queue (released on refusal)."""
         return self._call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
-                          publisher=self.publisher, idempotency_key=idempotency_key)
+                          publisher=self.publisher, idempotency_key=idempotency_key, kinds=self.kinds)
 
 
 # ------------------------------------------------------------------------------ snapshots

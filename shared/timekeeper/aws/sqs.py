@@ -14,6 +14,7 @@ from uuid import UUID
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
+from timekeeper.faults import crash_point
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunMessage
 
@@ -36,6 +37,8 @@ class SqsMessagePublisher:
         """Send ``messages``; return the keys of those the queue refused (never raises for SQS errors)."""
         refused: set[UUID] = set()
         for start in range(0, len(messages), BATCH_LIMIT):
+            if start:
+                crash_point("publish.between_batches")
             chunk = messages[start:start + BATCH_LIMIT]
             entries = [{"Id": str(i), "MessageBody": m.model_dump_json()} for i, m in enumerate(chunk)]
             try:

@@ -1,5 +1,5 @@
-"""Command line of the local stack: ``python -m timekeeper simulate | serve | psql | openapi |
-platform-data | export``.
+"""Command line of the local stack: ``python -m timekeeper simulate | chaos | serve | psql |
+openapi | platform-data | export``.
 
 Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
 validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
@@ -38,6 +38,17 @@ def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
 
     parse.__name__ = "whole number"
     return parse
+
+
+def _rate(text: str) -> float:
+    """An argparse type: a probability from 0 to 1 (``0.05``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a probability such as 0.05, not {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is out of range 0..1")
+    return value
 
 
 def _day(text: str) -> date:
@@ -115,6 +126,26 @@ def build_parser() -> argparse.ArgumentParser:
                      help="invoke the dispatcher at every simulated minute (default: idle minutes are "
                           "fast-forwarded)")
     sim.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    chaos = commands.add_parser("chaos", help="simulate under injected crashes, duplicate deliveries, publish "
+                                "refusals and database disconnects, then audit the invariants")
+    chaos.add_argument("--days", type=_int_at_least(1, 366), default=30,
+                       help="simulated days with faults, 1-366 (default 30)")
+    chaos.add_argument("--seed", type=int, default=1, help="random seed of the faults (default 1)")
+    chaos.add_argument("--crash-rate", type=_rate, default=0.05,
+                       help="probability that a crash point kills the process (default 0.05)")
+    chaos.add_argument("--duplicate-rate", type=_rate, default=0.10,
+                       help="probability that a received SQS message is delivered again (default 0.10)")
+    chaos.add_argument("--refuse-rate", type=_rate, default=0.02,
+                       help="probability that the queue refuses a published message (default 0.02)")
+    chaos.add_argument("--disconnect-rate", type=_rate, default=0.01,
+                       help="probability that a crash point drops every database connection (default 0.01)")
+    chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
+                       help="hours without faults at the end, for recovery (default 6)")
+    chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
+                       help="units of extra traffic: sweeps every 30 minutes and an hourly delivery (default 1)")
+    chaos.add_argument("--start", type=_day, default=date(2027, 3, 1),
+                       help="first simulated day, UTC (default 2027-03-01)")
+    chaos.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     serve = commands.add_parser("serve", help="the HTTP API on localhost over the local stack (real clock)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_int_at_least(0, 65535), default=8080,
@@ -226,10 +257,20 @@ def _run(args: argparse.Namespace) -> int:
         return _platform_data(args)
     from rich.console import Console
 
-    from timekeeper.local.simulate import print_summary, run_simulation
-
     # Full-width tables when the output is a file or a pipe (no terminal to size them).
     console = Console(width=None if sys.stdout.isatty() else 160)
+    if args.command == "chaos":
+        from timekeeper.local.chaos import ChaosOptions, print_chaos, run_chaos
+
+        chaos = run_chaos(ChaosOptions(
+            days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
+            refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, quiet_hours=args.quiet_hours,
+            start=args.start, load=args.load, show_progress=not args.no_progress), console)
+        print_chaos(chaos, console)
+        return 0 if chaos.passed else 1
+
+    from timekeeper.local.simulate import print_summary, run_simulation
+
     result = run_simulation(simulation_options(args), console)
     print_summary(result, console)
     return 0

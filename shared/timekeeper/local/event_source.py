@@ -44,6 +44,10 @@ class SqsEventSource:
     max_concurrency: int
     visibility_timeout: timedelta
     region: str = "us-east-1"
+    #: A fault campaign's duplicate delivery: called with each received message before the
+    #: invocation; True sends a copy of its body back to the queue (SQS delivers at least
+    #: once, so a message may come twice). None: never.
+    duplicate: Callable[[dict[str, Any]], bool] | None = None
     stats: EventSourceStats = field(default_factory=EventSourceStats)
     _hidden: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # message id -> (visible at, handle)
 
@@ -119,10 +123,14 @@ class SqsEventSource:
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1
         self.stats.delivered += len(batch)
+        if self.duplicate is not None:
+            for m in batch:
+                if self.duplicate(m):
+                    self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"])
         try:
             response = self.function(self._event(batch)) or {}
             failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
-        except Exception:  # noqa: BLE001 - a function error fails the whole batch, as in Lambda
+        except Exception:  # noqa: BLE001 - a function error (or a crash) fails the whole batch, as in Lambda
             self.stats.function_errors += 1
             failed_ids = {m["MessageId"] for m in batch}
         done = [m for m in batch if m["MessageId"] not in failed_ids]

@@ -7,11 +7,13 @@ event source mapping feed the REAL consumer handler. Nothing here is a second
 implementation: the handlers, the queues' redrive and the database are the ones the tests
 and AWS use. Ends with a summary read from the database and the queues.
 
-Idle minutes are fast-forwarded: when no run is queued or running, no pause notice waits
-and no failed message is waiting for its visibility timeout, a dispatcher pass can do
-nothing until the earliest next due instant, so the clock jumps there (an outage's start
-and the simulation's end stop the jump too). ``fast_forward=False`` invokes the
-dispatcher at every simulated minute instead.
+Idle minutes are fast-forwarded: when no offer waits to be published, no pause notice or
+posting job waits and no snapshot run waits for admission, a dispatcher pass can change
+nothing before the earliest of: the next due instant, a waiting run's next threshold (a
+lease expiring, a re-offer becoming due), a failed message's visibility timeout, so the
+clock jumps there (an outage's start and the simulation's end stop the jump too; see the
+``quiet_until`` statement). ``fast_forward=False`` invokes the dispatcher at every
+simulated minute instead.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class SimulationOptions:
     show_progress: bool = True
     database: str = SIM_DATABASE
     fast_forward: bool = True
+    #: Minutes simulated after the last whole day (a fault campaign's quiet period).
+    extra_minutes: int = 0
     #: Where the delivered files and the messages' bodies are copied (None:
     #: ``$TIMEKEEPER_HOME`` or ``./.timekeeper``, then ``simulate-deliveries``).
     delivery_dir: Path | None = None
@@ -81,6 +85,8 @@ class SimulationResult:
     idle_minutes: int = 0
     consumer_invocations: int = 0
     consumer: dict[str, int] = field(default_factory=dict)
+    #: Dispatcher and planner invocations that raised or died, by "function: error".
+    scheduled_errors: dict[str, int] = field(default_factory=dict)
     runs_by_kind: list[dict[str, Any]] = field(default_factory=list)
     backlog: list[dict[str, Any]] = field(default_factory=list)
     dst_shifted: list[dict[str, Any]] = field(default_factory=list)
@@ -114,13 +120,18 @@ def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: 
                       total: int) -> int:
     """The next minute at which a dispatcher pass or a delivery can change anything,
     ``minute + 1`` when something is pending already (see the module docstring)."""
+    from timekeeper.topology import PIPELINES, SNAPSHOTS
+
     following = minute + 1
-    quiet = conn.execute(SQL["quiet_until"], {"now": start + minute * _MINUTE}).fetchone()
+    quiet = conn.execute(SQL["quiet_until"], {
+        "now": start + minute * _MINUTE, "reoffer_after": min(p.reoffer_after for p in PIPELINES.values()),
+        "snapshot_reoffer_after": SNAPSHOTS.reoffer_after, "job_lost_after": SNAPSHOTS.job_lost_after}).fetchone()
     if quiet["busy"]:
         return following
     stops = [total]
-    if quiet["next_due_at"] is not None:
-        stops.append(_ceil_minute(start, quiet["next_due_at"]))
+    for at in (quiet["next_due_at"], quiet["wake_at"]):
+        if at is not None:
+            stops.append(_ceil_minute(start, at))
     if quiet["snapshot_retry_at"] is not None:
         stops.append(_ceil_minute(start, quiet["snapshot_retry_at"]))
     if quiet["next_month_end"] is not None:  # the first planner tick after a month ends somewhere
@@ -134,11 +145,15 @@ def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: 
     return max(following, min(stops))
 
 
-def run_simulation(options: SimulationOptions, console: Any = None) -> SimulationResult:
+def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any = None) -> SimulationResult:
     """Run the simulation described by ``options``; print progress to ``console`` (rich).
 
     Returns the :class:`SimulationResult`. The database (``options.database``) is created
     afresh and kept; everything else started is stopped, also on ``KeyboardInterrupt``.
+    ``hooks`` (a fault campaign, :mod:`timekeeper.local.chaos`): ``hooks.started(stack,
+    conn)`` is called once the samples are loaded, before the first minute, and
+    ``hooks.finished(stack, conn, result)`` after the summary was read, before the stack
+    stops (``conn`` is the simulation's own connection).
     """
     from timekeeper.local.stack import quiet_lambda_environment, start_local_stack
 
@@ -151,7 +166,7 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import DiskMailer, copy_files, delivery_summary, load_delivery_sample
     from timekeeper.local.sample import load_sample
-    from timekeeper.topology import PIPELINES
+    from timekeeper.topology import PIPELINES, SNAPSHOTS
 
     wall_start = time.monotonic()
     embedded_database = not os.environ.get("DATABASE_URL")
@@ -172,13 +187,15 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
             snapshot_area = _snapshot_sample(conn, stack, start)
             load_delivery_sample(conn, workspace_id=stack.platform.first_workspace, users=stack.platform.users,
                                  start=start)
+            if hooks is not None:
+                hooks.started(stack, conn)
             staff = {request.at: [request] for request in _staff_requests(start)}
             overdue: list[str] = []
             sqs = stack.aws.client("sqs")
             for pair in stack.aws.queues.values():
                 for i in range(options.poison):
                     sqs.send_message(QueueUrl=pair.url, MessageBody=json.dumps({"run": f"not-a-run-{i}"}))
-            total_minutes = options.days * 24 * 60
+            total_minutes = options.days * 24 * 60 + options.extra_minutes
             progress = Progress(TextColumn("[bold]simulating[/] {task.description}"), BarColumn(),
                                 TextColumn("{task.percentage:>3.0f}%"), TimeElapsedColumn(),
                                 console=console, disable=not options.show_progress, transient=True)
@@ -188,22 +205,29 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
                 while minute < total_minutes:
                     now = start + minute * _MINUTE
                     sim["now"] = now
-                    published = 0
+                    sent_to: set[str] = set()  # the queues something was sent to this minute
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
                         result.dispatcher_invocations += 1  # one pass of every pipeline's dispatcher
-                        for pipeline in PIPELINES.values():
+                        for name, pipeline in PIPELINES.items():
                             report = stack.dispatch(pipeline, now)
-                            published += report["published"] + report["reoffered"]
+                            if report["published"] + report["reoffered"]:
+                                sent_to.add(name)
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
                         if minute % PLANNER_EVERY == 0:
-                            overdue = stack.plan_snapshots(now)["overdue_periods"]
-                        published += stack.dispatch_snapshots(now)["sent"]
-                    visible_at = stack.next_visible_at()
-                    if published or minute == 0 or (visible_at is not None and visible_at <= now):
-                        stack.poll(now)
+                            planned = stack.plan_snapshots(now)
+                            overdue = planned["overdue_periods"]
+                            if planned.get("sent"):
+                                sent_to.add(SNAPSHOTS.name)
+                        if stack.dispatch_snapshots(now)["sent"]:
+                            sent_to.add(SNAPSHOTS.name)
+                    if minute == 0:
+                        sent_to.update(stack.sources)  # the malformed messages
+                    sent_to.update(stack.sources_visible_at(now))
+                    if sent_to:
+                        stack.poll(now, sent_to)
                     following = minute + 1
                     if options.fast_forward and not any(o.covers(now) for o in options.outages):
                         following = _next_busy_minute(conn, stack, options, start, minute, total_minutes)
@@ -215,12 +239,16 @@ def run_simulation(options: SimulationOptions, console: Any = None) -> Simulatio
                 result.minutes = total_minutes
             result.consumer = stack.consumer_stats()
             result.consumer_invocations = result.consumer.get("invocations", 0)
+            result.scheduled_errors = {f"{function}: {error}": n
+                                       for (function, error), n in sorted(stack.scheduled_errors.items())}
             result.dlq_messages = stack.dlq_depths()
             result.snapshot_overdue = overdue
             _summarize(conn, result)
             result.delivery = delivery_summary(conn)
             result.delivery_files = copy_files(stack.aws.client("s3"), stack.aws.files_bucket, delivery_dir / "files")
             result.delivery_dir = str(delivery_dir)
+            if hooks is not None:
+                hooks.finished(stack, conn, result)
     finally:
         runtime.install_mailer(None)
         stack.stop()
@@ -404,6 +432,8 @@ def print_summary(result: SimulationResult, console: Any) -> None:
                   f"{consumer.get('failed', 0)} returned as batch item failures (retried after the visibility "
                   f"timeout, dead-lettered after the last receive), {consumer.get('function_errors', 0)} "
                   "invocations that raised (the whole batch retried).")
+    console.print("Dispatcher and planner invocations that raised (the next minute's invocation retries): "
+                  + (", ".join(f"{k} {v}" for k, v in result.scheduled_errors.items()) or "none") + ".")
     console.print(f"Pause notifications sent: {result.notifications_sent}; runs still unfinished: "
                   f"{result.unfinished_runs}.")
     console.print("Posting jobs (a closed batch's entries posted to the ledger, started after a roll or an "

@@ -1,16 +1,36 @@
 -- Named queries of `python -m timekeeper simulate` (never deployed: the layer leaves local/ out).
 
 -- name: quiet_until
--- When the simulation may skip dispatcher passes: nothing queued or running (no run can be
--- re-offered or is waiting for its consumer), no pause notice waiting to be sent, so the
--- next pass that can change anything is the one at the earliest next due instant
--- (null when no active schedule is due ever).
--- Snapshots: a planned, queued or running snapshot run keeps the simulation busy; a run
--- waiting for its retry is due at retry_due_at; the planner can only plan something new
--- when a month ends in some workspace's timezone (next_month_end).
-SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state IN ('queued', 'running'))
+-- When the simulation may skip dispatcher passes. Busy (pass every minute): a run offered
+-- but not published (the next pass offers it), a pause notice waiting to be sent, a
+-- planned or never-offered snapshot run, a posting job waiting for the sweep. Otherwise a
+-- waiting run can only change when one of its thresholds passes: a published run that
+-- never started is offered again `reoffer_after` after its publication, a started run's
+-- lease expires (an exhausted one is settled then) and it is offered again `reoffer_after`
+-- later, an offered snapshot job is offered again `snapshot_reoffer_after` after its
+-- offer, a running snapshot job is lost `job_lost_after` after its heartbeat
+-- (`wake_at`: the earliest such threshold still ahead, with the shortest reoffer_after of
+-- the pipelines, so no pass that could act is skipped). Messages waiting for their
+-- visibility timeout are the event sources' own stop. The next pass that can change
+-- anything else is the one at the earliest next due instant (null when no active
+-- schedule is due ever); a snapshot run waiting for its retry is due at retry_due_at; the
+-- planner can only plan something new when a month ends in some workspace's timezone
+-- (next_month_end).
+SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state = 'queued' AND published_at IS NULL)
        OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL)
-       OR EXISTS (SELECT 1 FROM snapshot_runs WHERE state IN ('planned', 'queued', 'running')) AS busy,
+       OR EXISTS (SELECT 1 FROM posting_jobs WHERE status = 'pending' AND created_at < %(now)s)
+       OR EXISTS (SELECT 1 FROM snapshot_runs
+                   WHERE state = 'planned' OR (state = 'queued' AND offered_at IS NULL)) AS busy,
+       (SELECT min(t) FROM (
+            SELECT published_at + %(reoffer_after)s::interval AS t FROM schedule_runs
+             WHERE state = 'queued' AND published_at IS NOT NULL
+            UNION ALL SELECT lease_until FROM schedule_runs WHERE state = 'running'
+            UNION ALL SELECT lease_until + %(reoffer_after)s::interval FROM schedule_runs WHERE state = 'running'
+            UNION ALL SELECT offered_at + %(snapshot_reoffer_after)s::interval FROM snapshot_runs
+             WHERE state = 'queued'
+            UNION ALL SELECT heartbeat_at + %(job_lost_after)s::interval FROM snapshot_runs
+             WHERE state = 'running') AS thresholds
+         WHERE t > %(now)s) AS wake_at,
        (SELECT min(next_due_at) FROM schedules WHERE status = 'active') AS next_due_at,
        (SELECT min(retry_due_at) FROM snapshot_runs WHERE state = 'retry_wait') AS snapshot_retry_at,
        (SELECT min((date_trunc('month', %(now)s AT TIME ZONE timezone) + interval '1 month') AT TIME ZONE timezone)

@@ -16,6 +16,7 @@ The handlers' metric lines (EMF, which CloudWatch would ingest) are discarded.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import logging
@@ -51,13 +52,33 @@ class _NullWriter(io.TextIOBase):
         return len(text)
 
 
+class FunctionCrashed(Exception):  # noqa: N818 - what the caller of a killed Lambda sees
+    """The invoked function died at a crash point (a fault campaign's injected crash):
+    like a Lambda timeout or kill, its invocation failed and its execution environment is
+    gone (the cached connections and clients are dropped)."""
+
+    def __init__(self, function: str, point: str) -> None:
+        super().__init__(f"{function} died at {point}")
+        self.function = function
+        self.point = point
+
+
 def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
     """Invoke ``functions/<function>/handler.py`` like the Lambda runtime (see
-    :func:`timekeeper.local.lambdas.invoke`), discarding what it prints."""
+    :func:`timekeeper.local.lambdas.invoke`), discarding what it prints.
+
+    Raises :class:`FunctionCrashed` when the invocation died at an injected crash point
+    (:mod:`timekeeper.faults`), after dropping the execution environment's cached
+    adapters as a new Lambda environment would start without them."""
+    from timekeeper import faults, runtime
     from timekeeper.local.lambdas import invoke
 
-    with contextlib.redirect_stdout(_NullWriter()):
-        return invoke(function, event, **kwargs)
+    try:
+        with contextlib.redirect_stdout(_NullWriter()):
+            return invoke(function, event, **kwargs)
+    except faults.InjectedCrash as crash:
+        runtime.reset()
+        raise FunctionCrashed(function, crash.point) from None
 
 
 def scheduled_event(now: datetime) -> dict[str, Any]:
@@ -110,37 +131,58 @@ class LocalStack:
     renderer: Any = None
     #: The Platform sample loaded at start-up (:class:`timekeeper.platform.generator.SampleSet`), if any.
     platform: Any = None
+    #: Scheduled invocations (dispatchers, planner) that raised or died, by (function, error).
+    scheduled_errors: collections.Counter = field(default_factory=collections.Counter)
     _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def _scheduled(self, function: str, now: datetime, timeout_s: int, failed: dict[str, Any]) -> dict[str, Any]:
+        """Invoke a scheduled function with the event of ``now``; an invocation that raised
+        or died (a Lambda error: the next scheduled event tries again) is counted in
+        :attr:`scheduled_errors` by function and exception type, and reports ``failed``."""
+        try:
+            return invoke_quietly(function, scheduled_event(now), timeout_s=timeout_s)
+        except FunctionCrashed as crash:
+            self.scheduled_errors[(function, f"crashed at {crash.point}")] += 1
+        except Exception as error:  # noqa: BLE001 - a Lambda error; the next minute's invocation recovers
+            self.scheduled_errors[(function, type(error).__name__)] += 1
+        return dict(failed)
 
     def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
         """Invoke ``pipeline``'s dispatcher handler with the scheduled event of ``now``;
-        return its report (``claimed``, ``published``, ``reoffered``, ...)."""
-        return invoke_quietly(pipeline.dispatcher_function, scheduled_event(now),
-                              timeout_s=pipeline.dispatcher_timeout_s)
+        return its report (``claimed``, ``published``, ``reoffered``, ...). A pass that
+        raised or died reports zero counts (see :meth:`_scheduled`)."""
+        return self._scheduled(pipeline.dispatcher_function, now, pipeline.dispatcher_timeout_s,
+                               {"claimed": 0, "published": 0, "reoffered": 0})
 
     def plan_snapshots(self, now: datetime) -> dict[str, Any]:
         """Invoke the snapshot planner's handler with the scheduled event of ``now``, then the
         snapshot dispatcher when something was planned (the nudge the deployed planner sends
-        by an asynchronous invoke); return the planner's summary."""
+        by an asynchronous invoke); return the planner's summary (with ``sent``: the jobs the
+        nudged dispatcher sent)."""
         from timekeeper.topology import SNAPSHOTS
 
-        summary = invoke_quietly(SNAPSHOTS.planner_function, scheduled_event(now),
-                                 timeout_s=SNAPSHOTS.planner_timeout_s)
+        summary = self._scheduled(SNAPSHOTS.planner_function, now, SNAPSHOTS.planner_timeout_s,
+                                  {"planned": 0, "overdue_periods": []})
         if summary["planned"]:
-            self.dispatch_snapshots(now)
+            summary = {**summary, "sent": self.dispatch_snapshots(now)["sent"]}
         return summary
 
     def dispatch_snapshots(self, now: datetime) -> dict[str, Any]:
-        """Invoke the snapshot dispatcher's handler (admission, reoffers, lost jobs, sends)."""
+        """Invoke the snapshot dispatcher's handler (admission, reoffers, lost jobs, sends);
+        a pass that raised or died sends nothing (see :meth:`_scheduled`)."""
         from timekeeper.topology import SNAPSHOTS
 
-        return invoke_quietly(SNAPSHOTS.dispatcher_function, scheduled_event(now),
-                              timeout_s=SNAPSHOTS.dispatcher_timeout_s)
+        return self._scheduled(SNAPSHOTS.dispatcher_function, now, SNAPSHOTS.dispatcher_timeout_s, {"sent": 0})
 
-    def poll(self, now: datetime) -> int:
-        """Let every pipeline's event source deliver what is visible at ``now``; return
-        the records delivered."""
-        return sum(source.poll(now) for source in self.sources.values())
+    def poll(self, now: datetime, names: Any = None) -> int:
+        """Let the event sources ``names`` (default: all) deliver what is visible at
+        ``now``; return the records delivered."""
+        return sum(source.poll(now) for name, source in self.sources.items() if names is None or name in names)
+
+    def sources_visible_at(self, now: datetime) -> list[str]:
+        """The event sources holding a failed message whose visibility timeout has passed."""
+        return [name for name, source in self.sources.items()
+                if (at := source.next_visible_at()) is not None and at <= now]
 
     def next_visible_at(self) -> datetime | None:
         """The earliest instant a failed message becomes visible again, if any waits."""

@@ -63,6 +63,7 @@ from psycopg.rows import class_row, dict_row
 
 from timekeeper import observability as obs
 from timekeeper.db.durability import commit_without_flush_wait
+from timekeeper.faults import crash_point
 from timekeeper.platform import access
 from timekeeper.queries import rendering, store
 from timekeeper.queries.compiler import compile_query
@@ -491,6 +492,8 @@ def _report_source(run: _Run, schedule: QuerySchedule, actor: str) -> DeliverySo
         if services.renderer is None:
             raise RuntimeError("no report renderer configured")
         services.renderer.request(workspace_id=ctx.workspace_id, render_id=render.id)
+        with run.journal.transaction():  # a render that finished at once needs no wait
+            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
     deadline = services.monotonic() + services.render_poll_s
     while render.state not in rendering.TERMINAL_STATES:
         if services.monotonic() >= deadline:
@@ -753,6 +756,8 @@ def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliveryS
             "row_count": "" if source.row_count is None else source.row_count,
             "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
     for i, recipient in enumerate(to_send):
+        if i:
+            crash_point("delivery.between_recipients")
         run.keepalive()
         following = to_send[i + 1].user_id if i + 1 < len(to_send) else None
         next_user = following if following is not None and submitted.get(following) is None else None
@@ -776,6 +781,7 @@ def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliveryS
                     "error_code": code, "permanent": permanent})
                 outcomes[recipient.user_id] = _REFUSED + code if permanent else "failed"
             else:
+                crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
                 held = _record_sent(run, schedule, recipient, message_id, expires, submitted=True,
                                     next_user=next_user)
                 outcomes[recipient.user_id] = "sent"

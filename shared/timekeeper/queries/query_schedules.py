@@ -20,10 +20,18 @@ from uuid import UUID
 
 import psycopg
 
+from timekeeper.db.keyset import Keyset, keyset_rows
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.queries import reports, store
-from timekeeper.queries.delivery import DELIVER, OWNER, QuerySchedule, check_source_access, get_query_schedule
+from timekeeper.queries.delivery import (
+    DELIVER,
+    OWNER,
+    SCHEDULE_COLUMNS,
+    QuerySchedule,
+    check_source_access,
+    get_query_schedule,
+)
 from timekeeper.queries.templates import TemplateInvalid, check_template
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
@@ -31,6 +39,9 @@ from timekeeper.schedules.work import WorkKindRegistry
 
 #: Recipients a schedule may have.
 MAX_RECIPIENTS = 1000
+#: The longest lifetime of a delivery's signed links (hours); the files bucket keeps
+#: delivered files longer (``infra.storage``).
+MAX_LINK_TTL_HOURS = 720
 
 
 class SettingsInvalid(ValueError):
@@ -132,12 +143,12 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
     with conn.transaction():
         checked = _check_source(conn, workspace_id, source, format)
         _check_templates(subject_template, body_template)
-        if not 1 <= link_ttl_hours <= 720:
+        if not 1 <= link_ttl_hours <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
         members = _check_recipients(conn, workspace_id, recipients)
         schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
                                            recurrence=recurrence, actor=actor, now=now, name=name, active=active,
-                                           kinds=kinds)
+                                           kinds=kinds, via_own_route=True)
         conn.execute("""INSERT INTO query_schedules (schedule_id, workspace_id, owner_user_id, source_kind, query_id,
                             query_version, report_id, format, skip_when_empty, subject_template, body_template,
                             link_ttl_hours, created_at, updated_at)
@@ -170,7 +181,7 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         body = current.body_template if body_template is None else body_template
         _check_templates(subject, body)
         ttl = current.link_ttl_hours if link_ttl_hours is None else link_ttl_hours
-        if not 1 <= ttl <= 720:
+        if not 1 <= ttl <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
         if recipients is not None:
             _replace_recipients(conn, workspace_id, schedule_id, _check_recipients(conn, workspace_id, recipients),
@@ -185,3 +196,45 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
     assert updated is not None
     return updated
+
+
+def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after: Keyset | None = None,
+                         limit: int = 50) -> list[QuerySchedule]:
+    """The workspace's live (not deleted) query schedules, oldest first: at most ``limit``
+    after the keyset ``(created_at, schedule_id)`` of the previous page's last row."""
+    return keyset_rows(conn, QuerySchedule, select=f"{SCHEDULE_COLUMNS} FROM query_schedules q "
+                                                   "JOIN schedules s ON s.id = q.schedule_id",
+                       where="q.workspace_id = %(ws)s AND s.deleted_at IS NULL", params={"ws": workspace_id},
+                       after=after, limit=limit, key=("q.created_at", "q.schedule_id"))
+
+
+@dataclass(frozen=True)
+class DeliveryRun:
+    """One run of a query schedule with what it delivered (None before the file was made)."""
+
+    id: UUID
+    trigger: str
+    requested_by: str | None
+    state: str
+    outcome_code: str | None
+    occurrence_at: datetime
+    finished_at: datetime | None
+    acted_for: str | None
+    row_count: int | None
+    sha256: str | None
+    report_version: int | None
+    version_changed: bool | None
+
+
+def list_delivery_runs(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
+                       after: Keyset | None = None, limit: int = 20) -> list[DeliveryRun]:
+    """A query schedule's runs, newest first (by occurrence, then id): at most ``limit``
+    before the keyset ``(occurrence_at, id)`` of the previous page's last row."""
+    return keyset_rows(
+        conn, DeliveryRun,
+        select="""r.id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
+                  d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
+             FROM schedule_runs r LEFT JOIN query_delivery_sources d ON d.run_id = r.id""",
+        where="r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s",
+        params={"ws": workspace_id, "schedule_id": schedule_id}, after=after, limit=limit,
+        key=("r.occurrence_at", "r.id"), newest_first=True)

@@ -36,6 +36,7 @@ from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from timekeeper.db.keyset import keyset_rows
 from timekeeper.queries.catalogue import CATALOGUE, ColumnType
 from timekeeper.queries.definition import InvalidDefinition, _path
 from timekeeper.queries.store import QueryNotFound, get_version
@@ -290,15 +291,11 @@ def list_report_versions(conn: psycopg.Connection, *, workspace_id: UUID, report
 def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[Report]:
     """A page of the workspace's undeleted reports, oldest first, after the keyset
-    ``(created_at, id)`` of the previous page's last row."""
-    with conn.transaction(), conn.cursor(row_factory=class_row(Report)) as cur:
-        return cur.execute(
-            f"""SELECT {_REPORT_COLUMNS} FROM reports
-                 WHERE workspace_id = %(ws)s AND deleted_at IS NULL
-                   AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s::uuid))
-                 ORDER BY created_at, id LIMIT %(limit)s""",
-            {"ws": workspace_id, "after_at": after[0] if after else None, "after_id": after[1] if after else None,
-             "limit": limit}).fetchall()
+    ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
+    with conn.transaction():
+        return keyset_rows(conn, Report, select=f"{_REPORT_COLUMNS} FROM reports",
+                           where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
+                           after=after, limit=limit)
 
 
 def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, now: datetime) -> None:

@@ -23,6 +23,7 @@ import psycopg
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from timekeeper.db.keyset import keyset_rows
 from timekeeper.queries.definition import QueryDefinition, check_definition, parse_definition
 
 
@@ -167,15 +168,10 @@ def list_versions(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUI
 def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[SavedQuery]:
     """A page of the workspace's undeleted queries, oldest first, after the keyset
-    ``(created_at, id)`` of the previous page's last row."""
-    with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
-        return cur.execute(
-            f"""SELECT {_QUERY_COLUMNS} FROM saved_queries
-                 WHERE workspace_id = %(ws)s AND deleted_at IS NULL
-                   AND (%(after_at)s::timestamptz IS NULL OR (created_at, id) > (%(after_at)s, %(after_id)s::uuid))
-                 ORDER BY created_at, id LIMIT %(limit)s""",
-            {"ws": workspace_id, "after_at": after[0] if after else None, "after_id": after[1] if after else None,
-             "limit": limit}).fetchall()
+    ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
+    return keyset_rows(conn, SavedQuery, select=f"{_QUERY_COLUMNS} FROM saved_queries",
+                       where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
+                       after=after, limit=limit)
 
 
 def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:

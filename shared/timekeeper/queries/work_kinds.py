@@ -13,11 +13,16 @@ from __future__ import annotations
 from timekeeper.queries.delivery import DELIVER, OWNER, STALENESS, deliver
 from timekeeper.schedules.work import WorkKindRegistry
 
+#: The route that alone creates, changes and runs ``queries.deliver`` schedules: a delivery
+#: needs its settings (source, format, recipients, templates), which the generic schedules
+#: routes do not take, so they refuse this kind (422 naming ``work_kind``).
+ROUTE = "/query-schedules"
+
 
 def register(registry: WorkKindRegistry) -> None:
-    """Register ``queries.deliver`` under owner ``"queries"``; raises ``ValueError`` when it
-    is registered already."""
-    registry.register(OWNER, DELIVER, deliver, staleness=STALENESS, leased=True)
+    """Register ``queries.deliver`` under owner ``"queries"`` with its own :data:`ROUTE`;
+    raises ``ValueError`` when it is registered already."""
+    registry.register(OWNER, DELIVER, deliver, staleness=STALENESS, leased=True, route=ROUTE)
 
 
-__all__ = ["DELIVER", "OWNER", "register"]
+__all__ = ["DELIVER", "OWNER", "ROUTE", "register"]

@@ -42,6 +42,7 @@ from psycopg.rows import class_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
+from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.settlement import (
     Completion,
@@ -199,9 +200,11 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
     first = _start(batch, [run_id for run_id, m in messages.items() if not _leased(registry, m)], first_only=True)
     outcomes: dict[UUID, ProcessResult | RetryLater] = {}
     if first:
+        crash_point("consumer.after_start_commit")
         together, callbacks = _run_together(batch, [(run, registry.find(run.owner, run.work_kind))
                                                     for run in first.values()])
         outcomes.update(together)
+        crash_point("consumer.after_settle_commit")
         _after_commit(callbacks)
     for run_id in messages:
         if run_id in first:
@@ -210,7 +213,9 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
         if started is None:
             outcomes[run_id] = _not_started(batch, run_id)
             continue
+        crash_point("consumer.after_start_commit")
         outcomes[run_id], callbacks = _run_alone(batch, started, registry.find(started.owner, started.work_kind))
+        crash_point("consumer.after_settle_commit")
         _after_commit(callbacks)
     for run_id, outcome in outcomes.items():
         results[wanted[run_id][0]] = outcome
@@ -327,8 +332,10 @@ def _call(kind: WorkKind, ctx: RunContext) -> Outcome | BaseException:
     """Call the handler; return its outcome, or the exception it raised (its own fault)."""
     obs.logger.append_keys(run_id=str(ctx.run_id), schedule_id=str(ctx.schedule_id),
                            workspace_id=str(ctx.workspace_id))
+    crash_point("consumer.handler_started", ctx)
     try:
         outcome = kind.handler(ctx)
+        crash_point("consumer.after_handler_writes", ctx)
     except Exception as error:  # noqa: BLE001 - the handler's fault, not the consumer's
         return error
     finally:
@@ -440,6 +447,7 @@ def _settle(batch: _Batch, verdicts: list[tuple[StartedRun, _Verdict | _Retry]]
     """Record the verdicts in the caller's transaction: successes and skips in one
     statement, failures one by one, retries by giving the lease back. Returns the result
     per run and the ids fenced (held by another attempt: the caller rolls back)."""
+    crash_point("consumer.before_settle")
     conn, now, settings = batch.conn, batch.now, batch.settings
     results: dict[UUID, ProcessResult | RetryLater] = {}
     failures = [(run, v) for run, v in verdicts if isinstance(v, _Verdict) and v.state == "failed"]

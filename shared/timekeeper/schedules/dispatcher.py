@@ -21,6 +21,7 @@ import psycopg
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
 from timekeeper.db.durability import commit_without_flush_wait
+from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import flush_notifications
 from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
@@ -349,6 +350,8 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
             messages, report = claim_batch(conn, owner=owner, now=now, limit=claim_limit,
                                            reoffer_after=limits.reoffer_after, registry=registry, cache=cache,
                                            reoffer=reoffer, limits=limits)
+        if messages:
+            crash_point("dispatcher.after_claim_commit")
         report.published, report.refused = publish_offers(conn, publisher, messages, now=now)
         for name in _REPORT_COUNTS:
             setattr(total, name, getattr(total, name) + getattr(report, name))

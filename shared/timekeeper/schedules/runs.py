@@ -21,6 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 
 SQL = load_queries("timekeeper.schedules", "runs.sql")
@@ -84,5 +85,8 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     refused = publisher.publish(messages)
     accepted = [m.run_id for m in messages if m.run_id not in refused]
     if accepted:
+        crash_point("dispatcher.after_publish")
         conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})  # one statement, one round trip
+    if refused:
+        crash_point("dispatcher.before_release")
     return len(accepted), release_runs(conn, refused, now=now, actor=actor)

@@ -21,6 +21,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.db.keyset import split_page
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_value
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.models import (
@@ -86,31 +87,59 @@ def _locked(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID) -> 
     return row
 
 
-def _check_subject(conn: psycopg.Connection, kinds: WorkKindRegistry | None, *, workspace_id: UUID, owner: str,
-                   work_kind: str, subject_id: UUID | None) -> None:
-    """A work kind's input rule: the schedule's subject must be what the kind declared
-    (:class:`~timekeeper.schedules.work.SubjectRequirement`); raises
-    :class:`~timekeeper.schedules.work.InvalidSubject`. No check without ``kinds``."""
+def _check_kind(conn: psycopg.Connection, kinds: WorkKindRegistry | None, *, workspace_id: UUID, owner: str,
+                work_kind: str, subject_id: UUID | None, via_own_route: bool) -> None:
+    """A work kind's input rules: unless ``via_own_route``, a kind with a route of its own
+    is refused (:class:`~timekeeper.schedules.work.OwnRouteOnly`, naming ``work_kind``);
+    the schedule's subject must be what the kind declared
+    (:class:`~timekeeper.schedules.work.SubjectRequirement`; raises
+    :class:`~timekeeper.schedules.work.InvalidSubject`). No check without ``kinds``."""
     kind = kinds.find(owner, work_kind) if kinds is not None else None
     if kind is not None:
+        if not via_own_route:
+            kind.check_generic()
         kind.check_subject(conn, workspace_id=workspace_id, subject_id=subject_id)
+
+
+def _hidden_from_generic(kinds: WorkKindRegistry | None, schedule: Schedule) -> None:
+    """The generic schedules actions do not see a schedule whose work kind has a route of
+    its own (its access rule and settings live there): raises :class:`ScheduleNotFound`,
+    as for a schedule of another workspace. No check without ``kinds``."""
+    kind = kinds.find(schedule.owner, schedule.work_kind) if kinds is not None else None
+    if kind is not None and kind.route is not None:
+        raise ScheduleNotFound(str(schedule.id))
+
+
+def own_route_kinds(kinds: WorkKindRegistry | None) -> list[str]:
+    """``owner/work_kind`` of every kind with a route of its own (hidden from generic lists)."""
+    return [f"{kind.owner}/{kind.name}" for kind in kinds.kinds() if kind.route] if kinds is not None else []
+
+
+def _check_generic(kinds: WorkKindRegistry | None, schedule: Schedule) -> None:
+    """Refuse a generic action on a schedule whose work kind has a route of its own
+    (:class:`~timekeeper.schedules.work.OwnRouteOnly`); no check without ``kinds``."""
+    kind = kinds.find(schedule.owner, schedule.work_kind) if kinds is not None else None
+    if kind is not None:
+        kind.check_generic()
 
 
 def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, work_kind: str,
                     recurrence: dict[str, Any], actor: str, now: datetime, subject_id: UUID | None = None,
                     name: str = "", active: bool = True, schedule_id: UUID | None = None,
-                    kinds: WorkKindRegistry | None = None) -> Schedule:
+                    kinds: WorkKindRegistry | None = None, via_own_route: bool = False) -> Schedule:
     """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
 
     Returns the new :class:`Schedule`. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
-    the field when the rule does not validate or has no occurrence within ten years, and
-    ``InvalidSubject`` when ``kinds`` is given and the work kind's declared subject is
-    missing or not in the workspace.
+    the field when the rule does not validate or has no occurrence within ten years, and,
+    when ``kinds`` is given, ``InvalidSubject`` when the work kind's declared subject is
+    missing or not in the workspace and ``OwnRouteOnly`` for a kind with a route of its
+    own unless ``via_own_route`` (the caller is that route's module, writing the kind's
+    settings in the same transaction).
     """
     rule, first_due = _checked_rule(recurrence, now)
     with conn.transaction():
-        _check_subject(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
-                       subject_id=subject_id)
+        _check_kind(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
+                    subject_id=subject_id, via_own_route=via_own_route)
         row = _schedule(conn, "insert_schedule", {
             "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
             "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
@@ -126,13 +155,14 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
     from ``now`` (no backlog); returns the updated :class:`Schedule`. Raises
     :class:`ScheduleNotFound`, :class:`InvalidRecurrence` (also for a rule with no
-    occurrence within ten years), and ``InvalidSubject`` when ``kinds`` is given and the
-    resulting subject does not meet the work kind's declared requirement."""
+    occurrence within ten years), and, when ``kinds`` is given, ``InvalidSubject`` when the
+    resulting subject does not meet the work kind's declared requirement and
+    ``OwnRouteOnly`` for a kind with a route of its own (its own module calls this without
+    ``kinds``)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
-        _check_subject(conn, kinds, workspace_id=workspace_id, owner=current.owner,
-                       work_kind=current.work_kind,
-                       subject_id=current.subject_id if subject_id is None else subject_id)
+        _check_kind(conn, kinds, workspace_id=workspace_id, owner=current.owner, work_kind=current.work_kind,
+                    subject_id=current.subject_id if subject_id is None else subject_id, via_own_route=False)
         new_rule = recurrence if recurrence is not None else current.recurrence
         rule, first_due = _checked_rule(new_rule, now)
         row = _schedule(conn, "update_definition", {
@@ -145,11 +175,13 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 
 def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
-                   reason: str = "paused_by_owner") -> Schedule:
+                   reason: str = "paused_by_owner", kinds: WorkKindRegistry | None = None) -> Schedule:
     """Pause an active schedule (idempotent for an already paused one); returns it paused.
-    Raises :class:`ScheduleNotFound`."""
+    Raises :class:`ScheduleNotFound` (also, when ``kinds`` is given, for a schedule whose
+    work kind has a route of its own: the generic actions do not see it)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         if current.status == "paused":
             return current
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "paused", "pause_reason": reason,
@@ -160,14 +192,16 @@ def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id:
 
 
 def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime) -> Schedule:
+                    now: datetime, kinds: WorkKindRegistry | None = None) -> Schedule:
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
     the time spent paused floods no backlog. Returns the active :class:`Schedule`;
     resuming an active schedule is a no-op.
     A definition that no longer validates, or has no occurrence within ten years, stays
-    paused: raises :class:`InvalidRecurrence`."""
+    paused: raises :class:`InvalidRecurrence`. Raises :class:`ScheduleNotFound` (with
+    ``kinds``: also for a kind with a route of its own)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         if current.status == "active":
             return current
         _, first_due = _checked_rule(current.recurrence, now)
@@ -179,11 +213,13 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 
 def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime) -> None:
+                    now: datetime, kinds: WorkKindRegistry | None = None) -> None:
     """Delete: the schedule stops and disappears from reads; its runs and history are kept
-    for audit. Queued runs settle ``skipped`` (``schedule_deleted``) when consumed."""
+    for audit. Queued runs settle ``skipped`` (``schedule_deleted``) when consumed.
+    Raises :class:`ScheduleNotFound` (with ``kinds``: also for a kind with a route of its own)."""
     with conn.transaction():
         current = _locked(conn, workspace_id, schedule_id)
+        _hidden_from_generic(kinds, current)
         conn.execute(SQL["set_status"], {"id": schedule_id, "status": "disabled", "pause_reason": "deleted",
                                          "next_due_at": None, "reset_streak": False, "deleted_at": now,
                                          "now": now})
@@ -191,14 +227,17 @@ def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 
 def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
-            publisher: RunPublisher, idempotency_key: str | None = None) -> tuple[UUID, bool]:
+            publisher: RunPublisher, idempotency_key: str | None = None,
+            kinds: WorkKindRegistry | None = None) -> tuple[UUID, bool]:
     """"Run now": commit a manual run, then publish it; a refused publish releases it for the
     dispatcher's next pass. Returns ``(run_id, created)``; a repeated ``idempotency_key``
     returns the first request's run with ``created=False``. Works on paused schedules too.
-    Raises :class:`ScheduleNotFound`."""
+    Raises :class:`ScheduleNotFound`, and ``OwnRouteOnly`` when ``kinds`` is given and the
+    schedule's work kind has a route of its own (which checks more before it runs one)."""
     key = f"manual:{idempotency_key or uuid.uuid4()}"
     with conn.transaction():
         schedule = _locked(conn, workspace_id, schedule_id)
+        _check_generic(kinds, schedule)
         zone = ZoneInfo(schedule.timezone) if schedule.timezone else None
         local = now.astimezone(zone).replace(tzinfo=None) if zone else now.replace(tzinfo=None)
         run_id = fetch_value(conn, SQL["insert_manual_run"], {
@@ -217,28 +256,27 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
 
 def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
                    status: str | None = None, after: tuple[datetime, UUID] | None = None,
-                   limit: int = 50) -> SchedulePage:
+                   limit: int = 50, kinds: WorkKindRegistry | None = None) -> SchedulePage:
     """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
     ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
-    (``(created_at, id)`` of the previous page's last row). Runs in its own transaction.
-    Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
+    (``(created_at, id)`` of the previous page's last row). With ``kinds``, schedules of a
+    kind with a route of its own are left out (the generic list does not see them). Runs in
+    its own transaction. Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     after_created_at, after_id = after if after is not None else (None, None)
     with conn.transaction():
         rows = fetch_all(conn, SQL["list_schedules"], {
             "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
-            "after_id": after_id, "limit": limit + 1}, Schedule)
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return SchedulePage(rows, (rows[-1].created_at, rows[-1].id) if more else None)
+            "after_id": after_id, "limit": limit + 1, "hidden_kinds": own_route_kinds(kinds)}, Schedule)
+    return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,
-                history_limit: int = 50, upcoming: int = 5) -> ScheduleDetails:
+                history_limit: int = 50, upcoming: int = 5, kinds: WorkKindRegistry | None = None) -> ScheduleDetails:
     """Read a schedule with its latest summary, at most ``history_limit`` runs and events
     (newest first) and its next ``upcoming`` occurrences, as :class:`ScheduleDetails`.
-    Raises :class:`ScheduleNotFound`."""
+    Raises :class:`ScheduleNotFound` (with ``kinds``: also for a kind with a route of its own)."""
     params = {"id": schedule_id, "workspace_id": workspace_id, "limit": history_limit}
     with conn.transaction():
         # Runs and events first, the schedule last: under READ COMMITTED each statement sees
@@ -249,6 +287,7 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
         schedule = fetch_one(conn, SQL["get_schedule"], params, Schedule)
         if schedule is None:
             raise ScheduleNotFound(str(schedule_id))
+        _hidden_from_generic(kinds, schedule)
     try:
         rule = parse_rule(schedule.recurrence)
     except InvalidRecurrence:

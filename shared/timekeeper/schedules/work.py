@@ -126,6 +126,21 @@ class RunContext:
 MaintenanceTask = Callable[[psycopg.Connection, datetime], Mapping[str, Any] | None]
 
 
+class OwnRouteOnly(ValueError):
+    """A work kind whose schedules carry settings of their own (e.g. ``queries.deliver``:
+    source, recipients, templates) is created, changed and run only through its own route
+    (:attr:`WorkKind.route`), never through the generic schedules actions. ``field`` is
+    ``work_kind``; ``reason`` (safe to show) names the route to use."""
+
+    field = "work_kind"
+
+    def __init__(self, work_kind: str, route: str) -> None:
+        self.work_kind = work_kind
+        self.route = route
+        self.reason = f"{work_kind} schedules have settings of their own: use {route}"
+        super().__init__(self.reason)
+
+
 class InvalidSubject(ValueError):
     """A schedule's ``subject_id`` does not meet its work kind's :class:`SubjectRequirement`
     (missing, or no such subject in the workspace: a subject of another workspace or of
@@ -191,6 +206,15 @@ class WorkKind:
     #: The subject the kind's input needs, checked when a schedule is created or changed
     #: (None: any subject or none).
     subject: SubjectRequirement | None = None
+    #: The API route that creates, changes and runs this kind's schedules together with
+    #: the settings it needs (e.g. ``/query-schedules``); None: the generic schedules
+    #: actions suffice. See :meth:`check_generic`.
+    route: str | None = None
+
+    def check_generic(self) -> None:
+        """Raise :class:`OwnRouteOnly` when this kind's schedules belong to its own :attr:`route`."""
+        if self.route is not None:
+            raise OwnRouteOnly(self.name, self.route)
 
     def check_subject(self, conn: psycopg.Connection, *, workspace_id: UUID, subject_id: UUID | None) -> None:
         """Check a schedule's ``subject_id`` against :attr:`subject`; raises :class:`InvalidSubject`."""
@@ -211,15 +235,16 @@ class WorkKindRegistry:
 
     def register(self, owner: str, name: str, handler: WorkHandler, *, staleness: timedelta | None = None,
                  description: str = "", leased: bool = False,
-                 subject: SubjectRequirement | None = None) -> WorkKind:
+                 subject: SubjectRequirement | None = None, route: str | None = None) -> WorkKind:
         """Register ``handler`` for ``(owner, name)``; ``subject`` declares the schedule
-        subject its input needs (checked at create and update). Raises ``ValueError`` on a
-        duplicate."""
+        subject its input needs (checked at create and update); ``route`` names the API
+        route that alone creates, changes and runs its schedules (the generic actions
+        refuse it: :class:`OwnRouteOnly`). Raises ``ValueError`` on a duplicate."""
         key = (owner, name)
         if key in self._kinds:
             raise ValueError(f"work kind {owner}/{name} is already registered")
         kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip(), leased,
-                        subject)
+                        subject, route)
         self._kinds[key] = kind
         return kind
 
@@ -233,6 +258,10 @@ class WorkKindRegistry:
     def find(self, owner: str, name: str) -> WorkKind | None:
         """Return the work kind, or None when none is registered."""
         return self._kinds.get((owner, name))
+
+    def kinds(self) -> list[WorkKind]:
+        """Every registered work kind, in registration order."""
+        return list(self._kinds.values())
 
     def names(self, owner: str) -> list[str]:
         """The registered work-kind names of ``owner``, sorted."""

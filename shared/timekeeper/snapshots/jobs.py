@@ -29,6 +29,7 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.faults import crash_point
 from timekeeper.observability import logger
 from timekeeper.snapshots.ledger import QUERIES, SnapshotRun, fetch_runs, jsonb
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
@@ -130,6 +131,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
                 cursor = _DONE if chunk.next_cursor is None else chunk.next_cursor
                 run = fetch_runs(conn, QUERIES["commit_chunk"], {"run_id": fenced.id, "cursor": jsonb(cursor),
                                                             "rows": chunk.rows, "now": now()})[0]
+            crash_point("snapshots.between_chunks")
         with conn.transaction():
             fenced = _fenced(conn, message)
             if fenced is None:
@@ -138,6 +140,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             key = {"owner": fenced.owner, "snapshot_type": fenced.snapshot_type,
                    "workspace_id": fenced.workspace_id, "period": fenced.period, "now": now()}
             conn.execute(QUERIES["retire_current"], key)
+            crash_point("snapshots.inside_publish")
             conn.execute(QUERIES["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
         published = fetch_runs(conn, "SELECT * FROM snapshot_runs WHERE id = %(id)s", {"id": run.id})[0]
         return JobResult("published", published)

@@ -1,0 +1,699 @@
+"""``python -m timekeeper chaos``: the simulation under injected faults, then an audit.
+
+The campaign runs :func:`timekeeper.local.simulate.run_simulation` (the local stack, the
+REAL handlers, every pipeline, the sample tenant sets) with faults injected for the first
+``days`` simulated days, then ``quiet_hours`` without faults for recovery:
+
+- **crashes** at the product's named crash points (:mod:`timekeeper.faults`): each hit
+  dies with probability ``crash_rate``. The invocation ends as a killed Lambda does: its
+  open transactions roll back, its execution environment (cached connections, clients) is
+  gone, and its SQS messages come back after their visibility timeout;
+- **database disconnects** at the crash points (probability ``disconnect_rate``): every
+  connection of the product is terminated by the server, as in a failover; the code
+  carries on and meets the broken connection at its next statement;
+- **duplicate deliveries**: each received SQS message is sent again with probability
+  ``duplicate_rate`` (standard queues deliver at least once);
+- **publish refusals**: each entry of a SendMessageBatch the product makes is refused with
+  probability ``refuse_rate``, and a whole call fails with a tenth of it.
+
+The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
+many times. Then :func:`audit` checks the invariants on the database, the queues and what the
+campaign recorded, and the command prints a table and exits 1 when one fails:
+
+1. every due occurrence of every schedule has exactly one run (or was counted in a run's
+   skipped backlog), nothing is left due, and every run and snapshot run is terminal;
+2. no run was executed by two attempts at once: each run's handler executions carry
+   strictly increasing attempt numbers, and one that started while an earlier attempt's
+   killed process still held its lease would have run beside it;
+3. every handler effect exists once, per its idempotency contract: batches opened and
+   closed by succeeded runs only, one posting job per closed batch and every one finished,
+   invoices prepared only by succeeded runs, each delivery message sent once (twice only
+   where the process died between the provider's acceptance and the record: the one
+   documented window), snapshot rows written once per published version;
+4. failure streaks and pauses equal what the settled history implies;
+5. the run and job queues are empty, and the dead-letter queues hold only the deliberately
+   malformed messages.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from timekeeper import clock, faults
+
+CHAOS_DATABASE = "timekeeper_chaos"
+_TOKEN = re.compile(r"/downloads/([A-Za-z0-9_.\-]+)")
+
+
+@dataclass(frozen=True)
+class ChaosOptions:
+    """A campaign: ``days`` of faults from ``start`` (UTC midnight), then ``quiet_hours``
+    without; rates are probabilities per crash-point hit (``crash_rate``,
+    ``disconnect_rate``), per received message (``duplicate_rate``) and per published
+    message (``refuse_rate``). ``each_point_once``: instead of random crashes, crash at the
+    first hit of every crash point (one crash per point), for a deterministic test.
+    ``load``: units of traffic added to the simulation's samples (see :func:`add_load`)."""
+
+    days: int = 30
+    seed: int = 1
+    crash_rate: float = 0.05
+    duplicate_rate: float = 0.10
+    refuse_rate: float = 0.02
+    disconnect_rate: float = 0.01
+    quiet_hours: int = 6
+    start: date = date(2027, 3, 1)
+    database: str = CHAOS_DATABASE
+    each_point_once: bool = False
+    show_progress: bool = True
+    load: int = 1
+
+
+@dataclass
+class Execution:
+    """One handler execution: the run, its attempt number, the simulated instant it started,
+    the lease it held until, the invocation it ran in and whether that invocation died."""
+
+    run_id: UUID
+    attempt: int
+    started_at: datetime
+    lease_until: datetime
+    invocation: int
+    killed: bool = False
+
+
+@dataclass
+class Check:
+    """One audited invariant: its name, whether it held, what was checked and the failures."""
+
+    name: str
+    checked: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def held(self) -> bool:
+        return not self.failures
+
+
+@dataclass
+class ChaosResult:
+    """What a campaign injected (``faults`` by (kind, where)), how often each crash point
+    was reached, the audit's checks and the simulation's own result."""
+
+    options: ChaosOptions
+    faults: collections.Counter = field(default_factory=collections.Counter)
+    point_hits: collections.Counter = field(default_factory=collections.Counter)
+    checks: list[Check] = field(default_factory=list)
+    simulation: Any = None
+    #: Well-formed messages in dead-letter queues whose consumer was killed on their receives.
+    dead_lettered_killed: int = 0
+    #: Delivery messages sent again because the attempt that sent them died before recording them.
+    resent_in_window: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return all(check.held for check in self.checks)
+
+    def fault_totals(self) -> dict[str, int]:
+        """Injected faults by kind (crash, disconnect, duplicate, refusal)."""
+        totals: dict[str, int] = collections.Counter()
+        for (kind, _), count in self.faults.items():
+            totals[kind] += count
+        return dict(totals)
+
+
+class CountingMailer:
+    """Wraps the communications adapter: every accepted message is recorded with the
+    (run, recipient) its personal link names (read back with the link signer), its
+    provider message id and the consumer invocation that sent it."""
+
+    def __init__(self, inner: Any, signer: Any, invocation: Callable[[], int]) -> None:
+        self.inner = inner
+        self.signer = signer
+        self.invocation = invocation
+        self.sends: dict[tuple[str, str], list[tuple[str, int]]] = collections.defaultdict(list)
+
+    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+        match = _TOKEN.search(html)
+        key: tuple[str, str] = ("?", to)
+        if match:
+            link = self.signer.verify(match.group(1), now=datetime(2000, 1, 1, tzinfo=UTC))
+            key = (str(link.run_id), link.user_id)
+        self.sends[key].append((message_id, self.invocation()))
+        return message_id
+
+
+class Campaign:
+    """The fault injector and recorder of one campaign (hooks of the simulation)."""
+
+    def __init__(self, options: ChaosOptions) -> None:
+        self.options = options
+        self.rng = random.Random(options.seed)
+        self.result = ChaosResult(options)
+        self.faults_until = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC) + timedelta(
+            days=options.days)
+        self.executions: list[Execution] = []
+        #: Consumer invocations that raised or died.
+        self.failed_invocations: set[int] = set()
+        #: Receives of a run's messages whose invocation died, by run id.
+        self.killed_receives: collections.Counter = collections.Counter()
+        self._invocation = 0
+        self._open: list[Execution] = []
+        self._crashed_points: set[str] = set()
+        self._protected_pids: set[int] = set()
+        self._admin: Any = None
+        self._pending_refusals: list[str] = []
+        self.mailer: CountingMailer | None = None
+        self._session_hooks: list[tuple[str, Callable[..., Any]]] = []
+
+    # ------------------------------------------------------------------ injection
+
+    def active(self) -> bool:
+        """Whether faults are injected now (the simulated clock is before the quiet period)."""
+        return clock.now() < self.faults_until
+
+    def __call__(self, point: str, context: Any) -> None:
+        """The crash-point injector (see :func:`timekeeper.faults.install`)."""
+        self.result.point_hits[point] += 1
+        if point == "consumer.handler_started":
+            from timekeeper.topology import PIPELINES
+
+            lease = next((p.lease for p in PIPELINES.values() if p.owner == context.owner), timedelta(0))
+            execution = Execution(context.run_id, context.attempt, context.now, context.now + lease,
+                                  self._invocation)
+            self.executions.append(execution)
+            self._open.append(execution)
+        if not self.active():
+            return
+        if self.options.each_point_once:
+            if point in self._crashed_points:
+                return
+            self._crashed_points.add(point)
+            self._crash(point, context)
+        draw = self.rng.random()
+        if draw < self.options.crash_rate:
+            self._crash(point, context)
+        elif draw < self.options.crash_rate + self.options.disconnect_rate:
+            self.result.faults[("disconnect", point)] += 1
+            self._disconnect()
+
+    def _crash(self, point: str, context: Any) -> None:
+        self.result.faults[("crash", point)] += 1
+        raise faults.InjectedCrash(point)
+
+    def _disconnect(self) -> None:
+        """Terminate every connection to the database but the simulation's own (a failover)."""
+        self._admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid() AND NOT pid = ANY(%s)", (list(self._protected_pids),))
+
+    def duplicate(self, message: dict[str, Any]) -> bool:
+        """Whether to deliver ``message`` once more (an event source's duplicate hook)."""
+        if self.active() and self.rng.random() < self.options.duplicate_rate:
+            self.result.faults[("duplicate", "sqs message")] += 1
+            return True
+        return False
+
+    def _refuse_entries(self, params: dict[str, Any], **_: Any) -> None:
+        """Before a SendMessageBatch: drop refused entries (reported back after the call);
+        sometimes fail the whole call."""
+        from botocore.exceptions import ClientError
+
+        self._pending_refusals = []
+        if not self.active():
+            return
+        rate = self.options.refuse_rate
+        if self.rng.random() < rate / 10:
+            self.result.faults[("refusal", "whole SendMessageBatch call")] += 1
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected refusal"}},
+                              "SendMessageBatch")
+        entries = params.get("Entries", [])
+        refused = [e for e in entries if self.rng.random() < rate]
+        if not refused:
+            return
+        self.result.faults[("refusal", "SendMessageBatch entry")] += len(refused)
+        if len(refused) == len(entries):
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected refusal"}},
+                              "SendMessageBatch")
+        params["Entries"] = [e for e in entries if e not in refused]
+        self._pending_refusals = [e["Id"] for e in refused]
+
+    def _report_refusals(self, parsed: dict[str, Any], **_: Any) -> None:
+        """After a SendMessageBatch: report the dropped entries as failed, as SQS does."""
+        if self._pending_refusals:
+            parsed.setdefault("Failed", []).extend(
+                {"Id": entry_id, "SenderFault": False, "Code": "InternalError", "Message": "injected refusal"}
+                for entry_id in self._pending_refusals)
+            self._pending_refusals = []
+
+    def _wrap_consumer(self, function: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        """Number each consumer invocation; mark its executions killed when it dies."""
+        from timekeeper.local.stack import FunctionCrashed
+
+        def invoke(event: dict[str, Any]) -> Any:
+            self._invocation += 1
+            self._open = []
+            try:
+                return function(event)
+            except FunctionCrashed:
+                self.failed_invocations.add(self._invocation)
+                for execution in self._open:
+                    execution.killed = True
+                for record in event.get("Records", []):
+                    try:
+                        self.killed_receives[str(json.loads(record["body"])["run_id"])] += 1
+                    except (ValueError, KeyError, TypeError):
+                        pass  # a malformed message
+                raise
+            except Exception:
+                self.failed_invocations.add(self._invocation)
+                raise
+            finally:
+                self._open = []
+
+        return invoke
+
+    # ------------------------------------------------------------------ simulation hooks
+
+    def started(self, stack: Any, conn: Any) -> None:
+        """Arm the campaign on the started local stack (``conn``: the simulation's own
+        connection, which disconnects spare)."""
+        import boto3
+        import psycopg
+
+        from timekeeper import runtime
+
+        add_load(conn, stack, units=self.options.load, now=clock.now())
+        self._admin = psycopg.connect(stack.database_url, autocommit=True)
+        self._protected_pids = {conn.info.backend_pid}
+        for source in stack.sources.values():
+            source.duplicate = self.duplicate
+            source.function = self._wrap_consumer(source.function)
+        session = boto3._get_default_session()  # noqa: SLF001 - the clients the handlers create come from it
+        self._session_hooks = [("provide-client-params.sqs.SendMessageBatch", self._refuse_entries),
+                               ("after-call.sqs.SendMessageBatch", self._report_refusals)]
+        for event, handler in self._session_hooks:
+            session.events.register(event, handler)
+        runtime.reset()  # the handlers' clients are created again, with the hooks
+        self.mailer = CountingMailer(runtime.mailer(), runtime.link_signer(), lambda: self._invocation)
+        runtime.install_mailer(self.mailer)
+        # A disconnect makes psycopg warn about every rollback it could not send: expected here.
+        logging.getLogger("psycopg").setLevel(logging.ERROR)
+        faults.install(self)
+
+    def finished(self, stack: Any, conn: Any, simulation: Any) -> None:
+        """Disarm, then audit the final state (before the local stack stops)."""
+        import boto3
+
+        faults.install(None)
+        logging.getLogger("psycopg").setLevel(logging.NOTSET)
+        session = boto3._get_default_session()  # noqa: SLF001
+        for event, handler in self._session_hooks:
+            session.events.unregister(event, handler)
+        self.result.simulation = simulation
+        self.result.checks = audit(conn, stack, self)
+        self._admin.close()
+
+    def disarm(self) -> None:
+        """Remove the injector (idempotent; after a failed campaign)."""
+        faults.install(None)
+
+
+def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
+    """Add ``units`` units of traffic to the loaded samples, from ``now`` (aware UTC): per
+    unit, a reconciliation sweep every 30 minutes in each accounting workspace, and an
+    hourly delivery of the "Open invoices" query in the Platform sample's first workspace
+    to its admin, viewer and the user without an address (two sends and a skip a run).
+    Returns the schedules created."""
+    from timekeeper.queries.query_schedules import Source, create_query_schedule
+    from timekeeper.schedules import service
+
+    created = 0
+    workspaces = [r["workspace_id"] for r in conn.execute(
+        "SELECT DISTINCT workspace_id FROM schedules WHERE owner = 'accounting' ORDER BY 1").fetchall()]
+    platform = stack.platform
+    query = conn.execute("SELECT id FROM saved_queries WHERE workspace_id = %s AND name = 'Open invoices'",
+                         (platform.first_workspace,)).fetchone()
+    for unit in range(units):
+        for workspace_id in workspaces:
+            service.create_schedule(conn, workspace_id=workspace_id, owner="accounting",
+                                    work_kind="reconciliation.sweep", actor="chaos-load", now=now,
+                                    recurrence={"cron": "*/30 * * * *", "timezone": "UTC"},
+                                    name=f"load {unit}: sweep every 30 minutes")
+            created += 1
+        if query is not None:
+            users = platform.users
+            create_query_schedule(
+                conn, workspace_id=platform.first_workspace, actor=users["analyst"],
+                name=f"load {unit}: hourly open invoices", recurrence={"cron": "5 * * * *", "timezone": "UTC"},
+                source=Source("query", query["id"]), format="csv",
+                recipients=[users["admin"], users["viewer"], users["no_email"]],
+                subject_template="Open invoices {{ run_date }}",
+                body_template='<p>{{ row_count }} rows: <a href="{{ link }}">download</a></p>', now=now)
+            created += 1
+    return created
+
+
+def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
+    """Run the campaign ``options`` describes; return its :class:`ChaosResult` (the audit's
+    checks included). The database ``options.database`` is created afresh and kept."""
+    import os
+    from pathlib import Path
+
+    from timekeeper.local.simulate import SimulationOptions, run_simulation
+
+    campaign = Campaign(options)
+    home = Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper"))
+    simulation = SimulationOptions(
+        start=options.start, days=options.days, extra_minutes=options.quiet_hours * 60, seed=7, outages=(), poison=1,
+        show_progress=options.show_progress, database=options.database, delivery_dir=home / "chaos-deliveries")
+    try:
+        run_simulation(simulation, console, hooks=campaign)
+    finally:
+        campaign.disarm()
+    return campaign.result
+
+
+# ---------------------------------------------------------------------- audit
+
+
+def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
+    """Check the campaign's invariants (see the module docstring); returns one
+    :class:`Check` per invariant."""
+    return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _accounting_effects(conn),
+            _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn), _queues(conn, stack, campaign)]
+
+
+def _occurrences(conn: Any) -> Check:
+    """Every due occurrence of every schedule has exactly one run, or was counted in a
+    run's skipped backlog; an active schedule has nothing left due."""
+    from timekeeper.schedules.recurrence import parse_rule_text
+
+    check = Check("every due occurrence has exactly one run (or is counted as skipped backlog)")
+    last_pass = conn.execute("SELECT max(queued_at) AS at FROM schedule_runs").fetchone()["at"]
+    pauses = {r["schedule_id"]: r["at"] for r in conn.execute(
+        "SELECT schedule_id, min(at) AS at FROM schedule_events WHERE kind = 'paused' GROUP BY 1").fetchall()}
+    runs: dict[UUID, list[dict[str, Any]]] = collections.defaultdict(list)
+    for run in conn.execute("""SELECT schedule_id, occurrence_at, skipped_backlog, first_skipped_at
+                                 FROM schedule_runs WHERE trigger = 'scheduled' ORDER BY occurrence_at""").fetchall():
+        runs[run["schedule_id"]].append(run)
+    for schedule in conn.execute("""SELECT id, name, recurrence::text AS rule_text, status, next_due_at
+                                      FROM schedules WHERE deleted_at IS NULL""").fetchall():
+        mine = runs.get(schedule["id"], [])
+        if schedule["status"] == "active" and schedule["next_due_at"] is not None \
+                and schedule["next_due_at"] <= last_pass:
+            check.failures.append(f"{schedule['name']}: still due at {schedule['next_due_at']:%Y-%m-%d %H:%M}")
+        if not mine:
+            continue
+        first = mine[0]["first_skipped_at"] or mine[0]["occurrence_at"]
+        until = min(pauses.get(schedule["id"], last_pass), last_pass)
+        until = max(until, mine[-1]["occurrence_at"])
+        covered: collections.Counter = collections.Counter()
+        for run in mine:
+            covered[run["occurrence_at"]] += 1
+        backlog = [(r["first_skipped_at"], r["occurrence_at"], r["skipped_backlog"]) for r in mine
+                   if r["skipped_backlog"]]
+        counted = collections.Counter()
+        rule = parse_rule_text(schedule["rule_text"])
+        for occurrence in rule.occurrences_after(first - timedelta(microseconds=1)):
+            if occurrence.at > until:
+                break
+            check.checked += 1
+            windows = [i for i, (low, high, _) in enumerate(backlog) if low <= occurrence.at < high]
+            total = covered[occurrence.at] + len(windows)
+            for i in windows:
+                counted[i] += 1
+            if total != 1:
+                check.failures.append(f"{schedule['name']}: occurrence {occurrence.at:%Y-%m-%d %H:%M} has "
+                                      f"{covered[occurrence.at]} runs and is in {len(windows)} skipped backlogs")
+        for i, (low, _high, skipped) in enumerate(backlog):
+            if counted[i] != skipped:
+                check.failures.append(f"{schedule['name']}: backlog from {low:%Y-%m-%d %H:%M} counts {skipped}, "
+                                      f"the rule has {counted[i]}")
+    return check
+
+
+def _terminal(conn: Any) -> Check:
+    """Every run and every snapshot run is terminal, or waits for a documented reason."""
+    check = Check("every run is terminal (or explained)")
+    check.checked = conn.execute("SELECT count(*) AS n FROM schedule_runs").fetchone()["n"]
+    for run in conn.execute("""SELECT r.id, s.name, r.state, r.attempts FROM schedule_runs r
+                                 JOIN schedules s ON s.id = r.schedule_id
+                                WHERE r.state IN ('queued', 'running')""").fetchall():
+        check.failures.append(f"run {run['id']} of {run['name']} is {run['state']} (attempts {run['attempts']})")
+    check.checked += conn.execute("SELECT count(*) AS n FROM snapshot_runs").fetchone()["n"]
+    for run in conn.execute("""SELECT id, snapshot_type, period, state FROM snapshot_runs
+                                WHERE state IN ('planned', 'queued', 'running')""").fetchall():
+        check.failures.append(f"snapshot run {run['id']} ({run['snapshot_type']} {run['period']:%Y-%m}) "
+                              f"is {run['state']}")
+    return check
+
+
+def _no_concurrent_execution(campaign: Campaign) -> Check:
+    """No two attempts of one run executed at once."""
+    check = Check("no run executed concurrently (fencing: attempts increase, killed leases respected)")
+    by_run: dict[UUID, list[Execution]] = collections.defaultdict(list)
+    for execution in campaign.executions:
+        by_run[execution.run_id].append(execution)
+    for run_id, executions in by_run.items():
+        check.checked += len(executions)
+        for earlier, later in zip(executions, executions[1:], strict=False):
+            if later.attempt <= earlier.attempt:
+                check.failures.append(f"run {run_id}: attempt {later.attempt} executed after attempt "
+                                      f"{earlier.attempt}")
+            if earlier.killed and later.started_at < earlier.lease_until:
+                check.failures.append(f"run {run_id}: attempt {later.attempt} started at {later.started_at} while "
+                                      f"the killed attempt {earlier.attempt} held its lease until "
+                                      f"{earlier.lease_until}")
+    return check
+
+
+def _accounting_effects(conn: Any) -> Check:
+    """Batches opened and closed only by succeeded runs and as they report; one finished
+    posting job per closed auto-posting batch; invoices prepared only by succeeded runs."""
+    check = Check("accounting effects exist once (batches, posting jobs, invoices)")
+    for row in conn.execute("""
+            SELECT b.id, b.name, r.state, r.detail -> 'opened_batch' ->> 'id' AS reported
+              FROM batches b LEFT JOIN schedule_runs r ON r.id = b.opened_by_run_id
+             WHERE b.opened_by_run_id IS NOT NULL""").fetchall():
+        check.checked += 1
+        if row["state"] != "succeeded" or row["reported"] != str(row["id"]):
+            check.failures.append(f"batch {row['name']} opened by a run that is {row['state']} and reports "
+                                  f"{row['reported']}")
+    for row in conn.execute("""
+            SELECT r.id, r.detail -> 'opened_batch' ->> 'id' AS reported,
+                   (SELECT count(*) FROM batches b WHERE b.opened_by_run_id = r.id) AS opened
+              FROM schedule_runs r
+             WHERE r.work_kind = 'batch.roll' AND r.state = 'succeeded'""").fetchall():
+        check.checked += 1
+        if (row["reported"] is not None) != (row["opened"] == 1):
+            check.failures.append(f"roll run {row['id']} reports {row['reported']} and opened {row['opened']}")
+    for row in conn.execute("""
+            SELECT b.id, b.name, b.status, count(j.id) AS jobs, min(j.status) AS job_status
+              FROM batches b LEFT JOIN posting_jobs j ON j.batch_id = b.id
+             WHERE b.status <> 'open' AND b.auto_post GROUP BY b.id, b.name, b.status""").fetchall():
+        check.checked += 1
+        if row["jobs"] != 1 or row["job_status"] != "succeeded" or row["status"] != "posted":
+            check.failures.append(f"closed batch {row['name']} is {row['status']} with {row['jobs']} posting "
+                                  f"job(s) ({row['job_status']})")
+    for row in conn.execute("""
+            SELECT i.id, r.state FROM draft_invoices i LEFT JOIN schedule_runs r ON r.id = i.prepared_by_run_id
+             WHERE i.prepared_by_run_id IS NOT NULL""").fetchall():
+        check.checked += 1
+        if row["state"] != "succeeded":
+            check.failures.append(f"invoice {row['id']} prepared by a run that is {row['state']}")
+    return check
+
+
+def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
+    """Each delivery message sent once per (run, recipient), and the recorded one is among
+    the sends. An extra message is allowed only in the documented window: the provider
+    accepted it, and the invocation that sent it died or lost its database before the
+    message id was recorded (the next attempt cannot know it went out). Every ``sent`` row
+    is backed by a send, and every succeeded delivery run's recipients are sent or skipped."""
+    check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
+    sends = campaign.mailer.sends if campaign.mailer else {}
+    recorded = {(str(r["run_id"]), r["user_id"]): r["provider_message_id"] for r in conn.execute(
+        "SELECT run_id, user_id, provider_message_id FROM query_delivery_outbox").fetchall()}
+    for (run_id, user_id), made in sends.items():
+        check.checked += 1
+        kept = recorded.get((run_id, user_id))
+        unrecorded_in_failed = sum(1 for message_id, invocation in made
+                                   if message_id != kept and invocation in campaign.failed_invocations)
+        recorded_a_send = kept in {m for m, _ in made} or (kept is None and unrecorded_in_failed == len(made))
+        if run_id == "?" or len(made) - unrecorded_in_failed > 1 or not recorded_a_send:
+            check.failures.append(f"run {run_id} recipient {user_id}: {len(made)} messages sent, "
+                                  f"{unrecorded_in_failed} by attempts that died before recording them")
+        campaign.result.resent_in_window += len(made) - 1
+    for row in conn.execute("SELECT run_id, user_id, status FROM query_deliveries").fetchall():
+        check.checked += 1
+        key = (str(row["run_id"]), row["user_id"])
+        if row["status"] == "sent" and not sends.get(key):
+            check.failures.append(f"run {key[0]} recipient {key[1]}: recorded sent, never sent")
+    for row in conn.execute("""
+            SELECT r.id, count(*) FILTER (WHERE d.status NOT IN ('sent', 'skipped')) AS open
+              FROM schedule_runs r JOIN query_deliveries d ON d.run_id = r.id
+             WHERE r.state = 'succeeded' GROUP BY r.id""").fetchall():
+        check.checked += 1
+        if row["open"]:
+            check.failures.append(f"succeeded delivery run {row['id']} has {row['open']} undelivered recipients")
+    return check
+
+
+_SNAPSHOT_TABLES = {"membership_counts": "snapshot_membership_counts", "ar_aging": "snapshot_ar_aging",
+                    "selftest": "snapshot_selftest_rows"}
+
+
+def _snapshot_effects(conn: Any) -> Check:
+    """A published version's rows are exactly the rows its chunks wrote; one current version
+    per period."""
+    check = Check("snapshot rows written once per published version; one current version per period")
+    for run in conn.execute("""SELECT id, snapshot_type, period, rows_written FROM snapshot_runs
+                                WHERE state = 'published'""").fetchall():
+        check.checked += 1
+        table = _SNAPSHOT_TABLES.get(run["snapshot_type"])
+        if table is None:
+            continue
+        rows = conn.execute(f"SELECT count(*) AS n FROM {table} WHERE run_id = %s", (run["id"],)).fetchone()["n"]
+        if rows != run["rows_written"]:
+            check.failures.append(f"snapshot {run['snapshot_type']} {run['period']:%Y-%m}: {rows} rows, "
+                                  f"{run['rows_written']} written")
+    for row in conn.execute("""SELECT workspace_id, snapshot_type, period, count(*) AS n FROM snapshot_runs
+                                WHERE is_current GROUP BY 1, 2, 3 HAVING count(*) > 1""").fetchall():
+        check.failures.append(f"snapshot {row['snapshot_type']} {row['period']:%Y-%m}: {row['n']} current versions")
+    return check
+
+
+def _streaks(conn: Any) -> Check:
+    """Each schedule's failure streak and pause equal what its settled runs imply: a
+    scheduled failure adds one, any success or skip resets; a schedule pauses when a
+    scheduled failure brings the streak to the threshold or carries a pause reason."""
+    from timekeeper.topology import PIPELINES
+
+    thresholds = {p.owner: p.failure_pause_threshold for p in PIPELINES.values()}
+    check = Check("failure streaks and pauses equal the settled history")
+    history: dict[UUID, list[dict[str, Any]]] = collections.defaultdict(list)
+    for run in conn.execute("""SELECT schedule_id, trigger, state, outcome_code FROM schedule_runs
+                                WHERE finished_at IS NOT NULL
+                                ORDER BY finished_at, occurrence_at, id""").fetchall():
+        history[run["schedule_id"]].append(run)
+    resumed = {r["schedule_id"] for r in conn.execute(
+        "SELECT DISTINCT schedule_id FROM schedule_events WHERE kind = 'resumed'").fetchall()}
+    for schedule in conn.execute("""SELECT id, name, owner, status, pause_reason, consecutive_failures
+                                      FROM schedules WHERE deleted_at IS NULL""").fetchall():
+        check.checked += 1
+        streak, paused_by_runs = 0, False
+        for run in history.get(schedule["id"], []):
+            if run["state"] != "failed":
+                streak = 0
+            elif run["trigger"] == "scheduled":
+                streak += 1
+                if streak >= thresholds.get(schedule["owner"], 5) or run["outcome_code"] == schedule["pause_reason"]:
+                    paused_by_runs = True
+        if streak != schedule["consecutive_failures"]:
+            check.failures.append(f"{schedule['name']}: streak {schedule['consecutive_failures']}, history implies "
+                                  f"{streak}")
+        if schedule["id"] in resumed or schedule["pause_reason"] == "definition_invalid":
+            continue
+        if (schedule["status"] == "paused") != paused_by_runs:
+            check.failures.append(f"{schedule['name']}: {schedule['status']} ({schedule['pause_reason']}), history "
+                                  f"implies {'paused' if paused_by_runs else 'not paused'}")
+    return check
+
+
+def _queues(conn: Any, stack: Any, campaign: Campaign) -> Check:
+    """The run and job queues are empty; the dead-letter queues hold only malformed messages,
+    and messages of runs that settled after invocations carrying them died (a consumer
+    killed on every receive: SQS dead-letters the message, the run settles without it)."""
+    from pydantic import ValidationError
+
+    from timekeeper.schedules.messages import RunMessage
+    from timekeeper.snapshots.jobs import JobMessage
+
+    check = Check("queues empty; dead-letter queues hold only malformed and killed-on-receive messages")
+    terminal = {str(r["id"]) for r in conn.execute(
+        """SELECT id FROM schedule_runs WHERE state IN ('succeeded', 'skipped', 'failed')
+           UNION ALL SELECT id FROM snapshot_runs WHERE state IN ('published', 'failed', 'skipped')""").fetchall()}
+    sqs = stack.aws.client("sqs")
+    for name, source in stack.sources.items():
+        check.checked += 1
+        if source.in_flight:
+            check.failures.append(f"{name}: {source.in_flight} messages waiting for their visibility timeout")
+    for name, pair in {**stack.aws.queues, **stack.aws.work_queues}.items():
+        attributes = sqs.get_queue_attributes(QueueUrl=pair.url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        waiting = int(attributes["ApproximateNumberOfMessages"]) + int(
+            attributes["ApproximateNumberOfMessagesNotVisible"])
+        if waiting and not stack.sources[name].in_flight:
+            check.failures.append(f"{name}: {waiting} messages left in the queue")
+        model = JobMessage if name == "snapshots" else RunMessage
+        while True:
+            got = sqs.receive_message(QueueUrl=pair.dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=3600,
+                                      WaitTimeSeconds=0).get("Messages", [])
+            if not got:
+                break
+            for message in got:
+                check.checked += 1
+                try:
+                    parsed = model.model_validate_json(message["Body"])
+                except ValidationError:
+                    continue  # a malformed message rests in the dead-letter queue by design
+                run_id = str(parsed.run_id)
+                if run_id in terminal and campaign.killed_receives[run_id]:
+                    campaign.result.dead_lettered_killed += 1
+                    continue
+                check.failures.append(f"{name} dead-letter queue holds a message of run {run_id} "
+                                      f"({'terminal' if run_id in terminal else 'unfinished'}, "
+                                      f"{campaign.killed_receives[run_id]} killed receives)")
+    return check
+
+
+def print_chaos(result: ChaosResult, console: Any) -> None:
+    """Render the campaign's faults, crash-point hits and audit as rich tables."""
+    from rich.table import Table
+
+    options = result.options
+    console.print(f"[bold]Chaos[/] seed {options.seed}: {options.days} days of faults (crash rate "
+                  f"{options.crash_rate:g}, disconnect rate {options.disconnect_rate:g}, duplicate rate "
+                  f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}) then {options.quiet_hours} "
+                  f"quiet hours; {result.simulation.wall_seconds:.1f}s wall time.")
+    faults_table = Table(title="Injected faults")
+    for column in ("kind", "where", "count"):
+        faults_table.add_column(column, justify="right" if column == "count" else "left")
+    for (kind, where), count in sorted(result.faults.items()):
+        faults_table.add_row(kind, where, f"{count:,}")
+    faults_table.add_row("[bold]total[/]", "", f"[bold]{sum(result.faults.values()):,}[/]")
+    console.print(faults_table)
+    hits = Table(title="Crash points reached")
+    hits.add_column("crash point")
+    hits.add_column("reached", justify="right")
+    hits.add_column("crashed", justify="right")
+    for point in faults.CRASH_POINTS:
+        hits.add_row(point, f"{result.point_hits[point]:,}", f"{result.faults[('crash', point)]:,}")
+    console.print(hits)
+    checks = Table(title="Audit")
+    for column in ("invariant", "checked", "result"):
+        checks.add_column(column, justify="right" if column == "checked" else "left")
+    for check in result.checks:
+        checks.add_row(check.name, f"{check.checked:,}", "[green]held[/]" if check.held else
+                       f"[red]FAILED[/] ({len(check.failures)})")
+    console.print(checks)
+    for check in result.checks:
+        for failure in check.failures[:20]:
+            console.print(f"[red]{check.name}[/]: {failure}")
+    errors = getattr(result.simulation, "scheduled_errors", {})
+    console.print(f"Dispatcher and planner invocations that raised or died: {sum(errors.values()):,}; consumer "
+                  f"invocations that raised or died: {result.simulation.consumer.get('function_errors', 0):,}; "
+                  f"run messages dead-lettered after their consumer was killed on each receive (the run settled "
+                  f"without them): {result.dead_lettered_killed}; delivery messages sent twice because the "
+                  f"attempt died between the provider's acceptance and the record: {result.resent_in_window}.")
+    console.print("[green]All invariants held.[/]" if result.passed else "[red]An invariant failed.[/]")

@@ -1,0 +1,153 @@
+"""The fault campaign (``python -m timekeeper chaos``) over every pipeline, and its audit.
+
+Campaigns run the local stack (the real handlers, moto queues, the embedded database) for
+a simulated day with crashes at the product's crash points, database disconnects,
+duplicate SQS deliveries and publish refusals, then six quiet hours, and must pass the audit.
+The audit itself is shown to catch each kind of violation on a campaign's final state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import timedelta
+from uuid import uuid4
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from timekeeper import faults
+from timekeeper.local import chaos
+from timekeeper.local.chaos import Campaign, ChaosOptions, Execution, run_chaos
+
+SEEDS = (11, 12)
+
+
+@pytest.fixture
+def campaign_database(pg_server_url, monkeypatch, request):
+    """A database name for one campaign of this test (created afresh by the campaign)."""
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    monkeypatch.setenv("TIMEKEEPER_HOME", str(request.getfixturevalue("tmp_path")))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return f"tk_chaos_{worker}_{hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:10]}"
+
+
+def _connect(pg_server_url: str, database: str) -> psycopg.Connection:
+    info = psycopg.conninfo.conninfo_to_dict(pg_server_url)
+    info["dbname"] = database
+    return psycopg.connect(psycopg.conninfo.make_conninfo(**info), autocommit=True, row_factory=dict_row)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_day_of_random_faults_passes_the_audit(campaign_database, seed):
+    result = run_chaos(ChaosOptions(days=1, seed=seed, quiet_hours=6, database=campaign_database,
+                                    show_progress=False))
+
+    assert [check.failures for check in result.checks if not check.held] == []
+    totals = result.fault_totals()
+    assert totals.get("crash", 0) >= 10, totals
+    assert totals.get("duplicate", 0) >= 10, totals
+    assert totals.get("disconnect", 0) >= 1, totals
+    assert totals.get("refusal", 0) >= 1, totals
+    assert all(check.checked > 0 for check in result.checks if "accounting" not in check.name)
+
+
+def test_every_crash_point_is_hit_crashes_once_and_the_system_recovers(campaign_database):
+    # Three units of load make 12 sweeps due in one minute (a publish of two batches); the
+    # refusals reach the release path; each point crashes at its first hit, then never again.
+    result = run_chaos(ChaosOptions(days=1, seed=5, quiet_hours=6, database=campaign_database, load=3,
+                                    each_point_once=True, disconnect_rate=0, duplicate_rate=0.05,
+                                    refuse_rate=0.05, show_progress=False))
+
+    assert {point: result.faults[("crash", point)] for point in faults.CRASH_POINTS} == {
+        point: 1 for point in faults.CRASH_POINTS}
+    assert [check.failures for check in result.checks if not check.held] == []
+
+
+@pytest.fixture(scope="module")
+def finished_campaign(pg_server_url, tmp_path_factory):
+    """One small campaign whose final state the audit tests tamper with."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DATABASE_URL", pg_server_url)
+    mp.setenv("TIMEKEEPER_HOME", str(tmp_path_factory.mktemp("chaos-home")))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    database = f"tk_chaos_{worker}_audit"
+    result = run_chaos(ChaosOptions(days=1, seed=3, quiet_hours=6, database=database, show_progress=False))
+    mp.undo()
+    assert result.passed, [c.failures for c in result.checks if not c.held]
+    return database
+
+
+@pytest.fixture
+def tampered(pg_server_url, finished_campaign):
+    """The finished campaign's database, in a transaction rolled back after the test."""
+    conn = _connect(pg_server_url, finished_campaign)
+    conn.execute("BEGIN")
+    yield conn
+    conn.execute("ROLLBACK")
+    conn.close()
+
+
+def test_the_audit_catches_a_missing_occurrence(tampered):
+    assert chaos._occurrences(tampered).held
+    tampered.execute("""UPDATE schedule_runs SET occurrence_at = occurrence_at + interval '1 minute'
+                         WHERE id = (SELECT id FROM schedule_runs WHERE trigger = 'scheduled'
+                                      ORDER BY occurrence_at DESC LIMIT 1 OFFSET 5)""")
+    assert not chaos._occurrences(tampered).held
+
+
+def test_the_audit_catches_an_unfinished_run(tampered):
+    assert chaos._terminal(tampered).held
+    tampered.execute("""UPDATE schedule_runs SET state = 'running', finished_at = NULL
+                         WHERE id = (SELECT id FROM schedule_runs LIMIT 1)""")
+    assert not chaos._terminal(tampered).held
+
+
+def test_the_audit_catches_a_streak_the_history_does_not_imply(tampered):
+    assert chaos._streaks(tampered).held
+    tampered.execute("""UPDATE schedules SET consecutive_failures = consecutive_failures + 1
+                         WHERE id = (SELECT schedule_id FROM schedule_runs WHERE state = 'succeeded' LIMIT 1)""")
+    assert not chaos._streaks(tampered).held
+
+
+def test_the_audit_catches_an_effect_of_a_run_that_did_not_succeed(tampered):
+    assert chaos._accounting_effects(tampered).held
+    run = tampered.execute("SELECT id, workspace_id FROM schedule_runs WHERE state = 'failed' LIMIT 1").fetchone()
+    if run is None:
+        run = tampered.execute("""UPDATE schedule_runs SET state = 'failed', outcome_code = 'x'
+                                   WHERE id = (SELECT id FROM schedule_runs WHERE state = 'succeeded' LIMIT 1)
+                                   RETURNING id, workspace_id""").fetchone()
+    plan = tampered.execute("SELECT id, workspace_id, currency FROM billing_plans LIMIT 1").fetchone()
+    tampered.execute("""INSERT INTO draft_invoices (workspace_id, billing_plan_id, billing_date, amount, currency,
+                                                    prepared_at, prepared_by_run_id)
+                        VALUES (%s, %s, '1999-01-01', 1, %s, now(), %s)""",
+                     (plan["workspace_id"], plan["id"], plan["currency"], run["id"]))
+    assert not chaos._accounting_effects(tampered).held
+
+
+def test_the_audit_catches_a_second_message_outside_the_window(tampered):
+    campaign = Campaign(ChaosOptions())
+    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    sent = tampered.execute("""SELECT run_id, user_id, provider_message_id FROM query_delivery_outbox
+                                WHERE provider_message_id IS NOT NULL LIMIT 1""").fetchone()
+    key = (str(sent["run_id"]), sent["user_id"])
+    campaign.mailer.sends[key] = [("unrecorded", 7), (sent["provider_message_id"], 8)]
+    campaign.failed_invocations = {7}  # the first send's attempt died before recording it: the window
+    mine = f"run {key[0]} recipient {key[1]}:"
+    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    campaign.failed_invocations = set()  # ... but an attempt that lived sent it twice
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+
+
+def test_the_audit_catches_an_attempt_that_ran_beside_a_killed_one():
+    campaign = Campaign(ChaosOptions())
+    run, start = uuid4(), chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    lease = timedelta(minutes=5)
+    campaign.executions = [Execution(run, 1, start, start + lease, 1, killed=True),
+                           Execution(run, 2, start + lease, start + 2 * lease, 2)]
+    assert chaos._no_concurrent_execution(campaign).held
+    campaign.executions[1] = Execution(run, 2, start + timedelta(minutes=1), start + lease, 2)
+    assert not chaos._no_concurrent_execution(campaign).held
+    campaign.executions[1] = Execution(run, 1, start + lease, start + 2 * lease, 2)  # the same fencing token
+    assert not chaos._no_concurrent_execution(campaign).held
