@@ -59,7 +59,7 @@ def test_query_schedules_page_oldest_first_with_a_cursor(call, analyst, clock_no
     assert ([item["id"] for item in whole["items"]], whole["next_cursor"]) == (ids, None)
     assert call("GET", "/query-schedules?limit=201", as_=who).status == 422
     # A deleted schedule leaves the listing
-    assert call("DELETE", f"/schedules/{ids[0]}", as_=who).status == 204
+    assert call("DELETE", f"/query-schedules/{ids[0]}", as_=who).status == 204
     assert [i["id"] for p in _all_pages(call, who, "/query-schedules", 2) for i in p] == ids[1:]
 
 

@@ -28,7 +28,9 @@ OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
                ("get", "/snapshots/workspaces/{workspace_id}/periods")}
 OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get", "/query-schedules/{schedule_id}"),
                ("patch", "/query-schedules/{schedule_id}"), ("post", "/query-schedules/{schedule_id}/run"),
-               ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}")}
+               ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
+               ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
+               ("delete", "/query-schedules/{schedule_id}")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 
