@@ -175,7 +175,7 @@ def load_schedules(conn: psycopg.Connection, *, n: int, d_max: int, variant: str
     """
     started = time.perf_counter()
     conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications, bench_plan, "
-                 "bench_rules")
+                 "bench_rules CASCADE")
     with conn.cursor() as cur:
         for idx, rule_dict in enumerate(SHARED_RULES):
             rule = parse_rule(rule_dict)
@@ -251,7 +251,7 @@ def arm(conn: psycopg.Connection, data: Dataset, d: int) -> None:
         conn.execute("DELETE FROM schedule_runs WHERE queued_at >= %s", (NOW - timedelta(hours=12),))
         conn.execute("TRUNCATE schedule_events, schedule_notifications")
     else:
-        conn.execute("TRUNCATE schedule_runs, schedule_events, schedule_notifications")
+        conn.execute("TRUNCATE schedule_runs, schedule_events, schedule_notifications CASCADE")
     conn.execute(
         """UPDATE schedules AS s
               SET next_due_at = CASE WHEN p.seq <= %(d)s THEN p.due_at ELSE p.future_at END,

@@ -20,7 +20,8 @@ HOURLY_UTC = {"cron": "0 * * * *", "timezone": "UTC"}
 @pytest.fixture
 def fresh(conn):
     """An empty schedules world for each test."""
-    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
+    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications, "
+                 "schedule_pending_offers CASCADE")
     return conn
 
 
@@ -83,6 +84,13 @@ def test_450_due_schedules_are_all_claimed_in_one_invocation(fresh, utc):
     due = fresh.execute("SELECT count(*) AS n FROM schedules WHERE next_due_at <= %s",
                         (utc(2027, 1, 4, 10, 0, 5),)).fetchone()
     assert due["n"] == 0
+    # And every run is recorded as published once, with no batch left pending
+    runs = fresh.execute("SELECT published_at, publish_count, offer_count, count(*) AS n FROM schedule_runs "
+                         "GROUP BY 1, 2, 3").fetchall()
+    assert [(r["published_at"], r["publish_count"], r["offer_count"], r["n"]) for r in runs] == [
+        (utc(2027, 1, 4, 10, 0, 5), 1, 1, 450)]
+    assert fresh.execute("SELECT count(*) AS n FROM schedule_pending_offers WHERE owner = %s",
+                         (OWNER,)).fetchone()["n"] == 0
 
 
 def test_two_concurrent_passes_never_claim_the_same_schedule(db_url, fresh, utc):
@@ -125,6 +133,7 @@ def test_a_refused_publish_is_released_and_published_by_the_next_pass(fresh, utc
     assert report.refused == 1 and refusing.sent == []
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert run["offered_at"] is None and run["released_at"] is not None
+    assert (run["published_at"], run["publish_count"]) == (None, 0)
     # When the next pass runs with a working queue
     working = ListPublisher()
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=working)
@@ -134,6 +143,39 @@ def test_a_refused_publish_is_released_and_published_by_the_next_pass(fresh, utc
     assert count == 1
 
 
+def test_a_batch_partly_refused_keeps_the_accepted_runs_published_and_releases_the_rest(fresh, utc):
+    # Given three due schedules and a queue that refuses one of the three messages
+    schedules = [make(fresh, utc(2027, 1, 4, 9, 30)) for _ in range(3)]
+    refused_schedule = schedules[1].id
+
+    class RefuseOne(ListPublisher):
+        def publish(self, messages):
+            self.refuse = {m.run_id for m in messages if m.schedule_id == refused_schedule}
+            return super().publish(messages)
+
+    first = RefuseOne()
+    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=first)
+    # Then two are recorded published once and the refused one is released with no accepted offer
+    assert (report.published, report.refused) == (2, 1)
+    runs = {r["schedule_id"]: r for r in fresh.execute("SELECT * FROM schedule_runs").fetchall()}
+    for schedule in schedules:
+        run = runs[schedule.id]
+        if schedule.id == refused_schedule:
+            assert (run["offered_at"], run["published_at"], run["publish_count"]) == (None, None, 0)
+            assert run["released_at"] == utc(2027, 1, 4, 10, 0)
+        else:
+            assert (run["published_at"], run["publish_count"]) == (utc(2027, 1, 4, 10, 0), 1)
+    assert fresh.execute("SELECT count(*) AS n FROM schedule_pending_offers WHERE owner = %s",
+                         (OWNER,)).fetchone()["n"] == 0
+    # When the next pass runs with a working queue
+    second = ListPublisher()
+    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=second)
+    # Then only the released run is offered again, and now counts one accepted offer
+    assert report.reoffered == 1 and [m.schedule_id for m in second.sent] == [refused_schedule]
+    run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (refused_schedule,)).fetchone()
+    assert (run["offer_count"], run["publish_count"], run["published_at"]) == (2, 1, utc(2027, 1, 4, 10, 1))
+
+
 def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
     # Given a claim that committed but whose publish never happened (the dispatcher died
     # between its commit and the send)
@@ -141,6 +183,13 @@ def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
     with fresh.transaction():
         claim_batch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), limit=200,
                     reoffer_after=timedelta(minutes=15))
+    # (its batch's offer is still pending)
+    assert fresh.execute("SELECT count(*) AS n FROM schedule_pending_offers WHERE owner = %s AND %s = ANY(run_ids)",
+                         (OWNER, fresh.execute("SELECT id FROM schedule_runs").fetchone()["id"])).fetchone()["n"] == 1
+    # When a pass runs within the same half minute, it leaves it alone (its sender may still be at work)
+    early = ListPublisher()
+    assert dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0, 20), publisher=early).reoffered == 0
+    assert early.sent == []
     # When the next minute's pass runs
     publisher = ListPublisher()
     report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=publisher,
@@ -150,6 +199,8 @@ def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
     assert report.reoffered == 1 and [m.run_id for m in publisher.sent] == [run["id"]]
     assert (run["offer_count"], run["publish_count"]) == (2, 1)
     assert run["published_at"] == utc(2027, 1, 4, 10, 1)
+    assert fresh.execute("SELECT count(*) AS n FROM schedule_pending_offers WHERE %s = ANY(run_ids)",
+                         (run["id"],)).fetchone()["n"] == 0
     event = fresh.execute("SELECT reason FROM schedule_events WHERE run_id = %s AND kind = 'reoffered'",
                           (run["id"],)).fetchone()
     assert event["reason"] == "unpublished"

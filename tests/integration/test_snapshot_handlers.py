@@ -103,3 +103,30 @@ def test_a_job_short_of_time_hands_over_by_sending_its_message_again(aws, conn):
     assert invoke("snapshot_run_job", as_event(again)) == {"batchItemFailures": []}
     run_id = json.loads(again["Body"])["run_id"]
     assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "published"
+
+
+def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(aws, conn):
+    # Found by the fault campaign: a SendMessageBatch call that failed as a whole raised out
+    # of the snapshot dispatcher (a Lambda error every minute while SQS refused).
+    from botocore.exceptions import ClientError
+
+    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
+    invoke("snapshot_planner", scheduled_event(NOW))
+    client = runtime.sqs_client()
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "SendMessageBatch")
+
+    client.meta.events.register("provide-client-params.sqs.SendMessageBatch", refuse)
+    try:
+        # When the queue refuses the whole send, the pass still ends normally, sending nothing
+        assert invoke("snapshot_dispatcher", scheduled_event(NOW))["sent"] == 0
+    finally:
+        client.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", refuse)
+    assert received(aws["sqs"], aws["url"]) == []
+    queued = conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE state = 'queued'").fetchone()["n"]
+    assert queued == 2
+    # Then a pass after reoffer_after offers both again with new jobs, and they are sent
+    clock.install(lambda: NOW + SNAPSHOTS.reoffer_after)
+    assert invoke("snapshot_dispatcher", scheduled_event(NOW + SNAPSHOTS.reoffer_after))["sent"] == 2
+    assert len(received(aws["sqs"], aws["url"])) == 2

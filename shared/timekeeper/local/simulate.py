@@ -206,6 +206,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                     now = start + minute * _MINUTE
                     sim["now"] = now
                     sent_to: set[str] = set()  # the queues something was sent to this minute
+                    failed_before = sum(stack.scheduled_errors.values())
                     if any(o.covers(now) for o in options.outages):
                         result.silent_minutes += 1
                     else:
@@ -223,8 +224,9 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                                 sent_to.add(SNAPSHOTS.name)
                         if stack.dispatch_snapshots(now)["sent"]:
                             sent_to.add(SNAPSHOTS.name)
-                    if minute == 0:
-                        sent_to.update(stack.sources)  # the malformed messages
+                    if minute == 0 or sum(stack.scheduled_errors.values()) > failed_before:
+                        # the malformed messages; or a pass that failed may have sent part of its messages
+                        sent_to.update(stack.sources)
                     sent_to.update(stack.sources_visible_at(now))
                     if sent_to:
                         stack.poll(now, sent_to)

@@ -2,7 +2,8 @@
 
 -- name: quiet_until
 -- When the simulation may skip dispatcher passes. Busy (pass every minute): a run offered
--- but not published (the next pass offers it), a pause notice waiting to be sent, a
+-- but not published, or a claim batch whose send was never recorded (the next pass offers
+-- them again), a pause notice waiting to be sent, a
 -- planned or never-offered snapshot run, a posting job waiting for the sweep. Otherwise a
 -- waiting run can only change when one of its thresholds passes: a published run that
 -- never started is offered again `reoffer_after` after its publication, a started run's
@@ -17,6 +18,7 @@
 -- planner can only plan something new when a month ends in some workspace's timezone
 -- (next_month_end).
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state = 'queued' AND published_at IS NULL)
+       OR EXISTS (SELECT 1 FROM schedule_pending_offers)
        OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL)
        OR EXISTS (SELECT 1 FROM posting_jobs WHERE status = 'pending' AND created_at < %(now)s)
        OR EXISTS (SELECT 1 FROM snapshot_runs

@@ -11,27 +11,48 @@ SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, 
 
 -- name: insert_runs
 -- One statement per claimed batch. A conflicting occurrence key means the occurrence
--- already has its run: nothing is inserted for it.
-INSERT INTO schedule_runs (
-    schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
-    occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
-    offered_at, offer_count, skipped_backlog, first_skipped_at, finished_at, outcome_code)
-SELECT v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
-       v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
-       CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
-       CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
-       v.skipped_backlog, v.first_skipped_at,
-       CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
-       CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
-  FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
-              %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
-              %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],
-              %(definition_version)b::integer[], %(state)b::text[], %(skipped_backlog)b::integer[],
-              %(first_skipped_at)b::timestamptz[])
-       AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
-            dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
-ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
-RETURNING id, schedule_id, workspace_id, work_kind, state
+-- already has its run: nothing is inserted for it. Queued runs are inserted recorded as
+-- accepted by the queue, and the same statement adds the batch's pending-offer row
+-- naming them (`pending_id`, NULL when none is queued): the dispatcher deletes it after
+-- the send, and a row left behind makes the next pass offer them again (migration 0013).
+-- Run ids are time-ordered (UUID version 7: the 48-bit Unix milliseconds of the statement,
+-- then random bits), so a batch's primary-key entries land on the index's last pages
+-- instead of one random page each.
+WITH inserted AS (
+    INSERT INTO schedule_runs (
+        id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+        occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
+        offered_at, offer_count, published_at, publish_count, skipped_backlog, first_skipped_at,
+        finished_at, outcome_code)
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING ms.prefix FROM 1 FOR 6),
+                                  52, 1), 53, 1), 'hex')::uuid,
+           v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
+           v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
+           CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
+           CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
+           CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
+           CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
+           v.skipped_backlog, v.first_skipped_at,
+           CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
+           CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
+      FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
+                  %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
+                  %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],
+                  %(definition_version)b::integer[], %(state)b::text[], %(skipped_backlog)b::integer[],
+                  %(first_skipped_at)b::timestamptz[])
+           AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
+                dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
+     CROSS JOIN (SELECT substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+                                  FROM 3) AS prefix) AS ms
+    ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
+    RETURNING id, schedule_id, workspace_id, work_kind, state
+), pending AS (
+    INSERT INTO schedule_pending_offers (owner, offered_at, run_ids)
+    SELECT %(owner)s, %(now)s, array_agg(id) FROM inserted WHERE state = 'queued' HAVING count(*) > 0
+    RETURNING id
+)
+SELECT i.id, i.schedule_id, i.workspace_id, i.work_kind, i.state, (SELECT id FROM pending) AS pending_id
+  FROM inserted AS i
 
 -- name: advance_schedules
 UPDATE schedules AS s
@@ -49,13 +70,30 @@ UPDATE schedules
 
 -- name: stranded_runs
 -- Runs to offer again, locked: released or never-published offers (the queue never
--- accepted their message: offered again at once), accepted offers that never started
+-- accepted their message: offered again at once), the queued runs of a claim batch whose
+-- pending-offer row is still there (the dispatcher died between the claim's commit and
+-- the record; the row is taken, one per statement), accepted offers that never started
 -- after `reoffer_after` (the message was lost or dead-lettered), and abandoned starts
 -- (running, lease long expired: the consumer was killed and the message is gone), and
 -- exhausted starts (running, lease expired, attempts at the limit: settled at once). Each
 -- kind is its own index range. The caller offers them again or, when their attempts or
--- accepted offers are exhausted, settles them failed.
-WITH unpublished AS (
+-- accepted offers are exhausted, settles them failed. A pending batch's runs were counted
+-- as accepted when inserted: `publish_count` is returned without that count, and
+-- `pending` says which runs carry it.
+WITH pending_batch AS (
+    DELETE FROM schedule_pending_offers
+     WHERE id = (SELECT id FROM schedule_pending_offers
+                  WHERE owner = %(owner)s AND offered_at <= %(unpublished_before)s
+                  ORDER BY offered_at, id
+                  LIMIT 1
+                    FOR UPDATE SKIP LOCKED)
+    RETURNING run_ids
+), pending AS (
+    SELECT id FROM schedule_runs
+     WHERE id = ANY((SELECT run_ids FROM pending_batch)::uuid[]) AND state = 'queued'
+       AND published_at IS NOT NULL
+       FOR UPDATE SKIP LOCKED
+), unpublished AS (
     SELECT id FROM schedule_runs
      WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
        AND (offered_at IS NULL OR offered_at <= %(unpublished_before)s)
@@ -83,16 +121,21 @@ WITH unpublished AS (
      LIMIT %(limit)s
        FOR UPDATE SKIP LOCKED
 )
-SELECT r.id, r.schedule_id, r.workspace_id, r.work_kind, r.attempts, r.publish_count,
-       r.published_at IS NULL AS unpublished, r.released_at IS NOT NULL AS was_released
+SELECT r.id, r.schedule_id, r.workspace_id, r.work_kind, r.attempts,
+       r.publish_count - (p.id IS NOT NULL)::integer AS publish_count,
+       p.id IS NOT NULL AS pending,
+       r.published_at IS NULL OR p.id IS NOT NULL AS unpublished, r.released_at IS NOT NULL AS was_released
   FROM schedule_runs AS r
- WHERE r.id IN (SELECT id FROM unpublished UNION ALL SELECT id FROM stranded UNION ALL SELECT id FROM abandoned
-                UNION SELECT id FROM exhausted)
+  LEFT JOIN pending AS p ON p.id = r.id
+ WHERE r.id IN (SELECT id FROM pending UNION ALL SELECT id FROM unpublished UNION ALL SELECT id FROM stranded
+                UNION ALL SELECT id FROM abandoned UNION SELECT id FROM exhausted)
  ORDER BY r.id
 
 -- name: offer_again
+-- `pending`: runs of a pending batch, whose count of accepted offers is taken back.
 UPDATE schedule_runs
-   SET offered_at = %(now)s, published_at = NULL, offer_count = offer_count + 1
+   SET offered_at = %(now)s, published_at = NULL, offer_count = offer_count + 1,
+       publish_count = publish_count - (id = ANY(%(pending)b::uuid[]))::integer
  WHERE id = ANY(%(ids)b::uuid[])
 
 -- name: probe_work
@@ -105,6 +148,8 @@ SELECT EXISTS (SELECT 1 FROM schedules
         OR EXISTS (SELECT 1 FROM schedule_runs
                     WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
                       AND offered_at <= %(unpublished_before)s)
+        OR EXISTS (SELECT 1 FROM schedule_pending_offers
+                    WHERE owner = %(owner)s AND offered_at <= %(unpublished_before)s)
         OR EXISTS (SELECT 1 FROM schedule_runs
                     WHERE owner = %(owner)s AND state = 'queued' AND published_at <= %(stale_before)s))
            AS reofferable,

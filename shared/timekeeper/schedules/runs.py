@@ -6,12 +6,15 @@ Offer lifecycle of a run: *offered* (``offered_at`` set in the claiming transact
 *released* (the queue refused it: the offer is cleared for the next pass). A run offered
 but never published (the process died between the commit and the send) is offered again
 by the next dispatcher pass; one published but never started is offered again after the
-pipeline's ``reoffer_after``, a bounded number of times.
+pipeline's ``reoffer_after``, a bounded number of times. The dispatcher's claim inserts its
+runs already recorded as published, with one pending-offer row per batch that
+:func:`publish_offers` deletes after the send: while the row exists the batch counts as
+unpublished (migration 0013).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -56,24 +59,39 @@ def record_events(conn: psycopg.Connection, events: Iterable[Event], *, actor: s
 
 
 def release_runs(conn: psycopg.Connection, run_ids: Iterable[UUID], *, now: datetime,
-                 actor: str = "dispatcher") -> int:
+                 actor: str = "dispatcher", recorded: Collection[UUID] = (),
+                 pending_id: int | None = None) -> int:
     """Clear the offer of runs whose message the queue refused, and record a ``released``
     event each, in one transaction of its own. Returns the number released; a later
-    dispatcher pass offers them again."""
+    dispatcher pass offers them again. ``recorded``: runs inserted already recorded as
+    accepted (a claim batch's), whose count of accepted offers is taken back;
+    ``pending_id``: that batch's pending-offer row, deleted in the same transaction."""
     run_ids = list(run_ids)
     if not run_ids:
+        if pending_id is not None:
+            conn.execute(SQL["finish_pending_offer"], {"id": pending_id})
         return 0
     with conn.transaction():
-        released = conn.execute(SQL["release_runs"], {"ids": run_ids, "now": now}).fetchall()
+        released = conn.execute(SQL["release_runs"], {"ids": run_ids, "now": now,
+                                                      "recorded": list(recorded)}).fetchall()
         record_events(conn, (Event(r["schedule_id"], r["workspace_id"], "released", "publish_refused",
                                    run_id=r["id"]) for r in released), actor=actor, now=now)
+        if pending_id is not None:
+            conn.execute(SQL["finish_pending_offer"], {"id": pending_id})
     return len(released)
 
 
 def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: list[RunMessage], *,
-                   now: datetime, actor: str = "dispatcher") -> tuple[int, int]:
+                   now: datetime, actor: str = "dispatcher", recorded: Collection[UUID] = (),
+                   pending_id: int | None = None) -> tuple[int, int]:
     """Send the committed offers ``messages``; record the accepted ones as published and
     release the refused ones. Returns ``(published, released)``.
+
+    ``recorded`` names the runs of ``messages`` that a claim inserted already recorded as
+    accepted, with its pending-offer row ``pending_id`` (see ``insert_runs``): an accepted
+    one needs no record, and the row is deleted once the send is over (with the release
+    of the refused ones, in their transaction), so a claim batch costs one statement
+    after the send however many runs it has.
 
     Must be called after the offering transaction committed (a message never names a run
     the database does not have). If the process dies after the send and before the
@@ -81,12 +99,18 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     Raises ``psycopg.Error`` when recording fails (the messages were sent).
     """
     if not messages:
+        if pending_id is not None:
+            conn.execute(SQL["finish_pending_offer"], {"id": pending_id})
         return 0, 0
     refused = publisher.publish(messages)
     accepted = [m.run_id for m in messages if m.run_id not in refused]
+    unrecorded = [run_id for run_id in accepted if run_id not in recorded] if recorded else accepted
     if accepted:
         crash_point("dispatcher.after_publish")
-        conn.execute(SQL["mark_published"], {"ids": accepted, "now": now})  # one statement, one round trip
+    if unrecorded:
+        conn.execute(SQL["mark_published"], {"ids": unrecorded, "now": now})  # one statement, one round trip
     if refused:
         crash_point("dispatcher.before_release")
-    return len(accepted), release_runs(conn, refused, now=now, actor=actor)
+    released = release_runs(conn, [m.run_id for m in messages if m.run_id in refused], now=now, actor=actor,
+                            recorded=recorded, pending_id=pending_id)
+    return len(accepted), released

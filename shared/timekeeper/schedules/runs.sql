@@ -27,6 +27,7 @@ UPDATE schedule_runs AS r
 
 -- name: release_runs
 -- The queue refused these messages: clear the offer so the next pass offers them again.
+-- `recorded`: runs inserted recorded as accepted (a claim batch's): that count is taken back.
 WITH refused AS (
     SELECT id FROM schedule_runs
      WHERE id = ANY(%(ids)b::uuid[]) AND state IN ('queued', 'running')
@@ -34,7 +35,17 @@ WITH refused AS (
        FOR UPDATE
 )
 UPDATE schedule_runs AS r
-   SET offered_at = NULL, published_at = NULL, released_at = %(now)s
+   SET offered_at = NULL, published_at = NULL, released_at = %(now)s,
+       publish_count = r.publish_count - (r.published_at IS NOT NULL AND r.id = ANY(%(recorded)b::uuid[]))::integer
   FROM refused
  WHERE r.id = refused.id
 RETURNING r.id, r.schedule_id, r.workspace_id
+
+-- name: finish_pending_offer
+-- A claim batch's send is over: its accepted runs stay recorded as published (as they were
+-- inserted), the refused ones were released in the same transaction. Commits without
+-- waiting for its WAL flush: a lost delete costs one more offer of the batch's queued runs.
+WITH relaxed AS (
+    SELECT set_config('synchronous_commit', 'off', true)
+)
+DELETE FROM schedule_pending_offers WHERE id = %(id)s AND EXISTS (SELECT FROM relaxed)
