@@ -146,7 +146,7 @@ def test_run_now_delivers_and_the_link_downloads_until_it_expires_or_access_is_r
     history = call("GET", f"/query-schedules/{schedule_id}/runs", as_=olga(tenants)).body["items"]
     assert [(r["state"], r["acted_for"], r["row_count"]) for r in history] == [("succeeded", "olga", 1)]
     assert [(d["user_id"], d["status"]) for d in history[0]["deliveries"]] == [("rita", "sent")]
-    token = re.search(r"https://api\.test/downloads/([^']+)", sent[0]["html"]).group(1)
+    token = re.search(r"https://api\.test/downloads/([^'\"]+)", sent[0]["html"]).group(1)
     # The link redirects to a presigned URL of the file, valid 60 s, with no authorizer claims
     got = call("GET", f"/downloads/{token}", claims=None)
     assert got.status == 302

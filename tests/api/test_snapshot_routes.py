@@ -225,6 +225,16 @@ def test_an_unknown_workspace_is_unknown_workspace_naming_the_field(db, call):
             422, "unknown_workspace", "workspace_id")
 
 
+@pytest.mark.parametrize(("state", "code"), [({"status": "loading"}, "workspace_loading"),
+                                           ({"status": "disabled"}, "workspace_disabled"),
+                                           ({"snapshots_enabled": False}, "policy_disabled")])
+def test_a_workspace_the_planner_skips_is_refused_naming_the_workspace(db, call, state, code):
+    target = workspace(db, **state)
+    for mode in ("backfill", "manual"):
+        refused(call("POST", "/snapshots/runs", request(target, mode=mode), as_=staff()), 422, code, "workspace_id")
+    assert ledger_runs(db, target) == []
+
+
 @dataclass
 class NeverRuns:
     """A generator for a registered type whose runs are never started in these tests."""

@@ -434,7 +434,8 @@ def test_a_running_job_that_stopped_beating_is_a_retryable_failure(db):
 @pytest.mark.parametrize(("case", "reason"), [
     ("incomplete", "period_not_complete"), ("active", "active_work"), ("protected", "protected_history"),
     ("rerun_unplanned", "not_planned"), ("backfill_planned", "already_planned"), ("no_workspace", "unknown_workspace"),
-    ("before_workspace", "period_before_workspace"),
+    ("before_workspace", "period_before_workspace"), ("loading", "workspace_loading"),
+    ("disabled", "workspace_disabled"), ("policy_off", "policy_disabled"),
 ])
 def test_staff_requests_are_refused_with_their_reason(db, case, reason):
     ws = workspace(db)
@@ -457,6 +458,10 @@ def test_staff_requests_are_refused_with_their_reason(db, case, reason):
         request["workspace_id"] = UUID(int=7)
     elif case == "before_workspace":  # the workspace was created in December 2026
         request.update(period=date(1900, 1, 1), mode="backfill")
+    elif case in ("loading", "disabled"):  # the planner skipped the period; staff may not publish it
+        db.execute("UPDATE workspaces SET status = %s WHERE id = %s", (case, ws))
+    elif case == "policy_off":
+        db.execute("UPDATE workspaces SET snapshots_enabled = false WHERE id = %s", (ws,))
     with pytest.raises(RequestRefused) as caught:
         request_run(db, **request)
     assert caught.value.reason == reason

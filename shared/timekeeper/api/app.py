@@ -199,13 +199,45 @@ class JsonApiResolver(APIGatewayRestResolver):
                                     "send the body as application/json")
             if content_type:
                 event = _with_content_type(event, _normalized_media_type(str(content_type)))
+            text = str(body)
             if event.get("isBase64Encoded"):
                 try:
-                    base64.b64decode(str(body), validate=True).decode("utf-8")
+                    text = base64.b64decode(text, validate=True).decode("utf-8")
                 except (ValueError, UnicodeDecodeError):
                     return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                         "the body is not UTF-8 JSON", "body")
+            nul = nul_field(text)
+            if nul is not None:
+                return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
+                                    "text may not contain the NUL character (U+0000)", nul)
         return super().resolve(event, context)
+
+
+def nul_field(text: str) -> str | None:
+    """The field path (``"recipients[0]"``, ``"source.kind"``; ``"body"`` for the top
+    level or a key) of the first JSON string in ``text`` that holds U+0000, or None (none,
+    or not JSON: the route's validation refuses that). Every text column is PostgreSQL
+    ``text``, which cannot hold NUL, so one rule at the edge refuses it for every field."""
+    if "\x00" not in text and "\\u0000" not in text:
+        return None  # the only spellings of NUL in JSON text (a raw NUL is invalid JSON anyway)
+    try:
+        value = parse_json_body(text)
+    except json.JSONDecodeError:
+        return None
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path or "body"
+        elif isinstance(item, dict):
+            for key, child in reversed(list(item.items())):
+                if "\x00" in key:
+                    return path or "body"
+                stack.append((child, f"{path}.{key}" if path else key))
+        elif isinstance(item, list):
+            stack.extend((child, f"{path}[{i}]") for i, child in reversed(list(enumerate(item))))
+    return None
 
 
 def _with_content_type(event: dict[str, Any], content_type: str) -> dict[str, Any]:

@@ -20,13 +20,14 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   (``limit`` <= 100, 20 by default, keyset ``cursor``): each run with its file and every
   recipient's outcome.
 * ``GET /downloads/{token}`` (public: no authorizer; the signed token is the credential):
-  403 ``link_invalid`` (tampered, another key, or no such delivery), 410 ``link_expired``,
+  403 ``link_invalid`` (tampered, another key, no such delivery, or the query schedule was
+  deleted: deleting a schedule revokes the links it sent), 410 ``link_expired``,
   403 with the access rule's reason when the recipient may no longer read the source, else
   302 to a presigned S3 GET valid :data:`DOWNLOAD_URL_TTL_S` seconds.
 
 After the token's roles, every schedule route asks the access rule for the person
-(``check_person`` with ``queries:read`` or ``queries:write``); saving a schedule and Run now
-also need read access to its source. Validation errors are 422 naming the field
+(``check_person`` with ``queries:read`` or ``queries:write``); saving a schedule (create and
+PATCH) and Run now also need read access to its source. Validation errors are 422 naming the field
 (``recipients[1]``, ``subject_template``, ``format``, ``source.query_id`` ...).
 """
 
@@ -37,7 +38,7 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError, ErrorBody, error_response
@@ -68,6 +69,11 @@ LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
 _SECURITY = [{"authorizer": []}]
 _Text = Annotated[str, Field(min_length=1, max_length=500)]
+#: A name: 1-500 characters, not only white space.
+_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
+#: Numbers and booleans are taken as JSON numbers and booleans only (strict: ``"5"`` or
+#: ``"yes"`` is a 422 naming the field, never coerced).
+_Hours = Annotated[StrictInt, Field(ge=1, le=720)]
 
 
 class SourceIn(BaseModel):
@@ -78,7 +84,7 @@ class SourceIn(BaseModel):
 
     kind: Literal["query", "report"]
     query_id: UUID | None = None
-    query_version: int | None = Field(None, ge=1)
+    query_version: Annotated[StrictInt, Field(ge=1)] | None = None
     report_id: UUID | None = None
 
 
@@ -87,16 +93,16 @@ class QueryScheduleCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: _Text
+    name: _Name
     recurrence: Recurrence
     source: SourceIn
     format: Literal["csv", "xlsx", "pdf"]
     recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(min_length=1, max_length=1000)
     subject_template: _Text
     body_template: Annotated[str, Field(min_length=1, max_length=20000)]
-    skip_when_empty: bool = False
-    link_ttl_hours: int = Field(168, ge=1, le=720)
-    active: bool = True
+    skip_when_empty: StrictBool = False
+    link_ttl_hours: _Hours = 168
+    active: StrictBool = True
 
 
 class QueryScheduleUpdate(BaseModel):
@@ -104,14 +110,14 @@ class QueryScheduleUpdate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: _Text | None = None
+    name: _Name | None = None
     recurrence: Recurrence | None = None
     recipients: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(None, min_length=1,
                                                                                           max_length=1000)
     subject_template: _Text | None = None
     body_template: Annotated[str, Field(min_length=1, max_length=20000)] | None = None
-    skip_when_empty: bool | None = None
-    link_ttl_hours: int | None = Field(None, ge=1, le=720)
+    skip_when_empty: StrictBool | None = None
+    link_ttl_hours: _Hours | None = None
 
 
 class QueryScheduleOut(BaseModel):
@@ -148,7 +154,9 @@ class DeliveryOut(BaseModel):
     skip_reason: str | None
     provider_message_id: str | None
     link_expires_at: datetime | None
-    error: str | None
+    error: str | None = Field(description="a failed recipient's fixed, sanitized message (never the provider's text)")
+    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address "
+                                   "(permanent, not retried), throttled, provider_error, submission_error")
 
 
 class DeliveryRunOut(BaseModel):
@@ -298,7 +306,9 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
         with scope.conn.entered(scope.workspace_id):
             person(scope, access.QUERIES_WRITE)
             with scope.conn.transaction():
-                settings_of(scope, schedule_id)
+                current = settings_of(scope, schedule_id)
+                access.require(dl.check_source_access(scope.conn, current, scope.identity.user_id),
+                               f"read the {current.source_kind}")
             updated = update_query_schedule(
                 scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id, actor=scope.identity.user_id,
                 now=scope.now, name=body.name, recurrence=body.recurrence, recipients=body.recipients,
@@ -394,7 +404,8 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                     report_version=r.report_version, version_changed=r.version_changed,
                     deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
                                             provider_message_id=d.provider_message_id,
-                                            link_expires_at=d.link_expires_at, error=d.error)
+                                            link_expires_at=d.link_expires_at, error=d.error,
+                                            error_code=d.error_code)
                                 for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.id)])
                     for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
@@ -423,6 +434,10 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             if (delivery is None or delivery.status != "sent" or source is None or settings is None
                     or source.object_key != link.object_key):
                 raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid")
+            deleted = conn.execute("SELECT deleted_at FROM schedules WHERE id = %s",
+                                   (settings.schedule_id,)).fetchone()
+            if deleted is None or deleted["deleted_at"] is not None:  # deleting a schedule revokes its links
+                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted")
             decision = dl.check_source_access(conn, settings, link.user_id)
         if not decision:
             raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or access.NOT_FOUND,

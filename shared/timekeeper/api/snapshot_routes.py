@@ -25,7 +25,9 @@ Refusals of ``POST /snapshots/runs`` carry the ledger's reason as the ``code``
 (:class:`~timekeeper.snapshots.ledger.RequestRefused`): 422 ``unsupported_type`` (field
 ``snapshot_type``, or ``owner`` when the owner registered no types), 422 ``type_disabled``
 (``snapshot_type``: not enabled in this deployment's environment), 422
-``unknown_workspace`` (``workspace_id``: not in the directory), and 409
+``unknown_workspace`` (``workspace_id``: not in the directory), 422 ``workspace_loading`` /
+``workspace_disabled`` / ``policy_disabled`` (``workspace_id``: a workspace the planner
+skips is not snapshotted on request either), and 409
 ``period_not_complete`` (``period``: the month has not ended in the workspace's timezone),
 ``active_work``, ``protected_history``, ``not_planned`` (a re-run of a period without runs:
 request a backfill) and ``already_planned`` (a backfill of a period with runs: request a
@@ -77,6 +79,9 @@ REFUSALS: dict[str, tuple[int, str | None]] = {
     "unknown_workspace": (422, "workspace_id"),
     "period_not_complete": (409, "period"),
     "period_before_workspace": (422, "period"),
+    "workspace_loading": (422, "workspace_id"),
+    "workspace_disabled": (422, "workspace_id"),
+    "policy_disabled": (422, "workspace_id"),
     "active_work": (409, None),
     "protected_history": (409, None),
     "not_planned": (409, "mode"),

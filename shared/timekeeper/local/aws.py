@@ -19,7 +19,7 @@ FILES_BUCKET_NAME = "timekeeper-files"
 #: (never a deployment's: AWS reads it from Secrets Manager) and the links' base URL.
 MAIL_SENDER = "reports@timekeeper.local"
 LOCAL_LINK_SIGNING_KEY = "timekeeper-local-development-link-signing-key"
-LOCAL_DOWNLOAD_BASE_URL = "http://127.0.0.1:8000/"
+LOCAL_DOWNLOAD_BASE_URL = "http://127.0.0.1:8080/"
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,8 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     local.files_bucket = FILES_BUCKET_NAME
     os.environ["FILES_BUCKET"] = FILES_BUCKET_NAME
     # Scheduled delivery: SES (moto) sends from a verified sender; links are signed with a
-    # development key and point at the local server (serve's default address).
+    # development key and point at serve's default address (serve sets its own address
+    # once it listens).
     local.client("ses").verify_email_identity(EmailAddress=MAIL_SENDER)
     os.environ["MAIL_SENDER"] = MAIL_SENDER
     os.environ.setdefault("LINK_SIGNING_KEY", LOCAL_LINK_SIGNING_KEY)

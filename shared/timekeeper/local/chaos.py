@@ -519,7 +519,10 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     the sends. An extra message is allowed only in the documented window: the provider
     accepted it, and the invocation that sent it died or lost its database before the
     message id was recorded (the next attempt cannot know it went out). Every ``sent`` row
-    is backed by a send, and every succeeded delivery run's recipients are sent or skipped."""
+    is backed by a send, and every succeeded delivery run's recipients are sent, skipped, or
+    refused permanently by the provider (``failed`` with a permanent ``error_code``)."""
+    from timekeeper.queries.delivery import PERMANENT_REFUSALS
+
     check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
     sends = campaign.mailer.sends if campaign.mailer else {}
     recorded = {(str(r["run_id"]), r["user_id"]): r["provider_message_id"] for r in conn.execute(
@@ -540,9 +543,10 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
         if row["status"] == "sent" and not sends.get(key):
             check.failures.append(f"run {key[0]} recipient {key[1]}: recorded sent, never sent")
     for row in conn.execute("""
-            SELECT r.id, count(*) FILTER (WHERE d.status NOT IN ('sent', 'skipped')) AS open
+            SELECT r.id, count(*) FILTER (WHERE d.status NOT IN ('sent', 'skipped')
+                                              AND NOT COALESCE(d.error_code = ANY(%s::text[]), false)) AS open
               FROM schedule_runs r JOIN query_deliveries d ON d.run_id = r.id
-             WHERE r.state = 'succeeded' GROUP BY r.id""").fetchall():
+             WHERE r.state = 'succeeded' GROUP BY r.id""", (sorted(PERMANENT_REFUSALS.values()),)).fetchall():
         check.checked += 1
         if row["open"]:
             check.failures.append(f"succeeded delivery run {row['id']} has {row['open']} undelivered recipients")

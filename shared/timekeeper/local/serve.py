@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import threading
 import time
@@ -335,11 +336,13 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
 
     ``database_url`` names an already migrated database instead of ``timekeeper_serve``.
     Points this process's environment at the stack (``DATABASE_URL``, the queue URLs, the
-    moto endpoint) and uses the real clock. Raises ``OSError`` when the address cannot be
+    moto endpoint, and ``DOWNLOAD_BASE_URL`` at this server's own address unless it was set
+    before) and uses the real clock. Raises ``OSError`` when the address cannot be
     bound (nothing is left running then).
     """
-    from timekeeper import clock
+    from timekeeper import clock, runtime
 
+    chosen_base_url = os.environ.get("DOWNLOAD_BASE_URL")
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
                               database_url=database_url, log_level="WARNING",
                               platform_sample_at=platform_sample_day(clock.now()))
@@ -350,10 +353,27 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     except BaseException:
         stack.stop()
         raise
+    host, port = httpd.server_address[:2]
+    base_url = f"http://{host}:{port}"
+    if not chosen_base_url:
+        # Delivery links point at this server (where GET /downloads/{token} answers), not at
+        # the local stack's default address.
+        os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
+        runtime.settings.cache_clear()
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
-    host, port = httpd.server_address[:2]
-    return LocalServer(base_url=f"http://{host}:{port}", stack=stack, worker=worker, httpd=httpd)
+    return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd)
+
+
+def link_base_url(host: str, port: int) -> str:
+    """The base URL links to a server listening on ``host``:``port`` should use: a wildcard
+    address (``0.0.0.0``, ``::``) is reached at the loopback address; an IPv6 host is
+    bracketed. ``link_base_url("0.0.0.0", 8080)`` -> ``"http://127.0.0.1:8080"``."""
+    if host in ("0.0.0.0", ""):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def run_serve(options: ServeOptions, out: Any = None) -> int:

@@ -24,10 +24,19 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    reason; otherwise a personal signed link (:mod:`timekeeper.queries.links`), the
    sandboxed templates (:mod:`timekeeper.queries.templates`) and a submission through the
    communications adapter via the outbox: claim the communication key ``<run>:<user>``
-   (``INSERT ... ON CONFLICT DO NOTHING``), submit, record the provider's message id. A
-   recorded submission is never submitted again; a submission that fails is recorded
-   ``failed`` and the run raises after the other recipients, so the queue retries the
-   rest while the completed outcomes stay.
+   (``INSERT ... ON CONFLICT DO NOTHING``), submit, record the provider's message id (the
+   record statement also confirms the attempt still holds the run and the next
+   recipient's claim: a taken-over attempt stops before its next submission). A recorded
+   submission is never submitted again. A permanent provider refusal of one recipient
+   (:data:`PERMANENT_REFUSALS`) is that recipient's ``failed`` outcome, never retried; the
+   run goes on and succeeds (``refused`` in its detail). Any other failed submission is
+   recorded ``failed`` and the run raises after the other recipients, so the queue retries
+   the rest while the completed outcomes stay; a retry settles a failed recipient removed
+   from the schedule (``removed``) or skipped now as ``skipped``. Errors are stored as a
+   code and a fixed message, never the provider's text.
+5. **The file is immutable once linked**: a retry that finds the recorded object gone or
+   changed after any message of the run may have been submitted fails ``file_lost`` rather
+   than writing other contents under the key those links name.
 
 **The journal.** Files, outbox rows and delivery rows are written on a second connection
 (``DeliveryServices.journal``), each step committed at once and fenced by the run's
@@ -79,8 +88,29 @@ OBJECT_PREFIX = "deliveries/"
 
 SOURCE_ACCESS_LOST = "source_access_lost"
 SKIPPED_EMPTY = "skipped_empty"
-#: Skip reasons of a delivery row.
+#: Skip reasons of a delivery row (``removed``: a recipient whose submission failed and who
+#: was taken off the schedule before the retry).
 DEACTIVATED, NO_ADDRESS, LEFT_WORKSPACE, NO_ACCESS = "deactivated", "no_address", "left_workspace", "no_access"
+REMOVED = "removed"
+#: The run's file is gone (or changed) on a retry after messages linking to it may have
+#: been submitted: it is not written again with other contents under links already sent.
+FILE_LOST = "file_lost"
+#: Every recipient the run tried was refused permanently and none was sent to: a sender or
+#: account problem more likely than bad addresses, so the run fails (and counts).
+RECIPIENTS_REFUSED = "recipients_refused"
+#: Provider error codes that refuse one recipient for good -> the delivery row's
+#: ``error_code``. Such a recipient is ``failed`` and never retried; the run goes on.
+PERMANENT_REFUSALS = {"MessageRejected": "rejected", "InvalidParameterValue": "invalid_address"}
+#: Provider error codes of a transient refusal (retried with the run).
+_THROTTLING = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException"})
+_PERMANENT_CODES = frozenset(PERMANENT_REFUSALS.values())
+_ERROR_MESSAGES = {
+    "rejected": "the provider rejected the message to this recipient; not retried",
+    "invalid_address": "the provider refused this recipient's address; not retried",
+    "throttled": "the provider throttled the submission; retried",
+    "provider_error": "the provider failed to accept the submission; retried",
+    "submission_error": "the submission failed before the provider answered; retried",
+}
 _SKIP_REASON = {access.USER_DEACTIVATED: DEACTIVATED, access.LEFT_WORKSPACE: LEFT_WORKSPACE}
 
 
@@ -183,6 +213,8 @@ class Delivery:
     error: str | None
     attempt: int
     updated_at: datetime
+    #: A failed recipient's reason (:data:`PERMANENT_REFUSALS` values are permanent).
+    error_code: str | None = None
 
 
 class RunTakenOver(Exception):  # noqa: N818 - a signal: another attempt holds the run
@@ -204,7 +236,7 @@ _SOURCE_COLUMNS = ("run_id, workspace_id, schedule_id, source_kind, format, obje
                    "query_id, query_version, report_id, report_version, render_id, version_changed, acted_for, "
                    "created_at")
 _DELIVERY_COLUMNS = ("run_id, user_id, workspace_id, schedule_id, status, skip_reason, address, provider_message_id, "
-                     "link_expires_at, error, attempt, updated_at")
+                     "link_expires_at, error, attempt, updated_at, error_code")
 #: The fence of every journal write: the run is still running under this attempt.
 _HELD = ("EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' "
          "AND attempts = %(attempt)s)")
@@ -336,15 +368,25 @@ def deliver(ctx: RunContext) -> Outcome:
     outcomes = _deliver_to_recipients(run, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
     skipped: dict[str, int] = {}
+    refused: dict[str, int] = {}
     for status in outcomes.values():
-        if status not in ("sent", "failed"):
+        if status.startswith(_REFUSED):
+            code = status.removeprefix(_REFUSED)
+            refused[code] = refused.get(code, 0) + 1
+        elif status not in ("sent", "failed"):
             skipped[status] = skipped.get(status, 0) + 1
     if failed:
         if services.on_failed is not None:
             services.on_failed(len(failed))
         raise DeliveryIncomplete(f"{len(failed)} of {len(outcomes)} recipients' submissions failed; retried")
-    return Succeeded({**summary, "recipients": len(outcomes),
-                      "sent": sum(1 for s in outcomes.values() if s == "sent"), "skipped": skipped})
+    sent = sum(1 for s in outcomes.values() if s == "sent")
+    detail = {**summary, "recipients": len(outcomes), "sent": sent, "skipped": skipped}
+    if refused:
+        detail["refused"] = refused
+        if sent == 0:
+            return Refused(RECIPIENTS_REFUSED, "the provider refused every recipient the run tried and none was sent "
+                           "to", detail=detail)
+    return Succeeded(detail)
 
 
 class _Refusal(Exception):  # noqa: N818 - carries an outcome out of a step
@@ -357,12 +399,22 @@ class _Refusal(Exception):  # noqa: N818 - carries an outcome out of a step
 
 
 def _object_intact(services: DeliveryServices, key: str, sha256: str) -> bool:
-    """Whether the files bucket still holds ``key`` with metadata ``sha256``."""
+    """Whether the files bucket still holds ``key`` with metadata ``sha256`` (False: gone
+    or changed). Any other error of the request propagates (the queue retries)."""
     try:
         head = services.s3.head_object(Bucket=services.bucket, Key=key)
-    except Exception:  # noqa: BLE001 - gone (expired, deleted) or unreadable: make it again
-        return False
+    except Exception as error:
+        if _error_code(error) in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise
     return (head.get("Metadata") or {}).get("sha256") == sha256
+
+
+def _error_code(error: BaseException) -> str | None:
+    """An AWS client error's code (``MessageRejected``, ``404``), or None for other errors."""
+    response = getattr(error, "response", None)
+    code = (response.get("Error") or {}).get("Code") if isinstance(response, dict) else None
+    return str(code) if code is not None else None
 
 
 def _record_source(run: _Run, schedule: QuerySchedule, actor: str, **values: Any) -> DeliverySource:
@@ -392,6 +444,14 @@ def _query_source(run: _Run, schedule: QuerySchedule, actor: str) -> DeliverySou
         recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None and _object_intact(services, recorded.object_key, recorded.sha256):
         return recorded
+    if recorded is not None:
+        with run.journal.transaction():
+            claimed = run.journal.execute("SELECT EXISTS (SELECT 1 FROM query_delivery_outbox WHERE run_id = %s)",
+                                          (ctx.run_id,)).fetchone()
+        if _first(claimed):  # a message may link to the recorded file: never other contents under its key
+            raise _Refusal(Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
+                                   "been sent; it is not made again with other contents",
+                                   detail={"object_key": recorded.object_key, "sha256": recorded.sha256}))
     assert schedule.query_id is not None and schedule.query_version is not None
     with run.journal.transaction():
         version = store.get_version(run.journal, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
@@ -503,7 +563,8 @@ def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[s
 
 
 def _record_skips(run: _Run, schedule: QuerySchedule, skips: list[_Recipient]) -> None:
-    """Record the skipped recipients in one fenced statement."""
+    """Record the skipped recipients in one fenced statement; a recipient whose earlier
+    submission failed (and was to be retried) is settled ``skipped`` with the reason."""
     if not skips:
         return
     run.write(f"""
@@ -514,7 +575,10 @@ def _record_skips(run: _Run, schedule: QuerySchedule, skips: list[_Recipient]) -
                 SELECT %(run_id)s, u.user_id, %(workspace_id)s, %(schedule_id)s, 'skipped', u.reason, %(attempt)s,
                        %(now)s
                   FROM unnest(%(users)s::text[], %(reasons)s::text[]) AS u (user_id, reason), held
-                ON CONFLICT (run_id, user_id) DO NOTHING RETURNING 1)
+                ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'skipped', skip_reason = EXCLUDED.skip_reason,
+                       error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+                 WHERE query_deliveries.status = 'failed'
+                RETURNING 1)
         SELECT count(*) FROM held""", {
         "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "now": run.ctx.now,
         "users": [r.user_id for r in skips], "reasons": [r.skip_reason for r in skips]})
@@ -552,71 +616,136 @@ def _claim_all(run: _Run, schedule: QuerySchedule, user_ids: list[str]) -> dict[
     return {user_id: (None if user_id in claimed else recorded.get(user_id)) for user_id in user_ids}
 
 
+#: The fence folded into each record statement: this attempt still holds the run and, when
+#: another recipient follows, that recipient's outbox claim (taken over by no later attempt,
+#: no submission recorded). ``held`` False: stop before the next submission.
+_STILL_HELD = (f"SELECT {_HELD} AND (%(next_key)s::text IS NULL OR EXISTS (SELECT 1 FROM query_delivery_outbox "
+               "WHERE communication_key = %(next_key)s AND claimed_attempt = %(attempt)s "
+               "AND provider_message_id IS NULL)) AS held")
+
+
+def _next_key(run: _Run, next_user: str | None) -> str | None:
+    return None if next_user is None else f"{run.ctx.run_id}:{next_user}"
+
+
 def _record_sent(run: _Run, schedule: QuerySchedule, recipient: _Recipient, message_id: str,
-                 link_expires_at: datetime | None) -> None:
+                 link_expires_at: datetime | None, *, submitted: bool, next_user: str | None) -> bool:
     """Record an accepted submission: the outbox's provider id and a ``sent`` delivery row,
-    in one statement (not fenced: the message was sent whatever happens to the run). It
-    commits without waiting for the WAL flush: a process crash cannot lose it, a database
-    crash in the next fraction of a second can (that recipient would be sent again)."""
+    in one statement (not fenced: the message was sent whatever happens to the run; an id
+    already recorded, e.g. by an attempt that took the run over, is kept). ``submitted``:
+    this attempt made the submission (counted in ``submissions``; False when it re-records
+    an earlier attempt's). Returns whether the attempt still holds the run and
+    ``next_user``'s claim (:data:`_STILL_HELD`), the fence before the next submission, in the
+    same round trip. It commits without waiting for the WAL flush: a process crash cannot
+    lose it, a database crash in the next fraction of a second can (that recipient would be
+    sent again)."""
     # One statement, one round trip, committed on its own (the journal connection is in
     # autocommit): the relaxed CTE is what lets it skip the flush wait.
-    run.journal.execute("""
+    row = run.journal.execute(f"""
         WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
         outbox AS (
-            UPDATE query_delivery_outbox SET submissions = submissions + 1, provider_message_id = %(id)s,
-                   sent_at = %(now)s, last_error = NULL
+            UPDATE query_delivery_outbox SET submissions = submissions + %(submitted)s,
+                   provider_message_id = COALESCE(provider_message_id, %(id)s),
+                   sent_at = COALESCE(sent_at, %(now)s), last_error = NULL
              WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s AND EXISTS (SELECT FROM relaxed)
+            RETURNING 1),
+        written AS (
+            INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+                                          provider_message_id, link_expires_at, attempt, updated_at)
+            SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent', %(address)s, %(id)s,
+                   %(expires)s, %(attempt)s, %(now)s
+             WHERE EXISTS (SELECT FROM relaxed)
+            ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'sent', skip_reason = NULL,
+                   address = EXCLUDED.address, provider_message_id = EXCLUDED.provider_message_id,
+                   link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
+                   error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+             WHERE query_deliveries.status <> 'sent'
             RETURNING 1)
-        INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
-                                      provider_message_id, link_expires_at, attempt, updated_at)
-        SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent', %(address)s, %(id)s,
-               %(expires)s, %(attempt)s, %(now)s
-         WHERE EXISTS (SELECT FROM relaxed)
-        ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'sent', skip_reason = NULL,
-               address = EXCLUDED.address, provider_message_id = EXCLUDED.provider_message_id,
-               link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
-               error = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at""", {
+        {_STILL_HELD}""", {
         **run.params, "id": message_id, "now": run.ctx.now, "user_id": recipient.user_id,
         "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
-        "address": recipient.email, "expires": link_expires_at})
+        "address": recipient.email, "expires": link_expires_at, "submitted": 1 if submitted else 0,
+        "next_key": _next_key(run, next_user)}).fetchone()
+    return bool(row and _first(row))
 
 
-def _record_failed(run: _Run, schedule: QuerySchedule, recipient: _Recipient, error: str) -> None:
-    """Record a submission that raised: the outbox's last error and a ``failed`` row."""
+def classify_submission_error(error: BaseException) -> tuple[str, bool]:
+    """``(error_code, permanent)`` of a submission that raised: a provider code in
+    :data:`PERMANENT_REFUSALS` is permanent for that recipient (``rejected``,
+    ``invalid_address``); throttling is ``throttled``, any other provider error
+    ``provider_error``, anything else (network, timeout) ``submission_error``: retried."""
+    code = _error_code(error)
+    if code in PERMANENT_REFUSALS:
+        return PERMANENT_REFUSALS[code], True
+    if code in _THROTTLING:
+        return "throttled", False
+    return ("provider_error" if code is not None else "submission_error"), False
+
+
+def _record_failed(run: _Run, schedule: QuerySchedule, recipient: _Recipient, code: str, *,
+                   next_user: str | None) -> bool:
+    """Record a submission that raised: the outbox's last error (the code) and a ``failed``
+    row with ``error_code`` and a fixed message (never the provider's text, which can name
+    addresses). Returns whether the attempt still holds the run and ``next_user``'s claim."""
     with run.journal.transaction():
-        run.journal.execute("""
+        row = run.journal.execute(f"""
             WITH outbox AS (
-                UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(error)s
-                 WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1)
-            INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, error,
-                                          attempt, updated_at)
-            VALUES (%(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed', %(address)s, %(error)s,
-                    %(attempt)s, %(now)s)
-            ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
-                   attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
-             WHERE query_deliveries.status <> 'sent'""", {
-            **run.params, "error": error, "now": run.ctx.now, "user_id": recipient.user_id,
-            "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "address": recipient.email})
+                UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s
+                 WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1),
+            written AS (
+                INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, error,
+                                              error_code, attempt, updated_at)
+                VALUES (%(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed', %(address)s, %(error)s,
+                        %(code)s, %(attempt)s, %(now)s)
+                ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
+                       error_code = EXCLUDED.error_code, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+                 WHERE query_deliveries.status <> 'sent'
+                RETURNING 1)
+            {_STILL_HELD}""", {
+            **run.params, "error": _ERROR_MESSAGES[code], "code": code, "now": run.ctx.now,
+            "user_id": recipient.user_id, "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
+            "address": recipient.email, "next_key": _next_key(run, next_user)}).fetchone()
+    return bool(row and _first(row))
+
+
+#: The outcome of a recipient the provider refused permanently: ``refused:<error code>``.
+_REFUSED = "refused:"
 
 
 def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliverySource) -> dict[str, str]:
-    """Deliver to every recipient; returns each one's status (``sent``, ``failed`` or the
-    skip reason). Outcomes recorded by an earlier attempt stay."""
+    """Deliver to every recipient; returns each one's status: ``sent``, ``failed`` (retried),
+    ``refused:<code>`` (a permanent provider refusal, not retried) or the skip reason.
+    Outcomes recorded by an earlier attempt stay; a recipient whose earlier submission failed
+    and who is no longer on the schedule is settled ``skipped`` / ``removed``, one who is
+    skipped now (deactivated, left ...) ``skipped`` with that reason.
+
+    Fencing: before each submission the attempt confirms it still holds the run and that
+    recipient's outbox claim. The check rides on the statement that records the previous
+    recipient's outcome (the claim of every recipient is fenced once before the first), so
+    it costs no extra round trip; an attempt that stalled past its lease and was taken over
+    stops (:class:`RunTakenOver`) before its next submission."""
     ctx, services = run.ctx, run.services
     with run.journal.transaction():
         done = {d.user_id: d for d in list_deliveries(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)}
     outcomes: dict[str, str] = {}
     pending: list[str] = []
-    for user_id in list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id):
+    current = list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id)
+    listed = set(current)
+    removed: list[_Recipient] = []
+    for user_id in [*current, *sorted(set(done) - listed)]:
         earlier = done.get(user_id)
         if earlier is not None and earlier.status == "sent":
             outcomes[user_id] = "sent"
         elif earlier is not None and earlier.status == "skipped":
             outcomes[user_id] = earlier.skip_reason or NO_ACCESS
+        elif earlier is not None and earlier.status == "failed" and earlier.error_code in _PERMANENT_CODES:
+            outcomes[user_id] = _REFUSED + earlier.error_code
+        elif user_id not in listed:
+            removed.append(_Recipient(user_id, REMOVED, user_id, None))
         else:
             pending.append(user_id)
     resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
-    skips = [r for r in resolved.values() if r.skip_reason is not None]
+    skips = [r for r in resolved.values() if r.skip_reason is not None] + removed
     _record_skips(run, schedule, skips)
     outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
@@ -626,29 +755,37 @@ def _deliver_to_recipients(run: _Run, schedule: QuerySchedule, source: DeliveryS
     base = {"schedule_name": schedule.name, "link_expires_at": expires.isoformat(),
             "row_count": "" if source.row_count is None else source.row_count,
             "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
-    for index, recipient in enumerate(to_send):
-        if index:
+    for i, recipient in enumerate(to_send):
+        if i:
             crash_point("delivery.between_recipients")
         run.keepalive()
+        following = to_send[i + 1].user_id if i + 1 < len(to_send) else None
+        next_user = following if following is not None and submitted.get(following) is None else None
         recorded = submitted.get(recipient.user_id)
         if recorded is not None:  # a recorded submission is never made again
-            _record_sent(run, schedule, recipient, recorded, None)
+            held = _record_sent(run, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
             outcomes[recipient.user_id] = "sent"
-            continue
-        token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id, source.object_key,
-                                                 expires))
-        subject, html, text = message.render({**base, "recipient_name": recipient.display_name,
-                                              "link": f"{services.download_base_url}downloads/{token}"})
-        assert recipient.email is not None
-        try:
-            message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text)
-        except Exception as error:  # noqa: BLE001 - recorded; the run is retried for this recipient
-            _record_failed(run, schedule, recipient, f"{type(error).__name__}: {str(error)[:300]}")
-            obs.logger.warning("delivery submission failed", extra={
-                "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__})
-            outcomes[recipient.user_id] = "failed"
-            continue
-        crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
-        _record_sent(run, schedule, recipient, message_id, expires)
-        outcomes[recipient.user_id] = "sent"
+        else:
+            token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
+                                                     source.object_key, expires))
+            subject, html, text = message.render({**base, "recipient_name": recipient.display_name,
+                                                  "link": f"{services.download_base_url}downloads/{token}"})
+            assert recipient.email is not None
+            try:
+                message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text)
+            except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
+                code, permanent = classify_submission_error(error)
+                held = _record_failed(run, schedule, recipient, code, next_user=next_user)
+                obs.logger.warning("delivery submission failed", extra={
+                    "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
+                    "error_code": code, "permanent": permanent})
+                outcomes[recipient.user_id] = _REFUSED + code if permanent else "failed"
+            else:
+                crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
+                held = _record_sent(run, schedule, recipient, message_id, expires, submitted=True,
+                                    next_user=next_user)
+                outcomes[recipient.user_id] = "sent"
+        if not held:
+            raise RunTakenOver(f"run {ctx.run_id} is no longer held by attempt {ctx.attempt}; stopped before "
+                               "the next submission")
     return outcomes

@@ -61,12 +61,20 @@ class LinkSigner:
 
     def verify(self, token: str, *, now: datetime) -> DownloadLink:
         """The link ``token`` binds, if its signature verifies and it has not expired at
-        ``now`` (aware). Raises :class:`LinkInvalid` or :class:`LinkExpired`."""
+        ``now`` (aware). Raises :class:`LinkInvalid` or :class:`LinkExpired`: a token whose
+        payload is not what :meth:`sign` writes (an expiry outside the datetime range, a user
+        id or object key that is not a non-empty string without NUL) is invalid, even with
+        a valid signature."""
         try:
             payload = self._serializer.loads(token)
-            link = DownloadLink(UUID(payload["w"]), UUID(payload["r"]), str(payload["u"]), str(payload["k"]),
-                                datetime.fromtimestamp(int(payload["e"]), UTC))
-        except (BadSignature, KeyError, TypeError, ValueError) as error:
+            user_id, key, expiry = payload["u"], payload["k"], payload["e"]
+            if not all(isinstance(v, str) and v and "\x00" not in v for v in (user_id, key)):
+                raise ValueError("user id and object key are non-empty text without NUL")
+            if not isinstance(expiry, int) or isinstance(expiry, bool):
+                raise ValueError("the expiry is whole seconds")
+            link = DownloadLink(UUID(payload["w"]), UUID(payload["r"]), user_id, key,
+                                datetime.fromtimestamp(expiry, UTC))
+        except (BadSignature, KeyError, TypeError, ValueError, AttributeError, OverflowError, OSError) as error:
             raise LinkInvalid("the link is not valid") from error
         if now >= link.expires_at:
             raise LinkExpired("the link has expired")

@@ -69,6 +69,8 @@ def _check_source(conn: psycopg.Connection, workspace_id: UUID, source: Source, 
     if source.kind == "query":
         if source.query_id is None:
             raise SettingsInvalid("source.query_id", "a query source needs query_id")
+        if source.report_id is not None:
+            raise SettingsInvalid("source.report_id", "a query source takes no report_id")
         if fmt not in ("csv", "xlsx"):
             raise SettingsInvalid("format", "a query is delivered as csv or xlsx")
         try:
@@ -82,6 +84,9 @@ def _check_source(conn: psycopg.Connection, workspace_id: UUID, source: Source, 
     if source.kind == "report":
         if source.report_id is None:
             raise SettingsInvalid("source.report_id", "a report source needs report_id")
+        if source.query_id is not None or source.query_version is not None:
+            field = "source.query_id" if source.query_id is not None else "source.query_version"
+            raise SettingsInvalid(field, "a report source takes no query_id or query_version")
         if fmt != "pdf":
             raise SettingsInvalid("format", "a report is delivered as pdf")
         try:
@@ -90,6 +95,11 @@ def _check_source(conn: psycopg.Connection, workspace_id: UUID, source: Source, 
             raise SettingsInvalid("source.report_id", "no such report in this workspace") from None
         return Source("report", report_id=source.report_id)
     raise SettingsInvalid("source.kind", "query or report")
+
+
+def _check_name(name: str) -> None:
+    if not name.strip():
+        raise SettingsInvalid("name", "a name needs a character other than white space")
 
 
 def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: list[str]) -> list[str]:
@@ -107,7 +117,7 @@ def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: 
 def _check_templates(subject_template: str, body_template: str) -> None:
     for name, text in (("subject_template", subject_template), ("body_template", body_template)):
         try:
-            check_template(text, name)
+            check_template(text, name, html=name == "body_template")
         except TemplateInvalid as error:
             raise SettingsInvalid(error.field, error.reason) from None
 
@@ -129,6 +139,7 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
     """Create a query schedule owned by ``actor`` in one transaction; returns the schedule
     and its settings. Raises :class:`SettingsInvalid`, ``access.AccessDenied`` (``actor``
     may not read the source) and the scheduling library's ``InvalidRecurrence``."""
+    _check_name(name)
     with conn.transaction():
         checked = _check_source(conn, workspace_id, source, format)
         _check_templates(subject_template, body_template)
@@ -160,6 +171,8 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
     """Change a query schedule (None keeps a value); the source and format stay. Raises
     :class:`LookupError` (no such query schedule), :class:`SettingsInvalid` and the
     scheduling library's errors."""
+    if name is not None:
+        _check_name(name)
     with conn.transaction():
         current = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
         if current is None:

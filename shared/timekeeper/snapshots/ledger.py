@@ -196,13 +196,21 @@ def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, 
     return [Admitted(run_id=r[0], workspace_id=r[1], job_id=r[2]) for r in (*admitted, *reoffered)]
 
 
+#: A staff request is judged by the planner's rule for the workspace's state: a workspace the
+#: planner skips (data still loading, disabled, snapshots off by policy) is refused with the
+#: planner's skip reason, so a request cannot publish what the schedule deliberately does not.
+WORKSPACE_REFUSALS = {"loading": "workspace_loading", "disabled": "workspace_disabled"}
+POLICY_DISABLED = "policy_disabled"
+
+
 class RequestRefused(Exception):
     """A staff request the ledger refuses: ``reason`` is one of ``unsupported_type``,
     ``type_disabled``, ``period_not_complete``, ``active_work``, ``protected_history``,
     ``period_before_workspace`` (the month ended before the workspace was created),
     ``not_planned`` (a re-run of a period without runs: request a backfill),
     ``already_planned`` (a backfill of a period with runs: request a re-run),
-    ``unknown_workspace``."""
+    ``unknown_workspace``, and the planner's own skip reasons for the workspace's state now:
+    ``workspace_loading``, ``workspace_disabled``, ``policy_disabled`` (:data:`WORKSPACE_REFUSALS`)."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -224,11 +232,16 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
         raise ValueError("a period is the first day of a month")
     with conn.transaction():
         with conn.cursor(row_factory=tuple_row) as cur:
-            found = cur.execute("SELECT timezone, created_at FROM workspaces WHERE id = %s FOR SHARE",
-                                (workspace_id,)).fetchone()
+            found = cur.execute("SELECT timezone, created_at, status, snapshots_enabled FROM workspaces "
+                                "WHERE id = %s FOR SHARE", (workspace_id,)).fetchone()
         if found is None:
             raise RequestRefused("unknown_workspace", f"no workspace {workspace_id}")
-        timezone, created_at = found
+        timezone, created_at, status, snapshots_enabled = found
+        if status in WORKSPACE_REFUSALS:
+            raise RequestRefused(WORKSPACE_REFUSALS[status], f"the workspace is {status}: the planner does not "
+                                 "snapshot it, nor does a staff request")
+        if not snapshots_enabled:
+            raise RequestRefused(POLICY_DISABLED, "the workspace's snapshot policy is off")
         if period >= current_month(now, timezone):
             raise RequestRefused("period_not_complete",
                                  f"{period:%Y-%m} has not ended in the workspace's timezone ({timezone})")
