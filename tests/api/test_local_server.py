@@ -250,3 +250,18 @@ def test_an_oversized_header_gets_the_json_error_body(local_server):
     assert reply.status_code == 431
     assert reply.headers["Content-Type"] == "application/json"
     assert reply.json() == {"code": "bad_request", "message": "line too long"}
+
+
+def test_a_port_already_in_use_is_the_bind_error_not_a_traceback_of_the_pool():
+    import socket
+
+    from timekeeper.local.serve import PooledWSGIServer
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # serve reports an OSError as one line ("cannot listen on ..."); the server must raise it
+        with pytest.raises(OSError) as raised:
+            PooledWSGIServer(("127.0.0.1", port), None)
+    assert raised.type is not AttributeError and raised.value.errno is not None

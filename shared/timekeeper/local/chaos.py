@@ -666,7 +666,8 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
     from rich.table import Table
 
     options = result.options
-    console.print(f"[bold]Chaos[/] seed {options.seed}: {options.days} days of faults (crash rate "
+    console.print(f"[bold]Chaos[/] seed {options.seed}: {options.days} day{'s' if options.days != 1 else ''} of "
+                  f"faults (crash rate "
                   f"{options.crash_rate:g}, disconnect rate {options.disconnect_rate:g}, duplicate rate "
                   f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}) then {options.quiet_hours} "
                   f"quiet hours; {result.simulation.wall_seconds:.1f}s wall time.")

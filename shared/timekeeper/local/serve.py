@@ -271,8 +271,10 @@ class PooledWSGIServer(WSGIServer):
     database connection, see :mod:`timekeeper.api.edge`)."""
 
     def __init__(self, *args: Any, workers: int = 8, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # Before the bind: a bind that fails (the port is taken) closes the server at once,
+        # and server_close shuts the pool down; the caller then sees the OSError itself.
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timekeeper-api")
+        super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         self._pool.submit(self._process, request, client_address)
