@@ -109,6 +109,10 @@ class ConnectionProvider:
         self._handed_out_at = now
         return conn
 
+    def current(self) -> psycopg.Connection | None:
+        """The connection held now (None before the first :meth:`get`), without checking it."""
+        return self._conn
+
     def close(self) -> None:
         """Close the held connection, if any."""
         if self._conn is not None and not self._conn.closed:

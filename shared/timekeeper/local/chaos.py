@@ -9,8 +9,9 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   open transactions roll back, its execution environment (cached connections, clients) is
   gone, and its SQS messages come back after their visibility timeout;
 - **database disconnects** at the crash points (probability ``disconnect_rate``): every
-  connection of the product is terminated by the server, as in a failover; the code
-  carries on and meets the broken connection at its next statement;
+  connection the product holds is cut under its driver, as in a failover or a network
+  fault (the server rolls back what was in flight); the code carries on and meets the
+  broken connection at its next statement;
 - **duplicate deliveries**: each received SQS message is sent again with probability
   ``duplicate_rate`` (standard queues deliver at least once);
 - **publish refusals**: each entry of a SendMessageBatch the product makes is refused with
@@ -169,8 +170,6 @@ class Campaign:
         self._invocation = 0
         self._open: list[Execution] = []
         self._crashed_points: set[str] = set()
-        self._protected_pids: set[int] = set()
-        self._admin: Any = None
         self._pending_refusals: list[str] = []
         self.mailer: CountingMailer | None = None
         self._session_hooks: list[tuple[str, Callable[..., Any]]] = []
@@ -211,10 +210,24 @@ class Campaign:
         raise faults.InjectedCrash(point)
 
     def _disconnect(self) -> None:
-        """Terminate every connection to the database but the simulation's own (a failover)."""
-        self._admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND pid <> pg_backend_pid() AND NOT pid = ANY(%s)", (list(self._protected_pids),))
+        """Cut every database connection the product holds (its run connection, the
+        delivery journal, the renderer's), as a failover or a network fault does: the
+        socket is shut down under the driver, so the server rolls back what was in flight
+        and the code meets the broken connection at its next statement. Works through a
+        pooler too (the simulation's own connection is not touched)."""
+        import socket
+
+        from timekeeper import runtime
+
+        for provider in (runtime.database, runtime.journal_database, runtime.renderer_database):
+            conn = provider().current()
+            if conn is None or conn.closed:
+                continue
+            with socket.fromfd(conn.pgconn.socket, socket.AF_UNIX, socket.SOCK_STREAM) as duplicate:
+                try:
+                    duplicate.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already gone
 
     def duplicate(self, message: dict[str, Any]) -> bool:
         """Whether to deliver ``message`` once more (an event source's duplicate hook)."""
@@ -286,15 +299,12 @@ class Campaign:
 
     def started(self, stack: Any, conn: Any) -> None:
         """Arm the campaign on the started local stack (``conn``: the simulation's own
-        connection, which disconnects spare)."""
+        connection, which receives the extra load's schedules)."""
         import boto3
-        import psycopg
 
         from timekeeper import runtime
 
         add_load(conn, stack, units=self.options.load, now=clock.now())
-        self._admin = psycopg.connect(stack.database_url, autocommit=True)
-        self._protected_pids = {conn.info.backend_pid}
         for source in stack.sources.values():
             source.duplicate = self.duplicate
             source.function = self._wrap_consumer(source.function)
@@ -321,7 +331,6 @@ class Campaign:
             session.events.unregister(event, handler)
         self.result.simulation = simulation
         self.result.checks = audit(conn, stack, self)
-        self._admin.close()
 
     def disarm(self) -> None:
         """Remove the injector (idempotent; after a failed campaign)."""
