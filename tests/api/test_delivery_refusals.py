@@ -15,18 +15,12 @@ import pytest
 from itsdangerous import URLSafeTimedSerializer
 
 from tests.api.conftest import NOW, Caller, new_schedule
-from tests.api.test_delivery_routes import BUCKET, KEY, SENDER, app, aws, body, olga, tenants
-from timekeeper.aws.ses import SesMailer
+from tests.api.test_delivery_routes import KEY, app, aws, body, deliver_run, olga, tenants
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, upsert_user
-from timekeeper.queries import delivery as dl
 from timekeeper.queries import reports
-from timekeeper.queries.links import SALT, LinkSigner
-from timekeeper.queries.work_kinds import register
+from timekeeper.queries.links import SALT
 from timekeeper.schedules import service
-from timekeeper.schedules.consumer import ConsumerSettings, process_run
-from timekeeper.schedules.work import WorkKindRegistry
-from timekeeper.topology import QUERIES
 
 #: The route tests' fixtures, used here by name.
 FIXTURES = (app, aws, tenants)
@@ -151,23 +145,10 @@ def test_deleting_a_query_schedule_revokes_the_links_it_sent(call, tenants, publ
     schedule_id = _create(call, tenants, recipients=["rita"]).body["id"]
     assert call("POST", f"/query-schedules/{schedule_id}/run", as_=olga(tenants)).status == 202
     (message,) = [m for m in publisher.sent if str(m.schedule_id) == schedule_id]
-    sent: list[dict] = []
-    mailer = SesMailer(ses, SENDER)
-
-    class Capture:
-        def send(self, **kwargs):
-            sent.append(kwargs)
-            return mailer.send(**kwargs)
-
-    kinds = WorkKindRegistry()
-    register(kinds)
-    with connect(db_url) as conn, connect(db_url) as journal:
-        services = dl.DeliveryServices(journal=lambda: journal, s3=aws[0], bucket=BUCKET, mailer=Capture(),
-                                       links=LinkSigner(KEY), download_base_url="https://api.test/")
-        process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
-                    settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
-        token = re.search(r"https://api\.test/downloads/([^'\"]+)", sent[0]["html"]).group(1)
-        assert call("GET", f"/downloads/{token}", claims=None).status == 302
+    sent = deliver_run(db_url, message, aws[0], ses)
+    token = re.search(r"https://api\.test/downloads/([^'\"]+)", sent[0]["html"]).group(1)
+    assert call("GET", f"/downloads/{token}", claims=None).status == 302
+    with connect(db_url) as conn:
         service.delete_schedule(conn, workspace_id=tenants["a"], schedule_id=UUID(schedule_id), actor="olga",
                                 now=NOW)
     revoked = call("GET", f"/downloads/{token}", claims=None)

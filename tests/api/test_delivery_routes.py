@@ -128,21 +128,7 @@ def test_run_now_delivers_and_the_link_downloads_until_it_expires_or_access_is_r
     (message,) = publisher.sent
     assert message.owner == "queries" and str(message.run_id) == first.body["run_id"]
     # The consumer delivers it
-    sent: list[dict] = []
-    mailer = SesMailer(ses, SENDER)
-
-    class Capture:
-        def send(self, **kwargs):
-            sent.append(kwargs)
-            return mailer.send(**kwargs)
-
-    kinds = WorkKindRegistry()
-    register(kinds)
-    with connect(db_url) as conn, connect(db_url) as journal:
-        services = dl.DeliveryServices(journal=lambda: journal, s3=s3, bucket=BUCKET, mailer=Capture(),
-                                       links=LinkSigner(KEY), download_base_url="https://api.test/")
-        process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
-                    settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
+    sent = deliver_run(db_url, message, s3, ses)
     history = call("GET", f"/query-schedules/{schedule_id}/runs", as_=olga(tenants)).body["items"]
     assert [(r["state"], r["acted_for"], r["row_count"]) for r in history] == [("succeeded", "olga", 1)]
     assert [(d["user_id"], d["status"]) for d in history[0]["deliveries"]] == [("rita", "sent")]
@@ -170,3 +156,24 @@ def test_run_now_delivers_and_the_link_downloads_until_it_expires_or_access_is_r
     clock_now["now"] = NOW + timedelta(hours=169)
     expired = call("GET", f"/downloads/{token}", claims=None)
     assert (expired.status, expired.body["code"]) == (410, "link_expired")
+
+
+def deliver_run(db_url, message, s3, ses) -> list[dict]:
+    """Run the delivery ``message`` through the real consumer (SES in moto, links to
+    https://api.test/); returns the messages sent, as the mailer's keyword arguments."""
+    sent: list[dict] = []
+    mailer = SesMailer(ses, SENDER)
+
+    class Capture:
+        def send(self, **kwargs):
+            sent.append(kwargs)
+            return mailer.send(**kwargs)
+
+    kinds = WorkKindRegistry()
+    register(kinds)
+    with connect(db_url) as conn, connect(db_url) as journal:
+        services = dl.DeliveryServices(journal=lambda: journal, s3=s3, bucket=BUCKET, mailer=Capture(),
+                                       links=LinkSigner(KEY), download_base_url="https://api.test/")
+        process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
+                    settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
+    return sent
