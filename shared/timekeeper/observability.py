@@ -1,11 +1,14 @@
 """Observability singletons and the metric names shared by code and dashboards.
 
-Keys on every log line: ``run_id``, ``schedule_id``, ``workspace_id`` (appended by the
-handlers). No personal data (addresses, names) in logs or metrics.
+Keys on every log line: ``run_id``, ``schedule_id``, ``workspace_id`` (the consumer adds
+the run's three while a work kind's handler runs; the other handlers append what they
+have). No personal data (addresses, names) in logs or metrics.
 """
 
 from __future__ import annotations
 
+import logging
+from contextvars import ContextVar, Token
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -47,6 +50,36 @@ ALL_METRICS = (
 logger = Logger(service="timekeeper")
 metrics = Metrics(namespace=NAMESPACE, service="timekeeper")
 tracer = Tracer(service="timekeeper")
+
+#: The (run id, schedule id, workspace id) of the run whose handler is running, or None.
+_RUN_KEYS: ContextVar[tuple[Any, Any, Any] | None] = ContextVar("timekeeper_run_keys", default=None)
+
+
+class _RunKeys(logging.Filter):
+    """Adds ``run_id``, ``schedule_id`` and ``workspace_id`` of the run being handled to each
+    record the product's log handler writes. The strings are made only when a line is
+    written, so a handler that logs nothing costs a context-variable set and reset, not
+    the three string conversions and key updates of ``Logger.append_keys`` per run."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        keys = _RUN_KEYS.get()
+        if keys is not None:
+            record.run_id, record.schedule_id, record.workspace_id = (str(key) for key in keys)
+        return True
+
+
+logger.registered_handler.addFilter(_RunKeys())
+
+
+def enter_run(run_id: Any, schedule_id: Any, workspace_id: Any) -> Token:
+    """Log lines written from now on (in this context) carry the run's three ids; returns
+    the token :func:`leave_run` takes."""
+    return _RUN_KEYS.set((run_id, schedule_id, workspace_id))
+
+
+def leave_run(token: Token) -> None:
+    """Log lines no longer carry the run's ids (undo the matching :func:`enter_run`)."""
+    _RUN_KEYS.reset(token)
 
 
 #: The dimension naming a metric's pipeline, and the one naming an outcome's work kind.

@@ -162,3 +162,40 @@ def test_outcome_metrics_are_counted_once_per_batch_and_work_kind(world, utc):
     process_batch(world, batch, now=now, registry=kinds.registry, settings=SETTINGS, metrics=metrics)
     assert metrics.detailed == {("RunSucceeded", (("work_kind", "batch.work"),)): 4}
     assert metrics.calls == 1
+
+
+def test_a_handler_s_log_lines_carry_its_run_and_no_later_line_does(world, utc):
+    # Given two runs whose handler writes a log line, and the product's log handler writing to a buffer
+    import io
+    import json
+
+    from timekeeper import observability as obs
+
+    written = io.StringIO()
+    previous = obs.logger.registered_handler.setStream(written)
+
+    registry = WorkKindRegistry()
+
+    def logging_handler(ctx):
+        obs.logger.info("handler says hello")
+        return Succeeded()
+
+    registry.register(OWNER, "batch.work", logging_handler)
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 2)
+    # When the batch is processed and a line is logged afterwards
+    try:
+        process_batch(world, batch, now=now, registry=registry, settings=SETTINGS)
+        obs.logger.info("after the batch")
+    finally:
+        obs.logger.registered_handler.setStream(previous)
+    # Then each handler's line names its own run, schedule and workspace, and the later one none
+    lines = [json.loads(line) for line in written.getvalue().splitlines()]
+    hello = [line for line in lines if line["message"] == "handler says hello"]
+    assert sorted(line["run_id"] for line in hello) == sorted(str(d.message.run_id) for d in batch)
+    for line in hello:
+        message = next(d.message for d in batch if str(d.message.run_id) == line["run_id"])
+        assert line["schedule_id"] == str(message.schedule_id)
+        assert line["workspace_id"] == str(message.workspace_id)
+    (after,) = [line for line in lines if line["message"] == "after the batch"]
+    assert "run_id" not in after and "schedule_id" not in after

@@ -330,16 +330,15 @@ def _context(batch: _Batch, run: StartedRun, conn: _RunConnection) -> RunContext
 
 def _call(kind: WorkKind, ctx: RunContext) -> Outcome | BaseException:
     """Call the handler; return its outcome, or the exception it raised (its own fault)."""
-    obs.logger.append_keys(run_id=str(ctx.run_id), schedule_id=str(ctx.schedule_id),
-                           workspace_id=str(ctx.workspace_id))
-    crash_point("consumer.handler_started", ctx)
+    token = obs.enter_run(ctx.run_id, ctx.schedule_id, ctx.workspace_id)
     try:
+        crash_point("consumer.handler_started", ctx)
         outcome = kind.handler(ctx)
         crash_point("consumer.after_handler_writes", ctx)
     except Exception as error:  # noqa: BLE001 - the handler's fault, not the consumer's
         return error
     finally:
-        obs.logger.remove_keys(["run_id", "schedule_id", "workspace_id"])
+        obs.leave_run(token)
     if isinstance(outcome, Succeeded | Skipped | Refused):
         return outcome
     return TypeError(f"work kind {ctx.work_kind} returned {outcome!r}, not an Outcome")

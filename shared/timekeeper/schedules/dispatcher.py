@@ -13,10 +13,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
@@ -66,6 +68,17 @@ class Due:
     first_skipped_at: datetime | None
     next_occurrence: Occurrence | None
     skipped_is_lower_bound: bool = False
+
+    @cached_property
+    def occurrence_key(self) -> str:
+        """The latest occurrence's run key: its UTC instant in ISO 8601 (computed once per
+        due computation, which schedules sharing a rule and a due instant share)."""
+        return self.latest.at.isoformat()
+
+    @cached_property
+    def occurrence_local(self) -> datetime:
+        """The latest occurrence's naive wall time in the rule's zone."""
+        return datetime.combine(self.latest.local_date, self.latest.local_time)
 
 
 #: A backlog of at most this many occurrences is walked; a longer one is searched and counted.
@@ -235,7 +248,8 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
     cache = cache or _RuleCache()
     limits = limits or OfferLimits(reoffer_after=reoffer_after)
     report = DispatchReport()
-    rows = conn.execute(SQL["claim_due_schedules"], {"owner": owner, "now": now, "limit": limit}).fetchall()
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        rows = cursor.execute(SQL["claim_due_schedules"], {"owner": owner, "now": now, "limit": limit}).fetchall()
     report.claimed = len(rows)
 
     runs: dict[str, list[Any]] = {k: [] for k in (
@@ -245,38 +259,41 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
     advance_to: list[datetime | None] = []
     events: list[Event] = []
     invalid: list[UUID] = []
+    bounds: dict[tuple[str, str, datetime], timedelta | None] = {}
 
-    for row in rows:
-        text = row["rule_text"]
+    for schedule_id, workspace_id, work_kind, text, next_due_at, definition_version in rows:
         try:
-            due = cache.due(text, row["next_due_at"], now)
+            due = cache.due(text, next_due_at, now)
         except InvalidRecurrence as error:
-            invalid.append(row["id"])
-            events.append(Event(row["id"], row["workspace_id"], "definition_invalid", "definition_invalid",
+            invalid.append(schedule_id)
+            events.append(Event(schedule_id, workspace_id, "definition_invalid", "definition_invalid",
                                 {"field": error.field, "error": error.reason}))
-            events.append(Event(row["id"], row["workspace_id"], "paused", "definition_invalid"))
+            events.append(Event(schedule_id, workspace_id, "paused", "definition_invalid"))
             continue
-        advance_ids.append(row["id"])
+        advance_ids.append(schedule_id)
         advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
         latest = due.latest
         if latest is None:
             continue
-        bound = _staleness_bound(registry, owner, row["work_kind"], due)
+        key = (work_kind, text, next_due_at)
+        if key not in bounds:
+            bounds[key] = _staleness_bound(registry, owner, work_kind, due)
+        bound = bounds[key]
         stale = bound is not None and now - latest.at > bound
-        runs["schedule_id"].append(row["id"])
-        runs["workspace_id"].append(row["workspace_id"])
-        runs["work_kind"].append(row["work_kind"])
-        runs["occurrence_key"].append(latest.at.isoformat())
+        runs["schedule_id"].append(schedule_id)
+        runs["workspace_id"].append(workspace_id)
+        runs["work_kind"].append(work_kind)
+        runs["occurrence_key"].append(due.occurrence_key)
         runs["occurrence_at"].append(latest.at)
-        runs["occurrence_local"].append(datetime.combine(latest.local_date, latest.local_time))
+        runs["occurrence_local"].append(due.occurrence_local)
         runs["dst_shifted"].append(latest.shifted)
-        runs["definition_version"].append(row["definition_version"])
+        runs["definition_version"].append(definition_version)
         runs["state"].append("skipped" if stale else "queued")
         runs["skipped_backlog"].append(due.skipped)
         runs["first_skipped_at"].append(due.first_skipped_at)
         if due.skipped:
             report.backlog_skipped += due.skipped
-            events.append(Event(row["id"], row["workspace_id"], "backlog_skipped", "misfire", {
+            events.append(Event(schedule_id, workspace_id, "backlog_skipped", "misfire", {
                 "count": due.skipped, "first_skipped_at": due.first_skipped_at.isoformat(),
                 "last_skipped_before": latest.at.isoformat(),
                 **({"count_is_lower_bound": True} if due.skipped_is_lower_bound else {})}))
@@ -285,12 +302,17 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
     recorded: set[UUID] = set()
     pending_id = None
     if runs["schedule_id"]:
-        inserted = conn.execute(SQL["insert_runs"], {"owner": owner, "now": now, **runs}).fetchall()
-        for run in inserted:
-            if run["state"] == "queued":
-                messages.append(_message(run, owner))
-                recorded.add(run["id"])
-                pending_id = run["pending_id"]
+        # The statement returns (run id, index of the run's entry in the arrays, state,
+        # pending-offer id); the message is built from the arrays, not read back.
+        with conn.cursor(row_factory=tuple_row) as cursor:
+            inserted = cursor.execute(SQL["insert_runs"], {"owner": owner, "now": now, **runs}).fetchall()
+        for run_id, index, state, pending in inserted:
+            if state == "queued":
+                messages.append(RunMessage(run_id=run_id, schedule_id=runs["schedule_id"][index - 1],
+                                           workspace_id=runs["workspace_id"][index - 1], owner=owner,
+                                           work_kind=runs["work_kind"][index - 1]))
+                recorded.add(run_id)
+                pending_id = pending
             else:
                 report.stale_skipped += 1
         report.runs_created = len(inserted)

@@ -15,6 +15,9 @@ SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, 
 -- accepted by the queue, and the same statement adds the batch's pending-offer row
 -- naming them (`pending_id`, NULL when none is queued): the dispatcher deletes it after
 -- the send, and a row left behind makes the next pass offer them again (migration 0013).
+-- Each inserted run comes back with the 1-based position of its schedule in the arrays
+-- (a claim batch names each schedule once), so the caller builds its message from what it
+-- sent instead of reading ids and names back.
 -- Run ids are time-ordered (UUID version 7: the 48-bit Unix milliseconds of the statement,
 -- then random bits), so a batch's primary-key entries land on the index's last pages
 -- instead of one random page each.
@@ -45,14 +48,15 @@ WITH inserted AS (
      CROSS JOIN (SELECT substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
                                   FROM 3) AS prefix) AS ms
     ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
-    RETURNING id, schedule_id, workspace_id, work_kind, state
+    RETURNING id, schedule_id, state
 ), pending AS (
     INSERT INTO schedule_pending_offers (owner, offered_at, run_ids)
     SELECT %(owner)s, %(now)s, array_agg(id) FROM inserted WHERE state = 'queued' HAVING count(*) > 0
     RETURNING id
 )
-SELECT i.id, i.schedule_id, i.workspace_id, i.work_kind, i.state, (SELECT id FROM pending) AS pending_id
+SELECT i.id, v.entry, i.state, (SELECT id FROM pending) AS pending_id
   FROM inserted AS i
+  JOIN unnest(%(schedule_id)b::uuid[]) WITH ORDINALITY AS v(schedule_id, entry) ON v.schedule_id = i.schedule_id
 
 -- name: advance_schedules
 UPDATE schedules AS s

@@ -49,8 +49,9 @@ RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work
 -- several runs in the batch records its latest occurrence's run. Run rows, then schedule
 -- rows, are locked in id order, so concurrent statements never deadlock on them.
 WITH v AS (
-    SELECT * FROM unnest(%(id)b::uuid[], %(state)b::text[], %(outcome_code)b::text[], %(detail)b::jsonb[],
-                         %(attempt)b::integer[]) AS v(id, state, outcome_code, detail, attempt)
+    SELECT id, state, outcome_code, detail::jsonb AS detail, attempt
+      FROM unnest(%(id)b::uuid[], %(state)b::text[], %(outcome_code)b::text[], %(detail)b::text[],
+                  %(attempt)b::integer[]) AS v(id, state, outcome_code, detail, attempt)
 ), runs AS (
     SELECT id FROM schedule_runs WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE
 ), settled AS (
