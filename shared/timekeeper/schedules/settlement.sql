@@ -47,33 +47,41 @@ RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work
 -- statement. Fenced like settle_run: only an unfinished run held by the given attempt is
 -- settled; the caller compares the returned ids with what it asked for. A schedule with
 -- several runs in the batch records its latest occurrence's run. Run rows, then schedule
--- rows, are locked in id order, so concurrent statements never deadlock on them.
+-- rows, are locked in id order, so concurrent statements never deadlock on them. Each
+-- lock CTE carries the values its update writes, so every update reads its locked rows
+-- once (a join per row, not a scan of the locked set per row).
 WITH v AS (
     SELECT id, state, outcome_code, detail::jsonb AS detail, attempt
       FROM unnest(%(id)b::uuid[], %(state)b::text[], %(outcome_code)b::text[], %(detail)b::text[],
                   %(attempt)b::integer[]) AS v(id, state, outcome_code, detail, attempt)
 ), runs AS (
-    SELECT id FROM schedule_runs WHERE id IN (SELECT id FROM v) ORDER BY id FOR UPDATE
+    SELECT r.id, v.state, v.outcome_code, v.detail, v.attempt
+      FROM schedule_runs AS r JOIN v ON v.id = r.id
+     ORDER BY r.id
+       FOR UPDATE OF r
 ), settled AS (
     UPDATE schedule_runs AS r
-       SET state = v.state, outcome_code = v.outcome_code, detail = v.detail, error = NULL,
+       SET state = runs.state, outcome_code = runs.outcome_code, detail = runs.detail, error = NULL,
            finished_at = %(now)s, lease_until = NULL
-      FROM v
-     WHERE r.id = v.id AND r.id IN (SELECT id FROM runs)
-       AND r.state IN ('queued', 'running') AND r.attempts = v.attempt
+      FROM runs
+     WHERE r.id = runs.id
+       AND r.state IN ('queued', 'running') AND r.attempts = runs.attempt
     RETURNING r.id, r.schedule_id, r.occurrence_at, r.outcome_code
 ), latest AS (
     SELECT DISTINCT ON (schedule_id) schedule_id, id, outcome_code
       FROM settled
      ORDER BY schedule_id, occurrence_at DESC, id
 ), locked AS (
-    SELECT s.id FROM schedules AS s WHERE s.id IN (SELECT schedule_id FROM latest) ORDER BY s.id FOR UPDATE
+    SELECT s.id, l.id AS run_id, l.outcome_code
+      FROM schedules AS s JOIN latest AS l ON l.schedule_id = s.id
+     ORDER BY s.id
+       FOR UPDATE OF s
 ), streak AS (
     UPDATE schedules AS s
-       SET consecutive_failures = 0, last_run_id = l.id, last_outcome = l.outcome_code,
+       SET consecutive_failures = 0, last_run_id = locked.run_id, last_outcome = locked.outcome_code,
            last_run_at = %(now)s, updated_at = %(now)s
-      FROM latest AS l
-     WHERE s.id = l.schedule_id AND s.id IN (SELECT id FROM locked)
+      FROM locked
+     WHERE s.id = locked.id
 )
 SELECT id FROM settled
 
