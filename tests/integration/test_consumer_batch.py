@@ -199,3 +199,26 @@ def test_a_handler_s_log_lines_carry_its_run_and_no_later_line_does(world, utc):
         assert line["workspace_id"] == str(message.workspace_id)
     (after,) = [line for line in lines if line["message"] == "after the batch"]
     assert "run_id" not in after and "schedule_id" not in after
+
+
+def test_two_runs_of_one_schedule_in_one_batch_leave_the_later_occurrence_as_its_last_run(world, utc):
+    # Given one hourly schedule whose 10:00 and 11:00 runs reach the consumer in one batch
+    from tests.support import ListPublisher
+    from timekeeper.schedules.dispatcher import dispatch
+
+    kinds = Kinds()
+    first = deliveries(world, utc(2027, 1, 4, 10, 0), 1)
+    publisher = ListPublisher()
+    dispatch(world, owner=OWNER, now=utc(2027, 1, 4, 11, 0), publisher=publisher)
+    # (the 10:00 run, published an hour ago and never started, is offered again too)
+    (second,) = [m for m in publisher.sent if m.run_id != first[0].message.run_id]
+    assert second.schedule_id == first[0].message.schedule_id
+    # When the batch names the later run first
+    batch = [Delivery("b", second, 1), first[0]]
+    results = process_batch(world, batch, now=utc(2027, 1, 4, 11, 1), registry=kinds.registry, settings=SETTINGS)
+    # Then both settled and the schedule's last run is the 11:00 one
+    assert [r.action for r in results] == ["settled", "settled"]
+    row = world.execute("SELECT last_run_id, last_outcome, consecutive_failures FROM schedules WHERE id = %s",
+                        (second.schedule_id,)).fetchone()
+    assert row["last_run_id"] == second.run_id
+    assert row["consecutive_failures"] == 0
