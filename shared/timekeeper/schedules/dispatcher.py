@@ -9,6 +9,7 @@ allows. ``now`` is passed in: the database clock never decides what is due.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -184,6 +185,28 @@ def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: s
     return bound
 
 
+_UUID7_VERSION_AND_VARIANT = (0x7 << 76) | (0x2 << 62)
+_LOW_62_BITS = (1 << 62) - 1
+
+
+def run_ids(count: int, *, unix_ms: int | None = None) -> list[UUID]:
+    """``count`` new run ids, time-ordered: UUID version 7 (RFC 9562), the 48-bit Unix time
+    in milliseconds (``unix_ms``, default the wall clock), then 74 random bits.
+
+    Ids made later sort after ids made earlier (to the millisecond), so the entries a claim
+    batch adds to the run table's primary key land on the index's last pages rather than
+    one random page each. Made here rather than in the insert: the statement's bytea-to-text
+    round trip cost about 6 us of database time per run, more than this does in Python.
+    """
+    stamp = (time.time_ns() // 1_000_000 if unix_ms is None else unix_ms) << 80 | _UUID7_VERSION_AND_VARIANT
+    noise = os.urandom(10 * count)
+    ids = []
+    for start in range(0, 10 * count, 10):
+        bits = int.from_bytes(noise[start:start + 10])
+        ids.append(UUID(int=stamp | (bits >> 68) << 64 | bits & _LOW_62_BITS))
+    return ids
+
+
 def _message(run: dict[str, Any], owner: str) -> RunMessage:
     # Validated construction: pydantic-core checks these already-typed values in about 3 us,
     # faster than the pure-Python model_construct (about 10 us).
@@ -302,16 +325,18 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
     recorded: set[UUID] = set()
     pending_id = None
     if runs["schedule_id"]:
-        # The statement returns (run id, index of the run's entry in the arrays, state,
-        # pending-offer id); the message is built from the arrays, not read back.
+        ids = run_ids(len(runs["schedule_id"]))
+        # The statement returns (1-based position of an inserted run's entry in the arrays,
+        # state, pending-offer id); the message is built from the arrays, not read back.
         with conn.cursor(row_factory=tuple_row) as cursor:
-            inserted = cursor.execute(SQL["insert_runs"], {"owner": owner, "now": now, **runs}).fetchall()
-        for run_id, index, state, pending in inserted:
+            inserted = cursor.execute(SQL["insert_runs"], {"owner": owner, "now": now, "id": ids, **runs}).fetchall()
+        for entry, state, pending in inserted:
             if state == "queued":
-                messages.append(RunMessage(run_id=run_id, schedule_id=runs["schedule_id"][index - 1],
-                                           workspace_id=runs["workspace_id"][index - 1], owner=owner,
-                                           work_kind=runs["work_kind"][index - 1]))
-                recorded.add(run_id)
+                index = entry - 1
+                messages.append(RunMessage(run_id=ids[index], schedule_id=runs["schedule_id"][index],
+                                           workspace_id=runs["workspace_id"][index], owner=owner,
+                                           work_kind=runs["work_kind"][index]))
+                recorded.add(ids[index])
                 pending_id = pending
             else:
                 report.stale_skipped += 1

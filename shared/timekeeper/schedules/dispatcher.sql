@@ -15,21 +15,17 @@ SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, 
 -- accepted by the queue, and the same statement adds the batch's pending-offer row
 -- naming them (`pending_id`, NULL when none is queued): the dispatcher deletes it after
 -- the send, and a row left behind makes the next pass offer them again (migration 0013).
--- Each inserted run comes back with the 1-based position of its schedule in the arrays
--- (a claim batch names each schedule once), so the caller builds its message from what it
--- sent instead of reading ids and names back.
--- Run ids are time-ordered (UUID version 7: the 48-bit Unix milliseconds of the statement,
--- then random bits), so a batch's primary-key entries land on the index's last pages
--- instead of one random page each.
+-- The caller sends each run's id (time-ordered, UUID version 7, so a batch's primary-key
+-- entries land on the index's last pages instead of one random page each); each inserted
+-- run comes back as the 1-based position of its entry in the arrays, so the caller builds
+-- its message from what it sent instead of reading ids and names back.
 WITH inserted AS (
     INSERT INTO schedule_runs (
         id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
         occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
         offered_at, offer_count, published_at, publish_count, skipped_backlog, first_skipped_at,
         finished_at, outcome_code)
-    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid()) PLACING ms.prefix FROM 1 FOR 6),
-                                  52, 1), 53, 1), 'hex')::uuid,
-           v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
+    SELECT v.id, v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
            v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
            CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
@@ -38,25 +34,23 @@ WITH inserted AS (
            v.skipped_backlog, v.first_skipped_at,
            CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
-      FROM unnest(%(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
+      FROM unnest(%(id)b::uuid[], %(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
                   %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
                   %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],
                   %(definition_version)b::integer[], %(state)b::text[], %(skipped_backlog)b::integer[],
                   %(first_skipped_at)b::timestamptz[])
-           AS v(schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
+           AS v(id, schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
                 dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
-     CROSS JOIN (SELECT substring(int8send(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-                                  FROM 3) AS prefix) AS ms
     ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
-    RETURNING id, schedule_id, state
+    RETURNING id, state
 ), pending AS (
     INSERT INTO schedule_pending_offers (owner, offered_at, run_ids)
     SELECT %(owner)s, %(now)s, array_agg(id) FROM inserted WHERE state = 'queued' HAVING count(*) > 0
     RETURNING id
 )
-SELECT i.id, v.entry, i.state, (SELECT id FROM pending) AS pending_id
+SELECT v.entry, i.state, (SELECT id FROM pending) AS pending_id
   FROM inserted AS i
-  JOIN unnest(%(schedule_id)b::uuid[]) WITH ORDINALITY AS v(schedule_id, entry) ON v.schedule_id = i.schedule_id
+  JOIN unnest(%(id)b::uuid[]) WITH ORDINALITY AS v(id, entry) ON v.id = i.id
 
 -- name: advance_schedules
 UPDATE schedules AS s
