@@ -1,8 +1,8 @@
 """Observability singletons and the metric names shared by code and dashboards.
 
-Keys on every log line: ``run_id``, ``schedule_id``, ``workspace_id`` (the consumer adds
-the run's three while a work kind's handler runs; the other handlers append what they
-have). No personal data (addresses, names) in logs or metrics.
+Keys on log lines: ``run_id``, ``schedule_id``, ``workspace_id`` (the consumer's run ids
+while a work kind's handler runs, the caller's workspace during an API request; both kept
+in the context, not the process). No personal data (addresses, names) in logs or metrics.
 """
 
 from __future__ import annotations
@@ -51,35 +51,45 @@ logger = Logger(service="timekeeper")
 metrics = Metrics(namespace=NAMESPACE, service="timekeeper")
 tracer = Tracer(service="timekeeper")
 
-#: The (run id, schedule id, workspace id) of the run whose handler is running, or None.
-_RUN_KEYS: ContextVar[tuple[Any, Any, Any] | None] = ContextVar("timekeeper_run_keys", default=None)
+#: The keys added to every log line written in this context (values made strings only when
+#: a line is written), or None. Set through :func:`set_log_keys` and :func:`enter_run`.
+_LOG_KEYS: ContextVar[dict[str, Any] | None] = ContextVar("timekeeper_log_keys", default=None)
 
 
-class _RunKeys(logging.Filter):
-    """Adds ``run_id``, ``schedule_id`` and ``workspace_id`` of the run being handled to each
-    record the product's log handler writes. The strings are made only when a line is
-    written, so a handler that logs nothing costs a context-variable set and reset, not
-    the three string conversions and key updates of ``Logger.append_keys`` per run."""
+class _ContextKeys(logging.Filter):
+    """Adds the context's log keys (``run_id``, ``schedule_id``, ``workspace_id``, ...) to
+    each record the product's log handler writes. Unlike ``Logger.append_keys``, which
+    changes the handler's formatter for the whole process, the keys belong to the context
+    (a thread, a request): two requests served at once never see each other's, and a run's
+    keys cost a context-variable set and reset when its handler writes nothing."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        keys = _RUN_KEYS.get()
-        if keys is not None:
-            record.run_id, record.schedule_id, record.workspace_id = (str(key) for key in keys)
+        keys = _LOG_KEYS.get()
+        if keys:
+            for name, value in keys.items():
+                setattr(record, name, str(value))
         return True
 
 
-logger.registered_handler.addFilter(_RunKeys())
+logger.registered_handler.addFilter(_ContextKeys())
+
+
+def set_log_keys(**keys: Any) -> None:
+    """Add ``keys`` to every log line written from now on in this context (an API request,
+    a Lambda invocation). Callers that must undo it run in a copied context."""
+    _LOG_KEYS.set({**(_LOG_KEYS.get() or {}), **keys})
 
 
 def enter_run(run_id: Any, schedule_id: Any, workspace_id: Any) -> Token:
     """Log lines written from now on (in this context) carry the run's three ids; returns
     the token :func:`leave_run` takes."""
-    return _RUN_KEYS.set((run_id, schedule_id, workspace_id))
+    return _LOG_KEYS.set({**(_LOG_KEYS.get() or {}), "run_id": run_id, "schedule_id": schedule_id,
+                          "workspace_id": workspace_id})
 
 
 def leave_run(token: Token) -> None:
     """Log lines no longer carry the run's ids (undo the matching :func:`enter_run`)."""
-    _RUN_KEYS.reset(token)
+    _LOG_KEYS.reset(token)
 
 
 #: The dimension naming a metric's pipeline, and the one naming an outcome's work kind.

@@ -101,3 +101,34 @@ def test_run_now_idempotency_keys_do_not_cross_schedules(call):
     one = call("POST", f"/schedules/{first}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
     two = call("POST", f"/schedules/{second}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
     assert one != two
+
+
+def test_a_request_s_workspace_log_key_ends_with_the_request(call, caller):
+    # Given the product's log handler writing to a buffer
+    import contextvars
+    import io
+    import json
+
+    from timekeeper import observability as obs
+
+    written = io.StringIO()
+    previous = obs.logger.registered_handler.setStream(written)
+    try:
+        # When a request of the caller's workspace is answered and lines are logged afterwards,
+        # and, in a context of its own, a line under another workspace's key
+        assert call("GET", "/schedules").status == 200
+        obs.logger.info("after the request")
+
+        def elsewhere():
+            obs.set_log_keys(workspace_id="another-workspace")
+            obs.logger.info("in another context")
+
+        contextvars.copy_context().run(elsewhere)
+        obs.logger.info("after the other context")
+    finally:
+        obs.logger.registered_handler.setStream(previous)
+    # Then only the line written inside the other context carries a workspace
+    lines = {line["message"]: line for line in map(json.loads, written.getvalue().splitlines())}
+    assert "workspace_id" not in lines["after the request"]
+    assert lines["in another context"]["workspace_id"] == "another-workspace"
+    assert "workspace_id" not in lines["after the other context"]

@@ -19,6 +19,7 @@ annotations at run time, including the dependencies built inside :func:`create_a
 """
 
 import base64
+import contextvars
 import json
 import re
 from collections.abc import Callable
@@ -59,7 +60,7 @@ from timekeeper.api.queries import register_query_routes
 from timekeeper.api.reports import register_report_routes
 from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
 from timekeeper.api.snapshot_routes import register_snapshot_routes
-from timekeeper.observability import logger
+from timekeeper.observability import set_log_keys
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.work import WorkKindRegistry
@@ -210,7 +211,10 @@ class JsonApiResolver(APIGatewayRestResolver):
             if nul is not None:
                 return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                     "text may not contain the NUL character (U+0000)", nul)
-        return super().resolve(event, context)
+        # Each request resolves in a copy of the caller's context, so the log keys a route
+        # sets (the caller's workspace) end with the request: neither a later request on
+        # this thread nor one served at once on another writes them.
+        return contextvars.copy_context().run(super().resolve, event, context)
 
 
 def nul_field(text: str) -> str | None:
@@ -283,7 +287,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
         def scope(request: Request) -> WorkspaceScope:
             identity = identity_from_event(request.resolved_event.raw_event)
-            logger.append_keys(workspace_id=str(identity.workspace_id))
+            set_log_keys(workspace_id=identity.workspace_id)
             identity.require(permission)
             return WorkspaceScope(identity=identity, conn=adapters.connection(), now=adapters.now(),
                                   publisher=publisher, kinds=registry)

@@ -62,7 +62,7 @@ from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError, ErrorBody
 from timekeeper.api.models import CURSOR_PATTERN, UtcDatetime, decode_cursor, encode_cursor
 from timekeeper.db.keyset import split_page
-from timekeeper.observability import logger
+from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
 from timekeeper.queries import definition as definitions
 from timekeeper.queries import store
@@ -375,7 +375,7 @@ def register_query_routes(route: Callable[..., Callable[[Callable[..., Any]], Ca
     def scope_for(permission: str) -> Callable[[Request], QueryScope]:
         def scope(request: Request) -> QueryScope:
             identity = identity_from_event(request.resolved_event.raw_event)
-            logger.append_keys(workspace_id=str(identity.workspace_id))
+            set_log_keys(workspace_id=identity.workspace_id)
             identity.require(permission)
             return QueryScope(identity=identity, conn=connection(), now=now())
 

@@ -31,7 +31,7 @@ from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, decode_cursor, encode_cursor
 from timekeeper.db.keyset import split_page
-from timekeeper.observability import logger
+from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
 from timekeeper.queries import rendering
 from timekeeper.queries import reports as store
@@ -197,7 +197,7 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
     def scope_for(permission: str) -> Callable[[Request], ReportScope]:
         def scope(request: Request) -> ReportScope:
             identity = identity_from_event(request.resolved_event.raw_event)
-            logger.append_keys(workspace_id=str(identity.workspace_id))
+            set_log_keys(workspace_id=identity.workspace_id)
             if permission not in identity.permissions:
                 raise ApiError(HTTPStatus.FORBIDDEN, errors.FORBIDDEN, f"this action needs the role {permission}")
             return ReportScope(identity, connection(), now())

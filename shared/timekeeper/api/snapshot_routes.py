@@ -56,7 +56,7 @@ from timekeeper.api.auth import SNAPSHOTS_READ, Identity, identity_from_event
 from timekeeper.api.errors import ApiError, ErrorBody
 from timekeeper.api.models import UtcDatetime
 from timekeeper.api.scope import StaffScope, WorkspacePeriods, WorkspaceSnapshots, staff_roles
-from timekeeper.observability import logger
+from timekeeper.observability import set_log_keys
 from timekeeper.snapshots.ledger import PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 
@@ -229,7 +229,7 @@ def register_snapshot_routes(route: Callable[..., Any], connection: Callable[[],
 
     def caller(request: Request) -> Identity:
         identity = identity_from_event(request.resolved_event.raw_event)
-        logger.append_keys(workspace_id=str(identity.workspace_id))
+        set_log_keys(workspace_id=identity.workspace_id)
         return identity
 
     def staff(request: Request) -> StaffScope:
