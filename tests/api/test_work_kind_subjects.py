@@ -90,3 +90,22 @@ def test_another_workspace_cannot_use_my_subject(call, subjects, caller):
     reply = call("POST", "/schedules", roll(subject_id=subjects["recurring"]), as_=stranger)
     # Then it is the refusal of an unknown subject
     assert reply.status == 422 and reply.body["message"] == "no recurring batch with this id in this workspace"
+
+
+def test_billing_prepare_takes_its_workspace_s_plan_or_no_subject(call, conn, caller):
+    # Given a billing plan in the caller's workspace and one in another workspace
+    with conn.transaction():
+        mine = books.create_billing_plan(conn, workspace_id=caller.workspace_id, customer="Ada", amount="10.00",
+                                         currency="EUR", interval_months=1, first_bill_date=date(2027, 4, 1))
+        theirs = books.create_billing_plan(conn, workspace_id=uuid.uuid4(), customer="Bob", amount="10.00",
+                                           currency="EUR", interval_months=1, first_bill_date=date(2027, 4, 1))
+    # When billing.prepare schedules are created with my plan, with none, with theirs and with an unknown id
+    prepare = {"work_kind": "billing.prepare", "name": "monthly billing"}
+    assert call("POST", "/schedules", new_schedule(subject_id=str(mine.id), **prepare)).status == 201
+    assert call("POST", "/schedules", new_schedule(**prepare)).status == 201
+    for subject in (theirs.id, uuid.uuid4()):
+        reply = call("POST", "/schedules", new_schedule(subject_id=str(subject), **prepare))
+        # Then another workspace's plan and an unknown id are the one refusal naming subject_id
+        assert reply.status == 422, reply.body
+        assert reply.body == {"code": "validation_error", "field": "subject_id",
+                              "message": "no billing plan with this id in this workspace"}

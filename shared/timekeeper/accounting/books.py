@@ -298,6 +298,14 @@ def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account:
     return line
 
 
+def get_billing_plan(conn: psycopg.Connection, *, workspace_id: UUID, plan_id: UUID) -> BillingPlan:
+    """Return the workspace's billing plan (active or not); raises :class:`NotFound`."""
+    plan = fetch_one(conn, _q("get_billing_plan"), {"workspace_id": workspace_id, "plan_id": plan_id}, BillingPlan)
+    if plan is None:
+        raise NotFound(f"billing plan {plan_id} not found")
+    return plan
+
+
 def create_billing_plan(conn: psycopg.Connection, *, workspace_id: UUID, customer: str, amount: Decimal | int | str,
                         currency: str, interval_months: int, first_bill_date: date,
                         active: bool = True) -> BillingPlan:

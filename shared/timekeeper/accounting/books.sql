@@ -153,3 +153,8 @@ INSERT INTO billing_plans (workspace_id, customer, amount, currency, interval_mo
 VALUES (%(workspace_id)s, %(customer)s, %(amount)s, %(currency)s, %(interval_months)s, %(anchor_day)s,
         %(next_bill_date)s, %(active)s)
 RETURNING id, workspace_id, customer, amount, currency, interval_months, anchor_day, next_bill_date, active;
+
+-- name: get_billing_plan
+SELECT id, workspace_id, customer, amount, currency, interval_months, anchor_day, next_bill_date, active
+  FROM billing_plans
+ WHERE id = %(plan_id)s AND workspace_id = %(workspace_id)s

@@ -34,6 +34,7 @@ from timekeeper.accounting.books import (
     auto_close_batch,
     batch_name,
     get_batch,
+    get_billing_plan,
     get_recurring_batch,
     roll_recurring_batch,
 )
@@ -274,15 +275,18 @@ def _found(lookup: Callable[..., Any], id_keyword: str) -> Callable[[psycopg.Con
     return exists
 
 
-#: ``batch.roll``'s subject is a recurring batch, ``batch.auto_close``'s a batch, of the workspace.
+#: ``batch.roll``'s subject is a recurring batch, ``batch.auto_close``'s a batch, and
+#: ``billing.prepare``'s (optional) a billing plan, of the workspace.
 _recurring_batch_exists = _found(get_recurring_batch, "recurring_batch_id")
 _batch_exists = _found(get_batch, "batch_id")
+_billing_plan_exists = _found(get_billing_plan, "plan_id")
 
 
 def register(registry: WorkKindRegistry) -> None:
     """Register the four accounting work kinds under owner ``"accounting"`` (no staleness
     bound; ``batch.roll`` needs a recurring batch and ``batch.auto_close`` a batch of the
-    schedule's workspace as its subject) and the ``posting.sweep`` maintenance task.
+    schedule's workspace as its subject; ``billing.prepare`` takes a billing plan of the
+    workspace or no subject) and the ``posting.sweep`` maintenance task.
 
     Raises ``ValueError`` when one of them is registered already.
     """
@@ -291,7 +295,8 @@ def register(registry: WorkKindRegistry) -> None:
     registry.register(OWNER, BATCH_AUTO_CLOSE, auto_close, staleness=None,
                       subject=SubjectRequirement("batch", _batch_exists))
     registry.register(OWNER, RECONCILIATION_SWEEP, reconciliation_sweep, staleness=None)
-    registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None)
+    registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None,
+                      subject=SubjectRequirement("billing plan", _billing_plan_exists, required=False))
     registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep)
 
 
