@@ -52,7 +52,7 @@ metrics = Metrics(namespace=NAMESPACE, service="timekeeper")
 tracer = Tracer(service="timekeeper")
 
 #: The keys added to every log line written in this context (values made strings only when
-#: a line is written), or None. Set through :func:`set_log_keys` and :func:`enter_run`.
+#: a line is written), or None. Set through :func:`set_log_keys` and :func:`push_log_keys`.
 _LOG_KEYS: ContextVar[dict[str, Any] | None] = ContextVar("timekeeper_log_keys", default=None)
 
 
@@ -80,15 +80,15 @@ def set_log_keys(**keys: Any) -> None:
     _LOG_KEYS.set({**(_LOG_KEYS.get() or {}), **keys})
 
 
-def enter_run(run_id: Any, schedule_id: Any, workspace_id: Any) -> Token:
-    """Log lines written from now on (in this context) carry the run's three ids; returns
-    the token :func:`leave_run` takes."""
-    return _LOG_KEYS.set({**(_LOG_KEYS.get() or {}), "run_id": run_id, "schedule_id": schedule_id,
-                          "workspace_id": workspace_id})
+def push_log_keys(**keys: Any) -> Token:
+    """Add ``keys`` to the log lines written in this context until :func:`pop_log_keys`
+    is given the returned token (a run while its handler runs, an export while it is
+    consumed)."""
+    return _LOG_KEYS.set({**(_LOG_KEYS.get() or {}), **keys})
 
 
-def leave_run(token: Token) -> None:
-    """Log lines no longer carry the run's ids (undo the matching :func:`enter_run`)."""
+def pop_log_keys(token: Token) -> None:
+    """Undo the matching :func:`push_log_keys`."""
     _LOG_KEYS.reset(token)
 
 

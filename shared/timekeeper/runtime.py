@@ -33,7 +33,15 @@ from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
 from timekeeper.faults import crash_point
-from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, PipelineMetrics, logger, metrics
+from timekeeper.observability import (
+    REPORT_RENDER_FAILED,
+    REPORT_RENDERED,
+    PipelineMetrics,
+    logger,
+    metrics,
+    pop_log_keys,
+    push_log_keys,
+)
 from timekeeper.queries import rendering
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
@@ -347,21 +355,24 @@ def run_renderer(event: Any) -> dict[str, Any]:
     except ValidationError as error:
         logger.warning("malformed render request dropped", extra={"error": str(error)[:500]})
         return {"dropped": "malformed"}
-    logger.append_keys(workspace_id=str(request.workspace_id), render_id=str(request.render_id))
+    keys = push_log_keys(workspace_id=request.workspace_id, render_id=request.render_id)
     try:
-        row = rendering.render(renderer_database().get(), s3_client(), files_bucket(),
-                               workspace_id=request.workspace_id, render_id=request.render_id, now=clock.now(),
-                               max_attempts=REPORT_RENDERER.max_attempts)
-    except rendering.RenderNotFound:
-        logger.warning("render request names no render; dropped")
-        return {"dropped": "render_not_found"}
-    summary = {"render_id": str(row.id), "state": row.state, "error_code": row.error_code, "attempts": row.attempts}
-    if row.state == "succeeded":
-        metrics.add_metric(name=REPORT_RENDERED, unit="Count", value=1)
-    elif row.state == "failed":
-        metrics.add_metric(name=REPORT_RENDER_FAILED, unit="Count", value=1)
-    logger.info("render", extra=summary)
-    return summary
+        try:
+            row = rendering.render(renderer_database().get(), s3_client(), files_bucket(),
+                                   workspace_id=request.workspace_id, render_id=request.render_id, now=clock.now(),
+                                   max_attempts=REPORT_RENDERER.max_attempts)
+        except rendering.RenderNotFound:
+            logger.warning("render request names no render; dropped")
+            return {"dropped": "render_not_found"}
+        summary = {"render_id": str(row.id), "state": row.state, "error_code": row.error_code, "attempts": row.attempts}
+        if row.state == "succeeded":
+            metrics.add_metric(name=REPORT_RENDERED, unit="Count", value=1)
+        elif row.state == "failed":
+            metrics.add_metric(name=REPORT_RENDER_FAILED, unit="Count", value=1)
+        logger.info("render", extra=summary)
+        return summary
+    finally:
+        pop_log_keys(keys)
 
 
 def reset() -> None:
@@ -473,11 +484,14 @@ def consume_exports(event: dict[str, Any], context: Any) -> dict[str, Any]:
     parsed, failures = parse_records(event, ExportMessage, what="export message")
     conn = database().get()
     for message_id, message, receive_count in parsed:
-        logger.append_keys(export_id=str(message.export_id), workspace_id=str(message.workspace_id))
-        if not consume_export(conn, s3_client(), files_bucket(), message, receive_count=receive_count,
-                              max_receive_count=queue.max_receive_count, now=clock.now(),
-                              lease=timedelta(seconds=queue.consumer_timeout_s)):
-            failures.append(message_id)
+        keys = push_log_keys(export_id=message.export_id, workspace_id=message.workspace_id)
+        try:
+            if not consume_export(conn, s3_client(), files_bucket(), message, receive_count=receive_count,
+                                  max_receive_count=queue.max_receive_count, now=clock.now(),
+                                  lease=timedelta(seconds=queue.consumer_timeout_s)):
+                failures.append(message_id)
+        finally:
+            pop_log_keys(keys)
     try:
         reoffered = reoffer_exports(conn, export_publisher(), now=clock.now(), older_than=queue.reoffer_after,
                                     limit=EXPORT_SWEEP_LIMIT)

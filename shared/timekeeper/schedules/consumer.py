@@ -330,7 +330,7 @@ def _context(batch: _Batch, run: StartedRun, conn: _RunConnection) -> RunContext
 
 def _call(kind: WorkKind, ctx: RunContext) -> Outcome | BaseException:
     """Call the handler; return its outcome, or the exception it raised (its own fault)."""
-    token = obs.enter_run(ctx.run_id, ctx.schedule_id, ctx.workspace_id)
+    token = obs.push_log_keys(run_id=ctx.run_id, schedule_id=ctx.schedule_id, workspace_id=ctx.workspace_id)
     try:
         crash_point("consumer.handler_started", ctx)
         outcome = kind.handler(ctx)
@@ -338,7 +338,7 @@ def _call(kind: WorkKind, ctx: RunContext) -> Outcome | BaseException:
     except Exception as error:  # noqa: BLE001 - the handler's fault, not the consumer's
         return error
     finally:
-        obs.leave_run(token)
+        obs.pop_log_keys(token)
     if isinstance(outcome, Succeeded | Skipped | Refused):
         return outcome
     return TypeError(f"work kind {ctx.work_kind} returned {outcome!r}, not an Outcome")
