@@ -698,8 +698,11 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
     for column in ("invariant", "checked", "result"):
         checks.add_column(column, justify="right" if column == "checked" else "left")
     for check in result.checks:
-        checks.add_row(check.name, f"{check.checked:,}", "[green]held[/]" if check.held else
-                       f"[red]FAILED[/] ({len(check.failures)})")
+        if not check.held:
+            verdict = f"[red]FAILED[/] ({len(check.failures)})"
+        else:  # an invariant with nothing to check in this campaign says so rather than "held"
+            verdict = "[green]held[/]" if check.checked else "[yellow]nothing to check[/]"
+        checks.add_row(check.name, f"{check.checked:,}", verdict)
     console.print(checks)
     for check in result.checks:
         for failure in check.failures[:20]:
