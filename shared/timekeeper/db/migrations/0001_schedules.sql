@@ -1,4 +1,4 @@
--- Scheduling library tables (DESIGN section 2). PostgreSQL 15 compatible.
+-- Scheduling library tables: schedules, their runs, history and owner notices. PostgreSQL 15 compatible.
 
 CREATE TABLE schedules (
     id                    uuid PRIMARY KEY,

@@ -1,13 +1,13 @@
--- Accounting owner module tables (DESIGN section 3, seed 000). PostgreSQL 15 compatible.
+-- Accounting owner module tables: calendars, batches, ledger, posting, billing. PostgreSQL 15 compatible.
 --
 -- Every table carries workspace_id and a UNIQUE (workspace_id, id) key; references between
 -- accounting rows are composite (workspace_id, x_id) foreign keys, so a row can never point
--- at another workspace's row (DESIGN section 9, a wall below the scoped queries).
+-- at another workspace's row (a tenant wall below the scoped queries; row-level security is the other).
 -- Instants are timestamptz (UTC); calendar days are date; money is numeric(18,2).
 
 -- Accounting calendars and their periods. A calendar's COVERAGE is exactly the set of
 -- generated periods: a date after the last period (or before the first) is uncovered,
--- and no handler ever generates periods (seed 000 branch "outside calendar coverage").
+-- and no handler ever generates periods (a roll past the last period fails "outside calendar coverage").
 CREATE TABLE accounting_calendars (
     id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
     workspace_id  uuid NOT NULL,

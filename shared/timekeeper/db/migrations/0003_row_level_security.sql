@@ -1,4 +1,4 @@
--- Row-level security: the second tenant wall below the scoped queries (DESIGN section 9).
+-- Row-level security: the second tenant wall below the scoped queries (composite keys are the first).
 -- PostgreSQL 15 compatible.
 --
 -- Who is walled: the NOLOGIN role `timekeeper_api`. The HTTP API's connection switches to
