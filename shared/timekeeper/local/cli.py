@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "xlsx"), default="csv", help="file format (default csv)")
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--demo", action="store_true",
-                        help="first create the workspace, the user (queries:read) and 1,000 invoices if missing")
+                        help="first create whichever is missing of the workspace, the user, their membership "
+                             "(queries:read) and 1,000 invoices; nothing that exists is changed")
     export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
     return parser
 
