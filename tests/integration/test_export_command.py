@@ -103,3 +103,13 @@ def test_demo_creates_the_user_and_membership_only_when_missing(server, tmp_path
         user, membership = member_with_user(conn, workspace_id=workspace, user_id="dora")
     assert user is not None and user.status == "active"
     assert membership is not None and membership.roles == ["queries:read"] and membership.left_at is None
+
+
+def test_psql_on_a_database_the_server_does_not_have_says_which_it_has(pg_server_url, monkeypatch, capsys):
+    # Given the local server (here: the test server, as DATABASE_URL)
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    # When psql is asked for a database it does not hold
+    code = main(["psql", "--database", "tk_no_such_database"])
+    # Then one line says so and names the databases it has, and psql is not started
+    err = capsys.readouterr().err
+    assert code == 1 and "no database tk_no_such_database" in err and "postgres" in err, err
