@@ -75,3 +75,31 @@ def test_the_file_name_function_gives_an_ascii_header_for_any_name(name):
     assert value.isascii() and "\r" not in value and "\n" not in value and len(value) < 1000
     assert re.fullmatch(r'attachment; filename="[A-Za-z0-9._-]+"; filename\*=UTF-8\'\'[A-Za-z0-9!#$&+.^_`|~%-]+',
                         value), value
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_the_local_s3_serves_a_download_under_any_schedule_name_at_once(name):
+    # (A non-ASCII name in the header once made the local download hang, CR/LF a 500.)
+    import boto3
+    import requests
+    from botocore.config import Config
+    from moto.server import ThreadedMotoServer
+
+    from timekeeper.api.downloads import attachment
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        s3 = boto3.client("s3", endpoint_url=f"http://{host}:{port}", region_name="us-east-1",
+                          aws_access_key_id="t", aws_secret_access_key="t", config=Config(signature_version="s3v4"))
+        s3.create_bucket(Bucket="files-bucket")
+        s3.put_object(Bucket="files-bucket", Key="run.csv", Body=b"a,b\n")
+        url = s3.generate_presigned_url("get_object", ExpiresIn=60, Params={
+            "Bucket": "files-bucket", "Key": "run.csv",
+            "ResponseContentDisposition": attachment(name, suffix="-1.csv", default="delivery")})
+        reply = requests.get(url, timeout=5)
+    finally:
+        server.stop()
+    assert reply.status_code == 200 and reply.content == b"a,b\n"
+    assert reply.headers["Content-Disposition"].startswith("attachment; filename=")
