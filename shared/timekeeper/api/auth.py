@@ -126,8 +126,8 @@ def _roles(value: Any) -> frozenset[str]:
 def identity_from_event(event: dict[str, Any]) -> Identity:
     """Read the caller from a REST proxy event's ``requestContext.authorizer``.
 
-    Raises a 401 :class:`ApiError` when there is no authorizer context, no user id, or no
-    workspace id that is a UUID.
+    Raises a 401 :class:`ApiError` when there is no authorizer context, no user id (or one
+    longer than 200 characters or holding a NUL character), or no workspace id that is a UUID.
     """
     context = (event.get("requestContext") or {}).get("authorizer") or {}
     if not isinstance(context, dict):
@@ -144,7 +144,8 @@ def identity_from_event(event: dict[str, Any]) -> Identity:
 
     user_id = claim("user_id", "principalId", "sub")
     workspace = claim("workspace_id")
-    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > _MAX_USER_ID:
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > _MAX_USER_ID or "\x00" in user_id:
+        # (PostgreSQL text cannot hold a NUL: such an id could never be recorded as an actor)
         raise ApiError(401, UNAUTHENTICATED, "no authenticated user: sign in through the authorizer")
     try:
         workspace_id = UUID(str(workspace))

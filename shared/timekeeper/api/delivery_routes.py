@@ -41,6 +41,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Pat
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
+from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, ErrorBody, error_response
 from timekeeper.api.models import CURSOR_PATTERN, Recurrence, check_rule_shape, decode_cursor, encode_cursor
 from timekeeper.db.keyset import split_page
@@ -443,9 +444,9 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or access.NOT_FOUND,
                            f"you may no longer read this {settings.source_kind}")
         s3, bucket = adapters.files()
-        name = f"{settings.name or 'delivery'}-{link.run_id}.{source.format}".replace('"', "")
+        disposition = attachment(settings.name or "", suffix=f"-{link.run_id}.{source.format}", default="delivery")
         url = s3.generate_presigned_url("get_object", ExpiresIn=DOWNLOAD_URL_TTL_S, Params={
-            "Bucket": bucket, "Key": link.object_key, "ResponseContentDisposition": f'attachment; filename="{name}"'})
+            "Bucket": bucket, "Key": link.object_key, "ResponseContentDisposition": disposition})
         return Response(status_code=HTTPStatus.FOUND, headers={
             "Location": url, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
             content_type=content_types.TEXT_PLAIN, body="")

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ
+from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ErrorBody, error_response
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
@@ -168,5 +169,5 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
         url = s3.generate_presigned_url(
             "get_object", ExpiresIn=DOWNLOAD_URL_TTL_S,
             Params={"Bucket": bucket, "Key": export.object_key,
-                    "ResponseContentDisposition": f'attachment; filename="{ex.file_name(export)}"'})
+                    "ResponseContentDisposition": attachment(ex.file_name(export))})
         return export_out(export, url=url, expires_at=scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S))

@@ -375,13 +375,11 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
 def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
     """Run the campaign ``options`` describes; return its :class:`ChaosResult` (the audit's
     checks included). The database ``options.database`` is created afresh and kept."""
-    import os
-    from pathlib import Path
-
+    from timekeeper.local.embedded import state_home
     from timekeeper.local.simulate import SimulationOptions, run_simulation
 
     campaign = Campaign(options)
-    home = Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper"))
+    home = state_home()
     simulation = SimulationOptions(
         start=options.start, days=options.days, extra_minutes=options.quiet_hours * 60, seed=7, outages=(), poison=1,
         show_progress=options.show_progress, database=options.database, delivery_dir=home / "chaos-deliveries")

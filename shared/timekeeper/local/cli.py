@@ -180,7 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--format", choices=("csv", "xlsx"), default="csv", help="file format (default csv)")
     export.add_argument("--out", required=True, help="file to write")
     export.add_argument("--demo", action="store_true",
-                        help="first create the workspace, the user (queries:read) and 1,000 invoices if missing")
+                        help="first create whichever is missing of the workspace, the user, their membership "
+                             "(queries:read) and 1,000 invoices; nothing that exists is changed")
     export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
     return parser
 
@@ -249,6 +250,8 @@ def _run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         from timekeeper.local.export import ExportOptions, run_export_command
+
+        announce_new_state()
 
         return run_export_command(ExportOptions(
             workspace=args.workspace, user=args.user, format=args.format, out=Path(args.out), query=args.query,
@@ -335,16 +338,64 @@ def _platform_data(args: argparse.Namespace, out: Any = None) -> int:
     return 0
 
 
-def _psql(database: str) -> int:
-    """Open ``database`` on the local server in psql; the embedded server runs while psql does."""
-    import subprocess
+def _where(home: Any, how: str) -> str:
+    """How the state folder ``home`` was chosen, for a message (``how`` from
+    :func:`timekeeper.local.embedded.find_state_home`)."""
+    return {"variable": f"{home} (TIMEKEEPER_HOME)",
+            "found": f"{home} (the nearest .timekeeper folder up from here)"}.get(
+        how, f"{home} (no .timekeeper folder here or in a parent folder)")
+
+
+def announce_new_state(err: Any = None) -> bool:
+    """Say on ``err`` (standard error) when the embedded server about to start has no data
+    yet: a command run outside the checkout would otherwise answer from a new, empty
+    server without a word. Returns whether it said so (never with ``DATABASE_URL``)."""
+    import os
 
     from timekeeper.local import embedded
 
+    if os.environ.get("DATABASE_URL"):
+        return False
+    home, how = embedded.find_state_home()
+    if embedded.holds_server(home / "pgdata"):
+        return False
+    print(f"note: the local state folder {_where(home, how)} holds no database yet; starting a new, empty one "
+          f"(run from the checkout, or set TIMEKEEPER_HOME to its .timekeeper folder, to use its data)",
+          file=err or sys.stderr)
+    return True
+
+
+def _psql(database: str) -> int:
+    """Open ``database`` on the local server in psql; the embedded server runs while psql does.
+    Exit code 1, with one line saying why, when the state folder holds no server (none is
+    started) or the server has no such database."""
+    import os
+    import subprocess
+
+    import psycopg
+
+    from timekeeper.local import embedded
+
+    if not os.environ.get("DATABASE_URL"):
+        home, how = embedded.find_state_home()
+        if not embedded.holds_server(home / "pgdata"):
+            print(f"no local database server in {_where(home, how)}: run simulate or serve first, from the "
+                  f"checkout or with TIMEKEEPER_HOME naming its .timekeeper folder", file=sys.stderr)
+            return 1
     try:
-        url = embedded.with_database(embedded.server_url(), database)
+        server = embedded.server_url()
+        with psycopg.connect(server, autocommit=True) as conn:
+            names = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE NOT datistemplate "
+                                                "ORDER BY 1").fetchall()]
+        url = embedded.with_database(server, database)
     except Exception as error:  # noqa: BLE001 - one line, not a traceback
         print(f"cannot start the local database server: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    if database not in names:
+        where = "DATABASE_URL's server" if os.environ.get("DATABASE_URL") else \
+            f"the local server in {embedded.state_home()}"
+        print(f"no database {database} on {where} (it has: {', '.join(names)}); simulate makes timekeeper_sim, "
+              f"serve timekeeper_serve", file=sys.stderr)
         return 1
     # Ctrl-C belongs to psql while it runs (it cancels the query there), not to this process.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)

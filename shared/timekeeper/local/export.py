@@ -8,9 +8,9 @@ writes it to ``--out``. The database is the one ``serve`` uses (``timekeeper_ser
 kept), so queries and data made through the API can be exported.
 
 ``--definition JSON`` saves a new query first (by ``--user``) when no ``--query`` is
-given; ``--demo`` first makes sure the workspace, the user (a member with
-``queries:read``) and some members and invoices exist, so a fresh machine has something
-to export.
+given; ``--demo`` first creates what is missing of the workspace, the user (a member
+with ``queries:read``) and some members and invoices, so a fresh machine has something
+to export; it never changes a workspace, user or membership that exists.
 """
 
 from __future__ import annotations
@@ -43,17 +43,23 @@ class ExportOptions:
 
 
 def ensure_demo_data(conn: Any, *, workspace_id: UUID, user_id: str, now: Any, invoices: int = DEMO_INVOICES) -> int:
-    """Make sure ``workspace_id`` exists, ``user_id`` is an active member with
-    ``queries:read``, and the workspace has invoices (``invoices`` of them across 50
-    members when it has none). Returns the invoices created."""
-    from timekeeper.platform.directory import add_member, create_workspace, get_workspace, upsert_user
+    """Create what is missing of the demo: the workspace ``workspace_id`` ("Demo",
+    Europe/Berlin, EUR), the user ``user_id`` (active, named by its id), their membership
+    with ``queries:read``, and ``invoices`` invoices across 50 members when the workspace
+    has none. Nothing that exists is changed: an existing workspace, user or membership
+    (even one that left, or whose roles grant no export) is kept as it is, so the export
+    that follows may be refused for it. Returns the invoices created."""
+    from timekeeper.platform.directory import add_member, create_workspace, get_workspace, member_with_user, upsert_user
 
     with conn.transaction():
         if get_workspace(conn, workspace_id) is None:
             create_workspace(conn, name="Demo", timezone="Europe/Berlin", currency="EUR", workspace_id=workspace_id,
                              now=now)
-        upsert_user(conn, user_id=user_id, display_name=user_id, now=now)
-        add_member(conn, workspace_id=workspace_id, user_id=user_id, roles=["queries:read"], now=now)
+        user, membership = member_with_user(conn, workspace_id=workspace_id, user_id=user_id)
+        if user is None:
+            upsert_user(conn, user_id=user_id, display_name=user_id, now=now)
+        if membership is None:
+            add_member(conn, workspace_id=workspace_id, user_id=user_id, roles=["queries:read"], now=now)
         if conn.execute("SELECT 1 FROM invoices WHERE workspace_id = %s LIMIT 1", (workspace_id,)).fetchone():
             return 0
         conn.execute("""INSERT INTO members (workspace_id, member_number, display_name, joined_on)

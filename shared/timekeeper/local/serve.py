@@ -14,13 +14,17 @@ What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, sha
   wall-clock minute (an EventBridge scheduled event) and polls each run queue every second
   with the SQS event source mapping that feeds the REAL consumer handler -- so a "Run now"
   runs within about a second;
-* an HTTP server on ``--host``/``--port`` that handles connections concurrently (a pool of
-  worker threads, each an API execution environment with its own database connection)
-  and turns each request into an API Gateway REST proxy event for the REAL API handler
-  (``functions/api/handler.py``), with a local stand-in for the Lambda authorizer. An
-  idle client is dropped after ``REQUEST_READ_TIMEOUT_S`` seconds; errors of the HTTP
-  layer itself (an oversized header, a malformed request line) get the API's JSON error
-  body too.
+* an HTTP server on ``--host``/``--port`` that reads each connection on its own thread
+  (:data:`CONNECTION_THREADS`) and turns each request into an API Gateway REST proxy
+  event for the REAL API handler (``functions/api/handler.py``), run on one of
+  :data:`API_ENVIRONMENTS` API execution environments (threads, each with its own
+  database connection), with a local stand-in for the Lambda authorizer. Each request
+  phase has a deadline: the request line and headers :data:`HEADER_READ_TIMEOUT_S`
+  seconds, the body :data:`BODY_READ_TIMEOUT_S` seconds (a byte now and then extends
+  neither), so a slow or silent client never holds up the others. Errors of the HTTP
+  layer itself (an oversized header, a malformed request line, a ``Content-Length``
+  that is no byte count, a body that ends early or arrives too late) get the API's JSON
+  error body (``bad_request``) too.
 
 The authorizer stand-in takes the claims from a development token:
 ``Authorization: Bearer dev:<user id>:<workspace uuid>:<role,role,...>``, e.g.
@@ -33,8 +37,10 @@ with no claims (401). It checks nothing: it is for a laptop, never for a deploym
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -45,7 +51,7 @@ from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from timekeeper.api import errors
 from timekeeper.local.stack import LocalStack, platform_sample_day, start_local_stack
@@ -146,8 +152,12 @@ class ApiGatewayProxy:
         from timekeeper.local.lambdas import invoke
 
         event = proxy_event_from_wsgi(environ)
+        environments = environ.get(ENVIRONMENTS_KEY)
         try:
-            result = invoke(self.function, event, timeout_s=29)
+            if environments is not None:  # on one of the server's API execution environments
+                result = environments.submit(invoke, self.function, event, timeout_s=29).result()
+            else:
+                result = invoke(self.function, event, timeout_s=29)
         except Exception as error:  # noqa: BLE001 - the integration failed: a 502 like API Gateway
             print(f"API function failed: {type(error).__name__}", file=sys.stderr)
             body = json.dumps({"message": "Internal server error"}).encode()
@@ -172,21 +182,134 @@ class ApiGatewayProxy:
         return [data]
 
 
-#: Seconds a connection may stay silent before the server drops it.
-REQUEST_READ_TIMEOUT_S = 10
+#: Seconds a client has, from the moment its connection is taken up, to send the request
+#: line and every header: a deadline for the whole phase, which a byte now and then does
+#: not extend. A connection that has not finished by then is closed.
+HEADER_READ_TIMEOUT_S = 10
+#: Seconds a client has, once its headers are read, to send the whole body its
+#: ``Content-Length`` announces; past it the answer is 400 ``bad_request``.
+BODY_READ_TIMEOUT_S = 10
+#: Seconds the server may spend writing one response to a client that does not read it.
+WRITE_TIMEOUT_S = 30
+#: The largest body the server reads (bytes; API Gateway's payload limit, 10 MB); a larger
+#: ``Content-Length`` is 413 ``bad_request``.
+MAX_BODY_BYTES = 10 * 1024 * 1024
+#: Concurrent connections the server reads and answers (threads); each holds its thread
+#: at most the two deadlines plus its API call and response. Connections beyond it wait
+#: in the listen queue.
+CONNECTION_THREADS = 64
+#: API execution environments (threads, each with its own database connection).
+API_ENVIRONMENTS = 8
+#: The WSGI environ key under which the server passes the pool of API execution
+#: environments (a :class:`~concurrent.futures.Executor`) to :class:`ApiGatewayProxy`.
+ENVIRONMENTS_KEY = "timekeeper.api_environments"
+
+_MAX_LENGTH_DIGITS = 18  # a longer Content-Length is no byte count any client means
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's socket as a raw stream whose reads end at ``deadline`` (a
+    ``time.monotonic()`` value; None: the socket's own timeout): each read waits at most
+    the time left, and one past the deadline raises ``TimeoutError``."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self._sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("read deadline passed")
+            self._sock.settimeout(left)
+        return self._sock.recv_into(buffer)
+
+
+class _BodyRefused(Exception):
+    """The request's body cannot be read: ``status`` and the ``message`` of the answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 class _RequestHandler(WSGIRequestHandler):
-    """wsgiref's handler without its invented ``Content-Type: text/plain`` for requests that
-    sent none, with a read timeout, JSON error bodies for the HTTP layer's own refusals
-    and an optional access log."""
+    """wsgiref's handler that reads each request phase under its own deadline (request
+    line and headers :data:`HEADER_READ_TIMEOUT_S`, body :data:`BODY_READ_TIMEOUT_S`),
+    checks ``Content-Length`` and reads the whole body before the API is called, drops
+    wsgiref's invented ``Content-Type: text/plain`` for requests that sent none, answers
+    the HTTP layer's own refusals with JSON error bodies and has an optional access log."""
 
     access_log = True
-    timeout = REQUEST_READ_TIMEOUT_S
+    timeout = HEADER_READ_TIMEOUT_S
+    header_timeout_s: float = HEADER_READ_TIMEOUT_S
+    body_timeout_s: float = BODY_READ_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()
+        self._reader = _DeadlineReader(self.connection)
+        self._reader.deadline = time.monotonic() + self.header_timeout_s
+        self.rfile = io.BufferedReader(self._reader)
+
+    def handle(self) -> None:
+        """Handle one request: read the request line, headers and body under their
+        deadlines, then run the WSGI application with the body read. A client that does
+        not finish its headers in time, or hangs up, is closed without an answer."""
+        try:
+            self.raw_requestline = self.rfile.readline(65537)
+            if len(self.raw_requestline) > 65536:
+                self.requestline = self.request_version = self.command = ""
+                self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
+                return
+            if not self.raw_requestline or not self.parse_request():
+                return  # nothing sent, or an error answer was sent
+            body = self._read_body()
+        except _BodyRefused as refused:
+            self.send_error(refused.status, refused.message)
+            return
+        except OSError:  # the header deadline passed (TimeoutError) or the client hung up
+            self.close_connection = True
+            return
+        self._reader.deadline = None
+        self.connection.settimeout(WRITE_TIMEOUT_S)
+        environ = self.get_environ()
+        environ["CONTENT_LENGTH"] = str(len(body))
+        handler = ServerHandler(io.BytesIO(body), self.wfile, self.get_stderr(), environ, multithread=False)
+        handler.request_handler = self  # (the standard library's back pointer for the access log)
+        handler.run(self.server.get_app())
+
+    def _read_body(self) -> bytes:
+        """The request body its ``Content-Length`` announces (empty without one), read by
+        the body deadline. Raises :class:`_BodyRefused` for a length that is no byte
+        count, a repeated one, one above :data:`MAX_BODY_BYTES`, a body that ends early or
+        one not sent by the deadline."""
+        lengths = self.headers.get_all("Content-Length") or []
+        if not lengths:
+            return b""
+        text = lengths[0].strip()
+        if len(set(lengths)) > 1 or not (text.isascii() and text.isdigit()) or len(text) > _MAX_LENGTH_DIGITS:
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST, "content-length must be one decimal byte count")
+        length = int(text)
+        if length > MAX_BODY_BYTES:
+            raise _BodyRefused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"the body is larger than {MAX_BODY_BYTES} bytes")
+        self._reader.deadline = time.monotonic() + self.body_timeout_s
+        try:
+            body = self.rfile.read(length)
+        except TimeoutError:
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST,
+                               f"the body did not arrive within {self.body_timeout_s:g} seconds") from None
+        if len(body) < length:
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST, "the body ended before its content-length")
+        return body
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-        """The HTTP layer's refusals (431 header too large, 414, 400) as an API error body
-        (code ``bad_request``) instead of the standard library's HTML page."""
+        """The HTTP layer's refusals (400, 413, 414, 431) as an API error body (code
+        ``bad_request``) instead of the standard library's HTML page."""
         try:
             phrase = HTTPStatus(code).phrase
         except ValueError:
@@ -194,6 +317,8 @@ class _RequestHandler(WSGIRequestHandler):
         body = errors.ErrorBody(code=errors.BAD_REQUEST, message=(message or phrase).lower()).model_dump_json(
             exclude_none=True).encode()
         self.log_error("code %d, message %s", code, message)
+        self._reader.deadline = None
+        self.connection.settimeout(WRITE_TIMEOUT_S)
         self.send_response(code, phrase)
         self.send_header("Content-Type", "application/json")
         self.send_header("Connection", "close")
@@ -206,6 +331,9 @@ class _RequestHandler(WSGIRequestHandler):
         env = super().get_environ()
         if self.headers.get("content-type") is None:
             env.pop("CONTENT_TYPE", None)
+        environments = getattr(self.server, "environments", None)
+        if environments is not None:
+            env[ENVIRONMENTS_KEY] = environments
         return env
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
@@ -265,15 +393,18 @@ class PipelineWorker(threading.Thread):
 
 
 class PooledWSGIServer(WSGIServer):
-    """wsgiref's server that handles each connection on one of ``workers`` threads, so an
-    idle or slow client holds one worker (until the handler's read timeout) and never the
-    others. Each worker thread is one API execution environment (its own resolver and
-    database connection, see :mod:`timekeeper.api.edge`)."""
+    """wsgiref's server that reads and answers each connection on one of ``connections``
+    threads and runs the API on one of ``workers`` execution environments (threads, each
+    with its own resolver and database connection, see :mod:`timekeeper.api.edge`). A
+    slow or silent client holds one connection thread, for at most the handler's header
+    and body deadlines, and never an API environment: the others are answered meanwhile."""
 
-    def __init__(self, *args: Any, workers: int = 8, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, workers: int = API_ENVIRONMENTS, connections: int = CONNECTION_THREADS,
+                 **kwargs: Any) -> None:
         # Before the bind: a bind that fails (the port is taken) closes the server at once,
-        # and server_close shuts the pool down; the caller then sees the OSError itself.
-        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timekeeper-api")
+        # and server_close shuts the pools down; the caller then sees the OSError itself.
+        self._pool = ThreadPoolExecutor(max_workers=connections, thread_name_prefix="timekeeper-http")
+        self.environments = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timekeeper-api")
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
@@ -290,6 +421,7 @@ class PooledWSGIServer(WSGIServer):
     def server_close(self) -> None:
         super().server_close()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.environments.shutdown(wait=False, cancel_futures=True)
 
 
 @dataclass

@@ -64,7 +64,7 @@ class SimulationOptions:
     #: Minutes simulated after the last whole day (a fault campaign's quiet period).
     extra_minutes: int = 0
     #: Where the delivered files and the messages' bodies are copied (None:
-    #: ``$TIMEKEEPER_HOME`` or ``./.timekeeper``, then ``simulate-deliveries``).
+    #: ``simulate-deliveries`` in the state folder, :func:`timekeeper.local.embedded.state_home`).
     delivery_dir: Path | None = None
 
 
@@ -173,8 +173,9 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     start = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC)
     stack = start_local_stack(database=options.database, reset=True, aws_server=False, platform_sample_at=start,
                               platform_seed=options.seed, background_renders=False)
-    delivery_dir = options.delivery_dir or (
-        Path(os.environ.get("TIMEKEEPER_HOME", Path.cwd() / ".timekeeper")) / "simulate-deliveries")
+    from timekeeper.local.embedded import state_home
+
+    delivery_dir = options.delivery_dir or state_home() / "simulate-deliveries"
     if delivery_dir.exists():
         shutil.rmtree(delivery_dir)
     runtime.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
