@@ -84,11 +84,6 @@ def get_posting_job(conn: psycopg.Connection, *, workspace_id: UUID, job_id: UUI
     return job
 
 
-def posting_job_for_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> PostingJob | None:
-    """Return the batch's posting job, or None when none was requested."""
-    return fetch_one(conn, _q("job_for_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, PostingJob)
-
-
 def _describe(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}"
     return text[:MAX_ERROR_CHARS]

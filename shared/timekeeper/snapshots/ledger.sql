@@ -129,10 +129,6 @@ UPDATE snapshot_runs
  WHERE id = %(run_id)s
 RETURNING *
 
--- name: mark_done
--- Generation finished (cursor exhausted): remember it so a resumed job goes straight to publish.
-UPDATE snapshot_runs SET cursor = '{"done": true}'::jsonb, updated_at = %(now)s WHERE id = %(run_id)s
-
 -- name: retire_current
 UPDATE snapshot_runs SET is_current = false, updated_at = %(now)s
  WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
