@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import psycopg
 from dateutil.relativedelta import relativedelta
 
-from timekeeper.accounting._rows import money, utc_now
 from timekeeper.accounting.models import (
     AccountingError,
     BankLine,
@@ -33,6 +32,7 @@ from timekeeper.accounting.models import (
     Period,
     RecurringBatch,
 )
+from timekeeper.accounting.values import instant, money
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_all, fetch_one
 
@@ -164,12 +164,12 @@ def batch_name(recurring_name: str, period: Period) -> str:
 
 
 def create_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: UUID, name: str,
-                           opens_on: date, auto_post: bool = True, now: datetime | None = None) -> RecurringBatch:
+                           opens_on: date, auto_post: bool = True, now: datetime) -> RecurringBatch:
     """Create a recurring batch and open its first batch for the period covering ``opens_on``.
 
     Sets up the subject of a ``batch.roll`` schedule.
 
-    ``now`` (aware UTC, default the wall clock) stamps the first batch's ``opened_at``.
+    ``now`` (aware UTC, passed in) stamps the first batch's ``opened_at``.
     Raises :class:`NotFound` for an unknown calendar and :class:`OutsideCalendarCoverage`
     when ``opens_on`` is uncovered (nothing is created then, within the caller's
     transaction). Returns the recurring batch with ``active_batch_id`` set.
@@ -181,7 +181,7 @@ def create_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, cale
         RecurringBatch)
     assert recurring is not None
     batch = _insert_batch(conn, workspace_id=workspace_id, recurring_batch_id=recurring.id, period_id=period.id,
-                          name=batch_name(name, period), auto_post=auto_post, opened_at=utc_now(now))
+                          name=batch_name(name, period), auto_post=auto_post, opened_at=instant(now))
     execute(conn, _q("set_active_batch"), {"workspace_id": workspace_id, "recurring_batch_id": recurring.id,
                                            "batch_id": batch.id})
     return get_recurring_batch(conn, workspace_id=workspace_id, recurring_batch_id=recurring.id)
@@ -208,19 +208,19 @@ def _insert_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurring_bat
 
 
 def create_batch(conn: psycopg.Connection, *, workspace_id: UUID, name: str, close_at: datetime | None = None,
-                 period_id: UUID | None = None, auto_post: bool = True, now: datetime | None = None) -> Batch:
+                 period_id: UUID | None = None, auto_post: bool = True, now: datetime) -> Batch:
     """Open a standalone batch (no recurring batch), optionally with a scheduled close.
 
     The subject of a ``batch.auto_close`` schedule.
 
     ``close_at`` is the aware UTC instant at which ``batch.auto_close`` may close it;
     ``period_id`` optionally ties it to a calendar period of the same workspace (a foreign
-    key error otherwise). ``now`` stamps ``opened_at`` (default the wall clock).
+    key error otherwise). ``now`` (aware UTC, passed in) stamps ``opened_at``.
     """
     if close_at is not None and close_at.tzinfo is None:
         raise ValueError("close_at must be an aware UTC datetime")
     return _insert_batch(conn, workspace_id=workspace_id, recurring_batch_id=None, period_id=period_id, name=name,
-                         auto_post=auto_post, opened_at=utc_now(now), close_at=close_at)
+                         auto_post=auto_post, opened_at=instant(now), close_at=close_at)
 
 
 def lock_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> Batch | None:
@@ -244,7 +244,7 @@ def close_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID,
     Does not request posting (the ``batch.*`` work kinds do that).
     """
     closed = fetch_one(conn, _q("close_batch"), {"workspace_id": workspace_id, "batch_id": batch_id,
-                                                 "now": utc_now(now), "run_id": run_id}, Batch)
+                                                 "now": instant(now), "run_id": run_id}, Batch)
     if closed is None:
         batch = get_batch(conn, workspace_id=workspace_id, batch_id=batch_id)
         raise BatchNotOpen(f"batch {batch.name!r} is {batch.status}")

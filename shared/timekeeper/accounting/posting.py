@@ -33,9 +33,9 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from timekeeper.accounting._rows import utc_now
 from timekeeper.accounting.books import get_batch, list_entries, lock_batch
 from timekeeper.accounting.models import Batch, BatchNotClosed, LedgerEntry, NotFound, PostingError, PostingJob
+from timekeeper.accounting.values import instant
 from timekeeper.db import load_queries, set_tenant
 from timekeeper.db.rows import execute, fetch_one, fetch_value
 
@@ -58,7 +58,7 @@ def _q(name: str) -> str:
 
 
 def request_posting(conn: psycopg.Connection, workspace_id: UUID, batch_id: UUID, run_id: UUID | None, *,
-                    now: datetime | None = None) -> UUID:
+                    now: datetime) -> UUID:
     """Return the id of the batch's posting job, inserting it (``pending``) if absent.
 
     Runs inside the caller's transaction and never commits. Idempotent: a second request
@@ -69,7 +69,7 @@ def request_posting(conn: psycopg.Connection, workspace_id: UUID, batch_id: UUID
     batch = get_batch(conn, workspace_id=workspace_id, batch_id=batch_id)
     if batch.status == "open":
         raise BatchNotClosed(f"batch {batch.name!r} is open; close it before posting")
-    params = {"workspace_id": workspace_id, "batch_id": batch_id, "run_id": run_id, "now": utc_now(now)}
+    params = {"workspace_id": workspace_id, "batch_id": batch_id, "run_id": run_id, "now": instant(now)}
     job_id = fetch_value(conn, _q("insert_job"), params)
     if job_id is None:
         job_id = fetch_value(conn, _q("job_for_batch"), params)
@@ -104,7 +104,7 @@ def run_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, wo
     unposted). Raises :class:`NotFound` for an unknown job, ``RuntimeError`` when ``conn``
     is inside a transaction, and database errors only when even recording the failure fails.
     """
-    return _run_job(conn, job_id, utc_now(now), workspace_id, hook, lambda job: True)[0]
+    return _run_job(conn, job_id, instant(now), workspace_id, hook, lambda job: True)[0]
 
 
 def start_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, workspace_id: UUID | None = None,
@@ -118,7 +118,7 @@ def start_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, 
     is locked while deciding, so two starters racing for one job run it once.
     ``conn`` must be idle; ``now`` is an aware UTC instant. Raises as :func:`run_posting_job`.
     """
-    now = utc_now(now)
+    now = instant(now)
     return _run_job(conn, job_id, now, workspace_id, hook, lambda job: _unstarted(job, now - stale_after))[0]
 
 
@@ -141,7 +141,7 @@ def sweep_posting_jobs(conn: psycopg.Connection, now: datetime, *, hook: Posting
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("sweep_posting_jobs needs an idle connection: it commits its own transactions")
-    now = utc_now(now)
+    now = instant(now)
     stale_before = now - stale_after
     with conn.cursor(row_factory=dict_row) as cur:
         found = cur.execute(_q("unstarted_jobs"), {"stale_before": stale_before, "limit": limit}).fetchall()
