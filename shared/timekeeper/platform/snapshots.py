@@ -24,14 +24,14 @@ from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.registry import Chunk, SnapshotRegistry, SnapshotType, ValidationFailed
 
-_Q = load_queries("timekeeper.platform", "snapshots.sql")
+SQL = load_queries("timekeeper.platform", "snapshots.sql")
 OWNER = "platform"
 STAFF_ROLE = "platform:staff"
 
 
 def _one(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
     with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(_Q[name], params).fetchone()
+        row = cur.execute(SQL[name], params).fetchone()
     assert row is not None
     return row
 
@@ -52,7 +52,7 @@ class MembershipCounts:
 
     def generate(self, conn: psycopg.Connection, run: SnapshotRun, cursor: dict[str, Any] | None) -> Chunk:
         """Write every count row of the period's month end."""
-        rows = conn.execute(_Q["membership_counts"], {"run_id": run.id, "workspace_id": run.workspace_id,
+        rows = conn.execute(SQL["membership_counts"], {"run_id": run.id, "workspace_id": run.workspace_id,
                                                       "as_of": run.period_end}).rowcount
         return Chunk(rows=rows, next_cursor=None)
 
@@ -97,7 +97,7 @@ class ReceivableAging:
                                    f"{written['outstanding']}, the source has {source['invoices']} totalling "
                                    f"{source['outstanding']}")
         with conn.cursor(row_factory=dict_row) as cur:
-            buckets = cur.execute(_Q["aging_buckets"], params).fetchall()
+            buckets = cur.execute(SQL["aging_buckets"], params).fetchall()
         return {"as_of": run.period_end.isoformat(), "currency": params["currency"],
                 "invoices": source["invoices"], "outstanding_minor": int(source["outstanding"]),
                 "buckets": {b["bucket"]: {"invoices": b["invoices"], "outstanding_minor": int(b["outstanding"])}
@@ -121,7 +121,7 @@ class SelfTest:
         """Write rows ``next .. next + chunk_size - 1``."""
         start = (cursor or {}).get("next", 1)
         stop = min(start + self.chunk_size - 1, self.total)
-        conn.execute(_Q["selftest_chunk"], {"run_id": run.id, "workspace_id": run.workspace_id, "start": start,
+        conn.execute(SQL["selftest_chunk"], {"run_id": run.id, "workspace_id": run.workspace_id, "start": start,
                                             "stop": stop})
         return Chunk(rows=stop - start + 1, next_cursor=None if stop >= self.total else {"next": stop + 1})
 
