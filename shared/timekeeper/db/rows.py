@@ -52,6 +52,21 @@ def fetch_all(conn: psycopg.Connection, sql: str, params: Params, model: type[T]
     return [from_row(model, row) for row in rows]
 
 
+def fetch_row(conn: psycopg.Connection, sql: str, params: Params) -> dict[str, Any] | None:
+    """Run ``sql`` and return its first row as a dict (column name -> value, aware instants
+    in UTC), or None when no row: for a row a function reads itself rather than hands on."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(sql, params).fetchone()
+    return None if row is None else {name: _utc(value) for name, value in row.items()}
+
+
+def fetch_rows(conn: psycopg.Connection, sql: str, params: Params) -> list[dict[str, Any]]:
+    """Run ``sql`` and return every row as a dict (as :func:`fetch_row`), in the statement's order."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(sql, params).fetchall()
+    return [{name: _utc(value) for name, value in row.items()} for row in rows]
+
+
 def fetch_value(conn: psycopg.Connection, sql: str, params: Params) -> Any:
     """Run ``sql`` and return the first column of its first row (None when no row)."""
     with conn.cursor(row_factory=dict_row) as cur:
