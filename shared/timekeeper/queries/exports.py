@@ -338,7 +338,7 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
         path = os.path.join(folder, f"export.{export.format}")
         rows = write_file(conn, compiled, export.format, path)
         size, digest = file_digest(path)
-        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=_transfer_config(),
+        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=transfer_config(),
                        ExtraArgs={"ContentType": CONTENT_TYPES[export.format], "Metadata": {"sha256": digest}})
     finished = now + timedelta(seconds=time.monotonic() - started)
     with conn.transaction():
@@ -398,7 +398,9 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
 # --- the file ---------------------------------------------------------------------------------
 
 
-def _transfer_config() -> Any:
+def transfer_config() -> Any:
+    """The managed-upload settings of an exported or delivered file (a boto3 ``TransferConfig``):
+    multipart above :data:`MULTIPART_THRESHOLD` bytes, in parts of that size, four at a time."""
     from boto3.s3.transfer import TransferConfig
 
     return TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD,

@@ -193,7 +193,6 @@ class ReportVersion:
         return parse_report_definition(self.definition)
 
 
-_REPORT_COLUMNS = "id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at"
 
 SQL = load_queries("timekeeper.queries", "reports.sql")
 
@@ -269,8 +268,8 @@ def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[d
     """A page of the workspace's undeleted reports, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
     with conn.transaction():
-        return keyset_rows(conn, Report, select=f"{_REPORT_COLUMNS} FROM reports",
-                           where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
+        return keyset_rows(conn, Report, select=SQL["list_reports_from"], where=SQL["list_reports_where"],
+                           params={"ws": workspace_id},
                            after=after, limit=limit)
 
 

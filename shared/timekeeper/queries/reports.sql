@@ -35,3 +35,11 @@ SELECT workspace_id, report_id, version, definition, created_by, created_at FROM
 -- name: delete_report
 UPDATE reports SET deleted_at = %s, updated_at = %s
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
+
+-- name: list_reports_from
+-- A keyset listing: its columns with the FROM clause, and its condition (list_reports_where);
+-- timekeeper.db.keyset.keyset_rows adds the keyset condition, order and limit.
+id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at FROM reports
+
+-- name: list_reports_where
+workspace_id = %(ws)s AND deleted_at IS NULL

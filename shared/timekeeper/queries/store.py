@@ -64,7 +64,6 @@ class QueryVersion:
         return check_definition(self.definition)
 
 
-_QUERY_COLUMNS = "id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at"
 
 SQL = load_queries("timekeeper.queries", "store.sql")
 
@@ -143,8 +142,8 @@ def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[d
                  limit: int = 50) -> list[SavedQuery]:
     """A page of the workspace's undeleted queries, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
-    return keyset_rows(conn, SavedQuery, select=f"{_QUERY_COLUMNS} FROM saved_queries",
-                       where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
+    return keyset_rows(conn, SavedQuery, select=SQL["list_queries_from"], where=SQL["list_queries_where"],
+                       params={"ws": workspace_id},
                        after=after, limit=limit)
 
 

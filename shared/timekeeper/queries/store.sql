@@ -39,3 +39,12 @@ SELECT workspace_id, query_id, version, definition, created_by, created_at FROM 
 -- name: delete_query
 UPDATE saved_queries SET deleted_at = %s, updated_at = %s
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
+
+-- name: list_queries_from
+-- A keyset listing: its columns with the FROM clause, and its condition (list_queries_where);
+-- timekeeper.db.keyset.keyset_rows adds the keyset condition, order and limit.
+id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at
+  FROM saved_queries
+
+-- name: list_queries_where
+workspace_id = %(ws)s AND deleted_at IS NULL
