@@ -142,7 +142,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             conn.execute(SQL["retire_current"], key)
             crash_point("snapshots.inside_publish")
             conn.execute(SQL["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
-        published = fetch_runs(conn, "SELECT * FROM snapshot_runs WHERE id = %(id)s", {"id": run.id})[0]
+        published = fetch_runs(conn, SQL["get_run"], {"id": run.id})[0]
         return JobResult("published", published)
     except ValidationFailed as invalid:
         with conn.transaction():

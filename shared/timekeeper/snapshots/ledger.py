@@ -23,7 +23,7 @@ Rules implemented here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -33,6 +33,7 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from timekeeper.db.rows import fetch_all, fetch_row, fetch_rows
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 
@@ -87,14 +88,10 @@ class SnapshotRun:
         return next_month(self.period) - timedelta(days=1)
 
 
-_RUN_FIELDS = tuple(f.name for f in fields(SnapshotRun))
-
-
 def fetch_runs(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[SnapshotRun]:
-    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(statement, params).fetchall()
-    return [SnapshotRun(**{name: row[name] for name in _RUN_FIELDS}) for row in rows]
+    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows
+    (through :func:`timekeeper.db.rows.fetch_all`: the table's columns are the fields)."""
+    return fetch_all(conn, statement, params, SnapshotRun)
 
 
 def next_month(period: date) -> date:
@@ -140,8 +137,7 @@ def plan(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
     if horizon_months < 1:
         raise ValueError("horizon_months must be at least 1")
     arrays = _type_arrays(registry.enabled())
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(SQL["plan_months"], {**arrays, "now": now, "horizon": horizon_months}).fetchall()
+    rows = fetch_rows(conn, SQL["plan_months"], {**arrays, "now": now, "horizon": horizon_months})
     planned = sum(1 for r in rows if r["state"] == "planned")
     return PlanResult(planned=planned, skipped=len(rows) - planned,
                       overdue=overdue_periods(conn, registry, now=now, horizon_months=horizon_months))
@@ -152,10 +148,9 @@ def overdue_periods(conn: psycopg.Connection, registry: SnapshotRegistry, *, now
                     grace: timedelta = OVERDUE_GRACE) -> list[tuple[UUID, str, str, date]]:
     """Periods within the horizon that should be published by now and are not (nor
     skipped): ``[(workspace_id, owner, type, period)]``, including months never planned."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        return [tuple(r) for r in cur.execute(
-            SQL["overdue_periods"],
-            {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace}).fetchall()]
+    rows = fetch_rows(conn, SQL["overdue_periods"],
+                      {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace})
+    return [tuple(r.values()) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -231,12 +226,11 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
     if period.day != 1:
         raise ValueError("a period is the first day of a month")
     with conn.transaction():
-        with conn.cursor(row_factory=tuple_row) as cur:
-            found = cur.execute("SELECT timezone, created_at, status, snapshots_enabled FROM workspaces "
-                                "WHERE id = %s FOR SHARE", (workspace_id,)).fetchone()
+        found = fetch_row(conn, SQL["workspace_for_request"], (workspace_id,))
         if found is None:
             raise RequestRefused("unknown_workspace", f"no workspace {workspace_id}")
-        timezone, created_at, status, snapshots_enabled = found
+        timezone, created_at, status, snapshots_enabled = (
+            found["timezone"], found["created_at"], found["status"], found["snapshots_enabled"])
         if status in WORKSPACE_REFUSALS:
             raise RequestRefused(WORKSPACE_REFUSALS[status], f"the workspace is {status}: the planner does not "
                                  "snapshot it, nor does a staff request")

@@ -185,3 +185,10 @@ SELECT * FROM snapshot_runs
  WHERE owner = %(owner)s AND state = 'running' AND heartbeat_at <= %(now)s - %(after)s::interval
  ORDER BY id
    FOR UPDATE SKIP LOCKED
+
+-- name: get_run
+SELECT * FROM snapshot_runs WHERE id = %(id)s
+
+-- name: workspace_for_request
+SELECT timezone, created_at, status, snapshots_enabled FROM workspaces
+ WHERE id = %s FOR SHARE
