@@ -69,7 +69,7 @@ class DeliveryJournal:
         """Use the run's transaction when it has been idle for :data:`KEEPALIVE_S`."""
         now = self.services.monotonic()
         if now - self._touched >= KEEPALIVE_S:
-            self.ctx.conn.execute("SELECT 1")
+            self.ctx.conn.execute(SQL["keepalive"])
             self._touched = now
 
     def write(self, statement: str, params: dict[str, Any], *, fenced: bool = True) -> dict[str, Any] | None:

@@ -96,3 +96,7 @@ SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'ru
                                                    WHERE communication_key = %(next_key)s
                                                      AND claimed_attempt = %(attempt)s
                                                      AND provider_message_id IS NULL)) AS held
+
+-- name: keepalive
+-- Touches the run's transaction so the login's idle-in-transaction timeout does not end it.
+SELECT 1

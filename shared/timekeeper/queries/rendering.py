@@ -286,7 +286,7 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         return row
     try:
         with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(SQL["begin_snapshot"])
             set_tenant(conn, workspace_id)
             decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
                                            report_id=row.report_id, permission=access.REPORTS_READ)

@@ -59,3 +59,7 @@ RETURNING id, workspace_id, idempotency_key, report_id, report_version, requeste
 
 -- name: query_name
 SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s
+
+-- name: begin_snapshot
+-- The first statement of the sections' transaction: one consistent, read-only snapshot.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
