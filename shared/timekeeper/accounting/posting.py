@@ -31,13 +31,12 @@ from decimal import Decimal
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import dict_row
 
 from timekeeper.accounting.books import get_batch, list_entries, lock_batch
 from timekeeper.accounting.models import Batch, BatchNotClosed, LedgerEntry, NotFound, PostingError, PostingJob
 from timekeeper.accounting.values import instant
 from timekeeper.db import load_queries, set_tenant
-from timekeeper.db.rows import execute, fetch_one, fetch_value
+from timekeeper.db.rows import execute, fetch_one, fetch_rows, fetch_value
 
 #: ``hook(conn, batch, entries)`` runs in the posting transaction; raising fails the job.
 PostingHook = Callable[[psycopg.Connection, Batch, list[LedgerEntry]], None]
@@ -142,8 +141,7 @@ def sweep_posting_jobs(conn: psycopg.Connection, now: datetime, *, hook: Posting
         raise RuntimeError("sweep_posting_jobs needs an idle connection: it commits its own transactions")
     now = instant(now)
     stale_before = now - stale_after
-    with conn.cursor(row_factory=dict_row) as cur:
-        found = cur.execute(SQL["unstarted_jobs"], {"stale_before": stale_before, "limit": limit}).fetchall()
+    found = fetch_rows(conn, SQL["unstarted_jobs"], {"stale_before": stale_before, "limit": limit})
     counts: dict[str, int] = {"started": 0}
     for row in found:
         status, ran = _run_job(conn, row["id"], now, row["workspace_id"], hook,

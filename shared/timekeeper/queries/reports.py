@@ -252,7 +252,8 @@ def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_i
                        version: int) -> ReportVersion:
     """Version ``version`` of the report (readable even when the report was deleted: a
     render pinned it). Raises :class:`ReportNotFound`."""
-    row = fetch_one(conn, SQL["get_version"], (workspace_id, report_id, version), ReportVersion)
+    with conn.transaction():
+        row = fetch_one(conn, SQL["get_version"], (workspace_id, report_id, version), ReportVersion)
     if row is None:
         raise ReportNotFound(report_id)
     return row
@@ -260,7 +261,8 @@ def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_i
 
 def list_report_versions(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> list[ReportVersion]:
     """Every version of the report, oldest first (empty when there is no such report)."""
-    return fetch_all(conn, SQL["list_versions"], (workspace_id, report_id), ReportVersion)
+    with conn.transaction():
+        return fetch_all(conn, SQL["list_versions"], (workspace_id, report_id), ReportVersion)
 
 
 def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,

@@ -113,7 +113,8 @@ def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
 
 def get_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> SavedQuery:
     """The undeleted query ``query_id``; raises :class:`QueryNotFound`."""
-    query = fetch_one(conn, SQL["get_query"], (workspace_id, query_id), SavedQuery)
+    with conn.transaction():
+        query = fetch_one(conn, SQL["get_query"], (workspace_id, query_id), SavedQuery)
     if query is None:
         raise QueryNotFound(query_id)
     return query
@@ -124,10 +125,11 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
     """Version ``version`` of the query (None: its current version). A pinned version of a
     deleted query stays readable when ``version`` is given; the current version of a
     deleted query is not. Raises :class:`QueryNotFound`."""
-    if version is None:
-        row = fetch_one(conn, SQL["get_current_version"], (workspace_id, query_id), QueryVersion)
-    else:
-        row = fetch_one(conn, SQL["get_version"], (workspace_id, query_id, version), QueryVersion)
+    with conn.transaction():
+        if version is None:
+            row = fetch_one(conn, SQL["get_current_version"], (workspace_id, query_id), QueryVersion)
+        else:
+            row = fetch_one(conn, SQL["get_version"], (workspace_id, query_id, version), QueryVersion)
     if row is None:
         raise QueryNotFound(query_id)
     return row
@@ -135,21 +137,23 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
 
 def list_versions(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> list[QueryVersion]:
     """Every version of the query, oldest first (empty when there is no such query)."""
-    return fetch_all(conn, SQL["list_versions"], (workspace_id, query_id), QueryVersion)
+    with conn.transaction():
+        return fetch_all(conn, SQL["list_versions"], (workspace_id, query_id), QueryVersion)
 
 
 def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[SavedQuery]:
     """A page of the workspace's undeleted queries, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
-    return keyset_rows(conn, SavedQuery, select=SQL["list_queries_from"], where=SQL["list_queries_where"],
-                       params={"ws": workspace_id},
-                       after=after, limit=limit)
+    with conn.transaction():
+        return keyset_rows(conn, SavedQuery, select=SQL["list_queries_from"], where=SQL["list_queries_where"],
+                           params={"ws": workspace_id}, after=after, limit=limit)
 
 
 def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:
     """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
     is no such undeleted query."""
-    updated = execute(conn, SQL["delete_query"], (now, now, workspace_id, query_id))
+    with conn.transaction():
+        updated = execute(conn, SQL["delete_query"], (now, now, workspace_id, query_id))
     if updated != 1:
         raise QueryNotFound(query_id)
