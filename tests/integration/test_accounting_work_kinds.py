@@ -9,7 +9,7 @@ redelivered batch, and once more after it settled; its effect is there once.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from uuid import uuid4
 
@@ -205,13 +205,15 @@ def test_recurring_batch_creation_refuses_an_uncovered_date_until_the_calendar_i
     # Then the domain error names the coverage end
     with pytest.raises(OutsideCalendarCoverage) as refused:
         committed(conn, lambda: books.create_recurring_batch(
-            conn, workspace_id=ws, calendar_id=calendar.id, name="Payroll", opens_on=date(2027, 5, 10)))
+            conn, workspace_id=ws, calendar_id=calendar.id, name="Payroll", opens_on=date(2027, 5, 10),
+        now=datetime(2027, 5, 10, tzinfo=UTC)))
     assert refused.value.coverage_ends_on == date(2027, 4, 29)
 
     # When the calendar is extended by two periods and the creation is retried
     added = committed(conn, lambda: books.extend_calendar(conn, workspace_id=ws, calendar_id=calendar.id, periods=2))
     recurring = committed(conn, lambda: books.create_recurring_batch(
-        conn, workspace_id=ws, calendar_id=calendar.id, name="Payroll", opens_on=date(2027, 5, 10)))
+        conn, workspace_id=ws, calendar_id=calendar.id, name="Payroll", opens_on=date(2027, 5, 10),
+        now=datetime(2027, 5, 10, tzinfo=UTC)))
 
     # Then the month-end anchored periods clamp and return to the 31st, and the batch opens in April's period
     assert [(p.starts_on, p.ends_on) for p in added] == [(date(2027, 4, 30), date(2027, 5, 30)),

@@ -278,7 +278,7 @@ def test_a_crash_inside_publish_leaves_the_previous_version_current(db, monkeypa
                 reason="re-run", requested_by="staff", now=NOW)
     message = one_job(db)
     # The publishing statement fails after the previous version was retired in the same transaction.
-    monkeypatch.setitem(jobs.QUERIES, "publish", "SELECT 1 / 0")
+    monkeypatch.setitem(jobs.SQL, "publish", "SELECT 1 / 0")
     with pytest.raises(psycopg.errors.DivisionByZero):
         run_job(db, reg, message, now=lambda: NOW, receive_count=1, max_receives=3)
     v1, v2 = runs(db)

@@ -23,8 +23,7 @@ from timekeeper.db.rows import execute, fetch_all, fetch_one
 LOOKAHEAD_DAYS = 7
 
 
-def _q(name: str) -> str:
-    return load_queries("timekeeper.accounting", "billing.sql")[name]
+SQL = load_queries("timekeeper.accounting", "billing.sql")
 
 
 def next_billing_date(current: date, *, anchor_day: int, interval_months: int) -> date:
@@ -75,23 +74,23 @@ def prepare_invoices(conn: psycopg.Connection, *, workspace_id: UUID, on: date, 
     through = on + timedelta(days=lookahead_days)
     scope = {"workspace_id": workspace_id}
     if plan_id is not None:
-        plan = fetch_one(conn, _q("lock_plan"), {**scope, "plan_id": plan_id}, BillingPlan)
+        plan = fetch_one(conn, SQL["lock_plan"], {**scope, "plan_id": plan_id}, BillingPlan)
         if plan is None:
             raise NotFound(f"billing plan {plan_id} not found")
         plans = [plan] if plan.active and plan.next_bill_date <= through else []
         inactive = not plan.active
     else:
-        plans = fetch_all(conn, _q("lock_due_plans"), {**scope, "through": through}, BillingPlan)
+        plans = fetch_all(conn, SQL["lock_due_plans"], {**scope, "through": through}, BillingPlan)
         inactive = False
     prepared_now: list[DraftInvoice] = []
     for plan in plans:
         dates, following = billing_dates(plan, through)
         for billing_date in dates:
-            invoice = fetch_one(conn, _q("insert_invoice"), {
+            invoice = fetch_one(conn, SQL["insert_invoice"], {
                 **scope, "plan_id": plan.id, "billing_date": billing_date, "amount": plan.amount,
                 "currency": plan.currency, "now": now, "run_id": run_id}, DraftInvoice)
             if invoice is not None:
                 prepared_now.append(invoice)
-        execute(conn, _q("advance_plan"), {**scope, "plan_id": plan.id, "next_bill_date": following})
-    prepared_by_run = fetch_all(conn, _q("invoices_by_run"), {**scope, "run_id": run_id}, DraftInvoice)
+        execute(conn, SQL["advance_plan"], {**scope, "plan_id": plan.id, "next_bill_date": following})
+    prepared_by_run = fetch_all(conn, SQL["invoices_by_run"], {**scope, "run_id": run_id}, DraftInvoice)
     return PrepareResult(prepared_now, prepared_by_run, len(plans), through, inactive)

@@ -19,7 +19,6 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import psycopg
 from dateutil.relativedelta import relativedelta
 
-from timekeeper.accounting._rows import money, utc_now
 from timekeeper.accounting.models import (
     AccountingError,
     BankLine,
@@ -33,14 +32,14 @@ from timekeeper.accounting.models import (
     Period,
     RecurringBatch,
 )
+from timekeeper.accounting.values import instant, money
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_all, fetch_one
 
 FREQUENCIES = ("weekly", "monthly", "quarterly")
 
 
-def _q(name: str) -> str:
-    return load_queries("timekeeper.accounting", "books.sql")[name]
+SQL = load_queries("timekeeper.accounting", "books.sql")
 
 
 # --------------------------------------------------------------------------- calendars
@@ -73,7 +72,7 @@ def _generate_periods(conn: psycopg.Connection, calendar: Calendar, first_seq: i
     periods = []
     for seq in range(first_seq, first_seq + count):
         starts_on, ends_on, name = period_bounds(calendar.frequency, calendar.anchor_date, seq)
-        period = fetch_one(conn, _q("insert_period"), {
+        period = fetch_one(conn, SQL["insert_period"], {
             "workspace_id": calendar.workspace_id, "calendar_id": calendar.id, "seq": seq, "name": name,
             "starts_on": starts_on, "ends_on": ends_on}, Period)
         assert period is not None
@@ -97,7 +96,7 @@ def create_calendar(conn: psycopg.Connection, *, workspace_id: UUID, name: str, 
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError) as error:
         raise ValueError(f"unknown timezone {timezone!r}") from error
-    calendar = fetch_one(conn, _q("insert_calendar"), {
+    calendar = fetch_one(conn, SQL["insert_calendar"], {
         "workspace_id": workspace_id, "name": name, "timezone": timezone, "frequency": frequency,
         "anchor_date": first_period_start}, Calendar)
     assert calendar is not None
@@ -116,17 +115,17 @@ def extend_calendar(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id
     """
     if periods < 1:
         raise ValueError("extend by at least one period")
-    calendar = fetch_one(conn, _q("lock_calendar"), {"workspace_id": workspace_id, "calendar_id": calendar_id},
+    calendar = fetch_one(conn, SQL["lock_calendar"], {"workspace_id": workspace_id, "calendar_id": calendar_id},
                          Calendar)
     if calendar is None:
         raise NotFound(f"calendar {calendar_id} not found")
-    last = fetch_one(conn, _q("last_period"), {"workspace_id": workspace_id, "calendar_id": calendar_id}, Period)
+    last = fetch_one(conn, SQL["last_period"], {"workspace_id": workspace_id, "calendar_id": calendar_id}, Period)
     return _generate_periods(conn, calendar, 0 if last is None else last.seq + 1, periods)
 
 
 def get_calendar(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: UUID) -> Calendar:
     """Return the calendar; raises :class:`NotFound`."""
-    calendar = fetch_one(conn, _q("get_calendar"), {"workspace_id": workspace_id, "calendar_id": calendar_id},
+    calendar = fetch_one(conn, SQL["get_calendar"], {"workspace_id": workspace_id, "calendar_id": calendar_id},
                          Calendar)
     if calendar is None:
         raise NotFound(f"calendar {calendar_id} not found")
@@ -135,7 +134,7 @@ def get_calendar(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: U
 
 def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: UUID) -> list[Period]:
     """Return the calendar's periods in date order (its whole coverage)."""
-    return fetch_all(conn, _q("list_periods"), {"workspace_id": workspace_id, "calendar_id": calendar_id}, Period)
+    return fetch_all(conn, SQL["list_periods"], {"workspace_id": workspace_id, "calendar_id": calendar_id}, Period)
 
 
 def period_covering(conn: psycopg.Connection, *, workspace_id: UUID, calendar: Calendar, on: date) -> Period:
@@ -144,9 +143,9 @@ def period_covering(conn: psycopg.Connection, *, workspace_id: UUID, calendar: C
     Raises :class:`OutsideCalendarCoverage` when no generated period contains it.
     """
     params = {"workspace_id": workspace_id, "calendar_id": calendar.id}
-    period = fetch_one(conn, _q("period_covering"), {**params, "on": on}, Period)
+    period = fetch_one(conn, SQL["period_covering"], {**params, "on": on}, Period)
     if period is None:
-        last = fetch_one(conn, _q("last_period"), params, Period)
+        last = fetch_one(conn, SQL["last_period"], params, Period)
         ends = last.ends_on if last else None
         raise OutsideCalendarCoverage(
             f"{on.isoformat()} is outside the coverage of calendar {calendar.name!r}"
@@ -164,32 +163,32 @@ def batch_name(recurring_name: str, period: Period) -> str:
 
 
 def create_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, calendar_id: UUID, name: str,
-                           opens_on: date, auto_post: bool = True, now: datetime | None = None) -> RecurringBatch:
+                           opens_on: date, auto_post: bool = True, now: datetime) -> RecurringBatch:
     """Create a recurring batch and open its first batch for the period covering ``opens_on``.
 
     Sets up the subject of a ``batch.roll`` schedule.
 
-    ``now`` (aware UTC, default the wall clock) stamps the first batch's ``opened_at``.
+    ``now`` (aware UTC, passed in) stamps the first batch's ``opened_at``.
     Raises :class:`NotFound` for an unknown calendar and :class:`OutsideCalendarCoverage`
     when ``opens_on`` is uncovered (nothing is created then, within the caller's
     transaction). Returns the recurring batch with ``active_batch_id`` set.
     """
     calendar = get_calendar(conn, workspace_id=workspace_id, calendar_id=calendar_id)
     period = period_covering(conn, workspace_id=workspace_id, calendar=calendar, on=opens_on)
-    recurring = fetch_one(conn, _q("insert_recurring_batch"), {
+    recurring = fetch_one(conn, SQL["insert_recurring_batch"], {
         "workspace_id": workspace_id, "calendar_id": calendar_id, "name": name, "auto_post": auto_post},
         RecurringBatch)
     assert recurring is not None
     batch = _insert_batch(conn, workspace_id=workspace_id, recurring_batch_id=recurring.id, period_id=period.id,
-                          name=batch_name(name, period), auto_post=auto_post, opened_at=utc_now(now))
-    execute(conn, _q("set_active_batch"), {"workspace_id": workspace_id, "recurring_batch_id": recurring.id,
+                          name=batch_name(name, period), auto_post=auto_post, opened_at=instant(now))
+    execute(conn, SQL["set_active_batch"], {"workspace_id": workspace_id, "recurring_batch_id": recurring.id,
                                            "batch_id": batch.id})
     return get_recurring_batch(conn, workspace_id=workspace_id, recurring_batch_id=recurring.id)
 
 
 def get_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurring_batch_id: UUID) -> RecurringBatch:
     """Return the recurring batch; raises :class:`NotFound`."""
-    recurring = fetch_one(conn, _q("get_recurring_batch"),
+    recurring = fetch_one(conn, SQL["get_recurring_batch"],
                           {"workspace_id": workspace_id, "recurring_batch_id": recurring_batch_id}, RecurringBatch)
     if recurring is None:
         raise NotFound(f"recurring batch {recurring_batch_id} not found")
@@ -199,7 +198,7 @@ def get_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurri
 def _insert_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurring_batch_id: UUID | None,
                   period_id: UUID | None, name: str, auto_post: bool, opened_at: datetime,
                   close_at: datetime | None = None, opened_by_run_id: UUID | None = None) -> Batch:
-    batch = fetch_one(conn, _q("insert_batch"), {
+    batch = fetch_one(conn, SQL["insert_batch"], {
         "workspace_id": workspace_id, "recurring_batch_id": recurring_batch_id, "period_id": period_id,
         "name": name, "auto_post": auto_post, "opened_at": opened_at, "close_at": close_at,
         "opened_by_run_id": opened_by_run_id}, Batch)
@@ -208,29 +207,29 @@ def _insert_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurring_bat
 
 
 def create_batch(conn: psycopg.Connection, *, workspace_id: UUID, name: str, close_at: datetime | None = None,
-                 period_id: UUID | None = None, auto_post: bool = True, now: datetime | None = None) -> Batch:
+                 period_id: UUID | None = None, auto_post: bool = True, now: datetime) -> Batch:
     """Open a standalone batch (no recurring batch), optionally with a scheduled close.
 
     The subject of a ``batch.auto_close`` schedule.
 
     ``close_at`` is the aware UTC instant at which ``batch.auto_close`` may close it;
     ``period_id`` optionally ties it to a calendar period of the same workspace (a foreign
-    key error otherwise). ``now`` stamps ``opened_at`` (default the wall clock).
+    key error otherwise). ``now`` (aware UTC, passed in) stamps ``opened_at``.
     """
     if close_at is not None and close_at.tzinfo is None:
         raise ValueError("close_at must be an aware UTC datetime")
     return _insert_batch(conn, workspace_id=workspace_id, recurring_batch_id=None, period_id=period_id, name=name,
-                         auto_post=auto_post, opened_at=utc_now(now), close_at=close_at)
+                         auto_post=auto_post, opened_at=instant(now), close_at=close_at)
 
 
 def lock_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> Batch | None:
     """Return the batch locked ``FOR UPDATE`` in the caller's transaction, or None."""
-    return fetch_one(conn, _q("lock_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
+    return fetch_one(conn, SQL["lock_batch"], {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
 
 
 def get_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> Batch:
     """Return the batch; raises :class:`NotFound`."""
-    batch = fetch_one(conn, _q("get_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
+    batch = fetch_one(conn, SQL["get_batch"], {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
     if batch is None:
         raise NotFound(f"batch {batch_id} not found")
     return batch
@@ -243,8 +242,8 @@ def close_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID,
     Raises :class:`NotFound`, or :class:`BatchNotOpen` when it is closed or posted already.
     Does not request posting (the ``batch.*`` work kinds do that).
     """
-    closed = fetch_one(conn, _q("close_batch"), {"workspace_id": workspace_id, "batch_id": batch_id,
-                                                 "now": utc_now(now), "run_id": run_id}, Batch)
+    closed = fetch_one(conn, SQL["close_batch"], {"workspace_id": workspace_id, "batch_id": batch_id,
+                                                 "now": instant(now), "run_id": run_id}, Batch)
     if closed is None:
         batch = get_batch(conn, workspace_id=workspace_id, batch_id=batch_id)
         raise BatchNotOpen(f"batch {batch.name!r} is {batch.status}")
@@ -262,12 +261,12 @@ def add_entry(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID, a
     value = money(amount)
     if value == 0:
         raise ValueError("a ledger entry amount cannot be zero")
-    batch = fetch_one(conn, _q("lock_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
+    batch = fetch_one(conn, SQL["lock_batch"], {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
     if batch is None:
         raise NotFound(f"batch {batch_id} not found")
     if batch.status != "open":
         raise BatchNotOpen(f"batch {batch.name!r} is {batch.status}; entries go into open batches")
-    entry = fetch_one(conn, _q("insert_entry"), {
+    entry = fetch_one(conn, SQL["insert_entry"], {
         "workspace_id": workspace_id, "batch_id": batch_id, "account": account, "amount": value,
         "entry_date": entry_date, "reference": reference}, LedgerEntry)
     assert entry is not None
@@ -276,7 +275,7 @@ def add_entry(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID, a
 
 def list_entries(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> list[LedgerEntry]:
     """Return the batch's ledger entries by date."""
-    return fetch_all(conn, _q("list_entries"), {"workspace_id": workspace_id, "batch_id": batch_id}, LedgerEntry)
+    return fetch_all(conn, SQL["list_entries"], {"workspace_id": workspace_id, "batch_id": batch_id}, LedgerEntry)
 
 
 def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account: str, amount: Decimal | int | str,
@@ -291,7 +290,7 @@ def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account:
     value = money(amount)
     if value == 0:
         raise ValueError("a bank line amount cannot be zero")
-    line = fetch_one(conn, _q("insert_bank_line"), {
+    line = fetch_one(conn, SQL["insert_bank_line"], {
         "workspace_id": workspace_id, "bank_account": bank_account, "amount": value, "booked_on": booked_on,
         "reference": reference}, BankLine)
     assert line is not None
@@ -300,7 +299,7 @@ def add_bank_line(conn: psycopg.Connection, *, workspace_id: UUID, bank_account:
 
 def get_billing_plan(conn: psycopg.Connection, *, workspace_id: UUID, plan_id: UUID) -> BillingPlan:
     """Return the workspace's billing plan (active or not); raises :class:`NotFound`."""
-    plan = fetch_one(conn, _q("get_billing_plan"), {"workspace_id": workspace_id, "plan_id": plan_id}, BillingPlan)
+    plan = fetch_one(conn, SQL["get_billing_plan"], {"workspace_id": workspace_id, "plan_id": plan_id}, BillingPlan)
     if plan is None:
         raise NotFound(f"billing plan {plan_id} not found")
     return plan
@@ -322,7 +321,7 @@ def create_billing_plan(conn: psycopg.Connection, *, workspace_id: UUID, custome
         raise ValueError("interval_months must be between 1 and 120")
     if len(currency) != 3 or not currency.isalpha():
         raise ValueError(f"currency must be an ISO 4217 code, not {currency!r}")
-    plan = fetch_one(conn, _q("insert_billing_plan"), {
+    plan = fetch_one(conn, SQL["insert_billing_plan"], {
         "workspace_id": workspace_id, "customer": customer, "amount": value, "currency": currency.upper(),
         "interval_months": interval_months, "anchor_day": first_bill_date.day, "next_bill_date": first_bill_date,
         "active": active}, BillingPlan)
@@ -376,39 +375,39 @@ def roll_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurr
     is not the active one. ``now`` (aware UTC) stamps closed_at / opened_at.
     """
     key = {"workspace_id": workspace_id, "recurring_batch_id": recurring_batch_id}
-    recurring = fetch_one(conn, _q("lock_recurring_batch"), key, RecurringBatch)
+    recurring = fetch_one(conn, SQL["lock_recurring_batch"], key, RecurringBatch)
     if recurring is None:
         raise NotFound(f"recurring batch {recurring_batch_id} not found")
     calendar = get_calendar(conn, workspace_id=workspace_id, calendar_id=recurring.calendar_id)
 
     def plan_after(period: Period) -> tuple[list[Period], date]:
-        later = fetch_all(conn, _q("periods_after"), {"workspace_id": workspace_id, "calendar_id": calendar.id,
+        later = fetch_all(conn, SQL["periods_after"], {"workspace_id": workspace_id, "calendar_id": calendar.id,
                                                       "after": period.starts_on}, Period)
         return later, (later[-1].ends_on if later else period.ends_on)
 
     def period_of(batch: Batch | None) -> Period | None:
         if batch is None or batch.period_id is None:
             return None
-        return fetch_one(conn, _q("get_period"), {"workspace_id": workspace_id, "period_id": batch.period_id}, Period)
+        return fetch_one(conn, SQL["get_period"], {"workspace_id": workspace_id, "period_id": batch.period_id}, Period)
 
-    already = fetch_one(conn, _q("batch_opened_by_run"), {**key, "run_id": run_id}, Batch)
+    already = fetch_one(conn, SQL["batch_opened_by_run"], {**key, "run_id": run_id}, Batch)
     if already is not None:
         target = period_of(already)
         assert target is not None
-        closed = fetch_one(conn, _q("batch_closed_by_run"), {**key, "run_id": run_id}, Batch)
+        closed = fetch_one(conn, SQL["batch_closed_by_run"], {**key, "run_id": run_id}, Batch)
         plan, ends = plan_after(target)
         return RollResult("repeated", recurring, target, already, closed, period_of(closed), plan, ends)
 
     target = period_covering(conn, workspace_id=workspace_id, calendar=calendar, on=on)
     active = None
     if recurring.active_batch_id is not None:
-        active = fetch_one(conn, _q("lock_batch"), {"workspace_id": workspace_id,
+        active = fetch_one(conn, SQL["lock_batch"], {"workspace_id": workspace_id,
                                                     "batch_id": recurring.active_batch_id}, Batch)
     active_period = period_of(active)
     if active_period is not None and active_period.starts_on >= target.starts_on:
         plan, ends = plan_after(target)
         return RollResult("active_batch_current", recurring, target, None, None, None, plan, ends, active=active)
-    existing = fetch_one(conn, _q("batch_for_period"), {**key, "period_id": target.id}, Batch)
+    existing = fetch_one(conn, SQL["batch_for_period"], {**key, "period_id": target.id}, Batch)
     if existing is not None:
         raise PeriodBatchExists(f"period {target.name} already has batch {existing.name!r} ({existing.status}),"
                                 " which is not the active batch")
@@ -419,8 +418,8 @@ def roll_recurring_batch(conn: psycopg.Connection, *, workspace_id: UUID, recurr
     opened = _insert_batch(conn, workspace_id=workspace_id, recurring_batch_id=recurring.id, period_id=target.id,
                            name=batch_name(recurring.name, target), auto_post=recurring.auto_post,
                            opened_at=now, opened_by_run_id=run_id)
-    execute(conn, _q("set_active_batch"), {**key, "batch_id": opened.id})
-    recurring = fetch_one(conn, _q("get_recurring_batch"), key, RecurringBatch)
+    execute(conn, SQL["set_active_batch"], {**key, "batch_id": opened.id})
+    recurring = fetch_one(conn, SQL["get_recurring_batch"], key, RecurringBatch)
     assert recurring is not None
     plan, ends = plan_after(target)
     return RollResult("rolled", recurring, target, opened, closed, active_period if closed else None, plan, ends)
@@ -447,7 +446,7 @@ def auto_close_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: 
     a manual run (Run now) closes it regardless. Locks the batch row. Raises
     :class:`NotFound` when the batch is not in ``workspace_id``.
     """
-    batch = fetch_one(conn, _q("lock_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
+    batch = fetch_one(conn, SQL["lock_batch"], {"workspace_id": workspace_id, "batch_id": batch_id}, Batch)
     if batch is None:
         raise NotFound(f"batch {batch_id} not found")
     if batch.status != "open":

@@ -31,13 +31,12 @@ from decimal import Decimal
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import dict_row
 
-from timekeeper.accounting._rows import utc_now
 from timekeeper.accounting.books import get_batch, list_entries, lock_batch
 from timekeeper.accounting.models import Batch, BatchNotClosed, LedgerEntry, NotFound, PostingError, PostingJob
+from timekeeper.accounting.values import instant
 from timekeeper.db import load_queries, set_tenant
-from timekeeper.db.rows import execute, fetch_one, fetch_value
+from timekeeper.db.rows import execute, fetch_one, fetch_rows, fetch_value
 
 #: ``hook(conn, batch, entries)`` runs in the posting transaction; raising fails the job.
 PostingHook = Callable[[psycopg.Connection, Batch, list[LedgerEntry]], None]
@@ -53,12 +52,11 @@ STALE_RUNNING_AFTER = timedelta(minutes=15)
 SWEEP_LIMIT = 100
 
 
-def _q(name: str) -> str:
-    return load_queries("timekeeper.accounting", "posting.sql")[name]
+SQL = load_queries("timekeeper.accounting", "posting.sql")
 
 
 def request_posting(conn: psycopg.Connection, workspace_id: UUID, batch_id: UUID, run_id: UUID | None, *,
-                    now: datetime | None = None) -> UUID:
+                    now: datetime) -> UUID:
     """Return the id of the batch's posting job, inserting it (``pending``) if absent.
 
     Runs inside the caller's transaction and never commits. Idempotent: a second request
@@ -69,24 +67,19 @@ def request_posting(conn: psycopg.Connection, workspace_id: UUID, batch_id: UUID
     batch = get_batch(conn, workspace_id=workspace_id, batch_id=batch_id)
     if batch.status == "open":
         raise BatchNotClosed(f"batch {batch.name!r} is open; close it before posting")
-    params = {"workspace_id": workspace_id, "batch_id": batch_id, "run_id": run_id, "now": utc_now(now)}
-    job_id = fetch_value(conn, _q("insert_job"), params)
+    params = {"workspace_id": workspace_id, "batch_id": batch_id, "run_id": run_id, "now": instant(now)}
+    job_id = fetch_value(conn, SQL["insert_job"], params)
     if job_id is None:
-        job_id = fetch_value(conn, _q("job_for_batch"), params)
+        job_id = fetch_value(conn, SQL["job_for_batch"], params)
     return job_id
 
 
 def get_posting_job(conn: psycopg.Connection, *, workspace_id: UUID, job_id: UUID) -> PostingJob:
     """Return the posting job; raises :class:`NotFound`."""
-    job = fetch_one(conn, _q("get_job"), {"workspace_id": workspace_id, "job_id": job_id}, PostingJob)
+    job = fetch_one(conn, SQL["get_job"], {"workspace_id": workspace_id, "job_id": job_id}, PostingJob)
     if job is None:
         raise NotFound(f"posting job {job_id} not found")
     return job
-
-
-def posting_job_for_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: UUID) -> PostingJob | None:
-    """Return the batch's posting job, or None when none was requested."""
-    return fetch_one(conn, _q("job_for_batch"), {"workspace_id": workspace_id, "batch_id": batch_id}, PostingJob)
 
 
 def _describe(error: BaseException) -> str:
@@ -109,7 +102,7 @@ def run_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, wo
     unposted). Raises :class:`NotFound` for an unknown job, ``RuntimeError`` when ``conn``
     is inside a transaction, and database errors only when even recording the failure fails.
     """
-    return _run_job(conn, job_id, utc_now(now), workspace_id, hook, lambda job: True)[0]
+    return _run_job(conn, job_id, instant(now), workspace_id, hook, lambda job: True)[0]
 
 
 def start_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, workspace_id: UUID | None = None,
@@ -123,7 +116,7 @@ def start_posting_job(conn: psycopg.Connection, job_id: UUID, now: datetime, *, 
     is locked while deciding, so two starters racing for one job run it once.
     ``conn`` must be idle; ``now`` is an aware UTC instant. Raises as :func:`run_posting_job`.
     """
-    now = utc_now(now)
+    now = instant(now)
     return _run_job(conn, job_id, now, workspace_id, hook, lambda job: _unstarted(job, now - stale_after))[0]
 
 
@@ -146,10 +139,9 @@ def sweep_posting_jobs(conn: psycopg.Connection, now: datetime, *, hook: Posting
     """
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("sweep_posting_jobs needs an idle connection: it commits its own transactions")
-    now = utc_now(now)
+    now = instant(now)
     stale_before = now - stale_after
-    with conn.cursor(row_factory=dict_row) as cur:
-        found = cur.execute(_q("unstarted_jobs"), {"stale_before": stale_before, "limit": limit}).fetchall()
+    found = fetch_rows(conn, SQL["unstarted_jobs"], {"stale_before": stale_before, "limit": limit})
     counts: dict[str, int] = {"started": 0}
     for row in found:
         status, ran = _run_job(conn, row["id"], now, row["workspace_id"], hook,
@@ -171,17 +163,17 @@ def _run_job(conn: psycopg.Connection, job_id: UUID, now: datetime, workspace_id
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("a posting job needs an idle connection: it commits its own transactions")
     with conn.transaction():
-        ws = workspace_id or fetch_value(conn, _q("find_job_workspace"), {"job_id": job_id})
+        ws = workspace_id or fetch_value(conn, SQL["find_job_workspace"], {"job_id": job_id})
         job = None
         if ws is not None:
             set_tenant(conn, ws)
-            job = fetch_one(conn, _q("lock_job"), {"workspace_id": ws, "job_id": job_id}, PostingJob)
+            job = fetch_one(conn, SQL["lock_job"], {"workspace_id": ws, "job_id": job_id}, PostingJob)
         if job is None:
             raise NotFound(f"posting job {job_id} not found")
         if job.status == "succeeded" or not startable(job):
             return job.status, False
         key = {"workspace_id": ws, "job_id": job_id, "batch_id": job.batch_id, "now": now}
-        attempt = fetch_value(conn, _q("mark_running"), key)
+        attempt = fetch_value(conn, SQL["mark_running"], key)
     try:
         with conn.transaction():
             set_tenant(conn, ws)
@@ -190,7 +182,7 @@ def _run_job(conn: psycopg.Connection, job_id: UUID, now: datetime, workspace_id
     except Exception as error:  # any failure: record it on the job, leave the batch closed
         with conn.transaction():
             set_tenant(conn, ws)
-            execute(conn, _q("mark_failed"), {**key, "error": _describe(error), "attempt": attempt})
+            execute(conn, SQL["mark_failed"], {**key, "error": _describe(error), "attempt": attempt})
         return "failed", True
 
 
@@ -207,6 +199,6 @@ def _post_batch(conn: psycopg.Connection, key: dict, hook: PostingHook | None) -
             raise PostingError(f"batch {batch.name!r} does not balance: its {len(entries)} entries sum to {total}")
         if hook is not None:
             hook(conn, batch, entries)
-        execute(conn, _q("post_entries"), key)
-        execute(conn, _q("mark_batch_posted"), key)
-    execute(conn, _q("mark_succeeded"), key)
+        execute(conn, SQL["post_entries"], key)
+        execute(conn, SQL["mark_batch_posted"], key)
+    execute(conn, SQL["mark_succeeded"], key)

@@ -27,8 +27,7 @@ DEFAULT_WINDOW_DAYS = 3
 MAX_LINES_PER_SWEEP = 5000
 
 
-def _q(name: str) -> str:
-    return load_queries("timekeeper.accounting", "reconciliation.sql")[name]
+SQL = load_queries("timekeeper.accounting", "reconciliation.sql")
 
 
 def match_lines(lines: Sequence[BankLine], entries: Sequence[LedgerEntry], *,
@@ -88,12 +87,12 @@ def sweep(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID, now: da
     Only rows of ``workspace_id`` are read or written.
     """
     scope = {"workspace_id": workspace_id}
-    fetch_value(conn, _q("lock_workspace_sweep"), scope)
-    lines = fetch_all(conn, _q("unreconciled_lines"), {**scope, "limit": MAX_LINES_PER_SWEEP}, BankLine)
+    fetch_value(conn, SQL["lock_workspace_sweep"], scope)
+    lines = fetch_all(conn, SQL["unreconciled_lines"], {**scope, "limit": MAX_LINES_PER_SWEEP}, BankLine)
     matched_now: list[tuple[UUID, UUID]] = []
     if lines:
         window = timedelta(days=window_days)
-        entries = fetch_all(conn, _q("candidate_entries"), {
+        entries = fetch_all(conn, SQL["candidate_entries"], {
             **scope,
             "accounts": sorted({ln.bank_account for ln in lines}),
             "amounts": sorted({ln.amount for ln in lines}),
@@ -105,9 +104,9 @@ def sweep(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID, now: da
             params = {**scope, "line_id": line.id, "entry_id": entry.id, "now": now, "run_id": run_id}
             # Both rows are locked above, so both updates apply; a miss is a broken invariant
             # and raises (the caller's transaction rolls back, no half-marked pair).
-            if not execute(conn, _q("reconcile_line"), params) or not execute(conn, _q("reconcile_entry"), params):
+            if not execute(conn, SQL["reconcile_line"], params) or not execute(conn, SQL["reconcile_entry"], params):
                 raise RuntimeError(f"bank line {line.id} / entry {entry.id} changed during the sweep")
             matched_now.append((line.id, entry.id))
-    matched_by_run = fetch_value(conn, _q("count_reconciled_by_run"), {**scope, "run_id": run_id})
-    unmatched = fetch_value(conn, _q("count_unreconciled"), scope)
+    matched_by_run = fetch_value(conn, SQL["count_reconciled_by_run"], {**scope, "run_id": run_id})
+    unmatched = fetch_value(conn, SQL["count_unreconciled"], scope)
     return SweepResult(matched_now, matched_by_run, unmatched, len(lines))

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
+
+from timekeeper.db.rows import fetch_all
 
 #: The key of a row in a listing: ``(instant, id)``.
 Keyset = tuple[datetime, UUID]
@@ -33,7 +34,8 @@ def keyset_rows(conn: psycopg.Connection, row_type: type[T], *, select: str, whe
     first or ``newest_first``), as ``row_type`` instances.
 
     ``select`` holds the columns and the FROM clause, ``where`` the listing's own
-    condition; both are the caller's constant SQL, and every value is a bound parameter
+    condition; both are the caller's constant SQL (two named blocks of its ``.sql`` file,
+    ``<listing>_from`` and ``<listing>_where``), and every value is a bound parameter
     of ``params`` (the names ``after_at``, ``after_id`` and ``limit`` are this function's).
     Raises ``ValueError`` for a ``limit`` below 1.
     """
@@ -44,9 +46,8 @@ def keyset_rows(conn: psycopg.Connection, row_type: type[T], *, select: str, whe
     statement = (f"SELECT {select} WHERE ({where}) AND (%(after_at)s::timestamptz IS NULL "
                  f"OR ({at}, {id_}) {comparison} (%(after_at)s, %(after_id)s::uuid)) "
                  f"ORDER BY {at} {direction}, {id_} {direction} LIMIT %(limit)s")
-    with conn.cursor(row_factory=class_row(row_type)) as cur:
-        return cur.execute(statement, {**params, "after_at": after[0] if after else None,
-                                       "after_id": after[1] if after else None, "limit": limit}).fetchall()
+    return fetch_all(conn, statement, {**params, "after_at": after[0] if after else None,
+                                       "after_id": after[1] if after else None, "limit": limit}, row_type)
 
 
 def split_page(rows: list[T], limit: int, key_of: Callable[[T], Keyset]) -> tuple[list[T], Keyset | None]:

@@ -1,7 +1,10 @@
 """Rows into frozen dataclasses: the one way repositories hand database rows to callers.
 
 A repository's row type is a frozen dataclass whose fields are its query's column names,
-so ``model(**row)`` builds it from a dict row. The helpers here open their own cursor with
+so ``model(**row)`` builds it from a dict row. Every repository builds its row types here
+(:func:`fetch_one`, :func:`fetch_all`, or :func:`from_row` on a row it already holds),
+never with psycopg's ``class_row`` or by hand. Parameters are a mapping for the named
+``%(name)s`` placeholders or a sequence for positional ``%s`` ones. The helpers here open their own cursor with
 ``dict_row``, so the caller's connection may use any row factory; instants
 (``timestamptz``) come back as aware UTC datetimes whatever the session's ``TimeZone``.
 Naive datetimes (``timestamp`` columns, e.g. a local wall time) are left as they are.
@@ -9,7 +12,7 @@ Naive datetimes (``timestamp`` columns, e.g. a local wall time) are left as they
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -17,6 +20,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 T = TypeVar("T")
+
+#: Bound parameters: by name (``%(name)s``) or by position (``%s``).
+Params = Mapping[str, Any] | Sequence[Any]
 
 
 def _utc(value: Any) -> Any:
@@ -32,28 +38,43 @@ def from_row(model: type[T], row: Mapping[str, Any]) -> T:
     return model(**{name: _utc(value) for name, value in row.items()})
 
 
-def fetch_one(conn: psycopg.Connection, sql: str, params: Mapping[str, Any], model: type[T]) -> T | None:
+def fetch_one(conn: psycopg.Connection, sql: str, params: Params, model: type[T]) -> T | None:
     """Run ``sql`` and return its first row as ``model`` (or None when no row)."""
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(sql, params).fetchone()
     return None if row is None else from_row(model, row)
 
 
-def fetch_all(conn: psycopg.Connection, sql: str, params: Mapping[str, Any], model: type[T]) -> list[T]:
+def fetch_all(conn: psycopg.Connection, sql: str, params: Params, model: type[T]) -> list[T]:
     """Run ``sql`` and return every row as ``model``, in the statement's order."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(sql, params).fetchall()
     return [from_row(model, row) for row in rows]
 
 
-def fetch_value(conn: psycopg.Connection, sql: str, params: Mapping[str, Any]) -> Any:
+def fetch_row(conn: psycopg.Connection, sql: str, params: Params) -> dict[str, Any] | None:
+    """Run ``sql`` and return its first row as a dict (column name -> value, aware instants
+    in UTC), or None when no row: for a row a function reads itself rather than hands on."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        row = cur.execute(sql, params).fetchone()
+    return None if row is None else {name: _utc(value) for name, value in row.items()}
+
+
+def fetch_rows(conn: psycopg.Connection, sql: str, params: Params) -> list[dict[str, Any]]:
+    """Run ``sql`` and return every row as a dict (as :func:`fetch_row`), in the statement's order."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        rows = cur.execute(sql, params).fetchall()
+    return [{name: _utc(value) for name, value in row.items()} for row in rows]
+
+
+def fetch_value(conn: psycopg.Connection, sql: str, params: Params) -> Any:
     """Run ``sql`` and return the first column of its first row (None when no row)."""
     with conn.cursor(row_factory=dict_row) as cur:
         row = cur.execute(sql, params).fetchone()
     return None if row is None else next(iter(row.values()))
 
 
-def execute(conn: psycopg.Connection, sql: str, params: Mapping[str, Any]) -> int:
+def execute(conn: psycopg.Connection, sql: str, params: Params) -> int:
     """Run a write and return its row count."""
     with conn.cursor() as cur:
         cur.execute(sql, params)

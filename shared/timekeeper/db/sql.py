@@ -1,8 +1,14 @@
 """Named SQL blocks kept in ``.sql`` files beside the code that runs them.
 
 A file holds blocks introduced by a ``-- name: <snake_case_verb>`` line; everything up to
-the next such line is that block's text. Files are read once per process and cached
-(the procrastinate ``queries.sql`` convention, CONVENTIONS.md "SQL and PostgreSQL").
+the next such line is that block's text. Files are read once per process and cached.
+
+The rule: every statement the domain runs is a named block in the ``.sql`` file beside
+the module that runs it, loaded once into a module-level dict called ``SQL``
+(``SQL = load_queries("timekeeper.<package>", "<module>.sql")``) and read as
+``SQL["block_name"]``; Python code holds no SQL text of its own. The one exception is a
+statement whose shape is composed at run time from checked parts (the saved-query
+compiler's ``psycopg.sql`` composition, the keyset pager's clauses).
 """
 
 from __future__ import annotations

@@ -33,7 +33,11 @@ from uuid import UUID
 
 import psycopg
 
+from timekeeper.db import load_queries
+from timekeeper.db.rows import fetch_rows, fetch_value
 from timekeeper.platform.directory import member_with_user
+
+SQL = load_queries("timekeeper.platform", "access.sql")
 
 QUERIES_READ = "queries:read"
 QUERIES_WRITE = "queries:write"
@@ -114,11 +118,8 @@ def check_people(conn: psycopg.Connection, *, workspace_id: UUID, user_ids: list
     for each of ``user_ids``. Raises ``ValueError`` for an unknown permission."""
     if permission not in PERMISSIONS:
         raise ValueError(f"unknown permission {permission!r}")
-    rows = conn.execute(
-        """SELECT u.id, u.status, m.roles, m.left_at, m.user_id IS NOT NULL AS member
-             FROM users u LEFT JOIN workspace_memberships m ON m.workspace_id = %s AND m.user_id = u.id
-            WHERE u.id = ANY(%s)""", (workspace_id, list(user_ids))).fetchall()
-    found = {(r["id"] if isinstance(r, dict) else r[0]): r for r in rows}
+    rows = fetch_rows(conn, SQL["people_with_memberships"], (workspace_id, list(user_ids)))
+    found = {r["id"]: r for r in rows}
     out: dict[str, Decision] = {}
     for user_id in user_ids:
         row = found.get(user_id)
@@ -142,11 +143,8 @@ def object_exists(conn: psycopg.Connection, kind: str, workspace_id: UUID, objec
 
 
 def _object_exists(conn: psycopg.Connection, table: str, workspace_id: UUID, object_id: UUID) -> bool:
-    statement = {
-        "saved_queries": "SELECT 1 FROM saved_queries WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",
-        "reports": "SELECT 1 FROM reports WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL",
-    }[table]
-    return conn.execute(statement, (workspace_id, object_id)).fetchone() is not None
+    statement = {"saved_queries": SQL["saved_query_exists"], "reports": SQL["report_exists"]}[table]
+    return fetch_value(conn, statement, (workspace_id, object_id)) is not None
 
 
 def check_query(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, query_id: UUID,

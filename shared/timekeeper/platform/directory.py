@@ -14,10 +14,14 @@ from uuid import UUID
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import psycopg
-from psycopg.rows import class_row
+
+from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_one
 
 WORKSPACE_STATUSES = ("active", "loading", "disabled")
 USER_STATUSES = ("active", "deactivated")
+
+SQL = load_queries("timekeeper.platform", "directory.sql")
 
 
 class InvalidTimezone(ValueError):
@@ -89,12 +93,8 @@ def create_workspace(conn: psycopg.Connection, *, name: str, timezone: str, stat
     """Insert a workspace and return it. Raises :class:`InvalidTimezone` for an unknown zone,
     ``psycopg.errors.CheckViolation`` for a status or currency the table refuses."""
     check_timezone(timezone)
-    with conn.cursor(row_factory=class_row(Workspace)) as cur:
-        row = cur.execute(
-            """INSERT INTO workspaces (id, name, timezone, status, snapshots_enabled, currency, created_at)
-               VALUES (coalesce(%s, gen_random_uuid()), %s, %s, %s, %s, %s, %s)
-               RETURNING id, name, timezone, status, snapshots_enabled, currency, created_at""",
-            (workspace_id, name, timezone, status, snapshots_enabled, currency, now)).fetchone()
+    row = fetch_one(conn, SQL["insert_workspace"],
+                    (workspace_id, name, timezone, status, snapshots_enabled, currency, now), Workspace)
     assert row is not None
     return row
 
@@ -102,35 +102,26 @@ def create_workspace(conn: psycopg.Connection, *, name: str, timezone: str, stat
 def set_workspace_status(conn: psycopg.Connection, workspace_id: UUID, status: str) -> None:
     """Set a workspace's status (one of :data:`WORKSPACE_STATUSES`); raises ``LookupError``
     when there is no such workspace."""
-    if conn.execute("UPDATE workspaces SET status = %s WHERE id = %s", (status, workspace_id)).rowcount != 1:
+    if execute(conn, SQL["set_workspace_status"], (status, workspace_id)) != 1:
         raise LookupError(f"no workspace {workspace_id}")
 
 
 def get_workspace(conn: psycopg.Connection, workspace_id: UUID) -> Workspace | None:
     """The workspace ``workspace_id``, or None (unknown, or not visible to this login)."""
-    with conn.cursor(row_factory=class_row(Workspace)) as cur:
-        return cur.execute(
-            """SELECT id, name, timezone, status, snapshots_enabled, currency, created_at
-                 FROM workspaces WHERE id = %s""", (workspace_id,)).fetchone()
+    return fetch_one(conn, SQL["get_workspace"], (workspace_id,), Workspace)
 
 
 def upsert_user(conn: psycopg.Connection, *, user_id: str, display_name: str = "", email: str | None = None,
                 status: str = "active", now: datetime) -> User:
     """Insert or update a user (the identity provider's id) and return it."""
-    with conn.cursor(row_factory=class_row(User)) as cur:
-        row = cur.execute(
-            """INSERT INTO users (id, display_name, email, status, created_at) VALUES (%s, %s, %s, %s, %s)
-               ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email,
-                                              status = EXCLUDED.status
-               RETURNING id, display_name, email, status, created_at""",
-            (user_id, display_name, email, status, now)).fetchone()
+    row = fetch_one(conn, SQL["upsert_user"], (user_id, display_name, email, status, now), User)
     assert row is not None
     return row
 
 
 def set_user_status(conn: psycopg.Connection, user_id: str, status: str) -> None:
     """Activate or deactivate a user; raises ``LookupError`` when there is no such user."""
-    if conn.execute("UPDATE users SET status = %s WHERE id = %s", (status, user_id)).rowcount != 1:
+    if execute(conn, SQL["set_user_status"], (status, user_id)) != 1:
         raise LookupError(f"no user {user_id!r}")
 
 
@@ -138,17 +129,7 @@ def add_member(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, ro
                now: datetime) -> Membership:
     """Make ``user_id`` a current member of the workspace with ``roles`` (rejoining reopens
     the membership with the new roles and join instant)."""
-    with conn.cursor(row_factory=class_row(Membership)) as cur:
-        row = cur.execute(
-            """INSERT INTO workspace_memberships (workspace_id, user_id, roles, joined_at)
-               VALUES (%s, %s, %s, %s)
-               ON CONFLICT (workspace_id, user_id) DO UPDATE
-                   SET roles = EXCLUDED.roles,
-                       joined_at = CASE WHEN workspace_memberships.left_at IS NULL
-                                        THEN workspace_memberships.joined_at ELSE EXCLUDED.joined_at END,
-                       left_at = NULL
-               RETURNING workspace_id, user_id, roles, joined_at, left_at""",
-            (workspace_id, user_id, list(roles), now)).fetchone()
+    row = fetch_one(conn, SQL["add_member"], (workspace_id, user_id, list(roles), now), Membership)
     assert row is not None
     return row
 
@@ -156,9 +137,7 @@ def add_member(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, ro
 def leave_workspace(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, now: datetime) -> None:
     """Record that ``user_id`` left the workspace at ``now``; raises ``LookupError`` when
     they are not a current member."""
-    updated = conn.execute(
-        """UPDATE workspace_memberships SET left_at = %s
-            WHERE workspace_id = %s AND user_id = %s AND left_at IS NULL""", (now, workspace_id, user_id)).rowcount
+    updated = execute(conn, SQL["leave_workspace"], (now, workspace_id, user_id))
     if updated != 1:
         raise LookupError(f"{user_id!r} is not a current member of workspace {workspace_id}")
 
@@ -166,11 +145,6 @@ def leave_workspace(conn: psycopg.Connection, *, workspace_id: UUID, user_id: st
 def member_with_user(conn: psycopg.Connection, *, workspace_id: UUID,
                      user_id: str) -> tuple[User | None, Membership | None]:
     """The user ``user_id`` and their membership of the workspace (either may be None)."""
-    with conn.cursor(row_factory=class_row(User)) as cur:
-        user = cur.execute("SELECT id, display_name, email, status, created_at FROM users WHERE id = %s",
-                           (user_id,)).fetchone()
-    with conn.cursor(row_factory=class_row(Membership)) as cur:
-        membership = cur.execute(
-            """SELECT workspace_id, user_id, roles, joined_at, left_at FROM workspace_memberships
-                WHERE workspace_id = %s AND user_id = %s""", (workspace_id, user_id)).fetchone()
+    user = fetch_one(conn, SQL["get_user"], (user_id,), User)
+    membership = fetch_one(conn, SQL["get_membership"], (workspace_id, user_id), Membership)
     return user, membership

@@ -18,29 +18,27 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row, tuple_row
 
+from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.registry import Chunk, SnapshotRegistry, SnapshotType, ValidationFailed
 
-_Q = load_queries("timekeeper.platform", "snapshots.sql")
+SQL = load_queries("timekeeper.platform", "snapshots.sql")
 OWNER = "platform"
 STAFF_ROLE = "platform:staff"
 
 
 def _one(conn: psycopg.Connection, name: str, params: dict[str, Any]) -> dict[str, Any]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(_Q[name], params).fetchone()
+    row = fetch_row(conn, SQL[name], params)
     assert row is not None
     return row
 
 
 def _currency(conn: psycopg.Connection, run: SnapshotRun) -> str:
-    with conn.cursor(row_factory=tuple_row) as cur:
-        row = cur.execute("SELECT currency FROM workspaces WHERE id = %s", (run.workspace_id,)).fetchone()
-    assert row is not None
-    return row[0]
+    currency = fetch_value(conn, SQL["workspace_currency"], (run.workspace_id,))
+    assert currency is not None
+    return currency
 
 
 class MembershipCounts:
@@ -52,8 +50,8 @@ class MembershipCounts:
 
     def generate(self, conn: psycopg.Connection, run: SnapshotRun, cursor: dict[str, Any] | None) -> Chunk:
         """Write every count row of the period's month end."""
-        rows = conn.execute(_Q["membership_counts"], {"run_id": run.id, "workspace_id": run.workspace_id,
-                                                      "as_of": run.period_end}).rowcount
+        rows = execute(conn, SQL["membership_counts"], {"run_id": run.id, "workspace_id": run.workspace_id,
+                                                       "as_of": run.period_end})
         return Chunk(rows=rows, next_cursor=None)
 
     def validate(self, conn: psycopg.Connection, run: SnapshotRun) -> dict[str, Any]:
@@ -96,8 +94,7 @@ class ReceivableAging:
             raise ValidationFailed("totals_mismatch", f"aged {written['invoices']} invoices totalling "
                                    f"{written['outstanding']}, the source has {source['invoices']} totalling "
                                    f"{source['outstanding']}")
-        with conn.cursor(row_factory=dict_row) as cur:
-            buckets = cur.execute(_Q["aging_buckets"], params).fetchall()
+        buckets = fetch_rows(conn, SQL["aging_buckets"], params)
         return {"as_of": run.period_end.isoformat(), "currency": params["currency"],
                 "invoices": source["invoices"], "outstanding_minor": int(source["outstanding"]),
                 "buckets": {b["bucket"]: {"invoices": b["invoices"], "outstanding_minor": int(b["outstanding"])}
@@ -121,7 +118,7 @@ class SelfTest:
         """Write rows ``next .. next + chunk_size - 1``."""
         start = (cursor or {}).get("next", 1)
         stop = min(start + self.chunk_size - 1, self.total)
-        conn.execute(_Q["selftest_chunk"], {"run_id": run.id, "workspace_id": run.workspace_id, "start": start,
+        execute(conn, SQL["selftest_chunk"], {"run_id": run.id, "workspace_id": run.workspace_id, "start": start,
                                             "stop": stop})
         return Chunk(rows=stop - start + 1, next_cursor=None if stop >= self.total else {"next": stop + 1})
 

@@ -76,3 +76,6 @@ SELECT %(run_id)s, %(workspace_id)s, g FROM generate_series(%(start)s::integer, 
 
 -- name: selftest_count
 SELECT count(*) AS n FROM snapshot_selftest_rows WHERE run_id = %(run_id)s
+
+-- name: workspace_currency
+SELECT currency FROM workspaces WHERE id = %s

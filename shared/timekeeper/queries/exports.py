@@ -55,9 +55,11 @@ from uuid import UUID
 import psycopg
 from psycopg import pq
 from psycopg.adapt import Loader
-from psycopg.rows import class_row, tuple_row
+from psycopg.rows import tuple_row
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.db import load_queries
+from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.queries import store
@@ -124,9 +126,7 @@ class Export:
     finished_at: datetime | None
 
 
-_COLUMNS = ("id, workspace_id, query_id, query_version, format, requested_by, idempotency_key, state, attempts, "
-            "object_key, row_count, byte_size, sha256, error_code, error_message, created_at, published_at, "
-            "started_at, finished_at")
+SQL = load_queries("timekeeper.queries", "exports.sql")
 
 
 class ExportMessage(BaseModel):
@@ -163,8 +163,7 @@ def file_name(export: Export) -> str:
 
 
 def _one(conn: psycopg.Connection, statement: str, params: Any) -> Export | None:
-    with conn.cursor(row_factory=class_row(Export)) as cur:
-        return cur.execute(statement, params).fetchone()
+    return fetch_one(conn, statement, params, Export)
 
 
 def request_export(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, version: int | None,
@@ -195,13 +194,8 @@ def request_export(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UU
                 return existing, False
         pinned = store.get_version(conn, workspace_id=workspace_id, query_id=query_id, version=version)
         compile_query(pinned.parsed(), workspace_id=workspace_id)  # refuse now what could never run
-        export = _one(conn, f"""
-            INSERT INTO exports (workspace_id, query_id, query_version, format, requested_by, idempotency_key,
-                                 created_at)
-            VALUES (%s, %s, %s, %s, %s, %s, %s)
-            ON CONFLICT (workspace_id, requested_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-            RETURNING {_COLUMNS}""", (workspace_id, query_id, pinned.version, format, requested_by,
-                                      idempotency_key, now))
+        export = _one(conn, SQL["insert_export"], (workspace_id, query_id, pinned.version, format, requested_by,
+                                                   idempotency_key, now))
         if export is None:  # a concurrent request with the same key committed first
             existing = _by_key(conn, workspace_id, requested_by, idempotency_key or "")
             assert existing is not None
@@ -211,9 +205,7 @@ def request_export(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UU
 
 
 def _by_key(conn: psycopg.Connection, workspace_id: UUID, requested_by: str, key: str) -> Export | None:
-    return _one(conn, f"""SELECT {_COLUMNS} FROM exports
-                           WHERE workspace_id = %s AND requested_by = %s AND idempotency_key = %s""",
-                (workspace_id, requested_by, key))
+    return _one(conn, SQL["export_by_key"], (workspace_id, requested_by, key))
 
 
 def _publish(conn: psycopg.Connection, publisher: ExportPublisher, exports: list[Export], *,
@@ -232,11 +224,9 @@ def _publish(conn: psycopg.Connection, publisher: ExportPublisher, exports: list
         logger.warning("exports not published; offered again later", extra={"export_ids": sorted(map(str, refused))})
     if not sent:
         return []
-    with conn.transaction(), conn.cursor(row_factory=class_row(Export)) as cur:
-        return cur.execute(f"""
-            UPDATE exports SET published_at = %s
-             WHERE workspace_id = ANY(%s) AND id = ANY(%s) AND published_at IS NULL
-         RETURNING {_COLUMNS}""", (now, list({e.workspace_id for e in sent}), [e.id for e in sent])).fetchall()
+    with conn.transaction():
+        return fetch_all(conn, SQL["mark_published"], (now, list({e.workspace_id for e in sent}), [e.id for e in sent]),
+                         Export)
 
 
 def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, older_than: timedelta,
@@ -245,13 +235,9 @@ def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now
     a crash between commit and publish) created at least ``older_than`` before ``now``,
     oldest first; only ``workspace_id``'s (and only ``export_id``) when given. Returns how
     many the queue took. A duplicate message is harmless (a finished export ignores it)."""
-    with conn.transaction(), conn.cursor(row_factory=class_row(Export)) as cur:
-        stale = cur.execute(f"""
-            SELECT {_COLUMNS} FROM exports
-             WHERE state = 'queued' AND published_at IS NULL AND created_at <= %(before)s
-               AND (%(ws)s::uuid IS NULL OR workspace_id = %(ws)s) AND (%(id)s::uuid IS NULL OR id = %(id)s)
-             ORDER BY created_at LIMIT %(limit)s""",
-            {"before": now - older_than, "ws": workspace_id, "id": export_id, "limit": limit}).fetchall()
+    with conn.transaction():
+        stale = fetch_all(conn, SQL["unpublished_exports"],
+                          {"before": now - older_than, "ws": workspace_id, "id": export_id, "limit": limit}, Export)
     return len(_publish(conn, publisher, stale, now=now))
 
 
@@ -260,18 +246,14 @@ def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
     """The export ``export_id`` of ``workspace_id`` (only when ``requested_by`` requested
     it, when given). Raises :class:`ExportNotFound`."""
     with conn.transaction():
-        export = _one(conn, f"""SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s""",
-                      (workspace_id, export_id))
+        export = _one(conn, SQL["get_export"], (workspace_id, export_id))
     if export is None or (requested_by is not None and export.requested_by != requested_by):
         raise ExportNotFound(export_id)
     return export
 
 
 def _finish_failed(conn: psycopg.Connection, export: Export, code: str, message: str, now: datetime) -> Export:
-    row = _one(conn, f"""
-        UPDATE exports SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
-         WHERE workspace_id = %s AND id = %s RETURNING {_COLUMNS}""",
-               (code, message[:1000], now, export.workspace_id, export.id))
+    row = _one(conn, SQL["finish_failed"], (code, message[:1000], now, export.workspace_id, export.id))
     assert row is not None
     logger.info("export failed", extra={"export_id": str(export.id), "workspace_id": str(export.workspace_id),
                                         "error_code": code})
@@ -283,8 +265,7 @@ def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID
     """Settle an unfinished export ``failed`` with ``code``; a finished one is returned
     unchanged, an unknown one is None."""
     with conn.transaction():
-        export = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s FOR UPDATE",
-                      (workspace_id, export_id))
+        export = _one(conn, SQL["lock_export"], (workspace_id, export_id))
         if export is None or export.state in ("succeeded", "failed"):
             return export
         return _finish_failed(conn, export, code, message, now)
@@ -310,8 +291,7 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
     """
     started = time.monotonic()
     with conn.transaction():
-        export = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s FOR UPDATE",
-                      (workspace_id, export_id))
+        export = _one(conn, SQL["lock_export"], (workspace_id, export_id))
         if export is None:
             raise ExportNotFound(export_id)
         if export.state in ("succeeded", "failed"):
@@ -329,27 +309,21 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
             compiled = compile_query(version.parsed(), workspace_id=workspace_id)
         except InvalidDefinition as error:
             return _finish_failed(conn, export, DEFINITION_INVALID, f"{error.field}: {error.reason}", now)
-        export = _one(conn, f"""
-            UPDATE exports SET state = 'running', attempts = attempts + 1, started_at = %s
-             WHERE workspace_id = %s AND id = %s RETURNING {_COLUMNS}""", (now, workspace_id, export_id))
+        export = _one(conn, SQL["start_export"], (now, workspace_id, export_id))
         assert export is not None
     key = object_key(workspace_id, export_id, export.format)
     with tempfile.TemporaryDirectory(prefix="export-", dir=tmp_dir) as folder:
         path = os.path.join(folder, f"export.{export.format}")
         rows = write_file(conn, compiled, export.format, path)
         size, digest = file_digest(path)
-        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=_transfer_config(),
+        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=transfer_config(),
                        ExtraArgs={"ContentType": CONTENT_TYPES[export.format], "Metadata": {"sha256": digest}})
     finished = now + timedelta(seconds=time.monotonic() - started)
     with conn.transaction():
-        recorded = _one(conn, f"""
-            UPDATE exports SET state = 'succeeded', object_key = %s, row_count = %s, byte_size = %s, sha256 = %s,
-                               finished_at = %s, error_code = NULL, error_message = NULL
-             WHERE workspace_id = %s AND id = %s AND state = 'running' AND attempts = %s
-         RETURNING {_COLUMNS}""", (key, rows, size, digest, finished, workspace_id, export_id, export.attempts))
+        recorded = _one(conn, SQL["finish_succeeded"],
+                        (key, rows, size, digest, finished, workspace_id, export_id, export.attempts))
         if recorded is None:  # a later attempt took over (or settled it): its record stands
-            recorded = _one(conn, f"SELECT {_COLUMNS} FROM exports WHERE workspace_id = %s AND id = %s",
-                            (workspace_id, export_id))
+            recorded = _one(conn, SQL["get_export"], (workspace_id, export_id))
     logger.info("export succeeded", extra={"export_id": str(export_id), "workspace_id": str(workspace_id),
                                            "rows": rows, "bytes": size})
     assert recorded is not None
@@ -398,7 +372,9 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
 # --- the file ---------------------------------------------------------------------------------
 
 
-def _transfer_config() -> Any:
+def transfer_config() -> Any:
+    """The managed-upload settings of an exported or delivered file (a boto3 ``TransferConfig``):
+    multipart above :data:`MULTIPART_THRESHOLD` bytes, in parts of that size, four at a time."""
     from boto3.s3.transfer import TransferConfig
 
     return TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD,

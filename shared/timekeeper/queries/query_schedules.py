@@ -20,14 +20,15 @@ from uuid import UUID
 
 import psycopg
 
+from timekeeper.db import load_queries
 from timekeeper.db.keyset import Keyset, keyset_rows
+from timekeeper.db.rows import execute
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.queries import reports, store
 from timekeeper.queries.delivery import (
     DELIVER,
     OWNER,
-    SCHEDULE_COLUMNS,
     QuerySchedule,
     check_source_access,
     get_query_schedule,
@@ -36,6 +37,8 @@ from timekeeper.queries.templates import TemplateInvalid, check_template
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
 from timekeeper.schedules.work import WorkKindRegistry
+
+SQL = load_queries("timekeeper.queries", "query_schedules.sql")
 
 #: Recipients a schedule may have.
 MAX_RECIPIENTS = 1000
@@ -124,11 +127,9 @@ def _check_templates(subject_template: str, body_template: str) -> None:
 
 def _replace_recipients(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID, recipients: list[str],
                         now: datetime) -> None:
-    conn.execute("DELETE FROM query_schedule_recipients WHERE workspace_id = %s AND schedule_id = %s",
-                 (workspace_id, schedule_id))
+    execute(conn, SQL["delete_recipients"], (workspace_id, schedule_id))
     with conn.cursor() as cur:
-        cur.executemany("""INSERT INTO query_schedule_recipients (workspace_id, schedule_id, user_id, added_at)
-                           VALUES (%s, %s, %s, %s)""", [(workspace_id, schedule_id, u, now) for u in recipients])
+        cur.executemany(SQL["insert_recipient"], [(workspace_id, schedule_id, u, now) for u in recipients])
 
 
 def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, name: str,
@@ -149,13 +150,10 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
         schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
                                            recurrence=recurrence, actor=actor, now=now, name=name, active=active,
                                            kinds=kinds, via_own_route=True)
-        conn.execute("""INSERT INTO query_schedules (schedule_id, workspace_id, owner_user_id, source_kind, query_id,
-                            query_version, report_id, format, skip_when_empty, subject_template, body_template,
-                            link_ttl_hours, created_at, updated_at)
-                        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                     (schedule.id, workspace_id, actor, checked.kind, checked.query_id, checked.query_version,
-                      checked.report_id, format, skip_when_empty, subject_template, body_template, link_ttl_hours,
-                      now, now))
+        execute(conn, SQL["insert_settings"],
+                (schedule.id, workspace_id, actor, checked.kind, checked.query_id, checked.query_version,
+                 checked.report_id, format, skip_when_empty, subject_template, body_template, link_ttl_hours,
+                 now, now))
         settings = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule.id)
         assert settings is not None
         access.require(check_source_access(conn, settings, actor), f"read the {checked.kind}")
@@ -189,10 +187,9 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         if name is not None or recurrence is not None:
             service.update_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id, actor=actor, now=now,
                                     recurrence=recurrence, name=name)
-        conn.execute("""UPDATE query_schedules SET subject_template = %s, body_template = %s, link_ttl_hours = %s,
-                               skip_when_empty = %s, updated_at = %s WHERE workspace_id = %s AND schedule_id = %s""",
-                     (subject, body, ttl, current.skip_when_empty if skip_when_empty is None else skip_when_empty,
-                      now, workspace_id, schedule_id))
+        execute(conn, SQL["update_settings"],
+                (subject, body, ttl, current.skip_when_empty if skip_when_empty is None else skip_when_empty,
+                 now, workspace_id, schedule_id))
         updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
     assert updated is not None
     return updated
@@ -202,9 +199,8 @@ def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after:
                          limit: int = 50) -> list[QuerySchedule]:
     """The workspace's live (not deleted) query schedules, oldest first: at most ``limit``
     after the keyset ``(created_at, schedule_id)`` of the previous page's last row."""
-    return keyset_rows(conn, QuerySchedule, select=f"{SCHEDULE_COLUMNS} FROM query_schedules q "
-                                                   "JOIN schedules s ON s.id = q.schedule_id",
-                       where="q.workspace_id = %(ws)s AND s.deleted_at IS NULL", params={"ws": workspace_id},
+    return keyset_rows(conn, QuerySchedule, select=SQL["list_schedules_from"], where=SQL["list_schedules_where"],
+                       params={"ws": workspace_id},
                        after=after, limit=limit, key=("q.created_at", "q.schedule_id"))
 
 
@@ -232,9 +228,6 @@ def list_delivery_runs(conn: psycopg.Connection, *, workspace_id: UUID, schedule
     before the keyset ``(occurrence_at, id)`` of the previous page's last row."""
     return keyset_rows(
         conn, DeliveryRun,
-        select="""r.id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
-                  d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
-             FROM schedule_runs r LEFT JOIN query_delivery_sources d ON d.run_id = r.id""",
-        where="r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s",
+        select=SQL["list_runs_from"], where=SQL["list_runs_where"],
         params={"ws": workspace_id, "schedule_id": schedule_id}, after=after, limit=limit,
         key=("r.occurrence_at", "r.id"), newest_first=True)

@@ -52,9 +52,10 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
 
+from timekeeper.db import load_queries
 from timekeeper.db.connection import set_tenant
+from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.platform import access
 from timekeeper.queries.compiler import compile_query
 from timekeeper.queries.definition import InvalidDefinition
@@ -135,9 +136,7 @@ class ReportRender:
         return self.state in TERMINAL_STATES
 
 
-_COLUMNS = ("id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts, "
-            "object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at, "
-            "finished_at")
+SQL = load_queries("timekeeper.queries", "rendering.sql")
 
 
 def object_key(workspace_id: UUID, idempotency_key: str) -> str:
@@ -148,15 +147,13 @@ def object_key(workspace_id: UUID, idempotency_key: str) -> str:
 
 
 def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any]) -> ReportRender | None:
-    with conn.cursor(row_factory=class_row(ReportRender)) as cur:
-        return cur.execute(query, params).fetchone()
+    return fetch_one(conn, query, params, ReportRender)
 
 
 def get_render(conn: psycopg.Connection, *, workspace_id: UUID, render_id: UUID) -> ReportRender:
     """The render ``render_id`` of the workspace; raises :class:`RenderNotFound`."""
     with conn.transaction():
-        row = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND id = %s",
-                     (workspace_id, render_id))
+        row = _fetch(conn, SQL["get_render"], (workspace_id, render_id))
     if row is None:
         raise RenderNotFound(render_id)
     return row
@@ -174,17 +171,11 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
     (the key names a render of another report).
     """
     with conn.transaction():
-        select = f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND idempotency_key = %s"
+        select = SQL["render_by_key"]
         existing = _fetch(conn, select, (workspace_id, idempotency_key))
         if existing is None:
             existing = _fetch(
-                conn,
-                f"""INSERT INTO report_renders (workspace_id, idempotency_key, report_id, report_version,
-                                                requested_by, requested_at)
-                    SELECT r.workspace_id, %s, r.id, r.current_version, %s, %s FROM reports r
-                     WHERE r.workspace_id = %s AND r.id = %s AND r.deleted_at IS NULL
-                    ON CONFLICT (workspace_id, idempotency_key) DO NOTHING
-                    RETURNING {_COLUMNS}""",
+                conn, SQL["insert_render"],
                 (idempotency_key, requested_by, now, workspace_id, report_id))
             if existing is None:
                 # Either no such report, or a concurrent request inserted the key first.
@@ -236,14 +227,14 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
         field = error.field if error.field.startswith(where) else f"{where} (query version {version.version}): " \
                                                                    f"{error.field}"
         raise _Refused(DEFINITION_INVALID, f"{field}: {error.reason}") from None
-    name_row = conn.execute("SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s",
-                            (workspace_id, section.query_id)).fetchone()
+    query_name = fetch_value(conn, SQL["query_name"], (workspace_id, section.query_id))
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     columns = tuple(c.name for c in compiled.columns)
     with conn.cursor(name=f"report_section_{index}", row_factory=psycopg.rows.tuple_row) as cur:
         cur.execute(compiled.statement, compiled.params)
         fetched = cur.fetchmany(cap + 1)
-    return SectionData(section=section, query_name=name_row["name"] if name_row else "", query_version=version.version,
+    return SectionData(section=section, query_name=query_name if query_name is not None else "",
+                       query_version=version.version,
                        columns=columns, headers=tuple(compiled.headers), rows=tuple(fetched[:cap]),
                        truncated=len(fetched) > cap)
 
@@ -251,8 +242,7 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
 def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: datetime,
            max_attempts: int) -> ReportRender:
     with conn.transaction():
-        row = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE workspace_id = %s AND id = %s FOR UPDATE",
-                     (workspace_id, render_id))
+        row = _fetch(conn, SQL["lock_render"], (workspace_id, render_id))
         if row is None:
             raise RenderNotFound(render_id)
         if row.terminal:
@@ -260,10 +250,7 @@ def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: d
         if row.attempts >= max_attempts:
             return _finish_failed(conn, row, ATTEMPTS_EXHAUSTED,
                                   f"{row.attempts} attempts ended without a result (timeouts?)", now)
-        started = _fetch(
-            conn,
-            f"""UPDATE report_renders SET state = 'rendering', attempts = attempts + 1, started_at = %s
-                 WHERE id = %s RETURNING {_COLUMNS}""", (now, render_id))
+        started = _fetch(conn, SQL["start_render"], (now, render_id))
     assert started is not None
     return started
 
@@ -272,13 +259,9 @@ def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, messa
                    now: datetime) -> ReportRender:
     """Record a failure of attempt ``row.attempts`` (fenced: a later attempt wins)."""
     with conn.transaction():
-        done = _fetch(
-            conn,
-            f"""UPDATE report_renders SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
-                 WHERE id = %s AND state IN ('requested', 'rendering') AND attempts = %s
-             RETURNING {_COLUMNS}""", (code, message[:1000], now, row.id, row.attempts))
+        done = _fetch(conn, SQL["finish_failed"], (code, message[:1000], now, row.id, row.attempts))
         if done is None:
-            done = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE id = %s", (row.id,))
+            done = _fetch(conn, SQL["render_by_id"], (row.id,))
     assert done is not None
     return done
 
@@ -303,7 +286,7 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         return row
     try:
         with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            conn.execute(SQL["begin_snapshot"])
             set_tenant(conn, workspace_id)
             decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
                                            report_id=row.report_id, permission=access.REPORTS_READ)
@@ -325,14 +308,10 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
                       Metadata={"sha256": digest, "render-id": str(row.id)})
         with conn.transaction():
             done = _fetch(
-                conn,
-                f"""UPDATE report_renders SET state = 'succeeded', object_key = %s, byte_size = %s, sha256 = %s,
-                                              page_count = %s, error_code = NULL, error_message = NULL,
-                                              finished_at = %s
-                     WHERE id = %s AND state = 'rendering' AND attempts = %s RETURNING {_COLUMNS}""",
+                conn, SQL["finish_succeeded"],
                 (key, len(pdf), digest, pages, now, row.id, row.attempts))
             if done is None:  # another attempt took over and settled it
-                done = _fetch(conn, f"SELECT {_COLUMNS} FROM report_renders WHERE id = %s", (row.id,))
+                done = _fetch(conn, SQL["render_by_id"], (row.id,))
         assert done is not None
         return done
     except _Refused as refused:

@@ -32,11 +32,12 @@ from typing import Annotated, Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from timekeeper.db import load_queries
 from timekeeper.db.keyset import keyset_rows
+from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_value
 from timekeeper.queries.catalogue import CATALOGUE, ColumnType
 from timekeeper.queries.definition import InvalidDefinition, _path
 from timekeeper.queries.store import QueryNotFound, get_version
@@ -153,10 +154,8 @@ def check_report_definition(conn: psycopg.Connection, *, workspace_id: UUID,
             version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
                                   version=section.query_version)
         except QueryNotFound:
-            exists = conn.execute(
-                "SELECT deleted_at IS NULL AS live FROM saved_queries WHERE workspace_id = %s AND id = %s",
-                (workspace_id, section.query_id)).fetchone()
-            if section.query_version is not None and exists is not None:
+            live = fetch_value(conn, SQL["query_liveness"], (workspace_id, section.query_id))
+            if section.query_version is not None and live is not None:
                 raise InvalidDefinition(f"sections[{index}].query_version",
                                         f"the query has no version {section.query_version}") from None
             raise InvalidDefinition(f"sections[{index}].query_id", "no such saved query in this workspace") from None
@@ -194,8 +193,8 @@ class ReportVersion:
         return parse_report_definition(self.definition)
 
 
-_REPORT_COLUMNS = "id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at"
-_VERSION_COLUMNS = "workspace_id, report_id, version, definition, created_by, created_at"
+
+SQL = load_queries("timekeeper.queries", "reports.sql")
 
 
 def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefinition | Any) -> Jsonb:
@@ -205,11 +204,8 @@ def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefi
 
 def _insert_version(conn: psycopg.Connection, report: Report, stored: Jsonb, actor: str,
                     now: datetime) -> ReportVersion:
-    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
-        row = cur.execute(
-            f"""INSERT INTO report_versions (workspace_id, report_id, version, definition, created_by, created_at)
-                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_VERSION_COLUMNS}""",
-            (report.workspace_id, report.id, report.current_version, stored, actor, now)).fetchone()
+    row = fetch_one(conn, SQL["insert_version"],
+                    (report.workspace_id, report.id, report.current_version, stored, actor, now), ReportVersion)
     assert row is not None
     return row
 
@@ -220,11 +216,7 @@ def create_report(conn: psycopg.Connection, *, workspace_id: UUID, name: str, de
     :class:`InvalidDefinition` naming the field (``sections[0].query_id``)."""
     with conn.transaction():
         stored = _stored(conn, workspace_id, definition)
-        with conn.cursor(row_factory=class_row(Report)) as cur:
-            report = cur.execute(
-                f"""INSERT INTO reports (workspace_id, name, current_version, created_by, created_at, updated_at)
-                    VALUES (%s, %s, 1, %s, %s, %s) RETURNING {_REPORT_COLUMNS}""",
-                (workspace_id, name, actor, now, now)).fetchone()
+        report = fetch_one(conn, SQL["insert_report"], (workspace_id, name, actor, now, now), Report)
         assert report is not None
         version = _insert_version(conn, report, stored, actor, now)
     return report, version
@@ -238,13 +230,7 @@ def update_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UU
     :class:`ReportNotFound`, :class:`InvalidDefinition`."""
     with conn.transaction():
         stored = _stored(conn, workspace_id, definition)
-        with conn.cursor(row_factory=class_row(Report)) as cur:
-            report = cur.execute(
-                f"""UPDATE reports SET current_version = current_version + 1, updated_at = %s,
-                                      name = coalesce(%s, name)
-                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
-                 RETURNING {_REPORT_COLUMNS}""",
-                (now, name, workspace_id, report_id)).fetchone()
+        report = fetch_one(conn, SQL["bump_version"], (now, name, workspace_id, report_id), Report)
         if report is None:
             raise ReportNotFound(report_id)
         version = _insert_version(conn, report, stored, actor, now)
@@ -254,11 +240,7 @@ def update_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UU
 def get_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> tuple[Report, ReportVersion]:
     """The undeleted report ``report_id`` and its current version; raises :class:`ReportNotFound`."""
     with conn.transaction():
-        with conn.cursor(row_factory=class_row(Report)) as cur:
-            report = cur.execute(
-                f"""SELECT {_REPORT_COLUMNS} FROM reports
-                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
-                (workspace_id, report_id)).fetchone()
+        report = fetch_one(conn, SQL["get_report"], (workspace_id, report_id), Report)
         if report is None:
             raise ReportNotFound(report_id)
         version = get_report_version(conn, workspace_id=workspace_id, report_id=report_id,
@@ -270,11 +252,8 @@ def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_i
                        version: int) -> ReportVersion:
     """Version ``version`` of the report (readable even when the report was deleted: a
     render pinned it). Raises :class:`ReportNotFound`."""
-    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
-        row = cur.execute(
-            f"""SELECT {_VERSION_COLUMNS} FROM report_versions
-                 WHERE workspace_id = %s AND report_id = %s AND version = %s""",
-            (workspace_id, report_id, version)).fetchone()
+    with conn.transaction():
+        row = fetch_one(conn, SQL["get_version"], (workspace_id, report_id, version), ReportVersion)
     if row is None:
         raise ReportNotFound(report_id)
     return row
@@ -282,10 +261,8 @@ def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_i
 
 def list_report_versions(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> list[ReportVersion]:
     """Every version of the report, oldest first (empty when there is no such report)."""
-    with conn.cursor(row_factory=class_row(ReportVersion)) as cur:
-        return cur.execute(
-            f"""SELECT {_VERSION_COLUMNS} FROM report_versions WHERE workspace_id = %s AND report_id = %s
-                 ORDER BY version""", (workspace_id, report_id)).fetchall()
+    with conn.transaction():
+        return fetch_all(conn, SQL["list_versions"], (workspace_id, report_id), ReportVersion)
 
 
 def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
@@ -293,8 +270,8 @@ def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[d
     """A page of the workspace's undeleted reports, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
     with conn.transaction():
-        return keyset_rows(conn, Report, select=f"{_REPORT_COLUMNS} FROM reports",
-                           where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
+        return keyset_rows(conn, Report, select=SQL["list_reports_from"], where=SQL["list_reports_where"],
+                           params={"ws": workspace_id},
                            after=after, limit=limit)
 
 
@@ -302,9 +279,6 @@ def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UU
     """Mark the report deleted (its versions and renders stay). Raises
     :class:`ReportNotFound` when there is no such undeleted report."""
     with conn.transaction():
-        updated = conn.execute(
-            """UPDATE reports SET deleted_at = %s, updated_at = %s
-                WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
-            (now, now, workspace_id, report_id)).rowcount
+        updated = execute(conn, SQL["delete_report"], (now, now, workspace_id, report_id))
     if updated != 1:
         raise ReportNotFound(report_id)

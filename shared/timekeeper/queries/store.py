@@ -20,10 +20,11 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from timekeeper.db import load_queries
 from timekeeper.db.keyset import keyset_rows
+from timekeeper.db.rows import execute, fetch_all, fetch_one
 from timekeeper.queries.definition import QueryDefinition, check_definition, parse_definition
 
 
@@ -63,8 +64,8 @@ class QueryVersion:
         return check_definition(self.definition)
 
 
-_QUERY_COLUMNS = "id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at"
-_VERSION_COLUMNS = "workspace_id, query_id, version, definition, created_by, created_at"
+
+SQL = load_queries("timekeeper.queries", "store.sql")
 
 
 def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
@@ -81,12 +82,7 @@ def create_query(conn: psycopg.Connection, *, workspace_id: UUID, name: str, def
     :class:`~timekeeper.queries.definition.InvalidDefinition` naming the field."""
     stored = _stored(definition)
     with conn.transaction():
-        with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
-            query = cur.execute(
-                f"""INSERT INTO saved_queries (workspace_id, name, description, current_version, created_by,
-                                               created_at, updated_at)
-                    VALUES (%s, %s, %s, 1, %s, %s, %s) RETURNING {_QUERY_COLUMNS}""",
-                (workspace_id, name, description, actor, now, now)).fetchone()
+        query = fetch_one(conn, SQL["insert_query"], (workspace_id, name, description, actor, now, now), SavedQuery)
         assert query is not None
         version = _insert_version(conn, query, 1, stored, actor, now)
     return query, version
@@ -94,11 +90,8 @@ def create_query(conn: psycopg.Connection, *, workspace_id: UUID, name: str, def
 
 def _insert_version(conn: psycopg.Connection, query: SavedQuery, number: int, stored: Jsonb, actor: str,
                     now: datetime) -> QueryVersion:
-    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
-        row = cur.execute(
-            f"""INSERT INTO saved_query_versions (workspace_id, query_id, version, definition, created_by, created_at)
-                VALUES (%s, %s, %s, %s, %s, %s) RETURNING {_VERSION_COLUMNS}""",
-            (query.workspace_id, query.id, number, stored, actor, now)).fetchone()
+    row = fetch_one(conn, SQL["insert_version"], (query.workspace_id, query.id, number, stored, actor, now),
+                    QueryVersion)
     assert row is not None
     return row
 
@@ -111,13 +104,7 @@ def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
     numbered without gaps. Raises :class:`QueryNotFound`, ``InvalidDefinition``."""
     stored = _stored(definition)
     with conn.transaction():
-        with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
-            query = cur.execute(
-                f"""UPDATE saved_queries SET current_version = current_version + 1, updated_at = %s,
-                                            name = coalesce(%s, name), description = coalesce(%s, description)
-                     WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
-                 RETURNING {_QUERY_COLUMNS}""",
-                (now, name, description, workspace_id, query_id)).fetchone()
+        query = fetch_one(conn, SQL["bump_version"], (now, name, description, workspace_id, query_id), SavedQuery)
         if query is None:
             raise QueryNotFound(query_id)
         version = _insert_version(conn, query, query.current_version, stored, actor, now)
@@ -126,10 +113,8 @@ def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
 
 def get_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> SavedQuery:
     """The undeleted query ``query_id``; raises :class:`QueryNotFound`."""
-    with conn.cursor(row_factory=class_row(SavedQuery)) as cur:
-        query = cur.execute(
-            f"""SELECT {_QUERY_COLUMNS} FROM saved_queries
-                 WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""", (workspace_id, query_id)).fetchone()
+    with conn.transaction():
+        query = fetch_one(conn, SQL["get_query"], (workspace_id, query_id), SavedQuery)
     if query is None:
         raise QueryNotFound(query_id)
     return query
@@ -140,18 +125,11 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
     """Version ``version`` of the query (None: its current version). A pinned version of a
     deleted query stays readable when ``version`` is given; the current version of a
     deleted query is not. Raises :class:`QueryNotFound`."""
-    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
+    with conn.transaction():
         if version is None:
-            row = cur.execute(
-                f"""SELECT v.{_VERSION_COLUMNS.replace(', ', ', v.')} FROM saved_queries q
-                      JOIN saved_query_versions v ON v.query_id = q.id AND v.version = q.current_version
-                     WHERE q.workspace_id = %s AND q.id = %s AND q.deleted_at IS NULL""",
-                (workspace_id, query_id)).fetchone()
+            row = fetch_one(conn, SQL["get_current_version"], (workspace_id, query_id), QueryVersion)
         else:
-            row = cur.execute(
-                f"""SELECT {_VERSION_COLUMNS} FROM saved_query_versions
-                     WHERE workspace_id = %s AND query_id = %s AND version = %s""",
-                (workspace_id, query_id, version)).fetchone()
+            row = fetch_one(conn, SQL["get_version"], (workspace_id, query_id, version), QueryVersion)
     if row is None:
         raise QueryNotFound(query_id)
     return row
@@ -159,27 +137,23 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
 
 def list_versions(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> list[QueryVersion]:
     """Every version of the query, oldest first (empty when there is no such query)."""
-    with conn.cursor(row_factory=class_row(QueryVersion)) as cur:
-        return cur.execute(
-            f"""SELECT {_VERSION_COLUMNS} FROM saved_query_versions WHERE workspace_id = %s AND query_id = %s
-                 ORDER BY version""", (workspace_id, query_id)).fetchall()
+    with conn.transaction():
+        return fetch_all(conn, SQL["list_versions"], (workspace_id, query_id), QueryVersion)
 
 
 def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[SavedQuery]:
     """A page of the workspace's undeleted queries, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
-    return keyset_rows(conn, SavedQuery, select=f"{_QUERY_COLUMNS} FROM saved_queries",
-                       where="workspace_id = %(ws)s AND deleted_at IS NULL", params={"ws": workspace_id},
-                       after=after, limit=limit)
+    with conn.transaction():
+        return keyset_rows(conn, SavedQuery, select=SQL["list_queries_from"], where=SQL["list_queries_where"],
+                           params={"ws": workspace_id}, after=after, limit=limit)
 
 
 def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:
     """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
     is no such undeleted query."""
-    updated = conn.execute(
-        """UPDATE saved_queries SET deleted_at = %s, updated_at = %s
-            WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL""",
-        (now, now, workspace_id, query_id)).rowcount
+    with conn.transaction():
+        updated = execute(conn, SQL["delete_query"], (now, now, workspace_id, query_id))
     if updated != 1:
         raise QueryNotFound(query_id)

@@ -188,9 +188,3 @@ class Message:
                 self._sanitizer.clean(self._html.render(values), str(link) if link is not None else None),
                 self._text.render(values))
 
-
-def render_message(subject_template: str, body_template: str, values: Mapping[str, Any]) -> tuple[str, str, str]:
-    """``(subject, html body, text body)`` of a delivery: ``values`` by placeholder name
-    (:class:`Message` compiled for one use). Raises ``jinja2.UndefinedError`` when a
-    placeholder has no value."""
-    return Message(subject_template, body_template).render(values)

@@ -38,10 +38,10 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import class_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
+from timekeeper.db.rows import fetch_all
 from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.settlement import (
@@ -262,9 +262,8 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
     """
     if not run_ids:
         return {}
-    with batch.conn.cursor(row_factory=class_row(StartedRun)) as cur:
-        rows = cur.execute(SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
-                                               "lease_until": batch.now + batch.settings.lease}).fetchall()
+    rows = fetch_all(batch.conn, SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
+                                                     "lease_until": batch.now + batch.settings.lease}, StartedRun)
     return {run.id: run for run in rows}
 
 

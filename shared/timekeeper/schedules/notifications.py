@@ -15,16 +15,16 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper import observability as obs
+from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_row, fetch_value
+
+SQL = load_queries("timekeeper.schedules", "notifications.sql")
 
 
 def enqueue_notification(conn: psycopg.Connection, *, schedule_id: UUID, workspace_id: UUID, owner: str,
                          kind: str, payload: dict[str, Any], now: datetime) -> int:
     """Insert a notice in the caller's transaction; returns its id."""
-    row = conn.execute(
-        """INSERT INTO schedule_notifications (schedule_id, workspace_id, owner, kind, payload, created_at)
-           VALUES (%s, %s, %s, %s, %s, %s) RETURNING id""",
-        (schedule_id, workspace_id, owner, kind, Jsonb(payload), now)).fetchone()
-    return row["id"]
+    return fetch_value(conn, SQL["insert_notification"], (schedule_id, workspace_id, owner, kind, Jsonb(payload), now))
 
 
 def flush_notifications(conn: psycopg.Connection, *, owner: str, notifier: Any, now: datetime,
@@ -38,19 +38,15 @@ def flush_notifications(conn: psycopg.Connection, *, owner: str, notifier: Any, 
     sent = 0
     for _ in range(limit):
         with conn.transaction():
-            row = conn.execute(
-                """SELECT id, kind, payload FROM schedule_notifications
-                    WHERE owner = %s AND sent_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED""",
-                (owner,)).fetchone()
+            row = fetch_row(conn, SQL["lock_next_unsent"], (owner,))
             if row is None:
                 break
             try:
                 notifier.notify(subject=f"Timekeeper {owner}: {row['kind']}", payload=row["payload"])
             except Exception:  # noqa: BLE001 - reported, retried next pass
                 obs.logger.exception("notification publish failed", extra={"notification_id": row["id"]})
-                conn.execute("UPDATE schedule_notifications SET attempts = attempts + 1 WHERE id = %s", (row["id"],))
+                execute(conn, SQL["count_attempt"], (row["id"],))
                 break
-            conn.execute("UPDATE schedule_notifications SET sent_at = %s, attempts = attempts + 1 WHERE id = %s",
-                         (now, row["id"]))
+            execute(conn, SQL["mark_sent"], (now, row["id"]))
             sent += 1
     return sent

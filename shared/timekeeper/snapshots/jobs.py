@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict
 
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
-from timekeeper.snapshots.ledger import QUERIES, SnapshotRun, fetch_runs, jsonb
+from timekeeper.snapshots.ledger import SQL, SnapshotRun, fetch_runs, jsonb
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
 
 #: The retryable failure that is final.
@@ -69,7 +69,7 @@ def retry_backoff(failures: int) -> timedelta:
 
 
 def _fenced(conn: psycopg.Connection, message: JobMessage) -> SnapshotRun | None:
-    runs = fetch_runs(conn, QUERIES["lock_run"], {"run_id": message.run_id, "job_id": message.job_id})
+    runs = fetch_runs(conn, SQL["lock_run"], {"run_id": message.run_id, "job_id": message.job_id})
     return runs[0] if runs else None
 
 
@@ -80,13 +80,13 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
     when the job no longer owns it. Runs in the caller's transaction."""
     params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:500], "now": now}
     if retryable and run.retryable_failures + 1 < MAX_RETRYABLE_FAILURES:
-        updated = fetch_runs(conn, QUERIES["fail_retryable"], {
+        updated = fetch_runs(conn, SQL["fail_retryable"], {
             **params, "retry_due_at": now + retry_backoff(run.retryable_failures + 1)})
     else:
         if retryable:
             params["code"] = "retries_exhausted"
             params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:500]
-        updated = fetch_runs(conn, QUERIES["fail_final"], {**params, "retryable": 1 if retryable else 0})
+        updated = fetch_runs(conn, SQL["fail_final"], {**params, "retryable": 1 if retryable else 0})
     return updated[0] if updated else None
 
 
@@ -99,7 +99,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
     ``time_left_s`` the seconds the invocation has left (fewer than ``handover_margin_s``:
     hand over before the next chunk). Raises on an unexpected fault
     before the last receive (the queue redelivers); never after it."""
-    started = fetch_runs(conn, QUERIES["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
+    started = fetch_runs(conn, SQL["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
     if not started:
         return JobResult("stale")
     run = started[0]
@@ -116,7 +116,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             with conn.transaction():
                 run = _fenced(conn, message) or run
                 mode = generator.choose_mode(conn, run)
-                conn.execute(QUERIES["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
+                conn.execute(SQL["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
         while True:
             if time_left_s() < handover_margin_s:
                 return JobResult("handed_over", run)
@@ -129,7 +129,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
                     break
                 chunk = generator.generate(conn, fenced, fenced.cursor)
                 cursor = _DONE if chunk.next_cursor is None else chunk.next_cursor
-                run = fetch_runs(conn, QUERIES["commit_chunk"], {"run_id": fenced.id, "cursor": jsonb(cursor),
+                run = fetch_runs(conn, SQL["commit_chunk"], {"run_id": fenced.id, "cursor": jsonb(cursor),
                                                             "rows": chunk.rows, "now": now()})[0]
             crash_point("snapshots.between_chunks")
         with conn.transaction():
@@ -139,10 +139,10 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             basis = generator.validate(conn, fenced)
             key = {"owner": fenced.owner, "snapshot_type": fenced.snapshot_type,
                    "workspace_id": fenced.workspace_id, "period": fenced.period, "now": now()}
-            conn.execute(QUERIES["retire_current"], key)
+            conn.execute(SQL["retire_current"], key)
             crash_point("snapshots.inside_publish")
-            conn.execute(QUERIES["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
-        published = fetch_runs(conn, "SELECT * FROM snapshot_runs WHERE id = %(id)s", {"id": run.id})[0]
+            conn.execute(SQL["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
+        published = fetch_runs(conn, SQL["get_run"], {"id": run.id})[0]
         return JobResult("published", published)
     except ValidationFailed as invalid:
         with conn.transaction():
@@ -170,7 +170,7 @@ def reconcile_lost_jobs(conn: psycopg.Connection, *, owner: str, now: datetime, 
     messages ran out or were lost): each is a retryable failure ``job_lost``. Runs in the
     caller's transaction; returns the settled runs."""
     settled = []
-    for run in fetch_runs(conn, QUERIES["lost_jobs"], {"owner": owner, "now": now, "after": after}):
+    for run in fetch_runs(conn, SQL["lost_jobs"], {"owner": owner, "now": now, "after": after}):
         updated = record_failure(conn, run, run.job_id, code="job_lost", message="the job stopped without an outcome",
                                  retryable=True, now=now)
         if updated is not None:

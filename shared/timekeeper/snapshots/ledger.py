@@ -23,7 +23,7 @@ Rules implemented here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -33,10 +33,11 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
+from timekeeper.db.rows import fetch_all, fetch_row, fetch_rows
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 
-QUERIES = load_queries("timekeeper.snapshots", "ledger.sql")
+SQL = load_queries("timekeeper.snapshots", "ledger.sql")
 
 #: States of a run that still has work to do (at most one per period).
 ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
@@ -87,14 +88,10 @@ class SnapshotRun:
         return next_month(self.period) - timedelta(days=1)
 
 
-_RUN_FIELDS = tuple(f.name for f in fields(SnapshotRun))
-
-
 def fetch_runs(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[SnapshotRun]:
-    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(statement, params).fetchall()
-    return [SnapshotRun(**{name: row[name] for name in _RUN_FIELDS}) for row in rows]
+    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows
+    (through :func:`timekeeper.db.rows.fetch_all`: the table's columns are the fields)."""
+    return fetch_all(conn, statement, params, SnapshotRun)
 
 
 def next_month(period: date) -> date:
@@ -140,8 +137,7 @@ def plan(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
     if horizon_months < 1:
         raise ValueError("horizon_months must be at least 1")
     arrays = _type_arrays(registry.enabled())
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(QUERIES["plan_months"], {**arrays, "now": now, "horizon": horizon_months}).fetchall()
+    rows = fetch_rows(conn, SQL["plan_months"], {**arrays, "now": now, "horizon": horizon_months})
     planned = sum(1 for r in rows if r["state"] == "planned")
     return PlanResult(planned=planned, skipped=len(rows) - planned,
                       overdue=overdue_periods(conn, registry, now=now, horizon_months=horizon_months))
@@ -152,10 +148,9 @@ def overdue_periods(conn: psycopg.Connection, registry: SnapshotRegistry, *, now
                     grace: timedelta = OVERDUE_GRACE) -> list[tuple[UUID, str, str, date]]:
     """Periods within the horizon that should be published by now and are not (nor
     skipped): ``[(workspace_id, owner, type, period)]``, including months never planned."""
-    with conn.cursor(row_factory=tuple_row) as cur:
-        return [tuple(r) for r in cur.execute(
-            QUERIES["overdue_periods"],
-            {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace}).fetchall()]
+    rows = fetch_rows(conn, SQL["overdue_periods"],
+                      {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace})
+    return [tuple(r.values()) for r in rows]
 
 
 @dataclass(frozen=True)
@@ -175,24 +170,24 @@ def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, 
     ``ValueError`` when ``backfill_lane`` is not in ``[0, cap)``."""
     if not 0 <= backfill_lane < cap:
         raise ValueError("the backfill lane must be smaller than the cap")
-    conn.execute(QUERIES["lock_owner"], {"owner": owner})
+    conn.execute(SQL["lock_owner"], {"owner": owner})
     with conn.cursor(row_factory=dict_row) as cur:
-        flight = cur.execute(QUERIES["in_flight"], {"owner": owner}).fetchone()
-        backfill_active = cur.execute(QUERIES["any_backfill_waiting"], {"owner": owner}).fetchone()["waiting"]
+        flight = cur.execute(SQL["in_flight"], {"owner": owner}).fetchone()
+        backfill_active = cur.execute(SQL["any_backfill_waiting"], {"owner": owner}).fetchone()["waiting"]
     regular, backfill = flight["regular"], flight["backfill"]
     backfill_slots = max(0, min(backfill_lane - backfill, cap - regular - backfill))
     regular_cap = cap - backfill_lane if backfill_active else cap
     ids: list[UUID] = []
     with conn.cursor(row_factory=tuple_row) as cur:
         if backfill_slots:
-            ids += [r[0] for r in cur.execute(QUERIES["waiting"], {"owner": owner, "now": now, "backfill": True,
+            ids += [r[0] for r in cur.execute(SQL["waiting"], {"owner": owner, "now": now, "backfill": True,
                                                                "limit": backfill_slots}).fetchall()]
         regular_slots = max(0, regular_cap - regular)
         if regular_slots:
-            ids += [r[0] for r in cur.execute(QUERIES["waiting"], {"owner": owner, "now": now, "backfill": False,
+            ids += [r[0] for r in cur.execute(SQL["waiting"], {"owner": owner, "now": now, "backfill": False,
                                                                "limit": regular_slots}).fetchall()]
-        admitted = cur.execute(QUERIES["admit"], {"ids": ids, "now": now}).fetchall() if ids else []
-        reoffered = cur.execute(QUERIES["reoffer"], {"owner": owner, "now": now, "after": reoffer_after}).fetchall()
+        admitted = cur.execute(SQL["admit"], {"ids": ids, "now": now}).fetchall() if ids else []
+        reoffered = cur.execute(SQL["reoffer"], {"owner": owner, "now": now, "after": reoffer_after}).fetchall()
     return [Admitted(run_id=r[0], workspace_id=r[1], job_id=r[2]) for r in (*admitted, *reoffered)]
 
 
@@ -231,12 +226,11 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
     if period.day != 1:
         raise ValueError("a period is the first day of a month")
     with conn.transaction():
-        with conn.cursor(row_factory=tuple_row) as cur:
-            found = cur.execute("SELECT timezone, created_at, status, snapshots_enabled FROM workspaces "
-                                "WHERE id = %s FOR SHARE", (workspace_id,)).fetchone()
+        found = fetch_row(conn, SQL["workspace_for_request"], (workspace_id,))
         if found is None:
             raise RequestRefused("unknown_workspace", f"no workspace {workspace_id}")
-        timezone, created_at, status, snapshots_enabled = found
+        timezone, created_at, status, snapshots_enabled = (
+            found["timezone"], found["created_at"], found["status"], found["snapshots_enabled"])
         if status in WORKSPACE_REFUSALS:
             raise RequestRefused(WORKSPACE_REFUSALS[status], f"the workspace is {status}: the planner does not "
                                  "snapshot it, nor does a staff request")
@@ -250,7 +244,7 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
                                  f"{period:%Y-%m} ended before the workspace existed ({created_at:%Y-%m-%d})")
         key = {"owner": snapshot_type.owner, "snapshot_type": snapshot_type.name, "workspace_id": workspace_id,
                "period": period}
-        runs = fetch_runs(conn, QUERIES["period_runs"], key)
+        runs = fetch_runs(conn, SQL["period_runs"], key)
         if mode == "manual" and not runs:
             raise RequestRefused("not_planned", f"{period:%Y-%m} has no runs: request a backfill")
         if mode == "backfill" and runs:
@@ -261,7 +255,7 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
             raise RequestRefused("protected_history", f"the current version of {period:%Y-%m} is "
                                  f"{next(r.protection for r in runs if r.is_current)}")
         version = max((r.version for r in runs), default=0) + 1
-        return fetch_runs(conn, QUERIES["insert_request"], {**key, "version": version, "mode": mode,
+        return fetch_runs(conn, SQL["insert_request"], {**key, "version": version, "mode": mode,
                                                        "reason": reason.strip(), "requested_by": requested_by,
                                                        "now": now})[0]
 
@@ -287,7 +281,7 @@ class PeriodStatus:
 def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
                  owner: str | None = None, snapshot_type: str | None = None) -> list[PeriodStatus]:
     """The workspace's periods, newest first per type (see :class:`PeriodStatus`)."""
-    runs = fetch_runs(conn, QUERIES["list_periods"], {"workspace_id": workspace_id, "owner": owner,
+    runs = fetch_runs(conn, SQL["list_periods"], {"workspace_id": workspace_id, "owner": owner,
                                                   "snapshot_type": snapshot_type})
     out = []
     for run in sorted(runs, key=lambda r: (r.owner, r.snapshot_type, r.period), reverse=True):

@@ -129,10 +129,6 @@ UPDATE snapshot_runs
  WHERE id = %(run_id)s
 RETURNING *
 
--- name: mark_done
--- Generation finished (cursor exhausted): remember it so a resumed job goes straight to publish.
-UPDATE snapshot_runs SET cursor = '{"done": true}'::jsonb, updated_at = %(now)s WHERE id = %(run_id)s
-
 -- name: retire_current
 UPDATE snapshot_runs SET is_current = false, updated_at = %(now)s
  WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
@@ -189,3 +185,10 @@ SELECT * FROM snapshot_runs
  WHERE owner = %(owner)s AND state = 'running' AND heartbeat_at <= %(now)s - %(after)s::interval
  ORDER BY id
    FOR UPDATE SKIP LOCKED
+
+-- name: get_run
+SELECT * FROM snapshot_runs WHERE id = %(id)s
+
+-- name: workspace_for_request
+SELECT timezone, created_at, status, snapshots_enabled FROM workspaces
+ WHERE id = %s FOR SHARE

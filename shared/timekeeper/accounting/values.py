@@ -1,11 +1,13 @@
 """Value helpers of the accounting repositories: money amounts and the acting instant.
 
 Rows into dataclasses are :mod:`timekeeper.db.rows`' (shared with the schedules module).
+Domain code never reads a clock: the acting instant is always passed in by the caller
+(the edge reads :func:`timekeeper.clock.now` once per event).
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 
 
@@ -17,10 +19,8 @@ def money(amount: Decimal | int | str) -> Decimal:
     return value
 
 
-def utc_now(now: datetime | None) -> datetime:
-    """Return ``now`` (which must be aware) or, when None, the wall clock in UTC."""
-    if now is None:
-        return datetime.now(UTC)
+def instant(now: datetime) -> datetime:
+    """Return ``now`` unchanged; raises ``ValueError`` when it is naive (an instant must be aware)."""
     if now.tzinfo is None:
         raise ValueError("instants must be aware UTC datetimes")
     return now

@@ -1,0 +1,43 @@
+-- Workspaces, users and memberships (timekeeper.platform.directory).
+
+-- name: insert_workspace
+INSERT INTO workspaces (id, name, timezone, status, snapshots_enabled, currency, created_at)
+VALUES (coalesce(%s, gen_random_uuid()), %s, %s, %s, %s, %s, %s)
+RETURNING id, name, timezone, status, snapshots_enabled, currency, created_at
+
+-- name: set_workspace_status
+UPDATE workspaces SET status = %s WHERE id = %s
+
+-- name: get_workspace
+SELECT id, name, timezone, status, snapshots_enabled, currency, created_at
+  FROM workspaces WHERE id = %s
+
+-- name: upsert_user
+INSERT INTO users (id, display_name, email, status, created_at) VALUES (%s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name, email = EXCLUDED.email,
+                               status = EXCLUDED.status
+RETURNING id, display_name, email, status, created_at
+
+-- name: set_user_status
+UPDATE users SET status = %s WHERE id = %s
+
+-- name: add_member
+INSERT INTO workspace_memberships (workspace_id, user_id, roles, joined_at)
+VALUES (%s, %s, %s, %s)
+ON CONFLICT (workspace_id, user_id) DO UPDATE
+    SET roles = EXCLUDED.roles,
+        joined_at = CASE WHEN workspace_memberships.left_at IS NULL
+                         THEN workspace_memberships.joined_at ELSE EXCLUDED.joined_at END,
+        left_at = NULL
+RETURNING workspace_id, user_id, roles, joined_at, left_at
+
+-- name: leave_workspace
+UPDATE workspace_memberships SET left_at = %s
+ WHERE workspace_id = %s AND user_id = %s AND left_at IS NULL
+
+-- name: get_user
+SELECT id, display_name, email, status, created_at FROM users WHERE id = %s
+
+-- name: get_membership
+SELECT workspace_id, user_id, roles, joined_at, left_at FROM workspace_memberships
+ WHERE workspace_id = %s AND user_id = %s

@@ -1,0 +1,102 @@
+-- The delivery journal: every write of a delivery run beside its transaction, each fenced by the
+-- run's attempt (timekeeper.queries.delivery_journal). The fence, repeated in each statement:
+-- EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
+
+-- name: record_source
+INSERT INTO query_delivery_sources (run_id, workspace_id, schedule_id, source_kind, format, object_key,
+                                    byte_size, sha256, row_count, query_id, query_version, report_id,
+                                    report_version, render_id, version_changed, acted_for, created_at)
+SELECT %(run_id)s, %(workspace_id)s, %(schedule_id)s, %(source_kind)s, %(format)s, %(object_key)s,
+       %(byte_size)s, %(sha256)s, %(row_count)s, %(query_id)s, %(query_version)s, %(report_id)s,
+       %(report_version)s, %(render_id)s, %(version_changed)s, %(acted_for)s, %(now)s
+ WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
+ON CONFLICT (run_id) DO UPDATE SET object_key = EXCLUDED.object_key, byte_size = EXCLUDED.byte_size,
+       sha256 = EXCLUDED.sha256, row_count = EXCLUDED.row_count, acted_for = EXCLUDED.acted_for
+RETURNING run_id, workspace_id, schedule_id, source_kind, format, object_key, byte_size, sha256, row_count, query_id,
+          query_version, report_id, report_version, render_id, version_changed, acted_for, created_at
+
+-- name: record_skips
+WITH held AS (SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running'
+                                       AND attempts = %(attempt)s)),
+     written AS (
+        INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, skip_reason, attempt,
+                                      updated_at)
+        SELECT %(run_id)s, u.user_id, %(workspace_id)s, %(schedule_id)s, 'skipped', u.reason, %(attempt)s,
+               %(now)s
+          FROM unnest(%(users)s::text[], %(reasons)s::text[]) AS u (user_id, reason), held
+        ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'skipped', skip_reason = EXCLUDED.skip_reason,
+               error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+         WHERE query_deliveries.status = 'failed'
+        RETURNING 1)
+SELECT count(*) FROM held
+
+-- name: held
+SELECT 1 AS held WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running'
+                                 AND attempts = %(attempt)s)
+
+-- name: claim_outbox
+INSERT INTO query_delivery_outbox (communication_key, run_id, user_id, workspace_id, claimed_attempt,
+                                   claimed_at)
+SELECT %(run_id)s::text || ':' || u, %(run_id)s, u, %(workspace_id)s, %(attempt)s, %(now)s
+  FROM unnest(%(users)s::text[]) AS u
+ON CONFLICT (communication_key) DO UPDATE SET claimed_attempt = EXCLUDED.claimed_attempt,
+       claimed_at = EXCLUDED.claimed_at
+ WHERE query_delivery_outbox.provider_message_id IS NULL
+RETURNING user_id
+
+-- name: recorded_submissions
+SELECT user_id, provider_message_id FROM query_delivery_outbox
+ WHERE run_id = %(run_id)s AND provider_message_id IS NOT NULL
+
+-- name: record_sent
+-- One statement, one round trip, committed on its own (the journal connection is in autocommit):
+-- the relaxed CTE is what lets it skip the flush wait. Its last SELECT is the fence before the
+-- next submission: the attempt still holds the run and the next recipient's claim.
+WITH relaxed AS (SELECT set_config('synchronous_commit', 'off', true)),
+outbox AS (
+    UPDATE query_delivery_outbox SET submissions = submissions + %(submitted)s,
+           provider_message_id = COALESCE(provider_message_id, %(id)s),
+           sent_at = COALESCE(sent_at, %(now)s), last_error = NULL
+     WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s AND EXISTS (SELECT FROM relaxed)
+    RETURNING 1),
+written AS (
+    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+                                  provider_message_id, link_expires_at, attempt, updated_at)
+    SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent', %(address)s, %(id)s,
+           %(expires)s, %(attempt)s, %(now)s
+     WHERE EXISTS (SELECT FROM relaxed)
+    ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'sent', skip_reason = NULL,
+           address = EXCLUDED.address, provider_message_id = EXCLUDED.provider_message_id,
+           link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
+           error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+     WHERE query_deliveries.status <> 'sent'
+    RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
+       AND (%(next_key)s::text IS NULL OR EXISTS (SELECT 1 FROM query_delivery_outbox
+                                                   WHERE communication_key = %(next_key)s
+                                                     AND claimed_attempt = %(attempt)s
+                                                     AND provider_message_id IS NULL)) AS held
+
+-- name: record_failed
+-- Its last SELECT is the same fence as record_sent's.
+WITH outbox AS (
+    UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s
+     WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1),
+written AS (
+    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, error,
+                                  error_code, attempt, updated_at)
+    VALUES (%(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed', %(address)s, %(error)s,
+            %(code)s, %(attempt)s, %(now)s)
+    ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
+           error_code = EXCLUDED.error_code, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
+     WHERE query_deliveries.status <> 'sent'
+    RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
+       AND (%(next_key)s::text IS NULL OR EXISTS (SELECT 1 FROM query_delivery_outbox
+                                                   WHERE communication_key = %(next_key)s
+                                                     AND claimed_attempt = %(attempt)s
+                                                     AND provider_message_id IS NULL)) AS held
+
+-- name: keepalive
+-- Touches the run's transaction so the login's idle-in-transaction timeout does not end it.
+SELECT 1

@@ -1,0 +1,128 @@
+"""The repository of scheduled delivery: a query schedule's settings (``query_schedules``
+with its schedule's name), its recipients, and what each run delivered (the file in
+``query_delivery_sources``, each recipient's outcome in ``query_deliveries``).
+
+Readers only: they run on any connection (the run's transaction, the journal, the API's)
+and never commit. The journal's fenced writes are :mod:`timekeeper.queries.delivery_journal`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from timekeeper.db import load_queries
+from timekeeper.db.rows import fetch_all, fetch_one, fetch_rows, fetch_value
+
+SQL = load_queries("timekeeper.queries", "delivery_store.sql")
+
+
+@dataclass(frozen=True)
+class QuerySchedule:
+    """A query schedule's delivery settings (``query_schedules``) with its schedule's name."""
+
+    schedule_id: UUID
+    workspace_id: UUID
+    name: str
+    owner_user_id: str
+    source_kind: str
+    query_id: UUID | None
+    query_version: int | None
+    report_id: UUID | None
+    format: str
+    skip_when_empty: bool
+    subject_template: str
+    body_template: str
+    link_ttl_hours: int
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class DeliverySource:
+    """What a run delivered (``query_delivery_sources``)."""
+
+    run_id: UUID
+    workspace_id: UUID
+    schedule_id: UUID
+    source_kind: str
+    format: str
+    object_key: str
+    byte_size: int
+    sha256: str
+    row_count: int | None
+    query_id: UUID | None
+    query_version: int | None
+    report_id: UUID | None
+    report_version: int | None
+    render_id: UUID | None
+    version_changed: bool
+    acted_for: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One recipient's outcome of a run (``query_deliveries``): ``status`` sent | skipped |
+    failed, ``skip_reason`` when skipped."""
+
+    run_id: UUID
+    user_id: str
+    workspace_id: UUID
+    schedule_id: UUID
+    status: str
+    skip_reason: str | None
+    address: str | None
+    provider_message_id: str | None
+    link_expires_at: datetime | None
+    error: str | None
+    attempt: int
+    updated_at: datetime
+    #: A failed recipient's reason (:data:`PERMANENT_REFUSALS` values are permanent).
+    error_code: str | None = None
+
+
+def get_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> QuerySchedule | None:
+    """The delivery settings of ``schedule_id`` in ``workspace_id`` (None when it has none)."""
+    return fetch_one(conn, SQL["get_query_schedule"], (workspace_id, schedule_id), QuerySchedule)
+
+
+def list_recipients(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> list[str]:
+    """The recipients' user ids of a query schedule, sorted."""
+    return [row["user_id"] for row in fetch_rows(conn, SQL["list_recipients"], (workspace_id, schedule_id))]
+
+
+def get_source(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> DeliverySource | None:
+    """The file run ``run_id`` delivered, or None."""
+    return fetch_one(conn, SQL["get_source"], (workspace_id, run_id), DeliverySource)
+
+
+def list_deliveries(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> list[Delivery]:
+    """The recipients' outcomes of run ``run_id``, by user id."""
+    return fetch_all(conn, SQL["list_deliveries"], (workspace_id, run_id), Delivery)
+
+
+def get_delivery(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID, user_id: str) -> Delivery | None:
+    """One recipient's outcome of a run, or None."""
+    return fetch_one(conn, SQL["get_delivery"], (workspace_id, run_id, user_id), Delivery)
+
+
+def outbox_claimed(conn: psycopg.Connection, *, run_id: UUID) -> bool:
+    """Whether any recipient of run ``run_id`` was claimed in the outbox (a message may
+    link to the run's file)."""
+    return bool(fetch_value(conn, SQL["outbox_claimed"], (run_id,)))
+
+
+def previous_report_version(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
+                            run_id: UUID) -> int | None:
+    """The report version the schedule's latest other run delivered (None: no such run)."""
+    return fetch_value(conn, SQL["previous_report_version"], (workspace_id, schedule_id, run_id))
+
+
+def contacts(conn: psycopg.Connection, user_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``{user id: {"id", "display_name", "email"}}`` of the known users among ``user_ids``."""
+    return {row["id"]: row for row in fetch_rows(conn, SQL["contacts"], (user_ids,))}

@@ -1,0 +1,82 @@
+"""Recurrence rules: validation and occurrence iteration in wall time and absolute time.
+
+Implements the time policy of schedules: rules are evaluated in the schedule's IANA zone,
+a time in a spring-forward gap shifts by the gap and keeps its local date, a fixed time
+in a fall-back overlap runs once (first instant), hourly wall-time rules run at each real
+instant.
+
+Three rule forms, each a JSON-ready dict (the shape the API takes):
+
+* ``{"cron": "m h dom mon dow", "timezone": "America/New_York"}`` -- five standard cron
+  fields evaluated in local wall time (POSIX semantics; ``L`` in day-of-month is the
+  last day of the month).
+* ``{"calendar": {"frequency": ..., ...}, "timezone": "..."}`` -- daily, weekly, monthly
+  or yearly calendar rules with one or more local times of day.
+* ``{"interval": {"minutes": N} | {"hours": N}, "anchor": "2027-01-01T00:00:00Z"}`` --
+  a fixed step in absolute time, aligned to the anchor (optional ``"timezone"`` is for
+  display of the local date only).
+
+Every instant returned is an aware UTC ``datetime`` (``tzinfo=datetime.timezone.utc``).
+
+DST policy for the wall-time forms (cron and calendar), using ``zoneinfo``:
+
+* Spring-forward gap: a wall time that does not exist is shifted forward by the length
+  of the gap (02:30 -> 03:30 when clocks jump 02:00 -> 03:00; 02:15 -> 02:45 for the
+  30-minute gap of Australia/Lord_Howe). The occurrence keeps its intended local date and
+  time and is marked ``shifted``. If the shifted instant is also another occurrence of
+  the same schedule, the two are one (the unshifted one is kept).
+* Fall-back overlap: a fixed local time that exists twice runs once, at the earlier
+  instant (fold=0). A rule that fires in every hour of the day (cron hour field covering
+  0-23, or calendar times covering every hour) runs at each real instant, so an hourly
+  rule has 25 occurrences on the long day and 23 on the short one.
+* A schedule never has two occurrences at the same instant and occurrences come out
+  strictly increasing.
+
+Candidates are generated as local dates and wall times and each is resolved to an
+instant; the next occurrence is never computed by adding 24 hours or 30 days.
+
+The package holds a module per job: ``base`` (the :class:`Recurrence` interface, the
+:class:`Occurrence` and :class:`InvalidRecurrence` types, shared constants), ``walltime``
+(the wall-time resolver the cron and calendar forms share), ``cron``, ``calendars`` and
+``interval`` (the three rule engines), ``schema`` (the pydantic models a rule is validated
+with and its JSON schema) and ``parse`` (validate, compile and cache). Import the public
+names from ``timekeeper.schedules.recurrence`` itself.
+"""
+
+
+from timekeeper.schedules.recurrence.base import (
+    COUNT_HORIZON,
+    FIRE_HORIZON,
+    MAX_CALENDAR_INTERVAL,
+    InvalidRecurrence,
+    Occurrence,
+    Recurrence,
+)
+from timekeeper.schedules.recurrence.parse import _compile_cached as _compile_cached  # the cache benchmarks clear
+from timekeeper.schedules.recurrence.parse import next_occurrences, parse_rule, parse_rule_text
+from timekeeper.schedules.recurrence.schema import (
+    RULE_DESCRIPTION,
+    RULE_EXAMPLES,
+    CalendarRule,
+    CronRule,
+    IntervalRule,
+    rule_json_schema,
+)
+
+__all__ = [
+    "COUNT_HORIZON",
+    "FIRE_HORIZON",
+    "MAX_CALENDAR_INTERVAL",
+    "RULE_DESCRIPTION",
+    "RULE_EXAMPLES",
+    "CalendarRule",
+    "CronRule",
+    "IntervalRule",
+    "InvalidRecurrence",
+    "Occurrence",
+    "Recurrence",
+    "next_occurrences",
+    "parse_rule",
+    "parse_rule_text",
+    "rule_json_schema",
+]

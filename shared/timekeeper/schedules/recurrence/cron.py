@@ -1,0 +1,210 @@
+"""The cron form: POSIX five-field cron in local wall time (``L`` = last day of the month)."""
+
+from __future__ import annotations
+
+import calendar as _calendar
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from datetime import date, datetime, timedelta
+from functools import lru_cache
+
+from timekeeper.schedules.recurrence.base import _MAX_DAYS_IN_MONTH, _MIN_DAYS_IN_MONTH, InvalidRecurrence
+from timekeeper.schedules.recurrence.walltime import _WallTimeRecurrence
+
+# ------------------------------------------------------------------------------- cron
+
+_CRON_FIELDS = (
+    # name, low, high, names
+    ("minute", 0, 59, None),
+    ("hour", 0, 23, None),
+    ("day-of-month", 1, 31, None),
+    ("month", 1, 12, {n.upper(): i for i, n in enumerate(_calendar.month_abbr) if n}),
+    ("day-of-week", 0, 7, {"SUN": 0, "MON": 1, "TUE": 2, "WED": 3, "THU": 4, "FRI": 5, "SAT": 6}),
+)
+
+
+def _cron_value(token: str, index: int) -> int:
+    name, low, high, names = _CRON_FIELDS[index]
+    if token.isascii() and token.isdigit():
+        value = int(token)
+    elif names is not None and token.upper() in names:
+        value = names[token.upper()]
+    else:
+        raise InvalidRecurrence("cron", f"{name} field: {token!r} is not a valid value")
+    if not low <= value <= high:
+        raise InvalidRecurrence("cron", f"{name} field: {value} is out of range {low}-{high}")
+    return value
+
+
+@lru_cache(maxsize=4096)
+def _parse_cron_field(text: str, index: int) -> tuple[frozenset[int], bool]:
+    """Parse one cron field into its set of values and whether ``L`` (last day) was given."""
+    name, low, high, _ = _CRON_FIELDS[index]
+    values: set[int] = set()
+    last = False
+    for part in text.split(","):
+        if not part:
+            raise InvalidRecurrence("cron", f"{name} field: empty list item in {text!r}")
+        if part.upper() == "L":
+            if index != 2:
+                raise InvalidRecurrence("cron", f"{name} field: 'L' is only allowed in day-of-month")
+            last = True
+            continue
+        base, slash, step_text = part.partition("/")
+        step = 1
+        if slash:
+            if not (step_text.isascii() and step_text.isdigit()) or int(step_text) < 1:
+                raise InvalidRecurrence("cron", f"{name} field: step {step_text!r} must be a positive integer")
+            step = int(step_text)
+        if base == "*":
+            lo, hi = low, high
+        elif "-" in base:
+            a, _, b = base.partition("-")
+            lo, hi = _cron_value(a, index), _cron_value(b, index)
+            if lo > hi:
+                raise InvalidRecurrence("cron", f"{name} field: range {base!r} runs backwards")
+        else:
+            if slash:
+                raise InvalidRecurrence("cron", f"{name} field: a step needs a range or '*', got {part!r}")
+            lo = hi = _cron_value(base, index)
+        values.update(range(lo, hi + 1, step))
+    if index == 4 and 7 in values:
+        values.discard(7)
+        values.add(0)
+    return frozenset(values), last
+
+
+@lru_cache(maxsize=8192)
+def _cron_days(dom: frozenset[int], dow: frozenset[int], last: bool, both: bool, first_weekday: int,
+               ndays: int) -> tuple[int, ...]:
+    """The days a cron day-of-month / day-of-week pair selects in a month that starts on
+    ``first_weekday`` (Monday = 0) and has ``ndays`` days: both must match when ``both``
+    (one field is unrestricted), either otherwise. Cached: there are 28 month shapes."""
+    found = []
+    for day in range(1, ndays + 1):
+        dom_ok = day in dom or (last and day == ndays)
+        dow_ok = (first_weekday + day) % 7 in dow  # cron: Sunday = 0
+        if (dom_ok and dow_ok) if both else (dom_ok or dow_ok):
+            found.append(day)
+    return tuple(found)
+
+
+@lru_cache(maxsize=1024)
+def _minute_product(hours: frozenset[int], minutes: frozenset[int]) -> frozenset[int]:
+    """The minutes of the day a cron hour and minute field select."""
+    return frozenset(h * 60 + m for h in hours for m in minutes)
+
+
+class _CronRecurrence(_WallTimeRecurrence):
+    __slots__ = ("_months", "_dom", "_dom_last", "_dow", "_and", "_month_cache")
+
+    def __init__(self, expression: str, zone_name: str) -> None:
+        fields = expression.split()
+        if len(fields) != 5:
+            raise InvalidRecurrence(
+                "cron", f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(fields)}")
+        minutes, _ = _parse_cron_field(fields[0], 0)
+        hours, _ = _parse_cron_field(fields[1], 1)
+        dom, dom_last = _parse_cron_field(fields[2], 2)
+        months, _ = _parse_cron_field(fields[3], 3)
+        dow, _ = _parse_cron_field(fields[4], 4)
+        # Vixie/POSIX: a field starting with '*' is unrestricted. If both day fields are
+        # restricted a day matches when EITHER matches; otherwise both must match.
+        dom_star = fields[2].startswith("*")
+        dow_star = fields[4].startswith("*")
+        self._months = months
+        self._dom = dom
+        self._dom_last = dom_last
+        self._dow = dow
+        self._and = dom_star or dow_star
+        self._month_cache: dict[int, tuple[int, ...]] = {}
+        if self._and and not dom_star and not dom_last:
+            # Only the day-of-month decides: it must exist in some selected month.
+            if min(dom) > max(_MAX_DAYS_IN_MONTH[m] for m in months):
+                raise InvalidRecurrence("cron", "the day-of-month and month fields never match a real date")
+        warnings: list[str] = []
+        shortest = min(_MIN_DAYS_IN_MONTH[m] for m in months)
+        long_days = sorted(d for d in dom if d > shortest)
+        if long_days and len(dom) < 31:
+            listed = ", ".join(str(d) for d in long_days)
+            warnings.append(
+                f"cron day-of-month {listed} does not exist in every month; cron skips the "
+                "months without it (POSIX meaning). For the last day of shorter months use "
+                'a calendar rule with month_day (clamps to the last day) or month_day "last" '
+                "(or 'L' in cron).")
+        self.warnings = tuple(warnings)
+        self._init_wall(zone_name, _minute_product(hours, minutes))
+        self._normalised = {"cron": " ".join(f.upper() for f in fields), "timezone": zone_name}
+        self.nominal_period = self._estimate_period()
+
+    def _never_fires_field(self, now: datetime, horizon: timedelta) -> str:
+        return "cron"
+
+    def _estimate_period(self) -> timedelta:
+        p_dom = min(1.0, (len(self._dom) + self._dom_last) / 30.436875)
+        p_dow = len(self._dow) / 7
+        if self._and:
+            p_day = p_dom * p_dow
+        else:
+            p_day = 1 - (1 - p_dom) * (1 - p_dow)
+        per_day = p_day * len(self._months) / 12 * len(self._minutes)
+        return timedelta(days=1 / per_day)
+
+    def _month_days(self, y: int, m: int) -> tuple[int, ...]:
+        key = y * 12 + m
+        days = self._month_cache.get(key)
+        if days is None:
+            first_weekday, ndays = _calendar.monthrange(y, m)  # Monday = 0
+            days = _cron_days(self._dom, self._dow, self._dom_last, self._and, first_weekday, ndays)
+            if len(self._month_cache) >= 240:
+                self._month_cache.clear()
+            self._month_cache[key] = days
+        return days
+
+    def _dates_from(self, start: date) -> Iterator[date]:
+        y, m, first = start.year, start.month, start.day
+        months = self._months
+        while y <= 9999:
+            if m in months:
+                for day in self._month_days(y, m):
+                    if day >= first:
+                        yield date(y, m, day)
+            first = 1
+            m += 1
+            if m == 13:
+                m = 1
+                y += 1
+
+    def _count_dates(self, first: date, last: date) -> int:
+        count = 0
+        y, m = first.year, first.month
+        months = self._months
+        while (y, m) <= (last.year, last.month):
+            if m in months:
+                days = self._month_days(y, m)
+                lo = first.day if (y, m) == (first.year, first.month) else 1
+                hi = last.day if (y, m) == (last.year, last.month) else 31
+                count += bisect_right(days, hi) - bisect_left(days, lo)
+            m += 1
+            if m == 13:
+                m = 1
+                y += 1
+        return count
+
+    def _dates_before(self, end: date, stop: date) -> Iterator[date]:
+        y, m, last = end.year, end.month, end.day
+        months = self._months
+        floor = (stop.year, stop.month)
+        while (y, m) >= floor:
+            if m in months:
+                for day in reversed(self._month_days(y, m)):
+                    if day <= last:
+                        d = date(y, m, day)
+                        if d < stop:
+                            return
+                        yield d
+            last = 31
+            m -= 1
+            if m == 0:
+                m = 12
+                y -= 1

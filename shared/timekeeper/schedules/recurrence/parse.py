@@ -1,0 +1,92 @@
+"""Compile a rule dict (or its JSON text) into a :class:`Recurrence`, cached by its text."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import lru_cache
+from itertools import islice
+from typing import Any
+
+from pydantic import (
+    ValidationError,
+)
+
+from timekeeper.schedules.recurrence.base import InvalidRecurrence, Occurrence, Recurrence
+from timekeeper.schedules.recurrence.calendars import _CalendarRecurrence
+from timekeeper.schedules.recurrence.cron import _CronRecurrence
+from timekeeper.schedules.recurrence.interval import _IntervalRecurrence
+from timekeeper.schedules.recurrence.schema import _check_zone, _RuleModel, _translate
+
+
+def _compile(rule: Any) -> Recurrence:
+    if not isinstance(rule, dict):
+        raise InvalidRecurrence("rule", "must be a JSON object")
+    try:
+        model = _RuleModel.model_validate(rule)
+    except ValidationError as error:
+        raise _translate(error) from None
+    forms = [name for name in ("cron", "calendar", "interval") if getattr(model, name) is not None]
+    if len(forms) != 1:
+        given = " and ".join(forms) if forms else "none"
+        raise InvalidRecurrence("rule", f'exactly one of "cron", "calendar" or "interval" is required (got {given})')
+    if forms[0] == "interval":
+        if model.anchor is None:
+            raise InvalidRecurrence("anchor", "required for an interval rule")
+        zone = _check_zone(model.timezone) if model.timezone is not None else None
+        return _IntervalRecurrence(model.interval, model.anchor, zone)
+    if model.anchor is not None:
+        raise InvalidRecurrence("anchor", "only allowed with an interval rule")
+    if model.timezone is None:
+        raise InvalidRecurrence("timezone", f"required for a {forms[0]} rule")
+    zone = _check_zone(model.timezone)
+    if model.cron is not None:
+        return _CronRecurrence(model.cron, zone)
+    return _CalendarRecurrence(model.calendar, zone)
+
+
+@lru_cache(maxsize=4096)
+def _compile_cached(raw: str) -> Recurrence:
+    return _compile(json.loads(raw))
+
+
+# ------------------------------------------------------------------------- public API
+
+
+def parse_rule(rule: dict[str, Any]) -> Recurrence:
+    """Validate and compile a rule dict (one of the three forms) into a :class:`Recurrence`.
+
+    Compiled rules are immutable and cached by the rule's JSON text, so calling this for
+    every evaluation is cheap. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
+    the offending field for any invalid input: unknown keys, wrong types, unknown
+    timezone, interval < 1, month_day outside 1-31, bad weekday codes, empty or malformed
+    times, both or neither rule forms, cron syntax errors, a cron that never matches.
+    """
+    try:
+        raw = json.dumps(rule, sort_keys=True)
+    except (TypeError, ValueError):
+        return _compile(rule)  # not JSON-ready: compile uncached (it will explain why)
+    return _compile_cached(raw)
+
+
+def parse_rule_text(text: str) -> Recurrence:
+    """Compile a rule stored as JSON text (e.g. a ``jsonb`` column read as text), decoding
+    it once; compiled rules are cached by the text. Raises :class:`InvalidRecurrence`
+    naming the field for an invalid rule or text that is not JSON (``"rule"``)."""
+    try:
+        return _compile_cached(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise InvalidRecurrence("rule", "is not valid JSON") from None
+
+
+def next_occurrences(rule: dict[str, Any], after: datetime, count: int) -> list[Occurrence]:
+    """The next ``count`` occurrences of ``rule`` strictly after the instant ``after``.
+
+    ``rule`` is the JSON-ready dict the API takes; ``after`` must be aware (naive raises
+    ``ValueError``); the result is strictly increasing in ``Occurrence.at`` (aware UTC)
+    and shorter than ``count`` only if the rule runs out (past year 9999). Raises
+    :class:`InvalidRecurrence` for an invalid rule and ``ValueError`` for a negative count.
+    """
+    if count < 0:
+        raise ValueError("count must be >= 0")
+    return list(islice(parse_rule(rule).occurrences_after(after), count))

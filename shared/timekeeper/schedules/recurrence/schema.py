@@ -1,0 +1,232 @@
+"""The pydantic schema rules are validated with, its published JSON schema and the
+translation of validation errors into :class:`InvalidRecurrence` naming the field."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, time
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
+
+from timekeeper.schedules.recurrence.base import _TIMES, _WEEKDAY_CODES, MAX_CALENDAR_INTERVAL, InvalidRecurrence
+
+# ------------------------------------------------------------------------- validation
+
+_WeekdayCode = Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+_HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _parse_hhmm(value: str) -> time:
+    match = _HHMM.fullmatch(value)
+    if match is None:
+        raise ValueError("must be a 24-hour time 'HH:MM' (00:00-23:59)")
+    return _TIMES[int(match[1]) * 60 + int(match[2])]
+
+
+def _parse_date(value: str) -> date:
+    try:
+        if _ISO_DATE.fullmatch(value) is None:
+            raise ValueError
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValueError("must be a date 'YYYY-MM-DD'") from None
+
+
+_WEEKDAY_SCHEMA = {"type": "string", "enum": list(_WEEKDAY_CODES)}
+_ZONE_SCHEMA = {"type": "string", "minLength": 1, "description": "an IANA timezone",
+                "examples": ["America/New_York", "Europe/London", "Asia/Kolkata"]}
+#: A timezone field: its name is checked against the IANA database by :func:`_check_zone`.
+_Zone = Annotated[StrictStr, WithJsonSchema(_ZONE_SCHEMA)]
+
+
+class _CalendarModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, title="Calendar")
+
+    frequency: Literal["daily", "weekly", "monthly", "yearly"]
+    interval: StrictInt = Field(1, ge=1, le=MAX_CALENDAR_INTERVAL,
+                                description="every Nth day, week, month or year from start_date")
+    start_date: Annotated[StrictStr, AfterValidator(_parse_date),
+                          WithJsonSchema({"type": "string", "format": "date"})] | None = Field(
+        None, description="the first local date the rule may select (default 2000-01-01)")
+    weekdays: list[_WeekdayCode] | None = Field(None, min_length=1,
+                                                description="weekly: the days (default: start_date's)")
+    month_day: Annotated[Any, WithJsonSchema({"oneOf": [{"type": "integer", "minimum": 1, "maximum": 31},
+                                                        {"type": "string", "const": "last"}]})] = Field(
+        None, description="monthly/yearly: the day (clamped to shorter months) or last")
+    nth_weekday: Annotated[Any, WithJsonSchema({
+        "type": "array", "minItems": 2, "maxItems": 2,
+        "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY_SCHEMA]})] = Field(
+        None, description="monthly/yearly: [n, weekday], n = -1 for the last")
+    month: StrictInt | None = Field(None, ge=1, le=12, description="yearly: the month")
+    times: list[Annotated[StrictStr, AfterValidator(_parse_hhmm),
+                          WithJsonSchema({"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"})]] = Field(
+        min_length=1, description="local times of day, HH:MM")
+
+    @field_validator("month_day", mode="plain")
+    @classmethod
+    def _check_month_day(cls, value: Any) -> int | str | None:
+        if value is None or value == "last":
+            return value
+        if type(value) is int and 1 <= value <= 31:
+            return value
+        raise ValueError('must be an integer 1-31 or "last"')
+
+    @field_validator("nth_weekday", mode="plain")
+    @classmethod
+    def _check_nth_weekday(cls, value: Any) -> tuple[int, str] | None:
+        if value is None:
+            return None
+        if (isinstance(value, list | tuple) and len(value) == 2 and type(value[0]) is int
+                and value[0] in (1, 2, 3, 4, 5, -1) and value[1] in _WEEKDAY_CODES):
+            return (value[0], value[1])
+        raise ValueError('must be [n, "MO".."SU"] with n in 1..5 or -1 (last)')
+
+
+class _IntervalModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, title="Interval",
+                              json_schema_extra={"oneOf": [{"required": ["minutes"]}, {"required": ["hours"]}]})
+
+    minutes: StrictInt | None = Field(None, ge=1, le=366 * 24 * 60)
+    hours: StrictInt | None = Field(None, ge=1, le=366 * 24)
+
+
+class _RuleModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # The union of the three forms' fields (CronRule, CalendarRule, IntervalRule): one
+    # pass reports unknown keys and wrong types; _compile then checks the form.
+    cron: StrictStr | None = None
+    calendar: _CalendarModel | None = None
+    interval: _IntervalModel | None = None
+    anchor: StrictStr | None = None
+    timezone: StrictStr | None = None
+
+
+class CronRule(BaseModel):
+    """A cron rule: five POSIX cron fields evaluated in the local wall time of the zone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="CronRule")
+
+    cron: StrictStr = Field(description="five cron fields: minute hour day-of-month month day-of-week "
+                                        "(L = last day of the month)", examples=["30 2 * * *", "0 18 L * *"])
+    timezone: _Zone
+
+
+class CalendarRule(BaseModel):
+    """A calendar rule: daily, weekly, monthly or yearly local times of day in the zone."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="CalendarRule")
+
+    calendar: _CalendarModel
+    timezone: _Zone
+
+
+class IntervalRule(BaseModel):
+    """An interval rule: a fixed step of minutes or hours in absolute time, aligned to the
+    anchor instant; the zone, if given, only names the local date shown with each run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="IntervalRule")
+
+    interval: _IntervalModel
+    anchor: StrictStr = Field(description="an instant the steps align to",
+                              json_schema_extra={"format": "date-time"})
+    timezone: _Zone | None = Field(None, description="an IANA timezone, for the local date shown with each run")
+
+
+RULE_DESCRIPTION = (
+    "A recurrence rule, one of three forms: "
+    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time, L = last day); '
+    '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
+    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
+    '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
+    "(absolute time). A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
+    "a fixed time in a fall-back overlap runs once. A rule must have an occurrence within ten years."
+)
+RULE_EXAMPLES = [
+    {"cron": "30 2 * * *", "timezone": "America/New_York"},
+    {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
+    {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
+]
+
+
+def rule_json_schema() -> dict[str, Any]:
+    """The JSON schema of a rule: ``oneOf`` :class:`CronRule`, :class:`CalendarRule`,
+    :class:`IntervalRule`, generated from the models the rule is validated with, made
+    self-contained (no ``$ref``) and without ``null`` (a field is left out instead).
+    The schema describes; :func:`parse_rule` decides (an unknown zone, a cron that never
+    matches or a rule that never fires within ten years pass the schema but not the parse)."""
+    forms = []
+    for model in (CronRule, CalendarRule, IntervalRule):
+        schema = model.model_json_schema()
+        forms.append(_documented(schema, schema.pop("$defs", {})))
+    return {"oneOf": forms, "description": RULE_DESCRIPTION, "examples": RULE_EXAMPLES}
+
+
+def _documented(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with ``$ref``s to ``defs`` inlined, ``null`` alternatives and ``null``
+    defaults dropped, and field titles (pydantic's, not the models') removed."""
+    if isinstance(node, list):
+        return [_documented(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        extra = {k: v for k, v in node.items() if k != "$ref"}
+        return _documented({**defs[node["$ref"].rsplit("/", 1)[-1]], **extra}, defs)
+    branches = node.get("anyOf")
+    if branches is not None and {"type": "null"} in branches and len(branches) == 2:
+        (kept,) = [b for b in branches if b != {"type": "null"}]
+        node = {**kept, **{k: v for k, v in node.items() if k != "anyOf"}}
+    out = {}
+    for key, value in node.items():
+        if key == "default" and value is None:
+            continue
+        if key == "properties":
+            out[key] = {name: {k: v for k, v in _documented(prop, defs).items() if k != "title"}
+                        for name, prop in value.items()}
+        else:
+            out[key] = _documented(value, defs)
+    return out
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "rule"
+
+
+def _translate(error: ValidationError) -> InvalidRecurrence:
+    first = error.errors(include_url=False)[0]
+    reason = first["msg"]
+    if first["type"] == "extra_forbidden":
+        reason = "unknown field"
+    elif first["type"] == "missing":
+        reason = "required"
+    elif first["type"] in ("model_type", "model_attributes_type", "dict_type"):
+        reason = "must be a JSON object"
+    elif reason.startswith("Value error, "):
+        reason = reason[len("Value error, "):]
+    return InvalidRecurrence(_dotted(first["loc"]), reason)
+
+
+def _check_zone(name: str) -> str:
+    try:
+        if not name or name != name.strip():
+            raise ValueError
+        ZoneInfo(name)
+    except Exception:  # ZoneInfoNotFoundError, ValueError, OSError on odd keys
+        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}") from None
+    return name
