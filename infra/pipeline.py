@@ -19,12 +19,8 @@ from constructs import Construct
 from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
+from timekeeper.settings import NOTIFICATION_TOPIC_VARIABLE, run_queue_url_variable
 from timekeeper.topology import Pipeline, WorkQueue
-
-
-def queue_url_variable(pipeline: Pipeline) -> str:
-    """The environment variable naming ``pipeline``'s run queue (read by timekeeper.runtime)."""
-    return f"RUN_QUEUE_URL_{pipeline.name.upper()}"
 
 
 def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
@@ -82,8 +78,8 @@ class PipelineResources(Construct):
             self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
             log_retention=log_retention, reserved_concurrency=1,
-            environment={queue_url_variable(pipeline): self.queues.queue.queue_url,
-                         "NOTIFICATION_TOPIC_ARN": topic.topic_arn},
+            environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
+                         NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
             description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")
         self.dispatcher.function.configure_async_invoke(
             retry_attempts=0, max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))

@@ -19,7 +19,11 @@ from constructs import Construct
 
 from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
-from timekeeper.runtime import ENVIRONMENT_VARIABLE, SNAPSHOT_JOB_QUEUE_URL, SNAPSHOT_NUDGE_FUNCTION
+from timekeeper.settings import (
+    ENVIRONMENT_VARIABLE,
+    SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
+    SNAPSHOT_NUDGE_FUNCTION_VARIABLE,
+)
 from timekeeper.topology import SnapshotPipeline
 
 
@@ -57,7 +61,7 @@ class SnapshotResources(Construct):
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, timeout_s=pipeline.dispatcher_timeout_s,
             memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
-            environment={**env, SNAPSHOT_JOB_QUEUE_URL: self.queue.queue_url},
+            environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot dispatcher (cap {pipeline.admission_cap}, backfill lane "
                         f"{pipeline.backfill_lane})", **common)
         self.dispatcher.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
@@ -71,7 +75,7 @@ class SnapshotResources(Construct):
         self.planner = TimekeeperFunction(
             self, "Planner", folder=pipeline.planner_function, timeout_s=pipeline.planner_timeout_s,
             memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
-            environment={**env, SNAPSHOT_NUDGE_FUNCTION: self.dispatcher.function.function_name},
+            environment={**env, SNAPSHOT_NUDGE_FUNCTION_VARIABLE: self.dispatcher.function.function_name},
             description=f"Timekeeper snapshot planner (rate {pipeline.planner_rate_minutes} min)", **common)
         # The nudge: the dispatcher's unqualified ARN only (grant_invoke would add every version).
         self.planner.role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"],
@@ -84,7 +88,8 @@ class SnapshotResources(Construct):
 
         self.job = TimekeeperFunction(
             self, "RunJob", folder=pipeline.job_function, timeout_s=pipeline.job_timeout_s,
-            memory_mb=settings.CONSUMER_MEMORY_MB, environment={**env, SNAPSHOT_JOB_QUEUE_URL: self.queue.queue_url},
+            memory_mb=settings.CONSUMER_MEMORY_MB,
+            environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot run job (max concurrency {pipeline.job_max_concurrency})", **common)
         self.queue.grant_send_messages(self.job.role)
         self.event_source = sources.SqsEventSource(self.queue, batch_size=1,

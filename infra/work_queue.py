@@ -20,11 +20,8 @@ from constructs import Construct
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import JobQueue
-from infra.storage import EXPORTS_PREFIX
+from timekeeper.settings import EXPORTS_PREFIX, FILES_BUCKET_VARIABLE
 from timekeeper.topology import WorkQueue
-
-#: The environment variable naming the files bucket (read by ``timekeeper.runtime``).
-FILES_BUCKET_VARIABLE = "FILES_BUCKET"
 
 
 def _acknowledge_prefix(role: iam.IRole, arn_export: str) -> None:

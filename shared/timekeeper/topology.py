@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from timekeeper.settings import work_queue_url_variable
+
 #: The database logins of the deployment (created by migration ``0005_login_roles.sql``):
 #: dispatchers and consumers log in as the workers' role, the HTTP API as its own walled
 #: role; the migration function alone uses the schema owner's credentials.
@@ -206,8 +208,8 @@ class WorkQueue:
 
     @property
     def queue_url_variable(self) -> str:
-        """The environment variable naming the queue's URL (read by :mod:`timekeeper.runtime`)."""
-        return f"WORK_QUEUE_URL_{self.name.upper()}"
+        """The environment variable naming the queue's URL (:func:`timekeeper.settings.work_queue_url_variable`)."""
+        return work_queue_url_variable(self.name)
 
     def __post_init__(self) -> None:
         if self.max_receive_count < 2:

@@ -91,7 +91,7 @@ def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path):
     # Then the layer has the package, the migrations and psycopg's C extension for CPython 3.12 x86_64
     python = tmp_path / "python"
     assert built is True
-    assert (python / "timekeeper" / "runtime.py").is_file()
+    assert (python / "timekeeper" / "edge" / "batch.py").is_file() and (python / "timekeeper" / "settings.py").is_file()
     assert list((python / "timekeeper" / "db" / "migrations").glob("0001_*.sql"))
     assert not (python / "timekeeper" / "local").exists()
     assert list((python / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra import settings
-from infra.pipeline import dispatcher_max_event_age_s, queue_url_variable
+from infra.pipeline import dispatcher_max_event_age_s
 from tests.infra.conftest import (
     event_sources_of,
     functions_by_folder,
@@ -16,6 +16,7 @@ from tests.infra.conftest import (
     resources,
     rule_targeting,
 )
+from timekeeper.settings import run_queue_url_variable
 from timekeeper.topology import PIPELINES
 
 PIPELINE_NAMES = sorted(PIPELINES)
@@ -51,7 +52,7 @@ def test_dispatcher_is_single_and_drops_stale_ticks(synth, name):
     assert dispatcher["ReservedConcurrentExecutions"] == 1
     assert dispatcher["Timeout"] == pipeline.dispatcher_timeout_s
     queue_id, _ = queue_by_name(template, pipeline.queue_name)
-    assert dispatcher["Environment"]["Variables"][queue_url_variable(pipeline)] == {"Ref": queue_id}
+    assert dispatcher["Environment"]["Variables"][run_queue_url_variable(pipeline.name)] == {"Ref": queue_id}
     assert "NOTIFICATION_TOPIC_ARN" in dispatcher["Environment"]["Variables"]
     # And an asynchronous tick is never retried and dropped once a period old
     synth.template("TimekeeperApp").has_resource_properties("AWS::Lambda::EventInvokeConfig", {
@@ -128,7 +129,7 @@ def test_every_function_has_the_layer_runtime_tracing_and_database_settings(synt
         assert props["Architectures"] == ["x86_64"], folder
         assert props["Layers"] == [{"Ref": layers[0]}], folder
         assert props["TracingConfig"] == {"Mode": "Active"}, folder
-        # And it finds the database the way timekeeper.runtime expects, inside the VPC
+        # And it finds the database the way timekeeper.edge.adapters expects, inside the VPC
         variables = props["Environment"]["Variables"]
         assert {"DB_HOST", "DB_NAME", "DB_SECRET_ARN"} <= set(variables), folder
         assert "DATABASE_URL" not in variables, folder

@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support import scheduled_event, sqs_event
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.local.aws import create_pipeline_queues
@@ -24,7 +24,7 @@ from timekeeper.topology import ACCOUNTING
 
 @pytest.fixture
 def aws(db_url, conn, monkeypatch):
-    """moto with the accounting queues and topic; the runtime configured from the environment."""
+    """moto with the accounting queues and topic; the edge configured from the environment."""
     conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
@@ -37,9 +37,9 @@ def aws(db_url, conn, monkeypatch):
         topic = boto3.client("sns").create_topic(Name="notices")["TopicArn"]
         monkeypatch.setenv("RUN_QUEUE_URL_ACCOUNTING", pair.url)
         monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", topic)
-        runtime.reset()
+        edge.reset()
         yield {"sqs": sqs, "queue": pair, "topic": topic}
-        runtime.reset()
+        edge.reset()
         clock.install(None)
 
 

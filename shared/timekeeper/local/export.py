@@ -79,8 +79,9 @@ def run_export_command(options: ExportOptions, out: Any = None) -> int:
     from timekeeper.local.stack import quiet_lambda_environment, start_local_stack
 
     quiet_lambda_environment()
-    from timekeeper import clock, runtime
+    from timekeeper import clock
     from timekeeper.db.connection import connect
+    from timekeeper.edge import adapters
     from timekeeper.platform.access import QUERIES_READ, AccessDenied, check_person, require
     from timekeeper.queries import exports as ex
     from timekeeper.queries import store
@@ -107,7 +108,7 @@ def run_export_command(options: ExportOptions, out: Any = None) -> int:
                 export, _ = ex.request_export(conn, workspace_id=options.workspace, query_id=query_id,
                                               version=options.version, format=options.format,
                                               requested_by=options.user, idempotency_key=None, now=now,
-                                              publisher=runtime.export_publisher())
+                                              publisher=adapters.export_publisher())
             except AccessDenied as refused:
                 print(f"export refused: {refused.reason}", file=sys.stderr)
                 return 1

@@ -268,7 +268,7 @@ class PooledWSGIServer(WSGIServer):
     """wsgiref's server that handles each connection on one of ``workers`` threads, so an
     idle or slow client holds one worker (until the handler's read timeout) and never the
     others. Each worker thread is one API execution environment (its own resolver and
-    database connection, see :mod:`timekeeper.api.edge`)."""
+    database connection, see :mod:`timekeeper.edge.api`)."""
 
     def __init__(self, *args: Any, workers: int = 8, **kwargs: Any) -> None:
         # Before the bind: a bind that fails (the port is taken) closes the server at once,
@@ -342,7 +342,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     before) and uses the real clock. Raises ``OSError`` when the address cannot be
     bound (nothing is left running then).
     """
-    from timekeeper import clock, runtime
+    from timekeeper import clock, settings
 
     chosen_base_url = os.environ.get("DOWNLOAD_BASE_URL")
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
@@ -361,7 +361,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
         # Delivery links point at this server (where GET /downloads/{token} answers), not at
         # the local stack's default address.
         os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
-        runtime.settings.cache_clear()
+        settings.settings.cache_clear()
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
     return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd)
