@@ -47,7 +47,7 @@ def test_api_function_publishes_to_every_run_queue(synth):
     api_id = functions_by_folder(template)[API_FUNCTION]
     variables = template["Resources"][api_id]["Properties"]["Environment"]["Variables"]
     for pipeline in PIPELINES.values():
-        queue_id, _ = queue_by_name(template, pipeline.queue_name)
+        queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
         assert variables[run_queue_url_variable(pipeline.name)] == {"Ref": queue_id}
 
 

@@ -383,7 +383,7 @@ def test_a_malformed_message_reaches_the_dlq_without_failing_its_batch_mates(aws
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
                             function=lambda e: invoke("export_consumer", e), batch_size=EXPORTS.batch_size,
                             max_concurrency=EXPORTS.max_concurrency,
-                            visibility_timeout=timedelta(seconds=EXPORTS.visibility_timeout_s))
+                            visibility_timeout=timedelta(seconds=EXPORTS.consumer.visibility_timeout_s))
     receives = sum(source.poll(NOW + i * source.visibility_timeout + timedelta(seconds=1))
                    for i in range(EXPORTS.max_receive_count + 1))
     assert receives == EXPORTS.max_receive_count and source.stats.function_errors == 0

@@ -92,7 +92,7 @@ def test_a_malformed_message_reaches_the_dlq_after_max_receive_count(aws, utc):
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
                             function=lambda event: invoke("accounting_consumer", event),
                             batch_size=ACCOUNTING.batch_size, max_concurrency=ACCOUNTING.max_concurrency,
-                            visibility_timeout=timedelta(seconds=ACCOUNTING.visibility_timeout_s))
+                            visibility_timeout=timedelta(seconds=ACCOUNTING.consumer.visibility_timeout_s))
     now = utc(2027, 1, 4, 10, 0)
     # When it is polled after each visibility timeout
     receives = 0

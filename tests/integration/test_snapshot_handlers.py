@@ -34,7 +34,7 @@ def aws(db_url, conn, monkeypatch):
     monkeypatch.delenv(settings_names.SNAPSHOT_NUDGE_FUNCTION_VARIABLE, raising=False)
     with mock_aws():
         sqs = boto3.client("sqs")
-        url = sqs.create_queue(QueueName=SNAPSHOTS.queue_name)["QueueUrl"]
+        url = sqs.create_queue(QueueName=SNAPSHOTS.consumer.queue_name)["QueueUrl"]
         monkeypatch.setenv(settings_names.SNAPSHOT_JOB_QUEUE_URL_VARIABLE, url)
         edge.reset()
         clock.install(lambda: NOW)

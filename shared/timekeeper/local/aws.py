@@ -26,7 +26,8 @@ LOCAL_DOWNLOAD_BASE_URL = "http://127.0.0.1:8080/"
 @dataclass(frozen=True)
 class QueuePair:
     """A queue of the topology and its dead-letter queue (URLs and ARNs): a pipeline's run
-    queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which)."""
+    queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which;
+    ``pipeline.consumer`` describes the queue and its consumer)."""
 
     pipeline: Pipeline | SnapshotPipeline | WorkQueue
     url: str
@@ -72,15 +73,16 @@ def _set_fake_credentials() -> None:
 
 
 def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue) -> QueuePair:
-    """Create ``pipeline``'s DLQ (its retention) and its queue (redrive and visibility from
-    the topology) with ``sqs``: a pipeline's run queue, the snapshot job queue or a work
-    queue; idempotent."""
-    dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
-        "MessageRetentionPeriod": str(pipeline.dlq_retention_days * 86400)})["QueueUrl"]
+    """Create the DLQ (its retention) and the queue (redrive and visibility) of ``pipeline``'s
+    queue consumer (:class:`timekeeper.topology.QueueConsumer`) with ``sqs``: a pipeline's
+    run queue, the snapshot job queue or a work queue; idempotent."""
+    consumer = pipeline.consumer
+    dlq_url = sqs.create_queue(QueueName=consumer.dlq_name, Attributes={
+        "MessageRetentionPeriod": str(consumer.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=pipeline.queue_name, Attributes={
-        "VisibilityTimeout": str(pipeline.visibility_timeout_s),
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": pipeline.max_receive_count}),
+    url = sqs.create_queue(QueueName=consumer.queue_name, Attributes={
+        "VisibilityTimeout": str(consumer.visibility_timeout_s),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.max_receive_count}),
     })["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return QueuePair(pipeline, url, arn, dlq_url, dlq_arn)

@@ -156,7 +156,7 @@ def parse_definition(text: str) -> dict[str, Any]:
 def _visibility_s() -> int:
     from timekeeper.topology import EXPORTS
 
-    return EXPORTS.visibility_timeout_s
+    return EXPORTS.consumer.visibility_timeout_s
 
 
 EXPORTS_VISIBILITY_S = _visibility_s()

@@ -6,7 +6,7 @@ What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, sha
 
 * the database: embedded PostgreSQL (or ``DATABASE_URL``), database ``timekeeper_serve``
   (kept between runs; ``--reset`` starts it empty), migrated, with the Platform sample
-  tenant set (:func:`timekeeper.platform.generator.load_sample`, ending at midnight UTC
+  tenant set (:func:`timekeeper.local.platform_data.load_sample`, ending at midnight UTC
   of the start day; rows already there are kept);
 * a moto server on 127.0.0.1 with every pipeline's queue, dead-letter queue and the
   notification topic (:func:`timekeeper.local.aws.start_local_aws`);

@@ -109,11 +109,11 @@ def platform_sample_day(now: datetime) -> datetime:
 
 
 def load_platform_sample(database_url: str, *, now: datetime, seed: int = 7) -> Any:
-    """Load the Platform sample tenant set (:func:`timekeeper.platform.generator.load_sample`)
+    """Load the Platform sample tenant set (:func:`timekeeper.local.platform_data.load_sample`)
     ending at ``now`` into the migrated database ``database_url``; idempotent. Returns its
-    :class:`~timekeeper.platform.generator.SampleSet`."""
+    :class:`~timekeeper.local.platform_data.SampleSet`."""
     from timekeeper.db.connection import connect
-    from timekeeper.platform.generator import load_sample
+    from timekeeper.local.platform_data import load_sample
 
     with connect(database_url) as conn:
         return load_sample(conn, seed=seed, now=now)
@@ -130,7 +130,7 @@ class LocalStack:
     sources: dict[str, Any]
     #: The report renderer (:class:`timekeeper.local.renderer.LocalRendererClient`).
     renderer: Any = None
-    #: The Platform sample loaded at start-up (:class:`timekeeper.platform.generator.SampleSet`), if any.
+    #: The Platform sample loaded at start-up (:class:`timekeeper.local.platform_data.SampleSet`), if any.
     platform: Any = None
     #: Scheduled invocations (dispatchers, planner) that raised or died, by (function, error).
     scheduled_errors: collections.Counter = field(default_factory=collections.Counter)
@@ -266,10 +266,10 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     sources = {
         name: SqsEventSource(
             sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-            function=lambda event, fn=pair.pipeline.consumer_function, timeout=pair.pipeline.consumer_timeout_s:
+            function=lambda event, fn=pair.pipeline.consumer.function, timeout=pair.pipeline.consumer.timeout_s:
                 invoke_quietly(fn, event, timeout_s=timeout),
-            batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
-            visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
+            batch_size=pair.pipeline.consumer.batch_size, max_concurrency=pair.pipeline.consumer.max_concurrency,
+            visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s))
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     adapters.install_renderer_client(renderer)
