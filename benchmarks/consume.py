@@ -2,7 +2,7 @@
 
 Queues R runs with the real dispatcher pass, then feeds every run message to
 ``timekeeper.schedules.consumer.process_batch`` from an in-memory batch source (batches of
-10, as SQS delivers them). Like the Lambda (``timekeeper.runtime.consume_batch``), each
+10, as SQS delivers them). Like the Lambda (``timekeeper.edge.runs.consume_runs``), each
 record body is parsed with ``RunMessage.model_validate_json`` into a
 ``Delivery(messageId, message, ApproximateReceiveCount)`` and the whole batch goes to
 ``process_batch``; Powertools' batch machinery is left out. The registry's work kind does
@@ -96,7 +96,7 @@ def registry(path: str = "batch") -> WorkKindRegistry:
 
 
 def deliveries(batch: list[dict[str, Any]]) -> list[Delivery]:
-    """What ``runtime.consume_batch`` builds from the SQS records before ``process_batch``."""
+    """What ``timekeeper.edge.runs.consume_runs`` builds from the SQS records before ``process_batch``."""
     return [Delivery(record["messageId"], RunMessage.model_validate_json(record["body"]),
                      int(record["attributes"].get("ApproximateReceiveCount") or 1)) for record in batch]
 

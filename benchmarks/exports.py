@@ -7,7 +7,7 @@
 
 What runs: the database ``bench_exports`` (dropped and re-created) on the server
 ``timekeeper.local.embedded.server_url(Path(".timekeeper/bench-pg"))`` returns
-(``DATABASE_URL`` wins), filled with COPY by ``timekeeper.platform.generator.load_volume``
+(``DATABASE_URL`` wins), filled with COPY by ``timekeeper.local.platform_data.load_volume``
 (1,000 members, the invoices and their payments); one workspace per size. The
 files bucket is a moto server in its own process, so the uploaded bytes are not held by
 the measured process. Each measurement runs in a fresh Python process: it imports
@@ -113,8 +113,8 @@ def reuse(sizes: list[int]) -> tuple[str, dict[int, tuple[uuid.UUID, uuid.UUID]]
 def prepare(sizes: list[int], seed: int) -> tuple[str, dict[int, tuple[uuid.UUID, uuid.UUID]], float]:
     """Create the database, one workspace per size with its invoices, the user and the
     saved query; returns the URL, size -> (workspace, query) and the fill seconds."""
+    from timekeeper.local.platform_data import load_volume
     from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-    from timekeeper.platform.generator import load_volume
     from timekeeper.queries import store
 
     url = embedded.create_database(embedded.server_url(DATA_DIR), "bench_exports")

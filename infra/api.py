@@ -22,9 +22,9 @@ from constructs import Construct
 from infra import settings
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
-from infra.pipeline import PipelineResources, queue_url_variable
-from infra.work_queue import FILES_BUCKET_VARIABLE, WorkQueueResources, grant_exports_get
-from timekeeper.runtime import ENVIRONMENT_VARIABLE
+from infra.pipeline import PipelineResources
+from infra.work_queue import WorkQueueResources, grant_exports_get
+from timekeeper.settings import ENVIRONMENT_VARIABLE, FILES_BUCKET_VARIABLE, run_queue_url_variable
 from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
@@ -80,9 +80,9 @@ class HttpApi(Construct):
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
                  files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production"):
         super().__init__(scope, construct_id)
-        variables = {queue_url_variable(r.pipeline): r.queues.queue.queue_url for r in pipelines}
+        variables = {run_queue_url_variable(r.pipeline.name): r.queues.queue.queue_url for r in pipelines}
         variables.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
-        # Which snapshot types staff may request (timekeeper.runtime.snapshot_registry).
+        # Which snapshot types staff may request (timekeeper.edge.registries.snapshot_types).
         variables[ENVIRONMENT_VARIABLE] = environment
         if files_bucket is not None:
             variables[FILES_BUCKET_VARIABLE] = files_bucket.bucket_name

@@ -37,7 +37,9 @@ from timekeeper.topology import (
     connection_budget,
 )
 
-#: The Aurora PostgreSQL engine (the SQL must also run on PostgreSQL 15: CONVENTIONS).
+#: The Aurora PostgreSQL engine. The rule for the SQL it runs: every migration and query
+#: sticks to what PostgreSQL 15 already has, so it runs unchanged on this engine and on any
+#: server from 15 up that a local stack or a test suite starts.
 ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_16_11
 
 #: The logins with their own secret: construct id -> database role.

@@ -24,13 +24,14 @@ from infra.api import HttpApi
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
-from infra.storage import DELIVERIES_PREFIX
-from infra.work_queue import FILES_BUCKET_VARIABLE
+from timekeeper.settings import (
+    DELIVERIES_PREFIX,
+    DOWNLOAD_BASE_URL_VARIABLE,
+    FILES_BUCKET_VARIABLE,
+    LINK_SECRET_VARIABLE,
+    MAIL_SENDER_VARIABLE,
+)
 
-#: Variables read by ``timekeeper.runtime``.
-MAIL_SENDER_VARIABLE = "MAIL_SENDER"
-DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
-LINK_SECRET_VARIABLE = "LINK_SIGNING_SECRET_ARN"
 #: The download route's path parts.
 DOWNLOAD_PATH = ("downloads", "{token}")
 

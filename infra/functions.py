@@ -3,7 +3,7 @@
 :class:`TimekeeperFunction` gives every function the same shape: Python 3.12 on x86_64,
 the shared layer, its own role (least privilege: logs to its own log group, VPC network
 interfaces when in a VPC, X-Ray, and only the grants its construct adds), its own log
-group with a retention, active tracing, and the database settings the runtime reads.
+group with a retention, active tracing, and the database settings the edge reads.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.nag import acknowledge
+from timekeeper.settings import DB_HOST_VARIABLE, DB_NAME_VARIABLE, DB_SECRET_ARN_VARIABLE
 
 
 def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
@@ -54,8 +55,9 @@ class DatabaseAccess:
         return {OWNER: self.secret, WORKER: self.worker_secret, API: self.api_secret}[login]
 
     def environment(self, login: str) -> dict[str, str]:
-        """The variables :mod:`timekeeper.runtime` reads for the database, as ``login``."""
-        return {"DB_HOST": self.host, "DB_NAME": self.name, "DB_SECRET_ARN": self.secret_for(login).secret_arn}
+        """The variables the edge reads for the database (:mod:`timekeeper.settings`), as ``login``."""
+        return {DB_HOST_VARIABLE: self.host, DB_NAME_VARIABLE: self.name,
+                DB_SECRET_ARN_VARIABLE: self.secret_for(login).secret_arn}
 
 
 class TimekeeperFunction(Construct):

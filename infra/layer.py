@@ -2,7 +2,8 @@
 Lambda platform by pip on this machine (no Docker).
 
 Layout of the asset: ``python/<packages>`` (wheels for manylinux x86_64, CPython 3.12,
-psycopg's binary wheel included) and ``python/timekeeper`` (copied from shared/).
+psycopg's binary wheel included) and ``python/timekeeper`` (copied from shared/, without
+what Lambda never runs: :data:`infra.settings.LAYER_EXCLUDED`, chosen by :func:`in_layer`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import jsii
 from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
@@ -24,18 +25,31 @@ from infra import settings
 _IGNORED_PARTS = ("__pycache__", ".egg-info", ".pytest_cache")
 
 
-def _layer_sources(shared_dir: Path) -> Iterator[Path]:
-    """Files of the timekeeper package that go into the layer, in a stable order."""
+def in_layer(relative: PurePosixPath) -> bool:
+    """Whether the file ``relative`` (a path inside ``shared/timekeeper``, e.g.
+    ``edge/batch.py``) goes into the layer: not under :data:`infra.settings.LAYER_EXCLUDED`,
+    no byte code, no build or test caches."""
+    if relative.suffix == ".pyc" or any(part.endswith(_IGNORED_PARTS) for part in relative.parts):
+        return False
+    return not any(relative == PurePosixPath(name) or PurePosixPath(name) in relative.parents
+                   for name in settings.LAYER_EXCLUDED)
+
+
+def layer_sources(shared_dir: Path) -> Iterator[Path]:
+    """Files of the timekeeper package that go into the layer (:func:`in_layer`), in a
+    stable order."""
     package = shared_dir / "timekeeper"
-    excluded = {package / name for name in settings.LAYER_EXCLUDED_PACKAGES}
     for path in sorted(package.rglob("*")):
-        if not path.is_file() or path.suffix == ".pyc":
-            continue
-        if any(part.endswith(_IGNORED_PARTS) for part in path.parts):
-            continue
-        if any(parent in excluded for parent in path.parents):
-            continue
-        yield path
+        if path.is_file() and in_layer(PurePosixPath(path.relative_to(package).as_posix())):
+            yield path
+
+
+def unbundled_excludes(shared_dir: Path) -> list[str]:
+    """The asset ``exclude`` patterns of an unbundled layer (``shared/timekeeper`` as it is):
+    every file of the package that :func:`in_layer` leaves out, by its exact relative path."""
+    package = shared_dir / "timekeeper"
+    return sorted(path.relative_to(package).as_posix() for path in package.rglob("*")
+                  if path.is_file() and not in_layer(PurePosixPath(path.relative_to(package).as_posix())))
 
 
 def pip_command(target: Path, requirements: Path) -> list[str]:
@@ -53,7 +67,7 @@ def layer_hash(shared_dir: Path, requirements: Path, *, bundled: bool) -> str:
     digest = hashlib.sha256()
     digest.update(f"bundled={bundled};python={settings.PYTHON_VERSION};{settings.LAYER_PLATFORMS}".encode())
     digest.update(requirements.read_bytes())
-    for path in _layer_sources(shared_dir):
+    for path in layer_sources(shared_dir):
         digest.update(str(path.relative_to(shared_dir)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -78,7 +92,7 @@ class PipLayerBundling:
         target.mkdir(parents=True, exist_ok=True)
         subprocess.run(pip_command(target, self.requirements), check=True)
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: no use in a layer
-        for path in _layer_sources(self.shared_dir):
+        for path in layer_sources(self.shared_dir):
             destination = target / path.relative_to(self.shared_dir)
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination)
@@ -107,7 +121,7 @@ class SharedLayer(Construct):
                 ))
         else:
             code = lambda_.Code.from_asset(str(shared_dir / "timekeeper"), asset_hash_type=AssetHashType.CUSTOM,
-                                           asset_hash=asset_hash, exclude=["**/__pycache__", "*.pyc"])
+                                           asset_hash=asset_hash, exclude=unbundled_excludes(shared_dir))
         self.layer = lambda_.LayerVersion(
             self, "Layer",
             code=code,

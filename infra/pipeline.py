@@ -19,12 +19,8 @@ from constructs import Construct
 from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
-from timekeeper.topology import Pipeline, WorkQueue
-
-
-def queue_url_variable(pipeline: Pipeline) -> str:
-    """The environment variable naming ``pipeline``'s run queue (read by timekeeper.runtime)."""
-    return f"RUN_QUEUE_URL_{pipeline.name.upper()}"
+from timekeeper.settings import NOTIFICATION_TOPIC_VARIABLE, run_queue_url_variable
+from timekeeper.topology import Pipeline, QueueConsumer
 
 
 def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
@@ -33,34 +29,67 @@ def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
     return max(60, 60 * pipeline.rule_rate_minutes)
 
 
-def queue_names(pipeline: Pipeline | WorkQueue, name_prefix: str = "timekeeper") -> tuple[str, str]:
-    """(run queue, dead-letter queue) names of ``pipeline`` (or work queue) in a deployment
-    whose names start with ``name_prefix``; the default prefix gives the topology's names
-    (the local stack's)."""
-    return (name_prefix + pipeline.queue_name.removeprefix("timekeeper"),
-            name_prefix + pipeline.dlq_name.removeprefix("timekeeper"))
+def queue_names(consumer: QueueConsumer, name_prefix: str = "timekeeper") -> tuple[str, str]:
+    """(queue, dead-letter queue) names of ``consumer`` in a deployment whose names start
+    with ``name_prefix``; the default prefix gives the topology's names (the local stack's)."""
+    return (name_prefix + consumer.queue_name.removeprefix("timekeeper"),
+            name_prefix + consumer.dlq_name.removeprefix("timekeeper"))
+
+
+class ConsumedQueue:
+    """A :class:`~timekeeper.topology.QueueConsumer` built: its queue and dead-letter queue
+    (created in ``scope`` as ``queue_id`` and ``DeadLetterQueue``), then :meth:`attach`
+    connects its consumer function with the SQS event source. Every queue consumer of the
+    deployment (run queues, work queues, the snapshot job queue) is built here.
+
+    Both queues: SQS-managed encryption, TLS-only policies; visibility timeout =
+    ``consumer.visibility_timeout_s`` (6 x the consumer timeout), redrive after
+    ``consumer.max_receive_count`` receives, DLQ kept ``consumer.dlq_retention_days`` days.
+    Names from :func:`queue_names`."""
+
+    def __init__(self, scope: Construct, *, consumer: QueueConsumer, name_prefix: str = "timekeeper",
+                 queue_id: str = "Queue"):
+        self.consumer = consumer
+        queue_name, dlq_name = queue_names(consumer, name_prefix)
+        self.dead_letter_queue = sqs.Queue(
+            scope, "DeadLetterQueue", queue_name=dlq_name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            retention_period=Duration.days(consumer.dlq_retention_days))
+        self.queue = sqs.Queue(
+            scope, queue_id, queue_name=queue_name,
+            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            visibility_timeout=Duration.seconds(consumer.visibility_timeout_s),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
+                                                  max_receive_count=consumer.max_receive_count))
+        self.event_source: sources.SqsEventSource | None = None
+
+    def attach(self, function: lambda_.IFunction) -> sources.SqsEventSource:
+        """Connect ``function`` (the consumer's, ``consumer.function``) to the queue: batch
+        size, batching window and maximum concurrency from the description, partial batch
+        responses (ReportBatchItemFailures) on. Returns the event source."""
+        c = self.consumer
+        self.event_source = sources.SqsEventSource(
+            self.queue, batch_size=c.batch_size,
+            max_batching_window=Duration.seconds(c.max_batching_window_s) if c.max_batching_window_s else None,
+            max_concurrency=c.max_concurrency, report_batch_item_failures=True)
+        function.add_event_source(self.event_source)
+        return self.event_source
 
 
 class JobQueue(Construct):
-    """The run queue of a pipeline and its dead-letter queue: SQS-managed encryption,
-    TLS-only policies, visibility timeout = ``pipeline.visibility_timeout_s`` (6 x the
-    consumer timeout), redrive after ``pipeline.max_receive_count`` receives, DLQ kept
-    ``pipeline.dlq_retention_days`` days. Names from :func:`queue_names`."""
+    """The construct holding a pipeline's or a work queue's :class:`ConsumedQueue`
+    (``.queue``, ``.dead_letter_queue``, ``.attach``)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline | WorkQueue,
+    def __init__(self, scope: Construct, construct_id: str, *, consumer: QueueConsumer,
                  name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
-        queue_name, dlq_name = queue_names(pipeline, name_prefix)
-        self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetterQueue", queue_name=dlq_name,
-            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            retention_period=Duration.days(pipeline.dlq_retention_days))
-        self.queue = sqs.Queue(
-            self, "Queue", queue_name=queue_name,
-            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            visibility_timeout=Duration.seconds(pipeline.visibility_timeout_s),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
-                                                  max_receive_count=pipeline.max_receive_count))
+        self.built = ConsumedQueue(self, consumer=consumer, name_prefix=name_prefix)
+        self.queue = self.built.queue
+        self.dead_letter_queue = self.built.dead_letter_queue
+
+    def attach(self, function: lambda_.IFunction) -> sources.SqsEventSource:
+        """See :meth:`ConsumedQueue.attach`."""
+        return self.built.attach(function)
 
 
 class PipelineResources(Construct):
@@ -76,14 +105,14 @@ class PipelineResources(Construct):
                  name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.pipeline = pipeline
-        self.queues = JobQueue(self, "Queues", pipeline=pipeline, name_prefix=name_prefix)
+        self.queues = JobQueue(self, "Queues", consumer=pipeline.consumer, name_prefix=name_prefix)
 
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
             log_retention=log_retention, reserved_concurrency=1,
-            environment={queue_url_variable(pipeline): self.queues.queue.queue_url,
-                         "NOTIFICATION_TOPIC_ARN": topic.topic_arn},
+            environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
+                         NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
             description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")
         self.dispatcher.function.configure_async_invoke(
             retry_attempts=0, max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))
@@ -107,12 +136,4 @@ class PipelineResources(Construct):
             timeout_s=pipeline.consumer_timeout_s, memory_mb=settings.CONSUMER_MEMORY_MB,
             log_retention=log_retention,
             description=f"Timekeeper {pipeline.name} consumer (max concurrency {pipeline.max_concurrency})")
-        self.event_source = sources.SqsEventSource(
-            self.queues.queue,
-            batch_size=pipeline.batch_size,
-            max_batching_window=(Duration.seconds(pipeline.max_batching_window_s)
-                                 if pipeline.max_batching_window_s else None),
-            max_concurrency=pipeline.max_concurrency,
-            report_batch_item_failures=True,
-        )
-        self.consumer.function.add_event_source(self.event_source)
+        self.event_source = self.queues.attach(self.consumer.function)

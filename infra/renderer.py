@@ -20,13 +20,8 @@ from constructs import Construct
 
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
-from timekeeper.queries.rendering import REPORTS_PREFIX
+from timekeeper.settings import FILES_BUCKET_VARIABLE, RENDERER_FUNCTION_VARIABLE, REPORTS_PREFIX
 from timekeeper.topology import Renderer
-
-#: The environment variable naming the renderer function for its callers (read by timekeeper.runtime).
-RENDERER_FUNCTION_VARIABLE = "REPORT_RENDERER_FUNCTION"
-#: The environment variable naming the files bucket (read by timekeeper.runtime).
-FILES_BUCKET_VARIABLE = "FILES_BUCKET"
 
 
 def failure_queue_name(renderer: Renderer, name_prefix: str = "timekeeper") -> str:

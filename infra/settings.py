@@ -34,9 +34,10 @@ LAYER_REQUIREMENTS = Path(__file__).resolve().parent / "layer-requirements.txt"
 PYTHON_VERSION = "3.12"
 #: pip platform tags for the Lambda x86_64 platform (Amazon Linux 2023, glibc 2.34).
 LAYER_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
-#: Packages of ``shared/timekeeper`` left out of the layer: the local stack (moto, rich,
-#: embedded PostgreSQL) never runs in Lambda.
-LAYER_EXCLUDED_PACKAGES = ("local",)
+#: Paths of ``shared/timekeeper`` left out of the layer, because Lambda never runs them: the
+#: local stack (``local/``: moto, the embedded PostgreSQL, the simulation, the chaos
+#: campaigns and the sample-data generators) and the command line (``__main__.py``).
+LAYER_EXCLUDED = ("local", "__main__.py")
 
 #: Memory of each kind of function (MB). Not in the topology: it does not change behaviour.
 DISPATCHER_MEMORY_MB = 512

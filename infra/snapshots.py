@@ -12,20 +12,18 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
-from timekeeper.runtime import ENVIRONMENT_VARIABLE, SNAPSHOT_JOB_QUEUE_URL, SNAPSHOT_NUDGE_FUNCTION
+from infra.pipeline import ConsumedQueue
+from timekeeper.settings import (
+    ENVIRONMENT_VARIABLE,
+    SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
+    SNAPSHOT_NUDGE_FUNCTION_VARIABLE,
+)
 from timekeeper.topology import SnapshotPipeline
-
-
-def snapshot_queue_names(pipeline: SnapshotPipeline, name_prefix: str = "timekeeper") -> tuple[str, str]:
-    """(job queue, dead-letter queue) names in a deployment whose names start with ``name_prefix``."""
-    return f"{name_prefix}-{pipeline.name}-jobs", f"{name_prefix}-{pipeline.name}-jobs-dlq"
 
 
 class SnapshotResources(Construct):
@@ -42,22 +40,15 @@ class SnapshotResources(Construct):
                  environment: str, name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.pipeline = pipeline
-        queue_name, dlq_name = snapshot_queue_names(pipeline, name_prefix)
-        self.dead_letter_queue = sqs.Queue(
-            self, "DeadLetterQueue", queue_name=dlq_name, encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True, retention_period=Duration.days(pipeline.dlq_retention_days))
-        self.queue = sqs.Queue(
-            self, "JobQueue", queue_name=queue_name, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            visibility_timeout=Duration.seconds(pipeline.visibility_timeout_s),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
-                                                  max_receive_count=pipeline.max_receive_count))
+        self.jobs = ConsumedQueue(self, consumer=pipeline.consumer, name_prefix=name_prefix, queue_id="JobQueue")
+        self.queue, self.dead_letter_queue = self.jobs.queue, self.jobs.dead_letter_queue
         common = {"layer": layer, "database": database, "login": WORKER, "log_retention": log_retention}
         env = {ENVIRONMENT_VARIABLE: environment}
 
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, timeout_s=pipeline.dispatcher_timeout_s,
             memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
-            environment={**env, SNAPSHOT_JOB_QUEUE_URL: self.queue.queue_url},
+            environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot dispatcher (cap {pipeline.admission_cap}, backfill lane "
                         f"{pipeline.backfill_lane})", **common)
         self.dispatcher.function.configure_async_invoke(retry_attempts=0, max_event_age=Duration.seconds(60))
@@ -71,7 +62,7 @@ class SnapshotResources(Construct):
         self.planner = TimekeeperFunction(
             self, "Planner", folder=pipeline.planner_function, timeout_s=pipeline.planner_timeout_s,
             memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
-            environment={**env, SNAPSHOT_NUDGE_FUNCTION: self.dispatcher.function.function_name},
+            environment={**env, SNAPSHOT_NUDGE_FUNCTION_VARIABLE: self.dispatcher.function.function_name},
             description=f"Timekeeper snapshot planner (rate {pipeline.planner_rate_minutes} min)", **common)
         # The nudge: the dispatcher's unqualified ARN only (grant_invoke would add every version).
         self.planner.role.add_to_policy(iam.PolicyStatement(actions=["lambda:InvokeFunction"],
@@ -84,13 +75,11 @@ class SnapshotResources(Construct):
 
         self.job = TimekeeperFunction(
             self, "RunJob", folder=pipeline.job_function, timeout_s=pipeline.job_timeout_s,
-            memory_mb=settings.CONSUMER_MEMORY_MB, environment={**env, SNAPSHOT_JOB_QUEUE_URL: self.queue.queue_url},
+            memory_mb=settings.CONSUMER_MEMORY_MB,
+            environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot run job (max concurrency {pipeline.job_max_concurrency})", **common)
         self.queue.grant_send_messages(self.job.role)
-        self.event_source = sources.SqsEventSource(self.queue, batch_size=1,
-                                                   max_concurrency=pipeline.job_max_concurrency,
-                                                   report_batch_item_failures=True)
-        self.job.function.add_event_source(self.event_source)
+        self.event_source = self.jobs.attach(self.job.function)
 
     @property
     def rules(self) -> list[events.Rule]:

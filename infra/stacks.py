@@ -31,6 +31,7 @@ from infra.settings import DeploymentConfig
 from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
+from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE
 from timekeeper.topology import PIPELINES, QUERIES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 DATA_STACK = "TimekeeperData"
@@ -172,7 +173,7 @@ class AppStack(Stack):
             self, "Migrate", folder=settings.MIGRATE_FUNCTION, layer=self.layer, database=database, login=OWNER,
             timeout_s=settings.MIGRATE_TIMEOUT_S, memory_mb=settings.MIGRATE_MEMORY_MB,
             log_retention=config.log_retention, description="Timekeeper migrations (CDK trigger on deploy)",
-            environment={"LOGIN_SECRET_ARNS": Fn.join(",", [secret.secret_arn for secret in logins])})
+            environment={LOGIN_SECRET_ARNS_VARIABLE: Fn.join(",", [secret.secret_arn for secret in logins])})
         # It sets the workers' and the API's passwords from their secrets (the owner's rights).
         for secret in logins:
             secret.grant_read(migrate.role)

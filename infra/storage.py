@@ -11,14 +11,13 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-#: Key prefix of exported files; objects under it expire (``timekeeper:exportRetentionDays``).
-EXPORTS_PREFIX = "exports/"
-#: Key prefix of scheduled deliveries' query files; objects under it expire
-#: (``timekeeper:deliveryRetentionDays``).
-DELIVERIES_PREFIX = "deliveries/"
-#: Key prefix of rendered reports (PDF). Never expired by a rule: a render's history keeps
-#: its file downloadable, and a delivered report's links point at its render's object.
-REPORTS_PREFIX = "reports/"
+from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX
+
+# The files bucket's prefixes are timekeeper.settings' (the code writing the objects reads
+# the same ones): objects under EXPORTS_PREFIX expire (``timekeeper:exportRetentionDays``),
+# under DELIVERIES_PREFIX too (``timekeeper:deliveryRetentionDays``); rendered reports
+# (REPORTS_PREFIX) are never expired by a rule: a render's history keeps its file
+# downloadable, and a delivered report's links point at its render's object.
 #: The longest lifetime of a delivery's signed link (a schedule's ``link_ttl_hours`` is at
 #: most 720), in days.
 LINK_MAX_LIFETIME_DAYS = 30

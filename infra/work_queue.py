@@ -9,10 +9,8 @@ publish was refused), and log in to the database as the workers.
 
 from __future__ import annotations
 
-from aws_cdk import Duration
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -20,11 +18,8 @@ from constructs import Construct
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import JobQueue
-from infra.storage import EXPORTS_PREFIX
+from timekeeper.settings import EXPORTS_PREFIX, FILES_BUCKET_VARIABLE
 from timekeeper.topology import WorkQueue
-
-#: The environment variable naming the files bucket (read by ``timekeeper.runtime``).
-FILES_BUCKET_VARIABLE = "FILES_BUCKET"
 
 
 def _acknowledge_prefix(role: iam.IRole, arn_export: str) -> None:
@@ -58,7 +53,7 @@ class WorkQueueResources(Construct):
                  files_arn_export: str, log_retention: logs.RetentionDays, name_prefix: str = "timekeeper"):
         super().__init__(scope, construct_id)
         self.work_queue = work_queue
-        self.queues = JobQueue(self, "Queues", pipeline=work_queue, name_prefix=name_prefix)
+        self.queues = JobQueue(self, "Queues", consumer=work_queue.consumer, name_prefix=name_prefix)
         self.consumer = TimekeeperFunction(
             self, "Consumer", folder=work_queue.consumer_function, layer=layer, database=database, login=WORKER,
             timeout_s=work_queue.consumer_timeout_s, memory_mb=work_queue.consumer_memory_mb,
@@ -68,9 +63,4 @@ class WorkQueueResources(Construct):
             description=f"Timekeeper {work_queue.name} consumer (max concurrency {work_queue.max_concurrency})")
         grant_exports_put(self.consumer.role, files_bucket, files_arn_export)
         self.queues.queue.grant_send_messages(self.consumer.role)
-        self.event_source = sources.SqsEventSource(
-            self.queues.queue, batch_size=work_queue.batch_size,
-            max_batching_window=(Duration.seconds(work_queue.max_batching_window_s)
-                                 if work_queue.max_batching_window_s else None),
-            max_concurrency=work_queue.max_concurrency, report_batch_item_failures=True)
-        self.consumer.function.add_event_source(self.event_source)
+        self.event_source = self.queues.attach(self.consumer.function)

@@ -2,7 +2,7 @@
 batch failures out (a malformed message fails only its own item and reaches the DLQ after
 maxReceiveCount)."""
 
-from timekeeper import runtime
+from timekeeper.edge import runs
 from timekeeper.observability import logger, metrics, tracer
 from timekeeper.topology import ACCOUNTING
 
@@ -11,4 +11,4 @@ from timekeeper.topology import ACCOUNTING
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.consume_batch(ACCOUNTING.name, event, context)
+    return runs.consume_runs(ACCOUNTING.name, event, context)

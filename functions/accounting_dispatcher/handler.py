@@ -6,7 +6,7 @@ from dataclasses import asdict
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from timekeeper import runtime
+from timekeeper.edge import runs
 from timekeeper.observability import logger, metrics, tracer
 from timekeeper.topology import ACCOUNTING
 
@@ -16,7 +16,7 @@ from timekeeper.topology import ACCOUNTING
 @metrics.log_metrics
 @event_parser(model=EventBridgeModel)
 def lambda_handler(event: EventBridgeModel, context) -> dict:
-    report = runtime.run_dispatcher(ACCOUNTING.name)
+    report = runs.run_dispatcher(ACCOUNTING.name)
     result = asdict(report)
     logger.info("dispatcher pass", extra=result)
     return result

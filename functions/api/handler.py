@@ -4,7 +4,7 @@ the request event is not logged (it carries the caller's token)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
-from timekeeper.api.edge import lambda_app
+from timekeeper.edge.api import lambda_app
 from timekeeper.observability import logger, tracer
 
 

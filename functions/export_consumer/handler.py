@@ -2,7 +2,7 @@
 message fails only its own item and reaches the DLQ after maxReceiveCount; a fault is
 retried and the final receive settles the export failed)."""
 
-from timekeeper import runtime
+from timekeeper.edge import exports
 from timekeeper.observability import logger, metrics, tracer
 
 
@@ -10,4 +10,4 @@ from timekeeper.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.consume_exports(event, context)
+    return exports.consume_exports(event, context)

@@ -4,15 +4,15 @@ then set the workers' and the API's login passwords from their secrets, and retu
 names applied. An exception fails the deploy before any rule or consumer
 starts."""
 
-from timekeeper import runtime
 from timekeeper.db.migrate import apply_migrations
+from timekeeper.edge import adapters
 from timekeeper.observability import logger
 
 
 @logger.inject_lambda_context(clear_state=True)
 def lambda_handler(event: dict, context) -> dict:
-    conn = runtime.database().get()
+    conn = adapters.database().get()
     applied = apply_migrations(conn)
-    logins = runtime.provision_logins(conn)
+    logins = adapters.provision_logins(conn)
     logger.info("migrations applied", extra={"applied": applied, "logins": logins})
     return {"applied": applied, "logins": logins}

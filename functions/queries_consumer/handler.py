@@ -2,7 +2,7 @@
 in, partial batch failures out. A report run may hold this function up to 12 minutes
 while it polls the renderer (timeout 900 s)."""
 
-from timekeeper import runtime
+from timekeeper.edge import runs
 from timekeeper.observability import logger, metrics, tracer
 from timekeeper.topology import QUERIES
 
@@ -11,4 +11,4 @@ from timekeeper.topology import QUERIES
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.consume_batch(QUERIES.name, event, context)
+    return runs.consume_runs(QUERIES.name, event, context)

@@ -4,7 +4,7 @@ one render of a report version to a PDF in the files bucket out (recorded on the
 recorded on the row and returned; an unexpected fault raises, so Lambda retries it (two
 retries, then the on-failure queue)."""
 
-from timekeeper import runtime
+from timekeeper.edge import renderer
 from timekeeper.observability import logger, metrics, tracer
 
 
@@ -12,4 +12,4 @@ from timekeeper.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.run_renderer(event)
+    return renderer.run_renderer(event)

@@ -2,7 +2,7 @@
 one admission pass out (lost jobs settled, runs admitted under the cap with the backfill
 lane, stale offers reoffered, jobs sent). Reserved concurrency 1; retries 0."""
 
-from timekeeper import runtime
+from timekeeper.edge import snapshots
 from timekeeper.observability import logger, metrics, tracer
 
 
@@ -10,6 +10,6 @@ from timekeeper.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    summary = runtime.run_snapshot_dispatcher()
+    summary = snapshots.run_dispatcher()
     logger.info("snapshot dispatcher pass", extra=summary)
     return summary

@@ -5,7 +5,7 @@ SnapshotOverdue metric), then a nudge of the snapshot dispatcher. Reserved concu
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from timekeeper import runtime
+from timekeeper.edge import snapshots
 from timekeeper.observability import logger, metrics, tracer
 
 
@@ -14,6 +14,6 @@ from timekeeper.observability import logger, metrics, tracer
 @metrics.log_metrics
 @event_parser(model=EventBridgeModel)
 def lambda_handler(event: EventBridgeModel, context) -> dict:
-    summary = runtime.run_snapshot_planner()
+    summary = snapshots.run_planner()
     logger.info("snapshot planner pass", extra=summary)
     return summary

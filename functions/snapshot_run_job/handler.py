@@ -2,7 +2,7 @@
 Starts or resumes the attempt, commits chunks with their cursor, hands over before the
 time limit, then validates and publishes in one transaction."""
 
-from timekeeper import runtime
+from timekeeper.edge import snapshots
 from timekeeper.observability import logger, metrics, tracer
 
 
@@ -10,4 +10,4 @@ from timekeeper.observability import logger, metrics, tracer
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
-    return runtime.run_snapshot_jobs(event, context)
+    return snapshots.run_jobs(event, context)

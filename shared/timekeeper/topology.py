@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from timekeeper.settings import work_queue_url_variable
+
 #: The database logins of the deployment (created by migration ``0005_login_roles.sql``):
 #: dispatchers and consumers log in as the workers' role, the HTTP API as its own walled
 #: role; the migration function alone uses the schema owner's credentials.
@@ -36,6 +38,50 @@ MIGRATION_CONNECTIONS = 1
 #: RDS Proxy closes a client connection idle this long (seconds); a Lambda execution
 #: environment reopens its connection when it was idle for half of it.
 PROXY_IDLE_CLIENT_TIMEOUT_S = 900
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueueConsumer:
+    """A queue, its dead-letter queue and the function its SQS event source drives: the one
+    description of a queue consumer, which every pipeline composes (:attr:`Pipeline.consumer`,
+    :attr:`WorkQueue.consumer`, :attr:`SnapshotPipeline.consumer`) and which infra and the
+    local stack build from (queue, redrive, event source).
+
+    Units: seconds unless the name says otherwise. ``max_receive_count`` is the queue's
+    redrive limit and also the consumer's idea of its final receive. Checked at
+    construction (``ValueError``): at least 2 receives (1 loses messages to the DLQ on
+    throttles), an event-source maximum concurrency of 2..1000, a batch size of 1..10000
+    (above 10 only with a batching window), a Lambda timeout of 1..900 s.
+    """
+
+    queue_name: str
+    dlq_name: str
+    #: The ``functions/<folder>`` reading the queue.
+    function: str
+    timeout_s: int
+    max_receive_count: int
+    batch_size: int = 1
+    max_batching_window_s: int = 0
+    max_concurrency: int = 2
+    dlq_retention_days: int = 14
+    queue_age_alarm_s: int = 900
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
+        return 6 * self.timeout_s
+
+    def __post_init__(self) -> None:
+        if self.max_receive_count < 2:
+            raise ValueError(f"{self.queue_name}: max_receive_count below 2 loses messages to the DLQ on throttles")
+        if not 2 <= self.max_concurrency <= 1000:
+            raise ValueError("SQS event source maximum concurrency must be 2..1000")
+        if not 1 <= self.batch_size <= 10_000:
+            raise ValueError("SQS event source batch size must be 1..10000")
+        if self.batch_size > 10 and self.max_batching_window_s < 1:
+            raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
+        if not 1 <= self.timeout_s <= 900:
+            raise ValueError("a Lambda timeout is 1..900 s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,9 +119,13 @@ class Pipeline:
     consumer_connections: int = 1
 
     @property
-    def visibility_timeout_s(self) -> int:
-        """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
-        return 6 * self.consumer_timeout_s
+    def consumer(self) -> QueueConsumer:
+        """The run queue and its consumer."""
+        return QueueConsumer(queue_name=f"timekeeper-{self.name}-runs", dlq_name=f"timekeeper-{self.name}-runs-dlq",
+                             function=self.consumer_function, timeout_s=self.consumer_timeout_s,
+                             max_receive_count=self.max_receive_count, batch_size=self.batch_size,
+                             max_batching_window_s=self.max_batching_window_s, max_concurrency=self.max_concurrency,
+                             dlq_retention_days=self.dlq_retention_days, queue_age_alarm_s=self.queue_age_alarm_s)
 
     @property
     def lease(self) -> timedelta:
@@ -87,27 +137,10 @@ class Pipeline:
         """A queued run offered this long ago and never started is offered again."""
         return timedelta(seconds=self.reoffer_after_s)
 
-    @property
-    def queue_name(self) -> str:
-        return f"timekeeper-{self.name}-runs"
-
-    @property
-    def dlq_name(self) -> str:
-        return f"timekeeper-{self.name}-runs-dlq"
-
     def __post_init__(self) -> None:
-        if self.max_receive_count < 2:
-            raise ValueError("max_receive_count below 2 loses messages to the DLQ on throttles")
-        if not 2 <= self.max_concurrency <= 1000:
-            raise ValueError("SQS event source maximum concurrency must be 2..1000")
-        if not 1 <= self.batch_size <= 10_000:
-            raise ValueError("SQS event source batch size must be 1..10000")
-        if self.batch_size > 10 and self.max_batching_window_s < 1:
-            raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
+        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
         if self.reoffer_after_s <= self.consumer_timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
-        if not 1 <= self.consumer_timeout_s <= 900:
-            raise ValueError("a Lambda timeout is 1..900 s")
         if self.consumer_connections not in (1, 2):
             raise ValueError("a consumer holds one or two database connections")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
@@ -187,9 +220,13 @@ class WorkQueue:
     reoffer_after_s: int = 30
 
     @property
-    def visibility_timeout_s(self) -> int:
-        """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
-        return 6 * self.consumer_timeout_s
+    def consumer(self) -> QueueConsumer:
+        """The work queue and its consumer."""
+        return QueueConsumer(queue_name=f"timekeeper-{self.name}", dlq_name=f"timekeeper-{self.name}-dlq",
+                             function=self.consumer_function, timeout_s=self.consumer_timeout_s,
+                             max_receive_count=self.max_receive_count, batch_size=self.batch_size,
+                             max_batching_window_s=self.max_batching_window_s, max_concurrency=self.max_concurrency,
+                             dlq_retention_days=self.dlq_retention_days, queue_age_alarm_s=self.queue_age_alarm_s)
 
     @property
     def reoffer_after(self) -> timedelta:
@@ -197,27 +234,14 @@ class WorkQueue:
         return timedelta(seconds=self.reoffer_after_s)
 
     @property
-    def queue_name(self) -> str:
-        return f"timekeeper-{self.name}"
-
-    @property
-    def dlq_name(self) -> str:
-        return f"timekeeper-{self.name}-dlq"
-
-    @property
     def queue_url_variable(self) -> str:
-        """The environment variable naming the queue's URL (read by :mod:`timekeeper.runtime`)."""
-        return f"WORK_QUEUE_URL_{self.name.upper()}"
+        """The environment variable naming the queue's URL (:func:`timekeeper.settings.work_queue_url_variable`)."""
+        return work_queue_url_variable(self.name)
 
     def __post_init__(self) -> None:
-        if self.max_receive_count < 2:
-            raise ValueError("max_receive_count below 2 gives a failing request no retry")
-        if not 2 <= self.max_concurrency <= 1000:
-            raise ValueError("SQS event source maximum concurrency must be 2..1000")
+        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
         if not 1 <= self.batch_size <= 10:
             raise ValueError("a work queue's batch size must be 1..10")
-        if not 1 <= self.consumer_timeout_s <= 900:
-            raise ValueError("a Lambda timeout is 1..900 s")
 
 
 #: Interactive exports of a saved query version to CSV or XLSX: one export per invocation
@@ -273,13 +297,17 @@ class SnapshotPipeline:
             raise ValueError("the hand-over margin must leave most of the job's timeout for chunks")
         if self.reoffer_after_s < 60 * self.dispatcher_rate_minutes:
             raise ValueError("reoffer_after must be at least one dispatcher tick")
-        if self.max_receive_count < 2:
-            raise ValueError("max_receive_count below 2 loses jobs to the DLQ on throttles")
+        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
 
     @property
-    def visibility_timeout_s(self) -> int:
-        """Job queue visibility timeout: 6 x the run job's timeout (AWS guidance)."""
-        return 6 * self.job_timeout_s
+    def consumer(self) -> QueueConsumer:
+        """The job queue and the run job reading it, one job per invocation (a job may hold
+        its invocation for its whole timeout)."""
+        return QueueConsumer(queue_name=f"timekeeper-{self.name}-jobs", dlq_name=f"timekeeper-{self.name}-jobs-dlq",
+                             function=self.job_function, timeout_s=self.job_timeout_s,
+                             max_receive_count=self.max_receive_count, batch_size=1,
+                             max_concurrency=self.job_max_concurrency, dlq_retention_days=self.dlq_retention_days,
+                             queue_age_alarm_s=self.queue_age_alarm_s)
 
     @property
     def reoffer_after(self) -> timedelta:
@@ -290,38 +318,7 @@ class SnapshotPipeline:
     def job_lost_after(self) -> timedelta:
         """A running run whose job has not beaten this long has lost its job (every receive
         was used up or the messages vanished): a retryable failure."""
-        return timedelta(seconds=self.max_receive_count * self.visibility_timeout_s + self.job_timeout_s)
-
-    @property
-    def queue_name(self) -> str:
-        return f"timekeeper-{self.name}-jobs"
-
-    # The job queue's consumer, under the names an SQS event source mapping reads (the local
-    # stack builds one mapping per queue from these).
-
-    @property
-    def consumer_function(self) -> str:
-        """The function reading the job queue: the run job."""
-        return self.job_function
-
-    @property
-    def consumer_timeout_s(self) -> int:
-        """The run job's timeout (seconds)."""
-        return self.job_timeout_s
-
-    @property
-    def batch_size(self) -> int:
-        """One job per invocation: a job may hold its invocation for its whole timeout."""
-        return 1
-
-    @property
-    def max_concurrency(self) -> int:
-        """The event source's maximum concurrency."""
-        return self.job_max_concurrency
-
-    @property
-    def dlq_name(self) -> str:
-        return f"timekeeper-{self.name}-jobs-dlq"
+        return timedelta(seconds=self.max_receive_count * self.consumer.visibility_timeout_s + self.job_timeout_s)
 
 
 SNAPSHOTS = SnapshotPipeline()
@@ -374,6 +371,13 @@ class Renderer:
 #: sections each running into the workers' 15 s statement timeout could pass 300 s: that
 #: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
 REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+
+
+def queue_consumers() -> list[QueueConsumer]:
+    """Every queue consumer of the deployment: the pipelines' run queues, the work queues
+    and the snapshot job queue, in that order (what infra and the local stack build)."""
+    return ([p.consumer for p in PIPELINES.values()] + [q.consumer for q in WORK_QUEUES.values()]
+            + [SNAPSHOTS.consumer])
 
 
 @dataclass(frozen=True, kw_only=True)

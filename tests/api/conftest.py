@@ -14,10 +14,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support import ListPublisher
-from timekeeper import runtime
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import login_url
+from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
 
 ALL_ROLES = "schedules:read,schedules:write,schedules:run"
@@ -104,7 +104,7 @@ def app(api_conn, publisher, clock_now):
         return publisher
 
     resolver = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=publisher_for,
-                                      registry=runtime.registry, now=lambda: clock_now["now"]))
+                                      registry=registries.work_kinds, now=lambda: clock_now["now"]))
     resolver.published_to = published_to
     return resolver
 

@@ -16,10 +16,10 @@ from botocore.config import Config
 from moto import mock_aws
 
 from tests.api.conftest import NOW, Caller
-from timekeeper import runtime
 from timekeeper.api.app import ApiAdapters, create_app
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
+from timekeeper.edge import registries
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user
 from timekeeper.queries import delivery as dl
 from timekeeper.queries import store
@@ -61,7 +61,7 @@ def aws(monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
-        s3 = boto3.client("s3", config=Config(signature_version="s3v4"))  # as runtime.s3_client
+        s3 = boto3.client("s3", config=Config(signature_version="s3v4"))  # as timekeeper.edge.adapters.s3_client
         s3.create_bucket(Bucket=BUCKET)
         ses = boto3.client("ses")
         ses.verify_email_identity(EmailAddress=SENDER)
@@ -72,7 +72,7 @@ def aws(monkeypatch):
 def app(api_conn, publisher, clock_now, aws):
     s3, _ = aws
     return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
-                                  registry=runtime.registry, now=lambda: clock_now["now"],
+                                  registry=registries.work_kinds, now=lambda: clock_now["now"],
                                   files=lambda: (s3, BUCKET), links=lambda: LinkSigner(KEY)))
 
 

@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 
 from tests.api.test_delivery_routes import aws, body, deliver_run, olga, tenants  # noqa: F401 - fixtures and helpers
-from timekeeper import runtime
 from timekeeper.api.app import ApiAdapters, create_app
 from timekeeper.db.connection import connect
+from timekeeper.edge import registries
 from timekeeper.queries.links import LinkSigner
 
 KEY = "s" * 48
@@ -24,7 +24,7 @@ HOSTILE = ["../../../../etc/passwd", "Überfällige Rechnungen € 2027", 'a "qu
 def app(api_conn, publisher, clock_now, aws):  # noqa: F811 - the delivery routes' adapters
     s3, _ = aws
     return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
-                                  registry=runtime.registry, now=lambda: clock_now["now"],
+                                  registry=registries.work_kinds, now=lambda: clock_now["now"],
                                   files=lambda: (s3, "files"), links=lambda: LinkSigner(KEY)))
 
 

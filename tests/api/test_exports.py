@@ -16,8 +16,9 @@ from moto import mock_aws
 
 from tests.api.conftest import NOW, Caller
 from tests.support import sqs_event
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.edge import adapters, registries
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user
@@ -57,7 +58,7 @@ def tenants(db_url):
 
 @pytest.fixture
 def aws(db_url, monkeypatch):
-    """moto with the exports queue and the files bucket; the consumer's runtime configured."""
+    """moto with the exports queue and the files bucket; the consumer's edge configured."""
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_TRACE_DISABLED": "true", "DATABASE_URL": db_url, "FILES_BUCKET": "files"}.items():
         monkeypatch.setenv(key, value)
@@ -67,10 +68,10 @@ def aws(db_url, monkeypatch):
         boto3.client("s3").create_bucket(Bucket="files")
         pair = create_pipeline_queues(sqs, EXPORTS)
         monkeypatch.setenv(EXPORTS.queue_url_variable, pair.url)
-        runtime.reset()
+        edge.reset()
         clock.install(lambda: NOW)
         yield {"sqs": sqs, "queue": pair}
-        runtime.reset()
+        edge.reset()
         clock.install(None)
 
 
@@ -78,9 +79,9 @@ def aws(db_url, monkeypatch):
 def app(api_conn, publisher, clock_now, aws):
     """The resolver with the real exports publisher and S3 client (moto)."""
     return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
-                                  registry=runtime.registry, now=lambda: clock_now["now"],
-                                  export_publisher=runtime.export_publisher,
-                                  files=lambda: (runtime.s3_client(), runtime.files_bucket())))
+                                  registry=registries.work_kinds, now=lambda: clock_now["now"],
+                                  export_publisher=adapters.export_publisher,
+                                  files=lambda: (adapters.s3_client(), adapters.files_bucket())))
 
 
 def who(user: str, workspace: UUID, roles: str = "queries:read") -> Caller:

@@ -12,9 +12,9 @@ import uuid
 import pytest
 import requests
 
-from timekeeper import clock, runtime
-from timekeeper.api import edge
+from timekeeper import clock, edge
 from timekeeper.db.connection import connect
+from timekeeper.edge import api as api_edge
 from timekeeper.local.export import ensure_demo_data
 from timekeeper.local.serve import ServeOptions, start_server
 from timekeeper.queries import store
@@ -32,8 +32,8 @@ def local_server(db_url):
     server.stop()
     os.environ.clear()
     os.environ.update(saved)
-    runtime.reset()
     edge.reset()
+    api_edge.reset()
     clock.install(None)
 
 

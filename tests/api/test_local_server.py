@@ -24,9 +24,12 @@ from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
 from tests.api.conftest import OPEN_INVOICES, seed_member
-from timekeeper import clock, runtime
-from timekeeper.api import create_app, edge, openapi_document
+from timekeeper import clock, edge
+from timekeeper import settings as settings_names
+from timekeeper.api import create_app, openapi_document
 from timekeeper.api.app import unconfigured_adapters
+from timekeeper.edge import api as api_edge
+from timekeeper.edge import runs
 from timekeeper.local.serve import ServeOptions, dev_claims, link_base_url, start_server
 
 WORKSPACE = uuid.uuid4()
@@ -37,7 +40,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(scope="module")
 def local_server(db_url):
     """The serve stack on a free port over this module's database; the environment and the
-    runtime caches are restored afterwards."""
+    edge's caches are restored afterwards."""
     saved = dict(os.environ)
     # alice is a member of the workspace in the directory (the saved-query routes ask it)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
@@ -48,8 +51,8 @@ def local_server(db_url):
     server.stop()
     os.environ.clear()
     os.environ.update(saved)
-    runtime.reset()
     edge.reset()
+    api_edge.reset()
     clock.install(None)
 
 
@@ -61,13 +64,13 @@ def snapshot_periods(local_server, db_url) -> None:
     from datetime import timedelta
 
     from timekeeper.db.connection import connect
+    from timekeeper.edge.registries import assemble_snapshot_types
     from timekeeper.snapshots.ledger import plan
-    from timekeeper.snapshots.registry import default_snapshot_registry
 
     now = clock.now()
     with connect(db_url) as conn, conn.transaction():
         conn.execute("UPDATE workspaces SET created_at = %s WHERE id = %s", (now - timedelta(days=120), WORKSPACE))
-        plan(conn, default_snapshot_registry("development"), now=now)
+        plan(conn, assemble_snapshot_types("development"), now=now)
 
 
 def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
@@ -81,8 +84,8 @@ def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
 
 
 def test_delivery_links_point_at_the_servers_own_address(local_server):
-    assert runtime.settings().download_base_url == f"{local_server.base_url}/"
-    assert runtime.delivery_services().download_base_url == f"{local_server.base_url}/"
+    assert settings_names.settings().download_base_url == f"{local_server.base_url}/"
+    assert runs.delivery_services().download_base_url == f"{local_server.base_url}/"
     assert link_base_url("0.0.0.0", 8080) == "http://127.0.0.1:8080"
     assert link_base_url("::", 8080) == "http://[::1]:8080"
 

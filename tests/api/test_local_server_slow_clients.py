@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from timekeeper import clock, runtime
-from timekeeper.api import edge
+from timekeeper import clock, edge
+from timekeeper.edge import api as api_edge
 from timekeeper.local import serve
 from timekeeper.local.serve import ServeOptions, start_server
 
@@ -41,8 +41,8 @@ def local_server(db_url):
     server.stop()
     os.environ.clear()
     os.environ.update(saved)
-    runtime.reset()
     edge.reset()
+    api_edge.reset()
     clock.install(None)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tests.api.conftest import new_schedule
-from timekeeper import runtime
+from timekeeper.edge import registries
 
 DELIVERY = {"name": "Daily invoices", "recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"},
             "format": "csv", "subject_template": "{{ schedule_name }}",
@@ -88,7 +88,7 @@ def test_a_non_member_with_every_schedules_role_cannot_touch_a_query_schedule(ca
 
 
 def test_every_work_kind_is_generic_but_the_ones_with_a_route_of_their_own():
-    registry = runtime.registry()
+    registry = registries.work_kinds()
     routed = {(kind.owner, kind.name): kind.route
               for owner in ("accounting", "queries") for name in registry.names(owner)
               if (kind := registry.get(owner, name)).route is not None}

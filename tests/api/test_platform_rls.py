@@ -16,7 +16,7 @@ import pytest
 
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import connect, login_url
-from timekeeper.platform.generator import load_sample
+from timekeeper.local.platform_data import load_sample
 
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -16,8 +16,8 @@ from moto import mock_aws
 
 from tests.api.conftest import Caller, proxy_event
 from tests.integration.report_helpers import NOW, definition, make_tenant
-from timekeeper import runtime
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
 from timekeeper.queries.rendering import render
@@ -42,7 +42,7 @@ def s3(monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
-        client = boto3.client("s3", config=Config(signature_version="s3v4"))  # as timekeeper.runtime.s3_client
+        client = boto3.client("s3", config=Config(signature_version="s3v4"))  # as timekeeper.edge.adapters.s3_client
         client.create_bucket(Bucket=BUCKET)
         yield client
 
@@ -63,7 +63,7 @@ def renderer():
 @pytest.fixture
 def send(api_conn, s3, renderer):
     app = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
-                                 registry=runtime.registry, now=lambda: NOW, renderer=lambda: renderer,
+                                 registry=registries.work_kinds, now=lambda: NOW, renderer=lambda: renderer,
                                  files=lambda: (s3, BUCKET)))
 
     def _send(method, target, who: Caller, body=None, headers=None):

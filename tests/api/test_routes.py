@@ -375,15 +375,15 @@ def test_an_unexpected_fault_is_a_generic_500_and_its_text_is_not_logged(db_url,
     import psycopg
 
     from tests.api.conftest import proxy_event
-    from timekeeper import runtime
     from timekeeper.api import ApiAdapters, create_app
+    from timekeeper.edge import registries
     from timekeeper.local.lambdas import LambdaContext
 
     def broken():
         raise psycopg.errors.SyntaxError('syntax error at "SELECT password FROM users"')
 
     app = create_app(ApiAdapters(connection=broken, publisher_for=lambda _: ListPublisher(),
-                                 registry=runtime.registry, now=lambda: NOW))
+                                 registry=registries.work_kinds, now=lambda: NOW))
     # When a route needs it
     response = app.resolve(proxy_event("GET", "/schedules", claims=caller.claims()), LambdaContext("api"))
     # Then the caller gets a generic 500 and the log has the type and place, not the text

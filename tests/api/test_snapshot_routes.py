@@ -16,14 +16,16 @@ import psycopg
 import pytest
 
 from tests.api.conftest import NOW, Caller, Reply, proxy_event
-from timekeeper import runtime
+from timekeeper import settings as settings_names
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.edge import registries
+from timekeeper.edge.registries import assemble_snapshot_types
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import snapshots as platform_snapshots
 from timekeeper.platform.directory import create_workspace
 from timekeeper.snapshots import ledger
 from timekeeper.snapshots.jobs import JobMessage, run_job
-from timekeeper.snapshots.registry import Chunk, SnapshotRegistry, SnapshotType, default_snapshot_registry
+from timekeeper.snapshots.registry import Chunk, SnapshotRegistry, SnapshotType
 
 CREATED = datetime(2026, 12, 15, tzinfo=UTC)
 STAFF = "platform:staff"
@@ -94,7 +96,7 @@ def test_a_backfill_is_201_and_recorded_in_the_target_workspace(db, call):
 def test_a_re_run_of_a_published_period_is_201_with_the_next_version(db, call):
     # Given a workspace whose months are published
     target = workspace(db)
-    publish_everything(db, default_snapshot_registry("development"))
+    publish_everything(db, assemble_snapshot_types("development"))
     # When staff request a manual re-run of February
     reply = call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual",
                                                     reason="  totals were corrected  "), as_=staff())
@@ -144,7 +146,7 @@ def test_period_not_complete_is_judged_in_the_workspaces_timezone(db, call, cloc
 def test_a_period_with_a_run_in_progress_is_active_work(db, call):
     # Given the planner's version 1 of February waiting for admission
     target = workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     # When staff request a re-run of it
     reply = call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual"), as_=staff())
     # Then active_work, and no version was added
@@ -154,7 +156,7 @@ def test_a_period_with_a_run_in_progress_is_active_work(db, call):
 
 def test_a_second_re_run_while_the_first_waits_is_active_work(db, call):
     target = workspace(db)
-    publish_everything(db, default_snapshot_registry("development"))
+    publish_everything(db, assemble_snapshot_types("development"))
     first = call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual"), as_=staff())
     assert first.status == 201
     refused(call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual"), as_=staff()),
@@ -164,7 +166,7 @@ def test_a_second_re_run_while_the_first_waits_is_active_work(db, call):
 def test_a_captured_current_version_is_protected_history(db, call):
     # Given February published and captured into a delivered report
     target = workspace(db)
-    publish_everything(db, default_snapshot_registry("development"))
+    publish_everything(db, assemble_snapshot_types("development"))
     db.execute("UPDATE snapshot_runs SET protection = 'captured' WHERE is_current AND period = '2027-02-01' "
                "AND snapshot_type = 'ar_aging'")
     refused(call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual"), as_=staff()),
@@ -181,7 +183,7 @@ def test_a_re_run_of_a_period_without_runs_is_not_planned(db, call):
 
 def test_a_backfill_of_a_period_with_runs_is_already_planned(db, call):
     target = workspace(db)
-    publish_everything(db, default_snapshot_registry("development"))
+    publish_everything(db, assemble_snapshot_types("development"))
     refused(call("POST", "/snapshots/runs", request(target, mode="backfill"), as_=staff()),
             409, "already_planned", "mode")
 
@@ -255,7 +257,7 @@ def app_with(api_conn, clock_now):
 
     def build(registry: SnapshotRegistry):
         return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
-                                      registry=runtime.registry, now=lambda: clock_now["now"],
+                                      registry=registries.work_kinds, now=lambda: clock_now["now"],
                                       snapshot_registry=lambda: registry))
 
     return build
@@ -270,7 +272,7 @@ def send(app, method: str, target: str, body=None, *, as_: Caller) -> Reply:
 
 def test_a_type_disabled_in_production_is_type_disabled(db, app_with):
     # Given the production registry (the self-test type is enabled in development only)
-    app = app_with(default_snapshot_registry("production"))
+    app = app_with(assemble_snapshot_types("production"))
     target = workspace(db)
     # Then a self-test backfill is refused, and a production type is accepted
     refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff()),
@@ -303,7 +305,7 @@ def test_a_request_without_claims_is_401(db, call):
 
 def test_staff_of_another_type_may_not_request_this_one(db, app_with):
     # Given a registry with another owner's type whose staff role is billing:staff
-    registry = default_snapshot_registry("development")
+    registry = assemble_snapshot_types("development")
     registry.register(SnapshotType(owner="billing", name="ledger_close", label="Close", generator=NeverRuns(),
                                    staff_roles=frozenset({"billing:staff"})))
     app = app_with(registry)
@@ -366,7 +368,7 @@ READER = "snapshots:read"
 def test_a_workspace_user_lists_their_own_periods(db, call):
     # Given two workspaces with planned months
     own, other = workspace(db), workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     # When a reader of one lists the periods
     reply = call("GET", "/snapshots/periods", as_=Caller(roles=READER, workspace_id=own))
     # Then they see their workspace's three types x three months, newest first per type
@@ -384,7 +386,7 @@ def test_a_workspace_user_lists_their_own_periods(db, call):
 
 def test_the_listing_filters_by_owner_and_type(db, call):
     own = workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     reader = Caller(roles=READER, workspace_id=own)
     aging = call("GET", "/snapshots/periods?owner=platform&snapshot_type=ar_aging", as_=reader).body["items"]
     assert {i["snapshot_type"] for i in aging} == {"ar_aging"} and len(aging) == 3
@@ -396,7 +398,7 @@ def test_the_listing_filters_by_owner_and_type(db, call):
 
 def test_published_periods_show_the_chosen_version_and_basis(db, call):
     own = workspace(db)
-    publish_everything(db, default_snapshot_registry("development"))
+    publish_everything(db, assemble_snapshot_types("development"))
     items = call("GET", "/snapshots/periods?snapshot_type=membership_counts",
                  as_=Caller(roles=READER, workspace_id=own)).body["items"]
     february = items[0]
@@ -408,7 +410,7 @@ def test_published_periods_show_the_chosen_version_and_basis(db, call):
 def test_the_overdue_flag_follows_the_clock_and_the_workspace_timezone(db, call, clock_now):
     # Given every completed month planned (none published) in Berlin
     own = workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     reader = Caller(roles=READER, workspace_id=own)
 
     def overdue() -> dict[str, bool]:
@@ -426,14 +428,14 @@ def test_the_overdue_flag_follows_the_clock_and_the_workspace_timezone(db, call,
 
 def test_skipped_periods_show_their_reason_and_are_not_overdue(db, call):
     own = workspace(db, status="loading")
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     items = call("GET", "/snapshots/periods", as_=Caller(roles=READER, workspace_id=own)).body["items"]
     assert {(i["status"], i["skip_reason"], i["overdue"]) for i in items} == {("skipped", "workspace_loading", False)}
 
 
 def test_a_workspace_user_gets_404_for_another_workspaces_periods(db, call):
     own, other = workspace(db), workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     reader = Caller(roles=READER, workspace_id=own)
     refused(call("GET", f"/snapshots/workspaces/{other}/periods", as_=reader), 404, "not_found")
     refused(call("GET", f"/snapshots/workspaces/{uuid.uuid4()}/periods", as_=reader), 404, "not_found")
@@ -457,7 +459,7 @@ def test_a_workspace_missing_from_the_directory_is_404(db, call):
 def test_staff_list_any_workspaces_periods(db, call):
     # Given two workspaces with planned months
     first, second = workspace(db), workspace(db, "America/New_York")
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     # When staff (whose own workspace is neither) list each
     for target, zone in ((first, "Europe/Berlin"), (second, "America/New_York")):
         reply = call("GET", f"/snapshots/workspaces/{target}/periods?snapshot_type=ar_aging", as_=staff())
@@ -483,7 +485,7 @@ def test_the_staff_listing_shows_a_requested_backfill(db, call):
 def test_the_lock_only_grants_give_the_api_login_no_write(db, api_conn):
     # Given a workspace with a run, entered on the API's walled connection
     target = workspace(db)
-    ledger.plan(db, default_snapshot_registry("development"), now=NOW)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
     other = workspace(db)
     with api_conn.entered(target):
         # Then it may lock the rows the ledger locks ...
@@ -509,7 +511,7 @@ def test_the_lock_only_grants_give_the_api_login_no_write(db, api_conn):
 def test_the_walled_login_cannot_record_a_run_in_another_workspace_than_the_entered_one(db, api_conn):
     # Given staff's request entered in one workspace but naming another (a scope bug)
     entered, named = workspace(db), workspace(db)
-    found = default_snapshot_registry("development").get("platform", "ar_aging")
+    found = assemble_snapshot_types("development").get("platform", "ar_aging")
     with api_conn.entered(entered):
         # Then the named workspace is invisible: unknown_workspace, nothing written
         with pytest.raises(ledger.RequestRefused) as refusal:
@@ -520,20 +522,20 @@ def test_the_walled_login_cannot_record_a_run_in_another_workspace_than_the_ente
 
 
 def test_the_api_uses_the_deployments_registry(db, api_conn, monkeypatch):
-    # Given a production deployment and the API's default adapters (the runtime's registry)
-    monkeypatch.setenv(runtime.ENVIRONMENT_VARIABLE, "production")
-    runtime.snapshot_registry.cache_clear()
+    # Given a production deployment and the API's default adapters (the edge's registry)
+    monkeypatch.setenv(settings_names.ENVIRONMENT_VARIABLE, "production")
+    registries.snapshot_types.cache_clear()
     try:
         app = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
-                                     registry=runtime.registry, now=lambda: NOW))
+                                     registry=registries.work_kinds, now=lambda: NOW))
         target = workspace(db)
         # Then the development-only self-test is type_disabled, a production type is accepted
         refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff()),
                 422, "type_disabled", "snapshot_type")
         assert send(app, "POST", "/snapshots/runs", request(target), as_=staff()).status == 201
-        assert platform_snapshots.STAFF_ROLE in runtime.snapshot_registry().get("platform", "ar_aging").staff_roles
+        assert platform_snapshots.STAFF_ROLE in registries.snapshot_types().get("platform", "ar_aging").staff_roles
     finally:
-        runtime.snapshot_registry.cache_clear()
+        registries.snapshot_types.cache_clear()
 
 
 def test_now_is_read_once_per_request(db, api_conn):
@@ -545,8 +547,8 @@ def test_now_is_read_once_per_request(db, api_conn):
         return reads[-1]
 
     app = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
-                                 registry=runtime.registry, now=clock,
-                                 snapshot_registry=lambda: default_snapshot_registry("development")))
+                                 registry=registries.work_kinds, now=clock,
+                                 snapshot_registry=lambda: assemble_snapshot_types("development")))
     target = workspace(db)
     reply = send(app, "POST", "/snapshots/runs", request(target), as_=staff())
     assert reply.status == 201 and len(reads) == 1

@@ -24,7 +24,7 @@ from tests.integration.accounting_helpers import (
     schedule_run,
     spec,
 )
-from tests.integration.test_lambda_handlers import aws  # noqa: F401 - moto queues and the runtime's environment
+from tests.integration.test_lambda_handlers import aws  # noqa: F401 - moto queues and the edge's environment
 from tests.support import scheduled_event
 from timekeeper import clock
 from timekeeper.accounting import books

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from infra.api import API_FUNCTION
-from infra.pipeline import queue_url_variable
 from infra.settings import FUNCTIONS_DIR, DeploymentConfig
 from tests.infra.conftest import functions_by_folder, queue_by_name, resources, synthesize
+from timekeeper.settings import run_queue_url_variable
 from timekeeper.topology import PIPELINES
 
 pytestmark = pytest.mark.skipif(not (FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file(),
@@ -47,13 +47,13 @@ def test_api_function_publishes_to_every_run_queue(synth):
     api_id = functions_by_folder(template)[API_FUNCTION]
     variables = template["Resources"][api_id]["Properties"]["Environment"]["Variables"]
     for pipeline in PIPELINES.values():
-        queue_id, _ = queue_by_name(template, pipeline.queue_name)
-        assert variables[queue_url_variable(pipeline)] == {"Ref": queue_id}
+        queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
+        assert variables[run_queue_url_variable(pipeline.name)] == {"Ref": queue_id}
 
 
 def test_api_function_runs_in_the_deployments_environment(synth):
     # (the snapshot types staff may request are those the environment enables)
-    from timekeeper.runtime import ENVIRONMENT_VARIABLE
+    from timekeeper.settings import ENVIRONMENT_VARIABLE
 
     def variables(template) -> dict:
         return template["Resources"][functions_by_folder(template)[API_FUNCTION]]["Properties"]["Environment"][

@@ -50,8 +50,8 @@ def test_every_pipeline_has_rule_queues_event_source_and_alarms(synth, name):
 
     # Then its dispatcher has a rule, its queue and DLQ exist, its consumer reads the queue
     assert rule_targeting(template, functions[pipeline.dispatcher_function]) is not None
-    queue_id, _ = queue_by_name(template, pipeline.queue_name)
-    queue_by_name(template, pipeline.dlq_name)
+    queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
+    queue_by_name(template, pipeline.consumer.dlq_name)
     sources = event_sources_of(template, functions[pipeline.consumer_function])
     assert [s["EventSourceArn"] for s in sources] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
     # And it has its five alarms
@@ -71,8 +71,8 @@ def test_a_new_pipeline_in_the_topology_gets_its_infrastructure(monkeypatch):
     template = synthesize().raw[APP_STACK]
 
     # Then the new pipeline has its own rule, queues, event source and alarms, with its numbers
-    queue_id, queue = queue_by_name(template, probe.queue_name)
-    assert queue["Properties"]["VisibilityTimeout"] == probe.visibility_timeout_s
+    queue_id, queue = queue_by_name(template, probe.consumer.queue_name)
+    assert queue["Properties"]["VisibilityTimeout"] == probe.consumer.visibility_timeout_s
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     schedules = [r["Properties"]["ScheduleExpression"] for r in template["Resources"].values()
                  if r["Type"] == "AWS::Events::Rule"]
@@ -104,10 +104,10 @@ def test_the_snapshot_pipeline_has_rules_queues_event_source_and_alarms(synth):
     assert planner_rule["Properties"]["ScheduleExpression"] == f"rate({SNAPSHOTS.planner_rate_minutes} minutes)"
     assert dispatcher_rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
     # And the job queue redrives to its DLQ after the topology's receives; the run job reads it
-    queue_id, queue = queue_by_name(template, SNAPSHOTS.queue_name)
-    queue_by_name(template, SNAPSHOTS.dlq_name)
+    queue_id, queue = queue_by_name(template, SNAPSHOTS.consumer.queue_name)
+    queue_by_name(template, SNAPSHOTS.consumer.dlq_name)
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == SNAPSHOTS.max_receive_count
-    assert queue["Properties"]["VisibilityTimeout"] == SNAPSHOTS.visibility_timeout_s
+    assert queue["Properties"]["VisibilityTimeout"] == SNAPSHOTS.consumer.visibility_timeout_s
     (source,) = event_sources_of(template, functions[SNAPSHOTS.job_function])
     assert source["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert source["ScalingConfig"]["MaximumConcurrency"] == SNAPSHOTS.job_max_concurrency

@@ -4,6 +4,8 @@ encrypted topic, and migrations run by a trigger before any rule or consumer sta
 
 from __future__ import annotations
 
+import uuid
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match
@@ -11,14 +13,9 @@ from aws_cdk.assertions import Match
 from infra import settings
 from infra.database import ENGINE_VERSION
 from infra.settings import DeploymentConfig
-from infra.storage import (
-    DELIVERIES_PREFIX,
-    DELIVERY_RETENTION_DAYS,
-    EXPORTS_PREFIX,
-    LINK_MAX_LIFETIME_DAYS,
-    REPORTS_PREFIX,
-)
+from infra.storage import DELIVERY_RETENTION_DAYS, LINK_MAX_LIFETIME_DAYS
 from tests.infra.conftest import event_sources_of, functions_by_folder, resources, synthesize
+from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX
 from timekeeper.topology import PIPELINES
 
 
@@ -154,8 +151,10 @@ def test_delivered_files_expire_after_their_links_and_reports_never(synth):
     from timekeeper.queries.query_schedules import MAX_LINK_TTL_HOURS
 
     # The prefixes the rules name are the ones the code writes under
-    assert (DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX) == (
-        dl.OBJECT_PREFIX, exports.OBJECT_PREFIX, rendering.REPORTS_PREFIX)
+    workspace, item = uuid.uuid4(), uuid.uuid4()
+    assert dl.object_key(workspace, item, "csv").startswith(DELIVERIES_PREFIX)
+    assert exports.object_key(workspace, item, "csv").startswith(EXPORTS_PREFIX)
+    assert rendering.object_key(workspace, "key").startswith(REPORTS_PREFIX)
     assert LINK_MAX_LIFETIME_DAYS * 24 == MAX_LINK_TTL_HOURS
     [files] = [b["Properties"] for b in resources(synth.data_template, "AWS::S3::Bucket").values()
                if "LoggingConfiguration" in b["Properties"]]

@@ -7,15 +7,18 @@ to skip it offline."""
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import re
 from pathlib import Path
 
+import aws_cdk as cdk
 import pytest
 from aws_cdk import BundlingOptions, DockerImage
 
 from infra import settings
-from infra.layer import PipLayerBundling, layer_hash, pip_command
+from infra.layer import PipLayerBundling, SharedLayer, layer_hash, layer_sources, pip_command
 
 _PIN = re.compile(r"^([A-Za-z0-9_.\-]+)(\[[^\]]*\])?==(\S+)$")
 
@@ -80,6 +83,74 @@ def test_layer_hash_follows_sources_and_requirements(tmp_path):
     assert layer_hash(shared, requirements, bundled=False) != layer_hash(shared, requirements, bundled=True)
 
 
+def _package_files(root: Path) -> set[str]:
+    """The files under ``root`` (a ``timekeeper`` folder) as relative POSIX paths."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def _expected_layer_files() -> set[str]:
+    """What the layer must hold of the real tree: every file of shared/timekeeper except the
+    local stack, the command line, byte code and caches (computed here independently of
+    the bundling code)."""
+    return {name for name in _package_files(settings.SHARED_DIR / "timekeeper")
+            if not name.startswith("local/") and name != "__main__.py" and "__pycache__" not in name
+            and not name.endswith(".pyc") and ".egg-info" not in name and ".pytest_cache" not in name}
+
+
+def _assert_holds_only_what_lambda_runs(package: Path) -> None:
+    files = _package_files(package)
+    # Lambda never runs the local stack (simulation, chaos campaigns, sample data), nor the CLI
+    assert not [name for name in files if name.startswith("local/")]
+    assert "__main__.py" not in files
+    assert not [name for name in files if "generator" in name or "chaos" in name or "sample" in name], files
+    assert files == _expected_layer_files()
+    assert {"edge/batch.py", "settings.py", "topology.py", "db/migrations/0001_schedules.sql"} <= files
+
+
+def test_the_layer_sources_of_the_real_tree_are_what_lambda_runs():
+    # Given the function the bundling copies the package with, on the real tree
+    package = settings.SHARED_DIR / "timekeeper"
+    chosen = {p.relative_to(package).as_posix() for p in layer_sources(settings.SHARED_DIR)}
+
+    # Then it chooses exactly the files Lambda runs
+    assert chosen == _expected_layer_files()
+
+
+def test_no_module_of_the_layer_imports_what_the_layer_leaves_out():
+    # Given every Python module the layer ships
+    package = settings.SHARED_DIR / "timekeeper"
+    offending = []
+    for path in layer_sources(settings.SHARED_DIR):
+        if path.suffix != ".py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if isinstance(node, ast.ImportFrom) and node.module == "timekeeper":
+                names = [f"timekeeper.{alias.name}" for alias in node.names]
+            offending += [f"{path.relative_to(package)}: {name}" for name in names
+                          if name == "timekeeper.local" or name.startswith("timekeeper.local.")]
+
+    # Then none imports the local stack (it would fail in Lambda, where the stack is absent)
+    assert offending == []
+
+
+def test_the_unbundled_layer_asset_holds_only_what_lambda_runs(tmp_path):
+    # Given the layer without bundling (tests and offline template reviews), staged for real
+    app = cdk.App(outdir=str(tmp_path / "out"))
+    stack = cdk.Stack(app, "LayerOnly")
+    SharedLayer(stack, "Shared", bundle=False)
+    assembly = app.synth()
+
+    # When its asset folder is read
+    manifest = json.loads((Path(assembly.directory) / "LayerOnly.assets.json").read_text())
+    [asset] = [a for a in manifest["files"].values() if a.get("displayName", "").endswith("Layer/Code")]
+    staged = Path(assembly.directory) / asset["source"]["path"]
+
+    # Then it holds the package without the local stack, the CLI or the generators
+    _assert_holds_only_what_lambda_runs(staged)
+
+
 @pytest.mark.skipif(os.environ.get("TIMEKEEPER_SKIP_LAYER_BUILD") == "1", reason="layer build skipped")
 def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path):
     # Given the local bundler CDK calls for the layer asset
@@ -88,12 +159,12 @@ def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path):
     # When it builds into an empty folder
     built = bundler.try_bundle(str(tmp_path), BundlingOptions(image=DockerImage.from_registry("unused")))
 
-    # Then the layer has the package, the migrations and psycopg's C extension for CPython 3.12 x86_64
+    # Then the layer has the package (only what Lambda runs), the migrations and psycopg's C
+    # extension for CPython 3.12 x86_64
     python = tmp_path / "python"
     assert built is True
-    assert (python / "timekeeper" / "runtime.py").is_file()
+    _assert_holds_only_what_lambda_runs(python / "timekeeper")
     assert list((python / "timekeeper" / "db" / "migrations").glob("0001_*.sql"))
-    assert not (python / "timekeeper" / "local").exists()
     assert list((python / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))
     assert list((python / "pydantic_core").glob("_pydantic_core.cpython-312-x86_64-linux-gnu.so"))
     assert (python / "aws_lambda_powertools").is_dir() and (python / "aws_xray_sdk").is_dir()

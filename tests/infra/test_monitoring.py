@@ -46,8 +46,10 @@ def test_pipeline_alarms(synth, name):
     functions = functions_by_folder(template)
     dispatcher = [{"Name": "FunctionName", "Value": {"Ref": functions[p.dispatcher_function]}}]
     consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[p.consumer_function]}}]
-    queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_by_name(template, p.queue_name)[0], "QueueName"]}}]
-    dlq = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_by_name(template, p.dlq_name)[0], "QueueName"]}}]
+    queue_id = queue_by_name(template, p.consumer.queue_name)[0]
+    dlq_id = queue_by_name(template, p.consumer.dlq_name)[0]
+    queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    dlq = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}]
 
     # Then silence: fewer than one invocation in the topology's window, missing data breaching
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-silence"), template,

@@ -8,7 +8,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from infra import settings
-from infra.pipeline import dispatcher_max_event_age_s, queue_url_variable
+from infra.pipeline import dispatcher_max_event_age_s
 from tests.infra.conftest import (
     event_sources_of,
     functions_by_folder,
@@ -16,6 +16,7 @@ from tests.infra.conftest import (
     resources,
     rule_targeting,
 )
+from timekeeper.settings import run_queue_url_variable
 from timekeeper.topology import PIPELINES
 
 PIPELINE_NAMES = sorted(PIPELINES)
@@ -50,8 +51,8 @@ def test_dispatcher_is_single_and_drops_stale_ticks(synth, name):
     # Then it runs one at a time, within the topology's timeout, and knows its queue and topic
     assert dispatcher["ReservedConcurrentExecutions"] == 1
     assert dispatcher["Timeout"] == pipeline.dispatcher_timeout_s
-    queue_id, _ = queue_by_name(template, pipeline.queue_name)
-    assert dispatcher["Environment"]["Variables"][queue_url_variable(pipeline)] == {"Ref": queue_id}
+    queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
+    assert dispatcher["Environment"]["Variables"][run_queue_url_variable(pipeline.name)] == {"Ref": queue_id}
     assert "NOTIFICATION_TOPIC_ARN" in dispatcher["Environment"]["Variables"]
     # And an asynchronous tick is never retried and dropped once a period old
     synth.template("TimekeeperApp").has_resource_properties("AWS::Lambda::EventInvokeConfig", {
@@ -71,11 +72,12 @@ def test_queue_and_dlq_follow_the_topology(synth, name):
     # Given the pipeline's queues
     pipeline = PIPELINES[name]
     template = synth.app_template
-    queue_id, queue = queue_by_name(template, pipeline.queue_name)
-    dlq_id, dlq = queue_by_name(template, pipeline.dlq_name)
+    queue_id, queue = queue_by_name(template, pipeline.consumer.queue_name)
+    dlq_id, dlq = queue_by_name(template, pipeline.consumer.dlq_name)
 
     # Then the run queue redrives to the DLQ after maxReceiveCount, with 6x the consumer timeout
-    assert queue["Properties"]["VisibilityTimeout"] == pipeline.visibility_timeout_s == 6 * pipeline.consumer_timeout_s
+    assert (queue["Properties"]["VisibilityTimeout"] == pipeline.consumer.visibility_timeout_s
+            == 6 * pipeline.consumer_timeout_s)
     assert queue["Properties"]["RedrivePolicy"] == {
         "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": pipeline.max_receive_count}
     # And both are encrypted, the DLQ keeps messages for the topology's retention (14 days)
@@ -109,7 +111,7 @@ def test_consumer_event_source_follows_the_topology(synth, name):
     # And the consumer is capped by the event source, not by reserved concurrency
     assert "ReservedConcurrentExecutions" not in consumer
     assert consumer["Timeout"] == pipeline.consumer_timeout_s
-    assert consumer["Timeout"] * 6 <= queue_by_name(template, pipeline.queue_name)[1]["Properties"][
+    assert consumer["Timeout"] * 6 <= queue_by_name(template, pipeline.consumer.queue_name)[1]["Properties"][
         "VisibilityTimeout"]
 
 
@@ -128,7 +130,7 @@ def test_every_function_has_the_layer_runtime_tracing_and_database_settings(synt
         assert props["Architectures"] == ["x86_64"], folder
         assert props["Layers"] == [{"Ref": layers[0]}], folder
         assert props["TracingConfig"] == {"Mode": "Active"}, folder
-        # And it finds the database the way timekeeper.runtime expects, inside the VPC
+        # And it finds the database the way timekeeper.edge.adapters expects, inside the VPC
         variables = props["Environment"]["Variables"]
         assert {"DB_HOST", "DB_NAME", "DB_SECRET_ARN"} <= set(variables), folder
         assert "DATABASE_URL" not in variables, folder
@@ -184,3 +186,30 @@ def test_least_privilege_grants(synth):
     for folder, logical_id in functions.items():
         role_id = template["Resources"][logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
         assert "ManagedPolicyArns" not in template["Resources"][role_id]["Properties"], folder
+
+
+def test_every_event_source_is_built_from_a_queue_consumer_of_the_topology(synth):
+    # Given every queue consumer the topology describes (run queues, work queues, snapshot jobs)
+    from timekeeper.topology import queue_consumers
+
+    template = synth.app_template
+    functions = functions_by_folder(template)
+    mappings = resources(template, "AWS::Lambda::EventSourceMapping")
+    consumers = queue_consumers()
+
+    # Then the app has exactly one SQS event source per consumer, each with the description's
+    # queue (redrive, visibility), function, batching and concurrency, reporting partial failures
+    assert len(mappings) == len(consumers) == len({c.queue_name for c in consumers})
+    for c in consumers:
+        queue_id, queue = queue_by_name(template, c.queue_name)
+        dlq_id, _ = queue_by_name(template, c.dlq_name)
+        assert queue["Properties"]["VisibilityTimeout"] == c.visibility_timeout_s
+        assert queue["Properties"]["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
+                                                        "maxReceiveCount": c.max_receive_count}
+        [source] = event_sources_of(template, functions[c.function])
+        assert source["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+        assert source["BatchSize"] == c.batch_size
+        assert source["ScalingConfig"] == {"MaximumConcurrency": c.max_concurrency}
+        assert source.get("MaximumBatchingWindowInSeconds", 0) == c.max_batching_window_s
+        assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert template["Resources"][functions[c.function]]["Properties"]["Timeout"] == c.timeout_s

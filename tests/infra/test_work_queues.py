@@ -34,9 +34,9 @@ def test_queue_dlq_and_consumer_follow_the_topology(synth, name):
     q = WORK_QUEUES[name]
     template = synth.app_template
     # Then the queue's visibility is 6 x the consumer timeout, redrive after max receives, both encrypted
-    queue_id, queue = queue_by_name(template, q.queue_name)
-    dlq_id, dlq = queue_by_name(template, q.dlq_name)
-    assert queue["Properties"]["VisibilityTimeout"] == q.visibility_timeout_s == 6 * q.consumer_timeout_s
+    queue_id, queue = queue_by_name(template, q.consumer.queue_name)
+    dlq_id, dlq = queue_by_name(template, q.consumer.dlq_name)
+    assert queue["Properties"]["VisibilityTimeout"] == q.consumer.visibility_timeout_s == 6 * q.consumer_timeout_s
     assert queue["Properties"]["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
                                                     "maxReceiveCount": q.max_receive_count}
     assert queue["Properties"]["SqsManagedSseEnabled"] and dlq["Properties"]["SqsManagedSseEnabled"]
@@ -88,8 +88,10 @@ def test_work_queue_alarms_and_dashboard_row(synth, name):
     template = synth.app_template
     functions = functions_by_folder(template)
     consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[q.consumer_function]}}]
-    queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_by_name(template, q.queue_name)[0], "QueueName"]}}]
-    dlq = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_by_name(template, q.dlq_name)[0], "QueueName"]}}]
+    queue_id = queue_by_name(template, q.consumer.queue_name)[0]
+    dlq_id = queue_by_name(template, q.consumer.dlq_name)[0]
+    queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
+    dlq = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}]
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-queue-age"), template, namespace="AWS/SQS",
                   metric="ApproximateAgeOfOldestMessage", dimensions=queue, statistic="Maximum", period=PERIOD_S,
                   threshold=q.queue_age_alarm_s, comparison="GreaterThanThreshold", missing="notBreaching")

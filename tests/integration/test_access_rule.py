@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from timekeeper.db.connection import connect
+from timekeeper.local.platform_data import load_sample
 from timekeeper.platform import access
 from timekeeper.platform.access import (
     LEFT_WORKSPACE,
@@ -26,7 +27,6 @@ from timekeeper.platform.access import (
     AccessDenied,
 )
 from timekeeper.platform.directory import add_member, leave_workspace, set_user_status, upsert_user
-from timekeeper.platform.generator import load_sample
 
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -13,8 +13,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support import scheduled_event, sqs_event
-from timekeeper import clock, runtime
-from timekeeper.api import edge
+from timekeeper import clock, edge
 from timekeeper.api.db import API_ROLE, UnwalledLogin, connect_api
 from timekeeper.db.connection import (
     LOGIN_ROLES,
@@ -24,6 +23,8 @@ from timekeeper.db.connection import (
     login_url,
     set_login_password,
 )
+from timekeeper.edge import adapters
+from timekeeper.edge import api as api_edge
 from timekeeper.local import embedded
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.lambdas import invoke
@@ -47,7 +48,7 @@ def clean(conn):
 
 @pytest.fixture
 def aws_env(monkeypatch):
-    """moto with the accounting queues and topic; the runtime reads the environment afresh."""
+    """moto with the accounting queues and topic; the edge reads the environment afresh."""
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper"}.items():
         monkeypatch.setenv(key, value)
@@ -56,11 +57,11 @@ def aws_env(monkeypatch):
         sqs = boto3.client("sqs")
         pair = create_pipeline_queues(sqs, ACCOUNTING)
         monkeypatch.setenv("RUN_QUEUE_URL_ACCOUNTING", pair.url)
-        runtime.reset()
         edge.reset()
+        api_edge.reset()
         yield {"sqs": sqs, "queue": pair}
-        runtime.reset()
         edge.reset()
+        api_edge.reset()
         clock.install(None)
 
 
@@ -76,13 +77,13 @@ def test_the_pooler_refuses_startup_options_as_rds_proxy_does(pooled_db_url):
         assert conn.execute("SELECT 1 AS one").fetchone()["one"] == 1
 
 
-def test_the_runtime_connections_open_through_the_pooler(pooled_db_url, aws_env, monkeypatch):
-    # Given the Lambda runtime pointed at the database through the pooler
+def test_the_edge_connections_open_through_the_pooler(pooled_db_url, aws_env, monkeypatch):
+    # Given the Lambda edge pointed at the database through the pooler
     monkeypatch.setenv("DATABASE_URL", pooled_db_url)
-    runtime.reset()
+    edge.reset()
     # When the workers' and the API's connections are opened
-    worker = runtime.database().get()
-    api = edge.api_database().get()
+    worker = adapters.database().get()
+    api = api_edge.api_database().get()
     # Then both are usable, each as its own login, with its role's statement timeout
     assert worker.execute("SELECT 1 AS one").fetchone()["one"] == 1
     row = api.execute("SELECT current_user AS u, current_setting('statement_timeout') AS t").fetchone()
@@ -112,7 +113,7 @@ def test_the_worker_login_dispatches_and_consumes_every_workspace_but_changes_no
                                 work_kind="reconciliation.sweep", recurrence={"cron": "0 * * * *", "timezone": "UTC"},
                                 actor="t", now=NOW - timedelta(minutes=30))
     monkeypatch.setenv("DATABASE_URL", login_url(pooled_db_url, WORKER_LOGIN))
-    runtime.reset()
+    edge.reset()
     clock.install(lambda: NOW)
     # When the dispatcher and the consumer run
     dispatched = invoke("accounting_dispatcher", scheduled_event(NOW))
@@ -123,7 +124,7 @@ def test_the_worker_login_dispatches_and_consumes_every_workspace_but_changes_no
     states = [r["state"] for r in clean.execute("SELECT state FROM schedule_runs").fetchall()]
     assert len(states) == 2 and "queued" not in states and "running" not in states
     # And the workers' login may not change the schema or read the migration records
-    worker = runtime.database().get()
+    worker = adapters.database().get()
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         worker.execute("CREATE TABLE intruder (id int)")
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -161,11 +162,11 @@ def test_provision_logins_sets_each_login_password_from_its_secret(conn, monkeyp
     monkeypatch.setenv("DB_SECRET_ARN", "arn:owner")
     monkeypatch.setenv("DB_HOST", "proxy.example")
     monkeypatch.setenv("LOGIN_SECRET_ARNS", ",".join(arns))
-    runtime.reset()
+    edge.reset()
     conn.execute("ALTER ROLE timekeeper_worker PASSWORD NULL")
     conn.execute("ALTER ROLE timekeeper_api PASSWORD NULL")
     # When the migration function provisions the logins
-    done = runtime.provision_logins(conn)
+    done = adapters.provision_logins(conn)
     # Then each login has a password (the secret's), and nothing else was touched
     assert done == [WORKER_LOGIN, API_ROLE]
     rows = conn.execute("SELECT rolname, rolpassword IS NOT NULL AS has FROM pg_authid "

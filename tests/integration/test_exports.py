@@ -19,7 +19,8 @@ import pytest
 from moto import mock_aws
 
 from tests.support import sqs_event
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
+from timekeeper.edge import adapters
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.event_source import SqsEventSource
 from timekeeper.local.lambdas import invoke
@@ -88,7 +89,7 @@ def tenants(db_url):
 
 @pytest.fixture
 def aws(db_url, monkeypatch):
-    """moto with the exports queue, its DLQ and the files bucket; the runtime configured
+    """moto with the exports queue, its DLQ and the files bucket; the edge configured
     from the environment (as the consumer function's is)."""
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
@@ -100,10 +101,10 @@ def aws(db_url, monkeypatch):
         s3.create_bucket(Bucket="files")
         pair = create_pipeline_queues(sqs, EXPORTS)
         monkeypatch.setenv(EXPORTS.queue_url_variable, pair.url)
-        runtime.reset()
+        edge.reset()
         clock.install(lambda: NOW)
         yield {"sqs": sqs, "s3": s3, "queue": pair, "bucket": "files"}
-        runtime.reset()
+        edge.reset()
         clock.install(None)
 
 
@@ -117,7 +118,7 @@ def save_query(conn, workspace_id, *, columns=ALL_INVOICE_COLUMNS, actor="alice"
 def request(conn, a, query, *, fmt="csv", user="alice", key=None, version=None, publisher=None):
     return ex.request_export(conn, workspace_id=a, query_id=query.id, version=version, format=fmt,
                              requested_by=user, idempotency_key=key, now=NOW,
-                             publisher=publisher or runtime.export_publisher())
+                             publisher=publisher or adapters.export_publisher())
 
 
 def drain(aws, now=NOW):
@@ -334,7 +335,7 @@ def test_requests_are_refused_by_the_access_rule_and_for_unknown_versions(aws, c
     assert refused.value.reason == "not_a_member"
     with pytest.raises(access.AccessDenied) as elsewhere:
         ex.request_export(conn, workspace_id=b, query_id=query.id, version=None, format="csv", requested_by="carol",
-                          idempotency_key=None, now=NOW, publisher=runtime.export_publisher())
+                          idempotency_key=None, now=NOW, publisher=adapters.export_publisher())
     assert elsewhere.value.reason == "not_found"
     with pytest.raises(store.QueryNotFound):
         request(conn, a, query, version=7)
@@ -382,7 +383,7 @@ def test_a_malformed_message_reaches_the_dlq_without_failing_its_batch_mates(aws
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
                             function=lambda e: invoke("export_consumer", e), batch_size=EXPORTS.batch_size,
                             max_concurrency=EXPORTS.max_concurrency,
-                            visibility_timeout=timedelta(seconds=EXPORTS.visibility_timeout_s))
+                            visibility_timeout=timedelta(seconds=EXPORTS.consumer.visibility_timeout_s))
     receives = sum(source.poll(NOW + i * source.visibility_timeout + timedelta(seconds=1))
                    for i in range(EXPORTS.max_receive_count + 1))
     assert receives == EXPORTS.max_receive_count and source.stats.function_errors == 0
@@ -396,7 +397,7 @@ def test_a_storage_fault_is_retried_and_the_final_receive_settles_the_export_fai
     a, _ = tenants
     export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
     monkeypatch.setenv("FILES_BUCKET", "no-such-bucket")
-    runtime.reset()  # the runtime reads its settings once
+    edge.reset()  # the edge reads its settings once
     body = {"export_id": str(export.id), "workspace_id": str(a)}
     # When the first receive fails, then its item fails (retry) and the export waits
     first = invoke("export_consumer", sqs_event(body, receive_count=1))
@@ -417,10 +418,10 @@ def test_an_unpublished_export_is_offered_again(aws, conn, tenants):
     export, created = request(conn, a, save_query(conn, a), publisher=refusing)
     assert created and export.published_at is None and len(refusing.offered) == 1
     # When offered again too early, nothing is sent; after reoffer_after it is published
-    assert ex.reoffer_exports(conn, runtime.export_publisher(), now=NOW, older_than=EXPORTS.reoffer_after,
+    assert ex.reoffer_exports(conn, adapters.export_publisher(), now=NOW, older_than=EXPORTS.reoffer_after,
                               export_id=export.id) == 0
     later = NOW + EXPORTS.reoffer_after
-    assert ex.reoffer_exports(conn, runtime.export_publisher(), now=later, older_than=EXPORTS.reoffer_after,
+    assert ex.reoffer_exports(conn, adapters.export_publisher(), now=later, older_than=EXPORTS.reoffer_after,
                               workspace_id=a) >= 1
     assert ex.get_export(conn, workspace_id=a, export_id=export.id).published_at == later
     # And the consumer runs it from the queue

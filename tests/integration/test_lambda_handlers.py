@@ -11,7 +11,7 @@ import pytest
 from moto import mock_aws
 
 from tests.support import scheduled_event, sqs_event
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.local.aws import create_pipeline_queues
@@ -24,7 +24,7 @@ from timekeeper.topology import ACCOUNTING
 
 @pytest.fixture
 def aws(db_url, conn, monkeypatch):
-    """moto with the accounting queues and topic; the runtime configured from the environment."""
+    """moto with the accounting queues and topic; the edge configured from the environment."""
     conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
                        "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
@@ -37,9 +37,9 @@ def aws(db_url, conn, monkeypatch):
         topic = boto3.client("sns").create_topic(Name="notices")["TopicArn"]
         monkeypatch.setenv("RUN_QUEUE_URL_ACCOUNTING", pair.url)
         monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", topic)
-        runtime.reset()
+        edge.reset()
         yield {"sqs": sqs, "queue": pair, "topic": topic}
-        runtime.reset()
+        edge.reset()
         clock.install(None)
 
 
@@ -92,7 +92,7 @@ def test_a_malformed_message_reaches_the_dlq_after_max_receive_count(aws, utc):
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
                             function=lambda event: invoke("accounting_consumer", event),
                             batch_size=ACCOUNTING.batch_size, max_concurrency=ACCOUNTING.max_concurrency,
-                            visibility_timeout=timedelta(seconds=ACCOUNTING.visibility_timeout_s))
+                            visibility_timeout=timedelta(seconds=ACCOUNTING.consumer.visibility_timeout_s))
     now = utc(2027, 1, 4, 10, 0)
     # When it is polled after each visibility timeout
     receives = 0

@@ -16,8 +16,8 @@ import pytest
 from timekeeper.db.connection import WORKER_LOGIN, connect, login_url
 from timekeeper.db.migrate import apply_migrations
 from timekeeper.local import embedded
+from timekeeper.local.platform_data import PERSONAS, SPAN_DAYS, WORKSPACES, load_sample, load_volume
 from timekeeper.platform.directory import create_workspace
-from timekeeper.platform.generator import PERSONAS, SPAN_DAYS, WORKSPACES, load_sample, load_volume
 
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
 TABLES = ("workspaces", "users", "workspace_memberships", "membership_types", "members", "memberships",

@@ -16,8 +16,9 @@ from moto import mock_aws
 from pypdf import PdfReader
 
 from tests.integration.report_helpers import NOW, definition, make_tenant
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
 from timekeeper.db.connection import connect
+from timekeeper.edge import adapters
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform import directory
 from timekeeper.queries import catalogue, reports, store
@@ -276,10 +277,10 @@ def renderer_env(db_url, s3, monkeypatch):
     for key, value in {"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
                        "DATABASE_URL": db_url, "FILES_BUCKET": BUCKET}.items():
         monkeypatch.setenv(key, value)
-    runtime.reset()
+    edge.reset()
     clock.install(lambda: NOW + timedelta(minutes=1))
     yield s3
-    runtime.reset()
+    edge.reset()
     clock.install(None)
 
 
@@ -313,8 +314,8 @@ def test_the_local_stack_runs_requested_renders_through_the_real_handler(db_url,
     stack = start_local_stack(database="unused", reset=False, aws_server=False, database_url=db_url)
     try:
         requested = _request(conn, tenant, _report(conn, tenant))
-        # When a caller asks the runtime's renderer client for it, as the API and delivery do
-        runtime.renderer_client().request(workspace_id=tenant.workspace_id, render_id=requested.id)
+        # When a caller asks the edge's renderer client for it, as the API and delivery do
+        adapters.renderer_client().request(workspace_id=tenant.workspace_id, render_id=requested.id)
         stack.renderer.wait()
         # Then the real handler rendered it in the background into the local files bucket
         done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)

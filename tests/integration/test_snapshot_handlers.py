@@ -11,7 +11,9 @@ import pytest
 from moto import mock_aws
 
 from tests.support import scheduled_event
-from timekeeper import clock, runtime
+from timekeeper import clock, edge
+from timekeeper import settings as settings_names
+from timekeeper.edge import adapters
 from timekeeper.local.lambdas import LambdaContext, load_handler
 from timekeeper.platform.directory import create_workspace
 from timekeeper.topology import SNAPSHOTS
@@ -21,7 +23,7 @@ NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)
 
 @pytest.fixture
 def aws(db_url, conn, monkeypatch):
-    """moto with the snapshot job queue; the runtime configured from the environment."""
+    """moto with the snapshot job queue; the edge configured from the environment."""
     conn.execute("TRUNCATE snapshot_runs, snapshot_membership_counts, snapshot_ar_aging, snapshot_selftest_rows, "
                  "workspaces CASCADE")
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
@@ -29,15 +31,15 @@ def aws(db_url, conn, monkeypatch):
                        "DATABASE_URL": db_url, "TIMEKEEPER_ENVIRONMENT": "production"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.delenv(runtime.SNAPSHOT_NUDGE_FUNCTION, raising=False)
+    monkeypatch.delenv(settings_names.SNAPSHOT_NUDGE_FUNCTION_VARIABLE, raising=False)
     with mock_aws():
         sqs = boto3.client("sqs")
-        url = sqs.create_queue(QueueName=SNAPSHOTS.queue_name)["QueueUrl"]
-        monkeypatch.setenv(runtime.SNAPSHOT_JOB_QUEUE_URL, url)
-        runtime.reset()
+        url = sqs.create_queue(QueueName=SNAPSHOTS.consumer.queue_name)["QueueUrl"]
+        monkeypatch.setenv(settings_names.SNAPSHOT_JOB_QUEUE_URL_VARIABLE, url)
+        edge.reset()
         clock.install(lambda: NOW)
         yield {"sqs": sqs, "url": url}
-        runtime.reset()
+        edge.reset()
         clock.install(None)
 
 
@@ -112,7 +114,7 @@ def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(
 
     create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
     invoke("snapshot_planner", scheduled_event(NOW))
-    client = runtime.sqs_client()
+    client = adapters.sqs_client()
 
     def refuse(**_):
         raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "SendMessageBatch")

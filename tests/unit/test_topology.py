@@ -56,9 +56,9 @@ def test_the_connection_budget_counts_the_work_queue_consumers():
 def test_the_exports_queue_numbers():
     from timekeeper.topology import EXPORTS
 
-    assert EXPORTS.visibility_timeout_s == 6 * EXPORTS.consumer_timeout_s == 1800
+    assert EXPORTS.consumer.visibility_timeout_s == 6 * EXPORTS.consumer_timeout_s == 1800
     assert (EXPORTS.max_receive_count, EXPORTS.batch_size, EXPORTS.max_concurrency) == (3, 1, 2)
-    assert (EXPORTS.queue_name, EXPORTS.dlq_name) == ("timekeeper-exports", "timekeeper-exports-dlq")
+    assert (EXPORTS.consumer.queue_name, EXPORTS.consumer.dlq_name) == ("timekeeper-exports", "timekeeper-exports-dlq")
     with pytest.raises(ValueError):
         dataclasses.replace(EXPORTS, max_receive_count=1)
     with pytest.raises(ValueError):

@@ -8,8 +8,10 @@
 * :mod:`timekeeper.api.scope` -- the tenant rule in one place.
 * :mod:`timekeeper.api.db` -- the API's connection under row-level security.
 * :mod:`timekeeper.api.errors` -- the machine-readable error bodies.
-* :mod:`timekeeper.api.edge` -- the Lambda edge (adapters once per execution environment).
 * :mod:`timekeeper.api.snapshot_routes` -- staff snapshot requests and the period listings.
+
+The API's Lambda edge (its adapters once per execution environment) is
+:mod:`timekeeper.edge.api`.
 """
 
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document, write_openapi

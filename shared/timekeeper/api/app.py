@@ -90,10 +90,10 @@ active_work, protected_history, not_planned, already_planned: 409).
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
 
 
-def _runtime_snapshot_registry() -> SnapshotRegistry:
-    from timekeeper import runtime
+def _edge_snapshot_registry() -> SnapshotRegistry:
+    from timekeeper.edge import registries
 
-    return runtime.snapshot_registry()
+    return registries.snapshot_types()
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class ApiAdapters:
     * ``export_publisher()`` -- the exports queue's publisher (export routes); ``files()``
       also gives their download links.
     * ``snapshot_registry()`` -- the snapshot types of the deployment's environment
-      (default: :func:`timekeeper.runtime.snapshot_registry`).
+      (default: :func:`timekeeper.edge.registries.snapshot_types`).
     """
 
     connection: Callable[[], TenantConnection]
@@ -119,9 +119,9 @@ class ApiAdapters:
     renderer: Callable[[], Any] | None = None
     #: ``(s3 client, files bucket)`` for download links of rendered reports.
     files: Callable[[], tuple[Any, str]] | None = None
-    #: The exports queue's publisher (:func:`timekeeper.runtime.export_publisher`), for export requests.
+    #: The exports queue's publisher (:func:`timekeeper.edge.adapters.export_publisher`), for export requests.
     export_publisher: Callable[[], Any] | None = None
-    snapshot_registry: Callable[[], SnapshotRegistry] = _runtime_snapshot_registry
+    snapshot_registry: Callable[[], SnapshotRegistry] = _edge_snapshot_registry
     #: The download links' signer (:class:`timekeeper.queries.links.LinkSigner`), for ``GET /downloads/{token}``.
     links: Callable[[], Any] | None = None
 
@@ -481,9 +481,9 @@ def write_openapi(path: str) -> None:
 def unconfigured_adapters() -> ApiAdapters:
     """Adapters for an app that only generates its OpenAPI document: the real work-kind
     registry (the document lists the work kinds); any other use raises ``RuntimeError``."""
-    from timekeeper import runtime
+    from timekeeper.edge import registries
 
-    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=runtime.registry, now=_unused,
+    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=registries.work_kinds, now=_unused,
                        renderer=_unused, files=_unused)
 
 

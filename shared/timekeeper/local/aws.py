@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 import boto3
 
+from timekeeper import settings as names
 from timekeeper.topology import PIPELINES, SNAPSHOTS, WORK_QUEUES, Pipeline, SnapshotPipeline, WorkQueue
 
 REGION = "us-east-1"
-#: The local files bucket (exports and rendered reports); the runtime reads it from ``FILES_BUCKET``.
+#: The local files bucket (exports and rendered reports); the edge reads it from ``FILES_BUCKET``.
 FILES_BUCKET_NAME = "timekeeper-files"
 #: Scheduled delivery locally: the (moto-verified) sender, the development link signing key
 #: (never a deployment's: AWS reads it from Secrets Manager) and the links' base URL.
@@ -25,7 +26,8 @@ LOCAL_DOWNLOAD_BASE_URL = "http://127.0.0.1:8080/"
 @dataclass(frozen=True)
 class QueuePair:
     """A queue of the topology and its dead-letter queue (URLs and ARNs): a pipeline's run
-    queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which)."""
+    queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which;
+    ``pipeline.consumer`` describes the queue and its consumer)."""
 
     pipeline: Pipeline | SnapshotPipeline | WorkQueue
     url: str
@@ -71,15 +73,16 @@ def _set_fake_credentials() -> None:
 
 
 def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue) -> QueuePair:
-    """Create ``pipeline``'s DLQ (its retention) and its queue (redrive and visibility from
-    the topology) with ``sqs``: a pipeline's run queue, the snapshot job queue or a work
-    queue; idempotent."""
-    dlq_url = sqs.create_queue(QueueName=pipeline.dlq_name, Attributes={
-        "MessageRetentionPeriod": str(pipeline.dlq_retention_days * 86400)})["QueueUrl"]
+    """Create the DLQ (its retention) and the queue (redrive and visibility) of ``pipeline``'s
+    queue consumer (:class:`timekeeper.topology.QueueConsumer`) with ``sqs``: a pipeline's
+    run queue, the snapshot job queue or a work queue; idempotent."""
+    consumer = pipeline.consumer
+    dlq_url = sqs.create_queue(QueueName=consumer.dlq_name, Attributes={
+        "MessageRetentionPeriod": str(consumer.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    url = sqs.create_queue(QueueName=pipeline.queue_name, Attributes={
-        "VisibilityTimeout": str(pipeline.visibility_timeout_s),
-        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": pipeline.max_receive_count}),
+    url = sqs.create_queue(QueueName=consumer.queue_name, Attributes={
+        "VisibilityTimeout": str(consumer.visibility_timeout_s),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": consumer.max_receive_count}),
     })["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return QueuePair(pipeline, url, arn, dlq_url, dlq_arn)
@@ -117,24 +120,24 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     for name, pipeline in PIPELINES.items():
         pair = create_pipeline_queues(sqs, pipeline)
         local.queues[name] = pair
-        os.environ[f"RUN_QUEUE_URL_{name.upper()}"] = pair.url
+        os.environ[names.run_queue_url_variable(name)] = pair.url
     snapshot_jobs = create_pipeline_queues(sqs, SNAPSHOTS)
     local.queues[SNAPSHOTS.name] = snapshot_jobs
-    os.environ["SNAPSHOT_JOB_QUEUE_URL"] = snapshot_jobs.url
+    os.environ[names.SNAPSHOT_JOB_QUEUE_URL_VARIABLE] = snapshot_jobs.url
     for name, work_queue in WORK_QUEUES.items():
         pair = create_pipeline_queues(sqs, work_queue)
         local.work_queues[name] = pair
         os.environ[work_queue.queue_url_variable] = pair.url
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
-    os.environ["NOTIFICATION_TOPIC_ARN"] = local.topic_arn
+    os.environ[names.NOTIFICATION_TOPIC_VARIABLE] = local.topic_arn
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)
     local.files_bucket = FILES_BUCKET_NAME
-    os.environ["FILES_BUCKET"] = FILES_BUCKET_NAME
+    os.environ[names.FILES_BUCKET_VARIABLE] = FILES_BUCKET_NAME
     # Scheduled delivery: SES (moto) sends from a verified sender; links are signed with a
     # development key and point at serve's default address (serve sets its own address
     # once it listens).
     local.client("ses").verify_email_identity(EmailAddress=MAIL_SENDER)
-    os.environ["MAIL_SENDER"] = MAIL_SENDER
-    os.environ.setdefault("LINK_SIGNING_KEY", LOCAL_LINK_SIGNING_KEY)
-    os.environ.setdefault("DOWNLOAD_BASE_URL", LOCAL_DOWNLOAD_BASE_URL)
+    os.environ[names.MAIL_SENDER_VARIABLE] = MAIL_SENDER
+    os.environ.setdefault(names.LINK_KEY_VARIABLE, LOCAL_LINK_SIGNING_KEY)
+    os.environ.setdefault(names.DOWNLOAD_BASE_URL_VARIABLE, LOCAL_DOWNLOAD_BASE_URL)
     return local

@@ -217,9 +217,9 @@ class Campaign:
         pooler too (the simulation's own connection is not touched)."""
         import socket
 
-        from timekeeper import runtime
+        from timekeeper.edge import adapters
 
-        for provider in (runtime.database, runtime.journal_database, runtime.renderer_database):
+        for provider in (adapters.database, adapters.journal_database, adapters.renderer_database):
             conn = provider().current()
             if conn is None or conn.closed:
                 continue
@@ -302,7 +302,8 @@ class Campaign:
         connection, which receives the extra load's schedules)."""
         import boto3
 
-        from timekeeper import runtime
+        from timekeeper import edge
+        from timekeeper.edge import adapters
 
         add_load(conn, stack, units=self.options.load, now=clock.now())
         for source in stack.sources.values():
@@ -313,9 +314,9 @@ class Campaign:
                                ("after-call.sqs.SendMessageBatch", self._report_refusals)]
         for event, handler in self._session_hooks:
             session.events.register(event, handler)
-        runtime.reset()  # the handlers' clients are created again, with the hooks
-        self.mailer = CountingMailer(runtime.mailer(), runtime.link_signer(), lambda: self._invocation)
-        runtime.install_mailer(self.mailer)
+        edge.reset()  # the handlers' clients are created again, with the hooks
+        self.mailer = CountingMailer(adapters.mailer(), adapters.link_signer(), lambda: self._invocation)
+        adapters.install_mailer(self.mailer)
         # A disconnect makes psycopg warn about every rollback it could not send: expected here.
         logging.getLogger("psycopg").setLevel(logging.ERROR)
         faults.install(self)

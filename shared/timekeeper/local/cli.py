@@ -306,8 +306,8 @@ def _platform_data(args: argparse.Namespace, out: Any = None) -> int:
     from timekeeper import clock
     from timekeeper.db.connection import connect
     from timekeeper.db.migrate import apply_migrations
+    from timekeeper.local.platform_data import load_volume
     from timekeeper.local.stack import load_platform_sample, platform_sample_day, prepare_database
-    from timekeeper.platform.generator import load_volume
 
     out = out or sys.stdout
     try:

@@ -85,8 +85,9 @@ def run_export_command(options: ExportOptions, out: Any = None) -> int:
     from timekeeper.local.stack import quiet_lambda_environment, start_local_stack
 
     quiet_lambda_environment()
-    from timekeeper import clock, runtime
+    from timekeeper import clock
     from timekeeper.db.connection import connect
+    from timekeeper.edge import adapters
     from timekeeper.platform.access import QUERIES_READ, AccessDenied, check_person, require
     from timekeeper.queries import exports as ex
     from timekeeper.queries import store
@@ -113,7 +114,7 @@ def run_export_command(options: ExportOptions, out: Any = None) -> int:
                 export, _ = ex.request_export(conn, workspace_id=options.workspace, query_id=query_id,
                                               version=options.version, format=options.format,
                                               requested_by=options.user, idempotency_key=None, now=now,
-                                              publisher=runtime.export_publisher())
+                                              publisher=adapters.export_publisher())
             except AccessDenied as refused:
                 print(f"export refused: {refused.reason}", file=sys.stderr)
                 return 1
@@ -161,7 +162,7 @@ def parse_definition(text: str) -> dict[str, Any]:
 def _visibility_s() -> int:
     from timekeeper.topology import EXPORTS
 
-    return EXPORTS.visibility_timeout_s
+    return EXPORTS.consumer.visibility_timeout_s
 
 
 EXPORTS_VISIBILITY_S = _visibility_s()

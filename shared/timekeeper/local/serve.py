@@ -6,7 +6,7 @@ What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, sha
 
 * the database: embedded PostgreSQL (or ``DATABASE_URL``), database ``timekeeper_serve``
   (kept between runs; ``--reset`` starts it empty), migrated, with the Platform sample
-  tenant set (:func:`timekeeper.platform.generator.load_sample`, ending at midnight UTC
+  tenant set (:func:`timekeeper.local.platform_data.load_sample`, ending at midnight UTC
   of the start day; rows already there are kept);
 * a moto server on 127.0.0.1 with every pipeline's queue, dead-letter queue and the
   notification topic (:func:`timekeeper.local.aws.start_local_aws`);
@@ -395,7 +395,7 @@ class PipelineWorker(threading.Thread):
 class PooledWSGIServer(WSGIServer):
     """wsgiref's server that reads and answers each connection on one of ``connections``
     threads and runs the API on one of ``workers`` execution environments (threads, each
-    with its own resolver and database connection, see :mod:`timekeeper.api.edge`). A
+    with its own resolver and database connection, see :mod:`timekeeper.edge.api`). A
     slow or silent client holds one connection thread, for at most the handler's header
     and body deadlines, and never an API environment: the others are answered meanwhile."""
 
@@ -474,7 +474,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     before) and uses the real clock. Raises ``OSError`` when the address cannot be
     bound (nothing is left running then).
     """
-    from timekeeper import clock, runtime
+    from timekeeper import clock, settings
 
     chosen_base_url = os.environ.get("DOWNLOAD_BASE_URL")
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
@@ -493,7 +493,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
         # Delivery links point at this server (where GET /downloads/{token} answers), not at
         # the local stack's default address.
         os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
-        runtime.settings.cache_clear()
+        settings.settings.cache_clear()
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
     return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd)

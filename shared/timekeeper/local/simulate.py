@@ -30,6 +30,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from timekeeper.db import load_queries
+from timekeeper.settings import SELFTEST_DRILLS_VARIABLE
 
 SIM_DATABASE = "timekeeper_sim"
 SQL = load_queries("timekeeper.local", "simulate.sql")
@@ -160,9 +161,10 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     quiet_lambda_environment()  # before the imports below build the handlers' logger
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from timekeeper import clock, runtime
+    from timekeeper import clock
     from timekeeper.aws.ses import SesMailer
     from timekeeper.db.connection import connect
+    from timekeeper.edge import adapters
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import DiskMailer, copy_files, delivery_summary, load_delivery_sample
     from timekeeper.local.sample import load_sample
@@ -178,7 +180,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     delivery_dir = options.delivery_dir or state_home() / "simulate-deliveries"
     if delivery_dir.exists():
         shutil.rmtree(delivery_dir)
-    runtime.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
+    adapters.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
     result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     sim = {"now": start}
     clock.install(lambda: sim["now"])
@@ -253,7 +255,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
             if hooks is not None:
                 hooks.finished(stack, conn, result)
     finally:
-        runtime.install_mailer(None)
+        adapters.install_mailer(None)
         stack.stop()
     result.wall_seconds = time.monotonic() - wall_start
     return result
@@ -291,7 +293,6 @@ def _snapshot_sample(conn: Any, stack: Any, start: datetime) -> _SnapshotArea:
     Platform sample, and set the self-test drill: Berlin's first month completed during the
     simulation fails validation in its version 1 (a staff re-run follows, see
     :func:`_staff_requests`)."""
-    from timekeeper import runtime
     from timekeeper.platform.directory import create_workspace
 
     created = start - timedelta(days=100)
@@ -301,7 +302,7 @@ def _snapshot_sample(conn: Any, stack: Any, start: datetime) -> _SnapshotArea:
                                 now=created).id
     berlin = stack.platform.first_workspace
     drill_month = _first_month_end_after(start, "Europe/Berlin")
-    os.environ[runtime.SELFTEST_DRILLS_VARIABLE] = f"{berlin}/{drill_month:%Y-%m}"
+    os.environ[SELFTEST_DRILLS_VARIABLE] = f"{berlin}/{drill_month:%Y-%m}"
     return _SnapshotArea(berlin=berlin, kiritimati=far_east, pago_pago=far_west)
 
 
@@ -326,10 +327,10 @@ class _StaffRequest:
     def make(self, conn: Any, area: _SnapshotArea, now: datetime) -> str:
         """Record the request through the ledger (as the staff routes do); return a line
         for the summary (the run's version, or the refusal's reason)."""
-        from timekeeper import runtime
+        from timekeeper.edge import registries
         from timekeeper.snapshots.ledger import RequestRefused, request_run
 
-        snapshot_type = runtime.snapshot_registry().get("platform", self.snapshot_type)
+        snapshot_type = registries.snapshot_types().get("platform", self.snapshot_type)
         period = self.period(now)
         try:
             run = request_run(conn, snapshot_type=snapshot_type, workspace_id=getattr(area, self.area_key),

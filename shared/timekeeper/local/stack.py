@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from timekeeper.local import embedded
+from timekeeper.settings import DATABASE_URL_VARIABLE
 
 #: The EventBridge rule named in the scheduled events the local stack sends.
 RULE_ARN = "arn:aws:events:us-east-1:000000000000:rule/timekeeper-minute"
@@ -70,14 +71,14 @@ def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
     Raises :class:`FunctionCrashed` when the invocation died at an injected crash point
     (:mod:`timekeeper.faults`), after dropping the execution environment's cached
     adapters as a new Lambda environment would start without them."""
-    from timekeeper import faults, runtime
+    from timekeeper import edge, faults
     from timekeeper.local.lambdas import invoke
 
     try:
         with contextlib.redirect_stdout(_NullWriter()):
             return invoke(function, event, **kwargs)
     except faults.InjectedCrash as crash:
-        runtime.reset()
+        edge.reset()
         raise FunctionCrashed(function, crash.point) from None
 
 
@@ -108,11 +109,11 @@ def platform_sample_day(now: datetime) -> datetime:
 
 
 def load_platform_sample(database_url: str, *, now: datetime, seed: int = 7) -> Any:
-    """Load the Platform sample tenant set (:func:`timekeeper.platform.generator.load_sample`)
+    """Load the Platform sample tenant set (:func:`timekeeper.local.platform_data.load_sample`)
     ending at ``now`` into the migrated database ``database_url``; idempotent. Returns its
-    :class:`~timekeeper.platform.generator.SampleSet`."""
+    :class:`~timekeeper.local.platform_data.SampleSet`."""
     from timekeeper.db.connection import connect
-    from timekeeper.platform.generator import load_sample
+    from timekeeper.local.platform_data import load_sample
 
     with connect(database_url) as conn:
         return load_sample(conn, seed=seed, now=now)
@@ -129,7 +130,7 @@ class LocalStack:
     sources: dict[str, Any]
     #: The report renderer (:class:`timekeeper.local.renderer.LocalRendererClient`).
     renderer: Any = None
-    #: The Platform sample loaded at start-up (:class:`timekeeper.platform.generator.SampleSet`), if any.
+    #: The Platform sample loaded at start-up (:class:`timekeeper.local.platform_data.SampleSet`), if any.
     platform: Any = None
     #: Scheduled invocations (dispatchers, planner) that raised or died, by (function, error).
     scheduled_errors: collections.Counter = field(default_factory=collections.Counter)
@@ -207,15 +208,16 @@ class LocalStack:
     def stop(self) -> None:
         """Stop moto, forget the cached adapters and connections, restore the real clock
         and this process's environment as it was before the start. Idempotent."""
-        from timekeeper import clock, runtime
-        from timekeeper.api import edge
+        from timekeeper import clock, edge
+        from timekeeper.edge import adapters
+        from timekeeper.edge import api as api_edge
 
         if self.renderer is not None:
             self.renderer.wait()
-            runtime.install_renderer_client(None)
+            adapters.install_renderer_client(None)
         self.aws.stop()
+        api_edge.reset()
         edge.reset()
-        runtime.reset()
         clock.install(None)
         if self._saved_environment:
             os.environ.clear()
@@ -241,8 +243,9 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     """
     saved = dict(os.environ)
     quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
-    from timekeeper import runtime
-    from timekeeper.api import edge
+    from timekeeper import edge
+    from timekeeper.edge import adapters
+    from timekeeper.edge import api as api_edge
     from timekeeper.local.aws import start_local_aws
     from timekeeper.local.event_source import SqsEventSource
     from timekeeper.local.renderer import LocalRendererClient
@@ -251,24 +254,24 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
         url = database_url or prepare_database(database, reset=reset)
         platform = (load_platform_sample(url, now=platform_sample_at, seed=platform_seed)
                     if platform_sample_at is not None else None)
-        os.environ["DATABASE_URL"] = url
+        os.environ[DATABASE_URL_VARIABLE] = url
         local_aws = start_local_aws(server=aws_server)
     except BaseException:
         os.environ.clear()
         os.environ.update(saved)
         raise
-    runtime.reset()
     edge.reset()
+    api_edge.reset()
     sqs = local_aws.client("sqs")
     sources = {
         name: SqsEventSource(
             sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-            function=lambda event, fn=pair.pipeline.consumer_function, timeout=pair.pipeline.consumer_timeout_s:
+            function=lambda event, fn=pair.pipeline.consumer.function, timeout=pair.pipeline.consumer.timeout_s:
                 invoke_quietly(fn, event, timeout_s=timeout),
-            batch_size=pair.pipeline.batch_size, max_concurrency=pair.pipeline.max_concurrency,
-            visibility_timeout=timedelta(seconds=pair.pipeline.visibility_timeout_s))
+            batch_size=pair.pipeline.consumer.batch_size, max_concurrency=pair.pipeline.consumer.max_concurrency,
+            visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s))
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
-    runtime.install_renderer_client(renderer)
+    adapters.install_renderer_client(renderer)
     return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,
                       _saved_environment=saved)

@@ -93,6 +93,7 @@ from timekeeper.queries.exports import CONTENT_TYPES, file_digest, transfer_conf
 from timekeeper.queries.links import DownloadLink, LinkSigner
 from timekeeper.queries.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
+from timekeeper.settings import DELIVERIES_PREFIX
 
 OWNER = "queries"
 DELIVER = "queries.deliver"
@@ -102,8 +103,6 @@ STALENESS = timedelta(hours=6)
 RENDER_POLL_S = 720
 #: Seconds between two reads of a render's state.
 RENDER_POLL_INTERVAL_S = 5
-#: Key prefix of a query source's files (the data stack expires objects under it).
-OBJECT_PREFIX = "deliveries/"
 
 SOURCE_ACCESS_LOST = "source_access_lost"
 SKIPPED_EMPTY = "skipped_empty"
@@ -174,7 +173,7 @@ class DeliveryIncomplete(Exception):  # noqa: N818 - retried by the queue
 
 def object_key(workspace_id: UUID, run_id: UUID, fmt: str) -> str:
     """The object key of a query source's file: a function of the run only."""
-    return f"{OBJECT_PREFIX}{workspace_id}/{run_id}.{fmt}"
+    return f"{DELIVERIES_PREFIX}{workspace_id}/{run_id}.{fmt}"
 
 
 def check_source_access(conn: psycopg.Connection, schedule: QuerySchedule, user_id: str) -> access.Decision:

@@ -66,14 +66,13 @@ from timekeeper.queries import store
 from timekeeper.queries.catalogue import Column, ColumnType
 from timekeeper.queries.compiler import CompiledQuery, compile_query
 from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.settings import EXPORTS_PREFIX
 
 #: The formats an export may have.
 FORMATS = ("csv", "xlsx")
 #: Media types of the files, by format.
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8",
                  "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
-#: Key prefix of every export object (the files bucket expires objects under it).
-OBJECT_PREFIX = "exports/"
 #: Rows fetched per round trip from the server-side cursor.
 ITERSIZE = 2000
 #: Files above this size are uploaded in parts of this size (bytes).
@@ -154,7 +153,7 @@ class ObjectStore(Protocol):
 def object_key(workspace_id: UUID, export_id: UUID, fmt: str) -> str:
     """The export's object key, ``exports/<workspace_id>/<export_id>.<csv|xlsx>``: a function
     of the export alone, so every attempt writes the same object."""
-    return f"{OBJECT_PREFIX}{workspace_id}/{export_id}.{fmt}"
+    return f"{EXPORTS_PREFIX}{workspace_id}/{export_id}.{fmt}"
 
 
 def file_name(export: Export) -> str:

@@ -69,13 +69,12 @@ from timekeeper.queries.reports import (
     query_columns,
 )
 from timekeeper.queries.store import QueryNotFound, get_version
+from timekeeper.settings import REPORTS_PREFIX
 
 #: Rows a table section shows at most (the PDF says when the query returned more).
 TABLE_ROW_CAP = 1_000
 #: Points a chart section draws at most.
 CHART_POINT_CAP = 50
-#: The object key prefix of rendered reports in the files bucket.
-REPORTS_PREFIX = "reports/"
 #: The content type of a rendered report.
 PDF_CONTENT_TYPE = "application/pdf"
 #: The producer written into every PDF's metadata (fixed: deterministic output).

@@ -5,7 +5,7 @@ files in S3, messages through Communications, each keyed by the run) with a stal
 bound of :data:`~timekeeper.queries.delivery.STALENESS`: a delivery claimed that late is
 skipped stale rather than sent. The handler needs ``ctx.services["delivery"]`` (a
 :class:`~timekeeper.queries.delivery.DeliveryServices`, built by
-:func:`timekeeper.runtime.delivery_services`).
+:func:`timekeeper.edge.runs.delivery_services`).
 """
 
 from __future__ import annotations

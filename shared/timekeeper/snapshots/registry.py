@@ -121,20 +121,3 @@ class SnapshotRegistry:
     def all(self) -> Iterable[SnapshotType]:
         """Every registered type, enabled or not."""
         return self._types.values()
-
-
-def default_snapshot_registry(environment: str, *,
-                              selftest_drills: frozenset[tuple[str, str]] = frozenset()) -> SnapshotRegistry:
-    """Every owner's snapshot types, enabled as configured for ``environment``
-    (``development`` | ``production``); raises ``ValueError`` for another environment.
-
-    ``selftest_drills``: ``(workspace id, "YYYY-MM")`` periods whose version 1 of the
-    Platform self-test type fails validation (a drill of the final-failure path and of the
-    staff re-run that follows it; the local simulation uses one)."""
-    from timekeeper.platform.snapshots import SelfTest
-    from timekeeper.platform.snapshots import register as register_platform
-
-    registry = SnapshotRegistry(environment=environment)
-    register_platform(registry, selftest=SelfTest(fail_validation=lambda run: run.version == 1 and (
-        str(run.workspace_id), f"{run.period:%Y-%m}") in selftest_drills))
-    return registry

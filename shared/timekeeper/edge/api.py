@@ -1,8 +1,10 @@
-"""The API's Lambda edge: adapters created once per execution environment.
+"""The HTTP API's Lambda edge: its adapters, created once per execution environment.
 
 The API's connection is its own (the login ``timekeeper_api``, row-level security; see
-:mod:`timekeeper.api.db`), built from the same settings as :func:`timekeeper.runtime.database`;
-publishers, the work-kind registry and the clock are the runtime's.
+:mod:`timekeeper.api.db`), built from the same settings as
+:func:`timekeeper.edge.adapters.database`; the publishers, the registries, the clock and
+the other adapters are the edge's own (:mod:`timekeeper.edge.adapters`,
+:mod:`timekeeper.edge.registries`).
 
 An execution environment handles one request at a time on one thread. In Lambda that is
 the whole process; the local server (``python -m timekeeper serve``) runs several
@@ -17,10 +19,11 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
-from timekeeper import clock, runtime
+from timekeeper import clock
 from timekeeper.api.app import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import ConnectionProvider
+from timekeeper.edge import adapters, registries
 
 _environment = threading.local()
 _lock = threading.Lock()
@@ -41,8 +44,8 @@ def _cached(name: str, build: Any) -> Any:
 
 
 def _new_provider() -> ConnectionProvider:
-    provider = ConnectionProvider(lambda: runtime.open_with_rotation(connect_api, login=API_ROLE),
-                                  max_idle_s=runtime.CONNECTION_MAX_IDLE_S)
+    provider = ConnectionProvider(lambda: adapters.open_with_rotation(connect_api, login=API_ROLE),
+                                  max_idle_s=adapters.CONNECTION_MAX_IDLE_S)
     with _lock:
         _providers.append(provider)
     return provider
@@ -55,10 +58,11 @@ def api_database() -> ConnectionProvider:
 
 def edge_adapters() -> ApiAdapters:
     """The adapters of a Lambda execution environment (or of the local stack's ``serve``)."""
-    return ApiAdapters(connection=lambda: api_database().get(), publisher_for=runtime.publisher,
-                       registry=runtime.registry, now=clock.now, renderer=runtime.renderer_client,
-                       files=lambda: (runtime.s3_client(), runtime.files_bucket()),
-                       export_publisher=runtime.export_publisher, links=runtime.link_signer)
+    return ApiAdapters(connection=lambda: api_database().get(), publisher_for=adapters.publisher,
+                       registry=registries.work_kinds, now=clock.now, renderer=adapters.renderer_client,
+                       files=lambda: (adapters.s3_client(), adapters.files_bucket()),
+                       export_publisher=adapters.export_publisher, links=adapters.link_signer,
+                       snapshot_registry=registries.snapshot_types)
 
 
 def lambda_app() -> APIGatewayRestResolver:
@@ -69,8 +73,8 @@ def lambda_app() -> APIGatewayRestResolver:
 
 def reset() -> None:
     """Forget every environment's app and close their API connections (local stack and
-    tests, after the environment changed); the runtime's own caches are reset by
-    ``runtime.reset()``."""
+    tests, after the environment changed); the edge's own caches are reset by
+    :func:`timekeeper.edge.reset`."""
     global _generation
     with _lock:
         _generation += 1

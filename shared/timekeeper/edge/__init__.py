@@ -1,0 +1,28 @@
+"""The Lambda edge: what the handlers of ``functions/*/handler.py`` call.
+
+Handlers stay thin (Powertools decorators and one call here); domain code never reads the
+environment or creates boto3 clients. The package holds:
+
+* :mod:`timekeeper.edge.adapters` -- settings and adapters created once per execution
+  environment (database connections, SQS/SNS/S3/Lambda clients, publishers, mailer,
+  renderer client, link signer); the variable names are :mod:`timekeeper.settings`'.
+* :mod:`timekeeper.edge.registries` -- the work-kind and snapshot-type registries,
+  assembled from every owner module (the generic modules know no owner).
+* :mod:`timekeeper.edge.batch` -- the one SQS batch entry point of every queue consumer.
+* one module per pipeline: :mod:`~timekeeper.edge.runs` (accounting and queries
+  dispatchers and consumers), :mod:`~timekeeper.edge.exports`,
+  :mod:`~timekeeper.edge.snapshots`, :mod:`~timekeeper.edge.renderer`, and
+  :mod:`~timekeeper.edge.api` (the HTTP API's execution environments).
+"""
+
+from __future__ import annotations
+
+
+def reset() -> None:
+    """Forget every cached setting, adapter and registry (closing the connections), so the
+    next call reads the environment again. The local stack and tests use it between
+    configurations; the API's environments are reset by :func:`timekeeper.edge.api.reset`."""
+    from timekeeper.edge import adapters, registries
+
+    adapters.reset()
+    registries.reset()

@@ -1,0 +1,247 @@
+"""Adapters of a Lambda execution environment, created once and cached: the database
+connections, the SQS, SNS, S3 and Lambda clients, the publishers, the mailer, the renderer
+client and the link signer. Domain code never creates them; the pipeline modules of
+:mod:`timekeeper.edge` pass them in.
+
+Every variable read here is named in :mod:`timekeeper.settings`. :func:`reset` forgets
+every cached adapter (the local stack and tests, after the environment changed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import boto3
+import psycopg
+
+from timekeeper.aws.renderer import LambdaRendererClient, RendererClient
+from timekeeper.aws.sns import SnsNotifier
+from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
+from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
+from timekeeper.settings import (
+    SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
+    run_queue_url_variable,
+    settings,
+)
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, WORK_QUEUES
+
+
+def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
+    """A JSON secret (``username``, ``password``, ...) from Secrets Manager, cached 300 s."""
+    from aws_lambda_powertools.utilities.parameters import get_secret
+
+    return get_secret(arn, transform="json", max_age=300, force_fetch=force_fetch)
+
+
+def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
+    """The libpq URL of the database. In AWS: the RDS Proxy host and this function's own
+    secret (its login; cached 300 s, ``force_fetch`` bypasses the cache). Locally:
+    ``DATABASE_URL``, switched to the login role ``login`` when one is given (the local
+    server trusts local logins; see :func:`timekeeper.db.connection.login_url`)."""
+    s = settings()
+    if s.database_url:
+        return login_url(s.database_url, login) if login else s.database_url
+    from psycopg.conninfo import make_conninfo
+
+    secret = _secret(s.db_secret_arn, force_fetch=force_fetch)
+    return make_conninfo(host=s.db_host, port=secret.get("port", 5432), dbname=s.db_name,
+                         user=secret["username"], password=secret["password"], sslmode="require")
+
+
+def open_with_rotation(connector: Callable[[str], psycopg.Connection], *,
+                       login: str | None = None) -> psycopg.Connection:
+    """Open a connection with ``connector(url)`` (``login`` as for :func:`database_url`);
+    when it fails and the credentials come from Secrets Manager, fetch the secret again
+    once (it may have rotated to the other user) and retry.
+    Raises ``psycopg.OperationalError`` when the retry fails too."""
+    try:
+        return connector(database_url(login=login))
+    except psycopg.OperationalError:
+        if settings().database_url:
+            raise
+        return connector(database_url(force_fetch=True, login=login))
+
+
+#: A Lambda environment reopens a connection idle this long (seconds): the proxy closes
+#: idle clients after PROXY_IDLE_CLIENT_TIMEOUT_S, and a frozen environment cannot notice.
+CONNECTION_MAX_IDLE_S = PROXY_IDLE_CLIENT_TIMEOUT_S / 2
+
+
+@cache
+def database() -> ConnectionProvider:
+    """The execution environment's lazy database connection (recreated when broken or
+    idle for :data:`CONNECTION_MAX_IDLE_S`)."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+def provision_logins(conn: psycopg.Connection) -> list[str]:
+    """Set the password of every login named by ``LOGIN_SECRET_ARNS`` from its secret's
+    current value (``username``, ``password``), on ``conn`` (the owner's, in the
+    migration function). Idempotent: after a rotation the secret names the login that
+    already has that password. Returns the logins set, in order; raises ``ValueError``
+    when a secret names a role that is not a Timekeeper login."""
+    done = []
+    for arn in settings().login_secret_arns:
+        secret = _secret(arn, force_fetch=True)
+        set_login_password(conn, secret["username"], secret["password"])
+        done.append(secret["username"])
+    return done
+
+
+@cache
+def sqs_client() -> Any:
+    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
+    return boto3.client("sqs")
+
+
+@cache
+def publisher(pipeline: str) -> SqsRunPublisher:
+    """The run-queue publisher of ``pipeline``; raises ``KeyError`` when its queue URL is unset."""
+    if pipeline not in PIPELINES:
+        raise KeyError(f"unknown pipeline {pipeline!r}")
+    return SqsRunPublisher(sqs_client(), os.environ[run_queue_url_variable(pipeline)])
+
+
+@cache
+def export_publisher() -> SqsMessagePublisher:
+    """The exports queue's publisher; raises ``KeyError`` when its URL variable is unset."""
+    def export_id(message: Any) -> Any:
+        return message.export_id
+
+    return SqsMessagePublisher(sqs_client(), os.environ[WORK_QUEUES["exports"].queue_url_variable], key=export_id)
+
+
+@cache
+def snapshot_job_publisher() -> SqsMessagePublisher:
+    """The snapshot job queue's publisher (``SNAPSHOT_JOB_QUEUE_URL``; messages keyed by
+    their run id); raises ``KeyError`` when the variable is unset."""
+    def run_id(message: Any) -> Any:
+        return message.run_id
+
+    return SqsMessagePublisher(sqs_client(), os.environ[SNAPSHOT_JOB_QUEUE_URL_VARIABLE], key=run_id)
+
+
+@cache
+def notifier() -> SnsNotifier | None:
+    """Owner notifications, when a topic is configured."""
+    arn = settings().notification_topic_arn
+    return SnsNotifier(boto3.client("sns"), arn) if arn else None
+
+
+@cache
+def renderer_database() -> ConnectionProvider:
+    """The report renderer's lazy connection. In Lambda the renderer is a function of its
+    own, so this is its only connection; in the local stack, which runs the renderer in
+    the requesting process, it keeps a render requested by a delivery run (whose run
+    transaction holds :func:`database`) on a connection of its own."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+@cache
+def journal_database() -> ConnectionProvider:
+    """A second lazy connection of the execution environment, for work that must commit
+    beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
+    ``consumer_connections`` is 2 open it."""
+    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+
+
+@cache
+def link_signer() -> Any:
+    """The download links' signer (:class:`timekeeper.queries.links.LinkSigner`): its key
+    from ``LINK_SIGNING_SECRET_ARN`` (Secrets Manager, JSON ``{"key": ...}``) or
+    ``LINK_SIGNING_KEY``; raises ``RuntimeError`` when neither is set."""
+    from timekeeper.queries.links import LinkSigner
+
+    s = settings()
+    if s.link_signing_secret_arn:
+        return LinkSigner(str(_secret(s.link_signing_secret_arn)["key"]))
+    if s.link_signing_key:
+        return LinkSigner(s.link_signing_key)
+    raise RuntimeError("set LINK_SIGNING_SECRET_ARN or LINK_SIGNING_KEY")
+
+
+_mailer_override: Any = None
+
+
+def install_mailer(mailer_adapter: Any) -> None:
+    """Replace the communications adapter (``None``: SES again). The local stack uses it to
+    keep a copy of every message on disk."""
+    global _mailer_override
+    _mailer_override = mailer_adapter
+    mailer.cache_clear()
+
+
+@cache
+def mailer() -> Any:
+    """The communications adapter: the installed one, or SES ``send_email`` from
+    ``MAIL_SENDER`` (boto3 honours ``AWS_ENDPOINT_URL``: moto locally). Raises
+    ``RuntimeError`` when it is unset."""
+    from timekeeper.aws.ses import SesMailer
+
+    if _mailer_override is not None:
+        return _mailer_override
+    sender = settings().mail_sender
+    if not sender:
+        raise RuntimeError("MAIL_SENDER is not set")
+    return SesMailer(boto3.client("ses"), sender)
+
+
+@cache
+def s3_client() -> Any:
+    """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack); Signature
+    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``)."""
+    from botocore.config import Config
+
+    return boto3.client("s3", config=Config(signature_version="s3v4"))
+
+
+def files_bucket() -> str:
+    """The files bucket's name; raises ``RuntimeError`` when ``FILES_BUCKET`` is unset."""
+    name = settings().files_bucket
+    if not name:
+        raise RuntimeError("FILES_BUCKET is not set")
+    return name
+
+
+_renderer_override: RendererClient | None = None
+
+
+def install_renderer_client(client: RendererClient | None) -> None:
+    """Replace the renderer client (``None``: the Lambda one again). The local stack uses
+    it to run the renderer's real handler itself, since moto does not run functions."""
+    global _renderer_override
+    _renderer_override = client
+    renderer_client.cache_clear()
+
+
+@cache
+def renderer_client() -> RendererClient:
+    """How callers ask for a render: the installed client, or asynchronous Lambda invokes
+    of ``REPORT_RENDERER_FUNCTION`` (raises ``RuntimeError`` when it is unset)."""
+    if _renderer_override is not None:
+        return _renderer_override
+    name = settings().report_renderer_function
+    if not name:
+        raise RuntimeError("REPORT_RENDERER_FUNCTION is not set")
+    return LambdaRendererClient(boto3.client("lambda"), name)
+
+
+@cache
+def lambda_client() -> Any:
+    """The Lambda client (the planner's nudge of the snapshot dispatcher)."""
+    return boto3.client("lambda")
+
+
+def reset() -> None:
+    """Forget every cached setting and adapter (closing the connections), so the next call
+    reads the environment again."""
+    for provider in (database, journal_database, renderer_database):
+        if provider.cache_info().currsize:
+            provider().close()
+    for cached in (settings, database, sqs_client, publisher, notifier, s3_client, renderer_client,
+                   export_publisher, snapshot_job_publisher, journal_database, renderer_database, link_signer,
+                   mailer, lambda_client):
+        cached.cache_clear()

@@ -1,0 +1,68 @@
+"""The deployment's registries, assembled here at the edge from every owner module: the
+work kinds (accounting, queries) and the snapshot types (platform).
+
+The generic modules (:mod:`timekeeper.schedules`, :mod:`timekeeper.snapshots`) define the
+registries and know no owner; only this module names the owners, so adding one means
+registering it here.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+
+from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
+from timekeeper.snapshots.registry import SnapshotRegistry
+
+
+def assemble_work_kinds() -> WorkKindRegistry:
+    """A new registry of every owner's work kinds."""
+    from timekeeper.accounting.work_kinds import register as register_accounting
+    from timekeeper.queries.work_kinds import register as register_queries
+
+    kinds = WorkKindRegistry()
+    register_accounting(kinds)
+    register_queries(kinds)
+    return kinds
+
+
+def assemble_snapshot_types(environment: str, *,
+                            selftest_drills: frozenset[tuple[str, str]] = frozenset()) -> SnapshotRegistry:
+    """A new registry of every owner's snapshot types, enabled as configured for
+    ``environment`` (``development`` | ``production``); raises ``ValueError`` for another
+    environment.
+
+    ``selftest_drills``: ``(workspace id, "YYYY-MM")`` periods whose version 1 of the
+    Platform self-test type fails validation (a drill of the final-failure path and of the
+    staff re-run that follows it; the local simulation uses one)."""
+    from timekeeper.platform.snapshots import SelfTest
+    from timekeeper.platform.snapshots import register as register_platform
+
+    registry = SnapshotRegistry(environment=environment)
+    register_platform(registry, selftest=SelfTest(fail_validation=lambda run: run.version == 1 and (
+        str(run.workspace_id), f"{run.period:%Y-%m}") in selftest_drills))
+    return registry
+
+
+@cache
+def work_kinds() -> WorkKindRegistry:
+    """The execution environment's work-kind registry (:func:`assemble_work_kinds`, once)."""
+    return assemble_work_kinds()
+
+
+@cache
+def snapshot_types() -> SnapshotRegistry:
+    """The execution environment's snapshot types, enabled per ``TIMEKEEPER_ENVIRONMENT``
+    (default ``development``; the deployed stacks set ``production``), with the drills of
+    ``TIMEKEEPER_SELFTEST_DRILLS`` (``<workspace id>/<YYYY-MM>``, comma-separated)."""
+    drills = frozenset(tuple(item.strip().split("/", 1)) for item in
+                       os.environ.get(SELFTEST_DRILLS_VARIABLE, "").split(",") if "/" in item)
+    return assemble_snapshot_types(os.environ.get(ENVIRONMENT_VARIABLE, "development"),
+                                   selftest_drills=drills)  # type: ignore[arg-type]
+
+
+def reset() -> None:
+    """Forget the cached registries (the snapshot types follow the environment)."""
+    work_kinds.cache_clear()
+    snapshot_types.cache_clear()

@@ -1,0 +1,97 @@
+"""The dispatcher -> run queue -> consumer pipelines (:data:`timekeeper.topology.PIPELINES`:
+accounting, queries): one dispatcher pass, and the run queue's consumer.
+
+Each handler names its pipeline from the topology, so one process (the local stack) can
+host them all.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from timekeeper import clock
+from timekeeper import observability as obs
+from timekeeper.edge import adapters, batch
+from timekeeper.edge.registries import work_kinds
+from timekeeper.faults import crash_point
+from timekeeper.observability import PipelineMetrics, logger, metrics
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
+from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
+from timekeeper.schedules.messages import RunMessage
+from timekeeper.schedules.work import run_maintenance
+from timekeeper.settings import settings
+from timekeeper.topology import PIPELINES, Pipeline
+
+
+def run_dispatcher(pipeline_name: str) -> DispatchReport:
+    """One dispatcher pass of ``pipeline_name`` at the clock's ``now``, then the owner's
+    maintenance tasks (:func:`timekeeper.schedules.work.run_maintenance`; their summaries
+    are logged, a failing task does not fail the pass)."""
+    pipeline: Pipeline = PIPELINES[pipeline_name]
+    conn, now = adapters.database().get(), clock.now()
+    report = dispatch(conn, owner=pipeline.owner, now=now, publisher=adapters.publisher(pipeline_name),
+                      claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
+                      registry=work_kinds(), notifier=adapters.notifier(),
+                      metrics=PipelineMetrics(metrics, pipeline_name),
+                      limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
+                                         max_attempts=pipeline.max_receive_count))
+    maintenance = {name: summary for name, summary in run_maintenance(conn, work_kinds(), pipeline.owner, now).items()
+                   if summary}
+    if maintenance:
+        logger.info("owner maintenance", extra={"maintenance": maintenance})
+    return report
+
+
+def delivery_services() -> Any:
+    """The adapters of a delivery run (:class:`timekeeper.queries.delivery.DeliveryServices`):
+    the journal connection, the files bucket, the renderer, the mailer, the link signer
+    and the download base URL (``DOWNLOAD_BASE_URL``), and the ``DeliveryFailed`` metric."""
+    from timekeeper.queries.delivery import DeliveryServices
+
+    def failed(count: int) -> None:
+        metrics.add_metric(name=obs.DELIVERY_FAILED, unit="Count", value=count)
+
+    base = settings().download_base_url or ""
+    return DeliveryServices(journal=adapters.journal_database().get, s3=adapters.s3_client(),
+                            bucket=adapters.files_bucket(), renderer=adapters.renderer_client(),
+                            mailer=adapters.mailer(), links=adapters.link_signer(),
+                            download_base_url=base if base.endswith("/") else base + "/", on_failed=failed)
+
+
+def pipeline_services(pipeline_name: str) -> dict[str, Any]:
+    """The ``services`` a pipeline's work kinds get (by name): ``{"delivery": ...}`` for
+    the queries pipeline, none for the others."""
+    if pipeline_name == "queries":
+        return {"delivery": delivery_services()}
+    return {}
+
+
+def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Process an SQS batch of ``pipeline_name``'s run queue through :func:`batch.consume`;
+    return the partial batch response (``{"batchItemFailures": [{"itemIdentifier": message
+    id}, ...]}``).
+
+    The well-formed run messages are processed together
+    (:func:`timekeeper.schedules.consumer.process_batch`, one transaction); a malformed
+    message, a run held by another consumer or a retryable fault fails only its own item.
+    Raises ``psycopg.Error`` when the database is unreachable (the whole batch comes back).
+    """
+    consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
+
+    def handle(received: list[batch.Received[RunMessage]]) -> list[bool]:
+        deliveries = [Delivery(r.message_id, r.message, r.receive_count) for r in received]
+        results = process_batch(adapters.database().get(), deliveries, now=clock.now(), registry=work_kinds(),
+                                settings=consumer_settings, services=pipeline_services(pipeline_name),
+                                metrics=PipelineMetrics(metrics, pipeline_name))
+        outcomes = []
+        for delivery, result in zip(deliveries, results, strict=True):
+            failed = isinstance(result, Exception)
+            if failed:
+                logger.info("run message fails its batch item", extra={
+                    "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
+            outcomes.append(not failed)
+        return outcomes
+
+    response = batch.consume(event, RunMessage, handle, what="run message")
+    crash_point("consumer.before_acknowledge")
+    return response

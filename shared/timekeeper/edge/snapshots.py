@@ -1,0 +1,104 @@
+"""The monthly-snapshot pipeline (:data:`timekeeper.topology.SNAPSHOTS`): the planner, the
+dispatcher and the run job reading the job queue."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from timekeeper import clock
+from timekeeper import observability as obs
+from timekeeper.edge import adapters, batch
+from timekeeper.edge.registries import snapshot_types
+from timekeeper.faults import crash_point
+from timekeeper.observability import logger, metrics
+from timekeeper.settings import SNAPSHOT_NUDGE_FUNCTION_VARIABLE
+from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs
+from timekeeper.snapshots.jobs import run_job as run_snapshot_job
+from timekeeper.snapshots.ledger import admit as admit_snapshots
+from timekeeper.snapshots.ledger import plan as plan_snapshots
+from timekeeper.topology import SNAPSHOTS
+
+
+def run_planner() -> dict[str, Any]:
+    """One planner pass at the clock's ``now`` (commits), the SnapshotOverdue metric, then a
+    nudge of the dispatcher (an asynchronous invoke; skipped when none is configured).
+    Returns the pass summary (counts, overdue periods)."""
+    conn, now = adapters.database().get(), clock.now()
+    with conn.transaction():
+        result = plan_snapshots(conn, snapshot_types(), now=now, horizon_months=SNAPSHOTS.horizon_months)
+    metrics.add_metric(name=obs.SNAPSHOTS_PLANNED, unit="Count", value=result.planned)
+    metrics.add_metric(name=obs.SNAPSHOT_OVERDUE, unit="Count", value=len(result.overdue))
+    nudge = os.environ.get(SNAPSHOT_NUDGE_FUNCTION_VARIABLE)
+    if nudge and result.planned:
+        adapters.lambda_client().invoke(FunctionName=nudge, InvocationType="Event", Payload=b"{}")
+    summary = {"planned": result.planned, "skipped": result.skipped, "overdue": len(result.overdue),
+               "overdue_periods": [f"{w}/{o}/{t}/{p:%Y-%m}" for w, o, t, p in result.overdue[:20]]}
+    if result.overdue:
+        logger.warning("snapshot periods overdue", extra=summary)
+    return summary
+
+
+def send_jobs(jobs: list[JobMessage]) -> int:
+    """Send job messages to the job queue (batches of 10); returns how many the queue
+    accepted. A refused message, or a whole call that fails, is not retried here (and
+    fails nothing): its run stays queued and the dispatcher offers it a new job after
+    ``reoffer_after``."""
+    return len(jobs) - len(adapters.snapshot_job_publisher().publish(jobs))
+
+
+def run_dispatcher() -> dict[str, Any]:
+    """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
+    under the cap and reoffer stale offers (one committed transaction under the owner's
+    lock), then send the jobs. Returns counts."""
+    conn, now = adapters.database().get(), clock.now()
+    owners = sorted({t.owner for t in snapshot_types().enabled()})
+    admitted: list[JobMessage] = []
+    lost = 0
+    for owner in owners:
+        with conn.transaction():
+            lost += len(reconcile_lost_jobs(conn, owner=owner, now=now, after=SNAPSHOTS.job_lost_after))
+            admitted += [JobMessage(run_id=a.run_id, workspace_id=a.workspace_id, job_id=a.job_id)
+                         for a in admit_snapshots(conn, owner=owner, now=now, cap=SNAPSHOTS.admission_cap,
+                                                  backfill_lane=SNAPSHOTS.backfill_lane,
+                                                  reoffer_after=SNAPSHOTS.reoffer_after)]
+    if admitted:
+        crash_point("snapshots.after_admit_commit")
+    sent = send_jobs(admitted) if admitted else 0
+    metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
+    metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
+    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
+
+
+def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Run the job messages of an SQS batch (the event source gives one at a time) through
+    :func:`batch.consume`; return the partial batch response. A malformed message fails
+    only its own item (it reaches the DLQ after ``max_receive_count``); a job that must
+    hand over sends its message again and is acknowledged; an unexpected fault before the
+    last receive fails its item (the queue redelivers it); on the last receive it is
+    recorded as a retryable failure."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+
+    def time_left_s() -> float:
+        return remaining() / 1000 if remaining else float("inf")
+
+    def run_one(item: batch.Received[JobMessage]) -> bool:
+        message = item.message
+        try:
+            result = run_snapshot_job(adapters.database().get(), snapshot_types(), message, now=clock.now,
+                                      receive_count=item.receive_count, max_receives=SNAPSHOTS.max_receive_count,
+                                      time_left_s=time_left_s, handover_margin_s=SNAPSHOTS.handover_margin_s)
+        except Exception as error:  # noqa: BLE001 - the queue redelivers it; logged by type only
+            logger.warning("snapshot job receive failed; the queue redelivers it",
+                           extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
+            return False
+        if result.status == "handed_over":
+            send_jobs([message])
+        elif result.status == "published":
+            metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
+        elif result.status == "failed":
+            metrics.add_metric(name=obs.SNAPSHOT_FAILED, unit="Count", value=1)
+        logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status})
+        return True
+
+    return batch.consume(event, JobMessage, batch.each(run_one), what="snapshot job message")

@@ -1,0 +1,150 @@
+"""Every environment-variable name the functions read, the files bucket's object prefixes,
+and the validated settings object of an execution environment.
+
+The one place these names live: the Lambda edge (:mod:`timekeeper.edge`) reads the
+variables, infra (``infra/``) sets them on the functions and grants access under the
+prefixes, and the local stack sets them for its in-process functions. Domain code imports
+only the prefixes (to name its objects); it never calls :func:`settings`, and this module
+imports nothing of Timekeeper, so every layer may read it.
+
+Environment (names and ARNs only; secrets come from Secrets Manager):
+``RUN_QUEUE_URL_<PIPELINE>`` (a pipeline's run queue, :func:`run_queue_url_variable`),
+``WORK_QUEUE_URL_<QUEUE>`` (a work queue, :func:`work_queue_url_variable`),
+``SNAPSHOT_JOB_QUEUE_URL``, ``NOTIFICATION_TOPIC_ARN`` (optional), ``FILES_BUCKET``,
+``REPORT_RENDERER_FUNCTION``, ``SNAPSHOT_DISPATCHER_FUNCTION`` (the planner's nudge),
+``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, the delivery variables
+(``MAIL_SENDER``, ``DOWNLOAD_BASE_URL``, ``LINK_SIGNING_SECRET_ARN`` or
+``LINK_SIGNING_KEY``), and either ``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with
+``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``) in AWS. Each function's secret is its own
+login's; the migration function (the owner's login) also gets ``LOGIN_SECRET_ARNS``
+(comma-separated) to set the other logins' passwords.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+# ------------------------------------------------------------------ the database
+
+#: The libpq URL of the database (local stack and tests); wins over the AWS variables.
+DATABASE_URL_VARIABLE = "DATABASE_URL"
+#: The function's own login secret (Secrets Manager ARN; JSON ``username``, ``password``).
+DB_SECRET_ARN_VARIABLE = "DB_SECRET_ARN"
+#: The RDS Proxy endpoint.
+DB_HOST_VARIABLE = "DB_HOST"
+#: The database name (default ``timekeeper``).
+DB_NAME_VARIABLE = "DB_NAME"
+#: The migration function only: the secrets of the logins whose passwords it sets.
+LOGIN_SECRET_ARNS_VARIABLE = "LOGIN_SECRET_ARNS"
+
+# ------------------------------------------------------------------ queues, topics, functions
+
+#: The owner notifications topic (optional).
+NOTIFICATION_TOPIC_VARIABLE = "NOTIFICATION_TOPIC_ARN"
+#: The snapshot job queue's URL (snapshot dispatcher and run job).
+SNAPSHOT_JOB_QUEUE_URL_VARIABLE = "SNAPSHOT_JOB_QUEUE_URL"
+#: The snapshot dispatcher's function name, nudged by the planner after planning (unset: no nudge).
+SNAPSHOT_NUDGE_FUNCTION_VARIABLE = "SNAPSHOT_DISPATCHER_FUNCTION"
+#: The report renderer's function name (the callers that request renders).
+RENDERER_FUNCTION_VARIABLE = "REPORT_RENDERER_FUNCTION"
+
+
+def run_queue_url_variable(pipeline_name: str) -> str:
+    """The variable naming the run queue of the pipeline ``pipeline_name``
+    (``RUN_QUEUE_URL_ACCOUNTING`` for ``accounting``)."""
+    return f"RUN_QUEUE_URL_{pipeline_name.upper()}"
+
+
+def work_queue_url_variable(queue_name: str) -> str:
+    """The variable naming the work queue ``queue_name`` (``WORK_QUEUE_URL_EXPORTS`` for ``exports``)."""
+    return f"WORK_QUEUE_URL_{queue_name.upper()}"
+
+
+# ------------------------------------------------------------------ snapshots
+
+#: The environment whose snapshot types are enabled (``development`` | ``production``).
+ENVIRONMENT_VARIABLE = "TIMEKEEPER_ENVIRONMENT"
+#: Self-test drills (development): ``<workspace id>/<YYYY-MM>`` periods, comma-separated,
+#: whose version 1 of the self-test type fails validation.
+SELFTEST_DRILLS_VARIABLE = "TIMEKEEPER_SELFTEST_DRILLS"
+
+# ------------------------------------------------------------------ files and delivery
+
+#: The files bucket (exports, rendered reports, delivered files).
+FILES_BUCKET_VARIABLE = "FILES_BUCKET"
+#: Scheduled delivery: the verified SES sender address.
+MAIL_SENDER_VARIABLE = "MAIL_SENDER"
+#: Scheduled delivery: the public base URL of the download route.
+DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
+#: The download links' signing key: a Secrets Manager ARN (JSON ``{"key": ...}``) in AWS ...
+LINK_SECRET_VARIABLE = "LINK_SIGNING_SECRET_ARN"
+#: ... or the key itself, locally.
+LINK_KEY_VARIABLE = "LINK_SIGNING_KEY"
+
+#: Object prefixes of the files bucket: one per kind of object, each with its own grants
+#: and lifecycle rule (infra) and its own key scheme (the domain module writing it).
+EXPORTS_PREFIX = "exports/"
+DELIVERIES_PREFIX = "deliveries/"
+REPORTS_PREFIX = "reports/"
+
+
+class RuntimeSettings(BaseModel):
+    """Validated process settings; raises ``pydantic.ValidationError`` at cold start when
+    the environment is incomplete, so a misconfigured function fails loudly at once."""
+
+    model_config = ConfigDict(frozen=True)
+
+    notification_topic_arn: str | None = None
+    database_url: str | None = None
+    db_secret_arn: str | None = None
+    db_host: str | None = None
+    db_name: str = "timekeeper"
+    #: Secrets of the logins whose passwords the migration function sets (owner's function only).
+    login_secret_arns: tuple[str, ...] = ()
+    #: The files bucket (rendered reports under reports/, exports under exports/).
+    files_bucket: str | None = None
+    #: The report renderer's function name (callers that request renders).
+    report_renderer_function: str | None = None
+    #: Scheduled delivery: the verified sender address (SES), the public base URL of the
+    #: download route (ends with ``/``), and the download links' signing key: the secret
+    #: ``LINK_SIGNING_SECRET_ARN`` (JSON ``{"key": ...}``) in AWS, ``LINK_SIGNING_KEY`` locally.
+    mail_sender: str | None = None
+    download_base_url: str | None = None
+    link_signing_secret_arn: str | None = None
+    link_signing_key: str | None = None
+
+    @model_validator(mode="after")
+    def _database_named(self) -> RuntimeSettings:
+        if not self.database_url and not (self.db_secret_arn and self.db_host):
+            raise ValueError(f"set {DATABASE_URL_VARIABLE}, or {DB_SECRET_ARN_VARIABLE} and {DB_HOST_VARIABLE}")
+        return self
+
+    @classmethod
+    def from_environment(cls, env: Mapping[str, str]) -> RuntimeSettings:
+        """Settings from ``env`` (an ``os.environ``-like mapping); empty values count as unset.
+        (The queue URLs and the snapshot variables are read where they are used, by name.)
+        Raises ``pydantic.ValidationError`` when no database is named."""
+        def get(name: str) -> str | None:
+            return env.get(name) or None
+        return cls(
+            notification_topic_arn=get(NOTIFICATION_TOPIC_VARIABLE), database_url=get(DATABASE_URL_VARIABLE),
+            db_secret_arn=get(DB_SECRET_ARN_VARIABLE), db_host=get(DB_HOST_VARIABLE),
+            db_name=env.get(DB_NAME_VARIABLE, "timekeeper"),
+            login_secret_arns=tuple(a.strip() for a in env.get(LOGIN_SECRET_ARNS_VARIABLE, "").split(",")
+                                    if a.strip()),
+            files_bucket=get(FILES_BUCKET_VARIABLE), report_renderer_function=get(RENDERER_FUNCTION_VARIABLE),
+            mail_sender=get(MAIL_SENDER_VARIABLE), download_base_url=get(DOWNLOAD_BASE_URL_VARIABLE),
+            link_signing_secret_arn=get(LINK_SECRET_VARIABLE), link_signing_key=get(LINK_KEY_VARIABLE),
+        )
+
+
+@cache
+def settings() -> RuntimeSettings:
+    """The execution environment's settings, read from ``os.environ`` once (the edge's
+    ``reset()`` forgets them). Raises ``pydantic.ValidationError`` as
+    :meth:`RuntimeSettings.from_environment`."""
+    return RuntimeSettings.from_environment(os.environ)
