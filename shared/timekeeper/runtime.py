@@ -47,7 +47,7 @@ from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_ba
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import WorkKindRegistry, run_maintenance
-from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs
+from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
@@ -574,7 +574,8 @@ def run_snapshot_dispatcher() -> dict[str, Any]:
                                                   reoffer_after=SNAPSHOTS.reoffer_after)]
     if admitted:
         crash_point("snapshots.after_admit_commit")
-    sent = send_snapshot_jobs(admitted) if admitted else 0
+    sent = send_jobs(conn, SqsMessagePublisher(sqs_client(), os.environ[SNAPSHOT_JOB_QUEUE_URL], key=_job_run_id),
+                     admitted, now=now) if admitted else 0
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
     return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
