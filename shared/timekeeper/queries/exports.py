@@ -58,6 +58,7 @@ from psycopg.adapt import Loader
 from psycopg.rows import class_row, tuple_row
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.observability import logger
 from timekeeper.platform import access
@@ -335,7 +336,7 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
             raise ExportNotFound(export_id)
         if export.state in ("succeeded", "failed"):
             return export
-        if export.state == "running" and export.started_at is not None and export.started_at + lease > now:
+        if export.state == "running" and AttemptRule(lease=lease).held(export.started_at, now):
             raise ExportBusy(f"export {export_id} attempt {export.attempts} started at {export.started_at}")
         decision = access.check_query(conn, workspace_id=workspace_id, user_id=export.requested_by,
                                       query_id=export.query_id)
@@ -401,7 +402,7 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
     except Exception as error:  # noqa: BLE001 - every fault is retried, then settled
         logger.warning("export attempt failed", extra={**keys, "error_type": type(error).__name__,
                                                        "receive_count": receive_count})
-        if receive_count < max_receive_count:
+        if not AttemptRule(max_attempts=max_receive_count, lease=lease).final(receive_count=receive_count):
             return False
         try:
             fail_export(conn, workspace_id=message.workspace_id, export_id=message.export_id,

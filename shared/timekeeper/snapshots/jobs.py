@@ -29,6 +29,7 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
@@ -181,7 +182,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
     except Exception as error:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
-        if receive_count < max_receives:
+        if not AttemptRule(max_attempts=max_receives).final(receive_count=receive_count):
             raise
         logger.warning("snapshot attempt failed on its last receive",
                        extra={"run_id": str(run.id), "error_type": type(error).__name__})
