@@ -22,7 +22,7 @@ the crash points of fault tests are the caller's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
@@ -57,6 +57,7 @@ class Outbox(Generic[M]):
     after a send the queue accepted and before the refusals are recorded. ``contain``: a
     publisher that raises counts as refusing every message (logged), instead of the error
     propagating; for a caller that answers a request and relies on the re-offer.
+    ``name``: the pipeline's name in log lines.
     """
 
     key: Callable[[M], UUID]
@@ -65,7 +66,7 @@ class Outbox(Generic[M]):
     after_accept: str | None = None
     before_refusal: str | None = None
     contain: bool = False
-    name: str = field(default="outbox")
+    name: str = "outbox"
 
 
 @dataclass(frozen=True)
