@@ -132,3 +132,31 @@ def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(
     clock.install(lambda: NOW + SNAPSHOTS.reoffer_after)
     assert invoke("snapshot_dispatcher", scheduled_event(NOW + SNAPSHOTS.reoffer_after))["sent"] == 2
     assert len(received(aws["sqs"], aws["url"])) == 2
+
+
+def test_jobs_the_queue_refused_are_sent_again_by_the_next_pass(aws, conn):
+    from botocore.exceptions import ClientError
+
+    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
+    invoke("snapshot_planner", scheduled_event(NOW))
+    client = adapters.sqs_client()
+
+    def refuse(**_):
+        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "SendMessageBatch")
+
+    # Given a pass whose send the queue refused as a whole
+    client.meta.events.register("provide-client-params.sqs.SendMessageBatch", refuse)
+    try:
+        assert invoke("snapshot_dispatcher", scheduled_event(NOW))["sent"] == 0
+    finally:
+        client.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", refuse)
+    # When the next pass runs a minute later, long before reoffer_after
+    later = NOW + timedelta(minutes=1)
+    clock.install(lambda: later)
+    assert invoke("snapshot_dispatcher", scheduled_event(later))["sent"] == 2
+    # Then both runs have new jobs on the queue, and each runs to publication
+    messages = received(aws["sqs"], aws["url"])
+    assert len(messages) == 2
+    for message in messages:
+        assert invoke("snapshot_run_job", as_event(message)) == {"batchItemFailures": []}
+    assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE state = 'published'").fetchone()["n"] == 2

@@ -410,6 +410,39 @@ def test_a_queued_run_whose_job_never_started_is_reoffered_after_five_minutes(db
     assert run_job(db, reg, second, now=lambda: NOW, receive_count=1, max_receives=3).status == "published"
 
 
+class _Queue:
+    """A job queue that accepts, or refuses, every message (reports refusals by run id)."""
+
+    def __init__(self, *, refuse: bool):
+        self.refuse, self.sent = refuse, []
+
+    def publish(self, messages):
+        self.sent.extend(messages)
+        return {m.run_id for m in messages} if self.refuse else set()
+
+
+def test_a_job_the_queue_refused_is_offered_again_by_the_next_pass(db):
+    ws = workspace(db)
+    reg = selftest_registry(platform_snapshots.SelfTest(total=1, chunk_size=1))
+    request_run(db, snapshot_type=reg.get("platform", "selftest"), workspace_id=ws, period=date(2027, 2, 1),
+                mode="backfill", reason="drill", requested_by="staff", now=NOW)
+    # Given an admitted job the queue refused
+    first = one_job(db)
+    assert jobs.send_jobs(db, _Queue(refuse=True), [first], now=NOW) == 0
+    # Then the next pass (a minute later, not reoffer_after later) sends the run a new job
+    with db.transaction():
+        (again,) = admit(db, owner="platform", now=NOW + timedelta(minutes=1))
+    assert again.run_id == first.run_id and again.job_id != first.job_id
+    second = JobMessage(run_id=again.run_id, workspace_id=again.workspace_id, job_id=again.job_id)
+    queue = _Queue(refuse=False)
+    assert jobs.send_jobs(db, queue, [second], now=NOW + timedelta(minutes=1)) == 1 and queue.sent == [second]
+    # And an accepted job is not offered again before reoffer_after
+    with db.transaction():
+        assert admit(db, owner="platform", now=NOW + timedelta(minutes=5)) == []
+    assert run_job(db, reg, first, now=lambda: NOW, receive_count=1, max_receives=3).status == "stale"
+    assert run_job(db, reg, second, now=lambda: NOW, receive_count=1, max_receives=3).status == "published"
+
+
 def test_a_running_job_that_stopped_beating_is_a_retryable_failure(db):
     ws = workspace(db)
     reg = selftest_registry(CrashOnce(platform_snapshots.SelfTest(total=200, chunk_size=100), chunk=2))

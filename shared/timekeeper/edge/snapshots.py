@@ -13,7 +13,7 @@ from timekeeper.edge.registries import snapshot_types
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger, metrics
 from timekeeper.settings import SNAPSHOT_NUDGE_FUNCTION_VARIABLE
-from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs
+from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
@@ -39,14 +39,6 @@ def run_planner() -> dict[str, Any]:
     return summary
 
 
-def send_jobs(jobs: list[JobMessage]) -> int:
-    """Send job messages to the job queue (batches of 10); returns how many the queue
-    accepted. A refused message, or a whole call that fails, is not retried here (and
-    fails nothing): its run stays queued and the dispatcher offers it a new job after
-    ``reoffer_after``."""
-    return len(jobs) - len(adapters.snapshot_job_publisher().publish(jobs))
-
-
 def run_dispatcher() -> dict[str, Any]:
     """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
     under the cap and reoffer stale offers (one committed transaction under the owner's
@@ -64,7 +56,7 @@ def run_dispatcher() -> dict[str, Any]:
                                                   reoffer_after=SNAPSHOTS.reoffer_after)]
     if admitted:
         crash_point("snapshots.after_admit_commit")
-    sent = send_jobs(admitted) if admitted else 0
+    sent = send_jobs(conn, adapters.snapshot_job_publisher(), admitted, now=now) if admitted else 0
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
     return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
@@ -93,7 +85,7 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
                            extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
             return False
         if result.status == "handed_over":
-            send_jobs([message])
+            send_jobs(adapters.database().get(), adapters.snapshot_job_publisher(), [message], now=clock.now())
         elif result.status == "published":
             metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
         elif result.status == "failed":

@@ -59,6 +59,8 @@ from psycopg.rows import tuple_row
 from pydantic import BaseModel, ConfigDict
 
 from timekeeper.db import load_queries
+from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
 from timekeeper.platform import access
@@ -137,10 +139,9 @@ class ExportMessage(BaseModel):
     workspace_id: UUID
 
 
-class ExportPublisher(Protocol):
-    """Sends export messages to the exports queue; returns the export ids it could not send."""
-
-    def publish(self, messages: list[ExportMessage]) -> set[UUID]: ...
+#: Sends export messages to the exports queue; returns the export ids it could not send
+#: (the one outbox's publisher, :class:`timekeeper.db.outbox.Publisher`).
+ExportPublisher = Publisher[ExportMessage]
 
 
 class ObjectStore(Protocol):
@@ -207,25 +208,39 @@ def _by_key(conn: psycopg.Connection, workspace_id: UUID, requested_by: str, key
     return _one(conn, SQL["export_by_key"], (workspace_id, requested_by, key))
 
 
+def _export_key(message: ExportMessage) -> UUID:
+    return message.export_id
+
+
+def _outbox(now: datetime) -> Outbox[ExportMessage]:
+    """The exports' use of the one outbox (:mod:`timekeeper.db.outbox`): an accepted
+    message records ``published_at`` (its updated row is what the send returns), a refused
+    one is logged and stays unpublished for :func:`reoffer_exports`; a publisher that
+    raises counts as refusing all (the request is committed; a later offer retries it)."""
+
+    def record_accepted(conn: psycopg.Connection, sent: list[ExportMessage]) -> list[Export]:
+        with conn.transaction():
+            return fetch_all(conn, SQL["mark_published"],
+                             (now, list({m.workspace_id for m in sent}), [m.export_id for m in sent]), Export)
+
+    def record_refused(conn: psycopg.Connection, refused: list[ExportMessage]) -> None:
+        if refused:
+            logger.warning("exports not published; offered again later",
+                           extra={"export_ids": sorted(str(m.export_id) for m in refused)})
+
+    return Outbox(key=_export_key, record_accepted=record_accepted, record_refused=record_refused, contain=True,
+                  name="exports")
+
+
+def _message(export: Export) -> ExportMessage:
+    return ExportMessage(export_id=export.id, workspace_id=export.workspace_id)
+
+
 def _publish(conn: psycopg.Connection, publisher: ExportPublisher, exports: list[Export], *,
              now: datetime) -> list[Export]:
-    """Publish ``exports`` and record ``published_at`` for those the queue took; return
-    their updated rows. A publisher that raises counts as refusing all (logged)."""
-    if not exports:
-        return []
-    try:
-        refused = publisher.publish([ExportMessage(export_id=e.id, workspace_id=e.workspace_id) for e in exports])
-    except Exception as error:  # noqa: BLE001 - the request is committed; a later offer retries it
-        logger.warning("export publish failed; it is offered again later", extra={"error": type(error).__name__})
-        refused = {e.id for e in exports}
-    sent = [e for e in exports if e.id not in refused]
-    if refused:
-        logger.warning("exports not published; offered again later", extra={"export_ids": sorted(map(str, refused))})
-    if not sent:
-        return []
-    with conn.transaction():
-        return fetch_all(conn, SQL["mark_published"], (now, list({e.workspace_id for e in sent}), [e.id for e in sent]),
-                         Export)
+    """Publish the committed ``exports``; return the rows of those the queue took, with
+    ``published_at`` recorded."""
+    return publish_committed(conn, publisher, [_message(e) for e in exports], _outbox(now)).recorded or []
 
 
 def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, older_than: timedelta,
@@ -234,10 +249,13 @@ def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now
     a crash between commit and publish) created at least ``older_than`` before ``now``,
     oldest first; only ``workspace_id``'s (and only ``export_id``) when given. Returns how
     many the queue took. A duplicate message is harmless (a finished export ignores it)."""
-    with conn.transaction():
+
+    def unaccepted(conn: psycopg.Connection) -> list[ExportMessage]:
         stale = fetch_all(conn, SQL["unpublished_exports"],
                           {"before": now - older_than, "ws": workspace_id, "id": export_id, "limit": limit}, Export)
-    return len(_publish(conn, publisher, stale, now=now))
+        return [_message(e) for e in stale]
+
+    return len(reoffer(conn, publisher, _outbox(now), unaccepted).recorded or [])
 
 
 def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
@@ -295,7 +313,7 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
             raise ExportNotFound(export_id)
         if export.state in ("succeeded", "failed"):
             return export
-        if export.state == "running" and export.started_at is not None and export.started_at + lease > now:
+        if export.state == "running" and AttemptRule(lease=lease).held(export.started_at, now):
             raise ExportBusy(f"export {export_id} attempt {export.attempts} started at {export.started_at}")
         decision = access.check_query(conn, workspace_id=workspace_id, user_id=export.requested_by,
                                       query_id=export.query_id)
@@ -355,7 +373,7 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
     except Exception as error:  # noqa: BLE001 - every fault is retried, then settled
         logger.warning("export attempt failed", extra={**keys, "error_type": type(error).__name__,
                                                        "receive_count": receive_count})
-        if receive_count < max_receive_count:
+        if not AttemptRule(max_attempts=max_receive_count, lease=lease).final(receive_count=receive_count):
             return False
         try:
             fail_export(conn, workspace_id=message.workspace_id, export_id=message.export_id,

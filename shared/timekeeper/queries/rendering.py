@@ -54,6 +54,7 @@ from uuid import UUID
 import psycopg
 
 from timekeeper.db import load_queries
+from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.connection import set_tenant
 from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.platform import access
@@ -246,7 +247,7 @@ def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: d
             raise RenderNotFound(render_id)
         if row.terminal:
             return row
-        if row.attempts >= max_attempts:
+        if AttemptRule(max_attempts=max_attempts).exhausted(row.attempts):
             return _finish_failed(conn, row, ATTEMPTS_EXHAUSTED,
                                   f"{row.attempts} attempts ended without a result (timeouts?)", now)
         started = _fetch(conn, SQL["start_render"], (now, render_id))
@@ -318,7 +319,7 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
     except ReportNotFound:
         return _finish_failed(conn, row, access.NOT_FOUND, "the report version is gone", now)
     except Exception as error:
-        if row.attempts >= max_attempts:
+        if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
             return _finish_failed(conn, row, UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt", now)
         raise
 

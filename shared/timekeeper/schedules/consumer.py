@@ -33,6 +33,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -41,6 +42,7 @@ from psycopg import sql
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
+from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.rows import fetch_all
 from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import RunMessage
@@ -86,6 +88,11 @@ class ConsumerSettings:
     def max_attempts(self) -> int:
         """Attempts a run gets before it is settled ``attempts_exhausted``."""
         return self.max_receive_count
+
+    @cached_property
+    def attempts(self) -> AttemptRule:
+        """The pipeline's attempt rule (the lease itself is the run's ``lease_until``)."""
+        return AttemptRule(max_attempts=self.max_attempts)
 
 
 @dataclass(frozen=True)
@@ -162,8 +169,7 @@ class _Batch:
 
     def final(self, run: StartedRun) -> bool:
         """Whether this is the run's last chance: its receive or its attempts reached the limit."""
-        limit = self.settings.max_receive_count
-        return self.receive_counts.get(run.id, 1) >= limit or run.attempts >= self.settings.max_attempts
+        return self.settings.attempts.final(attempt=run.attempts, receive_count=self.receive_counts.get(run.id, 1))
 
 
 def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: datetime,
@@ -274,7 +280,7 @@ def _without_handler(batch: _Batch, run: StartedRun, kind: WorkKind | None) -> _
     if kind is None:
         return _Verdict("failed", "unknown_work_kind",
                         error=f"no work kind {run.work_kind!r} registered for owner {run.owner!r}")
-    if run.attempts > batch.settings.max_attempts:
+    if batch.settings.attempts.exhausted(run.attempts - 1):  # this start counted itself
         return _Verdict("failed", "attempts_exhausted", error=(
             f"{run.attempts - 1} attempts ended without an outcome (the consumer was killed or timed out)"))
     return None

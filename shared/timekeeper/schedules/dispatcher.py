@@ -23,6 +23,7 @@ from psycopg.rows import tuple_row
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
+from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
@@ -233,6 +234,11 @@ class OfferLimits:
     max_attempts: int = 5
     max_publishes: int = 3
 
+    @cached_property
+    def attempts(self) -> AttemptRule:
+        """The attempt rule of ``max_attempts`` (a stranded run's lease is its ``lease_until``)."""
+        return AttemptRule(max_attempts=self.max_attempts)
+
 
 @dataclass
 class _Claim:
@@ -368,7 +374,7 @@ def _reoffer(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
         "unpublished_before": now - limits.unpublished_after, "max_attempts": limits.max_attempts}).fetchall()
     again: list[dict[str, Any]] = []
     for run in candidates:
-        if run["attempts"] >= limits.max_attempts:
+        if limits.attempts.exhausted(run["attempts"]):
             code, message = "attempts_exhausted", (
                 f"{run['attempts']} attempts ended without an outcome (the consumer was killed or timed out)")
         elif run["publish_count"] >= limits.max_publishes:

@@ -7,6 +7,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.db.outbox import Publisher
+
 
 class RunMessage(BaseModel):
     """SQS body of a run offer: ``{"run_id", "schedule_id", "workspace_id", "owner", "work_kind"}``.
@@ -24,14 +26,11 @@ class RunMessage(BaseModel):
     work_kind: str
 
 
-class RunPublisher(Protocol):
-    """Publishes run messages; returns the ids of the runs whose message was refused.
-
-    Implementations never raise for a refused or failed send: they report it, and the
-    caller releases the run for a later pass.
-    """
-
-    def publish(self, messages: list[RunMessage]) -> set[UUID]: ...
+#: Publishes run messages; returns the ids of the runs whose message was refused (the one
+#: outbox's publisher, :class:`timekeeper.db.outbox.Publisher`). Implementations never raise
+#: for a refused or failed send: they report it, and the caller releases the run for a
+#: later pass.
+RunPublisher = Publisher[RunMessage]
 
 
 class Notifier(Protocol):

@@ -24,7 +24,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.faults import crash_point
+from timekeeper.db.outbox import Outbox, publish_committed
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 
 SQL = load_queries("timekeeper.schedules", "runs.sql")
@@ -87,6 +87,8 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     """Send the committed offers ``messages``; record the accepted ones as published and
     release the refused ones. Returns ``(published, released)``.
 
+    The run pipeline's use of the one outbox (:func:`timekeeper.db.outbox.publish_committed`):
+    accepted runs are recorded by ``mark_published``, refused ones by :func:`release_runs`.
     ``recorded`` names the runs of ``messages`` that a claim inserted already recorded as
     accepted, with its pending-offer row ``pending_id`` (see ``insert_runs``): an accepted
     one needs no record, and the row is deleted once the send is over (with the release
@@ -98,19 +100,21 @@ def publish_offers(conn: psycopg.Connection, publisher: RunPublisher, messages: 
     record, the next pass offers the run again; the consumer absorbs the duplicate.
     Raises ``psycopg.Error`` when recording fails (the messages were sent).
     """
-    if not messages:
-        if pending_id is not None:
-            conn.execute(SQL["finish_pending_offer"], {"id": pending_id})
-        return 0, 0
-    refused = publisher.publish(messages)
-    accepted = [m.run_id for m in messages if m.run_id not in refused]
-    unrecorded = [run_id for run_id in accepted if run_id not in recorded] if recorded else accepted
-    if accepted:
-        crash_point("dispatcher.after_publish")
-    if unrecorded:
-        conn.execute(SQL["mark_published"], {"ids": unrecorded, "now": now})  # one statement, one round trip
-    if refused:
-        crash_point("dispatcher.before_release")
-    released = release_runs(conn, [m.run_id for m in messages if m.run_id in refused], now=now, actor=actor,
-                            recorded=recorded, pending_id=pending_id)
-    return len(accepted), released
+
+    def record_accepted(conn: psycopg.Connection, accepted: list[RunMessage]) -> None:
+        unrecorded = [m.run_id for m in accepted if not recorded or m.run_id not in recorded]
+        if unrecorded:
+            conn.execute(SQL["mark_published"], {"ids": unrecorded, "now": now})  # one statement, one round trip
+
+    def record_refused(conn: psycopg.Connection, refused: list[RunMessage]) -> int:
+        return release_runs(conn, [m.run_id for m in refused], now=now, actor=actor, recorded=recorded,
+                            pending_id=pending_id)
+
+    sent = publish_committed(conn, publisher, messages, Outbox(
+        key=_run_id, record_accepted=record_accepted, record_refused=record_refused,
+        after_accept="dispatcher.after_publish", before_refusal="dispatcher.before_release", name="runs"))
+    return len(sent.accepted), sent.released
+
+
+def _run_id(message: RunMessage) -> UUID:
+    return message.run_id

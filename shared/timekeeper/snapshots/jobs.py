@@ -29,6 +29,8 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
+from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.outbox import Outbox, Publisher, publish_committed
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
 from timekeeper.snapshots.ledger import SQL, SnapshotRun, fetch_runs, jsonb
@@ -61,6 +63,34 @@ class JobResult:
 
     status: str
     run: SnapshotRun | None = None
+
+
+def _job_run_id(job: JobMessage) -> UUID:
+    return job.run_id
+
+
+def send_jobs(conn: psycopg.Connection, publisher: Publisher[JobMessage], jobs: list[JobMessage], *,
+              now: datetime) -> int:
+    """Send admitted ``jobs`` (their admission committed) to the job queue through the one
+    outbox (:mod:`timekeeper.db.outbox`); returns how many the queue accepted.
+
+    A refused job's offer is cleared (``release_jobs``, one statement for the batch, a
+    transaction of its own): the next admission pass sends the run a new job at once. An
+    accepted job is not recorded: a job that never starts (lost, or the process died
+    between the admission's commit and the send) is offered again after the admission's
+    ``reoffer_after``, and the job id fences the old one. ``publisher`` reports refusals by
+    run id and never raises for one. Raises ``psycopg.Error`` when the release fails."""
+
+    def release(conn: psycopg.Connection, refused: list[JobMessage]) -> None:
+        if refused:
+            logger.warning("snapshot jobs not sent; offered again by the next pass",
+                           extra={"run_ids": sorted(str(j.run_id) for j in refused)})
+            conn.execute(SQL["release_jobs"], {"run_ids": [j.run_id for j in refused],
+                                                   "job_ids": [j.job_id for j in refused], "now": now})
+
+    sent = publish_committed(conn, publisher, jobs, Outbox(key=_job_run_id, record_refused=release,
+                                                           name="snapshot_jobs"))
+    return len(sent.accepted)
 
 
 def retry_backoff(failures: int) -> timedelta:
@@ -152,7 +182,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
     except Exception as error:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
-        if receive_count < max_receives:
+        if not AttemptRule(max_attempts=max_receives).final(receive_count=receive_count):
             raise
         logger.warning("snapshot attempt failed on its last receive",
                        extra={"run_id": str(run.id), "error_type": type(error).__name__})

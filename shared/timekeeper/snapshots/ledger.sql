@@ -94,12 +94,22 @@ UPDATE snapshot_runs
 RETURNING id, workspace_id, job_id
 
 -- name: reoffer
--- Queued runs whose job has not started within `after`: a new job is sent (a late copy of
--- the old one finds another job id and is dropped).
+-- Queued runs whose job the queue refused (`offered_at` cleared by `release_jobs`), or whose
+-- job has not started within `after`: a new job is sent (a late copy of the old one finds
+-- another job id and is dropped).
 UPDATE snapshot_runs
    SET job_id = gen_random_uuid(), offered_at = %(now)s, updated_at = %(now)s
- WHERE owner = %(owner)s AND state = 'queued' AND offered_at <= %(now)s - %(after)s::interval
+ WHERE owner = %(owner)s AND state = 'queued'
+   AND (offered_at IS NULL OR offered_at <= %(now)s - %(after)s::interval)
 RETURNING id, workspace_id, job_id
+
+-- name: release_jobs
+-- The queue refused these jobs: clear their offer so the next admission pass sends a new
+-- job at once. Only the refused job's own offer (a run re-offered meanwhile is left alone).
+UPDATE snapshot_runs AS r
+   SET offered_at = NULL, updated_at = %(now)s
+  FROM unnest(%(run_ids)s::uuid[], %(job_ids)s::uuid[]) AS v(run_id, job_id)
+ WHERE r.id = v.run_id AND r.job_id = v.job_id AND r.state = 'queued'
 
 -- name: start_job
 -- The job's first receive moves queued -> running and counts the attempt; a later receive
