@@ -252,6 +252,7 @@ class _RequestHandler(WSGIRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        self.rfile.close()  # (the standard library's reader; the socket stays open)
         self._reader = _DeadlineReader(self.connection)
         self._reader.deadline = time.monotonic() + self.header_timeout_s
         self.rfile = io.BufferedReader(self._reader)
