@@ -10,8 +10,11 @@ Two layers of checks, both naming the offending field:
   ``"filters[1].value"``, which the API answers as a 422 and an export records as its
   failure code.
 
-:func:`check_definition` returns the definition with its filter values converted to
-Python values (dates, UUIDs, ints), ready for the compiler.
+:func:`check_definition` returns a :class:`CheckedDefinition`: the definition with its
+filter values converted to Python values (dates, UUIDs, ints), ready for the compiler.
+Checking is idempotent: a checked definition passed again (a stored version's
+``parsed()`` handed to the compiler) is returned as it is, and a converted value checks
+as its JSON form would, so a definition that saves always compiles.
 """
 
 from __future__ import annotations
@@ -150,11 +153,15 @@ def _scalar(column: Column, value: Any, field: str) -> Any:
             raise InvalidDefinition(field, f"{column.name} takes true or false")
         return value
     if kind is ColumnType.DATE:
+        if type(value) is date:  # already converted by an earlier check
+            return value
         try:
             return date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else _bad()
         except ValueError:
             raise InvalidDefinition(field, f"{column.name} takes a date (YYYY-MM-DD)") from None
     if kind is ColumnType.TIMESTAMP:
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return value
         try:
             instant = datetime.fromisoformat(value) if isinstance(value, str) and len(value) <= 40 else _bad()
         except ValueError:
@@ -163,6 +170,8 @@ def _scalar(column: Column, value: Any, field: str) -> Any:
             raise InvalidDefinition(field, f"{column.name} takes an ISO 8601 instant with its offset")
         return instant
     if kind is ColumnType.UUID:
+        if isinstance(value, UUID):
+            return value
         try:
             return UUID(value) if isinstance(value, str) and len(value) <= 40 else _bad()
         except ValueError:
@@ -193,10 +202,20 @@ def _value(column: Column, op: Operator, value: Any, field: str) -> Any:
     return _scalar(column, value, field)
 
 
-def check_definition(definition: QueryDefinition | Any) -> QueryDefinition:
+class CheckedDefinition(QueryDefinition):
+    """A :class:`QueryDefinition` that :func:`check_definition` accepted against the
+    catalogue: its filter values are Python values of their columns' types (``date``,
+    ``datetime`` with offset, ``UUID``, ``int``, ``bool``, ``str``). Made only by
+    :func:`check_definition`; ``model_dump(mode="json")`` gives back the stored JSON form."""
+
+
+def check_definition(definition: QueryDefinition | Any) -> CheckedDefinition:
     """Check ``definition`` (a :class:`QueryDefinition` or its JSON) against the catalogue
-    and return it with filter values converted to their column types. Raises
-    :class:`InvalidDefinition` naming the offending field."""
+    and return it as a :class:`CheckedDefinition`, filter values converted to their column
+    types. A :class:`CheckedDefinition` is returned unchanged (checking twice is the same
+    as checking once). Raises :class:`InvalidDefinition` naming the offending field."""
+    if isinstance(definition, CheckedDefinition):
+        return definition
     if not isinstance(definition, QueryDefinition):
         definition = parse_definition(definition)
     entity = _entity(definition.entity)
@@ -221,4 +240,5 @@ def check_definition(definition: QueryDefinition | Any) -> QueryDefinition:
         if key.column in sort_seen:
             raise InvalidDefinition(f"sort[{i}].column", f"{key.column!r} is sorted by twice")
         sort_seen.add(key.column)
-    return definition.model_copy(update={"filters": filters})
+    fields = {name: getattr(definition, name) for name in type(definition).model_fields}
+    return CheckedDefinition.model_construct(**dict(fields, filters=filters))
