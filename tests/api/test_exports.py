@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from uuid import UUID, uuid4
 
 import boto3
 import pytest
 import requests
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 
 from tests.api.conftest import NOW, Caller
@@ -194,3 +196,71 @@ def test_polling_an_unpublished_export_offers_it_again(call, tenants, aws, conn,
     assert call("GET", f"/exports/{export.id}", as_=alice).body["state"] == "queued"
     assert drain(aws) == 1
     assert call("GET", f"/exports/{export.id}", as_=alice).body["state"] == "succeeded"
+
+
+# ------------------------------------------------- what saves must run: every type and operator
+
+def _scalar_values(column: catalogue.Column):
+    """Hypothesis strategy of JSON values a filter on ``column`` accepts."""
+    kind = column.type
+    if kind is catalogue.ColumnType.ENUM:
+        return st.sampled_from(column.values)
+    if kind is catalogue.ColumnType.TEXT:
+        return st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=12)
+    if kind in (catalogue.ColumnType.INTEGER, catalogue.ColumnType.MONEY):
+        return st.integers(-(2**63), 2**63 - 1)
+    if kind is catalogue.ColumnType.BOOLEAN:
+        return st.booleans()
+    if kind is catalogue.ColumnType.DATE:
+        return st.dates().map(date.isoformat)
+    if kind is catalogue.ColumnType.TIMESTAMP:
+        return st.datetimes(timezones=st.just(UTC)).map(datetime.isoformat)
+    if kind is catalogue.ColumnType.UUID:
+        return st.uuids().map(str)
+    raise AssertionError(kind)
+
+
+def _filter_values(column: catalogue.Column, op: catalogue.Operator):
+    ops = catalogue.Operator
+    if op in (ops.IS_NULL, ops.IS_NOT_NULL):
+        return st.none()
+    if op in (ops.IN, ops.NOT_IN):
+        return st.lists(_scalar_values(column), min_size=1, max_size=3)
+    if op is ops.BETWEEN:
+        return st.lists(_scalar_values(column), min_size=2, max_size=2).map(sorted)
+    return _scalar_values(column)
+
+
+#: One (entity, column) of each column type the catalogue has, with each operator it allows.
+_TYPE_OPERATORS = sorted(
+    {column.type: (entity.name, column.name)
+     for entity in catalogue.CATALOGUE.values() for column in entity.columns.values()}.items())
+FILTER_CASES = [(entity, name, op) for kind, (entity, name) in _TYPE_OPERATORS
+                for op in sorted(catalogue.OPERATORS[kind])]
+
+
+@pytest.mark.parametrize(("entity", "column", "op"), FILTER_CASES, ids=lambda v: str(v))
+def test_a_saved_query_with_any_filter_exports(call, tenants, aws, entity, column, op):
+    """What saves must run: a query saved through ``POST /queries`` with a filter of every
+    column type and operator exports through the real consumer (no ``definition_invalid``)."""
+    erin = who("erin", tenants["a"], roles="queries:read,queries:write")
+    spec = catalogue.CATALOGUE[entity].columns[column]
+
+    @settings(max_examples=3, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(value=_filter_values(spec, op))
+    def saved_query_exports(value):
+        definition = {"entity": entity, "columns": ["id", column] if column != "id" else ["id"],
+                      "filters": [{"column": column, "op": op.value, "value": value}], "limit": 5}
+        saved = call("POST", "/queries", {"name": "property", "definition": definition}, as_=erin)
+        assert saved.status == 201, saved.body
+        query_id = saved.body["query"]["id"]
+        shown = call("GET", f"/queries/{query_id}", as_=erin)
+        assert shown.body["versions"][0]["problem"] is None, shown.body
+        export = call("POST", f"/queries/{query_id}/exports", {"format": "csv"}, as_=erin)
+        assert export.status == 202, export.body
+        assert drain(aws) == 1
+        done = call("GET", f"/exports/{export.body['id']}", as_=erin)
+        assert done.body["state"] == "succeeded", done.body
+
+    saved_query_exports()

@@ -74,23 +74,48 @@ def test_the_create_body_lists_the_owners_work_kinds():
         "CronRule", "CalendarRule", "IntervalRule"]
 
 
-def test_the_query_definition_schema_is_the_models_own():
-    # The definition is described once, by the model the routes validate with
-    from timekeeper.queries.definition import QueryDefinition
+def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_for_output():
+    # A request's definition is described by the catalogue (what check_definition accepts);
+    # an answered one by the model (a stored version may name a column since dropped)
+    from timekeeper.queries.catalogue import CATALOGUE
+    from timekeeper.queries.definition import QueryDefinition, definition_json_schema
 
     doc = document()
     schemas = doc["components"]["schemas"]
-    assert schemas["QueryCreate"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
-    assert schemas["VersionCreate"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
-    assert schemas["VersionOut"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition"}
-    own = QueryDefinition.model_json_schema(ref_template="#/components/schemas/{model}")
-    generated = schemas["QueryDefinition"]
-    assert (generated["required"], generated["additionalProperties"]) == (own["required"], False)
+    assert schemas["QueryCreate"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition-Input"}
+    assert schemas["VersionCreate"]["properties"]["definition"] == {
+        "$ref": "#/components/schemas/QueryDefinition-Input"}
+    assert schemas["VersionOut"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition-Output"}
+    assert [f["title"] for f in schemas["QueryDefinition-Input"]["oneOf"]] == [
+        f["title"] for f in definition_json_schema()["oneOf"]]
+    forms = {form["properties"]["entity"]["const"]: form for form in schemas["QueryDefinition-Input"]["oneOf"]}
+    assert set(forms) == set(CATALOGUE)
+    invoices = forms["invoices"]["properties"]
+    assert invoices["columns"]["items"]["enum"] == list(CATALOGUE["invoices"].columns)
+    due = [f for f in invoices["filters"]["items"]["oneOf"] if f["properties"]["column"]["const"] == "due_date"]
+    assert {op for f in due for op in f["properties"]["op"]["enum"]} == {
+        "eq", "ne", "lt", "lte", "gt", "gte", "between", "is_null", "is_not_null"}
+    own = QueryDefinition.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
+    generated = schemas["QueryDefinition-Output"]
     assert set(generated["properties"]) == set(own["properties"])
-    for name in ("entity", "columns", "filters", "sort"):  # (Powertools writes the limit's bounds as floats)
-        assert generated["properties"][name] == own["properties"][name], name
     assert set(schemas["Operator"]["enum"]) == {"eq", "ne", "lt", "lte", "gt", "gte", "between", "in", "not_in",
                                                 "contains", "starts_with", "is_null", "is_not_null"}
+
+
+def test_rule_zones_are_the_canonical_zones_and_calendars_have_one_form_per_frequency():
+    from timekeeper.schedules.zones import canonical_zones
+
+    rule = document()["components"]["schemas"]["ScheduleCreateAccounting"]["properties"]["recurrence"]
+    cron, calendar, interval = rule["oneOf"]
+    for form in (cron, calendar, interval):
+        assert form["properties"]["timezone"]["enum"] == sorted(canonical_zones())
+    assert {"localtime", "Factory", "posixrules", "right/UTC"}.isdisjoint(canonical_zones())
+    assert {"UTC", "America/New_York", "Asia/Kolkata"} <= canonical_zones()
+    forms = calendar["properties"]["calendar"]["oneOf"]
+    assert [(f["properties"]["frequency"]["const"], sorted(set(f["properties"]) - {
+        "frequency", "interval", "start_date", "times"})) for f in forms] == [
+        ("daily", []), ("weekly", ["weekdays"]), ("monthly", ["month_day"]), ("monthly", ["nth_weekday"]),
+        ("yearly", ["month", "month_day"]), ("yearly", ["month", "nth_weekday"])]
 
 
 def test_the_document_is_served_at_openapi_json_without_credentials(call):

@@ -20,12 +20,14 @@ REFUSAL = {"code": "validation_error", "field": "work_kind",
            "message": "queries.deliver schedules have settings of their own: use /query-schedules"}
 
 
-def test_create_of_a_delivery_through_the_generic_route_is_422_naming_work_kind(call, analyst, publisher):
+def test_create_of_a_delivery_through_the_generic_route_is_422_naming_owner(call, analyst, publisher):
     who, _ = analyst
     # When a queries.deliver schedule is created through POST /schedules (no delivery settings)
     reply = call("POST", "/schedules", new_schedule(owner="queries", work_kind="queries.deliver"), as_=who)
-    # Then it is refused naming work_kind and the route to use, and nothing was written
-    assert (reply.status, reply.body) == (422, REFUSAL)
+    # Then it is refused as the document says (no owner but accounting has generic work kinds),
+    # naming owner, and nothing was written
+    assert (reply.status, reply.body) == (422, {"code": "validation_error", "field": "owner",
+                                                "message": "Input should be 'accounting'"})
     assert call("GET", "/schedules", as_=who).body["items"] == []
     assert call("GET", "/query-schedules", as_=who).body["items"] == []
 

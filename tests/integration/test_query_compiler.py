@@ -198,3 +198,18 @@ def test_versions_are_immutable_and_old_versions_stay_runnable(conn, tenants):
     assert store.get_version(conn, workspace_id=a, query_id=query.id, version=1).version == 1
     with pytest.raises(store.QueryNotFound):
         store.get_version(conn, workspace_id=a, query_id=query.id)
+
+
+def test_a_checked_definition_checks_and_compiles_again(conn, tenants):
+    # A stored version's parsed() is checked once; handing it to the compiler checks it again
+    a, _ = tenants
+    member = conn.execute("SELECT member_id FROM invoices WHERE workspace_id = %s AND number = 'INV-1'",
+                          (a,)).fetchone()["member_id"]
+    definition = {"entity": "invoices", "columns": ["number"],
+                  "filters": [{"column": "due_date", "op": "gt", "value": "2027-02-10"},
+                              {"column": "member_id", "op": "in", "value": [str(member)]}]}
+    checked = check_definition(definition)
+    assert check_definition(checked) is checked
+    assert check_definition(checked.model_dump()) == checked  # converted values check as their JSON would
+    assert checked.model_dump(mode="json")["filters"][0]["value"] == "2027-02-10"
+    assert [r["number"] for r in run(conn, checked, a)] == ["INV-2"]

@@ -53,8 +53,11 @@ from timekeeper.api.models import (
     decode_cursor,
     detail_out,
     encode_cursor,
+    generic_kinds_by_owner,
+    integral_bounds,
     schedule_create_model,
     schedule_out,
+    subject_required_kinds,
 )
 from timekeeper.api.queries import register_query_routes
 from timekeeper.api.reports import register_report_routes
@@ -280,8 +283,8 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     app = JsonApiResolver(enable_validation=True)
     publisher = OwnerRoutedPublisher(adapters.publisher_for)
     registry = adapters.registry()
-    kinds_by_owner = {owner: registry.names(owner) for owner in OWNERS}
-    CreateBody = schedule_create_model(kinds_by_owner)  # noqa: N806 - a type
+    kinds_by_owner = generic_kinds_by_owner(registry, OWNERS)
+    CreateBody = schedule_create_model(kinds_by_owner, subject_required_kinds(registry))  # noqa: N806 - a type
     errors.install_error_handlers(app, union_tags=frozenset(kinds_by_owner))
 
     def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
@@ -464,7 +467,7 @@ def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
             {k: v for k, v in schemas.items() if k != name})
         if name in schemas and f"#/components/schemas/{name}" not in others:
             del schemas[name]
-    return doc
+    return integral_bounds(doc)
 
 
 def openapi_text() -> str:

@@ -77,11 +77,25 @@ _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
 _Hours = Annotated[StrictInt, Field(ge=1, le=720)]
 
 
+def _source_forms(schema: dict[str, Any]) -> None:
+    """Publish the two forms of a source (the route checks the same): ``query`` with its
+    ``query_id`` (and optionally ``query_version``) and no ``report_id``; ``report`` with
+    its ``report_id`` and neither query field. Whether they exist is the database's to say."""
+    uuid_ = {"type": "string", "format": "uuid"}
+    schema["oneOf"] = [
+        {"title": "QuerySource", "required": ["kind", "query_id"],
+         "properties": {"kind": {"const": "query"}, "query_id": uuid_, "report_id": {"type": "null"}}},
+        {"title": "ReportSource", "required": ["kind", "report_id"],
+         "properties": {"kind": {"const": "report"}, "report_id": uuid_, "query_id": {"type": "null"},
+                        "query_version": {"type": "null"}}},
+    ]
+
+
 class SourceIn(BaseModel):
     """What to deliver: a saved query (its version pinned now; omitted: the current one)
     or a report (rendered at its current version on each run)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _source_forms(schema))
 
     kind: Literal["query", "report"]
     query_id: UUID | None = None
@@ -89,10 +103,21 @@ class SourceIn(BaseModel):
     report_id: UUID | None = None
 
 
+def _formats_by_source(schema: dict[str, Any]) -> None:
+    """Publish which formats each source kind is delivered in (the route checks the same):
+    a query as csv or xlsx, a report as pdf."""
+    schema["oneOf"] = [
+        {"title": "QueryDelivery", "properties": {"source": {"properties": {"kind": {"const": "query"}}},
+                                                  "format": {"enum": ["csv", "xlsx"]}}},
+        {"title": "ReportDelivery", "properties": {"source": {"properties": {"kind": {"const": "report"}}},
+                                                   "format": {"enum": ["pdf"]}}},
+    ]
+
+
 class QueryScheduleCreate(BaseModel):
     """A new query schedule."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _formats_by_source(schema))
 
     name: _Name
     recurrence: Recurrence

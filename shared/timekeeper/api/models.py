@@ -31,7 +31,8 @@ from pydantic import (
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
 from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun
-from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule, rule_json_schema
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
+from timekeeper.schedules.rule_schema import published_rule_schema
 from timekeeper.topology import PIPELINES
 
 #: Text without NUL characters (PostgreSQL text cannot hold them).
@@ -51,13 +52,35 @@ def _utc(value: datetime) -> datetime:
 
 UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 
-#: The document's description of a rule, generated from the recurrence models; the
-#: authority is ``parse_rule`` (a rule this schema allows may still be refused, e.g. an
-#: unknown zone, a cron that never fires, or no occurrence within ten years).
-RECURRENCE_SCHEMA = rule_json_schema()
+#: The document's description of a rule, generated from the recurrence models and
+#: tightened by :mod:`timekeeper.schedules.rule_schema` (zones, calendar forms); the
+#: authority is ``parse_rule`` (a rule this schema allows may still be refused: a cron
+#: that never fires, or no occurrence within ten years).
+RECURRENCE_SCHEMA = published_rule_schema()
 
 Recurrence = Annotated[dict[str, Any], WithJsonSchema(RECURRENCE_SCHEMA)]
 Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)")]
+
+
+#: The JSON Schema keywords whose numbers Powertools writes as floats (its schema model
+#: types them so): ``"maximum": 8784.0``, which a client generated from the document sends
+#: as ``8784.0``, not the integer the route takes.
+_BOUNDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+
+
+def integral_bounds(node: Any) -> Any:
+    """``node`` (a JSON-ready OpenAPI document or part) with every integral float bound
+    written as an integer (``8784.0`` -> ``8784``), in place; returns ``node``."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _BOUNDS and isinstance(value, float) and value.is_integer():
+                node[key] = int(value)
+            else:
+                integral_bounds(value)
+    elif isinstance(node, list):
+        for item in node:
+            integral_bounds(item)
+    return node
 
 
 # ------------------------------------------------------------------------------ requests
@@ -82,20 +105,55 @@ class ScheduleCreateBase(BaseModel):
     active: StrictBool = Field(True, description="false creates the schedule paused")
 
 
-def schedule_create_model(kinds_by_owner: dict[str, list[str]]) -> Any:
+def generic_kinds_by_owner(registry: Any, owners: tuple[str, ...] = OWNERS) -> dict[str, list[str]]:
+    """Owner -> the sorted names of its work kinds that ``POST /schedules`` takes: those
+    without a route of their own (``queries.deliver`` is created through
+    ``/query-schedules``), read from ``registry`` (a
+    :class:`~timekeeper.schedules.work.WorkKindRegistry`)."""
+    return {owner: [name for name in registry.names(owner) if registry.find(owner, name).route is None]
+            for owner in owners}
+
+
+def subject_required_kinds(registry: Any) -> frozenset[str]:
+    """The work kinds (``owner/name``) of ``registry`` whose schedules must name a subject
+    (:class:`~timekeeper.schedules.work.SubjectRequirement` ``required``)."""
+    return frozenset(f"{kind.owner}/{kind.name}" for kind in registry.kinds()
+                     if kind.subject is not None and kind.subject.required)
+
+
+def _subject_forms(required: list[str], optional: list[str]) -> Any:
+    """A ``json_schema_extra`` that publishes which work kinds need ``subject_id``."""
+    def extra(schema: dict[str, Any]) -> None:
+        if not required:
+            return
+        forms = [{"title": "WithSubject", "required": ["subject_id"],
+                  "properties": {"work_kind": {"enum": required}, "subject_id": {"type": "string", "format": "uuid"}}}]
+        if optional:
+            forms.append({"title": "SubjectOptional", "properties": {"work_kind": {"enum": optional}}})
+        schema["oneOf"] = forms
+    return extra
+
+
+def schedule_create_model(kinds_by_owner: dict[str, list[str]],
+                          subject_required: frozenset[str] = frozenset()) -> Any:
     """The ``POST /schedules`` body type: one :class:`ScheduleCreateBase` model per owner
     module (``ScheduleCreate<Owner>``, whose ``work_kind`` is an enum of the work kinds the
-    owner registered), a union discriminated by ``owner`` when there are several.
-    Raises ``ValueError`` when no owner has work kinds."""
+    owner registered), a union discriminated by ``owner`` when there are several. The
+    schema also says which kinds need ``subject_id`` (``subject_required``, ``owner/name``;
+    whether the row exists is the database's to say). Raises ``ValueError`` when no owner
+    has work kinds."""
     variants = []
     for owner, kinds in sorted(kinds_by_owner.items()):
         if not kinds:
             continue
-        variants.append(create_model(
+        variant = create_model(
             f"ScheduleCreate{owner.title().replace('_', '')}", __base__=ScheduleCreateBase,
             __doc__=ScheduleCreateBase.__doc__,
             owner=(Literal[owner], Field(description="the owner module (pipeline) of the work")),
-            work_kind=(Literal[tuple(sorted(kinds))], Field(description=f"a work kind {owner} registered"))))
+            work_kind=(Literal[tuple(sorted(kinds))], Field(description=f"a work kind {owner} registered")))
+        needs = sorted(k for k in kinds if f"{owner}/{k}" in subject_required)
+        variant.model_config["json_schema_extra"] = _subject_forms(needs, sorted(set(kinds) - set(needs)))
+        variants.append(variant)
     if not variants:
         raise ValueError("no owner module has registered work kinds")
     if len(variants) == 1:

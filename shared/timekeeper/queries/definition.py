@@ -10,8 +10,11 @@ Two layers of checks, both naming the offending field:
   ``"filters[1].value"``, which the API answers as a 422 and an export records as its
   failure code.
 
-:func:`check_definition` returns the definition with its filter values converted to
-Python values (dates, UUIDs, ints), ready for the compiler.
+:func:`check_definition` returns a :class:`CheckedDefinition`: the definition with its
+filter values converted to Python values (dates, UUIDs, ints), ready for the compiler.
+Checking is idempotent: a checked definition passed again (a stored version's
+``parsed()`` handed to the compiler) is returned as it is, and a converted value checks
+as its JSON form would, so a definition that saves always compiles.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from datetime import date, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, StringConstraints, ValidationError
+from pydantic.json_schema import JsonSchemaValue
 
 from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, Column, ColumnType, Entity, Operator
 
@@ -67,7 +71,11 @@ class SortKey(BaseModel):
 
 
 class QueryDefinition(BaseModel):
-    """What a saved query version asks for. ``limit`` None: every matching row."""
+    """What a saved query version asks for. ``limit`` None: every matching row.
+
+    As a request body its published JSON schema is the catalogue's
+    (:func:`definition_json_schema`); as stored and answered it is the model's own shape
+    (a stored version may name a column the catalogue has since dropped)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -77,6 +85,15 @@ class QueryDefinition(BaseModel):
                                   description="all must hold (AND)")
     sort: list[SortKey] = Field(default_factory=list, max_length=MAX_SORT)
     limit: int | None = Field(None, ge=1, le=MAX_LIMIT)
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        """The catalogue's schema for input (what :func:`check_definition` accepts), the
+        model's own for output."""
+        own = handler(core_schema)
+        if handler.mode == "validation":
+            return definition_json_schema()
+        return own
 
 
 def parse_definition(data: Any) -> QueryDefinition:
@@ -150,11 +167,15 @@ def _scalar(column: Column, value: Any, field: str) -> Any:
             raise InvalidDefinition(field, f"{column.name} takes true or false")
         return value
     if kind is ColumnType.DATE:
+        if type(value) is date:  # already converted by an earlier check
+            return value
         try:
             return date.fromisoformat(value) if isinstance(value, str) and len(value) == 10 else _bad()
         except ValueError:
             raise InvalidDefinition(field, f"{column.name} takes a date (YYYY-MM-DD)") from None
     if kind is ColumnType.TIMESTAMP:
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return value
         try:
             instant = datetime.fromisoformat(value) if isinstance(value, str) and len(value) <= 40 else _bad()
         except ValueError:
@@ -163,6 +184,8 @@ def _scalar(column: Column, value: Any, field: str) -> Any:
             raise InvalidDefinition(field, f"{column.name} takes an ISO 8601 instant with its offset")
         return instant
     if kind is ColumnType.UUID:
+        if isinstance(value, UUID):
+            return value
         try:
             return UUID(value) if isinstance(value, str) and len(value) <= 40 else _bad()
         except ValueError:
@@ -193,10 +216,20 @@ def _value(column: Column, op: Operator, value: Any, field: str) -> Any:
     return _scalar(column, value, field)
 
 
-def check_definition(definition: QueryDefinition | Any) -> QueryDefinition:
+class CheckedDefinition(QueryDefinition):
+    """A :class:`QueryDefinition` that :func:`check_definition` accepted against the
+    catalogue: its filter values are Python values of their columns' types (``date``,
+    ``datetime`` with offset, ``UUID``, ``int``, ``bool``, ``str``). Made only by
+    :func:`check_definition`; ``model_dump(mode="json")`` gives back the stored JSON form."""
+
+
+def check_definition(definition: QueryDefinition | Any) -> CheckedDefinition:
     """Check ``definition`` (a :class:`QueryDefinition` or its JSON) against the catalogue
-    and return it with filter values converted to their column types. Raises
-    :class:`InvalidDefinition` naming the offending field."""
+    and return it as a :class:`CheckedDefinition`, filter values converted to their column
+    types. A :class:`CheckedDefinition` is returned unchanged (checking twice is the same
+    as checking once). Raises :class:`InvalidDefinition` naming the offending field."""
+    if isinstance(definition, CheckedDefinition):
+        return definition
     if not isinstance(definition, QueryDefinition):
         definition = parse_definition(definition)
     entity = _entity(definition.entity)
@@ -221,4 +254,95 @@ def check_definition(definition: QueryDefinition | Any) -> QueryDefinition:
         if key.column in sort_seen:
             raise InvalidDefinition(f"sort[{i}].column", f"{key.column!r} is sorted by twice")
         sort_seen.add(key.column)
-    return definition.model_copy(update={"filters": filters})
+    fields = {name: getattr(definition, name) for name in type(definition).model_fields}
+    return CheckedDefinition.model_construct(**dict(fields, filters=filters))
+
+
+# ------------------------------------------------------------------ the published schema
+
+_DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+#: The integer range the schema publishes: the stored range less the top 1,023 values, so
+#: the bound survives a trip through a double (OpenAPI tooling, JavaScript clients).
+_SCHEMA_INT_RANGE = (-(2**63) + 1024, 2**63 - 1024)
+
+
+def _value_schema(column: Column) -> dict[str, Any]:
+    """The JSON schema of one value of ``column`` (what :func:`_scalar` accepts, less the
+    checks JSON Schema cannot say: no NUL or unpaired surrogate in text)."""
+    kind = column.type
+    if kind is ColumnType.ENUM:
+        return {"type": "string", "enum": list(column.values)}
+    if kind is ColumnType.TEXT:
+        return {"type": "string", "maxLength": MAX_TEXT_VALUE}
+    if kind in (ColumnType.INTEGER, ColumnType.MONEY):
+        return {"type": "integer", "minimum": _SCHEMA_INT_RANGE[0], "maximum": _SCHEMA_INT_RANGE[1]}
+    if kind is ColumnType.BOOLEAN:
+        return {"type": "boolean"}
+    if kind is ColumnType.DATE:
+        return {"type": "string", "format": "date", "pattern": _DATE_PATTERN}
+    if kind is ColumnType.TIMESTAMP:
+        return {"type": "string", "format": "date-time", "maxLength": 40}
+    if kind is ColumnType.UUID:
+        return {"type": "string", "format": "uuid", "maxLength": 40}
+    raise AssertionError(kind)
+
+
+def _filter_schemas(column: Column) -> list[dict[str, Any]]:
+    """One schema per group of ``column``'s operators that take the same kind of value."""
+    allowed = OPERATORS[column.type]
+    one = _value_schema(column)
+    groups: list[tuple[list[Operator], dict[str, Any] | None]] = [
+        ([op for op in Operator if op in allowed and op not in _NOT_ONE], one),
+        ([op for op in (Operator.IN, Operator.NOT_IN) if op in allowed],
+         {"type": "array", "items": one, "minItems": 1, "maxItems": MAX_LIST_VALUES}),
+        ([op for op in (Operator.BETWEEN,) if op in allowed],
+         {"type": "array", "items": one, "minItems": 2, "maxItems": 2,
+          "description": "[low, high], both inclusive, low <= high"}),
+        ([op for op in (Operator.IS_NULL, Operator.IS_NOT_NULL) if op in allowed], None),
+    ]
+    out = []
+    for ops, value in groups:
+        if not ops:
+            continue
+        properties: dict[str, Any] = {"column": {"type": "string", "const": column.name},
+                                      "op": {"type": "string", "enum": [op.value for op in ops]}}
+        properties["value"] = {"type": "null"} if value is None else value
+        out.append({"type": "object", "additionalProperties": False, "properties": properties,
+                    "required": ["column", "op"] if value is None else ["column", "op", "value"]})
+    return out
+
+
+_NOT_ONE = frozenset({Operator.IN, Operator.NOT_IN, Operator.BETWEEN, Operator.IS_NULL, Operator.IS_NOT_NULL})
+
+
+def _entity_schema(entity: Entity) -> dict[str, Any]:
+    names = list(entity.columns)
+    return {
+        "title": f"{entity.label} query", "type": "object", "additionalProperties": False,
+        "required": ["entity", "columns"],
+        "properties": {
+            "entity": {"type": "string", "const": entity.name},
+            "columns": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
+                        "maxItems": MAX_COLUMNS, "uniqueItems": True, "description": "columns, in output order"},
+            "filters": {"type": "array", "maxItems": MAX_FILTERS, "description": "all must hold (AND)",
+                        "items": {"oneOf": [s for c in entity.columns.values() for s in _filter_schemas(c)]}},
+            "sort": {"type": "array", "maxItems": MAX_SORT, "description": "each column at most once",
+                     "items": {"type": "object", "additionalProperties": False, "required": ["column"],
+                               "properties": {"column": {"type": "string", "enum": names},
+                                              "direction": {"type": "string", "enum": ["asc", "desc"],
+                                                            "default": "asc"}}}},
+            "limit": {"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, {"type": "null"}],
+                      "description": "null or left out: every matching row"},
+        }}
+
+
+def definition_json_schema() -> dict[str, Any]:
+    """The JSON schema of a definition the catalogue accepts: ``oneOf`` one object per
+    entity (its ``entity`` a const), whose columns and sort keys are enums of that
+    entity's columns and whose filters are one schema per column and operator group,
+    typed by the column. What it cannot say stays with :func:`check_definition` (a
+    documented 422 naming the field): ``between``'s low <= high, a column sorted by
+    twice, and text PostgreSQL cannot hold."""
+    return {"oneOf": [_entity_schema(e) for e in CATALOGUE.values()],
+            "description": "a saved query's definition: an entity of the catalogue, its columns, filters, "
+                           "sort and limit (GET /catalogue lists the same)"}

@@ -70,9 +70,9 @@ class Section(BaseModel):
     the query's current version at render time), shown as ``display``. Charts name the
     query column giving each point's label (``label_column``) and the numeric column giving
     its value (``value_column``); a table shows every column and names neither (checked
-    by :func:`check_section_columns`)."""
+    by :func:`check_section_columns`; the schema says the same as two forms)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _section_forms(schema))
 
     heading: Annotated[str, StringConstraints(min_length=1, max_length=MAX_HEADING, pattern=_Text)]
     query_id: UUID
@@ -80,6 +80,21 @@ class Section(BaseModel):
     display: Display = Display.TABLE
     label_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     value_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+
+def _section_forms(schema: dict[str, Any]) -> None:
+    """Publish the table/chart rule of :func:`check_section_columns` that JSON Schema can
+    say: a table (``display`` left out or ``table``) names no label or value column, a
+    chart names both (whether the query selects them, the value numeric, is checked
+    against the stored query)."""
+    column = {"type": "string", "minLength": 1, "maxLength": 64}
+    schema["oneOf"] = [
+        {"title": "TableSection", "properties": {"display": {"const": Display.TABLE.value},
+                                                 "label_column": {"type": "null"}, "value_column": {"type": "null"}}},
+        {"title": "ChartSection", "required": ["display", "label_column", "value_column"],
+         "properties": {"display": {"enum": [Display.BAR_CHART.value, Display.LINE_CHART.value]},
+                        "label_column": column, "value_column": column}},
+    ]
 
 
 class ReportDefinition(BaseModel):
