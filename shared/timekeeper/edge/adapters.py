@@ -18,6 +18,7 @@ import boto3
 import psycopg
 
 from timekeeper.aws.renderer import LambdaRendererClient, RendererClient
+from timekeeper.aws.s3 import ManagedUploads
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
@@ -192,10 +193,11 @@ def mailer() -> Any:
 @cache
 def s3_client() -> Any:
     """The S3 client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack); Signature
-    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``)."""
+    Version 4, so presigned links carry their own expiry (``X-Amz-Expires``); uploads are
+    managed transfers with the product's multipart settings (:class:`ManagedUploads`)."""
     from botocore.config import Config
 
-    return boto3.client("s3", config=Config(signature_version="s3v4"))
+    return ManagedUploads(boto3.client("s3", config=Config(signature_version="s3v4")))
 
 
 def files_bucket() -> str:

@@ -89,7 +89,7 @@ from timekeeper.queries.delivery_store import (
     outbox_claimed,
     previous_report_version,
 )
-from timekeeper.queries.exports import CONTENT_TYPES, file_digest, transfer_config, write_file
+from timekeeper.queries.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.queries.links import DownloadLink, LinkSigner
 from timekeeper.queries.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
@@ -307,7 +307,7 @@ def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> 
         rows = write_file(run.journal, compiled, schedule.format, path)
         run.keepalive()
         size, digest = file_digest(path)
-        services.s3.upload_file(Filename=path, Bucket=services.bucket, Key=key, Config=transfer_config(),
+        services.s3.upload_file(Filename=path, Bucket=services.bucket, Key=key,
                                 ExtraArgs={"ContentType": CONTENT_TYPES[schedule.format],
                                            "Metadata": {"sha256": digest, "run-id": str(ctx.run_id)}})
     run.keepalive()

@@ -22,8 +22,9 @@ Lifecycle (one ``exports`` row per export)::
   key: one object per export, never a stray one.
 * **Memory does not grow with rows**: rows are streamed from a server-side cursor
   (:data:`ITERSIZE` rows a fetch) inside one READ ONLY REPEATABLE READ transaction (one
-  snapshot for the whole file) into a temporary file, which boto3's managed transfer
-  uploads (multipart above :data:`MULTIPART_THRESHOLD` bytes).
+  snapshot for the whole file) into a temporary file, which the files bucket's client
+  uploads as a managed transfer (multipart above
+  :data:`timekeeper.aws.s3.MULTIPART_THRESHOLD` bytes; the edge builds that client).
 
 Cell values: dates and timestamps ISO 8601 (``2027-03-01``, ``2027-03-01T12:00:00+00:00``),
 UUIDs as text, money as integer minor units (the column label says so), booleans
@@ -77,8 +78,6 @@ CONTENT_TYPES = {"csv": "text/csv; charset=utf-8",
                  "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}
 #: Rows fetched per round trip from the server-side cursor.
 ITERSIZE = 2000
-#: Files above this size are uploaded in parts of this size (bytes).
-MULTIPART_THRESHOLD = 16 * 1024 * 1024
 
 #: ``error_code`` of an export whose pinned version no longer checks against the catalogue.
 DEFINITION_INVALID = "definition_invalid"
@@ -148,7 +147,7 @@ class ObjectStore(Protocol):
     """The part of a boto3 S3 client an export uses."""
 
     def upload_file(self, Filename: str, Bucket: str, Key: str, ExtraArgs: dict | None = None,  # noqa: N803
-                    Callback: Any = None, Config: Any = None) -> None: ...
+                    Callback: Any = None) -> None: ...
 
 
 def object_key(workspace_id: UUID, export_id: UUID, fmt: str) -> str:
@@ -333,7 +332,7 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
         path = os.path.join(folder, f"export.{export.format}")
         rows = write_file(conn, compiled, export.format, path)
         size, digest = file_digest(path)
-        s3.upload_file(Filename=path, Bucket=bucket, Key=key, Config=transfer_config(),
+        s3.upload_file(Filename=path, Bucket=bucket, Key=key,
                        ExtraArgs={"ContentType": CONTENT_TYPES[export.format], "Metadata": {"sha256": digest}})
     finished = now + timedelta(seconds=time.monotonic() - started)
     with conn.transaction():
@@ -387,15 +386,6 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
 
 
 # --- the file ---------------------------------------------------------------------------------
-
-
-def transfer_config() -> Any:
-    """The managed-upload settings of an exported or delivered file (a boto3 ``TransferConfig``):
-    multipart above :data:`MULTIPART_THRESHOLD` bytes, in parts of that size, four at a time."""
-    from boto3.s3.transfer import TransferConfig
-
-    return TransferConfig(multipart_threshold=MULTIPART_THRESHOLD, multipart_chunksize=MULTIPART_THRESHOLD,
-                          max_concurrency=4)
 
 
 def file_digest(path: str) -> tuple[int, str]:
