@@ -16,7 +16,8 @@ def test_a_file_above_the_threshold_is_uploaded_in_parts_of_the_threshold(tmp_pa
     with mock_aws():
         client = adapters.s3_client()
         assert isinstance(client, ManagedUploads)
-        boto3.client("s3").create_bucket(Bucket="files", CreateBucketConfiguration={"LocationConstraint": "eu-central-1"})
+        boto3.client("s3").create_bucket(Bucket="files",
+                                         CreateBucketConfiguration={"LocationConstraint": "eu-central-1"})
         path = tmp_path / "big.csv"
         path.write_bytes(b"x" * (MULTIPART_THRESHOLD + 1))
         client.upload_file(Filename=str(path), Bucket="files", Key="exports/big.csv",
