@@ -27,8 +27,11 @@ REFUSED = [
 ]
 
 
-def test_the_api_document_uses_the_generated_schema():
-    assert RECURRENCE_SCHEMA == rule_json_schema()
+def test_the_api_document_uses_the_generated_schema_tightened():
+    from timekeeper.schedules.rule_schema import published_rule_schema
+
+    assert RECURRENCE_SCHEMA == published_rule_schema()
+    assert [f["title"] for f in RECURRENCE_SCHEMA["oneOf"]] == [f["title"] for f in rule_json_schema()["oneOf"]]
     assert [form["title"] for form in RECURRENCE_SCHEMA["oneOf"]] == ["CronRule", "CalendarRule", "IntervalRule"]
     assert "$ref" not in str(RECURRENCE_SCHEMA) and "'null'" not in str(RECURRENCE_SCHEMA)
 
