@@ -290,7 +290,8 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
             set_log_keys(workspace_id=identity.workspace_id)
             identity.require(permission)
             return WorkspaceScope(identity=identity, conn=adapters.connection(), now=adapters.now(),
-                                  publisher=publisher, kinds=registry)
+                                  publisher=publisher, kinds=registry, method=request.method.upper(),
+                                  path=request.resolved_event.path)
 
         scope.__name__ = f"scope_{permission.replace(':', '_')}"
         return scope
@@ -404,14 +405,15 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
 
     @route("POST", "/schedules/<schedule_id>/run", tags=["schedules"], operation_id="runScheduleNow",
            security=_SECURITY, summary='"Run now": commit a manual run, then offer it to the queue',
-           responses=_responses(202, "Accepted: the run is queued", 404))
+           responses={**_responses(202, "Accepted: the run is queued", 404),
+                      **errors.error_docs({409: errors.KEY_REUSED_TEXT}, 409)})
     def run_now(
         scope: Runner, schedule_id: ScheduleId,
         idempotency_key: Annotated[str | None, Header(
             alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
             description="repeat a request safely: the same key returns the same run")] = None,
     ) -> Response[RunAccepted]:
-        run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
+        run_id, created = scope.run_now(schedule_id, idempotency_key=scope.claim_key(idempotency_key))
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
 

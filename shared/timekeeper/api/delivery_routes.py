@@ -319,12 +319,14 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
 
     @route("POST", "/query-schedules/<schedule_id>/run", tags=["query schedules"], operation_id="runQuerySchedule",
            security=_SECURITY, summary="Run now, acting as the caller (their access to the source)",
-           responses={202: {"description": "Accepted: the manual run is queued"}, **_errors_doc(401, 403, 404, 422)})
+           responses={202: {"description": "Accepted: the manual run is queued"}, **_errors_doc(401, 403, 404, 422),
+                      **errors.error_docs({409: errors.KEY_REUSED_TEXT}, 409)})
     def run_now(scope: writer, schedule_id: schedule_id_path,
                 idempotency_key: Annotated[str | None, Header(
                     alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
                     description="repeat a request safely: the same key returns the same run")] = None,
                 ) -> Response[RunNowOut]:
+        key = scope.claim_key(idempotency_key)
         with scope.conn.entered(scope.workspace_id):
             person(scope, access.QUERIES_WRITE)
             with scope.conn.transaction():
@@ -333,7 +335,7 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                                f"read the {settings.source_kind}")
             run_id, created = service.run_now(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
                                               actor=scope.identity.user_id, now=scope.now, publisher=publisher,
-                                              idempotency_key=idempotency_key)
+                                              idempotency_key=key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
 

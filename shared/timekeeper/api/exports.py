@@ -95,7 +95,9 @@ def export_out(export: ex.Export, *, created: bool | None = None, url: str | Non
 def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
     texts = {401: "No or invalid authorizer claims",
              403: "The caller's roles, or the access rule (code = its reason), do not allow this",
-             404: "No such query or export of the caller's", 409: "The query version no longer checks",
+             404: "No such query or export of the caller's",
+             409: "The query version no longer checks (definition_invalid), or the Idempotency-Key names another "
+                  "request of the caller's (idempotency_key_reused)",
              415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
     return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
             for code in codes}
@@ -137,10 +139,11 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
             alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
             description="repeat a request safely: the same key returns the same export")] = None,
     ) -> Response[ExportOut]:
+        key = scope.claim_key(idempotency_key, body)
         with scope.conn.entered(scope.workspace_id):
             export, created = ex.request_export(
                 scope.conn, workspace_id=scope.workspace_id, query_id=query_id, version=body.version,
-                format=body.format, requested_by=scope.identity.user_id, idempotency_key=idempotency_key,
+                format=body.format, requested_by=scope.identity.user_id, idempotency_key=key,
                 now=scope.now, publisher=_required(adapters.export_publisher)())
         return Response(status_code=HTTPStatus.ACCEPTED if created else HTTPStatus.OK,
                         content_type=content_types.APPLICATION_JSON,

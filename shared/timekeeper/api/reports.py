@@ -30,6 +30,7 @@ from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE, Identity, identity_
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, decode_cursor, encode_cursor
+from timekeeper.api.scope import claim_key
 from timekeeper.db.keyset import split_page
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
@@ -113,7 +114,7 @@ class RenderOut(BaseModel):
 _ERROR_TEXTS = {401: "No or invalid authorizer claims",
                 403: "The caller's roles, or the access rule (code: its reason), do not allow this",
                 404: "No such report or render in the caller's workspace",
-                409: "The Idempotency-Key names a render of another report",
+                409: "The Idempotency-Key names another request of the caller's, e.g. a render of another report",
                 415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
 
 
@@ -140,10 +141,13 @@ def _detail(report: store.Report, version: store.ReportVersion) -> ReportDetail:
 class ReportScope:
     """The caller (``identity``) in their workspace on the API's walled connection at ``now``."""
 
-    def __init__(self, identity: Identity, conn: TenantConnection, now: datetime) -> None:
+    def __init__(self, identity: Identity, conn: TenantConnection, now: datetime, method: str = "",
+                 path: str = "") -> None:
         self.identity = identity
         self.conn = conn
         self.now = now
+        self.method = method
+        self.path = path
 
     @property
     def workspace_id(self) -> UUID:
@@ -200,7 +204,7 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
             set_log_keys(workspace_id=identity.workspace_id)
             if permission not in identity.permissions:
                 raise ApiError(HTTPStatus.FORBIDDEN, errors.FORBIDDEN, f"this action needs the role {permission}")
-            return ReportScope(identity, connection(), now())
+            return ReportScope(identity, connection(), now(), request.method.upper(), request.resolved_event.path)
 
         scope.__name__ = f"report_scope_{permission.replace(':', '_')}"
         return scope
@@ -277,8 +281,10 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
             description="required: the same key returns the same render")],
     ) -> Response[RenderOut]:
         scope.require(access.REPORTS_READ, report_id)
+        key = claim_key(scope.conn, scope.identity, method=scope.method, path=scope.path, key=idempotency_key,
+                        body=None, now=scope.now)
         try:
-            row = scope.call(rendering.request_render, report_id=report_id, idempotency_key=idempotency_key,
+            row = scope.call(rendering.request_render, report_id=report_id, idempotency_key=key,
                              requested_by=scope.identity.user_id, now=scope.now)
         except rendering.IdempotencyKeyReused:
             raise ApiError(HTTPStatus.CONFLICT, "idempotency_key_reused",

@@ -29,7 +29,8 @@ import psycopg
 
 from timekeeper.api.auth import Identity
 from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import FORBIDDEN, ApiError
+from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError
+from timekeeper.db import idempotency
 from timekeeper.platform.directory import Workspace, get_workspace
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
@@ -78,11 +79,19 @@ class WorkspaceScope:
     publisher: RunPublisher
     #: The registered work kinds: create and update check the subject each one declares.
     kinds: WorkKindRegistry | None = None
+    #: The request's method and path (as routed): what an Idempotency-Key is bound to.
+    method: str = ""
+    path: str = ""
 
     @property
     def workspace_id(self) -> UUID:
         """The caller's workspace: the only one this scope can see."""
         return self.identity.workspace_id
+
+    def claim_key(self, key: str | None, body: Any = None) -> str | None:
+        """Bind the caller's Idempotency-Key to this request (see :func:`claim_key`)."""
+        return claim_key(self.conn, self.identity, method=self.method, path=self.path, key=key, body=body,
+                         now=self.now)
 
     def _call(self, action: Callable[..., Any], /, **kwargs: Any) -> Any:
         with self.conn.entered(self.workspace_id):
@@ -128,6 +137,30 @@ class WorkspaceScope:
         """Commit a manual run, then publish it to its owner's queue (released on refusal)."""
         return self._call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
                           publisher=self.publisher, idempotency_key=idempotency_key, kinds=self.kinds)
+
+
+def claim_key(conn: TenantConnection, identity: Identity, *, method: str, path: str, key: str | None, body: Any,
+              now: datetime) -> str | None:
+    """Bind ``identity``'s Idempotency-Key ``key`` to this request (``method``, ``path``, and
+    ``body``: a pydantic model, a JSON-ready value or None) at ``now`` (aware UTC), in the
+    caller's workspace, before the route does its work; return the key the owner's rows
+    are deduplicated by (:func:`timekeeper.db.idempotency.scoped_key`: the requester's
+    alone), or None without a key.
+
+    Raises a 409 :class:`ApiError` ``idempotency_key_reused`` naming the header when the
+    caller used ``key`` for another method, path or body: a repeat must be the same request."""
+    if key is None:
+        return None
+    if hasattr(body, "model_dump"):
+        body = body.model_dump(mode="json")
+    try:
+        with conn.entered(identity.workspace_id):
+            idempotency.claim(conn, workspace_id=identity.workspace_id, requester=identity.user_id, key=key,
+                              method=method, path=path, body=body, now=now)
+    except idempotency.KeyReused:
+        raise ApiError(409, IDEMPOTENCY_KEY_REUSED, "this Idempotency-Key was used for another request (method, "
+                       "path or body); send a new key for a new request", "Idempotency-Key") from None
+    return idempotency.scoped_key(identity.user_id, key)
 
 
 # ------------------------------------------------------------------------------ snapshots
