@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
 from typing import Annotated, Any, get_type_hints
-from uuid import UUID
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
@@ -41,7 +40,10 @@ from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError, ErrorBody
 from timekeeper.api.models import (
     CURSOR_PATTERN,
+    NUMBER_PATH_PARAMETERS,
     OWNERS,
+    PLAIN_DECIMAL,
+    CanonicalUuid,
     OwnerName,
     RunAccepted,
     ScheduleDetail,
@@ -142,13 +144,23 @@ def _responses(status: int, description: str, *error_codes: int) -> dict[int, di
     return out
 
 
-ScheduleId = Annotated[UUID, Path(description="the schedule's id")]
+ScheduleId = Annotated[CanonicalUuid, Path(description="the schedule's id")]
 
 
 def _rule_matches(rule: str, path: str) -> bool:
     """Whether a Powertools rule (``/schedules/<schedule_id>``) matches ``path``."""
     pattern = re.sub(r"<[^/>]+>", "[^/]+", re.escape(rule))
     return re.fullmatch(pattern, path) is not None
+
+
+def _raw_path_parameters(route: str | None, path: str) -> dict[str, str]:
+    """The path parameters of ``path`` as sent (text), by the OpenAPI-style ``route``
+    (``/queries/{query_id}/versions/{version}``); empty when it does not match."""
+    if not route:
+        return {}
+    pattern = re.sub(r"\\\{([^/}]+)\\\}", r"(?P<\1>[^/]+)", re.escape(route))
+    found = re.fullmatch(pattern, path)
+    return found.groupdict() if found else {}
 
 
 def _is_json(media_type: str) -> bool:
@@ -191,6 +203,10 @@ class JsonApiResolver(APIGatewayRestResolver):
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
+        path = str(event.get("path") or "")
+        if len(path) > 1 and path.endswith("/"):
+            # One spelling per route: "/schedules/<id>/" is not "/schedules/<id>".
+            return _early_error(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route (a path does not end in /)")
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type")
         body = event.get("body")
@@ -323,6 +339,10 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         if known is not None and unknown:  # (the not-found handler runs through here too)
             return errors.error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                          "unknown query parameter", unknown[0][:100])
+        for name, raw in _raw_path_parameters(request.route, app.current_event.path).items():
+            if name in NUMBER_PATH_PARAMETERS and not PLAIN_DECIMAL.fullmatch(raw):
+                return errors.error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
+                                             "write the number as plain decimal digits (1, 2, ...)", name)
         return next_middleware(app)
 
     app.use(middlewares=[reject_unknown_query])

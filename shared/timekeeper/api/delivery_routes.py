@@ -42,7 +42,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError, ErrorBody, error_response
-from timekeeper.api.models import CURSOR_PATTERN, Recurrence, check_rule_shape, decode_cursor, encode_cursor
+from timekeeper.api.models import (
+    CURSOR_PATTERN,
+    CanonicalUuid,
+    Recurrence,
+    check_rule_shape,
+    decode_cursor,
+    encode_cursor,
+)
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.queries import delivery as dl
@@ -83,9 +90,9 @@ class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["query", "report"]
-    query_id: UUID | None = None
+    query_id: CanonicalUuid | None = None
     query_version: Annotated[StrictInt, Field(ge=1)] | None = None
-    report_id: UUID | None = None
+    report_id: CanonicalUuid | None = None
 
 
 class QueryScheduleCreate(BaseModel):
@@ -229,7 +236,7 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
 
     reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
     writer = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_WRITE))]
-    schedule_id_path = Annotated[UUID, Path(description="the query schedule's id")]
+    schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
 
     @app.exception_handler(SettingsInvalid)
     def _settings_invalid(error: SettingsInvalid) -> Response:

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ
 from timekeeper.api.errors import ErrorBody, error_response
+from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
 from timekeeper.queries import exports as ex
@@ -133,7 +134,7 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
                       200: {"description": "An earlier request with the same Idempotency-Key made this export"},
                       **_errors_doc(401, 403, 404, 409, 415, 422)})
     def request_export(
-        scope: reader, query_id: Annotated[UUID, Path(description="the saved query's id")],
+        scope: reader, query_id: Annotated[CanonicalUuid, Path(description="the saved query's id")],
         body: Annotated[ExportCreate, Body()],
         idempotency_key: Annotated[str | None, Header(
             alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
@@ -153,7 +154,7 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
            summary="An export of yours: its state, and when succeeded a download link",
            responses={200: {"description": "The export"}, **_errors_doc(401, 403, 404, 422)})
     def get_export(scope: reader,
-                   export_id: Annotated[UUID, Path(description="the export's id")]) -> ExportOut:
+                   export_id: Annotated[CanonicalUuid, Path(description="the export's id")]) -> ExportOut:
         conn, user = scope.conn, scope.identity.user_id
         with conn.entered(scope.workspace_id):
             with conn.transaction():

@@ -60,7 +60,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE, Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError, ErrorBody
-from timekeeper.api.models import CURSOR_PATTERN, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, UtcDatetime, decode_cursor, encode_cursor
 from timekeeper.db.keyset import split_page
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
@@ -362,7 +362,7 @@ def _responses(status: int, description: str, *error_codes: int) -> dict[int, di
     return out
 
 
-QueryId = Annotated[UUID, Path(description="the saved query's id")]
+QueryId = Annotated[CanonicalUuid, Path(description="the saved query's id")]
 VersionNumber = Annotated[int, Path(ge=1, le=MAX_VERSION, description="the version number (1, 2, ...)")]
 
 

@@ -29,7 +29,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE, Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CURSOR_PATTERN, decode_cursor, encode_cursor
+from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, decode_cursor, encode_cursor
 from timekeeper.api.scope import claim_key
 from timekeeper.db.keyset import split_page
 from timekeeper.observability import set_log_keys
@@ -42,8 +42,8 @@ from timekeeper.queries.reports import ReportDefinition
 #: How long a download link of a rendered report is valid (seconds).
 DOWNLOAD_URL_TTL_S = 60
 
-ReportId = Annotated[UUID, Path(description="the report's id")]
-RenderId = Annotated[UUID, Path(description="the render's id")]
+ReportId = Annotated[CanonicalUuid, Path(description="the report's id")]
+RenderId = Annotated[CanonicalUuid, Path(description="the render's id")]
 
 
 class ReportCreate(BaseModel):

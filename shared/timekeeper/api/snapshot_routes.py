@@ -54,7 +54,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity, identity_from_event
 from timekeeper.api.errors import ApiError, ErrorBody
-from timekeeper.api.models import UtcDatetime
+from timekeeper.api.models import CanonicalUuid, UtcDatetime
 from timekeeper.api.scope import StaffScope, WorkspacePeriods, WorkspaceSnapshots, staff_roles
 from timekeeper.observability import set_log_keys
 from timekeeper.snapshots.ledger import PeriodStatus, RequestRefused, SnapshotRun
@@ -109,7 +109,7 @@ class SnapshotRunRequest(BaseModel):
 
     owner: OwnerName = Field(description="the owner module that registered the type", examples=["platform"])
     snapshot_type: OwnerName = Field(description="the snapshot type", examples=["ar_aging"])
-    workspace_id: UUID = Field(description="the target workspace")
+    workspace_id: CanonicalUuid = Field(description="the target workspace")
     period: str = Field(pattern=PERIOD_PATTERN, description="the workspace-local month", examples=["2027-01"])
     mode: Mode
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
@@ -274,7 +274,7 @@ def register_snapshot_routes(route: Callable[..., Any], connection: Callable[[],
            summary="Staff: any workspace's snapshot periods (a reader: only their own workspace)",
            responses=_responses(200, "The periods, newest first per type", 404))
     def list_workspace_periods(identity: Caller,
-                               workspace_id: Annotated[UUID, Path(description="the workspace")],
+                               workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
                                owner: owner_filter = None, snapshot_type: type_filter = None) -> PeriodList:
         types = registry()
         if identity.roles & staff_roles(types):

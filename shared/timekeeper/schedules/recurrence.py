@@ -63,6 +63,8 @@ from pydantic import (
     field_validator,
 )
 
+from timekeeper.schedules.zones import is_canonical_zone
+
 __all__ = [
     "CalendarRule",
     "CronRule",
@@ -1299,12 +1301,8 @@ def _translate(error: ValidationError) -> InvalidRecurrence:
 
 
 def _check_zone(name: str) -> str:
-    try:
-        if not name or name != name.strip():
-            raise ValueError
-        ZoneInfo(name)
-    except Exception:  # ZoneInfoNotFoundError, ValueError, OSError on odd keys
-        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}") from None
+    if not is_canonical_zone(name):  # the one zone rule: timekeeper.schedules.zones
+        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}")
     return name
 
 
