@@ -177,3 +177,22 @@ def deliver_run(db_url, message, s3, ses) -> list[dict]:
         process_run(conn, message, receive_count=1, now=NOW, registry=kinds,
                     settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
     return sent
+
+
+def test_a_query_schedule_run_now_key_belongs_to_one_request_of_one_requester(call, tenants, db_url):
+    with connect(db_url) as conn, conn.transaction():
+        upsert_user(conn, user_id="quinn", display_name="Quinn", email="quinn@x.test", now=NOW)
+        add_member(conn, workspace_id=tenants["a"], user_id="quinn", roles=["queries:write"], now=NOW)
+    quinn = Caller(user_id="quinn", workspace_id=tenants["a"], roles=WRITE)
+    schedule_id = call("POST", "/query-schedules", body(tenants), as_=olga(tenants)).body["id"]
+    other_id = call("POST", "/query-schedules", body(tenants), as_=olga(tenants)).body["id"]
+    key = {"Idempotency-Key": "qs-once"}
+    first = call("POST", f"/query-schedules/{schedule_id}/run", headers=key, as_=olga(tenants))
+    assert first.status == 202
+    again = call("POST", f"/query-schedules/{schedule_id}/run", headers=key, as_=olga(tenants))
+    assert (again.status, again.body["run_id"]) == (202, first.body["run_id"])
+    refused = call("POST", f"/query-schedules/{other_id}/run", headers=key, as_=olga(tenants))
+    assert (refused.status, refused.body["code"], refused.body["field"]) == (
+        409, "idempotency_key_reused", "Idempotency-Key")
+    theirs = call("POST", f"/query-schedules/{schedule_id}/run", headers=key, as_=quinn)
+    assert theirs.status == 202 and theirs.body["run_id"] != first.body["run_id"]

@@ -264,3 +264,28 @@ def test_a_saved_query_with_any_filter_exports(call, tenants, aws, entity, colum
         assert done.body["state"] == "succeeded", done.body
 
     saved_query_exports()
+
+
+def test_an_idempotency_key_belongs_to_one_request_of_one_requester(call, tenants, aws, db_url):
+    from timekeeper.db.connection import connect
+
+    alice, erin = who("alice", tenants["a"]), who("erin", tenants["a"])
+    with connect(db_url) as conn, conn.transaction():
+        other, _ = store.create_query(conn, workspace_id=tenants["a"], name="Other", definition=DEFINITION,
+                                      actor="alice", now=NOW)
+    key = {"Idempotency-Key": f"once-{uuid4()}"}
+    target = f"/queries/{tenants['query']}/exports"
+    first = call("POST", target, {"format": "csv"}, headers=key, as_=alice)
+    assert first.status == 202
+    # The same request replays: the same export, 200
+    again = call("POST", target, {"format": "csv"}, headers=key, as_=alice)
+    assert (again.status, again.body["id"]) == (200, first.body["id"])
+    # A different body (format, version) or another query's URL with the key is refused, naming the key
+    for path, body in ((target, {"format": "xlsx"}), (target, {"format": "csv", "version": 1}),
+                       (f"/queries/{other.id}/exports", {"format": "csv"})):
+        refused = call("POST", path, body, headers=key, as_=alice)
+        assert (refused.status, refused.body["code"], refused.body["field"]) == (
+            409, "idempotency_key_reused", "Idempotency-Key"), (path, body)
+    # Another requester's same key is theirs: a new export, not alice's
+    theirs = call("POST", target, {"format": "csv"}, headers=key, as_=erin)
+    assert theirs.status == 202 and theirs.body["id"] != first.body["id"]

@@ -17,6 +17,7 @@ from moto import mock_aws
 from tests.api.conftest import Caller, proxy_event
 from tests.integration.report_helpers import NOW, definition, make_tenant
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.db.connection import connect as connect_owner
 from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
@@ -186,3 +187,26 @@ def test_a_render_is_requested_once_per_key_and_downloadable_when_done(send, con
     assert (status, body["code"]) == (409, "idempotency_key_reused")
     # And the render is not found under another report
     assert send("GET", f"/reports/{other['id']}/renders/{first['id']}", reader(a))[0] == 404
+
+
+def test_a_render_key_belongs_to_one_request_of_one_requester(send, tenants, renderer, s3, db_url):
+    a, _ = tenants
+    with connect_owner(db_url) as conn, conn.transaction():
+        directory.upsert_user(conn, user_id="api-a-reader-2", display_name="r2", now=NOW)
+        directory.add_member(conn, workspace_id=a.workspace_id, user_id="api-a-reader-2", roles=["reports:read"],
+                             now=NOW)
+    second_reader = Caller(user_id="api-a-reader-2", workspace_id=a.workspace_id, roles="reports:read")
+    _, created = send("POST", "/reports", author(a), {"name": "r", "definition": definition(a)})
+    rid = created["id"]
+    key = {"Idempotency-Key": f"once-{uuid4()}"}
+    status, first = send("POST", f"/reports/{rid}/renders", reader(a), headers=key)
+    assert status == 202
+    # The same request replays the same render
+    assert send("POST", f"/reports/{rid}/renders", reader(a), headers=key)[1]["id"] == first["id"]
+    # The key on another report's URL is a conflict naming the key
+    _, other = send("POST", "/reports", author(a), {"name": "o", "definition": definition(a)})
+    status, body = send("POST", f"/reports/{other['id']}/renders", reader(a), headers=key)
+    assert (status, body["code"], body["field"]) == (409, "idempotency_key_reused", "Idempotency-Key")
+    # Another requester with the same key gets a render of their own
+    status, theirs = send("POST", f"/reports/{rid}/renders", second_reader, headers=key)
+    assert status == 202 and theirs["id"] != first["id"]

@@ -406,3 +406,21 @@ def test_service_objects_created_outside_the_api_are_listed(call, caller, db_url
                                 work_kind="billing.prepare", recurrence=DAILY, actor="loader", now=NOW)
     items = call("GET", "/schedules").body["items"]
     assert [s["work_kind"] for s in items] == ["billing.prepare"]
+
+
+def test_a_run_now_key_belongs_to_one_request_of_one_requester(call, caller, publisher):
+    schedule = call("POST", "/schedules", new_schedule()).body
+    other = call("POST", "/schedules", new_schedule()).body
+    first = call("POST", f"/schedules/{schedule['id']}/run", headers={"Idempotency-Key": "mine"})
+    assert first.status == 202
+    # The same request replays the same run
+    again = call("POST", f"/schedules/{schedule['id']}/run", headers={"Idempotency-Key": "mine"})
+    assert (again.status, again.body["run_id"], again.body["created"]) == (202, first.body["run_id"], False)
+    # The key on another schedule's URL is a conflict naming the key
+    refused = call("POST", f"/schedules/{other['id']}/run", headers={"Idempotency-Key": "mine"})
+    assert (refused.status, refused.body["code"], refused.body["field"]) == (
+        409, "idempotency_key_reused", "Idempotency-Key")
+    # Another user of the workspace sending the same key gets a run of their own
+    bob = Caller(user_id="bob", workspace_id=caller.workspace_id)
+    theirs = call("POST", f"/schedules/{schedule['id']}/run", headers={"Idempotency-Key": "mine"}, as_=bob)
+    assert theirs.status == 202 and theirs.body["run_id"] != first.body["run_id"] and theirs.body["created"]

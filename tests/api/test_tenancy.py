@@ -95,12 +95,14 @@ def test_the_list_shows_only_the_callers_workspace(call):
 
 
 def test_run_now_idempotency_keys_do_not_cross_schedules(call):
-    # The same key on two schedules makes two runs (the key is per schedule)
+    # The same key on a second schedule never answers the first schedule's run: a key names
+    # one request, so the second is refused (409 idempotency_key_reused) and makes no run
     first = call("POST", "/schedules", new_schedule()).body["id"]
     second = call("POST", "/schedules", new_schedule()).body["id"]
-    one = call("POST", f"/schedules/{first}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
-    two = call("POST", f"/schedules/{second}/run", headers={"Idempotency-Key": "same"}).body["run_id"]
-    assert one != two
+    assert call("POST", f"/schedules/{first}/run", headers={"Idempotency-Key": "same"}).status == 202
+    refused = call("POST", f"/schedules/{second}/run", headers={"Idempotency-Key": "same"})
+    assert (refused.status, refused.body["code"]) == (409, "idempotency_key_reused")
+    assert call("GET", f"/schedules/{second}").body["history"]["runs"] == []
 
 
 def test_a_request_s_workspace_log_key_ends_with_the_request(call, caller):

@@ -1,14 +1,18 @@
-"""Timekeeper's HTTP API: schedule owners' actions and saved queries (tenant scope, row-level security).
+"""Timekeeper's HTTP API: the owner modules' routes under the tenant rule (row-level security).
 
-* :mod:`timekeeper.api.app` -- the routes (Powertools REST resolver with pydantic
-  validation) and the OpenAPI document generated from the same models.
-* :mod:`timekeeper.api.queries` -- the saved-query routes and the catalogue (token roles,
-  then the access rule of :mod:`timekeeper.platform.access`).
+* :mod:`timekeeper.api.app` -- the resolver (JSON only, 404 / 405, parameter checks) and
+  the OpenAPI document generated from the route models.
+* :mod:`timekeeper.api.routing` -- the one way a resource registers its routes
+  (``register(routes)``) and the ``Idempotency-Key`` header.
+* one module per resource: :mod:`~timekeeper.api.schedule_routes`,
+  :mod:`~timekeeper.api.queries` (saved queries, the catalogue), :mod:`~timekeeper.api.reports`
+  (reports, renders), :mod:`~timekeeper.api.exports`, :mod:`~timekeeper.api.delivery_routes`
+  (query schedules, download links), :mod:`~timekeeper.api.snapshot_routes`.
+* :mod:`timekeeper.api.scope` -- the tenant rule, the access rule's refusals and where a
+  request's transaction opens, in one place; Idempotency-Keys bound to their request.
 * :mod:`timekeeper.api.auth` -- identity from the API Gateway authorizer's claims; roles.
-* :mod:`timekeeper.api.scope` -- the tenant rule in one place.
 * :mod:`timekeeper.api.db` -- the API's connection under row-level security.
-* :mod:`timekeeper.api.errors` -- the machine-readable error bodies.
-* :mod:`timekeeper.api.snapshot_routes` -- staff snapshot requests and the period listings.
+* :mod:`timekeeper.api.errors` -- the machine-readable error bodies and their OpenAPI responses.
 
 The API's Lambda edge (its adapters once per execution environment) is
 :mod:`timekeeper.edge.api`.

@@ -1,21 +1,22 @@
-"""The HTTP API of schedule owners: routes on Powertools' REST resolver over the owner
-actions of :mod:`timekeeper.schedules.service`, walled by the tenant rule.
+"""The HTTP API: Powertools' REST resolver over the owner modules, walled by the tenant rule.
 
 ``create_app(adapters)`` builds a resolver whose routes validate requests and responses
-with the pydantic models of :mod:`timekeeper.api.models`; :func:`openapi_document`
-generates the OpenAPI document from the same models (served at ``GET /openapi.json`` and
-written by ``python -m timekeeper openapi --out FILE``).
+with pydantic models; :func:`openapi_document` generates the OpenAPI document from the
+same models (served at ``GET /openapi.json`` and written by ``python -m timekeeper openapi
+--out FILE``). Each resource's routes live in their own module and are registered by its
+``register(routes)`` (:mod:`timekeeper.api.routing`, :data:`ROUTERS`): schedules,
+saved queries and the catalogue, reports and renders, exports, query schedules and
+downloads, snapshots.
 
-Every route but ``/openapi.json`` takes a :class:`~timekeeper.api.scope.WorkspaceScope`
-from a dependency that reads the authorizer's claims (401), checks the route's role (403)
-and binds the caller's workspace -- the one place the tenant rule lives.
+Every workspace route takes a :class:`~timekeeper.api.scope.WorkspaceScope` from the one
+dependency of :func:`~timekeeper.api.scope.scope_dependency`, which reads the authorizer's
+claims (401), checks the route's role (403) and binds the caller's workspace -- the one
+place the tenant rule lives; the scope also asks the access rule of
+:mod:`timekeeper.platform.access` and opens the request's transaction.
 
-The saved-query routes and ``GET /catalogue`` live in :mod:`timekeeper.api.queries`
-(registered by :func:`create_app` through the same ``route`` helper); they also apply the
-access rule of :mod:`timekeeper.platform.access` to the person.
-
-(No ``from __future__ import annotations`` here: Powertools reads the route signatures'
-annotations at run time, including the dependencies built inside :func:`create_app`.)
+This module also holds what applies before any route: the JSON-only resolver (415, NUL
+characters, a path ending in ``/``), unknown query parameters and numbers in the path
+(422), and 404 / 405 for paths no route takes.
 """
 
 import base64
@@ -26,53 +27,33 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
-from typing import Annotated, Any, get_type_hints
-from uuid import UUID
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
-from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from aws_lambda_powertools.event_handler.request import Request
 
 from timekeeper import clock
-from timekeeper.api import errors
-from timekeeper.api.auth import READ, RUN, WRITE, identity_from_event
+from timekeeper.api import delivery_routes, errors, exports, queries, reports, schedule_routes, snapshot_routes
 from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import ApiError, ErrorBody
+from timekeeper.api.errors import ErrorBody
 from timekeeper.api.models import (
-    CURSOR_PATTERN,
+    NUMBER_PATH_PARAMETERS,
     OWNERS,
-    OwnerName,
-    RunAccepted,
-    ScheduleDetail,
-    ScheduleOut,
-    SchedulePage,
-    ScheduleStatus,
-    ScheduleUpdate,
-    check_rule_shape,
-    decode_cursor,
-    detail_out,
-    encode_cursor,
+    PLAIN_DECIMAL,
     generic_kinds_by_owner,
     integral_bounds,
-    schedule_create_model,
-    schedule_out,
-    subject_required_kinds,
 )
-from timekeeper.api.queries import register_query_routes
-from timekeeper.api.reports import register_report_routes
-from timekeeper.api.scope import OwnerRoutedPublisher, WorkspaceScope
-from timekeeper.api.snapshot_routes import register_snapshot_routes
-from timekeeper.observability import set_log_keys
+from timekeeper.api.routing import SECURITY_SCHEME, Routes
+from timekeeper.api.scope import OwnerRoutedPublisher, scope_dependency
 from timekeeper.schedules.messages import RunPublisher
-from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.snapshots.registry import SnapshotRegistry
 
+#: Every resource's ``register(routes)``, in registration order.
+ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
+           delivery_routes.register, snapshot_routes.register)
+
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
-SECURITY_SCHEME = "authorizer"
-_SECURITY = [{SECURITY_SCHEME: []}]
 
 _DESCRIPTION = """Schedule owners' routes of Timekeeper, the scheduled-work backbone.
 
@@ -129,29 +110,20 @@ class ApiAdapters:
     links: Callable[[], Any] | None = None
 
 
-def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
-    texts = {401: "No or invalid authorizer claims", 403: "The caller's roles do not allow this",
-             404: "No such schedule in the caller's workspace", 409: "The action conflicts with the schedule's state",
-             415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
-    return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
-            for code in codes}
-
-
-def _responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
-    """The OpenAPI responses of a route: ``status`` with the return annotation's model, and
-    the error statuses with :class:`ErrorBody` (replacing Powertools' default 422 shape)."""
-    out: dict[int, dict[str, Any]] = {status: {"description": description}}
-    out.update(_errors_doc(401, 403, 422, *error_codes))
-    return out
-
-
-ScheduleId = Annotated[UUID, Path(description="the schedule's id")]
-
-
 def _rule_matches(rule: str, path: str) -> bool:
     """Whether a Powertools rule (``/schedules/<schedule_id>``) matches ``path``."""
     pattern = re.sub(r"<[^/>]+>", "[^/]+", re.escape(rule))
     return re.fullmatch(pattern, path) is not None
+
+
+def _raw_path_parameters(route: str | None, path: str) -> dict[str, str]:
+    """The path parameters of ``path`` as sent (text), by the OpenAPI-style ``route``
+    (``/queries/{query_id}/versions/{version}``); empty when it does not match."""
+    if not route:
+        return {}
+    pattern = re.sub(r"\\\{([^/}]+)\\\}", r"(?P<\1>[^/]+)", re.escape(route))
+    found = re.fullmatch(pattern, path)
+    return found.groupdict() if found else {}
 
 
 def _is_json(media_type: str) -> bool:
@@ -194,6 +166,10 @@ class JsonApiResolver(APIGatewayRestResolver):
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
+        path = str(event.get("path") or "")
+        if len(path) > 1 and path.endswith("/"):
+            # One spelling per route: "/schedules/<id>/" is not "/schedules/<id>".
+            return _early_error(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route (a path does not end in /)")
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type")
         body = event.get("body")
@@ -265,178 +241,56 @@ def _early_error(status: HTTPStatus, code: str, message: str, field: str | None 
             "multiValueHeaders": {"Content-Type": [content_types.APPLICATION_JSON]}}
 
 
-def _query_names(func: Callable[..., Any]) -> frozenset[str]:
-    """The query parameter names a route function declares (``Annotated[..., Query()]``)."""
-    names = set()
-    for name, hint in get_type_hints(func, include_extras=True).items():
-        for meta in getattr(hint, "__metadata__", ()):
-            if isinstance(meta, Query):
-                names.add(meta.alias or name)
-    return frozenset(names)
-
-
 def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     """Build the API resolver over ``adapters`` (routes, validation, error handlers).
 
-    Call ``app.resolve(event, context)`` with an API Gateway REST proxy event.
+    Call ``app.resolve(event, context)`` with an API Gateway REST proxy event. Each
+    resource's routes are registered by its module's ``register(routes)``
+    (:mod:`timekeeper.api.routing`), in the order of :data:`ROUTERS`.
     """
     app = JsonApiResolver(enable_validation=True)
     publisher = OwnerRoutedPublisher(adapters.publisher_for)
     registry = adapters.registry()
     kinds_by_owner = generic_kinds_by_owner(registry, OWNERS)
-    CreateBody = schedule_create_model(kinds_by_owner, subject_required_kinds(registry))  # noqa: N806 - a type
     errors.install_error_handlers(app, union_tags=frozenset(kinds_by_owner))
+    routes = Routes(app=app, adapters=adapters, publisher=publisher, kinds_by_owner=kinds_by_owner,
+                    scope_for=scope_dependency(connection=adapters.connection, now=adapters.now,
+                                               publisher=publisher, kinds=registry))
 
-    def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
-        def scope(request: Request) -> WorkspaceScope:
-            identity = identity_from_event(request.resolved_event.raw_event)
-            set_log_keys(workspace_id=identity.workspace_id)
-            identity.require(permission)
-            return WorkspaceScope(identity=identity, conn=adapters.connection(), now=adapters.now(),
-                                  publisher=publisher, kinds=registry)
-
-        scope.__name__ = f"scope_{permission.replace(':', '_')}"
-        return scope
-
-    Reader = Annotated[WorkspaceScope, Depends(scope_for(READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[WorkspaceScope, Depends(scope_for(WRITE))]  # noqa: N806
-    Runner = Annotated[WorkspaceScope, Depends(scope_for(RUN))]  # noqa: N806
-
-    methods_by_rule: dict[str, set[str]] = {}
-    query_names: dict[tuple[str, str], frozenset[str]] = {}
-
-    def route(method: str, rule: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """``app.route`` that also records the rule's methods (405) and query names (422)."""
-        methods_by_rule.setdefault(rule, set()).add(method)
-        register = app.route(rule, method, **kwargs)
-
-        def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-            query_names[(method, re.sub(r"<([^/>]+)>", r"{\1}", rule))] = _query_names(func)
-            return register(func)
-
-        return decorator
-
-    def reject_unknown_query(app: JsonApiResolver, next_middleware: Callable[..., Response]) -> Response:
+    def check_parameters(app: JsonApiResolver, next_middleware: Callable[..., Response]) -> Response:
         """A query parameter the route does not declare is a 422 (a misspelt filter must
-        not silently list everything)."""
+        not silently list everything), and so is a number in the path written other than
+        as plain decimal digits."""
         request = app.request
-        known = query_names.get((request.method, request.route))
+        known = routes.query_names.get((request.method, request.route))
         unknown = sorted((request.query_parameters or {}).keys() - (known or frozenset()))
         if known is not None and unknown:  # (the not-found handler runs through here too)
             return errors.error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                          "unknown query parameter", unknown[0][:100])
+        for name, raw in _raw_path_parameters(request.route, app.current_event.path).items():
+            if name in NUMBER_PATH_PARAMETERS and not PLAIN_DECIMAL.fullmatch(raw):
+                return errors.error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
+                                             "write the number as plain decimal digits (1, 2, ...)", name)
         return next_middleware(app)
 
-    app.use(middlewares=[reject_unknown_query])
+    app.use(middlewares=[check_parameters])
 
     @app.not_found
     def no_route(_: Exception) -> Response:
         path, method = app.current_event.path, app.current_event.http_method.upper()
-        methods = sorted({m for rule, ms in methods_by_rule.items() if _rule_matches(rule, path) for m in ms})
+        methods = sorted({m for rule, ms in routes.methods_by_rule.items() if _rule_matches(rule, path) for m in ms})
         if methods and method not in methods:
             return errors.error_response(HTTPStatus.METHOD_NOT_ALLOWED, errors.METHOD_NOT_ALLOWED,
                                          f"this route takes {', '.join(methods)}",
                                          headers={"Allow": ", ".join(methods)})
         return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route")
 
-    @route("GET", "/schedules", tags=["schedules"], operation_id="listSchedules", security=_SECURITY,
-           summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
-           responses=_responses(200, "A page of schedules, oldest first"))
-    def list_schedules(
-        scope: Reader,
-        owner: Annotated[OwnerName | None, Query(description="only this owner module's schedules")] = None,
-        status: Annotated[ScheduleStatus | None, Query(description="only schedules in this status")] = None,
-        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> SchedulePage:
-        page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
-        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after))
-
-    @route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=_SECURITY,
-           summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
-                   "with a route of its own, queries.deliver, is refused: use /query-schedules)",
-           responses=_responses(201, "Created", 415))
-    def create_schedule(scope: Writer, body: Annotated[CreateBody, Body()]) -> Response[ScheduleOut]:
-        check_rule_shape(body.recurrence)
-        row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
-                           subject_id=body.subject_id, name=body.name, active=body.active)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
-
-    @route("GET", "/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=_SECURITY,
-           summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
-           responses=_responses(200, "The schedule", 404))
-    def get_schedule(
-        scope: Reader, schedule_id: ScheduleId,
-        history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
-    ) -> ScheduleDetail:
-        return detail_out(scope.details(schedule_id, history_limit=history_limit))
-
-    @route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
-           security=_SECURITY, summary="Change the definition (recomputes the next due instant from now; no backlog)",
-           responses=_responses(200, "The updated schedule", 404, 415))
-    def update_schedule(scope: Writer, schedule_id: ScheduleId,
-                        body: Annotated[ScheduleUpdate, Body()]) -> ScheduleOut:
-        if body.recurrence is not None:
-            check_rule_shape(body.recurrence)
-        return schedule_out(scope.update(schedule_id, recurrence=body.recurrence, name=body.name,
-                                         subject_id=body.subject_id))
-
-    @route("POST", "/schedules/<schedule_id>/pause", tags=["schedules"], operation_id="pauseSchedule",
-           security=_SECURITY, summary="Pause (idempotent)", responses=_responses(200, "The paused schedule", 404))
-    def pause_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
-        return schedule_out(scope.pause(schedule_id))
-
-    @route("POST", "/schedules/<schedule_id>/resume", tags=["schedules"], operation_id="resumeSchedule",
-           security=_SECURITY, summary="Resume from now (resets the failure streak; no backlog run)",
-           responses=_responses(200, "The active schedule", 404, 409))
-    def resume_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
-        try:
-            return schedule_out(scope.resume(schedule_id))
-        except InvalidRecurrence as error:
-            raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
-                           "update the recurrence first", "recurrence") from None
-
-    @route("DELETE", "/schedules/<schedule_id>", tags=["schedules"], operation_id="deleteSchedule",
-           security=_SECURITY, summary="Delete (runs and history are kept for audit)",
-           responses=_responses(204, "Deleted", 404))
-    def delete_schedule(scope: Writer, schedule_id: ScheduleId) -> Response[None]:
-        scope.delete(schedule_id)
-        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
-
-    @route("POST", "/schedules/<schedule_id>/run", tags=["schedules"], operation_id="runScheduleNow",
-           security=_SECURITY, summary='"Run now": commit a manual run, then offer it to the queue',
-           responses=_responses(202, "Accepted: the run is queued", 404))
-    def run_now(
-        scope: Runner, schedule_id: ScheduleId,
-        idempotency_key: Annotated[str | None, Header(
-            alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
-            description="repeat a request safely: the same key returns the same run")] = None,
-    ) -> Response[RunAccepted]:
-        run_id, created = scope.run_now(schedule_id, idempotency_key=idempotency_key)
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
-
-    # Saved queries and the catalogue (timekeeper.api.queries): token roles, then the access rule.
-    register_query_routes(route, adapters.connection, adapters.now)
-    register_report_routes(route, connection=adapters.connection, now=adapters.now, renderer=adapters.renderer,
-                           files=adapters.files, security=_SECURITY)
-    from timekeeper.api.exports import add_export_routes
-
-    add_export_routes(app, route, scope_for, adapters)
-
-    # Query schedules and the public download route (timekeeper.api.delivery_routes).
-    from timekeeper.api.delivery_routes import register_delivery_routes
-
-    register_delivery_routes(app, route, scope_for, adapters, publisher)
-
-    # Monthly snapshots (timekeeper.api.snapshot_routes): staff requests and period listings.
-    register_snapshot_routes(route, adapters.connection, adapters.now, adapters.snapshot_registry)
+    for register in ROUTERS:
+        register(routes)
 
     document: dict[str, Any] = {}
 
-    @route("GET", "/openapi.json", include_in_schema=False)
+    @routes.route("GET", "/openapi.json", include_in_schema=False)
     def openapi_json():
         if not document:
             document.update(openapi_document(app))

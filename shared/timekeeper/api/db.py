@@ -25,6 +25,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from timekeeper.db.connection import API_LOGIN, set_tenant
+from timekeeper.db.logins import current_login
 from timekeeper.topology import CONNECT_TIMEOUT_S
 
 #: The role the policies apply to (created by migration 0003, a login since 0005).
@@ -81,14 +82,9 @@ def connect_api(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S) -> Tena
     conn = TenantConnection.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=connect_timeout_s,
                                     application_name="timekeeper-api")
     try:
-        row = conn.execute(
-            """SELECT r.rolname, r.rolsuper OR r.rolbypassrls AS bypass,
-                      pg_has_role(r.oid, %s, 'USAGE') AS walled,
-                      coalesce(pg_has_role(r.oid, (SELECT relowner FROM pg_class WHERE oid = to_regclass('schedules')),
-                                           'USAGE'), false) AS owner
-                 FROM pg_roles r WHERE r.rolname = current_user""", (API_ROLE,)).fetchone()
-        if row is None or row["bypass"] or row["owner"] or not row["walled"]:
-            raise UnwalledLogin(f"the API may not log in as {row and row['rolname']!r}: row-level security "
+        login = current_login(conn, walled_role=API_ROLE)
+        if login is None or not login.under_policies:
+            raise UnwalledLogin(f"the API may not log in as {login and login.name!r}: row-level security "
                                 f"would not apply; use {API_ROLE}")
     except Exception:
         conn.close()

@@ -32,18 +32,30 @@ PATCH) and Run now also need read access to its source. Validation errors are 42
 """
 
 from datetime import datetime
+from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from timekeeper.api import errors
+from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.downloads import attachment
-from timekeeper.api.errors import ApiError, ErrorBody, error_response
-from timekeeper.api.models import CURSOR_PATTERN, Recurrence, check_rule_shape, decode_cursor, encode_cursor
+from timekeeper.api.errors import ApiError, error_response
+from timekeeper.api.models import (
+    CURSOR_PATTERN,
+    CanonicalUuid,
+    Recurrence,
+    check_rule_shape,
+    decode_cursor,
+    encode_cursor,
+)
+from timekeeper.api.routing import SECURITY, Routes, idempotency_header
+from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.queries import delivery as dl
@@ -57,7 +69,6 @@ from timekeeper.queries.query_schedules import (
     update_query_schedule,
 )
 from timekeeper.schedules import service
-from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.recurrence import InvalidRecurrence
 
 #: The largest page of ``GET /query-schedules`` and of a schedule's delivery history (each
@@ -68,7 +79,6 @@ MAX_RUNS_PAGE = 100
 DOWNLOAD_URL_TTL_S = 60
 LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
-_SECURITY = [{"authorizer": []}]
 _Text = Annotated[str, Field(min_length=1, max_length=500)]
 #: A name: 1-500 characters, not only white space.
 _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
@@ -98,9 +108,9 @@ class SourceIn(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _source_forms(schema))
 
     kind: Literal["query", "report"]
-    query_id: UUID | None = None
+    query_id: CanonicalUuid | None = None
     query_version: Annotated[StrictInt, Field(ge=1)] | None = None
-    report_id: UUID | None = None
+    report_id: CanonicalUuid | None = None
 
 
 def _formats_by_source(schema: dict[str, Any]) -> None:
@@ -219,21 +229,20 @@ class RunNowOut(BaseModel):
     created: bool
 
 
-def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
-    texts = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
-             404: "No such query schedule in the caller's workspace",
-             409: "The saved rule no longer validates (update the recurrence first)", 410: "The link has expired",
-             415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
-    return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
-            for code in codes}
+_ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
+           404: "No such query schedule in the caller's workspace",
+           409: "The saved rule no longer validates (update the recurrence first)", 410: "The link has expired",
+           415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
+_responses = partial(errors.responses, texts=_ERRORS)
 
 
 def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> QueryScheduleOut:
-    row = conn.execute("SELECT status, pause_reason, next_due_at FROM schedules WHERE id = %s",
-                       (settings.schedule_id,)).fetchone()
+    state = service.get_state(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
+    if state is None:
+        raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
     return QueryScheduleOut(
-        id=settings.schedule_id, name=settings.name, status=row["status"], pause_reason=row["pause_reason"],
-        next_due_at=row["next_due_at"], owner_user_id=settings.owner_user_id,
+        id=settings.schedule_id, name=settings.name, status=state.status, pause_reason=state.pause_reason,
+        next_due_at=state.next_due_at, owner_user_id=settings.owner_user_id,
         source=SourceIn(kind=settings.source_kind, query_id=settings.query_id, query_version=settings.query_version,
                         report_id=settings.report_id),
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
@@ -242,61 +251,72 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
         if recipients else None)
 
 
-def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any,
-                             publisher: RunPublisher) -> None:
-    """Register the query-schedule routes and ``GET /downloads/{token}`` on ``app``.
-    ``adapters`` gives ``connection()``, ``now()``, ``files()`` (S3 client, bucket) and
-    ``links()`` (the link signer); ``publisher`` routes Run now's message to the queries
-    pipeline's queue."""
-    from aws_lambda_powertools.event_handler.depends import Depends
+def _live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
+    """Whether ``schedule_id`` is a schedule of ``workspace_id`` that was not deleted."""
+    state = service.get_state(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+    return state is not None and state.deleted_at is None
 
-    from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
-    from timekeeper.api.scope import WorkspaceScope
 
-    reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
-    writer = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_WRITE))]
-    schedule_id_path = Annotated[UUID, Path(description="the query schedule's id")]
+def _settings_of(conn: Any, workspace_id: UUID, schedule_id: UUID) -> dl.QuerySchedule:
+    """The settings of a live query schedule; a 404 otherwise (deleted, or none)."""
+    settings = dl.get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+    if settings is None or not _live(conn, workspace_id, schedule_id):
+        raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+    return settings
+
+
+def register(routes: Routes) -> None:
+    """Register the query-schedule routes and ``GET /downloads/{token}`` (see
+    :mod:`timekeeper.api.routing`). The adapters give ``connection()``, ``now()``,
+    ``files()`` (S3 client, bucket) and ``links()`` (the link signer); ``routes.publisher``
+    routes Run now's message to the queries pipeline's queue.
+
+    Transactions: reads (and the checks before a change) run in ONE unit of the scope,
+    the access rule first; the schedule's own changes (create, update, pause, resume,
+    delete, Run now) are services that open their own and publish after commit."""
+    route, app, adapters = routes.route, routes.app, routes.adapters
+    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
+    writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
+    schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
+    tags = ["query schedules"]
 
     @app.exception_handler(SettingsInvalid)
     def _settings_invalid(error: SettingsInvalid) -> Response:
         return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, error.reason, error.field)
 
-    def person(scope: WorkspaceScope, permission: str) -> None:
-        with scope.conn.transaction():
-            decision = access.check_person(scope.conn, workspace_id=scope.workspace_id,
-                                           user_id=scope.identity.user_id, permission=permission)
-        access.require(decision, f"use query schedules ({permission})")
-
-    def settings_of(scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
-        settings = dl.get_query_schedule(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
-        deleted = scope.conn.execute("SELECT deleted_at FROM schedules WHERE id = %s", (schedule_id,)).fetchone()
-        if settings is None or deleted is None or deleted["deleted_at"] is not None:
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+    def may_change(scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+        """The settings of a query schedule the caller may change and run: ``queries:write``
+        by the access rule, and read access to its source (one unit)."""
+        with scope.unit(access.QUERIES_WRITE) as conn:
+            settings = _settings_of(conn, scope.workspace_id, schedule_id)
+            access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
         return settings
 
-    @route("POST", "/query-schedules", tags=["query schedules"], operation_id="createQuerySchedule",
-           security=_SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
-           responses={201: {"description": "Created"}, **_errors_doc(401, 403, 404, 415, 422)})
+    def shown(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
+        with scope.unit() as conn:
+            return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
+
+    @route("POST", "/query-schedules", tags=tags, operation_id="createQuerySchedule",
+           security=SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
+           responses=_responses(201, "Created", 404, 415))
     def create(scope: writer, body: Annotated[QueryScheduleCreate, Body()]) -> Response[QueryScheduleOut]:
         check_rule_shape(body.recurrence)
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_WRITE)
-            source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
-                            report_id=body.source.report_id)
-            _, settings = create_query_schedule(
-                scope.conn, workspace_id=scope.workspace_id, actor=scope.identity.user_id, name=body.name,
-                recurrence=body.recurrence, source=source, format=body.format, recipients=body.recipients,
-                subject_template=body.subject_template, body_template=body.body_template, now=scope.now,
-                skip_when_empty=body.skip_when_empty, link_ttl_hours=body.link_ttl_hours, active=body.active,
-                kinds=scope.kinds)
-            with scope.conn.transaction():
-                out = _out(scope.conn, settings, recipients=True)
+        scope.person(access.QUERIES_WRITE)
+        source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
+                        report_id=body.source.report_id)
+        _, settings = scope.call(
+            create_query_schedule, actor=scope.user_id, name=body.name, recurrence=body.recurrence, source=source,
+            format=body.format, recipients=body.recipients, subject_template=body.subject_template,
+            body_template=body.body_template, now=scope.now, skip_when_empty=body.skip_when_empty,
+            link_ttl_hours=body.link_ttl_hours, active=body.active, kinds=scope.kinds)
+        with scope.unit() as conn:
+            out = _out(conn, settings, recipients=True)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,
                         headers={"Location": f"/query-schedules/{settings.schedule_id}"})
 
-    @route("GET", "/query-schedules", tags=["query schedules"], operation_id="listQuerySchedules",
-           security=_SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
-           responses={200: {"description": "A page of query schedules"}, **_errors_doc(401, 403, 422)})
+    @route("GET", "/query-schedules", tags=tags, operation_id="listQuerySchedules",
+           security=SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
+           responses=_responses(200, "A page of query schedules"))
     def list_all(
         scope: reader,
         limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE, description="page size")] = 50,
@@ -304,90 +324,67 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                                             description="next_cursor of the previous page")] = None,
     ) -> QuerySchedulePage:
         after = decode_cursor(cursor)
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_READ)
-            with scope.conn.transaction():
-                rows, after = split_page(list_query_schedules(scope.conn, workspace_id=scope.workspace_id,
-                                                              after=after, limit=limit + 1),
-                                         limit, lambda q: (q.created_at, q.schedule_id))
-                items = [_out(scope.conn, settings) for settings in rows]
+        with scope.unit(access.QUERIES_READ) as conn:
+            rows, after = split_page(list_query_schedules(conn, workspace_id=scope.workspace_id, after=after,
+                                                          limit=limit + 1),
+                                     limit, lambda q: (q.created_at, q.schedule_id))
+            items = [_out(conn, settings) for settings in rows]
         return QuerySchedulePage(items=items, next_cursor=encode_cursor(after))
 
-    @route("GET", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="getQuerySchedule",
-           security=_SECURITY, summary="A query schedule with its recipients",
-           responses={200: {"description": "The query schedule"}, **_errors_doc(401, 403, 404, 422)})
+    @route("GET", "/query-schedules/<schedule_id>", tags=tags, operation_id="getQuerySchedule",
+           security=SECURITY, summary="A query schedule with its recipients",
+           responses=_responses(200, "The query schedule", 404))
     def get_one(scope: reader, schedule_id: schedule_id_path) -> QueryScheduleOut:
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_READ)
-            with scope.conn.transaction():
-                return _out(scope.conn, settings_of(scope, schedule_id), recipients=True)
+        with scope.unit(access.QUERIES_READ) as conn:
+            return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
 
-    @route("PATCH", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="updateQuerySchedule",
-           security=_SECURITY, summary="Change a query schedule (the source and format stay)",
-           responses={200: {"description": "The query schedule"}, **_errors_doc(401, 403, 404, 415, 422)})
+    @route("PATCH", "/query-schedules/<schedule_id>", tags=tags, operation_id="updateQuerySchedule",
+           security=SECURITY, summary="Change a query schedule (the source and format stay)",
+           responses=_responses(200, "The query schedule", 404, 415))
     def update(scope: writer, schedule_id: schedule_id_path,
                body: Annotated[QueryScheduleUpdate, Body()]) -> QueryScheduleOut:
         if body.recurrence is not None:
             check_rule_shape(body.recurrence)
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_WRITE)
-            with scope.conn.transaction():
-                current = settings_of(scope, schedule_id)
-                access.require(dl.check_source_access(scope.conn, current, scope.identity.user_id),
-                               f"read the {current.source_kind}")
-            updated = update_query_schedule(
-                scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id, actor=scope.identity.user_id,
-                now=scope.now, name=body.name, recurrence=body.recurrence, recipients=body.recipients,
-                subject_template=body.subject_template, body_template=body.body_template,
-                skip_when_empty=body.skip_when_empty, link_ttl_hours=body.link_ttl_hours)
-            with scope.conn.transaction():
-                return _out(scope.conn, updated, recipients=True)
+        may_change(scope, schedule_id)
+        scope.call(update_query_schedule, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
+                   name=body.name, recurrence=body.recurrence, recipients=body.recipients,
+                   subject_template=body.subject_template, body_template=body.body_template,
+                   skip_when_empty=body.skip_when_empty, link_ttl_hours=body.link_ttl_hours)
+        return shown(scope, schedule_id)
 
-    @route("POST", "/query-schedules/<schedule_id>/run", tags=["query schedules"], operation_id="runQuerySchedule",
-           security=_SECURITY, summary="Run now, acting as the caller (their access to the source)",
-           responses={202: {"description": "Accepted: the manual run is queued"}, **_errors_doc(401, 403, 404, 422)})
+    @route("POST", "/query-schedules/<schedule_id>/run", tags=tags, operation_id="runQuerySchedule",
+           security=SECURITY, summary="Run now, acting as the caller (their access to the source)",
+           responses=_responses(202, "Accepted: the manual run is queued", 404, 409,
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
     def run_now(scope: writer, schedule_id: schedule_id_path,
-                idempotency_key: Annotated[str | None, Header(
-                    alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
-                    description="repeat a request safely: the same key returns the same run")] = None,
+                idempotency_key: Annotated[str | None, idempotency_header(
+                    "repeat a request safely: the same key returns the same run")] = None,
                 ) -> Response[RunNowOut]:
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_WRITE)
-            with scope.conn.transaction():
-                settings = settings_of(scope, schedule_id)
-                access.require(dl.check_source_access(scope.conn, settings, scope.identity.user_id),
-                               f"read the {settings.source_kind}")
-            run_id, created = service.run_now(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                              actor=scope.identity.user_id, now=scope.now, publisher=publisher,
-                                              idempotency_key=idempotency_key)
+        key = scope.claim_key(idempotency_key)
+        may_change(scope, schedule_id)
+        run_id, created = scope.call(service.run_now, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
+                                     publisher=routes.publisher, idempotency_key=key)
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
 
-    def owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any, **kwargs: Any) -> Any:
-        """Run a schedule action (pause, resume, delete) on a query schedule the caller may
-        change (``queries:write`` and the access rule's ``queries:write``)."""
-        with scope.conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_WRITE)
-            with scope.conn.transaction():
-                settings_of(scope, schedule_id)
-            return action(scope.conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                          actor=scope.identity.user_id, now=scope.now, **kwargs)
+    def owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any) -> None:
+        """Run a schedule action (pause, resume, delete) on a live query schedule the
+        caller may change (``queries:write`` by the token and by the access rule)."""
+        with scope.unit(access.QUERIES_WRITE) as conn:
+            _settings_of(conn, scope.workspace_id, schedule_id)
+        scope.call(action, schedule_id=schedule_id, actor=scope.user_id, now=scope.now)
 
-    def status_out(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
-        with scope.conn.entered(scope.workspace_id), scope.conn.transaction():
-            return _out(scope.conn, settings_of(scope, schedule_id), recipients=True)
-
-    @route("POST", "/query-schedules/<schedule_id>/pause", tags=["query schedules"],
-           operation_id="pauseQuerySchedule", security=_SECURITY, summary="Pause (idempotent)",
-           responses={200: {"description": "The paused query schedule"}, **_errors_doc(401, 403, 404, 422)})
+    @route("POST", "/query-schedules/<schedule_id>/pause", tags=tags,
+           operation_id="pauseQuerySchedule", security=SECURITY, summary="Pause (idempotent)",
+           responses=_responses(200, "The paused query schedule", 404))
     def pause(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
         owner_action(scope, schedule_id, service.pause_schedule)
-        return status_out(scope, schedule_id)
+        return shown(scope, schedule_id)
 
-    @route("POST", "/query-schedules/<schedule_id>/resume", tags=["query schedules"],
-           operation_id="resumeQuerySchedule", security=_SECURITY,
+    @route("POST", "/query-schedules/<schedule_id>/resume", tags=tags,
+           operation_id="resumeQuerySchedule", security=SECURITY,
            summary="Resume from now (resets the failure streak; no backlog run)",
-           responses={200: {"description": "The active query schedule"}, **_errors_doc(401, 403, 404, 409, 422)})
+           responses=_responses(200, "The active query schedule", 404, 409))
     def resume(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
         try:
             owner_action(scope, schedule_id, service.resume_schedule)
@@ -395,19 +392,19 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             raise ApiError(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
                            f"the saved rule no longer validates: {error.reason}; update the recurrence first",
                            "recurrence") from None
-        return status_out(scope, schedule_id)
+        return shown(scope, schedule_id)
 
-    @route("DELETE", "/query-schedules/<schedule_id>", tags=["query schedules"], operation_id="deleteQuerySchedule",
-           security=_SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
-           responses={204: {"description": "Deleted"}, **_errors_doc(401, 403, 404, 422)})
+    @route("DELETE", "/query-schedules/<schedule_id>", tags=tags, operation_id="deleteQuerySchedule",
+           security=SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
+           responses=_responses(204, "Deleted", 404))
     def delete(scope: writer, schedule_id: schedule_id_path) -> Response[None]:
         owner_action(scope, schedule_id, service.delete_schedule)
         return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
 
-    @route("GET", "/query-schedules/<schedule_id>/runs", tags=["query schedules"], operation_id="queryScheduleRuns",
-           security=_SECURITY,
+    @route("GET", "/query-schedules/<schedule_id>/runs", tags=tags, operation_id="queryScheduleRuns",
+           security=SECURITY,
            summary="The delivery history: runs, files and every recipient's outcome (newest first; cursor pagination)",
-           responses={200: {"description": "A page of runs, newest first"}, **_errors_doc(401, 403, 404, 422)})
+           responses=_responses(200, "A page of runs, newest first", 404))
     def history(
         scope: reader, schedule_id: schedule_id_path,
         limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="runs per page")] = 20,
@@ -415,31 +412,28 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
                                             description="next_cursor of the previous page")] = None,
     ) -> DeliveryHistory:
         after = decode_cursor(cursor)
-        conn = scope.conn
-        with conn.entered(scope.workspace_id):
-            person(scope, access.QUERIES_READ)
-            with conn.transaction():
-                settings_of(scope, schedule_id)
-                runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
-                                                            schedule_id=schedule_id, after=after, limit=limit + 1),
-                                         limit, lambda r: (r.occurrence_at, r.id))
-                items = [DeliveryRunOut(
-                    run_id=r.id, trigger=r.trigger, requested_by=r.requested_by, state=r.state,
-                    outcome_code=r.outcome_code, occurrence_at=r.occurrence_at, finished_at=r.finished_at,
-                    acted_for=r.acted_for, row_count=r.row_count, sha256=r.sha256,
-                    report_version=r.report_version, version_changed=r.version_changed,
-                    deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
-                                            provider_message_id=d.provider_message_id,
-                                            link_expires_at=d.link_expires_at, error=d.error,
-                                            error_code=d.error_code)
-                                for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.id)])
-                    for r in runs]
+        with scope.unit(access.QUERIES_READ) as conn:
+            _settings_of(conn, scope.workspace_id, schedule_id)
+            runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
+                                                        schedule_id=schedule_id, after=after, limit=limit + 1),
+                                     limit, lambda r: (r.occurrence_at, r.id))
+            items = [DeliveryRunOut(
+                run_id=r.id, trigger=r.trigger, requested_by=r.requested_by, state=r.state,
+                outcome_code=r.outcome_code, occurrence_at=r.occurrence_at, finished_at=r.finished_at,
+                acted_for=r.acted_for, row_count=r.row_count, sha256=r.sha256,
+                report_version=r.report_version, version_changed=r.version_changed,
+                deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
+                                        provider_message_id=d.provider_message_id,
+                                        link_expires_at=d.link_expires_at, error=d.error,
+                                        error_code=d.error_code)
+                            for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.id)])
+                for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
            summary="Follow a delivery's personal link (public: the signed token is the credential)",
            responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)"},
-                      **_errors_doc(403, 404, 410)})
+                      **errors.error_docs(_ERRORS, 403, 404, 410)})
     def download(token: Annotated[str, Path(min_length=1, max_length=2000,
                                             description="the signed link token")]) -> Response[None]:
         if adapters.links is None or adapters.files is None:
@@ -451,8 +445,7 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             raise ApiError(HTTPStatus.GONE, LINK_EXPIRED, "the link has expired; ask for a new delivery") from None
         except LinkInvalid:
             raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid") from None
-        conn = adapters.connection()
-        with conn.entered(link.workspace_id), conn.transaction():
+        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
             delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
             source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
             settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
@@ -460,9 +453,7 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             if (delivery is None or delivery.status != "sent" or source is None or settings is None
                     or source.object_key != link.object_key):
                 raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid")
-            deleted = conn.execute("SELECT deleted_at FROM schedules WHERE id = %s",
-                                   (settings.schedule_id,)).fetchone()
-            if deleted is None or deleted["deleted_at"] is not None:  # deleting a schedule revokes its links
+            if not _live(conn, link.workspace_id, settings.schedule_id):  # deleting a schedule revokes its links
                 raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted")
             decision = dl.check_source_access(conn, settings, link.user_id)
         if not decision:
@@ -477,4 +468,4 @@ def register_delivery_routes(app: Any, route: Any, scope_for: Any, adapters: Any
             content_type=content_types.TEXT_PLAIN, body="")
 
 
-__all__ = ["DOWNLOAD_URL_TTL_S", "LINK_EXPIRED", "LINK_INVALID", "register_delivery_routes"]
+__all__ = ["DOWNLOAD_URL_TTL_S", "LINK_EXPIRED", "LINK_INVALID", "register"]

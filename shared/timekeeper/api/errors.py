@@ -9,6 +9,7 @@ type and code location only (no message: a driver message may carry SQL or value
 from __future__ import annotations
 
 import traceback
+from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
@@ -37,6 +38,8 @@ INVALID_CURSOR = "invalid_cursor"
 DEFINITION_INVALID = "definition_invalid"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
+#: The caller sent an Idempotency-Key they used for another request (method, path or body).
+IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 #: The local server's HTTP layer refused the request itself (oversized header, bad request line).
 BAD_REQUEST = "bad_request"
 #: 403 codes of the access rule (:mod:`timekeeper.platform.access`): the person, as the
@@ -91,6 +94,28 @@ def access_refused(reason: str, noun: str = "object") -> ApiError:
     if reason in _ACCESS_MESSAGES:
         return ApiError(403, reason, _ACCESS_MESSAGES[reason])
     return ApiError(404, NOT_FOUND, f"no such {noun} in this workspace")
+
+
+#: The OpenAPI text of a 409 ``idempotency_key_reused``.
+KEY_REUSED_TEXT = ("The Idempotency-Key names another request of the caller's (method, path or body): "
+                   "idempotency_key_reused")
+
+
+def error_docs(texts: Mapping[int, str], *codes: int) -> dict[int, dict[str, Any]]:
+    """The OpenAPI responses of the error statuses ``codes``: each an :class:`ErrorBody`
+    described by ``texts[code]`` (a ``KeyError`` for a status without a text)."""
+    return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
+            for code in codes}
+
+
+def responses(status: int, description: str, *error_codes: int, texts: Mapping[int, str],
+              always: tuple[int, ...] = (401, 403, 422)) -> dict[int, dict[str, Any]]:
+    """The OpenAPI responses of a route: ``status`` (its body the route's return model)
+    described by ``description``, and the error statuses ``always`` and ``error_codes``
+    (:func:`error_docs` with ``texts``). The one way a route documents its errors."""
+    out: dict[int, dict[str, Any]] = {status: {"description": description}}
+    out.update(error_docs(texts, *always, *error_codes))
+    return out
 
 
 def error_response(status: int, code: str, message: str, field: str | None = None, *,

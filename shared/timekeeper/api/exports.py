@@ -28,13 +28,15 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ
 from timekeeper.api.downloads import attachment
-from timekeeper.api.errors import ErrorBody, error_response
+from timekeeper.api.errors import error_response
+from timekeeper.api.models import CanonicalUuid
+from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
 from timekeeper.queries import exports as ex
@@ -44,7 +46,6 @@ from timekeeper.topology import EXPORTS
 #: How long a download link lives (seconds): long enough to start the download, short
 #: enough that a leaked link is soon useless.
 DOWNLOAD_URL_TTL_S = 120
-_SECURITY = [{"authorizer": []}]
 
 
 class ExportCreate(BaseModel):
@@ -93,13 +94,12 @@ def export_out(export: ex.Export, *, created: bool | None = None, url: str | Non
                      download_url=url, download_expires_at=expires_at, created=created)
 
 
-def _errors_doc(*codes: int) -> dict[int, dict[str, Any]]:
-    texts = {401: "No or invalid authorizer claims",
-             403: "The caller's roles, or the access rule (code = its reason), do not allow this",
-             404: "No such query or export of the caller's", 409: "The query version no longer checks",
-             415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
-    return {code: {"description": texts[code], "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
-            for code in codes}
+_ERRORS = {401: "No or invalid authorizer claims",
+           403: "The caller's roles, or the access rule (code = its reason), do not allow this",
+           404: "No such query or export of the caller's",
+           409: "The query version no longer checks (definition_invalid), or the Idempotency-Key names another "
+                "request of the caller's (idempotency_key_reused)",
+           415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
 
 
 def _required(adapter: Callable[[], Any] | None) -> Callable[[], Any]:
@@ -108,14 +108,14 @@ def _required(adapter: Callable[[], Any] | None) -> Callable[[], Any]:
     return adapter
 
 
-def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[str], Callable[..., Any]],
-                      adapters: Any) -> None:
-    """Register the export routes on ``app`` with ``route`` (the app's route recorder) and
-    ``scope_for`` (the workspace scope dependency of a claims role). ``adapters`` gives
+def register(routes: Routes) -> None:
+    """Register the export routes (see :mod:`timekeeper.api.routing`). The adapters give
     ``export_publisher()`` and ``files()`` (an S3 client and the files bucket). The access
     rule's refusals (403 with the reason, 404 ``not_found``) and unknown queries (404) are
-    answered by the app's own handlers (:mod:`timekeeper.api.errors`)."""
-    reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
+    answered by the app's own handlers (:mod:`timekeeper.api.errors`). An export request
+    opens its own transactions (it publishes after commit: the scope's ``call``)."""
+    app, adapters = routes.app, routes.adapters
+    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
 
     @app.exception_handler(ex.ExportNotFound)
     def _export_not_found(_: ex.ExportNotFound) -> Response:
@@ -126,43 +126,38 @@ def add_export_routes(app: Any, route: Callable[..., Any], scope_for: Callable[[
         return error_response(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
                               f"the query version no longer checks: {error.reason}", error.field)
 
-    @route("POST", "/queries/<query_id>/exports", tags=["exports"], operation_id="requestExport",
-           security=_SECURITY, summary="Export a saved query version to CSV or XLSX (runs in the background)",
-           responses={202: {"description": "Accepted: the export is queued"},
-                      200: {"description": "An earlier request with the same Idempotency-Key made this export"},
-                      **_errors_doc(401, 403, 404, 409, 415, 422)})
+    @routes.route("POST", "/queries/<query_id>/exports", tags=["exports"], operation_id="requestExport",
+                  security=SECURITY,
+                  summary="Export a saved query version to CSV or XLSX (runs in the background)",
+                  responses={**errors.responses(202, "Accepted: the export is queued", 404, 409, 415, texts=_ERRORS),
+                             200: {"description": "An earlier request with the same Idempotency-Key made this "
+                                                  "export"}})
     def request_export(
-        scope: reader, query_id: Annotated[UUID, Path(description="the saved query's id")],
+        scope: reader, query_id: Annotated[CanonicalUuid, Path(description="the saved query's id")],
         body: Annotated[ExportCreate, Body()],
-        idempotency_key: Annotated[str | None, Header(
-            alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
-            description="repeat a request safely: the same key returns the same export")] = None,
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key returns the same export")] = None,
     ) -> Response[ExportOut]:
-        with scope.conn.entered(scope.workspace_id):
-            export, created = ex.request_export(
-                scope.conn, workspace_id=scope.workspace_id, query_id=query_id, version=body.version,
-                format=body.format, requested_by=scope.identity.user_id, idempotency_key=idempotency_key,
-                now=scope.now, publisher=_required(adapters.export_publisher)())
+        key = scope.claim_key(idempotency_key, body)
+        export, created = scope.call(
+            ex.request_export, query_id=query_id, version=body.version, format=body.format,
+            requested_by=scope.user_id, idempotency_key=key, now=scope.now,
+            publisher=_required(adapters.export_publisher)())
         return Response(status_code=HTTPStatus.ACCEPTED if created else HTTPStatus.OK,
                         content_type=content_types.APPLICATION_JSON,
                         body=export_out(export, created=created), headers={"Location": f"/exports/{export.id}"})
 
-    @route("GET", "/exports/<export_id>", tags=["exports"], operation_id="getExport", security=_SECURITY,
-           summary="An export of yours: its state, and when succeeded a download link",
-           responses={200: {"description": "The export"}, **_errors_doc(401, 403, 404, 422)})
+    @routes.route("GET", "/exports/<export_id>", tags=["exports"], operation_id="getExport", security=SECURITY,
+                  summary="An export of yours: its state, and when succeeded a download link",
+                  responses=errors.responses(200, "The export", 404, texts=_ERRORS))
     def get_export(scope: reader,
-                   export_id: Annotated[UUID, Path(description="the export's id")]) -> ExportOut:
-        conn, user = scope.conn, scope.identity.user_id
-        with conn.entered(scope.workspace_id):
-            with conn.transaction():
-                decision = access.check_person(conn, workspace_id=scope.workspace_id, user_id=user,
-                                               permission=access.QUERIES_READ)
-            access.require(decision, "read exports")
-            export = ex.get_export(conn, workspace_id=scope.workspace_id, export_id=export_id, requested_by=user)
-            if export.state == "queued" and export.published_at is None:
-                ex.reoffer_exports(conn, _required(adapters.export_publisher)(), now=scope.now,
-                                   older_than=EXPORTS.reoffer_after, workspace_id=scope.workspace_id,
-                                   export_id=export.id, limit=1)
+                   export_id: Annotated[CanonicalUuid, Path(description="the export's id")]) -> ExportOut:
+        with scope.unit(access.QUERIES_READ) as conn:
+            export = ex.get_export(conn, workspace_id=scope.workspace_id, export_id=export_id,
+                                   requested_by=scope.user_id)
+        if export.state == "queued" and export.published_at is None:
+            scope.call(ex.reoffer_exports, publisher=_required(adapters.export_publisher)(), now=scope.now,
+                       older_than=EXPORTS.reoffer_after, export_id=export.id, limit=1)
         if export.state != "succeeded" or export.object_key is None:
             return export_out(export)
         s3, bucket = _required(adapters.files)()

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -59,7 +60,39 @@ UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 RECURRENCE_SCHEMA = published_rule_schema()
 
 Recurrence = Annotated[dict[str, Any], WithJsonSchema(RECURRENCE_SCHEMA)]
-Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)")]
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty or only white space")
+    return text
+
+
+Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)"),
+                 AfterValidator(_not_blank)]
+
+#: The one spelling of an id the API takes: the canonical UUID text it writes itself
+#: (lowercase hex, 8-4-4-4-12). Upper case, braces, a ``urn:uuid:`` prefix or no hyphens
+#: would name the same resource by other texts (other URLs, Idempotency-Key fingerprints
+#: and log lines), so they are a 422 naming the field. Values that are already UUIDs pass.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _canonical_uuid(value: Any) -> Any:
+    if isinstance(value, str) and not _CANONICAL_UUID.fullmatch(value):
+        raise ValueError("write the id as a canonical UUID (lowercase, 8-4-4-4-12 hex digits)")
+    return value
+
+
+CanonicalUuid = Annotated[UUID, BeforeValidator(_canonical_uuid)]
+
+
+#: Path parameters that are whole numbers: written as plain decimal digits only, so
+#: ``1.0``, ``+1`` and ``01`` are a 422 naming the parameter rather than other names of 1
+#: (checked on the raw path by :func:`timekeeper.api.app.create_app`'s middleware, ahead of
+#: the parameter's own ``int`` validation).
+NUMBER_PATH_PARAMETERS = frozenset({"version"})
+PLAIN_DECIMAL = re.compile(r"[1-9][0-9]*")
 
 
 #: The JSON Schema keywords whose numbers Powertools writes as floats (its schema model
@@ -100,7 +133,7 @@ class ScheduleCreateBase(BaseModel):
     owner: str
     work_kind: str
     recurrence: Recurrence
-    subject_id: UUID | None = Field(None, description="the owning module's row the work applies to")
+    subject_id: CanonicalUuid | None = Field(None, description="the owning module's row the work applies to")
     name: Name = ""
     active: StrictBool = Field(True, description="false creates the schedule paused")
 
@@ -179,7 +212,7 @@ class ScheduleUpdate(BaseModel):
 
     recurrence: Recurrence = None  # type: ignore[assignment]
     name: Name = None  # type: ignore[assignment]
-    subject_id: UUID = Field(None, description="the owning module's row the work applies to")  # type: ignore[assignment]
+    subject_id: CanonicalUuid = Field(None, description="the owning module's row the work applies to")  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _something(self) -> ScheduleUpdate:

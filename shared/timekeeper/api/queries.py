@@ -43,39 +43,34 @@ allow, a value of the wrong type) is a 422 ``definition_invalid``. Both name the
 annotations at run time.)
 """
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from http import HTTPStatus
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from aws_lambda_powertools.event_handler.request import Request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE, Identity, identity_from_event
-from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import ApiError, ErrorBody
-from timekeeper.api.models import CURSOR_PATTERN, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
-from timekeeper.observability import set_log_keys
-from timekeeper.platform import access
 from timekeeper.queries import definition as definitions
 from timekeeper.queries import store
 from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, ColumnType, Operator
 from timekeeper.queries.definition import InvalidDefinition, QueryDefinition, check_definition, storable_text
 
-_SECURITY = [{"authorizer": []}]
 _TAGS = ["queries"]
 #: The largest version number a path may name (the column is a PostgreSQL integer).
 MAX_VERSION = 2**31 - 1
 MAX_DESCRIPTION = 2000
-
-T = TypeVar("T")
 
 
 # --------------------------------------------------------------------------------- models
@@ -264,136 +259,48 @@ def _definition_field(path: str) -> str:
     return "definition" if path in ("", "definition") else f"definition.{path}"
 
 
-# ---------------------------------------------------------------------------------- scope
-
-
-@dataclass(frozen=True)
-class QueryScope:
-    """The saved-query actions of ``identity`` on ``conn`` at ``now`` (aware UTC). Each
-    runs in ONE transaction with the caller's workspace entered (row-level security):
-    first the access rule for the person, then the store function with the caller's
-    workspace filled in. Raises :class:`~timekeeper.api.errors.ApiError` (403 with the
-    rule's reason, 404, 422 ``definition_invalid``) or
-    :class:`~timekeeper.queries.store.QueryNotFound`."""
-
-    identity: Identity
-    conn: TenantConnection
-    now: datetime
-
-    @property
-    def workspace_id(self) -> UUID:
-        """The caller's workspace: the only one this scope can see."""
-        return self.identity.workspace_id
-
-    def _run(self, permission: str, action: Callable[[], T], *, query_id: UUID | None = None) -> T:
-        with self.conn.entered(self.workspace_id), self.conn.transaction():
-            if query_id is None:
-                decision = access.check_person(self.conn, workspace_id=self.workspace_id,
-                                               user_id=self.identity.user_id, permission=permission)
-            else:
-                decision = access.check_query(self.conn, workspace_id=self.workspace_id,
-                                              user_id=self.identity.user_id, query_id=query_id,
-                                              permission=permission)
-            if not decision:
-                raise errors.access_refused(decision.reason or access.NOT_FOUND, "query")
-            try:
-                return action()
-            except InvalidDefinition as error:
-                raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.DEFINITION_INVALID, error.reason,
-                               _definition_field(error.field)) from None
-
-    def allowed(self, permission: str) -> None:
-        """Only the access rule (for routes that read no workspace data)."""
-        self._run(permission, lambda: None)
-
-    def page(self, *, after: tuple[datetime, UUID] | None, limit: int) -> tuple[list[store.SavedQuery],
-                                                                              tuple[datetime, UUID] | None]:
-        """A page of undeleted queries (oldest first) and the keyset after it (None: last page)."""
-        rows = self._run(QUERIES_READ, lambda: store.list_queries(
-            self.conn, workspace_id=self.workspace_id, after=after, limit=limit + 1))
-        return split_page(rows, limit, lambda q: (q.created_at, q.id))
-
-    def create(self, body: QueryCreate) -> tuple[store.SavedQuery, store.QueryVersion]:
-        """Save a new query with version 1, created by the caller."""
-        return self._run(QUERIES_WRITE, lambda: store.create_query(
-            self.conn, workspace_id=self.workspace_id, name=body.name, description=body.description,
-            definition=body.definition, actor=self.identity.user_id, now=self.now))
-
-    def add_version(self, query_id: UUID, body: VersionCreate) -> tuple[store.SavedQuery, store.QueryVersion]:
-        """Append version n + 1 (and change name/description when given)."""
-        return self._run(QUERIES_WRITE, lambda: store.add_version(
-            self.conn, workspace_id=self.workspace_id, query_id=query_id, definition=body.definition,
-            actor=self.identity.user_id, now=self.now, name=body.name, description=body.description),
-            query_id=query_id)
-
-    def detail(self, query_id: UUID) -> tuple[store.SavedQuery, list[store.QueryVersion]]:
-        """The query and its versions, oldest first."""
-        def read() -> tuple[store.SavedQuery, list[store.QueryVersion]]:
-            query = store.get_query(self.conn, workspace_id=self.workspace_id, query_id=query_id)
-            return query, store.list_versions(self.conn, workspace_id=self.workspace_id, query_id=query_id)
-
-        return self._run(QUERIES_READ, read, query_id=query_id)
-
-    def version(self, query_id: UUID, version: int) -> store.QueryVersion:
-        """One version of an undeleted query."""
-        return self._run(QUERIES_READ, lambda: store.get_version(
-            self.conn, workspace_id=self.workspace_id, query_id=query_id, version=version), query_id=query_id)
-
-    def delete(self, query_id: UUID) -> None:
-        """Mark the query deleted."""
-        self._run(QUERIES_WRITE, lambda: store.delete_query(
-            self.conn, workspace_id=self.workspace_id, query_id=query_id, now=self.now), query_id=query_id)
-
-
 # --------------------------------------------------------------------------------- routes
 
 
-def _responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
-    texts = {401: "No or invalid authorizer claims",
-             403: "forbidden: the token's roles do not allow this; or the access rule's reason "
-                  "(not_a_member, left_workspace, user_deactivated, missing_role)",
-             404: "No such (undeleted) query or version in the caller's workspace",
-             415: "The body is not application/json",
-             422: "Invalid input (the field and the reason): validation_error, definition_invalid, invalid_cursor"}
-    out: dict[int, dict[str, Any]] = {status: {"description": description}}
-    for code in (401, 403, 422, *error_codes):
-        out[code] = {"description": texts[code],
-                     "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
-    return out
+@contextmanager
+def _definition_checked() -> Iterator[None]:
+    """A definition the catalogue refuses is a 422 ``definition_invalid`` naming the field."""
+    try:
+        yield
+    except InvalidDefinition as error:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.DEFINITION_INVALID, error.reason,
+                       _definition_field(error.field)) from None
 
 
-QueryId = Annotated[UUID, Path(description="the saved query's id")]
+_ERRORS = {401: "No or invalid authorizer claims",
+           403: "forbidden: the token's roles do not allow this; or the access rule's reason "
+                "(not_a_member, left_workspace, user_deactivated, missing_role)",
+           404: "No such (undeleted) query or version in the caller's workspace",
+           415: "The body is not application/json",
+           422: "Invalid input (the field and the reason): validation_error, definition_invalid, invalid_cursor"}
+_responses = partial(errors.responses, texts=_ERRORS)
+
+QueryId = Annotated[CanonicalUuid, Path(description="the saved query's id")]
 VersionNumber = Annotated[int, Path(ge=1, le=MAX_VERSION, description="the version number (1, 2, ...)")]
 
 
-def register_query_routes(route: Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]],
-                          connection: Callable[[], TenantConnection], now: Callable[[], datetime]) -> None:
-    """Register the saved-query routes and ``GET /catalogue`` with ``route(method, rule,
-    **kwargs)`` (the app's route decorator factory). ``connection()`` is the API's walled
-    connection, ``now()`` the clock; both are called once per request."""
-
-    def scope_for(permission: str) -> Callable[[Request], QueryScope]:
-        def scope(request: Request) -> QueryScope:
-            identity = identity_from_event(request.resolved_event.raw_event)
-            set_log_keys(workspace_id=identity.workspace_id)
-            identity.require(permission)
-            return QueryScope(identity=identity, conn=connection(), now=now())
-
-        scope.__name__ = f"query_scope_{permission.replace(':', '_')}"
-        return scope
-
-    Reader = Annotated[QueryScope, Depends(scope_for(QUERIES_READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[QueryScope, Depends(scope_for(QUERIES_WRITE))]  # noqa: N806
+def register(routes: Routes) -> None:
+    """Register the saved-query routes and ``GET /catalogue`` (see :mod:`timekeeper.api.routing`).
+    Each runs in ONE transaction of the scope (:meth:`~timekeeper.api.scope.WorkspaceScope.unit`):
+    the access rule for the person (or the query), then the store."""
+    route = routes.route
+    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]  # noqa: N806 - type aliases
+    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]  # noqa: N806
     catalogue = catalogue_out()
 
-    @route("GET", "/catalogue", tags=_TAGS, operation_id="getCatalogue", security=_SECURITY,
+    @route("GET", "/catalogue", tags=_TAGS, operation_id="getCatalogue", security=SECURITY,
            summary="The entities, columns (type, enum values) and operators per type a saved query may use",
            responses=_responses(200, "The catalogue"))
     def get_catalogue(scope: Reader) -> CatalogueOut:
-        scope.allowed(QUERIES_READ)
+        scope.person(QUERIES_READ, noun="query")
         return catalogue
 
-    @route("GET", "/queries", tags=_TAGS, operation_id="listQueries", security=_SECURITY,
+    @route("GET", "/queries", tags=_TAGS, operation_id="listQueries", security=SECURITY,
            summary="List the workspace's saved queries (cursor pagination)",
            responses=_responses(200, "A page of saved queries, oldest first"))
     def list_queries(
@@ -402,44 +309,58 @@ def register_query_routes(route: Callable[..., Callable[[Callable[..., Any]], Ca
         cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                             description="next_cursor of the previous page")] = None,
     ) -> QueryPage:
-        rows, after = scope.page(after=decode_cursor(cursor), limit=limit)
+        with scope.unit(QUERIES_READ, noun="query") as conn:
+            found = store.list_queries(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
+                                       limit=limit + 1)
+        rows, after = split_page(found, limit, lambda q: (q.created_at, q.id))
         return QueryPage(items=[query_out(q) for q in rows], next_cursor=encode_cursor(after))
 
-    @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=_SECURITY,
+    @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=SECURITY,
            summary="Save a query (the definition is checked against the catalogue) as version 1",
            responses=_responses(201, "Created: the query and its version 1", 415))
     def create_query(scope: Writer, body: Annotated[QueryCreate, Body()]) -> Response[QuerySaved]:
-        query, version = scope.create(body)
+        with _definition_checked(), scope.unit(QUERIES_WRITE, noun="query") as conn:
+            query, version = store.create_query(
+                conn, workspace_id=scope.workspace_id, name=body.name, description=body.description,
+                definition=body.definition, actor=scope.user_id, now=scope.now)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
                         body=QuerySaved(query=query_out(query), version=version_out(version)),
                         headers={"Location": f"/queries/{query.id}"})
 
-    @route("GET", "/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=_SECURITY,
+    @route("GET", "/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=SECURITY,
            summary="A saved query with every version (newest first), each with its definition",
            responses=_responses(200, "The query and its versions", 404))
     def get_query(scope: Reader, query_id: QueryId) -> QueryDetail:
-        query, versions = scope.detail(query_id)
+        with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
+            query = store.get_query(conn, workspace_id=scope.workspace_id, query_id=query_id)
+            versions = store.list_versions(conn, workspace_id=scope.workspace_id, query_id=query_id)
         return QueryDetail(query=query_out(query), versions=[version_out(v) for v in reversed(versions)])
 
-    @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=_SECURITY,
+    @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=SECURITY,
            summary="Save a new version (n + 1, made current); earlier versions never change",
            responses=_responses(201, "Created: the query and its new version", 404, 415))
     def add_query_version(scope: Writer, query_id: QueryId,
                           body: Annotated[VersionCreate, Body()]) -> Response[QuerySaved]:
-        query, version = scope.add_version(query_id, body)
+        with _definition_checked(), scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
+            query, version = store.add_version(
+                conn, workspace_id=scope.workspace_id, query_id=query_id, definition=body.definition,
+                actor=scope.user_id, now=scope.now, name=body.name, description=body.description)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
                         body=QuerySaved(query=query_out(query), version=version_out(version)),
                         headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
 
     @route("GET", "/queries/<query_id>/versions/<version>", tags=_TAGS, operation_id="getQueryVersion",
-           security=_SECURITY, summary="One version of a saved query",
+           security=SECURITY, summary="One version of a saved query",
            responses=_responses(200, "The version", 404))
     def get_query_version(scope: Reader, query_id: QueryId, version: VersionNumber) -> VersionOut:
-        return version_out(scope.version(query_id, version))
+        with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
+            found = store.get_version(conn, workspace_id=scope.workspace_id, query_id=query_id, version=version)
+        return version_out(found)
 
-    @route("DELETE", "/queries/<query_id>", tags=_TAGS, operation_id="deleteQuery", security=_SECURITY,
+    @route("DELETE", "/queries/<query_id>", tags=_TAGS, operation_id="deleteQuery", security=SECURITY,
            summary="Delete (404 on every route from then on; versions are kept for what pinned them)",
            responses=_responses(204, "Deleted", 404))
     def delete_query(scope: Writer, query_id: QueryId) -> Response[None]:
-        scope.delete(query_id)
+        with scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
+            store.delete_query(conn, workspace_id=scope.workspace_id, query_id=query_id, now=scope.now)
         return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)

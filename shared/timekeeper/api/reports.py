@@ -13,25 +13,26 @@ workspace does not have a 404. An invalid definition is a 422 naming the field
 annotations at run time.)
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
+from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path, Query
-from aws_lambda_powertools.event_handler.request import Request
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE, Identity, identity_from_event
-from timekeeper.api.db import TenantConnection
+from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CURSOR_PATTERN, decode_cursor, encode_cursor
+from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, decode_cursor, encode_cursor
+from timekeeper.api.routing import SECURITY, Routes, idempotency_header
+from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
-from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
 from timekeeper.queries import rendering
 from timekeeper.queries import reports as store
@@ -41,8 +42,8 @@ from timekeeper.queries.reports import ReportDefinition
 #: How long a download link of a rendered report is valid (seconds).
 DOWNLOAD_URL_TTL_S = 60
 
-ReportId = Annotated[UUID, Path(description="the report's id")]
-RenderId = Annotated[UUID, Path(description="the render's id")]
+ReportId = Annotated[CanonicalUuid, Path(description="the report's id")]
+RenderId = Annotated[CanonicalUuid, Path(description="the render's id")]
 
 
 class ReportCreate(BaseModel):
@@ -110,21 +111,12 @@ class RenderOut(BaseModel):
     download_expires_at: datetime | None = None
 
 
-_ERROR_TEXTS = {401: "No or invalid authorizer claims",
-                403: "The caller's roles, or the access rule (code: its reason), do not allow this",
-                404: "No such report or render in the caller's workspace",
-                409: "The Idempotency-Key names a render of another report",
-                415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
-
-
-def responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
-    """The OpenAPI responses of a report route: ``status`` and the error statuses with
-    :class:`~timekeeper.api.errors.ErrorBody`."""
-    out: dict[int, dict[str, Any]] = {status: {"description": description}}
-    for code in (401, 403, 422, *error_codes):
-        out[code] = {"description": _ERROR_TEXTS[code],
-                     "content": {content_types.APPLICATION_JSON: {"model": errors.ErrorBody}}}
-    return out
+_ERRORS = {401: "No or invalid authorizer claims",
+           403: "The caller's roles, or the access rule (code: its reason), do not allow this",
+           404: "No such report or render in the caller's workspace",
+           409: "The Idempotency-Key names another request of the caller's, e.g. a render of another report",
+           415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
+responses = partial(errors.responses, texts=_ERRORS)
 
 
 def _report_out(report: store.Report) -> ReportOut:
@@ -137,97 +129,55 @@ def _detail(report: store.Report, version: store.ReportVersion) -> ReportDetail:
                         version_created_by=version.created_by, version_created_at=version.created_at)
 
 
-class ReportScope:
-    """The caller (``identity``) in their workspace on the API's walled connection at ``now``."""
-
-    def __init__(self, identity: Identity, conn: TenantConnection, now: datetime) -> None:
-        self.identity = identity
-        self.conn = conn
-        self.now = now
-
-    @property
-    def workspace_id(self) -> UUID:
-        return self.identity.workspace_id
-
-    def require(self, permission: str, report_id: UUID | None = None) -> None:
-        """Ask the access rule for the caller (and ``report_id``); raise 403 with the rule's
-        reason, or 404 when the report is not in the workspace."""
-        with self.conn.entered(self.workspace_id), self.conn.transaction():
-            if report_id is None:
-                decision = access.check_person(self.conn, workspace_id=self.workspace_id,
-                                               user_id=self.identity.user_id, permission=permission)
-            else:
-                decision = access.check_report(self.conn, workspace_id=self.workspace_id,
-                                               user_id=self.identity.user_id, report_id=report_id,
-                                               permission=permission)
-        if decision:
-            return
-        if decision.reason == access.NOT_FOUND:
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such report in this workspace")
-        raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or errors.FORBIDDEN,
-                       f"the access rule refuses {permission}: {decision.reason}")
-
-    def call(self, action: Callable[..., Any], /, **kwargs: Any) -> Any:
-        """``action(conn, workspace_id=..., **kwargs)`` in the caller's workspace; maps the
-        store's refusals to 404 and 422 (the field under ``definition``)."""
-        try:
-            with self.conn.entered(self.workspace_id):
-                return action(self.conn, workspace_id=self.workspace_id, **kwargs)
-        except (store.ReportNotFound, rendering.RenderNotFound):
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such report or render in this workspace") \
-                from None
-        except InvalidDefinition as error:
-            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, error.reason,
-                           f"definition.{error.field}") from None
+@contextmanager
+def _definition_checked() -> Iterator[None]:
+    """An invalid report definition is a 422 naming the field under ``definition``."""
+    try:
+        yield
+    except InvalidDefinition as error:
+        raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, error.reason,
+                       f"definition.{error.field}") from None
 
 
-def register_report_routes(route: Callable[..., Any], *, connection: Callable[[], TenantConnection],
-                           now: Callable[[], datetime], renderer: Callable[[], Any] | None,
-                           files: Callable[[], tuple[Any, str]] | None,
-                           security: list[dict[str, list[str]]]) -> None:
-    """Add the report routes through ``route`` (``create_app``'s recording ``app.route``).
+def register(routes: Routes) -> None:
+    """Add the report routes (see :mod:`timekeeper.api.routing`). The adapters give
+    ``renderer()`` (a :class:`~timekeeper.aws.renderer.RendererClient`) and ``files()``
+    (``(s3 client, files bucket)``) for download links; without them the render routes
+    answer 500 (the document is the same either way). Each route asks the access rule
+    and reads or writes in ONE transaction of the scope; a render request then asks the
+    renderer after commit."""
+    route = routes.route
+    renderer, files = routes.adapters.renderer, routes.adapters.files
+    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(REPORTS_READ))]  # noqa: N806 - type aliases
+    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(REPORTS_WRITE))]  # noqa: N806
 
-    ``connection()``: the API's walled connection; ``now()``: the clock; ``renderer()``: a
-    :class:`~timekeeper.aws.renderer.RendererClient`; ``files()``: ``(s3 client, files
-    bucket)`` for download links; ``security``: the routes' OpenAPI security requirement.
-    Without ``renderer`` or ``files`` the render routes answer 500 (the document is the same
-    either way).
-    """
+    @routes.app.exception_handler(store.ReportNotFound)
+    @routes.app.exception_handler(rendering.RenderNotFound)
+    def _not_found(_: Exception) -> Response:
+        return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such report or render in this "
+                                     "workspace")
 
-    def scope_for(permission: str) -> Callable[[Request], ReportScope]:
-        def scope(request: Request) -> ReportScope:
-            identity = identity_from_event(request.resolved_event.raw_event)
-            set_log_keys(workspace_id=identity.workspace_id)
-            if permission not in identity.permissions:
-                raise ApiError(HTTPStatus.FORBIDDEN, errors.FORBIDDEN, f"this action needs the role {permission}")
-            return ReportScope(identity, connection(), now())
-
-        scope.__name__ = f"report_scope_{permission.replace(':', '_')}"
-        return scope
-
-    Reader = Annotated[ReportScope, Depends(scope_for(REPORTS_READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[ReportScope, Depends(scope_for(REPORTS_WRITE))]  # noqa: N806
-
-    @route("POST", "/reports", tags=["reports"], operation_id="createReport", security=security,
+    @route("POST", "/reports", tags=["reports"], operation_id="createReport", security=SECURITY,
            summary="Create a report (version 1); its sections' queries must be in the workspace",
            responses=responses(201, "Created", 415))
     def create_report(scope: Writer, body: Annotated[ReportCreate, Body()]) -> Response[ReportDetail]:
-        scope.require(access.REPORTS_WRITE)
-        report, version = scope.call(store.create_report, name=body.name, definition=body.definition,
-                                     actor=scope.identity.user_id, now=scope.now)
+        with _definition_checked(), scope.unit(access.REPORTS_WRITE, noun="report") as conn:
+            report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
+                                                  definition=body.definition, actor=scope.user_id, now=scope.now)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
                         body=_detail(report, version), headers={"Location": f"/reports/{report.id}"})
 
-    @route("PUT", "/reports/<report_id>", tags=["reports"], operation_id="editReport", security=security,
+    @route("PUT", "/reports/<report_id>", tags=["reports"], operation_id="editReport", security=SECURITY,
            summary="Save a new version of the report and make it current (earlier versions stay)",
            responses=responses(200, "The report at its new version", 404, 415))
     def edit_report(scope: Writer, report_id: ReportId, body: Annotated[ReportEdit, Body()]) -> ReportDetail:
-        scope.require(access.REPORTS_WRITE, report_id)
-        report, version = scope.call(store.update_report, report_id=report_id, definition=body.definition,
-                                     name=body.name, actor=scope.identity.user_id, now=scope.now)
+        with _definition_checked(), scope.unit(access.REPORTS_WRITE, report_id=report_id, noun="report") as conn:
+            report, version = store.update_report(conn, workspace_id=scope.workspace_id, report_id=report_id,
+                                                  definition=body.definition, name=body.name, actor=scope.user_id,
+                                                  now=scope.now)
         return _detail(report, version)
 
-    @route("GET", "/reports", tags=["reports"], operation_id="listReports", security=security,
+    @route("GET", "/reports", tags=["reports"], operation_id="listReports", security=SECURITY,
            summary="List the workspace's reports (cursor pagination)",
            responses=responses(200, "A page of reports, oldest first"))
     def list_reports(
@@ -236,23 +186,24 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
         cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                             description="next_cursor of the previous page")] = None,
     ) -> ReportPage:
-        scope.require(access.REPORTS_READ)
-        rows, after = split_page(scope.call(store.list_reports, after=decode_cursor(cursor), limit=limit + 1),
-                                 limit, lambda r: (r.created_at, r.id))
+        with scope.unit(access.REPORTS_READ, noun="report") as conn:
+            found = store.list_reports(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
+                                       limit=limit + 1)
+        rows, after = split_page(found, limit, lambda r: (r.created_at, r.id))
         return ReportPage(items=[_report_out(r) for r in rows], next_cursor=encode_cursor(after))
 
-    @route("GET", "/reports/<report_id>", tags=["reports"], operation_id="getReport", security=security,
+    @route("GET", "/reports/<report_id>", tags=["reports"], operation_id="getReport", security=SECURITY,
            summary="A report with its current version's definition", responses=responses(200, "The report", 404))
     def get_report(scope: Reader, report_id: ReportId) -> ReportDetail:
-        scope.require(access.REPORTS_READ, report_id)
-        return _detail(*scope.call(store.get_report, report_id=report_id))
+        with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
+            return _detail(*store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
 
     def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
         if adapter is None:
             raise RuntimeError(f"the API was built without its {name} adapter")
         return adapter()
 
-    def render_out(row: rendering.ReportRender, scope: ReportScope) -> RenderOut:
+    def render_out(row: rendering.ReportRender, scope: WorkspaceScope) -> RenderOut:
         out = RenderOut(id=row.id, report_id=row.report_id, report_version=row.report_version, state=row.state,
                         attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
                         byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
@@ -267,21 +218,21 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
         return out
 
     @route("POST", "/reports/<report_id>/renders", tags=["reports"], operation_id="renderReport",
-           security=security, summary="Render the report's current version to PDF (the same Idempotency-Key "
+           security=SECURITY, summary="Render the report's current version to PDF (the same Idempotency-Key "
                                       "returns the same render)",
            responses=responses(202, "Accepted: the render is requested", 404, 409))
     def request_render(
         scope: Reader, report_id: ReportId,
-        idempotency_key: Annotated[str, Header(
-            alias="Idempotency-Key", min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$",
-            description="required: the same key returns the same render")],
+        idempotency_key: Annotated[str, idempotency_header("required: the same key returns the same render")],
     ) -> Response[RenderOut]:
-        scope.require(access.REPORTS_READ, report_id)
+        scope.person(access.REPORTS_READ, report_id=report_id, noun="report")
+        key = scope.claim_key(idempotency_key)
         try:
-            row = scope.call(rendering.request_render, report_id=report_id, idempotency_key=idempotency_key,
-                             requested_by=scope.identity.user_id, now=scope.now)
+            with scope.unit() as conn:
+                row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
+                                               idempotency_key=key, requested_by=scope.user_id, now=scope.now)
         except rendering.IdempotencyKeyReused:
-            raise ApiError(HTTPStatus.CONFLICT, "idempotency_key_reused",
+            raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
                            "this Idempotency-Key already names a render of another report", "Idempotency-Key") \
                 from None
         if not row.terminal:
@@ -293,11 +244,11 @@ def register_report_routes(route: Callable[..., Any], *, connection: Callable[[]
                         body=render_out(row, scope), headers={"Location": f"/reports/{report_id}/renders/{row.id}"})
 
     @route("GET", "/reports/<report_id>/renders/<render_id>", tags=["reports"], operation_id="getRender",
-           security=security, summary="A render's state, with a download link valid 60 s once it succeeded",
+           security=SECURITY, summary="A render's state, with a download link valid 60 s once it succeeded",
            responses=responses(200, "The render", 404))
     def get_render(scope: Reader, report_id: ReportId, render_id: RenderId) -> RenderOut:
-        scope.require(access.REPORTS_READ, report_id)
-        row = scope.call(rendering.get_render, render_id=render_id)
+        with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
+            row = rendering.get_render(conn, workspace_id=scope.workspace_id, render_id=render_id)
         if row.report_id != report_id:
             raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such render of this report")
         return render_out(row, scope)

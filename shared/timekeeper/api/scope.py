@@ -1,11 +1,15 @@
-"""The tenant rule, in one place: a workspace comes only from the caller's claims.
+"""The tenant rule, the access rule's refusals and the request's transaction, in one place.
 
-A :class:`WorkspaceScope` is what a route gets instead of a connection: every owner action
-it offers is the :mod:`timekeeper.schedules.service` function with the CALLER'S workspace
-filled in (the routes never pass a workspace id), run on the API's tenant-walled
-connection with that workspace entered (row-level security). Another workspace's schedule
-is therefore never found: :class:`~timekeeper.schedules.service.ScheduleNotFound`, a 404.
-The acting user is the caller's user id and ``now`` is read once per request at the edge.
+A :class:`WorkspaceScope` is what a workspace route gets instead of a connection (from the
+one dependency, :func:`scope_dependency`): a workspace comes only from the caller's
+claims, and every action it offers runs on the API's tenant-walled connection with that
+workspace entered (row-level security). Another workspace's schedule, query or report is
+therefore never found: a 404. The acting user is the caller's user id and ``now`` is
+read once per request at the edge. The scope also asks the access rule of
+:mod:`timekeeper.platform.access` (every refusal through
+:func:`timekeeper.api.errors.access_refused`), says where a transaction opens
+(:meth:`WorkspaceScope.unit`, :meth:`WorkspaceScope.call`) and binds an Idempotency-Key
+to its request (:func:`claim_key`).
 
 Snapshots: :class:`WorkspaceSnapshots` lists the CALLER'S workspace's periods under the
 same rule. :class:`StaffScope` is the one exception to it, and is built only by
@@ -19,17 +23,22 @@ build a ``StaffScope`` never see a workspace other than the caller's.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from aws_lambda_powertools.event_handler.request import Request
 
-from timekeeper.api.auth import Identity
+from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import FORBIDDEN, ApiError
+from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, access_refused
+from timekeeper.db import idempotency
+from timekeeper.observability import set_log_keys
+from timekeeper.platform import access
 from timekeeper.platform.directory import Workspace, get_workspace
 from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
@@ -65,9 +74,23 @@ class OwnerRoutedPublisher:
 
 @dataclass(frozen=True)
 class WorkspaceScope:
-    """Owner actions bound to ``identity``'s workspace on ``conn`` at instant ``now`` (aware
-    UTC). Each method runs the service function's own transaction(s) with the workspace
-    entered; errors are the service's (``ScheduleNotFound``, ``InvalidRecurrence``,
+    """The caller's request, bound to ``identity``'s workspace on ``conn`` at instant ``now``
+    (aware UTC): what every route of a workspace resource gets (from the one dependency of
+    :func:`scope_dependency`). It offers the owner actions of
+    :mod:`timekeeper.schedules.service` and the three ways a route reaches the database,
+    which are also the rule for where a transaction opens:
+
+    * :meth:`unit` -- ONE transaction with the workspace entered, the access rule asked
+      first when a permission is given, then the route's repository calls (reads, and
+      writes that publish nothing);
+    * :meth:`person` then :meth:`call` -- for a service that opens its own transactions
+      and publishes after commit (Run now, an export request, the schedule owner actions):
+      the access rule in a transaction of its own, then the service outside any;
+    * routes never call ``conn.transaction()`` themselves.
+
+    Every access refusal leaves through :func:`timekeeper.api.errors.access_refused` (403
+    with the rule's reason, 404 for what the workspace does not have). Errors of the
+    schedule actions are the service's (``ScheduleNotFound``, ``InvalidRecurrence``,
     ``InvalidSubject``, ``OwnRouteOnly``: create, update and run now refuse a work kind
     with a route of its own, and the reads, pause, resume and delete do not see its
     schedules)."""
@@ -75,59 +98,170 @@ class WorkspaceScope:
     identity: Identity
     conn: TenantConnection
     now: datetime
-    publisher: RunPublisher
+    publisher: RunPublisher | None = None
     #: The registered work kinds: create and update check the subject each one declares.
     kinds: WorkKindRegistry | None = None
+    #: The request's method and path (as routed): what an Idempotency-Key is bound to.
+    method: str = ""
+    path: str = ""
 
     @property
     def workspace_id(self) -> UUID:
         """The caller's workspace: the only one this scope can see."""
         return self.identity.workspace_id
 
-    def _call(self, action: Callable[..., Any], /, **kwargs: Any) -> Any:
+    @property
+    def user_id(self) -> str:
+        """The caller (the acting user of every action)."""
+        return self.identity.user_id
+
+    def _check(self, permission: str, *, query_id: UUID | None, report_id: UUID | None, noun: str) -> None:
+        if query_id is not None:
+            decision = access.check_query(self.conn, workspace_id=self.workspace_id, user_id=self.user_id,
+                                          query_id=query_id, permission=permission)
+        elif report_id is not None:
+            decision = access.check_report(self.conn, workspace_id=self.workspace_id, user_id=self.user_id,
+                                           report_id=report_id, permission=permission)
+        else:
+            decision = access.check_person(self.conn, workspace_id=self.workspace_id, user_id=self.user_id,
+                                           permission=permission)
+        if not decision:
+            raise access_refused(decision.reason or access.NOT_FOUND, noun)
+
+    @contextmanager
+    def unit(self, permission: str | None = None, *, query_id: UUID | None = None, report_id: UUID | None = None,
+             noun: str = "object") -> Iterator[TenantConnection]:
+        """ONE transaction in the caller's workspace, yielding the connection: first the
+        access rule for ``permission`` (of the person; of ``query_id`` or ``report_id``
+        when given), then the block. A refusal is :func:`access_refused` (``noun`` names
+        the missing thing in a 404); an exception rolls the transaction back."""
+        with workspace_unit(self.conn, self.workspace_id):
+            if permission is not None:
+                self._check(permission, query_id=query_id, report_id=report_id, noun=noun)
+            yield self.conn
+
+    def person(self, permission: str, *, query_id: UUID | None = None, report_id: UUID | None = None,
+               noun: str = "object") -> None:
+        """Only the access rule, in a transaction of its own (before :meth:`call`)."""
+        with self.unit(permission, query_id=query_id, report_id=report_id, noun=noun):
+            pass
+
+    def call(self, action: Callable[..., Any], /, **kwargs: Any) -> Any:
+        """``action(conn, workspace_id=<the caller's>, **kwargs)`` with the workspace entered
+        and no transaction open: a service that opens its own (and publishes after commit)."""
         with self.conn.entered(self.workspace_id):
             return action(self.conn, workspace_id=self.workspace_id, **kwargs)
+
+    def claim_key(self, key: str | None, body: Any = None) -> str | None:
+        """Bind the caller's Idempotency-Key to this request (see :func:`claim_key`)."""
+        return claim_key(self.conn, self.identity, method=self.method, path=self.path, key=key, body=body,
+                         now=self.now)
 
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
              limit: int) -> service.SchedulePage:
         """A page of the workspace's schedules (see :func:`service.list_schedules`)."""
-        return self._call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
+        return self.call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
                           kinds=self.kinds)
 
     def details(self, schedule_id: UUID, *, history_limit: int) -> service.ScheduleDetails:
         """The schedule with its runs, events and next 5 occurrences."""
-        return self._call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
+        return self.call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
                           upcoming=5, kinds=self.kinds)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
-        return self._call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
+        return self.call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
                           **fields)
 
     def update(self, schedule_id: UUID, **fields: Any) -> service.Schedule:
         """Change ``recurrence`` / ``name`` / ``subject_id`` (None keeps a field)."""
-        return self._call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
+        return self.call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now, kinds=self.kinds, **fields)
 
     def pause(self, schedule_id: UUID) -> service.Schedule:
         """Pause (idempotent) with reason ``paused_by_owner``."""
-        return self._call(service.pause_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
+        return self.call(service.pause_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
                           kinds=self.kinds)
 
     def resume(self, schedule_id: UUID) -> service.Schedule:
         """Resume from now (no backlog); resets the failure streak."""
-        return self._call(service.resume_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
+        return self.call(service.resume_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now, kinds=self.kinds)
 
     def delete(self, schedule_id: UUID) -> None:
         """Delete (kept for audit, gone from reads)."""
-        self._call(service.delete_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
+        self.call(service.delete_schedule, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
                    kinds=self.kinds)
 
     def run_now(self, schedule_id: UUID, *, idempotency_key: str | None) -> tuple[UUID, bool]:
         """Commit a manual run, then publish it to its owner's queue (released on refusal)."""
-        return self._call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
-                          publisher=self.publisher, idempotency_key=idempotency_key, kinds=self.kinds)
+        return self.call(service.run_now, schedule_id=schedule_id, actor=self.identity.user_id, now=self.now,
+                         publisher=self.publisher, idempotency_key=idempotency_key, kinds=self.kinds)
+
+
+@contextmanager
+def workspace_unit(conn: TenantConnection, workspace_id: UUID) -> Iterator[TenantConnection]:
+    """ONE transaction on the walled connection with ``workspace_id`` entered: the unit of
+    :meth:`WorkspaceScope.unit`, and of the one route without a caller's scope (a download
+    link names its workspace in its signed token)."""
+    with conn.entered(workspace_id), conn.transaction():
+        yield conn
+
+
+def scope_dependency(*, connection: Callable[[], TenantConnection], now: Callable[[], datetime],
+                     publisher: RunPublisher | None = None, kinds: WorkKindRegistry | None = None,
+                     ) -> Callable[[str], Callable[[Request], WorkspaceScope]]:
+    """The one scope dependency: ``scope_for(permission)`` is a Powertools dependency that
+    reads the authorizer's claims (401 without them), sets the request's workspace log
+    key, checks that the token's roles allow ``permission`` (403 ``forbidden``) and builds
+    the :class:`WorkspaceScope` of the caller (``connection()`` and ``now()`` are called
+    once per request)."""
+
+    def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
+        def scope(request: Request) -> WorkspaceScope:
+            identity = identity_from_event(request.resolved_event.raw_event)
+            set_log_keys(workspace_id=identity.workspace_id)
+            identity.require(permission)
+            return WorkspaceScope(identity=identity, conn=connection(), now=now(), publisher=publisher, kinds=kinds,
+                                  method=request.method.upper(), path=request.resolved_event.path)
+
+        scope.__name__ = f"scope_{permission.replace(':', '_')}"
+        return scope
+
+    return scope_for
+
+
+def caller_identity(request: Request) -> Identity:
+    """The caller's identity from the authorizer's claims (401 without them), with the
+    workspace log key set: the dependency of routes whose role check is their own (the
+    snapshot routes: a staff role of the registry, or ``snapshots:read``)."""
+    identity = identity_from_event(request.resolved_event.raw_event)
+    set_log_keys(workspace_id=identity.workspace_id)
+    return identity
+
+
+def claim_key(conn: TenantConnection, identity: Identity, *, method: str, path: str, key: str | None, body: Any,
+              now: datetime) -> str | None:
+    """Bind ``identity``'s Idempotency-Key ``key`` to this request (``method``, ``path``, and
+    ``body``: a pydantic model, a JSON-ready value or None) at ``now`` (aware UTC), in the
+    caller's workspace, before the route does its work; return the key the owner's rows
+    are deduplicated by (:func:`timekeeper.db.idempotency.scoped_key`: the requester's
+    alone), or None without a key.
+
+    Raises a 409 :class:`ApiError` ``idempotency_key_reused`` naming the header when the
+    caller used ``key`` for another method, path or body: a repeat must be the same request."""
+    if key is None:
+        return None
+    if hasattr(body, "model_dump"):
+        body = body.model_dump(mode="json")
+    try:
+        with conn.entered(identity.workspace_id):
+            idempotency.claim(conn, workspace_id=identity.workspace_id, requester=identity.user_id, key=key,
+                              method=method, path=path, body=body, now=now)
+    except idempotency.KeyReused:
+        raise ApiError(409, IDEMPOTENCY_KEY_REUSED, "this Idempotency-Key was used for another request (method, "
+                       "path or body); send a new key for a new request", "Idempotency-Key") from None
+    return idempotency.scoped_key(identity.user_id, key)
 
 
 # ------------------------------------------------------------------------------ snapshots
@@ -146,7 +280,7 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
                        snapshot_type: str | None) -> WorkspacePeriods | None:
     """``workspace_id``'s periods read with that workspace entered (one transaction), or
     None when the directory has no such workspace."""
-    with conn.entered(workspace_id), conn.transaction():
+    with workspace_unit(conn, workspace_id):
         workspace = get_workspace(conn, workspace_id)
         if workspace is None:
             return None

@@ -39,8 +39,8 @@ re-run). A malformed body is a 422 ``validation_error`` naming the field (``peri
 annotations at run time.)
 """
 
-from collections.abc import Callable
 from datetime import date
+from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -52,15 +52,21 @@ from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import SNAPSHOTS_READ, Identity, identity_from_event
-from timekeeper.api.errors import ApiError, ErrorBody
-from timekeeper.api.models import UtcDatetime
-from timekeeper.api.scope import StaffScope, WorkspacePeriods, WorkspaceSnapshots, staff_roles
-from timekeeper.observability import set_log_keys
+from timekeeper.api.auth import SNAPSHOTS_READ, Identity
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import CanonicalUuid, UtcDatetime
+from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.scope import (
+    StaffScope,
+    WorkspacePeriods,
+    WorkspaceScope,
+    WorkspaceSnapshots,
+    caller_identity,
+    staff_roles,
+)
 from timekeeper.snapshots.ledger import PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 
-_SECURITY = [{"authorizer": []}]
 _TAGS = ["snapshots"]
 
 #: A period as the API writes it: the workspace-local month, ``YYYY-MM``.
@@ -109,7 +115,7 @@ class SnapshotRunRequest(BaseModel):
 
     owner: OwnerName = Field(description="the owner module that registered the type", examples=["platform"])
     snapshot_type: OwnerName = Field(description="the snapshot type", examples=["ar_aging"])
-    workspace_id: UUID = Field(description="the target workspace")
+    workspace_id: CanonicalUuid = Field(description="the target workspace")
     period: str = Field(pattern=PERIOD_PATTERN, description="the workspace-local month", examples=["2027-01"])
     mode: Mode
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
@@ -199,7 +205,7 @@ def refusal(error: RequestRefused | UnknownSnapshotType, registry: SnapshotRegis
     return ApiError(status, error.reason, str(error), field)
 
 
-_ERROR_TEXTS = {
+_ERRORS = {
     401: "No or invalid authorizer claims",
     403: "The caller's roles do not allow this",
     404: "No such workspace (or not the caller's)",
@@ -207,43 +213,32 @@ _ERROR_TEXTS = {
     415: "The body is not application/json",
     422: "Invalid input, or a type, workspace or period the ledger does not know; the code is the reason",
 }
-
-
-def _responses(status: int, description: str, *error_codes: int) -> dict[int, dict[str, Any]]:
-    out: dict[int, dict[str, Any]] = {status: {"description": description}}
-    for code in (401, 403, 422, *error_codes):
-        out[code] = {"description": _ERROR_TEXTS[code],
-                     "content": {content_types.APPLICATION_JSON: {"model": ErrorBody}}}
-    return out
+_responses = partial(errors.responses, texts=_ERRORS)
 
 
 # -------------------------------------------------------------------------------- routes
 
 
-def register_snapshot_routes(route: Callable[..., Any], connection: Callable[[], Any], now: Callable[[], Any],
-                             registry: Callable[[], SnapshotRegistry]) -> None:
-    """Add the snapshot routes with ``route(method, rule, **kwargs)`` (the app's route
-    helper: it records methods and query names). ``connection()`` is the API's walled
-    connection, ``now()`` the clock (read once per request), ``registry()`` the deployment's
-    snapshot types."""
-
-    def caller(request: Request) -> Identity:
-        identity = identity_from_event(request.resolved_event.raw_event)
-        set_log_keys(workspace_id=identity.workspace_id)
-        return identity
+def register(routes: Routes) -> None:
+    """Add the snapshot routes (see :mod:`timekeeper.api.routing`). The adapters give
+    ``connection()`` (the API's walled connection), ``now()`` (the clock, read once per
+    request) and ``snapshot_registry()`` (the deployment's snapshot types)."""
+    route, adapters = routes.route, routes.adapters
+    connection, now, registry = adapters.connection, adapters.now, adapters.snapshot_registry
 
     def staff(request: Request) -> StaffScope:
-        return StaffScope.of(caller(request), conn=connection(), now=now(), registry=registry())
+        return StaffScope.of(caller_identity(request), conn=connection(), now=now(), registry=registry())
 
     Staff = Annotated[StaffScope, Depends(staff)]  # noqa: N806 - a type alias
-    Caller = Annotated[Identity, Depends(caller)]  # noqa: N806
+    Caller = Annotated[Identity, Depends(caller_identity)]  # noqa: N806
+    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(SNAPSHOTS_READ))]  # noqa: N806
 
     owner_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
                                                description="only this owner module's types")]
     type_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
                                               description="only this snapshot type")]
 
-    @route("POST", "/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=_SECURITY,
+    @route("POST", "/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=SECURITY,
            summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
            responses=_responses(201, "Recorded: the run waits for admission", 409, 415))
     def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()]) -> Response[SnapshotRunOut]:
@@ -259,22 +254,20 @@ def register_snapshot_routes(route: Callable[..., Any], connection: Callable[[],
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
                         body=run_out(run))
 
-    @route("GET", "/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=_SECURITY,
+    @route("GET", "/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=SECURITY,
            summary="The caller's workspace's snapshot periods: status, chosen version, basis, overdue",
            responses=_responses(200, "The periods, newest first per type", 404))
-    def list_own_periods(identity: Caller, owner: owner_filter = None,
+    def list_own_periods(scope: Reader, owner: owner_filter = None,
                          snapshot_type: type_filter = None) -> PeriodList:
-        if SNAPSHOTS_READ not in identity.permissions:
-            raise ApiError(403, errors.FORBIDDEN, f"this action needs the role {SNAPSHOTS_READ}")
-        own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
+        own = WorkspaceSnapshots(identity=scope.identity, conn=scope.conn, now=scope.now)
         return period_list(own.periods(owner=owner, snapshot_type=snapshot_type))
 
     @route("GET", "/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
-           operation_id="listWorkspaceSnapshotPeriods", security=_SECURITY,
+           operation_id="listWorkspaceSnapshotPeriods", security=SECURITY,
            summary="Staff: any workspace's snapshot periods (a reader: only their own workspace)",
            responses=_responses(200, "The periods, newest first per type", 404))
     def list_workspace_periods(identity: Caller,
-                               workspace_id: Annotated[UUID, Path(description="the workspace")],
+                               workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
                                owner: owner_filter = None, snapshot_type: type_filter = None) -> PeriodList:
         types = registry()
         if identity.roles & staff_roles(types):

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_one
+from timekeeper.schedules.zones import is_canonical_zone
 
 WORKSPACE_STATUSES = ("active", "loading", "disabled")
 USER_STATUSES = ("active", "deactivated")
@@ -25,7 +26,7 @@ SQL = load_queries("timekeeper.platform", "directory.sql")
 
 
 class InvalidTimezone(ValueError):
-    """A workspace timezone that is not an IANA zone name zoneinfo knows."""
+    """A workspace timezone that is not a canonical IANA zone name."""
 
 
 @dataclass(frozen=True)
@@ -79,11 +80,10 @@ class Membership:
 
 
 def check_timezone(name: str) -> str:
-    """Return ``name`` when it is an IANA zone zoneinfo knows; raises :class:`InvalidTimezone`."""
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
-        raise InvalidTimezone(f"{name!r} is not an IANA timezone name") from exc
+    """Return ``name`` when it is a canonical IANA zone (:mod:`timekeeper.schedules.zones`,
+    the one zone rule); raises :class:`InvalidTimezone`."""
+    if not is_canonical_zone(name):
+        raise InvalidTimezone(f"{name!r} is not an IANA timezone name")
     return name
 
 

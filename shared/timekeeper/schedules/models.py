@@ -53,6 +53,18 @@ class Schedule:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleState:
+    """A schedule's state as a route of its own work kind shows it: ``status``
+    (active / paused / disabled), ``pause_reason``, ``next_due_at`` (aware UTC, None while
+    not active) and ``deleted_at`` (None unless deleted)."""
+
+    status: str
+    pause_reason: str | None
+    next_due_at: datetime | None
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleRun:
     """A run of a schedule as the owner's reads show it (a ``schedule_runs`` row's public columns).
 

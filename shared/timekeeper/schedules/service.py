@@ -30,6 +30,7 @@ from timekeeper.schedules.models import (
     ScheduleEvent,
     SchedulePage,
     ScheduleRun,
+    ScheduleState,
     UpcomingOccurrence,
 )
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
@@ -270,6 +271,14 @@ def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str |
             "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
             "after_id": after_id, "limit": limit + 1, "hidden_kinds": own_route_kinds(kinds)}, Schedule)
     return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
+
+
+def get_state(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> ScheduleState | None:
+    """The :class:`ScheduleState` of ``workspace_id``'s schedule ``schedule_id``, deleted or
+    not (None when there is no such schedule). For owner modules whose work kinds have a
+    route of their own (query schedules) and show the schedule beside their settings."""
+    return fetch_one(conn, SQL["get_schedule_state"], {"id": schedule_id, "workspace_id": workspace_id},
+                     ScheduleState)
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,

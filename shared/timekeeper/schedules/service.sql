@@ -86,3 +86,10 @@ SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezon
         OR (created_at, id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))
  ORDER BY created_at, id
  LIMIT %(limit)s
+
+-- name: get_schedule_state
+-- Also a deleted schedule's (deleted_at set): the routes of a work kind with its own
+-- settings tell a deleted schedule from a missing one.
+SELECT status, pause_reason, next_due_at, deleted_at
+  FROM schedules
+ WHERE id = %(id)s AND workspace_id = %(workspace_id)s

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from datetime import date, time
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +20,7 @@ from pydantic import (
 )
 
 from timekeeper.schedules.recurrence.base import _TIMES, _WEEKDAY_CODES, MAX_CALENDAR_INTERVAL, InvalidRecurrence
+from timekeeper.schedules.zones import is_canonical_zone
 
 # ------------------------------------------------------------------------- validation
 
@@ -223,10 +223,6 @@ def _translate(error: ValidationError) -> InvalidRecurrence:
 
 
 def _check_zone(name: str) -> str:
-    try:
-        if not name or name != name.strip():
-            raise ValueError
-        ZoneInfo(name)
-    except Exception:  # ZoneInfoNotFoundError, ValueError, OSError on odd keys
-        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}") from None
+    if not is_canonical_zone(name):  # the one zone rule: timekeeper.schedules.zones
+        raise InvalidRecurrence("timezone", f"unknown IANA timezone {name!r}")
     return name

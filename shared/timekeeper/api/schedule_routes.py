@@ -1,0 +1,140 @@
+"""The schedule owners' routes: list, create, read, change, pause, resume, delete and run
+the workspace's schedules (:mod:`timekeeper.schedules.service` through
+:class:`~timekeeper.api.scope.WorkspaceScope`, walled by the tenant rule).
+
+Roles: ``schedules:read`` (list, get), ``schedules:write`` (create, update, pause,
+resume, delete), ``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
+schedule, and a schedule of a work kind with a route of its own (``queries.deliver``:
+``/query-schedules``), is a 404.
+
+(No ``from __future__ import annotations``: Powertools reads the route signatures'
+annotations at run time.)
+"""
+
+from functools import partial
+from http import HTTPStatus
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from timekeeper.api import errors
+from timekeeper.api.auth import READ, RUN, WRITE
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import (
+    CURSOR_PATTERN,
+    CanonicalUuid,
+    OwnerName,
+    RunAccepted,
+    ScheduleDetail,
+    ScheduleOut,
+    SchedulePage,
+    ScheduleStatus,
+    ScheduleUpdate,
+    check_rule_shape,
+    decode_cursor,
+    detail_out,
+    encode_cursor,
+    schedule_create_model,
+    schedule_out,
+    subject_required_kinds,
+)
+from timekeeper.api.routing import SECURITY, Routes, idempotency_header
+from timekeeper.api.scope import WorkspaceScope
+from timekeeper.schedules.recurrence import InvalidRecurrence
+
+_ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles do not allow this",
+           404: "No such schedule in the caller's workspace", 409: "The action conflicts with the schedule's state",
+           415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
+_responses = partial(errors.responses, texts=_ERRORS)
+
+ScheduleId = Annotated[CanonicalUuid, Path(description="the schedule's id")]
+
+
+def register(routes: Routes) -> None:
+    """Register the ``/schedules`` routes (see :mod:`timekeeper.api.routing`)."""
+    CreateBody = schedule_create_model(routes.kinds_by_owner,  # noqa: N806 - a type
+                                       subject_required_kinds(routes.adapters.registry()))
+    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(READ))]  # noqa: N806 - type aliases
+    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(WRITE))]  # noqa: N806
+    Runner = Annotated[WorkspaceScope, Depends(routes.scope_for(RUN))]  # noqa: N806
+
+    @routes.route("GET", "/schedules", tags=["schedules"], operation_id="listSchedules", security=SECURITY,
+           summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
+           responses=_responses(200, "A page of schedules, oldest first"))
+    def list_schedules(
+        scope: Reader,
+        owner: Annotated[OwnerName | None, Query(description="only this owner module's schedules")] = None,
+        status: Annotated[ScheduleStatus | None, Query(description="only schedules in this status")] = None,
+        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
+        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                            description="next_cursor of the previous page")] = None,
+    ) -> SchedulePage:
+        page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
+        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after))
+
+    @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
+           summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
+                   "with a route of its own, queries.deliver, is refused: use /query-schedules)",
+           responses=_responses(201, "Created", 415))
+    def create_schedule(scope: Writer, body: Annotated[CreateBody, Body()]) -> Response[ScheduleOut]:
+        check_rule_shape(body.recurrence)
+        row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
+                           subject_id=body.subject_id, name=body.name, active=body.active)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
+
+    @routes.route("GET", "/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=SECURITY,
+           summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
+           responses=_responses(200, "The schedule", 404))
+    def get_schedule(
+        scope: Reader, schedule_id: ScheduleId,
+        history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
+    ) -> ScheduleDetail:
+        return detail_out(scope.details(schedule_id, history_limit=history_limit))
+
+    @routes.route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
+           security=SECURITY, summary="Change the definition (recomputes the next due instant from now; no backlog)",
+           responses=_responses(200, "The updated schedule", 404, 415))
+    def update_schedule(scope: Writer, schedule_id: ScheduleId,
+                        body: Annotated[ScheduleUpdate, Body()]) -> ScheduleOut:
+        if body.recurrence is not None:
+            check_rule_shape(body.recurrence)
+        return schedule_out(scope.update(schedule_id, recurrence=body.recurrence, name=body.name,
+                                         subject_id=body.subject_id))
+
+    @routes.route("POST", "/schedules/<schedule_id>/pause", tags=["schedules"], operation_id="pauseSchedule",
+           security=SECURITY, summary="Pause (idempotent)", responses=_responses(200, "The paused schedule", 404))
+    def pause_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
+        return schedule_out(scope.pause(schedule_id))
+
+    @routes.route("POST", "/schedules/<schedule_id>/resume", tags=["schedules"], operation_id="resumeSchedule",
+           security=SECURITY, summary="Resume from now (resets the failure streak; no backlog run)",
+           responses=_responses(200, "The active schedule", 404, 409))
+    def resume_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
+        try:
+            return schedule_out(scope.resume(schedule_id))
+        except InvalidRecurrence as error:
+            raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
+                           "update the recurrence first", "recurrence") from None
+
+    @routes.route("DELETE", "/schedules/<schedule_id>", tags=["schedules"], operation_id="deleteSchedule",
+           security=SECURITY, summary="Delete (runs and history are kept for audit)",
+           responses=_responses(204, "Deleted", 404))
+    def delete_schedule(scope: Writer, schedule_id: ScheduleId) -> Response[None]:
+        scope.delete(schedule_id)
+        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+
+    @routes.route("POST", "/schedules/<schedule_id>/run", tags=["schedules"], operation_id="runScheduleNow",
+           security=SECURITY, summary='"Run now": commit a manual run, then offer it to the queue',
+           responses=_responses(202, "Accepted: the run is queued", 404, 409,
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def run_now(
+        scope: Runner, schedule_id: ScheduleId,
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key returns the same run")] = None,
+    ) -> Response[RunAccepted]:
+        run_id, created = scope.run_now(schedule_id, idempotency_key=scope.claim_key(idempotency_key))
+        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                        body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))

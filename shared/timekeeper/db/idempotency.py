@@ -1,0 +1,94 @@
+"""Idempotency keys: which request of which requester a key names.
+
+A caller repeats a request safely by sending the same ``Idempotency-Key``; the key then
+belongs to that requester and that request (its method, path and body, as a SHA-256
+fingerprint). :func:`claim` records the first use and tells a repeat of the same request
+(replay it) from another request sent with the same key (refuse it,
+:class:`KeyReused`). Another requester's same key is a key of their own.
+
+The owners' rows keep their own deduplication (an export per requester and key, a render
+per key, a manual run per schedule and key): :func:`scoped_key` gives them a key that is
+the requester's alone, so one person's key can never answer another person's request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+
+from timekeeper.db.rows import execute, fetch_one
+from timekeeper.db.sql import load_queries
+
+SQL = load_queries("timekeeper.db", "idempotency.sql")
+
+
+@dataclass(frozen=True)
+class RecordedKey:
+    """A key as recorded: the request it names (``fingerprint``, ``method``, ``path``) and
+    when it was first used (aware UTC)."""
+
+    fingerprint: str
+    method: str
+    path: str
+    created_at: datetime
+
+
+class KeyReused(ValueError):
+    """The requester already used the key for another request (``method`` and ``path`` of
+    the first one, which may differ from this one's only in the body)."""
+
+    def __init__(self, method: str, path: str) -> None:
+        super().__init__(f"the key names an earlier {method} {path} request")
+        self.method = method
+        self.path = path
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A recorded key: ``created`` True when this request used it first."""
+
+    created: bool
+    fingerprint: str
+
+
+def fingerprint(method: str, path: str, body: Any = None) -> str:
+    """The hex SHA-256 of a request: the upper-cased ``method``, the ``path`` (as routed,
+    without the query string) and ``body`` as canonical JSON (sorted keys, no spaces; None
+    for a route without a body). Equal requests have equal fingerprints whatever the
+    order of the body's keys."""
+    canonical = json.dumps([method.upper(), path, body], sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                           default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def claim(conn: psycopg.Connection, *, workspace_id: UUID, requester: str, key: str, method: str, path: str,
+          body: Any, now: datetime) -> Claim:
+    """Record that ``requester``'s ``key`` names this request (``method``, ``path``, JSON-ready
+    ``body``; see :func:`fingerprint`) at instant ``now`` (aware UTC), in one transaction of
+    its own, so the key is bound before the request's work starts and stays bound whatever
+    the work's outcome. A repeat of the same request returns ``Claim(created=False)``.
+
+    Raises :class:`KeyReused` when the requester used ``key`` for a different request
+    (method, path or body). Two different requests racing with one new key: one records
+    it, the other is refused."""
+    print_ = fingerprint(method, path, body)
+    params = {"workspace_id": workspace_id, "requester": requester, "key": key, "fingerprint": print_,
+              "method": method.upper(), "path": path, "now": now}
+    with conn.transaction():
+        created = execute(conn, SQL["record_key"], params) == 1
+        recorded = fetch_one(conn, SQL["get_key"], params, RecordedKey)
+    if recorded is None or recorded.fingerprint != print_:
+        raise KeyReused(recorded.method if recorded else method, recorded.path if recorded else path)
+    return Claim(created=created, fingerprint=print_)
+
+
+def scoped_key(requester: str, key: str) -> str:
+    """The key an owner's row is deduplicated by for ``requester``'s ``key``: ``"k:"`` and
+    the hex SHA-256 of both (66 characters), so equal keys of two requesters never meet."""
+    return "k:" + hashlib.sha256(f"{requester}\x00{key}".encode()).hexdigest()

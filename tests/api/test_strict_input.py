@@ -1,0 +1,70 @@
+"""Input the API used to read leniently is refused: zones that are not geographic IANA
+zones (the host's ``localtime``, ``Factory``, ``posixrules``, the ``right/`` and ``posix/``
+trees), blank schedule names, ids not written as canonical UUIDs, a trailing slash on a
+path, and version numbers written other than as plain decimals."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from tests.api.conftest import new_query, new_schedule
+
+
+@pytest.mark.parametrize("zone", ["localtime", "Factory", "posixrules", "right/UTC", "posix/Europe/Berlin"])
+def test_a_zone_that_is_not_a_geographic_iana_zone_is_refused(call, zone):
+    reply = call("POST", "/schedules", new_schedule(recurrence={"cron": "30 2 * * *", "timezone": zone}))
+    assert (reply.status, reply.body["field"]) == (422, "recurrence.timezone"), reply.body
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "UTC", "America/Argentina/Buenos_Aires", "Etc/GMT+5"])
+def test_iana_zones_are_still_taken(call, zone):
+    reply = call("POST", "/schedules", new_schedule(recurrence={"cron": "30 2 * * *", "timezone": zone}))
+    assert reply.status == 201, reply.body
+
+
+@pytest.mark.parametrize("name", ["", " ", "\t \n"])
+def test_a_blank_schedule_name_is_refused_on_create_and_update(call, name):
+    created = call("POST", "/schedules", new_schedule(name=name))
+    assert (created.status, created.body["field"]) == (422, "name"), created.body
+    schedule_id = call("POST", "/schedules", new_schedule()).body["id"]
+    updated = call("PATCH", f"/schedules/{schedule_id}", {"name": name})
+    assert (updated.status, updated.body["field"]) == (422, "name"), updated.body
+
+
+def _spellings(value: uuid.UUID) -> list[str]:
+    text = str(value)
+    return [text.upper(), value.hex, "{" + text + "}", f"urn:uuid:{text}"]
+
+
+def test_an_id_written_non_canonically_is_refused(call):
+    schedule_id = uuid.UUID(call("POST", "/schedules", new_schedule()).body["id"])
+    assert call("GET", f"/schedules/{schedule_id}").status == 200
+    for spelling in _spellings(schedule_id):
+        reply = call("GET", f"/schedules/{spelling}")
+        assert (reply.status, reply.body["field"]) == (422, "schedule_id"), spelling
+        deleted = call("DELETE", f"/schedules/{spelling}")
+        assert deleted.status == 422, spelling
+    subject = uuid.uuid4()
+    for spelling in _spellings(subject):
+        reply = call("POST", "/schedules", new_schedule(subject_id=spelling))
+        assert (reply.status, reply.body["field"]) == (422, "subject_id"), spelling
+    assert call("GET", f"/schedules/{schedule_id}").status == 200
+
+
+def test_a_trailing_slash_names_no_route(call):
+    schedule_id = call("POST", "/schedules", new_schedule()).body["id"]
+    for method, target in (("DELETE", f"/schedules/{schedule_id}/"), ("GET", f"/schedules/{schedule_id}/"),
+                           ("GET", "/schedules/"), ("POST", f"/schedules/{schedule_id}/pause/")):
+        reply = call(method, target)
+        assert (reply.status, reply.body["code"]) == (404, "not_found"), (method, target)
+    assert call("GET", f"/schedules/{schedule_id}").status == 200  # not deleted
+
+
+@pytest.mark.parametrize("spelling", ["1.0", "+1", "01", " 1", "1e0", "١"])
+def test_a_version_is_a_plain_decimal(call, member, spelling):
+    query_id = call("POST", "/queries", new_query(), as_=member).body["query"]["id"]
+    assert call("GET", f"/queries/{query_id}/versions/1", as_=member).status == 200
+    reply = call("GET", f"/queries/{query_id}/versions/{spelling}", as_=member)
+    assert (reply.status, reply.body["field"]) == (422, "version"), reply.body
