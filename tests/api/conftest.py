@@ -104,7 +104,8 @@ def app(api_conn, publisher, clock_now):
         return publisher
 
     resolver = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=publisher_for,
-                                      registry=registries.work_kinds, now=lambda: clock_now["now"]))
+                                      registry=registries.work_kinds, now=lambda: clock_now["now"],
+                                      snapshot_registry=registries.snapshot_types))
     resolver.published_to = published_to
     return resolver
 

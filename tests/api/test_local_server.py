@@ -27,9 +27,9 @@ from tests.api.conftest import OPEN_INVOICES, seed_member
 from timekeeper import clock, edge
 from timekeeper import settings as settings_names
 from timekeeper.api import create_app, openapi_document
-from timekeeper.api.app import unconfigured_adapters
 from timekeeper.edge import api as api_edge
 from timekeeper.edge import runs
+from timekeeper.edge.api import unconfigured_adapters
 from timekeeper.local.serve import ServeOptions, dev_claims, link_base_url, start_server
 
 WORKSPACE = uuid.uuid4()

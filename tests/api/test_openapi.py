@@ -9,7 +9,7 @@ from pathlib import Path
 from openapi_spec_validator import validate
 
 from timekeeper.api import create_app, openapi_document
-from timekeeper.api.app import openapi_text, unconfigured_adapters
+from timekeeper.edge.api import openapi_text, unconfigured_adapters
 from timekeeper.local.cli import main
 
 CHECKED_IN = Path(__file__).resolve().parents[2] / "shared" / "timekeeper" / "api" / "openapi.json"

@@ -31,7 +31,7 @@ from schemathesis.generation.overrides import Override
 from tests.api.conftest import seed_member
 from timekeeper import clock, runtime
 from timekeeper.api import create_app, edge, openapi_document
-from timekeeper.api.app import unconfigured_adapters
+from timekeeper.edge.api import unconfigured_adapters
 from timekeeper.local.serve import ServeOptions, start_server
 from timekeeper.schedules.recurrence import parse_rule
 from timekeeper.schedules.zones import canonical_zones

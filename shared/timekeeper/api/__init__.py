@@ -18,6 +18,6 @@ The API's Lambda edge (its adapters once per execution environment) is
 :mod:`timekeeper.edge.api`.
 """
 
-from timekeeper.api.app import ApiAdapters, create_app, openapi_document, write_openapi
+from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 
-__all__ = ["ApiAdapters", "create_app", "openapi_document", "write_openapi"]
+__all__ = ["ApiAdapters", "create_app", "openapi_document"]

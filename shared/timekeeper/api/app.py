@@ -74,12 +74,6 @@ active_work, protected_history, not_planned, already_planned: 409).
 Locally (python -m timekeeper serve) the bearer token is dev:<user>:<workspace uuid>:<roles>."""
 
 
-def _edge_snapshot_registry() -> SnapshotRegistry:
-    from timekeeper.edge import registries
-
-    return registries.snapshot_types()
-
-
 @dataclass(frozen=True)
 class ApiAdapters:
     """What the API needs from the edge, created once per execution environment.
@@ -91,8 +85,9 @@ class ApiAdapters:
     * ``now()`` -- the clock (aware UTC), read once per request.
     * ``export_publisher()`` -- the exports queue's publisher (export routes); ``files()``
       also gives their download links.
-    * ``snapshot_registry()`` -- the snapshot types of the deployment's environment
-      (default: :func:`timekeeper.edge.registries.snapshot_types`).
+    * ``snapshot_registry()`` -- the snapshot types of the deployment's environment (the
+      edge passes :func:`timekeeper.edge.registries.snapshot_types`); without it the
+      snapshot routes know no type.
     """
 
     connection: Callable[[], TenantConnection]
@@ -105,7 +100,7 @@ class ApiAdapters:
     files: Callable[[], tuple[Any, str]] | None = None
     #: The exports queue's publisher (:func:`timekeeper.edge.adapters.export_publisher`), for export requests.
     export_publisher: Callable[[], Any] | None = None
-    snapshot_registry: Callable[[], SnapshotRegistry] = _edge_snapshot_registry
+    snapshot_registry: Callable[[], SnapshotRegistry] = SnapshotRegistry
     #: The download links' signer (:class:`timekeeper.queries.links.LinkSigner`), for ``GET /downloads/{token}``.
     links: Callable[[], Any] | None = None
 
@@ -322,27 +317,3 @@ def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
         if name in schemas and f"#/components/schemas/{name}" not in others:
             del schemas[name]
     return integral_bounds(doc)
-
-
-def openapi_text() -> str:
-    """The OpenAPI document as written to files: JSON, two-space indent, sorted keys, newline."""
-    return json.dumps(openapi_document(create_app(unconfigured_adapters())), indent=2, sort_keys=True) + "\n"
-
-
-def write_openapi(path: str) -> None:
-    """Write the API's OpenAPI document (:func:`openapi_text`) to ``path``."""
-    with open(path, "w", encoding="utf-8") as out:
-        out.write(openapi_text())
-
-
-def unconfigured_adapters() -> ApiAdapters:
-    """Adapters for an app that only generates its OpenAPI document: the real work-kind
-    registry (the document lists the work kinds); any other use raises ``RuntimeError``."""
-    from timekeeper.edge import registries
-
-    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=registries.work_kinds, now=_unused,
-                       renderer=_unused, files=_unused)
-
-
-def _unused(*_: Any) -> Any:
-    raise RuntimeError("not configured: this app only generates its OpenAPI document")

@@ -14,13 +14,14 @@ current request) and the connection are cached per thread.
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 
 from timekeeper import clock
-from timekeeper.api.app import ApiAdapters, create_app
+from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import ConnectionProvider
 from timekeeper.edge import adapters, registries
@@ -82,3 +83,29 @@ def reset() -> None:
         _providers.clear()
     for provider in providers:
         provider.close()
+
+
+# --- the OpenAPI document ----------------------------------------------------------------------
+
+
+def unconfigured_adapters() -> ApiAdapters:
+    """Adapters for an app that only generates its OpenAPI document: the real work-kind and
+    snapshot-type registries (the document lists the work kinds); any other use raises
+    ``RuntimeError``."""
+    return ApiAdapters(connection=_unused, publisher_for=_unused, registry=registries.work_kinds, now=_unused,
+                       renderer=_unused, files=_unused, snapshot_registry=registries.snapshot_types)
+
+
+def openapi_text() -> str:
+    """The OpenAPI document as written to files: JSON, two-space indent, sorted keys, newline."""
+    return json.dumps(openapi_document(create_app(unconfigured_adapters())), indent=2, sort_keys=True) + "\n"
+
+
+def write_openapi(path: str) -> None:
+    """Write the API's OpenAPI document (:func:`openapi_text`) to ``path``."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(openapi_text())
+
+
+def _unused(*_: Any) -> Any:
+    raise RuntimeError("not configured: this app only generates its OpenAPI document")

@@ -237,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_serve(ServeOptions(host=args.host, port=args.port, reset=args.reset, access_log=not args.quiet))
     if args.command == "openapi":
-        from timekeeper.api.app import openapi_text, write_openapi
+        from timekeeper.edge.api import openapi_text, write_openapi
 
         if args.out == "-":
             sys.stdout.write(openapi_text())
