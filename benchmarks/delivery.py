@@ -44,11 +44,11 @@ from timekeeper.db.connection import connect  # noqa: E402
 from timekeeper.db.migrate import apply_migrations  # noqa: E402
 from timekeeper.local import embedded  # noqa: E402
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user  # noqa: E402
-from timekeeper.queries import delivery as dl  # noqa: E402
-from timekeeper.queries import store  # noqa: E402
-from timekeeper.queries.links import LinkSigner  # noqa: E402
-from timekeeper.queries.query_schedules import Source, create_query_schedule  # noqa: E402
-from timekeeper.queries.work_kinds import register  # noqa: E402
+from timekeeper.reporting import delivery as dl  # noqa: E402
+from timekeeper.reporting import store  # noqa: E402
+from timekeeper.reporting.links import LinkSigner  # noqa: E402
+from timekeeper.reporting.query_schedules import Source, create_query_schedule  # noqa: E402
+from timekeeper.reporting.work_kinds import register  # noqa: E402
 from timekeeper.schedules import service  # noqa: E402
 from timekeeper.schedules.consumer import ConsumerSettings, process_run  # noqa: E402
 from timekeeper.schedules.messages import RunMessage  # noqa: E402

@@ -1,4 +1,4 @@
-"""Export throughput and memory: the real ``timekeeper.queries.exports.run_export`` on
+"""Export throughput and memory: the real ``timekeeper.reporting.exports.run_export`` on
 100,000 and 1,000,000 invoices, CSV and XLSX, and the plan of a filtered, sorted query.
 
     python benchmarks/exports.py                 # CSV 100k and 1M, XLSX 100k
@@ -115,7 +115,7 @@ def prepare(sizes: list[int], seed: int) -> tuple[str, dict[int, tuple[uuid.UUID
     saved query; returns the URL, size -> (workspace, query) and the fill seconds."""
     from timekeeper.local.platform_data import load_volume
     from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-    from timekeeper.queries import store
+    from timekeeper.reporting import store
 
     url = embedded.create_database(embedded.server_url(DATA_DIR), "bench_exports")
     with psycopg.connect(url) as raw:
@@ -141,7 +141,7 @@ def explain(url: str, workspace_id: uuid.UUID) -> str:
     """``EXPLAIN (ANALYZE, BUFFERS)`` of the plan query compiled for ``workspace_id``."""
     from psycopg import sql
 
-    from timekeeper.queries.compiler import compile_query
+    from timekeeper.reporting.compiler import compile_query
 
     compiled = compile_query(PLAN_DEFINITION, workspace_id=workspace_id)
     with connect(url) as conn:
@@ -179,7 +179,7 @@ def child(args: argparse.Namespace) -> None:
     """One measured export in this fresh process; prints a JSON line."""
     import openpyxl  # noqa: F401 - imported before the baseline, as a warm Lambda would have it
 
-    from timekeeper.queries import exports as ex
+    from timekeeper.reporting import exports as ex
 
     s3 = _TimedS3(s3_client(args.endpoint))
     conn = connect(args.url)
@@ -208,7 +208,7 @@ def child(args: argparse.Namespace) -> None:
 
 def measure(url: str, endpoint: str, workspace: uuid.UUID, query: uuid.UUID, fmt: str) -> dict[str, Any]:
     """Request an export (committed, not published) and run it in a fresh process."""
-    from timekeeper.queries import exports as ex
+    from timekeeper.reporting import exports as ex
 
     with connect(url) as conn:
         export, _ = ex.request_export(conn, workspace_id=workspace, query_id=query, version=None, format=fmt,

@@ -195,7 +195,7 @@ def analyst(db_url):
     """A member of a fresh workspace who may read and write queries and schedules (every
     token role), and a saved query of theirs: ``(caller, query id)``."""
     from timekeeper.db.connection import connect
-    from timekeeper.queries import store
+    from timekeeper.reporting import store
 
     who = seed_member(db_url, roles=("queries:admin",), token_roles=f"queries:read,queries:write,{ALL_ROLES}")
     with connect(db_url) as conn, conn.transaction():

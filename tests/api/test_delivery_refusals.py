@@ -18,8 +18,8 @@ from tests.api.conftest import NOW, Caller, new_schedule
 from tests.api.test_delivery_routes import KEY, app, aws, body, deliver_run, olga, tenants
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, upsert_user
-from timekeeper.queries import reports
-from timekeeper.queries.links import SALT
+from timekeeper.reporting import reports
+from timekeeper.reporting.links import SALT
 from timekeeper.schedules import service
 
 #: The route tests' fixtures, used here by name.

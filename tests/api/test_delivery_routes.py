@@ -21,10 +21,10 @@ from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.edge import registries
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-from timekeeper.queries import delivery as dl
-from timekeeper.queries import store
-from timekeeper.queries.links import LinkSigner
-from timekeeper.queries.work_kinds import register
+from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import store
+from timekeeper.reporting.links import LinkSigner
+from timekeeper.reporting.work_kinds import register
 from timekeeper.schedules.consumer import ConsumerSettings, process_run
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.topology import QUERIES

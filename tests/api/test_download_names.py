@@ -13,7 +13,7 @@ from tests.api.test_delivery_routes import aws, body, deliver_run, olga, tenants
 from timekeeper.api.app import ApiAdapters, create_app
 from timekeeper.db.connection import connect
 from timekeeper.edge import registries
-from timekeeper.queries.links import LinkSigner
+from timekeeper.reporting.links import LinkSigner
 
 KEY = "s" * 48
 HOSTILE = ["../../../../etc/passwd", "Überfällige Rechnungen € 2027", 'a "quoted"\r\nSet-Cookie: x=1', "日報",

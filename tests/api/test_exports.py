@@ -24,8 +24,8 @@ from timekeeper.edge import adapters, registries
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-from timekeeper.queries import catalogue, store
-from timekeeper.queries import exports as ex
+from timekeeper.reporting import catalogue, store
+from timekeeper.reporting import exports as ex
 from timekeeper.topology import EXPORTS
 
 DEFINITION = {"entity": "invoices", "columns": ["number", "amount_minor", "issue_date"],

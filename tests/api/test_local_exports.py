@@ -17,7 +17,7 @@ from timekeeper.db.connection import connect
 from timekeeper.edge import api as api_edge
 from timekeeper.local.export import ensure_demo_data
 from timekeeper.local.serve import ServeOptions, start_server
-from timekeeper.queries import store
+from timekeeper.reporting import store
 
 WORKSPACE = uuid.uuid4()
 AUTH = {"Authorization": f"Bearer dev:alice:{WORKSPACE}:queries:read"}

@@ -77,8 +77,8 @@ def test_the_create_body_lists_the_owners_work_kinds():
 def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_for_output():
     # A request's definition is described by the catalogue (what check_definition accepts);
     # an answered one by the model (a stored version may name a column since dropped)
-    from timekeeper.queries.catalogue import CATALOGUE
-    from timekeeper.queries.definition import QueryDefinition, definition_json_schema
+    from timekeeper.reporting.catalogue import CATALOGUE
+    from timekeeper.reporting.definition import QueryDefinition, definition_json_schema
 
     doc = document()
     schemas = doc["components"]["schemas"]

@@ -19,7 +19,7 @@ from timekeeper.db.connection import connect
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
 from timekeeper.platform.access import Decision, require
-from timekeeper.queries import catalogue
+from timekeeper.reporting import catalogue
 
 PAID = {"entity": "invoices", "columns": ["number"], "filters": [{"column": "status", "op": "eq", "value": "paid"}]}
 

@@ -21,7 +21,7 @@ from timekeeper.db.connection import connect as connect_owner
 from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
-from timekeeper.queries.rendering import render
+from timekeeper.reporting.rendering import render
 
 BUCKET = "files"
 

@@ -146,9 +146,9 @@ def test_a_layer_change_gives_the_migrate_function_a_new_version(monkeypatch):
 
 
 def test_delivered_files_expire_after_their_links_and_reports_never(synth):
-    from timekeeper.queries import delivery as dl
-    from timekeeper.queries import exports, rendering
-    from timekeeper.queries.query_schedules import MAX_LINK_TTL_HOURS
+    from timekeeper.reporting import delivery as dl
+    from timekeeper.reporting import exports, rendering
+    from timekeeper.reporting.query_schedules import MAX_LINK_TTL_HOURS
 
     # The prefixes the rules name are the ones the code writes under
     workspace, item = uuid.uuid4(), uuid.uuid4()

@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from uuid import UUID
 
 from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-from timekeeper.queries import store
+from timekeeper.reporting import store
 
 NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)
 #: Invoices of every tenant: (member number, invoice number, issue date, amount in minor units, status)

@@ -21,11 +21,11 @@ from tests.support import ListPublisher
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
-from timekeeper.queries import delivery as dl
-from timekeeper.queries import rendering, reports, store
-from timekeeper.queries.links import DownloadLink, LinkExpired, LinkInvalid, LinkSigner
-from timekeeper.queries.query_schedules import SettingsInvalid, Source, create_query_schedule
-from timekeeper.queries.work_kinds import register
+from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import rendering, reports, store
+from timekeeper.reporting.links import DownloadLink, LinkExpired, LinkInvalid, LinkSigner
+from timekeeper.reporting.query_schedules import SettingsInvalid, Source, create_query_schedule
+from timekeeper.reporting.work_kinds import register
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_run
 from timekeeper.schedules.dispatcher import dispatch

@@ -32,8 +32,8 @@ from tests.integration.test_delivery import (
 )
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import set_user_status
-from timekeeper.queries import delivery as dl
-from timekeeper.queries.query_schedules import update_query_schedule
+from timekeeper.reporting import delivery as dl
+from timekeeper.reporting.query_schedules import update_query_schedule
 from timekeeper.schedules.consumer import RetryLater
 
 #: The delivery tests' fixtures, used here by name.

@@ -26,9 +26,9 @@ from timekeeper.local.event_source import SqsEventSource
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform import access
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
-from timekeeper.queries import catalogue, store
-from timekeeper.queries import exports as ex
-from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.reporting import catalogue, store
+from timekeeper.reporting import exports as ex
+from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.topology import EXPORTS
 
 NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)

@@ -9,9 +9,9 @@ from uuid import UUID, uuid4
 import pytest
 
 from timekeeper.platform.directory import create_workspace
-from timekeeper.queries import catalogue
-from timekeeper.queries.compiler import compile_query
-from timekeeper.queries.definition import InvalidDefinition, check_definition
+from timekeeper.reporting import catalogue
+from timekeeper.reporting.compiler import compile_query
+from timekeeper.reporting.definition import InvalidDefinition, check_definition
 
 NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)
 HOSTILE = ["x'); DROP TABLE invoices; --", "%' OR '1'='1", "\\", "_%", "\"; SELECT pg_sleep(5); --", "'"]
@@ -167,7 +167,7 @@ def test_a_stored_version_naming_a_dropped_column_fails_to_compile(monkeypatch):
 
 
 def test_versions_are_immutable_and_old_versions_stay_runnable(conn, tenants):
-    from timekeeper.queries import store
+    from timekeeper.reporting import store
 
     a, b = tenants
     with conn.transaction():

@@ -21,8 +21,8 @@ from timekeeper.db.connection import connect
 from timekeeper.edge import adapters
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform import directory
-from timekeeper.queries import catalogue, reports, store
-from timekeeper.queries.rendering import (
+from timekeeper.reporting import catalogue, reports, store
+from timekeeper.reporting.rendering import (
     CHART_POINT_CAP,
     TABLE_ROW_CAP,
     IdempotencyKeyReused,
@@ -263,7 +263,7 @@ def test_another_workspace_cannot_request_or_render_a_report(conn, tenant, s3):
         request_render(conn, workspace_id=other.workspace_id, report_id=report.id, idempotency_key="k",
                        requested_by=other.reader, now=NOW)
     requested = _request(conn, tenant, report)
-    from timekeeper.queries.rendering import RenderNotFound
+    from timekeeper.reporting.rendering import RenderNotFound
 
     with pytest.raises(RenderNotFound):
         render(conn, s3, BUCKET, workspace_id=other.workspace_id, render_id=requested.id, now=NOW)

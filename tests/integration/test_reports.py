@@ -12,8 +12,8 @@ import pytest
 
 from tests.integration.report_helpers import NOW, definition, make_tenant
 from timekeeper.db.connection import connect
-from timekeeper.queries import reports, store
-from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.reporting import reports, store
+from timekeeper.reporting.definition import InvalidDefinition
 
 
 @pytest.fixture(scope="module")

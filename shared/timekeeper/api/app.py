@@ -101,7 +101,7 @@ class ApiAdapters:
     #: The exports queue's publisher (:func:`timekeeper.edge.adapters.export_publisher`), for export requests.
     export_publisher: Callable[[], Any] | None = None
     snapshot_registry: Callable[[], SnapshotRegistry] = SnapshotRegistry
-    #: The download links' signer (:class:`timekeeper.queries.links.LinkSigner`), for ``GET /downloads/{token}``.
+    #: The download links' signer (:class:`timekeeper.reporting.links.LinkSigner`), for ``GET /downloads/{token}``.
     links: Callable[[], Any] | None = None
 
 

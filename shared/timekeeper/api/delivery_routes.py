@@ -58,9 +58,9 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
-from timekeeper.queries import delivery as dl
-from timekeeper.queries.links import LinkExpired, LinkInvalid
-from timekeeper.queries.query_schedules import (
+from timekeeper.reporting import delivery as dl
+from timekeeper.reporting.links import LinkExpired, LinkInvalid
+from timekeeper.reporting.query_schedules import (
     SettingsInvalid,
     Source,
     create_query_schedule,

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.observability import logger
 from timekeeper.platform import access
-from timekeeper.queries.store import QueryNotFound
+from timekeeper.reporting.store import QueryNotFound
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
 from timekeeper.schedules.work import InvalidSubject, OwnRouteOnly

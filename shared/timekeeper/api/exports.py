@@ -39,8 +39,8 @@ from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
-from timekeeper.queries import exports as ex
-from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.reporting import exports as ex
+from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.topology import EXPORTS
 
 #: How long a download link lives (seconds): long enough to start the download, short

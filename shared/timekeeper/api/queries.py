@@ -32,7 +32,7 @@ those versions for schedules and exports that pinned them, not for the API). Ano
 workspace's query is 404, never 403.
 
 Definitions: the body's ``definition`` is a
-:class:`~timekeeper.queries.definition.QueryDefinition` (its JSON schema in the OpenAPI
+:class:`~timekeeper.reporting.definition.QueryDefinition` (its JSON schema in the OpenAPI
 document is generated from that model). A shape error (type, length, unknown key, limit
 out of range) is a 422 ``validation_error``; a definition of the right shape that the
 catalogue refuses (unknown entity or column, an operator the column's type does not
@@ -62,10 +62,10 @@ from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, UtcDatetime, de
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
-from timekeeper.queries import definition as definitions
-from timekeeper.queries import store
-from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, ColumnType, Operator
-from timekeeper.queries.definition import InvalidDefinition, QueryDefinition, check_definition, storable_text
+from timekeeper.reporting import definition as definitions
+from timekeeper.reporting import store
+from timekeeper.reporting.catalogue import CATALOGUE, OPERATORS, ColumnType, Operator
+from timekeeper.reporting.definition import InvalidDefinition, QueryDefinition, check_definition, storable_text
 
 _TAGS = ["queries"]
 #: The largest version number a path may name (the column is a PostgreSQL integer).
@@ -221,8 +221,8 @@ _TAKES = {Operator.BETWEEN: "pair", Operator.IN: "list", Operator.NOT_IN: "list"
 
 
 def catalogue_out() -> CatalogueOut:
-    """The catalogue of :mod:`timekeeper.queries.catalogue` as :class:`CatalogueOut`
-    (operators in the order :class:`~timekeeper.queries.catalogue.Operator` lists them)."""
+    """The catalogue of :mod:`timekeeper.reporting.catalogue` as :class:`CatalogueOut`
+    (operators in the order :class:`~timekeeper.reporting.catalogue.Operator` lists them)."""
     order = list(Operator)
     return CatalogueOut(
         entities=[EntityOut(name=e.name, label=e.label, columns=[
@@ -236,14 +236,14 @@ def catalogue_out() -> CatalogueOut:
 
 
 def query_out(query: store.SavedQuery) -> QueryOut:
-    """A :class:`~timekeeper.queries.store.SavedQuery` as :class:`QueryOut`."""
+    """A :class:`~timekeeper.reporting.store.SavedQuery` as :class:`QueryOut`."""
     return QueryOut(id=query.id, name=query.name, description=query.description,
                     current_version=query.current_version, created_by=query.created_by,
                     created_at=query.created_at, updated_at=query.updated_at)
 
 
 def version_out(version: store.QueryVersion) -> VersionOut:
-    """A :class:`~timekeeper.queries.store.QueryVersion` as :class:`VersionOut`, with the
+    """A :class:`~timekeeper.reporting.store.QueryVersion` as :class:`VersionOut`, with the
     problem today's catalogue finds in it (if any)."""
     problem = None
     try:

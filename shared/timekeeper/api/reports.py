@@ -34,10 +34,10 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
-from timekeeper.queries import rendering
-from timekeeper.queries import reports as store
-from timekeeper.queries.definition import InvalidDefinition
-from timekeeper.queries.reports import ReportDefinition
+from timekeeper.reporting import rendering
+from timekeeper.reporting import reports as store
+from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.reports import ReportDefinition
 
 #: How long a download link of a rendered report is valid (seconds).
 DOWNLOAD_URL_TTL_S = 60

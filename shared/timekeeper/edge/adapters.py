@@ -151,10 +151,10 @@ def journal_database() -> ConnectionProvider:
 
 @cache
 def link_signer() -> Any:
-    """The download links' signer (:class:`timekeeper.queries.links.LinkSigner`): its key
+    """The download links' signer (:class:`timekeeper.reporting.links.LinkSigner`): its key
     from ``LINK_SIGNING_SECRET_ARN`` (Secrets Manager, JSON ``{"key": ...}``) or
     ``LINK_SIGNING_KEY``; raises ``RuntimeError`` when neither is set."""
-    from timekeeper.queries.links import LinkSigner
+    from timekeeper.reporting.links import LinkSigner
 
     s = settings()
     if s.link_signing_secret_arn:

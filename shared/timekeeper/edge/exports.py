@@ -8,7 +8,7 @@ from typing import Any
 from timekeeper import clock
 from timekeeper.edge import adapters, batch
 from timekeeper.observability import logger, pop_log_keys, push_log_keys
-from timekeeper.queries.exports import ExportMessage, consume_export, reoffer_exports
+from timekeeper.reporting.exports import ExportMessage, consume_export, reoffer_exports
 from timekeeper.topology import EXPORTS
 
 #: How many stale unpublished exports one consumer invocation offers again after its batch.
@@ -30,7 +30,7 @@ def consume_exports(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Process an SQS batch of the exports queue through :func:`batch.consume`; return the
     partial batch response (``{"batchItemFailures": [{"itemIdentifier": message id}, ...]}``).
 
-    Each well-formed message is run by :func:`timekeeper.queries.exports.consume_export` (a
+    Each well-formed message is run by :func:`timekeeper.reporting.exports.consume_export` (a
     fault fails its item for a retry; the final receive settles the export failed); a
     malformed one fails only its own item. Afterwards, up to :data:`EXPORT_SWEEP_LIMIT`
     queued exports that were never published are offered again (a failure there is

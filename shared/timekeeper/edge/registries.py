@@ -19,7 +19,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 def assemble_work_kinds() -> WorkKindRegistry:
     """A new registry of every owner's work kinds."""
     from timekeeper.accounting.work_kinds import register as register_accounting
-    from timekeeper.queries.work_kinds import register as register_queries
+    from timekeeper.reporting.work_kinds import register as register_queries
 
     kinds = WorkKindRegistry()
     register_accounting(kinds)

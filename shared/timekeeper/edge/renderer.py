@@ -11,7 +11,7 @@ from timekeeper import clock
 from timekeeper.aws.renderer import RenderRequest
 from timekeeper.edge import adapters
 from timekeeper.observability import REPORT_RENDER_FAILED, REPORT_RENDERED, logger, metrics, pop_log_keys, push_log_keys
-from timekeeper.queries import rendering
+from timekeeper.reporting import rendering
 from timekeeper.topology import REPORT_RENDERER
 
 

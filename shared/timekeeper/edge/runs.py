@@ -43,10 +43,10 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
 
 
 def delivery_services() -> Any:
-    """The adapters of a delivery run (:class:`timekeeper.queries.delivery.DeliveryServices`):
+    """The adapters of a delivery run (:class:`timekeeper.reporting.delivery.DeliveryServices`):
     the journal connection, the files bucket, the renderer, the mailer, the link signer
     and the download base URL (``DOWNLOAD_BASE_URL``), and the ``DeliveryFailed`` metric."""
-    from timekeeper.queries.delivery import DeliveryServices
+    from timekeeper.reporting.delivery import DeliveryServices
 
     def failed(count: int) -> None:
         metrics.add_metric(name=obs.DELIVERY_FAILED, unit="Count", value=count)

@@ -344,7 +344,7 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
     hourly delivery of the "Open invoices" query in the Platform sample's first workspace
     to its admin, viewer and the user without an address (two sends and a skip a run).
     Returns the schedules created."""
-    from timekeeper.queries.query_schedules import Source, create_query_schedule
+    from timekeeper.reporting.query_schedules import Source, create_query_schedule
     from timekeeper.schedules import service
 
     created = 0
@@ -529,7 +529,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     message id was recorded (the next attempt cannot know it went out). Every ``sent`` row
     is backed by a send, and every succeeded delivery run's recipients are sent, skipped, or
     refused permanently by the provider (``failed`` with a permanent ``error_code``)."""
-    from timekeeper.queries.delivery import PERMANENT_REFUSALS
+    from timekeeper.reporting.delivery import PERMANENT_REFUSALS
 
     check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
     sends = campaign.mailer.sends if campaign.mailer else {}

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from timekeeper.queries import reports, store
-from timekeeper.queries.query_schedules import Source, create_query_schedule
+from timekeeper.reporting import reports, store
+from timekeeper.reporting.query_schedules import Source, create_query_schedule
 
 SUBJECT = "{{ schedule_name }} for {{ run_date }}"
 BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} ({{ format }}, {{ row_count }} rows) is ready: "

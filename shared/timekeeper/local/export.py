@@ -89,9 +89,9 @@ def run_export_command(options: ExportOptions, out: Any = None) -> int:
     from timekeeper.db.connection import connect
     from timekeeper.edge import adapters
     from timekeeper.platform.access import QUERIES_READ, AccessDenied, check_person, require
-    from timekeeper.queries import exports as ex
-    from timekeeper.queries import store
-    from timekeeper.queries.definition import InvalidDefinition
+    from timekeeper.reporting import exports as ex
+    from timekeeper.reporting import store
+    from timekeeper.reporting.definition import InvalidDefinition
 
     stack = start_local_stack(database=options.database, reset=False, aws_server=False)
     try:

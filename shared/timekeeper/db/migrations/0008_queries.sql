@@ -2,7 +2,7 @@
 -- and exports of a query version to a file. PostgreSQL 15 compatible.
 --
 -- A saved query's definition is structured JSON (entity, columns, filters, sort, limit;
--- timekeeper.queries.definition) compiled to parameterized SQL from a catalogue; no
+-- timekeeper.reporting.definition) compiled to parameterized SQL from a catalogue; no
 -- user-written SQL is ever stored. Editing a query appends a version and moves
 -- current_version; a version row is never updated (old versions stay readable and
 -- runnable). A report's sections name saved queries; editing a report appends a version too.
@@ -46,7 +46,7 @@ CREATE TABLE reports (
 CREATE INDEX reports_listing_idx ON reports (workspace_id, created_at, id) WHERE deleted_at IS NULL;
 
 -- definition: {"title": ..., "sections": [{"heading", "query_id", "query_version" | null,
--- "display": "table" | "bar_chart" | "line_chart", ...}]} (timekeeper.queries.reports).
+-- "display": "table" | "bar_chart" | "line_chart", ...}]} (timekeeper.reporting.reports).
 CREATE TABLE report_versions (
     workspace_id  uuid NOT NULL,
     report_id     uuid NOT NULL,

@@ -22,13 +22,13 @@ import psycopg
 from timekeeper.db import load_queries
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.db.rows import fetch_row, fetch_rows, fetch_value, from_row
-from timekeeper.queries.delivery_store import DeliverySource, QuerySchedule
+from timekeeper.reporting.delivery_store import DeliverySource, QuerySchedule
 from timekeeper.schedules.work import RunContext
 
 if TYPE_CHECKING:
-    from timekeeper.queries.delivery import DeliveryServices
+    from timekeeper.reporting.delivery import DeliveryServices
 
-SQL = load_queries("timekeeper.queries", "delivery_journal.sql")
+SQL = load_queries("timekeeper.reporting", "delivery_journal.sql")
 
 #: The run's transaction is used at least this often (seconds) while the handler works.
 KEEPALIVE_S = 20

@@ -1,4 +1,4 @@
--- Interactive exports (timekeeper.queries.exports).
+-- Interactive exports (timekeeper.reporting.exports).
 
 -- name: insert_export
 INSERT INTO exports (workspace_id, query_id, query_version, format, requested_by, idempotency_key,

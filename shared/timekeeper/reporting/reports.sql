@@ -1,4 +1,4 @@
--- Reports and their immutable versions (timekeeper.queries.reports).
+-- Reports and their immutable versions (timekeeper.reporting.reports).
 
 -- name: query_liveness
 SELECT deleted_at IS NULL AS live FROM saved_queries WHERE workspace_id = %s AND id = %s

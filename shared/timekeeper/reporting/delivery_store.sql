@@ -1,4 +1,4 @@
--- Query schedules' settings, recipients and what their runs delivered (timekeeper.queries.delivery_store).
+-- Query schedules' settings, recipients and what their runs delivered (timekeeper.reporting.delivery_store).
 
 -- name: get_query_schedule
 SELECT q.schedule_id, q.workspace_id, s.name, q.owner_user_id, q.source_kind, q.query_id, q.query_version,

@@ -18,7 +18,7 @@ Two layers of checks, both naming the offending field with a dotted path:
   (``sections[0].value_column``). An unpinned section is checked against the query's
   current version at save time; at render time it runs whatever version is current then.
 
-Both raise :class:`~timekeeper.queries.definition.InvalidDefinition` (``field``,
+Both raise :class:`~timekeeper.reporting.definition.InvalidDefinition` (``field``,
 ``reason``). Functions take the caller's workspace and filter by it, run in the caller's
 transaction or their own savepoint, and return frozen dataclasses. Instants are aware UTC.
 """
@@ -38,9 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import keyset_rows
 from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_value
-from timekeeper.queries.catalogue import CATALOGUE, ColumnType
-from timekeeper.queries.definition import InvalidDefinition, _path
-from timekeeper.queries.store import QueryNotFound, get_version
+from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
+from timekeeper.reporting.definition import InvalidDefinition, _path
+from timekeeper.reporting.store import QueryNotFound, get_version
 
 #: Bounds of a report definition.
 MIN_SECTIONS = 1
@@ -209,7 +209,7 @@ class ReportVersion:
 
 
 
-SQL = load_queries("timekeeper.queries", "reports.sql")
+SQL = load_queries("timekeeper.reporting", "reports.sql")
 
 
 def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefinition | Any) -> Jsonb:

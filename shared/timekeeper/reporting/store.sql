@@ -1,4 +1,4 @@
--- Saved queries and their immutable versions (timekeeper.queries.store).
+-- Saved queries and their immutable versions (timekeeper.reporting.store).
 
 -- name: insert_query
 INSERT INTO saved_queries (workspace_id, name, description, current_version, created_by,

@@ -1,7 +1,7 @@
 """Scheduled delivery of a saved query (CSV/XLSX) or a report (PDF) to workspace users.
 
 A query schedule is a ``schedules`` row of owner ``queries`` (work kind
-``queries.deliver``, see :mod:`timekeeper.queries.work_kinds`) with its settings in
+``queries.deliver``, see :mod:`timekeeper.reporting.work_kinds`) with its settings in
 ``query_schedules`` and its recipients in ``query_schedule_recipients``. One run
 (:func:`deliver`, a ``leased`` work kind: its effects leave the database):
 
@@ -21,8 +21,8 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    no message.
 4. **Each recipient**, resolved now: deactivated, left the workspace, no longer allowed
    to read the source, or without an address -> a ``skipped`` delivery row with the
-   reason; otherwise a personal signed link (:mod:`timekeeper.queries.links`), the
-   sandboxed templates (:mod:`timekeeper.queries.templates`) and a submission through the
+   reason; otherwise a personal signed link (:mod:`timekeeper.reporting.links`), the
+   sandboxed templates (:mod:`timekeeper.reporting.templates`) and a submission through the
    communications adapter via the outbox: claim the communication key ``<run>:<user>``
    (``INSERT ... ON CONFLICT DO NOTHING``), submit, record the provider's message id (the
    record statement also confirms the attempt still holds the run and the next
@@ -40,10 +40,10 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
 
 **The journal.** Files, outbox rows and delivery rows are written on a second connection
 (``DeliveryServices.journal``), each step committed at once and fenced by the run's
-attempt (:mod:`timekeeper.queries.delivery_journal`); the run's own transaction
+attempt (:mod:`timekeeper.reporting.delivery_journal`); the run's own transaction
 (``ctx.conn``) only reads and settles, so a crash after some recipients keeps their
 outcomes. The settings, recipients and recorded outcomes are read through
-:mod:`timekeeper.queries.delivery_store`. This module is the orchestration: access,
+:mod:`timekeeper.reporting.delivery_store`. This module is the orchestration: access,
 the file (query stream or report render poll), the recipients and the submissions.
 """
 
@@ -63,10 +63,10 @@ import psycopg
 from timekeeper import observability as obs
 from timekeeper.faults import crash_point
 from timekeeper.platform import access
-from timekeeper.queries import rendering, store
-from timekeeper.queries.compiler import compile_query
-from timekeeper.queries.definition import InvalidDefinition
-from timekeeper.queries.delivery_journal import (
+from timekeeper.reporting import rendering, store
+from timekeeper.reporting.compiler import compile_query
+from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.delivery_journal import (
     DeliveryJournal,
     Recipient,
     RunTakenOver,
@@ -76,7 +76,7 @@ from timekeeper.queries.delivery_journal import (
     record_skips,
     record_source,
 )
-from timekeeper.queries.delivery_store import (
+from timekeeper.reporting.delivery_store import (
     Delivery,
     DeliverySource,
     QuerySchedule,
@@ -89,9 +89,9 @@ from timekeeper.queries.delivery_store import (
     outbox_claimed,
     previous_report_version,
 )
-from timekeeper.queries.exports import CONTENT_TYPES, file_digest, write_file
-from timekeeper.queries.links import DownloadLink, LinkSigner
-from timekeeper.queries.templates import Message
+from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
+from timekeeper.reporting.links import DownloadLink, LinkSigner
+from timekeeper.reporting.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 

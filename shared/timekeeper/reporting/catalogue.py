@@ -4,7 +4,7 @@ A saved query never carries SQL. Its entity and column names are looked up here,
 only the catalogue's identifiers reach the compiled statement (through psycopg's ``sql``
 composition); filter values are always bound parameters. Removing a column from the
 catalogue makes the stored versions that name it fail to compile with
-:class:`~timekeeper.queries.definition.InvalidDefinition` (an export fails with a clear
+:class:`~timekeeper.reporting.definition.InvalidDefinition` (an export fails with a clear
 code), never with a database error.
 
 Each entity reads one base table (alias ``t``) of the Platform data, scoped by

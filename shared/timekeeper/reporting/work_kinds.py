@@ -2,15 +2,15 @@
 
 Registered under owner ``"queries"`` as a ``leased`` kind (its effects leave the database:
 files in S3, messages through Communications, each keyed by the run) with a staleness
-bound of :data:`~timekeeper.queries.delivery.STALENESS`: a delivery claimed that late is
+bound of :data:`~timekeeper.reporting.delivery.STALENESS`: a delivery claimed that late is
 skipped stale rather than sent. The handler needs ``ctx.services["delivery"]`` (a
-:class:`~timekeeper.queries.delivery.DeliveryServices`, built by
+:class:`~timekeeper.reporting.delivery.DeliveryServices`, built by
 :func:`timekeeper.edge.runs.delivery_services`).
 """
 
 from __future__ import annotations
 
-from timekeeper.queries.delivery import DELIVER, OWNER, STALENESS, deliver
+from timekeeper.reporting.delivery import DELIVER, OWNER, STALENESS, deliver
 from timekeeper.schedules.work import WorkKindRegistry
 
 #: The route that alone creates, changes and runs ``queries.deliver`` schedules: a delivery

@@ -1,4 +1,4 @@
--- Report renders (timekeeper.queries.rendering).
+-- Report renders (timekeeper.reporting.rendering).
 
 -- name: get_render
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,

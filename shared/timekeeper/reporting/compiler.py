@@ -26,8 +26,8 @@ from uuid import UUID
 
 from psycopg import sql
 
-from timekeeper.queries.catalogue import CATALOGUE, Column, Entity, Operator
-from timekeeper.queries.definition import QueryDefinition, check_definition
+from timekeeper.reporting.catalogue import CATALOGUE, Column, Entity, Operator
+from timekeeper.reporting.definition import QueryDefinition, check_definition
 
 _COMPARISONS = {Operator.EQ: "=", Operator.NE: "<>", Operator.LT: "<", Operator.LTE: "<=", Operator.GT: ">",
                 Operator.GTE: ">="}
@@ -94,7 +94,7 @@ class _Builder:
 def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID) -> CompiledQuery:
     """Check ``definition`` against the catalogue and compile it for ``workspace_id``.
 
-    Raises :class:`~timekeeper.queries.definition.InvalidDefinition` when it does not
+    Raises :class:`~timekeeper.reporting.definition.InvalidDefinition` when it does not
     check (e.g. a stored version naming a column the catalogue no longer has).
     """
     checked = check_definition(definition)

@@ -3,7 +3,7 @@ with its schedule's name), its recipients, and what each run delivered (the file
 ``query_delivery_sources``, each recipient's outcome in ``query_deliveries``).
 
 Readers only: they run on any connection (the run's transaction, the journal, the API's)
-and never commit. The journal's fenced writes are :mod:`timekeeper.queries.delivery_journal`'s.
+and never commit. The journal's fenced writes are :mod:`timekeeper.reporting.delivery_journal`'s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import psycopg
 from timekeeper.db import load_queries
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_rows, fetch_value
 
-SQL = load_queries("timekeeper.queries", "delivery_store.sql")
+SQL = load_queries("timekeeper.reporting", "delivery_store.sql")
 
 
 @dataclass(frozen=True)

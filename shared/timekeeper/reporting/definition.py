@@ -4,7 +4,7 @@ Two layers of checks, both naming the offending field:
 
 * shape (pydantic, :class:`QueryDefinition`): types, lengths, no unknown keys; the API's
   request models embed it, so its JSON schema is in the OpenAPI document;
-* meaning (:func:`check_definition`, against the :mod:`~timekeeper.queries.catalogue`):
+* meaning (:func:`check_definition`, against the :mod:`~timekeeper.reporting.catalogue`):
   the entity and columns exist, each operator is allowed for its column's type, and each
   value has that type. Raises :class:`InvalidDefinition` with a dotted field path such as
   ``"filters[1].value"``, which the API answers as a 422 and an export records as its
@@ -26,7 +26,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, StringConstraints, ValidationError
 from pydantic.json_schema import JsonSchemaValue
 
-from timekeeper.queries.catalogue import CATALOGUE, OPERATORS, Column, ColumnType, Entity, Operator
+from timekeeper.reporting.catalogue import CATALOGUE, OPERATORS, Column, ColumnType, Entity, Operator
 
 #: Bounds of a definition (a stored definition and its compiled statement stay small).
 MAX_COLUMNS = 50
@@ -52,7 +52,7 @@ class InvalidDefinition(ValueError):
 
 class Filter(BaseModel):
     """Keep rows whose ``column`` satisfies ``op`` with ``value`` (see
-    :class:`~timekeeper.queries.catalogue.Operator` for the value each operator takes)."""
+    :class:`~timekeeper.reporting.catalogue.Operator` for the value each operator takes)."""
 
     model_config = ConfigDict(extra="forbid")
 

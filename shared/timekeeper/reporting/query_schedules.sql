@@ -1,4 +1,4 @@
--- Query schedules' settings and recipients (timekeeper.queries.query_schedules).
+-- Query schedules' settings and recipients (timekeeper.reporting.query_schedules).
 -- A listing is two blocks, its columns with the FROM clause (<listing>_from) and its condition
 -- (<listing>_where): timekeeper.db.keyset.keyset_rows adds the keyset condition, order and limit.
 

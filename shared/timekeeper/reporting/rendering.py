@@ -58,9 +58,9 @@ from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.connection import set_tenant
 from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.platform import access
-from timekeeper.queries.compiler import compile_query
-from timekeeper.queries.definition import InvalidDefinition
-from timekeeper.queries.reports import (
+from timekeeper.reporting.compiler import compile_query
+from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.reports import (
     Display,
     ReportDefinition,
     ReportNotFound,
@@ -69,7 +69,7 @@ from timekeeper.queries.reports import (
     get_report_version,
     query_columns,
 )
-from timekeeper.queries.store import QueryNotFound, get_version
+from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.settings import REPORTS_PREFIX
 
 #: Rows a table section shows at most (the PDF says when the query returned more).
@@ -136,7 +136,7 @@ class ReportRender:
         return self.state in TERMINAL_STATES
 
 
-SQL = load_queries("timekeeper.queries", "rendering.sql")
+SQL = load_queries("timekeeper.reporting", "rendering.sql")
 
 
 def object_key(workspace_id: UUID, idempotency_key: str) -> str:

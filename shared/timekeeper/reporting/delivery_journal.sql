@@ -1,5 +1,5 @@
 -- The delivery journal: every write of a delivery run beside its transaction, each fenced by the
--- run's attempt (timekeeper.queries.delivery_journal). The fence, repeated in each statement:
+-- run's attempt (timekeeper.reporting.delivery_journal). The fence, repeated in each statement:
 -- EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
 
 -- name: record_source

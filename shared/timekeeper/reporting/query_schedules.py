@@ -25,20 +25,20 @@ from timekeeper.db.keyset import Keyset, keyset_rows
 from timekeeper.db.rows import execute
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
-from timekeeper.queries import reports, store
-from timekeeper.queries.delivery import (
+from timekeeper.reporting import reports, store
+from timekeeper.reporting.delivery import (
     DELIVER,
     OWNER,
     QuerySchedule,
     check_source_access,
     get_query_schedule,
 )
-from timekeeper.queries.templates import TemplateInvalid, check_template
+from timekeeper.reporting.templates import TemplateInvalid, check_template
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
 from timekeeper.schedules.work import WorkKindRegistry
 
-SQL = load_queries("timekeeper.queries", "query_schedules.sql")
+SQL = load_queries("timekeeper.reporting", "query_schedules.sql")
 
 #: Recipients a schedule may have.
 MAX_RECIPIENTS = 1000

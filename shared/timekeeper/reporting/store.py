@@ -25,7 +25,7 @@ from psycopg.types.json import Jsonb
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import keyset_rows
 from timekeeper.db.rows import execute, fetch_all, fetch_one
-from timekeeper.queries.definition import QueryDefinition, check_definition, parse_definition
+from timekeeper.reporting.definition import QueryDefinition, check_definition, parse_definition
 
 
 class QueryNotFound(LookupError):
@@ -60,12 +60,12 @@ class QueryVersion:
 
     def parsed(self) -> QueryDefinition:
         """The stored definition checked against today's catalogue; raises
-        :class:`~timekeeper.queries.definition.InvalidDefinition` when it no longer checks."""
+        :class:`~timekeeper.reporting.definition.InvalidDefinition` when it no longer checks."""
         return check_definition(self.definition)
 
 
 
-SQL = load_queries("timekeeper.queries", "store.sql")
+SQL = load_queries("timekeeper.reporting", "store.sql")
 
 
 def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
@@ -79,7 +79,7 @@ def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
 def create_query(conn: psycopg.Connection, *, workspace_id: UUID, name: str, definition: QueryDefinition | dict,
                  actor: str, now: datetime, description: str = "") -> tuple[SavedQuery, QueryVersion]:
     """Save a new query with version 1. Raises
-    :class:`~timekeeper.queries.definition.InvalidDefinition` naming the field."""
+    :class:`~timekeeper.reporting.definition.InvalidDefinition` naming the field."""
     stored = _stored(definition)
     with conn.transaction():
         query = fetch_one(conn, SQL["insert_query"], (workspace_id, name, description, actor, now, now), SavedQuery)

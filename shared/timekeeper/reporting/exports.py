@@ -65,10 +65,10 @@ from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
 from timekeeper.platform import access
-from timekeeper.queries import store
-from timekeeper.queries.catalogue import Column, ColumnType
-from timekeeper.queries.compiler import CompiledQuery, compile_query
-from timekeeper.queries.definition import InvalidDefinition
+from timekeeper.reporting import store
+from timekeeper.reporting.catalogue import Column, ColumnType
+from timekeeper.reporting.compiler import CompiledQuery, compile_query
+from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.settings import EXPORTS_PREFIX
 
 #: The formats an export may have.
@@ -126,7 +126,7 @@ class Export:
     finished_at: datetime | None
 
 
-SQL = load_queries("timekeeper.queries", "exports.sql")
+SQL = load_queries("timekeeper.reporting", "exports.sql")
 
 
 class ExportMessage(BaseModel):
@@ -178,8 +178,8 @@ def request_export(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UU
 
     Raises :class:`~timekeeper.platform.access.AccessDenied` (``reason`` from the access
     rule: ``not_a_member``, ``left_workspace``, ``user_deactivated``, ``missing_role``,
-    ``not_found``), :class:`~timekeeper.queries.store.QueryNotFound` for an unknown
-    version, :class:`~timekeeper.queries.definition.InvalidDefinition` when the version no
+    ``not_found``), :class:`~timekeeper.reporting.store.QueryNotFound` for an unknown
+    version, :class:`~timekeeper.reporting.definition.InvalidDefinition` when the version no
     longer compiles, ``ValueError`` for an unknown format.
     """
     if format not in FORMATS:
