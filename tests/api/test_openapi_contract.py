@@ -29,8 +29,9 @@ from schemathesis.generation.feedback import FeedbackSources
 from schemathesis.generation.overrides import Override
 
 from tests.api.conftest import seed_member
-from timekeeper import clock, runtime
-from timekeeper.api import create_app, edge, openapi_document
+from timekeeper import clock, edge
+from timekeeper.api import create_app, openapi_document
+from timekeeper.edge import api as api_edge
 from timekeeper.edge.api import unconfigured_adapters
 from timekeeper.local.serve import ServeOptions, start_server
 from timekeeper.schedules.recurrence import parse_rule
@@ -90,7 +91,7 @@ OPERATIONS = [result.ok() for result in schema.get_all_operations()]
 @pytest.fixture(scope="module")
 def server(db_url):
     """``serve`` on a free port over this module's database, alice a queries:admin member
-    of :data:`WORKSPACE`; the environment and runtime caches restored afterwards."""
+    of :data:`WORKSPACE`; the environment and the edge's caches restored afterwards."""
     saved = dict(os.environ)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
     os.environ.pop("DOWNLOAD_BASE_URL", None)
@@ -100,8 +101,8 @@ def server(db_url):
     running.stop()
     os.environ.clear()
     os.environ.update(saved)
-    runtime.reset()
     edge.reset()
+    api_edge.reset()
     clock.install(None)
 
 

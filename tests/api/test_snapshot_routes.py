@@ -9,7 +9,7 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 import psycopg
@@ -18,6 +18,7 @@ import pytest
 from tests.api.conftest import NOW, Caller, Reply, proxy_event
 from timekeeper import settings as settings_names
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.edge import api as api_edge
 from timekeeper.edge import registries
 from timekeeper.edge.registries import assemble_snapshot_types
 from timekeeper.local.lambdas import LambdaContext
@@ -522,12 +523,11 @@ def test_the_walled_login_cannot_record_a_run_in_another_workspace_than_the_ente
 
 
 def test_the_api_uses_the_deployments_registry(db, api_conn, monkeypatch):
-    # Given a production deployment and the API's default adapters (the edge's registry)
+    # Given a production deployment and the edge's adapters (its registry), over this database
     monkeypatch.setenv(settings_names.ENVIRONMENT_VARIABLE, "production")
     registries.snapshot_types.cache_clear()
     try:
-        app = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
-                                     registry=registries.work_kinds, now=lambda: NOW))
+        app = create_app(replace(api_edge.edge_adapters(), connection=lambda: api_conn, now=lambda: NOW))
         target = workspace(db)
         # Then the development-only self-test is type_disabled, a production type is accepted
         refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff()),

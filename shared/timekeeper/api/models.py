@@ -68,7 +68,10 @@ def _not_blank(text: str) -> str:
     return text
 
 
-Name = Annotated[str, Field(max_length=200, pattern=_PLAIN, description="a label for people (no personal data)"),
+#: A schedule's name: no NUL, and not empty or only white space when given (the
+#: document's pattern says both; :func:`_not_blank` words the refusal).
+_NAMED = r"^[^\x00]*[^\x00\s][^\x00]*$"
+Name = Annotated[str, Field(max_length=200, pattern=_NAMED, description="a label for people (no personal data)"),
                  AfterValidator(_not_blank)]
 
 #: The one spelling of an id the API takes: the canonical UUID text it writes itself
@@ -134,7 +137,8 @@ class ScheduleCreateBase(BaseModel):
     work_kind: str
     recurrence: Recurrence
     subject_id: CanonicalUuid | None = Field(None, description="the owning module's row the work applies to")
-    name: Name = ""
+    #: Omitted, the schedule's name is empty; given, it must name something.
+    name: Name = Field("", json_schema_extra=lambda schema: schema.pop("default", None))
     active: StrictBool = Field(True, description="false creates the schedule paused")
 
 
