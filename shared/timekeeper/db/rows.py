@@ -12,7 +12,7 @@ Naive datetimes (``timestamp`` columns, e.g. a local wall time) are left as they
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -20,6 +20,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 T = TypeVar("T")
+
+#: The type OID of ``timestamptz`` (an instant).
+_TIMESTAMPTZ_OID = 1184
 
 #: Bound parameters: by name (``%(name)s``) or by position (``%s``).
 Params = Mapping[str, Any] | Sequence[Any]
@@ -38,18 +41,38 @@ def from_row(model: type[T], row: Mapping[str, Any]) -> T:
     return model(**{name: _utc(value) for name, value in row.items()})
 
 
+def _model_rows(model: type[T]) -> Callable[[psycopg.Cursor[Any]], Callable[[Sequence[Any]], T]]:
+    """A psycopg row factory building ``model`` from each row: the column names and which
+    columns are instants (``timestamptz``, brought to UTC) are read once per statement, so
+    a row costs what psycopg's ``class_row`` costs plus the instants' conversion."""
+
+    def factory(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], T]:
+        description = cursor.description or []
+        names = [column.name for column in description]
+        instants = [i for i, column in enumerate(description) if column.type_code == _TIMESTAMPTZ_OID]
+
+        def make(values: Sequence[Any]) -> T:
+            if instants:
+                values = list(values)
+                for i in instants:
+                    values[i] = _utc(values[i])
+            return model(**dict(zip(names, values, strict=True)))
+
+        return make
+
+    return factory
+
+
 def fetch_one(conn: psycopg.Connection, sql: str, params: Params, model: type[T]) -> T | None:
     """Run ``sql`` and return its first row as ``model`` (or None when no row)."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        row = cur.execute(sql, params).fetchone()
-    return None if row is None else from_row(model, row)
+    with conn.cursor(row_factory=_model_rows(model)) as cur:
+        return cur.execute(sql, params).fetchone()
 
 
 def fetch_all(conn: psycopg.Connection, sql: str, params: Params, model: type[T]) -> list[T]:
     """Run ``sql`` and return every row as ``model``, in the statement's order."""
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(sql, params).fetchall()
-    return [from_row(model, row) for row in rows]
+    with conn.cursor(row_factory=_model_rows(model)) as cur:
+        return cur.execute(sql, params).fetchall()
 
 
 def fetch_row(conn: psycopg.Connection, sql: str, params: Params) -> dict[str, Any] | None:
