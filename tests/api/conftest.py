@@ -5,7 +5,10 @@ factory with the authorizer's claims."""
 from __future__ import annotations
 
 import json
+import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -14,11 +17,14 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.support import ListPublisher
+from timekeeper import clock, edge
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import login_url
+from timekeeper.edge import api as api_edge
 from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
+from timekeeper.local.serve import ServeOptions, start_server
 
 ALL_ROLES = "schedules:read,schedules:write,schedules:run"
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
@@ -202,3 +208,24 @@ def analyst(db_url):
         query, _ = store.create_query(conn, workspace_id=who.workspace_id, name="Invoices", actor=who.user_id,
                                       now=NOW, definition={"entity": "invoices", "columns": ["number"]})
     return who, query.id
+
+
+@contextmanager
+def serving(db_url: str, *, poll_interval_s: float = 0.2) -> Iterator[Any]:
+    """``python -m timekeeper serve`` on a free port over ``db_url``, in the background; the
+    link base is left to serve. On exit the server stops and the environment, the edge's
+    caches and the clock are restored."""
+    saved = dict(os.environ)
+    os.environ.pop("DOWNLOAD_BASE_URL", None)
+    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=poll_interval_s),
+                          database_url=db_url)
+    server.serve_in_background()
+    try:
+        yield server
+    finally:
+        server.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        edge.reset()
+        api_edge.reset()
+        clock.install(None)

@@ -5,18 +5,16 @@ presigned link from the moto server."""
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 import uuid
 
 import pytest
 import requests
 
-from timekeeper import clock, edge
+from tests.api.conftest import serving
+from timekeeper import clock
 from timekeeper.db.connection import connect
-from timekeeper.edge import api as api_edge
 from timekeeper.local.export import ensure_demo_data
-from timekeeper.local.serve import ServeOptions, start_server
 from timekeeper.reporting import store
 
 WORKSPACE = uuid.uuid4()
@@ -25,16 +23,8 @@ AUTH = {"Authorization": f"Bearer dev:alice:{WORKSPACE}:queries:read"}
 
 @pytest.fixture(scope="module")
 def local_server(db_url):
-    saved = dict(os.environ)
-    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.2), database_url=db_url)
-    server.serve_in_background()
-    yield server
-    server.stop()
-    os.environ.clear()
-    os.environ.update(saved)
-    edge.reset()
-    api_edge.reset()
-    clock.install(None)
+    with serving(db_url, poll_interval_s=0.2) as server:
+        yield server
 
 
 def test_serve_runs_an_export_and_its_link_downloads_the_file(local_server, db_url):

@@ -23,14 +23,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
-from tests.api.conftest import OPEN_INVOICES, seed_member
-from timekeeper import clock, edge
+from tests.api.conftest import OPEN_INVOICES, seed_member, serving
+from timekeeper import clock
 from timekeeper import settings as settings_names
 from timekeeper.api import create_app, openapi_document
-from timekeeper.edge import api as api_edge
 from timekeeper.edge import runs
 from timekeeper.edge.api import unconfigured_adapters
-from timekeeper.local.serve import ServeOptions, dev_claims, link_base_url, start_server
+from timekeeper.local.serve import dev_claims, link_base_url
 
 WORKSPACE = uuid.uuid4()
 TOKEN = f"dev:alice:{WORKSPACE}:schedules:read,schedules:write,schedules:run,queries:admin"
@@ -41,19 +40,10 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 def local_server(db_url):
     """The serve stack on a free port over this module's database; the environment and the
     edge's caches are restored afterwards."""
-    saved = dict(os.environ)
     # alice is a member of the workspace in the directory (the saved-query routes ask it)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
-    os.environ.pop("DOWNLOAD_BASE_URL", None)  # serve chooses it (restored afterwards)
-    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.2), database_url=db_url)
-    server.serve_in_background()
-    yield server
-    server.stop()
-    os.environ.clear()
-    os.environ.update(saved)
-    edge.reset()
-    api_edge.reset()
-    clock.install(None)
+    with serving(db_url, poll_interval_s=0.2) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")

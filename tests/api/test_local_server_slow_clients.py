@@ -4,7 +4,6 @@ others (a deadline per request phase, not per received byte), and a request whos
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -14,10 +13,8 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from timekeeper import clock, edge
-from timekeeper.edge import api as api_edge
+from tests.api.conftest import serving
 from timekeeper.local import serve
-from timekeeper.local.serve import ServeOptions, start_server
 
 WORKSPACE = uuid.uuid4()
 AUTH = {"Authorization": f"Bearer dev:alice:{WORKSPACE}:schedules:read,schedules:write"}
@@ -33,17 +30,8 @@ BODY_READ_TIMEOUT_S = serve.BODY_READ_TIMEOUT_S
 
 @pytest.fixture(scope="module")
 def local_server(db_url):
-    saved = dict(os.environ)
-    os.environ.pop("DOWNLOAD_BASE_URL", None)
-    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.5), database_url=db_url)
-    server.serve_in_background()
-    yield server
-    server.stop()
-    os.environ.clear()
-    os.environ.update(saved)
-    edge.reset()
-    api_edge.reset()
-    clock.install(None)
+    with serving(db_url, poll_interval_s=0.5) as server:
+        yield server
 
 
 def _connect(server) -> socket.socket:

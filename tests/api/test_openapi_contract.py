@@ -28,12 +28,9 @@ from schemathesis.generation.drivers import CoverageGenerator
 from schemathesis.generation.feedback import FeedbackSources
 from schemathesis.generation.overrides import Override
 
-from tests.api.conftest import seed_member
-from timekeeper import clock, edge
+from tests.api.conftest import seed_member, serving
 from timekeeper.api import create_app, openapi_document
-from timekeeper.edge import api as api_edge
 from timekeeper.edge.api import unconfigured_adapters
-from timekeeper.local.serve import ServeOptions, start_server
 from timekeeper.schedules.recurrence import parse_rule
 from timekeeper.schedules.zones import canonical_zones
 
@@ -92,18 +89,9 @@ OPERATIONS = [result.ok() for result in schema.get_all_operations()]
 def server(db_url):
     """``serve`` on a free port over this module's database, alice a queries:admin member
     of :data:`WORKSPACE`; the environment and the edge's caches restored afterwards."""
-    saved = dict(os.environ)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
-    os.environ.pop("DOWNLOAD_BASE_URL", None)
-    running = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=0.2), database_url=db_url)
-    running.serve_in_background()
-    yield running
-    running.stop()
-    os.environ.clear()
-    os.environ.update(saved)
-    edge.reset()
-    api_edge.reset()
-    clock.install(None)
+    with serving(db_url, poll_interval_s=0.2) as server:
+        yield server
 
 
 def _headers(operation) -> dict[str, str]:

@@ -107,9 +107,9 @@ def test_a_job_short_of_time_hands_over_by_sending_its_message_again(aws, conn):
     assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "published"
 
 
-def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(aws, conn):
-    # Found by the fault campaign: a SendMessageBatch call that failed as a whole raised out
-    # of the snapshot dispatcher (a Lambda error every minute while SQS refused).
+def _dispatch_while_sqs_refuses_the_send(conn) -> None:
+    """Plan Berlin's two periods, then run a dispatcher pass while every SendMessageBatch
+    call fails as a whole; the pass must still end normally, having sent nothing."""
     from botocore.exceptions import ClientError
 
     create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
@@ -121,10 +121,16 @@ def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(
 
     client.meta.events.register("provide-client-params.sqs.SendMessageBatch", refuse)
     try:
-        # When the queue refuses the whole send, the pass still ends normally, sending nothing
         assert invoke("snapshot_dispatcher", scheduled_event(NOW))["sent"] == 0
     finally:
         client.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", refuse)
+
+
+def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(aws, conn):
+    # Found by the fault campaign: a SendMessageBatch call that failed as a whole raised out
+    # of the snapshot dispatcher (a Lambda error every minute while SQS refused).
+    # When the queue refuses the whole send, the pass still ends normally, sending nothing
+    _dispatch_while_sqs_refuses_the_send(conn)
     assert received(aws["sqs"], aws["url"]) == []
     queued = conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE state = 'queued'").fetchone()["n"]
     assert queued == 2
@@ -135,21 +141,8 @@ def test_a_failed_send_of_the_jobs_fails_nothing_and_the_runs_are_offered_again(
 
 
 def test_jobs_the_queue_refused_are_sent_again_by_the_next_pass(aws, conn):
-    from botocore.exceptions import ClientError
-
-    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
-    invoke("snapshot_planner", scheduled_event(NOW))
-    client = adapters.sqs_client()
-
-    def refuse(**_):
-        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "down"}}, "SendMessageBatch")
-
     # Given a pass whose send the queue refused as a whole
-    client.meta.events.register("provide-client-params.sqs.SendMessageBatch", refuse)
-    try:
-        assert invoke("snapshot_dispatcher", scheduled_event(NOW))["sent"] == 0
-    finally:
-        client.meta.events.unregister("provide-client-params.sqs.SendMessageBatch", refuse)
+    _dispatch_while_sqs_refuses_the_send(conn)
     # When the next pass runs a minute later, long before reoffer_after
     later = NOW + timedelta(minutes=1)
     clock.install(lambda: later)
