@@ -804,3 +804,11 @@ def test_microbenchmark_sanity_no_timing_asserts():
     print(f"next_after: daily calendar {daily_us:.1f} us, hourly cron {hourly_us:.1f} us")
     assert daily.next_after(after).at == utc(2027, 6, 15, 13)
     assert hourly.next_after(after).at == utc(2027, 6, 15, 11)
+
+
+@pytest.mark.parametrize("anchor", ["9999-12-31T23:59:59-23:59", "9999-12-31T23:00:00-01:00",
+                                    "0001-01-01T00:00:00+00:01", "0001-01-01T00:00:00+23:59"])
+def test_an_anchor_whose_offset_leaves_the_representable_years_is_refused_naming_anchor(anchor):
+    with pytest.raises(InvalidRecurrence) as refused:
+        parse_rule({"interval": {"hours": 1}, "anchor": anchor})
+    assert refused.value.field == "anchor"

@@ -27,7 +27,10 @@ class _IntervalRecurrence(Recurrence):
             raise InvalidRecurrence("anchor", "must be an ISO 8601 instant, e.g. 2027-01-01T09:00:00Z") from None
         if anchor.tzinfo is None or anchor.utcoffset() is None:
             raise InvalidRecurrence("anchor", "must include a UTC offset or Z")
-        self._anchor = anchor.astimezone(UTC)
+        try:
+            self._anchor = anchor.astimezone(UTC)
+        except OverflowError:  # e.g. 9999-12-31T23:00:00-01:00 is past the last representable instant
+            raise InvalidRecurrence("anchor", "must be an instant between years 1 and 9999 in UTC") from None
         if step_model.minutes is not None:
             self._step = timedelta(minutes=step_model.minutes)
             step_json = {"minutes": step_model.minutes}
