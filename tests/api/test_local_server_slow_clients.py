@@ -125,6 +125,24 @@ def test_a_content_length_that_is_no_length_is_the_json_bad_request(local_server
     assert "Traceback" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("framing", ["Transfer-Encoding: chunked\r\nContent-Length: 5",
+                                     "Transfer-Encoding: chunked"])
+def test_a_transfer_encoded_body_is_the_json_bad_request(local_server, framing):
+    # Given a POST framed by Transfer-Encoding (with or without a Content-Length beside it)
+    sock = _connect(local_server)
+    try:
+        sock.sendall(f"POST /schedules HTTP/1.1\r\nHost: x\r\nAuthorization: {AUTH['Authorization']}\r\n"
+                     f"Content-Type: application/json\r\n{framing}\r\n\r\n0\r\n\r\n".encode())
+        # When the server answers
+        answer = _read_all(sock)
+    finally:
+        sock.close()
+    # Then it is a 400 with the API's error body, not a guess at where the body ends
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert int(head.split()[1]) == 400, answer
+    assert b'"code":"bad_request"' in body and b"transfer-encoding" in body
+
+
 def test_a_body_that_ends_before_its_content_length_is_a_prompt_bad_request(local_server):
     # Given a POST announcing 100 bytes that sends 10 and then closes its side
     sock = _connect(local_server)

@@ -288,7 +288,12 @@ class _RequestHandler(WSGIRequestHandler):
         """The request body its ``Content-Length`` announces (empty without one), read by
         the body deadline. Raises :class:`_BodyRefused` for a length that is no byte
         count, a repeated one, one above :data:`MAX_BODY_BYTES`, a body that ends early or
-        one not sent by the deadline."""
+        one not sent by the deadline, and for any ``Transfer-Encoding`` (this server reads
+        bodies by their length only; with a ``Content-Length`` beside it the pair is the
+        request-smuggling ambiguity, refused rather than guessed)."""
+        if self.headers.get_all("Transfer-Encoding"):
+            raise _BodyRefused(HTTPStatus.BAD_REQUEST,
+                               "transfer-encoding is not supported: send the body with a content-length")
         lengths = self.headers.get_all("Content-Length") or []
         if not lengths:
             return b""
