@@ -31,6 +31,7 @@ PATCH) and Run now also need read access to its source. Validation errors are 42
 (``recipients[1]``, ``subject_template``, ``format``, ``source.query_id`` ...).
 """
 
+from dataclasses import asdict
 from datetime import datetime
 from functools import partial
 from http import HTTPStatus
@@ -41,6 +42,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
@@ -61,6 +63,7 @@ from timekeeper.platform import access
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
 from timekeeper.reporting.query_schedules import (
+    DeliveryRun,
     SettingsInvalid,
     Source,
     create_query_schedule,
@@ -195,21 +198,10 @@ class DeliveryOut(BaseModel):
                                    "(permanent, not retried), throttled, provider_error, submission_error")
 
 
-class DeliveryRunOut(BaseModel):
+@pydantic_dataclass(frozen=True)
+class DeliveryRunOut(DeliveryRun):
     """One run of a query schedule with its file and its recipients' outcomes."""
 
-    run_id: UUID
-    trigger: str
-    requested_by: str | None
-    state: str
-    outcome_code: str | None
-    occurrence_at: datetime
-    finished_at: datetime | None
-    acted_for: str | None
-    row_count: int | None
-    sha256: str | None
-    report_version: int | None
-    version_changed: bool | None
     deliveries: list[DeliveryOut]
 
 
@@ -416,17 +408,13 @@ def register(routes: Routes) -> None:
             _settings_of(conn, scope.workspace_id, schedule_id)
             runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
                                                         schedule_id=schedule_id, after=after, limit=limit + 1),
-                                     limit, lambda r: (r.occurrence_at, r.id))
+                                     limit, lambda r: (r.occurrence_at, r.run_id))
             items = [DeliveryRunOut(
-                run_id=r.id, trigger=r.trigger, requested_by=r.requested_by, state=r.state,
-                outcome_code=r.outcome_code, occurrence_at=r.occurrence_at, finished_at=r.finished_at,
-                acted_for=r.acted_for, row_count=r.row_count, sha256=r.sha256,
-                report_version=r.report_version, version_changed=r.version_changed,
-                deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
+                **asdict(r), deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
                                         provider_message_id=d.provider_message_id,
                                         link_expires_at=d.link_expires_at, error=d.error,
                                         error_code=d.error_code)
-                            for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.id)])
+                            for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.run_id)])
                 for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 

@@ -208,7 +208,7 @@ def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after:
 class DeliveryRun:
     """One run of a query schedule with what it delivered (None before the file was made)."""
 
-    id: UUID
+    run_id: UUID
     trigger: str
     requested_by: str | None
     state: str

@@ -28,7 +28,7 @@ q.created_at, q.updated_at FROM query_schedules q JOIN schedules s ON s.id = q.s
 q.workspace_id = %(ws)s AND s.deleted_at IS NULL
 
 -- name: list_runs_from
-r.id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
+r.id AS run_id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
 d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
   FROM schedule_runs r LEFT JOIN query_delivery_sources d ON d.run_id = r.id
 

@@ -36,11 +36,11 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from timekeeper.db import load_queries
-from timekeeper.db.keyset import keyset_rows
-from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_value
+from timekeeper.db.rows import fetch_value
 from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
 from timekeeper.reporting.definition import InvalidDefinition, _path
 from timekeeper.reporting.store import QueryNotFound, get_version
+from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
 
 #: Bounds of a report definition.
 MIN_SECTIONS = 1
@@ -179,37 +179,23 @@ def check_report_definition(conn: psycopg.Connection, *, workspace_id: UUID,
 
 
 @dataclass(frozen=True)
-class Report:
-    """A report: ``current_version`` >= 1; ``deleted_at`` None unless deleted."""
-
-    id: UUID
-    workspace_id: UUID
-    name: str
-    current_version: int
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    deleted_at: datetime | None
+class Report(Document):
+    """A report: a :class:`~timekeeper.reporting.versioned.Document`."""
 
 
 @dataclass(frozen=True)
-class ReportVersion:
-    """One immutable version: ``definition`` as stored (JSON), ``version`` >= 1."""
+class ReportVersion(DocumentVersion):
+    """One immutable version of the report ``report_id``."""
 
-    workspace_id: UUID
     report_id: UUID
-    version: int
-    definition: dict[str, Any]
-    created_by: str
-    created_at: datetime
 
     def parsed(self) -> ReportDefinition:
         """The stored definition, shape-checked (raises :class:`InvalidDefinition`)."""
         return parse_report_definition(self.definition)
 
 
-
 SQL = load_queries("timekeeper.reporting", "reports.sql")
+_REPORTS = VersionedDocuments(SQL, Report, ReportVersion, ReportNotFound)
 
 
 def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefinition | Any) -> Jsonb:
@@ -217,24 +203,12 @@ def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefi
     return Jsonb(checked.model_dump(mode="json"))
 
 
-def _insert_version(conn: psycopg.Connection, report: Report, stored: Jsonb, actor: str,
-                    now: datetime) -> ReportVersion:
-    row = fetch_one(conn, SQL["insert_version"],
-                    (report.workspace_id, report.id, report.current_version, stored, actor, now), ReportVersion)
-    assert row is not None
-    return row
-
-
 def create_report(conn: psycopg.Connection, *, workspace_id: UUID, name: str, definition: ReportDefinition | Any,
                   actor: str, now: datetime) -> tuple[Report, ReportVersion]:
     """Save a new report with version 1 of ``definition``. Raises
     :class:`InvalidDefinition` naming the field (``sections[0].query_id``)."""
-    with conn.transaction():
-        stored = _stored(conn, workspace_id, definition)
-        report = fetch_one(conn, SQL["insert_report"], (workspace_id, name, actor, now, now), Report)
-        assert report is not None
-        version = _insert_version(conn, report, stored, actor, now)
-    return report, version
+    return _REPORTS.create(conn, workspace_id=workspace_id, fields=(name,),
+                           stored=_stored(conn, workspace_id, definition), actor=actor, now=now)
 
 
 def update_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID,
@@ -243,23 +217,16 @@ def update_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UU
     """Append a version with ``definition`` and make it current (``name`` changes too when
     given). Concurrent updates are serialized by the report's row lock. Raises
     :class:`ReportNotFound`, :class:`InvalidDefinition`."""
-    with conn.transaction():
-        stored = _stored(conn, workspace_id, definition)
-        report = fetch_one(conn, SQL["bump_version"], (now, name, workspace_id, report_id), Report)
-        if report is None:
-            raise ReportNotFound(report_id)
-        version = _insert_version(conn, report, stored, actor, now)
-    return report, version
+    return _REPORTS.append(conn, workspace_id=workspace_id, document_id=report_id, changes=(name,),
+                           stored=_stored(conn, workspace_id, definition), actor=actor, now=now)
 
 
 def get_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> tuple[Report, ReportVersion]:
     """The undeleted report ``report_id`` and its current version; raises :class:`ReportNotFound`."""
     with conn.transaction():
-        report = fetch_one(conn, SQL["get_report"], (workspace_id, report_id), Report)
-        if report is None:
-            raise ReportNotFound(report_id)
-        version = get_report_version(conn, workspace_id=workspace_id, report_id=report_id,
-                                     version=report.current_version)
+        report = _REPORTS.get(conn, workspace_id=workspace_id, document_id=report_id)
+        version = _REPORTS.get_version(conn, workspace_id=workspace_id, document_id=report_id,
+                                       version=report.current_version)
     return report, version
 
 
@@ -267,33 +234,22 @@ def get_report_version(conn: psycopg.Connection, *, workspace_id: UUID, report_i
                        version: int) -> ReportVersion:
     """Version ``version`` of the report (readable even when the report was deleted: a
     render pinned it). Raises :class:`ReportNotFound`."""
-    with conn.transaction():
-        row = fetch_one(conn, SQL["get_version"], (workspace_id, report_id, version), ReportVersion)
-    if row is None:
-        raise ReportNotFound(report_id)
-    return row
+    return _REPORTS.get_version(conn, workspace_id=workspace_id, document_id=report_id, version=version)
 
 
 def list_report_versions(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> list[ReportVersion]:
     """Every version of the report, oldest first (empty when there is no such report)."""
-    with conn.transaction():
-        return fetch_all(conn, SQL["list_versions"], (workspace_id, report_id), ReportVersion)
+    return _REPORTS.versions(conn, workspace_id=workspace_id, document_id=report_id)
 
 
 def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[Report]:
     """A page of the workspace's undeleted reports, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
-    with conn.transaction():
-        return keyset_rows(conn, Report, select=SQL["list_reports_from"], where=SQL["list_reports_where"],
-                           params={"ws": workspace_id},
-                           after=after, limit=limit)
+    return _REPORTS.page(conn, workspace_id=workspace_id, after=after, limit=limit)
 
 
 def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, now: datetime) -> None:
     """Mark the report deleted (its versions and renders stay). Raises
     :class:`ReportNotFound` when there is no such undeleted report."""
-    with conn.transaction():
-        updated = execute(conn, SQL["delete_report"], (now, now, workspace_id, report_id))
-    if updated != 1:
-        raise ReportNotFound(report_id)
+    _REPORTS.delete(conn, workspace_id=workspace_id, document_id=report_id, now=now)

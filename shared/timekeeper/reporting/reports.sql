@@ -8,7 +8,7 @@ INSERT INTO report_versions (workspace_id, report_id, version, definition, creat
 VALUES (%s, %s, %s, %s, %s, %s)
 RETURNING workspace_id, report_id, version, definition, created_by, created_at
 
--- name: insert_report
+-- name: insert_document
 INSERT INTO reports (workspace_id, name, current_version, created_by, created_at, updated_at)
 VALUES (%s, %s, 1, %s, %s, %s)
 RETURNING id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at
@@ -19,7 +19,7 @@ UPDATE reports SET current_version = current_version + 1, updated_at = %s,
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
 RETURNING id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at
 
--- name: get_report
+-- name: get_document
 SELECT id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at FROM reports
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
 
@@ -32,14 +32,14 @@ SELECT workspace_id, report_id, version, definition, created_by, created_at FROM
  WHERE workspace_id = %s AND report_id = %s
  ORDER BY version
 
--- name: delete_report
+-- name: delete_document
 UPDATE reports SET deleted_at = %s, updated_at = %s
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
 
--- name: list_reports_from
--- A keyset listing: its columns with the FROM clause, and its condition (list_reports_where);
+-- name: list_documents_from
+-- A keyset listing: its columns with the FROM clause, and its condition (list_documents_where);
 -- timekeeper.db.keyset.keyset_rows adds the keyset condition, order and limit.
 id, workspace_id, name, current_version, created_by, created_at, updated_at, deleted_at FROM reports
 
--- name: list_reports_where
+-- name: list_documents_where
 workspace_id = %(ws)s AND deleted_at IS NULL

@@ -23,9 +23,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.keyset import keyset_rows
-from timekeeper.db.rows import execute, fetch_all, fetch_one
+from timekeeper.db.rows import fetch_one
 from timekeeper.reporting.definition import QueryDefinition, check_definition, parse_definition
+from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
 
 
 class QueryNotFound(LookupError):
@@ -33,30 +33,17 @@ class QueryNotFound(LookupError):
 
 
 @dataclass(frozen=True)
-class SavedQuery:
-    """A saved query: ``current_version`` >= 1; ``deleted_at`` None unless deleted."""
+class SavedQuery(Document):
+    """A saved query: a :class:`~timekeeper.reporting.versioned.Document` with a description."""
 
-    id: UUID
-    workspace_id: UUID
-    name: str
     description: str
-    current_version: int
-    created_by: str
-    created_at: datetime
-    updated_at: datetime
-    deleted_at: datetime | None
 
 
 @dataclass(frozen=True)
-class QueryVersion:
-    """One immutable version: ``definition`` as stored (JSON), ``version`` >= 1."""
+class QueryVersion(DocumentVersion):
+    """One immutable version of the saved query ``query_id``."""
 
-    workspace_id: UUID
     query_id: UUID
-    version: int
-    definition: dict[str, Any]
-    created_by: str
-    created_at: datetime
 
     def parsed(self) -> QueryDefinition:
         """The stored definition checked against today's catalogue; raises
@@ -64,8 +51,8 @@ class QueryVersion:
         return check_definition(self.definition)
 
 
-
 SQL = load_queries("timekeeper.reporting", "store.sql")
+_QUERIES = VersionedDocuments(SQL, SavedQuery, QueryVersion, QueryNotFound)
 
 
 def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
@@ -80,20 +67,8 @@ def create_query(conn: psycopg.Connection, *, workspace_id: UUID, name: str, def
                  actor: str, now: datetime, description: str = "") -> tuple[SavedQuery, QueryVersion]:
     """Save a new query with version 1. Raises
     :class:`~timekeeper.reporting.definition.InvalidDefinition` naming the field."""
-    stored = _stored(definition)
-    with conn.transaction():
-        query = fetch_one(conn, SQL["insert_query"], (workspace_id, name, description, actor, now, now), SavedQuery)
-        assert query is not None
-        version = _insert_version(conn, query, 1, stored, actor, now)
-    return query, version
-
-
-def _insert_version(conn: psycopg.Connection, query: SavedQuery, number: int, stored: Jsonb, actor: str,
-                    now: datetime) -> QueryVersion:
-    row = fetch_one(conn, SQL["insert_version"], (query.workspace_id, query.id, number, stored, actor, now),
-                    QueryVersion)
-    assert row is not None
-    return row
+    return _QUERIES.create(conn, workspace_id=workspace_id, fields=(name, description), stored=_stored(definition),
+                           actor=actor, now=now)
 
 
 def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, definition: QueryDefinition | dict,
@@ -102,22 +77,13 @@ def add_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
     """Append a version with ``definition`` and make it current (``name``/``description``
     change too when given). Concurrent edits are serialized by a row lock, so versions are
     numbered without gaps. Raises :class:`QueryNotFound`, ``InvalidDefinition``."""
-    stored = _stored(definition)
-    with conn.transaction():
-        query = fetch_one(conn, SQL["bump_version"], (now, name, description, workspace_id, query_id), SavedQuery)
-        if query is None:
-            raise QueryNotFound(query_id)
-        version = _insert_version(conn, query, query.current_version, stored, actor, now)
-    return query, version
+    return _QUERIES.append(conn, workspace_id=workspace_id, document_id=query_id, changes=(name, description),
+                           stored=_stored(definition), actor=actor, now=now)
 
 
 def get_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> SavedQuery:
     """The undeleted query ``query_id``; raises :class:`QueryNotFound`."""
-    with conn.transaction():
-        query = fetch_one(conn, SQL["get_query"], (workspace_id, query_id), SavedQuery)
-    if query is None:
-        raise QueryNotFound(query_id)
-    return query
+    return _QUERIES.get(conn, workspace_id=workspace_id, document_id=query_id)
 
 
 def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
@@ -125,11 +91,10 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
     """Version ``version`` of the query (None: its current version). A pinned version of a
     deleted query stays readable when ``version`` is given; the current version of a
     deleted query is not. Raises :class:`QueryNotFound`."""
+    if version is not None:
+        return _QUERIES.get_version(conn, workspace_id=workspace_id, document_id=query_id, version=version)
     with conn.transaction():
-        if version is None:
-            row = fetch_one(conn, SQL["get_current_version"], (workspace_id, query_id), QueryVersion)
-        else:
-            row = fetch_one(conn, SQL["get_version"], (workspace_id, query_id, version), QueryVersion)
+        row = fetch_one(conn, SQL["get_current_version"], (workspace_id, query_id), QueryVersion)
     if row is None:
         raise QueryNotFound(query_id)
     return row
@@ -137,23 +102,17 @@ def get_version(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID,
 
 def list_versions(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> list[QueryVersion]:
     """Every version of the query, oldest first (empty when there is no such query)."""
-    with conn.transaction():
-        return fetch_all(conn, SQL["list_versions"], (workspace_id, query_id), QueryVersion)
+    return _QUERIES.versions(conn, workspace_id=workspace_id, document_id=query_id)
 
 
 def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[datetime, UUID] | None = None,
                  limit: int = 50) -> list[SavedQuery]:
     """A page of the workspace's undeleted queries, oldest first, after the keyset
     ``(created_at, id)`` of the previous page's last row (:func:`timekeeper.db.keyset.keyset_rows`)."""
-    with conn.transaction():
-        return keyset_rows(conn, SavedQuery, select=SQL["list_queries_from"], where=SQL["list_queries_where"],
-                           params={"ws": workspace_id}, after=after, limit=limit)
+    return _QUERIES.page(conn, workspace_id=workspace_id, after=after, limit=limit)
 
 
 def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:
     """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
     is no such undeleted query."""
-    with conn.transaction():
-        updated = execute(conn, SQL["delete_query"], (now, now, workspace_id, query_id))
-    if updated != 1:
-        raise QueryNotFound(query_id)
+    _QUERIES.delete(conn, workspace_id=workspace_id, document_id=query_id, now=now)

@@ -1,6 +1,6 @@
 -- Saved queries and their immutable versions (timekeeper.reporting.store).
 
--- name: insert_query
+-- name: insert_document
 INSERT INTO saved_queries (workspace_id, name, description, current_version, created_by,
                            created_at, updated_at)
 VALUES (%s, %s, %s, 1, %s, %s, %s)
@@ -17,7 +17,7 @@ UPDATE saved_queries SET current_version = current_version + 1, updated_at = %s,
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
 RETURNING id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at
 
--- name: get_query
+-- name: get_document
 SELECT id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at
   FROM saved_queries
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
@@ -36,15 +36,15 @@ SELECT workspace_id, query_id, version, definition, created_by, created_at FROM 
  WHERE workspace_id = %s AND query_id = %s
  ORDER BY version
 
--- name: delete_query
+-- name: delete_document
 UPDATE saved_queries SET deleted_at = %s, updated_at = %s
  WHERE workspace_id = %s AND id = %s AND deleted_at IS NULL
 
--- name: list_queries_from
--- A keyset listing: its columns with the FROM clause, and its condition (list_queries_where);
+-- name: list_documents_from
+-- A keyset listing: its columns with the FROM clause, and its condition (list_documents_where);
 -- timekeeper.db.keyset.keyset_rows adds the keyset condition, order and limit.
 id, workspace_id, name, description, current_version, created_by, created_at, updated_at, deleted_at
   FROM saved_queries
 
--- name: list_queries_where
+-- name: list_documents_where
 workspace_id = %(ws)s AND deleted_at IS NULL
