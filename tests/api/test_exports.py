@@ -289,3 +289,10 @@ def test_an_idempotency_key_belongs_to_one_request_of_one_requester(call, tenant
     # Another requester's same key is theirs: a new export, not alice's
     theirs = call("POST", target, {"format": "csv"}, headers=key, as_=erin)
     assert theirs.status == 202 and theirs.body["id"] != first.body["id"]
+
+
+@pytest.mark.parametrize("version", [True, "1", "01", 1.0])
+def test_an_export_version_is_a_json_integer_only(call, tenants, aws, version):
+    alice = who("alice", tenants["a"])
+    refused = call("POST", f"/queries/{tenants['query']}/exports", {"format": "csv", "version": version}, as_=alice)
+    assert (refused.status, refused.body["code"], refused.body["field"]) == (422, "validation_error", "version")

@@ -29,7 +29,7 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ
@@ -55,7 +55,7 @@ class ExportCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["csv", "xlsx"] = Field(description="csv (UTF-8, RFC 4180) or xlsx")
-    version: int | None = Field(None, ge=1, le=2_147_483_647,
+    version: StrictInt | None = Field(None, ge=1, le=2_147_483_647,
                                 description="the saved query version; default its current version")
 
 
