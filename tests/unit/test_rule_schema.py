@@ -3,6 +3,9 @@ the API document and the validation cannot drift apart."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+from itertools import islice, pairwise
+
 import jsonschema
 import pytest
 
@@ -48,3 +51,22 @@ def test_rules_the_schema_refuses_are_refused_by_the_parser(rule):
         jsonschema.validate(rule, RECURRENCE_SCHEMA)
     with pytest.raises(InvalidRecurrence):
         parse_rule(rule)
+
+
+@pytest.mark.parametrize("interval", [2, 2.0])
+def test_a_rule_integer_is_a_json_schema_integer(interval):
+    rule = parse_rule({"calendar": {"frequency": "daily", "interval": interval, "times": ["09:00"]},
+                       "timezone": "UTC"})
+    assert jsonschema.Draft202012Validator(rule_json_schema()).is_valid(
+        {"calendar": {"frequency": "daily", "interval": interval, "times": ["09:00"]}, "timezone": "UTC"})
+    # every other day from the anchor: 2.0 is the interval 2
+    after = datetime(2027, 1, 1, tzinfo=UTC)
+    firsts = [o.at for o in islice(rule.occurrences_after(after), 3)]
+    assert [b - a for a, b in pairwise(firsts)] == [timedelta(days=2)] * 2
+
+
+@pytest.mark.parametrize("interval", [True, "2", 2.5])
+def test_what_json_schema_does_not_call_an_integer_is_refused_naming_the_field(interval):
+    with pytest.raises(InvalidRecurrence) as refused:
+        parse_rule({"calendar": {"frequency": "daily", "interval": interval, "times": ["09:00"]}, "timezone": "UTC"})
+    assert "interval" in str(refused.value)

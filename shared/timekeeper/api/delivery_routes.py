@@ -41,7 +41,7 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from timekeeper.api import errors
@@ -73,6 +73,7 @@ from timekeeper.reporting.query_schedules import (
 )
 from timekeeper.schedules import service
 from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.strict_input import JSON_INTEGER
 
 #: The largest page of ``GET /query-schedules`` and of a schedule's delivery history (each
 #: run carries every recipient's outcome, up to 1,000).
@@ -87,7 +88,7 @@ _Text = Annotated[str, Field(min_length=1, max_length=500)]
 _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
 #: Numbers and booleans are taken as JSON numbers and booleans only (strict: ``"5"`` or
 #: ``"yes"`` is a 422 naming the field, never coerced).
-_Hours = Annotated[StrictInt, Field(ge=1, le=720)]
+_Hours = Annotated[int, Field(ge=1, le=720), JSON_INTEGER]
 
 
 def _source_forms(schema: dict[str, Any]) -> None:
@@ -112,7 +113,7 @@ class SourceIn(BaseModel):
 
     kind: Literal["query", "report"]
     query_id: CanonicalUuid | None = None
-    query_version: Annotated[StrictInt, Field(ge=1)] | None = None
+    query_version: Annotated[int, Field(ge=1), JSON_INTEGER] | None = None
     report_id: CanonicalUuid | None = None
 
 

@@ -29,7 +29,7 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ
@@ -41,6 +41,7 @@ from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access
 from timekeeper.reporting import exports as ex
 from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.strict_input import JSON_INTEGER
 from timekeeper.topology import EXPORTS
 
 #: How long a download link lives (seconds): long enough to start the download, short
@@ -55,7 +56,7 @@ class ExportCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     format: Literal["csv", "xlsx"] = Field(description="csv (UTF-8, RFC 4180) or xlsx")
-    version: StrictInt | None = Field(None, ge=1, le=2_147_483_647,
+    version: Annotated[int, Field(ge=1, le=2_147_483_647), JSON_INTEGER] | None = Field(None,
                                 description="the saved query version; default its current version")
 
 

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, StringC
 from pydantic.json_schema import JsonSchemaValue
 
 from timekeeper.reporting.catalogue import CATALOGUE, OPERATORS, Column, ColumnType, Entity, Operator
+from timekeeper.strict_input import JSON_INTEGER
 
 #: Bounds of a definition (a stored definition and its compiled statement stay small).
 MAX_COLUMNS = 50
@@ -84,7 +85,7 @@ class QueryDefinition(BaseModel):
     filters: list[Filter] = Field(default_factory=list, max_length=MAX_FILTERS,
                                   description="all must hold (AND)")
     sort: list[SortKey] = Field(default_factory=list, max_length=MAX_SORT)
-    limit: int | None = Field(None, ge=1, le=MAX_LIMIT)
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT), JSON_INTEGER] | None = None
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:

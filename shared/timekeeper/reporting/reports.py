@@ -41,6 +41,7 @@ from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
 from timekeeper.reporting.definition import InvalidDefinition, _path
 from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
+from timekeeper.strict_input import JSON_INTEGER
 
 #: Bounds of a report definition.
 MIN_SECTIONS = 1
@@ -76,7 +77,8 @@ class Section(BaseModel):
 
     heading: Annotated[str, StringConstraints(min_length=1, max_length=MAX_HEADING, pattern=_Text)]
     query_id: UUID
-    query_version: int | None = Field(None, ge=1, description="None: the query's current version when rendered")
+    query_version: Annotated[int, Field(ge=1), JSON_INTEGER] | None = Field(
+        None, description="None: the query's current version when rendered")
     display: Display = Display.TABLE
     label_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     value_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None

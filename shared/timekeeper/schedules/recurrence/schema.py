@@ -12,7 +12,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    StrictInt,
     StrictStr,
     ValidationError,
     WithJsonSchema,
@@ -21,6 +20,7 @@ from pydantic import (
 
 from timekeeper.schedules.recurrence.base import _TIMES, _WEEKDAY_CODES, MAX_CALENDAR_INTERVAL, InvalidRecurrence
 from timekeeper.schedules.zones import is_canonical_zone
+from timekeeper.strict_input import JSON_INTEGER
 
 # ------------------------------------------------------------------------- validation
 
@@ -56,7 +56,7 @@ class _CalendarModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="Calendar")
 
     frequency: Literal["daily", "weekly", "monthly", "yearly"]
-    interval: StrictInt = Field(1, ge=1, le=MAX_CALENDAR_INTERVAL,
+    interval: Annotated[int, Field(ge=1, le=MAX_CALENDAR_INTERVAL), JSON_INTEGER] = Field(1,
                                 description="every Nth day, week, month or year from start_date")
     start_date: Annotated[StrictStr, AfterValidator(_parse_date),
                           WithJsonSchema({"type": "string", "format": "date"})] | None = Field(
@@ -70,7 +70,7 @@ class _CalendarModel(BaseModel):
         "type": "array", "minItems": 2, "maxItems": 2,
         "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY_SCHEMA]})] = Field(
         None, description="monthly/yearly: [n, weekday], n = -1 for the last")
-    month: StrictInt | None = Field(None, ge=1, le=12, description="yearly: the month")
+    month: Annotated[int, Field(ge=1, le=12), JSON_INTEGER] | None = Field(None, description="yearly: the month")
     times: list[Annotated[StrictStr, AfterValidator(_parse_hhmm),
                           WithJsonSchema({"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"})]] = Field(
         min_length=1, description="local times of day, HH:MM")
@@ -99,8 +99,8 @@ class _IntervalModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="Interval",
                               json_schema_extra={"oneOf": [{"required": ["minutes"]}, {"required": ["hours"]}]})
 
-    minutes: StrictInt | None = Field(None, ge=1, le=366 * 24 * 60)
-    hours: StrictInt | None = Field(None, ge=1, le=366 * 24)
+    minutes: Annotated[int, Field(ge=1, le=366 * 24 * 60), JSON_INTEGER] | None = None
+    hours: Annotated[int, Field(ge=1, le=366 * 24), JSON_INTEGER] | None = None
 
 
 class _RuleModel(BaseModel):
