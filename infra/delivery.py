@@ -21,6 +21,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import HttpApi
+from infra.mail import MailResources
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
@@ -29,6 +30,7 @@ from timekeeper.settings import (
     DOWNLOAD_BASE_URL_VARIABLE,
     FILES_BUCKET_VARIABLE,
     LINK_SECRET_VARIABLE,
+    MAIL_CONFIGURATION_SET_VARIABLE,
     MAIL_SENDER_VARIABLE,
 )
 
@@ -38,12 +40,12 @@ DOWNLOAD_PATH = ("downloads", "{token}")
 
 class DeliveryResources(Construct):
     """Wire scheduled delivery: ``pipeline`` is the queries pipeline's resources, ``api``
-    the HTTP API (None: no download route), ``mail_sender`` the verified SES identity
-    (an address) the messages come from."""
+    the HTTP API (None: no download route), ``mail`` the SES identity and configuration
+    set the messages are sent with."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipeline: PipelineResources,
                  renderer: ReportRendererResources, api: HttpApi | None, files_bucket_name: str,
-                 files_bucket_arn_export: str, mail_sender: str):
+                 files_bucket_arn_export: str, mail: MailResources):
         super().__init__(scope, construct_id)
         self.link_secret = secretsmanager.Secret(
             self, "LinkSigningKey", description="Timekeeper: the signing key of scheduled deliveries' download links",
@@ -65,9 +67,11 @@ class DeliveryResources(Construct):
         acknowledge(consumer.role, finding,
                     "Delivered files are named by their run's id at run time; the grant is limited to the "
                     "deliveries/ prefix of the files bucket and to the actions named beside it.")
+        mail_sender = mail.mail.sender
         consumer.role.add_to_policy(iam.PolicyStatement(
             sid="SendDeliveries", actions=["ses:SendEmail"],
-            resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*"],
+            resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*",
+                       mail.configuration_set_arn],
             conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
         acknowledge(consumer.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ses:<AWS::Region>:"
                                    "<AWS::AccountId>:identity/*]",
@@ -76,6 +80,8 @@ class DeliveryResources(Construct):
         self.link_secret.grant_read(consumer.role)
         consumer.function.add_environment(FILES_BUCKET_VARIABLE, files_bucket_name)
         consumer.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
+        consumer.function.add_environment(MAIL_CONFIGURATION_SET_VARIABLE,
+                                          mail.configuration_set.configuration_set_name)
         consumer.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
 
         self.download_method: apigw.Method | None = None

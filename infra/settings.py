@@ -146,6 +146,49 @@ class ExistingDatabase:
     security_group_id: str | None
 
 
+#: Domains that can never receive mail (RFC 2606 and RFC 6761): a sender there is a
+#: placeholder left in, not a choice.
+RESERVED_MAIL_DOMAINS = ("example.com", "example.net", "example.org")
+RESERVED_MAIL_TOP_LEVEL = ("example", "test", "invalid", "localhost")
+_ADDRESS = re.compile(r"[^@\s]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailSettings:
+    """Where delivery e-mail comes from: ``sender`` (the From address), ``domain`` (when
+    set, a domain identity with DKIM is created for it; the sender is at it or below it),
+    ``identity_exists`` (the identity is verified already: create none)."""
+
+    sender: str
+    domain: str | None = None
+    identity_exists: bool = False
+
+    def __post_init__(self) -> None:
+        match = _ADDRESS.fullmatch(self.sender)
+        if match is None:
+            raise ValueError(f"{DeploymentConfig.KEY_MAIL_SENDER}={self.sender!r} is not an e-mail address")
+        domain = match.group(1).lower()
+        if reserved_mail_domain(domain):
+            raise ValueError(
+                f"{DeploymentConfig.KEY_MAIL_SENDER}={self.sender!r}: {domain} can receive no mail and SES "
+                "verifies no identity there; deliveries would fail. Pass the address deliveries come from.")
+        if self.domain is not None:
+            own = self.domain.lower()
+            if reserved_mail_domain(own):
+                raise ValueError(f"{DeploymentConfig.KEY_MAIL_DOMAIN}={self.domain!r} is a reserved domain")
+            if domain != own and not domain.endswith("." + own):
+                raise ValueError(f"{DeploymentConfig.KEY_MAIL_SENDER}={self.sender!r} is not at "
+                                 f"{DeploymentConfig.KEY_MAIL_DOMAIN}={self.domain!r}")
+
+
+def reserved_mail_domain(domain: str) -> bool:
+    """Whether ``domain`` can never receive mail: ``example.com`` (``.net``, ``.org``) or
+    below it, or under the ``example``, ``test``, ``invalid`` or ``localhost`` top level."""
+    domain = domain.lower().rstrip(".")
+    return (any(domain == d or domain.endswith("." + d) for d in RESERVED_MAIL_DOMAINS)
+            or domain.rsplit(".", 1)[-1] in RESERVED_MAIL_TOP_LEVEL)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DeploymentConfig:
     """The deployment's choices, read from CDK context (``-c key=value`` or cdk.json).
@@ -168,8 +211,8 @@ class DeploymentConfig:
     #: Which snapshot types are enabled: ``production`` (the default) or ``development``
     #: (adds the Platform self-test type).
     environment: str = "production"
-    #: The verified SES identity (an address) scheduled deliveries are sent from.
-    mail_sender: str = "reports@example.com"
+    #: Where delivery e-mail comes from (required: there is no address to assume).
+    mail: MailSettings
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -189,6 +232,13 @@ class DeploymentConfig:
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
     KEY_ENVIRONMENT = "timekeeper:environment"
     KEY_MAIL_SENDER = "timekeeper:mailSender"
+    KEY_MAIL_DOMAIN = "timekeeper:mailDomain"
+    KEY_MAIL_IDENTITY_EXISTS = "timekeeper:mailIdentityExists"
+
+    @property
+    def mail_sender(self) -> str:
+        """The From address of delivery e-mail."""
+        return self.mail.sender
 
     @property
     def name_prefix(self) -> str:
@@ -207,6 +257,18 @@ class DeploymentConfig:
         except KeyError:
             raise ValueError(
                 f"{self.KEY_LOG_RETENTION}={self.log_retention_days} is not a CloudWatch retention") from None
+
+    @classmethod
+    def _mail(cls, get: Any) -> MailSettings:
+        sender = get(cls.KEY_MAIL_SENDER)
+        if not sender:
+            raise ValueError(
+                f"scheduled delivery needs the address its e-mail comes from: deploy with "
+                f"-c {cls.KEY_MAIL_SENDER}=reports@your-domain (and -c {cls.KEY_MAIL_DOMAIN}=your-domain to "
+                f"create a DKIM-signed domain identity; see docs/deploy.md)")
+        domain = str(get(cls.KEY_MAIL_DOMAIN) or "").strip()
+        return MailSettings(sender=str(sender).strip(), domain=domain or None,
+                            identity_exists=_parse_bool(get(cls.KEY_MAIL_IDENTITY_EXISTS), False))
 
     @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
@@ -240,7 +302,7 @@ class DeploymentConfig:
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=_parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
-            mail_sender=str(get(cls.KEY_MAIL_SENDER) or "reports@example.com"),
+            mail=cls._mail(get),
         )
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")

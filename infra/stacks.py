@@ -23,6 +23,7 @@ from infra.database import AuroraDatabase, Network, existing_access
 from infra.delivery import DeliveryResources
 from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction
 from infra.layer import SharedLayer
+from infra.mail import MailResources
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
@@ -142,10 +143,12 @@ class AppStack(Stack):
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)
+        self.mail = MailResources(self, "Mail", mail=config.mail, name_prefix=config.name_prefix)
+        CfnOutput(self, "MessageEventsTopicArn", value=self.mail.events.topic_arn)
         self.delivery = DeliveryResources(self, "Delivery", pipeline=queries, renderer=self.renderer, api=self.api,
                                           files_bucket_name=data.files_bucket.bucket_name,
                                           files_bucket_arn_export=data.files_bucket_arn_export,
-                                          mail_sender=config.mail_sender)
+                                          mail=self.mail)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,

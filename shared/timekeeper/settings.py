@@ -78,6 +78,9 @@ SELFTEST_DRILLS_VARIABLE = "TIMEKEEPER_SELFTEST_DRILLS"
 FILES_BUCKET_VARIABLE = "FILES_BUCKET"
 #: Scheduled delivery: the verified SES sender address.
 MAIL_SENDER_VARIABLE = "MAIL_SENDER"
+#: Scheduled delivery: the SES configuration set every message is sent with (its event
+#: destination publishes the messages' later states; unset locally).
+MAIL_CONFIGURATION_SET_VARIABLE = "MAIL_CONFIGURATION_SET"
 #: Scheduled delivery: the public base URL of the download route.
 DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
 #: The download links' signing key: a Secrets Manager ARN (JSON ``{"key": ...}``) in AWS ...
@@ -113,6 +116,7 @@ class RuntimeSettings(BaseModel):
     #: download route (ends with ``/``), and the download links' signing key: the secret
     #: ``LINK_SIGNING_SECRET_ARN`` (JSON ``{"key": ...}``) in AWS, ``LINK_SIGNING_KEY`` locally.
     mail_sender: str | None = None
+    mail_configuration_set: str | None = None
     download_base_url: str | None = None
     link_signing_secret_arn: str | None = None
     link_signing_key: str | None = None
@@ -137,7 +141,8 @@ class RuntimeSettings(BaseModel):
             login_secret_arns=tuple(a.strip() for a in env.get(LOGIN_SECRET_ARNS_VARIABLE, "").split(",")
                                     if a.strip()),
             files_bucket=get(FILES_BUCKET_VARIABLE), report_renderer_function=get(RENDERER_FUNCTION_VARIABLE),
-            mail_sender=get(MAIL_SENDER_VARIABLE), download_base_url=get(DOWNLOAD_BASE_URL_VARIABLE),
+            mail_sender=get(MAIL_SENDER_VARIABLE), mail_configuration_set=get(MAIL_CONFIGURATION_SET_VARIABLE),
+            download_base_url=get(DOWNLOAD_BASE_URL_VARIABLE),
             link_signing_secret_arn=get(LINK_SECRET_VARIABLE), link_signing_key=get(LINK_KEY_VARIABLE),
         )
 

@@ -24,6 +24,9 @@ from infra.stacks import APP_STACK, DATA_STACK, Stacks, build  # noqa: E402
 
 #: Skips every asset's bundling (the layer's pip step); CDK's own context key.
 SKIP_BUNDLING = {"aws:cdk:bundling-stacks": []}
+#: What every deployment must name (there is no default): the address delivery e-mail
+#: comes from, at a domain the stack creates a DKIM-signed identity for.
+DEPLOYMENT = {"timekeeper:mailSender": "reports@mail.acme-saas.dev", "timekeeper:mailDomain": "mail.acme-saas.dev"}
 
 
 @dataclass
@@ -60,7 +63,8 @@ def synthesize(extra_context: dict[str, Any] | None = None) -> Synth:
     """Build and synthesize the app with ``extra_context`` over cdk.json's, bundling skipped."""
     outdir = Path(tempfile.mkdtemp(prefix="tk-cdk-"))
     _WORKDIRS.append(outdir)
-    app = cdk.App(context={**cdk_json_context(), **SKIP_BUNDLING, **(extra_context or {})}, outdir=str(outdir))
+    app = cdk.App(context={**cdk_json_context(), **SKIP_BUNDLING, **DEPLOYMENT, **(extra_context or {})},
+                  outdir=str(outdir))
     stacks = build(app)
     assembly = app.synth()
     raw = {stack.stack_name: stack.template for stack in assembly.stacks}
@@ -132,3 +136,16 @@ def event_sources_of(template: dict[str, Any], function_id: str) -> list[dict[st
     """The properties of every event source mapping feeding ``function_id``."""
     return [r["Properties"] for r in resources(template, "AWS::Lambda::EventSourceMapping").values()
             if r["Properties"].get("FunctionName") == {"Ref": function_id}]
+
+
+def notification_topic_id(template: dict[str, Any]) -> str:
+    """The logical id of the operators' notification topic (alarms, pause notices)."""
+    [topic] = [k for k, t in resources(template, "AWS::SNS::Topic").items()
+               if t["Properties"].get("DisplayName") == "Timekeeper"]
+    return topic
+
+
+def notification_key_id(template: dict[str, Any]) -> str:
+    """The logical id of the notification topic's KMS key."""
+    topic = template["Resources"][notification_topic_id(template)]
+    return topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]

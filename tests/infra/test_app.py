@@ -10,13 +10,13 @@ import sys
 
 from infra.settings import ROOT
 from infra.stacks import APP_STACK, DATA_STACK
-from tests.infra.conftest import SKIP_BUNDLING, cdk_json_context
+from tests.infra.conftest import DEPLOYMENT, SKIP_BUNDLING, cdk_json_context
 
 
 def test_app_py_synthesizes_every_stack(tmp_path):
     # Given the environment the CDK CLI gives the app
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path),
-           "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), **SKIP_BUNDLING})}
+           "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), **SKIP_BUNDLING, **DEPLOYMENT})}
 
     # When app.py runs
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -29,6 +29,14 @@ def test_app_py_synthesizes_every_stack(tmp_path):
         assert template["Resources"]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert {DATA_STACK, APP_STACK} <= set(manifest["artifacts"])
+
+
+def test_app_py_without_a_mail_sender_fails_naming_the_setting(tmp_path):
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path),
+           "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), **SKIP_BUNDLING})}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode != 0 and "timekeeper:mailSender" in result.stderr
 
 
 def test_cdk_json_runs_app_py_with_the_feature_flags():

@@ -14,7 +14,14 @@ from infra import settings
 from infra.database import ENGINE_VERSION
 from infra.settings import DeploymentConfig
 from infra.storage import DELIVERY_RETENTION_DAYS, LINK_MAX_LIFETIME_DAYS
-from tests.infra.conftest import event_sources_of, functions_by_folder, resources, synthesize
+from tests.infra.conftest import (
+    DEPLOYMENT,
+    event_sources_of,
+    functions_by_folder,
+    notification_key_id,
+    resources,
+    synthesize,
+)
 from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX
 from timekeeper.topology import PIPELINES
 
@@ -91,7 +98,7 @@ def test_files_bucket_is_private_encrypted_tls_only_and_expires_exports(synth):
 
 def test_notification_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use(synth):
     app = synth.template("TimekeeperApp")
-    [key_id] = resources(synth.app_template, "AWS::KMS::Key")
+    key_id = notification_key_id(synth.app_template)
     app.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": [key_id, "Arn"]}})
     app.has_resource_properties("AWS::KMS::Key", {
         "EnableKeyRotation": True,
@@ -174,8 +181,8 @@ def test_delivered_files_expire_after_their_links_and_reports_never(synth):
 
 
 def test_a_delivery_retention_shorter_than_a_link_is_refused_at_synth():
-    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "30"})
+    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "30", **DEPLOYMENT})
     with pytest.raises(ValueError, match="deliveryRetentionDays must be at least 31"):
         DeploymentConfig.from_node(app.node)
-    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "60"})
+    app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "60", **DEPLOYMENT})
     assert DeploymentConfig.from_node(app.node).delivery_retention_days == 60

@@ -4,7 +4,7 @@ key, the renderer), the DeliveryFailed alarm, and the one public route."""
 
 from __future__ import annotations
 
-from tests.infra.conftest import alarm_by_name, functions_by_folder, resources
+from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, resources
 from timekeeper import observability as obs
 from timekeeper.topology import QUERIES
 
@@ -42,7 +42,8 @@ def test_the_delivery_consumer_may_send_only_from_the_sender_and_write_only_deli
     template = synth.app_template
     statements = _statements(template, _function(template, QUERIES.consumer_function))
     ses = [s for s in statements if "ses:SendEmail" in _actions(s)]
-    assert len(ses) == 1 and ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": "reports@example.com"}}
+    assert len(ses) == 1
+    assert ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": DEPLOYMENT["timekeeper:mailSender"]}}
     writes = [s for s in statements if "s3:PutObject" in _actions(s)]
     assert len(writes) == 1 and "/deliveries/*" in str(writes[0]["Resource"])
     assert any("lambda:InvokeFunction" in _actions(s) for s in statements)

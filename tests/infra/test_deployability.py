@@ -15,7 +15,7 @@ from aws_cdk.assertions import Annotations, Match
 
 from infra import settings
 from infra.settings import DeploymentConfig
-from tests.infra.conftest import alarm_by_name, functions_by_folder, resources, synthesize
+from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_key_id, resources, synthesize
 from timekeeper import observability as obs
 from timekeeper.topology import (
     API_LOGIN,
@@ -282,7 +282,7 @@ def test_api_gateway_execution_logs_have_a_retention(synth):
 
 def test_only_the_dispatchers_touch_the_topic_key(synth):
     template = synth.app_template
-    [key_id] = resources(template, "AWS::KMS::Key")
+    key_id = notification_key_id(template)
     dispatchers = {p.dispatcher_function for p in PIPELINES.values()}
     functions = functions_by_folder(template)
     for folder, function_id in functions.items():

@@ -10,7 +10,7 @@ import pytest
 
 from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
-from tests.infra.conftest import alarm_by_name, functions_by_folder, queue_by_name, resources
+from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_topic_id, queue_by_name, resources
 from timekeeper import observability as obs
 from timekeeper.topology import PIPELINES, WORK_QUEUES
 
@@ -18,8 +18,7 @@ PERIOD_S = settings.ALARM_PERIOD_MINUTES * 60
 
 
 def _topic_id(template) -> str:
-    [topic] = resources(template, "AWS::SNS::Topic")
-    return topic
+    return notification_topic_id(template)
 
 
 def _assert_alarm(props, template, *, namespace, metric, dimensions, statistic, period, threshold, comparison,

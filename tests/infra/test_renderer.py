@@ -8,7 +8,7 @@ import json
 
 from infra import settings
 from infra.functions import function_folders
-from tests.infra.conftest import alarm_by_name, functions_by_folder, queue_by_name, resources
+from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_topic_id, queue_by_name, resources
 from timekeeper import observability as obs
 from timekeeper.topology import REPORT_RENDERER, WORKER_LOGIN, connection_budget
 
@@ -69,7 +69,7 @@ def test_the_renderer_may_only_read_and_write_reports_and_send_its_failures(synt
 def test_the_renderer_has_its_alarms_on_the_topic_and_a_dashboard_row(synth):
     template = synth.app_template
     logical_id, _ = _renderer(template)
-    [topic] = resources(template, "AWS::SNS::Topic")
+    topic = notification_topic_id(template)
     function = [{"Name": "FunctionName", "Value": {"Ref": logical_id}}]
     for suffix, metric in (("errors", "Errors"), ("throttles", "Throttles")):
         props = alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-{suffix}")

@@ -178,7 +178,7 @@ def install_mailer(mailer_adapter: Any) -> None:
 @cache
 def mailer() -> Any:
     """The communications adapter: the installed one, or SES ``send_email`` from
-    ``MAIL_SENDER`` (boto3 honours ``AWS_ENDPOINT_URL``: moto locally). Raises
+    ``MAIL_SENDER`` under ``MAIL_CONFIGURATION_SET`` when set (boto3 honours ``AWS_ENDPOINT_URL``: moto locally). Raises
     ``RuntimeError`` when it is unset."""
     from timekeeper.aws.ses import SesMailer
 
@@ -187,7 +187,7 @@ def mailer() -> Any:
     sender = settings().mail_sender
     if not sender:
         raise RuntimeError("MAIL_SENDER is not set")
-    return SesMailer(boto3.client("ses"), sender)
+    return SesMailer(boto3.client("ses"), sender, settings().mail_configuration_set)
 
 
 @cache
