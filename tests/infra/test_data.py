@@ -115,7 +115,7 @@ def test_migrations_run_by_trigger_before_rules_and_consumers(synth):
     for rule in resources(template, "AWS::Events::Rule").values():
         assert trigger_id in rule.get("DependsOn", [])
     for pipeline in PIPELINES.values():
-        consumer = functions[pipeline.consumer_function]
+        consumer = functions[pipeline.consumer.function]
         assert trigger_id in template["Resources"][consumer].get("DependsOn", [])
         assert event_sources_of(template, consumer)
     mappings = resources(template, "AWS::Lambda::EventSourceMapping").values()

@@ -145,7 +145,7 @@ def renderer_database() -> ConnectionProvider:
 def journal_database() -> ConnectionProvider:
     """A second lazy connection of the execution environment, for work that must commit
     beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
-    ``consumer_connections`` is 2 open it."""
+    consumer's ``connections`` is 2 open it."""
     return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
 
 
