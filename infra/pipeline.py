@@ -129,7 +129,7 @@ class PipelineResources(Construct):
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
-            log_retention=log_retention, reserved_concurrency=1,
+            log_retention=log_retention,
             environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
                          NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
             description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")

@@ -56,7 +56,6 @@ class ReportRendererResources(Construct):
         self.function = TimekeeperFunction(
             self, "Renderer", folder=renderer.function, layer=layer, database=database, login=WORKER,
             timeout_s=renderer.timeout_s, memory_mb=renderer.memory_mb, log_retention=log_retention,
-            reserved_concurrency=renderer.reserved_concurrency,
             environment={FILES_BUCKET_VARIABLE: files_bucket_name},
             description=f"Timekeeper report renderer (async, {renderer.retry_attempts} retries)")
         self.function.function.configure_async_invoke(

@@ -47,7 +47,7 @@ class SnapshotResources(Construct):
 
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, timeout_s=pipeline.dispatcher_timeout_s,
-            memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
+            memory_mb=settings.DISPATCHER_MEMORY_MB,
             environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot dispatcher (cap {pipeline.admission_cap}, backfill lane "
                         f"{pipeline.backfill_lane})", **common)
@@ -61,7 +61,7 @@ class SnapshotResources(Construct):
 
         self.planner = TimekeeperFunction(
             self, "Planner", folder=pipeline.planner_function, timeout_s=pipeline.planner_timeout_s,
-            memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
+            memory_mb=settings.DISPATCHER_MEMORY_MB,
             environment={**env, SNAPSHOT_NUDGE_FUNCTION_VARIABLE: self.dispatcher.function.function_name},
             description=f"Timekeeper snapshot planner (rate {pipeline.planner_rate_minutes} min)", **common)
         # The nudge: the dispatcher's unqualified ARN only (grant_invoke would add every version).

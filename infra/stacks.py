@@ -32,7 +32,14 @@ from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
 from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE
-from timekeeper.topology import PIPELINES, QUERIES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import (
+    PIPELINES,
+    QUERIES,
+    REPORT_RENDERER,
+    SNAPSHOTS,
+    WORK_QUEUES,
+    required_account_concurrency,
+)
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -70,7 +77,7 @@ class DataStack(Stack):
                                 retain=config.deletion_protection)
         self.database: AuroraDatabase | None = None
         if config.existing_database is None:
-            network = Network(self, "Network", log_retention=config.log_retention)
+            network = Network(self, "Network", log_retention=config.log_retention, egress=config.egress)
             self.database = AuroraDatabase(self, "Database", network=network,
                                            deletion_protection=config.deletion_protection,
                                            log_retention=config.log_retention, name_prefix=config.name_prefix)
@@ -160,6 +167,12 @@ class AppStack(Stack):
             CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
                       value=queue_resources.queues.dead_letter_queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
+        if not config.reserved_concurrency:
+            Annotations.of(self).add_warning_v2(
+                "timekeeper:noReservedConcurrency",
+                f"{DeploymentConfig.KEY_RESERVED_CONCURRENCY}=false: no function reserves concurrency, so the "
+                f"account's quota alone bounds them (and their database connections). Raise the quota to "
+                f"{required_account_concurrency()} and deploy without the setting (docs/deploy.md).")
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",

@@ -39,6 +39,49 @@ MIGRATION_CONNECTIONS = 1
 #: environment reopens its connection when it was idle for half of it.
 PROXY_IDLE_CLIENT_TIMEOUT_S = 900
 
+# ------------------------------------------------------------------ the AWS services a function calls
+
+#: The AWS service APIs Timekeeper's functions call, by their boto3 client names. Every
+#: function of the topology declares the ones it calls (``services`` of its description);
+#: the edge creates clients for those only (``timekeeper.edge.adapters.aws_client``), and
+#: infra derives from the same declaration each function's network route (a VPC endpoint,
+#: or the NAT route by context) and its IAM grants. The database is not among them: it is
+#: reached through RDS Proxy inside the VPC; every function also reads its login secret
+#: from Secrets Manager. Lambda's own logs, metrics (embedded in the logs) and traces are
+#: sent by the Lambda service, not by the function's code.
+SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES = "sqs", "sns", "s3", "secretsmanager", "lambda", "ses"
+AWS_SERVICES = frozenset({SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES})
+
+
+def calls(*services: str) -> frozenset[str]:
+    """A function's declared services: ``services`` plus Secrets Manager (every function
+    reads its database login's secret). Raises ``ValueError`` for a name outside
+    :data:`AWS_SERVICES`."""
+    unknown = set(services) - AWS_SERVICES
+    if unknown:
+        raise ValueError(f"unknown AWS services {sorted(unknown)}: use names of AWS_SERVICES")
+    return frozenset({SECRETS_MANAGER, *services})
+
+
+def _check_services(function: str, services: frozenset[str]) -> None:
+    unknown = services - AWS_SERVICES
+    if unknown:
+        raise ValueError(f"function {function}: unknown AWS services {sorted(unknown)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceFunction:
+    """A function outside the pipelines (the HTTP API, the migration trigger): its
+    ``functions/<folder>``, the AWS services it calls, and its reserved concurrency (None:
+    none reserved)."""
+
+    function: str
+    services: frozenset[str]
+    reserved_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_services(self.function, self.services)
+
 
 @dataclass(frozen=True, kw_only=True)
 class QueueConsumer:
@@ -54,7 +97,8 @@ class QueueConsumer:
     consumer's idea of its final receive. ``memory_mb`` / ``ephemeral_storage_mb``: the
     function's memory and /tmp (None: infra's consumer default and Lambda's 512 MB).
     ``connections``: database connections one execution holds (1, or 2 for a consumer that
-    journals beside its run's transaction). Checked at construction (``ValueError``): at
+    journals beside its run's transaction); ``services``: the AWS services the function
+    calls (:func:`calls`). Checked at construction (``ValueError``): at
     least 2 receives (1 loses messages to the DLQ on throttles), an event-source maximum
     concurrency of 2..1000, a batch size of 1..10000 (above 10 only with a batching window),
     a Lambda timeout of 1..900 s, /tmp of 512..10240 MB, one or two connections.
@@ -73,6 +117,8 @@ class QueueConsumer:
     memory_mb: int | None = None
     ephemeral_storage_mb: int | None = None
     connections: int = 1
+    #: The AWS services the consumer function calls (:func:`calls`).
+    services: frozenset[str] = frozenset({SECRETS_MANAGER})
 
     @property
     def dlq_name(self) -> str:
@@ -107,6 +153,7 @@ class QueueConsumer:
             raise ValueError("a Lambda function's /tmp is 512..10240 MB")
         if self.connections not in (1, 2):
             raise ValueError("a consumer holds one or two database connections")
+        _check_services(self.function, self.services)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -133,6 +180,10 @@ class Pipeline:
     reoffer_after_s: int = 900
     failure_pause_threshold: int = 5
     dispatcher_silence_alarm_minutes: int = 5
+    #: The AWS services the dispatcher calls: its run queue, the notification topic.
+    dispatcher_services: frozenset[str] = calls(SQS, SNS)
+    #: The dispatcher runs one pass at a time.
+    dispatcher_reserved_concurrency: int = 1
 
     @property
     def run_queue_name(self) -> str:
@@ -150,6 +201,7 @@ class Pipeline:
         return timedelta(seconds=self.reoffer_after_s)
 
     def __post_init__(self) -> None:
+        _check_services(self.dispatcher_function, self.dispatcher_services)
         if self.consumer.queue_name != self.run_queue_name:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
@@ -176,7 +228,7 @@ ACCOUNTING = Pipeline(
     # latency while the event source fills a batch), two consumers, five receives.
     consumer=QueueConsumer(queue_name="timekeeper-accounting-runs", function="accounting_consumer",
                            timeout_s=120, max_receive_count=5, batch_size=50, max_batching_window_s=1,
-                           max_concurrency=2),
+                           max_concurrency=2, services=calls()),
 )
 
 #: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
@@ -192,7 +244,9 @@ QUERIES = Pipeline(
     dispatcher_function="queries_dispatcher",
     consumer=QueueConsumer(queue_name="timekeeper-queries-runs", function="queries_consumer",
                            timeout_s=900, max_receive_count=3, batch_size=1, max_concurrency=3,
-                           queue_age_alarm_s=1800, connections=2),
+                           queue_age_alarm_s=1800, connections=2,
+                           # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
+                           services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
 )
 
@@ -243,7 +297,8 @@ class WorkQueue:
 #: written to the consumer's 2 GB /tmp before upload.
 EXPORTS = WorkQueue(name="exports", consumer=QueueConsumer(
     queue_name="timekeeper-exports", function="export_consumer", timeout_s=300, max_receive_count=3,
-    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=2048))
+    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=2048,
+    services=calls(S3, SQS)))  # the file (S3); re-offers of unpublished exports (SQS)
 
 #: Every queue-only worker, by name. Infra and the local stack iterate over this too.
 WORK_QUEUES: dict[str, WorkQueue] = {q.name: q for q in (EXPORTS,)}
@@ -279,6 +334,12 @@ class SnapshotPipeline:
     horizon_months: int = 3
     overdue_grace_hours: int = 24
     dispatcher_silence_alarm_minutes: int = 5
+    #: The planner nudges the dispatcher (Lambda); the dispatcher sends jobs (SQS).
+    planner_services: frozenset[str] = calls(LAMBDA)
+    dispatcher_services: frozenset[str] = calls(SQS)
+    #: The planner and the dispatcher each run one pass at a time.
+    planner_reserved_concurrency: int = 1
+    dispatcher_reserved_concurrency: int = 1
 
     @property
     def job_queue_name(self) -> str:
@@ -286,6 +347,8 @@ class SnapshotPipeline:
         return f"timekeeper-{self.name}-jobs"
 
     def __post_init__(self) -> None:
+        _check_services(self.planner_function, self.planner_services)
+        _check_services(self.dispatcher_function, self.dispatcher_services)
         if self.consumer.queue_name != self.job_queue_name:
             raise ValueError(f"snapshot pipeline {self.name}: its job queue is named {self.job_queue_name!r}")
         if self.consumer.batch_size != 1:
@@ -316,7 +379,7 @@ class SnapshotPipeline:
 #: it ends), four at a time (every admitted run), three receives of one job.
 SNAPSHOTS = SnapshotPipeline(consumer=QueueConsumer(
     queue_name="timekeeper-snapshots-jobs", function="snapshot_run_job", timeout_s=900, max_receive_count=3,
-    batch_size=1, max_concurrency=4))
+    batch_size=1, max_concurrency=4, services=calls(SQS)))  # a hand-over re-sends its job (SQS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,6 +403,8 @@ class Renderer:
     retry_attempts: int = 2
     max_event_age_s: int = 900
     failure_retention_days: int = 14
+    #: The AWS services the renderer calls: the rendered PDF (S3).
+    services: frozenset[str] = calls(S3)
 
     @property
     def max_attempts(self) -> int:
@@ -359,6 +424,7 @@ class Renderer:
             raise ValueError("a Lambda function runs at most 900 s")
         if self.reserved_concurrency < 1:
             raise ValueError("the renderer needs a reserved concurrency of at least 1")
+        _check_services(self.function, self.services)
 
 
 #: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
@@ -366,6 +432,55 @@ class Renderer:
 #: sections each running into the workers' 15 s statement timeout could pass 300 s: that
 #: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
 REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+
+
+#: The HTTP API (``functions/api``): "Run now" and export requests (SQS), renders (Lambda),
+#: presigned links and delivered files (S3); its reserved concurrency bounds its database
+#: connections.
+API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY)
+#: The migration trigger (``functions/migrate``): it reads the logins' secrets only.
+MIGRATION = ServiceFunction(function="migrate", services=calls())
+
+
+def function_services() -> dict[str, frozenset[str]]:
+    """Every function of the deployment (its ``functions/<folder>``) -> the AWS services it
+    calls: the pipelines' dispatchers and consumers, the work queues' consumers, the
+    snapshot planner, dispatcher and run job, the renderer, the API and the migration."""
+    found: dict[str, frozenset[str]] = {}
+    for pipeline in PIPELINES.values():
+        found[pipeline.dispatcher_function] = pipeline.dispatcher_services
+    for consumer in queue_consumers():
+        found[consumer.function] = consumer.services
+    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_services
+    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_services
+    found[REPORT_RENDERER.function] = REPORT_RENDERER.services
+    found[API.function] = API.services
+    found[MIGRATION.function] = MIGRATION.services
+    return found
+
+
+def reserved_concurrency() -> dict[str, int]:
+    """Every function that reserves concurrency -> its reserved units: one per pipeline
+    dispatcher, the snapshot planner and dispatcher, the renderer, the API."""
+    found = {p.dispatcher_function: p.dispatcher_reserved_concurrency for p in PIPELINES.values()}
+    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_reserved_concurrency
+    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_reserved_concurrency
+    found[REPORT_RENDERER.function] = REPORT_RENDERER.reserved_concurrency
+    if API.reserved_concurrency:
+        found[API.function] = API.reserved_concurrency
+    return found
+
+
+#: AWS keeps at least this many of an account's concurrent executions unreserved: reserved
+#: concurrency can be set only while the rest of the account keeps 100.
+LAMBDA_UNRESERVED_MINIMUM = 100
+
+
+def required_account_concurrency() -> int:
+    """The Lambda concurrent-executions quota an account needs for this deployment with
+    reserved concurrency on: the reserved units of :func:`reserved_concurrency` plus
+    :data:`LAMBDA_UNRESERVED_MINIMUM`."""
+    return sum(reserved_concurrency().values()) + LAMBDA_UNRESERVED_MINIMUM
 
 
 def queue_consumers() -> list[QueueConsumer]:
