@@ -41,6 +41,45 @@ def reserved_concurrency_of(scope: Construct, folder: str) -> int | None:
     return reserved_concurrency().get(folder)
 
 
+#: Services of a role's grants every function has whatever it calls: its log group,
+#: Lambda's VPC networking, X-Ray, and KMS, which SNS asks of a publisher to an encrypted
+#: topic on its behalf.
+BASELINE_GRANTS = frozenset({"logs", "ec2", "xray", "kms"})
+
+
+def granted_services(function: TimekeeperFunction) -> set[str]:
+    """The service prefixes of every action the function's role is granted (its default
+    policy), less :data:`BASELINE_GRANTS`."""
+    policy = function.role.node.try_find_child("DefaultPolicy")
+    document = policy.document.to_json() if isinstance(policy, iam.Policy) else {}
+    found: set[str] = set()
+    for statement in (document or {}).get("Statement", []):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        found |= {action.split(":")[0] for action in actions}
+    return found - BASELINE_GRANTS
+
+
+def check_grants(scope: Construct) -> None:
+    """Compare every :class:`TimekeeperFunction` under ``scope`` with its declaration: each
+    declared service must be granted, and nothing else may be (besides
+    :data:`BASELINE_GRANTS` and the function's ``lambda_services``). Raises ``ValueError``
+    naming the function and the services, so ``cdk synth`` fails on a grant that the
+    topology does not declare (the edge would refuse the client, the VPC has no route) or
+    a declared service nothing grants."""
+    problems = []
+    for function in [c for c in scope.node.find_all() if isinstance(c, TimekeeperFunction)]:
+        granted = granted_services(function)
+        extra = granted - set(function.services) - function.lambda_services
+        missing = set(function.services) - granted
+        if extra:
+            problems.append(f"functions/{function.folder} is granted {sorted(extra)}, which its topology entry "
+                            "does not declare")
+        if missing:
+            problems.append(f"functions/{function.folder} declares {sorted(missing)}, but nothing grants it")
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 #: The database logins a function may use: the schema owner's (migration function only),
 #: the workers' (dispatchers, consumers) and the API's (row-level security applies).
 OWNER, WORKER, API = "owner", "worker", "api"
@@ -99,6 +138,10 @@ class TimekeeperFunction(Construct):
         self.folder = folder
         #: The AWS services the function calls (the topology's declaration).
         self.services = function_services()[folder]
+        #: Services Lambda itself calls with the function's role (an SQS event source polls
+        #: its queue, an on-failure destination receives the events): granted, not called
+        #: by the code. The constructs that wire them add the service here.
+        self.lambda_services: set[str] = set()
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description=f"Timekeeper function {folder}")

@@ -22,7 +22,7 @@ from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from timekeeper.settings import NOTIFICATION_TOPIC_VARIABLE, run_queue_url_variable
-from timekeeper.topology import Pipeline, QueueConsumer
+from timekeeper.topology import SQS, Pipeline, QueueConsumer
 
 
 def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
@@ -84,6 +84,7 @@ class ConsumedQueue:
         if grants is not None:
             grants(self.function)
         self.attach(self.function.function)
+        self.function.lambda_services.add(SQS)  # the event source polls with its role
         return self.function
 
     def attach(self, function: lambda_.IFunction) -> sources.SqsEventSource:

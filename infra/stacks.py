@@ -21,7 +21,7 @@ from infra import settings
 from infra.api import API_FUNCTION, HttpApi
 from infra.database import AuroraDatabase, Network, existing_access
 from infra.delivery import DeliveryResources
-from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction
+from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction, check_grants
 from infra.layer import SharedLayer
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
@@ -218,9 +218,12 @@ def build(app: App) -> Stacks:
     credentials), so synthesis makes no AWS call and needs no cdk.context.json. With the
     context ``timekeeper:stage`` the stack names end with ``-<stage>`` and every physical
     name starts with ``timekeeper-<stage>``, so several deployments share an account.
+    Raises ``ValueError`` when a function's grants and its topology declaration of the AWS
+    services it calls disagree (:func:`infra.functions.check_grants`).
     """
     config = DeploymentConfig.from_node(app.node)
     data = DataStack(app, config.stack_name(DATA_STACK), config=config)
     application = AppStack(app, config.stack_name(APP_STACK), config=config, data=data)
+    check_grants(application)
     checks = attach_checks(app)
     return Stacks(data=data, app=application, checks=checks)

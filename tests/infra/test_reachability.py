@@ -170,3 +170,14 @@ def test_every_function_is_granted_what_it_declares_and_nothing_else(synth):
                               and "OnFailure" in c["Properties"].get("DestinationConfig", {})] else set()
         assert {endpoint_prefix(s) for s in declared[folder]} <= {endpoint_prefix(g) for g in granted}, folder
         assert granted - polled <= set(declared[folder]), f"{folder} is granted {sorted(granted - polled)}"
+
+
+def test_a_grant_the_topology_does_not_declare_fails_the_synthesis(monkeypatch):
+    # Given the delivery consumer's declaration without SES, while infra still grants it ses:SendEmail
+    import infra.functions
+
+    reduced = {**function_services(), "queries_consumer": function_services()["queries_consumer"] - {"ses"}}
+    monkeypatch.setattr(infra.functions, "function_services", lambda: reduced)
+    # When the app is synthesized, then it fails naming the function and the service
+    with pytest.raises(ValueError, match=r"functions/queries_consumer is granted \['ses'\]"):
+        synthesize()
