@@ -181,3 +181,34 @@ def test_a_grant_the_topology_does_not_declare_fails_the_synthesis(monkeypatch):
     # When the app is synthesized, then it fails naming the function and the service
     with pytest.raises(ValueError, match=r"functions/queries_consumer is granted \['ses'\]"):
         synthesize()
+
+
+def test_each_deployed_function_cold_starts_with_the_variables_infra_sets(synth, monkeypatch):
+    # Given each function's environment as synthesized (values CloudFormation resolves become
+    # placeholders; the link signing secret is a real one, in moto), in an AWS-like process
+    import boto3
+    from moto import mock_aws
+
+    from timekeeper.edge import adapters, startup
+
+    app = synth.app_template
+    with mock_aws():
+        monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+        for name in ("DATABASE_URL", "AWS_ENDPOINT_URL"):
+            monkeypatch.delenv(name, raising=False)
+        link_secret = boto3.client("secretsmanager", region_name="eu-west-1").create_secret(
+            Name="link-key", SecretString='{"key": "%s"}' % ("k" * 48))["ARN"]
+        for folder, logical_id in functions_by_folder(app).items():
+            variables = app["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+            for name, value in variables.items():
+                placeholder = f"https://{name.lower()}.example/{folder}" if "URL" in name else f"{name}-of-{folder}"
+                monkeypatch.setenv(name, link_secret if name == "LINK_SIGNING_SECRET_ARN"
+                                   else value if isinstance(value, str) else placeholder)
+            adapters.reset()
+            # When Lambda imports its handler, then its cold start finds every variable it
+            # needs and asks for exactly the services it declares
+            startup.cold_start(folder)
+            assert adapters.requested_services() == function_services()[folder], folder
+            for name in variables:
+                monkeypatch.delenv(name)
+    adapters.reset()
