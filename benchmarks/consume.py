@@ -334,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         sink = CollectingSink()
         report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, time_budget_s=1e9)
         assert report.runs_created == r == len(sink.bodies), report
-        source = InMemoryBatchSource(sink.bodies, ACCOUNTING.batch_size)
+        source = InMemoryBatchSource(sink.bodies, ACCOUNTING.consumer.batch_size)
         print(f"N={n:,}: {r:,} runs queued in {len(source.batches):,} batches of 10", flush=True)
         for w in workers:
             for mode in (["single"] if w == 1 else modes):

@@ -25,7 +25,6 @@ from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
 from infra.work_queue import WorkQueueResources, grant_exports_get
 from timekeeper.settings import ENVIRONMENT_VARIABLE, FILES_BUCKET_VARIABLE, run_queue_url_variable
-from timekeeper.topology import API_RESERVED_CONCURRENCY
 
 #: The API's functions/ folder.
 API_FUNCTION = "api"
@@ -88,7 +87,6 @@ class HttpApi(Construct):
             variables[FILES_BUCKET_VARIABLE] = files_bucket.bucket_name
         self.function = TimekeeperFunction(
             self, "Handler", folder=API_FUNCTION, layer=layer, database=database, login=API,
-            reserved_concurrency=API_RESERVED_CONCURRENCY,
             timeout_s=settings.API_TIMEOUT_S, memory_mb=settings.API_MEMORY_MB, log_retention=log_retention,
             environment=variables, description="Timekeeper schedule owners' HTTP API")
         for resources in [*pipelines, *work_queues]:

@@ -1,17 +1,19 @@
-"""The network and the database: a VPC with private isolated subnets and the VPC endpoints
-the functions need (no NAT), Aurora PostgreSQL Serverless v2 behind RDS Proxy with one
-secret per database login in Secrets Manager (rotated), or an existing database given by
-context.
+"""The network and the database: a VPC whose functions reach exactly the AWS services the
+topology declares (interface endpoints in isolated subnets, or by context one NAT), Aurora
+PostgreSQL Serverless v2 behind RDS Proxy with one secret per database login in Secrets
+Manager (rotated), or an existing database given by context.
 
-Logins: the cluster's master user owns the schema and is used by the migration function
-only; the workers (``timekeeper_worker``) and the API (``timekeeper_api``) each have their
-own secret, registered on the proxy and rotated with alternating users (the rotation
-switches between ``<login>`` and ``<login>_clone``, both created by migration 0005). The
-migration function sets each login's password from its secret, so those rotations wait for
-their first 30 days instead of rotating before the roles exist.
+Logins: the cluster's master
+user owns the schema and is used by the migration function only; the workers
+(``timekeeper_worker``) and the API (``timekeeper_api``) each have their own secret,
+registered on the proxy and rotated with alternating users (the rotation switches between
+``<login>`` and ``<login>_clone``, both created by migration 0005). The migration function
+sets each login's password from its secret, so those rotations wait for their first 30
+days instead of rotating before the roles exist.
 
-The proxy's pool is sized from :func:`timekeeper.topology.connection_budget` against the
-cluster's ``max_connections`` at its minimum capacity.
+The proxy's pool is sized from
+:func:`timekeeper.topology.connection_budget` against the cluster's ``max_connections`` at
+its minimum capacity.
 """
 
 from __future__ import annotations
@@ -32,9 +34,16 @@ from infra.settings import ExistingDatabase
 from timekeeper.topology import (
     API_LOGIN,
     CONNECT_TIMEOUT_S,
+    LAMBDA,
     PROXY_IDLE_CLIENT_TIMEOUT_S,
+    S3,
+    SECRETS_MANAGER,
+    SES,
+    SNS,
+    SQS,
     WORKER_LOGIN,
     connection_budget,
+    function_services,
 )
 
 #: The Aurora PostgreSQL engine. The rule for the SQL it runs: every migration and query
@@ -45,36 +54,70 @@ ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_16_11
 #: The logins with their own secret: construct id -> database role.
 LOGINS = {"Worker": WORKER_LOGIN, "Api": API_LOGIN}
 
-#: Interface endpoints: queues, notifications, secrets, logs (S3 is a gateway endpoint).
+#: The interface endpoint of each AWS service a function may call (by the topology's
+#: boto3 names), with its construct id. The SES API (``ses`` and ``sesv2`` clients alike)
+#: is served at ``email.<region>``: the ``email`` endpoint, not ``email-smtp`` (SMTP only).
+#: S3 is the gateway endpoint every subnet's route tables get.
 INTERFACE_ENDPOINTS = {
-    "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
-    "Sns": ec2.InterfaceVpcEndpointAwsService.SNS,
-    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
-    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    SQS: ("Sqs", ec2.InterfaceVpcEndpointAwsService.SQS),
+    SNS: ("Sns", ec2.InterfaceVpcEndpointAwsService.SNS),
+    SECRETS_MANAGER: ("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+    LAMBDA: ("Lambda", ec2.InterfaceVpcEndpointAwsService.LAMBDA_),
+    SES: ("Email", ec2.InterfaceVpcEndpointAwsService.EMAIL),
 }
 
 
-class Network(Construct):
-    """A two-AZ VPC with private isolated subnets only, flow logs, and endpoints for SQS,
-    SNS, Secrets Manager, CloudWatch Logs (interface) and S3 (gateway)."""
+def interface_endpoints_needed(services: dict[str, frozenset[str]] | None = None) -> list[str]:
+    """The services (topology names, sorted) that need an interface endpoint: every service
+    some function declares (``services``: default :func:`timekeeper.topology.function_services`),
+    less S3 (the gateway). Raises ``KeyError`` for a service :data:`INTERFACE_ENDPOINTS` lacks."""
+    declared = function_services() if services is None else services
+    needed = sorted({s for calls in declared.values() for s in calls} - {S3})
+    for service in needed:
+        INTERFACE_ENDPOINTS[service]  # noqa: B018 - a declared service infra cannot route fails synth
+    return needed
 
-    def __init__(self, scope: Construct, construct_id: str, *, log_retention: logs.RetentionDays):
+
+class Network(Construct):
+    """A two-AZ VPC with flow logs and the S3 gateway endpoint, and a route to every AWS
+    service the topology's functions declare (:func:`timekeeper.topology.function_services`).
+
+    ``egress`` ``endpoints`` (the default): private isolated subnets only, no NAT, and one
+    interface endpoint per declared service (:func:`interface_endpoints_needed`), private
+    DNS on, reachable on 443 from the groups :meth:`allow_endpoints_from` admits.
+    ``nat``: public subnets with one NAT gateway and private subnets routed through it; no
+    interface endpoint. ``subnets`` selects where the database and the functions run."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, log_retention: logs.RetentionDays,
+                 egress: str = "endpoints"):
         super().__init__(scope, construct_id)
+        self.egress = egress
+        if egress == "nat":
+            subnet_type = ec2.SubnetType.PRIVATE_WITH_EGRESS
+            configuration = [
+                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
+                ec2.SubnetConfiguration(name="private", subnet_type=subnet_type, cidr_mask=24)]
+        else:
+            subnet_type = ec2.SubnetType.PRIVATE_ISOLATED
+            configuration = [ec2.SubnetConfiguration(name="isolated", subnet_type=subnet_type, cidr_mask=24)]
         self.vpc = ec2.Vpc(
-            self, "Vpc", max_azs=2, nat_gateways=0,
-            subnet_configuration=[ec2.SubnetConfiguration(
-                name="isolated", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)],
+            self, "Vpc", max_azs=2, nat_gateways=1 if egress == "nat" else 0,
+            subnet_configuration=configuration,
             gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
         )
-        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+        self.subnets = ec2.SubnetSelection(subnet_type=subnet_type)
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(
             logs.LogGroup(self, "FlowLogs", retention=log_retention)))
         self.endpoint_security_group = ec2.SecurityGroup(
             self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
             description="Timekeeper interface endpoints (HTTPS from the groups allowed in)")
-        for name, service in INTERFACE_ENDPOINTS.items():
-            self.vpc.add_interface_endpoint(name, service=service, subnets=self.subnets, private_dns_enabled=True,
-                                            open=False, security_groups=[self.endpoint_security_group])
+        self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
+        if egress != "nat":
+            for service in interface_endpoints_needed():
+                name, endpoint_service = INTERFACE_ENDPOINTS[service]
+                self.interface_endpoints[service] = self.vpc.add_interface_endpoint(
+                    name, service=endpoint_service, subnets=self.subnets, private_dns_enabled=True, open=False,
+                    security_groups=[self.endpoint_security_group])
 
     def allow_endpoints_from(self, peer: ec2.ISecurityGroup, description: str) -> None:
         """Let ``peer`` reach every interface endpoint on HTTPS."""
@@ -96,6 +139,7 @@ class AuroraDatabase(Construct):
         super().__init__(scope, construct_id)
         self.cluster_identifier = name_prefix
         vpc, subnets = network.vpc, network.subnets
+        self._subnets = subnets
         self.database_name = database_name
         self.clients = ec2.SecurityGroup(self, "ClientSecurityGroup", vpc=vpc,
                                          description="Timekeeper functions (database clients)")
@@ -183,9 +227,7 @@ class AuroraDatabase(Construct):
         """How functions reach this database: the proxy endpoint, in the isolated subnets."""
         return DatabaseAccess(host=self.proxy.endpoint, name=self.database_name, secret=self.secret,
                               worker_secret=self.login_secrets[WORKER_LOGIN], api_secret=self.login_secrets[API_LOGIN],
-                              vpc=self.cluster.vpc, subnets=ec2.SubnetSelection(
-                                  subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
-                              security_groups=[self.clients])
+                              vpc=self.cluster.vpc, subnets=self._subnets, security_groups=[self.clients])
 
 
 def login_secret(scope: Construct, construct_id: str, username: str) -> secretsmanager.Secret:

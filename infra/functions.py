@@ -21,12 +21,63 @@ from constructs import Construct
 
 from infra import settings
 from infra.nag import acknowledge
-from timekeeper.settings import DB_HOST_VARIABLE, DB_NAME_VARIABLE, DB_SECRET_ARN_VARIABLE
+from timekeeper.settings import DB_HOST_VARIABLE, DB_NAME_VARIABLE, DB_SECRET_ARN_VARIABLE, FUNCTION_VARIABLE
+from timekeeper.topology import function_services, reserved_concurrency
 
 
 def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
     """Names of the folders under functions/ that hold a ``handler.py``."""
     return sorted(p.name for p in functions_dir.iterdir() if (p / "handler.py").is_file())
+
+
+def reserved_concurrency_of(scope: Construct, folder: str) -> int | None:
+    """The reserved concurrency of ``functions/<folder>``: the topology's
+    (:func:`timekeeper.topology.reserved_concurrency`; None for a function that reserves
+    none), or None for every function when the context ``timekeeper:reservedConcurrency``
+    visible from ``scope`` is false (an account whose concurrency quota is still below
+    :func:`timekeeper.topology.required_account_concurrency`)."""
+    if not settings.parse_bool(scope.node.try_get_context(settings.DeploymentConfig.KEY_RESERVED_CONCURRENCY), True):
+        return None
+    return reserved_concurrency().get(folder)
+
+
+#: Services of a role's grants every function has whatever it calls: its log group,
+#: Lambda's VPC networking, X-Ray, and KMS, which SNS asks of a publisher to an encrypted
+#: topic on its behalf.
+BASELINE_GRANTS = frozenset({"logs", "ec2", "xray", "kms"})
+
+
+def granted_services(function: TimekeeperFunction) -> set[str]:
+    """The service prefixes of every action the function's role is granted (its default
+    policy), less :data:`BASELINE_GRANTS`."""
+    policy = function.role.node.try_find_child("DefaultPolicy")
+    document = policy.document.to_json() if isinstance(policy, iam.Policy) else {}
+    found: set[str] = set()
+    for statement in (document or {}).get("Statement", []):
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        found |= {action.split(":")[0] for action in actions}
+    return found - BASELINE_GRANTS
+
+
+def check_grants(scope: Construct) -> None:
+    """Compare every :class:`TimekeeperFunction` under ``scope`` with its declaration: each
+    declared service must be granted, and nothing else may be (besides
+    :data:`BASELINE_GRANTS` and the function's ``lambda_services``). Raises ``ValueError``
+    naming the function and the services, so ``cdk synth`` fails on a grant that the
+    topology does not declare (the edge would refuse the client, the VPC has no route) or
+    a declared service nothing grants."""
+    problems = []
+    for function in [c for c in scope.node.find_all() if isinstance(c, TimekeeperFunction)]:
+        granted = granted_services(function)
+        extra = granted - set(function.services) - function.lambda_services
+        missing = set(function.services) - granted
+        if extra:
+            problems.append(f"functions/{function.folder} is granted {sorted(extra)}, which its topology entry "
+                            "does not declare")
+        if missing:
+            problems.append(f"functions/{function.folder} declares {sorted(missing)}, but nothing grants it")
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 #: The database logins a function may use: the schema owner's (migration function only),
@@ -65,19 +116,32 @@ class TimekeeperFunction(Construct):
 
     ``timeout_s``, ``memory_mb`` and ``ephemeral_storage_mb`` (/tmp; None: Lambda's 512 MB)
     come from the caller (the topology for pipeline functions); ``environment`` is added to
-    the database settings. The function can read the secret of its database ``login`` only;
-    every other permission is granted by the caller.
+    the database settings and ``TIMEKEEPER_FUNCTION`` (the folder: the edge creates clients
+    only for the services the topology declares for it, :attr:`services`). A folder
+    without a declaration in the topology is refused (``ValueError``). Its reserved
+    concurrency is the topology's (:func:`reserved_concurrency_of`). The function can
+    read the secret of its database ``login`` only; every other permission is granted by
+    the caller.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, folder: str, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, login: str, timeout_s: int, memory_mb: int,
                  log_retention: logs.RetentionDays, environment: dict[str, str] | None = None,
-                 reserved_concurrency: int | None = None, description: str = "",
+                 description: str = "",
                  functions_dir: Path = settings.FUNCTIONS_DIR, ephemeral_storage_mb: int | None = None):
         super().__init__(scope, construct_id)
         if not (functions_dir / folder / "handler.py").is_file():
             raise ValueError(f"functions/{folder}/handler.py does not exist")
+        if folder not in function_services():
+            raise ValueError(f"functions/{folder} has no entry in timekeeper.topology declaring the AWS services "
+                             "it calls")
         self.folder = folder
+        #: The AWS services the function calls (the topology's declaration).
+        self.services = function_services()[folder]
+        #: Services Lambda itself calls with the function's role (an SQS event source polls
+        #: its queue, an on-failure destination receives the events): granted, not called
+        #: by the code. The constructs that wire them add the service here.
+        self.lambda_services: set[str] = set()
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description=f"Timekeeper function {folder}")
@@ -100,9 +164,10 @@ class TimekeeperFunction(Construct):
             timeout=Duration.seconds(timeout_s),
             memory_size=memory_mb,
             tracing=lambda_.Tracing.ACTIVE,
-            reserved_concurrent_executions=reserved_concurrency,
+            reserved_concurrent_executions=reserved_concurrency_of(self, folder),
             ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
-            environment={**database.environment(login), "POWERTOOLS_LOG_LEVEL": "INFO", **(environment or {})},
+            environment={**database.environment(login), "POWERTOOLS_LOG_LEVEL": "INFO", FUNCTION_VARIABLE: folder,
+                         **(environment or {})},
             vpc=database.vpc,
             vpc_subnets=database.subnets if database.vpc is not None else None,
             security_groups=database.security_groups if database.vpc is not None else None,

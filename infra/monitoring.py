@@ -201,7 +201,8 @@ class Monitoring(Construct):
         named = f"{self._title}-{p.name}"
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
             scope, named=named, what=f"{p.name} run", queue=resources.queues.queue,
-            dlq=resources.queues.dead_letter_queue, age_alarm_s=p.queue_age_alarm_s, receives=p.max_receive_count)
+            dlq=resources.queues.dead_letter_queue, age_alarm_s=p.consumer.queue_age_alarm_s,
+            receives=p.consumer.max_receive_count)
         return PipelineAlarms(
             dispatcher_silence=self._alarm(
                 "DispatcherSilence", name=f"{named}-dispatcher-silence",
@@ -273,7 +274,7 @@ class Monitoring(Construct):
         planner_silence = Duration.minutes(2 * p.planner_rate_minutes)
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
             scope, named=named, what="snapshot job", queue=resources.queue, dlq=resources.dead_letter_queue,
-            age_alarm_s=p.queue_age_alarm_s, receives=p.max_receive_count)
+            age_alarm_s=p.consumer.queue_age_alarm_s, receives=p.consumer.max_receive_count)
         return {
             "dispatcher-silence": self._alarm(
                 "DispatcherSilence", name=f"{named}-dispatcher-silence",
@@ -389,7 +390,8 @@ class Monitoring(Construct):
         period = _period()
         return [
             cw.TextWidget(markdown=f"## Pipeline `{p.name}` (rule rate {p.rule_rate_minutes} min, consumer "
-                                   f"max concurrency {p.max_concurrency}, {p.max_receive_count} receives)",
+                                   f"max concurrency {p.consumer.max_concurrency}, "
+                                   f"{p.consumer.max_receive_count} receives)",
                           width=24, height=1),
             cw.GraphWidget(title=f"{p.name}: claims, publishes, refusals", width=6, height=6, left=[
                 pipeline_search(obs.SCHEDULES_CLAIMED, p.name, label="claimed"),
@@ -405,7 +407,7 @@ class Monitoring(Construct):
                                statistic="Maximum", period=period, label="oldest message age (s)")],
                            right=[dlq.metric_approximate_number_of_messages_visible(
                                statistic="Maximum", period=period, label="DLQ messages")],
-                           left_annotations=[cw.HorizontalAnnotation(value=p.queue_age_alarm_s,
+                           left_annotations=[cw.HorizontalAnnotation(value=p.consumer.queue_age_alarm_s,
                                                                      label="age alarm")]),
             cw.GraphWidget(title=f"{p.name}: dispatcher and consumer", width=6, height=6,
                            left=[dispatcher.metric_invocations(statistic="Sum", period=period,
@@ -427,8 +429,9 @@ class Monitoring(Construct):
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-{q.name}"
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
-            scope, named=named, what=q.name, queue=resources.queues.queue, dlq=dlq, age_alarm_s=q.queue_age_alarm_s,
-            receives=q.max_receive_count)
+            scope, named=named, what=q.name, queue=resources.queues.queue, dlq=dlq,
+            age_alarm_s=q.consumer.queue_age_alarm_s,
+            receives=q.consumer.max_receive_count)
         return WorkQueueAlarms(
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
@@ -444,14 +447,16 @@ class Monitoring(Construct):
         queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
         period = _period()
         return [
-            cw.TextWidget(markdown=f"## Work queue `{q.name}` (consumer max concurrency {q.max_concurrency}, "
-                                   f"batch {q.batch_size}, {q.max_receive_count} receives)", width=24, height=1),
+            cw.TextWidget(markdown=f"## Work queue `{q.name}` (consumer max concurrency "
+                                   f"{q.consumer.max_concurrency}, batch {q.consumer.batch_size}, "
+                                   f"{q.consumer.max_receive_count} receives)", width=24, height=1),
             cw.GraphWidget(title=f"{q.name}: queue age (s) and DLQ depth", width=8, height=6,
                            left=[queue.metric_approximate_age_of_oldest_message(
                                statistic="Maximum", period=period, label="oldest message age (s)")],
                            right=[dlq.metric_approximate_number_of_messages_visible(
                                statistic="Maximum", period=period, label="DLQ messages")],
-                           left_annotations=[cw.HorizontalAnnotation(value=q.queue_age_alarm_s, label="age alarm")]),
+                           left_annotations=[cw.HorizontalAnnotation(value=q.consumer.queue_age_alarm_s,
+                                                                     label="age alarm")]),
             cw.GraphWidget(title=f"{q.name}: messages sent and received", width=8, height=6,
                            left=[queue.metric_number_of_messages_sent(statistic="Sum", period=period, label="sent"),
                                  queue.metric_number_of_messages_received(statistic="Sum", period=period,

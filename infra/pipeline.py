@@ -6,6 +6,8 @@ Every number comes from the :class:`timekeeper.topology.Pipeline` passed in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aws_cdk import Duration
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -20,7 +22,7 @@ from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from timekeeper.settings import NOTIFICATION_TOPIC_VARIABLE, run_queue_url_variable
-from timekeeper.topology import Pipeline, QueueConsumer
+from timekeeper.topology import SQS, Pipeline, QueueConsumer
 
 
 def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
@@ -38,9 +40,10 @@ def queue_names(consumer: QueueConsumer, name_prefix: str = "timekeeper") -> tup
 
 class ConsumedQueue:
     """A :class:`~timekeeper.topology.QueueConsumer` built: its queue and dead-letter queue
-    (created in ``scope`` as ``queue_id`` and ``DeadLetterQueue``), then :meth:`attach`
-    connects its consumer function with the SQS event source. Every queue consumer of the
-    deployment (run queues, work queues, the snapshot job queue) is built here.
+    (created in ``scope`` as ``queue_id`` and ``DeadLetterQueue``), then
+    :meth:`build_consumer` builds its consumer function and connects it with the SQS event
+    source. Every queue consumer of the deployment (run queues, work queues, the snapshot
+    job queue) is built here, from its description alone.
 
     Both queues: SQS-managed encryption, TLS-only policies; visibility timeout =
     ``consumer.visibility_timeout_s`` (6 x the consumer timeout), redrive after
@@ -62,6 +65,27 @@ class ConsumedQueue:
             dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue,
                                                   max_receive_count=consumer.max_receive_count))
         self.event_source: sources.SqsEventSource | None = None
+        self.function: TimekeeperFunction | None = None
+
+    def build_consumer(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
+                       database: DatabaseAccess, log_retention: logs.RetentionDays, description: str,
+                       environment: dict[str, str] | None = None,
+                       grants: Callable[[TimekeeperFunction], None] | None = None) -> TimekeeperFunction:
+        """Build the consumer function in ``scope`` as ``construct_id`` (the description's
+        folder, timeout, memory (default ``infra.settings.CONSUMER_MEMORY_MB``) and /tmp;
+        the workers' database login; ``environment`` added), let ``grants`` give it what
+        else it may do, then :meth:`attach` it. Returns the function."""
+        c = self.consumer
+        self.function = TimekeeperFunction(
+            scope, construct_id, folder=c.function, layer=layer, database=database, login=WORKER,
+            timeout_s=c.timeout_s, memory_mb=c.memory_mb or settings.CONSUMER_MEMORY_MB,
+            ephemeral_storage_mb=c.ephemeral_storage_mb, log_retention=log_retention, environment=environment,
+            description=f"{description} (max concurrency {c.max_concurrency})")
+        if grants is not None:
+            grants(self.function)
+        self.attach(self.function.function)
+        self.function.lambda_services.add(SQS)  # the event source polls with its role
+        return self.function
 
     def attach(self, function: lambda_.IFunction) -> sources.SqsEventSource:
         """Connect ``function`` (the consumer's, ``consumer.function``) to the queue: batch
@@ -78,7 +102,7 @@ class ConsumedQueue:
 
 class JobQueue(Construct):
     """The construct holding a pipeline's or a work queue's :class:`ConsumedQueue`
-    (``.queue``, ``.dead_letter_queue``, ``.attach``)."""
+    (``.queue``, ``.dead_letter_queue``, ``.built``)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, consumer: QueueConsumer,
                  name_prefix: str = "timekeeper"):
@@ -86,10 +110,6 @@ class JobQueue(Construct):
         self.built = ConsumedQueue(self, consumer=consumer, name_prefix=name_prefix)
         self.queue = self.built.queue
         self.dead_letter_queue = self.built.dead_letter_queue
-
-    def attach(self, function: lambda_.IFunction) -> sources.SqsEventSource:
-        """See :meth:`ConsumedQueue.attach`."""
-        return self.built.attach(function)
 
 
 class PipelineResources(Construct):
@@ -110,7 +130,7 @@ class PipelineResources(Construct):
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
             timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
-            log_retention=log_retention, reserved_concurrency=1,
+            log_retention=log_retention,
             environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
                          NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
             description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")
@@ -131,9 +151,7 @@ class PipelineResources(Construct):
                 max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))],
         )
 
-        self.consumer = TimekeeperFunction(
-            self, "Consumer", folder=pipeline.consumer_function, layer=layer, database=database, login=WORKER,
-            timeout_s=pipeline.consumer_timeout_s, memory_mb=settings.CONSUMER_MEMORY_MB,
-            log_retention=log_retention,
-            description=f"Timekeeper {pipeline.name} consumer (max concurrency {pipeline.max_concurrency})")
-        self.event_source = self.queues.attach(self.consumer.function)
+        self.consumer = self.queues.built.build_consumer(
+            self, "Consumer", layer=layer, database=database, log_retention=log_retention,
+            description=f"Timekeeper {pipeline.name} consumer")
+        self.event_source = self.queues.built.event_source

@@ -21,7 +21,7 @@ from constructs import Construct
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from timekeeper.settings import FILES_BUCKET_VARIABLE, RENDERER_FUNCTION_VARIABLE, REPORTS_PREFIX
-from timekeeper.topology import Renderer
+from timekeeper.topology import SQS, Renderer
 
 
 def failure_queue_name(renderer: Renderer, name_prefix: str = "timekeeper") -> str:
@@ -56,12 +56,12 @@ class ReportRendererResources(Construct):
         self.function = TimekeeperFunction(
             self, "Renderer", folder=renderer.function, layer=layer, database=database, login=WORKER,
             timeout_s=renderer.timeout_s, memory_mb=renderer.memory_mb, log_retention=log_retention,
-            reserved_concurrency=renderer.reserved_concurrency,
             environment={FILES_BUCKET_VARIABLE: files_bucket_name},
             description=f"Timekeeper report renderer (async, {renderer.retry_attempts} retries)")
         self.function.function.configure_async_invoke(
             retry_attempts=renderer.retry_attempts, max_event_age=Duration.seconds(renderer.max_event_age_s),
             on_failure=destinations.SqsDestination(self.failure_queue))
+        self.function.lambda_services.add(SQS)  # Lambda sends failed events to the queue with its role
         self.function.role.add_to_policy(iam.PolicyStatement(
             sid="RenderedReports", actions=["s3:PutObject", "s3:GetObject"],
             resources=[self._reports_arn]))

@@ -120,7 +120,8 @@ def _parse_list(value: Any) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _parse_bool(value: Any, default: bool) -> bool:
+def parse_bool(value: Any, default: bool) -> bool:
+    """A context boolean: a bool, or text ``1``/``true``/``yes``/``on`` (any case); None: ``default``."""
     if value is None:
         return default
     if isinstance(value, bool):
@@ -213,6 +214,13 @@ class DeploymentConfig:
     environment: str = "production"
     #: Where delivery e-mail comes from (required: there is no address to assume).
     mail: MailSettings
+    #: How the functions in the created VPC reach the AWS services they call:
+    #: ``endpoints`` (interface endpoints for exactly the declared services, no NAT) or
+    #: ``nat`` (one NAT gateway; no interface endpoint).
+    egress: str = "endpoints"
+    #: Whether functions reserve concurrency (dispatchers, planner, renderer, API). False
+    #: lets an account whose concurrency quota is still the default (10) deploy.
+    reserved_concurrency: bool = True
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -234,6 +242,10 @@ class DeploymentConfig:
     KEY_MAIL_SENDER = "timekeeper:mailSender"
     KEY_MAIL_DOMAIN = "timekeeper:mailDomain"
     KEY_MAIL_IDENTITY_EXISTS = "timekeeper:mailIdentityExists"
+    KEY_EGRESS = "timekeeper:egress"
+    KEY_RESERVED_CONCURRENCY = "timekeeper:reservedConcurrency"
+    #: The values of ``timekeeper:egress``.
+    EGRESS_ENDPOINTS, EGRESS_NAT = "endpoints", "nat"
 
     @property
     def mail_sender(self) -> str:
@@ -268,7 +280,7 @@ class DeploymentConfig:
                 f"create a DKIM-signed domain identity; see docs/deploy.md)")
         domain = str(get(cls.KEY_MAIL_DOMAIN) or "").strip()
         return MailSettings(sender=str(sender).strip(), domain=domain or None,
-                            identity_exists=_parse_bool(get(cls.KEY_MAIL_IDENTITY_EXISTS), False))
+                            identity_exists=parse_bool(get(cls.KEY_MAIL_IDENTITY_EXISTS), False))
 
     @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
@@ -291,8 +303,8 @@ class DeploymentConfig:
                                         name=str(get(cls.KEY_DB_NAME) or "timekeeper"), vpc_id=vpc_id,
                                         subnet_ids=subnet_ids, security_group_id=security_group)
         config = cls(
-            bundle_layer=_parse_bool(get(cls.KEY_BUNDLE), True),
-            deletion_protection=_parse_bool(get(cls.KEY_DELETION_PROTECTION), True),
+            bundle_layer=parse_bool(get(cls.KEY_BUNDLE), True),
+            deletion_protection=parse_bool(get(cls.KEY_DELETION_PROTECTION), True),
             alarm_email=get(cls.KEY_ALARM_EMAIL) or None,
             export_retention_days=int(get(cls.KEY_EXPORT_RETENTION) or 30),
             delivery_retention_days=int(get(cls.KEY_DELIVERY_RETENTION) or DELIVERY_RETENTION_DAYS),
@@ -300,10 +312,14 @@ class DeploymentConfig:
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
-            manage_api_gateway_account=_parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
+            manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
             mail=cls._mail(get),
+            egress=str(get(cls.KEY_EGRESS) or cls.EGRESS_ENDPOINTS),
+            reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
         )
+        if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT):
+            raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS} or {cls.EGRESS_NAT}")
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")
         if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):

@@ -47,7 +47,7 @@ class SnapshotResources(Construct):
 
         self.dispatcher = TimekeeperFunction(
             self, "Dispatcher", folder=pipeline.dispatcher_function, timeout_s=pipeline.dispatcher_timeout_s,
-            memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
+            memory_mb=settings.DISPATCHER_MEMORY_MB,
             environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
             description=f"Timekeeper snapshot dispatcher (cap {pipeline.admission_cap}, backfill lane "
                         f"{pipeline.backfill_lane})", **common)
@@ -61,7 +61,7 @@ class SnapshotResources(Construct):
 
         self.planner = TimekeeperFunction(
             self, "Planner", folder=pipeline.planner_function, timeout_s=pipeline.planner_timeout_s,
-            memory_mb=settings.DISPATCHER_MEMORY_MB, reserved_concurrency=1,
+            memory_mb=settings.DISPATCHER_MEMORY_MB,
             environment={**env, SNAPSHOT_NUDGE_FUNCTION_VARIABLE: self.dispatcher.function.function_name},
             description=f"Timekeeper snapshot planner (rate {pipeline.planner_rate_minutes} min)", **common)
         # The nudge: the dispatcher's unqualified ARN only (grant_invoke would add every version).
@@ -73,13 +73,12 @@ class SnapshotResources(Construct):
             targets=[targets.LambdaFunction(self.planner.function, retry_attempts=0,
                                             max_event_age=Duration.seconds(60 * pipeline.planner_rate_minutes))])
 
-        self.job = TimekeeperFunction(
-            self, "RunJob", folder=pipeline.job_function, timeout_s=pipeline.job_timeout_s,
-            memory_mb=settings.CONSUMER_MEMORY_MB,
+        self.job = self.jobs.build_consumer(
+            self, "RunJob", layer=layer, database=database, log_retention=log_retention,
             environment={**env, SNAPSHOT_JOB_QUEUE_URL_VARIABLE: self.queue.queue_url},
-            description=f"Timekeeper snapshot run job (max concurrency {pipeline.job_max_concurrency})", **common)
-        self.queue.grant_send_messages(self.job.role)
-        self.event_source = self.jobs.attach(self.job.function)
+            description="Timekeeper snapshot run job",
+            grants=lambda job: self.queue.grant_send_messages(job.role))
+        self.event_source = self.jobs.event_source
 
     @property
     def rules(self) -> list[events.Rule]:

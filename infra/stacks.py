@@ -21,7 +21,7 @@ from infra import settings
 from infra.api import API_FUNCTION, HttpApi
 from infra.database import AuroraDatabase, Network, existing_access
 from infra.delivery import DeliveryResources
-from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction
+from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction, check_grants
 from infra.layer import SharedLayer
 from infra.mail import MailResources
 from infra.monitoring import Monitoring
@@ -33,7 +33,14 @@ from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
 from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE
-from timekeeper.topology import PIPELINES, QUERIES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import (
+    PIPELINES,
+    QUERIES,
+    REPORT_RENDERER,
+    SNAPSHOTS,
+    WORK_QUEUES,
+    required_account_concurrency,
+)
 
 DATA_STACK = "TimekeeperData"
 APP_STACK = "TimekeeperApp"
@@ -71,7 +78,7 @@ class DataStack(Stack):
                                 retain=config.deletion_protection)
         self.database: AuroraDatabase | None = None
         if config.existing_database is None:
-            network = Network(self, "Network", log_retention=config.log_retention)
+            network = Network(self, "Network", log_retention=config.log_retention, egress=config.egress)
             self.database = AuroraDatabase(self, "Database", network=network,
                                            deletion_protection=config.deletion_protection,
                                            log_retention=config.log_retention, name_prefix=config.name_prefix)
@@ -163,6 +170,12 @@ class AppStack(Stack):
             CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
                       value=queue_resources.queues.dead_letter_queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
+        if not config.reserved_concurrency:
+            Annotations.of(self).add_warning_v2(
+                "timekeeper:noReservedConcurrency",
+                f"{DeploymentConfig.KEY_RESERVED_CONCURRENCY}=false: no function reserves concurrency, so the "
+                f"account's quota alone bounds them (and their database connections). Raise the quota to "
+                f"{required_account_concurrency()} and deploy without the setting (docs/deploy.md).")
         if not config.alarm_email:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noAlarmSubscriber",
@@ -208,9 +221,12 @@ def build(app: App) -> Stacks:
     credentials), so synthesis makes no AWS call and needs no cdk.context.json. With the
     context ``timekeeper:stage`` the stack names end with ``-<stage>`` and every physical
     name starts with ``timekeeper-<stage>``, so several deployments share an account.
+    Raises ``ValueError`` when a function's grants and its topology declaration of the AWS
+    services it calls disagree (:func:`infra.functions.check_grants`).
     """
     config = DeploymentConfig.from_node(app.node)
     data = DataStack(app, config.stack_name(DATA_STACK), config=config)
     application = AppStack(app, config.stack_name(APP_STACK), config=config, data=data)
+    check_grants(application)
     checks = attach_checks(app)
     return Stacks(data=data, app=application, checks=checks)

@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
+from infra.functions import DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import JobQueue
 from timekeeper.settings import EXPORTS_PREFIX, FILES_BUCKET_VARIABLE
@@ -54,13 +54,13 @@ class WorkQueueResources(Construct):
         super().__init__(scope, construct_id)
         self.work_queue = work_queue
         self.queues = JobQueue(self, "Queues", consumer=work_queue.consumer, name_prefix=name_prefix)
-        self.consumer = TimekeeperFunction(
-            self, "Consumer", folder=work_queue.consumer_function, layer=layer, database=database, login=WORKER,
-            timeout_s=work_queue.consumer_timeout_s, memory_mb=work_queue.consumer_memory_mb,
-            ephemeral_storage_mb=work_queue.consumer_ephemeral_storage_mb, log_retention=log_retention,
+        def grants(consumer: TimekeeperFunction) -> None:
+            grant_exports_put(consumer.role, files_bucket, files_arn_export)
+            self.queues.queue.grant_send_messages(consumer.role)
+
+        self.consumer = self.queues.built.build_consumer(
+            self, "Consumer", layer=layer, database=database, log_retention=log_retention,
             environment={work_queue.queue_url_variable: self.queues.queue.queue_url,
                          FILES_BUCKET_VARIABLE: files_bucket.bucket_name},
-            description=f"Timekeeper {work_queue.name} consumer (max concurrency {work_queue.max_concurrency})")
-        grant_exports_put(self.consumer.role, files_bucket, files_arn_export)
-        self.queues.queue.grant_send_messages(self.consumer.role)
-        self.event_source = self.queues.attach(self.consumer.function)
+            description=f"Timekeeper {work_queue.name} consumer", grants=grants)
+        self.event_source = self.queues.built.event_source

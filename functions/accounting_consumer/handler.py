@@ -2,9 +2,11 @@
 batch failures out (a malformed message fails only its own item and reaches the DLQ after
 maxReceiveCount)."""
 
-from timekeeper.edge import runs
+from timekeeper.edge import runs, startup
 from timekeeper.observability import logger, metrics, tracer
 from timekeeper.topology import ACCOUNTING
+
+startup.cold_start("accounting_consumer")
 
 
 @logger.inject_lambda_context(clear_state=True)

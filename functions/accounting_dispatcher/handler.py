@@ -6,9 +6,11 @@ from dataclasses import asdict
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from timekeeper.edge import runs
+from timekeeper.edge import runs, startup
 from timekeeper.observability import logger, metrics, tracer
 from timekeeper.topology import ACCOUNTING
+
+startup.cold_start("accounting_dispatcher")
 
 
 @logger.inject_lambda_context(clear_state=True)

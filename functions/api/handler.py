@@ -4,8 +4,11 @@ the request event is not logged (it carries the caller's token)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
+from timekeeper.edge import startup
 from timekeeper.edge.api import lambda_app
 from timekeeper.observability import logger, tracer
+
+startup.cold_start("api")
 
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_REST)

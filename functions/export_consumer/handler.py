@@ -2,8 +2,10 @@
 message fails only its own item and reaches the DLQ after maxReceiveCount; a fault is
 retried and the final receive settles the export failed)."""
 
-from timekeeper.edge import exports
+from timekeeper.edge import exports, startup
 from timekeeper.observability import logger, metrics, tracer
+
+startup.cold_start("export_consumer")
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -5,8 +5,10 @@ names applied. An exception fails the deploy before any rule or consumer
 starts."""
 
 from timekeeper.db.migrate import apply_migrations
-from timekeeper.edge import adapters
+from timekeeper.edge import adapters, startup
 from timekeeper.observability import logger
+
+startup.cold_start("migrate")
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -4,8 +4,10 @@ one render of a report version to a PDF in the files bucket out (recorded on the
 recorded on the row and returned; an unexpected fault raises, so Lambda retries it (two
 retries, then the on-failure queue)."""
 
-from timekeeper.edge import renderer
+from timekeeper.edge import renderer, startup
 from timekeeper.observability import logger, metrics, tracer
+
+startup.cold_start("report_renderer")
 
 
 @logger.inject_lambda_context(clear_state=True)

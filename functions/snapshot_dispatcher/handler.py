@@ -2,8 +2,10 @@
 one admission pass out (lost jobs settled, runs admitted under the cap with the backfill
 lane, stale offers reoffered, jobs sent). Reserved concurrency 1; retries 0."""
 
-from timekeeper.edge import snapshots
+from timekeeper.edge import snapshots, startup
 from timekeeper.observability import logger, metrics, tracer
+
+startup.cold_start("snapshot_dispatcher")
 
 
 @logger.inject_lambda_context(clear_state=True)

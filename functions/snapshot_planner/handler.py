@@ -5,8 +5,10 @@ SnapshotOverdue metric), then a nudge of the snapshot dispatcher. Reserved concu
 from aws_lambda_powertools.utilities.parser import event_parser
 from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
-from timekeeper.edge import snapshots
+from timekeeper.edge import snapshots, startup
 from timekeeper.observability import logger, metrics, tracer
+
+startup.cold_start("snapshot_planner")
 
 
 @logger.inject_lambda_context(clear_state=True)

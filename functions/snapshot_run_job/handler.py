@@ -2,8 +2,10 @@
 Starts or resumes the attempt, commits chunks with their cursor, hands over before the
 time limit, then validates and publishes in one transaction."""
 
-from timekeeper.edge import snapshots
+from timekeeper.edge import snapshots, startup
 from timekeeper.observability import logger, metrics, tracer
+
+startup.cold_start("snapshot_run_job")
 
 
 @logger.inject_lambda_context(clear_state=True)

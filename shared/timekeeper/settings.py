@@ -12,7 +12,7 @@ Environment (names and ARNs only; secrets come from Secrets Manager):
 ``WORK_QUEUE_URL_<QUEUE>`` (a work queue, :func:`work_queue_url_variable`),
 ``SNAPSHOT_JOB_QUEUE_URL``, ``NOTIFICATION_TOPIC_ARN`` (optional), ``FILES_BUCKET``,
 ``REPORT_RENDERER_FUNCTION``, ``SNAPSHOT_DISPATCHER_FUNCTION`` (the planner's nudge),
-``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, the delivery variables
+``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, ``TIMEKEEPER_FUNCTION``, the delivery variables
 (``MAIL_SENDER``, ``DOWNLOAD_BASE_URL``, ``LINK_SIGNING_SECRET_ARN`` or
 ``LINK_SIGNING_KEY``), and either ``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with
 ``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``) in AWS. Each function's secret is its own
@@ -42,6 +42,11 @@ DB_NAME_VARIABLE = "DB_NAME"
 LOGIN_SECRET_ARNS_VARIABLE = "LOGIN_SECRET_ARNS"
 
 # ------------------------------------------------------------------ queues, topics, functions
+
+#: The function's ``functions/<folder>`` name, set by infra on every function: the edge
+#: looks up the AWS services it declares in the topology and creates clients for those
+#: only. Unset (the local stack, which hosts every function in one process): no check.
+FUNCTION_VARIABLE = "TIMEKEEPER_FUNCTION"
 
 #: The owner notifications topic (optional).
 NOTIFICATION_TOPIC_VARIABLE = "NOTIFICATION_TOPIC_ARN"

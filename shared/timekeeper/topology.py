@@ -39,23 +39,72 @@ MIGRATION_CONNECTIONS = 1
 #: environment reopens its connection when it was idle for half of it.
 PROXY_IDLE_CLIENT_TIMEOUT_S = 900
 
+# ------------------------------------------------------------------ the AWS services a function calls
+
+#: The AWS service APIs Timekeeper's functions call, by their boto3 client names. Every
+#: function of the topology declares the ones it calls (``services`` of its description);
+#: the edge creates clients for those only (``timekeeper.edge.adapters.aws_client``), and
+#: infra derives from the same declaration each function's network route (a VPC endpoint,
+#: or the NAT route by context) and its IAM grants. The database is not among them: it is
+#: reached through RDS Proxy inside the VPC; every function also reads its login secret
+#: from Secrets Manager. Lambda's own logs, metrics (embedded in the logs) and traces are
+#: sent by the Lambda service, not by the function's code.
+SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES = "sqs", "sns", "s3", "secretsmanager", "lambda", "ses"
+AWS_SERVICES = frozenset({SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES})
+
+
+def calls(*services: str) -> frozenset[str]:
+    """A function's declared services: ``services`` plus Secrets Manager (every function
+    reads its database login's secret). Raises ``ValueError`` for a name outside
+    :data:`AWS_SERVICES`."""
+    unknown = set(services) - AWS_SERVICES
+    if unknown:
+        raise ValueError(f"unknown AWS services {sorted(unknown)}: use names of AWS_SERVICES")
+    return frozenset({SECRETS_MANAGER, *services})
+
+
+def _check_services(function: str, services: frozenset[str]) -> None:
+    unknown = services - AWS_SERVICES
+    if unknown:
+        raise ValueError(f"function {function}: unknown AWS services {sorted(unknown)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServiceFunction:
+    """A function outside the pipelines (the HTTP API, the migration trigger): its
+    ``functions/<folder>``, the AWS services it calls, and its reserved concurrency (None:
+    none reserved)."""
+
+    function: str
+    services: frozenset[str]
+    reserved_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_services(self.function, self.services)
+
 
 @dataclass(frozen=True, kw_only=True)
 class QueueConsumer:
     """A queue, its dead-letter queue and the function its SQS event source drives: the one
-    description of a queue consumer, which every pipeline composes (:attr:`Pipeline.consumer`,
-    :attr:`WorkQueue.consumer`, :attr:`SnapshotPipeline.consumer`) and which infra and the
-    local stack build from (queue, redrive, event source).
+    description of a queue consumer. Every pipeline composes one (:attr:`Pipeline.consumer`,
+    :attr:`WorkQueue.consumer`, :attr:`SnapshotPipeline.consumer`) and holds no copy of its
+    numbers; infra and the local stack build the queue, its redrive, the consumer function
+    and its event source from it alone.
 
-    Units: seconds unless the name says otherwise. ``max_receive_count`` is the queue's
-    redrive limit and also the consumer's idea of its final receive. Checked at
-    construction (``ValueError``): at least 2 receives (1 loses messages to the DLQ on
-    throttles), an event-source maximum concurrency of 2..1000, a batch size of 1..10000
-    (above 10 only with a batching window), a Lambda timeout of 1..900 s.
+    Units: seconds unless the name says otherwise. ``queue_name`` is the topology's name
+    (``timekeeper-...``; a stage's deployment swaps the prefix), the dead-letter queue is
+    ``<queue_name>-dlq``. ``max_receive_count`` is the queue's redrive limit and also the
+    consumer's idea of its final receive. ``memory_mb`` / ``ephemeral_storage_mb``: the
+    function's memory and /tmp (None: infra's consumer default and Lambda's 512 MB).
+    ``connections``: database connections one execution holds (1, or 2 for a consumer that
+    journals beside its run's transaction); ``services``: the AWS services the function
+    calls (:func:`calls`). Checked at construction (``ValueError``): at
+    least 2 receives (1 loses messages to the DLQ on throttles), an event-source maximum
+    concurrency of 2..1000, a batch size of 1..10000 (above 10 only with a batching window),
+    a Lambda timeout of 1..900 s, /tmp of 512..10240 MB, one or two connections.
     """
 
     queue_name: str
-    dlq_name: str
     #: The ``functions/<folder>`` reading the queue.
     function: str
     timeout_s: int
@@ -65,13 +114,31 @@ class QueueConsumer:
     max_concurrency: int = 2
     dlq_retention_days: int = 14
     queue_age_alarm_s: int = 900
+    memory_mb: int | None = None
+    ephemeral_storage_mb: int | None = None
+    connections: int = 1
+    #: The AWS services the consumer function calls (:func:`calls`).
+    services: frozenset[str] = frozenset({SECRETS_MANAGER})
+
+    @property
+    def dlq_name(self) -> str:
+        """The dead-letter queue's name: ``<queue_name>-dlq``."""
+        return f"{self.queue_name}-dlq"
 
     @property
     def visibility_timeout_s(self) -> int:
         """Queue visibility timeout: 6 x the consumer timeout (AWS guidance)."""
         return 6 * self.timeout_s
 
+    @property
+    def lease(self) -> timedelta:
+        """How long a started unit of work is protected from a concurrent execution: the
+        consumer's timeout (the function holding it cannot outlive it)."""
+        return timedelta(seconds=self.timeout_s)
+
     def __post_init__(self) -> None:
+        if not self.queue_name.startswith("timekeeper-"):
+            raise ValueError(f"{self.queue_name}: a queue name of the topology starts with 'timekeeper-'")
         if self.max_receive_count < 2:
             raise ValueError(f"{self.queue_name}: max_receive_count below 2 loses messages to the DLQ on throttles")
         if not 2 <= self.max_concurrency <= 1000:
@@ -82,13 +149,20 @@ class QueueConsumer:
             raise ValueError("an SQS batch size above 10 needs a batching window of at least 1 second")
         if not 1 <= self.timeout_s <= 900:
             raise ValueError("a Lambda timeout is 1..900 s")
+        if self.ephemeral_storage_mb is not None and not 512 <= self.ephemeral_storage_mb <= 10240:
+            raise ValueError("a Lambda function's /tmp is 512..10240 MB")
+        if self.connections not in (1, 2):
+            raise ValueError("a consumer holds one or two database connections")
+        _check_services(self.function, self.services)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Pipeline:
     """A dispatcher -> queue -> consumer pipeline of one owner module.
 
-    Units: seconds unless the name says otherwise. ``rule_rate_minutes`` is the
+    Units: seconds unless the name says otherwise. ``consumer`` is the run queue and its
+    consumer (named ``timekeeper-<name>-runs``); its timeout is the lease a started run
+    takes and its ``max_receive_count`` the attempt limit. ``rule_rate_minutes`` is the
     EventBridge rate; ``claim_batch`` bounds one claim transaction (not the pass);
     ``dispatcher_time_budget_s`` bounds the repeat loop of one pass: a claim may start
     until then, so connect + budget + one worker statement timeout + the publish allowance
@@ -98,39 +172,28 @@ class Pipeline:
     name: str
     owner: str
     dispatcher_function: str
-    consumer_function: str
+    consumer: QueueConsumer
     rule_rate_minutes: int = 1
     dispatcher_timeout_s: int = 60
     dispatcher_time_budget_s: int = 30
     claim_batch: int = 200
     reoffer_after_s: int = 900
-    consumer_timeout_s: int = 120
-    max_receive_count: int = 5
-    batch_size: int = 10
-    max_batching_window_s: int = 0
-    max_concurrency: int = 2
     failure_pause_threshold: int = 5
-    queue_age_alarm_s: int = 900
     dispatcher_silence_alarm_minutes: int = 5
-    dlq_retention_days: int = 14
-    #: Database connections one consumer execution holds: 1, or 2 for a consumer whose
-    #: work kinds journal progress on a second connection beside the run's transaction
-    #: (scheduled delivery records each submitted message at once).
-    consumer_connections: int = 1
+    #: The AWS services the dispatcher calls: its run queue, the notification topic.
+    dispatcher_services: frozenset[str] = calls(SQS, SNS)
+    #: The dispatcher runs one pass at a time.
+    dispatcher_reserved_concurrency: int = 1
 
     @property
-    def consumer(self) -> QueueConsumer:
-        """The run queue and its consumer."""
-        return QueueConsumer(queue_name=f"timekeeper-{self.name}-runs", dlq_name=f"timekeeper-{self.name}-runs-dlq",
-                             function=self.consumer_function, timeout_s=self.consumer_timeout_s,
-                             max_receive_count=self.max_receive_count, batch_size=self.batch_size,
-                             max_batching_window_s=self.max_batching_window_s, max_concurrency=self.max_concurrency,
-                             dlq_retention_days=self.dlq_retention_days, queue_age_alarm_s=self.queue_age_alarm_s)
+    def run_queue_name(self) -> str:
+        """The run queue's name in the topology: ``timekeeper-<name>-runs``."""
+        return f"timekeeper-{self.name}-runs"
 
     @property
     def lease(self) -> timedelta:
         """How long a started run is protected from concurrent execution: the consumer timeout."""
-        return timedelta(seconds=self.consumer_timeout_s)
+        return self.consumer.lease
 
     @property
     def reoffer_after(self) -> timedelta:
@@ -138,11 +201,11 @@ class Pipeline:
         return timedelta(seconds=self.reoffer_after_s)
 
     def __post_init__(self) -> None:
-        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
-        if self.reoffer_after_s <= self.consumer_timeout_s:
+        _check_services(self.dispatcher_function, self.dispatcher_services)
+        if self.consumer.queue_name != self.run_queue_name:
+            raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
+        if self.reoffer_after_s <= self.consumer.timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
-        if self.consumer_connections not in (1, 2):
-            raise ValueError("a consumer holds one or two database connections")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
             raise ValueError(
                 f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"
@@ -161,12 +224,11 @@ ACCOUNTING = Pipeline(
     name="accounting",
     owner="accounting",
     dispatcher_function="accounting_dispatcher",
-    consumer_function="accounting_consumer",
-    max_concurrency=2,
     # Runs are short database work: 50 to a batch (one commit for all; at most 1 s of added
-    # latency while the event source fills a batch).
-    batch_size=50,
-    max_batching_window_s=1,
+    # latency while the event source fills a batch), two consumers, five receives.
+    consumer=QueueConsumer(queue_name="timekeeper-accounting-runs", function="accounting_consumer",
+                           timeout_s=120, max_receive_count=5, batch_size=50, max_batching_window_s=1,
+                           max_concurrency=2, services=calls()),
 )
 
 #: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
@@ -180,14 +242,12 @@ QUERIES = Pipeline(
     name="queries",
     owner="queries",
     dispatcher_function="queries_dispatcher",
-    consumer_function="queries_consumer",
-    consumer_timeout_s=900,
+    consumer=QueueConsumer(queue_name="timekeeper-queries-runs", function="queries_consumer",
+                           timeout_s=900, max_receive_count=3, batch_size=1, max_concurrency=3,
+                           queue_age_alarm_s=1800, connections=2,
+                           # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
+                           services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
-    max_receive_count=3,
-    batch_size=1,
-    max_concurrency=3,
-    queue_age_alarm_s=1800,
-    consumer_connections=2,
 )
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
@@ -197,36 +257,23 @@ PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}
 @dataclass(frozen=True, kw_only=True)
 class WorkQueue:
     """A queue-only worker: requests are committed and published by a service (no
-    dispatcher), and one consumer drains the queue.
+    dispatcher), and one consumer drains the queue (``consumer``, named
+    ``timekeeper-<name>``; batches of 1..10).
 
-    Units: seconds unless the name says otherwise. ``max_receive_count`` is also the
-    consumer's idea of its final receive (it settles the request failed then);
-    ``reoffer_after_s``: a queued request never published (a refused publish, a crash
-    after commit) is offered again once it is this old.
+    Units: seconds unless the name says otherwise. The consumer's ``max_receive_count`` is
+    also its idea of its final receive (it settles the request failed then), its timeout the
+    lease of an attempt; ``reoffer_after_s``: a queued request never published (a refused
+    publish, a crash after commit) is offered again once it is this old.
     """
 
     name: str
-    consumer_function: str
-    consumer_timeout_s: int = 300
-    consumer_memory_mb: int = 1024
-    #: The consumer's /tmp (MB, 512-10240): an export's file is written there before upload.
-    consumer_ephemeral_storage_mb: int = 2048
-    max_receive_count: int = 3
-    batch_size: int = 1
-    max_batching_window_s: int = 0
-    max_concurrency: int = 2
-    queue_age_alarm_s: int = 900
-    dlq_retention_days: int = 14
+    consumer: QueueConsumer
     reoffer_after_s: int = 30
 
     @property
-    def consumer(self) -> QueueConsumer:
-        """The work queue and its consumer."""
-        return QueueConsumer(queue_name=f"timekeeper-{self.name}", dlq_name=f"timekeeper-{self.name}-dlq",
-                             function=self.consumer_function, timeout_s=self.consumer_timeout_s,
-                             max_receive_count=self.max_receive_count, batch_size=self.batch_size,
-                             max_batching_window_s=self.max_batching_window_s, max_concurrency=self.max_concurrency,
-                             dlq_retention_days=self.dlq_retention_days, queue_age_alarm_s=self.queue_age_alarm_s)
+    def queue_name(self) -> str:
+        """The queue's name in the topology: ``timekeeper-<name>``."""
+        return f"timekeeper-{self.name}"
 
     @property
     def reoffer_after(self) -> timedelta:
@@ -239,15 +286,19 @@ class WorkQueue:
         return work_queue_url_variable(self.name)
 
     def __post_init__(self) -> None:
-        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
-        if not 1 <= self.batch_size <= 10:
+        if self.consumer.queue_name != self.queue_name:
+            raise ValueError(f"work queue {self.name}: its queue is named {self.queue_name!r}")
+        if not 1 <= self.consumer.batch_size <= 10:
             raise ValueError("a work queue's batch size must be 1..10")
 
 
 #: Interactive exports of a saved query version to CSV or XLSX: one export per invocation
-#: (a large file takes the whole function), two at a time, three receives.
-EXPORTS = WorkQueue(name="exports", consumer_function="export_consumer", consumer_timeout_s=300,
-                    consumer_memory_mb=1024, max_receive_count=3, batch_size=1, max_concurrency=2)
+#: (a large file takes the whole function), two at a time, three receives; the file is
+#: written to the consumer's 2 GB /tmp before upload.
+EXPORTS = WorkQueue(name="exports", consumer=QueueConsumer(
+    queue_name="timekeeper-exports", function="export_consumer", timeout_s=300, max_receive_count=3,
+    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=2048,
+    services=calls(S3, SQS)))  # the file (S3); re-offers of unpublished exports (SQS)
 
 #: Every queue-only worker, by name. Infra and the local stack iterate over this too.
 WORK_QUEUES: dict[str, WorkQueue] = {q.name: q for q in (EXPORTS,)}
@@ -258,56 +309,58 @@ class SnapshotPipeline:
     """The monthly-snapshot pipeline: a planner every ``planner_rate_minutes`` (it plans
     completed workspace-local months, then nudges the dispatcher), a reserved-concurrency-one
     dispatcher every minute (admission under ``admission_cap`` with ``backfill_lane``
-    reserved for backfills, reoffers, lost-job reconciliation), a job queue with its DLQ,
-    and the run job (``job_function``) reading it.
+    reserved for backfills, reoffers, lost-job reconciliation), and ``consumer``: the job
+    queue (``timekeeper-<name>-jobs``) with its DLQ and the run job reading it, one job per
+    invocation (a job may hold its invocation for its whole timeout).
 
     Units: seconds unless the name says otherwise. A job hands over to a new invocation when
-    fewer than ``handover_margin_s`` remain of ``job_timeout_s``; ``max_receive_count``
-    receives of one job, then the attempt is a retryable failure. Checked at construction
-    (``ValueError``).
+    fewer than ``handover_margin_s`` remain of the consumer's timeout; the consumer's
+    ``max_receive_count`` receives of one job, then the attempt is a retryable failure.
+    Checked at construction (``ValueError``).
     """
 
     name: str = "snapshots"
     planner_function: str = "snapshot_planner"
     dispatcher_function: str = "snapshot_dispatcher"
-    job_function: str = "snapshot_run_job"
+    consumer: QueueConsumer
     planner_rate_minutes: int = 15
     dispatcher_rate_minutes: int = 1
     planner_timeout_s: int = 120
     dispatcher_timeout_s: int = 60
-    job_timeout_s: int = 900
     handover_margin_s: int = 60
-    max_receive_count: int = 3
     admission_cap: int = 4
     backfill_lane: int = 1
-    job_max_concurrency: int = 4
     reoffer_after_s: int = 300
     horizon_months: int = 3
     overdue_grace_hours: int = 24
-    queue_age_alarm_s: int = 900
     dispatcher_silence_alarm_minutes: int = 5
-    dlq_retention_days: int = 14
+    #: The planner nudges the dispatcher (Lambda); the dispatcher sends jobs (SQS).
+    planner_services: frozenset[str] = calls(LAMBDA)
+    dispatcher_services: frozenset[str] = calls(SQS)
+    #: The planner and the dispatcher each run one pass at a time.
+    planner_reserved_concurrency: int = 1
+    dispatcher_reserved_concurrency: int = 1
+
+    @property
+    def job_queue_name(self) -> str:
+        """The job queue's name in the topology: ``timekeeper-<name>-jobs``."""
+        return f"timekeeper-{self.name}-jobs"
 
     def __post_init__(self) -> None:
+        _check_services(self.planner_function, self.planner_services)
+        _check_services(self.dispatcher_function, self.dispatcher_services)
+        if self.consumer.queue_name != self.job_queue_name:
+            raise ValueError(f"snapshot pipeline {self.name}: its job queue is named {self.job_queue_name!r}")
+        if self.consumer.batch_size != 1:
+            raise ValueError("the run job takes one job per invocation (batch size 1)")
         if not 0 <= self.backfill_lane < self.admission_cap:
             raise ValueError("the backfill lane must be smaller than the admission cap")
-        if self.job_max_concurrency < self.admission_cap or not 2 <= self.job_max_concurrency <= 1000:
-            raise ValueError("the run job's maximum concurrency must hold every admitted run (and be 2..1000)")
-        if self.handover_margin_s * 2 > self.job_timeout_s:
+        if self.consumer.max_concurrency < self.admission_cap:
+            raise ValueError("the run job's maximum concurrency must hold every admitted run")
+        if self.handover_margin_s * 2 > self.consumer.timeout_s:
             raise ValueError("the hand-over margin must leave most of the job's timeout for chunks")
         if self.reoffer_after_s < 60 * self.dispatcher_rate_minutes:
             raise ValueError("reoffer_after must be at least one dispatcher tick")
-        self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
-
-    @property
-    def consumer(self) -> QueueConsumer:
-        """The job queue and the run job reading it, one job per invocation (a job may hold
-        its invocation for its whole timeout)."""
-        return QueueConsumer(queue_name=f"timekeeper-{self.name}-jobs", dlq_name=f"timekeeper-{self.name}-jobs-dlq",
-                             function=self.job_function, timeout_s=self.job_timeout_s,
-                             max_receive_count=self.max_receive_count, batch_size=1,
-                             max_concurrency=self.job_max_concurrency, dlq_retention_days=self.dlq_retention_days,
-                             queue_age_alarm_s=self.queue_age_alarm_s)
 
     @property
     def reoffer_after(self) -> timedelta:
@@ -318,10 +371,15 @@ class SnapshotPipeline:
     def job_lost_after(self) -> timedelta:
         """A running run whose job has not beaten this long has lost its job (every receive
         was used up or the messages vanished): a retryable failure."""
-        return timedelta(seconds=self.max_receive_count * self.consumer.visibility_timeout_s + self.job_timeout_s)
+        return timedelta(seconds=self.consumer.max_receive_count * self.consumer.visibility_timeout_s
+                         + self.consumer.timeout_s)
 
 
-SNAPSHOTS = SnapshotPipeline()
+#: Monthly snapshots: a 900 s run job (the Lambda maximum; it hands over a minute before
+#: it ends), four at a time (every admitted run), three receives of one job.
+SNAPSHOTS = SnapshotPipeline(consumer=QueueConsumer(
+    queue_name="timekeeper-snapshots-jobs", function="snapshot_run_job", timeout_s=900, max_receive_count=3,
+    batch_size=1, max_concurrency=4, services=calls(SQS)))  # a hand-over re-sends its job (SQS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -345,6 +403,8 @@ class Renderer:
     retry_attempts: int = 2
     max_event_age_s: int = 900
     failure_retention_days: int = 14
+    #: The AWS services the renderer calls: the rendered PDF (S3).
+    services: frozenset[str] = calls(S3)
 
     @property
     def max_attempts(self) -> int:
@@ -364,6 +424,7 @@ class Renderer:
             raise ValueError("a Lambda function runs at most 900 s")
         if self.reserved_concurrency < 1:
             raise ValueError("the renderer needs a reserved concurrency of at least 1")
+        _check_services(self.function, self.services)
 
 
 #: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
@@ -371,6 +432,55 @@ class Renderer:
 #: sections each running into the workers' 15 s statement timeout could pass 300 s: that
 #: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
 REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+
+
+#: The HTTP API (``functions/api``): "Run now" and export requests (SQS), renders (Lambda),
+#: presigned links and delivered files (S3); its reserved concurrency bounds its database
+#: connections.
+API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY)
+#: The migration trigger (``functions/migrate``): it reads the logins' secrets only.
+MIGRATION = ServiceFunction(function="migrate", services=calls())
+
+
+def function_services() -> dict[str, frozenset[str]]:
+    """Every function of the deployment (its ``functions/<folder>``) -> the AWS services it
+    calls: the pipelines' dispatchers and consumers, the work queues' consumers, the
+    snapshot planner, dispatcher and run job, the renderer, the API and the migration."""
+    found: dict[str, frozenset[str]] = {}
+    for pipeline in PIPELINES.values():
+        found[pipeline.dispatcher_function] = pipeline.dispatcher_services
+    for consumer in queue_consumers():
+        found[consumer.function] = consumer.services
+    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_services
+    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_services
+    found[REPORT_RENDERER.function] = REPORT_RENDERER.services
+    found[API.function] = API.services
+    found[MIGRATION.function] = MIGRATION.services
+    return found
+
+
+def reserved_concurrency() -> dict[str, int]:
+    """Every function that reserves concurrency -> its reserved units: one per pipeline
+    dispatcher, the snapshot planner and dispatcher, the renderer, the API."""
+    found = {p.dispatcher_function: p.dispatcher_reserved_concurrency for p in PIPELINES.values()}
+    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_reserved_concurrency
+    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_reserved_concurrency
+    found[REPORT_RENDERER.function] = REPORT_RENDERER.reserved_concurrency
+    if API.reserved_concurrency:
+        found[API.function] = API.reserved_concurrency
+    return found
+
+
+#: AWS keeps at least this many of an account's concurrent executions unreserved: reserved
+#: concurrency can be set only while the rest of the account keeps 100.
+LAMBDA_UNRESERVED_MINIMUM = 100
+
+
+def required_account_concurrency() -> int:
+    """The Lambda concurrent-executions quota an account needs for this deployment with
+    reserved concurrency on: the reserved units of :func:`reserved_concurrency` plus
+    :data:`LAMBDA_UNRESERVED_MINIMUM`."""
+    return sum(reserved_concurrency().values()) + LAMBDA_UNRESERVED_MINIMUM
 
 
 def queue_consumers() -> list[QueueConsumer]:
@@ -384,8 +494,8 @@ def queue_consumers() -> list[QueueConsumer]:
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).
 
-    ``consumers``: the sum of the event-source maximum concurrency of the pipelines' (times
-    their ``consumer_connections``) and the work queues' consumers;
+    ``consumers``: the sum of the event-source maximum concurrency of the pipelines' and the
+    work queues' consumers, each times its ``connections``;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
     renderer's reserved concurrency.
@@ -414,11 +524,11 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     one connection, so the concurrency bounds are the connection bounds."""
     chosen = PIPELINES if pipelines is None else pipelines
     queues = WORK_QUEUES if work_queues is None else work_queues
-    consumers = (sum(p.max_concurrency * p.consumer_connections for p in chosen.values())
-                 + sum(q.max_concurrency for q in queues.values()))
+    consumers = sum(c.max_concurrency * c.connections
+                    for c in [p.consumer for p in chosen.values()] + [q.consumer for q in queues.values()])
     return ConnectionBudget(consumers=consumers, dispatchers=len(chosen),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
-                            snapshots=2 + SNAPSHOTS.job_max_concurrency,
+                            snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency)
 
 

@@ -17,7 +17,7 @@ from tests.infra.conftest import (
     rule_targeting,
     synthesize,
 )
-from timekeeper.topology import PIPELINES, SNAPSHOTS, Pipeline
+from timekeeper.topology import PIPELINES, SNAPSHOTS, Pipeline, QueueConsumer
 
 ALARM_SUFFIXES = ("dispatcher-silence", "dispatcher-errors", "queue-age", "dlq-depth", "consumer-errors")
 
@@ -37,7 +37,7 @@ def test_every_function_folder_has_a_lambda(synth):
 def test_every_topology_function_has_a_folder():
     # Given the topology, then each dispatcher and consumer it names exists under functions/
     for pipeline in PIPELINES.values():
-        for folder in (pipeline.dispatcher_function, pipeline.consumer_function):
+        for folder in (pipeline.dispatcher_function, pipeline.consumer.function):
             assert (FUNCTIONS_DIR / folder / "handler.py").is_file(), f"{pipeline.name}: functions/{folder}"
 
 
@@ -52,7 +52,7 @@ def test_every_pipeline_has_rule_queues_event_source_and_alarms(synth, name):
     assert rule_targeting(template, functions[pipeline.dispatcher_function]) is not None
     queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
     queue_by_name(template, pipeline.consumer.dlq_name)
-    sources = event_sources_of(template, functions[pipeline.consumer_function])
+    sources = event_sources_of(template, functions[pipeline.consumer.function])
     assert [s["EventSourceArn"] for s in sources] == [{"Fn::GetAtt": [queue_id, "Arn"]}]
     # And it has its five alarms
     for suffix in ALARM_SUFFIXES:
@@ -62,9 +62,10 @@ def test_every_pipeline_has_rule_queues_event_source_and_alarms(synth, name):
 def test_a_new_pipeline_in_the_topology_gets_its_infrastructure(monkeypatch):
     # Given a second pipeline added to the topology (reusing existing handler folders)
     probe = Pipeline(name="probe", owner="probe", dispatcher_function="accounting_dispatcher",
-                     consumer_function="accounting_consumer", rule_rate_minutes=15, max_concurrency=3,
-                     consumer_timeout_s=900, reoffer_after_s=1800, max_receive_count=3, queue_age_alarm_s=1800,
-                     dispatcher_silence_alarm_minutes=20)
+                     consumer=QueueConsumer(queue_name="timekeeper-probe-runs", function="accounting_consumer",
+                                            timeout_s=900, max_receive_count=3, max_concurrency=3,
+                                            queue_age_alarm_s=1800),
+                     rule_rate_minutes=15, reoffer_after_s=1800, dispatcher_silence_alarm_minutes=20)
     monkeypatch.setitem(PIPELINES, probe.name, probe)
 
     # When the app is synthesized
@@ -106,19 +107,19 @@ def test_the_snapshot_pipeline_has_rules_queues_event_source_and_alarms(synth):
     # And the job queue redrives to its DLQ after the topology's receives; the run job reads it
     queue_id, queue = queue_by_name(template, SNAPSHOTS.consumer.queue_name)
     queue_by_name(template, SNAPSHOTS.consumer.dlq_name)
-    assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == SNAPSHOTS.max_receive_count
+    assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == SNAPSHOTS.consumer.max_receive_count
     assert queue["Properties"]["VisibilityTimeout"] == SNAPSHOTS.consumer.visibility_timeout_s
-    (source,) = event_sources_of(template, functions[SNAPSHOTS.job_function])
+    (source,) = event_sources_of(template, functions[SNAPSHOTS.consumer.function])
     assert source["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    assert source["ScalingConfig"]["MaximumConcurrency"] == SNAPSHOTS.job_max_concurrency
+    assert source["ScalingConfig"]["MaximumConcurrency"] == SNAPSHOTS.consumer.max_concurrency
     assert source["BatchSize"] == 1 and source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     # And the dispatcher and planner run one at a time; the run job holds its chunks' time
     resources = template["Resources"]
     assert resources[functions[SNAPSHOTS.dispatcher_function]]["Properties"]["ReservedConcurrentExecutions"] == 1
     assert resources[functions[SNAPSHOTS.planner_function]]["Properties"]["ReservedConcurrentExecutions"] == 1
-    assert resources[functions[SNAPSHOTS.job_function]]["Properties"]["Timeout"] == SNAPSHOTS.job_timeout_s
+    assert resources[functions[SNAPSHOTS.consumer.function]]["Properties"]["Timeout"] == SNAPSHOTS.consumer.timeout_s
     # And the deployed environment disables the development-only self-test type
-    for folder in (SNAPSHOTS.planner_function, SNAPSHOTS.dispatcher_function, SNAPSHOTS.job_function):
+    for folder in (SNAPSHOTS.planner_function, SNAPSHOTS.dispatcher_function, SNAPSHOTS.consumer.function):
         env = resources[functions[folder]]["Properties"]["Environment"]["Variables"]
         assert env["TIMEKEEPER_ENVIRONMENT"] == "production"
     # And every alarm exists; overdue and silence are the ones that page when nothing happens

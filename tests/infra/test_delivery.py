@@ -26,13 +26,13 @@ def _actions(statement) -> set[str]:
 
 def test_the_delivery_consumer_follows_the_topology_and_has_its_variables(synth):
     template = synth.app_template
-    props = _function(template, QUERIES.consumer_function)
-    assert props["Timeout"] == QUERIES.consumer_timeout_s == 900
+    props = _function(template, QUERIES.consumer.function)
+    assert props["Timeout"] == QUERIES.consumer.timeout_s == 900
     variables = props["Environment"]["Variables"]
     assert {"FILES_BUCKET", "MAIL_SENDER", "LINK_SIGNING_SECRET_ARN", "DOWNLOAD_BASE_URL",
             "REPORT_RENDERER_FUNCTION"} <= set(variables)
     mappings = [m["Properties"] for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
-                if m["Properties"]["FunctionName"] == {"Ref": functions_by_folder(template)[QUERIES.consumer_function]}]
+                if m["Properties"]["FunctionName"] == {"Ref": functions_by_folder(template)[QUERIES.consumer.function]}]
     assert [(m["BatchSize"], m["ScalingConfig"]["MaximumConcurrency"]) for m in mappings] == [(1, 3)]
     dispatcher = _function(template, QUERIES.dispatcher_function)
     assert dispatcher["ReservedConcurrentExecutions"] == 1
@@ -40,7 +40,7 @@ def test_the_delivery_consumer_follows_the_topology_and_has_its_variables(synth)
 
 def test_the_delivery_consumer_may_send_only_from_the_sender_and_write_only_deliveries(synth):
     template = synth.app_template
-    statements = _statements(template, _function(template, QUERIES.consumer_function))
+    statements = _statements(template, _function(template, QUERIES.consumer.function))
     ses = [s for s in statements if "ses:SendEmail" in _actions(s)]
     assert len(ses) == 1
     assert ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": DEPLOYMENT["timekeeper:mailSender"]}}

@@ -56,7 +56,7 @@ def test_each_function_logs_in_with_its_own_secret(existing):
     assert set(logins) == {WORKER_LOGIN, API_LOGIN}
     expected = {"migrate": SECRET_ARN, "api": logins[API_LOGIN]}
     for pipeline in PIPELINES.values():
-        expected[pipeline.dispatcher_function] = expected[pipeline.consumer_function] = logins[WORKER_LOGIN]
+        expected[pipeline.dispatcher_function] = expected[pipeline.consumer.function] = logins[WORKER_LOGIN]
     # Then the migration function has the owner's, the workers and the API their own
     functions = functions_by_folder(template)
     found = {folder: template["Resources"][functions[folder]]["Properties"]["Environment"]["Variables"][

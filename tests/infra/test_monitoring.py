@@ -44,7 +44,7 @@ def test_pipeline_alarms(synth, name):
     template = synth.app_template
     functions = functions_by_folder(template)
     dispatcher = [{"Name": "FunctionName", "Value": {"Ref": functions[p.dispatcher_function]}}]
-    consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[p.consumer_function]}}]
+    consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[p.consumer.function]}}]
     queue_id = queue_by_name(template, p.consumer.queue_name)[0]
     dlq_id = queue_by_name(template, p.consumer.dlq_name)[0]
     queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
@@ -63,7 +63,7 @@ def test_pipeline_alarms(synth, name):
     # And queue age above the topology's threshold (missing data is not breaching)
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-queue-age"), template,
                   namespace="AWS/SQS", metric="ApproximateAgeOfOldestMessage", dimensions=queue,
-                  statistic="Maximum", period=PERIOD_S, threshold=p.queue_age_alarm_s,
+                  statistic="Maximum", period=PERIOD_S, threshold=p.consumer.queue_age_alarm_s,
                   comparison="GreaterThanThreshold", missing="notBreaching")
     # And any message in the DLQ
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dlq-depth"), template,

@@ -77,13 +77,13 @@ def test_queue_and_dlq_follow_the_topology(synth, name):
 
     # Then the run queue redrives to the DLQ after maxReceiveCount, with 6x the consumer timeout
     assert (queue["Properties"]["VisibilityTimeout"] == pipeline.consumer.visibility_timeout_s
-            == 6 * pipeline.consumer_timeout_s)
+            == 6 * pipeline.consumer.timeout_s)
     assert queue["Properties"]["RedrivePolicy"] == {
-        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": pipeline.max_receive_count}
+        "deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": pipeline.consumer.max_receive_count}
     # And both are encrypted, the DLQ keeps messages for the topology's retention (14 days)
     assert queue["Properties"]["SqsManagedSseEnabled"] is True
     assert dlq["Properties"]["SqsManagedSseEnabled"] is True
-    assert dlq["Properties"]["MessageRetentionPeriod"] == pipeline.dlq_retention_days * 86400 == 14 * 86400
+    assert dlq["Properties"]["MessageRetentionPeriod"] == pipeline.consumer.dlq_retention_days * 86400 == 14 * 86400
     # And both refuse requests without TLS
     for logical_id in (queue_id, dlq_id):
         synth.template("TimekeeperApp").has_resource_properties("AWS::SQS::QueuePolicy", {
@@ -98,19 +98,19 @@ def test_consumer_event_source_follows_the_topology(synth, name):
     # Given the consumer
     pipeline = PIPELINES[name]
     template = synth.app_template
-    consumer_id = functions_by_folder(template)[pipeline.consumer_function]
+    consumer_id = functions_by_folder(template)[pipeline.consumer.function]
     consumer = template["Resources"][consumer_id]["Properties"]
 
     # Then one event source feeds it with the topology's batch size and maximum concurrency,
     # reporting partial batch failures
     [source] = event_sources_of(template, consumer_id)
-    assert source["BatchSize"] == pipeline.batch_size
-    assert source["ScalingConfig"] == {"MaximumConcurrency": pipeline.max_concurrency}
+    assert source["BatchSize"] == pipeline.consumer.batch_size
+    assert source["ScalingConfig"] == {"MaximumConcurrency": pipeline.consumer.max_concurrency}
     assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    assert source.get("MaximumBatchingWindowInSeconds", 0) == pipeline.max_batching_window_s
+    assert source.get("MaximumBatchingWindowInSeconds", 0) == pipeline.consumer.max_batching_window_s
     # And the consumer is capped by the event source, not by reserved concurrency
     assert "ReservedConcurrentExecutions" not in consumer
-    assert consumer["Timeout"] == pipeline.consumer_timeout_s
+    assert consumer["Timeout"] == pipeline.consumer.timeout_s
     assert consumer["Timeout"] * 6 <= queue_by_name(template, pipeline.consumer.queue_name)[1]["Properties"][
         "VisibilityTimeout"]
 
@@ -171,7 +171,7 @@ def test_least_privilege_grants(synth):
 
     for pipeline in PIPELINES.values():
         dispatcher = actions_of(pipeline.dispatcher_function)
-        consumer = actions_of(pipeline.consumer_function)
+        consumer = actions_of(pipeline.consumer.function)
         # Then the dispatcher may send runs and publish notifications, but not receive
         assert {"sqs:SendMessage", "sns:Publish", "secretsmanager:GetSecretValue"} <= dispatcher
         assert "sqs:ReceiveMessage" not in dispatcher

@@ -36,21 +36,21 @@ def test_queue_dlq_and_consumer_follow_the_topology(synth, name):
     # Then the queue's visibility is 6 x the consumer timeout, redrive after max receives, both encrypted
     queue_id, queue = queue_by_name(template, q.consumer.queue_name)
     dlq_id, dlq = queue_by_name(template, q.consumer.dlq_name)
-    assert queue["Properties"]["VisibilityTimeout"] == q.consumer.visibility_timeout_s == 6 * q.consumer_timeout_s
+    assert queue["Properties"]["VisibilityTimeout"] == q.consumer.visibility_timeout_s == 6 * q.consumer.timeout_s
     assert queue["Properties"]["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]},
-                                                    "maxReceiveCount": q.max_receive_count}
+                                                    "maxReceiveCount": q.consumer.max_receive_count}
     assert queue["Properties"]["SqsManagedSseEnabled"] and dlq["Properties"]["SqsManagedSseEnabled"]
-    assert dlq["Properties"]["MessageRetentionPeriod"] == q.dlq_retention_days * 86400
+    assert dlq["Properties"]["MessageRetentionPeriod"] == q.consumer.dlq_retention_days * 86400
     # And the consumer reads it with partial batch responses, the topology's batch size and concurrency
     functions = functions_by_folder(template)
-    consumer = template["Resources"][functions[q.consumer_function]]["Properties"]
-    assert consumer["Timeout"] == q.consumer_timeout_s and consumer["MemorySize"] == q.consumer_memory_mb
-    assert consumer["EphemeralStorage"] == {"Size": q.consumer_ephemeral_storage_mb}
+    consumer = template["Resources"][functions[q.consumer.function]]["Properties"]
+    assert consumer["Timeout"] == q.consumer.timeout_s and consumer["MemorySize"] == q.consumer.memory_mb
+    assert consumer["EphemeralStorage"] == {"Size": q.consumer.ephemeral_storage_mb}
     assert "ReservedConcurrentExecutions" not in consumer
-    [source] = event_sources_of(template, functions[q.consumer_function])
+    [source] = event_sources_of(template, functions[q.consumer.function])
     assert source["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
-    assert source["BatchSize"] == q.batch_size
-    assert source["ScalingConfig"] == {"MaximumConcurrency": q.max_concurrency}
+    assert source["BatchSize"] == q.consumer.batch_size
+    assert source["ScalingConfig"] == {"MaximumConcurrency": q.consumer.max_concurrency}
     assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     variables = consumer["Environment"]["Variables"]
     assert {q.queue_url_variable, "FILES_BUCKET", "DB_SECRET_ARN"} <= set(variables)
@@ -87,14 +87,14 @@ def test_work_queue_alarms_and_dashboard_row(synth, name):
     q = WORK_QUEUES[name]
     template = synth.app_template
     functions = functions_by_folder(template)
-    consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[q.consumer_function]}}]
+    consumer = [{"Name": "FunctionName", "Value": {"Ref": functions[q.consumer.function]}}]
     queue_id = queue_by_name(template, q.consumer.queue_name)[0]
     dlq_id = queue_by_name(template, q.consumer.dlq_name)[0]
     queue = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}]
     dlq = [{"Name": "QueueName", "Value": {"Fn::GetAtt": [dlq_id, "QueueName"]}}]
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-queue-age"), template, namespace="AWS/SQS",
                   metric="ApproximateAgeOfOldestMessage", dimensions=queue, statistic="Maximum", period=PERIOD_S,
-                  threshold=q.queue_age_alarm_s, comparison="GreaterThanThreshold", missing="notBreaching")
+                  threshold=q.consumer.queue_age_alarm_s, comparison="GreaterThanThreshold", missing="notBreaching")
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dlq-depth"), template, namespace="AWS/SQS",
                   metric="ApproximateNumberOfMessagesVisible", dimensions=dlq, statistic="Maximum", period=PERIOD_S,
                   threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
@@ -115,7 +115,7 @@ def test_every_work_queue_consumer_starts_after_the_migration(synth):
     functions = functions_by_folder(template)
     for q in WORK_QUEUES.values():
         [mapping_id] = [k for k, r in resources(template, "AWS::Lambda::EventSourceMapping").items()
-                        if r["Properties"]["FunctionName"] == {"Ref": functions[q.consumer_function]}]
-        consumer = template["Resources"][functions[q.consumer_function]]
+                        if r["Properties"]["FunctionName"] == {"Ref": functions[q.consumer.function]}]
+        consumer = template["Resources"][functions[q.consumer.function]]
         depends = set(consumer.get("DependsOn", [])) | set(template["Resources"][mapping_id].get("DependsOn", []))
         assert any("MigrateOnDeploy" in d for d in depends), (q.name, depends)

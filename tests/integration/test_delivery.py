@@ -359,7 +359,7 @@ def test_a_submission_failing_on_every_receive_settles_failed_on_the_last(conn, 
     for receive in (1, 2):
         with pytest.raises(RetryLater):
             _process(conn, env, message, receive_count=receive)
-    _process(conn, env, message, receive_count=QUERIES.max_receive_count)
+    _process(conn, env, message, receive_count=QUERIES.consumer.max_receive_count)
     run = _run(conn, message.run_id)
     assert (run["state"], run["outcome_code"]) == ("failed", "unexpected_error")
     assert "DeliveryIncomplete" in run["error"]
@@ -433,7 +433,7 @@ def test_an_unfinished_render_retries_then_fails_and_a_late_render_changes_nothi
         with pytest.raises(RetryLater, match="RenderUnfinished"):
             _process(conn, env, message, receive_count=receive)
     assert env.clock.t >= 2 * dl.RENDER_POLL_S  # each receive polled the whole 12 minutes
-    _process(conn, env, message, receive_count=QUERIES.max_receive_count)
+    _process(conn, env, message, receive_count=QUERIES.consumer.max_receive_count)
     assert _run(conn, message.run_id)["state"] == "failed"
     # When the render completes after the run failed, and the message comes once more
     (render_id,) = set(env.renderer.requests)

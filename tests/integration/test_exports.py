@@ -32,7 +32,7 @@ from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.topology import EXPORTS
 
 NOW = datetime(2027, 3, 1, 12, tzinfo=UTC)
-LEASE = timedelta(seconds=EXPORTS.consumer_timeout_s)
+LEASE = timedelta(seconds=EXPORTS.consumer.timeout_s)
 ALL_INVOICE_COLUMNS = ["id", "number", "member_id", "member_name", "issue_date", "due_date", "amount_minor",
                        "currency", "status", "voided_on"]
 #: Member names and invoice numbers a spreadsheet would read as formulas, and other awkward text.
@@ -381,12 +381,12 @@ def test_a_malformed_message_reaches_the_dlq_without_failing_its_batch_mates(aws
     sqs, pair = aws["sqs"], aws["queue"]
     sqs.send_message(QueueUrl=pair.url, MessageBody="not an export")
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
-                            function=lambda e: invoke("export_consumer", e), batch_size=EXPORTS.batch_size,
-                            max_concurrency=EXPORTS.max_concurrency,
+                            function=lambda e: invoke("export_consumer", e), batch_size=EXPORTS.consumer.batch_size,
+                            max_concurrency=EXPORTS.consumer.max_concurrency,
                             visibility_timeout=timedelta(seconds=EXPORTS.consumer.visibility_timeout_s))
     receives = sum(source.poll(NOW + i * source.visibility_timeout + timedelta(seconds=1))
-                   for i in range(EXPORTS.max_receive_count + 1))
-    assert receives == EXPORTS.max_receive_count and source.stats.function_errors == 0
+                   for i in range(EXPORTS.consumer.max_receive_count + 1))
+    assert receives == EXPORTS.consumer.max_receive_count and source.stats.function_errors == 0
     dead = sqs.receive_message(QueueUrl=pair.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
     assert [m["Body"] for m in dead] == ["not an export"]
 
@@ -405,7 +405,7 @@ def test_a_storage_fault_is_retried_and_the_final_receive_settles_the_export_fai
     assert ex.get_export(conn, workspace_id=a, export_id=export.id).state == "running"
     # When the final receive fails too (after the lease), then the export is settled failed and acknowledged
     clock.install(lambda: NOW + LEASE)
-    last = invoke("export_consumer", sqs_event(body, receive_count=EXPORTS.max_receive_count))
+    last = invoke("export_consumer", sqs_event(body, receive_count=EXPORTS.consumer.max_receive_count))
     assert last == {"batchItemFailures": []}
     failed = ex.get_export(conn, workspace_id=a, export_id=export.id)
     assert (failed.state, failed.error_code, failed.attempts) == ("failed", "attempts_exhausted", 2)

@@ -91,15 +91,16 @@ def test_a_malformed_message_reaches_the_dlq_after_max_receive_count(aws, utc):
     sqs.send_message(QueueUrl=pair.url, MessageBody="not a run")
     source = SqsEventSource(sqs=sqs, queue_url=pair.url, queue_arn=pair.arn,
                             function=lambda event: invoke("accounting_consumer", event),
-                            batch_size=ACCOUNTING.batch_size, max_concurrency=ACCOUNTING.max_concurrency,
+                            batch_size=ACCOUNTING.consumer.batch_size,
+                            max_concurrency=ACCOUNTING.consumer.max_concurrency,
                             visibility_timeout=timedelta(seconds=ACCOUNTING.consumer.visibility_timeout_s))
     now = utc(2027, 1, 4, 10, 0)
     # When it is polled after each visibility timeout
     receives = 0
-    for i in range(ACCOUNTING.max_receive_count + 1):
+    for i in range(ACCOUNTING.consumer.max_receive_count + 1):
         receives += source.poll(now + i * source.visibility_timeout + timedelta(seconds=1))
     # Then it was received maxReceiveCount times and then moved to the dead-letter queue
-    assert receives == ACCOUNTING.max_receive_count
+    assert receives == ACCOUNTING.consumer.max_receive_count
     dead = sqs.receive_message(QueueUrl=pair.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
     assert [m["Body"] for m in dead] == ["not a run"]
 

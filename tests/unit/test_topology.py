@@ -29,16 +29,17 @@ def test_every_pipeline_ends_its_pass_before_its_timeout():
 
 def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_renderers():
     # Given two pipelines with different consumer concurrency
-    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", max_concurrency=7)
+    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", consumer=dataclasses.replace(
+        ACCOUNTING.consumer, queue_name="timekeeper-other-runs", max_concurrency=7))
     # When the budget is derived
     budget = connection_budget({"accounting": ACCOUNTING, "other": other}, {})
     # Then each function's concurrency bound is one connection
-    assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.max_concurrency + 7, 2)
+    assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.consumer.max_concurrency + 7, 2)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
-    assert budget.snapshots == 2 + topology.SNAPSHOTS.job_max_concurrency  # planner, dispatcher, run jobs
+    assert budget.snapshots == 2 + topology.SNAPSHOTS.consumer.max_concurrency  # planner, dispatcher, run jobs
     assert budget.renderers == topology.REPORT_RENDERER.reserved_concurrency
-    assert budget.total == (ACCOUNTING.max_concurrency + 7 + 2 + budget.api + budget.migration + budget.snapshots
-                            + budget.renderers)
+    assert budget.total == (ACCOUNTING.consumer.max_concurrency + 7 + 2 + budget.api + budget.migration
+                            + budget.snapshots + budget.renderers)
 
 
 def test_the_connection_budget_counts_the_work_queue_consumers():
@@ -48,18 +49,37 @@ def test_the_connection_budget_counts_the_work_queue_consumers():
     # When the deployment's budget is derived
     budget = connection_budget({"accounting": ACCOUNTING}, {"exports": EXPORTS})
     # Then the export consumers' concurrency is counted with the pipelines' consumers, and the default counts it too
-    assert budget.consumers == ACCOUNTING.max_concurrency + EXPORTS.max_concurrency
-    assert connection_budget().consumers == (sum(p.max_concurrency * p.consumer_connections for p in PIPELINES.values())
-                                             + sum(q.max_concurrency for q in WORK_QUEUES.values()))
+    assert budget.consumers == ACCOUNTING.consumer.max_concurrency + EXPORTS.consumer.max_concurrency
+    assert connection_budget().consumers == (
+        sum(p.consumer.max_concurrency * p.consumer.connections for p in PIPELINES.values())
+        + sum(q.consumer.max_concurrency for q in WORK_QUEUES.values()))
 
 
 def test_the_exports_queue_numbers():
     from timekeeper.topology import EXPORTS
 
-    assert EXPORTS.consumer.visibility_timeout_s == 6 * EXPORTS.consumer_timeout_s == 1800
-    assert (EXPORTS.max_receive_count, EXPORTS.batch_size, EXPORTS.max_concurrency) == (3, 1, 2)
+    assert EXPORTS.consumer.visibility_timeout_s == 6 * EXPORTS.consumer.timeout_s == 1800
+    c = EXPORTS.consumer
+    assert (c.max_receive_count, c.batch_size, c.max_concurrency) == (3, 1, 2)
     assert (EXPORTS.consumer.queue_name, EXPORTS.consumer.dlq_name) == ("timekeeper-exports", "timekeeper-exports-dlq")
     with pytest.raises(ValueError):
-        dataclasses.replace(EXPORTS, max_receive_count=1)
+        dataclasses.replace(EXPORTS.consumer, max_receive_count=1)
     with pytest.raises(ValueError):
-        dataclasses.replace(EXPORTS, consumer_timeout_s=901)
+        dataclasses.replace(EXPORTS.consumer, timeout_s=901)
+
+
+def test_each_pipeline_composes_its_queue_consumer_under_its_own_name():
+    # Given a pipeline, a work queue and the snapshot pipeline whose consumer names another queue
+    from timekeeper.topology import EXPORTS, SNAPSHOTS
+
+    # Then each is refused, naming the queue it must compose
+    with pytest.raises(ValueError, match="timekeeper-accounting-runs"):
+        dataclasses.replace(ACCOUNTING, consumer=dataclasses.replace(ACCOUNTING.consumer,
+                                                                     queue_name="timekeeper-other-runs"))
+    with pytest.raises(ValueError, match="'timekeeper-exports'"):
+        dataclasses.replace(EXPORTS, consumer=dataclasses.replace(EXPORTS.consumer, queue_name="timekeeper-other"))
+    with pytest.raises(ValueError, match="timekeeper-snapshots-jobs"):
+        dataclasses.replace(SNAPSHOTS, consumer=dataclasses.replace(SNAPSHOTS.consumer, queue_name="timekeeper-x"))
+    # And the snapshot run job must hold every admitted run
+    with pytest.raises(ValueError, match="every admitted run"):
+        dataclasses.replace(SNAPSHOTS, consumer=dataclasses.replace(SNAPSHOTS.consumer, max_concurrency=3))

@@ -4,11 +4,14 @@ Handlers stay thin (Powertools decorators and one call here); domain code never 
 environment or creates boto3 clients. The package holds:
 
 * :mod:`timekeeper.edge.adapters` -- settings and adapters created once per execution
-  environment (database connections, SQS/SNS/S3/Lambda clients, publishers, mailer,
+  environment (database connections, SQS/SNS/S3/SES/Lambda/Secrets Manager clients, publishers, mailer,
   renderer client, link signer); the variable names are :mod:`timekeeper.settings`'.
 * :mod:`timekeeper.edge.registries` -- the work-kind and snapshot-type registries,
   assembled from every owner module (the generic modules know no owner).
 * :mod:`timekeeper.edge.batch` -- the one SQS batch entry point of every queue consumer.
+* :mod:`timekeeper.edge.startup` -- each handler's cold start: the AWS clients its code
+  calls, built through :func:`timekeeper.edge.adapters.aws_client`, which refuses a
+  service the function does not declare in the topology.
 * one module per pipeline: :mod:`~timekeeper.edge.runs` (accounting and queries
   dispatchers and consumers), :mod:`~timekeeper.edge.exports`,
   :mod:`~timekeeper.edge.snapshots`, :mod:`~timekeeper.edge.renderer`, and

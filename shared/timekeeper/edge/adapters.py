@@ -1,7 +1,13 @@
 """Adapters of a Lambda execution environment, created once and cached: the database
-connections, the SQS, SNS, S3 and Lambda clients, the publishers, the mailer, the renderer
-client and the link signer. Domain code never creates them; the pipeline modules of
-:mod:`timekeeper.edge` pass them in.
+connections, the SQS, SNS, S3, SES, Lambda and Secrets Manager clients, the publishers, the
+mailer, the renderer client and the link signer. Domain code never creates them; the
+pipeline modules of :mod:`timekeeper.edge` pass them in.
+
+Every AWS client is made by :func:`aws_client`, which creates one only for a service the
+running function declares in the topology (:func:`timekeeper.topology.function_services`,
+the function named by ``TIMEKEEPER_FUNCTION``); :func:`cold_start` builds a function's
+clients when its handler is imported, so a function whose code calls an undeclared
+service fails before its first event, naming the service (:class:`UndeclaredService`).
 
 Every variable read here is named in :mod:`timekeeper.settings`. :func:`reset` forgets
 every cached adapter (the local stack and tests, after the environment changed).
@@ -23,18 +29,84 @@ from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
 from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
 from timekeeper.settings import (
+    FUNCTION_VARIABLE,
     SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
     run_queue_url_variable,
     settings,
 )
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, WORK_QUEUES
+from timekeeper.topology import (
+    LAMBDA,
+    PIPELINES,
+    PROXY_IDLE_CLIENT_TIMEOUT_S,
+    S3,
+    SECRETS_MANAGER,
+    SES,
+    SNS,
+    SQS,
+    WORK_QUEUES,
+    function_services,
+)
+
+
+class UndeclaredService(RuntimeError):
+    """The running function asked for a client of an AWS service its topology entry does
+    not declare: infra gave it no route (VPC endpoint or NAT) and no grant for it, so the
+    call could only stall on the connect timeout or be refused."""
+
+
+def running_function() -> str | None:
+    """The ``functions/<folder>`` this process runs (``TIMEKEEPER_FUNCTION``); None when
+    unset (the local stack and tests, where one process hosts every function)."""
+    return os.environ.get(FUNCTION_VARIABLE) or None
+
+
+def declared_services(function: str | None = None) -> frozenset[str] | None:
+    """The AWS services ``function`` (default: :func:`running_function`) declares in the
+    topology; None when no function is named. Raises :class:`UndeclaredService` when the
+    name is no function of the topology."""
+    name = function or running_function()
+    if name is None:
+        return None
+    try:
+        return function_services()[name]
+    except KeyError:
+        raise UndeclaredService(f"{FUNCTION_VARIABLE}={name!r} names no function of timekeeper.topology") from None
+
+
+_requested: set[str] = set()
+
+
+def requested_services() -> frozenset[str]:
+    """The services :func:`aws_client` was asked for since the last :func:`reset`."""
+    return frozenset(_requested)
+
+
+def aws_client(service: str, **kwargs: Any) -> Any:
+    """A new boto3 client of ``service`` (a :data:`timekeeper.topology.AWS_SERVICES` name;
+    ``kwargs`` go to ``boto3.client``; boto3 honours ``AWS_ENDPOINT_URL`` for the local
+    stack). Raises :class:`UndeclaredService` when the running function does not declare
+    ``service``. The callers below cache what they build."""
+    allowed = declared_services()
+    _requested.add(service)
+    if allowed is not None and service not in allowed:
+        raise UndeclaredService(
+            f"function {running_function()} asked for a {service} client, but its entry in timekeeper.topology "
+            f"declares only {sorted(allowed)}: declare {service!r} there, so that infra gives the function a route "
+            f"to it (VPC endpoint or NAT) and the grant, or stop calling it")
+    return boto3.client(service, **kwargs)
+
+
+@cache
+def secrets_provider() -> Any:
+    """Powertools' Secrets Manager provider on the edge's own client (:func:`aws_client`)."""
+    from aws_lambda_powertools.utilities.parameters import SecretsProvider
+
+    return SecretsProvider(boto3_client=aws_client(SECRETS_MANAGER))
 
 
 def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
     """A JSON secret (``username``, ``password``, ...) from Secrets Manager, cached 300 s."""
-    from aws_lambda_powertools.utilities.parameters import get_secret
-
-    return get_secret(arn, transform="json", max_age=300, force_fetch=force_fetch)
+    return secrets_provider().get(arn, transform="json", max_age=300, force_fetch=force_fetch)
 
 
 def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
@@ -95,7 +167,7 @@ def provision_logins(conn: psycopg.Connection) -> list[str]:
 @cache
 def sqs_client() -> Any:
     """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
-    return boto3.client("sqs")
+    return aws_client(SQS)
 
 
 @cache
@@ -129,7 +201,7 @@ def snapshot_job_publisher() -> SqsMessagePublisher:
 def notifier() -> SnsNotifier | None:
     """Owner notifications, when a topic is configured."""
     arn = settings().notification_topic_arn
-    return SnsNotifier(boto3.client("sns"), arn) if arn else None
+    return SnsNotifier(aws_client(SNS), arn) if arn else None
 
 
 @cache
@@ -145,7 +217,7 @@ def renderer_database() -> ConnectionProvider:
 def journal_database() -> ConnectionProvider:
     """A second lazy connection of the execution environment, for work that must commit
     beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
-    ``consumer_connections`` is 2 open it."""
+    consumer's ``connections`` is 2 open it."""
     return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
 
 
@@ -187,7 +259,7 @@ def mailer() -> Any:
     sender = settings().mail_sender
     if not sender:
         raise RuntimeError("MAIL_SENDER is not set")
-    return SesMailer(boto3.client("ses"), sender, settings().mail_configuration_set)
+    return SesMailer(aws_client(SES), sender, settings().mail_configuration_set)
 
 
 @cache
@@ -197,7 +269,7 @@ def s3_client() -> Any:
     managed transfers with the product's multipart settings (:class:`ManagedUploads`)."""
     from botocore.config import Config
 
-    return ManagedUploads(boto3.client("s3", config=Config(signature_version="s3v4")))
+    return ManagedUploads(aws_client(S3, config=Config(signature_version="s3v4")))
 
 
 def files_bucket() -> str:
@@ -228,13 +300,13 @@ def renderer_client() -> RendererClient:
     name = settings().report_renderer_function
     if not name:
         raise RuntimeError("REPORT_RENDERER_FUNCTION is not set")
-    return LambdaRendererClient(boto3.client("lambda"), name)
+    return LambdaRendererClient(lambda_client(), name)
 
 
 @cache
 def lambda_client() -> Any:
-    """The Lambda client (the planner's nudge of the snapshot dispatcher)."""
-    return boto3.client("lambda")
+    """The Lambda client (renders requested, the planner's nudge of the snapshot dispatcher)."""
+    return aws_client(LAMBDA)
 
 
 def reset() -> None:
@@ -245,5 +317,6 @@ def reset() -> None:
             provider().close()
     for cached in (settings, database, sqs_client, publisher, notifier, s3_client, renderer_client,
                    export_publisher, snapshot_job_publisher, journal_database, renderer_database, link_signer,
-                   mailer, lambda_client):
+                   mailer, lambda_client, secrets_provider):
         cached.cache_clear()
+    _requested.clear()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from timekeeper import clock
@@ -20,8 +19,8 @@ def _run_export(item: batch.Received[ExportMessage]) -> bool:
     keys = push_log_keys(export_id=message.export_id, workspace_id=message.workspace_id)
     try:
         return consume_export(adapters.database().get(), adapters.s3_client(), adapters.files_bucket(), message,
-                              receive_count=item.receive_count, max_receive_count=EXPORTS.max_receive_count,
-                              now=clock.now(), lease=timedelta(seconds=EXPORTS.consumer_timeout_s))
+                              receive_count=item.receive_count, max_receive_count=EXPORTS.consumer.max_receive_count,
+                              now=clock.now(), lease=EXPORTS.consumer.lease)
     finally:
         pop_log_keys(keys)
 

@@ -34,7 +34,7 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
                       registry=work_kinds(), notifier=adapters.notifier(),
                       metrics=PipelineMetrics(metrics, pipeline_name),
                       limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
-                                         max_attempts=pipeline.max_receive_count))
+                                         max_attempts=pipeline.consumer.max_receive_count))
     maintenance = {name: summary for name, summary in run_maintenance(conn, work_kinds(), pipeline.owner, now).items()
                    if summary}
     if maintenance:

@@ -78,7 +78,8 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
         message = item.message
         try:
             result = run_snapshot_job(adapters.database().get(), snapshot_types(), message, now=clock.now,
-                                      receive_count=item.receive_count, max_receives=SNAPSHOTS.max_receive_count,
+                                      receive_count=item.receive_count,
+                                      max_receives=SNAPSHOTS.consumer.max_receive_count,
                                       time_left_s=time_left_s, handover_margin_s=SNAPSHOTS.handover_margin_s)
         except Exception as error:  # noqa: BLE001 - the queue redelivers it; logged by type only
             logger.warning("snapshot job receive failed; the queue redelivers it",

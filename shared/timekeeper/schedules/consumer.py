@@ -81,7 +81,7 @@ class ConsumerSettings:
 
     @classmethod
     def from_pipeline(cls, pipeline: Any) -> ConsumerSettings:
-        return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.max_receive_count,
+        return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.consumer.max_receive_count,
                    failure_threshold=pipeline.failure_pause_threshold)
 
     @property
