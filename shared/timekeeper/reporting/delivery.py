@@ -17,8 +17,9 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    recorded in ``query_delivery_sources`` (key, size, sha256, rows, report version and
    whether it changed since the schedule's previous run); a retry reuses it when the
    object is still there with that checksum.
-3. **Empty**: a query with no rows and ``skip_when_empty`` -> ``Skipped("skipped_empty")``,
-   no message.
+3. **Empty**: with ``skip_when_empty``, a query file with no rows, or a report whose every
+   section returned no rows (the render's ``section_row_counts``; one non-empty section
+   makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
 4. **Each recipient**, resolved now: deactivated, left the workspace, no longer allowed
    to read the source, or without an address -> a ``skipped`` delivery row with the
    reason; otherwise a personal signed link (:mod:`timekeeper.reporting.links`), the
@@ -225,7 +226,9 @@ def deliver(ctx: RunContext) -> Outcome:
                "source": {"kind": source.source_kind, "object_key": source.object_key, "sha256": source.sha256,
                           "row_count": source.row_count, "report_version": source.report_version},
                "version_changed": source.version_changed}
-    if source.source_kind == "query" and source.row_count == 0 and schedule.skip_when_empty:
+    if source.section_row_counts is not None:
+        summary["source"]["section_row_counts"] = source.section_row_counts
+    if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
     outcomes = _deliver_to_recipients(run, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
@@ -357,7 +360,8 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
     assert render.object_key is not None and render.sha256 is not None
     return record_source(run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
                           sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
-                          render_id=render.id,
+                          render_id=render.id, section_row_counts=render.section_row_counts,
+                          row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
                           version_changed=previous_version is not None and previous_version != render.report_version)
 
 

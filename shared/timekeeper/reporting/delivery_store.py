@@ -63,6 +63,15 @@ class DeliverySource:
     version_changed: bool
     acted_for: str
     created_at: datetime
+    #: A report's rows per section, in section order (None: a query, or not recorded).
+    section_row_counts: list[int] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether the delivered data is empty: a query file without rows, or a report whose
+        every section returned no rows (``row_count`` is their sum). Unknown counts are not
+        empty."""
+        return self.row_count == 0
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ transaction unless it says it commits.
 Rules implemented here:
 
 * Planning: version 1 of every completed workspace-local month, once (the version key);
-  months missed while the planner was down are planned by the next pass, within
-  ``horizon_months`` and never before the workspace existed; loading, disabled and
+  every expected month within ``horizon_months`` (never before the workspace existed) that
+  has no run is planned by the next pass, whatever runs later months have (a staff
+  backfill of a later month does not hide an earlier missed one); loading, disabled and
   policy-disabled workspaces get the row with its skip reason.
 * Admission (per owner, serialized by an advisory lock): at most ``cap`` runs queued or
   running, at most ``backfill_lane`` of them backfills. The backfill lane is reserved, not

@@ -1,25 +1,30 @@
 -- name: plan_months
--- Plan version 1 of every completed workspace-local month of each (workspace, type) since
--- the latest month already planned, within the horizon (never before the workspace
--- existed). One index probe per (workspace, type) finds the latest planned month, so a
--- pass with nothing new to plan costs the same however much history there is. Two
--- planners racing insert one row per month (the version key), the other does nothing.
--- Loading, disabled and policy-disabled workspaces get the row with the skip reason.
+-- Plan version 1 of every completed workspace-local month of each (workspace, type) within
+-- the horizon (never before the workspace existed) that has no run at all, whatever runs
+-- other months have: a staff backfill or re-run of a later month does not hide an earlier
+-- month the planner missed. One primary-key probe per expected month (the horizon bounds
+-- them: at most horizon + 1 per workspace and type), so a pass with nothing new to plan
+-- costs the same however much history there is. Two planners racing insert one row per
+-- month (the version key), the other does nothing. Loading, disabled and policy-disabled
+-- workspaces get the row with the skip reason.
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
-), months AS (
+), expected AS (
     SELECT w.id AS workspace_id, w.status, w.snapshots_enabled, t.owner, t.snapshot_type,
            generate_series(
                greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s),
-                        latest.period + interval '1 month'),
+                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
                date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
                interval '1 month')::date AS period
       FROM workspaces w
      CROSS JOIN types t
-     CROSS JOIN LATERAL (SELECT max(r.period) AS period FROM snapshot_runs r
-                          WHERE r.owner = t.owner AND r.snapshot_type = t.snapshot_type
-                            AND r.workspace_id = w.id) latest
+), months AS (
+    -- A month with any run (planned, a backfill, a re-run) is not planned again: one probe
+    -- of the version key's prefix per expected month.
+    SELECT e.* FROM expected e
+     WHERE NOT EXISTS (SELECT FROM snapshot_runs r
+                        WHERE r.owner = e.owner AND r.snapshot_type = e.snapshot_type
+                          AND r.workspace_id = e.workspace_id AND r.period = e.period)
 )
 INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
                            created_at, updated_at)
