@@ -113,6 +113,12 @@ class Pipeline:
     queue_age_alarm_s: int = 900
     dispatcher_silence_alarm_minutes: int = 5
     dlq_retention_days: int = 14
+    #: How long a run whose handler raised waits before its next receive (seconds), by the
+    #: receive that failed (the first entry after receive 1, ...; the last entry repeats):
+    #: the consumer sets the message's visibility timeout to it, so an infrastructure fault
+    #: is retried within the queue's receives in seconds rather than after the whole
+    #: visibility timeout or the dispatcher's re-offer.
+    retry_backoff_s: tuple[int, ...] = (30, 120)
     #: Database connections one consumer execution holds: 1, or 2 for a consumer whose
     #: work kinds journal progress on a second connection beside the run's transaction
     #: (scheduled delivery records each submitted message at once).
@@ -141,6 +147,8 @@ class Pipeline:
         self.consumer  # noqa: B018 - validates the queue consumer (ValueError)
         if self.reoffer_after_s <= self.consumer_timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if not self.retry_backoff_s or not all(0 <= d < self.reoffer_after_s for d in self.retry_backoff_s):
+            raise ValueError("each retry backoff must be 0 s or more and shorter than the re-offer of a stranded run")
         if self.consumer_connections not in (1, 2):
             raise ValueError("a consumer holds one or two database connections")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:

@@ -12,8 +12,9 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
 2. **The file.** A query source streams its pinned version to
    ``deliveries/<workspace>/<run id>.<csv|xlsx>`` with the exports' writer; a report source
    requests a render with the run id as its idempotency key and polls ``report_renders``
-   for up to :data:`RENDER_POLL_S` seconds (unfinished: raise, the queue retries within
-   its three receives; the consumer settles ``failed`` on the last). The complete file is
+   for up to :data:`RENDER_POLL_S` seconds (unfinished: raise :class:`RenderUnfinished`,
+   the run is received again after the pipeline's backoff within its three receives and
+   settles ``failed`` / ``render_unfinished`` on the last). The complete file is
    recorded in ``query_delivery_sources`` (key, size, sha256, rows, report version and
    whether it changed since the schedule's previous run); a retry reuses it when the
    object is still there with that checksum.
@@ -93,7 +94,7 @@ from timekeeper.reporting.delivery_store import (
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner
 from timekeeper.reporting.templates import Message
-from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
+from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 
 OWNER = "queries"
@@ -104,9 +105,22 @@ STALENESS = timedelta(hours=6)
 RENDER_POLL_S = 720
 #: Seconds between two reads of a render's state.
 RENDER_POLL_INTERVAL_S = 5
+#: Recipients a schedule may have (checked when it is saved).
+MAX_RECIPIENTS = 1000
+#: What one recipient costs a run (seconds): the link signed, the templates rendered, the
+#: submission and its recorded outcome. Measured against moto SES by benchmarks/delivery.py
+#: (199 recipients/s, 5.0 ms each), rounded up to 6 ms for the 20-30 % the shared
+#: machine's runs vary by.
+SEND_COST_S = 0.006
+#: Seconds a run keeps for everything beside the poll and the submissions: the start, the
+#: access rule, the render request, the recipients' resolution, the file record and the
+#: settlement (a few statements, each under the workers' 15 s statement timeout).
+RUN_OVERHEAD_S = 60
 
 SOURCE_ACCESS_LOST = "source_access_lost"
 SKIPPED_EMPTY = "skipped_empty"
+#: The render did not finish within the poll of the message's last receive.
+RENDER_UNFINISHED = "render_unfinished"
 #: Skip reasons of a delivery row (``removed``: a recipient whose submission failed and who
 #: was taken off the schedule before the retry).
 DEACTIVATED, NO_ADDRESS, LEFT_WORKSPACE, NO_ACCESS = "deactivated", "no_address", "left_workspace", "no_access"
@@ -164,8 +178,29 @@ class DeliveryServices:
     tmp_dir: str | None = None
 
 
-class RenderUnfinished(Exception):  # noqa: N818 - retried by the queue
-    """The report's render did not finish within the poll."""
+class RenderUnfinished(RetryableFault):
+    """The report's render did not finish within the poll: retried within the queue's
+    receives after the pipeline's backoff, ``render_unfinished`` on the last."""
+
+    code = RENDER_UNFINISHED
+
+
+def worst_case_run_s(recipients: int, *, poll_s: float = RENDER_POLL_S, send_cost_s: float = SEND_COST_S) -> float:
+    """The longest one receive of a report delivery to ``recipients`` recipients takes
+    (seconds): :data:`RUN_OVERHEAD_S`, the whole render poll plus one poll interval it may
+    overshoot by, and :data:`SEND_COST_S` per recipient. It must fit in the consumer's
+    timeout (:func:`check_time_budget`)."""
+    return RUN_OVERHEAD_S + poll_s + RENDER_POLL_INTERVAL_S + recipients * send_cost_s
+
+
+def check_time_budget(consumer_timeout_s: int) -> None:
+    """Raise ``ValueError`` when a report run with a whole render poll and
+    :data:`MAX_RECIPIENTS` recipients would not finish within ``consumer_timeout_s``
+    (seconds): the consumer would be killed mid-send and the run retried."""
+    needed = worst_case_run_s(MAX_RECIPIENTS)
+    if needed > consumer_timeout_s:
+        raise ValueError(f"a {RENDER_POLL_S} s render poll and {MAX_RECIPIENTS} recipients need {needed:.0f} s: "
+                         f"does not fit in the consumer's {consumer_timeout_s} s")
 
 
 class DeliveryIncomplete(Exception):  # noqa: N818 - retried by the queue
@@ -490,8 +525,9 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
 
 
 __all__ = [
-    "DELIVER", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "STALENESS", "Delivery", "DeliveryIncomplete",
-    "DeliveryServices", "DeliverySource", "QuerySchedule", "RenderUnfinished", "RunTakenOver",
-    "check_source_access", "classify_submission_error", "deliver", "get_delivery", "get_query_schedule",
-    "get_source", "list_deliveries", "list_recipients", "object_key",
+    "DELIVER", "MAX_RECIPIENTS", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED", "STALENESS",
+    "Delivery", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
+    "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
+    "deliver", "get_delivery", "get_query_schedule", "get_source", "list_deliveries",
+    "list_recipients", "object_key", "worst_case_run_s",
 ]
