@@ -80,12 +80,14 @@ from timekeeper.reporting.delivery_journal import (
 )
 from timekeeper.reporting.delivery_store import (
     Delivery,
+    DeliveryAttempt,
     DeliverySource,
     QuerySchedule,
     contacts,
     get_delivery,
     get_query_schedule,
     get_source,
+    list_attempts,
     list_deliveries,
     list_recipients,
     outbox_claimed,
@@ -526,8 +528,8 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
 
 __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED", "STALENESS",
-    "Delivery", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
+    "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
     "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
-    "deliver", "get_delivery", "get_query_schedule", "get_source", "list_deliveries",
+    "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "worst_case_run_s",
 ]

@@ -95,6 +95,30 @@ class Delivery:
     error_code: str | None = None
 
 
+@dataclass(frozen=True)
+class DeliveryAttempt:
+    """One attempt's outcome for one recipient (``query_delivery_attempts``): ``status``
+    sent (``provider_message_id``) | failed (``error_code``); ``at`` the attempt's instant
+    (aware UTC)."""
+
+    run_id: UUID
+    user_id: str
+    attempt: int
+    status: str
+    error_code: str | None
+    provider_message_id: str | None
+    at: datetime
+
+
+def list_attempts(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> dict[str, list[DeliveryAttempt]]:
+    """Each attempt's outcome per recipient of run ``run_id``: ``{user id: [attempt, ...]}``,
+    oldest attempt first (recipients skipped without a submission have none)."""
+    out: dict[str, list[DeliveryAttempt]] = {}
+    for attempt in fetch_all(conn, SQL["list_attempts"], (workspace_id, run_id), DeliveryAttempt):
+        out.setdefault(attempt.user_id, []).append(attempt)
+    return out
+
+
 def get_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> QuerySchedule | None:
     """The delivery settings of ``schedule_id`` in ``workspace_id`` (None when it has none)."""
     return fetch_one(conn, SQL["get_query_schedule"], (workspace_id, schedule_id), QuerySchedule)

@@ -37,3 +37,8 @@ SELECT report_version FROM query_delivery_sources
 
 -- name: contacts
 SELECT id, display_name, email FROM users WHERE id = ANY(%s)
+
+-- name: list_attempts
+-- Each attempt's outcome per recipient of a run, oldest attempt first.
+SELECT run_id, user_id, attempt, status, error_code, provider_message_id, at
+  FROM query_delivery_attempts WHERE workspace_id = %s AND run_id = %s ORDER BY user_id, attempt
