@@ -42,15 +42,13 @@ def test_the_history_keeps_the_failed_first_attempt_beside_the_sent_second(call,
     with connect(db_url) as conn, connect(db_url) as journal:
         services = dl.DeliveryServices(journal=lambda: journal, s3=s3, bucket=BUCKET, mailer=FailsOnce(),
                                        links=LinkSigner(KEY), download_base_url="https://api.test/")
-        for receive in (1, 2):
-            run = lambda: process_run(conn, message, receive_count=receive, now=NOW, registry=kinds,  # noqa: E731
-                                      settings=ConsumerSettings.from_pipeline(QUERIES),
-                                      services={"delivery": services})
-            if receive == 1:
-                with pytest.raises(RetryLater):
-                    run()
-            else:
-                run()
+        def run(receive: int):
+            return process_run(conn, message, receive_count=receive, now=NOW, registry=kinds,
+                               settings=ConsumerSettings.from_pipeline(QUERIES), services={"delivery": services})
+
+        with pytest.raises(RetryLater):
+            run(1)
+        run(2)
     history = call("GET", f"/query-schedules/{schedule_id}/runs", as_=olga(tenants)).body["items"]
     (delivery,) = history[0]["deliveries"]
     assert (delivery["status"], delivery["error_code"]) == ("sent", None)
