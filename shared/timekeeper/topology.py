@@ -184,6 +184,12 @@ class Pipeline:
     dispatcher_services: frozenset[str] = calls(SQS, SNS)
     #: The dispatcher runs one pass at a time.
     dispatcher_reserved_concurrency: int = 1
+    #: How long a run whose handler raised waits before its next receive (seconds), by the
+    #: receive that failed (the first entry after receive 1, ...; the last entry repeats):
+    #: the consumer sets the message's visibility timeout to it, so an infrastructure fault
+    #: is retried within the queue's receives in seconds rather than after the whole
+    #: visibility timeout or the dispatcher's re-offer.
+    retry_backoff_s: tuple[int, ...] = (30, 120)
 
     @property
     def run_queue_name(self) -> str:
@@ -206,6 +212,8 @@ class Pipeline:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if not self.retry_backoff_s or not all(0 <= d < self.reoffer_after_s for d in self.retry_backoff_s):
+            raise ValueError("each retry backoff must be 0 s or more and shorter than the re-offer of a stranded run")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
             raise ValueError(
                 f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"

@@ -68,9 +68,12 @@ def test_the_snapshot_listing_answers_over_http(local_server, snapshot_periods):
                          headers=SNAPSHOT_AUTH, timeout=10)
     assert reply.status_code == 200, reply.text
     # (serve's own snapshot dispatcher may be generating them meanwhile)
+    # (every expected month since the sample workspace's creation is listed: older ones, outside
+    # the planner's horizon, as missing)
     items = reply.json()["items"]
-    assert len(items) >= 3 and {i["snapshot_type"] for i in items} == {"ar_aging"}
-    assert {i["status"] for i in items} <= {"planned", "queued", "running", "published"}
+    planned = [i for i in items if i["status"] != "missing"]
+    assert len(planned) >= 3 and {i["snapshot_type"] for i in items} == {"ar_aging"}
+    assert {i["status"] for i in planned} <= {"planned", "queued", "running", "published"}
 
 
 def test_delivery_links_point_at_the_servers_own_address(local_server):

@@ -475,9 +475,12 @@ def test_staff_list_any_workspaces_periods(db, call):
 def test_the_staff_listing_shows_a_requested_backfill(db, call):
     target = workspace(db)
     call("POST", "/snapshots/runs", request(target), as_=staff())
-    [item] = call("GET", f"/snapshots/workspaces/{target}/periods", as_=staff()).body["items"]
+    items = call("GET", f"/snapshots/workspaces/{target}/periods", as_=staff()).body["items"]
+    [item] = [i for i in items if i["status"] != "missing"]
     assert (item["period"], item["status"], item["chosen_version"], item["overdue"]) == (
         "2027-01", "planned", 1, True)
+    # The other expected months, never planned, are listed as missing
+    assert {(i["chosen_version"], i["run_id"]) for i in items if i is not item} <= {(None, None)}
 
 
 # -------------------------------------------------------- the walled login's lock grants
@@ -555,3 +558,26 @@ def test_now_is_read_once_per_request(db, api_conn):
     assert ledger_runs(db, target)[0].created_at == reads[0]
     send(app, "GET", f"/snapshots/workspaces/{target}/periods", as_=staff())
     assert len(reads) == 2
+
+
+def test_the_period_listing_pages_through_every_expected_month_with_never_planned_ones_missing(db, call):
+    # Given a workspace whose months were planned, then one month's runs removed
+    target = workspace(db)
+    ledger.plan(db, assemble_snapshot_types("development"), now=NOW)
+    db.execute("DELETE FROM snapshot_runs WHERE workspace_id = %s AND period = '2027-01-01'", (target,))
+    # When staff page through its ar_aging periods one at a time
+    seen, cursor = [], None
+    while True:
+        query = "snapshot_type=ar_aging&limit=1" + (f"&cursor={cursor}" if cursor else "")
+        reply = call("GET", f"/snapshots/workspaces/{target}/periods?{query}", as_=staff())
+        assert reply.status == 200, reply.body
+        seen += [(i["period"], i["status"]) for i in reply.body["items"]]
+        cursor = reply.body["next_cursor"]
+        if cursor is None:
+            break
+    # Then every month appears once, newest first, the removed one as missing
+    assert ("2027-01", "missing") in seen and len(seen) == len({p for p, _ in seen})
+    assert [p for p, _ in seen] == sorted((p for p, _ in seen), reverse=True)
+    # And a malformed cursor is a 422 naming cursor
+    bad = call("GET", f"/snapshots/workspaces/{target}/periods?cursor=nope", as_=staff())
+    assert bad.status == 422 and "cursor" in str(bad.body)

@@ -186,6 +186,17 @@ class QuerySchedulePage(BaseModel):
     next_cursor: str | None = Field(description="opaque; null on the last page")
 
 
+class DeliveryAttemptOut(BaseModel):
+    """One attempt's outcome for one recipient: its attempt number, ``sent`` (with the
+    provider's message id) or ``failed`` (with the error code), and when."""
+
+    attempt: int
+    status: str
+    error_code: str | None
+    provider_message_id: str | None
+    at: datetime
+
+
 class DeliveryOut(BaseModel):
     """One recipient's outcome of a run."""
 
@@ -197,6 +208,9 @@ class DeliveryOut(BaseModel):
     error: str | None = Field(description="a failed recipient's fixed, sanitized message (never the provider's text)")
     error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address "
                                    "(permanent, not retried), throttled, provider_error, submission_error")
+    attempts: list[DeliveryAttemptOut] = Field(
+        default_factory=list, description="each attempt's submission for this recipient, oldest first: an "
+        "error a later attempt recovered from stays here (skipped recipients have none)")
 
 
 @pydantic_dataclass(frozen=True)
@@ -256,6 +270,23 @@ def _settings_of(conn: Any, workspace_id: UUID, schedule_id: UUID) -> dl.QuerySc
     if settings is None or not _live(conn, workspace_id, schedule_id):
         raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
     return settings
+
+
+def _run_out(conn: Any, workspace_id: UUID, r: DeliveryRun) -> DeliveryRunOut:
+    """A run of the delivery history with every recipient's outcome and attempts."""
+    attempts = dl.list_attempts(conn, workspace_id=workspace_id, run_id=r.run_id)
+    return DeliveryRunOut(
+        **asdict(r),
+        deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
+                                provider_message_id=d.provider_message_id,
+                                link_expires_at=d.link_expires_at, error=d.error,
+                                error_code=d.error_code,
+                                attempts=[DeliveryAttemptOut(attempt=a.attempt, status=a.status,
+                                                             error_code=a.error_code,
+                                                             provider_message_id=a.provider_message_id,
+                                                             at=a.at)
+                                          for a in attempts.get(d.user_id, [])])
+                    for d in dl.list_deliveries(conn, workspace_id=workspace_id, run_id=r.run_id)])
 
 
 def register(routes: Routes) -> None:
@@ -410,13 +441,7 @@ def register(routes: Routes) -> None:
             runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
                                                         schedule_id=schedule_id, after=after, limit=limit + 1),
                                      limit, lambda r: (r.occurrence_at, r.run_id))
-            items = [DeliveryRunOut(
-                **asdict(r), deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
-                                        provider_message_id=d.provider_message_id,
-                                        link_expires_at=d.link_expires_at, error=d.error,
-                                        error_code=d.error_code)
-                            for d in dl.list_deliveries(conn, workspace_id=scope.workspace_id, run_id=r.run_id)])
-                for r in runs]
+            items = [_run_out(conn, scope.workspace_id, r) for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],

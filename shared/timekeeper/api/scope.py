@@ -44,7 +44,7 @@ from timekeeper.schedules import service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.snapshots import ledger
-from timekeeper.snapshots.registry import SnapshotRegistry
+from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 from timekeeper.topology import pipeline_for_owner
 
 
@@ -274,19 +274,23 @@ class WorkspacePeriods:
 
     workspace: Workspace
     periods: list[ledger.PeriodStatus]
+    #: The key of the next page's first period (``after``), None on the last page.
+    next: ledger.PeriodKey | None = None
 
 
 def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datetime, owner: str | None,
-                       snapshot_type: str | None) -> WorkspacePeriods | None:
-    """``workspace_id``'s periods read with that workspace entered (one transaction), or
-    None when the directory has no such workspace."""
+                       snapshot_type: str | None, types: list[SnapshotType], after: ledger.PeriodKey | None,
+                       limit: int) -> WorkspacePeriods | None:
+    """A page of ``workspace_id``'s periods (every expected month of ``types``, never-planned
+    ones ``missing``) read with that workspace entered (one transaction), or None when the
+    directory has no such workspace."""
     with workspace_unit(conn, workspace_id):
         workspace = get_workspace(conn, workspace_id)
         if workspace is None:
             return None
-        return WorkspacePeriods(workspace, ledger.list_periods(conn, workspace_id=workspace_id,
-                                                               timezone=workspace.timezone, now=now, owner=owner,
-                                                               snapshot_type=snapshot_type))
+        page = ledger.page_periods(conn, workspace_id=workspace_id, timezone=workspace.timezone, now=now,
+                                   types=types, owner=owner, snapshot_type=snapshot_type, after=after, limit=limit)
+        return WorkspacePeriods(workspace, page.items, page.next)
 
 
 @dataclass(frozen=True)
@@ -298,11 +302,14 @@ class WorkspaceSnapshots:
     conn: TenantConnection
     now: datetime
 
-    def periods(self, *, owner: str | None = None, snapshot_type: str | None = None) -> WorkspacePeriods | None:
-        """The caller's workspace's periods (optionally of one owner / type); None when the
-        workspace is not in the directory."""
+    def periods(self, *, owner: str | None = None, snapshot_type: str | None = None,
+                types: list[SnapshotType] | None = None, after: ledger.PeriodKey | None = None,
+                limit: int = 100) -> WorkspacePeriods | None:
+        """A page of the caller's workspace's periods (optionally of one owner / type; the
+        expected months of ``types`` included, ``missing`` when never planned); None when
+        the workspace is not in the directory."""
         return _workspace_periods(self.conn, self.identity.workspace_id, now=self.now, owner=owner,
-                                  snapshot_type=snapshot_type)
+                                  snapshot_type=snapshot_type, types=types or [], after=after, limit=limit)
 
 
 def staff_roles(registry: SnapshotRegistry) -> frozenset[str]:
@@ -332,10 +339,13 @@ class StaffScope:
             raise ApiError(403, FORBIDDEN, "this action needs a snapshot staff role (e.g. platform:staff)")
         return cls(identity=identity, conn=conn, now=now, registry=registry)
 
-    def periods(self, workspace_id: UUID, *, owner: str | None = None,
-                snapshot_type: str | None = None) -> WorkspacePeriods | None:
-        """Any workspace's periods (every type); None when the directory has no such workspace."""
-        return _workspace_periods(self.conn, workspace_id, now=self.now, owner=owner, snapshot_type=snapshot_type)
+    def periods(self, workspace_id: UUID, *, owner: str | None = None, snapshot_type: str | None = None,
+                after: ledger.PeriodKey | None = None, limit: int = 100) -> WorkspacePeriods | None:
+        """A page of any workspace's periods (every type; the expected months of the enabled
+        types included, ``missing`` when never planned); None when the directory has no
+        such workspace."""
+        return _workspace_periods(self.conn, workspace_id, now=self.now, owner=owner, snapshot_type=snapshot_type,
+                                  types=self.registry.enabled(), after=after, limit=limit)
 
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
                     reason: str) -> ledger.SnapshotRun:

@@ -64,7 +64,7 @@ from timekeeper.api.scope import (
     caller_identity,
     staff_roles,
 )
-from timekeeper.snapshots.ledger import PeriodStatus, RequestRefused, SnapshotRun
+from timekeeper.snapshots.ledger import PeriodKey, PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 
 _TAGS = ["snapshots"]
@@ -150,10 +150,10 @@ class PeriodOut(BaseModel):
     owner: str
     snapshot_type: str
     period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
-    status: str = Field(description="published, skipped, failed, or the active state (planned, queued, running, "
-                                    "retry_wait)")
-    chosen_version: int = Field(ge=1)
-    run_id: UUID = Field(description="the chosen version's run")
+    status: str = Field(description="published, skipped, failed, the active state (planned, queued, running, "
+                                    "retry_wait), or missing (an expected month never planned)")
+    chosen_version: int | None = Field(ge=1, description="null when missing")
+    run_id: UUID | None = Field(description="the chosen version's run; null when missing")
     basis: dict[str, Any] | None = Field(description="what the published rows were computed from and checked against")
     published_at: UtcDatetime | None
     skip_reason: str | None = Field(description="why the period is not generated (skipped)",
@@ -162,11 +162,14 @@ class PeriodOut(BaseModel):
 
 
 class PeriodList(BaseModel):
-    """A workspace's snapshot periods, newest first per type."""
+    """A page of a workspace's snapshot periods: every expected month of each enabled type
+    (since the workspace's first month) and every period with runs, by owner and type,
+    newest first per type; pass ``next_cursor`` as ``cursor`` for the next page."""
 
     workspace_id: UUID
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
     items: list[PeriodOut]
+    next_cursor: str | None = Field(None, description="opaque; null on the last page")
 
 
 def run_out(run: SnapshotRun) -> SnapshotRunOut:
@@ -184,12 +187,32 @@ def period_out(status: PeriodStatus) -> PeriodOut:
                      overdue=status.overdue)
 
 
+#: A period listing's cursor: ``<owner>:<type>:<YYYY-MM>`` of the previous page's last period.
+PERIOD_CURSOR_PATTERN = r"^[a-z][a-z0-9_]{0,63}:[a-z][a-z0-9_]{0,63}:[1-9][0-9]{3}-(0[1-9]|1[0-2])$"
+#: Periods per page: at most, and by default.
+MAX_PERIODS_PAGE, DEFAULT_PERIODS_PAGE = 500, 100
+
+
+def period_cursor(key: PeriodKey | None) -> str | None:
+    """The cursor of a period listing's next page, or None."""
+    return None if key is None else f"{key[0]}:{key[1]}:{period_text(key[2])}"
+
+
+def decode_period_cursor(cursor: str | None) -> PeriodKey | None:
+    """Inverse of :func:`period_cursor` (the route's pattern has checked its shape)."""
+    if not cursor:
+        return None
+    owner, snapshot_type, month = cursor.split(":")
+    year, number = month.split("-")
+    return owner, snapshot_type, date(int(year), int(number), 1)
+
+
 def period_list(found: WorkspacePeriods | None) -> PeriodList:
     """The listing of ``found``; a 404 :class:`ApiError` when it is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
     return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone,
-                      items=[period_out(p) for p in found.periods])
+                      items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next))
 
 
 # ------------------------------------------------------------------------------ refusals
@@ -237,6 +260,9 @@ def register(routes: Routes) -> None:
                                                description="only this owner module's types")]
     type_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
                                               description="only this snapshot type")]
+    page_limit = Annotated[int, Query(ge=1, le=MAX_PERIODS_PAGE, description="periods per page")]
+    page_cursor = Annotated[str | None, Query(pattern=PERIOD_CURSOR_PATTERN, max_length=140,
+                                              description="next_cursor of the previous page")]
 
     @route("POST", "/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=SECURITY,
            summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
@@ -257,10 +283,11 @@ def register(routes: Routes) -> None:
     @route("GET", "/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=SECURITY,
            summary="The caller's workspace's snapshot periods: status, chosen version, basis, overdue",
            responses=_responses(200, "The periods, newest first per type", 404))
-    def list_own_periods(scope: Reader, owner: owner_filter = None,
-                         snapshot_type: type_filter = None) -> PeriodList:
+    def list_own_periods(scope: Reader, owner: owner_filter = None, snapshot_type: type_filter = None,
+                         limit: page_limit = DEFAULT_PERIODS_PAGE, cursor: page_cursor = None) -> PeriodList:
         own = WorkspaceSnapshots(identity=scope.identity, conn=scope.conn, now=scope.now)
-        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type))
+        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=registry().enabled(),
+                                       after=decode_period_cursor(cursor), limit=limit))
 
     @route("GET", "/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
            operation_id="listWorkspaceSnapshotPeriods", security=SECURITY,
@@ -268,14 +295,18 @@ def register(routes: Routes) -> None:
            responses=_responses(200, "The periods, newest first per type", 404))
     def list_workspace_periods(identity: Caller,
                                workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
-                               owner: owner_filter = None, snapshot_type: type_filter = None) -> PeriodList:
+                               owner: owner_filter = None, snapshot_type: type_filter = None,
+                               limit: page_limit = DEFAULT_PERIODS_PAGE, cursor: page_cursor = None) -> PeriodList:
         types = registry()
+        after = decode_period_cursor(cursor)
         if identity.roles & staff_roles(types):
             scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
-            return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type))
+            return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type, after=after,
+                                             limit=limit))
         if SNAPSHOTS_READ not in identity.permissions:
             raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
         if workspace_id != identity.workspace_id:
             raise ApiError(404, errors.NOT_FOUND, "no such workspace")
         own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
-        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type))
+        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
+                                       after=after, limit=limit))

@@ -171,6 +171,37 @@ def sqs_client() -> Any:
 
 
 @cache
+def _queue_url(queue_arn: str) -> str:
+    """The URL of the queue ``arn:aws:sqs:<region>:<account>:<name>`` (one GetQueueUrl, cached)."""
+    parts = queue_arn.split(":")
+    if len(parts) != 6 or parts[2] != "sqs":
+        raise ValueError(f"not an SQS queue ARN: {queue_arn!r}")
+    return sqs_client().get_queue_url(QueueName=parts[5], QueueOwnerAWSAccountId=parts[4])["QueueUrl"]
+
+
+_visibility_override: Callable[[str, str, int], None] | None = None
+
+
+def install_visibility_changer(changer: Callable[[str, str, int], None] | None) -> None:
+    """Replace :func:`change_visibility` (``None``: SQS again). The local stack uses it to
+    keep a retried message's backoff in its simulated time."""
+    global _visibility_override
+    _visibility_override = changer
+
+
+def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None:
+    """Set the visibility timeout of a received message of ``queue_arn`` to ``seconds``
+    from now (SQS ``ChangeMessageVisibility``; the event source mapping's consume rights
+    include it): the backoff of :class:`timekeeper.edge.batch.Retry`. Raises the client's
+    error (e.g. an expired receipt handle)."""
+    if _visibility_override is not None:
+        _visibility_override(queue_arn, receipt_handle, seconds)
+        return
+    sqs_client().change_message_visibility(QueueUrl=_queue_url(queue_arn), ReceiptHandle=receipt_handle,
+                                           VisibilityTimeout=seconds)
+
+
+@cache
 def publisher(pipeline: str) -> SqsRunPublisher:
     """The run-queue publisher of ``pipeline``; raises ``KeyError`` when its queue URL is unset."""
     if pipeline not in PIPELINES:
@@ -315,7 +346,7 @@ def reset() -> None:
     for provider in (database, journal_database, renderer_database):
         if provider.cache_info().currsize:
             provider().close()
-    for cached in (settings, database, sqs_client, publisher, notifier, s3_client, renderer_client,
+    for cached in (settings, database, sqs_client, _queue_url, publisher, notifier, s3_client, renderer_client,
                    export_publisher, snapshot_job_publisher, journal_database, renderer_database, link_signer,
                    mailer, lambda_client, secrets_provider):
         cached.cache_clear()

@@ -15,7 +15,7 @@ from timekeeper.edge import adapters, batch
 from timekeeper.edge.registries import work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
-from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
 from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
@@ -73,7 +73,10 @@ def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dic
 
     The well-formed run messages are processed together
     (:func:`timekeeper.schedules.consumer.process_batch`, one transaction); a malformed
-    message, a run held by another consumer or a retryable fault fails only its own item.
+    message, a run held by another consumer or a retryable fault fails only its own item; a
+    handler's fault is received again after the pipeline's backoff (``retry_backoff_s``: the
+    message's visibility timeout is set to it), a run held elsewhere after the queue's
+    visibility timeout.
     Raises ``psycopg.Error`` when the database is unreachable (the whole batch comes back).
     """
     consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
@@ -83,15 +86,19 @@ def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dic
         results = process_batch(adapters.database().get(), deliveries, now=clock.now(), registry=work_kinds(),
                                 settings=consumer_settings, services=pipeline_services(pipeline_name),
                                 metrics=PipelineMetrics(metrics, pipeline_name))
-        outcomes = []
+        outcomes: list[batch.Outcome] = []
         for delivery, result in zip(deliveries, results, strict=True):
             failed = isinstance(result, Exception)
             if failed:
                 logger.info("run message fails its batch item", extra={
                     "message_id": delivery.key, "run_id": str(delivery.message.run_id), "reason": str(result)[:500]})
-            outcomes.append(not failed)
+            if isinstance(result, RetryLater) and result.delay_s is not None:
+                outcomes.append(batch.Retry(result.delay_s))
+            else:
+                outcomes.append(not failed)
         return outcomes
 
-    response = batch.consume(event, RunMessage, handle, what="run message")
+    response = batch.consume(event, RunMessage, handle, what="run message",
+                             change_visibility=adapters.change_visibility)
     crash_point("consumer.before_acknowledge")
     return response

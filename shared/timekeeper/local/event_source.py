@@ -6,8 +6,10 @@ per invocation and up to ``max_concurrency`` invocations per round, build the SQ
 in ``batchItemFailures`` and leave the failed ones to reappear after the visibility
 timeout. Visibility is kept in SIMULATED time: a failed message stays hidden (moto's
 real-time visibility is set long) until the simulated clock passes its timeout, then it
-is made visible again. moto moves a message to the dead-letter queue on the receive after
-maxReceiveCount, as SQS does.
+is made visible again. A consumer that sets a failed message's visibility timeout (the
+backoff of a retry: :meth:`SqsEventSource.change_visibility`, installed as the edge's
+visibility changer by the local stack) has it kept in simulated time too. moto moves a
+message to the dead-letter queue on the receive after maxReceiveCount, as SQS does.
 """
 
 from __future__ import annotations
@@ -50,6 +52,12 @@ class SqsEventSource:
     duplicate: Callable[[dict[str, Any]], bool] | None = None
     stats: EventSourceStats = field(default_factory=EventSourceStats)
     _hidden: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # message id -> (visible at, handle)
+    _deferred: dict[str, int] = field(default_factory=dict)  # receipt handle -> seconds, set during an invocation
+
+    def change_visibility(self, receipt_handle: str, seconds: int) -> None:
+        """A consumer's ChangeMessageVisibility of a message it received: the message is hidden
+        for ``seconds`` of simulated time from the invocation's instant (if it fails its item)."""
+        self._deferred[receipt_handle] = seconds
 
     @property
     def in_flight(self) -> int:
@@ -140,6 +148,8 @@ class SqsEventSource:
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
         self.stats.deleted += len(done)
         for m in batch:
+            deferred = self._deferred.pop(m["ReceiptHandle"], None)
             if m["MessageId"] in failed_ids:
                 self.stats.failed += 1
-                self._hidden[m["MessageId"]] = (now + self.visibility_timeout, m["ReceiptHandle"])
+                hidden = self.visibility_timeout if deferred is None else timedelta(seconds=deferred)
+                self._hidden[m["MessageId"]] = (now + hidden, m["ReceiptHandle"])

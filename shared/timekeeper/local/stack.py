@@ -215,6 +215,7 @@ class LocalStack:
         if self.renderer is not None:
             self.renderer.wait()
             adapters.install_renderer_client(None)
+        adapters.install_visibility_changer(None)
         self.aws.stop()
         api_edge.reset()
         edge.reset()
@@ -271,6 +272,12 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             batch_size=pair.pipeline.consumer.batch_size, max_concurrency=pair.pipeline.consumer.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s))
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
+    by_arn = {source.queue_arn: source for source in sources.values()}
+
+    def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None:
+        by_arn[queue_arn].change_visibility(receipt_handle, seconds)
+
+    adapters.install_visibility_changer(change_visibility)
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     adapters.install_renderer_client(renderer)
     return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,

@@ -12,13 +12,15 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
 2. **The file.** A query source streams its pinned version to
    ``deliveries/<workspace>/<run id>.<csv|xlsx>`` with the exports' writer; a report source
    requests a render with the run id as its idempotency key and polls ``report_renders``
-   for up to :data:`RENDER_POLL_S` seconds (unfinished: raise, the queue retries within
-   its three receives; the consumer settles ``failed`` on the last). The complete file is
+   for up to :data:`RENDER_POLL_S` seconds (unfinished: raise :class:`RenderUnfinished`,
+   the run is received again after the pipeline's backoff within its three receives and
+   settles ``failed`` / ``render_unfinished`` on the last). The complete file is
    recorded in ``query_delivery_sources`` (key, size, sha256, rows, report version and
    whether it changed since the schedule's previous run); a retry reuses it when the
    object is still there with that checksum.
-3. **Empty**: a query with no rows and ``skip_when_empty`` -> ``Skipped("skipped_empty")``,
-   no message.
+3. **Empty**: with ``skip_when_empty``, a query file with no rows, or a report whose every
+   section returned no rows (the render's ``section_row_counts``; one non-empty section
+   makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
 4. **Each recipient**, resolved now: deactivated, left the workspace, no longer allowed
    to read the source, or without an address -> a ``skipped`` delivery row with the
    reason; otherwise a personal signed link (:mod:`timekeeper.reporting.links`), the
@@ -78,12 +80,14 @@ from timekeeper.reporting.delivery_journal import (
 )
 from timekeeper.reporting.delivery_store import (
     Delivery,
+    DeliveryAttempt,
     DeliverySource,
     QuerySchedule,
     contacts,
     get_delivery,
     get_query_schedule,
     get_source,
+    list_attempts,
     list_deliveries,
     list_recipients,
     outbox_claimed,
@@ -92,7 +96,7 @@ from timekeeper.reporting.delivery_store import (
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner
 from timekeeper.reporting.templates import Message
-from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded
+from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 
 OWNER = "queries"
@@ -103,9 +107,22 @@ STALENESS = timedelta(hours=6)
 RENDER_POLL_S = 720
 #: Seconds between two reads of a render's state.
 RENDER_POLL_INTERVAL_S = 5
+#: Recipients a schedule may have (checked when it is saved).
+MAX_RECIPIENTS = 1000
+#: What one recipient costs a run (seconds): the link signed, the templates rendered, the
+#: submission and its recorded outcome. Measured against moto SES by benchmarks/delivery.py:
+#: 5.0 ms on a quiet machine (199 recipients/s), 19.7 ms under a load average of 12-18 on
+#: its 2 vCPUs (51/s); the budget takes the slower, rounded up.
+SEND_COST_S = 0.02
+#: Seconds a run keeps for everything beside the poll and the submissions: the start, the
+#: access rule, the render request, the recipients' resolution, the file record and the
+#: settlement (a few statements, each under the workers' 15 s statement timeout).
+RUN_OVERHEAD_S = 60
 
 SOURCE_ACCESS_LOST = "source_access_lost"
 SKIPPED_EMPTY = "skipped_empty"
+#: The render did not finish within the poll of the message's last receive.
+RENDER_UNFINISHED = "render_unfinished"
 #: Skip reasons of a delivery row (``removed``: a recipient whose submission failed and who
 #: was taken off the schedule before the retry).
 DEACTIVATED, NO_ADDRESS, LEFT_WORKSPACE, NO_ACCESS = "deactivated", "no_address", "left_workspace", "no_access"
@@ -163,8 +180,29 @@ class DeliveryServices:
     tmp_dir: str | None = None
 
 
-class RenderUnfinished(Exception):  # noqa: N818 - retried by the queue
-    """The report's render did not finish within the poll."""
+class RenderUnfinished(RetryableFault):
+    """The report's render did not finish within the poll: retried within the queue's
+    receives after the pipeline's backoff, ``render_unfinished`` on the last."""
+
+    code = RENDER_UNFINISHED
+
+
+def worst_case_run_s(recipients: int, *, poll_s: float = RENDER_POLL_S, send_cost_s: float = SEND_COST_S) -> float:
+    """The longest one receive of a report delivery to ``recipients`` recipients takes
+    (seconds): :data:`RUN_OVERHEAD_S`, the whole render poll plus one poll interval it may
+    overshoot by, and :data:`SEND_COST_S` per recipient. It must fit in the consumer's
+    timeout (:func:`check_time_budget`)."""
+    return RUN_OVERHEAD_S + poll_s + RENDER_POLL_INTERVAL_S + recipients * send_cost_s
+
+
+def check_time_budget(consumer_timeout_s: int) -> None:
+    """Raise ``ValueError`` when a report run with a whole render poll and
+    :data:`MAX_RECIPIENTS` recipients would not finish within ``consumer_timeout_s``
+    (seconds): the consumer would be killed mid-send and the run retried."""
+    needed = worst_case_run_s(MAX_RECIPIENTS)
+    if needed > consumer_timeout_s:
+        raise ValueError(f"a {RENDER_POLL_S} s render poll and {MAX_RECIPIENTS} recipients need {needed:.0f} s: "
+                         f"does not fit in the consumer's {consumer_timeout_s} s")
 
 
 class DeliveryIncomplete(Exception):  # noqa: N818 - retried by the queue
@@ -225,7 +263,9 @@ def deliver(ctx: RunContext) -> Outcome:
                "source": {"kind": source.source_kind, "object_key": source.object_key, "sha256": source.sha256,
                           "row_count": source.row_count, "report_version": source.report_version},
                "version_changed": source.version_changed}
-    if source.source_kind == "query" and source.row_count == 0 and schedule.skip_when_empty:
+    if source.section_row_counts is not None:
+        summary["source"]["section_row_counts"] = source.section_row_counts
+    if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
     outcomes = _deliver_to_recipients(run, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
@@ -357,7 +397,8 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
     assert render.object_key is not None and render.sha256 is not None
     return record_source(run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
                           sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
-                          render_id=render.id,
+                          render_id=render.id, section_row_counts=render.section_row_counts,
+                          row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
                           version_changed=previous_version is not None and previous_version != render.report_version)
 
 
@@ -486,8 +527,9 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
 
 
 __all__ = [
-    "DELIVER", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "STALENESS", "Delivery", "DeliveryIncomplete",
-    "DeliveryServices", "DeliverySource", "QuerySchedule", "RenderUnfinished", "RunTakenOver",
-    "check_source_access", "classify_submission_error", "deliver", "get_delivery", "get_query_schedule",
-    "get_source", "list_deliveries", "list_recipients", "object_key",
+    "DELIVER", "MAX_RECIPIENTS", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED", "STALENESS",
+    "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
+    "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
+    "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
+    "list_recipients", "object_key", "worst_case_run_s",
 ]

@@ -5,15 +5,17 @@
 -- name: record_source
 INSERT INTO query_delivery_sources (run_id, workspace_id, schedule_id, source_kind, format, object_key,
                                     byte_size, sha256, row_count, query_id, query_version, report_id,
-                                    report_version, render_id, version_changed, acted_for, created_at)
+                                    report_version, render_id, version_changed, acted_for, created_at,
+                                    section_row_counts)
 SELECT %(run_id)s, %(workspace_id)s, %(schedule_id)s, %(source_kind)s, %(format)s, %(object_key)s,
        %(byte_size)s, %(sha256)s, %(row_count)s, %(query_id)s, %(query_version)s, %(report_id)s,
-       %(report_version)s, %(render_id)s, %(version_changed)s, %(acted_for)s, %(now)s
+       %(report_version)s, %(render_id)s, %(version_changed)s, %(acted_for)s, %(now)s, %(section_row_counts)s
  WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
 ON CONFLICT (run_id) DO UPDATE SET object_key = EXCLUDED.object_key, byte_size = EXCLUDED.byte_size,
        sha256 = EXCLUDED.sha256, row_count = EXCLUDED.row_count, acted_for = EXCLUDED.acted_for
 RETURNING run_id, workspace_id, schedule_id, source_kind, format, object_key, byte_size, sha256, row_count, query_id,
-          query_version, report_id, report_version, render_id, version_changed, acted_for, created_at
+          query_version, report_id, report_version, render_id, version_changed, acted_for, created_at,
+          section_row_counts
 
 -- name: record_skips
 WITH held AS (SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running'
@@ -70,6 +72,15 @@ written AS (
            link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
            error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
      WHERE query_deliveries.status <> 'sent'
+    RETURNING 1),
+attempted AS (
+    -- This attempt's outcome for the recipient, kept beside the row's latest (a re-record of
+    -- an earlier attempt's submission adds none).
+    INSERT INTO query_delivery_attempts (run_id, user_id, attempt, workspace_id, status, provider_message_id, at)
+    SELECT %(run_id)s, %(user_id)s, %(attempt)s, %(workspace_id)s, 'sent', %(id)s, %(now)s
+     WHERE %(submitted)s = 1 AND EXISTS (SELECT FROM relaxed)
+    ON CONFLICT (run_id, user_id, attempt) DO UPDATE SET status = 'sent', error_code = NULL,
+           provider_message_id = EXCLUDED.provider_message_id, at = EXCLUDED.at
     RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
        AND (%(next_key)s::text IS NULL OR EXISTS (SELECT 1 FROM query_delivery_outbox
@@ -90,6 +101,11 @@ written AS (
     ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
            error_code = EXCLUDED.error_code, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
      WHERE query_deliveries.status <> 'sent'
+    RETURNING 1),
+attempted AS (
+    INSERT INTO query_delivery_attempts (run_id, user_id, attempt, workspace_id, status, error_code, at)
+    VALUES (%(run_id)s, %(user_id)s, %(attempt)s, %(workspace_id)s, 'failed', %(code)s, %(now)s)
+    ON CONFLICT (run_id, user_id, attempt) DO NOTHING
     RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
        AND (%(next_key)s::text IS NULL OR EXISTS (SELECT 1 FROM query_delivery_outbox

@@ -63,6 +63,15 @@ class DeliverySource:
     version_changed: bool
     acted_for: str
     created_at: datetime
+    #: A report's rows per section, in section order (None: a query, or not recorded).
+    section_row_counts: list[int] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether the delivered data is empty: a query file without rows, or a report whose
+        every section returned no rows (``row_count`` is their sum). Unknown counts are not
+        empty."""
+        return self.row_count == 0
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,30 @@ class Delivery:
     updated_at: datetime
     #: A failed recipient's reason (:data:`PERMANENT_REFUSALS` values are permanent).
     error_code: str | None = None
+
+
+@dataclass(frozen=True)
+class DeliveryAttempt:
+    """One attempt's outcome for one recipient (``query_delivery_attempts``): ``status``
+    sent (``provider_message_id``) | failed (``error_code``); ``at`` the attempt's instant
+    (aware UTC)."""
+
+    run_id: UUID
+    user_id: str
+    attempt: int
+    status: str
+    error_code: str | None
+    provider_message_id: str | None
+    at: datetime
+
+
+def list_attempts(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> dict[str, list[DeliveryAttempt]]:
+    """Each attempt's outcome per recipient of run ``run_id``: ``{user id: [attempt, ...]}``,
+    oldest attempt first (recipients skipped without a submission have none)."""
+    out: dict[str, list[DeliveryAttempt]] = {}
+    for attempt in fetch_all(conn, SQL["list_attempts"], (workspace_id, run_id), DeliveryAttempt):
+        out.setdefault(attempt.user_id, []).append(attempt)
+    return out
 
 
 def get_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> QuerySchedule | None:

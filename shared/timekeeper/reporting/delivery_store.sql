@@ -13,7 +13,8 @@ SELECT user_id FROM query_schedule_recipients WHERE workspace_id = %s AND schedu
 
 -- name: get_source
 SELECT run_id, workspace_id, schedule_id, source_kind, format, object_key, byte_size, sha256, row_count, query_id,
-       query_version, report_id, report_version, render_id, version_changed, acted_for, created_at
+       query_version, report_id, report_version, render_id, version_changed, acted_for, created_at,
+       section_row_counts
   FROM query_delivery_sources WHERE workspace_id = %s AND run_id = %s
 
 -- name: list_deliveries
@@ -36,3 +37,8 @@ SELECT report_version FROM query_delivery_sources
 
 -- name: contacts
 SELECT id, display_name, email FROM users WHERE id = ANY(%s)
+
+-- name: list_attempts
+-- Each attempt's outcome per recipient of a run, oldest attempt first.
+SELECT run_id, user_id, attempt, status, error_code, provider_message_id, at
+  FROM query_delivery_attempts WHERE workspace_id = %s AND run_id = %s ORDER BY user_id, attempt

@@ -28,6 +28,7 @@ from timekeeper.platform.directory import member_with_user
 from timekeeper.reporting import reports, store
 from timekeeper.reporting.delivery import (
     DELIVER,
+    MAX_RECIPIENTS,
     OWNER,
     QuerySchedule,
     check_source_access,
@@ -40,8 +41,6 @@ from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.reporting", "query_schedules.sql")
 
-#: Recipients a schedule may have.
-MAX_RECIPIENTS = 1000
 #: The longest lifetime of a delivery's signed links (hours); the files bucket keeps
 #: delivered files longer (``infra.storage``).
 MAX_LINK_TTL_HOURS = 720

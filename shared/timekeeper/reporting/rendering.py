@@ -129,6 +129,15 @@ class ReportRender:
     requested_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    #: The rows each section showed, in section order (set when it succeeded; None for a
+    #: render recorded before the counts were kept).
+    section_row_counts: list[int] | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether the report came out empty: every section returned no rows (False while
+        the counts are unknown)."""
+        return self.section_row_counts is not None and all(count == 0 for count in self.section_row_counts)
 
     @property
     def terminal(self) -> bool:
@@ -309,7 +318,7 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         with conn.transaction():
             done = _fetch(
                 conn, SQL["finish_succeeded"],
-                (key, len(pdf), digest, pages, now, row.id, row.attempts))
+                (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections], row.id, row.attempts))
             if done is None:  # another attempt took over and settled it
                 done = _fetch(conn, SQL["render_by_id"], (row.id,))
         assert done is not None

@@ -10,8 +10,9 @@ skipped stale rather than sent. The handler needs ``ctx.services["delivery"]`` (
 
 from __future__ import annotations
 
-from timekeeper.reporting.delivery import DELIVER, OWNER, STALENESS, deliver
+from timekeeper.reporting.delivery import DELIVER, OWNER, STALENESS, check_time_budget, deliver
 from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.topology import QUERIES
 
 #: The route that alone creates, changes and runs ``queries.deliver`` schedules: a delivery
 #: needs its settings (source, format, recipients, templates), which the generic schedules
@@ -19,9 +20,12 @@ from timekeeper.schedules.work import WorkKindRegistry
 ROUTE = "/query-schedules"
 
 
-def register(registry: WorkKindRegistry) -> None:
+def register(registry: WorkKindRegistry, *, consumer_timeout_s: int = QUERIES.consumer_timeout_s) -> None:
     """Register ``queries.deliver`` under owner ``"queries"`` with its own :data:`ROUTE`;
-    raises ``ValueError`` when it is registered already."""
+    raises ``ValueError`` when it is registered already, or when a whole render poll and
+    the most recipients would not fit in ``consumer_timeout_s`` (seconds; the topology's
+    queries consumer by default: :func:`~timekeeper.reporting.delivery.check_time_budget`)."""
+    check_time_budget(consumer_timeout_s)
     registry.register(OWNER, DELIVER, deliver, staleness=STALENESS, leased=True, route=ROUTE)
 
 

@@ -22,7 +22,9 @@ For the run messages of one batch:
 
 Settlement is fenced by the attempt number: a holder whose run was taken over records
 nothing and its effects roll back. A handler that raises is retried on a later receive
-(its lease given back at once) and settled failed ``unexpected_error`` on the final one.
+(its lease given back at once, its message received again after the pipeline's backoff)
+and settled failed ``unexpected_error`` on the final one (a :class:`RetryableFault`: its
+own code).
 After the commit, the handlers' ``after_commit`` callbacks run.
 """
 
@@ -53,14 +55,30 @@ from timekeeper.schedules.settlement import (
     settle_completed,
     settle_run,
 )
-from timekeeper.schedules.work import Outcome, Refused, RunContext, Skipped, Succeeded, WorkKind, WorkKindRegistry
+from timekeeper.schedules.work import (
+    Outcome,
+    Refused,
+    RetryableFault,
+    RunContext,
+    Skipped,
+    Succeeded,
+    WorkKind,
+    WorkKindRegistry,
+)
 
 SQL = load_queries("timekeeper.schedules", "consumer.sql")
 _ERROR_LIMIT = 2000
 
 
 class RetryLater(Exception):  # noqa: N818 - a signal, not an error condition of ours
-    """The message must be redelivered later (live lease elsewhere, or a retryable fault)."""
+    """The message must be redelivered later (live lease elsewhere, or a retryable fault).
+    ``delay_s``: the backoff before its next receive (seconds; a handler's fault), or None
+    for the queue's own visibility timeout (a run held by another consumer waits out its
+    lease)."""
+
+    def __init__(self, message: str, *, delay_s: int | None = None) -> None:
+        super().__init__(message)
+        self.delay_s = delay_s
 
 
 class MisroutedMessage(ValueError):
@@ -78,11 +96,21 @@ class ConsumerSettings:
     lease: timedelta
     max_receive_count: int
     failure_threshold: int = 5
+    #: The backoff before the next receive of a run whose handler raised, by the receive
+    #: that failed (seconds; the last entry repeats). Empty: the queue's visibility timeout.
+    retry_backoff_s: tuple[int, ...] = ()
 
     @classmethod
     def from_pipeline(cls, pipeline: Any) -> ConsumerSettings:
         return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.consumer.max_receive_count,
-                   failure_threshold=pipeline.failure_pause_threshold)
+                  
+                   failure_threshold=pipeline.failure_pause_threshold, retry_backoff_s=pipeline.retry_backoff_s)
+
+    def retry_delay_s(self, receive_count: int) -> int | None:
+        """The backoff after receive ``receive_count`` (1-based) failed, or None."""
+        if not self.retry_backoff_s:
+            return None
+        return self.retry_backoff_s[min(max(receive_count, 1), len(self.retry_backoff_s)) - 1]
 
     @property
     def max_attempts(self) -> int:
@@ -360,9 +388,10 @@ def _judge(batch: _Batch, run: StartedRun, outcome: Outcome | BaseException) -> 
                         pause_reason=outcome.pause_reason)
     text = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()[:_ERROR_LIMIT]
     if batch.final(run):
+        code = outcome.code if isinstance(outcome, RetryableFault) else "unexpected_error"
         obs.logger.error("work kind raised on the final receive; settling failed",
-                         extra={"error": text, "run_id": str(run.id)})
-        return _Verdict("failed", "unexpected_error", error=text)
+                         extra={"error": text, "run_id": str(run.id), "outcome_code": code})
+        return _Verdict("failed", code, error=text)
     obs.logger.warning("work kind raised; the message will be redelivered",
                        extra={"error": text, "run_id": str(run.id)})
     return _Retry(outcome, text)
@@ -482,7 +511,8 @@ def _settle(batch: _Batch, verdicts: list[tuple[StartedRun, _Verdict | _Retry]]
                                                            "error": verdict.text}).rowcount
             if not released:
                 fenced.add(run.id)
-            retry = RetryLater(verdict.text)
+            retry = RetryLater(verdict.text,
+                               delay_s=settings.retry_delay_s(batch.receive_counts.get(run.id, 1)))
             retry.__cause__ = verdict.error
             results[run.id] = retry
     return results, fenced

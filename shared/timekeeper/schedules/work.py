@@ -67,6 +67,15 @@ class Refused:
 Outcome = Succeeded | Skipped | Refused
 
 
+class RetryableFault(Exception):  # noqa: N818 - a fault the work kind names, retried like any other
+    """A fault a work kind expects may pass (a render still running, a provider down):
+    raised like any fault, so the run is retried within the queue's receives after the
+    pipeline's backoff; on the final receive it settles ``failed`` with :attr:`code`
+    instead of ``unexpected_error``. Subclasses set ``code``."""
+
+    code: str = "unexpected_error"
+
+
 @dataclass
 class RunContext:
     """What a work-kind handler receives.

@@ -7,8 +7,9 @@ transaction unless it says it commits.
 Rules implemented here:
 
 * Planning: version 1 of every completed workspace-local month, once (the version key);
-  months missed while the planner was down are planned by the next pass, within
-  ``horizon_months`` and never before the workspace existed; loading, disabled and
+  every expected month within ``horizon_months`` (never before the workspace existed) that
+  has no run is planned by the next pass, whatever runs later months have (a staff
+  backfill of a later month does not hide an earlier missed one); loading, disabled and
   policy-disabled workspaces get the row with its skip reason.
 * Admission (per owner, serialized by an advisory lock): at most ``cap`` runs queued or
   running, at most ``backfill_lane`` of them backfills. The backfill lane is reserved, not
@@ -263,19 +264,77 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
 @dataclass(frozen=True)
 class PeriodStatus:
     """One period of a workspace's listing: ``status`` (``published``, ``skipped``,
-    ``failed``, or the active state), the ``chosen_version`` (the current one, else the
-    latest), ``basis``, ``published_at``, ``skip_reason`` and ``overdue``."""
+    ``failed``, the active state, or ``missing``: an expected month never planned), the
+    ``chosen_version`` (the current one, else the latest; None when missing), ``basis``,
+    ``published_at``, ``skip_reason``, ``overdue`` and the chosen ``run_id`` (None when
+    missing)."""
 
     owner: str
     snapshot_type: str
     period: date
     status: str
-    chosen_version: int
+    chosen_version: int | None
     basis: dict[str, Any] | None
     published_at: datetime | None
     skip_reason: str | None
     overdue: bool
-    run_id: UUID
+    run_id: UUID | None
+
+
+#: The status of an expected month that has no run.
+MISSING = "missing"
+#: A period listing's key: ``(owner, snapshot type, period)``.
+PeriodKey = tuple[str, str, date]
+
+
+@dataclass(frozen=True)
+class PeriodPage:
+    """A page of a period listing: ``items`` and ``next``, the key to pass as ``after`` for
+    the next page (None on the last)."""
+
+    items: list[PeriodStatus]
+    next: PeriodKey | None
+
+
+def _status(run: SnapshotRun, timezone: str, now: datetime) -> PeriodStatus:
+    published = run.is_current
+    return PeriodStatus(
+        owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
+        status="published" if published else run.state, chosen_version=run.version, basis=run.basis,
+        published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id,
+        overdue=is_overdue(run.period, timezone, now, published=published, skipped=run.state == "skipped"))
+
+
+def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
+                 types: list[SnapshotType], owner: str | None = None, snapshot_type: str | None = None,
+                 after: PeriodKey | None = None, limit: int = 100) -> PeriodPage:
+    """One page of the workspace's periods, owner, type and period descending (newest
+    first per type): every expected month of ``types`` (the workspace's first local month
+    through the last one completed at ``now``) and every period with runs. A month never
+    planned is ``missing`` (overdue 24 hours after its local month end). ``after``: the
+    previous page's ``next``; ``limit`` >= 1 (``ValueError`` otherwise)."""
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    keys = fetch_rows(conn, SQL["page_periods"], {
+        **_type_arrays(types), "workspace_id": workspace_id, "now": now, "owner": owner,
+        "snapshot_type": snapshot_type, "after_owner": after[0] if after else None,
+        "after_type": after[1] if after else None, "after_period": after[2] if after else None,
+        "limit": limit + 1})
+    page = keys[:limit]
+    ids = [k["run_id"] for k in page if k["run_id"] is not None]
+    runs = {r.id: r for r in fetch_runs(conn, SQL["runs_by_id"], {"ids": ids})} if ids else {}
+    items = []
+    for key in page:
+        run = runs.get(key["run_id"]) if key["run_id"] is not None else None
+        if run is not None:
+            items.append(_status(run, timezone, now))
+        else:
+            items.append(PeriodStatus(
+                owner=key["owner"], snapshot_type=key["snapshot_type"], period=key["period"], status=MISSING,
+                chosen_version=None, basis=None, published_at=None, skip_reason=None, run_id=None,
+                overdue=is_overdue(key["period"], timezone, now, published=False, skipped=False)))
+    last = page[-1] if len(keys) > limit and page else None
+    return PeriodPage(items, (last["owner"], last["snapshot_type"], last["period"]) if last else None)
 
 
 def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
@@ -283,15 +342,8 @@ def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str,
     """The workspace's periods, newest first per type (see :class:`PeriodStatus`)."""
     runs = fetch_runs(conn, SQL["list_periods"], {"workspace_id": workspace_id, "owner": owner,
                                                   "snapshot_type": snapshot_type})
-    out = []
-    for run in sorted(runs, key=lambda r: (r.owner, r.snapshot_type, r.period), reverse=True):
-        published = run.is_current
-        out.append(PeriodStatus(
-            owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
-            status="published" if published else run.state, chosen_version=run.version, basis=run.basis,
-            published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id,
-            overdue=is_overdue(run.period, timezone, now, published=published, skipped=run.state == "skipped")))
-    return out
+    return [_status(run, timezone, now)
+            for run in sorted(runs, key=lambda r: (r.owner, r.snapshot_type, r.period), reverse=True)]
 
 
 def jsonb(value: dict[str, Any] | None) -> Jsonb | None:

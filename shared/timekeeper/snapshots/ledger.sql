@@ -1,25 +1,30 @@
 -- name: plan_months
--- Plan version 1 of every completed workspace-local month of each (workspace, type) since
--- the latest month already planned, within the horizon (never before the workspace
--- existed). One index probe per (workspace, type) finds the latest planned month, so a
--- pass with nothing new to plan costs the same however much history there is. Two
--- planners racing insert one row per month (the version key), the other does nothing.
--- Loading, disabled and policy-disabled workspaces get the row with the skip reason.
+-- Plan version 1 of every completed workspace-local month of each (workspace, type) within
+-- the horizon (never before the workspace existed) that has no run at all, whatever runs
+-- other months have: a staff backfill or re-run of a later month does not hide an earlier
+-- month the planner missed. One primary-key probe per expected month (the horizon bounds
+-- them: at most horizon + 1 per workspace and type), so a pass with nothing new to plan
+-- costs the same however much history there is. Two planners racing insert one row per
+-- month (the version key), the other does nothing. Loading, disabled and policy-disabled
+-- workspaces get the row with the skip reason.
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
-), months AS (
+), expected AS (
     SELECT w.id AS workspace_id, w.status, w.snapshots_enabled, t.owner, t.snapshot_type,
            generate_series(
                greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s),
-                        latest.period + interval '1 month'),
+                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
                date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
                interval '1 month')::date AS period
       FROM workspaces w
      CROSS JOIN types t
-     CROSS JOIN LATERAL (SELECT max(r.period) AS period FROM snapshot_runs r
-                          WHERE r.owner = t.owner AND r.snapshot_type = t.snapshot_type
-                            AND r.workspace_id = w.id) latest
+), months AS (
+    -- A month with any run (planned, a backfill, a re-run) is not planned again: one probe
+    -- of the version key's prefix per expected month.
+    SELECT e.* FROM expected e
+     WHERE NOT EXISTS (SELECT FROM snapshot_runs r
+                        WHERE r.owner = e.owner AND r.snapshot_type = e.snapshot_type
+                          AND r.workspace_id = e.workspace_id AND r.period = e.period)
 )
 INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
                            created_at, updated_at)
@@ -187,6 +192,45 @@ SELECT DISTINCT ON (r.owner, r.snapshot_type, r.period) r.*
    AND (%(owner)s::text IS NULL OR r.owner = %(owner)s) AND (%(snapshot_type)s::text IS NULL
         OR r.snapshot_type = %(snapshot_type)s)
  ORDER BY r.owner, r.snapshot_type, r.period DESC, r.is_current DESC, r.version DESC
+
+-- name: page_periods
+-- One page of a workspace's periods, owner, type and period descending: every expected month
+-- of the given types (the workspace's first local month through the last completed one)
+-- and every period that has runs, each once, with the run the listing chooses (the current
+-- version, else the latest; NULL: never planned). Keyset: strictly after the previous
+-- page's last (owner, type, period).
+WITH types AS (
+    SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
+     WHERE (%(owner)s::text IS NULL OR t.owner = %(owner)s)
+       AND (%(snapshot_type)s::text IS NULL OR t.snapshot_type = %(snapshot_type)s)
+), expected AS (
+    SELECT t.owner, t.snapshot_type,
+           generate_series(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                           date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
+                           interval '1 month')::date AS period
+      FROM workspaces w CROSS JOIN types t
+     WHERE w.id = %(workspace_id)s
+), recorded AS (
+    SELECT r.owner, r.snapshot_type, r.period FROM snapshot_runs r
+     WHERE r.workspace_id = %(workspace_id)s
+       AND (%(owner)s::text IS NULL OR r.owner = %(owner)s)
+       AND (%(snapshot_type)s::text IS NULL OR r.snapshot_type = %(snapshot_type)s)
+), periods AS (
+    SELECT owner, snapshot_type, period FROM expected UNION SELECT owner, snapshot_type, period FROM recorded
+)
+SELECT p.owner, p.snapshot_type, p.period,
+       (SELECT r.id FROM snapshot_runs r
+         WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type AND r.workspace_id = %(workspace_id)s
+           AND r.period = p.period
+         ORDER BY r.is_current DESC, r.version DESC LIMIT 1) AS run_id
+  FROM periods p
+ WHERE %(after_period)s::date IS NULL
+    OR (p.owner, p.snapshot_type, p.period) < (%(after_owner)s::text, %(after_type)s::text, %(after_period)s::date)
+ ORDER BY p.owner DESC, p.snapshot_type DESC, p.period DESC
+ LIMIT %(limit)s
+
+-- name: runs_by_id
+SELECT * FROM snapshot_runs WHERE id = ANY(%(ids)s::uuid[])
 
 -- name: lost_jobs
 -- Running runs whose job stopped beating (its messages were exhausted or lost): each is a

@@ -1,0 +1,45 @@
+"""The local event source keeps a consumer's visibility change (a retry's backoff) in
+simulated time: the failed message comes back after the backoff, not the queue's timeout."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import boto3
+from moto import mock_aws
+
+from timekeeper.local.event_source import SqsEventSource
+
+NOW = datetime(2027, 3, 1, 6, tzinfo=UTC)
+
+
+def test_a_failed_message_whose_visibility_was_changed_returns_after_the_backoff(monkeypatch):
+    credentials = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        calls: list[str] = []
+        source: SqsEventSource
+
+        def function(event):
+            (record,) = event["Records"]
+            calls.append(record["messageId"])
+            if len(calls) == 1:  # the first receive fails its item after setting a 30 s backoff
+                source.change_visibility(record["receiptHandle"], 30)
+                return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+            return {"batchItemFailures": []}
+
+        source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                                max_concurrency=2, visibility_timeout=timedelta(seconds=5400))
+        sqs.send_message(QueueUrl=url, MessageBody="{}")
+        # When the first receive fails with a 30 s backoff
+        assert source.poll(NOW) == 1
+        # Then the message is hidden for 30 simulated seconds, not the queue's 5,400
+        assert source.next_visible_at() == NOW + timedelta(seconds=30)
+        assert source.poll(NOW + timedelta(seconds=29)) == 0
+        assert source.poll(NOW + timedelta(seconds=30)) == 1
+        assert len(calls) == 2 and source.in_flight == 0
