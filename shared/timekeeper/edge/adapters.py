@@ -27,7 +27,7 @@ from timekeeper.settings import (
     run_queue_url_variable,
     settings,
 )
-from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, WORK_QUEUES
+from timekeeper.topology import PIPELINES, PROXY_IDLE_CLIENT_TIMEOUT_S, PUBLISH_IN_FLIGHT, WORK_QUEUES
 
 
 def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
@@ -94,8 +94,12 @@ def provision_logins(conn: psycopg.Connection) -> list[str]:
 
 @cache
 def sqs_client() -> Any:
-    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
-    return boto3.client("sqs")
+    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack), its
+    connection pool as large as the calls a publish keeps in flight
+    (:data:`timekeeper.topology.PUBLISH_IN_FLIGHT`; botocore's default is 10)."""
+    from botocore.config import Config
+
+    return boto3.client("sqs", config=Config(max_pool_connections=PUBLISH_IN_FLIGHT))
 
 
 @cache
