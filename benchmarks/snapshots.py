@@ -71,6 +71,9 @@ def planner(conn: psycopg.Connection, workspaces: int) -> list[list[object]]:
             first = plan(conn, reg, now=NOW, horizon_months=history_months + 1)
         first_s = time.perf_counter() - started
         planned = first.planned + first.skipped
+        # The history is published (the steady state): every planned month gets its current version
+        conn.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+                     "WHERE state = 'planned'", (NOW,))
         conn.execute("VACUUM ANALYZE snapshot_runs")
         idle, overdue = [], []
         for _ in range(5):

@@ -658,3 +658,34 @@ def test_the_watermark_never_covers_a_month_another_planner_has_not_committed(db
 def _plan_on_own_connection(db_url: str, reg: SnapshotRegistry) -> int:
     with connect(db_url) as own, own.transaction():
         return plan(own, reg, now=NOW).planned
+
+
+def test_settled_months_are_not_looked_up_again_and_an_unsettled_one_stays_overdue(db):
+    # Given a workspace since December whose three months are planned, and December and
+    # January published, February not (it is overdue on March 2nd, a day after its end)
+    ws = workspace(db)
+    reg = registry()
+    plan(db, reg, now=NOW)
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+               "WHERE workspace_id = %s AND period < '2027-02-01'", (NOW, ws))
+    later = datetime(2027, 3, 2, 13, tzinfo=UTC)
+    overdue = {(t, p) for _, _, t, p in plan(db, reg, now=later).overdue}
+    assert overdue == {(t, date(2027, 2, 1)) for t in ("ar_aging", "membership_counts", "selftest")}
+    # Then the settled range stays empty: February is in the window and not settled
+    assert db.execute("SELECT count(*) AS n FROM snapshot_planner_watermarks WHERE settled_from IS NOT NULL"
+                      ).fetchone()["n"] == 0
+    # When February is published too, the next pass finds nothing overdue and settles the window
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+               "WHERE workspace_id = %s AND state = 'planned'", (later, ws))
+    assert plan(db, reg, now=later).overdue == []
+    row = db.execute("SELECT settled_from, settled_through FROM snapshot_planner_watermarks "
+                     "WHERE workspace_id = %s AND snapshot_type = 'ar_aging'", (ws,)).fetchone()
+    assert (row["settled_from"], row["settled_through"]) == (date(2026, 12, 1), date(2027, 2, 1))
+    # And a settled month is not looked up again (its row made unsettled behind the planner's back
+    # is not noticed), while March, once ended, is counted overdue a day after its end
+    db.execute("UPDATE snapshot_runs SET is_current = false WHERE workspace_id = %s AND period = '2027-01-01'",
+               (ws,))
+    assert plan(db, reg, now=later).overdue == []
+    april = datetime(2027, 4, 2, 13, tzinfo=UTC)
+    overdue = {(t, p) for _, _, t, p in plan(db, reg, now=april).overdue}
+    assert overdue == {(t, date(2027, 3, 1)) for t in ("ar_aging", "membership_counts", "selftest")}

@@ -84,28 +84,60 @@ SELECT id, state FROM inserted
 -- Completed periods (within the horizon, since the workspace existed) whose local month
 -- ended more than `grace` ago and that have neither a current version nor a skip reason:
 -- counted from the months that SHOULD exist, so a month the planner never inserted is
--- overdue too.
+-- overdue too. The months inside the watermark's settled range are settled already (a
+-- current version or a skip row stays so) and are not looked up, so the count costs the
+-- same however much history there is; the range then covers the window (joined to the old
+-- range when they touch) when every month of the window is settled. Runs after
+-- plan_months, whose watermark row it updates (none: nothing is recorded).
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
-), months AS (
+), windows AS (
     SELECT w.id AS workspace_id, w.timezone, t.owner, t.snapshot_type,
-           generate_series(
-               greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
-               date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
-               interval '1 month')::date AS period
-      FROM workspaces w CROSS JOIN types t
+           greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                    date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)
+                   )::date AS first_month,
+           (date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month')::date AS last_month,
+           k.settled_from, k.settled_through
+      FROM workspaces w
+     CROSS JOIN types t
+      LEFT JOIN snapshot_planner_watermarks k
+        ON k.workspace_id = w.id AND k.owner = t.owner AND k.snapshot_type = t.snapshot_type
      WHERE w.status <> 'disabled'
+), unsettled AS (
+    SELECT * FROM windows
+     WHERE first_month <= last_month
+       AND (settled_from IS NULL OR settled_from > first_month OR settled_through < last_month)
+), months AS (
+    SELECT u.*, m.period::date AS period,
+           -- A scalar subquery, probed per expected month through the settled-periods
+           -- index: an anti-join would read every settled period of the history instead.
+           (SELECT EXISTS (SELECT FROM snapshot_runs r
+                            WHERE r.owner = u.owner AND r.snapshot_type = u.snapshot_type
+                              AND r.workspace_id = u.workspace_id AND r.period = m.period
+                              AND (r.is_current OR r.state = 'skipped'))) AS settled
+      FROM unsettled u
+     CROSS JOIN LATERAL generate_series(u.first_month, u.last_month, interval '1 month') AS m(period)
+     WHERE u.settled_from IS NULL OR m.period < u.settled_from OR m.period > u.settled_through
+), advanced AS (
+    UPDATE snapshot_planner_watermarks k
+       SET settled_from = CASE WHEN k.settled_from IS NOT NULL
+                                AND k.settled_through >= (u.first_month - interval '1 month')::date
+                                AND k.settled_from <= (u.last_month + interval '1 month')::date
+                               THEN least(k.settled_from, u.first_month) ELSE u.first_month END,
+           settled_through = CASE WHEN k.settled_from IS NOT NULL
+                                   AND k.settled_through >= (u.first_month - interval '1 month')::date
+                                   AND k.settled_from <= (u.last_month + interval '1 month')::date
+                                  THEN greatest(k.settled_through, u.last_month) ELSE u.last_month END
+      FROM unsettled u
+     WHERE k.workspace_id = u.workspace_id AND k.owner = u.owner AND k.snapshot_type = u.snapshot_type
+       AND NOT EXISTS (SELECT FROM months m
+                        WHERE m.workspace_id = u.workspace_id AND m.owner = u.owner
+                          AND m.snapshot_type = u.snapshot_type AND NOT m.settled)
 )
 SELECT m.workspace_id, m.owner, m.snapshot_type, m.period
   FROM months m
- WHERE ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
-   -- A scalar subquery, probed per expected month through the settled-periods index: an
-   -- anti-join would read every settled period of the history instead.
-   AND NOT (SELECT EXISTS (SELECT FROM snapshot_runs r
-                            WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
-                              AND r.workspace_id = m.workspace_id AND r.period = m.period
-                              AND (r.is_current OR r.state = 'skipped')))
+ WHERE NOT m.settled
+   AND ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
  ORDER BY m.workspace_id, m.owner, m.snapshot_type, m.period
 
 -- name: lock_owner
