@@ -177,7 +177,7 @@ class _TimedS3:
 
 def child(args: argparse.Namespace) -> None:
     """One measured export in this fresh process; prints a JSON line."""
-    import openpyxl  # noqa: F401 - imported before the baseline, as a warm Lambda would have it
+    import xlsxwriter  # noqa: F401 - imported before the baseline, as a warm Lambda would have it
 
     from timekeeper.reporting import exports as ex
 

@@ -81,3 +81,43 @@ def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int)
     publisher = ListPublisher()
     dispatch(conn, owner=owner, now=now, publisher=publisher)
     return publisher.sent
+
+
+def openpyxl_xlsx(path: str, headers, columns, rows) -> int:
+    """The XLSX writer exports used before XlsxWriter (openpyxl's write-only workbook), kept
+    as the reference the product's writer is compared with: same arguments and cells as
+    :func:`timekeeper.reporting.exports.write_xlsx`."""
+    from openpyxl import Workbook
+    from openpyxl.cell import WriteOnlyCell
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+    from timekeeper.reporting.catalogue import ColumnType
+
+    workbook = Workbook(write_only=True)
+    sheet = workbook.create_sheet("Export")
+    sheet.append(list(headers))
+
+    def text(value):
+        value = ILLEGAL_CHARACTERS_RE.sub("", value)
+        if value.startswith("="):
+            cell = WriteOnlyCell(sheet, value=value)
+            cell.data_type = "s"
+            return cell
+        return value
+
+    converters = []
+    for i, column in enumerate(columns):
+        if column.type in (ColumnType.TEXT, ColumnType.ENUM):
+            converters.append((i, text))
+        elif column.type is ColumnType.TIMESTAMP:
+            converters.append((i, lambda v: v.isoformat()))
+    count = 0
+    for row in rows:
+        out = list(row)
+        for i, convert in converters:
+            if out[i] is not None:
+                out[i] = convert(out[i])
+        sheet.append(out)
+        count += 1
+    workbook.save(path)
+    return count

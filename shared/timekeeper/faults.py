@@ -27,7 +27,7 @@ from typing import Any
 #: Every crash point, by name, with where it sits in the product.
 CRASH_POINTS: dict[str, str] = {
     "dispatcher.after_claim_commit": "a claim transaction committed (runs offered), before their messages are sent",
-    "publish.between_batches": "between two SendMessageBatch calls of one publish",
+    "publish.between_batches": "one SendMessageBatch call of a publish answered while others are still to answer",
     "dispatcher.after_publish": "the queue accepted the messages, before they are recorded as published",
     "dispatcher.before_release": "the queue refused messages, before their runs are released",
     "consumer.after_start_commit": "the runs' attempts are committed (leased), before any handler runs",

@@ -546,3 +546,9 @@ def pipeline_for_owner(owner: str) -> Pipeline:
         if pipeline.owner == owner:
             return pipeline
     raise KeyError(owner)
+
+
+#: SendMessageBatch calls one publish keeps in flight at once (each of 10 messages), and the
+#: size of the SQS client's connection pool. 20 sends a full claim batch (200 runs) in one
+#: round trip: at 10 ms a call, about 20,000 messages a second instead of 1,000.
+PUBLISH_IN_FLIGHT = 20

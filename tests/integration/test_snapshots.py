@@ -580,3 +580,112 @@ def test_a_published_version_never_changes(db):
     # Marking it protected (or no longer current) is what may change
     db.execute("UPDATE snapshot_runs SET protection = 'finalized' WHERE id = %s", (run.id,))
     assert runs(db)[0].protection == "finalized"
+
+
+# ------------------------------------------------------------- the planner's watermark
+
+
+def watermark(conn, ws: UUID, snapshot_type: str = "ar_aging") -> tuple[date, date] | None:
+    row = conn.execute("SELECT planned_from, planned_through FROM snapshot_planner_watermarks "
+                       "WHERE workspace_id = %s AND owner = 'platform' AND snapshot_type = %s",
+                       (ws, snapshot_type)).fetchone()
+    return None if row is None else (row["planned_from"], row["planned_through"])
+
+
+def test_a_backfill_does_not_move_the_planners_starting_point(db):
+    # Given a workspace since December and a staff backfill of February before any planner pass
+    ws = workspace(db)
+    reg = registry()
+    request_run(db, snapshot_type=reg.get("platform", "ar_aging"), workspace_id=ws, period=date(2027, 2, 1),
+                mode="backfill", reason="audit", requested_by="staff", now=NOW)
+    # When the planner runs
+    plan(db, reg, now=NOW)
+    # Then December and January are planned too (the backfill is February's version 1)
+    got = [(r.period, r.version, r.mode) for r in runs(db, snapshot_type="ar_aging", workspace_id=ws)]
+    assert got == [(date(2026, 12, 1), 1, "planned"), (date(2027, 1, 1), 1, "planned"),
+                   (date(2027, 2, 1), 1, "backfill")]
+    assert watermark(db, ws) == (date(2026, 12, 1), date(2027, 2, 1))
+
+
+def test_the_watermark_spares_the_months_it_covers_and_grows_with_the_horizon(db):
+    # Given a workspace since June 2026 planned at the deployed horizon (three months)
+    ws = workspace(db, created=datetime(2026, 6, 10, tzinfo=UTC))
+    reg = registry()
+    assert plan(db, reg, now=NOW).planned == 3 * 3
+    assert watermark(db, ws) == (date(2026, 12, 1), date(2027, 2, 1))
+    # When January's row disappears behind the planner's back, a pass does not look at January
+    db.execute("DELETE FROM snapshot_runs WHERE workspace_id = %s AND snapshot_type = 'ar_aging' "
+               "AND period = '2027-01-01'", (ws,))
+    assert plan(db, reg, now=NOW).planned == 0
+    # When a pass has a six-month horizon, it plans the older months and the range reaches them
+    assert plan(db, reg, now=NOW, horizon_months=6).planned == 3 * 3
+    assert watermark(db, ws) == (date(2026, 9, 1), date(2027, 2, 1))
+    # When the next month ends, only March is planned and the range moves on
+    april = datetime(2027, 4, 1, 12, tzinfo=UTC)
+    assert plan(db, reg, now=april).planned == 3
+    assert watermark(db, ws) == (date(2026, 9, 1), date(2027, 3, 1))
+
+
+def test_the_watermark_never_covers_a_month_another_planner_has_not_committed(db, db_url):
+    # Given a workspace and another planner that inserted January's row without committing yet
+    ws = workspace(db)
+    reg = registry()
+    other = connect(db_url)
+    try:
+        other.execute("BEGIN")
+        other.execute("INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, "
+                      "created_at, updated_at) VALUES ('platform', 'ar_aging', %s, '2027-01-01', 1, 'planned', "
+                      "'planned', %s, %s)", (ws, NOW, NOW))
+        result: list = []
+        planner = threading.Thread(target=lambda: result.append(_plan_on_own_connection(db_url, reg)))
+        # When this planner runs (it waits on January's row) and the other then commits
+        planner.start()
+        planner.join(2)
+        assert planner.is_alive(), "the planner should wait for the uncommitted January row"
+        other.execute("COMMIT")
+        planner.join(30)
+    finally:
+        other.close()
+    # Then it planned December and February, and its watermark does not claim January
+    assert result == [8]  # ar_aging: December, February; the two other types: three months each
+    assert watermark(db, ws) is None
+    assert watermark(db, ws, "membership_counts") == (date(2026, 12, 1), date(2027, 2, 1))
+    # And the next pass sees January's row and covers the whole window, planning nothing
+    assert plan(db, reg, now=NOW).planned == 0
+    assert watermark(db, ws) == (date(2026, 12, 1), date(2027, 2, 1))
+
+
+def _plan_on_own_connection(db_url: str, reg: SnapshotRegistry) -> int:
+    with connect(db_url) as own, own.transaction():
+        return plan(own, reg, now=NOW).planned
+
+
+def test_settled_months_are_not_looked_up_again_and_an_unsettled_one_stays_overdue(db):
+    # Given a workspace since December whose three months are planned, and December and
+    # January published, February not (it is overdue on March 2nd, a day after its end)
+    ws = workspace(db)
+    reg = registry()
+    plan(db, reg, now=NOW)
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+               "WHERE workspace_id = %s AND period < '2027-02-01'", (NOW, ws))
+    later = datetime(2027, 3, 2, 13, tzinfo=UTC)
+    overdue = {(t, p) for _, _, t, p in plan(db, reg, now=later).overdue}
+    assert overdue == {(t, date(2027, 2, 1)) for t in ("ar_aging", "membership_counts", "selftest")}
+    # Then the settled range stays empty: February is in the window and not settled
+    assert db.execute("SELECT count(*) AS n FROM snapshot_planner_watermarks WHERE settled_from IS NOT NULL"
+                      ).fetchone()["n"] == 0
+    # When February is published too, the next pass finds nothing overdue and settles the window
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+               "WHERE workspace_id = %s AND state = 'planned'", (later, ws))
+    assert plan(db, reg, now=later).overdue == []
+    row = db.execute("SELECT settled_from, settled_through FROM snapshot_planner_watermarks "
+                     "WHERE workspace_id = %s AND snapshot_type = 'ar_aging'", (ws,)).fetchone()
+    assert (row["settled_from"], row["settled_through"]) == (date(2026, 12, 1), date(2027, 2, 1))
+    # And a settled month is not looked up again (its row made unsettled behind the planner's back
+    # is not noticed), while March, once ended, is counted overdue a day after its end
+    db.execute("UPDATE snapshot_runs SET is_current = false WHERE workspace_id = %s AND period = '2027-01-01'",
+               (ws,))
+    assert plan(db, reg, now=later).overdue == []
+    april = datetime(2027, 4, 2, 13, tzinfo=UTC)
+    overdue = {(t, p) for _, _, t, p in plan(db, reg, now=april).overdue}
+    assert overdue == {(t, date(2027, 3, 1)) for t in ("ar_aging", "membership_counts", "selftest")}

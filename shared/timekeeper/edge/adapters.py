@@ -38,6 +38,7 @@ from timekeeper.topology import (
     LAMBDA,
     PIPELINES,
     PROXY_IDLE_CLIENT_TIMEOUT_S,
+    PUBLISH_IN_FLIGHT,
     S3,
     SECRETS_MANAGER,
     SES,
@@ -166,8 +167,12 @@ def provision_logins(conn: psycopg.Connection) -> list[str]:
 
 @cache
 def sqs_client() -> Any:
-    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack)."""
-    return aws_client(SQS)
+    """The SQS client (boto3 honours ``AWS_ENDPOINT_URL`` for the local stack), its
+    connection pool as large as the calls a publish keeps in flight
+    (:data:`timekeeper.topology.PUBLISH_IN_FLIGHT`; botocore's default is 10)."""
+    from botocore.config import Config
+
+    return aws_client(SQS, config=Config(max_pool_connections=PUBLISH_IN_FLIGHT))
 
 
 @cache

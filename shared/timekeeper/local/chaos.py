@@ -43,6 +43,7 @@ import json
 import logging
 import random
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -170,7 +171,11 @@ class Campaign:
         self._invocation = 0
         self._open: list[Execution] = []
         self._crashed_points: set[str] = set()
-        self._pending_refusals: list[str] = []
+        #: The entries the current thread's SendMessageBatch call dropped (a publish sends
+        #: its calls from several threads at once; each call's two hooks run on its thread).
+        self._refusals = threading.local()
+        #: Guards the random draws and the fault counts of those concurrent calls.
+        self._refusal_lock = threading.Lock()
         self.mailer: CountingMailer | None = None
         self._session_hooks: list[tuple[str, Callable[..., Any]]] = []
 
@@ -238,35 +243,37 @@ class Campaign:
 
     def _refuse_entries(self, params: dict[str, Any], **_: Any) -> None:
         """Before a SendMessageBatch: drop refused entries (reported back after the call);
-        sometimes fail the whole call."""
+        sometimes fail the whole call. Safe for calls made at once from several threads."""
         from botocore.exceptions import ClientError
 
-        self._pending_refusals = []
+        self._refusals.pending = []
         if not self.active():
             return
         rate = self.options.refuse_rate
-        if self.rng.random() < rate / 10:
-            self.result.faults[("refusal", "whole SendMessageBatch call")] += 1
+        entries = params.get("Entries", [])
+        with self._refusal_lock:
+            whole_call = self.rng.random() < rate / 10
+            refused = [] if whole_call else [e for e in entries if self.rng.random() < rate]
+            if whole_call:
+                self.result.faults[("refusal", "whole SendMessageBatch call")] += 1
+            elif refused:
+                self.result.faults[("refusal", "SendMessageBatch entry")] += len(refused)
+        if whole_call or (refused and len(refused) == len(entries)):
             raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected refusal"}},
                               "SendMessageBatch")
-        entries = params.get("Entries", [])
-        refused = [e for e in entries if self.rng.random() < rate]
         if not refused:
             return
-        self.result.faults[("refusal", "SendMessageBatch entry")] += len(refused)
-        if len(refused) == len(entries):
-            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected refusal"}},
-                              "SendMessageBatch")
         params["Entries"] = [e for e in entries if e not in refused]
-        self._pending_refusals = [e["Id"] for e in refused]
+        self._refusals.pending = [e["Id"] for e in refused]
 
     def _report_refusals(self, parsed: dict[str, Any], **_: Any) -> None:
         """After a SendMessageBatch: report the dropped entries as failed, as SQS does."""
-        if self._pending_refusals:
+        pending = getattr(self._refusals, "pending", [])
+        if pending:
             parsed.setdefault("Failed", []).extend(
                 {"Id": entry_id, "SenderFault": False, "Code": "InternalError", "Message": "injected refusal"}
-                for entry_id in self._pending_refusals)
-            self._pending_refusals = []
+                for entry_id in pending)
+            self._refusals.pending = []
 
     def _wrap_consumer(self, function: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         """Number each consumer invocation; mark its executions killed when it dies."""

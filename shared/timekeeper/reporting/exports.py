@@ -44,9 +44,10 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import re
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -436,24 +437,6 @@ def _csv_converters(columns: tuple[Column, ...]) -> list[tuple[int, Callable[[An
     return out
 
 
-def _xlsx_converters(columns: tuple[Column, ...],
-                     text_cell: Callable[[str], Any]) -> list[tuple[int, Callable[[Any], Any]]]:
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-
-    def text(value: str) -> Any:
-        if ILLEGAL_CHARACTERS_RE.search(value):
-            value = ILLEGAL_CHARACTERS_RE.sub("", value)
-        return text_cell(value) if value.startswith("=") else value
-
-    out: list[tuple[int, Callable[[Any], Any]]] = []
-    for i, column in enumerate(columns):
-        if column.type in (ColumnType.TEXT, ColumnType.ENUM):
-            out.append((i, text))
-        elif column.type is ColumnType.TIMESTAMP:
-            out.append((i, datetime.isoformat))
-    return out
-
-
 def _xlsx_loaders(cur: Any) -> None:
     """UUIDs and dates as the server's text (ISO dates), without building Python objects."""
     as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
@@ -523,27 +506,64 @@ def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path
                 counter[0] += len(rows)
             return counter[0]
     if fmt == "xlsx":
-        from openpyxl import Workbook
-
-        workbook = Workbook(write_only=True)
-        sheet = workbook.create_sheet("Export")
-        sheet.append(compiled.headers)
-        converters = _xlsx_converters(compiled.columns, _text_cell_factory(sheet))
         with _stream(conn, compiled, _xlsx_loaders) as cur:
-            for row in _converted(cur, converters, counter):
-                sheet.append(row)
-        workbook.save(path)
-        return counter[0]
+            return write_xlsx(path, compiled.headers, compiled.columns, cur)
     raise ValueError(f"unknown export format {fmt!r}")
 
 
-def _text_cell_factory(sheet: Any) -> Callable[[str], Any]:
-    """Cells for text that openpyxl would otherwise store as a formula (a leading ``=``)."""
-    from openpyxl.cell import WriteOnlyCell
+#: Characters XML 1.0 cannot hold (C0 controls other than tab, new line and carriage
+#: return): dropped from XLSX text, as openpyxl's ``ILLEGAL_CHARACTERS_RE`` names them.
+XML_ILLEGAL_CHARACTERS = re.compile(r"[\000-\010\013\014\016-\037]")
 
-    def cell(value: str) -> Any:
-        c = WriteOnlyCell(sheet, value=value)
-        c.data_type = "s"
-        return c
 
-    return cell
+def write_xlsx(path: str, headers: Sequence[str], columns: Sequence[Column], rows: Iterable[Sequence[Any]]) -> int:
+    """Write one sheet ``Export`` to ``path``: the ``headers`` row, then ``rows`` (values
+    in the order of ``columns``, as the export's cursor loads them: dates and UUIDs as ISO
+    text, timestamps as aware datetimes, integers, booleans, None); return the data rows.
+
+    XlsxWriter in constant-memory mode: each row is written to the sheet's temporary file
+    when the next begins, so memory stays flat whatever the row count. Cells are typed by
+    column: text, enum, UUID and date cells are strings (never a formula, whatever they
+    start with; XML-illegal control characters dropped; at most 32,767 UTF-16 units, the
+    most a cell holds), timestamps ISO 8601 text, integers and money numbers, booleans
+    booleans, NULL and empty text an empty cell.
+    """
+    import xlsxwriter
+
+    workbook = xlsxwriter.Workbook(path, {"constant_memory": True, "strings_to_formulas": False,
+                                          "strings_to_urls": False, "strings_to_numbers": False})
+    try:
+        sheet = workbook.add_worksheet("Export")
+        for col, header in enumerate(headers):
+            sheet.write_string(0, col, header)
+        writers = [_xlsx_cell_writer(sheet, column) for column in columns]
+        count = 0
+        for count, row in enumerate(rows, 1):
+            for col, (write, value) in enumerate(zip(writers, row, strict=True)):
+                if value is not None:
+                    write(count, col, value)
+    finally:
+        workbook.close()
+    return count
+
+
+def _xlsx_cell_writer(sheet: Any, column: Column) -> Callable[[int, int, Any], Any]:
+    """The sheet method writing one cell of ``column``'s type (row, column, value)."""
+    if column.type in (ColumnType.INTEGER, ColumnType.MONEY):
+        return sheet.write_number
+    if column.type is ColumnType.BOOLEAN:
+        return sheet.write_boolean
+    if column.type is ColumnType.TIMESTAMP:
+        return lambda row, col, value: sheet.write_string(row, col, value.isoformat())
+    if column.type in (ColumnType.TEXT, ColumnType.ENUM):
+        write_string, illegal = sheet.write_string, XML_ILLEGAL_CHARACTERS
+
+        def text(row: int, col: int, value: str) -> Any:
+            if not value:
+                return None  # empty text is an empty cell, as NULL is
+            if illegal.search(value):
+                value = illegal.sub("", value)
+            return write_string(row, col, value)
+
+        return text
+    return sheet.write_string  # UUID and date: ISO text from the cursor

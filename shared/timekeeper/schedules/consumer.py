@@ -103,7 +103,6 @@ class ConsumerSettings:
     @classmethod
     def from_pipeline(cls, pipeline: Any) -> ConsumerSettings:
         return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.consumer.max_receive_count,
-                  
                    failure_threshold=pipeline.failure_pause_threshold, retry_backoff_s=pipeline.retry_backoff_s)
 
     def retry_delay_s(self, receive_count: int) -> int | None:

@@ -134,7 +134,9 @@ def _type_arrays(types: list[SnapshotType]) -> dict[str, list[str]]:
 
 def plan(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
          horizon_months: int = DEFAULT_HORIZON_MONTHS) -> PlanResult:
-    """One planner pass over every workspace and enabled type (commits nothing itself)."""
+    """One planner pass over every workspace and enabled type (commits nothing itself):
+    plans the expected months without a row and counts the overdue periods, both only
+    for the months outside the planner's watermark (``snapshot_planner_watermarks``)."""
     if horizon_months < 1:
         raise ValueError("horizon_months must be at least 1")
     arrays = _type_arrays(registry.enabled())
@@ -148,7 +150,11 @@ def overdue_periods(conn: psycopg.Connection, registry: SnapshotRegistry, *, now
                     horizon_months: int = DEFAULT_HORIZON_MONTHS,
                     grace: timedelta = OVERDUE_GRACE) -> list[tuple[UUID, str, str, date]]:
     """Periods within the horizon that should be published by now and are not (nor
-    skipped): ``[(workspace_id, owner, type, period)]``, including months never planned."""
+    skipped): ``[(workspace_id, owner, type, period)]``, including months never planned.
+
+    Widens the planner's watermark's settled range (months with a current version or a
+    skip row, which are not looked up again) in the caller's transaction, so it writes:
+    call it from the planner's pass (:func:`plan`), on a worker's connection."""
     rows = fetch_rows(conn, SQL["overdue_periods"],
                       {**_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace})
     return [tuple(r.values()) for r in rows]

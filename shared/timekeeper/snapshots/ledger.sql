@@ -1,69 +1,143 @@
 -- name: plan_months
--- Plan version 1 of every completed workspace-local month of each (workspace, type) within
--- the horizon (never before the workspace existed) that has no run at all, whatever runs
--- other months have: a staff backfill or re-run of a later month does not hide an earlier
--- month the planner missed. One primary-key probe per expected month (the horizon bounds
--- them: at most horizon + 1 per workspace and type), so a pass with nothing new to plan
--- costs the same however much history there is. Two planners racing insert one row per
--- month (the version key), the other does nothing. Loading, disabled and policy-disabled
+-- Plan version 1 of every expected month that has no row yet: each completed
+-- workspace-local month of each (workspace, type) within the horizon, never before the
+-- workspace existed, whatever other months (a staff backfill, a re-run) already hold.
+-- The planner's watermark (snapshot_planner_watermarks: months of which every one has a
+-- row) spares the probes: only expected months outside it are looked up, so a pass with
+-- nothing new costs the same however much history there is. The watermark then covers the
+-- window (joined to its old range when they touch) if every month of the window has a
+-- row: one found, or inserted here; a month still without one (another planner's
+-- uncommitted insert) leaves it as it was. Two planners racing insert one row per month
+-- (the version key), the other does nothing. Loading, disabled and policy-disabled
 -- workspaces get the row with the skip reason.
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
-), expected AS (
+), windows AS (
     SELECT w.id AS workspace_id, w.status, w.snapshots_enabled, t.owner, t.snapshot_type,
-           generate_series(
-               greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
-               date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
-               interval '1 month')::date AS period
+           greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                    date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)
+                   )::date AS first_month,
+           (date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month')::date AS last_month,
+           k.planned_from, k.planned_through
       FROM workspaces w
      CROSS JOIN types t
+      LEFT JOIN snapshot_planner_watermarks k
+        ON k.workspace_id = w.id AND k.owner = t.owner AND k.snapshot_type = t.snapshot_type
+), uncovered AS (
+    SELECT * FROM windows
+     WHERE first_month <= last_month
+       AND (planned_from IS NULL OR planned_from > first_month OR planned_through < last_month)
 ), months AS (
-    -- A month with any run (planned, a backfill, a re-run) is not planned again: one probe
-    -- of the version key's prefix per expected month.
-    SELECT e.* FROM expected e
+    SELECT u.*, m.period::date AS period
+      FROM uncovered u
+     CROSS JOIN LATERAL generate_series(u.first_month, u.last_month, interval '1 month') AS m(period)
+     WHERE u.planned_from IS NULL OR m.period < u.planned_from OR m.period > u.planned_through
+), missing AS (
+    SELECT m.* FROM months m
      WHERE NOT EXISTS (SELECT FROM snapshot_runs r
-                        WHERE r.owner = e.owner AND r.snapshot_type = e.snapshot_type
-                          AND r.workspace_id = e.workspace_id AND r.period = e.period)
+                        WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
+                          AND r.workspace_id = m.workspace_id AND r.period = m.period)
+), inserted AS (
+    INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
+                               created_at, updated_at)
+    SELECT owner, snapshot_type, workspace_id, period, 1, 'planned',
+           CASE WHEN skip IS NULL THEN 'planned' ELSE 'skipped' END, skip, %(now)s, %(now)s
+      FROM (SELECT m.*, CASE WHEN m.status = 'loading' THEN 'workspace_loading'
+                             WHEN m.status = 'disabled' THEN 'workspace_disabled'
+                             WHEN NOT m.snapshots_enabled THEN 'policy_disabled' END AS skip
+              FROM missing m) planned
+     ORDER BY workspace_id, owner, snapshot_type, period
+    ON CONFLICT DO NOTHING
+    RETURNING id, state, owner, snapshot_type, workspace_id, period
+), still_missing AS (
+    SELECT DISTINCT mi.workspace_id, mi.owner, mi.snapshot_type
+      FROM missing mi
+     WHERE NOT EXISTS (SELECT FROM inserted i
+                        WHERE i.workspace_id = mi.workspace_id AND i.owner = mi.owner
+                          AND i.snapshot_type = mi.snapshot_type AND i.period = mi.period)
+), advanced AS (
+    INSERT INTO snapshot_planner_watermarks AS k (workspace_id, owner, snapshot_type, planned_from,
+                                                  planned_through, updated_at)
+    SELECT u.workspace_id, u.owner, u.snapshot_type, u.first_month, u.last_month, %(now)s
+      FROM uncovered u
+     -- Every run row is inserted (and locked) before the first watermark row: the count is
+     -- an init plan, so two planners meet on the ordered run rows first and never
+     -- deadlock between the two tables.
+     WHERE (SELECT count(*) FROM inserted) >= 0
+       AND NOT EXISTS (SELECT FROM still_missing s
+                        WHERE s.workspace_id = u.workspace_id AND s.owner = u.owner
+                          AND s.snapshot_type = u.snapshot_type)
+     ORDER BY u.workspace_id, u.owner, u.snapshot_type
+    ON CONFLICT (workspace_id, owner, snapshot_type) DO UPDATE
+       SET planned_from = CASE WHEN k.planned_through >= (excluded.planned_from - interval '1 month')::date
+                                AND k.planned_from <= (excluded.planned_through + interval '1 month')::date
+                               THEN least(k.planned_from, excluded.planned_from) ELSE excluded.planned_from END,
+           planned_through = CASE WHEN k.planned_through >= (excluded.planned_from - interval '1 month')::date
+                                   AND k.planned_from <= (excluded.planned_through + interval '1 month')::date
+                                  THEN greatest(k.planned_through, excluded.planned_through)
+                                  ELSE excluded.planned_through END,
+           updated_at = excluded.updated_at
 )
-INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
-                           created_at, updated_at)
-SELECT owner, snapshot_type, workspace_id, period, 1, 'planned',
-       CASE WHEN skip IS NULL THEN 'planned' ELSE 'skipped' END, skip, %(now)s, %(now)s
-  FROM (SELECT m.*, CASE WHEN m.status = 'loading' THEN 'workspace_loading'
-                         WHEN m.status = 'disabled' THEN 'workspace_disabled'
-                         WHEN NOT m.snapshots_enabled THEN 'policy_disabled' END AS skip
-          FROM months m) planned
- ORDER BY workspace_id, owner, snapshot_type, period
-ON CONFLICT DO NOTHING
-RETURNING id, state
+SELECT id, state FROM inserted
 
 -- name: overdue_periods
 -- Completed periods (within the horizon, since the workspace existed) whose local month
 -- ended more than `grace` ago and that have neither a current version nor a skip reason:
 -- counted from the months that SHOULD exist, so a month the planner never inserted is
--- overdue too.
+-- overdue too. The months inside the watermark's settled range are settled already (a
+-- current version or a skip row stays so) and are not looked up, so the count costs the
+-- same however much history there is; the range then covers the window (joined to the old
+-- range when they touch) when every month of the window is settled. Runs after
+-- plan_months, whose watermark row it updates (none: nothing is recorded).
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
-), months AS (
+), windows AS (
     SELECT w.id AS workspace_id, w.timezone, t.owner, t.snapshot_type,
-           generate_series(
-               greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                        date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)),
-               date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
-               interval '1 month')::date AS period
-      FROM workspaces w CROSS JOIN types t
+           greatest(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
+                    date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s)
+                   )::date AS first_month,
+           (date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month')::date AS last_month,
+           k.settled_from, k.settled_through
+      FROM workspaces w
+     CROSS JOIN types t
+      LEFT JOIN snapshot_planner_watermarks k
+        ON k.workspace_id = w.id AND k.owner = t.owner AND k.snapshot_type = t.snapshot_type
      WHERE w.status <> 'disabled'
+), unsettled AS (
+    SELECT * FROM windows
+     WHERE first_month <= last_month
+       AND (settled_from IS NULL OR settled_from > first_month OR settled_through < last_month)
+), months AS (
+    SELECT u.*, m.period::date AS period,
+           -- A scalar subquery, probed per expected month through the settled-periods
+           -- index: an anti-join would read every settled period of the history instead.
+           (SELECT EXISTS (SELECT FROM snapshot_runs r
+                            WHERE r.owner = u.owner AND r.snapshot_type = u.snapshot_type
+                              AND r.workspace_id = u.workspace_id AND r.period = m.period
+                              AND (r.is_current OR r.state = 'skipped'))) AS settled
+      FROM unsettled u
+     CROSS JOIN LATERAL generate_series(u.first_month, u.last_month, interval '1 month') AS m(period)
+     WHERE u.settled_from IS NULL OR m.period < u.settled_from OR m.period > u.settled_through
+), advanced AS (
+    UPDATE snapshot_planner_watermarks k
+       SET settled_from = CASE WHEN k.settled_from IS NOT NULL
+                                AND k.settled_through >= (u.first_month - interval '1 month')::date
+                                AND k.settled_from <= (u.last_month + interval '1 month')::date
+                               THEN least(k.settled_from, u.first_month) ELSE u.first_month END,
+           settled_through = CASE WHEN k.settled_from IS NOT NULL
+                                   AND k.settled_through >= (u.first_month - interval '1 month')::date
+                                   AND k.settled_from <= (u.last_month + interval '1 month')::date
+                                  THEN greatest(k.settled_through, u.last_month) ELSE u.last_month END
+      FROM unsettled u
+     WHERE k.workspace_id = u.workspace_id AND k.owner = u.owner AND k.snapshot_type = u.snapshot_type
+       AND NOT EXISTS (SELECT FROM months m
+                        WHERE m.workspace_id = u.workspace_id AND m.owner = u.owner
+                          AND m.snapshot_type = u.snapshot_type AND NOT m.settled)
 )
 SELECT m.workspace_id, m.owner, m.snapshot_type, m.period
   FROM months m
- WHERE ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
-   -- A scalar subquery, probed per expected month through the settled-periods index: an
-   -- anti-join would read every settled period of the history instead.
-   AND NOT (SELECT EXISTS (SELECT FROM snapshot_runs r
-                            WHERE r.owner = m.owner AND r.snapshot_type = m.snapshot_type
-                              AND r.workspace_id = m.workspace_id AND r.period = m.period
-                              AND (r.is_current OR r.state = 'skipped')))
+ WHERE NOT m.settled
+   AND ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
  ORDER BY m.workspace_id, m.owner, m.snapshot_type, m.period
 
 -- name: lock_owner
