@@ -99,6 +99,6 @@ def test_the_message_states_go_to_an_encrypted_topic_only_ses_of_this_set_may_pu
 def test_the_delivery_consumer_sends_under_the_configuration_set(synth):
     template = synth.app_template
     [set_id] = resources(template, "AWS::SES::ConfigurationSet")
-    props = template["Resources"][functions_by_folder(template)[QUERIES.consumer_function]]["Properties"]
+    props = template["Resources"][functions_by_folder(template)[QUERIES.consumer.function]]["Properties"]
     assert props["Environment"]["Variables"]["MAIL_CONFIGURATION_SET"] == {"Ref": set_id}
     assert props["Environment"]["Variables"]["MAIL_SENDER"] == SENDER

@@ -19,7 +19,7 @@ def test_the_consumer_may_change_the_visibility_of_its_queues_messages(synth, na
     # Given the pipeline's consumer, its role and its run queue
     pipeline = PIPELINES[name]
     template = synth.app_template
-    consumer = template["Resources"][functions_by_folder(template)[pipeline.consumer_function]]["Properties"]
+    consumer = template["Resources"][functions_by_folder(template)[pipeline.consumer.function]]["Properties"]
     role_id = consumer["Role"]["Fn::GetAtt"][0]
     queue_id, _ = queue_by_name(template, pipeline.consumer.queue_name)
     # Then a policy of that role allows ChangeMessageVisibility and GetQueueUrl on that queue

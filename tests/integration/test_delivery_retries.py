@@ -81,7 +81,7 @@ def test_an_unfinished_render_is_retried_within_the_receives_and_named_on_the_la
     for receive in (1, 2):
         with pytest.raises(RetryLater, match="RenderUnfinished"):
             _process(conn, env, message, receive_count=receive)
-    _process(conn, env, message, receive_count=QUERIES.max_receive_count)
+    _process(conn, env, message, receive_count=QUERIES.consumer.max_receive_count)
     run = _run(conn, message.run_id)
     assert (run["state"], run["outcome_code"]) == ("failed", "render_unfinished")
     assert env.mailer.sent == []
@@ -165,7 +165,7 @@ def test_a_twelve_minute_render_poll_and_a_thousand_recipients_fit_in_the_consum
     # + 1,000 recipients x 20 ms (the slower per-send cost measured against moto, rounded up)
     assert dl.RENDER_POLL_S == 12 * 60 and dl.MAX_RECIPIENTS == 1000
     assert dl.worst_case_run_s(1000) == pytest.approx(60 + 720 + 5 + 1000 * 0.02) == pytest.approx(805)
-    assert dl.worst_case_run_s(dl.MAX_RECIPIENTS) <= QUERIES.consumer_timeout_s == 900
+    assert dl.worst_case_run_s(dl.MAX_RECIPIENTS) <= QUERIES.consumer.timeout_s == 900
     # And a consumer too short for it is refused when the work kind registers
     with pytest.raises(ValueError, match="does not fit"):
         register(WorkKindRegistry(), consumer_timeout_s=800)

@@ -20,7 +20,7 @@ from timekeeper.topology import QUERIES
 ROUTE = "/query-schedules"
 
 
-def register(registry: WorkKindRegistry, *, consumer_timeout_s: int = QUERIES.consumer_timeout_s) -> None:
+def register(registry: WorkKindRegistry, *, consumer_timeout_s: int = QUERIES.consumer.timeout_s) -> None:
     """Register ``queries.deliver`` under owner ``"queries"`` with its own :data:`ROUTE`;
     raises ``ValueError`` when it is registered already, or when a whole render poll and
     the most recipients would not fit in ``consumer_timeout_s`` (seconds; the topology's
