@@ -121,3 +121,10 @@ def openpyxl_xlsx(path: str, headers, columns, rows) -> int:
         count += 1
     workbook.save(path)
     return count
+
+
+class ProviderDown:
+    """A mailer whose provider cannot be reached: every send raises ``ConnectionError``."""
+
+    def send(self, **_: object) -> str:
+        raise ConnectionError("provider down")

@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, ProviderDown
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
@@ -351,11 +351,7 @@ def test_a_submission_failing_on_every_receive_settles_failed_on_the_last(conn, 
     schedule = _schedule(conn, tenant, recipients=("ron",))
     message = _scheduled_run(conn, env, schedule)
 
-    class Down:
-        def send(self, **_):
-            raise ConnectionError("provider down")
-
-    env.services.mailer = Down()
+    env.services.mailer = ProviderDown()
     for receive in (1, 2):
         with pytest.raises(RetryLater):
             _process(conn, env, message, receive_count=receive)

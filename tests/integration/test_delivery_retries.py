@@ -22,7 +22,7 @@ from tests.integration.test_delivery import (
     _scheduled_run,
     _u,
 )
-from tests.support import ListPublisher
+from tests.support import ListPublisher, ProviderDown
 from timekeeper.db.connection import connect
 from timekeeper.edge import adapters
 from timekeeper.reporting import delivery as dl
@@ -60,11 +60,7 @@ def test_each_later_receive_waits_the_next_backoff(conn, env, tenant):
     schedule = _schedule(conn, tenant, recipients=("ron",))
     message = _scheduled_run(conn, env, schedule)
 
-    class Down:
-        def send(self, **_):
-            raise ConnectionError("provider down")
-
-    env.services.mailer = Down()
+    env.services.mailer = ProviderDown()
     delays = []
     for receive in (1, 2):
         with pytest.raises(RetryLater) as caught:
