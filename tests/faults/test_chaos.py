@@ -151,3 +151,26 @@ def test_the_audit_catches_an_attempt_that_ran_beside_a_killed_one():
     assert not chaos._no_concurrent_execution(campaign).held
     campaign.executions[1] = Execution(run, 1, start + lease, start + 2 * lease, 2)  # the same fencing token
     assert not chaos._no_concurrent_execution(campaign).held
+
+
+def test_an_attempt_may_follow_at_once_a_killed_one_whose_settlement_committed():
+    # The invocation died after attempt 1's outcome (or its lease given back for a retry)
+    # committed, e.g. at the acknowledgement or in a later run of the batch: attempt 2 of a
+    # retry within the receives may start a minute later without running beside it.
+    campaign = Campaign(ChaosOptions())
+    run, start = uuid4(), chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    lease = timedelta(minutes=15)
+    campaign.executions = [Execution(run, 1, start, start + lease, 1, settled=True, killed=True),
+                           Execution(run, 2, start + timedelta(minutes=1), start + timedelta(minutes=16), 2)]
+    assert chaos._no_concurrent_execution(campaign).held
+
+
+def test_a_campaign_marks_the_executions_whose_settlement_committed():
+    campaign = Campaign(ChaosOptions(crash_rate=0, disconnect_rate=0))
+    now = chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    started = type("RunContext", (), {"run_id": uuid4(), "attempt": 1, "now": now, "owner": "accounting"})()
+    campaign("consumer.handler_started", started)
+    campaign("consumer.after_settle_commit", None)
+    second = type("RunContext", (), {"run_id": uuid4(), "attempt": 1, "now": now, "owner": "accounting"})()
+    campaign("consumer.handler_started", second)
+    assert [e.settled for e in campaign.executions] == [True, False]

@@ -25,7 +25,8 @@ campaign recorded, and the command prints a table and exits 1 when one fails:
    skipped backlog), nothing is left due, and every run and snapshot run is terminal;
 2. no run was executed by two attempts at once: each run's handler executions carry
    strictly increasing attempt numbers, and one that started while an earlier attempt's
-   killed process still held its lease would have run beside it;
+   killed process still held its lease (it died before its settlement committed) would
+   have run beside it;
 3. every handler effect exists once, per its idempotency contract: batches opened and
    closed by succeeded runs only, one posting job per closed batch and every one finished,
    invoices prepared only by succeeded runs, each delivery message sent once (twice only
@@ -82,13 +83,16 @@ class ChaosOptions:
 @dataclass
 class Execution:
     """One handler execution: the run, its attempt number, the simulated instant it started,
-    the lease it held until, the invocation it ran in and whether that invocation died."""
+    the lease it held until, the invocation it ran in, whether its settlement committed
+    (its outcome recorded or its lease given back for a retry) and whether that invocation
+    died."""
 
     run_id: UUID
     attempt: int
     started_at: datetime
     lease_until: datetime
     invocation: int
+    settled: bool = False
     killed: bool = False
 
 
@@ -196,6 +200,11 @@ class Campaign:
                                   self._invocation)
             self.executions.append(execution)
             self._open.append(execution)
+        elif point == "consumer.after_settle_commit":
+            # Every execution this invocation started so far is settled: the point follows
+            # the commit of their outcomes (or of their leases given back for a retry).
+            for execution in self._open:
+                execution.settled = True
         if not self.active():
             return
         if self.options.each_point_once:
@@ -485,7 +494,7 @@ def _no_concurrent_execution(campaign: Campaign) -> Check:
             if later.attempt <= earlier.attempt:
                 check.failures.append(f"run {run_id}: attempt {later.attempt} executed after attempt "
                                       f"{earlier.attempt}")
-            if earlier.killed and later.started_at < earlier.lease_until:
+            if earlier.killed and not earlier.settled and later.started_at < earlier.lease_until:
                 check.failures.append(f"run {run_id}: attempt {later.attempt} started at {later.started_at} while "
                                       f"the killed attempt {earlier.attempt} held its lease until "
                                       f"{earlier.lease_until}")
