@@ -66,6 +66,76 @@ def test_silent_connections_do_not_hold_up_a_normal_request(local_server):
             sock.close()
 
 
+def test_more_silent_connections_than_connection_threads_do_not_hold_up_a_normal_request(local_server):
+    # Given more silent connections than the server has connection threads
+    silent = [_connect(local_server) for _ in range(serve.CONNECTION_THREADS + 36)]
+    try:
+        time.sleep(0.5)  # (the server has accepted and parked them all)
+        # When another client calls the API
+        # Then it is answered promptly: a silent connection holds no thread
+        assert _normal_request_seconds(local_server) < PROMPT_S
+        # And a parked connection that speaks later is still answered
+        late = silent.pop()
+        late.sendall(f"GET /schedules HTTP/1.1\r\nHost: x\r\nAuthorization: {AUTH['Authorization']}\r\n"
+                     "\r\n".encode())
+        assert _read_all(late).startswith(b"HTTP/1.0 200")
+        late.close()
+    finally:
+        for sock in silent:
+            sock.close()
+
+
+def _hello(environ, start_response):
+    start_response("200 OK", [("Content-Length", "2")])
+    return [b"ok"]
+
+
+@pytest.fixture
+def small_parking_server():
+    """A bare PooledWSGIServer (no API) that parks at most 3 silent connections for 2 s."""
+    from wsgiref.simple_server import make_server
+
+    httpd = make_server("127.0.0.1", 0, _hello, handler_class=serve._RequestHandler,
+                        server_class=lambda *a, **k: serve.PooledWSGIServer(*a, waiting=3, wait_s=2.0, **k))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+    thread.start()
+    yield httpd.server_address
+    httpd.shutdown()
+    thread.join(5)
+    httpd.server_close()
+
+
+def _closed_by_server(sock: socket.socket, within_s: float) -> bool:
+    sock.settimeout(within_s)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_parked_connections_are_closed_oldest_first_past_the_limit_and_at_the_deadline(small_parking_server):
+    host, port = small_parking_server[:2]
+    # Given three silent connections parked (the limit)
+    first, second, third = (socket.create_connection((host, port), timeout=5) for _ in range(3))
+    time.sleep(0.3)
+    # When a fourth arrives
+    fourth = socket.create_connection((host, port), timeout=5)
+    # Then the one parked longest is closed, the others stay
+    assert _closed_by_server(first, 1.0)
+    assert not _closed_by_server(second, 0.2)
+    # And each silent one is closed once its wait has passed
+    for sock in (second, third, fourth):
+        assert _closed_by_server(sock, 4.0)
+        sock.close()
+    first.close()
+    # And a connection that speaks is answered
+    with socket.create_connection((host, port), timeout=5) as talker:
+        talker.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert _read_all(talker).endswith(b"ok")
+
+
 def test_trickling_clients_do_not_hold_up_a_normal_request_and_are_cut_at_the_header_deadline(local_server):
     # Given clients that send their request line one byte every second (a per-read timeout
     # would never expire)

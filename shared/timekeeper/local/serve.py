@@ -14,8 +14,10 @@ What runs (the start-up is :func:`timekeeper.local.stack.start_local_stack`, sha
   wall-clock minute (an EventBridge scheduled event) and polls each run queue every second
   with the SQS event source mapping that feeds the REAL consumer handler -- so a "Run now"
   runs within about a second;
-* an HTTP server on ``--host``/``--port`` that reads each connection on its own thread
-  (:data:`CONNECTION_THREADS`) and turns each request into an API Gateway REST proxy
+* an HTTP server on ``--host``/``--port`` that parks each new connection, without a
+  thread, until its first bytes arrive (at most :data:`WAITING_CONNECTIONS` of them, each
+  for at most :data:`HEADER_READ_TIMEOUT_S` seconds), then reads it on one of
+  :data:`CONNECTION_THREADS` threads and turns each request into an API Gateway REST proxy
   event for the REAL API handler (``functions/api/handler.py``), run on one of
   :data:`API_ENVIRONMENTS` API execution environments (threads, each with its own
   database connection), with a local stand-in for the Lambda authorizer. Each request
@@ -40,11 +42,13 @@ import base64
 import io
 import json
 import os
+import selectors
 import socket
 import sys
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -195,9 +199,13 @@ WRITE_TIMEOUT_S = 30
 #: ``Content-Length`` is 413 ``bad_request``.
 MAX_BODY_BYTES = 10 * 1024 * 1024
 #: Concurrent connections the server reads and answers (threads); each holds its thread
-#: at most the two deadlines plus its API call and response. Connections beyond it wait
-#: in the listen queue.
+#: at most the two deadlines plus its API call and response, from its first byte on.
+#: Connections beyond it wait for a thread (a slow sender holds one; a silent one none).
 CONNECTION_THREADS = 64
+#: Connections accepted but silent so far, parked without a thread until their first
+#: bytes arrive; each may stay :data:`HEADER_READ_TIMEOUT_S` seconds. A connection past
+#: this number closes the one parked longest.
+WAITING_CONNECTIONS = 1000
 #: API execution environments (threads, each with its own database connection).
 API_ENVIRONMENTS = 8
 #: The WSGI environ key under which the server passes the pool of API execution
@@ -399,22 +407,77 @@ class PipelineWorker(threading.Thread):
 
 
 class PooledWSGIServer(WSGIServer):
-    """wsgiref's server that reads and answers each connection on one of ``connections``
-    threads and runs the API on one of ``workers`` execution environments (threads, each
-    with its own resolver and database connection, see :mod:`timekeeper.edge.api`). A
-    slow or silent client holds one connection thread, for at most the handler's header
-    and body deadlines, and never an API environment: the others are answered meanwhile."""
+    """wsgiref's server that parks each accepted connection, without a thread, until its
+    first bytes arrive (a silent client costs a socket, not a thread; at most
+    ``waiting`` are parked, each for at most the header deadline), then reads and
+    answers it on one of ``connections`` threads and runs the API on one of ``workers``
+    execution environments (threads, each with its own resolver and database connection,
+    see :mod:`timekeeper.edge.api`). A slow client holds one connection thread, for at
+    most the handler's header and body deadlines, and never an API environment: the
+    others are answered meanwhile."""
 
     def __init__(self, *args: Any, workers: int = API_ENVIRONMENTS, connections: int = CONNECTION_THREADS,
+                 waiting: int = WAITING_CONNECTIONS, wait_s: float = HEADER_READ_TIMEOUT_S,
                  **kwargs: Any) -> None:
         # Before the bind: a bind that fails (the port is taken) closes the server at once,
         # and server_close shuts the pools down; the caller then sees the OSError itself.
         self._pool = ThreadPoolExecutor(max_workers=connections, thread_name_prefix="timekeeper-http")
         self.environments = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timekeeper-api")
+        self._waiting_limit, self._wait_s = waiting, wait_s
+        self._arrived: list[tuple[Any, Any]] = []  # accepted, not yet parked (guarded by the lock)
+        self._arrived_lock = threading.Lock()
+        self._parked: OrderedDict[Any, tuple[Any, float]] = OrderedDict()  # only the watcher touches it
+        self._selector = selectors.DefaultSelector()
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
+        self._closing = threading.Event()
+        self._watcher = threading.Thread(target=self._watch, name="timekeeper-http-waiting", daemon=True)
+        self._watcher.start()
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        self._pool.submit(self._process, request, client_address)
+        """Park the accepted connection until it is readable (the watcher thread hands
+        it to a connection thread then)."""
+        with self._arrived_lock:
+            self._arrived.append((request, client_address))
+        try:
+            self._wake_write.send(b"\0")
+        except OSError:
+            pass  # closing, or the wake-up pipe is full: the watcher is awake anyway
+
+    def _watch(self) -> None:
+        """The parking lot's loop: park arrivals, hand readable connections to the pool,
+        close those silent past the deadline or pushed out by newer ones."""
+        while not self._closing.is_set():
+            for key, _ in self._selector.select(timeout=0.25):
+                if key.fileobj is self._wake_read:
+                    try:
+                        while self._wake_read.recv(4096):
+                            pass
+                    except OSError:
+                        pass  # drained
+                    continue
+                self._selector.unregister(key.fileobj)
+                client_address, _ = self._parked.pop(key.fileobj)
+                self._pool.submit(self._process, key.fileobj, client_address)
+            with self._arrived_lock:
+                arrived, self._arrived = self._arrived, []
+            now = time.monotonic()
+            for request, client_address in arrived:
+                if len(self._parked) >= self._waiting_limit:
+                    oldest, _ = self._parked.popitem(last=False)
+                    self._selector.unregister(oldest)
+                    self.shutdown_request(oldest)
+                self._parked[request] = (client_address, now + self._wait_s)
+                self._selector.register(request, selectors.EVENT_READ)
+            while self._parked:
+                oldest, (_, deadline) = next(iter(self._parked.items()))
+                if deadline > now:
+                    break
+                del self._parked[oldest]
+                self._selector.unregister(oldest)
+                self.shutdown_request(oldest)
 
     def _process(self, request: Any, client_address: Any) -> None:
         try:
@@ -426,6 +489,15 @@ class PooledWSGIServer(WSGIServer):
 
     def server_close(self) -> None:
         super().server_close()
+        self._closing.set()
+        if self._watcher.is_alive():
+            self._watcher.join(2)
+        for request in list(self._parked):
+            self.shutdown_request(request)
+        self._parked.clear()
+        self._selector.close()
+        self._wake_read.close()
+        self._wake_write.close()
         self._pool.shutdown(wait=False, cancel_futures=True)
         self.environments.shutdown(wait=False, cancel_futures=True)
 
