@@ -441,7 +441,7 @@ def test_access_denied_from_any_route_gets_the_same_answer(reason, status):
         return {}
 
     # When it refuses
-    response = app.resolve(proxy_event("GET", "/thing", claims=None), LambdaContext(function_name="t"))
+    response = app.resolve(proxy_event("GET", "/thing", claims=Caller().claims()), LambdaContext(function_name="t"))
     # Then the answer is the saved-query routes' answer for that reason
     body = json.loads(response["body"])
     assert response["statusCode"] == status

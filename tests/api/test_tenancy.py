@@ -4,12 +4,17 @@ takes an id -- and is left untouched."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tests.api.conftest import Caller, new_schedule
 from timekeeper.db.connection import connect
+
+OPENAPI_FILE = Path(__file__).resolve().parents[2] / "shared" / "timekeeper" / "api" / "openapi.json"
 
 SCHEDULE = "00000000-0000-4000-8000-000000000000"
 
@@ -134,3 +139,36 @@ def test_a_request_s_workspace_log_key_ends_with_the_request(call, caller):
     assert "workspace_id" not in lines["after the request"]
     assert lines["in another context"]["workspace_id"] == "another-workspace"
     assert "workspace_id" not in lines["after the other context"]
+
+
+_SOME_ID = uuid.UUID("0f5b5d3e-8c1a-4d7e-9b2a-3c4d5e6f7a8b")  # (the same on every xdist worker)
+
+
+def _authenticated_operations() -> list[tuple[str, str]]:
+    """Every (method, path) of the published document that requires the authorizer, with
+    its path parameters filled with values of the right shape."""
+    document = json.loads(OPENAPI_FILE.read_text())
+    out = []
+    for path, item in document["paths"].items():
+        for method, operation in item.items():
+            if method in ("get", "post", "put", "patch", "delete") and operation.get("security", document.get(
+                    "security")):
+                filled = re.sub(r"\{[^}]*(version|number)[^}]*\}", "1", path)
+                out.append((method.upper(), re.sub(r"\{[^}]+\}", str(_SOME_ID), filled)))
+    return out
+
+
+@pytest.mark.parametrize(("method", "path"), _authenticated_operations(), ids=lambda v: str(v))
+@pytest.mark.parametrize("claims", [
+    {"principalId": "al\x00ice", "workspace_id": str(_SOME_ID), "roles": "schedules:admin,queries:admin"},
+    None,
+], ids=["nul-in-user", "no-authorizer"])
+def test_authentication_is_answered_before_the_request_is_validated(call, method, path, claims):
+    # Given a request that is wrong in every other way too: an unknown query parameter and
+    # a body no route takes
+    body = None if method in ("GET", "DELETE") else {"no such field": [1, 2, 3], "owner": 7}
+    # When a caller without valid claims sends it
+    reply = call(method, f"{path}?no_such_parameter=1", body, claims=claims)
+    # Then the answer is the 401, not a 422 that describes the request to a stranger
+    assert reply.status == 401, (method, path, reply)
+    assert reply.body["code"] == "unauthenticated"

@@ -14,8 +14,9 @@ claims (401), checks the route's role (403) and binds the caller's workspace -- 
 place the tenant rule lives; the scope also asks the access rule of
 :mod:`timekeeper.platform.access` and opens the request's transaction.
 
-This module also holds what applies before any route: the JSON-only resolver (415, NUL
-characters, a path ending in ``/``), unknown query parameters and numbers in the path
+This module also holds what applies before any route: the JSON-only resolver (401 for a
+request to an authenticated path without valid claims, before its request is looked at;
+415, NUL characters, a path ending in ``/``), unknown query parameters and numbers in the path
 (422), and 404 / 405 for paths no route takes.
 """
 
@@ -33,6 +34,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 
 from timekeeper import clock
 from timekeeper.api import delivery_routes, errors, exports, queries, reports, schedule_routes, snapshot_routes
+from timekeeper.api.auth import identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ErrorBody
 from timekeeper.api.models import (
@@ -154,14 +156,25 @@ class JsonApiResolver(APIGatewayRestResolver):
     resolver's own body parsing would otherwise try forms and multipart, and fail with a
     server error on a multipart type without a boundary). A body without a content type is
     read as JSON, and the media type is compared without regard to case. Bodies are parsed
-    by :func:`parse_json_body`."""
+    by :func:`parse_json_body`. Authentication comes first: a request to any path but
+    the :attr:`public` ones (method, rule) without valid claims is a 401 whatever else is
+    wrong with it (its body, parameters or path), as API Gateway's authorizer answers
+    before the integration."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(json_body_deserializer=parse_json_body, **kwargs)
+        #: The (method, Powertools rule) pairs that take no credentials.
+        self.public: set[tuple[str, str]] = set()
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
         path = str(event.get("path") or "")
+        method = str(event.get("httpMethod") or "").upper()
+        if not any(m == method and _rule_matches(rule, path) for m, rule in self.public):
+            try:
+                identity_from_event(event)
+            except errors.ApiError as refused:
+                return _early_error(HTTPStatus(refused.status), refused.code, refused.message)
         if len(path) > 1 and path.endswith("/"):
             # One spelling per route: "/schedules/<id>/" is not "/schedules/<id>".
             return _early_error(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route (a path does not end in /)")
@@ -290,6 +303,8 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         if not document:
             document.update(openapi_document(app))
         return document
+
+    app.public = routes.public
 
     return app
 

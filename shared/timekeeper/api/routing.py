@@ -51,7 +51,9 @@ class Routes:
     * ``scope_for(permission)`` -- the scope dependency of a token role;
     * ``publisher`` -- the owner-routed run publisher (Run now);
     * :meth:`route` -- ``app.route`` that also records each rule's methods (a 405 names
-      them) and each operation's query parameter names (an unknown one is a 422).
+      them), each operation's query parameter names (an unknown one is a 422) and the
+      rules that take no credentials (``security=[]`` or none: every other path is
+      authenticated before its request is validated).
     """
 
     app: Any
@@ -62,11 +64,14 @@ class Routes:
     kinds_by_owner: dict[str, list[str]] = field(default_factory=dict)
     methods_by_rule: dict[str, set[str]] = field(default_factory=dict)
     query_names: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    public: set[tuple[str, str]] = field(default_factory=set)
 
     def route(self, method: str, rule: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Register ``method rule`` (a Powertools rule, ``/schedules/<schedule_id>``) with
         the resolver's keyword arguments (``operation_id``, ``responses``, ...)."""
         self.methods_by_rule.setdefault(rule, set()).add(method)
+        if not kwargs.get("security"):
+            self.public.add((method, rule))
         register = self.app.route(rule, method, **kwargs)
 
         def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
