@@ -68,3 +68,19 @@ def test_a_version_is_a_plain_decimal(call, member, spelling):
     assert call("GET", f"/queries/{query_id}/versions/1", as_=member).status == 200
     reply = call("GET", f"/queries/{query_id}/versions/{spelling}", as_=member)
     assert (reply.status, reply.body["field"]) == (422, "version"), reply.body
+
+
+@pytest.mark.parametrize(("calendar", "twice"), [
+    ({"frequency": "daily", "times": ["09:00", "18:00", "09:00"]}, "calendar.times lists 09:00"),
+    ({"frequency": "weekly", "weekdays": ["MO", "FR", "MO"], "times": ["09:00"]}, "calendar.weekdays lists MO"),
+])
+def test_a_time_or_weekday_listed_twice_runs_once_and_the_caller_is_told(call, calendar, twice):
+    # Given a calendar rule that lists one time (or weekday) twice
+    reply = call("POST", "/schedules", new_schedule(recurrence={"calendar": calendar, "timezone": "UTC"}))
+    # Then it is taken (a stored definition written so stays valid) with a warning naming
+    # the repeat, and the repeat is no second occurrence
+    assert reply.status == 201, reply
+    assert any(twice in warning for warning in reply.body["warnings"]), reply.body["warnings"]
+    detail = call("GET", f"/schedules/{reply.body['id']}").body
+    instants = [o["at"] for o in detail["next_occurrences"]]
+    assert len(instants) == len(set(instants)) == 5, detail["next_occurrences"]

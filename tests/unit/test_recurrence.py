@@ -314,7 +314,8 @@ def test_times_are_sorted_and_deduplicated_and_key_is_canonical():
     occs = next_occurrences(cal(times=["18:00", "09:00", "09:00"]), utc(2027, 1, 1), 3)
     assert [o.local_time for o in occs] == [time(9), time(18), time(9)]
     assert a.nominal_period == timedelta(hours=12)
-    assert a.timezone == NY and a.warnings == ()
+    assert a.timezone == NY and a.warnings == ("calendar.times lists 09:00 more than once; each runs once",)
+    assert b.warnings == ()
     assert parse_rule(cal(times=["09:00"], interval=2)).nominal_period == timedelta(days=2)
 
 

@@ -64,7 +64,7 @@ class _CalendarRecurrence(_WallTimeRecurrence):
             raise InvalidRecurrence(
                 "calendar.nth_weekday",
                 f"never occurs: no month this rule selects has a 5th {_WEEKDAY_CODES[self._nth[1]]}")
-        self.warnings = ()
+        self.warnings = _repeats_noted(cal)
         minutes = [t.hour * 60 + t.minute for t in cal.times]
         self._init_wall(zone_name, frozenset(minutes))
 
@@ -244,3 +244,16 @@ class _CalendarRecurrence(_WallTimeRecurrence):
         if self._interval > 1:
             return "calendar.interval"
         return "calendar.nth_weekday" if self._nth is not None else "calendar"
+
+
+def _repeats_noted(cal: _CalendarModel) -> tuple[str, ...]:
+    """Warnings for a time or weekday listed more than once: the rule keeps each once (a
+    repeat is never a second run), and the caller is told, as the stored definition may
+    have been written so (it stays valid)."""
+    notes = []
+    times = [t.strftime("%H:%M") for t in cal.times]
+    for name, values in (("times", times), ("weekdays", list(cal.weekdays or ()))):
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            notes.append(f"calendar.{name} lists {', '.join(repeated)} more than once; each runs once")
+    return tuple(notes)
