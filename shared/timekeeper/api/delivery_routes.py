@@ -322,21 +322,29 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/query-schedules", tags=tags, operation_id="createQuerySchedule",
            security=SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
-           responses=_responses(201, "Created", 404, 415))
-    def create(scope: writer, body: Annotated[QueryScheduleCreate, Body()]) -> Response[QueryScheduleOut]:
+           responses=_responses(201, "Created", 404, 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def create(
+        scope: writer, body: Annotated[QueryScheduleCreate, Body()],
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key answers what the first request answered")] = None,
+    ) -> Response[QueryScheduleOut]:
         check_rule_shape(body.recurrence)
         scope.person(access.QUERIES_WRITE)
-        source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
-                        report_id=body.source.report_id)
-        _, settings = scope.call(
-            create_query_schedule, actor=scope.user_id, name=body.name, recurrence=body.recurrence, source=source,
-            format=body.format, recipients=body.recipients, subject_template=body.subject_template,
-            body_template=body.body_template, now=scope.now, skip_when_empty=body.skip_when_empty,
-            link_ttl_hours=body.link_ttl_hours, active=body.active, kinds=scope.kinds)
-        with scope.unit() as conn:
-            out = _out(conn, settings, recipients=True)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,
-                        headers={"Location": f"/query-schedules/{settings.schedule_id}"})
+
+        def create_it() -> Response:
+            source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
+                            report_id=body.source.report_id)
+            _, settings = scope.call(
+                create_query_schedule, actor=scope.user_id, name=body.name, recurrence=body.recurrence, source=source,
+                format=body.format, recipients=body.recipients, subject_template=body.subject_template,
+                body_template=body.body_template, now=scope.now, skip_when_empty=body.skip_when_empty,
+                link_ttl_hours=body.link_ttl_hours, active=body.active, kinds=scope.kinds)
+            with scope.unit() as conn:
+                out = _out(conn, settings, recipients=True)
+            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,
+                            headers={"Location": f"/query-schedules/{settings.schedule_id}"})
+
+        return scope.create_once(idempotency_key, body, create_it)
 
     @route("GET", "/query-schedules", tags=tags, operation_id="listQuerySchedules",
            security=SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",

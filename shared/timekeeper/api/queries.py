@@ -59,7 +59,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, UtcDatetime, decode_cursor, encode_cursor
-from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
 from timekeeper.reporting import definition as definitions
@@ -317,15 +317,23 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=SECURITY,
            summary="Save a query (the definition is checked against the catalogue) as version 1",
-           responses=_responses(201, "Created: the query and its version 1", 415))
-    def create_query(scope: Writer, body: Annotated[QueryCreate, Body()]) -> Response[QuerySaved]:
-        with _definition_checked(), scope.unit(QUERIES_WRITE, noun="query") as conn:
-            query, version = store.create_query(
-                conn, workspace_id=scope.workspace_id, name=body.name, description=body.description,
-                definition=body.definition, actor=scope.user_id, now=scope.now)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=QuerySaved(query=query_out(query), version=version_out(version)),
-                        headers={"Location": f"/queries/{query.id}"})
+           responses=_responses(201, "Created: the query and its version 1", 409, 415,
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def create_query(
+        scope: Writer, body: Annotated[QueryCreate, Body()],
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key answers what the first request answered")] = None,
+    ) -> Response[QuerySaved]:
+        def create() -> Response:
+            with _definition_checked(), scope.unit(QUERIES_WRITE, noun="query") as conn:
+                query, version = store.create_query(
+                    conn, workspace_id=scope.workspace_id, name=body.name, description=body.description,
+                    definition=body.definition, actor=scope.user_id, now=scope.now)
+            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                            body=QuerySaved(query=query_out(query), version=version_out(version)),
+                            headers={"Location": f"/queries/{query.id}"})
+
+        return scope.create_once(idempotency_key, body, create)
 
     @route("GET", "/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=SECURITY,
            summary="A saved query with every version (newest first), each with its definition",
@@ -338,16 +346,23 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=SECURITY,
            summary="Save a new version (n + 1, made current); earlier versions never change",
-           responses=_responses(201, "Created: the query and its new version", 404, 415))
-    def add_query_version(scope: Writer, query_id: QueryId,
-                          body: Annotated[VersionCreate, Body()]) -> Response[QuerySaved]:
-        with _definition_checked(), scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
-            query, version = store.add_version(
-                conn, workspace_id=scope.workspace_id, query_id=query_id, definition=body.definition,
-                actor=scope.user_id, now=scope.now, name=body.name, description=body.description)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=QuerySaved(query=query_out(query), version=version_out(version)),
-                        headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
+           responses=_responses(201, "Created: the query and its new version", 404, 409, 415,
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def add_query_version(
+        scope: Writer, query_id: QueryId, body: Annotated[VersionCreate, Body()],
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key answers what the first request answered")] = None,
+    ) -> Response[QuerySaved]:
+        def create() -> Response:
+            with _definition_checked(), scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
+                query, version = store.add_version(
+                    conn, workspace_id=scope.workspace_id, query_id=query_id, definition=body.definition,
+                    actor=scope.user_id, now=scope.now, name=body.name, description=body.description)
+            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                            body=QuerySaved(query=query_out(query), version=version_out(version)),
+                            headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
+
+        return scope.create_once(idempotency_key, body, create)
 
     @route("GET", "/queries/<query_id>/versions/<version>", tags=_TAGS, operation_id="getQueryVersion",
            security=SECURITY, summary="One version of a saved query",

@@ -159,13 +159,21 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/reports", tags=["reports"], operation_id="createReport", security=SECURITY,
            summary="Create a report (version 1); its sections' queries must be in the workspace",
-           responses=responses(201, "Created", 415))
-    def create_report(scope: Writer, body: Annotated[ReportCreate, Body()]) -> Response[ReportDetail]:
-        with _definition_checked(), scope.unit(access.REPORTS_WRITE, noun="report") as conn:
-            report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
-                                                  definition=body.definition, actor=scope.user_id, now=scope.now)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=_detail(report, version), headers={"Location": f"/reports/{report.id}"})
+           responses=responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def create_report(
+        scope: Writer, body: Annotated[ReportCreate, Body()],
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key answers what the first request answered")] = None,
+    ) -> Response[ReportDetail]:
+        def create() -> Response:
+            with _definition_checked(), scope.unit(access.REPORTS_WRITE, noun="report") as conn:
+                report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
+                                                      definition=body.definition, actor=scope.user_id,
+                                                      now=scope.now)
+            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                            body=_detail(report, version), headers={"Location": f"/reports/{report.id}"})
+
+        return scope.create_once(idempotency_key, body, create)
 
     @route("PUT", "/reports/<report_id>", tags=["reports"], operation_id="editReport", security=SECURITY,
            summary="Save a new version of the report and make it current (earlier versions stay)",

@@ -77,13 +77,21 @@ def register(routes: Routes) -> None:
     @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
            summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
                    "with a route of its own, queries.deliver, is refused: use /query-schedules)",
-           responses=_responses(201, "Created", 415))
-    def create_schedule(scope: Writer, body: Annotated[CreateBody, Body()]) -> Response[ScheduleOut]:
+           responses=_responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+    def create_schedule(
+        scope: Writer, body: Annotated[CreateBody, Body()],
+        idempotency_key: Annotated[str | None, idempotency_header(
+            "repeat a request safely: the same key answers what the first request answered")] = None,
+    ) -> Response[ScheduleOut]:
         check_rule_shape(body.recurrence)
-        row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
-                           subject_id=body.subject_id, name=body.name, active=body.active)
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
+
+        def create() -> Response:
+            row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
+                               subject_id=body.subject_id, name=body.name, active=body.active)
+            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                            body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
+
+        return scope.create_once(idempotency_key, body, create)
 
     @routes.route("GET", "/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=SECURITY,
            summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",

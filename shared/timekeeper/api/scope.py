@@ -31,6 +31,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.request import Request
 
 from timekeeper.api.auth import Identity, identity_from_event
@@ -156,6 +157,32 @@ class WorkspaceScope:
         """Bind the caller's Idempotency-Key to this request (see :func:`claim_key`)."""
         return claim_key(self.conn, self.identity, method=self.method, path=self.path, key=key, body=body,
                          now=self.now)
+
+    def create_once(self, key: str | None, body: Any, create: Callable[[], Response]) -> Response:
+        """Answer a creating request once per Idempotency-Key: bind ``key`` to this request
+        (:meth:`claim_key`; a 409 when it named another), then, in one transaction, either
+        replay the response recorded under it (header ``Idempotent-Replayed: true``) or call
+        ``create()`` (the route's work; its services' transactions nest as savepoints) and
+        record its response. A twin request sent at once waits for the first and replays
+        it: one resource either way. Without a key, just ``create()``; a ``create()`` that
+        raises records nothing (a repeat tries again)."""
+        if key is None:
+            return create()
+        self.claim_key(key, body)
+        who = {"workspace_id": self.workspace_id, "requester": self.identity.user_id, "key": key}
+        with workspace_unit(self.conn, self.workspace_id):
+            stored = idempotency.stored_response(self.conn, **who)
+            if stored is not None:
+                headers = {"Idempotent-Replayed": "true"}
+                if stored.response_location:
+                    headers["Location"] = stored.response_location
+                return Response(status_code=stored.response_status, content_type=content_types.APPLICATION_JSON,
+                                body=stored.response_body, headers=headers)
+            response = create()
+            payload = response.body.model_dump(mode="json") if hasattr(response.body, "model_dump") else response.body
+            idempotency.record_response(self.conn, **who, status=response.status_code, body=payload,
+                                        location=(response.headers or {}).get("Location"))
+            return response
 
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
              limit: int) -> service.SchedulePage:

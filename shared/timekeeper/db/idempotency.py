@@ -6,6 +6,10 @@ fingerprint). :func:`claim` records the first use and tells a repeat of the same
 (replay it) from another request sent with the same key (refuse it,
 :class:`KeyReused`). Another requester's same key is a key of their own.
 
+A creating request (:func:`stored_response` and :func:`record_response`) keeps its
+response under the key, so a repeat answers what the first one answered without creating
+a second resource.
+
 The owners' rows keep their own deduplication (an export per requester and key, a render
 per key, a manual run per schedule and key): :func:`scoped_key` gives them a key that is
 the requester's alone, so one person's key can never answer another person's request.
@@ -21,6 +25,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from timekeeper.db.rows import execute, fetch_one
 from timekeeper.db.sql import load_queries
@@ -86,6 +91,35 @@ def claim(conn: psycopg.Connection, *, workspace_id: UUID, requester: str, key: 
     if recorded is None or recorded.fingerprint != print_:
         raise KeyReused(recorded.method if recorded else method, recorded.path if recorded else path)
     return Claim(created=created, fingerprint=print_)
+
+
+@dataclass(frozen=True)
+class StoredResponse:
+    """What a creating request answered under its key: HTTP ``response_status`` (2xx),
+    the JSON ``response_body`` and its ``Location`` header (or None)."""
+
+    response_status: int | None
+    response_body: Any
+    response_location: str | None
+
+
+def stored_response(conn: psycopg.Connection, *, workspace_id: UUID, requester: str,
+                    key: str) -> StoredResponse | None:
+    """The response recorded under ``requester``'s claimed ``key`` (None when none is yet),
+    locking the key's row until the caller's transaction ends: call it inside the
+    transaction that creates the resource, after :func:`claim`, so that a twin of the
+    request sent at once waits for this one and then finds its response."""
+    found = fetch_one(conn, SQL["lock_response"], {"workspace_id": workspace_id, "requester": requester, "key": key},
+                      StoredResponse)
+    return found if found is not None and found.response_status is not None else None
+
+
+def record_response(conn: psycopg.Connection, *, workspace_id: UUID, requester: str, key: str, status: int,
+                    body: Any, location: str | None) -> None:
+    """Record what the creating request answered (``status`` 2xx, JSON-ready ``body``,
+    ``location`` or None) under its key, in the creation's transaction."""
+    execute(conn, SQL["record_response"], {"workspace_id": workspace_id, "requester": requester, "key": key,
+                                           "status": status, "body": Jsonb(body), "location": location})
 
 
 def scoped_key(requester: str, key: str) -> str:

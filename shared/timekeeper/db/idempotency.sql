@@ -8,3 +8,17 @@ ON CONFLICT (workspace_id, requester, key) DO NOTHING
 SELECT fingerprint, method, path, created_at
   FROM idempotency_keys
  WHERE workspace_id = %(workspace_id)s AND requester = %(requester)s AND key = %(key)s
+
+-- name: lock_response
+-- The response a creating request recorded under the key, the row locked until the
+-- transaction ends (a twin request sent at once waits here for the first to commit).
+SELECT response_status, response_body, response_location
+  FROM idempotency_keys
+ WHERE workspace_id = %(workspace_id)s AND requester = %(requester)s AND key = %(key)s
+   FOR UPDATE
+
+-- name: record_response
+UPDATE idempotency_keys
+   SET response_status = %(status)s, response_body = %(body)s, response_location = %(location)s
+ WHERE workspace_id = %(workspace_id)s AND requester = %(requester)s AND key = %(key)s
+   AND response_status IS NULL
