@@ -4,9 +4,11 @@ The harness (``../shared/bench``, see its README) times the product through
 ``peers/timekeeper_adapter.py``, which calls the real ``dispatch`` and ``process_batch``.
 That adapter opens its connections with ``connect(uri, statement_timeout_ms=...)``; the
 product no longer sends session options on connect (RDS Proxy refuses startup options, so
-statement timeouts belong to the database logins). This module is the same adapter with
-only its connection opener replaced; everything timed is the harness's code and the
-product's. Run it with::
+statement timeouts belong to the database logins). It also reads the accounting
+consumer's numbers (``batch_size``) off the pipeline, where the topology kept them before
+each pipeline composed a ``QueueConsumer``. This module is the same adapter with only its
+connection opener replaced and the pipeline shown to it with its consumer's numbers
+flat; everything timed is the harness's code and the product's. Run it with::
 
     TK_REPO=. TIMEKEEPER_BENCH_ADAPTER=peer_adapter bash ../shared/bench/run_peers.sh --with-timekeeper
 
@@ -15,9 +17,32 @@ product's. Run it with::
 
 from __future__ import annotations
 
-import timekeeper_adapter as _harness
+from typing import Any
 
+from timekeeper import topology
 from timekeeper.db.connection import connect
+
+
+class _FlatPipeline:
+    """A pipeline as the harness's adapter reads it: its own attributes, and its queue
+    consumer's (``batch_size``, ``max_receive_count``, ...) as if they were its own."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self._pipeline = pipeline
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return getattr(self._pipeline, name)
+        except AttributeError:
+            return getattr(self._pipeline.consumer, name)
+
+
+_accounting = topology.ACCOUNTING
+topology.ACCOUNTING = _FlatPipeline(_accounting)  # (only while the harness's adapter is imported)
+try:
+    import timekeeper_adapter as _harness
+finally:
+    topology.ACCOUNTING = _accounting
 
 
 def _connect(uri: str, role: str):

@@ -93,6 +93,14 @@ LINK_SECRET_VARIABLE = "LINK_SIGNING_SECRET_ARN"
 #: ... or the key itself, locally.
 LINK_KEY_VARIABLE = "LINK_SIGNING_KEY"
 
+#: The console (served by the API function): the key its session cookies are signed with
+#: (unset: the console answers that it is not configured).
+CONSOLE_SESSION_KEY_VARIABLE = "CONSOLE_SESSION_KEY"
+#: ``1``: the console offers the development sign-in (the local stack only, never a deployment).
+CONSOLE_DEV_SIGN_IN_VARIABLE = "CONSOLE_DEV_SIGN_IN"
+#: The development sign-in's suggested people (JSON list of label, user_id, workspace_id, roles).
+CONSOLE_SAMPLES_VARIABLE = "CONSOLE_SAMPLES"
+
 #: Object prefixes of the files bucket: one per kind of object, each with its own grants
 #: and lifecycle rule (infra) and its own key scheme (the domain module writing it).
 EXPORTS_PREFIX = "exports/"

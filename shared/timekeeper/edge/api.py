@@ -15,6 +15,7 @@ current request) and the connection are cached per thread.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
@@ -23,8 +24,10 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from timekeeper import clock
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
+from timekeeper.console.app import ConsoleSettings, create_console, is_console_path
 from timekeeper.db.connection import ConnectionProvider
 from timekeeper.edge import adapters, registries
+from timekeeper.settings import CONSOLE_DEV_SIGN_IN_VARIABLE, CONSOLE_SAMPLES_VARIABLE, CONSOLE_SESSION_KEY_VARIABLE
 
 _environment = threading.local()
 _lock = threading.Lock()
@@ -70,6 +73,42 @@ def lambda_app() -> APIGatewayRestResolver:
     """The resolver ``functions/api/handler.py`` serves, built on first use in each
     execution environment."""
     return _cached("app", lambda: create_app(edge_adapters()))
+
+
+def console_settings() -> ConsoleSettings | None:
+    """The console's settings from the environment, or None when no session key is set
+    (:data:`timekeeper.settings.CONSOLE_SESSION_KEY_VARIABLE`)."""
+    key = os.environ.get(CONSOLE_SESSION_KEY_VARIABLE, "")
+    if not key:
+        return None
+    dev = os.environ.get(CONSOLE_DEV_SIGN_IN_VARIABLE) == "1"
+    try:
+        samples = tuple(json.loads(os.environ.get(CONSOLE_SAMPLES_VARIABLE) or "[]"))
+    except ValueError:
+        samples = ()
+    return ConsoleSettings(session_key=key, dev_sign_in=dev, secure_cookies=not dev, samples=samples)
+
+
+def console_app() -> APIGatewayRestResolver | None:
+    """The console's resolver (its pages call this environment's API resolver), built on
+    first use in each execution environment; None when the console is not configured."""
+    chosen = console_settings()
+    if chosen is None:
+        return None
+    return _cached("console", lambda: create_console(lambda event, context: lambda_app().resolve(event, context),
+                                                    chosen))
+
+
+def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The API function's answer to a REST proxy event: the console's pages for its paths
+    (a 404 when the console is not configured), the API for every other."""
+    if is_console_path(str(event.get("path") or "")):
+        console = console_app()
+        if console is None:
+            return {"statusCode": 404, "headers": {"Content-Type": "text/plain; charset=utf-8"},
+                    "body": "The console is not configured in this deployment.", "isBase64Encoded": False}
+        return console.resolve(event, context)
+    return lambda_app().resolve(event, context)
 
 
 def reset() -> None:

@@ -42,6 +42,7 @@ import base64
 import io
 import json
 import os
+import secrets
 import selectors
 import socket
 import sys
@@ -572,9 +573,34 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
         # the local stack's default address.
         os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
         settings.settings.cache_clear()
+    _enable_console(stack)
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
     return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd)
+
+
+def _enable_console(stack: LocalStack) -> None:
+    """Turn the console on for this server: a fresh session key (signing in again after a
+    restart), the development sign-in, and the Platform sample's people to pick from
+    (an admin, an analyst and a viewer of its first workspace, the admin of another)."""
+    from timekeeper import settings
+    from timekeeper.console.app import DEV_ROLES
+
+    os.environ[settings.CONSOLE_SESSION_KEY_VARIABLE] = secrets.token_urlsafe(48)
+    os.environ[settings.CONSOLE_DEV_SIGN_IN_VARIABLE] = "1"
+    samples = []
+    sample = stack.platform
+    if sample is not None:
+        everything = ",".join(DEV_ROLES)
+        for label, persona, workspace, roles in (
+                ("Berlin admin", "admin", "berlin", everything),
+                ("Berlin analyst", "analyst", "berlin", everything),
+                ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
+                ("Sydney admin", "sydney_admin", "sydney", everything)):
+            if persona in sample.users and workspace in sample.workspaces:
+                samples.append({"label": label, "user_id": sample.users[persona],
+                                "workspace_id": str(sample.workspaces[workspace]), "roles": roles})
+    os.environ[settings.CONSOLE_SAMPLES_VARIABLE] = json.dumps(samples)
 
 
 def link_base_url(host: str, port: int) -> str:
@@ -601,6 +627,7 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
     workspace = uuid.uuid4()
     token = f"dev:alice:{workspace}:schedules:read,schedules:write,schedules:run"
     print(f"Timekeeper API on {server.base_url}  (OpenAPI document: {server.base_url}/openapi.json)", file=out)
+    print(f"  console: {server.base_url}/  (development sign-in: pick a sample person)", file=out)
     print(f"  database: {_redacted(server.database_url)}", file=out)
     print(f"  local AWS (moto): {server.local_aws.endpoint}; dispatchers every minute, queues polled every "
           f"{options.poll_interval_s:g}s, real clock", file=out)

@@ -1,0 +1,415 @@
+"""The console's pages: a Powertools REST resolver answering HTML, each page built from
+the API's answers for the signed-in person.
+
+Sessions: a signed cookie (:class:`Sessions`, itsdangerous with SHA-256, eight hours)
+holds the person's claims (user, workspace, roles) and a random session id; it is
+``HttpOnly``, ``SameSite=Lax`` and ``Secure`` wherever the console is served over HTTPS.
+Locally, a development sign-in (:attr:`ConsoleSettings.dev_sign_in`) lets you pick a
+sample person; a deployment signs in through its identity provider and passes the same
+claims. Every state-changing request is a POST carrying the session's CSRF token (a
+signature of its session id), checked before anything is done.
+
+Every response carries a Content-Security-Policy without ``unsafe-inline`` (scripts and
+styles come from ``/console/static/`` only; no code or font from another origin),
+``frame-ancestors 'none'`` and ``nosniff``; every text is escaped by Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from http import HTTPStatus
+from http.cookies import SimpleCookie
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, quote, urlencode
+from zoneinfo import ZoneInfo
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+#: Where the console's pages live (``/`` leads to them).
+PREFIX = "/console"
+#: The session cookie's name.
+SESSION_COOKIE = "tk_console"
+#: How long a session lasts (seconds).
+SESSION_MAX_AGE_S = 8 * 3600
+#: The roles a development sign-in offers (a deployment's come from its identity provider).
+DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
+             "reports:read", "snapshots:read")
+#: Schedules per page of the list.
+PAGE_SIZE = 50
+
+#: The policy of every console response: this origin's scripts and styles only, no
+#: inline code, never framed, forms posted only here.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+_SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
+                     "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
+_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+_ACTIONS = {"pause": "paused", "resume": "resumed", "run": "run requested"}
+
+
+def is_console_path(path: str | None) -> bool:
+    """Whether a request path belongs to the console (``/`` and ``/console...``)."""
+    return path in ("/", "") or path == PREFIX or (path or "").startswith(PREFIX + "/")
+
+
+@dataclass(frozen=True)
+class ConsoleSettings:
+    """How the console runs: ``session_key`` signs its cookies (at least 32 characters);
+    ``dev_sign_in`` offers the development sign-in (local stack only); ``secure_cookies``
+    marks cookies ``Secure`` (HTTPS); ``samples`` are the people the development sign-in
+    suggests (``{"label", "user_id", "workspace_id", "roles"}``)."""
+
+    session_key: str
+    dev_sign_in: bool = False
+    secure_cookies: bool = True
+    samples: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Session:
+    """A signed-in person: the claims the API is called with, and the session's id (what
+    its CSRF token signs)."""
+
+    user_id: str
+    workspace_id: str
+    roles: str
+    sid: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+
+    def claims(self) -> dict[str, str]:
+        """The authorizer claims of the person's API requests."""
+        return {"principalId": self.user_id, "workspace_id": self.workspace_id, "roles": self.roles}
+
+
+class Sessions:
+    """Issues and reads session cookies and their CSRF tokens (``secret_key``: at least 32
+    characters; ``ValueError`` otherwise)."""
+
+    def __init__(self, secret_key: str) -> None:
+        if len(secret_key) < 32:
+            raise ValueError("the console's session key must have at least 32 characters")
+        self._cookies = URLSafeTimedSerializer(secret_key, salt="timekeeper-console-session",
+                                               signer_kwargs={"digest_method": hashlib.sha256})
+        self._csrf = URLSafeTimedSerializer(secret_key, salt="timekeeper-console-csrf",
+                                            signer_kwargs={"digest_method": hashlib.sha256})
+
+    def issue(self, session: Session) -> str:
+        """The cookie value of ``session``."""
+        return self._cookies.dumps({"u": session.user_id, "w": session.workspace_id, "r": session.roles,
+                                    "s": session.sid})
+
+    def read(self, value: str | None) -> Session | None:
+        """The session a cookie value holds, or None (absent, tampered with, expired after
+        :data:`SESSION_MAX_AGE_S`, or not what :meth:`issue` writes)."""
+        if not value:
+            return None
+        try:
+            data = self._cookies.loads(value, max_age=SESSION_MAX_AGE_S)
+            session = Session(user_id=data["u"], workspace_id=data["w"], roles=data["r"], sid=data["s"])
+        except (BadSignature, KeyError, TypeError, ValueError):
+            return None
+        if not all(isinstance(v, str) and v and "\x00" not in v for v in (session.user_id, session.workspace_id,
+                                                                          session.sid)):
+            return None
+        return session
+
+    def csrf_token(self, session: Session) -> str:
+        """The token a form of ``session`` carries."""
+        return self._csrf.dumps(session.sid)
+
+    def csrf_valid(self, session: Session, token: str | None) -> bool:
+        """Whether ``token`` is ``session``'s CSRF token (at most one session long)."""
+        if not token:
+            return False
+        try:
+            return self._csrf.loads(token, max_age=SESSION_MAX_AGE_S) == session.sid
+        except BadSignature:
+            return False
+
+
+@dataclass(frozen=True)
+class ApiReply:
+    """An API answer: HTTP ``status`` and the parsed JSON ``body`` (None when empty)."""
+
+    status: int
+    body: Any
+
+
+class ApiClient:
+    """The API as one person calls it: REST proxy events with ``claims`` as the authorizer's
+    context, resolved by ``resolve(event, context)`` in this execution environment."""
+
+    def __init__(self, resolve: Callable[[dict[str, Any], Any], dict[str, Any]], claims: dict[str, str],
+                 context: Any = None) -> None:
+        self._resolve, self._claims, self._context = resolve, claims, context
+
+    def call(self, method: str, path: str, *, query: dict[str, str] | None = None, body: Any = None,
+             headers: dict[str, str] | None = None) -> ApiReply:
+        """``method path`` with ``query`` parameters and a JSON ``body``; the API's answer."""
+        query = {k: v for k, v in (query or {}).items() if v not in (None, "")}
+        event = {
+            "resource": "/{proxy+}", "path": path, "httpMethod": method,
+            "headers": {"Content-Type": "application/json", **(headers or {})},
+            "multiValueHeaders": {}, "queryStringParameters": query or None,
+            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} or None,
+            "pathParameters": {"proxy": path.lstrip("/")}, "stageVariables": None,
+            "requestContext": {"resourcePath": "/{proxy+}", "httpMethod": method, "path": path,
+                               "requestId": str(uuid.uuid4()), "authorizer": self._claims,
+                               "identity": {"sourceIp": "127.0.0.1"}},
+            "body": None if body is None else json.dumps(body), "isBase64Encoded": False,
+        }
+        # Powertools keeps the current event on its router class: the API request would
+        # replace the console's own; give it back once the API has answered.
+        saved = getattr(BaseRouter, "current_event", None)
+        try:
+            response = self._resolve(event, self._context)
+        finally:
+            BaseRouter.current_event = saved
+        raw = response.get("body")
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = None
+        return ApiReply(int(response["statusCode"]), parsed)
+
+
+def when(instant: str | None, zone: str) -> dict[str, str] | None:
+    """An API instant (ISO 8601 UTC) shown for people: ``local`` in ``zone`` with its
+    abbreviation, and ``utc`` beside it. None for None."""
+    if not instant:
+        return None
+    at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    local = at.astimezone(ZoneInfo(zone))
+    return {"local": local.strftime("%Y-%m-%d %H:%M %Z"), "utc": at.strftime("%Y-%m-%d %H:%M UTC"),
+            "iso": at.isoformat()}
+
+
+def rule_text(recurrence: dict[str, Any]) -> str:
+    """A schedule's rule as one line (``cron 30 2 * * *``, ``every 15 minutes``,
+    ``daily at 09:00, 18:00``), without its zone (shown beside it)."""
+    if "cron" in recurrence:
+        return f"cron {recurrence['cron']}"
+    if "interval" in recurrence:
+        ((unit, amount),) = recurrence["interval"].items()
+        return f"every {amount} {unit if amount != 1 else unit.rstrip('s')}"
+    cal = recurrence.get("calendar") or {}
+    parts = [cal.get("frequency", "")]
+    if cal.get("interval", 1) != 1:
+        parts.append(f"(every {cal['interval']})")
+    if cal.get("weekdays"):
+        parts.append("on " + ", ".join(cal["weekdays"]))
+    if cal.get("month_day"):
+        parts.append(f"on day {cal['month_day']}")
+    if cal.get("nth_weekday"):
+        n, day = cal["nth_weekday"]
+        parts.append(f"on the {'last' if n == -1 else f'#{n}'} {day}")
+    if cal.get("month"):
+        parts.append(f"in month {cal['month']}")
+    parts.append("at " + ", ".join(cal.get("times", [])))
+    return " ".join(parts)
+
+
+def _templates() -> Environment:
+    env = Environment(loader=PackageLoader("timekeeper.console", "templates"),
+                      autoescape=select_autoescape(default=True, default_for_string=True))
+    env.filters["urlquote"] = lambda value: quote(str(value), safe="")
+    return env
+
+
+def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
+                   settings: ConsoleSettings) -> APIGatewayRestResolver:
+    """Build the console's resolver: its pages call the API through ``resolve_api(event,
+    context)`` (the API resolver of the same execution environment) with the signed-in
+    person's claims. Raises ``ValueError`` for a session key shorter than 32 characters."""
+    app = APIGatewayRestResolver()
+    sessions = Sessions(settings.session_key)
+    env = _templates()
+
+    def page(template: str, http_status: int = 200, *, session: Session | None = None, **values: Any) -> Response:
+        html = env.get_template(template).render(
+            session=session, csrf=sessions.csrf_token(session) if session else "", prefix=PREFIX, **values)
+        return Response(status_code=int(http_status), content_type="text/html; charset=utf-8", body=html,
+                        headers={**_SECURITY_HEADERS, "Cache-Control": "no-store"})
+
+    def redirect(location: str, *, cookie: str | None = None) -> Response:
+        headers = {**_SECURITY_HEADERS, "Location": location, "Cache-Control": "no-store"}
+        response = Response(status_code=HTTPStatus.SEE_OTHER, content_type="text/plain", body="",
+                            headers=headers)
+        if cookie is not None:
+            response.cookies.append(cookie)
+        return response
+
+    def cookie_header(value: str, *, max_age: int) -> str:
+        parts = [f"{SESSION_COOKIE}={value}", f"Path={PREFIX}", f"Max-Age={max_age}", "HttpOnly", "SameSite=Lax"]
+        if settings.secure_cookies:
+            parts.append("Secure")
+        return "; ".join(parts)
+
+    def current_session() -> Session | None:
+        jar = SimpleCookie()
+        try:
+            jar.load(app.current_event.headers.get("cookie") or "")
+        except Exception:  # noqa: BLE001 - a malformed Cookie header is no session
+            return None
+        morsel = jar.get(SESSION_COOKIE)
+        return sessions.read(morsel.value if morsel else None)
+
+    def form() -> dict[str, str]:
+        body = app.current_event.body or ""
+        if app.current_event.is_base64_encoded:
+            try:
+                body = base64.b64decode(body).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                return {}
+        return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+
+    def api(session: Session) -> ApiClient:
+        """The API as ``session``'s person (:class:`ApiClient` gives the console's own
+        request back to ``app.current_event`` after each call)."""
+        return ApiClient(resolve_api, session.claims(), app.lambda_context)
+
+    def signed_in(handler: Callable[..., Response]) -> Callable[..., Response]:
+        """A page for a signed-in person (others are sent to sign in)."""
+
+        def wrapped(*args: Any, **kwargs: Any) -> Response:
+            session = current_session()
+            if session is None:
+                return redirect(f"{PREFIX}/sign-in")
+            return handler(session, *args, **kwargs)
+
+        return wrapped
+
+    def checked_post(handler: Callable[..., Response]) -> Callable[..., Response]:
+        """A state-changing request: a session and its CSRF token first."""
+
+        def wrapped(*args: Any, **kwargs: Any) -> Response:
+            session = current_session()
+            if session is None:
+                return redirect(f"{PREFIX}/sign-in")
+            fields = form()
+            if not sessions.csrf_valid(session, fields.get("csrf")):
+                return page("error.html", HTTPStatus.FORBIDDEN, session=session, title="Refused",
+                            message="This form has expired or did not come from this console. Reload the page "
+                                    "and try again.")
+            return handler(session, fields, *args, **kwargs)
+
+        return wrapped
+
+    def api_error(session: Session, reply: ApiReply) -> Response:
+        body = reply.body if isinstance(reply.body, dict) else {}
+        status = reply.status if 400 <= reply.status < 600 else 502
+        title = {404: "Not found", 403: "Not allowed", 401: "Signed out"}.get(status, "Refused")
+        return page("error.html", status, session=session, title=title,
+                    message=body.get("message") or "The request was refused.", code=body.get("code"))
+
+    @app.get("/")
+    def home() -> Response:
+        return redirect(f"{PREFIX}/schedules")
+
+    @app.get(PREFIX)
+    def console_root() -> Response:
+        return redirect(f"{PREFIX}/schedules")
+
+    @app.get(f"{PREFIX}/sign-in")
+    def sign_in_form() -> Response:
+        return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES)
+
+    @app.post(f"{PREFIX}/sign-in")
+    def sign_in() -> Response:
+        if not settings.dev_sign_in:
+            return page("error.html", HTTPStatus.NOT_FOUND, title="Not found",
+                        message="Sign in through your identity provider.")
+        fields = form()
+        user, workspace = fields.get("user_id", "").strip(), fields.get("workspace_id", "").strip()
+        roles = ",".join(r for r in DEV_ROLES if fields.get(f"role:{r}"))
+        try:
+            workspace = str(uuid.UUID(workspace))
+        except ValueError:
+            workspace = ""
+        if not user or "\x00" in user or len(user) > 200 or not workspace:
+            return page("sign_in.html", HTTPStatus.UNPROCESSABLE_ENTITY, dev=True, samples=settings.samples,
+                        roles=DEV_ROLES, problem="Give a user id and a workspace UUID.")
+        session = Session(user_id=user, workspace_id=workspace, roles=roles or "schedules:read")
+        return redirect(f"{PREFIX}/schedules", cookie=cookie_header(sessions.issue(session),
+                                                                    max_age=SESSION_MAX_AGE_S))
+
+    @app.post(f"{PREFIX}/sign-out")
+    @checked_post
+    def sign_out(session: Session, fields: dict[str, str]) -> Response:
+        return redirect(f"{PREFIX}/sign-in", cookie=cookie_header("", max_age=0))
+
+    @app.get(f"{PREFIX}/schedules")
+    @signed_in
+    def schedules(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        status = params.get("status") if params.get("status") in ("active", "paused") else None
+        reply = api(session).call("GET", "/schedules", query={"status": status, "cursor": params.get("cursor"),
+                                                              "limit": str(PAGE_SIZE)})
+        if reply.status != 200:
+            return api_error(session, reply)
+        rows = [{**item, "next": when(item.get("next_due_at"), item["timezone"]),
+                 "last": when(item.get("last_run_at"), item["timezone"]), "rule": rule_text(item["recurrence"])}
+                for item in reply.body["items"]]
+        next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
+            "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
+            if reply.body.get("next_cursor") else None)
+        return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page)
+
+    @app.get(f"{PREFIX}/schedules/<schedule_id>")
+    @signed_in
+    def schedule(session: Session, schedule_id: str) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        done = _ACTIONS.get(params.get("done", ""))
+        reply = api(session).call("GET", f"/schedules/{schedule_id}")
+        if reply.status != 200:
+            return api_error(session, reply)
+        detail = reply.body
+        zone = detail["schedule"]["timezone"]
+        occurrences = [{**o, "when": when(o["at"], zone)} for o in detail["next_occurrences"]]
+        runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone)}
+                for r in detail["history"]["runs"]]
+        events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
+        return page("schedule.html", session=session, s=detail["schedule"], rule=rule_text(
+            detail["schedule"]["recurrence"]), occurrences=occurrences, runs=runs, events=events, done=done,
+            run_key=str(uuid.uuid4()))
+
+    @app.post(f"{PREFIX}/schedules/<schedule_id>/<action>")
+    @checked_post
+    def schedule_action(session: Session, fields: dict[str, str], schedule_id: str, action: str) -> Response:
+        if action not in _ACTIONS:
+            return page("error.html", HTTPStatus.NOT_FOUND, session=session, title="Not found",
+                        message="No such action.")
+        headers = {"Idempotency-Key": fields["key"][:200]} if action == "run" and fields.get("key") else None
+        reply = api(session).call("POST", f"/schedules/{schedule_id}/{action}", headers=headers)
+        if reply.status >= 300:
+            return api_error(session, reply)
+        return redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done={action}")
+
+    @app.get(f"{PREFIX}/static/<name>")
+    def static(name: str) -> Response:
+        suffix = name[name.rfind("."):] if "." in name else ""
+        if "/" in name or "\\" in name or name.startswith(".") or suffix not in _STATIC_TYPES:
+            return page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="No such file.")
+        try:
+            text = resources.files("timekeeper.console").joinpath("static", name).read_text("utf-8")
+        except (FileNotFoundError, IsADirectoryError):
+            return page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="No such file.")
+        return Response(status_code=200, content_type=_STATIC_TYPES[suffix], body=text,
+                        headers={**_SECURITY_HEADERS, "Cache-Control": "public, max-age=300"})
+
+    @app.not_found
+    def not_found(_: Exception) -> Response:
+        return page("error.html", HTTPStatus.NOT_FOUND, session=current_session(), title="Not found",
+                    message="There is no such page.")
+
+    return app
