@@ -376,7 +376,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         detail = reply.body
         zone = detail["schedule"]["timezone"]
         occurrences = [{**o, "when": when(o["at"], zone)} for o in detail["next_occurrences"]]
-        runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone)}
+        runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
+                 "local": r["occurrence_local"].replace("T", " ")[:16]}
                 for r in detail["history"]["runs"]]
         events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
         return page("schedule.html", session=session, s=detail["schedule"], rule=rule_text(

@@ -1,0 +1,65 @@
+"""Write a screenshot of each console page into this folder (docs/console.md shows them).
+
+    python3 docs/console/screenshots.py
+
+Starts ``serve`` on a throw-away database of the embedded server (or ``DATABASE_URL``),
+creates two schedules for the Platform sample's Berlin admin through the API, pauses one
+and runs the other, and photographs the pages in Debian's headless Chromium
+(``/usr/bin/chromium``; the requirements-dev.txt Playwright drives it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path[:0] = [str(ROOT / "shared"), str(ROOT)]
+
+import requests  # noqa: E402
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from timekeeper.local.serve import ServeOptions, start_server  # noqa: E402
+
+
+def main() -> int:
+    os.environ.setdefault("TIMEKEEPER_HOME", tempfile.mkdtemp(prefix="tk-shots-"))
+    server = start_server(ServeOptions(port=0, access_log=False, reset=True))
+    server.serve_in_background()
+    try:
+        sample = server.stack.platform
+        admin, workspace = sample.users["admin"], sample.first_workspace
+        auth = {"Authorization": f"Bearer dev:{admin}:{workspace}:schedules:read,schedules:write,schedules:run"}
+        made = []
+        for name, rule in (("Nightly reconciliation sweep", {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}),
+                           ("Month-end close", {"calendar": {"frequency": "monthly", "month_day": "last",
+                                                             "times": ["18:00"]}, "timezone": "Europe/Berlin"})):
+            reply = requests.post(f"{server.base_url}/schedules", headers=auth, timeout=30, json={
+                "owner": "accounting", "work_kind": "reconciliation.sweep", "name": name, "recurrence": rule})
+            reply.raise_for_status()
+            made.append(reply.json()["id"])
+        requests.post(f"{server.base_url}/schedules/{made[1]}/pause", headers=auth, timeout=30).raise_for_status()
+        requests.post(f"{server.base_url}/schedules/{made[0]}/run", headers=auth, timeout=30).raise_for_status()
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1100, "height": 800})
+            page.goto(f"{server.base_url}/console/sign-in")
+            page.screenshot(path=str(HERE / "sign-in.png"), full_page=True)
+            page.get_by_role("button", name="Berlin admin").click()
+            page.wait_for_url("**/console/schedules")
+            page.screenshot(path=str(HERE / "schedules.png"), full_page=True)
+            page.goto(f"{server.base_url}/console/schedules/{made[0]}")
+            page.screenshot(path=str(HERE / "schedule.png"), full_page=True)
+            browser.close()
+    finally:
+        server.stop()
+    print(f"wrote {', '.join(p.name for p in sorted(HERE.glob('*.png')))} to {HERE}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
