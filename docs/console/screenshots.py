@@ -54,6 +54,13 @@ def main() -> int:
             page.screenshot(path=str(HERE / "schedules.png"), full_page=True)
             page.goto(f"{server.base_url}/console/schedules/{made[0]}")
             page.screenshot(path=str(HERE / "schedule.png"), full_page=True)
+            staff = browser.new_page(viewport={"width": 1100, "height": 800})
+            staff.goto(f"{server.base_url}/console/sign-in")
+            staff.get_by_label("User id").fill("staff-1")
+            staff.get_by_label("Workspace (UUID)").fill(str(workspace))
+            staff.get_by_role("button", name="Sign in").click()
+            staff.goto(f"{server.base_url}/console/snapshots")
+            staff.screenshot(path=str(HERE / "snapshots.png"))
             browser.close()
     finally:
         server.stop()

@@ -44,7 +44,10 @@ SESSION_COOKIE = "tk_console"
 SESSION_MAX_AGE_S = 8 * 3600
 #: The roles a development sign-in offers (a deployment's come from its identity provider).
 DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-             "reports:read", "snapshots:read")
+             "reports:read", "snapshots:read", "platform:staff")
+#: Staff roles that may read every workspace's snapshot periods and request re-runs and
+#: backfills (the API decides; the console only shows the staff form to them).
+STAFF_ROLES = frozenset({"platform:staff"})
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -56,6 +59,8 @@ _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Cont
                      "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 _ACTIONS = {"pause": "paused", "resume": "resumed", "run": "run requested"}
+#: The console's kinds of schedule, by path: the API prefix of each.
+_KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 
 
 def is_console_path(path: str | None) -> bool:
@@ -89,6 +94,17 @@ class Session:
     def claims(self) -> dict[str, str]:
         """The authorizer claims of the person's API requests."""
         return {"principalId": self.user_id, "workspace_id": self.workspace_id, "roles": self.roles}
+
+    def has(self, *roles: str) -> bool:
+        """Whether the session's token holds any of ``roles`` (what the navigation offers;
+        the API still decides every request)."""
+        held = set(self.roles.replace(",", " ").split())
+        return bool(held & set(roles))
+
+    @property
+    def staff(self) -> bool:
+        """Whether the person holds a snapshot staff role."""
+        return self.has(*STAFF_ROLES)
 
 
 class Sessions:
@@ -384,17 +400,100 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             detail["schedule"]["recurrence"]), occurrences=occurrences, runs=runs, events=events, done=done,
             run_key=str(uuid.uuid4()))
 
-    @app.post(f"{PREFIX}/schedules/<schedule_id>/<action>")
+    @app.post(f"{PREFIX}/<kind>/<schedule_id>/<action>")
     @checked_post
-    def schedule_action(session: Session, fields: dict[str, str], schedule_id: str, action: str) -> Response:
-        if action not in _ACTIONS:
+    def schedule_action(session: Session, fields: dict[str, str], kind: str, schedule_id: str,
+                        action: str) -> Response:
+        if action not in _ACTIONS or kind not in _KINDS:
             return page("error.html", HTTPStatus.NOT_FOUND, session=session, title="Not found",
                         message="No such action.")
         headers = {"Idempotency-Key": fields["key"][:200]} if action == "run" and fields.get("key") else None
-        reply = api(session).call("POST", f"/schedules/{schedule_id}/{action}", headers=headers)
+        reply = api(session).call("POST", f"{_KINDS[kind]}/{schedule_id}/{action}", headers=headers)
         if reply.status >= 300:
             return api_error(session, reply)
-        return redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done={action}")
+        return redirect(f"{PREFIX}/{kind}/{quote(schedule_id, safe='')}?done={action}")
+
+    @app.get(f"{PREFIX}/deliveries")
+    @signed_in
+    def deliveries(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        reply = api(session).call("GET", "/query-schedules", query={"cursor": params.get("cursor"),
+                                                                    "limit": str(PAGE_SIZE)})
+        if reply.status != 200:
+            return api_error(session, reply)
+        rows = [{**item, "next": when(item.get("next_due_at"), "UTC")} for item in reply.body["items"]]
+        cursor = reply.body.get("next_cursor")
+        return page("deliveries.html", session=session, rows=rows,
+                    next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>")
+    @signed_in
+    def delivery(session: Session, schedule_id: str) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        done = _ACTIONS.get(params.get("done", ""))
+        client = api(session)
+        reply = client.call("GET", f"/query-schedules/{schedule_id}")
+        if reply.status != 200:
+            return api_error(session, reply)
+        history = client.call("GET", f"/query-schedules/{schedule_id}/runs", query={"cursor": params.get("cursor")})
+        if history.status != 200:
+            return api_error(session, history)
+        runs = [{**run, "when": when(run.get("occurrence_at"), "UTC"), "finished": when(run.get("finished_at"), "UTC"),
+                 "deliveries": [{**d, "expires": when(d.get("link_expires_at"), "UTC")} for d in run["deliveries"]]}
+                for run in history.body["items"]]
+        cursor = history.body.get("next_cursor")
+        return page("delivery.html", session=session, s={**reply.body, "next": when(reply.body.get("next_due_at"),
+                                                                                     "UTC")},
+                    runs=runs, done=done, run_key=str(uuid.uuid4()),
+                    next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
+                    if cursor else None)
+
+    def periods_page(session: Session, *, workspace: str | None = None, problem: str | None = None,
+                     done: str | None = None, status_code: int = 200) -> Response:
+        """A workspace's periods: the person's own, or for staff the one ``workspace``
+        names (else the page's ``workspace`` parameter)."""
+        params = app.current_event.query_string_parameters or {}
+        if workspace is None:
+            workspace = params.get("workspace") or ""
+        workspace = workspace.strip() if session.staff else ""
+        only = params.get("status") or ""
+        path = f"/snapshots/workspaces/{workspace}/periods" if workspace else "/snapshots/periods"
+        reply = api(session).call("GET", path, query={"cursor": params.get("cursor"), "limit": "100"})
+        if reply.status != 200:
+            return api_error(session, reply)
+        zone = reply.body.get("timezone") or "UTC"
+        items = [{**item, "published": when(item.get("published_at"), zone)} for item in reply.body["items"]]
+        if only == "overdue":
+            items = [item for item in items if item["overdue"]]
+        elif only:
+            items = [item for item in items if item["status"] == only]
+        cursor = reply.body.get("next_cursor")
+        query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
+        return page("snapshots.html", status_code, session=session, items=items, zone=zone,
+                    workspace=reply.body.get("workspace_id"), chosen_workspace=workspace, only=only,
+                    problem=problem, done=done, next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None)
+
+    @app.get(f"{PREFIX}/snapshots")
+    @signed_in
+    def snapshots(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        return periods_page(session, done="Your request was recorded; it waits for admission."
+                            if params.get("done") == "requested" else None)
+
+    @app.post(f"{PREFIX}/snapshots/requests")
+    @checked_post
+    def snapshot_request(session: Session, fields: dict[str, str]) -> Response:
+        body = {name: fields.get(name, "").strip() for name in
+                ("owner", "snapshot_type", "workspace_id", "period", "mode", "reason")}
+        reply = api(session).call("POST", "/snapshots/runs", body=body)
+        if reply.status in (200, 201):
+            return redirect(f"{PREFIX}/snapshots?" + urlencode({"workspace": body["workspace_id"],
+                                                                "done": "requested"}))
+        message = reply.body.get("message") if isinstance(reply.body, dict) else None
+        field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
+        text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
+        return periods_page(session, workspace=body["workspace_id"], problem=text,
+                            status_code=reply.status if 400 <= reply.status < 500 else 502)
 
     @app.get(f"{PREFIX}/static/<name>")
     def static(name: str) -> Response:
