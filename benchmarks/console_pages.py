@@ -1,0 +1,120 @@
+"""Server time of each console page in a large workspace.
+
+One workspace with ``--schedules`` schedules (default 10,000) and ``--runs`` finished runs
+(default 100,000) spread over them (the first schedule gets ``--hot-runs`` of them, so its
+page reads a long history), then each page rendered ``--repeats`` times through the real
+console resolver, which calls the real API resolver on the API's walled login (what the
+API function does per request; no HTTP in between). Prints the median and 95th percentile
+of each page in milliseconds::
+
+    PYTHONPATH=shared:benchmarks:. python3 benchmarks/console_pages.py
+
+Target: each page under 200 ms at the median on this machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+from datetime import UTC, datetime
+
+import _bench as b
+
+from tests.api.conftest import proxy_event
+from timekeeper import clock
+from timekeeper.api import ApiAdapters, create_app
+from timekeeper.api.db import API_ROLE, connect_api
+from timekeeper.console.app import SESSION_COOKIE, ConsoleSettings, Session, Sessions, create_console
+from timekeeper.db.connection import connect, login_url
+from timekeeper.edge import registries
+from timekeeper.local.lambdas import LambdaContext
+
+NOW = datetime(2027, 3, 29, 9, 0, tzinfo=UTC)
+KEY = "bench-console-session-key-0123456789abcdef"
+
+
+def load(url: str, *, workspace: uuid.UUID, schedules: int, runs: int, hot_runs: int) -> uuid.UUID:
+    """Insert the workspace's schedules and finished runs; return the first schedule's id."""
+    with connect(url) as conn:
+        conn.execute("""
+            INSERT INTO schedules (id, workspace_id, owner, work_kind, name, recurrence, timezone, status,
+                                   next_due_at, created_at, updated_at, last_outcome, last_run_at)
+            SELECT gen_random_uuid(), %(ws)s, 'accounting', 'reconciliation.sweep', 'sweep ' || g,
+                   '{"cron": "30 2 * * *", "timezone": "Europe/Berlin"}', 'Europe/Berlin', 'active',
+                   %(now)s + (g %% 1440) * interval '1 minute', %(now)s - interval '30 days' + g * interval '1 second',
+                   %(now)s, 'reconciled', %(now)s - interval '1 hour'
+              FROM generate_series(1, %(n)s) AS g""", {"ws": workspace, "now": NOW, "n": schedules})
+        ids = [row["id"] for row in conn.execute(
+            "SELECT id FROM schedules WHERE workspace_id = %s ORDER BY created_at, id", (workspace,)).fetchall()]
+        conn.execute("""
+            INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                                       occurrence_local, trigger, definition_version, state, queued_at, attempts,
+                                       started_at, finished_at, outcome_code)
+            SELECT s.id, %(ws)s, 'accounting', 'reconciliation.sweep', (%(now)s - g * interval '1 day')::text,
+                   %(now)s - g * interval '1 day', (%(now)s - g * interval '1 day')::timestamp, 'scheduled', 1,
+                   'succeeded', %(now)s - g * interval '1 day', 1, %(now)s - g * interval '1 day',
+                   %(now)s - g * interval '1 day' + interval '2 seconds', 'reconciled'
+              FROM generate_series(1, %(per)s) AS g CROSS JOIN unnest(%(ids)s::uuid[]) AS s(id)""",
+                     {"ws": workspace, "now": NOW, "per": max(1, (runs - hot_runs) // schedules), "ids": ids[1:]})
+        conn.execute("""
+            INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                                       occurrence_local, trigger, definition_version, state, queued_at, attempts,
+                                       started_at, finished_at, outcome_code)
+            SELECT %(id)s, %(ws)s, 'accounting', 'reconciliation.sweep', (%(now)s - g * interval '1 hour')::text,
+                   %(now)s - g * interval '1 hour', (%(now)s - g * interval '1 hour')::timestamp, 'scheduled', 1,
+                   'succeeded', %(now)s - g * interval '1 hour', 1, %(now)s - g * interval '1 hour',
+                   %(now)s - g * interval '1 hour' + interval '2 seconds', 'reconciled'
+              FROM generate_series(1, %(hot)s) AS g""", {"id": ids[0], "ws": workspace, "now": NOW, "hot": hot_runs})
+        conn.execute("ANALYZE schedules")
+        conn.execute("ANALYZE schedule_runs")
+        return ids[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedules", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--hot-runs", type=int, default=5_000)
+    parser.add_argument("--repeats", type=int, default=30)
+    args = parser.parse_args()
+
+    url = b.open_database("bench_console")
+    workspace = uuid.uuid4()
+    started = time.perf_counter()
+    hot = load(url, workspace=workspace, schedules=args.schedules, runs=args.runs, hot_runs=args.hot_runs)
+    print(f"loaded {args.schedules:,} schedules and about {args.runs:,} runs in {time.perf_counter() - started:.1f} s")
+    clock.install(lambda: NOW)
+    api_conn = connect_api(login_url(url, API_ROLE))
+    api = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
+                                 registry=registries.work_kinds, now=clock.now,
+                                 snapshot_registry=registries.snapshot_types))
+    console = create_console(api.resolve, ConsoleSettings(session_key=KEY))
+    session = Session(user_id="bench", workspace_id=str(workspace), roles="schedules:read")
+    cookie = f"{SESSION_COOKIE}={Sessions(KEY).issue(session)}"
+    first_page = console.resolve(proxy_event("GET", "/console/schedules", claims=None, headers={"Cookie": cookie}),
+                                 LambdaContext(function_name="bench"))
+    cursor = first_page["body"].split('rel="next"')[0].rsplit("cursor=", 1)[-1].split('"')[0]
+    pages = {"schedules list (first page of 50)": "/console/schedules",
+             "schedules list (a later page)": f"/console/schedules?cursor={cursor}",
+             "schedules list (status filter)": "/console/schedules?status=active",
+             f"a schedule with {args.hot_runs:,} runs": f"/console/schedules/{hot}"}
+    print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
+    for label, path in pages.items():
+        times = []
+        for _ in range(args.repeats):
+            event = proxy_event("GET", path, claims=None, headers={"Cookie": cookie})
+            begun = time.perf_counter()
+            response = console.resolve(event, LambdaContext(function_name="bench"))
+            times.append((time.perf_counter() - begun) * 1000)
+            assert response["statusCode"] == 200, (path, response["statusCode"])
+        times.sort()
+        p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
+        print(f"| {label} | {statistics.median(times):.1f} | {p95:.1f} | |")
+    api_conn.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
