@@ -171,6 +171,8 @@ class AuroraDatabase(Construct):
         self.cluster.node.add_dependency(logs.LogGroup(
             self, "PostgresqlLogs", log_group_name=f"/aws/rds/cluster/{self.cluster_identifier}/postgresql",
             retention=log_retention, removal_policy=RemovalPolicy.DESTROY))
+        #: The writer instance (the cluster resource exists before any instance can answer).
+        self.writer_instance = self.cluster.node.find_child("Writer")
         self.secret: secretsmanager.ISecret = self.cluster.secret  # type: ignore[assignment]
         self.login_secrets: dict[str, secretsmanager.ISecret] = {}
         for login_id, username in LOGINS.items():
@@ -193,7 +195,8 @@ class AuroraDatabase(Construct):
         rotation_network = {"vpc": vpc, "vpc_subnets": subnets, "security_groups": [rotation_group]}
         self._rotate(self.secret, "Rotation", function_name=f"{name_prefix}-rotate-owner", log_retention=log_retention,
                      hosted=lambda name: secretsmanager.HostedRotation.postgre_sql_single_user(
-                         function_name=name, **rotation_network), immediately=True)
+                         function_name=name, **rotation_network), immediately=True,
+                     after=[self.writer_instance])
         for login_id, username in LOGINS.items():
             self._rotate(self.login_secrets[username], f"{login_id}Rotation",
                          function_name=f"{name_prefix}-rotate-{login_id.lower()}", log_retention=log_retention,
@@ -212,16 +215,21 @@ class AuroraDatabase(Construct):
                         "=false) to tear the deployment down; see README.md.")
 
     def _rotate(self, secret: secretsmanager.ISecret, construct_id: str, *, function_name: str,
-                log_retention: logs.RetentionDays, hosted, immediately: bool) -> None:
+                log_retention: logs.RetentionDays, hosted, immediately: bool,
+                after: list[Construct] | None = None) -> None:
         """Rotate ``secret`` every SECRET_ROTATION_DAYS with the hosted function
         ``hosted(function_name)``, whose log group is created first with ``log_retention``.
-        ``immediately``: also rotate when the schedule is created or changed."""
+        ``immediately``: also rotate when the schedule is created or changed, so the
+        schedule is created only after ``after`` too (the owner's: the writer instance,
+        without which the first rotation finds no database to log in to)."""
         log_group = logs.LogGroup(self, f"{construct_id}Logs", log_group_name=f"/aws/lambda/{function_name}",
                                   retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
         schedule = secret.add_rotation_schedule(
             construct_id, automatically_after=Duration.days(settings.SECRET_ROTATION_DAYS),
             hosted_rotation=hosted(function_name), rotate_immediately_on_update=immediately)
         schedule.node.add_dependency(log_group)
+        for dependency in after or []:
+            schedule.node.add_dependency(dependency)
 
     def access(self) -> DatabaseAccess:
         """How functions reach this database: the proxy endpoint, in the isolated subnets."""
