@@ -93,6 +93,27 @@ def proxy_max_connections_percent(budget_total: int, *, acu: float = AURORA_MIN_
 #: Period of every alarm except dispatcher silence (whose window is in the topology).
 ALARM_PERIOD_MINUTES = 5
 
+#: The API's latency alarm: API Gateway's p95 ``Latency`` (milliseconds, request to
+#: response) above this over one alarm period. The integration limit is 29 s; a route
+#: answers in well under a second, so 3 s means the database or a caller waits.
+API_LATENCY_ALARM_MS = 3000
+#: Aurora capacity alarm: the writer's ``ACUUtilization`` (percent of AURORA_MAX_ACU)
+#: above this at any time of an alarm period: the cluster is at its ceiling.
+AURORA_ACU_ALARM_PERCENT = 90
+#: RDS Proxy borrow latency alarm: ``DatabaseConnectionsBorrowLatency`` (microseconds)
+#: above this share of the borrow timeout (the connect timeout): functions nearly time out
+#: waiting for a pooled connection.
+PROXY_BORROW_ALARM_SHARE = 0.5
+#: SES reputation alarms, as the fractions SES publishes (``Reputation.BounceRate``,
+#: ``Reputation.ComplaintRate`` of the configuration set): AWS's advice is to stay below 2 %
+#: bounces and 0.1 % complaints; it reviews an account at 5 % / 0.1 % and may pause it at
+#: 10 % / 0.5 %.
+SES_BOUNCE_RATE_ALARM = 0.02
+SES_COMPLAINT_RATE_ALARM = 0.001
+#: The period of the SES reputation alarms: SES updates the rates over its own window, not
+#: per message.
+SES_REPUTATION_PERIOD_MINUTES = 60
+
 #: Tag naming the functions/ folder a Lambda was built from (the infra tests read it).
 FUNCTION_TAG = "timekeeper:function"
 
