@@ -19,7 +19,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.api import HttpApi
-from infra.database import AuroraDatabase
+from infra.database import AuroraDatabase, Network
 from infra.mail import MailResources
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
@@ -181,14 +181,15 @@ class Monitoring(Construct):
     throttles, API Gateway's 5XX answers and p95 latency, and a dashboard row.
     ``database`` (the created one; None for an existing database): Aurora's ACU
     utilisation and connections, RDS Proxy's client connections and borrow latency, and a
-    dashboard row. ``mail``: the configuration set's bounce and complaint rates."""
+    dashboard row. ``mail``: the configuration set's bounce and complaint rates.
+    ``network`` with a NAT instance: its status checks (missing data breaching)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
                  topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
                  renderer: ReportRendererResources | None = None,
                  work_queues: list[WorkQueueResources] | None = None, delivery: Any = None,
                  api: HttpApi | None = None, database: AuroraDatabase | None = None,
-                 mail: MailResources | None = None):
+                 mail: MailResources | None = None, network: Network | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -223,6 +224,7 @@ class Monitoring(Construct):
         self.database_alarms = self._database_alarms(database) if database is not None else None
         self.mail = mail
         self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
+        self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
         self.dashboard = self._dashboard(self._title, pipelines)
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
@@ -329,6 +331,8 @@ class Monitoring(Construct):
         for group in (self.api_alarms, self.database_alarms, self.mail_alarms):
             if group is not None:
                 every_alarm += group.all()
+        if self.nat_instance_alarm is not None:
+            every_alarm.append(self.nat_instance_alarm)
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -546,6 +550,20 @@ class Monitoring(Construct):
                 description=f"Deliveries' complaint rate reached {settings.SES_COMPLAINT_RATE_ALARM:.1%}: SES "
                             "reviews an account at 0.1 % and may pause it at 0.5 %."),
         )
+
+    def _nat_instance_alarm(self, network: Network) -> cw.Alarm:
+        """The lean profile's NAT instance failed a status check, or reports nothing (stopped,
+        terminated): every function's AWS calls but S3's have no route."""
+        [instance] = network.nat_instance.gateway_instances  # type: ignore[union-attr]
+        return self._alarm(
+            "NatInstance", name=f"{self._title}-network-nat-instance",
+            metric=cw.Metric(namespace="AWS/EC2", metric_name="StatusCheckFailed", statistic="Maximum",
+                             period=_period(), dimensions_map={"InstanceId": instance.instance_id}),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description="The NAT instance failed a status check or reports nothing (stopped, terminated): the "
+                        "functions cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Start or replace it "
+                        "(redeploy the data stack).")
 
     def _api_row(self, api: HttpApi) -> list[cw.IWidget]:
         function = api.function.function

@@ -256,8 +256,9 @@ class DeploymentConfig:
     #: Where delivery e-mail comes from (required: there is no address to assume).
     mail: MailSettings
     #: How the functions in the created VPC reach the AWS services they call:
-    #: ``endpoints`` (interface endpoints for exactly the declared services, no NAT) or
-    #: ``nat`` (one NAT gateway; no interface endpoint).
+    #: ``endpoints`` (interface endpoints for exactly the declared services, no NAT),
+    #: ``nat`` (one NAT gateway; no interface endpoint) or ``nat-instance`` (one NAT
+    #: instance instead of the gateway: the lean profile).
     egress: str = "endpoints"
     #: Whether functions reserve concurrency (dispatchers, planner, renderer, API). False
     #: lets an account whose concurrency quota is still the default (10) deploy.
@@ -289,7 +290,7 @@ class DeploymentConfig:
     KEY_RESERVED_CONCURRENCY = "timekeeper:reservedConcurrency"
     KEY_ARCHITECTURE = "timekeeper:architecture"
     #: The values of ``timekeeper:egress``.
-    EGRESS_ENDPOINTS, EGRESS_NAT = "endpoints", "nat"
+    EGRESS_ENDPOINTS, EGRESS_NAT, EGRESS_NAT_INSTANCE = "endpoints", "nat", "nat-instance"
 
     @property
     def mail_sender(self) -> str:
@@ -363,8 +364,9 @@ class DeploymentConfig:
             reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
             architecture=architecture_of(node),
         )
-        if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT):
-            raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS} or {cls.EGRESS_NAT}")
+        if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT, cls.EGRESS_NAT_INSTANCE):
+            raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS}, {cls.EGRESS_NAT} "
+                             f"or {cls.EGRESS_NAT_INSTANCE}")
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")
         if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):

@@ -10,7 +10,14 @@ import pytest
 
 from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
-from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_topic_id, queue_by_name, resources
+from tests.infra.conftest import (
+    alarm_by_name,
+    functions_by_folder,
+    notification_topic_id,
+    queue_by_name,
+    resources,
+    synthesize,
+)
 from timekeeper import observability as obs
 from timekeeper.topology import CONNECT_TIMEOUT_S, PIPELINES, REPORT_RENDERER, WORK_QUEUES, connection_budget
 
@@ -259,3 +266,23 @@ def test_dashboard_has_api_database_and_mail_rows(synth):
                  "Timekeeper-database-proxy-clients", "Timekeeper-mail-bounce-rate",
                  f"Timekeeper-{REPORT_RENDERER.name}-failed-arrivals"):
         assert json.dumps({"Fn::GetAtt": [ids[name], "Arn"]}) in body, name
+
+
+def test_the_lean_profiles_nat_instance_alarms_when_it_fails_or_falls_silent():
+    # Given the lean profile (one NAT instance instead of the endpoints)
+    lean = synthesize({"timekeeper:egress": "nat-instance"})
+    [instance_id] = resources(lean.data_template, "AWS::EC2::Instance")
+
+    # Then a failed status check, or no data at all (stopped, terminated), notifies
+    props = alarm_by_name(lean.app_template, "Timekeeper-network-nat-instance")
+    [dimension] = props["Dimensions"]
+    assert dimension["Name"] == "InstanceId" and _export_of(lean.data_template, dimension["Value"]) == {
+        "Ref": instance_id}
+    _assert_alarm({**props, "Dimensions": []}, lean.app_template, namespace="AWS/EC2", metric="StatusCheckFailed",
+                  dimensions=[], statistic="Maximum", period=PERIOD_S, threshold=0,
+                  comparison="GreaterThanThreshold", missing="breaching")
+
+
+def test_without_a_nat_instance_there_is_no_nat_instance_alarm(synth):
+    names = [a["Properties"]["AlarmName"] for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()]
+    assert "Timekeeper-network-nat-instance" not in names
