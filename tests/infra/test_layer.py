@@ -204,3 +204,27 @@ def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path, archite
     assert not (python / "botocore").exists()
     size = sum(p.stat().st_size for p in python.rglob("*") if p.is_file())
     assert size < 100 * 1024 * 1024, f"layer is {size / 2**20:.0f} MiB unzipped"
+
+
+@pytest.mark.skipif(os.environ.get("TIMEKEEPER_SKIP_LAYER_BUILD") == "1", reason="layer build skipped")
+def test_the_app_synthesized_with_bundling_ships_a_layer_for_its_functions_architecture():
+    # Given the whole app synthesized with bundling on (what `cdk synth` does), default context
+    from tests.infra.conftest import functions_by_folder, resources, synthesize
+
+    built = synthesize({"aws:cdk:bundling-stacks": ["**"]})
+
+    # When the layer's staged asset is read
+    manifest = json.loads((built.outdir / "TimekeeperApp.assets.json").read_text())
+    [asset] = [a for a in manifest["files"].values() if a.get("displayName", "").endswith("Layer/Code")]
+    python = built.outdir / asset["source"]["path"] / "python"
+
+    # Then it holds the package and wheels for arm64, the architecture of every function
+    template = built.app_template
+    [layer] = resources(template, "AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    assert {tuple(template["Resources"][lid]["Properties"]["Architectures"])
+            for lid in functions_by_folder(template).values()} == {("arm64",)}
+    _assert_holds_only_what_lambda_runs(python / "timekeeper")
+    [psycopg] = list((python / "psycopg_binary").glob("_psycopg.cpython-312-*-linux-gnu.so"))
+    assert psycopg.name == "_psycopg.cpython-312-aarch64-linux-gnu.so"
+    assert _elf_machine(psycopg) == _ELF_MACHINE[settings.ARM64]
