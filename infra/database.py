@@ -51,6 +51,12 @@ from timekeeper.topology import (
 #: server from 15 up that a local stack or a test suite starts.
 ENGINE_VERSION = rds.AuroraPostgresEngineVersion.VER_16_11
 
+#: The VPC's address range (CDK's default, stated so rules can name it at synth).
+VPC_CIDR = "10.0.0.0/16"
+#: The NAT instance of the ``nat-instance`` egress (Graviton, the smallest type: AWS API
+#: calls only, no bulk traffic; up to 5 Gbit/s burst).
+NAT_INSTANCE_TYPE = "t4g.nano"
+
 #: The logins with their own secret: construct id -> database role.
 LOGINS = {"Worker": WORKER_LOGIN, "Api": API_LOGIN}
 
@@ -86,13 +92,24 @@ class Network(Construct):
     interface endpoint per declared service (:func:`interface_endpoints_needed`), private
     DNS on, reachable on 443 from the groups :meth:`allow_endpoints_from` admits.
     ``nat``: public subnets with one NAT gateway and private subnets routed through it; no
-    interface endpoint. ``subnets`` selects where the database and the functions run."""
+    interface endpoint. ``nat-instance``: the same with one NAT instance
+    (:data:`NAT_INSTANCE_TYPE`, Amazon Linux 2023 for arm64, HTTPS in from the VPC only)
+    instead of the gateway. ``subnets`` selects where the database and the functions run."""
 
     def __init__(self, scope: Construct, construct_id: str, *, log_retention: logs.RetentionDays,
                  egress: str = "endpoints"):
         super().__init__(scope, construct_id)
         self.egress = egress
-        if egress == "nat":
+        nat = egress in ("nat", "nat-instance")
+        self.nat_instance: ec2.NatInstanceProviderV2 | None = None
+        if egress == "nat-instance":
+            # The image is the SSM parameter of the latest AL2023 (resolved at deploy, no
+            # lookup at synth); CDK's user data turns on forwarding and masquerading.
+            self.nat_instance = ec2.NatProvider.instance_v2(
+                instance_type=ec2.InstanceType(NAT_INSTANCE_TYPE),
+                machine_image=ec2.MachineImage.latest_amazon_linux2023(cpu_type=ec2.AmazonLinuxCpuType.ARM_64),
+                default_allowed_traffic=ec2.NatTrafficDirection.OUTBOUND_ONLY)
+        if nat:
             subnet_type = ec2.SubnetType.PRIVATE_WITH_EGRESS
             configuration = [
                 ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24),
@@ -101,23 +118,44 @@ class Network(Construct):
             subnet_type = ec2.SubnetType.PRIVATE_ISOLATED
             configuration = [ec2.SubnetConfiguration(name="isolated", subnet_type=subnet_type, cidr_mask=24)]
         self.vpc = ec2.Vpc(
-            self, "Vpc", max_azs=2, nat_gateways=1 if egress == "nat" else 0,
+            self, "Vpc", max_azs=2, nat_gateways=1 if nat else 0, nat_gateway_provider=self.nat_instance,
+            ip_addresses=ec2.IpAddresses.cidr(VPC_CIDR),
             subnet_configuration=configuration,
             gateway_endpoints={"S3": ec2.GatewayVpcEndpointOptions(service=ec2.GatewayVpcEndpointAwsService.S3)},
         )
         self.subnets = ec2.SubnetSelection(subnet_type=subnet_type)
+        if self.nat_instance is not None:
+            self._harden_nat_instance(self.nat_instance)
         self.vpc.add_flow_log("FlowLog", destination=ec2.FlowLogDestination.to_cloud_watch_logs(
             logs.LogGroup(self, "FlowLogs", retention=log_retention)))
         self.endpoint_security_group = ec2.SecurityGroup(
             self, "EndpointSecurityGroup", vpc=self.vpc, allow_all_outbound=False,
             description="Timekeeper interface endpoints (HTTPS from the groups allowed in)")
         self.interface_endpoints: dict[str, ec2.InterfaceVpcEndpoint] = {}
-        if egress != "nat":
+        if not nat:
             for service in interface_endpoints_needed():
                 name, endpoint_service = INTERFACE_ENDPOINTS[service]
                 self.interface_endpoints[service] = self.vpc.add_interface_endpoint(
                     name, service=endpoint_service, subnets=self.subnets, private_dns_enabled=True, open=False,
                     security_groups=[self.endpoint_security_group])
+
+    def _harden_nat_instance(self, provider: ec2.NatInstanceProviderV2) -> None:
+        """HTTPS in from the VPC only (every AWS API the functions call is HTTPS), an
+        encrypted root volume; the acknowledgments of what a stateless NAT instance does
+        without."""
+        provider.security_group.add_ingress_rule(ec2.Peer.ipv4(VPC_CIDR), ec2.Port.tcp(443),
+                                                 "HTTPS from the VPC to AWS APIs")
+        [instance] = provider.gateway_instances
+        cfn: ec2.CfnInstance = instance.node.default_child  # type: ignore[assignment]
+        cfn.block_device_mappings = [ec2.CfnInstance.BlockDeviceMappingProperty(
+            device_name="/dev/xvda", ebs=ec2.CfnInstance.EbsProperty(
+                encrypted=True, volume_type="gp3", delete_on_termination=True))]
+        acknowledge(instance, "AwsSolutions-EC28",
+                    "The NAT instance of the lean profile forwards AWS API calls only; basic monitoring and the "
+                    "status-check alarm (infra/monitoring.py) cover it, detailed monitoring would cost more than it.")
+        acknowledge(instance, "AwsSolutions-EC29",
+                    "The NAT instance holds no state: CloudFormation replaces it when its image changes, which "
+                    "termination protection would block.")
 
     def allow_endpoints_from(self, peer: ec2.ISecurityGroup, description: str) -> None:
         """Let ``peer`` reach every interface endpoint on HTTPS."""
@@ -171,6 +209,8 @@ class AuroraDatabase(Construct):
         self.cluster.node.add_dependency(logs.LogGroup(
             self, "PostgresqlLogs", log_group_name=f"/aws/rds/cluster/{self.cluster_identifier}/postgresql",
             retention=log_retention, removal_policy=RemovalPolicy.DESTROY))
+        #: The writer instance (the cluster resource exists before any instance can answer).
+        self.writer_instance = self.cluster.node.find_child("Writer")
         self.secret: secretsmanager.ISecret = self.cluster.secret  # type: ignore[assignment]
         self.login_secrets: dict[str, secretsmanager.ISecret] = {}
         for login_id, username in LOGINS.items():
@@ -193,7 +233,8 @@ class AuroraDatabase(Construct):
         rotation_network = {"vpc": vpc, "vpc_subnets": subnets, "security_groups": [rotation_group]}
         self._rotate(self.secret, "Rotation", function_name=f"{name_prefix}-rotate-owner", log_retention=log_retention,
                      hosted=lambda name: secretsmanager.HostedRotation.postgre_sql_single_user(
-                         function_name=name, **rotation_network), immediately=True)
+                         function_name=name, **rotation_network), immediately=True,
+                     after=[self.writer_instance])
         for login_id, username in LOGINS.items():
             self._rotate(self.login_secrets[username], f"{login_id}Rotation",
                          function_name=f"{name_prefix}-rotate-{login_id.lower()}", log_retention=log_retention,
@@ -212,16 +253,21 @@ class AuroraDatabase(Construct):
                         "=false) to tear the deployment down; see README.md.")
 
     def _rotate(self, secret: secretsmanager.ISecret, construct_id: str, *, function_name: str,
-                log_retention: logs.RetentionDays, hosted, immediately: bool) -> None:
+                log_retention: logs.RetentionDays, hosted, immediately: bool,
+                after: list[Construct] | None = None) -> None:
         """Rotate ``secret`` every SECRET_ROTATION_DAYS with the hosted function
         ``hosted(function_name)``, whose log group is created first with ``log_retention``.
-        ``immediately``: also rotate when the schedule is created or changed."""
+        ``immediately``: also rotate when the schedule is created or changed, so the
+        schedule is created only after ``after`` too (the owner's: the writer instance,
+        without which the first rotation finds no database to log in to)."""
         log_group = logs.LogGroup(self, f"{construct_id}Logs", log_group_name=f"/aws/lambda/{function_name}",
                                   retention=log_retention, removal_policy=RemovalPolicy.DESTROY)
         schedule = secret.add_rotation_schedule(
             construct_id, automatically_after=Duration.days(settings.SECRET_ROTATION_DAYS),
             hosted_rotation=hosted(function_name), rotate_immediately_on_update=immediately)
         schedule.node.add_dependency(log_group)
+        for dependency in after or []:
+            schedule.node.add_dependency(dependency)
 
     def access(self) -> DatabaseAccess:
         """How functions reach this database: the proxy endpoint, in the isolated subnets."""

@@ -1,8 +1,8 @@
 """Scheduled delivery's resources beside the ``queries`` pipeline (which
 :class:`infra.pipeline.PipelineResources` builds from the topology like every pipeline):
-the download links' signing key, the consumer's rights (files under ``deliveries/``,
-rendered reports, the renderer, SES from the configured sender only) and variables, the
-API's public download route and its rights.
+the download links' signing key, the consumer's rights (files under ``deliveries/``, and
+listing the bucket so a missing file is a 404, rendered reports, the renderer, SES from
+the configured sender only) and variables, the API's public download route and its rights.
 
 The download route ``GET /downloads/{token}`` is the one route without the authorizer:
 a recipient follows the link from an e-mail, with no token of the identity provider; the
@@ -67,6 +67,13 @@ class DeliveryResources(Construct):
         acknowledge(consumer.role, finding,
                     "Delivered files are named by their run's id at run time; the grant is limited to the "
                     "deliveries/ prefix of the files bucket and to the actions named beside it.")
+        # S3 answers a HEAD of a missing key 404 only to a caller that may list the bucket
+        # (403 otherwise): with it, a delivered file gone from deliveries/ ends the run
+        # file_lost instead of an access error retried into the dead-letter queue. (A
+        # condition on s3:prefix would not apply: a HEAD request carries no prefix.)
+        consumer.role.add_to_policy(iam.PolicyStatement(
+            sid="DeliveryFilesMissing", actions=["s3:ListBucket"],
+            resources=[Fn.import_value(files_bucket_arn_export)]))
         mail_sender = mail.mail.sender
         consumer.role.add_to_policy(iam.PolicyStatement(
             sid="SendDeliveries", actions=["ses:SendEmail"],

@@ -1,6 +1,7 @@
 """Lambda functions: one per folder under functions/, each a thin handler on the layer.
 
-:class:`TimekeeperFunction` gives every function the same shape: Python 3.12 on x86_64,
+:class:`TimekeeperFunction` gives every function the same shape: Python 3.12 on the
+deployment's architecture (arm64 unless the context ``timekeeper:architecture`` says x86_64),
 the shared layer, its own role (least privilege: logs to its own log group, VPC network
 interfaces when in a VPC, X-Ray, and only the grants its construct adds), its own log
 group with a retention, active tracing, and the database settings the edge reads.
@@ -39,6 +40,11 @@ def reserved_concurrency_of(scope: Construct, folder: str) -> int | None:
     if not settings.parse_bool(scope.node.try_get_context(settings.DeploymentConfig.KEY_RESERVED_CONCURRENCY), True):
         return None
     return reserved_concurrency().get(folder)
+
+
+def lambda_architecture(name: str) -> lambda_.Architecture:
+    """CDK's architecture for ``name`` (``arm64`` or ``x86_64``)."""
+    return {settings.ARM64: lambda_.Architecture.ARM_64, settings.X86_64: lambda_.Architecture.X86_64}[name]
 
 
 #: Services of a role's grants every function has whatever it calls: its log group,
@@ -157,7 +163,7 @@ class TimekeeperFunction(Construct):
             code=lambda_.Code.from_asset(str(functions_dir / folder), exclude=["__pycache__", "*.pyc"]),
             handler="handler.lambda_handler",
             runtime=lambda_.Runtime.PYTHON_3_12,
-            architecture=lambda_.Architecture.X86_64,
+            architecture=lambda_architecture(settings.architecture_of(self.node)),
             layers=[layer],
             role=self.role,
             log_group=self.log_group,

@@ -1,9 +1,10 @@
 """The shared layer: ``shared/timekeeper`` plus its third-party packages, built for the
 Lambda platform by pip on this machine (no Docker).
 
-Layout of the asset: ``python/<packages>`` (wheels for manylinux x86_64, CPython 3.12,
-psycopg's binary wheel included) and ``python/timekeeper`` (copied from shared/, without
-what Lambda never runs: :data:`infra.settings.LAYER_EXCLUDED`, chosen by :func:`in_layer`).
+Layout of the asset: ``python/<packages>`` (wheels for manylinux on the deployment's
+architecture, aarch64 by default, CPython 3.12, psycopg's binary wheel included) and
+``python/timekeeper`` (copied from shared/, without what Lambda never runs:
+:data:`infra.settings.LAYER_EXCLUDED`, chosen by :func:`in_layer`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from infra import settings
+from infra.functions import lambda_architecture
 
 _IGNORED_PARTS = ("__pycache__", ".egg-info", ".pytest_cache")
 
@@ -52,20 +54,25 @@ def unbundled_excludes(shared_dir: Path) -> list[str]:
                   if path.is_file() and not in_layer(PurePosixPath(path.relative_to(package).as_posix())))
 
 
-def pip_command(target: Path, requirements: Path) -> list[str]:
-    """The pip invocation that installs ``requirements`` for the Lambda platform into ``target``."""
-    platforms = [arg for platform in settings.LAYER_PLATFORMS for arg in ("--platform", platform)]
+def pip_command(target: Path, requirements: Path, architecture: str = settings.DEFAULT_ARCHITECTURE) -> list[str]:
+    """The pip invocation that installs ``requirements`` for the Lambda platform of
+    ``architecture`` (``arm64`` | ``x86_64``) into ``target``."""
+    platforms = [arg for platform in settings.LAYER_PLATFORMS_BY_ARCHITECTURE[architecture]
+                 for arg in ("--platform", platform)]
     return [sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
             "--no-deps", "--no-compile", "--only-binary=:all:", "--implementation", "cp", *platforms,
             "--python-version", settings.PYTHON_VERSION, "--target", str(target),
             "--requirement", str(requirements)]
 
 
-def layer_hash(shared_dir: Path, requirements: Path, *, bundled: bool) -> str:
+def layer_hash(shared_dir: Path, requirements: Path, *, bundled: bool,
+               architecture: str = settings.DEFAULT_ARCHITECTURE) -> str:
     """A content hash of what decides the layer: the package files, the pinned
-    requirements, the pip command's shape and whether the asset was bundled at all."""
+    requirements, the pip command's shape (the architecture's platforms) and whether the
+    asset was bundled at all."""
+    platforms = settings.LAYER_PLATFORMS_BY_ARCHITECTURE[architecture]
     digest = hashlib.sha256()
-    digest.update(f"bundled={bundled};python={settings.PYTHON_VERSION};{settings.LAYER_PLATFORMS}".encode())
+    digest.update(f"bundled={bundled};python={settings.PYTHON_VERSION};{platforms}".encode())
     digest.update(requirements.read_bytes())
     for path in layer_sources(shared_dir):
         digest.update(str(path.relative_to(shared_dir)).encode())
@@ -82,15 +89,16 @@ class PipLayerBundling:
     registry), which fails the synth rather than shipping a half-built layer.
     """
 
-    def __init__(self, *, shared_dir: Path, requirements: Path):
+    def __init__(self, *, shared_dir: Path, requirements: Path, architecture: str = settings.DEFAULT_ARCHITECTURE):
         self.shared_dir = shared_dir
         self.requirements = requirements
+        self.architecture = architecture
 
     def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:  # noqa: ARG002 - CDK's signature
         """Build the layer into ``output_dir``; return True (bundled, no Docker needed)."""
         target = Path(output_dir) / "python"
         target.mkdir(parents=True, exist_ok=True)
-        subprocess.run(pip_command(target, self.requirements), check=True)
+        subprocess.run(pip_command(target, self.requirements, self.architecture), check=True)
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: no use in a layer
         for path in layer_sources(self.shared_dir):
             destination = target / path.relative_to(self.shared_dir)
@@ -100,23 +108,27 @@ class PipLayerBundling:
 
 
 class SharedLayer(Construct):
-    """The ``timekeeper`` layer for Python 3.12 on x86_64.
+    """The ``timekeeper`` layer for Python 3.12 on ``architecture`` (``arm64`` | ``x86_64``;
+    None: the context ``timekeeper:architecture`` visible from ``scope``, the functions' own).
 
     ``bundle=False`` ships shared/ as it is (no third-party packages); only tests and
     offline template reviews use it, and its asset hash differs from a bundled one.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, bundle: bool = True,
-                 shared_dir: Path = settings.SHARED_DIR, requirements: Path = settings.LAYER_REQUIREMENTS):
+                 shared_dir: Path = settings.SHARED_DIR, requirements: Path = settings.LAYER_REQUIREMENTS,
+                 architecture: str | None = None):
         super().__init__(scope, construct_id)
-        asset_hash = layer_hash(shared_dir, requirements, bundled=bundle)
+        self.architecture = architecture or settings.architecture_of(self.node)
+        asset_hash = layer_hash(shared_dir, requirements, bundled=bundle, architecture=self.architecture)
         if bundle:
             code = lambda_.Code.from_asset(
                 str(shared_dir), asset_hash_type=AssetHashType.CUSTOM, asset_hash=asset_hash,
                 bundling=BundlingOptions(
                     # Never pulled: local bundling always succeeds or raises.
                     image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.12"),
-                    local=PipLayerBundling(shared_dir=shared_dir, requirements=requirements),
+                    local=PipLayerBundling(shared_dir=shared_dir, requirements=requirements,
+                                           architecture=self.architecture),
                     command=["false"],
                 ))
         else:
@@ -126,6 +138,6 @@ class SharedLayer(Construct):
             self, "Layer",
             code=code,
             compatible_runtimes=[lambda_.Runtime.PYTHON_3_12],
-            compatible_architectures=[lambda_.Architecture.X86_64],
+            compatible_architectures=[lambda_architecture(self.architecture)],
             description="Timekeeper shared code and its dependencies (python/timekeeper)",
         )

@@ -18,11 +18,15 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from infra import settings
+from infra.api import HttpApi
+from infra.database import AuroraDatabase, Network
+from infra.mail import MailResources
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
 from infra.work_queue import WorkQueueResources
 from timekeeper import observability as obs
+from timekeeper.topology import CONNECT_TIMEOUT_S, connection_budget
 
 #: The dimensions Powertools puts on every Timekeeper metric.
 SERVICE_DIMENSIONS = {"service": obs.metrics.service}
@@ -60,6 +64,21 @@ def pipeline_metric(name: str, pipeline: str, *, period: Duration) -> cw.Metric:
                      dimensions_map={**SERVICE_DIMENSIONS, PIPELINE_DIMENSION: pipeline})
 
 
+def proxy_metric(database: AuroraDatabase, name: str, *, label: str | None = None) -> cw.Metric:
+    """RDS Proxy metric ``name`` (``AWS/RDS``, dimension ``ProxyName``), its maximum over
+    one alarm period."""
+    return cw.Metric(namespace="AWS/RDS", metric_name=name, statistic="Maximum", period=_period(), label=label,
+                     dimensions_map={"ProxyName": database.proxy.db_proxy_name})
+
+
+def ses_metric(mail: MailResources, name: str, period: Duration, *, label: str | None = None) -> cw.Metric:
+    """SES reputation metric ``name`` of the deliveries' configuration set (``AWS/SES``,
+    dimension ``ses:configuration-set``; published because the set has reputation metrics
+    on), its maximum over ``period``."""
+    return cw.Metric(namespace="AWS/SES", metric_name=name, statistic="Maximum", period=period, label=label,
+                     dimensions_map={"ses:configuration-set": mail.configuration_set.configuration_set_name})
+
+
 @dataclass
 class PipelineAlarms:
     """The seven alarms of one pipeline."""
@@ -85,10 +104,53 @@ class RendererAlarms:
     errors: cw.Alarm
     throttles: cw.Alarm
     failed_events: cw.Alarm
+    failed_arrivals: cw.Alarm
 
     def all(self) -> list[cw.Alarm]:
         """The alarms in a fixed order."""
-        return [self.errors, self.throttles, self.failed_events]
+        return [self.errors, self.throttles, self.failed_events, self.failed_arrivals]
+
+
+@dataclass
+class ApiAlarms:
+    """The HTTP API's alarms: its function's errors and throttles, API Gateway's 5XX
+    answers and latency."""
+
+    errors: cw.Alarm
+    throttles: cw.Alarm
+    server_errors: cw.Alarm
+    latency: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.errors, self.throttles, self.server_errors, self.latency]
+
+
+@dataclass
+class DatabaseAlarms:
+    """The created database's alarms: Aurora at its capacity ceiling, more connections than
+    the budget allows, more proxy clients than the budget, slow borrows from the proxy."""
+
+    capacity: cw.Alarm
+    connections: cw.Alarm
+    proxy_clients: cw.Alarm
+    proxy_borrow_latency: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.capacity, self.connections, self.proxy_clients, self.proxy_borrow_latency]
+
+
+@dataclass
+class MailAlarms:
+    """SES reputation of the deliveries' configuration set."""
+
+    bounce_rate: cw.Alarm
+    complaint_rate: cw.Alarm
+
+    def all(self) -> list[cw.Alarm]:
+        """The alarms in a fixed order."""
+        return [self.bounce_rate, self.complaint_rate]
 
 
 @dataclass
@@ -114,12 +176,20 @@ class Monitoring(Construct):
     alarm notifies ``topic`` when it fires and when it clears; alarm and dashboard names
     start with the capitalized ``name_prefix``. One dashboard with a row per pipeline. Per
     work queue (``work_queues``): queue age, DLQ depth, DLQ arrivals and consumer errors,
-    and a dashboard row."""
+    and a dashboard row. The renderer's on-failure queue alarms on depth and on arrivals
+    (a second failure notifies again, as a DLQ does). ``api``: its function's errors and
+    throttles, API Gateway's 5XX answers and p95 latency, and a dashboard row.
+    ``database`` (the created one; None for an existing database): Aurora's ACU
+    utilisation and connections, RDS Proxy's client connections and borrow latency, and a
+    dashboard row. ``mail``: the configuration set's bounce and complaint rates.
+    ``network`` with a NAT instance: its status checks (missing data breaching)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipelines: list[PipelineResources],
                  topic: sns.ITopic, name_prefix: str = "timekeeper", snapshots: SnapshotResources | None = None,
                  renderer: ReportRendererResources | None = None,
-                 work_queues: list[WorkQueueResources] | None = None, delivery: Any = None):
+                 work_queues: list[WorkQueueResources] | None = None, delivery: Any = None,
+                 api: HttpApi | None = None, database: AuroraDatabase | None = None,
+                 mail: MailResources | None = None, network: Network | None = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -148,6 +218,13 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING,
                 description="Scheduled delivery: a recipient's message could not be submitted (the run is retried; "
                             "see the run's query_deliveries rows).")
+        self.api = api
+        self.api_alarms = self._api_alarms(api) if api is not None else None
+        self.database = database
+        self.database_alarms = self._database_alarms(database) if database is not None else None
+        self.mail = mail
+        self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
+        self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
         self.dashboard = self._dashboard(self._title, pipelines)
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
@@ -181,14 +258,23 @@ class Monitoring(Construct):
                 "DlqDepth", name=f"{named}-dlq-depth", metric=depth, **above_zero,
                 description=f"{what} messages reached the dead-letter queue after {receives} receives: "
                             "inspect, fix, then redrive."),
-            self._alarm(
-                "DlqArrivals", name=f"{named}-dlq-arrivals",
-                metric=cw.MathExpression(expression="DIFF(depth)", label="messages newly in the DLQ",
-                                         period=_period(), using_metrics={"depth": depth}),
-                **above_zero,
+            self._arrivals_alarm(
+                scope, "DlqArrivals", name=f"{named}-dlq-arrivals", depth=depth,
                 description=f"More {what} messages reached the dead-letter queue (its depth grew), even while "
                             "older ones are still there: inspect the new ones."),
         )
+
+    def _arrivals_alarm(self, scope: Construct, construct_id: str, *, name: str, depth: cw.IMetric,
+                        description: str) -> cw.Alarm:
+        """An alarm on new arrivals in a queue of failures: its visible depth (``depth``)
+        grew during a period (``DIFF`` above zero), so a second failure notifies again while
+        the depth alarm is still in ALARM."""
+        return self._alarm(
+            construct_id, name=name, scope=scope,
+            metric=cw.MathExpression(expression="DIFF(depth)", label="messages newly in the queue",
+                                     period=_period(), using_metrics={"depth": depth}),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.NOT_BREACHING, description=description)
 
     def _pipeline_alarms(self, resources: PipelineResources) -> PipelineAlarms:
         p = resources.pipeline
@@ -242,6 +328,11 @@ class Monitoring(Construct):
         if self.delivery_failed is not None:
             every_alarm.append(self.delivery_failed)
         every_alarm += [alarm for alarms in self.work_queue_alarms.values() for alarm in alarms.all()]
+        for group in (self.api_alarms, self.database_alarms, self.mail_alarms):
+            if group is not None:
+                every_alarm += group.all()
+        if self.nat_instance_alarm is not None:
+            every_alarm.append(self.nat_instance_alarm)
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -261,6 +352,12 @@ class Monitoring(Construct):
             dashboard.add_widgets(*self._renderer_row(self.renderer))
         for queue_resources in self.work_queues:
             dashboard.add_widgets(*self._work_queue_row(queue_resources))
+        if self.api is not None:
+            dashboard.add_widgets(*self._api_row(self.api))
+        if self.database is not None:
+            dashboard.add_widgets(*self._database_row(self.database))
+        if self.mail is not None:
+            dashboard.add_widgets(*self._mail_row(self.mail))
         return dashboard
 
     def _snapshot_alarms(self, resources: SnapshotResources) -> dict[str, cw.Alarm]:
@@ -341,6 +438,8 @@ class Monitoring(Construct):
         above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-{r.name}"
+        depth = resources.failure_queue.metric_approximate_number_of_messages_visible(
+            statistic="Maximum", period=_period())
         return RendererAlarms(
             errors=self._alarm(
                 "Errors", name=f"{named}-errors",
@@ -353,12 +452,178 @@ class Monitoring(Construct):
                 description=f"Report renders waited for the renderer's {r.reserved_concurrency} concurrent "
                             f"executions; past {r.max_event_age_s} s an event goes to the on-failure queue."),
             failed_events=self._alarm(
-                "FailedEvents", name=f"{named}-failed-events",
-                metric=resources.failure_queue.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=_period()), **above_zero,
+                "FailedEvents", name=f"{named}-failed-events", metric=depth, **above_zero,
                 description="Lambda gave up on render requests (every attempt failed, or they waited too "
                             "long): they are in the renderer's on-failure queue; callers may request them again."),
+            failed_arrivals=self._arrivals_alarm(
+                scope, "FailedArrivals", name=f"{named}-failed-arrivals", depth=depth,
+                description="Lambda gave up on more render requests (the on-failure queue grew), even while "
+                            "older ones are still there: inspect the new ones."),
         )
+
+    def _api_alarms(self, api: HttpApi) -> ApiAlarms:
+        scope = Construct(self, "api")
+        function = api.function.function
+        stage = api.api.deployment_stage
+        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        named = f"{self._title}-api"
+        return ApiAlarms(
+            errors=self._alarm(
+                "Errors", name=f"{named}-errors", metric=function.metric_errors(statistic="Sum", period=_period()),
+                **above_zero,
+                description="The API function raised or timed out (bad input is a 422, never an error): callers "
+                            "got a 502 or 504."),
+            throttles=self._alarm(
+                "Throttles", name=f"{named}-throttles",
+                metric=function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                description="API requests found every reserved execution of the API function busy: callers "
+                            "got a 500 (raise its reserved concurrency with the connection budget)."),
+            server_errors=self._alarm(
+                "ServerErrors", name=f"{named}-5xx",
+                metric=stage.metric_server_error(statistic="Sum", period=_period()), **above_zero,
+                description="API Gateway answered 5XX (the function failed, timed out or was throttled, or "
+                            "the authorizer failed)."),
+            latency=self._alarm(
+                "Latency", name=f"{named}-latency",
+                metric=stage.metric_latency(statistic="p95", period=_period()),
+                threshold=settings.API_LATENCY_ALARM_MS, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"The API's p95 latency exceeded {settings.API_LATENCY_ALARM_MS} ms: the database, "
+                            "the proxy or a called service is slow."),
+        )
+
+    def _database_alarms(self, database: AuroraDatabase) -> DatabaseAlarms:
+        scope = Construct(self, "database")
+        budget = connection_budget().total
+        named = f"{self._title}-database"
+        borrow_alarm_us = int(settings.PROXY_BORROW_ALARM_SHARE * CONNECT_TIMEOUT_S * 1_000_000)
+        return DatabaseAlarms(
+            capacity=self._alarm(
+                "Capacity", name=f"{named}-capacity",
+                metric=database.cluster.metric_acu_utilization(statistic="Maximum", period=_period()),
+                threshold=settings.AURORA_ACU_ALARM_PERCENT,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"Aurora used over {settings.AURORA_ACU_ALARM_PERCENT} % of its "
+                            f"{settings.AURORA_MAX_ACU} ACU maximum: queries slow down at the ceiling."),
+            connections=self._alarm(
+                "Connections", name=f"{named}-connections",
+                metric=database.cluster.metric_database_connections(statistic="Maximum", period=_period()),
+                threshold=budget + settings.DB_RESERVED_CONNECTIONS,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"Aurora held more connections than the budget ({budget}) plus "
+                            f"{settings.DB_RESERVED_CONNECTIONS} reserved: something connects outside it."),
+            proxy_clients=self._alarm(
+                "ProxyClients", name=f"{named}-proxy-clients",
+                metric=proxy_metric(database, "ClientConnections"), threshold=budget,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"RDS Proxy had more client connections than the connection budget ({budget}): "
+                            "concurrency is no longer bounded as the topology says."),
+            proxy_borrow_latency=self._alarm(
+                "ProxyBorrowLatency", name=f"{named}-proxy-borrow-latency",
+                metric=proxy_metric(database, "DatabaseConnectionsBorrowLatency"), threshold=borrow_alarm_us,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
+                description=f"Borrowing a connection from RDS Proxy took over {borrow_alarm_us / 1e6:g} s of "
+                            f"the {CONNECT_TIMEOUT_S} s connect timeout: the pool is exhausted or the cluster slow."),
+        )
+
+    def _mail_alarms(self, mail: MailResources) -> MailAlarms:
+        scope = Construct(self, "mail")
+        named = f"{self._title}-mail"
+        period = Duration.minutes(settings.SES_REPUTATION_PERIOD_MINUTES)
+        common = {"comparison": cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                  "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
+        return MailAlarms(
+            bounce_rate=self._alarm(
+                "BounceRate", name=f"{named}-bounce-rate", metric=ses_metric(mail, "Reputation.BounceRate", period),
+                threshold=settings.SES_BOUNCE_RATE_ALARM, **common,
+                description=f"Deliveries' bounce rate reached {settings.SES_BOUNCE_RATE_ALARM:.0%}: SES reviews an "
+                            "account at 5 % (remove the bouncing recipients; see the run's delivery rows)."),
+            complaint_rate=self._alarm(
+                "ComplaintRate", name=f"{named}-complaint-rate",
+                metric=ses_metric(mail, "Reputation.ComplaintRate", period),
+                threshold=settings.SES_COMPLAINT_RATE_ALARM, **common,
+                description=f"Deliveries' complaint rate reached {settings.SES_COMPLAINT_RATE_ALARM:.1%}: SES "
+                            "reviews an account at 0.1 % and may pause it at 0.5 %."),
+        )
+
+    def _nat_instance_alarm(self, network: Network) -> cw.Alarm:
+        """The lean profile's NAT instance failed a status check, or reports nothing (stopped,
+        terminated): every function's AWS calls but S3's have no route."""
+        [instance] = network.nat_instance.gateway_instances  # type: ignore[union-attr]
+        return self._alarm(
+            "NatInstance", name=f"{self._title}-network-nat-instance",
+            metric=cw.Metric(namespace="AWS/EC2", metric_name="StatusCheckFailed", statistic="Maximum",
+                             period=_period(), dimensions_map={"InstanceId": instance.instance_id}),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description="The NAT instance failed a status check or reports nothing (stopped, terminated): the "
+                        "functions cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Start or replace it "
+                        "(redeploy the data stack).")
+
+    def _api_row(self, api: HttpApi) -> list[cw.IWidget]:
+        function = api.function.function
+        stage = api.api.deployment_stage
+        period = _period()
+        return [
+            cw.TextWidget(markdown=f"## API `{api.api.rest_api_name}` (function `{api.function.folder}`, "
+                                   f"latency alarm p95 {settings.API_LATENCY_ALARM_MS} ms)", width=24, height=1),
+            cw.GraphWidget(title="api: requests, 4XX, 5XX", width=8, height=6, left=[
+                stage.metric_count(statistic="Sum", period=period, label="requests"),
+                stage.metric_client_error(statistic="Sum", period=period, label="4XX"),
+                stage.metric_server_error(statistic="Sum", period=period, label="5XX")]),
+            cw.GraphWidget(title="api: latency (ms)", width=8, height=6, left=[
+                stage.metric_latency(statistic="p50", period=period, label="p50"),
+                stage.metric_latency(statistic="p95", period=period, label="p95"),
+                stage.metric_integration_latency(statistic="p95", period=period, label="integration p95")],
+                left_annotations=[cw.HorizontalAnnotation(value=settings.API_LATENCY_ALARM_MS,
+                                                          label="latency alarm")]),
+            cw.GraphWidget(title="api: function", width=8, height=6, left=[
+                function.metric_invocations(statistic="Sum", period=period, label="invocations"),
+                function.metric_errors(statistic="Sum", period=period, label="errors"),
+                function.metric_throttles(statistic="Sum", period=period, label="throttles")],
+                right=[function.metric("ConcurrentExecutions", statistic="Maximum", period=period,
+                                       label="concurrent executions")]),
+        ]
+
+    def _database_row(self, database: AuroraDatabase) -> list[cw.IWidget]:
+        cluster = database.cluster
+        period = _period()
+        budget = connection_budget().total
+        return [
+            cw.TextWidget(markdown=f"## Database (Aurora Serverless v2 {settings.AURORA_MIN_ACU}-"
+                                   f"{settings.AURORA_MAX_ACU} ACU behind RDS Proxy; connection budget {budget})",
+                          width=24, height=1),
+            cw.GraphWidget(title="database: capacity (ACU) and utilisation (%)", width=8, height=6, left=[
+                cluster.metric_serverless_database_capacity(statistic="Maximum", period=period, label="ACU")],
+                right=[cluster.metric_acu_utilization(statistic="Maximum", period=period, label="ACU utilisation %")]),
+            cw.GraphWidget(title="database: connections", width=8, height=6, left=[
+                cluster.metric_database_connections(statistic="Maximum", period=period, label="Aurora connections"),
+                proxy_metric(database, "ClientConnections", label="proxy client connections"),
+                proxy_metric(database, "DatabaseConnections", label="proxy connections to Aurora")],
+                left_annotations=[cw.HorizontalAnnotation(value=budget, label="connection budget")]),
+            cw.GraphWidget(title="database: proxy borrow latency (µs) and CPU (%)", width=8, height=6, left=[
+                proxy_metric(database, "DatabaseConnectionsBorrowLatency", label="borrow latency max")],
+                right=[cluster.metric_cpu_utilization(statistic="Maximum", period=period, label="CPU %")]),
+        ]
+
+    def _mail_row(self, mail: MailResources) -> list[cw.IWidget]:
+        period = Duration.minutes(settings.SES_REPUTATION_PERIOD_MINUTES)
+        name = mail.configuration_set.configuration_set_name
+        return [
+            cw.TextWidget(markdown=f"## Mail (SES configuration set `{name}`)", width=24, height=1),
+            cw.GraphWidget(title="mail: bounce and complaint rates", width=12, height=6, left=[
+                ses_metric(mail, "Reputation.BounceRate", period, label="bounce rate")],
+                right=[ses_metric(mail, "Reputation.ComplaintRate", period, label="complaint rate")],
+                left_annotations=[cw.HorizontalAnnotation(value=settings.SES_BOUNCE_RATE_ALARM,
+                                                          label="bounce alarm")]),
+            cw.GraphWidget(title="mail: delivery failures", width=12, height=6, left=[
+                timekeeper_metric(obs.DELIVERY_FAILED)]),
+        ]
 
     def _renderer_row(self, resources: ReportRendererResources) -> list[cw.IWidget]:
         r = resources.renderer

@@ -32,8 +32,18 @@ LAYER_REQUIREMENTS = Path(__file__).resolve().parent / "layer-requirements.txt"
 
 #: The Lambda runtime's Python version; the layer's wheels are chosen for it.
 PYTHON_VERSION = "3.12"
-#: pip platform tags for the Lambda x86_64 platform (Amazon Linux 2023, glibc 2.34).
-LAYER_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+#: The Lambda architectures a deployment may choose (context ``timekeeper:architecture``),
+#: and the default: Graviton (arm64) costs about 20 % less per GB-second than x86_64, and
+#: every pinned binary package of the layer has manylinux aarch64 wheels.
+ARM64, X86_64 = "arm64", "x86_64"
+DEFAULT_ARCHITECTURE = ARM64
+#: pip platform tags for each Lambda architecture (Amazon Linux 2023, glibc 2.34).
+LAYER_PLATFORMS_BY_ARCHITECTURE = {
+    ARM64: ("manylinux2014_aarch64", "manylinux_2_28_aarch64"),
+    X86_64: ("manylinux2014_x86_64", "manylinux_2_28_x86_64"),
+}
+#: The platform tags of the default architecture.
+LAYER_PLATFORMS = LAYER_PLATFORMS_BY_ARCHITECTURE[DEFAULT_ARCHITECTURE]
 #: Paths of ``shared/timekeeper`` left out of the layer, because Lambda never runs them: the
 #: local stack (``local/``: moto, the embedded PostgreSQL, the simulation, the chaos
 #: campaigns and the sample-data generators) and the command line (``__main__.py``).
@@ -93,6 +103,27 @@ def proxy_max_connections_percent(budget_total: int, *, acu: float = AURORA_MIN_
 #: Period of every alarm except dispatcher silence (whose window is in the topology).
 ALARM_PERIOD_MINUTES = 5
 
+#: The API's latency alarm: API Gateway's p95 ``Latency`` (milliseconds, request to
+#: response) above this over one alarm period. The integration limit is 29 s; a route
+#: answers in well under a second, so 3 s means the database or a caller waits.
+API_LATENCY_ALARM_MS = 3000
+#: Aurora capacity alarm: the writer's ``ACUUtilization`` (percent of AURORA_MAX_ACU)
+#: above this at any time of an alarm period: the cluster is at its ceiling.
+AURORA_ACU_ALARM_PERCENT = 90
+#: RDS Proxy borrow latency alarm: ``DatabaseConnectionsBorrowLatency`` (microseconds)
+#: above this share of the borrow timeout (the connect timeout): functions nearly time out
+#: waiting for a pooled connection.
+PROXY_BORROW_ALARM_SHARE = 0.5
+#: SES reputation alarms, as the fractions SES publishes (``Reputation.BounceRate``,
+#: ``Reputation.ComplaintRate`` of the configuration set): AWS's advice is to stay below 2 %
+#: bounces and 0.1 % complaints; it reviews an account at 5 % / 0.1 % and may pause it at
+#: 10 % / 0.5 %.
+SES_BOUNCE_RATE_ALARM = 0.02
+SES_COMPLAINT_RATE_ALARM = 0.001
+#: The period of the SES reputation alarms: SES updates the rates over its own window, not
+#: per message.
+SES_REPUTATION_PERIOD_MINUTES = 60
+
 #: Tag naming the functions/ folder a Lambda was built from (the infra tests read it).
 FUNCTION_TAG = "timekeeper:function"
 
@@ -118,6 +149,16 @@ def _parse_list(value: Any) -> list[str]:
     if text.startswith("["):
         return [str(v) for v in json.loads(text)]
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def architecture_of(node: Node) -> str:
+    """The Lambda architecture the context ``timekeeper:architecture`` visible from ``node``
+    chooses (``arm64`` or ``x86_64``; default :data:`DEFAULT_ARCHITECTURE`). Raises
+    ``ValueError`` for another value."""
+    value = str(node.try_get_context("timekeeper:architecture") or DEFAULT_ARCHITECTURE).strip().lower()
+    if value not in LAYER_PLATFORMS_BY_ARCHITECTURE:
+        raise ValueError(f"timekeeper:architecture={value!r}: use {ARM64} or {X86_64}")
+    return value
 
 
 def parse_bool(value: Any, default: bool) -> bool:
@@ -215,12 +256,15 @@ class DeploymentConfig:
     #: Where delivery e-mail comes from (required: there is no address to assume).
     mail: MailSettings
     #: How the functions in the created VPC reach the AWS services they call:
-    #: ``endpoints`` (interface endpoints for exactly the declared services, no NAT) or
-    #: ``nat`` (one NAT gateway; no interface endpoint).
+    #: ``endpoints`` (interface endpoints for exactly the declared services, no NAT),
+    #: ``nat`` (one NAT gateway; no interface endpoint) or ``nat-instance`` (one NAT
+    #: instance instead of the gateway: the lean profile).
     egress: str = "endpoints"
     #: Whether functions reserve concurrency (dispatchers, planner, renderer, API). False
     #: lets an account whose concurrency quota is still the default (10) deploy.
     reserved_concurrency: bool = True
+    #: The functions' and the layer's architecture: ``arm64`` (the default) or ``x86_64``.
+    architecture: str = DEFAULT_ARCHITECTURE
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -244,8 +288,9 @@ class DeploymentConfig:
     KEY_MAIL_IDENTITY_EXISTS = "timekeeper:mailIdentityExists"
     KEY_EGRESS = "timekeeper:egress"
     KEY_RESERVED_CONCURRENCY = "timekeeper:reservedConcurrency"
+    KEY_ARCHITECTURE = "timekeeper:architecture"
     #: The values of ``timekeeper:egress``.
-    EGRESS_ENDPOINTS, EGRESS_NAT = "endpoints", "nat"
+    EGRESS_ENDPOINTS, EGRESS_NAT, EGRESS_NAT_INSTANCE = "endpoints", "nat", "nat-instance"
 
     @property
     def mail_sender(self) -> str:
@@ -317,9 +362,11 @@ class DeploymentConfig:
             mail=cls._mail(get),
             egress=str(get(cls.KEY_EGRESS) or cls.EGRESS_ENDPOINTS),
             reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
+            architecture=architecture_of(node),
         )
-        if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT):
-            raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS} or {cls.EGRESS_NAT}")
+        if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT, cls.EGRESS_NAT_INSTANCE):
+            raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS}, {cls.EGRESS_NAT} "
+                             f"or {cls.EGRESS_NAT_INSTANCE}")
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")
         if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):

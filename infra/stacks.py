@@ -77,8 +77,10 @@ class DataStack(Stack):
                                 delivery_retention_days=config.delivery_retention_days,
                                 retain=config.deletion_protection)
         self.database: AuroraDatabase | None = None
+        self.network: Network | None = None
         if config.existing_database is None:
-            network = Network(self, "Network", log_retention=config.log_retention, egress=config.egress)
+            network = self.network = Network(self, "Network", log_retention=config.log_retention,
+                                             egress=config.egress)
             self.database = AuroraDatabase(self, "Database", network=network,
                                            deletion_protection=config.deletion_protection,
                                            log_retention=config.log_retention, name_prefix=config.name_prefix)
@@ -160,7 +162,8 @@ class AppStack(Stack):
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,
                                      renderer=self.renderer, work_queues=self.work_queues,
-                                     delivery=self.delivery)
+                                     delivery=self.delivery, api=self.api, database=data.database,
+                                     mail=self.mail, network=data.network)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:

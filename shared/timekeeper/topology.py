@@ -38,6 +38,10 @@ MIGRATION_CONNECTIONS = 1
 #: RDS Proxy closes a client connection idle this long (seconds); a Lambda execution
 #: environment reopens its connection when it was idle for half of it.
 PROXY_IDLE_CLIENT_TIMEOUT_S = 900
+#: /tmp (MB) of every consumer that writes a saved query's whole result to a file before
+#: uploading it (exports, scheduled deliveries of queries): the same unbounded files, so
+#: the same room.
+QUERY_FILE_STORAGE_MB = 2048
 
 # ------------------------------------------------------------------ the AWS services a function calls
 
@@ -253,6 +257,8 @@ QUERIES = Pipeline(
     consumer=QueueConsumer(queue_name="timekeeper-queries-runs", function="queries_consumer",
                            timeout_s=900, max_receive_count=3, batch_size=1, max_concurrency=3,
                            queue_age_alarm_s=1800, connections=2,
+                           # the query file is written to /tmp before upload, as an export's is
+                           ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
                            # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
                            services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
@@ -305,7 +311,7 @@ class WorkQueue:
 #: written to the consumer's 2 GB /tmp before upload.
 EXPORTS = WorkQueue(name="exports", consumer=QueueConsumer(
     queue_name="timekeeper-exports", function="export_consumer", timeout_s=300, max_receive_count=3,
-    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=2048,
+    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
     services=calls(S3, SQS)))  # the file (S3); re-offers of unpublished exports (SQS)
 
 #: Every queue-only worker, by name. Infra and the local stack iterate over this too.

@@ -69,3 +69,17 @@ def test_teardown_configuration_passes_cdk_nag():
     assert cluster["Properties"]["DeletionProtection"] is False
     assert cluster["DeletionPolicy"] == "Delete"
     assert any(rule == "AwsSolutions-RDS10" for _, rule, _ in acknowledgments(result.app))
+
+
+def test_the_lean_profile_passes_cdk_nag_and_cfn_lint():
+    # Given the lean profile (a NAT instance instead of the endpoints), synthesized: cdk-nag
+    # runs during synthesis and fails it on an unacknowledged error
+    from infra.settings import DeploymentConfig
+    from tests.infra.conftest import synthesize
+
+    result = synthesize({DeploymentConfig.KEY_EGRESS: DeploymentConfig.EGRESS_NAT_INSTANCE})
+
+    # Then cfn-lint finds no error in either template
+    for stack in ("TimekeeperData", "TimekeeperApp"):
+        matches = lint_file(result.outdir / f"{stack}.template.json", ManualArgs(regions=LINT_REGIONS))
+        assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")] == [], stack

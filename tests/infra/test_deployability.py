@@ -106,11 +106,11 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
         assert props["HostedRotationLambda"]["MasterSecretArn"] == {"Ref": owner}
         assert props["RotateImmediatelyOnUpdate"] is False
     # And each function reads the secret of its own login only
-    outputs = {o["Value"]["Ref"]: name for name, o in data["Outputs"].items() if "Ref" in o["Value"]}
+    exports = {o["Export"]["Name"]: o["Value"]["Ref"] for o in data["Outputs"].values()
+               if "Ref" in o["Value"] and "Export" in o}
 
     def secret_of(variable: Any) -> str:
-        return next(login for login, lid in login_secret.items()
-                    if outputs.get(lid) == variable["Fn::GetStackOutput"]["OutputName"])
+        return next(login for login, lid in login_secret.items() if exports.get(variable["Fn::ImportValue"]) == lid)
 
     functions = functions_by_folder(app)
     expected = {"migrate": settings.DB_ADMIN_USER, "api": API_LOGIN}
@@ -132,7 +132,7 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
                           if "secretsmanager:GetSecretValue" in s["Action"]
                           for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
         # (the login secrets are the data stack's; the app stack's own link signing key is checked below)
-        readable[folder] = sorted(secret_of(r) for r in resources_read if "Fn::GetStackOutput" in r)
+        readable[folder] = sorted(secret_of(r) for r in resources_read if "Fn::ImportValue" in r)
         if any("Ref" in r for r in resources_read):
             link_readers.add(folder)
     assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"

@@ -32,6 +32,10 @@ def existing():
 def test_no_network_or_database_is_created(existing):
     for type_ in ("AWS::EC2::VPC", "AWS::RDS::DBCluster", "AWS::RDS::DBProxy", "AWS::EC2::VPCEndpoint"):
         assert not resources(existing.data_template, type_), type_
+    # and no alarm watches a cluster or proxy this deployment does not have (the operator's to watch)
+    names = [a["Properties"]["AlarmName"] for a in resources(existing.app_template, "AWS::CloudWatch::Alarm").values()]
+    assert not [n for n in names if n.startswith("Timekeeper-database-")]
+    assert "Timekeeper-api-5xx" in names and "Timekeeper-mail-bounce-rate" in names
 
 
 def test_functions_use_the_given_database_and_network(existing):

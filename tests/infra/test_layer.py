@@ -1,6 +1,7 @@
 """The layer: pinned requirements installed for the Lambda platform by pip (no Docker), the
 package copied beside them, and a real build holding ``python/timekeeper`` and psycopg's
-binary for manylinux x86_64 / CPython 3.12.
+binary for manylinux aarch64 (the default, Graviton) or x86_64 / CPython 3.12, every
+native library of it built for that machine.
 
 The real build needs the package registry (or pip's cache); set TIMEKEEPER_SKIP_LAYER_BUILD=1
 to skip it offline."""
@@ -58,7 +59,11 @@ def test_layer_pins_agree_with_the_repository_requirements():
 def test_pip_targets_the_lambda_platform_without_docker(tmp_path):
     command = pip_command(tmp_path / "python", settings.LAYER_REQUIREMENTS)
     text = " ".join(command)
-    assert "--platform manylinux2014_x86_64" in text
+    # (the default architecture is Graviton's)
+    assert "--platform manylinux2014_aarch64" in text and "--platform manylinux_2_28_aarch64" in text
+    assert "x86_64" not in text
+    x86 = " ".join(pip_command(tmp_path / "python", settings.LAYER_REQUIREMENTS, settings.X86_64))
+    assert "--platform manylinux2014_x86_64" in x86 and "aarch64" not in x86
     assert "--python-version 3.12" in text
     assert "--only-binary=:all:" in command and "--no-deps" in command
     assert "docker" not in text.lower()
@@ -81,6 +86,9 @@ def test_layer_hash_follows_sources_and_requirements(tmp_path):
     requirements.write_text("six==1.16.0\n")
     assert layer_hash(shared, requirements, bundled=True) != second
     assert layer_hash(shared, requirements, bundled=False) != layer_hash(shared, requirements, bundled=True)
+    # and an x86_64 layer is another asset than a Graviton one
+    assert layer_hash(shared, requirements, bundled=True, architecture=settings.X86_64) != layer_hash(
+        shared, requirements, bundled=True, architecture=settings.ARM64)
 
 
 def _package_files(root: Path) -> set[str]:
@@ -151,23 +159,72 @@ def test_the_unbundled_layer_asset_holds_only_what_lambda_runs(tmp_path):
     _assert_holds_only_what_lambda_runs(staged)
 
 
+#: ELF ``e_machine`` of each architecture's native libraries, and the machine name in
+#: CPython's extension file names.
+_ELF_MACHINE = {settings.ARM64: 0xB7, settings.X86_64: 0x3E}
+_SUFFIX_MACHINE = {settings.ARM64: "aarch64", settings.X86_64: "x86_64"}
+
+
+def _elf_machine(path: Path) -> int | None:
+    """The ``e_machine`` of an ELF file (little-endian), or None for a file that is not ELF."""
+    header = path.read_bytes()[:20]
+    if header[:4] != b"\x7fELF":
+        return None
+    return int.from_bytes(header[18:20], "little")
+
+
 @pytest.mark.skipif(os.environ.get("TIMEKEEPER_SKIP_LAYER_BUILD") == "1", reason="layer build skipped")
-def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path):
-    # Given the local bundler CDK calls for the layer asset
-    bundler = PipLayerBundling(shared_dir=settings.SHARED_DIR, requirements=settings.LAYER_REQUIREMENTS)
+@pytest.mark.parametrize("architecture", [settings.ARM64, settings.X86_64])
+def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path, architecture):
+    # Given the local bundler CDK calls for the layer asset, for the functions' architecture
+    bundler = PipLayerBundling(shared_dir=settings.SHARED_DIR, requirements=settings.LAYER_REQUIREMENTS,
+                               architecture=architecture)
 
     # When it builds into an empty folder
     built = bundler.try_bundle(str(tmp_path), BundlingOptions(image=DockerImage.from_registry("unused")))
 
     # Then the layer has the package (only what Lambda runs), the migrations and psycopg's C
-    # extension for CPython 3.12 x86_64
+    # extension for CPython 3.12 on that machine
     python = tmp_path / "python"
+    machine = _SUFFIX_MACHINE[architecture]
     assert built is True
     _assert_holds_only_what_lambda_runs(python / "timekeeper")
     assert list((python / "timekeeper" / "db" / "migrations").glob("0001_*.sql"))
-    assert list((python / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))
-    assert list((python / "pydantic_core").glob("_pydantic_core.cpython-312-x86_64-linux-gnu.so"))
+    assert list((python / "psycopg_binary").glob(f"_psycopg.cpython-312-{machine}-linux-gnu.so"))
+    assert list((python / "pydantic_core").glob(f"_pydantic_core.cpython-312-{machine}-linux-gnu.so"))
+    # And every native library of every package (psycopg's bundled libpq, Pillow's codecs,
+    # nh3, MarkupSafe, wrapt, ...) is built for it: not one wheel fell back to another machine
+    native = [p for p in python.rglob("*") if p.is_file() and (p.suffix == ".so" or ".so." in p.name)]
+    assert len(native) > 10
+    wrong = {p.relative_to(python).as_posix(): _elf_machine(p) for p in native
+             if _elf_machine(p) not in (None, _ELF_MACHINE[architecture])}
+    assert wrong == {}
+    assert {_elf_machine(p) for p in native} - {None} == {_ELF_MACHINE[architecture]}
     assert (python / "aws_lambda_powertools").is_dir() and (python / "aws_xray_sdk").is_dir()
     assert not (python / "botocore").exists()
     size = sum(p.stat().st_size for p in python.rglob("*") if p.is_file())
     assert size < 100 * 1024 * 1024, f"layer is {size / 2**20:.0f} MiB unzipped"
+
+
+@pytest.mark.skipif(os.environ.get("TIMEKEEPER_SKIP_LAYER_BUILD") == "1", reason="layer build skipped")
+def test_the_app_synthesized_with_bundling_ships_a_layer_for_its_functions_architecture():
+    # Given the whole app synthesized with bundling on (what `cdk synth` does), default context
+    from tests.infra.conftest import functions_by_folder, resources, synthesize
+
+    built = synthesize({"aws:cdk:bundling-stacks": ["**"]})
+
+    # When the layer's staged asset is read
+    manifest = json.loads((built.outdir / "TimekeeperApp.assets.json").read_text())
+    [asset] = [a for a in manifest["files"].values() if a.get("displayName", "").endswith("Layer/Code")]
+    python = built.outdir / asset["source"]["path"] / "python"
+
+    # Then it holds the package and wheels for arm64, the architecture of every function
+    template = built.app_template
+    [layer] = resources(template, "AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+    assert {tuple(template["Resources"][lid]["Properties"]["Architectures"])
+            for lid in functions_by_folder(template).values()} == {("arm64",)}
+    _assert_holds_only_what_lambda_runs(python / "timekeeper")
+    [psycopg] = list((python / "psycopg_binary").glob("_psycopg.cpython-312-*-linux-gnu.so"))
+    assert psycopg.name == "_psycopg.cpython-312-aarch64-linux-gnu.so"
+    assert _elf_machine(psycopg) == _ELF_MACHINE[settings.ARM64]

@@ -10,9 +10,16 @@ import pytest
 
 from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
-from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_topic_id, queue_by_name, resources
+from tests.infra.conftest import (
+    alarm_by_name,
+    functions_by_folder,
+    notification_topic_id,
+    queue_by_name,
+    resources,
+    synthesize,
+)
 from timekeeper import observability as obs
-from timekeeper.topology import PIPELINES, WORK_QUEUES
+from timekeeper.topology import CONNECT_TIMEOUT_S, PIPELINES, REPORT_RENDERER, WORK_QUEUES, connection_budget
 
 PERIOD_S = settings.ALARM_PERIOD_MINUTES * 60
 
@@ -96,9 +103,10 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, four per
-    # work queue, the auto-pause alarm, the delivery-failure alarm.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1 + 1
+    # Seven per pipeline, ten for the snapshot pipeline, four for the report renderer, four per
+    # work queue, the auto-pause alarm, the delivery-failure alarm, four for the API, four for
+    # the database, two for SES reputation.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 4 + 4 + 2
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
@@ -122,3 +130,159 @@ def test_dashboard_has_a_row_per_pipeline_with_the_emitted_metric_names(synth):
         assert f"{pipeline.name}: queue age (s) and DLQ depth" in body
         assert f"{pipeline.name}: outcomes by kind" in body
         assert "SEARCH(" in body and f"{PIPELINE_DIMENSION}=" in body
+
+
+def _export_of(data, value) -> dict:
+    """The data stack's value behind an ``Fn::ImportValue`` of the app stack."""
+    name = value["Fn::ImportValue"]
+    return next(o["Value"] for o in data["Outputs"].values() if o.get("Export", {}).get("Name") == name)
+
+
+def _assert_expression_alarm(props, template, *, expression, over, threshold):
+    """An alarm on a math expression ``expression`` over the metric ``over`` (namespace,
+    name, dimensions), notifying the topic when it fires and clears."""
+    [expr] = [m for m in props["Metrics"] if "Expression" in m]
+    [metric] = [m for m in props["Metrics"] if "MetricStat" in m]
+    assert expr["Expression"] == expression and expr.get("ReturnData", True) is True
+    stat = metric["MetricStat"]
+    assert (stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Metric"]["Dimensions"]) == over
+    assert stat["Period"] == PERIOD_S and metric["ReturnData"] is False
+    assert props["Threshold"] == threshold and props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["TreatMissingData"] == "notBreaching"
+    topic = {"Ref": _topic_id(template)}
+    assert props["AlarmActions"] == [topic] and props["OKActions"] == [topic]
+
+
+def test_the_renderers_failure_queue_notifies_again_on_a_second_failure(synth):
+    # Given the renderer's on-failure queue
+    template = synth.app_template
+    queue_id = queue_by_name(template, f"timekeeper-{REPORT_RENDERER.name}-failed")[0]
+    depth = ("AWS/SQS", "ApproximateNumberOfMessagesVisible",
+             [{"Name": "QueueName", "Value": {"Fn::GetAtt": [queue_id, "QueueName"]}}])
+
+    # Then besides its depth, its growth alarms (a new failure while the depth alarm is still
+    # in ALARM notifies again), as every dead-letter queue's does
+    _assert_expression_alarm(alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-failed-arrivals"),
+                             template, expression="DIFF(depth)", over=depth, threshold=0)
+    dlq = alarm_by_name(template, f"Timekeeper-{next(iter(PIPELINES))}-dlq-arrivals")
+    assert [m.get("Expression") for m in dlq["Metrics"]] == [
+        m.get("Expression") for m in alarm_by_name(
+            template, f"Timekeeper-{REPORT_RENDERER.name}-failed-arrivals")["Metrics"]]
+
+
+def test_api_alarms_on_function_errors_throttles_5xx_and_latency(synth):
+    # Given the API function and its REST API stage
+    template = synth.app_template
+    function = [{"Name": "FunctionName", "Value": {"Ref": functions_by_folder(template)["api"]}}]
+    [api] = resources(template, "AWS::ApiGateway::RestApi").values()
+    [stage_id] = resources(template, "AWS::ApiGateway::Stage")
+    stage = [{"Name": "ApiName", "Value": api["Properties"]["Name"]}, {"Name": "Stage", "Value": {"Ref": stage_id}}]
+    common = {"period": PERIOD_S, "comparison": "GreaterThanThreshold", "missing": "notBreaching"}
+
+    # Then the function's errors and throttles, any 5XX answer and the p95 latency alarm
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-errors"), template, namespace="AWS/Lambda",
+                  metric="Errors", dimensions=function, statistic="Sum", threshold=0, **common)
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-throttles"), template, namespace="AWS/Lambda",
+                  metric="Throttles", dimensions=function, statistic="Sum", threshold=0, **common)
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-5xx"), template, namespace="AWS/ApiGateway",
+                  metric="5XXError", dimensions=stage, statistic="Sum", threshold=0, **common)
+    latency = alarm_by_name(template, "Timekeeper-api-latency")
+    assert latency["ExtendedStatistic"] == "p95"
+    _assert_alarm({**latency, "Statistic": "p95"}, template, namespace="AWS/ApiGateway", metric="Latency",
+                  dimensions=stage, statistic="p95", threshold=settings.API_LATENCY_ALARM_MS, **common)
+    assert 0 < settings.API_LATENCY_ALARM_MS < settings.API_TIMEOUT_S * 1000
+
+
+def test_database_alarms_on_capacity_connections_and_the_proxy(synth):
+    # Given the data stack's cluster and proxy, as the app stack imports them
+    template, data = synth.app_template, synth.data_template
+    [cluster_id] = resources(data, "AWS::RDS::DBCluster")
+    [proxy_id] = resources(data, "AWS::RDS::DBProxy")
+    budget = connection_budget().total
+    common = {"period": PERIOD_S, "comparison": "GreaterThanThreshold", "missing": "notBreaching",
+              "statistic": "Maximum", "namespace": "AWS/RDS"}
+
+    def imported(props, dimension):
+        [d] = props["Dimensions"]
+        assert d["Name"] == dimension
+        return _export_of(data, d["Value"]), [d]
+
+    # Then Aurora near its ACU ceiling
+    capacity = alarm_by_name(template, "Timekeeper-database-capacity")
+    source, dims = imported(capacity, "DBClusterIdentifier")
+    assert source == {"Ref": cluster_id}
+    _assert_alarm(capacity, template, metric="ACUUtilization", dimensions=dims,
+                  threshold=settings.AURORA_ACU_ALARM_PERCENT, **common)
+    # And more Aurora connections than the budget plus the reserved ones
+    connections = alarm_by_name(template, "Timekeeper-database-connections")
+    source, dims = imported(connections, "DBClusterIdentifier")
+    assert source == {"Ref": cluster_id}
+    _assert_alarm(connections, template, metric="DatabaseConnections", dimensions=dims,
+                  threshold=budget + settings.DB_RESERVED_CONNECTIONS, **common)
+    # And more proxy clients than the budget, and borrows near the connect timeout (microseconds)
+    clients = alarm_by_name(template, "Timekeeper-database-proxy-clients")
+    source, dims = imported(clients, "ProxyName")
+    assert source == {"Ref": proxy_id}
+    _assert_alarm(clients, template, metric="ClientConnections", dimensions=dims, threshold=budget, **common)
+    borrow = alarm_by_name(template, "Timekeeper-database-proxy-borrow-latency")
+    source, dims = imported(borrow, "ProxyName")
+    assert source == {"Ref": proxy_id}
+    _assert_alarm(borrow, template, metric="DatabaseConnectionsBorrowLatency", dimensions=dims,
+                  threshold=settings.PROXY_BORROW_ALARM_SHARE * CONNECT_TIMEOUT_S * 1_000_000, **common)
+    assert borrow["Threshold"] < CONNECT_TIMEOUT_S * 1_000_000
+
+
+def test_ses_reputation_alarms_watch_the_deliveries_configuration_set(synth):
+    # Given the configuration set every delivery is sent with
+    template = synth.app_template
+    [set_id] = resources(template, "AWS::SES::ConfigurationSet")
+    assert template["Resources"][set_id]["Properties"]["ReputationOptions"] == {"ReputationMetricsEnabled": True}
+    dims = [{"Name": "ses:configuration-set", "Value": {"Ref": set_id}}]
+    common = {"namespace": "AWS/SES", "dimensions": dims, "statistic": "Maximum",
+              "period": settings.SES_REPUTATION_PERIOD_MINUTES * 60,
+              "comparison": "GreaterThanOrEqualToThreshold", "missing": "notBreaching"}
+
+    # Then its bounce and complaint rates alarm below the levels at which SES reviews an account
+    _assert_alarm(alarm_by_name(template, "Timekeeper-mail-bounce-rate"), template,
+                  metric="Reputation.BounceRate", threshold=settings.SES_BOUNCE_RATE_ALARM, **common)
+    _assert_alarm(alarm_by_name(template, "Timekeeper-mail-complaint-rate"), template,
+                  metric="Reputation.ComplaintRate", threshold=settings.SES_COMPLAINT_RATE_ALARM, **common)
+    assert settings.SES_BOUNCE_RATE_ALARM < 0.05 and settings.SES_COMPLAINT_RATE_ALARM <= 0.001
+
+
+def test_dashboard_has_api_database_and_mail_rows(synth):
+    body = _dashboard_body(synth.app_template)
+    for title in ("## API `", "api: requests, 4XX, 5XX", "api: latency (ms)", "api: function",
+                  "## Database (", "database: capacity (ACU) and utilisation (%)", "database: connections",
+                  "database: proxy borrow latency", "## Mail (", "mail: bounce and complaint rates"):
+        assert title in body, title
+    for metric in ("5XXError", "Latency", "ACUUtilization", "ServerlessDatabaseCapacity", "ClientConnections",
+                   "DatabaseConnectionsBorrowLatency", "Reputation.BounceRate", "Reputation.ComplaintRate"):
+        assert f'"{metric}"' in body, metric
+    # And the alarm status widget lists the new alarms too (by ARN)
+    ids = {r["Properties"]["AlarmName"]: lid
+           for lid, r in resources(synth.app_template, "AWS::CloudWatch::Alarm").items()}
+    for name in ("Timekeeper-api-5xx", "Timekeeper-api-latency", "Timekeeper-database-capacity",
+                 "Timekeeper-database-proxy-clients", "Timekeeper-mail-bounce-rate",
+                 f"Timekeeper-{REPORT_RENDERER.name}-failed-arrivals"):
+        assert json.dumps({"Fn::GetAtt": [ids[name], "Arn"]}) in body, name
+
+
+def test_the_lean_profiles_nat_instance_alarms_when_it_fails_or_falls_silent():
+    # Given the lean profile (one NAT instance instead of the endpoints)
+    lean = synthesize({"timekeeper:egress": "nat-instance"})
+    [instance_id] = resources(lean.data_template, "AWS::EC2::Instance")
+
+    # Then a failed status check, or no data at all (stopped, terminated), notifies
+    props = alarm_by_name(lean.app_template, "Timekeeper-network-nat-instance")
+    [dimension] = props["Dimensions"]
+    assert dimension["Name"] == "InstanceId" and _export_of(lean.data_template, dimension["Value"]) == {
+        "Ref": instance_id}
+    _assert_alarm({**props, "Dimensions": []}, lean.app_template, namespace="AWS/EC2", metric="StatusCheckFailed",
+                  dimensions=[], statistic="Maximum", period=PERIOD_S, threshold=0,
+                  comparison="GreaterThanThreshold", missing="breaching")
+
+
+def test_without_a_nat_instance_there_is_no_nat_instance_alarm(synth):
+    names = [a["Properties"]["AlarmName"] for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()]
+    assert "Timekeeper-network-nat-instance" not in names

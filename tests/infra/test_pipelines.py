@@ -15,6 +15,7 @@ from tests.infra.conftest import (
     queue_by_name,
     resources,
     rule_targeting,
+    synthesize,
 )
 from timekeeper.settings import run_queue_url_variable
 from timekeeper.topology import PIPELINES
@@ -127,7 +128,7 @@ def test_every_function_has_the_layer_runtime_tracing_and_database_settings(synt
         # Then each runs the handler on Python 3.12 with the shared layer attached
         assert props["Handler"] == "handler.lambda_handler", folder
         assert props["Runtime"] == "python3.12", folder
-        assert props["Architectures"] == ["x86_64"], folder
+        assert props["Architectures"] == [settings.DEFAULT_ARCHITECTURE], folder
         assert props["Layers"] == [{"Ref": layers[0]}], folder
         assert props["TracingConfig"] == {"Mode": "Active"}, folder
         # And it finds the database the way timekeeper.edge.adapters expects, inside the VPC
@@ -138,9 +139,28 @@ def test_every_function_has_the_layer_runtime_tracing_and_database_settings(synt
         assert props["LoggingConfig"]["LogGroup"], folder
 
 
-def test_layer_is_python_312_x86_64(synth):
+def test_layer_is_python_312_on_graviton_by_default(synth):
+    assert settings.DEFAULT_ARCHITECTURE == "arm64"
     synth.template("TimekeeperApp").has_resource_properties("AWS::Lambda::LayerVersion", {
-        "CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["x86_64"]})
+        "CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["arm64"]})
+
+
+def test_x86_64_by_context_moves_every_function_and_the_layer_together():
+    # Given a deployment that chooses x86_64
+    template = synthesize({"timekeeper:architecture": "x86_64"}).app_template
+
+    # Then every function of functions/ and the layer they share run on it
+    functions = functions_by_folder(template)
+    assert functions
+    for folder, logical_id in functions.items():
+        assert template["Resources"][logical_id]["Properties"]["Architectures"] == ["x86_64"], folder
+    [layer] = resources(template, "AWS::Lambda::LayerVersion").values()
+    assert layer["Properties"]["CompatibleArchitectures"] == ["x86_64"]
+
+
+def test_an_unknown_architecture_fails_at_synth():
+    with pytest.raises(ValueError, match="timekeeper:architecture"):
+        synthesize({"timekeeper:architecture": "sparc"})
 
 
 def test_each_function_asset_holds_only_its_handler(synth):

@@ -60,7 +60,21 @@ class Network:
     def _nat_route(self, subnet: str) -> bool:
         table = self.route_table_of[subnet]
         return any(r["RouteTableId"] == {"Ref": table} and r.get("DestinationCidrBlock") == "0.0.0.0/0"
-                   and "NatGatewayId" in r for r in self.routes)
+                   and ("NatGatewayId" in r or self._nat_instance_forwards_https(r.get("InstanceId")))
+                   for r in self.routes)
+
+    def _nat_instance_forwards_https(self, instance: Any) -> bool:
+        """Whether the route's target is a NAT instance (source/destination check off) whose
+        security groups admit HTTPS from the VPC's range."""
+        if not instance:
+            return False
+        props = self.resources[instance["Ref"]]["Properties"]
+        [vpc] = [r["Properties"] for r in self.resources.values() if r["Type"] == "AWS::EC2::VPC"]
+        groups = [g["Fn::GetAtt"][0] for g in props.get("SecurityGroupIds", [])]
+        rules = [rule for g in groups for rule in self.resources[g]["Properties"].get("SecurityGroupIngress", [])]
+        return props.get("SourceDestCheck") is False and any(
+            rule.get("CidrIp") == vpc["CidrBlock"] and rule["IpProtocol"] == "tcp"
+            and rule["FromPort"] <= 443 <= rule["ToPort"] for rule in rules)
 
     def _egress_open(self, group: str) -> bool:
         egress = self.resources[group]["Properties"].get("SecurityGroupEgress", [])
@@ -128,9 +142,9 @@ def test_every_function_reaches_every_service_it_declares_through_an_endpoint(sy
     assert routes["report_renderer"]["s3"] == "gateway"
 
 
-@pytest.fixture(scope="module")
-def nat():
-    return synthesize({DeploymentConfig.KEY_EGRESS: "nat"})
+@pytest.fixture(scope="module", params=[DeploymentConfig.EGRESS_NAT, DeploymentConfig.EGRESS_NAT_INSTANCE])
+def nat(request):
+    return synthesize({DeploymentConfig.KEY_EGRESS: request.param})
 
 
 def test_with_the_nat_setting_every_function_reaches_every_service_through_the_nat(nat):
