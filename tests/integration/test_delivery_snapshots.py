@@ -115,3 +115,27 @@ def test_a_report_over_other_data_captures_nothing(conn, env, tenant, published)
     assert source.snapshot_basis is None and source.snapshot_version_changed is False
     assert "snapshot_version_changed" not in _run(conn, message.run_id)["detail"]
     assert [(r.id, r.protection) for r in _runs(conn, tenant)] == before
+
+
+def test_an_empty_snapshot_report_that_is_skipped_captures_nothing(conn, env, tenant, published):
+    # Given a report of the latest aging's invoices over 90 days past due (there are none), skipping empty
+    query, _ = store.create_query(conn, workspace_id=tenant.workspace_id, name="Long overdue",
+                                  actor=_u(tenant, "olga"), now=NOW, definition={
+                                      "entity": "snapshot.platform.ar_aging", "columns": ["bucket"],
+                                      "filters": [{"column": "bucket", "op": "eq", "value": "over_90"}]})
+    report, _ = reports.create_report(conn, workspace_id=tenant.workspace_id, name="Long overdue",
+                                      actor=_u(tenant, "olga"), now=NOW, definition={"title": "Long overdue",
+                                      "sections": [{"heading": "Over 90 days", "query_id": str(query.id)}]})
+    schedule = _schedule(conn, tenant, source=Source("report", report_id=report.id), fmt="pdf",
+                         recipients=("rita",), skip_when_empty=True, name="Long overdue report")
+    conn.execute("UPDATE snapshot_runs SET protection = NULL WHERE workspace_id = %s AND is_current",
+                 (tenant.workspace_id,))
+    # When it runs
+    message = _manual_run(conn, tenant, schedule, _u(tenant, "cleo"), key="empty-aging")
+    _process(conn, env, message)
+    # Then it is skipped as empty, with its basis recorded, and the version it read is not captured
+    assert (_run(conn, message.run_id)["state"], _run(conn, message.run_id)["outcome_code"]) == (
+        "skipped", "skipped_empty")
+    source = dl.get_source(conn, workspace_id=tenant.workspace_id, run_id=message.run_id)
+    current = [r for r in _runs(conn, tenant) if r.is_current][0]
+    assert source.snapshot_basis[0]["run_id"] == str(current.id) and current.protection is None

@@ -20,8 +20,9 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    object is still there with that checksum. A report's snapshot sections come with the
    render's basis (type, period, version, publication instant per section):
    ``snapshot_version_changed`` says a period the schedule's previous run showed is now
-   shown in a newer version, and every version the run uses is marked ``captured`` in the
-   snapshot ledger (its period's history is then protected) before any message is sent.
+   shown in a newer version, and every version a run that goes on to send uses is marked
+   ``captured`` in the snapshot ledger (its period's history is then protected) before
+   any message is sent (an empty report skipped captures nothing).
 3. **Empty**: with ``skip_when_empty``, a query file with no rows, or a report whose every
    section returned no rows (the render's ``section_row_counts``; one non-empty section
    makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
@@ -239,7 +240,8 @@ def deliver(ctx: RunContext) -> Outcome:
     recipients (see the module's description for each step).
 
     Outcomes: ``Succeeded`` (detail: ``acted_for``, ``source``, ``recipients``, ``sent``,
-    ``skipped`` by reason, ``version_changed``), ``Skipped("skipped_empty")``,
+    ``skipped`` by reason, ``version_changed``; with ``source.snapshot_basis`` and
+    ``snapshot_version_changed`` for a report read from snapshots), ``Skipped("skipped_empty")``,
     ``Refused("source_access_lost", pause_reason=...)``, ``Refused("definition_invalid")``,
     ``Refused("render_failed")``, ``Refused("delivery_settings_missing")``; raises
     :class:`RenderUnfinished`, :class:`DeliveryIncomplete`, :class:`RunTakenOver` or an
@@ -278,6 +280,7 @@ def deliver(ctx: RunContext) -> Outcome:
         summary["snapshot_version_changed"] = source.snapshot_version_changed
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
+    _capture(run, source)
     outcomes = _deliver_to_recipients(run, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
     skipped: dict[str, int] = {}
@@ -373,7 +376,7 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
     with run.journal.transaction():
         recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None:
-        return _captured(run, recorded)
+        return recorded
     try:
         render = rendering.request_render(run.journal, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
                                           idempotency_key=str(ctx.run_id), requested_by=actor, now=ctx.now)
@@ -408,24 +411,23 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
         previous_basis = previous_snapshot_basis(run.journal, workspace_id=ctx.workspace_id,
                                                  schedule_id=schedule.schedule_id, run_id=ctx.run_id)
     assert render.object_key is not None and render.sha256 is not None
-    return _captured(run, record_source(
+    return record_source(
         run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
         sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
         render_id=render.id, section_row_counts=render.section_row_counts,
         row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
         version_changed=previous_version is not None and previous_version != render.report_version,
         snapshot_basis=None if render.snapshot_basis is None else Jsonb(render.snapshot_basis),
-        snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis)))
+        snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis))
 
 
-def _captured(run: DeliveryJournal, source: DeliverySource) -> DeliverySource:
-    """Mark the snapshot versions the run's report shows ``captured`` (idempotent: a retry
-    whose source was recorded marks them again), before any message links to the file."""
+def _capture(run: DeliveryJournal, source: DeliverySource) -> None:
+    """Mark the snapshot versions the run's report shows ``captured``, before any message
+    links to the file (idempotent: every attempt that goes on to send marks them again)."""
     ids = [UUID(b["run_id"]) for b in source.snapshot_basis or () if b]
     if ids:
         with run.journal.transaction():
             ledger.capture_versions(run.journal, ids, now=run.ctx.now)
-    return source
 
 
 # ---------------------------------------------------------------------- the recipients
