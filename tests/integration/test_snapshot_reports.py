@@ -20,6 +20,7 @@ from timekeeper.reporting import catalogue, reports, store
 from timekeeper.reporting.compiler import compile_query
 from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.reporting.rendering import SNAPSHOT_UNPUBLISHED, render, request_render
+from timekeeper.snapshots.registry import PublishedRows, RowColumn
 
 BUCKET = "timekeeper-files-test"
 JAN, FEB = date(2027, 1, 1), date(2027, 2, 1)
@@ -189,3 +190,20 @@ def test_a_report_without_snapshot_sections_records_no_basis(conn, s3, world):
                          requested_by=a.reader, now=NOW)
     done = render(conn, s3, BUCKET, workspace_id=a.workspace_id, render_id=row.id, now=NOW)
     assert done.state == "succeeded" and done.snapshot_basis is None
+
+
+def test_a_version_is_chosen_only_for_a_snapshot_entity(world):
+    with pytest.raises(ValueError, match="not a snapshot entity"):
+        compile_query({"entity": "invoices", "columns": ["number"]}, workspace_id=world["a"].workspace_id,
+                      snapshot_run=world["feb1"].id)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: PublishedRows("t", (RowColumn("n", "integer", "N"),), key=("m",)),
+    lambda: PublishedRows("t", (RowColumn("period", "date", "P"),), key=("period",)),
+    lambda: RowColumn("b", "enum", "Bucket"),
+    lambda: RowColumn("n", "float", "N"),
+])
+def test_a_published_rows_declaration_that_readers_could_not_use_is_refused(make):
+    with pytest.raises(ValueError):
+        make()
