@@ -93,6 +93,7 @@ def test_the_summary_draws_no_empty_table_explains_posting_and_counts_consumer_e
     assert simulated.consumer["failed"] >= 1  # the poison message, on every receive until dead-lettered
     assert f"psql '{simulated.database_url}'" in text  # DATABASE_URL names the server here
     assert "Occurrences in a repeated hour (DST overlap)" in text
+    assert "Reports delivered from published snapshot periods (the render's basis)" in text
     # And a table without rows is one line instead of an empty frame
     empty = type(simulated)(database_url=simulated.database_url)
     console = Console(width=200, record=True)
@@ -131,7 +132,10 @@ def test_snapshot_skip_reasons_staff_requests_and_the_failed_drill(simulated):
     # The self-test drill: version 1 of Berlin's March fails validation, final at once
     drill = by_type[("selftest", "2027-03")]
     assert (drill["state"], drill["failure_code"], drill["versions"]) == ("failed", "selftest_mismatch", 1)
-    assert len(simulated.staff_requests) == 2 and all("planned" in line for line in simulated.staff_requests)
+    planned, captured = simulated.staff_requests[:2], simulated.staff_requests[2:]
+    assert len(planned) == 2 and all("planned" in line for line in planned)
+    # The re-run of March's aging after the monthly aging report delivered it: captured history
+    assert captured == ["2027-04-05 09:00 manual ar_aging berlin 2027-03: refused (protected_history)"]
 
 
 def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
@@ -146,9 +150,20 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
     assert runs[("Owner deactivated", "failed", "source_access_lost")] == 1
     assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
     deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
-    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5, ("skipped", "deactivated"): DAYS,
+    assert runs[("Monthly receivables aging", "succeeded", "succeeded")] == 1  # 04-02
+    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5 + 1, ("skipped", "deactivated"): DAYS,
                           ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
                           ("skipped", "no_address"): DAYS}
     folder = Path(simulated.delivery_dir)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5
-    assert simulated.delivery_files == DAYS + 5 + 1  # daily CSVs, report PDFs, the empty XLSX
+    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5 + 1
+    assert simulated.delivery_files == DAYS + 5 + 1 + 1  # daily CSVs, report PDFs, the empty XLSX, the aging PDF
+
+
+def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_with_its_basis(simulated):
+    # The 2nd of April, 09:00 Berlin: the latest published aging month is March, version 1, now captured
+    (delivered,) = simulated.snapshot_deliveries
+    assert (delivered["name"], delivered["state"], delivered["snapshot_type"], delivered["period"],
+            delivered["version"], delivered["choice"], delivered["protection"], delivered["version_changed"]) == (
+        "Monthly receivables aging", "succeeded", "ar_aging", "2027-03", 1, "latest", "captured", False)
+    assert delivered["occurrence_at"] == datetime(2027, 4, 2, 7, tzinfo=UTC)
+    assert datetime.fromisoformat(delivered["published_at"]) < delivered["occurrence_at"]

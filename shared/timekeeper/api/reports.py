@@ -15,7 +15,7 @@ annotations at run time.)
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
@@ -90,11 +90,28 @@ class ReportPage(BaseModel):
     next_cursor: str | None = None
 
 
+class SnapshotBasisOut(BaseModel):
+    """The published snapshot version a section showed: the type, the ``period`` (the
+    month's first day), the ``version``, when it was published (UTC), its ledger ``run_id``
+    and the section's ``choice`` (latest, month or version)."""
+
+    owner: str
+    snapshot_type: str
+    period: date
+    version: int
+    published_at: datetime
+    run_id: UUID
+    choice: Literal["latest", "month", "version"]
+
+
 class RenderOut(BaseModel):
     """A render of a report version to PDF. ``state``: requested -> rendering ->
     succeeded | failed. When it succeeded, ``download_url`` is a presigned link valid
-    until ``download_expires_at`` (60 s); when it failed, ``error_code`` says why (an
-    access reason, ``definition_invalid``, ``attempts_exhausted``, ``unexpected_error``)."""
+    until ``download_expires_at`` (60 s), and ``snapshot_basis`` lists per section (in
+    order) the snapshot version it showed (null for a section over other data; the list
+    null when no section reads a snapshot); when it failed, ``error_code`` says why (an
+    access reason, ``definition_invalid``, ``snapshot_unpublished``, ``attempts_exhausted``,
+    ``unexpected_error``)."""
 
     id: UUID
     report_id: UUID
@@ -109,6 +126,7 @@ class RenderOut(BaseModel):
     error_code: str | None = None
     download_url: str | None = None
     download_expires_at: datetime | None = None
+    snapshot_basis: list[SnapshotBasisOut | None] | None = None
 
 
 _ERRORS = {401: "No or invalid authorizer claims",
@@ -215,7 +233,9 @@ def register(routes: Routes) -> None:
         out = RenderOut(id=row.id, report_id=row.report_id, report_version=row.report_version, state=row.state,
                         attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
                         byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
-                        error_code=row.error_code)
+                        error_code=row.error_code,
+                        snapshot_basis=None if row.snapshot_basis is None else [
+                            None if b is None else SnapshotBasisOut.model_validate(b) for b in row.snapshot_basis])
         if row.state == "succeeded" and row.object_key:
             s3, bucket = configured(files, "files")
             out.download_url = s3.generate_presigned_url(

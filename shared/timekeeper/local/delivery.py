@@ -11,7 +11,10 @@ The sample (Berlin, the Platform sample's workspace; owner: its analyst):
   invoices in the sample: every run is ``skipped_empty``);
 * ``Owner deactivated``: a daily CSV whose owner is the deactivated user (saved while the
   owner could read the query; the first automatic run fails ``source_access_lost`` and
-  pauses the schedule).
+  pauses the schedule);
+* ``Monthly receivables aging``: a report over the published ``ar_aging`` snapshot (its
+  latest published month) as PDF on the 2nd at 09:00, to the admin: the delivery records
+  its basis (type, period, version, publication time) and captures that version.
 """
 
 from __future__ import annotations
@@ -75,6 +78,16 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
                 "entity": "invoices", "columns": ["number", "amount_minor"],
                 "filters": [{"column": "status", "op": "eq", "value": "void"},
                             {"column": "amount_minor", "op": "lt", "value": 0}]})
+        aging_query, _ = store.create_query(
+            conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=start, definition={
+                "entity": "snapshot.platform.ar_aging",
+                "columns": ["period", "version", "bucket", "due_date", "days_past_due", "outstanding_minor"],
+                "sort": [{"column": "days_past_due", "direction": "desc"}]})
+        aging_report, _ = reports.create_report(
+            conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=start, definition={
+                "title": "Receivables aging at month end", "sections": [
+                    {"heading": "Outstanding invoices, latest published month", "query_id": str(aging_query.id),
+                     "display": "table", "period": {"choice": "latest"}}]})
         report, _ = reports.create_report(conn, workspace_id=workspace_id, name="Invoice report", actor=analyst,
                                           now=start, definition={"title": "Open invoices", "sections": [
                                               {"heading": "Open invoices", "query_id": str(open_query.id),
@@ -85,6 +98,8 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
              [users["admin"], users["multi"]]),
             ("Monthly void invoices", "0 6 1 * *", Source("query", void_query.id), "xlsx", True, [users["admin"]]),
             ("Owner deactivated", "30 7 * * *", Source("query", open_query.id), "csv", False, [users["admin"]]),
+            ("Monthly receivables aging", "0 9 2 * *", Source("report", report_id=aging_report.id), "pdf", False,
+             [users["admin"]]),
         ]
         schedules = {}
         for name, cron, source, fmt, skip, to in specs:
@@ -110,6 +125,29 @@ def delivery_summary(conn: Any) -> dict[str, Any]:
                              FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
                             WHERE r.owner = 'queries' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
     return {"deliveries": [dict(r) for r in by_status], "runs": [dict(r) for r in runs]}
+
+
+def snapshot_deliveries(conn: Any) -> list[dict[str, Any]]:
+    """Each delivery of a report read from a snapshot: the schedule, the run's occurrence,
+    and per snapshot section its basis (type, period, version, publication instant), the
+    version's protection now and whether the version changed since the previous delivery."""
+    rows = conn.execute("""SELECT s.name, r.occurrence_at, r.state, d.snapshot_basis, d.snapshot_version_changed
+                             FROM query_delivery_sources d JOIN schedule_runs r ON r.id = d.run_id
+                             JOIN schedules s ON s.id = d.schedule_id
+                            WHERE d.snapshot_basis IS NOT NULL ORDER BY r.occurrence_at""").fetchall()
+    out = []
+    for row in rows:
+        for basis in row["snapshot_basis"]:
+            if basis is None:
+                continue
+            protection = conn.execute("SELECT protection FROM snapshot_runs WHERE id = %s",
+                                      (basis["run_id"],)).fetchone()["protection"]
+            out.append({"name": row["name"], "occurrence_at": row["occurrence_at"], "state": row["state"],
+                        "snapshot_type": basis["snapshot_type"], "period": basis["period"][:7],
+                        "version": basis["version"], "published_at": basis["published_at"],
+                        "choice": basis["choice"], "protection": protection,
+                        "version_changed": row["snapshot_version_changed"]})
+    return out
 
 
 def copy_files(s3: Any, bucket: str, folder: Path) -> int:

@@ -108,6 +108,9 @@ class SimulationResult:
     delivery: dict[str, Any] = field(default_factory=dict)
     delivery_files: int = 0
     delivery_dir: str = ""
+    #: Deliveries of reports read from a published snapshot: per snapshot section the
+    #: basis (type, period, version, publication time), its protection, the change flag.
+    snapshot_deliveries: list[dict[str, Any]] = field(default_factory=list)
     staff_requests: list[str] = field(default_factory=list)
     embedded_database: bool = True
 
@@ -166,7 +169,13 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     from timekeeper.db.connection import connect
     from timekeeper.edge import adapters
     from timekeeper.local.aws import MAIL_SENDER
-    from timekeeper.local.delivery import DiskMailer, copy_files, delivery_summary, load_delivery_sample
+    from timekeeper.local.delivery import (
+        DiskMailer,
+        copy_files,
+        delivery_summary,
+        load_delivery_sample,
+        snapshot_deliveries,
+    )
     from timekeeper.local.sample import load_sample
     from timekeeper.topology import PIPELINES, SNAPSHOTS
 
@@ -250,6 +259,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
             result.snapshot_overdue = overdue
             _summarize(conn, result)
             result.delivery = delivery_summary(conn)
+            result.snapshot_deliveries = snapshot_deliveries(conn)
             result.delivery_files = copy_files(stack.aws.client("s3"), stack.aws.files_bucket, delivery_dir / "files")
             result.delivery_dir = str(delivery_dir)
             if hooks is not None:
@@ -351,14 +361,18 @@ def _months_before(now: datetime, months: int) -> date:
 
 def _staff_requests(start: datetime) -> list[_StaffRequest]:
     """The simulation's staff requests: a backfill of an old Berlin month on day 2; a re-run
-    of Berlin's previous month's membership counts on day 3; a re-run of the self-test
-    month whose version 1 fails validation, on day 33 (after that month ended)."""
+    of Berlin's previous month's membership counts on day 3; a re-run of Berlin's previous
+    month's aging on day 30, after the monthly aging report delivered that version (it is
+    captured: refused ``protected_history``); a re-run of the self-test month whose version
+    1 fails validation, on day 33 (after that month ended)."""
     day = timedelta(days=1)
     return [
         _StaffRequest(start + 2 * day + timedelta(hours=9), "backfill", "ar_aging", "berlin",
                       lambda now: _months_before(now, 8), "audit asked for last summer's aging"),
         _StaffRequest(start + 3 * day + timedelta(hours=9), "manual", "membership_counts", "berlin",
                       lambda now: _months_before(now, 1), "late cancellations were entered"),
+        _StaffRequest(start + 30 * day + timedelta(hours=9), "manual", "ar_aging", "berlin",
+                      lambda now: _months_before(now, 1), "a late payment was entered"),
         _StaffRequest(start + 33 * day + timedelta(hours=9), "manual", "selftest", "berlin",
                       lambda now: _months_before(now, 1), "re-run after the failed self-test"),
     ]
@@ -466,6 +480,13 @@ def print_summary(result: SimulationResult, console: Any) -> None:
           [(r["name"], r["trigger"], r["state"], r["outcome"], str(r["n"])) for r in delivery.get("runs", [])])
     table("Deliveries by status and reason", ("status", "reason", "deliveries"),
           [(r["status"], r["reason"], str(r["n"])) for r in delivery.get("deliveries", [])])
+    table("Reports delivered from published snapshot periods (the render's basis)",
+          ("schedule", "ran for (UTC)", "state", "type", "period", "version", "published (UTC)", "choice",
+           "protection", "version changed"),
+          [(r["name"], _utc(r["occurrence_at"]), r["state"], r["snapshot_type"], r["period"], str(r["version"]),
+            r["published_at"][:16].replace("T", " "), r["choice"], r["protection"] or "",
+            "yes" if r["version_changed"] else "no") for r in result.snapshot_deliveries],
+          note="a version a delivery used is captured: a staff re-run of its period is refused protected_history")
     if result.delivery_dir:
         console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages' "
                       f"bodies (one .html per message, named by its SES message id) in {result.delivery_dir}/mail.")

@@ -22,7 +22,14 @@ import psycopg
 from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.ledger import SnapshotRun
-from timekeeper.snapshots.registry import Chunk, SnapshotRegistry, SnapshotType, ValidationFailed
+from timekeeper.snapshots.registry import (
+    Chunk,
+    PublishedRows,
+    RowColumn,
+    SnapshotRegistry,
+    SnapshotType,
+    ValidationFailed,
+)
 
 SQL = load_queries("timekeeper.platform", "snapshots.sql")
 OWNER = "platform"
@@ -130,15 +137,33 @@ class SelfTest:
         return {"rows": count}
 
 
+#: The published rows of each type as readers (the reporting catalogue) see them.
+MEMBERSHIP_COUNT_ROWS = PublishedRows("snapshot_membership_counts", (
+    RowColumn("membership_type", "text", "Membership type"),
+    RowColumn("status", "enum", "Status at month end", values=("active", "lapsed", "cancelled")),
+    RowColumn("members", "integer", "Members"),
+), key=("membership_type", "status"))
+AR_AGING_ROWS = PublishedRows("snapshot_ar_aging", (
+    RowColumn("invoice_id", "uuid", "Invoice id"),
+    RowColumn("member_id", "uuid", "Member id"),
+    RowColumn("due_date", "date", "Due"),
+    RowColumn("days_past_due", "integer", "Days past due at month end"),
+    RowColumn("bucket", "enum", "Aging bucket", values=("0-30", "31-60", "61-90", "over_90")),
+    RowColumn("outstanding_minor", "money", "Outstanding (minor units)"),
+    RowColumn("currency", "text", "Currency"),
+), key=("invoice_id",))
+SELFTEST_ROWS = PublishedRows("snapshot_selftest_rows", (RowColumn("n", "integer", "Row number"),), key=("n",))
+
+
 def register(registry: SnapshotRegistry, *, aging_chunk_size: int = 50_000, selftest: SelfTest | None = None) -> None:
     """Register the Platform's three types (the self-test in development only)."""
     staff = frozenset({STAFF_ROLE})
     registry.register(SnapshotType(owner=OWNER, name="membership_counts", label="Month-end membership counts",
-                                   generator=MembershipCounts(), staff_roles=staff))
+                                   generator=MembershipCounts(), staff_roles=staff, rows=MEMBERSHIP_COUNT_ROWS))
     registry.register(SnapshotType(owner=OWNER, name="ar_aging", label="Accounts-receivable aging",
                                    generator=ReceivableAging(aging_chunk_size), staff_roles=staff,
-                                   chunk_size=aging_chunk_size))
+                                   chunk_size=aging_chunk_size, rows=AR_AGING_ROWS))
     chosen = selftest or SelfTest()
     registry.register(SnapshotType(owner=OWNER, name="selftest", label="Platform self-test", generator=chosen,
                                    staff_roles=staff, chunk_size=chosen.chunk_size,
-                                   environments=frozenset({"development"})))
+                                   environments=frozenset({"development"}), rows=SELFTEST_ROWS))

@@ -10,12 +10,21 @@ code), never with a database error.
 Each entity reads one base table (alias ``t``) of the Platform data, scoped by
 ``t.workspace_id``, and may borrow columns of a referenced row through a declared join
 (included only when a chosen column, filter or sort uses it).
+
+Snapshot entities (``snapshot.<owner>.<type>``) are derived from the snapshot registry,
+one per registered type that declares its published rows
+(:class:`~timekeeper.snapshots.registry.PublishedRows`): the type's columns plus the
+version's ``period`` (its month's first day) and ``version``, read from the ledger's row
+(alias ``r``). They show published rows only: by default those of every period's current
+version; a report section chooses one version (the compiler's ``snapshot_run``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+
+from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 
 
 class ColumnType(StrEnum):
@@ -96,13 +105,18 @@ class Column:
 
 @dataclass(frozen=True)
 class Entity:
-    """A queryable entity: its base ``table``, ``columns`` by name, and ``joins`` by alias."""
+    """A queryable entity: its base ``table``, ``columns`` by name, and ``joins`` by alias;
+    ``order_key``: the base table's columns that end every sort (a total order);
+    ``snapshot``: ``(owner, type)`` of a snapshot entity (its rows are published versions'),
+    None for Platform data."""
 
     name: str
     label: str
     table: str
     columns: dict[str, Column]
     joins: dict[str, Join] = field(default_factory=dict)
+    order_key: tuple[str, ...] = ("id",)
+    snapshot: tuple[str, str] | None = None
 
 
 def _entity(name: str, label: str, table: str, columns: list[Column], joins: list[Join] = ()) -> Entity:
@@ -113,7 +127,45 @@ def _entity(name: str, label: str, table: str, columns: list[Column], joins: lis
 T = ColumnType
 _MEMBER = Join("m", "members", "member_id")
 
-#: Every entity a saved query may read, by name.
+#: The ledger's row of a snapshot version, joined to every snapshot entity's rows.
+SNAPSHOT_RUN = Join("r", "snapshot_runs", "run_id")
+#: The prefix of a snapshot entity's name: ``snapshot.<owner>.<type>``.
+SNAPSHOT_PREFIX = "snapshot."
+
+
+def snapshot_entity_name(owner: str, snapshot_type: str) -> str:
+    """The catalogue name of a snapshot type's entity: ``snapshot.<owner>.<type>``."""
+    return f"{SNAPSHOT_PREFIX}{owner}.{snapshot_type}"
+
+
+def snapshot_entity(snapshot_type: SnapshotType) -> Entity:
+    """The entity of a registered type's published rows (it must declare ``rows``)."""
+    rows = snapshot_type.rows
+    if rows is None:
+        raise ValueError(f"snapshot type {snapshot_type.key} declares no published rows")
+    columns = [Column("period", T.DATE, "Period (month)", "period", join=SNAPSHOT_RUN.alias),
+               Column("version", T.INTEGER, "Snapshot version", "version", join=SNAPSHOT_RUN.alias)]
+    columns += [Column(c.name, ColumnType(c.kind), c.label, c.name, values=c.values) for c in rows.columns]
+    entity = _entity(snapshot_entity_name(*snapshot_type.key), f"{snapshot_type.label} (snapshot)", rows.table,
+                     columns, [SNAPSHOT_RUN])
+    return Entity(name=entity.name, label=entity.label, table=entity.table, columns=entity.columns,
+                  joins=entity.joins, order_key=("run_id", *rows.key), snapshot=snapshot_type.key)
+
+
+def registered_snapshot_types() -> list[SnapshotType]:
+    """Every snapshot type the deployment registers that declares its published rows, in
+    registration order, enabled anywhere (the catalogue is one for every environment: a
+    type disabled here has no published rows to show). The owners' registration functions
+    are the ones the edge assembles the deployment's registry with."""
+    from timekeeper.platform.snapshots import register as register_platform
+
+    registry = SnapshotRegistry(environment="development")
+    register_platform(registry)
+    return [t for t in registry.all() if t.rows is not None]
+
+
+#: Every entity a saved query may read, by name: the Platform's data, then the published
+#: rows of each registered snapshot type.
 CATALOGUE: dict[str, Entity] = {e.name: e for e in (
     _entity("members", "Members", "members", [
         Column("id", T.UUID, "Member id", "id"),
@@ -161,4 +213,5 @@ CATALOGUE: dict[str, Entity] = {e.name: e for e in (
         Column("currency", T.TEXT, "Currency", "currency"),
         Column("method", T.ENUM, "Method", "method", values=("card", "bank_transfer", "cash", "check")),
     ], [Join("i", "invoices", "invoice_id")]),
+    *(snapshot_entity(t) for t in registered_snapshot_types()),
 )}

@@ -15,7 +15,12 @@ Shape of the statement::
      ORDER BY <sort keys>, t.id
      LIMIT %(limit)s
 
-Every sort ends with the base row's id, so an export's order is total and repeatable.
+Every sort ends with the base row's id (an entity's ``order_key``), so an export's order
+is total and repeatable.
+
+A snapshot entity's statement always joins the version's ledger row (alias ``r``) and
+reads published rows only: every period's current version (``r.is_current``), or the one
+version a report section chose (``t.run_id = %(snapshot_run)s``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from uuid import UUID
 
 from psycopg import sql
 
-from timekeeper.reporting.catalogue import CATALOGUE, Column, Entity, Operator
+from timekeeper.reporting.catalogue import CATALOGUE, SNAPSHOT_RUN, Column, Entity, Operator
 from timekeeper.reporting.definition import QueryDefinition, check_definition
 
 _COMPARISONS = {Operator.EQ: "=", Operator.NE: "<>", Operator.LT: "<", Operator.LTE: "<=", Operator.GT: ">",
@@ -91,26 +96,40 @@ class _Builder:
         raise AssertionError(op)
 
 
-def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID) -> CompiledQuery:
+def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID,
+                  snapshot_run: UUID | None = None) -> CompiledQuery:
     """Check ``definition`` against the catalogue and compile it for ``workspace_id``.
 
-    Raises :class:`~timekeeper.reporting.definition.InvalidDefinition` when it does not
-    check (e.g. a stored version naming a column the catalogue no longer has).
+    ``snapshot_run``: for a snapshot entity, the one published version (its ledger run id)
+    whose rows to read; None reads every period's current version. Raises
+    :class:`~timekeeper.reporting.definition.InvalidDefinition` when it does not check (e.g.
+    a stored version naming a column the catalogue no longer has), ``ValueError`` for a
+    ``snapshot_run`` of an entity that is not a snapshot's.
     """
     checked = check_definition(definition)
     entity = CATALOGUE[checked.entity]
+    if snapshot_run is not None and entity.snapshot is None:
+        raise ValueError(f"{entity.name} is not a snapshot entity: it has no versions to choose")
     b = _Builder(entity)
     selected = tuple(entity.columns[name] for name in checked.columns)
     select = sql.SQL(", ").join(sql.SQL("{} AS {}").format(b.ref(c), sql.Identifier(c.name)) for c in selected)
     conditions: list[sql.Composable] = [
         sql.SQL("t.workspace_id = {}").format(sql.Placeholder("workspace_id"))]
+    if entity.snapshot is not None:
+        if SNAPSHOT_RUN.alias not in b.joins:
+            b.joins.append(SNAPSHOT_RUN.alias)
+        conditions.append(sql.SQL("r.state = 'published'"))
+        conditions.append(sql.SQL("r.owner = {} AND r.snapshot_type = {}").format(b.bind(entity.snapshot[0]),
+                                                                                   b.bind(entity.snapshot[1])))
+        conditions.append(sql.SQL("r.is_current") if snapshot_run is None
+                          else sql.SQL("t.run_id = {}").format(b.bind(snapshot_run)))
     for item in checked.filters:
         conditions.append(b.condition(entity.columns[item.column], item.op, item.value))
     order: list[sql.Composable] = []
     for key in checked.sort:
         order.append(sql.SQL("{} {}").format(b.ref(entity.columns[key.column]),
                                              sql.SQL("DESC" if key.direction == "desc" else "ASC")))
-    order.append(sql.SQL("t.id"))
+    order.extend(sql.SQL("t.{}").format(sql.Identifier(name)) for name in entity.order_key)
     joins = [sql.SQL("LEFT JOIN {table} {alias} ON {alias}.workspace_id = t.workspace_id "
                      "AND {alias}.id = t.{via}").format(table=sql.Identifier(entity.joins[a].table),
                                                         alias=sql.Identifier(a),

@@ -17,7 +17,12 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    settles ``failed`` / ``render_unfinished`` on the last). The complete file is
    recorded in ``query_delivery_sources`` (key, size, sha256, rows, report version and
    whether it changed since the schedule's previous run); a retry reuses it when the
-   object is still there with that checksum.
+   object is still there with that checksum. A report's snapshot sections come with the
+   render's basis (type, period, version, publication instant per section):
+   ``snapshot_version_changed`` says a period the schedule's previous run showed is now
+   shown in a newer version, and every version a run that goes on to send uses is marked
+   ``captured`` in the snapshot ledger (its period's history is then protected) before
+   any message is sent (an empty report skipped captures nothing).
 3. **Empty**: with ``skip_when_empty``, a query file with no rows, or a report whose every
    section returned no rows (the render's ``section_row_counts``; one non-empty section
    makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
@@ -61,6 +66,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from timekeeper import observability as obs
 from timekeeper.faults import crash_point
@@ -92,12 +98,15 @@ from timekeeper.reporting.delivery_store import (
     list_recipients,
     outbox_claimed,
     previous_report_version,
+    previous_snapshot_basis,
+    snapshot_version_changed,
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner
 from timekeeper.reporting.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
+from timekeeper.snapshots import ledger
 
 OWNER = "queries"
 DELIVER = "queries.deliver"
@@ -231,7 +240,8 @@ def deliver(ctx: RunContext) -> Outcome:
     recipients (see the module's description for each step).
 
     Outcomes: ``Succeeded`` (detail: ``acted_for``, ``source``, ``recipients``, ``sent``,
-    ``skipped`` by reason, ``version_changed``), ``Skipped("skipped_empty")``,
+    ``skipped`` by reason, ``version_changed``; with ``source.snapshot_basis`` and
+    ``snapshot_version_changed`` for a report read from snapshots), ``Skipped("skipped_empty")``,
     ``Refused("source_access_lost", pause_reason=...)``, ``Refused("definition_invalid")``,
     ``Refused("render_failed")``, ``Refused("delivery_settings_missing")``; raises
     :class:`RenderUnfinished`, :class:`DeliveryIncomplete`, :class:`RunTakenOver` or an
@@ -265,8 +275,12 @@ def deliver(ctx: RunContext) -> Outcome:
                "version_changed": source.version_changed}
     if source.section_row_counts is not None:
         summary["source"]["section_row_counts"] = source.section_row_counts
+    if source.snapshot_basis is not None:
+        summary["source"]["snapshot_basis"] = source.snapshot_basis
+        summary["snapshot_version_changed"] = source.snapshot_version_changed
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
+    _capture(run, source)
     outcomes = _deliver_to_recipients(run, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
     skipped: dict[str, int] = {}
@@ -394,12 +408,26 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
     with run.journal.transaction():
         previous_version = previous_report_version(run.journal, workspace_id=ctx.workspace_id,
                                                    schedule_id=schedule.schedule_id, run_id=ctx.run_id)
+        previous_basis = previous_snapshot_basis(run.journal, workspace_id=ctx.workspace_id,
+                                                 schedule_id=schedule.schedule_id, run_id=ctx.run_id)
     assert render.object_key is not None and render.sha256 is not None
-    return record_source(run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
-                          sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
-                          render_id=render.id, section_row_counts=render.section_row_counts,
-                          row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
-                          version_changed=previous_version is not None and previous_version != render.report_version)
+    return record_source(
+        run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
+        sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
+        render_id=render.id, section_row_counts=render.section_row_counts,
+        row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
+        version_changed=previous_version is not None and previous_version != render.report_version,
+        snapshot_basis=None if render.snapshot_basis is None else Jsonb(render.snapshot_basis),
+        snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis))
+
+
+def _capture(run: DeliveryJournal, source: DeliverySource) -> None:
+    """Mark the snapshot versions the run's report shows ``captured``, before any message
+    links to the file (idempotent: every attempt that goes on to send marks them again)."""
+    ids = [UUID(b["run_id"]) for b in source.snapshot_basis or () if b]
+    if ids:
+        with run.journal.transaction():
+            ledger.capture_versions(run.journal, ids, now=run.ctx.now)
 
 
 # ---------------------------------------------------------------------- the recipients

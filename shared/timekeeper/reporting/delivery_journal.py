@@ -94,7 +94,8 @@ def record_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str, **v
         "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
         "source_kind": schedule.source_kind, "format": schedule.format, "acted_for": actor, "now": run.ctx.now,
         "row_count": None, "query_id": None, "query_version": None, "report_id": None, "report_version": None,
-        "render_id": None, "version_changed": False, "section_row_counts": None, **values})
+        "render_id": None, "version_changed": False, "section_row_counts": None,
+        "snapshot_basis": None, "snapshot_version_changed": False, **values})
     assert row is not None
     return from_row(DeliverySource, row)
 

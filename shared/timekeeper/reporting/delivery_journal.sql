@@ -6,16 +6,17 @@
 INSERT INTO query_delivery_sources (run_id, workspace_id, schedule_id, source_kind, format, object_key,
                                     byte_size, sha256, row_count, query_id, query_version, report_id,
                                     report_version, render_id, version_changed, acted_for, created_at,
-                                    section_row_counts)
+                                    section_row_counts, snapshot_basis, snapshot_version_changed)
 SELECT %(run_id)s, %(workspace_id)s, %(schedule_id)s, %(source_kind)s, %(format)s, %(object_key)s,
        %(byte_size)s, %(sha256)s, %(row_count)s, %(query_id)s, %(query_version)s, %(report_id)s,
-       %(report_version)s, %(render_id)s, %(version_changed)s, %(acted_for)s, %(now)s, %(section_row_counts)s
+       %(report_version)s, %(render_id)s, %(version_changed)s, %(acted_for)s, %(now)s, %(section_row_counts)s,
+       %(snapshot_basis)s, %(snapshot_version_changed)s
  WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
 ON CONFLICT (run_id) DO UPDATE SET object_key = EXCLUDED.object_key, byte_size = EXCLUDED.byte_size,
        sha256 = EXCLUDED.sha256, row_count = EXCLUDED.row_count, acted_for = EXCLUDED.acted_for
 RETURNING run_id, workspace_id, schedule_id, source_kind, format, object_key, byte_size, sha256, row_count, query_id,
           query_version, report_id, report_version, render_id, version_changed, acted_for, created_at,
-          section_row_counts
+          section_row_counts, snapshot_basis, snapshot_version_changed
 
 -- name: record_skips
 WITH held AS (SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running'

@@ -65,6 +65,11 @@ class DeliverySource:
     created_at: datetime
     #: A report's rows per section, in section order (None: a query, or not recorded).
     section_row_counts: list[int] | None = None
+    #: The render's snapshot versions per section (see ``ReportRender.snapshot_basis``).
+    snapshot_basis: list[dict[str, Any] | None] | None = None
+    #: A snapshot period this run showed was shown by the schedule's previous run in
+    #: another version: a newer version was published in between.
+    snapshot_version_changed: bool = False
 
     @property
     def empty(self) -> bool:
@@ -154,6 +159,23 @@ def previous_report_version(conn: psycopg.Connection, *, workspace_id: UUID, sch
                             run_id: UUID) -> int | None:
     """The report version the schedule's latest other run delivered (None: no such run)."""
     return fetch_value(conn, SQL["previous_report_version"], (workspace_id, schedule_id, run_id))
+
+
+def previous_snapshot_basis(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
+                            run_id: UUID) -> list[dict[str, Any] | None] | None:
+    """The snapshot versions per section the schedule's latest other report run delivered
+    (None: no such run, or it showed no snapshot)."""
+    return fetch_value(conn, SQL["previous_snapshot_basis"], (workspace_id, schedule_id, run_id))
+
+
+def snapshot_version_changed(current: list[dict[str, Any] | None] | None,
+                             previous: list[dict[str, Any] | None] | None) -> bool:
+    """Whether a snapshot period shown in ``current`` was shown in ``previous`` in another
+    version (both: per-section bases, ``ReportRender.snapshot_basis``). A period the
+    previous delivery did not show (the latest month moved on) is not a change."""
+    before = {(b["owner"], b["snapshot_type"], b["period"]): b["version"] for b in previous or () if b}
+    return any(before.get((b["owner"], b["snapshot_type"], b["period"]), b["version"]) != b["version"]
+               for b in current or () if b)
 
 
 def contacts(conn: psycopg.Connection, user_ids: list[str]) -> dict[str, dict[str, Any]]:

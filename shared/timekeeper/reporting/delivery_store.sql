@@ -14,7 +14,7 @@ SELECT user_id FROM query_schedule_recipients WHERE workspace_id = %s AND schedu
 -- name: get_source
 SELECT run_id, workspace_id, schedule_id, source_kind, format, object_key, byte_size, sha256, row_count, query_id,
        query_version, report_id, report_version, render_id, version_changed, acted_for, created_at,
-       section_row_counts
+       section_row_counts, snapshot_basis, snapshot_version_changed
   FROM query_delivery_sources WHERE workspace_id = %s AND run_id = %s
 
 -- name: list_deliveries
@@ -32,6 +32,12 @@ SELECT EXISTS (SELECT 1 FROM query_delivery_outbox WHERE run_id = %s)
 
 -- name: previous_report_version
 SELECT report_version FROM query_delivery_sources
+ WHERE workspace_id = %s AND schedule_id = %s AND run_id <> %s AND report_version IS NOT NULL
+ ORDER BY created_at DESC LIMIT 1
+
+-- name: previous_snapshot_basis
+-- The snapshot versions the schedule's latest other run delivered (NULL: none, or no snapshot section).
+SELECT snapshot_basis FROM query_delivery_sources
  WHERE workspace_id = %s AND schedule_id = %s AND run_id <> %s AND report_version IS NOT NULL
  ORDER BY created_at DESC LIMIT 1
 

@@ -219,6 +219,11 @@ class DeliveryRun:
     sha256: str | None
     report_version: int | None
     version_changed: bool | None
+    #: Per section, the snapshot version the report showed (type, period, version,
+    #: publication instant, run id, choice; None: a section over other data).
+    snapshot_basis: list[dict[str, Any] | None] | None
+    #: A snapshot period the previous run showed is shown in a newer version.
+    snapshot_version_changed: bool | None
 
 
 def list_delivery_runs(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,

@@ -29,7 +29,8 @@ q.workspace_id = %(ws)s AND s.deleted_at IS NULL
 
 -- name: list_runs_from
 r.id AS run_id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,
-d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
+d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed, d.snapshot_basis,
+d.snapshot_version_changed
   FROM schedule_runs r LEFT JOIN query_delivery_sources d ON d.run_id = r.id
 
 -- name: list_runs_where

@@ -17,6 +17,11 @@ Two steps, run by different processes:
   :func:`object_key` ``reports/<workspace>/<sha256(idempotency key)>.pdf``, and the row
   records the key, the size, the page count and the object's SHA-256.
 
+A section over a snapshot entity shows one published version, resolved in the sections'
+snapshot from its period choice (:class:`~timekeeper.reporting.reports.PeriodChoice`);
+the row records each such section's basis (``snapshot_basis``: type, period, version,
+publication instant, run id and the choice), and the PDF names it under the heading.
+
 The PDF is deterministic: its creation date is the render's ``requested_at`` and its
 producer fixed, so the same version over the same rows gives the same bytes. A retry after
 a crash between the upload and the record overwrites the same key with the same content.
@@ -31,6 +36,8 @@ an access reason           the requester may no longer read the report: one of
                            report was deleted), exactly the access rule's reason
 ``definition_invalid``     a section's query version no longer compiles, its query
                            was deleted (unpinned section) or a chart column is gone
+``snapshot_unpublished``   a snapshot section's chosen period has no published version
+                           (the latest: none yet; a named month: not published yet)
 ``attempts_exhausted``     earlier attempts died without a record (timeouts) and the
                            attempt limit is reached
 ``unexpected_error``       the final attempt raised (the exception's type is kept)
@@ -52,6 +59,7 @@ from typing import Any, Protocol
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
@@ -66,11 +74,14 @@ from timekeeper.reporting.reports import (
     ReportNotFound,
     Section,
     check_section_columns,
+    check_section_period,
     get_report_version,
     query_columns,
+    query_snapshot,
 )
 from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.settings import REPORTS_PREFIX
+from timekeeper.snapshots import ledger
 
 #: Rows a table section shows at most (the PDF says when the query returned more).
 TABLE_ROW_CAP = 1_000
@@ -82,6 +93,7 @@ PDF_CONTENT_TYPE = "application/pdf"
 PRODUCER = "Timekeeper report renderer"
 
 DEFINITION_INVALID = "definition_invalid"
+SNAPSHOT_UNPUBLISHED = "snapshot_unpublished"
 ATTEMPTS_EXHAUSTED = "attempts_exhausted"
 UNEXPECTED_ERROR = "unexpected_error"
 #: The failure codes that mean "the requester may not read the report now" (the access
@@ -132,6 +144,11 @@ class ReportRender:
     #: The rows each section showed, in section order (set when it succeeded; None for a
     #: render recorded before the counts were kept).
     section_row_counts: list[int] | None = None
+    #: Per section, in order, the published snapshot version it showed (``owner``,
+    #: ``snapshot_type``, ``period`` YYYY-MM-DD, ``version``, ``published_at`` ISO 8601 UTC,
+    #: ``run_id``, ``choice``) or None for a section over other data; None when no section
+    #: reads a snapshot (or the render has not succeeded).
+    snapshot_basis: list[dict[str, Any] | None] | None = None
 
     @property
     def empty(self) -> bool:
@@ -203,7 +220,8 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
 class SectionData:
     """What one section shows: ``headers`` (column labels), ``columns`` (names), ``rows``
     (tuples, at most the cap), ``truncated`` (the query returned more rows than shown), and
-    where it came from (``query_name``, ``query_version``)."""
+    where it came from (``query_name``, ``query_version``; ``basis``: the snapshot version
+    shown, see :attr:`ReportRender.snapshot_basis`)."""
 
     section: Section
     query_name: str
@@ -212,6 +230,7 @@ class SectionData:
     headers: tuple[str, ...]
     rows: tuple[tuple[Any, ...], ...]
     truncated: bool
+    basis: dict[str, Any] | None = None
 
 
 class _Refused(Exception):
@@ -230,8 +249,12 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
         raise _Refused(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist") \
             from None
     try:
-        compiled = compile_query(version.definition, workspace_id=workspace_id)
+        snapshot = query_snapshot(version.definition)
         check_section_columns(section, query_columns(version.definition), index)
+        check_section_period(section, snapshot, index)
+        basis = None if snapshot is None else _snapshot_basis(conn, workspace_id, section, snapshot, where)
+        compiled = compile_query(version.definition, workspace_id=workspace_id,
+                                 snapshot_run=None if basis is None else UUID(basis["run_id"]))
     except InvalidDefinition as error:
         field = error.field if error.field.startswith(where) else f"{where} (query version {version.version}): " \
                                                                    f"{error.field}"
@@ -245,7 +268,27 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
     return SectionData(section=section, query_name=query_name if query_name is not None else "",
                        query_version=version.version,
                        columns=columns, headers=tuple(compiled.headers), rows=tuple(fetched[:cap]),
-                       truncated=len(fetched) > cap)
+                       truncated=len(fetched) > cap, basis=basis)
+
+
+def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Section, snapshot: tuple[str, str],
+                    where: str) -> dict[str, Any]:
+    """The published version a snapshot section shows, resolved now from its period choice
+    (None: latest); refused ``snapshot_unpublished`` when there is none."""
+    chosen = section.period
+    choice = "latest" if chosen is None else chosen.choice
+    period = None if chosen is None else chosen.period
+    found = ledger.published_version(conn, owner=snapshot[0], snapshot_type=snapshot[1], workspace_id=workspace_id,
+                                     period=period, version=None if chosen is None else chosen.version)
+    if found is None:
+        wanted = "any month" if period is None else f"{period:%Y-%m}" + (
+            f" version {chosen.version}" if chosen is not None and chosen.version is not None else "")
+        raise _Refused(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
+                                             f"version of {wanted}")
+    assert found.published_at is not None
+    return {"owner": found.owner, "snapshot_type": found.snapshot_type, "period": found.period.isoformat(),
+            "version": found.version, "published_at": found.published_at.astimezone(UTC).isoformat(),
+            "run_id": str(found.id), "choice": choice}
 
 
 def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: datetime,
@@ -318,7 +361,8 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         with conn.transaction():
             done = _fetch(
                 conn, SQL["finish_succeeded"],
-                (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections], row.id, row.attempts))
+                (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections],
+                 _basis_column(sections), row.id, row.attempts))
             if done is None:  # another attempt took over and settled it
                 done = _fetch(conn, SQL["render_by_id"], (row.id,))
         assert done is not None
@@ -331,6 +375,12 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
             return _finish_failed(conn, row, UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt", now)
         raise
+
+
+def _basis_column(sections: Sequence[SectionData]) -> Jsonb | None:
+    """The render's ``snapshot_basis`` value: per section its basis, NULL when none has one."""
+    bases = [data.basis for data in sections]
+    return Jsonb(bases) if any(b is not None for b in bases) else None
 
 
 # ------------------------------------------------------------------------------ the PDF
@@ -391,6 +441,9 @@ def _section(pdf: Any, data: SectionData) -> None:
     pdf.set_font("Helvetica", "I", 8)
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     note = f"Query \"{data.query_name}\", version {data.query_version}"
+    if data.basis is not None:
+        note += (f"; snapshot {data.basis['snapshot_type']} of {data.basis['period'][:7]}, version "
+                 f"{data.basis['version']}, published {data.basis['published_at'][:16].replace('T', ' ')} UTC")
     if data.truncated:
         note += f"; showing the first {cap:,} {'rows' if section.display is Display.TABLE else 'points'} only"
     pdf.cell(0, 5, _latin1(note), new_x="LMARGIN", new_y="NEXT")

@@ -3,13 +3,13 @@
 -- name: get_render
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
   FROM report_renders WHERE workspace_id = %s AND id = %s
 
 -- name: render_by_key
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
   FROM report_renders WHERE workspace_id = %s AND idempotency_key = %s
 
 -- name: insert_render
@@ -20,12 +20,12 @@ SELECT r.workspace_id, %s, r.id, r.current_version, %s, %s FROM reports r
 ON CONFLICT (workspace_id, idempotency_key) DO NOTHING
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
 
 -- name: lock_render
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
   FROM report_renders WHERE workspace_id = %s AND id = %s FOR UPDATE
 
 -- name: start_render
@@ -33,29 +33,29 @@ UPDATE report_renders SET state = 'rendering', attempts = attempts + 1, started_
  WHERE id = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
 
 -- name: finish_failed
 UPDATE report_renders SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
  WHERE id = %s AND state IN ('requested', 'rendering') AND attempts = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
 
 -- name: render_by_id
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
   FROM report_renders WHERE id = %s
 
 -- name: finish_succeeded
 UPDATE report_renders SET state = 'succeeded', object_key = %s, byte_size = %s, sha256 = %s,
                           page_count = %s, error_code = NULL, error_message = NULL,
-                          finished_at = %s, section_row_counts = %s
+                          finished_at = %s, section_row_counts = %s, snapshot_basis = %s
  WHERE id = %s AND state = 'rendering' AND attempts = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts
+       finished_at, section_row_counts, snapshot_basis
 
 -- name: query_name
 SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s

@@ -26,9 +26,9 @@ transaction or their own savepoint, and return frozen dataclasses. Instants are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 import psycopg
@@ -41,6 +41,7 @@ from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
 from timekeeper.reporting.definition import InvalidDefinition, _path
 from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
+from timekeeper.snapshots import ledger
 from timekeeper.strict_input import JSON_INTEGER
 
 #: Bounds of a report definition.
@@ -66,12 +67,34 @@ class ReportNotFound(LookupError):
     """No such (undeleted) report, or version, in the workspace."""
 
 
+class PeriodChoice(BaseModel):
+    """Which published version of a snapshot a section shows: ``latest`` (the current
+    version of the latest published month, whichever that is when rendered), ``month``
+    (the current version of ``month``, ``YYYY-MM``, when rendered) or ``version`` (version
+    ``version`` of ``month``, pinned: it never changes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    choice: Literal["latest", "month", "version"]
+    month: Annotated[str, StringConstraints(pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$")] | None = Field(
+        None, description="YYYY-MM, the workspace-local month (choices month and version)")
+    version: Annotated[int, Field(ge=1), JSON_INTEGER] | None = Field(
+        None, description="the pinned version of the month (choice version)")
+
+    @property
+    def period(self) -> date | None:
+        """The chosen month's first day (None for ``latest``)."""
+        return None if self.month is None else date(int(self.month[:4]), int(self.month[5:]), 1)
+
+
 class Section(BaseModel):
     """One section: ``heading``, the saved query ``query_id`` at ``query_version`` (None:
     the query's current version at render time), shown as ``display``. Charts name the
     query column giving each point's label (``label_column``) and the numeric column giving
     its value (``value_column``); a table shows every column and names neither (checked
-    by :func:`check_section_columns`; the schema says the same as two forms)."""
+    by :func:`check_section_columns`; the schema says the same as two forms). ``period``:
+    the version of a snapshot entity's rows the section shows (None: ``latest``); only for
+    a query over a snapshot entity."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=lambda schema: _section_forms(schema))
 
@@ -82,6 +105,8 @@ class Section(BaseModel):
     display: Display = Display.TABLE
     label_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
     value_column: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+    period: PeriodChoice | None = Field(None, description="a snapshot query's version: latest (the default), "
+                                        "a named month or a pinned version")
 
 
 def _section_forms(schema: dict[str, Any]) -> None:
@@ -160,6 +185,32 @@ def check_section_columns(section: Section, columns: dict[str, ColumnType], inde
                                 f"{section.value_column!r} is not numeric (integer or money)")
 
 
+def query_snapshot(definition: dict[str, Any]) -> tuple[str, str] | None:
+    """``(owner, type)`` of the snapshot a stored query definition reads, None for other data."""
+    entity = CATALOGUE.get(str(definition.get("entity")))
+    return None if entity is None else entity.snapshot
+
+
+def check_section_period(section: Section, snapshot: tuple[str, str] | None, index: int) -> None:
+    """Raise :class:`InvalidDefinition` unless the section's ``period`` fits its query: none
+    for other data; for a snapshot, ``month`` with choices ``month`` and ``version`` only,
+    ``version`` with choice ``version`` only."""
+    where = f"sections[{index}].period"
+    chosen = section.period
+    if chosen is None:
+        return
+    if snapshot is None:
+        raise InvalidDefinition(where, "the section's query reads no snapshot; a period is for snapshot queries")
+    if chosen.choice == "latest" and chosen.month is not None:
+        raise InvalidDefinition(f"{where}.month", "latest takes no month (choose month or version)")
+    if chosen.choice in ("month", "version") and chosen.month is None:
+        raise InvalidDefinition(f"{where}.month", f"{chosen.choice} needs the month (YYYY-MM)")
+    if chosen.choice == "version" and chosen.version is None:
+        raise InvalidDefinition(f"{where}.version", "version needs the version number to pin")
+    if chosen.choice != "version" and chosen.version is not None:
+        raise InvalidDefinition(f"{where}.version", "only the version choice pins a version")
+
+
 def check_report_definition(conn: psycopg.Connection, *, workspace_id: UUID,
                             definition: ReportDefinition | Any) -> ReportDefinition:
     """Shape-check ``definition`` and check each section against the workspace's saved
@@ -177,6 +228,15 @@ def check_report_definition(conn: psycopg.Connection, *, workspace_id: UUID,
                                         f"the query has no version {section.query_version}") from None
             raise InvalidDefinition(f"sections[{index}].query_id", "no such saved query in this workspace") from None
         check_section_columns(section, query_columns(version.definition), index)
+        snapshot = query_snapshot(version.definition)
+        check_section_period(section, snapshot, index)
+        chosen = section.period
+        if snapshot is not None and chosen is not None and chosen.choice == "version":
+            found = ledger.published_version(conn, owner=snapshot[0], snapshot_type=snapshot[1],
+                                             workspace_id=workspace_id, period=chosen.period, version=chosen.version)
+            if found is None:
+                raise InvalidDefinition(f"sections[{index}].period.version",
+                                        f"{chosen.month} has no published version {chosen.version}")
     return parsed
 
 

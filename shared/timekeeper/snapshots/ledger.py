@@ -355,3 +355,32 @@ def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str,
 def jsonb(value: dict[str, Any] | None) -> Jsonb | None:
     """``value`` wrapped for a jsonb parameter (None stays NULL)."""
     return None if value is None else Jsonb(value)
+
+
+def published_version(conn: psycopg.Connection, *, owner: str, snapshot_type: str, workspace_id: UUID,
+                      period: date | None = None, version: int | None = None) -> SnapshotRun | None:
+    """The published version a reader chose, or None when there is none: ``period`` None
+    (and no ``version``): the current version of the latest published period; a
+    ``period`` alone: that month's current version; a ``period`` and a ``version``: that
+    version, current or not. Raises ``ValueError`` for a ``version`` without a ``period``.
+    Runs in the caller's transaction (a report render's read-only snapshot)."""
+    key = {"owner": owner, "snapshot_type": snapshot_type, "workspace_id": workspace_id}
+    if version is not None and period is None:
+        raise ValueError("a version is a version of a period")
+    if period is None:
+        found = fetch_runs(conn, SQL["latest_published"], key)
+    elif version is None:
+        found = fetch_runs(conn, SQL["current_of_period"], {**key, "period": period})
+    else:
+        found = fetch_runs(conn, SQL["published_version"], {**key, "period": period, "version": version})
+    return found[0] if found else None
+
+
+def capture_versions(conn: psycopg.Connection, run_ids: list[UUID], *, now: datetime) -> list[SnapshotRun]:
+    """Mark the published versions ``run_ids`` ``captured`` (read into a delivered report):
+    their period's history is then protected (a staff re-run is refused
+    ``protected_history``). Idempotent; a ``finalized`` version stays finalized and an
+    unpublished id is ignored. Returns the versions it marked now. Caller's transaction."""
+    if not run_ids:
+        return []
+    return fetch_runs(conn, SQL["capture_versions"], {"ids": list(run_ids), "now": now})

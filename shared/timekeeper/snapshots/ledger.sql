@@ -320,3 +320,25 @@ SELECT * FROM snapshot_runs WHERE id = %(id)s
 -- name: workspace_for_request
 SELECT timezone, created_at, status, snapshots_enabled FROM workspaces
  WHERE id = %s FOR SHARE
+
+-- name: latest_published
+-- The current version of the workspace's latest published period of a type.
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s AND is_current
+ ORDER BY period DESC LIMIT 1
+
+-- name: current_of_period
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
+   AND period = %(period)s AND is_current
+
+-- name: published_version
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
+   AND period = %(period)s AND version = %(version)s AND state = 'published'
+
+-- name: capture_versions
+-- Mark published versions captured (read into a delivered report); a finalized one stays finalized.
+UPDATE snapshot_runs SET protection = 'captured', updated_at = %(now)s
+ WHERE id = ANY(%(ids)s::uuid[]) AND state = 'published' AND protection IS NULL
+RETURNING *

@@ -15,6 +15,11 @@ re-runs and backfills, its chunk size, the environments it is enabled in, and it
 
 Generators receive a :class:`~timekeeper.snapshots.ledger.SnapshotRun` and a connection
 inside the transaction; they never commit.
+
+A type also declares its published rows (:class:`PublishedRows`): the table its generator
+writes (keyed by ``run_id``, scoped by ``workspace_id``), the columns readers may see and
+the columns that order its rows within a version. The reporting catalogue derives one
+entity per registered type from it, so a new type is queryable without being listed there.
 """
 
 from __future__ import annotations
@@ -58,11 +63,52 @@ class Generator(Protocol):
     def validate(self, conn: psycopg.Connection, run: SnapshotRun) -> dict[str, Any]: ...
 
 
+#: The kinds a published column may have (the reporting catalogue's column types of the same names).
+ROW_KINDS = ("text", "integer", "money", "date", "uuid", "enum")
+
+
+@dataclass(frozen=True)
+class RowColumn:
+    """One column of a type's published rows: ``name`` (the table's column), ``kind`` (one
+    of :data:`ROW_KINDS`; ``money`` is an integer amount in minor units), ``label`` and, for
+    ``enum``, its ``values``."""
+
+    name: str
+    kind: str
+    label: str
+    values: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ROW_KINDS:
+            raise ValueError(f"kind must be one of {ROW_KINDS}")
+        if (self.kind == "enum") != bool(self.values):
+            raise ValueError("an enum column, and only one, lists its values")
+
+
+@dataclass(frozen=True)
+class PublishedRows:
+    """Where a type's rows are and how readers see them: ``table`` (columns ``run_id`` and
+    ``workspace_id`` beside ``columns``), and ``key``: the columns that, with ``run_id``,
+    order the rows of a version totally (the table's primary key after ``run_id``)."""
+
+    table: str
+    columns: tuple[RowColumn, ...]
+    key: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        names = [c.name for c in self.columns]
+        if len(set(names)) != len(names) or {"period", "version"} & set(names):
+            raise ValueError("column names are unique and not period or version (the catalogue adds those)")
+        if not self.key or not set(self.key) <= set(names):
+            raise ValueError("the key is one or more of the columns")
+
+
 @dataclass(frozen=True)
 class SnapshotType:
     """A registered type. ``staff_roles``: claims roles that may request manual re-runs and
     backfills of it; ``chunk_size``: rows per chunk (the generator's unit);
-    ``environments``: where it is enabled (:data:`ENVIRONMENTS`)."""
+    ``environments``: where it is enabled (:data:`ENVIRONMENTS`); ``rows``: its published
+    rows as readers see them (None: not readable outside the ledger)."""
 
     owner: str
     name: str
@@ -71,6 +117,7 @@ class SnapshotType:
     staff_roles: frozenset[str] = frozenset({"snapshots:staff"})
     chunk_size: int = 50_000
     environments: frozenset[str] = frozenset(ENVIRONMENTS)
+    rows: PublishedRows | None = None
 
     @property
     def key(self) -> tuple[str, str]:
