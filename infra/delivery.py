@@ -53,8 +53,8 @@ class DeliveryResources(Construct):
                 secret_string_template="{}", generate_string_key="key", exclude_punctuation=True,
                 password_length=64))
         acknowledge(self.link_secret, "AwsSolutions-SMG4",
-                    "The link signing key is not rotated automatically: rotating it invalidates every link "
-                    "already sent (recipients would get 403 link_invalid); rotate by hand when needed.")
+                    "The link signing keys are rotated by hand (docs/operations.md): a new key is appended "
+                    "and an old one removed only after its links expired, which a scheduled rotation cannot know.")
         deliveries_arn = Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{DELIVERIES_PREFIX}*"])
         finding = f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{DELIVERIES_PREFIX}*]"
 

@@ -15,7 +15,7 @@ Environment (names and ARNs only; secrets come from Secrets Manager):
 ``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, ``TIMEKEEPER_FUNCTION``, the delivery variables
 (``MAIL_SENDER``, ``DOWNLOAD_BASE_URL``, ``LINK_SIGNING_SECRET_ARN`` or
 ``LINK_SIGNING_KEY``), and either ``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with
-``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``) in AWS. Each function's secret is its own
+``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``; ``DB_SSL_ROOT_CERT`` optional) in AWS. Each function's secret is its own
 login's; the migration function (the owner's login) also gets ``LOGIN_SECRET_ARNS``
 (comma-separated) to set the other logins' passwords.
 """
@@ -38,6 +38,9 @@ DB_SECRET_ARN_VARIABLE = "DB_SECRET_ARN"
 DB_HOST_VARIABLE = "DB_HOST"
 #: The database name (default ``timekeeper``).
 DB_NAME_VARIABLE = "DB_NAME"
+#: The CA bundle (a file path) that verifies the database server's certificate; unset:
+#: certifi's bundle (Mozilla's roots, which hold the Amazon roots RDS Proxy chains to).
+DB_SSL_ROOT_CERT_VARIABLE = "DB_SSL_ROOT_CERT"
 #: The migration function only: the secrets of the logins whose passwords it sets.
 LOGIN_SECRET_ARNS_VARIABLE = "LOGIN_SECRET_ARNS"
 
@@ -111,6 +114,8 @@ class RuntimeSettings(BaseModel):
     db_secret_arn: str | None = None
     db_host: str | None = None
     db_name: str = "timekeeper"
+    #: The CA bundle verifying the database server (None: certifi's).
+    db_ssl_root_cert: str | None = None
     #: Secrets of the logins whose passwords the migration function sets (owner's function only).
     login_secret_arns: tuple[str, ...] = ()
     #: The files bucket (rendered reports under reports/, exports under exports/).
@@ -142,7 +147,7 @@ class RuntimeSettings(BaseModel):
         return cls(
             notification_topic_arn=get(NOTIFICATION_TOPIC_VARIABLE), database_url=get(DATABASE_URL_VARIABLE),
             db_secret_arn=get(DB_SECRET_ARN_VARIABLE), db_host=get(DB_HOST_VARIABLE),
-            db_name=env.get(DB_NAME_VARIABLE, "timekeeper"),
+            db_name=env.get(DB_NAME_VARIABLE, "timekeeper"), db_ssl_root_cert=get(DB_SSL_ROOT_CERT_VARIABLE),
             login_secret_arns=tuple(a.strip() for a in env.get(LOGIN_SECRET_ARNS_VARIABLE, "").split(",")
                                     if a.strip()),
             files_bucket=get(FILES_BUCKET_VARIABLE), report_renderer_function=get(RENDERER_FUNCTION_VARIABLE),

@@ -42,6 +42,24 @@ def connect(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S,
                            application_name=application_name)
 
 
+#: How the Lambda edge verifies the database server: TLS required, the certificate must chain
+#: to a trusted root and name the host connected to.
+SSL_MODE = "verify-full"
+
+
+def tls_parameters(root_cert: str | None = None) -> dict[str, str]:
+    """The libpq parameters that verify the server: ``sslmode`` :data:`SSL_MODE` and
+    ``sslrootcert`` ``root_cert`` (a PEM bundle's path; None: certifi's bundle of Mozilla's
+    roots, where the Amazon roots that RDS Proxy's certificates chain to are). A server
+    whose certificate does not chain to the bundle, or names another host, is refused
+    (``psycopg.OperationalError`` at connect)."""
+    if root_cert is None:
+        import certifi
+
+        root_cert = certifi.where()
+    return {"sslmode": SSL_MODE, "sslrootcert": root_cert}
+
+
 def login_url(url: str, login: str) -> str:
     """Return ``url`` with its user replaced by ``login`` (its password, if any, dropped):
     how the local stack and the tests reach the login roles of a server that trusts local
