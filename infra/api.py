@@ -1,10 +1,12 @@
 """The schedule owners' HTTP API: an API Gateway REST API (regional, proxy integration) in
 front of ``functions/api``, guarded by a Lambda REQUEST authorizer.
 
-The authorizer is the operator's (context ``timekeeper:authorizerFunctionArn``: a function
-that verifies the caller's token with their identity provider and returns the claims
-``user_id``, ``workspace_id`` and ``roles`` in its ``context``). Without one, a placeholder
-that denies every request is deployed, so the API is never open by accident.
+The authorizer is Timekeeper's JWT authorizer for an OpenID Connect issuer (context
+``timekeeper:jwtIssuer`` and ``timekeeper:jwtAudience``, or ``timekeeper:cognitoUserPool``:
+:mod:`infra.authorizer`), or the operator's own (``timekeeper:authorizerFunctionArn``: a
+function that verifies the caller's token and returns the claims ``user_id``,
+``workspace_id`` and ``roles`` in its ``context``). With neither, a placeholder that denies
+every request is deployed, so the API is never open by accident.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import settings
+from infra.authorizer import JwtAuthorizerResources
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
+from infra.settings import JwtSettings
 from infra.work_queue import WorkQueueResources, grant_exports_get
 from timekeeper.settings import ENVIRONMENT_VARIABLE, FILES_BUCKET_VARIABLE, run_queue_url_variable
 
@@ -75,7 +79,8 @@ class HttpApi(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
-                 authorizer_function_arn: str | None = None, manage_account_role: bool = False,
+                 authorizer_function_arn: str | None = None, jwt: JwtSettings | None = None,
+                 manage_account_role: bool = False,
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
                  files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production"):
         super().__init__(scope, construct_id)
@@ -95,9 +100,15 @@ class HttpApi(Construct):
             # Its presigned download links carry its own rights: read under exports/ only.
             grant_exports_get(self.function.role, files_bucket, files_arn_export)
 
+        #: The JWT authorizer and its user pool (None: another authorizer).
+        self.jwt_authorizer: JwtAuthorizerResources | None = None
         if authorizer_function_arn:
             authorizer_function = lambda_.Function.from_function_attributes(
                 self, "OperatorAuthorizer", function_arn=authorizer_function_arn, same_environment=True)
+        elif jwt is not None:
+            self.jwt_authorizer = JwtAuthorizerResources(self, "JwtAuthorizer", jwt=jwt, layer=layer,
+                                                         log_retention=log_retention, name_prefix=name_prefix)
+            authorizer_function = self.jwt_authorizer.function.function
         else:
             authorizer_function = PlaceholderAuthorizer(self, "PlaceholderAuthorizer",
                                                         log_retention=log_retention).function

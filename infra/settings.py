@@ -155,6 +155,22 @@ _ADDRESS = re.compile(r"[^@\s]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
 
 
 @dataclass(frozen=True, kw_only=True)
+class JwtSettings:
+    """The JWT authorizer's trust: an OpenID Connect ``issuer`` and the ``audience`` its
+    tokens name, or ``cognito`` (a user pool and app client the stack creates: issuer and
+    audience are theirs); ``jwks_url`` (None: ``<issuer>/.well-known/jwks.json``) and the
+    claims mapped to the user, the workspace and the roles."""
+
+    issuer: str | None = None
+    audience: str | None = None
+    cognito: bool = False
+    jwks_url: str | None = None
+    user_claim: str = "sub"
+    workspace_claim: str = "workspace_id"
+    roles_claim: str = "roles"
+
+
+@dataclass(frozen=True, kw_only=True)
 class MailSettings:
     """Where delivery e-mail comes from: ``sender`` (the From address), ``domain`` (when
     set, a domain identity with DKIM is created for it; the sender is at it or below it),
@@ -207,6 +223,8 @@ class DeploymentConfig:
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
+    #: The JWT authorizer for an OpenID Connect issuer (None: not configured).
+    jwt: JwtSettings | None = None
     stage: str | None = None
     manage_api_gateway_account: bool = False
     #: Which snapshot types are enabled: ``production`` (the default) or ``development``
@@ -236,6 +254,13 @@ class DeploymentConfig:
     KEY_SUBNET_IDS = "timekeeper:subnetIds"
     KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
+    KEY_JWT_ISSUER = "timekeeper:jwtIssuer"
+    KEY_JWT_AUDIENCE = "timekeeper:jwtAudience"
+    KEY_JWT_JWKS_URL = "timekeeper:jwtJwksUrl"
+    KEY_JWT_USER_CLAIM = "timekeeper:jwtUserClaim"
+    KEY_JWT_WORKSPACE_CLAIM = "timekeeper:jwtWorkspaceClaim"
+    KEY_JWT_ROLES_CLAIM = "timekeeper:jwtRolesClaim"
+    KEY_COGNITO = "timekeeper:cognitoUserPool"
     KEY_STAGE = "timekeeper:stage"
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
     KEY_ENVIRONMENT = "timekeeper:environment"
@@ -283,6 +308,34 @@ class DeploymentConfig:
                             identity_exists=parse_bool(get(cls.KEY_MAIL_IDENTITY_EXISTS), False))
 
     @classmethod
+    def _jwt(cls, get: Any) -> JwtSettings | None:
+        def text(key: str) -> str | None:
+            value = get(key)
+            return str(value).strip() or None if value is not None else None
+
+        issuer, audience, cognito = text(cls.KEY_JWT_ISSUER), text(cls.KEY_JWT_AUDIENCE), \
+            parse_bool(get(cls.KEY_COGNITO), False)
+        claims = {name: text(key) for name, key in (("user_claim", cls.KEY_JWT_USER_CLAIM),
+                                                    ("workspace_claim", cls.KEY_JWT_WORKSPACE_CLAIM),
+                                                    ("roles_claim", cls.KEY_JWT_ROLES_CLAIM))}
+        if cognito:
+            if issuer or audience:
+                raise ValueError(f"{cls.KEY_COGNITO} creates the issuer and the audience: drop {cls.KEY_JWT_ISSUER} "
+                                 f"and {cls.KEY_JWT_AUDIENCE}")
+            defaults = {"user_claim": "sub", "workspace_claim": "custom:workspace_id", "roles_claim": "cognito:groups"}
+            return JwtSettings(cognito=True, jwks_url=text(cls.KEY_JWT_JWKS_URL),
+                               **{k: v or defaults[k] for k, v in claims.items()})
+        if not (issuer or audience):
+            return None
+        if not (issuer and audience):
+            raise ValueError(f"the JWT authorizer needs both {cls.KEY_JWT_ISSUER} and {cls.KEY_JWT_AUDIENCE}")
+        if not issuer.startswith("https://"):
+            raise ValueError(f"{cls.KEY_JWT_ISSUER}={issuer!r}: an OpenID Connect issuer is an https URL")
+        defaults = {"user_claim": "sub", "workspace_claim": "workspace_id", "roles_claim": "roles"}
+        return JwtSettings(issuer=issuer, audience=audience, jwks_url=text(cls.KEY_JWT_JWKS_URL),
+                           **{k: v or defaults[k] for k, v in claims.items()})
+
+    @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
         """Read the context visible from ``node`` (the app's)."""
         get = node.try_get_context
@@ -311,6 +364,7 @@ class DeploymentConfig:
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
+            jwt=cls._jwt(get),
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
@@ -318,6 +372,9 @@ class DeploymentConfig:
             egress=str(get(cls.KEY_EGRESS) or cls.EGRESS_ENDPOINTS),
             reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
         )
+        if config.jwt is not None and config.authorizer_function_arn:
+            raise ValueError(f"{cls.KEY_AUTHORIZER} and the JWT authorizer ({cls.KEY_JWT_ISSUER}, {cls.KEY_COGNITO}) "
+                             "exclude each other: pick one")
         if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT):
             raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS} or {cls.EGRESS_NAT}")
         if config.environment not in ("production", "development"):

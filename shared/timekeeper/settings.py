@@ -14,8 +14,11 @@ Environment (names and ARNs only; secrets come from Secrets Manager):
 ``REPORT_RENDERER_FUNCTION``, ``SNAPSHOT_DISPATCHER_FUNCTION`` (the planner's nudge),
 ``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, ``TIMEKEEPER_FUNCTION``, the delivery variables
 (``MAIL_SENDER``, ``DOWNLOAD_BASE_URL``, ``LINK_SIGNING_SECRET_ARN`` or
-``LINK_SIGNING_KEY``), and either ``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with
-``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``; ``DB_SSL_ROOT_CERT`` optional) in AWS. Each function's secret is its own
+``LINK_SIGNING_KEY``), the JWT authorizer's (``JWT_ISSUER``, ``JWT_AUDIENCE``,
+``JWT_JWKS_URL``, ``JWT_USER_CLAIM``, ``JWT_WORKSPACE_CLAIM``, ``JWT_ROLES_CLAIM``,
+``JWT_ALGORITHMS``: :mod:`timekeeper.api.authorizer` reads them), and either
+``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint;
+``DB_NAME``; ``DB_SSL_ROOT_CERT`` optional) in AWS. Each function's secret is its own
 login's; the migration function (the owner's login) also gets ``LOGIN_SECRET_ARNS``
 (comma-separated) to set the other logins' passwords.
 """
@@ -95,6 +98,22 @@ DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
 LINK_SECRET_VARIABLE = "LINK_SIGNING_SECRET_ARN"
 #: ... or the key itself, locally.
 LINK_KEY_VARIABLE = "LINK_SIGNING_KEY"
+
+# ------------------------------------------------------------------ the JWT authorizer
+
+#: The OpenID Connect issuer the authorizer trusts (the tokens' ``iss``, exactly).
+JWT_ISSUER_VARIABLE = "JWT_ISSUER"
+#: The audience the tokens must name (``aud``: the client id of the API's app client).
+JWT_AUDIENCE_VARIABLE = "JWT_AUDIENCE"
+#: The issuer's JWKS document (default: ``<issuer>/.well-known/jwks.json``).
+JWT_JWKS_URL_VARIABLE = "JWT_JWKS_URL"
+#: The claims that carry the user id, the workspace id and the roles (comma-separated
+#: names, defaults ``sub``, ``workspace_id``, ``roles``), and the signing algorithms
+#: accepted (comma-separated, default ``RS256,ES256``).
+JWT_USER_CLAIM_VARIABLE = "JWT_USER_CLAIM"
+JWT_WORKSPACE_CLAIM_VARIABLE = "JWT_WORKSPACE_CLAIM"
+JWT_ROLES_CLAIM_VARIABLE = "JWT_ROLES_CLAIM"
+JWT_ALGORITHMS_VARIABLE = "JWT_ALGORITHMS"
 
 #: Object prefixes of the files bucket: one per kind of object, each with its own grants
 #: and lifecycle rule (infra) and its own key scheme (the domain module writing it).

@@ -448,6 +448,9 @@ REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY)
 #: The migration trigger (``functions/migrate``): it reads the logins' secrets only.
 MIGRATION = ServiceFunction(function="migrate", services=calls())
+#: The API's JWT authorizer (``functions/authorizer``): no AWS service, no database; it
+#: fetches the identity provider's JWKS over the internet (outside the VPC).
+AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset())
 
 
 def function_services() -> dict[str, frozenset[str]]:
@@ -464,6 +467,7 @@ def function_services() -> dict[str, frozenset[str]]:
     found[REPORT_RENDERER.function] = REPORT_RENDERER.services
     found[API.function] = API.services
     found[MIGRATION.function] = MIGRATION.services
+    found[AUTHORIZER.function] = AUTHORIZER.services
     return found
 
 

@@ -14,7 +14,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from timekeeper.edge import adapters
-from timekeeper.topology import API, MIGRATION, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import (
+    API,
+    AUTHORIZER,
+    MIGRATION,
+    PIPELINES,
+    REPORT_RENDERER,
+    SECRETS_MANAGER,
+    SNAPSHOTS,
+    WORK_QUEUES,
+)
 
 
 def _dispatcher(pipeline: str) -> Callable[[], None]:
@@ -58,9 +67,16 @@ def _api() -> None:
     adapters.link_signer()
 
 
+def _authorizer() -> None:
+    from timekeeper.edge import authorizer
+
+    authorizer.jwt_authorizer()
+
+
 def builders() -> dict[str, Callable[[], None]]:
     """Every function's ``functions/<folder>`` -> what its cold start builds (besides the
-    Secrets Manager client of its database login, which every function builds)."""
+    Secrets Manager client of its database login, which every function that declares
+    Secrets Manager builds)."""
     found: dict[str, Callable[[], None]] = {}
     for pipeline in PIPELINES.values():
         found[pipeline.dispatcher_function] = _dispatcher(pipeline.name)
@@ -72,6 +88,7 @@ def builders() -> dict[str, Callable[[], None]]:
     found[REPORT_RENDERER.function] = _renderer
     found[API.function] = _api
     found[MIGRATION.function] = lambda: None
+    found[AUTHORIZER.function] = _authorizer
     return found
 
 
@@ -89,6 +106,6 @@ def cold_start(function: str) -> None:
         return
     if running != function:
         raise adapters.UndeclaredService(f"TIMEKEEPER_FUNCTION={running!r} but this is the {function} handler")
-    adapters.declared_services(function)
-    adapters.secrets_provider()
+    if SECRETS_MANAGER in adapters.declared_services(function):  # every database login's secret
+        adapters.secrets_provider()
     builders()[function]()
