@@ -23,6 +23,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.authorizer import JwtAuthorizerResources
+from infra.downloads import DownloadFunction, DownloadRateRule, download_method_options
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
@@ -82,7 +83,8 @@ class HttpApi(Construct):
                  authorizer_function_arn: str | None = None, jwt: JwtSettings | None = None,
                  manage_account_role: bool = False,
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
-                 files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production"):
+                 files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production",
+                 download_rate_limit: int | None = None):
         super().__init__(scope, construct_id)
         variables = {run_queue_url_variable(r.pipeline.name): r.queues.queue.queue_url for r in pipelines}
         variables.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
@@ -100,6 +102,11 @@ class HttpApi(Construct):
             # Its presigned download links carry its own rights: read under exports/ only.
             grant_exports_get(self.function.role, files_bucket, files_arn_export)
 
+        #: The public download route's own function (wired to its route by infra.delivery).
+        self.downloads = DownloadFunction(self, "Downloads", layer=layer, database=database,
+                                          log_retention=log_retention,
+                                          files_bucket_name=files_bucket.bucket_name if files_bucket else None,
+                                          environment=environment).function
         #: The JWT authorizer and its user pool (None: another authorizer).
         self.jwt_authorizer: JwtAuthorizerResources | None = None
         if authorizer_function_arn:
@@ -129,6 +136,9 @@ class HttpApi(Construct):
                 authorizer=self.authorizer, authorization_type=apigw.AuthorizationType.CUSTOM),
             deploy_options=apigw.StageOptions(
                 stage_name=API_STAGE, tracing_enabled=True,
+                throttling_rate_limit=settings.API_THROTTLE_RATE_RPS,
+                throttling_burst_limit=settings.API_THROTTLE_BURST,
+                method_options=download_method_options(),
                 logging_level=apigw.MethodLoggingLevel.ERROR, data_trace_enabled=False,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
@@ -142,13 +152,17 @@ class HttpApi(Construct):
             log_group_name=Fn.join("", ["API-Gateway-Execution-Logs_", self.api.rest_api_id,
                                         f"/{API_STAGE}"]))
         self.api.deployment_stage.node.add_dependency(execution_logs)
+        #: The WAF rate-based rule on the download route (None: not configured).
+        self.download_rate_rule = DownloadRateRule(
+            self, "DownloadRateRule", stage=self.api.deployment_stage, stage_name=API_STAGE, limit=download_rate_limit,
+            name_prefix=name_prefix) if download_rate_limit else None
 
         acknowledge(self.api, "AwsSolutions-APIG2",
                     "Requests are validated in the function by pydantic models (Powertools' resolver with "
                     "OpenAPI validation), the same models that generate the API's OpenAPI document.")
         acknowledge(self.api, "AwsSolutions-APIG3",
-                    "Every route needs the authorizer; a WAF web ACL is the operator's choice and attaches to "
-                    "the v1 stage without changing this app.")
+                    "Every route but the download route needs the authorizer; the stage and the download "
+                    "method are throttled, and timekeeper:downloadRateLimit adds a WAF rate-based rule.")
         acknowledge(self.api, "AwsSolutions-COG4",
                     "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
                     "necessarily a Cognito user pool (README.md).")

@@ -46,6 +46,17 @@ MIGRATE_MEMORY_MB = 512
 API_MEMORY_MB = 512
 #: The API function's timeout: API Gateway's integration limit is 29 s.
 API_TIMEOUT_S = 29
+#: The API stage's throttle (every method): steady requests per second and burst. The API's
+#: 10 reserved executions at about 0.2 s a request serve some 50 a second.
+API_THROTTLE_RATE_RPS = 50
+API_THROTTLE_BURST = 100
+#: The public download route's own, tighter method throttle: its 3 reserved executions
+#: serve about 15 downloads a second (a token check, one read, a presign).
+DOWNLOAD_THROTTLE_RATE_RPS = 10
+DOWNLOAD_THROTTLE_BURST = 20
+#: The download function's timeout and memory.
+DOWNLOAD_TIMEOUT_S = 10
+DOWNLOAD_MEMORY_MB = 512
 #: The migration trigger's function timeout (seconds); it runs once per deploy.
 MIGRATE_TIMEOUT_S = 300
 #: The migration function's folder under functions/.
@@ -223,6 +234,9 @@ class DeploymentConfig:
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
+    #: The WAF rate-based rule on the download route: requests one IP address may make in
+    #: five minutes before it is blocked (None: no web ACL).
+    download_rate_limit: int | None = None
     #: The JWT authorizer for an OpenID Connect issuer (None: not configured).
     jwt: JwtSettings | None = None
     stage: str | None = None
@@ -254,6 +268,7 @@ class DeploymentConfig:
     KEY_SUBNET_IDS = "timekeeper:subnetIds"
     KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
+    KEY_DOWNLOAD_RATE_LIMIT = "timekeeper:downloadRateLimit"
     KEY_JWT_ISSUER = "timekeeper:jwtIssuer"
     KEY_JWT_AUDIENCE = "timekeeper:jwtAudience"
     KEY_JWT_JWKS_URL = "timekeeper:jwtJwksUrl"
@@ -365,6 +380,7 @@ class DeploymentConfig:
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
             jwt=cls._jwt(get),
+            download_rate_limit=int(get(cls.KEY_DOWNLOAD_RATE_LIMIT)) if get(cls.KEY_DOWNLOAD_RATE_LIMIT) else None,
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
@@ -375,6 +391,9 @@ class DeploymentConfig:
         if config.jwt is not None and config.authorizer_function_arn:
             raise ValueError(f"{cls.KEY_AUTHORIZER} and the JWT authorizer ({cls.KEY_JWT_ISSUER}, {cls.KEY_COGNITO}) "
                              "exclude each other: pick one")
+        if config.download_rate_limit is not None and not 10 <= config.download_rate_limit <= 2_000_000_000:
+            raise ValueError(f"{cls.KEY_DOWNLOAD_RATE_LIMIT}={config.download_rate_limit}: WAF's rate limit is "
+                             "10..2,000,000,000 requests per IP address in five minutes")
         if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT):
             raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS} or {cls.EGRESS_NAT}")
         if config.environment not in ("production", "development"):

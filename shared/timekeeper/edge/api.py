@@ -23,6 +23,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from timekeeper import clock
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
+from timekeeper.api.errors import NOT_FOUND
 from timekeeper.db.connection import ConnectionProvider
 from timekeeper.edge import adapters, registries
 
@@ -70,6 +71,21 @@ def lambda_app() -> APIGatewayRestResolver:
     """The resolver ``functions/api/handler.py`` serves, built on first use in each
     execution environment."""
     return _cached("app", lambda: create_app(edge_adapters()))
+
+
+#: The one route ``functions/downloads`` serves (API Gateway's resource and method).
+DOWNLOAD_RESOURCE, DOWNLOAD_METHOD = "/downloads/{token}", "GET"
+
+
+def serve_download(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """``functions/downloads``: the public download route through the API's own resolver
+    (:func:`lambda_app`: the same route, validation and answers); any other resource or
+    method of the event is 404 ``not_found`` without touching the resolver, so the
+    function stays the download route whatever API Gateway sends it."""
+    if event.get("resource") != DOWNLOAD_RESOURCE or event.get("httpMethod") != DOWNLOAD_METHOD:
+        return {"statusCode": 404, "headers": {"Content-Type": "application/json"},
+                "body": json.dumps({"code": NOT_FOUND, "message": "this function serves the download route only"})}
+    return lambda_app().resolve(event, context)
 
 
 def reset() -> None:

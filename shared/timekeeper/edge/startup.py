@@ -17,6 +17,7 @@ from timekeeper.edge import adapters
 from timekeeper.topology import (
     API,
     AUTHORIZER,
+    DOWNLOADS,
     MIGRATION,
     PIPELINES,
     REPORT_RENDERER,
@@ -64,6 +65,10 @@ def _api() -> None:
     adapters.export_publisher()
     adapters.renderer_client()
     adapters.s3_client()
+
+
+def _downloads() -> None:
+    adapters.s3_client()
     adapters.link_signer()
 
 
@@ -89,6 +94,7 @@ def builders() -> dict[str, Callable[[], None]]:
     found[API.function] = _api
     found[MIGRATION.function] = lambda: None
     found[AUTHORIZER.function] = _authorizer
+    found[DOWNLOADS.function] = _downloads
     return found
 
 
