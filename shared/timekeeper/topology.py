@@ -460,6 +460,9 @@ MIGRATION = ServiceFunction(function="migrate", services=calls())
 #: The API's JWT authorizer (``functions/authorizer``): no AWS service, no database; it
 #: fetches the identity provider's JWKS over the internet (outside the VPC).
 AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset())
+#: Functions deployed only when the deployment asks for them: the JWT authorizer (an
+#: OpenID Connect issuer or a Cognito user pool named by context).
+OPTIONAL_FUNCTIONS = frozenset({AUTHORIZER.function})
 
 
 def function_services() -> dict[str, frozenset[str]]:

@@ -12,7 +12,7 @@ from cfnlint.api import ManualArgs, lint_file
 
 from infra.settings import DeploymentConfig
 from tests.infra.conftest import functions_by_folder, resources, synthesize
-from timekeeper.topology import AUTHORIZER
+from timekeeper.topology import AUTHORIZER, OPTIONAL_FUNCTIONS
 
 ISSUER = "https://login.acme-saas.dev/realms/timekeeper"
 OIDC = {DeploymentConfig.KEY_JWT_ISSUER: ISSUER, DeploymentConfig.KEY_JWT_AUDIENCE: "timekeeper-api",
@@ -53,6 +53,7 @@ def test_an_issuer_gets_the_jwt_authorizer_with_its_claim_names(oidc):
     template = oidc.app_template
     logical_id, props = _jwt_function(template)
     assert logical_id in _authorizer_uri(template)
+    assert AUTHORIZER.function in OPTIONAL_FUNCTIONS
     assert props["Environment"]["Variables"].items() >= {
         "JWT_ISSUER": ISSUER, "JWT_AUDIENCE": "timekeeper-api", "JWT_USER_CLAIM": "sub",
         "JWT_WORKSPACE_CLAIM": "tenant", "JWT_ROLES_CLAIM": "groups"}.items()

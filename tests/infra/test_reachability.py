@@ -17,7 +17,7 @@ import pytest
 from infra.settings import DeploymentConfig
 from tests.infra.conftest import functions_by_folder, resources, synthesize
 from timekeeper.settings import FUNCTION_VARIABLE
-from timekeeper.topology import AUTHORIZER, function_services
+from timekeeper.topology import OPTIONAL_FUNCTIONS, function_services
 
 #: Role actions every function has whatever it calls (its logs, VPC networking, traces)
 #: and KMS, which SNS asks of a publisher to the encrypted topic on its behalf.
@@ -119,7 +119,7 @@ def walk(synth) -> dict[str, dict[str, str | None]]:
 
 def test_every_function_of_the_topology_is_deployed_and_every_deployed_function_declares_its_calls(synth):
     # The JWT authorizer is deployed when an issuer is configured (tests/infra/test_authorizer.py)
-    assert set(functions_by_folder(synth.app_template)) == set(function_services()) - {AUTHORIZER.function}
+    assert set(functions_by_folder(synth.app_template)) == set(function_services()) - OPTIONAL_FUNCTIONS
 
 
 def test_every_function_reaches_every_service_it_declares_through_an_endpoint(synth):
