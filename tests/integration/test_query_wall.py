@@ -17,7 +17,9 @@ import pytest
 from moto import mock_aws
 from psycopg import sql
 
+from tests.integration import test_delivery as delivery_tests
 from tests.integration.report_helpers import NOW, make_tenant
+from tests.integration.test_delivery import aws, env
 from tests.support import sqs_event
 from timekeeper import clock, edge
 from timekeeper.db.connection import QUERY_ROLE, WORKER_LOGIN, connect, login_url, walled_query
@@ -25,10 +27,13 @@ from timekeeper.edge import adapters
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.lambdas import invoke
 from timekeeper.reporting import catalogue, compiler, rendering, reports
+from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import exports as ex
 from timekeeper.topology import EXPORTS
 
 BUCKET = "files"
+#: The delivery tests' fixtures, used here by name.
+FIXTURES = (aws, env)
 
 
 def unscoped_compile(definition, *, workspace_id):
@@ -70,7 +75,7 @@ def test_the_defect_reads_every_workspace_outside_the_wall(worker_url, tenants):
 
 
 @pytest.fixture
-def aws(worker_url, monkeypatch):
+def exports_aws(worker_url, monkeypatch):
     """moto with the exports queue and the files bucket; the edge as the consumer's, on the
     workers' login."""
     for key, value in {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1",
@@ -90,7 +95,7 @@ def aws(worker_url, monkeypatch):
         clock.install(None)
 
 
-def test_an_unscoped_export_statement_reads_only_the_exports_workspace(aws, conn, tenants, monkeypatch):
+def test_an_unscoped_export_statement_reads_only_the_exports_workspace(exports_aws, conn, tenants, monkeypatch):
     a, b = tenants
     monkeypatch.setattr(ex, "compile_query", unscoped_compile)
     # Given an export of workspace A's invoices query, requested as production requests it
@@ -98,12 +103,12 @@ def test_an_unscoped_export_statement_reads_only_the_exports_workspace(aws, conn
                                   format="csv", requested_by=a.author, idempotency_key=None, now=NOW,
                                   publisher=adapters.export_publisher())
     # When the exports consumer's handler runs it, with the defective compiler
-    got = aws["sqs"].receive_message(QueueUrl=aws["queue"].url, MaxNumberOfMessages=10)["Messages"]
+    got = exports_aws["sqs"].receive_message(QueueUrl=exports_aws["queue"].url, MaxNumberOfMessages=10)["Messages"]
     assert [invoke("export_consumer", sqs_event(json.loads(m["Body"]))) for m in got] == [{"batchItemFailures": []}]
     # Then the file holds workspace A's invoices and none of B's
     done = ex.get_export(conn, workspace_id=a.workspace_id, export_id=export.id)
     assert done.state == "succeeded"
-    body = aws["s3"].get_object(Bucket=BUCKET, Key=done.object_key)["Body"].read().decode()
+    body = exports_aws["s3"].get_object(Bucket=BUCKET, Key=done.object_key)["Body"].read().decode()
     numbers = [row[0] for row in list(csv.reader(io.StringIO(body)))[1:]]
     assert numbers == _numbers(conn, a.workspace_id) and done.row_count == len(numbers) == 5
     assert not set(numbers) & set(_numbers(conn, b.workspace_id))
@@ -133,6 +138,28 @@ def test_an_unscoped_report_section_reads_only_the_renders_workspace(worker_url,
             done = rendering.render(worker, s3, BUCKET, workspace_id=a.workspace_id, render_id=requested.id, now=NOW)
     assert done.state == "succeeded"
     assert sorted(row[0] for row in seen) == _numbers(conn, a.workspace_id)
+
+
+@pytest.fixture(scope="module")
+def delivery_tenant(db_url):
+    with connect(db_url) as c:
+        return delivery_tests.make_tenant(c, "ws1")
+
+
+def test_an_unscoped_delivery_file_holds_only_the_runs_workspace(conn, env, delivery_tenant, tenants,
+                                                                  monkeypatch):
+    # Given a query delivery of a third workspace, the compiler dropping its workspace filter
+    monkeypatch.setattr(dl, "compile_query", unscoped_compile)
+    schedule = delivery_tests._schedule(conn, delivery_tenant, recipients=("rita",))
+    message = delivery_tests._scheduled_run(conn, env, schedule)
+    # When the queries consumer runs it
+    delivery_tests._process(conn, env, message)
+    # Then the delivered file holds that workspace's invoices only
+    source = dl.get_source(conn, workspace_id=delivery_tenant.workspace_id, run_id=message.run_id)
+    body = env.s3.get_object(Bucket=delivery_tests.BUCKET, Key=source.object_key)["Body"].read().decode()
+    numbers = [row[0] for row in list(csv.reader(io.StringIO(body)))[1:]]
+    assert numbers == _numbers(conn, delivery_tenant.workspace_id) == ["INV-0", "INV-1", "INV-2"]
+    assert source.row_count == 3 and _numbers(conn, tenants[0].workspace_id)  # other workspaces have rows
 
 
 def test_under_the_wall_only_the_catalogues_tables_are_readable_and_nothing_writable(worker_url, tenants):
