@@ -113,3 +113,26 @@ def test_a_rotation_in_secrets_manager_reaches_the_edge_signer(link_secret):
     with pytest.raises(LinkInvalid):
         adapters.link_signer().verify(before, now=NOW)
     assert adapters.link_signer().verify(fresh, now=NOW) == LINK
+
+
+def test_invalid_tokens_reload_the_keys_at_most_once_a_minute():
+    # Given a rotating signer over a key source that counts its forced reads
+    from timekeeper.reporting.links import RotatingLinkSigner
+
+    forced, clock = [], {"t": 0.0}
+
+    def load(force: bool) -> list[str]:
+        if force:
+            forced.append(clock["t"])
+        return [OLD]
+
+    signer = RotatingLinkSigner(load, refresh_after_s=60, monotonic=lambda: clock["t"])
+    forged = LinkSigner([NEW]).sign(LINK)
+    # When bad tokens keep coming
+    for t in (0, 1, 30, 59, 61, 62):
+        clock["t"] = t
+        with pytest.raises(LinkInvalid):
+            signer.verify(forged, now=NOW)
+    # Then the secret was reread at the first and once the minute had passed, not per token
+    assert forced == [0, 61]
+    assert signer.verify(signer.sign(LINK), now=NOW) == LINK
