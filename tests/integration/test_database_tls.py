@@ -90,8 +90,9 @@ def tls_server():
         user = SERVER_USER
         try:
             pwd.getpwnam(user)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", user], check=True)
+        except KeyError:  # (another test worker may create it at the same moment)
+            subprocess.run(["useradd", "--system", "--no-create-home", user], capture_output=True)
+            pwd.getpwnam(user)
         shutil.chown(root, user)
         root.chmod(0o755)
     data = root / "data"
