@@ -1,10 +1,12 @@
 """The schedule owners' HTTP API: an API Gateway REST API (regional, proxy integration) in
 front of ``functions/api``, guarded by a Lambda REQUEST authorizer.
 
-The authorizer is the operator's (context ``timekeeper:authorizerFunctionArn``: a function
-that verifies the caller's token with their identity provider and returns the claims
-``user_id``, ``workspace_id`` and ``roles`` in its ``context``). Without one, a placeholder
-that denies every request is deployed, so the API is never open by accident.
+The authorizer is Timekeeper's JWT authorizer for an OpenID Connect issuer (context
+``timekeeper:jwtIssuer`` and ``timekeeper:jwtAudience``, or ``timekeeper:cognitoUserPool``:
+:mod:`infra.authorizer`), or the operator's own (``timekeeper:authorizerFunctionArn``: a
+function that verifies the caller's token and returns the claims ``user_id``,
+``workspace_id`` and ``roles`` in its ``context``). With neither, a placeholder that denies
+every request is deployed, so the API is never open by accident.
 """
 
 from __future__ import annotations
@@ -20,9 +22,12 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from infra import settings
+from infra.authorizer import JwtAuthorizerResources
+from infra.downloads import DownloadFunction, DownloadRateRule, download_method_options
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
+from infra.settings import JwtSettings
 from infra.work_queue import WorkQueueResources, grant_exports_get
 from timekeeper.settings import ENVIRONMENT_VARIABLE, FILES_BUCKET_VARIABLE, run_queue_url_variable
 
@@ -75,9 +80,11 @@ class HttpApi(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, layer: lambda_.ILayerVersion,
                  database: DatabaseAccess, pipelines: list[PipelineResources], log_retention: logs.RetentionDays,
-                 authorizer_function_arn: str | None = None, manage_account_role: bool = False,
+                 authorizer_function_arn: str | None = None, jwt: JwtSettings | None = None,
+                 manage_account_role: bool = False,
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
-                 files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production"):
+                 files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production",
+                 download_rate_limit: int | None = None):
         super().__init__(scope, construct_id)
         variables = {run_queue_url_variable(r.pipeline.name): r.queues.queue.queue_url for r in pipelines}
         variables.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
@@ -95,9 +102,20 @@ class HttpApi(Construct):
             # Its presigned download links carry its own rights: read under exports/ only.
             grant_exports_get(self.function.role, files_bucket, files_arn_export)
 
+        #: The public download route's own function (wired to its route by infra.delivery).
+        self.downloads = DownloadFunction(self, "Downloads", layer=layer, database=database,
+                                          log_retention=log_retention,
+                                          files_bucket_name=files_bucket.bucket_name if files_bucket else None,
+                                          environment=environment).function
+        #: The JWT authorizer and its user pool (None: another authorizer).
+        self.jwt_authorizer: JwtAuthorizerResources | None = None
         if authorizer_function_arn:
             authorizer_function = lambda_.Function.from_function_attributes(
                 self, "OperatorAuthorizer", function_arn=authorizer_function_arn, same_environment=True)
+        elif jwt is not None:
+            self.jwt_authorizer = JwtAuthorizerResources(self, "JwtAuthorizer", jwt=jwt, layer=layer,
+                                                         log_retention=log_retention, name_prefix=name_prefix)
+            authorizer_function = self.jwt_authorizer.function.function
         else:
             authorizer_function = PlaceholderAuthorizer(self, "PlaceholderAuthorizer",
                                                         log_retention=log_retention).function
@@ -118,6 +136,9 @@ class HttpApi(Construct):
                 authorizer=self.authorizer, authorization_type=apigw.AuthorizationType.CUSTOM),
             deploy_options=apigw.StageOptions(
                 stage_name=API_STAGE, tracing_enabled=True,
+                throttling_rate_limit=settings.API_THROTTLE_RATE_RPS,
+                throttling_burst_limit=settings.API_THROTTLE_BURST,
+                method_options=download_method_options(),
                 logging_level=apigw.MethodLoggingLevel.ERROR, data_trace_enabled=False,
                 access_log_destination=apigw.LogGroupLogDestination(access_logs),
                 access_log_format=apigw.AccessLogFormat.json_with_standard_fields(
@@ -131,13 +152,17 @@ class HttpApi(Construct):
             log_group_name=Fn.join("", ["API-Gateway-Execution-Logs_", self.api.rest_api_id,
                                         f"/{API_STAGE}"]))
         self.api.deployment_stage.node.add_dependency(execution_logs)
+        #: The WAF rate-based rule on the download route (None: not configured).
+        self.download_rate_rule = DownloadRateRule(
+            self, "DownloadRateRule", stage=self.api.deployment_stage, stage_name=API_STAGE, limit=download_rate_limit,
+            name_prefix=name_prefix) if download_rate_limit else None
 
         acknowledge(self.api, "AwsSolutions-APIG2",
                     "Requests are validated in the function by pydantic models (Powertools' resolver with "
                     "OpenAPI validation), the same models that generate the API's OpenAPI document.")
         acknowledge(self.api, "AwsSolutions-APIG3",
-                    "Every route needs the authorizer; a WAF web ACL is the operator's choice and attaches to "
-                    "the v1 stage without changing this app.")
+                    "Every route but the download route needs the authorizer; the stage and the download "
+                    "method are throttled, and timekeeper:downloadRateLimit adds a WAF rate-based rule.")
         acknowledge(self.api, "AwsSolutions-COG4",
                     "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
                     "necessarily a Cognito user pool (README.md).")

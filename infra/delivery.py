@@ -2,7 +2,8 @@
 :class:`infra.pipeline.PipelineResources` builds from the topology like every pipeline):
 the download links' signing key, the consumer's rights (files under ``deliveries/``, and
 listing the bucket so a missing file is a 404, rendered reports, the renderer, SES from
-the configured sender only) and variables, the API's public download route and its rights.
+the configured sender only) and variables, the public download route (its own function,
+:mod:`infra.downloads`) and its rights.
 
 The download route ``GET /downloads/{token}`` is the one route without the authorizer:
 a recipient follows the link from an e-mail, with no token of the identity provider; the
@@ -21,6 +22,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import HttpApi
+from infra.downloads import DOWNLOAD_PATH
 from infra.mail import MailResources
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
@@ -35,7 +37,6 @@ from timekeeper.settings import (
 )
 
 #: The download route's path parts.
-DOWNLOAD_PATH = ("downloads", "{token}")
 
 
 class DeliveryResources(Construct):
@@ -53,8 +54,8 @@ class DeliveryResources(Construct):
                 secret_string_template="{}", generate_string_key="key", exclude_punctuation=True,
                 password_length=64))
         acknowledge(self.link_secret, "AwsSolutions-SMG4",
-                    "The link signing key is not rotated automatically: rotating it invalidates every link "
-                    "already sent (recipients would get 403 link_invalid); rotate by hand when needed.")
+                    "The link signing keys are rotated by hand (docs/operations.md): a new key is appended "
+                    "and an old one removed only after its links expired, which a scheduled rotation cannot know.")
         deliveries_arn = Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{DELIVERIES_PREFIX}*"])
         finding = f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{DELIVERIES_PREFIX}*]"
 
@@ -94,18 +95,20 @@ class DeliveryResources(Construct):
         self.download_method: apigw.Method | None = None
         if api is not None:
             consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
-            self.link_secret.grant_read(api.function.role)
-            api.function.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
-            api.function.role.add_to_policy(iam.PolicyStatement(
+            downloader = api.downloads
+            self.link_secret.grant_read(downloader.role)
+            downloader.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
+            downloader.role.add_to_policy(iam.PolicyStatement(
                 sid="DeliveryDownloads", actions=["s3:GetObject"], resources=[deliveries_arn]))
-            acknowledge(api.function.role, finding,
+            acknowledge(downloader.role, finding,
                         "Download links of delivered files are presigned with this role: reading under "
                         "deliveries/ only (one object per run, keys unknown in advance).")
             # A plain Resource under the proxying API's root (LambdaRestApi refuses add_resource
             # on its root); the method inherits the authorizer, which the L1 override removes.
             downloads = apigw.Resource(self, "Downloads", parent=api.api.root, path_part=DOWNLOAD_PATH[0])
             token = downloads.add_resource(DOWNLOAD_PATH[1])
-            self.download_method = token.add_method("GET", apigw.LambdaIntegration(api.function.function))
+            # Its own function (reserved concurrency apart from the API's; infra.downloads)
+            self.download_method = token.add_method("GET", apigw.LambdaIntegration(downloader.function))
             cfn = self.download_method.node.default_child
             cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]
             cfn.add_property_deletion_override("AuthorizerId")  # type: ignore[union-attr]

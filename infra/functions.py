@@ -126,12 +126,13 @@ class TimekeeperFunction(Construct):
     only for the services the topology declares for it, :attr:`services`). A folder
     without a declaration in the topology is refused (``ValueError``). Its reserved
     concurrency is the topology's (:func:`reserved_concurrency_of`). The function can
-    read the secret of its database ``login`` only; every other permission is granted by
+    read the secret of its database ``login`` only (``database`` None: no database, no VPC,
+    as the JWT authorizer); every other permission is granted by
     the caller.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, folder: str, layer: lambda_.ILayerVersion,
-                 database: DatabaseAccess, login: str, timeout_s: int, memory_mb: int,
+                 database: DatabaseAccess | None, login: str | None, timeout_s: int, memory_mb: int,
                  log_retention: logs.RetentionDays, environment: dict[str, str] | None = None,
                  description: str = "",
                  functions_dir: Path = settings.FUNCTIONS_DIR, ephemeral_storage_mb: int | None = None):
@@ -152,7 +153,8 @@ class TimekeeperFunction(Construct):
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
                              description=f"Timekeeper function {folder}")
         self.log_group.grant_write(self.role)
-        if database.vpc is not None:
+        vpc = database.vpc if database is not None else None
+        if vpc is not None:
             self.role.add_to_policy(iam.PolicyStatement(
                 actions=["ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
                          "ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses",
@@ -172,14 +174,15 @@ class TimekeeperFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE,
             reserved_concurrent_executions=reserved_concurrency_of(self, folder),
             ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
-            environment={**database.environment(login), "POWERTOOLS_LOG_LEVEL": "INFO", FUNCTION_VARIABLE: folder,
-                         **(environment or {})},
-            vpc=database.vpc,
-            vpc_subnets=database.subnets if database.vpc is not None else None,
-            security_groups=database.security_groups if database.vpc is not None else None,
+            environment={**(database.environment(login) if database is not None and login else {}),
+                         "POWERTOOLS_LOG_LEVEL": "INFO", FUNCTION_VARIABLE: folder, **(environment or {})},
+            vpc=vpc,
+            vpc_subnets=database.subnets if vpc is not None else None,
+            security_groups=database.security_groups if vpc is not None else None,
             description=description or f"Timekeeper {folder}",
         )
-        database.secret_for(login).grant_read(self.role)
+        if database is not None and login:
+            database.secret_for(login).grant_read(self.role)
         Tags.of(self.function).add(settings.FUNCTION_TAG, folder)
         acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]",
                     "Lambda's VPC networking (ec2:*NetworkInterface*, DescribeSubnets) and X-Ray "

@@ -56,6 +56,17 @@ MIGRATE_MEMORY_MB = 512
 API_MEMORY_MB = 512
 #: The API function's timeout: API Gateway's integration limit is 29 s.
 API_TIMEOUT_S = 29
+#: The API stage's throttle (every method): steady requests per second and burst. The API's
+#: 10 reserved executions at about 0.2 s a request serve some 50 a second.
+API_THROTTLE_RATE_RPS = 50
+API_THROTTLE_BURST = 100
+#: The public download route's own, tighter method throttle: its 3 reserved executions
+#: serve about 15 downloads a second (a token check, one read, a presign).
+DOWNLOAD_THROTTLE_RATE_RPS = 10
+DOWNLOAD_THROTTLE_BURST = 20
+#: The download function's timeout and memory.
+DOWNLOAD_TIMEOUT_S = 10
+DOWNLOAD_MEMORY_MB = 512
 #: The migration trigger's function timeout (seconds); it runs once per deploy.
 MIGRATE_TIMEOUT_S = 300
 #: The migration function's folder under functions/.
@@ -196,6 +207,22 @@ _ADDRESS = re.compile(r"[^@\s]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)")
 
 
 @dataclass(frozen=True, kw_only=True)
+class JwtSettings:
+    """The JWT authorizer's trust: an OpenID Connect ``issuer`` and the ``audience`` its
+    tokens name, or ``cognito`` (a user pool and app client the stack creates: issuer and
+    audience are theirs); ``jwks_url`` (None: ``<issuer>/.well-known/jwks.json``) and the
+    claims mapped to the user, the workspace and the roles."""
+
+    issuer: str | None = None
+    audience: str | None = None
+    cognito: bool = False
+    jwks_url: str | None = None
+    user_claim: str = "sub"
+    workspace_claim: str = "workspace_id"
+    roles_claim: str = "roles"
+
+
+@dataclass(frozen=True, kw_only=True)
 class MailSettings:
     """Where delivery e-mail comes from: ``sender`` (the From address), ``domain`` (when
     set, a domain identity with DKIM is created for it; the sender is at it or below it),
@@ -248,6 +275,11 @@ class DeploymentConfig:
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
+    #: The WAF rate-based rule on the download route: requests one IP address may make in
+    #: five minutes before it is blocked (None: no web ACL).
+    download_rate_limit: int | None = None
+    #: The JWT authorizer for an OpenID Connect issuer (None: not configured).
+    jwt: JwtSettings | None = None
     stage: str | None = None
     manage_api_gateway_account: bool = False
     #: Which snapshot types are enabled: ``production`` (the default) or ``development``
@@ -280,6 +312,14 @@ class DeploymentConfig:
     KEY_SUBNET_IDS = "timekeeper:subnetIds"
     KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
+    KEY_DOWNLOAD_RATE_LIMIT = "timekeeper:downloadRateLimit"
+    KEY_JWT_ISSUER = "timekeeper:jwtIssuer"
+    KEY_JWT_AUDIENCE = "timekeeper:jwtAudience"
+    KEY_JWT_JWKS_URL = "timekeeper:jwtJwksUrl"
+    KEY_JWT_USER_CLAIM = "timekeeper:jwtUserClaim"
+    KEY_JWT_WORKSPACE_CLAIM = "timekeeper:jwtWorkspaceClaim"
+    KEY_JWT_ROLES_CLAIM = "timekeeper:jwtRolesClaim"
+    KEY_COGNITO = "timekeeper:cognitoUserPool"
     KEY_STAGE = "timekeeper:stage"
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
     KEY_ENVIRONMENT = "timekeeper:environment"
@@ -328,6 +368,34 @@ class DeploymentConfig:
                             identity_exists=parse_bool(get(cls.KEY_MAIL_IDENTITY_EXISTS), False))
 
     @classmethod
+    def _jwt(cls, get: Any) -> JwtSettings | None:
+        def text(key: str) -> str | None:
+            value = get(key)
+            return str(value).strip() or None if value is not None else None
+
+        issuer, audience, cognito = text(cls.KEY_JWT_ISSUER), text(cls.KEY_JWT_AUDIENCE), \
+            parse_bool(get(cls.KEY_COGNITO), False)
+        claims = {name: text(key) for name, key in (("user_claim", cls.KEY_JWT_USER_CLAIM),
+                                                    ("workspace_claim", cls.KEY_JWT_WORKSPACE_CLAIM),
+                                                    ("roles_claim", cls.KEY_JWT_ROLES_CLAIM))}
+        if cognito:
+            if issuer or audience:
+                raise ValueError(f"{cls.KEY_COGNITO} creates the issuer and the audience: drop {cls.KEY_JWT_ISSUER} "
+                                 f"and {cls.KEY_JWT_AUDIENCE}")
+            defaults = {"user_claim": "sub", "workspace_claim": "custom:workspace_id", "roles_claim": "cognito:groups"}
+            return JwtSettings(cognito=True, jwks_url=text(cls.KEY_JWT_JWKS_URL),
+                               **{k: v or defaults[k] for k, v in claims.items()})
+        if not (issuer or audience):
+            return None
+        if not (issuer and audience):
+            raise ValueError(f"the JWT authorizer needs both {cls.KEY_JWT_ISSUER} and {cls.KEY_JWT_AUDIENCE}")
+        if not issuer.startswith("https://"):
+            raise ValueError(f"{cls.KEY_JWT_ISSUER}={issuer!r}: an OpenID Connect issuer is an https URL")
+        defaults = {"user_claim": "sub", "workspace_claim": "workspace_id", "roles_claim": "roles"}
+        return JwtSettings(issuer=issuer, audience=audience, jwks_url=text(cls.KEY_JWT_JWKS_URL),
+                           **{k: v or defaults[k] for k, v in claims.items()})
+
+    @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
         """Read the context visible from ``node`` (the app's)."""
         get = node.try_get_context
@@ -356,6 +424,8 @@ class DeploymentConfig:
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
+            jwt=cls._jwt(get),
+            download_rate_limit=int(get(cls.KEY_DOWNLOAD_RATE_LIMIT)) if get(cls.KEY_DOWNLOAD_RATE_LIMIT) else None,
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
@@ -364,6 +434,12 @@ class DeploymentConfig:
             reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
             architecture=architecture_of(node),
         )
+        if config.jwt is not None and config.authorizer_function_arn:
+            raise ValueError(f"{cls.KEY_AUTHORIZER} and the JWT authorizer ({cls.KEY_JWT_ISSUER}, {cls.KEY_COGNITO}) "
+                             "exclude each other: pick one")
+        if config.download_rate_limit is not None and not 10 <= config.download_rate_limit <= 2_000_000_000:
+            raise ValueError(f"{cls.KEY_DOWNLOAD_RATE_LIMIT}={config.download_rate_limit}: WAF's rate limit is "
+                             "10..2,000,000,000 requests per IP address in five minutes")
         if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT, cls.EGRESS_NAT_INSTANCE):
             raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS}, {cls.EGRESS_NAT} "
                              f"or {cls.EGRESS_NAT_INSTANCE}")

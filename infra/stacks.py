@@ -144,11 +144,11 @@ class AppStack(Stack):
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,
                                log_retention=config.log_retention,
-                               authorizer_function_arn=config.authorizer_function_arn,
+                               authorizer_function_arn=config.authorizer_function_arn, jwt=config.jwt,
                                manage_account_role=config.manage_api_gateway_account,
                                name_prefix=config.name_prefix, work_queues=self.work_queues,
                                files_bucket=files, files_arn_export=data.files_bucket_arn_export,
-                               environment=config.environment)
+                               environment=config.environment, download_rate_limit=config.download_rate_limit)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)

@@ -14,8 +14,11 @@ Environment (names and ARNs only; secrets come from Secrets Manager):
 ``REPORT_RENDERER_FUNCTION``, ``SNAPSHOT_DISPATCHER_FUNCTION`` (the planner's nudge),
 ``TIMEKEEPER_ENVIRONMENT``, ``TIMEKEEPER_SELFTEST_DRILLS``, ``TIMEKEEPER_FUNCTION``, the delivery variables
 (``MAIL_SENDER``, ``DOWNLOAD_BASE_URL``, ``LINK_SIGNING_SECRET_ARN`` or
-``LINK_SIGNING_KEY``), and either ``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with
-``DB_HOST`` (RDS Proxy endpoint; ``DB_NAME``) in AWS. Each function's secret is its own
+``LINK_SIGNING_KEY``), the JWT authorizer's (``JWT_ISSUER``, ``JWT_AUDIENCE``,
+``JWT_JWKS_URL``, ``JWT_USER_CLAIM``, ``JWT_WORKSPACE_CLAIM``, ``JWT_ROLES_CLAIM``,
+``JWT_ALGORITHMS``: :mod:`timekeeper.api.authorizer` reads them), and either
+``DATABASE_URL`` (local stack) or ``DB_SECRET_ARN`` with ``DB_HOST`` (RDS Proxy endpoint;
+``DB_NAME``; ``DB_SSL_ROOT_CERT`` optional) in AWS. Each function's secret is its own
 login's; the migration function (the owner's login) also gets ``LOGIN_SECRET_ARNS``
 (comma-separated) to set the other logins' passwords.
 """
@@ -38,6 +41,9 @@ DB_SECRET_ARN_VARIABLE = "DB_SECRET_ARN"
 DB_HOST_VARIABLE = "DB_HOST"
 #: The database name (default ``timekeeper``).
 DB_NAME_VARIABLE = "DB_NAME"
+#: The CA bundle (a file path) that verifies the database server's certificate; unset:
+#: certifi's bundle (Mozilla's roots, which hold the Amazon roots RDS Proxy chains to).
+DB_SSL_ROOT_CERT_VARIABLE = "DB_SSL_ROOT_CERT"
 #: The migration function only: the secrets of the logins whose passwords it sets.
 LOGIN_SECRET_ARNS_VARIABLE = "LOGIN_SECRET_ARNS"
 
@@ -101,6 +107,22 @@ CONSOLE_DEV_SIGN_IN_VARIABLE = "CONSOLE_DEV_SIGN_IN"
 #: The development sign-in's suggested people (JSON list of label, user_id, workspace_id, roles).
 CONSOLE_SAMPLES_VARIABLE = "CONSOLE_SAMPLES"
 
+# ------------------------------------------------------------------ the JWT authorizer
+
+#: The OpenID Connect issuer the authorizer trusts (the tokens' ``iss``, exactly).
+JWT_ISSUER_VARIABLE = "JWT_ISSUER"
+#: The audience the tokens must name (``aud``: the client id of the API's app client).
+JWT_AUDIENCE_VARIABLE = "JWT_AUDIENCE"
+#: The issuer's JWKS document (default: ``<issuer>/.well-known/jwks.json``).
+JWT_JWKS_URL_VARIABLE = "JWT_JWKS_URL"
+#: The claims that carry the user id, the workspace id and the roles (comma-separated
+#: names, defaults ``sub``, ``workspace_id``, ``roles``), and the signing algorithms
+#: accepted (comma-separated, default ``RS256,ES256``).
+JWT_USER_CLAIM_VARIABLE = "JWT_USER_CLAIM"
+JWT_WORKSPACE_CLAIM_VARIABLE = "JWT_WORKSPACE_CLAIM"
+JWT_ROLES_CLAIM_VARIABLE = "JWT_ROLES_CLAIM"
+JWT_ALGORITHMS_VARIABLE = "JWT_ALGORITHMS"
+
 #: Object prefixes of the files bucket: one per kind of object, each with its own grants
 #: and lifecycle rule (infra) and its own key scheme (the domain module writing it).
 EXPORTS_PREFIX = "exports/"
@@ -119,6 +141,8 @@ class RuntimeSettings(BaseModel):
     db_secret_arn: str | None = None
     db_host: str | None = None
     db_name: str = "timekeeper"
+    #: The CA bundle verifying the database server (None: certifi's).
+    db_ssl_root_cert: str | None = None
     #: Secrets of the logins whose passwords the migration function sets (owner's function only).
     login_secret_arns: tuple[str, ...] = ()
     #: The files bucket (rendered reports under reports/, exports under exports/).
@@ -150,7 +174,7 @@ class RuntimeSettings(BaseModel):
         return cls(
             notification_topic_arn=get(NOTIFICATION_TOPIC_VARIABLE), database_url=get(DATABASE_URL_VARIABLE),
             db_secret_arn=get(DB_SECRET_ARN_VARIABLE), db_host=get(DB_HOST_VARIABLE),
-            db_name=env.get(DB_NAME_VARIABLE, "timekeeper"),
+            db_name=env.get(DB_NAME_VARIABLE, "timekeeper"), db_ssl_root_cert=get(DB_SSL_ROOT_CERT_VARIABLE),
             login_secret_arns=tuple(a.strip() for a in env.get(LOGIN_SECRET_ARNS_VARIABLE, "").split(",")
                                     if a.strip()),
             files_bucket=get(FILES_BUCKET_VARIABLE), report_renderer_function=get(RENDERER_FUNCTION_VARIABLE),

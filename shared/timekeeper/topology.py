@@ -33,6 +33,10 @@ CONNECT_TIMEOUT_S = 5
 DISPATCHER_PUBLISH_ALLOWANCE_S = 5
 #: The API function's reserved concurrency: the most API connections at once.
 API_RESERVED_CONCURRENCY = 10
+#: The public download route's function's reserved concurrency (``GET /downloads/{token}``
+#: runs apart from the API, so a flood of link clicks cannot take the API's executions):
+#: the most download connections at once.
+DOWNLOADS_RESERVED_CONCURRENCY = 3
 #: Connections the migration trigger holds while a deploy runs.
 MIGRATION_CONNECTIONS = 1
 #: RDS Proxy closes a client connection idle this long (seconds); a Lambda execution
@@ -452,8 +456,19 @@ REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 #: presigned links and delivered files (S3); its reserved concurrency bounds its database
 #: connections.
 API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY)
+#: The public download route (``functions/downloads``): the API's resolver for
+#: ``GET /downloads/{token}`` alone; presigned URLs of delivered files (S3), the link keys
+#: (Secrets Manager); the API's walled login.
+DOWNLOADS = ServiceFunction(function="downloads", services=calls(S3),
+                            reserved_concurrency=DOWNLOADS_RESERVED_CONCURRENCY)
 #: The migration trigger (``functions/migrate``): it reads the logins' secrets only.
 MIGRATION = ServiceFunction(function="migrate", services=calls())
+#: The API's JWT authorizer (``functions/authorizer``): no AWS service, no database; it
+#: fetches the identity provider's JWKS over the internet (outside the VPC).
+AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset())
+#: Functions deployed only when the deployment asks for them: the JWT authorizer (an
+#: OpenID Connect issuer or a Cognito user pool named by context).
+OPTIONAL_FUNCTIONS = frozenset({AUTHORIZER.function})
 
 
 def function_services() -> dict[str, frozenset[str]]:
@@ -470,18 +485,22 @@ def function_services() -> dict[str, frozenset[str]]:
     found[REPORT_RENDERER.function] = REPORT_RENDERER.services
     found[API.function] = API.services
     found[MIGRATION.function] = MIGRATION.services
+    found[AUTHORIZER.function] = AUTHORIZER.services
+    found[DOWNLOADS.function] = DOWNLOADS.services
     return found
 
 
 def reserved_concurrency() -> dict[str, int]:
     """Every function that reserves concurrency -> its reserved units: one per pipeline
-    dispatcher, the snapshot planner and dispatcher, the renderer, the API."""
+    dispatcher, the snapshot planner and dispatcher, the renderer, the API, the download
+    route."""
     found = {p.dispatcher_function: p.dispatcher_reserved_concurrency for p in PIPELINES.values()}
     found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_reserved_concurrency
     found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_reserved_concurrency
     found[REPORT_RENDERER.function] = REPORT_RENDERER.reserved_concurrency
-    if API.reserved_concurrency:
-        found[API.function] = API.reserved_concurrency
+    for function in (API, DOWNLOADS):
+        if function.reserved_concurrency:
+            found[function.function] = function.reserved_concurrency
     return found
 
 
@@ -512,7 +531,7 @@ class ConnectionBudget:
     work queues' consumers, each times its ``connections``;
     ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
-    renderer's reserved concurrency.
+    renderer's reserved concurrency; ``downloads``: the download route's function's.
     """
 
     consumers: int
@@ -523,12 +542,14 @@ class ConnectionBudget:
     snapshots: int = 0
     #: The report renderer's reserved concurrency.
     renderers: int = 0
+    #: The download route's function's reserved concurrency (the API's login).
+    downloads: int = 0
 
     @property
     def total(self) -> int:
         """Every connection of the budget."""
         return (self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
-                + self.renderers)
+                + self.renderers + self.downloads)
 
 
 def connection_budget(pipelines: dict[str, Pipeline] | None = None,
@@ -543,7 +564,8 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     return ConnectionBudget(consumers=consumers, dispatchers=len(chosen),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
-                            renderers=REPORT_RENDERER.reserved_concurrency)
+                            renderers=REPORT_RENDERER.reserved_concurrency,
+                            downloads=DOWNLOADS_RESERVED_CONCURRENCY)
 
 
 def pipeline_for_owner(owner: str) -> Pipeline:

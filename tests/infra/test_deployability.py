@@ -113,7 +113,7 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
         return next(login for login, lid in login_secret.items() if exports.get(variable["Fn::ImportValue"]) == lid)
 
     functions = functions_by_folder(app)
-    expected = {"migrate": settings.DB_ADMIN_USER, "api": API_LOGIN}
+    expected = {"migrate": settings.DB_ADMIN_USER, "api": API_LOGIN, "downloads": API_LOGIN}
     for p in PIPELINES.values():
         expected[p.dispatcher_function] = expected[p.consumer.function] = WORKER_LOGIN
     expected[REPORT_RENDERER.function] = WORKER_LOGIN
@@ -137,8 +137,9 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
             link_readers.add(folder)
     assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"
                                  else [login]) for folder, login in expected.items()}
-    # The download links' signing key: read by the delivery consumer (signs) and the API (verifies) only
-    assert link_readers == {"api", PIPELINES["queries"].consumer.function}
+    # The download links' signing key: read by the delivery consumer (signs) and the download
+    # route's function (verifies) only
+    assert link_readers == {"downloads", PIPELINES["queries"].consumer.function}
     migrate_env = app["Resources"][functions["migrate"]]["Properties"]["Environment"]["Variables"]
     assert "LOGIN_SECRET_ARNS" in migrate_env
     for folder, logical_id in functions.items():

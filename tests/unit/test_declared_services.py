@@ -24,6 +24,7 @@ ENVIRONMENT = {
     "NOTIFICATION_TOPIC_ARN": "arn:aws:sns:eu-west-1:123456789012:timekeeper-notifications",
     "FILES_BUCKET": "timekeeper-files", "REPORT_RENDERER_FUNCTION": "timekeeper-report-renderer",
     "MAIL_SENDER": "reports@example.org", "LINK_SIGNING_KEY": "k" * 48,
+    "JWT_ISSUER": "https://issuer.example", "JWT_AUDIENCE": "timekeeper-api",
 }
 
 

@@ -12,7 +12,8 @@ without a session ``SET`` (which would also pin an RDS Proxy connection).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -40,6 +41,24 @@ def connect(url: str, *, connect_timeout_s: int = CONNECT_TIMEOUT_S,
     """
     return psycopg.connect(url, row_factory=dict_row, autocommit=True, connect_timeout=connect_timeout_s,
                            application_name=application_name)
+
+
+#: How the Lambda edge verifies the database server: TLS required, the certificate must chain
+#: to a trusted root and name the host connected to.
+SSL_MODE = "verify-full"
+
+
+def tls_parameters(root_cert: str | None = None) -> dict[str, str]:
+    """The libpq parameters that verify the server: ``sslmode`` :data:`SSL_MODE` and
+    ``sslrootcert`` ``root_cert`` (a PEM bundle's path; None: certifi's bundle of Mozilla's
+    roots, where the Amazon roots that RDS Proxy's certificates chain to are). A server
+    whose certificate does not chain to the bundle, or names another host, is refused
+    (``psycopg.OperationalError`` at connect)."""
+    if root_cert is None:
+        import certifi
+
+        root_cert = certifi.where()
+    return {"sslmode": SSL_MODE, "sslrootcert": root_cert}
 
 
 def login_url(url: str, login: str) -> str:
@@ -75,6 +94,37 @@ def set_tenant(conn: psycopg.Connection, workspace_id: UUID | str | None) -> Non
     """
     conn.execute("SELECT set_config('app.workspace_id', %s, true)",
                  (str(workspace_id) if workspace_id else "",))
+
+
+#: The role user-defined queries run as (migration 0025): SELECT on the query catalogue's
+#: tables, each walled to the transaction's workspace by row-level security.
+QUERY_ROLE = "timekeeper_query"
+
+
+@contextmanager
+def walled_query(conn: psycopg.Connection, workspace_id: UUID) -> Iterator[None]:
+    """Run the block's statements as :data:`QUERY_ROLE` with ``workspace_id`` entered, inside
+    the transaction open on ``conn`` (``RuntimeError`` when none is): row-level security
+    then shows that workspace's rows of the catalogue's tables and nothing else, whatever
+    the statement's own filters say, and no other table can be read or written. The role
+    and the workspace are transaction-local ``set_config`` values (no session ``SET``: RDS
+    Proxy does not pin); the role is given back when the block ends, the workspace setting
+    when the transaction ends. Any other workspace the transaction had entered is replaced
+    for the rest of it.
+
+    The workers' login and the owner may switch to the role (members of it); a compiled
+    query is one SELECT built from the catalogue's identifiers with bound values, so the
+    statement itself cannot switch back.
+    """
+    if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+        raise RuntimeError("walled_query needs an open transaction")
+    set_tenant(conn, workspace_id)
+    conn.execute("SELECT set_config('role', %s, true)", (QUERY_ROLE,))
+    try:
+        yield
+    finally:
+        if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+            conn.execute("SELECT set_config('role', 'none', true)")
 
 
 class ConnectionProvider:

@@ -25,7 +25,8 @@ def reset() -> None:
     """Forget every cached setting, adapter and registry (closing the connections), so the
     next call reads the environment again. The local stack and tests use it between
     configurations; the API's environments are reset by :func:`timekeeper.edge.api.reset`."""
-    from timekeeper.edge import adapters, registries
+    from timekeeper.edge import adapters, authorizer, registries
 
     adapters.reset()
     registries.reset()
+    authorizer.reset()

@@ -27,7 +27,7 @@ from timekeeper.aws.renderer import LambdaRendererClient, RendererClient
 from timekeeper.aws.s3 import ManagedUploads
 from timekeeper.aws.sns import SnsNotifier
 from timekeeper.aws.sqs import SqsMessagePublisher, SqsRunPublisher
-from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password
+from timekeeper.db.connection import ConnectionProvider, connect, login_url, set_login_password, tls_parameters
 from timekeeper.settings import (
     FUNCTION_VARIABLE,
     SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
@@ -112,7 +112,10 @@ def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
 
 def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
     """The libpq URL of the database. In AWS: the RDS Proxy host and this function's own
-    secret (its login; cached 300 s, ``force_fetch`` bypasses the cache). Locally:
+    secret (its login; cached 300 s, ``force_fetch`` bypasses the cache), over TLS that
+    verifies the server's certificate and host name
+    (:func:`timekeeper.db.connection.tls_parameters`, ``DB_SSL_ROOT_CERT`` or certifi's
+    bundle). Locally:
     ``DATABASE_URL``, switched to the login role ``login`` when one is given (the local
     server trusts local logins; see :func:`timekeeper.db.connection.login_url`)."""
     s = settings()
@@ -122,7 +125,7 @@ def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
 
     secret = _secret(s.db_secret_arn, force_fetch=force_fetch)
     return make_conninfo(host=s.db_host, port=secret.get("port", 5432), dbname=s.db_name,
-                         user=secret["username"], password=secret["password"], sslmode="require")
+                         user=secret["username"], password=secret["password"], **tls_parameters(s.db_ssl_root_cert))
 
 
 def open_with_rotation(connector: Callable[[str], psycopg.Connection], *,
@@ -259,14 +262,17 @@ def journal_database() -> ConnectionProvider:
 
 @cache
 def link_signer() -> Any:
-    """The download links' signer (:class:`timekeeper.reporting.links.LinkSigner`): its key
-    from ``LINK_SIGNING_SECRET_ARN`` (Secrets Manager, JSON ``{"key": ...}``) or
-    ``LINK_SIGNING_KEY``; raises ``RuntimeError`` when neither is set."""
-    from timekeeper.reporting.links import LinkSigner
+    """The download links' signer: from ``LINK_SIGNING_SECRET_ARN`` (Secrets Manager, JSON
+    ``{"keys": [oldest, ..., newest]}`` or ``{"key": k}``; read through the 300 s cache, so a
+    rotation reaches every function within five minutes, and reread at once when a token
+    does not verify: :class:`timekeeper.reporting.links.RotatingLinkSigner`), or
+    ``LINK_SIGNING_KEY`` (one key, locally); raises ``RuntimeError`` when neither is set."""
+    from timekeeper.reporting.links import LinkSigner, RotatingLinkSigner, keys_of_secret
 
     s = settings()
     if s.link_signing_secret_arn:
-        return LinkSigner(str(_secret(s.link_signing_secret_arn)["key"]))
+        arn = s.link_signing_secret_arn
+        return RotatingLinkSigner(lambda force: keys_of_secret(_secret(arn, force_fetch=force)))
     if s.link_signing_key:
         return LinkSigner(s.link_signing_key)
     raise RuntimeError("set LINK_SIGNING_SECRET_ARN or LINK_SIGNING_KEY")

@@ -25,6 +25,7 @@ from timekeeper import clock
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.console.app import ConsoleSettings, create_console, is_console_path
+from timekeeper.api.errors import NOT_FOUND
 from timekeeper.db.connection import ConnectionProvider
 from timekeeper.edge import adapters, registries
 from timekeeper.settings import CONSOLE_DEV_SIGN_IN_VARIABLE, CONSOLE_SAMPLES_VARIABLE, CONSOLE_SESSION_KEY_VARIABLE
@@ -108,6 +109,21 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
             return {"statusCode": 404, "headers": {"Content-Type": "text/plain; charset=utf-8"},
                     "body": "The console is not configured in this deployment.", "isBase64Encoded": False}
         return console.resolve(event, context)
+    return lambda_app().resolve(event, context)
+
+
+#: The one route ``functions/downloads`` serves (API Gateway's resource and method).
+DOWNLOAD_RESOURCE, DOWNLOAD_METHOD = "/downloads/{token}", "GET"
+
+
+def serve_download(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """``functions/downloads``: the public download route through the API's own resolver
+    (:func:`lambda_app`: the same route, validation and answers); any other resource or
+    method of the event is 404 ``not_found`` without touching the resolver, so the
+    function stays the download route whatever API Gateway sends it."""
+    if event.get("resource") != DOWNLOAD_RESOURCE or event.get("httpMethod") != DOWNLOAD_METHOD:
+        return {"statusCode": 404, "headers": {"Content-Type": "application/json"},
+                "body": json.dumps({"code": NOT_FOUND, "message": "this function serves the download route only"})}
     return lambda_app().resolve(event, context)
 
 

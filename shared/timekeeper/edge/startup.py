@@ -14,7 +14,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from timekeeper.edge import adapters
-from timekeeper.topology import API, MIGRATION, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import (
+    API,
+    AUTHORIZER,
+    DOWNLOADS,
+    MIGRATION,
+    PIPELINES,
+    REPORT_RENDERER,
+    SECRETS_MANAGER,
+    SNAPSHOTS,
+    WORK_QUEUES,
+)
 
 
 def _dispatcher(pipeline: str) -> Callable[[], None]:
@@ -55,12 +65,23 @@ def _api() -> None:
     adapters.export_publisher()
     adapters.renderer_client()
     adapters.s3_client()
+
+
+def _downloads() -> None:
+    adapters.s3_client()
     adapters.link_signer()
+
+
+def _authorizer() -> None:
+    from timekeeper.edge import authorizer
+
+    authorizer.jwt_authorizer()
 
 
 def builders() -> dict[str, Callable[[], None]]:
     """Every function's ``functions/<folder>`` -> what its cold start builds (besides the
-    Secrets Manager client of its database login, which every function builds)."""
+    Secrets Manager client of its database login, which every function that declares
+    Secrets Manager builds)."""
     found: dict[str, Callable[[], None]] = {}
     for pipeline in PIPELINES.values():
         found[pipeline.dispatcher_function] = _dispatcher(pipeline.name)
@@ -72,6 +93,8 @@ def builders() -> dict[str, Callable[[], None]]:
     found[REPORT_RENDERER.function] = _renderer
     found[API.function] = _api
     found[MIGRATION.function] = lambda: None
+    found[AUTHORIZER.function] = _authorizer
+    found[DOWNLOADS.function] = _downloads
     return found
 
 
@@ -89,6 +112,6 @@ def cold_start(function: str) -> None:
         return
     if running != function:
         raise adapters.UndeclaredService(f"TIMEKEEPER_FUNCTION={running!r} but this is the {function} handler")
-    adapters.declared_services(function)
-    adapters.secrets_provider()
+    if SECRETS_MANAGER in adapters.declared_services(function):  # every database login's secret
+        adapters.secrets_provider()
     builders()[function]()

@@ -41,12 +41,15 @@ _COMPARISONS = {Operator.EQ: "=", Operator.NE: "<>", Operator.LT: "<", Operator.
 @dataclass(frozen=True)
 class CompiledQuery:
     """A statement ready to run: ``statement`` (composed SQL with named placeholders),
-    ``params`` (name -> value, including ``workspace_id``), and ``columns`` (the selected
-    catalogue columns, in output order)."""
+    ``params`` (name -> value, including ``workspace_id``), ``columns`` (the selected
+    catalogue columns, in output order) and ``workspace_id``, the workspace it was compiled
+    for: the runner walls the statement to it by row-level security as well
+    (:func:`timekeeper.db.connection.walled_query`)."""
 
     statement: sql.Composed
     params: dict[str, Any]
     columns: tuple[Column, ...]
+    workspace_id: UUID
 
     @property
     def headers(self) -> list[str]:
@@ -142,4 +145,5 @@ def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID,
     if checked.limit is not None:
         parts.append(sql.SQL("LIMIT {}").format(sql.Placeholder("limit")))
         params["limit"] = checked.limit
-    return CompiledQuery(statement=sql.SQL(" ").join(parts), params=params, columns=selected)
+    return CompiledQuery(statement=sql.SQL(" ").join(parts), params=params, columns=selected,
+                         workspace_id=workspace_id)

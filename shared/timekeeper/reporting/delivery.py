@@ -102,7 +102,7 @@ from timekeeper.reporting.delivery_store import (
     snapshot_version_changed,
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
-from timekeeper.reporting.links import DownloadLink, LinkSigner
+from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
@@ -178,7 +178,7 @@ class DeliveryServices:
     s3: Any
     bucket: str
     mailer: Mailer
-    links: LinkSigner
+    links: LinkSigner | RotatingLinkSigner
     download_base_url: str
     renderer: RendererClient | None = None
     sleep: Callable[[float], None] = time.sleep

@@ -62,6 +62,7 @@ from pydantic import BaseModel, ConfigDict
 
 from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.connection import walled_query
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
@@ -465,7 +466,8 @@ def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Call
 def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
             loaders: Callable[[Any], None] | None = None) -> Iterator[Any]:
     """A server-side cursor over the compiled query's rows (tuples), inside one READ ONLY
-    REPEATABLE READ transaction held while the block runs (``conn``'s own isolation level
+    REPEATABLE READ transaction held while the block runs, walled to the query's workspace
+    (:func:`timekeeper.db.connection.walled_query`) (``conn``'s own isolation level
     and read-only setting are restored after); ``loaders(cursor)`` may change how it loads
     values first."""
     previous = (conn.isolation_level, conn.read_only)
@@ -477,7 +479,8 @@ def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
             # every FETCH stays a short statement under the workers' statement timeout,
             # where a plan for all rows (a sort of the whole result) could make the first
             # FETCH exceed it.
-            with conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
+            with walled_query(conn, compiled.workspace_id), \
+                    conn.cursor(name="timekeeper_export", row_factory=tuple_row) as cur:
                 cur.itersize = ITERSIZE
                 if loaders is not None:
                     loaders(cur)

@@ -63,7 +63,7 @@ from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
-from timekeeper.db.connection import set_tenant
+from timekeeper.db.connection import set_tenant, walled_query
 from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.platform import access
 from timekeeper.reporting.compiler import compile_query
@@ -262,7 +262,8 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
     query_name = fetch_value(conn, SQL["query_name"], (workspace_id, section.query_id))
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     columns = tuple(c.name for c in compiled.columns)
-    with conn.cursor(name=f"report_section_{index}", row_factory=psycopg.rows.tuple_row) as cur:
+    with walled_query(conn, workspace_id), \
+            conn.cursor(name=f"report_section_{index}", row_factory=psycopg.rows.tuple_row) as cur:
         cur.execute(compiled.statement, compiled.params)
         fetched = cur.fetchmany(cap + 1)
     return SectionData(section=section, query_name=query_name if query_name is not None else "",

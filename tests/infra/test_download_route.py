@@ -1,0 +1,97 @@
+"""The public download route is fenced apart from the API: its own function
+(``functions/downloads``) with the topology's reserved concurrency and the API's walled
+login, behind a method throttle tighter than the stage's; the API function no longer holds
+the link keys nor reads delivered files; with ``timekeeper:downloadRateLimit`` a regional
+WAF web ACL on the stage blocks an IP address past that many downloads in five minutes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from cfnlint.api import ManualArgs, lint_file
+
+from infra import settings
+from infra.api import API_FUNCTION, API_STAGE
+from infra.settings import DeploymentConfig
+from tests.infra.conftest import functions_by_folder, resources, synthesize
+from timekeeper.settings import LINK_SECRET_VARIABLE
+from timekeeper.topology import DOWNLOADS, DOWNLOADS_RESERVED_CONCURRENCY, reserved_concurrency
+
+
+def _download_method(template) -> dict:
+    [method] = [m["Properties"] for m in resources(template, "AWS::ApiGateway::Method").values()
+                if m["Properties"]["AuthorizationType"] == "NONE"]
+    return method
+
+
+def _policies_of(template, logical_id) -> str:
+    role = template["Resources"][logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return json.dumps([p["Properties"]["PolicyDocument"] for p in resources(template, "AWS::IAM::Policy").values()
+                       if {"Ref": role} in p["Properties"]["Roles"]])
+
+
+def test_the_download_route_runs_in_its_own_function_with_its_own_reserved_concurrency(synth):
+    template = synth.app_template
+    functions = functions_by_folder(template)
+    downloads, api = functions[DOWNLOADS.function], functions[API_FUNCTION]
+    # The public method integrates the download function, not the API's
+    uri = json.dumps(_download_method(template)["Integration"]["Uri"])
+    assert downloads in uri and api not in uri
+    props = template["Resources"][downloads]["Properties"]
+    assert props["ReservedConcurrentExecutions"] == DOWNLOADS_RESERVED_CONCURRENCY == \
+        reserved_concurrency()[DOWNLOADS.function]
+    # It holds the link keys and reads delivered files; the API function no longer does
+    assert LINK_SECRET_VARIABLE in props["Environment"]["Variables"]
+    assert LINK_SECRET_VARIABLE not in template["Resources"][api]["Properties"]["Environment"]["Variables"]
+    assert "deliveries/" in _policies_of(template, downloads)
+    assert "deliveries/" not in _policies_of(template, api)
+
+
+def test_the_stage_and_the_download_method_are_throttled(synth):
+    [stage] = resources(synth.app_template, "AWS::ApiGateway::Stage").values()
+    settings_by_path = {(m["ResourcePath"], m["HttpMethod"]): m for m in stage["Properties"]["MethodSettings"]}
+    every = settings_by_path[("/*", "*")]
+    assert (every["ThrottlingRateLimit"], every["ThrottlingBurstLimit"]) == (settings.API_THROTTLE_RATE_RPS,
+                                                                            settings.API_THROTTLE_BURST)
+    download = settings_by_path[("/~1downloads~1{token}", "GET")]
+    assert (download["ThrottlingRateLimit"], download["ThrottlingBurstLimit"]) == (
+        settings.DOWNLOAD_THROTTLE_RATE_RPS, settings.DOWNLOAD_THROTTLE_BURST)
+    assert settings.DOWNLOAD_THROTTLE_RATE_RPS < settings.API_THROTTLE_RATE_RPS
+
+
+def test_without_the_context_there_is_no_web_acl(synth):
+    assert not resources(synth.app_template, "AWS::WAFv2::WebACL")
+
+
+@pytest.fixture(scope="module")
+def fenced():
+    return synthesize({DeploymentConfig.KEY_DOWNLOAD_RATE_LIMIT: "300"})
+
+
+def test_a_rate_based_waf_rule_guards_the_download_route_by_context(fenced):
+    template = fenced.app_template
+    [(acl_id, acl)] = resources(template, "AWS::WAFv2::WebACL").items()
+    props = acl["Properties"]
+    assert props["Scope"] == "REGIONAL" and props["DefaultAction"] == {"Allow": {}}
+    [rule] = props["Rules"]
+    assert rule["Action"] == {"Block": {}}
+    rate = rule["Statement"]["RateBasedStatement"]
+    assert (rate["Limit"], rate["AggregateKeyType"], rate["EvaluationWindowSec"]) == (300, "IP", 300)
+    match = rate["ScopeDownStatement"]["ByteMatchStatement"]
+    assert (match["SearchString"], match["PositionalConstraint"], match["FieldToMatch"]) == (
+        f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}})
+    [association] = resources(template, "AWS::WAFv2::WebACLAssociation").values()
+    assert association["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
+    [stage_id] = resources(template, "AWS::ApiGateway::Stage")
+    assert stage_id in json.dumps(association["Properties"]["ResourceArn"])
+    # cdk-nag (synthesis passed through it) and cfn-lint stay clean
+    assert [v.rule_name for v in fenced.stacks.checks.validate_scope(fenced.app).violations] == []
+    matches = lint_file(fenced.outdir / "TimekeeperApp.template.json", ManualArgs(regions=["us-east-1", "eu-west-1"]))
+    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")] == []
+
+
+@pytest.mark.parametrize("limit", ["5", "0"])
+def test_a_rate_limit_waf_cannot_enforce_fails_the_synthesis(limit):
+    with pytest.raises(ValueError, match="downloadRateLimit"):
+        synthesize({DeploymentConfig.KEY_DOWNLOAD_RATE_LIMIT: limit})
