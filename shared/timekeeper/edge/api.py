@@ -24,8 +24,8 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver
 from timekeeper import clock
 from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
-from timekeeper.console.app import ConsoleSettings, create_console, is_console_path
 from timekeeper.api.errors import NOT_FOUND
+from timekeeper.console.app import ConsoleSettings, create_console, is_console_path
 from timekeeper.db.connection import ConnectionProvider
 from timekeeper.edge import adapters, registries
 from timekeeper.settings import CONSOLE_DEV_SIGN_IN_VARIABLE, CONSOLE_SAMPLES_VARIABLE, CONSOLE_SESSION_KEY_VARIABLE
