@@ -76,3 +76,15 @@ def test_an_interruption_whose_cleanup_fails_is_still_reported_as_the_interrupti
     # Then it exits as interrupted, with the one line and no traceback
     assert code == 128 + signal.SIGINT
     assert capsys.readouterr().err.strip() == "stopped by SIGINT"
+
+
+def test_serve_s_access_log_leaves_out_a_download_link_s_token(capsys):
+    from timekeeper.local import serve
+
+    handler = object.__new__(serve._RequestHandler)
+    handler.access_log = True
+    handler.client_address = ("127.0.0.1", 5000)
+    handler.requestline = "GET /downloads/abc.DEF-123_x HTTP/1.1"
+    handler.log_message('"%s" %s %s', "GET /downloads/abc.DEF-123_x?y=1 HTTP/1.1", "302", "-")
+    line = capsys.readouterr().err
+    assert "abc.DEF-123_x" not in line and '"GET /downloads/<token>?y=1 HTTP/1.1" 302' in line

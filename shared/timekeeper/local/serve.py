@@ -42,6 +42,7 @@ import base64
 import io
 import json
 import os
+import re
 import secrets
 import selectors
 import socket
@@ -213,7 +214,9 @@ API_ENVIRONMENTS = 8
 #: environments (a :class:`~concurrent.futures.Executor`) to :class:`ApiGatewayProxy`.
 ENVIRONMENTS_KEY = "timekeeper.api_environments"
 
-_MAX_LENGTH_DIGITS = 18  # a longer Content-Length is no byte count any client means
+_MAX_LENGTH_DIGITS = 18
+#: A download link's path in an access log line: its token is the recipient's credential.
+_DOWNLOAD_TOKEN = re.compile(r"(/downloads/)[^\s?\"]+")  # a longer Content-Length is no byte count any client means
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -352,7 +355,9 @@ class _RequestHandler(WSGIRequestHandler):
         return env
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        """The access log line, with a download link's token (a credential) cut out."""
         if self.access_log:
+            args = tuple(_DOWNLOAD_TOKEN.sub(r"\1<token>", a) if isinstance(a, str) else a for a in args)
             super().log_message(format, *args)
 
 
