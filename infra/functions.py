@@ -23,7 +23,7 @@ from constructs import Construct
 from infra import settings
 from infra.nag import acknowledge
 from timekeeper.settings import DB_HOST_VARIABLE, DB_NAME_VARIABLE, DB_SECRET_ARN_VARIABLE, FUNCTION_VARIABLE
-from timekeeper.topology import function_services, reserved_concurrency
+from timekeeper.topology import function_services, reserved_per_function
 
 
 def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
@@ -32,14 +32,14 @@ def function_folders(functions_dir: Path = settings.FUNCTIONS_DIR) -> list[str]:
 
 
 def reserved_concurrency_of(scope: Construct, folder: str) -> int | None:
-    """The reserved concurrency of ``functions/<folder>``: the topology's
-    (:func:`timekeeper.topology.reserved_concurrency`; None for a function that reserves
+    """The reserved concurrency of one function of ``functions/<folder>``: the topology's
+    (:func:`timekeeper.topology.reserved_per_function`; None for a function that reserves
     none), or None for every function when the context ``timekeeper:reservedConcurrency``
     visible from ``scope`` is false (an account whose concurrency quota is still below
     :func:`timekeeper.topology.required_account_concurrency`)."""
     if not settings.parse_bool(scope.node.try_get_context(settings.DeploymentConfig.KEY_RESERVED_CONCURRENCY), True):
         return None
-    return reserved_concurrency().get(folder)
+    return reserved_per_function().get(folder)
 
 
 def lambda_architecture(name: str) -> lambda_.Architecture:

@@ -8,12 +8,13 @@ every alarm but dispatcher silence is :data:`infra.settings.ALARM_PERIOD_MINUTES
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -81,7 +82,8 @@ def ses_metric(mail: MailResources, name: str, period: Duration, *, label: str |
 
 @dataclass
 class PipelineAlarms:
-    """The seven alarms of one pipeline."""
+    """The seven alarms of one pipeline (silence and errors of its dispatcher partition 0),
+    and a silence and an errors alarm for each further dispatcher partition."""
 
     dispatcher_silence: cw.Alarm
     dispatcher_heartbeat: cw.Alarm
@@ -90,11 +92,14 @@ class PipelineAlarms:
     dlq_depth: cw.Alarm
     dlq_arrivals: cw.Alarm
     consumer_errors: cw.Alarm
+    #: Partitions 1..K-1: (silence, errors) each.
+    partitions: list[tuple[cw.Alarm, cw.Alarm]] = field(default_factory=list)
 
     def all(self) -> list[cw.Alarm]:
         """The alarms in a fixed order."""
         return [self.dispatcher_silence, self.dispatcher_heartbeat, self.dispatcher_errors, self.queue_age,
-                self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
+                self.dlq_depth, self.dlq_arrivals, self.consumer_errors,
+                *(alarm for pair in self.partitions for alarm in pair)]
 
 
 @dataclass
@@ -289,15 +294,30 @@ class Monitoring(Construct):
             scope, named=named, what=f"{p.name} run", queue=resources.queues.queue,
             dlq=resources.queues.dead_letter_queue, age_alarm_s=p.consumer.queue_age_alarm_s,
             receives=p.consumer.max_receive_count)
-        return PipelineAlarms(
-            dispatcher_silence=self._alarm(
-                "DispatcherSilence", name=f"{named}-dispatcher-silence",
-                metric=dispatcher.metric_invocations(
+        def silence(function: lambda_.IFunction, construct_id: str, alarm_name: str, which: str) -> cw.Alarm:
+            return self._alarm(
+                construct_id, name=alarm_name,
+                metric=function.metric_invocations(
                     statistic="Sum", period=Duration.minutes(p.dispatcher_silence_alarm_minutes)),
                 threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.BREACHING, scope=scope,
-                description=f"The {p.name} dispatcher was not invoked for {p.dispatcher_silence_alarm_minutes} "
-                            "minutes: its rule is disabled or deleted, or Lambda throttles it."),
+                description=f"The {p.name} dispatcher{which} was not invoked for {p.dispatcher_silence_alarm_minutes} "
+                            "minutes: its rule is disabled or deleted, or Lambda throttles it.")
+
+        def errors(function: lambda_.IFunction, construct_id: str, alarm_name: str, which: str) -> cw.Alarm:
+            return self._alarm(
+                construct_id, name=alarm_name,
+                metric=function.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
+                description=f"A {p.name} dispatcher{which} pass failed (database, queue or code): no runs were "
+                            "claimed or offered by it.")
+
+        partitions = [
+            (silence(d.function, f"DispatcherSilence{i}", f"{named}-dispatcher-silence-p{i}", f" partition {i}"),
+             errors(d.function, f"DispatcherErrors{i}", f"{named}-dispatcher-errors-p{i}", f" partition {i}"))
+            for i, d in enumerate(resources.dispatchers) if i]
+        first = " partition 0" if partitions else ""
+        return PipelineAlarms(
+            dispatcher_silence=silence(dispatcher, "DispatcherSilence", f"{named}-dispatcher-silence", first),
             dispatcher_heartbeat=self._alarm(
                 "DispatcherHeartbeat", name=f"{named}-dispatcher-heartbeat",
                 metric=pipeline_metric(obs.DISPATCHER_HEARTBEAT, p.name, period=silence_window),
@@ -305,19 +325,15 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.BREACHING, scope=scope,
                 description=f"No {p.name} dispatcher pass completed for {p.dispatcher_silence_alarm_minutes} "
                             "minutes: it runs but fails (database, queue, code) or is not invoked at all."),
-            dispatcher_errors=self._alarm(
-                "DispatcherErrors", name=f"{named}-dispatcher-errors",
-                metric=dispatcher.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
-                description=f"A {p.name} dispatcher pass failed (database, queue or code): no runs were "
-                            "claimed or offered by it."),
+            dispatcher_errors=errors(dispatcher, "DispatcherErrors", f"{named}-dispatcher-errors", first),
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
                 "ConsumerErrors", name=f"{named}-consumer-errors",
                 metric=consumer.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
                 description=f"A whole {p.name} consumer batch failed (an uncaught error, a timeout or "
                             "the database): its messages return to the queue."),
+            partitions=partitions,
         )
-
     def _dashboard(self, name: str, pipelines: list[PipelineResources]) -> cw.Dashboard:
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name,
                                  default_interval=Duration.hours(3))
@@ -650,7 +666,7 @@ class Monitoring(Construct):
 
     def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
         p = resources.pipeline
-        dispatcher, consumer = resources.dispatcher.function, resources.consumer.function
+        consumer = resources.consumer.function
         queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
         period = _period()
         return [
@@ -675,9 +691,12 @@ class Monitoring(Construct):
                            left_annotations=[cw.HorizontalAnnotation(value=p.consumer.queue_age_alarm_s,
                                                                      label="age alarm")]),
             cw.GraphWidget(title=f"{p.name}: dispatcher and consumer", width=6, height=6,
-                           left=[dispatcher.metric_invocations(statistic="Sum", period=period,
-                                                               label="dispatcher invocations"),
-                                 dispatcher.metric_errors(statistic="Sum", period=period, label="dispatcher errors"),
+                           left=[*(d.function.metric_invocations(statistic="Sum", period=period,
+                                                                 label=f"dispatcher {i} invocations")
+                                   for i, d in enumerate(resources.dispatchers)),
+                                 *(d.function.metric_errors(statistic="Sum", period=period,
+                                                            label=f"dispatcher {i} errors")
+                                   for i, d in enumerate(resources.dispatchers)),
                                  consumer.metric_errors(statistic="Sum", period=period, label="consumer errors")],
                            right=[consumer.metric_duration(statistic="p95", period=period,
                                                            label="consumer duration p95 (ms)"),

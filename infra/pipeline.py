@@ -1,5 +1,6 @@
-"""One pipeline of the topology: an EventBridge rule ticking a reserved-concurrency-one
-dispatcher, a run queue with its dead-letter queue, and the consumer reading it.
+"""One pipeline of the topology: per dispatcher partition an EventBridge rule ticking a
+reserved-concurrency-one dispatcher function, a run queue with its dead-letter queue, and
+the consumer reading it.
 
 Every number comes from the :class:`timekeeper.topology.Pipeline` passed in.
 """
@@ -29,6 +30,17 @@ def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
     """How long a throttled tick may wait before Lambda drops it: one rule period (at least
     Lambda's minimum of 60 s), since the next tick supersedes it."""
     return max(60, 60 * pipeline.rule_rate_minutes)
+
+
+def partition_tick(index: int, partitions: int) -> events.RuleTargetInput:
+    """The event a dispatcher partition's rule sends: the scheduled event itself (its id,
+    time, account, region and resources) with ``detail`` ``{"partition": index,
+    "partitions": partitions}``, so the one dispatcher code knows which share it claims."""
+    return events.RuleTargetInput.from_object({
+        "version": "0", "id": events.EventField.event_id, "detail-type": events.EventField.detail_type,
+        "source": events.EventField.source, "account": events.EventField.account, "time": events.EventField.time,
+        "region": events.EventField.region, "resources": events.EventField.from_path("$.resources"),
+        "detail": {"partition": index, "partitions": partitions}})
 
 
 def queue_names(consumer: QueueConsumer, name_prefix: str = "timekeeper") -> tuple[str, str]:
@@ -113,9 +125,9 @@ class JobQueue(Construct):
 
 
 class PipelineResources(Construct):
-    """Rule, dispatcher, queues and consumer of one pipeline.
+    """Rules and dispatchers (one each per partition), queues and consumer of one pipeline.
 
-    The dispatcher may send to its run queue and publish notifications; the consumer
+    Every dispatcher partition may send to its run queue and publish notifications; the consumer
     receives from the queue (granted by the event source). Both log in to the database as
     the workers (their secret only).
     """
@@ -127,29 +139,40 @@ class PipelineResources(Construct):
         self.pipeline = pipeline
         self.queues = JobQueue(self, "Queues", consumer=pipeline.consumer, name_prefix=name_prefix)
 
-        self.dispatcher = TimekeeperFunction(
-            self, "Dispatcher", folder=pipeline.dispatcher_function, layer=layer, database=database, login=WORKER,
-            timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
-            log_retention=log_retention,
-            environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
-                         NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
-            description=f"Timekeeper {pipeline.name} dispatcher (rate {pipeline.rule_rate_minutes} min)")
-        self.dispatcher.function.configure_async_invoke(
-            retry_attempts=0, max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))
-        self.queues.queue.grant_send_messages(self.dispatcher.role)
-        topic.grant_publish(self.dispatcher.role)
-        acknowledge(self.dispatcher.role, "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
-                    "Publishing to the encrypted topic needs a data key (SNS asks publishers for "
-                    "kms:GenerateDataKey* and kms:Decrypt); the grant names only the topic's key.")
-
-        self.rule = events.Rule(
-            self, "Schedule",
-            description=f"Timekeeper {pipeline.name}: one dispatcher pass per tick",
-            schedule=events.Schedule.rate(Duration.minutes(pipeline.rule_rate_minutes)),
-            targets=[targets.LambdaFunction(
-                self.dispatcher.function, retry_attempts=0,
-                max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))],
-        )
+        #: One function per dispatcher partition (reserved concurrency 1 each), each ticked by
+        #: its own rule whose event names the partition; partition 0 keeps the construct ids
+        #: of the unpartitioned dispatcher.
+        self.dispatchers: list[TimekeeperFunction] = []
+        self.rules: list[events.Rule] = []
+        for index in pipeline.partitions:
+            suffix = str(index) if index else ""
+            dispatcher = TimekeeperFunction(
+                self, f"Dispatcher{suffix}", folder=pipeline.dispatcher_function, layer=layer, database=database,
+                login=WORKER, timeout_s=pipeline.dispatcher_timeout_s, memory_mb=settings.DISPATCHER_MEMORY_MB,
+                log_retention=log_retention,
+                environment={run_queue_url_variable(pipeline.name): self.queues.queue.queue_url,
+                             NOTIFICATION_TOPIC_VARIABLE: topic.topic_arn},
+                description=f"Timekeeper {pipeline.name} dispatcher, partition {index} of "
+                            f"{pipeline.dispatch_partitions} (rate {pipeline.rule_rate_minutes} min)")
+            dispatcher.function.configure_async_invoke(
+                retry_attempts=0, max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)))
+            self.queues.queue.grant_send_messages(dispatcher.role)
+            topic.grant_publish(dispatcher.role)
+            acknowledge(dispatcher.role, "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                        "Publishing to the encrypted topic needs a data key (SNS asks publishers for "
+                        "kms:GenerateDataKey* and kms:Decrypt); the grant names only the topic's key.")
+            self.dispatchers.append(dispatcher)
+            self.rules.append(events.Rule(
+                self, f"Schedule{suffix}",
+                description=f"Timekeeper {pipeline.name}: one pass of dispatcher partition {index} per tick",
+                schedule=events.Schedule.rate(Duration.minutes(pipeline.rule_rate_minutes)),
+                targets=[targets.LambdaFunction(
+                    dispatcher.function, retry_attempts=0,
+                    max_event_age=Duration.seconds(dispatcher_max_event_age_s(pipeline)),
+                    event=partition_tick(index, pipeline.dispatch_partitions))],
+            ))
+        self.dispatcher = self.dispatchers[0]
+        self.rule = self.rules[0]
 
         self.consumer = self.queues.built.build_consumer(
             self, "Consumer", layer=layer, database=database, log_retention=log_retention,

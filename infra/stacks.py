@@ -201,7 +201,8 @@ class AppStack(Stack):
             invocation_type=triggers.InvocationType.REQUEST_RESPONSE,
             timeout=Duration.seconds(settings.MIGRATE_TIMEOUT_S))
         # Rules and event sources start only once the schema they need exists.
-        trigger.execute_before(*[r.rule for r in self.pipelines], *[r.consumer for r in self.pipelines],
+        trigger.execute_before(*[rule for r in self.pipelines for rule in r.rules],
+                               *[r.consumer for r in self.pipelines],
                                *[r.consumer for r in self.work_queues],
                                *self.snapshots.rules, self.snapshots.job, self.renderer.function,
                                *([self.api.function] if self.api else []))

@@ -58,12 +58,13 @@ def sqs_event(*messages: Any, receive_count: int = 1) -> dict[str, Any]:
     return {"Records": records}
 
 
-def scheduled_event(now: datetime) -> dict[str, Any]:
-    """An EventBridge scheduled event at ``now``."""
+def scheduled_event(now: datetime, detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An EventBridge scheduled event at ``now`` with ``detail`` (a dispatcher partition's
+    rule sends ``{"partition": i, "partitions": k}``)."""
     return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
             "account": "123456789012", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:123456789012:rule/timekeeper"],
-            "detail": {}}
+            "detail": dict(detail or {})}
 
 
 def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int) -> list[RunMessage]:

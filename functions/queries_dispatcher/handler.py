@@ -1,5 +1,7 @@
 """Scheduled delivery's minute dispatcher (owner queries): EventBridge scheduled event in,
-one dispatcher pass out. Reserved concurrency 1; retries 0 (a missed tick is the next one)."""
+one dispatcher pass out. Each partition is its own function of this code (reserved
+concurrency 1; retries 0: a missed tick is the next one), its rule naming the partition
+in the event's detail."""
 
 from dataclasses import asdict
 
@@ -18,7 +20,7 @@ startup.cold_start("queries_dispatcher")
 @metrics.log_metrics
 @event_parser(model=EventBridgeModel)
 def lambda_handler(event: EventBridgeModel, context) -> dict:
-    report = runs.run_dispatcher(QUERIES.name)
+    report = runs.run_dispatcher(QUERIES.name, runs.tick_partition(event.detail))
     result = asdict(report)
-    logger.info("dispatcher pass", extra=result)
+    logger.info("dispatcher pass", extra={**result, "partition": event.detail.get("partition", 0)})
     return result

@@ -18,6 +18,11 @@ def now() -> datetime:
     return _source()
 
 
+def installed() -> Callable[[], datetime]:
+    """The clock source now installed (to put it back after a temporary one)."""
+    return _source
+
+
 def install(source: Callable[[], datetime] | None) -> None:
     """Replace the clock (``None`` restores real time). Used by the local stack only."""
     global _source

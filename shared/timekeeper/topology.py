@@ -164,6 +164,11 @@ class QueueConsumer:
         _check_services(self.function, self.services)
 
 
+#: The most dispatcher partitions a pipeline may have (each is a function, a rule, a
+#: reserved concurrency unit and a database connection).
+MAX_DISPATCH_PARTITIONS = 16
+
+
 @dataclass(frozen=True, kw_only=True)
 class Pipeline:
     """A dispatcher -> queue -> consumer pipeline of one owner module.
@@ -175,6 +180,10 @@ class Pipeline:
     ``dispatcher_time_budget_s`` bounds the repeat loop of one pass: a claim may start
     until then, so connect + budget + one worker statement timeout + the publish allowance
     must end before ``dispatcher_timeout_s`` (checked at construction, ``ValueError``).
+    ``dispatch_partitions`` (K, 1..16): the dispatcher runs as K partitions, each its own
+    function (``dispatcher_function``'s code) with reserved concurrency 1 and its own rule,
+    claiming the schedules whose stable hash falls in its share (partition 0 also does the
+    owner-wide work); each partition holds one database connection.
     """
 
     name: str
@@ -190,8 +199,10 @@ class Pipeline:
     dispatcher_silence_alarm_minutes: int = 5
     #: The AWS services the dispatcher calls: its run queue, the notification topic.
     dispatcher_services: frozenset[str] = calls(SQS, SNS)
-    #: The dispatcher runs one pass at a time.
+    #: Each dispatcher partition runs one pass at a time.
     dispatcher_reserved_concurrency: int = 1
+    #: Dispatcher partitions (K): functions of the dispatcher's code, each with its own rule.
+    dispatch_partitions: int = 1
     #: How long a run whose handler raised waits before its next receive (seconds), by the
     #: receive that failed (the first entry after receive 1, ...; the last entry repeats):
     #: the consumer sets the message's visibility timeout to it, so an infrastructure fault
@@ -214,8 +225,15 @@ class Pipeline:
         """A queued run offered this long ago and never started is offered again."""
         return timedelta(seconds=self.reoffer_after_s)
 
+    @property
+    def partitions(self) -> range:
+        """The dispatcher partitions' indexes, ``0..dispatch_partitions - 1``."""
+        return range(self.dispatch_partitions)
+
     def __post_init__(self) -> None:
         _check_services(self.dispatcher_function, self.dispatcher_services)
+        if not 1 <= self.dispatch_partitions <= MAX_DISPATCH_PARTITIONS:
+            raise ValueError(f"pipeline {self.name}: dispatch_partitions must be 1..{MAX_DISPATCH_PARTITIONS}")
         if self.consumer.queue_name != self.run_queue_name:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
@@ -245,6 +263,9 @@ ACCOUNTING = Pipeline(
     consumer=QueueConsumer(queue_name="timekeeper-accounting-runs", function="accounting_consumer",
                            timeout_s=120, max_receive_count=5, batch_size=50, max_batching_window_s=1,
                            max_concurrency=2, services=calls()),
+    # Two dispatcher partitions: each claims half the schedules, so a pass's claim work is
+    # shared by two functions (and the deployed shape is the partitioned one from the start).
+    dispatch_partitions=2,
 )
 
 #: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
@@ -266,6 +287,7 @@ QUERIES = Pipeline(
                            # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
                            services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
+    dispatch_partitions=2,
 )
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
@@ -490,10 +512,10 @@ def function_services() -> dict[str, frozenset[str]]:
     return found
 
 
-def reserved_concurrency() -> dict[str, int]:
-    """Every function that reserves concurrency -> its reserved units: one per pipeline
-    dispatcher, the snapshot planner and dispatcher, the renderer, the API, the download
-    route."""
+def reserved_per_function() -> dict[str, int]:
+    """Every function code (its ``functions/<folder>``) that reserves concurrency -> the
+    units ONE function of that code reserves: each dispatcher partition of a pipeline, the
+    snapshot planner and dispatcher, the renderer, the API, the download route."""
     found = {p.dispatcher_function: p.dispatcher_reserved_concurrency for p in PIPELINES.values()}
     found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_reserved_concurrency
     found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_reserved_concurrency
@@ -502,6 +524,21 @@ def reserved_concurrency() -> dict[str, int]:
         if function.reserved_concurrency:
             found[function.function] = function.reserved_concurrency
     return found
+
+
+def function_copies() -> dict[str, int]:
+    """Function codes deployed as more than one function -> how many: a pipeline's
+    dispatcher code once per partition (``dispatch_partitions``). Every other code is one
+    function."""
+    return {p.dispatcher_function: p.dispatch_partitions for p in PIPELINES.values()}
+
+
+def reserved_concurrency() -> dict[str, int]:
+    """Every function code (its ``functions/<folder>``) that reserves concurrency -> the
+    units its functions reserve together: :func:`reserved_per_function` times
+    :func:`function_copies` (a pipeline's dispatcher code reserves one unit per partition)."""
+    copies = function_copies()
+    return {folder: units * copies.get(folder, 1) for folder, units in reserved_per_function().items()}
 
 
 #: AWS keeps at least this many of an account's concurrent executions unreserved: reserved
@@ -529,7 +566,8 @@ class ConnectionBudget:
 
     ``consumers``: the sum of the event-source maximum concurrency of the pipelines' and the
     work queues' consumers, each times its ``connections``;
-    ``dispatchers``: one per pipeline (reserved concurrency 1); ``api``: the API function's
+    ``dispatchers``: one per dispatcher partition of each pipeline (each reserved
+    concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
     renderer's reserved concurrency; ``downloads``: the download route's function's.
     """
@@ -561,7 +599,7 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     queues = WORK_QUEUES if work_queues is None else work_queues
     consumers = sum(c.max_concurrency * c.connections
                     for c in [p.consumer for p in chosen.values()] + [q.consumer for q in queues.values()])
-    return ConnectionBudget(consumers=consumers, dispatchers=len(chosen),
+    return ConnectionBudget(consumers=consumers, dispatchers=sum(p.dispatch_partitions for p in chosen.values()),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency,

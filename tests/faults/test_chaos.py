@@ -52,13 +52,17 @@ def test_a_day_of_random_faults_passes_the_audit(campaign_database, seed):
     assert totals.get("duplicate", 0) >= 10, totals
     assert totals.get("disconnect", 0) >= 1, totals
     assert totals.get("refusal", 0) >= 1, totals
+    # And processes stalled past their lease were taken over, and refused afterwards
+    assert totals.get("stall", 0) >= 1, totals
+    assert any(stall.taken_over for stall in result.stalls), result.stalls
     assert all(check.checked > 0 for check in result.checks if "accounting" not in check.name)
 
 
 def test_every_crash_point_is_hit_crashes_once_and_the_system_recovers(campaign_database):
-    # Three units of load make 12 sweeps due in one minute (a publish of two batches); the
-    # refusals reach the release path; each point crashes at its first hit, then never again.
-    result = run_chaos(ChaosOptions(days=1, seed=5, quiet_hours=6, database=campaign_database, load=3,
+    # Six units of load make 24 sweeps due in one minute: one of the two dispatcher
+    # partitions claims at least 12 of them (a publish of two batches); the refusals reach
+    # the release path; each point crashes at its first hit, then never again.
+    result = run_chaos(ChaosOptions(days=1, seed=5, quiet_hours=6, database=campaign_database, load=6,
                                     each_point_once=True, disconnect_rate=0, duplicate_rate=0.05,
                                     refuse_rate=0.05, show_progress=False))
 

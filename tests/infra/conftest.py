@@ -98,12 +98,19 @@ def tag_value(resource: dict[str, Any], key: str) -> str | None:
 
 
 def functions_by_folder(template: dict[str, Any]) -> dict[str, str]:
-    """functions/ folder name -> logical id of the Lambda built from it."""
-    found = {}
+    """functions/ folder name -> logical id of the (first) Lambda built from it (a
+    pipeline's dispatcher partition 0; :func:`functions_of_folder` lists every one)."""
+    return {folder: ids[0] for folder, ids in functions_of_folder(template).items()}
+
+
+def functions_of_folder(template: dict[str, Any]) -> dict[str, list[str]]:
+    """functions/ folder name -> logical ids of every Lambda built from it, in template
+    order (a pipeline's dispatcher code is one function per partition)."""
+    found: dict[str, list[str]] = {}
     for logical_id, resource in resources(template, "AWS::Lambda::Function").items():
         folder = tag_value(resource, FUNCTION_TAG)
         if folder:
-            found[folder] = logical_id
+            found.setdefault(folder, []).append(logical_id)
     return found
 
 

@@ -78,8 +78,10 @@ def test_a_new_pipeline_in_the_topology_gets_its_infrastructure(monkeypatch):
     assert queue["Properties"]["RedrivePolicy"]["maxReceiveCount"] == 3
     schedules = [r["Properties"]["ScheduleExpression"] for r in template["Resources"].values()
                  if r["Type"] == "AWS::Events::Rule"]
-    # One rule per pipeline, plus the snapshot planner's and the snapshot dispatcher's.
-    assert "rate(15 minutes)" in schedules and len(schedules) == len(PIPELINES) + 2
+    # One rule per dispatcher partition of each pipeline (the probe has one), plus the
+    # snapshot planner's and the snapshot dispatcher's.
+    partitions = sum(p.dispatch_partitions for p in PIPELINES.values())
+    assert "rate(15 minutes)" in schedules and len(schedules) == partitions + 2
     mappings = [r["Properties"] for r in template["Resources"].values()
                 if r["Type"] == "AWS::Lambda::EventSourceMapping"
                 and r["Properties"]["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}]

@@ -13,6 +13,7 @@ from infra.monitoring import PIPELINE_DIMENSION
 from tests.infra.conftest import (
     alarm_by_name,
     functions_by_folder,
+    functions_of_folder,
     notification_topic_id,
     queue_by_name,
     resources,
@@ -83,6 +84,26 @@ def test_pipeline_alarms(synth, name):
                   period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
 
 
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_every_dispatcher_partition_has_its_silence_and_errors_alarm(synth, name):
+    # Given the pipeline's dispatcher functions, one per partition
+    p = PIPELINES[name]
+    template = synth.app_template
+    ids = functions_of_folder(template)[p.dispatcher_function]
+    assert len(ids) == p.dispatch_partitions
+    for index, logical_id in enumerate(ids):
+        suffix = f"-p{index}" if index else ""
+        dimensions = [{"Name": "FunctionName", "Value": {"Ref": logical_id}}]
+        # Then a partition that is not invoked, or fails, alarms on its own
+        _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-silence{suffix}"), template,
+                      namespace="AWS/Lambda", metric="Invocations", dimensions=dimensions, statistic="Sum",
+                      period=p.dispatcher_silence_alarm_minutes * 60, threshold=1, comparison="LessThanThreshold",
+                      missing="breaching")
+        _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors{suffix}"), template,
+                      namespace="AWS/Lambda", metric="Errors", dimensions=dimensions, statistic="Sum",
+                      period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
+
+
 def test_schedule_auto_paused_alarm_matches_what_the_code_emits(synth):
     # Given the metric set Powertools emits for ScheduleAutoPaused
     obs.metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=1)
@@ -103,10 +124,13 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    # Seven per pipeline, ten for the snapshot pipeline, four for the report renderer, four per
-    # work queue, the auto-pause alarm, the delivery-failure alarm, four for the API, four for
-    # the database, two for SES reputation.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 4 + 4 + 2
+    # Seven per pipeline and two (silence, errors) per further dispatcher partition, ten for
+    # the snapshot pipeline, four for the report renderer, four per work queue, the
+    # auto-pause alarm, the delivery-failure alarm, four for the API, four for the
+    # database, two for SES reputation.
+    partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
+    assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1
+                           + 4 + 4 + 2)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 

@@ -12,6 +12,7 @@ from infra.pipeline import dispatcher_max_event_age_s
 from tests.infra.conftest import (
     event_sources_of,
     functions_by_folder,
+    functions_of_folder,
     queue_by_name,
     resources,
     rule_targeting,
@@ -233,3 +234,26 @@ def test_every_event_source_is_built_from_a_queue_consumer_of_the_topology(synth
         assert source.get("MaximumBatchingWindowInSeconds", 0) == c.max_batching_window_s
         assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
         assert template["Resources"][functions[c.function]]["Properties"]["Timeout"] == c.timeout_s
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_each_dispatcher_partition_is_its_own_function_ticked_by_its_own_rule_naming_it(synth, name):
+    # Given the pipeline's dispatcher code, deployed once per partition
+    p = PIPELINES[name]
+    template = synth.app_template
+    ids = functions_of_folder(template)[p.dispatcher_function]
+    assert len(ids) == p.dispatch_partitions > 1
+    rules = resources(template, "AWS::Events::Rule")
+    for index, logical_id in enumerate(ids):
+        function = template["Resources"][logical_id]["Properties"]
+        # Then each partition's function runs one pass at a time with the dispatcher's numbers
+        assert function["ReservedConcurrentExecutions"] == 1
+        assert function["Timeout"] == p.dispatcher_timeout_s
+        # And exactly one rule ticks it, every rule_rate_minutes, with the partition in the event's detail
+        [target] = [t for rule in rules.values() for t in rule["Properties"]["Targets"]
+                    if t["Arn"] == {"Fn::GetAtt": [logical_id, "Arn"]}]
+        [rule] = [r for r in rules.values() if target in r["Properties"]["Targets"]]
+        assert rule["Properties"]["ScheduleExpression"] == _rate(p.rule_rate_minutes)
+        template_text = target["InputTransformer"]["InputTemplate"]
+        assert f'"detail":{{"partition":{index},"partitions":{p.dispatch_partitions}}}' in template_text
+        assert target["InputTransformer"]["InputPathsMap"]["time"] == "$.time"

@@ -18,6 +18,7 @@ from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.event_source import SqsEventSource
 from timekeeper.local.lambdas import invoke
 from timekeeper.schedules import service
+from timekeeper.schedules.dispatcher import Partition
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.topology import ACCOUNTING
 
@@ -66,6 +67,31 @@ def test_dispatcher_handler_publishes_claimed_runs_to_the_queue(aws, conn, utc):
     (message,) = receive_all(aws["sqs"], aws["queue"].url)
     body = RunMessage.model_validate_json(message["Body"])
     assert body.schedule_id == schedule.id
+
+
+def test_each_partitions_tick_claims_its_own_share_and_a_malformed_tick_is_refused(aws, conn, utc):
+    # Given 40 due schedules
+    now = utc(2027, 1, 4, 10, 0)
+    schedules = [hourly(conn, now) for _ in range(40)]
+    clock.install(lambda: now)
+    # When the rule of partition 1 of 2 ticks its dispatcher function
+    result = invoke("accounting_dispatcher", scheduled_event(now, {"partition": 1, "partitions": 2}))
+    # Then it claimed exactly the schedules of its half of the slots
+    mine = {s.id for s in schedules if Partition(1, 2).owns(s.id)}
+    assert result["claimed"] == len(mine) > 0
+    sent = set()
+    while got := receive_all(aws["sqs"], aws["queue"].url):
+        sent |= {RunMessage.model_validate_json(m["Body"]).schedule_id for m in got}
+        aws["sqs"].delete_message_batch(QueueUrl=aws["queue"].url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+    assert sent == mine
+    # And partition 0's tick claims the rest
+    assert invoke("accounting_dispatcher", scheduled_event(now, {"partition": 0, "partitions": 2}))["claimed"] \
+        == len(schedules) - len(mine)
+    # And a tick naming no valid partition fails the invocation, naming the field
+    for detail in ({"partition": 2, "partitions": 2}, {"partition": "1", "partitions": 2}, {"partition": 0}):
+        with pytest.raises(ValueError, match="partition"):
+            invoke("accounting_dispatcher", scheduled_event(now, detail))
 
 
 def test_a_malformed_message_fails_only_its_own_batch_item(aws, conn, utc):

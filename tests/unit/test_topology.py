@@ -28,18 +28,20 @@ def test_every_pipeline_ends_its_pass_before_its_timeout():
 
 
 def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_renderers():
-    # Given two pipelines with different consumer concurrency
-    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", consumer=dataclasses.replace(
-        ACCOUNTING.consumer, queue_name="timekeeper-other-runs", max_concurrency=7))
+    # Given two pipelines with different consumer concurrency and dispatcher partitions
+    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", dispatch_partitions=3,
+                                consumer=dataclasses.replace(ACCOUNTING.consumer, queue_name="timekeeper-other-runs",
+                                                             max_concurrency=7))
     # When the budget is derived
     budget = connection_budget({"accounting": ACCOUNTING, "other": other}, {})
-    # Then each function's concurrency bound is one connection
-    assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.consumer.max_concurrency + 7, 2)
+    # Then each function's concurrency bound is one connection: one per dispatcher partition
+    dispatchers = ACCOUNTING.dispatch_partitions + 3
+    assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.consumer.max_concurrency + 7, dispatchers)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
     assert budget.snapshots == 2 + topology.SNAPSHOTS.consumer.max_concurrency  # planner, dispatcher, run jobs
     assert budget.renderers == topology.REPORT_RENDERER.reserved_concurrency
     assert budget.downloads == topology.DOWNLOADS.reserved_concurrency == topology.DOWNLOADS_RESERVED_CONCURRENCY
-    assert budget.total == (ACCOUNTING.consumer.max_concurrency + 7 + 2 + budget.api + budget.migration
+    assert budget.total == (ACCOUNTING.consumer.max_concurrency + 7 + dispatchers + budget.api + budget.migration
                             + budget.snapshots + budget.renderers + budget.downloads)
 
 
@@ -84,3 +86,11 @@ def test_each_pipeline_composes_its_queue_consumer_under_its_own_name():
     # And the snapshot run job must hold every admitted run
     with pytest.raises(ValueError, match="every admitted run"):
         dataclasses.replace(SNAPSHOTS, consumer=dataclasses.replace(SNAPSHOTS.consumer, max_concurrency=3))
+
+
+def test_dispatch_partitions_are_bounded():
+    # A pipeline runs 1..16 dispatcher partitions; anything else is refused at construction
+    for count in (0, topology.MAX_DISPATCH_PARTITIONS + 1):
+        with pytest.raises(ValueError, match="dispatch_partitions"):
+            dataclasses.replace(ACCOUNTING, dispatch_partitions=count)
+    assert list(dataclasses.replace(ACCOUNTING, dispatch_partitions=4).partitions) == [0, 1, 2, 3]

@@ -159,6 +159,13 @@ class ConnectionProvider:
         self._handed_out_at = now
         return conn
 
+    def exchange(self, conn: psycopg.Connection | None) -> psycopg.Connection | None:
+        """Hold ``conn`` from now on (None: open a new one at the next :meth:`get`) and return
+        the connection held until now, without closing either. The local fault campaign
+        uses it to run a second execution environment beside a stalled one."""
+        previous, self._conn = self._conn, conn
+        return previous
+
     def current(self) -> psycopg.Connection | None:
         """The connection held now (None before the first :meth:`get`), without checking it."""
         return self._conn

@@ -16,17 +16,32 @@ from timekeeper.edge.registries import work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
-from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatch
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, OfferLimits, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
 from timekeeper.settings import settings
 from timekeeper.topology import PIPELINES, Pipeline
 
 
-def run_dispatcher(pipeline_name: str) -> DispatchReport:
-    """One dispatcher pass of ``pipeline_name`` at the clock's ``now``, then the owner's
-    maintenance tasks (:func:`timekeeper.schedules.work.run_maintenance`; their summaries
-    are logged, a failing task does not fail the pass)."""
+def tick_partition(detail: dict[str, Any] | None) -> Partition:
+    """The dispatcher partition a scheduled event's ``detail`` names: ``{"partition": i,
+    "partitions": k}`` (integers, as each partition's rule sends them), or the whole owner
+    for an event without them (a plain scheduled event). Raises ``ValueError`` for
+    anything else (the invocation fails; the next tick is the next minute)."""
+    detail = detail or {}
+    if "partition" not in detail and "partitions" not in detail:
+        return WHOLE_OWNER
+    index, count = detail.get("partition"), detail.get("partitions")
+    if type(index) is not int or type(count) is not int:
+        raise ValueError(f"dispatcher tick: partition and partitions must be integers, got {index!r} of {count!r}")
+    return Partition(index, count)
+
+
+def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> DispatchReport:
+    """One dispatcher pass of ``pipeline_name``'s ``partition`` (default: the whole owner) at
+    the clock's ``now``; then, in partition 0, the owner's maintenance tasks
+    (:func:`timekeeper.schedules.work.run_maintenance`; their summaries are logged, a
+    failing task does not fail the pass)."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
     conn, now = adapters.database().get(), clock.now()
     report = dispatch(conn, owner=pipeline.owner, now=now, publisher=adapters.publisher(pipeline_name),
@@ -34,7 +49,10 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
                       registry=work_kinds(), notifier=adapters.notifier(),
                       metrics=PipelineMetrics(metrics, pipeline_name),
                       limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
-                                         max_attempts=pipeline.consumer.max_receive_count))
+                                         max_attempts=pipeline.consumer.max_receive_count),
+                      partition=partition)
+    if not partition.owner_wide:
+        return report
     maintenance = {name: summary for name, summary in run_maintenance(conn, work_kinds(), pipeline.owner, now).items()
                    if summary}
     if maintenance:

@@ -15,7 +15,13 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
 - **duplicate deliveries**: each received SQS message is sent again with probability
   ``duplicate_rate`` (standard queues deliver at least once);
 - **publish refusals**: each entry of a SendMessageBatch the product makes is refused with
-  probability ``refuse_rate``, and a whole call fails with a tenth of it.
+  probability ``refuse_rate``, and a whole call fails with a tenth of it;
+- **stalled processes**: a consumer invocation freezes as its first handler starts
+  (probability ``stall_rate``) for longer than its lease; meanwhile a second execution
+  environment receives the run again (a redelivery, its own connections) at the simulated
+  instant the lease has expired and takes the run over; then the stalled process resumes,
+  runs its handler and tries to write and settle with its old attempt. The fences must
+  refuse it (:func:`_stalled_attempts`).
 
 The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
 many times. Then :func:`audit` checks the invariants on the database, the queues and what the
@@ -26,7 +32,8 @@ campaign recorded, and the command prints a table and exits 1 when one fails:
 2. no run was executed by two attempts at once: each run's handler executions carry
    strictly increasing attempt numbers, and one that started while an earlier attempt's
    killed process still held its lease (it died before its settlement committed) would
-   have run beside it;
+   have run beside it; and a stalled attempt whose run was taken over never settled it
+   (the run's outcome is a later attempt's);
 3. every handler effect exists once, per its idempotency contract: batches opened and
    closed by succeeded runs only, one posting job per closed batch and every one finished,
    invoices prepared only by succeeded runs, each delivery message sent once (twice only
@@ -61,10 +68,12 @@ _TOKEN = re.compile(r"/downloads/([A-Za-z0-9_.\-]+)")
 class ChaosOptions:
     """A campaign: ``days`` of faults from ``start`` (UTC midnight), then ``quiet_hours``
     without; rates are probabilities per crash-point hit (``crash_rate``,
-    ``disconnect_rate``), per received message (``duplicate_rate``) and per published
-    message (``refuse_rate``). ``each_point_once``: instead of random crashes, crash at the
-    first hit of every crash point (one crash per point), for a deterministic test.
-    ``load``: units of traffic added to the simulation's samples (see :func:`add_load`)."""
+    ``disconnect_rate``), per received message (``duplicate_rate``), per published
+    message (``refuse_rate``) and per consumer invocation's first handler start
+    (``stall_rate``: the process stalls past its lease while another takes the run over).
+    ``each_point_once``: instead of random crashes, crash at the first hit of every crash
+    point (one crash per point), for a deterministic test. ``load``: units of traffic
+    added to the simulation's samples (see :func:`add_load`)."""
 
     days: int = 30
     seed: int = 1
@@ -78,6 +87,8 @@ class ChaosOptions:
     each_point_once: bool = False
     show_progress: bool = True
     load: int = 1
+    #: Probability per consumer invocation's first handler start of a stall past the lease.
+    stall_rate: float = 0.02
 
 
 @dataclass
@@ -94,6 +105,19 @@ class Execution:
     invocation: int
     settled: bool = False
     killed: bool = False
+
+
+@dataclass
+class Stall:
+    """One stalled process: the run and attempt it held, the simulated instant it stalled
+    (its attempt's instant), the instant a second environment received the run again, and
+    whether that one took the run over (its start counted a later attempt)."""
+
+    run_id: UUID
+    attempt: int
+    stalled_at: datetime
+    resumed_at: datetime
+    taken_over: bool = False
 
 
 @dataclass
@@ -123,13 +147,15 @@ class ChaosResult:
     dead_lettered_killed: int = 0
     #: Delivery messages sent again because the attempt that sent them died before recording them.
     resent_in_window: int = 0
+    #: The stalled processes, in the order they stalled.
+    stalls: list[Stall] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return all(check.held for check in self.checks)
 
     def fault_totals(self) -> dict[str, int]:
-        """Injected faults by kind (crash, disconnect, duplicate, refusal)."""
+        """Injected faults by kind (crash, disconnect, duplicate, refusal, stall)."""
         totals: dict[str, int] = collections.Counter()
         for (kind, _), count in self.faults.items():
             totals[kind] += count
@@ -172,7 +198,15 @@ class Campaign:
         self.failed_invocations: set[int] = set()
         #: Receives of a run's messages whose invocation died, by run id.
         self.killed_receives: collections.Counter = collections.Counter()
+        #: The consumer invocation running now (0: none), and how many were made.
         self._invocation = 0
+        self._invocations = 0
+        #: Handler starts in the invocation running now.
+        self._handlers = 0
+        #: Whether a stalled process's takeover is running (no faults are injected in it).
+        self._stalling = False
+        self._stack: Any = None
+        self._conn: Any = None
         self._open: list[Execution] = []
         self._crashed_points: set[str] = set()
         #: The entries the current thread's SendMessageBatch call dropped (a publish sends
@@ -200,12 +234,19 @@ class Campaign:
                                   self._invocation)
             self.executions.append(execution)
             self._open.append(execution)
+            self._handlers += 1
         elif point == "consumer.after_settle_commit":
             # Every execution this invocation started so far is settled: the point follows
             # the commit of their outcomes (or of their leases given back for a retry).
             for execution in self._open:
                 execution.settled = True
-        if not self.active():
+        if not self.active() or self._stalling:
+            return
+        if point == "consumer.handler_started" and self._handlers == 1 and self.options.stall_rate \
+                and self.rng.random() < self.options.stall_rate:
+            # The first handler of the invocation: the invocation's transaction holds no
+            # row of its own yet, so the takeover is not blocked by the stalled process.
+            self._stall(context)
             return
         if self.options.each_point_once:
             if point in self._crashed_points:
@@ -218,6 +259,42 @@ class Campaign:
         elif draw < self.options.crash_rate + self.options.disconnect_rate:
             self.result.faults[("disconnect", point)] += 1
             self._disconnect()
+
+    def _stall(self, ctx: Any) -> None:
+        """The consumer process holding ``ctx`` (a RunContext) freezes past its lease: a
+        second execution environment (its own database connections, the clock at the lease's
+        end plus a second) receives the run's message again and processes it through the
+        real consumer handler, taking the run over; then this process resumes, its handler
+        runs and it tries to write and settle under its old attempt. No fault is injected
+        into the takeover."""
+        from timekeeper.edge import adapters
+        from timekeeper.schedules.messages import RunMessage
+        from timekeeper.topology import pipeline_for_owner
+
+        pipeline = pipeline_for_owner(ctx.owner)
+        resumed_at = ctx.now + pipeline.lease + timedelta(seconds=1)
+        stall = Stall(ctx.run_id, ctx.attempt, ctx.now, resumed_at)
+        self.result.stalls.append(stall)
+        self.result.faults[("stall", f"{pipeline.name} consumer past its lease")] += 1
+        body = RunMessage(run_id=ctx.run_id, schedule_id=ctx.schedule_id, workspace_id=ctx.workspace_id,
+                          owner=ctx.owner, work_kind=ctx.work_kind).model_dump_json()
+        held = [provider.exchange(None) for provider in (adapters.database(), adapters.journal_database())]
+        saved_clock = clock.installed()
+        self._stalling = True
+        try:
+            clock.install(lambda: resumed_at)
+            self._stack.sources[pipeline.name].deliver_copy(body, resumed_at)
+        finally:
+            self._stalling = False
+            clock.install(saved_clock)
+            # The takeover's environment is gone (its connections closed); the stalled one's
+            # connections are its own again (the providers may be new if the takeover reset them).
+            for provider, conn in zip((adapters.database(), adapters.journal_database()), held, strict=True):
+                taken = provider.exchange(conn)
+                if taken is not None and taken is not conn and not taken.closed:
+                    taken.close()
+        row = self._conn.execute("SELECT attempts FROM schedule_runs WHERE id = %s", (ctx.run_id,)).fetchone()
+        stall.taken_over = row is not None and row["attempts"] > ctx.attempt
 
     def _crash(self, point: str, context: Any) -> None:
         self.result.faults[("crash", point)] += 1
@@ -289,8 +366,10 @@ class Campaign:
         from timekeeper.local.stack import FunctionCrashed
 
         def invoke(event: dict[str, Any]) -> Any:
-            self._invocation += 1
-            self._open = []
+            # Saved and restored: a stalled invocation's takeover runs inside it.
+            outer = (self._invocation, self._open, self._handlers)
+            self._invocations += 1
+            self._invocation, self._open, self._handlers = self._invocations, [], 0
             try:
                 return function(event)
             except FunctionCrashed:
@@ -307,7 +386,7 @@ class Campaign:
                 self.failed_invocations.add(self._invocation)
                 raise
             finally:
-                self._open = []
+                self._invocation, self._open, self._handlers = outer
 
         return invoke
 
@@ -321,6 +400,7 @@ class Campaign:
         from timekeeper import edge
         from timekeeper.edge import adapters
 
+        self._stack, self._conn = stack, conn
         add_load(conn, stack, units=self.options.load, now=clock.now())
         for source in stack.sources.values():
             source.duplicate = self.duplicate
@@ -413,7 +493,8 @@ def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
 def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
     """Check the campaign's invariants (see the module docstring); returns one
     :class:`Check` per invariant."""
-    return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _accounting_effects(conn),
+    return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _stalled_attempts(conn, campaign),
+            _accounting_effects(conn),
             _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn), _queues(conn, stack, campaign)]
 
 
@@ -498,6 +579,33 @@ def _no_concurrent_execution(campaign: Campaign) -> Check:
                 check.failures.append(f"run {run_id}: attempt {later.attempt} started at {later.started_at} while "
                                       f"the killed attempt {earlier.attempt} held its lease until "
                                       f"{earlier.lease_until}")
+    return check
+
+
+def _stalled_attempts(conn: Any, campaign: Campaign) -> Check:
+    """A stalled attempt whose run was taken over acted no more: the run's outcome is not
+    its settlement (a settlement records the attempt's instant as ``finished_at``, and the
+    stalled attempt's instant is earlier than every later attempt's), and no delivery
+    journal row carries its attempt (it stalled before its first write, so any such row
+    was written after it lost its lease). The effect checks count its other writes."""
+    check = Check("a stalled attempt never settles or writes after its run was taken over")
+    for stall in campaign.result.stalls:
+        if not stall.taken_over:
+            continue
+        check.checked += 1
+        run = conn.execute("SELECT state, attempts, finished_at FROM schedule_runs WHERE id = %s",
+                           (stall.run_id,)).fetchone()
+        if run["finished_at"] is not None and run["finished_at"] <= stall.stalled_at:
+            check.failures.append(f"run {stall.run_id}: settled {run['state']} at {run['finished_at']} by the "
+                                  f"stalled attempt {stall.attempt} after attempt {run['attempts']} took it over")
+        written = conn.execute("""
+            SELECT (SELECT count(*) FROM query_deliveries WHERE run_id = %(run)s AND attempt = %(attempt)s)
+                 + (SELECT count(*) FROM query_delivery_outbox WHERE run_id = %(run)s
+                       AND claimed_attempt = %(attempt)s) AS n""",
+                               {"run": stall.run_id, "attempt": stall.attempt}).fetchone()["n"]
+        if written:
+            check.failures.append(f"run {stall.run_id}: {written} delivery journal rows written by the stalled "
+                                  f"attempt {stall.attempt} after the run was taken over")
     return check
 
 
@@ -693,8 +801,10 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
     console.print(f"[bold]Chaos[/] seed {options.seed}: {options.days} day{'s' if options.days != 1 else ''} of "
                   f"faults (crash rate "
                   f"{options.crash_rate:g}, disconnect rate {options.disconnect_rate:g}, duplicate rate "
-                  f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}) then {options.quiet_hours} "
-                  f"quiet hours; {result.simulation.wall_seconds:.1f}s wall time.")
+                  f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}, stall rate "
+                  f"{options.stall_rate:g}) then {options.quiet_hours} quiet hours; "
+                  f"{result.simulation.wall_seconds:.1f}s wall time; "
+                  f"{sum(s.taken_over for s in result.stalls)} of {len(result.stalls)} stalled attempts taken over.")
     faults_table = Table(title="Injected faults")
     for column in ("kind", "where", "count"):
         faults_table.add_column(column, justify="right" if column == "count" else "left")

@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "fast-forwarded)")
     sim.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     chaos = commands.add_parser("chaos", help="simulate under injected crashes, duplicate deliveries, publish "
-                                "refusals and database disconnects, then audit the invariants")
+                                "refusals, database disconnects and stalled consumers, then audit the invariants")
     chaos.add_argument("--days", type=_int_at_least(1, 366), default=30,
                        help="simulated days with faults, 1-366 (default 30)")
     chaos.add_argument("--seed", type=int, default=1, help="random seed of the faults (default 1)")
@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="probability that the queue refuses a published message (default 0.02)")
     chaos.add_argument("--disconnect-rate", type=_rate, default=0.01,
                        help="probability that a crash point drops every database connection (default 0.01)")
+    chaos.add_argument("--stall-rate", type=_rate, default=0.02,
+                       help="probability that a consumer invocation stalls past its lease as its first handler "
+                            "starts, while another takes the run over (default 0.02)")
     chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
                        help="hours without faults at the end, for recovery (default 6)")
     chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
@@ -267,7 +270,8 @@ def _run(args: argparse.Namespace) -> int:
 
         chaos = run_chaos(ChaosOptions(
             days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
-            refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, quiet_hours=args.quiet_hours,
+            refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, stall_rate=args.stall_rate,
+            quiet_hours=args.quiet_hours,
             start=args.start, load=args.load, show_progress=not args.no_progress), console)
         print_chaos(chaos, console)
         return 0 if chaos.passed else 1

@@ -111,6 +111,30 @@ class SqsEventSource:
                 break
         return delivered
 
+    def deliver_copy(self, body: str, now: datetime) -> None:
+        """Send ``body`` to the queue as a new message (a redelivery or a re-offer of the
+        same run) and invoke the function with it alone at simulated ``now``, as a second
+        execution environment would receive it; other messages received on the way are
+        made visible again. The copy is deleted, or hidden like a failed one."""
+        sent = self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body)["MessageId"]
+        copy, others = None, []
+        while copy is None:
+            got = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                                           VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"],
+                                           WaitTimeSeconds=0).get("Messages", [])
+            if not got:
+                break
+            for m in got:
+                if m["MessageId"] == sent:
+                    copy = m
+                else:
+                    others.append(m)
+        for m in others:
+            self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                               VisibilityTimeout=0)
+        if copy is not None:
+            self._invoke([copy], now)
+
     def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
         """Up to ``batch_size`` visible messages, and whether the queue was drained. SQS
         returns at most 10 a call; like Lambda's poller within its batching window, receive

@@ -82,11 +82,12 @@ def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
         raise FunctionCrashed(function, crash.point) from None
 
 
-def scheduled_event(now: datetime) -> dict[str, Any]:
-    """The EventBridge "Scheduled Event" of the minute rule at instant ``now`` (aware)."""
+def scheduled_event(now: datetime, detail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The EventBridge "Scheduled Event" of the minute rule at instant ``now`` (aware), with
+    ``detail`` (a dispatcher partition's rule sends ``{"partition": i, "partitions": k}``)."""
     return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
             "account": "000000000000", "time": now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "region": "us-east-1", "resources": [RULE_ARN], "detail": {}}
+            "region": "us-east-1", "resources": [RULE_ARN], "detail": dict(detail or {})}
 
 
 def prepare_database(name: str, *, reset: bool) -> str:
@@ -136,12 +137,14 @@ class LocalStack:
     scheduled_errors: collections.Counter = field(default_factory=collections.Counter)
     _saved_environment: dict[str, str] = field(default_factory=dict, repr=False)
 
-    def _scheduled(self, function: str, now: datetime, timeout_s: int, failed: dict[str, Any]) -> dict[str, Any]:
-        """Invoke a scheduled function with the event of ``now``; an invocation that raised
-        or died (a Lambda error: the next scheduled event tries again) is counted in
-        :attr:`scheduled_errors` by function and exception type, and reports ``failed``."""
+    def _scheduled(self, function: str, now: datetime, timeout_s: int, failed: dict[str, Any],
+                   detail: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Invoke a scheduled function with the event of ``now`` (and ``detail``); an
+        invocation that raised or died (a Lambda error: the next scheduled event tries again)
+        is counted in :attr:`scheduled_errors` by function and exception type, and reports
+        ``failed``."""
         try:
-            return invoke_quietly(function, scheduled_event(now), timeout_s=timeout_s)
+            return invoke_quietly(function, scheduled_event(now, detail), timeout_s=timeout_s)
         except FunctionCrashed as crash:
             self.scheduled_errors[(function, f"crashed at {crash.point}")] += 1
         except Exception as error:  # noqa: BLE001 - a Lambda error; the next minute's invocation recovers
@@ -149,11 +152,20 @@ class LocalStack:
         return dict(failed)
 
     def dispatch(self, pipeline: Any, now: datetime) -> dict[str, Any]:
-        """Invoke ``pipeline``'s dispatcher handler with the scheduled event of ``now``;
-        return its report (``claimed``, ``published``, ``reoffered``, ...). A pass that
-        raised or died reports zero counts (see :meth:`_scheduled`)."""
-        return self._scheduled(pipeline.dispatcher_function, now, pipeline.dispatcher_timeout_s,
-                               {"claimed": 0, "published": 0, "reoffered": 0})
+        """Invoke the dispatcher handler of each of ``pipeline``'s partitions
+        (``dispatch_partitions``, in order) with the scheduled event of ``now`` naming the
+        partition, as each partition's rule does; return their reports summed (``claimed``,
+        ``published``, ``reoffered``, ...). A pass that raised or died reports zero counts
+        (see :meth:`_scheduled`)."""
+        total: dict[str, Any] = {"claimed": 0, "published": 0, "reoffered": 0}
+        for index in pipeline.partitions:
+            report = self._scheduled(pipeline.dispatcher_function, now, pipeline.dispatcher_timeout_s,
+                                     {"claimed": 0, "published": 0, "reoffered": 0},
+                                     {"partition": index, "partitions": pipeline.dispatch_partitions})
+            for name, value in report.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    total[name] = total.get(name, 0) + value
+        return total
 
     def plan_snapshots(self, now: datetime) -> dict[str, Any]:
         """Invoke the snapshot planner's handler with the scheduled event of ``now``, then the

@@ -9,6 +9,7 @@ allows. ``now`` is passed in: the database clock never decides what is due.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -186,6 +187,59 @@ def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: s
     return bound
 
 
+#: Dispatch slots: every schedule has one (``schedules.dispatch_slot``, migration
+#: ``0031_dispatch_partitions.sql``), the first 15 bits of the MD5 of its id's text.
+DISPATCH_SLOTS = 32_768
+
+
+def dispatch_slot(schedule_id: UUID) -> int:
+    """The dispatch slot of ``schedule_id`` (0..32767), as the database computes it: the
+    first 15 bits of the MD5 digest of the id's text form. Stable: the same for every
+    partition count."""
+    return int(hashlib.md5(str(schedule_id).encode(), usedforsecurity=False).hexdigest()[:4], 16) >> 1
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Partition ``index`` of ``count`` of one owner's dispatch: it claims the schedules whose
+    dispatch slot is in ``[slot_from, slot_to)``, a contiguous share of the
+    :data:`DISPATCH_SLOTS` (partition ``i`` of ``k`` holds ``[i*S//k, (i+1)*S//k)``), and
+    partition 0 also does the owner-wide work (re-offers, notifications). Raises
+    ``ValueError`` unless ``0 <= index < count <= DISPATCH_SLOTS``."""
+
+    index: int = 0
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.count <= DISPATCH_SLOTS:
+            raise ValueError(f"partitions: {self.count} is not 1..{DISPATCH_SLOTS}")
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"partition: {self.index} is not 0..{self.count - 1}")
+
+    @property
+    def slot_from(self) -> int:
+        """The first slot of the partition."""
+        return self.index * DISPATCH_SLOTS // self.count
+
+    @property
+    def slot_to(self) -> int:
+        """The slot after the partition's last."""
+        return (self.index + 1) * DISPATCH_SLOTS // self.count
+
+    @property
+    def owner_wide(self) -> bool:
+        """Whether this partition does the owner-wide work (partition 0)."""
+        return self.index == 0
+
+    def owns(self, schedule_id: UUID) -> bool:
+        """Whether this partition claims ``schedule_id``."""
+        return self.slot_from <= dispatch_slot(schedule_id) < self.slot_to
+
+
+#: The whole owner: one dispatcher claiming every slot.
+WHOLE_OWNER = Partition()
+
+
 _UUID7_VERSION_AND_VARIANT = (0x7 << 76) | (0x2 << 62)
 _LOW_62_BITS = (1 << 62) - 1
 
@@ -254,7 +308,8 @@ class _Claim:
 def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
                 reoffer_after: timedelta, registry: WorkKindRegistry | None = None,
                 cache: _RuleCache | None = None, actor: str = "dispatcher",
-                reoffer: bool = True, limits: OfferLimits | None = None) -> tuple[list[RunMessage], DispatchReport]:
+                reoffer: bool = True, limits: OfferLimits | None = None,
+                partition: Partition = WHOLE_OWNER) -> tuple[list[RunMessage], DispatchReport]:
     """Run one claim transaction's statements inside the caller's transaction; return the
     runs to offer after the caller commits.
 
@@ -263,22 +318,26 @@ def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: i
     ``reoffer_after``) decides which stranded runs are offered again and which are settled
     failed. The new runs are inserted recorded as accepted by the queue, with a
     pending-offer row that :func:`dispatch` deletes after the send; a caller that never
-    sends them leaves the row, and the next pass offers them again. Raises
+    sends them leaves the row, and the next pass offers them again. ``partition``: only the
+    schedules of that :class:`Partition` are claimed (default: every one). Raises
     ``psycopg.Error`` on database failure (the caller rolls back, leaving timing due).
     """
     claim = _claim_batch(conn, owner=owner, now=now, limit=limit, reoffer_after=reoffer_after, registry=registry,
-                         cache=cache, actor=actor, reoffer=reoffer, limits=limits)
+                         cache=cache, actor=actor, reoffer=reoffer, limits=limits, partition=partition)
     return claim.messages, claim.report
 
 
 def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
                  reoffer_after: timedelta, registry: WorkKindRegistry | None, cache: _RuleCache | None,
-                 actor: str, reoffer: bool, limits: OfferLimits | None) -> _Claim:
+                 actor: str, reoffer: bool, limits: OfferLimits | None,
+                 partition: Partition = WHOLE_OWNER) -> _Claim:
     cache = cache or _RuleCache()
     limits = limits or OfferLimits(reoffer_after=reoffer_after)
     report = DispatchReport()
     with conn.cursor(row_factory=tuple_row) as cursor:
-        rows = cursor.execute(SQL["claim_due_schedules"], {"owner": owner, "now": now, "limit": limit}).fetchall()
+        rows = cursor.execute(SQL["claim_due_schedules"], {
+            "owner": owner, "now": now, "limit": limit, "slot_from": partition.slot_from,
+            "slot_to": partition.slot_to}).fetchall()
     report.claimed = len(rows)
 
     runs: dict[str, list[Any]] = {k: [] for k in (
@@ -403,8 +462,16 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
              claim_limit: int = 200, reoffer_after: timedelta = timedelta(minutes=15),
              time_budget_s: float = 40.0, registry: WorkKindRegistry | None = None,
              notifier: Notifier | None = None, metrics: Any = None,
-             monotonic: Callable[[], float] = time.monotonic, limits: OfferLimits | None = None) -> DispatchReport:
+             monotonic: Callable[[], float] = time.monotonic, limits: OfferLimits | None = None,
+             partition: Partition = WHOLE_OWNER) -> DispatchReport:
     """One dispatcher pass for ``owner`` at instant ``now`` (aware UTC).
+
+    ``partition``: the pass claims only that :class:`Partition`'s schedules (default:
+    every one); the owner-wide work (re-offers of released, unpublished and stranded runs,
+    owner notifications) is done by partition 0 alone. Partitions of different counts may
+    run at once (while the count changes): the claim's row locks, the re-check of
+    ``next_due_at`` under them and the runs' unique occurrence key keep every occurrence
+    to one run.
 
     Repeats claim -> commit -> publish (recording accepted offers, releasing refused ones)
     while a batch came back full and ``time_budget_s`` (seconds of wall time) remains, so
@@ -421,7 +488,8 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     # read the partial indexes; measured 0.3 ms against 110 ms at 1M schedules).
     probe = conn.execute(SQL["probe_work"], {
         "owner": owner, "now": now, "stale_before": now - limits.reoffer_after,
-        "unpublished_before": now - limits.unpublished_after, "max_attempts": limits.max_attempts},
+        "unpublished_before": now - limits.unpublished_after, "max_attempts": limits.max_attempts,
+        "slot_from": partition.slot_from, "slot_to": partition.slot_to, "owner_wide": partition.owner_wide},
         prepare=False).fetchone()
     has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
@@ -430,7 +498,7 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
             commit_without_flush_wait(conn)  # a claim lost in a database crash is claimed again
             claim = _claim_batch(conn, owner=owner, now=now, limit=claim_limit,
                                  reoffer_after=limits.reoffer_after, registry=registry, cache=cache,
-                                 actor="dispatcher", reoffer=reoffer, limits=limits)
+                                 actor="dispatcher", reoffer=reoffer, limits=limits, partition=partition)
         report = claim.report
         if claim.messages:
             crash_point("dispatcher.after_claim_commit")
@@ -440,11 +508,11 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
             setattr(total, name, getattr(total, name) + getattr(report, name))
         total.batches += 1
         # Reoffers are taken in the first batch; later batches repeat them only if it was full.
-        reoffer = report.reoffered + report.exhausted >= claim_limit
+        reoffer = partition.owner_wide and report.reoffered + report.exhausted >= claim_limit
         full = report.claimed >= claim_limit or reoffer
         if not full or monotonic() - started >= time_budget_s:
             break
-    if notifier is not None and (probe["notices"] or total.paused_exhausted):
+    if notifier is not None and partition.owner_wide and (probe["notices"] or total.paused_exhausted):
         flush_notifications(conn, owner=owner, notifier=notifier, now=now)
     total.elapsed_s = monotonic() - started
     if metrics is not None:

@@ -1,10 +1,15 @@
 -- name: claim_due_schedules
--- Due active schedules of one owner, oldest first, skipping rows another pass holds.
+-- Due active schedules of one owner in one partition's slot range [slot_from, slot_to),
+-- oldest first, skipping rows another pass holds. Every predicate is a key of
+-- schedules_claim_idx (owner, next_due_at, dispatch_slot): the slot bounds are tested on
+-- the index entries, so the table is visited only for the partition's own schedules and
+-- the index order serves the ORDER BY (no sort).
 SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, definition_version
   FROM schedules
  WHERE owner = %(owner)s
    AND status = 'active'
    AND next_due_at <= %(now)s
+   AND dispatch_slot >= %(slot_from)s AND dispatch_slot < %(slot_to)s
  ORDER BY next_due_at
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
@@ -138,8 +143,12 @@ UPDATE schedule_runs
 
 -- name: probe_work
 -- One round trip that tells an idle pass it has nothing to do (the common minute).
+-- A partition's probe looks at its own slot range; the owner-wide work (re-offers,
+-- notifications) is probed only by the partition that does it (`owner_wide`).
 SELECT EXISTS (SELECT 1 FROM schedules
-                WHERE owner = %(owner)s AND status = 'active' AND next_due_at <= %(now)s) AS due,
+                WHERE owner = %(owner)s AND status = 'active' AND next_due_at <= %(now)s
+                  AND dispatch_slot >= %(slot_from)s AND dispatch_slot < %(slot_to)s) AS due,
+       %(owner_wide)s AND
        (EXISTS (SELECT 1 FROM schedule_runs
                  WHERE owner = %(owner)s AND state = 'queued' AND published_at IS NULL
                    AND offered_at IS NULL)
@@ -151,11 +160,11 @@ SELECT EXISTS (SELECT 1 FROM schedules
         OR EXISTS (SELECT 1 FROM schedule_runs
                     WHERE owner = %(owner)s AND state = 'queued' AND published_at <= %(stale_before)s))
            AS reofferable,
-       EXISTS (SELECT 1 FROM schedule_runs
+       %(owner_wide)s AND (EXISTS (SELECT 1 FROM schedule_runs
                 WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(stale_before)s
                   AND (offered_at IS NULL OR offered_at <= %(stale_before)s))
        OR EXISTS (SELECT 1 FROM schedule_runs
                    WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(now)s
-                     AND attempts >= %(max_attempts)s) AS abandoned,
-       EXISTS (SELECT 1 FROM schedule_notifications
-                WHERE owner = %(owner)s AND sent_at IS NULL) AS notices
+                     AND attempts >= %(max_attempts)s)) AS abandoned,
+       %(owner_wide)s AND EXISTS (SELECT 1 FROM schedule_notifications
+                                   WHERE owner = %(owner)s AND sent_at IS NULL) AS notices
