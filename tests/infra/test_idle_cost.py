@@ -55,9 +55,10 @@ def test_the_default_floor_counts_what_its_templates_hold(synth):
     assert _line(estimate, "alarm metrics").quantity == len(alarms)
     assert _line(estimate, "secrets").quantity == (len(resources(app, "AWS::SecretsManager::Secret"))
                                                    + len(resources(data, "AWS::SecretsManager::Secret")))
-    # And the scheduled passes: a pass a minute per dispatcher, the planner every 15 minutes
+    # And the scheduled passes: a pass a minute per dispatcher partition and the snapshot
+    # dispatcher, the planner every 15 minutes
     per_month = 730 * 60
-    dispatchers = len(PIPELINES) + 1
+    dispatchers = sum(p.dispatch_partitions for p in PIPELINES.values()) + 1
     assert _line(estimate, "scheduled passes (Lambda)").quantity == pytest.approx(
         dispatchers * per_month + per_month / SNAPSHOTS.planner_rate_minutes)
     assert estimate.total == pytest.approx(sum(line.monthly_usd for line in estimate.lines))
