@@ -121,7 +121,10 @@ class CronRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="CronRule")
 
     cron: StrictStr = Field(description="five cron fields: minute hour day-of-month month day-of-week "
-                                        "(L = last day of the month)", examples=["30 2 * * *", "0 18 L * *"])
+                                        "(day-of-month: L = last day, LW = last weekday, L-n = n days before the last, "
+                                        "nW = the weekday nearest day n; day-of-week: d#n = the nth weekday d, "
+                                        "dL = the last weekday d)",
+                      examples=["30 2 * * *", "0 18 L * *", "0 9 * * 1#3", "0 18 LW * *"])
     timezone: _Zone
 
 
@@ -148,7 +151,8 @@ class IntervalRule(BaseModel):
 
 RULE_DESCRIPTION = (
     "A recurrence rule, one of three forms: "
-    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time, L = last day); '
+    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time; '
+    "L, LW, L-n, nW in day-of-month, d#n, dL in day-of-week); "
     '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
     '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
     '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
