@@ -183,7 +183,7 @@ class _RRuleRecurrence(_WallTimeRecurrence):
                 raise ValueError
             d = date(int(match[1]), int(match[2]), int(match[3]))
             if match[4] is None:
-                until = self._wall_instant(d + _ONE_DAY, 0) - timedelta(microseconds=1)
+                until = self._wall_instant(d, 0)  # a date is its local midnight (as dateutil reads it)
             else:
                 wall = datetime(d.year, d.month, d.day, int(match[4]), int(match[5]), int(match[6]))
                 until = wall.replace(tzinfo=UTC) - (timedelta(0) if match[7] else self._zone.utcoffset(wall))
@@ -198,13 +198,15 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         per_day = len(self._minutes)
         seen = 0
         last: tuple[date, int] | None = None
+        excluded, self._ex_dates = self._ex_dates, frozenset()  # RFC 5545: EXDATEs count towards COUNT
         for d in self._dates_from(self._start):
-            todo = [m for m in self._minutes if (d, m) not in self._ex_times]
+            todo = list(self._minutes)
             if seen + len(todo) >= count:
                 last = (d, todo[count - seen - 1])
                 break
             seen += len(todo)
         del per_day
+        self._ex_dates = excluded
         if last is None:
             return  # fewer than COUNT occurrences before the series ends
         self._end_date = last[0]
@@ -218,7 +220,7 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         for d in self._dates_from(self._start):
             days += 1
             span = (d - self._start).days + 1
-            if days >= 50 or span > 4000:
+            if days >= 6 or span > 400:
                 break
         if days == 0:
             return timedelta(days=3653)
@@ -255,7 +257,12 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         else:
             first, n = date.fromordinal(key), 1
         ordinal = first.toordinal()
-        days = [d for d in (date.fromordinal(ordinal + i) for i in range(n)) if self._matches(d)]
+        if freq == "YEARLY" and self._bymonth is not None:  # only the selected months' days
+            candidates = [date(key, m, day) for m in sorted(self._bymonth)
+                          for day in range(1, _calendar.monthrange(key, m)[1] + 1)]
+        else:
+            candidates = [date.fromordinal(ordinal + i) for i in range(n)]
+        days = [d for d in candidates if self._matches(d)]
         if self._bysetpos is not None:
             picked = {days[p - 1] if p > 0 else days[p] for p in self._bysetpos if -len(days) <= p <= len(days)
                       and p != 0}
