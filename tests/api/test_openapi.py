@@ -71,7 +71,7 @@ def test_the_create_body_lists_the_owners_work_kinds():
     assert set(schema["properties"]["work_kind"]["enum"]) == {
         "batch.roll", "batch.auto_close", "reconciliation.sweep", "billing.prepare"}
     assert [f["title"] for f in schema["properties"]["recurrence"]["oneOf"]] == [
-        "CronRule", "CalendarRule", "IntervalRule"]
+        "CronRule", "CalendarRule", "IntervalRule", "RRuleRule"]
 
 
 def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_for_output():
@@ -106,8 +106,8 @@ def test_rule_zones_are_the_canonical_zones_and_calendars_have_one_form_per_freq
     from timekeeper.schedules.zones import canonical_zones
 
     rule = document()["components"]["schemas"]["ScheduleCreateAccounting"]["properties"]["recurrence"]
-    cron, calendar, interval = rule["oneOf"]
-    for form in (cron, calendar, interval):
+    cron, calendar, interval, rrule = rule["oneOf"]
+    for form in (cron, calendar, interval, rrule):
         assert form["properties"]["timezone"]["enum"] == sorted(canonical_zones())
     assert {"localtime", "Factory", "posixrules", "right/UTC"}.isdisjoint(canonical_zones())
     assert {"UTC", "America/New_York", "Asia/Kolkata"} <= canonical_zones()

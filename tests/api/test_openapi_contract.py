@@ -49,7 +49,9 @@ _NO_OCCURRENCE = ("recurrence", r"no occurrence in the next 10 years",
 _CRON = ("recurrence.cron", r".", "the cron grammar and a cron that ever fires (parsed, not a pattern)")
 _MONTH_LENGTH = ("recurrence.calendar.month_day", r"has at most \d+ days",
                  "a yearly month_day beyond its month's length")
-_RULE = [_NO_OCCURRENCE, _CRON, _MONTH_LENGTH]
+_RRULE = ("recurrence.rrule", r".", "the RFC 5545 RRULE grammar and its refused parts (parsed, not a pattern)")
+_EXDATE = ("recurrence.exdate", r"must be a local date", "an excluded date must be a real calendar date")
+_RULE = [_NO_OCCURRENCE, _CRON, _MONTH_LENGTH, _RRULE, _EXDATE]
 _SUBJECT = ("subject_id", r"^no [a-z ]+ with this id in this workspace$",
             "the owner's row (batch, recurring batch, billing plan) must exist in the workspace")
 _BETWEEN = ("definition.filters", r"between needs low <= high", "between's low <= high compares two values")

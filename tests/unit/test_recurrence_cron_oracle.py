@@ -1,7 +1,9 @@
 """Cron rules against an independent, well-kept cron library (cronsim) near DST changes.
 
 cronsim decides which local wall times a cron expression selects (fields, ranges, steps,
-names, ``L``, the day-of-month/day-of-week "either" rule). Its own DST handling differs
+names, ``L`` and ``LW`` in day-of-month, ``d#n`` and ``dL`` in day-of-week, the
+day-of-month/day-of-week "either" rule); 300 random cases per run. cronsim has no ``nW``
+or ``L-n``: those are covered by the unit tests of the cron form. Its own DST handling differs
 from ours, so the oracle iterates it in naive wall time and resolves each wall time with
 our documented policy: a time in a spring-forward gap runs shifted by the gap (and is one
 with an occurrence already at that instant), a time in a fall-back overlap runs once at
@@ -52,9 +54,11 @@ cron_expressions = st.builds(
     st.one_of(st.sampled_from(["*", "*/5", "*/15", "*/7", "0-59/10"]), field(["0", "1", "15", "30", "45", "59"])),
     st.one_of(st.sampled_from(["*", "*/2", "*/3", "0-23", "1-3", "22-23"]), field(["0", "1", "2", "3", "12", "23"]),
               st.just("*")),
-    st.one_of(st.just("*"), st.just("L"), field(["1", "8", "13", "14", "15", "28", "29", "30", "31"])),
+    st.one_of(st.just("*"), st.just("L"), st.just("LW"),
+              field(["1", "8", "13", "14", "15", "28", "29", "30", "31", "L", "LW"])),
     st.one_of(st.just("*"), field(["1", "3", "4", "9", "10", "11", "12", "MAR", "NOV"])),
-    st.one_of(st.just("*"), st.just("1-5"), field(["0", "1", "5", "6", "7", "SUN", "SAT"]))).filter(
+    st.one_of(st.just("*"), st.just("1-5"), field(["0", "1", "5", "6", "7", "SUN", "SAT"]),
+              field(["1#1", "1#3", "5#2", "0#5", "SUN#1", "MON#4", "7#2", "5L", "0L", "1L", "7L", "3", "6"]))).filter(
         lambda e: _selects_a_real_date(e))
 
 

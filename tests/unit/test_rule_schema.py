@@ -35,7 +35,8 @@ def test_the_api_document_uses_the_generated_schema_tightened():
 
     assert RECURRENCE_SCHEMA == published_rule_schema()
     assert [f["title"] for f in RECURRENCE_SCHEMA["oneOf"]] == [f["title"] for f in rule_json_schema()["oneOf"]]
-    assert [form["title"] for form in RECURRENCE_SCHEMA["oneOf"]] == ["CronRule", "CalendarRule", "IntervalRule"]
+    assert [form["title"] for form in RECURRENCE_SCHEMA["oneOf"]] == ["CronRule", "CalendarRule", "IntervalRule",
+                                                                      "RRuleRule"]
     assert "$ref" not in str(RECURRENCE_SCHEMA) and "'null'" not in str(RECURRENCE_SCHEMA)
 
 

@@ -5,7 +5,7 @@ a time in a spring-forward gap shifts by the gap and keeps its local date, a fix
 in a fall-back overlap runs once (first instant), hourly wall-time rules run at each real
 instant.
 
-Three rule forms, each a JSON-ready dict (the shape the API takes):
+Four rule forms, each a JSON-ready dict (the shape the API takes):
 
 * ``{"cron": "m h dom mon dow", "timezone": "America/New_York"}`` -- five standard cron
   fields evaluated in local wall time (POSIX semantics; ``L`` in day-of-month is the
@@ -15,10 +15,12 @@ Three rule forms, each a JSON-ready dict (the shape the API takes):
 * ``{"interval": {"minutes": N} | {"hours": N}, "anchor": "2027-01-01T00:00:00Z"}`` --
   a fixed step in absolute time, aligned to the anchor (optional ``"timezone"`` is for
   display of the local date only).
+* ``{"rrule": "FREQ=...;...", "timezone": "...", "start": "YYYY-MM-DD", "exdate": [...]}``
+  -- an RFC 5545 recurrence rule from the local date ``start``, in local wall time.
 
 Every instant returned is an aware UTC ``datetime`` (``tzinfo=datetime.timezone.utc``).
 
-DST policy for the wall-time forms (cron and calendar), using ``zoneinfo``:
+DST policy for the wall-time forms (cron, calendar and rrule), using ``zoneinfo``:
 
 * Spring-forward gap: a wall time that does not exist is shifted forward by the length
   of the gap (02:30 -> 03:30 when clocks jump 02:00 -> 03:00; 02:15 -> 02:45 for the
@@ -60,6 +62,7 @@ from timekeeper.schedules.recurrence.schema import (
     CalendarRule,
     CronRule,
     IntervalRule,
+    RRuleRule,
     rule_json_schema,
 )
 
@@ -74,6 +77,7 @@ __all__ = [
     "IntervalRule",
     "InvalidRecurrence",
     "Occurrence",
+    "RRuleRule",
     "Recurrence",
     "next_occurrences",
     "parse_rule",

@@ -16,6 +16,7 @@ from timekeeper.schedules.recurrence.base import InvalidRecurrence, Occurrence, 
 from timekeeper.schedules.recurrence.calendars import _CalendarRecurrence
 from timekeeper.schedules.recurrence.cron import _CronRecurrence
 from timekeeper.schedules.recurrence.interval import _IntervalRecurrence
+from timekeeper.schedules.recurrence.rrule import rrule_rule
 from timekeeper.schedules.recurrence.schema import _check_zone, _RuleModel, _translate
 
 
@@ -26,10 +27,14 @@ def _compile(rule: Any) -> Recurrence:
         model = _RuleModel.model_validate(rule)
     except ValidationError as error:
         raise _translate(error) from None
-    forms = [name for name in ("cron", "calendar", "interval") if getattr(model, name) is not None]
+    forms = [name for name in ("cron", "calendar", "interval", "rrule") if getattr(model, name) is not None]
     if len(forms) != 1:
         given = " and ".join(forms) if forms else "none"
-        raise InvalidRecurrence("rule", f'exactly one of "cron", "calendar" or "interval" is required (got {given})')
+        raise InvalidRecurrence(
+            "rule", f'exactly one of "cron", "calendar", "interval" or "rrule" is required (got {given})')
+    for name in ("start", "exdate"):
+        if getattr(model, name) is not None and forms[0] != "rrule":
+            raise InvalidRecurrence(name, "only allowed with an rrule rule")
     if forms[0] == "interval":
         if model.anchor is None:
             raise InvalidRecurrence("anchor", "required for an interval rule")
@@ -42,6 +47,8 @@ def _compile(rule: Any) -> Recurrence:
     zone = _check_zone(model.timezone)
     if model.cron is not None:
         return _CronRecurrence(model.cron, zone)
+    if model.rrule is not None:
+        return rrule_rule(model, zone)
     return _CalendarRecurrence(model.calendar, zone)
 
 
@@ -54,7 +61,7 @@ def _compile_cached(raw: str) -> Recurrence:
 
 
 def parse_rule(rule: dict[str, Any]) -> Recurrence:
-    """Validate and compile a rule dict (one of the three forms) into a :class:`Recurrence`.
+    """Validate and compile a rule dict (one of the four forms) into a :class:`Recurrence`.
 
     Compiled rules are immutable and cached by the rule's JSON text, so calling this for
     every evaluation is cheap. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming

@@ -111,7 +111,10 @@ class _RuleModel(BaseModel):
     cron: StrictStr | None = None
     calendar: _CalendarModel | None = None
     interval: _IntervalModel | None = None
+    rrule: StrictStr | None = None
     anchor: StrictStr | None = None
+    start: Annotated[StrictStr, AfterValidator(_parse_date)] | None = None
+    exdate: list[StrictStr] | None = None
     timezone: StrictStr | None = None
 
 
@@ -121,7 +124,10 @@ class CronRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="CronRule")
 
     cron: StrictStr = Field(description="five cron fields: minute hour day-of-month month day-of-week "
-                                        "(L = last day of the month)", examples=["30 2 * * *", "0 18 L * *"])
+                                        "(day-of-month: L = last day, LW = last weekday, L-n = n days before the last, "
+                                        "nW = the weekday nearest day n; day-of-week: d#n = the nth weekday d, "
+                                        "dL = the last weekday d)",
+                      examples=["30 2 * * *", "0 18 L * *", "0 9 * * 1#3", "0 18 LW * *"])
     timezone: _Zone
 
 
@@ -146,30 +152,56 @@ class IntervalRule(BaseModel):
     timezone: _Zone | None = Field(None, description="an IANA timezone, for the local date shown with each run")
 
 
+_EXDATE_SCHEMA = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T([01][0-9]|2[0-3]):[0-5][0-9])?$"}
+
+
+class RRuleRule(BaseModel):
+    """An RFC 5545 recurrence rule evaluated in the local wall time of the zone, from the
+    local date ``start`` (its DTSTART at local midnight), without the listed dates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="RRuleRule")
+
+    rrule: StrictStr = Field(
+        description="RFC 5545 RRULE: FREQ=DAILY|WEEKLY|MONTHLY|YEARLY, INTERVAL, COUNT or UNTIL, BYDAY "
+                    "(ordinals with MONTHLY/YEARLY), BYMONTHDAY (negative from the end), BYMONTH, BYSETPOS, "
+                    "BYWEEKNO (YEARLY, ISO weeks), BYYEARDAY, BYHOUR, BYMINUTE, WKST=MO",
+        examples=["FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0"])
+    timezone: _Zone
+    start: Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date"})] = Field(
+        description="the series' first local date (INTERVAL and COUNT count from it)")
+    exdate: list[Annotated[StrictStr, WithJsonSchema(_EXDATE_SCHEMA)]] | None = Field(
+        None, description="excluded local dates 'YYYY-MM-DD' or local date-times 'YYYY-MM-DDTHH:MM'")
+
+
 RULE_DESCRIPTION = (
-    "A recurrence rule, one of three forms: "
-    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time, L = last day); '
+    "A recurrence rule, one of four forms: "
+    '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time; '
+    "L, LW, L-n, nW in day-of-month, d#n, dL in day-of-week); "
     '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
     '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
     '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
-    "(absolute time). A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
+    '(absolute time); {"rrule": RFC 5545 RRULE, "timezone": IANA zone, "start": "YYYY-MM-DD", '
+    '"exdate": [...]} (local wall time). '
+    "A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
     "a fixed time in a fall-back overlap runs once. A rule must have an occurrence within ten years."
 )
 RULE_EXAMPLES = [
     {"cron": "30 2 * * *", "timezone": "America/New_York"},
     {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
     {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
+    {"rrule": "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0", "timezone": "Europe/Berlin",
+     "start": "2027-01-01"},
 ]
 
 
 def rule_json_schema() -> dict[str, Any]:
     """The JSON schema of a rule: ``oneOf`` :class:`CronRule`, :class:`CalendarRule`,
-    :class:`IntervalRule`, generated from the models the rule is validated with, made
+    :class:`IntervalRule`, :class:`RRuleRule`, generated from the models the rule is validated with, made
     self-contained (no ``$ref``) and without ``null`` (a field is left out instead).
     The schema describes; :func:`parse_rule` decides (an unknown zone, a cron that never
     matches or a rule that never fires within ten years pass the schema but not the parse)."""
     forms = []
-    for model in (CronRule, CalendarRule, IntervalRule):
+    for model in (CronRule, CalendarRule, IntervalRule, RRuleRule):
         schema = model.model_json_schema()
         forms.append(_documented(schema, schema.pop("$defs", {})))
     return {"oneOf": forms, "description": RULE_DESCRIPTION, "examples": RULE_EXAMPLES}
