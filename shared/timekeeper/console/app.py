@@ -215,6 +215,8 @@ def rule_text(recurrence: dict[str, Any]) -> str:
     ``daily at 09:00, 18:00``), without its zone (shown beside it)."""
     if "cron" in recurrence:
         return f"cron {recurrence['cron']}"
+    if "rrule" in recurrence:
+        return f"RRULE {recurrence['rrule']} from {recurrence.get('start', '?')}"
     if "interval" in recurrence:
         ((unit, amount),) = recurrence["interval"].items()
         return f"every {amount} {unit if amount != 1 else unit.rstrip('s')}"
