@@ -34,3 +34,6 @@ d.acted_for, d.row_count, d.sha256, d.report_version, d.version_changed
 
 -- name: list_runs_where
 r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s
+
+-- name: set_owner
+UPDATE query_schedules SET owner_user_id = %s, updated_at = %s WHERE workspace_id = %s AND schedule_id = %s
