@@ -387,3 +387,11 @@ def set_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID
     _event(conn, current, "owner_changed", actor, now, reason="reassigned",
            detail={"from": previous, "to": owner_user_id, "was_reason": current.pause_reason})
     return _locked(conn, workspace_id, schedule_id)
+
+
+def list_events(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, before_id: int | None = None,
+                limit: int = 50) -> list[ScheduleEvent]:
+    """The schedule's history (the audit trail: every change with its actor and instant),
+    newest first: at most ``limit`` events with an id below ``before_id``."""
+    return fetch_all(conn, SQL["list_events"], {"id": schedule_id, "workspace_id": workspace_id,
+                                                "before_id": before_id, "limit": limit}, ScheduleEvent)

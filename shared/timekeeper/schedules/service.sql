@@ -128,3 +128,11 @@ UPDATE schedules
    SET owner_user_id = %(owner_user_id)s, updated_at = %(now)s,
        pause_reason = CASE WHEN pause_reason = 'ownerless' THEN 'paused_by_owner' ELSE pause_reason END
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s
+
+-- name: list_events
+SELECT id, run_id, kind, actor, reason, detail, at
+  FROM schedule_events
+ WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
+   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ ORDER BY id DESC
+ LIMIT %(limit)s
