@@ -97,8 +97,8 @@ def test_every_alarm_notifies_the_topic(synth):
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, four per
-    # work queue, the auto-pause alarm, the delivery-failure alarm.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1 + 1
+    # work queue, the auto-pause alarm, the delivery-failure alarm, the failed-posting-jobs alarm.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
@@ -122,3 +122,12 @@ def test_dashboard_has_a_row_per_pipeline_with_the_emitted_metric_names(synth):
         assert f"{pipeline.name}: queue age (s) and DLQ depth" in body
         assert f"{pipeline.name}: outcomes by kind" in body
         assert "SEARCH(" in body and f"{PIPELINE_DIMENSION}=" in body
+
+
+def test_failed_posting_jobs_alarm_while_any_waits_for_a_retry(synth):
+    # Given the synthesized app, then the failed-posting-jobs alarm watches the sweep's count
+    [alarm] = [a for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()
+               if a["Properties"]["AlarmName"].endswith("-posting-jobs-failed")]
+    props = alarm["Properties"]
+    assert (props["MetricName"], props["Statistic"], props["Threshold"]) == ("PostingJobsFailed", "Maximum", 0)
+    assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["TreatMissingData"] == "notBreaching"

@@ -20,7 +20,7 @@ from timekeeper.schedules.dispatcher import DispatchReport, OfferLimits, dispatc
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
 from timekeeper.settings import settings
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import NOTICES_PIPELINE, PIPELINES, Pipeline
 
 
 def run_dispatcher(pipeline_name: str) -> DispatchReport:
@@ -47,10 +47,6 @@ def run_dispatcher(pipeline_name: str) -> DispatchReport:
     return report
 
 
-#: The pipeline whose dispatcher passes also tell people (it holds the mailer's rights).
-NOTICES_PIPELINE = "queries"
-
-
 def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
     """The people pass after a dispatcher pass: turn untold events into owner notices
     (:func:`timekeeper.platform.notices.tell_people`), then mail the waiting ones under the
@@ -63,9 +59,10 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
     try:
         if has_untold(conn):
             summary["told"] = tell_people(conn, now=now)
-        summary["mailed"] = send_notice_mail(
+        mailed = send_notice_mail(
             conn, mailer=adapters.mailer(), now=now,
             on_sent=lambda count: metrics.add_metric(name=obs.NOTICES_MAILED, unit="Count", value=count))
+        summary["mailed"] = {k: v for k, v in mailed.items() if v}
     except Exception:  # noqa: BLE001 - logged; the next pass tells and mails again
         logger.exception("owner notices pass failed")
         summary["error"] = True

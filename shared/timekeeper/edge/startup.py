@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from timekeeper.edge import adapters
-from timekeeper.topology import API, MIGRATION, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import API, MIGRATION, NOTICES_PIPELINE, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 
 def _dispatcher(pipeline: str) -> Callable[[], None]:
     def build() -> None:
         adapters.publisher(pipeline)
         adapters.notifier()
+        if pipeline == NOTICES_PIPELINE:
+            adapters.mailer()  # the people pass mails owner notices
     return build
 
 
