@@ -431,3 +431,19 @@ def test_a_failed_posting_job_tells_the_schedules_owner_and_a_retry_puts_it_back
     assert posting.start_posting_job(conn, job.id, NOW + timedelta(minutes=5)) == "failed"
     notices.tell_people(conn, now=NOW + timedelta(minutes=5))
     assert len(notices_of(conn, tenant, "bert")) == 2
+
+
+def test_a_notice_message_says_what_happened_and_why_the_person_gets_it():
+    from timekeeper.reporting.notice_mail import compose
+
+    stale = {"kind": "delivery_skipped_stale", "reason": "skipped_stale", "schedule_name": "Daily <invoices>",
+             "detail": {"occurrence_at": "2027-03-02T06:00:00+00:00"}, "created_at": NOW}
+    paused = {"kind": "schedule_paused", "reason": "consecutive_failures", "schedule_name": "Weekly",
+              "detail": {}, "created_at": NOW + timedelta(minutes=5)}
+    subject, markup, text = compose([stale], display_name="Olga", workspace_name="Spree")
+    assert subject == "[Timekeeper] A delivery of \u201cDaily <invoices>\u201d was skipped"
+    assert "due 2027-03-02 06:00 UTC" in text and "Hello Olga," in text and "you own these schedules in Spree" in text
+    assert "&lt;invoices&gt;" in markup and "<invoices>" not in markup
+    subject, _, text = compose([stale, paused], display_name="Olga", workspace_name="Spree")
+    assert subject == "[Timekeeper] 2 notices about your schedules in Spree"
+    assert "failed five times in a row" in text and text.count("\n- ") == 2

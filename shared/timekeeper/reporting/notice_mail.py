@@ -60,6 +60,23 @@ def _name(notice: dict[str, Any]) -> str:
     return notice["schedule_name"] or notice["detail"].get("name") or "a schedule"
 
 
+def notice_title(notice: dict[str, Any]) -> str:
+    """A single notice's subject line (plain text)."""
+    kind, name = notice["kind"], _name(notice)
+    return {"schedule_paused": f"\u201c{name}\u201d was paused",
+            "delivery_skipped_stale": f"A delivery of \u201c{name}\u201d was skipped",
+            "posting_failed": f"A posting job of \u201c{name}\u201d failed",
+            "schedule_ownerless": f"\u201c{name}\u201d has no owner"}.get(kind, f"\u201c{name}\u201d: {kind}")
+
+
+def _instant(text: str | None) -> str:
+    """An ISO instant as ``YYYY-MM-DD HH:MM UTC`` (the text as it is when it is not one)."""
+    try:
+        return f"{datetime.fromisoformat(text or ''):%Y-%m-%d %H:%M} UTC"
+    except ValueError:
+        return text or ""
+
+
 def notice_line(notice: dict[str, Any]) -> str:
     """One line saying what happened (plain text; the caller escapes it for HTML)."""
     kind, detail, name = notice["kind"], notice["detail"], _name(notice)
@@ -67,7 +84,7 @@ def notice_line(notice: dict[str, Any]) -> str:
         why = _PAUSE_REASONS.get(notice["reason"] or "", notice["reason"] or "it was paused")
         return f"\u201c{name}\u201d was paused: {why}. Fix the cause, then resume it."
     if kind == "delivery_skipped_stale":
-        return (f"A delivery of \u201c{name}\u201d due {detail.get('occurrence_at', '')} was skipped: it was too "
+        return (f"A delivery of \u201c{name}\u201d due {_instant(detail.get('occurrence_at'))} was skipped: it was too "
                 "late after an outage to be worth sending. The next one runs on time.")
     if kind == "posting_failed":
         return (f"A posting job of \u201c{name}\u201d failed (batch {detail.get('batch_id', '?')}); the batch is "
@@ -84,7 +101,7 @@ def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name:
     notice: its own subject; several: a digest listing each with its instant (UTC)."""
     lines = [notice_line(n) for n in notices]
     if len(notices) == 1:
-        subject = f"[Timekeeper] {lines[0].split(':')[0]}"
+        subject = f"[Timekeeper] {notice_title(notices[0])}"
         items = lines
     else:
         subject = f"[Timekeeper] {len(notices)} notices about your schedules in {workspace_name}"
