@@ -38,7 +38,7 @@ WITH untold AS (
     INSERT INTO owner_notices (workspace_id, user_id, event_key, kind, audience, schedule_id, reason, detail,
                                created_at)
     SELECT u.workspace_id, e.user_id, u.event_key, u.kind, e.audience, u.schedule_id, u.payload ->> 'reason',
-           u.payload, %(now)s
+           u.payload, u.created_at
       FROM eligible AS e JOIN untold AS u ON u.id = e.notification_id
      ORDER BY u.id, e.user_id
     ON CONFLICT (event_key, user_id) DO NOTHING
