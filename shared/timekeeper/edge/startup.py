@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from timekeeper.edge import adapters
-from timekeeper.topology import API, MIGRATION, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
+from timekeeper.topology import API, MESSAGE_EVENTS, MIGRATION, PIPELINES, REPORT_RENDERER, SNAPSHOTS, WORK_QUEUES
 
 
 def _dispatcher(pipeline: str) -> Callable[[], None]:
@@ -72,6 +72,7 @@ def builders() -> dict[str, Callable[[], None]]:
     found[REPORT_RENDERER.function] = _renderer
     found[API.function] = _api
     found[MIGRATION.function] = lambda: None
+    found[MESSAGE_EVENTS.function] = adapters.sqs_client
     return found
 
 

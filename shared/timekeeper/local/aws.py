@@ -11,7 +11,16 @@ from dataclasses import dataclass, field
 import boto3
 
 from timekeeper import settings as names
-from timekeeper.topology import PIPELINES, SNAPSHOTS, WORK_QUEUES, Pipeline, SnapshotPipeline, WorkQueue
+from timekeeper.topology import (
+    MESSAGE_EVENTS,
+    PIPELINES,
+    SNAPSHOTS,
+    WORK_QUEUES,
+    Pipeline,
+    QueueConsumer,
+    SnapshotPipeline,
+    WorkQueue,
+)
 
 REGION = "us-east-1"
 #: The local files bucket (exports and rendered reports); the edge reads it from ``FILES_BUCKET``.
@@ -29,7 +38,7 @@ class QueuePair:
     queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which;
     ``pipeline.consumer`` describes the queue and its consumer)."""
 
-    pipeline: Pipeline | SnapshotPipeline | WorkQueue
+    pipeline: Pipeline | SnapshotPipeline | WorkQueue | QueueConsumer
     url: str
     arn: str
     dlq_url: str
@@ -72,11 +81,12 @@ def _set_fake_credentials() -> None:
     os.environ.setdefault("AWS_REGION", REGION)
 
 
-def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue) -> QueuePair:
+def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue | QueueConsumer) -> QueuePair:
     """Create the DLQ (its retention) and the queue (redrive and visibility) of ``pipeline``'s
     queue consumer (:class:`timekeeper.topology.QueueConsumer`) with ``sqs``: a pipeline's
-    run queue, the snapshot job queue or a work queue; idempotent."""
-    consumer = pipeline.consumer
+    run queue, the snapshot job queue, a work queue or a bare consumer (the message-events
+    queue); idempotent."""
+    consumer = pipeline if isinstance(pipeline, QueueConsumer) else pipeline.consumer
     dlq_url = sqs.create_queue(QueueName=consumer.dlq_name, Attributes={
         "MessageRetentionPeriod": str(consumer.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -86,6 +96,21 @@ def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueu
     })["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     return QueuePair(pipeline, url, arn, dlq_url, dlq_arn)
+
+
+#: The local stand-in of the configuration set's event topic.
+MESSAGE_EVENTS_TOPIC = "timekeeper-message-events"
+
+
+def create_message_events(sqs, sns) -> tuple[str, QueuePair]:
+    """The message-events topic and its queue (:data:`timekeeper.topology.MESSAGE_EVENTS`),
+    subscribed with raw message delivery as infra subscribes it: ``(topic ARN, queues)``;
+    idempotent."""
+    queues = create_pipeline_queues(sqs, MESSAGE_EVENTS)
+    topic_arn = sns.create_topic(Name=MESSAGE_EVENTS_TOPIC)["TopicArn"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queues.arn,
+                  Attributes={"RawMessageDelivery": "true"})
+    return topic_arn, queues
 
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:

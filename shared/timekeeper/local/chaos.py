@@ -147,8 +147,8 @@ class CountingMailer:
         self.invocation = invocation
         self.sends: dict[tuple[str, str], list[tuple[str, int]]] = collections.defaultdict(list)
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         match = _TOKEN.search(html)
         key: tuple[str, str] = ("?", to)
         if match:

@@ -27,8 +27,8 @@ from timekeeper.reporting import reports, store
 from timekeeper.reporting.query_schedules import Source, create_query_schedule
 
 SUBJECT = "{{ schedule_name }} for {{ run_date }}"
-BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} ({{ format }}, {{ row_count }} rows) is ready: "
-        "<a href=\"{{ link }}\">download</a> (until {{ link_expires_at }}).</p>")
+BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} for {{ run_date }} is ready: "
+        "<a href=\"{{ link }}\">download it here</a>.</p>")
 
 
 @dataclass(frozen=True)
@@ -47,11 +47,15 @@ class DiskMailer:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        """Submit through the inner adapter, then keep a copy; returns the message id."""
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        """Submit through the inner adapter, then keep a copy (``.html`` with a JSON header
+        line of the recipient, subject and headers; ``.txt`` the plain-text part); returns
+        the message id."""
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         (self.folder / f"{message_id}.html").write_text(
-            json.dumps({"to": to, "subject": subject}) + "\n" + html, encoding="utf-8")
+            json.dumps({"to": to, "subject": subject, "headers": dict(headers or {})}) + "\n" + html,
+            encoding="utf-8")
+        (self.folder / f"{message_id}.txt").write_text(text, encoding="utf-8")
         return message_id
 
 
