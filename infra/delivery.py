@@ -69,7 +69,7 @@ class DeliveryResources(Construct):
                     "deliveries/ prefix of the files bucket and to the actions named beside it.")
         mail_sender = mail.mail.sender
         consumer.role.add_to_policy(iam.PolicyStatement(
-            sid="SendDeliveries", actions=["ses:SendEmail"],
+            sid="SendDeliveries", actions=["ses:SendEmail", "ses:SendRawEmail"],
             resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*",
                        mail.configuration_set_arn],
             conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
