@@ -4,7 +4,8 @@ the download links' signing key, the consumer's rights (files under ``deliveries
 rendered reports, the renderer, SES from the configured sender only) and variables, the
 API's public download route and its rights.
 
-The download route ``GET /downloads/{token}`` is the one route without the authorizer:
+The download route ``GET /downloads/{token}`` and the opt-out route ``GET``/``POST
+/opt-outs/{token}`` (RFC 8058 one-click) are the routes without the authorizer:
 a recipient follows the link from an e-mail, with no token of the identity provider; the
 signed token in the path is the credential (verified, expiry checked, and the access rule
 asked again for its recipient by the function). It is an explicit resource beside the
@@ -36,6 +37,8 @@ from timekeeper.settings import (
 
 #: The download route's path parts.
 DOWNLOAD_PATH = ("downloads", "{token}")
+#: The public opt-out route's path parts (GET: the confirmation page; POST: one-click).
+OPT_OUT_PATH = ("opt-outs", "{token}")
 
 
 class DeliveryResources(Construct):
@@ -85,6 +88,7 @@ class DeliveryResources(Construct):
         consumer.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
 
         self.download_method: apigw.Method | None = None
+        self.opt_out_methods: list[apigw.Method] = []
         if api is not None:
             consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
             self.link_secret.grant_read(api.function.role)
@@ -108,3 +112,18 @@ class DeliveryResources(Construct):
             acknowledge(self.download_method, "AwsSolutions-COG4",
                         "The download route is reached from an e-mail link without the identity provider's "
                         "token; the signed link token is checked by the function instead.")
+            # The one-click opt-out (RFC 8058): GET shows the confirmation page, POST records it.
+            opt_outs = apigw.Resource(self, "OptOuts", parent=api.api.root, path_part=OPT_OUT_PATH[0])
+            opt_out_token = opt_outs.add_resource(OPT_OUT_PATH[1])
+            self.opt_out_methods = [opt_out_token.add_method(verb, apigw.LambdaIntegration(api.function.function))
+                                    for verb in ("GET", "POST")]
+            for method in self.opt_out_methods:
+                cfn = method.node.default_child
+                cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]
+                cfn.add_property_deletion_override("AuthorizerId")  # type: ignore[union-attr]
+                acknowledge(method, "AwsSolutions-APIG4",
+                            "The opt-out route is public by design (RFC 8058: a mailbox provider posts to it "
+                            "without any credential): the signed, expiring token in its path is the credential.")
+                acknowledge(method, "AwsSolutions-COG4",
+                            "The opt-out route is reached from an e-mail without the identity provider's token; "
+                            "the signed link token is checked by the function instead.")
