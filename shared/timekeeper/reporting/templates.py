@@ -30,6 +30,7 @@ it, and the opt-out link.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -263,7 +264,7 @@ class _TextOf(HTMLParser):
             self.parts.append("\n\n")
 
     def handle_data(self, data: str) -> None:
-        self.parts.append(" ".join(data.split()) if data.strip() else (" " if data else ""))
+        self.parts.append(re.sub(r"\s+", " ", data))
 
     def text(self) -> str:
         lines = [line.strip() for line in "".join(self.parts).splitlines()]
