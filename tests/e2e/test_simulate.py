@@ -146,9 +146,29 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
     assert runs[("Owner deactivated", "failed", "source_access_lost")] == 1
     assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
     deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
-    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5, ("skipped", "deactivated"): DAYS,
+    # The daily's admin opts out after her first message and the viewer's address bounces
+    # on its first; on the weekly report the multi-membership user complains about the first
+    assert deliveries == {("sent", ""): 2 + 5 + 1, ("skipped", "deactivated"): DAYS,
                           ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
-                          ("skipped", "no_address"): DAYS}
+                          ("skipped", "no_address"): DAYS, ("skipped", "unsubscribed"): DAYS - 1,
+                          ("skipped", "suppressed"): (DAYS - 1) + 4}
     folder = Path(simulated.delivery_dir)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5
+    assert len(list((folder / "mail").glob("*.html"))) == 2 + 5 + 1
+    assert len(list((folder / "mail").glob("*.txt"))) == 2 + 5 + 1
     assert simulated.delivery_files == DAYS + 5 + 1  # daily CSVs, report PDFs, the empty XLSX
+
+
+def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_opt_out(simulated):
+    from rich.console import Console
+
+    states = {(r["state"], r["kind"]): r["n"] for r in simulated.delivery["message_states"]}
+    # SES's events for every message sent: six delivered, one bounced, one complained
+    # (its delivery event arrived after the complaint and did not overwrite it)
+    assert states == {("delivered", ""): 6, ("bounced", "Permanent"): 1, ("complained", "abuse"): 1}
+    assert sorted(r["reason"] for r in simulated.delivery["suppressions"]) == ["bounced", "complained"]
+    assert [r["name"] for r in simulated.delivery["opt_outs"]] == ["Daily open invoices"]
+    console = Console(width=200, record=True)
+    print_summary(simulated, console)
+    text = console.export_text()
+    assert "Message states (SES events)" in text
+    assert "Suppressed addresses" in text and "Opt-outs (one click)" in text

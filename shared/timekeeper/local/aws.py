@@ -57,6 +57,10 @@ class LocalAws:
     mock: object | None = None
     #: The work queues (no dispatcher), by name.
     work_queues: dict[str, QueuePair] = field(default_factory=dict)
+    #: The message-events queue and the topic standing for the configuration set's
+    #: event destination (the local mailer publishes SES-shaped events there).
+    message_events: QueuePair | None = None
+    message_events_topic_arn: str = ""
 
     def client(self, service: str):
         """A boto3 client for ``service`` against the local AWS."""
@@ -115,8 +119,8 @@ def create_message_events(sqs, sns) -> tuple[str, QueuePair]:
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     """Start moto, create every pipeline's queues, the snapshot job queue, every work queue,
-    the notification topic and the files bucket, and point this process's AWS SDK at it
-    (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
+    the message-events topic and queue, the notification topic and the files bucket, and
+    point this process's AWS SDK at it (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
     ``WORK_QUEUE_URL_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``, ``MAIL_SENDER``,
     ``LINK_SIGNING_KEY`` and ``DOWNLOAD_BASE_URL`` unless set).
 
@@ -153,6 +157,7 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, work_queue)
         local.work_queues[name] = pair
         os.environ[work_queue.queue_url_variable] = pair.url
+    local.message_events_topic_arn, local.message_events = create_message_events(sqs, local.client("sns"))
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ[names.NOTIFICATION_TOPIC_VARIABLE] = local.topic_arn
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)

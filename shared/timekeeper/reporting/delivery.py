@@ -22,9 +22,13 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    section returned no rows (the render's ``section_row_counts``; one non-empty section
    makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
 4. **Each recipient**, resolved now: deactivated, left the workspace, no longer allowed
-   to read the source, or without an address -> a ``skipped`` delivery row with the
-   reason; otherwise a personal signed link (:mod:`timekeeper.reporting.links`), the
-   sandboxed templates (:mod:`timekeeper.reporting.templates`) and a submission through the
+   to read the source, without an address, opted out of this schedule (``unsubscribed``,
+   :mod:`timekeeper.reporting.opt_outs`) or with an address on the workspace's
+   suppression list (``suppressed``, :mod:`timekeeper.reporting.message_states`) -> a
+   ``skipped`` delivery row with the reason; otherwise a personal signed link
+   (:mod:`timekeeper.reporting.links`) and opt-out link, the sandboxed templates framed
+   into the complete message (:func:`timekeeper.reporting.templates.frame_message`: HTML
+   and text, the ``List-Unsubscribe`` headers of RFC 8058) and a submission through the
    communications adapter via the outbox: claim the communication key ``<run>:<user>``
    (``INSERT ... ON CONFLICT DO NOTHING``), submit, record the provider's message id (the
    record statement also confirms the attempt still holds the run and the next
