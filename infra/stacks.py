@@ -163,7 +163,7 @@ class AppStack(Stack):
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,
                                      renderer=self.renderer, work_queues=self.work_queues,
-                                     delivery=self.delivery)
+                                     delivery=self.delivery, message_events=self.message_events)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:

@@ -132,3 +132,9 @@ def test_the_message_states_reach_their_consumer_through_a_queue_subscribed_raw(
     assert mapping["ScalingConfig"]["MaximumConcurrency"] == MESSAGE_EVENTS.max_concurrency
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert template["Resources"][consumer]["Properties"]["Timeout"] == MESSAGE_EVENTS.timeout_s
+
+
+def test_the_message_events_queue_alarms_like_every_queue(synth):
+    names = {a["Properties"]["AlarmName"] for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()}
+    assert {f"Timekeeper-message-events-{n}" for n in ("queue-age", "dlq-depth", "dlq-arrivals",
+                                                         "consumer-errors")} <= names

@@ -97,8 +97,8 @@ def test_every_alarm_notifies_the_topic(synth):
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     # Seven per pipeline, ten for the snapshot pipeline, three for the report renderer, four per
-    # work queue, the auto-pause alarm, the delivery-failure alarm.
-    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1 + 1
+    # work queue, the auto-pause alarm, the delivery-failure alarm, four for the message-events queue.
+    assert len(alarms) == 7 * len(PIPELINES) + 10 + 3 + 4 * len(WORK_QUEUES) + 1 + 1 + 4
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
