@@ -54,6 +54,10 @@ _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or 
            409: "The owner has not invited the recipient back", 410: "The link has expired",
            422: "Invalid input (the field and the reason)"}
 
+#: The public routes' JSON errors: a path that names no route (e.g. a token that is not
+#: one path segment), before the route runs.
+_PATH_ERRORS = {404: "No such route (the token is not one path segment)"}
+
 
 class OptOutOut(BaseModel):
     """A recipient's opt-out of a query schedule: when, from which run's message, and the
@@ -149,7 +153,8 @@ def register(routes: Routes) -> None:
            summary="The opt-out confirmation page (public; changes nothing)",
            responses={200: {"description": "The page with the opt-out form", **html},
                       403: {"description": "The link is not valid", **html},
-                      410: {"description": "The link has expired", **html}})
+                      410: {"description": "The link has expired", **html},
+                      **errors.error_docs(_PATH_ERRORS, 404)})
     def opt_out_page(token: token_path) -> Response[str]:
         found = resolve(token)
         if isinstance(found, Response):
@@ -163,7 +168,8 @@ def register(routes: Routes) -> None:
            summary="Opt out of a schedule's messages (public, RFC 8058 one-click; repeating it changes nothing)",
            responses={200: {"description": "Opted out", **html},
                       403: {"description": "The link is not valid", **html},
-                      410: {"description": "The link has expired", **html}})
+                      410: {"description": "The link has expired", **html},
+                      **errors.error_docs(_PATH_ERRORS, 404)})
     def opt_out(token: token_path) -> Response[str]:
         found = resolve(token)
         if isinstance(found, Response):
