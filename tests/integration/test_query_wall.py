@@ -36,9 +36,9 @@ BUCKET = "files"
 FIXTURES = (aws, env)
 
 
-def unscoped_compile(definition, *, workspace_id):
+def unscoped_compile(definition, *, workspace_id, **options):
     """The compiler with a defect: the statement it returns has no workspace condition."""
-    real = compiler.compile_query(definition, workspace_id=workspace_id)
+    real = compiler.compile_query(definition, workspace_id=workspace_id, **options)
     text = real.statement.as_string(None)
     assert "t.workspace_id = %(workspace_id)s" in text
     return compiler.CompiledQuery(statement=sql.SQL(text.replace("t.workspace_id = %(workspace_id)s", "true")),
