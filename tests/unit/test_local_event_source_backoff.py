@@ -43,3 +43,37 @@ def test_a_failed_message_whose_visibility_was_changed_returns_after_the_backoff
         assert source.poll(NOW + timedelta(seconds=29)) == 0
         assert source.poll(NOW + timedelta(seconds=30)) == 1
         assert len(calls) == 2 and source.in_flight == 0
+
+
+def test_a_duplicate_sent_back_during_the_last_receive_makes_the_source_due_again(monkeypatch):
+    # A duplicate is sent back while its original is being handled, after the receive that
+    # emptied the queue: the source must say it holds a message, or nothing polls it again
+    # (the simulation polls a source only when it knows the source holds something).
+    credentials = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        bodies: list[str] = []
+        sent_back: list[str] = []
+
+        def duplicate(message):
+            if sent_back:
+                return False
+            sent_back.append(message["Body"])
+            return True
+
+        source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn,
+                                function=lambda event: bodies.extend(r["body"] for r in event["Records"]),
+                                batch_size=10, max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                                duplicate=duplicate)
+        sqs.send_message(QueueUrl=url, MessageBody='{"n": 1}')
+        assert source.poll(NOW) == 1
+        # Then the copy waits in the queue and the source reports it due from that instant
+        assert source.next_visible_at() == NOW
+        assert source.poll(NOW + timedelta(minutes=1)) == 1
+        assert bodies == ['{"n": 1}', '{"n": 1}']
+        assert source.next_visible_at() is None

@@ -53,6 +53,11 @@ class SqsEventSource:
     stats: EventSourceStats = field(default_factory=EventSourceStats)
     _hidden: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # message id -> (visible at, handle)
     _deferred: dict[str, int] = field(default_factory=dict)  # receipt handle -> seconds, set during an invocation
+    #: The simulated instant this source left messages visible but undelivered (a duplicate
+    #: sent back during an invocation, or messages received on the way to a copy); a poll
+    #: clears it. Lambda's poller would receive them within seconds; the simulation polls
+    #: a source only when it knows the source holds something.
+    _left_visible_at: datetime | None = None
 
     def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         """A consumer's ChangeMessageVisibility of a message it received: the message is hidden
@@ -65,8 +70,10 @@ class SqsEventSource:
         return len(self._hidden)
 
     def next_visible_at(self) -> datetime | None:
-        """The simulated instant the earliest hidden message becomes visible again."""
-        return min((at for at, _ in self._hidden.values()), default=None)
+        """The simulated instant the earliest hidden message becomes visible again, or the
+        instant messages were left visible without being delivered (whichever is earlier)."""
+        hidden = (at for at, _ in self._hidden.values())
+        return min((*hidden, *((self._left_visible_at,) if self._left_visible_at else ())), default=None)
 
     def _reveal(self, now: datetime) -> None:
         due = [(mid, handle) for mid, (at, handle) in self._hidden.items() if at <= now]
@@ -94,6 +101,7 @@ class SqsEventSource:
         without a further empty receive: one round trip per batch, plus its delete.
         """
         self._reveal(now)
+        self._left_visible_at = None
         delivered = 0
         for _ in range(max_rounds):
             batches = []
@@ -132,6 +140,8 @@ class SqsEventSource:
         for m in others:
             self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=m["ReceiptHandle"],
                                                VisibilityTimeout=0)
+        if others:
+            self._left_visible_at = now
         if copy is not None:
             self._invoke([copy], now)
 
@@ -159,6 +169,7 @@ class SqsEventSource:
             for m in batch:
                 if self.duplicate(m):
                     self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"])
+                    self._left_visible_at = now
         try:
             response = self.function(self._event(batch)) or {}
             failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
