@@ -119,16 +119,22 @@ class RendererAlarms:
 @dataclass
 class ApiAlarms:
     """The HTTP API's alarms: its function's errors and throttles, API Gateway's 5XX
-    answers and latency."""
+    answers and latency; the public download function's errors and throttles; and the JWT
+    authorizer's errors when the stack creates that authorizer (None otherwise: the
+    operator's own authorizer is the operator's to watch)."""
 
     errors: cw.Alarm
     throttles: cw.Alarm
     server_errors: cw.Alarm
     latency: cw.Alarm
+    download_errors: cw.Alarm
+    download_throttles: cw.Alarm
+    authorizer_errors: cw.Alarm | None = None
 
     def all(self) -> list[cw.Alarm]:
         """The alarms in a fixed order."""
-        return [self.errors, self.throttles, self.server_errors, self.latency]
+        return [self.errors, self.throttles, self.server_errors, self.latency, self.download_errors,
+                self.download_throttles, *([self.authorizer_errors] if self.authorizer_errors else [])]
 
 
 @dataclass
@@ -507,6 +513,25 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
                 description=f"The API's p95 latency exceeded {settings.API_LATENCY_ALARM_MS} ms: the database, "
                             "the proxy or a called service is slow."),
+            download_errors=self._alarm(
+                "DownloadErrors", name=f"{named}-downloads-errors",
+                metric=api.downloads.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                description="The public download function raised or timed out: recipients opening a link got "
+                            "a 502 or 504 instead of their file (a lost or expired file is a 404 or 410, never "
+                            "an error)."),
+            download_throttles=self._alarm(
+                "DownloadThrottles", name=f"{named}-downloads-throttles",
+                metric=api.downloads.function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                description="Download requests found every reserved execution of the download function busy: "
+                            "recipients got a 500 (a burst of link openings, or a scraper: see the stage "
+                            "throttle and the optional rate rule)."),
+            authorizer_errors=self._alarm(
+                "AuthorizerErrors", name=f"{named}-authorizer-errors",
+                metric=api.jwt_authorizer.function.function.metric_errors(statistic="Sum", period=_period()),
+                **above_zero,
+                description="The JWT authorizer raised or timed out (a bad token is a Deny, never an error): "
+                            "every caller got a 500, usually because the issuer's JWKS could not be fetched.",
+            ) if api.jwt_authorizer is not None else None,
         )
 
     def _database_alarms(self, database: AuroraDatabase) -> DatabaseAlarms:

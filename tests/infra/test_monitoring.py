@@ -10,6 +10,7 @@ import pytest
 
 from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
+from infra.settings import DeploymentConfig
 from tests.infra.conftest import (
     alarm_by_name,
     functions_by_folder,
@@ -20,7 +21,15 @@ from tests.infra.conftest import (
     synthesize,
 )
 from timekeeper import observability as obs
-from timekeeper.topology import CONNECT_TIMEOUT_S, PIPELINES, REPORT_RENDERER, WORK_QUEUES, connection_budget
+from timekeeper.topology import (
+    AUTHORIZER,
+    CONNECT_TIMEOUT_S,
+    DOWNLOADS,
+    PIPELINES,
+    REPORT_RENDERER,
+    WORK_QUEUES,
+    connection_budget,
+)
 
 PERIOD_S = settings.ALARM_PERIOD_MINUTES * 60
 
@@ -126,11 +135,12 @@ def test_every_alarm_notifies_the_topic(synth):
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     # Seven per pipeline and two (silence, errors) per further dispatcher partition, ten for
     # the snapshot pipeline, four for the report renderer, four per work queue, the
-    # auto-pause alarm, the delivery-failure alarm, four for the API, four for the
-    # database, two for SES reputation.
+    # auto-pause alarm, the delivery-failure alarm, four for the API and two for its
+    # download function (no JWT authorizer by default), four for the database, two for SES
+    # reputation.
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
     assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1
-                           + 4 + 4 + 2)
+                           + 4 + 2 + 4 + 2)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
@@ -215,6 +225,34 @@ def test_api_alarms_on_function_errors_throttles_5xx_and_latency(synth):
     _assert_alarm({**latency, "Statistic": "p95"}, template, namespace="AWS/ApiGateway", metric="Latency",
                   dimensions=stage, statistic="p95", threshold=settings.API_LATENCY_ALARM_MS, **common)
     assert 0 < settings.API_LATENCY_ALARM_MS < settings.API_TIMEOUT_S * 1000
+
+
+def test_the_download_function_alarms_on_its_errors_and_throttles(synth):
+    # Given the public download route's own function (its own reserved executions)
+    template = synth.app_template
+    function = [{"Name": "FunctionName", "Value": {"Ref": functions_by_folder(template)[DOWNLOADS.function]}}]
+    common = {"period": PERIOD_S, "comparison": "GreaterThanThreshold", "missing": "notBreaching",
+              "namespace": "AWS/Lambda", "dimensions": function, "statistic": "Sum", "threshold": 0}
+
+    # Then its errors and its throttles alarm, as the API function's do
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-downloads-errors"), template, metric="Errors", **common)
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-downloads-throttles"), template, metric="Throttles",
+                  **common)
+    # And without a JWT authorizer in the stack there is no authorizer alarm
+    with pytest.raises(KeyError):
+        alarm_by_name(template, "Timekeeper-api-authorizer-errors")
+
+
+def test_the_jwt_authorizer_alarms_on_its_errors():
+    # Given a deployment whose API trusts an OpenID Connect issuer (the stack's JWT authorizer)
+    template = synthesize({DeploymentConfig.KEY_JWT_ISSUER: "https://login.acme-saas.dev/realms/tk",
+                           DeploymentConfig.KEY_JWT_AUDIENCE: "timekeeper-api"}).app_template
+    function = [{"Name": "FunctionName", "Value": {"Ref": functions_by_folder(template)[AUTHORIZER.function]}}]
+
+    # Then its errors alarm (an error is a 500 for every caller; a bad token is a Deny)
+    _assert_alarm(alarm_by_name(template, "Timekeeper-api-authorizer-errors"), template, namespace="AWS/Lambda",
+                  metric="Errors", dimensions=function, statistic="Sum", threshold=0, period=PERIOD_S,
+                  comparison="GreaterThanThreshold", missing="notBreaching")
 
 
 def test_database_alarms_on_capacity_connections_and_the_proxy(synth):
