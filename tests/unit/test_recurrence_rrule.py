@@ -61,6 +61,16 @@ def test_week_numbers_are_iso_weeks_including_the_days_of_another_calendar_year(
     assert found[0].local_date == date(2026, 12, 28)
 
 
+def test_a_years_last_days_in_next_years_week_1_count_only_as_week_1():
+    # 2029-12-31 (a Monday) is in ISO week 1 of 2030. Expanding 2029, its weeks are 2029's:
+    # BYWEEKNO=1 takes that day, BYWEEKNO=-52 (2029's first week, of 52) does not, though
+    # -52 is week 1 of 2030 too.
+    assert [o.local_date for o in occ("FREQ=YEARLY;BYWEEKNO=1;BYYEARDAY=365", zone="UTC", start="2029-01-01",
+                                      count=1, after=datetime(2029, 6, 1, tzinfo=UTC))] == [date(2029, 12, 31)]
+    assert occ("FREQ=YEARLY;BYWEEKNO=-52;BYYEARDAY=365", zone="Europe/Berlin", start="2025-01-01", count=4,
+               after=datetime(2025, 6, 1, tzinfo=UTC)) == []
+
+
 def test_nth_weekdays_of_the_year_and_negative_month_days():
     assert occ("FREQ=YEARLY;BYDAY=-1SU", zone="UTC", count=1)[0].local_date == date(2027, 12, 26)
     assert occ("FREQ=YEARLY;BYDAY=20MO", zone="UTC", count=1)[0].local_date == date(2027, 5, 17)

@@ -278,9 +278,16 @@ class _RRuleRecurrence(_WallTimeRecurrence):
             return False
         if self._byweekno is not None:
             iso_year, week, _ = d.isocalendar()
-            weeks = date(iso_year, 12, 28).isocalendar()[1]
-            if week not in self._byweekno and week - weeks - 1 not in self._byweekno:
-                return False
+            if iso_year > d.year:
+                # The year's last days in the next year's week 1: the year being expanded
+                # numbers its weeks itself, so only BYWEEKNO=1 takes them (a negative number
+                # counts this year's weeks), as the reference implementations do.
+                if 1 not in self._byweekno:
+                    return False
+            else:
+                weeks = date(iso_year, 12, 28).isocalendar()[1]
+                if week not in self._byweekno and week - weeks - 1 not in self._byweekno:
+                    return False
         if self._byyearday is not None:
             yday = d.timetuple().tm_yday
             ylen = 366 if _calendar.isleap(d.year) else 365
