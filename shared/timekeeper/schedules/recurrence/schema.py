@@ -167,8 +167,9 @@ class RRuleRule(BaseModel):
                     "BYWEEKNO (YEARLY, ISO weeks), BYYEARDAY, BYHOUR, BYMINUTE, WKST=MO",
         examples=["FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0"])
     timezone: _Zone
-    start: Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date"})] = Field(
-        description="the series' first local date (INTERVAL and COUNT count from it)")
+    start: Annotated[StrictStr, WithJsonSchema({"type": "string", "format": "date",
+                                                "pattern": r"^(19|[2-9][0-9])[0-9]{2}-"})] = Field(
+        description="the series' first local date, 1900-01-01 or later (INTERVAL and COUNT count from it)")
     exdate: list[Annotated[StrictStr, WithJsonSchema(_EXDATE_SCHEMA)]] | None = Field(
         None, description="excluded local dates 'YYYY-MM-DD' or local date-times 'YYYY-MM-DDTHH:MM'")
 
