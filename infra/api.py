@@ -19,6 +19,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra import settings
@@ -28,8 +29,15 @@ from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
 from infra.settings import JwtSettings
+from infra.snapshots import SnapshotResources
 from infra.work_queue import WorkQueueResources, grant_exports_get
-from timekeeper.settings import ENVIRONMENT_VARIABLE, FILES_BUCKET_VARIABLE, run_queue_url_variable
+from timekeeper.settings import (
+    ENVIRONMENT_VARIABLE,
+    FILES_BUCKET_VARIABLE,
+    dead_letter_queue_arn_variable,
+    run_queue_url_variable,
+)
+from timekeeper.topology import SNAPSHOTS
 
 #: The API's functions/ folder.
 API_FUNCTION = "api"
@@ -84,10 +92,19 @@ class HttpApi(Construct):
                  manage_account_role: bool = False,
                  name_prefix: str = "timekeeper", work_queues: Sequence[WorkQueueResources] = (),
                  files_bucket: s3.IBucket | None = None, files_arn_export: str = "", environment: str = "production",
-                 download_rate_limit: int | None = None):
+                 download_rate_limit: int | None = None, snapshots: SnapshotResources | None = None):
         super().__init__(scope, construct_id)
         variables = {run_queue_url_variable(r.pipeline.name): r.queues.queue.queue_url for r in pipelines}
         variables.update({r.work_queue.queue_url_variable: r.queues.queue.queue_url for r in work_queues})
+        # The operations routes read and redrive every dead-letter queue (by the topology's
+        # names: timekeeper.topology.dead_letter_queues): (queue, its dead-letter queue).
+        dead_letters: dict[str, tuple[sqs.IQueue, sqs.IQueue]] = {
+            **{r.pipeline.name: (r.queues.queue, r.queues.dead_letter_queue) for r in pipelines},
+            **{r.work_queue.name: (r.queues.queue, r.queues.dead_letter_queue) for r in work_queues}}
+        if snapshots is not None:
+            dead_letters[SNAPSHOTS.name] = (snapshots.queue, snapshots.dead_letter_queue)
+        variables.update({dead_letter_queue_arn_variable(name): dlq.queue_arn
+                          for name, (_, dlq) in dead_letters.items()})
         # Which snapshot types staff may request (timekeeper.edge.registries.snapshot_types).
         variables[ENVIRONMENT_VARIABLE] = environment
         if files_bucket is not None:
@@ -98,6 +115,12 @@ class HttpApi(Construct):
             environment=variables, description="Timekeeper schedule owners' HTTP API")
         for resources in [*pipelines, *work_queues]:
             resources.queues.queue.grant_send_messages(self.function.role)
+        for queue, dlq in dead_letters.values():
+            # Depth and a sample of the oldest messages; SQS's message move task back to the
+            # queue, which acts with the caller's rights: consume the DLQ, send to the queue.
+            dlq.grant_consume_messages(self.function.role)
+            dlq.grant(self.function.role, "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks")
+            queue.grant_send_messages(self.function.role)
         if files_bucket is not None:
             # Its presigned download links carry its own rights: read under exports/ only.
             grant_exports_get(self.function.role, files_bucket, files_arn_export)

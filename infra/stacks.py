@@ -148,7 +148,8 @@ class AppStack(Stack):
                                manage_account_role=config.manage_api_gateway_account,
                                name_prefix=config.name_prefix, work_queues=self.work_queues,
                                files_bucket=files, files_arn_export=data.files_bucket_arn_export,
-                               environment=config.environment, download_rate_limit=config.download_rate_limit)
+                               environment=config.environment, download_rate_limit=config.download_rate_limit,
+                               snapshots=self.snapshots)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)

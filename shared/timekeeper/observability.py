@@ -38,6 +38,8 @@ REPORT_RENDERED = "ReportRendered"
 REPORT_RENDER_FAILED = "ReportRenderFailed"
 #: Scheduled delivery: recipients whose submission failed in an attempt (the run is retried).
 DELIVERY_FAILED = "DeliveryFailed"
+#: Staff operations actions taken (a dead-letter redrive, a staff resume), one per action.
+OPERATIONS_ACTIONS = "OperationsActions"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
@@ -45,6 +47,7 @@ ALL_METRICS = (
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
+    OPERATIONS_ACTIONS,
 )
 
 logger = Logger(service="timekeeper")

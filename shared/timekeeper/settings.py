@@ -70,6 +70,13 @@ def run_queue_url_variable(pipeline_name: str) -> str:
     return f"RUN_QUEUE_URL_{pipeline_name.upper()}"
 
 
+def dead_letter_queue_arn_variable(queue_name: str) -> str:
+    """The variable naming the dead-letter queue of the topology's queue ``queue_name``
+    (:func:`timekeeper.topology.dead_letter_queues`), as the API reads it for the operations
+    overview and redrive (``DEAD_LETTER_QUEUE_ARN_ACCOUNTING`` for ``accounting``)."""
+    return f"DEAD_LETTER_QUEUE_ARN_{queue_name.upper()}"
+
+
 def work_queue_url_variable(queue_name: str) -> str:
     """The variable naming the work queue ``queue_name`` (``WORK_QUEUE_URL_EXPORTS`` for ``exports``)."""
     return f"WORK_QUEUE_URL_{queue_name.upper()}"

@@ -560,6 +560,14 @@ def queue_consumers() -> list[QueueConsumer]:
             + [SNAPSHOTS.consumer])
 
 
+def dead_letter_queues() -> dict[str, QueueConsumer]:
+    """Every queue with a dead-letter queue, by the name operators use for it: each
+    pipeline's run queue by the pipeline's name (``accounting``, ``queries``), each work
+    queue by its name (``exports``) and the snapshot job queue as ``snapshots``."""
+    return {**{name: p.consumer for name, p in PIPELINES.items()},
+            **{name: q.consumer for name, q in WORK_QUEUES.items()}, SNAPSHOTS.name: SNAPSHOTS.consumer}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ConnectionBudget:
     """The most database connections the deployment opens at once (through RDS Proxy).

@@ -28,6 +28,8 @@ from timekeeper.local.serve import ServeOptions, start_server
 
 ALL_ROLES = "schedules:read,schedules:write,schedules:run"
 NOW = datetime(2027, 3, 1, 12, 0, tzinfo=UTC)
+#: The console's session key in the tests.
+CONSOLE_KEY = "k" * 40
 
 
 @dataclass
@@ -114,6 +116,16 @@ def app(api_conn, publisher, clock_now):
                                       snapshot_registry=registries.snapshot_types))
     resolver.published_to = published_to
     return resolver
+
+
+@pytest.fixture
+def console(app):
+    """The console's resolver over ``app`` (in-process API calls), with the development
+    sign-in and a fixed session key (:data:`CONSOLE_KEY`)."""
+    from timekeeper.console.app import ConsoleSettings, create_console
+
+    return create_console(lambda event, context: app.resolve(event, context),
+                          ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True, secure_cookies=True))
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from urllib.parse import urlencode
 import pytest
 import requests
 
-from tests.api.conftest import Caller, new_schedule, proxy_event, serving
+from tests.api.conftest import CONSOLE_KEY, Caller, new_schedule, proxy_event, serving
 from timekeeper.console.app import CONTENT_SECURITY_POLICY, SESSION_COOKIE, ConsoleSettings, create_console
 from timekeeper.local.lambdas import LambdaContext
 
-KEY = "k" * 40
+KEY = CONSOLE_KEY
 
 
 class Browser:
@@ -68,12 +68,6 @@ def _header(response: dict[str, Any], name: str) -> str | None:
 
 def _set_cookies(response: dict[str, Any]) -> list[str]:
     return list(response.get("cookies") or []) + list((response.get("multiValueHeaders") or {}).get("Set-Cookie", []))
-
-
-@pytest.fixture
-def console(app):
-    return create_console(lambda event, context: app.resolve(event, context),
-                          ConsoleSettings(session_key=KEY, dev_sign_in=True, secure_cookies=True))
 
 
 @pytest.fixture

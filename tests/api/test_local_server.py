@@ -176,6 +176,11 @@ SETTINGS_TAKING = {"POST /query-schedules", "PATCH /query-schedules/{schedule_id
 #: registry does not know, a workspace not in the directory) or 409 (the ledger's refusal).
 SNAPSHOT_AUTH = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:snapshots:read,platform:staff"}
 LEDGER_JUDGED = {"POST /snapshots/runs"}
+#: The operations routes are staff's too; a valid redrive or resume may still be a documented
+#: 404 (a queue or schedule that does not exist) or 409 (an empty queue, a rule that no
+#: longer validates).
+STATE_JUDGED = {"POST /operations/dead-letter-queues/{queue}/redrive",
+                "POST /operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume"}
 def holds_nul(value: object) -> bool:
     """Whether a JSON value has U+0000 in any string (key or value): a documented 422 at
     the API edge for every body (PostgreSQL text cannot hold it), beyond JSON Schema."""
@@ -213,11 +218,11 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(operation, l
     # naming the field, so "positive data acceptance" is not asserted where a rule is sent.
     # Likewise a definition the catalogue refuses is a documented 422 (definition_invalid).
     # And a staff snapshot request is judged by the registry, the directory and the ledger.
-    judged = RULE_TAKING | DEFINITION_TAKING | LEDGER_JUDGED | SETTINGS_TAKING
+    judged = RULE_TAKING | DEFINITION_TAKING | LEDGER_JUDGED | SETTINGS_TAKING | STATE_JUDGED
     # And a body with a NUL character in any string is refused at the edge (422 naming it).
     nul = holds_nul(case.body) if isinstance(case.body, (dict, list, str)) else False
     excluded = [positive_data_acceptance] if case.operation.label in judged or nul else []
-    headers = SNAPSHOT_AUTH if case.operation.path.startswith("/snapshots") else AUTH
+    headers = SNAPSHOT_AUTH if case.operation.path.startswith(("/snapshots", "/operations")) else AUTH
     case.call_and_validate(base_url=local_server.base_url, headers=headers, timeout=10, excluded_checks=excluded)
 
 

@@ -31,6 +31,8 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}
+OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-letter-queues/{queue}/redrive"),
+               ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 

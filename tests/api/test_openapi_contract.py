@@ -97,7 +97,7 @@ def server(db_url):
 
 
 def _headers(operation) -> dict[str, str]:
-    return STAFF if operation.path.startswith("/snapshots") else AUTH
+    return STAFF if operation.path.startswith(("/snapshots", "/operations")) else AUTH
 
 
 #: The zones a coverage case may name: the coverage phase sends one case per value of the

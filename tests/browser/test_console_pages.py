@@ -198,3 +198,41 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     after = [r.locator("td").nth(2).inner_text() for r in page.locator("table tbody tr").all()
              if r.locator("td").nth(0).inner_text().startswith(kind) and r.locator("td").nth(1).inner_text() == month]
     assert after and not after[0].startswith("missing"), after
+
+
+def test_staff_redrive_a_dead_letter_queue_from_the_operations_page(page, server):
+    # Given a dead letter in serve's exports dead-letter queue
+    import os
+
+    import boto3
+
+    from timekeeper.settings import dead_letter_queue_arn_variable
+
+    sqs = boto3.client("sqs", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    dlq = sqs.get_queue_url(QueueName=os.environ[dead_letter_queue_arn_variable("exports")].split(":")[-1])
+    sqs.send_message(QueueUrl=dlq["QueueUrl"], MessageBody='{"export_id": "lost"}')
+    # When staff sign in with only the staff role and open Operations
+    page.goto(f"{server.base_url}/console/sign-in")
+    page.get_by_label("User id").fill("staff-1")
+    page.get_by_label("Workspace (UUID)").fill(str(server.stack.platform.first_workspace))
+    for role in ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
+                 "reports:read", "snapshots:read"):
+        page.get_by_label(role, exact=True).uncheck()
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("link", name="Operations").click()
+    row = page.locator("tr", has_text="exports")
+    assert row.locator("td").nth(1).inner_text() == "1"
+    # Then a redrive needs a reason and a confirmation, and empties the queue
+    page.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_label("Reason").fill("the bucket policy was fixed")
+    row.get_by_role("button", name="Redrive").click()
+    page.wait_for_url("**?done=redriven")
+    assert "redrive started" in page.get_by_role("status").inner_text()
+    assert page.locator("tr", has_text="exports").locator("td").nth(1).inner_text() == "0"
+    # And the page passes the accessibility check and fits a phone
+    from axe_playwright_python.sync_playwright import Axe
+
+    bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
+    assert bad == []
+    page.set_viewport_size({"width": WIDTH_PHONE, "height": 740})
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE

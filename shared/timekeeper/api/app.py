@@ -33,7 +33,16 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from timekeeper import clock
-from timekeeper.api import delivery_routes, errors, exports, queries, reports, schedule_routes, snapshot_routes
+from timekeeper.api import (
+    delivery_routes,
+    errors,
+    exports,
+    operations_routes,
+    queries,
+    reports,
+    schedule_routes,
+    snapshot_routes,
+)
 from timekeeper.api.auth import identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ErrorBody
@@ -52,7 +61,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 
 #: Every resource's ``register(routes)``, in registration order.
 ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
-           delivery_routes.register, snapshot_routes.register)
+           delivery_routes.register, snapshot_routes.register, operations_routes.register)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -105,6 +114,9 @@ class ApiAdapters:
     snapshot_registry: Callable[[], SnapshotRegistry] = SnapshotRegistry
     #: The download links' signer (:class:`timekeeper.reporting.links.LinkSigner`), for ``GET /downloads/{token}``.
     links: Callable[[], Any] | None = None
+    #: The dead-letter queues (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`), for the
+    #: operations routes; None: the overview lists none and a redrive is 404.
+    dead_letters: Callable[[], Any] | None = None
 
 
 def _rule_matches(rule: str, path: str) -> bool:

@@ -210,6 +210,24 @@ def when(instant: str | None, zone: str) -> dict[str, str] | None:
             "iso": at.isoformat()}
 
 
+#: Why a run waits too long, for people (the operations overview's ``why``).
+_STRANDED = {"not_started": "accepted by its queue, never started", "not_published": "waiting to be sent again",
+             "lease_expired": "started; its execution stopped answering"}
+#: The message after an operations action.
+_DONE = {"redriven": "The redrive started: the messages go back to their queue.",
+         "resumed": "The schedule was resumed from now."}
+
+
+def _age(seconds: int) -> str:
+    """``5400`` -> ``"1 h 30 min"``; under a minute ``"under a minute"``."""
+    if seconds < 60:
+        return "under a minute"
+    days, rest = divmod(seconds // 60, 24 * 60)
+    hours, minutes = divmod(rest, 60)
+    parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
+    return " ".join(p for p in parts if p)
+
+
 def rule_text(recurrence: dict[str, Any]) -> str:
     """A schedule's rule as one line (``cron 30 2 * * *``, ``every 15 minutes``,
     ``daily at 09:00, 18:00``), without its zone (shown beside it)."""
@@ -496,6 +514,49 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
         return periods_page(session, workspace=body["workspace_id"], problem=text,
                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def operations_page(session: Session, *, problem: str | None = None, done: str | None = None,
+                        status_code: int = 200) -> Response:
+        """Staff's view of every workspace: the API's operations overview."""
+        reply = api(session).call("GET", "/operations/overview", query={"limit": "100"})
+        if reply.status != 200:
+            return api_error(session, reply)
+        body = reply.body
+        queues = [{**q, "age": _age(q["oldest_age_s"]) if q.get("oldest_age_s") is not None else None}
+                  for q in body["dead_letter_queues"]]
+        schedules = [{**s, "changed": when(s["updated_at"], "UTC")} for s in body["schedules"]]
+        runs = [{**r, "queued": when(r["queued_at"], "UTC"), "why_text": _STRANDED.get(r["why"], r["why"])}
+                for r in body["stranded_runs"]]
+        return page("operations.html", status_code, session=session, as_of=when(body["as_of"], "UTC"),
+                    queues=queues, schedules=schedules, runs=runs, problem=problem, done=done)
+
+    def operations_action(session: Session, path: str, reason: str, done: str) -> Response:
+        reply = api(session).call("POST", path, body={"reason": reason.strip()})
+        if 200 <= reply.status < 300:
+            return redirect(f"{PREFIX}/operations?" + urlencode({"done": done}))
+        message = reply.body.get("message") if isinstance(reply.body, dict) else None
+        return operations_page(session, problem=f"Refused: {message or 'the action was refused'}",
+                               status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    @app.get(f"{PREFIX}/operations")
+    @signed_in
+    def operations_overview(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        return operations_page(session, done=_DONE.get(params.get("done", "")))
+
+    @app.post(f"{PREFIX}/operations/redrive")
+    @checked_post
+    def operations_redrive(session: Session, fields: dict[str, str]) -> Response:
+        queue = fields.get("queue", "")
+        return operations_action(session, f"/operations/dead-letter-queues/{quote(queue, safe='')}/redrive",
+                                 fields.get("reason", ""), "redriven")
+
+    @app.post(f"{PREFIX}/operations/resume")
+    @checked_post
+    def operations_resume(session: Session, fields: dict[str, str]) -> Response:
+        workspace, schedule = (quote(fields.get(k, "").strip(), safe="") for k in ("workspace_id", "schedule_id"))
+        return operations_action(session, f"/operations/workspaces/{workspace}/schedules/{schedule}/resume",
+                                 fields.get("reason", ""), "resumed")
 
     @app.get(f"{PREFIX}/static/<name>")
     def static(name: str) -> Response:

@@ -23,6 +23,7 @@ from typing import Any
 import boto3
 import psycopg
 
+from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, ReceivingDeadLetterQueues
 from timekeeper.aws.renderer import LambdaRendererClient, RendererClient
 from timekeeper.aws.s3 import ManagedUploads
 from timekeeper.aws.sns import SnsNotifier
@@ -31,6 +32,7 @@ from timekeeper.db.connection import ConnectionProvider, connect, login_url, set
 from timekeeper.settings import (
     FUNCTION_VARIABLE,
     SNAPSHOT_JOB_QUEUE_URL_VARIABLE,
+    dead_letter_queue_arn_variable,
     run_queue_url_variable,
     settings,
 )
@@ -47,6 +49,7 @@ from timekeeper.topology import (
     WORK_QUEUES,
     function_services,
 )
+from timekeeper.topology import dead_letter_queues as dead_letter_queues_of_topology
 
 
 class UndeclaredService(RuntimeError):
@@ -209,6 +212,34 @@ def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None
                                            VisibilityTimeout=seconds)
 
 
+_redrive_by_receiving = False
+
+
+def install_redrive_by_receiving(enabled: bool) -> None:
+    """Make :func:`dead_letter_queues` move messages itself (True) rather than start SQS's
+    message move task: the local stack's moto has no move task."""
+    global _redrive_by_receiving
+    _redrive_by_receiving = enabled
+    dead_letter_queues.cache_clear()
+
+
+@cache
+def dead_letter_queues() -> DeadLetterQueues | None:
+    """The topology's dead-letter queues whose ARNs the environment names
+    (``DEAD_LETTER_QUEUE_ARN_<NAME>``, :func:`timekeeper.topology.dead_letter_queues`);
+    each one's source queue is its ARN without the ``-dlq`` suffix (the topology's naming
+    rule). None when the environment names none."""
+    queues = {}
+    for name in dead_letter_queues_of_topology():
+        arn = os.environ.get(dead_letter_queue_arn_variable(name))
+        if arn:
+            queues[name] = DeadLetterQueue(name=name, arn=arn, source_arn=arn.removesuffix("-dlq"))
+    if not queues:
+        return None
+    kind = ReceivingDeadLetterQueues if _redrive_by_receiving else DeadLetterQueues
+    return kind(sqs_client(), queues)
+
+
 @cache
 def publisher(pipeline: str) -> SqsRunPublisher:
     """The run-queue publisher of ``pipeline``; raises ``KeyError`` when its queue URL is unset."""
@@ -358,6 +389,7 @@ def reset() -> None:
         if provider.cache_info().currsize:
             provider().close()
     for cached in (settings, database, sqs_client, _queue_url, publisher, notifier, s3_client, renderer_client,
+                   dead_letter_queues,
                    export_publisher, snapshot_job_publisher, journal_database, renderer_database, link_signer,
                    mailer, lambda_client, secrets_provider):
         cached.cache_clear()

@@ -67,7 +67,7 @@ def edge_adapters() -> ApiAdapters:
                        registry=registries.work_kinds, now=clock.now, renderer=adapters.renderer_client,
                        files=lambda: (adapters.s3_client(), adapters.files_bucket()),
                        export_publisher=adapters.export_publisher, links=adapters.link_signer,
-                       snapshot_registry=registries.snapshot_types)
+                       snapshot_registry=registries.snapshot_types, dead_letters=adapters.dead_letter_queues)
 
 
 def lambda_app() -> APIGatewayRestResolver:

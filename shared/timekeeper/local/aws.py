@@ -92,8 +92,8 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     """Start moto, create every pipeline's queues, the snapshot job queue, every work queue,
     the notification topic and the files bucket, and point this process's AWS SDK at it
     (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
-    ``WORK_QUEUE_URL_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``, ``MAIL_SENDER``,
-    ``LINK_SIGNING_KEY`` and ``DOWNLOAD_BASE_URL`` unless set).
+    ``WORK_QUEUE_URL_<QUEUE>``, ``DEAD_LETTER_QUEUE_ARN_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``,
+    ``FILES_BUCKET``, ``MAIL_SENDER``, ``LINK_SIGNING_KEY`` and ``DOWNLOAD_BASE_URL`` unless set).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -128,6 +128,8 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, work_queue)
         local.work_queues[name] = pair
         os.environ[work_queue.queue_url_variable] = pair.url
+    for name, pair in {**local.queues, **local.work_queues}.items():  # the operations routes read them
+        os.environ[names.dead_letter_queue_arn_variable(name)] = pair.dlq_arn
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ[names.NOTIFICATION_TOPIC_VARIABLE] = local.topic_arn
     local.client("s3").create_bucket(Bucket=FILES_BUCKET_NAME)

@@ -1,5 +1,5 @@
 """Command line of the local stack: ``python -m timekeeper simulate | chaos | serve | psql |
-openapi | platform-data | export``.
+openapi | platform-data | export | ops`` (``ops`` is a client of any stage's API).
 
 Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
 validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
@@ -186,6 +186,24 @@ def build_parser() -> argparse.ArgumentParser:
                         help="first create whichever is missing of the workspace, the user, their membership "
                              "(queries:read) and 1,000 invoices; nothing that exists is changed")
     export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
+    ops = commands.add_parser("ops", help="staff operations through the API (serve's, or a deployed stage's with "
+                                          "--api and a staff --token)")
+    ops.add_argument("--api", default=None, help="the API's base URL (default $TIMEKEEPER_API or "
+                                                 "http://127.0.0.1:8080; a stage's URL ends in /v1)")
+    ops.add_argument("--token", default=None, help="bearer token of a staff member (default $TIMEKEEPER_TOKEN)")
+    actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
+    overview = actions.add_parser("overview", help="paused and failing schedules, stuck runs, dead-letter queues")
+    overview.add_argument("--limit", type=_int_at_least(1, 500), default=100, help="rows of each kind, 1-500")
+    overview.add_argument("--json", action="store_true", help="print the API's JSON body")
+    redrive = actions.add_parser("redrive", help="move a dead-letter queue's messages back to its queue")
+    redrive.add_argument("queue", help="the queue's name (accounting, queries, exports, snapshots, ...)")
+    redrive.add_argument("--reason", required=True, help="why (recorded with the action)")
+    redrive.add_argument("--json", action="store_true", help="print the API's JSON body")
+    resume = actions.add_parser("resume", help="resume a paused schedule of any workspace")
+    resume.add_argument("workspace", type=_uuid, help="the schedule's workspace id")
+    resume.add_argument("schedule", type=_uuid, help="the schedule's id")
+    resume.add_argument("--reason", required=True, help="why (recorded in the schedule's history)")
+    resume.add_argument("--json", action="store_true", help="print the API's JSON body")
     return parser
 
 
@@ -249,6 +267,19 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "psql":
         return _psql(args.database)
+    if args.command == "ops":
+        import os
+
+        from rich.console import Console
+
+        from timekeeper.local.ops import OpsOptions, default_api, run_ops
+
+        return run_ops(OpsOptions(
+            action=args.action, api=args.api or default_api(), token=args.token or os.environ.get("TIMEKEEPER_TOKEN"),
+            reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
+            workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
+            schedule=str(args.schedule) if getattr(args, "schedule", None) else None,
+            limit=getattr(args, "limit", 100), as_json=args.json), Console())
     if args.command == "export":
         from pathlib import Path
 

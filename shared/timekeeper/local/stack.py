@@ -228,6 +228,7 @@ class LocalStack:
             self.renderer.wait()
             adapters.install_renderer_client(None)
         adapters.install_visibility_changer(None)
+        adapters.install_redrive_by_receiving(False)
         self.aws.stop()
         api_edge.reset()
         edge.reset()
@@ -290,6 +291,7 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
         by_arn[queue_arn].change_visibility(receipt_handle, seconds)
 
     adapters.install_visibility_changer(change_visibility)
+    adapters.install_redrive_by_receiving(True)  # moto has no message move task
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     adapters.install_renderer_client(renderer)
     return LocalStack(database_url=url, aws=local_aws, sources=sources, renderer=renderer, platform=platform,

@@ -193,10 +193,11 @@ def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id:
 
 
 def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
-                    now: datetime, kinds: WorkKindRegistry | None = None) -> Schedule:
+                    now: datetime, kinds: WorkKindRegistry | None = None, reason: str | None = None) -> Schedule:
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
     the time spent paused floods no backlog. Returns the active :class:`Schedule`;
-    resuming an active schedule is a no-op.
+    resuming an active schedule is a no-op. ``reason`` (a staff resume's) is recorded on
+    the ``resumed`` history event.
     A definition that no longer validates, or has no occurrence within ten years, stays
     paused: raises :class:`InvalidRecurrence`. Raises :class:`ScheduleNotFound` (with
     ``kinds``: also for a kind with a route of its own)."""
@@ -209,7 +210,7 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "active", "pause_reason": None,
                                              "next_due_at": first_due, "reset_streak": True,
                                              "deleted_at": None, "now": now})
-        _event(conn, row, "resumed", actor, now, detail={"previous_reason": current.pause_reason})
+        _event(conn, row, "resumed", actor, now, reason=reason, detail={"previous_reason": current.pause_reason})
     return row
 
 

@@ -1,0 +1,236 @@
+"""The operations routes of the HTTP API: what staff watch and do across every workspace.
+
+=======  ===================================================  ===========  ==========================================
+method   path                                                 role         what
+=======  ===================================================  ===========  ==========================================
+GET      ``/operations/overview``                             staff        paused and failing schedules, runs that
+                                                                           wait too long, the dead-letter queues
+POST     ``/operations/dead-letter-queues/{queue}/redrive``   staff        move a dead-letter queue's messages back
+                                                                           to its queue, with a reason -> 202
+POST     ``/operations/workspaces/{workspace_id}/schedules/   staff        resume a paused schedule of any
+         {schedule_id}/resume``                                            workspace, with a reason
+=======  ===================================================  ===========  ==========================================
+
+Staff are the callers holding a snapshot type's staff role (the Platform's
+``platform:staff``), the same rule as the snapshot staff routes
+(:meth:`~timekeeper.api.scope.StaffScope.of`); anyone else is 403 ``forbidden``.
+
+The overview reads every workspace through the narrow cross-workspace functions of
+:mod:`timekeeper.schedules.operations` (bounded lists; ``limit`` rows of each kind) and each
+dead-letter queue's depth and oldest message (:mod:`timekeeper.aws.dead_letters`; the list
+is empty when the deployment gives the API no dead-letter queues).
+
+Every action is recorded: a redrive as an operations event (the log line
+``operations action`` with actor, queue, reason and the move task) and a metric
+``OperationsActions``; a staff resume as the schedule's ``resumed`` history event with the
+staff member as its actor and the reason. A redrive of an empty queue is 409 ``empty``; one
+while a move task of that queue still runs is 409 ``redrive_running``; an unknown queue is
+404 ``not_found``. A resume of a schedule that no longer validates is 409
+``definition_invalid``; of an unknown one (or another workspace's id) 404 ``not_found``.
+A malformed body is 422 ``validation_error`` naming the field (``reason`` missing, blank or
+over 500 characters).
+
+(No ``from __future__ import annotations``: Powertools reads the route signatures'
+annotations at run time.)
+"""
+
+from datetime import datetime
+from functools import partial
+from http import HTTPStatus
+from typing import Annotated, Literal
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from aws_lambda_powertools.event_handler.request import Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from timekeeper import observability as obs
+from timekeeper.api import errors
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import CanonicalUuid, ScheduleOut, UtcDatetime, schedule_out
+from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.scope import StaffScope, caller_identity
+from timekeeper.aws.dead_letters import RedriveRefused
+from timekeeper.observability import logger, metrics
+from timekeeper.schedules import operations, service
+from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.service import ScheduleNotFound
+from timekeeper.topology import PIPELINES
+
+_TAGS = ["operations"]
+
+#: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
+REASON_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+MAX_REASON = 500
+#: A dead-letter queue's name in the path (the topology's names: accounting, exports, ...).
+QUEUE_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
+
+
+class AttentionScheduleOut(BaseModel):
+    """A paused or failing schedule of any workspace."""
+
+    id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    name: str
+    status: Literal["active", "paused", "disabled"]
+    pause_reason: str | None = Field(examples=["consecutive_failures"])
+    consecutive_failures: int = Field(ge=0, description="failed scheduled runs in a row")
+    last_outcome: str | None
+    last_run_at: UtcDatetime | None
+    updated_at: UtcDatetime
+
+
+class StrandedRunOut(BaseModel):
+    """A run that waits too long: ``not_started`` (its message was accepted over a re-offer
+    period ago and no consumer started it), ``not_published`` (queued without an accepted
+    message for over a re-offer period) or ``lease_expired`` (started; its execution died)."""
+
+    id: UUID
+    schedule_id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    state: Literal["queued", "running"]
+    why: Literal["not_started", "not_published", "lease_expired"]
+    occurrence_at: UtcDatetime
+    queued_at: UtcDatetime
+    published_at: UtcDatetime | None
+    lease_until: UtcDatetime | None
+    attempts: int = Field(ge=0)
+    offer_count: int = Field(ge=0)
+
+
+class DeadLetterQueueOut(BaseModel):
+    """A dead-letter queue as read now."""
+
+    name: str = Field(description="its queue's name in the topology", examples=["accounting"])
+    messages: int = Field(ge=0, description="messages in it (visible and in flight)")
+    oldest_sent_at: UtcDatetime | None = Field(description="the oldest of a sample of up to ten messages "
+                                                           "(first sent; null when empty)")
+    oldest_age_s: int | None = Field(ge=0, description="seconds since oldest_sent_at")
+    redrive_running: bool | None = Field(description="a redrive (move task) still runs; null: cannot tell")
+
+
+class OperationsOverview(BaseModel):
+    """``GET /operations/overview``: what needs attention in every workspace at ``as_of``."""
+
+    as_of: UtcDatetime
+    schedules: list[AttentionScheduleOut] = Field(description="paused or failing, most recently changed first")
+    stranded_runs: list[StrandedRunOut] = Field(description="per pipeline and kind, the longest waiting first")
+    dead_letter_queues: list[DeadLetterQueueOut]
+
+
+class ActionReason(BaseModel):
+    """An operations action's reason (recorded with it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
+                        description="why (recorded with the action; not blank)")
+
+
+class RedriveOut(BaseModel):
+    """A started redrive."""
+
+    queue: str
+    task: str = Field(description="SQS's move task handle (or the local stack's id)")
+    messages: int = Field(ge=0, description="messages in the dead-letter queue when it started")
+    moved: int | None = Field(description="messages moved already (null: SQS moves them in the background)")
+
+
+_ERRORS = {
+    401: "No or invalid authorizer claims",
+    403: "The caller holds no staff role",
+    404: "No such queue, schedule or workspace",
+    409: "The action does not apply now; the code says why",
+    415: "The body is not application/json",
+    422: "Invalid input (the field is named)",
+}
+_responses = partial(errors.responses, texts=_ERRORS)
+
+
+def _depth_out(depth, now: datetime) -> DeadLetterQueueOut:
+    age = None if depth.oldest_sent_at is None else max(0, int((now - depth.oldest_sent_at).total_seconds()))
+    return DeadLetterQueueOut(name=depth.name, messages=depth.messages, oldest_sent_at=depth.oldest_sent_at,
+                              oldest_age_s=age, redrive_running=depth.redrive_running)
+
+
+def register(routes: Routes) -> None:
+    """Add the operations routes (see :mod:`timekeeper.api.routing`). The adapters give
+    ``connection()``, ``now()``, ``snapshot_registry()`` (whose staff roles make staff)
+    and ``dead_letters()`` (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`; None:
+    no dead-letter queue is listed and a redrive is 404)."""
+    route, adapters = routes.route, routes.adapters
+    connection, now, registry = adapters.connection, adapters.now, adapters.snapshot_registry
+
+    def staff(request: Request) -> StaffScope:
+        return StaffScope.of(caller_identity(request), conn=connection(), now=now(), registry=registry())
+
+    Staff = Annotated[StaffScope, Depends(staff)]  # noqa: N806 - a type alias
+    limit_query = Annotated[int, Query(ge=1, le=operations.MAX_ROWS, description="rows of each kind")]
+
+    def dead_letters():
+        return adapters.dead_letters() if adapters.dead_letters is not None else None
+
+    @route("GET", "/operations/overview", tags=_TAGS, operation_id="operationsOverview", security=SECURITY,
+           summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
+           responses=_responses(200, "What needs attention now"))
+    def overview(scope: Staff, limit: limit_query = 100) -> OperationsOverview:
+        owners = [p.owner for p in PIPELINES.values()]
+        reoffer = {p.owner: p.reoffer_after for p in PIPELINES.values()}
+        with scope.conn.transaction():
+            schedules = operations.schedules_needing_attention(scope.conn, limit=limit)
+            stranded = operations.stranded_runs(scope.conn, owners=owners, reoffer_after=reoffer, now=scope.now,
+                                                limit=limit)
+        queues = dead_letters()
+        depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
+        return OperationsOverview(
+            as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
+            stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths)
+
+    @route("POST", "/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",
+           security=SECURITY, summary="Staff: move a dead-letter queue's messages back to its queue, with a reason",
+           responses=_responses(202, "Started (locally: done)", 404, 409, 415))
+    def redrive(scope: Staff, queue: Annotated[str, Path(pattern=QUEUE_PATTERN, max_length=64)],
+                body: Annotated[ActionReason, Body()]) -> Response[RedriveOut]:
+        queues = dead_letters()
+        if queues is None or queue not in queues.names():
+            raise ApiError(404, errors.NOT_FOUND, f"no dead-letter queue named {queue}")
+        try:
+            started = queues.redrive(queue)
+        except RedriveRefused as refused:
+            raise ApiError(409, refused.reason, str(refused)) from None
+        logger.info("operations action", extra={"action": "redrive", "actor": scope.identity.user_id,
+                                                "queue": queue, "reason": body.reason, "task": started.task,
+                                                "messages": started.messages, "moved": started.moved})
+        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                        body=RedriveOut(queue=queue, task=started.task, messages=started.messages,
+                                        moved=started.moved))
+
+    @route("POST", "/operations/workspaces/<workspace_id>/schedules/<schedule_id>/resume", tags=_TAGS,
+           operation_id="staffResumeSchedule", security=SECURITY,
+           summary="Staff: resume a paused schedule of any workspace, with a reason",
+           responses=_responses(200, "The active schedule", 404, 409, 415))
+    def staff_resume(scope: Staff, workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
+                     schedule_id: Annotated[CanonicalUuid, Path(description="the schedule")],
+                     body: Annotated[ActionReason, Body()]) -> ScheduleOut:
+        try:
+            with scope.conn.entered(workspace_id):
+                resumed = service.resume_schedule(scope.conn, workspace_id=workspace_id, schedule_id=schedule_id,
+                                                  actor=scope.identity.user_id, now=scope.now, reason=body.reason)
+        except ScheduleNotFound:
+            raise ApiError(404, errors.NOT_FOUND, "no such schedule") from None
+        except InvalidRecurrence as error:
+            raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
+                           "its owner must update the recurrence first", "recurrence") from None
+        logger.info("operations action", extra={"action": "resume", "actor": scope.identity.user_id,
+                                                "workspace_id": str(workspace_id), "schedule_id": str(schedule_id),
+                                                "reason": body.reason})
+        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+        return schedule_out(resumed)
+

@@ -1,0 +1,88 @@
+"""What needs an operator's attention in every workspace: the schedules that are paused or
+failing, and the runs that wait too long.
+
+Both reads go through the narrow cross-workspace functions of the migration
+``0039_operations_overview.sql`` (the only way the API's walled login reads more than one
+workspace), so they work on the API's connection and on the owner's alike. Each is
+bounded (at most :data:`MAX_ROWS` rows) and reads through a partial index.
+
+A run waits too long (``why``):
+
+* ``not_started`` -- the queue accepted its message more than ``reoffer_after`` ago and no
+  consumer started it (the dispatcher re-offers it; a run here again and again means its
+  messages are lost or its consumer fails before it starts);
+* ``not_published`` -- queued, its message refused or never sent, for longer than
+  ``reoffer_after`` (the next re-offer pass publishes it);
+* ``lease_expired`` -- started, and its lease ended (the execution died; the next receive
+  of its message takes it over).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from timekeeper.db.sql import load_queries
+
+SQL = load_queries("timekeeper.schedules", "operations.sql")
+
+#: The most rows one read returns (the functions cap it too).
+MAX_ROWS = 500
+
+
+@dataclass(frozen=True)
+class AttentionSchedule:
+    """A paused or failing schedule (``consecutive_failures`` > 0), any workspace."""
+
+    id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    name: str
+    status: str
+    pause_reason: str | None
+    consecutive_failures: int
+    last_outcome: str | None
+    last_run_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class StrandedRun:
+    """A run that waits too long (see the module docstring for ``why``), any workspace."""
+
+    id: UUID
+    schedule_id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    state: str
+    why: str
+    occurrence_at: datetime
+    queued_at: datetime
+    published_at: datetime | None
+    lease_until: datetime | None
+    attempts: int
+    offer_count: int
+
+
+def schedules_needing_attention(conn: Any, *, limit: int = 100) -> list[AttentionSchedule]:
+    """Paused and failing schedules of every workspace, most recently changed first, at most
+    ``limit`` (capped at :data:`MAX_ROWS`)."""
+    return [AttentionSchedule(**row) for row in conn.execute(
+        SQL["schedules_needing_attention"], {"limit": min(limit, MAX_ROWS)}).fetchall()]
+
+
+def stranded_runs(conn: Any, *, owners: list[str], reoffer_after: dict[str, timedelta], now: datetime,
+                  limit: int = 100) -> list[StrandedRun]:
+    """The runs of ``owners`` that wait too long at ``now`` (aware UTC): per owner at most
+    ``limit`` of each kind (capped at :data:`MAX_ROWS`), the longest waiting first;
+    ``reoffer_after[owner]`` is that owner's pipeline's re-offer period."""
+    out: list[StrandedRun] = []
+    for owner in owners:
+        out += [StrandedRun(**row) for row in conn.execute(SQL["stranded_runs"], {
+            "owner": owner, "now": now, "published_before": now - reoffer_after[owner],
+            "limit": min(limit, MAX_ROWS)}).fetchall()]
+    return out

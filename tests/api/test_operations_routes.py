@@ -1,0 +1,234 @@
+"""The operations routes through the resolver on the real database (the API's walled
+login) and moto's SQS: the overview reads every workspace's paused and failing schedules
+and stranded runs through the narrow cross-workspace functions, and each dead-letter
+queue's depth and oldest message; a redrive moves a dead-letter queue's messages back to
+its queue; a staff resume records the staff member and the reason; only staff may."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from tests.api.conftest import NOW, Caller
+from timekeeper.api import ApiAdapters, create_app
+from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, ReceivingDeadLetterQueues
+from timekeeper.edge import registries
+from timekeeper.local.aws import create_pipeline_queues
+from timekeeper.schedules import service
+from timekeeper.topology import ACCOUNTING, EXPORTS, PIPELINES, SNAPSHOTS
+
+STAFF = Caller(user_id="staff-1", roles="platform:staff")
+SWEEP = {"cron": "0 * * * *", "timezone": "UTC"}
+
+
+@pytest.fixture
+def sqs(monkeypatch):
+    credentials = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        yield boto3.client("sqs")
+
+
+@pytest.fixture
+def queues(sqs):
+    """Every topology queue and its dead-letter queue, by the operators' names."""
+    made = {name: create_pipeline_queues(sqs, pipeline) for name, pipeline in PIPELINES.items()}
+    made[SNAPSHOTS.name] = create_pipeline_queues(sqs, SNAPSHOTS)
+    made[EXPORTS.name] = create_pipeline_queues(sqs, EXPORTS)
+    return made
+
+
+@pytest.fixture
+def app(api_conn, clock_now, sqs, queues, publisher):
+    dead = {name: DeadLetterQueue(name=name, arn=pair.dlq_arn, source_arn=pair.arn) for name, pair in queues.items()}
+    return create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: publisher,
+                                  registry=registries.work_kinds, now=lambda: clock_now["now"],
+                                  snapshot_registry=registries.snapshot_types,
+                                  dead_letters=lambda: ReceivingDeadLetterQueues(sqs, dead)))
+
+
+@pytest.fixture
+def db(conn):
+    conn.execute("TRUNCATE schedule_events, schedule_runs, schedules CASCADE")
+    return conn
+
+
+def schedule(db, workspace_id, name, **rule):
+    return service.create_schedule(db, workspace_id=workspace_id, owner="accounting",
+                                   work_kind="reconciliation.sweep", actor="owner-1", now=NOW - timedelta(days=1),
+                                   recurrence=rule or SWEEP, name=name)
+
+
+def test_the_overview_lists_paused_and_failing_schedules_of_every_workspace(db, call):
+    # Given two workspaces: a paused schedule in one, a failing one in the other, a healthy one
+    first, second = uuid.uuid4(), uuid.uuid4()
+    paused = schedule(db, first, "paused sweep")
+    service.pause_schedule(db, workspace_id=first, schedule_id=paused.id, actor="owner-1", now=NOW)
+    failing = schedule(db, second, "failing sweep")
+    db.execute("UPDATE schedules SET consecutive_failures = 3, last_outcome = 'reconciliation_failed', "
+               "updated_at = %s WHERE id = %s", (NOW - timedelta(minutes=5), failing.id))
+    schedule(db, second, "healthy sweep")
+    db.commit()
+
+    # When staff (of neither workspace) read the overview
+    reply = call("GET", "/operations/overview", as_=STAFF)
+
+    # Then both needing attention are listed, newest change first, and the healthy one is not
+    assert reply.status == 200, reply.body
+    assert [(s["name"], s["workspace_id"], s["status"], s["pause_reason"], s["consecutive_failures"])
+            for s in reply.body["schedules"]] == [
+        ("paused sweep", str(first), "paused", "paused_by_owner", 0),
+        ("failing sweep", str(second), "active", None, 3)]
+
+
+def test_the_overview_lists_runs_that_wait_too_long_and_why(db, call):
+    # Given a workspace's runs: one accepted long ago and never started, one started whose
+    # lease ended, one released (not published) long ago, and one accepted a minute ago
+    workspace = uuid.uuid4()
+    sweep = schedule(db, workspace, "sweep")
+    long_ago = NOW - ACCOUNTING.reoffer_after - timedelta(minutes=1)
+
+    def run(key, **columns):
+        names = ", ".join(columns)
+        placeholders = ", ".join(["%s"] * len(columns))
+        db.execute(f"""INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key,
+                          occurrence_at, occurrence_local, trigger, definition_version, queued_at, {names})
+                       VALUES (%s, %s, 'accounting', 'reconciliation.sweep', %s, %s, %s, 'scheduled', 1, %s,
+                               {placeholders})""",
+                   (sweep.id, workspace, key, long_ago, long_ago.replace(tzinfo=None), long_ago, *columns.values()))
+
+    run("a", state="queued", published_at=long_ago, offered_at=long_ago)
+    run("b", state="running", published_at=long_ago, started_at=long_ago, attempts=1,
+        lease_until=NOW - timedelta(seconds=1))
+    run("c", state="queued", offered_at=long_ago, released_at=long_ago)
+    run("d", state="queued", published_at=NOW - timedelta(minutes=1), offered_at=NOW - timedelta(minutes=1))
+    db.commit()
+
+    reply = call("GET", "/operations/overview", as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    assert sorted((r["why"], r["state"], r["workspace_id"]) for r in reply.body["stranded_runs"]) == [
+        ("lease_expired", "running", str(workspace)), ("not_published", "queued", str(workspace)),
+        ("not_started", "queued", str(workspace))]
+
+
+def test_the_overview_shows_each_dead_letter_queues_depth_and_oldest_message(db, call, sqs, queues, clock_now):
+    # Given two messages in the accounting dead-letter queue
+    for n in range(2):
+        sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=json.dumps({"n": n}))
+    sent = datetime.now(UTC)
+    clock_now["now"] = sent + timedelta(minutes=10)
+
+    reply = call("GET", "/operations/overview", as_=STAFF)
+
+    # Then every queue is listed; accounting's holds 2, the oldest about ten minutes old
+    assert reply.status == 200, reply.body
+    by_name = {q["name"]: q for q in reply.body["dead_letter_queues"]}
+    assert set(by_name) == {*PIPELINES, SNAPSHOTS.name, EXPORTS.name}
+    assert by_name["accounting"]["messages"] == 2
+    assert 590 <= by_name["accounting"]["oldest_age_s"] <= 610
+    assert by_name["exports"] == {"name": "exports", "messages": 0, "oldest_sent_at": None, "oldest_age_s": None,
+                                  "redrive_running": None}
+    # And reading it hid nothing: both are still visible
+    attributes = sqs.get_queue_attributes(QueueUrl=queues["accounting"].dlq_url,
+                                          AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "2"
+
+
+def test_a_redrive_moves_the_dead_letters_back_to_their_queue(call, sqs, queues):
+    # Given three dead letters of the exports queue
+    bodies = [json.dumps({"export": n}) for n in range(3)]
+    for body in bodies:
+        sqs.send_message(QueueUrl=queues["exports"].dlq_url, MessageBody=body)
+
+    # When staff redrive it with a reason
+    reply = call("POST", "/operations/dead-letter-queues/exports/redrive", {"reason": "bucket policy fixed"},
+                 as_=STAFF)
+
+    # Then 202, the three moved: the dead-letter queue is empty and the queue holds the same bodies
+    assert reply.status == 202, reply.body
+    assert (reply.body["queue"], reply.body["messages"], reply.body["moved"]) == ("exports", 3, 3)
+    got = sqs.receive_message(QueueUrl=queues["exports"].url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(m["Body"] for m in got) == sorted(bodies)
+    assert sqs.receive_message(QueueUrl=queues["exports"].dlq_url, MaxNumberOfMessages=10).get("Messages") is None
+    # And a second redrive finds nothing to move
+    again = call("POST", "/operations/dead-letter-queues/exports/redrive", {"reason": "again"}, as_=STAFF)
+    assert (again.status, again.body["code"]) == (409, "empty")
+
+
+@pytest.mark.parametrize(("target", "body", "status", "code", "field"), [
+    ("/operations/dead-letter-queues/nowhere/redrive", {"reason": "x"}, 404, "not_found", None),
+    ("/operations/dead-letter-queues/exports/redrive", {"reason": "   "}, 422, "validation_error", "reason"),
+    ("/operations/dead-letter-queues/exports/redrive", {}, 422, "validation_error", "reason"),
+])
+def test_a_bad_redrive_request_is_refused(call, target, body, status, code, field):
+    reply = call("POST", target, body, as_=STAFF)
+    assert (reply.status, reply.body["code"], reply.body.get("field")) == (status, code, field)
+
+
+def test_a_staff_resume_records_who_and_why(db, call):
+    # Given a schedule paused after failures in a workspace staff do not belong to
+    workspace = uuid.uuid4()
+    paused = schedule(db, workspace, "sweep")
+    service.pause_schedule(db, workspace_id=workspace, schedule_id=paused.id, actor="system", now=NOW,
+                           reason="consecutive_failures")
+    db.commit()
+
+    reply = call("POST", f"/operations/workspaces/{workspace}/schedules/{paused.id}/resume",
+                 {"reason": "upstream ledger is back"}, as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    assert reply.body["status"] == "active"
+    event = db.execute("SELECT actor, reason, detail FROM schedule_events WHERE schedule_id = %s AND kind = 'resumed'",
+                       (paused.id,)).fetchone()
+    assert (event["actor"], event["reason"], event["detail"]) == (
+        "staff-1", "upstream ledger is back", {"previous_reason": "consecutive_failures"})
+    # And another workspace's id with the schedule is 404 (the schedule is looked up in the named workspace)
+    other = call("POST", f"/operations/workspaces/{uuid.uuid4()}/schedules/{paused.id}/resume",
+                 {"reason": "x"}, as_=STAFF)
+    assert (other.status, other.body["code"]) == (404, "not_found")
+
+
+@pytest.mark.parametrize(("method", "target"), [
+    ("GET", "/operations/overview"),
+    ("POST", "/operations/dead-letter-queues/exports/redrive"),
+    ("POST", f"/operations/workspaces/{uuid.uuid4()}/schedules/{uuid.uuid4()}/resume"),
+])
+def test_only_staff_may(call, method, target):
+    admin = Caller(roles="schedules:read,schedules:write,schedules:run,queries:admin")
+    reply = call(method, target, {"reason": "x"} if method == "POST" else None, as_=admin)
+    assert (reply.status, reply.body["code"]) == (403, "forbidden")
+    assert call(method, target, {"reason": "x"} if method == "POST" else None, claims=None).status == 401
+
+
+def test_on_aws_a_redrive_starts_the_queues_message_move_task_back_to_its_source():
+    # SQS's StartMessageMoveTask (moto has none): the request names the dead-letter queue as
+    # the source and its queue as the destination, after checking no task is running
+    client = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="t", aws_secret_access_key="t")
+    dlq = "arn:aws:sqs:us-east-1:123456789012:timekeeper-accounting-runs-dlq"
+    source = "arn:aws:sqs:us-east-1:123456789012:timekeeper-accounting-runs"
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/timekeeper-accounting-runs-dlq"
+    stub = Stubber(client)
+    stub.add_response("get_queue_url", {"QueueUrl": url},
+                      {"QueueName": "timekeeper-accounting-runs-dlq", "QueueOwnerAWSAccountId": "123456789012"})
+    stub.add_response("get_queue_attributes", {"Attributes": {"ApproximateNumberOfMessages": "4",
+                                                              "ApproximateNumberOfMessagesNotVisible": "0"}})
+    stub.add_response("receive_message", {"Messages": [
+        {"MessageId": "m", "ReceiptHandle": "r", "Body": "{}", "Attributes": {"SentTimestamp": "1800000000000"}}]})
+    stub.add_response("list_message_move_tasks", {"Results": [{"Status": "COMPLETED"}]},
+                      {"SourceArn": dlq, "MaxResults": 1})
+    stub.add_response("start_message_move_task", {"TaskHandle": "task-1"},
+                      {"SourceArn": dlq, "DestinationArn": source})
+    with stub:
+        started = DeadLetterQueues(client, {"accounting": DeadLetterQueue("accounting", dlq, source)}).redrive(
+            "accounting")
+    assert (started.task, started.messages, started.moved) == ("task-1", 4, None)
+    stub.assert_no_pending_responses()

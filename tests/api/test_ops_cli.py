@@ -1,0 +1,99 @@
+"""``python -m timekeeper ops`` against ``serve`` over HTTP, the way an operator scripts a
+deployed stage: the overview shows a dead letter, a redrive moves it back to its queue,
+a token without the staff role is refused with the API's code, and an API that cannot be
+reached is exit code 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import uuid
+
+import boto3
+import pytest
+from rich.console import Console
+
+from tests.api.conftest import serving
+from timekeeper.local.cli import main
+from timekeeper.local.ops import OpsOptions, run_ops
+from timekeeper.settings import dead_letter_queue_arn_variable, work_queue_url_variable
+
+STAFF_TOKEN = f"dev:staff-1:{uuid.uuid4()}:platform:staff"
+
+
+@pytest.fixture(scope="module")
+def server(db_url):
+    with serving(db_url) as running:
+        yield running
+
+
+def ops(server, *args: str, token: str = STAFF_TOKEN) -> tuple[int, str]:
+    out = io.StringIO()
+    code = run_ops(_options(server.base_url, token, *args), Console(file=out, width=200))
+    return code, out.getvalue()
+
+
+def _options(api: str, token: str, action: str, *rest: str) -> OpsOptions:
+    if action == "overview":
+        return OpsOptions(action="overview", api=api, token=token, as_json=True)
+    if action == "redrive":
+        return OpsOptions(action="redrive", api=api, token=token, queue=rest[0], reason=rest[1], as_json=True)
+    return OpsOptions(action="resume", api=api, token=token, workspace=rest[0], schedule=rest[1], reason=rest[2])
+
+
+def test_the_overview_shows_a_dead_letter_and_a_redrive_moves_it_back(server):
+    # Given a dead letter in the exports queue's dead-letter queue (serve's moto)
+    sqs = boto3.client("sqs", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    dlq_name = os.environ[dead_letter_queue_arn_variable("exports")].split(":")[-1]
+    dlq_url = sqs.get_queue_url(QueueName=dlq_name)["QueueUrl"]
+    sqs.send_message(QueueUrl=dlq_url, MessageBody='{"export_id": "lost"}')
+
+    # When the operator reads the overview over HTTP
+    code, text = ops(server, "overview")
+    assert code == 0, text
+    queues = {q["name"]: q for q in json.loads(text)["dead_letter_queues"]}
+    assert queues["exports"]["messages"] == 1
+
+    # And redrives it with a reason
+    code, text = ops(server, "redrive", "exports", "the bucket policy was fixed")
+    assert code == 0, text
+    assert json.loads(text)["moved"] == 1
+    # Then the message is back on the exports queue (its consumer, serve's poller, takes it)
+    # and the dead-letter queue is empty
+    def held(url: str) -> int:
+        attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
+            "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+    assert held(dlq_url) == 0
+    assert held(os.environ[work_queue_url_variable("exports")]) == 1
+
+
+def test_a_token_without_the_staff_role_is_refused_with_the_apis_code(server):
+    code, text = ops(server, "overview", token=f"dev:bob:{uuid.uuid4()}:schedules:read")
+    assert code == 1
+    assert "403 forbidden" in text
+
+
+def test_an_unknown_schedule_is_the_apis_404(server):
+    code, text = ops(server, "resume", str(uuid.uuid4()), str(uuid.uuid4()), "try")
+    assert code == 1
+    assert "404 not_found" in text
+
+
+def test_an_api_that_cannot_be_reached_is_exit_code_2(capsys):
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    code = main(["ops", "--api", f"http://127.0.0.1:{port}", "--token", STAFF_TOKEN, "overview"])
+    assert code == 2
+    assert "cannot reach the API" in capsys.readouterr().out
+
+
+def test_a_redrive_needs_a_reason(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["ops", "redrive", "exports"])
+    assert exited.value.code == 2
+    assert "--reason" in capsys.readouterr().err
