@@ -25,6 +25,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import jwt
+from pydantic import ValidationError
+
 from timekeeper.api.authorizer import AuthorizerSettings, JwtAuthorizer, Unauthorized
 from timekeeper.console.sign_in import Identity, IdentityProvider, SignInRefused
 from timekeeper.settings import (
@@ -129,8 +132,9 @@ def identity_provider(env: Mapping[str, str], client_secret: Callable[[], str | 
     """The console's identity provider from ``env``: the endpoints named there or, when
     unset, the issuer's discovery document (fetched now), and its ``end_session_endpoint``
     as the logout address when none is named. Raises :class:`SignInRefused` when the
-    discovery document cannot be read, ``KeyError`` when the issuer, client id or
-    redirect URI is unset, ``pydantic.ValidationError`` for bad claim settings."""
+    discovery document cannot be read or the settings are not usable (e.g. an algorithm
+    not accepted, a JWKS address that is no http(s) URL), ``KeyError`` when the issuer,
+    client id or redirect URI is unset."""
     issuer, client_id = env[CONSOLE_OIDC_ISSUER_VARIABLE], env[CONSOLE_OIDC_CLIENT_ID_VARIABLE]
     redirect_uri = env[CONSOLE_OIDC_REDIRECT_URI_VARIABLE]
     authorization = env.get(CONSOLE_OIDC_AUTHORIZATION_ENDPOINT_VARIABLE) or ""
@@ -146,8 +150,11 @@ def identity_provider(env: Mapping[str, str], client_secret: Callable[[], str | 
         if not (authorization and token):
             raise SignInRefused("the discovery document names no authorization or token endpoint")
     # The API's verification, the audience being the console's client (its ID tokens' aud).
-    settings = AuthorizerSettings.from_environment({**env, JWT_ISSUER_VARIABLE: issuer,
-                                                    JWT_AUDIENCE_VARIABLE: client_id})
+    try:
+        verifier = JwtAuthorizer(AuthorizerSettings.from_environment({**env, JWT_ISSUER_VARIABLE: issuer,
+                                                                      JWT_AUDIENCE_VARIABLE: client_id}))
+    except (ValidationError, jwt.PyJWKClientError) as error:
+        raise SignInRefused(f"the console's issuer settings are not usable ({type(error).__name__})") from None
     return IdentityProvider(client_id=client_id, redirect_uri=redirect_uri, authorization_endpoint=authorization,
                             exchange=token_exchange(token, client_id, client_secret),
-                            verify=id_token_verifier(JwtAuthorizer(settings)), logout_url=logout)
+                            verify=id_token_verifier(verifier), logout_url=logout)
