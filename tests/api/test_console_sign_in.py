@@ -165,7 +165,7 @@ def deployed(db_url, issuer, monkeypatch):
         monkeypatch.setenv(CONSOLE_SESSION_SECRET_VARIABLE, arn)
         edge.reset()
         api_edge.reset()
-        yield
+        yield arn
         edge.reset()
         api_edge.reset()
 
@@ -345,3 +345,27 @@ def test_the_development_sign_in_is_not_offered_deployed(deployed, workspaces):
                                                            "workspace_id": str(mine.workspace_id)})
     assert response["statusCode"] == 404
     assert SESSION_COOKIE not in browser.jar
+
+
+def test_a_rotated_session_key_keeps_older_sessions_until_the_old_key_is_removed(deployed, issuer, workspaces):
+    mine, _ = workspaces
+    secrets = boto3.client("secretsmanager")
+    browser = Browser()
+    callback(browser, issuer.authorize(start(browser), {"sub": mine.user_id, "tenant": str(mine.workspace_id),
+                                                        "groups": "schedules:read"}))
+    signed_with_first = dict(browser.jar)
+    assert browser.request("GET", "/console/schedules")["statusCode"] == 200
+    # Given the secret rotated to a new signing key, the first one still listed, read by a
+    # new execution environment
+    secrets.put_secret_value(SecretId=deployed, SecretString=json.dumps({"keys": ["s" * 64, "n" * 64]}))
+    edge.reset()
+    api_edge.reset()
+    # Then the session signed with the first key still opens the pages
+    page = browser.request("GET", "/console/schedules")
+    assert page["statusCode"] == 200, page["body"]
+    # And once the first key is removed, it no longer does
+    secrets.put_secret_value(SecretId=deployed, SecretString=json.dumps({"keys": ["n" * 64]}))
+    edge.reset()
+    api_edge.reset()
+    browser.jar = signed_with_first
+    assert browser.request("GET", "/console/schedules")["statusCode"] == 303
