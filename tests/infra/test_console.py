@@ -165,6 +165,22 @@ def test_the_operators_issuer_gets_its_client_id_and_its_client_secrets_grant(op
                for s in grants)
 
 
+@pytest.mark.parametrize("name", ["cognito_console", "operator_console"])
+def test_the_api_function_has_its_route_to_the_identity_provider(name, request):
+    # The topology says what the API function calls on the internet; its subnets route
+    # there through the NAT (instance or gateway) and its security group lets it out.
+    from tests.infra.test_reachability import Network
+
+    result = request.getfixturevalue(name)
+    assert "token endpoint" in API.internet
+    _, props = _api_function(result.app_template)
+    network = Network(result.data_template)
+    subnets = [network.resolve(s) for s in props["VpcConfig"]["SubnetIds"]]
+    groups = [network.resolve(g) for g in props["VpcConfig"]["SecurityGroupIds"]]
+    assert subnets and all(network._nat_route(s) for s in subnets)
+    assert any(network._egress_open(g) for g in groups)
+
+
 @pytest.mark.parametrize("context, message", [
     ({DeploymentConfig.KEY_CONSOLE: "true", DeploymentConfig.KEY_EGRESS: "nat"}, "JWT authorizer's issuer"),
     ({**COGNITO_CONSOLE, DeploymentConfig.KEY_EGRESS: "endpoints"}, "no route to the internet"),
