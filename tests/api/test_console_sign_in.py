@@ -300,7 +300,9 @@ def test_a_callback_without_the_flow_cookie_is_refused(deployed, issuer, workspa
     ({"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}, "ExpiredSignatureError"),
     ({"nonce": "a-replayed-nonce"}, "nonce is not this sign-in"),
     ({"tenant": None}, "no 'tenant' claim"),
-], ids=["foreign-audience", "expired", "foreign-nonce", "no-workspace"])
+    ({"tenant": "acme"}, "workspace claim is not a workspace id"),
+    ({"sub": "ana\x00admin"}, "user claim is not a user id"),
+], ids=["foreign-audience", "expired", "foreign-nonce", "no-workspace", "workspace-not-a-uuid", "nul-in-user"])
 def test_a_token_that_does_not_verify_is_refused(deployed, issuer, workspaces, claims, reason):
     mine, _ = workspaces
     browser = Browser()

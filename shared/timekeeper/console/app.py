@@ -43,6 +43,7 @@ from timekeeper.console.sign_in import (
     FLOW_COOKIE,
     FLOW_MAX_AGE_S,
     FlowCookies,
+    Identity,
     IdentityProvider,
     SignInRefused,
     authorization_url,
@@ -404,6 +405,18 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return redirect(authorization_url(issuer, flow), external=True,
                         cookie=cookie_header(flows.issue(flow), max_age=FLOW_MAX_AGE_S, name=FLOW_COOKIE))
 
+    def session_of(identity: Identity) -> Session:
+        """A new session for a verified ``identity``. Raises :class:`SignInRefused` when its
+        workspace is not a workspace id (a UUID) or its user id is one the API refuses
+        (a NUL, more than 200 characters)."""
+        try:
+            workspace = str(uuid.UUID(identity.workspace_id))
+        except ValueError:
+            raise SignInRefused("the ID token's workspace claim is not a workspace id") from None
+        if "\x00" in identity.user_id or len(identity.user_id) > 200:
+            raise SignInRefused("the ID token's user claim is not a user id")
+        return Session(user_id=identity.user_id, workspace_id=workspace, roles=identity.roles)
+
     @app.get(f"{PREFIX}/callback")
     def callback() -> Response:
         params = app.current_event.query_string_parameters or {}
@@ -415,12 +428,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             flow = flows.read(cookie(FLOW_COOKIE))
             code = check_callback(flow, params)
             assert flow is not None  # check_callback refuses a callback without its flow
-            identity = finish(issuer, flow, code)
+            session = session_of(finish(issuer, flow, code))
         except SignInRefused as refused:
             response = sign_in_refused(refused.reason)
             response.cookies.append(cookie_header("", max_age=0, name=FLOW_COOKIE))
             return response
-        session = Session(user_id=identity.user_id, workspace_id=identity.workspace_id, roles=identity.roles)
         return redirect(f"{PREFIX}/schedules", cookies=(
             cookie_header(sessions.issue(session), max_age=SESSION_MAX_AGE_S),
             cookie_header("", max_age=0, name=FLOW_COOKIE)))

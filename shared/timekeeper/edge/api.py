@@ -107,7 +107,7 @@ def _client_secret() -> str | None:
     arn = os.environ.get(CONSOLE_OIDC_CLIENT_SECRET_VARIABLE)
     if not arn:
         return None
-    secret = adapters._secret(arn)
+    secret = adapters.json_secret(arn)
     value = secret.get("client_secret")
     if not isinstance(value, str) or not value:
         raise sign_in.SignInRefused("the console's client secret holds no client_secret")
@@ -128,7 +128,7 @@ def console_settings() -> ConsoleSettings | None:
     without keys or a key shorter than 32 characters."""
     arn = os.environ.get(CONSOLE_SESSION_SECRET_VARIABLE, "")
     if arn:
-        keys = session_keys_of_secret(adapters._secret(arn))
+        keys = session_keys_of_secret(adapters.json_secret(arn))
     else:
         key = os.environ.get(CONSOLE_SESSION_KEY_VARIABLE, "")
         if not key:
