@@ -60,7 +60,10 @@ class JwtAuthorizerResources(Construct):
                 account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
                 removal_policy=RemovalPolicy.RETAIN)
             self.client = self.user_pool.add_client(
-                "ApiClient", generate_secret=False, auth_flows=cognito.AuthFlow(user_srp=True),
+                # No OAuth flows: the API's client signs in by SRP; with the console's hosted
+                # domain CDK's default (implicit and code grants, https://example.com as the
+                # callback) would be live for it.
+                "ApiClient", generate_secret=False, auth_flows=cognito.AuthFlow(user_srp=True), disable_o_auth=True,
                 id_token_validity=Duration.hours(1), access_token_validity=Duration.hours(1),
                 prevent_user_existence_errors=True)
             # The ID tokens' iss (the ProviderURL attribute lacks the https:// scheme)

@@ -136,6 +136,11 @@ def test_the_user_pool_gets_a_hosted_domain_and_a_code_flow_client_for_the_conso
     assert props["AllowedOAuthFlows"] == ["code"] and props["AllowedOAuthFlowsUserPoolClient"] is True
     assert set(props["AllowedOAuthScopes"]) >= {"openid"} and props.get("GenerateSecret") in (None, False)
     [callback] = props["CallbackURLs"]
+    # The API's own client offers no OAuth flow at the hosted domain (no implicit grant,
+    # no callback but the console's)
+    others = [c["Properties"] for k, c in resources(template, "AWS::Cognito::UserPoolClient").items()
+              if k != console_id]
+    assert others and all(not c.get("AllowedOAuthFlows") and not c.get("CallbackURLs") for c in others)
     assert json.dumps(callback).endswith('"/v1/console/callback"]]}')
     # The same issuer the API's authorizer trusts
     authorizer_id = functions_by_folder(template)["authorizer"]
