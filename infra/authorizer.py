@@ -39,8 +39,9 @@ AUTHORIZER_MEMORY_MB = 256
 
 
 class JwtAuthorizerResources(Construct):
-    """The authorizer function (:attr:`function`) for ``jwt``, and the Cognito user pool
-    (:attr:`user_pool`, :attr:`client`) when ``jwt.cognito``."""
+    """The authorizer function (:attr:`function`) for ``jwt``, the issuer it trusts
+    (:attr:`issuer`), and the Cognito user pool (:attr:`user_pool`, :attr:`client`) when
+    ``jwt.cognito``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, jwt: JwtSettings, layer: lambda_.ILayerVersion,
                  log_retention: logs.RetentionDays, name_prefix: str):
@@ -59,7 +60,10 @@ class JwtAuthorizerResources(Construct):
                 account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
                 removal_policy=RemovalPolicy.RETAIN)
             self.client = self.user_pool.add_client(
-                "ApiClient", generate_secret=False, auth_flows=cognito.AuthFlow(user_srp=True),
+                # No OAuth flows: the API's client signs in by SRP; with the console's hosted
+                # domain CDK's default (implicit and code grants, https://example.com as the
+                # callback) would be live for it.
+                "ApiClient", generate_secret=False, auth_flows=cognito.AuthFlow(user_srp=True), disable_o_auth=True,
                 id_token_validity=Duration.hours(1), access_token_validity=Duration.hours(1),
                 prevent_user_existence_errors=True)
             # The ID tokens' iss (the ProviderURL attribute lacks the https:// scheme)
@@ -74,6 +78,8 @@ class JwtAuthorizerResources(Construct):
                             "Threat protection (advanced security, the Plus feature plan) is paid per user; the "
                             "operator moves the pool to it when wanted, without changing the authorizer.")
         assert issuer and audience
+        #: The issuer the authorizer trusts (a token for the user pool's when ``jwt.cognito``).
+        self.issuer: str = issuer
         variables = {JWT_ISSUER_VARIABLE: issuer, JWT_AUDIENCE_VARIABLE: audience,
                      JWT_USER_CLAIM_VARIABLE: jwt.user_claim, JWT_WORKSPACE_CLAIM_VARIABLE: jwt.workspace_claim,
                      JWT_ROLES_CLAIM_VARIABLE: jwt.roles_claim}

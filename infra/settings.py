@@ -20,6 +20,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Node
 
 from infra.storage import DELIVERY_RETENTION_DAYS, DELIVERY_RETENTION_MARGIN_DAYS, LINK_MAX_LIFETIME_DAYS
+from timekeeper.topology import API
 
 #: Repository root (the folder holding app.py).
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,6 +224,21 @@ class JwtSettings:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConsoleDeployment:
+    """The console deployed (``timekeeper:console=true``): people sign in with the JWT
+    authorizer's issuer and its claim names. With the stack's Cognito user pool,
+    ``cognito_domain_prefix`` names its hosted sign-in domain
+    (``https://<prefix>.auth.<region>.amazoncognito.com``) and the stack creates the
+    console's app client; with the operator's issuer, ``client_id`` is the console's
+    client there and ``client_secret_arn`` (optional) a Secrets Manager secret holding
+    its ``client_secret`` (none: a public client, PKCE only)."""
+
+    cognito_domain_prefix: str | None = None
+    client_id: str | None = None
+    client_secret_arn: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class MailSettings:
     """Where delivery e-mail comes from: ``sender`` (the From address), ``domain`` (when
     set, a domain identity with DKIM is created for it; the sender is at it or below it),
@@ -280,6 +296,8 @@ class DeploymentConfig:
     download_rate_limit: int | None = None
     #: The JWT authorizer for an OpenID Connect issuer (None: not configured).
     jwt: JwtSettings | None = None
+    #: The console deployed with its OpenID Connect sign-in (None: not deployed).
+    console: ConsoleDeployment | None = None
     stage: str | None = None
     manage_api_gateway_account: bool = False
     #: Which snapshot types are enabled: ``production`` (the default) or ``development``
@@ -320,6 +338,10 @@ class DeploymentConfig:
     KEY_JWT_WORKSPACE_CLAIM = "timekeeper:jwtWorkspaceClaim"
     KEY_JWT_ROLES_CLAIM = "timekeeper:jwtRolesClaim"
     KEY_COGNITO = "timekeeper:cognitoUserPool"
+    KEY_CONSOLE = "timekeeper:console"
+    KEY_COGNITO_DOMAIN_PREFIX = "timekeeper:cognitoDomainPrefix"
+    KEY_CONSOLE_CLIENT_ID = "timekeeper:consoleClientId"
+    KEY_CONSOLE_CLIENT_SECRET_ARN = "timekeeper:consoleClientSecretArn"
     KEY_STAGE = "timekeeper:stage"
     KEY_API_GATEWAY_ACCOUNT = "timekeeper:manageApiGatewayAccount"
     KEY_ENVIRONMENT = "timekeeper:environment"
@@ -396,6 +418,47 @@ class DeploymentConfig:
                            **{k: v or defaults[k] for k, v in claims.items()})
 
     @classmethod
+    def _console(cls, get: Any, jwt: JwtSettings | None) -> ConsoleDeployment | None:
+        def text(key: str) -> str | None:
+            value = get(key)
+            return str(value).strip() or None if value is not None else None
+
+        named = [key for key in (cls.KEY_COGNITO_DOMAIN_PREFIX, cls.KEY_CONSOLE_CLIENT_ID,
+                                 cls.KEY_CONSOLE_CLIENT_SECRET_ARN) if text(key)]
+        if not parse_bool(get(cls.KEY_CONSOLE), False):
+            if named:
+                raise ValueError(f"{', '.join(named)} configure the console's sign-in: add {cls.KEY_CONSOLE}=true")
+            return None
+        if jwt is None:
+            raise ValueError(f"{cls.KEY_CONSOLE} signs people in with the JWT authorizer's issuer: deploy with "
+                             f"{cls.KEY_COGNITO}=true or {cls.KEY_JWT_ISSUER} and {cls.KEY_JWT_AUDIENCE}")
+        prefix, client_id = text(cls.KEY_COGNITO_DOMAIN_PREFIX), text(cls.KEY_CONSOLE_CLIENT_ID)
+        secret_arn = text(cls.KEY_CONSOLE_CLIENT_SECRET_ARN)
+        if jwt.cognito:
+            if client_id or secret_arn:
+                raise ValueError(f"{cls.KEY_COGNITO} creates the console's app client: drop "
+                                 f"{cls.KEY_CONSOLE_CLIENT_ID} and {cls.KEY_CONSOLE_CLIENT_SECRET_ARN}")
+            # Cognito's rule for a hosted domain prefix (no reserved words).
+            if not prefix or not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?", prefix) or any(
+                    word in prefix for word in ("aws", "amazon", "cognito")):
+                raise ValueError(f"the console's sign-in needs the user pool's hosted domain: "
+                                 f"{cls.KEY_COGNITO_DOMAIN_PREFIX}=<1-63 lowercase letters, digits and hyphens, "
+                                 "unique in the region, without aws, amazon or cognito>")
+            return ConsoleDeployment(cognito_domain_prefix=prefix)
+        if prefix:
+            raise ValueError(f"{cls.KEY_COGNITO_DOMAIN_PREFIX} is the stack's user pool's domain: with "
+                             f"{cls.KEY_JWT_ISSUER} name the console's client with {cls.KEY_CONSOLE_CLIENT_ID}")
+        if not client_id:
+            raise ValueError(f"the console's sign-in at {jwt.issuer} needs its client id there: "
+                             f"{cls.KEY_CONSOLE_CLIENT_ID}=<id> (and {cls.KEY_CONSOLE_CLIENT_SECRET_ARN} for a "
+                             "confidential client)")
+        if secret_arn and not re.fullmatch(r"arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+-[A-Za-z0-9]{6}",
+                                           secret_arn):
+            raise ValueError(f"{cls.KEY_CONSOLE_CLIENT_SECRET_ARN}={secret_arn!r} is not a complete Secrets Manager "
+                             "secret ARN (with its six-character suffix)")
+        return ConsoleDeployment(client_id=client_id, client_secret_arn=secret_arn)
+
+    @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
         """Read the context visible from ``node`` (the app's)."""
         get = node.try_get_context
@@ -424,7 +487,8 @@ class DeploymentConfig:
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
-            jwt=cls._jwt(get),
+            jwt=(jwt := cls._jwt(get)),
+            console=cls._console(get, jwt),
             download_rate_limit=int(get(cls.KEY_DOWNLOAD_RATE_LIMIT)) if get(cls.KEY_DOWNLOAD_RATE_LIMIT) else None,
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
@@ -443,6 +507,11 @@ class DeploymentConfig:
         if config.egress not in (cls.EGRESS_ENDPOINTS, cls.EGRESS_NAT, cls.EGRESS_NAT_INSTANCE):
             raise ValueError(f"{cls.KEY_EGRESS}={config.egress!r}: use {cls.EGRESS_ENDPOINTS}, {cls.EGRESS_NAT} "
                              f"or {cls.EGRESS_NAT_INSTANCE}")
+        if (config.console is not None and config.existing_database is None
+                and config.egress == cls.EGRESS_ENDPOINTS):
+            raise ValueError(f"{cls.KEY_CONSOLE}: the API function, in the created VPC, calls {API.internet}; "
+                             f"the {cls.EGRESS_ENDPOINTS} profile has no route to the internet: deploy with "
+                             f"{cls.KEY_EGRESS}={cls.EGRESS_NAT} or {cls.EGRESS_NAT_INSTANCE}")
         if config.environment not in ("production", "development"):
             raise ValueError(f"{cls.KEY_ENVIRONMENT}={config.environment!r}: use production or development")
         if config.stage is not None and not re.fullmatch(r"[a-z][a-z0-9]{0,11}", config.stage):

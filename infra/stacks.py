@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.api import API_FUNCTION, HttpApi
+from infra.console import ConsoleResources
 from infra.database import AuroraDatabase, Network, existing_access
 from infra.delivery import DeliveryResources
 from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction, check_grants
@@ -152,6 +153,11 @@ class AppStack(Stack):
                                snapshots=self.snapshots)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
             self.renderer.connect_caller(self.api.function, downloads=True)
+        #: The deployed console and its sign-in (None: not deployed).
+        self.console: ConsoleResources | None = None
+        if self.api is not None and config.console is not None and config.jwt is not None:
+            self.console = ConsoleResources(self, "Console", api=self.api, console=config.console, jwt=config.jwt)
+            CfnOutput(self, "ConsoleCallbackUrl", value=self.console.redirect_uri)
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)
         self.mail = MailResources(self, "Mail", mail=config.mail, name_prefix=config.name_prefix)
         CfnOutput(self, "MessageEventsTopicArn", value=self.mail.events.topic_arn)

@@ -113,6 +113,28 @@ CONSOLE_SESSION_KEY_VARIABLE = "CONSOLE_SESSION_KEY"
 CONSOLE_DEV_SIGN_IN_VARIABLE = "CONSOLE_DEV_SIGN_IN"
 #: The development sign-in's suggested people (JSON list of label, user_id, workspace_id, roles).
 CONSOLE_SAMPLES_VARIABLE = "CONSOLE_SAMPLES"
+#: A deployment's session key: a Secrets Manager ARN (JSON ``{"key": ...}`` or
+#: ``{"keys": [older, ..., newest]}``), read at cold start; the key itself is never in the
+#: environment of a deployed function.
+CONSOLE_SESSION_SECRET_VARIABLE = "CONSOLE_SESSION_KEY_SECRET_ARN"
+#: The path before ``/console`` in the browser's address (the API stage, ``/v1``; empty
+#: behind a custom domain or locally).
+CONSOLE_BASE_PATH_VARIABLE = "CONSOLE_BASE_PATH"
+#: The console's OpenID Connect sign-in: the issuer (the ID tokens' ``iss``), the console's
+#: client id (their ``aud``), the client secret's Secrets Manager ARN (JSON
+#: ``{"client_secret": ...}``; unset: a public client, PKCE only), the redirect URI
+#: registered with the issuer (``https://.../console/callback``), and optionally the
+#: authorization and token endpoints (unset: the issuer's discovery document) and the
+#: issuer's logout address sign-out sends the browser to. The claim names are the JWT
+#: authorizer's (``JWT_USER_CLAIM``, ``JWT_WORKSPACE_CLAIM``, ``JWT_ROLES_CLAIM``,
+#: ``JWT_JWKS_URL``).
+CONSOLE_OIDC_ISSUER_VARIABLE = "CONSOLE_OIDC_ISSUER"
+CONSOLE_OIDC_CLIENT_ID_VARIABLE = "CONSOLE_OIDC_CLIENT_ID"
+CONSOLE_OIDC_CLIENT_SECRET_VARIABLE = "CONSOLE_OIDC_CLIENT_SECRET_ARN"
+CONSOLE_OIDC_REDIRECT_URI_VARIABLE = "CONSOLE_OIDC_REDIRECT_URI"
+CONSOLE_OIDC_AUTHORIZATION_ENDPOINT_VARIABLE = "CONSOLE_OIDC_AUTHORIZATION_ENDPOINT"
+CONSOLE_OIDC_TOKEN_ENDPOINT_VARIABLE = "CONSOLE_OIDC_TOKEN_ENDPOINT"
+CONSOLE_OIDC_LOGOUT_URL_VARIABLE = "CONSOLE_OIDC_LOGOUT_URL"
 
 # ------------------------------------------------------------------ the JWT authorizer
 

@@ -86,6 +86,10 @@ class ServiceFunction:
     function: str
     services: frozenset[str]
     reserved_concurrency: int | None = None
+    #: What the function calls on the internet beyond the AWS service APIs (empty:
+    #: nothing). No VPC endpoint reaches it: a function in the created VPC needs the NAT
+    #: route (``timekeeper:egress`` ``nat`` or ``nat-instance``) when it makes those calls.
+    internet: str = ""
 
     def __post_init__(self) -> None:
         _check_services(self.function, self.services)
@@ -475,9 +479,12 @@ REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
 
 
 #: The HTTP API (``functions/api``): "Run now" and export requests (SQS), renders (Lambda),
-#: presigned links and delivered files (S3); its reserved concurrency bounds its database
-#: connections.
-API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY)
+#: presigned links and delivered files (S3), the console's session keys (Secrets Manager);
+#: its reserved concurrency bounds its database connections. Where the console is deployed,
+#: its sign-in calls the identity provider over the internet.
+API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY,
+                      internet="the console's sign-in: the identity provider's discovery document, token "
+                               "endpoint and keys (JWKS), where the console is deployed")
 #: The public download route (``functions/downloads``): the API's resolver for
 #: ``GET /downloads/{token}`` alone; presigned URLs of delivered files (S3), the link keys
 #: (Secrets Manager); the API's walled login.
@@ -487,7 +494,8 @@ DOWNLOADS = ServiceFunction(function="downloads", services=calls(S3),
 MIGRATION = ServiceFunction(function="migrate", services=calls())
 #: The API's JWT authorizer (``functions/authorizer``): no AWS service, no database; it
 #: fetches the identity provider's JWKS over the internet (outside the VPC).
-AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset())
+AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset(),
+                             internet="the identity provider's keys (JWKS)")
 #: Functions deployed only when the deployment asks for them: the JWT authorizer (an
 #: OpenID Connect issuer or a Cognito user pool named by context).
 OPTIONAL_FUNCTIONS = frozenset({AUTHORIZER.function})

@@ -176,18 +176,25 @@ class JwtAuthorizer:
         policy for the stage and ``context`` = ``user_id``, ``workspace_id``, ``roles``.
         Raises :class:`Unauthorized` (see :meth:`claims`; also without the user or the
         workspace claim)."""
-        claims = self.claims(_bearer(event))
+        context = self.identity(self.claims(_bearer(event)))
+        return {
+            "principalId": context["user_id"],
+            "policyDocument": {"Version": "2012-10-17", "Statement": [
+                {"Action": "execute-api:Invoke", "Effect": "Allow",
+                 "Resource": _policy_resource(str(event.get("methodArn") or ""))}]},
+            "context": context,
+        }
+
+    def identity(self, claims: Mapping[str, Any]) -> dict[str, str]:
+        """The identity verified ``claims`` carry, as the API reads it: ``user_id``,
+        ``workspace_id`` and ``roles`` (names joined by spaces) from the claims the settings
+        name. The authorizer's policy context and the console's sign-in both map a token
+        this way. Raises :class:`Unauthorized` without the user or the workspace claim."""
         s = self.settings
         user, workspace = claims.get(s.user_claim), claims.get(s.workspace_claim)
         if not isinstance(user, str) or not user.strip():
             raise Unauthorized(f"the token has no {s.user_claim!r} claim")
         if not isinstance(workspace, str) or not workspace.strip():
             raise Unauthorized(f"the token has no {s.workspace_claim!r} claim")
-        return {
-            "principalId": user.strip(),
-            "policyDocument": {"Version": "2012-10-17", "Statement": [
-                {"Action": "execute-api:Invoke", "Effect": "Allow",
-                 "Resource": _policy_resource(str(event.get("methodArn") or ""))}]},
-            "context": {"user_id": user.strip(), "workspace_id": workspace.strip(),
-                        "roles": _roles(claims.get(s.roles_claim))},
-        }
+        return {"user_id": user.strip(), "workspace_id": workspace.strip(),
+                "roles": _roles(claims.get(s.roles_claim))}

@@ -5,13 +5,16 @@ Sessions: a signed cookie (:class:`Sessions`, itsdangerous with SHA-256, eight h
 holds the person's claims (user, workspace, roles) and a random session id; it is
 ``HttpOnly``, ``SameSite=Lax`` and ``Secure`` wherever the console is served over HTTPS.
 Locally, a development sign-in (:attr:`ConsoleSettings.dev_sign_in`) lets you pick a
-sample person; a deployment signs in through its identity provider and passes the same
-claims. Every state-changing request is a POST carrying the session's CSRF token (a
-signature of its session id), checked before anything is done.
+sample person; a deployment signs in through its OpenID Connect identity provider
+(:mod:`timekeeper.console.sign_in`: the authorization-code flow with PKCE), whose ID token
+maps to the same claims the API's authorizer gives the API. Every state-changing request
+is a POST carrying the session's CSRF token (a signature of its session id), checked
+before anything is done.
 
 Every response carries a Content-Security-Policy without ``unsafe-inline`` (scripts and
 styles come from ``/console/static/`` only; no code or font from another origin),
-``frame-ancestors 'none'`` and ``nosniff``; every text is escaped by Jinja2's autoescape.
+``frame-ancestors 'none'`` and ``nosniff``, and where cookies are ``Secure`` (HTTPS)
+``Strict-Transport-Security``; every text is escaped by Jinja2's autoescape.
 """
 
 from __future__ import annotations
@@ -36,6 +39,20 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from timekeeper.console.sign_in import (
+    FLOW_COOKIE,
+    FLOW_MAX_AGE_S,
+    FlowCookies,
+    Identity,
+    IdentityProvider,
+    SignInRefused,
+    authorization_url,
+    check_callback,
+    finish,
+    new_flow,
+)
+from timekeeper.observability import logger
+
 #: Where the console's pages live (``/`` leads to them).
 PREFIX = "/console"
 #: The session cookie's name.
@@ -57,6 +74,8 @@ CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'se
                            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
                      "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
+#: HTTPS only, for two years, wherever the console is served with ``Secure`` cookies.
+STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 _ACTIONS = {"pause": "paused", "resume": "resumed", "run": "run requested"}
 #: The console's kinds of schedule, by path: the API prefix of each.
@@ -70,15 +89,24 @@ def is_console_path(path: str | None) -> bool:
 
 @dataclass(frozen=True)
 class ConsoleSettings:
-    """How the console runs: ``session_key`` signs its cookies (at least 32 characters);
-    ``dev_sign_in`` offers the development sign-in (local stack only); ``secure_cookies``
-    marks cookies ``Secure`` (HTTPS); ``samples`` are the people the development sign-in
-    suggests (``{"label", "user_id", "workspace_id", "roles"}``)."""
+    """How the console runs: ``session_key`` signs its cookies (at least 32 characters)
+    and ``older_session_keys`` still verify them (a rotation: sessions signed with the
+    previous key stay valid until they expire); ``dev_sign_in`` offers the development
+    sign-in (local stack only); ``secure_cookies`` marks cookies ``Secure`` and sends
+    ``Strict-Transport-Security`` (HTTPS); ``samples`` are the people the development
+    sign-in suggests (``{"label", "user_id", "workspace_id", "roles"}``);
+    ``identity_provider()`` gives the OpenID Connect issuer people sign in with (None: no
+    deployed sign-in; it may raise :class:`~timekeeper.console.sign_in.SignInRefused`
+    when the issuer cannot be reached); ``base_path`` is what the browser's address has
+    before ``/console`` (the API stage, e.g. ``/v1``; empty locally)."""
 
     session_key: str
     dev_sign_in: bool = False
     secure_cookies: bool = True
     samples: tuple[dict[str, str], ...] = ()
+    older_session_keys: tuple[str, ...] = ()
+    identity_provider: Callable[[], IdentityProvider] | None = None
+    base_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -108,15 +136,17 @@ class Session:
 
 
 class Sessions:
-    """Issues and reads session cookies and their CSRF tokens (``secret_key``: at least 32
-    characters; ``ValueError`` otherwise)."""
+    """Issues and reads session cookies and their CSRF tokens (``secret_key`` signs,
+    ``older_keys`` still verify; each at least 32 characters; ``ValueError`` otherwise)."""
 
-    def __init__(self, secret_key: str) -> None:
-        if len(secret_key) < 32:
+    def __init__(self, secret_key: str, older_keys: tuple[str, ...] = ()) -> None:
+        if any(len(key) < 32 for key in (*older_keys, secret_key)):
             raise ValueError("the console's session key must have at least 32 characters")
-        self._cookies = URLSafeTimedSerializer(secret_key, salt="timekeeper-console-session",
+        #: Every key, newest last (itsdangerous signs with the last, verifies with any).
+        self.keys = [*older_keys, secret_key]
+        self._cookies = URLSafeTimedSerializer(self.keys, salt="timekeeper-console-session",
                                                signer_kwargs={"digest_method": hashlib.sha256})
-        self._csrf = URLSafeTimedSerializer(secret_key, salt="timekeeper-console-csrf",
+        self._csrf = URLSafeTimedSerializer(self.keys, salt="timekeeper-console-csrf",
                                             signer_kwargs={"digest_method": hashlib.sha256})
 
     def issue(self, session: Session) -> str:
@@ -268,37 +298,50 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     context)`` (the API resolver of the same execution environment) with the signed-in
     person's claims. Raises ``ValueError`` for a session key shorter than 32 characters."""
     app = APIGatewayRestResolver()
-    sessions = Sessions(settings.session_key)
+    sessions = Sessions(settings.session_key, settings.older_session_keys)
+    flows = FlowCookies(sessions.keys)
     env = _templates()
+    # What the browser's addresses start with (the stage before /console when deployed).
+    public = settings.base_path.rstrip("/") + PREFIX
+    security_headers = {**_SECURITY_HEADERS, **({"Strict-Transport-Security": STRICT_TRANSPORT_SECURITY}
+                                                if settings.secure_cookies else {})}
 
     def page(template: str, http_status: int = 200, *, session: Session | None = None, **values: Any) -> Response:
         html = env.get_template(template).render(
-            session=session, csrf=sessions.csrf_token(session) if session else "", prefix=PREFIX, **values)
+            session=session, csrf=sessions.csrf_token(session) if session else "", prefix=public, **values)
         return Response(status_code=int(http_status), content_type="text/html; charset=utf-8", body=html,
-                        headers={**_SECURITY_HEADERS, "Cache-Control": "no-store"})
+                        headers={**security_headers, "Cache-Control": "no-store"})
 
-    def redirect(location: str, *, cookie: str | None = None) -> Response:
-        headers = {**_SECURITY_HEADERS, "Location": location, "Cache-Control": "no-store"}
+    def redirect(location: str, *, cookie: str | None = None, cookies: tuple[str, ...] = (),
+                 external: bool = False) -> Response:
+        """A 303 to ``location`` (a console path, given from ``/console``; an ``external``
+        address as it is) setting ``cookie`` and ``cookies``."""
+        if not external and location.startswith(PREFIX):
+            location = public + location[len(PREFIX):]
+        headers = {**security_headers, "Location": location, "Cache-Control": "no-store"}
         response = Response(status_code=HTTPStatus.SEE_OTHER, content_type="text/plain", body="",
                             headers=headers)
-        if cookie is not None:
-            response.cookies.append(cookie)
+        for value in (*([cookie] if cookie is not None else []), *cookies):
+            response.cookies.append(value)
         return response
 
-    def cookie_header(value: str, *, max_age: int) -> str:
-        parts = [f"{SESSION_COOKIE}={value}", f"Path={PREFIX}", f"Max-Age={max_age}", "HttpOnly", "SameSite=Lax"]
+    def cookie_header(value: str, *, max_age: int, name: str = SESSION_COOKIE) -> str:
+        parts = [f"{name}={value}", f"Path={public}", f"Max-Age={max_age}", "HttpOnly", "SameSite=Lax"]
         if settings.secure_cookies:
             parts.append("Secure")
         return "; ".join(parts)
 
-    def current_session() -> Session | None:
+    def cookie(name: str) -> str | None:
         jar = SimpleCookie()
         try:
             jar.load(app.current_event.headers.get("cookie") or "")
-        except Exception:  # noqa: BLE001 - a malformed Cookie header is no session
+        except Exception:  # noqa: BLE001 - a malformed Cookie header holds no cookie
             return None
-        morsel = jar.get(SESSION_COOKIE)
-        return sessions.read(morsel.value if morsel else None)
+        morsel = jar.get(name)
+        return morsel.value if morsel else None
+
+    def current_session() -> Session | None:
+        return sessions.read(cookie(SESSION_COOKIE))
 
     def form() -> dict[str, str]:
         body = app.current_event.body or ""
@@ -356,9 +399,65 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     def console_root() -> Response:
         return redirect(f"{PREFIX}/schedules")
 
+    def provider() -> IdentityProvider | None:
+        """The deployment's identity provider (None: the development sign-in or none).
+        Raises :class:`SignInRefused` when it cannot be reached."""
+        if settings.dev_sign_in or settings.identity_provider is None:
+            return None
+        return settings.identity_provider()
+
+    def sign_in_refused(reason: str, status: int = HTTPStatus.FORBIDDEN) -> Response:
+        logger.info("console sign-in refused", extra={"reason": reason})
+        return page("sign_in.html", status, dev=False, samples=(), roles=DEV_ROLES, problem=f"Sign-in refused: "
+                    f"{reason}.", retry=True)
+
     @app.get(f"{PREFIX}/sign-in")
     def sign_in_form() -> Response:
-        return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES)
+        try:
+            issuer = provider()
+        except SignInRefused as refused:
+            return sign_in_refused(refused.reason, HTTPStatus.BAD_GATEWAY)
+        if issuer is None:
+            return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES)
+        flow = new_flow()
+        return redirect(authorization_url(issuer, flow), external=True,
+                        cookie=cookie_header(flows.issue(flow), max_age=FLOW_MAX_AGE_S, name=FLOW_COOKIE))
+
+    def session_of(identity: Identity) -> Session:
+        """A new session for a verified ``identity``. Raises :class:`SignInRefused` when its
+        workspace is not a workspace id (a UUID) or its user id is one the API refuses
+        (a NUL, more than 200 characters)."""
+        try:
+            workspace = str(uuid.UUID(identity.workspace_id))
+        except ValueError:
+            raise SignInRefused("the ID token's workspace claim is not a workspace id") from None
+        if "\x00" in identity.user_id or len(identity.user_id) > 200:
+            raise SignInRefused("the ID token's user claim is not a user id")
+        return Session(user_id=identity.user_id, workspace_id=workspace, roles=identity.roles)
+
+    @app.get(f"{PREFIX}/callback")
+    def callback() -> Response:
+        params = app.current_event.query_string_parameters or {}
+        try:
+            issuer = provider()
+            if issuer is None:
+                return page("error.html", HTTPStatus.NOT_FOUND, title="Not found",
+                            message="This console has no identity provider.")
+            flow = flows.read(cookie(FLOW_COOKIE))
+            code = check_callback(flow, params)
+            assert flow is not None  # check_callback refuses a callback without its flow
+            session = session_of(finish(issuer, flow, code))
+        except SignInRefused as refused:
+            response = sign_in_refused(refused.reason)
+            response.cookies.append(cookie_header("", max_age=0, name=FLOW_COOKIE))
+            return response
+        return redirect(f"{PREFIX}/schedules", cookies=(
+            cookie_header(sessions.issue(session), max_age=SESSION_MAX_AGE_S),
+            cookie_header("", max_age=0, name=FLOW_COOKIE)))
+
+    @app.get(f"{PREFIX}/signed-out")
+    def signed_out() -> Response:
+        return page("sign_in.html", dev=False, samples=(), roles=DEV_ROLES, signed_out=True, retry=True)
 
     @app.post(f"{PREFIX}/sign-in")
     def sign_in() -> Response:
@@ -382,7 +481,16 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @app.post(f"{PREFIX}/sign-out")
     @checked_post
     def sign_out(session: Session, fields: dict[str, str]) -> Response:
-        return redirect(f"{PREFIX}/sign-in", cookie=cookie_header("", max_age=0))
+        cleared = cookie_header("", max_age=0)
+        if settings.dev_sign_in:
+            return redirect(f"{PREFIX}/sign-in", cookie=cleared)
+        try:
+            issuer = provider()
+        except SignInRefused:
+            issuer = None  # the session is cleared all the same
+        if issuer is not None and issuer.logout_url:
+            return redirect(issuer.logout_url, cookie=cleared, external=True)
+        return redirect(f"{PREFIX}/signed-out", cookie=cleared)
 
     @app.get(f"{PREFIX}/schedules")
     @signed_in
@@ -568,7 +676,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         except (FileNotFoundError, IsADirectoryError):
             return page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="No such file.")
         return Response(status_code=200, content_type=_STATIC_TYPES[suffix], body=text,
-                        headers={**_SECURITY_HEADERS, "Cache-Control": "public, max-age=300"})
+                        headers={**security_headers, "Cache-Control": "public, max-age=300"})
 
     @app.not_found
     def not_found(_: Exception) -> Response:

@@ -113,6 +113,14 @@ def _secret(arn: str, *, force_fetch: bool = False) -> dict[str, Any]:
     return secrets_provider().get(arn, transform="json", max_age=300, force_fetch=force_fetch)
 
 
+def json_secret(arn: str) -> dict[str, Any]:
+    """The JSON object of the Secrets Manager secret ``arn`` (the console's session keys, its
+    client secret), through the same cached provider as the database logins (300 s).
+    Raises Powertools' ``GetParameterError`` / ``TransformParameterError`` when it cannot be
+    read or is not JSON."""
+    return _secret(arn)
+
+
 def database_url(*, force_fetch: bool = False, login: str | None = None) -> str:
     """The libpq URL of the database. In AWS: the RDS Proxy host and this function's own
     secret (its login; cached 300 s, ``force_fetch`` bypasses the cache), over TLS that

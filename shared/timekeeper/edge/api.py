@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -26,9 +27,17 @@ from timekeeper.api.app import ApiAdapters, create_app, openapi_document
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.api.errors import NOT_FOUND
 from timekeeper.console.app import ConsoleSettings, create_console, is_console_path
+from timekeeper.console.sign_in import IdentityProvider
 from timekeeper.db.connection import ConnectionProvider
-from timekeeper.edge import adapters, registries
-from timekeeper.settings import CONSOLE_DEV_SIGN_IN_VARIABLE, CONSOLE_SAMPLES_VARIABLE, CONSOLE_SESSION_KEY_VARIABLE
+from timekeeper.edge import adapters, registries, sign_in
+from timekeeper.settings import (
+    CONSOLE_BASE_PATH_VARIABLE,
+    CONSOLE_DEV_SIGN_IN_VARIABLE,
+    CONSOLE_OIDC_CLIENT_SECRET_VARIABLE,
+    CONSOLE_SAMPLES_VARIABLE,
+    CONSOLE_SESSION_KEY_VARIABLE,
+    CONSOLE_SESSION_SECRET_VARIABLE,
+)
 
 _environment = threading.local()
 _lock = threading.Lock()
@@ -76,28 +85,74 @@ def lambda_app() -> APIGatewayRestResolver:
     return _cached("app", lambda: create_app(edge_adapters()))
 
 
-def console_settings() -> ConsoleSettings | None:
-    """The console's settings from the environment, or None when no session key is set
-    (:data:`timekeeper.settings.CONSOLE_SESSION_KEY_VARIABLE`)."""
-    key = os.environ.get(CONSOLE_SESSION_KEY_VARIABLE, "")
-    if not key:
+def session_keys_of_secret(secret: Mapping[str, Any]) -> list[str]:
+    """The console's session keys a Secrets Manager secret holds, oldest first: JSON
+    ``{"keys": [oldest, ..., newest]}`` (a rotation: the newest signs, the others still
+    verify) or ``{"key": k}`` (as the stack generates it). Raises ``ValueError`` when it
+    holds neither."""
+    keys = secret.get("keys", [secret["key"]] if isinstance(secret.get("key"), str) else None)
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) and k for k in keys):
+        raise ValueError('the console session secret holds neither "keys" (a list of text, newest last) nor "key"')
+    return keys
+
+
+def console_configured() -> bool:
+    """Whether this environment serves the console: a session key secret
+    (:data:`~timekeeper.settings.CONSOLE_SESSION_SECRET_VARIABLE`, deployed) or a session
+    key (:data:`~timekeeper.settings.CONSOLE_SESSION_KEY_VARIABLE`, the local stack)."""
+    return bool(os.environ.get(CONSOLE_SESSION_SECRET_VARIABLE) or os.environ.get(CONSOLE_SESSION_KEY_VARIABLE))
+
+
+def _client_secret() -> str | None:
+    arn = os.environ.get(CONSOLE_OIDC_CLIENT_SECRET_VARIABLE)
+    if not arn:
         return None
+    secret = adapters.json_secret(arn)
+    value = secret.get("client_secret")
+    if not isinstance(value, str) or not value:
+        raise sign_in.SignInRefused("the console's client secret holds no client_secret")
+    return value
+
+
+def _identity_provider() -> IdentityProvider:
+    """This environment's identity provider (discovered on first use, kept once found)."""
+    return _cached("identity_provider", lambda: sign_in.identity_provider(os.environ, _client_secret))
+
+
+def console_settings() -> ConsoleSettings | None:
+    """The console's settings from the environment, or None when it is not configured
+    (:func:`console_configured`). Deployed, the session keys come from the Secrets
+    Manager secret (read now, through the edge's cached secrets provider) and the sign-in
+    is the OpenID Connect issuer's (:mod:`timekeeper.edge.sign_in`); locally, ``serve``
+    sets the key itself and the development sign-in. Raises ``ValueError`` for a secret
+    without keys or a key shorter than 32 characters."""
+    arn = os.environ.get(CONSOLE_SESSION_SECRET_VARIABLE, "")
+    if arn:
+        keys = session_keys_of_secret(adapters.json_secret(arn))
+    else:
+        key = os.environ.get(CONSOLE_SESSION_KEY_VARIABLE, "")
+        if not key:
+            return None
+        keys = [key]
     dev = os.environ.get(CONSOLE_DEV_SIGN_IN_VARIABLE) == "1"
     try:
         samples = tuple(json.loads(os.environ.get(CONSOLE_SAMPLES_VARIABLE) or "[]"))
     except ValueError:
         samples = ()
-    return ConsoleSettings(session_key=key, dev_sign_in=dev, secure_cookies=not dev, samples=samples)
+    provider = _identity_provider if not dev and sign_in.configured(os.environ) else None
+    return ConsoleSettings(session_key=keys[-1], older_session_keys=tuple(keys[:-1]), dev_sign_in=dev,
+                           secure_cookies=not dev, samples=samples, identity_provider=provider,
+                           base_path=os.environ.get(CONSOLE_BASE_PATH_VARIABLE, ""))
 
 
 def console_app() -> APIGatewayRestResolver | None:
     """The console's resolver (its pages call this environment's API resolver), built on
-    first use in each execution environment; None when the console is not configured."""
-    chosen = console_settings()
-    if chosen is None:
+    first use in each execution environment (the API function builds it at cold start);
+    None when the console is not configured."""
+    if not console_configured():
         return None
     return _cached("console", lambda: create_console(lambda event, context: lambda_app().resolve(event, context),
-                                                    chosen))
+                                                    console_settings()))
 
 
 def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -65,6 +65,9 @@ def _api() -> None:
     adapters.export_publisher()
     adapters.renderer_client()
     adapters.s3_client()
+    from timekeeper.edge import api
+
+    api.console_app()  # the console's session keys, from Secrets Manager
 
 
 def _downloads() -> None:
