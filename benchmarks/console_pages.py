@@ -67,6 +67,14 @@ def load(url: str, *, workspace: uuid.UUID, schedules: int, runs: int, hot_runs:
                    'succeeded', %(now)s - g * interval '1 hour', 1, %(now)s - g * interval '1 hour',
                    %(now)s - g * interval '1 hour' + interval '2 seconds', 'reconciled'
               FROM generate_series(1, %(hot)s) AS g""", {"id": ids[0], "ws": workspace, "now": NOW, "hot": hot_runs})
+        # Every 20th schedule paused after failures and every 20th (offset) failing: the
+        # operations page's rows (it reads every workspace's through the partial index).
+        conn.execute("""UPDATE schedules SET status = 'paused', pause_reason = 'consecutive_failures',
+                               next_due_at = NULL, consecutive_failures = 5
+                         WHERE workspace_id = %(ws)s AND id = ANY(%(paused)s)""",
+                     {"ws": workspace, "paused": ids[::20]})
+        conn.execute("UPDATE schedules SET consecutive_failures = 2 WHERE id = ANY(%(failing)s)",
+                     {"failing": ids[10::20]})
         conn.execute("ANALYZE schedules")
         conn.execute("ANALYZE schedule_runs")
         return ids[0]
@@ -100,11 +108,15 @@ def main() -> int:
              "schedules list (a later page)": f"/console/schedules?cursor={cursor}",
              "schedules list (status filter)": "/console/schedules?status=active",
              f"a schedule with {args.hot_runs:,} runs": f"/console/schedules/{hot}"}
+    staff_session = Session(user_id="staff", workspace_id=str(uuid.uuid4()), roles="platform:staff")
+    staff = f"{SESSION_COOKIE}={Sessions(KEY).issue(staff_session)}"
+    pages["operations overview, staff (every workspace: 500 paused, 500 failing)"] = ("/console/operations", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
-    for label, path in pages.items():
+    for label, target in pages.items():
+        path, who = target if isinstance(target, tuple) else (target, cookie)
         times = []
         for _ in range(args.repeats):
-            event = proxy_event("GET", path, claims=None, headers={"Cookie": cookie})
+            event = proxy_event("GET", path, claims=None, headers={"Cookie": who})
             begun = time.perf_counter()
             response = console.resolve(event, LambdaContext(function_name="bench"))
             times.append((time.perf_counter() - begun) * 1000)
