@@ -113,3 +113,13 @@ def test_psql_on_a_database_the_server_does_not_have_says_which_it_has(pg_server
     # Then one line says so and names the databases it has, and psql is not started
     err = capsys.readouterr().err
     assert code == 1 and "no database tk_no_such_database" in err and "postgres" in err, err
+
+
+def test_psql_passes_its_arguments_on_to_psql(pg_server_url, monkeypatch, capfd):
+    # Given the local server (the test server, as DATABASE_URL)
+    monkeypatch.setenv("DATABASE_URL", pg_server_url)
+    # When psql is given a command after --
+    code = main(["psql", "--database", "postgres", "--", "-At", "-c", "SELECT 40 + 2"])
+    # Then psql runs it and exits 0
+    assert code == 0
+    assert capfd.readouterr().out.strip() == "42"

@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     psql = commands.add_parser("psql", help="open a local database (kept by simulate or serve) in psql")
     psql.add_argument("--database", default="timekeeper_sim",
                       help="database name (default timekeeper_sim; serve's is timekeeper_serve)")
+    psql.add_argument("psql_args", nargs=argparse.REMAINDER, metavar="-- PSQL ARGUMENTS",
+                      help="passed on to psql after a --, e.g. -- -c 'SELECT count(*) FROM schedule_runs'")
     data = commands.add_parser("platform-data", help="load the Platform sample tenant set (and benchmark volume) "
                                                       "into a local database")
     data.add_argument("--seed", type=int, default=7, help="random seed of the sample set (default 7)")
@@ -266,7 +268,8 @@ def _run(args: argparse.Namespace) -> int:
             write_openapi(args.out)
         return 0
     if args.command == "psql":
-        return _psql(args.database)
+        extra = args.psql_args[1:] if args.psql_args[:1] == ["--"] else args.psql_args
+        return _psql(args.database, extra)
     if args.command == "ops":
         import os
 
@@ -400,8 +403,9 @@ def announce_new_state(err: Any = None) -> bool:
     return True
 
 
-def _psql(database: str) -> int:
-    """Open ``database`` on the local server in psql; the embedded server runs while psql does.
+def _psql(database: str, extra: list[str] | None = None) -> int:
+    """Open ``database`` on the local server in psql, with ``extra`` arguments after the
+    connection (``-c``, ``-f``, ...); the embedded server runs while psql does.
     Exit code 1, with one line saying why, when the state folder holds no server (none is
     started) or the server has no such database."""
     import os
@@ -435,7 +439,7 @@ def _psql(database: str) -> int:
     # Ctrl-C belongs to psql while it runs (it cancels the query there), not to this process.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return subprocess.call(embedded.psql_command(url))
+        return subprocess.call([*embedded.psql_command(url), *(extra or [])])
     except FileNotFoundError:
         print(f"psql not found; connect with any PostgreSQL client to: {url}", file=sys.stderr)
         return 1
