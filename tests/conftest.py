@@ -23,10 +23,18 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from timekeeper.db.connection import LOGIN_ROLES, connect
 from timekeeper.db.migrate import apply_migrations
 from timekeeper.local import embedded
+
+#: Property tests: random by default (a run may find a new case; hypothesis keeps it in
+#: .hypothesis for the next run), the same examples every time with the ``ci`` profile, which
+#: .ci/run selects, so a CI run is repeatable and a differential test's rare find is not a
+#: red build nobody can reproduce (run without the profile to search further).
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("TIMEKEEPER_HYPOTHESIS_PROFILE", "default"))
 
 #: The environment variable that routes the database tests through a pooler.
 POOLER_VARIABLE = "TIMEKEEPER_TEST_POOLER"

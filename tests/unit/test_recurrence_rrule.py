@@ -71,6 +71,14 @@ def test_a_years_last_days_in_next_years_week_1_count_only_as_week_1():
                after=datetime(2025, 6, 1, tzinfo=UTC)) == []
 
 
+def test_bysetpos_counts_the_start_week_from_the_start_date():
+    # The series starts on Tuesday 2026-01-06: its first week is that Tuesday onwards, so the
+    # first of (Monday, Tuesday) that week is the Tuesday; later weeks count from Monday.
+    found = occ("FREQ=WEEKLY;INTERVAL=1;BYDAY=MO,TU;BYSETPOS=1", start="2026-01-06", count=3,
+                after=datetime(2026, 1, 1, tzinfo=UTC))
+    assert [o.local_date for o in found] == [date(2026, 1, 6), date(2026, 1, 12), date(2026, 1, 19)]
+
+
 def test_nth_weekdays_of_the_year_and_negative_month_days():
     assert occ("FREQ=YEARLY;BYDAY=-1SU", zone="UTC", count=1)[0].local_date == date(2027, 12, 26)
     assert occ("FREQ=YEARLY;BYDAY=20MO", zone="UTC", count=1)[0].local_date == date(2027, 5, 17)

@@ -262,6 +262,10 @@ class _RRuleRecurrence(_WallTimeRecurrence):
                           for day in range(1, _calendar.monthrange(key, m)[1] + 1)]
         else:
             candidates = [date.fromordinal(ordinal + i) for i in range(n)]
+        if freq == "WEEKLY" and first <= self._start < first + timedelta(days=7):
+            # The start's week is the set from the start date on (BYSETPOS counts in it), as
+            # the reference implementations expand it; later weeks are whole.
+            candidates = [d for d in candidates if d >= self._start]
         days = [d for d in candidates if self._matches(d)]
         if self._bysetpos is not None:
             picked = {days[p - 1] if p > 0 else days[p] for p in self._bysetpos if -len(days) <= p <= len(days)
