@@ -92,8 +92,15 @@ def major_units(minor: int, currency: str) -> Decimal:
 
 def major_units_text(minor: int | str, currency: str) -> str:
     """The CSV text of an amount: major units, a point, the currency's decimals, no
-    grouping (``4800`` EUR -> ``48.00``; ``-5`` -> ``-0.05``)."""
-    return format(major_units(int(minor), currency), "f")
+    grouping (``4800`` EUR -> ``48.00``; ``-5`` -> ``-0.05``; ``4800`` JPY -> ``4800``);
+    ``minor`` may be the integer's text, as the CSV cursor loads it. Integer arithmetic:
+    the same text as :func:`major_units`, without building a Decimal per cell."""
+    digits = currency_digits(currency)
+    value = int(minor)
+    if not digits:
+        return str(value)
+    whole, part = divmod(-value if value < 0 else value, 10 ** digits)
+    return f"{'-' if value < 0 else ''}{whole}.{part:0{digits}d}"
 
 
 def format_money(minor: int, currency: str, locale: str) -> str:
