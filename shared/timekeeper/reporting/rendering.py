@@ -415,7 +415,7 @@ def _font_path(name: str) -> str:
     return str(files("timekeeper.reporting").joinpath("fonts", name))
 
 
-def _latin1(text: str) -> str:
+def _printable(text: str) -> str:
     """Text for the PDF: control characters (other than new line) become spaces (the font
     holds printable characters; one it lacks is left out of the page)."""
     return "".join(" " if (ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160 else c for c in text)
@@ -468,8 +468,8 @@ def build_pdf(definition: ReportDefinition, sections: Sequence[SectionData], *, 
     date is ``requested_at`` and the producer fixed, so equal input gives equal bytes."""
     from fpdf import FPDF
 
-    title = _latin1(definition.title)
-    footer_text = _latin1(" \u00b7 ".join(t for t in (presentation.workspace_name, definition.title) if t))
+    title = _printable(definition.title)
+    footer_text = _printable(" \u00b7 ".join(t for t in (presentation.workspace_name, definition.title) if t))
 
     class _ReportPdf(FPDF):
         def footer(self) -> None:
@@ -490,13 +490,13 @@ def build_pdf(definition: ReportDefinition, sections: Sequence[SectionData], *, 
     pdf.set_creator(PRODUCER)
     pdf.set_title(title)
     if presentation.workspace_name:
-        pdf.set_author(_latin1(presentation.workspace_name))
+        pdf.set_author(_printable(presentation.workspace_name))
     pdf.set_auto_page_break(auto=True, margin=14)
     pdf.set_margins(10, 10, 10)
     pdf.add_page()
     if presentation.workspace_name:
         pdf.set_font(FONT, "B", 10)
-        pdf.cell(0, 6, _latin1(presentation.workspace_name), new_x="LMARGIN", new_y="NEXT")
+        pdf.cell(0, 6, _printable(presentation.workspace_name), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font(FONT, "B", 18)
     pdf.multi_cell(0, 9, title, new_x="LMARGIN", new_y="NEXT")
     pdf.set_font(FONT, "", 9)
@@ -513,7 +513,7 @@ def _section(pdf: Any, data: SectionData, presentation: Presentation) -> None:
         pdf.add_page()
     pdf.ln(4)
     pdf.set_font(FONT, "B", 13)
-    pdf.multi_cell(0, 7, _latin1(section.heading), new_x="LMARGIN", new_y="NEXT")
+    pdf.multi_cell(0, 7, _printable(section.heading), new_x="LMARGIN", new_y="NEXT")
     pdf.set_font(FONT, "I", 8)
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     note = f"Query \"{data.query_name}\", version {data.query_version}"
@@ -523,7 +523,7 @@ def _section(pdf: Any, data: SectionData, presentation: Presentation) -> None:
                  f"{data.basis['version']}, published {published})")
     if data.truncated:
         note += f"; showing the first {cap:,} {'rows' if section.display is Display.TABLE else 'points'} only"
-    pdf.cell(0, 5, _latin1(note), new_x="LMARGIN", new_y="NEXT")
+    pdf.cell(0, 5, _printable(note), new_x="LMARGIN", new_y="NEXT")
     if not data.rows:
         pdf.set_font(FONT, "", 9)
         pdf.cell(0, 6, "No rows.", new_x="LMARGIN", new_y="NEXT")
@@ -563,11 +563,11 @@ def _table(pdf: Any, data: SectionData, presentation: Presentation) -> None:
     with pdf.table(first_row_as_headings=True, line_height=4, text_align="LEFT", repeat_headings=1) as table:
         header = table.row()
         for label in headers:
-            header.cell(_latin1(label))
+            header.cell(_printable(label))
         for values in data.rows:
             row = table.row()
             for i, value in enumerate(values):
-                row.cell(_latin1(cell_text(value, kinds[i], values, sources[i], presentation)[:200]))
+                row.cell(_printable(cell_text(value, kinds[i], values, sources[i], presentation)[:200]))
 
 
 def _domain(values: Sequence[float]) -> tuple[float, float]:
@@ -596,11 +596,11 @@ def _bar_chart(pdf: Any, points: list[tuple[str, float]], texts: list[str]) -> N
             pdf.add_page()
         y = pdf.get_y()
         pdf.set_xy(left, y)
-        pdf.cell(label_w - 2, bar_h, _latin1(label[:40]), align="R")
+        pdf.cell(label_w - 2, bar_h, _printable(label[:40]), align="R")
         start, end = sorted((x(0.0), x(value)))
         pdf.rect(start, y + 0.5, max(end - start, 0.2), bar_h - 1, style="F")
         pdf.set_xy(x(max(value, 0.0)) + 1, y)
-        pdf.cell(value_w, bar_h, _latin1(text))
+        pdf.cell(value_w, bar_h, _printable(text))
         pdf.set_y(y + bar_h + gap)
 
 
@@ -630,7 +630,7 @@ def _line_chart(pdf: Any, points: list[tuple[str, float]], money: Presentation |
     pdf.set_font(FONT, "", 7)
     for value in (lo, hi):
         pdf.set_xy(pdf.l_margin, xy(0, value)[1] - 2)
-        pdf.cell(axis_w - 2, 4, _latin1(_number(value) + (f" {money.currency}" if money else "")), align="R")
+        pdf.cell(axis_w - 2, 4, _printable(_number(value) + (f" {money.currency}" if money else "")), align="R")
     pdf.set_draw_color(70, 110, 170)
     pdf.set_line_width(0.5)
     coordinates = [xy(i, v) for i, (_, v) in enumerate(points)]
@@ -642,7 +642,7 @@ def _line_chart(pdf: Any, points: list[tuple[str, float]], money: Presentation |
     for i in sorted({0, n // 2, n - 1}):
         cx = coordinates[i][0]
         pdf.set_xy(min(max(cx - 20, left), pdf.w - pdf.r_margin - 40), top + height + 1)
-        pdf.cell(40, 4, _latin1(points[i][0][:30]), align="C")
+        pdf.cell(40, 4, _printable(points[i][0][:30]), align="C")
     pdf.set_y(top + height + 7)
 
 
