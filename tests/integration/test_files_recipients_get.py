@@ -230,7 +230,7 @@ def test_a_long_report_numbers_every_page_of_the_total(conn, s3, workspaces, db_
 def test_a_workspace_locale_must_be_one_cldr_knows(conn, workspaces):
     ws, _ = workspaces["new_york"]
     # A locale CLDR does not know, or written another way, is refused before the database sees it
-    for bad in ("xx_YY", "de-DE", "", "en_US; DROP TABLE workspaces"):
+    for bad in ("xx_YY", "de-DE", "", "en_US; DROP TABLE workspaces", "ko_KR"):  # Korean: data not shipped
         with pytest.raises(InvalidLocale):
             set_workspace_locale(conn, ws, bad)
         with pytest.raises(InvalidLocale):

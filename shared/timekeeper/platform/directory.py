@@ -18,6 +18,7 @@ import psycopg
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_one
 from timekeeper.schedules.zones import is_canonical_zone
+from timekeeper.settings import FILE_LOCALE_LANGUAGES
 
 WORKSPACE_STATUSES = ("active", "loading", "disabled")
 USER_STATUSES = ("active", "deactivated")
@@ -30,7 +31,8 @@ class InvalidTimezone(ValueError):
 
 
 class InvalidLocale(ValueError):
-    """A workspace locale that names no locale CLDR (Babel's data) knows."""
+    """A workspace locale that names no locale CLDR (Babel's data) knows, or one of a
+    language the deployment does not ship (:data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`)."""
 
 
 #: The locale of a workspace that chose none (the column's default).
@@ -100,9 +102,10 @@ def check_timezone(name: str) -> str:
 
 def check_locale(name: str) -> str:
     """Return ``name`` when it is a CLDR locale identifier in the canonical form Babel
-    gives (``language[_Script][_TERRITORY]``: ``en_US``, ``de_DE``, ``fr``); raises
-    :class:`InvalidLocale` otherwise (unknown to CLDR, or written another way, such as
-    ``de-DE``)."""
+    gives (``language[_Script][_TERRITORY]``: ``en_US``, ``de_DE``, ``fr``) of a language
+    the layer ships data for (:data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`); raises
+    :class:`InvalidLocale` otherwise (unknown to CLDR, written another way, such as
+    ``de-DE``, or of another language)."""
     from babel import Locale, UnknownLocaleError
 
     try:
@@ -111,6 +114,9 @@ def check_locale(name: str) -> str:
         raise InvalidLocale(f"{name!r} is not a CLDR locale identifier") from None
     if str(parsed) != name:
         raise InvalidLocale(f"{name!r} is not a CLDR locale identifier (write it {str(parsed)!r})")
+    if parsed.language not in FILE_LOCALE_LANGUAGES:
+        raise InvalidLocale(f"{name!r} is of a language whose locale data the deployment does not ship; one of "
+                            f"{', '.join(sorted(FILE_LOCALE_LANGUAGES))}")
     return name
 
 
