@@ -6,8 +6,10 @@ fresh Python process.
     PYTHONPATH=shared python benchmarks/xlsx_writers.py --sizes 20000    # smoke
 
 The rows have the shape of the invoice export (`benchmarks/exports.py`): ten columns --
-UUID text, number text, UUID text, name text, two ISO dates, an integer, currency, status
-and a date that is NULL in two rows of three -- as the export's cursor loads them. The
+UUID text, number text, UUID text, name text, two dates, an amount in minor units, its
+currency, status and a date that is NULL in two rows of three -- as the export's cursor
+loads them (dates as ``datetime.date``; the sheet gets date cells and the amount a
+number in major units with its currency's format, in the workspace's locale). The
 rows are generated as they are written (not held), so the peak RSS growth is the
 writer's; the CPU of generating them alone is measured too and taken off. No database:
 this isolates the writer; `exports.py` measures the whole export.
@@ -34,10 +36,12 @@ WRITERS = ("generate-only", "xlsxwriter", "openpyxl")
 
 
 def _rows(n: int):
+    from datetime import date
+
     for i in range(n):
         yield (f"{i:08x}-1111-4000-8000-000000000000", f"INV-{i:07d}", f"{i % 1000:08x}-2222-4000-8000-000000000000",
-               f"Member {i % 1000}", f"2027-01-{i % 28 + 1:02d}", f"2027-02-{i % 28 + 1:02d}", i * 137, "EUR",
-               ("open", "paid", "void")[i % 3], None if i % 3 else "2027-03-01")
+               f"Member {i % 1000}", date(2027, 1, i % 28 + 1), date(2027, 2, i % 28 + 1), i * 137, "EUR",
+               ("open", "paid", "void")[i % 3], None if i % 3 else date(2027, 3, 1))
 
 
 def _status_kib(field: str) -> int:
@@ -52,6 +56,9 @@ def child(writer: str, n: int) -> None:
     from tests.support import openpyxl_xlsx
     from timekeeper.reporting.catalogue import CATALOGUE
     from timekeeper.reporting.exports import write_xlsx
+    from timekeeper.reporting.presentation import Presentation
+
+    presentation = Presentation("Bench", "Europe/Berlin", "de_DE", "EUR")
 
     entity = CATALOGUE["invoices"]
     names = ["id", "number", "member_id", "member_name", "issue_date", "due_date", "amount_minor", "currency",
@@ -68,7 +75,7 @@ def child(writer: str, n: int) -> None:
             pass
         size = 0
     else:
-        (write_xlsx if writer == "xlsxwriter" else openpyxl_xlsx)(path, headers, columns, _rows(n))
+        (write_xlsx if writer == "xlsxwriter" else openpyxl_xlsx)(path, headers, columns, _rows(n), presentation)
         size = os.path.getsize(path)
         os.unlink(path)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

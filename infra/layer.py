@@ -23,6 +23,7 @@ from constructs import Construct
 
 from infra import settings
 from infra.functions import lambda_architecture
+from timekeeper.settings import FILE_LOCALE_LANGUAGES
 
 _IGNORED_PARTS = ("__pycache__", ".egg-info", ".pytest_cache")
 
@@ -100,11 +101,29 @@ class PipLayerBundling:
         target.mkdir(parents=True, exist_ok=True)
         subprocess.run(pip_command(target, self.requirements, self.architecture), check=True)
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: no use in a layer
+        prune_locale_data(target)
         for path in layer_sources(self.shared_dir):
             destination = target / path.relative_to(self.shared_dir)
             destination.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, destination)
         return True
+
+
+def prune_locale_data(target: Path) -> int:
+    """Drop from the installed Babel (``target/babel/locale-data``) every language's CLDR
+    data but :data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`' (and ``root``, which every
+    locale inherits from), and its message-catalogue tooling (``babel.messages``, which
+    only translators' commands import); return the data files removed. A workspace's locale is checked
+    against the same list, so the layer holds the data of every locale a workspace may
+    have."""
+    shutil.rmtree(target / "babel" / "messages", ignore_errors=True)  # gettext catalogue tooling: never run
+    folder = target / "babel" / "locale-data"
+    removed = 0
+    for path in sorted(folder.glob("*.dat")) if folder.is_dir() else ():
+        if path.stem != "root" and path.stem.split("_")[0] not in FILE_LOCALE_LANGUAGES:
+            path.unlink()
+            removed += 1
+    return removed
 
 
 class SharedLayer(Construct):

@@ -84,21 +84,30 @@ def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int)
     return publisher.sent
 
 
-def openpyxl_xlsx(path: str, headers, columns, rows) -> int:
+def openpyxl_xlsx(path: str, headers, columns, rows, presentation=None) -> int:
     """The XLSX writer exports used before XlsxWriter (openpyxl's write-only workbook), kept
     as the reference the product's writer is compared with: same arguments and cells as
-    :func:`timekeeper.reporting.exports.write_xlsx`."""
+    :func:`timekeeper.reporting.exports.write_xlsx` (typed date, date-time and money cells
+    with the same number formats)."""
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
     from timekeeper.reporting.catalogue import ColumnType
+    from timekeeper.reporting.exports import XLSX_DATE_FORMAT, XLSX_DATETIME_FORMAT
+    from timekeeper.reporting.presentation import (
+        DEFAULT_PRESENTATION,
+        currency_digits,
+        currency_sources,
+        xlsx_money_format,
+    )
 
+    presentation = presentation or DEFAULT_PRESENTATION
     workbook = Workbook(write_only=True)
     sheet = workbook.create_sheet("Export")
     sheet.append(list(headers))
 
-    def text(value):
+    def text(value, row):
         value = ILLEGAL_CHARACTERS_RE.sub("", value)
         if value.startswith("="):
             cell = WriteOnlyCell(sheet, value=value)
@@ -106,18 +115,35 @@ def openpyxl_xlsx(path: str, headers, columns, rows) -> int:
             return cell
         return value
 
+    def formatted(value, number_format):
+        cell = WriteOnlyCell(sheet, value=value)
+        cell.number_format = number_format
+        return cell
+
+    def money(source):
+        def convert(value, row):
+            currency = (row[source] if source is not None else None) or presentation.currency
+            return formatted(value / 10 ** currency_digits(currency),
+                             xlsx_money_format(currency, presentation.locale))
+        return convert
+
     converters = []
-    for i, column in enumerate(columns):
+    for i, (column, source) in enumerate(zip(columns, currency_sources(columns), strict=True)):
         if column.type in (ColumnType.TEXT, ColumnType.ENUM):
             converters.append((i, text))
+        elif column.type is ColumnType.DATE:
+            converters.append((i, lambda v, row: formatted(v, XLSX_DATE_FORMAT)))
         elif column.type is ColumnType.TIMESTAMP:
-            converters.append((i, lambda v: v.isoformat()))
+            converters.append((i, lambda v, row: formatted(v.astimezone(presentation.zone).replace(tzinfo=None),
+                                                           XLSX_DATETIME_FORMAT)))
+        elif column.type is ColumnType.MONEY:
+            converters.append((i, money(source)))
     count = 0
     for row in rows:
         out = list(row)
         for i, convert in converters:
             if out[i] is not None:
-                out[i] = convert(out[i])
+                out[i] = convert(out[i], row)
         sheet.append(out)
         count += 1
     workbook.save(path)

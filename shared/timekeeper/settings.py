@@ -158,6 +158,14 @@ EXPORTS_PREFIX = "exports/"
 DELIVERIES_PREFIX = "deliveries/"
 REPORTS_PREFIX = "reports/"
 
+#: The languages whose CLDR data (Babel's ``locale-data``) the Lambda layer ships: a
+#: workspace's locale must be one of them (``timekeeper.platform.directory.check_locale``),
+#: and the layer's build (``infra/layer.py``) drops every other language's data, about
+#: 23 MiB of the 31, and Babel's message-catalogue tooling (the layer stays under its
+#: 100 MiB budget).
+FILE_LOCALE_LANGUAGES = frozenset(
+    "en de fr es it nl pt sv da nb fi is pl cs sk sl hr hu ro bg el tr ru uk et lv lt ca ja zh he ar".split())
+
 
 class RuntimeSettings(BaseModel):
     """Validated process settings; raises ``pydantic.ValidationError`` at cold start when

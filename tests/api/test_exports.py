@@ -122,7 +122,7 @@ def test_request_poll_and_download_an_export(call, tenants, aws, clock_now):
     assert download.status_code == 200
     assert hashlib.sha256(download.content).hexdigest() == done.body["sha256"]
     assert len(download.content) == done.body["byte_size"]
-    assert download.content.decode().splitlines()[:2] == ["Number,Amount (minor units),Issued", "INV-00,0,2027-01-01"]
+    assert download.content.decode().splitlines()[:2] == ["Number,Amount (USD),Issued", "INV-00,0.00,2027-01-01"]
     assert f'filename="export-{export_id}.csv"' in download.headers["content-disposition"]
 
 

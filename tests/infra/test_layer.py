@@ -202,6 +202,12 @@ def test_real_layer_build_holds_the_package_and_psycopg_binary(tmp_path, archite
     assert {_elf_machine(p) for p in native} - {None} == {_ELF_MACHINE[architecture]}
     assert (python / "aws_lambda_powertools").is_dir() and (python / "aws_xray_sdk").is_dir()
     assert not (python / "botocore").exists()
+    # And Babel holds the CLDR data of exactly the languages a workspace's locale may have
+    from timekeeper.settings import FILE_LOCALE_LANGUAGES
+
+    languages = {p.stem.split("_")[0] for p in (python / "babel" / "locale-data").glob("*.dat")}
+    assert languages == FILE_LOCALE_LANGUAGES | {"root"} and (python / "babel" / "global.dat").is_file()
+    assert not (python / "babel" / "messages").exists()
     size = sum(p.stat().st_size for p in python.rglob("*") if p.is_file())
     assert size < 100 * 1024 * 1024, f"layer is {size / 2**20:.0f} MiB unzipped"
 

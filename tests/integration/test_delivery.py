@@ -252,7 +252,8 @@ def test_a_query_delivery_sends_a_signed_link_to_each_reachable_recipient_and_re
     body = env.s3.get_object(Bucket=BUCKET, Key=source.object_key)["Body"].read()
     assert source.object_key == dl.object_key(tenant.workspace_id, message.run_id, "csv")
     assert hashlib.sha256(body).hexdigest() == source.sha256 and source.row_count == 3
-    assert list(csv.reader(io.StringIO(body.decode())))[1:] == [["INV-0", "0"], ["INV-1", "100"], ["INV-2", "200"]]
+    assert list(csv.reader(io.StringIO(body.decode())))[1:] == [["INV-0", "0.00"], ["INV-1", "1.00"],
+                                                                  ["INV-2", "2.00"]]
     # And the one message went through SES, escaped, with a link bound to Rita, the run and the file
     assert _ses_sent(env.ses) == 1
     (sent,) = env.mailer.sent

@@ -36,7 +36,7 @@ def test_export_saves_the_definition_and_writes_the_file(server, tmp_path, capsy
     # Then the file holds the header and the 250 paid demo invoices, sorted
     assert code == 0, capsys.readouterr().err
     rows = list(csv.reader(out.open(newline="", encoding="utf-8")))
-    assert rows[0] == ["Number", "Due", "Amount (minor units)"] and len(rows) == 251
+    assert rows[0] == ["Number", "Due", "Amount (EUR)"] and len(rows) == 251
     assert [r[0] for r in rows[1:]] == sorted(r[0] for r in rows[1:])
     printed = capsys.readouterr().out
     assert "250 rows" in printed and str(out) in printed

@@ -140,10 +140,10 @@ def body_of(aws, key) -> bytes:
 
 def expected_rows(conn, workspace_id) -> list[list[str]]:
     """The oracle: the invoices as text straight from SQL (sorted as the query sorts),
-    formula-guarded as the CSV rule says."""
+    formula-guarded as the CSV rule says, amounts in major units (EUR: two decimals)."""
     rows = conn.execute(
         """SELECT i.id::text, i.number, i.member_id::text, m.display_name, i.issue_date::text, i.due_date::text,
-                  i.amount_minor::text, i.currency::text, i.status, i.voided_on::text
+                  (i.amount_minor / 100.0)::numeric(20, 2)::text, i.currency::text, i.status, i.voided_on::text
              FROM invoices i JOIN members m ON m.id = i.member_id
             WHERE i.workspace_id = %s ORDER BY i.number, i.id""", (workspace_id,)).fetchall()
     guard = {1, 3, 7}  # text columns: number, member name, currency
@@ -173,7 +173,7 @@ def test_a_csv_export_reads_back_as_the_database_rows(aws, conn, tenants):
     assert done.byte_size == len(data) and done.sha256 == hashlib.sha256(data).hexdigest()
     # And the file is the header of labels and the rows of a direct SQL query, formula cells quoted
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"), newline="")))
-    assert rows[0] == ["Invoice id", "Number", "Member id", "Member", "Issued", "Due", "Amount (minor units)",
+    assert rows[0] == ["Invoice id", "Number", "Member id", "Member", "Issued", "Due", "Amount",
                        "Currency", "Status", "Voided on"]
     assert rows[1:] == expected_rows(conn, a)
     assert "'=SUM(A1:A9)" in {r[3] for r in rows} and "Ünïcode, \"quoted\"\nnew line" in {r[3] for r in rows}
@@ -194,17 +194,18 @@ def test_an_xlsx_export_reads_back_as_the_database_rows(aws, conn, tenants):
     assert done.state == "succeeded" and done.row_count == 30
     data = body_of(aws, done.object_key)
     assert done.sha256 == hashlib.sha256(data).hexdigest()
-    # Then the sheet holds the labels and the rows: text exact (never a formula), integers as numbers,
-    # dates ISO text, NULL empty
+    # Then the sheet holds the labels and the rows: text exact (never a formula), dates date cells,
+    # money numbers of major units, NULL empty
     sheet = load_workbook(io.BytesIO(data)).active
     rows = [list(r) for r in sheet.iter_rows(values_only=True)]
     assert rows[0][:2] == ["Invoice id", "Number"]
     oracle = conn.execute(
-        """SELECT i.id::text, i.number, i.member_id::text, m.display_name, i.issue_date::text, i.due_date::text,
-                  i.amount_minor, i.currency::text, i.status, i.voided_on::text
+        """SELECT i.id::text, i.number, i.member_id::text, m.display_name, i.issue_date::timestamp,
+                  i.due_date::timestamp, i.amount_minor / 100.0 AS amount, i.currency::text, i.status,
+                  i.voided_on::timestamp
              FROM invoices i JOIN members m ON m.id = i.member_id
             WHERE i.workspace_id = %s AND i.status IN ('open', 'void') ORDER BY i.number, i.id""", (a,)).fetchall()
-    assert rows[1:] == [list(r.values()) for r in oracle]
+    assert rows[1:] == [[float(v) if k == "amount" else v for k, v in r.items()] for r in oracle]
     cells = {c.value: c.data_type for row in sheet.iter_rows() for c in row}
     assert cells["=SUM(A1:A9)"] == "s" and cells["=HYPERLINK(\"http://evil\")"] == "s"
     assert all(t != "f" for t in cells.values())
@@ -463,10 +464,11 @@ def test_booleans_and_nulls_are_written_as_the_rule_says(aws, conn, tenants, fmt
     export, _ = request(conn, a, query, fmt=fmt)
     drain(aws)
     data = body_of(aws, ex.get_export(conn, workspace_id=a, export_id=export.id).object_key)
-    # Then booleans are true/false in CSV and booleans in XLSX; money is integer minor units
+    # Then booleans are true/false in CSV and booleans in XLSX; money is in major units of the
+    # workspace's currency (the query did not select the currency column: the header names it)
     if fmt == "csv":
-        assert data.decode().splitlines() == ["Name,Annual fee (minor units),Active", "'=Silver,0,false",
-                                              "Gold,12000,true"]
+        assert data.decode().splitlines() == ["Name,Annual fee (EUR),Active", "'=Silver,0.00,false",
+                                              "Gold,120.00,true"]
     else:
         rows = list(load_workbook(io.BytesIO(data)).active.iter_rows(values_only=True))
-        assert rows == [("Name", "Annual fee (minor units)", "Active"), ("=Silver", 0, False), ("Gold", 12000, True)]
+        assert rows == [("Name", "Annual fee (EUR)", "Active"), ("=Silver", 0, False), ("Gold", 120, True)]

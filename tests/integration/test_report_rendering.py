@@ -97,7 +97,7 @@ def test_a_render_writes_a_pdf_with_the_reports_content(conn, tenant, s3):
     assert done.page_count == len(PdfReader(io.BytesIO(pdf)).pages) >= 1
     text = _text(pdf)
     for expected in ("Monthly invoices", "All invoices", "Amount by invoice", "Amount trend", "INV-5", "Member M3",
-                     "9,900"):
+                     "€99.00"):
         assert expected in text, expected
     head = s3.head_object(Bucket=BUCKET, Key=done.object_key)
     assert head["ContentType"] == "application/pdf" and head["Metadata"]["sha256"] == done.sha256

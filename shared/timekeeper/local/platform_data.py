@@ -38,7 +38,7 @@ from psycopg import sql
 from psycopg.copy import QueuedLibpqWriter
 from psycopg.rows import tuple_row
 
-from timekeeper.platform.directory import check_timezone
+from timekeeper.platform.directory import DEFAULT_LOCALE, check_locale, check_timezone
 
 #: The namespace of every sample id (uuid5 of ``"<seed>/<kind>/<key>"``).
 SAMPLE_NAMESPACE = UUID("0b7c6f0e-4d0a-5c39-9a51-6a0e2f1d7c11")
@@ -87,6 +87,8 @@ WORKSPACES: tuple[_WorkspaceSpec, ...] = (
                    (("Regular", 6000, True),),
                    (1000, 3000), "tokyogo.example.jp"),
 )
+#: Each sample workspace's locale (how its files write money): the language of its place.
+SAMPLE_LOCALES = {"berlin": "de_DE", "new_york": "en_US", "sydney": "en_AU", "tokyo": "ja_JP"}
 
 #: persona -> (display name, email local part or None, status,
 #:             ((workspace key, roles, has left), ...))
@@ -171,8 +173,10 @@ def _generate(seed: int, now: datetime) -> tuple[dict[str, list[tuple]], SampleS
     created = now - timedelta(days=SPAN_DAYS)
     for spec in WORKSPACES:
         check_timezone(spec.timezone)
+        check_locale(SAMPLE_LOCALES.get(spec.key, DEFAULT_LOCALE))
         rows["workspaces"].append((workspaces[spec.key], spec.name, spec.timezone, spec.status,
-                                   spec.snapshots_enabled, spec.currency, created))
+                                   spec.snapshots_enabled, spec.currency, created,
+                                   SAMPLE_LOCALES.get(spec.key, DEFAULT_LOCALE)))
 
     users: dict[str, str] = {}
     for index, (persona, (name, local, status, memberships)) in enumerate(PERSONAS.items()):
@@ -280,7 +284,7 @@ def _members(rng: random.Random, seed: int, spec: _WorkspaceSpec, ws: UUID, now:
 
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    "workspaces": ("id", "name", "timezone", "status", "snapshots_enabled", "currency", "created_at"),
+    "workspaces": ("id", "name", "timezone", "status", "snapshots_enabled", "currency", "created_at", "locale"),
     "users": ("id", "display_name", "email", "status", "created_at"),
     "workspace_memberships": ("workspace_id", "user_id", "roles", "joined_at", "left_at"),
     "membership_types": ("id", "workspace_id", "name", "annual_fee_minor", "currency", "active"),

@@ -18,6 +18,7 @@ import psycopg
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_one
 from timekeeper.schedules.zones import is_canonical_zone
+from timekeeper.settings import FILE_LOCALE_LANGUAGES
 
 WORKSPACE_STATUSES = ("active", "loading", "disabled")
 USER_STATUSES = ("active", "deactivated")
@@ -29,11 +30,22 @@ class InvalidTimezone(ValueError):
     """A workspace timezone that is not a canonical IANA zone name."""
 
 
+class InvalidLocale(ValueError):
+    """A workspace locale that names no locale CLDR (Babel's data) knows, or one of a
+    language the deployment does not ship (:data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`)."""
+
+
+#: The locale of a workspace that chose none (the column's default).
+DEFAULT_LOCALE = "en_US"
+
+
 @dataclass(frozen=True)
 class Workspace:
     """A tenant: ``timezone`` is an IANA name (where its months begin and end),
     ``status`` one of :data:`WORKSPACE_STATUSES`, ``snapshots_enabled`` its snapshot policy
-    flag, ``currency`` an ISO 4217 code, ``created_at`` an aware UTC instant."""
+    flag, ``currency`` an ISO 4217 code, ``created_at`` an aware UTC instant, ``locale``
+    a CLDR locale identifier (``en_US``, ``de_DE``): how the files its recipients get
+    write money (:mod:`timekeeper.reporting.presentation`)."""
 
     id: UUID
     name: str
@@ -42,6 +54,7 @@ class Workspace:
     snapshots_enabled: bool
     currency: str
     created_at: datetime
+    locale: str = DEFAULT_LOCALE
 
     @property
     def zone(self) -> ZoneInfo:
@@ -87,16 +100,47 @@ def check_timezone(name: str) -> str:
     return name
 
 
+def check_locale(name: str) -> str:
+    """Return ``name`` when it is a CLDR locale identifier in the canonical form Babel
+    gives (``language[_Script][_TERRITORY]``: ``en_US``, ``de_DE``, ``fr``) of a language
+    the layer ships data for (:data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`); raises
+    :class:`InvalidLocale` otherwise (unknown to CLDR, written another way, such as
+    ``de-DE``, or of another language)."""
+    from babel import Locale, UnknownLocaleError
+
+    try:
+        parsed = Locale.parse(name)
+    except (UnknownLocaleError, ValueError, TypeError):
+        raise InvalidLocale(f"{name!r} is not a CLDR locale identifier") from None
+    if str(parsed) != name:
+        raise InvalidLocale(f"{name!r} is not a CLDR locale identifier (write it {str(parsed)!r})")
+    if parsed.language not in FILE_LOCALE_LANGUAGES:
+        raise InvalidLocale(f"{name!r} is of a language whose locale data the deployment does not ship; one of "
+                            f"{', '.join(sorted(FILE_LOCALE_LANGUAGES))}")
+    return name
+
+
 def create_workspace(conn: psycopg.Connection, *, name: str, timezone: str, status: str = "active",
-                     snapshots_enabled: bool = True, currency: str = "USD", workspace_id: UUID | None = None,
-                     now: datetime) -> Workspace:
+                     snapshots_enabled: bool = True, currency: str = "USD", locale: str = DEFAULT_LOCALE,
+                     workspace_id: UUID | None = None, now: datetime) -> Workspace:
     """Insert a workspace and return it. Raises :class:`InvalidTimezone` for an unknown zone,
-    ``psycopg.errors.CheckViolation`` for a status or currency the table refuses."""
+    :class:`InvalidLocale` for an unknown locale, ``psycopg.errors.CheckViolation`` for a
+    status or currency the table refuses."""
     check_timezone(timezone)
+    check_locale(locale)
     row = fetch_one(conn, SQL["insert_workspace"],
-                    (workspace_id, name, timezone, status, snapshots_enabled, currency, now), Workspace)
+                    (workspace_id, name, timezone, status, snapshots_enabled, currency, locale, now), Workspace)
     assert row is not None
     return row
+
+
+def set_workspace_locale(conn: psycopg.Connection, workspace_id: UUID, locale: str) -> None:
+    """Set a workspace's locale (the files its recipients get write money by it). Raises
+    :class:`InvalidLocale` for an unknown locale, ``LookupError`` when there is no such
+    workspace."""
+    check_locale(locale)
+    if execute(conn, SQL["set_workspace_locale"], (locale, workspace_id)) != 1:
+        raise LookupError(f"no workspace {workspace_id}")
 
 
 def set_workspace_status(conn: psycopg.Connection, workspace_id: UUID, status: str) -> None:

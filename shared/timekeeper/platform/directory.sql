@@ -1,16 +1,19 @@
 -- Workspaces, users and memberships (timekeeper.platform.directory).
 
 -- name: insert_workspace
-INSERT INTO workspaces (id, name, timezone, status, snapshots_enabled, currency, created_at)
-VALUES (coalesce(%s, gen_random_uuid()), %s, %s, %s, %s, %s, %s)
-RETURNING id, name, timezone, status, snapshots_enabled, currency, created_at
+INSERT INTO workspaces (id, name, timezone, status, snapshots_enabled, currency, locale, created_at)
+VALUES (coalesce(%s, gen_random_uuid()), %s, %s, %s, %s, %s, %s, %s)
+RETURNING id, name, timezone, status, snapshots_enabled, currency, created_at, locale
 
 -- name: set_workspace_status
 UPDATE workspaces SET status = %s WHERE id = %s
 
 -- name: get_workspace
-SELECT id, name, timezone, status, snapshots_enabled, currency, created_at
+SELECT id, name, timezone, status, snapshots_enabled, currency, created_at, locale
   FROM workspaces WHERE id = %s
+
+-- name: set_workspace_locale
+UPDATE workspaces SET locale = %s WHERE id = %s
 
 -- name: upsert_user
 INSERT INTO users (id, display_name, email, status, created_at) VALUES (%s, %s, %s, %s, %s)

@@ -149,7 +149,7 @@ AR_AGING_ROWS = PublishedRows("snapshot_ar_aging", (
     RowColumn("due_date", "date", "Due"),
     RowColumn("days_past_due", "integer", "Days past due at month end"),
     RowColumn("bucket", "enum", "Aging bucket", values=("0-30", "31-60", "61-90", "over_90")),
-    RowColumn("outstanding_minor", "money", "Outstanding (minor units)"),
+    RowColumn("outstanding_minor", "money", "Outstanding", currency="currency"),
     RowColumn("currency", "text", "Currency"),
 ), key=("invoice_id",))
 SELFTEST_ROWS = PublishedRows("snapshot_selftest_rows", (RowColumn("n", "integer", "Row number"),), key=("n",))

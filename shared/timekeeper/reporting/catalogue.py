@@ -32,7 +32,8 @@ class ColumnType(StrEnum):
 
     TEXT = "text"
     INTEGER = "integer"
-    #: An integer amount in minor units of a currency (cents).
+    #: An integer amount in minor units of a currency (cents); files show it in major units
+    #: (:mod:`timekeeper.reporting.presentation`), queries filter it in minor units.
     MONEY = "money"
     DATE = "date"
     TIMESTAMP = "timestamp"
@@ -92,7 +93,9 @@ class Join:
 @dataclass(frozen=True)
 class Column:
     """A column a query may select, filter and sort by: ``source`` is the table column,
-    read from the base table (``join`` None) or from the named join's alias."""
+    read from the base table (``join`` None) or from the named join's alias. A money
+    column's ``currency`` names the entity's column holding each amount's ISO 4217
+    currency (None: the amounts are in the workspace's currency)."""
 
     name: str
     type: ColumnType
@@ -101,6 +104,7 @@ class Column:
     join: str | None = None
     values: tuple[str, ...] = ()
     nullable: bool = False
+    currency: str | None = None
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,8 @@ def snapshot_entity(snapshot_type: SnapshotType) -> Entity:
         raise ValueError(f"snapshot type {snapshot_type.key} declares no published rows")
     columns = [Column("period", T.DATE, "Period (month)", "period", join=SNAPSHOT_RUN.alias),
                Column("version", T.INTEGER, "Snapshot version", "version", join=SNAPSHOT_RUN.alias)]
-    columns += [Column(c.name, ColumnType(c.kind), c.label, c.name, values=c.values) for c in rows.columns]
+    columns += [Column(c.name, ColumnType(c.kind), c.label, c.name, values=c.values, currency=c.currency)
+                for c in rows.columns]
     entity = _entity(snapshot_entity_name(*snapshot_type.key), f"{snapshot_type.label} (snapshot)", rows.table,
                      columns, [SNAPSHOT_RUN])
     return Entity(name=entity.name, label=entity.label, table=entity.table, columns=entity.columns,
@@ -178,7 +183,7 @@ CATALOGUE: dict[str, Entity] = {e.name: e for e in (
     _entity("membership_types", "Membership types", "membership_types", [
         Column("id", T.UUID, "Membership type id", "id"),
         Column("name", T.TEXT, "Name", "name"),
-        Column("annual_fee_minor", T.MONEY, "Annual fee (minor units)", "annual_fee_minor"),
+        Column("annual_fee_minor", T.MONEY, "Annual fee", "annual_fee_minor", currency="currency"),
         Column("currency", T.TEXT, "Currency", "currency"),
         Column("active", T.BOOLEAN, "Active", "active"),
     ]),
@@ -199,19 +204,21 @@ CATALOGUE: dict[str, Entity] = {e.name: e for e in (
         Column("member_name", T.TEXT, "Member", "display_name", join="m"),
         Column("issue_date", T.DATE, "Issued", "issue_date"),
         Column("due_date", T.DATE, "Due", "due_date"),
-        Column("amount_minor", T.MONEY, "Amount (minor units)", "amount_minor"),
+        Column("amount_minor", T.MONEY, "Amount", "amount_minor", currency="currency"),
         Column("currency", T.TEXT, "Currency", "currency"),
         Column("status", T.ENUM, "Status", "status", values=("draft", "open", "paid", "void")),
         Column("voided_on", T.DATE, "Voided on", "voided_on", nullable=True),
+        Column("created_at", T.TIMESTAMP, "Recorded at", "created_at"),
     ], [_MEMBER]),
     _entity("payments", "Payments", "payments", [
         Column("id", T.UUID, "Payment id", "id"),
         Column("invoice_id", T.UUID, "Invoice id", "invoice_id"),
         Column("invoice_number", T.TEXT, "Invoice number", "number", join="i"),
         Column("received_on", T.DATE, "Received on", "received_on"),
-        Column("amount_minor", T.MONEY, "Amount (minor units)", "amount_minor"),
+        Column("amount_minor", T.MONEY, "Amount", "amount_minor", currency="currency"),
         Column("currency", T.TEXT, "Currency", "currency"),
         Column("method", T.ENUM, "Method", "method", values=("card", "bank_transfer", "cash", "check")),
+        Column("created_at", T.TIMESTAMP, "Recorded at", "created_at"),
     ], [Join("i", "invoices", "invoice_id")]),
     *(snapshot_entity(t) for t in registered_snapshot_types()),
 )}

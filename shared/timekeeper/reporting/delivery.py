@@ -103,6 +103,7 @@ from timekeeper.reporting.delivery_store import (
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
+from timekeeper.reporting.presentation import presentation_of
 from timekeeper.reporting.templates import Message
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
@@ -351,6 +352,7 @@ def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> 
     with run.journal.transaction():
         version = store.get_version(run.journal, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
                                     version=schedule.query_version)
+        presentation = presentation_of(run.journal, ctx.workspace_id)
     try:
         compiled = compile_query(version.parsed(), workspace_id=ctx.workspace_id)
     except InvalidDefinition as error:
@@ -358,7 +360,7 @@ def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> 
     key = object_key(ctx.workspace_id, ctx.run_id, schedule.format)
     with tempfile.TemporaryDirectory(prefix="delivery-", dir=services.tmp_dir) as folder:
         path = os.path.join(folder, f"delivery.{schedule.format}")
-        rows = write_file(run.journal, compiled, schedule.format, path)
+        rows = write_file(run.journal, compiled, schedule.format, path, presentation)
         run.keepalive()
         size, digest = file_digest(path)
         services.s3.upload_file(Filename=path, Bucket=services.bucket, Key=key,

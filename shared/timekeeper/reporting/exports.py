@@ -26,10 +26,15 @@ Lifecycle (one ``exports`` row per export)::
   uploads as a managed transfer (multipart above
   :data:`timekeeper.aws.s3.MULTIPART_THRESHOLD` bytes; the edge builds that client).
 
-Cell values: dates and timestamps ISO 8601 (``2027-03-01``, ``2027-03-01T12:00:00+00:00``),
-UUIDs as text, money as integer minor units (the column label says so), booleans
-``true``/``false`` in CSV (XLSX booleans), NULL an empty cell. CSV is UTF-8 (no BOM),
-RFC 4180 quoting, CRLF line ends, a header row of the column labels.
+Cell values follow :mod:`timekeeper.reporting.presentation` (the workspace's currency,
+locale and zone). CSV stays machine-readable: dates ISO 8601 (``2027-03-01``), instants
+ISO 8601 in the workspace's zone with its offset (``2027-03-01T13:00:00+01:00``), money the
+decimal amount in major units (``48.00``; its currency the row's currency column, or the
+workspace's, named in the header), UUIDs as text, booleans ``true``/``false``, NULL an
+empty cell; UTF-8 (no BOM), RFC 4180 quoting, CRLF line ends, a header row of the
+column labels. XLSX cells are typed: date and date-time cells with their number formats
+(instants on the workspace's wall clock, the zone in the header), money numbers in major
+units with a currency number format, integers numbers, booleans booleans.
 
 **Spreadsheet formula injection.** A text cell from user data that starts with ``=``,
 ``+``, ``-``, ``@``, a tab or a carriage return is prefixed with a single quote in CSV
@@ -50,7 +55,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
@@ -71,6 +76,16 @@ from timekeeper.reporting import store
 from timekeeper.reporting.catalogue import Column, ColumnType
 from timekeeper.reporting.compiler import CompiledQuery, compile_query
 from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.presentation import (
+    DEFAULT_PRESENTATION,
+    Presentation,
+    currency_digits,
+    currency_sources,
+    file_headers,
+    major_units_text,
+    presentation_of,
+    xlsx_money_format,
+)
 from timekeeper.settings import EXPORTS_PREFIX
 
 #: The formats an export may have.
@@ -298,7 +313,8 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
     nothing. Otherwise, in one transaction: the requester's access is checked again (lost:
     ``failed`` with the rule's reason), the pinned version is compiled (no longer valid:
     ``failed``/``definition_invalid``), and the export is marked ``running`` (attempts + 1,
-    ``started_at`` = ``now``). Then the rows are streamed into a temporary file (in
+    ``started_at`` = ``now``) and the workspace's presentation read (its zone, locale and
+    currency: :mod:`timekeeper.reporting.presentation`). Then the rows are streamed into a temporary file (in
     ``tmp_dir``, default the system's), uploaded to ``bucket`` at :func:`object_key`, and
     the result recorded (``succeeded``; ``finished_at`` = ``now`` + the time taken).
     ``lease``: another attempt started less than this long ago may still be running (the
@@ -327,12 +343,13 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
             compiled = compile_query(version.parsed(), workspace_id=workspace_id)
         except InvalidDefinition as error:
             return _finish_failed(conn, export, DEFINITION_INVALID, f"{error.field}: {error.reason}", now)
+        presentation = presentation_of(conn, workspace_id)
         export = _one(conn, SQL["start_export"], (now, workspace_id, export_id))
         assert export is not None
     key = object_key(workspace_id, export_id, export.format)
     with tempfile.TemporaryDirectory(prefix="export-", dir=tmp_dir) as folder:
         path = os.path.join(folder, f"export.{export.format}")
-        rows = write_file(conn, compiled, export.format, path)
+        rows = write_file(conn, compiled, export.format, path, presentation)
         size, digest = file_digest(path)
         s3.upload_file(Filename=path, Bucket=bucket, Key=key,
                        ExtraArgs={"ContentType": CONTENT_TYPES[export.format], "Metadata": {"sha256": digest}})
@@ -419,8 +436,8 @@ def _csv_loaders(cur: Any) -> None:
     """Have ``cur`` return every value a CSV cell takes as is, as the server's text: UUIDs,
     dates (ISO: psycopg, and so every Timekeeper connection, needs the server's default
     DateStyle ISO to load timestamps at all) and integers without building Python
-    objects, and text formula-guarded; timestamps and booleans stay typed (converted by
-    :func:`_csv_converters`)."""
+    objects, and text formula-guarded; timestamps, booleans and money stay typed or
+    textual input to :func:`_csv_converters`."""
     as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
     for name in ("uuid", "date", "int2", "int4", "int8"):
         cur.adapters.register_loader(name, as_text)
@@ -428,24 +445,44 @@ def _csv_loaders(cur: Any) -> None:
         cur.adapters.register_loader(name, _FormulaGuardLoader)
 
 
-def _csv_converters(columns: tuple[Column, ...]) -> list[tuple[int, Callable[[Any], Any]]]:
-    out: list[tuple[int, Callable[[Any], Any]]] = []
-    for i, column in enumerate(columns):
+#: Converts one loaded cell (never None) of a row, given the whole row.
+CellConverter = Callable[[Any, Sequence[Any]], Any]
+
+
+def _money_currency(source: int | None, presentation: Presentation) -> Callable[[Sequence[Any]], str]:
+    """The currency of a money cell: the row's currency column (``source``) when the
+    query selected it and it is not NULL, else the workspace's."""
+    fallback = presentation.currency
+    if source is None:
+        return lambda row: fallback
+    return lambda row: (row[source] or fallback).strip().lstrip("'")
+
+
+def _csv_converters(columns: Sequence[Column], presentation: Presentation) -> list[tuple[int, CellConverter]]:
+    """Per converted column: instants ISO 8601 in the workspace's zone (with its offset),
+    booleans ``true``/``false``, money the decimal amount in major units
+    (:func:`~timekeeper.reporting.presentation.major_units_text`)."""
+    out: list[tuple[int, CellConverter]] = []
+    zone = presentation.zone
+    for i, (column, source) in enumerate(zip(columns, currency_sources(columns), strict=True)):
         if column.type is ColumnType.TIMESTAMP:
-            out.append((i, datetime.isoformat))
+            out.append((i, lambda v, row: v.astimezone(zone).isoformat()))
         elif column.type is ColumnType.BOOLEAN:
-            out.append((i, lambda v: "true" if v else "false"))
+            out.append((i, lambda v, row: "true" if v else "false"))
+        elif column.type is ColumnType.MONEY:
+            currency = _money_currency(source, presentation)
+            out.append((i, lambda v, row, currency=currency: major_units_text(v, currency(row))))
     return out
 
 
 def _xlsx_loaders(cur: Any) -> None:
-    """UUIDs and dates as the server's text (ISO dates), without building Python objects."""
+    """UUIDs as the server's text, without building Python objects (dates load as
+    :class:`datetime.date`, instants as aware datetimes)."""
     as_text = cur.adapters.get_loader(cur.adapters.types["text"].oid, pq.Format.TEXT)
-    for name in ("uuid", "date"):
-        cur.adapters.register_loader(name, as_text)
+    cur.adapters.register_loader("uuid", as_text)
 
 
-def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Callable[[Any], Any]]],
+def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, CellConverter]],
                counter: list[int]) -> Iterator[Any]:
     if not converters:
         for row in rows:
@@ -456,9 +493,9 @@ def _converted(rows: Iterable[tuple[Any, ...]], converters: list[tuple[int, Call
         counter[0] += 1
         out = list(row)
         for i, convert in converters:
-            value = out[i]
+            value = row[i]
             if value is not None:
-                out[i] = convert(value)
+                out[i] = convert(value, row)
         yield out
 
 
@@ -490,17 +527,23 @@ def _stream(conn: psycopg.Connection, compiled: CompiledQuery,
         conn.isolation_level, conn.read_only = previous
 
 
-def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path: str) -> int:
-    """Write the rows of ``compiled`` to a ``fmt`` file at ``path`` with a header row of
-    the column labels; return the number of data rows. Memory stays flat: rows are
-    fetched :data:`ITERSIZE` at a time and written as they come."""
+def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path: str,
+               presentation: Presentation = DEFAULT_PRESENTATION) -> int:
+    """Write the rows of ``compiled`` to a ``fmt`` file (``csv`` | ``xlsx``) at ``path``
+    with a header row (:func:`~timekeeper.reporting.presentation.file_headers`); return
+    the number of data rows. Money, dates and instants are written for ``presentation``
+    (the workspace's currency, locale and zone; see
+    :mod:`timekeeper.reporting.presentation`). Memory stays flat: rows are fetched
+    :data:`ITERSIZE` at a time and written as they come. Raises ``ValueError`` for an
+    unknown format."""
     counter = [0]
+    headers = file_headers(compiled.columns, presentation)
     if fmt == "csv":
-        converters = _csv_converters(compiled.columns)
+        converters = _csv_converters(compiled.columns, presentation)
         with open(path, "w", encoding="utf-8", newline="", buffering=1 << 20) as out, \
                 _stream(conn, compiled, _csv_loaders) as cur:
             writer = csv.writer(out)
-            writer.writerow(compiled.headers)
+            writer.writerow(headers)
             if converters:
                 writer.writerows(_converted(cur, converters, counter))
                 return counter[0]
@@ -510,7 +553,7 @@ def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path
             return counter[0]
     if fmt == "xlsx":
         with _stream(conn, compiled, _xlsx_loaders) as cur:
-            return write_xlsx(path, compiled.headers, compiled.columns, cur)
+            return write_xlsx(path, headers, compiled.columns, cur, presentation)
     raise ValueError(f"unknown export format {fmt!r}")
 
 
@@ -519,17 +562,32 @@ def write_file(conn: psycopg.Connection, compiled: CompiledQuery, fmt: str, path
 XML_ILLEGAL_CHARACTERS = re.compile(r"[\000-\010\013\014\016-\037]")
 
 
-def write_xlsx(path: str, headers: Sequence[str], columns: Sequence[Column], rows: Iterable[Sequence[Any]]) -> int:
+#: The spreadsheet number formats of date and instant cells.
+XLSX_DATE_FORMAT = "yyyy-mm-dd"
+XLSX_DATETIME_FORMAT = "yyyy-mm-dd hh:mm:ss"
+#: ``date.toordinal()`` of the spreadsheet's day 0 (1899-12-30: serial 1 is 1899-12-31,
+#: 61 is 1900-03-01, the 1900 system's leap-day quirk already behind it).
+_EXCEL_EPOCH = date(1899, 12, 30).toordinal()
+_FIRST_PLAIN_SERIAL_DAY = date(1900, 3, 1)
+
+
+def write_xlsx(path: str, headers: Sequence[str], columns: Sequence[Column], rows: Iterable[Sequence[Any]],
+               presentation: Presentation = DEFAULT_PRESENTATION) -> int:
     """Write one sheet ``Export`` to ``path``: the ``headers`` row, then ``rows`` (values
-    in the order of ``columns``, as the export's cursor loads them: dates and UUIDs as ISO
-    text, timestamps as aware datetimes, integers, booleans, None); return the data rows.
+    in the order of ``columns``, as the export's cursor loads them: UUIDs as text, dates
+    as :class:`datetime.date`, instants as aware datetimes, integers, booleans, None);
+    return the data rows.
 
     XlsxWriter in constant-memory mode: each row is written to the sheet's temporary file
     when the next begins, so memory stays flat whatever the row count. Cells are typed by
-    column: text, enum, UUID and date cells are strings (never a formula, whatever they
-    start with; XML-illegal control characters dropped; at most 32,767 UTF-16 units, the
-    most a cell holds), timestamps ISO 8601 text, integers and money numbers, booleans
-    booleans, NULL and empty text an empty cell.
+    column: text, enum and UUID cells are strings (never a formula, whatever they start
+    with; XML-illegal control characters dropped; at most 32,767 UTF-16 units, the most a
+    cell holds); dates are date cells (``yyyy-mm-dd``); instants are date-time cells of
+    the wall clock in ``presentation``'s zone (``yyyy-mm-dd hh:mm:ss``; the header names
+    the zone); integers numbers; money a number of major units with the currency's
+    number format (the row's currency when the query selected its column, else the
+    workspace's; :func:`~timekeeper.reporting.presentation.xlsx_money_format` in the
+    workspace's locale); booleans booleans; NULL and empty text an empty cell.
     """
     import xlsxwriter
 
@@ -539,9 +597,13 @@ def write_xlsx(path: str, headers: Sequence[str], columns: Sequence[Column], row
         sheet = workbook.add_worksheet("Export")
         for col, header in enumerate(headers):
             sheet.write_string(0, col, header)
-        writers = [_xlsx_cell_writer(sheet, column) for column in columns]
+        current: list[Sequence[Any]] = [()]
+        cells = _XlsxCells(workbook, sheet, presentation, current)
+        writers = [cells.writer(column, source) for column, source in zip(columns, currency_sources(columns),
+                                                                           strict=True)]
         count = 0
         for count, row in enumerate(rows, 1):
+            current[0] = row
             for col, (write, value) in enumerate(zip(writers, row, strict=True)):
                 if value is not None:
                     write(count, col, value)
@@ -550,23 +612,75 @@ def write_xlsx(path: str, headers: Sequence[str], columns: Sequence[Column], row
     return count
 
 
-def _xlsx_cell_writer(sheet: Any, column: Column) -> Callable[[int, int, Any], Any]:
-    """The sheet method writing one cell of ``column``'s type (row, column, value)."""
-    if column.type in (ColumnType.INTEGER, ColumnType.MONEY):
-        return sheet.write_number
-    if column.type is ColumnType.BOOLEAN:
-        return sheet.write_boolean
-    if column.type is ColumnType.TIMESTAMP:
-        return lambda row, col, value: sheet.write_string(row, col, value.isoformat())
-    if column.type in (ColumnType.TEXT, ColumnType.ENUM):
-        write_string, illegal = sheet.write_string, XML_ILLEGAL_CHARACTERS
+class _XlsxCells:
+    """The cell writers of one sheet, with the formats they share (one per currency)."""
 
-        def text(row: int, col: int, value: str) -> Any:
-            if not value:
-                return None  # empty text is an empty cell, as NULL is
-            if illegal.search(value):
-                value = illegal.sub("", value)
-            return write_string(row, col, value)
+    def __init__(self, workbook: Any, sheet: Any, presentation: Presentation, current: list[Sequence[Any]]) -> None:
+        self.workbook, self.sheet, self.presentation, self.current = workbook, sheet, presentation, current
+        self.date_format = workbook.add_format({"num_format": XLSX_DATE_FORMAT})
+        self.datetime_format = workbook.add_format({"num_format": XLSX_DATETIME_FORMAT})
+        self.money_formats: dict[str, tuple[Any, int]] = {}
 
-        return text
-    return sheet.write_string  # UUID and date: ISO text from the cursor
+    def money_format(self, currency: str) -> tuple[Any, int]:
+        """``(format, 10 ** decimals)`` of ``currency``'s amounts."""
+        found = self.money_formats.get(currency)
+        if found is None:
+            found = (self.workbook.add_format({"num_format": xlsx_money_format(currency, self.presentation.locale)}),
+                     10 ** currency_digits(currency))
+            self.money_formats[currency] = found
+        return found
+
+    def writer(self, column: Column, source: int | None) -> Callable[[int, int, Any], Any]:
+        """The function writing one cell of ``column`` (row, column, value); ``source``:
+        the position of the row's currency column (money only)."""
+        sheet = self.sheet
+        if column.type is ColumnType.INTEGER:
+            return sheet.write_number
+        if column.type is ColumnType.MONEY:
+            return self._money(source)
+        if column.type is ColumnType.BOOLEAN:
+            return sheet.write_boolean
+        if column.type is ColumnType.DATE:
+            return self._date()
+        if column.type is ColumnType.TIMESTAMP:
+            return self._instant()
+        if column.type in (ColumnType.TEXT, ColumnType.ENUM):
+            write_string, illegal = sheet.write_string, XML_ILLEGAL_CHARACTERS
+
+            def text(row: int, col: int, value: str) -> Any:
+                if not value:
+                    return None  # empty text is an empty cell, as NULL is
+                if illegal.search(value):
+                    value = illegal.sub("", value)
+                return write_string(row, col, value)
+
+            return text
+        return sheet.write_string  # UUID: text from the cursor
+
+    def _money(self, source: int | None) -> Callable[[int, int, Any], Any]:
+        write_number, current = self.sheet.write_number, self.current
+        fmt, scale = self.money_format(self.presentation.currency)
+        if source is None:
+            return lambda row, col, value: write_number(row, col, value / scale, fmt)
+        fallback = self.presentation.currency
+
+        def money(row: int, col: int, value: int) -> Any:
+            currency = current[0][source] or fallback
+            row_fmt, row_scale = self.money_format(currency.strip())
+            return write_number(row, col, value / row_scale, row_fmt)
+
+        return money
+
+    def _date(self) -> Callable[[int, int, Any], Any]:
+        write_number, write_datetime, fmt = self.sheet.write_number, self.sheet.write_datetime, self.date_format
+
+        def day(row: int, col: int, value: date) -> Any:
+            if value < _FIRST_PLAIN_SERIAL_DAY:
+                return write_datetime(row, col, value, fmt)  # XlsxWriter knows the 1900 quirks
+            return write_number(row, col, value.toordinal() - _EXCEL_EPOCH, fmt)
+
+        return day
+
+    def _instant(self) -> Callable[[int, int, Any], Any]:
+        write_datetime, fmt, zone = self.sheet.write_datetime, self.datetime_format, self.presentation.zone
+        return lambda row, col, value: write_datetime(row, col, value.astimezone(zone).replace(tzinfo=None), fmt)

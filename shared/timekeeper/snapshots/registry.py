@@ -71,12 +71,14 @@ ROW_KINDS = ("text", "integer", "money", "date", "uuid", "enum")
 class RowColumn:
     """One column of a type's published rows: ``name`` (the table's column), ``kind`` (one
     of :data:`ROW_KINDS`; ``money`` is an integer amount in minor units), ``label`` and, for
-    ``enum``, its ``values``."""
+    ``enum``, its ``values``; for ``money``, ``currency`` may name the column of the same
+    rows holding the amount's ISO 4217 currency (None: the workspace's currency)."""
 
     name: str
     kind: str
     label: str
     values: tuple[str, ...] = ()
+    currency: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in ROW_KINDS:
