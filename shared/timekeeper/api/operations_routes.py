@@ -43,7 +43,6 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper import observability as obs
@@ -51,13 +50,12 @@ from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CanonicalUuid, ScheduleOut, UtcDatetime, schedule_out
 from timekeeper.api.routing import SECURITY, Routes
-from timekeeper.api.scope import StaffScope, caller_identity
+from timekeeper.api.scope import StaffScope, staff_dependency
 from timekeeper.aws.dead_letters import RedriveRefused
 from timekeeper.observability import logger, metrics
-from timekeeper.schedules import operations, service
+from timekeeper.schedules import operations
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
-from timekeeper.topology import PIPELINES
 
 _TAGS = ["operations"]
 
@@ -165,12 +163,7 @@ def register(routes: Routes) -> None:
     and ``dead_letters()`` (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`; None:
     no dead-letter queue is listed and a redrive is 404)."""
     route, adapters = routes.route, routes.adapters
-    connection, now, registry = adapters.connection, adapters.now, adapters.snapshot_registry
-
-    def staff(request: Request) -> StaffScope:
-        return StaffScope.of(caller_identity(request), conn=connection(), now=now(), registry=registry())
-
-    Staff = Annotated[StaffScope, Depends(staff)]  # noqa: N806 - a type alias
+    Staff = Annotated[StaffScope, Depends(staff_dependency(adapters))]  # noqa: N806 - a type alias
     limit_query = Annotated[int, Query(ge=1, le=operations.MAX_ROWS, description="rows of each kind")]
 
     def dead_letters():
@@ -180,12 +173,7 @@ def register(routes: Routes) -> None:
            summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
            responses=_responses(200, "What needs attention now"))
     def overview(scope: Staff, limit: limit_query = 100) -> OperationsOverview:
-        owners = [p.owner for p in PIPELINES.values()]
-        reoffer = {p.owner: p.reoffer_after for p in PIPELINES.values()}
-        with scope.conn.transaction():
-            schedules = operations.schedules_needing_attention(scope.conn, limit=limit)
-            stranded = operations.stranded_runs(scope.conn, owners=owners, reoffer_after=reoffer, now=scope.now,
-                                                limit=limit)
+        schedules, stranded = scope.operations_overview(limit=limit)
         queues = dead_letters()
         depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
         return OperationsOverview(
@@ -220,9 +208,7 @@ def register(routes: Routes) -> None:
                      schedule_id: Annotated[CanonicalUuid, Path(description="the schedule")],
                      body: Annotated[ActionReason, Body()]) -> ScheduleOut:
         try:
-            with scope.conn.entered(workspace_id):
-                resumed = service.resume_schedule(scope.conn, workspace_id=workspace_id, schedule_id=schedule_id,
-                                                  actor=scope.identity.user_id, now=scope.now, reason=body.reason)
+            resumed = scope.resume_schedule(workspace_id, schedule_id, reason=body.reason)
         except ScheduleNotFound:
             raise ApiError(404, errors.NOT_FOUND, "no such schedule") from None
         except InvalidRecurrence as error:

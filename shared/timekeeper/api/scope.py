@@ -41,12 +41,12 @@ from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
 from timekeeper.platform.directory import Workspace, get_workspace
-from timekeeper.schedules import service
+from timekeeper.schedules import operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.snapshots import ledger
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
-from timekeeper.topology import pipeline_for_owner
+from timekeeper.topology import PIPELINES, pipeline_for_owner
 
 
 class OwnerRoutedPublisher:
@@ -396,3 +396,36 @@ class StaffScope:
                 # A run of the period was inserted meanwhile (the planner's version 1, or
                 # another request) and committed while this insert waited: it is active now.
                 raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None
+
+    def operations_overview(self, *, limit: int) -> tuple[list[operations.AttentionSchedule],
+                                                         list[operations.StrandedRun]]:
+        """Every workspace's paused and failing schedules and the runs that wait too long
+        (:mod:`timekeeper.schedules.operations`), ``limit`` rows of each kind, read in one
+        transaction at this scope's clock."""
+        pipelines = list(PIPELINES.values())
+        with self.conn.transaction():
+            return (operations.schedules_needing_attention(self.conn, limit=limit),
+                    operations.stranded_runs(self.conn, owners=[p.owner for p in pipelines],
+                                             reoffer_after={p.owner: p.reoffer_after for p in pipelines},
+                                             now=self.now, limit=limit))
+
+    def resume_schedule(self, workspace_id: UUID, schedule_id: UUID, *, reason: str) -> service.Schedule:
+        """Resume a paused schedule of ``workspace_id`` as this staff member, ``reason`` on its
+        ``resumed`` history event. Raises the service's ``ScheduleNotFound`` (also for a
+        schedule of another workspace) and ``InvalidRecurrence``."""
+        with self.conn.entered(workspace_id):
+            return service.resume_schedule(self.conn, workspace_id=workspace_id, schedule_id=schedule_id,
+                                           actor=self.identity.user_id, now=self.now, reason=reason)
+
+
+def staff_dependency(adapters: Any) -> Callable[[Request], StaffScope]:
+    """The route dependency of the staff routes (snapshots, operations): the caller's
+    :class:`StaffScope` on the API's connection at the request's clock (401 without
+    claims, 403 without a staff role). ``adapters``: the API's adapters (``connection``,
+    ``now``, ``snapshot_registry``)."""
+
+    def staff(request: Request) -> StaffScope:
+        return StaffScope.of(caller_identity(request), conn=adapters.connection(), now=adapters.now(),
+                             registry=adapters.snapshot_registry())
+
+    return staff

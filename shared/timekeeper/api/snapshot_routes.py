@@ -48,7 +48,6 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
@@ -62,6 +61,7 @@ from timekeeper.api.scope import (
     WorkspaceScope,
     WorkspaceSnapshots,
     caller_identity,
+    staff_dependency,
     staff_roles,
 )
 from timekeeper.snapshots.ledger import PeriodKey, PeriodStatus, RequestRefused, SnapshotRun
@@ -249,10 +249,7 @@ def register(routes: Routes) -> None:
     route, adapters = routes.route, routes.adapters
     connection, now, registry = adapters.connection, adapters.now, adapters.snapshot_registry
 
-    def staff(request: Request) -> StaffScope:
-        return StaffScope.of(caller_identity(request), conn=connection(), now=now(), registry=registry())
-
-    Staff = Annotated[StaffScope, Depends(staff)]  # noqa: N806 - a type alias
+    Staff = Annotated[StaffScope, Depends(staff_dependency(adapters))]  # noqa: N806 - a type alias
     Caller = Annotated[Identity, Depends(caller_identity)]  # noqa: N806
     Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(SNAPSHOTS_READ))]  # noqa: N806
 
