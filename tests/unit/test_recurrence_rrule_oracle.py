@@ -103,7 +103,7 @@ def oracle(text: str, zone_name: str, start: date, exdates: list[date], after: d
                 series.exdate(datetime(d.year, d.month, d.day, h, m))
     every_hour = rule._byhour is not None and len(rule._byhour) == 24
     begin = (after - timedelta(days=2)).astimezone(zone).replace(tzinfo=None)
-    horizon = datetime(2045, 1, 1)
+    horizon = datetime(2045, 1, 2)  # wall time: a day past the UTC end below, for zones east of UTC
     found: dict[datetime, bool] = {}
     for wall in takewhile(lambda w: w <= horizon, series.xafter(begin) if hasattr(series, "xafter")
                           else (w for w in series if w >= begin)):
@@ -116,7 +116,9 @@ def oracle(text: str, zone_name: str, start: date, exdates: list[date], after: d
             found[at] = found.get(at, True) and shifted
         if len([a for a in found if a > after]) >= take + 2:
             break
-    return sorted((at, shifted) for at, shifted in found.items() if at > after)[:take]
+    # The same end as the engine's side of the comparison: instants before 2045-01-01 UTC.
+    end = datetime(2045, 1, 1, tzinfo=UTC)
+    return sorted((at, shifted) for at, shifted in found.items() if after < at < end)[:take]
 
 
 @settings(max_examples=250, deadline=None,
