@@ -38,6 +38,9 @@ REPORT_RENDERED = "ReportRendered"
 REPORT_RENDER_FAILED = "ReportRenderFailed"
 #: Scheduled delivery: recipients whose submission failed in an attempt (the run is retried).
 DELIVERY_FAILED = "DeliveryFailed"
+#: History retention: rows deleted by one maintenance pass (runs with their delivery rows,
+#: events, exports; the generated rows of failed snapshot runs), per pipeline.
+HISTORY_PRUNED = "HistoryPruned"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
@@ -45,6 +48,7 @@ ALL_METRICS = (
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
+    HISTORY_PRUNED,
 )
 
 logger = Logger(service="timekeeper")

@@ -1,0 +1,101 @@
+-- History retention: each block deletes at most %(limit)s rows past their retention,
+-- oldest first, found through the retention indexes of 0036_history_retention.sql, and
+-- is committed on its own. Rows a concurrent transaction holds are skipped, never waited
+-- for (FOR UPDATE SKIP LOCKED): a later pass takes them.
+
+-- name: prune_runs
+-- Finished runs of one owner that finished before %(cutoff)s, with their delivery rows.
+-- Always kept: each schedule's latest settled run (schedules.last_run_id), the latest run
+-- of each trigger (the run pages show the last scheduled run and the last Run now), the
+-- runs that make up a schedule's failure streak (its latest `consecutive_failures`
+-- scheduled failures), and a delivered run while any of its links is still open
+-- (query_deliveries.link_expires_at after %(now)s). A run not yet finished has no
+-- finished_at and is not in the index at all.
+WITH doomed AS (
+    SELECT r.id
+      FROM schedule_runs AS r
+      JOIN schedules AS s ON s.id = r.schedule_id
+     WHERE r.owner = %(owner)s
+       AND r.finished_at IS NOT NULL
+       AND r.finished_at < %(cutoff)s
+       AND s.last_run_id IS DISTINCT FROM r.id
+       AND EXISTS (SELECT FROM schedule_runs AS later
+                    WHERE later.schedule_id = r.schedule_id AND later.trigger = r.trigger
+                      AND later.queued_at > r.queued_at)
+       AND NOT (r.state = 'failed' AND r.trigger = 'scheduled' AND s.consecutive_failures > 0
+                AND r.id IN (SELECT f.id FROM schedule_runs AS f
+                              WHERE f.schedule_id = r.schedule_id AND f.trigger = 'scheduled'
+                                AND f.state = 'failed'
+                              ORDER BY f.finished_at DESC
+                              LIMIT s.consecutive_failures))
+       AND NOT EXISTS (SELECT FROM query_deliveries AS d
+                        WHERE d.run_id = r.id AND d.link_expires_at > %(now)s)
+     ORDER BY r.finished_at
+     LIMIT %(limit)s
+       FOR UPDATE OF r SKIP LOCKED
+), sources AS (
+    DELETE FROM query_delivery_sources WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), deliveries AS (
+    DELETE FROM query_deliveries WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), attempts AS (
+    DELETE FROM query_delivery_attempts WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), outbox AS (
+    DELETE FROM query_delivery_outbox WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), runs AS (
+    DELETE FROM schedule_runs WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT (SELECT count(*) FROM runs) AS runs,
+       (SELECT count(*) FROM sources) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM attempts)
+       + (SELECT count(*) FROM outbox) AS delivery_rows
+
+-- name: prune_events
+-- Schedule history of one owner's schedules recorded before %(cutoff)s. Always kept: the
+-- events of a run that is still kept (its history goes with it), and the pause that holds
+-- a schedule paused.
+WITH doomed AS (
+    SELECT e.id
+      FROM schedule_events AS e
+      JOIN schedules AS s ON s.id = e.schedule_id
+     WHERE e.at < %(cutoff)s
+       AND s.owner = %(owner)s
+       AND (e.run_id IS NULL OR NOT EXISTS (SELECT FROM schedule_runs AS r WHERE r.id = e.run_id))
+       AND NOT (e.kind = 'paused' AND s.status = 'paused')
+     ORDER BY e.at
+     LIMIT %(limit)s
+)
+DELETE FROM schedule_events WHERE id IN (SELECT id FROM doomed)
+
+-- name: prune_exports
+-- Exports that finished before %(cutoff)s (their files expired before that: the export
+-- retention is at least the files' expiry). A queued or running export is never pruned.
+WITH doomed AS (
+    SELECT id FROM exports
+     WHERE finished_at IS NOT NULL AND finished_at < %(cutoff)s
+     ORDER BY finished_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+)
+DELETE FROM exports WHERE id IN (SELECT id FROM doomed)
+
+-- name: prune_failed_snapshot_rows
+-- The generated rows of snapshot runs that failed (final) before %(cutoff)s: no reader sees
+-- them (only published versions are read, and a failed run is never resumed). The ledger
+-- row stays, marked rows_pruned_at. A published run's rows are frozen by the database
+-- (0011) and are never candidates here.
+WITH doomed AS (
+    SELECT id FROM snapshot_runs
+     WHERE state = 'failed' AND rows_pruned_at IS NULL AND updated_at < %(cutoff)s
+     ORDER BY updated_at
+     LIMIT %(limit)s
+       FOR UPDATE SKIP LOCKED
+), counts AS (
+    DELETE FROM snapshot_membership_counts WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), aging AS (
+    DELETE FROM snapshot_ar_aging WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), selftest AS (
+    DELETE FROM snapshot_selftest_rows WHERE run_id IN (SELECT id FROM doomed) RETURNING 1
+), marked AS (
+    UPDATE snapshot_runs SET rows_pruned_at = %(now)s WHERE id IN (SELECT id FROM doomed) RETURNING 1
+)
+SELECT (SELECT count(*) FROM marked) AS runs,
+       (SELECT count(*) FROM counts) + (SELECT count(*) FROM aging) + (SELECT count(*) FROM selftest) AS rows
