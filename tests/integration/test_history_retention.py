@@ -131,7 +131,8 @@ def test_the_time_budget_stops_a_pass_before_its_next_batch(world):
     set_schedule(world, schedule, last_run_id=runs[-1])
     ticks = iter([0.0, 0.0, 10.0, 10.0, 10.0])
 
-    pruned = prune_owner_history(world, owner=OWNER, now=NOW, runs_days=90, events_days=90, batch_rows=10,
+    pruned = prune_owner_history(world, owner=OWNER, now=NOW, runs_retention=timedelta(days=90),
+                                 events_retention=timedelta(days=90), batch_rows=10,
                                  max_batches=10, time_budget_s=5.0, clock=lambda: next(ticks))
 
     assert pruned.rows["runs"] == 10 and pruned.batches == 1 and pruned.more

@@ -107,12 +107,12 @@ def _batches(conn: psycopg.Connection, name: str, params: dict[str, Any], limit:
     pruned.more = True
 
 
-def prune_owner_history(conn: psycopg.Connection, *, owner: str, now: datetime, runs_days: int,
-                        events_days: int, batch_rows: int, max_batches: int, time_budget_s: float,
+def prune_owner_history(conn: psycopg.Connection, *, owner: str, now: datetime, runs_retention: timedelta,
+                        events_retention: timedelta, batch_rows: int, max_batches: int, time_budget_s: float,
                         clock: Callable[[], float] = time.monotonic) -> Pruned:
-    """Prune ``owner``'s finished runs older than ``runs_days`` days and its schedules'
-    events older than ``events_days`` days, counted back from ``now`` (aware UTC), on the
-    idle ``conn`` (not walled by row-level security; each batch commits).
+    """Prune ``owner``'s runs that finished more than ``runs_retention`` before ``now`` (aware
+    UTC) and its schedules' events recorded more than ``events_retention`` before it, on
+    the idle ``conn`` (not walled by row-level security; each batch commits).
 
     Bounded: batches of ``batch_rows``, at most ``max_batches`` per kind, none started
     after ``time_budget_s`` seconds (of ``clock``, monotonic seconds). Returns what was
@@ -127,9 +127,9 @@ def prune_owner_history(conn: psycopg.Connection, *, owner: str, now: datetime, 
         row = cursor.fetchone()
         return row["runs"], {"runs": row["runs"], "delivery_rows": row["delivery_rows"]}
 
-    _batches(conn, "prune_runs", {"owner": owner, "now": now, "cutoff": now - timedelta(days=runs_days)},
+    _batches(conn, "prune_runs", {"owner": owner, "now": now, "cutoff": now - runs_retention},
              batch_rows, budget, pruned, runs)
-    _batches(conn, "prune_events", {"owner": owner, "cutoff": now - timedelta(days=events_days)},
+    _batches(conn, "prune_events", {"owner": owner, "cutoff": now - events_retention},
              batch_rows, budget, pruned, _deleted("events"))
     return pruned
 

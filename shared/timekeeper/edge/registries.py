@@ -9,7 +9,7 @@ registering it here.
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -33,8 +33,9 @@ def history_retention_task(owner: str, retention: HistoryRetention, *, exports: 
     or None when nothing was pruned."""
 
     def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
-        pruned = prune_owner_history(conn, owner=owner, now=now, runs_days=retention.runs_days,
-                                     events_days=retention.events_days, batch_rows=retention.batch_rows,
+        pruned = prune_owner_history(conn, owner=owner, now=now, runs_retention=timedelta(days=retention.runs_days),
+                                     events_retention=timedelta(days=retention.events_days),
+                                     batch_rows=retention.batch_rows,
                                      max_batches=retention.max_batches_per_pass,
                                      time_budget_s=retention.time_budget_s)
         if exports:
