@@ -98,6 +98,7 @@ def _batches(conn: psycopg.Connection, name: str, params: dict[str, Any], limit:
             pruned.more = True
             return
         with conn.transaction():
+            conn.execute(SQL["plan_in_index_order"])
             size, counts = count(conn.execute(SQL[name], {**params, "limit": limit}))
         pruned.batches += 1
         for kind, n in counts.items():

@@ -6,7 +6,15 @@
 -- The shape keeps every batch index-driven at any table size: the candidates are read in
 -- the retention index's order, each keep rule is a per-row subquery the planner cannot
 -- turn into a hash join over the whole table (a LATERAL ... OFFSET 0, or a LIMIT 1), and
--- the deletes find their rows by key (= ANY(ARRAY(...))) rather than by a semi join.
+-- the deletes find their rows by key (= ANY(ARRAY(...))) rather than by a semi join. Each
+-- batch's transaction first runs plan_in_index_order: once most of an index range is
+-- prunable, the statistics make a bitmap scan of the whole range plus a sort look cheaper
+-- than walking the index in order, and that plan checks every prunable row's keep rules
+-- before its LIMIT (measured: 1.4 million buffers a batch at 2 million runs, 90 % pruned).
+
+-- name: plan_in_index_order
+-- For this transaction only: no sort, so an ORDER BY ... LIMIT is read in index order.
+SET LOCAL enable_sort = off
 
 -- name: prune_runs
 -- Finished runs of one owner that finished before %(cutoff)s, with their delivery rows.
@@ -33,7 +41,7 @@ WITH doomed AS MATERIALIZED (
                 AND r.id = ANY(ARRAY(SELECT f.id FROM schedule_runs AS f
                                       WHERE f.schedule_id = r.schedule_id AND f.trigger = 'scheduled'
                                         AND f.state = 'failed'
-                                      ORDER BY f.finished_at DESC
+                                      ORDER BY f.queued_at DESC
                                       LIMIT s.consecutive_failures)))
        AND (SELECT true FROM query_deliveries AS d
              WHERE d.run_id = r.id AND d.link_expires_at > %(now)s
