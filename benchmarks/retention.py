@@ -77,9 +77,11 @@ def load(conn, *, n: int, schedules: int) -> float:
     return time.perf_counter() - started
 
 
-def batch(conn, name: str, params: dict) -> tuple[float, int, int]:
+def batch(conn, name: str, params: dict, index_order: bool = True) -> tuple[float, int, int]:
     """One committed batch under EXPLAIN ANALYZE: (execution ms, shared buffers, rows deleted)."""
     with conn.transaction():
+        if index_order:
+            conn.execute(SQL["plan_in_index_order"])  # as timekeeper.db.retention runs each batch
         plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + SQL[name], params).fetchone()
     top = plan["QUERY PLAN"][0]
     node = top["Plan"]
