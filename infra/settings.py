@@ -20,7 +20,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Node
 
 from infra.storage import DELIVERY_RETENTION_DAYS, DELIVERY_RETENTION_MARGIN_DAYS, LINK_MAX_LIFETIME_DAYS
-from timekeeper.topology import API
+from timekeeper.topology import API, HISTORY
 
 #: Repository root (the folder holding app.py).
 ROOT = Path(__file__).resolve().parent.parent
@@ -520,6 +520,9 @@ class DeploymentConfig:
         config.log_retention  # noqa: B018 - validates the value at synth
         if config.export_retention_days < 1:
             raise ValueError(f"{cls.KEY_EXPORT_RETENTION} must be at least 1")
+        if config.export_retention_days > HISTORY.exports_days:
+            raise ValueError(f"{cls.KEY_EXPORT_RETENTION} must be at most {HISTORY.exports_days} (the export rows' "
+                             "retention, timekeeper.topology.HISTORY): an export's row must outlive its file")
         shortest = LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS
         if config.delivery_retention_days < shortest:
             raise ValueError(f"{cls.KEY_DELIVERY_RETENTION} must be at least {shortest}: delivered files must "

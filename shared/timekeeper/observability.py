@@ -40,6 +40,9 @@ REPORT_RENDER_FAILED = "ReportRenderFailed"
 DELIVERY_FAILED = "DeliveryFailed"
 #: Staff operations actions taken (a dead-letter redrive, a staff resume), one per action.
 OPERATIONS_ACTIONS = "OperationsActions"
+#: History retention: rows deleted by one maintenance pass (runs with their delivery rows,
+#: events, exports; the generated rows of failed snapshot runs), per pipeline.
+HISTORY_PRUNED = "HistoryPruned"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
@@ -48,6 +51,7 @@ ALL_METRICS = (
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
     OPERATIONS_ACTIONS,
+    HISTORY_PRUNED,
 )
 
 logger = Logger(service="timekeeper")

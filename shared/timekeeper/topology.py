@@ -427,6 +427,45 @@ SNAPSHOTS = SnapshotPipeline(consumer=QueueConsumer(
 
 
 @dataclass(frozen=True, kw_only=True)
+class HistoryRetention:
+    """How long finished history is kept, per kind, and how much one pass may prune.
+
+    Units: days for the retentions (counted back from the pass's UTC ``now``), rows and
+    seconds for the bounds. ``runs_days``: finished runs of a pipeline's owner (with their
+    delivery rows); ``events_days``: schedule history; ``exports_days``: finished exports
+    (at least the files' expiry, infra's ``timekeeper:exportRetentionDays``, so a row
+    outlives its downloadable file); ``failed_snapshot_rows_days``: the generated rows of a
+    failed snapshot run (the ledger row stays). Each kind is pruned in batches of
+    ``batch_rows`` (one committed statement each), at most ``max_batches_per_pass`` per
+    kind per pass, and no new batch starts once the pass has spent ``time_budget_s``.
+    What is always kept is the rule of :mod:`timekeeper.db.retention`.
+    """
+
+    runs_days: int = 90
+    events_days: int = 90
+    exports_days: int = 35
+    failed_snapshot_rows_days: int = 14
+    batch_rows: int = 5000
+    max_batches_per_pass: int = 20
+    time_budget_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("runs_days", "events_days", "exports_days", "failed_snapshot_rows_days"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"history retention: {name} must be at least 1 day")
+        if self.events_days < self.runs_days:
+            raise ValueError("history retention: events_days must be at least runs_days (a kept run keeps its events)")
+        if not 1 <= self.batch_rows <= 50_000 or self.max_batches_per_pass < 1 or self.time_budget_s <= 0:
+            raise ValueError("history retention: batch_rows 1..50,000, at least one batch, a positive time budget")
+
+
+#: The deployment's history retention (partition 0 of each pipeline's dispatcher prunes its
+#: owner's runs, events and, for queries, exports; the snapshot dispatcher the rows of
+#: failed snapshot runs). 5,000 rows a batch and 20 batches retire 100,000 runs a minute.
+HISTORY = HistoryRetention()
+
+
+@dataclass(frozen=True, kw_only=True)
 class Renderer:
     """The report renderer: a function invoked asynchronously (Lambda ``Event``
     invocations) with ``{"workspace_id", "render_id"}``, outside any pipeline.

@@ -177,6 +177,16 @@ def test_delivered_files_expire_after_their_links_and_reports_never(synth):
     assert rules["expire-exports"]["Prefix"] == EXPORTS_PREFIX
 
 
+def test_an_export_file_expiry_longer_than_the_export_rows_retention_is_refused_at_synth():
+    from timekeeper.topology import HISTORY
+
+    app = cdk.App(context={DeploymentConfig.KEY_EXPORT_RETENTION: str(HISTORY.exports_days + 1), **DEPLOYMENT})
+    with pytest.raises(ValueError, match="exportRetentionDays must be at most"):
+        DeploymentConfig.from_node(app.node)
+    app = cdk.App(context={DeploymentConfig.KEY_EXPORT_RETENTION: str(HISTORY.exports_days), **DEPLOYMENT})
+    assert DeploymentConfig.from_node(app.node).export_retention_days == HISTORY.exports_days
+
+
 def test_a_delivery_retention_shorter_than_a_link_is_refused_at_synth():
     app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "30", **DEPLOYMENT})
     with pytest.raises(ValueError, match="deliveryRetentionDays must be at least 31"):

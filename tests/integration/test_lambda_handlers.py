@@ -181,3 +181,34 @@ def test_a_batch_whose_every_item_fails_returns_its_failures_instead_of_raising(
     # so the consumer-errors alarm stays quiet; SQS still redelivers and dead-letters them)
     assert sorted(f["itemIdentifier"] for f in response["batchItemFailures"]) == sorted(
         r["messageId"] for r in event["Records"])
+
+
+def test_the_dispatchers_owner_wide_pass_prunes_history_and_counts_it(aws, conn, utc, capsys, caplog):
+    # Given an accounting schedule with three runs finished 200 days ago, the last its latest
+    now = utc(2027, 9, 1, 10, 0)
+    schedule = hourly(conn, now - timedelta(days=201))
+    old = now - timedelta(days=200)
+    for i in range(3):
+        conn.execute("""
+            INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                                       occurrence_local, trigger, definition_version, state, queued_at, finished_at,
+                                       outcome_code)
+            VALUES (%s, %s, 'accounting', 'reconciliation.sweep', %s, %s, %s, 'scheduled', 1, 'succeeded', %s, %s,
+                    'ok')""", (schedule.id, schedule.workspace_id, f"k{i}", old, old.replace(tzinfo=None),
+                               old + timedelta(hours=i), old + timedelta(hours=i, minutes=1)))
+    conn.execute("""UPDATE schedules SET last_run_id = (SELECT id FROM schedule_runs ORDER BY queued_at DESC LIMIT 1)
+                     WHERE id = %s""", (schedule.id,))
+    clock.install(lambda: now)
+    capsys.readouterr()
+    # When partition 0's rule ticks (the owner-wide pass runs the maintenance)
+    invoke("accounting_dispatcher", scheduled_event(now, {"partition": 0, "partitions": 2}))
+    # Then the two older runs are gone, the latest kept
+    assert conn.execute("SELECT count(*) AS n FROM schedule_runs WHERE finished_at < %s",
+                        (now - timedelta(days=90),)).fetchone()["n"] == 1
+    # And the HistoryPruned metric of the pipeline counts them with their events, and a log line says so
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in (captured.out + captured.err).splitlines() if line.startswith("{")]
+    pruned = [line for line in lines if "HistoryPruned" in line and line.get("pipeline") == "accounting"]
+    values = pruned[0]["HistoryPruned"] if pruned else []
+    assert sum(values if isinstance(values, list) else [values]) >= 2, lines
+    assert [r.retention["runs"] for r in caplog.records if r.getMessage() == "history pruned"] == [2]

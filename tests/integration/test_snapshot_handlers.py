@@ -153,3 +153,26 @@ def test_jobs_the_queue_refused_are_sent_again_by_the_next_pass(aws, conn):
     for message in messages:
         assert invoke("snapshot_run_job", as_event(message)) == {"batchItemFailures": []}
     assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE state = 'published'").fetchone()["n"] == 2
+
+
+def test_the_dispatcher_prunes_the_rows_of_a_long_failed_snapshot_run(aws, conn):
+    # Given a self-test run that failed 30 days ago with 4 generated rows, and the ledger row's workspace
+    workspace = create_workspace(conn, name="Old failures", timezone="UTC", now=NOW - timedelta(days=400))
+    failed_at = NOW - timedelta(days=30)
+    run_id = conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, rows_written, created_at, updated_at)
+        VALUES ('platform', 'selftest', %s, '2027-01-01', 1, 'manual', 'test', 'staff', 'running', 4, %s, %s)
+        RETURNING id""", (workspace.id, failed_at, failed_at)).fetchone()["id"]
+    conn.execute("INSERT INTO snapshot_selftest_rows (run_id, workspace_id, n) SELECT %s, %s, n "
+                 "FROM generate_series(1, 4) AS n", (run_id, workspace.id))
+    conn.execute("UPDATE snapshot_runs SET state = 'failed', failure_code = 'validation_failed', updated_at = %s "
+                 "WHERE id = %s", (failed_at, run_id))
+    # When the snapshot dispatcher ticks
+    result = invoke("snapshot_dispatcher", scheduled_event(NOW))
+    # Then its rows are gone, its ledger row stays marked, and the pass counts them
+    assert result["pruned_rows"] == 4
+    assert conn.execute("SELECT count(*) AS n FROM snapshot_selftest_rows WHERE run_id = %s",
+                        (run_id,)).fetchone()["n"] == 0
+    assert conn.execute("SELECT rows_pruned_at FROM snapshot_runs WHERE id = %s",
+                        (run_id,)).fetchone()["rows_pruned_at"] == NOW

@@ -9,21 +9,63 @@ registering it here.
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta
 from functools import cache
+from typing import Any
 
-from timekeeper.schedules.work import WorkKindRegistry
+import psycopg
+
+from timekeeper.db.retention import prune_exports, prune_owner_history
+from timekeeper.schedules.work import MaintenanceTask, WorkKindRegistry
 from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
 from timekeeper.snapshots.registry import SnapshotRegistry
+from timekeeper.topology import HISTORY, PIPELINES, HistoryRetention
+
+#: The maintenance task that prunes an owner's history past retention.
+HISTORY_RETENTION_TASK = "history.retention"
 
 
-def assemble_work_kinds() -> WorkKindRegistry:
-    """A new registry of every owner's work kinds."""
+def history_retention_task(owner: str, retention: HistoryRetention, *, exports: bool = False) -> MaintenanceTask:
+    """``owner``'s history retention as a maintenance task: its runs and events past
+    ``retention`` (:func:`timekeeper.db.retention.prune_owner_history`), and with
+    ``exports`` the finished exports too, within the retention's per-pass bounds. The task
+    returns the pass's summary (``{"pruned": n, <kind>: n, "batches": n, "more": bool}``)
+    or None when nothing was pruned."""
+
+    def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
+        pruned = prune_owner_history(conn, owner=owner, now=now, runs_retention=timedelta(days=retention.runs_days),
+                                     events_retention=timedelta(days=retention.events_days),
+                                     batch_rows=retention.batch_rows,
+                                     max_batches=retention.max_batches_per_pass,
+                                     time_budget_s=retention.time_budget_s)
+        if exports:
+            more = prune_exports(conn, now=now, exports_days=retention.exports_days,
+                                 batch_rows=retention.batch_rows, max_batches=retention.max_batches_per_pass,
+                                 time_budget_s=retention.time_budget_s)
+            for kind, n in more.rows.items():
+                pruned.add(kind, n)
+            pruned.batches += more.batches
+            pruned.more = pruned.more or more.more
+        return pruned.summary()
+
+    return task
+
+
+def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegistry:
+    """A new registry of every owner's work kinds, with each pipeline owner's history
+    retention (``retention``, default the topology's) as its ``history.retention``
+    maintenance task (the queries owner's also prunes exports)."""
     from timekeeper.accounting.work_kinds import register as register_accounting
+    from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
 
     kinds = WorkKindRegistry()
     register_accounting(kinds)
     register_queries(kinds)
+    for pipeline in PIPELINES.values():
+        kinds.register_maintenance(pipeline.owner, HISTORY_RETENTION_TASK,
+                                   history_retention_task(pipeline.owner, retention,
+                                                          exports=pipeline.owner == QUERIES_OWNER))
     return kinds
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from timekeeper import clock
 from timekeeper import observability as obs
 from timekeeper.edge import adapters, batch
-from timekeeper.edge.registries import work_kinds
+from timekeeper.edge.registries import HISTORY_RETENTION_TASK, work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
@@ -41,7 +41,8 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
     """One dispatcher pass of ``pipeline_name``'s ``partition`` (default: the whole owner) at
     the clock's ``now``; then, in partition 0, the owner's maintenance tasks
     (:func:`timekeeper.schedules.work.run_maintenance`; their summaries are logged, a
-    failing task does not fail the pass)."""
+    failing task does not fail the pass), history retention among them: the rows it
+    pruned are the ``HistoryPruned`` metric (0 on a pass that pruned nothing)."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
     conn, now = adapters.database().get(), clock.now()
     report = dispatch(conn, owner=pipeline.owner, now=now, publisher=adapters.publisher(pipeline_name),
@@ -55,6 +56,10 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
         return report
     maintenance = {name: summary for name, summary in run_maintenance(conn, work_kinds(), pipeline.owner, now).items()
                    if summary}
+    retention = maintenance.get(HISTORY_RETENTION_TASK) or {}
+    PipelineMetrics(metrics, pipeline_name).add_metric(obs.HISTORY_PRUNED, "Count", retention.get("pruned", 0))
+    if retention.get("pruned"):
+        logger.info("history pruned", extra={"pipeline": pipeline_name, "retention": retention})
     if maintenance:
         logger.info("owner maintenance", extra={"maintenance": maintenance})
     return report

@@ -8,6 +8,7 @@ from typing import Any
 
 from timekeeper import clock
 from timekeeper import observability as obs
+from timekeeper.db.retention import prune_failed_snapshot_rows
 from timekeeper.edge import adapters, batch
 from timekeeper.edge.registries import snapshot_types
 from timekeeper.faults import crash_point
@@ -17,7 +18,7 @@ from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
-from timekeeper.topology import SNAPSHOTS
+from timekeeper.topology import HISTORY, SNAPSHOTS
 
 
 def run_planner() -> dict[str, Any]:
@@ -42,7 +43,9 @@ def run_planner() -> dict[str, Any]:
 def run_dispatcher() -> dict[str, Any]:
     """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
     under the cap and reoffer stale offers (one committed transaction under the owner's
-    lock), then send the jobs. Returns counts."""
+    lock), then send the jobs; then history retention of the generated rows of failed
+    snapshot runs (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`, bounded per
+    pass; the ``HistoryPruned`` metric). Returns counts (``pruned_rows`` among them)."""
     conn, now = adapters.database().get(), clock.now()
     owners = sorted({t.owner for t in snapshot_types().enabled()})
     admitted: list[JobMessage] = []
@@ -57,9 +60,16 @@ def run_dispatcher() -> dict[str, Any]:
     if admitted:
         crash_point("snapshots.after_admit_commit")
     sent = send_jobs(conn, adapters.snapshot_job_publisher(), admitted, now=now) if admitted else 0
+    pruned = prune_failed_snapshot_rows(conn, now=now, days=HISTORY.failed_snapshot_rows_days,
+                                        max_batches=HISTORY.max_batches_per_pass,
+                                        time_budget_s=HISTORY.time_budget_s)
+    if pruned.total or pruned.more:
+        logger.info("history pruned", extra={"pipeline": "snapshots", "retention": pruned.summary()})
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
+    metrics.add_metric(name=obs.HISTORY_PRUNED, unit="Count", value=pruned.total)
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
-    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost}
+    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost,
+            "pruned_rows": pruned.total}
 
 
 def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:

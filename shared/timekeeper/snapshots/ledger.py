@@ -82,6 +82,8 @@ class SnapshotRun:
     failure_message: str | None
     created_at: datetime
     updated_at: datetime
+    #: A failed run whose generated rows history retention removed: when (``0036``).
+    rows_pruned_at: datetime | None = None
 
     @property
     def period_end(self) -> date:
