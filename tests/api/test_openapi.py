@@ -31,6 +31,7 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}
+OPERATIONS |= {("post", "/rules/preview")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 
@@ -115,7 +116,8 @@ def test_rule_zones_are_the_canonical_zones_and_calendars_have_one_form_per_freq
     assert [(f["properties"]["frequency"]["const"], sorted(set(f["properties"]) - {
         "frequency", "interval", "start_date", "times"})) for f in forms] == [
         ("daily", []), ("weekly", ["weekdays"]), ("monthly", ["month_day"]), ("monthly", ["nth_weekday"]),
-        ("yearly", ["month", "month_day"]), ("yearly", ["month", "nth_weekday"])]
+        ("monthly", ["business_day", "holidays", "weekdays"]), ("yearly", ["month", "month_day"]),
+        ("yearly", ["month", "nth_weekday"])]
 
 
 def test_the_document_is_served_at_openapi_json_without_credentials(call):

@@ -2,8 +2,9 @@
 the workspace's schedules (:mod:`timekeeper.schedules.service` through
 :class:`~timekeeper.api.scope.WorkspaceScope`, walled by the tenant rule).
 
-Roles: ``schedules:read`` (list, get), ``schedules:write`` (create, update, pause,
-resume, delete), ``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
+Roles: ``schedules:read`` (list, get, and the preview of an unsaved rule: ``POST
+/rules/preview``), ``schedules:write`` (create, update, pause, resume, delete),
+``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
 schedule, and a schedule of a work kind with a route of its own (``queries.deliver``:
 ``/query-schedules``), is a 404.
 
@@ -26,6 +27,8 @@ from timekeeper.api.models import (
     CURSOR_PATTERN,
     CanonicalUuid,
     OwnerName,
+    RulePreview,
+    RulePreviewRequest,
     RunAccepted,
     ScheduleDetail,
     ScheduleOut,
@@ -36,6 +39,7 @@ from timekeeper.api.models import (
     decode_cursor,
     detail_out,
     encode_cursor,
+    occurrences_out,
     schedule_create_model,
     schedule_out,
     subject_required_kinds,
@@ -99,8 +103,19 @@ def register(routes: Routes) -> None:
     def get_schedule(
         scope: Reader, schedule_id: ScheduleId,
         history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
+        upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
     ) -> ScheduleDetail:
-        return detail_out(scope.details(schedule_id, history_limit=history_limit))
+        return detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+
+    @routes.route("POST", "/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
+           summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
+                   "create checks it",
+           responses=_responses(200, "The rule in words and its next occurrences", 415))
+    def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+        check_rule_shape(body.recurrence)
+        rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
+        return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
+                           recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
 
     @routes.route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
            security=SECURITY, summary="Change the definition (recomputes the next due instant from now; no backlog)",

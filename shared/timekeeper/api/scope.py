@@ -190,10 +190,15 @@ class WorkspaceScope:
         return self.call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
                           kinds=self.kinds)
 
-    def details(self, schedule_id: UUID, *, history_limit: int) -> service.ScheduleDetails:
-        """The schedule with its runs, events and next 5 occurrences."""
+    def details(self, schedule_id: UUID, *, history_limit: int, upcoming: int = 5) -> service.ScheduleDetails:
+        """The schedule with its runs, events, its rule in words and next ``upcoming`` occurrences."""
         return self.call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
-                          upcoming=5, kinds=self.kinds)
+                          upcoming=upcoming, kinds=self.kinds)
+
+    def preview(self, recurrence: dict[str, Any], *, count: int) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
+        """An unsaved rule in words with its next ``count`` occurrences after now
+        (:func:`timekeeper.schedules.service.preview_rule`; no database work)."""
+        return service.preview_rule(recurrence, now=self.now, count=count)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""

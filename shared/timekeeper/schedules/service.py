@@ -33,7 +33,7 @@ from timekeeper.schedules.models import (
     ScheduleState,
     UpcomingOccurrence,
 )
-from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
+from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -42,7 +42,8 @@ SQL = load_queries("timekeeper.schedules", "service.sql")
 __all__ = [
     "Schedule", "ScheduleDetails", "ScheduleEvent", "ScheduleNotFound", "SchedulePage", "ScheduleRun",
     "ScheduleStateError", "UpcomingOccurrence", "create_schedule", "delete_schedule", "get_details",
-    "list_schedules", "pause_schedule", "resume_schedule", "run_now", "update_schedule",
+    "list_schedules", "pause_schedule", "preview_rule", "resume_schedule", "run_now", "update_schedule",
+    "upcoming_occurrences",
 ]
 
 
@@ -303,9 +304,34 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
         return ScheduleDetails(schedule, runs, events, [], ())
     # An active schedule's next due instant is its next occurrence (even if slightly past).
     after = schedule.next_due_at - timedelta(microseconds=1) if schedule.next_due_at else now
-    zone = ZoneInfo(rule.timezone) if rule.timezone else None
-    upcoming_list = [
-        UpcomingOccurrence(at=occ.at, local=occ.at.astimezone(zone).replace(tzinfo=None) if zone else
-                           occ.at.replace(tzinfo=None), local_date=occ.local_date, shifted=occ.shifted)
-        for occ in islice(rule.occurrences_after(after), upcoming)]
-    return ScheduleDetails(schedule, runs, events, upcoming_list, rule.warnings)
+    return ScheduleDetails(schedule, runs, events, upcoming_occurrences(rule, after, upcoming), rule.warnings,
+                           describe_rule(rule))
+
+
+def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[UpcomingOccurrence]:
+    """The next ``count`` occurrences of the compiled ``rule`` strictly after the aware
+    instant ``after``, each with its instant (UTC), local wall time, intended local date and
+    time, and its DST markers: ``shifted`` (a spring-forward gap moved it later) and
+    ``repeated`` (its local time is in a fall-back overlap, so the clock shows it twice;
+    the rule runs at the first of the two unless it fires in every hour).
+    Fewer than ``count`` only when the rule runs out (past year 9999)."""
+    zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
+    out = []
+    for occ in islice(rule.occurrences_after(after), count):
+        local = occ.at.astimezone(zone).replace(tzinfo=None)
+        repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
+        out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
+                                      local_time=occ.local_time, repeated=repeated))
+    return out
+
+
+def preview_rule(rule: dict[str, Any], *, now: datetime,
+                 count: int) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
+    """An unsaved rule checked as a create would check it, in words, with its next
+    ``count`` occurrences after the aware ``now``: ``(compiled rule, description, upcoming)``.
+
+    Raises :class:`InvalidRecurrence` naming the field for a rule that does not validate or
+    has no occurrence within ten years of ``now`` (what create and update refuse)."""
+    compiled = parse_rule(rule)
+    compiled.check_fires(now)
+    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)

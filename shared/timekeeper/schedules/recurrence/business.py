@@ -22,6 +22,12 @@ from timekeeper.schedules.recurrence.base import InvalidRecurrence
 HOLIDAYS_VERSION: str = _holidays.__version__
 #: The default business week: Monday to Friday (``date.weekday()`` numbers).
 DEFAULT_BUSINESS_WEEK = (0, 1, 2, 3, 4)
+# Country names said with "the" ("public holidays of the United States").
+_THE = frozenset({"United States", "United Kingdom", "United Arab Emirates", "Netherlands", "Philippines",
+                  "Bahamas", "Dominican Republic", "Czech Republic", "Central African Republic", "Gambia",
+                  "Maldives", "Marshall Islands", "Solomon Islands", "Comoros", "Seychelles",
+                  "Democratic Republic Of The Congo", "Republic Of The Congo", "Cayman Islands",
+                  "Faroe Islands", "Falkland Islands", "Virgin Islands"})
 _CODE = re.compile(r"([A-Z]{2})(?:-([A-Z0-9]{1,4}))?")
 
 
@@ -101,7 +107,10 @@ def most_business_days(week: tuple[int, ...]) -> int:
 def holiday_calendar_name(code: str) -> str:
     """Words for a holiday calendar: ``"public holidays of Germany (Berlin)"``."""
     country, _, subdivision = code.partition("-")
-    name = f"public holidays of {_countries().get(country, country)}"
+    country_name = _countries().get(country, country)
+    if country_name in _THE:
+        country_name = f"the {country_name}"
+    name = f"public holidays of {country_name}"
     if subdivision:
         aliases = _holidays.country_holidays(country, subdiv=subdivision, years=2000).subdivisions_aliases
         local = [alias for alias, sub in aliases.items() if sub == subdivision]

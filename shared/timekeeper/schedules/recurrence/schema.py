@@ -71,11 +71,14 @@ class _CalendarModel(BaseModel):
         "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY_SCHEMA]})] = Field(
         None, description="monthly/yearly: [n, weekday], n = -1 for the last")
     month: Annotated[int, Field(ge=1, le=12), JSON_INTEGER] | None = Field(None, description="yearly: the month")
-    business_day: Annotated[int, Field(ge=-31, le=31), JSON_INTEGER] | None = Field(
+    business_day: Annotated[int, Field(ge=-31, le=31), JSON_INTEGER,
+                            WithJsonSchema({"type": "integer", "minimum": -31, "maximum": 31,
+                                            "not": {"const": 0}})] | None = Field(
         None, description="monthly: the Nth business day from the month's start (1, 2, ...) or end (-1 the last); "
                           "business days are the weekdays of the business week (weekdays, default MO-FR) "
                           "that are not public holidays")
-    holidays: StrictStr | None = Field(
+    holidays: Annotated[StrictStr, WithJsonSchema({"type": "string",
+                                                    "pattern": "^[A-Z]{2}(-[A-Z0-9]{1,4})?$"})] | None = Field(
         None, description="with business_day: the public holiday calendar, an ISO 3166 country code with an "
                           "optional subdivision", examples=["DE", "DE-BE", "US-NY"])
     times: list[Annotated[StrictStr, AfterValidator(_parse_hhmm),
