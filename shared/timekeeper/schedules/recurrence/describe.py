@@ -75,11 +75,14 @@ def _join(words: list[str]) -> str:
 
 
 def _days(codes: list[str]) -> str:
-    ordered = sorted(codes, key=_WEEK_ORDER.index)
-    indexes = [_WEEK_ORDER.index(c) for c in ordered]
-    if len(indexes) > 2 and indexes == list(range(indexes[0], indexes[-1] + 1)):
-        return f"{_DAY_NAMES[ordered[0]]} to {_DAY_NAMES[ordered[-1]]}"
-    return _join([_DAY_NAMES[c] for c in ordered])
+    """Weekdays in words: a run of three or more (also across the week's end) as ``"Sunday to Thursday"``."""
+    indexes = sorted({_WEEK_ORDER.index(c) for c in codes})
+    if 2 < len(indexes) < 7:
+        for first in indexes:
+            run = [(first + k) % 7 for k in range(len(indexes))]
+            if sorted(run) == indexes:
+                return f"{_DAY_NAMES[_WEEK_ORDER[run[0]]]} to {_DAY_NAMES[_WEEK_ORDER[run[-1]]]}"
+    return _join([_DAY_NAMES[_WEEK_ORDER[i]] for i in indexes])
 
 
 def _at(times: list[str]) -> str:
