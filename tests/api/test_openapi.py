@@ -31,7 +31,8 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}
-OPERATIONS |= {("post", "/rules/preview")}
+OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
+               ("delete", "/closures/{closed_on}")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 

@@ -424,6 +424,50 @@ def occurrences_out(upcoming: list[UpcomingOccurrence], timezone: str | None) ->
             for o in upcoming]
 
 
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+class ClosureIn(BaseModel):
+    """``POST /closures``: a local date the workspace does not work, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    date: Annotated[str, Field(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD",
+                               examples=["2027-12-24"])]
+    reason: Annotated[str, Field(max_length=200)] = Field("", description="shown beside the date")
+
+
+class ClosureOut(BaseModel):
+    """A closed local date of the workspace: business-day rules skip it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    date: date
+    reason: str
+    created_by: str
+    created_at: UtcDatetime
+
+
+class ClosureList(BaseModel):
+    """``GET /closures``: the workspace's closures, by date."""
+
+    items: list[ClosureOut]
+
+
+class ClosureChange(BaseModel):
+    """A closure added or removed, and how many business-day schedules were recomputed
+    (each recorded a ``holidays_changed`` history event)."""
+
+    closure: ClosureOut
+    changed: bool = Field(description="false when the date was already closed (the first closure is kept)")
+    schedules_recomputed: int = Field(ge=0)
+
+
+def closure_out(row: Any) -> ClosureOut:
+    """A :class:`~timekeeper.schedules.closures.Closure` as :class:`ClosureOut`."""
+    return ClosureOut(date=row.closed_on, reason=row.reason, created_by=row.created_by, created_at=row.created_at)
+
+
 class RulePreviewRequest(BaseModel):
     """``POST /rules/preview``: an unsaved rule (the ``recurrence`` a create takes) and how many occurrences to show."""
 

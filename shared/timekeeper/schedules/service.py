@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import split_page
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_value
+from timekeeper.schedules.closures import workspace_rule
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.models import (
     Schedule,
@@ -61,14 +62,18 @@ def _event(conn: psycopg.Connection, schedule: Schedule, kind: str, actor: str, 
                   actor=actor, now=now)
 
 
-def _checked_rule(rule: dict[str, Any], now: datetime) -> tuple[Recurrence, datetime]:
-    """Compile ``rule`` and return it with its first occurrence after ``now`` (aware UTC).
+def _checked_rule(rule: dict[str, Any], now: datetime, conn: psycopg.Connection | None = None,
+                  workspace_id: UUID | None = None) -> tuple[Recurrence, datetime]:
+    """Compile ``rule`` and return it with its first occurrence after ``now`` (aware UTC);
+    with ``conn`` and ``workspace_id``, a business-day rule counts the workspace's closures.
 
     Rule: a schedule's rule must validate and fire within the recurrence's horizon (ten
     years) of ``now``; one that never would is refused rather than saved without a next
     due instant. Raises :class:`InvalidRecurrence` naming the field.
     """
     compiled = parse_rule(rule)
+    if conn is not None and workspace_id is not None:
+        compiled = workspace_rule(conn, compiled, rule, workspace_id=workspace_id)
     return compiled, compiled.check_fires(now).at
 
 
@@ -138,7 +143,7 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
     own unless ``via_own_route`` (the caller is that route's module, writing the kind's
     settings in the same transaction).
     """
-    rule, first_due = _checked_rule(recurrence, now)
+    rule, first_due = _checked_rule(recurrence, now, conn, workspace_id)
     with conn.transaction():
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
                     subject_id=subject_id, via_own_route=via_own_route)
@@ -166,7 +171,7 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=current.owner, work_kind=current.work_kind,
                     subject_id=current.subject_id if subject_id is None else subject_id, via_own_route=False)
         new_rule = recurrence if recurrence is not None else current.recurrence
-        rule, first_due = _checked_rule(new_rule, now)
+        rule, first_due = _checked_rule(new_rule, now, conn, workspace_id)
         row = _schedule(conn, "update_definition", {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
             "name": current.name if name is None else name,
@@ -206,7 +211,7 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _hidden_from_generic(kinds, current)
         if current.status == "active":
             return current
-        _, first_due = _checked_rule(current.recurrence, now)
+        _, first_due = _checked_rule(current.recurrence, now, conn, workspace_id)
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "active", "pause_reason": None,
                                              "next_due_at": first_due, "reset_streak": True,
                                              "deleted_at": None, "now": now})
@@ -299,7 +304,7 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
             raise ScheduleNotFound(str(schedule_id))
         _hidden_from_generic(kinds, schedule)
     try:
-        rule = parse_rule(schedule.recurrence)
+        rule = workspace_rule(conn, parse_rule(schedule.recurrence), schedule.recurrence, workspace_id=workspace_id)
     except InvalidRecurrence:
         return ScheduleDetails(schedule, runs, events, [], ())
     # An active schedule's next due instant is its next occurrence (even if slightly past).
