@@ -99,3 +99,26 @@ def test_the_claim_evaluates_the_rule_with_the_workspace_closures(fresh, utc):
     # Then it runs for the 6th and its next due instant skips the closed 2nd: Thursday 4 February
     assert [m.schedule_id for m in publisher.sent] == [schedule.id]
     assert next_due(fresh, schedule) == utc(2027, 2, 4, 8, 0)
+
+
+def test_new_holiday_data_recomputes_every_business_day_schedule_once(fresh, utc):
+    # Given a business-day schedule whose next due instant an older holiday data computed
+    # (here: one day off), and a record that only an older version was seen
+    now = utc(2026, 12, 20, 12, 0)
+    fresh.execute("TRUNCATE holiday_data_versions")
+    fresh.execute("INSERT INTO holiday_data_versions VALUES ('holidays 0.1', %s)", (now,))
+    schedule = make(fresh, now, uuid.uuid4())
+    daily = make(fresh, now, uuid.uuid4(), DAILY)
+    fresh.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s", (utc(2027, 1, 5, 8, 0), schedule.id))
+    # When the deploy's migration step records this layer's holiday data
+    recomputed = closures.refresh_holiday_data(fresh, now=now)
+    # Then the schedule is recomputed with it, and the change is in its history
+    assert recomputed == 1
+    assert next_due(fresh, schedule) == utc(2027, 1, 6, 8, 0)
+    [event] = events(fresh, schedule)
+    assert event["reason"] == "holiday_data_changed" and event["detail"]["holiday_data"] == closures.HOLIDAY_DATA
+    assert event["detail"]["closed_on"] is None and event["detail"]["moved"] is True
+    assert events(fresh, daily) == []
+    # And the same version again changes nothing
+    assert closures.refresh_holiday_data(fresh, now=now) == 0
+    assert len(events(fresh, schedule)) == 1

@@ -7,6 +7,8 @@ workspace: in the same transaction each active one's next due instant is recompu
 ``now`` and a ``holidays_changed`` history event records the date, the change and the
 instants before and after. A schedule already due (its next due instant at or before
 ``now``, not yet claimed) keeps it: the dispatcher's claim evaluates it with the new set.
+A new version of the holiday data does the same for every workspace, once, at the deploy
+that ships it (:func:`refresh_holiday_data`, called by the migration step).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import psycopg
 from timekeeper.db import load_queries
 from timekeeper.db.rows import fetch_all
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule_text
+from timekeeper.schedules.recurrence.business import HOLIDAYS_VERSION
 from timekeeper.schedules.runs import Event, record_events
 
 SQL = load_queries("timekeeper.schedules", "closures.sql")
@@ -120,7 +123,37 @@ def remove_closure(conn: psycopg.Connection, *, workspace_id: UUID, closed_on: d
         return rows[0], _recompute(conn, workspace_id, closed_on, "closure_removed", actor, now)
 
 
-def _recompute(conn: psycopg.Connection, workspace_id: UUID, closed_on: date, reason: str, actor: str,
+@dataclass(frozen=True, slots=True)
+class _Workspace:
+    workspace_id: UUID
+
+
+@dataclass(frozen=True, slots=True)
+class _Data:
+    data: str
+
+
+#: The holiday data this layer evaluates business-day rules with.
+HOLIDAY_DATA = f"holidays {HOLIDAYS_VERSION}"
+
+
+def refresh_holiday_data(conn: psycopg.Connection, *, now: datetime, actor: str = "timekeeper") -> int:
+    """Record this layer's holiday data version (:data:`HOLIDAY_DATA`); when it is new,
+    recompute every active business-day schedule of every workspace from ``now`` (aware
+    UTC) with a ``holidays_changed`` event (reason ``holiday_data_changed``) on each, in one
+    transaction. Returns how many schedules were recomputed (0 for a version already seen).
+
+    Rule: a new year's or a new release's holiday data reaches the next due instants at
+    the deploy that ships it (the migration step calls this), not only at the next claim.
+    Run it as the migrating (owner) role: it reads every workspace's schedules."""
+    with conn.transaction():
+        if not fetch_all(conn, SQL["record_holiday_data"], {"data": HOLIDAY_DATA, "now": now}, _Data):
+            return 0
+        workspaces = fetch_all(conn, SQL["business_day_workspaces"], {}, _Workspace)
+        return sum(_recompute(conn, w.workspace_id, None, "holiday_data_changed", actor, now) for w in workspaces)
+
+
+def _recompute(conn: psycopg.Connection, workspace_id: UUID, closed_on: date | None, reason: str, actor: str,
                now: datetime) -> int:
     """Rule: a holiday set change recomputes each active business-day schedule's next due
     instant from ``now`` (one already due keeps it) and records the change on each."""
@@ -141,7 +174,8 @@ def _recompute(conn: psycopg.Connection, workspace_id: UUID, closed_on: date, re
             if after != before and after is not None:
                 conn.execute(SQL["set_next_due"], {"id": schedule.id, "next_due_at": after, "now": now})
         events.append(Event(schedule.id, schedule.workspace_id, HOLIDAYS_CHANGED, reason, {
-            "closed_on": closed_on.isoformat(), "holiday_data": getattr(rule, "holiday_data", None),
+            "closed_on": closed_on.isoformat() if closed_on else None,
+            "holiday_data": getattr(rule, "holiday_data", None),
             "previous_next_due_at": _iso(before), "next_due_at": _iso(after), "moved": after != before}))
     record_events(conn, events, actor=actor, now=now)
     return len(events)

@@ -31,3 +31,15 @@ SELECT id, workspace_id, recurrence::text AS rule_text, next_due_at
 
 -- name: set_next_due
 UPDATE schedules SET next_due_at = %(next_due_at)s, updated_at = %(now)s WHERE id = %(id)s
+
+-- name: record_holiday_data
+-- A version seen for the first time comes back; a known one returns nothing.
+INSERT INTO holiday_data_versions (data, recorded_at) VALUES (%(data)s, %(now)s)
+ON CONFLICT (data) DO NOTHING
+RETURNING data
+
+-- name: business_day_workspaces
+SELECT DISTINCT workspace_id
+  FROM schedules
+ WHERE status = 'active' AND deleted_at IS NULL AND recurrence -> 'calendar' ? 'business_day'
+ ORDER BY workspace_id

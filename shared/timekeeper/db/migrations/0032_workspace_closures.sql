@@ -24,3 +24,12 @@ ALTER TABLE schedule_events ADD CONSTRAINT schedule_events_kind_check CHECK (kin
     'created', 'updated', 'deleted', 'claimed', 'backlog_skipped', 'offered',
     'released', 'reoffered', 'started', 'settled', 'paused', 'resumed',
     'definition_invalid', 'run_requested', 'holidays_changed'));
+
+-- The holiday data versions business-day schedules were recomputed with ("holidays 0.109"):
+-- the deploy's migration step records the layer's version, and when it is new it
+-- recomputes every active business-day schedule (a holidays_changed event on each).
+-- Not tenant data: one row per version.
+CREATE TABLE holiday_data_versions (
+    data         text PRIMARY KEY CHECK (length(data) BETWEEN 1 AND 100),
+    recorded_at  timestamptz NOT NULL
+);
