@@ -188,7 +188,8 @@ RULE_DESCRIPTION = (
     '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time; '
     "L, LW, L-n, nW in day-of-month, d#n, dL in day-of-week); "
     '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
-    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
+    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "business_day": N | -N, "holidays": "DE-BE", '
+    '"month", "times": ["HH:MM", ...]}, '
     '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
     '(absolute time); {"rrule": RFC 5545 RRULE, "timezone": IANA zone, "start": "YYYY-MM-DD", '
     '"exdate": [...]} (local wall time). '
@@ -198,6 +199,8 @@ RULE_DESCRIPTION = (
 RULE_EXAMPLES = [
     {"cron": "30 2 * * *", "timezone": "America/New_York"},
     {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
+    {"calendar": {"frequency": "monthly", "business_day": 3, "times": ["09:00"], "holidays": "DE-BE"},
+     "timezone": "Europe/Berlin"},
     {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
     {"rrule": "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0", "timezone": "Europe/Berlin",
      "start": "2027-01-01"},
