@@ -4,7 +4,8 @@
 
 Starts ``serve`` on a throw-away database of the embedded server (or ``DATABASE_URL``),
 creates two schedules for the Platform sample's Berlin admin through the API, pauses one
-and runs the other, and photographs the pages in Debian's headless Chromium
+and runs the other, previews a rule across New York's spring-forward day in the rule
+editor, and photographs the pages in Debian's headless Chromium
 (``/usr/bin/chromium``; the requirements-dev.txt Playwright drives it).
 """
 
@@ -54,6 +55,11 @@ def main() -> int:
             page.screenshot(path=str(HERE / "schedules.png"), full_page=True)
             page.goto(f"{server.base_url}/console/schedules/{made[0]}")
             page.screenshot(path=str(HERE / "schedule.png"), full_page=True)
+            page.locator("#recurrence").fill('{"cron": "30 2 * 3 0", "timezone": "America/New_York"}')
+            page.get_by_role("button", name="Preview").click()
+            page.wait_for_selector("#preview-heading")
+            page.locator("#edit-rule").scroll_into_view_if_needed()
+            page.screenshot(path=str(HERE / "rule-preview.png"), full_page=True)
             staff = browser.new_page(viewport={"width": 1100, "height": 800})
             staff.goto(f"{server.base_url}/console/sign-in")
             staff.get_by_label("User id").fill("staff-1")

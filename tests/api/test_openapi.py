@@ -33,6 +33,8 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("delete", "/query-schedules/{schedule_id}")}
 OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-letter-queues/{queue}/redrive"),
                ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume")}
+OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
+               ("delete", "/closures/{closed_on}")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 
@@ -117,7 +119,8 @@ def test_rule_zones_are_the_canonical_zones_and_calendars_have_one_form_per_freq
     assert [(f["properties"]["frequency"]["const"], sorted(set(f["properties"]) - {
         "frequency", "interval", "start_date", "times"})) for f in forms] == [
         ("daily", []), ("weekly", ["weekdays"]), ("monthly", ["month_day"]), ("monthly", ["nth_weekday"]),
-        ("yearly", ["month", "month_day"]), ("yearly", ["month", "nth_weekday"])]
+        ("monthly", ["business_day", "holidays", "weekdays"]), ("yearly", ["month", "month_day"]),
+        ("yearly", ["month", "nth_weekday"])]
 
 
 def test_the_document_is_served_at_openapi_json_without_credentials(call):

@@ -51,7 +51,11 @@ _MONTH_LENGTH = ("recurrence.calendar.month_day", r"has at most \d+ days",
                  "a yearly month_day beyond its month's length")
 _RRULE = ("recurrence.rrule", r".", "the RFC 5545 RRULE grammar and its refused parts (parsed, not a pattern)")
 _EXDATE = ("recurrence.exdate", r"must be a local date", "an excluded date must be a real calendar date")
-_RULE = [_NO_OCCURRENCE, _CRON, _MONTH_LENGTH, _RRULE, _EXDATE]
+_BUSINESS_DAY = ("recurrence.calendar.business_day", r"^must be 1 to \d+ or -1 to -\d+: no month has more",
+                 "the most business days a month can have follows the business week (weekdays)")
+_HOLIDAYS = ("recurrence.calendar.holidays", r"^no holiday calendar for|has no subdivision",
+             "the holiday calendars are the holidays library's countries and subdivisions")
+_RULE = [_NO_OCCURRENCE, _CRON, _MONTH_LENGTH, _RRULE, _EXDATE, _BUSINESS_DAY, _HOLIDAYS]
 _SUBJECT = ("subject_id", r"^no [a-z ]+ with this id in this workspace$",
             "the owner's row (batch, recurring batch, billing plan) must exist in the workspace")
 _BETWEEN = ("definition.filters", r"between needs low <= high", "between's low <= high compares two values")
@@ -62,6 +66,7 @@ _TEMPLATE = ("_template", r"placeholder|template", "templates use named placehol
 RUNTIME_CHECKED: dict[str, list[tuple[str, str, str]]] = {
     "POST /schedules": [*_RULE, _SUBJECT],
     "PATCH /schedules/{schedule_id}": [*_RULE, _SUBJECT],
+    "POST /rules/preview": _RULE,
     "POST /queries": [_BETWEEN, _SORT_TWICE],
     "POST /queries/{query_id}/versions": [_BETWEEN, _SORT_TWICE],
     "POST /query-schedules": [

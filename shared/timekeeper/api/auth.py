@@ -22,7 +22,7 @@ Roles (each route needs exactly one):
 ``schedules:read``    list schedules, read one with its occurrences and history
 ``schedules:write``   create, update, pause, resume, delete
 ``schedules:run``     "Run now"
-``schedules:admin``   all of the above
+``schedules:admin``   all of the above, and the workspace's closures (add, remove)
 ``queries:read``      list and read saved queries and their versions, the catalogue; export a
                       saved query and read one's own exports
 ``queries:write``     create a saved query, add a version, delete
@@ -67,7 +67,7 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     READ: frozenset({READ}),
     WRITE: frozenset({WRITE}),
     RUN: frozenset({RUN}),
-    ADMIN: frozenset({READ, WRITE, RUN}),
+    ADMIN: frozenset({READ, WRITE, RUN, ADMIN}),
     QUERIES_READ: frozenset({QUERIES_READ}),
     QUERIES_WRITE: frozenset({QUERIES_WRITE}),
     QUERIES_ADMIN: frozenset({QUERIES_READ, QUERIES_WRITE}),
@@ -102,8 +102,9 @@ class Identity:
     def require(self, permission: str) -> None:
         """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
         if permission not in self.permissions:
-            raise ApiError(403, FORBIDDEN,
-                           f"this action needs the role {permission} (or {_ADMIN_OF.get(permission, ADMIN)})")
+            alternative = _ADMIN_OF.get(permission, ADMIN)
+            raise ApiError(403, FORBIDDEN, f"this action needs the role {permission}"
+                           + (f" (or {alternative})" if alternative != permission else ""))
 
 
 def _roles(value: Any) -> frozenset[str]:

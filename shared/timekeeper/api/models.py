@@ -31,9 +31,10 @@ from pydantic import (
 )
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
-from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun
-from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
+from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun, UpcomingOccurrence
+from timekeeper.schedules.recurrence import InvalidRecurrence, describe_rule, parse_rule
 from timekeeper.schedules.rule_schema import published_rule_schema
+from timekeeper.strict_input import JSON_INTEGER
 from timekeeper.topology import PIPELINES
 
 #: Text without NUL characters (PostgreSQL text cannot hold them).
@@ -251,6 +252,8 @@ class ScheduleOut(BaseModel):
     created_at: UtcDatetime
     updated_at: UtcDatetime
     warnings: list[str] = Field(default_factory=list, description="notes about a surprising but valid rule")
+    description: str | None = Field(None, description="the rule in words, with its zone; null when the saved rule "
+                                                      "no longer validates")
 
 
 class SchedulePage(BaseModel):
@@ -299,13 +302,17 @@ class EventOut(BaseModel):
 
 
 class OccurrenceOut(BaseModel):
-    """One upcoming occurrence in UTC and in the schedule's local time."""
+    """One upcoming occurrence in UTC and in the schedule's local time, with its DST markers."""
 
     at: UtcDatetime = Field(description="the instant (UTC)")
     local: datetime = Field(description="the same instant in the schedule's timezone, with its offset")
     local_date: date = Field(description="the intended local date (kept when a gap shifts the time)")
+    local_time: str = Field(description="the intended local wall time HH:MM (before a gap shift)",
+                            examples=["02:30"])
     timezone: str
     shifted: bool = Field(description="moved later by a spring-forward gap")
+    repeated: bool = Field(description="its local time is in a fall-back overlap (the clock shows it twice); "
+                                       "a fixed time runs at the first of the two")
 
 
 class HistoryOut(BaseModel):
@@ -320,7 +327,11 @@ class ScheduleDetail(BaseModel):
 
     schedule: ScheduleOut
     latest_run: RunOut | None
-    next_occurrences: list[OccurrenceOut] = Field(description="the next instants (at most 5); none unless active")
+    description: str | None = Field(description="the rule in words, with its zone; null when the saved rule "
+                                                "no longer validates",
+                                    examples=["At 02:30, every day, America/New_York"])
+    next_occurrences: list[OccurrenceOut] = Field(description="the next instants (upcoming, 5 by default); "
+                                                              "none unless active")
     history: HistoryOut
 
 
@@ -353,11 +364,13 @@ def check_rule_shape(rule: dict[str, Any]) -> None:
     walk(rule, "")
 
 
-def _warnings(recurrence: dict[str, Any]) -> list[str]:
+def _rule_notes(recurrence: dict[str, Any]) -> dict[str, Any]:
+    """A saved rule's ``warnings`` and ``description`` (compiled rules are cached: cheap per row)."""
     try:
-        return list(parse_rule(recurrence).warnings)
+        rule = parse_rule(recurrence)
     except InvalidRecurrence:
-        return ["the saved rule no longer validates"]
+        return {"warnings": ["the saved rule no longer validates"], "description": None}
+    return {"warnings": list(rule.warnings), "description": describe_rule(rule)}
 
 
 def _fields(row: Any) -> dict[str, Any]:
@@ -367,7 +380,7 @@ def _fields(row: Any) -> dict[str, Any]:
 
 def schedule_out(row: Schedule) -> ScheduleOut:
     """A :class:`~timekeeper.schedules.models.Schedule` as :class:`ScheduleOut`."""
-    return ScheduleOut.model_validate({**_fields(row), "warnings": _warnings(row.recurrence)})
+    return ScheduleOut.model_validate({**_fields(row), **_rule_notes(row.recurrence)})
 
 
 def run_out(row: ScheduleRun) -> RunOut:
@@ -401,20 +414,92 @@ def event_out(row: ScheduleEvent, shown_errors: dict[Any, str | None]) -> EventO
     return EventOut.model_validate({**_fields(row), "detail": detail})
 
 
+def occurrences_out(upcoming: list[UpcomingOccurrence], timezone: str | None) -> list[OccurrenceOut]:
+    """Service :class:`~timekeeper.schedules.models.UpcomingOccurrence` rows as
+    :class:`OccurrenceOut` in ``timezone`` (an IANA name; UTC when None)."""
+    zone = ZoneInfo(timezone or "UTC")
+    return [OccurrenceOut(at=o.at, local=o.at.astimezone(zone), local_date=o.local_date,
+                          local_time=(o.local_time or o.local.time()).strftime("%H:%M"), timezone=timezone or "UTC",
+                          shifted=o.shifted, repeated=o.repeated)
+            for o in upcoming]
+
+
+DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+class ClosureIn(BaseModel):
+    """``POST /closures``: a local date the workspace does not work, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    date: Annotated[str, Field(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD",
+                               examples=["2027-12-24"])]
+    reason: Annotated[str, Field(max_length=200)] = Field("", description="shown beside the date")
+
+
+class ClosureOut(BaseModel):
+    """A closed local date of the workspace: business-day rules skip it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    date: date
+    reason: str
+    created_by: str
+    created_at: UtcDatetime
+
+
+class ClosureList(BaseModel):
+    """``GET /closures``: the workspace's closures, by date."""
+
+    items: list[ClosureOut]
+
+
+class ClosureChange(BaseModel):
+    """A closure added or removed, and how many business-day schedules were recomputed
+    (each recorded a ``holidays_changed`` history event)."""
+
+    closure: ClosureOut
+    changed: bool = Field(description="false when the date was already closed (the first closure is kept)")
+    schedules_recomputed: int = Field(ge=0)
+
+
+def closure_out(row: Any) -> ClosureOut:
+    """A :class:`~timekeeper.schedules.closures.Closure` as :class:`ClosureOut`."""
+    return ClosureOut(date=row.closed_on, reason=row.reason, created_by=row.created_by, created_at=row.created_at)
+
+
+class RulePreviewRequest(BaseModel):
+    """``POST /rules/preview``: an unsaved rule (the ``recurrence`` a create takes) and how many occurrences to show."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    recurrence: Recurrence
+    count: Annotated[int, Field(ge=1, le=50), JSON_INTEGER] = Field(10, description="occurrences to show")
+
+
+class RulePreview(BaseModel):
+    """An unsaved rule in words with its next occurrences (local, UTC, DST markers)."""
+
+    description: str = Field(examples=["At 09:00 on the third business day of every month, Europe/Berlin, "
+                                       "public holidays of Germany (Berlin)"])
+    timezone: str = Field(description="the zone the rule is evaluated in (UTC for an interval rule without one)")
+    warnings: list[str] = Field(description="notes about a surprising but valid rule")
+    recurrence: dict[str, Any] = Field(description="the rule normalised (defaults filled in)")
+    next_occurrences: list[OccurrenceOut]
+
+
 def detail_out(details: ScheduleDetails) -> ScheduleDetail:
     """Service :class:`~timekeeper.schedules.service.ScheduleDetails` as :class:`ScheduleDetail`."""
     schedule = details.schedule
-    zone = ZoneInfo(schedule.timezone or "UTC")
     runs = [run_out(r) for r in details.runs]
     shown_errors = {r.id: r.error for r in runs}
     upcoming = []
     if schedule.status == "active":
-        upcoming = [OccurrenceOut(at=o.at, local=o.at.astimezone(zone), local_date=o.local_date,
-                                  timezone=schedule.timezone, shifted=o.shifted)
-                    for o in details.next_occurrences]
+        upcoming = occurrences_out(details.next_occurrences, schedule.timezone)
     out = schedule_out(schedule)
     out.warnings = list(details.warnings) or out.warnings
     return ScheduleDetail(schedule=out, latest_run=runs[0] if runs else None, next_occurrences=upcoming,
+                          description=details.description,
                           history=HistoryOut(runs=runs, events=[event_out(e, shown_errors) for e in details.events]))
 
 

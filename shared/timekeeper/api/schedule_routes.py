@@ -2,8 +2,9 @@
 the workspace's schedules (:mod:`timekeeper.schedules.service` through
 :class:`~timekeeper.api.scope.WorkspaceScope`, walled by the tenant rule).
 
-Roles: ``schedules:read`` (list, get), ``schedules:write`` (create, update, pause,
-resume, delete), ``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
+Roles: ``schedules:read`` (list, get, and the preview of an unsaved rule: ``POST
+/rules/preview``), ``schedules:write`` (create, update, pause, resume, delete),
+``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
 schedule, and a schedule of a work kind with a route of its own (``queries.deliver``:
 ``/query-schedules``), is a 404.
 
@@ -11,6 +12,7 @@ schedule, and a schedule of a work kind with a route of its own (``queries.deliv
 annotations at run time.)
 """
 
+from datetime import date
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated
@@ -20,12 +22,18 @@ from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
 from timekeeper.api import errors
-from timekeeper.api.auth import READ, RUN, WRITE
+from timekeeper.api.auth import ADMIN, READ, RUN, WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import (
     CURSOR_PATTERN,
+    DATE_PATTERN,
     CanonicalUuid,
+    ClosureChange,
+    ClosureIn,
+    ClosureList,
     OwnerName,
+    RulePreview,
+    RulePreviewRequest,
     RunAccepted,
     ScheduleDetail,
     ScheduleOut,
@@ -33,9 +41,11 @@ from timekeeper.api.models import (
     ScheduleStatus,
     ScheduleUpdate,
     check_rule_shape,
+    closure_out,
     decode_cursor,
     detail_out,
     encode_cursor,
+    occurrences_out,
     schedule_create_model,
     schedule_out,
     subject_required_kinds,
@@ -59,6 +69,7 @@ def register(routes: Routes) -> None:
     Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(READ))]  # noqa: N806 - type aliases
     Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(WRITE))]  # noqa: N806
     Runner = Annotated[WorkspaceScope, Depends(routes.scope_for(RUN))]  # noqa: N806
+    Admin = Annotated[WorkspaceScope, Depends(routes.scope_for(ADMIN))]  # noqa: N806
 
     @routes.route("GET", "/schedules", tags=["schedules"], operation_id="listSchedules", security=SECURITY,
            summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
@@ -99,8 +110,19 @@ def register(routes: Routes) -> None:
     def get_schedule(
         scope: Reader, schedule_id: ScheduleId,
         history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
+        upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
     ) -> ScheduleDetail:
-        return detail_out(scope.details(schedule_id, history_limit=history_limit))
+        return detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+
+    @routes.route("POST", "/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
+           summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
+                   "create checks it",
+           responses=_responses(200, "The rule in words and its next occurrences", 415))
+    def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+        check_rule_shape(body.recurrence)
+        rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
+        return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
+                           recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
 
     @routes.route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
            security=SECURITY, summary="Change the definition (recomputes the next due instant from now; no backlog)",
@@ -146,3 +168,43 @@ def register(routes: Routes) -> None:
         run_id, created = scope.run_now(schedule_id, idempotency_key=scope.claim_key(idempotency_key))
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                         body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+
+    ClosedOn = Annotated[str, Path(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD")]  # noqa: N806
+
+    @routes.route("GET", "/closures", tags=["schedules"], operation_id="listClosures", security=SECURITY,
+           summary="The workspace's closures: local dates its business-day rules skip",
+           responses=_responses(200, "The closures, by date"))
+    def list_closures(scope: Reader) -> ClosureList:
+        return ClosureList(items=[closure_out(row) for row in scope.closures()])
+
+    @routes.route("POST", "/closures", tags=["schedules"], operation_id="addClosure", security=SECURITY,
+           summary="Close a local date (idempotent): the workspace's business-day schedules are recomputed, "
+                   "each with a holidays_changed history event",
+           responses={**_responses(201, "Closed", 415),
+                      200: {"description": "Already closed: the first closure is kept"}})
+    def add_closure(scope: Admin, body: Annotated[ClosureIn, Body()]) -> Response[ClosureChange]:
+        closed_on = _local_date(body.date, "date")
+        added, recomputed = scope.add_closure(closed_on, body.reason)
+        if added is None:
+            existing = next(row for row in scope.closures() if row.closed_on == closed_on)
+            return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON,
+                            body=ClosureChange(closure=closure_out(existing), changed=False, schedules_recomputed=0))
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=ClosureChange(closure=closure_out(added), changed=True, schedules_recomputed=recomputed))
+
+    @routes.route("DELETE", "/closures/<closed_on>", tags=["schedules"], operation_id="removeClosure",
+           security=SECURITY, summary="Reopen a closed date: the business-day schedules are recomputed",
+           responses=_responses(200, "Reopened", 404, texts={**_ERRORS, 404: "The date is not closed"}))
+    def remove_closure(scope: Admin, closed_on: ClosedOn) -> ClosureChange:
+        removed, recomputed = scope.remove_closure(_local_date(closed_on, "closed_on"))
+        if removed is None:
+            raise ApiError(404, errors.NOT_FOUND, "this date is not closed in this workspace")
+        return ClosureChange(closure=closure_out(removed), changed=True, schedules_recomputed=recomputed)
+
+
+def _local_date(text: str, field: str) -> date:
+    """A ``YYYY-MM-DD`` text as a date; a 422 naming ``field`` for one the calendar lacks (2027-02-30)."""
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise ApiError(422, errors.VALIDATION_ERROR, "must be a real calendar date YYYY-MM-DD", field) from None

@@ -41,7 +41,7 @@ from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access
 from timekeeper.platform.directory import Workspace, get_workspace
-from timekeeper.schedules import operations, service
+from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.snapshots import ledger
@@ -190,10 +190,30 @@ class WorkspaceScope:
         return self.call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
                           kinds=self.kinds)
 
-    def details(self, schedule_id: UUID, *, history_limit: int) -> service.ScheduleDetails:
-        """The schedule with its runs, events and next 5 occurrences."""
+    def details(self, schedule_id: UUID, *, history_limit: int, upcoming: int = 5) -> service.ScheduleDetails:
+        """The schedule with its runs, events, its rule in words and next ``upcoming`` occurrences."""
         return self.call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
-                          upcoming=5, kinds=self.kinds)
+                          upcoming=upcoming, kinds=self.kinds)
+
+    def closures(self) -> list[Any]:
+        """The workspace's closures, by date (:func:`timekeeper.schedules.closures.list_closures`)."""
+        return self.call(closures.list_closures)
+
+    def add_closure(self, closed_on: date, reason: str) -> tuple[Any, int]:
+        """Close a date and recompute the business-day schedules
+        (:func:`~timekeeper.schedules.closures.add_closure`)."""
+        return self.call(closures.add_closure, closed_on=closed_on, reason=reason, actor=self.identity.user_id,
+                         now=self.now)
+
+    def remove_closure(self, closed_on: date) -> tuple[Any, int]:
+        """Reopen a date and recompute the business-day schedules
+        (:func:`~timekeeper.schedules.closures.remove_closure`)."""
+        return self.call(closures.remove_closure, closed_on=closed_on, actor=self.identity.user_id, now=self.now)
+
+    def preview(self, recurrence: dict[str, Any], *, count: int) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
+        """An unsaved rule in words with its next ``count`` occurrences after now
+        (:func:`timekeeper.schedules.service.preview_rule`; no database work)."""
+        return service.preview_rule(recurrence, now=self.now, count=count)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""

@@ -78,6 +78,10 @@ _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Cont
 STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 _ACTIONS = {"pause": "paused", "resume": "resumed", "run": "run requested"}
+#: What a redirect after another change says (``?done=update``).
+_DONE = {**_ACTIONS, "update": "updated"}
+#: The next occurrences a schedule's page (and its rule preview) shows.
+UPCOMING = 10
 #: The console's kinds of schedule, by path: the API prefix of each.
 _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 
@@ -244,7 +248,7 @@ def when(instant: str | None, zone: str) -> dict[str, str] | None:
 _STRANDED = {"not_started": "accepted by its queue, never started", "not_published": "waiting to be sent again",
              "lease_expired": "started; its execution stopped answering"}
 #: The message after an operations action.
-_DONE = {"redriven": "The redrive started: the messages go back to their queue.",
+_OPERATIONS_DONE = {"redriven": "The redrive started: the messages go back to their queue.",
          "resumed": "The schedule was resumed from now."}
 
 
@@ -256,6 +260,16 @@ def _age(seconds: int) -> str:
     hours, minutes = divmod(rest, 60)
     parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
     return " ".join(p for p in parts if p)
+def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The API's next occurrences for a page: each with its local wall time (with the zone's
+    abbreviation), its UTC instant, and its DST markers (``shifted``, ``repeated``)."""
+    rows = []
+    for o in occurrences:
+        local = datetime.fromisoformat(o["local"]).astimezone(ZoneInfo(o["timezone"]))
+        at = datetime.fromisoformat(o["at"].replace("Z", "+00:00"))
+        rows.append({**o, "when": {"local": local.strftime("%Y-%m-%d %H:%M %Z"),
+                                   "utc": at.strftime("%Y-%m-%d %H:%M UTC"), "iso": at.isoformat()}})
+    return rows
 
 
 def rule_text(recurrence: dict[str, Any]) -> str:
@@ -509,24 +523,60 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             if reply.body.get("next_cursor") else None)
         return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page)
 
-    @app.get(f"{PREFIX}/schedules/<schedule_id>")
-    @signed_in
-    def schedule(session: Session, schedule_id: str) -> Response:
-        params = app.current_event.query_string_parameters or {}
-        done = _ACTIONS.get(params.get("done", ""))
-        reply = api(session).call("GET", f"/schedules/{schedule_id}")
+    def schedule_page(session: Session, schedule_id: str, *, done: str | None = None, editor: str | None = None,
+                      preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
+                      http_status: int = 200) -> Response:
+        """The schedule's page: its rule in words, the next ten occurrences, runs and history,
+        and the rule editor (``editor``: the text typed, with its ``preview`` or ``problem``)."""
+        reply = api(session).call("GET", f"/schedules/{schedule_id}", query={"upcoming": str(UPCOMING)})
         if reply.status != 200:
             return api_error(session, reply)
         detail = reply.body
         zone = detail["schedule"]["timezone"]
-        occurrences = [{**o, "when": when(o["at"], zone)} for o in detail["next_occurrences"]]
+        occurrences = occurrence_rows(detail["next_occurrences"])
         runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
                  "local": r["occurrence_local"].replace("T", " ")[:16]}
                 for r in detail["history"]["runs"]]
         events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
-        return page("schedule.html", session=session, s=detail["schedule"], rule=rule_text(
-            detail["schedule"]["recurrence"]), occurrences=occurrences, runs=runs, events=events, done=done,
-            run_key=str(uuid.uuid4()))
+        if editor is None:
+            editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
+        if preview is not None:
+            preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"])}
+        return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
+            detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+            runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+            problem=problem, may_edit=session.has("schedules:write", "schedules:admin"))
+
+    @app.get(f"{PREFIX}/schedules/<schedule_id>")
+    @signed_in
+    def schedule(session: Session, schedule_id: str) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        return schedule_page(session, schedule_id, done=_DONE.get(params.get("done", "")))
+
+    @app.post(f"{PREFIX}/schedules/<schedule_id>/rule")
+    @checked_post
+    def edit_rule(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        """The rule editor: "Preview" shows the typed rule's words and next occurrences
+        (``POST /rules/preview``) on the page; "Save" changes it (``PATCH /schedules/{id}``)."""
+        text = fields.get("recurrence", "")[:20_000]
+        try:
+            recurrence = json.loads(text)
+        except ValueError:
+            return schedule_page(session, schedule_id, editor=text, http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                 problem={"field": "recurrence", "message": "is not valid JSON"})
+        client = api(session)
+        if fields.get("intent") == "save":
+            reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
+            if reply.status == 200:
+                return redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
+        else:
+            reply = client.call("POST", "/rules/preview", body={"recurrence": recurrence, "count": UPCOMING})
+            if reply.status == 200:
+                return schedule_page(session, schedule_id, editor=text, preview=reply.body)
+        if reply.status == 422 and isinstance(reply.body, dict):
+            return schedule_page(session, schedule_id, editor=text, http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                 problem={"field": reply.body.get("field"), "message": reply.body.get("message")})
+        return api_error(session, reply)
 
     @app.post(f"{PREFIX}/<kind>/<schedule_id>/<action>")
     @checked_post
@@ -650,7 +700,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @signed_in
     def operations_overview(session: Session) -> Response:
         params = app.current_event.query_string_parameters or {}
-        return operations_page(session, done=_DONE.get(params.get("done", "")))
+        return operations_page(session, done=_OPERATIONS_DONE.get(params.get("done", "")))
 
     @app.post(f"{PREFIX}/operations/redrive")
     @checked_post

@@ -92,14 +92,18 @@ def scheduled_event(now: datetime, detail: dict[str, Any] | None = None) -> dict
 
 def prepare_database(name: str, *, reset: bool) -> str:
     """Create database ``name`` on the local server (``reset``: drop it first), apply the
-    migrations and return its URL. Raises ``ValueError`` for a name that is not a plain
+    migrations, record the holiday data (recomputing business-day schedules when it is new,
+    as a deploy does) and return its URL. Raises ``ValueError`` for a name that is not a plain
     identifier, ``psycopg.Error`` when the server refuses."""
+    from timekeeper import clock
     from timekeeper.db.connection import connect
     from timekeeper.db.migrate import apply_migrations
+    from timekeeper.schedules.closures import refresh_holiday_data
 
     url = embedded.create_database(embedded.server_url(), name, drop_existing=reset)
     with connect(url) as conn:
         apply_migrations(conn)
+        refresh_holiday_data(conn, now=clock.now())  # as the deploy's migration step does
     return url
 
 

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from functools import cached_property
 from typing import Any
 from uuid import UUID
@@ -27,6 +27,7 @@ from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.faults import crash_point
+from timekeeper.schedules.closures import with_closures
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import flush_notifications
 from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
@@ -140,12 +141,17 @@ class _RuleCache:
             del cache[next(iter(cache))]
 
     def rule(self, text: str) -> Recurrence:
-        """The compiled rule of the stored JSON ``text`` (decoded once per pass and text).
-        Raises :class:`InvalidRecurrence` (cached too) for a rule that no longer validates."""
+        """The compiled rule of the stored JSON ``text`` (decoded once per pass and text); a
+        business-day rule's text carries its workspace's closed dates after a newline
+        (``<json>\n2027-01-04,2027-12-24``, the claim's ``rule_text``), evaluated as
+        non-business days. Raises :class:`InvalidRecurrence` (cached too) for a rule that
+        no longer validates."""
         compiled = self.rules.get(text)
         if compiled is None:
             try:
-                compiled = parse_rule_text(text)
+                rule_json, _, closed = text.partition("\n")
+                compiled = with_closures(parse_rule_text(rule_json),
+                                         [date.fromisoformat(d) for d in closed.split(",") if d])
             except InvalidRecurrence as error:
                 compiled = error
             self.rules[text] = compiled

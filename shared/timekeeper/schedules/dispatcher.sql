@@ -4,7 +4,16 @@
 -- schedules_claim_idx (owner, next_due_at, dispatch_slot): the slot bounds are tested on
 -- the index entries, so the table is visited only for the partition's own schedules and
 -- the index order serves the ORDER BY (no sort).
-SELECT id, workspace_id, work_kind, recurrence::text AS rule_text, next_due_at, definition_version
+-- A business-day calendar rule's text carries its workspace's closed dates after a newline
+-- (a jsonb's text never holds a raw newline): the rule the claim evaluates is the rule with
+-- that holiday set, and the pass's rule cache is keyed by both (migration 0032).
+SELECT id, workspace_id, work_kind,
+       CASE WHEN recurrence -> 'calendar' ? 'business_day'
+            THEN recurrence::text || E'\n' || coalesce(
+                     (SELECT string_agg(c.closed_on::text, ',' ORDER BY c.closed_on)
+                        FROM workspace_closures c WHERE c.workspace_id = schedules.workspace_id), '')
+            ELSE recurrence::text END AS rule_text,
+       next_due_at, definition_version
   FROM schedules
  WHERE owner = %(owner)s
    AND status = 'active'

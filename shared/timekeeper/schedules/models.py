@@ -9,7 +9,7 @@ are the JSON columns' dicts. Column names match the fields, so a row is built wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, time
 from typing import Any
 from uuid import UUID
 
@@ -122,14 +122,17 @@ class ScheduleEvent:
 @dataclass(frozen=True, slots=True)
 class UpcomingOccurrence:
     """One upcoming occurrence of a rule: ``at`` the instant (aware UTC), ``local`` the
-    same instant as a naive wall time in the rule's timezone, ``local_date`` the intended
-    local date (kept when a gap shifts the time) and ``shifted`` whether a spring-forward
-    gap moved it later."""
+    same instant as a naive wall time in the rule's timezone, ``local_date`` and
+    ``local_time`` the intended local date and wall time (kept when a gap shifts the
+    time), ``shifted`` whether a spring-forward gap moved it later and ``repeated``
+    whether its local time is in a fall-back overlap (the wall clock shows it twice)."""
 
     at: datetime
     local: datetime
     local_date: date
     shifted: bool
+    local_time: time | None = None
+    repeated: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ class ScheduleDetails:
     events: list[ScheduleEvent]
     next_occurrences: list[UpcomingOccurrence]
     warnings: tuple[str, ...]
+    description: str | None = None
 
 
 @dataclass(frozen=True)

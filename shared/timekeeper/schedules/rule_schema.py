@@ -5,13 +5,16 @@ from the document sends rules the parser accepts:
 
 * every ``timezone`` is an enum of :func:`timekeeper.schedules.zones.canonical_zones`;
 * ``calendar`` is one form per frequency, each with exactly the fields that frequency
-  takes: ``daily`` (times only), ``weekly`` (``weekdays``), ``monthly`` (``month_day`` or
-  ``nth_weekday``, one of the two, required) and ``yearly`` (``month`` and one of
+  takes: ``daily`` (times only), ``weekly`` (``weekdays``), ``monthly`` (``month_day``,
+  ``nth_weekday`` or ``business_day`` with its business week ``weekdays`` and ``holidays``,
+  one of the three, required) and ``yearly`` (``month`` and one of
   ``month_day`` / ``nth_weekday``).
 
 What JSON Schema cannot say stays with :func:`~timekeeper.schedules.recurrence.parse_rule`
 (a documented 422 naming the field): the cron grammar and a cron that never fires, a rule
-with no occurrence within ten years, and a yearly ``month_day`` beyond its month's length.
+with no occurrence within ten years, a yearly ``month_day`` beyond its month's length, a
+``business_day`` beyond the business week's most business days in a month, and an unknown
+holiday calendar.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ _CALENDAR_FORMS: tuple[tuple[str, str, tuple[str, ...], tuple[str, ...]], ...] =
     ("WeeklyCalendar", "weekly", ("weekdays",), ()),
     ("MonthlyCalendarByDay", "monthly", ("month_day",), ("month_day",)),
     ("MonthlyCalendarByWeekday", "monthly", ("nth_weekday",), ("nth_weekday",)),
+    ("MonthlyCalendarByBusinessDay", "monthly", ("business_day", "weekdays", "holidays"), ("business_day",)),
     ("YearlyCalendarByDay", "yearly", ("month", "month_day"), ("month", "month_day")),
     ("YearlyCalendarByWeekday", "yearly", ("month", "nth_weekday"), ("month", "nth_weekday")),
 )

@@ -23,6 +23,7 @@ from psycopg.types.json import Jsonb
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import split_page
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_value
+from timekeeper.schedules.closures import workspace_rule
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.models import (
     Schedule,
@@ -33,7 +34,7 @@ from timekeeper.schedules.models import (
     ScheduleState,
     UpcomingOccurrence,
 )
-from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, parse_rule
+from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -42,7 +43,8 @@ SQL = load_queries("timekeeper.schedules", "service.sql")
 __all__ = [
     "Schedule", "ScheduleDetails", "ScheduleEvent", "ScheduleNotFound", "SchedulePage", "ScheduleRun",
     "ScheduleStateError", "UpcomingOccurrence", "create_schedule", "delete_schedule", "get_details",
-    "list_schedules", "pause_schedule", "resume_schedule", "run_now", "update_schedule",
+    "list_schedules", "pause_schedule", "preview_rule", "resume_schedule", "run_now", "update_schedule",
+    "upcoming_occurrences",
 ]
 
 
@@ -60,14 +62,18 @@ def _event(conn: psycopg.Connection, schedule: Schedule, kind: str, actor: str, 
                   actor=actor, now=now)
 
 
-def _checked_rule(rule: dict[str, Any], now: datetime) -> tuple[Recurrence, datetime]:
-    """Compile ``rule`` and return it with its first occurrence after ``now`` (aware UTC).
+def _checked_rule(rule: dict[str, Any], now: datetime, conn: psycopg.Connection | None = None,
+                  workspace_id: UUID | None = None) -> tuple[Recurrence, datetime]:
+    """Compile ``rule`` and return it with its first occurrence after ``now`` (aware UTC);
+    with ``conn`` and ``workspace_id``, a business-day rule counts the workspace's closures.
 
     Rule: a schedule's rule must validate and fire within the recurrence's horizon (ten
     years) of ``now``; one that never would is refused rather than saved without a next
     due instant. Raises :class:`InvalidRecurrence` naming the field.
     """
     compiled = parse_rule(rule)
+    if conn is not None and workspace_id is not None:
+        compiled = workspace_rule(conn, compiled, rule, workspace_id=workspace_id)
     return compiled, compiled.check_fires(now).at
 
 
@@ -137,7 +143,7 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
     own unless ``via_own_route`` (the caller is that route's module, writing the kind's
     settings in the same transaction).
     """
-    rule, first_due = _checked_rule(recurrence, now)
+    rule, first_due = _checked_rule(recurrence, now, conn, workspace_id)
     with conn.transaction():
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=owner, work_kind=work_kind,
                     subject_id=subject_id, via_own_route=via_own_route)
@@ -165,7 +171,7 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=current.owner, work_kind=current.work_kind,
                     subject_id=current.subject_id if subject_id is None else subject_id, via_own_route=False)
         new_rule = recurrence if recurrence is not None else current.recurrence
-        rule, first_due = _checked_rule(new_rule, now)
+        rule, first_due = _checked_rule(new_rule, now, conn, workspace_id)
         row = _schedule(conn, "update_definition", {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
             "name": current.name if name is None else name,
@@ -206,7 +212,7 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _hidden_from_generic(kinds, current)
         if current.status == "active":
             return current
-        _, first_due = _checked_rule(current.recurrence, now)
+        _, first_due = _checked_rule(current.recurrence, now, conn, workspace_id)
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "active", "pause_reason": None,
                                              "next_due_at": first_due, "reset_streak": True,
                                              "deleted_at": None, "now": now})
@@ -299,14 +305,39 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
             raise ScheduleNotFound(str(schedule_id))
         _hidden_from_generic(kinds, schedule)
     try:
-        rule = parse_rule(schedule.recurrence)
+        rule = workspace_rule(conn, parse_rule(schedule.recurrence), schedule.recurrence, workspace_id=workspace_id)
     except InvalidRecurrence:
         return ScheduleDetails(schedule, runs, events, [], ())
     # An active schedule's next due instant is its next occurrence (even if slightly past).
     after = schedule.next_due_at - timedelta(microseconds=1) if schedule.next_due_at else now
-    zone = ZoneInfo(rule.timezone) if rule.timezone else None
-    upcoming_list = [
-        UpcomingOccurrence(at=occ.at, local=occ.at.astimezone(zone).replace(tzinfo=None) if zone else
-                           occ.at.replace(tzinfo=None), local_date=occ.local_date, shifted=occ.shifted)
-        for occ in islice(rule.occurrences_after(after), upcoming)]
-    return ScheduleDetails(schedule, runs, events, upcoming_list, rule.warnings)
+    return ScheduleDetails(schedule, runs, events, upcoming_occurrences(rule, after, upcoming), rule.warnings,
+                           describe_rule(rule))
+
+
+def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[UpcomingOccurrence]:
+    """The next ``count`` occurrences of the compiled ``rule`` strictly after the aware
+    instant ``after``, each with its instant (UTC), local wall time, intended local date and
+    time, and its DST markers: ``shifted`` (a spring-forward gap moved it later) and
+    ``repeated`` (its local time is in a fall-back overlap, so the clock shows it twice;
+    the rule runs at the first of the two unless it fires in every hour).
+    Fewer than ``count`` only when the rule runs out (past year 9999)."""
+    zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
+    out = []
+    for occ in islice(rule.occurrences_after(after), count):
+        local = occ.at.astimezone(zone).replace(tzinfo=None)
+        repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
+        out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
+                                      local_time=occ.local_time, repeated=repeated))
+    return out
+
+
+def preview_rule(rule: dict[str, Any], *, now: datetime,
+                 count: int) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
+    """An unsaved rule checked as a create would check it, in words, with its next
+    ``count`` occurrences after the aware ``now``: ``(compiled rule, description, upcoming)``.
+
+    Raises :class:`InvalidRecurrence` naming the field for a rule that does not validate or
+    has no occurrence within ten years of ``now`` (what create and update refuse)."""
+    compiled = parse_rule(rule)
+    compiled.check_fires(now)
+    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)

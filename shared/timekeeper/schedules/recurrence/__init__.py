@@ -40,7 +40,9 @@ instant; the next occurrence is never computed by adding 24 hours or 30 days.
 The package holds a module per job: ``base`` (the :class:`Recurrence` interface, the
 :class:`Occurrence` and :class:`InvalidRecurrence` types, shared constants), ``walltime``
 (the wall-time resolver the cron and calendar forms share), ``cron``, ``calendars`` and
-``interval`` (the three rule engines), ``schema`` (the pydantic models a rule is validated
+``interval`` (the three rule engines; ``rrule`` the fourth), ``business`` (business weeks
+and public holiday calendars for business-day calendar rules), ``describe`` (a rule in
+English words), ``schema`` (the pydantic models a rule is validated
 with and its JSON schema) and ``parse`` (validate, compile and cache). Import the public
 names from ``timekeeper.schedules.recurrence`` itself.
 """
@@ -54,6 +56,7 @@ from timekeeper.schedules.recurrence.base import (
     Occurrence,
     Recurrence,
 )
+from timekeeper.schedules.recurrence.describe import describe_rule
 from timekeeper.schedules.recurrence.parse import _compile_cached as _compile_cached  # the cache benchmarks clear
 from timekeeper.schedules.recurrence.parse import next_occurrences, parse_rule, parse_rule_text
 from timekeeper.schedules.recurrence.schema import (
@@ -79,6 +82,7 @@ __all__ = [
     "Occurrence",
     "RRuleRule",
     "Recurrence",
+    "describe_rule",
     "next_occurrences",
     "parse_rule",
     "parse_rule_text",

@@ -104,8 +104,9 @@ class Recurrence(ABC):
 
     @property
     def rule(self) -> dict[str, Any]:
-        """The normalised rule as a fresh JSON-ready dict (``json.loads(self.key)``)."""
-        return json.loads(self.key)
+        """The normalised rule as a fresh JSON-ready dict (a business-day rule evaluated with
+        a workspace's closures has the rule's form; its ``key`` also names the closures)."""
+        return json.loads(_canonical(self._normalised))
 
     def occurrences_after(self, after: datetime) -> Iterator[Occurrence]:
         """Lazily yield the occurrences strictly after the instant ``after``.

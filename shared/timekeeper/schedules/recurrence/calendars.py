@@ -18,6 +18,14 @@ from timekeeper.schedules.recurrence.base import (
     InvalidRecurrence,
     _plus,
 )
+from timekeeper.schedules.recurrence.business import (
+    DEFAULT_BUSINESS_WEEK,
+    HOLIDAYS_VERSION,
+    check_holiday_code,
+    holidays_in_month,
+    most_business_days,
+    nth_business_day,
+)
 from timekeeper.schedules.recurrence.walltime import _WallTimeRecurrence
 
 # --------------------------------------------------------------------------- calendar
@@ -27,23 +35,45 @@ if TYPE_CHECKING:
 
 
 class _CalendarRecurrence(_WallTimeRecurrence):
-    __slots__ = ("_frequency", "_interval", "_start", "_weekdays", "_month_day", "_nth", "_month")
+    __slots__ = ("_frequency", "_interval", "_start", "_weekdays", "_month_day", "_nth", "_month",
+                 "_business_day", "_holidays", "_closed", "_month_days")
 
     def __init__(self, cal: _CalendarModel, zone_name: str) -> None:
         freq = cal.frequency
         allowed = {
             "daily": set(),
             "weekly": {"weekdays"},
-            "monthly": {"month_day", "nth_weekday"},
+            "monthly": {"month_day", "nth_weekday", "business_day"},
             "yearly": {"month_day", "nth_weekday", "month"},
         }[freq]
-        for name in ("weekdays", "month_day", "nth_weekday", "month"):
+        for name in ("weekdays", "month_day", "nth_weekday", "month", "business_day"):
             if getattr(cal, name) is not None and name not in allowed:
+                if name == "weekdays" and cal.business_day is not None:
+                    continue  # the business week of a business-day rule
                 raise InvalidRecurrence(f"calendar.{name}", f"not allowed for frequency {freq!r}")
-        if cal.month_day is not None and cal.nth_weekday is not None:
-            raise InvalidRecurrence("calendar.nth_weekday", "give either month_day or nth_weekday, not both")
-        if freq in ("monthly", "yearly") and cal.month_day is None and cal.nth_weekday is None:
-            raise InvalidRecurrence("calendar.month_day", f"a {freq} rule needs month_day or nth_weekday")
+        if cal.holidays is not None and cal.business_day is None:
+            raise InvalidRecurrence("calendar.holidays", "only allowed with business_day")
+        day_forms = [name for name in ("month_day", "nth_weekday", "business_day") if getattr(cal, name) is not None]
+        if len(day_forms) > 1:
+            raise InvalidRecurrence(f"calendar.{day_forms[1]}", f"give one of month_day, nth_weekday or "
+                                    f"business_day, not {' and '.join(day_forms)}")
+        if freq in ("monthly", "yearly") and not day_forms:
+            raise InvalidRecurrence("calendar.month_day", f"a {freq} rule needs month_day or nth_weekday"
+                                    + (" or business_day" if freq == "monthly" else ""))
+        self._business_day = cal.business_day
+        self._holidays = None
+        self._closed: frozenset[date] = frozenset()
+        self._month_days: dict[int, int | None] = {}
+        if cal.business_day is not None:
+            week = tuple(sorted({_WEEKDAY_CODES.index(w) for w in cal.weekdays})) if cal.weekdays \
+                else DEFAULT_BUSINESS_WEEK
+            most = most_business_days(week)
+            if cal.business_day == 0 or abs(cal.business_day) > most:
+                raise InvalidRecurrence("calendar.business_day", f"must be 1 to {most} or -1 to -{most}: no month "
+                                        f"has more than {most} business days in this business week")
+            if cal.holidays is not None:
+                country, subdivision = check_holiday_code(cal.holidays)
+                self._holidays = country + (f"-{subdivision}" if subdivision else "")
         if freq == "yearly":
             if cal.month is None:
                 raise InvalidRecurrence("calendar.month", "a yearly rule needs month (1-12)")
@@ -55,7 +85,8 @@ class _CalendarRecurrence(_WallTimeRecurrence):
         self._frequency = freq
         self._interval = cal.interval
         self._start = cal.start_date or _DEFAULT_START
-        weekdays = cal.weekdays or [_WEEKDAY_CODES[self._start.weekday()]]
+        weekdays = cal.weekdays or ([_WEEKDAY_CODES[w] for w in DEFAULT_BUSINESS_WEEK]
+                                    if cal.business_day is not None else [_WEEKDAY_CODES[self._start.weekday()]])
         self._weekdays = tuple(sorted({_WEEKDAY_CODES.index(w) for w in weekdays}))
         self._month_day = cal.month_day
         self._nth = (cal.nth_weekday[0], _WEEKDAY_CODES.index(cal.nth_weekday[1])) if cal.nth_weekday else None
@@ -74,8 +105,12 @@ class _CalendarRecurrence(_WallTimeRecurrence):
             "start_date": self._start.isoformat(),
             "times": [t.strftime("%H:%M") for t in self._times],
         }
-        if freq == "weekly":
+        if freq == "weekly" or self._business_day is not None:
             canonical["weekdays"] = [_WEEKDAY_CODES[w] for w in self._weekdays]
+        if self._business_day is not None:
+            canonical["business_day"] = self._business_day
+        if self._holidays is not None:
+            canonical["holidays"] = self._holidays
         if self._month_day is not None:
             canonical["month_day"] = self._month_day
         if self._nth is not None:
@@ -113,8 +148,45 @@ class _CalendarRecurrence(_WallTimeRecurrence):
             y += self._interval
         return False
 
+    @property
+    def holiday_data(self) -> str | None:
+        """The holiday data a business-day rule is evaluated with (``"holidays 0.109"``), else None."""
+        return f"holidays {HOLIDAYS_VERSION}" if self._business_day is not None else None
+
+    def with_closures(self, closed: frozenset[date]) -> _CalendarRecurrence:
+        """A copy of this business-day rule that also treats the local dates ``closed`` as
+        non-business days (a workspace's closures); other rules are returned unchanged."""
+        if self._business_day is None or not closed:
+            return self
+        copy = object.__new__(type(self))
+        for cls in type(self).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if hasattr(self, name):
+                    setattr(copy, name, getattr(self, name))
+        copy._closed = frozenset(closed)
+        copy._month_days = {}
+        copy._key = self.key + "|closed:" + ",".join(sorted(d.isoformat() for d in copy._closed))
+        return copy
+
+    def _business_day_in_month(self, y: int, m: int) -> int | None:
+        index = y * 12 + m
+        try:
+            return self._month_days[index]
+        except KeyError:
+            pass
+        closed = holidays_in_month(self._holidays, y, m)
+        if self._closed:
+            closed = closed | {d for d in self._closed if d.year == y and d.month == m}
+        day = nth_business_day(self._business_day, y, m, self._weekdays, closed)
+        if len(self._month_days) > 4096:
+            self._month_days.clear()
+        self._month_days[index] = day
+        return day
+
     def _day_in_month(self, y: int, m: int) -> int | None:
-        """The rule's day in month (y, m): clamped month_day, last day, or Nth weekday."""
+        """The rule's day in month (y, m): clamped month_day, last day, Nth weekday or Nth business day."""
+        if self._business_day is not None:
+            return self._business_day_in_month(y, m)
         first_weekday, ndays = _calendar.monthrange(y, m)
         md = self._month_day
         if md == "last":
@@ -243,6 +315,8 @@ class _CalendarRecurrence(_WallTimeRecurrence):
             return "calendar.start_date"
         if self._interval > 1:
             return "calendar.interval"
+        if self._business_day is not None:
+            return "calendar.business_day"
         return "calendar.nth_weekday" if self._nth is not None else "calendar"
 
 

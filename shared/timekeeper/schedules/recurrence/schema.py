@@ -71,6 +71,16 @@ class _CalendarModel(BaseModel):
         "prefixItems": [{"type": "integer", "enum": [1, 2, 3, 4, 5, -1]}, _WEEKDAY_SCHEMA]})] = Field(
         None, description="monthly/yearly: [n, weekday], n = -1 for the last")
     month: Annotated[int, Field(ge=1, le=12), JSON_INTEGER] | None = Field(None, description="yearly: the month")
+    business_day: Annotated[int, Field(ge=-31, le=31), JSON_INTEGER,
+                            WithJsonSchema({"type": "integer", "minimum": -31, "maximum": 31,
+                                            "not": {"const": 0}})] | None = Field(
+        None, description="monthly: the Nth business day from the month's start (1, 2, ...) or end (-1 the last); "
+                          "business days are the weekdays of the business week (weekdays, default MO-FR) "
+                          "that are not public holidays")
+    holidays: Annotated[StrictStr, WithJsonSchema({"type": "string",
+                                                    "pattern": "^[A-Z]{2}(-[A-Z0-9]{1,4})?$"})] | None = Field(
+        None, description="with business_day: the public holiday calendar, an ISO 3166 country code with an "
+                          "optional subdivision", examples=["DE", "DE-BE", "US-NY"])
     times: list[Annotated[StrictStr, AfterValidator(_parse_hhmm),
                           WithJsonSchema({"type": "string", "pattern": "^([01][0-9]|2[0-3]):[0-5][0-9]$"})]] = Field(
         min_length=1, description="local times of day, HH:MM")
@@ -179,7 +189,8 @@ RULE_DESCRIPTION = (
     '{"cron": "m h dom mon dow", "timezone": IANA zone} (POSIX cron in local wall time; '
     "L, LW, L-n, nW in day-of-month, d#n, dL in day-of-week); "
     '{"calendar": {"frequency": "daily|weekly|monthly|yearly", "interval", "start_date", "weekdays", '
-    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "month", "times": ["HH:MM", ...]}, '
+    '"month_day": 1-31 | "last", "nth_weekday": [n, "MO"], "business_day": N | -N, "holidays": "DE-BE", '
+    '"month", "times": ["HH:MM", ...]}, '
     '"timezone": IANA zone}; {"interval": {"minutes": N} | {"hours": N}, "anchor": RFC 3339 instant} '
     '(absolute time); {"rrule": RFC 5545 RRULE, "timezone": IANA zone, "start": "YYYY-MM-DD", '
     '"exdate": [...]} (local wall time). '
@@ -189,6 +200,8 @@ RULE_DESCRIPTION = (
 RULE_EXAMPLES = [
     {"cron": "30 2 * * *", "timezone": "America/New_York"},
     {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
+    {"calendar": {"frequency": "monthly", "business_day": 3, "times": ["09:00"], "holidays": "DE-BE"},
+     "timezone": "Europe/Berlin"},
     {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z"},
     {"rrule": "FREQ=MONTHLY;BYDAY=MO,TU,WE,TH,FR;BYSETPOS=-1;BYHOUR=18;BYMINUTE=0", "timezone": "Europe/Berlin",
      "start": "2027-01-01"},
