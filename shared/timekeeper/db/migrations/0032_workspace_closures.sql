@@ -19,11 +19,13 @@ GRANT SELECT, INSERT, DELETE ON workspace_closures TO timekeeper_api;
 
 -- A business-day schedule's holiday set changed (a closure added or removed): its next due
 -- instant was recomputed; the event says which date and the instants before and after.
+-- The list also holds the audit trail's `owner_changed` (migration 0028): whichever of the
+-- two a database applies last, both kinds stay allowed.
 ALTER TABLE schedule_events DROP CONSTRAINT schedule_events_kind_check;
 ALTER TABLE schedule_events ADD CONSTRAINT schedule_events_kind_check CHECK (kind IN (
     'created', 'updated', 'deleted', 'claimed', 'backlog_skipped', 'offered',
     'released', 'reoffered', 'started', 'settled', 'paused', 'resumed',
-    'definition_invalid', 'run_requested', 'holidays_changed'));
+    'definition_invalid', 'run_requested', 'owner_changed', 'holidays_changed'));
 
 -- The holiday data versions business-day schedules were recomputed with ("holidays 0.109"):
 -- the deploy's migration step records the layer's version, and when it is new it
