@@ -74,3 +74,17 @@ def test_a_schedule_created_after_a_closure_counts_it(call, admin):
     assert call("POST", "/closures", {"date": "2027-03-02"}, as_=admin).status == 201
     schedule = call("POST", "/schedules", new_schedule(recurrence=THIRD_BUSINESS_DAY)).body
     assert schedule["next_due_at"] == "2027-03-04T08:00:00Z"
+
+
+def test_the_preview_of_an_unsaved_business_day_rule_counts_the_workspaces_closures(call, admin):
+    # Given March 2nd closed in the caller's workspace (March 3rd would be the third business day)
+    before = call("POST", "/rules/preview", {"recurrence": THIRD_BUSINESS_DAY, "count": 1})
+    assert before.status == 200, before.body
+    assert before.body["next_occurrences"][0]["at"] == "2027-03-03T08:00:00Z"
+    assert call("POST", "/closures", {"date": "2027-03-02"}, as_=admin).status == 201
+    # Then the preview moves to March 4th, what the saved schedule will use
+    after = call("POST", "/rules/preview", {"recurrence": THIRD_BUSINESS_DAY, "count": 1})
+    assert after.body["next_occurrences"][0]["at"] == "2027-03-04T08:00:00Z"
+    # And another workspace's preview does not see the closure
+    other = call("POST", "/rules/preview", {"recurrence": THIRD_BUSINESS_DAY, "count": 1}, as_=Caller())
+    assert other.body["next_occurrences"][0]["at"] == "2027-03-03T08:00:00Z"

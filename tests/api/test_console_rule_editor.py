@@ -9,7 +9,7 @@ import json
 import re
 
 from tests.api.conftest import new_schedule
-from tests.api.test_console import Browser, console  # noqa: F401 - the console fixture
+from tests.api.test_console import Browser
 
 NEW_YORK_MARCH_SUNDAYS = {"cron": "30 2 * 3 0", "timezone": "America/New_York"}
 

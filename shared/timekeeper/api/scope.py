@@ -212,8 +212,9 @@ class WorkspaceScope:
 
     def preview(self, recurrence: dict[str, Any], *, count: int) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
         """An unsaved rule in words with its next ``count`` occurrences after now
-        (:func:`timekeeper.schedules.service.preview_rule`; no database work)."""
-        return service.preview_rule(recurrence, now=self.now, count=count)
+        (:func:`timekeeper.schedules.service.preview_rule`; a business-day rule with the
+        caller's workspace's closures, as it will be saved)."""
+        return self.call(service.preview_rule, rule=recurrence, now=self.now, count=count)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""

@@ -331,13 +331,14 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[
     return out
 
 
-def preview_rule(rule: dict[str, Any], *, now: datetime,
-                 count: int) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
+def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,
+                 workspace_id: UUID | None = None) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
     """An unsaved rule checked as a create would check it, in words, with its next
     ``count`` occurrences after the aware ``now``: ``(compiled rule, description, upcoming)``.
+    With ``conn`` and ``workspace_id`` a business-day rule counts the workspace's closures,
+    as the saved schedule will (``conn`` None: no database work).
 
     Raises :class:`InvalidRecurrence` naming the field for a rule that does not validate or
     has no occurrence within ten years of ``now`` (what create and update refuse)."""
-    compiled = parse_rule(rule)
-    compiled.check_fires(now)
+    compiled, _ = _checked_rule(rule, now, conn, workspace_id)
     return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)
