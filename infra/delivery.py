@@ -85,6 +85,23 @@ class DeliveryResources(Construct):
                                    "<AWS::AccountId>:identity/*]",
                     "SES checks sending against the sender's and each recipient's identity; the statement "
                     "allows only messages whose From address is the configured sender.")
+        # The queries dispatcher's partition 0 pass is followed by the people pass, which mails
+        # owner notices through the same outbox: the same sending grant, the same sender. The
+        # topology declares SES for the dispatcher's code, so every partition's function gets
+        # it (only partition 0 sends: the people pass is owner-wide work).
+        for dispatcher in pipeline.dispatchers:
+            dispatcher.role.add_to_policy(iam.PolicyStatement(
+                sid="SendNotices", actions=["ses:SendEmail"],
+                resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*",
+                           mail.configuration_set_arn],
+                conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
+            acknowledge(dispatcher.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ses:<AWS::Region>:"
+                                         "<AWS::AccountId>:identity/*]",
+                        "Owner notices: SES checks sending against the sender's and each recipient's identity; "
+                        "the statement allows only messages whose From address is the configured sender.")
+            dispatcher.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
+            dispatcher.function.add_environment(MAIL_CONFIGURATION_SET_VARIABLE,
+                                                mail.configuration_set.configuration_set_name)
         self.link_secret.grant_read(consumer.role)
         consumer.function.add_environment(FILES_BUCKET_VARIABLE, files_bucket_name)
         consumer.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)

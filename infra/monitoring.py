@@ -223,6 +223,7 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING,
                 description="Scheduled delivery: a recipient's message could not be submitted (the run is retried; "
                             "see the run's query_deliveries rows).")
+        self.posting_jobs_failed = self._posting_jobs_failed_alarm()
         self.api = api
         self.api_alarms = self._api_alarms(api) if api is not None else None
         self.database = database
@@ -231,6 +232,19 @@ class Monitoring(Construct):
         self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
         self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
         self.dashboard = self._dashboard(self._title, pipelines)
+
+    def _posting_jobs_failed_alarm(self) -> cw.Alarm:
+        """Owner notices: failed posting jobs nobody retried. Each posting sweep (every five
+        minutes) emits the count of every workspace's failed jobs; the alarm fires while it
+        is above zero and clears once each was retried and posted. Missing data (no sweep
+        yet, or an account without accounting schedules) is not breaching."""
+        return self._alarm(
+            "PostingJobsFailed", name=f"{self._title}-posting-jobs-failed",
+            metric=timekeeper_metric(obs.POSTING_JOBS_FAILED, statistic="Maximum", period=Duration.minutes(10)),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.NOT_BREACHING,
+            description="A posting job failed and was not retried: its batch is closed and unposted. The owner "
+                        "was notified; list them with GET /posting-jobs/failed, fix the cause, then retry.")
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
                comparison: cw.ComparisonOperator, missing: cw.TreatMissingData, description: str,

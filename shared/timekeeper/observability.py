@@ -38,6 +38,10 @@ REPORT_RENDERED = "ReportRendered"
 REPORT_RENDER_FAILED = "ReportRenderFailed"
 #: Scheduled delivery: recipients whose submission failed in an attempt (the run is retried).
 DELIVERY_FAILED = "DeliveryFailed"
+#: Owner notices: failed posting jobs nobody retried yet (a count of every workspace's,
+#: emitted by each posting sweep), and notice messages mailed (a digest counts once).
+POSTING_JOBS_FAILED = "PostingJobsFailed"
+NOTICES_MAILED = "NoticesMailed"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
@@ -45,6 +49,7 @@ ALL_METRICS = (
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
+    POSTING_JOBS_FAILED, NOTICES_MAILED,
 )
 
 logger = Logger(service="timekeeper")

@@ -288,7 +288,14 @@ QUERIES = Pipeline(
                            services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
     dispatch_partitions=2,
+    # its run queue, the notification topic, and the owners' notice e-mails (SES): the
+    # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners)
+    dispatcher_services=calls(SQS, SNS, SES),
 )
+
+#: The pipeline whose dispatcher passes are followed by the people pass: owner notices
+#: made from the notification outbox of every owner, and their e-mails.
+NOTICES_PIPELINE = QUERIES.name
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}

@@ -31,6 +31,10 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}
+OPERATIONS |= {("get", "/notices"), ("post", "/notices/read"), ("get", "/ownerless-schedules"),
+               ("post", "/ownerless-schedules/{schedule_id}/reassign"),
+               ("get", "/query-schedules/{schedule_id}/history"), ("get", "/staff-reads"),
+               ("get", "/posting-jobs/failed"), ("post", "/posting-jobs/{job_id}/retry")}
 #: The one public operation: a delivery's link, whose signed token is the credential.
 PUBLIC = {("get", "/downloads/{token}")}
 

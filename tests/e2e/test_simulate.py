@@ -50,7 +50,8 @@ def test_coverage_refusals_pause_londons_roll_on_the_fifth(simulated):
     refused = [r for r in simulated.runs_by_kind
                if r["work_kind"] == "batch.roll" and r["outcome_code"] == "outside_calendar_coverage"]
     assert sum(r["runs"] for r in refused) == 5
-    (paused,) = [p for p in simulated.paused if p["pause_reason"] != "source_access_lost"]  # (a query schedule's)
+    (paused,) = [p for p in simulated.paused  # (the others are query schedules': lost access, the hand-off)
+                 if p["pause_reason"] not in ("source_access_lost", "ownerless")]
     assert (paused["name"], paused["pause_reason"], paused["consecutive_failures"]) == (
         "london.sales.roll", "consecutive_failures", 5)
     assert paused["paused_at"] == datetime(2027, 3, 26, 7, 0, tzinfo=UTC)  # 07:00 London = UTC in March
@@ -146,17 +147,23 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
     assert runs[("Daily open invoices", "succeeded", "succeeded")] == DAYS
     assert runs[("Weekly invoice report", "succeeded", "succeeded")] == 5  # Mondays 03-08 .. 04-05
     assert runs[("Monthly void invoices", "skipped", "skipped_empty")] == 1  # 04-01
+    # The board report, reassigned after its owner left, ran on 04-01; the ownerless list did not
+    assert runs[("Board report", "succeeded", "succeeded")] == 1
+    assert not any(name == "Board members list" for name, _, _ in runs)
     # The deactivated owner's schedule failed once and paused itself
     assert runs[("Owner deactivated", "failed", "source_access_lost")] == 1
     assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
     deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
     assert runs[("Monthly receivables aging", "succeeded", "succeeded")] == 1  # 04-02
-    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5 + 1, ("skipped", "deactivated"): DAYS,
+    # (the aging report and the reassigned board report are one message each)
+    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5 + 1 + 1, ("skipped", "deactivated"): DAYS,
                           ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
                           ("skipped", "no_address"): DAYS}
     folder = Path(simulated.delivery_dir)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5 + 1
-    assert simulated.delivery_files == DAYS + 5 + 1 + 1  # daily CSVs, report PDFs, the empty XLSX, the aging PDF
+    # (and the two notice e-mails: one notice, then one digest of two)
+    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5 + 1 + 1 + 2
+    # daily CSVs, report PDFs, the empty XLSX, the aging PDF, the board's
+    assert simulated.delivery_files == DAYS + 5 + 1 + 1 + 1
 
 
 def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_with_its_basis(simulated):
@@ -167,3 +174,16 @@ def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_
         "Monthly receivables aging", "succeeded", "ar_aging", "2027-03", 1, "latest", "captured", False)
     assert delivered["occurrence_at"] == datetime(2027, 4, 2, 7, tzinfo=UTC)
     assert datetime.fromisoformat(delivered["published_at"]) < delivered["occurrence_at"]
+
+
+def test_owners_are_told_with_one_digest_and_the_departed_owners_schedules_are_handed_off(simulated):
+    # The deactivated owner's pause reaches the admin (the workspace asks for copies); the
+    # secretary's departure pauses both board schedules as ownerless: two notices, one digest
+    notices = {(r["kind"], r["audience"], r["reason"]): (r["n"], r["mailed"]) for r in simulated.notices}
+    assert notices == {("schedule_paused", "admin", "source_access_lost"): (1, 1),
+                       ("schedule_ownerless", "admin", "ownerless"): (2, 2)}
+    assert sorted(m["notices"] for m in simulated.notice_messages) == [1, 2]
+    ownerless = {r["name"]: (r["status"], r["pause_reason"], r["why"]) for r in simulated.ownerless}
+    assert ownerless == {"Board members list": ("paused", "ownerless", "left_workspace"),
+                         "Board report": ("active", None, "left_workspace")}
+    assert len(simulated.hand_off) == 2

@@ -4,7 +4,7 @@ key, the renderer), the DeliveryFailed alarm, and the one public route."""
 
 from __future__ import annotations
 
-from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, resources
+from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, functions_of_folder, resources
 from timekeeper import observability as obs
 from timekeeper.topology import QUERIES
 
@@ -48,6 +48,21 @@ def test_the_delivery_consumer_may_send_only_from_the_sender_and_write_only_deli
     assert len(writes) == 1 and "/deliveries/*" in str(writes[0]["Resource"])
     assert any("lambda:InvokeFunction" in _actions(s) for s in statements)
     assert any("secretsmanager:GetSecretValue" in _actions(s) for s in statements)
+
+
+def test_every_queries_dispatcher_partition_may_send_owner_notices_only_from_the_sender(synth):
+    # Given the queries dispatcher's code, deployed once per partition (the topology
+    # declares SES for it: partition 0's people pass mails owner notices)
+    template = synth.app_template
+    ids = functions_of_folder(template)[QUERIES.dispatcher_function]
+    assert len(ids) == QUERIES.dispatch_partitions == 2
+    for logical_id in ids:
+        props = template["Resources"][logical_id]["Properties"]
+        # Then each may send only from the configured sender, and knows the sender
+        ses = [s for s in _statements(template, props) if "ses:SendEmail" in _actions(s)]
+        assert len(ses) == 1, logical_id
+        assert ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": DEPLOYMENT["timekeeper:mailSender"]}}
+        assert props["Environment"]["Variables"]["MAIL_SENDER"] == DEPLOYMENT["timekeeper:mailSender"]
 
 
 def test_a_delivery_failure_alarms_on_the_topic(synth):

@@ -66,7 +66,7 @@ def make_tenant(conn, name: str) -> Tenant:
             upsert_user(conn, user_id=uid, display_name=display, email=email and f"{name}.{email}", now=NOW)
             add_member(conn, workspace_id=ws, user_id=uid, roles=roles, now=NOW - timedelta(days=30))
             if status != "active":
-                set_user_status(conn, uid, status)
+                set_user_status(conn, uid, status, now=NOW)
         member = conn.execute("INSERT INTO members (workspace_id, member_number, display_name, joined_on) "
                               "VALUES (%s, 'M1', '=Member', %s) RETURNING id", (ws, date(2026, 1, 1))).fetchone()["id"]
         for i in range(3):

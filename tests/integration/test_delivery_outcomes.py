@@ -138,7 +138,7 @@ def test_a_failed_recipient_deactivated_before_the_retry_is_recorded_skipped(con
     env.mailer.fail = {"ws1.cleo@x.test"}
     with pytest.raises(RetryLater):
         _process(conn, env, message)
-    set_user_status(conn, _u(tenant, "cleo"), "deactivated")
+    set_user_status(conn, _u(tenant, "cleo"), "deactivated", now=NOW)
     try:
         _process(conn, env, message, receive_count=2)
     finally:

@@ -33,7 +33,16 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from timekeeper import clock
-from timekeeper.api import delivery_routes, errors, exports, queries, reports, schedule_routes, snapshot_routes
+from timekeeper.api import (
+    delivery_routes,
+    errors,
+    exports,
+    people_routes,
+    queries,
+    reports,
+    schedule_routes,
+    snapshot_routes,
+)
 from timekeeper.api.auth import identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ErrorBody
@@ -52,7 +61,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 
 #: Every resource's ``register(routes)``, in registration order.
 ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
-           delivery_routes.register, snapshot_routes.register)
+           delivery_routes.register, snapshot_routes.register, people_routes.register)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

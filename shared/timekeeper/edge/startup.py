@@ -19,6 +19,7 @@ from timekeeper.topology import (
     AUTHORIZER,
     DOWNLOADS,
     MIGRATION,
+    NOTICES_PIPELINE,
     PIPELINES,
     REPORT_RENDERER,
     SECRETS_MANAGER,
@@ -31,6 +32,8 @@ def _dispatcher(pipeline: str) -> Callable[[], None]:
     def build() -> None:
         adapters.publisher(pipeline)
         adapters.notifier()
+        if pipeline == NOTICES_PIPELINE:
+            adapters.mailer()  # the people pass mails owner notices
     return build
 
 

@@ -15,6 +15,14 @@ The sample (Berlin, the Platform sample's workspace; owner: its analyst):
 * ``Monthly receivables aging``: a report over the published ``ar_aging`` snapshot (its
   latest published month) as PDF on the 2nd at 09:00, to the admin: the delivery records
   its basis (type, period, version, publication time) and captures that version.
+* ``Board report`` (PDF) and ``Board members list`` (CSV), monthly on the 1st, owned by the
+  board's secretary, who leaves the workspace on the second simulated day at 09:00: both
+  are paused as ownerless and the admin is told (two notices, one digest e-mail); on the
+  third day at 09:00 the admin reassigns the report to the analyst and resumes it (the
+  list stays ownerless).
+
+The workspace asks for admin copies of its notices (``notify_admins``), so the admin hears
+of every pause of its schedules, whoever owns them.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from timekeeper.platform.directory import add_member, set_notify_admins, upsert_user
 from timekeeper.reporting import reports, store
 from timekeeper.reporting.query_schedules import Source, create_query_schedule
 
@@ -34,11 +43,43 @@ BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} ({{ format }},
         "<a href=\"{{ link }}\">download</a> (until {{ link_expires_at }}).</p>")
 
 
+#: The board's secretary: owns the two board schedules, leaves on the second day.
+BOARD_SECRETARY = "sim-board-secretary"
+
+
 @dataclass(frozen=True)
 class DeliverySample:
-    """The sample's query schedules by name."""
+    """The sample's query schedules by name, its workspace and the people of the hand-off."""
 
     schedules: dict[str, UUID]
+    workspace_id: UUID | None = None
+    admin: str = ""
+    analyst: str = ""
+
+
+def hand_off_story(sample: DeliverySample, start: datetime) -> dict[datetime, Any]:
+    """The owner hand-off's timed steps (instant -> ``step(conn, now) -> summary line``): the
+    secretary leaves on the second day at 09:00; the admin reassigns the board report to the
+    analyst and resumes it on the third day at 09:00."""
+    from timekeeper.platform.directory import leave_workspace
+    from timekeeper.reporting.query_schedules import reassign_owner
+    from timekeeper.schedules import service
+
+    def leave(conn: Any, now: datetime) -> str:
+        with conn.transaction():
+            leave_workspace(conn, workspace_id=sample.workspace_id, user_id=BOARD_SECRETARY, now=now)
+        return f"{now:%Y-%m-%d %H:%M} UTC {BOARD_SECRETARY} left: their schedules paused as ownerless"
+
+    def reassign(conn: Any, now: datetime) -> str:
+        schedule_id = sample.schedules["Board report"]
+        reassign_owner(conn, workspace_id=sample.workspace_id, schedule_id=schedule_id,
+                       owner_user_id=sample.analyst, actor=sample.admin, now=now)
+        service.resume_schedule(conn, workspace_id=sample.workspace_id, schedule_id=schedule_id,
+                                actor=sample.admin, now=now)
+        return f"{now:%Y-%m-%d %H:%M} UTC the admin reassigned Board report to {sample.analyst} and resumed it"
+
+    day = timedelta(days=1)
+    return {start + day + timedelta(hours=9): leave, start + 2 * day + timedelta(hours=9): reassign}
 
 
 class DiskMailer:
@@ -101,20 +142,35 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
             ("Monthly receivables aging", "0 9 2 * *", Source("report", report_id=aging_report.id), "pdf", False,
              [users["admin"]]),
         ]
+        upsert_user(conn, user_id=BOARD_SECRETARY, display_name="Bea Board", email="bea.board@example.test",
+                    now=start - timedelta(days=30))
+        add_member(conn, workspace_id=workspace_id, user_id=BOARD_SECRETARY, roles=["queries:read", "reports:read"],
+                   now=start - timedelta(days=30))
+        set_notify_admins(conn, workspace_id, True)
+        specs += [
+            ("Board report", "30 6 1 * *", Source("report", report_id=report.id), "pdf", False, [users["admin"]],
+             BOARD_SECRETARY),
+            ("Board members list", "45 6 1 * *", Source("query", open_query.id), "csv", False, [users["admin"]],
+             BOARD_SECRETARY),
+        ]
         schedules = {}
-        for name, cron, source, fmt, skip, to in specs:
+        for name, cron, source, fmt, skip, to, *owner in specs:
             schedule, _ = create_query_schedule(
-                conn, workspace_id=workspace_id, actor=analyst, name=name,
+                conn, workspace_id=workspace_id, actor=owner[0] if owner else analyst, name=name,
                 recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source, format=fmt, recipients=to,
                 subject_template=SUBJECT, body_template=BODY, now=start - timedelta(minutes=1),
                 skip_when_empty=skip)
             schedules[name] = schedule.id
+        # (set behind the API's back: a schedule saved while its owner could read the query,
+        # whose owner was then deactivated without the hand-off, as before it existed)
         conn.execute("UPDATE query_schedules SET owner_user_id = %s WHERE schedule_id = %s",
+                     (users["deactivated"], schedules["Owner deactivated"]))
+        conn.execute("UPDATE schedules SET owner_user_id = %s WHERE id = %s",
                      (users["deactivated"], schedules["Owner deactivated"]))
         conn.execute("UPDATE users SET status = 'deactivated' WHERE id = %s", (users["deactivated"],))
         conn.execute("UPDATE workspace_memberships SET left_at = %s WHERE workspace_id = %s AND user_id = %s",
                      (start - timedelta(minutes=1), workspace_id, users["left"]))
-    return DeliverySample(schedules)
+    return DeliverySample(schedules, workspace_id=workspace_id, admin=users["admin"], analyst=analyst)
 
 
 def delivery_summary(conn: Any) -> dict[str, Any]:

@@ -112,6 +112,13 @@ class SimulationResult:
     #: basis (type, period, version, publication time), its protection, the change flag.
     snapshot_deliveries: list[dict[str, Any]] = field(default_factory=list)
     staff_requests: list[str] = field(default_factory=list)
+    #: Owners are told: notices by kind, audience and reason (``n``, ``mailed``), the notice
+    #: e-mails sent (each with the count of notices it carried: more than one is a digest),
+    #: the owner hand-off's steps and the schedules it paused as ownerless (with their fate).
+    notices: list[dict[str, Any]] = field(default_factory=list)
+    notice_messages: list[dict[str, Any]] = field(default_factory=list)
+    hand_off: list[str] = field(default_factory=list)
+    ownerless: list[dict[str, Any]] = field(default_factory=list)
     embedded_database: bool = True
 
 
@@ -143,10 +150,18 @@ def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: 
         stops.append(-(-month_end // PLANNER_EVERY) * PLANNER_EVERY)
     stops += [_ceil_minute(start, request.at) for request in _staff_requests(start)
               if request.at > start + minute * _MINUTE]
+    stops += [_ceil_minute(start, at) for at in _hand_off_instants(start) if at > start + minute * _MINUTE]
     if (visible_at := stack.next_visible_at()) is not None:
         stops.append(_ceil_minute(start, visible_at))
     stops += [_ceil_minute(start, o.start) for o in options.outages if o.start > start + minute * _MINUTE]
     return max(following, min(stops))
+
+
+def _hand_off_instants(start: datetime) -> list[datetime]:
+    """When the owner hand-off's steps happen (:func:`timekeeper.local.delivery.hand_off_story`)."""
+    from timekeeper.local.delivery import DeliverySample, hand_off_story
+
+    return list(hand_off_story(DeliverySample({}), start))
 
 
 def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any = None) -> SimulationResult:
@@ -173,6 +188,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
         DiskMailer,
         copy_files,
         delivery_summary,
+        hand_off_story,
         load_delivery_sample,
         snapshot_deliveries,
     )
@@ -197,8 +213,9 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
         with connect(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
             snapshot_area = _snapshot_sample(conn, stack, start)
-            load_delivery_sample(conn, workspace_id=stack.platform.first_workspace, users=stack.platform.users,
-                                 start=start)
+            sample = load_delivery_sample(conn, workspace_id=stack.platform.first_workspace,
+                                          users=stack.platform.users, start=start)
+            hand_off = hand_off_story(sample, start)
             if hooks is not None:
                 hooks.started(stack, conn)
             staff = {request.at: [request] for request in _staff_requests(start)}
@@ -229,6 +246,8 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                                 sent_to.add(name)
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
+                        if (step := hand_off.pop(now, None)) is not None:
+                            result.hand_off.append(step(conn, now))
                         if minute % PLANNER_EVERY == 0:
                             planned = stack.plan_snapshots(now)
                             overdue = planned["overdue_periods"]
@@ -282,6 +301,9 @@ def _summarize(conn: Any, result: SimulationResult) -> None:
     result.unfinished_runs = conn.execute(SQL["unfinished_runs"]).fetchone()["n"]
     result.snapshot_states = conn.execute(SQL["snapshot_states"]).fetchall()
     result.snapshot_periods = conn.execute(SQL["snapshot_periods"]).fetchall()
+    result.notices = conn.execute(SQL["owner_notices"]).fetchall()
+    result.notice_messages = conn.execute(SQL["notice_messages"]).fetchall()
+    result.ownerless = conn.execute(SQL["ownerless"]).fetchall()
 
 
 #: The snapshot planner runs every this many simulated minutes (its deployed rule's rate).
@@ -490,6 +512,19 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     if result.delivery_dir:
         console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages' "
                       f"bodies (one .html per message, named by its SES message id) in {result.delivery_dir}/mail.")
+    table("Owner notices (in the product; e-mailed through the per-recipient outbox)",
+          ("kind", "audience", "reason", "notices", "mailed"),
+          [(r["kind"], r["audience"], r["reason"], str(r["n"]), str(r["mailed"])) for r in result.notices])
+    digests = [m for m in result.notice_messages if m["notices"] > 1]
+    console.print(f"Notice e-mails sent: {len(result.notice_messages)}, of which {len(digests)} digest(s) ("
+                  + ("; ".join(f"{m['user_id']} at {_utc(m['sent_at'])}: {m['notices']} notices" for m in digests)
+                     or "none") + "): at most one e-mail per person and workspace an hour.")
+    console.print("Owner hand-off: " + ("; ".join(result.hand_off) or "none") + ".")
+    table("Schedules handed off (their owner left or was deactivated)",
+          ("schedule", "status", "reason", "owner now", "why"),
+          [(r["name"], r["status"], r["pause_reason"] or "", r["owner_user_id"] or "", r["why"] or "")
+           for r in result.ownerless],
+          note="ownerless = listed for the admins until one reassigns it (the access rule asked for the new owner)")
     console.print("Messages in dead-letter queues: "
                   + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()) + ".")
     console.print(database_hint(result.database_url, embedded=result.embedded_database))
