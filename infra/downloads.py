@@ -1,4 +1,5 @@
-"""The public download route's own function and its fences: ``functions/downloads``
+"""The public download route's own function and its fences (the opt-out route's two
+methods are answered by the same function, under the same throttle): ``functions/downloads``
 (reserved concurrency from the topology, the API's walled login), the route's method
 throttle (tighter than the stage's), and optionally (context
 ``timekeeper:downloadRateLimit``) a WAF web ACL on the stage whose rate-based rule blocks an
@@ -23,15 +24,21 @@ from timekeeper.topology import DOWNLOADS
 
 #: The route's path below the stage, as API Gateway's resources spell it.
 DOWNLOAD_PATH = ("downloads", "{token}")
+#: The public opt-out route's path parts (GET: the confirmation page; POST: RFC 8058
+#: one-click), answered by the same function.
+OPT_OUT_PATH = ("opt-outs", "{token}")
 #: The method throttle's key in the stage's method settings.
 DOWNLOAD_METHOD_KEY = f"/{DOWNLOAD_PATH[0]}/{DOWNLOAD_PATH[1]}/GET"
+#: The opt-out methods' keys in the stage's method settings.
+OPT_OUT_METHOD_KEYS = tuple(f"/{OPT_OUT_PATH[0]}/{OPT_OUT_PATH[1]}/{verb}" for verb in ("GET", "POST"))
 
 
 def download_method_options() -> dict[str, apigw.MethodDeploymentOptions]:
-    """The stage's method settings for the download route: its own throttle."""
-    return {DOWNLOAD_METHOD_KEY: apigw.MethodDeploymentOptions(
+    """The stage's method settings for the public link routes (the download route and the
+    opt-out route's two methods): each its own throttle, the download route's figures."""
+    return {key: apigw.MethodDeploymentOptions(
         throttling_rate_limit=settings.DOWNLOAD_THROTTLE_RATE_RPS,
-        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST)}
+        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST) for key in (DOWNLOAD_METHOD_KEY, *OPT_OUT_METHOD_KEYS)}
 
 
 class DownloadFunction(Construct):
@@ -48,7 +55,7 @@ class DownloadFunction(Construct):
             self, "Handler", folder=DOWNLOADS.function, layer=layer, database=database, login=API,
             timeout_s=settings.DOWNLOAD_TIMEOUT_S, memory_mb=settings.DOWNLOAD_MEMORY_MB,
             log_retention=log_retention, environment=variables,
-            description="Timekeeper public download route (GET /downloads/{token})")
+            description="Timekeeper public link routes (GET /downloads/{token}, GET and POST /opt-outs/{token})")
 
 
 class DownloadRateRule(Construct):

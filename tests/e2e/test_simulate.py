@@ -155,13 +155,18 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
     assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
     deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
     assert runs[("Monthly receivables aging", "succeeded", "succeeded")] == 1  # 04-02
-    # (the aging report and the reassigned board report are one message each)
-    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5 + 1 + 1, ("skipped", "deactivated"): DAYS,
+    # The daily's admin opts out after her first message and the viewer's address bounces
+    # on its first; on the weekly report the multi-membership user complains about the
+    # first. The aging report and the reassigned board report (to the admin) are one
+    # message each.
+    assert deliveries == {("sent", ""): 2 + 5 + 1 + 1 + 1, ("skipped", "deactivated"): DAYS,
                           ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
-                          ("skipped", "no_address"): DAYS}
+                          ("skipped", "no_address"): DAYS, ("skipped", "unsubscribed"): DAYS - 1,
+                          ("skipped", "suppressed"): (DAYS - 1) + 4}
     folder = Path(simulated.delivery_dir)
     # (and the two notice e-mails: one notice, then one digest of two)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5 + 1 + 1 + 2
+    assert len(list((folder / "mail").glob("*.html"))) == 2 + 5 + 1 + 1 + 1 + 2
+    assert len(list((folder / "mail").glob("*.txt"))) == 2 + 5 + 1 + 1 + 1 + 2
     # daily CSVs, report PDFs, the empty XLSX, the aging PDF, the board's
     assert simulated.delivery_files == DAYS + 5 + 1 + 1 + 1
 
@@ -187,3 +192,22 @@ def test_owners_are_told_with_one_digest_and_the_departed_owners_schedules_are_h
     assert ownerless == {"Board members list": ("paused", "ownerless", "left_workspace"),
                          "Board report": ("active", None, "left_workspace")}
     assert len(simulated.hand_off) == 2
+
+
+def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_opt_out(simulated):
+    from rich.console import Console
+
+    states = {(r["state"], r["kind"]): r["n"] for r in simulated.delivery["message_states"]}
+    # SES's events for every message sent: six delivered, one bounced, one complained
+    # (its delivery event arrived after the complaint and did not overwrite it); and
+    # delivered, the aging and board reports and the two owner notice e-mails (their
+    # outbox rows have no run: their states are kept all the same)
+    assert states == {("delivered", ""): 6 + 2 + 2, ("bounced", "Permanent"): 1, ("complained", "abuse"): 1}
+    assert sum(1 for r in simulated.delivery["notice_message_states"] if r["state"] == "delivered") == 2
+    assert sorted(r["reason"] for r in simulated.delivery["suppressions"]) == ["bounced", "complained"]
+    assert [r["name"] for r in simulated.delivery["opt_outs"]] == ["Daily open invoices"]
+    console = Console(width=200, record=True)
+    print_summary(simulated, console)
+    text = console.export_text()
+    assert "Message states (SES events)" in text
+    assert "Suppressed addresses" in text and "Opt-outs (one click)" in text

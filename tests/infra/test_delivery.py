@@ -71,11 +71,19 @@ def test_a_delivery_failure_alarms_on_the_topic(synth):
     assert alarm["AlarmActions"]
 
 
-def test_only_the_download_route_is_public(synth):
+def test_only_the_download_and_opt_out_routes_are_public(synth):
     template = synth.app_template
-    methods = [m["Properties"] for m in resources(template, "AWS::ApiGateway::Method").values()]
-    public = [m for m in methods if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"]
-    assert len(public) == 1 and public[0]["HttpMethod"] == "GET" and "AuthorizerId" not in public[0]
-    paths = {r["Properties"]["PathPart"] for r in resources(template, "AWS::ApiGateway::Resource").values()}
-    assert {"downloads", "{token}"} <= paths
-    assert all(m["AuthorizationType"] == "CUSTOM" for m in methods if m is not public[0])
+    methods = {k: m["Properties"] for k, m in resources(template, "AWS::ApiGateway::Method").items()}
+    paths = {k: r["Properties"]["PathPart"] for k, r in resources(template, "AWS::ApiGateway::Resource").items()}
+    parents = {k: r["Properties"]["ParentId"] for k, r in resources(template, "AWS::ApiGateway::Resource").items()}
+
+    def path(method):
+        leaf = method["ResourceId"]["Ref"]
+        return f"{paths[parents[leaf]['Ref']]}/{paths[leaf]}"
+
+    public = {(path(m), m["HttpMethod"]) for m in methods.values()
+              if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"}
+    assert public == {("downloads/{token}", "GET"), ("opt-outs/{token}", "GET"), ("opt-outs/{token}", "POST")}
+    assert all("AuthorizerId" not in m for m in methods.values() if m["AuthorizationType"] == "NONE")
+    assert all(m["AuthorizationType"] == "CUSTOM" for m in methods.values()
+               if m["AuthorizationType"] != "NONE" or m["HttpMethod"] == "OPTIONS")

@@ -127,10 +127,10 @@ def test_every_alarm_notifies_the_topic(synth):
     # Seven per pipeline and two (silence, errors) per further dispatcher partition, ten for
     # the snapshot pipeline, four for the report renderer, four per work queue, the
     # auto-pause alarm, the delivery-failure alarm, four for the API, four for the
-    # database, two for SES reputation.
+    # database, two for SES reputation, four for the message-events queue.
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
     assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
-                           + 4 + 4 + 2)
+                           + 4 + 4 + 2 + 4)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 

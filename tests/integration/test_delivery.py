@@ -94,14 +94,15 @@ class CountingMailer:
         self.fail: set[str] = set()
         self.die_after: int | None = None
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+    def send(self, *, to: str, subject: str, html: str, text: str, headers=None) -> str:
         if to in self.fail:
             self.fail.discard(to)
             raise ConnectionError("provider unavailable")
         if self.die_after is not None and len(self.sent) >= self.die_after:
             raise ProcessKilled()
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
-        self.sent.append({"to": to, "subject": subject, "html": html, "id": message_id})
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
+        self.sent.append({"to": to, "subject": subject, "html": html, "text": text, "headers": headers,
+                          "id": message_id})
         return message_id
 
 

@@ -18,6 +18,7 @@ from timekeeper.topology import (
     API,
     AUTHORIZER,
     DOWNLOADS,
+    MESSAGE_EVENTS,
     MIGRATION,
     NOTICES_PIPELINE,
     PIPELINES,
@@ -98,6 +99,7 @@ def builders() -> dict[str, Callable[[], None]]:
     found[MIGRATION.function] = lambda: None
     found[AUTHORIZER.function] = _authorizer
     found[DOWNLOADS.function] = _downloads
+    found[MESSAGE_EVENTS.function] = adapters.sqs_client
     return found
 
 

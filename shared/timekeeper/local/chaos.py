@@ -175,8 +175,8 @@ class CountingMailer:
         #: Owner notice messages (no personal link) by address: their provider message ids.
         self.notice_sends: dict[str, list[str]] = collections.defaultdict(list)
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         match = _TOKEN.search(html)
         key: tuple[str, str] = ("?", to)
         if match:

@@ -186,13 +186,17 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import (
         DiskMailer,
+        EventingMailer,
         copy_files,
         delivery_summary,
         hand_off_story,
         load_delivery_sample,
+        one_click_opt_out,
+        sample_outcomes,
         snapshot_deliveries,
     )
     from timekeeper.local.sample import load_sample
+    from timekeeper.local.stack import MESSAGE_EVENTS_SOURCE
     from timekeeper.topology import PIPELINES, SNAPSHOTS
 
     wall_start = time.monotonic()
@@ -205,9 +209,12 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     delivery_dir = options.delivery_dir or state_home() / "simulate-deliveries"
     if delivery_dir.exists():
         shutil.rmtree(delivery_dir)
-    adapters.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
-    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     sim = {"now": start}
+    mailer = EventingMailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"),
+                            stack.aws.client("sns"), stack.aws.message_events_topic_arn, sender=MAIL_SENDER,
+                            now=lambda: sim["now"])
+    adapters.install_mailer(mailer)
+    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     clock.install(lambda: sim["now"])
     try:
         with connect(stack.database_url) as conn:
@@ -216,6 +223,8 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
             sample = load_delivery_sample(conn, workspace_id=stack.platform.first_workspace,
                                           users=stack.platform.users, start=start)
             hand_off = hand_off_story(sample, start)
+            mailer.outcomes = sample_outcomes(conn, stack.platform.users)
+            opted_out = False
             if hooks is not None:
                 hooks.started(stack, conn)
             staff = {request.at: [request] for request in _staff_requests(start)}
@@ -261,6 +270,10 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                     sent_to.update(stack.sources_visible_at(now))
                     if sent_to:
                         stack.poll(now, sent_to)
+                    if mailer.take_published():  # SES's message states, as the set's events arrive
+                        stack.poll(now, {MESSAGE_EVENTS_SOURCE})
+                    if not opted_out:
+                        opted_out = _opt_out_once(mailer, conn, stack, one_click_opt_out)
                     following = minute + 1
                     if options.fast_forward and not any(o.covers(now) for o in options.outages):
                         following = _next_busy_minute(conn, stack, options, start, minute, total_minutes)
@@ -288,6 +301,23 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
         stack.stop()
     result.wall_seconds = time.monotonic() - wall_start
     return result
+
+
+#: The schedule whose first message the sample's admin opts out of (one click).
+OPT_OUT_SCHEDULE = "Daily open invoices"
+
+
+def _opt_out_once(mailer: Any, conn: Any, stack: Any, opt_out: Any) -> bool:
+    """Once the admin received a first message of :data:`OPT_OUT_SCHEDULE`, click its
+    one-click opt-out (the REAL handler of the public link routes' function,
+    ``functions/downloads``); True once done."""
+    admin = conn.execute("SELECT email FROM users WHERE id = %s", (stack.platform.users["admin"],)).fetchone()
+    for sent in mailer.sent:
+        if sent["to"] == (admin["email"] or "").lower() and sent["subject"].startswith(OPT_OUT_SCHEDULE):
+            if opt_out(sent["opt_out_url"]) != 200:
+                raise RuntimeError("the sample's one-click opt-out was refused")
+            return True
+    return False
 
 
 def _summarize(conn: Any, result: SimulationResult) -> None:
@@ -509,9 +539,18 @@ def print_summary(result: SimulationResult, console: Any) -> None:
             r["published_at"][:16].replace("T", " "), r["choice"], r["protection"] or "",
             "yes" if r["version_changed"] else "no") for r in result.snapshot_deliveries],
           note="a version a delivery used is captured: a staff re-run of its period is refused protected_history")
+    table("Message states (SES events)", ("state", "kind", "messages"),
+          [(r["state"], r["kind"], str(r["n"])) for r in delivery.get("message_states", [])])
+    table("Suppressed addresses", ("address", "reason", "since"),
+          [(r["address"], r["reason"], r["suppressed_at"].strftime("%Y-%m-%d %H:%M")) for r in
+           delivery.get("suppressions", [])])
+    table("Opt-outs (one click)", ("schedule", "user", "at"),
+          [(r["name"], r["user_id"], r["opted_out_at"].strftime("%Y-%m-%d %H:%M")) for r in
+           delivery.get("opt_outs", [])])
     if result.delivery_dir:
-        console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages' "
-                      f"bodies (one .html per message, named by its SES message id) in {result.delivery_dir}/mail.")
+        console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages "
+                      f"(an .html and a .txt part per message, named by its SES message id) in "
+                      f"{result.delivery_dir}/mail.")
     table("Owner notices (in the product; e-mailed through the per-recipient outbox)",
           ("kind", "audience", "reason", "notices", "mailed"),
           [(r["kind"], r["audience"], r["reason"], str(r["n"]), str(r["mailed"])) for r in result.notices])

@@ -31,6 +31,7 @@ import psycopg
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
+from timekeeper.reporting.message_states import suppressed_among
 
 SQL = load_queries("timekeeper.reporting", "notice_mail.sql")
 
@@ -122,9 +123,11 @@ def send_notice_mail(conn: psycopg.Connection, *, mailer: Mailer, now: datetime,
     digest rule (``window``). ``conn`` must be idle and see every workspace (the workers'
     login). Returns counts: ``sent`` (messages submitted), ``digests`` (of them, with more
     than one notice), ``waiting`` (people inside their window), ``recorded`` (an earlier
-    pass's submission found recorded), ``no_address``, ``failed`` (submissions that
-    raised: retried next pass). ``on_sent(count)`` is called with the messages sent."""
-    counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "failed": 0}
+    pass's submission found recorded), ``no_address``, ``suppressed`` (the person's address
+    is on the workspace's suppression list: a permanent bounce or a complaint; the notices
+    stay in the product), ``failed`` (submissions that raised: retried next pass).
+    ``on_sent(count)`` is called with the messages sent."""
+    counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "suppressed": 0, "failed": 0}
     for person in fetch_rows(conn, SQL["waiting_people"], {"limit": limit}):
         outcome = _mail_person(conn, person["workspace_id"], person["user_id"], mailer=mailer, now=now,
                                window=window)
@@ -150,6 +153,9 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
         if person is None or not person["email"]:
             execute(conn, SQL["no_address"], {"now": now, "ids": [n["id"] for n in pending]})
             return "no_address"
+        if not any(n["mail_key"] for n in pending) and suppressed_among(conn, workspace_id, [person["email"]]):
+            execute(conn, SQL["suppressed"], {"now": now, "ids": [n["id"] for n in pending]})
+            return "suppressed"
         keyed = [n for n in pending if n["mail_key"]]
         if keyed:
             key = keyed[0]["mail_key"]

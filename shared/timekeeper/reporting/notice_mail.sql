@@ -37,6 +37,10 @@ UPDATE owner_notices SET mail_key = %(key)s WHERE id = ANY (%(ids)s::bigint[])
 -- name: no_address
 UPDATE owner_notices SET mail_key = 'no_address', mailed_at = %(now)s WHERE id = ANY (%(ids)s::bigint[])
 
+-- name: suppressed
+-- The address bounced permanently or complained (mail_suppressions): kept in the product only.
+UPDATE owner_notices SET mail_key = 'suppressed', mailed_at = %(now)s WHERE id = ANY (%(ids)s::bigint[])
+
 -- name: record_sent
 WITH outbox AS (
     UPDATE query_delivery_outbox SET submissions = submissions + 1,

@@ -35,7 +35,7 @@ from timekeeper.reporting.delivery import (
     get_query_schedule,
     list_recipients,
 )
-from timekeeper.reporting.templates import TemplateInvalid, check_template
+from timekeeper.reporting.templates import TemplateInvalid, check_template, require_link
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
 from timekeeper.schedules.runs import Event, record_events
@@ -118,10 +118,15 @@ def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: 
     return sorted(set(recipients))
 
 
-def _check_templates(subject_template: str, body_template: str) -> None:
+def _check_templates(subject_template: str, body_template: str, *, body_link: bool = True) -> None:
+    """Check both templates (``SettingsInvalid`` naming the field); ``body_link``: the body
+    must name ``{{ link }}`` (an update that keeps a body saved before the rule does not
+    re-check it)."""
     for name, text in (("subject_template", subject_template), ("body_template", body_template)):
         try:
             check_template(text, name, html=name == "body_template")
+            if name == "body_template" and body_link:
+                require_link(text, name)
         except TemplateInvalid as error:
             raise SettingsInvalid(error.field, error.reason) from None
 
@@ -179,7 +184,7 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         before = _audited(conn, current)
         subject = current.subject_template if subject_template is None else subject_template
         body = current.body_template if body_template is None else body_template
-        _check_templates(subject, body)
+        _check_templates(subject, body, body_link=body_template is not None)
         ttl = current.link_ttl_hours if link_ttl_hours is None else link_ttl_hours
         if not 1 <= ttl <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
