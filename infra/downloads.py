@@ -59,24 +59,31 @@ class DownloadFunction(Construct):
 
 
 class DownloadRateRule(Construct):
-    """A regional WAF web ACL on ``stage`` (named ``stage_name``): requests to the download route beyond ``limit``
-    per IP address in five minutes are blocked (403); everything else is allowed."""
+    """A regional WAF web ACL on ``stage`` (named ``stage_name``): requests to the public link
+    routes (downloads and the one-click opt-out, counted together) beyond ``limit`` per IP
+    address in five minutes are blocked (403); everything else is allowed."""
 
     def __init__(self, scope: Construct, construct_id: str, *, stage: apigw.Stage, stage_name: str, limit: int,
                  name_prefix: str):
         super().__init__(scope, construct_id)
-        prefix = f"/{stage_name}/{DOWNLOAD_PATH[0]}/"  # the path WAF sees begins with the stage
         waf = wafv2.CfnWebACL
 
         def visibility(metric: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
             return waf.VisibilityConfigProperty(cloud_watch_metrics_enabled=True, metric_name=metric,
                                                 sampled_requests_enabled=True)
 
-        downloads_only = waf.StatementProperty(byte_match_statement=waf.ByteMatchStatementProperty(
-            field_to_match=waf.FieldToMatchProperty(uri_path={}), positional_constraint="STARTS_WITH",
-            search_string=prefix, text_transformations=[waf.TextTransformationProperty(priority=0, type="NONE")]))
+        def starts_with(part: str) -> wafv2.CfnWebACL.StatementProperty:
+            # the path WAF sees begins with the stage
+            return waf.StatementProperty(byte_match_statement=waf.ByteMatchStatementProperty(
+                field_to_match=waf.FieldToMatchProperty(uri_path={}), positional_constraint="STARTS_WITH",
+                search_string=f"/{stage_name}/{part}/",
+                text_transformations=[waf.TextTransformationProperty(priority=0, type="NONE")]))
+
+        # The public link routes: downloads and the one-click opt-out (one count per IP address)
+        public_links = waf.StatementProperty(or_statement=waf.OrStatementProperty(
+            statements=[starts_with(DOWNLOAD_PATH[0]), starts_with(OPT_OUT_PATH[0])]))
         rate = waf.StatementProperty(rate_based_statement=waf.RateBasedStatementProperty(
-            limit=limit, aggregate_key_type="IP", evaluation_window_sec=300, scope_down_statement=downloads_only))
+            limit=limit, aggregate_key_type="IP", evaluation_window_sec=300, scope_down_statement=public_links))
         self.web_acl = waf(
             self, "WebAcl", scope="REGIONAL", name=f"{name_prefix}-api",
             default_action=waf.DefaultActionProperty(allow={}), visibility_config=visibility(f"{name_prefix}-api"),

@@ -110,9 +110,11 @@ def test_a_rate_based_waf_rule_guards_the_download_route_by_context(fenced):
     assert rule["Action"] == {"Block": {}}
     rate = rule["Statement"]["RateBasedStatement"]
     assert (rate["Limit"], rate["AggregateKeyType"], rate["EvaluationWindowSec"]) == (300, "IP", 300)
-    match = rate["ScopeDownStatement"]["ByteMatchStatement"]
-    assert (match["SearchString"], match["PositionalConstraint"], match["FieldToMatch"]) == (
-        f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}})
+    # (the public link routes, counted together: downloads and the one-click opt-out)
+    matches = [s["ByteMatchStatement"] for s in rate["ScopeDownStatement"]["OrStatement"]["Statements"]]
+    assert [(m["SearchString"], m["PositionalConstraint"], m["FieldToMatch"]) for m in matches] == [
+        (f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}}),
+        (f"/{API_STAGE}/opt-outs/", "STARTS_WITH", {"UriPath": {}})]
     [association] = resources(template, "AWS::WAFv2::WebACLAssociation").values()
     assert association["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
     [stage_id] = resources(template, "AWS::ApiGateway::Stage")
