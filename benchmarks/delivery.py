@@ -74,7 +74,7 @@ class CountingSink:
         self.count = 0
         self.die_after = die_after
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+    def send(self, *, to: str, subject: str, html: str, text: str, headers=None) -> str:
         if self.die_after is not None and self.count >= self.die_after:
             raise ProcessKilled()
         self.count += 1
@@ -88,8 +88,8 @@ class CountingSes:
         self.inner = SesMailer(ses, SENDER)
         self.count = 0
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers=None) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         self.count += 1
         return message_id
 

@@ -103,8 +103,6 @@ class HttpApi(Construct):
             **{r.work_queue.name: (r.queues.queue, r.queues.dead_letter_queue) for r in work_queues}}
         if snapshots is not None:
             dead_letters[SNAPSHOTS.name] = (snapshots.queue, snapshots.dead_letter_queue)
-        variables.update({dead_letter_queue_arn_variable(name): dlq.queue_arn
-                          for name, (_, dlq) in dead_letters.items()})
         # Which snapshot types staff may request (timekeeper.edge.registries.snapshot_types).
         variables[ENVIRONMENT_VARIABLE] = environment
         if files_bucket is not None:
@@ -115,12 +113,8 @@ class HttpApi(Construct):
             environment=variables, description="Timekeeper schedule owners' HTTP API")
         for resources in [*pipelines, *work_queues]:
             resources.queues.queue.grant_send_messages(self.function.role)
-        for queue, dlq in dead_letters.values():
-            # Depth and a sample of the oldest messages; SQS's message move task back to the
-            # queue, which acts with the caller's rights: consume the DLQ, send to the queue.
-            dlq.grant_consume_messages(self.function.role)
-            dlq.grant(self.function.role, "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks")
-            queue.grant_send_messages(self.function.role)
+        for name, (queue, dlq) in dead_letters.items():
+            self.watch_dead_letters(name, queue, dlq)
         if files_bucket is not None:
             # Its presigned download links carry its own rights: read under exports/ only.
             grant_exports_get(self.function.role, files_bucket, files_arn_export)
@@ -193,3 +187,14 @@ class HttpApi(Construct):
             acknowledge(self.api, "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
                                   "AmazonAPIGatewayPushToCloudWatchLogs]",
                         "API Gateway's account-wide logging role must use this AWS policy to write stage logs.")
+
+    def watch_dead_letters(self, name: str, queue: sqs.IQueue, dlq: sqs.IQueue) -> None:
+        """Let the operations routes read and redrive ``dlq`` (``queue``'s dead-letter queue,
+        named ``name`` in :func:`timekeeper.topology.dead_letter_queues`): its ARN in the
+        function's environment; its depth and a sample of its oldest messages; SQS's message
+        move task back to ``queue``, which acts with the caller's rights (consume the DLQ,
+        send to the queue)."""
+        self.function.function.add_environment(dead_letter_queue_arn_variable(name), dlq.queue_arn)
+        dlq.grant_consume_messages(self.function.role)
+        dlq.grant(self.function.role, "sqs:StartMessageMoveTask", "sqs:ListMessageMoveTasks")
+        queue.grant_send_messages(self.function.role)

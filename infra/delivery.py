@@ -5,7 +5,9 @@ listing the bucket so a missing file is a 404, rendered reports, the renderer, S
 the configured sender only) and variables, the public download route (its own function,
 :mod:`infra.downloads`) and its rights.
 
-The download route ``GET /downloads/{token}`` is the one route without the authorizer:
+The download route ``GET /downloads/{token}`` and the opt-out route ``GET``/``POST
+/opt-outs/{token}`` (RFC 8058 one-click) are the routes without the authorizer, both
+answered by the download route's function:
 a recipient follows the link from an e-mail, with no token of the identity provider; the
 signed token in the path is the credential (verified, expiry checked, and the access rule
 asked again for its recipient by the function). It is an explicit resource beside the
@@ -22,7 +24,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import HttpApi
-from infra.downloads import DOWNLOAD_PATH
+from infra.downloads import DOWNLOAD_PATH, OPT_OUT_PATH
 from infra.mail import MailResources
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
@@ -35,8 +37,6 @@ from timekeeper.settings import (
     MAIL_CONFIGURATION_SET_VARIABLE,
     MAIL_SENDER_VARIABLE,
 )
-
-#: The download route's path parts.
 
 
 class DeliveryResources(Construct):
@@ -77,7 +77,7 @@ class DeliveryResources(Construct):
             resources=[Fn.import_value(files_bucket_arn_export)]))
         mail_sender = mail.mail.sender
         consumer.role.add_to_policy(iam.PolicyStatement(
-            sid="SendDeliveries", actions=["ses:SendEmail"],
+            sid="SendDeliveries", actions=["ses:SendEmail", "ses:SendRawEmail"],
             resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*",
                        mail.configuration_set_arn],
             conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
@@ -85,6 +85,23 @@ class DeliveryResources(Construct):
                                    "<AWS::AccountId>:identity/*]",
                     "SES checks sending against the sender's and each recipient's identity; the statement "
                     "allows only messages whose From address is the configured sender.")
+        # The queries dispatcher's partition 0 pass is followed by the people pass, which mails
+        # owner notices through the same outbox: the same sending grant, the same sender. The
+        # topology declares SES for the dispatcher's code, so every partition's function gets
+        # it (only partition 0 sends: the people pass is owner-wide work).
+        for dispatcher in pipeline.dispatchers:
+            dispatcher.role.add_to_policy(iam.PolicyStatement(
+                sid="SendNotices", actions=["ses:SendEmail"],
+                resources=[f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/*",
+                           mail.configuration_set_arn],
+                conditions={"StringEquals": {"ses:FromAddress": mail_sender}}))
+            acknowledge(dispatcher.role, "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ses:<AWS::Region>:"
+                                         "<AWS::AccountId>:identity/*]",
+                        "Owner notices: SES checks sending against the sender's and each recipient's identity; "
+                        "the statement allows only messages whose From address is the configured sender.")
+            dispatcher.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
+            dispatcher.function.add_environment(MAIL_CONFIGURATION_SET_VARIABLE,
+                                                mail.configuration_set.configuration_set_name)
         self.link_secret.grant_read(consumer.role)
         consumer.function.add_environment(FILES_BUCKET_VARIABLE, files_bucket_name)
         consumer.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
@@ -93,6 +110,7 @@ class DeliveryResources(Construct):
         consumer.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
 
         self.download_method: apigw.Method | None = None
+        self.opt_out_methods: list[apigw.Method] = []
         if api is not None:
             consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
             downloader = api.downloads
@@ -118,3 +136,20 @@ class DeliveryResources(Construct):
             acknowledge(self.download_method, "AwsSolutions-COG4",
                         "The download route is reached from an e-mail link without the identity provider's "
                         "token; the signed link token is checked by the function instead.")
+            # The one-click opt-out (RFC 8058): GET shows the confirmation page, POST records it.
+            # The download route's function answers it (it holds the link keys, its reserved
+            # concurrency keeps link traffic off the API's), throttled like the download route.
+            opt_outs = apigw.Resource(self, "OptOuts", parent=api.api.root, path_part=OPT_OUT_PATH[0])
+            opt_out_token = opt_outs.add_resource(OPT_OUT_PATH[1])
+            self.opt_out_methods = [opt_out_token.add_method(verb, apigw.LambdaIntegration(downloader.function))
+                                    for verb in ("GET", "POST")]
+            for method in self.opt_out_methods:
+                cfn = method.node.default_child
+                cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]
+                cfn.add_property_deletion_override("AuthorizerId")  # type: ignore[union-attr]
+                acknowledge(method, "AwsSolutions-APIG4",
+                            "The opt-out route is public by design (RFC 8058: a mailbox provider posts to it "
+                            "without any credential): the signed, expiring token in its path is the credential.")
+                acknowledge(method, "AwsSolutions-COG4",
+                            "The opt-out route is reached from an e-mail without the identity provider's token; "
+                            "the signed link token is checked by the function instead.")

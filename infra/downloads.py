@@ -1,4 +1,5 @@
-"""The public download route's own function and its fences: ``functions/downloads``
+"""The public download route's own function and its fences (the opt-out route's two
+methods are answered by the same function, under the same throttle): ``functions/downloads``
 (reserved concurrency from the topology, the API's walled login), the route's method
 throttle (tighter than the stage's), and optionally (context
 ``timekeeper:downloadRateLimit``) a WAF web ACL on the stage whose rate-based rule blocks an
@@ -23,15 +24,21 @@ from timekeeper.topology import DOWNLOADS
 
 #: The route's path below the stage, as API Gateway's resources spell it.
 DOWNLOAD_PATH = ("downloads", "{token}")
+#: The public opt-out route's path parts (GET: the confirmation page; POST: RFC 8058
+#: one-click), answered by the same function.
+OPT_OUT_PATH = ("opt-outs", "{token}")
 #: The method throttle's key in the stage's method settings.
 DOWNLOAD_METHOD_KEY = f"/{DOWNLOAD_PATH[0]}/{DOWNLOAD_PATH[1]}/GET"
+#: The opt-out methods' keys in the stage's method settings.
+OPT_OUT_METHOD_KEYS = tuple(f"/{OPT_OUT_PATH[0]}/{OPT_OUT_PATH[1]}/{verb}" for verb in ("GET", "POST"))
 
 
 def download_method_options() -> dict[str, apigw.MethodDeploymentOptions]:
-    """The stage's method settings for the download route: its own throttle."""
-    return {DOWNLOAD_METHOD_KEY: apigw.MethodDeploymentOptions(
+    """The stage's method settings for the public link routes (the download route and the
+    opt-out route's two methods): each its own throttle, the download route's figures."""
+    return {key: apigw.MethodDeploymentOptions(
         throttling_rate_limit=settings.DOWNLOAD_THROTTLE_RATE_RPS,
-        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST)}
+        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST) for key in (DOWNLOAD_METHOD_KEY, *OPT_OUT_METHOD_KEYS)}
 
 
 class DownloadFunction(Construct):
@@ -48,28 +55,35 @@ class DownloadFunction(Construct):
             self, "Handler", folder=DOWNLOADS.function, layer=layer, database=database, login=API,
             timeout_s=settings.DOWNLOAD_TIMEOUT_S, memory_mb=settings.DOWNLOAD_MEMORY_MB,
             log_retention=log_retention, environment=variables,
-            description="Timekeeper public download route (GET /downloads/{token})")
+            description="Timekeeper public link routes (GET /downloads/{token}, GET and POST /opt-outs/{token})")
 
 
 class DownloadRateRule(Construct):
-    """A regional WAF web ACL on ``stage`` (named ``stage_name``): requests to the download route beyond ``limit``
-    per IP address in five minutes are blocked (403); everything else is allowed."""
+    """A regional WAF web ACL on ``stage`` (named ``stage_name``): requests to the public link
+    routes (downloads and the one-click opt-out, counted together) beyond ``limit`` per IP
+    address in five minutes are blocked (403); everything else is allowed."""
 
     def __init__(self, scope: Construct, construct_id: str, *, stage: apigw.Stage, stage_name: str, limit: int,
                  name_prefix: str):
         super().__init__(scope, construct_id)
-        prefix = f"/{stage_name}/{DOWNLOAD_PATH[0]}/"  # the path WAF sees begins with the stage
         waf = wafv2.CfnWebACL
 
         def visibility(metric: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
             return waf.VisibilityConfigProperty(cloud_watch_metrics_enabled=True, metric_name=metric,
                                                 sampled_requests_enabled=True)
 
-        downloads_only = waf.StatementProperty(byte_match_statement=waf.ByteMatchStatementProperty(
-            field_to_match=waf.FieldToMatchProperty(uri_path={}), positional_constraint="STARTS_WITH",
-            search_string=prefix, text_transformations=[waf.TextTransformationProperty(priority=0, type="NONE")]))
+        def starts_with(part: str) -> wafv2.CfnWebACL.StatementProperty:
+            # the path WAF sees begins with the stage
+            return waf.StatementProperty(byte_match_statement=waf.ByteMatchStatementProperty(
+                field_to_match=waf.FieldToMatchProperty(uri_path={}), positional_constraint="STARTS_WITH",
+                search_string=f"/{stage_name}/{part}/",
+                text_transformations=[waf.TextTransformationProperty(priority=0, type="NONE")]))
+
+        # The public link routes: downloads and the one-click opt-out (one count per IP address)
+        public_links = waf.StatementProperty(or_statement=waf.OrStatementProperty(
+            statements=[starts_with(DOWNLOAD_PATH[0]), starts_with(OPT_OUT_PATH[0])]))
         rate = waf.StatementProperty(rate_based_statement=waf.RateBasedStatementProperty(
-            limit=limit, aggregate_key_type="IP", evaluation_window_sec=300, scope_down_statement=downloads_only))
+            limit=limit, aggregate_key_type="IP", evaluation_window_sec=300, scope_down_statement=public_links))
         self.web_acl = waf(
             self, "WebAcl", scope="REGIONAL", name=f"{name_prefix}-api",
             default_action=waf.DefaultActionProperty(allow={}), visibility_config=visibility(f"{name_prefix}-api"),

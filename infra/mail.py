@@ -13,7 +13,7 @@ message is sent with, and the configuration set's event destination.
   suspends accounts by), account-level suppression of bounces and complaints kept, and
   an event destination that publishes every message's later states (delivery, bounce,
   complaint, reject, delivery delay) to an SNS topic encrypted with its own key, which
-  the message-state consumer reads.
+  the message-events consumer reads through its queue (:class:`MessageEventsResources`).
 - **Sandbox.** A new account's SES sends only to verified addresses, at most 200 a day;
   production access is a request to AWS (docs/deploy.md).
 """
@@ -23,11 +23,16 @@ from __future__ import annotations
 from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ses as ses
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from infra.functions import DatabaseAccess
+from infra.pipeline import JobQueue
 from infra.settings import MailSettings
+from timekeeper import topology
 
 #: The message states SES publishes to the event destination.
 MESSAGE_EVENTS = (ses.EmailSendingEvent.DELIVERY, ses.EmailSendingEvent.BOUNCE, ses.EmailSendingEvent.COMPLAINT,
@@ -73,3 +78,27 @@ class MailResources(Construct):
         """The ARN of the identity messages are sent from (the domain's, or the address's)."""
         name = self.mail.domain or self.mail.sender
         return f"arn:{Aws.PARTITION}:ses:{Aws.REGION}:{Aws.ACCOUNT_ID}:identity/{name}"
+
+
+class MessageEventsResources(Construct):
+    """The consumer of the configuration set's events: the queue and dead-letter queue of
+    :data:`timekeeper.topology.MESSAGE_EVENTS` (the consumer) subscribed to ``mail.events`` with raw
+    message delivery (each record's body is the SES event's JSON, no SNS envelope), and
+    the consumer function reading it (the workers' login; its only other right is the
+    visibility change of its own messages, which the event source grants)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, mail: MailResources, layer: lambda_.ILayerVersion,
+                 database: DatabaseAccess, log_retention: logs.RetentionDays, name_prefix: str = "timekeeper"):
+        super().__init__(scope, construct_id)
+        self.queues = JobQueue(self, "Queues", consumer=topology.MESSAGE_EVENTS, name_prefix=name_prefix)
+        self.subscription = sns.Subscription(
+            self, "Subscription", topic=mail.events, protocol=sns.SubscriptionProtocol.SQS,
+            endpoint=self.queues.queue.queue_arn, raw_message_delivery=True)
+        self.queues.queue.add_to_resource_policy(iam.PolicyStatement(
+            sid="MessageEventsTopic", principals=[iam.ServicePrincipal("sns.amazonaws.com")],
+            actions=["sqs:SendMessage"], resources=[self.queues.queue.queue_arn],
+            conditions={"ArnEquals": {"aws:SourceArn": mail.events.topic_arn}}))
+        self.consumer = self.queues.built.build_consumer(
+            self, "Consumer", layer=layer, database=database, log_retention=log_retention,
+            description="Timekeeper message-events consumer")
+        self.event_source = self.queues.built.event_source

@@ -200,7 +200,8 @@ class Monitoring(Construct):
                  renderer: ReportRendererResources | None = None,
                  work_queues: list[WorkQueueResources] | None = None, delivery: Any = None,
                  api: HttpApi | None = None, database: AuroraDatabase | None = None,
-                 mail: MailResources | None = None, network: Network | None = None):
+                 mail: MailResources | None = None, network: Network | None = None,
+                 message_events: Any = None):
         super().__init__(scope, construct_id)
         self._action = actions.SnsAction(topic)
         self._title = name_prefix.capitalize()
@@ -229,6 +230,7 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING,
                 description="Scheduled delivery: a recipient's message could not be submitted (the run is retried; "
                             "see the run's query_deliveries rows).")
+        self.posting_jobs_failed = self._posting_jobs_failed_alarm()
         self.api = api
         self.api_alarms = self._api_alarms(api) if api is not None else None
         self.database = database
@@ -236,7 +238,42 @@ class Monitoring(Construct):
         self.mail = mail
         self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
         self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
+        #: The message-events queue's alarms (``queue-age``, ``dlq-depth``, ``dlq-arrivals``,
+        #: ``consumer-errors``; names ``<Title>-message-events-...``), when built.
+        self.message_event_alarms: dict[str, cw.Alarm] = (
+            self._message_event_alarms(message_events) if message_events is not None else {})
         self.dashboard = self._dashboard(self._title, pipelines)
+
+    def _posting_jobs_failed_alarm(self) -> cw.Alarm:
+        """Owner notices: failed posting jobs nobody retried. Each posting sweep (every five
+        minutes) emits the count of every workspace's failed jobs; the alarm fires while it
+        is above zero and clears once each was retried and posted. Missing data (no sweep
+        yet, or an account without accounting schedules) is not breaching."""
+        return self._alarm(
+            "PostingJobsFailed", name=f"{self._title}-posting-jobs-failed",
+            metric=timekeeper_metric(obs.POSTING_JOBS_FAILED, statistic="Maximum", period=Duration.minutes(10)),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.NOT_BREACHING,
+            description="A posting job failed and was not retried: its batch is closed and unposted. The owner "
+                        "was notified; list them with GET /posting-jobs/failed, fix the cause, then retry.")
+
+    def _message_event_alarms(self, resources: Any) -> dict[str, cw.Alarm]:
+        """The message-events queue (SES's message states): the three queue alarms and its
+        consumer's errors."""
+        c = resources.queues.built.consumer
+        scope = Construct(self, "message-events")
+        named = f"{self._title}-message-events"
+        queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
+            scope, named=named, what="message event", queue=resources.queues.queue,
+            dlq=resources.queues.dead_letter_queue, age_alarm_s=c.queue_age_alarm_s, receives=c.max_receive_count)
+        errors = self._alarm(
+            "ConsumerErrors", name=f"{named}-consumer-errors",
+            metric=resources.consumer.function.metric_errors(statistic="Sum", period=_period()), threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, missing=cw.TreatMissingData.NOT_BREACHING,
+            scope=scope, description="A message-events consumer invocation failed: its SES events return to the "
+                                     "queue (message states and suppressions wait).")
+        return {"queue-age": queue_age, "dlq-depth": dlq_depth, "dlq-arrivals": dlq_arrivals,
+                "consumer-errors": errors}
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
                comparison: cw.ComparisonOperator, missing: cw.TreatMissingData, description: str,

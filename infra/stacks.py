@@ -24,7 +24,7 @@ from infra.database import AuroraDatabase, Network, existing_access
 from infra.delivery import DeliveryResources
 from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction, check_grants
 from infra.layer import SharedLayer
-from infra.mail import MailResources
+from infra.mail import MailResources, MessageEventsResources
 from infra.monitoring import Monitoring
 from infra.nag import attach_checks
 from infra.pipeline import PipelineResources
@@ -35,6 +35,7 @@ from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
 from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE
 from timekeeper.topology import (
+    MESSAGE_EVENTS_NAME,
     PIPELINES,
     QUERIES,
     REPORT_RENDERER,
@@ -161,6 +162,12 @@ class AppStack(Stack):
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)
         self.mail = MailResources(self, "Mail", mail=config.mail, name_prefix=config.name_prefix)
         CfnOutput(self, "MessageEventsTopicArn", value=self.mail.events.topic_arn)
+        self.message_events = MessageEventsResources(self, "MessageEvents", mail=self.mail, layer=self.layer,
+                                                     database=database, log_retention=config.log_retention,
+                                                     name_prefix=config.name_prefix)
+        if self.api is not None:
+            self.api.watch_dead_letters(MESSAGE_EVENTS_NAME, self.message_events.queues.queue,
+                                        self.message_events.queues.dead_letter_queue)
         self.delivery = DeliveryResources(self, "Delivery", pipeline=queries, renderer=self.renderer, api=self.api,
                                           files_bucket_name=data.files_bucket.bucket_name,
                                           files_bucket_arn_export=data.files_bucket_arn_export,
@@ -170,7 +177,7 @@ class AppStack(Stack):
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,
                                      renderer=self.renderer, work_queues=self.work_queues,
                                      delivery=self.delivery, api=self.api, database=data.database,
-                                     mail=self.mail, network=data.network)
+                                     mail=self.mail, network=data.network, message_events=self.message_events)
         CfnOutput(self, "NotificationTopicArn", value=self.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
         for resources in self.pipelines:
@@ -180,6 +187,8 @@ class AppStack(Stack):
             CfnOutput(self, f"DeadLetterQueueUrl{queue_resources.work_queue.name.title()}",
                       value=queue_resources.queues.dead_letter_queue.queue_url)
         CfnOutput(self, "DeadLetterQueueUrlSnapshots", value=self.snapshots.dead_letter_queue.queue_url)
+        CfnOutput(self, "DeadLetterQueueUrlMessageEvents",
+                  value=self.message_events.queues.dead_letter_queue.queue_url)
         if not config.reserved_concurrency:
             Annotations.of(self).add_warning_v2(
                 "timekeeper:noReservedConcurrency",
@@ -210,7 +219,7 @@ class AppStack(Stack):
         # Rules and event sources start only once the schema they need exists.
         trigger.execute_before(*[rule for r in self.pipelines for rule in r.rules],
                                *[r.consumer for r in self.pipelines],
-                               *[r.consumer for r in self.work_queues],
+                               *[r.consumer for r in self.work_queues], self.message_events.consumer,
                                *self.snapshots.rules, self.snapshots.job, self.renderer.function,
                                *([self.api.function] if self.api else []))
         return migrate

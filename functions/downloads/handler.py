@@ -1,7 +1,8 @@
-"""The public download route ``GET /downloads/{token}`` in a function of its own (its own
-reserved concurrency, so link clicks cannot take the API's executions): the API's resolver
-answers it (verify the signed token, the access rule, a 302 to a presigned URL). The
-request event is not logged (its path carries the token)."""
+"""The public link routes in a function of its own (its own reserved concurrency, so link
+clicks cannot take the API's executions): ``GET /downloads/{token}`` (verify the signed
+token, the access rule, a 302 to a presigned URL) and the one-click opt-out ``GET``/``POST
+/opt-outs/{token}`` (RFC 8058), answered by the API's resolver. The request event is not
+logged (its path carries the token)."""
 
 from aws_lambda_powertools.logging import correlation_paths
 
@@ -15,5 +16,5 @@ startup.cold_start("downloads")
 @logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_REST)
 @tracer.capture_lambda_handler
 def lambda_handler(event: dict, context) -> dict:
-    """An API Gateway REST proxy event of the download route in, a proxy response out."""
+    """An API Gateway REST proxy event of a public link route in, a proxy response out."""
     return serve_download(event, context)

@@ -43,6 +43,10 @@ OPERATIONS_ACTIONS = "OperationsActions"
 #: History retention: rows deleted by one maintenance pass (runs with their delivery rows,
 #: events, exports; the generated rows of failed snapshot runs), per pipeline.
 HISTORY_PRUNED = "HistoryPruned"
+#: Owner notices: failed posting jobs nobody retried yet (a count of every workspace's,
+#: emitted by each posting sweep), and notice messages mailed (a digest counts once).
+POSTING_JOBS_FAILED = "PostingJobsFailed"
+NOTICES_MAILED = "NoticesMailed"
 
 #: Every metric the code emits, for the dashboard and its tests.
 ALL_METRICS = (
@@ -50,8 +54,7 @@ ALL_METRICS = (
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
-    OPERATIONS_ACTIONS,
-    HISTORY_PRUNED,
+    OPERATIONS_ACTIONS, HISTORY_PRUNED, POSTING_JOBS_FAILED, NOTICES_MAILED,
 )
 
 logger = Logger(service="timekeeper")

@@ -292,7 +292,14 @@ QUERIES = Pipeline(
                            services=calls(S3, LAMBDA, SES)),
     reoffer_after_s=1800,
     dispatch_partitions=2,
+    # its run queue, the notification topic, and the owners' notice e-mails (SES): the
+    # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners)
+    dispatcher_services=calls(SQS, SNS, SES),
 )
+
+#: The pipeline whose dispatcher passes are followed by the people pass: owner notices
+#: made from the notification outbox of every owner, and their e-mails.
+NOTICES_PIPELINE = QUERIES.name
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}
@@ -424,6 +431,20 @@ class SnapshotPipeline:
 SNAPSHOTS = SnapshotPipeline(consumer=QueueConsumer(
     queue_name="timekeeper-snapshots-jobs", function="snapshot_run_job", timeout_s=900, max_receive_count=3,
     batch_size=1, max_concurrency=4, services=calls(SQS)))  # a hand-over re-sends its job (SQS)
+
+
+#: The message-events queue: SES's configuration set publishes each message's later states
+#: (delivery, bounce, complaint, reject, delivery delay) to an encrypted SNS topic, and this
+#: queue, subscribed with raw message delivery, feeds them to their consumer. Events are
+#: small database writes: ten to a batch (at most 5 s of added latency while a batch
+#: fills), two consumers, five receives (an event may arrive before the outbox recorded its
+#: message id: the consumer sets its visibility to a minute and tries again).
+#: The operators' name of the message-events queue (:func:`dead_letter_queues`).
+MESSAGE_EVENTS_NAME = "message_events"
+MESSAGE_EVENTS = QueueConsumer(
+    queue_name="timekeeper-message-events", function="message_events_consumer", timeout_s=60,
+    max_receive_count=5, batch_size=10, max_batching_window_s=5, max_concurrency=2,
+    services=calls(SQS))  # the retry of an event that came before its message id (SQS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -601,18 +622,20 @@ def required_account_concurrency() -> int:
 
 
 def queue_consumers() -> list[QueueConsumer]:
-    """Every queue consumer of the deployment: the pipelines' run queues, the work queues
-    and the snapshot job queue, in that order (what infra and the local stack build)."""
+    """Every queue consumer of the deployment: the pipelines' run queues, the work queues,
+    the snapshot job queue and the message-events queue, in that order (what infra and the local stack build)."""
     return ([p.consumer for p in PIPELINES.values()] + [q.consumer for q in WORK_QUEUES.values()]
-            + [SNAPSHOTS.consumer])
+            + [SNAPSHOTS.consumer, MESSAGE_EVENTS])
 
 
 def dead_letter_queues() -> dict[str, QueueConsumer]:
     """Every queue with a dead-letter queue, by the name operators use for it: each
     pipeline's run queue by the pipeline's name (``accounting``, ``queries``), each work
-    queue by its name (``exports``) and the snapshot job queue as ``snapshots``."""
+    queue by its name (``exports``), the snapshot job queue as ``snapshots`` and SES's
+    message-events queue as ``message_events``."""
     return {**{name: p.consumer for name, p in PIPELINES.items()},
-            **{name: q.consumer for name, q in WORK_QUEUES.items()}, SNAPSHOTS.name: SNAPSHOTS.consumer}
+            **{name: q.consumer for name, q in WORK_QUEUES.items()}, SNAPSHOTS.name: SNAPSHOTS.consumer,
+            MESSAGE_EVENTS_NAME: MESSAGE_EVENTS}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -637,12 +660,14 @@ class ConnectionBudget:
     renderers: int = 0
     #: The download route's function's reserved concurrency (the API's login).
     downloads: int = 0
+    #: The message-events consumer's maximum concurrency (one connection each).
+    message_events: int = 0
 
     @property
     def total(self) -> int:
         """Every connection of the budget."""
         return (self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
-                + self.renderers + self.downloads)
+                + self.renderers + self.downloads + self.message_events)
 
 
 def connection_budget(pipelines: dict[str, Pipeline] | None = None,
@@ -658,7 +683,8 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency,
-                            downloads=DOWNLOADS_RESERVED_CONCURRENCY)
+                            downloads=DOWNLOADS_RESERVED_CONCURRENCY,
+                            message_events=MESSAGE_EVENTS.max_concurrency * MESSAGE_EVENTS.connections)
 
 
 def pipeline_for_owner(owner: str) -> Pipeline:

@@ -35,8 +35,17 @@ OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-lette
                ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume")}
 OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
                ("delete", "/closures/{closed_on}")}
-#: The one public operation: a delivery's link, whose signed token is the credential.
-PUBLIC = {("get", "/downloads/{token}")}
+OPERATIONS |= {("get", "/notices"), ("post", "/notices/read"), ("get", "/ownerless-schedules"),
+               ("post", "/ownerless-schedules/{schedule_id}/reassign"),
+               ("get", "/query-schedules/{schedule_id}/history"), ("get", "/staff-reads"),
+               ("get", "/posting-jobs/failed"), ("post", "/posting-jobs/{job_id}/retry")}
+OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
+               ("get", "/query-schedules/{schedule_id}/opt-outs"),
+               ("post", "/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation"),
+               ("post", "/query-schedules/{schedule_id}/subscription"), ("get", "/mail-suppressions")}
+#: The public operations: a delivery's link and its opt-out link, whose signed tokens are
+#: the credential (the opt-out's answers are HTML pages for the recipient's browser).
+PUBLIC = {("get", "/downloads/{token}"), ("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}")}
 
 
 def document() -> dict:

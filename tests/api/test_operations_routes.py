@@ -21,7 +21,15 @@ from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, Recei
 from timekeeper.edge import registries
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.schedules import service
-from timekeeper.topology import ACCOUNTING, EXPORTS, PIPELINES, SNAPSHOTS
+from timekeeper.topology import (
+    ACCOUNTING,
+    EXPORTS,
+    MESSAGE_EVENTS,
+    MESSAGE_EVENTS_NAME,
+    PIPELINES,
+    SNAPSHOTS,
+    dead_letter_queues,
+)
 
 STAFF = Caller(user_id="staff-1", roles="platform:staff")
 SWEEP = {"cron": "0 * * * *", "timezone": "UTC"}
@@ -43,6 +51,7 @@ def queues(sqs):
     made = {name: create_pipeline_queues(sqs, pipeline) for name, pipeline in PIPELINES.items()}
     made[SNAPSHOTS.name] = create_pipeline_queues(sqs, SNAPSHOTS)
     made[EXPORTS.name] = create_pipeline_queues(sqs, EXPORTS)
+    made[MESSAGE_EVENTS_NAME] = create_pipeline_queues(sqs, MESSAGE_EVENTS)
     return made
 
 
@@ -132,7 +141,7 @@ def test_the_overview_shows_each_dead_letter_queues_depth_and_oldest_message(db,
     # Then every queue is listed; accounting's holds 2, the oldest about ten minutes old
     assert reply.status == 200, reply.body
     by_name = {q["name"]: q for q in reply.body["dead_letter_queues"]}
-    assert set(by_name) == {*PIPELINES, SNAPSHOTS.name, EXPORTS.name}
+    assert set(by_name) == {*PIPELINES, SNAPSHOTS.name, EXPORTS.name, MESSAGE_EVENTS_NAME} == set(dead_letter_queues())
     assert by_name["accounting"]["messages"] == 2
     assert 590 <= by_name["accounting"]["oldest_age_s"] <= 610
     assert by_name["exports"] == {"name": "exports", "messages": 0, "oldest_sent_at": None, "oldest_age_s": None,

@@ -404,7 +404,7 @@ def test_access_is_decided_at_each_call_not_when_the_query_was_made(call, db_url
     with connect(db_url) as conn, conn.transaction():
         directory.add_member(conn, workspace_id=member.workspace_id, user_id=member.user_id,
                              roles=["queries:admin"], now=NOW + timedelta(days=2))
-        directory.set_user_status(conn, member.user_id, "deactivated")
+        directory.set_user_status(conn, member.user_id, "deactivated", now=NOW + timedelta(days=2))
     assert call("GET", f"/queries/{query_id}", as_=member).body["code"] == "user_deactivated"
 
 

@@ -50,7 +50,8 @@ def test_coverage_refusals_pause_londons_roll_on_the_fifth(simulated):
     refused = [r for r in simulated.runs_by_kind
                if r["work_kind"] == "batch.roll" and r["outcome_code"] == "outside_calendar_coverage"]
     assert sum(r["runs"] for r in refused) == 5
-    (paused,) = [p for p in simulated.paused if p["pause_reason"] != "source_access_lost"]  # (a query schedule's)
+    (paused,) = [p for p in simulated.paused  # (the others are query schedules': lost access, the hand-off)
+                 if p["pause_reason"] not in ("source_access_lost", "ownerless")]
     assert (paused["name"], paused["pause_reason"], paused["consecutive_failures"]) == (
         "london.sales.roll", "consecutive_failures", 5)
     assert paused["paused_at"] == datetime(2027, 3, 26, 7, 0, tzinfo=UTC)  # 07:00 London = UTC in March
@@ -146,17 +147,28 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
     assert runs[("Daily open invoices", "succeeded", "succeeded")] == DAYS
     assert runs[("Weekly invoice report", "succeeded", "succeeded")] == 5  # Mondays 03-08 .. 04-05
     assert runs[("Monthly void invoices", "skipped", "skipped_empty")] == 1  # 04-01
+    # The board report, reassigned after its owner left, ran on 04-01; the ownerless list did not
+    assert runs[("Board report", "succeeded", "succeeded")] == 1
+    assert not any(name == "Board members list" for name, _, _ in runs)
     # The deactivated owner's schedule failed once and paused itself
     assert runs[("Owner deactivated", "failed", "source_access_lost")] == 1
     assert any(p["pause_reason"] == "source_access_lost" for p in simulated.paused)
     deliveries = {(r["status"], r["reason"]): r["n"] for r in simulated.delivery["deliveries"]}
     assert runs[("Monthly receivables aging", "succeeded", "succeeded")] == 1  # 04-02
-    assert deliveries == {("sent", ""): 2 * DAYS + 2 * 5 + 1, ("skipped", "deactivated"): DAYS,
+    # The daily's admin opts out after her first message and the viewer's address bounces
+    # on its first; on the weekly report the multi-membership user complains about the
+    # first. The aging report and the reassigned board report (to the admin) are one
+    # message each.
+    assert deliveries == {("sent", ""): 2 + 5 + 1 + 1 + 1, ("skipped", "deactivated"): DAYS,
                           ("skipped", "left_workspace"): DAYS, ("skipped", "no_access"): DAYS,
-                          ("skipped", "no_address"): DAYS}
+                          ("skipped", "no_address"): DAYS, ("skipped", "unsubscribed"): DAYS - 1,
+                          ("skipped", "suppressed"): (DAYS - 1) + 4}
     folder = Path(simulated.delivery_dir)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 * DAYS + 2 * 5 + 1
-    assert simulated.delivery_files == DAYS + 5 + 1 + 1  # daily CSVs, report PDFs, the empty XLSX, the aging PDF
+    # (and the two notice e-mails: one notice, then one digest of two)
+    assert len(list((folder / "mail").glob("*.html"))) == 2 + 5 + 1 + 1 + 1 + 2
+    assert len(list((folder / "mail").glob("*.txt"))) == 2 + 5 + 1 + 1 + 1 + 2
+    # daily CSVs, report PDFs, the empty XLSX, the aging PDF, the board's
+    assert simulated.delivery_files == DAYS + 5 + 1 + 1 + 1
 
 
 def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_with_its_basis(simulated):
@@ -167,3 +179,35 @@ def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_
         "Monthly receivables aging", "succeeded", "ar_aging", "2027-03", 1, "latest", "captured", False)
     assert delivered["occurrence_at"] == datetime(2027, 4, 2, 7, tzinfo=UTC)
     assert datetime.fromisoformat(delivered["published_at"]) < delivered["occurrence_at"]
+
+
+def test_owners_are_told_with_one_digest_and_the_departed_owners_schedules_are_handed_off(simulated):
+    # The deactivated owner's pause reaches the admin (the workspace asks for copies); the
+    # secretary's departure pauses both board schedules as ownerless: two notices, one digest
+    notices = {(r["kind"], r["audience"], r["reason"]): (r["n"], r["mailed"]) for r in simulated.notices}
+    assert notices == {("schedule_paused", "admin", "source_access_lost"): (1, 1),
+                       ("schedule_ownerless", "admin", "ownerless"): (2, 2)}
+    assert sorted(m["notices"] for m in simulated.notice_messages) == [1, 2]
+    ownerless = {r["name"]: (r["status"], r["pause_reason"], r["why"]) for r in simulated.ownerless}
+    assert ownerless == {"Board members list": ("paused", "ownerless", "left_workspace"),
+                         "Board report": ("active", None, "left_workspace")}
+    assert len(simulated.hand_off) == 2
+
+
+def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_opt_out(simulated):
+    from rich.console import Console
+
+    states = {(r["state"], r["kind"]): r["n"] for r in simulated.delivery["message_states"]}
+    # SES's events for every message sent: six delivered, one bounced, one complained
+    # (its delivery event arrived after the complaint and did not overwrite it); and
+    # delivered, the aging and board reports and the two owner notice e-mails (their
+    # outbox rows have no run: their states are kept all the same)
+    assert states == {("delivered", ""): 6 + 2 + 2, ("bounced", "Permanent"): 1, ("complained", "abuse"): 1}
+    assert sum(1 for r in simulated.delivery["notice_message_states"] if r["state"] == "delivered") == 2
+    assert sorted(r["reason"] for r in simulated.delivery["suppressions"]) == ["bounced", "complained"]
+    assert [r["name"] for r in simulated.delivery["opt_outs"]] == ["Daily open invoices"]
+    console = Console(width=200, record=True)
+    print_summary(simulated, console)
+    text = console.export_text()
+    assert "Message states (SES events)" in text
+    assert "Suppressed addresses" in text and "Opt-outs (one click)" in text

@@ -4,7 +4,7 @@ key, the renderer), the DeliveryFailed alarm, and the one public route."""
 
 from __future__ import annotations
 
-from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, resources
+from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, functions_of_folder, resources
 from timekeeper import observability as obs
 from timekeeper.topology import QUERIES
 
@@ -50,17 +50,40 @@ def test_the_delivery_consumer_may_send_only_from_the_sender_and_write_only_deli
     assert any("secretsmanager:GetSecretValue" in _actions(s) for s in statements)
 
 
+def test_every_queries_dispatcher_partition_may_send_owner_notices_only_from_the_sender(synth):
+    # Given the queries dispatcher's code, deployed once per partition (the topology
+    # declares SES for it: partition 0's people pass mails owner notices)
+    template = synth.app_template
+    ids = functions_of_folder(template)[QUERIES.dispatcher_function]
+    assert len(ids) == QUERIES.dispatch_partitions == 2
+    for logical_id in ids:
+        props = template["Resources"][logical_id]["Properties"]
+        # Then each may send only from the configured sender, and knows the sender
+        ses = [s for s in _statements(template, props) if "ses:SendEmail" in _actions(s)]
+        assert len(ses) == 1, logical_id
+        assert ses[0]["Condition"] == {"StringEquals": {"ses:FromAddress": DEPLOYMENT["timekeeper:mailSender"]}}
+        assert props["Environment"]["Variables"]["MAIL_SENDER"] == DEPLOYMENT["timekeeper:mailSender"]
+
+
 def test_a_delivery_failure_alarms_on_the_topic(synth):
     alarm = alarm_by_name(synth.app_template, "Timekeeper-delivery-failed")
     assert alarm["MetricName"] == obs.DELIVERY_FAILED and alarm["Threshold"] == 0
     assert alarm["AlarmActions"]
 
 
-def test_only_the_download_route_is_public(synth):
+def test_only_the_download_and_opt_out_routes_are_public(synth):
     template = synth.app_template
-    methods = [m["Properties"] for m in resources(template, "AWS::ApiGateway::Method").values()]
-    public = [m for m in methods if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"]
-    assert len(public) == 1 and public[0]["HttpMethod"] == "GET" and "AuthorizerId" not in public[0]
-    paths = {r["Properties"]["PathPart"] for r in resources(template, "AWS::ApiGateway::Resource").values()}
-    assert {"downloads", "{token}"} <= paths
-    assert all(m["AuthorizationType"] == "CUSTOM" for m in methods if m is not public[0])
+    methods = {k: m["Properties"] for k, m in resources(template, "AWS::ApiGateway::Method").items()}
+    paths = {k: r["Properties"]["PathPart"] for k, r in resources(template, "AWS::ApiGateway::Resource").items()}
+    parents = {k: r["Properties"]["ParentId"] for k, r in resources(template, "AWS::ApiGateway::Resource").items()}
+
+    def path(method):
+        leaf = method["ResourceId"]["Ref"]
+        return f"{paths[parents[leaf]['Ref']]}/{paths[leaf]}"
+
+    public = {(path(m), m["HttpMethod"]) for m in methods.values()
+              if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"}
+    assert public == {("downloads/{token}", "GET"), ("opt-outs/{token}", "GET"), ("opt-outs/{token}", "POST")}
+    assert all("AuthorizerId" not in m for m in methods.values() if m["AuthorizationType"] == "NONE")
+    assert all(m["AuthorizationType"] == "CUSTOM" for m in methods.values()
+               if m["AuthorizationType"] != "NONE" or m["HttpMethod"] == "OPTIONS")

@@ -19,10 +19,22 @@ from timekeeper.settings import LINK_SECRET_VARIABLE
 from timekeeper.topology import DOWNLOADS, DOWNLOADS_RESERVED_CONCURRENCY, reserved_concurrency
 
 
+def _public_methods(template) -> dict[tuple[str, str], dict]:
+    """(the first path part, the HTTP method) -> each method without the authorizer."""
+    parts = resources(template, "AWS::ApiGateway::Resource")
+
+    def first_part(resource_id: str) -> str:
+        props = parts[resource_id]["Properties"]
+        parent = props["ParentId"]
+        return first_part(parent["Ref"]) if "Ref" in parent and parent["Ref"] in parts else props["PathPart"]
+
+    return {(first_part(m["Properties"]["ResourceId"]["Ref"]), m["Properties"]["HttpMethod"]): m["Properties"]
+            for m in resources(template, "AWS::ApiGateway::Method").values()
+            if m["Properties"]["AuthorizationType"] == "NONE" and m["Properties"]["HttpMethod"] != "OPTIONS"}
+
+
 def _download_method(template) -> dict:
-    [method] = [m["Properties"] for m in resources(template, "AWS::ApiGateway::Method").values()
-                if m["Properties"]["AuthorizationType"] == "NONE"]
-    return method
+    return _public_methods(template)[("downloads", "GET")]
 
 
 def _policies_of(template, logical_id) -> str:
@@ -60,6 +72,26 @@ def test_the_stage_and_the_download_method_are_throttled(synth):
     assert settings.DOWNLOAD_THROTTLE_RATE_RPS < settings.API_THROTTLE_RATE_RPS
 
 
+def test_the_opt_out_route_runs_in_the_download_function_throttled_like_the_download_route(synth):
+    # Given the public methods: the download route's GET and the one-click opt-out's GET and POST
+    template = synth.app_template
+    functions = functions_by_folder(template)
+    downloads, api = functions[DOWNLOADS.function], functions[API_FUNCTION]
+    public = _public_methods(template)
+    assert set(public) == {("downloads", "GET"), ("opt-outs", "GET"), ("opt-outs", "POST")}
+    # Then the opt-out's methods integrate the download function (it holds the link keys), not the API's
+    for verb in ("GET", "POST"):
+        uri = json.dumps(public[("opt-outs", verb)]["Integration"]["Uri"])
+        assert downloads in uri and api not in uri
+    # And each has the download route's method throttle
+    [stage] = resources(template, "AWS::ApiGateway::Stage").values()
+    settings_by_path = {(m["ResourcePath"], m["HttpMethod"]): m for m in stage["Properties"]["MethodSettings"]}
+    for verb in ("GET", "POST"):
+        throttle = settings_by_path[("/~1opt-outs~1{token}", verb)]
+        assert (throttle["ThrottlingRateLimit"], throttle["ThrottlingBurstLimit"]) == (
+            settings.DOWNLOAD_THROTTLE_RATE_RPS, settings.DOWNLOAD_THROTTLE_BURST)
+
+
 def test_without_the_context_there_is_no_web_acl(synth):
     assert not resources(synth.app_template, "AWS::WAFv2::WebACL")
 
@@ -78,9 +110,11 @@ def test_a_rate_based_waf_rule_guards_the_download_route_by_context(fenced):
     assert rule["Action"] == {"Block": {}}
     rate = rule["Statement"]["RateBasedStatement"]
     assert (rate["Limit"], rate["AggregateKeyType"], rate["EvaluationWindowSec"]) == (300, "IP", 300)
-    match = rate["ScopeDownStatement"]["ByteMatchStatement"]
-    assert (match["SearchString"], match["PositionalConstraint"], match["FieldToMatch"]) == (
-        f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}})
+    # (the public link routes, counted together: downloads and the one-click opt-out)
+    matches = [s["ByteMatchStatement"] for s in rate["ScopeDownStatement"]["OrStatement"]["Statements"]]
+    assert [(m["SearchString"], m["PositionalConstraint"], m["FieldToMatch"]) for m in matches] == [
+        (f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}}),
+        (f"/{API_STAGE}/opt-outs/", "STARTS_WITH", {"UriPath": {}})]
     [association] = resources(template, "AWS::WAFv2::WebACLAssociation").values()
     assert association["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
     [stage_id] = resources(template, "AWS::ApiGateway::Stage")

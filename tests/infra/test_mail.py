@@ -10,7 +10,7 @@ import pytest
 
 from infra.settings import DeploymentConfig, reserved_mail_domain
 from tests.infra.conftest import DEPLOYMENT, cdk_json_context, functions_by_folder, resources, synthesize
-from timekeeper.topology import QUERIES
+from timekeeper.topology import MESSAGE_EVENTS, QUERIES
 
 SENDER = DEPLOYMENT["timekeeper:mailSender"]
 
@@ -102,3 +102,39 @@ def test_the_delivery_consumer_sends_under_the_configuration_set(synth):
     props = template["Resources"][functions_by_folder(template)[QUERIES.consumer.function]]["Properties"]
     assert props["Environment"]["Variables"]["MAIL_CONFIGURATION_SET"] == {"Ref": set_id}
     assert props["Environment"]["Variables"]["MAIL_SENDER"] == SENDER
+
+
+def test_the_message_states_reach_their_consumer_through_a_queue_subscribed_raw(synth):
+    template = synth.app_template
+    [topic_id] = [k for k, t in resources(template, "AWS::SNS::Topic").items()
+                  if t["Properties"].get("DisplayName") == "Timekeeper message events"]
+    [subscription] = [s["Properties"] for s in resources(template, "AWS::SNS::Subscription").values()
+                      if s["Properties"]["TopicArn"] == {"Ref": topic_id}]
+    # raw delivery: the consumer parses the SES event's JSON as the record's whole body
+    assert subscription["Protocol"] == "sqs" and subscription["RawMessageDelivery"] is True
+    queue_id = subscription["Endpoint"]["Fn::GetAtt"][0]
+    queue = template["Resources"][queue_id]["Properties"]
+    assert queue["QueueName"] == MESSAGE_EVENTS.queue_name
+    assert queue["VisibilityTimeout"] == MESSAGE_EVENTS.visibility_timeout_s
+    assert queue["RedrivePolicy"]["maxReceiveCount"] == MESSAGE_EVENTS.max_receive_count
+    # only this topic may send to the queue
+    [policy] = [p["Properties"] for p in resources(template, "AWS::SQS::QueuePolicy").values()
+                if {"Ref": queue_id} in p["Properties"]["Queues"]]
+    [send] = [s for s in policy["PolicyDocument"]["Statement"]
+              if s.get("Principal") == {"Service": "sns.amazonaws.com"}]
+    assert send["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Ref": topic_id}
+    # and the consumer reads it with the topology's numbers and partial batch responses
+    consumer = functions_by_folder(template)[MESSAGE_EVENTS.function]
+    [mapping] = [m["Properties"] for m in resources(template, "AWS::Lambda::EventSourceMapping").values()
+                 if m["Properties"]["FunctionName"] == {"Ref": consumer}]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert mapping["BatchSize"] == MESSAGE_EVENTS.batch_size
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] == MESSAGE_EVENTS.max_concurrency
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert template["Resources"][consumer]["Properties"]["Timeout"] == MESSAGE_EVENTS.timeout_s
+
+
+def test_the_message_events_queue_alarms_like_every_queue(synth):
+    names = {a["Properties"]["AlarmName"] for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()}
+    assert {f"Timekeeper-message-events-{n}" for n in ("queue-age", "dlq-depth", "dlq-arrivals",
+                                                         "consumer-errors")} <= names

@@ -135,12 +135,12 @@ def test_every_alarm_notifies_the_topic(synth):
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     # Seven per pipeline and two (silence, errors) per further dispatcher partition, ten for
     # the snapshot pipeline, four for the report renderer, four per work queue, the
-    # auto-pause alarm, the delivery-failure alarm, four for the API and two for its
-    # download function (no JWT authorizer by default), four for the database, two for SES
-    # reputation.
+    # auto-pause alarm, the delivery-failure alarm, the failed-posting-jobs alarm, four for
+    # the API and two for its download function (no JWT authorizer by default), four for the
+    # database, two for SES reputation, four for the message-events queue.
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
-    assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1
-                           + 4 + 2 + 4 + 2)
+    assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
+                           + 4 + 2 + 4 + 2 + 4)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
 
@@ -348,3 +348,12 @@ def test_the_lean_profiles_nat_instance_alarms_when_it_fails_or_falls_silent():
 def test_without_a_nat_instance_there_is_no_nat_instance_alarm(synth):
     names = [a["Properties"]["AlarmName"] for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()]
     assert "Timekeeper-network-nat-instance" not in names
+
+
+def test_failed_posting_jobs_alarm_while_any_waits_for_a_retry(synth):
+    # Given the synthesized app, then the failed-posting-jobs alarm watches the sweep's count
+    [alarm] = [a for a in resources(synth.app_template, "AWS::CloudWatch::Alarm").values()
+               if a["Properties"]["AlarmName"].endswith("-posting-jobs-failed")]
+    props = alarm["Properties"]
+    assert (props["MetricName"], props["Statistic"], props["Threshold"]) == ("PostingJobsFailed", "Maximum", 0)
+    assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["TreatMissingData"] == "notBreaching"

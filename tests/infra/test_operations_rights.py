@@ -35,7 +35,7 @@ def test_the_api_may_read_and_redrive_every_dead_letter_queue(synth):
     function = template["Resources"][functions_by_folder(template)[API.function]]
     variables = function["Properties"]["Environment"]["Variables"]
     grants = _grants(template, function["Properties"]["Role"]["Fn::GetAtt"][0])
-    assert set(dead_letter_queues()) >= {"accounting", "queries", "exports", "snapshots"}
+    assert set(dead_letter_queues()) >= {"accounting", "queries", "exports", "snapshots", "message_events"}
     for name, consumer in dead_letter_queues().items():
         dlq_id, _ = queue_by_name(template, consumer.dlq_name)
         queue_id, _ = queue_by_name(template, consumer.queue_name)

@@ -169,7 +169,7 @@ def test_the_rule_reads_the_directory_as_it_is_now(db_url, world):
             add_member(conn, workspace_id=berlin, user_id="changing", roles=["reports:read"], now=NOW)
         rejoined_other_role = decide()
         with conn.transaction():
-            set_user_status(conn, "changing", "deactivated")
+            set_user_status(conn, "changing", "deactivated", now=NOW)
         deactivated = decide()
     assert first and (after_leaving.reason, rejoined_other_role.reason, deactivated.reason) == \
         (LEFT_WORKSPACE, MISSING_ROLE, USER_DEACTIVATED)

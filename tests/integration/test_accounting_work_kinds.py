@@ -359,7 +359,10 @@ def test_the_posting_sweep_starts_unstarted_jobs_every_fifth_minute_and_leaves_f
 
     # Then only the 18:05 sweep started the lost job, once; the failed job waits for a retry
     assert quiet == {"posting.sweep": None}
+    # (failed_waiting counts every workspace's failed jobs nobody retried: the alarm's metric)
+    waiting = swept["posting.sweep"].pop("failed_waiting")
     assert swept == {"posting.sweep": {"started": 1, "succeeded": 1}}
+    assert again["posting.sweep"].pop("failed_waiting") == waiting >= 1
     assert again == {"posting.sweep": {"started": 0}}
     jobs = {r["batch_id"]: r for r in rows(conn, "SELECT * FROM posting_jobs WHERE workspace_id = %s", (ws,))}
     assert (jobs[lost.id]["status"], jobs[lost.id]["attempts"]) == ("succeeded", 1)

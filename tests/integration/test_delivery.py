@@ -66,7 +66,7 @@ def make_tenant(conn, name: str) -> Tenant:
             upsert_user(conn, user_id=uid, display_name=display, email=email and f"{name}.{email}", now=NOW)
             add_member(conn, workspace_id=ws, user_id=uid, roles=roles, now=NOW - timedelta(days=30))
             if status != "active":
-                set_user_status(conn, uid, status)
+                set_user_status(conn, uid, status, now=NOW)
         member = conn.execute("INSERT INTO members (workspace_id, member_number, display_name, joined_on) "
                               "VALUES (%s, 'M1', '=Member', %s) RETURNING id", (ws, date(2026, 1, 1))).fetchone()["id"]
         for i in range(3):
@@ -94,14 +94,15 @@ class CountingMailer:
         self.fail: set[str] = set()
         self.die_after: int | None = None
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
+    def send(self, *, to: str, subject: str, html: str, text: str, headers=None) -> str:
         if to in self.fail:
             self.fail.discard(to)
             raise ConnectionError("provider unavailable")
         if self.die_after is not None and len(self.sent) >= self.die_after:
             raise ProcessKilled()
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
-        self.sent.append({"to": to, "subject": subject, "html": html, "id": message_id})
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
+        self.sent.append({"to": to, "subject": subject, "html": html, "text": text, "headers": headers,
+                          "id": message_id})
         return message_id
 
 

@@ -54,11 +54,11 @@ class Refusing:
     def __init__(self, inner, refuse: dict[str, str]) -> None:
         self.inner, self.refuse, self.calls = inner, refuse, []
 
-    def send(self, *, to, subject, html, text):
+    def send(self, *, to, subject, html, text, headers=None):
         self.calls.append(to)
         if to in self.refuse:
             raise ClientError({"Error": {"Code": self.refuse[to], "Message": REJECTED_TEXT}}, "SendEmail")
-        return self.inner.send(to=to, subject=subject, html=html, text=text)
+        return self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
 
 
 def _later(n: int):
@@ -138,7 +138,7 @@ def test_a_failed_recipient_deactivated_before_the_retry_is_recorded_skipped(con
     env.mailer.fail = {"ws1.cleo@x.test"}
     with pytest.raises(RetryLater):
         _process(conn, env, message)
-    set_user_status(conn, _u(tenant, "cleo"), "deactivated")
+    set_user_status(conn, _u(tenant, "cleo"), "deactivated", now=NOW)
     try:
         _process(conn, env, message, receive_count=2)
     finally:

@@ -294,7 +294,7 @@ def test_access_lost_before_the_run_fails_the_export_with_the_reason(aws, conn, 
     if loss == "left_workspace":
         leave_workspace(conn, workspace_id=a, user_id="dave", now=NOW)
     elif loss == "user_deactivated":
-        set_user_status(conn, "dave", "deactivated")
+        set_user_status(conn, "dave", "deactivated", now=NOW)
     elif loss == "missing_role":
         add_member(conn, workspace_id=a, user_id="dave", roles=["reports:read"], now=NOW)
     else:

@@ -167,7 +167,7 @@ def test_a_requester_without_access_at_render_time_fails_with_the_rules_reason(c
     requested = _request(conn, tenant, report, user="nobody-at-all" if loss == "stranger" else user)
     with conn.transaction():
         if loss == "deactivated":
-            directory.set_user_status(conn, user, "deactivated")
+            directory.set_user_status(conn, user, "deactivated", now=NOW)
         elif loss == "left":
             directory.leave_workspace(conn, workspace_id=tenant.workspace_id, user_id=user, now=NOW)
         elif loss == "role":

@@ -1,6 +1,7 @@
-"""``functions/downloads`` serves the public download route through the API's resolver and
-nothing else: a link that does not verify answers 403 ``link_invalid`` (the route's own
-answer), any other resource or method 404 without reaching the resolver."""
+"""``functions/downloads`` serves the public link routes (the download route, the one-click
+opt-out's page and POST) through the API's resolver and nothing else: a link that does
+not verify answers the route's own refusal (403 ``link_invalid``; the opt-out's 403
+page), any other resource or method 404 without reaching the resolver."""
 
 from __future__ import annotations
 
@@ -41,8 +42,18 @@ def test_a_link_that_does_not_verify_is_refused_by_the_route(environment):
     assert json.loads(answer["body"])["code"] == "link_invalid"
 
 
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_an_opt_out_link_that_does_not_verify_is_refused_by_the_opt_out_route(environment, method):
+    answer = invoke("downloads", _event("/opt-outs/{token}", "/opt-outs/not-a-valid-token", method))
+    assert answer["statusCode"] == 403
+    multi = answer.get("multiValueHeaders") or {}
+    headers = {**(answer.get("headers") or {}), **{k: v[-1] for k, v in multi.items()}}
+    assert headers["Content-Type"].startswith("text/html") and "not valid" in answer["body"]
+
+
 @pytest.mark.parametrize("resource, path, method", [
-    ("/{proxy+}", "/schedules", "GET"), ("/downloads/{token}", "/downloads/x", "POST")])
+    ("/{proxy+}", "/schedules", "GET"), ("/downloads/{token}", "/downloads/x", "POST"),
+    ("/opt-outs/{token}", "/opt-outs/x", "DELETE"), ("/{proxy+}", "/mail-suppressions", "GET")])
 def test_any_other_route_is_not_found(environment, resource, path, method):
     answer = invoke("downloads", _event(resource, path, method))
     assert answer["statusCode"] == 404 and json.loads(answer["body"])["code"] == "not_found"

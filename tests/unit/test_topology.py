@@ -41,8 +41,9 @@ def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_rend
     assert budget.snapshots == 2 + topology.SNAPSHOTS.consumer.max_concurrency  # planner, dispatcher, run jobs
     assert budget.renderers == topology.REPORT_RENDERER.reserved_concurrency
     assert budget.downloads == topology.DOWNLOADS.reserved_concurrency == topology.DOWNLOADS_RESERVED_CONCURRENCY
+    assert budget.message_events == topology.MESSAGE_EVENTS.max_concurrency  # one connection each
     assert budget.total == (ACCOUNTING.consumer.max_concurrency + 7 + dispatchers + budget.api + budget.migration
-                            + budget.snapshots + budget.renderers + budget.downloads)
+                            + budget.snapshots + budget.renderers + budget.downloads + budget.message_events)
 
 
 def test_the_connection_budget_counts_the_work_queue_consumers():

@@ -15,8 +15,10 @@ same job start it once.
 A started job owns its transactions: it marks the job running, then posts (entries
 ``posted``/``posted_at``, batch ``posted``) and marks the job succeeded in one
 transaction; any failure rolls the posting back and marks the job failed with the error,
-leaving the batch closed and unposted, visible by the job's status. Failed jobs are not
-retried automatically: :func:`run_posting_job` retries one on request.
+leaving the batch closed and unposted, visible by the job's status, and tells the owner
+of the schedule whose run requested it (a ``posting_failed`` notice). Failed jobs are not
+retried automatically: :func:`request_retry` (the API's retry route) puts one back to
+``pending`` for the sweep, and :func:`run_posting_job` retries one at once.
 
 Posting rule: a batch posts only when its entries sum to zero (double entry); an
 optional ``hook`` (``PostingHook``) runs inside the posting transaction before the rows
@@ -36,7 +38,8 @@ from timekeeper.accounting.books import get_batch, list_entries, lock_batch
 from timekeeper.accounting.models import Batch, BatchNotClosed, LedgerEntry, NotFound, PostingError, PostingJob
 from timekeeper.accounting.values import instant
 from timekeeper.db import load_queries, set_tenant
-from timekeeper.db.rows import execute, fetch_one, fetch_rows, fetch_value
+from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_rows, fetch_value
+from timekeeper.schedules.notifications import POSTING_FAILED, enqueue_notification
 
 #: ``hook(conn, batch, entries)`` runs in the posting transaction; raising fails the job.
 PostingHook = Callable[[psycopg.Connection, Batch, list[LedgerEntry]], None]
@@ -182,8 +185,42 @@ def _run_job(conn: psycopg.Connection, job_id: UUID, now: datetime, workspace_id
     except Exception as error:  # any failure: record it on the job, leave the batch closed
         with conn.transaction():
             set_tenant(conn, ws)
-            execute(conn, SQL["mark_failed"], {**key, "error": _describe(error), "attempt": attempt})
+            if execute(conn, SQL["mark_failed"], {**key, "error": _describe(error), "attempt": attempt}):
+                _tell_owner(conn, job, attempt, now)
         return "failed", True
+
+
+def _tell_owner(conn: psycopg.Connection, job: PostingJob, attempt: int, now: datetime) -> None:
+    """Enqueue the ``posting_failed`` notice of ``job``'s ``attempt`` (the people's, not the
+    operators' topic: they have the ``PostingJobsFailed`` alarm), in the failure's
+    transaction, for the owner of the schedule whose run requested it."""
+    schedule_id = fetch_value(conn, SQL["job_schedule"], {"run_id": job.requested_by_run_id})
+    enqueue_notification(conn, schedule_id=schedule_id, workspace_id=job.workspace_id, owner="accounting",
+                         kind=POSTING_FAILED, now=now, event_key=f"posting_failed:{job.id}:{attempt}", topic=False,
+                         payload={"reason": "posting_failed", "job_id": str(job.id), "batch_id": str(job.batch_id),
+                                  "attempt": attempt, "workspace_id": str(job.workspace_id),
+                                  "schedule_id": str(schedule_id) if schedule_id else None})
+
+
+def list_failed_jobs(conn: psycopg.Connection, *, workspace_id: UUID, limit: int = 100) -> list[PostingJob]:
+    """The workspace's failed posting jobs, oldest failure first (at most ``limit``): each
+    batch closed and unposted until its job is retried and succeeds."""
+    return fetch_all(conn, SQL["failed_jobs"], {"workspace_id": workspace_id, "limit": limit}, PostingJob)
+
+
+def request_retry(conn: psycopg.Connection, *, workspace_id: UUID, job_id: UUID) -> PostingJob:
+    """Ask for a failed job to run again, in the caller's transaction: it goes back to
+    ``pending`` and the accounting pipeline's sweep starts it (within
+    ``POSTING_SWEEP_EVERY_MINUTES``). Returns the job; a job that is not failed is returned
+    as it is (idempotent). Raises :class:`NotFound`."""
+    job = fetch_one(conn, SQL["retry_job"], {"workspace_id": workspace_id, "job_id": job_id}, PostingJob)
+    return job if job is not None else get_posting_job(conn, workspace_id=workspace_id, job_id=job_id)
+
+
+def count_failed_jobs(conn: psycopg.Connection) -> int:
+    """How many posting jobs of every workspace are failed and not retried (the
+    ``PostingJobsFailed`` metric's value)."""
+    return int(fetch_value(conn, SQL["count_failed"], {}))
 
 
 def _post_batch(conn: psycopg.Connection, key: dict, hook: PostingHook | None) -> None:

@@ -66,3 +66,23 @@ FROM posting_jobs
 WHERE status = 'pending' OR (status = 'running' AND started_at < %(stale_before)s)
 ORDER BY created_at, id
 LIMIT %(limit)s;
+
+-- name: job_schedule
+SELECT schedule_id FROM schedule_runs WHERE id = %(run_id)s
+
+-- name: failed_jobs
+SELECT id, workspace_id, batch_id, status, error, attempts, requested_by_run_id, created_at,
+       started_at, finished_at
+FROM posting_jobs
+WHERE workspace_id = %(workspace_id)s AND status = 'failed'
+ORDER BY finished_at, id
+LIMIT %(limit)s;
+
+-- name: retry_job
+UPDATE posting_jobs SET status = 'pending', error = NULL, finished_at = NULL
+WHERE id = %(job_id)s AND workspace_id = %(workspace_id)s AND status = 'failed'
+RETURNING id, workspace_id, batch_id, status, error, attempts, requested_by_run_id, created_at,
+          started_at, finished_at;
+
+-- name: count_failed
+SELECT count(*) FROM posting_jobs WHERE status = 'failed';

@@ -39,7 +39,7 @@ from timekeeper.accounting.books import (
     roll_recurring_batch,
 )
 from timekeeper.accounting.models import Batch, NotFound, OutsideCalendarCoverage, Period
-from timekeeper.accounting.posting import request_posting, start_posting_job, sweep_posting_jobs
+from timekeeper.accounting.posting import count_failed_jobs, request_posting, start_posting_job, sweep_posting_jobs
 from timekeeper.accounting.reconciliation import DEFAULT_WINDOW_DAYS, sweep
 from timekeeper.schedules.work import (
     Outcome,
@@ -245,6 +245,8 @@ def billing_prepare(ctx: RunContext) -> Outcome:
 #: a lost posting start waits at most this many minutes, and the minute passes in between
 #: cost nothing (one indexed query each would add about 0.2 ms to every pass).
 POSTING_SWEEP_EVERY_MINUTES = 5
+#: The sweep summary's count of failed, unretried posting jobs.
+FAILED_WAITING = "failed_waiting"
 
 
 def posting_sweep(conn: psycopg.Connection, now: datetime) -> dict[str, int] | None:
@@ -254,11 +256,14 @@ def posting_sweep(conn: psycopg.Connection, now: datetime) -> dict[str, int] | N
     Runs when ``now``'s minute is a multiple of ``POSTING_SWEEP_EVERY_MINUTES`` and returns
     None on the other passes. ``conn`` is idle and sees every workspace; ``now`` is aware
     UTC. Returns the counts of :func:`~timekeeper.accounting.posting.sweep_posting_jobs`
-    (``started`` and the status of each examined job).
+    (``started`` and the status of each examined job) and ``failed_waiting``: the failed
+    jobs of every workspace that nobody retried yet (the edge emits it as the
+    ``PostingJobsFailed`` metric, which the alarm of the same name watches).
     """
     if now.minute % POSTING_SWEEP_EVERY_MINUTES:
         return None
-    return sweep_posting_jobs(conn, now)
+    counts = sweep_posting_jobs(conn, now)
+    return {**counts, FAILED_WAITING: count_failed_jobs(conn)}
 
 
 def _found(lookup: Callable[..., Any], id_keyword: str) -> Callable[[psycopg.Connection, UUID, UUID], bool]:

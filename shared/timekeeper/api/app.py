@@ -6,7 +6,7 @@ same models (served at ``GET /openapi.json`` and written by ``python -m timekeep
 --out FILE``). Each resource's routes live in their own module and are registered by its
 ``register(routes)`` (:mod:`timekeeper.api.routing`, :data:`ROUTERS`): schedules,
 saved queries and the catalogue, reports and renders, exports, query schedules and
-downloads, snapshots.
+downloads, snapshots, opt-outs.
 
 Every workspace route takes a :class:`~timekeeper.api.scope.WorkspaceScope` from the one
 dependency of :func:`~timekeeper.api.scope.scope_dependency`, which reads the authorizer's
@@ -38,6 +38,8 @@ from timekeeper.api import (
     errors,
     exports,
     operations_routes,
+    opt_out_routes,
+    people_routes,
     queries,
     reports,
     schedule_routes,
@@ -61,7 +63,8 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 
 #: Every resource's ``register(routes)``, in registration order.
 ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
-           delivery_routes.register, snapshot_routes.register, operations_routes.register)
+           delivery_routes.register, snapshot_routes.register, people_routes.register,
+           opt_out_routes.register, operations_routes.register)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -193,6 +196,11 @@ class JsonApiResolver(APIGatewayRestResolver):
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type")
         body = event.get("body")
+        if body not in (None, "") and _one_click_form(event, content_type):
+            # RFC 8058: the opt-out route reads no body; the form is dropped before routing.
+            event = {**_with_content_type(event, content_types.APPLICATION_JSON), "body": None,
+                     "isBase64Encoded": False}
+            body = None
         if body not in (None, ""):
             if content_type and not _is_json(str(content_type)):
                 return _early_error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, errors.UNSUPPORTED_MEDIA_TYPE,
@@ -214,6 +222,20 @@ class JsonApiResolver(APIGatewayRestResolver):
         # sets (the caller's workspace) end with the request: neither a later request on
         # this thread nor one served at once on another writes them.
         return contextvars.copy_context().run(super().resolve, event, context)
+
+
+#: The media type of a one-click opt-out request's body (RFC 8058: ``List-Unsubscribe=One-Click``).
+FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
+
+
+def _one_click_form(event: dict[str, Any], content_type: Any) -> bool:
+    """Whether ``event`` is a POST to the public opt-out route with a form body: the one
+    request whose body is not JSON (a mailbox provider's one-click request, or the
+    confirmation page's button). Its body is never read."""
+    return (str(event.get("httpMethod") or "").upper() == "POST"
+            and str(event.get("path") or "").startswith(opt_out_routes.OPT_OUT_PATH_PREFIX)
+            and content_type is not None
+            and _normalized_media_type(str(content_type)).partition(";")[0].strip() == FORM_MEDIA_TYPE)
 
 
 def nul_field(text: str) -> str | None:

@@ -30,6 +30,9 @@ Roles (each route needs exactly one):
 ``reports:read``      list reports, read one, request a render and read it
 ``reports:write``     create and edit reports (and everything reports:read allows)
 ``snapshots:read``    list the caller's own workspace's snapshot periods
+``workspace:admin``   the workspace's ownerless schedules and their reassignment, failed
+                      posting jobs and their retry, staff reads of its data
+(any role above)      the caller's own notices (list, mark read)
 ====================  ===============================================================
 
 Snapshot STAFF roles are not in this table: each snapshot type names the claims roles that
@@ -61,6 +64,9 @@ QUERIES_ADMIN = "queries:admin"
 REPORTS_READ = "reports:read"
 REPORTS_WRITE = "reports:write"
 SNAPSHOTS_READ = "snapshots:read"
+WORKSPACE_ADMIN = "workspace:admin"
+#: Reading and marking one's own notices: allowed by every role of the table below.
+OWN_NOTICES = "notices:own"
 
 #: What each role allows. Unknown role names are ignored.
 ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
@@ -74,7 +80,9 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
     REPORTS_READ: frozenset({REPORTS_READ}),
     REPORTS_WRITE: frozenset({REPORTS_READ, REPORTS_WRITE}),
     SNAPSHOTS_READ: frozenset({SNAPSHOTS_READ}),
+    WORKSPACE_ADMIN: frozenset({WORKSPACE_ADMIN}),
 }
+ROLE_PERMISSIONS = {role: allowed | {OWN_NOTICES} for role, allowed in ROLE_PERMISSIONS.items()}
 
 #: The role that allows every permission of a family (named in 403 messages).
 _ADMIN_OF: dict[str, str] = {READ: ADMIN, WRITE: ADMIN, RUN: ADMIN,

@@ -61,6 +61,7 @@ from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import message_states
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
@@ -197,8 +198,29 @@ class DeliveryAttemptOut(BaseModel):
     at: datetime
 
 
+class MessageEventOut(BaseModel):
+    """One state SES reported for a sent message: ``state`` delivered | bounced | complained
+    | rejected | delivery_delayed, ``at`` the event's own instant (UTC), ``kind`` /
+    ``subkind`` the bounce type and subtype (or the complaint's feedback type, the delay
+    type, the reject reason)."""
+
+    state: str
+    at: datetime
+    kind: str | None
+    subkind: str | None
+
+
+class MessageStateOut(MessageEventOut):
+    """A sent message's state as it stands: the highest-ranked event (delivery_delayed <
+    delivered < bounced = rejected < complained; within a rank the later one), whatever
+    order the events arrived in, and every distinct event, in event order."""
+
+    events: list[MessageEventOut]
+
+
 class DeliveryOut(BaseModel):
-    """One recipient's outcome of a run."""
+    """One recipient's outcome of a run (``skip_reason`` ``suppressed``: the address bounced
+    permanently or complained; ``unsubscribed``: the recipient opted out of the schedule)."""
 
     user_id: str
     status: str
@@ -211,6 +233,8 @@ class DeliveryOut(BaseModel):
     attempts: list[DeliveryAttemptOut] = Field(
         default_factory=list, description="each attempt's submission for this recipient, oldest first: an "
         "error a later attempt recovered from stays here (skipped recipients have none)")
+    message: MessageStateOut | None = Field(
+        None, description="what became of the sent message, as SES reported it (null: no report yet, or not sent)")
 
 
 @pydantic_dataclass(frozen=True)
@@ -275,6 +299,17 @@ def _settings_of(conn: Any, workspace_id: UUID, schedule_id: UUID) -> dl.QuerySc
 def _run_out(conn: Any, workspace_id: UUID, r: DeliveryRun) -> DeliveryRunOut:
     """A run of the delivery history with every recipient's outcome and attempts."""
     attempts = dl.list_attempts(conn, workspace_id=workspace_id, run_id=r.run_id)
+    states = message_states.states_of_run(conn, workspace_id=workspace_id, run_id=r.run_id)
+    events = message_states.events_of_run(conn, workspace_id=workspace_id, run_id=r.run_id) if states else {}
+
+    def message(user_id: str) -> MessageStateOut | None:
+        state = states.get(user_id)
+        if state is None:
+            return None
+        return MessageStateOut(state=state.state, at=state.event_at, kind=state.kind, subkind=state.subkind,
+                               events=[MessageEventOut(state=e.state, at=e.event_at, kind=e.kind, subkind=e.subkind)
+                                       for e in events.get(user_id, [])])
+
     return DeliveryRunOut(
         **asdict(r),
         deliveries=[DeliveryOut(user_id=d.user_id, status=d.status, skip_reason=d.skip_reason,
@@ -285,7 +320,8 @@ def _run_out(conn: Any, workspace_id: UUID, r: DeliveryRun) -> DeliveryRunOut:
                                                              error_code=a.error_code,
                                                              provider_message_id=a.provider_message_id,
                                                              at=a.at)
-                                          for a in attempts.get(d.user_id, [])])
+                                          for a in attempts.get(d.user_id, [])],
+                                message=message(d.user_id))
                     for d in dl.list_deliveries(conn, workspace_id=workspace_id, run_id=r.run_id)])
 
 

@@ -39,7 +39,7 @@ from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, access_refused
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
-from timekeeper.platform import access
+from timekeeper.platform import access, audit
 from timekeeper.platform.directory import Workspace, get_workspace
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
@@ -391,9 +391,17 @@ class StaffScope:
                 after: ledger.PeriodKey | None = None, limit: int = 100) -> WorkspacePeriods | None:
         """A page of any workspace's periods (every type; the expected months of the enabled
         types included, ``missing`` when never planned); None when the directory has no
-        such workspace."""
-        return _workspace_periods(self.conn, workspace_id, now=self.now, owner=owner, snapshot_type=snapshot_type,
+        such workspace. A read of a workspace other than the caller's is recorded in that
+        workspace's audit trail (:func:`timekeeper.platform.audit.record_staff_read`)."""
+        page = _workspace_periods(self.conn, workspace_id, now=self.now, owner=owner, snapshot_type=snapshot_type,
                                   types=self.registry.enabled(), after=after, limit=limit)
+        if page is not None and workspace_id != self.identity.workspace_id:
+            with workspace_unit(self.conn, workspace_id):
+                audit.record_staff_read(self.conn, workspace_id=workspace_id, actor=self.identity.user_id,
+                                        what="snapshot_periods", now=self.now, detail={
+                                            "owner": owner, "snapshot_type": snapshot_type,
+                                            "after": [str(v) for v in after] if after else None, "limit": limit})
+        return page
 
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
                     reason: str) -> ledger.SnapshotRun:

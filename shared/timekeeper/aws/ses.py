@@ -1,8 +1,28 @@
-"""Communications adapter: e-mail through Amazon SES (``send_email``)."""
+"""Communications adapter: e-mail through Amazon SES (``send_email``, or ``send_raw_email``
+for a message with headers of its own)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from email.message import EmailMessage
+from email.policy import SMTP
 from typing import Any
+
+
+def mime_message(*, sender: str, to: str, subject: str, html: str, text: str,
+                 headers: Mapping[str, str] | None = None) -> EmailMessage:
+    """The message as MIME: ``multipart/alternative`` with the text part first and the HTML
+    part second (UTF-8), ``From``/``To``/``Subject`` and ``headers`` (e.g.
+    ``List-Unsubscribe``). Raises ``ValueError`` for a header value with a line break."""
+    message = EmailMessage(policy=SMTP)
+    message["From"] = sender
+    message["To"] = to
+    message["Subject"] = subject
+    for name, value in (headers or {}).items():
+        message[name] = value
+    message.set_content(text, subtype="plain", charset="utf-8")
+    message.add_alternative(html, subtype="html", charset="utf-8")
+    return message
 
 
 class SesMailer:
@@ -17,8 +37,17 @@ class SesMailer:
         self.sender = sender
         self._extra: dict[str, Any] = {"ConfigurationSetName": configuration_set} if configuration_set else {}
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        """Submit one message to ``to``; returns SES's ``MessageId``."""
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Mapping[str, str] | None = None) -> str:
+        """Submit one message to ``to``; returns SES's ``MessageId``. Without ``headers`` it
+        is SES's simple content (``SendEmail``); with them the message is built as MIME
+        (:func:`mime_message`) and sent with ``SendRawEmail``, since simple content in the
+        SES v1 API carries no headers of the caller's."""
+        if headers:
+            raw = mime_message(sender=self.sender, to=to, subject=subject, html=html, text=text, headers=headers)
+            # The recipient is the message's To header alone (SES reads the destinations from it).
+            response = self._client.send_raw_email(Source=self.sender, RawMessage={"Data": raw.as_bytes()},
+                                                   **self._extra)
+            return str(response["MessageId"])
         response = self._client.send_email(
             Source=self.sender, Destination={"ToAddresses": [to]},
             Message={"Subject": {"Data": subject, "Charset": "UTF-8"},

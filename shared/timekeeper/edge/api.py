@@ -167,18 +167,23 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return lambda_app().resolve(event, context)
 
 
-#: The one route ``functions/downloads`` serves (API Gateway's resource and method).
+#: The public link routes ``functions/downloads`` serves (API Gateway's resource and
+#: method): the download route and the one-click opt-out's page and POST (RFC 8058).
 DOWNLOAD_RESOURCE, DOWNLOAD_METHOD = "/downloads/{token}", "GET"
+OPT_OUT_RESOURCE = "/opt-outs/{token}"
+PUBLIC_LINK_ROUTES = frozenset({(DOWNLOAD_RESOURCE, DOWNLOAD_METHOD), (OPT_OUT_RESOURCE, "GET"),
+                                (OPT_OUT_RESOURCE, "POST")})
 
 
 def serve_download(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """``functions/downloads``: the public download route through the API's own resolver
-    (:func:`lambda_app`: the same route, validation and answers); any other resource or
+    """``functions/downloads``: the public link routes (:data:`PUBLIC_LINK_ROUTES`: the
+    download route, the opt-out page and its one-click POST) through the API's own resolver
+    (:func:`lambda_app`: the same routes, validation and answers); any other resource or
     method of the event is 404 ``not_found`` without touching the resolver, so the
-    function stays the download route whatever API Gateway sends it."""
-    if event.get("resource") != DOWNLOAD_RESOURCE or event.get("httpMethod") != DOWNLOAD_METHOD:
+    function stays the public link routes whatever API Gateway sends it."""
+    if (event.get("resource"), event.get("httpMethod")) not in PUBLIC_LINK_ROUTES:
         return {"statusCode": 404, "headers": {"Content-Type": "application/json"},
-                "body": json.dumps({"code": NOT_FOUND, "message": "this function serves the download route only"})}
+                "body": json.dumps({"code": NOT_FOUND, "message": "this function serves the public link routes only"})}
     return lambda_app().resolve(event, context)
 
 

@@ -20,7 +20,7 @@ from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, OfferLi
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
 from timekeeper.settings import settings
-from timekeeper.topology import PIPELINES, Pipeline
+from timekeeper.topology import NOTICES_PIPELINE, PIPELINES, Pipeline
 
 
 def tick_partition(detail: dict[str, Any] | None) -> Partition:
@@ -62,7 +62,36 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
         logger.info("history pruned", extra={"pipeline": pipeline_name, "retention": retention})
     if maintenance:
         logger.info("owner maintenance", extra={"maintenance": maintenance})
+    failed_jobs = maintenance.get("posting.sweep", {}).get("failed_waiting")
+    if failed_jobs is not None:
+        metrics.add_metric(name=obs.POSTING_JOBS_FAILED, unit="Count", value=failed_jobs)
+    if pipeline_name == NOTICES_PIPELINE:
+        tell_owners(conn, now)
     return report
+
+
+def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
+    """The people pass after a dispatcher pass: turn untold events into owner notices
+    (:func:`timekeeper.platform.notices.tell_people`), then mail the waiting ones under the
+    digest rule (:func:`timekeeper.reporting.notice_mail.send_notice_mail`) through the
+    configured mailer. Never raises: a failure is logged and the next pass goes on."""
+    from timekeeper.platform.notices import has_untold, tell_people
+    from timekeeper.reporting.notice_mail import send_notice_mail
+
+    summary: dict[str, Any] = {}
+    try:
+        if has_untold(conn):
+            summary["told"] = tell_people(conn, now=now)
+        mailed = send_notice_mail(
+            conn, mailer=adapters.mailer(), now=now,
+            on_sent=lambda count: metrics.add_metric(name=obs.NOTICES_MAILED, unit="Count", value=count))
+        summary["mailed"] = {k: v for k, v in mailed.items() if v}
+    except Exception:  # noqa: BLE001 - logged; the next pass tells and mails again
+        logger.exception("owner notices pass failed")
+        summary["error"] = True
+    if any(summary.values()):
+        logger.info("owner notices", extra={"notices": summary})
+    return summary
 
 
 def delivery_services() -> Any:

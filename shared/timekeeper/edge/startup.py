@@ -18,7 +18,9 @@ from timekeeper.topology import (
     API,
     AUTHORIZER,
     DOWNLOADS,
+    MESSAGE_EVENTS,
     MIGRATION,
+    NOTICES_PIPELINE,
     PIPELINES,
     REPORT_RENDERER,
     SECRETS_MANAGER,
@@ -31,6 +33,8 @@ def _dispatcher(pipeline: str) -> Callable[[], None]:
     def build() -> None:
         adapters.publisher(pipeline)
         adapters.notifier()
+        if pipeline == NOTICES_PIPELINE:
+            adapters.mailer()  # the people pass mails owner notices
     return build
 
 
@@ -98,6 +102,7 @@ def builders() -> dict[str, Callable[[], None]]:
     found[MIGRATION.function] = lambda: None
     found[AUTHORIZER.function] = _authorizer
     found[DOWNLOADS.function] = _downloads
+    found[MESSAGE_EVENTS.function] = adapters.sqs_client
     return found
 
 

@@ -11,7 +11,17 @@ from dataclasses import dataclass, field
 import boto3
 
 from timekeeper import settings as names
-from timekeeper.topology import PIPELINES, SNAPSHOTS, WORK_QUEUES, Pipeline, SnapshotPipeline, WorkQueue
+from timekeeper.topology import (
+    MESSAGE_EVENTS,
+    MESSAGE_EVENTS_NAME,
+    PIPELINES,
+    SNAPSHOTS,
+    WORK_QUEUES,
+    Pipeline,
+    QueueConsumer,
+    SnapshotPipeline,
+    WorkQueue,
+)
 
 REGION = "us-east-1"
 #: The local files bucket (exports and rendered reports); the edge reads it from ``FILES_BUCKET``.
@@ -29,7 +39,7 @@ class QueuePair:
     queue, the snapshot pipeline's job queue or a work queue (``pipeline`` says which;
     ``pipeline.consumer`` describes the queue and its consumer)."""
 
-    pipeline: Pipeline | SnapshotPipeline | WorkQueue
+    pipeline: Pipeline | SnapshotPipeline | WorkQueue | QueueConsumer
     url: str
     arn: str
     dlq_url: str
@@ -48,6 +58,10 @@ class LocalAws:
     mock: object | None = None
     #: The work queues (no dispatcher), by name.
     work_queues: dict[str, QueuePair] = field(default_factory=dict)
+    #: The message-events queue and the topic standing for the configuration set's
+    #: event destination (the local mailer publishes SES-shaped events there).
+    message_events: QueuePair | None = None
+    message_events_topic_arn: str = ""
 
     def client(self, service: str):
         """A boto3 client for ``service`` against the local AWS."""
@@ -72,11 +86,12 @@ def _set_fake_credentials() -> None:
     os.environ.setdefault("AWS_REGION", REGION)
 
 
-def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue) -> QueuePair:
+def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueue | QueueConsumer) -> QueuePair:
     """Create the DLQ (its retention) and the queue (redrive and visibility) of ``pipeline``'s
     queue consumer (:class:`timekeeper.topology.QueueConsumer`) with ``sqs``: a pipeline's
-    run queue, the snapshot job queue or a work queue; idempotent."""
-    consumer = pipeline.consumer
+    run queue, the snapshot job queue, a work queue or a bare consumer (the message-events
+    queue); idempotent."""
+    consumer = pipeline if isinstance(pipeline, QueueConsumer) else pipeline.consumer
     dlq_url = sqs.create_queue(QueueName=consumer.dlq_name, Attributes={
         "MessageRetentionPeriod": str(consumer.dlq_retention_days * 86400)})["QueueUrl"]
     dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
@@ -88,12 +103,28 @@ def create_pipeline_queues(sqs, pipeline: Pipeline | SnapshotPipeline | WorkQueu
     return QueuePair(pipeline, url, arn, dlq_url, dlq_arn)
 
 
+#: The local stand-in of the configuration set's event topic.
+MESSAGE_EVENTS_TOPIC = "timekeeper-message-events"
+
+
+def create_message_events(sqs, sns) -> tuple[str, QueuePair]:
+    """The message-events topic and its queue (:data:`timekeeper.topology.MESSAGE_EVENTS`),
+    subscribed with raw message delivery as infra subscribes it: ``(topic ARN, queues)``;
+    idempotent."""
+    queues = create_pipeline_queues(sqs, MESSAGE_EVENTS)
+    topic_arn = sns.create_topic(Name=MESSAGE_EVENTS_TOPIC)["TopicArn"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=queues.arn,
+                  Attributes={"RawMessageDelivery": "true"})
+    return topic_arn, queues
+
+
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     """Start moto, create every pipeline's queues, the snapshot job queue, every work queue,
-    the notification topic and the files bucket, and point this process's AWS SDK at it
-    (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``, ``SNAPSHOT_JOB_QUEUE_URL``,
-    ``WORK_QUEUE_URL_<QUEUE>``, ``DEAD_LETTER_QUEUE_ARN_<QUEUE>``, ``NOTIFICATION_TOPIC_ARN``,
-    ``FILES_BUCKET``, ``MAIL_SENDER``, ``LINK_SIGNING_KEY`` and ``DOWNLOAD_BASE_URL`` unless set).
+    the message-events topic and queue, the notification topic and the files bucket, and
+    point this process's AWS SDK at it (fake credentials, ``RUN_QUEUE_URL_<PIPELINE>``,
+    ``SNAPSHOT_JOB_QUEUE_URL``, ``WORK_QUEUE_URL_<QUEUE>``, ``DEAD_LETTER_QUEUE_ARN_<QUEUE>``,
+    ``NOTIFICATION_TOPIC_ARN``, ``FILES_BUCKET``, ``MAIL_SENDER``, ``LINK_SIGNING_KEY`` and
+    ``DOWNLOAD_BASE_URL`` unless set).
 
     ``server=False`` (the simulation): moto in-process (``mock_aws``), the fastest path
     through the same boto3 calls. ``server=True`` (``serve``): a moto server on 127.0.0.1
@@ -128,7 +159,9 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
         pair = create_pipeline_queues(sqs, work_queue)
         local.work_queues[name] = pair
         os.environ[work_queue.queue_url_variable] = pair.url
-    for name, pair in {**local.queues, **local.work_queues}.items():  # the operations routes read them
+    local.message_events_topic_arn, local.message_events = create_message_events(sqs, local.client("sns"))
+    watched = {**local.queues, **local.work_queues, MESSAGE_EVENTS_NAME: local.message_events}
+    for name, pair in watched.items():  # the operations routes read them
         os.environ[names.dead_letter_queue_arn_variable(name)] = pair.dlq_arn
     local.topic_arn = local.client("sns").create_topic(Name="timekeeper-notifications")["TopicArn"]
     os.environ[names.NOTIFICATION_TOPIC_VARIABLE] = local.topic_arn

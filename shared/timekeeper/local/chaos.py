@@ -172,16 +172,25 @@ class CountingMailer:
         self.signer = signer
         self.invocation = invocation
         self.sends: dict[tuple[str, str], list[tuple[str, int]]] = collections.defaultdict(list)
+        #: Owner notice messages (no personal link) by address: their provider message ids.
+        self.notice_sends: dict[str, list[str]] = collections.defaultdict(list)
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         match = _TOKEN.search(html)
         key: tuple[str, str] = ("?", to)
         if match:
             link = self.signer.verify(match.group(1), now=datetime(2000, 1, 1, tzinfo=UTC))
             key = (str(link.run_id), link.user_id)
+        elif subject.startswith(NOTICE_SUBJECT):
+            self.notice_sends[to].append(message_id)
+            return message_id
         self.sends[key].append((message_id, self.invocation()))
         return message_id
+
+
+#: How every owner notice message's subject begins (``timekeeper.reporting.notice_mail``).
+NOTICE_SUBJECT = "[Timekeeper] "
 
 
 class Campaign:
@@ -658,7 +667,19 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
     sends = campaign.mailer.sends if campaign.mailer else {}
     recorded = {(str(r["run_id"]), r["user_id"]): r["provider_message_id"] for r in conn.execute(
-        "SELECT run_id, user_id, provider_message_id FROM query_delivery_outbox").fetchall()}
+        "SELECT run_id, user_id, provider_message_id FROM query_delivery_outbox WHERE run_id IS NOT NULL").fetchall()}
+    # Owner notice messages (no run): each one sent is the recorded message of its outbox row.
+    notices = collections.defaultdict(set)
+    for r in conn.execute("""SELECT u.email, o.provider_message_id FROM query_delivery_outbox o
+                               JOIN users u ON u.id = o.user_id
+                              WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL""").fetchall():
+        notices[r["email"]].add(r["provider_message_id"])
+    notice_sends = campaign.mailer.notice_sends if campaign.mailer else {}
+    for address, made in notice_sends.items():
+        check.checked += 1
+        if set(made) != notices.get(address, set()) or len(made) != len(set(made)):
+            check.failures.append(f"notice messages to {address}: {len(made)} sent, "
+                                  f"{len(notices.get(address, ()))} recorded")
     for (run_id, user_id), made in sends.items():
         check.checked += 1
         kept = recorded.get((run_id, user_id))

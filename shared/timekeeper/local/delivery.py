@@ -15,30 +15,71 @@ The sample (Berlin, the Platform sample's workspace; owner: its analyst):
 * ``Monthly receivables aging``: a report over the published ``ar_aging`` snapshot (its
   latest published month) as PDF on the 2nd at 09:00, to the admin: the delivery records
   its basis (type, period, version, publication time) and captures that version.
+* ``Board report`` (PDF) and ``Board members list`` (CSV), monthly on the 1st, owned by the
+  board's secretary, who leaves the workspace on the second simulated day at 09:00: both
+  are paused as ownerless and the admin is told (two notices, one digest e-mail); on the
+  third day at 09:00 the admin reassigns the report to the analyst and resumes it (the
+  list stays ownerless).
+
+The workspace asks for admin copies of its notices (``notify_admins``), so the admin hears
+of every pause of its schedules, whoever owns them.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from timekeeper.platform.directory import add_member, set_notify_admins, upsert_user
 from timekeeper.reporting import reports, store
 from timekeeper.reporting.query_schedules import Source, create_query_schedule
 
 SUBJECT = "{{ schedule_name }} for {{ run_date }}"
-BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} ({{ format }}, {{ row_count }} rows) is ready: "
-        "<a href=\"{{ link }}\">download</a> (until {{ link_expires_at }}).</p>")
+BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} for {{ run_date }} is ready: "
+        "<a href=\"{{ link }}\">download it here</a>.</p>")
+
+
+#: The board's secretary: owns the two board schedules, leaves on the second day.
+BOARD_SECRETARY = "sim-board-secretary"
 
 
 @dataclass(frozen=True)
 class DeliverySample:
-    """The sample's query schedules by name."""
+    """The sample's query schedules by name, its workspace and the people of the hand-off."""
 
     schedules: dict[str, UUID]
+    workspace_id: UUID | None = None
+    admin: str = ""
+    analyst: str = ""
+
+
+def hand_off_story(sample: DeliverySample, start: datetime) -> dict[datetime, Any]:
+    """The owner hand-off's timed steps (instant -> ``step(conn, now) -> summary line``): the
+    secretary leaves on the second day at 09:00; the admin reassigns the board report to the
+    analyst and resumes it on the third day at 09:00."""
+    from timekeeper.platform.directory import leave_workspace
+    from timekeeper.reporting.query_schedules import reassign_owner
+    from timekeeper.schedules import service
+
+    def leave(conn: Any, now: datetime) -> str:
+        with conn.transaction():
+            leave_workspace(conn, workspace_id=sample.workspace_id, user_id=BOARD_SECRETARY, now=now)
+        return f"{now:%Y-%m-%d %H:%M} UTC {BOARD_SECRETARY} left: their schedules paused as ownerless"
+
+    def reassign(conn: Any, now: datetime) -> str:
+        schedule_id = sample.schedules["Board report"]
+        reassign_owner(conn, workspace_id=sample.workspace_id, schedule_id=schedule_id,
+                       owner_user_id=sample.analyst, actor=sample.admin, now=now)
+        service.resume_schedule(conn, workspace_id=sample.workspace_id, schedule_id=schedule_id,
+                                actor=sample.admin, now=now)
+        return f"{now:%Y-%m-%d %H:%M} UTC the admin reassigned Board report to {sample.analyst} and resumed it"
+
+    day = timedelta(days=1)
+    return {start + day + timedelta(hours=9): leave, start + 2 * day + timedelta(hours=9): reassign}
 
 
 class DiskMailer:
@@ -50,12 +91,120 @@ class DiskMailer:
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str:
-        """Submit through the inner adapter, then keep a copy; returns the message id."""
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text)
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        """Submit through the inner adapter, then keep a copy (``.html`` with a JSON header
+        line of the recipient, subject and headers; ``.txt`` the plain-text part); returns
+        the message id."""
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
         (self.folder / f"{message_id}.html").write_text(
-            json.dumps({"to": to, "subject": subject}) + "\n" + html, encoding="utf-8")
+            json.dumps({"to": to, "subject": subject, "headers": dict(headers or {})}) + "\n" + html,
+            encoding="utf-8")
+        (self.folder / f"{message_id}.txt").write_text(text, encoding="utf-8")
         return message_id
+
+
+#: What becomes of a message to an address in the local stack (default: delivered).
+DELIVERED, BOUNCES, COMPLAINS = "delivered", "bounces", "complains"
+
+
+def ses_event(event_type: str, *, message_id: str, to: str, sender: str, sent_at: datetime,
+              at: datetime) -> dict[str, Any]:
+    """An SES event record as the configuration set publishes it to SNS (``Delivery``,
+    ``Bounce`` (permanent, ``General``) or ``Complaint`` (``abuse``)) for the message
+    ``message_id`` to ``to``, accepted at ``sent_at`` and reported at ``at`` (aware UTC)."""
+
+    def stamp(instant: datetime) -> str:
+        return instant.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    event: dict[str, Any] = {"eventType": event_type, "mail": {
+        "timestamp": stamp(sent_at), "source": sender, "messageId": message_id, "destination": [to],
+        "headersTruncated": False, "tags": {"ses:configuration-set": ["timekeeper-local-deliveries"]}}}
+    if event_type == "Delivery":
+        event["delivery"] = {"timestamp": stamp(at), "processingTimeMillis": int((at - sent_at).total_seconds() * 1000),
+                             "recipients": [to], "smtpResponse": "250 2.6.0 Message received",
+                             "reportingMTA": "a.local"}
+    elif event_type == "Bounce":
+        event["bounce"] = {"bounceType": "Permanent", "bounceSubType": "General", "timestamp": stamp(at),
+                           "bouncedRecipients": [{"emailAddress": to, "action": "failed", "status": "5.1.1",
+                                                  "diagnosticCode": "smtp; 550 5.1.1 user unknown"}],
+                           "feedbackId": f"local-{message_id}", "reportingMTA": "dsn; a.local"}
+    elif event_type == "Complaint":
+        event["complaint"] = {"complainedRecipients": [{"emailAddress": to}], "timestamp": stamp(at),
+                              "feedbackId": f"local-{message_id}", "complaintFeedbackType": "abuse"}
+    else:
+        raise ValueError(f"no local {event_type} event")
+    return event
+
+
+class EventingMailer:
+    """The local stand-in of SES's configuration set: submits through ``inner`` (a
+    :class:`DiskMailer`), then publishes the message's later states to ``topic_arn`` (the
+    message-events topic, subscribed raw to its queue) with ``sns``, as SES would: a
+    delivery 4 s after the send; for an address in ``outcomes`` as :data:`BOUNCES` a
+    permanent bounce instead, as :data:`COMPLAINS` the delivery and a complaint a minute
+    later (published first: SNS keeps no order). ``now()`` is the simulated clock.
+    ``sent`` keeps each message's recipient, subject, id and opt-out URL (its
+    ``List-Unsubscribe``), ``published`` counts the events since :meth:`take_published`."""
+
+    def __init__(self, inner: Any, sns: Any, topic_arn: str, *, sender: str, now: Any,
+                 outcomes: dict[str, str] | None = None) -> None:
+        self.inner, self.sns, self.topic_arn, self.sender, self.now = inner, sns, topic_arn, sender, now
+        self.outcomes = {k.lower(): v for k, v in (outcomes or {}).items()}
+        #: Every message sent: ``{"to", "subject", "id", "opt_out_url"}``, in order.
+        self.sent: list[dict[str, str]] = []
+        self.published = 0
+
+    def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
+        """Submit, then publish the message's states; returns the message id."""
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
+        self.sent.append({"to": to.lower(), "subject": subject, "id": message_id,
+                          "opt_out_url": (headers or {}).get("List-Unsubscribe", "").strip("<>")})
+        sent_at = self.now()
+        outcome = self.outcomes.get(to.lower(), DELIVERED)
+        kinds = {DELIVERED: [("Delivery", 4)], BOUNCES: [("Bounce", 30)],
+                 COMPLAINS: [("Complaint", 60), ("Delivery", 4)]}[outcome]
+        for kind, after_s in kinds:
+            event = ses_event(kind, message_id=message_id, to=to, sender=self.sender, sent_at=sent_at,
+                              at=sent_at + timedelta(seconds=after_s))
+            self.sns.publish(TopicArn=self.topic_arn, Message=json.dumps(event))
+            self.published += 1
+        return message_id
+
+    def take_published(self) -> int:
+        """The events published since the last call (then zero)."""
+        published, self.published = self.published, 0
+        return published
+
+
+def one_click_opt_out(url: str) -> int:
+    """Opt out as a mailbox provider does for RFC 8058 (``POST`` of
+    ``List-Unsubscribe=One-Click`` as a form, no credential) through the REAL handler of
+    the function API Gateway sends the route to (``functions/downloads``, the public link
+    routes' function); returns the HTTP status."""
+    import io
+    from urllib.parse import urlsplit
+
+    from timekeeper.edge.api import OPT_OUT_RESOURCE
+    from timekeeper.local.lambdas import invoke
+    from timekeeper.local.serve import proxy_event_from_wsgi
+
+    form = b"List-Unsubscribe=One-Click"
+    path = urlsplit(url).path
+    event = proxy_event_from_wsgi({"REQUEST_METHOD": "POST", "PATH_INFO": path,
+                                   "CONTENT_TYPE": "application/x-www-form-urlencoded",
+                                   "CONTENT_LENGTH": str(len(form)), "wsgi.input": io.BytesIO(form)})
+    # API Gateway's resource of the route (serve's events name its catch-all proxy)
+    event = {**event, "resource": OPT_OUT_RESOURCE, "pathParameters": {"token": path.rsplit("/", 1)[-1]},
+             "requestContext": {**(event.get("requestContext") or {}), "resourcePath": OPT_OUT_RESOURCE}}
+    return int(invoke("downloads", event)["statusCode"])
+
+
+def sample_outcomes(conn: Any, users: dict[str, str]) -> dict[str, str]:
+    """What becomes of the sample's messages: the viewer's address bounces permanently,
+    the multi-membership user complains; the rest are delivered."""
+    emails = {r["id"]: r["email"] for r in conn.execute(
+        "SELECT id, email FROM users WHERE id = ANY(%s)", ([users["viewer"], users["multi"]],)).fetchall()}
+    return {emails[users["viewer"]]: BOUNCES, emails[users["multi"]]: COMPLAINS}
 
 
 def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str], start: datetime) -> DeliverySample:
@@ -101,30 +250,59 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
             ("Monthly receivables aging", "0 9 2 * *", Source("report", report_id=aging_report.id), "pdf", False,
              [users["admin"]]),
         ]
+        upsert_user(conn, user_id=BOARD_SECRETARY, display_name="Bea Board", email="bea.board@example.test",
+                    now=start - timedelta(days=30))
+        add_member(conn, workspace_id=workspace_id, user_id=BOARD_SECRETARY, roles=["queries:read", "reports:read"],
+                   now=start - timedelta(days=30))
+        set_notify_admins(conn, workspace_id, True)
+        specs += [
+            ("Board report", "30 6 1 * *", Source("report", report_id=report.id), "pdf", False, [users["admin"]],
+             BOARD_SECRETARY),
+            ("Board members list", "45 6 1 * *", Source("query", open_query.id), "csv", False, [users["admin"]],
+             BOARD_SECRETARY),
+        ]
         schedules = {}
-        for name, cron, source, fmt, skip, to in specs:
+        for name, cron, source, fmt, skip, to, *owner in specs:
             schedule, _ = create_query_schedule(
-                conn, workspace_id=workspace_id, actor=analyst, name=name,
+                conn, workspace_id=workspace_id, actor=owner[0] if owner else analyst, name=name,
                 recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source, format=fmt, recipients=to,
                 subject_template=SUBJECT, body_template=BODY, now=start - timedelta(minutes=1),
                 skip_when_empty=skip)
             schedules[name] = schedule.id
+        # (set behind the API's back: a schedule saved while its owner could read the query,
+        # whose owner was then deactivated without the hand-off, as before it existed)
         conn.execute("UPDATE query_schedules SET owner_user_id = %s WHERE schedule_id = %s",
+                     (users["deactivated"], schedules["Owner deactivated"]))
+        conn.execute("UPDATE schedules SET owner_user_id = %s WHERE id = %s",
                      (users["deactivated"], schedules["Owner deactivated"]))
         conn.execute("UPDATE users SET status = 'deactivated' WHERE id = %s", (users["deactivated"],))
         conn.execute("UPDATE workspace_memberships SET left_at = %s WHERE workspace_id = %s AND user_id = %s",
                      (start - timedelta(minutes=1), workspace_id, users["left"]))
-    return DeliverySample(schedules)
+    return DeliverySample(schedules, workspace_id=workspace_id, admin=users["admin"], analyst=analyst)
 
 
 def delivery_summary(conn: Any) -> dict[str, Any]:
-    """Deliveries by status and skip reason, and query-schedule runs by outcome."""
+    """Deliveries by status and skip reason, query-schedule runs by outcome, the messages'
+    states by state and kind (SES's events; owner notice messages, which have no run,
+    among them and also listed apart), the suppression list and the opt-outs."""
     by_status = conn.execute("""SELECT status, coalesce(skip_reason, '') AS reason, count(*) AS n
                                   FROM query_deliveries GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
     runs = conn.execute("""SELECT s.name, r.trigger, r.state, coalesce(r.outcome_code, '') AS outcome, count(*) AS n
                              FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
                             WHERE r.owner = 'queries' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
-    return {"deliveries": [dict(r) for r in by_status], "runs": [dict(r) for r in runs]}
+    states = conn.execute("""SELECT state, coalesce(kind, '') AS kind, count(*) AS n FROM message_states
+                                GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
+    # Owner notice messages have no run (their outbox rows are keyed notice:...).
+    notice_states = conn.execute("""SELECT user_id, state, event_at FROM message_states WHERE run_id IS NULL
+                                       ORDER BY event_at""").fetchall()
+    suppressions = conn.execute("""SELECT address, reason, suppressed_at FROM mail_suppressions
+                                    ORDER BY suppressed_at, address""").fetchall()
+    opt_outs = conn.execute("""SELECT s.name, o.user_id, o.opted_out_at FROM mail_opt_outs o
+                                 JOIN schedules s ON s.id = o.schedule_id ORDER BY o.opted_out_at""").fetchall()
+    return {"deliveries": [dict(r) for r in by_status], "runs": [dict(r) for r in runs],
+            "message_states": [dict(r) for r in states], "notice_message_states": [dict(r) for r in notice_states],
+            "suppressions": [dict(r) for r in suppressions],
+            "opt_outs": [dict(r) for r in opt_outs]}
 
 
 def snapshot_deliveries(conn: Any) -> list[dict[str, Any]]:

@@ -304,7 +304,7 @@ def _insert_missing(conn: psycopg.Connection, table: str, rows: Sequence[tuple])
     ... ON CONFLICT DO NOTHING. Returns the rows inserted."""
     stage = sql.Identifier(f"_tk_sample_{table}")
     columns = sql.SQL(", ").join(map(sql.Identifier, _COLUMNS[table]))
-    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} (LIKE {})").format(stage, sql.Identifier(table)))
+    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} (LIKE {} INCLUDING DEFAULTS)").format(stage, sql.Identifier(table)))
     try:
         with conn.cursor() as cur:
             with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(stage, columns)) as copy:

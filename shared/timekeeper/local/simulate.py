@@ -112,6 +112,13 @@ class SimulationResult:
     #: basis (type, period, version, publication time), its protection, the change flag.
     snapshot_deliveries: list[dict[str, Any]] = field(default_factory=list)
     staff_requests: list[str] = field(default_factory=list)
+    #: Owners are told: notices by kind, audience and reason (``n``, ``mailed``), the notice
+    #: e-mails sent (each with the count of notices it carried: more than one is a digest),
+    #: the owner hand-off's steps and the schedules it paused as ownerless (with their fate).
+    notices: list[dict[str, Any]] = field(default_factory=list)
+    notice_messages: list[dict[str, Any]] = field(default_factory=list)
+    hand_off: list[str] = field(default_factory=list)
+    ownerless: list[dict[str, Any]] = field(default_factory=list)
     embedded_database: bool = True
 
 
@@ -143,10 +150,18 @@ def _next_busy_minute(conn: Any, stack: Any, options: SimulationOptions, start: 
         stops.append(-(-month_end // PLANNER_EVERY) * PLANNER_EVERY)
     stops += [_ceil_minute(start, request.at) for request in _staff_requests(start)
               if request.at > start + minute * _MINUTE]
+    stops += [_ceil_minute(start, at) for at in _hand_off_instants(start) if at > start + minute * _MINUTE]
     if (visible_at := stack.next_visible_at()) is not None:
         stops.append(_ceil_minute(start, visible_at))
     stops += [_ceil_minute(start, o.start) for o in options.outages if o.start > start + minute * _MINUTE]
     return max(following, min(stops))
+
+
+def _hand_off_instants(start: datetime) -> list[datetime]:
+    """When the owner hand-off's steps happen (:func:`timekeeper.local.delivery.hand_off_story`)."""
+    from timekeeper.local.delivery import DeliverySample, hand_off_story
+
+    return list(hand_off_story(DeliverySample({}), start))
 
 
 def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any = None) -> SimulationResult:
@@ -171,12 +186,17 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import (
         DiskMailer,
+        EventingMailer,
         copy_files,
         delivery_summary,
+        hand_off_story,
         load_delivery_sample,
+        one_click_opt_out,
+        sample_outcomes,
         snapshot_deliveries,
     )
     from timekeeper.local.sample import load_sample
+    from timekeeper.local.stack import MESSAGE_EVENTS_SOURCE
     from timekeeper.topology import PIPELINES, SNAPSHOTS
 
     wall_start = time.monotonic()
@@ -189,16 +209,22 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     delivery_dir = options.delivery_dir or state_home() / "simulate-deliveries"
     if delivery_dir.exists():
         shutil.rmtree(delivery_dir)
-    adapters.install_mailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"))
-    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     sim = {"now": start}
+    mailer = EventingMailer(DiskMailer(SesMailer(stack.aws.client("ses"), MAIL_SENDER), delivery_dir / "mail"),
+                            stack.aws.client("sns"), stack.aws.message_events_topic_arn, sender=MAIL_SENDER,
+                            now=lambda: sim["now"])
+    adapters.install_mailer(mailer)
+    result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     clock.install(lambda: sim["now"])
     try:
         with connect(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
             snapshot_area = _snapshot_sample(conn, stack, start)
-            load_delivery_sample(conn, workspace_id=stack.platform.first_workspace, users=stack.platform.users,
-                                 start=start)
+            sample = load_delivery_sample(conn, workspace_id=stack.platform.first_workspace,
+                                          users=stack.platform.users, start=start)
+            hand_off = hand_off_story(sample, start)
+            mailer.outcomes = sample_outcomes(conn, stack.platform.users)
+            opted_out = False
             if hooks is not None:
                 hooks.started(stack, conn)
             staff = {request.at: [request] for request in _staff_requests(start)}
@@ -229,6 +255,8 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                                 sent_to.add(name)
                         for request in staff.pop(now, []):
                             result.staff_requests.append(request.make(conn, snapshot_area, now))
+                        if (step := hand_off.pop(now, None)) is not None:
+                            result.hand_off.append(step(conn, now))
                         if minute % PLANNER_EVERY == 0:
                             planned = stack.plan_snapshots(now)
                             overdue = planned["overdue_periods"]
@@ -242,6 +270,10 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                     sent_to.update(stack.sources_visible_at(now))
                     if sent_to:
                         stack.poll(now, sent_to)
+                    if mailer.take_published():  # SES's message states, as the set's events arrive
+                        stack.poll(now, {MESSAGE_EVENTS_SOURCE})
+                    if not opted_out:
+                        opted_out = _opt_out_once(mailer, conn, stack, one_click_opt_out)
                     following = minute + 1
                     if options.fast_forward and not any(o.covers(now) for o in options.outages):
                         following = _next_busy_minute(conn, stack, options, start, minute, total_minutes)
@@ -271,6 +303,23 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     return result
 
 
+#: The schedule whose first message the sample's admin opts out of (one click).
+OPT_OUT_SCHEDULE = "Daily open invoices"
+
+
+def _opt_out_once(mailer: Any, conn: Any, stack: Any, opt_out: Any) -> bool:
+    """Once the admin received a first message of :data:`OPT_OUT_SCHEDULE`, click its
+    one-click opt-out (the REAL handler of the public link routes' function,
+    ``functions/downloads``); True once done."""
+    admin = conn.execute("SELECT email FROM users WHERE id = %s", (stack.platform.users["admin"],)).fetchone()
+    for sent in mailer.sent:
+        if sent["to"] == (admin["email"] or "").lower() and sent["subject"].startswith(OPT_OUT_SCHEDULE):
+            if opt_out(sent["opt_out_url"]) != 200:
+                raise RuntimeError("the sample's one-click opt-out was refused")
+            return True
+    return False
+
+
 def _summarize(conn: Any, result: SimulationResult) -> None:
     result.runs_by_kind = conn.execute(SQL["runs_by_kind"]).fetchall()
     result.backlog = conn.execute(SQL["backlog"]).fetchall()
@@ -282,6 +331,9 @@ def _summarize(conn: Any, result: SimulationResult) -> None:
     result.unfinished_runs = conn.execute(SQL["unfinished_runs"]).fetchone()["n"]
     result.snapshot_states = conn.execute(SQL["snapshot_states"]).fetchall()
     result.snapshot_periods = conn.execute(SQL["snapshot_periods"]).fetchall()
+    result.notices = conn.execute(SQL["owner_notices"]).fetchall()
+    result.notice_messages = conn.execute(SQL["notice_messages"]).fetchall()
+    result.ownerless = conn.execute(SQL["ownerless"]).fetchall()
 
 
 #: The snapshot planner runs every this many simulated minutes (its deployed rule's rate).
@@ -487,9 +539,31 @@ def print_summary(result: SimulationResult, console: Any) -> None:
             r["published_at"][:16].replace("T", " "), r["choice"], r["protection"] or "",
             "yes" if r["version_changed"] else "no") for r in result.snapshot_deliveries],
           note="a version a delivery used is captured: a staff re-run of its period is refused protected_history")
+    table("Message states (SES events)", ("state", "kind", "messages"),
+          [(r["state"], r["kind"], str(r["n"])) for r in delivery.get("message_states", [])])
+    table("Suppressed addresses", ("address", "reason", "since"),
+          [(r["address"], r["reason"], r["suppressed_at"].strftime("%Y-%m-%d %H:%M")) for r in
+           delivery.get("suppressions", [])])
+    table("Opt-outs (one click)", ("schedule", "user", "at"),
+          [(r["name"], r["user_id"], r["opted_out_at"].strftime("%Y-%m-%d %H:%M")) for r in
+           delivery.get("opt_outs", [])])
     if result.delivery_dir:
-        console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages' "
-                      f"bodies (one .html per message, named by its SES message id) in {result.delivery_dir}/mail.")
+        console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages "
+                      f"(an .html and a .txt part per message, named by its SES message id) in "
+                      f"{result.delivery_dir}/mail.")
+    table("Owner notices (in the product; e-mailed through the per-recipient outbox)",
+          ("kind", "audience", "reason", "notices", "mailed"),
+          [(r["kind"], r["audience"], r["reason"], str(r["n"]), str(r["mailed"])) for r in result.notices])
+    digests = [m for m in result.notice_messages if m["notices"] > 1]
+    console.print(f"Notice e-mails sent: {len(result.notice_messages)}, of which {len(digests)} digest(s) ("
+                  + ("; ".join(f"{m['user_id']} at {_utc(m['sent_at'])}: {m['notices']} notices" for m in digests)
+                     or "none") + "): at most one e-mail per person and workspace an hour.")
+    console.print("Owner hand-off: " + ("; ".join(result.hand_off) or "none") + ".")
+    table("Schedules handed off (their owner left or was deactivated)",
+          ("schedule", "status", "reason", "owner now", "why"),
+          [(r["name"], r["status"], r["pause_reason"] or "", r["owner_user_id"] or "", r["why"] or "")
+           for r in result.ownerless],
+          note="ownerless = listed for the admins until one reassigns it (the access rule asked for the new owner)")
     console.print("Messages in dead-letter queues: "
                   + ", ".join(f"{name} {count}" for name, count in result.dlq_messages.items()) + ".")
     console.print(database_hint(result.database_url, embedded=result.embedded_database))

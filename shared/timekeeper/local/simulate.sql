@@ -3,7 +3,8 @@
 -- name: quiet_until
 -- When the simulation may skip dispatcher passes. Busy (pass every minute): a run offered
 -- but not published, or a claim batch whose send was never recorded (the next pass offers
--- them again), a pause notice waiting to be sent, a
+-- them again), a pause notice waiting to be sent to the topic or an event waiting for the
+-- people pass, a
 -- planned or never-offered snapshot run, a posting job waiting for the sweep. Otherwise a
 -- waiting run can only change when one of its thresholds passes: a published run that
 -- never started is offered again `reoffer_after` after its publication, a started run's
@@ -19,7 +20,8 @@
 -- (next_month_end).
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE state = 'queued' AND published_at IS NULL)
        OR EXISTS (SELECT 1 FROM schedule_pending_offers)
-       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL)
+       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE sent_at IS NULL AND topic)
+       OR EXISTS (SELECT 1 FROM schedule_notifications WHERE people_at IS NULL)
        OR EXISTS (SELECT 1 FROM posting_jobs WHERE status = 'pending' AND created_at < %(now)s)
        OR EXISTS (SELECT 1 FROM snapshot_runs
                    WHERE state = 'planned' OR (state = 'queued' AND offered_at IS NULL)) AS busy,
@@ -87,3 +89,25 @@ SELECT DISTINCT ON (w.name, r.snapshot_type, r.period)
 -- name: snapshot_states
 SELECT snapshot_type, mode, state, coalesce(skip_reason, failure_code, '') AS reason, count(*) AS runs
   FROM snapshot_runs GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
+
+-- name: owner_notices
+SELECT n.kind, n.audience, coalesce(n.reason, '') AS reason, count(*) AS n,
+       count(*) FILTER (WHERE n.mailed_at IS NOT NULL AND n.mail_key <> 'no_address') AS mailed
+  FROM owner_notices n GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
+
+-- name: notice_messages
+-- Notice e-mails sent (outbox rows without a run), and how many notices each carried.
+SELECT o.communication_key, o.user_id, o.sent_at, count(n.id) AS notices
+  FROM query_delivery_outbox o JOIN owner_notices n ON n.mail_key = o.communication_key
+ WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL
+ GROUP BY 1, 2, 3 ORDER BY 3, 1;
+
+-- name: ownerless
+SELECT s.name, s.status, s.pause_reason, s.owner_user_id,
+       (SELECT e.detail->>'to' FROM schedule_events e WHERE e.schedule_id = s.id AND e.kind = 'owner_changed'
+         ORDER BY e.id DESC LIMIT 1) AS reassigned_to,
+       (SELECT e.detail->>'why' FROM schedule_events e WHERE e.schedule_id = s.id AND e.reason = 'ownerless'
+         ORDER BY e.id DESC LIMIT 1) AS why
+  FROM schedules s
+ WHERE EXISTS (SELECT 1 FROM schedule_events e WHERE e.schedule_id = s.id AND e.reason = 'ownerless')
+ ORDER BY s.name;

@@ -30,6 +30,8 @@ from typing import Any
 from timekeeper.local import embedded
 from timekeeper.settings import DATABASE_URL_VARIABLE
 
+#: The event source of the message-events queue (SES's message states), by this name.
+MESSAGE_EVENTS_SOURCE = "message-events"
 #: The EventBridge rule named in the scheduled events the local stack sends.
 RULE_ARN = "arn:aws:events:us-east-1:000000000000:rule/timekeeper-minute"
 
@@ -289,6 +291,13 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             batch_size=pair.pipeline.consumer.batch_size, max_concurrency=pair.pipeline.consumer.max_concurrency,
             visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s))
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
+    if local_aws.message_events is not None:
+        events = local_aws.message_events.pipeline
+        sources[MESSAGE_EVENTS_SOURCE] = SqsEventSource(
+            sqs=sqs, queue_url=local_aws.message_events.url, queue_arn=local_aws.message_events.arn,
+            function=lambda event: invoke_quietly(events.function, event, timeout_s=events.timeout_s),
+            batch_size=events.batch_size, max_concurrency=events.max_concurrency,
+            visibility_timeout=timedelta(seconds=events.visibility_timeout_s))
     by_arn = {source.queue_arn: source for source in sources.values()}
 
     def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None:

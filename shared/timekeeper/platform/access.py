@@ -15,7 +15,7 @@ is seen by its next run:
 Roles held in a workspace membership, and what each grants:
 
 =====================  ======================================================
-``workspace:admin``    every permission below
+``workspace:admin``    every permission below, and administering the workspace
 ``queries:admin``      queries:read, queries:write, reports:read, reports:write
 ``queries:write``      queries:read, queries:write
 ``queries:read``       queries:read
@@ -43,12 +43,15 @@ QUERIES_READ = "queries:read"
 QUERIES_WRITE = "queries:write"
 REPORTS_READ = "reports:read"
 REPORTS_WRITE = "reports:write"
-PERMISSIONS = (QUERIES_READ, QUERIES_WRITE, REPORTS_READ, REPORTS_WRITE)
+#: Administering the workspace: its ownerless schedules and their reassignment, failed
+#: posting jobs, the staff reads of its data. Only ``workspace:admin`` grants it.
+WORKSPACE_ADMIN = "workspace:admin"
+PERMISSIONS = (QUERIES_READ, QUERIES_WRITE, REPORTS_READ, REPORTS_WRITE, WORKSPACE_ADMIN)
 
 #: What each membership role grants. Unknown role names grant nothing.
 ROLE_GRANTS: dict[str, frozenset[str]] = {
     "workspace:admin": frozenset(PERMISSIONS),
-    "queries:admin": frozenset(PERMISSIONS),
+    "queries:admin": frozenset({QUERIES_READ, QUERIES_WRITE, REPORTS_READ, REPORTS_WRITE}),
     "queries:write": frozenset({QUERIES_READ, QUERIES_WRITE}),
     "queries:read": frozenset({QUERIES_READ}),
     "reports:write": frozenset({REPORTS_READ, REPORTS_WRITE}),
@@ -109,6 +112,19 @@ def check_person(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, 
         return Decision(False, LEFT_WORKSPACE)
     if permission not in grants(membership.roles):
         return Decision(False, MISSING_ROLE)
+    return ALLOWED
+
+
+def check_member(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> Decision:
+    """Rules 1-2 for ``user_id`` in ``workspace_id``: an active user and a current member
+    (what a schedule's owner must be when its work reads no Platform data)."""
+    user, membership = member_with_user(conn, workspace_id=workspace_id, user_id=user_id)
+    if user is None or membership is None:
+        return Decision(False, NOT_A_MEMBER)
+    if user.status != "active":
+        return Decision(False, USER_DEACTIVATED)
+    if not membership.current:
+        return Decision(False, LEFT_WORKSPACE)
     return ALLOWED
 
 

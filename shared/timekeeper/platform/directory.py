@@ -17,6 +17,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_one
+from timekeeper.schedules import service
 from timekeeper.schedules.zones import is_canonical_zone
 from timekeeper.settings import FILE_LOCALE_LANGUAGES
 
@@ -150,6 +151,14 @@ def set_workspace_status(conn: psycopg.Connection, workspace_id: UUID, status: s
         raise LookupError(f"no workspace {workspace_id}")
 
 
+def set_notify_admins(conn: psycopg.Connection, workspace_id: UUID, value: bool) -> None:
+    """The workspace's notice setting: whether its admins (``workspace:admin`` members) get
+    a copy of every notice about its schedules (default False: the owner alone; ownerless
+    schedules always reach the admins). Raises ``LookupError`` for an unknown workspace."""
+    if execute(conn, SQL["set_notify_admins"], (value, workspace_id)) != 1:
+        raise LookupError(f"no workspace {workspace_id}")
+
+
 def get_workspace(conn: psycopg.Connection, workspace_id: UUID) -> Workspace | None:
     """The workspace ``workspace_id``, or None (unknown, or not visible to this login)."""
     return fetch_one(conn, SQL["get_workspace"], (workspace_id,), Workspace)
@@ -163,10 +172,19 @@ def upsert_user(conn: psycopg.Connection, *, user_id: str, display_name: str = "
     return row
 
 
-def set_user_status(conn: psycopg.Connection, user_id: str, status: str) -> None:
-    """Activate or deactivate a user; raises ``LookupError`` when there is no such user."""
+def set_user_status(conn: psycopg.Connection, user_id: str, status: str, *, now: datetime | None = None) -> None:
+    """Activate or deactivate a user in the caller's transaction; raises ``LookupError``
+    when there is no such user. Deactivating hands off the user's schedules in every
+    workspace (:func:`timekeeper.schedules.service.pause_ownerless`: paused as ownerless,
+    the admins told) at ``now`` (aware UTC), which a deactivation therefore needs
+    (``ValueError`` without it)."""
+    if status == "deactivated" and now is None:
+        raise ValueError("deactivating a user hands off their schedules: pass now")
     if execute(conn, SQL["set_user_status"], (status, user_id)) != 1:
         raise LookupError(f"no user {user_id!r}")
+    if status == "deactivated":
+        assert now is not None
+        service.pause_ownerless(conn, user_id=user_id, why="user_deactivated", now=now)
 
 
 def add_member(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, roles: Sequence[str],
@@ -179,11 +197,13 @@ def add_member(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, ro
 
 
 def leave_workspace(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, now: datetime) -> None:
-    """Record that ``user_id`` left the workspace at ``now``; raises ``LookupError`` when
+    """Record that ``user_id`` left the workspace at ``now`` (aware UTC) and hand off their
+    schedules there (paused as ownerless, the admins told); raises ``LookupError`` when
     they are not a current member."""
     updated = execute(conn, SQL["leave_workspace"], (now, workspace_id, user_id))
     if updated != 1:
         raise LookupError(f"{user_id!r} is not a current member of workspace {workspace_id}")
+    service.pause_ownerless(conn, user_id=user_id, workspace_id=workspace_id, why="left_workspace", now=now)
 
 
 def member_with_user(conn: psycopg.Connection, *, workspace_id: UUID,

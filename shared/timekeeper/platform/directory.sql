@@ -44,3 +44,6 @@ SELECT id, display_name, email, status, created_at FROM users WHERE id = %s
 -- name: get_membership
 SELECT workspace_id, user_id, roles, joined_at, left_at FROM workspace_memberships
  WHERE workspace_id = %s AND user_id = %s
+
+-- name: set_notify_admins
+UPDATE workspaces SET notify_admins = %s WHERE id = %s

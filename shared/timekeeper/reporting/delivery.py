@@ -27,9 +27,13 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
    section returned no rows (the render's ``section_row_counts``; one non-empty section
    makes the report worth sending) -> ``Skipped("skipped_empty")``, no message.
 4. **Each recipient**, resolved now: deactivated, left the workspace, no longer allowed
-   to read the source, or without an address -> a ``skipped`` delivery row with the
-   reason; otherwise a personal signed link (:mod:`timekeeper.reporting.links`), the
-   sandboxed templates (:mod:`timekeeper.reporting.templates`) and a submission through the
+   to read the source, without an address, opted out of this schedule (``unsubscribed``,
+   :mod:`timekeeper.reporting.opt_outs`) or with an address on the workspace's
+   suppression list (``suppressed``, :mod:`timekeeper.reporting.message_states`) -> a
+   ``skipped`` delivery row with the reason; otherwise a personal signed link
+   (:mod:`timekeeper.reporting.links`) and opt-out link, the sandboxed templates framed
+   into the complete message (:func:`timekeeper.reporting.templates.frame_message`: HTML
+   and text, the ``List-Unsubscribe`` headers of RFC 8058) and a submission through the
    communications adapter via the outbox: claim the communication key ``<run>:<user>``
    (``INSERT ... ON CONFLICT DO NOTHING``), submit, record the provider's message id (the
    record statement also confirms the attempt still holds the run and the next
@@ -59,7 +63,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
@@ -100,11 +104,14 @@ from timekeeper.reporting.delivery_store import (
     previous_report_version,
     previous_snapshot_basis,
     snapshot_version_changed,
+    workspace_facts,
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
+from timekeeper.reporting.message_states import suppressed_among
+from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
-from timekeeper.reporting.templates import Message
+from timekeeper.reporting.templates import Message, MessageContext, format_instant, frame_message
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger
@@ -137,6 +144,11 @@ RENDER_UNFINISHED = "render_unfinished"
 #: was taken off the schedule before the retry).
 DEACTIVATED, NO_ADDRESS, LEFT_WORKSPACE, NO_ACCESS = "deactivated", "no_address", "left_workspace", "no_access"
 REMOVED = "removed"
+#: Skip reasons of the message-state loop: the address is on the workspace's suppression
+#: list (a permanent bounce or a complaint), the recipient opted out of this schedule.
+SUPPRESSED, UNSUBSCRIBED = "suppressed", "unsubscribed"
+#: The one-click opt-out headers of every delivered message (RFC 8058).
+ONE_CLICK = "List-Unsubscribe=One-Click"
 #: The run's file is gone (or changed) on a retry after messages linking to it may have
 #: been submitted: it is not written again with other contents under links already sent.
 FILE_LOST = "file_lost"
@@ -155,7 +167,8 @@ _SKIP_REASON = {access.USER_DEACTIVATED: DEACTIVATED, access.LEFT_WORKSPACE: LEF
 class Mailer(Protocol):
     """The communications adapter: submits one message, returns the provider's message id."""
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str: ...
+    def send(self, *, to: str, subject: str, html: str, text: str,
+             headers: Mapping[str, str] | None = None) -> str: ...
 
 
 class RendererClient(Protocol):
@@ -438,7 +451,8 @@ def _capture(run: DeliveryJournal, source: DeliverySource) -> None:
 def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, Recipient]:
     """Resolve the recipients now with the access rule (:func:`access.check_people`, and
     the source's existence once): deactivated, left, any other refusal (``no_access``),
-    then an address (``no_address``)."""
+    then an address (``no_address``), then the recipient's opt-out of this schedule
+    (``unsubscribed``) and the workspace's suppression list (``suppressed``)."""
     permission = access.QUERIES_READ if schedule.source_kind == "query" else access.REPORTS_READ
     decisions = access.check_people(conn, workspace_id=schedule.workspace_id, user_ids=user_ids,
                                     permission=permission)
@@ -446,6 +460,10 @@ def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[s
     assert source_id is not None
     exists = access.object_exists(conn, schedule.source_kind, schedule.workspace_id, source_id)
     users = contacts(conn, user_ids)
+    opted_out = opted_out_among(conn, workspace_id=schedule.workspace_id, schedule_id=schedule.schedule_id,
+                                user_ids=user_ids)
+    suppressed = suppressed_among(conn, schedule.workspace_id,
+                                  [u["email"] for u in users.values() if u.get("email")])
     out: dict[str, Recipient] = {}
     for user_id in user_ids:
         decision, user = decisions[user_id], users.get(user_id) or {}
@@ -456,6 +474,10 @@ def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[s
             reason = NO_ACCESS
         elif not user.get("email"):
             reason = NO_ADDRESS
+        elif user_id in opted_out:
+            reason = UNSUBSCRIBED
+        elif str(user["email"]).lower() in suppressed:
+            reason = SUPPRESSED
         out[user_id] = Recipient(user_id, reason, user.get("display_name") or user_id, user.get("email"))
     return out
 
@@ -517,7 +539,10 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
     submitted = claim_all(run, schedule, [r.user_id for r in to_send])
     message = Message(schedule.subject_template, schedule.body_template)
     expires = (ctx.now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
-    base = {"schedule_name": schedule.name, "link_expires_at": expires.isoformat(),
+    workspace = workspace_facts(ctx.conn, schedule.workspace_id)
+    expires_text = format_instant(expires, workspace["timezone"])
+    owner = contacts(ctx.conn, [schedule.owner_user_id]).get(schedule.owner_user_id) or {}
+    base = {"schedule_name": schedule.name, "link_expires_at": expires_text,
             "row_count": "" if source.row_count is None else source.row_count,
             "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
     for i, recipient in enumerate(to_send):
@@ -533,11 +558,21 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
         else:
             token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
                                                      source.object_key, expires))
-            subject, html, text = message.render({**base, "recipient_name": recipient.display_name,
-                                                  "link": f"{services.download_base_url}downloads/{token}"})
+            link = f"{services.download_base_url}downloads/{token}"
+            opt_out = services.download_base_url + "opt-outs/" + sign_opt_out(
+                services.links, OptOutLink(ctx.workspace_id, schedule.schedule_id, ctx.run_id, recipient.user_id),
+                now=ctx.now)
+            subject, body, _ = message.render({**base, "recipient_name": recipient.display_name, "link": link})
+            html, text = frame_message(subject, body, MessageContext(
+                workspace_name=workspace["name"] or "your workspace", schedule_name=schedule.name,
+                owner_name=owner.get("display_name") or schedule.owner_user_id,
+                recipient_name=recipient.display_name, format=schedule.format, row_count=source.row_count,
+                link=link, link_expires=expires_text, opt_out_url=opt_out))
             assert recipient.email is not None
             try:
-                message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text)
+                message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text,
+                                                  headers={"List-Unsubscribe": f"<{opt_out}>",
+                                                           "List-Unsubscribe-Post": ONE_CLICK})
             except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
                 code, permanent = classify_submission_error(error)
                 held = record_failed(run, schedule, recipient, code, next_user=next_user)
@@ -557,7 +592,8 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
 
 
 __all__ = [
-    "DELIVER", "MAX_RECIPIENTS", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED", "STALENESS",
+    "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
+    "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
     "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",

@@ -181,3 +181,10 @@ def snapshot_version_changed(current: list[dict[str, Any] | None] | None,
 def contacts(conn: psycopg.Connection, user_ids: list[str]) -> dict[str, dict[str, Any]]:
     """``{user id: {"id", "display_name", "email"}}`` of the known users among ``user_ids``."""
     return {row["id"]: row for row in fetch_rows(conn, SQL["contacts"], (user_ids,))}
+
+
+def workspace_facts(conn: psycopg.Connection, workspace_id: UUID) -> dict[str, str]:
+    """``{"name", "timezone"}`` of the workspace (its IANA zone); a workspace the platform
+    has no row of yields ``{"name": "", "timezone": "UTC"}``."""
+    row = fetch_rows(conn, SQL["workspace_facts"], (workspace_id,))
+    return row[0] if row else {"name": "", "timezone": "UTC"}

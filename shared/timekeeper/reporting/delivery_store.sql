@@ -48,3 +48,7 @@ SELECT id, display_name, email FROM users WHERE id = ANY(%s)
 -- Each attempt's outcome per recipient of a run, oldest attempt first.
 SELECT run_id, user_id, attempt, status, error_code, provider_message_id, at
   FROM query_delivery_attempts WHERE workspace_id = %s AND run_id = %s ORDER BY user_id, attempt
+
+-- name: workspace_facts
+-- What a message says of its workspace: its name and zone.
+SELECT name, timezone FROM workspaces WHERE id = %s

@@ -33,10 +33,12 @@ from timekeeper.reporting.delivery import (
     QuerySchedule,
     check_source_access,
     get_query_schedule,
+    list_recipients,
 )
-from timekeeper.reporting.templates import TemplateInvalid, check_template
+from timekeeper.reporting.templates import TemplateInvalid, check_template, require_link
 from timekeeper.schedules import service
 from timekeeper.schedules.models import Schedule
+from timekeeper.schedules.runs import Event, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
 SQL = load_queries("timekeeper.reporting", "query_schedules.sql")
@@ -116,10 +118,15 @@ def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: 
     return sorted(set(recipients))
 
 
-def _check_templates(subject_template: str, body_template: str) -> None:
+def _check_templates(subject_template: str, body_template: str, *, body_link: bool = True) -> None:
+    """Check both templates (``SettingsInvalid`` naming the field); ``body_link``: the body
+    must name ``{{ link }}`` (an update that keeps a body saved before the rule does not
+    re-check it)."""
     for name, text in (("subject_template", subject_template), ("body_template", body_template)):
         try:
             check_template(text, name, html=name == "body_template")
+            if name == "body_template" and body_link:
+                require_link(text, name)
         except TemplateInvalid as error:
             raise SettingsInvalid(error.field, error.reason) from None
 
@@ -174,9 +181,10 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         current = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
         if current is None:
             raise LookupError(schedule_id)
+        before = _audited(conn, current)
         subject = current.subject_template if subject_template is None else subject_template
         body = current.body_template if body_template is None else body_template
-        _check_templates(subject, body)
+        _check_templates(subject, body, body_link=body_template is not None)
         ttl = current.link_ttl_hours if link_ttl_hours is None else link_ttl_hours
         if not 1 <= ttl <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
@@ -189,6 +197,68 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         execute(conn, SQL["update_settings"],
                 (subject, body, ttl, current.skip_when_empty if skip_when_empty is None else skip_when_empty,
                  now, workspace_id, schedule_id))
+        updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+        assert updated is not None
+        after = _audited(conn, updated)
+        changes = {field: {"from": value, "to": after[field]} for field, value in before.items()
+                   if after[field] != value}
+        if recurrence is not None:
+            changes["recurrence"] = {"to": recurrence}
+        if changes:
+            record_events(conn, [Event(schedule_id, workspace_id, "updated", "settings_changed",
+                                       {"changes": changes})], actor=actor, now=now)
+    return updated
+
+
+#: The settings whose every change is a history event (``updated``, reason
+#: ``settings_changed``, detail ``{"changes": {field: {"from": old, "to": new}}}``). The
+#: source and the format are fixed once saved; the owner changes only by reassignment
+#: (``owner_changed``).
+AUDITED_FIELDS = ("name", "recipients", "subject_template", "body_template", "format", "source",
+                  "skip_when_empty", "link_ttl_hours", "owner_user_id")
+
+
+def _audited(conn: psycopg.Connection, settings: QuerySchedule) -> dict[str, Any]:
+    """The audited settings of ``settings`` as JSON-ready values."""
+    return {
+        "name": settings.name, "subject_template": settings.subject_template,
+        "body_template": settings.body_template, "format": settings.format,
+        "source": {"kind": settings.source_kind, "query_id": str(settings.query_id) if settings.query_id else None,
+                   "query_version": settings.query_version,
+                   "report_id": str(settings.report_id) if settings.report_id else None},
+        "skip_when_empty": settings.skip_when_empty, "link_ttl_hours": settings.link_ttl_hours,
+        "owner_user_id": settings.owner_user_id,
+        "recipients": list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id),
+    }
+
+
+class OwnerRefused(ValueError):
+    """The proposed owner may not own the schedule: ``reason`` is the access rule's
+    (``user_deactivated``, ``left_workspace``, ``missing_role``, ``not_a_member``...)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"owner_user_id: the new owner may not read the source ({reason})")
+        self.reason = reason
+
+
+def reassign_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, owner_user_id: str,
+                   actor: str, now: datetime) -> QuerySchedule:
+    """Give a query schedule a new owner in one transaction (an admin's action; the route
+    checks the caller): the access rule is asked for ``owner_user_id`` on the schedule's
+    source now (:class:`OwnerRefused` with the rule's reason), then the delivery's acting
+    person and the schedule's owner change together, an ownerless schedule becomes
+    paused by its owner (resumable) and an ``owner_changed`` event records the change.
+    Raises :class:`LookupError` (no such query schedule)."""
+    with conn.transaction():
+        current = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+        if current is None:
+            raise LookupError(schedule_id)
+        decision = check_source_access(conn, current, owner_user_id)
+        if not decision:
+            raise OwnerRefused(decision.reason or access.NOT_FOUND)
+        execute(conn, SQL["set_owner"], (owner_user_id, now, workspace_id, schedule_id))
+        service.set_owner(conn, workspace_id=workspace_id, schedule_id=schedule_id, owner_user_id=owner_user_id,
+                          actor=actor, now=now)
         updated = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
     assert updated is not None
     return updated

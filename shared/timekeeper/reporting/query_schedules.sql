@@ -35,3 +35,6 @@ d.snapshot_version_changed
 
 -- name: list_runs_where
 r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s
+
+-- name: set_owner
+UPDATE query_schedules SET owner_user_id = %s, updated_at = %s WHERE workspace_id = %s AND schedule_id = %s

@@ -19,17 +19,27 @@ nowhere else). :func:`check_template` refuses anything else when a schedule is s
 rendered HTML through the nh3 sanitizer with the same allowlist all the same (a template
 saved before the rule, or a parser disagreement, still cannot send other markup).
 Placeholder values stay autoescaped.
+
+**The complete message.** A body template must name ``{{ link }}`` (:func:`require_link`,
+a 422 naming ``body_template`` at create and update). The rendered body is framed by
+:func:`frame_message` into the message recipients get: an HTML document and a plain-text
+part with the workspace's and schedule's names, the download link with the file's kind,
+rows and expiry in the workspace's zone (:func:`format_instant`), why the recipient gets
+it, and the opt-out link.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any
 
 import nh3
-from jinja2 import StrictUndefined, TemplateSyntaxError, nodes
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, nodes
 from jinja2.sandbox import SandboxedEnvironment
+from markupsafe import Markup
 
 #: The placeholders a template may name.
 PLACEHOLDERS = frozenset({"schedule_name", "recipient_name", "link", "link_expires_at", "row_count", "run_date",
@@ -188,3 +198,139 @@ class Message:
                 self._sanitizer.clean(self._html.render(values), str(link) if link is not None else None),
                 self._text.render(values))
 
+
+
+# ------------------------------------------------------------------ the complete message
+
+#: The placeholder every body template must contain: the message's reason to exist.
+LINK_PLACEHOLDER = "link"
+
+
+def require_link(text: str, field: str) -> None:
+    """Raise :class:`TemplateInvalid` naming ``field`` unless the body template ``text``
+    names the ``{{ link }}`` placeholder (a message without its download link is refused
+    when the schedule is saved, not discovered by its recipients). ``text`` is a template
+    :func:`check_template` accepted."""
+    try:
+        names = {node.name for node in _HTML.parse(text).find_all(nodes.Name)}
+    except (TemplateSyntaxError, RecursionError, MemoryError):
+        raise TemplateInvalid(field, "template syntax error") from None
+    if LINK_PLACEHOLDER not in names:
+        raise TemplateInvalid(field, "the body must contain the {{ link }} placeholder (the recipient's download "
+                                     "link)")
+
+
+def format_instant(instant: Any, zone_name: str) -> str:
+    """``instant`` (an aware datetime) as people read it in the IANA zone ``zone_name``:
+    ``Tuesday, 16 March 2027, 07:00 CET`` (an unknown zone: UTC)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        zone = ZoneInfo("UTC")
+    local = instant.astimezone(zone)
+    return f"{local:%A}, {local.day} {local:%B %Y, %H:%M} {local.tzname()}"
+
+
+class _TextOf(HTMLParser):
+    """Plain text of sanitized body HTML: blocks on their own lines, list items with a
+    dash, a link's target after its label."""
+
+    _BLOCKS = frozenset({"p", "div", "h1", "h2", "h3", "h4", "blockquote", "pre", "table", "tr", "ul", "ol", "hr"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self._href: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._BLOCKS:
+            self.parts.append("\n\n")
+        elif tag == "br":
+            self.parts.append("\n")
+        elif tag == "li":
+            self.parts.append("\n- ")
+        elif tag in ("td", "th"):
+            self.parts.append("  ")
+        elif tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._href:
+            self.parts.append(f" <{self._href}>")
+            self._href = None
+        elif tag in self._BLOCKS:
+            self.parts.append("\n\n")
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(re.sub(r"\s+", " ", data))
+
+    def text(self) -> str:
+        lines = [line.strip() for line in "".join(self.parts).splitlines()]
+        out: list[str] = []
+        for line in lines:
+            if line or (out and out[-1]):
+                out.append(line)
+        return "\n".join(out).strip()
+
+
+def html_to_text(html: str) -> str:
+    """The plain-text part of a message body: ``html`` (sanitized body markup) as text."""
+    parser = _TextOf()
+    parser.feed(html)
+    parser.close()
+    return parser.text()
+
+
+@dataclass(frozen=True)
+class MessageContext:
+    """What frames a delivered message around its body: the workspace's and schedule's
+    names, the schedule's owner (who added the recipient), the file's ``format`` and
+    ``row_count`` (None: not counted), the link's expiry already formatted for people
+    (:func:`format_instant`), and the recipient's opt-out URL."""
+
+    workspace_name: str
+    schedule_name: str
+    owner_name: str
+    recipient_name: str
+    format: str
+    row_count: int | None
+    link: str
+    link_expires: str
+    opt_out_url: str
+
+
+def _frame(name: str, environment: SandboxedEnvironment) -> Template:
+    """A message frame of this package (``message.html.j2``, ``message.txt.j2``), compiled once."""
+    from importlib.resources import files
+
+    return environment.from_string(files("timekeeper.reporting").joinpath(name).read_text(encoding="utf-8"))
+
+
+#: The frames every delivered message is put in (the product's own templates, not a user's).
+_FRAME = _frame("message.html.j2", _HTML)
+
+_TEXT_FRAME = _frame("message.txt.j2", _TEXT)
+
+
+def _file_facts(context: MessageContext) -> tuple[str, str]:
+    label = "report" if context.format == "pdf" else "file"
+    kind = {"pdf": "PDF report", "csv": "CSV file", "xlsx": "Excel workbook (XLSX)"}.get(context.format,
+                                                                                       context.format.upper())
+    if context.row_count is None:
+        return label, kind
+    rows = "1 row" if context.row_count == 1 else f"{context.row_count:,} rows"
+    return label, f"{kind}, {rows}"
+
+
+def frame_message(subject: str, body_html: str, context: MessageContext) -> tuple[str, str]:
+    """The complete message around a rendered body (:meth:`Message.render`'s sanitized
+    HTML): ``(html, text)``. HTML: a full document with the workspace's and schedule's
+    names, the body, a download button with the file's kind, rows and the link's expiry,
+    and a footer saying why the recipient gets it with the opt-out link. Text: the same in
+    plain text (the body through :func:`html_to_text`). Every value is escaped in the HTML."""
+    label, facts = _file_facts(context)
+    html = _FRAME.render(subject=subject, body=Markup(body_html), c=context, file_label=label, file_facts=facts)
+    text = _TEXT_FRAME.render(body=html_to_text(body_html), c=context, file_label=label, file_facts=facts)
+    return html, text

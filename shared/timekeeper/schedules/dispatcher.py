@@ -29,7 +29,13 @@ from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.faults import crash_point
 from timekeeper.schedules.closures import with_closures
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
-from timekeeper.schedules.notifications import flush_notifications
+from timekeeper.schedules.notifications import (
+    DELIVERY_SKIPPED_STALE,
+    SCHEDULE_PAUSED,
+    Notice,
+    enqueue_notifications,
+    flush_notifications,
+)
 from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.settlement import settle_run
@@ -355,6 +361,7 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
     invalid: list[UUID] = []
     bounds: dict[tuple[str, str, datetime], timedelta | None] = {}
 
+    notices: list[Notice] = []
     for schedule_id, workspace_id, work_kind, text, next_due_at, definition_version in rows:
         try:
             due = cache.due(text, next_due_at, now)
@@ -363,6 +370,11 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
             events.append(Event(schedule_id, workspace_id, "definition_invalid", "definition_invalid",
                                 {"field": error.field, "error": error.reason}))
             events.append(Event(schedule_id, workspace_id, "paused", "definition_invalid"))
+            notices.append(Notice(schedule_id, workspace_id, owner, SCHEDULE_PAUSED,
+                                  f"paused:{schedule_id}:definition_invalid:{now.isoformat()}", {
+                                      "schedule_id": str(schedule_id), "workspace_id": str(workspace_id),
+                                      "reason": "definition_invalid", "work_kind": work_kind,
+                                      "field": error.field, "error": error.reason}))
             continue
         advance_ids.append(schedule_id)
         advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
@@ -411,6 +423,14 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
                 pending_id = pending
             else:
                 report.stale_skipped += 1
+                index = entry - 1
+                notices.append(Notice(runs["schedule_id"][index], runs["workspace_id"][index], owner,
+                                      DELIVERY_SKIPPED_STALE, f"stale:{ids[index]}", {
+                                          "schedule_id": str(runs["schedule_id"][index]),
+                                          "workspace_id": str(runs["workspace_id"][index]),
+                                          "reason": "skipped_stale", "work_kind": runs["work_kind"][index],
+                                          "run_id": str(ids[index]),
+                                          "occurrence_at": runs["occurrence_at"][index].isoformat()}))
         report.runs_created = len(inserted)
     if advance_ids:
         conn.execute(SQL["advance_schedules"], {"now": now, "id": advance_ids, "next_due_at": advance_to})
@@ -421,6 +441,7 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
         messages.extend(_reoffer(conn, owner=owner, now=now, limit=limit, limits=limits, report=report,
                                  events=events, actor=actor))
     record_events(conn, events, actor=actor, now=now)
+    enqueue_notifications(conn, notices, now=now)  # people only: the topic keeps its pause notices
     return _Claim(messages, report, recorded, pending_id)
 
 

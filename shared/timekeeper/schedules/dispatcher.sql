@@ -176,4 +176,4 @@ SELECT EXISTS (SELECT 1 FROM schedules
                    WHERE owner = %(owner)s AND state = 'running' AND lease_until <= %(now)s
                      AND attempts >= %(max_attempts)s)) AS abandoned,
        %(owner_wide)s AND EXISTS (SELECT 1 FROM schedule_notifications
-                                   WHERE owner = %(owner)s AND sent_at IS NULL) AS notices
+                                   WHERE owner = %(owner)s AND sent_at IS NULL AND topic) AS notices

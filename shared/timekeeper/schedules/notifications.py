@@ -1,12 +1,19 @@
-"""Owner notifications through an outbox (the seeds' open "pause notification" question).
+"""Owner notifications through an outbox: the events a schedule's owner must hear about.
 
-The settling transaction writes the notice; after commit it is published and marked sent.
-A notice whose publish failed stays unsent and is retried by the next dispatcher pass, so
-an auto-pause is never silent.
+The transaction that decides an event (a settlement that pauses, a claim that pauses an
+invalid definition or skips a stale delivery, a failed posting job, an owner hand-off)
+writes its notice here. Two readers take it from there:
+
+* the operators' topic: notices with ``topic`` (the automatic pauses of settlement) are
+  published by the owner's next dispatcher pass and marked sent; a failed publish stays
+  unsent and is retried by the next pass, so an auto-pause is never silent;
+* the people: every notice is turned into per-person notices (the schedule's owner, the
+  workspace's admins) by :mod:`timekeeper.platform.notices`, idempotent by ``event_key``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -21,10 +28,50 @@ from timekeeper.db.rows import execute, fetch_row, fetch_value
 SQL = load_queries("timekeeper.schedules", "notifications.sql")
 
 
-def enqueue_notification(conn: psycopg.Connection, *, schedule_id: UUID, workspace_id: UUID, owner: str,
-                         kind: str, payload: dict[str, Any], now: datetime) -> int:
-    """Insert a notice in the caller's transaction; returns its id."""
-    return fetch_value(conn, SQL["insert_notification"], (schedule_id, workspace_id, owner, kind, Jsonb(payload), now))
+#: The kinds of notice (also the people's notice kinds).
+SCHEDULE_PAUSED = "schedule_paused"
+DELIVERY_SKIPPED_STALE = "delivery_skipped_stale"
+POSTING_FAILED = "posting_failed"
+SCHEDULE_OWNERLESS = "schedule_ownerless"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One event to tell: its schedule (None for an event without one), workspace, owner
+    module, ``kind`` (above), ``event_key`` (the event's identity: the same event enqueued
+    twice is told once per person), whether the operators' ``topic`` gets it, and a
+    JSON-ready ``payload`` (ids as text, ``reason``, counts)."""
+
+    schedule_id: UUID | None
+    workspace_id: UUID
+    owner: str
+    kind: str
+    event_key: str
+    payload: dict[str, Any]
+    topic: bool = False
+
+
+def enqueue_notification(conn: psycopg.Connection, *, schedule_id: UUID | None, workspace_id: UUID, owner: str,
+                         kind: str, payload: dict[str, Any], now: datetime, event_key: str | None = None,
+                         topic: bool = True) -> int:
+    """Insert a notice in the caller's transaction; returns its id. ``event_key`` defaults
+    to ``<kind>:<schedule>:<now>``; ``topic`` (default True, the pause notices' behaviour)
+    sends it to the operators' topic as well as to the people."""
+    key = event_key or f"{kind}:{schedule_id}:{now.isoformat()}"
+    return fetch_value(conn, SQL["insert_notification"],
+                       (schedule_id, workspace_id, owner, kind, Jsonb(payload), now, key, topic))
+
+
+def enqueue_notifications(conn: psycopg.Connection, notices: list[Notice], *, now: datetime) -> int:
+    """Insert ``notices`` in the caller's transaction in one statement; returns the count."""
+    if not notices:
+        return 0
+    conn.execute(SQL["insert_notifications"], {
+        "now": now, "schedule_id": [n.schedule_id for n in notices],
+        "workspace_id": [n.workspace_id for n in notices], "owner": [n.owner for n in notices],
+        "kind": [n.kind for n in notices], "payload": [Jsonb(n.payload) for n in notices],
+        "event_key": [n.event_key for n in notices], "topic": [n.topic for n in notices]})
+    return len(notices)
 
 
 def flush_notifications(conn: psycopg.Connection, *, owner: str, notifier: Any, now: datetime,

@@ -11,6 +11,7 @@ connection's row factory.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
@@ -34,6 +35,7 @@ from timekeeper.schedules.models import (
     ScheduleState,
     UpcomingOccurrence,
 )
+from timekeeper.schedules.notifications import Notice, enqueue_notifications
 from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
@@ -42,7 +44,8 @@ SQL = load_queries("timekeeper.schedules", "service.sql")
 
 __all__ = [
     "Schedule", "ScheduleDetails", "ScheduleEvent", "ScheduleNotFound", "SchedulePage", "ScheduleRun",
-    "ScheduleStateError", "UpcomingOccurrence", "create_schedule", "delete_schedule", "get_details",
+    "ScheduleStateError", "UpcomingOccurrence", "OWNERLESS", "Ownerless", "OwnerlessSchedule", "list_ownerless",
+    "pause_ownerless", "set_owner", "get_owner", "create_schedule", "delete_schedule", "get_details",
     "list_schedules", "pause_schedule", "preview_rule", "resume_schedule", "run_now", "update_schedule",
     "upcoming_occurrences",
 ]
@@ -54,6 +57,14 @@ class ScheduleNotFound(LookupError):
 
 class ScheduleStateError(RuntimeError):
     """The action does not apply in the schedule's current status (e.g. resume an active one)."""
+
+
+#: The pause reason of a schedule whose owner was deactivated or left the workspace.
+OWNERLESS = "ownerless"
+
+
+class Ownerless(ScheduleStateError):
+    """The schedule is paused as ownerless: an admin reassigns it before anyone resumes it."""
 
 
 def _event(conn: psycopg.Connection, schedule: Schedule, kind: str, actor: str, now: datetime, *,
@@ -203,7 +214,8 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
     """Resume: reset the failure streak; next_due_at = first occurrence after ``now``, so
     the time spent paused floods no backlog. Returns the active :class:`Schedule`;
     resuming an active schedule is a no-op. ``reason`` (a staff resume's) is recorded on
-    the ``resumed`` history event.
+    the ``resumed`` history event. An ownerless schedule stays paused: raises
+    :class:`Ownerless` (an admin reassigns it first).
     A definition that no longer validates, or has no occurrence within ten years, stays
     paused: raises :class:`InvalidRecurrence`. Raises :class:`ScheduleNotFound` (with
     ``kinds``: also for a kind with a route of its own)."""
@@ -212,6 +224,8 @@ def resume_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _hidden_from_generic(kinds, current)
         if current.status == "active":
             return current
+        if current.pause_reason == OWNERLESS:
+            raise Ownerless(f"schedule {schedule_id} has no owner: an admin reassigns it first")
         _, first_due = _checked_rule(current.recurrence, now, conn, workspace_id)
         row = _schedule(conn, "set_status", {"id": schedule_id, "status": "active", "pause_reason": None,
                                              "next_due_at": first_due, "reset_streak": True,
@@ -342,3 +356,75 @@ def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: 
     has no occurrence within ten years of ``now`` (what create and update refuse)."""
     compiled, _ = _checked_rule(rule, now, conn, workspace_id)
     return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)
+
+
+@dataclass(frozen=True)
+class OwnerlessSchedule:
+    """A live schedule paused as ownerless: ids, ``owner`` module and ``work_kind``, its
+    ``name``, the departed ``owner_user_id`` and when it was paused (``updated_at``, UTC)."""
+
+    id: UUID
+    workspace_id: UUID
+    owner: str
+    work_kind: str
+    name: str
+    owner_user_id: str | None
+    updated_at: datetime
+
+
+def pause_ownerless(conn: psycopg.Connection, *, user_id: str, why: str, now: datetime,
+                    workspace_id: UUID | None = None, actor: str = "directory") -> list[dict[str, Any]]:
+    """The owner hand-off, in the caller's transaction: pause every live schedule owned by
+    ``user_id`` (in ``workspace_id``, or in every workspace when None: a deactivated user)
+    as :data:`OWNERLESS`, record a ``paused`` event (reason ``ownerless``, detail ``why``:
+    ``user_deactivated`` | ``left_workspace``) and enqueue a ``schedule_ownerless`` notice
+    for the workspace's admins. Returns the paused schedules' rows (``id``,
+    ``workspace_id``, ``owner``, ``work_kind``, ``name``, ``was_status``, ``was_reason``).
+    Idempotent: a schedule already ownerless is left as it is."""
+    rows = conn.execute(SQL["pause_ownerless"], {"user_id": user_id, "workspace_id": workspace_id,
+                                                 "now": now}).fetchall()
+    if not rows:
+        return []
+    record_events(conn, [Event(r["id"], r["workspace_id"], "paused", OWNERLESS, {
+        "owner_user_id": user_id, "why": why, "was_status": r["was_status"], "was_reason": r["was_reason"]})
+        for r in rows], actor=actor, now=now)
+    enqueue_notifications(conn, [Notice(
+        schedule_id=r["id"], workspace_id=r["workspace_id"], owner=r["owner"], kind="schedule_ownerless",
+        event_key=f"ownerless:{r['id']}:{user_id}:{now.isoformat()}", topic=False, payload={
+            "schedule_id": str(r["id"]), "workspace_id": str(r["workspace_id"]), "reason": OWNERLESS,
+            "work_kind": r["work_kind"], "name": r["name"], "owner_user_id": user_id, "why": why})
+        for r in rows], now=now)
+    return [dict(r) for r in rows]
+
+
+def list_ownerless(conn: psycopg.Connection, *, workspace_id: UUID) -> list[OwnerlessSchedule]:
+    """The workspace's live schedules paused as ownerless, oldest pause first."""
+    return fetch_all(conn, SQL["list_ownerless"], {"workspace_id": workspace_id}, OwnerlessSchedule)
+
+
+def get_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> str | None:
+    """The person ``schedule_id`` answers to (its owner user id), or None."""
+    return fetch_value(conn, SQL["get_owner"], {"id": schedule_id, "workspace_id": workspace_id})
+
+
+def set_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, owner_user_id: str, actor: str,
+              now: datetime) -> Schedule:
+    """Reassign ``schedule_id`` to ``owner_user_id`` in the caller's transaction (the caller
+    has checked the access rule for the new owner): an ownerless schedule becomes paused by
+    its owner (resumable), and an ``owner_changed`` event records the old and new owner.
+    Returns the schedule; raises :class:`ScheduleNotFound`."""
+    current = _locked(conn, workspace_id, schedule_id)
+    previous = get_owner(conn, workspace_id=workspace_id, schedule_id=schedule_id)
+    conn.execute(SQL["set_owner"], {"id": schedule_id, "workspace_id": workspace_id,
+                                    "owner_user_id": owner_user_id, "now": now})
+    _event(conn, current, "owner_changed", actor, now, reason="reassigned",
+           detail={"from": previous, "to": owner_user_id, "was_reason": current.pause_reason})
+    return _locked(conn, workspace_id, schedule_id)
+
+
+def list_events(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, before_id: int | None = None,
+                limit: int = 50) -> list[ScheduleEvent]:
+    """The schedule's history (the audit trail: every change with its actor and instant),
+    newest first: at most ``limit`` events with an id below ``before_id``."""
+    return fetch_all(conn, SQL["list_events"], {"id": schedule_id, "workspace_id": workspace_id,
+                                                "before_id": before_id, "limit": limit}, ScheduleEvent)

@@ -1,9 +1,9 @@
 -- name: insert_schedule
 -- The schedule statements return the columns of timekeeper.schedules.models.Schedule.
 INSERT INTO schedules (id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status,
-                       next_due_at, created_by, created_at, updated_at)
+                       next_due_at, created_by, owner_user_id, created_at, updated_at)
 VALUES (%(id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(subject_id)s, %(name)s, %(recurrence)s,
-        %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(now)s, %(now)s)
+        %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(actor)s, %(now)s, %(now)s)
 RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
           next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
           created_by, created_at, updated_at, deleted_at
@@ -93,3 +93,46 @@ SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezon
 SELECT status, pause_reason, next_due_at, deleted_at
   FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s
+
+-- name: pause_ownerless
+-- The owner hand-off: every live schedule (active or paused) whose owner is %(user_id)s, in
+-- one workspace or (a deactivated user) every workspace, is paused as ownerless. Returns
+-- what each was before, for its history event and notice.
+WITH found AS (
+    SELECT id, status AS was_status, pause_reason AS was_reason FROM schedules
+     WHERE owner_user_id = %(user_id)s AND deleted_at IS NULL AND status IN ('active', 'paused')
+       AND (%(workspace_id)s::uuid IS NULL OR workspace_id = %(workspace_id)s::uuid)
+       AND pause_reason IS DISTINCT FROM 'ownerless'
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE schedules AS s
+   SET status = 'paused', pause_reason = 'ownerless', next_due_at = NULL, updated_at = %(now)s
+  FROM found
+ WHERE s.id = found.id
+RETURNING s.id, s.workspace_id, s.owner, s.work_kind, s.name, found.was_status, found.was_reason
+
+-- name: list_ownerless
+SELECT id, workspace_id, owner, work_kind, name, owner_user_id, updated_at FROM schedules
+ WHERE workspace_id = %(workspace_id)s AND deleted_at IS NULL AND status = 'paused'
+   AND pause_reason = 'ownerless'
+ ORDER BY updated_at, id
+
+-- name: get_owner
+SELECT owner_user_id FROM schedules WHERE id = %(id)s AND workspace_id = %(workspace_id)s
+
+-- name: set_owner
+-- A reassigned ownerless schedule stays paused, now as paused by its (new) owner: resuming it
+-- is the owner's or an admin's next action.
+UPDATE schedules
+   SET owner_user_id = %(owner_user_id)s, updated_at = %(now)s,
+       pause_reason = CASE WHEN pause_reason = 'ownerless' THEN 'paused_by_owner' ELSE pause_reason END
+ WHERE id = %(id)s AND workspace_id = %(workspace_id)s
+
+-- name: list_events
+SELECT id, run_id, kind, actor, reason, detail, at
+  FROM schedule_events
+ WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
+   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ ORDER BY id DESC
+ LIMIT %(limit)s

@@ -70,7 +70,8 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
     record_events(conn, events, actor=actor, now=now)
     if paused_reason:
         enqueue_notification(conn, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
-                             owner=run["owner"], kind="schedule_paused", now=now, payload={
+                             owner=run["owner"], kind="schedule_paused", now=now,
+                             event_key=f"paused:{run['schedule_id']}:{run_id}", payload={
                                  "schedule_id": str(run["schedule_id"]), "workspace_id": str(run["workspace_id"]),
                                  "reason": paused_reason, "work_kind": run["work_kind"],
                                  "consecutive_failures": run["consecutive_failures"],

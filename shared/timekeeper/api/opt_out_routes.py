@@ -1,0 +1,244 @@
+"""One-click opt-out of a query schedule's messages (RFC 8058), the owner's view of who
+opted out and what SES suppressed, and re-subscribing (:mod:`timekeeper.reporting.opt_outs`).
+
+Routes (registered by :func:`timekeeper.api.app.create_app`):
+
+* ``GET /opt-outs/{token}`` (public: the signed token in the message is the credential):
+  an HTML page naming the schedule with a form that POSTs to the same address. It changes
+  nothing: link scanners and prefetchers follow GET links.
+* ``POST /opt-outs/{token}`` (public): records the opt-out and answers an HTML page. This
+  is the URL of the message's ``List-Unsubscribe`` header: a mailbox provider's one-click
+  request posts ``List-Unsubscribe=One-Click`` as a form (the one non-JSON body the API
+  takes, and only here), the page's button posts the same. Repeating it changes nothing.
+  An invalid token (tampered, another key, a download link, a delivery that does not
+  exist) is a 403 page, an expired one a 410 page.
+* ``GET /query-schedules/{id}/opt-outs`` (``queries:read``): the schedule's opt-outs.
+* ``POST /query-schedules/{id}/opt-outs/{user_id}/invitation`` (``queries:write``, the
+  owner's action): invite an opted-out recipient back; nothing is sent to them until they
+  accept (404 when they have not opted out).
+* ``POST /query-schedules/{id}/subscription`` (``queries:read``, the recipient's consent):
+  the caller accepts the owner's invitation and receives the schedule's messages again
+  (404 when the caller has not opted out, 409 ``not_invited`` without an invitation).
+* ``GET /mail-suppressions`` (``queries:read``): the workspace's suppression list (the
+  addresses later sends skip as ``suppressed``: a permanent bounce or a complaint).
+"""
+
+
+from datetime import datetime
+from html import escape
+from http import HTTPStatus
+from typing import Annotated, Any
+from uuid import UUID
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.depends import Depends
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from pydantic import BaseModel, Field
+
+from timekeeper.api import errors
+from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import CanonicalUuid
+from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.scope import WorkspaceScope, workspace_unit
+from timekeeper.platform import access
+from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import message_states, opt_outs
+from timekeeper.reporting.links import LinkExpired, LinkInvalid
+
+#: The public opt-out route's path prefix (the resolver lets its one-click form body through).
+OPT_OUT_PATH_PREFIX = "/opt-outs/"
+NOT_INVITED = "not_invited"
+_ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
+           404: "No such query schedule, or no opt-out of this recipient",
+           409: "The owner has not invited the recipient back", 410: "The link has expired",
+           422: "Invalid input (the field and the reason)"}
+
+#: The public routes' JSON errors: a path that names no route (e.g. a token that is not
+#: one path segment), before the route runs.
+_PATH_ERRORS = {404: "No such route (the token is not one path segment)"}
+
+
+class OptOutOut(BaseModel):
+    """A recipient's opt-out of a query schedule: when, from which run's message, and the
+    owner's invitation back (null: none)."""
+
+    user_id: str
+    run_id: CanonicalUuid
+    opted_out_at: datetime
+    resubscribe_invited_at: datetime | None = Field(description="when the owner invited the recipient back")
+    resubscribe_invited_by: str | None
+
+
+class OptOutList(BaseModel):
+    """The schedule's opt-outs, oldest first (every one; at most the schedule's recipients)."""
+
+    items: list[OptOutOut]
+
+
+class SuppressionOut(BaseModel):
+    """An address the workspace's sends skip: ``reason`` bounced (permanently) | complained."""
+
+    address: str
+    reason: str
+    provider_message_id: str
+    suppressed_at: datetime
+
+
+class SuppressionList(BaseModel):
+    """The workspace's suppression list, oldest first."""
+
+    items: list[SuppressionOut]
+
+
+class SubscriptionOut(BaseModel):
+    """The caller receives the schedule's messages again."""
+
+    schedule_id: CanonicalUuid
+    user_id: str
+    subscribed: bool
+
+
+def _out(o: opt_outs.OptOut) -> OptOutOut:
+    return OptOutOut(user_id=o.user_id, run_id=o.run_id, opted_out_at=o.opted_out_at,
+                     resubscribe_invited_at=o.resubscribe_invited_at, resubscribe_invited_by=o.resubscribe_invited_by)
+
+
+#: The opt-out pages' Content-Security-Policy: nothing loads, no inline script or style
+#: (the console's rule), the form posts only to the page's own address, no framing.
+PAGE_CSP = "default-src 'none'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+
+def page(status: HTTPStatus, title: str, text: str, *, form: bool = False) -> Response[str]:
+    """A small HTML page (the recipient's browser shows it): ``title`` and ``text``
+    escaped, with the opt-out form posting to the page's own address when ``form``;
+    served under :data:`PAGE_CSP`, never cached, no referrer."""
+    button = ('<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click">'
+              '<button type="submit">Unsubscribe</button></form>' if form else "")
+    body = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" '
+            f'content="width=device-width, initial-scale=1"><meta name="robots" content="noindex">'
+            f"<title>{escape(title)}</title></head><body><main><h1>{escape(title)}</h1>"
+            f"<p>{escape(text)}</p>{button}</main></body></html>")
+    return Response(status_code=status, content_type="text/html; charset=utf-8", body=body,
+                    headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer",
+                             "Content-Security-Policy": PAGE_CSP, "X-Content-Type-Options": "nosniff"})
+
+
+def register(routes: Routes) -> None:
+    """Register the opt-out routes (see the module's description). The adapters give
+    ``connection()``, ``now()`` and ``links()`` (the link signer)."""
+    route, adapters = routes.route, routes.adapters
+    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
+    writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
+    schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
+    token_path = Annotated[str, Path(min_length=1, max_length=2000, description="the signed opt-out token")]
+    tags = ["opt-outs"]
+    html = {"content": {"text/html": {"schema": {"type": "string"}}}}
+
+    def resolve(token: str) -> tuple[opt_outs.OptOutLink, str] | Response[str]:
+        """The token's link and its schedule's name, or the error page."""
+        if adapters.links is None:
+            raise RuntimeError("the opt-out route's link signer is not configured")
+        try:
+            link = opt_outs.verify_opt_out(adapters.links(), token, now=adapters.now())
+        except LinkExpired:
+            return page(HTTPStatus.GONE, "This link has expired", "Ask the schedule's owner to remove you from it.")
+        except LinkInvalid:
+            return page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+            delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
+            settings = dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=link.schedule_id)
+        if delivery is None or settings is None or delivery.schedule_id != link.schedule_id:
+            return page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+        return link, settings.name
+
+    @route("GET", "/opt-outs/<token>", tags=tags, operation_id="optOutPage", security=[],
+           summary="The opt-out confirmation page (public; changes nothing)",
+           responses={200: {"description": "The page with the opt-out form", **html},
+                      403: {"description": "The link is not valid", **html},
+                      410: {"description": "The link has expired", **html},
+                      **errors.error_docs(_PATH_ERRORS, 404)})
+    def opt_out_page(token: token_path) -> Response[str]:
+        found = resolve(token)
+        if isinstance(found, Response):
+            return found
+        _, name = found
+        return page(HTTPStatus.OK, f"Unsubscribe from \u201c{name}\u201d?",
+                    f"You will no longer receive the scheduled delivery \u201c{name}\u201d. Only the schedule's "
+                    "owner can invite you back, and only you can accept.", form=True)
+
+    @route("POST", "/opt-outs/<token>", tags=tags, operation_id="optOut", security=[],
+           summary="Opt out of a schedule's messages (public, RFC 8058 one-click; repeating it changes nothing)",
+           responses={200: {"description": "Opted out", **html},
+                      403: {"description": "The link is not valid", **html},
+                      410: {"description": "The link has expired", **html},
+                      **errors.error_docs(_PATH_ERRORS, 404)})
+    def opt_out(token: token_path) -> Response[str]:
+        found = resolve(token)
+        if isinstance(found, Response):
+            return found
+        link, name = found
+        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+            opt_outs.record_opt_out(conn, link, now=adapters.now())
+        return page(HTTPStatus.OK, "You are unsubscribed",
+                    f"You will no longer receive the scheduled delivery \u201c{name}\u201d.")
+
+    def live_schedule(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+        settings = dl.get_query_schedule(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+        if settings is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+        return settings
+
+    @route("GET", "/query-schedules/<schedule_id>/opt-outs", tags=tags, operation_id="queryScheduleOptOuts",
+           security=SECURITY, summary="Who opted out of the schedule's messages",
+           responses=errors.responses(200, "The schedule's opt-outs", 404, texts=_ERRORS))
+    def list_opt_outs(scope: reader, schedule_id: schedule_id_path) -> OptOutList:
+        with scope.unit(access.QUERIES_READ) as conn:
+            live_schedule(conn, scope, schedule_id)
+            return OptOutList(items=[_out(o) for o in opt_outs.list_opt_outs(
+                conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)])
+
+    @route("POST", "/query-schedules/<schedule_id>/opt-outs/<user_id>/invitation", tags=tags,
+           operation_id="inviteBack", security=SECURITY,
+           summary="The owner invites an opted-out recipient back (they must accept)",
+           responses=errors.responses(200, "The opt-out with its invitation", 404, texts=_ERRORS))
+    def invite(scope: writer, schedule_id: schedule_id_path,
+               user_id: Annotated[str, Path(min_length=1, max_length=200, description="the recipient")]) -> OptOutOut:
+        with scope.unit(access.QUERIES_WRITE) as conn:
+            settings = live_schedule(conn, scope, schedule_id)
+            access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
+            if not opt_outs.invite_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                               user_id=user_id, actor=scope.user_id, now=scope.now):
+                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this recipient has not opted out", "user_id")
+            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                         user_id=user_id)
+        assert found is not None
+        return _out(found)
+
+    @route("POST", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="acceptInvitation",
+           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again",
+           responses=errors.responses(200, "Subscribed again", 404, 409, texts=_ERRORS))
+    def accept(scope: reader, schedule_id: schedule_id_path) -> SubscriptionOut:
+        with scope.unit(access.QUERIES_READ) as conn:
+            live_schedule(conn, scope, schedule_id)
+            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                         user_id=scope.user_id)
+            if found is None:
+                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "you have not opted out of this schedule")
+            if not opt_outs.accept_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                               user_id=scope.user_id):
+                raise ApiError(HTTPStatus.CONFLICT, NOT_INVITED, "the schedule's owner has not invited you back")
+        return SubscriptionOut(schedule_id=schedule_id, user_id=scope.user_id, subscribed=True)
+
+    @route("GET", "/mail-suppressions", tags=tags, operation_id="mailSuppressions", security=SECURITY,
+           summary="The addresses the workspace's sends skip (a permanent bounce or a complaint)",
+           responses=errors.responses(200, "The suppression list", texts=_ERRORS))
+    def suppressions(scope: reader) -> SuppressionList:
+        with scope.unit(access.QUERIES_READ) as conn:
+            return SuppressionList(items=[
+                SuppressionOut(address=s.address, reason=s.reason, provider_message_id=s.provider_message_id,
+                               suppressed_at=s.suppressed_at)
+                for s in message_states.list_suppressions(conn, workspace_id=scope.workspace_id)])
+
+
+__all__ = ["NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "register"]

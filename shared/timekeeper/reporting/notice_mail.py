@@ -1,0 +1,188 @@
+"""Notice e-mails: each person's owner notices (:mod:`timekeeper.platform.notices`) mailed
+through the per-recipient outbox of deliveries, with a digest.
+
+The outbox is the deliveries' (``query_delivery_outbox``, decision "An outbox per
+recipient"): a message's communication key is claimed before the submission and the
+provider's message id recorded after; a recorded submission is never made again, a claim
+without a record is submitted again by the next pass (the same one-call window as a
+delivery's). A notice message has no run: its key is
+``notice:<workspace>:<user>:<first notice id>``, and every notice it carries names it
+(``owner_notices.mail_key``).
+
+**The digest rule.** Per person and workspace, at most one notice message per
+:data:`DIGEST_WINDOW`: the first notice after a quiet hour is mailed at once, on its own;
+notices that arrive while the last message is less than the window old wait, and when the
+window is over every waiting notice goes in ONE digest message. A schedule that flaps
+(pauses, is resumed, pauses again) or an outage that skips a hundred deliveries therefore
+costs each person one message now and at most one an hour after, whatever the count; the
+in-product list shows every notice.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+from uuid import UUID
+
+import psycopg
+
+from timekeeper import observability as obs
+from timekeeper.db import load_queries
+from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
+from timekeeper.reporting.message_states import suppressed_among
+
+SQL = load_queries("timekeeper.reporting", "notice_mail.sql")
+
+#: At most one notice message per person and workspace in this window (the digest rule).
+DIGEST_WINDOW = timedelta(hours=1)
+#: People one pass mails (the rest wait for the next pass, a minute later).
+PASS_LIMIT = 200
+#: A notice message refused this many times is left unsent (the notices stay listed in
+#: the product); the provider's refusal is logged as a code, never its text.
+MAX_SUBMISSIONS = 5
+
+_PAUSE_REASONS = {
+    "consecutive_failures": "it failed five times in a row",
+    "source_access_lost": "its owner may no longer read its source",
+    "definition_invalid": "its saved recurrence rule no longer validates",
+    "ownerless": "its owner left",
+}
+
+
+class Mailer(Protocol):
+    """The communications adapter: submits one message, returns the provider's message id."""
+
+    def send(self, *, to: str, subject: str, html: str, text: str) -> str: ...
+
+
+def _name(notice: dict[str, Any]) -> str:
+    return notice["schedule_name"] or notice["detail"].get("name") or "a schedule"
+
+
+def notice_title(notice: dict[str, Any]) -> str:
+    """A single notice's subject line (plain text)."""
+    kind, name = notice["kind"], _name(notice)
+    return {"schedule_paused": f"\u201c{name}\u201d was paused",
+            "delivery_skipped_stale": f"A delivery of \u201c{name}\u201d was skipped",
+            "posting_failed": f"A posting job of \u201c{name}\u201d failed",
+            "schedule_ownerless": f"\u201c{name}\u201d has no owner"}.get(kind, f"\u201c{name}\u201d: {kind}")
+
+
+def _instant(text: str | None) -> str:
+    """An ISO instant as ``YYYY-MM-DD HH:MM UTC`` (the text as it is when it is not one)."""
+    try:
+        return f"{datetime.fromisoformat(text or ''):%Y-%m-%d %H:%M} UTC"
+    except ValueError:
+        return text or ""
+
+
+def notice_line(notice: dict[str, Any]) -> str:
+    """One line saying what happened (plain text; the caller escapes it for HTML)."""
+    kind, detail, name = notice["kind"], notice["detail"], _name(notice)
+    if kind == "schedule_paused":
+        why = _PAUSE_REASONS.get(notice["reason"] or "", notice["reason"] or "it was paused")
+        return f"\u201c{name}\u201d was paused: {why}. Fix the cause, then resume it."
+    if kind == "delivery_skipped_stale":
+        return (f"A delivery of \u201c{name}\u201d due {_instant(detail.get('occurrence_at'))} was skipped: it was too "
+                "late after an outage to be worth sending. The next one runs on time.")
+    if kind == "posting_failed":
+        return (f"A posting job of \u201c{name}\u201d failed (batch {detail.get('batch_id', '?')}); the batch is "
+                "closed and unposted. Retry it once the cause is fixed.")
+    if kind == "schedule_ownerless":
+        why = "was deactivated" if detail.get("why") == "user_deactivated" else "left the workspace"
+        return (f"\u201c{name}\u201d is paused without an owner: {detail.get('owner_user_id', 'its owner')} {why}. "
+                "Reassign it to someone who may read its source, then resume it.")
+    return f"\u201c{name}\u201d: {kind}"
+
+
+def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name: str) -> tuple[str, str, str]:
+    """The message carrying ``notices`` (oldest first): ``(subject, html, text)``. One
+    notice: its own subject; several: a digest listing each with its instant (UTC)."""
+    lines = [notice_line(n) for n in notices]
+    if len(notices) == 1:
+        subject = f"[Timekeeper] {notice_title(notices[0])}"
+        items = lines
+    else:
+        subject = f"[Timekeeper] {len(notices)} notices about your schedules in {workspace_name}"
+        items = [f"{n['created_at']:%Y-%m-%d %H:%M} UTC - {line}" for n, line in zip(notices, lines, strict=True)]
+    greeting = f"Hello {display_name}," if display_name else "Hello,"
+    why = (f"You get this message because you own these schedules in {workspace_name}, or administer it. "
+           "Every notice is also listed in Timekeeper.")
+    text = "\n".join([greeting, "", *[f"- {item}" for item in items], "", why]) + "\n"
+    body = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    markup = (f"<p>{html.escape(greeting)}</p><ul>{body}</ul><p>{html.escape(why)}</p>")
+    return subject[:500], markup, text
+
+
+def send_notice_mail(conn: psycopg.Connection, *, mailer: Mailer, now: datetime, limit: int = PASS_LIMIT,
+                     window: timedelta = DIGEST_WINDOW,
+                     on_sent: Callable[[int], None] | None = None) -> dict[str, int]:
+    """Mail the waiting notices of up to ``limit`` people at ``now`` (aware UTC) under the
+    digest rule (``window``). ``conn`` must be idle and see every workspace (the workers'
+    login). Returns counts: ``sent`` (messages submitted), ``digests`` (of them, with more
+    than one notice), ``waiting`` (people inside their window), ``recorded`` (an earlier
+    pass's submission found recorded), ``no_address``, ``suppressed`` (the person's address
+    is on the workspace's suppression list: a permanent bounce or a complaint; the notices
+    stay in the product), ``failed`` (submissions that raised: retried next pass).
+    ``on_sent(count)`` is called with the messages sent."""
+    counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "suppressed": 0, "failed": 0}
+    for person in fetch_rows(conn, SQL["waiting_people"], {"limit": limit}):
+        outcome = _mail_person(conn, person["workspace_id"], person["user_id"], mailer=mailer, now=now,
+                               window=window)
+        if outcome == "digest":
+            counts["sent"] += 1
+            counts["digests"] += 1
+        elif outcome is not None:
+            counts[outcome] += 1
+    if on_sent is not None and counts["sent"]:
+        on_sent(counts["sent"])
+    return counts
+
+
+def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, mailer: Mailer, now: datetime,
+                 window: timedelta) -> str | None:
+    """One person's waiting notices: claim their message, submit it, record it."""
+    params = {"workspace_id": workspace_id, "user_id": user_id, "now": now}
+    with conn.transaction():
+        pending = fetch_rows(conn, SQL["lock_unmailed"], params)
+        if not pending:
+            return None
+        person = fetch_row(conn, SQL["person"], params)
+        if person is None or not person["email"]:
+            execute(conn, SQL["no_address"], {"now": now, "ids": [n["id"] for n in pending]})
+            return "no_address"
+        if not any(n["mail_key"] for n in pending) and suppressed_among(conn, workspace_id, [person["email"]]):
+            execute(conn, SQL["suppressed"], {"now": now, "ids": [n["id"] for n in pending]})
+            return "suppressed"
+        keyed = [n for n in pending if n["mail_key"]]
+        if keyed:
+            key = keyed[0]["mail_key"]
+            group = [n for n in pending if n["mail_key"] == key]
+            row = fetch_row(conn, SQL["outbox_row"], {"key": key})
+            if row is not None and row["provider_message_id"] is not None:
+                execute(conn, SQL["mark_recorded"], {"key": key, "sent_at": row["sent_at"]})
+                return "recorded"
+            if row is not None and row["submissions"] >= MAX_SUBMISSIONS:
+                return "failed"
+        else:
+            last = fetch_value(conn, SQL["last_notice_message"], params)
+            if last is not None and now < last + window:
+                return "waiting"
+            key = f"notice:{workspace_id}:{user_id}:{pending[0]['id']}"
+            group = pending
+            execute(conn, SQL["assign_key"], {"key": key, "ids": [n["id"] for n in group]})
+        execute(conn, SQL["claim"], {**params, "key": key})
+    subject, markup, text = compose(group, display_name=person["display_name"],
+                                    workspace_name=person["workspace_name"])
+    try:
+        message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text)
+    except Exception as error:  # noqa: BLE001 - recorded as a code; the next pass submits again
+        obs.logger.warning("notice message failed", extra={"error_type": type(error).__name__})
+        with conn.transaction():
+            execute(conn, SQL["record_failed"], {"key": key, "code": "provider_error"})
+        return "failed"
+    with conn.transaction():
+        execute(conn, SQL["record_sent"], {"key": key, "id": message_id, "now": now})
+    return "digest" if len(group) > 1 else "sent"

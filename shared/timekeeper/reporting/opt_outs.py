@@ -1,0 +1,129 @@
+"""One-click opt-out of a query schedule's messages (RFC 8058), and re-subscribing.
+
+Every message a delivery run sends carries a personal opt-out link and the
+``List-Unsubscribe`` / ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` headers
+naming it. The link's token is a download-link token of :mod:`timekeeper.reporting.links`
+(the same signer, keys and expiry check) whose object key is ``opt-out:<schedule id>``:
+it binds the recipient, the workspace, the run whose message carried it and the schedule.
+A download token never opts anyone out (its key is a file's), and an opt-out token never
+downloads (no delivered file has such a key).
+
+* The public ``POST /opt-outs/{token}`` records the opt-out (:func:`record_opt_out`;
+  repeating it changes nothing); ``GET`` only shows a confirmation page with the form.
+* Later runs skip the recipient with reason ``unsubscribed`` (:func:`opted_out_among`),
+  which the owner sees in the delivery history and in the schedule's opt-out list.
+* **Re-subscribing** takes the owner's action and the recipient's consent: the owner
+  invites (:func:`invite_resubscribe`), then the recipient, signed in, accepts
+  (:func:`accept_resubscribe`), which removes the opt-out. Neither alone sends mail
+  again: an owner cannot put an opted-out person back on the list, and a recipient's
+  acceptance without an invitation is refused.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from uuid import UUID
+
+import psycopg
+
+from timekeeper.db import load_queries
+from timekeeper.db.rows import fetch_all, fetch_one, fetch_rows, fetch_value
+from timekeeper.reporting.links import DownloadLink, LinkInvalid, LinkSigner, RotatingLinkSigner
+
+SQL = load_queries("timekeeper.reporting", "opt_outs.sql")
+
+#: The object key prefix that makes a link token an opt-out token.
+OPT_OUT_KEY_PREFIX = "opt-out:"
+#: How long an opt-out link works: the longest download link's lifetime (720 hours,
+#: ``timekeeper.reporting.query_schedules.MAX_LINK_TTL_HOURS``), so the link keys' rotation
+#: runbook holds for both kinds of link: a key removed after that leaves no live link
+#: signed with it. Every later message carries a fresh link.
+OPT_OUT_LINK_TTL = timedelta(hours=720)
+
+
+@dataclass(frozen=True)
+class OptOutLink:
+    """What an opt-out token binds: the recipient (``user_id``) of ``schedule_id``'s
+    message sent by run ``run_id`` in ``workspace_id``."""
+
+    workspace_id: UUID
+    schedule_id: UUID
+    run_id: UUID
+    user_id: str
+
+
+@dataclass(frozen=True)
+class OptOut:
+    """A recipient's opt-out of a schedule (``mail_opt_outs``); ``resubscribe_invited_at``
+    (aware UTC) when the owner invited them back."""
+
+    workspace_id: UUID
+    schedule_id: UUID
+    user_id: str
+    run_id: UUID
+    opted_out_at: datetime
+    resubscribe_invited_at: datetime | None
+    resubscribe_invited_by: str | None
+
+
+def sign_opt_out(signer: LinkSigner | RotatingLinkSigner, link: OptOutLink, *, now: datetime) -> str:
+    """The URL-safe token of ``link``, valid :data:`OPT_OUT_LINK_TTL` from ``now`` (aware)."""
+    expires = (now + OPT_OUT_LINK_TTL).replace(microsecond=0)
+    return signer.sign(DownloadLink(link.workspace_id, link.run_id, link.user_id,
+                                    f"{OPT_OUT_KEY_PREFIX}{link.schedule_id}", expires))
+
+
+def verify_opt_out(signer: LinkSigner | RotatingLinkSigner, token: str, *, now: datetime) -> OptOutLink:
+    """The :class:`OptOutLink` of ``token``. Raises ``LinkInvalid`` (tampered, another key,
+    or a token of another purpose, e.g. a download link) or ``LinkExpired``."""
+    link = signer.verify(token, now=now)
+    if not link.object_key.startswith(OPT_OUT_KEY_PREFIX):
+        raise LinkInvalid("the link is not an opt-out link")
+    try:
+        schedule_id = UUID(link.object_key.removeprefix(OPT_OUT_KEY_PREFIX))
+    except ValueError:
+        raise LinkInvalid("the link is not valid") from None
+    return OptOutLink(link.workspace_id, schedule_id, link.run_id, link.user_id)
+
+
+def record_opt_out(conn: psycopg.Connection, link: OptOutLink, *, now: datetime) -> bool:
+    """Record the opt-out ``link`` names (in the caller's transaction); True when it is
+    new, False when the recipient had opted out already (kept as it was, except that an
+    open re-subscription invitation is withdrawn)."""
+    return bool(fetch_value(conn, SQL["record_opt_out"], {
+        "workspace_id": link.workspace_id, "schedule_id": link.schedule_id, "user_id": link.user_id,
+        "run_id": link.run_id, "now": now}))
+
+
+def opted_out_among(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
+                    user_ids: list[str]) -> set[str]:
+    """The users among ``user_ids`` who opted out of ``schedule_id``'s messages."""
+    if not user_ids:
+        return set()
+    return {r["user_id"] for r in fetch_rows(conn, SQL["opted_out_among"], (workspace_id, schedule_id, user_ids))}
+
+
+def list_opt_outs(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> list[OptOut]:
+    """The schedule's opt-outs, oldest first."""
+    return fetch_all(conn, SQL["list_opt_outs"], (workspace_id, schedule_id), OptOut)
+
+
+def get_opt_out(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str) -> OptOut | None:
+    """One recipient's opt-out of the schedule, or None."""
+    return fetch_one(conn, SQL["get_opt_out"], (workspace_id, schedule_id, user_id), OptOut)
+
+
+def invite_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str,
+                       actor: str, now: datetime) -> bool:
+    """The owner's half of re-subscribing: invite ``user_id`` back (the opt-out stays until
+    they accept). Returns False when the user has not opted out."""
+    return fetch_value(conn, SQL["invite"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
+                                             "user_id": user_id, "actor": actor, "now": now}) is not None
+
+
+def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str) -> bool:
+    """The recipient's half: accept the owner's invitation, which removes the opt-out.
+    Returns False when there is no invited opt-out of theirs."""
+    return fetch_value(conn, SQL["accept"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
+                                             "user_id": user_id}) is not None
