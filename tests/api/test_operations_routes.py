@@ -66,7 +66,7 @@ def app(api_conn, clock_now, sqs, queues, publisher):
 
 @pytest.fixture
 def db(conn):
-    conn.execute("TRUNCATE schedule_events, schedule_runs, schedules CASCADE")
+    conn.execute("TRUNCATE schedule_events, schedule_runs, schedules, operations_actions CASCADE")
     return conn
 
 
@@ -152,7 +152,7 @@ def test_the_overview_shows_each_dead_letter_queues_depth_and_oldest_message(db,
     assert attributes["ApproximateNumberOfMessages"] == "2"
 
 
-def test_a_redrive_moves_the_dead_letters_back_to_their_queue(call, sqs, queues):
+def test_a_redrive_moves_the_dead_letters_back_to_their_queue(db, call, sqs, queues):
     # Given three dead letters of the exports queue
     bodies = [json.dumps({"export": n}) for n in range(3)]
     for body in bodies:
@@ -171,6 +171,10 @@ def test_a_redrive_moves_the_dead_letters_back_to_their_queue(call, sqs, queues)
     # And a second redrive finds nothing to move
     again = call("POST", "/operations/dead-letter-queues/exports/redrive", {"reason": "again"}, as_=STAFF)
     assert (again.status, again.body["code"]) == (409, "empty")
+    # And the overview lists the redrive with who and why (the refused one is not an action)
+    [action] = call("GET", "/operations/overview", as_=STAFF).body["recent_actions"]
+    assert (action["action"], action["actor"], action["target"], action["reason"], action["detail"]["moved"]) == (
+        "redrive", "staff-1", "exports", "bucket policy fixed", 3)
 
 
 @pytest.mark.parametrize(("target", "body", "status", "code", "field"), [
@@ -200,6 +204,9 @@ def test_a_staff_resume_records_who_and_why(db, call):
                        (paused.id,)).fetchone()
     assert (event["actor"], event["reason"], event["detail"]) == (
         "staff-1", "upstream ledger is back", {"previous_reason": "consecutive_failures"})
+    # And it is an operations action too
+    recorded = db.execute("SELECT action, actor, target, reason FROM operations_actions").fetchall()
+    assert [tuple(r.values()) for r in recorded] == [("resume", "staff-1", str(paused.id), "upstream ledger is back")]
     # And another workspace's id with the schedule is 404 (the schedule is looked up in the named workspace)
     other = call("POST", f"/operations/workspaces/{uuid.uuid4()}/schedules/{paused.id}/resume",
                  {"reason": "x"}, as_=STAFF)

@@ -20,13 +20,16 @@ The overview reads every workspace through the narrow cross-workspace functions 
 dead-letter queue's depth and oldest message (:mod:`timekeeper.aws.dead_letters`; the list
 is empty when the deployment gives the API no dead-letter queues).
 
-Every action is recorded: a redrive as an operations event (the log line
-``operations action`` with actor, queue, reason and the move task) and a metric
-``OperationsActions``; a staff resume as the schedule's ``resumed`` history event with the
-staff member as its actor and the reason. A redrive of an empty queue is 409 ``empty``; one
-while a move task of that queue still runs is 409 ``redrive_running``; an unknown queue is
-404 ``not_found``. A resume of a schedule that no longer validates is 409
-``definition_invalid``; of an unknown one (or another workspace's id) 404 ``not_found``.
+Every action is recorded with its actor, reason and instant in the operations actions
+(migration ``0038_operations_actions.sql``; the overview lists the latest 20), with a log
+line ``operations action`` and the metric ``OperationsActions``; a staff resume is also the
+schedule's ``resumed`` history event with the staff member as its actor and the reason.
+
+A redrive of an empty queue is 409 ``empty``; one while a move task of that queue still
+runs is 409 ``redrive_running``; an unknown queue is 404 ``not_found``. A resume of a
+schedule that no longer validates is 409 ``definition_invalid``; of an ownerless one 409
+``ownerless`` (an admin reassigns it first); of an unknown one (or another workspace's id)
+404 ``not_found``.
 A malformed body is 422 ``validation_error`` naming the field (``reason`` missing, blank or
 over 500 characters).
 
@@ -37,7 +40,7 @@ annotations at run time.)
 from datetime import datetime
 from functools import partial
 from http import HTTPStatus
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -113,13 +116,27 @@ class DeadLetterQueueOut(BaseModel):
     redrive_running: bool | None = Field(description="a redrive (move task) still runs; null: cannot tell")
 
 
+class OperationsActionOut(BaseModel):
+    """What a staff member did through these routes, with their reason."""
+
+    id: int
+    action: Literal["redrive", "resume"]
+    actor: str
+    target: str = Field(description="the dead-letter queue's name, or the schedule's id")
+    reason: str
+    detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name")
+    at: UtcDatetime
+
+
 class OperationsOverview(BaseModel):
-    """``GET /operations/overview``: what needs attention in every workspace at ``as_of``."""
+    """``GET /operations/overview``: what needs attention in every workspace at ``as_of``,
+    and what staff did lately."""
 
     as_of: UtcDatetime
     schedules: list[AttentionScheduleOut] = Field(description="paused or failing, most recently changed first")
     stranded_runs: list[StrandedRunOut] = Field(description="per pipeline and kind, the longest waiting first")
     dead_letter_queues: list[DeadLetterQueueOut]
+    recent_actions: list[OperationsActionOut] = Field(description="the latest 20 actions, newest first")
 
 
 class ActionReason(BaseModel):
@@ -178,7 +195,8 @@ def register(routes: Routes) -> None:
         depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
         return OperationsOverview(
             as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
-            stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths)
+            stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
+            recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)])
 
     @route("POST", "/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",
            security=SECURITY, summary="Staff: move a dead-letter queue's messages back to its queue, with a reason",
@@ -192,6 +210,8 @@ def register(routes: Routes) -> None:
             started = queues.redrive(queue)
         except RedriveRefused as refused:
             raise ApiError(409, refused.reason, str(refused)) from None
+        scope.record_action(action="redrive", target=queue, reason=body.reason,
+                            detail={"task": started.task, "messages": started.messages, "moved": started.moved})
         logger.info("operations action", extra={"action": "redrive", "actor": scope.identity.user_id,
                                                 "queue": queue, "reason": body.reason, "task": started.task,
                                                 "messages": started.messages, "moved": started.moved})

@@ -440,11 +440,28 @@ class StaffScope:
 
     def resume_schedule(self, workspace_id: UUID, schedule_id: UUID, *, reason: str) -> service.Schedule:
         """Resume a paused schedule of ``workspace_id`` as this staff member, ``reason`` on its
-        ``resumed`` history event. Raises the service's ``ScheduleNotFound`` (also for a
-        schedule of another workspace) and ``InvalidRecurrence``."""
-        with self.conn.entered(workspace_id):
-            return service.resume_schedule(self.conn, workspace_id=workspace_id, schedule_id=schedule_id,
-                                           actor=self.identity.user_id, now=self.now, reason=reason)
+        ``resumed`` history event and in the operations actions, in one transaction. Raises
+        the service's ``ScheduleNotFound`` (also for a schedule of another workspace),
+        ``Ownerless`` and ``InvalidRecurrence``."""
+        with self.conn.entered(workspace_id), self.conn.transaction():
+            resumed = service.resume_schedule(self.conn, workspace_id=workspace_id, schedule_id=schedule_id,
+                                              actor=self.identity.user_id, now=self.now, reason=reason)
+            operations.record_action(self.conn, action="resume", actor=self.identity.user_id,
+                                     target=str(schedule_id), reason=reason,
+                                     detail={"workspace_id": str(workspace_id), "name": resumed.name}, at=self.now)
+        return resumed
+
+    def record_action(self, *, action: str, target: str, reason: str,
+                      detail: dict[str, Any]) -> operations.OperationsAction:
+        """Record an operations action of this staff member (e.g. a redrive it started)."""
+        with self.conn.transaction():
+            return operations.record_action(self.conn, action=action, actor=self.identity.user_id, target=target,
+                                            reason=reason, detail=detail, at=self.now)
+
+    def recent_actions(self, *, limit: int = 20) -> list[operations.OperationsAction]:
+        """The latest operations actions of every staff member, newest first."""
+        with self.conn.transaction():
+            return operations.recent_actions(self.conn, limit=limit)
 
 
 def staff_dependency(adapters: Any) -> Callable[[Request], StaffScope]:

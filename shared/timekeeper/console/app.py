@@ -685,8 +685,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         schedules = [{**s, "changed": when(s["updated_at"], "UTC")} for s in body["schedules"]]
         runs = [{**r, "queued": when(r["queued_at"], "UTC"), "why_text": _STRANDED.get(r["why"], r["why"])}
                 for r in body["stranded_runs"]]
+        actions = [{**a, "when": when(a["at"], "UTC")} for a in body.get("recent_actions", [])]
         return page("operations.html", status_code, session=session, as_of=when(body["as_of"], "UTC"),
-                    queues=queues, schedules=schedules, runs=runs, problem=problem, done=done)
+                    queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done)
 
     def operations_action(session: Session, path: str, reason: str, done: str) -> Response:
         reply = api(session).call("POST", path, body={"reason": reason.strip()})

@@ -1,5 +1,6 @@
 """What needs an operator's attention in every workspace: the schedules that are paused or
-failing, and the runs that wait too long.
+failing, and the runs that wait too long; and the record of what staff did about it
+(:func:`record_action`, the table of migration ``0038_operations_actions.sql``).
 
 Both reads go through the narrow cross-workspace functions of the migration
 ``0039_operations_overview.sql`` (the only way the API's walled login reads more than one
@@ -24,6 +25,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from psycopg.types.json import Jsonb
+
+from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.db.sql import load_queries
 
 SQL = load_queries("timekeeper.schedules", "operations.sql")
@@ -68,11 +72,38 @@ class StrandedRun:
     offer_count: int
 
 
+@dataclass(frozen=True)
+class OperationsAction:
+    """What a staff member did through the operations routes: ``action`` (``redrive`` of
+    the dead-letter queue ``target``, or ``resume`` of the schedule ``target``), the
+    ``actor``, their ``reason``, ``detail`` and the instant (UTC)."""
+
+    id: int
+    action: str
+    actor: str
+    target: str
+    reason: str
+    detail: dict[str, Any]
+    at: datetime
+
+
+def record_action(conn: Any, *, action: str, actor: str, target: str, reason: str, detail: dict[str, Any],
+                  at: datetime) -> OperationsAction:
+    """Record an operations action (in the caller's transaction); returns it."""
+    return fetch_one(conn, SQL["record_action"], {"action": action, "actor": actor, "target": target,
+                                                  "reason": reason, "detail": Jsonb(detail), "at": at},
+                     OperationsAction)
+
+
+def recent_actions(conn: Any, *, limit: int = 20) -> list[OperationsAction]:
+    """The latest operations actions, newest first, at most ``limit`` (capped at :data:`MAX_ROWS`)."""
+    return fetch_all(conn, SQL["recent_actions"], {"limit": min(limit, MAX_ROWS)}, OperationsAction)
+
+
 def schedules_needing_attention(conn: Any, *, limit: int = 100) -> list[AttentionSchedule]:
     """Paused and failing schedules of every workspace, most recently changed first, at most
     ``limit`` (capped at :data:`MAX_ROWS`)."""
-    return [AttentionSchedule(**row) for row in conn.execute(
-        SQL["schedules_needing_attention"], {"limit": min(limit, MAX_ROWS)}).fetchall()]
+    return fetch_all(conn, SQL["schedules_needing_attention"], {"limit": min(limit, MAX_ROWS)}, AttentionSchedule)
 
 
 def stranded_runs(conn: Any, *, owners: list[str], reoffer_after: dict[str, timedelta], now: datetime,
@@ -82,7 +113,7 @@ def stranded_runs(conn: Any, *, owners: list[str], reoffer_after: dict[str, time
     ``reoffer_after[owner]`` is that owner's pipeline's re-offer period."""
     out: list[StrandedRun] = []
     for owner in owners:
-        out += [StrandedRun(**row) for row in conn.execute(SQL["stranded_runs"], {
+        out += fetch_all(conn, SQL["stranded_runs"], {
             "owner": owner, "now": now, "published_before": now - reoffer_after[owner],
-            "limit": min(limit, MAX_ROWS)}).fetchall()]
+            "limit": min(limit, MAX_ROWS)}, StrandedRun)
     return out
