@@ -61,10 +61,13 @@ SESSION_COOKIE = "tk_console"
 SESSION_MAX_AGE_S = 8 * 3600
 #: The roles a development sign-in offers (a deployment's come from its identity provider).
 DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-             "reports:read", "snapshots:read", "platform:staff")
+             "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
 #: Staff roles that may read every workspace's snapshot periods and request re-runs and
 #: backfills (the API decides; the console only shows the staff form to them).
 STAFF_ROLES = frozenset({"platform:staff"})
+#: The role the owner hand-off and the failed posting jobs need (the API checks it by the
+#: token and by the membership; the console only offers those pages to its holders).
+ADMIN_ROLES = frozenset({"workspace:admin"})
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -84,6 +87,11 @@ _DONE = {**_ACTIONS, "update": "updated"}
 UPCOMING = 10
 #: The console's kinds of schedule, by path: the API prefix of each.
 _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
+#: What each kind of notice says happened (the API's ``kind``).
+NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_stale":
+                "A delivery was skipped: it was too late after an outage",
+                "posting_failed": "A posting job failed", "schedule_ownerless":
+                "A schedule lost its owner and was paused"}
 
 
 def is_console_path(path: str | None) -> bool:
@@ -137,6 +145,12 @@ class Session:
     def staff(self) -> bool:
         """Whether the person holds a snapshot staff role."""
         return self.has(*STAFF_ROLES)
+
+    @property
+    def admin(self) -> bool:
+        """Whether the person's token holds the workspace admin role (the ownerless
+        schedules and failed posting jobs pages)."""
+        return self.has(*ADMIN_ROLES)
 
 
 class Sessions:
@@ -299,6 +313,17 @@ def rule_text(recurrence: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
+    ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
+    changes = (detail or {}).get("changes") if isinstance(detail, dict) else None
+    if not isinstance(changes, dict):
+        return []
+    return [{"field": name, "from": (change or {}).get("from") if isinstance(change, dict) else None,
+             "to": (change or {}).get("to") if isinstance(change, dict) else change}
+            for name, change in sorted(changes.items())]
+
+
 def _templates() -> Environment:
     env = Environment(loader=PackageLoader("timekeeper.console", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
@@ -320,9 +345,19 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     security_headers = {**_SECURITY_HEADERS, **({"Strict-Transport-Security": STRICT_TRANSPORT_SECURITY}
                                                 if settings.secure_cookies else {})}
 
+    def unread_count(session: Session) -> int | None:
+        """The person's unread notices (one API call), or None when the API does not say."""
+        reply = api(session).call("GET", "/notices", query={"unread": "true", "limit": "1"})
+        body = reply.body if reply.status == 200 and isinstance(reply.body, dict) else {}
+        return body.get("unread") if isinstance(body.get("unread"), int) else None
+
     def page(template: str, http_status: int = 200, *, session: Session | None = None, **values: Any) -> Response:
+        unread = values.pop("unread", None)
+        if session is not None and unread is None:
+            unread = unread_count(session)
         html = env.get_template(template).render(
-            session=session, csrf=sessions.csrf_token(session) if session else "", prefix=public, **values)
+            session=session, csrf=sessions.csrf_token(session) if session else "", prefix=public, unread=unread,
+            **values)
         return Response(status_code=int(http_status), content_type="text/html; charset=utf-8", body=html,
                         headers={**security_headers, "Cache-Control": "no-store"})
 
@@ -620,9 +655,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                  "deliveries": [{**d, "expires": when(d.get("link_expires_at"), "UTC")} for d in run["deliveries"]]}
                 for run in history.body["items"]]
         cursor = history.body.get("next_cursor")
+        trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
+        changes = [{**e, "when": when(e["at"], "UTC"), "fields": _changed_fields(e.get("detail"))}
+                   for e in trail.body["items"]] if trail.status == 200 else None
         return page("delivery.html", session=session, s={**reply.body, "next": when(reply.body.get("next_due_at"),
                                                                                      "UTC")},
-                    runs=runs, done=done, run_key=str(uuid.uuid4()),
+                    runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
 
@@ -716,6 +754,107 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         workspace, schedule = (quote(fields.get(k, "").strip(), safe="") for k in ("workspace_id", "schedule_id"))
         return operations_action(session, f"/operations/workspaces/{workspace}/schedules/{schedule}/resume",
                                  fields.get("reason", ""), "resumed")
+
+    @app.get(f"{PREFIX}/notices")
+    @signed_in
+    def notices_page(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        unread_only = params.get("show") == "unread"
+        reply = api(session).call("GET", "/notices", query={"unread": "true" if unread_only else None,
+                                                            "before": params.get("before")})
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], "UTC"),
+                  "read": when(n.get("read_at"), "UTC"),
+                  "facts": {k: v for k, v in (n.get("detail") or {}).items() if k != "reason"}}
+                 for n in reply.body["items"]]
+        before = reply.body.get("next_before")
+        query = {k: v for k, v in {"show": "unread" if unread_only else None, "before": before}.items() if v}
+        return page("notices.html", session=session, items=items, unread=reply.body["unread"],
+                    unread_only=unread_only, done=params.get("done") == "read",
+                    next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
+
+    @app.post(f"{PREFIX}/notices/read")
+    @checked_post
+    def notices_read(session: Session, fields: dict[str, str]) -> Response:
+        raw = fields.get("id", "").strip()
+        if raw and not (raw.isdigit() and 0 < int(raw) < 2**63):
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="No such notice.")
+        reply = api(session).call("POST", "/notices/read", body={"ids": [int(raw)]} if raw else {})
+        if reply.status != 200:
+            return api_error(session, reply)
+        return redirect(f"{PREFIX}/notices?done=read")
+
+    @app.get(f"{PREFIX}/open/<schedule_id>")
+    @signed_in
+    def open_schedule(session: Session, schedule_id: str) -> Response:
+        """A notice's link: the delivery page when the API knows the id as one of the
+        person's query schedules, else the schedule page (which answers for itself)."""
+        reply = api(session).call("GET", f"/query-schedules/{schedule_id}")
+        kind = "deliveries" if reply.status == 200 else "schedules"
+        return redirect(f"{PREFIX}/{kind}/{quote(schedule_id, safe='')}")
+
+    def ownerless_page(session: Session, *, problem: str | None = None, done: str | None = None,
+                       status_code: int = 200) -> Response:
+        reply = api(session).call("GET", "/ownerless-schedules")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**s, "paused": when(s["paused_at"], "UTC")} for s in reply.body["items"]]
+        return page("ownerless.html", status_code, session=session, items=items, problem=problem, done=done)
+
+    @app.get(f"{PREFIX}/ownerless")
+    @signed_in
+    def ownerless(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        done = (f"Reassigned to {params['to']}: it stays paused until it is resumed."
+                if params.get("done") == "reassigned" and params.get("to") else None)
+        return ownerless_page(session, done=done)
+
+    @app.post(f"{PREFIX}/ownerless/reassign")
+    @checked_post
+    def reassign(session: Session, fields: dict[str, str]) -> Response:
+        schedule_id, owner = fields.get("schedule_id", "").strip(), fields.get("owner_user_id", "").strip()
+        try:
+            schedule_id = str(uuid.UUID(schedule_id))
+        except ValueError:
+            return ownerless_page(session, problem="Refused: no such schedule.", status_code=404)
+        reply = api(session).call("POST", f"/ownerless-schedules/{schedule_id}/reassign",
+                                  body={"owner_user_id": owner})
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/ownerless?" + urlencode({"done": "reassigned", "to": owner}))
+        body = reply.body if isinstance(reply.body, dict) else {}
+        text = f"Refused: {body.get('message') or 'the request was refused'}"
+        return ownerless_page(session, problem=text, status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def posting_jobs_page(session: Session, *, problem: str | None = None, done: bool = False,
+                          status_code: int = 200) -> Response:
+        reply = api(session).call("GET", "/posting-jobs/failed")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**j, "created": when(j["created_at"], "UTC"), "finished": when(j.get("finished_at"), "UTC")}
+                 for j in reply.body["items"]]
+        return page("posting_jobs.html", status_code, session=session, items=items, problem=problem, done=done)
+
+    @app.get(f"{PREFIX}/posting-jobs")
+    @signed_in
+    def posting_jobs(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        return posting_jobs_page(session, done=params.get("done") == "retried")
+
+    @app.post(f"{PREFIX}/posting-jobs/retry")
+    @checked_post
+    def posting_job_retry(session: Session, fields: dict[str, str]) -> Response:
+        try:
+            job_id = str(uuid.UUID(fields.get("job_id", "").strip()))
+        except ValueError:
+            return posting_jobs_page(session, problem="Refused: no such posting job.", status_code=404)
+        reply = api(session).call("POST", f"/posting-jobs/{job_id}/retry")
+        if reply.status == 202:
+            return redirect(f"{PREFIX}/posting-jobs?done=retried")
+        body = reply.body if isinstance(reply.body, dict) else {}
+        return posting_jobs_page(session, problem=f"Refused: {body.get('message') or 'the request was refused'}",
+                                 status_code=reply.status if 400 <= reply.status < 500 else 502)
 
     @app.get(f"{PREFIX}/static/<name>")
     def static(name: str) -> Response:
