@@ -196,3 +196,31 @@ def test_a_query_schedule_run_now_key_belongs_to_one_request_of_one_requester(ca
         409, "idempotency_key_reused", "Idempotency-Key")
     theirs = call("POST", f"/query-schedules/{schedule_id}/run", headers=key, as_=quinn)
     assert theirs.status == 202 and theirs.body["run_id"] != first.body["run_id"]
+
+
+def test_the_consoles_ledger_shows_each_messages_later_state(call, tenants, publisher, aws, db_url, console):
+    # Given a delivered run whose message SES later reported bounced (recorded the way the
+    # message-events consumer records it)
+    from tests.api.test_console import Browser
+    from timekeeper.local.delivery import ses_event
+    from timekeeper.reporting.message_states import SesEvent, record_message_event
+
+    s3, ses = aws
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita"]), as_=olga(tenants)).body["id"]
+    call("POST", f"/query-schedules/{schedule_id}/run", as_=olga(tenants))
+    deliver_run(db_url, publisher.sent[-1], s3, ses)
+    [delivery] = call("GET", f"/query-schedules/{schedule_id}/runs", as_=olga(tenants)).body["items"][0]["deliveries"]
+    page_path = f"/console/deliveries/{schedule_id}"
+    browser = Browser(console)
+    browser.sign_in(olga(tenants), roles=("queries:read", "queries:write"))
+    before = browser.request("GET", page_path)["body"]
+    assert "no report yet" in before
+    event = ses_event("Bounce", message_id=delivery["provider_message_id"], to="rita@x.test", sender=SENDER,
+                      sent_at=NOW, at=NOW + timedelta(seconds=30))
+    with connect(db_url) as conn, conn.transaction():
+        record_message_event(conn, SesEvent.model_validate(event), now=NOW + timedelta(minutes=1))
+
+    # Then the recipient's row shows the bounce and its kind
+    after = browser.request("GET", page_path)["body"]
+    assert '<span class="mark bad">bounced</span>' in after and "Permanent" in after
+    assert "no report yet" not in after
