@@ -67,6 +67,10 @@ def main() -> int:
             staff.get_by_role("button", name="Sign in").click()
             staff.goto(f"{server.base_url}/console/snapshots")
             staff.screenshot(path=str(HERE / "snapshots.png"))
+            staff.goto(f"{server.base_url}/console/operations")
+            staff.screenshot(path=str(HERE / "operations.png"), full_page=True)
+            page.goto(f"{server.base_url}/console/notices")
+            page.screenshot(path=str(HERE / "notices.png"), full_page=True)
             browser.close()
     finally:
         server.stop()
