@@ -310,12 +310,21 @@ OPT_OUT_SCHEDULE = "Daily open invoices"
 def _opt_out_once(mailer: Any, conn: Any, stack: Any, opt_out: Any) -> bool:
     """Once the admin received a first message of :data:`OPT_OUT_SCHEDULE`, click its
     one-click opt-out (the REAL handler of the public link routes' function,
-    ``functions/downloads``); True once done."""
+    ``functions/downloads``); True once done. A server error or a failed invocation (a
+    fault campaign's crash, or a disconnect the function meets: API Gateway answers 502)
+    is tried again the next minute, as a mailbox provider retries; a 4xx is a refusal of a
+    link the product made, raised as ``RuntimeError``."""
     admin = conn.execute("SELECT email FROM users WHERE id = %s", (stack.platform.users["admin"],)).fetchone()
     for sent in mailer.sent:
         if sent["to"] == (admin["email"] or "").lower() and sent["subject"].startswith(OPT_OUT_SCHEDULE):
-            if opt_out(sent["opt_out_url"]) != 200:
-                raise RuntimeError("the sample's one-click opt-out was refused")
+            try:
+                status = opt_out(sent["opt_out_url"])
+            except Exception:  # noqa: BLE001 - a failed invocation: the provider retries
+                return False
+            if status >= 500:
+                return False
+            if status != 200:
+                raise RuntimeError(f"the sample's one-click opt-out was refused ({status})")
             return True
     return False
 
