@@ -55,7 +55,10 @@ _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or 
            409: "The schedule is not in a state this action applies to",
            415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
 _responses = partial(errors.responses, texts=_ERRORS)
-_Id = Annotated[int, Field(ge=1, le=2**63 - 1), JSON_INTEGER]  # a bigint identity
+#: A notice id (a bigint identity), at most the largest integer every JSON client holds
+#: exactly (2**53 - 1; the document's bounds are written through floats).
+MAX_ID = 2**53 - 1
+_Id = Annotated[int, Field(ge=1, le=MAX_ID), JSON_INTEGER]
 
 
 class NoticeOut(BaseModel):
@@ -198,7 +201,7 @@ def register(routes: Routes) -> None:
     person = Annotated[WorkspaceScope, Depends(routes.scope_for(OWN_NOTICES))]
     admin = Annotated[WorkspaceScope, Depends(routes.scope_for(WORKSPACE_ADMIN))]
     reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
-    before_q = Annotated[int | None, Query(ge=1, le=2**63 - 1, description="next_before of the previous page")]
+    before_q = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next_before of the previous page")]
     limit_q = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 
     @app.exception_handler(service.Ownerless)
