@@ -83,13 +83,17 @@ def test_an_unknown_schedule_is_the_apis_404(server):
     assert "404 not_found" in text
 
 
-def test_an_api_that_cannot_be_reached_is_exit_code_2(capsys):
+def test_an_api_that_cannot_be_reached_is_exit_code_2():
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         port = unused.getsockname()[1]
-    code = main(["ops", "--api", f"http://127.0.0.1:{port}", "--token", STAFF_TOKEN, "overview"])
-    assert code == 2
-    assert "cannot reach the API" in capsys.readouterr().out
+    api = f"http://127.0.0.1:{port}"
+    # The command line says so with exit code 2
+    assert main(["ops", "--api", api, "--token", STAFF_TOKEN, "overview"]) == 2
+    # And names the API it could not reach
+    out = io.StringIO()
+    assert run_ops(OpsOptions(action="overview", api=api, token=STAFF_TOKEN), Console(file=out, width=200)) == 2
+    assert f"cannot reach the API: {api}" in out.getvalue()
 
 
 def test_a_redrive_needs_a_reason(capsys):
