@@ -175,7 +175,11 @@ class TimekeeperFunction(Construct):
             reserved_concurrent_executions=reserved_concurrency_of(self, folder),
             ephemeral_storage_size=Size.mebibytes(ephemeral_storage_mb) if ephemeral_storage_mb else None,
             environment={**(database.environment(login) if database is not None and login else {}),
-                         "POWERTOOLS_LOG_LEVEL": "INFO", FUNCTION_VARIABLE: folder, **(environment or {})},
+                         "POWERTOOLS_LOG_LEVEL": "INFO",
+                         # Traces never record a handler's response (it can carry addresses);
+                         # the handlers' decorators say so too (tests/unit/test_tracer_capture.py).
+                         "POWERTOOLS_TRACER_CAPTURE_RESPONSE": "false",
+                         FUNCTION_VARIABLE: folder, **(environment or {})},
             vpc=vpc,
             vpc_subnets=database.subnets if vpc is not None else None,
             security_groups=database.security_groups if vpc is not None else None,

@@ -10,7 +10,7 @@ startup.cold_start("accounting_consumer")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     return runs.consume_runs(ACCOUNTING.name, event, context)

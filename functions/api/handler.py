@@ -13,7 +13,7 @@ startup.cold_start("api")
 
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def lambda_handler(event: dict, context) -> dict:
     """An API Gateway REST proxy event in, a proxy response (statusCode, body, headers) out
     (the console's pages for ``/`` and ``/console/...``)."""

@@ -14,7 +14,7 @@ startup.cold_start("downloads")
 
 
 @logger.inject_lambda_context(clear_state=True, correlation_id_path=correlation_paths.API_GATEWAY_REST)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def lambda_handler(event: dict, context) -> dict:
     """An API Gateway REST proxy event of a public link route in, a proxy response out."""
     return serve_download(event, context)

@@ -9,7 +9,7 @@ startup.cold_start("export_consumer")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     return exports.consume_exports(event, context)

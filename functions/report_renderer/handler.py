@@ -11,7 +11,7 @@ startup.cold_start("report_renderer")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict, context) -> dict:
     return renderer.run_renderer(event)

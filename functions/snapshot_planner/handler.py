@@ -12,7 +12,7 @@ startup.cold_start("snapshot_planner")
 
 
 @logger.inject_lambda_context(clear_state=True)
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 @event_parser(model=EventBridgeModel)
 def lambda_handler(event: EventBridgeModel, context) -> dict:

@@ -101,3 +101,16 @@ def test_the_app_stack_reads_the_data_stacks_values_through_exports(synth):
     kinds = {data["Resources"][json.loads(s).get("Ref") or json.loads(s)["Fn::GetAtt"][0]]["Type"]
              for s in sources}
     assert {"AWS::SecretsManager::SecretTargetAttachment", "AWS::EC2::SecurityGroup", "AWS::EC2::Subnet"} <= kinds
+
+
+def test_no_function_traces_its_response(synth):
+    # Given every function of the app stack (each has X-Ray tracing active)
+    template = synth.app_template
+    functions = resources(template, "AWS::Lambda::Function")
+
+    # Then none lets Powertools' Tracer record a handler's response, which can carry addresses
+    traced = {name: f["Properties"] for name, f in functions.items()
+              if f["Properties"].get("TracingConfig", {}).get("Mode") == "Active"}
+    assert traced
+    assert {name: p["Environment"]["Variables"].get("POWERTOOLS_TRACER_CAPTURE_RESPONSE")
+            for name, p in traced.items()} == {name: "false" for name in traced}
