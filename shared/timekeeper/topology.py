@@ -456,7 +456,9 @@ class HistoryRetention:
     delivery rows); ``events_days``: schedule history; ``exports_days``: finished exports
     (at least the files' expiry, infra's ``timekeeper:exportRetentionDays``, so a row
     outlives its downloadable file); ``failed_snapshot_rows_days``: the generated rows of a
-    failed snapshot run (the ledger row stays). Each kind is pruned in batches of
+    failed snapshot run (the ledger row stays); ``personal_data_days``: recipients' addresses
+    in delivery rows (the address is erased, the row kept; by default the delivered files'
+    expiry, infra's ``timekeeper:deliveryRetentionDays``, 35). Each kind is pruned in batches of
     ``batch_rows`` (one committed statement each), at most ``max_batches_per_pass`` per
     kind per pass, and no new batch starts once the pass has spent ``time_budget_s``.
     What is always kept is the rule of :mod:`timekeeper.db.retention`.
@@ -466,12 +468,13 @@ class HistoryRetention:
     events_days: int = 90
     exports_days: int = 35
     failed_snapshot_rows_days: int = 14
+    personal_data_days: int = 35
     batch_rows: int = 5000
     max_batches_per_pass: int = 20
     time_budget_s: float = 5.0
 
     def __post_init__(self) -> None:
-        for name in ("runs_days", "events_days", "exports_days", "failed_snapshot_rows_days"):
+        for name in ("runs_days", "events_days", "exports_days", "failed_snapshot_rows_days", "personal_data_days"):
             if getattr(self, name) < 1:
                 raise ValueError(f"history retention: {name} must be at least 1 day")
         if self.events_days < self.runs_days:

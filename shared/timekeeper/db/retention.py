@@ -13,6 +13,9 @@ The rule (what is pruned and what is always kept) is the SQL of ``retention.sql`
 - **events** recorded before the cutoff, except those of a kept run and the pause that
   holds a schedule paused;
 - **exports** finished before the cutoff;
+- **recipient addresses** of delivery rows last written before the personal-data cutoff:
+  the address is removed (``address_erased_at`` set), the row kept with its outcome,
+  counts and instants; only rows of finished runs no other transaction holds;
 - **the generated rows of failed snapshot runs** (the ledger row stays, marked
   ``rows_pruned_at``; published, current and captured versions are never touched).
 
@@ -38,6 +41,9 @@ from timekeeper.db.sql import load_queries
 
 SQL = load_queries("timekeeper.db", "retention.sql")
 
+#: Kinds a pass changes without deleting the rows.
+_NOT_DELETED = frozenset({"snapshot_runs", "addresses_erased"})
+
 #: Failed snapshot runs per batch: each carries up to a whole month's generated rows.
 SNAPSHOT_RUNS_PER_BATCH = 1
 
@@ -45,7 +51,7 @@ SNAPSHOT_RUNS_PER_BATCH = 1
 @dataclass
 class Pruned:
     """What one pass pruned: rows by kind (``runs``, ``delivery_rows``, ``events``,
-    ``exports``, ``snapshot_runs``, ``snapshot_rows``), the batches it ran, and whether it
+    ``exports``, ``snapshot_runs``, ``snapshot_rows``, ``addresses_erased``), the batches it ran, and whether it
     stopped at a bound (``more``: the last batch of some kind was full, so rows past
     retention may remain for the next pass)."""
 
@@ -55,12 +61,13 @@ class Pruned:
 
     @property
     def total(self) -> int:
-        """Every row deleted (marked snapshot runs are not deleted and not counted)."""
-        return sum(n for kind, n in self.rows.items() if kind != "snapshot_runs")
+        """Every row deleted (marked snapshot runs and delivery rows whose address was
+        erased are not deleted and not counted)."""
+        return sum(n for kind, n in self.rows.items() if kind not in _NOT_DELETED)
 
     def summary(self) -> dict[str, Any] | None:
         """The JSON-ready summary a maintenance task returns, or None when nothing was pruned."""
-        if not self.total and not self.more:
+        if not self.total and not self.more and not self.rows.get("addresses_erased"):
             return None
         return {"pruned": self.total, **{k: v for k, v in self.rows.items() if v}, "batches": self.batches,
                 "more": self.more}
@@ -159,4 +166,24 @@ def prune_failed_snapshot_rows(conn: psycopg.Connection, *, now: datetime, days:
     pruned, budget = Pruned(), _Budget(max_batches, time_budget_s, clock)
     _batches(conn, "prune_failed_snapshot_rows", {"now": now, "cutoff": now - timedelta(days=days)},
              SNAPSHOT_RUNS_PER_BATCH, budget, pruned, marked)
+    return pruned
+
+
+def erase_old_addresses(conn: psycopg.Connection, *, now: datetime, personal_data_days: int, batch_rows: int,
+                        max_batches: int, time_budget_s: float, clock: Callable[[], float] = time.monotonic) -> Pruned:
+    """Remove the recipient address of every delivery row last written more than
+    ``personal_data_days`` days before ``now`` (aware UTC): ``address`` NULL,
+    ``address_erased_at = now``; the rows stay (status, skip reason, error code, provider
+    message id, attempt, instants), so counts and outcomes are unchanged. Only rows of a
+    finished run that no other transaction holds (a run in flight is never touched).
+
+    Bounded as :func:`prune_owner_history` (``batch_rows`` rows a batch, ``max_batches``,
+    ``time_budget_s`` seconds of ``clock``). Returns what was changed (``addresses_erased``
+    rows). Raises ``ValueError`` for a naive ``now``.
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be an aware UTC instant")
+    pruned, budget = Pruned(), _Budget(max_batches, time_budget_s, clock)
+    _batches(conn, "erase_old_addresses", {"now": now, "cutoff": now - timedelta(days=personal_data_days)},
+             batch_rows, budget, pruned, _deleted("addresses_erased"))
     return pruned

@@ -115,3 +115,24 @@ WITH doomed AS MATERIALIZED (
 )
 SELECT (SELECT count(*) FROM marked) AS runs,
        (SELECT count(*) FROM counts) + (SELECT count(*) FROM aging) + (SELECT count(*) FROM selftest) AS rows
+
+-- name: erase_old_addresses
+-- Recipient addresses of delivery rows last written before %(cutoff)s (the personal-data
+-- retention): the address goes, address_erased_at = %(now)s; the row stays with its
+-- outcome, counts and instants. Never a row of a run in flight: the run must be finished,
+-- and a run another transaction holds (being settled, a delivery row being written for
+-- it) is skipped with its rows.
+WITH doomed AS MATERIALIZED (
+    SELECT d.run_id, d.user_id
+      FROM query_deliveries AS d
+     CROSS JOIN LATERAL (SELECT r.id FROM schedule_runs AS r
+                          WHERE r.id = d.run_id AND r.finished_at IS NOT NULL
+                            FOR UPDATE SKIP LOCKED) AS r
+     WHERE d.address IS NOT NULL
+       AND d.updated_at < %(cutoff)s
+     ORDER BY d.updated_at
+     LIMIT %(limit)s
+)
+UPDATE query_deliveries AS d SET address = NULL, address_erased_at = %(now)s
+  FROM doomed
+ WHERE d.run_id = doomed.run_id AND d.user_id = doomed.user_id

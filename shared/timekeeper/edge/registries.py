@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from timekeeper.db.retention import prune_exports, prune_owner_history
+from timekeeper.db.retention import erase_old_addresses, prune_exports, prune_owner_history
 from timekeeper.schedules.work import MaintenanceTask, WorkKindRegistry
 from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
 from timekeeper.snapshots.registry import SnapshotRegistry
@@ -28,7 +28,8 @@ HISTORY_RETENTION_TASK = "history.retention"
 def history_retention_task(owner: str, retention: HistoryRetention, *, exports: bool = False) -> MaintenanceTask:
     """``owner``'s history retention as a maintenance task: its runs and events past
     ``retention`` (:func:`timekeeper.db.retention.prune_owner_history`), and with
-    ``exports`` the finished exports too, within the retention's per-pass bounds. The task
+    ``exports`` the finished exports and the delivery rows' addresses past the personal-data
+    retention too (the queries owner's delivery history), within the retention's per-pass bounds. The task
     returns the pass's summary (``{"pruned": n, <kind>: n, "batches": n, "more": bool}``)
     or None when nothing was pruned."""
 
@@ -39,13 +40,17 @@ def history_retention_task(owner: str, retention: HistoryRetention, *, exports: 
                                      max_batches=retention.max_batches_per_pass,
                                      time_budget_s=retention.time_budget_s)
         if exports:
-            more = prune_exports(conn, now=now, exports_days=retention.exports_days,
-                                 batch_rows=retention.batch_rows, max_batches=retention.max_batches_per_pass,
-                                 time_budget_s=retention.time_budget_s)
-            for kind, n in more.rows.items():
-                pruned.add(kind, n)
-            pruned.batches += more.batches
-            pruned.more = pruned.more or more.more
+            for more in (prune_exports(conn, now=now, exports_days=retention.exports_days,
+                                       batch_rows=retention.batch_rows, max_batches=retention.max_batches_per_pass,
+                                       time_budget_s=retention.time_budget_s),
+                         erase_old_addresses(conn, now=now, personal_data_days=retention.personal_data_days,
+                                             batch_rows=retention.batch_rows,
+                                             max_batches=retention.max_batches_per_pass,
+                                             time_budget_s=retention.time_budget_s)):
+                for kind, n in more.rows.items():
+                    pruned.add(kind, n)
+                pruned.batches += more.batches
+                pruned.more = pruned.more or more.more
         return pruned.summary()
 
     return task
@@ -54,7 +59,7 @@ def history_retention_task(owner: str, retention: HistoryRetention, *, exports: 
 def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegistry:
     """A new registry of every owner's work kinds, with each pipeline owner's history
     retention (``retention``, default the topology's) as its ``history.retention``
-    maintenance task (the queries owner's also prunes exports)."""
+    maintenance task (the queries owner's also prunes exports and erases old addresses)."""
     from timekeeper.accounting.work_kinds import register as register_accounting
     from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
