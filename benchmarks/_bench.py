@@ -32,6 +32,8 @@ from timekeeper.db.connection import connect
 from timekeeper.db.migrate import apply_migrations
 from timekeeper.local import embedded
 from timekeeper.schedules import recurrence
+from timekeeper.schedules.dispatcher import SQL as DISPATCHER_SQL
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition
 from timekeeper.schedules.recurrence import Recurrence, parse_rule
 
 UTC = timezone.utc
@@ -289,6 +291,41 @@ def wal_bytes_since(conn: psycopg.Connection, lsn: str) -> int:
     return int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s::pg_lsn) AS d", (lsn,)).fetchone()["d"])
 
 
+@dataclass
+class ClaimPlan:
+    """One claim statement under EXPLAIN (ANALYZE, BUFFERS): its execution time (ms), the
+    shared buffers it found in PostgreSQL's cache (``hit``) and read from the OS
+    (``read``), and the rows it returned."""
+
+    ms: float
+    hit: int
+    read: int
+    rows: int
+
+    @property
+    def buffers(self) -> int:
+        """Shared buffers touched (hit + read)."""
+        return self.hit + self.read
+
+
+def claim_plan(conn: psycopg.Connection, partition: Partition = WHOLE_OWNER, limit: int = 200, *,
+               owner: str = OWNER, now: datetime = NOW) -> ClaimPlan:
+    """The dispatcher's real claim statement (``claim_due_schedules``) for ``partition``,
+    ``limit`` rows, under EXPLAIN (ANALYZE, BUFFERS) in a transaction that is rolled back
+    (so every repeat claims the same rows)."""
+    conn.execute("BEGIN")
+    try:
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + DISPATCHER_SQL["claim_due_schedules"],
+                           {"owner": owner, "now": now, "limit": limit, "slot_from": partition.slot_from,
+                            "slot_to": partition.slot_to}, prepare=False).fetchone()
+    finally:
+        conn.execute("ROLLBACK")
+    [plan] = next(iter(row.values()))
+    top = plan["Plan"]
+    return ClaimPlan(plan["Execution Time"], top["Shared Hit Blocks"], top["Shared Read Blocks"],
+                     int(top["Actual Rows"]))
+
+
 def bench_connect(url: str) -> psycopg.Connection:
     """The product's connection: autocommit, dict rows."""
     return connect(url, application_name="timekeeper-bench")
@@ -332,6 +369,58 @@ def backend_cpu_s(pid: int | None) -> float | None:
         return (int(fields[11]) + int(fields[12])) / _CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
+
+
+def _proc_stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def postmaster_pid(conn: psycopg.Connection) -> int | None:
+    """The pid of the server's postmaster (the parent of ``conn``'s backend), or None when
+    the server is not a local process."""
+    pid = conn.info.backend_pid
+    if backend_cpu_s(pid) is None:
+        return None
+    try:
+        return int(_proc_stat(pid)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def server_cpu_s(postmaster: int | None) -> float | None:
+    """CPU seconds (user + system) the whole server has used so far: the postmaster, its
+    live children (backends, checkpointer, WAL writer, autovacuum workers, ...) and the
+    children that have exited (the postmaster's ``cutime`` + ``cstime``), from /proc. The
+    difference of two readings is the server's CPU over the interval, backends that ended
+    in it included. None when ``postmaster`` is None or unreadable."""
+    if not postmaster:
+        return None
+    try:
+        fields = _proc_stat(postmaster)
+        total = sum(int(fields[i]) for i in (11, 12, 13, 14))
+    except (OSError, IndexError, ValueError):
+        return None
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = _proc_stat(int(entry.name))
+            if int(fields[1]) == postmaster:
+                total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked: its time is in cutime now
+    return total / _CLK_TCK
+
+
+def wal_stats(conn: psycopg.Connection) -> dict[str, int]:
+    """The server's ``pg_stat_wal`` counters (``wal_records``, ``wal_fpi``, ``wal_bytes``)
+    and the current WAL position in bytes (``lsn_bytes``). Backends report their WAL
+    counters at the end of their transactions (and at least once a second), so take the
+    difference of two readings around work whose connections have finished."""
+    row = conn.execute("""SELECT wal_records, wal_fpi, wal_bytes::bigint AS wal_bytes,
+                                 pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint AS lsn_bytes
+                            FROM pg_stat_wal""").fetchone()
+    return {k: int(v) for k, v in row.items()}
 
 
 def load_average() -> float:

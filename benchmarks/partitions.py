@@ -31,7 +31,7 @@ from uuid import UUID
 
 import _bench as b
 
-from timekeeper.schedules.dispatcher import SQL, WHOLE_OWNER, Partition, dispatch
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
@@ -53,31 +53,17 @@ def _registry() -> WorkKindRegistry:
     return kinds
 
 
-def claim_plan(conn, partition: Partition, limit: int = 200) -> tuple[float, int, int]:
-    """(execution ms, shared buffers touched, rows) of one claim statement, rolled back."""
-    conn.execute("BEGIN")
-    try:
-        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + SQL["claim_due_schedules"],
-                           {"owner": b.OWNER, "now": b.NOW, "limit": limit, "slot_from": partition.slot_from,
-                            "slot_to": partition.slot_to}, prepare=False).fetchone()
-    finally:
-        conn.execute("ROLLBACK")
-    [plan] = next(iter(row.values()))
-    top = plan["Plan"]
-    return plan["Execution Time"], top["Shared Hit Blocks"] + top["Shared Read Blocks"], top["Actual Rows"]
-
-
 def claim_part(url: str, n: int, repeats: int) -> list[list]:
     rows = []
     with b.bench_connect(url) as conn:
         for count in (1, 4):
             for index in range(count):
                 partition = Partition(index, count)
-                claim_plan(conn, partition)  # warm
-                measured = [claim_plan(conn, partition) for _ in range(repeats)]
-                ms = statistics.median(m[0] for m in measured)
+                b.claim_plan(conn, partition)  # warm
+                measured = [b.claim_plan(conn, partition) for _ in range(repeats)]
+                ms = statistics.median(m.ms for m in measured)
                 rows.append([f"claim of 200, K={count} partition {index}", f"{n:,}", f"{ms:.2f} ms",
-                             measured[-1][1], measured[-1][2], f"{b.load_average():.1f}"])
+                             measured[-1].buffers, measured[-1].rows, f"{b.load_average():.1f}"])
     return rows
 
 
