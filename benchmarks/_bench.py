@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -34,6 +35,7 @@ from timekeeper.local import embedded
 from timekeeper.schedules import recurrence
 from timekeeper.schedules.dispatcher import SQL as DISPATCHER_SQL
 from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition
+from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.recurrence import Recurrence, parse_rule
 
 UTC = timezone.utc
@@ -531,3 +533,14 @@ def git_revision() -> str:
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+class CountingSink:
+    """A RunPublisher that only counts."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def publish(self, messages: list[RunMessage]) -> set[UUID]:
+        self.count += len(messages)
+        return set()

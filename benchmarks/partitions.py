@@ -27,24 +27,11 @@ import multiprocessing
 import statistics
 import sys
 import time
-from uuid import UUID
 
 import _bench as b
 
 from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition, dispatch
-from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
-
-
-class CountingSink:
-    """A RunPublisher that only counts."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def publish(self, messages: list[RunMessage]) -> set[UUID]:
-        self.count += len(messages)
-        return set()
 
 
 def _registry() -> WorkKindRegistry:
@@ -70,7 +57,7 @@ def claim_part(url: str, n: int, repeats: int) -> list[list]:
 def _pass(url: str, partition: Partition, claim_limit: int, barrier, results) -> None:
     conn = b.bench_connect(url)
     try:
-        sink = CountingSink()
+        sink = b.CountingSink()
         registry = _registry()
         barrier.wait()
         started = time.perf_counter()

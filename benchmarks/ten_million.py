@@ -314,17 +314,6 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
-class CountingSink:
-    """A RunPublisher that only counts."""
-
-    def __init__(self) -> None:
-        self.count = 0
-
-    def publish(self, messages: list[RunMessage]) -> set[UUID]:
-        self.count += len(messages)
-        return set()
-
-
 class QueueSink:
     """A RunPublisher onto an in-memory queue standing in for SQS: chunks of
     :data:`SQS_CHUNK` records (SendMessageBatch's), each record shaped as the Lambda event
@@ -347,7 +336,7 @@ class QueueSink:
 
 def claim_batch_pass(conn, kinds: WorkKindRegistry, claim_limit: int):
     """One real claim batch: a dispatch pass whose budget ends after its first batch."""
-    sink = CountingSink()
+    sink = b.CountingSink()
     report = dispatch(conn, owner=OWNER, now=b.NOW, publisher=sink, claim_limit=claim_limit, time_budget_s=0.0,
                       registry=kinds, metrics=MetricsRecorder(), partition=WHOLE_OWNER)
     if report.claimed != claim_limit or sink.count != claim_limit:
