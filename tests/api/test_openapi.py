@@ -32,7 +32,8 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}
 OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-letter-queues/{queue}/redrive"),
-               ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume")}
+               ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume"),
+               ("post", "/operations/erasures")}
 OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
                ("delete", "/closures/{closed_on}")}
 OPERATIONS |= {("get", "/notices"), ("post", "/notices/read"), ("get", "/ownerless-schedules"),

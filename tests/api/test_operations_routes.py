@@ -6,6 +6,7 @@ its queue; a staff resume records the staff member and the reason; only staff ma
 
 from __future__ import annotations
 
+import hashlib
 import json
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -213,16 +214,67 @@ def test_a_staff_resume_records_who_and_why(db, call):
     assert (other.status, other.body["code"]) == (404, "not_found")
 
 
+def test_an_erasure_reaches_every_workspace_and_is_recorded_by_the_ids_digest(db, call):
+    # Given a person's opt-out in one workspace and, in another, a suppressed address of a
+    # message of theirs that bounced (neither is the staff member's workspace)
+    person, first, second = f"user-{uuid.uuid4()}", uuid.uuid4(), uuid.uuid4()
+    db.execute("""INSERT INTO mail_opt_outs (workspace_id, schedule_id, user_id, run_id, opted_out_at)
+                  VALUES (%s, %s, %s, %s, %s)""", (first, uuid.uuid4(), person, uuid.uuid4(), NOW))
+    db.execute("""INSERT INTO message_events (provider_message_id, state, event_at, workspace_id, user_id, received_at)
+                  VALUES ('m-erase', 'bounced', %s, %s, %s, %s)""", (NOW, second, person, NOW))
+    db.execute("""INSERT INTO mail_suppressions (workspace_id, address, reason, provider_message_id, suppressed_at)
+                  VALUES (%s, 'gone@example.com', 'bounced', 'm-erase', %s)""", (second, NOW))
+    db.commit()
+
+    # When staff erase the person through the API's walled login
+    reply = call("POST", "/operations/erasures", {"user_id": person, "reason": "request 2027-114"}, as_=STAFF)
+
+    # Then both are gone and the reply says so
+    digest = hashlib.sha256(person.encode()).hexdigest()
+    assert reply.status == 200, reply.body
+    assert reply.body == {"user_digest": digest, "recipient_lists": 0, "opt_outs": 1, "delivery_addresses": 0,
+                          "suppressions": 1, "erased_at": NOW.isoformat().replace("+00:00", "Z")}
+    assert db.execute("SELECT count(*) AS n FROM mail_opt_outs WHERE user_id = %s", (person,)).fetchone()["n"] == 0
+    assert db.execute("SELECT count(*) AS n FROM mail_suppressions WHERE workspace_id = %s",
+                      (second,)).fetchone()["n"] == 0
+    # And the operations action names the digest, never the id
+    [action] = call("GET", "/operations/overview", as_=STAFF).body["recent_actions"]
+    assert (action["action"], action["actor"], action["target"], action["reason"]) == (
+        "erase", "staff-1", f"sha256:{digest}", "request 2027-114")
+    assert action["detail"] == {"recipient_lists": 0, "opt_outs": 1, "delivery_addresses": 0, "suppressions": 1}
+    assert person not in json.dumps(action)
+    # And repeating it removes nothing more (a retried request is safe)
+    again = call("POST", "/operations/erasures", {"user_id": person, "reason": "retry"}, as_=STAFF)
+    assert (again.status, again.body["opt_outs"], again.body["suppressions"]) == (200, 0, 0)
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"reason": "x"}, "user_id"),
+    ({"user_id": "", "reason": "x"}, "user_id"),
+    ({"user_id": "two words", "reason": "x"}, "user_id"),
+    ({"user_id": "u" * 201, "reason": "x"}, "user_id"),
+    ({"user_id": "u-1"}, "reason"),
+    ({"user_id": "u-1", "reason": " "}, "reason"),
+    ({"user_id": "u-1", "reason": "x", "extra": 1}, "extra"),
+])
+def test_a_bad_erasure_request_is_a_422_naming_the_field(db, call, body, field):
+    reply = call("POST", "/operations/erasures", body, as_=STAFF)
+    assert (reply.status, reply.body["code"], reply.body.get("field")) == (422, "validation_error", field)
+    assert db.execute("SELECT count(*) AS n FROM operations_actions").fetchone()["n"] == 0
+
+
 @pytest.mark.parametrize(("method", "target"), [
     ("GET", "/operations/overview"),
     ("POST", "/operations/dead-letter-queues/exports/redrive"),
     ("POST", f"/operations/workspaces/{uuid.uuid4()}/schedules/{uuid.uuid4()}/resume"),
+    ("POST", "/operations/erasures"),
 ])
 def test_only_staff_may(call, method, target):
     admin = Caller(roles="schedules:read,schedules:write,schedules:run,queries:admin")
-    reply = call(method, target, {"reason": "x"} if method == "POST" else None, as_=admin)
+    body = {"reason": "x", "user_id": "u-1"} if target.endswith("erasures") else {"reason": "x"}
+    reply = call(method, target, body if method == "POST" else None, as_=admin)
     assert (reply.status, reply.body["code"]) == (403, "forbidden")
-    assert call(method, target, {"reason": "x"} if method == "POST" else None, claims=None).status == 401
+    assert call(method, target, body if method == "POST" else None, claims=None).status == 401
 
 
 def test_on_aws_a_redrive_starts_the_queues_message_move_task_back_to_its_source():

@@ -40,6 +40,8 @@ def _options(api: str, token: str, action: str, *rest: str) -> OpsOptions:
         return OpsOptions(action="overview", api=api, token=token, as_json=True)
     if action == "redrive":
         return OpsOptions(action="redrive", api=api, token=token, queue=rest[0], reason=rest[1], as_json=True)
+    if action == "erase":
+        return OpsOptions(action="erase", api=api, token=token, user=rest[0], reason=rest[1])
     return OpsOptions(action="resume", api=api, token=token, workspace=rest[0], schedule=rest[1], reason=rest[2])
 
 
@@ -81,6 +83,19 @@ def test_an_unknown_schedule_is_the_apis_404(server):
     code, text = ops(server, "resume", str(uuid.uuid4()), str(uuid.uuid4()), "try")
     assert code == 1
     assert "404 not_found" in text
+
+
+def test_an_erasure_prints_what_it_removed_and_is_recorded_by_the_digest(server):
+    person = f"person-{uuid.uuid4()}"
+    code, text = ops(server, "erase", person, "request 2027-7")
+    assert code == 0, text
+    printed = " ".join(text.split())  # rich wraps at the console's width
+    assert "off 0 recipient lists" in printed and "0 delivery addresses erased" in printed
+    # And the operations action names the digest (sha256:...), never the id
+    code, text = ops(server, "overview")
+    assert code == 0, text
+    [action] = [a for a in json.loads(text)["recent_actions"] if a["reason"] == "request 2027-7"]
+    assert action["action"] == "erase" and action["target"].startswith("sha256:") and person not in text
 
 
 def test_an_api_that_cannot_be_reached_is_exit_code_2():

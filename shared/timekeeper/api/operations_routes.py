@@ -9,6 +9,9 @@ POST     ``/operations/dead-letter-queues/{queue}/redrive``   staff        move 
                                                                            to its queue, with a reason -> 202
 POST     ``/operations/workspaces/{workspace_id}/schedules/   staff        resume a paused schedule of any
          {schedule_id}/resume``                                            workspace, with a reason
+POST     ``/operations/erasures``                             staff        erase a person (their address, recipient
+                                                                           lists, opt-outs, suppressions) in every
+                                                                           workspace, with a reason
 =======  ===================================================  ===========  ==========================================
 
 Staff are the callers holding a snapshot type's staff role (the Platform's
@@ -30,8 +33,12 @@ runs is 409 ``redrive_running``; an unknown queue is 404 ``not_found``. A resume
 schedule that no longer validates is 409 ``definition_invalid``; of an ownerless one 409
 ``ownerless`` (an admin reassigns it first); of an unknown one (or another workspace's id)
 404 ``not_found``.
+An erasure (:mod:`timekeeper.platform.erasure`) takes the user id in the body, never the
+path (paths reach access logs), answers what it removed, and is recorded by the id's
+digest; repeating it answers zeros. An id the directory no longer knows is erased all the
+same (the platform may have deleted the user first).
 A malformed body is 422 ``validation_error`` naming the field (``reason`` missing, blank or
-over 500 characters).
+over 500 characters; ``user_id`` missing, blank, over 200 characters or with whitespace).
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -65,6 +72,8 @@ _TAGS = ["operations"]
 #: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
 REASON_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
 MAX_REASON = 500
+#: A platform user id: no whitespace, no NUL (the directory's ids are opaque strings).
+USER_ID_PATTERN = r"^[^\x00\s]+$"
 #: A dead-letter queue's name in the path (the topology's names: accounting, exports, ...).
 QUEUE_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 
@@ -120,11 +129,13 @@ class OperationsActionOut(BaseModel):
     """What a staff member did through these routes, with their reason."""
 
     id: int
-    action: Literal["redrive", "resume"]
+    action: Literal["redrive", "resume", "erase"]
     actor: str
-    target: str = Field(description="the dead-letter queue's name, or the schedule's id")
+    target: str = Field(description="the dead-letter queue's name, the schedule's id, or the erased user id's "
+                                    "digest (sha256:<hex>)")
     reason: str
-    detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name")
+    detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name; "
+                                               "erase: the counts of ErasureOut")
     at: UtcDatetime
 
 
@@ -146,6 +157,28 @@ class ActionReason(BaseModel):
 
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
                         description="why (recorded with the action; not blank)")
+
+
+class ErasureIn(BaseModel):
+    """The person to erase and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user_id: str = Field(min_length=1, max_length=200, pattern=USER_ID_PATTERN,
+                         description="the platform's user id of the person")
+    reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
+                        description="why (e.g. the request's reference; recorded with the action; not blank)")
+
+
+class ErasureOut(BaseModel):
+    """What an erasure removed, in every workspace (all zeros when repeated)."""
+
+    user_digest: str = Field(description="hex SHA-256 of the user id: how the erasure is recorded")
+    recipient_lists: int = Field(ge=0, description="query schedules the person was taken off")
+    opt_outs: int = Field(ge=0, description="opt-outs deleted")
+    delivery_addresses: int = Field(ge=0, description="delivery rows whose address was erased (the rows stay)")
+    suppressions: int = Field(ge=0, description="suppression-list entries of the person's addresses deleted")
+    erased_at: UtcDatetime
 
 
 class RedriveOut(BaseModel):
@@ -240,3 +273,14 @@ def register(routes: Routes) -> None:
         metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
         return schedule_out(resumed)
 
+    @route("POST", "/operations/erasures", tags=_TAGS, operation_id="erasePerson", security=SECURITY,
+           summary="Staff: erase a person's address, recipient lists, opt-outs and suppressions everywhere",
+           responses=_responses(200, "What the erasure removed", 415))
+    def erase(scope: Staff, body: Annotated[ErasureIn, Body()]) -> ErasureOut:
+        erased = scope.erase_person(body.user_id, reason=body.reason)
+        logger.info("operations action", extra={"action": "erase", "actor": scope.identity.user_id,
+                                                "user_digest": erased.user_digest, "reason": body.reason,
+                                                "recipient_lists": erased.recipient_lists,
+                                                "delivery_addresses": erased.delivery_addresses})
+        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+        return ErasureOut(**vars(erased), erased_at=scope.now)

@@ -39,7 +39,7 @@ from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, access_refused
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
-from timekeeper.platform import access, audit
+from timekeeper.platform import access, audit, erasure
 from timekeeper.platform.directory import Workspace, get_workspace
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
@@ -450,6 +450,20 @@ class StaffScope:
                                      target=str(schedule_id), reason=reason,
                                      detail={"workspace_id": str(workspace_id), "name": resumed.name}, at=self.now)
         return resumed
+
+    def erase_person(self, user_id: str, *, reason: str) -> erasure.Erasure:
+        """Erase ``user_id`` in every workspace (:func:`timekeeper.platform.erasure.erase_person`)
+        as this staff member, and record the operations action ``erase`` (its target the
+        user id's digest ``sha256:<hex>``, never the id; its detail the counts), in one
+        transaction."""
+        with self.conn.transaction():
+            erased = erasure.erase_person(self.conn, user_id=user_id, actor=self.identity.user_id, now=self.now)
+            operations.record_action(self.conn, action="erase", actor=self.identity.user_id,
+                                     target=f"sha256:{erased.user_digest}", reason=reason, detail={
+                                         "recipient_lists": erased.recipient_lists, "opt_outs": erased.opt_outs,
+                                         "delivery_addresses": erased.delivery_addresses,
+                                         "suppressions": erased.suppressions}, at=self.now)
+        return erased
 
     def record_action(self, *, action: str, target: str, reason: str,
                       detail: dict[str, Any]) -> operations.OperationsAction:

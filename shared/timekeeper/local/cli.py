@@ -206,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("schedule", type=_uuid, help="the schedule's id")
     resume.add_argument("--reason", required=True, help="why (recorded in the schedule's history)")
     resume.add_argument("--json", action="store_true", help="print the API's JSON body")
+    erase = actions.add_parser("erase", help="erase a person's address, recipient lists, opt-outs and "
+                                             "suppressions in every workspace")
+    erase.add_argument("user", help="the platform's user id of the person")
+    erase.add_argument("--reason", required=True, help="why, e.g. the request's reference (recorded with the action)")
+    erase.add_argument("--json", action="store_true", help="print the API's JSON body")
     return parser
 
 
@@ -281,7 +286,7 @@ def _run(args: argparse.Namespace) -> int:
             action=args.action, api=args.api or default_api(), token=args.token or os.environ.get("TIMEKEEPER_TOKEN"),
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
-            schedule=str(args.schedule) if getattr(args, "schedule", None) else None,
+            schedule=str(args.schedule) if getattr(args, "schedule", None) else None, user=getattr(args, "user", None),
             limit=getattr(args, "limit", 100), as_json=args.json), Console())
     if args.command == "export":
         from pathlib import Path

@@ -5,7 +5,9 @@ token as well as against ``serve``.
 * ``ops overview`` -- paused and failing schedules, runs that wait too long and the
   dead-letter queues, as tables (``--json``: the API's body as it came);
 * ``ops redrive QUEUE --reason TEXT`` -- move a dead-letter queue's messages back;
-* ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule.
+* ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule;
+* ``ops erase USER --reason TEXT`` -- erase a person in every workspace (the user id goes
+  in the request's body, never its path).
 
 ``--api`` (default ``$TIMEKEEPER_API`` or ``http://127.0.0.1:8080``, serve's address;
 a deployed stage's URL ends in ``/v1``) and ``--token`` (default ``$TIMEKEEPER_TOKEN``;
@@ -32,7 +34,7 @@ TIMEOUT_S = 35
 
 @dataclass(frozen=True)
 class OpsOptions:
-    """One ``ops`` command: ``action`` (overview, redrive, resume) and its arguments."""
+    """One ``ops`` command: ``action`` (overview, redrive, resume, erase) and its arguments."""
 
     action: str
     api: str
@@ -41,6 +43,7 @@ class OpsOptions:
     queue: str | None = None
     workspace: str | None = None
     schedule: str | None = None
+    user: str | None = None
     limit: int = 100
     as_json: bool = False
 
@@ -80,6 +83,8 @@ def run_ops(options: OpsOptions, console: Any) -> int:
     elif options.action == "redrive":
         request = ("POST", f"/operations/dead-letter-queues/{quote(options.queue or '', safe='')}/redrive",
                    {"reason": options.reason})
+    elif options.action == "erase":
+        request = ("POST", "/operations/erasures", {"user_id": options.user, "reason": options.reason})
     else:
         request = ("POST", f"/operations/workspaces/{quote(options.workspace or '', safe='')}/schedules/"
                            f"{quote(options.schedule or '', safe='')}/resume", {"reason": options.reason})
@@ -100,6 +105,10 @@ def run_ops(options: OpsOptions, console: Any) -> int:
     elif options.action == "redrive":
         moved = "moved" if body.get("moved") is not None else "are being moved (SQS move task)"
         console.print(f"redrive of {body['queue']}: {body['messages']} messages {moved}; task {body['task']}")
+    elif options.action == "erase":
+        console.print(f"erased sha256:{body['user_digest']}: off {body['recipient_lists']} recipient lists, "
+                      f"{body['opt_outs']} opt-outs and {body['suppressions']} suppressions deleted, "
+                      f"{body['delivery_addresses']} delivery addresses erased")
     else:
         console.print(f"resumed {body['name']} ({body['id']}): next due {body.get('next_due_at')}")
     return 0

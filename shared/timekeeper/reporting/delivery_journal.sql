@@ -62,14 +62,22 @@ outbox AS (
            sent_at = COALESCE(sent_at, %(now)s), last_error = NULL
      WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s AND EXISTS (SELECT FROM relaxed)
     RETURNING 1),
+erased AS (
+    -- The recipient was erased after this run was queued (person_erasures): the row keeps
+    -- no address.
+    SELECT pe.erased_at FROM person_erasures AS pe
+      JOIN schedule_runs AS r ON r.id = %(run_id)s AND pe.erased_at >= r.queued_at
+     WHERE pe.user_digest = encode(sha256(convert_to(%(user_id)s, 'UTF8')), 'hex')),
 written AS (
-    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, address_erased_at,
                                   provider_message_id, link_expires_at, attempt, updated_at)
-    SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent', %(address)s, %(id)s,
-           %(expires)s, %(attempt)s, %(now)s
+    SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'sent',
+           CASE WHEN EXISTS (SELECT FROM erased) THEN NULL ELSE %(address)s END, (SELECT erased_at FROM erased),
+           %(id)s, %(expires)s, %(attempt)s, %(now)s
      WHERE EXISTS (SELECT FROM relaxed)
     ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'sent', skip_reason = NULL,
-           address = EXCLUDED.address, provider_message_id = EXCLUDED.provider_message_id,
+           address = EXCLUDED.address, address_erased_at = EXCLUDED.address_erased_at,
+           provider_message_id = EXCLUDED.provider_message_id,
            link_expires_at = COALESCE(EXCLUDED.link_expires_at, query_deliveries.link_expires_at),
            error = NULL, error_code = NULL, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
      WHERE query_deliveries.status <> 'sent'
@@ -94,11 +102,17 @@ SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'ru
 WITH outbox AS (
     UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s
      WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1),
+erased AS (
+    -- As record_sent's: the recipient was erased after this run was queued.
+    SELECT pe.erased_at FROM person_erasures AS pe
+      JOIN schedule_runs AS r ON r.id = %(run_id)s AND pe.erased_at >= r.queued_at
+     WHERE pe.user_digest = encode(sha256(convert_to(%(user_id)s, 'UTF8')), 'hex')),
 written AS (
-    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, error,
-                                  error_code, attempt, updated_at)
-    VALUES (%(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed', %(address)s, %(error)s,
-            %(code)s, %(attempt)s, %(now)s)
+    INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address, address_erased_at,
+                                  error, error_code, attempt, updated_at)
+    SELECT %(run_id)s, %(user_id)s, %(workspace_id)s, %(schedule_id)s, 'failed',
+           CASE WHEN EXISTS (SELECT FROM erased) THEN NULL ELSE %(address)s END, (SELECT erased_at FROM erased),
+           %(error)s, %(code)s, %(attempt)s, %(now)s
     ON CONFLICT (run_id, user_id) DO UPDATE SET status = 'failed', error = EXCLUDED.error,
            error_code = EXCLUDED.error_code, attempt = EXCLUDED.attempt, updated_at = EXCLUDED.updated_at
      WHERE query_deliveries.status <> 'sent'
