@@ -4,9 +4,10 @@ key, the renderer), the DeliveryFailed alarm, and the one public route."""
 
 from __future__ import annotations
 
+from infra.storage import DELIVERY_RETENTION_DAYS
 from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, functions_of_folder, resources
 from timekeeper import observability as obs
-from timekeeper.topology import QUERIES
+from timekeeper.topology import HISTORY, QUERIES
 
 
 def _statements(template, props):
@@ -87,3 +88,10 @@ def test_only_the_download_and_opt_out_routes_are_public(synth):
     assert all("AuthorizerId" not in m for m in methods.values() if m["AuthorizationType"] == "NONE")
     assert all(m["AuthorizationType"] == "CUSTOM" for m in methods.values()
                if m["AuthorizationType"] != "NONE" or m["HttpMethod"] == "OPTIONS")
+
+
+def test_addresses_are_kept_as_long_as_the_delivered_files_by_default():
+    # The personal-data retention (delivery rows' addresses) defaults to the delivered
+    # files' lifetime in the bucket (timekeeper:deliveryRetentionDays): a recipient's
+    # address lives no longer than the file that was sent to it.
+    assert HISTORY.personal_data_days == DELIVERY_RETENTION_DAYS == 35

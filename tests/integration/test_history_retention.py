@@ -392,10 +392,11 @@ def _scans(node: dict) -> list[tuple[str, str]]:
 
 
 def test_a_batch_reads_the_retention_index_and_deletes_by_key_never_scanning_the_history(world):
-    """Given 20,000 finished runs of 1,000 schedules and their events (analyzed), the runs and events batches are
-    planned as index scans in the retention index's order with per-row keep checks, and
-    their deletes find their rows by key: no sequential scan of schedule_runs or
-    schedule_events, whose cost would grow with the table (benchmarks/retention.py measures
+    """Given 20,000 finished runs of 1,000 schedules, their events and delivery rows
+    (analyzed), the runs and events batches and the erasure of old addresses are planned as
+    index scans in the retention index's order with per-row keep checks, and their deletes
+    and updates find their rows by key: no sequential scan of schedule_runs,
+    schedule_events or query_deliveries, whose cost would grow with the table (benchmarks/retention.py measures
     the cost at 2 million)."""
     world.execute("""
         INSERT INTO schedules (id, workspace_id, owner, work_kind, recurrence, timezone, status, next_due_at,
@@ -413,16 +414,23 @@ def test_a_batch_reads_the_retention_index_and_deletes_by_key_never_scanning_the
                   {"old": OLD})
     world.execute("""INSERT INTO schedule_events (schedule_id, workspace_id, run_id, kind, actor, at)
                      SELECT schedule_id, workspace_id, id, 'settled', 'consumer', finished_at FROM schedule_runs""")
-    world.execute("ANALYZE schedules, schedule_runs, schedule_events")
+    world.execute("""INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+                                                   provider_message_id, attempt, updated_at)
+                     SELECT id, 'u1', workspace_id, schedule_id, 'sent', 'one@example.com', 'm-' || id, 1, finished_at
+                       FROM schedule_runs""")
+    world.execute("ANALYZE schedules, schedule_runs, schedule_events, query_deliveries")
     from timekeeper.db.retention import SQL
 
+    tables = {"prune_runs": "schedule_runs", "prune_events": "schedule_events",
+              "erase_old_addresses": "query_deliveries"}
     for name, params in (("prune_runs", {"owner": OWNER, "now": NOW, "cutoff": NOW - timedelta(days=90)}),
-                         ("prune_events", {"owner": OWNER, "cutoff": NOW - timedelta(days=90)})):
+                         ("prune_events", {"owner": OWNER, "cutoff": NOW - timedelta(days=90)}),
+                         ("erase_old_addresses", {"now": NOW, "cutoff": NOW - timedelta(days=35)})):
         world.execute("BEGIN")
         try:
             plan = world.execute("EXPLAIN (FORMAT JSON) " + SQL[name], {**params, "limit": 500}).fetchone()
         finally:
             world.execute("ROLLBACK")
         scans = _scans(plan["QUERY PLAN"][0]["Plan"])
-        assert ("Index Scan", "schedule_runs" if name == "prune_runs" else "schedule_events") in scans, scans
-        assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in ("schedule_runs", "schedule_events")], scans
+        assert ("Index Scan", tables[name]) in scans, scans
+        assert not [s for s in scans if s[0] == "Seq Scan" and s[1] in set(tables.values())], scans

@@ -134,5 +134,5 @@ WITH doomed AS MATERIALIZED (
      LIMIT %(limit)s
 )
 UPDATE query_deliveries AS d SET address = NULL, address_erased_at = %(now)s
-  FROM doomed
- WHERE d.run_id = doomed.run_id AND d.user_id = doomed.user_id
+ WHERE d.run_id = ANY(ARRAY(SELECT run_id FROM doomed))
+   AND (d.run_id, d.user_id) IN (SELECT run_id, user_id FROM doomed)
