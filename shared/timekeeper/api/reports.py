@@ -104,6 +104,22 @@ class SnapshotBasisOut(BaseModel):
     choice: Literal["latest", "month", "version"]
 
 
+class RenderRequest(BaseModel):
+    """``POST /reports/{id}/renders`` (optional body): ``month`` (``YYYY-MM``, a workspace
+    month) picks the month every snapshot section shows unless it pins a version (the
+    period picker); without it each section shows its own choice."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    month: str | None = Field(None, pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", examples=["2027-02"],
+                              description="YYYY-MM: the month the snapshot sections show")
+
+    @property
+    def period(self) -> date | None:
+        """The month's first day, or None."""
+        return None if self.month is None else date(int(self.month[:4]), int(self.month[5:]), 1)
+
+
 class RenderOut(BaseModel):
     """A render of a report version to PDF. ``state``: requested -> rendering ->
     succeeded | failed. When it succeeded, ``download_url`` is a presigned link valid
@@ -127,6 +143,8 @@ class RenderOut(BaseModel):
     download_url: str | None = None
     download_expires_at: datetime | None = None
     snapshot_basis: list[SnapshotBasisOut | None] | None = None
+    month: str | None = Field(None, description="the month the request picked for the snapshot sections (YYYY-MM), "
+                                                "null: each section's own choice")
 
 
 _ERRORS = {401: "No or invalid authorizer claims",
@@ -233,7 +251,7 @@ def register(routes: Routes) -> None:
         out = RenderOut(id=row.id, report_id=row.report_id, report_version=row.report_version, state=row.state,
                         attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
                         byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
-                        error_code=row.error_code,
+                        error_code=row.error_code, month=None if row.period is None else f"{row.period:%Y-%m}",
                         snapshot_basis=None if row.snapshot_basis is None else [
                             None if b is None else SnapshotBasisOut.model_validate(b) for b in row.snapshot_basis])
         if row.state == "succeeded" and row.object_key:
@@ -246,23 +264,25 @@ def register(routes: Routes) -> None:
         return out
 
     @route("POST", "/reports/<report_id>/renders", tags=["reports"], operation_id="renderReport",
-           security=SECURITY, summary="Render the report's current version to PDF (the same Idempotency-Key "
-                                      "returns the same render)",
+           security=SECURITY, summary="Render the report's current version to PDF, optionally over a picked "
+                                      "month (the same Idempotency-Key returns the same render)",
            responses=responses(202, "Accepted: the render is requested", 404, 409))
     def request_render(
         scope: Reader, report_id: ReportId,
         idempotency_key: Annotated[str, idempotency_header("required: the same key returns the same render")],
+        body: Annotated[RenderRequest | None, Body()] = None,
     ) -> Response[RenderOut]:
         scope.person(access.REPORTS_READ, report_id=report_id, noun="report")
         key = scope.claim_key(idempotency_key)
         try:
             with scope.unit() as conn:
                 row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
-                                               idempotency_key=key, requested_by=scope.user_id, now=scope.now)
+                                               idempotency_key=key, requested_by=scope.user_id, now=scope.now,
+                                               period=None if body is None else body.period)
         except rendering.IdempotencyKeyReused:
             raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
-                           "this Idempotency-Key already names a render of another report", "Idempotency-Key") \
-                from None
+                           "this Idempotency-Key already names a render of another report or month",
+                           "Idempotency-Key") from None
         if not row.terminal:
             try:  # committed: a refused request leaves it requested; repeating the key asks again
                 configured(renderer, "renderer").request(workspace_id=scope.workspace_id, render_id=row.id)

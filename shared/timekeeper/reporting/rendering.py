@@ -160,6 +160,9 @@ class ReportRender:
     #: ``run_id``, ``choice``) or None for a section over other data; None when no section
     #: reads a snapshot (or the render has not succeeded).
     snapshot_basis: list[dict[str, Any] | None] | None = None
+    #: The month (its first day) the request picked for the snapshot sections, or None:
+    #: each section's own choice (see :func:`request_render`).
+    period: date | None = None
 
     @property
     def empty(self) -> bool:
@@ -197,29 +200,34 @@ def get_render(conn: psycopg.Connection, *, workspace_id: UUID, render_id: UUID)
 
 
 def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, idempotency_key: str,
-                   requested_by: str, now: datetime) -> ReportRender:
+                   requested_by: str, now: datetime, period: date | None = None) -> ReportRender:
     """Insert or return the render of ``(workspace_id, idempotency_key)``.
 
     The first request pins the report's current version and records ``requested_by`` (the
-    person whose access :func:`render` checks) and ``requested_at`` = ``now``; a repeated
-    request returns that row unchanged, whatever its state. The caller's own permission is
-    the caller's to check (the API checks its caller with the access rule first). Raises
-    :class:`ReportNotFound` (no such undeleted report) and :class:`IdempotencyKeyReused`
-    (the key names a render of another report).
+    person whose access :func:`render` checks), ``requested_at`` = ``now`` and ``period``
+    (a month's first day: every snapshot section whose choice is ``latest`` or ``month``
+    shows that month; a section pinned to a version keeps it; None: each section's own
+    choice); a repeated request returns that row unchanged, whatever its state. The
+    caller's own permission is the caller's to check (the API checks its caller with the
+    access rule first). Raises :class:`ReportNotFound` (no such undeleted report),
+    :class:`IdempotencyKeyReused` (the key names a render of another report, or of another
+    period) and ``ValueError`` for a ``period`` that is not a month's first day.
     """
+    if period is not None and period.day != 1:
+        raise ValueError(f"period: {period} is not a month's first day")
     with conn.transaction():
         select = SQL["render_by_key"]
         existing = _fetch(conn, select, (workspace_id, idempotency_key))
         if existing is None:
             existing = _fetch(
                 conn, SQL["insert_render"],
-                (idempotency_key, requested_by, now, workspace_id, report_id))
+                (idempotency_key, requested_by, now, period, workspace_id, report_id))
             if existing is None:
                 # Either no such report, or a concurrent request inserted the key first.
                 existing = _fetch(conn, select, (workspace_id, idempotency_key))
                 if existing is None:
                     raise ReportNotFound(report_id)
-    if existing.report_id != report_id:
+    if existing.report_id != report_id or existing.period != period:
         raise IdempotencyKeyReused(idempotency_key)
     return existing
 
@@ -254,7 +262,8 @@ class _Refused(Exception):
         self.message = message
 
 
-def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section, index: int) -> SectionData:
+def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section, index: int,
+                  picked: date | None = None) -> SectionData:
     where = f"sections[{index}]"
     try:
         version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
@@ -266,7 +275,7 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
         snapshot = query_snapshot(version.definition)
         check_section_columns(section, query_columns(version.definition), index)
         check_section_period(section, snapshot, index)
-        basis = None if snapshot is None else _snapshot_basis(conn, workspace_id, section, snapshot, where)
+        basis = None if snapshot is None else _snapshot_basis(conn, workspace_id, section, snapshot, where, picked)
         compiled = compile_query(version.definition, workspace_id=workspace_id,
                                  snapshot_run=None if basis is None else UUID(basis["run_id"]))
     except InvalidDefinition as error:
@@ -287,17 +296,22 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
 
 
 def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Section, snapshot: tuple[str, str],
-                    where: str) -> dict[str, Any]:
+                    where: str, picked: date | None = None) -> dict[str, Any]:
     """The published version a snapshot section shows, resolved now from its period choice
-    (None: latest); refused ``snapshot_unpublished`` when there is none."""
+    (None: latest) or, unless the section pins a version, from the month the render
+    ``picked`` (its choice is then ``month``); refused ``snapshot_unpublished`` when there
+    is none."""
     chosen = section.period
     choice = "latest" if chosen is None else chosen.choice
     period = None if chosen is None else chosen.period
+    version = None if chosen is None else chosen.version
+    if picked is not None and choice != "version":
+        choice, period = "month", picked
     found = ledger.published_version(conn, owner=snapshot[0], snapshot_type=snapshot[1], workspace_id=workspace_id,
-                                     period=period, version=None if chosen is None else chosen.version)
+                                     period=period, version=version)
     if found is None:
         wanted = "any month" if period is None else f"{period:%Y-%m}" + (
-            f" version {chosen.version}" if chosen is not None and chosen.version is not None else "")
+            f" version {version}" if version is not None else "")
         raise _Refused(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
                                              f"version of {wanted}")
     assert found.published_at is not None
@@ -366,7 +380,8 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
                 definition = version.parsed()
             except InvalidDefinition as error:
                 raise _Refused(DEFINITION_INVALID, f"report version {version.version}: {error}") from None
-            sections = [_section_data(conn, workspace_id, section, i) for i, section in enumerate(definition.sections)]
+            sections = [_section_data(conn, workspace_id, section, i, row.period)
+                        for i, section in enumerate(definition.sections)]
             presentation = presentation_of(conn, workspace_id)
         pdf, pages = build_pdf(definition, sections, report_version=row.report_version,
                                requested_at=row.requested_at, presentation=presentation)

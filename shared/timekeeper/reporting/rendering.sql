@@ -3,29 +3,29 @@
 -- name: get_render
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
   FROM report_renders WHERE workspace_id = %s AND id = %s
 
 -- name: render_by_key
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
   FROM report_renders WHERE workspace_id = %s AND idempotency_key = %s
 
 -- name: insert_render
 INSERT INTO report_renders (workspace_id, idempotency_key, report_id, report_version,
-                            requested_by, requested_at)
-SELECT r.workspace_id, %s, r.id, r.current_version, %s, %s FROM reports r
+                            requested_by, requested_at, period)
+SELECT r.workspace_id, %s, r.id, r.current_version, %s, %s, %s FROM reports r
  WHERE r.workspace_id = %s AND r.id = %s AND r.deleted_at IS NULL
 ON CONFLICT (workspace_id, idempotency_key) DO NOTHING
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
 
 -- name: lock_render
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
   FROM report_renders WHERE workspace_id = %s AND id = %s FOR UPDATE
 
 -- name: start_render
@@ -33,19 +33,19 @@ UPDATE report_renders SET state = 'rendering', attempts = attempts + 1, started_
  WHERE id = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
 
 -- name: finish_failed
 UPDATE report_renders SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
  WHERE id = %s AND state IN ('requested', 'rendering') AND attempts = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
 
 -- name: render_by_id
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
   FROM report_renders WHERE id = %s
 
 -- name: finish_succeeded
@@ -55,7 +55,7 @@ UPDATE report_renders SET state = 'succeeded', object_key = %s, byte_size = %s, 
  WHERE id = %s AND state = 'rendering' AND attempts = %s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
-       finished_at, section_row_counts, snapshot_basis
+       finished_at, section_row_counts, snapshot_basis, period
 
 -- name: query_name
 SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s
