@@ -16,9 +16,11 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 * ``POST /query-schedules/{id}/opt-outs/{user_id}/invitation`` (``queries:write``, the
   owner's action): invite an opted-out recipient back; nothing is sent to them until they
   accept (404 when they have not opted out).
-* ``POST /query-schedules/{id}/subscription`` (``queries:read``, the recipient's consent):
-  the caller accepts the owner's invitation and receives the schedule's messages again
-  (404 when the caller has not opted out, 409 ``not_invited`` without an invitation).
+* ``POST /query-schedules/{id}/subscription`` (the role that reads the schedule's source:
+  ``queries:read`` for a query, ``reports:read`` for a report, by the token and by the
+  membership, as the recipients are resolved; the recipient's consent): the caller accepts
+  the owner's invitation and receives the schedule's messages again (404 when the caller
+  has not opted out, 409 ``not_invited`` without an invitation).
 * ``GET /mail-suppressions`` (``queries:read``): the workspace's suppression list (the
   addresses later sends skip as ``suppressed``: a permanent bounce or a complaint).
 """
@@ -36,7 +38,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
+from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, QUERIES_WRITE, REPORTS_READ
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes
@@ -130,6 +132,8 @@ def register(routes: Routes) -> None:
     route, adapters = routes.route, routes.adapters
     reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
     writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
+    # The recipient's consent: any signed-in role here, the source kind's read role in the route.
+    recipient = Annotated[WorkspaceScope, Depends(routes.scope_for(OWN_NOTICES))]
     schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
     token_path = Annotated[str, Path(min_length=1, max_length=2000, description="the signed opt-out token")]
     tags = ["opt-outs"]
@@ -216,11 +220,21 @@ def register(routes: Routes) -> None:
         return _out(found)
 
     @route("POST", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="acceptInvitation",
-           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again",
+           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again "
+                                      "(queries:read for a query's schedule, reports:read for a report's)",
            responses=errors.responses(200, "Subscribed again", 404, 409, texts=_ERRORS))
-    def accept(scope: reader, schedule_id: schedule_id_path) -> SubscriptionOut:
-        with scope.unit(access.QUERIES_READ) as conn:
-            live_schedule(conn, scope, schedule_id)
+    def accept(scope: recipient, schedule_id: schedule_id_path) -> SubscriptionOut:
+        # The role that reads the schedule's source, as its recipients are resolved: the
+        # token must hold one of the two before anything is looked up, then the one of
+        # this schedule's source kind, by the token and by the membership.
+        if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
+            scope.identity.require(QUERIES_READ)
+        with scope.unit() as conn:
+            settings = live_schedule(conn, scope, schedule_id)
+            permission = dl.source_read_permission(settings)
+            scope.identity.require(permission)
+            access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                               permission=permission), f"read the {settings.source_kind}")
             found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
                                          user_id=scope.user_id)
             if found is None:
