@@ -8,10 +8,15 @@ moto S3 and SES, the real consumer for the deliveries."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.api.conftest import NOW, Caller
 from tests.api.test_delivery_routes import SENDER, app, aws, body, olga, tenants  # noqa: F401
+from tests.api.test_hostile_input import HOSTILE, _assert_client_error
 from tests.api.test_opt_outs import _outcomes, _run
 from timekeeper.db.connection import connect
 from timekeeper.local.delivery import ses_event
@@ -99,3 +104,17 @@ def test_an_admin_removes_a_suppressed_address_with_a_reason_and_the_next_run_se
     third, sent = _run(call, publisher, schedule_id, tenants, aws, db_url, "s3")
     assert [m["to"] for m in sent] == ["rita@x.test"]
     assert _outcomes(call, tenants, schedule_id, third.run_id) == {"rita": ("sent", None)}
+
+
+@settings(max_examples=int(os.environ.get("TK_HOSTILE_EXAMPLES", "120")), deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                 HealthCheck.data_too_large])
+@given(place=st.sampled_from(["body", "address", "reason"]), fragment=HOSTILE)
+def test_hostile_removal_bodies_are_never_a_server_error(call, place, fragment):
+    fields = {"address": '"rita@x.test"', "reason": '"fixed"'}
+    if place == "body":
+        text = fragment
+    else:
+        fields[place] = fragment
+        text = "{" + ", ".join(f'"{k}": {v}' for k, v in fields.items()) + "}"
+    _assert_client_error(call("POST", REMOVALS, text))
