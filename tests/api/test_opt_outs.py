@@ -149,3 +149,51 @@ def test_an_expired_opt_out_link_is_a_410_page(call, app, tenants, publisher, aw
     status, _, page = public(app, "POST", f"/opt-outs/{token}", form="List-Unsubscribe=One-Click")
     assert status == 410 and "expired" in page
     assert call("GET", f"/query-schedules/{schedule_id}/opt-outs", as_=olga(tenants)).body["items"] == []
+
+
+def test_a_report_schedules_recipient_with_only_the_reports_role_accepts_the_invitation(
+        call, tenants, db_url):  # noqa: F811
+    # Given a report's schedule whose recipient Vic holds only reports:read (token and
+    # membership), who opted out of it, and a query's schedule he opted out of too
+    from uuid import uuid4
+
+    from tests.api.conftest import Caller
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.directory import add_member, upsert_user
+    from timekeeper.reporting import opt_outs, reports
+
+    with connect(db_url) as conn, conn.transaction():
+        upsert_user(conn, user_id="rene", display_name="Rene", email="rene@x.test", now=NOW)
+        add_member(conn, workspace_id=tenants["a"], user_id="rene", roles=["queries:write", "reports:read"],
+                   now=NOW - timedelta(days=1))
+        report, _ = reports.create_report(conn, workspace_id=tenants["a"], name="Monthly", actor="rene", now=NOW,
+                                          definition={"title": "Monthly", "sections": [
+                                              {"heading": "Invoices", "query_id": str(tenants["query"]),
+                                               "display": "table"}]})
+    rene = Caller(user_id="rene", workspace_id=tenants["a"], roles="queries:write,queries:read,reports:read")
+    vic = Caller(user_id="vic", workspace_id=tenants["a"], roles="reports:read")
+    of_report = call("POST", "/query-schedules", body(tenants, source={"kind": "report", "report_id": str(report.id)},
+                                                      format="pdf", recipients=["vic"]), as_=rene).body["id"]
+    of_query = call("POST", "/query-schedules", body(tenants, recipients=["vic"]), as_=olga(tenants)).body["id"]
+    with connect(db_url) as conn, conn.transaction():
+        for schedule_id in (of_report, of_query):
+            opt_outs.record_opt_out(conn, opt_outs.OptOutLink(tenants["a"], schedule_id, uuid4(), "vic"), now=NOW)
+    assert call("POST", f"/query-schedules/{of_report}/opt-outs/vic/invitation", as_=rene).status == 200
+    assert call("POST", f"/query-schedules/{of_query}/opt-outs/vic/invitation", as_=olga(tenants)).status == 200
+    # When Vic accepts the report schedule's invitation: subscribed again (a 403 before:
+    # the route asked every recipient for queries:read)
+    accepted = call("POST", f"/query-schedules/{of_report}/subscription", as_=vic)
+    assert (accepted.status, accepted.body.get("subscribed")) == (200, True), accepted.body
+    assert call("GET", f"/query-schedules/{of_report}/opt-outs", as_=rene).body["items"] == []
+    # But the query's schedule still needs queries:read: by the token ...
+    refused = call("POST", f"/query-schedules/{of_query}/subscription", as_=vic)
+    assert (refused.status, refused.body["code"]) == (403, "forbidden")
+    # ... and by the membership (a token that claims it is not enough)
+    claimed = Caller(user_id="vic", workspace_id=tenants["a"], roles="queries:read,reports:read")
+    refused = call("POST", f"/query-schedules/{of_query}/subscription", as_=claimed)
+    assert (refused.status, refused.body["code"]) == (403, "missing_role")
+    assert [o["user_id"] for o in call("GET", f"/query-schedules/{of_query}/opt-outs",
+                                       as_=olga(tenants)).body["items"]] == ["vic"]
+    # And a caller with neither read role is refused before anything is looked up
+    nobody = Caller(user_id="vic", workspace_id=tenants["a"], roles="schedules:read")
+    assert call("POST", f"/query-schedules/{uuid4()}/subscription", as_=nobody).status == 403

@@ -129,3 +129,28 @@ def test_every_table_with_a_workspace_id_has_the_tenant_policy(conn):
     assert rows, "no tenant tables found"
     missing = [r["relname"] for r in rows if not (r["relrowsecurity"] and r["has_policy"])]
     assert missing == []
+
+
+def test_under_the_api_role_a_suppression_of_another_workspace_cannot_be_removed(db_url, two_workspaces):
+    from timekeeper.reporting import message_states
+
+    (ws_a, _), (ws_b, _) = two_workspaces["a"], two_workspaces["b"]
+    with connect(db_url) as owner:
+        owner.execute("INSERT INTO mail_suppressions (workspace_id, address, reason, provider_message_id, "
+                      "suppressed_at) VALUES (%s, 'walled@x.test', 'bounced', 'm-walled', %s)", (ws_a, NOW))
+        owner.commit()
+    try:
+        with connect(db_url) as conn:
+            conn.execute(f"SET ROLE {API_ROLE}")
+            with conn.transaction():
+                set_tenant(conn, ws_b)
+                # The statement names workspace A, but the wall shows the API only B's rows
+                assert message_states.remove_suppression(conn, workspace_id=ws_a, address="walled@x.test",
+                                                         actor="t", reason="not mine", now=NOW) is None
+        with connect(db_url) as owner:
+            assert owner.execute("SELECT count(*) AS n FROM mail_suppressions WHERE address = 'walled@x.test'"
+                                 ).fetchone()["n"] == 1
+    finally:
+        with connect(db_url) as owner:
+            owner.execute("DELETE FROM mail_suppressions WHERE address = 'walled@x.test'")
+            owner.commit()

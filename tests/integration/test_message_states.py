@@ -355,3 +355,36 @@ def test_an_owner_notice_message_without_a_run_gets_its_states_and_its_bounce_su
     assert [s["to"] for s in env.mailer.sent].count(owner) == 1
     newest = notices.list_notices(conn, workspace_id=tenant.workspace_id, user_id=_u("olga"))[0]
     assert newest.read_at is None and newest.mailed_at == later
+
+
+def test_an_address_taken_off_the_suppression_list_is_sent_to_again_until_it_bounces_again(conn, env, aws,
+                                                                                            tenant):
+    # Given Ron's address suppressed by a permanent bounce, and the next run skipping him
+    schedule = _schedule(conn, tenant, "Removal", recipients=("ron",))
+    _deliver(conn, env, schedule)
+    ron = _sent_to(env, "ron")
+    _publish(aws, ses_event("bounce", ron["id"], ron["to"].upper()))
+    assert all(not r["failed"] for r in _drain(aws))
+    env.mailer.sent.clear()
+    skipped = _deliver(conn, env, schedule, day=1)
+    assert [(d.status, d.skip_reason) for d in dl.list_deliveries(conn, workspace_id=tenant.workspace_id,
+                                                                  run_id=skipped)] == [("skipped", "suppressed")]
+    # When an admin takes it off the list (compared lower-cased), with a reason
+    with conn.transaction():
+        removed = ms.remove_suppression(conn, workspace_id=tenant.workspace_id, address=ron["to"].upper(),
+                                        actor=_u("ada"), reason="mailbox fixed", now=NOW + timedelta(days=1, hours=3))
+    assert removed is not None and (removed.address, removed.suppression_reason, removed.provider_message_id) == (
+        ron["to"], "bounced", ron["id"])
+    with conn.transaction():
+        assert ms.remove_suppression(conn, workspace_id=tenant.workspace_id, address=ron["to"], actor=_u("ada"),
+                                     reason="again", now=NOW + timedelta(days=1, hours=4)) is None
+    assert [r.id for r in ms.list_suppression_removals(conn, workspace_id=tenant.workspace_id)] == [removed.id]
+    # Then the next run sends to him again
+    sent = _deliver(conn, env, schedule, day=2)
+    assert [(d.status, d.skip_reason) for d in dl.list_deliveries(conn, workspace_id=tenant.workspace_id,
+                                                                  run_id=sent)] == [("sent", None)]
+    again = _sent_to(env, "ron")
+    # And a new permanent bounce puts the address back on the list
+    _publish(aws, ses_event("bounce", again["id"], again["to"]))
+    assert all(not r["failed"] for r in _drain(aws))
+    assert [s.address for s in ms.list_suppressions(conn, workspace_id=tenant.workspace_id)] == [ron["to"]]

@@ -27,11 +27,14 @@ Roles (each route needs exactly one):
                       saved query and read one's own exports
 ``queries:write``     create a saved query, add a version, delete
 ``queries:admin``     both queries roles
-``reports:read``      list reports, read one, request a render and read it
+``reports:read``      list reports, read one, request a render and read it; accept the
+                      invitation back to a report's schedule (a query's takes
+                      ``queries:read``)
 ``reports:write``     create and edit reports (and everything reports:read allows)
 ``snapshots:read``    list the caller's own workspace's snapshot periods
 ``workspace:admin``   the workspace's ownerless schedules and their reassignment, failed
-                      posting jobs and their retry, staff reads of its data
+                      posting jobs and their retry, staff reads of its data, taking an
+                      address off its suppression list (and the removals' records)
 (any role above)      the caller's own notices (list, mark read)
 ====================  ===============================================================
 

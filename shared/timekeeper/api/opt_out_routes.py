@@ -16,11 +16,20 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 * ``POST /query-schedules/{id}/opt-outs/{user_id}/invitation`` (``queries:write``, the
   owner's action): invite an opted-out recipient back; nothing is sent to them until they
   accept (404 when they have not opted out).
-* ``POST /query-schedules/{id}/subscription`` (``queries:read``, the recipient's consent):
-  the caller accepts the owner's invitation and receives the schedule's messages again
-  (404 when the caller has not opted out, 409 ``not_invited`` without an invitation).
+* ``POST /query-schedules/{id}/subscription`` (the role that reads the schedule's source:
+  ``queries:read`` for a query, ``reports:read`` for a report, by the token and by the
+  membership, as the recipients are resolved; the recipient's consent): the caller accepts
+  the owner's invitation and receives the schedule's messages again (404 when the caller
+  has not opted out, 409 ``not_invited`` without an invitation).
 * ``GET /mail-suppressions`` (``queries:read``): the workspace's suppression list (the
   addresses later sends skip as ``suppressed``: a permanent bounce or a complaint).
+* ``POST /mail-suppressions/removals`` (``workspace:admin``, by the token and by the
+  membership, as the other admin routes): take one address off the list, with a reason
+  (``address`` compared lower-cased; 404 when it is not on the list, so a second removal
+  is a 404 and changes nothing); the removal is recorded and the next send goes out.
+  The address travels in the body, not the path: paths land in access logs.
+* ``GET /mail-suppressions/removals`` (``workspace:admin``): the removal records, newest
+  first (who, when, why, and the suppression as it stood).
 """
 
 
@@ -32,11 +41,11 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Path
-from pydantic import BaseModel, Field
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
+from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, QUERIES_WRITE, REPORTS_READ, WORKSPACE_ADMIN
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes
@@ -91,6 +100,57 @@ class SuppressionList(BaseModel):
     items: list[SuppressionOut]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty or only white space")
+    return text
+
+
+#: The most characters a removal's reason holds.
+MAX_REMOVAL_REASON = 500
+#: A removal page's largest size, and the largest ``before`` (an identity id: at most the
+#: largest integer every JSON client holds exactly).
+MAX_PAGE, MAX_ID = 100, 2**53 - 1
+
+
+class SuppressionRemovalIn(BaseModel):
+    """``POST /mail-suppressions/removals``: the address to take off the list, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: Annotated[str, Field(min_length=3, max_length=320, pattern=r"^[^\x00\s]+$",
+                                  description="the suppressed address (compared lower-cased)")]
+    reason: Annotated[str, Field(max_length=MAX_REMOVAL_REASON, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
+                                 description="why the address may be sent to again (recorded)"),
+                      AfterValidator(_not_blank)]
+
+
+class SuppressionRemovalOut(BaseModel):
+    """An address a workspace admin took off the suppression list: the suppression as it
+    stood (``suppression_reason`` bounced | complained, from which message, since when),
+    and who removed it, when and why."""
+
+    id: int
+    address: str
+    suppression_reason: str
+    provider_message_id: str
+    suppressed_at: datetime
+    removed_by: str
+    removed_at: datetime
+    reason: str
+
+
+class SuppressionRemovalPage(BaseModel):
+    """A page of suppression removals, newest first; pass ``next_before`` as ``before``."""
+
+    items: list[SuppressionRemovalOut]
+    next_before: int | None = Field(description="null on the last page")
+
+
+def _removal_out(r: message_states.SuppressionRemoval) -> SuppressionRemovalOut:
+    return SuppressionRemovalOut(**{k: getattr(r, k) for k in SuppressionRemovalOut.model_fields})
+
+
 class SubscriptionOut(BaseModel):
     """The caller receives the schedule's messages again."""
 
@@ -130,6 +190,11 @@ def register(routes: Routes) -> None:
     route, adapters = routes.route, routes.adapters
     reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
     writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
+    admin = Annotated[WorkspaceScope, Depends(routes.scope_for(WORKSPACE_ADMIN))]
+    before_q = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next_before of the previous page")]
+    limit_q = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
+    # The recipient's consent: any signed-in role here, the source kind's read role in the route.
+    recipient = Annotated[WorkspaceScope, Depends(routes.scope_for(OWN_NOTICES))]
     schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
     token_path = Annotated[str, Path(min_length=1, max_length=2000, description="the signed opt-out token")]
     tags = ["opt-outs"]
@@ -216,11 +281,21 @@ def register(routes: Routes) -> None:
         return _out(found)
 
     @route("POST", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="acceptInvitation",
-           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again",
+           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again "
+                                      "(queries:read for a query's schedule, reports:read for a report's)",
            responses=errors.responses(200, "Subscribed again", 404, 409, texts=_ERRORS))
-    def accept(scope: reader, schedule_id: schedule_id_path) -> SubscriptionOut:
-        with scope.unit(access.QUERIES_READ) as conn:
-            live_schedule(conn, scope, schedule_id)
+    def accept(scope: recipient, schedule_id: schedule_id_path) -> SubscriptionOut:
+        # The role that reads the schedule's source, as its recipients are resolved: the
+        # token must hold one of the two before anything is looked up, then the one of
+        # this schedule's source kind, by the token and by the membership.
+        if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
+            scope.identity.require(QUERIES_READ)
+        with scope.unit() as conn:
+            settings = live_schedule(conn, scope, schedule_id)
+            permission = dl.source_read_permission(settings)
+            scope.identity.require(permission)
+            access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                               permission=permission), f"read the {settings.source_kind}")
             found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
                                          user_id=scope.user_id)
             if found is None:
@@ -240,5 +315,30 @@ def register(routes: Routes) -> None:
                                suppressed_at=s.suppressed_at)
                 for s in message_states.list_suppressions(conn, workspace_id=scope.workspace_id)])
 
+    @route("POST", "/mail-suppressions/removals", tags=tags, operation_id="removeMailSuppression",
+           security=SECURITY, summary="Take an address off the suppression list, with a reason (admins; recorded)",
+           responses=errors.responses(200, "Removed: the removal record", 404, 415,
+                                      texts={**_ERRORS, 404: "The address is not on the suppression list",
+                                             415: "The body is not application/json"}))
+    def remove_suppression(scope: admin, body: Annotated[SuppressionRemovalIn, Body()]) -> SuppressionRemovalOut:
+        with scope.unit(access.WORKSPACE_ADMIN) as conn:
+            removed = message_states.remove_suppression(conn, workspace_id=scope.workspace_id, address=body.address,
+                                                        actor=scope.user_id, reason=body.reason, now=scope.now)
+        if removed is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this address is not on the suppression list",
+                           "address")
+        return _removal_out(removed)
 
-__all__ = ["NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "register"]
+    @route("GET", "/mail-suppressions/removals", tags=tags, operation_id="mailSuppressionRemovals",
+           security=SECURITY, summary="Addresses taken off the suppression list: who, when, why (admins)",
+           responses=errors.responses(200, "A page of removals, newest first", texts=_ERRORS))
+    def suppression_removals(scope: admin, before: before_q = None, limit: limit_q = 50) -> SuppressionRemovalPage:
+        with scope.unit(access.WORKSPACE_ADMIN) as conn:
+            rows = message_states.list_suppression_removals(conn, workspace_id=scope.workspace_id, before_id=before,
+                                                            limit=limit + 1)
+        page = rows[:limit]
+        return SuppressionRemovalPage(items=[_removal_out(r) for r in page],
+                                      next_before=page[-1].id if len(rows) > limit else None)
+
+
+__all__ = ["MAX_REMOVAL_REASON", "NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "register"]

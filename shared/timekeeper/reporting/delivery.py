@@ -237,6 +237,13 @@ def object_key(workspace_id: UUID, run_id: UUID, fmt: str) -> str:
     return f"{DELIVERIES_PREFIX}{workspace_id}/{run_id}.{fmt}"
 
 
+def source_read_permission(schedule: QuerySchedule) -> str:
+    """The permission that reads the schedule's source: ``queries:read`` for a query,
+    ``reports:read`` for a report (what its recipients must hold, by the token and by the
+    membership)."""
+    return access.QUERIES_READ if schedule.source_kind == "query" else access.REPORTS_READ
+
+
 def check_source_access(conn: psycopg.Connection, schedule: QuerySchedule, user_id: str) -> access.Decision:
     """The access rule for ``user_id`` on the schedule's source (``queries:read`` on the
     query, ``reports:read`` on the report), now."""
@@ -453,9 +460,8 @@ def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[s
     the source's existence once): deactivated, left, any other refusal (``no_access``),
     then an address (``no_address``), then the recipient's opt-out of this schedule
     (``unsubscribed``) and the workspace's suppression list (``suppressed``)."""
-    permission = access.QUERIES_READ if schedule.source_kind == "query" else access.REPORTS_READ
     decisions = access.check_people(conn, workspace_id=schedule.workspace_id, user_ids=user_ids,
-                                    permission=permission)
+                                    permission=source_read_permission(schedule))
     source_id = schedule.query_id if schedule.source_kind == "query" else schedule.report_id
     assert source_id is not None
     exists = access.object_exists(conn, schedule.source_kind, schedule.workspace_id, source_id)
@@ -597,5 +603,5 @@ __all__ = [
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
     "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
-    "list_recipients", "object_key", "worst_case_run_s",
+    "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
 ]

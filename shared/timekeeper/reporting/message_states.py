@@ -17,6 +17,11 @@ provider message id the outbox recorded and records:
   puts the reported addresses on the workspace's list; later sends of the workspace skip
   them (skip reason ``suppressed``). A transient bounce is recorded, not suppressed.
 
+Only a workspace admin takes an address off the list (:func:`remove_suppression`: a
+mailbox that was full and is fixed, an address the admin verified), with a reason; the
+removal is recorded with the suppression as it stood (:func:`list_suppression_removals`).
+A later permanent bounce or complaint puts the address back.
+
 An owner notice message (its outbox row has no run, :mod:`timekeeper.reporting.notice_mail`)
 is recorded the same way with ``run_id`` None; its bounce or complaint suppresses the
 address for the workspace's deliveries and notice e-mails alike.
@@ -38,7 +43,7 @@ import psycopg
 from pydantic import AliasChoices, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import fetch_all, fetch_row, fetch_rows, fetch_value
+from timekeeper.db.rows import fetch_all, fetch_one, fetch_row, fetch_rows, fetch_value
 
 SQL = load_queries("timekeeper.reporting", "message_states.sql")
 
@@ -189,6 +194,24 @@ class Suppression:
     suppressed_at: datetime
 
 
+@dataclass(frozen=True)
+class SuppressionRemoval:
+    """An address a workspace admin took off the suppression list (``mail_suppression_removals``):
+    the suppression as it stood (``suppression_reason`` bounced | complained, the
+    ``provider_message_id`` that caused it, ``suppressed_at``), and the removal:
+    ``removed_by`` (the admin's user id), ``removed_at`` (aware UTC) and ``reason``."""
+
+    id: int
+    workspace_id: UUID
+    address: str
+    suppression_reason: str
+    provider_message_id: str
+    suppressed_at: datetime
+    removed_by: str
+    removed_at: datetime
+    reason: str
+
+
 def record_message_event(conn: psycopg.Connection, event: SesEvent, *, now: datetime) -> str:
     """Record ``event`` beside its delivery (see the module's description), in the
     caller's transaction. Returns :data:`RECORDED` (new), :data:`DUPLICATE` (recorded
@@ -222,6 +245,26 @@ def suppressed_among(conn: psycopg.Connection, workspace_id: UUID, addresses: li
 def list_suppressions(conn: psycopg.Connection, *, workspace_id: UUID) -> list[Suppression]:
     """The workspace's suppression list, oldest first."""
     return fetch_all(conn, SQL["list_suppressions"], (workspace_id,), Suppression)
+
+
+def remove_suppression(conn: psycopg.Connection, *, workspace_id: UUID, address: str, actor: str, reason: str,
+                       now: datetime) -> SuppressionRemoval | None:
+    """Take ``address`` (compared lower-cased, as the list stores it) off the workspace's
+    suppression list and record the removal (``actor``, ``reason``, ``now`` aware UTC) in
+    one statement, in the caller's transaction; the next send to the address goes out.
+    Returns the removal record, or None when the address is not on the list (nothing
+    recorded: a second removal changes nothing). Raises ``psycopg.Error`` (a reason the
+    table's check refuses: blank or over 500 characters)."""
+    return fetch_one(conn, SQL["remove_suppression"], {"workspace_id": workspace_id, "address": address,
+                                                       "actor": actor, "reason": reason, "now": now},
+                     SuppressionRemoval)
+
+
+def list_suppression_removals(conn: psycopg.Connection, *, workspace_id: UUID, before_id: int | None = None,
+                              limit: int = 50) -> list[SuppressionRemoval]:
+    """The workspace's suppression removals, newest first: at most ``limit`` below ``before_id``."""
+    return fetch_all(conn, SQL["list_suppression_removals"], {"workspace_id": workspace_id, "before_id": before_id,
+                                                              "limit": limit}, SuppressionRemoval)
 
 
 def states_of_run(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> dict[str, MessageState]:

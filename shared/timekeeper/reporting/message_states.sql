@@ -57,3 +57,25 @@ SELECT provider_message_id, run_id, user_id, state, event_at, kind, subkind, eve
 -- name: events_of_run
 SELECT provider_message_id, run_id, user_id, state, event_at, kind, subkind
   FROM message_events WHERE workspace_id = %s AND run_id = %s ORDER BY user_id, event_at, state
+
+-- name: remove_suppression
+-- One statement: the address comes off the workspace's list and the removal is recorded
+-- with the suppression as it stood. No row (not on the list, or removed a moment ago by a
+-- concurrent request, which this one waited for): nothing recorded.
+WITH removed AS (
+    DELETE FROM mail_suppressions WHERE workspace_id = %(workspace_id)s AND address = lower(%(address)s)
+    RETURNING workspace_id, address, reason, provider_message_id, suppressed_at)
+INSERT INTO mail_suppression_removals (workspace_id, address, suppression_reason, provider_message_id,
+                                       suppressed_at, removed_by, removed_at, reason)
+SELECT workspace_id, address, reason, provider_message_id, suppressed_at, %(actor)s, %(now)s, %(reason)s
+  FROM removed
+RETURNING id, workspace_id, address, suppression_reason, provider_message_id, suppressed_at, removed_by,
+          removed_at, reason
+
+-- name: list_suppression_removals
+SELECT id, workspace_id, address, suppression_reason, provider_message_id, suppressed_at, removed_by, removed_at,
+       reason
+  FROM mail_suppression_removals
+ WHERE workspace_id = %(workspace_id)s AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ ORDER BY id DESC
+ LIMIT %(limit)s
