@@ -35,6 +35,11 @@ SQL = load_queries("timekeeper.reporting", "opt_outs.sql")
 
 #: The object key prefix that makes a link token an opt-out token.
 OPT_OUT_KEY_PREFIX = "opt-out:"
+#: The object key that makes a link token a notice-mail opt-out token (no schedule: it
+#: names every notice e-mail of the workspace for its recipient).
+NOTICE_OPT_OUT_KEY = "opt-out:notices"
+#: The run id a notice-mail opt-out token carries (a notice message has no run).
+NOTICE_OPT_OUT_RUN = UUID(int=0)
 #: How long an opt-out link works: the longest download link's lifetime (720 hours,
 #: ``timekeeper.reporting.query_schedules.MAX_LINK_TTL_HOURS``), so the link keys' rotation
 #: runbook holds for both kinds of link: a key removed after that leaves no live link
@@ -127,3 +132,30 @@ def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule
     Returns False when there is no invited opt-out of theirs."""
     return fetch_value(conn, SQL["accept"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
                                              "user_id": user_id}) is not None
+
+
+@dataclass(frozen=True)
+class NoticeOptOutLink:
+    """What a notice-mail opt-out token binds: the recipient (``user_id``) of the owner
+    notice e-mails of ``workspace_id``."""
+
+    workspace_id: UUID
+    user_id: str
+
+
+def sign_notice_opt_out(signer: LinkSigner | RotatingLinkSigner, link: NoticeOptOutLink, *, now: datetime) -> str:
+    """The URL-safe token of ``link`` (the same signer and keys as every other link),
+    valid :data:`OPT_OUT_LINK_TTL` from ``now`` (aware UTC)."""
+    expires = (now + OPT_OUT_LINK_TTL).replace(microsecond=0)
+    return signer.sign(DownloadLink(link.workspace_id, NOTICE_OPT_OUT_RUN, link.user_id, NOTICE_OPT_OUT_KEY,
+                                    expires))
+
+
+def verify_notice_opt_out(signer: LinkSigner | RotatingLinkSigner, token: str, *, now: datetime) -> NoticeOptOutLink:
+    """The :class:`NoticeOptOutLink` of ``token``. Raises ``LinkInvalid`` (tampered,
+    another key, or a token of another purpose: a download link or a schedule's opt-out
+    link) or ``LinkExpired``."""
+    link = signer.verify(token, now=now)
+    if link.object_key != NOTICE_OPT_OUT_KEY or link.run_id != NOTICE_OPT_OUT_RUN:
+        raise LinkInvalid("the link is not a notice opt-out link")
+    return NoticeOptOutLink(link.workspace_id, link.user_id)
