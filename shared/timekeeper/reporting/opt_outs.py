@@ -159,3 +159,23 @@ def verify_notice_opt_out(signer: LinkSigner | RotatingLinkSigner, token: str, *
     if link.object_key != NOTICE_OPT_OUT_KEY or link.run_id != NOTICE_OPT_OUT_RUN:
         raise LinkInvalid("the link is not a notice opt-out link")
     return NoticeOptOutLink(link.workspace_id, link.user_id)
+
+
+def record_notice_opt_out(conn: psycopg.Connection, link: NoticeOptOutLink, *, now: datetime) -> bool:
+    """Record the notice-mail opt-out ``link`` names (in the caller's transaction; ``now``
+    aware UTC). True when it is new, False when the person had opted out already (the
+    first opt-out is kept)."""
+    return bool(fetch_value(conn, SQL["record_notice_opt_out"], {
+        "workspace_id": link.workspace_id, "user_id": link.user_id, "now": now}))
+
+
+def notice_opted_out_at(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> datetime | None:
+    """When ``user_id`` opted out of ``workspace_id``'s notice e-mails (aware UTC), or None
+    when they get them."""
+    return fetch_value(conn, SQL["notice_opted_out"], {"workspace_id": workspace_id, "user_id": user_id})
+
+
+def resume_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> bool:
+    """Turn ``user_id``'s notice e-mails of ``workspace_id`` back on (the person's own,
+    signed-in action). True when an opt-out was removed, False when there was none."""
+    return bool(fetch_value(conn, SQL["resume_notice_mail"], {"workspace_id": workspace_id, "user_id": user_id}))
