@@ -11,7 +11,11 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   request posts ``List-Unsubscribe=One-Click`` as a form (the one non-JSON body the API
   takes, and only here), the page's button posts the same. Repeating it changes nothing.
   An invalid token (tampered, another key, a download link, a delivery that does not
-  exist) is a 403 page, an expired one a 410 page.
+  exist) is a 403 page, an expired one a 410 page. A notice e-mail's token (object key
+  ``opt-out:notices``) is served by the same two routes: the page names the workspace,
+  the POST records the person's opt-out of its notice e-mails
+  (:func:`timekeeper.reporting.opt_outs.record_notice_opt_out`); the person turns them
+  back on, signed in, with ``POST /notices/mail``.
 * ``GET /query-schedules/{id}/opt-outs`` (``queries:read``): the schedule's opt-outs.
 * ``POST /query-schedules/{id}/opt-outs/{user_id}/invitation`` (``queries:write``, the
   owner's action): invite an opted-out recipient back; nothing is sent to them until they

@@ -16,6 +16,12 @@ window is over every waiting notice goes in ONE digest message. A schedule that 
 (pauses, is resumed, pauses again) or an outage that skips a hundred deliveries therefore
 costs each person one message now and at most one an hour after, whatever the count; the
 in-product list shows every notice.
+
+**Opting out.** Every message carries the person's signed one-click opt-out link
+(:func:`timekeeper.reporting.opt_outs.sign_notice_opt_out`) in both parts and in the
+``List-Unsubscribe`` / ``List-Unsubscribe-Post`` headers (RFC 8058). After the opt-out the
+person's notices of that workspace are marked ``unsubscribed`` (mailed_at set, nothing
+submitted), as ``no_address`` and ``suppressed`` ones are: still listed in the product.
 """
 
 from __future__ import annotations

@@ -17,6 +17,14 @@ downloads (no delivered file has such a key).
   (:func:`accept_resubscribe`), which removes the opt-out. Neither alone sends mail
   again: an owner cannot put an opted-out person back on the list, and a recipient's
   acceptance without an invitation is refused.
+
+**Notice e-mails** (:mod:`timekeeper.reporting.notice_mail`) carry a link of their own:
+object key :data:`NOTICE_OPT_OUT_KEY`, the nil run id, binding (workspace, person)
+(:func:`sign_notice_opt_out`, :func:`verify_notice_opt_out`). The same public route
+records it (:func:`record_notice_opt_out`, table ``notice_mail_opt_outs``); the notice
+pass then marks the person's notices ``unsubscribed`` instead of mailing them, and the
+person turns the e-mails back on, signed in (:func:`resume_notice_mail`), without any
+owner's invitation.
 """
 
 from __future__ import annotations
