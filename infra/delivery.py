@@ -102,6 +102,9 @@ class DeliveryResources(Construct):
             dispatcher.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
             dispatcher.function.add_environment(MAIL_CONFIGURATION_SET_VARIABLE,
                                                 mail.configuration_set.configuration_set_name)
+            # Every notice e-mail carries a signed one-click opt-out link: the same signer.
+            self.link_secret.grant_read(dispatcher.role)
+            dispatcher.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
         self.link_secret.grant_read(consumer.role)
         consumer.function.add_environment(FILES_BUCKET_VARIABLE, files_bucket_name)
         consumer.function.add_environment(MAIL_SENDER_VARIABLE, mail_sender)
@@ -113,6 +116,8 @@ class DeliveryResources(Construct):
         self.opt_out_methods: list[apigw.Method] = []
         if api is not None:
             consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
+            for dispatcher in pipeline.dispatchers:  # the notice e-mails' opt-out links
+                dispatcher.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
             downloader = api.downloads
             self.link_secret.grant_read(downloader.role)
             downloader.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)

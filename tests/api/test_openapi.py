@@ -36,7 +36,8 @@ OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-lette
                ("post", "/operations/erasures")}
 OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
                ("delete", "/closures/{closed_on}")}
-OPERATIONS |= {("get", "/notices"), ("post", "/notices/read"), ("get", "/ownerless-schedules"),
+OPERATIONS |= {("get", "/notices"), ("post", "/notices/read"), ("get", "/notices/mail"), ("post", "/notices/mail"),
+               ("get", "/ownerless-schedules"),
                ("post", "/ownerless-schedules/{schedule_id}/reassign"),
                ("get", "/query-schedules/{schedule_id}/history"), ("get", "/staff-reads"),
                ("get", "/posting-jobs/failed"), ("post", "/posting-jobs/{job_id}/retry")}

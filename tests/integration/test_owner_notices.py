@@ -468,7 +468,7 @@ def test_only_partition_zero_of_the_queries_dispatcher_tells_and_mails_owners(co
         schedule_id = make_schedule(conn, tenant)
     later = NOW + timedelta(days=1, hours=10)
     for key, value in {"POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_METRICS_NAMESPACE": "Timekeeper",
-                       "DATABASE_URL": db_url}.items():
+                       "DATABASE_URL": db_url, "LINK_SIGNING_KEY": "k" * 40}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("RUN_QUEUE_URL_QUERIES", create_pipeline_queues(boto3.client("sqs"), QUERIES).url)
     monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", boto3.client("sns").create_topic(Name="notices")["TopicArn"])

@@ -11,7 +11,11 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   request posts ``List-Unsubscribe=One-Click`` as a form (the one non-JSON body the API
   takes, and only here), the page's button posts the same. Repeating it changes nothing.
   An invalid token (tampered, another key, a download link, a delivery that does not
-  exist) is a 403 page, an expired one a 410 page.
+  exist) is a 403 page, an expired one a 410 page. A notice e-mail's token (object key
+  ``opt-out:notices``) is served by the same two routes: the page names the workspace,
+  the POST records the person's opt-out of its notice e-mails
+  (:func:`timekeeper.reporting.opt_outs.record_notice_opt_out`); the person turns them
+  back on, signed in, with ``POST /notices/mail``.
 * ``GET /query-schedules/{id}/opt-outs`` (``queries:read``): the schedule's opt-outs.
 * ``POST /query-schedules/{id}/opt-outs/{user_id}/invitation`` (``queries:write``, the
   owner's action): invite an opted-out recipient back; nothing is sent to them until they
@@ -51,6 +55,7 @@ from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.platform import access
+from timekeeper.platform.directory import get_workspace
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states, opt_outs
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
@@ -200,25 +205,37 @@ def register(routes: Routes) -> None:
     tags = ["opt-outs"]
     html = {"content": {"text/html": {"schema": {"type": "string"}}}}
 
-    def resolve(token: str) -> tuple[opt_outs.OptOutLink, str] | Response[str]:
-        """The token's link and its schedule's name, or the error page."""
+    def resolve(token: str) -> tuple[opt_outs.OptOutLink | opt_outs.NoticeOptOutLink, str] | Response[str]:
+        """The token's link (a schedule's opt-out, or the workspace's notice e-mails') and
+        the name the page shows (the schedule's, or the workspace's), or the error page."""
         if adapters.links is None:
             raise RuntimeError("the opt-out route's link signer is not configured")
+        invalid = page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+        link: opt_outs.OptOutLink | opt_outs.NoticeOptOutLink
         try:
-            link = opt_outs.verify_opt_out(adapters.links(), token, now=adapters.now())
+            try:
+                link = opt_outs.verify_notice_opt_out(adapters.links(), token, now=adapters.now())
+            except LinkInvalid:
+                link = opt_outs.verify_opt_out(adapters.links(), token, now=adapters.now())
         except LinkExpired:
-            return page(HTTPStatus.GONE, "This link has expired", "Ask the schedule's owner to remove you from it.")
+            return page(HTTPStatus.GONE, "This link has expired",
+                        "Use the link of a later message, or ask the schedule's owner to remove you from it.")
         except LinkInvalid:
-            return page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+            return invalid
+        if isinstance(link, opt_outs.NoticeOptOutLink):
+            with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+                workspace = get_workspace(conn, link.workspace_id)
+            return (link, workspace.name or "your workspace") if workspace is not None else invalid
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
             delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
             settings = dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=link.schedule_id)
         if delivery is None or settings is None or delivery.schedule_id != link.schedule_id:
-            return page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+            return invalid
         return link, settings.name
 
     @route("GET", "/opt-outs/<token>", tags=tags, operation_id="optOutPage", security=[],
-           summary="The opt-out confirmation page (public; changes nothing)",
+           summary="The opt-out confirmation page (public; changes nothing): a schedule's messages, "
+                   "or the workspace's notice e-mails",
            responses={200: {"description": "The page with the opt-out form", **html},
                       403: {"description": "The link is not valid", **html},
                       410: {"description": "The link has expired", **html},
@@ -227,13 +244,18 @@ def register(routes: Routes) -> None:
         found = resolve(token)
         if isinstance(found, Response):
             return found
-        _, name = found
+        link, name = found
+        if isinstance(link, opt_outs.NoticeOptOutLink):
+            return page(HTTPStatus.OK, f"Stop notice e-mails from \u201c{name}\u201d?",
+                        f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d. The "
+                        "notices stay listed in Timekeeper, and you can turn the e-mails back on there.", form=True)
         return page(HTTPStatus.OK, f"Unsubscribe from \u201c{name}\u201d?",
                     f"You will no longer receive the scheduled delivery \u201c{name}\u201d. Only the schedule's "
                     "owner can invite you back, and only you can accept.", form=True)
 
     @route("POST", "/opt-outs/<token>", tags=tags, operation_id="optOut", security=[],
-           summary="Opt out of a schedule's messages (public, RFC 8058 one-click; repeating it changes nothing)",
+           summary="Opt out of a schedule's messages, or of the workspace's notice e-mails (public, RFC 8058 "
+                   "one-click; repeating it changes nothing)",
            responses={200: {"description": "Opted out", **html},
                       403: {"description": "The link is not valid", **html},
                       410: {"description": "The link has expired", **html},
@@ -244,7 +266,14 @@ def register(routes: Routes) -> None:
             return found
         link, name = found
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            opt_outs.record_opt_out(conn, link, now=adapters.now())
+            if isinstance(link, opt_outs.NoticeOptOutLink):
+                opt_outs.record_notice_opt_out(conn, link, now=adapters.now())
+            else:
+                opt_outs.record_opt_out(conn, link, now=adapters.now())
+        if isinstance(link, opt_outs.NoticeOptOutLink):
+            return page(HTTPStatus.OK, "Notice e-mails are off",
+                        f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d; the "
+                        "notices stay listed in Timekeeper, where you can turn the e-mails back on.")
         return page(HTTPStatus.OK, "You are unsubscribed",
                     f"You will no longer receive the scheduled delivery \u201c{name}\u201d.")
 

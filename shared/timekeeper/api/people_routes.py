@@ -6,6 +6,10 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 * ``GET /notices`` (any role): the caller's notices in their workspace, newest first
   (``unread``, ``before`` the previous page's last id, ``limit`` <= 100), with the unread
   count. ``POST /notices/read`` (any role): mark the caller's notices read (``ids``, or all).
+* ``GET /notices/mail`` (any role): whether the caller gets the workspace's notice e-mails
+  (off after the one-click link of a notice e-mail, ``POST /opt-outs/{token}``).
+  ``POST /notices/mail`` (any role): turn them back on (repeating it changes nothing); the
+  in-product notices are recorded and listed either way.
 * ``GET /ownerless-schedules`` (``workspace:admin``, by the token and by the membership):
   the schedules paused because their owner was deactivated or left.
 * ``POST /ownerless-schedules/{id}/reassign`` (``workspace:admin``): give one a new owner;
@@ -42,6 +46,7 @@ from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access, audit, notices
 from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import opt_outs
 from timekeeper.reporting.query_schedules import OwnerRefused, reassign_owner
 from timekeeper.schedules import service
 from timekeeper.strict_input import JSON_INTEGER
@@ -91,6 +96,14 @@ class MarkRead(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     ids: list[_Id] | None = Field(None, max_length=500)
+
+
+class NoticeMailOut(BaseModel):
+    """Whether the signed-in person gets the workspace's notice e-mails; ``opted_out_at``
+    (UTC) when they turned them off with a notice e-mail's link (null: they get them)."""
+
+    mail: bool
+    opted_out_at: datetime | None
 
 
 class Marked(BaseModel):
@@ -234,6 +247,22 @@ def register(routes: Routes) -> None:
         with scope.unit() as conn:
             return Marked(marked=notices.mark_read(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
                                                    now=scope.now, ids=body.ids))
+
+    @route("GET", "/notices/mail", tags=["notices"], operation_id="noticeMail", security=SECURITY,
+           summary="Whether the signed-in person gets the workspace's notice e-mails",
+           responses=_responses(200, "The person's notice e-mail setting"))
+    def notice_mail(scope: person) -> NoticeMailOut:
+        with scope.unit() as conn:
+            since = opt_outs.notice_opted_out_at(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+        return NoticeMailOut(mail=since is None, opted_out_at=since)
+
+    @route("POST", "/notices/mail", tags=["notices"], operation_id="resumeNoticeMail", security=SECURITY,
+           summary="Turn the signed-in person's notice e-mails back on (repeating it changes nothing)",
+           responses=_responses(200, "Notice e-mails are on"))
+    def resume_notice_mail(scope: person) -> NoticeMailOut:
+        with scope.unit() as conn:
+            opt_outs.resume_notice_mail(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+        return NoticeMailOut(mail=True, opted_out_at=None)
 
     @route("GET", "/ownerless-schedules", tags=["owner hand-off"], operation_id="listOwnerlessSchedules",
            security=SECURITY, summary="Schedules paused because their owner was deactivated or left (admins)",

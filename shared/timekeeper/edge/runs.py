@@ -74,7 +74,8 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
     """The people pass after a dispatcher pass: turn untold events into owner notices
     (:func:`timekeeper.platform.notices.tell_people`), then mail the waiting ones under the
     digest rule (:func:`timekeeper.reporting.notice_mail.send_notice_mail`) through the
-    configured mailer. Never raises: a failure is logged and the next pass goes on."""
+    configured mailer, each message with its one-click opt-out link (the link signer,
+    under ``DOWNLOAD_BASE_URL``). Never raises: a failure is logged and the next pass goes on."""
     from timekeeper.platform.notices import has_untold, tell_people
     from timekeeper.reporting.notice_mail import send_notice_mail
 
@@ -82,8 +83,10 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
     try:
         if has_untold(conn):
             summary["told"] = tell_people(conn, now=now)
+        base = settings().download_base_url or ""
         mailed = send_notice_mail(
-            conn, mailer=adapters.mailer(), now=now,
+            conn, mailer=adapters.mailer(), now=now, links=adapters.link_signer(),
+            base_url=base if base.endswith("/") else base + "/",
             on_sent=lambda count: metrics.add_metric(name=obs.NOTICES_MAILED, unit="Count", value=count))
         summary["mailed"] = {k: v for k, v in mailed.items() if v}
     except Exception:  # noqa: BLE001 - logged; the next pass tells and mails again

@@ -16,12 +16,18 @@ window is over every waiting notice goes in ONE digest message. A schedule that 
 (pauses, is resumed, pauses again) or an outage that skips a hundred deliveries therefore
 costs each person one message now and at most one an hour after, whatever the count; the
 in-product list shows every notice.
+
+**Opting out.** Every message carries the person's signed one-click opt-out link
+(:func:`timekeeper.reporting.opt_outs.sign_notice_opt_out`) in both parts and in the
+``List-Unsubscribe`` / ``List-Unsubscribe-Post`` headers (RFC 8058). After the opt-out the
+person's notices of that workspace are marked ``unsubscribed`` (mailed_at set, nothing
+submitted), as ``no_address`` and ``suppressed`` ones are: still listed in the product.
 """
 
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -31,12 +37,16 @@ import psycopg
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
+from timekeeper.reporting.links import LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
+from timekeeper.reporting.opt_outs import NoticeOptOutLink, sign_notice_opt_out
 
 SQL = load_queries("timekeeper.reporting", "notice_mail.sql")
 
 #: At most one notice message per person and workspace in this window (the digest rule).
 DIGEST_WINDOW = timedelta(hours=1)
+#: RFC 8058: the ``List-Unsubscribe-Post`` header's value (one-click opt-out).
+ONE_CLICK = "List-Unsubscribe=One-Click"
 #: People one pass mails (the rest wait for the next pass, a minute later).
 PASS_LIMIT = 200
 #: A notice message refused this many times is left unsent (the notices stay listed in
@@ -54,7 +64,8 @@ _PAUSE_REASONS = {
 class Mailer(Protocol):
     """The communications adapter: submits one message, returns the provider's message id."""
 
-    def send(self, *, to: str, subject: str, html: str, text: str) -> str: ...
+    def send(self, *, to: str, subject: str, html: str, text: str,
+             headers: Mapping[str, str] | None = None) -> str: ...
 
 
 def _name(notice: dict[str, Any]) -> str:
@@ -97,9 +108,12 @@ def notice_line(notice: dict[str, Any]) -> str:
     return f"\u201c{name}\u201d: {kind}"
 
 
-def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name: str) -> tuple[str, str, str]:
+def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name: str,
+            opt_out_url: str | None = None) -> tuple[str, str, str]:
     """The message carrying ``notices`` (oldest first): ``(subject, html, text)``. One
-    notice: its own subject; several: a digest listing each with its instant (UTC)."""
+    notice: its own subject; several: a digest listing each with its instant (UTC). With
+    ``opt_out_url`` (the person's signed one-click link) both parts say how to stop these
+    e-mails with it."""
     lines = [notice_line(n) for n in notices]
     if len(notices) == 1:
         subject = f"[Timekeeper] {notice_title(notices[0])}"
@@ -110,27 +124,39 @@ def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name:
     greeting = f"Hello {display_name}," if display_name else "Hello,"
     why = (f"You get this message because you own these schedules in {workspace_name}, or administer it. "
            "Every notice is also listed in Timekeeper.")
-    text = "\n".join([greeting, "", *[f"- {item}" for item in items], "", why]) + "\n"
+    stop = (f"To stop these e-mails from {workspace_name} (the notices stay listed in Timekeeper, where you can "
+            "turn the e-mails back on), open: ")
+    text = "\n".join([greeting, "", *[f"- {item}" for item in items], "", why,
+                      *([f"{stop}{opt_out_url}"] if opt_out_url else [])]) + "\n"
     body = "".join(f"<li>{html.escape(item)}</li>" for item in items)
     markup = (f"<p>{html.escape(greeting)}</p><ul>{body}</ul><p>{html.escape(why)}</p>")
+    if opt_out_url:
+        markup += (f'<p>{html.escape(stop.removesuffix(", open: "))}: '
+                   f'<a href="{html.escape(opt_out_url, quote=True)}">stop notice e-mails</a>.</p>')
     return subject[:500], markup, text
 
 
 def send_notice_mail(conn: psycopg.Connection, *, mailer: Mailer, now: datetime, limit: int = PASS_LIMIT,
                      window: timedelta = DIGEST_WINDOW,
-                     on_sent: Callable[[int], None] | None = None) -> dict[str, int]:
+                     on_sent: Callable[[int], None] | None = None,
+                     links: LinkSigner | RotatingLinkSigner | None = None, base_url: str = "") -> dict[str, int]:
     """Mail the waiting notices of up to ``limit`` people at ``now`` (aware UTC) under the
     digest rule (``window``). ``conn`` must be idle and see every workspace (the workers'
     login). Returns counts: ``sent`` (messages submitted), ``digests`` (of them, with more
     than one notice), ``waiting`` (people inside their window), ``recorded`` (an earlier
     pass's submission found recorded), ``no_address``, ``suppressed`` (the person's address
     is on the workspace's suppression list: a permanent bounce or a complaint; the notices
-    stay in the product), ``failed`` (submissions that raised: retried next pass).
-    ``on_sent(count)`` is called with the messages sent."""
-    counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "suppressed": 0, "failed": 0}
+    stay in the product), ``unsubscribed`` (the person opted out of the workspace's notice
+    e-mails: the notices stay in the product), ``failed`` (submissions that raised: retried next pass).
+    ``on_sent(count)`` is called with the messages sent. With ``links`` (the link signer)
+    every message carries the person's signed one-click opt-out link,
+    ``<base_url>opt-outs/<token>`` (``base_url`` ends with ``/``), in its body and in the
+    ``List-Unsubscribe`` / ``List-Unsubscribe-Post`` headers (RFC 8058)."""
+    counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "suppressed": 0, "unsubscribed": 0,
+              "failed": 0}
     for person in fetch_rows(conn, SQL["waiting_people"], {"limit": limit}):
         outcome = _mail_person(conn, person["workspace_id"], person["user_id"], mailer=mailer, now=now,
-                               window=window)
+                               window=window, links=links, base_url=base_url)
         if outcome == "digest":
             counts["sent"] += 1
             counts["digests"] += 1
@@ -142,7 +168,8 @@ def send_notice_mail(conn: psycopg.Connection, *, mailer: Mailer, now: datetime,
 
 
 def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, mailer: Mailer, now: datetime,
-                 window: timedelta) -> str | None:
+                 window: timedelta, links: LinkSigner | RotatingLinkSigner | None = None,
+                 base_url: str = "") -> str | None:
     """One person's waiting notices: claim their message, submit it, record it."""
     params = {"workspace_id": workspace_id, "user_id": user_id, "now": now}
     with conn.transaction():
@@ -153,6 +180,9 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
         if person is None or not person["email"]:
             execute(conn, SQL["no_address"], {"now": now, "ids": [n["id"] for n in pending]})
             return "no_address"
+        if not any(n["mail_key"] for n in pending) and fetch_value(conn, SQL["opted_out"], params):
+            execute(conn, SQL["unsubscribed"], {"now": now, "ids": [n["id"] for n in pending]})
+            return "unsubscribed"
         if not any(n["mail_key"] for n in pending) and suppressed_among(conn, workspace_id, [person["email"]]):
             execute(conn, SQL["suppressed"], {"now": now, "ids": [n["id"] for n in pending]})
             return "suppressed"
@@ -174,10 +204,13 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
             group = pending
             execute(conn, SQL["assign_key"], {"key": key, "ids": [n["id"] for n in group]})
         execute(conn, SQL["claim"], {**params, "key": key})
+    opt_out = None if links is None else base_url + "opt-outs/" + sign_notice_opt_out(
+        links, NoticeOptOutLink(workspace_id, user_id), now=now)
     subject, markup, text = compose(group, display_name=person["display_name"],
-                                    workspace_name=person["workspace_name"])
+                                    workspace_name=person["workspace_name"], opt_out_url=opt_out)
+    extra = {"headers": {"List-Unsubscribe": f"<{opt_out}>", "List-Unsubscribe-Post": ONE_CLICK}} if opt_out else {}
     try:
-        message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text)
+        message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text, **extra)
     except Exception as error:  # noqa: BLE001 - recorded as a code; the next pass submits again
         obs.logger.warning("notice message failed", extra={"error_type": type(error).__name__})
         with conn.transaction():

@@ -41,6 +41,14 @@ UPDATE owner_notices SET mail_key = 'no_address', mailed_at = %(now)s WHERE id =
 -- The address bounced permanently or complained (mail_suppressions): kept in the product only.
 UPDATE owner_notices SET mail_key = 'suppressed', mailed_at = %(now)s WHERE id = ANY (%(ids)s::bigint[])
 
+-- name: opted_out
+-- The person turned the workspace's notice e-mails off (notice_mail_opt_outs).
+SELECT EXISTS (SELECT 1 FROM notice_mail_opt_outs WHERE workspace_id = %(workspace_id)s AND user_id = %(user_id)s)
+
+-- name: unsubscribed
+-- Kept in the product only: the person opted out of notice e-mails.
+UPDATE owner_notices SET mail_key = 'unsubscribed', mailed_at = %(now)s WHERE id = ANY (%(ids)s::bigint[])
+
 -- name: record_sent
 WITH outbox AS (
     UPDATE query_delivery_outbox SET submissions = submissions + 1,

@@ -17,6 +17,14 @@ downloads (no delivered file has such a key).
   (:func:`accept_resubscribe`), which removes the opt-out. Neither alone sends mail
   again: an owner cannot put an opted-out person back on the list, and a recipient's
   acceptance without an invitation is refused.
+
+**Notice e-mails** (:mod:`timekeeper.reporting.notice_mail`) carry a link of their own:
+object key :data:`NOTICE_OPT_OUT_KEY`, the nil run id, binding (workspace, person)
+(:func:`sign_notice_opt_out`, :func:`verify_notice_opt_out`). The same public route
+records it (:func:`record_notice_opt_out`, table ``notice_mail_opt_outs``); the notice
+pass then marks the person's notices ``unsubscribed`` instead of mailing them, and the
+person turns the e-mails back on, signed in (:func:`resume_notice_mail`), without any
+owner's invitation.
 """
 
 from __future__ import annotations
@@ -35,6 +43,11 @@ SQL = load_queries("timekeeper.reporting", "opt_outs.sql")
 
 #: The object key prefix that makes a link token an opt-out token.
 OPT_OUT_KEY_PREFIX = "opt-out:"
+#: The object key that makes a link token a notice-mail opt-out token (no schedule: it
+#: names every notice e-mail of the workspace for its recipient).
+NOTICE_OPT_OUT_KEY = "opt-out:notices"
+#: The run id a notice-mail opt-out token carries (a notice message has no run).
+NOTICE_OPT_OUT_RUN = UUID(int=0)
 #: How long an opt-out link works: the longest download link's lifetime (720 hours,
 #: ``timekeeper.reporting.query_schedules.MAX_LINK_TTL_HOURS``), so the link keys' rotation
 #: runbook holds for both kinds of link: a key removed after that leaves no live link
@@ -127,3 +140,50 @@ def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule
     Returns False when there is no invited opt-out of theirs."""
     return fetch_value(conn, SQL["accept"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
                                              "user_id": user_id}) is not None
+
+
+@dataclass(frozen=True)
+class NoticeOptOutLink:
+    """What a notice-mail opt-out token binds: the recipient (``user_id``) of the owner
+    notice e-mails of ``workspace_id``."""
+
+    workspace_id: UUID
+    user_id: str
+
+
+def sign_notice_opt_out(signer: LinkSigner | RotatingLinkSigner, link: NoticeOptOutLink, *, now: datetime) -> str:
+    """The URL-safe token of ``link`` (the same signer and keys as every other link),
+    valid :data:`OPT_OUT_LINK_TTL` from ``now`` (aware UTC)."""
+    expires = (now + OPT_OUT_LINK_TTL).replace(microsecond=0)
+    return signer.sign(DownloadLink(link.workspace_id, NOTICE_OPT_OUT_RUN, link.user_id, NOTICE_OPT_OUT_KEY,
+                                    expires))
+
+
+def verify_notice_opt_out(signer: LinkSigner | RotatingLinkSigner, token: str, *, now: datetime) -> NoticeOptOutLink:
+    """The :class:`NoticeOptOutLink` of ``token``. Raises ``LinkInvalid`` (tampered,
+    another key, or a token of another purpose: a download link or a schedule's opt-out
+    link) or ``LinkExpired``."""
+    link = signer.verify(token, now=now)
+    if link.object_key != NOTICE_OPT_OUT_KEY or link.run_id != NOTICE_OPT_OUT_RUN:
+        raise LinkInvalid("the link is not a notice opt-out link")
+    return NoticeOptOutLink(link.workspace_id, link.user_id)
+
+
+def record_notice_opt_out(conn: psycopg.Connection, link: NoticeOptOutLink, *, now: datetime) -> bool:
+    """Record the notice-mail opt-out ``link`` names (in the caller's transaction; ``now``
+    aware UTC). True when it is new, False when the person had opted out already (the
+    first opt-out is kept)."""
+    return bool(fetch_value(conn, SQL["record_notice_opt_out"], {
+        "workspace_id": link.workspace_id, "user_id": link.user_id, "now": now}))
+
+
+def notice_opted_out_at(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> datetime | None:
+    """When ``user_id`` opted out of ``workspace_id``'s notice e-mails (aware UTC), or None
+    when they get them."""
+    return fetch_value(conn, SQL["notice_opted_out"], {"workspace_id": workspace_id, "user_id": user_id})
+
+
+def resume_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> bool:
+    """Turn ``user_id``'s notice e-mails of ``workspace_id`` back on (the person's own,
+    signed-in action). True when an opt-out was removed, False when there was none."""
+    return bool(fetch_value(conn, SQL["resume_notice_mail"], {"workspace_id": workspace_id, "user_id": user_id}))

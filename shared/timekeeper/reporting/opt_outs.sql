@@ -29,3 +29,16 @@ DELETE FROM mail_opt_outs
  WHERE workspace_id = %(workspace_id)s AND schedule_id = %(schedule_id)s AND user_id = %(user_id)s
    AND resubscribe_invited_at IS NOT NULL
 RETURNING user_id
+
+-- name: record_notice_opt_out
+-- A person's opt-out of the workspace's notice e-mails; a second click keeps the first.
+INSERT INTO notice_mail_opt_outs (workspace_id, user_id, opted_out_at)
+VALUES (%(workspace_id)s, %(user_id)s, %(now)s)
+ON CONFLICT (workspace_id, user_id) DO NOTHING
+RETURNING true
+
+-- name: notice_opted_out
+SELECT opted_out_at FROM notice_mail_opt_outs WHERE workspace_id = %(workspace_id)s AND user_id = %(user_id)s
+
+-- name: resume_notice_mail
+DELETE FROM notice_mail_opt_outs WHERE workspace_id = %(workspace_id)s AND user_id = %(user_id)s RETURNING true
