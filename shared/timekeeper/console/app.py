@@ -664,6 +664,59 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
 
+    def opt_outs_page(session: Session, schedule_id: str, *, problem: str | None = None, done: str | None = None,
+                      status_code: int = 200) -> Response:
+        """A query schedule's opt-outs (``GET /query-schedules/{id}/opt-outs``): who opted
+        out, when (UTC) and whether they were invited back, with the owner's Invite back."""
+        client = api(session)
+        reply = client.call("GET", f"/query-schedules/{schedule_id}")
+        if reply.status != 200:
+            return api_error(session, reply)
+        found = client.call("GET", f"/query-schedules/{schedule_id}/opt-outs")
+        if found.status != 200:
+            return api_error(session, found)
+        items = [{**o, "opted_out": when(o["opted_out_at"], "UTC"), "invited": when(o.get("resubscribe_invited_at"),
+                                                                                    "UTC")}
+                 for o in found.body["items"]]
+        return page("opt_outs.html", status_code, session=session, s=reply.body, items=items, problem=problem,
+                    done=done, may_invite=session.has("queries:write", "queries:admin"))
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/opt-outs")
+    @signed_in
+    def opt_outs(session: Session, schedule_id: str) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        done = (f"{params['to']} is invited back: they receive the messages again once they accept."
+                if params.get("done") == "invited" and params.get("to") else None)
+        return opt_outs_page(session, schedule_id, done=done)
+
+    @app.post(f"{PREFIX}/deliveries/<schedule_id>/opt-outs/invite")
+    @checked_post
+    def invite_back(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        user_id = fields.get("user_id", "").strip()
+        if not user_id:
+            return opt_outs_page(session, schedule_id, problem="Refused: no recipient named.",
+                                 status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
+        reply = api(session).call("POST", f"/query-schedules/{schedule_id}/opt-outs/"
+                                          f"{quote(user_id, safe='')}/invitation")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/opt-outs?"
+                            + urlencode({"done": "invited", "to": user_id}))
+        body = reply.body if isinstance(reply.body, dict) else {}
+        if reply.status == 404 and body.get("field") != "user_id":
+            return api_error(session, reply)  # the schedule itself: not found on every page
+        text = f"Refused: {body.get('message') or 'the request was refused'}"
+        return opt_outs_page(session, schedule_id, problem=text,
+                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    @app.get(f"{PREFIX}/mail-suppressions")
+    @signed_in
+    def mail_suppressions(session: Session) -> Response:
+        reply = api(session).call("GET", "/mail-suppressions")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**s, "when": when(s["suppressed_at"], "UTC")} for s in reply.body["items"]]
+        return page("mail_suppressions.html", session=session, items=items)
+
     def periods_page(session: Session, *, workspace: str | None = None, problem: str | None = None,
                      done: str | None = None, status_code: int = 200) -> Response:
         """A workspace's periods: the person's own, or for staff the one ``workspace``
