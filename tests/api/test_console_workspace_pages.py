@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.api.conftest import NOW, seed_member
+from tests.api.conftest import NOW, Caller, new_schedule, seed_member
 from tests.api.test_console import KEY, Browser, _header
 from tests.api.test_people_routes import workspace_with_schedule
 from timekeeper.console.app import ConsoleSettings, create_console
@@ -130,3 +130,66 @@ def test_another_workspace_s_member_sees_none_of_the_mail_pages(db_url, console)
     invite = browser.request("POST", f"/console/deliveries/{schedule_id}/opt-outs/invite",
                              {"csrf": _csrf(suppressions), "user_id": reader.user_id})
     assert invite["statusCode"] == 404
+
+
+THIRD_BUSINESS_DAY = {"calendar": {"frequency": "monthly", "business_day": 3, "times": ["09:00"],
+                                   "holidays": "DE-BE"}, "timezone": "Europe/Berlin"}
+
+
+def test_an_admin_closes_a_date_and_reopens_it_and_a_refusal_shows_the_api_s_reason(call, caller, console):
+    # Given a third-business-day schedule (the API's clock: 2027-03-01 12:00Z; March's is Wednesday the 3rd)
+    schedule = call("POST", "/schedules", new_schedule(recurrence=THIRD_BUSINESS_DAY)).body
+    admin = Caller(user_id="admin-1", workspace_id=caller.workspace_id, roles="schedules:read,schedules:admin")
+    browser = _browser(console, admin, CLOSURE_ADMIN)
+    html = browser.request("GET", "/console/closures")["body"]
+    assert 'href="/console/closures"' in html and "No closed dates." in html
+    assert 'data-confirm="Close this date?' in html
+    # When the admin closes Tuesday 2 March with a reason
+    done = browser.request("POST", "/console/closures/add",
+                           {"csrf": _csrf(html), "date": "2027-03-02", "reason": "office <move>"})
+    assert done["statusCode"] == 303
+    # Then the API has it and the schedule moved to Thursday; the page lists it, escaped
+    assert [c["date"] for c in call("GET", "/closures").body["items"]] == ["2027-03-02"]
+    assert call("GET", f"/schedules/{schedule['id']}").body["schedule"]["next_due_at"] == "2027-03-04T08:00:00Z"
+    after = browser.request("GET", _header(done, "Location"))["body"]
+    assert "2027-03-02 is closed; 1 business-day schedule recomputed." in after
+    assert "office &lt;move&gt;" in after and "<move>" not in after and "by admin-1" in after
+    assert 'data-confirm="Open 2027-03-02 again?' in after
+    # A date the calendar lacks, and a reason too long: the API's field and reason, the text kept
+    for form, reason in (({"date": "2027-02-30", "reason": "x"}, "must be a real calendar date YYYY-MM-DD (date)"),
+                         ({"date": "2027-03-05", "reason": "y" * 201}, "(reason)")):
+        refused = browser.request("POST", "/console/closures/add", {"csrf": _csrf(after), **form})
+        assert refused["statusCode"] == 422 and "Refused: " in refused["body"] and reason in refused["body"]
+        assert f'value="{form["date"]}"' in refused["body"]
+    assert len(call("GET", "/closures").body["items"]) == 1
+    # When it is reopened the schedule is back on the 3rd; reopening again is the API's 404 and reason
+    reopened = browser.request("POST", "/console/closures/remove", {"csrf": _csrf(after), "date": "2027-03-02"})
+    assert reopened["statusCode"] == 303
+    assert "2027-03-02 is open again" in browser.request("GET", _header(reopened, "Location"))["body"]
+    assert call("GET", f"/schedules/{schedule['id']}").body["schedule"]["next_due_at"] == "2027-03-03T08:00:00Z"
+    again = browser.request("POST", "/console/closures/remove", {"csrf": _csrf(after), "date": "2027-03-02"})
+    assert again["statusCode"] == 404 and "Refused: this date is not closed in this workspace" in again["body"]
+    for bad in ("../schedules", ""):
+        assert browser.request("POST", "/console/closures/remove", {"csrf": _csrf(after), "date": bad})[
+            "statusCode"] in (404, 422)
+
+
+def test_closures_are_offered_to_admins_only_and_stay_in_their_workspace(call, caller, console):
+    admin = Caller(user_id="admin-1", workspace_id=caller.workspace_id, roles="schedules:read,schedules:admin")
+    assert call("POST", "/closures", {"date": "2027-03-02", "reason": "move"}, as_=admin).status == 201
+    # A writer: no navigation link, the list without forms, and the API's refusal of a change
+    writer = _browser(console, caller, ("schedules:read", "schedules:write"))
+    html = writer.request("GET", "/console/schedules")["body"]
+    assert 'href="/console/closures"' not in html
+    listed = writer.request("GET", "/console/closures")["body"]
+    assert "2027-03-02" in listed and "Close the date" not in listed and "Reopen</button>" not in listed
+    refused = writer.request("POST", "/console/closures/remove", {"csrf": _csrf(listed), "date": "2027-03-02"})
+    assert refused["statusCode"] == 403 and "schedules:admin" in refused["body"]
+    # Another workspace's admin sees none of it and cannot reopen it
+    stranger = Caller(user_id="admin-2", roles="schedules:read,schedules:admin")
+    other = _browser(console, stranger, CLOSURE_ADMIN)
+    theirs = other.request("GET", "/console/closures")["body"]
+    assert "No closed dates." in theirs and "move" not in theirs
+    assert other.request("POST", "/console/closures/remove", {"csrf": _csrf(theirs), "date": "2027-03-02"})[
+        "statusCode"] == 404
+    assert [c["date"] for c in call("GET", "/closures").body["items"]] == ["2027-03-02"]

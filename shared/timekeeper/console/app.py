@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import uuid
 from collections.abc import Callable
@@ -60,14 +61,16 @@ SESSION_COOKIE = "tk_console"
 #: How long a session lasts (seconds).
 SESSION_MAX_AGE_S = 8 * 3600
 #: The roles a development sign-in offers (a deployment's come from its identity provider).
-DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-             "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
+DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
+             "queries:write", "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
 #: Staff roles that may read every workspace's snapshot periods and request re-runs and
 #: backfills (the API decides; the console only shows the staff form to them).
 STAFF_ROLES = frozenset({"platform:staff"})
 #: The role the owner hand-off and the failed posting jobs need (the API checks it by the
 #: token and by the membership; the console only offers those pages to its holders).
 ADMIN_ROLES = frozenset({"workspace:admin"})
+#: A local date as the closure routes take it (what a done message may echo).
+DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -707,6 +710,65 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         text = f"Refused: {body.get('message') or 'the request was refused'}"
         return opt_outs_page(session, schedule_id, problem=text,
                              status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def closures_page(session: Session, *, problem: str | None = None, done: str | None = None,
+                      typed: dict[str, str] | None = None, status_code: int = 200) -> Response:
+        """The workspace's closures (``GET /closures``: closed local dates, by date), with
+        the add and remove forms for ``schedules:admin``; ``typed`` keeps a refused form's text."""
+        reply = api(session).call("GET", "/closures")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**c, "created": when(c["created_at"], "UTC")} for c in reply.body["items"]]
+        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done,
+                    typed=typed or {}, may_change=session.has("schedules:admin"))
+
+    def closure_refused(session: Session, reply: ApiReply, typed: dict[str, str] | None = None) -> Response:
+        body = reply.body if isinstance(reply.body, dict) else {}
+        field_name = body.get("field")
+        text = f"Refused: {body.get('message') or 'the request was refused'}" + (f" ({field_name})"
+                                                                                 if field_name else "")
+        return closures_page(session, problem=text, typed=typed,
+                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    @app.get(f"{PREFIX}/closures")
+    @signed_in
+    def closures(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        day, count = params.get("date", ""), params.get("recomputed", "")
+        done = None
+        if params.get("done") in ("added", "kept", "removed") and DATE_TEXT.fullmatch(day):
+            done = {"added": f"{day} is closed", "kept": f"{day} was already closed: its first reason is kept",
+                    "removed": f"{day} is open again"}[params["done"]]
+            if count.isdigit() and params["done"] != "kept":
+                done += f"; {count} business-day schedule{'s' if count != '1' else ''} recomputed."
+            else:
+                done += "."
+        return closures_page(session, done=done)
+
+    @app.post(f"{PREFIX}/closures/add")
+    @checked_post
+    def closure_add(session: Session, fields: dict[str, str]) -> Response:
+        typed = {"date": fields.get("date", "").strip(), "reason": fields.get("reason", "").strip()}
+        reply = api(session).call("POST", "/closures", body=typed)
+        if reply.status in (200, 201):
+            return redirect(f"{PREFIX}/closures?" + urlencode({
+                "done": "added" if reply.body["changed"] else "kept", "date": reply.body["closure"]["date"],
+                "recomputed": str(reply.body["schedules_recomputed"])}))
+        return closure_refused(session, reply, typed)
+
+    @app.post(f"{PREFIX}/closures/remove")
+    @checked_post
+    def closure_remove(session: Session, fields: dict[str, str]) -> Response:
+        day = fields.get("date", "").strip()
+        if not day:
+            return closures_page(session, problem="Refused: no date named (date).",
+                                 status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
+        reply = api(session).call("DELETE", f"/closures/{quote(day, safe='')}")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/closures?" + urlencode({
+                "done": "removed", "date": reply.body["closure"]["date"],
+                "recomputed": str(reply.body["schedules_recomputed"])}))
+        return closure_refused(session, reply)
 
     @app.get(f"{PREFIX}/mail-suppressions")
     @signed_in
