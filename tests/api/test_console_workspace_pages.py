@@ -193,3 +193,32 @@ def test_closures_are_offered_to_admins_only_and_stay_in_their_workspace(call, c
     assert other.request("POST", "/console/closures/remove", {"csrf": _csrf(theirs), "date": "2027-03-02"})[
         "statusCode"] == 404
     assert [c["date"] for c in call("GET", "/closures").body["items"]] == ["2027-03-02"]
+
+
+def test_notices_and_ownerless_schedules_show_the_workspace_s_zone_beside_utc(db_url, call, console):
+    from timekeeper.platform import directory, notices
+    from timekeeper.schedules.notifications import Notice, enqueue_notifications
+
+    admin, owner, _, _, schedule_id = workspace_with_schedule(db_url)  # a Europe/Berlin workspace
+    with connect(db_url) as conn:
+        with conn.transaction():
+            enqueue_notifications(conn, [Notice(schedule_id, admin.workspace_id, "queries", "schedule_paused",
+                                                f"paused:{schedule_id}", {"reason": "consecutive_failures"})],
+                                  now=NOW)
+        notices.tell_people(conn, now=NOW)
+    assert call("GET", "/notices", as_=owner).body["timezone"] == "Europe/Berlin"
+    html = _browser(console, owner, OWNER_ROLES).request("GET", "/console/notices")["body"]
+    assert "2027-03-01 13:00 CET" in html and "(2027-03-01 12:00 UTC)" in html and "(Europe/Berlin)" in html
+    with connect(db_url) as conn, conn.transaction():
+        directory.leave_workspace(conn, workspace_id=admin.workspace_id, user_id=owner.user_id, now=NOW)
+    assert call("GET", "/ownerless-schedules", as_=admin).body["timezone"] == "Europe/Berlin"
+    ownerless = _browser(console, admin, ("workspace:admin", "queries:read", "queries:write")).request(
+        "GET", "/console/ownerless")["body"]
+    assert "paused" in ownerless and " CET</time>" in ownerless and "UTC)" in ownerless
+
+
+def test_a_page_without_a_known_zone_shows_utc():
+    from timekeeper.console.app import zone_of
+
+    assert [zone_of(b) for b in ({"timezone": "Europe/Berlin"}, {}, {"timezone": "Mars/Olympus"},
+                                 {"timezone": 3}, None)] == ["Europe/Berlin", "UTC", "UTC", "UTC", "UTC"]

@@ -33,7 +33,7 @@ from http.cookies import SimpleCookie
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
@@ -259,6 +259,19 @@ def when(instant: str | None, zone: str) -> dict[str, str] | None:
     local = at.astimezone(ZoneInfo(zone))
     return {"local": local.strftime("%Y-%m-%d %H:%M %Z"), "utc": at.strftime("%Y-%m-%d %H:%M UTC"),
             "iso": at.isoformat()}
+
+
+def zone_of(body: Any) -> str:
+    """The workspace's IANA zone an API page names (its ``timezone``), ``"UTC"`` when it
+    names none or one this machine's zone database does not know."""
+    zone = body.get("timezone") if isinstance(body, dict) else None
+    if not isinstance(zone, str) or not zone:
+        return "UTC"
+    try:
+        ZoneInfo(zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        return "UTC"
+    return zone
 
 
 #: Why a run waits too long, for people (the operations overview's ``why``).
@@ -879,13 +892,14 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                                             "before": params.get("before")})
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], "UTC"),
-                  "read": when(n.get("read_at"), "UTC"),
+        zone = zone_of(reply.body)
+        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], zone),
+                  "read": when(n.get("read_at"), zone),
                   "facts": {k: v for k, v in (n.get("detail") or {}).items() if k != "reason"}}
                  for n in reply.body["items"]]
         before = reply.body.get("next_before")
         query = {k: v for k, v in {"show": "unread" if unread_only else None, "before": before}.items() if v}
-        return page("notices.html", session=session, items=items, unread=reply.body["unread"],
+        return page("notices.html", session=session, items=items, unread=reply.body["unread"], zone=zone,
                     unread_only=unread_only, done=params.get("done") == "read",
                     next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
 
@@ -915,8 +929,10 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/ownerless-schedules")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**s, "paused": when(s["paused_at"], "UTC")} for s in reply.body["items"]]
-        return page("ownerless.html", status_code, session=session, items=items, problem=problem, done=done)
+        zone = zone_of(reply.body)
+        items = [{**s, "paused": when(s["paused_at"], zone)} for s in reply.body["items"]]
+        return page("ownerless.html", status_code, session=session, items=items, zone=zone, problem=problem,
+                    done=done)
 
     @app.get(f"{PREFIX}/ownerless")
     @signed_in
