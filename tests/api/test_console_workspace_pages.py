@@ -54,6 +54,7 @@ def test_the_owner_reads_a_delivery_s_opt_outs_and_invites_one_back(db_url, call
     admin, owner, reader, _, schedule_id = workspace_with_schedule(db_url)
     _opted_out(db_url, admin.workspace_id, schedule_id, reader.user_id)
     _opted_out(db_url, admin.workspace_id, schedule_id, "<vic>")
+    _opted_out(db_url, admin.workspace_id, schedule_id, "ann@x.test")
     browser = _browser(console, owner, OWNER_ROLES)
     # The delivery's page links to its opt-outs
     delivery = browser.request("GET", f"/console/deliveries/{schedule_id}")["body"]
@@ -62,7 +63,7 @@ def test_the_owner_reads_a_delivery_s_opt_outs_and_invites_one_back(db_url, call
     html = page["body"]
     assert page["statusCode"] == 200
     assert reader.user_id in html and "&lt;vic&gt;" in html and "<vic>" not in html
-    assert "2027-03-01 12:00 UTC" in html and html.count(">Invite back</button>") == 2
+    assert "2027-03-01 12:00 UTC" in html and html.count(">Invite back</button>") == 3
     assert f'data-confirm="Invite {reader.user_id} back to Daily?' in html
     # Invite one back: the API records the invitation, the page says so and offers no second one
     done = browser.request("POST", f"/console/deliveries/{schedule_id}/opt-outs/invite",
@@ -73,7 +74,12 @@ def test_the_owner_reads_a_delivery_s_opt_outs_and_invites_one_back(db_url, call
     assert items["<vic>"]["resubscribe_invited_at"] is None
     after = browser.request("GET", _header(done, "Location"))["body"]
     assert f"{reader.user_id} is invited back" in after and f"by {owner.user_id}" in after
-    assert after.count(">Invite back</button>") == 1
+    assert after.count(">Invite back</button>") == 2
+    # A user id with characters a path escapes is invited as it is
+    assert browser.request("POST", f"/console/deliveries/{schedule_id}/opt-outs/invite",
+                           {"csrf": _csrf(html), "user_id": "ann@x.test"})["statusCode"] == 303
+    assert browser.request("POST", f"/console/deliveries/{schedule_id}/opt-outs/invite",
+                           {"csrf": _csrf(html), "user_id": "a/b"})["statusCode"] == 422
     # A recipient who has not opted out: the API's reason, shown on the page
     refused = browser.request("POST", f"/console/deliveries/{schedule_id}/opt-outs/invite",
                               {"csrf": _csrf(html), "user_id": "nobody"})

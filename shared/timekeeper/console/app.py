@@ -709,11 +709,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @checked_post
     def invite_back(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
         user_id = fields.get("user_id", "").strip()
-        if not user_id:
-            return opt_outs_page(session, schedule_id, problem="Refused: no recipient named.",
+        # The API's path takes the user id as it is (its router does not decode a path
+        # segment): one a segment cannot hold is no recipient of an opt-out it can name.
+        if not user_id or any(c in user_id for c in "/?#\x00"):
+            return opt_outs_page(session, schedule_id, problem="Refused: no such recipient (user_id).",
                                  status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
-        reply = api(session).call("POST", f"/query-schedules/{schedule_id}/opt-outs/"
-                                          f"{quote(user_id, safe='')}/invitation")
+        reply = api(session).call("POST", f"/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation")
         if reply.status == 200:
             return redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/opt-outs?"
                             + urlencode({"done": "invited", "to": user_id}))
