@@ -105,7 +105,7 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_page(page, server, be
     axe = Axe()
     paths = ["/console/sign-in", "/console/schedules", f"/console/schedules/{berlin['schedule']['id']}",
              "/console/notices", "/console/ownerless", "/console/posting-jobs", "/console/deliveries",
-             "/console/snapshots", "/console/no-such-page"]
+             "/console/snapshots", "/console/closures", "/console/mail-suppressions", "/console/no-such-page"]
     found = {}
     for index, path in enumerate(paths):
         if index == 1:
@@ -171,8 +171,8 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     workspace = str(server.stack.platform.first_workspace)
     page.get_by_label("User id").fill("staff-1")
     page.get_by_label("Workspace (UUID)").fill(workspace)
-    for role in ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-                 "reports:read", "workspace:admin"):
+    for role in ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
+                 "queries:write", "reports:read", "workspace:admin"):
         page.get_by_label(role, exact=True).uncheck()
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("link", name="Snapshots").click()
@@ -218,8 +218,8 @@ def test_staff_redrive_a_dead_letter_queue_from_the_operations_page(page, server
     page.goto(f"{server.base_url}/console/sign-in")
     page.get_by_label("User id").fill("staff-1")
     page.get_by_label("Workspace (UUID)").fill(str(server.stack.platform.first_workspace))
-    for role in ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-                 "reports:read", "snapshots:read"):
+    for role in ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
+                 "queries:write", "reports:read", "snapshots:read"):
         page.get_by_label(role, exact=True).uncheck()
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("link", name="Operations").click()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import secrets
 import uuid
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from http.cookies import SimpleCookie
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
-from zoneinfo import ZoneInfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
@@ -60,14 +61,16 @@ SESSION_COOKIE = "tk_console"
 #: How long a session lasts (seconds).
 SESSION_MAX_AGE_S = 8 * 3600
 #: The roles a development sign-in offers (a deployment's come from its identity provider).
-DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "queries:read", "queries:write",
-             "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
+DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
+             "queries:write", "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
 #: Staff roles that may read every workspace's snapshot periods and request re-runs and
 #: backfills (the API decides; the console only shows the staff form to them).
 STAFF_ROLES = frozenset({"platform:staff"})
 #: The role the owner hand-off and the failed posting jobs need (the API checks it by the
 #: token and by the membership; the console only offers those pages to its holders).
 ADMIN_ROLES = frozenset({"workspace:admin"})
+#: A local date as the closure routes take it (what a done message may echo).
+DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -256,6 +259,19 @@ def when(instant: str | None, zone: str) -> dict[str, str] | None:
     local = at.astimezone(ZoneInfo(zone))
     return {"local": local.strftime("%Y-%m-%d %H:%M %Z"), "utc": at.strftime("%Y-%m-%d %H:%M UTC"),
             "iso": at.isoformat()}
+
+
+def zone_of(body: Any) -> str:
+    """The workspace's IANA zone an API page names (its ``timezone``), ``"UTC"`` when it
+    names none or one this machine's zone database does not know."""
+    zone = body.get("timezone") if isinstance(body, dict) else None
+    if not isinstance(zone, str) or not zone:
+        return "UTC"
+    try:
+        ZoneInfo(zone)
+    except (ValueError, ZoneInfoNotFoundError):
+        return "UTC"
+    return zone
 
 
 #: Why a run waits too long, for people (the operations overview's ``why``).
@@ -664,6 +680,119 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
 
+    def opt_outs_page(session: Session, schedule_id: str, *, problem: str | None = None, done: str | None = None,
+                      status_code: int = 200) -> Response:
+        """A query schedule's opt-outs (``GET /query-schedules/{id}/opt-outs``): who opted
+        out, when (UTC) and whether they were invited back, with the owner's Invite back."""
+        client = api(session)
+        reply = client.call("GET", f"/query-schedules/{schedule_id}")
+        if reply.status != 200:
+            return api_error(session, reply)
+        found = client.call("GET", f"/query-schedules/{schedule_id}/opt-outs")
+        if found.status != 200:
+            return api_error(session, found)
+        items = [{**o, "opted_out": when(o["opted_out_at"], "UTC"), "invited": when(o.get("resubscribe_invited_at"),
+                                                                                    "UTC")}
+                 for o in found.body["items"]]
+        return page("opt_outs.html", status_code, session=session, s=reply.body, items=items, problem=problem,
+                    done=done, may_invite=session.has("queries:write", "queries:admin"))
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/opt-outs")
+    @signed_in
+    def opt_outs(session: Session, schedule_id: str) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        done = (f"{params['to']} is invited back: they receive the messages again once they accept."
+                if params.get("done") == "invited" and params.get("to") else None)
+        return opt_outs_page(session, schedule_id, done=done)
+
+    @app.post(f"{PREFIX}/deliveries/<schedule_id>/opt-outs/invite")
+    @checked_post
+    def invite_back(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        user_id = fields.get("user_id", "").strip()
+        # The API's path takes the user id as it is (its router does not decode a path
+        # segment): one a segment cannot hold is no recipient of an opt-out it can name.
+        if not user_id or any(c in user_id for c in "/?#\x00"):
+            return opt_outs_page(session, schedule_id, problem="Refused: no such recipient (user_id).",
+                                 status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
+        reply = api(session).call("POST", f"/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/opt-outs?"
+                            + urlencode({"done": "invited", "to": user_id}))
+        body = reply.body if isinstance(reply.body, dict) else {}
+        if reply.status == 404 and body.get("field") != "user_id":
+            return api_error(session, reply)  # the schedule itself: not found on every page
+        text = f"Refused: {body.get('message') or 'the request was refused'}"
+        return opt_outs_page(session, schedule_id, problem=text,
+                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def closures_page(session: Session, *, problem: str | None = None, done: str | None = None,
+                      typed: dict[str, str] | None = None, status_code: int = 200) -> Response:
+        """The workspace's closures (``GET /closures``: closed local dates, by date), with
+        the add and remove forms for ``schedules:admin``; ``typed`` keeps a refused form's text."""
+        reply = api(session).call("GET", "/closures")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**c, "created": when(c["created_at"], "UTC")} for c in reply.body["items"]]
+        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done,
+                    typed=typed or {}, may_change=session.has("schedules:admin"))
+
+    def closure_refused(session: Session, reply: ApiReply, typed: dict[str, str] | None = None) -> Response:
+        body = reply.body if isinstance(reply.body, dict) else {}
+        field_name = body.get("field")
+        text = f"Refused: {body.get('message') or 'the request was refused'}" + (f" ({field_name})"
+                                                                                 if field_name else "")
+        return closures_page(session, problem=text, typed=typed,
+                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    @app.get(f"{PREFIX}/closures")
+    @signed_in
+    def closures(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        day, count = params.get("date", ""), params.get("recomputed", "")
+        done = None
+        if params.get("done") in ("added", "kept", "removed") and DATE_TEXT.fullmatch(day):
+            done = {"added": f"{day} is closed", "kept": f"{day} was already closed: its first reason is kept",
+                    "removed": f"{day} is open again"}[params["done"]]
+            if count.isdigit() and params["done"] != "kept":
+                done += f"; {count} business-day schedule{'s' if count != '1' else ''} recomputed."
+            else:
+                done += "."
+        return closures_page(session, done=done)
+
+    @app.post(f"{PREFIX}/closures/add")
+    @checked_post
+    def closure_add(session: Session, fields: dict[str, str]) -> Response:
+        typed = {"date": fields.get("date", "").strip(), "reason": fields.get("reason", "").strip()}
+        reply = api(session).call("POST", "/closures", body=typed)
+        if reply.status in (200, 201):
+            return redirect(f"{PREFIX}/closures?" + urlencode({
+                "done": "added" if reply.body["changed"] else "kept", "date": reply.body["closure"]["date"],
+                "recomputed": str(reply.body["schedules_recomputed"])}))
+        return closure_refused(session, reply, typed)
+
+    @app.post(f"{PREFIX}/closures/remove")
+    @checked_post
+    def closure_remove(session: Session, fields: dict[str, str]) -> Response:
+        day = fields.get("date", "").strip()
+        if not day:
+            return closures_page(session, problem="Refused: no date named (date).",
+                                 status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
+        reply = api(session).call("DELETE", f"/closures/{quote(day, safe='')}")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/closures?" + urlencode({
+                "done": "removed", "date": reply.body["closure"]["date"],
+                "recomputed": str(reply.body["schedules_recomputed"])}))
+        return closure_refused(session, reply)
+
+    @app.get(f"{PREFIX}/mail-suppressions")
+    @signed_in
+    def mail_suppressions(session: Session) -> Response:
+        reply = api(session).call("GET", "/mail-suppressions")
+        if reply.status != 200:
+            return api_error(session, reply)
+        items = [{**s, "when": when(s["suppressed_at"], "UTC")} for s in reply.body["items"]]
+        return page("mail_suppressions.html", session=session, items=items)
+
     def periods_page(session: Session, *, workspace: str | None = None, problem: str | None = None,
                      done: str | None = None, status_code: int = 200) -> Response:
         """A workspace's periods: the person's own, or for staff the one ``workspace``
@@ -764,13 +893,14 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                                             "before": params.get("before")})
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], "UTC"),
-                  "read": when(n.get("read_at"), "UTC"),
+        zone = zone_of(reply.body)
+        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], zone),
+                  "read": when(n.get("read_at"), zone),
                   "facts": {k: v for k, v in (n.get("detail") or {}).items() if k != "reason"}}
                  for n in reply.body["items"]]
         before = reply.body.get("next_before")
         query = {k: v for k, v in {"show": "unread" if unread_only else None, "before": before}.items() if v}
-        return page("notices.html", session=session, items=items, unread=reply.body["unread"],
+        return page("notices.html", session=session, items=items, unread=reply.body["unread"], zone=zone,
                     unread_only=unread_only, done=params.get("done") == "read",
                     next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
 
@@ -800,8 +930,10 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/ownerless-schedules")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**s, "paused": when(s["paused_at"], "UTC")} for s in reply.body["items"]]
-        return page("ownerless.html", status_code, session=session, items=items, problem=problem, done=done)
+        zone = zone_of(reply.body)
+        items = [{**s, "paused": when(s["paused_at"], zone)} for s in reply.body["items"]]
+        return page("ownerless.html", status_code, session=session, items=items, zone=zone, problem=problem,
+                    done=done)
 
     @app.get(f"{PREFIX}/ownerless")
     @signed_in

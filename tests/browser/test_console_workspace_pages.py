@@ -1,0 +1,108 @@
+"""A delivery's opt-outs, the suppression list and the workspace's closures in a real
+browser: the owner invites a recipient back from the keyboard, an admin closes a date and
+reopens it (declining first), another workspace's member gets the API's 404 by direct
+address, and the pages fit a 360 px screen and pass axe-core's check."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import requests
+
+from tests.browser.test_console_pages import WIDTH_PHONE, _sign_in_as, delivery, page  # noqa: F401
+from timekeeper.db.connection import connect
+
+
+@pytest.fixture(scope="module")
+def opted_out(db_url, server, delivery) -> dict[str, Any]:  # noqa: F811
+    """The Berlin admin opted out of the analyst's delivery; an address is suppressed."""
+    workspace = server.stack.platform.first_workspace
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("INSERT INTO mail_opt_outs (workspace_id, schedule_id, user_id, run_id, opted_out_at) "
+                     "VALUES (%s, %s, %s, %s, %s)", (workspace, delivery["schedule"]["id"], delivery["admin"],
+                                                     uuid.uuid4(), datetime.now(UTC)))
+        conn.execute("INSERT INTO mail_suppressions (workspace_id, address, reason, provider_message_id, "
+                     "suppressed_at) VALUES (%s, 'gone@example.test', 'bounced', 'ses-1', %s)",
+                     (workspace, datetime.now(UTC)))
+    return delivery
+
+
+def test_the_owner_invites_a_recipient_back_from_the_keyboard(page, server, opted_out):  # noqa: F811
+    _sign_in_as(page, server, "Berlin analyst")
+    page.get_by_role("link", name="Deliveries").first.click()
+    page.get_by_role("link", name="Invoices for the team").click()
+    page.get_by_role("link", name="Opt-outs").click()
+    assert page.get_by_role("heading", level=1).inner_text() == "Opt-outs of Invoices for the team"
+    button = page.get_by_role("button", name=f"Invite {opted_out['admin']} back")
+    # Declining the confirmation changes nothing; accepting it from the keyboard invites
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    button.focus()
+    page.keyboard.press("Enter")
+    assert button.is_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**?done=invited*")
+    assert "is invited back" in page.get_by_role("status").inner_text()
+    auth = {"Authorization": f"Bearer dev:{opted_out['analyst']}:{server.stack.platform.first_workspace}:"
+                             "queries:read,queries:write"}
+    (item,) = requests.get(f"{server.base_url}/query-schedules/{opted_out['schedule']['id']}/opt-outs",
+                           headers=auth, timeout=30).json()["items"]
+    assert item["resubscribe_invited_by"] == opted_out["analyst"]
+    # The suppression list is one link away in the Deliveries navigation
+    page.get_by_role("navigation", name="Deliveries").get_by_role("link", name="Suppressed addresses").click()
+    assert "gone@example.test" in page.locator("table").inner_text()
+
+
+def test_an_admin_closes_a_date_and_reopens_it(page, server):  # noqa: F811
+    _sign_in_as(page, server, "Berlin admin")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Closures").click()
+    page.get_by_label("Date (local, YYYY-MM-DD)").fill("2031-12-24")
+    page.get_by_label("Reason (optional, at most 200 characters)").fill("Christmas <Eve>")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Close the date").click()
+    page.wait_for_url("**?done=added*")
+    assert page.get_by_role("status").inner_text().startswith("2031-12-24 is closed")
+    assert "Christmas <Eve>" in page.locator("table").inner_text()
+    reopen = page.get_by_role("button", name="Reopen 2031-12-24")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    reopen.click()
+    assert reopen.is_visible()
+    page.once("dialog", lambda dialog: dialog.accept())
+    reopen.click()
+    page.wait_for_url("**?done=removed*")
+    assert page.get_by_role("status").inner_text().startswith("2031-12-24 is open again")
+    assert page.get_by_role("button", name="Reopen 2031-12-24").count() == 0
+
+
+def test_another_workspace_s_member_gets_the_api_s_refusal(page, server, opted_out):  # noqa: F811
+    _sign_in_as(page, server, "Sydney admin")
+    response = page.goto(f"{server.base_url}/console/deliveries/{opted_out['schedule']['id']}/opt-outs")
+    assert response.status == 404
+    assert page.get_by_role("heading", level=1).inner_text() == "Not found"
+    page.goto(f"{server.base_url}/console/mail-suppressions")
+    assert "gone@example.test" not in page.content()
+
+
+def test_the_pages_fit_a_360_px_screen_and_pass_the_accessibility_check(browser, server, opted_out):
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context(viewport={"width": WIDTH_PHONE, "height": 740})
+    tab = context.new_page()
+    found = {}
+    try:
+        _sign_in_as(tab, server, "Berlin analyst")
+        for path in (f"/console/deliveries/{opted_out['schedule']['id']}/opt-outs", "/console/mail-suppressions",
+                     "/console/closures", "/console/deliveries"):
+            assert tab.goto(f"{server.base_url}{path}").status == 200, path
+            assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, path
+            bad = [v["id"] for v in Axe().run(tab).response["violations"] if v.get("impact") in ("serious",
+                                                                                              "critical")]
+            if bad:
+                found[path] = bad
+    finally:
+        context.close()
+    assert found == {}
