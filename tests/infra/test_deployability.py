@@ -137,9 +137,11 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
             link_readers.add(folder)
     assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"
                                  else [login]) for folder, login in expected.items()}
-    # The download links' signing key: read by the delivery consumer (signs) and the download
-    # route's function (verifies) only
-    assert link_readers == {"downloads", PIPELINES["queries"].consumer.function}
+    # The links' signing key: read by the delivery consumer (signs download and opt-out links),
+    # the queries dispatcher (signs the opt-out link of each notice e-mail its people pass
+    # sends) and the download route's function (verifies) only
+    assert link_readers == {"downloads", PIPELINES["queries"].consumer.function,
+                            PIPELINES["queries"].dispatcher_function}
     migrate_env = app["Resources"][functions["migrate"]]["Properties"]["Environment"]["Variables"]
     assert "LOGIN_SECRET_ARNS" in migrate_env
     for folder, logical_id in functions.items():

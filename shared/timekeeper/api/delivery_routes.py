@@ -50,6 +50,7 @@ from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import (
     CURSOR_PATTERN,
+    NOT_BLANK_PATTERN,
     CanonicalUuid,
     Recurrence,
     check_rule_shape,
@@ -86,7 +87,7 @@ LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
 _Text = Annotated[str, Field(min_length=1, max_length=500)]
 #: A name: 1-500 characters, not only white space.
-_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=r"\S")]
+_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=NOT_BLANK_PATTERN)]
 #: Numbers and booleans are taken as JSON numbers and booleans only (strict: ``"5"`` or
 #: ``"yes"`` is a 422 naming the field, never coerced).
 _Hours = Annotated[int, Field(ge=1, le=720), JSON_INTEGER]

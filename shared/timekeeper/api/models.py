@@ -69,9 +69,19 @@ def _not_blank(text: str) -> str:
     return text
 
 
+#: NUL and every character some regular-expression dialect calls white space, spelled out:
+#: ``\s`` means different sets in the server's validator (Unicode White_Space, with U+0085),
+#: in JSON Schema's ECMA dialect (with U+FEFF, without U+0085) and in Python, so a pattern
+#: written with ``\s`` would let a client's schema-valid text be refused. This class is the
+#: union of the three, the same in each.
+SPACE_CLASS = r"\x00\t-\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+#: Text with at least one character that is not white space, and no NUL (PostgreSQL text).
+NOT_BLANK_PATTERN = rf"^[^\x00]*[^{SPACE_CLASS}][^\x00]*$"
+#: An opaque token (a user id, an address): no white space, no NUL.
+TOKEN_PATTERN = rf"^[^{SPACE_CLASS}]+$"
 #: A schedule's name: no NUL, and not empty or only white space when given (the
 #: document's pattern says both; :func:`_not_blank` words the refusal).
-_NAMED = r"^[^\x00]*[^\x00\s][^\x00]*$"
+_NAMED = NOT_BLANK_PATTERN
 Name = Annotated[str, Field(max_length=200, pattern=_NAMED, description="a label for people (no personal data)"),
                  AfterValidator(_not_blank)]
 

@@ -58,7 +58,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper import observability as obs
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CanonicalUuid, ScheduleOut, UtcDatetime, schedule_out
+from timekeeper.api.models import (
+    NOT_BLANK_PATTERN,
+    TOKEN_PATTERN,
+    CanonicalUuid,
+    ScheduleOut,
+    UtcDatetime,
+    schedule_out,
+)
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import StaffScope, staff_dependency
 from timekeeper.aws.dead_letters import RedriveRefused
@@ -70,10 +77,10 @@ from timekeeper.schedules.service import ScheduleNotFound
 _TAGS = ["operations"]
 
 #: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
-REASON_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+REASON_PATTERN = NOT_BLANK_PATTERN
 MAX_REASON = 500
 #: A platform user id: no whitespace, no NUL (the directory's ids are opaque strings).
-USER_ID_PATTERN = r"^[^\x00\s]+$"
+USER_ID_PATTERN = TOKEN_PATTERN
 #: A dead-letter queue's name in the path (the topology's names: accounting, exports, ...).
 QUEUE_PATTERN = r"^[a-z][a-z0-9_-]{0,63}$"
 

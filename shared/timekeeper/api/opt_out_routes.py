@@ -51,7 +51,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, QUERIES_WRITE, REPORTS_READ, WORKSPACE_ADMIN
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CanonicalUuid
+from timekeeper.api.models import NOT_BLANK_PATTERN, TOKEN_PATTERN, CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.platform import access
@@ -123,9 +123,9 @@ class SuppressionRemovalIn(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    address: Annotated[str, Field(min_length=3, max_length=320, pattern=r"^[^\x00\s]+$",
+    address: Annotated[str, Field(min_length=3, max_length=320, pattern=TOKEN_PATTERN,
                                   description="the suppressed address (compared lower-cased)")]
-    reason: Annotated[str, Field(max_length=MAX_REMOVAL_REASON, pattern=r"^[^\x00]*[^\x00\s][^\x00]*$",
+    reason: Annotated[str, Field(max_length=MAX_REMOVAL_REASON, pattern=NOT_BLANK_PATTERN,
                                  description="why the address may be sent to again (recorded)"),
                       AfterValidator(_not_blank)]
 

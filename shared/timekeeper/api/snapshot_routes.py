@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CanonicalUuid, UtcDatetime
+from timekeeper.api.models import NOT_BLANK_PATTERN, CanonicalUuid, UtcDatetime
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import (
     StaffScope,
@@ -74,7 +74,7 @@ PERIOD_PATTERN = r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$"
 #: An owner module's or snapshot type's name.
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 #: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
-REASON_PATTERN = r"^[^\x00]*[^\x00\s][^\x00]*$"
+REASON_PATTERN = NOT_BLANK_PATTERN
 MAX_REASON = 500
 
 #: The status of each ledger refusal reason (422: the input names nothing usable; 409: the
