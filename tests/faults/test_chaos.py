@@ -148,6 +148,36 @@ def test_the_audit_catches_a_streak_the_history_does_not_imply(tampered):
     assert not chaos._streaks(tampered).held
 
 
+def test_the_streak_history_places_a_takeovers_settlement_where_the_process_stalled(tampered):
+    # Given a schedule's last six runs: four failures, a success a takeover settled on its
+    # clock past the lease, and a failure the simulation settled before that instant
+    # (while the stalled process was frozen) but with an earlier finished_at
+    schedule = tampered.execute("""SELECT schedule_id FROM schedule_runs WHERE trigger = 'scheduled'
+                                    GROUP BY schedule_id HAVING count(*) >= 6 AND bool_and(state = 'succeeded')
+                                    LIMIT 1""").fetchone()["schedule_id"]
+    runs = tampered.execute("""SELECT id, finished_at FROM schedule_runs WHERE schedule_id = %s
+                                ORDER BY finished_at DESC LIMIT 6""", (schedule,)).fetchall()[::-1]
+    failed = [r["id"] for r in runs[:4]] + [runs[5]["id"]]
+    tampered.execute("""UPDATE schedule_runs SET state = 'failed', outcome_code = 'unexpected_error', error = 'x'
+                         WHERE id = ANY(%s)""", (failed,))
+    resumed_at = runs[5]["finished_at"] + timedelta(seconds=1)
+    tampered.execute("UPDATE schedule_runs SET finished_at = %s WHERE id = %s", (resumed_at, runs[4]["id"]))
+    tampered.execute("UPDATE schedules SET consecutive_failures = 1, status = 'active', pause_reason = NULL "
+                     "WHERE id = %s", (schedule,))
+    name = tampered.execute("SELECT name FROM schedules WHERE id = %s", (schedule,)).fetchone()["name"] + ":"
+
+    def mine(check: chaos.Check) -> list[str]:
+        return [f for f in check.failures if f.startswith(name)]
+
+    # Then by finished_at alone the history implies five failures in a row (a pause) ...
+    assert mine(chaos._streaks(tampered))
+    # ... and in commit order (the takeover committed at the instant its process stalled) it holds
+    campaign = Campaign(ChaosOptions())
+    stalled_at = runs[5]["finished_at"] - timedelta(seconds=30)
+    campaign.result.stalls = [chaos.Stall(runs[4]["id"], 1, stalled_at, resumed_at, taken_over=True)]
+    assert not mine(chaos._streaks(tampered, campaign))
+
+
 def test_the_audit_catches_an_effect_of_a_run_that_did_not_succeed(tampered):
     assert chaos._accounting_effects(tampered).held
     run = tampered.execute("SELECT id, workspace_id FROM schedule_runs WHERE state = 'failed' LIMIT 1").fetchone()

@@ -380,7 +380,9 @@ class Campaign:
         open transactions roll back; every connection it holds, idle ones too, is broken
         and met at its next statement), then reopen the simulation's own connection.
         Returns whether it restarted: not while the simulation's connection is inside a
-        transaction (the next hit restarts), nor when another thread took the instant."""
+        transaction, nor twice in one simulated minute (instants that fell where the product
+        reached no crash point are spread over the next minutes' hits), nor when another
+        thread took the instant."""
         import psycopg
 
         from timekeeper.local import embedded
@@ -389,6 +391,8 @@ class Campaign:
             return False
         with self._restart_lock:
             if not self._restarts_at or clock.now() < self._restarts_at[0]:
+                return False
+            if self.result.restarts and self.result.restarts[-1][0] >= clock.now():
                 return False
             self._restarts_at.pop(0)
             seconds = embedded.restart_server(self.server_dir)
@@ -648,7 +652,8 @@ def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
     :class:`Check` per invariant."""
     return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _stalled_attempts(conn, campaign),
             _accounting_effects(conn),
-            _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn), _queues(conn, stack, campaign)]
+            _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn, campaign),
+            _queues(conn, stack, campaign)]
 
 
 def _occurrences(conn: Any) -> Check:
@@ -922,18 +927,28 @@ def _snapshot_effects(conn: Any) -> Check:
     return check
 
 
-def _streaks(conn: Any) -> Check:
+def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
     """Each schedule's failure streak and pause equal what its settled runs imply: a
     scheduled failure adds one, any success or skip resets; a schedule pauses when a
-    scheduled failure brings the streak to the threshold or carries a pause reason."""
+    scheduled failure brings the streak to the threshold or carries a pause reason.
+
+    The history is taken in the order the settlements committed, which is the order of
+    their ``finished_at`` but for a stalled process's takeover (``campaign``'s stalls): it
+    runs on a clock past the lease (its settlement's ``finished_at`` is the stall's
+    ``resumed_at``) while the simulation is still at the instant the process stalled, so
+    it commits before everything later than that instant and is placed there."""
     from timekeeper.topology import PIPELINES
 
     thresholds = {p.owner: p.failure_pause_threshold for p in PIPELINES.values()}
     check = Check("failure streaks and pauses equal the settled history")
+    committed_at = {(stall.run_id, stall.resumed_at): stall.stalled_at
+                    for stall in (campaign.result.stalls if campaign is not None else [])}
+    settled = conn.execute("""SELECT id, schedule_id, trigger, state, outcome_code, finished_at, occurrence_at
+                                FROM schedule_runs WHERE finished_at IS NOT NULL""").fetchall()
+    settled.sort(key=lambda r: (committed_at.get((r["id"], r["finished_at"]), r["finished_at"]), r["occurrence_at"],
+                                str(r["id"])))
     history: dict[UUID, list[dict[str, Any]]] = collections.defaultdict(list)
-    for run in conn.execute("""SELECT schedule_id, trigger, state, outcome_code FROM schedule_runs
-                                WHERE finished_at IS NOT NULL
-                                ORDER BY finished_at, occurrence_at, id""").fetchall():
+    for run in settled:
         history[run["schedule_id"]].append(run)
     resumed = {r["schedule_id"] for r in conn.execute(
         "SELECT DISTINCT schedule_id FROM schedule_events WHERE kind = 'resumed'").fetchall()}
