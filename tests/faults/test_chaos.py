@@ -1,8 +1,9 @@
 """The fault campaign (``python -m timekeeper chaos``) over every pipeline, and its audit.
 
 Campaigns run the local stack (the real handlers, moto queues, the embedded database) for
-a simulated day with crashes at the product's crash points, database disconnects,
-duplicate SQS deliveries and publish refusals, then six quiet hours, and must pass the audit.
+a simulated day with crashes at the product's crash points, database disconnects and
+restarts, duplicate SQS deliveries, publish refusals, stalled consumers and SES throttling
+and refusals, then six quiet hours, and must pass the audit.
 The audit itself is shown to catch each kind of violation on a campaign's final state.
 """
 
@@ -39,16 +40,35 @@ def _connect(pg_server_url: str, database: str) -> psycopg.Connection:
     return psycopg.connect(psycopg.conninfo.make_conninfo(**info), autocommit=True, row_factory=dict_row)
 
 
+@pytest.fixture
+def own_server(monkeypatch, tmp_path):
+    """A campaign on an embedded server of its own (in ``tmp_path``), which it may restart
+    without breaking the connections of the session's other tests; stopped afterwards."""
+    from timekeeper.local import embedded
+
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("TIMEKEEPER_HOME", str(tmp_path))
+    yield tmp_path / "pgdata"
+    embedded.release_server(tmp_path / "pgdata")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_day_of_random_faults_passes_the_audit(campaign_database, seed):
+def test_a_day_of_random_faults_passes_the_audit(own_server, seed):
     # Refusals at 0.05 per published entry: a day publishes a few hundred messages, so at
     # the default 0.02 about one campaign in fifty drew none and failed the check below.
     # Stalls at 0.1 per consumer invocation: a day has about a hundred invocations, and the
     # campaign is seeded but not reproducible across machines (which invocation draws which
     # number depends on timing), so at the default 0.02 (one to three stalls) about one
     # campaign in eight drew none; at 0.1 it draws 13-24.
-    result = run_chaos(ChaosOptions(days=1, seed=seed, quiet_hours=6, database=campaign_database, refuse_rate=0.05,
-                                    stall_rate=0.1, show_progress=False))
+    # SES throttling and rejections at 0.2 each per submission, with two units of load: a
+    # day then submits about 65 messages (30 at one unit: the load's second recipient is
+    # suppressed early by the sample's bounce), so each kind's expected count is about 13
+    # (at the defaults of 0.1 and one unit, about three). Three database restarts: each
+    # happens at the first crash point at or after its instant (a sweep every 30 minutes
+    # reaches one), so their count is not left to chance.
+    result = run_chaos(ChaosOptions(days=1, seed=seed, quiet_hours=6, refuse_rate=0.05, stall_rate=0.1, load=2,
+                                    ses_throttle_rate=0.2, ses_reject_rate=0.2, db_restarts=3,
+                                    show_progress=False))
 
     assert [check.failures for check in result.checks if not check.held] == []
     totals = result.fault_totals()
@@ -59,6 +79,10 @@ def test_a_day_of_random_faults_passes_the_audit(campaign_database, seed):
     # And processes stalled past their lease were taken over, and refused afterwards
     assert totals.get("stall", 0) >= 1, totals
     assert any(stall.taken_over for stall in result.stalls), result.stalls
+    # And SES throttled and rejected submissions, and the server restarted under the product
+    assert totals.get("ses_throttle", 0) >= 1, totals
+    assert totals.get("ses_reject", 0) >= 1, totals
+    assert totals.get("db_restart", 0) == 3 and len(result.restarts) == 3, (totals, result.notes)
     assert all(check.checked > 0 for check in result.checks if "accounting" not in check.name)
 
 
@@ -73,6 +97,9 @@ def test_every_crash_point_is_hit_crashes_once_and_the_system_recovers(campaign_
     assert {point: result.faults[("crash", point)] for point in faults.CRASH_POINTS} == {
         point: 1 for point in faults.CRASH_POINTS}
     assert [check.failures for check in result.checks if not check.held] == []
+    # The session's server is DATABASE_URL's: its restart is skipped, and the result says so
+    assert (result.skipped_restarts, result.fault_totals().get("db_restart", 0)) == (1, 0)
+    assert "DATABASE_URL" in result.notes[0]
 
 
 @pytest.fixture(scope="module")
@@ -121,6 +148,36 @@ def test_the_audit_catches_a_streak_the_history_does_not_imply(tampered):
     assert not chaos._streaks(tampered).held
 
 
+def test_the_streak_history_places_a_takeovers_settlement_where_the_process_stalled(tampered):
+    # Given a schedule's last six runs: four failures, a success a takeover settled on its
+    # clock past the lease, and a failure the simulation settled before that instant
+    # (while the stalled process was frozen) but with an earlier finished_at
+    schedule = tampered.execute("""SELECT schedule_id FROM schedule_runs WHERE trigger = 'scheduled'
+                                    GROUP BY schedule_id HAVING count(*) >= 6 AND bool_and(state = 'succeeded')
+                                    LIMIT 1""").fetchone()["schedule_id"]
+    runs = tampered.execute("""SELECT id, finished_at FROM schedule_runs WHERE schedule_id = %s
+                                ORDER BY finished_at DESC LIMIT 6""", (schedule,)).fetchall()[::-1]
+    failed = [r["id"] for r in runs[:4]] + [runs[5]["id"]]
+    tampered.execute("""UPDATE schedule_runs SET state = 'failed', outcome_code = 'unexpected_error', error = 'x'
+                         WHERE id = ANY(%s)""", (failed,))
+    resumed_at = runs[5]["finished_at"] + timedelta(seconds=1)
+    tampered.execute("UPDATE schedule_runs SET finished_at = %s WHERE id = %s", (resumed_at, runs[4]["id"]))
+    tampered.execute("UPDATE schedules SET consecutive_failures = 1, status = 'active', pause_reason = NULL "
+                     "WHERE id = %s", (schedule,))
+    name = tampered.execute("SELECT name FROM schedules WHERE id = %s", (schedule,)).fetchone()["name"] + ":"
+
+    def mine(check: chaos.Check) -> list[str]:
+        return [f for f in check.failures if f.startswith(name)]
+
+    # Then by finished_at alone the history implies five failures in a row (a pause) ...
+    assert mine(chaos._streaks(tampered))
+    # ... and in commit order (the takeover committed at the instant its process stalled) it holds
+    campaign = Campaign(ChaosOptions())
+    stalled_at = runs[5]["finished_at"] - timedelta(seconds=30)
+    campaign.result.stalls = [chaos.Stall(runs[4]["id"], 1, stalled_at, resumed_at, taken_over=True)]
+    assert not mine(chaos._streaks(tampered, campaign))
+
+
 def test_the_audit_catches_an_effect_of_a_run_that_did_not_succeed(tampered):
     assert chaos._accounting_effects(tampered).held
     run = tampered.execute("SELECT id, workspace_id FROM schedule_runs WHERE state = 'failed' LIMIT 1").fetchone()
@@ -148,6 +205,32 @@ def test_the_audit_catches_a_second_message_outside_the_window(tampered):
     assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     campaign.failed_invocations = set()  # ... but an attempt that lived sent it twice
     assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+
+
+def test_the_audit_catches_a_rejected_recipient_submitted_again(tampered):
+    # Given a recipient the provider rejected and the journal recorded so
+    row = tampered.execute("""UPDATE query_deliveries SET status = 'failed', error_code = 'rejected'
+                               WHERE (run_id, user_id) = (SELECT run_id, user_id FROM query_deliveries
+                                                           WHERE status = 'sent' LIMIT 1)
+                               RETURNING run_id, user_id""").fetchone()
+    key = (str(row["run_id"]), row["user_id"])
+    mine = f"run {key[0]} recipient {key[1]}:"
+    campaign = Campaign(ChaosOptions())
+    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    campaign.mailer.refused[key] = [("Throttling", 6, 0), ("MessageRejected", 7, 0)]
+    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    # When a later attempt submitted it again (and the provider accepted it) ...
+    campaign.mailer.sends[key] = [("accepted-later", 8)]
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if "after the rejection" in f]
+    # ... or rejected it again, while both attempts lived
+    campaign.mailer.sends.pop(key)
+    campaign.mailer.refused[key].append(("MessageRejected", 8, 0))
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if "permanent refusal was retried" in f]
+    # And a rejection an attempt that lived made must be what the journal recorded
+    tampered.execute("UPDATE query_deliveries SET error_code = 'throttled' WHERE run_id = %s AND user_id = %s",
+                     (row["run_id"], row["user_id"]))
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures
+            if f.startswith(mine) and "rejected by an attempt that lived" in f]
 
 
 def test_the_audit_catches_an_attempt_that_ran_beside_a_killed_one():

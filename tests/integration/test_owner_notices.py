@@ -11,6 +11,7 @@ from uuid import UUID
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from tests.support import ListNotifier, ListPublisher
@@ -263,12 +264,66 @@ def test_a_claimed_but_unrecorded_notice_message_is_sent_again_with_the_same_key
     assert send_notice_mail(conn, mailer=Down(), now=NOW)["failed"] == 1
     [claimed] = conn.execute("SELECT communication_key, provider_message_id, last_error FROM query_delivery_outbox "
                              "WHERE run_id IS NULL AND user_id = %s", (tenant.user("olga"),)).fetchall()
-    assert claimed["provider_message_id"] is None and claimed["last_error"] == "provider_error"
+    assert claimed["provider_message_id"] is None and claimed["last_error"] == "submission_error"
     # When the next pass runs with the provider back
     assert send_notice_mail(conn, mailer=mailer, now=NOW + timedelta(minutes=1))["sent"] == 1
     # Then the same key carries it (one outbox row), now recorded
     [sent] = notice_messages(conn, tenant, "olga")
     assert sent["communication_key"] == claimed["communication_key"] and sent["provider_message_id"]
+
+
+def _paused_notice(conn, name: str) -> Tenant:
+    """A tenant whose schedule paused, told to its owner olga (her notice waits for mail)."""
+    tenant = make_tenant(conn, name)
+    schedule_id = make_schedule(conn, tenant)
+    with conn.transaction():
+        enqueue_notifications(conn, [Notice(schedule_id, tenant.workspace_id, "queries", "schedule_paused",
+                                            f"paused:{schedule_id}", {"reason": "consecutive_failures"})], now=NOW)
+    notices.tell_people(conn, now=NOW)
+    return tenant
+
+
+def _outbox_of(conn, tenant: Tenant, short: str) -> list[dict]:
+    return conn.execute("SELECT communication_key, provider_message_id, last_error, submissions "
+                        "FROM query_delivery_outbox WHERE run_id IS NULL AND user_id = %s",
+                        (tenant.user(short),)).fetchall()
+
+
+def test_a_throttled_notice_message_is_submitted_again_by_the_next_pass(conn, mailer):
+    # Given SES throttling the first submission (its answer when the sending rate is exceeded)
+    tenant = _paused_notice(conn, "throttled")
+
+    class Throttling:
+        def send(self, **_: object) -> str:
+            raise ClientError({"Error": {"Code": "Throttling", "Message": "Maximum sending rate exceeded."}},
+                              "SendEmail")
+
+    assert send_notice_mail(conn, mailer=Throttling(), now=NOW)["failed"] == 1
+    [claimed] = _outbox_of(conn, tenant, "olga")
+    assert claimed["provider_message_id"] is None and claimed["last_error"] == "throttled"
+    # When the next pass runs, the same message goes out under the same key
+    assert send_notice_mail(conn, mailer=mailer, now=NOW + timedelta(minutes=1))["sent"] == 1
+    [sent] = _outbox_of(conn, tenant, "olga")
+    assert sent["communication_key"] == claimed["communication_key"] and sent["provider_message_id"]
+    assert sent["submissions"] == 2
+
+
+def test_a_notice_message_the_provider_rejects_is_never_submitted_again(conn, ses, mailer):
+    # Given SES refusing the message permanently: MessageRejected (moto answers so for a
+    # sender that is not verified, as SES does)
+    tenant = _paused_notice(conn, "rejected")
+    counts = send_notice_mail(conn, mailer=SesMailer(ses, "unverified@elsewhere.test"), now=NOW)
+    assert (counts["refused"], counts["failed"], counts["sent"]) == (1, 0, 0)
+    [refused] = _outbox_of(conn, tenant, "olga")
+    assert refused["provider_message_id"] is None and refused["last_error"] == "rejected"
+    # When later passes run with a provider that would accept it
+    for minutes in (1, 61, 180):
+        assert send_notice_mail(conn, mailer=mailer, now=NOW + timedelta(minutes=minutes))["sent"] == 0
+    # Then it was never submitted again, and the notice stays listed in the product
+    assert ses.get_send_quota()["SentLast24Hours"] == 0
+    assert _outbox_of(conn, tenant, "olga") == [refused]
+    [notice] = notices_of(conn, tenant, "olga")
+    assert notice.mailed_at is not None
 
 
 def test_a_person_without_an_address_keeps_the_notice_in_the_product(conn, mailer):

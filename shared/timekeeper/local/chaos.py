@@ -12,6 +12,14 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   connection the product holds is cut under its driver, as in a failover or a network
   fault (the server rolls back what was in flight); the code carries on and meets the
   broken connection at its next statement;
+- **database restarts**: ``db_restarts`` times per simulated day of faults (instants drawn
+  from the seed, :func:`restart_instants`), the first crash point reached at or after the
+  instant restarts the embedded server on its data directory (fast mode:
+  :func:`timekeeper.local.embedded.restart_server`) while the product keeps running: every
+  connection it holds, idle ones too, is broken and met at its next statement, and the
+  simulation's own connection is reopened. A server named by ``DATABASE_URL``, or an
+  embedded one other processes hold, is never restarted: the result counts the skipped
+  restarts and says why (:attr:`ChaosResult.notes`);
 - **duplicate deliveries**: each received SQS message is sent again with probability
   ``duplicate_rate`` (standard queues deliver at least once);
 - **publish refusals**: each entry of a SendMessageBatch the product makes is refused with
@@ -21,7 +29,13 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   environment receives the run again (a redelivery, its own connections) at the simulated
   instant the lease has expired and takes the run over; then the stalled process resumes,
   runs its handler and tries to write and settle with its old attempt. The fences must
-  refuse it (:func:`_stalled_attempts`).
+  refuse it (:func:`_stalled_attempts`);
+- **SES throttling and refusals**: the campaign's mailer (:class:`CountingMailer`, wrapping
+  the local stack's) raises instead of submitting, with probability ``ses_throttle_rate``,
+  a botocore ``ClientError`` ``Throttling`` ("Maximum sending rate exceeded.": deliveries
+  retry the recipient, notice e-mails the message) and with ``ses_reject_rate`` a
+  ``MessageRejected`` (a permanent refusal: never retried), for deliveries and owner
+  notices alike.
 
 The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
 many times. Then :func:`audit` checks the invariants on the database, the queues and what the
@@ -38,7 +52,9 @@ campaign recorded, and the command prints a table and exits 1 when one fails:
    closed by succeeded runs only, one posting job per closed batch and every one finished,
    invoices prepared only by succeeded runs, each delivery message sent once (twice only
    where the process died between the provider's acceptance and the record: the one
-   documented window), snapshot rows written once per published version;
+   documented window), a rejected recipient recorded ``rejected`` and never submitted
+   after its rejection, a throttled one sent in the end unless its run failed, a rejected
+   notice message's notices closed, snapshot rows written once per published version;
 4. failure streaks and pauses equal what the settled history implies;
 5. the run and job queues are empty, and the dead-letter queues hold only the deliberately
    malformed messages.
@@ -49,6 +65,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import random
 import re
 import threading
@@ -70,7 +87,10 @@ class ChaosOptions:
     without; rates are probabilities per crash-point hit (``crash_rate``,
     ``disconnect_rate``), per received message (``duplicate_rate``), per published
     message (``refuse_rate``) and per consumer invocation's first handler start
-    (``stall_rate``: the process stalls past its lease while another takes the run over).
+    (``stall_rate``: the process stalls past its lease while another takes the run over),
+    per mail submission (``ses_throttle_rate``: SES answers ``Throttling``;
+    ``ses_reject_rate``: ``MessageRejected``), and ``db_restarts`` restarts of the database
+    server per simulated day of faults (a count, at instants drawn from the seed).
     ``each_point_once``: instead of random crashes, crash at the first hit of every crash
     point (one crash per point), for a deterministic test. ``load``: units of traffic
     added to the simulation's samples (see :func:`add_load`)."""
@@ -89,6 +109,12 @@ class ChaosOptions:
     load: int = 1
     #: Probability per consumer invocation's first handler start of a stall past the lease.
     stall_rate: float = 0.02
+    #: Probability per mail submission (deliveries and owner notices) that SES throttles it.
+    ses_throttle_rate: float = 0.1
+    #: Probability per mail submission that SES refuses it permanently (``MessageRejected``).
+    ses_reject_rate: float = 0.1
+    #: Restarts of the database server per simulated day of faults (at seeded instants).
+    db_restarts: int = 1
 
 
 @dataclass
@@ -149,13 +175,20 @@ class ChaosResult:
     resent_in_window: int = 0
     #: The stalled processes, in the order they stalled.
     stalls: list[Stall] = field(default_factory=list)
+    #: The database restarts made: (simulated instant, the crash point it interrupted, seconds).
+    restarts: list[tuple[datetime, str, float]] = field(default_factory=list)
+    #: Restarts drawn but not made, and why (e.g. the server is ``DATABASE_URL``'s).
+    skipped_restarts: int = 0
+    #: What the campaign could not do as asked, in words (printed under the faults).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
         return all(check.held for check in self.checks)
 
     def fault_totals(self) -> dict[str, int]:
-        """Injected faults by kind (crash, disconnect, duplicate, refusal, stall)."""
+        """Injected faults by kind (crash, disconnect, duplicate, refusal, stall,
+        ses_throttle, ses_reject, db_restart)."""
         totals: dict[str, int] = collections.Counter()
         for (kind, _), count in self.faults.items():
             totals[kind] += count
@@ -165,24 +198,51 @@ class ChaosResult:
 class CountingMailer:
     """Wraps the communications adapter: every accepted message is recorded with the
     (run, recipient) its personal link names (read back with the link signer), its
-    provider message id and the consumer invocation that sent it."""
+    provider message id and the consumer invocation that sent it.
 
-    def __init__(self, inner: Any, signer: Any, invocation: Callable[[], int]) -> None:
+    ``refuse(kind)`` (optional; ``kind`` is ``"delivery"`` or ``"notice"``) is asked before
+    each submission and returns ``None`` or a provider error code to raise instead, as SES
+    does (a botocore ``ClientError`` of ``SendEmail``: ``Throttling`` "Maximum sending rate
+    exceeded.", ``MessageRejected``); every refused submission is recorded in
+    :attr:`refused` with the code, the invocation and how many messages had been accepted
+    for that recipient before it."""
+
+    #: The provider's message of each injected error code (SES's wording).
+    MESSAGES = {"Throttling": "Maximum sending rate exceeded.", "MessageRejected": "Email address is not verified."}
+
+    def __init__(self, inner: Any, signer: Any, invocation: Callable[[], int],
+                 refuse: Callable[[str], str | None] | None = None) -> None:
         self.inner = inner
         self.signer = signer
         self.invocation = invocation
+        self.refuse = refuse
         self.sends: dict[tuple[str, str], list[tuple[str, int]]] = collections.defaultdict(list)
         #: Owner notice messages (no personal link) by address: their provider message ids.
         self.notice_sends: dict[str, list[str]] = collections.defaultdict(list)
+        #: Refused submissions by (run, recipient), or ("notice", address): (error code,
+        #: invocation, messages accepted for that key before it), in order.
+        self.refused: dict[tuple[str, str], list[tuple[str, int, int]]] = collections.defaultdict(list)
 
     def send(self, *, to: str, subject: str, html: str, text: str, headers: Any = None) -> str:
-        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
+        """Submit through the wrapped adapter (or raise the refusal ``refuse`` chose) and
+        record it; returns the provider's message id. Raises ``ClientError`` for a refusal."""
         match = _TOKEN.search(html)
         key: tuple[str, str] = ("?", to)
+        notice = False
         if match:
             link = self.signer.verify(match.group(1), now=datetime(2000, 1, 1, tzinfo=UTC))
             key = (str(link.run_id), link.user_id)
         elif subject.startswith(NOTICE_SUBJECT):
+            key, notice = ("notice", to), True
+        code = self.refuse("notice" if notice else "delivery") if self.refuse is not None else None
+        if code is not None:
+            from botocore.exceptions import ClientError
+
+            accepted = len(self.notice_sends.get(to, ())) if notice else len(self.sends.get(key, ()))
+            self.refused[key].append((code, self.invocation(), accepted))
+            raise ClientError({"Error": {"Code": code, "Message": self.MESSAGES.get(code, code)}}, "SendEmail")
+        message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
+        if notice:
             self.notice_sends[to].append(message_id)
             return message_id
         self.sends[key].append((message_id, self.invocation()))
@@ -225,6 +285,14 @@ class Campaign:
         self._refusal_lock = threading.Lock()
         self.mailer: CountingMailer | None = None
         self._session_hooks: list[tuple[str, Callable[..., Any]]] = []
+        #: The mail provider's refusals are drawn from their own seeded stream, and so are the
+        #: restarts' instants, so adding them left every other fault's draws as they were.
+        self._mail_rng = random.Random(f"{options.seed}:mail")
+        #: The embedded server's data directory (None: the server is ``DATABASE_URL``'s, not
+        #: restartable), set by :func:`run_chaos`; and the instants of the restarts to come.
+        self.server_dir: Any = None
+        self._restarts_at = restart_instants(options)
+        self._restart_lock = threading.Lock()
 
     # ------------------------------------------------------------------ injection
 
@@ -250,6 +318,8 @@ class Campaign:
             for execution in self._open:
                 execution.settled = True
         if not self.active() or self._stalling:
+            return
+        if self._restarts_at and clock.now() >= self._restarts_at[0] and self._restart(point):
             return
         if point == "consumer.handler_started" and self._handlers == 1 and self.options.stall_rate \
                 and self.rng.random() < self.options.stall_rate:
@@ -304,6 +374,51 @@ class Campaign:
                     taken.close()
         row = self._conn.execute("SELECT attempts FROM schedule_runs WHERE id = %s", (ctx.run_id,)).fetchone()
         stall.taken_over = row is not None and row["attempts"] > ctx.attempt
+
+    def _restart(self, point: str) -> bool:
+        """Restart the database server now, inside the product's step at ``point`` (its
+        open transactions roll back; every connection it holds, idle ones too, is broken
+        and met at its next statement), then reopen the simulation's own connection.
+        Returns whether it restarted: not while the simulation's connection is inside a
+        transaction, nor twice in one simulated minute (instants that fell where the product
+        reached no crash point are spread over the next minutes' hits), nor when another
+        thread took the instant."""
+        import psycopg
+
+        from timekeeper.local import embedded
+
+        if self._conn is not None and self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            return False
+        with self._restart_lock:
+            if not self._restarts_at or clock.now() < self._restarts_at[0]:
+                return False
+            if self.result.restarts and self.result.restarts[-1][0] >= clock.now():
+                return False
+            self._restarts_at.pop(0)
+            seconds = embedded.restart_server(self.server_dir)
+            if self._conn is not None:
+                self._conn.reopen()
+            self.result.restarts.append((clock.now(), point, seconds))
+            self.result.faults[("db_restart", point)] += 1
+        return True
+
+    def refuse_mail(self, kind: str) -> str | None:
+        """The mail provider's answer to one submission (``kind``: ``"delivery"`` or
+        ``"notice"``; the :class:`CountingMailer`'s ``refuse`` hook): ``"Throttling"`` with
+        probability ``ses_throttle_rate``, ``"MessageRejected"`` with ``ses_reject_rate``,
+        otherwise None (accepted). Nothing is refused in the quiet hours or a takeover."""
+        options = self.options
+        if not self.active() or self._stalling or not (options.ses_throttle_rate or options.ses_reject_rate):
+            return None
+        with self._refusal_lock:
+            draw = self._mail_rng.random()
+            if draw < options.ses_throttle_rate:
+                self.result.faults[("ses_throttle", f"{kind} submission")] += 1
+                return "Throttling"
+            if draw < options.ses_throttle_rate + options.ses_reject_rate:
+                self.result.faults[("ses_reject", f"{kind} submission")] += 1
+                return "MessageRejected"
+        return None
 
     def _crash(self, point: str, context: Any) -> None:
         self.result.faults[("crash", point)] += 1
@@ -420,11 +535,31 @@ class Campaign:
         for event, handler in self._session_hooks:
             session.events.register(event, handler)
         edge.reset()  # the handlers' clients are created again, with the hooks
-        self.mailer = CountingMailer(adapters.mailer(), adapters.link_signer(), lambda: self._invocation)
+        self.mailer = CountingMailer(adapters.mailer(), adapters.link_signer(), lambda: self._invocation,
+                                     refuse=self.refuse_mail)
         adapters.install_mailer(self.mailer)
+        self._check_restartable()
         # A disconnect makes psycopg warn about every rollback it could not send: expected here.
         logging.getLogger("psycopg").setLevel(logging.ERROR)
         faults.install(self)
+
+    def _check_restartable(self) -> None:
+        """Drop the restarts when the server cannot be restarted safely: it is
+        ``DATABASE_URL``'s (another server, perhaps shared), or other processes hold the
+        embedded one; the result says how many were skipped and why."""
+        from timekeeper.local import embedded
+
+        if not self._restarts_at:
+            return
+        reason = None
+        if self.server_dir is None:
+            reason = "the database server is DATABASE_URL's, which the campaign does not restart"
+        elif holders := embedded.other_holders(self.server_dir):
+            reason = f"the embedded server is shared with the processes {', '.join(map(str, holders))}"
+        if reason is not None:
+            self.result.skipped_restarts = len(self._restarts_at)
+            self.result.notes.append(f"{len(self._restarts_at)} database restart(s) skipped: {reason}.")
+            self._restarts_at = []
 
     def finished(self, stack: Any, conn: Any, simulation: Any) -> None:
         """Disarm, then audit the final state (before the local stack stops)."""
@@ -441,6 +576,17 @@ class Campaign:
     def disarm(self) -> None:
         """Remove the injector (idempotent; after a failed campaign)."""
         faults.install(None)
+
+
+def restart_instants(options: ChaosOptions) -> list[datetime]:
+    """The simulated instants (aware UTC, ascending) of the campaign's database restarts:
+    ``db_restarts`` per day of faults, uniform over the days of faults but their last hour,
+    from the campaign's seed (their own stream). Each restart happens at the first crash
+    point the product reaches at or after its instant."""
+    rng = random.Random(f"{options.seed}:restarts")
+    start = datetime.combine(options.start, datetime.min.time(), tzinfo=UTC)
+    span = max(options.days * 86400 - 3600, 0)
+    return sorted(start + timedelta(seconds=rng.uniform(0, span)) for _ in range(options.days * options.db_restarts))
 
 
 def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
@@ -481,10 +627,12 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
 def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
     """Run the campaign ``options`` describes; return its :class:`ChaosResult` (the audit's
     checks included). The database ``options.database`` is created afresh and kept."""
-    from timekeeper.local.embedded import state_home
+    from timekeeper.local.embedded import default_data_dir, state_home
     from timekeeper.local.simulate import SimulationOptions, run_simulation
 
     campaign = Campaign(options)
+    if not os.environ.get("DATABASE_URL"):  # the local stack starts (or reuses) the embedded server
+        campaign.server_dir = default_data_dir()
     home = state_home()
     simulation = SimulationOptions(
         start=options.start, days=options.days, extra_minutes=options.quiet_hours * 60, seed=7, outages=(), poison=1,
@@ -504,7 +652,8 @@ def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
     :class:`Check` per invariant."""
     return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _stalled_attempts(conn, campaign),
             _accounting_effects(conn),
-            _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn), _queues(conn, stack, campaign)]
+            _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn, campaign),
+            _queues(conn, stack, campaign)]
 
 
 def _occurrences(conn: Any) -> Check:
@@ -661,7 +810,15 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     accepted it, and the invocation that sent it died or lost its database before the
     message id was recorded (the next attempt cannot know it went out). Every ``sent`` row
     is backed by a send, and every succeeded delivery run's recipients are sent, skipped, or
-    refused permanently by the provider (``failed`` with a permanent ``error_code``)."""
+    refused permanently by the provider (``failed`` with a permanent ``error_code``).
+
+    The mail provider's refusals (:meth:`Campaign.refuse_mail`): a recipient the provider
+    rejected is recorded ``failed`` / ``rejected`` and never submitted again after the
+    recorded rejection (only an attempt that died before recording its rejection is
+    followed by another submission); a throttled recipient is retried until it is sent
+    (once, as above), skipped or refused, unless its run failed; an owner notice message
+    the provider rejected keeps no message id and its notices are closed (never retried).
+    """
     from timekeeper.reporting.delivery import PERMANENT_REFUSALS
 
     check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
@@ -690,11 +847,51 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
             check.failures.append(f"run {run_id} recipient {user_id}: {len(made)} messages sent, "
                                   f"{unrecorded_in_failed} by attempts that died before recording them")
         campaign.result.resent_in_window += len(made) - 1
-    for row in conn.execute("SELECT run_id, user_id, status FROM query_deliveries").fetchall():
+    deliveries = {}
+    for row in conn.execute("""SELECT d.run_id, d.user_id, d.status, d.error_code, r.state AS run_state
+                                 FROM query_deliveries d JOIN schedule_runs r ON r.id = d.run_id""").fetchall():
         check.checked += 1
         key = (str(row["run_id"]), row["user_id"])
+        deliveries[key] = row
         if row["status"] == "sent" and not sends.get(key):
             check.failures.append(f"run {key[0]} recipient {key[1]}: recorded sent, never sent")
+    refused = campaign.mailer.refused if campaign.mailer else {}
+    for key, refusals in refused.items():
+        if key[0] == "notice":
+            continue  # the notice messages' outbox rows are checked below
+        check.checked += 1
+        row = deliveries.get(key)
+        rejections = [r for r in refusals if r[0] == "MessageRejected"]
+        lived = [r for r in rejections if r[1] not in campaign.failed_invocations]
+        if row is not None and row["status"] == "failed" and row["error_code"] == "rejected":
+            if refusals[-1][0] != "MessageRejected" or len(sends.get(key, ())) > refusals[-1][2]:
+                check.failures.append(f"run {key[0]} recipient {key[1]}: recorded rejected, submitted again after "
+                                      f"the rejection")
+            if len(lived) > 1:
+                check.failures.append(f"run {key[0]} recipient {key[1]}: rejected {len(lived)} times by attempts "
+                                      f"that lived (a permanent refusal was retried)")
+        elif lived:
+            check.failures.append(f"run {key[0]} recipient {key[1]}: rejected by an attempt that lived, recorded "
+                                  f"{row['status'] + '/' + str(row['error_code']) if row else 'nothing'}")
+        elif row is None or (row["status"] == "failed" and row["error_code"] not in PERMANENT_REFUSALS.values()):
+            state = row["run_state"] if row is not None else conn.execute(
+                "SELECT state FROM schedule_runs WHERE id = %s", (key[0],)).fetchone()["state"]
+            if state != "failed":
+                check.failures.append(f"run {key[0]} recipient {key[1]}: refused {len(refusals)} times "
+                                      f"({refusals[-1][0]} last), left {row['status'] if row else 'unrecorded'} "
+                                      f"by a run that is {state}")
+    for row in conn.execute("""
+            SELECT o.communication_key, o.provider_message_id, u.email,
+                   (SELECT count(*) FROM owner_notices n
+                     WHERE n.mail_key = o.communication_key AND n.mailed_at IS NULL) AS open
+              FROM query_delivery_outbox o JOIN users u ON u.id = o.user_id
+             WHERE o.run_id IS NULL AND o.last_error = 'rejected'""").fetchall():
+        check.checked += 1
+        seen = [r for r in refused.get(("notice", row["email"]), []) if r[0] == "MessageRejected"]
+        if row["provider_message_id"] is not None or row["open"] or not seen:
+            check.failures.append(f"notice message {row['communication_key']}: recorded rejected with "
+                                  f"{row['open']} notices left open, message id {row['provider_message_id']}, "
+                                  f"{len(seen)} rejections made")
     for row in conn.execute("""
             SELECT r.id, count(*) FILTER (WHERE d.status NOT IN ('sent', 'skipped')
                                               AND NOT COALESCE(d.error_code = ANY(%s::text[]), false)) AS open
@@ -730,18 +927,28 @@ def _snapshot_effects(conn: Any) -> Check:
     return check
 
 
-def _streaks(conn: Any) -> Check:
+def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
     """Each schedule's failure streak and pause equal what its settled runs imply: a
     scheduled failure adds one, any success or skip resets; a schedule pauses when a
-    scheduled failure brings the streak to the threshold or carries a pause reason."""
+    scheduled failure brings the streak to the threshold or carries a pause reason.
+
+    The history is taken in the order the settlements committed, which is the order of
+    their ``finished_at`` but for a stalled process's takeover (``campaign``'s stalls): it
+    runs on a clock past the lease (its settlement's ``finished_at`` is the stall's
+    ``resumed_at``) while the simulation is still at the instant the process stalled, so
+    it commits before everything later than that instant and is placed there."""
     from timekeeper.topology import PIPELINES
 
     thresholds = {p.owner: p.failure_pause_threshold for p in PIPELINES.values()}
     check = Check("failure streaks and pauses equal the settled history")
+    committed_at = {(stall.run_id, stall.resumed_at): stall.stalled_at
+                    for stall in (campaign.result.stalls if campaign is not None else [])}
+    settled = conn.execute("""SELECT id, schedule_id, trigger, state, outcome_code, finished_at, occurrence_at
+                                FROM schedule_runs WHERE finished_at IS NOT NULL""").fetchall()
+    settled.sort(key=lambda r: (committed_at.get((r["id"], r["finished_at"]), r["finished_at"]), r["occurrence_at"],
+                                str(r["id"])))
     history: dict[UUID, list[dict[str, Any]]] = collections.defaultdict(list)
-    for run in conn.execute("""SELECT schedule_id, trigger, state, outcome_code FROM schedule_runs
-                                WHERE finished_at IS NOT NULL
-                                ORDER BY finished_at, occurrence_at, id""").fetchall():
+    for run in settled:
         history[run["schedule_id"]].append(run)
     resumed = {r["schedule_id"] for r in conn.execute(
         "SELECT DISTINCT schedule_id FROM schedule_events WHERE kind = 'resumed'").fetchall()}
@@ -823,7 +1030,9 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
                   f"faults (crash rate "
                   f"{options.crash_rate:g}, disconnect rate {options.disconnect_rate:g}, duplicate rate "
                   f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}, stall rate "
-                  f"{options.stall_rate:g}) then {options.quiet_hours} quiet hours; "
+                  f"{options.stall_rate:g}, SES throttle rate {options.ses_throttle_rate:g}, SES reject rate "
+                  f"{options.ses_reject_rate:g}, {options.db_restarts:g} database restart"
+                  f"{'s' if options.db_restarts != 1 else ''} a day) then {options.quiet_hours} quiet hours; "
                   f"{result.simulation.wall_seconds:.1f}s wall time; "
                   f"{sum(s.taken_over for s in result.stalls)} of {len(result.stalls)} stalled attempts taken over.")
     faults_table = Table(title="Injected faults")
@@ -831,8 +1040,15 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
         faults_table.add_column(column, justify="right" if column == "count" else "left")
     for (kind, where), count in sorted(result.faults.items()):
         faults_table.add_row(kind, where, f"{count:,}")
+    if result.skipped_restarts:
+        faults_table.add_row("db_restart", "[yellow]skipped: the server cannot be restarted (see below)[/]",
+                             f"0 of {result.skipped_restarts}")
     faults_table.add_row("[bold]total[/]", "", f"[bold]{sum(result.faults.values()):,}[/]")
     console.print(faults_table)
+    for at, point, seconds in result.restarts:
+        console.print(f"Database restarted at {at:%Y-%m-%d %H:%M} UTC inside {point} ({seconds:.1f}s).")
+    for note in result.notes:
+        console.print(f"[yellow]{note}[/]")
     hits = Table(title="Crash points reached")
     hits.add_column("crash point")
     hits.add_column("reached", justify="right")

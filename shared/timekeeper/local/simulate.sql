@@ -92,7 +92,9 @@ SELECT snapshot_type, mode, state, coalesce(skip_reason, failure_code, '') AS re
 
 -- name: owner_notices
 SELECT n.kind, n.audience, coalesce(n.reason, '') AS reason, count(*) AS n,
-       count(*) FILTER (WHERE n.mailed_at IS NOT NULL AND n.mail_key <> 'no_address') AS mailed
+       count(*) FILTER (WHERE EXISTS (SELECT 1 FROM query_delivery_outbox o
+                                       WHERE o.communication_key = n.mail_key
+                                         AND o.provider_message_id IS NOT NULL)) AS mailed
   FROM owner_notices n GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
 
 -- name: notice_messages

@@ -5,7 +5,12 @@ The outbox is the deliveries' (``query_delivery_outbox``, decision "An outbox pe
 recipient"): a message's communication key is claimed before the submission and the
 provider's message id recorded after; a recorded submission is never made again, a claim
 without a record is submitted again by the next pass (the same one-call window as a
-delivery's). A notice message has no run: its key is
+delivery's). A failed submission is classified as a delivery's is
+(:func:`timekeeper.reporting.delivery.classify_submission_error`): throttling and other
+transient errors are submitted again by the next pass; a permanent refusal (SES
+``MessageRejected``, an invalid address) closes the message's notices (``mailed_at``: the
+instant mail handling ended; the outbox row keeps no message id and the refusal's code),
+never submitted again. A notice message has no run: its key is
 ``notice:<workspace>:<user>:<first notice id>``, and every notice it carries names it
 (``owner_notices.mail_key``).
 
@@ -37,6 +42,7 @@ import psycopg
 from timekeeper import observability as obs
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
+from timekeeper.reporting.delivery import classify_submission_error
 from timekeeper.reporting.links import LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import NoticeOptOutLink, sign_notice_opt_out
@@ -147,13 +153,16 @@ def send_notice_mail(conn: psycopg.Connection, *, mailer: Mailer, now: datetime,
     pass's submission found recorded), ``no_address``, ``suppressed`` (the person's address
     is on the workspace's suppression list: a permanent bounce or a complaint; the notices
     stay in the product), ``unsubscribed`` (the person opted out of the workspace's notice
-    e-mails: the notices stay in the product), ``failed`` (submissions that raised: retried next pass).
+    e-mails: the notices stay in the product), ``failed`` (submissions that raised: retried
+    next pass, throttling included, up to :data:`MAX_SUBMISSIONS`), ``refused`` (the provider
+    refused the message permanently, e.g. SES ``MessageRejected``: its notices are closed,
+    never submitted again, and stay in the product; the outbox row's ``last_error`` says why).
     ``on_sent(count)`` is called with the messages sent. With ``links`` (the link signer)
     every message carries the person's signed one-click opt-out link,
     ``<base_url>opt-outs/<token>`` (``base_url`` ends with ``/``), in its body and in the
     ``List-Unsubscribe`` / ``List-Unsubscribe-Post`` headers (RFC 8058)."""
     counts = {"sent": 0, "digests": 0, "waiting": 0, "recorded": 0, "no_address": 0, "suppressed": 0, "unsubscribed": 0,
-              "failed": 0}
+              "failed": 0, "refused": 0}
     for person in fetch_rows(conn, SQL["waiting_people"], {"limit": limit}):
         outcome = _mail_person(conn, person["workspace_id"], person["user_id"], mailer=mailer, now=now,
                                window=window, links=links, base_url=base_url)
@@ -211,11 +220,15 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
     extra = {"headers": {"List-Unsubscribe": f"<{opt_out}>", "List-Unsubscribe-Post": ONE_CLICK}} if opt_out else {}
     try:
         message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text, **extra)
-    except Exception as error:  # noqa: BLE001 - recorded as a code; the next pass submits again
-        obs.logger.warning("notice message failed", extra={"error_type": type(error).__name__})
+    except Exception as error:  # noqa: BLE001 - recorded as a code; retried by the next pass unless permanent
+        code, permanent = classify_submission_error(error)
+        obs.logger.warning("notice message failed", extra={"error_type": type(error).__name__, "error_code": code,
+                                                           "permanent": permanent})
         with conn.transaction():
-            execute(conn, SQL["record_failed"], {"key": key, "code": "provider_error"})
-        return "failed"
+            execute(conn, SQL["record_failed"], {"key": key, "code": code})
+            if permanent:  # never submitted again: the notices stay listed in the product
+                execute(conn, SQL["close_refused"], {"key": key, "now": now})
+        return "refused" if permanent else "failed"
     with conn.transaction():
         execute(conn, SQL["record_sent"], {"key": key, "id": message_id, "now": now})
     return "digest" if len(group) > 1 else "sent"

@@ -63,5 +63,10 @@ UPDATE owner_notices SET mailed_at = (SELECT sent_at FROM outbox)
 UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s
  WHERE communication_key = %(key)s
 
+-- name: close_refused
+-- The provider refused the message permanently: its notices are done with mail (kept in the product);
+-- mail_key still names the outbox row, whose last_error is the refusal's code.
+UPDATE owner_notices SET mailed_at = %(now)s WHERE mail_key = %(key)s AND mailed_at IS NULL
+
 -- name: mark_recorded
 UPDATE owner_notices SET mailed_at = %(sent_at)s WHERE mail_key = %(key)s AND mailed_at IS NULL
