@@ -44,7 +44,9 @@ def tenant(db_url):
 def clean(db_url):
     with connect(db_url) as c:
         c.execute("DELETE FROM mail_suppressions")
+        c.execute("DELETE FROM mail_suppression_removals")
         c.execute("DELETE FROM mail_opt_outs")
+        c.execute("DELETE FROM notice_mail_opt_outs")
         c.execute("DELETE FROM person_erasures")
         c.commit()
 
@@ -149,6 +151,60 @@ def test_after_an_erasure_no_column_holds_the_address_and_every_count_stays(conn
     # And erasing her again removes nothing more
     again = erasure.erase_person(conn, user_id=_u("rita"), actor="staff-1", now=NOW + timedelta(days=4))
     assert dataclasses.astuple(again)[1:] == (0, 0, 0, 0)
+
+
+def test_an_erasure_deletes_the_suppression_removal_records_and_notice_opt_outs_of_the_person(
+        conn, env, aws, tenant):
+    # Given Rita's message bounced, an admin took her address off the suppression list (the
+    # removal record holds the address), and she opted out of the workspace's notice e-mails
+    schedule = _schedule(conn, tenant, "Erasure: removals")
+    run_id = _deliver(conn, env, schedule)
+    rita = next(s for s in env.mailer.sent if s["to"] == _address("rita"))
+    _publish(aws, ses_event("bounce", rita["id"], rita["to"]))
+    assert all(not r["failed"] for r in _drain(aws))
+    assert ms.remove_suppression(conn, workspace_id=tenant.workspace_id, address=_address("rita").upper(),
+                                 actor=_u("admin"), reason="mailbox fixed", now=NOW + timedelta(hours=1))
+    assert opt_outs.record_notice_opt_out(conn, opt_outs.NoticeOptOutLink(tenant.workspace_id, _u("rita")),
+                                          now=NOW + timedelta(hours=2))
+    # And the retention pass already erased her delivery row's address: only the removal
+    # record and the directory know it now
+    conn.execute("UPDATE query_deliveries SET address = NULL, address_erased_at = %s"
+                 " WHERE run_id = %s AND user_id = %s", (NOW + timedelta(days=1), run_id, _u("rita")))
+    conn.commit()
+    assert _columns_holding(conn, _address("rita")) == {"mail_suppression_removals.address"}
+
+    # When staff erase her
+    erased = erasure.erase_person(conn, user_id=_u("rita"), actor="staff-1", now=NOW + timedelta(days=3))
+    conn.commit()
+
+    # Then the removal record and the notice opt-out are gone, counted with the others
+    assert (erased.suppressions, erased.opt_outs) == (1, 1)
+    assert _columns_holding(conn, _address("rita")) == set()
+    assert ms.list_suppression_removals(conn, workspace_id=tenant.workspace_id) == []
+    assert opt_outs.notice_opted_out_at(conn, workspace_id=tenant.workspace_id, user_id=_u("rita")) is None
+    # And Ron's delivery row keeps its address
+    assert _deliveries(conn, tenant.workspace_id, run_id)[_u("ron")].address == _address("ron")
+
+
+def test_an_erasure_finds_a_suppression_by_the_directorys_address_when_no_delivery_row_holds_it(
+        conn, env, aws, tenant):
+    # Given Rita's address is suppressed, and every delivery row of hers was anonymized
+    schedule = _schedule(conn, tenant, "Erasure: directory")
+    run_id = _deliver(conn, env, schedule)
+    rita = next(s for s in env.mailer.sent if s["to"] == _address("rita"))
+    _publish(aws, ses_event("complaint", rita["id"], rita["to"]))
+    assert all(not r["failed"] for r in _drain(aws))
+    # (and no message event of hers names the message: the entry is the address alone)
+    conn.execute("DELETE FROM message_events WHERE provider_message_id = %s", (rita["id"],))
+    conn.execute("UPDATE query_deliveries SET address = NULL, address_erased_at = %s"
+                 " WHERE run_id = %s AND user_id = %s", (NOW + timedelta(days=1), run_id, _u("rita")))
+    conn.commit()
+    assert _columns_holding(conn, _address("rita")) == {"mail_suppressions.address"}
+    # When staff erase her, the platform directory's address of hers finds the entry
+    erased = erasure.erase_person(conn, user_id=_u("rita"), actor="staff-1", now=NOW + timedelta(days=3))
+    conn.commit()
+    assert erased.suppressions == 1
+    assert _columns_holding(conn, _address("rita")) == set()
 
 
 def test_an_attempt_sending_when_the_erasure_commits_writes_no_address(conn, env, aws, tenant, db_url):

@@ -182,9 +182,10 @@ class ErasureOut(BaseModel):
 
     user_digest: str = Field(description="hex SHA-256 of the user id: how the erasure is recorded")
     recipient_lists: int = Field(ge=0, description="query schedules the person was taken off")
-    opt_outs: int = Field(ge=0, description="opt-outs deleted")
+    opt_outs: int = Field(ge=0, description="opt-outs deleted (of schedules' messages and of notice e-mails)")
     delivery_addresses: int = Field(ge=0, description="delivery rows whose address was erased (the rows stay)")
-    suppressions: int = Field(ge=0, description="suppression-list entries of the person's addresses deleted")
+    suppressions: int = Field(ge=0, description="suppression-list entries of the person's addresses and their "
+                                                "removal records deleted")
     erased_at: UtcDatetime
 
 

@@ -6,9 +6,11 @@ caller's transaction:
 
 * the person comes off every query schedule's recipient list (each schedule gets an
   ``updated`` history event, reason ``person_erased``, with the list before and after);
-* their opt-outs are deleted (there is nothing left to opt out of);
-* the workspace suppression-list entries of an address they were sent at, or of a message
-  of theirs that bounced or complained, are deleted;
+* their opt-outs are deleted, of query schedules' messages and of workspaces' notice
+  e-mails (there is nothing left to opt out of);
+* the workspace suppression-list entries, and the admins' records of removing one, of an
+  address of theirs (one they were sent at, or the platform directory's current address of
+  theirs) or of a message of theirs that bounced or complained, are deleted;
 * the address of every delivery row of theirs is erased (``address`` NULL,
   ``address_erased_at`` the erasure's instant); the rows stay with their outcomes, so every
   count, report and audit still adds up;
@@ -39,8 +41,9 @@ SQL = load_queries("timekeeper.platform", "erasure.sql")
 @dataclass(frozen=True)
 class Erasure:
     """What one erasure removed: ``user_digest`` (hex SHA-256 of the user id),
-    ``recipient_lists`` (query schedules the person was taken off), ``opt_outs`` deleted,
-    ``delivery_addresses`` erased, ``suppressions`` deleted."""
+    ``recipient_lists`` (query schedules the person was taken off), ``opt_outs`` deleted
+    (schedules' and notice e-mails'), ``delivery_addresses`` erased, ``suppressions``
+    deleted (suppression entries and their removal records)."""
 
     user_digest: str
     recipient_lists: int
