@@ -18,6 +18,7 @@ from tests.api.test_people_routes import ADMIN_TOKEN, workspace_with_schedule
 from timekeeper.console.app import ConsoleSettings, create_console
 from timekeeper.db.connection import connect
 from timekeeper.platform import directory, notices
+from timekeeper.reporting import opt_outs
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
 
 ADMIN_ROLES = ("workspace:admin", "queries:read", "queries:write")
@@ -182,3 +183,30 @@ def test_the_delivery_page_lists_its_changes_with_actor_and_time(db_url, call, c
     assert "settings_changed" in changes and "skip_when_empty: False → True" in changes
     assert "created" in changes and f"by {owner.user_id}" in changes
     assert str(uuid.UUID(str(schedule_id))) in html
+
+
+def test_a_person_who_stopped_notice_e_mails_turns_them_back_on_from_the_notices_page(db_url, call, console):
+    admin, owner, _, _, schedule_id = workspace_with_schedule(db_url)
+    _paused_notices(db_url, admin.workspace_id, schedule_id, count=1)
+    browser = _browser(console, owner, OWNER_ROLES)
+    # While the person gets notice e-mails the page says so and offers nothing to turn on
+    html = browser.request("GET", "/console/notices")["body"]
+    assert "You also get these notices by e-mail" in html and "Turn notice e-mails back on" not in html
+    # Given they followed a notice e-mail's one-click link (the link's opt-out, recorded)
+    with connect(db_url) as conn, conn.transaction():
+        assert opt_outs.record_notice_opt_out(conn, opt_outs.NoticeOptOutLink(admin.workspace_id, owner.user_id),
+                                              now=NOW + timedelta(hours=1))
+    assert call("GET", "/notices/mail", as_=owner).body["mail"] is False
+    # Then the page says when they turned them off, in the workspace's zone, and the notice is still listed
+    html = browser.request("GET", "/console/notices")["body"]
+    assert "You turned notice e-mails off on" in html and "2027-03-01" in html
+    assert "A schedule was paused" in html
+    # A forged post changes nothing
+    assert browser.request("POST", "/console/notices/mail", {"csrf": "forged"})["statusCode"] == 403
+    assert call("GET", "/notices/mail", as_=owner).body["mail"] is False
+    # When they turn them back on, the API says they get them again
+    done = browser.request("POST", "/console/notices/mail", {"csrf": _csrf(html)})
+    assert done["statusCode"] == 303 and _header(done, "Location") == "/console/notices?done=mail"
+    assert call("GET", "/notices/mail", as_=owner).body == {"mail": True, "opted_out_at": None}
+    after = browser.request("GET", "/console/notices?done=mail")["body"]
+    assert "Notice e-mails are on again." in after and "Turn notice e-mails back on" not in after

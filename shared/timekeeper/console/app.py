@@ -900,9 +900,23 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                  for n in reply.body["items"]]
         before = reply.body.get("next_before")
         query = {k: v for k, v in {"show": "unread" if unread_only else None, "before": before}.items() if v}
+        mail = api(session).call("GET", "/notices/mail")
+        if mail.status != 200:
+            return api_error(session, mail)
         return page("notices.html", session=session, items=items, unread=reply.body["unread"], zone=zone,
-                    unread_only=unread_only, done=params.get("done") == "read",
+                    unread_only=unread_only, done=params.get("done"),
+                    mail=mail.body["mail"], mail_off_since=when(mail.body.get("opted_out_at"), zone),
                     next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
+
+    @app.post(f"{PREFIX}/notices/mail")
+    @checked_post
+    def notices_mail_on(session: Session, fields: dict[str, str]) -> Response:
+        """Turn the person's notice e-mails of the workspace back on (after they followed
+        the one-click opt-out link of one)."""
+        reply = api(session).call("POST", "/notices/mail")
+        if reply.status != 200:
+            return api_error(session, reply)
+        return redirect(f"{PREFIX}/notices?done=mail")
 
     @app.post(f"{PREFIX}/notices/read")
     @checked_post
