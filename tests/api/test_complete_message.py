@@ -5,6 +5,7 @@ expiry in the workspace's zone (Europe/Berlin) as people read it."""
 
 from __future__ import annotations
 
+from tests.api.conftest import Caller
 from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, tenants  # noqa: F401
 
 
@@ -31,3 +32,54 @@ def test_a_delivered_message_is_complete(call, tenants, publisher, aws, db_url):
         assert "works until Monday, 8 March 2027, 13:00 CET" in part
         assert "CSV file, 1 row" in part
     assert mail["html"].startswith("<!DOCTYPE html>") and "<p>" not in mail["text"]
+
+
+def _with_stand_in_links(part: str, base: str) -> str:
+    """A sent part with its personal links replaced by the preview's stand-ins."""
+    import re
+
+    from timekeeper.reporting.delivery import PREVIEW_TOKEN
+
+    return re.sub(r"https://api\.test/(downloads|opt-outs)/[A-Za-z0-9_.\-]+", rf"{base}\1/{PREVIEW_TOKEN}", part)
+
+
+def test_the_preview_is_the_message_a_run_now_sends_but_its_links_and_row_count(
+        call, tenants, publisher, aws, db_url):  # noqa: F811
+    s3, ses = aws
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                       as_=olga(tenants)).body["id"]
+    # Given the preview of Rita's message (the first recipient by default)
+    preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=olga(tenants))
+    assert preview.status == 200
+    assert (preview.body["user_id"], preview.body["skip_reason"]) == ("rita", None)
+    assert preview.body["timezone"] == "Europe/Berlin"
+    # When the schedule runs now and the real consumer sends through moto SES
+    call("POST", f"/query-schedules/{schedule_id}/run", headers={"Idempotency-Key": "p1"}, as_=olga(tenants))
+    (message,) = publisher.sent
+    mail = next(m for m in deliver_run(db_url, message, s3, ses) if m["to"].startswith("rita"))
+    # Then the message sent is the preview, but for the personal links (signed when sent)
+    # and the file's row count (counted when it runs)
+    base = "https://downloads.invalid/"
+    assert preview.body["subject"] == mail["subject"]
+    for part in ("html", "text"):
+        sent = _with_stand_in_links(mail[part], base).replace("CSV file, 1 row", "CSV file")
+        assert preview.body[part] == sent
+    assert "works until Monday, 8 March 2027, 13:00 CET" in preview.body["text"]
+    assert "https://api.test/" not in preview.body["html"]
+
+
+def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger(call, tenants):  # noqa: F811
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                       as_=olga(tenants)).body["id"]
+    # Vic is a recipient without read access to a query (reports:read only): a run would skip him
+    vic = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=vic", as_=olga(tenants)).body
+    assert (vic["user_id"], vic["recipient_name"], vic["skip_reason"]) == ("vic", "Vic", "no_access")
+    # A preview of anyone else, or of another workspace's schedule, is a 404
+    bob = Caller(user_id="bob", workspace_id=tenants["b"], roles=("queries:read",))
+    assert call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=bob).status == 404
+    stranger = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=zed",
+                    as_=olga(tenants))
+    assert (stranger.status, stranger.body["message"]) == (404, "no such recipient of this schedule")
+    spaced = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=a b",
+                  as_=olga(tenants))
+    assert (spaced.status, spaced.body["field"]) == (422, "user_id")

@@ -31,6 +31,7 @@ PATCH) and Run now also need read access to its source. Validation errors are 42
 (``recipients[1]``, ``subject_template``, ``format``, ``source.query_id`` ...).
 """
 
+import os
 from dataclasses import asdict
 from datetime import datetime
 from functools import partial
@@ -51,8 +52,10 @@ from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import (
     CURSOR_PATTERN,
     NOT_BLANK_PATTERN,
+    TOKEN_PATTERN,
     CanonicalUuid,
     Recurrence,
+    UtcDatetime,
     check_rule_shape,
     decode_cursor,
     encode_cursor,
@@ -75,6 +78,7 @@ from timekeeper.reporting.query_schedules import (
 )
 from timekeeper.schedules import service
 from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.settings import DOWNLOAD_BASE_URL_VARIABLE
 from timekeeper.strict_input import JSON_INTEGER
 
 #: The largest page of ``GET /query-schedules`` and of a schedule's delivery history (each
@@ -85,6 +89,9 @@ MAX_RUNS_PAGE = 100
 DOWNLOAD_URL_TTL_S = 60
 LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
+#: Where a preview's stand-in links point when the function is given no download URL (the
+#: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
+PREVIEW_BASE_URL = "https://downloads.invalid/"
 _Text = Annotated[str, Field(min_length=1, max_length=500)]
 #: A name: 1-500 characters, not only white space.
 _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=NOT_BLANK_PATTERN)]
@@ -251,6 +258,22 @@ class DeliveryHistory(BaseModel):
 
     items: list[DeliveryRunOut]
     next_cursor: str | None = Field(description="opaque; null on the last page")
+
+
+class MessagePreviewOut(BaseModel):
+    """What one recipient would receive if the schedule ran now: the delivery's own
+    composition, with stand-in links (a preview never holds a working one)."""
+
+    user_id: str = Field(description="the recipient previewed")
+    recipient_name: str = Field(description="their display name, as the message greets them")
+    skip_reason: str | None = Field(description="why a run now would skip them (no_access, deactivated, "
+                                                "left_workspace, no_address, unsubscribed, suppressed); "
+                                                "null when they would be sent to")
+    subject: str
+    html: str = Field(description="the HTML part (a whole document)")
+    text: str = Field(description="the plain-text part")
+    link_expires_at: UtcDatetime = Field(description="when the download link of a run now would expire")
+    timezone: str = Field(description="the workspace's IANA zone the message writes times in")
 
 
 class RunNowOut(BaseModel):
@@ -469,6 +492,29 @@ def register(routes: Routes) -> None:
     def delete(scope: writer, schedule_id: schedule_id_path) -> Response[None]:
         owner_action(scope, schedule_id, service.delete_schedule)
         return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+
+    @route("GET", "/query-schedules/<schedule_id>/message-preview", tags=tags,
+           operation_id="queryScheduleMessagePreview", security=SECURITY,
+           summary="The message a recipient would receive if the schedule ran now (nothing is sent or written)",
+           responses=_responses(200, "The composed message", 404))
+    def message_preview(
+        scope: reader, schedule_id: schedule_id_path,
+        user_id: Annotated[str | None, Query(pattern=TOKEN_PATTERN, max_length=200,
+                                             description="a recipient of the schedule (default: the first)")] = None,
+    ) -> MessagePreviewOut:
+        with scope.unit(access.QUERIES_READ) as conn:
+            settings = _settings_of(conn, scope.workspace_id, schedule_id)
+            recipients = dl.list_recipients(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+            chosen = user_id if user_id is not None else (recipients[0] if recipients else None)
+            if chosen is None or chosen not in recipients:
+                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such recipient of this schedule")
+            base = os.environ.get(DOWNLOAD_BASE_URL_VARIABLE) or PREVIEW_BASE_URL
+            preview = dl.preview_message(conn, settings, user_id=chosen, now=scope.now,
+                                         base_url=base if base.endswith("/") else base + "/")
+        return MessagePreviewOut(user_id=preview.user_id, recipient_name=preview.recipient_name,
+                                 skip_reason=preview.skip_reason, subject=preview.message.subject,
+                                 html=preview.message.html, text=preview.message.text,
+                                 link_expires_at=preview.link_expires_at, timezone=preview.timezone)
 
     @route("GET", "/query-schedules/<schedule_id>/runs", tags=tags, operation_id="queryScheduleRuns",
            security=SECURITY,

@@ -111,7 +111,7 @@ from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSig
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
-from timekeeper.reporting.templates import Message, MessageContext, format_instant, frame_message
+from timekeeper.reporting.templates import Message, MessageContext, format_instant, frame_message, zone_of
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger
@@ -501,6 +501,93 @@ def classify_submission_error(error: BaseException) -> tuple[str, bool]:
     return ("provider_error" if code is not None else "submission_error"), False
 
 
+@dataclass(frozen=True)
+class ComposedMessage:
+    """One recipient's complete message: ``subject``, the ``html`` and ``text`` parts."""
+
+    subject: str
+    html: str
+    text: str
+
+
+class MessageComposer:
+    """The messages of one delivery: the schedule's templates rendered and framed for each
+    recipient, exactly as they are sent. Built once per run (the workspace's name and zone,
+    the owner's name and the link's expiry are read here); :meth:`compose` per recipient.
+    ``now`` (aware UTC) starts the link's lifetime (``link_ttl_hours``; :attr:`expires`,
+    whole seconds), ``run_date`` is the occurrence's workspace-local date the templates
+    show (None: ``now``'s date in the workspace's zone), ``row_count`` the file's rows
+    (None: not counted)."""
+
+    def __init__(self, conn: psycopg.Connection, schedule: QuerySchedule, *, now: Any, run_date: Any,
+                 row_count: int | None) -> None:
+        self.schedule = schedule
+        self.row_count = row_count
+        self.expires = (now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
+        workspace = workspace_facts(conn, schedule.workspace_id)
+        self.workspace_name = workspace["name"] or "your workspace"
+        self.timezone = workspace["timezone"]
+        self.expires_text = format_instant(self.expires, self.timezone)
+        if run_date is None:
+            run_date = now.astimezone(zone_of(self.timezone)).date()
+        owner = contacts(conn, [schedule.owner_user_id]).get(schedule.owner_user_id) or {}
+        self.owner_name = owner.get("display_name") or schedule.owner_user_id
+        self._message = Message(schedule.subject_template, schedule.body_template)
+        self._base = {"schedule_name": schedule.name, "link_expires_at": self.expires_text,
+                      "row_count": "" if row_count is None else row_count,
+                      "run_date": run_date.isoformat(), "format": schedule.format}
+
+    def compose(self, recipient_name: str, *, link: str, opt_out_url: str) -> ComposedMessage:
+        """The message to ``recipient_name`` (their display name) with their download
+        ``link`` and one-click ``opt_out_url``. Raises ``TemplateError`` for a template the
+        schedule's checks would have refused."""
+        subject, body, _ = self._message.render({**self._base, "recipient_name": recipient_name, "link": link})
+        html, text = frame_message(subject, body, MessageContext(
+            workspace_name=self.workspace_name, schedule_name=self.schedule.name, owner_name=self.owner_name,
+            recipient_name=recipient_name, format=self.schedule.format, row_count=self.row_count,
+            link=link, link_expires=self.expires_text, opt_out_url=opt_out_url))
+        return ComposedMessage(subject, html, text)
+
+
+#: The stand-in of a personal link in a preview: the real one is signed for each recipient
+#: when the message is sent (a preview never holds a working link).
+PREVIEW_TOKEN = "personal-link-made-when-sent"
+
+
+@dataclass(frozen=True)
+class MessagePreview:
+    """What ``user_id`` would receive if the schedule ran at ``now``: their display name,
+    ``skip_reason`` (the reason they would be skipped, the delivery's own: ``no_access``,
+    ``deactivated``, ``left_workspace``, ``no_address``, ``unsubscribed``, ``suppressed``;
+    None when they would be sent to), the message, and the link's expiry (aware UTC) with
+    the workspace's zone it is written in."""
+
+    user_id: str
+    recipient_name: str
+    skip_reason: str | None
+    message: ComposedMessage
+    link_expires_at: Any
+    timezone: str
+
+
+def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_id: str, now: Any,
+                    base_url: str) -> MessagePreview:
+    """The message ``user_id`` (one of the schedule's recipients) would receive from a run at
+    ``now`` (aware UTC; the templates' ``run_date`` is its workspace-local date), composed by
+    the delivery's own :class:`MessageComposer` and recipient check; the download and
+    opt-out links are stand-ins under ``base_url`` (ending in ``/``) holding
+    :data:`PREVIEW_TOKEN`, and ``row_count`` is left empty (counted when it runs). Nothing is
+    written. Raises ``KeyError`` when ``user_id`` is not a recipient of the schedule."""
+    if user_id not in list_recipients(conn, workspace_id=schedule.workspace_id, schedule_id=schedule.schedule_id):
+        raise KeyError(user_id)
+    recipient = _resolve(conn, schedule, [user_id])[user_id]
+    composer = MessageComposer(conn, schedule, now=now, run_date=None, row_count=None)
+    message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
+                               opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
+    return MessagePreview(user_id, recipient.display_name, recipient.skip_reason, message, composer.expires,
+                          composer.timezone)
+
+
 #: The outcome of a recipient the provider refused permanently: ``refused:<error code>``.
 _REFUSED = "refused:"
 
@@ -543,14 +630,9 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
     outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
     submitted = claim_all(run, schedule, [r.user_id for r in to_send])
-    message = Message(schedule.subject_template, schedule.body_template)
-    expires = (ctx.now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
-    workspace = workspace_facts(ctx.conn, schedule.workspace_id)
-    expires_text = format_instant(expires, workspace["timezone"])
-    owner = contacts(ctx.conn, [schedule.owner_user_id]).get(schedule.owner_user_id) or {}
-    base = {"schedule_name": schedule.name, "link_expires_at": expires_text,
-            "row_count": "" if source.row_count is None else source.row_count,
-            "run_date": ctx.occurrence_local.date().isoformat(), "format": schedule.format}
+    composer = MessageComposer(ctx.conn, schedule, now=ctx.now, run_date=ctx.occurrence_local.date(),
+                               row_count=source.row_count)
+    expires = composer.expires
     for i, recipient in enumerate(to_send):
         if i:
             crash_point("delivery.between_recipients")
@@ -568,15 +650,11 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
             opt_out = services.download_base_url + "opt-outs/" + sign_opt_out(
                 services.links, OptOutLink(ctx.workspace_id, schedule.schedule_id, ctx.run_id, recipient.user_id),
                 now=ctx.now)
-            subject, body, _ = message.render({**base, "recipient_name": recipient.display_name, "link": link})
-            html, text = frame_message(subject, body, MessageContext(
-                workspace_name=workspace["name"] or "your workspace", schedule_name=schedule.name,
-                owner_name=owner.get("display_name") or schedule.owner_user_id,
-                recipient_name=recipient.display_name, format=schedule.format, row_count=source.row_count,
-                link=link, link_expires=expires_text, opt_out_url=opt_out))
+            composed = composer.compose(recipient.display_name, link=link, opt_out_url=opt_out)
             assert recipient.email is not None
             try:
-                message_id = services.mailer.send(to=recipient.email, subject=subject, html=html, text=text,
+                message_id = services.mailer.send(to=recipient.email, subject=composed.subject,
+                                                  html=composed.html, text=composed.text,
                                                   headers={"List-Unsubscribe": f"<{opt_out}>",
                                                            "List-Unsubscribe-Post": ONE_CLICK})
             except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
@@ -601,7 +679,8 @@ __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
     "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
-    "RenderUnfinished", "RunTakenOver", "check_source_access", "check_time_budget", "classify_submission_error",
+    "RenderUnfinished", "RunTakenOver", "ComposedMessage", "MessageComposer", "MessagePreview", "PREVIEW_TOKEN",
+    "preview_message", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
 ]

@@ -220,16 +220,20 @@ def require_link(text: str, field: str) -> None:
                                      "link)")
 
 
-def format_instant(instant: Any, zone_name: str) -> str:
-    """``instant`` (an aware datetime) as people read it in the IANA zone ``zone_name``:
-    ``Tuesday, 16 March 2027, 07:00 CET`` (an unknown zone: UTC)."""
+def zone_of(zone_name: str) -> Any:
+    """The ``ZoneInfo`` of the IANA zone ``zone_name``; an unknown name: UTC."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
-        zone = ZoneInfo(zone_name)
+        return ZoneInfo(zone_name)
     except (ZoneInfoNotFoundError, ValueError):
-        zone = ZoneInfo("UTC")
-    local = instant.astimezone(zone)
+        return ZoneInfo("UTC")
+
+
+def format_instant(instant: Any, zone_name: str) -> str:
+    """``instant`` (an aware datetime) as people read it in the IANA zone ``zone_name``:
+    ``Tuesday, 16 March 2027, 07:00 CET`` (an unknown zone: UTC)."""
+    local = instant.astimezone(zone_of(zone_name))
     return f"{local:%A}, {local.day} {local:%B %Y, %H:%M} {local.tzname()}"
 
 
