@@ -228,3 +228,37 @@ def test_a_page_without_a_known_zone_shows_utc():
 
     assert [zone_of(b) for b in ({"timezone": "Europe/Berlin"}, {}, {"timezone": "Mars/Olympus"},
                                  {"timezone": 3}, None)] == ["Europe/Berlin", "UTC", "UTC", "UTC", "UTC"]
+
+
+def test_a_delivery_s_message_preview_shows_both_parts_framed_under_a_policy_of_its_own(db_url, call, console):
+    admin, owner, reader, _, schedule_id = workspace_with_schedule(db_url)
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE workspaces SET timezone = 'Europe/Berlin', name = '<A & B>' WHERE id = %s",
+                     (admin.workspace_id,))
+    browser = _browser(console, owner, OWNER_ROLES)
+    # The delivery's page links to the preview
+    delivery = browser.request("GET", f"/console/deliveries/{schedule_id}")["body"]
+    assert f'href="/console/deliveries/{schedule_id}/preview"' in delivery
+    # And its times are in the workspace's zone, with UTC beside them
+    assert " CET" in delivery or " CEST" in delivery
+    page = browser.request("GET", f"/console/deliveries/{schedule_id}/preview")
+    html = page["body"]
+    assert page["statusCode"] == 200
+    api_preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=owner).body
+    # The page shows the subject, the plain-text part (escaped) and frames the HTML part, sandboxed
+    assert api_preview["subject"] in html and "&lt;A &amp; B&gt;" in html and "<A & B>" not in html
+    frame = f"/console/deliveries/{schedule_id}/preview/message?user_id={reader.user_id}"
+    assert f'<iframe class="message" sandbox src="{frame}"' in html
+    assert "frame-src 'self'" in _header(page, "Content-Security-Policy")
+    # The framed part is the API's HTML part, under a policy that runs nothing and admits the
+    # message's own styles by hash only
+    framed = browser.request("GET", frame)
+    assert framed["statusCode"] == 200 and framed["body"] == api_preview["html"]
+    policy = _header(framed, "Content-Security-Policy")
+    assert "unsafe-inline" not in policy and "script-src" not in policy and "sandbox" in policy
+    assert "frame-ancestors 'self'" in policy and "'unsafe-hashes' 'sha256-" in policy
+    assert _header(framed, "X-Frame-Options") == "SAMEORIGIN"
+    # A member of another workspace gets the API's refusal on both addresses
+    stranger = _browser(console, seed_member(db_url, roles=("queries:write",)), OWNER_ROLES)
+    assert stranger.request("GET", f"/console/deliveries/{schedule_id}/preview")["statusCode"] == 404
+    assert stranger.request("GET", frame)["statusCode"] == 404

@@ -57,6 +57,24 @@ def test_the_owner_invites_a_recipient_back_from_the_keyboard(page, server, opte
     assert "gone@example.test" in page.locator("table").inner_text()
 
 
+def test_the_message_preview_shows_the_message_styled_as_sent_without_a_policy_violation(
+        page, server, opted_out):  # noqa: F811
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    _sign_in_as(page, server, "Berlin analyst")
+    page.get_by_role("link", name="Deliveries").first.click()
+    page.get_by_role("link", name="Invoices for the team").click()
+    page.get_by_role("link", name="Preview the message").click()
+    assert page.get_by_role("heading", level=1).inner_text() == "Message preview"
+    # The framed HTML part shows the download button with the message's own inline style
+    button = page.frame_locator("iframe.message").get_by_role("link", name="Download the file")
+    assert button.evaluate("e => getComputedStyle(e).backgroundColor") == "rgb(31, 111, 235)"
+    assert "Unsubscribe from" in page.frame_locator("iframe.message").locator("body").inner_text()
+    # And nothing was refused by either page's policy
+    assert refused == []
+
+
 def test_an_admin_closes_a_date_and_reopens_it(page, server):  # noqa: F811
     _sign_in_as(page, server, "Berlin admin")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Closures").click()
@@ -96,9 +114,12 @@ def test_the_pages_fit_a_360_px_screen_and_pass_the_accessibility_check(browser,
     try:
         _sign_in_as(tab, server, "Berlin analyst")
         for path in (f"/console/deliveries/{opted_out['schedule']['id']}/opt-outs", "/console/mail-suppressions",
-                     "/console/closures", "/console/deliveries"):
+                     "/console/closures", "/console/deliveries",
+                     f"/console/deliveries/{opted_out['schedule']['id']}/preview"):
             assert tab.goto(f"{server.base_url}{path}").status == 200, path
-            assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, path
+            wide = tab.evaluate("[...document.querySelectorAll('body *')]"
+                                ".filter(e => e.getBoundingClientRect().right > 360).map(e => e.tagName)")
+            assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, (path, wide)
             bad = [v["id"] for v in Axe().run(tab).response["violations"] if v.get("impact") in ("serious",
                                                                                               "critical")]
             if bad:

@@ -64,6 +64,7 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
+from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
@@ -185,6 +186,8 @@ class QueryScheduleOut(BaseModel):
     body_template: str
     link_ttl_hours: int
     recipients: list[str] | None = None
+    timezone: str | None = Field(None, description="the workspace's IANA zone, in which people's times are shown "
+                                                   "(on a single schedule's read)")
 
 
 class QuerySchedulePage(BaseModel):
@@ -303,7 +306,8 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
         recipients=dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
-        if recipients else None)
+        if recipients else None,
+        timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None)
 
 
 def _live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:

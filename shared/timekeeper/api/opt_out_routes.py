@@ -55,7 +55,7 @@ from timekeeper.api.models import NOT_BLANK_PATTERN, TOKEN_PATTERN, CanonicalUui
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.platform import access
-from timekeeper.platform.directory import get_workspace
+from timekeeper.platform.directory import get_workspace, workspace_timezone
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states, opt_outs
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
@@ -88,6 +88,7 @@ class OptOutList(BaseModel):
     """The schedule's opt-outs, oldest first (every one; at most the schedule's recipients)."""
 
     items: list[OptOutOut]
+    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
 
 
 class SuppressionOut(BaseModel):
@@ -103,6 +104,7 @@ class SuppressionList(BaseModel):
     """The workspace's suppression list, oldest first."""
 
     items: list[SuppressionOut]
+    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
 
 
 def _not_blank(text: str) -> str:
@@ -150,6 +152,7 @@ class SuppressionRemovalPage(BaseModel):
 
     items: list[SuppressionRemovalOut]
     next_before: int | None = Field(description="null on the last page")
+    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
 
 
 def _removal_out(r: message_states.SuppressionRemoval) -> SuppressionRemovalOut:
@@ -290,7 +293,8 @@ def register(routes: Routes) -> None:
         with scope.unit(access.QUERIES_READ) as conn:
             live_schedule(conn, scope, schedule_id)
             return OptOutList(items=[_out(o) for o in opt_outs.list_opt_outs(
-                conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)])
+                conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)],
+                timezone=workspace_timezone(conn, scope.workspace_id))
 
     @route("POST", "/query-schedules/<schedule_id>/opt-outs/<user_id>/invitation", tags=tags,
            operation_id="inviteBack", security=SECURITY,
@@ -342,7 +346,8 @@ def register(routes: Routes) -> None:
             return SuppressionList(items=[
                 SuppressionOut(address=s.address, reason=s.reason, provider_message_id=s.provider_message_id,
                                suppressed_at=s.suppressed_at)
-                for s in message_states.list_suppressions(conn, workspace_id=scope.workspace_id)])
+                for s in message_states.list_suppressions(conn, workspace_id=scope.workspace_id)],
+                timezone=workspace_timezone(conn, scope.workspace_id))
 
     @route("POST", "/mail-suppressions/removals", tags=tags, operation_id="removeMailSuppression",
            security=SECURITY, summary="Take an address off the suppression list, with a reason (admins; recorded)",
@@ -365,9 +370,10 @@ def register(routes: Routes) -> None:
         with scope.unit(access.WORKSPACE_ADMIN) as conn:
             rows = message_states.list_suppression_removals(conn, workspace_id=scope.workspace_id, before_id=before,
                                                             limit=limit + 1)
+            zone = workspace_timezone(conn, scope.workspace_id)
         page = rows[:limit]
         return SuppressionRemovalPage(items=[_removal_out(r) for r in page],
-                                      next_before=page[-1].id if len(rows) > limit else None)
+                                      next_before=page[-1].id if len(rows) > limit else None, timezone=zone)
 
 
 __all__ = ["MAX_REMOVAL_REASON", "NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "register"]

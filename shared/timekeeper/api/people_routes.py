@@ -45,7 +45,7 @@ from timekeeper.api.models import CanonicalUuid
 from timekeeper.api.routing import SECURITY, Routes
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.platform import access, audit, notices
-from timekeeper.platform.directory import get_workspace
+from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import opt_outs
 from timekeeper.reporting.query_schedules import OwnerRefused, reassign_owner
@@ -69,13 +69,6 @@ _Id = Annotated[int, Field(ge=1, le=MAX_ID), JSON_INTEGER]
 
 #: What a page's ``timezone`` is (its instants stay UTC; the zone is for showing them).
 ZONE_TEXT = "the workspace's IANA zone, to show the UTC instants in (UTC when the directory has no such workspace)"
-
-
-def workspace_zone(conn: Any, workspace_id: UUID) -> str:
-    """The IANA zone of ``workspace_id`` (read on ``conn``, in the caller's unit), ``"UTC"``
-    when the directory has no such workspace."""
-    workspace = get_workspace(conn, workspace_id)
-    return workspace.timezone if workspace is not None else "UTC"
 
 
 class NoticeOut(BaseModel):
@@ -250,7 +243,7 @@ def register(routes: Routes) -> None:
             rows = notices.list_notices(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
                                         unread_only=unread, before_id=before, limit=limit + 1)
             count = notices.count_unread(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
-            zone = workspace_zone(conn, scope.workspace_id)
+            zone = workspace_timezone(conn, scope.workspace_id)
         page = rows[:limit]
         return NoticePage(items=[NoticeOut(**{k: getattr(n, k) for k in NoticeOut.model_fields}) for n in page],
                           unread=count, next_before=page[-1].id if len(rows) > limit else None, timezone=zone)
@@ -285,7 +278,7 @@ def register(routes: Routes) -> None:
     def list_ownerless(scope: admin) -> OwnerlessPage:
         with scope.unit(access.WORKSPACE_ADMIN) as conn:
             rows = service.list_ownerless(conn, workspace_id=scope.workspace_id)
-            zone = workspace_zone(conn, scope.workspace_id)
+            zone = workspace_timezone(conn, scope.workspace_id)
         return OwnerlessPage(items=[OwnerlessOut(id=r.id, owner=r.owner, work_kind=r.work_kind, name=r.name,
                                                  previous_owner_user_id=r.owner_user_id, paused_at=r.updated_at)
                                     for r in rows], timezone=zone)

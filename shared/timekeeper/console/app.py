@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from html.parser import HTMLParser
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from importlib import resources
@@ -75,9 +76,11 @@ DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PAGE_SIZE = 50
 
 #: The policy of every console response: this origin's scripts and styles only, no
-#: inline code, never framed, forms posted only here.
+#: inline code, never framed, forms posted only here; it may frame its own pages only (a
+#: message preview's HTML part).
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+                           "connect-src 'self'; frame-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+                           "base-uri 'none'")
 _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff",
                      "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
 #: HTTPS only, for two years, wherever the console is served with ``Secure`` cookies.
@@ -95,6 +98,32 @@ NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_st
                 "A delivery was skipped: it was too late after an outage",
                 "posting_failed": "A posting job failed", "schedule_ownerless":
                 "A schedule lost its owner and was paused"}
+
+
+class _StyleAttributes(HTMLParser):
+    """The ``style`` attribute values of an HTML document, as a browser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.values: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.values.update(value for name, value in attrs if name == "style" and value)
+
+
+def message_preview_policy(html: str) -> str:
+    """The Content-Security-Policy of a message preview's HTML part: nothing loads, nothing
+    runs (``sandbox``, no scripts), only the console may frame it, and the message's own
+    ``style`` attributes apply by their hashes (``'unsafe-hashes'`` with one ``sha256`` per
+    distinct value; never ``unsafe-inline``): the message looks as a mail client shows it."""
+    parser = _StyleAttributes()
+    parser.feed(html)
+    parser.close()
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(v.encode()).digest()).decode()}'"
+                      for v in sorted(parser.values))
+    styles = f"'unsafe-hashes' {hashes}" if hashes else "'none'"
+    return (f"default-src 'none'; style-src {styles}; img-src 'none'; form-action 'none'; "
+            "frame-ancestors 'self'; base-uri 'none'; sandbox")
 
 
 def is_console_path(path: str | None) -> bool:
@@ -667,18 +696,55 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         history = client.call("GET", f"/query-schedules/{schedule_id}/runs", query={"cursor": params.get("cursor")})
         if history.status != 200:
             return api_error(session, history)
-        runs = [{**run, "when": when(run.get("occurrence_at"), "UTC"), "finished": when(run.get("finished_at"), "UTC"),
-                 "deliveries": [{**d, "expires": when(d.get("link_expires_at"), "UTC")} for d in run["deliveries"]]}
+        zone = zone_of(reply.body)
+        runs = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
+                 "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
                 for run in history.body["items"]]
         cursor = history.body.get("next_cursor")
         trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
-        changes = [{**e, "when": when(e["at"], "UTC"), "fields": _changed_fields(e.get("detail"))}
+        changes = [{**e, "when": when(e["at"], zone), "fields": _changed_fields(e.get("detail"))}
                    for e in trail.body["items"]] if trail.status == 200 else None
         return page("delivery.html", session=session, s={**reply.body, "next": when(reply.body.get("next_due_at"),
-                                                                                     "UTC")},
-                    runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                                                                                     zone)},
+                    zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
+
+    def message_preview(session: Session, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:
+        """The schedule and the preview of the message its ``user_id`` parameter (default:
+        its first recipient) would receive (``GET /query-schedules/{id}/message-preview``)."""
+        client = api(session)
+        schedule = client.call("GET", f"/query-schedules/{schedule_id}")
+        if schedule.status != 200:
+            return schedule, None
+        user_id = (app.current_event.query_string_parameters or {}).get("user_id") or None
+        return schedule, client.call("GET", f"/query-schedules/{schedule_id}/message-preview",
+                                     query={"user_id": user_id})
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/preview")
+    @signed_in
+    def delivery_preview(session: Session, schedule_id: str) -> Response:
+        schedule, preview = message_preview(session, schedule_id)
+        if preview is None or preview.status != 200:
+            return api_error(session, preview or schedule)
+        zone = zone_of(preview.body)
+        return page("preview.html", session=session, s=schedule.body, p=preview.body, zone=zone,
+                    expires=when(preview.body.get("link_expires_at"), zone),
+                    frame=f"{public}/deliveries/{quote(schedule_id, safe='')}/preview/message?"
+                    + urlencode({"user_id": preview.body["user_id"]}))
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/preview/message")
+    @signed_in
+    def delivery_preview_message(session: Session, schedule_id: str) -> Response:
+        """The preview's HTML part alone, for the preview page's sandboxed frame, under a
+        policy of its own (:func:`message_preview_policy`)."""
+        schedule, preview = message_preview(session, schedule_id)
+        if preview is None or preview.status != 200:
+            return api_error(session, preview or schedule)
+        html = preview.body["html"]
+        return Response(status_code=200, content_type="text/html; charset=utf-8", body=html,
+                        headers={**security_headers, "Content-Security-Policy": message_preview_policy(html),
+                                 "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store"})
 
     def opt_outs_page(session: Session, schedule_id: str, *, problem: str | None = None, done: str | None = None,
                       status_code: int = 200) -> Response:
@@ -691,11 +757,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         found = client.call("GET", f"/query-schedules/{schedule_id}/opt-outs")
         if found.status != 200:
             return api_error(session, found)
-        items = [{**o, "opted_out": when(o["opted_out_at"], "UTC"), "invited": when(o.get("resubscribe_invited_at"),
-                                                                                    "UTC")}
+        zone = zone_of(found.body)
+        items = [{**o, "opted_out": when(o["opted_out_at"], zone), "invited": when(o.get("resubscribe_invited_at"),
+                                                                                   zone)}
                  for o in found.body["items"]]
         return page("opt_outs.html", status_code, session=session, s=reply.body, items=items, problem=problem,
-                    done=done, may_invite=session.has("queries:write", "queries:admin"))
+                    zone=zone, done=done, may_invite=session.has("queries:write", "queries:admin"))
 
     @app.get(f"{PREFIX}/deliveries/<schedule_id>/opt-outs")
     @signed_in
@@ -790,8 +857,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/mail-suppressions")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**s, "when": when(s["suppressed_at"], "UTC")} for s in reply.body["items"]]
-        return page("mail_suppressions.html", session=session, items=items)
+        zone = zone_of(reply.body)
+        items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
+        return page("mail_suppressions.html", session=session, items=items, zone=zone)
 
     def periods_page(session: Session, *, workspace: str | None = None, problem: str | None = None,
                      done: str | None = None, status_code: int = 200) -> Response:

@@ -164,6 +164,13 @@ def get_workspace(conn: psycopg.Connection, workspace_id: UUID) -> Workspace | N
     return fetch_one(conn, SQL["get_workspace"], (workspace_id,), Workspace)
 
 
+def workspace_timezone(conn: psycopg.Connection, workspace_id: UUID) -> str:
+    """The IANA zone of ``workspace_id`` (the zone people's times are shown in), ``"UTC"``
+    when the directory has no such workspace (or this login cannot see it)."""
+    workspace = get_workspace(conn, workspace_id)
+    return workspace.timezone if workspace is not None else "UTC"
+
+
 def upsert_user(conn: psycopg.Connection, *, user_id: str, display_name: str = "", email: str | None = None,
                 status: str = "active", now: datetime) -> User:
     """Insert or update a user (the identity provider's id) and return it."""
