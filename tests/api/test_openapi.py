@@ -45,7 +45,8 @@ OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
                ("get", "/query-schedules/{schedule_id}/opt-outs"),
                ("post", "/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation"),
                ("post", "/query-schedules/{schedule_id}/subscription"), ("get", "/mail-suppressions"),
-               ("post", "/mail-suppressions/removals"), ("get", "/mail-suppressions/removals")}
+               ("post", "/mail-suppressions/removals"), ("get", "/mail-suppressions/removals"),
+               ("get", "/query-schedules/{schedule_id}/message-preview")}
 #: The public operations: a delivery's link and its opt-out link, whose signed tokens are
 #: the credential (the opt-out's answers are HTML pages for the recipient's browser).
 PUBLIC = {("get", "/downloads/{token}"), ("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}")}

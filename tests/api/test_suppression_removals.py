@@ -75,7 +75,7 @@ def test_an_admin_removes_a_suppressed_address_with_a_reason_and_the_next_run_se
     bob = Caller(user_id="bob", workspace_id=tenants["b"], roles="workspace:admin")
     assert call("POST", REMOVALS, removal, as_=bob).status == 404
     assert [s["address"] for s in call("GET", "/mail-suppressions", as_=rita).body["items"]] == ["rita@x.test"]
-    assert call("GET", REMOVALS, as_=ada).body == {"items": [], "next_before": None}
+    assert call("GET", REMOVALS, as_=ada).body == {"items": [], "next_before": None, "timezone": "Europe/Berlin"}
 
     # When the admin removes it (compared lower-cased): the removal record names who, when, why
     # and the suppression as it stood
@@ -94,7 +94,7 @@ def test_an_admin_removes_a_suppressed_address_with_a_reason_and_the_next_run_se
     # A second removal is a 404 and records nothing
     again = call("POST", REMOVALS, removal, as_=ada)
     assert (again.status, again.body.get("field")) == (404, "address")
-    assert call("GET", REMOVALS, as_=ada).body == {"items": [record], "next_before": None}
+    assert call("GET", REMOVALS, as_=ada).body == {"items": [record], "next_before": None, "timezone": "Europe/Berlin"}
     # The records are the admins' to read
     assert call("GET", REMOVALS, as_=rita).status == 403
     assert call("GET", REMOVALS, as_=bob).body["items"] == []
