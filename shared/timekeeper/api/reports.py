@@ -75,12 +75,23 @@ class ReportOut(BaseModel):
     updated_at: datetime
 
 
+class SnapshotSourceOut(BaseModel):
+    """The snapshot a section's query reads: its ``owner`` module and ``snapshot_type``."""
+
+    owner: str
+    snapshot_type: str
+
+
 class ReportDetail(ReportOut):
-    """A report with its current version's definition."""
+    """A report with its current version's definition; ``snapshot_sources`` names per
+    section (in order) the snapshot its query reads (null for other data), what a render
+    over a picked month changes."""
 
     definition: ReportDefinition
     version_created_by: str
     version_created_at: datetime
+    snapshot_sources: list[SnapshotSourceOut | None] = Field(
+        default_factory=list, description="per section, the snapshot its query reads (null: other data)")
 
 
 class ReportPage(BaseModel):
@@ -160,9 +171,13 @@ def _report_out(report: store.Report) -> ReportOut:
                      created_by=report.created_by, created_at=report.created_at, updated_at=report.updated_at)
 
 
-def _detail(report: store.Report, version: store.ReportVersion) -> ReportDetail:
-    return ReportDetail(**_report_out(report).model_dump(), definition=version.parsed(),
-                        version_created_by=version.created_by, version_created_at=version.created_at)
+def _detail(conn: Any, workspace_id: UUID, report: store.Report, version: store.ReportVersion) -> ReportDetail:
+    definition = version.parsed()
+    sources = store.section_snapshots(conn, workspace_id=workspace_id, definition=definition)
+    return ReportDetail(**_report_out(report).model_dump(), definition=definition,
+                        version_created_by=version.created_by, version_created_at=version.created_at,
+                        snapshot_sources=[None if s is None else SnapshotSourceOut(owner=s[0], snapshot_type=s[1])
+                                          for s in sources])
 
 
 @contextmanager
@@ -206,8 +221,9 @@ def register(routes: Routes) -> None:
                 report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
                                                       definition=body.definition, actor=scope.user_id,
                                                       now=scope.now)
+                detail = _detail(conn, scope.workspace_id, report, version)
             return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=_detail(report, version), headers={"Location": f"/reports/{report.id}"})
+                            body=detail, headers={"Location": f"/reports/{report.id}"})
 
         return scope.create_once(idempotency_key, body, create)
 
@@ -219,7 +235,7 @@ def register(routes: Routes) -> None:
             report, version = store.update_report(conn, workspace_id=scope.workspace_id, report_id=report_id,
                                                   definition=body.definition, name=body.name, actor=scope.user_id,
                                                   now=scope.now)
-        return _detail(report, version)
+            return _detail(conn, scope.workspace_id, report, version)
 
     @route("GET", "/reports", tags=["reports"], operation_id="listReports", security=SECURITY,
            summary="List the workspace's reports (cursor pagination)",
@@ -240,7 +256,8 @@ def register(routes: Routes) -> None:
            summary="A report with its current version's definition", responses=responses(200, "The report", 404))
     def get_report(scope: Reader, report_id: ReportId) -> ReportDetail:
         with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
-            return _detail(*store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
+            return _detail(conn, scope.workspace_id,
+                           *store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
 
     def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
         if adapter is None:
