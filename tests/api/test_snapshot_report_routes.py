@@ -74,7 +74,7 @@ def _rendered(send, conn, s3, a, report_id, month: str | None) -> dict:  # noqa:
                              None if month is None else {"month": month},
                              headers={"Idempotency-Key": f"pick-{uuid4()}"})
     assert status == 202, requested
-    assert requested["month"] == month
+    assert requested["month"] == month and requested["timezone"] == "Europe/Berlin"
     render(conn, s3, BUCKET, workspace_id=a.workspace_id, render_id=UUID(requested["id"]), now=NOW)
     status, got = send("GET", f"/reports/{report_id}/renders/{requested['id']}", reader(a))
     assert status == 200
