@@ -74,7 +74,7 @@ def _rendered(send, conn, s3, a, report_id, month: str | None) -> dict:  # noqa:
                              None if month is None else {"month": month},
                              headers={"Idempotency-Key": f"pick-{uuid4()}"})
     assert status == 202, requested
-    assert requested["month"] == month
+    assert requested["month"] == month and requested["timezone"] == "Europe/Berlin"
     render(conn, s3, BUCKET, workspace_id=a.workspace_id, render_id=UUID(requested["id"]), now=NOW)
     status, got = send("GET", f"/reports/{report_id}/renders/{requested['id']}", reader(a))
     assert status == 200
@@ -123,3 +123,13 @@ def test_a_render_pick_is_checked_and_one_key_names_one_month(send, tenants):  #
     assert (status, again["id"]) == (202, first["id"])
     status, other = send("POST", f"/reports/{report_id}/renders", reader(a), {"month": "2027-02"}, headers=key)
     assert (status, other["code"]) == (409, "idempotency_key_reused")
+
+
+def test_a_reports_read_names_the_snapshot_each_section_reads(send, tenants):  # noqa: F811 - fixture
+    a, _, query_id = tenants
+    with_invoices = {"title": "Both", "sections": [{"heading": "Aging", "query_id": str(query_id)},
+                                                   {"heading": "Invoices", "query_id": str(a.invoices_query)}]}
+    report_id = _report(send, a, with_invoices)
+    status, got = send("GET", f"/reports/{report_id}", reader(a))
+    assert status == 200
+    assert got["snapshot_sources"] == [{"owner": "platform", "snapshot_type": "ar_aging"}, None]

@@ -30,6 +30,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, decode_cursor, encode_cursor
+from timekeeper.api.people_routes import ZONE_TEXT, workspace_zone
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
@@ -75,12 +76,23 @@ class ReportOut(BaseModel):
     updated_at: datetime
 
 
+class SnapshotSourceOut(BaseModel):
+    """The snapshot a section's query reads: its ``owner`` module and ``snapshot_type``."""
+
+    owner: str
+    snapshot_type: str
+
+
 class ReportDetail(ReportOut):
-    """A report with its current version's definition."""
+    """A report with its current version's definition; ``snapshot_sources`` names per
+    section (in order) the snapshot its query reads (null for other data), what a render
+    over a picked month changes."""
 
     definition: ReportDefinition
     version_created_by: str
     version_created_at: datetime
+    snapshot_sources: list[SnapshotSourceOut | None] = Field(
+        default_factory=list, description="per section, the snapshot its query reads (null: other data)")
 
 
 class ReportPage(BaseModel):
@@ -145,6 +157,7 @@ class RenderOut(BaseModel):
     snapshot_basis: list[SnapshotBasisOut | None] | None = None
     month: str | None = Field(None, description="the month the request picked for the snapshot sections (YYYY-MM), "
                                                 "null: each section's own choice")
+    timezone: str = Field("UTC", description=ZONE_TEXT)
 
 
 _ERRORS = {401: "No or invalid authorizer claims",
@@ -160,9 +173,13 @@ def _report_out(report: store.Report) -> ReportOut:
                      created_by=report.created_by, created_at=report.created_at, updated_at=report.updated_at)
 
 
-def _detail(report: store.Report, version: store.ReportVersion) -> ReportDetail:
-    return ReportDetail(**_report_out(report).model_dump(), definition=version.parsed(),
-                        version_created_by=version.created_by, version_created_at=version.created_at)
+def _detail(conn: Any, workspace_id: UUID, report: store.Report, version: store.ReportVersion) -> ReportDetail:
+    definition = version.parsed()
+    sources = store.section_snapshots(conn, workspace_id=workspace_id, definition=definition)
+    return ReportDetail(**_report_out(report).model_dump(), definition=definition,
+                        version_created_by=version.created_by, version_created_at=version.created_at,
+                        snapshot_sources=[None if s is None else SnapshotSourceOut(owner=s[0], snapshot_type=s[1])
+                                          for s in sources])
 
 
 @contextmanager
@@ -206,8 +223,9 @@ def register(routes: Routes) -> None:
                 report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
                                                       definition=body.definition, actor=scope.user_id,
                                                       now=scope.now)
+                detail = _detail(conn, scope.workspace_id, report, version)
             return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=_detail(report, version), headers={"Location": f"/reports/{report.id}"})
+                            body=detail, headers={"Location": f"/reports/{report.id}"})
 
         return scope.create_once(idempotency_key, body, create)
 
@@ -219,7 +237,7 @@ def register(routes: Routes) -> None:
             report, version = store.update_report(conn, workspace_id=scope.workspace_id, report_id=report_id,
                                                   definition=body.definition, name=body.name, actor=scope.user_id,
                                                   now=scope.now)
-        return _detail(report, version)
+            return _detail(conn, scope.workspace_id, report, version)
 
     @route("GET", "/reports", tags=["reports"], operation_id="listReports", security=SECURITY,
            summary="List the workspace's reports (cursor pagination)",
@@ -240,15 +258,17 @@ def register(routes: Routes) -> None:
            summary="A report with its current version's definition", responses=responses(200, "The report", 404))
     def get_report(scope: Reader, report_id: ReportId) -> ReportDetail:
         with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
-            return _detail(*store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
+            return _detail(conn, scope.workspace_id,
+                           *store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
 
     def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
         if adapter is None:
             raise RuntimeError(f"the API was built without its {name} adapter")
         return adapter()
 
-    def render_out(row: rendering.ReportRender, scope: WorkspaceScope) -> RenderOut:
-        out = RenderOut(id=row.id, report_id=row.report_id, report_version=row.report_version, state=row.state,
+    def render_out(row: rendering.ReportRender, scope: WorkspaceScope, zone: str) -> RenderOut:
+        out = RenderOut(timezone=zone, id=row.id, report_id=row.report_id, report_version=row.report_version,
+                        state=row.state,
                         attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
                         byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
                         error_code=row.error_code, month=None if row.period is None else f"{row.period:%Y-%m}",
@@ -279,6 +299,7 @@ def register(routes: Routes) -> None:
                 row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
                                                idempotency_key=key, requested_by=scope.user_id, now=scope.now,
                                                period=None if body is None else body.period)
+                zone = workspace_zone(conn, scope.workspace_id)
         except rendering.IdempotencyKeyReused:
             raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
                            "this Idempotency-Key already names a render of another report or month",
@@ -289,7 +310,8 @@ def register(routes: Routes) -> None:
             except Exception as error:  # noqa: BLE001 - the render stays requested, visible to the caller
                 errors.log_unexpected(error, "render request")
         return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=render_out(row, scope), headers={"Location": f"/reports/{report_id}/renders/{row.id}"})
+                        body=render_out(row, scope, zone),
+                        headers={"Location": f"/reports/{report_id}/renders/{row.id}"})
 
     @route("GET", "/reports/<report_id>/renders/<render_id>", tags=["reports"], operation_id="getRender",
            security=SECURITY, summary="A render's state, with a download link valid 60 s once it succeeded",
@@ -297,6 +319,7 @@ def register(routes: Routes) -> None:
     def get_render(scope: Reader, report_id: ReportId, render_id: RenderId) -> RenderOut:
         with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
             row = rendering.get_render(conn, workspace_id=scope.workspace_id, render_id=render_id)
+            zone = workspace_zone(conn, scope.workspace_id)
         if row.report_id != report_id:
             raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such render of this report")
-        return render_out(row, scope)
+        return render_out(row, scope, zone)

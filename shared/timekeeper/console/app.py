@@ -884,7 +884,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
         return page("snapshots.html", status_code, session=session, items=items, zone=zone,
                     workspace=reply.body.get("workspace_id"), chosen_workspace=workspace, only=only,
-                    problem=problem, done=done, next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None)
+                    problem=problem, done=done, next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None,
+                    # Renders are of the person's own workspace's reports (the API decides).
+                    may_render=not workspace and session.has("reports:read"))
 
     @app.get(f"{PREFIX}/snapshots")
     @signed_in
@@ -907,6 +909,76 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
         return periods_page(session, workspace=body["workspace_id"], problem=text,
                             status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def picker_page(session: Session, *, owner: str, snapshot_type: str, month: str, problem: str | None = None,
+                    status_code: int = 200) -> Response:
+        """The reports a month's snapshot feeds: the workspace's reports (``GET /reports``,
+        one page of up to 200) whose current version has a section reading ``owner``'s
+        ``snapshot_type`` (the report's ``snapshot_sources``), each with a form that renders
+        it over ``month`` (``YYYY-MM``); ``problem`` is a refusal to show."""
+        client = api(session)
+        reply = client.call("GET", "/reports", query={"limit": "200"})
+        if reply.status != 200:
+            return api_error(session, reply)
+        reports = []
+        for item in reply.body["items"]:
+            detail = client.call("GET", f"/reports/{item['id']}")
+            if detail.status != 200:
+                continue  # deleted meanwhile, or refused: not one the person may render
+            sources = detail.body.get("snapshot_sources") or []
+            if any(s and s["owner"] == owner and s["snapshot_type"] == snapshot_type for s in sources):
+                reports.append({**item, "title": detail.body["definition"]["title"],
+                                "sections": sum(1 for s in sources if s)})
+        return page("period_picker.html", status_code, session=session, owner=owner, snapshot_type=snapshot_type,
+                    month=month, reports=reports, problem=problem, more=bool(reply.body.get("next_cursor")),
+                    render_key=str(uuid.uuid4()))
+
+    @app.get(f"{PREFIX}/snapshots/reports")
+    @signed_in
+    def period_picker(session: Session) -> Response:
+        params = app.current_event.query_string_parameters or {}
+        return picker_page(session, owner=params.get("owner", "")[:100], month=params.get("month", "")[:20],
+                           snapshot_type=params.get("snapshot_type", "")[:100])
+
+    @app.post(f"{PREFIX}/snapshots/renders")
+    @checked_post
+    def period_render(session: Session, fields: dict[str, str]) -> Response:
+        """Render the chosen report over the month (``POST /reports/{id}/renders`` with
+        ``{"month"}`` and the form's Idempotency-Key: a repeated click is the same render),
+        then its page; a refusal is shown on the picker with the API's reason."""
+        report_id, month = fields.get("report_id", "").strip(), fields.get("month", "").strip()
+        headers = {"Idempotency-Key": fields["key"][:200]} if fields.get("key") else None
+        reply = api(session).call("POST", f"/reports/{quote(report_id, safe='')}/renders", body={"month": month},
+                                  headers=headers)
+        if reply.status == 202 and isinstance(reply.body, dict):
+            return redirect(f"{PREFIX}/reports/{quote(report_id, safe='')}/renders/"
+                            f"{quote(str(reply.body['id']), safe='')}")
+        body = reply.body if isinstance(reply.body, dict) else {}
+        text = f"Refused: {body.get('message') or 'the render was refused'}" + (
+            f" ({body['field']})" if body.get("field") else "")
+        return picker_page(session, owner=fields.get("owner", "")[:100], month=month[:20], problem=text,
+                           snapshot_type=fields.get("snapshot_type", "")[:100],
+                           status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    @app.get(f"{PREFIX}/reports/<report_id>/renders/<render_id>")
+    @signed_in
+    def render_page(session: Session, report_id: str, render_id: str) -> Response:
+        """A render: its state, the picked month, per snapshot section the version it showed
+        (type, month, version, publication time, choice) and, once it succeeded, its
+        download link (valid 60 s: the page is reloaded for a new one)."""
+        client = api(session)
+        reply = client.call("GET", f"/reports/{quote(report_id, safe='')}/renders/{quote(render_id, safe='')}")
+        if reply.status != 200:
+            return api_error(session, reply)
+        render = reply.body
+        zone = zone_of(render)
+        report = client.call("GET", f"/reports/{quote(report_id, safe='')}")
+        name = report.body.get("name") if report.status == 200 and isinstance(report.body, dict) else None
+        basis = [None if b is None else {**b, "published": when(b["published_at"], zone)}
+                 for b in render.get("snapshot_basis") or []]
+        return page("render.html", session=session, render=render, name=name, zone=zone, basis=basis,
+                    requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
+                    expires=when(render.get("download_expires_at"), zone))
 
     def operations_page(session: Session, *, problem: str | None = None, done: str | None = None,
                         status_code: int = 200) -> Response:

@@ -191,6 +191,23 @@ def query_snapshot(definition: dict[str, Any]) -> tuple[str, str] | None:
     return None if entity is None else entity.snapshot
 
 
+def section_snapshots(conn: psycopg.Connection, *, workspace_id: UUID,
+                      definition: ReportDefinition) -> list[tuple[str, str] | None]:
+    """Per section of ``definition`` (in order), ``(owner, type)`` of the snapshot its query
+    reads at the section's version (its pinned ``query_version``, else the query's current
+    one), None for a section over other data or whose query is gone."""
+    found: list[tuple[str, str] | None] = []
+    for section in definition.sections:
+        try:
+            version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
+                                  version=section.query_version)
+        except QueryNotFound:
+            found.append(None)
+            continue
+        found.append(query_snapshot(version.definition))
+    return found
+
+
 def check_section_period(section: Section, snapshot: tuple[str, str] | None, index: int) -> None:
     """Raise :class:`InvalidDefinition` unless the section's ``period`` fits its query: none
     for other data; for a snapshot, ``month`` with choices ``month`` and ``version`` only,
