@@ -30,11 +30,12 @@ from timekeeper.api import errors
 from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, decode_cursor, encode_cursor
-from timekeeper.api.people_routes import ZONE_TEXT, workspace_zone
+from timekeeper.api.people_routes import ZONE_TEXT
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
+from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import rendering
 from timekeeper.reporting import reports as store
 from timekeeper.reporting.definition import InvalidDefinition
@@ -299,7 +300,7 @@ def register(routes: Routes) -> None:
                 row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
                                                idempotency_key=key, requested_by=scope.user_id, now=scope.now,
                                                period=None if body is None else body.period)
-                zone = workspace_zone(conn, scope.workspace_id)
+                zone = workspace_timezone(conn, scope.workspace_id)
         except rendering.IdempotencyKeyReused:
             raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
                            "this Idempotency-Key already names a render of another report or month",
@@ -319,7 +320,7 @@ def register(routes: Routes) -> None:
     def get_render(scope: Reader, report_id: ReportId, render_id: RenderId) -> RenderOut:
         with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
             row = rendering.get_render(conn, workspace_id=scope.workspace_id, render_id=render_id)
-            zone = workspace_zone(conn, scope.workspace_id)
+            zone = workspace_timezone(conn, scope.workspace_id)
         if row.report_id != report_id:
             raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such render of this report")
         return render_out(row, scope, zone)
