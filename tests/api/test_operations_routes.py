@@ -22,6 +22,7 @@ from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, Recei
 from timekeeper.edge import registries
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.schedules import service
+from timekeeper.snapshots import ledger
 from timekeeper.topology import (
     ACCOUNTING,
     EXPORTS,
@@ -300,3 +301,82 @@ def test_on_aws_a_redrive_starts_the_queues_message_move_task_back_to_its_source
             "accounting")
     assert (started.task, started.messages, started.moved) == ("task-1", 4, None)
     stub.assert_no_pending_responses()
+
+
+def overdue_workspaces(db):
+    """Three workspaces created on 10 January 2027 (Berlin, so January is their only
+    completed month at NOW and overdue since 1 February 23:00 UTC): one never planned
+    (missing), one whose January runs failed, one whose January is published."""
+    from timekeeper.platform.directory import create_workspace
+
+    db.execute("TRUNCATE snapshot_runs, snapshot_planner_watermarks, workspace_memberships, workspaces CASCADE")
+    created = datetime(2027, 1, 10, tzinfo=UTC)
+    made = {name: create_workspace(db, name=name, timezone="Europe/Berlin", currency="EUR", now=created).id
+            for name in ("Missing <GmbH>", "Failed & Co", "Published AG")}
+    for snapshot_type in registries.snapshot_types().enabled():
+        for name, state in (("Failed & Co", "failed"), ("Published AG", "published")):
+            db.execute("""INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state,
+                                                     is_current, published_at, failure_code, created_at, updated_at)
+                          VALUES (%s, %s, %s, '2027-01-01', 1, 'planned', %s, %s, %s, %s, %s, %s)""",
+                       (snapshot_type.owner, snapshot_type.name, made[name], state, state == "published",
+                        NOW if state == "published" else None, "generator_failed" if state == "failed" else None,
+                        NOW, NOW))
+    db.commit()
+    return made
+
+
+def test_the_overview_lists_every_workspaces_overdue_periods_most_overdue_first(db, call):
+    # Given a workspace never planned, one whose January failed, one whose January is published
+    made = overdue_workspaces(db)
+    types = registries.snapshot_types().enabled()
+
+    # When staff (of none of them) read the overview
+    reply = call("GET", "/operations/overview", as_=STAFF)
+
+    # Then every type's January of the first two is overdue, with its status, and the third is not
+    assert reply.status == 200, reply.body
+    overdue = reply.body["overdue_periods"]
+    assert reply.body["overdue_periods_total"] == 2 * len(types)
+    assert sorted((p["workspace_name"], p["owner"], p["snapshot_type"], p["period"], p["status"]) for p in overdue) \
+        == sorted((name, t.owner, t.name, "2027-01-01", status) for t in types
+                  for name, status in (("Missing <GmbH>", "missing"), ("Failed & Co", "failed")))
+    first = overdue[0]
+    assert first["timezone"] == "Europe/Berlin"
+    assert first["due_at"] == "2027-02-01T23:00:00Z"
+    assert first["overdue_hours"] == (NOW - datetime(2027, 2, 1, 23, tzinfo=UTC)).total_seconds() / 3600
+    failed = next(p for p in overdue if p["status"] == "failed")
+    assert (failed["workspace_id"], failed["version"], failed["failure_code"]) == (
+        str(made["Failed & Co"]), 1, "generator_failed")
+    assert all(p["run_id"] is None and p["version"] is None for p in overdue if p["status"] == "missing")
+    assert str(made["Published AG"]) not in {p["workspace_id"] for p in overdue}
+
+
+def test_the_overview_bounds_the_overdue_periods_and_counts_them_all(db, call):
+    overdue_workspaces(db)
+    types = registries.snapshot_types().enabled()
+
+    reply = call("GET", "/operations/overview?limit=1", as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    assert len(reply.body["overdue_periods"]) == 1
+    assert reply.body["overdue_periods_total"] == 2 * len(types)
+
+
+def test_the_staff_list_of_overdue_periods_is_the_planners(db, api_conn):
+    # Given the three workspaces: the planner's overdue count (the alarm's) and the staff read
+    # on the API's walled login name the same periods
+    overdue_workspaces(db)
+    registry = registries.snapshot_types()
+    with db.transaction():
+        pipeline = ledger.overdue_periods(db, registry, now=NOW)
+    with api_conn.transaction():
+        staff, total = ledger.overdue_periods_for_staff(api_conn, registry, now=NOW, limit=500)
+    assert sorted(pipeline) == sorted((p.workspace_id, p.owner, p.snapshot_type, p.period) for p in staff)
+    assert total == len(pipeline) > 0
+
+
+def test_only_staff_read_the_overdue_periods(db, call):
+    overdue_workspaces(db)
+    reply = call("GET", "/operations/overview", as_=Caller(user_id="admin-1", roles="workspace:admin"))
+    assert reply.status == 403, reply.body
+    assert reply.body["code"] == "forbidden"
