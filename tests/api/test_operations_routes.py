@@ -9,14 +9,21 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import (
+    FAILED_NAME,
+    MISSING_NAME,
+    NOW,
+    PUBLISHED_NAME,
+    Caller,
+    seed_overdue_workspaces,
+)
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, ReceivingDeadLetterQueues
 from timekeeper.edge import registries
@@ -307,20 +314,8 @@ def overdue_workspaces(db):
     """Three workspaces created on 10 January 2027 (Berlin, so January is their only
     completed month at NOW and overdue since 1 February 23:00 UTC): one never planned
     (missing), one whose January runs failed, one whose January is published."""
-    from timekeeper.platform.directory import create_workspace
-
     db.execute("TRUNCATE snapshot_runs, snapshot_planner_watermarks, workspace_memberships, workspaces CASCADE")
-    created = datetime(2027, 1, 10, tzinfo=UTC)
-    made = {name: create_workspace(db, name=name, timezone="Europe/Berlin", currency="EUR", now=created).id
-            for name in ("Missing <GmbH>", "Failed & Co", "Published AG")}
-    for snapshot_type in registries.snapshot_types().enabled():
-        for name, state in (("Failed & Co", "failed"), ("Published AG", "published")):
-            db.execute("""INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state,
-                                                     is_current, published_at, failure_code, created_at, updated_at)
-                          VALUES (%s, %s, %s, '2027-01-01', 1, 'planned', %s, %s, %s, %s, %s, %s)""",
-                       (snapshot_type.owner, snapshot_type.name, made[name], state, state == "published",
-                        NOW if state == "published" else None, "generator_failed" if state == "failed" else None,
-                        NOW, NOW))
+    made = seed_overdue_workspaces(db, created=datetime(2027, 1, 10, tzinfo=UTC), periods=[date(2027, 1, 1)])
     db.commit()
     return made
 
@@ -339,16 +334,16 @@ def test_the_overview_lists_every_workspaces_overdue_periods_most_overdue_first(
     assert reply.body["overdue_periods_total"] == 2 * len(types)
     assert sorted((p["workspace_name"], p["owner"], p["snapshot_type"], p["period"], p["status"]) for p in overdue) \
         == sorted((name, t.owner, t.name, "2027-01-01", status) for t in types
-                  for name, status in (("Missing <GmbH>", "missing"), ("Failed & Co", "failed")))
+                  for name, status in ((MISSING_NAME, "missing"), (FAILED_NAME, "failed")))
     first = overdue[0]
     assert first["timezone"] == "Europe/Berlin"
     assert first["due_at"] == "2027-02-01T23:00:00Z"
     assert first["overdue_hours"] == (NOW - datetime(2027, 2, 1, 23, tzinfo=UTC)).total_seconds() / 3600
     failed = next(p for p in overdue if p["status"] == "failed")
     assert (failed["workspace_id"], failed["version"], failed["failure_code"]) == (
-        str(made["Failed & Co"]), 1, "generator_failed")
+        str(made[FAILED_NAME]), 1, "generator_failed")
     assert all(p["run_id"] is None and p["version"] is None for p in overdue if p["status"] == "missing")
-    assert str(made["Published AG"]) not in {p["workspace_id"] for p in overdue}
+    assert str(made[PUBLISHED_NAME]) not in {p["workspace_id"] for p in overdue}
 
 
 def test_the_overview_bounds_the_overdue_periods_and_counts_them_all(db, call):
