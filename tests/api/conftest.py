@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -241,3 +241,30 @@ def serving(db_url: str, *, poll_interval_s: float = 0.2) -> Iterator[Any]:
         edge.reset()
         api_edge.reset()
         clock.install(None)
+
+
+#: The workspaces of :func:`seed_overdue_workspaces` (names with markup and HTML to escape).
+MISSING_NAME, FAILED_NAME, PUBLISHED_NAME = "Missing [b]<GmbH>", "Failed & Co", "Published AG"
+
+
+def seed_overdue_workspaces(db, *, created: datetime, periods: list[date]) -> dict[str, uuid.UUID]:
+    """Three Berlin workspaces created at ``created`` on the owner's connection (not
+    committed): :data:`MISSING_NAME` never planned, :data:`FAILED_NAME` whose ``periods``
+    failed (every enabled snapshot type, version 1, ``generator_failed``), and
+    :data:`PUBLISHED_NAME` whose ``periods`` are published. Returns ``{name: id}``."""
+    from timekeeper.platform.directory import create_workspace
+
+    made = {name: create_workspace(db, name=name, timezone="Europe/Berlin", currency="EUR", now=created).id
+            for name in (MISSING_NAME, FAILED_NAME, PUBLISHED_NAME)}
+    for snapshot_type in registries.snapshot_types().enabled():
+        for period in periods:
+            for name, state in ((FAILED_NAME, "failed"), (PUBLISHED_NAME, "published")):
+                published = state == "published"
+                db.execute("""INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode,
+                                                         state, is_current, published_at, failure_code, created_at,
+                                                         updated_at)
+                              VALUES (%s, %s, %s, %s, 1, 'planned', %s, %s, %s, %s, %s, %s)""",
+                           (snapshot_type.owner, snapshot_type.name, made[name], period, state, published,
+                            created if published else None, None if published else "generator_failed",
+                            created, created))
+    return made

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import UTC, date, datetime
 
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import FAILED_NAME, MISSING_NAME, NOW, PUBLISHED_NAME, Caller, seed_overdue_workspaces
 from tests.api.test_console import Browser, _header
 from timekeeper.schedules import service
 
@@ -66,3 +67,25 @@ def test_a_member_without_the_staff_role_has_no_operations(console, conn, caller
     page = member.request("GET", "/console/operations")
     assert page["statusCode"] == 403
     assert "ledger sweep" not in page["body"]
+
+
+def test_staff_see_every_workspaces_overdue_periods_linked_to_its_snapshots(console, conn):
+    # Given a workspace never planned, one whose January failed and one whose January is published
+    conn.execute("TRUNCATE snapshot_runs, snapshot_planner_watermarks, workspace_memberships, workspaces CASCADE")
+    made = seed_overdue_workspaces(conn, created=datetime(2027, 1, 10, tzinfo=UTC), periods=[date(2027, 1, 1)])
+    conn.commit()
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+
+    html = staff.request("GET", "/console/operations")["body"]
+
+    # Then the section lists the first two, each linking to its workspace's snapshots, names
+    # escaped, the instant in the workspace's zone with UTC beside; not the published one
+    section = html[html.index("<h2>Overdue periods</h2>"):html.index("<h2>Recent actions</h2>")]
+    for name in (MISSING_NAME, FAILED_NAME):
+        link = f'<a href="/console/snapshots?workspace={made[name]}">'
+        assert link + name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</a>" in section
+    assert "<GmbH>" not in html
+    assert str(made[PUBLISHED_NAME]) not in section
+    assert "missing" in section and "failed" in section and "generator_failed" in section
+    assert "2027-02-02 00:00 CET" in section and "2027-02-01 23:00 UTC" in section and "2027-01" in section

@@ -9,19 +9,27 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import (
+    FAILED_NAME,
+    MISSING_NAME,
+    NOW,
+    PUBLISHED_NAME,
+    Caller,
+    seed_overdue_workspaces,
+)
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, ReceivingDeadLetterQueues
 from timekeeper.edge import registries
 from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.schedules import service
+from timekeeper.snapshots import ledger
 from timekeeper.topology import (
     ACCOUNTING,
     EXPORTS,
@@ -300,3 +308,70 @@ def test_on_aws_a_redrive_starts_the_queues_message_move_task_back_to_its_source
             "accounting")
     assert (started.task, started.messages, started.moved) == ("task-1", 4, None)
     stub.assert_no_pending_responses()
+
+
+def overdue_workspaces(db):
+    """Three workspaces created on 10 January 2027 (Berlin, so January is their only
+    completed month at NOW and overdue since 1 February 23:00 UTC): one never planned
+    (missing), one whose January runs failed, one whose January is published."""
+    db.execute("TRUNCATE snapshot_runs, snapshot_planner_watermarks, workspace_memberships, workspaces CASCADE")
+    made = seed_overdue_workspaces(db, created=datetime(2027, 1, 10, tzinfo=UTC), periods=[date(2027, 1, 1)])
+    db.commit()
+    return made
+
+
+def test_the_overview_lists_every_workspaces_overdue_periods_most_overdue_first(db, call):
+    # Given a workspace never planned, one whose January failed, one whose January is published
+    made = overdue_workspaces(db)
+    types = registries.snapshot_types().enabled()
+
+    # When staff (of none of them) read the overview
+    reply = call("GET", "/operations/overview", as_=STAFF)
+
+    # Then every type's January of the first two is overdue, with its status, and the third is not
+    assert reply.status == 200, reply.body
+    overdue = reply.body["overdue_periods"]
+    assert reply.body["overdue_periods_total"] == 2 * len(types)
+    assert sorted((p["workspace_name"], p["owner"], p["snapshot_type"], p["period"], p["status"]) for p in overdue) \
+        == sorted((name, t.owner, t.name, "2027-01-01", status) for t in types
+                  for name, status in ((MISSING_NAME, "missing"), (FAILED_NAME, "failed")))
+    first = overdue[0]
+    assert first["timezone"] == "Europe/Berlin"
+    assert first["due_at"] == "2027-02-01T23:00:00Z"
+    assert first["overdue_hours"] == (NOW - datetime(2027, 2, 1, 23, tzinfo=UTC)).total_seconds() / 3600
+    failed = next(p for p in overdue if p["status"] == "failed")
+    assert (failed["workspace_id"], failed["version"], failed["failure_code"]) == (
+        str(made[FAILED_NAME]), 1, "generator_failed")
+    assert all(p["run_id"] is None and p["version"] is None for p in overdue if p["status"] == "missing")
+    assert str(made[PUBLISHED_NAME]) not in {p["workspace_id"] for p in overdue}
+
+
+def test_the_overview_bounds_the_overdue_periods_and_counts_them_all(db, call):
+    overdue_workspaces(db)
+    types = registries.snapshot_types().enabled()
+
+    reply = call("GET", "/operations/overview?limit=1", as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    assert len(reply.body["overdue_periods"]) == 1
+    assert reply.body["overdue_periods_total"] == 2 * len(types)
+
+
+def test_the_staff_list_of_overdue_periods_is_the_planners(db, api_conn):
+    # Given the three workspaces: the planner's overdue count (the alarm's) and the staff read
+    # on the API's walled login name the same periods
+    overdue_workspaces(db)
+    registry = registries.snapshot_types()
+    with db.transaction():
+        pipeline = ledger.overdue_periods(db, registry, now=NOW)
+    with api_conn.transaction():
+        staff, total = ledger.overdue_periods_for_staff(api_conn, registry, now=NOW, limit=500)
+    assert sorted(pipeline) == sorted((p.workspace_id, p.owner, p.snapshot_type, p.period) for p in staff)
+    assert total == len(pipeline) > 0
+
+
+def test_only_staff_read_the_overdue_periods(db, call):
+    overdue_workspaces(db)
+    reply = call("GET", "/operations/overview", as_=Caller(user_id="admin-1", roles="workspace:admin"))
+    assert reply.status == 403, reply.body
+    assert reply.body["code"] == "forbidden"

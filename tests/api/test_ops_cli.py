@@ -10,12 +10,13 @@ import json
 import os
 import socket
 import uuid
+from datetime import UTC, date, datetime
 
 import boto3
 import pytest
 from rich.console import Console
 
-from tests.api.conftest import serving
+from tests.api.conftest import FAILED_NAME, MISSING_NAME, PUBLISHED_NAME, seed_overdue_workspaces, serving
 from timekeeper.local.cli import main
 from timekeeper.local.ops import OpsOptions, run_ops
 from timekeeper.settings import dead_letter_queue_arn_variable, work_queue_url_variable
@@ -116,3 +117,32 @@ def test_a_redrive_needs_a_reason(capsys):
         main(["ops", "redrive", "exports"])
     assert exited.value.code == 2
     assert "--reason" in capsys.readouterr().err
+
+
+def test_the_overview_prints_every_workspaces_overdue_periods(server, conn):
+    # Given (at serve's real clock) a workspace never planned, one whose months failed and one
+    # whose months are published, created on the 10th two months ago: every month since is
+    # complete, the first one overdue for weeks
+    today = datetime.now(UTC)
+    first = date(today.year - (today.month <= 2), (today.month - 3) % 12 + 1, 1)
+    second = date(first.year + first.month // 12, first.month % 12 + 1, 1)
+    made = seed_overdue_workspaces(conn, created=datetime(first.year, first.month, 10, tzinfo=UTC),
+                                   periods=[first, second])
+    conn.commit()
+
+    # When the operator prints the overview (tables, not JSON)
+    out = io.StringIO()
+    code = run_ops(OpsOptions(action="overview", api=server.base_url, token=STAFF_TOKEN), Console(file=out, width=400))
+
+    # Then the first two workspaces' first month is listed with its status, the name as it is
+    # (markup escaped), and the published workspace is not
+    assert code == 0, out.getvalue()
+    text = out.getvalue()
+    assert "Overdue snapshot periods" in text
+    rows = [line for line in text.splitlines() if f"{first:%Y-%m}" in line]
+    # (serve's planner runs every 15 wall-clock minutes: should one start in between, the
+    # never-planned month is planned, and overdue all the same)
+    assert any(str(made[MISSING_NAME]) in r and MISSING_NAME in r
+               and any(s in r for s in ("missing", "planned", "queued", "running")) for r in rows), text
+    assert any(str(made[FAILED_NAME]) in r and "failed (generator_failed)" in r for r in rows), text
+    assert str(made[PUBLISHED_NAME]) not in text

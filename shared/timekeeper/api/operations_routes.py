@@ -4,7 +4,8 @@
 method   path                                                 role         what
 =======  ===================================================  ===========  ==========================================
 GET      ``/operations/overview``                             staff        paused and failing schedules, runs that
-                                                                           wait too long, the dead-letter queues
+                                                                           wait too long, overdue snapshot periods,
+                                                                           the dead-letter queues
 POST     ``/operations/dead-letter-queues/{queue}/redrive``   staff        move a dead-letter queue's messages back
                                                                            to its queue, with a reason -> 202
 POST     ``/operations/workspaces/{workspace_id}/schedules/   staff        resume a paused schedule of any
@@ -21,7 +22,10 @@ Staff are the callers holding a snapshot type's staff role (the Platform's
 The overview reads every workspace through the narrow cross-workspace functions of
 :mod:`timekeeper.schedules.operations` (bounded lists; ``limit`` rows of each kind) and each
 dead-letter queue's depth and oldest message (:mod:`timekeeper.aws.dead_letters`; the list
-is empty when the deployment gives the API no dead-letter queues).
+is empty when the deployment gives the API no dead-letter queues). The overdue snapshot
+periods of every workspace are the planner's rule, read through the narrow function of
+migration ``0047`` (:func:`timekeeper.snapshots.ledger.overdue_periods_for_staff`; most
+overdue first, ``limit`` of them, with their total count).
 
 Every action is recorded with its actor, reason and instant in the operations actions
 (migration ``0038_operations_actions.sql``; the overview lists the latest 20), with a log
@@ -44,7 +48,7 @@ over 500 characters; ``user_id`` missing, blank, over 200 characters or with whi
 annotations at run time.)
 """
 
-from datetime import datetime
+from datetime import date, datetime
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
@@ -132,6 +136,25 @@ class DeadLetterQueueOut(BaseModel):
     redrive_running: bool | None = Field(description="a redrive (move task) still runs; null: cannot tell")
 
 
+class OverduePeriodOut(BaseModel):
+    """A snapshot period of any workspace not published (nor skipped) 24 hours after its
+    local month end: the planner's rule, the periods its overdue alarm counts."""
+
+    workspace_id: UUID
+    workspace_name: str
+    timezone: str = Field(description="the workspace's IANA zone (where its month is)", examples=["Europe/Berlin"])
+    owner: str
+    snapshot_type: str
+    period: date = Field(description="the first day of the workspace-local month")
+    status: Literal["missing", "planned", "queued", "running", "retry_wait", "failed"] = Field(
+        description="the latest run's state; missing: never planned")
+    run_id: UUID | None = Field(description="the latest run (null when missing)")
+    version: int | None = Field(ge=1, description="the latest run's version (null when missing)")
+    failure_code: str | None = Field(description="the latest run's failure code, if any")
+    due_at: UtcDatetime = Field(description="when it became overdue: local month end + 24 hours")
+    overdue_hours: float = Field(ge=0, description="hours since due_at at as_of")
+
+
 class OperationsActionOut(BaseModel):
     """What a staff member did through these routes, with their reason."""
 
@@ -154,6 +177,9 @@ class OperationsOverview(BaseModel):
     schedules: list[AttentionScheduleOut] = Field(description="paused or failing, most recently changed first")
     stranded_runs: list[StrandedRunOut] = Field(description="per pipeline and kind, the longest waiting first")
     dead_letter_queues: list[DeadLetterQueueOut]
+    overdue_periods: list[OverduePeriodOut] = Field(description="every workspace's overdue snapshot periods, "
+                                                                "most overdue first, at most limit")
+    overdue_periods_total: int = Field(ge=0, description="all overdue periods (overdue_periods may show fewer)")
     recent_actions: list[OperationsActionOut] = Field(description="the latest 20 actions, newest first")
 
 
@@ -232,11 +258,14 @@ def register(routes: Routes) -> None:
            responses=_responses(200, "What needs attention now"))
     def overview(scope: Staff, limit: limit_query = 100) -> OperationsOverview:
         schedules, stranded = scope.operations_overview(limit=limit)
+        overdue, overdue_total = scope.overdue_periods(limit=limit)
         queues = dead_letters()
         depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
         return OperationsOverview(
             as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
             stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
+            overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
+            overdue_periods_total=overdue_total,
             recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)])
 
     @route("POST", "/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",

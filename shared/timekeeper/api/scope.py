@@ -438,6 +438,14 @@ class StaffScope:
                                              reoffer_after={p.owner: p.reoffer_after for p in pipelines},
                                              now=self.now, limit=limit))
 
+    def overdue_periods(self, *, limit: int) -> tuple[list[ledger.OverduePeriod], int]:
+        """Every workspace's overdue snapshot periods at this scope's clock, most overdue
+        first, at most ``limit``, and their total count
+        (:func:`timekeeper.snapshots.ledger.overdue_periods_for_staff`: the planner's rule,
+        read-only, through the narrow cross-workspace function)."""
+        with self.conn.transaction():
+            return ledger.overdue_periods_for_staff(self.conn, self.registry, now=self.now, limit=limit)
+
     def resume_schedule(self, workspace_id: UUID, schedule_id: UUID, *, reason: str) -> service.Schedule:
         """Resume a paused schedule of ``workspace_id`` as this staff member, ``reason`` on its
         ``resumed`` history event and in the operations actions, in one transaction. Raises

@@ -993,8 +993,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         runs = [{**r, "queued": when(r["queued_at"], "UTC"), "why_text": _STRANDED.get(r["why"], r["why"])}
                 for r in body["stranded_runs"]]
         actions = [{**a, "when": when(a["at"], "UTC")} for a in body.get("recent_actions", [])]
+        overdue = [{**p, "due": when(p["due_at"], zone_of(p)), "month": p["period"][:7],
+                    "hours": f"{p['overdue_hours']:.0f}"} for p in body.get("overdue_periods", [])]
         return page("operations.html", status_code, session=session, as_of=when(body["as_of"], "UTC"),
-                    queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done)
+                    queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
+                    overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
 
     def operations_action(session: Session, path: str, reason: str, done: str) -> Response:
         reply = api(session).call("POST", path, body={"reason": reason.strip()})

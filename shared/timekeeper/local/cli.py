@@ -203,7 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "http://127.0.0.1:8080; a stage's URL ends in /v1)")
     ops.add_argument("--token", default=None, help="bearer token of a staff member (default $TIMEKEEPER_TOKEN)")
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
-    overview = actions.add_parser("overview", help="paused and failing schedules, stuck runs, dead-letter queues")
+    overview = actions.add_parser("overview",
+                                  help="paused and failing schedules, stuck runs, overdue snapshot periods, "
+                                       "dead-letter queues")
     overview.add_argument("--limit", type=_int_at_least(1, 500), default=100, help="rows of each kind, 1-500")
     overview.add_argument("--json", action="store_true", help="print the API's JSON body")
     redrive = actions.add_parser("redrive", help="move a dead-letter queue's messages back to its queue")

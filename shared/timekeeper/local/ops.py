@@ -2,8 +2,9 @@
 the API over HTTP, so an operator can script them against a deployed stage with a staff
 token as well as against ``serve``.
 
-* ``ops overview`` -- paused and failing schedules, runs that wait too long and the
-  dead-letter queues, as tables (``--json``: the API's body as it came);
+* ``ops overview`` -- paused and failing schedules, runs that wait too long, every
+  workspace's overdue snapshot periods (most overdue first) and the dead-letter queues,
+  as tables (``--json``: the API's body as it came);
 * ``ops redrive QUEUE --reason TEXT`` -- move a dead-letter queue's messages back;
 * ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule;
 * ``ops erase USER --reason TEXT`` -- erase a person in every workspace (the user id goes
@@ -115,6 +116,7 @@ def run_ops(options: OpsOptions, console: Any) -> int:
 
 
 def _print_overview(body: dict[str, Any], console: Any) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     console.print(f"[bold]Operations overview[/] as of {body['as_of']}")
@@ -132,7 +134,14 @@ def _print_overview(body: dict[str, Any], console: Any) -> None:
     for q in body["dead_letter_queues"]:
         queues.add_row(q["name"], str(q["messages"]), "" if q["oldest_age_s"] is None else str(q["oldest_age_s"]),
                        {True: "yes", False: "no", None: ""}[q["redrive_running"]])
-    for table in (schedules, runs, queues):
+    periods = body.get("overdue_periods", [])
+    overdue = Table("workspace", "name", "owner", "type", "period", "status", "overdue since (UTC)", "hours",
+                    title=f"Overdue snapshot periods ({len(periods)} of {body.get('overdue_periods_total', 0)})")
+    for p in periods:
+        status = p["status"] + (f" ({p['failure_code']})" if p.get("failure_code") else "")
+        overdue.add_row(p["workspace_id"], escape(p["workspace_name"]), p["owner"], p["snapshot_type"],
+                        p["period"][:7], escape(status), p["due_at"], f"{p['overdue_hours']:.1f}")
+    for table in (schedules, runs, overdue, queues):
         console.print(table)
 
 

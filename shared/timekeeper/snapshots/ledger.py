@@ -163,6 +163,56 @@ def overdue_periods(conn: psycopg.Connection, registry: SnapshotRegistry, *, now
 
 
 @dataclass(frozen=True)
+class OverduePeriod:
+    """An overdue period of any workspace, for staff: the workspace (``workspace_id``,
+    ``workspace_name``, its IANA ``timezone``), ``owner``, ``snapshot_type``, ``period`` (the
+    first day of the local month), ``status`` (the latest run's state: ``planned``,
+    ``queued``, ``running``, ``retry_wait``, ``failed``; ``missing`` when never planned),
+    that run's ``run_id``, ``version`` and ``failure_code`` (None when missing), and
+    ``due_at``: the UTC instant it became overdue (local month end + ``OVERDUE_GRACE``)."""
+
+    workspace_id: UUID
+    workspace_name: str
+    timezone: str
+    owner: str
+    snapshot_type: str
+    period: date
+    status: str
+    run_id: UUID | None
+    version: int | None
+    failure_code: str | None
+    due_at: datetime
+
+    def overdue_hours(self, now: datetime) -> float:
+        """Hours since the period became overdue at ``now`` (aware UTC), one decimal."""
+        return round((now - self.due_at).total_seconds() / 3600, 1)
+
+
+#: The most overdue periods one staff read returns (the database function caps it too).
+MAX_OVERDUE_ROWS = 500
+
+
+def overdue_periods_for_staff(conn: psycopg.Connection, registry: SnapshotRegistry, *, now: datetime,
+                              limit: int = 100, horizon_months: int = DEFAULT_HORIZON_MONTHS,
+                              grace: timedelta = OVERDUE_GRACE) -> tuple[list[OverduePeriod], int]:
+    """Every workspace's overdue periods at ``now`` (aware UTC) by the planner's rule (the
+    same periods :func:`overdue_periods` counts for the alarm), most overdue first, at most
+    ``limit`` (capped at :data:`MAX_OVERDUE_ROWS`), and the total count. Read-only: reads
+    through the cross-workspace function of migration ``0047_operations_overdue_periods.sql``
+    (the API's walled login may call it; it never widens the watermark). Raises
+    ``ValueError`` when ``limit`` < 1."""
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    rows = fetch_rows(conn, SQL["overdue_for_staff"], {
+        **_type_arrays(registry.enabled()), "now": now, "horizon": horizon_months, "grace": grace,
+        "limit": min(limit, MAX_OVERDUE_ROWS)})
+    total = rows[0].pop("total") if rows else 0
+    for row in rows[1:]:
+        row.pop("total")
+    return [OverduePeriod(**row) for row in rows], total
+
+
+@dataclass(frozen=True)
 class Admitted:
     """A run admitted by :func:`admit`: send ``{run_id, workspace_id, job_id}`` to the job queue."""
 

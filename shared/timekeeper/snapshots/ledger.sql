@@ -140,6 +140,11 @@ SELECT m.workspace_id, m.owner, m.snapshot_type, m.period
    AND ((m.period + interval '1 month')::timestamp AT TIME ZONE m.timezone) + %(grace)s <= %(now)s
  ORDER BY m.workspace_id, m.owner, m.snapshot_type, m.period
 
+-- name: overdue_for_staff
+-- Through the SECURITY DEFINER function of 0047 (every workspace, read-only, at most 500 rows).
+SELECT * FROM operations_overdue_periods(%(owners)s::text[], %(types)s::text[], %(now)s, %(horizon)s,
+                                         %(grace)s::interval, %(limit)s)
+
 -- name: lock_owner
 -- Admission of one owner's runs is serialized (transaction-level advisory lock).
 SELECT pg_advisory_xact_lock(hashtextextended('timekeeper.snapshots:' || %(owner)s, 0))
