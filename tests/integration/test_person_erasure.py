@@ -153,23 +153,35 @@ def test_after_an_erasure_no_column_holds_the_address_and_every_count_stays(conn
     assert dataclasses.astuple(again)[1:] == (0, 0, 0, 0)
 
 
+def _ritas_message_reported(conn, env, aws, tenant, name: str, event: str):
+    """A delivery of a new schedule ``name`` to Rita and Ron, and SES's ``event`` (bounce,
+    complaint) for Rita's message consumed; returns the run id and Rita's sent message."""
+    schedule = _schedule(conn, tenant, name)
+    run_id = _deliver(conn, env, schedule)
+    rita = next(s for s in env.mailer.sent if s["to"] == _address("rita"))
+    _publish(aws, ses_event(event, rita["id"], rita["to"]))
+    assert all(not r["failed"] for r in _drain(aws))
+    return run_id, rita
+
+
+def _anonymized(conn, run_id) -> None:
+    """Rita's delivery row of ``run_id`` lost its address, as the retention pass does it."""
+    conn.execute("UPDATE query_deliveries SET address = NULL, address_erased_at = %s"
+                 " WHERE run_id = %s AND user_id = %s", (NOW + timedelta(days=1), run_id, _u("rita")))
+
+
 def test_an_erasure_deletes_the_suppression_removal_records_and_notice_opt_outs_of_the_person(
         conn, env, aws, tenant):
     # Given Rita's message bounced, an admin took her address off the suppression list (the
     # removal record holds the address), and she opted out of the workspace's notice e-mails
-    schedule = _schedule(conn, tenant, "Erasure: removals")
-    run_id = _deliver(conn, env, schedule)
-    rita = next(s for s in env.mailer.sent if s["to"] == _address("rita"))
-    _publish(aws, ses_event("bounce", rita["id"], rita["to"]))
-    assert all(not r["failed"] for r in _drain(aws))
+    run_id, _ = _ritas_message_reported(conn, env, aws, tenant, "Erasure: removals", "bounce")
     assert ms.remove_suppression(conn, workspace_id=tenant.workspace_id, address=_address("rita").upper(),
                                  actor=_u("admin"), reason="mailbox fixed", now=NOW + timedelta(hours=1))
     assert opt_outs.record_notice_opt_out(conn, opt_outs.NoticeOptOutLink(tenant.workspace_id, _u("rita")),
                                           now=NOW + timedelta(hours=2))
     # And the retention pass already erased her delivery row's address: only the removal
     # record and the directory know it now
-    conn.execute("UPDATE query_deliveries SET address = NULL, address_erased_at = %s"
-                 " WHERE run_id = %s AND user_id = %s", (NOW + timedelta(days=1), run_id, _u("rita")))
+    _anonymized(conn, run_id)
     conn.commit()
     assert _columns_holding(conn, _address("rita")) == {"mail_suppression_removals.address"}
 
@@ -189,15 +201,10 @@ def test_an_erasure_deletes_the_suppression_removal_records_and_notice_opt_outs_
 def test_an_erasure_finds_a_suppression_by_the_directorys_address_when_no_delivery_row_holds_it(
         conn, env, aws, tenant):
     # Given Rita's address is suppressed, and every delivery row of hers was anonymized
-    schedule = _schedule(conn, tenant, "Erasure: directory")
-    run_id = _deliver(conn, env, schedule)
-    rita = next(s for s in env.mailer.sent if s["to"] == _address("rita"))
-    _publish(aws, ses_event("complaint", rita["id"], rita["to"]))
-    assert all(not r["failed"] for r in _drain(aws))
+    run_id, rita = _ritas_message_reported(conn, env, aws, tenant, "Erasure: directory", "complaint")
     # (and no message event of hers names the message: the entry is the address alone)
     conn.execute("DELETE FROM message_events WHERE provider_message_id = %s", (rita["id"],))
-    conn.execute("UPDATE query_deliveries SET address = NULL, address_erased_at = %s"
-                 " WHERE run_id = %s AND user_id = %s", (NOW + timedelta(days=1), run_id, _u("rita")))
+    _anonymized(conn, run_id)
     conn.commit()
     assert _columns_holding(conn, _address("rita")) == {"mail_suppressions.address"}
     # When staff erase her, the platform directory's address of hers finds the entry

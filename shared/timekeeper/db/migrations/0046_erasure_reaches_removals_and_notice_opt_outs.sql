@@ -21,7 +21,6 @@ DECLARE
     v_opt_outs integer;
     v_addresses integer;
     v_suppressions integer;
-    v_removals integer;
 BEGIN
     INSERT INTO person_erasures (user_digest, erased_at) VALUES (v_digest, p_now)
         ON CONFLICT ON CONSTRAINT person_erasures_pkey DO UPDATE SET erased_at = EXCLUDED.erased_at;
@@ -36,29 +35,21 @@ BEGIN
          WHERE d.user_id = p_user_id AND d.address IS NOT NULL),
     directory AS (
         SELECT lower(u.email) AS address FROM users u WHERE u.id = p_user_id AND u.email IS NOT NULL),
-    gone AS (
+    messages AS (
+        SELECT e.provider_message_id FROM message_events e WHERE e.user_id = p_user_id),
+    removals AS (
         DELETE FROM mail_suppression_removals s
          WHERE EXISTS (SELECT 1 FROM addresses a WHERE a.workspace_id = s.workspace_id AND a.address = s.address)
             OR EXISTS (SELECT 1 FROM directory y WHERE y.address = s.address)
-            OR EXISTS (SELECT 1 FROM message_events e
-                        WHERE e.provider_message_id = s.provider_message_id AND e.user_id = p_user_id)
-        RETURNING 1)
-    SELECT count(*) INTO v_removals FROM gone;
-
-    WITH addresses AS (
-        SELECT DISTINCT d.workspace_id, lower(d.address) AS address
-          FROM query_deliveries d
-         WHERE d.user_id = p_user_id AND d.address IS NOT NULL),
-    directory AS (
-        SELECT lower(u.email) AS address FROM users u WHERE u.id = p_user_id AND u.email IS NOT NULL),
-    gone AS (
+            OR EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = s.provider_message_id)
+        RETURNING 1),
+    suppressions AS (
         DELETE FROM mail_suppressions s
          WHERE EXISTS (SELECT 1 FROM addresses a WHERE a.workspace_id = s.workspace_id AND a.address = s.address)
             OR EXISTS (SELECT 1 FROM directory y WHERE y.address = s.address)
-            OR EXISTS (SELECT 1 FROM message_events e
-                        WHERE e.provider_message_id = s.provider_message_id AND e.user_id = p_user_id)
+            OR EXISTS (SELECT 1 FROM messages m WHERE m.provider_message_id = s.provider_message_id)
         RETURNING 1)
-    SELECT count(*) + v_removals INTO v_suppressions FROM gone;
+    SELECT (SELECT count(*) FROM removals) + (SELECT count(*) FROM suppressions) INTO v_suppressions;
 
     WITH removed AS (
         DELETE FROM query_schedule_recipients r WHERE r.user_id = p_user_id
