@@ -5,7 +5,8 @@
 Starts ``serve`` on a throw-away database of the embedded server (or ``DATABASE_URL``),
 creates two schedules for the Platform sample's Berlin admin through the API, pauses one
 and runs the other, previews a rule across New York's spring-forward day in the rule
-editor, and photographs the pages in Debian's headless Chromium
+editor, makes a query schedule for the Berlin analyst (its page and its message preview),
+and photographs the pages in Debian's headless Chromium
 (``/usr/bin/chromium``; the requirements-dev.txt Playwright drives it).
 """
 
@@ -45,6 +46,18 @@ def main() -> int:
             made.append(reply.json()["id"])
         requests.post(f"{server.base_url}/schedules/{made[1]}/pause", headers=auth, timeout=30).raise_for_status()
         requests.post(f"{server.base_url}/schedules/{made[0]}/run", headers=auth, timeout=30).raise_for_status()
+        analyst = sample.users["analyst"]
+        queries = {"Authorization": f"Bearer dev:{analyst}:{workspace}:queries:read,queries:write,schedules:run"}
+        query = requests.post(f"{server.base_url}/queries", headers=queries, timeout=30, json={
+            "name": "Open invoices", "definition": {"entity": "invoices", "columns": ["number", "amount_minor"]}})
+        query.raise_for_status()
+        delivery = requests.post(f"{server.base_url}/query-schedules", headers=queries, timeout=30, json={
+            "name": "Invoices for the team", "recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"},
+            "source": {"kind": "query", "query_id": query.json()["query"]["id"]}, "format": "csv",
+            "recipients": [analyst, admin], "subject_template": "{{ schedule_name }} {{ run_date }}",
+            "body_template": "<p>Hello {{ recipient_name }}, the open invoices: <a href='{{ link }}'>the file</a></p>"})
+        delivery.raise_for_status()
+        delivery_id = delivery.json()["id"]
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1100, "height": 800})
@@ -71,6 +84,14 @@ def main() -> int:
             staff.screenshot(path=str(HERE / "operations.png"), full_page=True)
             page.goto(f"{server.base_url}/console/notices")
             page.screenshot(path=str(HERE / "notices.png"), full_page=True)
+            page.goto(f"{server.base_url}/console/deliveries/{delivery_id}")
+            page.screenshot(path=str(HERE / "delivery.png"), full_page=True)
+            page.goto(f"{server.base_url}/console/deliveries/{delivery_id}/preview")
+            page.frame_locator("iframe.message").locator("body").wait_for()
+            page.screenshot(path=str(HERE / "message-preview.png"), full_page=True)
+            for name in ("mail-suppressions", "closures", "ownerless", "posting-jobs"):
+                page.goto(f"{server.base_url}/console/{name}")
+                page.screenshot(path=str(HERE / f"{name}.png"), full_page=True)
             browser.close()
     finally:
         server.stop()
