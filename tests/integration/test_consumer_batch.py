@@ -10,7 +10,14 @@ import pytest
 
 from tests.support import due_messages
 from timekeeper.db.connection import connect
-from timekeeper.schedules.consumer import ConsumerSettings, Delivery, MisroutedMessage, RetryLater, process_batch
+from timekeeper.schedules.consumer import (
+    ConsumerSettings,
+    Delivery,
+    MisroutedMessage,
+    ProcessResult,
+    RetryLater,
+    process_batch,
+)
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
@@ -138,6 +145,38 @@ def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_ur
     thread.join(10)
     # Then they are not executed here but redelivered later; the first consumer settles both
     assert all(isinstance(r, RetryLater) for r in second)
+    assert [r.action for r in outcome["first"]] == ["settled", "settled"]
+    assert len(effects(world)) == 2
+
+
+def test_a_run_held_elsewhere_on_its_messages_final_receive_is_acknowledged_not_dead_lettered(db_url, world, utc):
+    # Given a batch in progress on another consumer
+    kinds = Kinds()
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 2)
+    kinds.gate = threading.Event()
+    outcome = {}
+
+    def first_consumer():
+        other = connect(db_url)
+        try:
+            outcome["first"] = process_batch(other, batch, now=now, registry=kinds.registry, settings=SETTINGS)
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=first_consumer)
+    thread.start()
+    assert kinds.entered.wait(10)
+    # When copies of its messages arrive here on their final receive (one on an earlier one)
+    copies = [Delivery("copy-0", batch[0].message, SETTINGS.max_receive_count),
+              Delivery("copy-1", batch[1].message, SETTINGS.max_receive_count - 1)]
+    second = process_batch(world, copies, now=now, registry=Kinds().registry, settings=SETTINGS)
+    kinds.gate.set()
+    thread.join(10)
+    # Then the final one is acknowledged (failing it would only dead-letter a duplicate),
+    # the earlier one comes back later, and the holder settles both runs
+    assert isinstance(second[0], ProcessResult) and second[0].action == "ignored"
+    assert isinstance(second[1], RetryLater)
     assert [r.action for r in outcome["first"]] == ["settled", "settled"]
     assert len(effects(world)) == 2
 

@@ -169,7 +169,8 @@ class ChaosResult:
     point_hits: collections.Counter = field(default_factory=collections.Counter)
     checks: list[Check] = field(default_factory=list)
     simulation: Any = None
-    #: Well-formed messages in dead-letter queues whose consumer was killed on their receives.
+    #: Well-formed messages in dead-letter queues whose consumer was killed on their receives
+    #: (or whose final receive's invocation raised on an injected fault).
     dead_lettered_killed: int = 0
     #: Delivery messages sent again because the attempt that sent them died before recording them.
     resent_in_window: int = 0
@@ -267,6 +268,9 @@ class Campaign:
         self.failed_invocations: set[int] = set()
         #: Receives of a run's messages whose invocation died, by run id.
         self.killed_receives: collections.Counter = collections.Counter()
+        #: Every receive of each message by a consumer, by SQS message id: (receive count,
+        #: how it ended: ``acknowledged``, ``item failed``, ``killed`` or ``raised <error>``).
+        self.receives: collections.defaultdict[str, list[tuple[int, str]]] = collections.defaultdict(list)
         #: The consumer invocation running now (0: none), and how many were made.
         self._invocation = 0
         self._invocations = 0
@@ -494,25 +498,48 @@ class Campaign:
             outer = (self._invocation, self._open, self._handlers)
             self._invocations += 1
             self._invocation, self._open, self._handlers = self._invocations, [], 0
+            records = event.get("Records", [])
             try:
-                return function(event)
+                response = function(event)
             except FunctionCrashed:
                 self.failed_invocations.add(self._invocation)
                 for execution in self._open:
                     execution.killed = True
-                for record in event.get("Records", []):
+                for record in records:
                     try:
                         self.killed_receives[str(json.loads(record["body"])["run_id"])] += 1
                     except (ValueError, KeyError, TypeError):
                         pass  # a malformed message
+                self._record_receives(records, lambda _: "killed")
                 raise
-            except Exception:
+            except Exception as error:
                 self.failed_invocations.add(self._invocation)
+                ending = f"raised {type(error).__name__}"
+                self._record_receives(records, lambda _: ending)
                 raise
             finally:
                 self._invocation, self._open, self._handlers = outer
+            failed = {f.get("itemIdentifier") for f in (response or {}).get("batchItemFailures", [])}
+            self._record_receives(records, lambda mid: "item failed" if mid in failed else "acknowledged")
+            return response
 
         return invoke
+
+    def _record_receives(self, records: list[dict[str, Any]], ending: Callable[[str], str]) -> None:
+        for record in records:
+            try:
+                count = int(record.get("attributes", {}).get("ApproximateReceiveCount") or 0)
+            except (TypeError, ValueError):
+                count = 0
+            self.receives[record.get("messageId", "")].append((count, ending(record.get("messageId", ""))))
+
+    def lost_final_receive(self, message_id: str) -> bool:
+        """Whether the last receive of message ``message_id`` ended with its invocation
+        killed or raising (an injected crash, disconnect or restart): SQS counted the
+        receive, so the message may rest in the dead-letter queue without a fault of the
+        product's."""
+        history = self.receives.get(message_id)
+        return bool(history) and history[-1][1] != "acknowledged" and history[-1][1] != "item failed"
 
     # ------------------------------------------------------------------ simulation hooks
 
@@ -976,8 +1003,10 @@ def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
 
 def _queues(conn: Any, stack: Any, campaign: Campaign) -> Check:
     """The run and job queues are empty; the dead-letter queues hold only malformed messages,
-    and messages of runs that settled after invocations carrying them died (a consumer
-    killed on every receive: SQS dead-letters the message, the run settles without it)."""
+    and messages of runs that settled after invocations carrying them died or raised (a
+    consumer killed on a receive, or a final receive whose invocation failed on an injected
+    disconnect or restart: SQS dead-letters the message, the run settles without it). A
+    failure lists the message's receives, each with how it ended."""
     from pydantic import ValidationError
 
     from timekeeper.schedules.messages import RunMessage
@@ -1012,12 +1041,17 @@ def _queues(conn: Any, stack: Any, campaign: Campaign) -> Check:
                 except ValidationError:
                     continue  # a malformed message rests in the dead-letter queue by design
                 run_id = str(parsed.run_id)
-                if run_id in terminal and campaign.killed_receives[run_id]:
+                history = ", ".join(f"#{count} {ending}" for count, ending in
+                                    campaign.receives.get(message["MessageId"], [])) or "never delivered"
+                if run_id in terminal and (campaign.killed_receives[run_id]
+                                           or campaign.lost_final_receive(message["MessageId"])):
                     campaign.result.dead_lettered_killed += 1
+                    campaign.result.notes.append(f"{name} dead-letter queue: run {run_id}, receives {history}")
                     continue
                 check.failures.append(f"{name} dead-letter queue holds a message of run {run_id} "
                                       f"({'terminal' if run_id in terminal else 'unfinished'}, "
-                                      f"{campaign.killed_receives[run_id]} killed receives)")
+                                      f"{campaign.killed_receives[run_id]} killed receives; its receives: "
+                                      f"{history})")
     return check
 
 

@@ -262,9 +262,18 @@ def _leased(registry: WorkKindRegistry, message: RunMessage) -> bool:
 
 
 def _not_started(batch: _Batch, run_id: UUID) -> ProcessResult | RetryLater:
-    """Why a run could not be started: held elsewhere (redeliver later) or absent/terminal."""
+    """Why a run could not be started: held elsewhere (redeliver later) or absent/terminal.
+
+    A run held elsewhere whose message is on its final receive is acknowledged instead:
+    failing the item would only move a duplicate to the dead-letter queue (and page an
+    operator for nothing). The holder settles the run; if the holder dies, its lease
+    expires and the dispatcher's sweep offers the run again with a message of its own."""
     row = batch.conn.execute(SQL["run_state"], {"id": run_id}).fetchone()
     if row is not None and row["state"] in ("queued", "running"):
+        if batch.receive_counts.get(run_id, 1) >= batch.settings.max_receive_count:
+            obs.logger.info("run held by another consumer on the message's final receive; acknowledged",
+                            extra={"run_id": str(run_id)})
+            return ProcessResult("ignored")
         return RetryLater(f"run {run_id} is held by another consumer")
     return ProcessResult("ignored")
 
