@@ -4,6 +4,7 @@ and axe-core's accessibility check on every page."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -236,6 +237,42 @@ def test_staff_redrive_a_dead_letter_queue_from_the_operations_page(page, server
     # And the page passes the accessibility check and fits a phone
     from axe_playwright_python.sync_playwright import Axe
 
+    bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
+    assert bad == []
+    page.set_viewport_size({"width": WIDTH_PHONE, "height": 740})
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+
+
+def test_a_report_rendered_from_the_period_picker_shows_its_basis_and_passes_the_accessibility_check(
+        page, server, berlin):
+    from axe_playwright_python.sync_playwright import Axe
+
+    # Given a report of the Berlin admin's workspace that reads the monthly aging snapshot
+    auth = {"Authorization": f"Bearer dev:{berlin['admin']}:{berlin['workspace']}:queries:read,queries:write,"
+                             "reports:read,reports:write"}
+    query = requests.post(f"{server.base_url}/queries", headers=auth, timeout=30, json={
+        "name": "Aging <buckets>", "definition": {"entity": "snapshot.platform.ar_aging",
+                                                  "columns": ["bucket", "outstanding_minor"]}})
+    assert query.status_code == 201, query.text
+    report = requests.post(f"{server.base_url}/reports", headers=auth, timeout=30, json={
+        "name": "Monthly aging", "definition": {"title": "Aging", "sections": [
+            {"heading": "Aging", "query_id": query.json()["query"]["id"]}]}})
+    assert report.status_code == 201, report.text
+    # And the admin on the snapshots page of the workspace, whose months are published
+    _sign_in_as(page, server, "Berlin admin")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Snapshots").click()
+    opener = page.get_by_role("button", name=re.compile(r"Open a report over .* \(ar_aging\)")).first
+    assert opener.count() == 1, "serve's sample data publishes the monthly aging snapshots its report reads"
+    # When they open a published month's reports and render the first one over it
+    opener.click()
+    page.wait_for_url("**/console/snapshots/reports?*")
+    render = page.get_by_role("button", name=re.compile("Render Monthly aging over"))
+    assert render.count() == 1, page.content()
+    render.click()
+    page.wait_for_url("**/console/reports/*/renders/*")
+    # Then the render's page names the report and the month, and axe finds nothing serious
+    heading = page.get_by_role("heading", level=1).inner_text()
+    assert heading.startswith("Render of ") and " over 20" in heading, heading
     bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
     assert bad == []
     page.set_viewport_size({"width": WIDTH_PHONE, "height": 740})
