@@ -243,11 +243,13 @@ def load_schedules(conn: psycopg.Connection, *, n: int, d_max: int, variant: str
     return Dataset(n=n, d_max=d_max, variant=variant, history=history, load_s=time.perf_counter() - started)
 
 
-def arm(conn: psycopg.Connection, data: Dataset, d: int) -> None:
+def arm(conn: psycopg.Connection, data: Dataset, d: int, *, keep_rules: bool = False) -> None:
     """Make exactly schedules ``1..d`` due again (their planned due instant; the rest at
     their future instant), forget the runs of earlier passes (keeping the loaded history)
     and all events, then VACUUM ANALYZE and CHECKPOINT
-    so every repeat starts from the same clean state (as autovacuum would leave it)."""
+    so every repeat starts from the same clean state (as autovacuum would leave it).
+    ``keep_rules``: keep the process's compiled rules (a warm dispatcher) instead of
+    starting the pass with none."""
     if d > data.d_max:
         raise ValueError(f"d={d} exceeds the loaded d_max={data.d_max}")
     touched = max(d, data.armed)
@@ -265,9 +267,10 @@ def arm(conn: psycopg.Connection, data: Dataset, d: int) -> None:
             WHERE p.seq <= %(touched)s AND s.id = p.id""",
         {"d": d, "touched": touched})
     data.armed = d
-    # A cold rule cache: the loader compiled these rules in this process, and the product
-    # caches compiled rules per process (4,096 of them); every timed pass starts cold.
-    recurrence._compile_cached.cache_clear()
+    # A cold rule cache unless asked: the loader compiled these rules in this process, and
+    # the product keeps compiled rules per process (recurrence.COMPILED_RULES_KEPT).
+    if not keep_rules:
+        recurrence._compile_cached.cache_clear()
     conn.execute("VACUUM ANALYZE schedules")
     conn.execute("VACUUM ANALYZE schedule_runs")
     conn.execute("CHECKPOINT")

@@ -813,3 +813,28 @@ def test_an_anchor_whose_offset_leaves_the_representable_years_is_refused_naming
     with pytest.raises(InvalidRecurrence) as refused:
         parse_rule({"interval": {"hours": 1}, "anchor": anchor})
     assert refused.value.field == "anchor"
+
+
+def test_a_warm_process_keeps_a_busy_minutes_distinct_rules_compiled():
+    # Given 10,000 distinct rules (a busy pipeline's minute of one-of-a-kind schedules),
+    # met in the same order pass after pass as a warm dispatcher meets them
+    import json
+
+    from timekeeper.schedules import recurrence
+
+    texts = [json.dumps({"cron": f"{i % 60} {i // 60 % 24} * * *", "timezone": zone}, sort_keys=True)
+             for i, zone in ((i, ("UTC", "Europe/Berlin", "America/New_York", "Asia/Tokyo", "Australia/Sydney",
+                                  "America/Sao_Paulo", "Africa/Cairo")[i // 1440]) for i in range(10_000))]
+    recurrence._compile_cached.cache_clear()
+    for text in texts:
+        recurrence.parse_rule_text(text)
+    before = recurrence._compile_cached.cache_info()
+    # When the next pass meets them again
+    first = [recurrence.parse_rule_text(text) for text in texts[:3]]
+    for text in texts[3:]:
+        recurrence.parse_rule_text(text)
+    after = recurrence._compile_cached.cache_info()
+    # Then none is compiled again (an LRU smaller than the minute's rules would miss them all)
+    assert after.misses == before.misses == 10_000
+    assert after.hits - before.hits == 10_000
+    assert first[0] is recurrence.parse_rule_text(texts[0])

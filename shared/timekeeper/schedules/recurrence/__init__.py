@@ -57,8 +57,8 @@ from timekeeper.schedules.recurrence.base import (
     Recurrence,
 )
 from timekeeper.schedules.recurrence.describe import describe_rule
+from timekeeper.schedules.recurrence.parse import COMPILED_RULES_KEPT, next_occurrences, parse_rule, parse_rule_text
 from timekeeper.schedules.recurrence.parse import _compile_cached as _compile_cached  # the cache benchmarks clear
-from timekeeper.schedules.recurrence.parse import next_occurrences, parse_rule, parse_rule_text
 from timekeeper.schedules.recurrence.schema import (
     RULE_DESCRIPTION,
     RULE_EXAMPLES,
@@ -70,6 +70,7 @@ from timekeeper.schedules.recurrence.schema import (
 )
 
 __all__ = [
+    "COMPILED_RULES_KEPT",
     "COUNT_HORIZON",
     "FIRE_HORIZON",
     "MAX_CALENDAR_INTERVAL",
