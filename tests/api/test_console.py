@@ -141,9 +141,11 @@ def test_run_now_sent_twice_from_one_page_is_one_run(browser, call, caller, publ
     token = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
     key = re.search(r'name="key" value="([^"]+)"', html).group(1)
     for _ in range(2):  # a double click
-        assert browser.request("POST", f"{path}/run", {"csrf": token, "key": key})["statusCode"] == 303
+        response = browser.request("POST", f"{path}/run", {"csrf": token, "key": key})
+        assert response["statusCode"] == 303
     runs = call("GET", f"/schedules/{schedule['id']}").body["history"]["runs"]
     assert [r["trigger"] for r in runs] == ["manual"]
+    assert "The schedule was queued to run now." in browser.request("GET", _header(response, "Location"))["body"]
 
 
 def test_a_token_without_the_role_shows_the_api_s_refusal(browser, call, caller):

@@ -86,7 +86,7 @@ _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Cont
 #: HTTPS only, for two years, wherever the console is served with ``Secure`` cookies.
 STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
 _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
-_ACTIONS = {"pause": "paused", "resume": "resumed", "run": "run requested"}
+_ACTIONS = {"pause": "paused", "resume": "resumed", "run": "queued to run now"}
 #: What a redirect after another change says (``?done=update``).
 _DONE = {**_ACTIONS, "update": "updated"}
 #: The next occurrences a schedule's page (and its rule preview) shows.
