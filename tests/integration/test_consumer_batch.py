@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from datetime import timedelta
@@ -121,11 +122,11 @@ def test_a_crash_mid_batch_keeps_only_the_attempts_and_the_redelivery_completes_
     assert {r.action for r in results} == {"settled"} and len(effects(world)) == 4
 
 
-def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_url, world, utc):
-    # Given a batch in progress on another consumer
+@contextlib.contextmanager
+def _held_by_another_consumer(db_url, batch, now):
+    """A consumer thread of its own connection processing ``batch``, held inside its first
+    handler until the block ends; yields the dict that receives its results (``first``)."""
     kinds = Kinds()
-    now = utc(2027, 1, 4, 10, 0)
-    batch = deliveries(world, now, 2)
     kinds.gate = threading.Event()
     outcome = {}
 
@@ -138,11 +139,21 @@ def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_ur
 
     thread = threading.Thread(target=first_consumer)
     thread.start()
-    assert kinds.entered.wait(10)
-    # When duplicates of its messages arrive at this consumer
-    second = process_batch(world, batch, now=now, registry=Kinds().registry, settings=SETTINGS)
-    kinds.gate.set()
-    thread.join(10)
+    try:
+        assert kinds.entered.wait(10)
+        yield outcome
+    finally:
+        kinds.gate.set()
+        thread.join(10)
+
+
+def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_url, world, utc):
+    # Given a batch in progress on another consumer
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 2)
+    with _held_by_another_consumer(db_url, batch, now) as outcome:
+        # When duplicates of its messages arrive at this consumer
+        second = process_batch(world, batch, now=now, registry=Kinds().registry, settings=SETTINGS)
     # Then they are not executed here but redelivered later; the first consumer settles both
     assert all(isinstance(r, RetryLater) for r in second)
     assert [r.action for r in outcome["first"]] == ["settled", "settled"]
@@ -151,28 +162,13 @@ def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_ur
 
 def test_a_run_held_elsewhere_on_its_messages_final_receive_is_acknowledged_not_dead_lettered(db_url, world, utc):
     # Given a batch in progress on another consumer
-    kinds = Kinds()
     now = utc(2027, 1, 4, 10, 0)
     batch = deliveries(world, now, 2)
-    kinds.gate = threading.Event()
-    outcome = {}
-
-    def first_consumer():
-        other = connect(db_url)
-        try:
-            outcome["first"] = process_batch(other, batch, now=now, registry=kinds.registry, settings=SETTINGS)
-        finally:
-            other.close()
-
-    thread = threading.Thread(target=first_consumer)
-    thread.start()
-    assert kinds.entered.wait(10)
-    # When copies of its messages arrive here on their final receive (one on an earlier one)
-    copies = [Delivery("copy-0", batch[0].message, SETTINGS.max_receive_count),
-              Delivery("copy-1", batch[1].message, SETTINGS.max_receive_count - 1)]
-    second = process_batch(world, copies, now=now, registry=Kinds().registry, settings=SETTINGS)
-    kinds.gate.set()
-    thread.join(10)
+    with _held_by_another_consumer(db_url, batch, now) as outcome:
+        # When copies of its messages arrive here, one on its final receive, one earlier
+        copies = [Delivery("copy-0", batch[0].message, SETTINGS.max_receive_count),
+                  Delivery("copy-1", batch[1].message, SETTINGS.max_receive_count - 1)]
+        second = process_batch(world, copies, now=now, registry=Kinds().registry, settings=SETTINGS)
     # Then the final one is acknowledged (failing it would only dead-letter a duplicate),
     # the earlier one comes back later, and the holder settles both runs
     assert isinstance(second[0], ProcessResult) and second[0].action == "ignored"
