@@ -145,7 +145,10 @@ def test_run_now_sent_twice_from_one_page_is_one_run(browser, call, caller, publ
         assert response["statusCode"] == 303
     runs = call("GET", f"/schedules/{schedule['id']}").body["history"]["runs"]
     assert [r["trigger"] for r in runs] == ["manual"]
-    assert "The schedule was queued to run now." in browser.request("GET", _header(response, "Location"))["body"]
+    after = browser.request("GET", _header(response, "Location"))["body"]
+    assert "The schedule was queued to run now." in after
+    # And the run table names the zone its local occurrences are in
+    assert f'<th scope="col">Occurrence ({schedule["timezone"]})</th>' in after
 
 
 def test_a_token_without_the_role_shows_the_api_s_refusal(browser, call, caller):
@@ -185,8 +188,9 @@ def test_without_the_development_sign_in_nobody_signs_in_with_a_form(app, caller
     assert "identity provider" in deployed.request("GET", "/console/sign-in")["body"]
 
 
-@pytest.mark.parametrize(("name", "status"), [("console.css", 200), ("console.js", 200), ("..%2Fapp.py", 404),
-                                              (".hidden.css", 404), ("app.py", 404), ("nope.css", 404)])
+@pytest.mark.parametrize(("name", "status"), [("console.css", 200), ("console.js", 200), ("favicon.svg", 200),
+                                              ("..%2Fapp.py", 404), (".hidden.css", 404), ("app.py", 404),
+                                              ("nope.css", 404)])
 def test_static_files_are_the_console_s_own(browser, name, status):
     assert browser.request("GET", f"/console/static/{name}")["statusCode"] == status
 

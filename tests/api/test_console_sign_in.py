@@ -251,6 +251,8 @@ def test_sign_in_through_the_issuer_gives_a_session_that_sees_only_its_workspace
     assert page["statusCode"] == 200
     assert "ana&#39;s sweep" in page["body"] and "ben&#39;s sweep" not in page["body"]
     assert f'href="{STAGE}/console/static/console.css"' in page["body"]
+    # (its own icon too: a browser that finds none asks for /favicon.ico, which the API refuses)
+    assert f'<link rel="icon" href="{STAGE}/console/static/favicon.svg"' in page["body"]
 
 
 def test_the_deployed_answers_carry_the_security_headers_and_cookie_flags(deployed, issuer, workspaces):

@@ -85,7 +85,8 @@ _SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Cont
                      "Referrer-Policy": "same-origin", "X-Frame-Options": "DENY"}
 #: HTTPS only, for two years, wherever the console is served with ``Secure`` cookies.
 STRICT_TRANSPORT_SECURITY = "max-age=63072000; includeSubDomains"
-_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
+_STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8",
+                 ".svg": "image/svg+xml; charset=utf-8"}
 _ACTIONS = {"pause": "paused", "resume": "resumed", "run": "queued to run now"}
 #: What a redirect after another change says (``?done=update``).
 _DONE = {**_ACTIONS, "update": "updated"}
