@@ -539,7 +539,7 @@ class Campaign:
         receive, so the message may rest in the dead-letter queue without a fault of the
         product's."""
         history = self.receives.get(message_id)
-        return bool(history) and history[-1][1] != "acknowledged" and history[-1][1] != "item failed"
+        return bool(history) and history[-1][1] not in ("acknowledged", "item failed")
 
     # ------------------------------------------------------------------ simulation hooks
 

@@ -270,7 +270,7 @@ def _not_started(batch: _Batch, run_id: UUID) -> ProcessResult | RetryLater:
     expires and the dispatcher's sweep offers the run again with a message of its own."""
     row = batch.conn.execute(SQL["run_state"], {"id": run_id}).fetchone()
     if row is not None and row["state"] in ("queued", "running"):
-        if batch.receive_counts.get(run_id, 1) >= batch.settings.max_receive_count:
+        if batch.settings.attempts.final(receive_count=batch.receive_counts.get(run_id, 1)):
             obs.logger.info("run held by another consumer on the message's final receive; acknowledged",
                             extra={"run_id": str(run_id)})
             return ProcessResult("ignored")
