@@ -28,6 +28,7 @@ from timekeeper.api import ApiAdapters, create_app
 from timekeeper.aws.dead_letters import DeadLetterQueue, DeadLetterQueues, ReceivingDeadLetterQueues
 from timekeeper.edge import registries
 from timekeeper.local.aws import create_pipeline_queues
+from timekeeper.platform.directory import create_workspace
 from timekeeper.schedules import service
 from timekeeper.snapshots import ledger
 from timekeeper.topology import (
@@ -368,6 +369,42 @@ def test_the_staff_list_of_overdue_periods_is_the_planners(db, api_conn):
         staff, total = ledger.overdue_periods_for_staff(api_conn, registry, now=NOW, limit=500)
     assert sorted(pipeline) == sorted((p.workspace_id, p.owner, p.snapshot_type, p.period) for p in staff)
     assert total == len(pipeline) > 0
+
+
+def test_a_workspaces_period_listing_marks_overdue_exactly_the_periods_the_planner_and_staff_count(db, call):
+    # Given two workspaces created two years before NOW (1 March 2027, 12:00 UTC), never
+    # planned: one active, one disabled
+    db.execute("TRUNCATE snapshot_runs, snapshot_planner_watermarks, workspace_memberships, workspaces CASCADE")
+    created = datetime(2025, 3, 10, tzinfo=UTC)
+    active = create_workspace(db, name="Old", timezone="Europe/Berlin", currency="EUR", now=created).id
+    disabled = create_workspace(db, name="Gone", timezone="Europe/Berlin", currency="EUR", now=created,
+                                status="disabled").id
+    db.commit()
+    registry = registries.snapshot_types()
+    types = registry.enabled()
+
+    def listing(workspace_id) -> dict[tuple[str, str], bool]:
+        reply = call("GET", f"/snapshots/workspaces/{workspace_id}/periods?limit=200", as_=STAFF)
+        assert reply.status == 200, reply.body
+        return {(i["snapshot_type"], i["period"]): i["overdue"] for i in reply.body["items"]}
+
+    # When staff list each workspace's periods
+    periods = listing(active)
+    # Then every month since the workspace's first is listed (missing), but only the two
+    # completed months within the planner's three-month horizon whose grace has passed are
+    # overdue: February ended 13 hours ago in Berlin, inside the 24-hour grace
+    assert len(periods) == 24 * len(types)
+    assert {key for key, overdue in periods.items() if overdue} == {
+        (t.name, month) for t in types for month in ("2026-12", "2027-01")}
+    # And those are the periods the planner's alarm and the operations overview count
+    with db.transaction():
+        planner = {(t, f"{p:%Y-%m}") for w, _, t, p in ledger.overdue_periods(db, registry, now=NOW) if w == active}
+    overview = call("GET", "/operations/overview?limit=500", as_=STAFF).body["overdue_periods"]
+    assert planner == {key for key, overdue in periods.items() if overdue}
+    assert {(p["snapshot_type"], p["period"][:7]) for p in overview if p["workspace_id"] == str(active)} == planner
+    # And a disabled workspace's months are listed, none overdue (the planner plans none)
+    assert len(listing(disabled)) == 24 * len(types) and not any(listing(disabled).values())
+    assert str(disabled) not in {p["workspace_id"] for p in overview}
 
 
 def test_only_staff_read_the_overdue_periods(db, call):

@@ -521,8 +521,8 @@ def test_a_manual_rerun_publishes_a_new_version_and_the_listing_chooses_it(db):
                         now=NOW)
     assert rerun.version == 2
     drain(db, reg)
-    listing = ledger.list_periods(db, workspace_id=ws, timezone="Europe/Berlin", now=NOW,
-                                  snapshot_type="membership_counts")
+    listing = ledger.page_periods(db, workspace_id=ws, now=NOW, types=reg.enabled(),
+                                  snapshot_type="membership_counts").items
     assert [(p.period, p.status, p.chosen_version) for p in listing] == [
         (date(2027, 2, 1), "published", 2), (date(2027, 1, 1), "published", 1), (date(2026, 12, 1), "published", 1)]
 
@@ -543,7 +543,8 @@ def test_a_period_is_overdue_24_hours_after_its_local_month_end(db, timezone, mo
     assert date(2027, 2, 1) not in overdue
     overdue = {p for (w, _, _, p) in ledger.overdue_periods(db, reg, now=after) if w == ws}
     assert date(2027, 2, 1) in overdue
-    listing = {p.period: p.overdue for p in ledger.list_periods(db, workspace_id=ws, timezone=timezone, now=after)}
+    page = ledger.page_periods(db, workspace_id=ws, now=after, types=reg.enabled())
+    listing = {p.period: p.overdue for p in page.items}
     assert listing[date(2027, 2, 1)] is True
     drain(db, reg, now=after)
     assert date(2027, 2, 1) not in {p for (w, _, _, p) in ledger.overdue_periods(db, reg, now=after) if w == ws}

@@ -336,7 +336,7 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
         workspace = get_workspace(conn, workspace_id)
         if workspace is None:
             return None
-        page = ledger.page_periods(conn, workspace_id=workspace_id, timezone=workspace.timezone, now=now,
+        page = ledger.page_periods(conn, workspace_id=workspace_id, now=now,
                                    types=types, owner=owner, snapshot_type=snapshot_type, after=after, limit=limit)
         return WorkspacePeriods(workspace, page.items, page.next)
 

@@ -114,12 +114,6 @@ def month_end_instant(period: date, timezone: str) -> datetime:
     return datetime(following.year, following.month, 1, tzinfo=ZoneInfo(timezone)).astimezone(ZoneInfo("UTC"))
 
 
-def is_overdue(period: date, timezone: str, now: datetime, *, published: bool, skipped: bool = False) -> bool:
-    """Whether a period is overdue at ``now``: not published (nor skipped) ``OVERDUE_GRACE``
-    after its local month end."""
-    return not published and not skipped and now >= month_end_instant(period, timezone) + OVERDUE_GRACE
-
-
 @dataclass(frozen=True)
 class PlanResult:
     """A planner pass: ``planned`` runs inserted to be generated, ``skipped`` rows inserted
@@ -354,22 +348,18 @@ class PeriodPage:
     next: PeriodKey | None
 
 
-def _status(run: SnapshotRun, timezone: str, now: datetime) -> PeriodStatus:
-    published = run.is_current
-    return PeriodStatus(
-        owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
-        status="published" if published else run.state, chosen_version=run.version, basis=run.basis,
-        published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id,
-        overdue=is_overdue(run.period, timezone, now, published=published, skipped=run.state == "skipped"))
-
-
-def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
-                 types: list[SnapshotType], owner: str | None = None, snapshot_type: str | None = None,
-                 after: PeriodKey | None = None, limit: int = 100) -> PeriodPage:
-    """One page of the workspace's periods, owner, type and period descending (newest
-    first per type): every expected month of ``types`` (the workspace's first local month
-    through the last one completed at ``now``) and every period with runs. A month never
-    planned is ``missing`` (overdue 24 hours after its local month end). ``after``: the
+def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, now: datetime, types: list[SnapshotType],
+                 owner: str | None = None, snapshot_type: str | None = None, after: PeriodKey | None = None,
+                 limit: int = 100, horizon_months: int = DEFAULT_HORIZON_MONTHS,
+                 grace: timedelta = OVERDUE_GRACE) -> PeriodPage:
+    """One page of the workspace's periods at ``now`` (aware UTC), owner, type and period
+    descending (newest first per type): every expected month of ``types`` (the workspace's
+    first local month through the last one completed at ``now``) and every period with
+    runs. A month never planned is ``missing``. ``overdue`` is the planner's rule, the one
+    its alarm and the staff overview count (:func:`overdue_periods`): an enabled type's
+    month of a workspace that is not disabled, within ``horizon_months`` of this local
+    month, neither published nor skipped ``grace`` after its local month end; an older
+    missing month is not overdue (the planner no longer looks at it). ``after``: the
     previous page's ``next``; ``limit`` >= 1 (``ValueError`` otherwise)."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
@@ -377,7 +367,7 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str,
         **_type_arrays(types), "workspace_id": workspace_id, "now": now, "owner": owner,
         "snapshot_type": snapshot_type, "after_owner": after[0] if after else None,
         "after_type": after[1] if after else None, "after_period": after[2] if after else None,
-        "limit": limit + 1})
+        "limit": limit + 1, "horizon": horizon_months, "grace": grace})
     page = keys[:limit]
     ids = [k["run_id"] for k in page if k["run_id"] is not None]
     runs = {r.id: r for r in fetch_runs(conn, SQL["runs_by_id"], {"ids": ids})} if ids else {}
@@ -385,23 +375,17 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str,
     for key in page:
         run = runs.get(key["run_id"]) if key["run_id"] is not None else None
         if run is not None:
-            items.append(_status(run, timezone, now))
+            items.append(PeriodStatus(
+                owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
+                status="published" if run.is_current else run.state, chosen_version=run.version, basis=run.basis,
+                published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id, overdue=key["overdue"]))
         else:
             items.append(PeriodStatus(
                 owner=key["owner"], snapshot_type=key["snapshot_type"], period=key["period"], status=MISSING,
                 chosen_version=None, basis=None, published_at=None, skip_reason=None, run_id=None,
-                overdue=is_overdue(key["period"], timezone, now, published=False, skipped=False)))
+                overdue=key["overdue"]))
     last = page[-1] if len(keys) > limit and page else None
     return PeriodPage(items, (last["owner"], last["snapshot_type"], last["period"]) if last else None)
-
-
-def list_periods(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str, now: datetime,
-                 owner: str | None = None, snapshot_type: str | None = None) -> list[PeriodStatus]:
-    """The workspace's periods, newest first per type (see :class:`PeriodStatus`)."""
-    runs = fetch_runs(conn, SQL["list_periods"], {"workspace_id": workspace_id, "owner": owner,
-                                                  "snapshot_type": snapshot_type})
-    return [_status(run, timezone, now)
-            for run in sorted(runs, key=lambda r: (r.owner, r.snapshot_type, r.period), reverse=True)]
 
 
 def jsonb(value: dict[str, Any] | None) -> Jsonb | None:

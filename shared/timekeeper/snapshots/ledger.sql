@@ -263,32 +263,34 @@ VALUES (%(owner)s, %(snapshot_type)s, %(workspace_id)s, %(period)s, %(version)s,
         %(requested_by)s, 'planned', %(now)s, %(now)s)
 RETURNING *
 
--- name: list_periods
--- Per period of the workspace (newest first): the current version, else the latest run.
-SELECT DISTINCT ON (r.owner, r.snapshot_type, r.period) r.*
-  FROM snapshot_runs r
- WHERE r.workspace_id = %(workspace_id)s
-   AND (%(owner)s::text IS NULL OR r.owner = %(owner)s) AND (%(snapshot_type)s::text IS NULL
-        OR r.snapshot_type = %(snapshot_type)s)
- ORDER BY r.owner, r.snapshot_type, r.period DESC, r.is_current DESC, r.version DESC
-
 -- name: page_periods
 -- One page of a workspace's periods, owner, type and period descending: every expected month
 -- of the given types (the workspace's first local month through the last completed one)
 -- and every period that has runs, each once, with the run the listing chooses (the current
--- version, else the latest; NULL: never planned). Keyset: strictly after the previous
--- page's last (owner, type, period).
+-- version, else the latest; NULL: never planned) and whether it is overdue. Keyset:
+-- strictly after the previous page's last (owner, type, period).
+--
+-- Overdue is the planner's rule (`overdue_periods` above, whose alarm counts the same
+-- periods, and the operations overview's `operations_overdue_periods`): a month of an
+-- enabled type of a workspace that is not disabled, within the horizon (this local month
+-- back `horizon` months) and not before the workspace's first month, with neither a
+-- current version nor a skip row, its local month end plus the grace passed. An older
+-- month never planned is listed `missing` but not overdue: the planner no longer looks at
+-- it (a staff backfill can still fill it).
 WITH types AS (
     SELECT * FROM unnest(%(owners)s::text[], %(types)s::text[]) AS t(owner, snapshot_type)
      WHERE (%(owner)s::text IS NULL OR t.owner = %(owner)s)
        AND (%(snapshot_type)s::text IS NULL OR t.snapshot_type = %(snapshot_type)s)
+), ws AS (
+    SELECT w.status, w.timezone, date_trunc('month', w.created_at AT TIME ZONE w.timezone)::date AS first_month,
+           (date_trunc('month', %(now)s AT TIME ZONE w.timezone) - make_interval(months => %(horizon)s))::date
+               AS horizon_month
+      FROM workspaces w WHERE w.id = %(workspace_id)s
 ), expected AS (
     SELECT t.owner, t.snapshot_type,
-           generate_series(date_trunc('month', w.created_at AT TIME ZONE w.timezone),
-                           date_trunc('month', %(now)s AT TIME ZONE w.timezone) - interval '1 month',
+           generate_series(ws.first_month, date_trunc('month', %(now)s AT TIME ZONE ws.timezone) - interval '1 month',
                            interval '1 month')::date AS period
-      FROM workspaces w CROSS JOIN types t
-     WHERE w.id = %(workspace_id)s
+      FROM ws CROSS JOIN types t
 ), recorded AS (
     SELECT r.owner, r.snapshot_type, r.period FROM snapshot_runs r
      WHERE r.workspace_id = %(workspace_id)s
@@ -296,17 +298,29 @@ WITH types AS (
        AND (%(snapshot_type)s::text IS NULL OR r.snapshot_type = %(snapshot_type)s)
 ), periods AS (
     SELECT owner, snapshot_type, period FROM expected UNION SELECT owner, snapshot_type, period FROM recorded
+), page AS (
+    SELECT p.owner, p.snapshot_type, p.period
+      FROM periods p
+     WHERE %(after_period)s::date IS NULL
+        OR (p.owner, p.snapshot_type, p.period) < (%(after_owner)s::text, %(after_type)s::text, %(after_period)s::date)
+     ORDER BY p.owner DESC, p.snapshot_type DESC, p.period DESC
+     LIMIT %(limit)s
 )
 SELECT p.owner, p.snapshot_type, p.period,
        (SELECT r.id FROM snapshot_runs r
          WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type AND r.workspace_id = %(workspace_id)s
            AND r.period = p.period
-         ORDER BY r.is_current DESC, r.version DESC LIMIT 1) AS run_id
-  FROM periods p
- WHERE %(after_period)s::date IS NULL
-    OR (p.owner, p.snapshot_type, p.period) < (%(after_owner)s::text, %(after_type)s::text, %(after_period)s::date)
+         ORDER BY r.is_current DESC, r.version DESC LIMIT 1) AS run_id,
+       (ws.status <> 'disabled'
+        AND EXISTS (SELECT FROM types t WHERE t.owner = p.owner AND t.snapshot_type = p.snapshot_type)
+        AND p.period >= greatest(ws.first_month, ws.horizon_month)
+        AND ((p.period + interval '1 month')::timestamp AT TIME ZONE ws.timezone) + %(grace)s <= %(now)s
+        AND NOT EXISTS (SELECT FROM snapshot_runs r
+                         WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type
+                           AND r.workspace_id = %(workspace_id)s AND r.period = p.period
+                           AND (r.is_current OR r.state = 'skipped'))) AS overdue
+  FROM page p CROSS JOIN ws
  ORDER BY p.owner DESC, p.snapshot_type DESC, p.period DESC
- LIMIT %(limit)s
 
 -- name: runs_by_id
 SELECT * FROM snapshot_runs WHERE id = ANY(%(ids)s::uuid[])
