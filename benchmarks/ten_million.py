@@ -371,6 +371,22 @@ def claim_part(sides: list[tuple[str, psycopg.Connection, b.Dataset]], repeats: 
 # ----------------------------------------------------------------------------- end to end
 
 
+def count_round_trips(conn: psycopg.Connection) -> dict[str, int]:
+    """Count ``conn``'s round trips to the server from now on: psycopg runs every statement,
+    commit and pipeline sync as one generator it waits on (``Connection.wait``), so the
+    waits are the exchanges a network hop (RDS Proxy, then Aurora) pays for. Returns the
+    counter (``{"round_trips": n}``), updated in place."""
+    counter = {"round_trips": 0}
+    wait = conn.wait
+
+    def counting_wait(gen, *args, **kwargs):
+        counter["round_trips"] += 1
+        return wait(gen, *args, **kwargs)
+
+    conn.wait = counting_wait  # type: ignore[method-assign]
+    return counter
+
+
 def _dispatcher_main(url: str, index: int, count: int, q, results, barrier, tick_s: float, max_ticks: int) -> None:
     """One dispatcher partition: a pass at each tick (``tick_s`` apart, the rule's minute)
     until a pass claims nothing; reports its passes, CPU, peak RSS growth and backend CPU."""
@@ -379,6 +395,7 @@ def _dispatcher_main(url: str, index: int, count: int, q, results, barrier, tick
     partition = Partition(index, count)
     sink = QueueSink(q, index)
     pid = conn.info.backend_pid
+    trips = count_round_trips(conn)
     passes = []
     barrier.wait()
     origin = time.monotonic()
@@ -402,7 +419,7 @@ def _dispatcher_main(url: str, index: int, count: int, q, results, barrier, tick
     conn.close()
     results.put(("dispatcher", index, {"passes": passes, "rss_kib": m.rss_growth_kib, "client_cpu_s": m.client_cpu_s,
                                        "backend_cpu_s": m.server_cpu_s, "published": sink.count,
-                                       "origin": origin}))
+                                       "origin": origin, "round_trips": trips["round_trips"]}))
 
 
 def _consumer_main(url: str, index: int, q, results, barrier, batch_size: int) -> None:
@@ -413,6 +430,7 @@ def _consumer_main(url: str, index: int, q, results, barrier, batch_size: int) -
     kinds = registry()
     settings = ConsumerSettings.from_pipeline(PIPELINE)
     metrics = MetricsRecorder()
+    trips = count_round_trips(conn)
     barrier.wait()
     origin = time.monotonic()
     cpu0 = time.process_time()
@@ -442,9 +460,10 @@ def _consumer_main(url: str, index: int, q, results, barrier, batch_size: int) -
         settled += len(outcome)
         batches += 1
         results.put(("ack", index, len(outcome), time.monotonic() - origin))
+    round_trips = trips["round_trips"]
     backend = b.backend_cpu_s(conn.info.backend_pid)
     conn.close()
-    results.put(("consumer", index, {"settled": settled, "batches": batches,
+    results.put(("consumer", index, {"settled": settled, "batches": batches, "round_trips": round_trips,
                                      "client_cpu_s": time.process_time() - cpu0, "backend_cpu_s": backend,
                                      "rss_kib": (b._status_kib("VmHWM") or 0)}))
 
@@ -594,15 +613,18 @@ def main(argv: list[str] | None = None) -> int:
         for i in sorted(d):
             for p in d[i]["passes"]:
                 rows.append([f"dispatcher {i}", p["tick"], f"{p['start']:.2f}", f"{p['end']:.2f}", f"{p['claimed']:,}",
-                             p["batches"], "", "", ""])
+                             p["batches"], "", "", "", ""])
+            batches = sum(p["batches"] for p in d[i]["passes"])
             rows.append([f"dispatcher {i} (all passes)", "", "", "", f"{d[i]['published']:,}", "",
+                         f"{d[i]['round_trips']:,} ({d[i]['round_trips'] / max(1, batches):.1f} per claim batch)",
                          f"{d[i]['client_cpu_s']:.2f}", f"{d[i]['backend_cpu_s'] or 0:.2f}", f"{d[i]['rss_kib']:,}"])
         for i in sorted(c):
             rows.append([f"consumer {i}", "", "", "", f"{c[i]['settled']:,}", c[i]["batches"],
+                         f"{c[i]['round_trips']:,} ({c[i]['round_trips'] / max(1, c[i]['batches']):.1f} per batch)",
                          f"{c[i]['client_cpu_s']:.2f}", f"{c[i]['backend_cpu_s'] or 0:.2f}",
                          f"{c[i]['rss_kib']:,} (peak RSS)"])
-        print(b.table(["process", "pass (minute)", "start s", "end s", "claimed / settled", "batches", "client CPU s",
-                       "backend CPU s", "peak RSS growth KiB"], rows))
+        print(b.table(["process", "pass (minute)", "start s", "end s", "claimed / settled", "batches", "round trips",
+                       "client CPU s", "backend CPU s", "peak RSS growth KiB"], rows))
         wal, cpu, n_runs = r["wal"], r["server_cpu_s"], max(1, r["acked"])
         client = sum(x["client_cpu_s"] for x in d.values()) + sum(x["client_cpu_s"] for x in c.values())
         rate = r["acked"] / r["last_ack_s"] if r["last_ack_s"] else 0.0
@@ -613,6 +635,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{client:.1f} s = {1e6 * client / n_runs:.0f} us per run; WAL {wal['lsn_bytes'] / 2**20:,.0f} MiB = "
               f"{wal['lsn_bytes'] / n_runs:,.0f} B per run (pg_stat_wal: {wal['wal_bytes'] / n_runs:,.0f} B, "
               f"{wal['wal_records'] / n_runs:.1f} records, {wal['wal_fpi'] / n_runs:.2f} full-page images per run)")
+        trips = sum(x["round_trips"] for x in d.values()) + sum(x["round_trips"] for x in c.values())
+        print(f"round trips {trips:,} = {trips / n_runs:.3f} per run (dispatchers "
+              f"{sum(x['round_trips'] for x in d.values()) / n_runs:.3f}, consumers "
+              f"{sum(x['round_trips'] for x in c.values()) / n_runs:.3f})")
         ok = r["acked"] == due and r["within_60"] == due and r["check"]["settled"] == due \
             and r["check"]["schedules"] == due and r["check"]["reattempted"] == 0 and r["advanced"] == due
         summary.append(f"{due:,} due settled end to end within 60 s: {r['within_60']:,} "
