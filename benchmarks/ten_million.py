@@ -27,11 +27,12 @@ On the benchmark server (``_bench.open_database``) this script
    2) consumer processes receiving up to the pipeline's batch (50) and handing it to the
    real ``process_batch`` (as ``timekeeper.edge.runs.consume_runs`` does, minus
    Powertools' batch machinery) with a no-op work kind; runs per second and whether all
-   settle within 60 s; each process's peak RSS growth and CPU; the whole server's CPU
+   settle within 60 s; each process's round trips to the server (``count_round_trips``),
+   peak RSS growth and CPU; the whole server's CPU
    (``_bench.server_cpu_s``) and WAL (``pg_stat_wal``, the WAL position) per run; then
    checks every run settled once.
 
-    PYTHONPATH=shared python benchmarks/ten_million.py                          # 10 M: about 40 min
+    PYTHONPATH=shared python benchmarks/ten_million.py                          # 10 M: about 11 min
     PYTHONPATH=shared python benchmarks/ten_million.py --schedules 20000        # smoke: about a minute
 
 The databases ``bench_tenm`` and ``bench_tenm_small`` are created afresh (``DATABASE_URL``
