@@ -620,8 +620,10 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
     """Add ``units`` units of traffic to the loaded samples, from ``now`` (aware UTC): per
     unit, a reconciliation sweep every 30 minutes in each accounting workspace, and an
     hourly delivery of the "Open invoices" query in the Platform sample's first workspace
-    to its admin, viewer and the user without an address (two sends and a skip a run).
-    Returns the schedules created."""
+    to its admin, analyst, viewer and the user without an address (the viewer's address
+    bounces in the sample, so after its first delivery it is suppressed: every run still
+    makes at least two sends, the admin's and the analyst's, and a skip). Returns the
+    schedules created."""
     from timekeeper.reporting.query_schedules import Source, create_query_schedule
     from timekeeper.schedules import service
 
@@ -644,7 +646,7 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
                 conn, workspace_id=platform.first_workspace, actor=users["analyst"],
                 name=f"load {unit}: hourly open invoices", recurrence={"cron": "5 * * * *", "timezone": "UTC"},
                 source=Source("query", query["id"]), format="csv",
-                recipients=[users["admin"], users["viewer"], users["no_email"]],
+                recipients=[users["admin"], users["analyst"], users["viewer"], users["no_email"]],
                 subject_template="Open invoices {{ run_date }}",
                 body_template='<p>{{ row_count }} rows: <a href="{{ link }}">download</a></p>', now=now)
             created += 1
