@@ -31,6 +31,7 @@ from infra.nag import acknowledge
 from infra.settings import ConsoleDeployment, JwtSettings
 from timekeeper.settings import (
     CONSOLE_BASE_PATH_VARIABLE,
+    CONSOLE_FAVICON_PATH,
     CONSOLE_OIDC_AUTHORIZATION_ENDPOINT_VARIABLE,
     CONSOLE_OIDC_CLIENT_ID_VARIABLE,
     CONSOLE_OIDC_CLIENT_SECRET_VARIABLE,
@@ -131,8 +132,11 @@ class ConsoleResources(Construct):
         integration = apigw.LambdaIntegration(function.function)
         root = apigw.Resource(self, "Console", parent=api.api.root, path_part=CONSOLE_PATH)
         proxy = root.add_resource("{proxy+}")
+        # /favicon.ico: what a browser asks for by itself; the console redirects it to its icon.
+        favicon = apigw.Resource(self, "Favicon", parent=api.api.root, path_part=CONSOLE_FAVICON_PATH.lstrip("/"))
         #: The console's methods (no authorizer).
-        self.methods = [root.add_method("ANY", integration), proxy.add_method("ANY", integration)]
+        self.methods = [root.add_method("ANY", integration), proxy.add_method("ANY", integration),
+                        favicon.add_method("GET", integration)]
         for method in self.methods:
             cfn = method.node.default_child
             cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]

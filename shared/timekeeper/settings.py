@@ -113,6 +113,10 @@ CONSOLE_SESSION_KEY_VARIABLE = "CONSOLE_SESSION_KEY"
 CONSOLE_DEV_SIGN_IN_VARIABLE = "CONSOLE_DEV_SIGN_IN"
 #: The development sign-in's suggested people (JSON list of label, user_id, workspace_id, roles).
 CONSOLE_SAMPLES_VARIABLE = "CONSOLE_SAMPLES"
+#: The icon path a browser asks for by itself (a bookmark, a page without a ``<link
+#: rel="icon">``): the console answers it, signed in or not, with a redirect to its icon
+#: (deployed, API Gateway routes it to the API function without the authorizer).
+CONSOLE_FAVICON_PATH = "/favicon.ico"
 #: A deployment's session key: a Secrets Manager ARN (JSON ``{"key": ...}`` or
 #: ``{"keys": [older, ..., newest]}``), read at cold start; the key itself is never in the
 #: environment of a deployed function.

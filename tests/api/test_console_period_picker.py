@@ -179,3 +179,14 @@ def test_the_render_action_is_offered_only_to_report_readers(send, console, tena
     snapshots_only = _browser(console, a.reader, a.workspace_id, roles=("snapshots:read",))
     html = snapshots_only.request("GET", "/console/snapshots")["body"]
     assert "2027-01" in html and "Open a report over this month" not in html
+
+
+def test_staff_viewing_their_own_workspace_by_its_id_keep_the_render_action(send, console, tenants):  # noqa: F811
+    a, b, _, _ = tenants
+    staff = _browser(console, a.reader, a.workspace_id, roles=(*ROLES, "platform:staff"))
+    own = staff.request("GET", f"/console/snapshots?workspace={a.workspace_id}")
+    assert own["statusCode"] == 200
+    assert "2027-01" in own["body"] and "Open a report over this month" in own["body"]
+    # Another workspace's periods: its reports are not the person's to render
+    other = staff.request("GET", f"/console/snapshots?workspace={b.workspace_id}")
+    assert other["statusCode"] == 200 and "Open a report over this month" not in other["body"]

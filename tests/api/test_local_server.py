@@ -14,6 +14,7 @@ import socket
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -269,3 +270,54 @@ def test_a_port_already_in_use_is_the_bind_error_not_a_traceback_of_the_pool():
         with pytest.raises(OSError) as raised:
             PooledWSGIServer(("127.0.0.1", port), None)
     assert raised.type is not AttributeError and raised.value.errno is not None
+
+
+def _sample_names(server: Any, workspace: str) -> list[str]:
+    """The names of ``workspace``'s accounting and query schedules, as its admin lists them."""
+    admin = server.stack.platform.users["admin"] if workspace == str(server.stack.platform.first_workspace) else (
+        server.stack.platform.users["sydney_admin"])
+    auth = {"Authorization": f"Bearer dev:{admin}:{workspace}:schedules:read,queries:read,reports:read"}
+    names = []
+    for path in ("/schedules", "/query-schedules"):
+        reply = requests.get(f"{server.base_url}{path}", headers=auth, params={"limit": "200"}, timeout=10)
+        assert reply.status_code == 200, reply.text
+        names += [item["name"] for item in reply.json()["items"]]
+    return sorted(names)
+
+
+def test_serve_starts_with_sample_schedules_and_deliveries_once(local_server, db_url):
+    # The sample person signing in first finds work to look at: accounting schedules of the
+    # four kinds (one paused), two deliveries, and another workspace's own schedule
+    berlin = str(local_server.stack.platform.first_workspace)
+    sydney = str(local_server.stack.platform.workspaces["sydney"])
+    names = _sample_names(local_server, berlin)
+    expected = ["Close the month-end accruals", "General journal roll", "Invoice preparation",
+                "Monthly receivables aging", "Morning unpaid invoices", "Nightly reconciliation",
+                "Quarter-hour reconciliation", "Weekly bank sweep (paused)"]
+    assert [n for n in names if n in expected] == expected
+    assert "Harbour reconciliation" in _sample_names(local_server, sydney)
+    assert "Harbour reconciliation" not in names
+    # A second start on the same database adds nothing (the marker schedule is there)
+    from timekeeper.db.connection import connect
+    from timekeeper.local.serve_sample import seed_serve_sample
+
+    with connect(db_url) as conn:
+        before = conn.execute("SELECT count(*) AS n FROM schedules").fetchone()["n"]
+        assert seed_serve_sample(conn, local_server.stack.platform, now=clock.now()) == {}
+        assert conn.execute("SELECT count(*) AS n FROM schedules").fetchone()["n"] == before
+
+
+def test_the_development_sign_in_s_analyst_is_neither_admin_nor_staff(local_server):
+    import json
+
+    listed = json.loads(os.environ[settings_names.CONSOLE_SAMPLES_VARIABLE])
+    samples = {s["label"]: s["roles"].split(",") for s in listed}
+    assert "workspace:admin" in samples["Berlin admin"]
+    assert {"queries:write", "reports:write", "schedules:run"} <= set(samples["Berlin analyst"])
+    assert not {"workspace:admin", "platform:staff", "schedules:admin"} & set(samples["Berlin analyst"])
+
+
+def test_favicon_is_served_without_a_token(local_server):
+    reply = requests.get(f"{local_server.base_url}/favicon.ico", timeout=10)
+    assert reply.status_code == 200 and reply.url.endswith("/console/static/favicon.svg")
+    assert reply.headers["Content-Type"].startswith("image/svg+xml")

@@ -88,7 +88,7 @@ def test_the_console_reaches_the_api_function_without_the_authorizer_and_the_api
     template = cognito_console.app_template
     function_id, _ = _api_function(template)
     methods = _methods(template)
-    for route in ("ANY /console", "ANY /console/{proxy+}"):
+    for route in ("ANY /console", "ANY /console/{proxy+}", "GET /favicon.ico"):
         props = methods[route]
         assert props["AuthorizationType"] == "NONE" and "AuthorizerId" not in props, route
         assert function_id in json.dumps(props["Integration"]["Uri"]), route
@@ -97,13 +97,13 @@ def test_the_console_reaches_the_api_function_without_the_authorizer_and_the_api
         assert props["AuthorizationType"] == "CUSTOM" and "AuthorizerId" in props, route
     # Only the console and the public link routes (a delivery's download and its opt-out) are open
     assert sorted(r for r, p in methods.items() if p["AuthorizationType"] == "NONE") == [
-        "ANY /console", "ANY /console/{proxy+}", "GET /downloads/{token}", "GET /opt-outs/{token}",
-        "POST /opt-outs/{token}"]
+        "ANY /console", "ANY /console/{proxy+}", "GET /downloads/{token}", "GET /favicon.ico",
+        "GET /opt-outs/{token}", "POST /opt-outs/{token}"]
 
 
 def test_without_the_console_its_paths_keep_the_authorizer(synth):
     methods = _methods(synth.app_template)
-    assert not [r for r in methods if "/console" in r]
+    assert not [r for r in methods if "/console" in r or "favicon" in r]
     _, props = _api_function(synth.app_template)
     assert CONSOLE_SESSION_SECRET_VARIABLE not in props["Environment"]["Variables"]
 

@@ -54,6 +54,7 @@ from timekeeper.console.sign_in import (
     new_flow,
 )
 from timekeeper.observability import logger
+from timekeeper.settings import CONSOLE_FAVICON_PATH
 
 #: Where the console's pages live (``/`` leads to them).
 PREFIX = "/console"
@@ -127,9 +128,14 @@ def message_preview_policy(html: str) -> str:
             "frame-ancestors 'self'; base-uri 'none'; sandbox")
 
 
+#: The icon path a browser asks for by itself (the console redirects it to its icon).
+FAVICON_PATH = CONSOLE_FAVICON_PATH
+
+
 def is_console_path(path: str | None) -> bool:
-    """Whether a request path belongs to the console (``/`` and ``/console...``)."""
-    return path in ("/", "") or path == PREFIX or (path or "").startswith(PREFIX + "/")
+    """Whether a request path belongs to the console (``/``, ``/favicon.ico`` and
+    ``/console...``)."""
+    return path in ("/", "", FAVICON_PATH) or path == PREFIX or (path or "").startswith(PREFIX + "/")
 
 
 @dataclass(frozen=True)
@@ -489,6 +495,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @app.get("/")
     def home() -> Response:
         return redirect(f"{PREFIX}/schedules")
+
+    @app.get(FAVICON_PATH)
+    def favicon() -> Response:
+        # The icon is public (no session): a permanent redirect to the static file.
+        return Response(status_code=HTTPStatus.MOVED_PERMANENTLY, content_type="text/plain", body="",
+                        headers={**security_headers, "Location": f"{public}/static/favicon.svg",
+                                 "Cache-Control": "public, max-age=86400"})
 
     @app.get(PREFIX)
     def console_root() -> Response:
@@ -887,7 +900,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                     workspace=reply.body.get("workspace_id"), chosen_workspace=workspace, only=only,
                     problem=problem, done=done, next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None,
                     # Renders are of the person's own workspace's reports (the API decides).
-                    may_render=not workspace and session.has("reports:read"))
+                    may_render=workspace in ("", session.workspace_id) and session.has("reports:read"))
 
     @app.get(f"{PREFIX}/snapshots")
     @signed_in

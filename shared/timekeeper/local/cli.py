@@ -162,7 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=_int_at_least(0, 65535), default=8080,
                        help="port to listen on, 0-65535 (default 8080; 0 picks one)")
-    serve.add_argument("--reset", action="store_true", help="start from an empty serve database")
+    serve.add_argument("--reset", action="store_true",
+                       help="drop the serve database first (the samples are loaded again unless --empty)")
+    serve.add_argument("--empty", action="store_true",
+                       help="add no sample schedules or deliveries (the sample people and invoices are loaded)")
     serve.add_argument("--quiet", action="store_true", help="no access log")
     psql = commands.add_parser("psql", help="open a local database (kept by simulate or serve) in psql")
     psql.add_argument("--database", default="timekeeper_sim",
@@ -274,7 +277,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from timekeeper.local.serve import ServeOptions, run_serve
 
-        return run_serve(ServeOptions(host=args.host, port=args.port, reset=args.reset, access_log=not args.quiet))
+        return run_serve(ServeOptions(host=args.host, port=args.port, reset=args.reset, access_log=not args.quiet,
+                                      sample=not args.empty))
     if args.command == "openapi":
         from timekeeper.edge.api import openapi_text, write_openapi
 

@@ -73,13 +73,17 @@ _HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authoriz
 @dataclass(frozen=True)
 class ServeOptions:
     """``host``/``port`` of the HTTP server (port 0 picks a free one), ``reset`` the serve
-    database, ``poll_interval_s`` of the queue poller (seconds), ``access_log`` to stderr."""
+    database, ``poll_interval_s`` of the queue poller (seconds), ``access_log`` to stderr,
+    ``sample``: add the sample schedules and deliveries on a database without them
+    (:mod:`timekeeper.local.serve_sample`; the Platform sample's people and invoices are
+    loaded either way)."""
 
     host: str = "127.0.0.1"
     port: int = 8080
     reset: bool = False
     poll_interval_s: float = 1.0
     access_log: bool = True
+    sample: bool = True
 
 
 # --------------------------------------------------------------------- authorizer stand-in
@@ -204,6 +208,10 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 #: at most the two deadlines plus its API call and response, from its first byte on.
 #: Connections beyond it wait for a thread (a slow sender holds one; a silent one none).
 CONNECTION_THREADS = 64
+#: The development sign-in's analyst: writes queries and reports and runs schedules, no
+#: workspace admin or staff role (the sample's analyst persona's own roles, plus reading).
+ANALYST_ROLES = ("schedules:read,schedules:write,schedules:run,queries:read,queries:write,reports:read,"
+                 "reports:write,snapshots:read")
 #: Connections accepted but silent so far, parked without a thread until their first
 #: bytes arrive; each may stay :data:`HEADER_READ_TIMEOUT_S` seconds. A connection past
 #: this number closes the one parked longest.
@@ -566,6 +574,12 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
                               platform_sample_at=platform_sample_day(clock.now()))
     handler = type("RequestHandler", (_RequestHandler,), {"access_log": options.access_log})
     try:
+        if options.sample and stack.platform is not None:
+            from timekeeper.db.connection import connect
+            from timekeeper.local.serve_sample import seed_serve_sample
+
+            with connect(stack.database_url) as conn:
+                seed_serve_sample(conn, stack.platform, now=clock.now())
         httpd = make_server(options.host, options.port, ApiGatewayProxy(), server_class=PooledWSGIServer,
                             handler_class=handler)
     except BaseException:
@@ -599,7 +613,7 @@ def _enable_console(stack: LocalStack) -> None:
         everything = ",".join(DEV_ROLES)
         for label, persona, workspace, roles in (
                 ("Berlin admin", "admin", "berlin", everything),
-                ("Berlin analyst", "analyst", "berlin", everything),
+                ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES),
                 ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
                 ("Sydney admin", "sydney_admin", "sydney", everything)):
             if persona in sample.users and workspace in sample.workspaces:
@@ -629,8 +643,10 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
     except OSError as error:
         print(f"cannot listen on {options.host}:{options.port}: {error.strerror or error}", file=sys.stderr)
         return 1
-    workspace = uuid.uuid4()
-    token = f"dev:alice:{workspace}:schedules:read,schedules:write,schedules:run"
+    sample = server.stack.platform
+    person, workspace = (sample.users["admin"], sample.first_workspace) if sample is not None else (
+        "alice", uuid.uuid4())
+    token = f"dev:{person}:{workspace}:schedules:read,schedules:write,schedules:run"
     print(f"Timekeeper API on {server.base_url}  (OpenAPI document: {server.base_url}/openapi.json)", file=out)
     print(f"  console: {server.base_url}/  (development sign-in: pick a sample person)", file=out)
     print(f"  database: {_redacted(server.database_url)}", file=out)

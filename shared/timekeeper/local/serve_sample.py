@@ -1,0 +1,149 @@
+"""What ``serve`` starts with, so the console has something to show on a first start.
+
+The Platform sample (workspaces, people, members, invoices) is loaded by the local stack;
+this adds, in its first workspace (Berlin, Europe/Berlin), the work people schedule:
+
+* accounting schedules of the four work kinds over a small set of books (a monthly
+  calendar, a recurring journal with entries and bank lines, a billing plan): the
+  journal rolled on the 1st at 00:10, a reconciliation sweep every day at 02:30 (the
+  hour clocks skip on the last Sunday of March: its occurrence that day is shifted), a
+  reconciliation sweep every quarter of an hour (something runs minutes after a start),
+  the billing preparation on weekdays at 06:00, an automatic close of a month-end
+  accruals batch, and one paused schedule with its reason;
+* two deliveries owned by the analyst: the open invoices as CSV every morning at 07:00 to
+  the admin, the analyst and the viewer, and the receivables-aging report over the
+  latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
+* in the second workspace with an admin persona (Sydney), one daily sweep, so switching
+  people shows another workspace's own list.
+
+Seeded once per database: when the Berlin workspace already has a schedule named as one
+of these, nothing is added (a restart keeps what the person changed, deleted or paused).
+``serve --empty`` starts without them.
+"""
+
+from __future__ import annotations
+
+import random
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from timekeeper.accounting import books
+from timekeeper.reporting import reports, store
+from timekeeper.reporting.query_schedules import Source, create_query_schedule
+from timekeeper.schedules import service
+
+#: Who the sample's accounting schedules were created by (their history's actor).
+ACTOR = "serve-sample"
+#: The accounting pipeline's owner name.
+OWNER = "accounting"
+#: The name that marks a database as seeded (the first sample schedule).
+MARKER = "Nightly reconciliation"
+
+SUBJECT = "{{ schedule_name }} for {{ run_date }}"
+BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} for {{ run_date }} is ready: "
+        "<a href=\"{{ link }}\">download it here</a>.</p>")
+
+
+def seed_serve_sample(conn: Any, platform: Any, *, now: datetime) -> dict[str, Any]:
+    """Add the schedules and deliveries above to the Platform sample ``platform``
+    (:class:`~timekeeper.local.platform_data.SampleSet`) in ``conn``'s database, as of
+    ``now`` (aware UTC), in one transaction. Returns ``{name: schedule id}`` of what was
+    created, empty when the database was seeded before. Raises ``psycopg.Error`` when the
+    database refuses (nothing is added then)."""
+    berlin = platform.workspaces.get("berlin")
+    if berlin is None:
+        return {}
+    with conn.transaction():
+        # One seeding at a time (two serve processes on one database): the second waits, then
+        # finds the marker.
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('timekeeper.serve_sample'))")
+        seeded = conn.execute("SELECT 1 FROM schedules WHERE workspace_id = %s AND name = %s",
+                              (berlin, MARKER)).fetchone()
+        if seeded is not None:
+            return {}
+        created = _accounting(conn, berlin, "Europe/Berlin", now)
+        sydney = platform.workspaces.get("sydney")
+        if sydney is not None:
+            created["Harbour reconciliation"] = service.create_schedule(
+                conn, workspace_id=sydney, owner=OWNER, work_kind="reconciliation.sweep", actor=ACTOR, now=now,
+                name="Harbour reconciliation",
+                recurrence={"calendar": {"frequency": "daily", "times": ["01:30"]},
+                            "timezone": "Australia/Sydney"}).id
+        created.update(_deliveries(conn, berlin, platform.users, now))
+    return created
+
+
+def _accounting(conn: Any, workspace_id: Any, zone: str, now: datetime) -> dict[str, Any]:
+    """The books and the accounting schedules of one workspace; returns their ids by name."""
+    rng = random.Random(7)
+    today = now.date()
+    calendar = books.create_calendar(conn, workspace_id=workspace_id, name="Months", timezone=zone,
+                                     first_period_start=date(today.year, 1, 1), periods=36)
+    journal = books.create_recurring_batch(conn, workspace_id=workspace_id, calendar_id=calendar.id,
+                                           name="General journal", opens_on=today, now=now)
+    for i in range(8):
+        amount = Decimal(rng.randrange(10_00, 2_000_00)) / 100
+        day = today - timedelta(days=20 - i * 2)
+        books.add_entry(conn, workspace_id=workspace_id, batch_id=journal.active_batch_id,
+                        account="bank:operating", amount=amount, entry_date=day, reference=f"DUES-{i:03d}")
+        books.add_entry(conn, workspace_id=workspace_id, batch_id=journal.active_batch_id, account="revenue",
+                        amount=-amount, entry_date=day, reference=f"DUES-{i:03d}")
+        books.add_bank_line(conn, workspace_id=workspace_id, bank_account="bank:operating", amount=amount,
+                            booked_on=day + timedelta(days=1), reference=f"DUES-{i:03d}")
+    accruals = books.create_batch(conn, workspace_id=workspace_id, name="Month-end accruals",
+                                  close_at=now + timedelta(days=30), now=now)
+    books.create_billing_plan(conn, workspace_id=workspace_id, customer="Bootshaus Catering",
+                              amount=Decimal("480.00"), currency="EUR", interval_months=1,
+                              first_bill_date=today.replace(day=1))
+    specs: list[tuple[str, str, dict[str, Any], Any]] = [
+        (MARKER, "reconciliation.sweep", {"calendar": {"frequency": "daily", "times": ["02:30"]}}, None),
+        ("Quarter-hour reconciliation", "reconciliation.sweep", {"cron": "*/15 * * * *"}, None),
+        ("General journal roll", "batch.roll",
+         {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["00:10"]}}, journal.id),
+        ("Invoice preparation", "billing.prepare", {"cron": "0 6 * * 1-5"}, None),
+        ("Close the month-end accruals", "batch.auto_close",
+         {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}}, accruals.id),
+        ("Weekly bank sweep (paused)", "reconciliation.sweep", {"cron": "0 9 * * 1"}, None),
+    ]
+    created = {}
+    for name, kind, rule, subject in specs:
+        created[name] = service.create_schedule(
+            conn, workspace_id=workspace_id, owner=OWNER, work_kind=kind, recurrence={**rule, "timezone": zone},
+            actor=ACTOR, now=now, subject_id=subject, name=name).id
+    service.pause_schedule(conn, workspace_id=workspace_id, schedule_id=created["Weekly bank sweep (paused)"],
+                           actor=ACTOR, now=now)
+    return created
+
+
+def _deliveries(conn: Any, workspace_id: Any, users: dict[str, str], now: datetime) -> dict[str, Any]:
+    """The analyst's saved query, report and two query schedules; their ids by name."""
+    analyst = users["analyst"]
+    unpaid, _ = store.create_query(
+        conn, workspace_id=workspace_id, name="Unpaid invoices", actor=analyst, now=now, definition={
+            "entity": "invoices", "columns": ["number", "member_name", "amount_minor", "due_date"],
+            "filters": [{"column": "status", "op": "eq", "value": "open"}], "sort": [{"column": "due_date"}],
+            "limit": 500})
+    aging, _ = store.create_query(
+        conn, workspace_id=workspace_id, name="Receivables aging rows", actor=analyst, now=now, definition={
+            "entity": "snapshot.platform.ar_aging",
+            "columns": ["period", "version", "bucket", "due_date", "days_past_due", "outstanding_minor"],
+            "sort": [{"column": "days_past_due", "direction": "desc"}]})
+    report, _ = reports.create_report(
+        conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=now, definition={
+            "title": "Receivables aging at month end", "sections": [
+                {"heading": "Outstanding invoices, latest published month", "query_id": str(aging.id),
+                 "display": "table", "period": {"choice": "latest"}}]})
+    specs = [
+        ("Morning unpaid invoices", "0 7 * * *", Source("query", unpaid.id), "csv",
+         [users["admin"], analyst, users["viewer"]]),
+        ("Monthly receivables aging", "0 9 2 * *", Source("report", report_id=report.id), "pdf", [users["admin"]]),
+    ]
+    created = {}
+    for name, cron, source, fmt, to in specs:
+        schedule, _ = create_query_schedule(
+            conn, workspace_id=workspace_id, actor=analyst, name=name,
+            recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source, format=fmt, recipients=to,
+            subject_template=SUBJECT, body_template=BODY, now=now)
+        created[name] = schedule.id
+    return created
