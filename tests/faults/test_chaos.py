@@ -61,11 +61,12 @@ def test_a_day_of_random_faults_passes_the_audit(own_server, seed):
     # number depends on timing), so at the default 0.02 (one to three stalls) about one
     # campaign in eight drew none; at 0.1 it draws 13-24.
     # SES throttling and rejections at 0.2 each per submission, with two units of load: a
-    # day then submits about 65 messages (30 at one unit: the load's second recipient is
-    # suppressed early by the sample's bounce), so each kind's expected count is about 13
-    # (at the defaults of 0.1 and one unit, about three). Three database restarts: each
-    # happens at the first crash point at or after its instant (a sweep every 30 minutes
-    # reaches one), so their count is not left to chance.
+    # day then submits over a hundred messages (each load unit's hourly delivery sends to
+    # the admin and the analyst; the viewer is suppressed early by the sample's bounce), so
+    # each kind's expected count is over 20. Three database restarts: each happens at the
+    # first crash point at or after its instant (a sweep every 30 minutes reaches one), so
+    # their count is not left to chance. Connections are cut at 0.5 a wall-clock second
+    # (the default) by the proxy in front of the database: 15-25 cuts in a campaign.
     result = run_chaos(ChaosOptions(days=1, seed=seed, quiet_hours=6, refuse_rate=0.05, stall_rate=0.1, load=2,
                                     ses_throttle_rate=0.2, ses_reject_rate=0.2, db_restarts=3,
                                     show_progress=False))
@@ -83,6 +84,8 @@ def test_a_day_of_random_faults_passes_the_audit(own_server, seed):
     assert totals.get("ses_throttle", 0) >= 1, totals
     assert totals.get("ses_reject", 0) >= 1, totals
     assert totals.get("db_restart", 0) == 3 and len(result.restarts) == 3, (totals, result.notes)
+    # And connections were cut at moments no crash point chose
+    assert totals.get("cut", 0) >= 3, totals
     assert all(check.checked > 0 for check in result.checks if "accounting" not in check.name)
 
 
@@ -91,7 +94,7 @@ def test_every_crash_point_is_hit_crashes_once_and_the_system_recovers(campaign_
     # partitions claims at least 12 of them (a publish of two batches); the refusals reach
     # the release path; each point crashes at its first hit, then never again.
     result = run_chaos(ChaosOptions(days=1, seed=5, quiet_hours=6, database=campaign_database, load=6,
-                                    each_point_once=True, disconnect_rate=0, duplicate_rate=0.05,
+                                    each_point_once=True, disconnect_rate=0, duplicate_rate=0.05, cut_rate=0,
                                     refuse_rate=0.05, show_progress=False))
 
     assert {point: result.faults[("crash", point)] for point in faults.CRASH_POINTS} == {
@@ -145,6 +148,20 @@ def test_the_audit_catches_a_streak_the_history_does_not_imply(tampered):
     assert chaos._streaks(tampered).held
     tampered.execute("""UPDATE schedules SET consecutive_failures = consecutive_failures + 1
                          WHERE id = (SELECT schedule_id FROM schedule_runs WHERE state = 'succeeded' LIMIT 1)""")
+    assert not chaos._streaks(tampered).held
+
+
+def test_the_audit_takes_an_ownerless_pause_as_no_run_s_doing_and_still_catches_a_pause_without_cause(tampered):
+    # The owner hand-off pauses a schedule whose runs imply nothing: the pause is not the runs'
+    schedule = """(SELECT schedule_id FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
+                    WHERE r.state = 'succeeded' AND s.status = 'active'
+                      AND NOT EXISTS (SELECT 1 FROM schedule_events e WHERE e.schedule_id = s.id
+                                        AND e.kind = 'resumed') LIMIT 1)"""
+    tampered.execute(f"UPDATE schedules SET status = 'paused', pause_reason = 'ownerless', next_due_at = NULL "
+                     f"WHERE id = {schedule}")
+    assert chaos._streaks(tampered).held
+    # A pause for a reason the history would have to imply is still caught
+    tampered.execute("UPDATE schedules SET pause_reason = 'consecutive_failures' WHERE pause_reason = 'ownerless'")
     assert not chaos._streaks(tampered).held
 
 

@@ -35,7 +35,14 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   a botocore ``ClientError`` ``Throttling`` ("Maximum sending rate exceeded.": deliveries
   retry the recipient, notice e-mails the message) and with ``ses_reject_rate`` a
   ``MessageRejected`` (a permanent refusal: never retried), for deliveries and owner
-  notices alike.
+  notices alike;
+- **connections cut at arbitrary moments**: the product reaches the database through a
+  TCP proxy (:class:`timekeeper.local.cut_proxy.CuttingProxy`; the simulation's own
+  connection goes direct) that, ``cut_rate`` times per wall-clock second on average while
+  faults are injected, cuts one of the product's open connections chosen from the seed:
+  in the middle of a statement, between a transaction's statements, during a COMMIT
+  (whose outcome the product then does not know) or while the connection sits idle in
+  its pool. Unlike the disconnects, nothing ties a cut to a crash point.
 
 The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
 many times. Then :func:`audit` checks the invariants on the database, the queues and what the
@@ -115,6 +122,10 @@ class ChaosOptions:
     ses_reject_rate: float = 0.1
     #: Restarts of the database server per simulated day of faults (at seeded instants).
     db_restarts: int = 1
+    #: Connections cut per wall-clock second while faults are injected (a Poisson process):
+    #: the product reaches the database through a TCP proxy (:mod:`timekeeper.local.cut_proxy`)
+    #: that cuts one of its open connections, chosen from the seed, at each event. 0: no proxy.
+    cut_rate: float = 0.5
 
 
 @dataclass
@@ -189,7 +200,7 @@ class ChaosResult:
 
     def fault_totals(self) -> dict[str, int]:
         """Injected faults by kind (crash, disconnect, duplicate, refusal, stall,
-        ses_throttle, ses_reject, db_restart)."""
+        ses_throttle, ses_reject, db_restart, cut)."""
         totals: dict[str, int] = collections.Counter()
         for (kind, _), count in self.faults.items():
             totals[kind] += count
@@ -266,6 +277,9 @@ class Campaign:
         self.executions: list[Execution] = []
         #: Consumer invocations that raised or died.
         self.failed_invocations: set[int] = set()
+        #: Consumer invocations running when the proxy cut a connection of the product (the
+        #: cut may have been theirs: they may have lost their database without failing).
+        self.cut_invocations: set[int] = set()
         #: Receives of a run's messages whose invocation died, by run id.
         self.killed_receives: collections.Counter = collections.Counter()
         #: Every receive of each message by a consumer, by SQS message id: (receive count,
@@ -297,6 +311,12 @@ class Campaign:
         self.server_dir: Any = None
         self._restarts_at = restart_instants(options)
         self._restart_lock = threading.Lock()
+        #: The TCP proxy in front of the database (``cut_rate`` > 0), the product's database
+        #: URL before it, and the thread that cuts.
+        self.proxy: Any = None
+        self._direct_url: str | None = None
+        self._cutter: threading.Thread | None = None
+        self._cutting = threading.Event()
 
     # ------------------------------------------------------------------ injection
 
@@ -533,6 +553,12 @@ class Campaign:
                 count = 0
             self.receives[record.get("messageId", "")].append((count, ending(record.get("messageId", ""))))
 
+    def lost_database(self, invocation: int) -> bool:
+        """Whether consumer invocation ``invocation`` died, raised, or ran while the proxy
+        cut a connection of the product: what it wrote after its last commit may be lost
+        though it lived (the documented window of a send whose record did not commit)."""
+        return invocation in self.failed_invocations or invocation in self.cut_invocations
+
     def lost_final_receive(self, message_id: str) -> bool:
         """Whether the last receive of message ``message_id`` ended with its invocation
         killed or raising (an injected crash, disconnect or restart): SQS counted the
@@ -561,6 +587,8 @@ class Campaign:
                                ("after-call.sqs.SendMessageBatch", self._report_refusals)]
         for event, handler in self._session_hooks:
             session.events.register(event, handler)
+        if self.options.cut_rate > 0:
+            self._start_cutting()
         edge.reset()  # the handlers' clients are created again, with the hooks
         self.mailer = CountingMailer(adapters.mailer(), adapters.link_signer(), lambda: self._invocation,
                                      refuse=self.refuse_mail)
@@ -569,6 +597,55 @@ class Campaign:
         # A disconnect makes psycopg warn about every rollback it could not send: expected here.
         logging.getLogger("psycopg").setLevel(logging.ERROR)
         faults.install(self)
+
+    def _start_cutting(self) -> None:
+        """Put the cutting proxy between the product and its database (the product's
+        ``DATABASE_URL`` names the proxy from now on) and start the thread that cuts."""
+        from timekeeper import settings
+        from timekeeper.local.cut_proxy import CuttingProxy, through, upstream_of
+
+        self._direct_url = os.environ[settings.DATABASE_URL_VARIABLE]
+        self.proxy = CuttingProxy(upstream_of(self._direct_url))
+        os.environ[settings.DATABASE_URL_VARIABLE] = through(self._direct_url, self.proxy.port)
+        settings.settings.cache_clear()
+        self._cutting.clear()
+        self._cutter = threading.Thread(target=self._cut_connections, name="timekeeper-chaos-cutter", daemon=True)
+        self._cutter.start()
+
+    def _cut_connections(self) -> None:
+        """The cutter: waits an exponential time (mean ``1 / cut_rate`` wall seconds), then,
+        while faults are injected and no takeover runs, cuts one open connection of the
+        proxy chosen from the campaign's seed (its own stream)."""
+        rng = random.Random(f"{self.options.seed}:cuts")
+        while not self._cutting.wait(rng.expovariate(self.options.cut_rate)):
+            live = self.proxy.live()
+            if not live or not self.active() or self._stalling:
+                continue
+            invocation = self._invocation
+            if self.proxy.cut(rng.choice(live)):
+                with self._refusal_lock:
+                    self.result.faults[("cut", "database connection (TCP proxy)")] += 1
+                    if invocation:
+                        self.cut_invocations.add(invocation)
+
+    def _stop_cutting(self) -> None:
+        """Stop the cutter, give the product its direct database URL back and close the
+        proxy (idempotent)."""
+        from timekeeper import settings
+        from timekeeper.local.cut_proxy import through
+
+        self._cutting.set()
+        if self._cutter is not None:
+            self._cutter.join(10)
+            self._cutter = None
+        if self._direct_url is not None:
+            # (unless the local stack gave the environment back already, when it stopped)
+            if os.environ.get(settings.DATABASE_URL_VARIABLE) == through(self._direct_url, self.proxy.port):
+                os.environ[settings.DATABASE_URL_VARIABLE] = self._direct_url
+                settings.settings.cache_clear()
+            self._direct_url = None
+        if self.proxy is not None:
+            self.proxy.close()
 
     def _check_restartable(self) -> None:
         """Drop the restarts when the server cannot be restarted safely: it is
@@ -593,6 +670,7 @@ class Campaign:
         import boto3
 
         faults.install(None)
+        self._stop_cutting()  # the audit reads the database directly
         logging.getLogger("psycopg").setLevel(logging.NOTSET)
         session = boto3._get_default_session()  # noqa: SLF001
         for event, handler in self._session_hooks:
@@ -601,8 +679,9 @@ class Campaign:
         self.result.checks = audit(conn, stack, self)
 
     def disarm(self) -> None:
-        """Remove the injector (idempotent; after a failed campaign)."""
+        """Remove the injector and the proxy (idempotent; after the campaign, failed or not)."""
         faults.install(None)
+        self._stop_cutting()
 
 
 def restart_instants(options: ChaosOptions) -> list[datetime]:
@@ -870,11 +949,12 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
         check.checked += 1
         kept = recorded.get((run_id, user_id))
         unrecorded_in_failed = sum(1 for message_id, invocation in made
-                                   if message_id != kept and invocation in campaign.failed_invocations)
+                                   if message_id != kept and campaign.lost_database(invocation))
         recorded_a_send = kept in {m for m, _ in made} or (kept is None and unrecorded_in_failed == len(made))
         if run_id == "?" or len(made) - unrecorded_in_failed > 1 or not recorded_a_send:
             check.failures.append(f"run {run_id} recipient {user_id}: {len(made)} messages sent, "
-                                  f"{unrecorded_in_failed} by attempts that died before recording them")
+                                  f"{unrecorded_in_failed} by attempts that died or lost their database before "
+                                  "recording them")
         campaign.result.resent_in_window += len(made) - 1
     deliveries = {}
     for row in conn.execute("""SELECT d.run_id, d.user_id, d.status, d.error_code, r.state AS run_state
@@ -891,7 +971,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
         check.checked += 1
         row = deliveries.get(key)
         rejections = [r for r in refusals if r[0] == "MessageRejected"]
-        lived = [r for r in rejections if r[1] not in campaign.failed_invocations]
+        lived = [r for r in rejections if not campaign.lost_database(r[1])]
         if row is not None and row["status"] == "failed" and row["error_code"] == "rejected":
             if refusals[-1][0] != "MessageRejected" or len(sends.get(key, ())) > refusals[-1][2]:
                 check.failures.append(f"run {key[0]} recipient {key[1]}: recorded rejected, submitted again after "
@@ -956,10 +1036,17 @@ def _snapshot_effects(conn: Any) -> Check:
     return check
 
 
+#: Pause reasons no settled run implies: the dispatcher found the saved definition
+#: invalid, or the owner left or was deactivated (the owner hand-off).
+_PAUSED_OUTSIDE_RUNS = frozenset({"definition_invalid", "ownerless"})
+
+
 def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
     """Each schedule's failure streak and pause equal what its settled runs imply: a
     scheduled failure adds one, any success or skip resets; a schedule pauses when a
-    scheduled failure brings the streak to the threshold or carries a pause reason.
+    scheduled failure brings the streak to the threshold or carries a pause reason
+    (schedules paused for a reason no run implies, :data:`_PAUSED_OUTSIDE_RUNS`, or
+    resumed by a person, are checked for their streak only).
 
     The history is taken in the order the settlements committed, which is the order of
     their ``finished_at`` but for a stalled process's takeover (``campaign``'s stalls): it
@@ -995,7 +1082,7 @@ def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
         if streak != schedule["consecutive_failures"]:
             check.failures.append(f"{schedule['name']}: streak {schedule['consecutive_failures']}, history implies "
                                   f"{streak}")
-        if schedule["id"] in resumed or schedule["pause_reason"] == "definition_invalid":
+        if schedule["id"] in resumed or schedule["pause_reason"] in _PAUSED_OUTSIDE_RUNS:
             continue
         if (schedule["status"] == "paused") != paused_by_runs:
             check.failures.append(f"{schedule['name']}: {schedule['status']} ({schedule['pause_reason']}), history "
@@ -1068,7 +1155,8 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
                   f"{options.duplicate_rate:g}, refuse rate {options.refuse_rate:g}, stall rate "
                   f"{options.stall_rate:g}, SES throttle rate {options.ses_throttle_rate:g}, SES reject rate "
                   f"{options.ses_reject_rate:g}, {options.db_restarts:g} database restart"
-                  f"{'s' if options.db_restarts != 1 else ''} a day) then {options.quiet_hours} quiet hours; "
+                  f"{'s' if options.db_restarts != 1 else ''} a day, {options.cut_rate:g} connection cuts a "
+                  f"second) then {options.quiet_hours} quiet hours; "
                   f"{result.simulation.wall_seconds:.1f}s wall time; "
                   f"{sum(s.taken_over for s in result.stalls)} of {len(result.stalls)} stalled attempts taken over.")
     faults_table = Table(title="Injected faults")

@@ -51,6 +51,17 @@ def _rate(text: str) -> float:
     return value
 
 
+def _per_second(text: str) -> float:
+    """An argparse type: a rate of events per second from 0 to 100 (``0.5``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected events per second such as 0.5, not {text!r}") from None
+    if not 0 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"{value} is out of range 0..100")
+    return value
+
+
 def _day(text: str) -> date:
     """An argparse type: an ISO date (``2027-03-01``) from 1970 to :data:`LAST_START` (so
     that the longest simulation still ends on a representable day)."""
@@ -151,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--db-restarts", type=_int_at_least(0, 96), default=1,
                        help="restarts of the embedded database server per simulated day of faults, at seeded "
                             "instants; skipped with a note when DATABASE_URL names the server (default 1)")
+    chaos.add_argument("--cut-rate", type=_per_second, default=0.5,
+                       help="database connections cut per wall-clock second by a TCP proxy in front of the "
+                            "database, at arbitrary moments (0: no proxy; default 0.5)")
     chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
                        help="hours without faults at the end, for recovery (default 6)")
     chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
@@ -326,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
             days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
             refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, stall_rate=args.stall_rate,
             ses_throttle_rate=args.ses_throttle_rate, ses_reject_rate=args.ses_reject_rate,
-            db_restarts=args.db_restarts,
+            db_restarts=args.db_restarts, cut_rate=args.cut_rate,
             quiet_hours=args.quiet_hours,
             start=args.start, load=args.load, show_progress=not args.no_progress), console)
         print_chaos(chaos, console)
