@@ -3,6 +3,7 @@ proxy events, on the real database (the API's row-level-security connection)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -393,6 +394,27 @@ def test_an_unexpected_fault_is_a_generic_500_and_its_text_is_not_logged(db_url,
     logged = " ".join(str(record.__dict__) for record in caplog.records)
     assert "SyntaxError" in logged and "frames" in logged
     assert "SELECT" not in logged
+
+
+def test_a_database_connection_lost_under_a_request_is_a_503_to_retry_not_a_500(api_conn, caller):
+    # Given an API whose connection's socket is cut under the driver (a failover, a network fault)
+    import socket
+
+    from tests.api.conftest import proxy_event
+    from timekeeper.api import ApiAdapters, create_app
+    from timekeeper.edge import registries
+    from timekeeper.local.lambdas import LambdaContext
+
+    with socket.fromfd(api_conn.pgconn.socket, socket.AF_UNIX, socket.SOCK_STREAM) as duplicate:
+        duplicate.shutdown(socket.SHUT_RDWR)
+    app = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: ListPublisher(),
+                                 registry=registries.work_kinds, now=lambda: NOW))
+    # When a route reads through it
+    response = app.resolve(proxy_event("GET", "/schedules", claims=caller.claims()), LambdaContext("api"))
+    # Then the caller is told to retry (503 with Retry-After), not given an internal error
+    assert response["statusCode"] == 503
+    assert json.loads(response["body"])["code"] == "database_unavailable"
+    assert response["multiValueHeaders"]["Retry-After"] == ["1"]
 
 
 def test_a_workspace_id_that_is_not_a_uuid_is_401(call):

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
+import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import (
@@ -38,6 +39,13 @@ INVALID_CURSOR = "invalid_cursor"
 DEFINITION_INVALID = "definition_invalid"
 UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
 INTERNAL_ERROR = "internal_error"
+#: The database did not answer the request (a connection lost, the server restarting or
+#: failing over, a statement cancelled): 503 with ``Retry-After``. Nothing the request
+#: would have changed is half done (its transaction rolled back, or committed whole: a
+#: retry with the same Idempotency-Key returns what the first made).
+DATABASE_UNAVAILABLE = "database_unavailable"
+#: Seconds a client waits before retrying a ``database_unavailable`` answer.
+DATABASE_RETRY_AFTER_S = 1
 #: The caller sent an Idempotency-Key they used for another request (method, path or body).
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 #: The local server's HTTP layer refused the request itself (oversized header, bad request line).
@@ -224,6 +232,13 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     @app.exception_handler(NotFoundError)
     def _no_route(_: NotFoundError) -> Response:  # create_app replaces it (405 for a known path)
         return error_response(HTTPStatus.NOT_FOUND, NOT_FOUND, "no such route")
+
+    @app.exception_handler(psycopg.OperationalError)
+    def _database_unavailable(error: psycopg.OperationalError) -> Response:
+        logger.warning("database unavailable", extra={"error_type": type(error).__name__})
+        return error_response(HTTPStatus.SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE,
+                              "the database did not answer; retry the request (with the same Idempotency-Key)",
+                              headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)
     def _unexpected(error: Exception) -> Response:
