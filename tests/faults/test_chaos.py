@@ -86,6 +86,8 @@ def test_a_day_of_random_faults_passes_the_audit(own_server, seed):
     assert totals.get("db_restart", 0) == 3 and len(result.restarts) == 3, (totals, result.notes)
     # And connections were cut at moments no crash point chose
     assert totals.get("cut", 0) >= 3, totals
+    # And the API was driven meanwhile: 24 requests, six of each kind, audited above
+    assert result.api_requests == {"schedule_run": 6, "delivery_run": 6, "export": 6, "render": 6}
     assert all(check.checked > 0 for check in result.checks if "accounting" not in check.name)
 
 
@@ -163,6 +165,34 @@ def test_the_audit_takes_an_ownerless_pause_as_no_run_s_doing_and_still_catches_
     # A pause for a reason the history would have to imply is still caught
     tampered.execute("UPDATE schedules SET pause_reason = 'consecutive_failures' WHERE pause_reason = 'ownerless'")
     assert not chaos._streaks(tampered).held
+
+
+def test_the_api_audit_catches_a_500_a_key_naming_two_runs_and_a_run_nobody_asked_for(tampered):
+    from datetime import UTC, datetime
+
+    from timekeeper.local.chaos_api import ApiDriver, ApiRequest, ApiTargets, audit_api
+
+    # (a schedule the campaign's own API requests did not run)
+    schedule = tampered.execute("""SELECT r.id, r.schedule_id FROM schedule_runs r
+                                    WHERE r.trigger = 'scheduled'
+                                      AND NOT EXISTS (SELECT 1 FROM schedule_runs m WHERE m.schedule_id = r.schedule_id
+                                                        AND m.trigger = 'manual') LIMIT 1""").fetchone()
+    at = datetime(2027, 3, 1, 12, tzinfo=UTC)
+    path = f"/schedules/{schedule['schedule_id']}/run"
+    driver = ApiDriver([], ApiTargets(), 1, invoke=None)
+    assert audit_api(tampered, driver).held
+    # A run the API accepted, and nothing else manual on the schedule: held
+    tampered.execute("UPDATE schedule_runs SET trigger = 'manual' WHERE id = %s", (schedule["id"],))
+    driver.requests = [ApiRequest("schedule_run", path, "k1", at, [503, 201], [str(schedule["id"])])]
+    assert audit_api(tampered, driver).held
+    # A 500 among the answers, one key naming two runs, a manual run no accepted key made:
+    # each caught
+    run = str(schedule["id"])
+    for request in (ApiRequest("schedule_run", path, "k1", at, [500, 201], [run]),
+                    ApiRequest("schedule_run", path, "k1", at, [201, 200], [run, str(uuid4())]),
+                    ApiRequest("schedule_run", path, "k2", at, [201], [str(uuid4())])):
+        driver.requests = [request]
+        assert not audit_api(tampered, driver).held, request
 
 
 def test_the_streak_history_places_a_takeovers_settlement_where_the_process_stalled(tampered):

@@ -42,7 +42,11 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   faults are injected, cuts one of the product's open connections chosen from the seed:
   in the middle of a statement, between a transaction's statements, during a COMMIT
   (whose outcome the product then does not know) or while the connection sits idle in
-  its pool. Unlike the disconnects, nothing ties a cut to a crash point.
+  its pool. Unlike the disconnects, nothing ties a cut to a crash point;
+- **the API driven meanwhile**: ``api_requests`` a simulated day, at seeded instants, the
+  REAL API function is called as a client retrying with its Idempotency-Key would (Run
+  now of a schedule and of a delivery, an export, a render;
+  :mod:`timekeeper.local.chaos_api`), under the same faults.
 
 The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
 many times. Then :func:`audit` checks the invariants on the database, the queues and what the
@@ -83,6 +87,7 @@ from typing import Any
 from uuid import UUID
 
 from timekeeper import clock, faults
+from timekeeper.local.chaos_api import audit_api
 
 CHAOS_DATABASE = "timekeeper_chaos"
 _TOKEN = re.compile(r"/downloads/([A-Za-z0-9_.\-]+)")
@@ -126,6 +131,9 @@ class ChaosOptions:
     #: the product reaches the database through a TCP proxy (:mod:`timekeeper.local.cut_proxy`)
     #: that cuts one of its open connections, chosen from the seed, at each event. 0: no proxy.
     cut_rate: float = 0.5
+    #: API requests per simulated day of faults (Run now of a schedule and of a delivery, an
+    #: export, a render, in turn; :mod:`timekeeper.local.chaos_api`).
+    api_requests: int = 24
 
 
 @dataclass
@@ -185,6 +193,10 @@ class ChaosResult:
     dead_lettered_killed: int = 0
     #: Delivery messages sent again because the attempt that sent them died before recording them.
     resent_in_window: int = 0
+    #: The campaign's API requests (:mod:`timekeeper.local.chaos_api`): answers by HTTP
+    #: status over every try, requests by kind, and requests sent twice by the client.
+    api_answers: collections.Counter = field(default_factory=collections.Counter)
+    api_requests: collections.Counter = field(default_factory=collections.Counter)
     #: The stalled processes, in the order they stalled.
     stalls: list[Stall] = field(default_factory=list)
     #: The database restarts made: (simulated instant, the crash point it interrupted, seconds).
@@ -314,6 +326,8 @@ class Campaign:
         #: The TCP proxy in front of the database (``cut_rate`` > 0), the product's database
         #: URL before it, and the thread that cuts.
         self.proxy: Any = None
+        #: The API requests of the campaign (``api_requests`` > 0), made as their instants come.
+        self.api: Any = None
         self._direct_url: str | None = None
         self._cutter: threading.Thread | None = None
         self._cutting = threading.Event()
@@ -579,6 +593,13 @@ class Campaign:
 
         self._stack, self._conn = stack, conn
         add_load(conn, stack, units=self.options.load, now=clock.now())
+        if self.options.api_requests:
+            from timekeeper.local.chaos_api import ApiDriver, api_instants, find_targets
+            from timekeeper.local.stack import invoke_quietly
+
+            first = datetime.combine(self.options.start, datetime.min.time(), tzinfo=UTC)
+            self.api = ApiDriver(api_instants(self.options.days, self.options.api_requests, first, self.options.seed),
+                                 find_targets(conn, stack.platform), self.options.seed, invoke_quietly)
         for source in stack.sources.values():
             source.duplicate = self.duplicate
             source.function = self._wrap_consumer(source.function)
@@ -647,6 +668,11 @@ class Campaign:
         if self.proxy is not None:
             self.proxy.close()
 
+    def minute(self, stack: Any, conn: Any, now: datetime) -> bool:
+        """Each simulated minute the simulation runs: make the API requests due by ``now``;
+        True when one was made (the simulation then polls every queue)."""
+        return self.api.tick(now) if self.api is not None else False
+
     def _check_restartable(self) -> None:
         """Drop the restarts when the server cannot be restarted safely: it is
         ``DATABASE_URL``'s (another server, perhaps shared), or other processes hold the
@@ -676,6 +702,10 @@ class Campaign:
         for event, handler in self._session_hooks:
             session.events.unregister(event, handler)
         self.result.simulation = simulation
+        if self.api is not None:
+            for request in self.api.requests:
+                self.result.api_requests[request.kind] += 1
+                self.result.api_answers.update(request.statuses)
         self.result.checks = audit(conn, stack, self)
 
     def disarm(self) -> None:
@@ -761,7 +791,7 @@ def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
     return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _stalled_attempts(conn, campaign),
             _accounting_effects(conn),
             _delivery_effects(conn, campaign), _snapshot_effects(conn), _streaks(conn, campaign),
-            _queues(conn, stack, campaign)]
+            _queues(conn, stack, campaign), audit_api(conn, campaign.api)]
 
 
 def _occurrences(conn: Any) -> Check:
@@ -1199,4 +1229,9 @@ def print_chaos(result: ChaosResult, console: Any) -> None:
                   f"run messages dead-lettered after their consumer was killed on each receive (the run settled "
                   f"without them): {result.dead_lettered_killed}; delivery messages sent twice because the "
                   f"attempt died between the provider's acceptance and the record: {result.resent_in_window}.")
+    if result.api_requests:
+        kinds = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(result.api_requests.items()))
+        answers = ", ".join(f"{status} x {n}" for status, n in sorted(result.api_answers.items()))
+        console.print(f"API requests during the faults: {sum(result.api_requests.values())} ({kinds}); "
+                      f"answers over every try: {answers}.")
     console.print("[green]All invariants held.[/]" if result.passed else "[red]An invariant failed.[/]")

@@ -165,6 +165,9 @@ def build_parser() -> argparse.ArgumentParser:
     chaos.add_argument("--cut-rate", type=_per_second, default=0.5,
                        help="database connections cut per wall-clock second by a TCP proxy in front of the "
                             "database, at arbitrary moments (0: no proxy; default 0.5)")
+    chaos.add_argument("--api-requests", type=_int_at_least(0, 1440), default=24,
+                       help="API requests per simulated day of faults (Run now, exports, renders, each with an "
+                            "Idempotency-Key and a client's retries; default 24)")
     chaos.add_argument("--quiet-hours", type=_int_at_least(1, 24 * 30), default=6,
                        help="hours without faults at the end, for recovery (default 6)")
     chaos.add_argument("--load", type=_int_at_least(0, 20), default=1,
@@ -340,7 +343,7 @@ def _run(args: argparse.Namespace) -> int:
             days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
             refuse_rate=args.refuse_rate, disconnect_rate=args.disconnect_rate, stall_rate=args.stall_rate,
             ses_throttle_rate=args.ses_throttle_rate, ses_reject_rate=args.ses_reject_rate,
-            db_restarts=args.db_restarts, cut_rate=args.cut_rate,
+            db_restarts=args.db_restarts, cut_rate=args.cut_rate, api_requests=args.api_requests,
             quiet_hours=args.quiet_hours,
             start=args.start, load=args.load, show_progress=not args.no_progress), console)
         print_chaos(chaos, console)

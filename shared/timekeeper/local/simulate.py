@@ -203,7 +203,9 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
     Returns the :class:`SimulationResult`. The database (``options.database``) is created
     afresh and kept; everything else started is stopped, also on ``KeyboardInterrupt``.
     ``hooks`` (a fault campaign, :mod:`timekeeper.local.chaos`): ``hooks.started(stack,
-    conn)`` is called once the samples are loaded, before the first minute, and
+    conn)`` is called once the samples are loaded, before the first minute,
+    ``hooks.minute(stack, conn, now)`` in each minute the simulation runs, after the
+    dispatcher passes (True: it queued something, so every queue is polled), and
     ``hooks.finished(stack, conn, result)`` after the summary was read, before the stack
     stops (``conn`` is the simulation's own connection).
     """
@@ -296,6 +298,8 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
                                 sent_to.add(SNAPSHOTS.name)
                         if stack.dispatch_snapshots(now)["sent"]:
                             sent_to.add(SNAPSHOTS.name)
+                    if hooks is not None and hooks.minute(stack, conn, now):
+                        sent_to.update(stack.sources)  # what the hooks' API requests queued
                     if minute == 0 or sum(stack.scheduled_errors.values()) > failed_before:
                         # the malformed messages; or a pass that failed may have sent part of its messages
                         sent_to.update(stack.sources)
