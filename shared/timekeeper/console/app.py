@@ -354,7 +354,9 @@ def rule_text(recurrence: dict[str, Any]) -> str:
         parts.append(f"(every {cal['interval']})")
     if cal.get("weekdays"):
         parts.append("on " + ", ".join(cal["weekdays"]))
-    if cal.get("month_day"):
+    if cal.get("month_day") == "last":
+        parts.append("on the last day")
+    elif cal.get("month_day"):
         parts.append(f"on day {cal['month_day']}")
     if cal.get("nth_weekday"):
         n, day = cal["nth_weekday"]
