@@ -40,26 +40,25 @@ def _int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def _rate(text: str) -> float:
-    """An argparse type: a probability from 0 to 1 (``0.05``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a probability such as 0.05, not {text!r}") from None
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"{value} is out of range 0..1")
-    return value
+def _number_in(low: float, high: float, what: str, example: str) -> Callable[[str], float]:
+    """An argparse type: a number from ``low`` to ``high`` (``what`` and ``example`` word
+    the refusal of text that is no number)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} such as {example}, not {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is out of range {low:g}..{high:g}")
+        return value
+
+    return parse
 
 
-def _per_second(text: str) -> float:
-    """An argparse type: a rate of events per second from 0 to 100 (``0.5``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected events per second such as 0.5, not {text!r}") from None
-    if not 0 <= value <= 100:
-        raise argparse.ArgumentTypeError(f"{value} is out of range 0..100")
-    return value
+#: A probability from 0 to 1 (``0.05``); a rate of events per second from 0 to 100 (``0.5``).
+_rate = _number_in(0, 1, "a probability", "0.05")
+_per_second = _number_in(0, 100, "events per second", "0.5")
 
 
 def _day(text: str) -> date:

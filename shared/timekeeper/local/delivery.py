@@ -207,6 +207,24 @@ def sample_outcomes(conn: Any, users: dict[str, str]) -> dict[str, str]:
     return {emails[users["viewer"]]: BOUNCES, emails[users["multi"]]: COMPLAINS}
 
 
+def create_aging_report(conn: Any, *, workspace_id: UUID, actor: str, now: datetime,
+                        query_name: str) -> Any:
+    """The sample's "Receivables aging" report over the published ``ar_aging`` snapshot (its
+    latest published month; a saved query ``query_name`` reads its rows), saved by
+    ``actor`` at ``now``; returns the report."""
+    query, _ = store.create_query(
+        conn, workspace_id=workspace_id, name=query_name, actor=actor, now=now, definition={
+            "entity": "snapshot.platform.ar_aging",
+            "columns": ["period", "version", "bucket", "due_date", "days_past_due", "outstanding_minor"],
+            "sort": [{"column": "days_past_due", "direction": "desc"}]})
+    report, _ = reports.create_report(
+        conn, workspace_id=workspace_id, name="Receivables aging", actor=actor, now=now, definition={
+            "title": "Receivables aging at month end", "sections": [
+                {"heading": "Outstanding invoices, latest published month", "query_id": str(query.id),
+                 "display": "table", "period": {"choice": "latest"}}]})
+    return report
+
+
 def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str], start: datetime) -> DeliverySample:
     """Create the sample's saved queries, report and query schedules (see the module's
     description) in ``workspace_id``; ``users`` is the Platform sample's user ids by
@@ -227,16 +245,8 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
                 "entity": "invoices", "columns": ["number", "amount_minor"],
                 "filters": [{"column": "status", "op": "eq", "value": "void"},
                             {"column": "amount_minor", "op": "lt", "value": 0}]})
-        aging_query, _ = store.create_query(
-            conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=start, definition={
-                "entity": "snapshot.platform.ar_aging",
-                "columns": ["period", "version", "bucket", "due_date", "days_past_due", "outstanding_minor"],
-                "sort": [{"column": "days_past_due", "direction": "desc"}]})
-        aging_report, _ = reports.create_report(
-            conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=start, definition={
-                "title": "Receivables aging at month end", "sections": [
-                    {"heading": "Outstanding invoices, latest published month", "query_id": str(aging_query.id),
-                     "display": "table", "period": {"choice": "latest"}}]})
+        aging_report = create_aging_report(conn, workspace_id=workspace_id, actor=analyst, now=start,
+                                           query_name="Receivables aging")
         report, _ = reports.create_report(conn, workspace_id=workspace_id, name="Invoice report", actor=analyst,
                                           now=start, definition={"title": "Open invoices", "sections": [
                                               {"heading": "Open invoices", "query_id": str(open_query.id),

@@ -29,7 +29,8 @@ from decimal import Decimal
 from typing import Any
 
 from timekeeper.accounting import books
-from timekeeper.reporting import reports, store
+from timekeeper.local.delivery import create_aging_report
+from timekeeper.reporting import store
 from timekeeper.reporting.query_schedules import Source, create_query_schedule
 from timekeeper.schedules import service
 
@@ -124,16 +125,8 @@ def _deliveries(conn: Any, workspace_id: Any, users: dict[str, str], now: dateti
             "entity": "invoices", "columns": ["number", "member_name", "amount_minor", "due_date"],
             "filters": [{"column": "status", "op": "eq", "value": "open"}], "sort": [{"column": "due_date"}],
             "limit": 500})
-    aging, _ = store.create_query(
-        conn, workspace_id=workspace_id, name="Receivables aging rows", actor=analyst, now=now, definition={
-            "entity": "snapshot.platform.ar_aging",
-            "columns": ["period", "version", "bucket", "due_date", "days_past_due", "outstanding_minor"],
-            "sort": [{"column": "days_past_due", "direction": "desc"}]})
-    report, _ = reports.create_report(
-        conn, workspace_id=workspace_id, name="Receivables aging", actor=analyst, now=now, definition={
-            "title": "Receivables aging at month end", "sections": [
-                {"heading": "Outstanding invoices, latest published month", "query_id": str(aging.id),
-                 "display": "table", "period": {"choice": "latest"}}]})
+    report = create_aging_report(conn, workspace_id=workspace_id, actor=analyst, now=now,
+                                 query_name="Receivables aging rows")
     specs = [
         ("Morning unpaid invoices", "0 7 * * *", Source("query", unpaid.id), "csv",
          [users["admin"], analyst, users["viewer"]]),
