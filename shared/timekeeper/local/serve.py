@@ -527,6 +527,8 @@ class LocalServer:
     worker: PipelineWorker
     httpd: WSGIServer
     _thread: threading.Thread | None = None
+    #: The handlers' logger's level before the server set it (given back by :meth:`stop`).
+    _log_level: int | None = None
 
     @property
     def database_url(self) -> str:
@@ -554,6 +556,11 @@ class LocalServer:
         self.httpd.server_close()
         self.worker.stop()
         self.stack.stop()
+        if self._log_level is not None:
+            from timekeeper.observability import logger
+
+            logger.setLevel(self._log_level)
+            self._log_level = None
 
 
 def start_server(options: ServeOptions, *, database_url: str | None = None) -> LocalServer:
@@ -593,9 +600,15 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
         os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
         settings.settings.cache_clear()
     _enable_console(stack)
+    # The functions' log lines at the level the stack's environment names (WARNING unless
+    # POWERTOOLS_LOG_LEVEL says otherwise): their logger may have been built before it was set.
+    from timekeeper.observability import logger
+
+    log_level = logger.level
+    logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING").upper())
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
-    return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd)
+    return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd, _log_level=log_level)
 
 
 def _enable_console(stack: LocalStack) -> None:

@@ -44,11 +44,6 @@ def quiet_lambda_environment(log_level: str = "ERROR") -> None:
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Timekeeper")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", log_level)
-    # The handlers' logger may exist already (built when a module imported it, before this
-    # ran): give it the level the environment now names.
-    from timekeeper.observability import logger
-
-    logger.setLevel(os.environ["POWERTOOLS_LOG_LEVEL"].upper())
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
