@@ -5,8 +5,10 @@ REAL API function through an API Gateway proxy event with a development token, a
 well-behaved client: each request carries an Idempotency-Key, an answer the client may
 retry (503 ``database_unavailable``, or the invocation dying: API Gateway's 502) is
 retried at once with the same key, up to :data:`ATTEMPTS` times, and about one request in
-three is sent a second time after its answer (a client that did not see the answer). The
-requests, in turn:
+three is sent a second time after its answer (a client that did not see the answer). An
+accepted export or render is polled (``GET``) each simulated minute the campaign runs
+until it is finished, as its requester's client does (the export's read also offers a
+never-published export to the queue again). The requests, in turn:
 
 * **Run now** of an accounting schedule (``POST /schedules/{id}/run``);
 * **Run now** of a delivery (``POST /query-schedules/{id}/run``);
@@ -112,6 +114,9 @@ class ApiDriver:
         self.rng = random.Random(f"{seed}:api-requests")
         self.invoke = invoke
         self.requests: list[ApiRequest] = []
+        #: Accepted exports and renders not yet seen finished, and the polls made.
+        self.outstanding: list[ApiRequest] = []
+        self.polls = 0
         self._turn = 0
 
     def tick(self, now: datetime) -> bool:
@@ -128,8 +133,34 @@ class ApiDriver:
             self._send(request)
             if self.rng.random() < 1 / 3:  # the client did not see the answer: the same request again
                 self._send(request)
+            if request.kind in ("export", "render") and request.ids:
+                self.outstanding.append(request)
             made = True
+        for request in list(self.outstanding):
+            made = True
+            if self._poll(request) in ("succeeded", "failed"):
+                self.outstanding.remove(request)
         return made
+
+    def _poll(self, request: ApiRequest) -> str | None:
+        """``GET`` the export or render ``request`` made; its state, or None when the read
+        was refused (polled again next minute)."""
+        from timekeeper.local.serve import proxy_event_from_wsgi
+        from timekeeper.local.stack import FunctionCrashed
+
+        self.polls += 1
+        target = request.ids[-1]
+        path = (f"/exports/{target}" if request.kind == "export"
+                else f"{request.path}/{target}")
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "wsgi.input": io.BytesIO(b""),
+                   "HTTP_AUTHORIZATION": f"Bearer dev:{self.targets.person}:{self._workspace(request)}:{ROLES}"}
+        try:
+            answer = self.invoke("api", proxy_event_from_wsgi(environ), timeout_s=29)
+        except FunctionCrashed:
+            return None
+        if int(answer.get("statusCode", 200)) != 200:
+            return None
+        return json.loads(answer.get("body") or "{}").get("state")
 
     def _request(self, kind: str, now: datetime) -> ApiRequest | None:
         target = {"schedule_run": self.targets.schedule, "delivery_run": self.targets.delivery,
