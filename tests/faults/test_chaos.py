@@ -183,14 +183,14 @@ def test_the_api_audit_catches_a_500_a_key_naming_two_runs_and_a_run_nobody_aske
     assert audit_api(tampered, driver).held
     # A run the API accepted, and nothing else manual on the schedule: held
     tampered.execute("UPDATE schedule_runs SET trigger = 'manual' WHERE id = %s", (schedule["id"],))
-    driver.requests = [ApiRequest("schedule_run", path, "k1", at, [503, 201], [str(schedule["id"])])]
+    driver.requests = [ApiRequest("schedule_run", path, "k1", at, "ws", [503, 201], [str(schedule["id"])])]
     assert audit_api(tampered, driver).held
     # A 500 among the answers, one key naming two runs, a manual run no accepted key made:
     # each caught
     run = str(schedule["id"])
-    for request in (ApiRequest("schedule_run", path, "k1", at, [500, 201], [run]),
-                    ApiRequest("schedule_run", path, "k1", at, [201, 200], [run, str(uuid4())]),
-                    ApiRequest("schedule_run", path, "k2", at, [201], [str(uuid4())])):
+    for request in (ApiRequest("schedule_run", path, "k1", at, "ws", [500, 201], [run]),
+                    ApiRequest("schedule_run", path, "k1", at, "ws", [201, 200], [run, str(uuid4())]),
+                    ApiRequest("schedule_run", path, "k2", at, "ws", [201], [str(uuid4())])):
         driver.requests = [request]
         assert not audit_api(tampered, driver).held, request
 

@@ -194,7 +194,7 @@ class ChaosResult:
     #: Delivery messages sent again because the attempt that sent them died before recording them.
     resent_in_window: int = 0
     #: The campaign's API requests (:mod:`timekeeper.local.chaos_api`): answers by HTTP
-    #: status over every try, requests by kind, and requests sent twice by the client.
+    #: status over every try, and requests by kind.
     api_answers: collections.Counter = field(default_factory=collections.Counter)
     api_requests: collections.Counter = field(default_factory=collections.Counter)
     #: The stalled processes, in the order they stalled.
@@ -329,6 +329,7 @@ class Campaign:
         #: The API requests of the campaign (``api_requests`` > 0), made as their instants come.
         self.api: Any = None
         self._direct_url: str | None = None
+        self._proxied_url: str | None = None
         self._cutter: threading.Thread | None = None
         self._cutting = threading.Event()
 
@@ -627,7 +628,8 @@ class Campaign:
 
         self._direct_url = os.environ[settings.DATABASE_URL_VARIABLE]
         self.proxy = CuttingProxy(upstream_of(self._direct_url))
-        os.environ[settings.DATABASE_URL_VARIABLE] = through(self._direct_url, self.proxy.port)
+        self._proxied_url = through(self._direct_url, self.proxy.port)
+        os.environ[settings.DATABASE_URL_VARIABLE] = self._proxied_url
         settings.settings.cache_clear()
         self._cutting.clear()
         self._cutter = threading.Thread(target=self._cut_connections, name="timekeeper-chaos-cutter", daemon=True)
@@ -653,7 +655,6 @@ class Campaign:
         """Stop the cutter, give the product its direct database URL back and close the
         proxy (idempotent)."""
         from timekeeper import settings
-        from timekeeper.local.cut_proxy import through
 
         self._cutting.set()
         if self._cutter is not None:
@@ -661,7 +662,7 @@ class Campaign:
             self._cutter = None
         if self._direct_url is not None:
             # (unless the local stack gave the environment back already, when it stopped)
-            if os.environ.get(settings.DATABASE_URL_VARIABLE) == through(self._direct_url, self.proxy.port):
+            if os.environ.get(settings.DATABASE_URL_VARIABLE) == self._proxied_url:
                 os.environ[settings.DATABASE_URL_VARIABLE] = self._direct_url
                 settings.settings.cache_clear()
             self._direct_url = None

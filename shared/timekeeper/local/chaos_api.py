@@ -50,6 +50,7 @@ class ApiRequest:
     path: str
     key: str
     at: datetime
+    workspace: str
     statuses: list[int] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
 
@@ -64,6 +65,11 @@ class ApiTargets:
     query: tuple[str, str] | None = None  # (workspace, saved query id)
     report: tuple[str, str] | None = None  # (workspace, report id)
     person: str = "chaos-api"
+
+    def of(self, kind: str) -> tuple[str, str] | None:
+        """The ``(workspace, id)`` a request of ``kind`` acts on (None: the sample has none)."""
+        return {"schedule_run": self.schedule, "delivery_run": self.delivery, "export": self.query,
+                "render": self.report}[kind]
 
 
 #: The development token's roles of the campaign's API person.
@@ -153,7 +159,7 @@ class ApiDriver:
         path = (f"/exports/{target}" if request.kind == "export"
                 else f"{request.path}/{target}")
         environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "wsgi.input": io.BytesIO(b""),
-                   "HTTP_AUTHORIZATION": f"Bearer dev:{self.targets.person}:{self._workspace(request)}:{ROLES}"}
+                   "HTTP_AUTHORIZATION": f"Bearer dev:{self.targets.person}:{request.workspace}:{ROLES}"}
         try:
             answer = self.invoke("api", proxy_event_from_wsgi(environ), timeout_s=29)
         except FunctionCrashed:
@@ -163,19 +169,14 @@ class ApiDriver:
         return json.loads(answer.get("body") or "{}").get("state")
 
     def _request(self, kind: str, now: datetime) -> ApiRequest | None:
-        target = {"schedule_run": self.targets.schedule, "delivery_run": self.targets.delivery,
-                  "export": self.targets.query, "render": self.targets.report}[kind]
+        target = self.targets.of(kind)
         if target is None:
             return None
         path = {"schedule_run": "/schedules/{}/run", "delivery_run": "/query-schedules/{}/run",
                 "export": "/queries/{}/exports", "render": "/reports/{}/renders"}[kind].format(target[1])
-        request = ApiRequest(kind, path, f"chaos-{uuid.UUID(int=self.rng.getrandbits(128))}", now)
+        request = ApiRequest(kind, path, f"chaos-{uuid.UUID(int=self.rng.getrandbits(128))}", now, target[0])
         self.requests.append(request)
         return request
-
-    def _workspace(self, request: ApiRequest) -> str:
-        return {"schedule_run": self.targets.schedule, "delivery_run": self.targets.delivery,
-                "export": self.targets.query, "render": self.targets.report}[request.kind][0]
 
     def _send(self, request: ApiRequest) -> None:
         """One request with its immediate retries: each try's status and answer's id."""
@@ -186,7 +187,7 @@ class ApiDriver:
         person = "chaos-api" if request.kind == "schedule_run" else self.targets.person
         environ = {"REQUEST_METHOD": "POST", "PATH_INFO": request.path, "wsgi.input": io.BytesIO(body),
                    "CONTENT_LENGTH": str(len(body)),
-                   "HTTP_AUTHORIZATION": f"Bearer dev:{person}:{self._workspace(request)}:{ROLES}",
+                   "HTTP_AUTHORIZATION": f"Bearer dev:{person}:{request.workspace}:{ROLES}",
                    "HTTP_IDEMPOTENCY_KEY": request.key}
         if body:
             environ["CONTENT_TYPE"] = "application/json"
