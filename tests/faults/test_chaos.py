@@ -254,6 +254,31 @@ def test_the_audit_catches_a_second_message_outside_the_window(tampered):
     assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
 
 
+def test_an_unrecorded_notice_message_passes_only_with_a_fault_before_its_retry(tampered):
+    # Given an owner notice message the campaign recorded (the people pass sent it)
+    sent = tampered.execute("""SELECT u.email, o.provider_message_id FROM query_delivery_outbox o
+                                 JOIN users u ON u.id = o.user_id
+                                WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL LIMIT 1""").fetchone()
+    if sent is None:  # the campaign told nobody: make one recorded notice message
+        sent = tampered.execute("""UPDATE query_delivery_outbox SET run_id = NULL, provider_message_id = 'notice-1'
+                                    WHERE communication_key = (SELECT communication_key FROM query_delivery_outbox
+                                                                WHERE provider_message_id IS NOT NULL LIMIT 1)
+                                    RETURNING (SELECT email FROM users WHERE id = user_id) AS email,
+                                              provider_message_id""").fetchone()
+    campaign = Campaign(ChaosOptions())
+    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    mine = f"notice messages to {sent['email']}:"
+    # When a first submission was accepted but not recorded, and a fault came before the retry
+    campaign.mailer.notice_sends[sent["email"]] = [("unrecorded", 3), (sent["provider_message_id"], 4)]
+    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    # ... but with no fault between them, the person was mailed twice
+    campaign.mailer.notice_sends[sent["email"]] = [("unrecorded", 4), (sent["provider_message_id"], 4)]
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    # ... and a recorded message nobody sent is caught as well
+    campaign.mailer.notice_sends[sent["email"]] = [("another", 4)]
+    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+
+
 def test_the_audit_catches_a_rejected_recipient_submitted_again(tampered):
     # Given a recipient the provider rejected and the journal recorded so
     row = tampered.execute("""UPDATE query_deliveries SET status = 'failed', error_code = 'rejected'
