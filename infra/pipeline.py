@@ -23,7 +23,7 @@ from infra import settings
 from infra.functions import WORKER, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from timekeeper.settings import NOTIFICATION_TOPIC_VARIABLE, run_queue_url_variable
-from timekeeper.topology import SQS, Pipeline, QueueConsumer
+from timekeeper.topology import SQS, Pipeline, QueueConsumer, WorkQueue
 
 
 def dispatcher_max_event_age_s(pipeline: Pipeline) -> int:
@@ -178,3 +178,10 @@ class PipelineResources(Construct):
             self, "Consumer", layer=layer, database=database, log_retention=log_retention,
             description=f"Timekeeper {pipeline.name} consumer")
         self.event_source = self.queues.built.event_source
+
+    def sweep(self, work_queue: WorkQueue, queue: sqs.IQueue) -> None:
+        """Let the owner-wide dispatcher (partition 0, which runs the owner's maintenance
+        tasks) offer ``work_queue``'s unpublished requests again: ``queue``'s URL in its
+        environment and the right to send to it."""
+        self.dispatcher.function.add_environment(work_queue.queue_url_variable, queue.queue_url)
+        queue.grant_send_messages(self.dispatcher.role)

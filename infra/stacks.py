@@ -142,6 +142,10 @@ class AppStack(Stack):
                                log_retention=config.log_retention, name_prefix=config.name_prefix)
             for queue in WORK_QUEUES.values()
         ]
+        by_name = {resources.pipeline.name: resources for resources in self.pipelines}
+        for resources in self.work_queues:
+            if resources.work_queue.swept_by is not None:
+                by_name[resources.work_queue.swept_by].sweep(resources.work_queue, resources.queues.queue)
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,

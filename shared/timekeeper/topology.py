@@ -314,12 +314,17 @@ class WorkQueue:
     Units: seconds unless the name says otherwise. The consumer's ``max_receive_count`` is
     also its idea of its final receive (it settles the request failed then), its timeout the
     lease of an attempt; ``reoffer_after_s``: a queued request never published (a refused
-    publish, a crash after commit) is offered again once it is this old.
+    publish, a crash after commit) is offered again once it is this old: by the next read of
+    it, the next consumer batch, and the owner-wide pass of the ``swept_by`` pipeline's
+    dispatcher (every minute, up to ``reoffer_per_pass`` requests; None: no dispatcher
+    sweeps the queue, and a request nobody reads waits for the next batch).
     """
 
     name: str
     consumer: QueueConsumer
     reoffer_after_s: int = 30
+    swept_by: str | None = None
+    reoffer_per_pass: int = 100
 
     @property
     def queue_name(self) -> str:
@@ -341,6 +346,8 @@ class WorkQueue:
             raise ValueError(f"work queue {self.name}: its queue is named {self.queue_name!r}")
         if not 1 <= self.consumer.batch_size <= 10:
             raise ValueError("a work queue's batch size must be 1..10")
+        if self.reoffer_per_pass < 1:
+            raise ValueError(f"work queue {self.name}: reoffer_per_pass must be at least 1")
 
 
 #: Interactive exports of a saved query version to CSV or XLSX: one export per invocation
@@ -349,10 +356,24 @@ class WorkQueue:
 EXPORTS = WorkQueue(name="exports", consumer=QueueConsumer(
     queue_name="timekeeper-exports", function="export_consumer", timeout_s=300, max_receive_count=3,
     batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
-    services=calls(S3, SQS)))  # the file (S3); re-offers of unpublished exports (SQS)
+    services=calls(S3, SQS)),  # the file (S3); re-offers of unpublished exports (SQS)
+    # the queries dispatcher's owner-wide pass offers unpublished exports again each minute
+    swept_by=QUERIES.name)
 
 #: Every queue-only worker, by name. Infra and the local stack iterate over this too.
 WORK_QUEUES: dict[str, WorkQueue] = {q.name: q for q in (EXPORTS,)}
+
+
+def _check_sweeps() -> None:
+    """Each work queue's ``swept_by`` names a pipeline whose dispatcher may call SQS."""
+    for queue in WORK_QUEUES.values():
+        sweeper = PIPELINES.get(queue.swept_by) if queue.swept_by is not None else None
+        if queue.swept_by is not None and (sweeper is None or SQS not in sweeper.dispatcher_services):
+            raise ValueError(f"work queue {queue.name}: swept_by {queue.swept_by!r} is not a pipeline whose "
+                             "dispatcher calls SQS")
+
+
+_check_sweeps()
 
 
 @dataclass(frozen=True, kw_only=True)

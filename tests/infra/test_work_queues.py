@@ -9,9 +9,16 @@ import json
 
 import pytest
 
-from tests.infra.conftest import alarm_by_name, event_sources_of, functions_by_folder, queue_by_name, resources
+from tests.infra.conftest import (
+    alarm_by_name,
+    event_sources_of,
+    functions_by_folder,
+    functions_of_folder,
+    queue_by_name,
+    resources,
+)
 from tests.infra.test_monitoring import PERIOD_S, _assert_alarm, _dashboard_body
-from timekeeper.topology import WORK_QUEUES
+from timekeeper.topology import PIPELINES, WORK_QUEUES
 
 ALARM_SUFFIXES = ("queue-age", "dlq-depth", "dlq-arrivals", "consumer-errors")
 
@@ -119,3 +126,30 @@ def test_every_work_queue_consumer_starts_after_the_migration(synth):
         consumer = template["Resources"][functions[q.consumer.function]]
         depends = set(consumer.get("DependsOn", [])) | set(template["Resources"][mapping_id].get("DependsOn", []))
         assert any("MigrateOnDeploy" in d for d in depends), (q.name, depends)
+
+
+@pytest.mark.parametrize("name", sorted(q for q, queue in WORK_QUEUES.items() if queue.swept_by))
+def test_the_sweeping_dispatcher_may_offer_the_queues_unpublished_requests_again(synth, name):
+    # Given the work queue and the dispatchers of the pipeline that sweeps it
+    queue = WORK_QUEUES[name]
+    template = synth.app_template
+    queue_id, _ = queue_by_name(template, queue.queue_name)
+    dispatchers = functions_of_folder(template)[PIPELINES[queue.swept_by].dispatcher_function]
+
+    def sends_to_queue(logical_id: str) -> bool:
+        role = template["Resources"][logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+        return any("sqs:SendMessage" in _actions(s) and {"Fn::GetAtt": [queue_id, "Arn"]} in
+                   (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+                   for policy in resources(template, "AWS::IAM::Policy").values()
+                   if {"Ref": role} in policy["Properties"]["Roles"]
+                   for s in policy["Properties"]["PolicyDocument"]["Statement"])
+
+    def variables(logical_id: str) -> dict:
+        return template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
+
+    # Then the owner-wide partition (0, which runs the maintenance tasks) names the queue and may send to it
+    assert variables(dispatchers[0])[queue.queue_url_variable] == {"Ref": queue_id}
+    assert sends_to_queue(dispatchers[0])
+    # And the other partitions may not
+    for other in dispatchers[1:]:
+        assert queue.queue_url_variable not in variables(other) and not sends_to_queue(other)

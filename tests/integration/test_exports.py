@@ -392,6 +392,34 @@ def test_a_malformed_message_reaches_the_dlq_without_failing_its_batch_mates(aws
     assert [m["Body"] for m in dead] == ["not an export"]
 
 
+def test_an_export_nobody_reads_again_is_offered_by_the_queries_dispatchers_owner_wide_pass(aws, conn, tenants,
+                                                                                            monkeypatch):
+    # Given an export whose publish the queue refused, and the real queries dispatcher
+    # configured as partition 0 is in AWS (its run queue, the topic, the exports queue)
+    from tests.support import scheduled_event
+    from timekeeper.topology import PIPELINES, QUERIES
+
+    assert PIPELINES[EXPORTS.swept_by] is QUERIES
+    a, _ = tenants
+    export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
+    monkeypatch.setenv("RUN_QUEUE_URL_QUERIES", create_pipeline_queues(aws["sqs"], QUERIES).url)
+    monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", boto3.client("sns").create_topic(Name="notices")["TopicArn"])
+    monkeypatch.setenv("LINK_SIGNING_KEY", "k" * 40)
+    edge.reset()
+    tick = {"partition": 0, "partitions": QUERIES.dispatch_partitions}
+    # When partition 0 ticks before the export is reoffer_after old, then nothing is sent
+    invoke("queries_dispatcher", scheduled_event(NOW, tick))
+    assert ex.get_export(conn, workspace_id=a, export_id=export.id).published_at is None
+    # When it ticks once it is (and nobody read the export), then the pass published it
+    later = NOW + EXPORTS.reoffer_after
+    clock.install(lambda: later)
+    invoke("queries_dispatcher", scheduled_event(later, tick))
+    assert ex.get_export(conn, workspace_id=a, export_id=export.id).published_at == later
+    # And the consumer runs it from the queue
+    drain(aws)
+    assert ex.get_export(conn, workspace_id=a, export_id=export.id).state == "succeeded"
+
+
 def test_a_storage_fault_is_retried_and_the_final_receive_settles_the_export_failed(aws, conn, tenants,
                                                                                     monkeypatch):
     # Given an export and a files bucket that does not exist (every upload fails)

@@ -19,10 +19,32 @@ from timekeeper.db.retention import erase_old_addresses, prune_exports, prune_ow
 from timekeeper.schedules.work import MaintenanceTask, WorkKindRegistry
 from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
 from timekeeper.snapshots.registry import SnapshotRegistry
-from timekeeper.topology import HISTORY, PIPELINES, HistoryRetention
+from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, HistoryRetention, WorkQueue
 
 #: The maintenance task that prunes an owner's history past retention.
 HISTORY_RETENTION_TASK = "history.retention"
+
+#: The maintenance task that offers again the exports whose publish was refused.
+EXPORTS_REOFFER_TASK = "exports.reoffer"
+
+
+def exports_reoffer_task(queue: WorkQueue = EXPORTS) -> MaintenanceTask:
+    """The sweep of unpublished exports as a maintenance task of ``queue.swept_by``'s
+    owner: up to ``queue.reoffer_per_pass`` queued exports never published and older than
+    ``queue.reoffer_after`` are published again through the exports queue's publisher
+    (:func:`timekeeper.reporting.exports.reoffer_exports`), so an export whose publish was
+    refused runs within a minute or so of the refusal even if nobody reads it. Returns
+    ``{"reoffered": n}``, or None when none waited. Raises what the publisher's
+    configuration raises (``KeyError``: the exports queue's URL variable is unset)."""
+    from timekeeper.edge import adapters
+    from timekeeper.reporting.exports import reoffer_exports
+
+    def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
+        offered = reoffer_exports(conn, adapters.export_publisher(), now=now, older_than=queue.reoffer_after,
+                                  limit=queue.reoffer_per_pass)
+        return {"reoffered": offered} if offered else None
+
+    return task
 
 
 def history_retention_task(owner: str, retention: HistoryRetention, *, exports: bool = False) -> MaintenanceTask:
@@ -59,7 +81,9 @@ def history_retention_task(owner: str, retention: HistoryRetention, *, exports: 
 def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegistry:
     """A new registry of every owner's work kinds, with each pipeline owner's history
     retention (``retention``, default the topology's) as its ``history.retention``
-    maintenance task (the queries owner's also prunes exports and erases old addresses)."""
+    maintenance task (the queries owner's also prunes exports and erases old addresses),
+    and the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
+    dispatcher sweeps the exports queue."""
     from timekeeper.accounting.work_kinds import register as register_accounting
     from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
@@ -71,6 +95,8 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
         kinds.register_maintenance(pipeline.owner, HISTORY_RETENTION_TASK,
                                    history_retention_task(pipeline.owner, retention,
                                                           exports=pipeline.owner == QUERIES_OWNER))
+    if EXPORTS.swept_by is not None:
+        kinds.register_maintenance(PIPELINES[EXPORTS.swept_by].owner, EXPORTS_REOFFER_TASK, exports_reoffer_task())
     return kinds
 
 
