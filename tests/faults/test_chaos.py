@@ -254,7 +254,7 @@ def test_the_audit_catches_a_second_message_outside_the_window(tampered):
     assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
 
 
-def test_an_unrecorded_notice_message_passes_only_with_a_fault_before_its_retry(tampered):
+def test_an_unrecorded_notice_message_passes_only_when_its_pass_lost_its_database(tampered):
     # Given an owner notice message the campaign recorded (the people pass sent it)
     sent = tampered.execute("""SELECT u.email, o.provider_message_id FROM query_delivery_outbox o
                                  JOIN users u ON u.id = o.user_id
@@ -268,11 +268,12 @@ def test_an_unrecorded_notice_message_passes_only_with_a_fault_before_its_retry(
     campaign = Campaign(ChaosOptions())
     campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
     mine = f"notice messages to {sent['email']}:"
-    # When a first submission was accepted but not recorded, and a fault came before the retry
+    # When a first submission was accepted but not recorded by a pass that lost its database
     campaign.mailer.notice_sends[sent["email"]] = [("unrecorded", 3), (sent["provider_message_id"], 4)]
+    campaign.failed_invocations = {3}
     assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
-    # ... but with no fault between them, the person was mailed twice
-    campaign.mailer.notice_sends[sent["email"]] = [("unrecorded", 4), (sent["provider_message_id"], 4)]
+    # ... but a pass that kept its database mailed the person twice
+    campaign.failed_invocations = set()
     assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     # ... and a recorded message nobody sent is caught as well
     campaign.mailer.notice_sends[sent["email"]] = [("another", 4)]
