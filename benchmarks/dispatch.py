@@ -31,11 +31,13 @@ from uuid import UUID, uuid4
 from zoneinfo import ZoneInfo, available_timezones
 
 import _bench as b
+import psycopg
 
 from timekeeper.schedules import recurrence
 from timekeeper.schedules.dispatcher import DispatchReport, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
+from timekeeper.topology import ACCOUNTING
 
 
 class CountingSink:
@@ -58,10 +60,34 @@ def registry() -> WorkKindRegistry:
     return kinds
 
 
+#: The second claim worker's connection (``--claim-workers 2``, the topology's default), by
+#: the database URL of the connection it pairs with; the dispatcher function opens its
+#: second connection in the same way (``timekeeper.edge.runs.run_dispatcher``).
+SECOND: dict[str, object] = {}
+CLAIM_WORKERS = [ACCOUNTING.claim_workers]
+
+
+def second_of(conn):
+    """The second claim worker's connection opener for passes on ``conn`` (None: one worker)."""
+    if CLAIM_WORKERS[0] < 2:
+        return None
+    url = conn.info.dsn
+
+    def opened():
+        kept = SECOND.get(url)
+        try:  # a database re-created for the next scenario ended the kept connection
+            kept.execute("SELECT 1")
+        except (AttributeError, psycopg.Error):
+            SECOND[url] = kept = b.bench_connect(url)  # the embedded server trusts local logins
+        return kept
+
+    return opened
+
+
 def one_pass(conn, kinds: WorkKindRegistry, claim_limit: int) -> tuple[DispatchReport, CountingSink]:
     sink = CountingSink()
     report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, claim_limit=claim_limit,
-                      reoffer_after=timedelta(minutes=15), time_budget_s=1e9, registry=kinds)
+                      reoffer_after=timedelta(minutes=15), time_budget_s=1e9, registry=kinds, second=second_of(conn))
     return report, sink
 
 
@@ -74,7 +100,8 @@ def run_scenario(conn, data: b.Dataset, d: int, *, repeats: int, claim_limit: in
     before), as a warm dispatcher's passes do."""
     times, rss, cpu, loads, wal = [], [], [], [], []
     report = None
-    pids = (conn.info.backend_pid,)
+    opener = second_of(conn)
+    pids = (conn.info.backend_pid,) + ((opener().info.backend_pid,) if opener else ())
     for _ in range(repeats):
         b.arm(conn, data, d, keep_rules=not cold)
         if not times:
@@ -282,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="history variant: finished runs kept per schedule (1 = one day of daily runs)")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per scenario (the median is shown)")
     parser.add_argument("--claim-limit", type=int, default=200)
+    parser.add_argument("--claim-workers", type=int, default=ACCOUNTING.claim_workers, choices=(1, 2),
+                        help="claim workers of a pass (default: the topology's); 2 opens a second connection")
     parser.add_argument("--cold", action="store_true",
                         help="clear the compiled-rule cache before each timed pass (a cold dispatcher)")
     parser.add_argument("--quick", action="store_true", help="a small CI smoke run (< 30 s)")
@@ -295,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the backlog claim: 'SCHEDULES:DAYS[,SCHEDULES:DAYS...]', e.g. 200:365 "
                              "(every-minute schedules in distinct zones, each DAYS behind)")
     args = parser.parse_args(argv)
+    CLAIM_WORKERS[0] = args.claim_workers
     if args.backlog:
         return backlog_main(args)
     if args.quick:
@@ -310,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     conn = b.bench_connect(url)
     kinds = registry()
     print(f"machine: {b.machine(conn)}; revision {b.git_revision()}", flush=True)
-    print(f"now={b.NOW.isoformat()} claim_limit={args.claim_limit} repeats={args.repeats}", flush=True)
+    print(f"now={b.NOW.isoformat()} claim_limit={args.claim_limit} claim_workers={args.claim_workers} "
+          f"repeats={args.repeats}", flush=True)
     results, idles = [], []
     for variant in variants:
         for n in sizes:

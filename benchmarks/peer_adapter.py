@@ -8,7 +8,8 @@ statement timeouts belong to the database logins). It also reads the accounting
 consumer's numbers (``batch_size``) off the pipeline, where the topology kept them before
 each pipeline composed a ``QueueConsumer``. This module is the same adapter with only its
 connection opener replaced and the pipeline shown to it with its consumer's numbers
-flat; everything timed is the harness's code and the product's. Run it with::
+flat, and ``dispatch`` given its second claim worker's connection as the dispatcher
+function gives it; everything timed is the harness's code and the product's. Run it with::
 
     TK_REPO=. TIMEKEEPER_BENCH_ADAPTER=peer_adapter bash ../shared/bench/run_peers.sh --with-timekeeper
 
@@ -54,6 +55,28 @@ def _connect(uri: str, role: str):
 # The harness's functions look the opener up in their module at call time (the consumer
 # processes are forked after this import), so replacing it there is enough.
 _harness._connect = _connect
+
+_product_dispatch = _harness.dispatch
+_second: dict[str, Any] = {}
+
+
+def _dispatch(conn: Any, **kwargs: Any) -> Any:
+    """The product's ``dispatch`` as its dispatcher function calls it: with the pipeline's
+    second claim worker on a second connection of the process, opened when a pass's first
+    batch comes back full and kept (``timekeeper.edge.runs.run_dispatcher``)."""
+    if topology.ACCOUNTING.claim_workers < 2:
+        return _product_dispatch(conn, **kwargs)
+    dsn = conn.info.dsn
+
+    def second() -> Any:
+        if dsn not in _second or _second[dsn].closed:
+            _second[dsn] = connect(dsn, application_name="timekeeper-bench-dispatcher-2")
+        return _second[dsn]
+
+    return _product_dispatch(conn, second=second, **kwargs)
+
+
+_harness.dispatch = _dispatch
 
 load_schedules = _harness.load_schedules
 run_until_done = _harness.run_until_done

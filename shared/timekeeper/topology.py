@@ -207,6 +207,12 @@ class Pipeline:
     dispatcher_reserved_concurrency: int = 1
     #: Dispatcher partitions (K): functions of the dispatcher's code, each with its own rule.
     dispatch_partitions: int = 1
+    #: Claim workers of one dispatcher pass (1 or 2), each on its own database connection:
+    #: with 2, the batches after a full first one are claimed two at a time, so the
+    #: database's work on one batch overlaps the computing of the other's dues (measured
+    #: 10.4k -> 15k occurrences a second with every rule distinct). Each is a connection of
+    #: the budget.
+    claim_workers: int = 2
     #: How long a run whose handler raised waits before its next receive (seconds), by the
     #: receive that failed (the first entry after receive 1, ...; the last entry repeats):
     #: the consumer sets the message's visibility timeout to it, so an infrastructure fault
@@ -238,6 +244,8 @@ class Pipeline:
         _check_services(self.dispatcher_function, self.dispatcher_services)
         if not 1 <= self.dispatch_partitions <= MAX_DISPATCH_PARTITIONS:
             raise ValueError(f"pipeline {self.name}: dispatch_partitions must be 1..{MAX_DISPATCH_PARTITIONS}")
+        if self.claim_workers not in (1, 2):
+            raise ValueError(f"pipeline {self.name}: claim_workers must be 1 or 2")
         if self.consumer.queue_name != self.run_queue_name:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
@@ -668,8 +676,8 @@ class ConnectionBudget:
 
     ``consumers``: the sum of the event-source maximum concurrency of the pipelines' and the
     work queues' consumers, each times its ``connections``;
-    ``dispatchers``: one per dispatcher partition of each pipeline (each reserved
-    concurrency 1); ``api``: the API function's
+    ``dispatchers``: one per claim worker of each dispatcher partition of each pipeline
+    (each partition has reserved concurrency 1); ``api``: the API function's
     reserved concurrency; ``migration``: the migration trigger's; ``renderers``: the report
     renderer's reserved concurrency; ``downloads``: the download route's function's.
     """
@@ -703,7 +711,7 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     queues = WORK_QUEUES if work_queues is None else work_queues
     consumers = sum(c.max_concurrency * c.connections
                     for c in [p.consumer for p in chosen.values()] + [q.consumer for q in queues.values()])
-    return ConnectionBudget(consumers=consumers, dispatchers=sum(p.dispatch_partitions for p in chosen.values()),
+    return ConnectionBudget(consumers=consumers, dispatchers=sum(p.dispatch_partitions * p.claim_workers for p in chosen.values()),
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency,

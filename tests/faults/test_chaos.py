@@ -260,7 +260,8 @@ def test_an_unrecorded_notice_message_passes_only_when_its_pass_lost_its_databas
                                  JOIN users u ON u.id = o.user_id
                                 WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL LIMIT 1""").fetchone()
     if sent is None:  # the campaign told nobody: make one recorded notice message
-        sent = tampered.execute("""UPDATE query_delivery_outbox SET run_id = NULL, provider_message_id = 'notice-1'
+        sent = tampered.execute("""UPDATE query_delivery_outbox SET run_id = NULL, provider_message_id = 'notice-1',
+                                           communication_key = 'notice:' || communication_key
                                     WHERE communication_key = (SELECT communication_key FROM query_delivery_outbox
                                                                 WHERE provider_message_id IS NOT NULL LIMIT 1)
                                     RETURNING (SELECT email FROM users WHERE id = user_id) AS email,

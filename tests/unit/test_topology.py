@@ -29,13 +29,15 @@ def test_every_pipeline_ends_its_pass_before_its_timeout():
 
 def test_the_connection_budget_sums_consumers_dispatchers_api_migration_and_renderers():
     # Given two pipelines with different consumer concurrency and dispatcher partitions
-    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", dispatch_partitions=3,
+    other = dataclasses.replace(ACCOUNTING, name="other", owner="other", dispatch_partitions=3, claim_workers=1,
                                 consumer=dataclasses.replace(ACCOUNTING.consumer, queue_name="timekeeper-other-runs",
                                                              max_concurrency=7))
     # When the budget is derived
     budget = connection_budget({"accounting": ACCOUNTING, "other": other}, {})
-    # Then each function's concurrency bound is one connection: one per dispatcher partition
-    dispatchers = ACCOUNTING.dispatch_partitions + 3
+    # Then each function's concurrency bound is one connection: one per claim worker of
+    # each dispatcher partition (accounting's two workers, the other pipeline's one)
+    assert ACCOUNTING.claim_workers == 2
+    dispatchers = ACCOUNTING.dispatch_partitions * 2 + 3
     assert (budget.consumers, budget.dispatchers) == (ACCOUNTING.consumer.max_concurrency + 7, dispatchers)
     assert budget.api == topology.API_RESERVED_CONCURRENCY and budget.migration == topology.MIGRATION_CONNECTIONS
     assert budget.snapshots == 2 + topology.SNAPSHOTS.consumer.max_concurrency  # planner, dispatcher, run jobs
@@ -87,6 +89,12 @@ def test_each_pipeline_composes_its_queue_consumer_under_its_own_name():
     # And the snapshot run job must hold every admitted run
     with pytest.raises(ValueError, match="every admitted run"):
         dataclasses.replace(SNAPSHOTS, consumer=dataclasses.replace(SNAPSHOTS.consumer, max_concurrency=3))
+
+
+def test_claim_workers_are_one_or_two():
+    for count in (0, 3):
+        with pytest.raises(ValueError, match="claim_workers"):
+            dataclasses.replace(ACCOUNTING, claim_workers=count)
 
 
 def test_dispatch_partitions_are_bounded():

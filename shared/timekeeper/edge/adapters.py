@@ -293,9 +293,10 @@ def renderer_database() -> ConnectionProvider:
 
 @cache
 def journal_database() -> ConnectionProvider:
-    """A second lazy connection of the execution environment, for work that must commit
-    beside a run's transaction (scheduled delivery's journal). Only the pipelines whose
-    consumer's ``connections`` is 2 open it."""
+    """A second lazy connection of the execution environment: for work that must commit
+    beside a run's transaction (scheduled delivery's journal; only the pipelines whose
+    consumer's ``connections`` is 2 open it), and for a dispatcher pass's second claim
+    worker (``claim_workers`` 2; opened when a pass's first batch comes back full)."""
     return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
 
 

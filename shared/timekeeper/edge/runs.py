@@ -39,7 +39,9 @@ def tick_partition(detail: dict[str, Any] | None) -> Partition:
 
 def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> DispatchReport:
     """One dispatcher pass of ``pipeline_name``'s ``partition`` (default: the whole owner) at
-    the clock's ``now``; then, in partition 0, the owner's maintenance tasks
+    the clock's ``now``, its batches after a full first one claimed by the pipeline's
+    ``claim_workers`` (the second on the execution environment's second connection,
+    :func:`timekeeper.edge.adapters.journal_database`); then, in partition 0, the owner's maintenance tasks
     (:func:`timekeeper.schedules.work.run_maintenance`; their summaries are logged, a
     failing task does not fail the pass), history retention among them: the rows it
     pruned are the ``HistoryPruned`` metric (0 on a pass that pruned nothing)."""
@@ -51,7 +53,8 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
                       metrics=PipelineMetrics(metrics, pipeline_name),
                       limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
                                          max_attempts=pipeline.consumer.max_receive_count),
-                      partition=partition)
+                      partition=partition,
+                      second=adapters.journal_database().get if pipeline.claim_workers == 2 else None)
     if not partition.owner_wide:
         return report
     maintenance = {name: summary for name, summary in run_maintenance(conn, work_kinds(), pipeline.owner, now).items()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -490,7 +491,8 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
              time_budget_s: float = 40.0, registry: WorkKindRegistry | None = None,
              notifier: Notifier | None = None, metrics: Any = None,
              monotonic: Callable[[], float] = time.monotonic, limits: OfferLimits | None = None,
-             partition: Partition = WHOLE_OWNER) -> DispatchReport:
+             partition: Partition = WHOLE_OWNER,
+             second: Callable[[], psycopg.Connection] | None = None) -> DispatchReport:
     """One dispatcher pass for ``owner`` at instant ``now`` (aware UTC).
 
     ``partition``: the pass claims only that :class:`Partition`'s schedules (default:
@@ -502,11 +504,17 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
 
     Repeats claim -> commit -> publish (recording accepted offers, releasing refused ones)
     while a batch came back full and ``time_budget_s`` (seconds of wall time) remains, so
-    the 200 bound limits one transaction, not the minute's throughput. Then flushes unsent
-    owner notifications. ``limits`` (default: :class:`OfferLimits` with ``reoffer_after``)
-    governs re-offers. Returns the summed :class:`DispatchReport`. Raises ``psycopg.Error``
-    when a claim transaction fails (it rolls back; the timing stays due for the next pass).
-    """
+    the 200 bound limits one transaction, not the minute's throughput. With ``second`` (a
+    callable returning a second idle connection, called only when the first batch came
+    back full), the batches after the first are claimed by two workers at once, one per
+    connection, so the database's work on one worker's batch overlaps the other's Python
+    work (computing dues); the claim's ``SKIP LOCKED`` keeps them off each other's rows, as
+    it keeps concurrent partitions apart. A worker that raises stops the other after its
+    current batch (every batch commits and publishes whole, or rolls back), and the pass
+    re-raises. Then flushes unsent owner notifications. ``limits`` (default:
+    :class:`OfferLimits` with ``reoffer_after``) governs re-offers. Returns the summed
+    :class:`DispatchReport`. Raises ``psycopg.Error`` when a claim transaction fails (it
+    rolls back; the timing stays due for the next pass)."""
     started = monotonic()
     limits = limits or OfferLimits(reoffer_after=reoffer_after)
     total = DispatchReport()
@@ -520,25 +528,43 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
         prepare=False).fetchone()
     has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
-    while has_work:
-        with conn.transaction():
-            commit_without_flush_wait(conn)  # a claim lost in a database crash is claimed again
-            claim = _claim_batch(conn, owner=owner, now=now, limit=claim_limit,
-                                 reoffer_after=limits.reoffer_after, registry=registry, cache=cache,
+    counted = threading.Lock()
+    stop = threading.Event()
+
+    def one_batch(on: psycopg.Connection, rules: _RuleCache, reoffer: bool) -> DispatchReport:
+        with on.transaction():
+            commit_without_flush_wait(on)  # a claim lost in a database crash is claimed again
+            claim = _claim_batch(on, owner=owner, now=now, limit=claim_limit,
+                                 reoffer_after=limits.reoffer_after, registry=registry, cache=rules,
                                  actor="dispatcher", reoffer=reoffer, limits=limits, partition=partition)
         report = claim.report
         if claim.messages:
             crash_point("dispatcher.after_claim_commit")
-        report.published, report.refused = publish_offers(conn, publisher, claim.messages, now=now,
+        report.published, report.refused = publish_offers(on, publisher, claim.messages, now=now,
                                                           recorded=claim.recorded, pending_id=claim.pending_id)
-        for name in _REPORT_COUNTS:
-            setattr(total, name, getattr(total, name) + getattr(report, name))
-        total.batches += 1
-        # Reoffers are taken in the first batch; later batches repeat them only if it was full.
-        reoffer = partition.owner_wide and report.reoffered + report.exhausted >= claim_limit
-        full = report.claimed >= claim_limit or reoffer
-        if not full or monotonic() - started >= time_budget_s:
-            break
+        with counted:
+            for name in _REPORT_COUNTS:
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            total.batches += 1
+        return report
+
+    def worker(on: psycopg.Connection, rules: _RuleCache, reoffer: bool, *, first_only: bool = False) -> bool | None:
+        """Claim batches on ``on`` while they come back full, the budget remains and no
+        other worker failed. Returns None when the pass is done, else (``first_only``: after
+        one full batch) whether the next batch still takes re-offers."""
+        while True:
+            report = one_batch(on, rules, reoffer)
+            # Reoffers are taken in the first batch; later batches repeat them only if it was full.
+            reoffer = partition.owner_wide and report.reoffered + report.exhausted >= claim_limit
+            full = report.claimed >= claim_limit or reoffer
+            if not full or monotonic() - started >= time_budget_s or stop.is_set():
+                return None
+            if first_only:
+                return reoffer
+
+    more = worker(conn, cache, reoffer, first_only=second is not None) if has_work else None
+    if more is not None and second is not None:
+        _two_workers(lambda: worker(conn, cache, more), lambda: worker(second(), _RuleCache(), False), stop)
     if notifier is not None and partition.owner_wide and (probe["notices"] or total.paused_exhausted):
         flush_notifications(conn, owner=owner, notifier=notifier, now=now)
     total.elapsed_s = monotonic() - started
@@ -553,6 +579,32 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
         if total.paused_exhausted:
             metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=total.paused_exhausted)
     return total
+
+
+def _two_workers(first: Callable[[], Any], other: Callable[[], Any], stop: threading.Event) -> None:
+    """Run ``first`` here and ``other`` on a thread of its own; when either raises, ``stop``
+    is set (the other ends after its current batch) and, once both ended, the first error
+    is raised again."""
+    errors: list[BaseException] = []
+
+    def run_other() -> None:
+        try:
+            other()
+        except BaseException as error:  # noqa: BLE001 - raised again on the pass's thread
+            stop.set()
+            errors.append(error)
+
+    thread = threading.Thread(target=run_other, name="timekeeper-claim-worker", daemon=True)
+    thread.start()
+    try:
+        first()
+    except BaseException:
+        stop.set()
+        thread.join()
+        raise
+    thread.join()
+    if errors:
+        raise errors[0]
 
 
 _REPORT_COUNTS = ("claimed", "runs_created", "stale_skipped", "backlog_skipped", "published", "refused",
