@@ -711,7 +711,8 @@ def connection_budget(pipelines: dict[str, Pipeline] | None = None,
     queues = WORK_QUEUES if work_queues is None else work_queues
     consumers = sum(c.max_concurrency * c.connections
                     for c in [p.consumer for p in chosen.values()] + [q.consumer for q in queues.values()])
-    return ConnectionBudget(consumers=consumers, dispatchers=sum(p.dispatch_partitions * p.claim_workers for p in chosen.values()),
+    dispatchers = sum(p.dispatch_partitions * p.claim_workers for p in chosen.values())
+    return ConnectionBudget(consumers=consumers, dispatchers=dispatchers,
                             api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
                             snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
                             renderers=REPORT_RENDERER.reserved_concurrency,
