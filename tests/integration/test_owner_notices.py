@@ -504,6 +504,28 @@ def test_a_notice_message_says_what_happened_and_why_the_person_gets_it():
     assert "failed five times in a row" in text and text.count("\n- ") == 2
 
 
+def test_a_notice_message_gives_its_instants_in_the_workspaces_zone_with_utc_beside():
+    from timekeeper.reporting.notice_mail import compose
+
+    stale = {"kind": "delivery_skipped_stale", "reason": "skipped_stale", "schedule_name": "Daily",
+             "detail": {"occurrence_at": "2027-03-02T06:00:00+00:00"}, "created_at": NOW}
+    paused = {"kind": "schedule_paused", "reason": "consecutive_failures", "schedule_name": "Weekly",
+              "detail": {}, "created_at": NOW + timedelta(minutes=5)}
+    # Berlin is UTC+1 in March before its change: 06:00 UTC is 07:00 CET
+    _, markup, text = compose([stale, paused], display_name="Olga", workspace_name="Spree", zone="Europe/Berlin")
+    assert "due 2027-03-02 07:00 CET (06:00 UTC)" in text
+    assert "- 2027-03-01 07:00 CET (06:00 UTC) - A delivery of" in text
+    assert "- 2027-03-01 07:05 CET (06:05 UTC) - \u201cWeekly\u201d was paused" in text
+    assert "2027-03-01 07:00 CET (06:00 UTC)" in markup
+    # New York is UTC-5 then: 03:00 UTC is the evening before there, so the UTC side names its date
+    late = {**stale, "detail": {"occurrence_at": "2027-03-02T03:00:00+00:00"}}
+    _, _, text = compose([late], display_name="Olga", workspace_name="Spree", zone="America/New_York")
+    assert "due 2027-03-01 22:00 EST (2027-03-02 03:00 UTC)" in text
+    # A workspace in UTC reads UTC alone
+    _, _, text = compose([stale], display_name="Olga", workspace_name="Spree", zone="UTC")
+    assert "due 2027-03-02 06:00 UTC was skipped" in text
+
+
 def test_only_partition_zero_of_the_queries_dispatcher_tells_and_mails_owners(conn, db_url, mailer, ses,
                                                                                monkeypatch):
     # Given a query schedule whose stale delivery is claimed by partition 1 of the two

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -46,6 +46,7 @@ from timekeeper.reporting.delivery import classify_submission_error
 from timekeeper.reporting.links import LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import NoticeOptOutLink, sign_notice_opt_out
+from timekeeper.reporting.templates import zone_of
 
 SQL = load_queries("timekeeper.reporting", "notice_mail.sql")
 
@@ -87,23 +88,35 @@ def notice_title(notice: dict[str, Any]) -> str:
             "schedule_ownerless": f"\u201c{name}\u201d has no owner"}.get(kind, f"\u201c{name}\u201d: {kind}")
 
 
-def _instant(text: str | None) -> str:
-    """An ISO instant as ``YYYY-MM-DD HH:MM UTC`` (the text as it is when it is not one)."""
-    try:
-        return f"{datetime.fromisoformat(text or ''):%Y-%m-%d %H:%M} UTC"
-    except ValueError:
-        return text or ""
+def local_instant(instant: datetime | str | None, zone: str) -> str:
+    """An aware instant (or its ISO text) as the workspace's people read it: local time in
+    the IANA ``zone`` with the UTC instant beside it, ``2027-03-02 07:00 CET (06:00 UTC)``
+    (an unknown zone: UTC alone; text that is no instant: the text as it is)."""
+    if not isinstance(instant, datetime):
+        try:
+            instant = datetime.fromisoformat(instant or "")
+        except ValueError:
+            return instant or ""
+    if instant.tzinfo is None:
+        instant = instant.replace(tzinfo=UTC)
+    local, utc = instant.astimezone(zone_of(zone)), instant.astimezone(UTC)
+    if local.utcoffset() == timedelta(0) and local.tzname() == "UTC":
+        return f"{utc:%Y-%m-%d %H:%M} UTC"
+    day = "" if local.date() == utc.date() else f"{utc:%Y-%m-%d} "
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname()} ({day}{utc:%H:%M} UTC)"
 
 
-def notice_line(notice: dict[str, Any]) -> str:
-    """One line saying what happened (plain text; the caller escapes it for HTML)."""
+def notice_line(notice: dict[str, Any], zone: str = "UTC") -> str:
+    """One line saying what happened (plain text; the caller escapes it for HTML); instants
+    in the workspace's IANA ``zone`` with UTC beside (:func:`local_instant`)."""
     kind, detail, name = notice["kind"], notice["detail"], _name(notice)
     if kind == "schedule_paused":
         why = _PAUSE_REASONS.get(notice["reason"] or "", notice["reason"] or "it was paused")
         return f"\u201c{name}\u201d was paused: {why}. Fix the cause, then resume it."
     if kind == "delivery_skipped_stale":
-        return (f"A delivery of \u201c{name}\u201d due {_instant(detail.get('occurrence_at'))} was skipped: it was too "
-                "late after an outage to be worth sending. The next one runs on time.")
+        due = local_instant(detail.get("occurrence_at"), zone)
+        return (f"A delivery of \u201c{name}\u201d due {due} was skipped: it was too late after an outage to be "
+                "worth sending. The next one runs on time.")
     if kind == "posting_failed":
         return (f"A posting job of \u201c{name}\u201d failed (batch {detail.get('batch_id', '?')}); the batch is "
                 "closed and unposted. Retry it once the cause is fixed.")
@@ -115,18 +128,19 @@ def notice_line(notice: dict[str, Any]) -> str:
 
 
 def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name: str,
-            opt_out_url: str | None = None) -> tuple[str, str, str]:
+            opt_out_url: str | None = None, zone: str = "UTC") -> tuple[str, str, str]:
     """The message carrying ``notices`` (oldest first): ``(subject, html, text)``. One
-    notice: its own subject; several: a digest listing each with its instant (UTC). With
+    notice: its own subject; several: a digest listing each with its instant (in the
+    workspace's IANA ``zone``, the UTC instant beside: :func:`local_instant`). With
     ``opt_out_url`` (the person's signed one-click link) both parts say how to stop these
     e-mails with it."""
-    lines = [notice_line(n) for n in notices]
+    lines = [notice_line(n, zone) for n in notices]
     if len(notices) == 1:
         subject = f"[Timekeeper] {notice_title(notices[0])}"
         items = lines
     else:
         subject = f"[Timekeeper] {len(notices)} notices about your schedules in {workspace_name}"
-        items = [f"{n['created_at']:%Y-%m-%d %H:%M} UTC - {line}" for n, line in zip(notices, lines, strict=True)]
+        items = [f"{local_instant(n['created_at'], zone)} - {line}" for n, line in zip(notices, lines, strict=True)]
     greeting = f"Hello {display_name}," if display_name else "Hello,"
     why = (f"You get this message because you own these schedules in {workspace_name}, or administer it. "
            "Every notice is also listed in Timekeeper.")
@@ -216,7 +230,8 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
     opt_out = None if links is None else base_url + "opt-outs/" + sign_notice_opt_out(
         links, NoticeOptOutLink(workspace_id, user_id), now=now)
     subject, markup, text = compose(group, display_name=person["display_name"],
-                                    workspace_name=person["workspace_name"], opt_out_url=opt_out)
+                                    workspace_name=person["workspace_name"], opt_out_url=opt_out,
+                                    zone=person["timezone"])
     extra = {"headers": {"List-Unsubscribe": f"<{opt_out}>", "List-Unsubscribe-Post": ONE_CLICK}} if opt_out else {}
     try:
         message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text, **extra)

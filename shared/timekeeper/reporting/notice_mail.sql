@@ -12,7 +12,7 @@ SELECT n.id, n.kind, n.reason, n.detail, n.schedule_id, n.mail_key, n.created_at
    FOR UPDATE OF n SKIP LOCKED
 
 -- name: person
-SELECT u.email, u.display_name, w.name AS workspace_name
+SELECT u.email, u.display_name, w.name AS workspace_name, w.timezone
   FROM users AS u, workspaces AS w WHERE u.id = %(user_id)s AND w.id = %(workspace_id)s
 
 -- name: outbox_row
