@@ -5,7 +5,8 @@
 Starts ``serve`` on a throw-away database of the embedded server (or ``DATABASE_URL``)
 with its sample schedules and deliveries, runs the Berlin workspace's nightly
 reconciliation now through the API (so its history has a run), previews a rule across
-New York's spring-forward day in the rule editor, shows the analyst's morning delivery
+New York's spring-forward day in the structured rule editor (the second Sunday of every
+month at 02:30), shows the analyst's morning delivery
 (its page and its message preview), and photographs the pages in Debian's headless Chromium
 (``/usr/bin/chromium``; the requirements-dev.txt Playwright drives it).
 """
@@ -53,8 +54,13 @@ def main() -> int:
             page.wait_for_timeout(2000)  # the local worker runs the Run now meanwhile
             page.goto(f"{server.base_url}/console/schedules/{nightly}")
             page.screenshot(path=str(HERE / "schedule.png"), full_page=True)
-            page.locator("#recurrence").fill('{"cron": "30 2 * 3 0", "timezone": "America/New_York"}')
-            page.get_by_role("button", name="Preview").click()
+            form = page.locator("#rule-form")
+            form.get_by_label("How often").select_option("monthly_nth")
+            form.get_by_label("Which one").select_option("2")
+            form.get_by_label("Weekday").select_option("SU")
+            form.get_by_label("Times of day").fill("02:30")
+            form.get_by_label("Time zone").select_option("America/New_York")
+            form.get_by_role("button", name="Preview").click()
             page.wait_for_selector("#preview-heading")
             page.locator("#edit-rule").scroll_into_view_if_needed()
             page.screenshot(path=str(HERE / "rule-preview.png"), full_page=True)

@@ -41,6 +41,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from timekeeper.console import rule_form
 from timekeeper.console.sign_in import (
     FLOW_COOKIE,
     FLOW_MAX_AGE_S,
@@ -308,6 +309,20 @@ def zone_of(body: Any) -> str:
     except (ValueError, ZoneInfoNotFoundError):
         return "UTC"
     return zone
+
+
+def zone_enum(document: Any) -> list[str]:
+    """The zones the API's OpenAPI ``document`` lets a rule name: the ``timezone`` enum of
+    the rule preview's request, sorted; empty when the document has none."""
+    try:
+        forms = document["components"]["schemas"]["RulePreviewRequest"]["properties"]["recurrence"]["oneOf"]
+    except (KeyError, TypeError):
+        return []
+    for form in forms:
+        names = ((form.get("properties") or {}).get("timezone") or {}).get("enum") if isinstance(form, dict) else None
+        if isinstance(names, list) and names:
+            return sorted(name for name in names if isinstance(name, str))
+    return []
 
 
 #: Why a run waits too long, for people (the operations overview's ``why``).
@@ -619,11 +634,24 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             if reply.body.get("next_cursor") else None)
         return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page)
 
+    zones: list[str] = []
+
+    def rule_zones(session: Session) -> list[str]:
+        """The zones a rule may name, as the API's document lists them (read once per
+        execution environment; empty while the API does not say)."""
+        if not zones:
+            reply = api(session).call("GET", "/openapi.json")
+            zones.extend(zone_enum(reply.body) if reply.status == 200 else [])
+        return zones
+
     def schedule_page(session: Session, schedule_id: str, *, done: str | None = None, editor: str | None = None,
+                      form: rule_form.RuleForm | None = None, submitted: str | None = None,
                       preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
                       http_status: int = 200) -> Response:
         """The schedule's page: its rule in words, the next ten occurrences, runs and history,
-        and the rule editor (``editor``: the text typed, with its ``preview`` or ``problem``)."""
+        and the rule editors: the structured ``form`` (the saved rule's when not given) and
+        the JSON ``editor`` (the text typed), with the ``submitted`` one's ``preview`` or
+        ``problem``."""
         reply = api(session).call("GET", f"/schedules/{schedule_id}", query={"upcoming": str(UPCOMING)})
         if reply.status != 200:
             return api_error(session, reply)
@@ -636,12 +664,22 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
         if editor is None:
             editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
+        saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
+        if form is None:
+            form = saved_form
         if preview is not None:
-            preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"])}
+            preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"]),
+                       "json": json.dumps(preview.get("recurrence"), indent=2, sort_keys=True)}
+        may_edit = session.has("schedules:write", "schedules:admin")
+        zone_choices = rule_zones(session) if may_edit else []
+        if form.timezone not in zone_choices:
+            zone_choices = sorted({*zone_choices, form.timezone})
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
-            problem=problem, may_edit=session.has("schedules:write", "schedules:admin"))
+            problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
+            submitted=submitted, zones=zone_choices, rf=rule_form,
+            problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
 
     @app.get(f"{PREFIX}/schedules/<schedule_id>")
     @signed_in
@@ -652,14 +690,30 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @app.post(f"{PREFIX}/schedules/<schedule_id>/rule")
     @checked_post
     def edit_rule(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
-        """The rule editor: "Preview" shows the typed rule's words and next occurrences
-        (``POST /rules/preview``) on the page; "Save" changes it (``PATCH /schedules/{id}``)."""
-        text = fields.get("recurrence", "")[:20_000]
-        try:
-            recurrence = json.loads(text)
-        except ValueError:
-            return schedule_page(session, schedule_id, editor=text, http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
-                                 problem={"field": "recurrence", "message": "is not valid JSON"})
+        """The rule editors: the structured form (``editor=form``: the rule its fields
+        compose) or the JSON editor (the rule typed); "Preview" shows the rule's words and
+        next occurrences (``POST /rules/preview``) on the page, "Save" changes it
+        (``PATCH /schedules/{id}``)."""
+        text: str | None = None
+        form: rule_form.RuleForm | None = None
+        if fields.get("editor") == "form":
+            submitted = "form"
+            form = rule_form.read_form(fields)
+            try:
+                recurrence = rule_form.compose(form)
+            except rule_form.FormProblem as refused:
+                return schedule_page(session, schedule_id, form=form, submitted=submitted,
+                                     http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                     problem={"field": refused.field, "message": refused.message})
+        else:
+            submitted = "json"
+            text = fields.get("recurrence", "")[:20_000]
+            try:
+                recurrence = json.loads(text)
+            except ValueError:
+                return schedule_page(session, schedule_id, editor=text, submitted=submitted,
+                                     http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                     problem={"field": "recurrence", "message": "is not valid JSON"})
         client = api(session)
         if fields.get("intent") == "save":
             reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
@@ -668,9 +722,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         else:
             reply = client.call("POST", "/rules/preview", body={"recurrence": recurrence, "count": UPCOMING})
             if reply.status == 200:
-                return schedule_page(session, schedule_id, editor=text, preview=reply.body)
+                return schedule_page(session, schedule_id, editor=text, form=form, submitted=submitted,
+                                     preview=reply.body)
         if reply.status == 422 and isinstance(reply.body, dict):
-            return schedule_page(session, schedule_id, editor=text, http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+            return schedule_page(session, schedule_id, editor=text, form=form, submitted=submitted,
+                                 http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
                                  problem={"field": reply.body.get("field"), "message": reply.body.get("message")})
         return api_error(session, reply)
 

@@ -9,3 +9,24 @@ document.addEventListener("submit", function (event) {
     event.preventDefault();
   }
 });
+
+// The structured rule editor shows only the fields of the frequency chosen in "How often"
+// (its groups name their frequencies in data-frequencies). Without JavaScript every group
+// shows, and the server reads the chosen frequency's fields only.
+function showFrequencyFields(select) {
+  var groups = select.form.querySelectorAll("[data-frequencies]");
+  for (var i = 0; i < groups.length; i++) {
+    groups[i].hidden = groups[i].getAttribute("data-frequencies").split(" ").indexOf(select.value) < 0;
+  }
+}
+document.addEventListener("change", function (event) {
+  if (event.target.id === "rf-frequency") {
+    showFrequencyFields(event.target);
+  }
+});
+document.addEventListener("DOMContentLoaded", function () {
+  var select = document.getElementById("rf-frequency");
+  if (select) {
+    showFrequencyFields(select);
+  }
+});
