@@ -262,3 +262,13 @@ def test_a_delivery_s_message_preview_shows_both_parts_framed_under_a_policy_of_
     stranger = _browser(console, seed_member(db_url, roles=("queries:write",)), OWNER_ROLES)
     assert stranger.request("GET", f"/console/deliveries/{schedule_id}/preview")["statusCode"] == 404
     assert stranger.request("GET", frame)["statusCode"] == 404
+
+
+def test_the_deliveries_list_shows_each_next_delivery_in_the_workspace_s_zone_with_utc_beside(db_url, console):
+    admin, owner, _, _, schedule_id = workspace_with_schedule(db_url)
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE workspaces SET timezone = 'Europe/Berlin' WHERE id = %s", (admin.workspace_id,))
+        conn.execute("UPDATE schedules SET next_due_at = '2027-03-02 06:00+00' WHERE id = %s", (schedule_id,))
+    html = _browser(console, owner, OWNER_ROLES).request("GET", "/console/deliveries")["body"]
+    # Berlin is an hour ahead of UTC in March before its change
+    assert "2027-03-02 07:00 CET" in html and "(2027-03-02 06:00 UTC)" in html

@@ -196,6 +196,8 @@ class QuerySchedulePage(BaseModel):
 
     items: list[QueryScheduleOut]
     next_cursor: str | None = Field(description="opaque; null on the last page")
+    timezone: str | None = Field(None, description="the workspace's IANA zone, in which people's times are shown "
+                                                   "(the instants stay UTC)")
 
 
 class DeliveryAttemptOut(BaseModel):
@@ -425,7 +427,8 @@ def register(routes: Routes) -> None:
                                                           limit=limit + 1),
                                      limit, lambda q: (q.created_at, q.schedule_id))
             items = [_out(conn, settings) for settings in rows]
-        return QuerySchedulePage(items=items, next_cursor=encode_cursor(after))
+            zone = workspace_timezone(conn, scope.workspace_id)
+        return QuerySchedulePage(items=items, next_cursor=encode_cursor(after), timezone=zone)
 
     @route("GET", "/query-schedules/<schedule_id>", tags=tags, operation_id="getQuerySchedule",
            security=SECURITY, summary="A query schedule with its recipients",

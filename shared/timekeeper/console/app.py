@@ -751,7 +751,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                                                     "limit": str(PAGE_SIZE)})
         if reply.status != 200:
             return api_error(session, reply)
-        rows = [{**item, "next": when(item.get("next_due_at"), "UTC")} for item in reply.body["items"]]
+        zone = reply.body.get("timezone") or "UTC"
+        rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
         cursor = reply.body.get("next_cursor")
         return page("deliveries.html", session=session, rows=rows,
                     next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
