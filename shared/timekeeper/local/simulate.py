@@ -533,7 +533,8 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     table("Occurrences shifted by a DST gap", ("schedule", "timezone", "intended local", "ran at (UTC)",
                                                "ran at (local)", "state"),
           [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
-            _local(r["occurrence_at"], r["timezone"]), r["state"]) for r in result.dst_shifted])
+            _local(r["occurrence_at"], r["timezone"]), r["state"]) for r in result.dst_shifted],
+          note="state is the run's: each occurrence ran once, shifted; skipped = its work had nothing to do")
     table("Occurrences in a repeated hour (DST overlap)", ("schedule", "timezone", "local time",
                                                            "first ran at (UTC)", "runs", "state"),
           [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
@@ -556,7 +557,9 @@ def print_summary(result: SimulationResult, console: Any) -> None:
                   + (", ".join(f"{k} {v}" for k, v in sorted(result.posting_jobs.items())) or "none") + ".")
     table("Monthly snapshots by type and state", ("type", "mode", "state", "reason", "runs"),
           [(r["snapshot_type"], r["mode"], r["state"], r["reason"], str(r["runs"])) for r in result.snapshot_states],
-          note="skipped = a loading, disabled or policy-disabled workspace (the reason is kept)")
+          note="skipped = a loading, disabled or policy-disabled workspace (the reason is kept); "
+               "selftest failed selftest_mismatch = a drill: version 1 of one sample month of the selftest "
+               "type is told to fail validation; staff's manual re-run publishes version 2")
     table("Snapshot periods (the current version, else the latest run; skipped periods are counted below)",
           ("workspace", "type", "period", "status", "version", "versions", "published (UTC)", "reason"),
           [(r["workspace"], r["snapshot_type"], f"{r['period']:%Y-%m}", r["state"], str(r["version"]),
