@@ -19,28 +19,27 @@ SPRING = {"cron": "30 2 * 3 0", "timezone": "America/New_York"}  # March Sundays
 AUTUMN = {"cron": "30 1 * 10 0", "timezone": "Europe/London"}  # October Sundays: 31 October 2027 falls back
 
 
-@pytest.fixture(scope="module")
-def sweep(server) -> dict[str, Any]:
+def _berlin_sweep(server, name: str) -> dict[str, Any]:
+    """The Berlin admin, their workspace and a new daily 06:00 sweep named ``name`` of
+    theirs (a cron rule, which the structured form cannot show), created through the API."""
     sample = server.stack.platform
     admin, workspace = sample.users["admin"], sample.first_workspace
     reply = requests.post(f"{server.base_url}/schedules", headers=_api(server, admin, workspace), timeout=30, json={
-        "owner": "accounting", "work_kind": "reconciliation.sweep", "name": "Rule editor sweep",
+        "owner": "accounting", "work_kind": "reconciliation.sweep", "name": name,
         "recurrence": {"cron": "0 6 * * *", "timezone": "Europe/Berlin"}})
     assert reply.status_code == 201, reply.text
     return {"admin": admin, "workspace": workspace, "schedule": reply.json()}
+
+
+@pytest.fixture(scope="module")
+def sweep(server) -> dict[str, Any]:
+    return _berlin_sweep(server, "Rule editor sweep")
 
 
 @pytest.fixture(scope="module")
 def form_sweep(server) -> dict[str, Any]:
-    """A schedule of its own for the structured form's tests (a cron rule, which the form
-    cannot show)."""
-    sample = server.stack.platform
-    admin, workspace = sample.users["admin"], sample.first_workspace
-    reply = requests.post(f"{server.base_url}/schedules", headers=_api(server, admin, workspace), timeout=30, json={
-        "owner": "accounting", "work_kind": "reconciliation.sweep", "name": "Rule form sweep",
-        "recurrence": {"cron": "0 6 * * *", "timezone": "Europe/Berlin"}})
-    assert reply.status_code == 201, reply.text
-    return {"admin": admin, "workspace": workspace, "schedule": reply.json()}
+    """A schedule of its own for the structured form's tests."""
+    return _berlin_sweep(server, "Rule form sweep")
 
 
 @pytest.fixture
