@@ -395,7 +395,7 @@ class Monitoring(Construct):
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
-                "actions: README.md."), width=24, height=2))
+                "actions: docs/operations.md (each alarm's runbook is its own section there)."), width=24, height=2))
         dashboard.add_widgets(
             cw.AlarmStatusWidget(title="Alarms", alarms=[*every_alarm, self.auto_paused], width=8, height=6),
             cw.GraphWidget(title="All pipelines: dispatcher passes", width=8, height=6,

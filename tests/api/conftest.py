@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -229,8 +232,9 @@ def serving(db_url: str, *, poll_interval_s: float = 0.2) -> Iterator[Any]:
     caches and the clock are restored."""
     saved = dict(os.environ)
     os.environ.pop("DOWNLOAD_BASE_URL", None)
-    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=poll_interval_s),
-                          database_url=db_url)
+    mail_dir = Path(tempfile.mkdtemp(prefix="tk-serve-mail-"))
+    server = start_server(ServeOptions(port=0, access_log=False, poll_interval_s=poll_interval_s,
+                                       mail_dir=mail_dir), database_url=db_url)
     server.serve_in_background()
     try:
         yield server
@@ -241,6 +245,7 @@ def serving(db_url: str, *, poll_interval_s: float = 0.2) -> Iterator[Any]:
         edge.reset()
         api_edge.reset()
         clock.install(None)
+        shutil.rmtree(mail_dir, ignore_errors=True)
 
 
 #: The workspaces of :func:`seed_overdue_workspaces` (names with markup and HTML to escape).

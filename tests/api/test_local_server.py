@@ -9,6 +9,7 @@ cases, a 10 s timeout per request (about 5 s in all). A deeper, randomized run:
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -321,3 +322,27 @@ def test_favicon_is_served_without_a_token(local_server):
     reply = requests.get(f"{local_server.base_url}/favicon.ico", timeout=10)
     assert reply.status_code == 200 and reply.url.endswith("/console/static/favicon.svg")
     assert reply.headers["Content-Type"].startswith("image/svg+xml")
+
+
+def test_serve_keeps_a_copy_of_every_message_it_sends(local_server):
+    # Given serve's sample delivery of unpaid invoices to three Berlin people
+    platform = local_server.stack.platform
+    berlin, admin = str(platform.first_workspace), platform.users["admin"]
+    auth = {"Authorization": f"Bearer dev:{admin}:{berlin}:queries:read,queries:write"}
+    listed = requests.get(f"{local_server.base_url}/query-schedules", headers=auth, params={"limit": "200"},
+                          timeout=10).json()["items"]
+    [delivery] = [item for item in listed if item["name"] == "Morning unpaid invoices"]
+    # When its admin runs it now
+    accepted = requests.post(f"{local_server.base_url}/query-schedules/{delivery['id']}/run",
+                             headers={**auth, "Idempotency-Key": "mail-folder-1"}, timeout=10)
+    assert accepted.status_code == 202, accepted.text
+    # Then each message sent is kept in serve's mail folder: its HTML part after a header
+    # line naming the recipient and subject, and its text part
+    deadline = time.monotonic() + 60
+    while len(list(local_server.mail_dir.glob("*.html"))) < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    kept = sorted(local_server.mail_dir.glob("*.html"))
+    assert kept, f"nothing in {local_server.mail_dir}"
+    header = json.loads(kept[0].read_text(encoding="utf-8").splitlines()[0])
+    assert "@" in header["to"] and "Morning unpaid invoices" in header["subject"] + kept[0].read_text()
+    assert kept[0].with_suffix(".txt").is_file()

@@ -10,7 +10,7 @@ import pytest
 
 from infra import settings
 from infra.monitoring import PIPELINE_DIMENSION
-from infra.settings import DeploymentConfig
+from infra.settings import ROOT, DeploymentConfig
 from tests.infra.conftest import (
     alarm_by_name,
     functions_by_folder,
@@ -164,6 +164,13 @@ def test_dashboard_has_a_row_per_pipeline_with_the_emitted_metric_names(synth):
         assert f"{pipeline.name}: queue age (s) and DLQ depth" in body
         assert f"{pipeline.name}: outcomes by kind" in body
         assert "SEARCH(" in body and f"{PIPELINE_DIMENSION}=" in body
+
+
+def test_the_dashboards_text_sends_operators_to_the_runbooks(synth):
+    # The text widget at the top names the page with the alarms' runbooks, which exists
+    body = _dashboard_body(synth.app_template)
+    assert "docs/operations.md" in body and "README.md" not in body
+    assert (ROOT / "docs" / "operations.md").is_file()
 
 
 def _export_of(data, value) -> dict:

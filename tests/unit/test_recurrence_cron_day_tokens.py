@@ -84,3 +84,20 @@ def test_bad_day_tokens_are_refused_naming_the_cron_field(cron, message):
         next_occurrences({"cron": cron, "timezone": "UTC"}, AFTER, 1)
     assert error.value.field == "cron"
     assert message in error.value.reason
+
+
+def test_day_tokens_mix_with_plain_days_in_one_list():
+    # The documented mixes: the weekday nearest the 15th and the 16th (March 2027: the
+    # 15th is a Monday); every Friday and the third Saturday (March 2027: the 20th).
+    assert dates("0 9 15W,16 * *", count=4) == [date(2027, 1, 15), date(2027, 1, 16),
+                                                date(2027, 2, 15), date(2027, 2, 16)]
+    march = datetime(2027, 3, 1, tzinfo=UTC)
+    assert dates("0 9 * * 5,6#3", count=5, after=march) == [date(2027, 3, 5), date(2027, 3, 12),
+                                                          date(2027, 3, 19), date(2027, 3, 20),
+                                                          date(2027, 3, 26)]
+
+
+def test_a_weekday_name_before_l_is_that_weekdays_last_occurrence():
+    # MONL is the last Monday, as 1L is: 2027-01-25, 2027-02-22, 2027-03-29.
+    assert dates("0 9 * * MONL", count=3) == dates("0 9 * * 1L", count=3) == [
+        date(2027, 1, 25), date(2027, 2, 22), date(2027, 3, 29)]

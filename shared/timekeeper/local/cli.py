@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 #: The latest ``--start``: its longest simulation (``MAX_DAYS``) and the rules' look-ahead
@@ -183,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--empty", action="store_true",
                        help="add no sample schedules or deliveries (the sample people and invoices are loaded)")
     serve.add_argument("--quiet", action="store_true", help="no access log")
+    serve.add_argument("--mail-dir", type=Path, default=None,
+                       help="keep a copy of every message sent here (default .timekeeper/serve-mail)")
     psql = commands.add_parser("psql", help="open a local database (kept by simulate or serve) in psql")
     psql.add_argument("--database", default="timekeeper_sim",
                       help="database name (default timekeeper_sim; serve's is timekeeper_serve)")
@@ -294,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
         from timekeeper.local.serve import ServeOptions, run_serve
 
         return run_serve(ServeOptions(host=args.host, port=args.port, reset=args.reset, access_log=not args.quiet,
-                                      sample=not args.empty))
+                                      sample=not args.empty, mail_dir=args.mail_dir))
     if args.command == "openapi":
         from timekeeper.edge.api import openapi_text, write_openapi
 

@@ -55,6 +55,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
@@ -76,7 +77,8 @@ class ServeOptions:
     database, ``poll_interval_s`` of the queue poller (seconds), ``access_log`` to stderr,
     ``sample``: add the sample schedules and deliveries on a database without them
     (:mod:`timekeeper.local.serve_sample`; the Platform sample's people and invoices are
-    loaded either way)."""
+    loaded either way), ``mail_dir``: the folder every message sent is kept in (None:
+    ``serve-mail`` in the state folder, :func:`timekeeper.local.embedded.state_home`)."""
 
     host: str = "127.0.0.1"
     port: int = 8080
@@ -84,6 +86,7 @@ class ServeOptions:
     poll_interval_s: float = 1.0
     access_log: bool = True
     sample: bool = True
+    mail_dir: Path | None = None
 
 
 # --------------------------------------------------------------------- authorizer stand-in
@@ -529,6 +532,8 @@ class LocalServer:
     _thread: threading.Thread | None = None
     #: The handlers' logger's level before the server set it (given back by :meth:`stop`).
     _log_level: int | None = None
+    #: Where a copy of every message sent is kept (``.html`` and ``.txt`` per message).
+    mail_dir: Path | None = None
 
     @property
     def database_url(self) -> str:
@@ -556,6 +561,10 @@ class LocalServer:
         self.httpd.server_close()
         self.worker.stop()
         self.stack.stop()
+        if self.mail_dir is not None:
+            from timekeeper.edge import adapters
+
+            adapters.install_mailer(None)
         if self._log_level is not None:
             from timekeeper.observability import logger
 
@@ -600,6 +609,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
         os.environ["DOWNLOAD_BASE_URL"] = f"{link_base_url(str(host), int(port))}/"
         settings.settings.cache_clear()
     _enable_console(stack)
+    mail_dir = _keep_mail(options.mail_dir)
     # The functions' log lines at the level the stack's environment names (WARNING unless
     # POWERTOOLS_LOG_LEVEL says otherwise): their logger may have been built before it was set.
     from timekeeper.observability import logger
@@ -608,7 +618,23 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING").upper())
     worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
     worker.start()
-    return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd, _log_level=log_level)
+    return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd, _log_level=log_level,
+                       mail_dir=mail_dir)
+
+
+def _keep_mail(folder: Path | None) -> Path:
+    """Send this server's messages through SES in moto as deployed, and keep a copy of each
+    in ``folder`` (default ``serve-mail`` in the state folder): ``<SES message id>.html``
+    (a JSON header line with the recipient, subject and headers, then the HTML part) and
+    ``.txt`` (the plain-text part), as ``simulate`` keeps its mail. Returns the folder."""
+    from timekeeper.edge import adapters
+    from timekeeper.local.delivery import DiskMailer
+    from timekeeper.local.embedded import state_home
+
+    folder = folder or state_home() / "serve-mail"
+    adapters.install_mailer(None)
+    adapters.install_mailer(DiskMailer(adapters.mailer(), folder))
+    return folder
 
 
 def _enable_console(stack: LocalStack) -> None:
@@ -663,6 +689,7 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
     print(f"Timekeeper API on {server.base_url}  (OpenAPI document: {server.base_url}/openapi.json)", file=out)
     print(f"  console: {server.base_url}/  (development sign-in: pick a sample person)", file=out)
     print(f"  database: {_redacted(server.database_url)}", file=out)
+    print(f"  mail sent: a copy of every message in {server.mail_dir}", file=out)
     print(f"  local AWS (moto): {server.local_aws.endpoint}; dispatchers every minute, queues polled every "
           f"{options.poll_interval_s:g}s, real clock", file=out)
     print("  authorizer stand-in: Authorization: Bearer dev:<user>:<workspace uuid>:<role,role,...>", file=out)
