@@ -61,6 +61,7 @@ from timekeeper.api.models import (
     decode_cursor,
     encode_cursor,
 )
+from timekeeper.api.reports import SnapshotBasisOut
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
@@ -272,8 +273,10 @@ class DeliveryOut(BaseModel):
 
 @pydantic_dataclass(frozen=True)
 class DeliveryRunOut(DeliveryRun):
-    """One run of a query schedule with its file and its recipients' outcomes."""
+    """One run of a query schedule with its file and its recipients' outcomes;
+    ``snapshot_basis`` is the report's per section, as its render answers it."""
 
+    snapshot_basis: list[SnapshotBasisOut | None] | None
     deliveries: list[DeliveryOut]
 
 

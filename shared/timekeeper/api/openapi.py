@@ -10,10 +10,11 @@ model and every enum into an enum type. So that each does so with its default se
   ``ETC_GMT_PLUS_0`` and ``ETC_GMT_MINUS_0``), referenced by every ``timezone`` of a rule;
 * the recurrence rule is one component, ``Recurrence``, referenced by every body and
   answer that carries a rule;
-* every titled member of a ``oneOf`` / ``anyOf`` is a component named by its title
-  (``CronRule``, ``DailyCalendar``, ``InvoicesDueDateRangeFilter``, ``QuerySource``,
-  ...): a union of named models, never of anonymous objects whose generated names
-  collide. Two different schemas with one title are a ``ValueError``;
+* every titled object schema written inline (a member of a ``oneOf`` / ``anyOf``, or a
+  property) is a component named by its title (``CronRule``, ``DailyCalendar``,
+  ``InvoicesDueDateRangeFilter``, ``QuerySource``, ...): a union of named models, never
+  of anonymous objects whose generated names collide. Two different schemas with one
+  title are a ``ValueError``;
 * every operation documents the one error shape (:class:`~timekeeper.api.errors.ErrorBody`)
   for its 422 (never Powertools' ``HTTPValidationError``), a 500 and a 503 (the database
   did not answer; ``Retry-After`` in seconds). The headers of a route's own answers
@@ -116,8 +117,12 @@ def _replace(node: Any, matches: Any, by: dict[str, Any]) -> Any:
 
 
 def _name_union_members(schemas: dict[str, Any]) -> None:
-    """Move every titled object member of a ``oneOf`` / ``anyOf`` (innermost first) into
-    ``schemas`` under its title, leaving a reference."""
+    """Move every titled object schema written inline (a member of a ``oneOf`` /
+    ``anyOf``, or a property's: ``QuerySource`` in a delivery's body), innermost first,
+    into ``schemas`` under its title, leaving a reference."""
+
+    def named(node: Any) -> bool:
+        return isinstance(node, dict) and "title" in node and ("properties" in node or "oneOf" in node)
 
     def visit(node: Any) -> None:
         if isinstance(node, dict):
@@ -125,9 +130,13 @@ def _name_union_members(schemas: dict[str, Any]) -> None:
                 visit(value)
             for key in ("oneOf", "anyOf"):
                 for i, member in enumerate(node.get(key, [])):
-                    if isinstance(member, dict) and "title" in member and (
-                            "properties" in member or "oneOf" in member):
+                    if named(member):
                         node[key][i] = {"$ref": f"{_REF}{_component(schemas, member)}"}
+            properties = node.get("properties")
+            if isinstance(properties, dict):
+                for name, prop in properties.items():
+                    if named(prop):
+                        properties[name] = {"$ref": f"{_REF}{_component(schemas, prop)}"}
         elif isinstance(node, list):
             for value in node:
                 visit(value)

@@ -116,8 +116,8 @@ def _section_forms(schema: dict[str, Any]) -> None:
     chart names both (whether the query selects them, the value numeric, is checked
     against the stored query)."""
     column = {"type": "string", "minLength": 1, "maxLength": 64}
-    # null or left out (``const`` rather than ``type: null``, which some generators cannot type)
-    no_column = {"const": None, "description": "a table names no column"}
+    # null or left out (an enum of null: some generators cannot type a ``type: null`` property)
+    no_column = {"enum": [None], "description": "a table names no column"}
     whole_forms(schema, [
         {"title": "TableSection", "properties": {
             "display": {"type": "string", "const": Display.TABLE.value, "default": Display.TABLE.value},
