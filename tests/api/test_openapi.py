@@ -82,13 +82,29 @@ def test_every_operation_needs_the_authorizer_and_documents_its_errors_as_error_
     assert doc["components"]["securitySchemes"]["authorizer"]["scheme"] == "bearer"
 
 
+def resolved(doc: dict, node: dict) -> dict:
+    """``node`` with its ``$ref`` (if any) followed."""
+    while "$ref" in node:
+        node = doc["components"]["schemas"][node["$ref"].removeprefix("#/components/schemas/")]
+    return node
+
+
 def test_the_create_body_lists_the_owners_work_kinds():
-    schema = document()["components"]["schemas"]["ScheduleCreateAccounting"]
-    assert schema["properties"]["owner"]["const"] == "accounting"
-    assert set(schema["properties"]["work_kind"]["enum"]) == {
+    doc = document()
+    body = doc["components"]["schemas"]["ScheduleCreateAccounting"]
+    forms = [resolved(doc, form) for form in body["oneOf"]]
+    assert [f["title"] for f in forms] == ["ScheduleCreateAccountingWithSubject",
+                                           "ScheduleCreateAccountingSubjectOptional"]
+    for form in forms:  # whole forms: every field in each
+        assert form["properties"]["owner"]["const"] == "accounting"
+        assert {"owner", "work_kind", "recurrence", "subject_id", "name", "active"} == set(form["properties"])
+        assert form["properties"]["recurrence"] == {"$ref": "#/components/schemas/Recurrence"}
+    assert {k for f in forms for k in f["properties"]["work_kind"]["enum"]} == {
         "batch.roll", "batch.auto_close", "reconciliation.sweep", "billing.prepare"}
-    assert [f["title"] for f in schema["properties"]["recurrence"]["oneOf"]] == [
-        "CronRule", "CalendarRule", "IntervalRule", "RRuleRule"]
+    assert "subject_id" in forms[0]["required"] and "subject_id" not in forms[1].get("required", [])
+    rule = doc["components"]["schemas"]["Recurrence"]
+    assert [resolved(doc, f)["title"] for f in rule["oneOf"]] == ["CronRule", "CalendarRule", "IntervalRule",
+                                                                  "RRuleRule"]
 
 
 def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_for_output():
@@ -103,15 +119,18 @@ def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_
     assert schemas["VersionCreate"]["properties"]["definition"] == {
         "$ref": "#/components/schemas/QueryDefinition-Input"}
     assert schemas["VersionOut"]["properties"]["definition"] == {"$ref": "#/components/schemas/QueryDefinition-Output"}
-    assert [f["title"] for f in schemas["QueryDefinition-Input"]["oneOf"]] == [
-        f["title"] for f in definition_json_schema()["oneOf"]]
-    forms = {form["properties"]["entity"]["const"]: form for form in schemas["QueryDefinition-Input"]["oneOf"]}
+    members = [resolved(doc, f) for f in schemas["QueryDefinition-Input"]["oneOf"]]
+    assert [f["title"] for f in members] == [f["title"] for f in definition_json_schema()["oneOf"]]
+    forms = {form["properties"]["entity"]["const"]: form for form in members}
     assert set(forms) == set(CATALOGUE)
     invoices = forms["invoices"]["properties"]
     assert invoices["columns"]["items"]["enum"] == list(CATALOGUE["invoices"].columns)
-    due = [f for f in invoices["filters"]["items"]["oneOf"] if f["properties"]["column"]["const"] == "due_date"]
+    filters = [resolved(doc, f) for f in invoices["filters"]["items"]["oneOf"]]
+    due = [f for f in filters if f["properties"]["column"]["const"] == "due_date"]
     assert {op for f in due for op in f["properties"]["op"]["enum"]} == {
         "eq", "ne", "lt", "lte", "gt", "gte", "between", "is_null", "is_not_null"}
+    assert [f["title"] for f in due] == ["InvoicesDueDateFilter", "InvoicesDueDateRangeFilter",
+                                         "InvoicesDueDateNullFilter"]
     own = QueryDefinition.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
     generated = schemas["QueryDefinition-Output"]
     assert set(generated["properties"]) == set(own["properties"])
@@ -122,13 +141,15 @@ def test_the_query_definition_schema_is_the_catalogues_for_input_and_the_models_
 def test_rule_zones_are_the_canonical_zones_and_calendars_have_one_form_per_frequency():
     from timekeeper.schedules.zones import canonical_zones
 
-    rule = document()["components"]["schemas"]["ScheduleCreateAccounting"]["properties"]["recurrence"]
-    cron, calendar, interval, rrule = rule["oneOf"]
+    doc = document()
+    schemas = doc["components"]["schemas"]
+    cron, calendar, interval, rrule = (resolved(doc, f) for f in schemas["Recurrence"]["oneOf"])
     for form in (cron, calendar, interval, rrule):
-        assert form["properties"]["timezone"]["enum"] == sorted(canonical_zones())
+        assert form["properties"]["timezone"] == {"$ref": "#/components/schemas/TimeZone"}
+    assert schemas["TimeZone"]["enum"] == sorted(canonical_zones())
     assert {"localtime", "Factory", "posixrules", "right/UTC"}.isdisjoint(canonical_zones())
     assert {"UTC", "America/New_York", "Asia/Kolkata"} <= canonical_zones()
-    forms = calendar["properties"]["calendar"]["oneOf"]
+    forms = [resolved(doc, f) for f in calendar["properties"]["calendar"]["oneOf"]]
     assert [(f["properties"]["frequency"]["const"], sorted(set(f["properties"]) - {
         "frequency", "interval", "start_date", "times"})) for f in forms] == [
         ("daily", []), ("weekly", ["weekdays"]), ("monthly", ["month_day"]), ("monthly", ["nth_weekday"]),
@@ -162,3 +183,69 @@ def test_the_snapshot_request_documents_the_refusals_and_the_body():
     assert body["properties"]["reason"]["maxLength"] == 500
     for path in ("/snapshots/periods", "/snapshots/workspaces/{workspace_id}/periods"):
         assert "404" in doc["paths"][path]["get"]["responses"]
+
+
+def _nodes(node, path=""):
+    """Every JSON object under ``node`` with its JSON-pointer-like path."""
+    if isinstance(node, dict):
+        yield path, node
+        for key, value in node.items():
+            yield from _nodes(value, f"{path}/{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _nodes(value, f"{path}[{i}]")
+
+
+def test_the_document_is_shaped_for_client_generators():
+    # What openapi-python-client and openapi-generator drop or cannot type: fields written
+    # beside a oneOf (the union wins), anonymous union members (their generated names
+    # collide), properties typed only null; and the zone list copied into every rule.
+    from timekeeper.schedules.zones import canonical_zones
+
+    doc = document()
+    text = json.dumps(doc)
+    assert text.count('"Etc/GMT0"') == 1 and text.count('"Etc/GMT+0"') == 1
+    zones = doc["components"]["schemas"]["TimeZone"]
+    assert len(set(zones["x-enum-varnames"])) == len(zones["enum"]) == len(canonical_zones())
+    for path, node in _nodes(doc):
+        assert not ("properties" in node and ("oneOf" in node or "anyOf" in node)), path
+        for key in ("oneOf", "anyOf"):
+            for i, member in enumerate(node.get(key, [])):
+                assert "$ref" in member or "properties" not in member, f"{path}/{key}[{i}]"
+        for name, prop in node.get("properties", {}).items() if isinstance(node.get("properties"), dict) else ():
+            assert prop.get("type") != "null", f"{path}/properties/{name}"
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
+    assert len(json.dumps(doc, separators=(",", ":"))) < 350_000  # 476 KB with the zone list in every rule
+
+
+def test_every_operation_documents_500_and_503_and_the_headers_it_sets():
+    doc = document()
+    error = {"$ref": "#/components/schemas/ErrorBody"}
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            answers = operation["responses"]
+            for code in ("500", "503"):
+                assert answers[code]["content"]["application/json"]["schema"] == error, (method, path)
+            assert "Retry-After" in answers["503"]["headers"], (method, path)
+            for code, answer in answers.items():
+                if code.startswith("4") and "application/json" in answer.get("content", {}):
+                    assert answer["content"]["application/json"]["schema"] == error, (method, path, code)
+    created_once = {("/schedules", "201"), ("/queries", "201"), ("/queries/{query_id}/versions", "201"),
+                    ("/reports", "201"), ("/query-schedules", "201")}
+    for path, code in created_once:
+        assert set(doc["paths"][path]["post"]["responses"][code]["headers"]) == {"Location", "Idempotent-Replayed"}
+    assert "Location" in doc["paths"]["/reports/{report_id}/renders"]["post"]["responses"]["202"]["headers"]
+    assert "Location" in doc["paths"]["/queries/{query_id}/exports"]["post"]["responses"]["202"]["headers"]
+    redirect = doc["paths"]["/downloads/{token}"]["get"]["responses"]["302"]
+    assert "Location" in redirect["headers"] and "content" not in redirect
+
+
+def test_answers_type_the_rule_the_source_and_the_basis():
+    schemas = document()["components"]["schemas"]
+    assert schemas["ScheduleOut"]["properties"]["recurrence"]["$ref"] == "#/components/schemas/Recurrence"
+    assert schemas["RulePreview"]["properties"]["recurrence"]["$ref"] == "#/components/schemas/Recurrence"
+    assert schemas["QueryScheduleOut"]["properties"]["source"] == {"$ref": "#/components/schemas/SourceOut"}
+    assert "query_version" in schemas["SourceOut"]["required"]
+    basis = schemas["PeriodOut"]["properties"]["basis"]["anyOf"][0]
+    assert basis == {"$ref": "#/components/schemas/SnapshotBasis"}
+    assert {"as_of", "rows", "currency", "buckets"} <= set(schemas["SnapshotBasis"]["properties"])

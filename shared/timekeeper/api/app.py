@@ -52,13 +52,16 @@ from timekeeper.api.models import (
     NUMBER_PATH_PARAMETERS,
     OWNERS,
     PLAIN_DECIMAL,
+    RECURRENCE_SCHEMA,
     generic_kinds_by_owner,
     integral_bounds,
 )
+from timekeeper.api.openapi import finish
 from timekeeper.api.routing import SECURITY_SCHEME, Routes
 from timekeeper.api.scope import OwnerRoutedPublisher, scope_dependency
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
+from timekeeper.schedules.zones import canonical_zones
 from timekeeper.snapshots.registry import SnapshotRegistry
 
 #: Every resource's ``register(routes)``, in registration order.
@@ -344,7 +347,9 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
 
 
 def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of ``app``, generated from the route models (a JSON-ready dict)."""
+    """The OpenAPI 3.1 document of ``app``, generated from the route models (a JSON-ready
+    dict), finished for client generators by :func:`timekeeper.api.openapi.finish` (the
+    zones and the rule once, named union members, the one error shape everywhere)."""
     text = app.get_openapi_json_schema(
         title=API_TITLE, version=API_VERSION, description=_DESCRIPTION,
         security_schemes={SECURITY_SCHEME: {
@@ -355,14 +360,8 @@ def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
     doc = json.loads(text)
     for path in doc.get("paths", {}).values():
         for operation in path.values():
-            no_content = operation.get("responses", {}).get("204")
-            if no_content is not None:
-                no_content.pop("content", None)  # a 204 has no body
-    # Powertools' own error shapes are replaced by ErrorBody everywhere: drop them when unused.
-    schemas = doc.get("components", {}).get("schemas", {})
-    for name in ("HTTPValidationError", "ResponseValidationError", "ValidationError"):
-        others = json.dumps({k: v for k, v in doc.items() if k != "components"}) + json.dumps(
-            {k: v for k, v in schemas.items() if k != name})
-        if name in schemas and f"#/components/schemas/{name}" not in others:
-            del schemas[name]
+            for status, answer in operation.get("responses", {}).items():
+                if status == "204" or status.startswith("3"):
+                    answer.pop("content", None)  # a 204 or a redirect has no body
+    finish(doc, recurrence=RECURRENCE_SCHEMA, zones=sorted(canonical_zones()))
     return integral_bounds(doc)

@@ -31,6 +31,7 @@ PATCH) and Run now also need read access to its source. Validation errors are 42
 (``recipients[1]``, ``subject_template``, ``format``, ``source.query_id`` ...).
 """
 
+import copy
 import os
 from dataclasses import asdict
 from datetime import datetime
@@ -60,6 +61,7 @@ from timekeeper.api.models import (
     decode_cursor,
     encode_cursor,
 )
+from timekeeper.api.reports import SnapshotBasisOut
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
@@ -79,6 +81,7 @@ from timekeeper.reporting.query_schedules import (
 )
 from timekeeper.schedules import service
 from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schema_forms import whole_forms
 from timekeeper.settings import DOWNLOAD_BASE_URL_VARIABLE
 from timekeeper.strict_input import JSON_INTEGER
 
@@ -101,18 +104,27 @@ _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=NOT_BLANK_PAT
 _Hours = Annotated[int, Field(ge=1, le=720), JSON_INTEGER]
 
 
+_UUID = {"type": "string", "format": "uuid"}
+#: The two forms of a source the document publishes (the route checks the same): ``query``
+#: with its ``query_id`` (and optionally ``query_version``), ``report`` with its
+#: ``report_id``. Whether they exist is the database's to say.
+QUERY_SOURCE = {"title": "QuerySource", "type": "object", "additionalProperties": False,
+                "description": "a saved query: its version pinned now (omitted: the current one)",
+                "required": ["kind", "query_id"],
+                "properties": {"kind": {"type": "string", "const": "query"}, "query_id": _UUID,
+                               "query_version": {"type": "integer", "minimum": 1}}}
+REPORT_SOURCE = {"title": "ReportSource", "type": "object", "additionalProperties": False,
+                 "description": "a report, rendered at its current version on each run",
+                 "required": ["kind", "report_id"],
+                 "properties": {"kind": {"type": "string", "const": "report"}, "report_id": _UUID}}
+
+
 def _source_forms(schema: dict[str, Any]) -> None:
-    """Publish the two forms of a source (the route checks the same): ``query`` with its
-    ``query_id`` (and optionally ``query_version``) and no ``report_id``; ``report`` with
-    its ``report_id`` and neither query field. Whether they exist is the database's to say."""
-    uuid_ = {"type": "string", "format": "uuid"}
-    schema["oneOf"] = [
-        {"title": "QuerySource", "required": ["kind", "query_id"],
-         "properties": {"kind": {"const": "query"}, "query_id": uuid_, "report_id": {"type": "null"}}},
-        {"title": "ReportSource", "required": ["kind", "report_id"],
-         "properties": {"kind": {"const": "report"}, "report_id": uuid_, "query_id": {"type": "null"},
-                        "query_version": {"type": "null"}}},
-    ]
+    """Publish a source as ``oneOf`` its two whole forms (:data:`QUERY_SOURCE`,
+    :data:`REPORT_SOURCE`)."""
+    kept = {k: schema[k] for k in ("title", "description") if k in schema}
+    schema.clear()
+    schema.update(kept, oneOf=[copy.deepcopy(QUERY_SOURCE), copy.deepcopy(REPORT_SOURCE)])
 
 
 class SourceIn(BaseModel):
@@ -127,15 +139,24 @@ class SourceIn(BaseModel):
     report_id: CanonicalUuid | None = None
 
 
+class SourceOut(BaseModel):
+    """What a query schedule delivers: ``kind`` query with ``query_id`` and the pinned
+    ``query_version``, or report with ``report_id`` (the other fields null)."""
+
+    kind: Literal["query", "report"]
+    query_id: UUID | None = Field(description="the saved query (kind query)")
+    query_version: int | None = Field(ge=1, description="the version each run delivers (kind query)")
+    report_id: UUID | None = Field(description="the report (kind report)")
+
+
 def _formats_by_source(schema: dict[str, Any]) -> None:
     """Publish which formats each source kind is delivered in (the route checks the same):
-    a query as csv or xlsx, a report as pdf."""
-    schema["oneOf"] = [
-        {"title": "QueryDelivery", "properties": {"source": {"properties": {"kind": {"const": "query"}}},
-                                                  "format": {"enum": ["csv", "xlsx"]}}},
-        {"title": "ReportDelivery", "properties": {"source": {"properties": {"kind": {"const": "report"}}},
-                                                   "format": {"enum": ["pdf"]}}},
-    ]
+    the body is ``oneOf`` two whole forms, ``QueryDeliveryCreate`` (a query as csv or
+    xlsx) and ``ReportDeliveryCreate`` (a report as pdf), each with every field."""
+    whole_forms(schema, [
+        {"title": title, "properties": {"source": source, "format": {"type": "string", "enum": formats}}}
+        for title, source, formats in (("QueryDeliveryCreate", QUERY_SOURCE, ["csv", "xlsx"]),
+                                       ("ReportDeliveryCreate", REPORT_SOURCE, ["pdf"]))])
 
 
 class QueryScheduleCreate(BaseModel):
@@ -179,7 +200,7 @@ class QueryScheduleOut(BaseModel):
     pause_reason: str | None
     next_due_at: datetime | None
     owner_user_id: str
-    source: SourceIn
+    source: SourceOut
     format: str
     skip_when_empty: bool
     subject_template: str
@@ -252,8 +273,10 @@ class DeliveryOut(BaseModel):
 
 @pydantic_dataclass(frozen=True)
 class DeliveryRunOut(DeliveryRun):
-    """One run of a query schedule with its file and its recipients' outcomes."""
+    """One run of a query schedule with its file and its recipients' outcomes;
+    ``snapshot_basis`` is the report's per section, as its render answers it."""
 
+    snapshot_basis: list[SnapshotBasisOut | None] | None
     deliveries: list[DeliveryOut]
 
 
@@ -303,8 +326,8 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
     return QueryScheduleOut(
         id=settings.schedule_id, name=settings.name, status=state.status, pause_reason=state.pause_reason,
         next_due_at=state.next_due_at, owner_user_id=settings.owner_user_id,
-        source=SourceIn(kind=settings.source_kind, query_id=settings.query_id, query_version=settings.query_version,
-                        report_id=settings.report_id),
+        source=SourceOut(kind=settings.source_kind, query_id=settings.query_id, query_version=settings.query_version,
+                         report_id=settings.report_id),
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
         recipients=dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
@@ -388,7 +411,8 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/query-schedules", tags=tags, operation_id="createQuerySchedule",
            security=SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
-           responses=_responses(201, "Created", 404, 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+           responses=_responses(201, "Created", 404, 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                                 headers=errors.CREATED_ONCE))
     def create(
         scope: writer, body: Annotated[QueryScheduleCreate, Body()],
         idempotency_key: Annotated[str | None, idempotency_header(
@@ -544,7 +568,9 @@ def register(routes: Routes) -> None:
 
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
            summary="Follow a delivery's personal link (public: the signed token is the credential)",
-           responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)"},
+           responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)",
+                                 "headers": {"Location": {"description": "the presigned URL", "required": True,
+                                                          "schema": {"type": "string"}}}},
                       **errors.error_docs(_ERRORS, 403, 404, 410)})
     def download(token: Annotated[str, Path(min_length=1, max_length=2000,
                                             description="the signed link token")]) -> Response[None]:

@@ -116,12 +116,28 @@ def error_docs(texts: Mapping[int, str], *codes: int) -> dict[int, dict[str, Any
             for code in codes}
 
 
+#: The ``Location`` header of an answer that made (or found) a resource: its path.
+LOCATION = {"Location": {"description": "the path of the resource made (or, replayed, found)", "required": True,
+                         "schema": {"type": "string"}}}
+
+#: ``Location`` and ``Idempotent-Replayed``: the headers of a create that answers once per
+#: Idempotency-Key (:meth:`timekeeper.api.scope.WorkspaceScope.create_once`).
+CREATED_ONCE = {**LOCATION, "Idempotent-Replayed": {
+    "description": "\"true\" when an earlier request with the same Idempotency-Key made this answer "
+                   "(its status, body and Location are the first answer's)",
+    "schema": {"type": "string", "enum": ["true"]}}}
+
+
 def responses(status: int, description: str, *error_codes: int, texts: Mapping[int, str],
-              always: tuple[int, ...] = (401, 403, 422)) -> dict[int, dict[str, Any]]:
+              always: tuple[int, ...] = (401, 403, 422),
+              headers: Mapping[str, Any] | None = None) -> dict[int, dict[str, Any]]:
     """The OpenAPI responses of a route: ``status`` (its body the route's return model)
-    described by ``description``, and the error statuses ``always`` and ``error_codes``
-    (:func:`error_docs` with ``texts``). The one way a route documents its errors."""
-    out: dict[int, dict[str, Any]] = {status: {"description": description}}
+    described by ``description``, with the response ``headers`` it sets (e.g.
+    :data:`LOCATION`), and the error statuses ``always`` and ``error_codes``
+    (:func:`error_docs` with ``texts``). The one way a route documents its errors (500 and
+    503 are added to every operation by :func:`timekeeper.api.openapi.finish`)."""
+    out: dict[int, dict[str, Any]] = {status: {"description": description, **({"headers": dict(headers)}
+                                                                              if headers else {})}}
     out.update(error_docs(texts, *always, *error_codes))
     return out
 

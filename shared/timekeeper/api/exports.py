@@ -130,9 +130,10 @@ def register(routes: Routes) -> None:
     @routes.route("POST", "/queries/<query_id>/exports", tags=["exports"], operation_id="requestExport",
                   security=SECURITY,
                   summary="Export a saved query version to CSV or XLSX (runs in the background)",
-                  responses={**errors.responses(202, "Accepted: the export is queued", 404, 409, 415, texts=_ERRORS),
+                  responses={**errors.responses(202, "Accepted: the export is queued", 404, 409, 415, texts=_ERRORS,
+                                                     headers=errors.LOCATION),
                              200: {"description": "An earlier request with the same Idempotency-Key made this "
-                                                  "export"}})
+                                                  "export", "headers": dict(errors.LOCATION)}})
     def request_export(
         scope: reader, query_id: Annotated[CanonicalUuid, Path(description="the saved query's id")],
         body: Annotated[ExportCreate, Body()],

@@ -34,6 +34,7 @@ from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
 from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun, UpcomingOccurrence
 from timekeeper.schedules.recurrence import InvalidRecurrence, describe_rule, parse_rule
 from timekeeper.schedules.rule_schema import published_rule_schema
+from timekeeper.schema_forms import whole_forms
 from timekeeper.strict_input import JSON_INTEGER
 from timekeeper.topology import PIPELINES
 
@@ -170,15 +171,22 @@ def subject_required_kinds(registry: Any) -> frozenset[str]:
 
 
 def _subject_forms(required: list[str], optional: list[str]) -> Any:
-    """A ``json_schema_extra`` that publishes which work kinds need ``subject_id``."""
+    """A ``json_schema_extra`` that publishes which work kinds need ``subject_id``: the
+    body becomes ``oneOf`` whole forms, each with every field (``<Title>WithSubject``,
+    whose ``work_kind`` is one of ``required`` and whose ``subject_id`` is required, and
+    ``<Title>SubjectOptional`` for the others), so a generated client loses none of them."""
     def extra(schema: dict[str, Any]) -> None:
         if not required:
             return
-        forms = [{"title": "WithSubject", "required": ["subject_id"],
-                  "properties": {"work_kind": {"enum": required}, "subject_id": {"type": "string", "format": "uuid"}}}]
+        title, properties = schema["title"], schema["properties"]
+        uuid_ = next(s for s in properties["subject_id"]["anyOf"] if s.get("type") == "string")
+        subject = dict(uuid_, description=properties["subject_id"].get("description", "the subject"))
+        forms: list[dict[str, Any]] = [{"title": f"{title}WithSubject", "required": ["subject_id"], "properties": {
+            "work_kind": dict(properties["work_kind"], enum=required), "subject_id": subject}}]
         if optional:
-            forms.append({"title": "SubjectOptional", "properties": {"work_kind": {"enum": optional}}})
-        schema["oneOf"] = forms
+            forms.append({"title": f"{title}SubjectOptional",
+                          "properties": {"work_kind": dict(properties["work_kind"], enum=optional)}})
+        whole_forms(schema, forms)
     return extra
 
 
@@ -249,7 +257,7 @@ class ScheduleOut(BaseModel):
     work_kind: str
     subject_id: UUID | None
     name: str
-    recurrence: dict[str, Any]
+    recurrence: Recurrence = Field(description="the rule as saved (normalised: defaults filled in)")
     timezone: str = Field(description="IANA zone the rule is evaluated in")
     status: ScheduleStatus
     pause_reason: str | None = Field(description="why it is paused, e.g. paused_by_owner, consecutive_failures")
@@ -494,7 +502,7 @@ class RulePreview(BaseModel):
                                        "public holidays of Germany (Berlin)"])
     timezone: str = Field(description="the zone the rule is evaluated in (UTC for an interval rule without one)")
     warnings: list[str] = Field(description="notes about a surprising but valid rule")
-    recurrence: dict[str, Any] = Field(description="the rule normalised (defaults filled in)")
+    recurrence: Recurrence = Field(description="the rule normalised (defaults filled in)")
     next_occurrences: list[OccurrenceOut]
 
 

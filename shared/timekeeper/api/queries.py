@@ -318,7 +318,7 @@ def register(routes: Routes) -> None:
     @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=SECURITY,
            summary="Save a query (the definition is checked against the catalogue) as version 1",
            responses=_responses(201, "Created: the query and its version 1", 409, 415,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
     def create_query(
         scope: Writer, body: Annotated[QueryCreate, Body()],
         idempotency_key: Annotated[str | None, idempotency_header(
@@ -347,7 +347,7 @@ def register(routes: Routes) -> None:
     @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=SECURITY,
            summary="Save a new version (n + 1, made current); earlier versions never change",
            responses=_responses(201, "Created: the query and its new version", 404, 409, 415,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
     def add_query_version(
         scope: Writer, query_id: QueryId, body: Annotated[VersionCreate, Body()],
         idempotency_key: Annotated[str | None, idempotency_header(

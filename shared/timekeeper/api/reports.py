@@ -213,7 +213,8 @@ def register(routes: Routes) -> None:
 
     @route("POST", "/reports", tags=["reports"], operation_id="createReport", security=SECURITY,
            summary="Create a report (version 1); its sections' queries must be in the workspace",
-           responses=responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+           responses=responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                               headers=errors.CREATED_ONCE))
     def create_report(
         scope: Writer, body: Annotated[ReportCreate, Body()],
         idempotency_key: Annotated[str | None, idempotency_header(
@@ -287,7 +288,7 @@ def register(routes: Routes) -> None:
     @route("POST", "/reports/<report_id>/renders", tags=["reports"], operation_id="renderReport",
            security=SECURITY, summary="Render the report's current version to PDF, optionally over a picked "
                                       "month (the same Idempotency-Key returns the same render)",
-           responses=responses(202, "Accepted: the render is requested", 404, 409))
+           responses=responses(202, "Accepted: the render is requested", 404, 409, headers=errors.LOCATION))
     def request_render(
         scope: Reader, report_id: ReportId,
         idempotency_key: Annotated[str, idempotency_header("required: the same key returns the same render")],

@@ -88,7 +88,8 @@ def register(routes: Routes) -> None:
     @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
            summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
                    "with a route of its own, queries.deliver, is refused: use /query-schedules)",
-           responses=_responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+           responses=_responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                                 headers=errors.CREATED_ONCE))
     def create_schedule(
         scope: Writer, body: Annotated[CreateBody, Body()],
         idempotency_key: Annotated[str | None, idempotency_header(

@@ -42,13 +42,14 @@ annotations at run time.)
 from datetime import date
 from functools import partial
 from http import HTTPStatus
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from typing_extensions import TypedDict
 
 from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity
@@ -143,6 +144,32 @@ class SnapshotRunOut(BaseModel):
     created_at: UtcDatetime
 
 
+@with_config(ConfigDict(extra="allow"))
+class AgingBucket(TypedDict):
+    """One aging bucket of a receivable-aging basis: its invoices and their outstanding
+    amount in minor units of the basis' currency."""
+
+    invoices: Annotated[int, Field(ge=0)]
+    outstanding_minor: int
+
+
+@with_config(ConfigDict(extra="allow"))
+class SnapshotBasis(TypedDict, total=False):
+    """What a published version was computed from and checked against, as stored. Each
+    snapshot type fills the fields it checks (the others are absent): ``as_of`` the local
+    month-end date, ``rows`` the rows written; membership counts: ``memberships``;
+    receivable aging: ``currency`` (ISO 4217), ``invoices``, ``outstanding_minor`` (their
+    outstanding total in minor units) and ``buckets`` by name. A type may add fields."""
+
+    as_of: date
+    rows: Annotated[int, Field(ge=0)]
+    memberships: Annotated[int, Field(ge=0)]
+    currency: str
+    invoices: Annotated[int, Field(ge=0)]
+    outstanding_minor: int
+    buckets: dict[str, AgingBucket]
+
+
 class PeriodOut(BaseModel):
     """One period of a workspace's snapshot type: its status and the chosen version (the
     current published one, else the latest run)."""
@@ -154,7 +181,8 @@ class PeriodOut(BaseModel):
                                     "retry_wait), or missing (an expected month never planned)")
     chosen_version: int | None = Field(ge=1, description="null when missing")
     run_id: UUID | None = Field(description="the chosen version's run; null when missing")
-    basis: dict[str, Any] | None = Field(description="what the published rows were computed from and checked against")
+    basis: SnapshotBasis | None = Field(description="what the published rows were computed from and checked "
+                                                       "against")
     published_at: UtcDatetime | None
     skip_reason: str | None = Field(description="why the period is not generated (skipped)",
                                     examples=["workspace_loading"])

@@ -312,17 +312,14 @@ def zone_of(body: Any) -> str:
 
 
 def zone_enum(document: Any) -> list[str]:
-    """The zones the API's OpenAPI ``document`` lets a rule name: the ``timezone`` enum of
-    the rule preview's request, sorted; empty when the document has none."""
+    """The zones the API's OpenAPI ``document`` lets a rule name: its ``TimeZone``
+    component's enum (the one list every rule's ``timezone`` refers to), sorted; empty
+    when the document has none."""
     try:
-        forms = document["components"]["schemas"]["RulePreviewRequest"]["properties"]["recurrence"]["oneOf"]
+        names = document["components"]["schemas"]["TimeZone"]["enum"]
     except (KeyError, TypeError):
         return []
-    for form in forms:
-        names = ((form.get("properties") or {}).get("timezone") or {}).get("enum") if isinstance(form, dict) else None
-        if isinstance(names, list) and names:
-            return sorted(name for name in names if isinstance(name, str))
-    return []
+    return sorted(name for name in names if isinstance(name, str)) if isinstance(names, list) else []
 
 
 #: Why a run waits too long, for people (the operations overview's ``why``).

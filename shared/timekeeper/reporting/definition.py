@@ -19,6 +19,7 @@ as its JSON form would, so a definition that saves always compiles.
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
@@ -288,27 +289,38 @@ def _value_schema(column: Column) -> dict[str, Any]:
     raise AssertionError(kind)
 
 
-def _filter_schemas(column: Column) -> list[dict[str, Any]]:
-    """One schema per group of ``column``'s operators that take the same kind of value."""
+def schema_name(text: str) -> str:
+    """``"member_number"`` -> ``"MemberNumber"``: a name for a published schema (a model
+    name in a generated client)."""
+    return "".join(word[:1].upper() + word[1:] for word in re.split(r"[^A-Za-z0-9]+", text) if word)
+
+
+def _filter_schemas(entity: Entity, column: Column) -> list[dict[str, Any]]:
+    """One schema per group of ``column``'s operators that take the same kind of value,
+    each titled by its entity, column and group (``InvoicesDueDateRangeFilter``): the
+    model name a generated client gives it. The null tests take no ``value`` (the route
+    also takes ``null``; the schema leaves it out)."""
     allowed = OPERATORS[column.type]
     one = _value_schema(column)
-    groups: list[tuple[list[Operator], dict[str, Any] | None]] = [
-        ([op for op in Operator if op in allowed and op not in _NOT_ONE], one),
-        ([op for op in (Operator.IN, Operator.NOT_IN) if op in allowed],
+    groups: list[tuple[str, list[Operator], dict[str, Any] | None]] = [
+        ("", [op for op in Operator if op in allowed and op not in _NOT_ONE], one),
+        ("List", [op for op in (Operator.IN, Operator.NOT_IN) if op in allowed],
          {"type": "array", "items": one, "minItems": 1, "maxItems": MAX_LIST_VALUES}),
-        ([op for op in (Operator.BETWEEN,) if op in allowed],
+        ("Range", [op for op in (Operator.BETWEEN,) if op in allowed],
          {"type": "array", "items": one, "minItems": 2, "maxItems": 2,
           "description": "[low, high], both inclusive, low <= high"}),
-        ([op for op in (Operator.IS_NULL, Operator.IS_NOT_NULL) if op in allowed], None),
+        ("Null", [op for op in (Operator.IS_NULL, Operator.IS_NOT_NULL) if op in allowed], None),
     ]
     out = []
-    for ops, value in groups:
+    for group, ops, value in groups:
         if not ops:
             continue
         properties: dict[str, Any] = {"column": {"type": "string", "const": column.name},
                                       "op": {"type": "string", "enum": [op.value for op in ops]}}
-        properties["value"] = {"type": "null"} if value is None else value
-        out.append({"type": "object", "additionalProperties": False, "properties": properties,
+        if value is not None:
+            properties["value"] = value
+        out.append({"title": f"{schema_name(entity.name)}{schema_name(column.name)}{group}Filter",
+                    "type": "object", "additionalProperties": False, "properties": properties,
                     "required": ["column", "op"] if value is None else ["column", "op", "value"]})
     return out
 
@@ -319,20 +331,21 @@ _NOT_ONE = frozenset({Operator.IN, Operator.NOT_IN, Operator.BETWEEN, Operator.I
 def _entity_schema(entity: Entity) -> dict[str, Any]:
     names = list(entity.columns)
     return {
-        "title": f"{entity.label} query", "type": "object", "additionalProperties": False,
+        "title": f"{schema_name(entity.name)}Query", "description": f"a query of {entity.label}",
+        "type": "object", "additionalProperties": False,
         "required": ["entity", "columns"],
         "properties": {
             "entity": {"type": "string", "const": entity.name},
             "columns": {"type": "array", "items": {"type": "string", "enum": names}, "minItems": 1,
                         "maxItems": MAX_COLUMNS, "uniqueItems": True, "description": "columns, in output order"},
             "filters": {"type": "array", "maxItems": MAX_FILTERS, "description": "all must hold (AND)",
-                        "items": {"oneOf": [s for c in entity.columns.values() for s in _filter_schemas(c)]}},
+                        "items": {"oneOf": [s for c in entity.columns.values() for s in _filter_schemas(entity, c)]}},
             "sort": {"type": "array", "maxItems": MAX_SORT, "description": "each column at most once",
                      "items": {"type": "object", "additionalProperties": False, "required": ["column"],
                                "properties": {"column": {"type": "string", "enum": names},
                                               "direction": {"type": "string", "enum": ["asc", "desc"],
                                                             "default": "asc"}}}},
-            "limit": {"oneOf": [{"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, {"type": "null"}],
+            "limit": {"anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_LIMIT}, {"type": "null"}],
                       "description": "null or left out: every matching row"},
         }}
 

@@ -41,6 +41,7 @@ from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
 from timekeeper.reporting.definition import InvalidDefinition, _path
 from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
+from timekeeper.schema_forms import whole_forms
 from timekeeper.snapshots import ledger
 from timekeeper.strict_input import JSON_INTEGER
 
@@ -115,13 +116,16 @@ def _section_forms(schema: dict[str, Any]) -> None:
     chart names both (whether the query selects them, the value numeric, is checked
     against the stored query)."""
     column = {"type": "string", "minLength": 1, "maxLength": 64}
-    schema["oneOf"] = [
-        {"title": "TableSection", "properties": {"display": {"const": Display.TABLE.value},
-                                                 "label_column": {"type": "null"}, "value_column": {"type": "null"}}},
+    # null or left out (an enum of null: some generators cannot type a ``type: null`` property)
+    no_column = {"enum": [None], "description": "a table names no column"}
+    whole_forms(schema, [
+        {"title": "TableSection", "properties": {
+            "display": {"type": "string", "const": Display.TABLE.value, "default": Display.TABLE.value},
+            "label_column": no_column, "value_column": no_column}},
         {"title": "ChartSection", "required": ["display", "label_column", "value_column"],
-         "properties": {"display": {"enum": [Display.BAR_CHART.value, Display.LINE_CHART.value]},
+         "properties": {"display": {"type": "string", "enum": [Display.BAR_CHART.value, Display.LINE_CHART.value]},
                         "label_column": column, "value_column": column}},
-    ]
+    ])
 
 
 class ReportDefinition(BaseModel):

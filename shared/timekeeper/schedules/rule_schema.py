@@ -8,7 +8,8 @@ from the document sends rules the parser accepts:
   takes: ``daily`` (times only), ``weekly`` (``weekdays``), ``monthly`` (``month_day``,
   ``nth_weekday`` or ``business_day`` with its business week ``weekdays`` and ``holidays``,
   one of the three, required) and ``yearly`` (``month`` and one of
-  ``month_day`` / ``nth_weekday``).
+  ``month_day`` / ``nth_weekday``);
+* an interval's ``interval`` is one form each for ``minutes`` and ``hours``.
 
 What JSON Schema cannot say stays with :func:`~timekeeper.schedules.recurrence.parse_rule`
 (a documented 422 naming the field): the cron grammar and a cron that never fires, a rule
@@ -50,7 +51,18 @@ def published_rule_schema() -> dict[str, Any]:
                                                                          if described else {}))
         if "calendar" in form["properties"]:
             form["properties"]["calendar"] = _calendar_forms(form["properties"]["calendar"])
+        if form.get("title") == "IntervalRule":
+            form["properties"]["interval"] = _interval_forms(form["properties"]["interval"])
     return schema
+
+
+def _interval_forms(interval: dict[str, Any]) -> dict[str, Any]:
+    """An interval is minutes or hours, exactly one: one whole form each (a client
+    generated from the document has a model per form, with its field)."""
+    return {"oneOf": [{"title": f"Interval{name.title()}", "type": "object", "additionalProperties": False,
+                       "properties": {name: interval["properties"][name]}, "required": [name]}
+                      for name in ("minutes", "hours")],
+            "description": interval.get("description", "the period: minutes or hours, exactly one")}
 
 
 def _calendar_forms(calendar: dict[str, Any]) -> dict[str, Any]:
