@@ -215,6 +215,26 @@ def test_a_jwks_document_without_a_usable_key_refuses_the_token_not_the_authoriz
         assert auth.authorize(_event(token))["principalId"] == "user-1"
 
 
+def test_tampered_claims_under_the_original_signature_are_refused(issuer):
+    auth = JwtAuthorizer(_settings(issuer))
+    header, _, signature = issuer.token("k1").split(".")
+    claims = jwt.decode(issuer.token("k1"), options={"verify_signature": False})
+    claims["workspace_id"] = "0f0f0f0f-2222-4c1d-9a55-3a4c9d7e0b10"  # another tenant's workspace
+    body = jwt.utils.base64url_encode(json.dumps(claims).encode()).decode()
+    _refused(auth, f"{header}.{body}.{signature}", "InvalidSignatureError")
+
+
+def test_unknown_key_ids_do_not_refetch_the_jwks_more_than_once_per_cooldown(issuer):
+    auth = JwtAuthorizer(_settings(issuer, refresh_cooldown_s=30))
+    assert auth.authorize(_event(issuer.token("k1")))
+    stranger = Issuer()
+    for n in range(10):
+        stranger.add_key(f"unknown-{n}")
+        _refused(auth, stranger.token(f"unknown-{n}", iss=issuer.url), f"signing key 'unknown-{n}'")
+    stranger.server.shutdown()
+    assert issuer.fetches <= 2
+
+
 def test_the_jwks_is_cached_between_requests(issuer):
     auth = JwtAuthorizer(_settings(issuer, refresh_cooldown_s=30))
     for _ in range(5):
