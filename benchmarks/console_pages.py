@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 
 import _bench as b
 
-from tests.api.conftest import proxy_event
+from tests.api.conftest import enrol, proxy_event
 from timekeeper import clock
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
@@ -99,6 +99,9 @@ def main() -> int:
                                  registry=registries.work_kinds, now=clock.now,
                                  snapshot_registry=registries.snapshot_types))
     console = create_console(api.resolve, ConsoleSettings(session_key=KEY))
+    staff_workspace = uuid.uuid4()
+    enrol(url, "bench", workspace)  # the API lets in members of the token's workspace only
+    enrol(url, "staff", staff_workspace)
     session = Session(user_id="bench", workspace_id=str(workspace), roles="schedules:read")
     cookie = f"{SESSION_COOKIE}={Sessions(KEY).issue(session)}"
     first_page = console.resolve(proxy_event("GET", "/console/schedules", claims=None, headers={"Cookie": cookie}),
@@ -108,7 +111,7 @@ def main() -> int:
              "schedules list (a later page)": f"/console/schedules?cursor={cursor}",
              "schedules list (status filter)": "/console/schedules?status=active",
              f"a schedule with {args.hot_runs:,} runs": f"/console/schedules/{hot}"}
-    staff_session = Session(user_id="staff", workspace_id=str(uuid.uuid4()), roles="platform:staff")
+    staff_session = Session(user_id="staff", workspace_id=str(staff_workspace), roles="platform:staff")
     staff = f"{SESSION_COOKIE}={Sessions(KEY).issue(staff_session)}"
     pages["operations overview, staff (every workspace: 500 paused, 500 failing)"] = ("/console/operations", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")

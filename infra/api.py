@@ -43,6 +43,10 @@ from timekeeper.topology import SNAPSHOTS
 API_FUNCTION = "api"
 #: The deployment stage (the ``ApiUrl`` output ends with it).
 API_STAGE = "v1"
+#: How long API Gateway reuses an authorizer's answer for the same ``Authorization`` header
+#: (seconds): the longest a token is still let in after it expired (besides the
+#: authorizer's 30 s of clock skew). Each request past it invokes the authorizer again.
+AUTHORIZER_CACHE_TTL_S = 30
 
 _DENY_ALL = '''"""Placeholder authorizer: denies every request until the operator deploys with
 timekeeper:authorizerFunctionArn pointing at an authorizer for their identity provider."""
@@ -139,7 +143,7 @@ class HttpApi(Construct):
         self.authorizer = apigw.RequestAuthorizer(
             self, "Authorizer", handler=authorizer_function,
             identity_sources=[apigw.IdentitySource.header("Authorization")],
-            results_cache_ttl=Duration.minutes(5))
+            results_cache_ttl=Duration.seconds(AUTHORIZER_CACHE_TTL_S))
 
         access_logs = logs.LogGroup(self, "AccessLogs", retention=log_retention)
         self.api = apigw.LambdaRestApi(

@@ -6,7 +6,8 @@ Configured by context (``infra.settings.JwtSettings``): ``timekeeper:jwtIssuer``
 ``timekeeper:jwtAudience`` (any OpenID Connect issuer; ``timekeeper:jwtJwksUrl`` when its
 keys are not at ``<issuer>/.well-known/jwks.json``), or ``timekeeper:cognitoUserPool=true``
 (a user pool with a ``custom:workspace_id`` attribute and groups as roles, and an app
-client whose ID tokens the API accepts). The claim names map by
+client whose ID tokens the API accepts; no app client may write the workspace attribute:
+only an administrator sets it). The claim names map by
 ``timekeeper:jwtUserClaim``, ``timekeeper:jwtWorkspaceClaim`` and ``timekeeper:jwtRolesClaim``.
 The function runs outside the VPC (it reaches the issuer's JWKS over the internet) and
 calls no AWS service.
@@ -33,6 +34,21 @@ from timekeeper.settings import (
 )
 from timekeeper.topology import AUTHORIZER
 
+#: The Cognito attribute that names a user's workspace (the token's workspace claim).
+WORKSPACE_ATTRIBUTE = "workspace_id"
+
+
+def client_write_attributes() -> cognito.ClientAttributes:
+    """What a person may change about themselves through an app client (Cognito's
+    ``UpdateUserAttributes`` with their own access token): their name, locale and time
+    zone, never ``custom:workspace_id``. Every app client of the pool names these
+    explicitly, because an app client without ``WriteAttributes`` lets its users write
+    every attribute, custom ones included; the workspace is set and changed only by an
+    administrator (``AdminCreateUser``, ``AdminUpdateUserAttributes``: IAM)."""
+    return cognito.ClientAttributes().with_standard_attributes(fullname=True, given_name=True, family_name=True,
+                                                               locale=True, timezone=True)
+
+
 #: The authorizer's timeout (seconds): a JWKS fetch (5 s client timeout) and a verification.
 AUTHORIZER_TIMEOUT_S = 10
 AUTHORIZER_MEMORY_MB = 256
@@ -53,7 +69,10 @@ class JwtAuthorizerResources(Construct):
             self.user_pool = cognito.UserPool(
                 self, "UserPool", user_pool_name=name_prefix, self_sign_up_enabled=False,
                 sign_in_aliases=cognito.SignInAliases(email=True),
-                custom_attributes={"workspace_id": cognito.StringAttribute(min_len=36, max_len=36, mutable=True)},
+                # Mutable only for an administrator: no app client may write it (see
+                # client_write_attributes), so a user cannot move themselves to another workspace.
+                custom_attributes={WORKSPACE_ATTRIBUTE: cognito.StringAttribute(min_len=36, max_len=36,
+                                                                                mutable=True)},
                 password_policy=cognito.PasswordPolicy(min_length=12, require_digits=True, require_lowercase=True,
                                                        require_uppercase=True, require_symbols=True),
                 mfa=cognito.Mfa.OPTIONAL, mfa_second_factor=cognito.MfaSecondFactor(otp=True, sms=False),
@@ -65,7 +84,7 @@ class JwtAuthorizerResources(Construct):
                 # callback) would be live for it.
                 "ApiClient", generate_secret=False, auth_flows=cognito.AuthFlow(user_srp=True), disable_o_auth=True,
                 id_token_validity=Duration.hours(1), access_token_validity=Duration.hours(1),
-                prevent_user_existence_errors=True)
+                prevent_user_existence_errors=True, write_attributes=client_write_attributes())
             # The ID tokens' iss (the ProviderURL attribute lacks the https:// scheme)
             issuer = Fn.join("", ["https://cognito-idp.", Aws.REGION, ".", Aws.URL_SUFFIX, "/",
                                   self.user_pool.user_pool_id])

@@ -27,6 +27,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.api import API_STAGE, HttpApi
+from infra.authorizer import client_write_attributes
 from infra.nag import acknowledge
 from infra.settings import ConsoleDeployment, JwtSettings
 from timekeeper.settings import (
@@ -98,6 +99,7 @@ class ConsoleResources(Construct):
                 domain_prefix=console.cognito_domain_prefix))
             self.client = pool.add_client(
                 "ConsoleClient", generate_secret=False, prevent_user_existence_errors=True,
+                write_attributes=client_write_attributes(),
                 supported_identity_providers=[cognito.UserPoolClientIdentityProvider.COGNITO],
                 id_token_validity=CONSOLE_ID_TOKEN_VALIDITY, access_token_validity=CONSOLE_ID_TOKEN_VALIDITY,
                 o_auth=cognito.OAuthSettings(

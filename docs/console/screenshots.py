@@ -25,6 +25,7 @@ sys.path[:0] = [str(ROOT / "shared"), str(ROOT)]
 import requests  # noqa: E402
 from playwright.sync_api import sync_playwright  # noqa: E402
 
+from tests.api.conftest import enrol  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from timekeeper.local.serve import ServeOptions, start_server  # noqa: E402
 
@@ -65,6 +66,7 @@ def main() -> int:
             page.locator("#edit-rule").scroll_into_view_if_needed()
             page.screenshot(path=str(HERE / "rule-preview.png"), full_page=True)
             staff = browser.new_page(viewport={"width": 1100, "height": 800})
+            enrol(server.database_url, "staff-1", workspace)  # the API lets members in only
             staff.goto(f"{server.base_url}/console/sign-in")
             staff.get_by_label("User id").fill("staff-1")
             staff.get_by_label("Workspace (UUID)").fill(str(workspace))

@@ -37,11 +37,15 @@ CONSOLE_KEY = "k" * 40
 
 @dataclass
 class Caller:
-    """Who calls: the authorizer's claims (``None`` fields are left out of the event)."""
+    """Who calls: the authorizer's claims (``None`` fields are left out of the event).
+    ``enrol``: the ``call`` fixture first makes the caller an active member of their
+    workspace in the directory (:func:`enrol`) when they are not in it yet; False calls as
+    a person the directory does not know there (the API refuses them, 403)."""
 
     user_id: str | None = "user-1"
     workspace_id: uuid.UUID | str | None = field(default_factory=uuid.uuid4)
     roles: str | None = ALL_ROLES
+    enrol: bool = True
 
     def claims(self) -> dict[str, Any] | None:
         out = {"principalId": self.user_id, "workspace_id": str(self.workspace_id) if self.workspace_id else None,
@@ -122,13 +126,16 @@ def app(api_conn, publisher, clock_now):
 
 
 @pytest.fixture
-def console(app):
+def console(app, db_url):
     """The console's resolver over ``app`` (in-process API calls), with the development
-    sign-in and a fixed session key (:data:`CONSOLE_KEY`)."""
+    sign-in and a fixed session key (:data:`CONSOLE_KEY`); its ``db_url`` is where a
+    test's browser enrols the people it signs in (:func:`enrol`)."""
     from timekeeper.console.app import ConsoleSettings, create_console
 
-    return create_console(lambda event, context: app.resolve(event, context),
-                          ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True, secure_cookies=True))
+    resolver = create_console(lambda event, context: app.resolve(event, context),
+                              ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True, secure_cookies=True))
+    resolver.db_url = db_url
+    return resolver
 
 
 @pytest.fixture
@@ -137,13 +144,42 @@ def caller() -> Caller:
     return Caller()
 
 
+def enrol(db_url: Any, user_id: Any, workspace_id: Any) -> None:
+    """Make ``user_id`` a member of ``workspace_id`` in the directory (as the schema owner:
+    ``db_url``, or an autocommit connection of its; committed) when either is missing
+    there: the workspace (UTC), an active user and a membership without roles. Whatever is
+    there already is left as it is (a deactivated user, a membership left), and so are ids
+    the API refuses anyway (not a UUID, no user)."""
+    from contextlib import nullcontext
+
+    from timekeeper.db.connection import connect
+
+    if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > 200 or "\x00" in user_id:
+        return
+    try:
+        workspace = uuid.UUID(str(workspace_id))
+    except ValueError:
+        return
+    user = user_id.strip()
+    with (connect(db_url) if isinstance(db_url, str) else nullcontext(db_url)) as conn, conn.transaction():
+        conn.execute("INSERT INTO workspaces (id, name, timezone, created_at) VALUES (%s, 'Workspace', 'UTC', %s) "
+                     "ON CONFLICT DO NOTHING", (workspace, NOW))
+        conn.execute("INSERT INTO users (id, display_name, created_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                     (user, user, NOW))
+        conn.execute("INSERT INTO workspace_memberships (workspace_id, user_id, joined_at) VALUES (%s, %s, %s) "
+                     "ON CONFLICT DO NOTHING", (workspace, user, NOW))
+
+
 @pytest.fixture
-def call(app, caller):
-    """``call(method, target, body=None, headers=None, as_=caller)`` -> :class:`Reply`."""
+def call(app, caller, db_url):
+    """``call(method, target, body=None, headers=None, as_=caller)`` -> :class:`Reply`; the
+    caller is enrolled first (:func:`enrol`) unless ``as_.enrol`` is False."""
 
     def _call(method: str, target: str, body: Any = None, *, headers: dict[str, str] | None = None,
               as_: Caller | None = None, claims: dict[str, Any] | None | str = "from-caller") -> Reply:
         who = as_ or caller
+        if who.enrol and claims == "from-caller":
+            enrol(db_url, who.user_id, who.workspace_id)
         event = proxy_event(method, target, claims=who.claims() if claims == "from-caller" else claims,
                             body=body, headers=headers)
         response = app.resolve(event, LambdaContext(function_name="timekeeper-api"))

@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 import requests
 
-from tests.api.conftest import CONSOLE_KEY, Caller, new_schedule, proxy_event, serving
+from tests.api.conftest import CONSOLE_KEY, Caller, enrol, new_schedule, proxy_event, serving
 from timekeeper.console.app import CONTENT_SECURITY_POLICY, SESSION_COOKIE, ConsoleSettings, create_console
 from timekeeper.local.lambdas import LambdaContext
 
@@ -47,6 +47,8 @@ class Browser:
 
     def sign_in(self, caller: Caller, roles: tuple[str, ...] = ("schedules:read", "schedules:write",
                                                                "schedules:run")) -> dict[str, Any]:
+        if caller.enrol and getattr(self.console, "db_url", None):
+            enrol(self.console.db_url, caller.user_id, caller.workspace_id)  # a member, as the API requires
         form = {"user_id": caller.user_id, "workspace_id": str(caller.workspace_id)}
         form.update({f"role:{r}": "on" for r in roles})
         return self.request("POST", "/console/sign-in", form)

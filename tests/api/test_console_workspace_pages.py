@@ -22,9 +22,11 @@ CLOSURE_ADMIN = ("schedules:read", "schedules:admin")
 
 
 @pytest.fixture
-def console(app):
-    return create_console(lambda event, context: app.resolve(event, context),
-                          ConsoleSettings(session_key=KEY, dev_sign_in=True, secure_cookies=True))
+def console(app, db_url):
+    resolver = create_console(lambda event, context: app.resolve(event, context),
+                              ConsoleSettings(session_key=KEY, dev_sign_in=True, secure_cookies=True))
+    resolver.db_url = db_url  # where Browser.sign_in enrols the people it signs in
+    return resolver
 
 
 def _browser(console, caller, roles):

@@ -10,7 +10,7 @@ import threading
 import psycopg
 import pytest
 
-from tests.api.conftest import NOW, Caller, new_query, new_schedule, proxy_event
+from tests.api.conftest import NOW, Caller, enrol, new_query, new_schedule, proxy_event
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import login_url
@@ -95,6 +95,8 @@ def second_app(db_url, publisher):
 
 def test_two_copies_sent_at_once_create_one_schedule(app, second_app, caller, db_url):
     # Given two execution environments that receive the same creation at the same moment
+    # (from a member of the workspace)
+    enrol(db_url, caller.user_id, caller.workspace_id)
     barrier = threading.Barrier(2)
     replies: list[dict] = []
 

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 
-from tests.api.conftest import OPEN_INVOICES, seed_member, serving
+from tests.api.conftest import OPEN_INVOICES, enrol, seed_member, serving
 from timekeeper import clock
 from timekeeper import settings as settings_names
 from timekeeper.api import create_app, openapi_document
@@ -44,6 +44,7 @@ def local_server(db_url):
     edge's caches are restored afterwards."""
     # alice is a member of the workspace in the directory (the saved-query routes ask it)
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
+    enrol(db_url, "staff-1", WORKSPACE)  # the snapshot staff member's token names it too
     with serving(db_url, poll_interval_s=0.2) as server:
         yield server
 

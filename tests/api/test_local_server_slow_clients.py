@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
-from tests.api.conftest import serving
+from tests.api.conftest import enrol, serving
 from timekeeper.local import serve
 
 WORKSPACE = uuid.uuid4()
@@ -30,6 +30,7 @@ BODY_READ_TIMEOUT_S = serve.BODY_READ_TIMEOUT_S
 
 @pytest.fixture(scope="module")
 def local_server(db_url):
+    enrol(db_url, "alice", WORKSPACE)  # a member of the workspace her token names
     with serving(db_url, poll_interval_s=0.5) as server:
         yield server
 

@@ -28,7 +28,7 @@ from schemathesis.generation.drivers import CoverageGenerator
 from schemathesis.generation.feedback import FeedbackSources
 from schemathesis.generation.overrides import Override
 
-from tests.api.conftest import seed_member, serving
+from tests.api.conftest import enrol, seed_member, serving
 from timekeeper.api import create_app, openapi_document
 from timekeeper.edge.api import unconfigured_adapters
 from timekeeper.schedules.recurrence import parse_rule
@@ -97,6 +97,7 @@ def server(db_url):
     """``serve`` on a free port over this module's database, alice a queries:admin member
     of :data:`WORKSPACE`; the environment and the edge's caches restored afterwards."""
     seed_member(db_url, workspace_id=WORKSPACE, user_id="alice", roles=("queries:admin",))
+    enrol(db_url, "staff-1", WORKSPACE)  # the staff token names it too
     with serving(db_url, poll_interval_s=0.2) as server:
         yield server
 

@@ -16,16 +16,20 @@ import boto3
 import pytest
 from rich.console import Console
 
-from tests.api.conftest import FAILED_NAME, MISSING_NAME, PUBLISHED_NAME, seed_overdue_workspaces, serving
+from tests.api.conftest import FAILED_NAME, MISSING_NAME, PUBLISHED_NAME, enrol, seed_overdue_workspaces, serving
 from timekeeper.local.cli import main
 from timekeeper.local.ops import OpsOptions, run_ops
 from timekeeper.settings import dead_letter_queue_arn_variable, work_queue_url_variable
 
-STAFF_TOKEN = f"dev:staff-1:{uuid.uuid4()}:platform:staff"
+STAFF_WORKSPACE, BOB_WORKSPACE = uuid.uuid4(), uuid.uuid4()
+STAFF_TOKEN = f"dev:staff-1:{STAFF_WORKSPACE}:platform:staff"
 
 
 @pytest.fixture(scope="module")
 def server(db_url):
+    # Every caller is a member of the workspace their token names (the API asks the directory)
+    enrol(db_url, "staff-1", STAFF_WORKSPACE)
+    enrol(db_url, "bob", BOB_WORKSPACE)
     with serving(db_url) as running:
         yield running
 
@@ -75,7 +79,7 @@ def test_the_overview_shows_a_dead_letter_and_a_redrive_moves_it_back(server):
 
 
 def test_a_token_without_the_staff_role_is_refused_with_the_apis_code(server):
-    code, text = ops(server, "overview", token=f"dev:bob:{uuid.uuid4()}:schedules:read")
+    code, text = ops(server, "overview", token=f"dev:bob:{BOB_WORKSPACE}:schedules:read")
     assert code == 1
     assert "403 forbidden" in text
 

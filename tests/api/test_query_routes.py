@@ -360,7 +360,7 @@ def _other_workspace_member(db_url) -> Caller:
 def test_the_access_rule_refuses_with_its_reason_on_every_route(call, db_url, make, reason):
     # Given a caller whose token allows everything but whom the directory does not
     who = make(db_url)
-    who = Caller(user_id=who.user_id, workspace_id=who.workspace_id, roles="queries:admin")
+    who = Caller(user_id=who.user_id, workspace_id=who.workspace_id, roles="queries:admin", enrol=False)
     # and a query of that workspace (made by a member who may)
     colleague = seed_member(db_url, workspace_id=who.workspace_id)
     query_id = _create(call, colleague)["query"]["id"]

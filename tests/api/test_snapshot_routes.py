@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 import psycopg
 import pytest
 
-from tests.api.conftest import NOW, Caller, Reply, proxy_event
+from tests.api.conftest import NOW, Caller, Reply, enrol, proxy_event
 from timekeeper import settings as settings_names
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.edge import api as api_edge
@@ -264,8 +264,10 @@ def app_with(api_conn, clock_now):
     return build
 
 
-def send(app, method: str, target: str, body=None, *, as_: Caller) -> Reply:
-    """Resolve one request on ``app`` as ``as_``."""
+def send(app, method: str, target: str, body=None, *, as_: Caller, db) -> Reply:
+    """Resolve one request on ``app`` as ``as_`` (a member of their workspace: enrolled on
+    ``db``, the owner's connection)."""
+    enrol(db, as_.user_id, as_.workspace_id)
     response = app.resolve(proxy_event(method, target, claims=as_.claims(), body=body),
                            LambdaContext(function_name="timekeeper-api"))
     return Reply(response["statusCode"], json.loads(response["body"]), {})
@@ -276,9 +278,9 @@ def test_a_type_disabled_in_production_is_type_disabled(db, app_with):
     app = app_with(assemble_snapshot_types("production"))
     target = workspace(db)
     # Then a self-test backfill is refused, and a production type is accepted
-    refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff()),
+    refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff(), db=db),
             422, "type_disabled", "snapshot_type")
-    assert send(app, "POST", "/snapshots/runs", request(target), as_=staff()).status == 201
+    assert send(app, "POST", "/snapshots/runs", request(target), as_=staff(), db=db).status == 201
     assert [r.snapshot_type for r in ledger_runs(db, target)] == ["ar_aging"]
 
 
@@ -314,8 +316,8 @@ def test_staff_of_another_type_may_not_request_this_one(db, app_with):
     billing_staff = Caller(user_id="b-1", roles="billing:staff")
     # Then billing staff may request their type, not the Platform's
     assert send(app, "POST", "/snapshots/runs", request(target, owner="billing", snapshot_type="ledger_close"),
-                as_=billing_staff).status == 201
-    refused(send(app, "POST", "/snapshots/runs", request(target), as_=billing_staff), 403, "forbidden")
+                as_=billing_staff, db=db).status == 201
+    refused(send(app, "POST", "/snapshots/runs", request(target), as_=billing_staff, db=db), 403, "forbidden")
     assert [r.owner for r in ledger_runs(db, target)] == ["billing"]
 
 
@@ -453,8 +455,9 @@ def test_a_caller_without_the_read_role_is_403(db, call):
     refused(call("GET", f"/snapshots/workspaces/{workspace(db)}/periods", as_=schedules_only), 403, "forbidden")
 
 
-def test_a_workspace_missing_from_the_directory_is_404(db, call):
-    refused(call("GET", "/snapshots/periods", as_=Caller(roles=READER)), 404, "not_found")
+def test_a_workspace_missing_from_the_directory_is_not_the_callers(db, call):
+    # No one is a member of a workspace the directory does not hold: the membership rule
+    refused(call("GET", "/snapshots/periods", as_=Caller(roles=READER, enrol=False)), 403, "not_a_member")
 
 
 def test_staff_list_any_workspaces_periods(db, call):
@@ -533,9 +536,9 @@ def test_the_api_uses_the_deployments_registry(db, api_conn, monkeypatch):
         app = create_app(replace(api_edge.edge_adapters(), connection=lambda: api_conn, now=lambda: NOW))
         target = workspace(db)
         # Then the development-only self-test is type_disabled, a production type is accepted
-        refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff()),
+        refused(send(app, "POST", "/snapshots/runs", request(target, snapshot_type="selftest"), as_=staff(), db=db),
                 422, "type_disabled", "snapshot_type")
-        assert send(app, "POST", "/snapshots/runs", request(target), as_=staff()).status == 201
+        assert send(app, "POST", "/snapshots/runs", request(target), as_=staff(), db=db).status == 201
         assert platform_snapshots.STAFF_ROLE in registries.snapshot_types().get("platform", "ar_aging").staff_roles
     finally:
         registries.snapshot_types.cache_clear()
@@ -553,10 +556,10 @@ def test_now_is_read_once_per_request(db, api_conn):
                                  registry=registries.work_kinds, now=clock,
                                  snapshot_registry=lambda: assemble_snapshot_types("development")))
     target = workspace(db)
-    reply = send(app, "POST", "/snapshots/runs", request(target), as_=staff())
+    reply = send(app, "POST", "/snapshots/runs", request(target), as_=staff(), db=db)
     assert reply.status == 201 and len(reads) == 1
     assert ledger_runs(db, target)[0].created_at == reads[0]
-    send(app, "GET", f"/snapshots/workspaces/{target}/periods", as_=staff())
+    send(app, "GET", f"/snapshots/workspaces/{target}/periods", as_=staff(), db=db)
     assert len(reads) == 2
 
 

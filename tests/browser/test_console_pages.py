@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import requests
 
+from tests.api.conftest import enrol
+
 WIDTH_PHONE = 360
 
 
@@ -169,8 +171,9 @@ def test_run_now_a_delivery_and_read_its_per_recipient_ledger(page, server, deli
 
 
 def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page, server):
-    page.goto(f"{server.base_url}/console/sign-in")
     workspace = str(server.stack.platform.first_workspace)
+    enrol(server.database_url, "staff-1", workspace)  # staff are members of the workspace they sign in to
+    page.goto(f"{server.base_url}/console/sign-in")
     page.get_by_label("User id").fill("staff-1")
     page.get_by_label("Workspace (UUID)").fill(workspace)
     for role in ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
@@ -216,7 +219,8 @@ def test_staff_redrive_a_dead_letter_queue_from_the_operations_page(page, server
     sqs = boto3.client("sqs", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
     dlq = sqs.get_queue_url(QueueName=os.environ[dead_letter_queue_arn_variable("exports")].split(":")[-1])
     sqs.send_message(QueueUrl=dlq["QueueUrl"], MessageBody='{"export_id": "lost"}')
-    # When staff sign in with only the staff role and open Operations
+    # When staff (a member of the workspace they sign in to) sign in with only the staff role and open Operations
+    enrol(server.database_url, "staff-1", server.stack.platform.first_workspace)
     page.goto(f"{server.base_url}/console/sign-in")
     page.get_by_label("User id").fill("staff-1")
     page.get_by_label("Workspace (UUID)").fill(str(server.stack.platform.first_workspace))

@@ -81,6 +81,28 @@ def test_a_cognito_user_pool_is_created_and_trusted(cognito):
                                                                               "cognito:groups")
 
 
+def test_no_app_client_lets_a_user_write_their_workspace_attribute(cognito):
+    # An app client without WriteAttributes lets its users write every attribute with their
+    # own access token (UpdateUserAttributes), custom:workspace_id included: a user could
+    # name another workspace and sign in to it. Only an administrator may set it.
+    clients = resources(cognito.app_template, "AWS::Cognito::UserPoolClient").values()
+    assert clients
+    for client in clients:
+        writable = client["Properties"].get("WriteAttributes")
+        assert writable, "an app client without WriteAttributes may write every attribute"
+        assert not [name for name in writable if name.startswith("custom:")]
+        assert "custom:workspace_id" not in writable
+
+
+@pytest.mark.parametrize("configuration", ["synth", "oidc", "cognito"])
+def test_the_authorizer_answer_is_cached_briefly(configuration, request):
+    # API Gateway reuses an Allow for the same header for the TTL: a token outlives its
+    # expiry by that long (docs/deploy.md says why it is 30 s, not 0 and not the default 300).
+    template = request.getfixturevalue(configuration).app_template
+    [authorizer] = resources(template, "AWS::ApiGateway::Authorizer").values()
+    assert 0 < authorizer["Properties"]["AuthorizerResultTtlInSeconds"] <= 60
+
+
 @pytest.mark.parametrize("configuration", ["oidc", "cognito"])
 def test_each_configuration_passes_cdk_nag_and_cfn_lint(configuration, request):
     result = request.getfixturevalue(configuration)

@@ -266,3 +266,10 @@ def test_the_console_templates_pass_cfn_lint(name, request):
     result = request.getfixturevalue(name)
     matches = lint_file(result.outdir / "TimekeeperApp.template.json", ManualArgs(regions=["us-east-1", "eu-west-1"]))
     assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")] == []
+
+
+def test_the_console_client_may_not_write_the_workspace_attribute(cognito_console):
+    # Both app clients of the pool name their write attributes; neither names a custom one.
+    for client in resources(cognito_console.app_template, "AWS::Cognito::UserPoolClient").values():
+        writable = client["Properties"].get("WriteAttributes")
+        assert writable and "custom:workspace_id" not in writable

@@ -4,7 +4,8 @@ sign. Accepted: a valid token, whose claims become the identity the API reads; a
 signed with a key the issuer rotated in after the authorizer cached its JWKS. Refused (401
 ``Unauthorized``): expired, not yet valid, wrong audience, wrong issuer, ``alg: none``, an
 HMAC token keyed with the public key, an unknown key id, a tampered signature, a key the
-issuer removed, a token without the workspace claim, no bearer token."""
+issuer removed, a token without the workspace claim, no bearer token, and any token while
+the issuer's JWKS document holds no usable key or is no JWKS at all."""
 
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ class Issuer:
     def __init__(self) -> None:
         self.keys: dict[str, object] = {}
         self.fetches = 0
+        #: The JWKS endpoint's body as served instead of :meth:`jwks` (bytes), when set.
+        self.raw: bytes | None = None
         issuer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 - http.server's name
                 issuer.fetches += 1
-                body = json.dumps(issuer.jwks()).encode()
+                body = issuer.raw if issuer.raw is not None else json.dumps(issuer.jwks()).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()
@@ -188,6 +191,50 @@ def test_a_rotated_key_verifies_at_once_and_a_removed_one_stops_when_the_cache_e
     _refused(auth, old, "signing key 'k1'")
 
 
+@pytest.mark.parametrize("document, reason", [
+    (b'{"keys": []}', "signing key 'k1'"),  # no key at all
+    # A symmetric key under the token's key id: a key, but never one for an RS256 token
+    (b'{"keys": [{"kty": "oct", "k": "c2VjcmV0", "kid": "k1"}]}', "InvalidAlgorithmError"),
+    (b'{"keys": [{"kty": "XYZ", "kid": "k1"}]}', "signing key 'k1'"),  # a key type PyJWT does not know
+    (b'{"keys": [{"kty": "RSA", "kid": "k1", "n": "!!", "e": "AQAB"}]}', "signing key 'k1'"),  # malformed
+    (b'{"keys": "k1"}', "signing key 'k1'"), (b'{}', "signing key 'k1'"), (b'[]', "signing key 'k1'"),
+    (b'null', "signing key 'k1'"), (b'not json', "signing key 'k1'"), (b'', "signing key 'k1'"),
+])
+def test_a_jwks_document_without_a_usable_key_refuses_the_token_not_the_authorizer(issuer, document, reason):
+    # PyJWT raises PyJWKSetError ("The JWK Set did not contain any usable keys") for such a
+    # document; past the authorizer that is a failed invocation (API Gateway: 500), where
+    # a refusal (401) is what a token that cannot be verified gets.
+    auth = JwtAuthorizer(_settings(issuer))
+    token = issuer.token("k1")
+    issuer.raw = document
+    _refused(auth, token, reason)
+    if reason.startswith("signing key"):
+        # A document without usable keys is not kept: once the issuer serves its keys
+        # again, its tokens verify
+        issuer.raw = None
+        assert auth.authorize(_event(token))["principalId"] == "user-1"
+
+
+def test_tampered_claims_under_the_original_signature_are_refused(issuer):
+    auth = JwtAuthorizer(_settings(issuer))
+    header, _, signature = issuer.token("k1").split(".")
+    claims = jwt.decode(issuer.token("k1"), options={"verify_signature": False})
+    claims["workspace_id"] = "0f0f0f0f-2222-4c1d-9a55-3a4c9d7e0b10"  # another tenant's workspace
+    body = jwt.utils.base64url_encode(json.dumps(claims).encode()).decode()
+    _refused(auth, f"{header}.{body}.{signature}", "InvalidSignatureError")
+
+
+def test_unknown_key_ids_do_not_refetch_the_jwks_more_than_once_per_cooldown(issuer):
+    auth = JwtAuthorizer(_settings(issuer, refresh_cooldown_s=30))
+    assert auth.authorize(_event(issuer.token("k1")))
+    stranger = Issuer()
+    for n in range(10):
+        stranger.add_key(f"unknown-{n}")
+        _refused(auth, stranger.token(f"unknown-{n}", iss=issuer.url), f"signing key 'unknown-{n}'")
+    stranger.server.shutdown()
+    assert issuer.fetches <= 2
+
+
 def test_the_jwks_is_cached_between_requests(issuer):
     auth = JwtAuthorizer(_settings(issuer, refresh_cooldown_s=30))
     for _ in range(5):
@@ -203,6 +250,10 @@ def test_missing_claims_and_headers_are_refused(issuer):
     with pytest.raises(Unauthorized):
         auth.authorize({"methodArn": METHOD_ARN, "headers": {"authorization": "Basic dXNlcjpwdw=="}})
     _refused(auth, "not.a.jwt", "malformed token")
+    _refused(auth, "\x00garbage\u202e", "malformed token")
+    for empty in ("Bearer", "Bearer ", "Bearer    ", ""):
+        with pytest.raises(Unauthorized, match="^Unauthorized$"):
+            auth.authorize({"methodArn": METHOD_ARN, "headers": {"Authorization": empty}})
 
 
 def test_the_settings_come_from_the_environment_and_refuse_symmetric_algorithms(monkeypatch, issuer):

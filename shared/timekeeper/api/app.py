@@ -30,6 +30,7 @@ from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
+import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
 from timekeeper import clock
@@ -45,7 +46,7 @@ from timekeeper.api import (
     schedule_routes,
     snapshot_routes,
 )
-from timekeeper.api.auth import identity_from_event
+from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ErrorBody
 from timekeeper.api.models import (
@@ -58,7 +59,8 @@ from timekeeper.api.models import (
 )
 from timekeeper.api.openapi import finish
 from timekeeper.api.routing import SECURITY_SCHEME, Routes
-from timekeeper.api.scope import OwnerRoutedPublisher, scope_dependency
+from timekeeper.api.scope import OwnerRoutedPublisher, member_check, scope_dependency
+from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.schedules.zones import canonical_zones
@@ -177,12 +179,18 @@ class JsonApiResolver(APIGatewayRestResolver):
     by :func:`parse_json_body`. Authentication comes first: a request to any path but
     the :attr:`public` ones (method, rule) without valid claims is a 401 whatever else is
     wrong with it (its body, parameters or path), as API Gateway's authorizer answers
-    before the integration."""
+    before the integration. Then, for the same requests, the membership rule
+    (:attr:`member_check`): a caller who is not an active, current member of the token's
+    workspace is a 403 (the access rule's reason) on every route, before routing, so no
+    route can skip it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(json_body_deserializer=parse_json_body, **kwargs)
         #: The (method, Powertools rule) pairs that take no credentials.
         self.public: set[tuple[str, str]] = set()
+        #: The membership rule (:func:`timekeeper.api.scope.member_check`); raises a 403
+        #: :class:`~timekeeper.api.errors.ApiError`. None checks claims only.
+        self.member_check: Callable[[Identity], None] | None = None
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
@@ -190,9 +198,19 @@ class JsonApiResolver(APIGatewayRestResolver):
         method = str(event.get("httpMethod") or "").upper()
         if not any(m == method and _rule_matches(rule, path) for m, rule in self.public):
             try:
-                identity_from_event(event)
+                identity = identity_from_event(event)
+                if self.member_check is not None:
+                    self.member_check(identity)
             except errors.ApiError as refused:
                 return _early_error(HTTPStatus(refused.status), refused.code, refused.message)
+            except psycopg.OperationalError as lost:  # as the routes' handler answers it
+                logger.warning("database unavailable", extra={"error_type": type(lost).__name__})
+                return _early_error(HTTPStatus.SERVICE_UNAVAILABLE, errors.DATABASE_UNAVAILABLE,
+                                    errors.DATABASE_UNAVAILABLE_MESSAGE,
+                                    headers={"Retry-After": [str(errors.DATABASE_RETRY_AFTER_S)]})
+            except Exception as error:  # noqa: BLE001 - as the routes' last handler: a generic 500
+                errors.log_unexpected(error, "membership")
+                return _early_error(HTTPStatus.INTERNAL_SERVER_ERROR, errors.INTERNAL_ERROR, "internal error")
         if len(path) > 1 and path.endswith("/"):
             # One spelling per route: "/schedules/<id>/" is not "/schedules/<id>".
             return _early_error(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route (a path does not end in /)")
@@ -279,11 +297,13 @@ def _with_content_type(event: dict[str, Any], content_type: str) -> dict[str, An
     return out
 
 
-def _early_error(status: HTTPStatus, code: str, message: str, field: str | None = None) -> dict[str, Any]:
-    """A REST proxy response with an :class:`ErrorBody`, for refusals before routing."""
+def _early_error(status: HTTPStatus, code: str, message: str, field: str | None = None, *,
+                 headers: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """A REST proxy response with an :class:`ErrorBody` (and ``headers``, multi-value), for
+    refusals before routing."""
     body = ErrorBody(code=code, message=message, field=field)
     return {"statusCode": status.value, "isBase64Encoded": False, "body": body.model_dump_json(exclude_none=True),
-            "multiValueHeaders": {"Content-Type": [content_types.APPLICATION_JSON]}}
+            "multiValueHeaders": {"Content-Type": [content_types.APPLICATION_JSON], **(headers or {})}}
 
 
 def create_app(adapters: ApiAdapters) -> JsonApiResolver:
@@ -294,6 +314,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     (:mod:`timekeeper.api.routing`), in the order of :data:`ROUTERS`.
     """
     app = JsonApiResolver(enable_validation=True)
+    app.member_check = member_check(adapters.connection)
     publisher = OwnerRoutedPublisher(adapters.publisher_for)
     registry = adapters.registry()
     kinds_by_owner = generic_kinds_by_owner(registry, OWNERS)

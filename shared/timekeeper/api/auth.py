@@ -14,7 +14,9 @@ strings, plus ``principalId``). The claims read here:
 The same keys are also read from ``requestContext.authorizer.claims`` (a Cognito or JWT
 authorizer). A request without a user or a valid workspace is 401; a role that does not
 allow the route's action is 403; another workspace's object is 404 (the scope never finds
-it), so existence does not leak.
+it), so existence does not leak. Before routing, every authenticated request also passes
+the membership rule (:func:`timekeeper.api.scope.member_check`): the user must be an
+active, current member of the token's workspace in the directory, else 403.
 
 Roles (each route needs exactly one):
 

@@ -148,8 +148,8 @@ class JwtAuthorizer:
     def claims(self, token: str) -> dict[str, Any]:
         """The verified claims of ``token``. Raises :class:`Unauthorized` for an algorithm
         not accepted (``none`` included), a key id the JWKS does not hold, a bad signature,
-        another issuer or audience, an expired or not yet valid token, or a JWKS that could
-        not be fetched."""
+        another issuer or audience, an expired or not yet valid token, or a JWKS document
+        that could not be fetched or holds no usable key."""
         s = self.settings
         try:
             header = jwt.get_unverified_header(token)
@@ -163,8 +163,10 @@ class JwtAuthorizer:
             raise Unauthorized("the token names no key id")
         try:
             key = self._jwks.get_signing_key(kid)
-        except jwt.PyJWKClientError as error:
-            raise Unauthorized(f"signing key {kid!r}: {error}") from None
+        except (jwt.PyJWTError, ValueError, TypeError, AttributeError) as error:
+            # Not fetched, not JSON, no JWKS, or no usable key in it (PyJWKSetError): the
+            # token cannot be verified, so it is refused like any other (401, not a fault).
+            raise Unauthorized(f"signing key {kid!r}: {type(error).__name__}: {error}") from None
         try:
             return jwt.decode(token, key=key, algorithms=list(s.algorithms), audience=s.audience, issuer=s.issuer,
                               leeway=LEEWAY_S, options={"require": ["exp", "iss", "aud"]})

@@ -46,6 +46,8 @@ INTERNAL_ERROR = "internal_error"
 DATABASE_UNAVAILABLE = "database_unavailable"
 #: Seconds a client waits before retrying a ``database_unavailable`` answer.
 DATABASE_RETRY_AFTER_S = 1
+#: The message of a 503 ``database_unavailable``.
+DATABASE_UNAVAILABLE_MESSAGE = "the database did not answer; retry the request (with the same Idempotency-Key)"
 #: The caller sent an Idempotency-Key they used for another request (method, path or body).
 IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
 #: The local server's HTTP layer refused the request itself (oversized header, bad request line).
@@ -252,8 +254,7 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     @app.exception_handler(psycopg.OperationalError)
     def _database_unavailable(error: psycopg.OperationalError) -> Response:
         logger.warning("database unavailable", extra={"error_type": type(error).__name__})
-        return error_response(HTTPStatus.SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE,
-                              "the database did not answer; retry the request (with the same Idempotency-Key)",
+        return error_response(HTTPStatus.SERVICE_UNAVAILABLE, DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE,
                               headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
 
     @app.exception_handler(Exception)

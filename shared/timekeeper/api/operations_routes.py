@@ -226,7 +226,8 @@ class RedriveOut(BaseModel):
 
 _ERRORS = {
     401: "No or invalid authorizer claims",
-    403: "The caller holds no staff role",
+    403: "The caller holds no staff role (forbidden), or is not an active member of the token's workspace "
+         "(not_a_member, left_workspace, user_deactivated)",
     404: "No such queue, schedule or workspace",
     409: "The action does not apply now; the code says why",
     415: "The body is not application/json",

@@ -54,7 +54,9 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.schedules.recurrence import InvalidRecurrence
 
-_ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles do not allow this",
+_ERRORS = {401: "No or invalid authorizer claims",
+           403: "The caller's roles do not allow this (forbidden), or the caller is not an active member of "
+                "the token's workspace (not_a_member, left_workspace, user_deactivated)",
            404: "No such schedule in the caller's workspace", 409: "The action conflicts with the schedule's state",
            415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
 _responses = partial(errors.responses, texts=_ERRORS)

@@ -279,6 +279,27 @@ def scope_dependency(*, connection: Callable[[], TenantConnection], now: Callabl
     return scope_for
 
 
+def member_check(connection: Callable[[], TenantConnection]) -> Callable[[Identity], None]:
+    """The membership rule every authenticated request passes before it is routed (see
+    :class:`timekeeper.api.app.JsonApiResolver`): ``check(identity)`` asks the access rule
+    (:func:`timekeeper.platform.access.check_member`, rules 1-2), in one transaction on
+    ``connection()`` with the token's workspace entered, whether the token's user is an
+    active, current member of the token's workspace. A token whose workspace claim names
+    any other workspace is refused whatever its issuer signed: a 403 :class:`ApiError`
+    whose code is the rule's reason (``not_a_member``, ``left_workspace``,
+    ``user_deactivated``). Raises ``psycopg.OperationalError`` when the database does not
+    answer."""
+
+    def check(identity: Identity) -> None:
+        conn = connection()
+        with workspace_unit(conn, identity.workspace_id):
+            decision = access.check_member(conn, workspace_id=identity.workspace_id, user_id=identity.user_id)
+        if not decision:
+            raise access_refused(decision.reason or access.NOT_A_MEMBER)
+
+    return check
+
+
 def caller_identity(request: Request) -> Identity:
     """The caller's identity from the authorizer's claims (401 without them), with the
     workspace log key set: the dependency of routes whose role check is their own (the

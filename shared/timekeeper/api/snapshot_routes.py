@@ -258,7 +258,8 @@ def refusal(error: RequestRefused | UnknownSnapshotType, registry: SnapshotRegis
 
 _ERRORS = {
     401: "No or invalid authorizer claims",
-    403: "The caller's roles do not allow this",
+    403: "The caller's roles do not allow this (forbidden), or the caller is not an active member of the "
+         "token's workspace (not_a_member, left_workspace, user_deactivated)",
     404: "No such workspace (or not the caller's)",
     409: "The ledger refuses the request in the period's state; the code is the reason",
     415: "The body is not application/json",

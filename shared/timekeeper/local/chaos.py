@@ -625,12 +625,14 @@ class Campaign:
         self._stack, self._conn = stack, conn
         add_load(conn, stack, units=self.options.load, now=clock.now())
         if self.options.api_requests:
-            from timekeeper.local.chaos_api import ApiDriver, api_instants, find_targets
+            from timekeeper.local.chaos_api import ApiDriver, api_instants, enrol_api_person, find_targets
             from timekeeper.local.stack import invoke_quietly
 
             first = datetime.combine(self.options.start, datetime.min.time(), tzinfo=UTC)
+            targets = find_targets(conn, stack.platform)
+            enrol_api_person(conn, targets, now=clock.now())
             self.api = ApiDriver(api_instants(self.options.days, self.options.api_requests, first, self.options.seed),
-                                 find_targets(conn, stack.platform), self.options.seed, invoke_quietly)
+                                 targets, self.options.seed, invoke_quietly)
         for source in stack.sources.values():
             source.duplicate = self.duplicate
             source.function = self._wrap_consumer(source.function)

@@ -72,6 +72,8 @@ class ApiTargets:
                 "render": self.report}[kind]
 
 
+#: Who asks for the accounting schedule's Run now (a member of its workspace: :func:`enrol_api_person`).
+SCHEDULE_PERSON = "chaos-api"
 #: The development token's roles of the campaign's API person.
 ROLES = "schedules:read,schedules:run,queries:read,queries:write,reports:read,reports:write"
 
@@ -108,6 +110,28 @@ def find_targets(conn: Any, platform: Any) -> ApiTargets:
         if found is not None:
             setattr(targets, attribute, (str(workspace), str(found["id"])))
     return targets
+
+
+def enrol_api_person(conn: Any, targets: ApiTargets, *, now: datetime) -> None:
+    """Make the campaign's schedule person (``targets.person`` for Run now) an active member
+    of the schedule target's workspace, as the API requires of every caller: the directory
+    row of that accounting workspace (``snapshots_enabled`` off, created at ``now``, aware
+    UTC, so the campaign plans no snapshot of it), the user and the membership, each only
+    when missing (committed on ``conn``, the schema owner's)."""
+    from timekeeper.platform import directory
+
+    if targets.schedule is None:
+        return
+    workspace_id = uuid.UUID(targets.schedule[0])
+    with conn.transaction():
+        if directory.get_workspace(conn, workspace_id) is None:
+            directory.create_workspace(conn, workspace_id=workspace_id, name="Chaos accounting", timezone="UTC",
+                                       snapshots_enabled=False, now=now)
+        user, membership = directory.member_with_user(conn, workspace_id=workspace_id, user_id=SCHEDULE_PERSON)
+        if user is None:
+            directory.upsert_user(conn, user_id=SCHEDULE_PERSON, display_name="Chaos campaign", now=now)
+        if membership is None:
+            directory.add_member(conn, workspace_id=workspace_id, user_id=SCHEDULE_PERSON, roles=(), now=now)
 
 
 class ApiDriver:
@@ -184,7 +208,7 @@ class ApiDriver:
         from timekeeper.local.stack import FunctionCrashed
 
         body = json.dumps({"format": "csv"}).encode() if request.kind == "export" else b""
-        person = "chaos-api" if request.kind == "schedule_run" else self.targets.person
+        person = SCHEDULE_PERSON if request.kind == "schedule_run" else self.targets.person
         environ = {"REQUEST_METHOD": "POST", "PATH_INFO": request.path, "wsgi.input": io.BytesIO(body),
                    "CONTENT_LENGTH": str(len(body)),
                    "HTTP_AUTHORIZATION": f"Bearer dev:{person}:{request.workspace}:{ROLES}",
