@@ -41,6 +41,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from timekeeper import json_input
 from timekeeper.console import rule_form
 from timekeeper.console.sign_in import (
     FLOW_COOKIE,
@@ -468,7 +469,10 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                 body = base64.b64decode(body).decode("utf-8")
             except (ValueError, UnicodeDecodeError):
                 return {}
-        return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+        try:
+            return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+        except ValueError:  # more fields than any form has: no form of this console
+            return {}
 
     def api(session: Session) -> ApiClient:
         """The API as ``session``'s person (:class:`ApiClient` gives the console's own
@@ -709,11 +713,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             submitted = "json"
             text = fields.get("recurrence", "")[:20_000]
             try:
-                recurrence = json.loads(text)
-            except ValueError:
+                recurrence = json_input.loads(text)
+            except json.JSONDecodeError as refused:
+                reason = f" ({refused.msg})" if refused.msg in json_input.REASONS else ""
                 return schedule_page(session, schedule_id, editor=text, submitted=submitted,
                                      http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
-                                     problem={"field": "recurrence", "message": "is not valid JSON"})
+                                     problem={"field": "recurrence", "message": f"is not valid JSON{reason}"})
         client = api(session)
         if fields.get("intent") == "save":
             reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
