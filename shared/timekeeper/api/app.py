@@ -43,6 +43,7 @@ from timekeeper.api import (
     queries,
     reports,
     schedule_routes,
+    session_routes,
     snapshot_routes,
 )
 from timekeeper.api.auth import identity_from_event
@@ -64,7 +65,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 #: Every resource's ``register(routes)``, in registration order.
 ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
            delivery_routes.register, snapshot_routes.register, people_routes.register,
-           opt_out_routes.register, operations_routes.register)
+           opt_out_routes.register, operations_routes.register, session_routes.register)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

@@ -242,6 +242,14 @@ class Sessions:
             return False
 
 
+class SessionUnknown(Exception):
+    """The API could not say whether a session was signed out (its ``reply``)."""
+
+    def __init__(self, reply: ApiReply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
+
+
 @dataclass(frozen=True)
 class ApiReply:
     """An API answer: HTTP ``status`` and the parsed JSON ``body`` (None when empty)."""
@@ -460,7 +468,25 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return morsel.value if morsel else None
 
     def current_session() -> Session | None:
-        return sessions.read(cookie(SESSION_COOKIE))
+        """The request's session: its cookie's, unless the server signed it out (the API's
+        ``GET /sessions/{id}``, seen by every execution environment). Raises
+        :class:`SessionUnknown` when the API cannot say."""
+        session = sessions.read(cookie(SESSION_COOKIE))
+        if session is None:
+            return None
+        reply = api(session).call("GET", f"/sessions/{quote(session.sid, safe='')}")
+        if reply.status == 200 and isinstance(reply.body, dict):
+            return session if reply.body.get("revoked_at") is None else None
+        if reply.status in (401, 422):
+            return None
+        raise SessionUnknown(reply)
+
+    @app.exception_handler(SessionUnknown)
+    def session_unknown(error: SessionUnknown) -> Response:
+        body = error.reply.body if isinstance(error.reply.body, dict) else {}
+        status = error.reply.status if 400 <= error.reply.status < 600 else HTTPStatus.BAD_GATEWAY
+        return page("error.html", status, title="Not available", code=body.get("code"),
+                    message=body.get("message") or "Your session could not be checked. Try again in a moment.")
 
     def form() -> dict[str, str]:
         body = app.current_event.body or ""
@@ -611,6 +637,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @checked_post
     def sign_out(session: Session, fields: dict[str, str]) -> Response:
         cleared = cookie_header("", max_age=0)
+        # The session ends on the server first: a copy of the cookie is refused everywhere.
+        revoked = api(session).call("POST", f"/sessions/{quote(session.sid, safe='')}/revocation")
+        if revoked.status != 200:
+            response = api_error(session, revoked)
+            response.cookies.append(cleared)
+            return response
         if settings.dev_sign_in:
             return redirect(f"{PREFIX}/sign-in", cookie=cleared)
         try:
