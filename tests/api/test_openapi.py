@@ -47,7 +47,8 @@ OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
                ("post", "/query-schedules/{schedule_id}/subscription"), ("get", "/mail-suppressions"),
                ("post", "/mail-suppressions/removals"), ("get", "/mail-suppressions/removals"),
                ("get", "/query-schedules/{schedule_id}/message-preview")}
-OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_id}/revocation")}
+OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_id}/revocation"),
+               ("get", "/query-schedules/{schedule_id}/subscription")}
 #: The public operations: a delivery's link and its opt-out link, whose signed tokens are
 #: the credential (the opt-out's answers are HTML pages for the recipient's browser).
 PUBLIC = {("get", "/downloads/{token}"), ("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}")}

@@ -101,7 +101,8 @@ _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_stale":
                 "A delivery was skipped: it was too late after an outage",
                 "posting_failed": "A posting job failed", "schedule_ownerless":
-                "A schedule lost its owner and was paused"}
+                "A schedule lost its owner and was paused",
+                "resubscribe_invited": "You were invited back to a delivery's messages"}
 
 
 class _StyleAttributes(HTMLParser):
@@ -817,6 +818,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return page("delivery.html", session=session, s={**reply.body, "next": when(reply.body.get("next_due_at"),
                                                                                      zone)},
                     zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                    inv=invitation_of(session, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
 
@@ -901,6 +903,44 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         text = f"Refused: {body.get('message') or 'the request was refused'}"
         return opt_outs_page(session, schedule_id, problem=text,
                              status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def invitation_of(session: Session, schedule_id: str) -> tuple[ApiReply, dict[str, Any] | None]:
+        """The person's own standing with a delivery's messages (``GET
+        /query-schedules/{id}/subscription``) for :file:`_invitation.html`, or None."""
+        reply = api(session).call("GET", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            return reply, None
+        zone = zone_of(reply.body)
+        return reply, {**reply.body, "opted": when(reply.body.get("opted_out_at"), zone),
+                       "invited": when(reply.body.get("invited_at"), zone)}
+
+    def invitation_page(session: Session, schedule_id: str, *, done: str | None = None, problem: str | None = None,
+                        status_code: int = 200) -> Response:
+        reply, inv = invitation_of(session, schedule_id)
+        if inv is None:
+            return api_error(session, reply)
+        return page("invitation.html", status_code, session=session, inv=inv, done=done, problem=problem)
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/invitation")
+    @signed_in
+    def invitation(session: Session, schedule_id: str) -> Response:
+        """Where an invitation-back notice leads: the person's standing with the delivery's
+        messages and, once its owner invited them back, Accept."""
+        params = app.current_event.query_string_parameters or {}
+        done = "You receive its messages again." if params.get("done") == "accepted" else None
+        return invitation_page(session, schedule_id, done=done)
+
+    @app.post(f"{PREFIX}/deliveries/<schedule_id>/invitation/accept")
+    @checked_post
+    def accept_invitation(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        reply = api(session).call("POST", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/invitation?done=accepted")
+        body = reply.body if isinstance(reply.body, dict) else {}
+        if 400 <= reply.status < 500:  # (a schedule that is not found is not found on the page either)
+            return invitation_page(session, schedule_id, status_code=reply.status,
+                                   problem=f"Refused: {body.get('message') or 'the request was refused'}")
+        return api_error(session, reply)
 
     def closures_page(session: Session, *, problem: str | None = None, done: str | None = None,
                       typed: dict[str, str] | None = None, status_code: int = 200) -> Response:
