@@ -45,7 +45,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from timekeeper.api import errors
+from timekeeper.api import errors, link_pages
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, error_response
@@ -64,7 +64,7 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
-from timekeeper.platform.directory import workspace_timezone
+from timekeeper.platform.directory import get_workspace, workspace_timezone
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
@@ -90,6 +90,8 @@ MAX_RUNS_PAGE = 100
 DOWNLOAD_URL_TTL_S = 60
 LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
+#: The message of a ``link_expired`` refusal.
+EXPIRED_MESSAGE = "the link has expired; ask for a new delivery"
 #: Where a preview's stand-in links point when the function is given no download URL (the
 #: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
 PREVIEW_BASE_URL = "https://downloads.invalid/"
@@ -542,35 +544,67 @@ def register(routes: Routes) -> None:
             items = [_run_out(conn, scope.workspace_id, r) for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 
+    html_page = {"text/html": {"schema": {"type": "string"}}}
+
+    def link_docs(*codes: int) -> dict[int, dict[str, Any]]:
+        docs = errors.error_docs(_ERRORS, *codes)
+        for code in codes:  # a browser (Accept: text/html) gets the same refusal as a page
+            docs[code]["content"] = {**docs[code]["content"], **html_page}
+        return docs
+
+    def request_headers() -> dict[str, str]:
+        return {str(k).lower(): v for k, v in (app.current_event.headers or {}).items()}
+
+    def refused(status: int, code: str, message: str, *, page: str, locale: str | None = None,
+                name: str | None = None) -> Response[str]:
+        """A refused link: the API's error for a script, the page ``page`` (a key of
+        :data:`timekeeper.api.link_pages.MESSAGES`) in the workspace's language for a browser."""
+        headers = request_headers()
+        if not link_pages.wants_html(headers.get("accept")):
+            raise ApiError(status, code, message)
+        language = link_pages.language_of(locale, headers.get("accept-language"))
+        return link_pages.link_page(status, page, language=language, name=name, reason=code)
+
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
-           summary="Follow a delivery's personal link (public: the signed token is the credential)",
+           summary="Follow a delivery's personal link (public: the signed token is the credential); a browser "
+                   "asking for text/html gets a refusal as a page in the workspace's language",
            responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)"},
-                      **errors.error_docs(_ERRORS, 403, 404, 410)})
+                      **link_docs(403, 404, 410)})
     def download(token: Annotated[str, Path(min_length=1, max_length=2000,
-                                            description="the signed link token")]) -> Response[None]:
+                                            description="the signed link token")]) -> Response[str]:
         if adapters.links is None or adapters.files is None:
             raise RuntimeError("the download route's adapters are not configured")
         now = adapters.now()
         try:
-            link = adapters.links().verify(token, now=now)
-        except LinkExpired:
-            raise ApiError(HTTPStatus.GONE, LINK_EXPIRED, "the link has expired; ask for a new delivery") from None
+            link, expired = adapters.links().verify(token, now=now), False
+        except LinkExpired as gone:
+            if gone.link is None or not link_pages.wants_html(request_headers().get("accept")):
+                return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired")
+            link, expired = gone.link, True  # a person: say why, and whether they still have access
         except LinkInvalid:
-            raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid") from None
+            return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+            workspace = get_workspace(conn, link.workspace_id)
+            locale = workspace.locale if workspace is not None else None
             delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
             source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
             settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
                         if source is not None else None)
             if (delivery is None or delivery.status != "sent" or source is None or settings is None
                     or source.object_key != link.object_key):
-                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid")
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid",
+                               locale=locale)
             if not _live(conn, link.workspace_id, settings.schedule_id):  # deleting a schedule revokes its links
-                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted")
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
+                               page="schedule_deleted", locale=locale, name=settings.name)
             decision = dl.check_source_access(conn, settings, link.user_id)
         if not decision:
-            raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or access.NOT_FOUND,
-                           f"you may no longer read this {settings.source_kind}")
+            reason = decision.reason or access.NOT_FOUND
+            return refused(HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
+                           page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale, name=settings.name)
+        if expired:
+            return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired", locale=locale,
+                           name=settings.name)
         s3, bucket = adapters.files()
         disposition = attachment(settings.name or "", suffix=f"-{link.run_id}.{source.format}", default="delivery")
         url = s3.generate_presigned_url("get_object", ExpiresIn=DOWNLOAD_URL_TTL_S, Params={
