@@ -13,12 +13,15 @@ from datetime import date, timedelta
 import pytest
 
 from tests.api.conftest import NOW, Caller, proxy_event
+from tests.api.test_delivery_routes import KEY, SENDER, aws, deliver_run  # noqa: F401 - fixtures and helpers
 from tests.api.test_delivery_routes import app as delivery_app
-from tests.api.test_delivery_routes import aws, deliver_run  # noqa: F401 - fixtures and helpers
+from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
 from timekeeper.reporting import store
+from timekeeper.reporting.link_renewals import send_pending
+from timekeeper.reporting.links import LinkSigner
 
 BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "Accept-Language": "en"}
 SCRIPT = {"Accept": "*/*"}
@@ -126,3 +129,73 @@ def test_each_refused_link_is_a_page_in_the_workspace_s_language_and_json_for_sc
     assert call("DELETE", f"/query-schedules/{schedule_id}", as_=owner).status in (200, 204)
     _page(_get(app, rosa, BROWSER), 403, "de", "Diese Zustellung wurde gelöscht", "Offene Rechnungen")
     _json(_get(app, rosa, SCRIPT), 403, "link_invalid")
+
+
+def _post(app, token: str, headers: dict[str, str]) -> tuple[int, str, str]:
+    """``POST /downloads/{token}`` as the page's button sends it (an empty form), without credentials."""
+    event = proxy_event("POST", f"/downloads/{token}", claims=None, body="",
+                        headers={**headers, "Content-Type": "application/x-www-form-urlencoded"})
+    response = app.resolve(event, LambdaContext(function_name="timekeeper-downloads"))
+    headers_out = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+    for k, v in (response.get("multiValueHeaders") or {}).items():
+        headers_out.setdefault(k.lower(), v[-1] if isinstance(v, list) else v)
+    return response["statusCode"], headers_out.get("content-type", ""), response.get("body") or ""
+
+
+def _renewals(db_url, user_id: str) -> list[dict]:
+    with connect(db_url) as conn:
+        return conn.execute("SELECT * FROM query_delivery_link_renewals WHERE user_id = %s ORDER BY id",
+                            (user_id,)).fetchall()
+
+
+def test_an_expired_link_offers_a_fresh_one_sent_once_and_limited(
+        app, call, db_url, aws, publisher, clock_now, verein):  # noqa: F811
+    ws, query_id = verein
+    _, tokens = _delivered(app, call, db_url, aws, publisher, ws, query_id)
+    rosa = tokens["lp-rosa"]
+    clock_now["now"] = later = NOW + timedelta(hours=169)
+    # The expired link's page offers a fresh link to a recipient who may still read the file
+    page = _get(app, rosa, BROWSER)
+    _page(page, 410, "de", "Sie haben weiterhin Zugriff auf", '<form method="post">',
+          "<button type=\"submit\">Neuen Link senden</button>")
+    # When they ask, the request is recorded in the delivery's ledger and the page says it is on its way
+    _page(_post(app, rosa, BROWSER), 202, "de", "Ein neuer Link ist unterwegs")
+    (recorded,) = _renewals(db_url, "lp-rosa")
+    assert recorded["requested_at"] == later and recorded["sent_at"] is None
+    # Asking again within the hour is refused (a page for a person, JSON for a script) and records nothing
+    _page(_post(app, rosa, BROWSER), 429, "de", "Vor Kurzem wurde bereits ein neuer Link gesendet")
+    _json(_post(app, rosa, SCRIPT), 429, "fresh_link_limited")
+    assert len(_renewals(db_url, "lp-rosa")) == 1
+    # A script gets JSON; a recipient who left is refused; a tampered token records nothing
+    asked = _post(app, tokens["lp-dora"], SCRIPT)
+    assert asked[0] == 202 and json.loads(asked[2])["requested_at"].startswith("2027-03-08")
+    with connect(db_url) as conn, conn.transaction():
+        leave_workspace(conn, workspace_id=ws, user_id="lp-lena", now=later)
+    _json(_post(app, tokens["lp-lena"], SCRIPT), 403, "left_workspace")
+    _page(_post(app, rosa[:-2] + "xx", BROWSER), 403, "en", "This link is not valid")
+    assert _renewals(db_url, "lp-lena") == []
+
+    # Dora is deactivated before the pass: access is asked again when sending
+    with connect(db_url) as conn, conn.transaction():
+        set_user_status(conn, "lp-dora", "deactivated", now=later)
+    s3, ses = aws
+    sent: list[dict] = []
+
+    class Capture:
+        def send(self, **kwargs):
+            sent.append(kwargs)
+            return SesMailer(ses, SENDER).send(**kwargs)
+
+    with connect(db_url) as conn:
+        counts = send_pending(conn, mailer=Capture(), links=LinkSigner(KEY), base_url="https://api.test/", now=later)
+        assert send_pending(conn, mailer=Capture(), links=LinkSigner(KEY), base_url="https://api.test/",
+                            now=later) == {}
+    assert counts == {"sent": 1, "no_access": 1}
+    (message,) = sent
+    assert message["to"] == "lp-rosa@x.test" and "Offene Rechnungen" in message["subject"]
+    fresh = re.search(r"https://api\.test/downloads/(\S+)", message["text"]).group(1)
+    # The fresh link opens the same file; the ledger holds the message and the new expiry
+    assert _get(app, fresh, BROWSER)[0] == 302
+    (row,) = _renewals(db_url, "lp-rosa")
+    assert row["sent_at"] == later and row["provider_message_id"] and row["link_expires_at"] > later
+    assert [r["error_code"] for r in _renewals(db_url, "lp-dora")] == ["no_access"]

@@ -157,11 +157,12 @@ def text(code: str, language: str, **values: Any) -> tuple[str, str]:
 
 
 def link_page(status: int, code: str, *, language: str, name: str | None = None, reason: str | None = None,
-              fresh_link: str | None = None) -> Response[str]:
+              fresh_link: bool = False) -> Response[str]:
     """The HTML page of a refused link: ``code`` (a key of :data:`MESSAGES`) in ``language``
     with the delivery's ``name``, the machine-readable ``reason`` shown small (``code`` when
-    None), and a "Send me a fresh link" button posting to ``fresh_link`` when given. Served
-    with ``status`` under :data:`PAGE_CSP`, never cached, no referrer."""
+    None), and with ``fresh_link`` a "Send me a fresh link" button (a form posting to the
+    page's own address: ``POST /downloads/{token}``). Served with ``status`` under
+    :data:`PAGE_CSP`, never cached, no referrer."""
     title, body = text(code, language, name=name or "")
     html = _environment(language).get_template("link_page.html").render(
         lang=language, title=title, text=body, code=reason or code, fresh_link=fresh_link)
