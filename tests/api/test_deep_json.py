@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from urllib.parse import quote
 
 import pytest
 
@@ -128,3 +129,27 @@ def test_every_console_form_answers_deep_json_and_too_many_fields_below_500(cons
         assert browser.request("POST", path, fields)["statusCode"] < 500, path
         crowded = {"csrf": token, **{f"f{i}": "x" for i in range(60)}}
         assert browser.request("POST", path, crowded)["statusCode"] < 500, path
+
+
+#: Hostile path and query values: a NUL, deep brackets, an impossible month, a long text, bad UTF-8, a traversal.
+HOSTILE = ("%00", quote("[" * 1000), "9999-99", "-1", "x" * 3000, "%F0%28%8C%BC", "..%2F..", str(uuid.uuid4()))
+PARAMETERS = ("cursor", "status", "month", "owner", "snapshot_type", "workspace", "before", "user_id", "done", "to",
+              "date", "show")
+
+
+def test_every_console_page_answers_hostile_parameters_below_500(console, caller):
+    browser = Browser(console)
+    browser.sign_in(caller, roles=tuple(EVERY_ROLE.split(",")))
+    assert browser.request("GET", "/console/schedules")["statusCode"] == 200  # signed in: the pages answer
+    rules = sorted({route.path for route in (*console._static_routes, *console._dynamic_routes)
+                    if route.method == "GET"})
+    assert "/console/deliveries/<schedule_id>/invitation" in rules
+    refused = []
+    for rule in rules:
+        for value in HOSTILE:
+            path = re.sub(r"<[^>]+>", value, rule)
+            for query in ("", "?" + "&".join(f"{name}={value}" for name in PARAMETERS)):
+                status = browser.request("GET", path + query)["statusCode"]
+                if status >= 500:
+                    refused.append((path[:80], query[:40], status))
+    assert refused == []
