@@ -96,3 +96,20 @@ def test_the_session_routes_see_the_caller_s_workspace_only(call, caller):
     bad = call("GET", "/sessions/a%20b")
     assert bad.status == 422 and bad.body["field"] == "session_id"
     assert call("GET", "/sessions/x", claims=None).status == 401
+
+
+def test_a_session_the_api_cannot_check_is_an_error_page_never_the_page(app, caller):
+    def unavailable(event, context):
+        if event["path"].startswith("/sessions/"):
+            return {"statusCode": 503, "body": '{"code": "database_unavailable", "message": "the database did not '
+                    'answer; retry the request"}', "headers": {"Content-Type": "application/json"}}
+        return app.resolve(event, context)
+
+    browser = Browser(create_console(unavailable, ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True)))
+    browser.sign_in(caller)
+    page = browser.request("GET", "/console/schedules")
+    assert page["statusCode"] == 503 and "text/html" in _header(page, "Content-Type")
+    assert "the database did not answer" in page["body"] and "<table" not in page["body"]
+    assert browser.request("GET", "/console/no-such-page")["statusCode"] in (404, 503)
+    refused = browser.request("POST", "/console/sign-out", {"csrf": "x"})
+    assert refused["statusCode"] == 503 and "the database did not answer" in refused["body"]
