@@ -113,6 +113,7 @@ class DeliveryResources(Construct):
         consumer.function.add_environment(LINK_SECRET_VARIABLE, self.link_secret.secret_arn)
 
         self.download_method: apigw.Method | None = None
+        self.fresh_link_method: apigw.Method | None = None
         self.opt_out_methods: list[apigw.Method] = []
         if api is not None:
             consumer.function.add_environment(DOWNLOAD_BASE_URL_VARIABLE, api.api.url)
@@ -141,6 +142,17 @@ class DeliveryResources(Construct):
             acknowledge(self.download_method, "AwsSolutions-COG4",
                         "The download route is reached from an e-mail link without the identity provider's "
                         "token; the signed link token is checked by the function instead.")
+            # "Send me a fresh link": the expired link's page posts to the link itself.
+            self.fresh_link_method = token.add_method("POST", apigw.LambdaIntegration(downloader.function))
+            cfn = self.fresh_link_method.node.default_child
+            cfn.add_property_override("AuthorizationType", "NONE")  # type: ignore[union-attr]
+            cfn.add_property_deletion_override("AuthorizerId")  # type: ignore[union-attr]
+            acknowledge(self.fresh_link_method, "AwsSolutions-APIG4",
+                        "The fresh-link request is public by design: the link's signed token (expired or not) "
+                        "is the credential; the function asks the access rule again and limits the requests.")
+            acknowledge(self.fresh_link_method, "AwsSolutions-COG4",
+                        "The fresh-link request comes from the expired link's page without the identity "
+                        "provider's token; the signed link token is checked by the function instead.")
             # The one-click opt-out (RFC 8058): GET shows the confirmation page, POST records it.
             # The download route's function answers it (it holds the link keys, its reserved
             # concurrency keeps link traffic off the API's), throttled like the download route.

@@ -29,16 +29,20 @@ DOWNLOAD_PATH = ("downloads", "{token}")
 OPT_OUT_PATH = ("opt-outs", "{token}")
 #: The method throttle's key in the stage's method settings.
 DOWNLOAD_METHOD_KEY = f"/{DOWNLOAD_PATH[0]}/{DOWNLOAD_PATH[1]}/GET"
+#: The "send me a fresh link" method's key (a POST to the download link itself).
+FRESH_LINK_METHOD_KEY = f"/{DOWNLOAD_PATH[0]}/{DOWNLOAD_PATH[1]}/POST"
 #: The opt-out methods' keys in the stage's method settings.
 OPT_OUT_METHOD_KEYS = tuple(f"/{OPT_OUT_PATH[0]}/{OPT_OUT_PATH[1]}/{verb}" for verb in ("GET", "POST"))
 
 
 def download_method_options() -> dict[str, apigw.MethodDeploymentOptions]:
-    """The stage's method settings for the public link routes (the download route and the
-    opt-out route's two methods): each its own throttle, the download route's figures."""
+    """The stage's method settings for the public link routes (the download route, its
+    fresh-link POST and the opt-out route's two methods): each its own throttle, the
+    download route's figures."""
     return {key: apigw.MethodDeploymentOptions(
         throttling_rate_limit=settings.DOWNLOAD_THROTTLE_RATE_RPS,
-        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST) for key in (DOWNLOAD_METHOD_KEY, *OPT_OUT_METHOD_KEYS)}
+        throttling_burst_limit=settings.DOWNLOAD_THROTTLE_BURST)
+        for key in (DOWNLOAD_METHOD_KEY, FRESH_LINK_METHOD_KEY, *OPT_OUT_METHOD_KEYS)}
 
 
 class DownloadFunction(Construct):

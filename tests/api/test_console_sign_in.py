@@ -335,11 +335,17 @@ def test_sign_out_clears_the_session_and_leads_to_the_issuers_logout(deployed, i
     callback(browser, issuer.authorize(start(browser), {"sub": mine.user_id, "tenant": str(mine.workspace_id)}))
     page = browser.request("GET", "/console/schedules")
     csrf = page["body"].split('name="csrf" value="', 1)[1].split('"', 1)[0]
+    copied = dict(browser.jar)
     response = browser.request("POST", "/console/sign-out", {"csrf": csrf})
     assert response["statusCode"] == 303
     assert header(response, "Location").startswith(f"{issuer.url}/logout?client_id={CLIENT_ID}")
     assert SESSION_COOKIE not in browser.jar
     assert browser.request("GET", "/console/schedules")["statusCode"] == 303
+    # A copy of the cookie is signed out on the server too: no page, no POST with the old token
+    thief = Browser()
+    thief.jar = copied
+    assert thief.request("GET", "/console/schedules")["statusCode"] == 303
+    assert thief.request("POST", "/console/notices/read", {"csrf": csrf})["statusCode"] == 303
 
 
 def test_the_development_sign_in_is_not_offered_deployed(deployed, workspaces):

@@ -127,3 +127,46 @@ def test_the_pages_fit_a_360_px_screen_and_pass_the_accessibility_check(browser,
     finally:
         context.close()
     assert found == {}
+
+
+def test_the_invited_recipient_follows_the_notice_and_accepts_from_the_keyboard(page, server, opted_out):  # noqa: F811
+    from axe_playwright_python.sync_playwright import Axe
+
+    # Given the owner's invitation back (the first test of this module invites the Berlin admin)
+    auth = {"Authorization": f"Bearer dev:{opted_out['analyst']}:{server.stack.platform.first_workspace}:"
+                             "queries:read,queries:write"}
+    invite = requests.post(f"{server.base_url}/query-schedules/{opted_out['schedule']['id']}/opt-outs/"
+                           f"{opted_out['admin']}/invitation", headers=auth, timeout=30)
+    assert invite.status_code == 200, invite.text
+    # When the recipient opens their notices and follows the invitation's link
+    _sign_in_as(page, server, "Berlin admin")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Notices").click()
+    page.get_by_role("link", name="See the invitation and accept it").first.click()
+    assert page.get_by_role("heading", level=1).inner_text() == "Invoices for the team"
+    bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
+    assert bad == []
+    page.set_viewport_size({"width": 360, "height": 740})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360
+    # Then accepting from the keyboard (after the confirmation) subscribes them again
+    button = page.get_by_role("button", name="Accept the invitation")
+    page.once("dialog", lambda dialog: dialog.accept())
+    button.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_url("**?done=accepted")
+    assert page.get_by_role("status").inner_text() == "You receive its messages again."
+    # And the owner's opt-out list no longer has them
+    items = requests.get(f"{server.base_url}/query-schedules/{opted_out['schedule']['id']}/opt-outs",
+                         headers=auth, timeout=30).json()["items"]
+    assert opted_out["admin"] not in [item["user_id"] for item in items]
+
+
+def test_a_broken_download_link_is_a_page_for_the_browser(page, server):  # noqa: F811
+    from axe_playwright_python.sync_playwright import Axe
+
+    response = page.goto(f"{server.base_url}/downloads/not-a-link")
+    assert response.status == 403 and response.headers["content-type"].startswith("text/html")
+    assert page.get_by_role("heading", level=1).inner_text() == "This link is not valid"
+    bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
+    assert bad == []
+    # A script asking for anything keeps the JSON error
+    assert requests.get(f"{server.base_url}/downloads/not-a-link", timeout=30).json()["code"] == "link_invalid"

@@ -21,10 +21,10 @@ def test_every_method_needs_the_authorizer(synth):
     methods = resources(template, "AWS::ApiGateway::Method")
     [authorizer_id] = resources(template, "AWS::ApiGateway::Authorizer")
     assert methods
-    # every method but the public download and opt-out routes (GET /downloads/{token}, GET and POST
-    # /opt-outs/{token}: which paths, tests/infra/test_delivery.py)
+    # every method but the public download and opt-out routes (GET and POST /downloads/{token}, GET
+    # and POST /opt-outs/{token}: which paths, tests/infra/test_delivery.py)
     public = [lid for lid, m in methods.items() if m["Properties"]["AuthorizationType"] == "NONE"]
-    assert sorted(methods[lid]["Properties"]["HttpMethod"] for lid in public) == ["GET", "GET", "POST"]
+    assert sorted(methods[lid]["Properties"]["HttpMethod"] for lid in public) == ["GET", "GET", "POST", "POST"]
     for method in (m for lid, m in methods.items() if lid not in public):
         assert method["Properties"]["AuthorizationType"] == "CUSTOM"
         assert method["Properties"]["AuthorizerId"] == {"Ref": authorizer_id}

@@ -98,7 +98,7 @@ def test_the_console_reaches_the_api_function_without_the_authorizer_and_the_api
     # Only the console and the public link routes (a delivery's download and its opt-out) are open
     assert sorted(r for r, p in methods.items() if p["AuthorizationType"] == "NONE") == [
         "ANY /console", "ANY /console/{proxy+}", "GET /downloads/{token}", "GET /favicon.ico",
-        "GET /opt-outs/{token}", "POST /opt-outs/{token}"]
+        "GET /opt-outs/{token}", "POST /downloads/{token}", "POST /opt-outs/{token}"]
 
 
 def test_without_the_console_its_paths_keep_the_authorizer(synth):

@@ -84,7 +84,8 @@ def test_only_the_download_and_opt_out_routes_are_public(synth):
 
     public = {(path(m), m["HttpMethod"]) for m in methods.values()
               if m["AuthorizationType"] == "NONE" and m["HttpMethod"] != "OPTIONS"}
-    assert public == {("downloads/{token}", "GET"), ("opt-outs/{token}", "GET"), ("opt-outs/{token}", "POST")}
+    assert public == {("downloads/{token}", "GET"), ("downloads/{token}", "POST"), ("opt-outs/{token}", "GET"),
+                      ("opt-outs/{token}", "POST")}
     assert all("AuthorizerId" not in m for m in methods.values() if m["AuthorizationType"] == "NONE")
     assert all(m["AuthorizationType"] == "CUSTOM" for m in methods.values()
                if m["AuthorizationType"] != "NONE" or m["HttpMethod"] == "OPTIONS")

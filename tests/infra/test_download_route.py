@@ -78,7 +78,9 @@ def test_the_opt_out_route_runs_in_the_download_function_throttled_like_the_down
     functions = functions_by_folder(template)
     downloads, api = functions[DOWNLOADS.function], functions[API_FUNCTION]
     public = _public_methods(template)
-    assert set(public) == {("downloads", "GET"), ("opt-outs", "GET"), ("opt-outs", "POST")}
+    assert set(public) == {("downloads", "GET"), ("downloads", "POST"), ("opt-outs", "GET"), ("opt-outs", "POST")}
+    # (the download link's POST is "send me a fresh link", in the same function)
+    assert downloads in json.dumps(public[("downloads", "POST")]["Integration"]["Uri"])
     # Then the opt-out's methods integrate the download function (it holds the link keys), not the API's
     for verb in ("GET", "POST"):
         uri = json.dumps(public[("opt-outs", verb)]["Integration"]["Uri"])

@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 
-from timekeeper import clock
+from timekeeper import clock, json_input
 from timekeeper.api import (
     delivery_routes,
     errors,
@@ -44,6 +44,7 @@ from timekeeper.api import (
     queries,
     reports,
     schedule_routes,
+    session_routes,
     snapshot_routes,
 )
 from timekeeper.api.auth import Identity, identity_from_event
@@ -69,7 +70,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 #: Every resource's ``register(routes)``, in registration order.
 ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
            delivery_routes.register, snapshot_routes.register, people_routes.register,
-           opt_out_routes.register, operations_routes.register)
+           opt_out_routes.register, operations_routes.register, session_routes.register)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -156,18 +157,13 @@ def _normalized_media_type(media_type: str) -> str:
 
 
 def parse_json_body(text: str) -> Any:
-    """Parse a request body as JSON; raises ``json.JSONDecodeError`` for anything the
-    parser refuses, including input too deep for it (``RecursionError``: e.g. 100,000
-    nested brackets) and integer literals longer than Python converts (``ValueError``:
-    over 4,300 digits), so each is a 422 naming the body instead of an unhandled fault."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
-    except ValueError:
-        raise json.JSONDecodeError("a number is too long", text, 0) from None
+    """Parse a request body as JSON (:func:`timekeeper.json_input.loads`); raises
+    ``json.JSONDecodeError`` for anything it refuses, including input nested deeper than
+    :data:`~timekeeper.json_input.MAX_DEPTH` levels (e.g. 1,000 or 100,000 nested
+    brackets, which would exhaust the interpreter's stack in the parser or in the code
+    reading its result) and integer literals longer than Python converts (over 4,300
+    digits), so each is a 422 naming the body instead of an unhandled fault."""
+    return json_input.loads(text)
 
 
 class JsonApiResolver(APIGatewayRestResolver):

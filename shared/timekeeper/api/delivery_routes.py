@@ -46,7 +46,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from timekeeper.api import errors
+from timekeeper.api import errors, link_pages
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, error_response
@@ -66,9 +66,9 @@ from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, workspace_unit
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
-from timekeeper.platform.directory import workspace_timezone
+from timekeeper.platform.directory import get_workspace, workspace_timezone
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting import message_states
+from timekeeper.reporting import link_renewals, message_states
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
@@ -93,6 +93,10 @@ MAX_RUNS_PAGE = 100
 DOWNLOAD_URL_TTL_S = 60
 LINK_INVALID = "link_invalid"
 LINK_EXPIRED = "link_expired"
+#: A fresh link was asked for too often (429): once an hour per delivery, five a day.
+FRESH_LINK_LIMITED = "fresh_link_limited"
+#: The message of a ``link_expired`` refusal.
+EXPIRED_MESSAGE = "the link has expired; ask for a new delivery"
 #: Where a preview's stand-in links point when the function is given no download URL (the
 #: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
 PREVIEW_BASE_URL = "https://downloads.invalid/"
@@ -315,7 +319,8 @@ class RunNowOut(BaseModel):
 _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or the access rule, refuse this",
            404: "No such query schedule in the caller's workspace",
            409: "The saved rule no longer validates (update the recurrence first)", 410: "The link has expired",
-           415: "The body is not application/json", 422: "Invalid input (the field and the reason)"}
+           415: "The body is not application/json", 422: "Invalid input (the field and the reason)",
+           429: "A fresh link of this delivery was asked for within the hour, or five today: fresh_link_limited"}
 _responses = partial(errors.responses, texts=_ERRORS)
 
 
@@ -333,6 +338,13 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
         recipients=dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
         if recipients else None,
         timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None)
+
+
+class FreshLinkOut(BaseModel):
+    """A recorded request for a fresh link to run ``run_id``'s file (sent within minutes)."""
+
+    run_id: CanonicalUuid
+    requested_at: datetime
 
 
 def _live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
@@ -566,37 +578,69 @@ def register(routes: Routes) -> None:
             items = [_run_out(conn, scope.workspace_id, r) for r in runs]
         return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
 
+    html_page = {"text/html": {"schema": {"type": "string"}}}
+
+    def link_docs(*codes: int) -> dict[int, dict[str, Any]]:
+        docs = errors.error_docs(_ERRORS, *codes)
+        for code in codes:  # a browser (Accept: text/html) gets the same refusal as a page
+            docs[code]["content"] = {**docs[code]["content"], **html_page}
+        return docs
+
+    def request_headers() -> dict[str, str]:
+        return {str(k).lower(): v for k, v in (app.current_event.headers or {}).items()}
+
+    def refused(status: int, code: str, message: str, *, page: str, locale: str | None = None,
+                name: str | None = None, fresh_link: bool = False) -> Response[str]:
+        """A refused link: the API's error for a script, the page ``page`` (a key of
+        :data:`timekeeper.api.link_pages.MESSAGES`) in the workspace's language for a browser."""
+        headers = request_headers()
+        if not link_pages.wants_html(headers.get("accept")):
+            raise ApiError(status, code, message)
+        language = link_pages.language_of(locale, headers.get("accept-language"))
+        return link_pages.link_page(status, page, language=language, name=name, reason=code, fresh_link=fresh_link)
+
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
-           summary="Follow a delivery's personal link (public: the signed token is the credential)",
+           summary="Follow a delivery's personal link (public: the signed token is the credential); a browser "
+                   "asking for text/html gets a refusal as a page in the workspace's language",
            responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)",
                                  "headers": {"Location": {"description": "the presigned URL", "required": True,
                                                           "schema": {"type": "string"}}}},
-                      **errors.error_docs(_ERRORS, 403, 404, 410)})
+                      **link_docs(403, 404, 410)})
     def download(token: Annotated[str, Path(min_length=1, max_length=2000,
-                                            description="the signed link token")]) -> Response[None]:
+                                            description="the signed link token")]) -> Response[str]:
         if adapters.links is None or adapters.files is None:
             raise RuntimeError("the download route's adapters are not configured")
         now = adapters.now()
         try:
-            link = adapters.links().verify(token, now=now)
-        except LinkExpired:
-            raise ApiError(HTTPStatus.GONE, LINK_EXPIRED, "the link has expired; ask for a new delivery") from None
+            link, expired = adapters.links().verify(token, now=now), False
+        except LinkExpired as gone:
+            if gone.link is None or not link_pages.wants_html(request_headers().get("accept")):
+                return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired")
+            link, expired = gone.link, True  # a person: say why, and whether they still have access
         except LinkInvalid:
-            raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid") from None
+            return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+            workspace = get_workspace(conn, link.workspace_id)
+            locale = workspace.locale if workspace is not None else None
             delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
             source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
             settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
                         if source is not None else None)
             if (delivery is None or delivery.status != "sent" or source is None or settings is None
                     or source.object_key != link.object_key):
-                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid")
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid",
+                               locale=locale)
             if not _live(conn, link.workspace_id, settings.schedule_id):  # deleting a schedule revokes its links
-                raise ApiError(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted")
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
+                               page="schedule_deleted", locale=locale, name=settings.name)
             decision = dl.check_source_access(conn, settings, link.user_id)
         if not decision:
-            raise ApiError(HTTPStatus.FORBIDDEN, decision.reason or access.NOT_FOUND,
-                           f"you may no longer read this {settings.source_kind}")
+            reason = decision.reason or access.NOT_FOUND
+            return refused(HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
+                           page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale, name=settings.name)
+        if expired:  # the recipient may still read it: offer a fresh link (POST to this address)
+            return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired_fresh", locale=locale,
+                           name=settings.name, fresh_link=True)
         s3, bucket = adapters.files()
         disposition = attachment(settings.name or "", suffix=f"-{link.run_id}.{source.format}", default="delivery")
         url = s3.generate_presigned_url("get_object", ExpiresIn=DOWNLOAD_URL_TTL_S, Params={
@@ -604,6 +648,61 @@ def register(routes: Routes) -> None:
         return Response(status_code=HTTPStatus.FOUND, headers={
             "Location": url, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
             content_type=content_types.TEXT_PLAIN, body="")
+
+    @route("POST", "/downloads/<token>", tags=["downloads"], operation_id="requestFreshLink", security=[],
+           summary="Send me a fresh link: the recipient of a delivery link (expired or not) asks for a new one "
+                   "to the same file, sent to their address within minutes (public: the token's signature is "
+                   "the credential; the access rule is asked again; once an hour per delivery, five a day)",
+           responses={202: {"description": "The request is recorded; the message follows",
+                            "content": {content_types.APPLICATION_JSON: {"model": FreshLinkOut}, **html_page}},
+                      **link_docs(403, 404, 429)})
+    def request_fresh_link(token: Annotated[str, Path(min_length=1, max_length=2000,
+                                                      description="the signed link token")]) -> Response[str]:
+        if adapters.links is None:
+            raise RuntimeError("the download route's adapters are not configured")
+        now = adapters.now()
+        try:
+            link = adapters.links().verify(token, now=now)
+        except LinkExpired as gone:
+            if gone.link is None:
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
+            link = gone.link
+        except LinkInvalid:
+            return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
+        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+            workspace = get_workspace(conn, link.workspace_id)
+            locale = workspace.locale if workspace is not None else None
+            delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
+            source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
+            settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
+                        if source is not None else None)
+            if (delivery is None or delivery.status != "sent" or source is None or settings is None
+                    or source.object_key != link.object_key):
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid",
+                               locale=locale)
+            if not _live(conn, link.workspace_id, settings.schedule_id):
+                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
+                               page="schedule_deleted", locale=locale, name=settings.name)
+            decision = dl.check_source_access(conn, settings, link.user_id)
+            if not decision:
+                reason = decision.reason or access.NOT_FOUND
+                return refused(HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
+                               page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale,
+                               name=settings.name)
+            requested = link_renewals.request(conn, workspace_id=link.workspace_id, run_id=link.run_id,
+                                              user_id=link.user_id, now=now)
+        if requested is None:
+            return refused(HTTPStatus.TOO_MANY_REQUESTS, FRESH_LINK_LIMITED, "a fresh link of this delivery was "
+                           "asked for within the hour, or five today; use the latest message's link",
+                           page="fresh_link_limited", locale=locale, name=settings.name)
+        headers = request_headers()
+        if link_pages.wants_html(headers.get("accept")):
+            return link_pages.link_page(HTTPStatus.ACCEPTED, "fresh_link_sent", name=settings.name,
+                                        language=link_pages.language_of(locale, headers.get("accept-language")),
+                                        reason="fresh_link_requested")
+        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                        body=FreshLinkOut(run_id=link.run_id, requested_at=requested).model_dump_json(),
+                        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
 
 
 __all__ = ["DOWNLOAD_URL_TTL_S", "LINK_EXPIRED", "LINK_INVALID", "register"]

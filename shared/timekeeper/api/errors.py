@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
 )
 from pydantic import BaseModel, ConfigDict, Field
 
+from timekeeper import json_input
 from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.reporting.store import QueryNotFound
@@ -62,7 +63,7 @@ MISSING_ROLE = access.MISSING_ROLE
 #: The message of an ``invalid_cursor`` refusal.
 CURSOR_MESSAGE = "not a cursor this API returned"
 #: Reasons of :func:`timekeeper.api.app.parse_json_body` worth showing the caller.
-_JSON_REASONS = frozenset({"nested too deeply", "a number is too long"})
+_JSON_REASONS = json_input.REASONS
 
 
 class ErrorBody(BaseModel):

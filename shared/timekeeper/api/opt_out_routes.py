@@ -167,6 +167,21 @@ class SubscriptionOut(BaseModel):
     subscribed: bool
 
 
+class SubscriptionStateOut(BaseModel):
+    """The caller's own standing with a query schedule's messages: whether they opted out
+    (``opted_out_at``) and whether its owner invited them back (``invited_at``, by
+    ``invited_by``); ``timezone`` is the workspace's, to show the instants in."""
+
+    schedule_id: CanonicalUuid
+    name: str
+    user_id: str
+    opted_out: bool
+    opted_out_at: datetime | None
+    invited_at: datetime | None
+    invited_by: str | None
+    timezone: str = Field(description="the workspace's IANA zone, to show the UTC instants in")
+
+
 def _out(o: opt_outs.OptOut) -> OptOutOut:
     return OptOutOut(user_id=o.user_id, run_id=o.run_id, opted_out_at=o.opted_out_at,
                      resubscribe_invited_at=o.resubscribe_invited_at, resubscribe_invited_by=o.resubscribe_invited_by)
@@ -306,12 +321,39 @@ def register(routes: Routes) -> None:
             settings = live_schedule(conn, scope, schedule_id)
             access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
             if not opt_outs.invite_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                               user_id=user_id, actor=scope.user_id, now=scope.now):
+                                               user_id=user_id, actor=scope.user_id, now=scope.now,
+                                               schedule_name=settings.name):
                 raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this recipient has not opted out", "user_id")
             found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
                                          user_id=user_id)
         assert found is not None
         return _out(found)
+
+    def as_recipient(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+        """The schedule, once the caller may read its source as its recipients are resolved."""
+        settings = live_schedule(conn, scope, schedule_id)
+        permission = dl.source_read_permission(settings)
+        scope.identity.require(permission)
+        access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                           permission=permission), f"read the {settings.source_kind}")
+        return settings
+
+    @route("GET", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="getSubscription",
+           security=SECURITY, summary="The caller's own standing with the schedule's messages: opted out, invited "
+                                      "back (queries:read for a query's schedule, reports:read for a report's)",
+           responses=errors.responses(200, "The caller's subscription", 404, texts=_ERRORS))
+    def subscription(scope: recipient, schedule_id: schedule_id_path) -> SubscriptionStateOut:
+        if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
+            scope.identity.require(QUERIES_READ)
+        with scope.unit() as conn:
+            settings = as_recipient(conn, scope, schedule_id)
+            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                         user_id=scope.user_id)
+            zone = workspace_timezone(conn, scope.workspace_id)
+        return SubscriptionStateOut(schedule_id=schedule_id, name=settings.name, user_id=scope.user_id,
+                                    opted_out=found is not None, opted_out_at=found and found.opted_out_at,
+                                    invited_at=found and found.resubscribe_invited_at,
+                                    invited_by=found and found.resubscribe_invited_by, timezone=zone)
 
     @route("POST", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="acceptInvitation",
            security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again "
@@ -324,11 +366,7 @@ def register(routes: Routes) -> None:
         if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
             scope.identity.require(QUERIES_READ)
         with scope.unit() as conn:
-            settings = live_schedule(conn, scope, schedule_id)
-            permission = dl.source_read_permission(settings)
-            scope.identity.require(permission)
-            access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
-                                               permission=permission), f"read the {settings.source_kind}")
+            as_recipient(conn, scope, schedule_id)
             found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
                                          user_id=scope.user_id)
             if found is None:

@@ -41,6 +41,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from timekeeper import json_input
 from timekeeper.console import rule_form
 from timekeeper.console.sign_in import (
     FLOW_COOKIE,
@@ -100,7 +101,8 @@ _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_stale":
                 "A delivery was skipped: it was too late after an outage",
                 "posting_failed": "A posting job failed", "schedule_ownerless":
-                "A schedule lost its owner and was paused"}
+                "A schedule lost its owner and was paused",
+                "resubscribe_invited": "You were invited back to a delivery's messages"}
 
 
 class _StyleAttributes(HTMLParser):
@@ -239,6 +241,14 @@ class Sessions:
             return self._csrf.loads(token, max_age=SESSION_MAX_AGE_S) == session.sid
         except BadSignature:
             return False
+
+
+class SessionUnknown(Exception):
+    """The API could not say whether a session was signed out (its ``reply``)."""
+
+    def __init__(self, reply: ApiReply) -> None:
+        super().__init__(reply.status)
+        self.reply = reply
 
 
 @dataclass(frozen=True)
@@ -456,7 +466,25 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return morsel.value if morsel else None
 
     def current_session() -> Session | None:
-        return sessions.read(cookie(SESSION_COOKIE))
+        """The request's session: its cookie's, unless the server signed it out (the API's
+        ``GET /sessions/{id}``, seen by every execution environment). Raises
+        :class:`SessionUnknown` when the API cannot say."""
+        session = sessions.read(cookie(SESSION_COOKIE))
+        if session is None:
+            return None
+        reply = api(session).call("GET", f"/sessions/{quote(session.sid, safe='')}")
+        if reply.status == 200 and isinstance(reply.body, dict):
+            return session if reply.body.get("revoked_at") is None else None
+        if reply.status in (401, 422):
+            return None
+        raise SessionUnknown(reply)
+
+    @app.exception_handler(SessionUnknown)
+    def session_unknown(error: SessionUnknown) -> Response:
+        body = error.reply.body if isinstance(error.reply.body, dict) else {}
+        status = error.reply.status if 400 <= error.reply.status < 600 else HTTPStatus.BAD_GATEWAY
+        return page("error.html", status, title="Not available", code=body.get("code"),
+                    message=body.get("message") or "Your session could not be checked. Try again in a moment.")
 
     def form() -> dict[str, str]:
         body = app.current_event.body or ""
@@ -465,7 +493,10 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                 body = base64.b64decode(body).decode("utf-8")
             except (ValueError, UnicodeDecodeError):
                 return {}
-        return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+        try:
+            return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+        except ValueError:  # more fields than any form has: no form of this console
+            return {}
 
     def api(session: Session) -> ApiClient:
         """The API as ``session``'s person (:class:`ApiClient` gives the console's own
@@ -604,6 +635,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @checked_post
     def sign_out(session: Session, fields: dict[str, str]) -> Response:
         cleared = cookie_header("", max_age=0)
+        # The session ends on the server first: a copy of the cookie is refused everywhere.
+        revoked = api(session).call("POST", f"/sessions/{quote(session.sid, safe='')}/revocation")
+        if revoked.status != 200:
+            response = api_error(session, revoked)
+            response.cookies.append(cleared)
+            return response
         if settings.dev_sign_in:
             return redirect(f"{PREFIX}/sign-in", cookie=cleared)
         try:
@@ -706,11 +743,12 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             submitted = "json"
             text = fields.get("recurrence", "")[:20_000]
             try:
-                recurrence = json.loads(text)
-            except ValueError:
+                recurrence = json_input.loads(text)
+            except json.JSONDecodeError as refused:
+                reason = f" ({refused.msg})" if refused.msg in json_input.REASONS else ""
                 return schedule_page(session, schedule_id, editor=text, submitted=submitted,
                                      http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
-                                     problem={"field": "recurrence", "message": "is not valid JSON"})
+                                     problem={"field": "recurrence", "message": f"is not valid JSON{reason}"})
         client = api(session)
         if fields.get("intent") == "save":
             reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
@@ -777,6 +815,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return page("delivery.html", session=session, s={**reply.body, "next": when(reply.body.get("next_due_at"),
                                                                                      zone)},
                     zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                    inv=invitation_of(session, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
 
@@ -861,6 +900,44 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         text = f"Refused: {body.get('message') or 'the request was refused'}"
         return opt_outs_page(session, schedule_id, problem=text,
                              status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+    def invitation_of(session: Session, schedule_id: str) -> tuple[ApiReply, dict[str, Any] | None]:
+        """The person's own standing with a delivery's messages (``GET
+        /query-schedules/{id}/subscription``) for :file:`_invitation.html`, or None."""
+        reply = api(session).call("GET", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            return reply, None
+        zone = zone_of(reply.body)
+        return reply, {**reply.body, "opted": when(reply.body.get("opted_out_at"), zone),
+                       "invited": when(reply.body.get("invited_at"), zone)}
+
+    def invitation_page(session: Session, schedule_id: str, *, done: str | None = None, problem: str | None = None,
+                        status_code: int = 200) -> Response:
+        reply, inv = invitation_of(session, schedule_id)
+        if inv is None:
+            return api_error(session, reply)
+        return page("invitation.html", status_code, session=session, inv=inv, done=done, problem=problem)
+
+    @app.get(f"{PREFIX}/deliveries/<schedule_id>/invitation")
+    @signed_in
+    def invitation(session: Session, schedule_id: str) -> Response:
+        """Where an invitation-back notice leads: the person's standing with the delivery's
+        messages and, once its owner invited them back, Accept."""
+        params = app.current_event.query_string_parameters or {}
+        done = "You receive its messages again." if params.get("done") == "accepted" else None
+        return invitation_page(session, schedule_id, done=done)
+
+    @app.post(f"{PREFIX}/deliveries/<schedule_id>/invitation/accept")
+    @checked_post
+    def accept_invitation(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        reply = api(session).call("POST", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+        if reply.status == 200:
+            return redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/invitation?done=accepted")
+        body = reply.body if isinstance(reply.body, dict) else {}
+        if 400 <= reply.status < 500:  # (a schedule that is not found is not found on the page either)
+            return invitation_page(session, schedule_id, status_code=reply.status,
+                                   problem=f"Refused: {body.get('message') or 'the request was refused'}")
+        return api_error(session, reply)
 
     def closures_page(session: Session, *, problem: str | None = None, done: str | None = None,
                       typed: dict[str, str] | None = None, status_code: int = 200) -> Response:

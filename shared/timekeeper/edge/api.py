@@ -168,11 +168,12 @@ def resolve(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
 
 #: The public link routes ``functions/downloads`` serves (API Gateway's resource and
-#: method): the download route and the one-click opt-out's page and POST (RFC 8058).
+#: method): the download route and its "send me a fresh link" POST, and the one-click
+#: opt-out's page and POST (RFC 8058).
 DOWNLOAD_RESOURCE, DOWNLOAD_METHOD = "/downloads/{token}", "GET"
 OPT_OUT_RESOURCE = "/opt-outs/{token}"
-PUBLIC_LINK_ROUTES = frozenset({(DOWNLOAD_RESOURCE, DOWNLOAD_METHOD), (OPT_OUT_RESOURCE, "GET"),
-                                (OPT_OUT_RESOURCE, "POST")})
+PUBLIC_LINK_ROUTES = frozenset({(DOWNLOAD_RESOURCE, DOWNLOAD_METHOD), (DOWNLOAD_RESOURCE, "POST"),
+                                (OPT_OUT_RESOURCE, "GET"), (OPT_OUT_RESOURCE, "POST")})
 
 
 def serve_download(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -78,8 +78,11 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
     (:func:`timekeeper.platform.notices.tell_people`), then mail the waiting ones under the
     digest rule (:func:`timekeeper.reporting.notice_mail.send_notice_mail`) through the
     configured mailer, each message with its one-click opt-out link (the link signer,
-    under ``DOWNLOAD_BASE_URL``). Never raises: a failure is logged and the next pass goes on."""
+    under ``DOWNLOAD_BASE_URL``), then send the fresh download links recipients asked for
+    (:func:`timekeeper.reporting.link_renewals.send_pending`). Never raises: a failure is
+    logged and the next pass goes on."""
     from timekeeper.platform.notices import has_untold, tell_people
+    from timekeeper.reporting.link_renewals import send_pending
     from timekeeper.reporting.notice_mail import send_notice_mail
 
     summary: dict[str, Any] = {}
@@ -92,6 +95,9 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
             base_url=base if base.endswith("/") else base + "/",
             on_sent=lambda count: metrics.add_metric(name=obs.NOTICES_MAILED, unit="Count", value=count))
         summary["mailed"] = {k: v for k, v in mailed.items() if v}
+        renewed = send_pending(conn, mailer=adapters.mailer(), links=adapters.link_signer(),
+                               base_url=base if base.endswith("/") else base + "/", now=now)
+        summary["fresh_links"] = {k: v for k, v in renewed.items() if v}
     except Exception:  # noqa: BLE001 - logged; the next pass tells and mails again
         logger.exception("owner notices pass failed")
         summary["error"] = True

@@ -28,6 +28,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
 from timekeeper.db.rows import execute, fetch_all, fetch_row, fetch_value
@@ -96,3 +97,23 @@ def mark_read(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, now
 def count_unread(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> int:
     """How many of ``user_id``'s notices in ``workspace_id`` are unread."""
     return int(fetch_value(conn, SQL["count_unread"], {"workspace_id": workspace_id, "user_id": user_id}))
+
+
+#: A recipient who opted out of a query schedule's messages was invited back by its owner
+#: (audience :data:`RECIPIENT`): the notice links to where they accept.
+RESUBSCRIBE_INVITED = "resubscribe_invited"
+#: The audience of a notice to the person an action concerns (not the schedule's owner).
+RECIPIENT = "recipient"
+
+
+def notify_person(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, kind: str, event_key: str,
+                  now: datetime, schedule_id: UUID | None = None, reason: str | None = None,
+                  detail: dict[str, Any] | None = None, audience: str = RECIPIENT) -> int | None:
+    """Tell ``user_id`` of ``workspace_id`` about an action decided in the caller's
+    transaction (e.g. :data:`RESUBSCRIBE_INVITED`), at ``now`` (aware UTC). Only an active
+    user who is a current member is told; ``event_key`` (at most 300 characters) makes a
+    repeat insert nothing. Returns the new notice's id, or None when nothing was written."""
+    return fetch_value(conn, SQL["notify_person"], {
+        "workspace_id": workspace_id, "user_id": user_id, "event_key": event_key, "kind": kind,
+        "audience": audience, "schedule_id": schedule_id, "reason": reason, "detail": Jsonb(detail or {}),
+        "now": now})

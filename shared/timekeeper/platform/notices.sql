@@ -65,3 +65,15 @@ UPDATE owner_notices SET read_at = %(now)s
 -- name: count_unread
 SELECT count(*) FROM owner_notices
  WHERE workspace_id = %(workspace_id)s AND user_id = %(user_id)s AND read_at IS NULL
+
+-- name: notify_person
+-- One notice to one person, decided by an action in the API (an owner inviting a
+-- recipient back): written only for an active user who is a current member; the event
+-- key makes a repeat of the same decision insert nothing.
+INSERT INTO owner_notices (workspace_id, user_id, event_key, kind, audience, schedule_id, reason, detail, created_at)
+SELECT %(workspace_id)s, p.id, %(event_key)s, %(kind)s, %(audience)s, %(schedule_id)s, %(reason)s, %(detail)s, %(now)s
+  FROM users AS p
+  JOIN workspace_memberships AS m ON m.user_id = p.id AND m.workspace_id = %(workspace_id)s AND m.left_at IS NULL
+ WHERE p.id = %(user_id)s AND p.status = 'active'
+ON CONFLICT (event_key, user_id) DO NOTHING
+RETURNING id

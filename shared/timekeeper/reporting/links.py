@@ -37,7 +37,12 @@ class LinkInvalid(ValueError):
 
 
 class LinkExpired(ValueError):
-    """The token verifies but its expiry instant has passed."""
+    """The token verifies but its expiry instant has passed; ``link`` is what it binds
+    (the signature holds, so who it was sent to is known: e.g. to offer a fresh one)."""
+
+    def __init__(self, message: str, link: DownloadLink | None = None) -> None:
+        super().__init__(message)
+        self.link = link
 
 
 @dataclass(frozen=True)
@@ -100,7 +105,7 @@ class LinkSigner:
         except (BadSignature, KeyError, TypeError, ValueError, AttributeError, OverflowError, OSError) as error:
             raise LinkInvalid("the link is not valid") from error
         if now >= link.expires_at:
-            raise LinkExpired("the link has expired")
+            raise LinkExpired("the link has expired", link)
         return link
 
 

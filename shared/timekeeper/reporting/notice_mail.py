@@ -85,7 +85,9 @@ def notice_title(notice: dict[str, Any]) -> str:
     return {"schedule_paused": f"\u201c{name}\u201d was paused",
             "delivery_skipped_stale": f"A delivery of \u201c{name}\u201d was skipped",
             "posting_failed": f"A posting job of \u201c{name}\u201d failed",
-            "schedule_ownerless": f"\u201c{name}\u201d has no owner"}.get(kind, f"\u201c{name}\u201d: {kind}")
+            "schedule_ownerless": f"\u201c{name}\u201d has no owner",
+            "resubscribe_invited": f"You are invited back to \u201c{name}\u201d",
+            }.get(kind, f"\u201c{name}\u201d: {kind}")
 
 
 def local_instant(instant: datetime | str | None, zone: str) -> str:
@@ -124,6 +126,9 @@ def notice_line(notice: dict[str, Any], zone: str = "UTC") -> str:
         why = "was deactivated" if detail.get("why") == "user_deactivated" else "left the workspace"
         return (f"\u201c{name}\u201d is paused without an owner: {detail.get('owner_user_id', 'its owner')} {why}. "
                 "Reassign it to someone who may read its source, then resume it.")
+    if kind == "resubscribe_invited":
+        return (f"{detail.get('invited_by', 'Its owner')} invited you back to the messages of \u201c{name}\u201d, "
+                "which you had opted out of. Accept the invitation in Timekeeper to receive them again.")
     return f"\u201c{name}\u201d: {kind}"
 
 

@@ -36,7 +36,8 @@ from uuid import UUID
 import psycopg
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import fetch_all, fetch_one, fetch_rows, fetch_value
+from timekeeper.db.rows import fetch_all, fetch_one, fetch_row, fetch_rows, fetch_value
+from timekeeper.platform import notices
 from timekeeper.reporting.links import DownloadLink, LinkInvalid, LinkSigner, RotatingLinkSigner
 
 SQL = load_queries("timekeeper.reporting", "opt_outs.sql")
@@ -128,11 +129,20 @@ def get_opt_out(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
 
 
 def invite_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str,
-                       actor: str, now: datetime) -> bool:
+                       actor: str, now: datetime, schedule_name: str | None = None) -> bool:
     """The owner's half of re-subscribing: invite ``user_id`` back (the opt-out stays until
-    they accept). Returns False when the user has not opted out."""
-    return fetch_value(conn, SQL["invite"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
-                                             "user_id": user_id, "actor": actor, "now": now}) is not None
+    they accept) and tell them (a :data:`~timekeeper.platform.notices.RESUBSCRIBE_INVITED`
+    notice naming ``schedule_name`` and ``actor``, once per opt-out: inviting again tells
+    nobody twice). Returns False when the user has not opted out."""
+    row = fetch_row(conn, SQL["invite"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
+                                          "user_id": user_id, "actor": actor, "now": now})
+    if row is None:
+        return False
+    detail = {"invited_by": actor, **({"name": schedule_name} if schedule_name else {})}
+    notices.notify_person(conn, workspace_id=workspace_id, user_id=user_id, kind=notices.RESUBSCRIBE_INVITED,
+                          event_key=f"{notices.RESUBSCRIBE_INVITED}:{schedule_id}:{row['opted_out_at'].isoformat()}",
+                          now=now, schedule_id=schedule_id, detail=detail)
+    return True
 
 
 def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str) -> bool:

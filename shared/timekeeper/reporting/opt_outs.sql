@@ -22,7 +22,7 @@ SELECT workspace_id, schedule_id, user_id, run_id, opted_out_at, resubscribe_inv
 -- name: invite
 UPDATE mail_opt_outs SET resubscribe_invited_at = %(now)s, resubscribe_invited_by = %(actor)s
  WHERE workspace_id = %(workspace_id)s AND schedule_id = %(schedule_id)s AND user_id = %(user_id)s
-RETURNING user_id
+RETURNING user_id, opted_out_at
 
 -- name: accept
 DELETE FROM mail_opt_outs
