@@ -27,8 +27,8 @@ from timekeeper.local.lambdas import LambdaContext
 EVERY_ROLE = ",".join([ALL_ROLES, "schedules:admin", "queries:read", "queries:write", "queries:admin",
                        "reports:read", "reports:write", "snapshots:read", "workspace:admin", "platform:staff"])
 #: The routes that take no bearer token: their signed link is the credential.
-PUBLIC = {("GET", "/downloads/<token>"), ("GET", "/opt-outs/<token>"), ("POST", "/opt-outs/<token>"),
-          ("GET", "/openapi.json")}
+PUBLIC = {("GET", "/downloads/<token>"), ("POST", "/downloads/<token>"), ("GET", "/opt-outs/<token>"),
+          ("POST", "/opt-outs/<token>"), ("GET", "/openapi.json")}
 
 
 def authenticated_routes(app) -> list[tuple[str, str]]:
