@@ -469,7 +469,8 @@ class Monitoring(Construct):
                             "workspace-local month end (the planner's log names the periods)."),
             "failed": self._alarm(
                 "Failed", name=f"{named}-failed", metric=timekeeper_metric(obs.SNAPSHOT_FAILED), **above_zero,
-                description="A snapshot run failed for good (validation, or its fourth retryable failure)."),
+                description="A snapshot run failed for good (validation, or its fourth retryable failure: a "
+                            "lost job found by the dispatcher included)."),
         }
 
     def _snapshot_row(self, resources: SnapshotResources) -> list[cw.IWidget]:
