@@ -217,12 +217,13 @@ class WorkspaceScope:
         return self.call(service.preview_rule, rule=recurrence, now=self.now, count=count)
 
     def create(self, **fields: Any) -> service.Schedule:
-        """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
+        """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``,
+        ``notify_on``)."""
         return self.call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
                           **fields)
 
     def update(self, schedule_id: UUID, **fields: Any) -> service.Schedule:
-        """Change ``recurrence`` / ``name`` / ``subject_id`` (None keeps a field)."""
+        """Change ``recurrence`` / ``name`` / ``subject_id`` / ``notify_on`` (None keeps a field)."""
         return self.call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now, kinds=self.kinds, **fields)
 
