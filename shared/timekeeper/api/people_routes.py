@@ -73,7 +73,7 @@ ZONE_TEXT = "the workspace's IANA zone, to show the UTC instants in (UTC when th
 
 class NoticeOut(BaseModel):
     """One notice to the caller: ``kind`` (schedule_paused, delivery_skipped_stale,
-    posting_failed, schedule_ownerless), ``audience`` (owner, admin), the schedule, the
+    posting_failed, schedule_ownerless, schedule_failed), ``audience`` (owner, admin), the schedule, the
     machine-readable ``reason``, the event's ``detail``, and when it was made, read and mailed."""
 
     id: int

@@ -100,7 +100,12 @@ _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_stale":
                 "A delivery was skipped: it was too late after an outage",
                 "posting_failed": "A posting job failed", "schedule_ownerless":
-                "A schedule lost its owner and was paused"}
+                "A schedule lost its owner and was paused",
+                "schedule_failed": "A schedule's run failed"}
+#: Which failures a schedule's owner is told of (the API's ``notify_on``), in words.
+NOTIFY_CHOICES = {"first_failure": "The first failure of a streak, and the pause",
+                  "every_failure": "Every failure, and the pause",
+                  "pause_only": "Only the pause (after five failures in a row)"}
 
 
 class _StyleAttributes(HTMLParser):
@@ -677,6 +682,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+            notify_choices=NOTIFY_CHOICES,
             problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
             submitted=submitted, zones=zone_choices, rf=rule_form,
             problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
@@ -729,6 +735,20 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                  http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
                                  problem={"field": reply.body.get("field"), "message": reply.body.get("message")})
         return api_error(session, reply)
+
+    @app.post(f"{PREFIX}/schedules/<schedule_id>/notices")
+    @checked_post
+    def choose_failure_notices(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        """Which failures the schedule's owner is told of (``notify_on``, one of
+        :data:`NOTIFY_CHOICES`): ``PATCH /schedules/{id}``, then back to the page."""
+        choice = fields.get("notify_on", "")
+        if choice not in NOTIFY_CHOICES:
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="No such choice of failure notices.")
+        reply = api(session).call("PATCH", f"/schedules/{schedule_id}", body={"notify_on": choice})
+        if reply.status != 200:
+            return api_error(session, reply)
+        return redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
 
     @app.post(f"{PREFIX}/<kind>/<schedule_id>/<action>")
     @checked_post
