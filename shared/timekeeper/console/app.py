@@ -102,6 +102,16 @@ NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_st
                 "posting_failed": "A posting job failed", "schedule_ownerless":
                 "A schedule lost its owner and was paused",
                 "schedule_failed": "A schedule's run failed"}
+#: Why a snapshot version failed (the API's ``failure_code``), in words.
+SNAPSHOT_FAILURES = {"retries_exhausted": "failed four times: its retries are used up",
+                     "job_lost": "its job stopped without an outcome",
+                     "generation_error": "generating its rows failed",
+                     "totals_mismatch": "its rows did not add up to the source's totals",
+                     "selftest_mismatch": "the self-test's rows did not add up",
+                     "unsupported_type": "its snapshot type is no longer registered",
+                     "type_disabled": "its snapshot type is disabled here"}
+#: A month as the console's addresses name it.
+MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 #: Which failures a schedule's owner is told of (the API's ``notify_on``), in words.
 NOTIFY_CHOICES = {"first_failure": "The first failure of a streak, and the pause",
                   "every_failure": "Every failure, and the pause",
@@ -968,7 +978,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         zone = reply.body.get("timezone") or "UTC"
-        items = [{**item, "published": when(item.get("published_at"), zone)} for item in reply.body["items"]]
+        items = [{**item, "published": when(item.get("published_at"), zone),
+                  "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
+                          f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
+                          + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
+                 for item in reply.body["items"]]
         if only == "overdue":
             items = [item for item in items if item["overdue"]]
         elif only:
@@ -987,6 +1001,29 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         params = app.current_event.query_string_parameters or {}
         return periods_page(session, done="Your request was recorded; it waits for admission."
                             if params.get("done") == "requested" else None)
+
+    @app.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
+    @signed_in
+    def period_versions(session: Session, owner: str, snapshot_type: str, period: str) -> Response:
+        """One period's versions, newest first, with their attempts and failure codes (in
+        words beside the code): the person's own workspace, or for staff the one the
+        ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
+        if not MONTH_PATTERN.fullmatch(period):
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="The month must be written YYYY-MM.")
+        params = app.current_event.query_string_parameters or {}
+        workspace = (params.get("workspace") or "").strip() if session.staff else ""
+        target = workspace or session.workspace_id
+        reply = api(session).call("GET", "/snapshots/workspaces/" + "/".join(
+            quote(part, safe="") for part in (target, "periods", owner, snapshot_type, period)))
+        if reply.status != 200:
+            return api_error(session, reply)
+        zone = reply.body.get("timezone") or "UTC"
+        versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
+                     "why": SNAPSHOT_FAILURES.get(v.get("failure_code") or "", v.get("failure_code"))}
+                    for v in reply.body["versions"]]
+        back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
+        return page("period.html", session=session, p=reply.body, versions=versions, zone=zone, back=back)
 
     @app.post(f"{PREFIX}/snapshots/requests")
     @checked_post
