@@ -82,7 +82,7 @@ def ses_metric(mail: MailResources, name: str, period: Duration, *, label: str |
 
 @dataclass
 class PipelineAlarms:
-    """The seven alarms of one pipeline (silence and errors of its dispatcher partition 0),
+    """The eight alarms of one pipeline (silence and errors of its dispatcher partition 0),
     and a silence and an errors alarm for each further dispatcher partition."""
 
     dispatcher_silence: cw.Alarm
@@ -94,12 +94,15 @@ class PipelineAlarms:
     consumer_errors: cw.Alarm
     #: Partitions 1..K-1: (silence, errors) each.
     partitions: list[tuple[cw.Alarm, cw.Alarm]] = field(default_factory=list)
+    #: The share of the pipeline's settled runs that failed, over several periods.
+    run_failure_rate: cw.Alarm | None = None
 
     def all(self) -> list[cw.Alarm]:
         """The alarms in a fixed order."""
         return [self.dispatcher_silence, self.dispatcher_heartbeat, self.dispatcher_errors, self.queue_age,
                 self.dlq_depth, self.dlq_arrivals, self.consumer_errors,
-                *(alarm for pair in self.partitions for alarm in pair)]
+                *(alarm for pair in self.partitions for alarm in pair),
+                *([self.run_failure_rate] if self.run_failure_rate is not None else [])]
 
 
 @dataclass
@@ -277,9 +280,9 @@ class Monitoring(Construct):
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
                comparison: cw.ComparisonOperator, missing: cw.TreatMissingData, description: str,
-               scope: Construct | None = None) -> cw.Alarm:
+               scope: Construct | None = None, periods: int = 1) -> cw.Alarm:
         alarm = cw.Alarm(scope or self, construct_id, alarm_name=name, metric=metric, threshold=threshold,
-                         comparison_operator=comparison, evaluation_periods=1, datapoints_to_alarm=1,
+                         comparison_operator=comparison, evaluation_periods=periods, datapoints_to_alarm=periods,
                          treat_missing_data=missing, alarm_description=description)
         alarm.add_alarm_action(self._action)
         alarm.add_ok_action(self._action)
@@ -376,7 +379,32 @@ class Monitoring(Construct):
                 description=f"A whole {p.name} consumer batch failed (an uncaught error, a timeout or "
                             "the database): its messages return to the queue."),
             partitions=partitions,
+            run_failure_rate=self._run_failure_rate_alarm(scope, p, named),
         )
+
+    def _run_failure_rate_alarm(self, scope: Construct, p: Any, named: str) -> cw.Alarm:
+        """The pipeline's failure rate: its failed runs as a percentage of its settled runs
+        (``RunFailed``, ``RunSucceeded``, ``RunSkipped`` with the pipeline's dimension, summed
+        per alarm period), counted only in a period that settled at least
+        ``failure_rate_alarm_min_runs`` runs, above ``failure_rate_alarm_percent`` in
+        ``failure_rate_alarm_periods`` periods in a row. A lone failure never fires it (its
+        owner is told); a work kind or dependency failing for many schedules does."""
+        period = _period()
+        outcomes = {"failed": obs.RUN_FAILED, "succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED}
+        runs = "(FILL(failed, 0) + FILL(succeeded, 0) + FILL(skipped, 0))"
+        rate = cw.MathExpression(
+            expression=f"IF({runs} >= {p.failure_rate_alarm_min_runs}, 100 * FILL(failed, 0) / {runs}, 0)",
+            label=f"{p.name}: failed runs (% of settled runs)", period=period,
+            using_metrics={key: pipeline_metric(name, p.name, period=period) for key, name in outcomes.items()})
+        minutes = p.failure_rate_alarm_periods * settings.ALARM_PERIOD_MINUTES
+        return self._alarm(
+            "RunFailureRate", name=f"{named}-run-failure-rate", metric=rate, scope=scope,
+            threshold=p.failure_rate_alarm_percent, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.NOT_BREACHING, periods=p.failure_rate_alarm_periods,
+            description=f"More than {p.failure_rate_alarm_percent} % of the {p.name} pipeline's runs failed in "
+                        f"each of {p.failure_rate_alarm_periods} periods in a row ({minutes} minutes; periods with "
+                        f"fewer than {p.failure_rate_alarm_min_runs} runs do not count): a work kind or what it "
+                        "calls fails for many schedules. The dashboard's outcomes by kind say which.")
     def _dashboard(self, name: str, pipelines: list[PipelineResources]) -> cw.Dashboard:
         dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name,
                                  default_interval=Duration.hours(3))
@@ -469,7 +497,8 @@ class Monitoring(Construct):
                             "workspace-local month end (the planner's log names the periods)."),
             "failed": self._alarm(
                 "Failed", name=f"{named}-failed", metric=timekeeper_metric(obs.SNAPSHOT_FAILED), **above_zero,
-                description="A snapshot run failed for good (validation, or its fourth retryable failure)."),
+                description="A snapshot run failed for good (validation, or its fourth retryable failure: a "
+                            "lost job found by the dispatcher included)."),
         }
 
     def _snapshot_row(self, resources: SnapshotResources) -> list[cw.IWidget]:

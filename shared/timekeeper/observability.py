@@ -113,7 +113,9 @@ class PipelineMetrics:
     ``add_metric(name, unit, value, **dimensions)`` emits each count twice: on the shared
     ``metrics`` object with the service dimension only (what the alarms watch), and as an
     EMF line of its own with ``pipeline`` plus the given dimensions (e.g. ``work_kind``),
-    which the dashboard's per-pipeline rows search for.
+    which the dashboard's per-pipeline rows search for. A count with extra dimensions is
+    also emitted with ``pipeline`` alone, so every pipeline has one series per metric (the
+    run outcomes' series feed the pipeline's failure-rate alarm).
     """
 
     def __init__(self, shared: Metrics, pipeline: str):
@@ -127,6 +129,11 @@ class PipelineMetrics:
                                                PIPELINE_DIMENSION: self.pipeline}) as detail:
             for key, dimension in dimensions.items():
                 detail.add_dimension(name=key, value=dimension)
+        if dimensions:
+            with single_metric(name=name, unit=unit, value=value, namespace=NAMESPACE,
+                               default_dimensions={"service": self.shared.service or "timekeeper",
+                                                   PIPELINE_DIMENSION: self.pipeline}):
+                pass
 
 
 class MetricsRecorder:

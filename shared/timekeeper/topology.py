@@ -219,6 +219,13 @@ class Pipeline:
     #: is retried within the queue's receives in seconds rather than after the whole
     #: visibility timeout or the dispatcher's re-offer.
     retry_backoff_s: tuple[int, ...] = (30, 120)
+    #: The run failure-rate alarm: it fires when, in ``failure_rate_alarm_periods`` alarm
+    #: periods in a row, more than ``failure_rate_alarm_percent`` % of the pipeline's
+    #: settled runs failed, counting only periods that settled at least
+    #: ``failure_rate_alarm_min_runs`` runs (one failure never fires it: the owner is told).
+    failure_rate_alarm_percent: int = 20
+    failure_rate_alarm_min_runs: int = 5
+    failure_rate_alarm_periods: int = 3
 
     @property
     def run_queue_name(self) -> str:

@@ -46,7 +46,8 @@ OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
                ("post", "/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation"),
                ("post", "/query-schedules/{schedule_id}/subscription"), ("get", "/mail-suppressions"),
                ("post", "/mail-suppressions/removals"), ("get", "/mail-suppressions/removals"),
-               ("get", "/query-schedules/{schedule_id}/message-preview")}
+               ("get", "/query-schedules/{schedule_id}/message-preview"),
+               ("get", "/snapshots/workspaces/{workspace_id}/periods/{owner}/{snapshot_type}/{period}")}
 OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_id}/revocation"),
                ("get", "/query-schedules/{schedule_id}/subscription"), ("post", "/downloads/{token}")}
 #: The public operations: a delivery's link and its opt-out link, whose signed tokens are

@@ -243,6 +243,32 @@ def test_update_with_an_invalid_body_is_422(call, body, field):
     assert reply.status == 422 and reply.body["field"] == field
 
 
+def test_the_owner_chooses_which_failures_they_hear_of_at_create_and_by_update(call, clock_now):
+    # Given a schedule created without a choice, and one created hearing of every failure
+    plain = call("POST", "/schedules", new_schedule()).body
+    loud = call("POST", "/schedules", {**new_schedule(), "notify_on": "every_failure"})
+    # Then the first tells its owner of a streak's first failure, the second of each
+    assert plain["notify_on"] == "first_failure"
+    assert loud.status == 201 and loud.body["notify_on"] == "every_failure"
+    # When the first's owner asks to hear of its pause only
+    clock_now["now"] = NOW + timedelta(hours=1)
+    reply = call("PATCH", f"/schedules/{plain['id']}", {"notify_on": "pause_only"})
+    # Then that is kept, and the definition (its version, its next due instant) is not changed
+    assert reply.status == 200 and reply.body["notify_on"] == "pause_only"
+    assert (reply.body["definition_version"], reply.body["next_due_at"]) == (1, plain["next_due_at"])
+    assert call("GET", f"/schedules/{plain['id']}").body["schedule"]["notify_on"] == "pause_only"
+
+
+@pytest.mark.parametrize("method", ["POST", "PATCH"])
+def test_an_unknown_failure_notice_choice_is_422_naming_the_field(call, method):
+    schedule = call("POST", "/schedules", new_schedule()).body
+    if method == "POST":
+        reply = call("POST", "/schedules", {**new_schedule(), "notify_on": "never"})
+    else:
+        reply = call("PATCH", f"/schedules/{schedule['id']}", {"notify_on": "never"})
+    assert reply.status == 422 and reply.body["field"] == "notify_on"
+
+
 def test_update_of_an_unknown_schedule_is_404(call):
     assert call("PATCH", f"/schedules/{uuid.uuid4()}", {"name": "x"}).status == 404
 

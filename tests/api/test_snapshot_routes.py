@@ -384,7 +384,8 @@ def test_a_workspace_user_lists_their_own_periods(db, call):
     other_ids = {str(r.id) for r in ledger_runs(db, other)}
     assert not other_ids & {i["run_id"] for i in items}
     assert items[0].keys() == {"owner", "snapshot_type", "period", "status", "chosen_version", "run_id", "basis",
-                               "published_at", "skip_reason", "overdue"}
+                               "published_at", "skip_reason", "overdue", "attempts", "failure_code",
+                               "latest_version", "latest_state", "latest_failure_code", "versions"}
 
 
 def test_the_listing_filters_by_owner_and_type(db, call):
@@ -584,3 +585,63 @@ def test_the_period_listing_pages_through_every_expected_month_with_never_planne
     # And a malformed cursor is a 422 naming cursor
     bad = call("GET", f"/snapshots/workspaces/{target}/periods?cursor=nope", as_=staff())
     assert bad.status == 422 and "cursor" in str(bad.body)
+
+
+def fail_rerun(db, target, *, snapshot_type: str = "ar_aging", period: date = date(2027, 2, 1)) -> None:
+    """Record a re-run of ``target``'s published period that failed for good on its fourth
+    retryable failure (a lost job), as the dispatcher's reconciliation settles it."""
+    db.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, attempts, retryable_failures, failure_code, failure_message,
+                                   created_at, updated_at)
+        VALUES ('platform', %s, %s, %s, 2, 'manual', 'totals corrected', 'staff-1', 'failed', 4, 4,
+                'retries_exhausted', '4 retryable failures; the last: job_lost', %s, %s)""",
+               (snapshot_type, target, period, NOW, NOW))
+
+
+def test_a_failed_re_run_of_a_published_period_shows_in_the_listing_with_its_code_and_attempts(db, call):
+    # Given a published February whose staff re-run failed for good
+    own = workspace(db)
+    publish_everything(db, assemble_snapshot_types("development"))
+    fail_rerun(db, own)
+    # When a reader lists the periods
+    items = call("GET", "/snapshots/periods?snapshot_type=ar_aging",
+                 as_=Caller(roles=READER, workspace_id=own)).body["items"]
+    february = next(i for i in items if i["period"] == "2027-02")
+    # Then the published version stays the chosen one, and the failed re-run is visible
+    assert (february["status"], february["chosen_version"], february["attempts"], february["failure_code"]) == (
+        "published", 1, 1, None)
+    assert (february["latest_version"], february["latest_state"], february["latest_failure_code"],
+            february["versions"]) == (2, "failed", "retries_exhausted", 2)
+
+
+def test_a_periods_versions_list_every_attempt_with_its_failure_code(db, call):
+    # Given a published February and its failed re-run
+    own = workspace(db)
+    publish_everything(db, assemble_snapshot_types("development"))
+    fail_rerun(db, own)
+    path = f"/snapshots/workspaces/{own}/periods/platform/ar_aging/2027-02"
+    # When a reader of the workspace, and staff, read the period
+    for caller in (Caller(roles=READER, workspace_id=own), staff()):
+        reply = call("GET", path, as_=caller)
+        # Then every version is listed, newest first, with its state, attempts and failure code
+        assert reply.status == 200, reply.body
+        body = reply.body
+        assert (body["owner"], body["snapshot_type"], body["period"], body["timezone"]) == (
+            "platform", "ar_aging", "2027-02", "Europe/Berlin")
+        assert [(v["version"], v["state"], v["current"], v["attempts"], v["retryable_failures"], v["failure_code"])
+                for v in body["versions"]] == [(2, "failed", False, 4, 4, "retries_exhausted"),
+                                               (1, "published", True, 1, 0, None)]
+        assert body["versions"][0]["failure_message"].startswith("4 retryable failures")
+        assert body["versions"][0]["mode"] == "manual" and body["versions"][0]["requested_by"] == "staff-1"
+
+
+def test_a_periods_versions_are_the_callers_own_or_staffs(db, call):
+    own, other = workspace(db), workspace(db)
+    path = f"/snapshots/workspaces/{other}/periods/platform/ar_aging/2027-02"
+    refused(call("GET", path, as_=Caller(roles=READER, workspace_id=own)), 404, "not_found", None)
+    refused(call("GET", path, as_=Caller(roles="schedules:read", workspace_id=other)), 403, "forbidden", None)
+    # A month never planned has no versions; a malformed month is refused naming it
+    assert call("GET", path, as_=staff()).body["versions"] == []
+    bad = call("GET", f"/snapshots/workspaces/{other}/periods/platform/ar_aging/2027-13", as_=staff())
+    refused(bad, 422, "validation_error", "period")

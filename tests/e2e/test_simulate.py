@@ -55,6 +55,8 @@ def test_coverage_refusals_pause_londons_roll_on_the_fifth(simulated):
     assert (paused["name"], paused["pause_reason"], paused["consecutive_failures"]) == (
         "london.sales.roll", "consecutive_failures", 5)
     assert paused["paused_at"] == datetime(2027, 3, 26, 7, 0, tzinfo=UTC)  # 07:00 London = UTC in March
+    # It belongs to London's accountant, who was told of the first refusal and of the pause
+    assert (paused["owner"], paused["owner_told"]) == ("Lena Ledger", "schedule_failed, schedule_paused")
     assert simulated.notifications_sent == 2  # this pause, and the query schedule whose owner was deactivated
 
 
@@ -164,9 +166,10 @@ def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
                           ("skipped", "no_address"): DAYS, ("skipped", "unsubscribed"): DAYS - 1,
                           ("skipped", "suppressed"): (DAYS - 1) + 4}
     folder = Path(simulated.delivery_dir)
-    # (and the two notice e-mails: one notice, then one digest of two)
-    assert len(list((folder / "mail").glob("*.html"))) == 2 + 5 + 1 + 1 + 1 + 2
-    assert len(list((folder / "mail").glob("*.txt"))) == 2 + 5 + 1 + 1 + 1 + 2
+    # (and the four notice e-mails: the admin's notice, then a digest of two; London's
+    # accountant's first refusal, then the pause, four days apart)
+    assert len(list((folder / "mail").glob("*.html"))) == 2 + 5 + 1 + 1 + 1 + 4
+    assert len(list((folder / "mail").glob("*.txt"))) == 2 + 5 + 1 + 1 + 1 + 4
     # daily CSVs, report PDFs, the empty XLSX, the aging PDF, the board's
     assert simulated.delivery_files == DAYS + 5 + 1 + 1 + 1
 
@@ -183,11 +186,14 @@ def test_the_monthly_aging_report_is_delivered_from_the_latest_published_period_
 
 def test_owners_are_told_with_one_digest_and_the_departed_owners_schedules_are_handed_off(simulated):
     # The deactivated owner's pause reaches the admin (the workspace asks for copies); the
-    # secretary's departure pauses both board schedules as ownerless: two notices, one digest
+    # secretary's departure pauses both board schedules as ownerless: two notices, one digest;
+    # London's accountant hears of the roll's first refusal, and of its pause four days later
     notices = {(r["kind"], r["audience"], r["reason"]): (r["n"], r["mailed"]) for r in simulated.notices}
     assert notices == {("schedule_paused", "admin", "source_access_lost"): (1, 1),
-                       ("schedule_ownerless", "admin", "ownerless"): (2, 2)}
-    assert sorted(m["notices"] for m in simulated.notice_messages) == [1, 2]
+                       ("schedule_ownerless", "admin", "ownerless"): (2, 2),
+                       ("schedule_failed", "owner", "outside_calendar_coverage"): (1, 1),
+                       ("schedule_paused", "owner", "consecutive_failures"): (1, 1)}
+    assert sorted(m["notices"] for m in simulated.notice_messages) == [1, 1, 1, 2]
     ownerless = {r["name"]: (r["status"], r["pause_reason"], r["why"]) for r in simulated.ownerless}
     assert ownerless == {"Board members list": ("paused", "ownerless", "left_workspace"),
                          "Board report": ("active", None, "left_workspace")}
@@ -200,10 +206,10 @@ def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_op
     states = {(r["state"], r["kind"]): r["n"] for r in simulated.delivery["message_states"]}
     # SES's events for every message sent: six delivered, one bounced, one complained
     # (its delivery event arrived after the complaint and did not overwrite it); and
-    # delivered, the aging and board reports and the two owner notice e-mails (their
+    # delivered, the aging and board reports and the four owner notice e-mails (their
     # outbox rows have no run: their states are kept all the same)
-    assert states == {("delivered", ""): 6 + 2 + 2, ("bounced", "Permanent"): 1, ("complained", "abuse"): 1}
-    assert sum(1 for r in simulated.delivery["notice_message_states"] if r["state"] == "delivered") == 2
+    assert states == {("delivered", ""): 6 + 2 + 4, ("bounced", "Permanent"): 1, ("complained", "abuse"): 1}
+    assert sum(1 for r in simulated.delivery["notice_message_states"] if r["state"] == "delivered") == 4
     assert sorted(r["reason"] for r in simulated.delivery["suppressions"]) == ["bounced", "complained"]
     assert [r["name"] for r in simulated.delivery["opt_outs"]] == ["Daily open invoices"]
     console = Console(width=200, record=True)
@@ -211,3 +217,5 @@ def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_op
     text = console.export_text()
     assert "Message states (SES events)" in text
     assert "Suppressed addresses" in text and "Opt-outs (one click)" in text
+    assert "Owner notices by kind: schedule_failed 1, schedule_ownerless 2, schedule_paused 2" in text
+    assert "Lena Ledger" in text

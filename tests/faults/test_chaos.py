@@ -255,15 +255,21 @@ def test_the_audit_catches_a_second_message_outside_the_window(tampered):
 
 
 def test_an_unrecorded_notice_message_passes_only_when_its_pass_lost_its_database(tampered):
-    # Given an owner notice message the campaign recorded (the people pass sent it)
-    sent = tampered.execute("""SELECT u.email, o.provider_message_id FROM query_delivery_outbox o
-                                 JOIN users u ON u.id = o.user_id
-                                WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL LIMIT 1""").fetchone()
+    # Given an owner notice message the campaign recorded (the people pass sent it), the
+    # only one its person got (the audit compares each person's messages as a whole)
+    sent = tampered.execute("""SELECT u.email, min(o.provider_message_id) AS provider_message_id
+                                 FROM query_delivery_outbox o JOIN users u ON u.id = o.user_id
+                                WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL
+                                GROUP BY u.email HAVING count(*) = 1 LIMIT 1""").fetchone()
     if sent is None:  # the campaign told nobody: make one recorded notice message
         sent = tampered.execute("""UPDATE query_delivery_outbox SET run_id = NULL, provider_message_id = 'notice-1',
                                            communication_key = 'notice:' || communication_key
-                                    WHERE communication_key = (SELECT communication_key FROM query_delivery_outbox
-                                                                WHERE provider_message_id IS NOT NULL LIMIT 1)
+                                    WHERE communication_key = (
+                                        SELECT communication_key FROM query_delivery_outbox
+                                         WHERE provider_message_id IS NOT NULL
+                                           AND user_id NOT IN (SELECT user_id FROM query_delivery_outbox
+                                                                WHERE run_id IS NULL)
+                                         LIMIT 1)
                                     RETURNING (SELECT email FROM users WHERE id = user_id) AS email,
                                               provider_message_id""").fetchone()
     campaign = Campaign(ChaosOptions())

@@ -50,9 +50,10 @@ def test_the_default_floor_counts_what_its_templates_hold(synth):
         settings.AURORA_MIN_ACU * 0.12 * 730)
     assert _line(estimate, "RDS Proxy minimum").monthly_usd == pytest.approx(8 * 0.015 * 730)
     assert _line(estimate, "NAT gateways").monthly_usd == 0
-    # And every alarm is billed by its metrics (a DIFF expression over one metric is one)
+    # And every alarm is billed by its metrics (a DIFF expression over one metric is one; a
+    # pipeline's run failure rate reads its three outcome metrics)
     alarms = resources(app, "AWS::CloudWatch::Alarm")
-    assert _line(estimate, "alarm metrics").quantity == len(alarms)
+    assert _line(estimate, "alarm metrics").quantity == len(alarms) + 2 * len(PIPELINES)
     assert _line(estimate, "secrets").quantity == (len(resources(app, "AWS::SecretsManager::Secret"))
                                                    + len(resources(data, "AWS::SecretsManager::Secret")))
     # And the scheduled passes: a pass a minute per dispatcher partition and the snapshot

@@ -133,13 +133,13 @@ def test_every_alarm_notifies_the_topic(synth):
     template = synth.app_template
     topic = {"Ref": _topic_id(template)}
     alarms = resources(template, "AWS::CloudWatch::Alarm")
-    # Seven per pipeline and two (silence, errors) per further dispatcher partition, ten for
+    # Eight per pipeline and two (silence, errors) per further dispatcher partition, ten for
     # the snapshot pipeline, four for the report renderer, four per work queue, the
     # auto-pause alarm, the delivery-failure alarm, the failed-posting-jobs alarm, four for
     # the API and two for its download function (no JWT authorizer by default), four for the
     # database, two for SES reputation, four for the message-events queue.
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
-    assert len(alarms) == (7 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
+    assert len(alarms) == (8 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
                            + 4 + 2 + 4 + 2 + 4)
     for alarm in alarms.values():
         assert alarm["Properties"]["AlarmActions"] == [topic]
@@ -364,3 +364,32 @@ def test_failed_posting_jobs_alarm_while_any_waits_for_a_retry(synth):
     props = alarm["Properties"]
     assert (props["MetricName"], props["Statistic"], props["Threshold"]) == ("PostingJobsFailed", "Maximum", 0)
     assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["TreatMissingData"] == "notBreaching"
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_each_pipeline_alarms_on_its_run_failure_rate_over_several_periods(synth, name):
+    # Given the pipeline's run outcomes, emitted with the pipeline's dimension alone
+    p = PIPELINES[name]
+    template = synth.app_template
+    props = alarm_by_name(template, f"Timekeeper-{name}-run-failure-rate")
+    stats = {m["Id"]: m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m}
+    dimensions = [{"Name": "pipeline", "Value": name}, {"Name": "service", "Value": obs.metrics.service}]
+    # Then it divides the failed runs by every settled run of the pipeline, per alarm period ...
+    assert {(s["Metric"]["MetricName"], s["Stat"], s["Period"]) for s in stats.values()} == {
+        (obs.RUN_FAILED, "Sum", PERIOD_S), (obs.RUN_SUCCEEDED, "Sum", PERIOD_S), (obs.RUN_SKIPPED, "Sum", PERIOD_S)}
+    for stat in stats.values():
+        assert stat["Metric"]["Namespace"] == obs.NAMESPACE
+        assert sorted(stat["Metric"]["Dimensions"], key=lambda d: d["Name"]) == dimensions
+    [expression] = [m for m in props["Metrics"] if "Expression" in m]
+    assert expression.get("ReturnData", True) is True
+    text = expression["Expression"]
+    assert f">= {p.failure_rate_alarm_min_runs}" in text and "100 *" in text and "/" in text
+    # ... and fires on a rate above the topology's threshold in several periods in a row,
+    # never on one failure (a single period, or fewer runs than the minimum, stays quiet)
+    assert props["Threshold"] == p.failure_rate_alarm_percent
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == p.failure_rate_alarm_periods > 1
+    assert p.failure_rate_alarm_min_runs > 1
+    assert props["TreatMissingData"] == "notBreaching"
+    topic = {"Ref": _topic_id(template)}
+    assert props["AlarmActions"] == [topic] and props["OKActions"] == [topic]

@@ -169,6 +169,12 @@ def test_outcomes_are_counted_per_pipeline_and_work_kind(aws, conn, utc, capsys)
     directive = detailed[0]["_aws"]["CloudWatchMetrics"][0]
     assert set(directive["Dimensions"][0]) == {"service", "pipeline", "work_kind"}
     assert directive["Metrics"][0]["Name"] in ("RunSucceeded", "RunSkipped")
+    # And another carries the pipeline's total without the work kind (what the pipeline's
+    # failure-rate alarm divides: one series per outcome and pipeline)
+    totals = [line for line in lines if line.get("pipeline") == "accounting" and "work_kind" not in line
+              and ("RunSucceeded" in line or "RunSkipped" in line)]
+    assert totals, lines
+    assert set(totals[0]["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]) == {"service", "pipeline"}
 
 
 def test_a_batch_whose_every_item_fails_returns_its_failures_instead_of_raising(aws):

@@ -39,7 +39,7 @@ from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, process_run
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
-from timekeeper.schedules.work import Refused, WorkKindRegistry
+from timekeeper.schedules.work import Refused, Succeeded, WorkKindRegistry
 
 NOW = datetime(2027, 3, 1, 6, tzinfo=UTC)
 SENDER = "notices@timekeeper.test"
@@ -190,10 +190,95 @@ def test_five_failures_in_a_row_pause_and_tell_the_owner_and_the_operators_topic
     assert service.get_state(conn, workspace_id=tenant.workspace_id, schedule_id=schedule.id).pause_reason == (
         "consecutive_failures")
     notices.tell_people(conn, now=now)
-    # Then the owner has exactly one notice of the pause, and the topic got its notice as before
-    assert [(n.kind, n.reason) for n in notices_of(conn, tenant, "bert")] == [("schedule_paused",
-                                                                              "consecutive_failures")]
+    # Then the owner was told of the streak's first failure and of the pause (newest first),
+    # once each, and the topic got its pause notice as before (failure notices are people's)
+    assert [(n.kind, n.reason) for n in notices_of(conn, tenant, "bert")] == [
+        ("schedule_paused", "consecutive_failures"), ("schedule_failed", "broken")]
     assert [n["subject"] for n in topic.notices] == ["Timekeeper accounting: schedule_paused"]
+
+
+def failing_schedule(conn, tenant: Tenant, **options):
+    """An hourly accounting schedule of ``tenant``'s bert whose work fails, and a function
+    running its next ``n`` occurrences (failing, or succeeding with ``ok=True``)."""
+    schedule = service.create_schedule(conn, workspace_id=tenant.workspace_id, owner="accounting",
+                                       work_kind="flaky", recurrence={"cron": "0 * * * *", "timezone": "UTC"},
+                                       actor=tenant.user("bert"), now=NOW, name="Hourly roll", **options)
+    verdict = {"ok": False}
+    registry = WorkKindRegistry()
+    registry.register("accounting", "flaky",
+                      lambda ctx: Succeeded() if verdict["ok"] else Refused("ledger_closed", "the ledger is closed"))
+    settings = ConsumerSettings(owner="accounting", lease=timedelta(minutes=2), max_receive_count=5)
+    clock = {"now": NOW}
+
+    def run(n: int, *, ok: bool = False) -> None:
+        verdict["ok"] = ok
+        for _ in range(n):
+            clock["now"] += timedelta(hours=1)
+            publisher = ListPublisher()
+            dispatch(conn, owner="accounting", now=clock["now"], publisher=publisher, registry=registry,
+                     notifier=ListNotifier())
+            for message in publisher.sent:
+                process_run(conn, message, receive_count=1, now=clock["now"], registry=registry,
+                            settings=settings)
+        notices.tell_people(conn, now=clock["now"])
+    return schedule, run
+
+
+def test_the_first_failure_of_a_streak_tells_the_owner_in_words_with_a_link(conn):
+    from timekeeper.reporting.notice_mail import compose
+
+    # Given a schedule whose owner chose nothing (first failure is the default)
+    tenant = make_tenant(conn, "first")
+    schedule, run = failing_schedule(conn, tenant)
+    assert schedule.notify_on == "first_failure"
+    # When it fails twice, succeeds, then fails again
+    run(2)
+    run(1, ok=True)
+    run(1)
+    # Then the owner was told of each streak's first failure only, with the outcome
+    told = notices_of(conn, tenant, "bert")
+    assert [(n.kind, n.reason, n.detail["consecutive_failures"]) for n in told] == [
+        ("schedule_failed", "ledger_closed", 1), ("schedule_failed", "ledger_closed", 1)]
+    # And its message says what failed, why, what happens next, and links the schedule
+    row = {"kind": "schedule_failed", "reason": told[0].reason, "schedule_name": "Hourly roll",
+           "schedule_id": schedule.id, "detail": told[0].detail, "created_at": told[0].created_at}
+    subject, markup, text = compose([row], display_name="Bert", workspace_name="Spree",
+                                    base_url="https://tk.example/v1/")
+    assert subject == "[Timekeeper] \u201cHourly roll\u201d failed"
+    assert "the ledger is closed" in text and "ledger_closed" not in text
+    assert "runs again at its next occurrence" in text
+    link = f"https://tk.example/v1/console/open/{schedule.id}"
+    assert link in text and f'href="{link}"' in markup
+
+
+@pytest.mark.parametrize(("notify_on", "kinds"), [
+    ("every_failure", ["schedule_paused"] + ["schedule_failed"] * 4),
+    ("first_failure", ["schedule_paused", "schedule_failed"]),
+    ("pause_only", ["schedule_paused"]),
+])
+def test_the_owner_chooses_which_failures_they_hear_of(conn, notify_on, kinds):
+    # Given a schedule whose owner chose ``notify_on``
+    tenant = make_tenant(conn, f"choice-{notify_on}")
+    schedule, run = failing_schedule(conn, tenant, notify_on=notify_on)
+    assert schedule.notify_on == notify_on
+    # When it fails five times in a row (the fifth pauses it)
+    run(5)
+    # Then the owner heard of the failures they chose, and always of the pause (told once:
+    # the pausing failure is the pause's notice)
+    assert [n.kind for n in notices_of(conn, tenant, "bert")] == kinds
+
+
+def test_changing_the_choice_changes_no_definition(conn):
+    # Given a schedule with the default choice
+    tenant = make_tenant(conn, "change")
+    schedule, _ = failing_schedule(conn, tenant)
+    # When its owner asks to hear of every failure
+    updated = service.update_schedule(conn, workspace_id=tenant.workspace_id, schedule_id=schedule.id,
+                                      actor=tenant.user("bert"), now=NOW + timedelta(minutes=5),
+                                      notify_on="every_failure")
+    # Then the choice is kept, the definition version and the next due instant are not touched
+    assert updated.notify_on == "every_failure"
+    assert (updated.definition_version, updated.next_due_at) == (schedule.definition_version, schedule.next_due_at)
 
 
 def test_the_same_event_told_twice_is_one_notice_per_recipient(conn):

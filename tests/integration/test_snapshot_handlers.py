@@ -176,3 +176,33 @@ def test_the_dispatcher_prunes_the_rows_of_a_long_failed_snapshot_run(aws, conn)
                         (run_id,)).fetchone()["n"] == 0
     assert conn.execute("SELECT rows_pruned_at FROM snapshot_runs WHERE id = %s",
                         (run_id,)).fetchone()["rows_pruned_at"] == NOW
+
+
+def test_a_lost_job_on_its_last_retry_fails_the_run_and_emits_the_failure_metric(aws, conn, capsys):
+    # Given a published February and its re-run, running on its fourth attempt (three
+    # retryable failures behind it) whose job stopped beating long ago
+    workspace = create_workspace(conn, name="Lost jobs", timezone="UTC", now=NOW - timedelta(days=400))
+    stale = NOW - SNAPSHOTS.job_lost_after - timedelta(minutes=1)
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, is_current, created_at, updated_at)
+        VALUES ('platform', 'membership_counts', %s, '2027-02-01', 1, 'planned', NULL, NULL,
+                'published', true, %s, %s)""", (workspace.id, stale, stale))
+    run_id = conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, retryable_failures, attempts, job_id, heartbeat_at, created_at, updated_at)
+        VALUES ('platform', 'membership_counts', %s, '2027-02-01', 2, 'manual', 'rerun', 'staff', 'running', 3, 4,
+                gen_random_uuid(), %s, %s, %s)
+        RETURNING id""", (workspace.id, stale, stale, stale)).fetchone()["id"]
+    capsys.readouterr()
+    # When the snapshot dispatcher's reconciliation finds the lost job
+    result = invoke("snapshot_dispatcher", scheduled_event(NOW))
+    # Then the run is finally failed ...
+    assert result["lost_jobs"] == 1
+    row = conn.execute("SELECT state, failure_code FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()
+    assert row == {"state": "failed", "failure_code": "retries_exhausted"}
+    # ... and the SnapshotFailed metric counts it, as a failure the run job settles does
+    captured = capsys.readouterr()
+    lines = [json.loads(line) for line in (captured.out + captured.err).splitlines() if line.startswith("{")]
+    failed = [line["SnapshotFailed"] for line in lines if "SnapshotFailed" in line]
+    assert sum(v if isinstance(v, (int, float)) else sum(v) for v in failed) == 1, lines

@@ -134,6 +134,13 @@ def integral_bounds(node: Any) -> Any:
 # ------------------------------------------------------------------------------ requests
 
 
+#: Which failures of a schedule's scheduled runs its owner is told of.
+NotifyOn = Literal["first_failure", "every_failure", "pause_only"]
+NOTIFY_ON_TEXT = ("which failures of its scheduled runs the owner is told of (in the product and by e-mail): "
+                  "first_failure (the first of a streak), every_failure, or pause_only; the pause after five "
+                  "failures in a row is always told")
+
+
 class ScheduleCreateBase(BaseModel):
     """``POST /schedules``: a new schedule of ``owner``'s ``work_kind`` on ``recurrence``.
 
@@ -152,6 +159,7 @@ class ScheduleCreateBase(BaseModel):
     #: Omitted, the schedule's name is empty; given, it must name something.
     name: Name = Field("", json_schema_extra=lambda schema: schema.pop("default", None))
     active: StrictBool = Field(True, description="false creates the schedule paused")
+    notify_on: NotifyOn = Field("first_failure", description=NOTIFY_ON_TEXT)
 
 
 def generic_kinds_by_owner(registry: Any, owners: tuple[str, ...] = OWNERS) -> dict[str, list[str]]:
@@ -236,11 +244,13 @@ class ScheduleUpdate(BaseModel):
     recurrence: Recurrence = None  # type: ignore[assignment]
     name: Name = None  # type: ignore[assignment]
     subject_id: CanonicalUuid = Field(None, description="the owning module's row the work applies to")  # type: ignore[assignment]
+    notify_on: NotifyOn = Field(None, description=NOTIFY_ON_TEXT + " (changes neither the definition version "  # type: ignore[assignment]
+                                                  "nor the timing)")
 
     @model_validator(mode="after")
     def _something(self) -> ScheduleUpdate:
-        if self.recurrence is None and self.name is None and self.subject_id is None:
-            raise ValueError("give at least one of recurrence, name, subject_id")
+        if self.recurrence is None and self.name is None and self.subject_id is None and self.notify_on is None:
+            raise ValueError("give at least one of recurrence, name, subject_id, notify_on")
         return self
 
 
@@ -272,6 +282,7 @@ class ScheduleOut(BaseModel):
     warnings: list[str] = Field(default_factory=list, description="notes about a surprising but valid rule")
     description: str | None = Field(None, description="the rule in words, with its zone; null when the saved rule "
                                                       "no longer validates")
+    notify_on: NotifyOn = Field("first_failure", description=NOTIFY_ON_TEXT)
 
 
 class SchedulePage(BaseModel):

@@ -73,8 +73,9 @@ ZONE_TEXT = "the workspace's IANA zone, to show the UTC instants in (UTC when th
 
 class NoticeOut(BaseModel):
     """One notice to the caller: ``kind`` (schedule_paused, delivery_skipped_stale,
-    posting_failed, schedule_ownerless), ``audience`` (owner, admin), the schedule, the
-    machine-readable ``reason``, the event's ``detail``, and when it was made, read and mailed."""
+    posting_failed, schedule_ownerless, schedule_failed, resubscribe_invited), ``audience``
+    (owner, admin, recipient), the schedule, the machine-readable ``reason``, the event's
+    ``detail``, and when it was made, read and mailed."""
 
     id: int
     kind: str

@@ -101,7 +101,8 @@ def register(routes: Routes) -> None:
 
         def create() -> Response:
             row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
-                               subject_id=body.subject_id, name=body.name, active=body.active)
+                               subject_id=body.subject_id, name=body.name, active=body.active,
+                               notify_on=body.notify_on)
             return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
                             body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
 
@@ -128,14 +129,16 @@ def register(routes: Routes) -> None:
                            recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
 
     @routes.route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
-           security=SECURITY, summary="Change the definition (recomputes the next due instant from now; no backlog)",
+           security=SECURITY,
+           summary="Change the definition (recomputes the next due instant from now; no backlog), or which "
+                   "failures the owner is told of",
            responses=_responses(200, "The updated schedule", 404, 415))
     def update_schedule(scope: Writer, schedule_id: ScheduleId,
                         body: Annotated[ScheduleUpdate, Body()]) -> ScheduleOut:
         if body.recurrence is not None:
             check_rule_shape(body.recurrence)
         return schedule_out(scope.update(schedule_id, recurrence=body.recurrence, name=body.name,
-                                         subject_id=body.subject_id))
+                                         subject_id=body.subject_id, notify_on=body.notify_on))
 
     @routes.route("POST", "/schedules/<schedule_id>/pause", tags=["schedules"], operation_id="pauseSchedule",
            security=SECURITY, summary="Pause (idempotent)", responses=_responses(200, "The paused schedule", 404))

@@ -217,12 +217,13 @@ class WorkspaceScope:
         return self.call(service.preview_rule, rule=recurrence, now=self.now, count=count)
 
     def create(self, **fields: Any) -> service.Schedule:
-        """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``)."""
+        """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``,
+        ``notify_on``)."""
         return self.call(service.create_schedule, actor=self.identity.user_id, now=self.now, kinds=self.kinds,
                           **fields)
 
     def update(self, schedule_id: UUID, **fields: Any) -> service.Schedule:
-        """Change ``recurrence`` / ``name`` / ``subject_id`` (None keeps a field)."""
+        """Change ``recurrence`` / ``name`` / ``subject_id`` / ``notify_on`` (None keeps a field)."""
         return self.call(service.update_schedule, schedule_id=schedule_id, actor=self.identity.user_id,
                           now=self.now, kinds=self.kinds, **fields)
 
@@ -363,6 +364,27 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
 
 
 @dataclass(frozen=True)
+class PeriodVersions:
+    """A workspace (its directory row) and every version of one of its snapshot periods,
+    newest first (:class:`~timekeeper.snapshots.ledger.SnapshotRun`)."""
+
+    workspace: Workspace
+    versions: list[ledger.SnapshotRun]
+
+
+def _period_versions(conn: TenantConnection, workspace_id: UUID, *, owner: str, snapshot_type: str,
+                     period: date) -> PeriodVersions | None:
+    """Every version of ``workspace_id``'s period read with that workspace entered (one
+    transaction), or None when the directory has no such workspace."""
+    with workspace_unit(conn, workspace_id):
+        workspace = get_workspace(conn, workspace_id)
+        if workspace is None:
+            return None
+        return PeriodVersions(workspace, ledger.period_versions(conn, workspace_id=workspace_id, owner=owner,
+                                                                snapshot_type=snapshot_type, period=period))
+
+
+@dataclass(frozen=True)
 class WorkspaceSnapshots:
     """The caller's own workspace's snapshot periods (the tenant rule: the workspace is the
     identity's, never a parameter) at instant ``now`` (aware UTC)."""
@@ -379,6 +401,12 @@ class WorkspaceSnapshots:
         the workspace is not in the directory."""
         return _workspace_periods(self.conn, self.identity.workspace_id, now=self.now, owner=owner,
                                   snapshot_type=snapshot_type, types=types or [], after=after, limit=limit)
+
+    def versions(self, *, owner: str, snapshot_type: str, period: date) -> PeriodVersions | None:
+        """Every version of one of the caller's workspace's periods (a month's first day),
+        newest first; None when the workspace is not in the directory."""
+        return _period_versions(self.conn, self.identity.workspace_id, owner=owner, snapshot_type=snapshot_type,
+                                period=period)
 
 
 def staff_roles(registry: SnapshotRegistry) -> frozenset[str]:
@@ -423,6 +451,20 @@ class StaffScope:
                                             "owner": owner, "snapshot_type": snapshot_type,
                                             "after": [str(v) for v in after] if after else None, "limit": limit})
         return page
+
+    def versions(self, workspace_id: UUID, *, owner: str, snapshot_type: str,
+                 period: date) -> PeriodVersions | None:
+        """Every version of any workspace's period (a month's first day), newest first; None
+        when the directory has no such workspace. A read of another workspace than the
+        caller's is recorded in that workspace's audit trail, as the period listing's is."""
+        found = _period_versions(self.conn, workspace_id, owner=owner, snapshot_type=snapshot_type, period=period)
+        if found is not None and workspace_id != self.identity.workspace_id:
+            with workspace_unit(self.conn, workspace_id):
+                audit.record_staff_read(self.conn, workspace_id=workspace_id, actor=self.identity.user_id,
+                                        what="snapshot_period_versions", now=self.now, detail={
+                                            "owner": owner, "snapshot_type": snapshot_type,
+                                            "period": f"{period:%Y-%m}"})
+        return found
 
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
                     reason: str) -> ledger.SnapshotRun:

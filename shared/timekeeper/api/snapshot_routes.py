@@ -8,6 +8,8 @@ GET      ``/snapshots/periods?owner=&snapshot_type=``  ``snapshots:read``      t
 GET      ``/snapshots/workspaces/{workspace_id}/       a staff role (any       any workspace's periods (staff);
          periods?owner=&snapshot_type=``               workspace), or          the caller's own (readers)
                                                        ``snapshots:read``
+GET      ``/snapshots/workspaces/{workspace_id}/       as the listing above    every version of one period,
+         periods/{owner}/{snapshot_type}/{period}``                            with attempts and failure codes
 =======  ============================================  ======================  ===============================
 
 Staff roles come from the snapshot registry: each type names the claims roles that may
@@ -56,6 +58,7 @@ from timekeeper.api.auth import SNAPSHOTS_READ, Identity
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import NOT_BLANK_PATTERN, CanonicalUuid, UtcDatetime
 from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.scope import PeriodVersions as PeriodVersions_
 from timekeeper.api.scope import (
     StaffScope,
     WorkspacePeriods,
@@ -187,6 +190,47 @@ class PeriodOut(BaseModel):
     skip_reason: str | None = Field(description="why the period is not generated (skipped)",
                                     examples=["workspace_loading"])
     overdue: bool = Field(description="not published (nor skipped) 24 hours after its local month end")
+    attempts: int | None = Field(None, ge=0, description="the chosen version's attempts; null when missing")
+    failure_code: str | None = Field(None, description="why the chosen version failed (failed), or why its last "
+                                                       "attempt did (retry_wait)", examples=["retries_exhausted"])
+    latest_version: int | None = Field(None, ge=1, description="the newest version, whatever its state (a re-run "
+                                                                "queued, running or failed beside the published one)")
+    latest_state: str | None = Field(None, description="the newest version's state")
+    latest_failure_code: str | None = Field(None, description="the newest version's failure code")
+    versions: int = Field(0, ge=0, description="how many versions (runs) the period has: GET "
+                                               "/snapshots/workspaces/{id}/periods/{owner}/{type}/{period} lists them")
+
+
+class PeriodVersionOut(BaseModel):
+    """One version (run) of a snapshot period, with its attempts and failure."""
+
+    run_id: UUID
+    version: int = Field(ge=1)
+    mode: str = Field(description="planned, manual (a staff re-run) or backfill")
+    state: str = Field(description="planned, queued, running, retry_wait, published, failed or skipped")
+    current: bool = Field(description="the period's published version readers see")
+    reason: str | None = Field(description="the staff request's reason")
+    requested_by: str | None
+    attempts: int = Field(ge=0, description="attempts started")
+    retryable_failures: int = Field(ge=0, description="attempts that failed and were retried (the fourth is final)")
+    failure_code: str | None = Field(description="why it failed (failed), or why its last attempt did (retry_wait)",
+                                     examples=["retries_exhausted"])
+    failure_message: str | None
+    skip_reason: str | None
+    retry_due_at: UtcDatetime | None
+    created_at: UtcDatetime
+    published_at: UtcDatetime | None
+
+
+class PeriodVersions(BaseModel):
+    """Every version of one period of a workspace's snapshot type, newest first."""
+
+    workspace_id: UUID
+    timezone: str = Field(description="the workspace's IANA zone: where its months end")
+    owner: str
+    snapshot_type: str
+    period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
+    versions: list[PeriodVersionOut]
 
 
 class PeriodList(BaseModel):
@@ -212,7 +256,25 @@ def period_out(status: PeriodStatus) -> PeriodOut:
     return PeriodOut(owner=status.owner, snapshot_type=status.snapshot_type, period=period_text(status.period),
                      status=status.status, chosen_version=status.chosen_version, run_id=status.run_id,
                      basis=status.basis, published_at=status.published_at, skip_reason=status.skip_reason,
-                     overdue=status.overdue)
+                     overdue=status.overdue, attempts=status.attempts, failure_code=status.failure_code,
+                     latest_version=status.latest_version, latest_state=status.latest_state,
+                     latest_failure_code=status.latest_failure_code, versions=status.versions)
+
+
+def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_type: str,
+                        period: str) -> PeriodVersions:
+    """Every version of a period as :class:`PeriodVersions`; a 404 :class:`ApiError` when
+    ``found`` is None (no such workspace)."""
+    if found is None:
+        raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+    return PeriodVersions(
+        workspace_id=found.workspace.id, timezone=found.workspace.timezone, owner=owner, snapshot_type=snapshot_type,
+        period=period, versions=[PeriodVersionOut(
+            run_id=r.id, version=r.version, mode=r.mode, state=r.state, current=r.is_current, reason=r.reason,
+            requested_by=r.requested_by, attempts=r.attempts, retryable_failures=r.retryable_failures,
+            failure_code=r.failure_code, failure_message=r.failure_message, skip_reason=r.skip_reason,
+            retry_due_at=r.retry_due_at, created_at=r.created_at, published_at=r.published_at)
+            for r in found.versions])
 
 
 #: A period listing's cursor: ``<owner>:<type>:<YYYY-MM>`` of the previous page's last period.
@@ -336,3 +398,31 @@ def register(routes: Routes) -> None:
         own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
         return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
                                        after=after, limit=limit))
+
+    @route("GET", "/snapshots/workspaces/<workspace_id>/periods/<owner>/<snapshot_type>/<period>", tags=_TAGS,
+           operation_id="listSnapshotPeriodVersions", security=SECURITY,
+           summary="Every version of one snapshot period with its state, attempts and failure code (staff: any "
+                   "workspace; a reader: their own)",
+           responses=_responses(200, "The period's versions, newest first", 404))
+    def list_period_versions(identity: Caller,
+                             workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
+                             owner: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
+                                                        description="the owner module")],
+                             snapshot_type: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
+                                                                description="the snapshot type")],
+                             period: Annotated[str, Path(pattern=PERIOD_PATTERN, max_length=7,
+                                                         description="the workspace-local month, YYYY-MM")],
+                             ) -> PeriodVersions:
+        month = date(int(period[:4]), int(period[5:7]), 1)
+        types = registry()
+        if identity.roles & staff_roles(types):
+            scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
+            found = scope.versions(workspace_id, owner=owner, snapshot_type=snapshot_type, period=month)
+        elif SNAPSHOTS_READ not in identity.permissions:
+            raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
+        elif workspace_id != identity.workspace_id:
+            raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+        else:
+            own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
+            found = own.versions(owner=owner, snapshot_type=snapshot_type, period=month)
+        return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period)

@@ -102,7 +102,22 @@ NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_st
                 "A delivery was skipped: it was too late after an outage",
                 "posting_failed": "A posting job failed", "schedule_ownerless":
                 "A schedule lost its owner and was paused",
-                "resubscribe_invited": "You were invited back to a delivery's messages"}
+                "resubscribe_invited": "You were invited back to a delivery's messages",
+                "schedule_failed": "A schedule's run failed"}
+#: Why a snapshot version failed (the API's ``failure_code``), in words.
+SNAPSHOT_FAILURES = {"retries_exhausted": "failed four times: its retries are used up",
+                     "job_lost": "its job stopped without an outcome",
+                     "generation_error": "generating its rows failed",
+                     "totals_mismatch": "its rows did not add up to the source's totals",
+                     "selftest_mismatch": "the self-test's rows did not add up",
+                     "unsupported_type": "its snapshot type is no longer registered",
+                     "type_disabled": "its snapshot type is disabled here"}
+#: A month as the console's addresses name it.
+MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
+#: Which failures a schedule's owner is told of (the API's ``notify_on``), in words.
+NOTIFY_CHOICES = {"first_failure": "The first failure of a streak, and the pause",
+                  "every_failure": "Every failure, and the pause",
+                  "pause_only": "Only the pause (after five failures in a row)"}
 
 
 class _StyleAttributes(HTMLParser):
@@ -711,6 +726,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+            notify_choices=NOTIFY_CHOICES,
             problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
             submitted=submitted, zones=zone_choices, rf=rule_form,
             problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
@@ -764,6 +780,20 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                  http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
                                  problem={"field": reply.body.get("field"), "message": reply.body.get("message")})
         return api_error(session, reply)
+
+    @app.post(f"{PREFIX}/schedules/<schedule_id>/notices")
+    @checked_post
+    def choose_failure_notices(session: Session, fields: dict[str, str], schedule_id: str) -> Response:
+        """Which failures the schedule's owner is told of (``notify_on``, one of
+        :data:`NOTIFY_CHOICES`): ``PATCH /schedules/{id}``, then back to the page."""
+        choice = fields.get("notify_on", "")
+        if choice not in NOTIFY_CHOICES:
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="No such choice of failure notices.")
+        reply = api(session).call("PATCH", f"/schedules/{schedule_id}", body={"notify_on": choice})
+        if reply.status != 200:
+            return api_error(session, reply)
+        return redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
 
     @app.post(f"{PREFIX}/<kind>/<schedule_id>/<action>")
     @checked_post
@@ -1022,7 +1052,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         zone = reply.body.get("timezone") or "UTC"
-        items = [{**item, "published": when(item.get("published_at"), zone)} for item in reply.body["items"]]
+        items = [{**item, "published": when(item.get("published_at"), zone),
+                  "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
+                          f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
+                          + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
+                 for item in reply.body["items"]]
         if only == "overdue":
             items = [item for item in items if item["overdue"]]
         elif only:
@@ -1041,6 +1075,29 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         params = app.current_event.query_string_parameters or {}
         return periods_page(session, done="Your request was recorded; it waits for admission."
                             if params.get("done") == "requested" else None)
+
+    @app.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
+    @signed_in
+    def period_versions(session: Session, owner: str, snapshot_type: str, period: str) -> Response:
+        """One period's versions, newest first, with their attempts and failure codes (in
+        words beside the code): the person's own workspace, or for staff the one the
+        ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
+        if not MONTH_PATTERN.fullmatch(period):
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="The month must be written YYYY-MM.")
+        params = app.current_event.query_string_parameters or {}
+        workspace = (params.get("workspace") or "").strip() if session.staff else ""
+        target = workspace or session.workspace_id
+        reply = api(session).call("GET", "/snapshots/workspaces/" + "/".join(
+            quote(part, safe="") for part in (target, "periods", owner, snapshot_type, period)))
+        if reply.status != 200:
+            return api_error(session, reply)
+        zone = reply.body.get("timezone") or "UTC"
+        versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
+                     "why": SNAPSHOT_FAILURES.get(v.get("failure_code") or "", v.get("failure_code"))}
+                    for v in reply.body["versions"]]
+        back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
+        return page("period.html", session=session, p=reply.body, versions=versions, zone=zone, back=back)
 
     @app.post(f"{PREFIX}/snapshots/requests")
     @checked_post

@@ -16,6 +16,7 @@ from timekeeper.observability import logger, metrics
 from timekeeper.settings import SNAPSHOT_NUDGE_FUNCTION_VARIABLE
 from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
+from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
 from timekeeper.topology import HISTORY, SNAPSHOTS
@@ -40,23 +41,40 @@ def run_planner() -> dict[str, Any]:
     return summary
 
 
+def report_failures(runs: list[SnapshotRun]) -> int:
+    """Count the finally ``failed`` runs among ``runs`` (settled and committed by either
+    path: the run job's receive or the dispatcher's reconciliation of lost jobs) in the
+    ``SnapshotFailed`` metric, with a warning naming each run and its failure code; runs in
+    another state (``retry_wait``, ``published``) are not counted. Returns the count."""
+    failed = [run for run in runs if run.state == "failed"]
+    if failed:
+        metrics.add_metric(name=obs.SNAPSHOT_FAILED, unit="Count", value=len(failed))
+        logger.warning("snapshot runs failed", extra={"failed_runs": [
+            {"run_id": str(run.id), "workspace_id": str(run.workspace_id), "snapshot_type": run.snapshot_type,
+             "period": f"{run.period:%Y-%m}", "failure_code": run.failure_code} for run in failed]})
+    return len(failed)
+
+
 def run_dispatcher() -> dict[str, Any]:
     """One snapshot dispatcher pass per owner of an enabled type: settle lost jobs, admit
     under the cap and reoffer stale offers (one committed transaction under the owner's
-    lock), then send the jobs; then history retention of the generated rows of failed
-    snapshot runs (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`, bounded per
-    pass; the ``HistoryPruned`` metric). Returns counts (``pruned_rows`` among them)."""
+    lock; a lost job's run that fails finally counts in ``SnapshotFailed`` as the run
+    job's failures do: :func:`report_failures`), then send the jobs; then history
+    retention of the generated rows of failed snapshot runs
+    (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`, bounded per pass;
+    the ``HistoryPruned`` metric). Returns counts (``pruned_rows`` among them)."""
     conn, now = adapters.database().get(), clock.now()
     owners = sorted({t.owner for t in snapshot_types().enabled()})
     admitted: list[JobMessage] = []
-    lost = 0
+    lost: list[SnapshotRun] = []
     for owner in owners:
         with conn.transaction():
-            lost += len(reconcile_lost_jobs(conn, owner=owner, now=now, after=SNAPSHOTS.job_lost_after))
+            lost += reconcile_lost_jobs(conn, owner=owner, now=now, after=SNAPSHOTS.job_lost_after)
             admitted += [JobMessage(run_id=a.run_id, workspace_id=a.workspace_id, job_id=a.job_id)
                          for a in admit_snapshots(conn, owner=owner, now=now, cap=SNAPSHOTS.admission_cap,
                                                   backfill_lane=SNAPSHOTS.backfill_lane,
                                                   reoffer_after=SNAPSHOTS.reoffer_after)]
+    report_failures(lost)
     if admitted:
         crash_point("snapshots.after_admit_commit")
     sent = send_jobs(conn, adapters.snapshot_job_publisher(), admitted, now=now) if admitted else 0
@@ -68,7 +86,7 @@ def run_dispatcher() -> dict[str, Any]:
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
     metrics.add_metric(name=obs.HISTORY_PRUNED, unit="Count", value=pruned.total)
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
-    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": lost,
+    return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": len(lost),
             "pruned_rows": pruned.total}
 
 
@@ -99,8 +117,8 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
             send_jobs(adapters.database().get(), adapters.snapshot_job_publisher(), [message], now=clock.now())
         elif result.status == "published":
             metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
-        elif result.status == "failed":
-            metrics.add_metric(name=obs.SNAPSHOT_FAILED, unit="Count", value=1)
+        elif result.status == "failed" and result.run is not None:
+            report_failures([result.run])
         logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status})
         return True
 

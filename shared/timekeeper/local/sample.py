@@ -9,7 +9,10 @@ accounting work kinds. Chosen so that a simulation across 2027-03-01..2027-04-10
   (a 30-minute shift), and Lord Howe's hourly sweep runs at each real instant;
 - no DST at all: Kolkata;
 - calendar coverage running out: London's weekly calendar ends on 2027-03-21, so its
-  daily roll is refused from 2027-03-22 and the fifth refusal in a row pauses it.
+  daily roll is refused from 2027-03-22 and the fifth refusal in a row pauses it. London's
+  schedules belong to a person, its accountant (:data:`LONDON_ACCOUNTANT`, a member of
+  London's workspace in the directory, snapshots off), who is told of the roll's first
+  refusal and of its pause.
 All amounts come from a seeded random generator (``--seed``).
 """
 
@@ -25,9 +28,12 @@ from uuid import UUID
 import psycopg
 
 from timekeeper.accounting import books
+from timekeeper.platform import directory
 from timekeeper.schedules import service
 
 OWNER = "accounting"
+#: London's accountant: (user id, display name, e-mail); owns London's schedules.
+LONDON_ACCOUNTANT = ("sample-london-accountant", "Lena Ledger", "lena@people.example.com")
 
 
 @dataclass
@@ -77,9 +83,10 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
     out = SampleSet()
     first_day = start.date()
 
-    def schedule(label: str, ws: UUID, kind: str, rule: dict, subject: UUID | None = None) -> None:
+    def schedule(label: str, ws: UUID, kind: str, rule: dict, subject: UUID | None = None,
+                 actor: str = "sample-loader") -> None:
         row = service.create_schedule(conn, workspace_id=ws, owner=OWNER, work_kind=kind, recurrence=rule,
-                                      actor="sample-loader", now=start, subject_id=subject, name=label)
+                                      actor=actor, now=start, subject_id=subject, name=label)
         out.schedules[label] = row.id
 
     with conn.transaction():
@@ -111,6 +118,14 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
     with conn.transaction():
         # --- London: a weekly calendar whose coverage ends 2027-03-21; rolled daily
         ldn = out.workspaces["london"] = uuid.UUID(int=rng.getrandbits(128))
+        # London is in the directory, with its accountant as a member: the owner of its
+        # schedules, who hears of their failures (snapshots are off: no monthly snapshot)
+        accountant, display_name, email = LONDON_ACCOUNTANT
+        directory.create_workspace(conn, name="London books", timezone="Europe/London", currency="GBP",
+                                   snapshots_enabled=False, workspace_id=ldn, now=start)
+        directory.upsert_user(conn, user_id=accountant, display_name=display_name, email=email, now=start)
+        directory.add_member(conn, workspace_id=ldn, user_id=accountant,
+                             roles=["schedules:read", "schedules:write", "schedules:run"], now=start)
         short = books.create_calendar(conn, workspace_id=ldn, name="Trading weeks", timezone="Europe/London",
                                       first_period_start=first_day - timedelta(days=first_day.weekday()),
                                       periods=3, frequency="weekly")
@@ -123,14 +138,16 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
                                   interval_months=3, first_bill_date=date(first_day.year, 3, 29))
     with conn.transaction():
         schedule("london.sales.roll", ldn, "batch.roll",
-                 {"calendar": {"frequency": "daily", "times": ["07:00"]}, "timezone": "Europe/London"}, sales.id)
+                 {"calendar": {"frequency": "daily", "times": ["07:00"]}, "timezone": "Europe/London"}, sales.id,
+                 actor=accountant)
         schedule("london.accruals.close", ldn, "batch.auto_close",
                  {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]},
-                  "timezone": "Europe/London"}, close_me.id)
+                  "timezone": "Europe/London"}, close_me.id, actor=accountant)
         schedule("london.reconciliation", ldn, "reconciliation.sweep",
-                 {"calendar": {"frequency": "daily", "times": ["01:30"]}, "timezone": "Europe/London"})
+                 {"calendar": {"frequency": "daily", "times": ["01:30"]}, "timezone": "Europe/London"},
+                 actor=accountant)
         schedule("london.billing", ldn, "billing.prepare",
-                 {"cron": "0 5 * * 1-5", "timezone": "Europe/London"})
+                 {"cron": "0 5 * * 1-5", "timezone": "Europe/London"}, actor=accountant)
 
     with conn.transaction():
         # --- Lord Howe: 30-minute DST; clocks go back 02:00 -> 01:30 on 2027-04-04

@@ -540,9 +540,10 @@ def print_summary(result: SimulationResult, console: Any) -> None:
           [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
             str(r["runs"]), r["state"]) for r in result.dst_overlap],
           note="a fixed local time runs once, at its first instant; an hourly wall-time rule runs at each")
-    table("Paused schedules", ("schedule", "status", "reason", "consecutive failures", "paused at (UTC)"),
-          [(r["name"], r["status"], r["pause_reason"] or "", str(r["consecutive_failures"]), _utc(r["paused_at"]))
-           for r in result.paused])
+    table("Paused schedules", ("schedule", "status", "reason", "consecutive failures", "paused at (UTC)", "owner",
+                               "owner told of"),
+          [(r["name"], r["status"], r["pause_reason"] or "", str(r["consecutive_failures"]), _utc(r["paused_at"]),
+            r.get("owner") or "", r.get("owner_told") or "nothing") for r in result.paused])
     consumer = result.consumer
     console.print(f"Consumer: {consumer.get('delivered', 0):,} messages delivered, "
                   f"{consumer.get('failed', 0)} returned as batch item failures (retried after the visibility "
@@ -602,6 +603,12 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     table("Owner notices (in the product; e-mailed through the per-recipient outbox)",
           ("kind", "audience", "reason", "notices", "mailed"),
           [(r["kind"], r["audience"], r["reason"], str(r["n"]), str(r["mailed"])) for r in result.notices])
+    by_kind: dict[str, int] = {}
+    for r in result.notices:
+        by_kind[r["kind"]] = by_kind.get(r["kind"], 0) + r["n"]
+    console.print("Owner notices by kind: " + (", ".join(f"{kind} {n}" for kind, n in sorted(by_kind.items()))
+                                               or "none") + " (schedule_failed: a streak's first failure, or "
+                  "every failure when the owner chose so).")
     digests = [m for m in result.notice_messages if m["notices"] > 1]
     console.print(f"Notice e-mails sent: {len(result.notice_messages)}, of which {len(digests)} digest(s) ("
                   + ("; ".join(f"{m['user_id']} at {_utc(m['sent_at'])}: {m['notices']} notices" for m in digests)

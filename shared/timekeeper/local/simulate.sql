@@ -61,10 +61,15 @@ SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state
  WHERE r.trigger = 'scheduled' AND s.timezone <> 'UTC' ORDER BY r.occurrence_at;
 
 -- name: paused
-SELECT s.name, s.status, s.pause_reason, s.consecutive_failures, e.at AS paused_at
+-- With the person the schedule answers to and the kinds of notice they got about it.
+SELECT s.name, s.status, s.pause_reason, s.consecutive_failures, e.at AS paused_at,
+       coalesce(u.display_name, s.owner_user_id) AS owner,
+       coalesce((SELECT string_agg(DISTINCT n.kind, ', ') FROM owner_notices n
+                  WHERE n.schedule_id = s.id AND n.user_id = s.owner_user_id), '') AS owner_told
   FROM schedules s
   LEFT JOIN LATERAL (SELECT at FROM schedule_events e
                       WHERE e.schedule_id = s.id AND e.kind = 'paused' ORDER BY id DESC LIMIT 1) e ON true
+  LEFT JOIN users u ON u.id = s.owner_user_id
  WHERE s.status <> 'active' ORDER BY s.name;
 
 -- name: notifications_sent

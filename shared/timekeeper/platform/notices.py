@@ -42,7 +42,7 @@ TELL_LIMIT = 500
 @dataclass(frozen=True)
 class OwnerNotice:
     """One notice to one person: ``kind`` (``schedule_paused``, ``delivery_skipped_stale``,
-    ``posting_failed``, ``schedule_ownerless``), ``audience`` (``owner`` | ``admin``), the
+    ``posting_failed``, ``schedule_ownerless``, ``schedule_failed``), ``audience`` (``owner`` | ``admin``), the
     schedule (None for an event without one), the machine-readable ``reason`` and the
     event's ``detail`` (ids as text, counts); ``created_at`` (when the event was decided),
     ``read_at`` and ``mailed_at`` are aware UTC instants (None: not yet)."""

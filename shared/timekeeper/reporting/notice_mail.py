@@ -68,6 +68,32 @@ _PAUSE_REASONS = {
 }
 
 
+#: A failed run's outcome in words (the run's ``outcome_code``); a refusal's own message is
+#: shown instead when it has one.
+_FAILURE_WORDS = {
+    "unexpected_error": "the work failed unexpectedly (operators find the details in the logs by run id)",
+    "attempts_exhausted": "every attempt ended without an outcome (the work was stopped or timed out)",
+    "offers_exhausted": "the run never started: it was offered to the workers too many times",
+    "unknown_work_kind": "Timekeeper no longer knows its kind of work",
+    "render_unfinished": "its report did not finish rendering in time",
+    "source_access_lost": "its owner may no longer read its source",
+}
+
+
+def failure_words(code: str | None, message: str | None = None) -> str:
+    """A failed run's outcome as a sentence part for people: the refusal's own ``message``
+    when it has one, else the words for its ``outcome_code``, else the code itself."""
+    if message:
+        return message
+    return _FAILURE_WORDS.get(code or "", f"it was refused ({code})" if code else "it failed")
+
+
+def schedule_link(base_url: str, schedule_id: Any) -> str:
+    """The console address that opens a schedule's page (a delivery's or a generic one):
+    ``<base_url>console/open/<id>``, ``base_url`` ending with ``/``."""
+    return f"{base_url}console/open/{schedule_id}"
+
+
 class Mailer(Protocol):
     """The communications adapter: submits one message, returns the provider's message id."""
 
@@ -87,7 +113,7 @@ def notice_title(notice: dict[str, Any]) -> str:
             "posting_failed": f"A posting job of \u201c{name}\u201d failed",
             "schedule_ownerless": f"\u201c{name}\u201d has no owner",
             "resubscribe_invited": f"You are invited back to \u201c{name}\u201d",
-            }.get(kind, f"\u201c{name}\u201d: {kind}")
+            "schedule_failed": f"\u201c{name}\u201d failed"}.get(kind, f"\u201c{name}\u201d: {kind}")
 
 
 def local_instant(instant: datetime | str | None, zone: str) -> str:
@@ -122,6 +148,13 @@ def notice_line(notice: dict[str, Any], zone: str = "UTC") -> str:
     if kind == "posting_failed":
         return (f"A posting job of \u201c{name}\u201d failed (batch {detail.get('batch_id', '?')}); the batch is "
                 "closed and unposted. Retry it once the cause is fixed.")
+    if kind == "schedule_failed":
+        due = local_instant(detail.get("occurrence_at"), zone)
+        why = failure_words(notice["reason"], detail.get("message"))
+        streak = detail.get("consecutive_failures") or 1
+        again = "" if streak == 1 else f" It has failed {streak} times in a row."
+        return (f"\u201c{name}\u201d failed its run due {due}: {why}.{again} It runs again at its next "
+                "occurrence; after five failures in a row it is paused. Fix the cause, or run it now once fixed.")
     if kind == "schedule_ownerless":
         why = "was deactivated" if detail.get("why") == "user_deactivated" else "left the workspace"
         return (f"\u201c{name}\u201d is paused without an owner: {detail.get('owner_user_id', 'its owner')} {why}. "
@@ -133,13 +166,16 @@ def notice_line(notice: dict[str, Any], zone: str = "UTC") -> str:
 
 
 def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name: str,
-            opt_out_url: str | None = None, zone: str = "UTC") -> tuple[str, str, str]:
+            opt_out_url: str | None = None, zone: str = "UTC", base_url: str | None = None) -> tuple[str, str, str]:
     """The message carrying ``notices`` (oldest first): ``(subject, html, text)``. One
     notice: its own subject; several: a digest listing each with its instant (in the
     workspace's IANA ``zone``, the UTC instant beside: :func:`local_instant`). With
     ``opt_out_url`` (the person's signed one-click link) both parts say how to stop these
-    e-mails with it."""
+    e-mails with it. With ``base_url`` (the API's public address, ending with ``/``) each
+    notice of a schedule links its console page (:func:`schedule_link`)."""
     lines = [notice_line(n, zone) for n in notices]
+    links = [schedule_link(base_url, n["schedule_id"]) if base_url and n.get("schedule_id") else None
+             for n in notices]
     if len(notices) == 1:
         subject = f"[Timekeeper] {notice_title(notices[0])}"
         items = lines
@@ -151,9 +187,12 @@ def compose(notices: list[dict[str, Any]], *, display_name: str, workspace_name:
            "Every notice is also listed in Timekeeper.")
     stop = (f"To stop these e-mails from {workspace_name} (the notices stay listed in Timekeeper, where you can "
             "turn the e-mails back on), open: ")
-    text = "\n".join([greeting, "", *[f"- {item}" for item in items], "", why,
+    text = "\n".join([greeting, "", *[f"- {item}" + (f" Open it: {link}" if link else "")
+                                      for item, link in zip(items, links, strict=True)], "", why,
                       *([f"{stop}{opt_out_url}"] if opt_out_url else [])]) + "\n"
-    body = "".join(f"<li>{html.escape(item)}</li>" for item in items)
+    body = "".join(f"<li>{html.escape(item)}"
+                   + (f' <a href="{html.escape(link, quote=True)}">Open it</a>' if link else "") + "</li>"
+                   for item, link in zip(items, links, strict=True))
     markup = (f"<p>{html.escape(greeting)}</p><ul>{body}</ul><p>{html.escape(why)}</p>")
     if opt_out_url:
         markup += (f'<p>{html.escape(stop.removesuffix(", open: "))}: '
@@ -236,7 +275,7 @@ def _mail_person(conn: psycopg.Connection, workspace_id: UUID, user_id: str, *, 
         links, NoticeOptOutLink(workspace_id, user_id), now=now)
     subject, markup, text = compose(group, display_name=person["display_name"],
                                     workspace_name=person["workspace_name"], opt_out_url=opt_out,
-                                    zone=person["timezone"])
+                                    zone=person["timezone"], base_url=base_url or None)
     extra = {"headers": {"List-Unsubscribe": f"<{opt_out}>", "List-Unsubscribe-Post": ONE_CLICK}} if opt_out else {}
     try:
         message_id = mailer.send(to=person["email"], subject=subject, html=markup, text=text, **extra)

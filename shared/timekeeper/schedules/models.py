@@ -28,6 +28,9 @@ class Schedule:
     * ``last_run_id`` / ``last_outcome`` / ``last_run_at`` -- the latest settled run's summary.
     * ``created_by`` -- the acting user of the create; ``deleted_at`` -- set when deleted
       (owner reads never return deleted schedules).
+    * ``notify_on`` -- which failures of its scheduled runs the owner is told of
+      (:data:`NOTIFY_ON`): ``first_failure`` (a streak's first, the default),
+      ``every_failure`` or ``pause_only``; the pause is always told.
     """
 
     id: UUID
@@ -50,6 +53,11 @@ class Schedule:
     created_at: datetime
     updated_at: datetime
     deleted_at: datetime | None
+    notify_on: str = "first_failure"
+
+
+#: The owner's choices of failure notices (``schedules.notify_on``), the default first.
+NOTIFY_ON = ("first_failure", "every_failure", "pause_only")
 
 
 @dataclass(frozen=True, slots=True)

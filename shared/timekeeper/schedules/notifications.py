@@ -1,8 +1,8 @@
 """Owner notifications through an outbox: the events a schedule's owner must hear about.
 
-The transaction that decides an event (a settlement that pauses, a claim that pauses an
-invalid definition or skips a stale delivery, a failed posting job, an owner hand-off)
-writes its notice here. Two readers take it from there:
+The transaction that decides an event (a settlement that pauses, or fails a run its owner
+chose to hear of; a claim that pauses an invalid definition or skips a stale delivery, a
+failed posting job, an owner hand-off) writes its notice here. Two readers take it from there:
 
 * the operators' topic: notices with ``topic`` (the automatic pauses of settlement) are
   published by the owner's next dispatcher pass and marked sent; a failed publish stays
@@ -33,6 +33,8 @@ SCHEDULE_PAUSED = "schedule_paused"
 DELIVERY_SKIPPED_STALE = "delivery_skipped_stale"
 POSTING_FAILED = "posting_failed"
 SCHEDULE_OWNERLESS = "schedule_ownerless"
+#: A scheduled run failed without pausing its schedule (its owner chose to hear of it).
+SCHEDULE_FAILED = "schedule_failed"
 
 
 @dataclass(frozen=True)

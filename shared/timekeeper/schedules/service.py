@@ -144,8 +144,11 @@ def _check_generic(kinds: WorkKindRegistry | None, schedule: Schedule) -> None:
 def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, work_kind: str,
                     recurrence: dict[str, Any], actor: str, now: datetime, subject_id: UUID | None = None,
                     name: str = "", active: bool = True, schedule_id: UUID | None = None,
-                    kinds: WorkKindRegistry | None = None, via_own_route: bool = False) -> Schedule:
-    """Create a schedule; its first due instant is the rule's first occurrence after ``now``.
+                    kinds: WorkKindRegistry | None = None, via_own_route: bool = False,
+                    notify_on: str = "first_failure") -> Schedule:
+    """Create a schedule; its first due instant is the rule's first occurrence after ``now``;
+    ``notify_on`` (one of :data:`~timekeeper.schedules.models.NOTIFY_ON`) says which
+    failures its owner is told of.
 
     Returns the new :class:`Schedule`. Raises :class:`InvalidRecurrence` (a ``ValueError``) naming
     the field when the rule does not validate or has no occurrence within ten years, and,
@@ -162,16 +165,19 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
             "id": schedule_id or uuid.uuid4(), "workspace_id": workspace_id, "owner": owner,
             "work_kind": work_kind, "subject_id": subject_id, "name": name, "recurrence": Jsonb(recurrence),
             "timezone": rule.timezone or "UTC", "status": "active" if active else "paused",
-            "next_due_at": first_due if active else None, "actor": actor, "now": now})
+            "next_due_at": first_due if active else None, "actor": actor, "now": now, "notify_on": notify_on})
         _event(conn, row, "created", actor, now, detail={"warnings": list(rule.warnings)} if rule.warnings else None)
     return row
 
 
 def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
-                    subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None) -> Schedule:
+                    subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None,
+                    notify_on: str | None = None) -> Schedule:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog); returns the updated :class:`Schedule`. Raises
+    from ``now`` (no backlog); returns the updated :class:`Schedule`. ``notify_on`` (one of
+    :data:`~timekeeper.schedules.models.NOTIFY_ON`) changes which failures the owner is told
+    of; given alone it changes neither the version nor the timing. Raises
     :class:`ScheduleNotFound`, :class:`InvalidRecurrence` (also for a rule with no
     occurrence within ten years), and, when ``kinds`` is given, ``InvalidSubject`` when the
     resulting subject does not meet the work kind's declared requirement and
@@ -181,6 +187,11 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         current = _locked(conn, workspace_id, schedule_id)
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=current.owner, work_kind=current.work_kind,
                     subject_id=current.subject_id if subject_id is None else subject_id, via_own_route=False)
+        if notify_on is not None and notify_on != current.notify_on:
+            current = _schedule(conn, "set_notify_on", {"id": schedule_id, "notify_on": notify_on, "now": now})
+            _event(conn, current, "updated", actor, now, detail={"notify_on": notify_on})
+        if recurrence is None and name is None and subject_id is None:
+            return current
         new_rule = recurrence if recurrence is not None else current.recurrence
         rule, first_due = _checked_rule(new_rule, now, conn, workspace_id)
         row = _schedule(conn, "update_definition", {

@@ -1,17 +1,17 @@
 -- name: insert_schedule
 -- The schedule statements return the columns of timekeeper.schedules.models.Schedule.
 INSERT INTO schedules (id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status,
-                       next_due_at, created_by, owner_user_id, created_at, updated_at)
+                       next_due_at, created_by, owner_user_id, created_at, updated_at, notify_on)
 VALUES (%(id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(subject_id)s, %(name)s, %(recurrence)s,
-        %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(actor)s, %(now)s, %(now)s)
+        %(timezone)s, %(status)s, %(next_due_at)s, %(actor)s, %(actor)s, %(now)s, %(now)s, %(notify_on)s)
 RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
           next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-          created_by, created_at, updated_at, deleted_at
+          created_by, created_at, updated_at, deleted_at, notify_on
 
 -- name: get_schedule_for_update
 SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
        next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-       created_by, created_at, updated_at, deleted_at
+       created_by, created_at, updated_at, deleted_at, notify_on
   FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
    FOR UPDATE
@@ -19,7 +19,7 @@ SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezon
 -- name: get_schedule
 SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
        next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-       created_by, created_at, updated_at, deleted_at
+       created_by, created_at, updated_at, deleted_at, notify_on
   FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s AND deleted_at IS NULL
 
@@ -32,7 +32,15 @@ UPDATE schedules
  WHERE id = %(id)s
 RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
           next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-          created_by, created_at, updated_at, deleted_at
+          created_by, created_at, updated_at, deleted_at, notify_on
+
+-- name: set_notify_on
+-- Which failures the owner is told of: not part of the definition (no version, no timing).
+UPDATE schedules SET notify_on = %(notify_on)s, updated_at = %(now)s
+ WHERE id = %(id)s
+RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
+          next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
+          created_by, created_at, updated_at, deleted_at, notify_on
 
 -- name: set_status
 UPDATE schedules
@@ -42,7 +50,7 @@ UPDATE schedules
  WHERE id = %(id)s
 RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
           next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-          created_by, created_at, updated_at, deleted_at
+          created_by, created_at, updated_at, deleted_at, notify_on
 
 -- name: insert_manual_run
 INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
@@ -76,7 +84,7 @@ SELECT id, run_id, kind, actor, reason, detail, at
 -- Keyset pagination over (created_at, id): the cursor is the last row of the previous page.
 SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezone, status, pause_reason,
        next_due_at, consecutive_failures, last_run_id, last_outcome, last_run_at, definition_version,
-       created_by, created_at, updated_at, deleted_at
+       created_by, created_at, updated_at, deleted_at, notify_on
   FROM schedules
  WHERE workspace_id = %(workspace_id)s AND deleted_at IS NULL
    AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)

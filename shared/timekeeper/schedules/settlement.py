@@ -1,5 +1,6 @@
 """Settlement: record a run's terminal result once and update its schedule's failure streak
-(success or skip resets it; a scheduled failure adds one; the fifth in a row pauses)."""
+(success or skip resets it; a scheduled failure adds one; the fifth in a row pauses), and
+tell the owner of the failures they chose to hear of (``schedules.notify_on``)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.schedules.notifications import enqueue_notification
+from timekeeper.schedules.notifications import SCHEDULE_FAILED, enqueue_notification
 from timekeeper.schedules.runs import Event, record_events
 
 SQL = load_queries("timekeeper.schedules", "settlement.sql")
@@ -46,7 +47,11 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
     resets the streak; a scheduled failure adds one; the ``failure_threshold``-th
     consecutive failure of an active schedule (or a scheduled refusal with
     ``pause_reason``) pauses it, records a ``paused`` event and enqueues a pause notice.
-    Manual runs' failures neither count nor pause. Raises ``ValueError`` for a bad state.
+    A scheduled failure that does not pause enqueues a ``schedule_failed`` notice (the
+    people's, not the operators' topic) when the schedule's ``notify_on`` asks for it:
+    ``every_failure``, or ``first_failure`` (the default) when it starts a streak;
+    ``pause_only`` never. Manual runs' failures neither count, pause nor notify. Raises
+    ``ValueError`` for a bad state.
     """
     if state not in TERMINAL_STATES:
         raise ValueError(f"not a terminal state: {state!r}")
@@ -68,6 +73,15 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
         events.append(Event(run["schedule_id"], run["workspace_id"], "paused", paused_reason, {
             "consecutive_failures": run["consecutive_failures"], "last_error": error}, run_id=run_id))
     record_events(conn, events, actor=actor, now=now)
+    if failed and not paused_reason and run["trigger"] == "scheduled" and _tells(run):
+        enqueue_notification(conn, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
+                             owner=run["owner"], kind=SCHEDULE_FAILED, now=now, topic=False,
+                             event_key=f"failed:{run['schedule_id']}:{run_id}", payload={
+                                 "schedule_id": str(run["schedule_id"]), "workspace_id": str(run["workspace_id"]),
+                                 "name": run["name"], "reason": outcome_code, "work_kind": run["work_kind"],
+                                 "consecutive_failures": run["consecutive_failures"], "run_id": str(run_id),
+                                 "occurrence_at": run["occurrence_at"].isoformat(),
+                                 "message": None if outcome_code == "unexpected_error" else error})
     if paused_reason:
         enqueue_notification(conn, schedule_id=run["schedule_id"], workspace_id=run["workspace_id"],
                              owner=run["owner"], kind="schedule_paused", now=now,
@@ -80,6 +94,12 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
                       work_kind=run["work_kind"], state=state, outcome_code=outcome_code,
                       consecutive_failures=run["consecutive_failures"],
                       paused_reason=paused_reason)
+
+
+def _tells(run: dict[str, Any]) -> bool:
+    """Whether a scheduled failure that did not pause is told, by the schedule's choice."""
+    return run["notify_on"] == "every_failure" or (run["notify_on"] == "first_failure"
+                                                    and run["consecutive_failures"] == 1)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ WITH settled AS (
      WHERE id = %(run_id)s
        AND state IN ('queued', 'running')
        AND (%(attempt)s::integer IS NULL OR attempts = %(attempt)s::integer)
-    RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger
+    RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger, occurrence_at
 ), prior AS (
     SELECT s.id, s.status, settled.trigger,
            CASE WHEN NOT %(failed)s THEN 0
@@ -40,7 +40,8 @@ UPDATE schedules AS s
   FROM decided AS d, settled
  WHERE s.id = d.id
 RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work_kind, settled.trigger,
-          s.pause_reason, d.streak AS consecutive_failures, d.pausing AS paused_now
+          settled.occurrence_at, s.pause_reason, s.notify_on, s.name, d.streak AS consecutive_failures,
+          d.pausing AS paused_now
 
 -- name: settle_completed
 -- Settle a batch's succeeded and skipped runs, and reset their schedules' streaks, in ONE

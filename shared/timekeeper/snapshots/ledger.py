@@ -319,7 +319,9 @@ class PeriodStatus:
     ``failed``, the active state, or ``missing``: an expected month never planned), the
     ``chosen_version`` (the current one, else the latest; None when missing), ``basis``,
     ``published_at``, ``skip_reason``, ``overdue`` and the chosen ``run_id`` (None when
-    missing)."""
+    missing), the chosen run's ``attempts`` and ``failure_code``; the latest version's
+    number, state and failure code (``latest_*``: a re-run running or failed beside the
+    published version shows there) and how many ``versions`` the period has."""
 
     owner: str
     snapshot_type: str
@@ -331,6 +333,12 @@ class PeriodStatus:
     skip_reason: str | None
     overdue: bool
     run_id: UUID | None
+    attempts: int | None = None
+    failure_code: str | None = None
+    latest_version: int | None = None
+    latest_state: str | None = None
+    latest_failure_code: str | None = None
+    versions: int = 0
 
 
 #: The status of an expected month that has no run.
@@ -369,16 +377,19 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, now: datetime,
         "after_type": after[1] if after else None, "after_period": after[2] if after else None,
         "limit": limit + 1, "horizon": horizon_months, "grace": grace})
     page = keys[:limit]
-    ids = [k["run_id"] for k in page if k["run_id"] is not None]
-    runs = {r.id: r for r in fetch_runs(conn, SQL["runs_by_id"], {"ids": ids})} if ids else {}
+    ids = {k[column] for k in page for column in ("run_id", "latest_run_id") if k[column] is not None}
+    runs = {r.id: r for r in fetch_runs(conn, SQL["runs_by_id"], {"ids": list(ids)})} if ids else {}
     items = []
     for key in page:
         run = runs.get(key["run_id"]) if key["run_id"] is not None else None
         if run is not None:
+            latest = runs.get(key["latest_run_id"], run)
             items.append(PeriodStatus(
                 owner=run.owner, snapshot_type=run.snapshot_type, period=run.period,
                 status="published" if run.is_current else run.state, chosen_version=run.version, basis=run.basis,
-                published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id, overdue=key["overdue"]))
+                published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id, overdue=key["overdue"],
+                attempts=run.attempts, failure_code=run.failure_code, latest_version=latest.version,
+                latest_state=latest.state, latest_failure_code=latest.failure_code, versions=int(key["versions"])))
         else:
             items.append(PeriodStatus(
                 owner=key["owner"], snapshot_type=key["snapshot_type"], period=key["period"], status=MISSING,
@@ -386,6 +397,15 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, now: datetime,
                 overdue=key["overdue"]))
     last = page[-1] if len(keys) > limit and page else None
     return PeriodPage(items, (last["owner"], last["snapshot_type"], last["period"]) if last else None)
+
+
+def period_versions(conn: psycopg.Connection, *, workspace_id: UUID, owner: str, snapshot_type: str,
+                    period: date) -> list[SnapshotRun]:
+    """Every version (run) of ``workspace_id``'s ``period`` (a month's first day) of the
+    type, newest first: each with its state, ``attempts``, ``retryable_failures``,
+    ``failure_code`` and ``failure_message``; empty when the period has none."""
+    return fetch_runs(conn, SQL["period_versions"], {"workspace_id": workspace_id, "owner": owner,
+                                                     "snapshot_type": snapshot_type, "period": period})
 
 
 def jsonb(value: dict[str, Any] | None) -> Jsonb | None:

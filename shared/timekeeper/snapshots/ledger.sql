@@ -267,7 +267,8 @@ RETURNING *
 -- One page of a workspace's periods, owner, type and period descending: every expected month
 -- of the given types (the workspace's first local month through the last completed one)
 -- and every period that has runs, each once, with the run the listing chooses (the current
--- version, else the latest; NULL: never planned) and whether it is overdue. Keyset:
+-- version, else the latest; NULL: never planned), the latest run (a re-run in flight or
+-- failed beside a published version), how many versions it has, and whether it is overdue. Keyset:
 -- strictly after the previous page's last (owner, type, period).
 --
 -- Overdue is the planner's rule (`overdue_periods` above, whose alarm counts the same
@@ -311,6 +312,13 @@ SELECT p.owner, p.snapshot_type, p.period,
          WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type AND r.workspace_id = %(workspace_id)s
            AND r.period = p.period
          ORDER BY r.is_current DESC, r.version DESC LIMIT 1) AS run_id,
+       (SELECT r.id FROM snapshot_runs r
+         WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type AND r.workspace_id = %(workspace_id)s
+           AND r.period = p.period
+         ORDER BY r.version DESC LIMIT 1) AS latest_run_id,
+       (SELECT count(*) FROM snapshot_runs r
+         WHERE r.owner = p.owner AND r.snapshot_type = p.snapshot_type AND r.workspace_id = %(workspace_id)s
+           AND r.period = p.period) AS versions,
        (ws.status <> 'disabled'
         AND EXISTS (SELECT FROM types t WHERE t.owner = p.owner AND t.snapshot_type = p.snapshot_type)
         AND p.period >= greatest(ws.first_month, ws.horizon_month)
@@ -321,6 +329,13 @@ SELECT p.owner, p.snapshot_type, p.period,
                            AND (r.is_current OR r.state = 'skipped'))) AS overdue
   FROM page p CROSS JOIN ws
  ORDER BY p.owner DESC, p.snapshot_type DESC, p.period DESC
+
+-- name: period_versions
+-- Every version of one period of a workspace's snapshot type, newest first (a read).
+SELECT * FROM snapshot_runs
+ WHERE owner = %(owner)s AND snapshot_type = %(snapshot_type)s AND workspace_id = %(workspace_id)s
+   AND period = %(period)s
+ ORDER BY version DESC
 
 -- name: runs_by_id
 SELECT * FROM snapshot_runs WHERE id = ANY(%(ids)s::uuid[])
