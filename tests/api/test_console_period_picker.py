@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from urllib.parse import quote
 from uuid import UUID, uuid4
 
 import pytest
@@ -121,6 +122,10 @@ def test_a_published_month_leads_to_its_reports_and_renders_one_over_that_month(
     assert published.strftime("%Y-%m-%d %H:%M UTC") in body and "Europe/Berlin" in body
     assert re.search(r"2027-01</td>\s*<td>1</td>", body) and "<td>month</td>" in body
     assert 'href="https://' in body and "Download the PDF" in body
+    # and ways back: to the snapshots, and to the reports over that month
+    assert '<a href="/console/snapshots">' in body
+    assert ('href="/console/snapshots/reports?owner=platform&amp;month=2027-01&amp;snapshot_type=ar_aging"'
+            in body)
 
 
 def test_a_forged_render_form_changes_nothing(send, console, tenants):  # noqa: F811
@@ -190,3 +195,14 @@ def test_staff_viewing_their_own_workspace_by_its_id_keep_the_render_action(send
     # Another workspace's periods: its reports are not the person's to render
     other = staff.request("GET", f"/console/snapshots?workspace={b.workspace_id}")
     assert other["statusCode"] == 200 and "Open a report over this month" not in other["body"]
+
+
+@pytest.mark.parametrize("month", ["9999-99", "2027-13", "2027-00", "0000-01", "2027-1", "", "<b>2027-01</b>"])
+def test_a_month_that_is_no_month_is_refused_by_the_picker(send, console, tenants, month):  # noqa: F811
+    a, _, _, _ = tenants
+    browser = _browser(console, a.reader, a.workspace_id)
+    picker = browser.request("GET", "/console/snapshots/reports?owner=platform&snapshot_type=ar_aging&month="
+                             + quote(month))
+    assert picker["statusCode"] == 422 and "must be a month YYYY-MM (month)" in picker["body"]
+    assert "Render over" not in picker["body"] and "<b>2027" not in picker["body"]
+    assert '<a href="/console/snapshots">Back to the snapshots</a>' in picker["body"]

@@ -272,3 +272,20 @@ def test_the_deliveries_list_shows_each_next_delivery_in_the_workspace_s_zone_wi
     html = _browser(console, owner, OWNER_ROLES).request("GET", "/console/deliveries")["body"]
     # Berlin is an hour ahead of UTC in March before its change
     assert "2027-03-02 07:00 CET" in html and "(2027-03-02 06:00 UTC)" in html
+
+
+def test_an_error_page_leads_back_to_the_list_it_belongs_to(db_url, console):
+    admin, owner, _, _, schedule_id = workspace_with_schedule(db_url)
+    browser = _browser(console, owner, OWNER_ROLES)
+    missing = uuid.uuid4()
+    for path, back in ((f"/console/deliveries/{missing}", '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/deliveries/{missing}/opt-outs",
+                        '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/deliveries/{missing}/preview",
+                        '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       ("/console/deliveries/x/y/z/w", '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/schedules/{missing}", '<a href="/console/schedules">Back to the schedules</a>')):
+        page = browser.request("GET", path)
+        assert page["statusCode"] in (403, 404, 422) and back in page["body"], (path, page["statusCode"])
+        if "deliveries" in path:
+            assert "Back to the schedules" not in page["body"]

@@ -384,6 +384,12 @@ def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
             no_content = operation.get("responses", {}).get("204")
             if no_content is not None:
                 no_content.pop("content", None)  # a 204 has no body
+    one_click = doc.get("paths", {}).get(opt_out_routes.OPT_OUT_PATH_PREFIX + "{token}", {}).get("post")
+    if one_click is not None:
+        # The one body that is not JSON (read before routing): RFC 8058's form, nothing else.
+        one_click["requestBody"] = {"required": True, "content": {FORM_MEDIA_TYPE: {"schema": {
+            "type": "object", "required": list(ONE_CLICK_FORM), "additionalProperties": False,
+            "properties": {name: {"type": "string", "enum": values} for name, values in ONE_CLICK_FORM.items()}}}}}
     # Powertools' own error shapes are replaced by ErrorBody everywhere: drop them when unused.
     schemas = doc.get("components", {}).get("schemas", {})
     for name in ("HTTPValidationError", "ResponseValidationError", "ValidationError"):

@@ -25,6 +25,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import ADMIN, READ, RUN, WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import (
+    CLOSURE_YEARS,
     CURSOR_PATTERN,
     DATE_PATTERN,
     CanonicalUuid,
@@ -184,6 +185,9 @@ def register(routes: Routes) -> None:
                       200: {"description": "Already closed: the first closure is kept"}})
     def add_closure(scope: Admin, body: Annotated[ClosureIn, Body()]) -> Response[ClosureChange]:
         closed_on = _local_date(body.date, "date")
+        today = scope.now.date()
+        if not _years_from(today, -CLOSURE_YEARS) <= closed_on <= _years_from(today, CLOSURE_YEARS):
+            raise ApiError(422, errors.VALIDATION_ERROR, f"must be within {CLOSURE_YEARS} years of today", "date")
         added, recomputed = scope.add_closure(closed_on, body.reason)
         if added is None:
             existing = next(row for row in scope.closures() if row.closed_on == closed_on)
@@ -200,6 +204,14 @@ def register(routes: Routes) -> None:
         if removed is None:
             raise ApiError(404, errors.NOT_FOUND, "this date is not closed in this workspace")
         return ClosureChange(closure=closure_out(removed), changed=True, schedules_recomputed=recomputed)
+
+
+def _years_from(day: date, years: int) -> date:
+    """``day`` moved by ``years`` (29 February to the 28th in a common year)."""
+    try:
+        return day.replace(year=day.year + years)
+    except ValueError:
+        return day.replace(year=day.year + years, day=28)
 
 
 def _local_date(text: str, field: str) -> date:

@@ -70,7 +70,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 _TAGS = ["snapshots"]
 
 #: A period as the API writes it: the workspace-local month, ``YYYY-MM``.
-PERIOD_PATTERN = r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$"
+PERIOD_PATTERN = errors.pattern_words(r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$", "must be a month YYYY-MM")
 #: An owner module's or snapshot type's name.
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 #: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).

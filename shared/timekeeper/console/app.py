@@ -74,6 +74,8 @@ STAFF_ROLES = frozenset({"platform:staff"})
 ADMIN_ROLES = frozenset({"workspace:admin"})
 #: A local date as the closure routes take it (what a done message may echo).
 DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: A month as the period picker takes it (``YYYY-MM``, January to December).
+MONTH_TEXT = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -382,6 +384,25 @@ def rule_text(recurrence: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: The list a page belongs to, by its path's first segment after ``/console``: where an
+#: error page leads back to (the path, its words).
+_WAYS_BACK = {"deliveries": ("/deliveries", "Back to the deliveries"),
+              "mail-suppressions": ("/deliveries", "Back to the deliveries"),
+              "snapshots": ("/snapshots", "Back to the snapshots"), "reports": ("/snapshots", "Back to the snapshots"),
+              "notices": ("/notices", "Back to the notices"), "open": ("/notices", "Back to the notices"),
+              "operations": ("/operations", "Back to operations"), "closures": ("/closures", "Back to the closures"),
+              "ownerless": ("/ownerless", "Back to the ownerless schedules"),
+              "posting-jobs": ("/posting-jobs", "Back to the failed posting jobs")}
+
+
+def way_back(path: str) -> tuple[str, str]:
+    """Where an error page on ``path`` (a console path, ``/console/deliveries/...``) leads
+    back to: ``(path after /console, words)``, the list the page belongs to; the schedules
+    for any other."""
+    section = path.removeprefix(PREFIX).lstrip("/").split("/", 1)[0]
+    return _WAYS_BACK.get(section, ("/schedules", "Back to the schedules"))
+
+
 def _changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
     ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
@@ -507,7 +528,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         status = reply.status if 400 <= reply.status < 600 else 502
         title = {404: "Not found", 403: "Not allowed", 401: "Signed out"}.get(status, "Refused")
         return page("error.html", status, session=session, title=title,
-                    message=body.get("message") or "The request was refused.", code=body.get("code"))
+                    message=body.get("message") or "The request was refused.", code=body.get("code"),
+                    back=way_back(app.current_event.path or ""))
 
     @app.get("/")
     def home() -> Response:
@@ -1010,6 +1032,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @signed_in
     def period_picker(session: Session) -> Response:
         params = app.current_event.query_string_parameters or {}
+        if not MONTH_TEXT.fullmatch(params.get("month", "")):
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="The month must be a month YYYY-MM (month).", back=way_back("/snapshots"))
         return picker_page(session, owner=params.get("owner", "")[:100], month=params.get("month", "")[:20],
                            snapshot_type=params.get("snapshot_type", "")[:100])
 
@@ -1049,7 +1074,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         name = report.body.get("name") if report.status == 200 and isinstance(report.body, dict) else None
         basis = [None if b is None else {**b, "published": when(b["published_at"], zone)}
                  for b in render.get("snapshot_basis") or []]
-        return page("render.html", session=session, render=render, name=name, zone=zone, basis=basis,
+        source = next((b for b in render.get("snapshot_basis") or [] if b), None)
+        picker = (f"{public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
+                                                              "snapshot_type": source["snapshot_type"]})
+                  if source and render.get("month") else None)
+        return page("render.html", session=session, render=render, name=name, zone=zone, basis=basis, picker=picker,
                     requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
                     expires=when(render.get("download_expires_at"), zone))
 
@@ -1233,6 +1262,6 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @app.not_found
     def not_found(_: Exception) -> Response:
         return page("error.html", HTTPStatus.NOT_FOUND, session=current_session(), title="Not found",
-                    message="There is no such page.")
+                    message="There is no such page.", back=way_back(app.current_event.path or ""))
 
     return app
