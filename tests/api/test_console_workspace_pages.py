@@ -289,3 +289,23 @@ def test_an_error_page_leads_back_to_the_list_it_belongs_to(db_url, console):
         assert page["statusCode"] in (403, 404, 422) and back in page["body"], (path, page["statusCode"])
         if "deliveries" in path:
             assert "Back to the schedules" not in page["body"]
+
+
+def test_a_person_is_offered_only_the_actions_their_roles_allow(db_url, call, caller, console):
+    # A schedule: a viewer sees neither Pause nor Run now; a runner only Run now; a writer both
+    schedule = call("POST", "/schedules", new_schedule()).body
+    path = f"/console/schedules/{schedule['id']}"
+    for roles, pause, run in ((("schedules:read",), False, False), (("schedules:read", "schedules:run"), False, True),
+                              (("schedules:read", "schedules:write", "schedules:run"), True, True),
+                              (("schedules:admin",), True, True)):
+        html = _browser(console, caller, roles).request("GET", path)["body"]
+        assert ('action="' + path + '/pause"' in html) is pause, roles
+        assert ('action="' + path + '/run"' in html) is run, roles
+        assert ('<div class="actions">' in html) is (pause or run), roles
+    # A delivery: a reader of queries sees neither; its owner (queries:write) both
+    _, owner, reader, _, schedule_id = workspace_with_schedule(db_url)
+    path = f"/console/deliveries/{schedule_id}"
+    html = _browser(console, reader, ("queries:read",)).request("GET", path)["body"]
+    assert "/pause" not in html and "/run" not in html and "Run now" not in html
+    html = _browser(console, owner, OWNER_ROLES).request("GET", path)["body"]
+    assert f'action="{path}/pause"' in html and f'action="{path}/run"' in html
