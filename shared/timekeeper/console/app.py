@@ -33,7 +33,7 @@ from http import HTTPStatus
 from http.cookies import SimpleCookie
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -395,6 +395,25 @@ _WAYS_BACK = {"deliveries": ("/deliveries", "Back to the deliveries"),
               "posting-jobs": ("/posting-jobs", "Back to the failed posting jobs")}
 
 
+#: The console pages a sign-in never returns to (the sign-in's own).
+_NOT_NEXT = (f"{PREFIX}/sign-in", f"{PREFIX}/callback", f"{PREFIX}/sign-out", f"{PREFIX}/signed-out")
+
+
+def next_page(value: str | None) -> str | None:
+    """``value`` when it is a console page to return to after signing in: a path under
+    ``/console/`` with an optional query (same origin only: no scheme, no host, no ``//``
+    or backslash, no control character or white space, at most 2,000 characters, not a
+    sign-in page); else None."""
+    if not value or len(value) > 2000 or not value.startswith(PREFIX + "/") or "\\" in value:
+        return None
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value) or "//" in value.split("?", 1)[0]:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or parts.fragment or parts.path.startswith(_NOT_NEXT):
+        return None
+    return value
+
+
 def way_back(path: str) -> tuple[str, str]:
     """Where an error page on ``path`` (a console path, ``/console/deliveries/...``) leads
     back to: ``(path after /console, words)``, the list the page belongs to; the schedules
@@ -491,6 +510,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                 return {}
         return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
 
+    def requested_page() -> str:
+        """The page asked for: its console path and query string, as the browser sent them."""
+        event = app.current_event
+        query = event.multi_value_query_string_parameters or {
+            k: [v] for k, v in (event.query_string_parameters or {}).items()}
+        return (event.path or "") + (f"?{urlencode(query, doseq=True)}" if query else "")
+
     def api(session: Session) -> ApiClient:
         """The API as ``session``'s person (:class:`ApiClient` gives the console's own
         request back to ``app.current_event`` after each call)."""
@@ -502,7 +528,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         def wrapped(*args: Any, **kwargs: Any) -> Response:
             session = current_session()
             if session is None:
-                return redirect(f"{PREFIX}/sign-in")
+                asked = next_page(requested_page())
+                return redirect(f"{PREFIX}/sign-in" + (f"?{urlencode({'next': asked})}" if asked else ""))
             return handler(session, *args, **kwargs)
 
         return wrapped
@@ -564,9 +591,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             issuer = provider()
         except SignInRefused as refused:
             return sign_in_refused(refused.reason, HTTPStatus.BAD_GATEWAY)
+        asked = next_page((app.current_event.query_string_parameters or {}).get("next"))
         if issuer is None:
-            return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES)
-        flow = new_flow()
+            return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES,
+                        next=asked)
+        flow = new_flow(asked or "")
         return redirect(authorization_url(issuer, flow), external=True,
                         cookie=cookie_header(flows.issue(flow), max_age=FLOW_MAX_AGE_S, name=FLOW_COOKIE))
 
@@ -598,7 +627,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             response = sign_in_refused(refused.reason)
             response.cookies.append(cookie_header("", max_age=0, name=FLOW_COOKIE))
             return response
-        return redirect(f"{PREFIX}/schedules", cookies=(
+        return redirect(next_page(flow.next) or f"{PREFIX}/schedules", cookies=(
             cookie_header(sessions.issue(session), max_age=SESSION_MAX_AGE_S),
             cookie_header("", max_age=0, name=FLOW_COOKIE)))
 
@@ -618,12 +647,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             workspace = str(uuid.UUID(workspace))
         except ValueError:
             workspace = ""
+        asked = next_page(fields.get("next"))
         if not user or "\x00" in user or len(user) > 200 or not workspace:
             return page("sign_in.html", HTTPStatus.UNPROCESSABLE_ENTITY, dev=True, samples=settings.samples,
-                        roles=DEV_ROLES, problem="Give a user id and a workspace UUID.")
+                        roles=DEV_ROLES, problem="Give a user id and a workspace UUID.", next=asked)
         session = Session(user_id=user, workspace_id=workspace, roles=roles or "schedules:read")
-        return redirect(f"{PREFIX}/schedules", cookie=cookie_header(sessions.issue(session),
-                                                                    max_age=SESSION_MAX_AGE_S))
+        return redirect(asked or f"{PREFIX}/schedules", cookie=cookie_header(sessions.issue(session),
+                                                                             max_age=SESSION_MAX_AGE_S))
 
     @app.post(f"{PREFIX}/sign-out")
     @checked_post
