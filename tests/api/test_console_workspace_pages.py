@@ -309,3 +309,34 @@ def test_a_person_is_offered_only_the_actions_their_roles_allow(db_url, call, ca
     assert "/pause" not in html and "/run" not in html and "Run now" not in html
     html = _browser(console, owner, OWNER_ROLES).request("GET", path)["body"]
     assert f'action="{path}/pause"' in html and f'action="{path}/run"' in html
+
+
+def test_every_instant_is_in_the_workspace_s_zone_with_utc_beside(db_url, call, console):
+    # Given a Berlin workspace with a New York schedule (the API's clock: 2027-03-01 12:00Z = 13:00 CET)
+    roles = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "platform:staff")
+    member = seed_member(db_url, roles=("workspace:admin",), token_roles=",".join(roles))
+    schedule = call("POST", "/schedules", new_schedule(), as_=member).body  # 02:30 America/New_York
+    browser = _browser(console, member, roles)
+    # The list: the next occurrence (02:30 EST = 07:30Z) in Berlin's time with UTC beside
+    listed = browser.request("GET", "/console/schedules")["body"]
+    assert "2027-03-02 08:30 CET" in listed and "2027-03-02 07:30 UTC" in listed
+    assert "2027-03-02 02:30 EST" not in listed
+    assert call("GET", "/schedules", as_=member).body["timezone"] == "Europe/Berlin"
+    # A schedule's history and runs: in Berlin's time with UTC beside (the occurrence in the rule's zone)
+    assert call("POST", f"/schedules/{schedule['id']}/run", headers={"Idempotency-Key": "k1"}, as_=member).status == 202
+    assert call("POST", f"/schedules/{schedule['id']}/pause", as_=member).status == 200
+    assert call("GET", f"/schedules/{schedule['id']}", as_=member).body["timezone"] == "Europe/Berlin"
+    page = browser.request("GET", f"/console/schedules/{schedule['id']}")["body"]
+    assert "Times in Europe/Berlin with UTC beside them" in page
+    events = page[page.index("<h2>History</h2>"):]
+    assert '2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>' in events and " EST" not in events
+    runs = page[page.index("<h2>Runs</h2>"):page.index("<h2>History</h2>")]
+    assert "2027-03-01 07:00" in runs and "2027-03-01 12:00 UTC" in runs  # the run-now occurrence, local and UTC
+    # Operations (staff): in the staff member's workspace's zone with UTC beside
+    operations = browser.request("GET", "/console/operations")["body"]
+    assert "as of <time" in operations
+    assert "2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>" in operations
+    # Closures: when each was added
+    assert call("POST", "/closures", {"date": "2027-03-05"}, as_=member).status == 201
+    closures = browser.request("GET", "/console/closures")["body"]
+    assert "2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>" in closures

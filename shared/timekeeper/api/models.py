@@ -298,11 +298,17 @@ class ScheduleOut(BaseModel):
                                                       "no longer validates")
 
 
+#: What a page's ``timezone`` is (its instants stay UTC; the zone is for showing them).
+WORKSPACE_ZONE_TEXT = ("the workspace's IANA zone, to show the UTC instants in (UTC when the directory has no such "
+                       "workspace)")
+
+
 class SchedulePage(BaseModel):
     """One page of schedules, oldest first; pass ``next_cursor`` as ``cursor`` for the next."""
 
     items: list[ScheduleOut]
     next_cursor: str | None = Field(description="opaque; null on the last page")
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT)
 
 
 class RunOut(BaseModel):
@@ -375,6 +381,7 @@ class ScheduleDetail(BaseModel):
     next_occurrences: list[OccurrenceOut] = Field(description="the next instants (upcoming, 5 by default); "
                                                               "none unless active")
     history: HistoryOut
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT + "; the rule's own zone is schedule.timezone")
 
 
 class RunAccepted(BaseModel):
@@ -498,6 +505,7 @@ class ClosureList(BaseModel):
     """``GET /closures``: the workspace's closures, by date."""
 
     items: list[ClosureOut]
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT)
 
 
 class ClosureChange(BaseModel):

@@ -84,7 +84,8 @@ def register(routes: Routes) -> None:
                                             description="next_cursor of the previous page")] = None,
     ) -> SchedulePage:
         page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
-        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after))
+        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after),
+                            timezone=scope.zone())
 
     @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
            summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
@@ -113,7 +114,9 @@ def register(routes: Routes) -> None:
         history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
         upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
     ) -> ScheduleDetail:
-        return detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+        detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+        detail.timezone = scope.zone()
+        return detail
 
     @routes.route("POST", "/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
            summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
@@ -176,7 +179,7 @@ def register(routes: Routes) -> None:
            summary="The workspace's closures: local dates its business-day rules skip",
            responses=_responses(200, "The closures, by date"))
     def list_closures(scope: Reader) -> ClosureList:
-        return ClosureList(items=[closure_out(row) for row in scope.closures()])
+        return ClosureList(items=[closure_out(row) for row in scope.closures()], timezone=scope.zone())
 
     @routes.route("POST", "/closures", tags=["schedules"], operation_id="addClosure", security=SECURITY,
            summary="Close a local date (idempotent): the workspace's business-day schedules are recomputed, "

@@ -678,13 +678,14 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                                               "limit": str(PAGE_SIZE)})
         if reply.status != 200:
             return api_error(session, reply)
-        rows = [{**item, "next": when(item.get("next_due_at"), item["timezone"]),
-                 "last": when(item.get("last_run_at"), item["timezone"]), "rule": rule_text(item["recurrence"])}
+        zone = zone_of(reply.body)
+        rows = [{**item, "next": when(item.get("next_due_at"), zone),
+                 "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"])}
                 for item in reply.body["items"]]
         next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
             "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
             if reply.body.get("next_cursor") else None)
-        return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page)
+        return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page, zone=zone)
 
     zones: list[str] = []
 
@@ -709,11 +710,14 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             return api_error(session, reply)
         detail = reply.body
         zone = detail["schedule"]["timezone"]
+        # Instants in the workspace's zone, with UTC beside; occurrences in the rule's own zone.
+        shown_zone = zone_of(detail)
         occurrences = occurrence_rows(detail["next_occurrences"])
-        runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
-                 "local": r["occurrence_local"].replace("T", " ")[:16]}
+        runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
+                 "local": r["occurrence_local"].replace("T", " ")[:16],
+                 "at": when(r.get("occurrence_at"), shown_zone)}
                 for r in detail["history"]["runs"]]
-        events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
+        events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
         if editor is None:
             editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
         saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
@@ -729,6 +733,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+            zone=shown_zone,
             problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
             submitted=submitted, zones=zone_choices, rf=rule_form,
             problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
@@ -924,8 +929,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/closures")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**c, "created": when(c["created_at"], "UTC")} for c in reply.body["items"]]
-        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done,
+        zone = zone_of(reply.body)
+        items = [{**c, "created": when(c["created_at"], zone)} for c in reply.body["items"]]
+        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done, zone=zone,
                     typed=typed or {}, may_change=session.has("schedules:admin"))
 
     def closure_refused(session: Session, reply: ApiReply, typed: dict[str, str] | None = None) -> Response:
@@ -1119,15 +1125,16 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         body = reply.body
+        zone = zone_of(body)
         queues = [{**q, "age": _age(q["oldest_age_s"]) if q.get("oldest_age_s") is not None else None}
                   for q in body["dead_letter_queues"]]
-        schedules = [{**s, "changed": when(s["updated_at"], "UTC")} for s in body["schedules"]]
-        runs = [{**r, "queued": when(r["queued_at"], "UTC"), "why_text": _STRANDED.get(r["why"], r["why"])}
+        schedules = [{**s, "changed": when(s["updated_at"], zone)} for s in body["schedules"]]
+        runs = [{**r, "queued": when(r["queued_at"], zone), "why_text": _STRANDED.get(r["why"], r["why"])}
                 for r in body["stranded_runs"]]
-        actions = [{**a, "when": when(a["at"], "UTC")} for a in body.get("recent_actions", [])]
+        actions = [{**a, "when": when(a["at"], zone)} for a in body.get("recent_actions", [])]
         overdue = [{**p, "due": when(p["due_at"], zone_of(p)), "month": p["period"][:7],
                     "hours": f"{p['overdue_hours']:.0f}"} for p in body.get("overdue_periods", [])]
-        return page("operations.html", status_code, session=session, as_of=when(body["as_of"], "UTC"),
+        return page("operations.html", status_code, session=session, as_of=when(body["as_of"], zone), zone=zone,
                     queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
                     overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
 
@@ -1253,9 +1260,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/posting-jobs/failed")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**j, "created": when(j["created_at"], "UTC"), "finished": when(j.get("finished_at"), "UTC")}
+        zone = zone_of(reply.body)
+        items = [{**j, "created": when(j["created_at"], zone), "finished": when(j.get("finished_at"), zone)}
                  for j in reply.body["items"]]
-        return page("posting_jobs.html", status_code, session=session, items=items, problem=problem, done=done)
+        return page("posting_jobs.html", status_code, session=session, items=items, problem=problem, done=done,
+                    zone=zone)
 
     @app.get(f"{PREFIX}/posting-jobs")
     @signed_in
