@@ -222,5 +222,26 @@ def test_the_consoles_ledger_shows_each_messages_later_state(call, tenants, publ
 
     # Then the recipient's row shows the bounce and its kind
     after = browser.request("GET", page_path)["body"]
-    assert '<span class="mark bad">bounced</span>' in after and "Permanent" in after
+    assert ('<span class="mark bad"><span class="term" title="bounced" data-code="bounced">Bounced</span></span>'
+            in after and "Permanent" in after)
     assert "no report yet" not in after
+
+
+def test_the_consoles_ledger_says_each_recipient_s_fate_in_words(call, tenants, publisher, aws, db_url, console):
+    # Given a run that sent to Rita and skipped Vic, who may not read the query (reports:read only)
+    from tests.api.test_console import Browser
+
+    s3, ses = aws
+    schedule_id = call("POST", "/query-schedules", body(tenants), as_=olga(tenants)).body["id"]
+    call("POST", f"/query-schedules/{schedule_id}/run", as_=olga(tenants))
+    deliver_run(db_url, publisher.sent[-1], s3, ses)
+    browser = Browser(console)
+    browser.sign_in(olga(tenants), roles=("queries:read", "queries:write"))
+    page = browser.request("GET", f"/console/deliveries/{schedule_id}")["body"]
+    # Then the run reads "Succeeded" once (not "succeeded: succeeded"), each fate in words, codes in titles
+    assert 'title="succeeded" data-code="succeeded">Succeeded</span></p>' in page or (
+        'title="succeeded" data-code="succeeded">Succeeded</span> ·' in page)
+    assert "succeeded</span>: " not in page and "<code>succeeded</code>" not in page
+    for code, words in (("sent", "Sent"), ("skipped", "Skipped"), ("no_access", "May not read the source"),
+                        ("manual", "Run now")):
+        assert f'title="{code}" data-code="{code}">{words}</span>' in page, code

@@ -56,11 +56,11 @@ def test_sign_in_pause_and_see_it_in_the_history(page, server, berlin):
     page.get_by_role("button", name="Pause").click()
     page.wait_for_url("**?done=pause")
     assert page.get_by_role("status").inner_text() == "The schedule was paused."
-    assert page.locator(".events li").first.inner_text().endswith(f"paused by {berlin['admin']} (paused_by_owner)")
+    assert page.locator(".events li").first.inner_text().endswith(f"Paused by {berlin['admin']} (Paused by its owner)")
     # Declining the confirmation of Resume leaves it paused
     page.once("dialog", lambda dialog: dialog.dismiss())
     page.get_by_role("button", name="Resume").click()
-    assert "paused" in page.locator(".facts").inner_text()
+    assert "Paused" in page.locator(".facts").inner_text()
     # Resume from the keyboard: focus the button, press Enter, accept
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Resume").focus()
@@ -160,12 +160,12 @@ def test_run_now_a_delivery_and_read_its_per_recipient_ledger(page, server, deli
     # an outcome for each recipient
     ledger = page.locator("section.run table tbody tr")
     for _ in range(60):
-        if ledger.count() == 2 and "sent" in ledger.first.inner_text():
+        if ledger.count() == 2 and "Sent" in ledger.first.inner_text():
             break
         page.wait_for_timeout(500)
         page.reload()
     rows = {row.locator("td").first.inner_text(): row.locator("td").nth(1).inner_text() for row in ledger.all()}
-    assert rows == {delivery["analyst"]: "sent", delivery["admin"]: "sent"}
+    assert rows == {delivery["analyst"]: "Sent", delivery["admin"]: "Sent"}
 
 
 def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page, server):

@@ -41,7 +41,7 @@ from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from timekeeper.console import rule_form
+from timekeeper.console import glossary, rule_form
 from timekeeper.console.sign_in import (
     FLOW_COOKIE,
     FLOW_MAX_AGE_S,
@@ -355,6 +355,15 @@ def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def rule_code(recurrence: dict[str, Any]) -> str | None:
+    """The expression a rule was written in, shown beside its words: ``cron 30 2 * * *``,
+    ``RRULE FREQ=... from <start>``; None for a calendar or interval rule (its words say
+    all of it)."""
+    if "cron" in recurrence or "rrule" in recurrence:
+        return rule_text(recurrence)
+    return None
+
+
 def rule_text(recurrence: dict[str, Any]) -> str:
     """A schedule's rule as one line (``cron 30 2 * * *``, ``every 15 minutes``,
     ``daily at 09:00, 18:00``), without its zone (shown beside it)."""
@@ -437,6 +446,8 @@ def _templates() -> Environment:
     env = Environment(loader=PackageLoader("timekeeper.console", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["urlquote"] = lambda value: quote(str(value), safe="")
+    env.filters["term"] = glossary.term_html
+    env.filters["words"] = glossary.words
     return env
 
 
@@ -680,7 +691,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             return api_error(session, reply)
         zone = zone_of(reply.body)
         rows = [{**item, "next": when(item.get("next_due_at"), zone),
-                 "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"])}
+                 "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"]),
+                 "code": rule_code(item["recurrence"])}
                 for item in reply.body["items"]]
         next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
             "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
@@ -732,6 +744,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             zone_choices = sorted({*zone_choices, form.timezone})
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+            code=rule_code(detail["schedule"]["recurrence"]),
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
             zone=shown_zone,
             problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,

@@ -1,0 +1,152 @@
+"""The console's glossary: every code the API answers that a page shows to people (a
+status, a pause or skip reason, an outcome, a history event, a refusal), in words.
+
+Templates use it through the ``term`` filter (:func:`term_html`): the words, with the code
+kept in the element's ``title`` and ``data-code`` (a tooltip for people, the exact code
+for operators and scripts). The API keeps its codes; only the console translates.
+"""
+
+from __future__ import annotations
+
+from markupsafe import Markup, escape
+
+#: Code -> words. One entry per code the console shows; a code missing here is shown by
+#: :func:`words` with its underscores as spaces (and a test lists the codes that must be here).
+WORDS: dict[str, str] = {
+    # Schedule and delivery states
+    "active": "Active",
+    "paused": "Paused",
+    "disabled": "Disabled",
+    # Why a schedule is paused
+    "paused_by_owner": "Paused by its owner",
+    "consecutive_failures": "Paused after five failures in a row",
+    "definition_invalid": "Its saved rule no longer checks",
+    "ownerless": "Paused: its owner left or was deactivated",
+    "recurrence_ended": "Its rule has no more occurrences",
+    "source_access_lost": "Paused: its owner may no longer read the source",
+    # Runs: triggers, states and outcomes
+    "scheduled": "On schedule",
+    "manual": "Run now",
+    "queued": "Queued",
+    "running": "Running",
+    "succeeded": "Succeeded",
+    "skipped": "Skipped",
+    "failed": "Failed",
+    "requested": "Requested",
+    "rendering": "Rendering",
+    "nothing_due": "Nothing was due",
+    "nothing_to_reconcile": "Nothing to reconcile",
+    "matched": "Everything matched",
+    "unmatched": "Some entries did not match",
+    "empty": "The result was empty",
+    "skipped_empty": "Skipped: the result was empty",
+    "skipped_stale": "Skipped: too late after an outage",
+    "close_not_due": "The close was not due yet",
+    "already_closed": "Already closed",
+    "closed_batch": "The batch is closed",
+    "active_batch_current": "The current batch is still open",
+    "period_batch_exists": "The period's batch exists already",
+    "batch_not_found": "Its batch no longer exists",
+    "recurring_batch_not_found": "Its recurring batch no longer exists",
+    "billing_plan_not_found": "Its billing plan no longer exists",
+    "plan_inactive": "The billing plan is not active",
+    "subject_missing": "What it works on no longer exists",
+    "outside_calendar_coverage": "Outside the holiday calendar's years",
+    "delivery_settings_missing": "Its delivery settings are missing",
+    "render_failed": "The report could not be rendered",
+    "generation_error": "The snapshot could not be generated",
+    "job_lost": "The job stopped answering",
+    "unexpected_error": "An unexpected error",
+    "misfire": "Missed its time",
+    "publish_refused": "The queue refused the run",
+    # History events
+    "created": "Created",
+    "updated": "Changed",
+    "deleted": "Deleted",
+    "claimed": "Claimed for a run",
+    "backlog_skipped": "Missed occurrences skipped",
+    "offered": "Offered to a worker",
+    "released": "Released",
+    "reoffered": "Offered again",
+    "started": "Started",
+    "settled": "Finished",
+    "resumed": "Resumed",
+    "run_requested": "Run now requested",
+    "owner_changed": "Owner changed",
+    "holidays_changed": "Closed dates or holidays changed",
+    "reassigned": "Reassigned",
+    "person_erased": "A person's data was erased",
+    # Deliveries: per recipient
+    "sent": "Sent",
+    "no_access": "May not read the source",
+    "no_address": "Has no e-mail address",
+    "unsubscribed": "Unsubscribed",
+    "deactivated": "Deactivated",
+    "left_workspace": "Left the workspace",
+    "removed": "Removed from the recipients",
+    "suppressed": "The address bounced or complained",
+    "rejected": "Rejected by the mail service",
+    "invalid_address": "The address is not valid",
+    "throttled": "The mail service was busy",
+    "provider_error": "The mail service failed",
+    "submission_error": "The message could not be handed over",
+    "delivered": "Delivered",
+    "bounced": "Bounced",
+    "complained": "Marked as spam",
+    "delayed": "Delayed",
+    # Snapshot periods
+    "published": "Published",
+    "missing": "Missing",
+    "planned": "Planned",
+    "retry_wait": "Waiting to retry",
+    "workspace_loading": "The workspace is still loading",
+    "workspace_disabled": "The workspace is disabled",
+    "policy_disabled": "Snapshots are turned off",
+    "backfill": "Backfill",
+    # Staff operations: actions, and why a run waits too long
+    "redrive": "Redrive",
+    "resume": "Resume",
+    "erase": "Erasure",
+    "not_started": "Accepted by its queue, never started",
+    "not_published": "Waiting to be sent again",
+    "lease_expired": "Started; its execution stopped answering",
+    # Refusals (the API's error codes and the access rule's reasons)
+    "forbidden": "Your roles do not allow this",
+    "not_found": "Not found",
+    "unauthenticated": "You are signed out",
+    "validation_error": "Something typed is not valid",
+    "invalid_recurrence": "The rule is not valid",
+    "invalid_cursor": "That page no longer exists",
+    "idempotency_key_reused": "This form was already sent with other values",
+    "not_a_member": "Not a member of the workspace",
+    "missing_role": "Your membership does not allow this",
+    "user_deactivated": "Your account is deactivated",
+    "not_invited": "Not invited back yet",
+    "database_unavailable": "The database did not answer; try again",
+    "internal_error": "Something went wrong on our side",
+    "method_not_allowed": "Not allowed here",
+    "unsupported_media_type": "The request's format is not accepted",
+}
+
+
+def words(code: object) -> str:
+    """The words for ``code`` (``"paused_by_owner"`` -> ``"Paused by its owner"``); a code
+    the glossary lacks with its underscores as spaces and its first letter capitalised;
+    ``""`` for None or empty."""
+    if code is None or code == "":
+        return ""
+    text = str(code)
+    found = WORDS.get(text)
+    if found is not None:
+        return found
+    spaced = text.replace("_", " ").strip()
+    return spaced[:1].upper() + spaced[1:]
+
+
+def term_html(code: object, empty: str = "—") -> Markup:
+    """``code`` for a page: its words in a ``<span>`` whose ``title`` and ``data-code``
+    hold the code itself (escaped); ``empty`` for None or empty."""
+    if code is None or code == "":
+        return Markup(escape(empty))
+    text = escape(str(code))
+    return Markup(f'<span class="term" title="{text}" data-code="{text}">{escape(words(code))}</span>')
