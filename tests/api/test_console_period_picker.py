@@ -206,3 +206,24 @@ def test_a_month_that_is_no_month_is_refused_by_the_picker(send, console, tenant
     assert picker["statusCode"] == 422 and "must be a month YYYY-MM (month)" in picker["body"]
     assert "Render over" not in picker["body"] and "<b>2027" not in picker["body"]
     assert '<a href="/console/snapshots">Back to the snapshots</a>' in picker["body"]
+
+
+def test_a_period_s_basis_reads_as_a_person_reads_it(send, console, conn):  # noqa: F811
+    # Given a German-speaking workspace (de_DE, EUR) whose January aging is published
+    tenant = make_tenant(conn, "basis-de")
+    with conn.transaction():
+        conn.execute("UPDATE workspaces SET locale = 'de_DE' WHERE id = %s", (tenant.workspace_id,))
+    backdate(conn, tenant.workspace_id)
+    january = publish(conn, tenant.workspace_id, date(2027, 1, 1))
+    basis = january.basis
+    assert basis["currency"] == "EUR" and basis["outstanding_minor"] > 0
+    browser = _browser(console, tenant.reader, tenant.workspace_id, roles=("snapshots:read",))
+    html = browser.request("GET", "/console/snapshots")["body"]
+    cell = re.search(r'<ul class="basis">(.*?)</ul>', html, re.S).group(1)
+    lines = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", cell)]
+    # Then the amounts are euros as Germans write them, counts grouped, the date written out, no raw keys
+    euros = f"{basis['outstanding_minor'] // 100:,}".replace(",", ".") + f",{basis['outstanding_minor'] % 100:02d}"
+    assert f"Outstanding: {euros}\xa0€" in lines
+    assert "As of: 31. Januar 2027" in lines and f"Invoices: {basis['invoices']}" in lines
+    assert any(line.startswith("By age, 0 to 30 days: Invoices: ") and "\xa0€" in line for line in lines)
+    assert "outstanding_minor" not in cell and "{" not in cell and "currency" not in cell

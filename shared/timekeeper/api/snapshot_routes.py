@@ -168,6 +168,8 @@ class PeriodList(BaseModel):
 
     workspace_id: UUID
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
+    locale: str = Field("en_US", description="the workspace's CLDR locale: how its people read numbers and amounts",
+                        examples=["de_DE"])
     items: list[PeriodOut]
     next_cursor: str | None = Field(None, description="opaque; null on the last page")
 
@@ -211,7 +213,7 @@ def period_list(found: WorkspacePeriods | None) -> PeriodList:
     """The listing of ``found``; a 404 :class:`ApiError` when it is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone,
+    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone, locale=found.workspace.locale,
                       items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next))
 
 

@@ -1019,7 +1019,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         zone = reply.body.get("timezone") or "UTC"
-        items = [{**item, "published": when(item.get("published_at"), zone)} for item in reply.body["items"]]
+        locale = reply.body.get("locale") or "en_US"
+        items = [{**item, "published": when(item.get("published_at"), zone),
+                  "basis_lines": glossary.basis_lines(item.get("basis"), locale)} for item in reply.body["items"]]
         if only == "overdue":
             items = [item for item in items if item["overdue"]]
         elif only:

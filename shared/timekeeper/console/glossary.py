@@ -8,6 +8,13 @@ for operators and scripts). The API keeps its codes; only the console translates
 
 from __future__ import annotations
 
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from babel import Locale, UnknownLocaleError
+from babel.dates import format_date
+from babel.numbers import format_currency, format_decimal, get_currency_precision
 from markupsafe import Markup, escape
 
 #: Code -> words. One entry per code the console shows; a code missing here is shown by
@@ -110,6 +117,17 @@ WORDS: dict[str, str] = {
     "not_started": "Accepted by its queue, never started",
     "not_published": "Waiting to be sent again",
     "lease_expired": "Started; its execution stopped answering",
+    # A snapshot version's basis (its validation totals)
+    "as_of": "As of",
+    "invoices": "Invoices",
+    "outstanding_minor": "Outstanding",
+    "memberships": "Memberships",
+    "rows": "Rows",
+    "buckets": "By age",
+    "0-30": "0 to 30 days",
+    "31-60": "31 to 60 days",
+    "61-90": "61 to 90 days",
+    "over_90": "Over 90 days",
     # Refusals (the API's error codes and the access rule's reasons)
     "forbidden": "Your roles do not allow this",
     "not_found": "Not found",
@@ -150,3 +168,54 @@ def term_html(code: object, empty: str = "—") -> Markup:
         return Markup(escape(empty))
     text = escape(str(code))
     return Markup(f'<span class="term" title="{text}" data-code="{text}">{escape(words(code))}</span>')
+
+
+def _locale(name: object) -> Locale:
+    try:
+        return Locale.parse(str(name or "en_US"))
+    except (UnknownLocaleError, ValueError, TypeError):
+        return Locale.parse("en_US")
+
+
+def _value(key: str, value: Any, currency: str | None, locale: Locale) -> str:
+    if isinstance(value, bool) or value is None:
+        return words(str(value).lower()) if value is not None else "—"
+    if isinstance(value, int) and key.endswith("_minor") and currency:
+        try:
+            amount = Decimal(value).scaleb(-get_currency_precision(currency))
+            return format_currency(amount, currency, locale=locale)
+        except (ValueError, TypeError, ArithmeticError):
+            return format_decimal(value, locale=locale)
+    if isinstance(value, int | float):
+        return format_decimal(value, locale=locale)
+    if isinstance(value, dict):
+        return "; ".join(f"{words(k)}: {_value(k, v, currency, locale)}" for k, v in value.items())
+    if isinstance(value, str) and key in ("as_of",) and len(value) == 10:
+        try:
+            return format_date(date.fromisoformat(value), format="long", locale=locale)
+        except ValueError:
+            return value
+    return str(value)
+
+
+def basis_lines(basis: dict[str, Any] | None, locale: object = "en_US") -> list[tuple[str, str]]:
+    """A snapshot version's ``basis`` (its validation totals, a JSON object) as people read
+    it: ``[(label, value)]``, the labels from the glossary, amounts in minor units
+    (``*_minor``, with the basis's ``currency``) formatted by currency and ``locale`` (a
+    CLDR identifier; ``en_US`` when unknown) with Babel (``12345`` EUR in de_DE:
+    ``123,45 €``), counts grouped by the locale, ``as_of`` dates written out, nested
+    totals (the aging buckets) one line each. The ``currency`` itself is not a line."""
+    if not isinstance(basis, dict):
+        return []
+    where = _locale(locale)
+    currency = basis.get("currency") if isinstance(basis.get("currency"), str) else None
+    lines = []
+    for key, value in basis.items():
+        if key == "currency":
+            continue
+        if isinstance(value, dict) and all(isinstance(v, dict) for v in value.values()):
+            lines.extend((f"{words(key)}, {words(k)[:1].lower()}{words(k)[1:]}", _value(k, v, currency, where))
+                         for k, v in value.items())
+        else:
+            lines.append((words(key), _value(key, value, currency, where)))
+    return lines
