@@ -6,7 +6,7 @@ expiry in the workspace's zone (Europe/Berlin) as people read it."""
 from __future__ import annotations
 
 from tests.api.conftest import Caller
-from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, tenants  # noqa: F401
+from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, reading, tenants  # noqa: F401
 
 
 def test_a_body_without_the_link_is_a_422_naming_the_field_at_create_and_update(call, tenants):  # noqa: F811
@@ -46,8 +46,9 @@ def _with_stand_in_links(part: str, base: str) -> str:
 def test_the_preview_is_the_message_a_run_now_sends_but_its_links_and_row_count(
         call, tenants, publisher, aws, db_url):  # noqa: F811
     s3, ses = aws
-    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
-                       as_=olga(tenants)).body["id"]
+    with reading(db_url, tenants["a"], "vic"):
+        schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                           as_=olga(tenants)).body["id"]
     # Given the preview of Rita's message (the first recipient by default)
     preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=olga(tenants))
     assert preview.status == 200
@@ -68,10 +69,11 @@ def test_the_preview_is_the_message_a_run_now_sends_but_its_links_and_row_count(
     assert "https://api.test/" not in preview.body["html"]
 
 
-def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger(call, tenants):  # noqa: F811
-    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
-                       as_=olga(tenants)).body["id"]
-    # Vic is a recipient without read access to a query (reports:read only): a run would skip him
+def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger(call, tenants, db_url):  # noqa: F811
+    with reading(db_url, tenants["a"], "vic"):
+        schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                           as_=olga(tenants)).body["id"]
+    # Vic, a recipient, lost read access to the query since (reports:read only): a run would skip him
     vic = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=vic", as_=olga(tenants)).body
     assert (vic["user_id"], vic["recipient_name"], vic["skip_reason"]) == ("vic", "Vic", "no_access")
     # A preview of anyone else, or of another workspace's schedule, is a 404

@@ -121,7 +121,7 @@ def test_a_patch_needs_read_access_to_the_source_like_create(call, tenants, db_u
     assert created.status == 201
     schedule_id = created.body["id"]
     # Olga may write query schedules but her membership does not grant reports:read
-    change = {"body_template": "<p>urgent {{ link }}</p>", "recipients": ["olga"]}
+    change = {"body_template": "<p>urgent {{ link }}</p>", "recipients": ["vic"]}
     refused = call("PATCH", f"/query-schedules/{schedule_id}", change, as_=olga(tenants))
     assert (refused.status, refused.body["code"]) == (403, "missing_role")
     unchanged = call("GET", f"/query-schedules/{schedule_id}", as_=ria).body

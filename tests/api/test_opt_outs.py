@@ -16,7 +16,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 from tests.api.conftest import NOW, Caller, proxy_event
-from tests.api.test_delivery_routes import WRITE, app, aws, body, deliver_run, olga, tenants  # noqa: F401
+from tests.api.test_delivery_routes import WRITE, app, aws, body, deliver_run, olga, reading, tenants  # noqa: F401
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.reporting.links import LinkSigner
 
@@ -174,7 +174,8 @@ def test_a_report_schedules_recipient_with_only_the_reports_role_accepts_the_inv
     vic = Caller(user_id="vic", workspace_id=tenants["a"], roles="reports:read")
     of_report = call("POST", "/query-schedules", body(tenants, source={"kind": "report", "report_id": str(report.id)},
                                                       format="pdf", recipients=["vic"]), as_=rene).body["id"]
-    of_query = call("POST", "/query-schedules", body(tenants, recipients=["vic"]), as_=olga(tenants)).body["id"]
+    with reading(db_url, tenants["a"], "vic"):  # (he could read the query when it was saved)
+        of_query = call("POST", "/query-schedules", body(tenants, recipients=["vic"]), as_=olga(tenants)).body["id"]
     with connect(db_url) as conn, conn.transaction():
         for schedule_id in (of_report, of_query):
             opt_outs.record_opt_out(conn, opt_outs.OptOutLink(tenants["a"], schedule_id, uuid4(), "vic"), now=NOW)
