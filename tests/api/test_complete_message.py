@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tests.api.conftest import Caller
 from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, reading, tenants  # noqa: F401
+from timekeeper.db.connection import connect
 
 
 def test_a_body_without_the_link_is_a_422_naming_the_field_at_create_and_update(call, tenants):  # noqa: F811
@@ -85,3 +86,23 @@ def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger
     spaced = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=a b",
                   as_=olga(tenants))
     assert (spaced.status, spaced.body["field"]) == (422, "user_id")
+
+
+def test_a_name_saved_with_a_bidirectional_control_is_isolated_on_pages_and_stripped_from_the_subject(
+        call, tenants, db_url, console):  # noqa: F811
+    # Given a delivery whose name holds U+202E (saved before the API refused it: set behind its back)
+    from tests.api.test_console import Browser
+
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita"]), as_=olga(tenants)).body["id"]
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE schedules SET name = %s WHERE id = %s", ("Invoices \u202efdp.exe", schedule_id))
+    # Then the message's subject has no bidirectional control (the text after the name reads as typed)
+    preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=olga(tenants)).body
+    assert "\u202e" not in preview["subject"] and preview["subject"].startswith("Invoices fdp.exe 2027-03-01")
+    # And the console isolates the name wherever it shows it
+    browser = Browser(console)
+    browser.sign_in(olga(tenants), roles=("queries:read", "queries:write"))
+    for path in ("/console/deliveries", f"/console/deliveries/{schedule_id}",
+                 f"/console/deliveries/{schedule_id}/preview"):
+        html = browser.request("GET", path)["body"]
+        assert "<bdi>Invoices \u202efdp.exe</bdi>" in html, path
