@@ -117,6 +117,13 @@ WORDS: dict[str, str] = {
     "not_started": "Accepted by its queue, never started",
     "not_published": "Waiting to be sent again",
     "lease_expired": "Started; its execution stopped answering",
+    # A notice's facts
+    "failures": "Failures in a row",
+    "skipped_count": "Occurrences skipped",
+    "stale_before": "Too late before",
+    "previous_owner": "Previous owner",
+    "previous_owner_user_id": "Previous owner",
+    "name": "Name",
     # A snapshot version's basis (its validation totals)
     "as_of": "As of",
     "invoices": "Invoices",
