@@ -6,7 +6,8 @@ expiry in the workspace's zone (Europe/Berlin) as people read it."""
 from __future__ import annotations
 
 from tests.api.conftest import Caller
-from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, tenants  # noqa: F401
+from tests.api.test_delivery_routes import app, aws, body, deliver_run, olga, reading, tenants  # noqa: F401
+from timekeeper.db.connection import connect
 
 
 def test_a_body_without_the_link_is_a_422_naming_the_field_at_create_and_update(call, tenants):  # noqa: F811
@@ -46,8 +47,9 @@ def _with_stand_in_links(part: str, base: str) -> str:
 def test_the_preview_is_the_message_a_run_now_sends_but_its_links_and_row_count(
         call, tenants, publisher, aws, db_url):  # noqa: F811
     s3, ses = aws
-    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
-                       as_=olga(tenants)).body["id"]
+    with reading(db_url, tenants["a"], "vic"):
+        schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                           as_=olga(tenants)).body["id"]
     # Given the preview of Rita's message (the first recipient by default)
     preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=olga(tenants))
     assert preview.status == 200
@@ -68,10 +70,11 @@ def test_the_preview_is_the_message_a_run_now_sends_but_its_links_and_row_count(
     assert "https://api.test/" not in preview.body["html"]
 
 
-def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger(call, tenants):  # noqa: F811
-    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
-                       as_=olga(tenants)).body["id"]
-    # Vic is a recipient without read access to a query (reports:read only): a run would skip him
+def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger(call, tenants, db_url):  # noqa: F811
+    with reading(db_url, tenants["a"], "vic"):
+        schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                           as_=olga(tenants)).body["id"]
+    # Vic, a recipient, lost read access to the query since (reports:read only): a run would skip him
     vic = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=vic", as_=olga(tenants)).body
     assert (vic["user_id"], vic["recipient_name"], vic["skip_reason"]) == ("vic", "Vic", "no_access")
     # A preview of anyone else, or of another workspace's schedule, is a 404
@@ -83,3 +86,23 @@ def test_a_preview_names_why_a_recipient_would_be_skipped_and_refuses_a_stranger
     spaced = call("GET", f"/query-schedules/{schedule_id}/message-preview?user_id=a b",
                   as_=olga(tenants))
     assert (spaced.status, spaced.body["field"]) == (422, "user_id")
+
+
+def test_a_name_saved_with_a_bidirectional_control_is_isolated_on_pages_and_stripped_from_the_subject(
+        call, tenants, db_url, console):  # noqa: F811
+    # Given a delivery whose name holds U+202E (saved before the API refused it: set behind its back)
+    from tests.api.test_console import Browser
+
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita"]), as_=olga(tenants)).body["id"]
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE schedules SET name = %s WHERE id = %s", ("Invoices \u202efdp.exe", schedule_id))
+    # Then the message's subject has no bidirectional control (the text after the name reads as typed)
+    preview = call("GET", f"/query-schedules/{schedule_id}/message-preview", as_=olga(tenants)).body
+    assert "\u202e" not in preview["subject"] and preview["subject"].startswith("Invoices fdp.exe 2027-03-01")
+    # And the console isolates the name wherever it shows it
+    browser = Browser(console)
+    browser.sign_in(olga(tenants), roles=("queries:read", "queries:write"))
+    for path in ("/console/deliveries", f"/console/deliveries/{schedule_id}",
+                 f"/console/deliveries/{schedule_id}/preview"):
+        html = browser.request("GET", path)["body"]
+        assert "<bdi>Invoices \u202efdp.exe</bdi>" in html, path

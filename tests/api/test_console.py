@@ -8,7 +8,7 @@ import re
 import uuid
 from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 import requests
@@ -44,6 +44,17 @@ class Browser:
             if SESSION_COOKIE in parsed:
                 self.cookie = parsed[SESSION_COOKIE].value or None
         return response
+
+    def get_decoded(self, target: str, cookie: str | None = "mine") -> dict[str, Any]:
+        """GET ``target`` with its query decoded, as API Gateway and ``serve`` pass it on."""
+        path, _, query = target.partition("?")
+        headers = {"Cookie": f"{SESSION_COOKIE}={self.cookie}"} if cookie == "mine" and self.cookie else {}
+        event = proxy_event("GET", path, claims=None, headers=headers)
+        event["headers"].pop("Content-Type", None)
+        params = parse_qs(query, keep_blank_values=True)
+        event["queryStringParameters"] = {k: v[-1] for k, v in params.items()} or None
+        event["multiValueQueryStringParameters"] = params or None
+        return self.console.resolve(event, LambdaContext(function_name="timekeeper-api"))
 
     def sign_in(self, caller: Caller, roles: tuple[str, ...] = ("schedules:read", "schedules:write",
                                                                "schedules:run")) -> dict[str, Any]:
@@ -81,8 +92,39 @@ def test_a_stranger_is_sent_to_sign_in(browser):
     for path in ("/", "/console/schedules", f"/console/schedules/{uuid.uuid4()}"):
         response = browser.request("GET", path, cookie=None)
         assert response["statusCode"] == 303
-        assert _header(response, "Location") in ("/console/schedules", "/console/sign-in")
-    assert _header(browser.request("GET", "/console/schedules", cookie=None), "Location") == "/console/sign-in"
+        assert _header(response, "Location") in ("/console/schedules", "/console/sign-in?" + urlencode({"next": path}))
+    assert _header(browser.request("GET", "/console/schedules", cookie=None), "Location") == (
+        "/console/sign-in?next=%2Fconsole%2Fschedules")
+
+
+@pytest.mark.parametrize("asked", [
+    "/console/deliveries/{id}", "/console/schedules/{id}?done=pause", "/console/snapshots?status=overdue&workspace=x"])
+def test_a_deep_link_is_returned_to_after_the_development_sign_in(browser, caller, asked):
+    asked = asked.replace("{id}", str(uuid.uuid4()))
+    # Given a stranger who follows a deep link: sent to sign in, the page asked for kept
+    sent = browser.request("GET", asked, cookie=None)
+    assert sent["statusCode"] == 303
+    target = _header(sent, "Location")
+    assert target == "/console/sign-in?" + urlencode({"next": asked})
+    page = browser.get_decoded(target, cookie=None)["body"]
+    assert f'name="next" value="{asked.replace("&", "&amp;")}"' in page
+    # When they sign in with the form, the page asked for follows
+    form = {"user_id": caller.user_id, "workspace_id": str(caller.workspace_id), "role:schedules:read": "on",
+            "next": asked}
+    signed = browser.request("POST", "/console/sign-in", form)
+    assert signed["statusCode"] == 303 and _header(signed, "Location") == asked
+
+
+@pytest.mark.parametrize("elsewhere", [
+    "https://evil.example/console/schedules", "//evil.example/console/x", "/console//evil.example",
+    "/\\evil.example", "/console/\\evil", "/other", "javascript:alert(1)", "/console/sign-in",
+    "/console/schedules\r\nSet-Cookie: x=y", "/console/schedules#x", ""])
+def test_a_sign_in_never_leads_elsewhere_than_a_console_page(browser, caller, elsewhere):
+    page = browser.get_decoded("/console/sign-in?" + urlencode({"next": elsewhere}), cookie=None)["body"]
+    assert 'name="next"' not in page
+    form = {"user_id": caller.user_id, "workspace_id": str(caller.workspace_id), "next": elsewhere}
+    signed = browser.request("POST", "/console/sign-in", form)
+    assert signed["statusCode"] == 303 and _header(signed, "Location") == "/console/schedules", elsewhere
 
 
 def test_sign_in_sets_a_guarded_cookie_and_lists_the_workspace_s_schedules(browser, call, caller):
@@ -132,7 +174,7 @@ def test_pause_needs_the_session_s_csrf_token(browser, call, caller):
     detail = call("GET", f"/schedules/{schedule['id']}").body
     assert detail["schedule"]["status"] == "paused" and detail["schedule"]["pause_reason"] == "paused_by_owner"
     page = browser.request("GET", _header(response, "Location"))["body"]
-    assert "The schedule was paused." in page and "paused by " + caller.user_id in page
+    assert "The schedule was paused." in page and ">Paused</span> by " + caller.user_id in page
 
 
 def test_run_now_sent_twice_from_one_page_is_one_run(browser, call, caller, publisher):

@@ -55,7 +55,7 @@ def test_staff_see_the_page_and_resume_a_paused_schedule_with_a_reason(console, 
                          (made.id,)).fetchone()
     assert (event["actor"], event["reason"]) == ("staff-1", "ledger API is back")
     # And the page lists the action
-    assert "resume of <code>" in staff.request("GET", "/console/operations")["body"]
+    assert ">Resume</span> of <code>" in staff.request("GET", "/console/operations")["body"]
 
 
 def test_a_member_without_the_staff_role_has_no_operations(console, conn, caller):

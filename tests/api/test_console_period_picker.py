@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from datetime import date
+from urllib.parse import quote
 from uuid import UUID, uuid4
 
 import pytest
@@ -121,6 +122,10 @@ def test_a_published_month_leads_to_its_reports_and_renders_one_over_that_month(
     assert published.strftime("%Y-%m-%d %H:%M UTC") in body and "Europe/Berlin" in body
     assert re.search(r"2027-01</td>\s*<td>1</td>", body) and "<td>month</td>" in body
     assert 'href="https://' in body and "Download the PDF" in body
+    # and ways back: to the snapshots, and to the reports over that month
+    assert '<a href="/console/snapshots">' in body
+    assert ('href="/console/snapshots/reports?owner=platform&amp;month=2027-01&amp;snapshot_type=ar_aging"'
+            in body)
 
 
 def test_a_forged_render_form_changes_nothing(send, console, tenants):  # noqa: F811
@@ -190,3 +195,35 @@ def test_staff_viewing_their_own_workspace_by_its_id_keep_the_render_action(send
     # Another workspace's periods: its reports are not the person's to render
     other = staff.request("GET", f"/console/snapshots?workspace={b.workspace_id}")
     assert other["statusCode"] == 200 and "Open a report over this month" not in other["body"]
+
+
+@pytest.mark.parametrize("month", ["9999-99", "2027-13", "2027-00", "0000-01", "2027-1", "", "<b>2027-01</b>"])
+def test_a_month_that_is_no_month_is_refused_by_the_picker(send, console, tenants, month):  # noqa: F811
+    a, _, _, _ = tenants
+    browser = _browser(console, a.reader, a.workspace_id)
+    picker = browser.request("GET", "/console/snapshots/reports?owner=platform&snapshot_type=ar_aging&month="
+                             + quote(month))
+    assert picker["statusCode"] == 422 and "must be a month YYYY-MM (month)" in picker["body"]
+    assert "Render over" not in picker["body"] and "<b>2027" not in picker["body"]
+    assert '<a href="/console/snapshots">Back to the snapshots</a>' in picker["body"]
+
+
+def test_a_period_s_basis_reads_as_a_person_reads_it(send, console, conn):  # noqa: F811
+    # Given a German-speaking workspace (de_DE, EUR) whose January aging is published
+    tenant = make_tenant(conn, "basis-de")
+    with conn.transaction():
+        conn.execute("UPDATE workspaces SET locale = 'de_DE' WHERE id = %s", (tenant.workspace_id,))
+    backdate(conn, tenant.workspace_id)
+    january = publish(conn, tenant.workspace_id, date(2027, 1, 1))
+    basis = january.basis
+    assert basis["currency"] == "EUR" and basis["outstanding_minor"] > 0
+    browser = _browser(console, tenant.reader, tenant.workspace_id, roles=("snapshots:read",))
+    html = browser.request("GET", "/console/snapshots")["body"]
+    cell = re.search(r'<ul class="basis">(.*?)</ul>', html, re.S).group(1)
+    lines = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", cell)]
+    # Then the amounts are euros as Germans write them, counts grouped, the date written out, no raw keys
+    euros = f"{basis['outstanding_minor'] // 100:,}".replace(",", ".") + f",{basis['outstanding_minor'] % 100:02d}"
+    assert f"Outstanding: {euros}\xa0€" in lines
+    assert "As of: 31. Januar 2027" in lines and f"Invoices: {basis['invoices']}" in lines
+    assert any(line.startswith("By age, 0 to 30 days: Invoices: ") and "\xa0€" in line for line in lines)
+    assert "outstanding_minor" not in cell and "{" not in cell and "currency" not in cell

@@ -178,12 +178,17 @@ class Browser:
         self.jar: dict[str, str] = {}
         self.set_cookies: list[str] = []
 
-    def request(self, method: str, target: str, form: dict[str, str] | None = None) -> dict[str, Any]:
+    def request(self, method: str, target: str, form: dict[str, str] | None = None, *,
+                decode_query: bool = False) -> dict[str, Any]:
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.jar.items())} if self.jar else {}
         if form is not None:
             headers["Content-Type"] = "application/x-www-form-urlencoded"
         event = proxy_event(method, target, claims=None, body=urlencode(form) if form is not None else None,
                             headers=headers)
+        if decode_query:
+            params = parse_qs(urlsplit(target).query, keep_blank_values=True)
+            event["queryStringParameters"] = {k: v[-1] for k, v in params.items()} or None
+            event["multiValueQueryStringParameters"] = params or None
         event["requestContext"]["stage"] = STAGE.strip("/")
         event["requestContext"]["path"] = STAGE + urlsplit(target).path
         response = invoke("api", event)
@@ -379,3 +384,35 @@ def test_a_rotated_session_key_keeps_older_sessions_until_the_old_key_is_removed
     api_edge.reset()
     browser.jar = signed_with_first
     assert browser.request("GET", "/console/schedules")["statusCode"] == 303
+
+
+def test_a_deep_link_is_returned_to_after_signing_in_through_the_issuer(deployed, issuer, workspaces):
+    mine, _ = workspaces
+    browser = Browser()
+    # Given a person who opens a schedule's page before signing in
+    asked = f"/console/schedules/{uuid.uuid4()}?done=pause"
+    sent = browser.request("GET", asked)
+    assert sent["statusCode"] == 303
+    to_sign_in = header(sent, "Location")
+    assert to_sign_in == f"{STAGE}/console/sign-in?" + urlencode({"next": asked})
+    # When they sign in through the issuer
+    location = start_at(browser, to_sign_in.removeprefix(STAGE))
+    query = issuer.authorize(location, {"sub": mine.user_id, "tenant": str(mine.workspace_id),
+                                        "groups": ["schedules:read"]})
+    response = callback(browser, query)
+    # Then they land on the page they asked for, under the stage
+    assert response["statusCode"] == 303 and header(response, "Location") == STAGE + asked
+    # and a sign-in asked to return elsewhere lands on the schedules
+    other = Browser()
+    location = start_at(other, "/console/sign-in?" + urlencode({"next": "https://evil.example/console/x"}))
+    query = issuer.authorize(location, {"sub": mine.user_id, "tenant": str(mine.workspace_id),
+                                        "groups": ["schedules:read"]})
+    assert header(callback(other, query), "Location") == f"{STAGE}/console/schedules"
+
+
+def start_at(browser: Browser, target: str) -> str:
+    """Open the sign-in ``target`` (its query decoded, as API Gateway passes it on): the
+    console sends the browser to the issuer."""
+    response = browser.request("GET", target, decode_query=True)
+    assert response["statusCode"] == 303 and FLOW_COOKIE in browser.jar
+    return header(response, "Location")

@@ -274,3 +274,71 @@ def test_the_deliveries_list_shows_each_next_delivery_in_the_workspace_s_zone_wi
     html = _browser(console, owner, OWNER_ROLES).request("GET", "/console/deliveries")["body"]
     # Berlin is an hour ahead of UTC in March before its change
     assert "2027-03-02 07:00 CET" in html and "(2027-03-02 06:00 UTC)" in html
+
+
+def test_an_error_page_leads_back_to_the_list_it_belongs_to(db_url, console):
+    admin, owner, _, _, schedule_id = workspace_with_schedule(db_url)
+    browser = _browser(console, owner, OWNER_ROLES)
+    missing = uuid.uuid4()
+    for path, back in ((f"/console/deliveries/{missing}", '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/deliveries/{missing}/opt-outs",
+                        '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/deliveries/{missing}/preview",
+                        '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       ("/console/deliveries/x/y/z/w", '<a href="/console/deliveries">Back to the deliveries</a>'),
+                       (f"/console/schedules/{missing}", '<a href="/console/schedules">Back to the schedules</a>')):
+        page = browser.request("GET", path)
+        assert page["statusCode"] in (403, 404, 422) and back in page["body"], (path, page["statusCode"])
+        if "deliveries" in path:
+            assert "Back to the schedules" not in page["body"]
+
+
+def test_a_person_is_offered_only_the_actions_their_roles_allow(db_url, call, caller, console):
+    # A schedule: a viewer sees neither Pause nor Run now; a runner only Run now; a writer both
+    schedule = call("POST", "/schedules", new_schedule()).body
+    path = f"/console/schedules/{schedule['id']}"
+    for roles, pause, run in ((("schedules:read",), False, False), (("schedules:read", "schedules:run"), False, True),
+                              (("schedules:read", "schedules:write", "schedules:run"), True, True),
+                              (("schedules:admin",), True, True)):
+        html = _browser(console, caller, roles).request("GET", path)["body"]
+        assert ('action="' + path + '/pause"' in html) is pause, roles
+        assert ('action="' + path + '/run"' in html) is run, roles
+        assert ('<div class="actions">' in html) is (pause or run), roles
+    # A delivery: a reader of queries sees neither; its owner (queries:write) both
+    _, owner, reader, _, schedule_id = workspace_with_schedule(db_url)
+    path = f"/console/deliveries/{schedule_id}"
+    html = _browser(console, reader, ("queries:read",)).request("GET", path)["body"]
+    assert "/pause" not in html and "/run" not in html and "Run now" not in html
+    html = _browser(console, owner, OWNER_ROLES).request("GET", path)["body"]
+    assert f'action="{path}/pause"' in html and f'action="{path}/run"' in html
+
+
+def test_every_instant_is_in_the_workspace_s_zone_with_utc_beside(db_url, call, console):
+    # Given a Berlin workspace with a New York schedule (the API's clock: 2027-03-01 12:00Z = 13:00 CET)
+    roles = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "platform:staff")
+    member = seed_member(db_url, roles=("workspace:admin",), token_roles=",".join(roles))
+    schedule = call("POST", "/schedules", new_schedule(), as_=member).body  # 02:30 America/New_York
+    browser = _browser(console, member, roles)
+    # The list: the next occurrence (02:30 EST = 07:30Z) in Berlin's time with UTC beside
+    listed = browser.request("GET", "/console/schedules")["body"]
+    assert "2027-03-02 08:30 CET" in listed and "2027-03-02 07:30 UTC" in listed
+    assert "2027-03-02 02:30 EST" not in listed
+    assert call("GET", "/schedules", as_=member).body["timezone"] == "Europe/Berlin"
+    # A schedule's history and runs: in Berlin's time with UTC beside (the occurrence in the rule's zone)
+    assert call("POST", f"/schedules/{schedule['id']}/run", headers={"Idempotency-Key": "k1"}, as_=member).status == 202
+    assert call("POST", f"/schedules/{schedule['id']}/pause", as_=member).status == 200
+    assert call("GET", f"/schedules/{schedule['id']}", as_=member).body["timezone"] == "Europe/Berlin"
+    page = browser.request("GET", f"/console/schedules/{schedule['id']}")["body"]
+    assert "Times in Europe/Berlin with UTC beside them" in page
+    events = page[page.index("<h2>History</h2>"):]
+    assert '2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>' in events and " EST" not in events
+    runs = page[page.index("<h2>Runs</h2>"):page.index("<h2>History</h2>")]
+    assert "2027-03-01 07:00" in runs and "2027-03-01 12:00 UTC" in runs  # the run-now occurrence, local and UTC
+    # Operations (staff): in the staff member's workspace's zone with UTC beside
+    operations = browser.request("GET", "/console/operations")["body"]
+    assert "as of <time" in operations
+    assert "2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>" in operations
+    # Closures: when each was added
+    assert call("POST", "/closures", {"date": "2027-03-05"}, as_=member).status == 201
+    closures = browser.request("GET", "/console/closures")["body"]
+    assert "2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>" in closures

@@ -121,7 +121,7 @@ def test_a_patch_needs_read_access_to_the_source_like_create(call, tenants, db_u
     assert created.status == 201
     schedule_id = created.body["id"]
     # Olga may write query schedules but her membership does not grant reports:read
-    change = {"body_template": "<p>urgent {{ link }}</p>", "recipients": ["olga"]}
+    change = {"body_template": "<p>urgent {{ link }}</p>", "recipients": ["vic"]}
     refused = call("PATCH", f"/query-schedules/{schedule_id}", change, as_=olga(tenants))
     assert (refused.status, refused.body["code"]) == (403, "missing_role")
     unchanged = call("GET", f"/query-schedules/{schedule_id}", as_=ria).body
@@ -153,3 +153,17 @@ def test_deleting_a_query_schedule_revokes_the_links_it_sent(call, tenants, publ
                                 now=NOW)
     revoked = call("GET", f"/downloads/{token}", claims=None)
     assert (revoked.status, revoked.body["code"]) == (403, "link_invalid")
+
+
+@pytest.mark.parametrize("control", ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200f", "\u061c"])
+def test_a_bidirectional_control_in_a_delivery_s_name_or_subject_is_a_422_naming_it(call, tenants, control):
+    for overrides, field in (({"name": f"Invoices {control}fdp.exe"}, "name"),
+                             ({"subject_template": f"{control}{{{{ schedule_name }}}}"}, "subject_template")):
+        refused = _create(call, tenants, **overrides)
+        assert (refused.status, refused.body.get("field")) == (422, field), overrides
+        assert "bidirectional control" in refused.body["message"]
+    schedule_id = _create(call, tenants).body["id"]
+    patched = call("PATCH", f"/query-schedules/{schedule_id}", {"name": f"a{control}b"}, as_=olga(tenants))
+    assert (patched.status, patched.body.get("field")) == (422, "name")
+    # Right-to-left text itself is a name like any other
+    assert _create(call, tenants, name="فواتير يومية").status == 201

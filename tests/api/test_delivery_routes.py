@@ -7,6 +7,7 @@ moto S3 and SES, the real consumer for the delivery."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from datetime import date, timedelta
 from urllib.parse import urlsplit
 
@@ -83,7 +84,7 @@ def olga(tenants) -> Caller:
 def body(tenants, **overrides):
     out = {"name": "Daily invoices", "recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"},
            "source": {"kind": "query", "query_id": str(tenants["query"])}, "format": "csv",
-           "recipients": ["rita", "vic"], "subject_template": "{{ schedule_name }} {{ run_date }}",
+           "recipients": ["rita"], "subject_template": "{{ schedule_name }} {{ run_date }}",
            "body_template": "<p>Hi {{ recipient_name }}: <a href='{{ link }}'>file</a></p>"}
     out.update(overrides)
     return out
@@ -91,12 +92,13 @@ def body(tenants, **overrides):
 
 def test_create_read_and_the_fields_a_refusal_names(call, tenants):
     created = call("POST", "/query-schedules", body(tenants), as_=olga(tenants))
-    assert created.status == 201 and created.body["recipients"] == ["rita", "vic"]
+    assert created.status == 201 and created.body["recipients"] == ["rita"]
     assert created.body["owner_user_id"] == "olga" and created.body["source"]["query_version"] == 1
     schedule_id = created.body["id"]
     assert call("GET", f"/query-schedules/{schedule_id}", as_=olga(tenants)).body["status"] == "active"
     assert [s["id"] for s in call("GET", "/query-schedules", as_=olga(tenants)).body["items"]] == [schedule_id]
     for overrides, field in (({"recipients": ["rita", "nobody"]}, "recipients[1]"),
+                             ({"recipients": ["rita", "vic"]}, "recipients[1]"),
                              ({"subject_template": "{{ password }}"}, "subject_template"),
                              ({"body_template": "{{ link.__class__ }}"}, "body_template"),
                              ({"format": "pdf"}, "format"),
@@ -111,6 +113,43 @@ def test_create_read_and_the_fields_a_refusal_names(call, tenants):
     # Updating recipients and templates
     changed = call("PATCH", f"/query-schedules/{schedule_id}", {"recipients": ["rita"]}, as_=olga(tenants))
     assert changed.status == 200 and changed.body["recipients"] == ["rita"]
+
+
+@contextmanager
+def reading(db_url, workspace_id, user_id, role="queries:read"):
+    """``user_id``'s membership grants ``role`` meanwhile: a recipient must read the source when
+    a schedule is saved; taking the role away afterwards makes one a run skips as ``no_access``."""
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE workspace_memberships SET roles = array_append(roles, %s) WHERE workspace_id = %s "
+                     "AND user_id = %s", (role, workspace_id, user_id))
+    try:
+        yield
+    finally:
+        with connect(db_url) as conn, conn.transaction():
+            conn.execute("UPDATE workspace_memberships SET roles = array_remove(roles, %s) WHERE workspace_id = %s "
+                         "AND user_id = %s", (role, workspace_id, user_id))
+
+
+def test_a_recipient_who_may_not_read_the_source_is_refused_when_saved(call, tenants, db_url):
+    # Vic holds reports:read only: refused as a recipient of the query, by name, on create and update
+    refused = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]), as_=olga(tenants))
+    assert (refused.status, refused.body["field"]) == (422, "recipients[1]"), refused.body
+    assert refused.body["message"] == "vic may not read the query (missing_role)"
+    schedule_id = call("POST", "/query-schedules", body(tenants), as_=olga(tenants)).body["id"]
+    patched = call("PATCH", f"/query-schedules/{schedule_id}", {"recipients": ["vic", "rita"]}, as_=olga(tenants))
+    assert (patched.status, patched.body["field"]) == (422, "recipients[0]"), patched.body
+    assert call("GET", f"/query-schedules/{schedule_id}", as_=olga(tenants)).body["recipients"] == ["rita"]
+    # A member who left is refused the same way
+    with connect(db_url) as conn, conn.transaction():
+        upsert_user(conn, user_id="lena", display_name="Lena", email="lena@x.test", now=NOW)
+        add_member(conn, workspace_id=tenants["a"], user_id="lena", roles=["queries:read"], now=NOW - timedelta(days=1))
+        conn.execute("UPDATE workspace_memberships SET left_at = %s WHERE user_id = 'lena'", (NOW,))
+    left = call("POST", "/query-schedules", body(tenants, recipients=["lena"]), as_=olga(tenants))
+    assert (left.status, left.body["field"]) == (422, "recipients[0]")
+    # Once Vic may read it, he is taken
+    with reading(db_url, tenants["a"], "vic"):
+        taken = call("PATCH", f"/query-schedules/{schedule_id}", {"recipients": ["vic", "rita"]}, as_=olga(tenants))
+        assert taken.status == 200 and taken.body["recipients"] == ["rita", "vic"]
 
 
 def test_run_now_delivers_and_the_link_downloads_until_it_expires_or_access_is_revoked(
@@ -222,5 +261,27 @@ def test_the_consoles_ledger_shows_each_messages_later_state(call, tenants, publ
 
     # Then the recipient's row shows the bounce and its kind
     after = browser.request("GET", page_path)["body"]
-    assert '<span class="mark bad">bounced</span>' in after and "Permanent" in after
+    assert ('<span class="mark bad"><span class="term" title="bounced" data-code="bounced">Bounced</span></span>'
+            in after and "Permanent" in after)
     assert "no report yet" not in after
+
+
+def test_the_consoles_ledger_says_each_recipient_s_fate_in_words(call, tenants, publisher, aws, db_url, console):
+    # Given a run that skipped Vic, who may no longer read the query (reports:read only)
+    from tests.api.test_console import Browser
+
+    s3, ses = aws
+    with reading(db_url, tenants["a"], "vic"):
+        schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]),
+                           as_=olga(tenants)).body["id"]
+    call("POST", f"/query-schedules/{schedule_id}/run", as_=olga(tenants))
+    deliver_run(db_url, publisher.sent[-1], s3, ses)
+    browser = Browser(console)
+    browser.sign_in(olga(tenants), roles=("queries:read", "queries:write"))
+    page = browser.request("GET", f"/console/deliveries/{schedule_id}")["body"]
+    # Then the run reads "Succeeded" once (not "succeeded: succeeded"), each fate in words, codes in titles
+    assert 'title="succeeded" data-code="succeeded">Succeeded</span></p>' in page or (
+        'title="succeeded" data-code="succeeded">Succeeded</span> ·' in page)
+    assert "succeeded</span>: " not in page and "<code>succeeded</code>" not in page
+    for code, words in (("skipped", "Skipped"), ("no_access", "May not read the source"), ("manual", "Run now")):
+        assert f'title="{code}" data-code="{code}">{words}</span>' in page, code

@@ -16,7 +16,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.ses.models import ses_backends
 
 from tests.api.conftest import NOW, Caller, proxy_event
-from tests.api.test_delivery_routes import WRITE, app, aws, body, deliver_run, olga, tenants  # noqa: F401
+from tests.api.test_delivery_routes import WRITE, app, aws, body, deliver_run, olga, reading, tenants  # noqa: F401
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.reporting.links import LinkSigner
 
@@ -174,7 +174,8 @@ def test_a_report_schedules_recipient_with_only_the_reports_role_accepts_the_inv
     vic = Caller(user_id="vic", workspace_id=tenants["a"], roles="reports:read")
     of_report = call("POST", "/query-schedules", body(tenants, source={"kind": "report", "report_id": str(report.id)},
                                                       format="pdf", recipients=["vic"]), as_=rene).body["id"]
-    of_query = call("POST", "/query-schedules", body(tenants, recipients=["vic"]), as_=olga(tenants)).body["id"]
+    with reading(db_url, tenants["a"], "vic"):  # (he could read the query when it was saved)
+        of_query = call("POST", "/query-schedules", body(tenants, recipients=["vic"]), as_=olga(tenants)).body["id"]
     with connect(db_url) as conn, conn.transaction():
         for schedule_id in (of_report, of_query):
             opt_outs.record_opt_out(conn, opt_outs.OptOutLink(tenants["a"], schedule_id, uuid4(), "vic"), now=NOW)
@@ -197,3 +198,28 @@ def test_a_report_schedules_recipient_with_only_the_reports_role_accepts_the_inv
     # And a caller with neither read role is refused before anything is looked up
     nobody = Caller(user_id="vic", workspace_id=tenants["a"], roles="schedules:read")
     assert call("POST", f"/query-schedules/{uuid4()}/subscription", as_=nobody).status == 403
+
+
+def test_the_one_click_post_takes_only_the_rfc_8058_form(call, app, tenants, publisher, aws, db_url):  # noqa: F811
+    schedule_id = call("POST", "/query-schedules", body(tenants, recipients=["rita"]), as_=olga(tenants)).body["id"]
+    _, sent = _run(call, publisher, schedule_id, tenants, aws, db_url, "f1")
+    token = OPT_OUT.search(sent[0]["html"]).group(1)
+    path = f"/opt-outs/{token}"
+    # No body, another form, a JSON body, another media type: refused with a 4xx naming the field, no opt-out
+    for form in ("", "List-Unsubscribe=Yes", "a=b", "List-Unsubscribe=One-Click&x=1",
+                 "List-Unsubscribe=One-Click&List-Unsubscribe=One-Click"):
+        status, headers, text = public(app, "POST", path, form=form)
+        assert status == 422 and "List-Unsubscribe" in text, (form, status, text)
+    for content_type, raw in (("application/json", '{"List-Unsubscribe": "One-Click"}'),
+                              ("text/plain", "List-Unsubscribe=One-Click")):
+        event = proxy_event("POST", path, claims=None, body=raw, headers={"Content-Type": content_type})
+        response = app.resolve(event, LambdaContext(function_name="timekeeper-api"))
+        assert response["statusCode"] == 415 and "List-Unsubscribe=One-Click" in response["body"], content_type
+    event = proxy_event("POST", path, claims=None)
+    event["headers"].pop("Content-Type")
+    assert app.resolve(event, LambdaContext(function_name="timekeeper-api"))["statusCode"] == 422
+    assert call("GET", f"/query-schedules/{schedule_id}/opt-outs", as_=olga(tenants)).body["items"] == []
+    # The RFC's form (also URL-encoded, with a charset) opts out
+    status, _, page = public(app, "POST", path, form="List-Unsubscribe=One%2DClick")
+    assert status == 200 and "You are unsubscribed" in page
+    assert len(call("GET", f"/query-schedules/{schedule_id}/opt-outs", as_=olga(tenants)).body["items"]) == 1

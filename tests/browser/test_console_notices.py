@@ -43,7 +43,7 @@ def test_read_a_notice_from_the_keyboard(page, server, paused_notice):  # noqa: 
     assert f"({before} unread)" in nav.inner_text()
     nav.click()
     page.wait_for_url("**/console/notices")
-    notice = page.locator("li.notice.unread").filter(has_text="consecutive_failures").first
+    notice = page.locator("li.notice.unread").filter(has_text="Paused after five failures in a row").first
     assert "A schedule was paused" in notice.inner_text()
     # From the notice's link, Tab reaches its Mark as read button; Enter sends it
     notice.get_by_role("link", name="Open the schedule").focus()
@@ -54,7 +54,7 @@ def test_read_a_notice_from_the_keyboard(page, server, paused_notice):  # noqa: 
     assert page.get_by_role("status").inner_text() == "Marked as read."
     assert _unread(server, paused_notice) == before - 1
     # The link opens the schedule's page
-    page.locator("li.notice").filter(has_text="consecutive_failures").first.get_by_role(
+    page.locator("li.notice").filter(has_text="Paused after five failures in a row").first.get_by_role(
         "link", name="Open the schedule").click()
     page.wait_for_url(f"**/console/schedules/{paused_notice['schedule']['id']}")
     assert page.get_by_role("heading", level=1).inner_text() == "Nightly <sweep>"

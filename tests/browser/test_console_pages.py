@@ -58,11 +58,11 @@ def test_sign_in_pause_and_see_it_in_the_history(page, server, berlin):
     page.get_by_role("button", name="Pause").click()
     page.wait_for_url("**?done=pause")
     assert page.get_by_role("status").inner_text() == "The schedule was paused."
-    assert page.locator(".events li").first.inner_text().endswith(f"paused by {berlin['admin']} (paused_by_owner)")
+    assert page.locator(".events li").first.inner_text().endswith(f"Paused by {berlin['admin']} (Paused by its owner)")
     # Declining the confirmation of Resume leaves it paused
     page.once("dialog", lambda dialog: dialog.dismiss())
     page.get_by_role("button", name="Resume").click()
-    assert "paused" in page.locator(".facts").inner_text()
+    assert "Paused" in page.locator(".facts").inner_text()
     # Resume from the keyboard: focus the button, press Enter, accept
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Resume").focus()
@@ -162,12 +162,12 @@ def test_run_now_a_delivery_and_read_its_per_recipient_ledger(page, server, deli
     # an outcome for each recipient
     ledger = page.locator("section.run table tbody tr")
     for _ in range(60):
-        if ledger.count() == 2 and "sent" in ledger.first.inner_text():
+        if ledger.count() == 2 and "Sent" in ledger.first.inner_text():
             break
         page.wait_for_timeout(500)
         page.reload()
     rows = {row.locator("td").first.inner_text(): row.locator("td").nth(1).inner_text() for row in ledger.all()}
-    assert rows == {delivery["analyst"]: "sent", delivery["admin"]: "sent"}
+    assert rows == {delivery["analyst"]: "Sent", delivery["admin"]: "Sent"}
 
 
 def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page, server):
@@ -185,7 +185,7 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     assert page.get_by_role("link", name="Schedules", exact=True).count() == 0
     periods = page.locator("table tbody tr")
     assert periods.count() > 0
-    missing = [row for row in periods.all() if "missing" in row.inner_text()]
+    missing = [row for row in periods.all() if "Missing" in row.inner_text()]
     # A request without a type the registry knows is refused with the API's reason
     page.get_by_label("Snapshot type").fill("no_such_type")
     page.get_by_label("Month (YYYY-MM)").fill("2026-01")
@@ -205,7 +205,7 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     assert "recorded" in page.get_by_role("status").inner_text()
     after = [r.locator("td").nth(2).inner_text() for r in page.locator("table tbody tr").all()
              if r.locator("td").nth(0).inner_text().startswith(kind) and r.locator("td").nth(1).inner_text() == month]
-    assert after and not after[0].startswith("missing"), after
+    assert after and not after[0].startswith("Missing"), after
 
 
 def test_staff_redrive_a_dead_letter_queue_from_the_operations_page(page, server):
@@ -281,3 +281,23 @@ def test_a_report_rendered_from_the_period_picker_shows_its_basis_and_passes_the
     assert bad == []
     page.set_viewport_size({"width": WIDTH_PHONE, "height": 740})
     assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+
+
+def test_the_schedules_list_does_not_scroll_sideways_at_360_px(browser, server, berlin):
+    context = browser.new_context(viewport={"width": WIDTH_PHONE, "height": 740})
+    tab = context.new_page()
+    try:
+        _sign_in_as(tab, server, "Berlin admin")
+        tab.goto(f"{server.base_url}/console/schedules")
+        # Nothing in the list scrolls sideways ...
+        for box in tab.locator(".scroll").all():
+            widths = box.evaluate("e => [e.scrollWidth, e.clientWidth]")
+            assert widths[0] <= widths[1], widths
+        # ... and each schedule's next occurrence is on the screen, named
+        row = tab.locator("tbody tr", has=tab.get_by_role("link", name="Nightly <sweep>"))
+        cell = row.locator('td[data-label="Next occurrence"]')
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= WIDTH_PHONE, box
+        assert "UTC" in cell.inner_text()
+    finally:
+        context.close()

@@ -249,7 +249,7 @@ def test_the_deployed_function_reads_the_session_key_at_cold_start_and_answers_w
     assert SimpleCookie(flow).get(FLOW_COOKIE) is not None
     assert {"HttpOnly", "Secure", "SameSite=Lax", "Path=/v1/console"} <= {p.strip() for p in flow.split(";")}
     assert refused["statusCode"] == 403 and page["statusCode"] == 303
-    assert _header(page, "Location") == "/v1/console/sign-in"
+    assert _header(page, "Location") == "/v1/console/sign-in?next=%2Fconsole%2Fschedules"
     for answer in (sign_in, refused, page):
         assert _header(answer, "Content-Security-Policy") == CONTENT_SECURITY_POLICY
         assert "unsafe-inline" not in CONTENT_SECURITY_POLICY and "frame-ancestors 'none'" in CONTENT_SECURITY_POLICY

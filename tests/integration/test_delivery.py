@@ -183,11 +183,20 @@ def tenant(db_url):
 
 def _schedule(conn, tenant, *, source=None, fmt="csv", recipients=("rita", "dan", "noe", "vic"),
               skip_when_empty=False, kinds=None, name="Weekly invoices"):
-    schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name=name,
-        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=source or Source("query", tenant.query_id),
-        format=fmt, recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT, body_template=BODY,
-        now=NOW, skip_when_empty=skip_when_empty, kinds=kinds)
+    """A query schedule saved while every recipient could read its source (a save requires
+    it): Dan is deactivated and Vic's membership loses the read roles after it was saved."""
+    with conn.transaction():
+        set_user_status(conn, _u(tenant, "dan"), "active", now=NOW)
+        conn.execute("UPDATE workspace_memberships SET roles = '{queries:read,reports:read}' WHERE user_id = %s",
+                     (_u(tenant, "vic"),))
+        schedule, _ = create_query_schedule(
+            conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name=name,
+            recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=source or Source("query", tenant.query_id),
+            format=fmt, recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT, body_template=BODY,
+            now=NOW, skip_when_empty=skip_when_empty, kinds=kinds)
+        set_user_status(conn, _u(tenant, "dan"), "deactivated", now=NOW)
+        conn.execute("UPDATE workspace_memberships SET roles = '{schedules:read}' WHERE user_id = %s",
+                     (_u(tenant, "vic"),))
     return schedule
 
 

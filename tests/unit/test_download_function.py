@@ -44,7 +44,11 @@ def test_a_link_that_does_not_verify_is_refused_by_the_route(environment):
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
 def test_an_opt_out_link_that_does_not_verify_is_refused_by_the_opt_out_route(environment, method):
-    answer = invoke("downloads", _event("/opt-outs/{token}", "/opt-outs/not-a-valid-token", method))
+    event = _event("/opt-outs/{token}", "/opt-outs/not-a-valid-token", method)
+    if method == "POST":  # the one-click request's form (RFC 8058)
+        event.update(headers={"Content-Type": "application/x-www-form-urlencoded"},
+                     body="List-Unsubscribe=One-Click")
+    answer = invoke("downloads", event)
     assert answer["statusCode"] == 403
     multi = answer.get("multiValueHeaders") or {}
     headers = {**(answer.get("headers") or {}), **{k: v[-1] for k, v in multi.items()}}

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import parse_qs
 
 import psycopg
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
@@ -213,8 +214,12 @@ class JsonApiResolver(APIGatewayRestResolver):
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
         content_type = headers.get("content-type")
         body = event.get("body")
-        if body not in (None, "") and _one_click_form(event, content_type):
-            # RFC 8058: the opt-out route reads no body; the form is dropped before routing.
+        if method == "POST" and _rule_matches(opt_out_routes.OPT_OUT_PATH_PREFIX + "<token>", path):
+            # RFC 8058: the one-click request's body is the form List-Unsubscribe=One-Click and
+            # nothing else; it is checked and dropped before routing (the route reads no body).
+            refused = _one_click_refusal(event, content_type)
+            if refused is not None:
+                return refused
             event = {**_with_content_type(event, content_types.APPLICATION_JSON), "body": None,
                      "isBase64Encoded": False}
             body = None
@@ -245,14 +250,35 @@ class JsonApiResolver(APIGatewayRestResolver):
 FORM_MEDIA_TYPE = "application/x-www-form-urlencoded"
 
 
-def _one_click_form(event: dict[str, Any], content_type: Any) -> bool:
-    """Whether ``event`` is a POST to the public opt-out route with a form body: the one
-    request whose body is not JSON (a mailbox provider's one-click request, or the
-    confirmation page's button). Its body is never read."""
-    return (str(event.get("httpMethod") or "").upper() == "POST"
-            and str(event.get("path") or "").startswith(opt_out_routes.OPT_OUT_PATH_PREFIX)
-            and content_type is not None
-            and _normalized_media_type(str(content_type)).partition(";")[0].strip() == FORM_MEDIA_TYPE)
+#: The one body a one-click opt-out request carries (RFC 8058 section 3.1), as parsed.
+ONE_CLICK_FORM = {"List-Unsubscribe": ["One-Click"]}
+
+
+def _one_click_refusal(event: dict[str, Any], content_type: Any) -> dict[str, Any] | None:
+    """None when ``event`` (a POST to the public opt-out route) carries exactly the RFC 8058
+    one-click form (``List-Unsubscribe=One-Click`` as ``application/x-www-form-urlencoded``:
+    a mailbox provider's one-click request, or the confirmation page's button); else its
+    refusal: 415 for another media type, 422 naming ``List-Unsubscribe`` for no body or
+    another form. The one request whose body is not JSON."""
+    if content_type is not None and _normalized_media_type(str(content_type)).partition(";")[0].strip() \
+            != FORM_MEDIA_TYPE:
+        return _early_error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, errors.UNSUPPORTED_MEDIA_TYPE,
+                            f"send List-Unsubscribe=One-Click as {FORM_MEDIA_TYPE} (RFC 8058)")
+    text = str(event.get("body") or "")
+    if event.get("isBase64Encoded"):
+        try:
+            text = base64.b64decode(text, validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            text = ""
+    try:
+        fields = parse_qs(text, keep_blank_values=True, strict_parsing=True, max_num_fields=2)
+    except ValueError:
+        fields = {}
+    if fields != ONE_CLICK_FORM:
+        return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
+                            "the one-click form is List-Unsubscribe=One-Click and nothing else (RFC 8058)",
+                            "List-Unsubscribe")
+    return None
 
 
 def nul_field(text: str) -> str | None:
@@ -380,5 +406,18 @@ def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
             for status, answer in operation.get("responses", {}).items():
                 if status == "204" or status.startswith("3"):
                     answer.pop("content", None)  # a 204 or a redirect has no body
+    one_click = doc.get("paths", {}).get(opt_out_routes.OPT_OUT_PATH_PREFIX + "{token}", {}).get("post")
+    if one_click is not None:
+        # The one body that is not JSON (read before routing): RFC 8058's form, nothing else.
+        one_click["requestBody"] = {"required": True, "content": {FORM_MEDIA_TYPE: {"schema": {
+            "type": "object", "required": list(ONE_CLICK_FORM), "additionalProperties": False,
+            "properties": {name: {"type": "string", "enum": values} for name, values in ONE_CLICK_FORM.items()}}}}}
     finish(doc, recurrence=RECURRENCE_SCHEMA, zones=sorted(canonical_zones()))
+    # Powertools' own error shapes are replaced by ErrorBody everywhere: drop them when unused.
+    schemas = doc.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ResponseValidationError", "ValidationError"):
+        others = json.dumps({k: v for k, v in doc.items() if k != "components"}) + json.dumps(
+            {k: v for k, v in schemas.items() if k != name})
+        if name in schemas and f"#/components/schemas/{name}" not in others:
+            del schemas[name]
     return integral_bounds(doc)

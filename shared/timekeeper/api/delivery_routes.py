@@ -52,9 +52,11 @@ from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import (
     CURSOR_PATTERN,
-    NOT_BLANK_PATTERN,
+    PLAIN_NAME_PATTERN,
+    PLAIN_PATTERN,
     TOKEN_PATTERN,
     CanonicalUuid,
+    PlainText,
     Recurrence,
     UtcDatetime,
     check_rule_shape,
@@ -100,9 +102,9 @@ EXPIRED_MESSAGE = "the link has expired; ask for a new delivery"
 #: Where a preview's stand-in links point when the function is given no download URL (the
 #: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
 PREVIEW_BASE_URL = "https://downloads.invalid/"
-_Text = Annotated[str, Field(min_length=1, max_length=500)]
-#: A name: 1-500 characters, not only white space.
-_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=NOT_BLANK_PATTERN)]
+_Text = Annotated[str, Field(min_length=1, max_length=500, pattern=PLAIN_PATTERN), PlainText]
+#: A name: 1-500 characters, not only white space, no bidirectional control.
+_Name = Annotated[str, Field(min_length=1, max_length=500, pattern=PLAIN_NAME_PATTERN), PlainText]
 #: Numbers and booleans are taken as JSON numbers and booleans only (strict: ``"5"`` or
 #: ``"yes"`` is a 422 naming the field, never coerced).
 _Hours = Annotated[int, Field(ge=1, le=720), JSON_INTEGER]

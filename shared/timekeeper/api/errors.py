@@ -172,7 +172,22 @@ def _field_of(loc: tuple[Any, ...] | list[Any], union_tags: frozenset[str] = fro
     return out or None
 
 
+#: What a text must look like, in words, by the regular expression that checks it (the
+#: models register theirs with :func:`pattern_words`): a refusal says the words, never the
+#: expression.
+PATTERN_WORDS: dict[str, str] = {}
+
+
+def pattern_words(pattern: str, words: str) -> str:
+    """Register ``words`` (``"must be a month YYYY-MM"``) as what a 422 says for a text
+    that does not match ``pattern``; returns ``pattern`` (for use in a ``Field``)."""
+    PATTERN_WORDS[pattern] = words
+    return pattern
+
+
 def _validation_message(error: dict[str, Any]) -> str:
+    if error.get("type") == "string_pattern_mismatch":
+        return PATTERN_WORDS.get(str((error.get("ctx") or {}).get("pattern")), "is not in the expected form")
     if error.get("type") == "missing":
         return "required"
     if error.get("type") == "json_invalid":

@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError
+from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError, pattern_words
 from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun, UpcomingOccurrence
 from timekeeper.schedules.recurrence import InvalidRecurrence, describe_rule, parse_rule
 from timekeeper.schedules.rule_schema import published_rule_schema
@@ -64,9 +64,29 @@ RECURRENCE_SCHEMA = published_rule_schema()
 Recurrence = Annotated[dict[str, Any], WithJsonSchema(RECURRENCE_SCHEMA)]
 
 
+#: Characters that show nothing (zero-width spaces and joiners, the word joiner, the
+#: byte-order mark, the Mongolian vowel separator): a text of only these and white space
+#: reads as empty.
+INVISIBLE_CLASS = r"\u180e\u200b-\u200d\u2060\ufeff"
+#: The bidirectional controls (embeddings, overrides, isolates and marks): in a name they
+#: reverse or reorder the text after them wherever it is shown (a page, a subject line).
+BIDI_CONTROL_CLASS = r"\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_BLANK = re.compile(rf"[\s{INVISIBLE_CLASS}]*")
+_BIDI = re.compile(rf"[{BIDI_CONTROL_CLASS}]")
+
+
 def _not_blank(text: str) -> str:
-    if not text.strip():
+    if _BLANK.fullmatch(text):
         raise ValueError("must not be empty or only white space")
+    return text
+
+
+def no_bidi_controls(text: Any) -> Any:
+    """``text`` unchanged; ``ValueError`` (a 422 naming the field) when it holds a
+    bidirectional control character (U+202E and the others of :data:`BIDI_CONTROL_CLASS`)."""
+    if isinstance(text, str) and _BIDI.search(text):
+        raise ValueError("must not contain bidirectional control characters (such as U+202E), which reorder "
+                         "the text shown after them")
     return text
 
 
@@ -77,14 +97,26 @@ def _not_blank(text: str) -> str:
 #: union of the three, the same in each.
 SPACE_CLASS = r"\x00\t-\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
 #: Text with at least one character that is not white space, and no NUL (PostgreSQL text).
-NOT_BLANK_PATTERN = rf"^[^\x00]*[^{SPACE_CLASS}][^\x00]*$"
+NOT_BLANK_PATTERN = pattern_words(rf"^[^\x00]*[^{SPACE_CLASS}{INVISIBLE_CLASS}][^\x00]*$",
+                                  "must not be empty or only white space")
 #: An opaque token (a user id, an address): no white space, no NUL.
-TOKEN_PATTERN = rf"^[^{SPACE_CLASS}]+$"
-#: A schedule's name: no NUL, and not empty or only white space when given (the
-#: document's pattern says both; :func:`_not_blank` words the refusal).
-_NAMED = NOT_BLANK_PATTERN
+TOKEN_PATTERN = pattern_words(rf"^[^{SPACE_CLASS}]+$", "must not contain white space")
+#: A name for people (a schedule's, a delivery's, a report's): no NUL, no bidirectional
+#: control, and not empty or only white space when given (the document's pattern says
+#: each; :func:`_not_blank` and :func:`no_bidi_controls` word the refusals).
+_NAMED = pattern_words(rf"^[^\x00{BIDI_CONTROL_CLASS}]*[^{SPACE_CLASS}{INVISIBLE_CLASS}{BIDI_CONTROL_CLASS}]"
+                       rf"[^\x00{BIDI_CONTROL_CLASS}]*$", "must not be empty or only white space")
+#: A text shown to people as it is typed (a name, a subject): refused with a bidirectional
+#: control (put it after the ``Field``, whose pattern should be :data:`PLAIN_PATTERN` or
+#: :data:`PLAIN_NAME_PATTERN`, so the document says the same).
+PlainText = BeforeValidator(no_bidi_controls)
+#: No NUL, no bidirectional control.
+PLAIN_PATTERN = pattern_words(rf"^[^\x00{BIDI_CONTROL_CLASS}]*$",
+                              "must not contain NUL or bidirectional control characters")
+#: :data:`PLAIN_PATTERN`, and not empty or only white space.
+PLAIN_NAME_PATTERN = _NAMED
 Name = Annotated[str, Field(max_length=200, pattern=_NAMED, description="a label for people (no personal data)"),
-                 AfterValidator(_not_blank)]
+                 BeforeValidator(no_bidi_controls), AfterValidator(_not_blank)]
 
 #: The one spelling of an id the API takes: the canonical UUID text it writes itself
 #: (lowercase hex, 8-4-4-4-12). Upper case, braces, a ``urn:uuid:`` prefix or no hyphens
@@ -285,11 +317,17 @@ class ScheduleOut(BaseModel):
     notify_on: NotifyOn = Field("first_failure", description=NOTIFY_ON_TEXT)
 
 
+#: What a page's ``timezone`` is (its instants stay UTC; the zone is for showing them).
+WORKSPACE_ZONE_TEXT = ("the workspace's IANA zone, to show the UTC instants in (UTC when the directory has no such "
+                       "workspace)")
+
+
 class SchedulePage(BaseModel):
     """One page of schedules, oldest first; pass ``next_cursor`` as ``cursor`` for the next."""
 
     items: list[ScheduleOut]
     next_cursor: str | None = Field(description="opaque; null on the last page")
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT)
 
 
 class RunOut(BaseModel):
@@ -362,6 +400,7 @@ class ScheduleDetail(BaseModel):
     next_occurrences: list[OccurrenceOut] = Field(description="the next instants (upcoming, 5 by default); "
                                                               "none unless active")
     history: HistoryOut
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT + "; the rule's own zone is schedule.timezone")
 
 
 class RunAccepted(BaseModel):
@@ -453,7 +492,9 @@ def occurrences_out(upcoming: list[UpcomingOccurrence], timezone: str | None) ->
             for o in upcoming]
 
 
-DATE_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+DATE_PATTERN = pattern_words(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "must be a date YYYY-MM-DD")
+#: How far from today a closure may be (years, before and after): a date outside is a typo.
+CLOSURE_YEARS = 10
 
 
 class ClosureIn(BaseModel):
@@ -463,7 +504,9 @@ class ClosureIn(BaseModel):
 
     date: Annotated[str, Field(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD",
                                examples=["2027-12-24"])]
-    reason: Annotated[str, Field(max_length=200)] = Field("", description="shown beside the date")
+    reason: Annotated[str, Field(max_length=200, pattern=pattern_words(rf"^$|{_NAMED}",
+                                                                       "must be empty or not only white space")),
+                      PlainText] = Field("", description="shown beside the date (empty, or not only white space)")
 
 
 class ClosureOut(BaseModel):
@@ -481,6 +524,7 @@ class ClosureList(BaseModel):
     """``GET /closures``: the workspace's closures, by date."""
 
     items: list[ClosureOut]
+    timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT)
 
 
 class ClosureChange(BaseModel):

@@ -181,6 +181,8 @@ class OperationsOverview(BaseModel):
                                                                 "most overdue first, at most limit")
     overdue_periods_total: int = Field(ge=0, description="all overdue periods (overdue_periods may show fewer)")
     recent_actions: list[OperationsActionOut] = Field(description="the latest 20 actions, newest first")
+    timezone: str = Field("UTC", description="the staff member's own workspace's IANA zone, to show the UTC "
+                                             "instants in (each overdue period carries its workspace's)")
 
 
 class ActionReason(BaseModel):
@@ -267,7 +269,8 @@ def register(routes: Routes) -> None:
             stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
             overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
             overdue_periods_total=overdue_total,
-            recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)])
+            recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)],
+            timezone=scope.own_zone())
 
     @route("POST", "/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",
            security=SECURITY, summary="Staff: move a dead-letter queue's messages back to its queue, with a reason",

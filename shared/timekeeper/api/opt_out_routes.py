@@ -70,7 +70,9 @@ _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or 
 
 #: The public routes' JSON errors: a path that names no route (e.g. a token that is not
 #: one path segment), before the route runs.
-_PATH_ERRORS = {404: "No such route (the token is not one path segment)"}
+_PATH_ERRORS = {404: "No such route (the token is not one path segment)",
+                415: "The body is not application/x-www-form-urlencoded",
+                422: "The body is not the one-click form List-Unsubscribe=One-Click (the field)"}
 
 
 class OptOutOut(BaseModel):
@@ -277,7 +279,7 @@ def register(routes: Routes) -> None:
            responses={200: {"description": "Opted out", **html},
                       403: {"description": "The link is not valid", **html},
                       410: {"description": "The link has expired", **html},
-                      **errors.error_docs(_PATH_ERRORS, 404)})
+                      **errors.error_docs(_PATH_ERRORS, 404, 415, 422)})
     def opt_out(token: token_path) -> Response[str]:
         found = resolve(token)
         if isinstance(found, Response):

@@ -208,6 +208,7 @@ class PostingJobPage(BaseModel):
     """The workspace's failed posting jobs, oldest failure first (at most 100)."""
 
     items: list[PostingJobOut]
+    timezone: str = Field("UTC", description=ZONE_TEXT)
 
 
 def _job_out(job: Any) -> PostingJobOut:
@@ -345,7 +346,8 @@ def register(routes: Routes) -> None:
     def failed_jobs(scope: admin) -> PostingJobPage:
         with scope.unit(access.WORKSPACE_ADMIN) as conn:
             jobs = posting.list_failed_jobs(conn, workspace_id=scope.workspace_id, limit=MAX_PAGE)
-        return PostingJobPage(items=[_job_out(j) for j in jobs])
+            zone = workspace_timezone(conn, scope.workspace_id)
+        return PostingJobPage(items=[_job_out(j) for j in jobs], timezone=zone)
 
     @route("POST", "/posting-jobs/<job_id>/retry", tags=["posting jobs"], operation_id="retryPostingJob",
            security=SECURITY, summary="Retry a failed posting job (the sweep starts it within five minutes)",

@@ -58,7 +58,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, UtcDatetime, decode_cursor, encode_cursor
+from timekeeper.api.models import (
+    CURSOR_PATTERN,
+    PLAIN_PATTERN,
+    CanonicalUuid,
+    PlainText,
+    UtcDatetime,
+    decode_cursor,
+    encode_cursor,
+)
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
 from timekeeper.db.keyset import split_page
@@ -82,8 +90,8 @@ def _plain(text: str) -> str:
     return text
 
 
-QueryName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$",
-                                 description="a label for people"), AfterValidator(_plain)]
+QueryName = Annotated[str, Field(min_length=1, max_length=200, pattern=PLAIN_PATTERN,
+                                 description="a label for people"), AfterValidator(_plain), PlainText]
 Description = Annotated[str, Field(max_length=MAX_DESCRIPTION, pattern=r"^[^\x00]*$"), AfterValidator(_plain)]
 
 

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, decode_cursor, encode_cursor
+from timekeeper.api.models import CURSOR_PATTERN, PLAIN_PATTERN, CanonicalUuid, PlainText, decode_cursor, encode_cursor
 from timekeeper.api.people_routes import ZONE_TEXT
 from timekeeper.api.routing import SECURITY, Routes, idempotency_header
 from timekeeper.api.scope import WorkspaceScope
@@ -53,7 +53,7 @@ class ReportCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=PLAIN_PATTERN), PlainText]
     definition: ReportDefinition
 
 
@@ -62,7 +62,7 @@ class ReportEdit(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[^\x00]*$")
+    name: Annotated[str, Field(min_length=1, max_length=200, pattern=PLAIN_PATTERN), PlainText] | None = None
     definition: ReportDefinition
 
 
@@ -117,6 +117,10 @@ class SnapshotBasisOut(BaseModel):
     choice: Literal["latest", "month", "version"]
 
 
+#: A month as a render request picks it.
+MONTH_PATTERN = errors.pattern_words(r"^[0-9]{4}-(0[1-9]|1[0-2])$", "must be a month YYYY-MM")
+
+
 class RenderRequest(BaseModel):
     """``POST /reports/{id}/renders`` (optional body): ``month`` (``YYYY-MM``, a workspace
     month) picks the month every snapshot section shows unless it pins a version (the
@@ -124,7 +128,7 @@ class RenderRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    month: str | None = Field(None, pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", examples=["2027-02"],
+    month: str | None = Field(None, pattern=MONTH_PATTERN, examples=["2027-02"],
                               description="YYYY-MM: the month the snapshot sections show")
 
     @property

@@ -25,6 +25,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import ADMIN, READ, RUN, WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import (
+    CLOSURE_YEARS,
     CURSOR_PATTERN,
     DATE_PATTERN,
     CanonicalUuid,
@@ -85,7 +86,8 @@ def register(routes: Routes) -> None:
                                             description="next_cursor of the previous page")] = None,
     ) -> SchedulePage:
         page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
-        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after))
+        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after),
+                            timezone=scope.zone())
 
     @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
            summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
@@ -116,7 +118,9 @@ def register(routes: Routes) -> None:
         history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
         upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
     ) -> ScheduleDetail:
-        return detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+        detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+        detail.timezone = scope.zone()
+        return detail
 
     @routes.route("POST", "/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
            summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
@@ -181,7 +185,7 @@ def register(routes: Routes) -> None:
            summary="The workspace's closures: local dates its business-day rules skip",
            responses=_responses(200, "The closures, by date"))
     def list_closures(scope: Reader) -> ClosureList:
-        return ClosureList(items=[closure_out(row) for row in scope.closures()])
+        return ClosureList(items=[closure_out(row) for row in scope.closures()], timezone=scope.zone())
 
     @routes.route("POST", "/closures", tags=["schedules"], operation_id="addClosure", security=SECURITY,
            summary="Close a local date (idempotent): the workspace's business-day schedules are recomputed, "
@@ -190,6 +194,9 @@ def register(routes: Routes) -> None:
                       200: {"description": "Already closed: the first closure is kept"}})
     def add_closure(scope: Admin, body: Annotated[ClosureIn, Body()]) -> Response[ClosureChange]:
         closed_on = _local_date(body.date, "date")
+        today = scope.now.date()
+        if not _years_from(today, -CLOSURE_YEARS) <= closed_on <= _years_from(today, CLOSURE_YEARS):
+            raise ApiError(422, errors.VALIDATION_ERROR, f"must be within {CLOSURE_YEARS} years of today", "date")
         added, recomputed = scope.add_closure(closed_on, body.reason)
         if added is None:
             existing = next(row for row in scope.closures() if row.closed_on == closed_on)
@@ -206,6 +213,14 @@ def register(routes: Routes) -> None:
         if removed is None:
             raise ApiError(404, errors.NOT_FOUND, "this date is not closed in this workspace")
         return ClosureChange(closure=closure_out(removed), changed=True, schedules_recomputed=recomputed)
+
+
+def _years_from(day: date, years: int) -> date:
+    """``day`` moved by ``years`` (29 February to the 28th in a common year)."""
+    try:
+        return day.replace(year=day.year + years)
+    except ValueError:
+        return day.replace(year=day.year + years, day=28)
 
 
 def _local_date(text: str, field: str) -> date:

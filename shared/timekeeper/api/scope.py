@@ -40,7 +40,7 @@ from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, a
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access, audit, erasure
-from timekeeper.platform.directory import Workspace, get_workspace
+from timekeeper.platform.directory import Workspace, get_workspace, workspace_timezone
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
@@ -194,6 +194,12 @@ class WorkspaceScope:
         """The schedule with its runs, events, its rule in words and next ``upcoming`` occurrences."""
         return self.call(service.get_details, schedule_id=schedule_id, now=self.now, history_limit=history_limit,
                           upcoming=upcoming, kinds=self.kinds)
+
+    def zone(self) -> str:
+        """The caller's workspace's IANA zone (the zone its people read instants in; "UTC"
+        when the directory has no such workspace)."""
+        with self.unit() as conn:
+            return workspace_timezone(conn, self.workspace_id)
 
     def closures(self) -> list[Any]:
         """The workspace's closures, by date (:func:`timekeeper.schedules.closures.list_closures`)."""
@@ -500,6 +506,11 @@ class StaffScope:
                     operations.stranded_runs(self.conn, owners=[p.owner for p in pipelines],
                                              reoffer_after={p.owner: p.reoffer_after for p in pipelines},
                                              now=self.now, limit=limit))
+
+    def own_zone(self) -> str:
+        """The staff member's own workspace's IANA zone (what their pages show instants in)."""
+        with self.conn.entered(self.identity.workspace_id), self.conn.transaction():
+            return workspace_timezone(self.conn, self.identity.workspace_id)
 
     def overdue_periods(self, *, limit: int) -> tuple[list[ledger.OverduePeriod], int]:
         """Every workspace's overdue snapshot periods at this scope's clock, most overdue

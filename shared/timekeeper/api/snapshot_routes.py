@@ -74,7 +74,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 _TAGS = ["snapshots"]
 
 #: A period as the API writes it: the workspace-local month, ``YYYY-MM``.
-PERIOD_PATTERN = r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$"
+PERIOD_PATTERN = errors.pattern_words(r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])$", "must be a month YYYY-MM")
 #: An owner module's or snapshot type's name.
 NAME_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 #: Reason text: at least one character that is not whitespace, no NUL (PostgreSQL text).
@@ -240,6 +240,8 @@ class PeriodList(BaseModel):
 
     workspace_id: UUID
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
+    locale: str = Field("en_US", description="the workspace's CLDR locale: how its people read numbers and amounts",
+                        examples=["de_DE"])
     items: list[PeriodOut]
     next_cursor: str | None = Field(None, description="opaque; null on the last page")
 
@@ -301,7 +303,7 @@ def period_list(found: WorkspacePeriods | None) -> PeriodList:
     """The listing of ``found``; a 404 :class:`ApiError` when it is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone,
+    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone, locale=found.workspace.locale,
                       items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next))
 
 

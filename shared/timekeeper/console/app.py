@@ -33,7 +33,7 @@ from http import HTTPStatus
 from http.cookies import SimpleCookie
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -42,7 +42,7 @@ from itsdangerous import BadSignature, URLSafeTimedSerializer
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from timekeeper import json_input
-from timekeeper.console import rule_form
+from timekeeper.console import glossary, rule_form
 from timekeeper.console.sign_in import (
     FLOW_COOKIE,
     FLOW_MAX_AGE_S,
@@ -75,6 +75,8 @@ STAFF_ROLES = frozenset({"platform:staff"})
 ADMIN_ROLES = frozenset({"workspace:admin"})
 #: A local date as the closure routes take it (what a done message may echo).
 DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+#: A month as the period picker takes it (``YYYY-MM``, January to December).
+MONTH_TEXT = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 #: Schedules per page of the list.
 PAGE_SIZE = 50
 
@@ -97,27 +99,13 @@ _DONE = {**_ACTIONS, "update": "updated"}
 UPCOMING = 10
 #: The console's kinds of schedule, by path: the API prefix of each.
 _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
-#: What each kind of notice says happened (the API's ``kind``).
-NOTICE_TEXTS = {"schedule_paused": "A schedule was paused", "delivery_skipped_stale":
-                "A delivery was skipped: it was too late after an outage",
-                "posting_failed": "A posting job failed", "schedule_ownerless":
-                "A schedule lost its owner and was paused",
-                "resubscribe_invited": "You were invited back to a delivery's messages",
-                "schedule_failed": "A schedule's run failed"}
-#: Why a snapshot version failed (the API's ``failure_code``), in words.
-SNAPSHOT_FAILURES = {"retries_exhausted": "failed four times: its retries are used up",
-                     "job_lost": "its job stopped without an outcome",
-                     "generation_error": "generating its rows failed",
-                     "totals_mismatch": "its rows did not add up to the source's totals",
-                     "selftest_mismatch": "the self-test's rows did not add up",
-                     "unsupported_type": "its snapshot type is no longer registered",
-                     "type_disabled": "its snapshot type is disabled here"}
+#: What each kind of notice says happened (the API's ``kind``): the glossary's words.
+NOTICE_KINDS = ("schedule_paused", "delivery_skipped_stale", "posting_failed", "schedule_ownerless",
+                "resubscribe_invited", "schedule_failed")
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
-#: Which failures a schedule's owner is told of (the API's ``notify_on``), in words.
-NOTIFY_CHOICES = {"first_failure": "The first failure of a streak, and the pause",
-                  "every_failure": "Every failure, and the pause",
-                  "pause_only": "Only the pause (after five failures in a row)"}
+#: Which failures a schedule's owner is told of (the API's ``notify_on``), in the glossary's words.
+NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
 
 
 class _StyleAttributes(HTMLParser):
@@ -375,6 +363,15 @@ def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def rule_code(recurrence: dict[str, Any]) -> str | None:
+    """The expression a rule was written in, shown beside its words: ``cron 30 2 * * *``,
+    ``RRULE FREQ=... from <start>``; None for a calendar or interval rule (its words say
+    all of it)."""
+    if "cron" in recurrence or "rrule" in recurrence:
+        return rule_text(recurrence)
+    return None
+
+
 def rule_text(recurrence: dict[str, Any]) -> str:
     """A schedule's rule as one line (``cron 30 2 * * *``, ``every 15 minutes``,
     ``daily at 09:00, 18:00``), without its zone (shown beside it)."""
@@ -404,6 +401,44 @@ def rule_text(recurrence: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: The list a page belongs to, by its path's first segment after ``/console``: where an
+#: error page leads back to (the path, its words).
+_WAYS_BACK = {"deliveries": ("/deliveries", "Back to the deliveries"),
+              "mail-suppressions": ("/deliveries", "Back to the deliveries"),
+              "snapshots": ("/snapshots", "Back to the snapshots"), "reports": ("/snapshots", "Back to the snapshots"),
+              "notices": ("/notices", "Back to the notices"), "open": ("/notices", "Back to the notices"),
+              "operations": ("/operations", "Back to operations"), "closures": ("/closures", "Back to the closures"),
+              "ownerless": ("/ownerless", "Back to the ownerless schedules"),
+              "posting-jobs": ("/posting-jobs", "Back to the failed posting jobs")}
+
+
+#: The console pages a sign-in never returns to (the sign-in's own).
+_NOT_NEXT = (f"{PREFIX}/sign-in", f"{PREFIX}/callback", f"{PREFIX}/sign-out", f"{PREFIX}/signed-out")
+
+
+def next_page(value: str | None) -> str | None:
+    """``value`` when it is a console page to return to after signing in: a path under
+    ``/console/`` with an optional query (same origin only: no scheme, no host, no ``//``
+    or backslash, no control character or white space, at most 2,000 characters, not a
+    sign-in page); else None."""
+    if not value or len(value) > 2000 or not value.startswith(PREFIX + "/") or "\\" in value:
+        return None
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in value) or "//" in value.split("?", 1)[0]:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc or parts.fragment or parts.path.startswith(_NOT_NEXT):
+        return None
+    return value
+
+
+def way_back(path: str) -> tuple[str, str]:
+    """Where an error page on ``path`` (a console path, ``/console/deliveries/...``) leads
+    back to: ``(path after /console, words)``, the list the page belongs to; the schedules
+    for any other."""
+    section = path.removeprefix(PREFIX).lstrip("/").split("/", 1)[0]
+    return _WAYS_BACK.get(section, ("/schedules", "Back to the schedules"))
+
+
 def _changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
     """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
     ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
@@ -419,6 +454,8 @@ def _templates() -> Environment:
     env = Environment(loader=PackageLoader("timekeeper.console", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["urlquote"] = lambda value: quote(str(value), safe="")
+    env.filters["term"] = glossary.term_html
+    env.filters["words"] = glossary.words
     return env
 
 
@@ -513,6 +550,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         except ValueError:  # more fields than any form has: no form of this console
             return {}
 
+    def requested_page() -> str:
+        """The page asked for: its console path and query string, as the browser sent them."""
+        event = app.current_event
+        query = event.multi_value_query_string_parameters or {
+            k: [v] for k, v in (event.query_string_parameters or {}).items()}
+        return (event.path or "") + (f"?{urlencode(query, doseq=True)}" if query else "")
+
     def api(session: Session) -> ApiClient:
         """The API as ``session``'s person (:class:`ApiClient` gives the console's own
         request back to ``app.current_event`` after each call)."""
@@ -524,7 +568,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         def wrapped(*args: Any, **kwargs: Any) -> Response:
             session = current_session()
             if session is None:
-                return redirect(f"{PREFIX}/sign-in")
+                asked = next_page(requested_page())
+                return redirect(f"{PREFIX}/sign-in" + (f"?{urlencode({'next': asked})}" if asked else ""))
             return handler(session, *args, **kwargs)
 
         return wrapped
@@ -550,7 +595,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         status = reply.status if 400 <= reply.status < 600 else 502
         title = {404: "Not found", 403: "Not allowed", 401: "Signed out"}.get(status, "Refused")
         return page("error.html", status, session=session, title=title,
-                    message=body.get("message") or "The request was refused.", code=body.get("code"))
+                    message=body.get("message") or "The request was refused.", code=body.get("code"),
+                    back=way_back(app.current_event.path or ""))
 
     @app.get("/")
     def home() -> Response:
@@ -585,9 +631,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             issuer = provider()
         except SignInRefused as refused:
             return sign_in_refused(refused.reason, HTTPStatus.BAD_GATEWAY)
+        asked = next_page((app.current_event.query_string_parameters or {}).get("next"))
         if issuer is None:
-            return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES)
-        flow = new_flow()
+            return page("sign_in.html", dev=settings.dev_sign_in, samples=settings.samples, roles=DEV_ROLES,
+                        next=asked)
+        flow = new_flow(asked or "")
         return redirect(authorization_url(issuer, flow), external=True,
                         cookie=cookie_header(flows.issue(flow), max_age=FLOW_MAX_AGE_S, name=FLOW_COOKIE))
 
@@ -619,7 +667,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             response = sign_in_refused(refused.reason)
             response.cookies.append(cookie_header("", max_age=0, name=FLOW_COOKIE))
             return response
-        return redirect(f"{PREFIX}/schedules", cookies=(
+        return redirect(next_page(flow.next) or f"{PREFIX}/schedules", cookies=(
             cookie_header(sessions.issue(session), max_age=SESSION_MAX_AGE_S),
             cookie_header("", max_age=0, name=FLOW_COOKIE)))
 
@@ -639,12 +687,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             workspace = str(uuid.UUID(workspace))
         except ValueError:
             workspace = ""
+        asked = next_page(fields.get("next"))
         if not user or "\x00" in user or len(user) > 200 or not workspace:
             return page("sign_in.html", HTTPStatus.UNPROCESSABLE_ENTITY, dev=True, samples=settings.samples,
-                        roles=DEV_ROLES, problem="Give a user id and a workspace UUID.")
+                        roles=DEV_ROLES, problem="Give a user id and a workspace UUID.", next=asked)
         session = Session(user_id=user, workspace_id=workspace, roles=roles or "schedules:read")
-        return redirect(f"{PREFIX}/schedules", cookie=cookie_header(sessions.issue(session),
-                                                                    max_age=SESSION_MAX_AGE_S))
+        return redirect(asked or f"{PREFIX}/schedules", cookie=cookie_header(sessions.issue(session),
+                                                                             max_age=SESSION_MAX_AGE_S))
 
     @app.post(f"{PREFIX}/sign-out")
     @checked_post
@@ -675,13 +724,15 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
                                                               "limit": str(PAGE_SIZE)})
         if reply.status != 200:
             return api_error(session, reply)
-        rows = [{**item, "next": when(item.get("next_due_at"), item["timezone"]),
-                 "last": when(item.get("last_run_at"), item["timezone"]), "rule": rule_text(item["recurrence"])}
+        zone = zone_of(reply.body)
+        rows = [{**item, "next": when(item.get("next_due_at"), zone),
+                 "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"]),
+                 "code": rule_code(item["recurrence"])}
                 for item in reply.body["items"]]
         next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
             "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
             if reply.body.get("next_cursor") else None)
-        return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page)
+        return page("schedules.html", session=session, rows=rows, status=status, next_page=next_page, zone=zone)
 
     zones: list[str] = []
 
@@ -706,11 +757,14 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             return api_error(session, reply)
         detail = reply.body
         zone = detail["schedule"]["timezone"]
+        # Instants in the workspace's zone, with UTC beside; occurrences in the rule's own zone.
+        shown_zone = zone_of(detail)
         occurrences = occurrence_rows(detail["next_occurrences"])
-        runs = [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
-                 "local": r["occurrence_local"].replace("T", " ")[:16]}
+        runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
+                 "local": r["occurrence_local"].replace("T", " ")[:16],
+                 "at": when(r.get("occurrence_at"), shown_zone)}
                 for r in detail["history"]["runs"]]
-        events = [{**e, "when": when(e["at"], zone)} for e in detail["history"]["events"]]
+        events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
         if editor is None:
             editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
         saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
@@ -725,8 +779,10 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             zone_choices = sorted({*zone_choices, form.timezone})
         return page("schedule.html", http_status, session=session, s=detail["schedule"], rule=rule_text(
             detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+            code=rule_code(detail["schedule"]["recurrence"]),
             runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
             notify_choices=NOTIFY_CHOICES,
+            zone=shown_zone,
             problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
             submitted=submitted, zones=zone_choices, rf=rule_form,
             problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
@@ -976,8 +1032,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/closures")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**c, "created": when(c["created_at"], "UTC")} for c in reply.body["items"]]
-        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done,
+        zone = zone_of(reply.body)
+        items = [{**c, "created": when(c["created_at"], zone)} for c in reply.body["items"]]
+        return page("closures.html", status_code, session=session, items=items, problem=problem, done=done, zone=zone,
                     typed=typed or {}, may_change=session.has("schedules:admin"))
 
     def closure_refused(session: Session, reply: ApiReply, typed: dict[str, str] | None = None) -> Response:
@@ -1052,7 +1109,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         zone = reply.body.get("timezone") or "UTC"
+        locale = reply.body.get("locale") or "en_US"
         items = [{**item, "published": when(item.get("published_at"), zone),
+                  "basis_lines": glossary.basis_lines(item.get("basis"), locale),
                   "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
                           f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
                           + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
@@ -1094,7 +1153,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
             return api_error(session, reply)
         zone = reply.body.get("timezone") or "UTC"
         versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
-                     "why": SNAPSHOT_FAILURES.get(v.get("failure_code") or "", v.get("failure_code"))}
+                     "why": glossary.words(v.get("failure_code"))}
                     for v in reply.body["versions"]]
         back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
         return page("period.html", session=session, p=reply.body, versions=versions, zone=zone, back=back)
@@ -1141,6 +1200,9 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @signed_in
     def period_picker(session: Session) -> Response:
         params = app.current_event.query_string_parameters or {}
+        if not MONTH_TEXT.fullmatch(params.get("month", "")):
+            return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                        message="The month must be a month YYYY-MM (month).", back=way_back("/snapshots"))
         return picker_page(session, owner=params.get("owner", "")[:100], month=params.get("month", "")[:20],
                            snapshot_type=params.get("snapshot_type", "")[:100])
 
@@ -1180,7 +1242,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         name = report.body.get("name") if report.status == 200 and isinstance(report.body, dict) else None
         basis = [None if b is None else {**b, "published": when(b["published_at"], zone)}
                  for b in render.get("snapshot_basis") or []]
-        return page("render.html", session=session, render=render, name=name, zone=zone, basis=basis,
+        source = next((b for b in render.get("snapshot_basis") or [] if b), None)
+        picker = (f"{public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
+                                                              "snapshot_type": source["snapshot_type"]})
+                  if source and render.get("month") else None)
+        return page("render.html", session=session, render=render, name=name, zone=zone, basis=basis, picker=picker,
                     requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
                     expires=when(render.get("download_expires_at"), zone))
 
@@ -1191,15 +1257,16 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         body = reply.body
+        zone = zone_of(body)
         queues = [{**q, "age": _age(q["oldest_age_s"]) if q.get("oldest_age_s") is not None else None}
                   for q in body["dead_letter_queues"]]
-        schedules = [{**s, "changed": when(s["updated_at"], "UTC")} for s in body["schedules"]]
-        runs = [{**r, "queued": when(r["queued_at"], "UTC"), "why_text": _STRANDED.get(r["why"], r["why"])}
+        schedules = [{**s, "changed": when(s["updated_at"], zone)} for s in body["schedules"]]
+        runs = [{**r, "queued": when(r["queued_at"], zone), "why_text": _STRANDED.get(r["why"], r["why"])}
                 for r in body["stranded_runs"]]
-        actions = [{**a, "when": when(a["at"], "UTC")} for a in body.get("recent_actions", [])]
+        actions = [{**a, "when": when(a["at"], zone)} for a in body.get("recent_actions", [])]
         overdue = [{**p, "due": when(p["due_at"], zone_of(p)), "month": p["period"][:7],
                     "hours": f"{p['overdue_hours']:.0f}"} for p in body.get("overdue_periods", [])]
-        return page("operations.html", status_code, session=session, as_of=when(body["as_of"], "UTC"),
+        return page("operations.html", status_code, session=session, as_of=when(body["as_of"], zone), zone=zone,
                     queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
                     overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
 
@@ -1241,7 +1308,7 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if reply.status != 200:
             return api_error(session, reply)
         zone = zone_of(reply.body)
-        items = [{**n, "what": NOTICE_TEXTS.get(n["kind"], n["kind"]), "when": when(n["created_at"], zone),
+        items = [{**n, "what": glossary.words(n["kind"]), "when": when(n["created_at"], zone),
                   "read": when(n.get("read_at"), zone),
                   "facts": {k: v for k, v in (n.get("detail") or {}).items() if k != "reason"}}
                  for n in reply.body["items"]]
@@ -1325,9 +1392,11 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         reply = api(session).call("GET", "/posting-jobs/failed")
         if reply.status != 200:
             return api_error(session, reply)
-        items = [{**j, "created": when(j["created_at"], "UTC"), "finished": when(j.get("finished_at"), "UTC")}
+        zone = zone_of(reply.body)
+        items = [{**j, "created": when(j["created_at"], zone), "finished": when(j.get("finished_at"), zone)}
                  for j in reply.body["items"]]
-        return page("posting_jobs.html", status_code, session=session, items=items, problem=problem, done=done)
+        return page("posting_jobs.html", status_code, session=session, items=items, problem=problem, done=done,
+                    zone=zone)
 
     @app.get(f"{PREFIX}/posting-jobs")
     @signed_in
@@ -1364,6 +1433,6 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     @app.not_found
     def not_found(_: Exception) -> Response:
         return page("error.html", HTTPStatus.NOT_FOUND, session=current_session(), title="Not found",
-                    message="There is no such page.")
+                    message="There is no such page.", back=way_back(app.current_event.path or ""))
 
     return app

@@ -85,6 +85,8 @@ class Flow:
     state: str
     nonce: str
     verifier: str
+    #: The console page asked for before signing in (a path under ``/console``; empty: none).
+    next: str = ""
 
     @property
     def challenge(self) -> str:
@@ -93,9 +95,11 @@ class Flow:
         return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def new_flow() -> Flow:
-    """A fresh flow: 256 random bits each for the state and the nonce, 384 for the verifier."""
-    return Flow(state=secrets.token_urlsafe(32), nonce=secrets.token_urlsafe(32), verifier=secrets.token_urlsafe(48))
+def new_flow(next_page: str = "") -> Flow:
+    """A fresh flow: 256 random bits each for the state and the nonce, 384 for the verifier;
+    ``next_page`` is the console page to return to once signed in (checked by the caller)."""
+    return Flow(state=secrets.token_urlsafe(32), nonce=secrets.token_urlsafe(32), verifier=secrets.token_urlsafe(48),
+                next=next_page)
 
 
 def authorization_url(provider: IdentityProvider, flow: Flow) -> str:
@@ -119,7 +123,7 @@ class FlowCookies:
 
     def issue(self, flow: Flow) -> str:
         """The cookie value of ``flow``."""
-        return self._serializer.dumps({"s": flow.state, "n": flow.nonce, "v": flow.verifier})
+        return self._serializer.dumps({"s": flow.state, "n": flow.nonce, "v": flow.verifier, "x": flow.next})
 
     def read(self, value: str | None) -> Flow | None:
         """The flow a cookie value holds, or None (absent, tampered with, older than
@@ -128,7 +132,7 @@ class FlowCookies:
             return None
         try:
             data = self._serializer.loads(value, max_age=FLOW_MAX_AGE_S)
-            flow = Flow(state=data["s"], nonce=data["n"], verifier=data["v"])
+            flow = Flow(state=data["s"], nonce=data["n"], verifier=data["v"], next=str(data.get("x") or ""))
         except (BadSignature, KeyError, TypeError, ValueError):
             return None
         if not all(isinstance(v, str) and v for v in (flow.state, flow.nonce, flow.verifier)):

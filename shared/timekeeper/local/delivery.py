@@ -271,6 +271,10 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
             ("Board members list", "45 6 1 * *", Source("query", open_query.id), "csv", False, [users["admin"]],
              BOARD_SECRETARY),
         ]
+        # (the recipient without access to the query could read it when the schedules were
+        # saved, as a save requires; the role is taken away behind the API's back below)
+        conn.execute("UPDATE workspace_memberships SET roles = array_append(roles, 'queries:read') "
+                     "WHERE workspace_id = %s AND user_id = %s", (workspace_id, users["multi"]))
         schedules = {}
         for name, cron, source, fmt, skip, to, *owner in specs:
             schedule, _ = create_query_schedule(
@@ -286,6 +290,8 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
         conn.execute("UPDATE schedules SET owner_user_id = %s WHERE id = %s",
                      (users["deactivated"], schedules["Owner deactivated"]))
         conn.execute("UPDATE users SET status = 'deactivated' WHERE id = %s", (users["deactivated"],))
+        conn.execute("UPDATE workspace_memberships SET roles = array_remove(roles, 'queries:read') "
+                     "WHERE workspace_id = %s AND user_id = %s", (workspace_id, users["multi"]))
         conn.execute("UPDATE workspace_memberships SET left_at = %s WHERE workspace_id = %s AND user_id = %s",
                      (start - timedelta(minutes=1), workspace_id, users["left"]))
     return DeliverySample(schedules, workspace_id=workspace_id, admin=users["admin"], analyst=analyst)

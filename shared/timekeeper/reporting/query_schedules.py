@@ -6,7 +6,8 @@ Every check names its field (:class:`SettingsInvalid`): the source exists in the
 (``source.query_id`` / ``source.query_version`` / ``source.report_id``), the format fits the
 source (``format``: csv or xlsx for a query, pdf for a report), the templates use named
 placeholders only (``subject_template`` / ``body_template``), each recipient is a current
-member of the workspace (``recipients[i]``). The person saving it must be allowed to read
+member of the workspace allowed to read the source now (``recipients[i]``, with the
+access rule's reason). The person saving it must be allowed to read
 the source now (``access.AccessDenied`` with the rule's reason): that person becomes the
 schedule's owner, whose access automatic runs use.
 """
@@ -118,6 +119,19 @@ def _check_recipients(conn: psycopg.Connection, workspace_id: UUID, recipients: 
     return sorted(set(recipients))
 
 
+def _check_recipients_read(conn: psycopg.Connection, settings: QuerySchedule, recipients: list[str]) -> None:
+    """Each of ``recipients`` (in the order given) must be allowed to read the schedule's
+    source now, by the access rule the runs apply (``queries:read`` on the query,
+    ``reports:read`` on the report): else :class:`SettingsInvalid` naming ``recipients[i]``
+    with the rule's reason. So a recipient the run would skip as ``no_access`` is refused
+    when the schedule is saved, as a member who left is."""
+    for i, user_id in enumerate(recipients):
+        decision = check_source_access(conn, settings, user_id)
+        if not decision:
+            raise SettingsInvalid(f"recipients[{i}]", f"{user_id} may not read the {settings.source_kind} "
+                                                      f"({decision.reason})")
+
+
 def _check_templates(subject_template: str, body_template: str, *, body_link: bool = True) -> None:
     """Check both templates (``SettingsInvalid`` naming the field); ``body_link``: the body
     must name ``{{ link }}`` (an update that keeps a body saved before the rule does not
@@ -163,6 +177,7 @@ def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor
         settings = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule.id)
         assert settings is not None
         access.require(check_source_access(conn, settings, actor), f"read the {checked.kind}")
+        _check_recipients_read(conn, settings, recipients)
         _replace_recipients(conn, workspace_id, schedule.id, members, now)
     return schedule, settings
 
@@ -189,8 +204,9 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
         if not 1 <= ttl <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
         if recipients is not None:
-            _replace_recipients(conn, workspace_id, schedule_id, _check_recipients(conn, workspace_id, recipients),
-                                now)
+            members = _check_recipients(conn, workspace_id, recipients)
+            _check_recipients_read(conn, current, recipients)
+            _replace_recipients(conn, workspace_id, schedule_id, members, now)
         if name is not None or recurrence is not None:
             service.update_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id, actor=actor, now=now,
                                     recurrence=recurrence, name=name)

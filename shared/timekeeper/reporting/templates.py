@@ -51,6 +51,9 @@ BODY_TAGS = frozenset({"a", "b", "blockquote", "br", "code", "div", "em", "h1", 
                        "ol", "p", "pre", "small", "span", "strong", "table", "tbody", "td", "th", "thead", "tr",
                        "u", "ul"})
 #: Stands for a placeholder while a body's literal markup is checked (a private-use character).
+#: The bidirectional controls (embeddings, overrides, isolates, marks): a subject line
+#: holds none, so a name saved with one cannot reverse the text after it in a mailbox.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _MARK = "\ue000"
 _LINK_MARK = f"{_MARK}link{_MARK}"
 
@@ -190,11 +193,12 @@ class Message:
         self._sanitizer = _Sanitizer()
 
     def render(self, values: Mapping[str, Any]) -> tuple[str, str, str]:
-        """``(subject, html body, text body)`` for ``values`` by placeholder name. Raises
+        """``(subject, html body, text body)`` for ``values`` by placeholder name (the subject
+        on one line, without bidirectional controls: :data:`BIDI_CONTROLS`). Raises
         ``jinja2.UndefinedError`` when a placeholder has no value. The HTML body is
         sanitized (:func:`sanitize_html`, the ``link`` value the only ``href``)."""
         link = values.get("link")
-        return (" ".join(self._subject.render(values).split()),
+        return (" ".join(BIDI_CONTROLS.sub("", self._subject.render(values)).split()),
                 self._sanitizer.clean(self._html.render(values), str(link) if link is not None else None),
                 self._text.render(values))
 
