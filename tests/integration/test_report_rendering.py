@@ -325,3 +325,22 @@ def test_the_local_stack_runs_requested_renders_through_the_real_handler(db_url,
         assert stack.renderer.failed == []
     finally:
         stack.stop()
+
+
+def test_a_last_attempt_whose_connection_is_cut_is_still_settled(conn, tenant, renderer_env):
+    # Given a render on its last attempt (two earlier attempts raised), and a cut of the
+    # renderer's database connection (its server process terminated) while the PDF uploads
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 2 WHERE id = %s", (requested.id,))
+
+    def cut_the_renderers_connection(**_):
+        pid = adapters.renderer_database().current().info.backend_pid
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    adapters.s3_client().meta.events.register("before-call.s3.PutObject", cut_the_renderers_connection)
+    # When the renderer runs it: recording the result meets the lost connection
+    result = invoke("report_renderer", {"workspace_id": str(tenant.workspace_id), "render_id": str(requested.id)})
+    # Then the render is settled all the same (on a fresh connection), not left rendering
+    done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (done.state, done.attempts) == ("succeeded", 3), done
+    assert result["state"] == "succeeded"
