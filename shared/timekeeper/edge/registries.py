@@ -19,7 +19,7 @@ from timekeeper.db.retention import erase_old_addresses, prune_exports, prune_ow
 from timekeeper.schedules.work import MaintenanceTask, WorkKindRegistry
 from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
 from timekeeper.snapshots.registry import SnapshotRegistry
-from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, HistoryRetention, WorkQueue
+from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, REPORT_RENDERER, HistoryRetention, Renderer, WorkQueue
 
 #: The maintenance task that prunes an owner's history past retention.
 HISTORY_RETENTION_TASK = "history.retention"
@@ -43,6 +43,32 @@ def exports_reoffer_task(queue: WorkQueue = EXPORTS) -> MaintenanceTask:
         offered = reoffer_exports(conn, adapters.export_publisher(), now=now, older_than=queue.reoffer_after,
                                   limit=queue.reoffer_per_pass)
         return {"reoffered": offered} if offered else None
+
+    return task
+
+
+#: The maintenance task that settles or asks again for the renders nothing will finish.
+RENDERS_SWEEP_TASK = "renders.sweep"
+
+
+def renders_sweep_task(renderer: Renderer = REPORT_RENDERER) -> MaintenanceTask:
+    """The renders' sweep as a maintenance task of ``renderer.swept_by``'s owner
+    (:func:`timekeeper.reporting.rendering.sweep_renders` with the renderer's lease,
+    re-offer period, attempts and ``sweep_per_pass``): a render whose attempts ran out
+    without a record (a lost connection, a timeout) is settled failed, one nothing ran is
+    asked for again through the edge's renderer client. Returns ``{"settled": n,
+    "reoffered": n, "refused": n}``, or None when nothing was stale. Raises what the
+    renderer client's configuration raises (``RuntimeError``: no renderer function set)."""
+    from timekeeper.edge import adapters
+    from timekeeper.reporting.rendering import sweep_renders
+
+    def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
+        done = sweep_renders(conn, adapters.renderer_client(), now=now, lease=renderer.lease,
+                             reoffer_after=renderer.reoffer_after, max_attempts=renderer.max_attempts,
+                             limit=renderer.sweep_per_pass)
+        if not (done.settled or done.reoffered):
+            return None
+        return {"settled": done.settled, "reoffered": done.reoffered, "refused": done.refused}
 
     return task
 
@@ -82,8 +108,9 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
     """A new registry of every owner's work kinds, with each pipeline owner's history
     retention (``retention``, default the topology's) as its ``history.retention``
     maintenance task (the queries owner's also prunes exports and erases old addresses),
-    and the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
-    dispatcher sweeps the exports queue."""
+    the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
+    dispatcher sweeps the exports queue, and the renders' sweep (``renders.sweep``) as one
+    of the owner whose dispatcher sweeps the renders."""
     from timekeeper.accounting.work_kinds import register as register_accounting
     from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
@@ -97,6 +124,9 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
                                                           exports=pipeline.owner == QUERIES_OWNER))
     if EXPORTS.swept_by is not None:
         kinds.register_maintenance(PIPELINES[EXPORTS.swept_by].owner, EXPORTS_REOFFER_TASK, exports_reoffer_task())
+    if REPORT_RENDERER.swept_by is not None:
+        kinds.register_maintenance(PIPELINES[REPORT_RENDERER.swept_by].owner, RENDERS_SWEEP_TASK,
+                                   renders_sweep_task())
     return kinds
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
@@ -436,6 +436,70 @@ def _settle(conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection
             raise
         logger.warning("render's connection lost before its outcome was recorded; recording it on a new one")
     return record(reconnect())
+
+
+class RenderRequester(Protocol):
+    """Asks the renderer for a committed render (:class:`timekeeper.aws.renderer.RendererClient`)."""
+
+    def request(self, *, workspace_id: UUID, render_id: UUID) -> None: ...
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one pass of :func:`sweep_renders` did: ``settled`` renders failed
+    ``attempts_exhausted``, ``reoffered`` asked for again (``refused``: of those, the asks
+    the renderer's client refused; they are asked again a re-offer period later)."""
+
+    settled: int = 0
+    reoffered: int = 0
+    refused: int = 0
+
+
+def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: datetime, lease: timedelta,
+                  reoffer_after: timedelta, max_attempts: int, limit: int = 100) -> SweepResult:
+    """Settle or re-offer up to ``limit`` unfinished renders nothing will finish otherwise
+    (the renderers' one recovery path, run by a dispatcher's owner-wide pass), oldest
+    first, and return what it did.
+
+    * A render whose attempts ran out (``attempts >= max_attempts``) and whose last
+      attempt started at least ``lease`` before ``now`` (the renderer's timeout: that
+      attempt has ended) is settled ``failed`` / ``attempts_exhausted``: its last attempt
+      died, or lost its connection, before recording an outcome.
+    * A render (``requested`` or ``rendering``) whose request, last attempt start and last
+      re-offer are all at least ``reoffer_after`` before ``now`` (nothing of the invoker's
+      can still run it: a refused or lost invocation, an attempt that died before it
+      started) is asked for again with ``renderer`` after the pass commits
+      (``reoffered_at`` = ``now``, ``reoffers`` + 1); one already re-offered
+      ``max_attempts`` times is settled ``attempts_exhausted`` instead.
+
+    ``conn``: an idle autocommit connection; instants aware UTC; durations
+    ``timedelta``. Every decision is on the database's timestamps and ``now``, never on
+    how fast anything ran. A re-offered render that an old attempt finishes meanwhile
+    ignores the ask (a finished render does nothing). Raises ``psycopg.Error`` when the
+    database fails (nothing is committed then); an ask the renderer refuses is logged and
+    counted in ``refused``.
+    """
+    with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        stale = cur.execute(SQL["stale_renders"], {
+            "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - reoffer_after,
+            "limit": limit}).fetchall()
+        exhausted = [r["id"] for r in stale if r["attempts"] >= max_attempts or r["reoffers"] >= max_attempts]
+        again = [r["id"] for r in stale if r["id"] not in set(exhausted)]
+        settled = cur.execute(SQL["settle_stale_renders"], {"now": now, "ids": exhausted}).fetchall() \
+            if exhausted else []
+        asked = cur.execute(SQL["mark_reoffered"], {"now": now, "ids": again}).fetchall() if again else []
+    refused = 0
+    for row in asked:
+        try:
+            renderer.request(workspace_id=row["workspace_id"], render_id=row["id"])
+        except Exception as error:  # noqa: BLE001 - asked again a re-offer period later (bounded)
+            refused += 1
+            logger.warning("render not re-offered; asked again later",
+                           extra={"render_id": str(row["id"]), "error_type": type(error).__name__})
+    if settled or asked:
+        logger.info("renders swept", extra={"settled": [str(r["id"]) for r in settled],
+                                            "reoffered": [str(r["id"]) for r in asked]})
+    return SweepResult(settled=len(settled), reoffered=len(asked), refused=refused)
 
 
 def _basis_column(sections: Sequence[SectionData]) -> Jsonb | None:
