@@ -24,25 +24,38 @@ from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, REPORT_RENDERER, Hi
 #: The maintenance task that prunes an owner's history past retention.
 HISTORY_RETENTION_TASK = "history.retention"
 
-#: The maintenance task that offers again the exports whose publish was refused.
+#: The maintenance task that offers again the exports whose publish was refused, and
+#: settles or offers again the running exports nothing will finish.
 EXPORTS_REOFFER_TASK = "exports.reoffer"
 
 
 def exports_reoffer_task(queue: WorkQueue = EXPORTS) -> MaintenanceTask:
-    """The sweep of unpublished exports as a maintenance task of ``queue.swept_by``'s
-    owner: up to ``queue.reoffer_per_pass`` queued exports never published and older than
+    """The exports' sweep as a maintenance task of ``queue.swept_by``'s owner: up to
+    ``queue.reoffer_per_pass`` queued exports never published and older than
     ``queue.reoffer_after`` are published again through the exports queue's publisher
     (:func:`timekeeper.reporting.exports.reoffer_exports`), so an export whose publish was
-    refused runs within a minute or so of the refusal even if nobody reads it. Returns
-    ``{"reoffered": n}``, or None when none waited. Raises what the publisher's
-    configuration raises (``KeyError``: the exports queue's URL variable is unset)."""
+    refused runs within a minute or so of the refusal even if nobody reads it; and up to as
+    many running exports nothing will finish (their message dead-lettered or lost) are
+    settled failed once their attempts and last lease ran out, or published again once
+    idle for the lease plus the queue's visibility timeout
+    (:func:`timekeeper.reporting.exports.sweep_running_exports`). Returns ``{"reoffered":
+    n, "settled": n, "running_reoffered": n}``, or None when nothing waited. Raises what
+    the publisher's configuration raises (``KeyError``: the exports queue's URL variable
+    is unset)."""
     from timekeeper.edge import adapters
-    from timekeeper.reporting.exports import reoffer_exports
+    from timekeeper.reporting.exports import reoffer_exports, sweep_running_exports
 
     def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
-        offered = reoffer_exports(conn, adapters.export_publisher(), now=now, older_than=queue.reoffer_after,
+        publisher = adapters.export_publisher()
+        offered = reoffer_exports(conn, publisher, now=now, older_than=queue.reoffer_after,
                                   limit=queue.reoffer_per_pass)
-        return {"reoffered": offered} if offered else None
+        consumer = queue.consumer
+        swept = sweep_running_exports(conn, publisher, now=now, lease=consumer.lease,
+                                      idle_after=consumer.lease + timedelta(seconds=consumer.visibility_timeout_s),
+                                      max_attempts=consumer.max_receive_count, limit=queue.reoffer_per_pass)
+        if not (offered or swept.settled or swept.reoffered):
+            return None
+        return {"reoffered": offered, "settled": swept.settled, "running_reoffered": swept.reoffered}
 
     return task
 
