@@ -434,3 +434,29 @@ def test_the_queries_dispatchers_owner_wide_pass_runs_the_renders_sweep():
 
     assert REPORT_RENDERER.swept_by == QUERIES.name
     assert RENDERS_SWEEP_TASK in assemble_work_kinds().maintenance(QUERIES.owner)
+
+
+def test_the_queries_dispatcher_settles_a_render_left_rendering_by_a_cut_on_its_last_attempt(
+        conn, tenant, renderer_env, monkeypatch):
+    # Given a render whose last attempt started at NOW and lost its connection unrecorded,
+    # and the real queries dispatcher configured as partition 0 is in AWS
+    from tests.support import scheduled_event
+    from timekeeper.local.aws import create_pipeline_queues
+    from timekeeper.topology import QUERIES, REPORT_RENDERER
+
+    _unfinished(conn)
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 3, started_at = %s WHERE id = %s",
+                 (NOW, requested.id))
+    monkeypatch.setenv("RUN_QUEUE_URL_QUERIES", create_pipeline_queues(boto3.client("sqs"), QUERIES).url)
+    monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", boto3.client("sns").create_topic(Name="notices")["TopicArn"])
+    monkeypatch.setenv("LINK_SIGNING_KEY", "k" * 40)
+    edge.reset()
+    tick = {"partition": 0, "partitions": QUERIES.dispatch_partitions}
+    # When partition 0 ticks once the last attempt's lease ran out
+    later = NOW + REPORT_RENDERER.lease
+    clock.install(lambda: later)
+    invoke("queries_dispatcher", scheduled_event(later, tick))
+    # Then the render is settled, not left rendering
+    done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (done.state, done.error_code, done.finished_at) == ("failed", "attempts_exhausted", later)

@@ -70,13 +70,20 @@ def renders_sweep_task(renderer: Renderer = REPORT_RENDERER) -> MaintenanceTask:
     re-offer period, attempts and ``sweep_per_pass``): a render whose attempts ran out
     without a record (a lost connection, a timeout) is settled failed, one nothing ran is
     asked for again through the edge's renderer client. Returns ``{"settled": n,
-    "reoffered": n, "refused": n}``, or None when nothing was stale. Raises what the
-    renderer client's configuration raises (``RuntimeError``: no renderer function set)."""
+    "reoffered": n, "refused": n}``, or None when nothing was stale. The renderer client
+    is looked up only for a re-offer (an unset ``REPORT_RENDERER_FUNCTION`` is then a
+    refused ask, logged and counted)."""
     from timekeeper.edge import adapters
     from timekeeper.reporting.rendering import sweep_renders
 
+    class _Renderer:
+        """The edge's renderer client, looked up only when a render is asked for again."""
+
+        def request(self, *, workspace_id: Any, render_id: Any) -> None:
+            adapters.renderer_client().request(workspace_id=workspace_id, render_id=render_id)
+
     def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
-        done = sweep_renders(conn, adapters.renderer_client(), now=now, lease=renderer.lease,
+        done = sweep_renders(conn, _Renderer(), now=now, lease=renderer.lease,
                              reoffer_after=renderer.reoffer_after, max_attempts=renderer.max_attempts,
                              limit=renderer.sweep_per_pass)
         if not (done.settled or done.reoffered):
