@@ -146,6 +146,11 @@ class AppStack(Stack):
         for resources in self.work_queues:
             if resources.work_queue.swept_by is not None:
                 by_name[resources.work_queue.swept_by].sweep(resources.work_queue, resources.queues.queue)
+        if REPORT_RENDERER.swept_by is not None:
+            # the renders' sweep (partition 0's owner-wide pass) asks for unfinished renders
+            # again; every partition runs the same code, so each may invoke the renderer
+            for dispatcher in by_name[REPORT_RENDERER.swept_by].dispatchers:
+                self.renderer.connect_caller(dispatcher, downloads=False)
         self.api: HttpApi | None = None
         if (settings.FUNCTIONS_DIR / API_FUNCTION / "handler.py").is_file():
             self.api = HttpApi(self, "Api", layer=self.layer, database=database, pipelines=self.pipelines,

@@ -308,8 +308,9 @@ QUERIES = Pipeline(
     reoffer_after_s=1800,
     dispatch_partitions=2,
     # its run queue, the notification topic, and the owners' notice e-mails (SES): the
-    # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners)
-    dispatcher_services=calls(SQS, SNS, SES),
+    # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners);
+    # the renderer (Lambda): partition 0's sweep of unfinished renders asks for them again
+    dispatcher_services=calls(SQS, SNS, SES, LAMBDA),
 )
 
 #: The pipeline whose dispatcher passes are followed by the people pass: owner notices
@@ -535,7 +536,11 @@ class Renderer:
     ``max_event_age_s`` are its asynchronous-invocation settings: a failed invocation is
     retried that many times, an event older than the age is dropped, and either way the
     event then goes to the on-failure queue ``failure_queue_name`` (kept
-    ``failure_retention_days``).
+    ``failure_retention_days``). ``swept_by``: the pipeline whose dispatcher's owner-wide
+    pass sweeps the unfinished renders each minute (up to ``sweep_per_pass``; None: no
+    sweep): a render whose last attempt's :attr:`lease` ran out with no attempt left is
+    settled failed, one that nothing ran for :attr:`reoffer_after` is asked for again
+    (at most :attr:`max_attempts` times, then settled failed).
     """
 
     name: str
@@ -548,11 +553,25 @@ class Renderer:
     failure_retention_days: int = 14
     #: The AWS services the renderer calls: the rendered PDF (S3).
     services: frozenset[str] = calls(S3)
+    swept_by: str | None = None
+    sweep_per_pass: int = 100
 
     @property
     def max_attempts(self) -> int:
         """Attempts Lambda makes for one invocation: the first and its retries."""
         return 1 + self.retry_attempts
+
+    @property
+    def lease(self) -> timedelta:
+        """How long an attempt may run: the function's timeout (Lambda stops it then)."""
+        return timedelta(seconds=self.timeout_s)
+
+    @property
+    def reoffer_after(self) -> timedelta:
+        """How long after a render's last request, attempt start or re-offer nothing of
+        Lambda's can still run it: the event's maximum age (queued, retried) plus one
+        timeout. An unfinished render idle this long is asked for again (or settled)."""
+        return timedelta(seconds=self.max_event_age_s + self.timeout_s)
 
     @property
     def failure_queue_name(self) -> str:
@@ -574,7 +593,9 @@ class Renderer:
 #: 1,000 rows each fits well inside 300 s; two at once keep its connections few. (Twenty
 #: sections each running into the workers' 15 s statement timeout could pass 300 s: that
 #: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
-REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer")
+REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer", swept_by=QUERIES.name)
+if REPORT_RENDERER.swept_by is not None and LAMBDA not in PIPELINES[REPORT_RENDERER.swept_by].dispatcher_services:
+    raise ValueError("the renderer's swept_by must name a pipeline whose dispatcher calls Lambda")
 
 
 #: The HTTP API (``functions/api``): "Run now" and export requests (SQS), renders (Lambda),

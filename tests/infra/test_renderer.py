@@ -106,3 +106,21 @@ def test_the_api_may_request_renders_and_sign_downloads_of_reports_only(synth):
     assert any("/reports/*" in json.dumps(s["Resource"]) for s in s3)
     assert all(json.dumps(s["Resource"]).endswith(('/reports/*"]]}', '/exports/*"]]}', '/deliveries/*"]]}'))
                for s in s3)
+
+
+def test_every_queries_dispatcher_partition_may_ask_the_renderer_again_for_unfinished_renders(synth):
+    # Given the renders' sweep in the queries dispatcher's owner-wide pass
+    from tests.infra.conftest import functions_of_folder
+    from timekeeper.topology import QUERIES
+
+    assert REPORT_RENDERER.swept_by == QUERIES.name
+    template = synth.app_template
+    renderer_id, _ = _renderer(template)
+    ids = functions_of_folder(template)[QUERIES.dispatcher_function]
+    assert len(ids) == QUERIES.dispatch_partitions
+    for logical_id in ids:
+        # Then each partition names the renderer and may invoke it, and nothing else of Lambda's
+        props = template["Resources"][logical_id]["Properties"]
+        assert props["Environment"]["Variables"]["REPORT_RENDERER_FUNCTION"] == {"Ref": renderer_id}
+        invoke = [s for s in _statements(template, props) if "lambda:InvokeFunction" in json.dumps(s["Action"])]
+        assert invoke and all(renderer_id in json.dumps(s["Resource"]) for s in invoke), logical_id

@@ -500,3 +500,67 @@ def test_booleans_and_nulls_are_written_as_the_rule_says(aws, conn, tenants, fmt
     else:
         rows = list(load_workbook(io.BytesIO(data)).active.iter_rows(values_only=True))
         assert rows == [("Name", "Annual fee (EUR)", "Active"), ("=Silver", 0, False), ("Gold", 120, True)]
+
+
+def test_a_final_receive_whose_connection_is_cut_still_settles_the_export(aws, conn, tenants, monkeypatch):
+    # Given an export on its final receive whose upload fails after the consumer's database
+    # connection was cut (its server process terminated)
+    a, _ = tenants
+    export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
+    monkeypatch.setenv("FILES_BUCKET", "no-such-bucket")
+    edge.reset()
+
+    def cut_the_consumers_connection(**_):
+        conn.execute("SELECT pg_terminate_backend(%s)", (adapters.database().current().info.backend_pid,))
+
+    adapters.s3_client().meta.events.register("before-call.s3.CreateMultipartUpload", cut_the_consumers_connection)
+    adapters.s3_client().meta.events.register("before-call.s3.PutObject", cut_the_consumers_connection)
+    body = {"export_id": str(export.id), "workspace_id": str(a)}
+    # When the final receive runs it
+    last = invoke("export_consumer", sqs_event(body, receive_count=EXPORTS.consumer.max_receive_count))
+    # Then the export is settled failed on a new connection and the message acknowledged
+    assert last == {"batchItemFailures": []}
+    failed = ex.get_export(conn, workspace_id=a, export_id=export.id)
+    assert (failed.state, failed.error_code) == ("failed", "attempts_exhausted")
+
+
+def _sweep_exports(conn, publisher, at):
+    consumer = EXPORTS.consumer
+    return ex.sweep_running_exports(conn, publisher, now=at, lease=consumer.lease,
+                                    idle_after=consumer.lease + timedelta(seconds=consumer.visibility_timeout_s),
+                                    max_attempts=consumer.max_receive_count)
+
+
+def test_the_sweep_settles_a_running_export_whose_attempts_and_last_lease_ran_out(aws, conn, tenants):
+    # Given an export whose consumer died on each of its receives (its message dead-lettered)
+    conn.execute("UPDATE exports SET state = 'failed' WHERE state = 'running'")
+    a, _ = tenants
+    export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
+    conn.execute("UPDATE exports SET state = 'running', attempts = %s, started_at = %s WHERE id = %s",
+                 (EXPORTS.consumer.max_receive_count, NOW, export.id))
+    publisher = RefusingPublisher()
+    # When the sweep runs inside the last attempt's lease, then it waits
+    assert _sweep_exports(conn, publisher, NOW + LEASE - timedelta(seconds=1)).settled == 0
+    # And once the lease ran out it settles the export failed, sending nothing
+    assert _sweep_exports(conn, publisher, NOW + LEASE).settled == 1
+    failed = ex.get_export(conn, workspace_id=a, export_id=export.id)
+    assert (failed.state, failed.error_code, failed.finished_at) == ("failed", "attempts_exhausted", NOW + LEASE)
+    assert publisher.offered == []
+
+
+def test_the_sweep_sends_again_a_running_export_whose_message_was_lost(aws, conn, tenants):
+    # Given an export whose one attempt died and whose message never came back
+    conn.execute("UPDATE exports SET state = 'failed' WHERE state = 'running'")
+    a, _ = tenants
+    export, _ = request(conn, a, save_query(conn, a), publisher=RefusingPublisher())
+    conn.execute("UPDATE exports SET state = 'running', attempts = 1, started_at = %s WHERE id = %s",
+                 (NOW, export.id))
+    idle = LEASE + timedelta(seconds=EXPORTS.consumer.visibility_timeout_s)
+    # When the sweep runs before the message could have come back, then it waits
+    assert _sweep_exports(conn, adapters.export_publisher(), NOW + idle - timedelta(seconds=1)).reoffered == 0
+    # And afterwards it sends the message again (once a period), and the consumer finishes it
+    assert _sweep_exports(conn, adapters.export_publisher(), NOW + idle).reoffered == 1
+    assert _sweep_exports(conn, adapters.export_publisher(), NOW + idle + timedelta(minutes=1)).reoffered == 0
+    clock.install(lambda: NOW + idle)
+    drain(aws)
+    assert ex.get_export(conn, workspace_id=a, export_id=export.id).state == "succeeded"

@@ -325,3 +325,138 @@ def test_the_local_stack_runs_requested_renders_through_the_real_handler(db_url,
         assert stack.renderer.failed == []
     finally:
         stack.stop()
+
+
+def test_a_last_attempt_whose_connection_is_cut_is_still_settled(conn, tenant, renderer_env):
+    # Given a render on its last attempt (two earlier attempts raised), and a cut of the
+    # renderer's database connection (its server process terminated) while the PDF uploads
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 2 WHERE id = %s", (requested.id,))
+
+    def cut_the_renderers_connection(**_):
+        pid = adapters.renderer_database().current().info.backend_pid
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    adapters.s3_client().meta.events.register("before-call.s3.PutObject", cut_the_renderers_connection)
+    # When the renderer runs it: recording the result meets the lost connection
+    result = invoke("report_renderer", {"workspace_id": str(tenant.workspace_id), "render_id": str(requested.id)})
+    # Then the render is settled all the same (on a fresh connection), not left rendering
+    done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (done.state, done.attempts) == ("succeeded", 3), done
+    assert result["state"] == "succeeded"
+
+
+# ------------------------------------------------------------------------------ the sweep
+
+
+class _Renderer:
+    """A renderer client that records what it was asked for (``refuse``: raises instead)."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.asked: list[tuple] = []
+        self.refuse = refuse
+
+    def request(self, *, workspace_id, render_id) -> None:
+        self.asked.append((workspace_id, render_id))
+        if self.refuse:
+            raise RuntimeError("throttled")
+
+
+def _sweep(conn, renderer, at):
+    from timekeeper.reporting.rendering import sweep_renders
+    from timekeeper.topology import REPORT_RENDERER as R
+
+    return sweep_renders(conn, renderer, now=at, lease=R.lease, reoffer_after=R.reoffer_after,
+                         max_attempts=R.max_attempts)
+
+
+def _unfinished(conn):
+    """Settle every unfinished render of earlier tests, so a sweep sees this test's only."""
+    conn.execute("UPDATE report_renders SET state = 'failed' WHERE state IN ('requested', 'rendering')")
+
+
+def test_the_sweep_settles_a_render_whose_last_attempt_died_unrecorded_once_its_lease_ran_out(conn, tenant):
+    # Given a render whose third and last attempt started at NOW and never recorded an outcome
+    _unfinished(conn)
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 3, started_at = %s WHERE id = %s",
+                 (NOW, requested.id))
+    renderer = _Renderer()
+    # When the sweep runs inside the attempt's lease, then it leaves the render alone
+    assert _sweep(conn, renderer, NOW + timedelta(seconds=299)).settled == 0
+    assert get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id).state == "rendering"
+    # And once the lease ran out it settles it failed, asking the renderer for nothing
+    assert _sweep(conn, renderer, NOW + timedelta(seconds=300)).settled == 1
+    done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (done.state, done.error_code, done.attempts) == ("failed", "attempts_exhausted", 3)
+    assert done.finished_at == NOW + timedelta(seconds=300) and renderer.asked == []
+
+
+def test_the_sweep_asks_again_for_a_render_nothing_ran_then_settles_it_after_as_many_asks_as_attempts(conn, tenant):
+    # Given a render requested at NOW whose invocation was lost (nothing ever started it)
+    _unfinished(conn)
+    requested = _request(conn, tenant, _report(conn, tenant))
+    renderer = _Renderer()
+    idle = timedelta(seconds=900 + 300)  # the invocation's maximum event age and one timeout
+    # When the sweep runs before nothing of Lambda's can still run it, then it waits
+    assert _sweep(conn, renderer, NOW + idle - timedelta(seconds=1)).reoffered == 0
+    # And then it asks the renderer again, once a re-offer period
+    at = NOW + idle
+    assert _sweep(conn, renderer, at).reoffered == 1
+    assert renderer.asked == [(tenant.workspace_id, requested.id)]
+    assert _sweep(conn, renderer, at + idle - timedelta(seconds=1)).reoffered == 0
+    # And an ask the renderer refuses is counted too: the third re-offer is the last
+    refusing = _Renderer(refuse=True)
+    assert _sweep(conn, refusing, at + idle).refused == 1
+    assert _sweep(conn, renderer, at + 2 * idle).reoffered == 1
+    done = _sweep(conn, renderer, at + 3 * idle)
+    assert (done.settled, done.reoffered) == (1, 0)
+    row = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (row.state, row.error_code) == ("failed", "attempts_exhausted")
+
+
+def test_the_sweep_leaves_a_finished_render_and_one_an_attempt_is_running(conn, tenant, s3):
+    # Given a succeeded render, and one whose first attempt started a minute ago
+    _unfinished(conn)
+    finished = _request(conn, tenant, _report(conn, tenant))
+    render(conn, s3, BUCKET, workspace_id=tenant.workspace_id, render_id=finished.id, now=NOW)
+    running = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 1, started_at = %s WHERE id = %s",
+                 (NOW + timedelta(hours=2), running.id))
+    # When the sweep runs, then neither is touched
+    done = _sweep(conn, _Renderer(), NOW + timedelta(hours=2, minutes=1))
+    assert (done.settled, done.reoffered) == (0, 0)
+
+
+def test_the_queries_dispatchers_owner_wide_pass_runs_the_renders_sweep():
+    from timekeeper.edge.registries import RENDERS_SWEEP_TASK, assemble_work_kinds
+    from timekeeper.topology import QUERIES, REPORT_RENDERER
+
+    assert REPORT_RENDERER.swept_by == QUERIES.name
+    assert RENDERS_SWEEP_TASK in assemble_work_kinds().maintenance(QUERIES.owner)
+
+
+def test_the_queries_dispatcher_settles_a_render_left_rendering_by_a_cut_on_its_last_attempt(
+        conn, tenant, renderer_env, monkeypatch):
+    # Given a render whose last attempt started at NOW and lost its connection unrecorded,
+    # and the real queries dispatcher configured as partition 0 is in AWS
+    from tests.support import scheduled_event
+    from timekeeper.local.aws import create_pipeline_queues
+    from timekeeper.topology import QUERIES, REPORT_RENDERER
+
+    _unfinished(conn)
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 3, started_at = %s WHERE id = %s",
+                 (NOW, requested.id))
+    monkeypatch.setenv("RUN_QUEUE_URL_QUERIES", create_pipeline_queues(boto3.client("sqs"), QUERIES).url)
+    monkeypatch.setenv("NOTIFICATION_TOPIC_ARN", boto3.client("sns").create_topic(Name="notices")["TopicArn"])
+    monkeypatch.setenv("LINK_SIGNING_KEY", "k" * 40)
+    edge.reset()
+    tick = {"partition": 0, "partitions": QUERIES.dispatch_partitions}
+    # When partition 0 ticks once the last attempt's lease ran out
+    later = NOW + REPORT_RENDERER.lease
+    clock.install(lambda: later)
+    invoke("queries_dispatcher", scheduled_event(later, tick))
+    # Then the render is settled, not left rendering
+    done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    assert (done.state, done.error_code, done.finished_at) == ("failed", "attempts_exhausted", later)

@@ -18,9 +18,10 @@ def _run_export(item: batch.Received[ExportMessage]) -> bool:
     message = item.message
     keys = push_log_keys(export_id=message.export_id, workspace_id=message.workspace_id)
     try:
-        return consume_export(adapters.database().get(), adapters.s3_client(), adapters.files_bucket(), message,
+        database = adapters.database()
+        return consume_export(database.get(), adapters.s3_client(), adapters.files_bucket(), message,
                               receive_count=item.receive_count, max_receive_count=EXPORTS.consumer.max_receive_count,
-                              now=clock.now(), lease=EXPORTS.consumer.lease)
+                              now=clock.now(), lease=EXPORTS.consumer.lease, reconnect=database.get)
     finally:
         pop_log_keys(keys)
 

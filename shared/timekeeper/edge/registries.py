@@ -19,30 +19,76 @@ from timekeeper.db.retention import erase_old_addresses, prune_exports, prune_ow
 from timekeeper.schedules.work import MaintenanceTask, WorkKindRegistry
 from timekeeper.settings import ENVIRONMENT_VARIABLE, SELFTEST_DRILLS_VARIABLE
 from timekeeper.snapshots.registry import SnapshotRegistry
-from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, HistoryRetention, WorkQueue
+from timekeeper.topology import EXPORTS, HISTORY, PIPELINES, REPORT_RENDERER, HistoryRetention, Renderer, WorkQueue
 
 #: The maintenance task that prunes an owner's history past retention.
 HISTORY_RETENTION_TASK = "history.retention"
 
-#: The maintenance task that offers again the exports whose publish was refused.
+#: The maintenance task that offers again the exports whose publish was refused, and
+#: settles or offers again the running exports nothing will finish.
 EXPORTS_REOFFER_TASK = "exports.reoffer"
 
 
 def exports_reoffer_task(queue: WorkQueue = EXPORTS) -> MaintenanceTask:
-    """The sweep of unpublished exports as a maintenance task of ``queue.swept_by``'s
-    owner: up to ``queue.reoffer_per_pass`` queued exports never published and older than
+    """The exports' sweep as a maintenance task of ``queue.swept_by``'s owner: up to
+    ``queue.reoffer_per_pass`` queued exports never published and older than
     ``queue.reoffer_after`` are published again through the exports queue's publisher
     (:func:`timekeeper.reporting.exports.reoffer_exports`), so an export whose publish was
-    refused runs within a minute or so of the refusal even if nobody reads it. Returns
-    ``{"reoffered": n}``, or None when none waited. Raises what the publisher's
-    configuration raises (``KeyError``: the exports queue's URL variable is unset)."""
+    refused runs within a minute or so of the refusal even if nobody reads it; and up to as
+    many running exports nothing will finish (their message dead-lettered or lost) are
+    settled failed once their attempts and last lease ran out, or published again once
+    idle for the lease plus the queue's visibility timeout
+    (:func:`timekeeper.reporting.exports.sweep_running_exports`). Returns ``{"reoffered":
+    n, "settled": n, "running_reoffered": n}``, or None when nothing waited. Raises what
+    the publisher's configuration raises (``KeyError``: the exports queue's URL variable
+    is unset)."""
     from timekeeper.edge import adapters
-    from timekeeper.reporting.exports import reoffer_exports
+    from timekeeper.reporting.exports import reoffer_exports, sweep_running_exports
 
     def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
-        offered = reoffer_exports(conn, adapters.export_publisher(), now=now, older_than=queue.reoffer_after,
+        publisher = adapters.export_publisher()
+        offered = reoffer_exports(conn, publisher, now=now, older_than=queue.reoffer_after,
                                   limit=queue.reoffer_per_pass)
-        return {"reoffered": offered} if offered else None
+        consumer = queue.consumer
+        swept = sweep_running_exports(conn, publisher, now=now, lease=consumer.lease,
+                                      idle_after=consumer.lease + timedelta(seconds=consumer.visibility_timeout_s),
+                                      max_attempts=consumer.max_receive_count, limit=queue.reoffer_per_pass)
+        if not (offered or swept.settled or swept.reoffered):
+            return None
+        return {"reoffered": offered, "settled": swept.settled, "running_reoffered": swept.reoffered}
+
+    return task
+
+
+#: The maintenance task that settles or asks again for the renders nothing will finish.
+RENDERS_SWEEP_TASK = "renders.sweep"
+
+
+def renders_sweep_task(renderer: Renderer = REPORT_RENDERER) -> MaintenanceTask:
+    """The renders' sweep as a maintenance task of ``renderer.swept_by``'s owner
+    (:func:`timekeeper.reporting.rendering.sweep_renders` with the renderer's lease,
+    re-offer period, attempts and ``sweep_per_pass``): a render whose attempts ran out
+    without a record (a lost connection, a timeout) is settled failed, one nothing ran is
+    asked for again through the edge's renderer client. Returns ``{"settled": n,
+    "reoffered": n, "refused": n}``, or None when nothing was stale. The renderer client
+    is looked up only for a re-offer (an unset ``REPORT_RENDERER_FUNCTION`` is then a
+    refused ask, logged and counted)."""
+    from timekeeper.edge import adapters
+    from timekeeper.reporting.rendering import sweep_renders
+
+    class _Renderer:
+        """The edge's renderer client, looked up only when a render is asked for again."""
+
+        def request(self, *, workspace_id: Any, render_id: Any) -> None:
+            adapters.renderer_client().request(workspace_id=workspace_id, render_id=render_id)
+
+    def task(conn: psycopg.Connection, now: datetime) -> dict[str, Any] | None:
+        done = sweep_renders(conn, _Renderer(), now=now, lease=renderer.lease,
+                             reoffer_after=renderer.reoffer_after, max_attempts=renderer.max_attempts,
+                             limit=renderer.sweep_per_pass)
+        if not (done.settled or done.reoffered):
+            return None
+        return {"settled": done.settled, "reoffered": done.reoffered, "refused": done.refused}
 
     return task
 
@@ -82,8 +128,9 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
     """A new registry of every owner's work kinds, with each pipeline owner's history
     retention (``retention``, default the topology's) as its ``history.retention``
     maintenance task (the queries owner's also prunes exports and erases old addresses),
-    and the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
-    dispatcher sweeps the exports queue."""
+    the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
+    dispatcher sweeps the exports queue, and the renders' sweep (``renders.sweep``) as one
+    of the owner whose dispatcher sweeps the renders."""
     from timekeeper.accounting.work_kinds import register as register_accounting
     from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
@@ -97,6 +144,9 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
                                                           exports=pipeline.owner == QUERIES_OWNER))
     if EXPORTS.swept_by is not None:
         kinds.register_maintenance(PIPELINES[EXPORTS.swept_by].owner, EXPORTS_REOFFER_TASK, exports_reoffer_task())
+    if REPORT_RENDERER.swept_by is not None:
+        kinds.register_maintenance(PIPELINES[REPORT_RENDERER.swept_by].owner, RENDERS_SWEEP_TASK,
+                                   renders_sweep_task())
     return kinds
 
 

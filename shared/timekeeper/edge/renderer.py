@@ -21,7 +21,9 @@ def run_renderer(event: Any) -> dict[str, Any]:
 
     A malformed event, or one naming no render, is logged and dropped (``{"dropped":
     reason}``): retrying it cannot help. Expected failures are recorded on the render and
-    returned; an unexpected fault below the attempt limit raises, so Lambda retries.
+    returned; an unexpected fault below the attempt limit raises, so Lambda retries. An
+    outcome whose connection was lost before it was recorded is recorded on a new
+    connection of the renderer's provider.
     """
     try:
         request = RenderRequest.model_validate(event)
@@ -31,9 +33,10 @@ def run_renderer(event: Any) -> dict[str, Any]:
     keys = push_log_keys(workspace_id=request.workspace_id, render_id=request.render_id)
     try:
         try:
-            row = rendering.render(adapters.renderer_database().get(), adapters.s3_client(), adapters.files_bucket(),
+            database = adapters.renderer_database()
+            row = rendering.render(database.get(), adapters.s3_client(), adapters.files_bucket(),
                                    workspace_id=request.workspace_id, render_id=request.render_id, now=clock.now(),
-                                   max_attempts=REPORT_RENDERER.max_attempts)
+                                   max_attempts=REPORT_RENDERER.max_attempts, reconnect=database.get)
         except rendering.RenderNotFound:
             logger.warning("render request names no render; dropped")
             return {"dropped": "render_not_found"}

@@ -35,6 +35,8 @@ def _dispatcher(pipeline: str) -> Callable[[], None]:
         adapters.notifier()
         if pipeline == NOTICES_PIPELINE:
             adapters.mailer()  # the people pass mails owner notices
+        if pipeline == REPORT_RENDERER.swept_by:
+            adapters.renderer_client()  # the renders' sweep asks for unfinished renders again
     return build
 
 

@@ -274,6 +274,62 @@ def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now
     return len(reoffer(conn, publisher, _outbox(now), unaccepted).recorded or [])
 
 
+@dataclass(frozen=True)
+class ExportSweep:
+    """What one :func:`sweep_running_exports` pass did: ``settled`` exports failed
+    ``attempts_exhausted``, ``reoffered`` messages the queue took again."""
+
+    settled: int = 0
+    reoffered: int = 0
+
+
+def sweep_running_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, lease: timedelta,
+                          idle_after: timedelta, max_attempts: int, limit: int = 20) -> ExportSweep:
+    """Settle or send again up to ``limit`` running exports nothing will finish otherwise
+    (their messages were dead-lettered or lost: a consumer killed on every receive, a
+    final settlement that failed), oldest first.
+
+    * attempts ran out (``attempts >= max_attempts``, the queue's receives) and the last
+      attempt started at least ``lease`` (the consumer's timeout) before ``now``: settled
+      ``failed`` / ``attempts_exhausted``;
+    * otherwise, no attempt started and no re-offer was made for ``idle_after`` (the lease
+      plus the queue's visibility timeout: a message that came back would have started
+      one): its message is published again (``reoffered_at`` = ``now``); a duplicate is
+      harmless (a leased export makes it wait, a finished one ignores it), and each
+      message that runs counts an attempt, so the attempts run out in the end.
+
+    ``conn``: an idle autocommit connection; instants aware UTC. Decisions rest on the
+    rows' timestamps and ``now`` only. Raises ``psycopg.Error`` (nothing committed)."""
+
+    settled_ids: list[UUID] = []
+
+    def stale(conn: psycopg.Connection) -> list[ExportMessage]:
+        with conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            rows = cur.execute(SQL["stale_running_exports"], {
+                "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - idle_after,
+                "limit": limit}).fetchall()
+            exhausted = [r["id"] for r in rows if r["attempts"] >= max_attempts]
+            again = [r["id"] for r in rows if r["attempts"] < max_attempts]
+            if exhausted:
+                settled_ids.extend(r["id"] for r in cur.execute(SQL["settle_stale_exports"],
+                                                                 {"now": now, "ids": exhausted}).fetchall())
+            marked = cur.execute(SQL["mark_export_reoffered"], {"now": now, "ids": again}).fetchall() \
+                if again else []
+        return [ExportMessage(export_id=r["id"], workspace_id=r["workspace_id"]) for r in marked]
+
+    def record_refused(conn: psycopg.Connection, refused: list[ExportMessage]) -> None:
+        if refused:
+            logger.warning("running exports not re-offered; offered again later",
+                           extra={"export_ids": sorted(str(m.export_id) for m in refused)})
+
+    sent = reoffer(conn, publisher, Outbox(key=_export_key, record_refused=record_refused, contain=True,
+                                           name="exports"), stale)
+    if settled_ids or sent.accepted:
+        logger.info("running exports swept", extra={"settled": [str(i) for i in settled_ids],
+                                                    "reoffered": [str(m.export_id) for m in sent.accepted]})
+    return ExportSweep(settled=len(settled_ids), reoffered=len(sent.accepted))
+
+
 def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
                requested_by: str | None = None) -> Export:
     """The export ``export_id`` of ``workspace_id`` (only when ``requested_by`` requested
@@ -366,7 +422,8 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
 
 
 def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, message: ExportMessage, *,
-                   receive_count: int, max_receive_count: int, now: datetime, lease: timedelta) -> bool:
+                   receive_count: int, max_receive_count: int, now: datetime, lease: timedelta,
+                   reconnect: Callable[[], psycopg.Connection] | None = None) -> bool:
     """Handle one exports-queue message; return True to acknowledge it, False to let it
     come back (a batch item failure).
 
@@ -374,8 +431,10 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
     (database, S3, a busy earlier attempt) is retried; on the final receive
     (``receive_count >= max_receive_count``) the export is settled ``failed`` with
     ``attempts_exhausted`` and the message acknowledged, unless another attempt may still
-    be running or the settlement itself fails (then it reaches the dead-letter queue).
-    Never raises.
+    be running or the settlement itself fails (then it reaches the dead-letter queue, and
+    the exports' sweep, :func:`sweep_running_exports`, settles it). ``reconnect``: returns
+    a fresh idle connection (the edge's provider), on which the final settlement is made
+    once more when ``conn`` was lost (a failover, a network cut). Never raises.
     """
     keys = {"export_id": str(message.export_id), "workspace_id": str(message.workspace_id)}
     try:
@@ -393,10 +452,20 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
                                                        "receive_count": receive_count})
         if not AttemptRule(max_attempts=max_receive_count, lease=lease).final(receive_count=receive_count):
             return False
+        last = f"every attempt failed; the last with {type(error).__name__}"
+
+        def settle(on: psycopg.Connection) -> None:
+            fail_export(on, workspace_id=message.workspace_id, export_id=message.export_id,
+                        code=ATTEMPTS_EXHAUSTED, now=now, message=last)
+
         try:
-            fail_export(conn, workspace_id=message.workspace_id, export_id=message.export_id,
-                        code=ATTEMPTS_EXHAUSTED, now=now,
-                        message=f"every attempt failed; the last with {type(error).__name__}")
+            try:
+                settle(conn)
+            except psycopg.OperationalError:
+                if reconnect is None or not (conn.broken or conn.closed):
+                    raise
+                logger.warning("export's connection lost before its settlement; settling on a new one", extra=keys)
+                settle(reconnect())
         except Exception as settle_error:  # noqa: BLE001 - the dead-letter queue keeps the message
             logger.error("could not settle the export failed", extra={**keys,
                                                                       "error_type": type(settle_error).__name__})

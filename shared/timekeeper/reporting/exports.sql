@@ -65,3 +65,27 @@ UPDATE exports SET state = 'succeeded', object_key = %s, row_count = %s, byte_si
 RETURNING id, workspace_id, query_id, query_version, format, requested_by, idempotency_key, state, attempts,
           object_key, row_count, byte_size, sha256, error_code, error_message, created_at, published_at,
           started_at, finished_at
+
+-- name: stale_running_exports
+-- Running exports whose last attempt's lease ran out with every attempt used, or that no
+-- attempt started (nor the sweep re-offered) for the idle period; oldest first, locked.
+SELECT id, workspace_id, attempts
+  FROM exports
+ WHERE state = 'running'
+   AND ((attempts >= %(max_attempts)s AND started_at <= %(lease_before)s)
+        OR GREATEST(started_at, reoffered_at) <= %(idle_before)s)
+ ORDER BY started_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: settle_stale_exports
+UPDATE exports
+   SET state = 'failed', error_code = 'attempts_exhausted', finished_at = %(now)s,
+       error_message = attempts || ' attempts ended without a recorded result (timeouts, lost connections?)'
+ WHERE id = ANY(%(ids)s) AND state = 'running'
+RETURNING id
+
+-- name: mark_export_reoffered
+UPDATE exports SET reoffered_at = %(now)s
+ WHERE id = ANY(%(ids)s) AND state = 'running'
+RETURNING id, workspace_id

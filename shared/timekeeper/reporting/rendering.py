@@ -51,9 +51,9 @@ again.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
@@ -65,6 +65,7 @@ from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.connection import set_tenant, walled_query
 from timekeeper.db.rows import fetch_one, fetch_value
+from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.reporting.catalogue import Column, ColumnType
 from timekeeper.reporting.compiler import compile_query
@@ -348,13 +349,21 @@ def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, messa
 
 
 def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
-           now: datetime, max_attempts: int = 3) -> ReportRender:
+           now: datetime, max_attempts: int = 3,
+           reconnect: Callable[[], psycopg.Connection] | None = None) -> ReportRender:
     """Run render ``render_id`` of ``workspace_id`` once (see the module docstring) and
     return its row as it stands afterwards.
 
     ``conn``: an idle autocommit connection (the workers' login); ``s3``: an S3 client;
     ``bucket``: the files bucket; ``now``: the clock (aware UTC); ``max_attempts``: the
-    attempts the invoker makes in all (1 + Lambda's asynchronous retries).
+    attempts the invoker makes in all (1 + Lambda's asynchronous retries); ``reconnect``:
+    returns a fresh idle autocommit connection (the edge's provider), used when ``conn``
+    was lost (a failover, a network cut) before the attempt's outcome was recorded: the
+    outcome (succeeded, or the last attempt's failure) is then recorded once more on a
+    new connection, so a cut cannot leave the render ``rendering`` (fenced by the
+    attempt: a later attempt's record wins). Without it, or when the new connection fails
+    too, the fault is raised and the render is left to the renderers' sweep
+    (:func:`sweep_renders`).
 
     Idempotency: a succeeded render does nothing and returns its row (its object was
     written once); a retry of an unfinished one writes the same key again, with the same
@@ -389,23 +398,108 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         digest = hashlib.sha256(pdf).hexdigest()
         s3.put_object(Bucket=bucket, Key=key, Body=pdf, ContentType=PDF_CONTENT_TYPE,
                       Metadata={"sha256": digest, "render-id": str(row.id)})
-        with conn.transaction():
-            done = _fetch(
-                conn, SQL["finish_succeeded"],
-                (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections],
-                 _basis_column(sections), row.id, row.attempts))
-            if done is None:  # another attempt took over and settled it
-                done = _fetch(conn, SQL["render_by_id"], (row.id,))
-        assert done is not None
-        return done
+        succeeded = (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections],
+                     _basis_column(sections), row.id, row.attempts)
     except _Refused as refused:
-        return _finish_failed(conn, row, refused.code, refused.message, now)
+        code, message = refused.code, refused.message
+        return _settle(conn, reconnect, lambda on: _finish_failed(on, row, code, message, now))
     except ReportNotFound:
-        return _finish_failed(conn, row, access.NOT_FOUND, "the report version is gone", now)
+        return _settle(conn, reconnect,
+                       lambda on: _finish_failed(on, row, access.NOT_FOUND, "the report version is gone", now))
     except Exception as error:
         if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
-            return _finish_failed(conn, row, UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt", now)
+            message = f"{type(error).__name__} on the last attempt"
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, UNEXPECTED_ERROR, message, now))
         raise
+    return _settle(conn, reconnect, lambda on: _finish_succeeded(on, row, succeeded))
+
+
+def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple[Any, ...]) -> ReportRender:
+    """Record attempt ``row.attempts``'s PDF (fenced: a later attempt's record wins)."""
+    with conn.transaction():
+        done = _fetch(conn, SQL["finish_succeeded"], values)
+        if done is None:  # another attempt took over and settled it
+            done = _fetch(conn, SQL["render_by_id"], (row.id,))
+    assert done is not None
+    return done
+
+
+def _settle(conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection] | None,
+            record: Callable[[psycopg.Connection], ReportRender]) -> ReportRender:
+    """Run ``record`` (an attempt's fenced outcome) on ``conn``; when ``conn`` was lost
+    meanwhile (``conn.broken``/``closed``: the statement's outcome is unknown, and the
+    record is fenced and idempotent), once more on ``reconnect()``'s new connection."""
+    try:
+        return record(conn)
+    except psycopg.OperationalError:
+        if reconnect is None or not (conn.broken or conn.closed):
+            raise
+        logger.warning("render's connection lost before its outcome was recorded; recording it on a new one")
+    return record(reconnect())
+
+
+class RenderRequester(Protocol):
+    """Asks the renderer for a committed render (:class:`timekeeper.aws.renderer.RendererClient`)."""
+
+    def request(self, *, workspace_id: UUID, render_id: UUID) -> None: ...
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What one pass of :func:`sweep_renders` did: ``settled`` renders failed
+    ``attempts_exhausted``, ``reoffered`` asked for again (``refused``: of those, the asks
+    the renderer's client refused; they are asked again a re-offer period later)."""
+
+    settled: int = 0
+    reoffered: int = 0
+    refused: int = 0
+
+
+def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: datetime, lease: timedelta,
+                  reoffer_after: timedelta, max_attempts: int, limit: int = 100) -> SweepResult:
+    """Settle or re-offer up to ``limit`` unfinished renders nothing will finish otherwise
+    (the renderers' one recovery path, run by a dispatcher's owner-wide pass), oldest
+    first, and return what it did.
+
+    * A render whose attempts ran out (``attempts >= max_attempts``) and whose last
+      attempt started at least ``lease`` before ``now`` (the renderer's timeout: that
+      attempt has ended) is settled ``failed`` / ``attempts_exhausted``: its last attempt
+      died, or lost its connection, before recording an outcome.
+    * A render (``requested`` or ``rendering``) whose request, last attempt start and last
+      re-offer are all at least ``reoffer_after`` before ``now`` (nothing of the invoker's
+      can still run it: a refused or lost invocation, an attempt that died before it
+      started) is asked for again with ``renderer`` after the pass commits
+      (``reoffered_at`` = ``now``, ``reoffers`` + 1); one already re-offered
+      ``max_attempts`` times is settled ``attempts_exhausted`` instead.
+
+    ``conn``: an idle autocommit connection; instants aware UTC; durations
+    ``timedelta``. Every decision is on the database's timestamps and ``now``, never on
+    how fast anything ran. A re-offered render that an old attempt finishes meanwhile
+    ignores the ask (a finished render does nothing). Raises ``psycopg.Error`` when the
+    database fails (nothing is committed then); an ask the renderer refuses is logged and
+    counted in ``refused``.
+    """
+    with conn.transaction(), conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        stale = cur.execute(SQL["stale_renders"], {
+            "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - reoffer_after,
+            "limit": limit}).fetchall()
+        exhausted = [r["id"] for r in stale if r["attempts"] >= max_attempts or r["reoffers"] >= max_attempts]
+        again = [r["id"] for r in stale if r["id"] not in set(exhausted)]
+        settled = cur.execute(SQL["settle_stale_renders"], {"now": now, "ids": exhausted}).fetchall() \
+            if exhausted else []
+        asked = cur.execute(SQL["mark_reoffered"], {"now": now, "ids": again}).fetchall() if again else []
+    refused = 0
+    for row in asked:
+        try:
+            renderer.request(workspace_id=row["workspace_id"], render_id=row["id"])
+        except Exception as error:  # noqa: BLE001 - asked again a re-offer period later (bounded)
+            refused += 1
+            logger.warning("render not re-offered; asked again later",
+                           extra={"render_id": str(row["id"]), "error_type": type(error).__name__})
+    if settled or asked:
+        logger.info("renders swept", extra={"settled": [str(r["id"]) for r in settled],
+                                            "reoffered": [str(r["id"]) for r in asked]})
+    return SweepResult(settled=len(settled), reoffered=len(asked), refused=refused)
 
 
 def _basis_column(sections: Sequence[SectionData]) -> Jsonb | None:

@@ -63,3 +63,30 @@ SELECT name FROM saved_queries WHERE workspace_id = %s AND id = %s
 -- name: begin_snapshot
 -- The first statement of the sections' transaction: one consistent, read-only snapshot.
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
+
+-- name: stale_renders
+-- The renders' sweep: unfinished renders whose last attempt's lease ran out with no
+-- attempt left, or that nothing ran since their request, last attempt or last re-offer
+-- for the re-offer period; oldest first, locked for this pass (a render an attempt is
+-- starting is skipped).
+SELECT id, workspace_id, state, attempts, reoffers
+  FROM report_renders
+ WHERE state IN ('requested', 'rendering')
+   AND ((attempts >= %(max_attempts)s AND COALESCE(started_at, requested_at) <= %(lease_before)s)
+        OR GREATEST(requested_at, started_at, reoffered_at) <= %(idle_before)s)
+ ORDER BY requested_at
+ LIMIT %(limit)s
+   FOR UPDATE SKIP LOCKED
+
+-- name: settle_stale_renders
+UPDATE report_renders
+   SET state = 'failed', error_code = 'attempts_exhausted', finished_at = %(now)s,
+       error_message = attempts || ' attempts and ' || reoffers
+                       || ' re-offers ended without a recorded result (timeouts, lost connections?)'
+ WHERE id = ANY(%(ids)s) AND state IN ('requested', 'rendering')
+RETURNING id
+
+-- name: mark_reoffered
+UPDATE report_renders SET reoffered_at = %(now)s, reoffers = reoffers + 1
+ WHERE id = ANY(%(ids)s) AND state IN ('requested', 'rendering')
+RETURNING id, workspace_id
