@@ -601,6 +601,34 @@ def register(routes: Routes) -> None:
         language = link_pages.language_of(locale, headers.get("accept-language"))
         return link_pages.link_page(status, page, language=language, name=name, reason=code, fresh_link=fresh_link)
 
+    def linked_delivery(conn: Any, link: Any) -> tuple[Any, Any, str | None, Response[str] | None]:
+        """What a verified ``link`` leads to on ``conn`` (in its workspace's unit): the run's
+        source, its schedule's settings, the workspace's locale, and the refusal when the link
+        no longer leads anywhere (not a sent delivery of that file, its schedule deleted, which
+        revokes its links, or the recipient may no longer read the source), else None. A
+        refusal for a script is raised as the API's error (:func:`refused`)."""
+        workspace = get_workspace(conn, link.workspace_id)
+        locale = workspace.locale if workspace is not None else None
+        delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
+        source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
+        settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
+                    if source is not None else None)
+        if (delivery is None or delivery.status != "sent" or source is None or settings is None
+                or source.object_key != link.object_key):
+            return source, settings, locale, refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid",
+                                                     page="link_invalid", locale=locale)
+        if not _live(conn, link.workspace_id, settings.schedule_id):
+            return source, settings, locale, refused(
+                HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
+                page="schedule_deleted", locale=locale, name=settings.name)
+        decision = dl.check_source_access(conn, settings, link.user_id)
+        if not decision:
+            reason = decision.reason or access.NOT_FOUND
+            return source, settings, locale, refused(
+                HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
+                page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale, name=settings.name)
+        return source, settings, locale, None
+
     @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
            summary="Follow a delivery's personal link (public: the signed token is the credential); a browser "
                    "asking for text/html gets a refusal as a page in the workspace's language",
@@ -622,24 +650,9 @@ def register(routes: Routes) -> None:
         except LinkInvalid:
             return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            workspace = get_workspace(conn, link.workspace_id)
-            locale = workspace.locale if workspace is not None else None
-            delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
-            source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
-            settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
-                        if source is not None else None)
-            if (delivery is None or delivery.status != "sent" or source is None or settings is None
-                    or source.object_key != link.object_key):
-                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid",
-                               locale=locale)
-            if not _live(conn, link.workspace_id, settings.schedule_id):  # deleting a schedule revokes its links
-                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
-                               page="schedule_deleted", locale=locale, name=settings.name)
-            decision = dl.check_source_access(conn, settings, link.user_id)
-        if not decision:
-            reason = decision.reason or access.NOT_FOUND
-            return refused(HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
-                           page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale, name=settings.name)
+            source, settings, locale, refusal = linked_delivery(conn, link)
+        if refusal is not None:
+            return refusal
         if expired:  # the recipient may still read it: offer a fresh link (POST to this address)
             return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired_fresh", locale=locale,
                            name=settings.name, fresh_link=True)
@@ -672,25 +685,9 @@ def register(routes: Routes) -> None:
         except LinkInvalid:
             return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            workspace = get_workspace(conn, link.workspace_id)
-            locale = workspace.locale if workspace is not None else None
-            delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
-            source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
-            settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
-                        if source is not None else None)
-            if (delivery is None or delivery.status != "sent" or source is None or settings is None
-                    or source.object_key != link.object_key):
-                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid",
-                               locale=locale)
-            if not _live(conn, link.workspace_id, settings.schedule_id):
-                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
-                               page="schedule_deleted", locale=locale, name=settings.name)
-            decision = dl.check_source_access(conn, settings, link.user_id)
-            if not decision:
-                reason = decision.reason or access.NOT_FOUND
-                return refused(HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
-                               page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale,
-                               name=settings.name)
+            _source, settings, locale, refusal = linked_delivery(conn, link)
+            if refusal is not None:
+                return refusal
             requested = link_renewals.request(conn, workspace_id=link.workspace_id, run_id=link.run_id,
                                               user_id=link.user_id, now=now)
         if requested is None:
