@@ -56,7 +56,7 @@ def test_an_opt_out_link_that_does_not_verify_is_refused_by_the_opt_out_route(en
 
 
 @pytest.mark.parametrize("resource, path, method", [
-    ("/{proxy+}", "/schedules", "GET"), ("/downloads/{token}", "/downloads/x", "POST"),
+    ("/{proxy+}", "/schedules", "GET"), ("/downloads/{token}", "/downloads/x", "DELETE"),
     ("/opt-outs/{token}", "/opt-outs/x", "DELETE"), ("/{proxy+}", "/mail-suppressions", "GET")])
 def test_any_other_route_is_not_found(environment, resource, path, method):
     answer = invoke("downloads", _event(resource, path, method))
