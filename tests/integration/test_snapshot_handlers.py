@@ -206,3 +206,33 @@ def test_a_lost_job_on_its_last_retry_fails_the_run_and_emits_the_failure_metric
     lines = [json.loads(line) for line in (captured.out + captured.err).splitlines() if line.startswith("{")]
     failed = [line["SnapshotFailed"] for line in lines if "SnapshotFailed" in line]
     assert sum(v if isinstance(v, (int, float)) else sum(v) for v in failed) == 1, lines
+
+
+@pytest.mark.parametrize("receive, acknowledged", [(1, False), (SNAPSHOTS.consumer.max_receive_count, True)])
+def test_a_job_that_loses_its_database_is_redelivered_and_on_its_final_receive_left_to_the_lost_job_check(
+        aws, conn, receive, acknowledged):
+    # Given an admitted month's job message, and the run job's database connection cut
+    # under it (its server process terminated, as a failover or a cut does)
+    create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
+    invoke("snapshot_planner", scheduled_event(NOW))
+    invoke("snapshot_dispatcher", scheduled_event(NOW))
+    message = received(aws["sqs"], aws["url"])[0]
+    message["Attributes"]["ApproximateReceiveCount"] = str(receive)
+    run_id = json.loads(message["Body"])["run_id"]
+    edge_conn = adapters.database().get()
+    conn.execute("SELECT pg_terminate_backend(%s)", (edge_conn.info.backend_pid,))
+    # When the job receives it
+    response = invoke("snapshot_run_job", as_event(message))
+    # Then before the final receive the queue redelivers it; on the final receive it is
+    # acknowledged (no dead-letter message for a fault of the database), the run not
+    # recorded, so the lost-job check's clock decides what follows
+    failed = [] if acknowledged else [{"itemIdentifier": message["MessageId"]}]
+    assert response == {"batchItemFailures": failed}
+    assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] != "published"
+    # And once the job's time is up the dispatcher takes it over and the month is published
+    later = NOW + SNAPSHOTS.job_lost_after + timedelta(minutes=1)
+    clock.install(lambda: later)
+    invoke("snapshot_dispatcher", scheduled_event(later))
+    for again in received(aws["sqs"], aws["url"]):
+        assert invoke("snapshot_run_job", as_event(again)) == {"batchItemFailures": []}
+    assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "published"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import psycopg
+
 from timekeeper import clock
 from timekeeper import observability as obs
 from timekeeper.db.retention import prune_failed_snapshot_rows
@@ -96,7 +98,9 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     only its own item (it reaches the DLQ after ``max_receive_count``); a job that must
     hand over sends its message again and is acknowledged; an unexpected fault before the
     last receive fails its item (the queue redelivers it); on the last receive it is
-    recorded as a retryable failure."""
+    recorded as a retryable failure. A lost database connection fails its item before the
+    last receive and is acknowledged on it: the dispatcher's lost-job check takes the run
+    over (nothing could be recorded)."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
 
     def time_left_s() -> float:
@@ -109,6 +113,19 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
                                       receive_count=item.receive_count,
                                       max_receives=SNAPSHOTS.consumer.max_receive_count,
                                       time_left_s=time_left_s, handover_margin_s=SNAPSHOTS.handover_margin_s)
+        except psycopg.OperationalError as error:
+            # The database was lost (a cut, a restart, a failover): nothing of this receive
+            # could be recorded. Before the final receive the queue redelivers the message; on
+            # it, the message is acknowledged rather than left in the dead-letter queue, since
+            # the run's one recovery path is the snapshot dispatcher's lost-job check (the job
+            # stops beating; after job_lost_after the run is a retryable failure and admitted
+            # again), which holds whatever became of the message.
+            final = item.receive_count >= SNAPSHOTS.consumer.max_receive_count
+            logger.warning("snapshot job lost its database; " + (
+                "acknowledged on the final receive: the lost-job check takes the run over" if final
+                else "the queue redelivers it"), extra={"run_id": str(message.run_id),
+                                                         "error_type": type(error).__name__})
+            return final
         except Exception as error:  # noqa: BLE001 - the queue redelivers it; logged by type only
             logger.warning("snapshot job receive failed; the queue redelivers it",
                            extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
