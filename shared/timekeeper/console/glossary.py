@@ -115,6 +115,17 @@ WORDS: dict[str, str] = {
     "workspace_disabled": "The workspace is disabled",
     "policy_disabled": "Snapshots are turned off",
     "backfill": "Backfill",
+    # Snapshot types and the modules that own them
+    "ar_aging": "Receivables aging",
+    "membership_counts": "Membership counts",
+    "selftest": "Self-test",
+    "platform": "Platform",
+    "accounting": "Accounting",
+    # Pipelines' queues (the operations overview's dead-letter queues)
+    "queries": "Deliveries",
+    "exports": "Exports",
+    "snapshots": "Snapshots",
+    "message_events": "Mail events (delivery reports)",
     # Staff operations: actions, and why a run waits too long
     "redrive": "Redrive",
     "resume": "Resume",
