@@ -95,7 +95,9 @@ def test_pages_fit_a_360_px_screen(browser, server, berlin):
     tab = context.new_page()
     try:
         _sign_in_as(tab, server, "Berlin admin")
-        for path in ("/console/schedules", f"/console/schedules/{berlin['schedule']['id']}"):
+        # (the Berlin admin is staff: the snapshots page has the workspace field and the request form)
+        for path in ("/console/schedules", f"/console/schedules/{berlin['schedule']['id']}", "/console/snapshots",
+                     "/console/operations"):
             tab.goto(f"{server.base_url}{path}")
             assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, path
     finally:
