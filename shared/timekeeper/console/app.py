@@ -64,9 +64,11 @@ PREFIX = "/console"
 SESSION_COOKIE = "tk_console"
 #: How long a session lasts (seconds).
 SESSION_MAX_AGE_S = 8 * 3600
-#: The roles a development sign-in offers (a deployment's come from its identity provider).
+#: The roles a development sign-in offers: every role of the API (a deployment's come from
+#: its identity provider).
 DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
-             "queries:write", "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
+             "queries:write", "queries:admin", "reports:read", "reports:write", "snapshots:read", "workspace:admin",
+             "platform:staff")
 #: Staff roles that may read every workspace's snapshot periods and request re-runs and
 #: backfills (the API decides; the console only shows the staff form to them).
 STAFF_ROLES = frozenset({"platform:staff"})
