@@ -144,3 +144,9 @@ def test_staff_choose_the_snapshot_type_of_a_request_from_the_enabled_types(cons
     run = conn.execute("SELECT owner, snapshot_type, mode FROM snapshot_runs WHERE workspace_id = %s",
                        (target.workspace_id,)).fetchone()
     assert (run["owner"], run["snapshot_type"], run["mode"]) == ("platform", "ar_aging", "backfill")
+
+
+def test_every_work_kind_a_schedule_runs_has_words():
+    kinds = registries.work_kinds().kinds()
+    assert kinds
+    assert sorted(k.name for k in kinds if k.name not in glossary.WORDS) == []

@@ -121,6 +121,12 @@ WORDS: dict[str, str] = {
     "selftest": "Self-test",
     "platform": "Platform",
     "accounting": "Accounting",
+    # Work kinds (what a schedule runs)
+    "batch.auto_close": "Automatic batch close",
+    "batch.roll": "Batch roll",
+    "billing.prepare": "Billing preparation",
+    "reconciliation.sweep": "Reconciliation sweep",
+    "queries.deliver": "Scheduled delivery",
     # Pipelines' queues (the operations overview's dead-letter queues)
     "queries": "Deliveries",
     "exports": "Exports",
