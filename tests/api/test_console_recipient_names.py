@@ -34,3 +34,15 @@ def test_recipients_are_named_by_their_display_names_with_the_id_kept(call, anal
     preview = browser.request("GET", f"/console/deliveries/{created.body['id']}/preview")
     assert preview["statusCode"] == 200
     assert f'<option value="{who.user_id}" selected>Ada Analyst ({who.user_id})</option>' in preview["body"]
+
+
+def test_a_delivery_s_source_and_format_read_as_words(call, analyst, console):
+    who, query_id = analyst
+    created = call("POST", "/query-schedules", {**DELIVERY, "name": "Daily", "recipients": [who.user_id],
+                                                "source": {"kind": "query", "query_id": str(query_id)}}, as_=who)
+    browser = Browser(console)
+    browser.sign_in(who, ("queries:read", "queries:write"))
+    for path in (f"/console/deliveries/{created.body['id']}", "/console/deliveries"):
+        html = browser.request("GET", path)["body"]
+        assert '<span class="term" title="query" data-code="query">A saved query</span>' in html, path
+        assert ">CSV</" in html and ">csv</" not in html, path

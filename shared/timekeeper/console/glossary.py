@@ -127,6 +127,9 @@ WORDS: dict[str, str] = {
     "billing.prepare": "Billing preparation",
     "reconciliation.sweep": "Reconciliation sweep",
     "queries.deliver": "Scheduled delivery",
+    # What a delivery sends
+    "query": "A saved query",
+    "report": "A report",
     # Pipelines' queues (the operations overview's dead-letter queues)
     "queries": "Deliveries",
     "exports": "Exports",
