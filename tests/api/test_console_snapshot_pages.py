@@ -150,3 +150,10 @@ def test_every_work_kind_a_schedule_runs_has_words():
     kinds = registries.work_kinds().kinds()
     assert kinds
     assert sorted(k.name for k in kinds if k.name not in glossary.WORDS) == []
+
+
+def test_staff_naming_a_workspace_that_is_no_workspace_id_are_told_which_field(console):
+    staff = _reader(console, Caller(user_id="staff-1", roles="platform:staff"), ("platform:staff",))
+    refused = staff.get_decoded("/console/snapshots?workspace=nope")
+    assert refused["statusCode"] == 422
+    assert "The workspace must be a workspace id, a UUID (workspace)." in refused["body"]

@@ -1128,6 +1128,13 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         if workspace is None:
             workspace = params.get("workspace") or ""
         workspace = workspace.strip() if session.staff else ""
+        if workspace:
+            try:
+                workspace = str(uuid.UUID(workspace))
+            except ValueError:
+                return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                            message="The workspace must be a workspace id, a UUID (workspace).",
+                            back=("/snapshots", "Back to the snapshots"))
         only = params.get("status") or ""
         refused = bool(only) and only not in PERIOD_FILTERS
         if refused:
