@@ -10,7 +10,7 @@ import re
 from datetime import UTC, date, datetime
 from html import unescape
 
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import NOW, Caller, seed_member
 from tests.api.test_console import Browser, _header
 from timekeeper import topology
 from timekeeper.console import glossary
@@ -91,10 +91,11 @@ def test_a_status_filter_reads_on_to_the_periods_it_shows(console, conn):
     assert "No periods to show." not in page["body"] and _next_link(page["body"]) is None
 
 
-def test_open_a_report_is_offered_only_where_a_report_reads_the_snapshot(console, conn):
-    # Given a published self-test month and no report in the workspace
+def test_open_a_report_is_offered_only_where_a_report_reads_the_snapshot(console, conn, db_url):
+    # Given a published self-test month, no report in the workspace, and a member who reads reports
     caller = Caller(roles="snapshots:read,reports:read")
     _old_workspace(conn, caller, published=("selftest", date(2027, 2, 1)))
+    seed_member(db_url, workspace_id=caller.workspace_id, user_id=caller.user_id, roles=("reports:read",))
     browser = _reader(console, caller, ("snapshots:read", "reports:read"))
     html = browser.request("GET", "/console/snapshots")["body"]
     # Then the month is listed without the action (no dead end), saying why
@@ -157,3 +158,15 @@ def test_staff_naming_a_workspace_that_is_no_workspace_id_are_told_which_field(c
     refused = staff.get_decoded("/console/snapshots?workspace=nope")
     assert refused["statusCode"] == 422
     assert "The workspace must be a workspace id, a UUID (workspace)." in refused["body"]
+
+
+def test_a_reader_whose_membership_grants_no_reports_is_offered_no_report_action(console, conn):
+    # Given a token claiming reports:read for a member whose membership grants no role
+    caller = Caller(roles="snapshots:read,reports:read")
+    _old_workspace(conn, caller, published=("ar_aging", date(2027, 2, 1)))
+    browser = _reader(console, caller, ("snapshots:read", "reports:read"))
+    html = browser.request("GET", "/console/snapshots")["body"]
+    # Then the month is listed without a Reports column (the API refuses them the reports)
+    assert ">2027-02</a>" in html
+    assert "Open a report over this month" not in html and "No report reads it" not in html
+    assert '<th scope="col">Reports</th>' not in html

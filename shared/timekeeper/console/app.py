@@ -1102,14 +1102,15 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
         return page("mail_suppressions.html", session=session, items=items, zone=zone)
 
-    def snapshot_readers(session: Session) -> set[tuple[str, str]]:
+    def snapshot_readers(session: Session) -> set[tuple[str, str]] | None:
         """The snapshots (``(owner, type)``) the current version of one of the workspace's
         reports reads (its first 200 reports; each report's ``snapshot_sources``): where
-        "Open a report over this month" leads somewhere. Empty when the API refuses."""
+        "Open a report over this month" leads somewhere. None when the API refuses the
+        person the reports (e.g. their membership does not grant reading them)."""
         client = api(session)
         reply = client.call("GET", "/reports", query={"limit": "200"})
         if reply.status != 200 or not isinstance(reply.body, dict):
-            return set()
+            return None
         read: set[tuple[str, str]] = set()
         for item in reply.body["items"]:
             detail = client.call("GET", f"/reports/{quote(str(item['id']), safe='')}")
@@ -1162,6 +1163,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         locale = body.get("locale") or "en_US"
         may_render = workspace in ("", session.workspace_id) and session.has("reports:read")
         readers = snapshot_readers(session) if may_render and any(i["status"] == "published" for i in raw) else set()
+        if readers is None:  # the API refuses them the reports: no action to offer
+            may_render, readers = False, set()
         items = [{**item, "published": when(item.get("published_at"), zone),
                   "basis_lines": glossary.basis_lines(item.get("basis"), locale),
                   "read_by_report": (item["owner"], item["snapshot_type"]) in readers,
