@@ -103,7 +103,8 @@ def test_the_create_body_lists_the_owners_work_kinds():
                                            "ScheduleCreateAccountingSubjectOptional"]
     for form in forms:  # whole forms: every field in each
         assert form["properties"]["owner"]["const"] == "accounting"
-        assert {"owner", "work_kind", "recurrence", "subject_id", "name", "active"} == set(form["properties"])
+        assert {"owner", "work_kind", "recurrence", "subject_id", "name", "active", "notify_on"} == set(
+            form["properties"])
         assert form["properties"]["recurrence"] == {"$ref": "#/components/schemas/Recurrence"}
     assert {k for f in forms for k in f["properties"]["work_kind"]["enum"]} == {
         "batch.roll", "batch.auto_close", "reconciliation.sweep", "billing.prepare"}
