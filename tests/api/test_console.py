@@ -232,6 +232,14 @@ def test_without_the_development_sign_in_nobody_signs_in_with_a_form(app, caller
     assert "identity provider" in deployed.request("GET", "/console/sign-in")["body"]
 
 
+def test_the_development_sign_in_keeps_every_role_asked_for(browser, caller):
+    from timekeeper.console.app import Sessions
+
+    asked = ("reports:write", "queries:admin", "reports:read", "snapshots:read")
+    assert browser.sign_in(caller, asked)["statusCode"] == 303
+    assert set(Sessions(KEY).read(browser.cookie).roles.split(",")) == set(asked)
+
+
 @pytest.mark.parametrize(("name", "status"), [("console.css", 200), ("console.js", 200), ("favicon.svg", 200),
                                               ("..%2Fapp.py", 404), (".hidden.css", 404), ("app.py", 404),
                                               ("nope.css", 404)])

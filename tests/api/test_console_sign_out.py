@@ -6,6 +6,7 @@ database)."""
 from __future__ import annotations
 
 import re
+from urllib.parse import urlencode
 
 from tests.api.conftest import CONSOLE_KEY, Caller, new_schedule
 from tests.api.test_console import Browser, _header
@@ -50,12 +51,12 @@ def test_a_copied_cookie_is_refused_after_sign_out_everywhere(console, call, cal
             where.cookie = copied
             for target in (path, "/console/schedules", "/console/notices"):
                 page = where.request("GET", target)
-                assert page["statusCode"] == 303, target  # to the sign-in, which returns to the page
-                assert _header(page, "Location").partition("?")[0] == "/console/sign-in", target
+                # (to sign in, coming back to the page asked for)
+                assert page["statusCode"] == 303, target
+                assert _header(page, "Location") == "/console/sign-in?" + urlencode({"next": target}), target
             for action in ("pause", "run"):
                 refused = where.request("POST", f"{path}/{action}", {"csrf": token, "key": "k-1"})
-                assert refused["statusCode"] == 303
-                assert _header(refused, "Location").partition("?")[0] == "/console/sign-in"
+                assert refused["statusCode"] == 303 and _header(refused, "Location") == "/console/sign-in"
             assert where.request("POST", "/console/sign-out", {"csrf": token})["statusCode"] == 303
         detail = call("GET", f"/schedules/{schedule['id']}").body
         assert detail["schedule"]["status"] == "active" and detail["history"]["runs"] == []

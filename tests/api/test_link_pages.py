@@ -199,3 +199,21 @@ def test_an_expired_link_offers_a_fresh_one_sent_once_and_limited(
     (row,) = _renewals(db_url, "lp-rosa")
     assert row["sent_at"] == later and row["provider_message_id"] and row["link_expires_at"] > later
     assert [r["error_code"] for r in _renewals(db_url, "lp-dora")] == ["no_access"]
+
+
+@pytest.mark.parametrize("path", ["/downloads/", "/downloads", "/downloads/a/b"])
+def test_a_download_address_without_a_token_is_a_page_for_a_browser(app, path):  # noqa: F811
+    # Given a browser (and a script) opening a download address that holds no link token
+    def get(headers):
+        response = app.resolve(proxy_event("GET", path, claims=None, headers=headers),
+                               LambdaContext(function_name="timekeeper-downloads"))
+        out = {k.lower(): v for k, v in (response.get("headers") or {}).items()}
+        for k, v in (response.get("multiValueHeaders") or {}).items():
+            out.setdefault(k.lower(), v[-1] if isinstance(v, list) else v)
+        return response["statusCode"], out.get("content-type", ""), response.get("body") or ""
+
+    # Then the browser gets the refused-link page (in its language), not the API's JSON
+    _page(get(BROWSER), 404, "en", "This link is not valid", "link_invalid")
+    _page(get({**BROWSER, "Accept-Language": "de-DE,de;q=0.9"}), 404, "de")
+    # And a script keeps the API's JSON answer
+    assert get(SCRIPT)[1].startswith("application/json")

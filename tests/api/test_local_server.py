@@ -319,6 +319,20 @@ def test_the_development_sign_in_s_analyst_is_neither_admin_nor_staff(local_serv
     assert not {"workspace:admin", "platform:staff", "schedules:admin"} & set(samples["Berlin analyst"])
 
 
+def test_the_development_sign_in_s_people_hold_the_roles_the_console_docs_name(local_server):
+    import json
+
+    from timekeeper.console.app import DEV_ROLES
+
+    listed = json.loads(os.environ[settings_names.CONSOLE_SAMPLES_VARIABLE])
+    samples = {s["label"]: set(s["roles"].split(",")) for s in listed}
+    # The Berlin admin holds every role, staff included; the sign-in keeps every sample role
+    assert {"reports:write", "queries:admin", "platform:staff", "workspace:admin"} <= samples["Berlin admin"]
+    assert set().union(*samples.values()) <= set(DEV_ROLES)
+    # The Sydney admin administers another workspace and is no staff member (sees none of Berlin's work)
+    assert "workspace:admin" in samples["Sydney admin"] and "platform:staff" not in samples["Sydney admin"]
+
+
 def test_favicon_is_served_without_a_token(local_server):
     reply = requests.get(f"{local_server.base_url}/favicon.ico", timeout=10)
     assert reply.status_code == 200 and reply.url.endswith("/console/static/favicon.svg")

@@ -95,7 +95,9 @@ def test_pages_fit_a_360_px_screen(browser, server, berlin):
     tab = context.new_page()
     try:
         _sign_in_as(tab, server, "Berlin admin")
-        for path in ("/console/schedules", f"/console/schedules/{berlin['schedule']['id']}"):
+        # (the Berlin admin is staff: the snapshots page has the workspace field and the request form)
+        for path in ("/console/schedules", f"/console/schedules/{berlin['schedule']['id']}", "/console/snapshots",
+                     "/console/operations"):
             tab.goto(f"{server.base_url}{path}")
             assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, path
     finally:
@@ -166,7 +168,9 @@ def test_run_now_a_delivery_and_read_its_per_recipient_ledger(page, server, deli
             break
         page.wait_for_timeout(500)
         page.reload()
-    rows = {row.locator("td").first.inner_text(): row.locator("td").nth(1).inner_text() for row in ledger.all()}
+    # (each recipient by name, the user id beside it)
+    rows = {row.locator("td").first.locator("code").inner_text(): row.locator("td").nth(1).inner_text()
+            for row in ledger.all()}
     assert rows == {delivery["analyst"]: "Sent", delivery["admin"]: "Sent"}
 
 
@@ -186,25 +190,28 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     periods = page.locator("table tbody tr")
     assert periods.count() > 0
     missing = [row for row in periods.all() if "Missing" in row.inner_text()]
-    # A request without a type the registry knows is refused with the API's reason
-    page.get_by_label("Snapshot type").fill("no_such_type")
-    page.get_by_label("Month (YYYY-MM)").fill("2026-01")
-    page.get_by_label("Kind").select_option("backfill")
-    page.get_by_label("Reason (recorded with the run)").fill("the auditors asked for it")
-    page.get_by_role("button", name="Request").click()
-    assert "Refused:" in page.get_by_role("alert").inner_text()
-    # A backfill of a month the listing shows as missing is recorded and leaves "missing"
     assert missing, "the sample workspace has never-planned months"
     row = missing[0]
-    kind, month = row.locator("td").nth(0).inner_text().split("\n")[0], row.locator("td").nth(1).inner_text()
-    page.get_by_label("Snapshot type").fill(kind)
-    page.get_by_label("Month (YYYY-MM)").fill(month)
-    page.get_by_label("Kind").select_option("backfill")
-    page.get_by_label("Reason (recorded with the run)").fill("the auditors asked for it")
-    page.get_by_role("button", name="Request").click()
+    # (the type in words, its code kept on the element)
+    kind = row.locator("td").nth(0).locator("[data-code]").first.get_attribute("data-code")
+    month = row.locator("td").nth(1).inner_text()
+
+    def request(mode: str) -> None:
+        page.get_by_label("Snapshot type").select_option(f"platform:{kind}")
+        page.get_by_label("Month (YYYY-MM)").fill(month)
+        page.get_by_label("Kind").select_option(mode)
+        page.get_by_label("Reason (recorded with the run)").fill("the auditors asked for it")
+        page.get_by_role("button", name="Request").click()
+
+    # A re-run of a month that has no runs is refused with the API's reason
+    request("manual")
+    assert "Refused:" in page.get_by_role("alert").inner_text()
+    # A backfill of a month the listing shows as missing is recorded and leaves "missing"
+    request("backfill")
     assert "recorded" in page.get_by_role("status").inner_text()
     after = [r.locator("td").nth(2).inner_text() for r in page.locator("table tbody tr").all()
-             if r.locator("td").nth(0).inner_text().startswith(kind) and r.locator("td").nth(1).inner_text() == month]
+             if r.locator("td").nth(0).locator("[data-code]").first.get_attribute("data-code") == kind
+             and r.locator("td").nth(1).inner_text() == month]
     assert after and not after[0].startswith("Missing"), after
 
 
@@ -265,7 +272,7 @@ def test_a_report_rendered_from_the_period_picker_shows_its_basis_and_passes_the
     # And the admin on the snapshots page of the workspace, whose months are published
     _sign_in_as(page, server, "Berlin admin")
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Snapshots").click()
-    opener = page.get_by_role("button", name=re.compile(r"Open a report over .* \(ar_aging\)")).first
+    opener = page.get_by_role("button", name=re.compile(r"Open a report over .* \(Receivables aging\)")).first
     assert opener.count() == 1, "serve's sample data publishes the monthly aging snapshots its report reads"
     # When they open a published month's reports and render the first one over it
     opener.click()

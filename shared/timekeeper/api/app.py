@@ -39,6 +39,7 @@ from timekeeper.api import (
     delivery_routes,
     errors,
     exports,
+    link_pages,
     operations_routes,
     opt_out_routes,
     people_routes,
@@ -194,6 +195,14 @@ class JsonApiResolver(APIGatewayRestResolver):
         path = str(event.get("path") or "")
         method = str(event.get("httpMethod") or "").upper()
         if not any(m == method and _rule_matches(rule, path) for m, rule in self.public):
+            if method == "GET" and _DOWNLOADS.fullmatch(path):
+                headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
+                if link_pages.wants_html(headers.get("accept")):
+                    # A person's browser at a download address without a link token: the
+                    # refused-link page (a script keeps the API's answer below).
+                    return _proxy_response(link_pages.link_page(
+                        HTTPStatus.NOT_FOUND, "link_invalid",
+                        language=link_pages.language_of(None, headers.get("accept-language"))))
             try:
                 identity = identity_from_event(event)
                 if self.member_check is not None:
@@ -317,6 +326,20 @@ def _with_content_type(event: dict[str, Any], content_type: str) -> dict[str, An
         multi = {k: v for k, v in event["multiValueHeaders"].items() if str(k).lower() != "content-type"}
         out["multiValueHeaders"] = {**multi, "Content-Type": [content_type]}
     return out
+
+
+#: A download address that is no link: ``/downloads`` itself, or a path under it that no
+#: public route takes (no token, or more segments than one).
+_DOWNLOADS = re.compile(r"/downloads(/.*)?")
+
+
+def _proxy_response(response: Response) -> dict[str, Any]:
+    """A REST proxy response of ``response`` (a text body), for answers before routing."""
+    headers: dict[str, list[str]] = {"Content-Type": [str(response.content_type)]}
+    for name, value in (response.headers or {}).items():
+        headers[name] = [str(v) for v in value] if isinstance(value, list) else [str(value)]
+    return {"statusCode": int(response.status_code), "isBase64Encoded": False, "body": str(response.body),
+            "multiValueHeaders": headers}
 
 
 def _early_error(status: HTTPStatus, code: str, message: str, field: str | None = None, *,

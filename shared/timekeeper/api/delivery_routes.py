@@ -213,6 +213,9 @@ class QueryScheduleOut(BaseModel):
     body_template: str
     link_ttl_hours: int
     recipients: list[str] | None = None
+    recipient_names: dict[str, str] | None = Field(
+        None, description="the recipients' display names by user id, for those the directory names (on a single "
+                          "schedule's read)", examples=[{"sample-7-admin": "Ada Admin"}])
     timezone: str | None = Field(None, description="the workspace's IANA zone, in which people's times are shown "
                                                    "(on a single schedule's read)")
 
@@ -330,6 +333,10 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
     state = service.get_state(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
     if state is None:
         raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+    listed = (dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
+              if recipients else None)
+    names = ({uid: str(c["display_name"]) for uid, c in dl.contacts(conn, listed).items() if c.get("display_name")}
+             if listed else {}) if listed is not None else None
     return QueryScheduleOut(
         id=settings.schedule_id, name=settings.name, status=state.status, pause_reason=state.pause_reason,
         next_due_at=state.next_due_at, owner_user_id=settings.owner_user_id,
@@ -337,8 +344,7 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
                          report_id=settings.report_id),
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
-        recipients=dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
-        if recipients else None,
+        recipients=listed, recipient_names=names,
         timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None)
 
 

@@ -233,6 +233,14 @@ class PeriodVersions(BaseModel):
     versions: list[PeriodVersionOut]
 
 
+class SnapshotTypeOut(BaseModel):
+    """A snapshot type enabled in this deployment: its owner module, name and label."""
+
+    owner: str = Field(examples=["platform"])
+    snapshot_type: str = Field(examples=["ar_aging"])
+    label: str = Field(examples=["Accounts-receivable aging"])
+
+
 class PeriodList(BaseModel):
     """A page of a workspace's snapshot periods: every expected month of each enabled type
     (since the workspace's first month) and every period with runs, by owner and type,
@@ -244,6 +252,8 @@ class PeriodList(BaseModel):
                         examples=["de_DE"])
     items: list[PeriodOut]
     next_cursor: str | None = Field(None, description="opaque; null on the last page")
+    types: list[SnapshotTypeOut] = Field(default_factory=list, description="the snapshot types enabled in this "
+                                         "deployment, by owner and name (what a staff request may name)")
 
 
 def run_out(run: SnapshotRun) -> SnapshotRunOut:
@@ -299,12 +309,15 @@ def decode_period_cursor(cursor: str | None) -> PeriodKey | None:
     return owner, snapshot_type, date(int(year), int(number), 1)
 
 
-def period_list(found: WorkspacePeriods | None) -> PeriodList:
-    """The listing of ``found``; a 404 :class:`ApiError` when it is None (no such workspace)."""
+def period_list(found: WorkspacePeriods | None, types: SnapshotRegistry) -> PeriodList:
+    """The listing of ``found`` with the enabled ``types``; a 404 :class:`ApiError` when
+    ``found`` is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
     return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone, locale=found.workspace.locale,
-                      items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next))
+                      items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next),
+                      types=[SnapshotTypeOut(owner=t.owner, snapshot_type=t.name, label=t.label)
+                             for t in sorted(types.enabled(), key=lambda t: (t.owner, t.name))])
 
 
 # ------------------------------------------------------------------------------ refusals
@@ -376,8 +389,9 @@ def register(routes: Routes) -> None:
     def list_own_periods(scope: Reader, owner: owner_filter = None, snapshot_type: type_filter = None,
                          limit: page_limit = DEFAULT_PERIODS_PAGE, cursor: page_cursor = None) -> PeriodList:
         own = WorkspaceSnapshots(identity=scope.identity, conn=scope.conn, now=scope.now)
-        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=registry().enabled(),
-                                       after=decode_period_cursor(cursor), limit=limit))
+        types = registry()
+        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
+                                       after=decode_period_cursor(cursor), limit=limit), types)
 
     @route("GET", "/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
            operation_id="listWorkspaceSnapshotPeriods", security=SECURITY,
@@ -392,14 +406,14 @@ def register(routes: Routes) -> None:
         if identity.roles & staff_roles(types):
             scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
             return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type, after=after,
-                                             limit=limit))
+                                             limit=limit), types)
         if SNAPSHOTS_READ not in identity.permissions:
             raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
         if workspace_id != identity.workspace_id:
             raise ApiError(404, errors.NOT_FOUND, "no such workspace")
         own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
         return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
-                                       after=after, limit=limit))
+                                       after=after, limit=limit), types)
 
     @route("GET", "/snapshots/workspaces/<workspace_id>/periods/<owner>/<snapshot_type>/<period>", tags=_TAGS,
            operation_id="listSnapshotPeriodVersions", security=SECURITY,

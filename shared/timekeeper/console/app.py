@@ -64,9 +64,11 @@ PREFIX = "/console"
 SESSION_COOKIE = "tk_console"
 #: How long a session lasts (seconds).
 SESSION_MAX_AGE_S = 8 * 3600
-#: The roles a development sign-in offers (a deployment's come from its identity provider).
+#: The roles a development sign-in offers: every role of the API (a deployment's come from
+#: its identity provider).
 DEV_ROLES = ("schedules:read", "schedules:write", "schedules:run", "schedules:admin", "queries:read",
-             "queries:write", "reports:read", "snapshots:read", "workspace:admin", "platform:staff")
+             "queries:write", "queries:admin", "reports:read", "reports:write", "snapshots:read", "workspace:admin",
+             "platform:staff")
 #: Staff roles that may read every workspace's snapshot periods and request re-runs and
 #: backfills (the API decides; the console only shows the staff form to them).
 STAFF_ROLES = frozenset({"platform:staff"})
@@ -102,6 +104,11 @@ _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 #: What each kind of notice says happened (the API's ``kind``): the glossary's words.
 NOTICE_KINDS = ("schedule_paused", "delivery_skipped_stale", "posting_failed", "schedule_ownerless",
                 "resubscribe_invited", "schedule_failed")
+#: What the snapshots page's "Show" filter offers: overdue, or a period status.
+PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "planned", "queued", "running",
+                  "retry_wait")
+#: At most this many API pages (of 100 periods) one filtered snapshots page reads through.
+PERIOD_READS = 10
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 #: Which failures a schedule's owner is told of (the API's ``notify_on``), in the glossary's words.
@@ -1095,38 +1102,86 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
         items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
         return page("mail_suppressions.html", session=session, items=items, zone=zone)
 
+    def snapshot_readers(session: Session) -> set[tuple[str, str]] | None:
+        """The snapshots (``(owner, type)``) the current version of one of the workspace's
+        reports reads (its first 200 reports; each report's ``snapshot_sources``): where
+        "Open a report over this month" leads somewhere. None when the API refuses the
+        person the reports (e.g. their membership does not grant reading them)."""
+        client = api(session)
+        reply = client.call("GET", "/reports", query={"limit": "200"})
+        if reply.status != 200 or not isinstance(reply.body, dict):
+            return None
+        read: set[tuple[str, str]] = set()
+        for item in reply.body["items"]:
+            detail = client.call("GET", f"/reports/{quote(str(item['id']), safe='')}")
+            if detail.status == 200 and isinstance(detail.body, dict):
+                read.update((s["owner"], s["snapshot_type"]) for s in detail.body.get("snapshot_sources") or [] if s)
+        return read
+
     def periods_page(session: Session, *, workspace: str | None = None, problem: str | None = None,
                      done: str | None = None, status_code: int = 200) -> Response:
         """A workspace's periods: the person's own, or for staff the one ``workspace``
-        names (else the page's ``workspace`` parameter)."""
+        names (else the page's ``workspace`` parameter). A status filter (``status``, one
+        of :data:`PERIOD_FILTERS`) reads on through the API's pages until a page has
+        periods to show or the listing ends; "More periods" is offered only when the API
+        has more; an unknown filter is a 422 naming ``status``."""
         params = app.current_event.query_string_parameters or {}
         if workspace is None:
             workspace = params.get("workspace") or ""
         workspace = workspace.strip() if session.staff else ""
+        if workspace:
+            try:
+                workspace = str(uuid.UUID(workspace))
+            except ValueError:
+                return page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, session=session, title="Refused",
+                            message="The workspace must be a workspace id, a UUID (workspace).",
+                            back=("/snapshots", "Back to the snapshots"))
         only = params.get("status") or ""
+        refused = bool(only) and only not in PERIOD_FILTERS
+        if refused:
+            problem, status_code, only = (f"Refused: there is no status “{only[:40]}” to show (status); choose one "
+                                          "from the list."), HTTPStatus.UNPROCESSABLE_ENTITY, ""
         path = f"/snapshots/workspaces/{workspace}/periods" if workspace else "/snapshots/periods"
-        reply = api(session).call("GET", path, query={"cursor": params.get("cursor"), "limit": "100"})
-        if reply.status != 200:
-            return api_error(session, reply)
-        zone = reply.body.get("timezone") or "UTC"
-        locale = reply.body.get("locale") or "en_US"
+        client = api(session)
+        cursor, later = params.get("cursor"), bool(params.get("cursor"))
+        raw: list[dict[str, Any]] = []
+        body: dict[str, Any] = {}
+        for _ in range(PERIOD_READS if only else 1):
+            reply = client.call("GET", path, query={"cursor": cursor, "limit": "100"})
+            if reply.status != 200:
+                return api_error(session, reply)
+            body = reply.body
+            found = [item for item in body["items"]
+                     if not only or (item["overdue"] if only == "overdue" else item["status"] == only)]
+            raw.extend(found)
+            cursor = body.get("next_cursor")
+            if found or not cursor:
+                break
+        if refused:
+            raw, cursor = [], None
+        zone = body.get("timezone") or "UTC"
+        locale = body.get("locale") or "en_US"
+        may_render = workspace in ("", session.workspace_id) and session.has("reports:read")
+        readers = snapshot_readers(session) if may_render and any(i["status"] == "published" for i in raw) else set()
+        if readers is None:  # the API refuses them the reports: no action to offer
+            may_render, readers = False, set()
         items = [{**item, "published": when(item.get("published_at"), zone),
                   "basis_lines": glossary.basis_lines(item.get("basis"), locale),
+                  "read_by_report": (item["owner"], item["snapshot_type"]) in readers,
                   "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
                           f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
                           + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
-                 for item in reply.body["items"]]
-        if only == "overdue":
-            items = [item for item in items if item["overdue"]]
-        elif only:
-            items = [item for item in items if item["status"] == only]
-        cursor = reply.body.get("next_cursor")
+                 for item in raw]
+        # The enabled types as the API lists them: the staff request form's choices.
+        types = [(t["owner"], t["snapshot_type"]) for t in body.get("types") or []]
         query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
+        first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
         return page("snapshots.html", status_code, session=session, items=items, zone=zone,
-                    workspace=reply.body.get("workspace_id"), chosen_workspace=workspace, only=only,
-                    problem=problem, done=done, next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None,
+                    workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
+                    problem=problem, done=done, types=types, first_page=first.rstrip("?"),
+                    next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
                     # Renders are of the person's own workspace's reports (the API decides).
-                    may_render=workspace in ("", session.workspace_id) and session.has("reports:read"))
+                    may_render=may_render)
 
     @app.get(f"{PREFIX}/snapshots")
     @signed_in
@@ -1163,6 +1218,8 @@ def create_console(resolve_api: Callable[[dict[str, Any], Any], dict[str, Any]],
     def snapshot_request(session: Session, fields: dict[str, str]) -> Response:
         body = {name: fields.get(name, "").strip() for name in
                 ("owner", "snapshot_type", "workspace_id", "period", "mode", "reason")}
+        if fields.get("type"):  # the form's choice of a registered type: "<owner>:<type>"
+            body["owner"], _, body["snapshot_type"] = fields["type"].strip().partition(":")
         reply = api(session).call("POST", "/snapshots/runs", body=body)
         if reply.status in (200, 201):
             return redirect(f"{PREFIX}/snapshots?" + urlencode({"workspace": body["workspace_id"],

@@ -115,6 +115,26 @@ WORDS: dict[str, str] = {
     "workspace_disabled": "The workspace is disabled",
     "policy_disabled": "Snapshots are turned off",
     "backfill": "Backfill",
+    # Snapshot types and the modules that own them
+    "ar_aging": "Receivables aging",
+    "membership_counts": "Membership counts",
+    "selftest": "Self-test",
+    "platform": "Platform",
+    "accounting": "Accounting",
+    # Work kinds (what a schedule runs)
+    "batch.auto_close": "Automatic batch close",
+    "batch.roll": "Batch roll",
+    "billing.prepare": "Billing preparation",
+    "reconciliation.sweep": "Reconciliation sweep",
+    "queries.deliver": "Scheduled delivery",
+    # What a delivery sends
+    "query": "A saved query",
+    "report": "A report",
+    # Pipelines' queues (the operations overview's dead-letter queues)
+    "queries": "Deliveries",
+    "exports": "Exports",
+    "snapshots": "Snapshots",
+    "message_events": "Mail events (delivery reports)",
     # Staff operations: actions, and why a run waits too long
     "redrive": "Redrive",
     "resume": "Resume",

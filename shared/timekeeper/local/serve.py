@@ -640,7 +640,8 @@ def _keep_mail(folder: Path | None) -> Path:
 def _enable_console(stack: LocalStack) -> None:
     """Turn the console on for this server: a fresh session key (signing in again after a
     restart), the development sign-in, and the Platform sample's people to pick from
-    (an admin, an analyst and a viewer of its first workspace, the admin of another)."""
+    (an admin of its first workspace who is also staff, an analyst and a viewer there, the
+    admin of another who is not staff)."""
     from timekeeper import settings
     from timekeeper.console.app import DEV_ROLES
 
@@ -650,11 +651,12 @@ def _enable_console(stack: LocalStack) -> None:
     sample = stack.platform
     if sample is not None:
         everything = ",".join(DEV_ROLES)
+        # The Berlin admin is also the staff sample person; Sydney's admin is no staff member.
         for label, persona, workspace, roles in (
                 ("Berlin admin", "admin", "berlin", everything),
                 ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES),
                 ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
-                ("Sydney admin", "sydney_admin", "sydney", everything)):
+                ("Sydney admin", "sydney_admin", "sydney", ",".join(r for r in DEV_ROLES if r != "platform:staff"))):
             if persona in sample.users and workspace in sample.workspaces:
                 samples.append({"label": label, "user_id": sample.users[persona],
                                 "workspace_id": str(sample.workspaces[workspace]), "roles": roles})
