@@ -3,6 +3,7 @@ period's page lists every version with its attempts and failure code (in words).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime
 
 from tests.api.conftest import NOW, Caller
@@ -52,6 +53,8 @@ def test_the_periods_list_shows_a_failed_re_run_and_the_period_page_lists_every_
     assert body.index("totals corrected") < body.index("planned by the planner")
     assert "retries_exhausted" in body and "Failed four times" in body
     assert "4 retryable failures; the last: job_lost" in body
+    # And each version's instants are in the workspace's zone with the UTC instant beside
+    assert re.search(r"</time> <small>\(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)</small>", body), body
 
 
 def test_a_malformed_period_is_refused_with_words(console, conn):
