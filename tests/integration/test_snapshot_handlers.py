@@ -4,6 +4,8 @@ real-shaped events, against the real database and moto SQS."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from datetime import UTC, datetime, timedelta
 
 import boto3
@@ -212,7 +214,7 @@ def test_a_lost_job_on_its_last_retry_fails_the_run_and_emits_the_failure_metric
 def test_a_job_that_loses_its_database_is_redelivered_and_on_its_final_receive_left_to_the_lost_job_check(
         aws, conn, receive, acknowledged):
     # Given an admitted month's job message, and the run job's database connection cut
-    # under it (its server process terminated, as a failover or a cut does)
+    # under it (its socket shut down, as a failover or a cut does; the same through a pooler)
     create_workspace(conn, name="Berlin", timezone="Europe/Berlin", now=NOW - timedelta(days=20))
     invoke("snapshot_planner", scheduled_event(NOW))
     invoke("snapshot_dispatcher", scheduled_event(NOW))
@@ -220,7 +222,8 @@ def test_a_job_that_loses_its_database_is_redelivered_and_on_its_final_receive_l
     message["Attributes"]["ApproximateReceiveCount"] = str(receive)
     run_id = json.loads(message["Body"])["run_id"]
     edge_conn = adapters.database().get()
-    conn.execute("SELECT pg_terminate_backend(%s)", (edge_conn.info.backend_pid,))
+    with socket.socket(fileno=os.dup(edge_conn.fileno())) as cut:
+        cut.shutdown(socket.SHUT_RDWR)
     # When the job receives it
     response = invoke("snapshot_run_job", as_event(message))
     # Then before the final receive the queue redelivers it; on the final receive it is
