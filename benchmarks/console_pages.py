@@ -26,7 +26,8 @@ from tests.api.conftest import enrol, proxy_event
 from timekeeper import clock
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
-from timekeeper.console.app import SESSION_COOKIE, ConsoleSettings, Session, Sessions, create_console
+from timekeeper.console.app import ConsoleSettings, create_console
+from timekeeper.console.sessions import SESSION_COOKIE, Session, Sessions
 from timekeeper.db.connection import connect, login_url
 from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext

@@ -47,7 +47,7 @@ from timekeeper.settings import (
     JWT_WORKSPACE_CLAIM_VARIABLE,
 )
 
-#: The console's first path segment (timekeeper.console.app.PREFIX without its slash).
+#: The console's first path segment (timekeeper.console.paths.PREFIX without its slash).
 CONSOLE_PATH = "console"
 #: How long the console's ID tokens from the user pool live: only the sign-in reads one.
 CONSOLE_ID_TOKEN_VALIDITY = Duration.minutes(5)

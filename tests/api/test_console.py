@@ -14,7 +14,9 @@ import pytest
 import requests
 
 from tests.api.conftest import CONSOLE_KEY, Caller, enrol, new_schedule, proxy_event, serving
-from timekeeper.console.app import CONTENT_SECURITY_POLICY, SESSION_COOKIE, ConsoleSettings, create_console
+from timekeeper.console.app import ConsoleSettings, create_console
+from timekeeper.console.context import CONTENT_SECURITY_POLICY
+from timekeeper.console.sessions import SESSION_COOKIE
 from timekeeper.local.lambdas import LambdaContext
 
 KEY = CONSOLE_KEY
@@ -233,7 +235,7 @@ def test_without_the_development_sign_in_nobody_signs_in_with_a_form(app, caller
 
 
 def test_the_development_sign_in_keeps_every_role_asked_for(browser, caller):
-    from timekeeper.console.app import Sessions
+    from timekeeper.console.sessions import Sessions
 
     asked = ("reports:write", "queries:admin", "reports:read", "snapshots:read")
     assert browser.sign_in(caller, asked)["statusCode"] == 303

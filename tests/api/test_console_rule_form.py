@@ -14,7 +14,7 @@ import pytest
 
 from tests.api.conftest import new_schedule
 from tests.api.test_console import Browser
-from timekeeper.console.app import zone_enum
+from timekeeper.console.display import zone_enum
 from timekeeper.console.rule_form import compose, control_for, form_of, read_form
 from timekeeper.schedules.zones import canonical_zones
 

@@ -34,7 +34,8 @@ from moto import mock_aws
 
 from tests.api.conftest import Caller, new_schedule, proxy_event
 from timekeeper import edge
-from timekeeper.console.app import CONTENT_SECURITY_POLICY, SESSION_COOKIE
+from timekeeper.console.context import CONTENT_SECURITY_POLICY
+from timekeeper.console.sessions import SESSION_COOKIE
 from timekeeper.console.sign_in import FLOW_COOKIE
 from timekeeper.edge import api as api_edge
 from timekeeper.local.lambdas import invoke

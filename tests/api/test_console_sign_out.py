@@ -12,7 +12,8 @@ from tests.api.conftest import CONSOLE_KEY, Caller, new_schedule
 from tests.api.test_console import Browser, _header
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
-from timekeeper.console.app import ConsoleSettings, Sessions, create_console
+from timekeeper.console.app import ConsoleSettings, create_console
+from timekeeper.console.sessions import Sessions
 from timekeeper.db.connection import login_url
 from timekeeper.edge import registries
 

@@ -226,7 +226,7 @@ def test_notices_and_ownerless_schedules_show_the_workspace_s_zone_beside_utc(db
 
 
 def test_a_page_without_a_known_zone_shows_utc():
-    from timekeeper.console.app import zone_of
+    from timekeeper.console.display import zone_of
 
     assert [zone_of(b) for b in ({"timezone": "Europe/Berlin"}, {}, {"timezone": "Mars/Olympus"},
                                  {"timezone": 3}, None)] == ["Europe/Berlin", "UTC", "UTC", "UTC", "UTC"]

@@ -322,7 +322,7 @@ def test_the_development_sign_in_s_analyst_is_neither_admin_nor_staff(local_serv
 def test_the_development_sign_in_s_people_hold_the_roles_the_console_docs_name(local_server):
     import json
 
-    from timekeeper.console.app import DEV_ROLES
+    from timekeeper.console.sessions import DEV_ROLES
 
     listed = json.loads(os.environ[settings_names.CONSOLE_SAMPLES_VARIABLE])
     samples = {s["label"]: set(s["roles"].split(",")) for s in listed}

@@ -20,7 +20,8 @@ import pytest
 from infra.settings import DeploymentConfig
 from tests.api.conftest import proxy_event
 from tests.infra.conftest import functions_by_folder, resources, synthesize
-from timekeeper.console.app import CONTENT_SECURITY_POLICY, SESSION_COOKIE
+from timekeeper.console.context import CONTENT_SECURITY_POLICY
+from timekeeper.console.sessions import SESSION_COOKIE
 from timekeeper.console.sign_in import FLOW_COOKIE
 from timekeeper.settings import (
     CONSOLE_BASE_PATH_VARIABLE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from timekeeper.console.app import rule_text
+from timekeeper.console.display import rule_text
 
 
 @pytest.mark.parametrize(("recurrence", "text"), [

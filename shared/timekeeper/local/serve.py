@@ -643,7 +643,7 @@ def _enable_console(stack: LocalStack) -> None:
     (an admin of its first workspace who is also staff, an analyst and a viewer there, the
     admin of another who is not staff)."""
     from timekeeper import settings
-    from timekeeper.console.app import DEV_ROLES
+    from timekeeper.console.sessions import DEV_ROLES
 
     os.environ[settings.CONSOLE_SESSION_KEY_VARIABLE] = secrets.token_urlsafe(48)
     os.environ[settings.CONSOLE_DEV_SIGN_IN_VARIABLE] = "1"

@@ -1,0 +1,28 @@
+"""The console's pages, one module per group of pages, each with its Powertools
+``Router`` (:data:`ROUTERS`, in the order the console includes them)."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from timekeeper.console.pages import (
+    actions,
+    admin,
+    closures,
+    deliveries,
+    errors,
+    notices,
+    operations,
+    schedules,
+    session,
+    snapshots,
+    static,
+)
+
+#: Every page group's router. :mod:`~timekeeper.console.pages.actions` comes last: its
+#: ``POST /console/<kind>/<id>/<action>`` would otherwise answer the schedule page's own
+#: three-segment POST routes (Powertools tries routes with parameters in the order they
+#: were added).
+ROUTERS: tuple[Router, ...] = (static.router, session.router, schedules.router, deliveries.router,
+                               closures.router, snapshots.router, operations.router, notices.router, admin.router,
+                               errors.router, actions.router)

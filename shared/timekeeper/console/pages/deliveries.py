@@ -1,0 +1,246 @@
+"""The deliveries' pages (scheduled query deliveries): the list, a delivery's page with its
+runs, per-recipient ledger and changes, the message preview, its opt-outs and the owner's
+invitation back, the recipient's own invitation page, and the suppression list."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+from html.parser import HTMLParser
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from timekeeper.console.api_client import ApiReply
+from timekeeper.console.context import Request, checked_post, signed_in
+from timekeeper.console.display import when, zone_of
+from timekeeper.console.pages.actions import ACTIONS
+from timekeeper.console.pages.schedules import PAGE_SIZE
+from timekeeper.console.paths import PREFIX
+
+router = Router()
+
+
+class _StyleAttributes(HTMLParser):
+    """The ``style`` attribute values of an HTML document, as a browser reads them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.values: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.values.update(value for name, value in attrs if name == "style" and value)
+
+
+def message_preview_policy(html: str) -> str:
+    """The Content-Security-Policy of a message preview's HTML part: nothing loads, nothing
+    runs (``sandbox``, no scripts), only the console may frame it, and the message's own
+    ``style`` attributes apply by their hashes (``'unsafe-hashes'`` with one ``sha256`` per
+    distinct value; never ``unsafe-inline``): the message looks as a mail client shows it."""
+    parser = _StyleAttributes()
+    parser.feed(html)
+    parser.close()
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(v.encode()).digest()).decode()}'"
+                      for v in sorted(parser.values))
+    styles = f"'unsafe-hashes' {hashes}" if hashes else "'none'"
+    return (f"default-src 'none'; style-src {styles}; img-src 'none'; form-action 'none'; "
+            "frame-ancestors 'self'; base-uri 'none'; sandbox")
+
+
+def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
+    ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
+    changes = (detail or {}).get("changes") if isinstance(detail, dict) else None
+    if not isinstance(changes, dict):
+        return []
+    return [{"field": name, "from": (change or {}).get("from") if isinstance(change, dict) else None,
+             "to": (change or {}).get("to") if isinstance(change, dict) else change}
+            for name, change in sorted(changes.items())]
+
+
+@router.get(f"{PREFIX}/deliveries")
+@signed_in
+def deliveries(ctx: Request) -> Response:
+    params = ctx.params
+    reply = ctx.api().call("GET", "/query-schedules", query={"cursor": params.get("cursor"),
+                                                                "limit": str(PAGE_SIZE)})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    zone = reply.body.get("timezone") or "UTC"
+    rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
+    cursor = reply.body.get("next_cursor")
+    return ctx.page("deliveries.html", rows=rows,
+                next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>")
+@signed_in
+def delivery(ctx: Request, schedule_id: str) -> Response:
+    params = ctx.params
+    done = ACTIONS.get(params.get("done", ""))
+    client = ctx.api()
+    reply = client.call("GET", f"/query-schedules/{schedule_id}")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    history = client.call("GET", f"/query-schedules/{schedule_id}/runs", query={"cursor": params.get("cursor")})
+    if history.status != 200:
+        return ctx.api_error(history)
+    zone = zone_of(reply.body)
+    runs = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
+             "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
+            for run in history.body["items"]]
+    cursor = history.body.get("next_cursor")
+    trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
+    changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
+               for e in trail.body["items"]] if trail.status == 200 else None
+    return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"),
+                                                                                 zone)},
+                zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                inv=invitation_of(ctx, schedule_id)[1],
+                next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
+                if cursor else None)
+
+
+def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:
+    """The schedule and the preview of the message its ``user_id`` parameter (default:
+    its first recipient) would receive (``GET /query-schedules/{id}/message-preview``)."""
+    client = ctx.api()
+    schedule = client.call("GET", f"/query-schedules/{schedule_id}")
+    if schedule.status != 200:
+        return schedule, None
+    user_id = (ctx.params).get("user_id") or None
+    return schedule, client.call("GET", f"/query-schedules/{schedule_id}/message-preview",
+                                 query={"user_id": user_id})
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/preview")
+@signed_in
+def delivery_preview(ctx: Request, schedule_id: str) -> Response:
+    schedule, preview = message_preview(ctx, schedule_id)
+    if preview is None or preview.status != 200:
+        return ctx.api_error(preview or schedule)
+    zone = zone_of(preview.body)
+    return ctx.page("preview.html", s=schedule.body, p=preview.body, zone=zone,
+                expires=when(preview.body.get("link_expires_at"), zone),
+                frame=f"{ctx.public}/deliveries/{quote(schedule_id, safe='')}/preview/message?"
+                + urlencode({"user_id": preview.body["user_id"]}))
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/preview/message")
+@signed_in
+def delivery_preview_message(ctx: Request, schedule_id: str) -> Response:
+    """The preview's HTML part alone, for the preview page's sandboxed frame, under a
+    policy of its own (:func:`message_preview_policy`)."""
+    schedule, preview = message_preview(ctx, schedule_id)
+    if preview is None or preview.status != 200:
+        return ctx.api_error(preview or schedule)
+    html = preview.body["html"]
+    return Response(status_code=200, content_type="text/html; charset=utf-8", body=html,
+                    headers={**ctx.security_headers, "Content-Security-Policy": message_preview_policy(html),
+                             "X-Frame-Options": "SAMEORIGIN", "Cache-Control": "no-store"})
+
+
+def opt_outs_page(ctx: Request, schedule_id: str, *, problem: str | None = None, done: str | None = None,
+                  status_code: int = 200) -> Response:
+    """A query schedule's opt-outs (``GET /query-schedules/{id}/opt-outs``): who opted
+    out, when (UTC) and whether they were invited back, with the owner's Invite back."""
+    client = ctx.api()
+    reply = client.call("GET", f"/query-schedules/{schedule_id}")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    found = client.call("GET", f"/query-schedules/{schedule_id}/opt-outs")
+    if found.status != 200:
+        return ctx.api_error(found)
+    zone = zone_of(found.body)
+    items = [{**o, "opted_out": when(o["opted_out_at"], zone), "invited": when(o.get("resubscribe_invited_at"),
+                                                                               zone)}
+             for o in found.body["items"]]
+    return ctx.page("opt_outs.html", status_code, s=reply.body, items=items, problem=problem,
+                zone=zone, done=done, may_invite=ctx.session.has("queries:write", "queries:admin"))
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/opt-outs")
+@signed_in
+def opt_outs(ctx: Request, schedule_id: str) -> Response:
+    params = ctx.params
+    done = (f"{params['to']} is invited back: they receive the messages again once they accept."
+            if params.get("done") == "invited" and params.get("to") else None)
+    return opt_outs_page(ctx, schedule_id, done=done)
+
+
+@router.post(f"{PREFIX}/deliveries/<schedule_id>/opt-outs/invite")
+@checked_post
+def invite_back(ctx: Request, schedule_id: str) -> Response:
+    user_id = ctx.fields.get("user_id", "").strip()
+    # The API's path takes the user id as it is (its router does not decode a path
+    # segment): one a segment cannot hold is no recipient of an opt-out it can name.
+    if not user_id or any(c in user_id for c in "/?#\x00"):
+        return opt_outs_page(ctx, schedule_id, problem="Refused: no such recipient (user_id).",
+                             status_code=HTTPStatus.UNPROCESSABLE_ENTITY)
+    reply = ctx.api().call("POST", f"/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation")
+    if reply.status == 200:
+        return ctx.redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/opt-outs?"
+                        + urlencode({"done": "invited", "to": user_id}))
+    body = reply.body if isinstance(reply.body, dict) else {}
+    if reply.status == 404 and body.get("field") != "user_id":
+        return ctx.api_error(reply)  # the schedule itself: not found on every page
+    text = f"Refused: {body.get('message') or 'the request was refused'}"
+    return opt_outs_page(ctx, schedule_id, problem=text,
+                         status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+
+def invitation_of(ctx: Request, schedule_id: str) -> tuple[ApiReply, dict[str, Any] | None]:
+    """The person's own standing with a delivery's messages (``GET
+    /query-schedules/{id}/subscription``) for :file:`_invitation.html`, or None."""
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return reply, None
+    zone = zone_of(reply.body)
+    return reply, {**reply.body, "opted": when(reply.body.get("opted_out_at"), zone),
+                   "invited": when(reply.body.get("invited_at"), zone)}
+
+
+def invitation_page(ctx: Request, schedule_id: str, *, done: str | None = None, problem: str | None = None,
+                    status_code: int = 200) -> Response:
+    reply, inv = invitation_of(ctx, schedule_id)
+    if inv is None:
+        return ctx.api_error(reply)
+    return ctx.page("invitation.html", status_code, inv=inv, done=done, problem=problem)
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/invitation")
+@signed_in
+def invitation(ctx: Request, schedule_id: str) -> Response:
+    """Where an invitation-back notice leads: the person's standing with the delivery's
+    messages and, once its owner invited them back, Accept."""
+    params = ctx.params
+    done = "You receive its messages again." if params.get("done") == "accepted" else None
+    return invitation_page(ctx, schedule_id, done=done)
+
+
+@router.post(f"{PREFIX}/deliveries/<schedule_id>/invitation/accept")
+@checked_post
+def accept_invitation(ctx: Request, schedule_id: str) -> Response:
+    reply = ctx.api().call("POST", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
+    if reply.status == 200:
+        return ctx.redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/invitation?done=accepted")
+    body = reply.body if isinstance(reply.body, dict) else {}
+    if 400 <= reply.status < 500:  # (a schedule that is not found is not found on the page either)
+        return invitation_page(ctx, schedule_id, status_code=reply.status,
+                               problem=f"Refused: {body.get('message') or 'the request was refused'}")
+    return ctx.api_error(reply)
+
+
+@router.get(f"{PREFIX}/mail-suppressions")
+@signed_in
+def mail_suppressions(ctx: Request) -> Response:
+    reply = ctx.api().call("GET", "/mail-suppressions")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    zone = zone_of(reply.body)
+    items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
+    return ctx.page("mail_suppressions.html", items=items, zone=zone)

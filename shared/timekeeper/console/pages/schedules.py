@@ -1,0 +1,172 @@
+"""The schedules' pages: the workspace's schedules, a schedule's page with its rule
+editors (the form and the JSON), and the choice of its failure notices."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from timekeeper import json_input
+from timekeeper.console import glossary, rule_form
+from timekeeper.console.context import Request, checked_post, signed_in
+from timekeeper.console.display import occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
+from timekeeper.console.pages.actions import ACTIONS
+from timekeeper.console.paths import PREFIX
+
+router = Router()
+
+#: Schedules (and deliveries) per page of a list.
+PAGE_SIZE = 50
+#: What a redirect after another change says (``?done=update``).
+_DONE = {**ACTIONS, "update": "updated"}
+#: The next occurrences a schedule's page (and its rule preview) shows.
+UPCOMING = 10
+#: Which failures a schedule's owner is told of (the API's ``notify_on``), in the glossary's words.
+NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
+
+
+@router.get(f"{PREFIX}/schedules")
+@signed_in
+def schedules(ctx: Request) -> Response:
+    params = ctx.params
+    status = params.get("status") if params.get("status") in ("active", "paused") else None
+    reply = ctx.api().call("GET", "/schedules", query={"status": status, "cursor": params.get("cursor"),
+                                                          "limit": str(PAGE_SIZE)})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    zone = zone_of(reply.body)
+    rows = [{**item, "next": when(item.get("next_due_at"), zone),
+             "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"]),
+             "code": rule_code(item["recurrence"])}
+            for item in reply.body["items"]]
+    next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
+        "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
+        if reply.body.get("next_cursor") else None)
+    return ctx.page("schedules.html", rows=rows, status=status, next_page=next_page, zone=zone)
+
+
+def rule_zones(ctx: Request) -> list[str]:
+    """The zones a rule may name, as the API's document lists them (read once per
+    execution environment; empty while the API does not say)."""
+    zones = ctx.console.zones
+    if not zones:
+        reply = ctx.api().call("GET", "/openapi.json")
+        zones.extend(zone_enum(reply.body) if reply.status == 200 else [])
+    return zones
+
+
+def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
+                  form: rule_form.RuleForm | None = None, submitted: str | None = None,
+                  preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
+                  http_status: int = 200) -> Response:
+    """The schedule's page: its rule in words, the next ten occurrences, runs and history,
+    and the rule editors: the structured ``form`` (the saved rule's when not given) and
+    the JSON ``editor`` (the text typed), with the ``submitted`` one's ``preview`` or
+    ``problem``."""
+    reply = ctx.api().call("GET", f"/schedules/{schedule_id}", query={"upcoming": str(UPCOMING)})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    detail = reply.body
+    zone = detail["schedule"]["timezone"]
+    # Instants in the workspace's zone, with UTC beside; occurrences in the rule's own zone.
+    shown_zone = zone_of(detail)
+    occurrences = occurrence_rows(detail["next_occurrences"])
+    runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
+             "local": r["occurrence_local"].replace("T", " ")[:16],
+             "at": when(r.get("occurrence_at"), shown_zone)}
+            for r in detail["history"]["runs"]]
+    events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
+    if editor is None:
+        editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
+    saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
+    if form is None:
+        form = saved_form
+    if preview is not None:
+        preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"]),
+                   "json": json.dumps(preview.get("recurrence"), indent=2, sort_keys=True)}
+    may_edit = ctx.session.has("schedules:write", "schedules:admin")
+    zone_choices = rule_zones(ctx) if may_edit else []
+    if form.timezone not in zone_choices:
+        zone_choices = sorted({*zone_choices, form.timezone})
+    return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
+        detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+        code=rule_code(detail["schedule"]["recurrence"]),
+        runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+        notify_choices=NOTIFY_CHOICES,
+        zone=shown_zone,
+        problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
+        submitted=submitted, zones=zone_choices, rf=rule_form,
+        problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
+
+
+@router.get(f"{PREFIX}/schedules/<schedule_id>")
+@signed_in
+def schedule(ctx: Request, schedule_id: str) -> Response:
+    params = ctx.params
+    return schedule_page(ctx, schedule_id, done=_DONE.get(params.get("done", "")))
+
+
+@router.post(f"{PREFIX}/schedules/<schedule_id>/rule")
+@checked_post
+def edit_rule(ctx: Request, schedule_id: str) -> Response:
+    """The rule editors: the structured form (``editor=form``: the rule its fields
+    compose) or the JSON editor (the rule typed); "Preview" shows the rule's words and
+    next occurrences (``POST /rules/preview``) on the page, "Save" changes it
+    (``PATCH /schedules/{id}``)."""
+    text: str | None = None
+    form: rule_form.RuleForm | None = None
+    if ctx.fields.get("editor") == "form":
+        submitted = "form"
+        form = rule_form.read_form(ctx.fields)
+        try:
+            recurrence = rule_form.compose(form)
+        except rule_form.FormProblem as refused:
+            return schedule_page(ctx, schedule_id, form=form, submitted=submitted,
+                                 http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                 problem={"field": refused.field, "message": refused.message})
+    else:
+        submitted = "json"
+        text = ctx.fields.get("recurrence", "")[:20_000]
+        try:
+            recurrence = json_input.loads(text)
+        except json.JSONDecodeError as refused:
+            reason = f" ({refused.msg})" if refused.msg in json_input.REASONS else ""
+            return schedule_page(ctx, schedule_id, editor=text, submitted=submitted,
+                                 http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                                 problem={"field": "recurrence", "message": f"is not valid JSON{reason}"})
+    client = ctx.api()
+    if ctx.fields.get("intent") == "save":
+        reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
+        if reply.status == 200:
+            return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
+    else:
+        reply = client.call("POST", "/rules/preview", body={"recurrence": recurrence, "count": UPCOMING})
+        if reply.status == 200:
+            return schedule_page(ctx, schedule_id, editor=text, form=form, submitted=submitted,
+                                 preview=reply.body)
+    if reply.status == 422 and isinstance(reply.body, dict):
+        return schedule_page(ctx, schedule_id, editor=text, form=form, submitted=submitted,
+                             http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
+                             problem={"field": reply.body.get("field"), "message": reply.body.get("message")})
+    return ctx.api_error(reply)
+
+
+@router.post(f"{PREFIX}/schedules/<schedule_id>/notices")
+@checked_post
+def choose_failure_notices(ctx: Request, schedule_id: str) -> Response:
+    """Which failures the schedule's owner is told of (``notify_on``, one of
+    :data:`NOTIFY_CHOICES`): ``PATCH /schedules/{id}``, then back to the page."""
+    choice = ctx.fields.get("notify_on", "")
+    if choice not in NOTIFY_CHOICES:
+        return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
+                    message="No such choice of failure notices.")
+    reply = ctx.api().call("PATCH", f"/schedules/{schedule_id}", body={"notify_on": choice})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")

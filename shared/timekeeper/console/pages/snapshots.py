@@ -1,0 +1,245 @@
+"""The snapshots' pages: a workspace's periods (staff: any workspace's, with the re-run and
+backfill requests), a period's versions, the period picker (the reports reading a
+month's snapshot, rendered over it) and a render's page."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+
+from timekeeper.console import glossary
+from timekeeper.console.context import Request, checked_post, signed_in
+from timekeeper.console.display import when, zone_of
+from timekeeper.console.paths import PREFIX, way_back
+
+router = Router()
+
+#: A month as the period picker takes it (``YYYY-MM``, January to December).
+MONTH_TEXT = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
+#: What the snapshots page's "Show" filter offers: overdue, or a period status.
+PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "planned", "queued", "running",
+                  "retry_wait")
+#: At most this many API pages (of 100 periods) one filtered snapshots page reads through.
+PERIOD_READS = 10
+#: A month as the console's addresses name it.
+MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
+
+
+def snapshot_readers(ctx: Request) -> set[tuple[str, str]] | None:
+    """The snapshots (``(owner, type)``) the current version of one of the workspace's
+    reports reads (its first 200 reports; each report's ``snapshot_sources``): where
+    "Open a report over this month" leads somewhere. None when the API refuses the
+    person the reports (e.g. their membership does not grant reading them)."""
+    client = ctx.api()
+    reply = client.call("GET", "/reports", query={"limit": "200"})
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return None
+    read: set[tuple[str, str]] = set()
+    for item in reply.body["items"]:
+        detail = client.call("GET", f"/reports/{quote(str(item['id']), safe='')}")
+        if detail.status == 200 and isinstance(detail.body, dict):
+            read.update((s["owner"], s["snapshot_type"]) for s in detail.body.get("snapshot_sources") or [] if s)
+    return read
+
+
+def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | None = None,
+                 done: str | None = None, status_code: int = 200) -> Response:
+    """A workspace's periods: the person's own, or for staff the one ``workspace``
+    names (else the page's ``workspace`` parameter). A status filter (``status``, one
+    of :data:`PERIOD_FILTERS`) reads on through the API's pages until a page has
+    periods to show or the listing ends; "More periods" is offered only when the API
+    has more; an unknown filter is a 422 naming ``status``."""
+    params = ctx.params
+    if workspace is None:
+        workspace = params.get("workspace") or ""
+    workspace = workspace.strip() if ctx.session.staff else ""
+    if workspace:
+        try:
+            workspace = str(uuid.UUID(workspace))
+        except ValueError:
+            return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
+                        message="The workspace must be a workspace id, a UUID (workspace).",
+                        back=("/snapshots", "Back to the snapshots"))
+    only = params.get("status") or ""
+    refused = bool(only) and only not in PERIOD_FILTERS
+    if refused:
+        problem, status_code, only = (f"Refused: there is no status “{only[:40]}” to show (status); choose one "
+                                      "from the list."), HTTPStatus.UNPROCESSABLE_ENTITY, ""
+    path = f"/snapshots/workspaces/{workspace}/periods" if workspace else "/snapshots/periods"
+    client = ctx.api()
+    cursor, later = params.get("cursor"), bool(params.get("cursor"))
+    raw: list[dict[str, Any]] = []
+    body: dict[str, Any] = {}
+    for _ in range(PERIOD_READS if only else 1):
+        reply = client.call("GET", path, query={"cursor": cursor, "limit": "100"})
+        if reply.status != 200:
+            return ctx.api_error(reply)
+        body = reply.body
+        found = [item for item in body["items"]
+                 if not only or (item["overdue"] if only == "overdue" else item["status"] == only)]
+        raw.extend(found)
+        cursor = body.get("next_cursor")
+        if found or not cursor:
+            break
+    if refused:
+        raw, cursor = [], None
+    zone = body.get("timezone") or "UTC"
+    locale = body.get("locale") or "en_US"
+    may_render = workspace in ("", ctx.session.workspace_id) and ctx.session.has("reports:read")
+    readers = snapshot_readers(ctx) if may_render and any(i["status"] == "published" for i in raw) else set()
+    if readers is None:  # the API refuses them the reports: no action to offer
+        may_render, readers = False, set()
+    items = [{**item, "published": when(item.get("published_at"), zone),
+              "basis_lines": glossary.basis_lines(item.get("basis"), locale),
+              "read_by_report": (item["owner"], item["snapshot_type"]) in readers,
+              "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
+                      f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
+                      + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
+             for item in raw]
+    # The enabled types as the API lists them: the staff request form's choices.
+    types = [(t["owner"], t["snapshot_type"]) for t in body.get("types") or []]
+    query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
+    first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
+    return ctx.page("snapshots.html", status_code, items=items, zone=zone,
+                workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
+                problem=problem, done=done, types=types, first_page=first.rstrip("?"),
+                next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
+                # Renders are of the person's own workspace's reports (the API decides).
+                may_render=may_render)
+
+
+@router.get(f"{PREFIX}/snapshots")
+@signed_in
+def snapshots(ctx: Request) -> Response:
+    params = ctx.params
+    return periods_page(ctx, done="Your request was recorded; it waits for admission."
+                        if params.get("done") == "requested" else None)
+
+
+@router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
+@signed_in
+def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -> Response:
+    """One period's versions, newest first, with their attempts and failure codes (in
+    words beside the code): the person's own workspace, or for staff the one the
+    ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
+    if not MONTH_PATTERN.fullmatch(period):
+        return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
+                    message="The month must be written YYYY-MM.")
+    params = ctx.params
+    workspace = (params.get("workspace") or "").strip() if ctx.session.staff else ""
+    target = workspace or ctx.session.workspace_id
+    reply = ctx.api().call("GET", "/snapshots/workspaces/" + "/".join(
+        quote(part, safe="") for part in (target, "periods", owner, snapshot_type, period)))
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    zone = reply.body.get("timezone") or "UTC"
+    versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
+                 "why": glossary.words(v.get("failure_code"))}
+                for v in reply.body["versions"]]
+    back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
+    return ctx.page("period.html", p=reply.body, versions=versions, zone=zone, back=back)
+
+
+@router.post(f"{PREFIX}/snapshots/requests")
+@checked_post
+def snapshot_request(ctx: Request) -> Response:
+    body = {name: ctx.fields.get(name, "").strip() for name in
+            ("owner", "snapshot_type", "workspace_id", "period", "mode", "reason")}
+    if ctx.fields.get("type"):  # the form's choice of a registered type: "<owner>:<type>"
+        body["owner"], _, body["snapshot_type"] = ctx.fields["type"].strip().partition(":")
+    reply = ctx.api().call("POST", "/snapshots/runs", body=body)
+    if reply.status in (200, 201):
+        return ctx.redirect(f"{PREFIX}/snapshots?" + urlencode({"workspace": body["workspace_id"],
+                                                            "done": "requested"}))
+    message = reply.body.get("message") if isinstance(reply.body, dict) else None
+    field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
+    text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
+    return periods_page(ctx, workspace=body["workspace_id"], problem=text,
+                        status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+
+def picker_page(ctx: Request, *, owner: str, snapshot_type: str, month: str, problem: str | None = None,
+                status_code: int = 200) -> Response:
+    """The reports a month's snapshot feeds: the workspace's reports (``GET /reports``,
+    one page of up to 200) whose current version has a section reading ``owner``'s
+    ``snapshot_type`` (the report's ``snapshot_sources``), each with a form that renders
+    it over ``month`` (``YYYY-MM``); ``problem`` is a refusal to show."""
+    client = ctx.api()
+    reply = client.call("GET", "/reports", query={"limit": "200"})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    reports = []
+    for item in reply.body["items"]:
+        detail = client.call("GET", f"/reports/{item['id']}")
+        if detail.status != 200:
+            continue  # deleted meanwhile, or refused: not one the person may render
+        sources = detail.body.get("snapshot_sources") or []
+        if any(s and s["owner"] == owner and s["snapshot_type"] == snapshot_type for s in sources):
+            reports.append({**item, "title": detail.body["definition"]["title"],
+                            "sections": sum(1 for s in sources if s)})
+    return ctx.page("period_picker.html", status_code, owner=owner, snapshot_type=snapshot_type,
+                month=month, reports=reports, problem=problem, more=bool(reply.body.get("next_cursor")),
+                render_key=str(uuid.uuid4()))
+
+
+@router.get(f"{PREFIX}/snapshots/reports")
+@signed_in
+def period_picker(ctx: Request) -> Response:
+    params = ctx.params
+    if not MONTH_TEXT.fullmatch(params.get("month", "")):
+        return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
+                    message="The month must be a month YYYY-MM (month).", back=way_back("/snapshots"))
+    return picker_page(ctx, owner=params.get("owner", "")[:100], month=params.get("month", "")[:20],
+                       snapshot_type=params.get("snapshot_type", "")[:100])
+
+
+@router.post(f"{PREFIX}/snapshots/renders")
+@checked_post
+def period_render(ctx: Request) -> Response:
+    """Render the chosen report over the month (``POST /reports/{id}/renders`` with
+    ``{"month"}`` and the form's Idempotency-Key: a repeated click is the same render),
+    then its page; a refusal is shown on the picker with the API's reason."""
+    report_id, month = ctx.fields.get("report_id", "").strip(), ctx.fields.get("month", "").strip()
+    headers = {"Idempotency-Key": ctx.fields["key"][:200]} if ctx.fields.get("key") else None
+    reply = ctx.api().call("POST", f"/reports/{quote(report_id, safe='')}/renders", body={"month": month},
+                              headers=headers)
+    if reply.status == 202 and isinstance(reply.body, dict):
+        return ctx.redirect(f"{PREFIX}/reports/{quote(report_id, safe='')}/renders/"
+                        f"{quote(str(reply.body['id']), safe='')}")
+    body = reply.body if isinstance(reply.body, dict) else {}
+    text = f"Refused: {body.get('message') or 'the render was refused'}" + (
+        f" ({body['field']})" if body.get("field") else "")
+    return picker_page(ctx, owner=ctx.fields.get("owner", "")[:100], month=month[:20], problem=text,
+                       snapshot_type=ctx.fields.get("snapshot_type", "")[:100],
+                       status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+
+@router.get(f"{PREFIX}/reports/<report_id>/renders/<render_id>")
+@signed_in
+def render_page(ctx: Request, report_id: str, render_id: str) -> Response:
+    """A render: its state, the picked month, per snapshot section the version it showed
+    (type, month, version, publication time, choice) and, once it succeeded, its
+    download link (valid 60 s: the page is reloaded for a new one)."""
+    client = ctx.api()
+    reply = client.call("GET", f"/reports/{quote(report_id, safe='')}/renders/{quote(render_id, safe='')}")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    render = reply.body
+    zone = zone_of(render)
+    report = client.call("GET", f"/reports/{quote(report_id, safe='')}")
+    name = report.body.get("name") if report.status == 200 and isinstance(report.body, dict) else None
+    basis = [None if b is None else {**b, "published": when(b["published_at"], zone)}
+             for b in render.get("snapshot_basis") or []]
+    source = next((b for b in render.get("snapshot_basis") or [] if b), None)
+    picker = (f"{ctx.public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
+                                                          "snapshot_type": source["snapshot_type"]})
+              if source and render.get("month") else None)
+    return ctx.page("render.html", render=render, name=name, zone=zone, basis=basis, picker=picker,
+                requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
+                expires=when(render.get("download_expires_at"), zone))
