@@ -26,9 +26,13 @@ _KINDS = {"schedules": "/schedules", "deliveries": "/query-schedules"}
 @checked_post
 def schedule_action(ctx: Request, kind: str, schedule_id: str,
                     action: str) -> Response:
+    """``POST /console/{kind}/{id}/{action}``: Pause, Resume or Run now (with the form's
+    Idempotency-Key) of a schedule or a delivery through the API, then back to its page
+    (``?done=<action>``); an unknown kind or action is a 404 page, the API's refusal its
+    error page."""
     if action not in ACTIONS or kind not in _KINDS:
         return ctx.page("error.html", HTTPStatus.NOT_FOUND, title="Not found",
-                    message="No such action.")
+                        message="No such action.")
     headers = {"Idempotency-Key": ctx.fields["key"][:200]} if action == "run" and ctx.fields.get("key") else None
     reply = ctx.api().call("POST", f"{_KINDS[kind]}/{schedule_id}/{action}", headers=headers)
     if reply.status >= 300:

@@ -31,10 +31,12 @@ def closures_page(ctx: Request, *, problem: str | None = None, done: str | None 
     zone = zone_of(reply.body)
     items = [{**c, "created": when(c["created_at"], zone)} for c in reply.body["items"]]
     return ctx.page("closures.html", status_code, items=items, problem=problem, done=done, zone=zone,
-                typed=typed or {}, may_change=ctx.session.has("schedules:admin"))
+                    typed=typed or {}, may_change=ctx.session.has("schedules:admin"))
 
 
 def closure_refused(ctx: Request, reply: ApiReply, typed: dict[str, str] | None = None) -> Response:
+    """The closures page with the API's refusal ``reply`` (its message and field) and the
+    ``typed`` form text kept."""
     body = reply.body if isinstance(reply.body, dict) else {}
     field_name = body.get("field")
     text = f"Refused: {body.get('message') or 'the request was refused'}" + (f" ({field_name})"
@@ -46,6 +48,8 @@ def closure_refused(ctx: Request, reply: ApiReply, typed: dict[str, str] | None 
 @router.get(f"{PREFIX}/closures")
 @signed_in
 def closures(ctx: Request) -> Response:
+    """``GET /console/closures``: the closed dates, with what was just added or reopened and
+    how many business-day schedules were recomputed."""
     params = ctx.params
     day, count = params.get("date", ""), params.get("recomputed", "")
     done = None
@@ -62,6 +66,7 @@ def closures(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/closures/add")
 @checked_post
 def closure_add(ctx: Request) -> Response:
+    """``POST /console/closures/add``: close a date (``POST /closures``), then the list."""
     typed = {"date": ctx.fields.get("date", "").strip(), "reason": ctx.fields.get("reason", "").strip()}
     reply = ctx.api().call("POST", "/closures", body=typed)
     if reply.status in (200, 201):
@@ -74,6 +79,8 @@ def closure_add(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/closures/remove")
 @checked_post
 def closure_remove(ctx: Request) -> Response:
+    """``POST /console/closures/remove``: reopen a date (``DELETE /closures/{date}``), then the
+    list."""
     day = ctx.fields.get("date", "").strip()
     if not day:
         return closures_page(ctx, problem="Refused: no date named (date).",

@@ -33,6 +33,7 @@ class _StyleAttributes(HTMLParser):
         self.values: set[str] = set()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Keep the tag's ``style`` attribute value."""
         self.values.update(value for name, value in attrs if name == "style" and value)
 
 
@@ -65,21 +66,24 @@ def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
 @router.get(f"{PREFIX}/deliveries")
 @signed_in
 def deliveries(ctx: Request) -> Response:
+    """``GET /console/deliveries``: the workspace's deliveries, pages of :data:`PAGE_SIZE`."""
     params = ctx.params
     reply = ctx.api().call("GET", "/query-schedules", query={"cursor": params.get("cursor"),
-                                                                "limit": str(PAGE_SIZE)})
+                                                             "limit": str(PAGE_SIZE)})
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = reply.body.get("timezone") or "UTC"
     rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
     cursor = reply.body.get("next_cursor")
     return ctx.page("deliveries.html", rows=rows,
-                next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
+                    next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
 
 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>")
 @signed_in
 def delivery(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/deliveries/{id}``: a delivery, its runs with the per-recipient ledger
+    (pages by ``cursor``), its changes and the person's own standing with its messages."""
     params = ctx.params
     done = ACTIONS.get(params.get("done", ""))
     client = ctx.api()
@@ -97,12 +101,11 @@ def delivery(ctx: Request, schedule_id: str) -> Response:
     trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
-    return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"),
-                                                                                 zone)},
-                zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
-                inv=invitation_of(ctx, schedule_id)[1],
-                next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
-                if cursor else None)
+    return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
+                    zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                    inv=invitation_of(ctx, schedule_id)[1],
+                    next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
+                    if cursor else None)
 
 
 def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:
@@ -112,7 +115,7 @@ def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply 
     schedule = client.call("GET", f"/query-schedules/{schedule_id}")
     if schedule.status != 200:
         return schedule, None
-    user_id = (ctx.params).get("user_id") or None
+    user_id = ctx.params.get("user_id") or None
     return schedule, client.call("GET", f"/query-schedules/{schedule_id}/message-preview",
                                  query={"user_id": user_id})
 
@@ -120,14 +123,17 @@ def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>/preview")
 @signed_in
 def delivery_preview(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/deliveries/{id}/preview``: the message a recipient (``user_id``; the
+    first by default) would receive if the delivery ran now, its HTML part in a sandboxed
+    frame."""
     schedule, preview = message_preview(ctx, schedule_id)
     if preview is None or preview.status != 200:
         return ctx.api_error(preview or schedule)
     zone = zone_of(preview.body)
     return ctx.page("preview.html", s=schedule.body, p=preview.body, zone=zone,
-                expires=when(preview.body.get("link_expires_at"), zone),
-                frame=f"{ctx.public}/deliveries/{quote(schedule_id, safe='')}/preview/message?"
-                + urlencode({"user_id": preview.body["user_id"]}))
+                    expires=when(preview.body.get("link_expires_at"), zone),
+                    frame=f"{ctx.public}/deliveries/{quote(schedule_id, safe='')}/preview/message?"
+                    + urlencode({"user_id": preview.body["user_id"]}))
 
 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>/preview/message")
@@ -160,12 +166,14 @@ def opt_outs_page(ctx: Request, schedule_id: str, *, problem: str | None = None,
                                                                                zone)}
              for o in found.body["items"]]
     return ctx.page("opt_outs.html", status_code, s=reply.body, items=items, problem=problem,
-                zone=zone, done=done, may_invite=ctx.session.has("queries:write", "queries:admin"))
+                    zone=zone, done=done, may_invite=ctx.session.has("queries:write", "queries:admin"))
 
 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>/opt-outs")
 @signed_in
 def opt_outs(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/deliveries/{id}/opt-outs``: the recipients who opted out (after an
+    invitation, whom)."""
     params = ctx.params
     done = (f"{params['to']} is invited back: they receive the messages again once they accept."
             if params.get("done") == "invited" and params.get("to") else None)
@@ -175,6 +183,9 @@ def opt_outs(ctx: Request, schedule_id: str) -> Response:
 @router.post(f"{PREFIX}/deliveries/<schedule_id>/opt-outs/invite")
 @checked_post
 def invite_back(ctx: Request, schedule_id: str) -> Response:
+    """``POST /console/deliveries/{id}/opt-outs/invite``: invite a recipient back (``POST
+    /query-schedules/{id}/opt-outs/{user_id}/invitation``); a refusal is shown on the opt-
+    outs page."""
     user_id = ctx.fields.get("user_id", "").strip()
     # The API's path takes the user id as it is (its router does not decode a path
     # segment): one a segment cannot hold is no recipient of an opt-out it can name.
@@ -184,7 +195,7 @@ def invite_back(ctx: Request, schedule_id: str) -> Response:
     reply = ctx.api().call("POST", f"/query-schedules/{schedule_id}/opt-outs/{user_id}/invitation")
     if reply.status == 200:
         return ctx.redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/opt-outs?"
-                        + urlencode({"done": "invited", "to": user_id}))
+                            + urlencode({"done": "invited", "to": user_id}))
     body = reply.body if isinstance(reply.body, dict) else {}
     if reply.status == 404 and body.get("field") != "user_id":
         return ctx.api_error(reply)  # the schedule itself: not found on every page
@@ -206,6 +217,8 @@ def invitation_of(ctx: Request, schedule_id: str) -> tuple[ApiReply, dict[str, A
 
 def invitation_page(ctx: Request, schedule_id: str, *, done: str | None = None, problem: str | None = None,
                     status_code: int = 200) -> Response:
+    """The person's invitation page for a delivery (:func:`invitation_of`), or the API's
+    refusal."""
     reply, inv = invitation_of(ctx, schedule_id)
     if inv is None:
         return ctx.api_error(reply)
@@ -225,6 +238,8 @@ def invitation(ctx: Request, schedule_id: str) -> Response:
 @router.post(f"{PREFIX}/deliveries/<schedule_id>/invitation/accept")
 @checked_post
 def accept_invitation(ctx: Request, schedule_id: str) -> Response:
+    """``POST /console/deliveries/{id}/invitation/accept``: accept an invitation back (``POST
+    /query-schedules/{id}/subscription``); a refusal is shown on the invitation page."""
     reply = ctx.api().call("POST", f"/query-schedules/{quote(schedule_id, safe='')}/subscription")
     if reply.status == 200:
         return ctx.redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}/invitation?done=accepted")
@@ -238,6 +253,8 @@ def accept_invitation(ctx: Request, schedule_id: str) -> Response:
 @router.get(f"{PREFIX}/mail-suppressions")
 @signed_in
 def mail_suppressions(ctx: Request) -> Response:
+    """``GET /console/mail-suppressions``: the workspace's suppressed addresses, why and since
+    when."""
     reply = ctx.api().call("GET", "/mail-suppressions")
     if reply.status != 200:
         return ctx.api_error(reply)

@@ -24,10 +24,12 @@ NOTICE_KINDS = ("schedule_paused", "delivery_skipped_stale", "posting_failed", "
 @router.get(f"{PREFIX}/notices")
 @signed_in
 def notices_page(ctx: Request) -> Response:
+    """``GET /console/notices``: the person's notices, newest first (``show=unread`` for the
+    unread only, older pages by ``before``), and whether they get notice e-mails."""
     params = ctx.params
     unread_only = params.get("show") == "unread"
     reply = ctx.api().call("GET", "/notices", query={"unread": "true" if unread_only else None,
-                                                        "before": params.get("before")})
+                                                     "before": params.get("before")})
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
@@ -41,9 +43,9 @@ def notices_page(ctx: Request) -> Response:
     if mail.status != 200:
         return ctx.api_error(mail)
     return ctx.page("notices.html", items=items, unread=reply.body["unread"], zone=zone,
-                unread_only=unread_only, done=params.get("done"),
-                mail=mail.body["mail"], mail_off_since=when(mail.body.get("opted_out_at"), zone),
-                next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
+                    unread_only=unread_only, done=params.get("done"),
+                    mail=mail.body["mail"], mail_off_since=when(mail.body.get("opted_out_at"), zone),
+                    next_page=f"{PREFIX}/notices?" + urlencode(query) if before else None)
 
 
 @router.post(f"{PREFIX}/notices/mail")
@@ -60,10 +62,12 @@ def notices_mail_on(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/notices/read")
 @checked_post
 def notices_read(ctx: Request) -> Response:
+    """``POST /console/notices/read``: mark one notice (``id``) or all as read, then the list;
+    an ``id`` that is no notice number is a 422 page."""
     raw = ctx.fields.get("id", "").strip()
     if raw and not (raw.isdigit() and 0 < int(raw) < 2**63):
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
-                    message="No such notice.")
+                        message="No such notice.")
     reply = ctx.api().call("POST", "/notices/read", body={"ids": [int(raw)]} if raw else {})
     if reply.status != 200:
         return ctx.api_error(reply)

@@ -49,11 +49,13 @@ def operations_page(ctx: Request, *, problem: str | None = None, done: str | Non
     overdue = [{**p, "due": when(p["due_at"], zone_of(p)), "month": p["period"][:7],
                 "hours": f"{p['overdue_hours']:.0f}"} for p in body.get("overdue_periods", [])]
     return ctx.page("operations.html", status_code, as_of=when(body["as_of"], zone), zone=zone,
-                queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
-                overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
+                    queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
+                    overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
 
 
 def operations_action(ctx: Request, path: str, reason: str, done: str) -> Response:
+    """Send staff's action ``path`` with its ``reason`` to the API, then the overview saying
+    ``done``; a refusal is shown on the overview."""
     reply = ctx.api().call("POST", path, body={"reason": reason.strip()})
     if 200 <= reply.status < 300:
         return ctx.redirect(f"{PREFIX}/operations?" + urlencode({"done": done}))
@@ -65,6 +67,7 @@ def operations_action(ctx: Request, path: str, reason: str, done: str) -> Respon
 @router.get(f"{PREFIX}/operations")
 @signed_in
 def operations_overview(ctx: Request) -> Response:
+    """``GET /console/operations``: the operations overview."""
     params = ctx.params
     return operations_page(ctx, done=_OPERATIONS_DONE.get(params.get("done", "")))
 
@@ -72,6 +75,7 @@ def operations_overview(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/operations/redrive")
 @checked_post
 def operations_redrive(ctx: Request) -> Response:
+    """``POST /console/operations/redrive``: redrive a dead-letter queue with a reason."""
     queue = ctx.fields.get("queue", "")
     return operations_action(ctx, f"/operations/dead-letter-queues/{quote(queue, safe='')}/redrive",
                              ctx.fields.get("reason", ""), "redriven")
@@ -80,6 +84,7 @@ def operations_redrive(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/operations/resume")
 @checked_post
 def operations_resume(ctx: Request) -> Response:
+    """``POST /console/operations/resume``: resume a workspace's paused schedule with a reason."""
     workspace, schedule = (quote(ctx.fields.get(k, "").strip(), safe="") for k in ("workspace_id", "schedule_id"))
     return operations_action(ctx, f"/operations/workspaces/{workspace}/schedules/{schedule}/resume",
                              ctx.fields.get("reason", ""), "resumed")

@@ -34,10 +34,12 @@ NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "ever
 @router.get(f"{PREFIX}/schedules")
 @signed_in
 def schedules(ctx: Request) -> Response:
+    """``GET /console/schedules``: the workspace's schedules (``status`` filter: active or
+    paused), pages of :data:`PAGE_SIZE`."""
     params = ctx.params
     status = params.get("status") if params.get("status") in ("active", "paused") else None
     reply = ctx.api().call("GET", "/schedules", query={"status": status, "cursor": params.get("cursor"),
-                                                          "limit": str(PAGE_SIZE)})
+                                                       "limit": str(PAGE_SIZE)})
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
@@ -108,6 +110,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
 @router.get(f"{PREFIX}/schedules/<schedule_id>")
 @signed_in
 def schedule(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/schedules/{id}``: the schedule's page (:func:`schedule_page`)."""
     params = ctx.params
     return schedule_page(ctx, schedule_id, done=_DONE.get(params.get("done", "")))
 
@@ -165,7 +168,7 @@ def choose_failure_notices(ctx: Request, schedule_id: str) -> Response:
     choice = ctx.fields.get("notify_on", "")
     if choice not in NOTIFY_CHOICES:
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
-                    message="No such choice of failure notices.")
+                        message="No such choice of failure notices.")
     reply = ctx.api().call("PATCH", f"/schedules/{schedule_id}", body={"notify_on": choice})
     if reply.status != 200:
         return ctx.api_error(reply)

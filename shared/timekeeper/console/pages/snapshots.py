@@ -64,8 +64,8 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
             workspace = str(uuid.UUID(workspace))
         except ValueError:
             return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
-                        message="The workspace must be a workspace id, a UUID (workspace).",
-                        back=("/snapshots", "Back to the snapshots"))
+                            message="The workspace must be a workspace id, a UUID (workspace).",
+                            back=("/snapshots", "Back to the snapshots"))
     only = params.get("status") or ""
     refused = bool(only) and only not in PERIOD_FILTERS
     if refused:
@@ -107,16 +107,17 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
     first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
     return ctx.page("snapshots.html", status_code, items=items, zone=zone,
-                workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
-                problem=problem, done=done, types=types, first_page=first.rstrip("?"),
-                next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
-                # Renders are of the person's own workspace's reports (the API decides).
-                may_render=may_render)
+                    workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
+                    problem=problem, done=done, types=types, first_page=first.rstrip("?"),
+                    next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
+                    # Renders are of the person's own workspace's reports (the API decides).
+                    may_render=may_render)
 
 
 @router.get(f"{PREFIX}/snapshots")
 @signed_in
 def snapshots(ctx: Request) -> Response:
+    """``GET /console/snapshots``: the periods page (:func:`periods_page`)."""
     params = ctx.params
     return periods_page(ctx, done="Your request was recorded; it waits for admission."
                         if params.get("done") == "requested" else None)
@@ -130,7 +131,7 @@ def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -
     ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
     if not MONTH_PATTERN.fullmatch(period):
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
-                    message="The month must be written YYYY-MM.")
+                        message="The month must be written YYYY-MM.")
     params = ctx.params
     workspace = (params.get("workspace") or "").strip() if ctx.session.staff else ""
     target = workspace or ctx.session.workspace_id
@@ -149,6 +150,8 @@ def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -
 @router.post(f"{PREFIX}/snapshots/requests")
 @checked_post
 def snapshot_request(ctx: Request) -> Response:
+    """``POST /console/snapshots/requests``: staff's re-run or backfill request (``POST
+    /snapshots/runs``); a refusal is shown on the periods page."""
     body = {name: ctx.fields.get(name, "").strip() for name in
             ("owner", "snapshot_type", "workspace_id", "period", "mode", "reason")}
     if ctx.fields.get("type"):  # the form's choice of a registered type: "<owner>:<type>"
@@ -156,7 +159,7 @@ def snapshot_request(ctx: Request) -> Response:
     reply = ctx.api().call("POST", "/snapshots/runs", body=body)
     if reply.status in (200, 201):
         return ctx.redirect(f"{PREFIX}/snapshots?" + urlencode({"workspace": body["workspace_id"],
-                                                            "done": "requested"}))
+                                                                "done": "requested"}))
     message = reply.body.get("message") if isinstance(reply.body, dict) else None
     field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
     text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
@@ -184,17 +187,19 @@ def picker_page(ctx: Request, *, owner: str, snapshot_type: str, month: str, pro
             reports.append({**item, "title": detail.body["definition"]["title"],
                             "sections": sum(1 for s in sources if s)})
     return ctx.page("period_picker.html", status_code, owner=owner, snapshot_type=snapshot_type,
-                month=month, reports=reports, problem=problem, more=bool(reply.body.get("next_cursor")),
-                render_key=str(uuid.uuid4()))
+                    month=month, reports=reports, problem=problem, more=bool(reply.body.get("next_cursor")),
+                    render_key=str(uuid.uuid4()))
 
 
 @router.get(f"{PREFIX}/snapshots/reports")
 @signed_in
 def period_picker(ctx: Request) -> Response:
+    """``GET /console/snapshots/reports``: the period picker (:func:`picker_page`); a ``month``
+    that is no month is a 422 page."""
     params = ctx.params
     if not MONTH_TEXT.fullmatch(params.get("month", "")):
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
-                    message="The month must be a month YYYY-MM (month).", back=way_back("/snapshots"))
+                        message="The month must be a month YYYY-MM (month).", back=way_back("/snapshots"))
     return picker_page(ctx, owner=params.get("owner", "")[:100], month=params.get("month", "")[:20],
                        snapshot_type=params.get("snapshot_type", "")[:100])
 
@@ -208,10 +213,10 @@ def period_render(ctx: Request) -> Response:
     report_id, month = ctx.fields.get("report_id", "").strip(), ctx.fields.get("month", "").strip()
     headers = {"Idempotency-Key": ctx.fields["key"][:200]} if ctx.fields.get("key") else None
     reply = ctx.api().call("POST", f"/reports/{quote(report_id, safe='')}/renders", body={"month": month},
-                              headers=headers)
+                           headers=headers)
     if reply.status == 202 and isinstance(reply.body, dict):
         return ctx.redirect(f"{PREFIX}/reports/{quote(report_id, safe='')}/renders/"
-                        f"{quote(str(reply.body['id']), safe='')}")
+                            f"{quote(str(reply.body['id']), safe='')}")
     body = reply.body if isinstance(reply.body, dict) else {}
     text = f"Refused: {body.get('message') or 'the render was refused'}" + (
         f" ({body['field']})" if body.get("field") else "")
@@ -238,8 +243,8 @@ def render_page(ctx: Request, report_id: str, render_id: str) -> Response:
              for b in render.get("snapshot_basis") or []]
     source = next((b for b in render.get("snapshot_basis") or [] if b), None)
     picker = (f"{ctx.public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
-                                                          "snapshot_type": source["snapshot_type"]})
+                                                              "snapshot_type": source["snapshot_type"]})
               if source and render.get("month") else None)
     return ctx.page("render.html", render=render, name=name, zone=zone, basis=basis, picker=picker,
-                requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
-                expires=when(render.get("download_expires_at"), zone))
+                    requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
+                    expires=when(render.get("download_expires_at"), zone))

@@ -22,6 +22,7 @@ _STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; cha
 @router.get("/")
 @public
 def home(ctx: Request) -> Response:
+    """``GET /``: to the schedules."""
     return ctx.redirect(f"{PREFIX}/schedules")
 
 
@@ -29,6 +30,7 @@ def home(ctx: Request) -> Response:
 @public
 def favicon(ctx: Request) -> Response:
     # The icon is public (no session): a permanent redirect to the static file.
+    """The browser's icon request: a permanent redirect to the console's icon."""
     return Response(status_code=HTTPStatus.MOVED_PERMANENTLY, content_type="text/plain", body="",
                     headers={**ctx.security_headers, "Location": f"{ctx.public}/static/favicon.svg",
                              "Cache-Control": "public, max-age=86400"})
@@ -37,12 +39,15 @@ def favicon(ctx: Request) -> Response:
 @router.get(PREFIX)
 @public
 def console_root(ctx: Request) -> Response:
+    """``GET /console``: to the schedules."""
     return ctx.redirect(f"{PREFIX}/schedules")
 
 
 @router.get(f"{PREFIX}/static/<name>")
 @public
 def static(ctx: Request, name: str) -> Response:
+    """``GET /console/static/{name}``: a script, style or image of the console (cached five
+    minutes); any other name is a 404 page."""
     suffix = name[name.rfind("."):] if "." in name else ""
     if "/" in name or "\\" in name or name.startswith(".") or suffix not in _STATIC_TYPES:
         return ctx.page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="No such file.")
