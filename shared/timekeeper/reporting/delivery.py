@@ -282,12 +282,12 @@ def deliver(ctx: RunContext) -> Outcome:
     if not decision:
         return Refused(SOURCE_ACCESS_LOST, f"{actor} may no longer read the {schedule.source_kind}: {decision.reason}",
                        detail={"acted_for": actor, "reason": decision.reason}, pause_reason=SOURCE_ACCESS_LOST)
-    run = DeliveryJournal(ctx, services)
+    journal = DeliveryJournal(ctx, services.journal(), monotonic=services.monotonic)
     try:
         if schedule.source_kind == "query":
-            source = _query_source(run, schedule, actor)
+            source = _query_source(journal, services, schedule, actor)
         else:
-            source = _report_source(run, schedule, actor)
+            source = _report_source(journal, services, schedule, actor)
     except _Refusal as refusal:
         return refusal.outcome
     summary = {"acted_for": actor, "trigger": ctx.trigger,
@@ -301,8 +301,8 @@ def deliver(ctx: RunContext) -> Outcome:
         summary["snapshot_version_changed"] = source.snapshot_version_changed
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
-    _capture(run, source)
-    outcomes = _deliver_to_recipients(run, schedule, source)
+    _capture(journal, source)
+    outcomes = _deliver_to_recipients(journal, services, schedule, source)
     failed = [user for user, status in outcomes.items() if status == "failed"]
     skipped: dict[str, int] = {}
     refused: dict[str, int] = {}
@@ -354,25 +354,26 @@ def _error_code(error: BaseException) -> str | None:
     return str(code) if code is not None else None
 
 
-def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> DeliverySource:
+def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                  actor: str) -> DeliverySource:
     """The run's query file: the recorded one when intact, else streamed and uploaded now."""
-    ctx, services = run.ctx, run.services
-    with run.journal.transaction():
-        recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
+    ctx = journal.ctx
+    with journal.conn.transaction():
+        recorded = get_source(journal.conn, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None and _object_intact(services, recorded.object_key, recorded.sha256):
         return recorded
     if recorded is not None:
-        with run.journal.transaction():
-            claimed = outbox_claimed(run.journal, run_id=ctx.run_id)
+        with journal.conn.transaction():
+            claimed = outbox_claimed(journal.conn, run_id=ctx.run_id)
         if claimed:  # a message may link to the recorded file: never other contents under its key
             raise _Refusal(Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
                                    "been sent; it is not made again with other contents",
                                    detail={"object_key": recorded.object_key, "sha256": recorded.sha256}))
     assert schedule.query_id is not None and schedule.query_version is not None
-    with run.journal.transaction():
-        version = store.get_version(run.journal, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
+    with journal.conn.transaction():
+        version = store.get_version(journal.conn, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
                                     version=schedule.query_version)
-        presentation = presentation_of(run.journal, ctx.workspace_id)
+        presentation = presentation_of(journal.conn, ctx.workspace_id)
     try:
         compiled = compile_query(version.parsed(), workspace_id=ctx.workspace_id)
     except InvalidDefinition as error:
@@ -380,27 +381,28 @@ def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> 
     key = object_key(ctx.workspace_id, ctx.run_id, schedule.format)
     with tempfile.TemporaryDirectory(prefix="delivery-", dir=services.tmp_dir) as folder:
         path = os.path.join(folder, f"delivery.{schedule.format}")
-        rows = write_file(run.journal, compiled, schedule.format, path, presentation)
-        run.keepalive()
+        rows = write_file(journal.conn, compiled, schedule.format, path, presentation)
+        journal.keepalive()
         size, digest = file_digest(path)
         services.s3.upload_file(Filename=path, Bucket=services.bucket, Key=key,
                                 ExtraArgs={"ContentType": CONTENT_TYPES[schedule.format],
                                            "Metadata": {"sha256": digest, "run-id": str(ctx.run_id)}})
-    run.keepalive()
-    return record_source(run, schedule, actor, object_key=key, byte_size=size, sha256=digest, row_count=rows,
+    journal.keepalive()
+    return record_source(journal, schedule, actor, object_key=key, byte_size=size, sha256=digest, row_count=rows,
                           query_id=schedule.query_id, query_version=schedule.query_version)
 
 
-def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> DeliverySource:
+def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                   actor: str) -> DeliverySource:
     """The run's report PDF: a render keyed by the run id, polled until it is terminal."""
-    ctx, services = run.ctx, run.services
+    ctx = journal.ctx
     assert schedule.report_id is not None
-    with run.journal.transaction():
-        recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
+    with journal.conn.transaction():
+        recorded = get_source(journal.conn, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None:
         return recorded
     try:
-        render = rendering.request_render(run.journal, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
+        render = rendering.request_render(journal.conn, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
                                           idempotency_key=str(ctx.run_id), requested_by=actor, now=ctx.now)
     except rendering.ReportNotFound:
         raise _Refusal(Refused(SOURCE_ACCESS_LOST, "the report was deleted", detail={"reason": access.NOT_FOUND},
@@ -409,16 +411,16 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
         if services.renderer is None:
             raise RuntimeError("no report renderer configured")
         services.renderer.request(workspace_id=ctx.workspace_id, render_id=render.id)
-        with run.journal.transaction():  # a render that finished at once needs no wait
-            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
+        with journal.conn.transaction():  # a render that finished at once needs no wait
+            render = rendering.get_render(journal.conn, workspace_id=ctx.workspace_id, render_id=render.id)
     deadline = services.monotonic() + services.render_poll_s
     while render.state not in rendering.TERMINAL_STATES:
         if services.monotonic() >= deadline:
             raise RenderUnfinished(f"render {render.id} still {render.state} after {services.render_poll_s:.0f} s")
         services.sleep(services.render_poll_interval_s)
-        run.keepalive()
-        with run.journal.transaction():
-            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
+        journal.keepalive()
+        with journal.conn.transaction():
+            render = rendering.get_render(journal.conn, workspace_id=ctx.workspace_id, render_id=render.id)
     if render.state == "failed":
         code = render.error_code or rendering.UNEXPECTED_ERROR
         if code in rendering.ACCESS_CODES:
@@ -427,14 +429,14 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
         if code == rendering.DEFINITION_INVALID:
             raise _Refusal(Refused("definition_invalid", render.error_message or code))
         raise _Refusal(Refused("render_failed", f"the report render failed: {code}"))
-    with run.journal.transaction():
-        previous_version = previous_report_version(run.journal, workspace_id=ctx.workspace_id,
+    with journal.conn.transaction():
+        previous_version = previous_report_version(journal.conn, workspace_id=ctx.workspace_id,
                                                    schedule_id=schedule.schedule_id, run_id=ctx.run_id)
-        previous_basis = previous_snapshot_basis(run.journal, workspace_id=ctx.workspace_id,
+        previous_basis = previous_snapshot_basis(journal.conn, workspace_id=ctx.workspace_id,
                                                  schedule_id=schedule.schedule_id, run_id=ctx.run_id)
     assert render.object_key is not None and render.sha256 is not None
     return record_source(
-        run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
+        journal, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
         sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
         render_id=render.id, section_row_counts=render.section_row_counts,
         row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
@@ -443,13 +445,13 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
         snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis))
 
 
-def _capture(run: DeliveryJournal, source: DeliverySource) -> None:
+def _capture(journal: DeliveryJournal, source: DeliverySource) -> None:
     """Mark the snapshot versions the run's report shows ``captured``, before any message
     links to the file (idempotent: every attempt that goes on to send marks them again)."""
     ids = [UUID(b["run_id"]) for b in source.snapshot_basis or () if b]
     if ids:
-        with run.journal.transaction():
-            ledger.capture_versions(run.journal, ids, now=run.ctx.now)
+        with journal.conn.transaction():
+            ledger.capture_versions(journal.conn, ids, now=journal.ctx.now)
 
 
 # ---------------------------------------------------------------------- the recipients
@@ -592,7 +594,8 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
 _REFUSED = "refused:"
 
 
-def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source: DeliverySource) -> dict[str, str]:
+def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                           source: DeliverySource) -> dict[str, str]:
     """Deliver to every recipient; returns each one's status: ``sent``, ``failed`` (retried),
     ``refused:<code>`` (a permanent provider refusal, not retried) or the skip reason.
     Outcomes recorded by an earlier attempt stay; a recipient whose earlier submission failed
@@ -604,16 +607,17 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
     recipient's outcome (the claim of every recipient is fenced once before the first), so
     it costs no extra round trip; an attempt that stalled past its lease and was taken over
     stops (:class:`RunTakenOver`) before its next submission."""
-    ctx, services = run.ctx, run.services
-    with run.journal.transaction():
-        done = {d.user_id: d for d in list_deliveries(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)}
+    ctx = journal.ctx
+    with journal.conn.transaction():
+        earlier_outcomes = {d.user_id: d for d in list_deliveries(journal.conn, workspace_id=ctx.workspace_id,
+                                                                   run_id=ctx.run_id)}
     outcomes: dict[str, str] = {}
     pending: list[str] = []
     current = list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id)
     listed = set(current)
     removed: list[Recipient] = []
-    for user_id in [*current, *sorted(set(done) - listed)]:
-        earlier = done.get(user_id)
+    for user_id in [*current, *sorted(set(earlier_outcomes) - listed)]:
+        earlier = earlier_outcomes.get(user_id)
         if earlier is not None and earlier.status == "sent":
             outcomes[user_id] = "sent"
         elif earlier is not None and earlier.status == "skipped":
@@ -626,22 +630,22 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
             pending.append(user_id)
     resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
     skips = [r for r in resolved.values() if r.skip_reason is not None] + removed
-    record_skips(run, schedule, skips)
+    record_skips(journal, schedule, skips)
     outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
-    submitted = claim_all(run, schedule, [r.user_id for r in to_send])
+    recorded_ids = claim_all(journal, schedule, [r.user_id for r in to_send])
     composer = MessageComposer(ctx.conn, schedule, now=ctx.now, run_date=ctx.occurrence_local.date(),
                                row_count=source.row_count)
     expires = composer.expires
     for i, recipient in enumerate(to_send):
         if i:
             crash_point("delivery.between_recipients")
-        run.keepalive()
+        journal.keepalive()
         following = to_send[i + 1].user_id if i + 1 < len(to_send) else None
-        next_user = following if following is not None and submitted.get(following) is None else None
-        recorded = submitted.get(recipient.user_id)
+        next_user = following if following is not None and recorded_ids.get(following) is None else None
+        recorded = recorded_ids.get(recipient.user_id)
         if recorded is not None:  # a recorded submission is never made again
-            held = record_sent(run, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
+            held = record_sent(journal, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
             outcomes[recipient.user_id] = "sent"
         else:
             token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
@@ -659,14 +663,14 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
                                                            "List-Unsubscribe-Post": ONE_CLICK})
             except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
                 code, permanent = classify_submission_error(error)
-                held = record_failed(run, schedule, recipient, code, next_user=next_user)
+                held = record_failed(journal, schedule, recipient, code, next_user=next_user)
                 obs.logger.warning("delivery submission failed", extra={
                     "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
                     "error_code": code, "permanent": permanent})
                 outcomes[recipient.user_id] = _REFUSED + code if permanent else "failed"
             else:
                 crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
-                held = record_sent(run, schedule, recipient, message_id, expires, submitted=True,
+                held = record_sent(journal, schedule, recipient, message_id, expires, submitted=True,
                                     next_user=next_user)
                 outcomes[recipient.user_id] = "sent"
         if not held:
