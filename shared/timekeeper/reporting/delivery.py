@@ -283,13 +283,12 @@ def deliver(ctx: RunContext) -> Outcome:
         return Refused(SOURCE_ACCESS_LOST, f"{actor} may no longer read the {schedule.source_kind}: {decision.reason}",
                        detail={"acted_for": actor, "reason": decision.reason}, pause_reason=SOURCE_ACCESS_LOST)
     journal = DeliveryJournal(ctx, services.journal(), monotonic=services.monotonic)
-    try:
-        if schedule.source_kind == "query":
-            source = _query_source(journal, services, schedule, actor)
-        else:
-            source = _report_source(journal, services, schedule, actor)
-    except _Refusal as refusal:
-        return refusal.outcome
+    if schedule.source_kind == "query":
+        source = _query_source(journal, services, schedule, actor)
+    else:
+        source = _report_source(journal, services, schedule, actor)
+    if isinstance(source, Refused):
+        return source
     summary = {"acted_for": actor, "trigger": ctx.trigger,
                "source": {"kind": source.source_kind, "object_key": source.object_key, "sha256": source.sha256,
                           "row_count": source.row_count, "report_version": source.report_version},
@@ -303,20 +302,19 @@ def deliver(ctx: RunContext) -> Outcome:
         return Skipped(SKIPPED_EMPTY, detail=summary)
     _capture(journal, source)
     outcomes = _deliver_to_recipients(journal, services, schedule, source)
-    failed = [user for user, status in outcomes.items() if status == "failed"]
+    failed = [user for user, outcome in outcomes.items() if outcome.status == FAILED]
     skipped: dict[str, int] = {}
     refused: dict[str, int] = {}
-    for status in outcomes.values():
-        if status.startswith(_REFUSED):
-            code = status.removeprefix(_REFUSED)
-            refused[code] = refused.get(code, 0) + 1
-        elif status not in ("sent", "failed"):
-            skipped[status] = skipped.get(status, 0) + 1
+    for outcome in outcomes.values():
+        if outcome.status == REFUSED:
+            refused[outcome.code] = refused.get(outcome.code, 0) + 1
+        elif outcome.status == SKIPPED:
+            skipped[outcome.code] = skipped.get(outcome.code, 0) + 1
     if failed:
         if services.on_failed is not None:
             services.on_failed(len(failed))
         raise DeliveryIncomplete(f"{len(failed)} of {len(outcomes)} recipients' submissions failed; retried")
-    sent = sum(1 for s in outcomes.values() if s == "sent")
+    sent = sum(1 for outcome in outcomes.values() if outcome.status == SENT)
     detail = {**summary, "recipients": len(outcomes), "sent": sent, "skipped": skipped}
     if refused:
         detail["refused"] = refused
@@ -324,12 +322,6 @@ def deliver(ctx: RunContext) -> Outcome:
             return Refused(RECIPIENTS_REFUSED, "the provider refused every recipient the run tried and none was sent "
                            "to", detail=detail)
     return Succeeded(detail)
-
-
-class _Refusal(Exception):  # noqa: N818 - carries an outcome out of a step
-    def __init__(self, outcome: Refused) -> None:
-        super().__init__(outcome.code)
-        self.outcome = outcome
 
 
 # ---------------------------------------------------------------------------- the file
@@ -355,8 +347,10 @@ def _error_code(error: BaseException) -> str | None:
 
 
 def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
-                  actor: str) -> DeliverySource:
-    """The run's query file: the recorded one when intact, else streamed and uploaded now."""
+                  actor: str) -> DeliverySource | Refused:
+    """The run's query file: the recorded one when intact, else streamed and uploaded now.
+    A refusal of the run instead: ``file_lost`` (the recorded file is gone or changed after
+    messages may have linked to it), ``definition_invalid``."""
     ctx = journal.ctx
     with journal.conn.transaction():
         recorded = get_source(journal.conn, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
@@ -366,9 +360,9 @@ def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule
         with journal.conn.transaction():
             claimed = outbox_claimed(journal.conn, run_id=ctx.run_id)
         if claimed:  # a message may link to the recorded file: never other contents under its key
-            raise _Refusal(Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
-                                   "been sent; it is not made again with other contents",
-                                   detail={"object_key": recorded.object_key, "sha256": recorded.sha256}))
+            return Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
+                           "been sent; it is not made again with other contents",
+                           detail={"object_key": recorded.object_key, "sha256": recorded.sha256})
     assert schedule.query_id is not None and schedule.query_version is not None
     with journal.conn.transaction():
         version = store.get_version(journal.conn, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
@@ -377,7 +371,7 @@ def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule
     try:
         compiled = compile_query(version.parsed(), workspace_id=ctx.workspace_id)
     except InvalidDefinition as error:
-        raise _Refusal(Refused("definition_invalid", f"{error.field}: {error.reason}")) from None
+        return Refused("definition_invalid", f"{error.field}: {error.reason}")
     key = object_key(ctx.workspace_id, ctx.run_id, schedule.format)
     with tempfile.TemporaryDirectory(prefix="delivery-", dir=services.tmp_dir) as folder:
         path = os.path.join(folder, f"delivery.{schedule.format}")
@@ -393,8 +387,10 @@ def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule
 
 
 def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
-                   actor: str) -> DeliverySource:
-    """The run's report PDF: a render keyed by the run id, polled until it is terminal."""
+                   actor: str) -> DeliverySource | Refused:
+    """The run's report PDF: a render keyed by the run id, polled until it is terminal. A
+    refusal of the run instead: ``source_access_lost`` (the report deleted, or the render
+    refused the person the run acts for), ``definition_invalid``, ``render_failed``."""
     ctx = journal.ctx
     assert schedule.report_id is not None
     with journal.conn.transaction():
@@ -405,8 +401,8 @@ def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedul
         render = rendering.request_render(journal.conn, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
                                           idempotency_key=str(ctx.run_id), requested_by=actor, now=ctx.now)
     except rendering.ReportNotFound:
-        raise _Refusal(Refused(SOURCE_ACCESS_LOST, "the report was deleted", detail={"reason": access.NOT_FOUND},
-                               pause_reason=SOURCE_ACCESS_LOST)) from None
+        return Refused(SOURCE_ACCESS_LOST, "the report was deleted", detail={"reason": access.NOT_FOUND},
+                       pause_reason=SOURCE_ACCESS_LOST)
     if render.state not in rendering.TERMINAL_STATES:
         if services.renderer is None:
             raise RuntimeError("no report renderer configured")
@@ -424,11 +420,11 @@ def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedul
     if render.state == "failed":
         code = render.error_code or rendering.UNEXPECTED_ERROR
         if code in rendering.ACCESS_CODES:
-            raise _Refusal(Refused(SOURCE_ACCESS_LOST, f"the render refused {actor}: {code}",
-                                   detail={"acted_for": actor, "reason": code}, pause_reason=SOURCE_ACCESS_LOST))
+            return Refused(SOURCE_ACCESS_LOST, f"the render refused {actor}: {code}",
+                           detail={"acted_for": actor, "reason": code}, pause_reason=SOURCE_ACCESS_LOST)
         if code == rendering.DEFINITION_INVALID:
-            raise _Refusal(Refused("definition_invalid", render.error_message or code))
-        raise _Refusal(Refused("render_failed", f"the report render failed: {code}"))
+            return Refused("definition_invalid", render.error_message or code)
+        return Refused("render_failed", f"the report render failed: {code}")
     with journal.conn.transaction():
         previous_version = previous_report_version(journal.conn, workspace_id=ctx.workspace_id,
                                                    schedule_id=schedule.schedule_id, run_id=ctx.run_id)
@@ -590,14 +586,27 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
                           composer.timezone)
 
 
-#: The outcome of a recipient the provider refused permanently: ``refused:<error code>``.
-_REFUSED = "refused:"
+SENT, FAILED, REFUSED, SKIPPED = "sent", "failed", "refused", "skipped"
+
+
+@dataclass(frozen=True)
+class RecipientOutcome:
+    """One recipient's outcome in a run: ``status`` :data:`SENT`, :data:`FAILED` (the run
+    is retried for them), :data:`REFUSED` (a permanent provider refusal, not retried;
+    ``code`` its error code) or :data:`SKIPPED` (``code`` the skip reason)."""
+
+    status: str
+    code: str = ""
+
+
+_SENT, _FAILED = RecipientOutcome(SENT), RecipientOutcome(FAILED)
 
 
 def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
-                           source: DeliverySource) -> dict[str, str]:
-    """Deliver to every recipient; returns each one's status: ``sent``, ``failed`` (retried),
-    ``refused:<code>`` (a permanent provider refusal, not retried) or the skip reason.
+                           source: DeliverySource) -> dict[str, RecipientOutcome]:
+    """Deliver to every recipient; returns each one's outcome: sent, failed (retried),
+    refused (a permanent provider refusal, not retried, with its code) or skipped (with
+    the reason).
     Outcomes recorded by an earlier attempt stay; a recipient whose earlier submission failed
     and who is no longer on the schedule is settled ``skipped`` / ``removed``, one who is
     skipped now (deactivated, left ...) ``skipped`` with that reason.
@@ -611,7 +620,7 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
     with journal.conn.transaction():
         earlier_outcomes = {d.user_id: d for d in list_deliveries(journal.conn, workspace_id=ctx.workspace_id,
                                                                    run_id=ctx.run_id)}
-    outcomes: dict[str, str] = {}
+    outcomes: dict[str, RecipientOutcome] = {}
     pending: list[str] = []
     current = list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id)
     listed = set(current)
@@ -619,11 +628,11 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
     for user_id in [*current, *sorted(set(earlier_outcomes) - listed)]:
         earlier = earlier_outcomes.get(user_id)
         if earlier is not None and earlier.status == "sent":
-            outcomes[user_id] = "sent"
+            outcomes[user_id] = _SENT
         elif earlier is not None and earlier.status == "skipped":
-            outcomes[user_id] = earlier.skip_reason or NO_ACCESS
+            outcomes[user_id] = RecipientOutcome(SKIPPED, earlier.skip_reason or NO_ACCESS)
         elif earlier is not None and earlier.status == "failed" and earlier.error_code in _PERMANENT_CODES:
-            outcomes[user_id] = _REFUSED + earlier.error_code
+            outcomes[user_id] = RecipientOutcome(REFUSED, earlier.error_code)
         elif user_id not in listed:
             removed.append(Recipient(user_id, REMOVED, user_id, None))
         else:
@@ -631,7 +640,7 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
     resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
     skips = [r for r in resolved.values() if r.skip_reason is not None] + removed
     record_skips(journal, schedule, skips)
-    outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
+    outcomes.update({r.user_id: RecipientOutcome(SKIPPED, r.skip_reason) for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
     recorded_ids = claim_all(journal, schedule, [r.user_id for r in to_send])
     composer = MessageComposer(ctx.conn, schedule, now=ctx.now, run_date=ctx.occurrence_local.date(),
@@ -646,7 +655,7 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
         recorded = recorded_ids.get(recipient.user_id)
         if recorded is not None:  # a recorded submission is never made again
             held = record_sent(journal, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
-            outcomes[recipient.user_id] = "sent"
+            outcomes[recipient.user_id] = _SENT
         else:
             token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
                                                      source.object_key, expires))
@@ -667,12 +676,12 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
                 obs.logger.warning("delivery submission failed", extra={
                     "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
                     "error_code": code, "permanent": permanent})
-                outcomes[recipient.user_id] = _REFUSED + code if permanent else "failed"
+                outcomes[recipient.user_id] = RecipientOutcome(REFUSED, code) if permanent else _FAILED
             else:
                 crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
                 held = record_sent(journal, schedule, recipient, message_id, expires, submitted=True,
                                     next_user=next_user)
-                outcomes[recipient.user_id] = "sent"
+                outcomes[recipient.user_id] = _SENT
         if not held:
             raise RunTakenOver(f"run {ctx.run_id} is no longer held by attempt {ctx.attempt}; stopped before "
                                "the next submission")
@@ -683,7 +692,8 @@ __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
     "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
-    "RenderUnfinished", "RunTakenOver", "ComposedMessage", "MessageComposer", "MessagePreview", "PREVIEW_TOKEN",
+    "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "ComposedMessage", "MessageComposer", "MessagePreview",
+    "PREVIEW_TOKEN",
     "preview_message", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
