@@ -300,7 +300,7 @@ def deliver(ctx: RunContext) -> Outcome:
         summary["snapshot_version_changed"] = source.snapshot_version_changed
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
-    _capture(journal, source)
+    _capture_snapshot_versions(journal, source)
     outcomes = _deliver_to_recipients(journal, services, schedule, source)
     failed = [user for user, outcome in outcomes.items() if outcome.status == FAILED]
     skipped: dict[str, int] = {}
@@ -441,7 +441,7 @@ def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedul
         snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis))
 
 
-def _capture(journal: DeliveryJournal, source: DeliverySource) -> None:
+def _capture_snapshot_versions(journal: DeliveryJournal, source: DeliverySource) -> None:
     """Mark the snapshot versions the run's report shows ``captured``, before any message
     links to the file (idempotent: every attempt that goes on to send marks them again)."""
     ids = [UUID(b["run_id"]) for b in source.snapshot_basis or () if b]
@@ -453,7 +453,7 @@ def _capture(journal: DeliveryJournal, source: DeliverySource) -> None:
 # ---------------------------------------------------------------------- the recipients
 
 
-def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, Recipient]:
+def _resolve_recipients(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, Recipient]:
     """Resolve the recipients now with the access rule (:func:`access.check_people`, and
     the source's existence once): deactivated, left, any other refusal (``no_access``),
     then an address (``no_address``), then the recipient's opt-out of this schedule
@@ -578,7 +578,7 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
     written. Raises ``KeyError`` when ``user_id`` is not a recipient of the schedule."""
     if user_id not in list_recipients(conn, workspace_id=schedule.workspace_id, schedule_id=schedule.schedule_id):
         raise KeyError(user_id)
-    recipient = _resolve(conn, schedule, [user_id])[user_id]
+    recipient = _resolve_recipients(conn, schedule, [user_id])[user_id]
     composer = MessageComposer(conn, schedule, now=now, run_date=None, row_count=None)
     message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
                                opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
@@ -637,7 +637,7 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
             removed.append(Recipient(user_id, REMOVED, user_id, None))
         else:
             pending.append(user_id)
-    resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
+    resolved = _resolve_recipients(ctx.conn, schedule, pending) if pending else {}
     skips = [r for r in resolved.values() if r.skip_reason is not None] + removed
     record_skips(journal, schedule, skips)
     outcomes.update({r.user_id: RecipientOutcome(SKIPPED, r.skip_reason) for r in skips if r.skip_reason})
