@@ -88,6 +88,7 @@ from timekeeper.reporting.delivery_journal import (
     record_skips,
     record_source,
 )
+from timekeeper.reporting.delivery_messages import ComposedMessage, MessageComposer
 from timekeeper.reporting.delivery_store import (
     Delivery,
     DeliveryAttempt,
@@ -104,14 +105,12 @@ from timekeeper.reporting.delivery_store import (
     previous_report_version,
     previous_snapshot_basis,
     snapshot_version_changed,
-    workspace_facts,
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
-from timekeeper.reporting.templates import Message, MessageContext, format_instant, frame_message, zone_of
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger
@@ -499,54 +498,6 @@ def classify_submission_error(error: BaseException) -> tuple[str, bool]:
     return ("provider_error" if code is not None else "submission_error"), False
 
 
-@dataclass(frozen=True)
-class ComposedMessage:
-    """One recipient's complete message: ``subject``, the ``html`` and ``text`` parts."""
-
-    subject: str
-    html: str
-    text: str
-
-
-class MessageComposer:
-    """The messages of one delivery: the schedule's templates rendered and framed for each
-    recipient, exactly as they are sent. Built once per run (the workspace's name and zone,
-    the owner's name and the link's expiry are read here); :meth:`compose` per recipient.
-    ``now`` (aware UTC) starts the link's lifetime (``link_ttl_hours``; :attr:`expires`,
-    whole seconds), ``run_date`` is the occurrence's workspace-local date the templates
-    show (None: ``now``'s date in the workspace's zone), ``row_count`` the file's rows
-    (None: not counted)."""
-
-    def __init__(self, conn: psycopg.Connection, schedule: QuerySchedule, *, now: Any, run_date: Any,
-                 row_count: int | None) -> None:
-        self.schedule = schedule
-        self.row_count = row_count
-        self.expires = (now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
-        workspace = workspace_facts(conn, schedule.workspace_id)
-        self.workspace_name = workspace["name"] or "your workspace"
-        self.timezone = workspace["timezone"]
-        self.expires_text = format_instant(self.expires, self.timezone)
-        if run_date is None:
-            run_date = now.astimezone(zone_of(self.timezone)).date()
-        owner = contacts(conn, [schedule.owner_user_id]).get(schedule.owner_user_id) or {}
-        self.owner_name = owner.get("display_name") or schedule.owner_user_id
-        self._message = Message(schedule.subject_template, schedule.body_template)
-        self._base = {"schedule_name": schedule.name, "link_expires_at": self.expires_text,
-                      "row_count": "" if row_count is None else row_count,
-                      "run_date": run_date.isoformat(), "format": schedule.format}
-
-    def compose(self, recipient_name: str, *, link: str, opt_out_url: str) -> ComposedMessage:
-        """The message to ``recipient_name`` (their display name) with their download
-        ``link`` and one-click ``opt_out_url``. Raises ``TemplateError`` for a template the
-        schedule's checks would have refused."""
-        subject, body, _ = self._message.render({**self._base, "recipient_name": recipient_name, "link": link})
-        html, text = frame_message(subject, body, MessageContext(
-            workspace_name=self.workspace_name, schedule_name=self.schedule.name, owner_name=self.owner_name,
-            recipient_name=recipient_name, format=self.schedule.format, row_count=self.row_count,
-            link=link, link_expires=self.expires_text, opt_out_url=opt_out_url))
-        return ComposedMessage(subject, html, text)
-
-
 #: The stand-in of a personal link in a preview: the real one is signed for each recipient
 #: when the message is sent (a preview never holds a working link).
 PREVIEW_TOKEN = "personal-link-made-when-sent"
@@ -692,8 +643,7 @@ __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
     "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
-    "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "ComposedMessage", "MessageComposer", "MessagePreview",
-    "PREVIEW_TOKEN",
+    "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "MessagePreview", "PREVIEW_TOKEN",
     "preview_message", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
