@@ -1,8 +1,9 @@
-"""Alarms and the dashboard.
+"""Alarms and the dashboard: the :class:`Monitoring` construct builds every alarm and
+assembles the dashboard from the rows of :mod:`infra.dashboard`.
 
-Metric names and the namespace come from :mod:`timekeeper.observability`, the same
-constants the code emits; the ``service`` dimension is the one Powertools adds
-(``observability.metrics.service``). Thresholds come from the topology; the period of
+The metrics are :mod:`infra.metrics`' (names and namespace from
+:mod:`timekeeper.observability`, the same constants the code emits; the ``service``
+dimension is the one Powertools adds). Thresholds come from the topology; the period of
 every alarm but dispatcher silence is :data:`infra.settings.ALARM_PERIOD_MINUTES`.
 """
 
@@ -18,66 +19,26 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from infra import dashboard as dashboard_rows
 from infra import settings
 from infra.api import HttpApi
 from infra.database import AuroraDatabase, Network
 from infra.mail import MailResources
+from infra.metrics import (
+    DISPATCHER_METRICS,
+    OUTCOME_METRICS,
+    alarm_period,
+    pipeline_metric,
+    proxy_metric,
+    ses_metric,
+    timekeeper_metric,
+)
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
 from infra.work_queue import WorkQueueResources
 from timekeeper import observability as obs
 from timekeeper.topology import CONNECT_TIMEOUT_S, connection_budget
-
-#: The dimensions Powertools puts on every Timekeeper metric.
-SERVICE_DIMENSIONS = {"service": obs.metrics.service}
-#: The dimension naming a metric's pipeline (emitted by observability.PipelineMetrics).
-PIPELINE_DIMENSION = obs.PIPELINE_DIMENSION
-
-DISPATCHER_METRICS = (obs.SCHEDULES_CLAIMED, obs.RUNS_PUBLISHED, obs.PUBLISH_REFUSED, obs.RUNS_REOFFERED,
-                      obs.BACKLOG_SKIPPED, obs.DEFINITIONS_INVALID)
-OUTCOME_METRICS = (obs.RUN_SUCCEEDED, obs.RUN_SKIPPED, obs.RUN_FAILED, obs.SCHEDULE_AUTO_PAUSED)
-
-
-def _period() -> Duration:
-    return Duration.minutes(settings.ALARM_PERIOD_MINUTES)
-
-
-def timekeeper_metric(name: str, *, statistic: str = "Sum", period: Duration | None = None) -> cw.Metric:
-    """A Timekeeper EMF metric (``name`` from :mod:`timekeeper.observability`) with the
-    dimensions the code emits."""
-    return cw.Metric(namespace=obs.NAMESPACE, metric_name=name, dimensions_map=SERVICE_DIMENSIONS,
-                     statistic=statistic, period=period or _period())
-
-
-def pipeline_search(name: str, pipeline: str, *, label: str) -> cw.MathExpression:
-    """Every series of metric ``name`` carrying ``pipeline=<pipeline>`` (one line per extra
-    dimension, e.g. per work kind)."""
-    return cw.MathExpression(
-        expression=(f"SEARCH('{{{obs.NAMESPACE}}} MetricName=\"{name}\" "
-                    f"{PIPELINE_DIMENSION}=\"{pipeline}\"', 'Sum', {settings.ALARM_PERIOD_MINUTES * 60})"),
-        label=label, period=_period(), using_metrics={})
-
-
-def pipeline_metric(name: str, pipeline: str, *, period: Duration) -> cw.Metric:
-    """The copy of Timekeeper metric ``name`` the code emits with ``pipeline=<pipeline>``."""
-    return cw.Metric(namespace=obs.NAMESPACE, metric_name=name, statistic="Sum", period=period,
-                     dimensions_map={**SERVICE_DIMENSIONS, PIPELINE_DIMENSION: pipeline})
-
-
-def proxy_metric(database: AuroraDatabase, name: str, *, label: str | None = None) -> cw.Metric:
-    """RDS Proxy metric ``name`` (``AWS/RDS``, dimension ``ProxyName``), its maximum over
-    one alarm period."""
-    return cw.Metric(namespace="AWS/RDS", metric_name=name, statistic="Maximum", period=_period(), label=label,
-                     dimensions_map={"ProxyName": database.proxy.db_proxy_name})
-
-
-def ses_metric(mail: MailResources, name: str, period: Duration, *, label: str | None = None) -> cw.Metric:
-    """SES reputation metric ``name`` of the deliveries' configuration set (``AWS/SES``,
-    dimension ``ses:configuration-set``; published because the set has reputation metrics
-    on), its maximum over ``period``."""
-    return cw.Metric(namespace="AWS/SES", metric_name=name, statistic="Maximum", period=period, label=label,
-                     dimensions_map={"ses:configuration-set": mail.configuration_set.configuration_set_name})
 
 
 @dataclass
@@ -271,7 +232,7 @@ class Monitoring(Construct):
             dlq=resources.queues.dead_letter_queue, age_alarm_s=c.queue_age_alarm_s, receives=c.max_receive_count)
         errors = self._alarm(
             "ConsumerErrors", name=f"{named}-consumer-errors",
-            metric=resources.consumer.function.metric_errors(statistic="Sum", period=_period()), threshold=0,
+            metric=resources.consumer.function.metric_errors(statistic="Sum", period=alarm_period()), threshold=0,
             comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, missing=cw.TreatMissingData.NOT_BREACHING,
             scope=scope, description="A message-events consumer invocation failed: its SES events return to the "
                                      "queue (message states and suppressions wait).")
@@ -296,11 +257,11 @@ class Monitoring(Construct):
         ALARM). Names ``<named>-queue-age``, ``-dlq-depth``, ``-dlq-arrivals``."""
         above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
-        depth = dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=_period())
+        depth = dlq.metric_approximate_number_of_messages_visible(statistic="Maximum", period=alarm_period())
         return (
             self._alarm(
                 "QueueAge", name=f"{named}-queue-age",
-                metric=queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=_period()),
+                metric=queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=alarm_period()),
                 threshold=age_alarm_s, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
                 description=f"The oldest {what} message waited over {age_alarm_s} s: its consumer is failing, "
@@ -323,7 +284,7 @@ class Monitoring(Construct):
         return self._alarm(
             construct_id, name=name, scope=scope,
             metric=cw.MathExpression(expression="DIFF(depth)", label="messages newly in the queue",
-                                     period=_period(), using_metrics={"depth": depth}),
+                                     period=alarm_period(), using_metrics={"depth": depth}),
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             missing=cw.TreatMissingData.NOT_BREACHING, description=description)
 
@@ -353,7 +314,7 @@ class Monitoring(Construct):
         def errors(function: lambda_.IFunction, construct_id: str, alarm_name: str, which: str) -> cw.Alarm:
             return self._alarm(
                 construct_id, name=alarm_name,
-                metric=function.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
+                metric=function.metric_errors(statistic="Sum", period=alarm_period()), **errors_above_zero,
                 description=f"A {p.name} dispatcher{which} pass failed (database, queue or code): no runs were "
                             "claimed or offered by it.")
 
@@ -375,7 +336,7 @@ class Monitoring(Construct):
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
                 "ConsumerErrors", name=f"{named}-consumer-errors",
-                metric=consumer.metric_errors(statistic="Sum", period=_period()), **errors_above_zero,
+                metric=consumer.metric_errors(statistic="Sum", period=alarm_period()), **errors_above_zero,
                 description=f"A whole {p.name} consumer batch failed (an uncaught error, a timeout or "
                             "the database): its messages return to the queue."),
             partitions=partitions,
@@ -389,7 +350,7 @@ class Monitoring(Construct):
         ``failure_rate_alarm_min_runs`` runs, above ``failure_rate_alarm_percent`` in
         ``failure_rate_alarm_periods`` periods in a row. A lone failure never fires it (its
         owner is told); a work kind or dependency failing for many schedules does."""
-        period = _period()
+        period = alarm_period()
         outcomes = {"failed": obs.RUN_FAILED, "succeeded": obs.RUN_SUCCEEDED, "skipped": obs.RUN_SKIPPED}
         runs = "(FILL(failed, 0) + FILL(succeeded, 0) + FILL(skipped, 0))"
         rate = cw.MathExpression(
@@ -432,19 +393,19 @@ class Monitoring(Construct):
                            left=[timekeeper_metric(m) for m in OUTCOME_METRICS]),
         )
         for resources in pipelines:
-            dashboard.add_widgets(*self._pipeline_row(resources))
+            dashboard.add_widgets(*dashboard_rows.pipeline_row(resources))
         if self.snapshots is not None:
-            dashboard.add_widgets(*self._snapshot_row(self.snapshots))
+            dashboard.add_widgets(*dashboard_rows.snapshot_row(self.snapshots))
         if self.renderer is not None:
-            dashboard.add_widgets(*self._renderer_row(self.renderer))
+            dashboard.add_widgets(*dashboard_rows.renderer_row(self.renderer))
         for queue_resources in self.work_queues:
-            dashboard.add_widgets(*self._work_queue_row(queue_resources))
+            dashboard.add_widgets(*dashboard_rows.work_queue_row(queue_resources))
         if self.api is not None:
-            dashboard.add_widgets(*self._api_row(self.api))
+            dashboard.add_widgets(*dashboard_rows.api_row(self.api))
         if self.database is not None:
-            dashboard.add_widgets(*self._database_row(self.database))
+            dashboard.add_widgets(*dashboard_rows.database_row(self.database))
         if self.mail is not None:
-            dashboard.add_widgets(*self._mail_row(self.mail))
+            dashboard.add_widgets(*dashboard_rows.mail_row(self.mail))
         return dashboard
 
     def _snapshot_alarms(self, resources: SnapshotResources) -> dict[str, cw.Alarm]:
@@ -481,11 +442,11 @@ class Monitoring(Construct):
                 description=f"The snapshot planner was not invoked for {2 * p.planner_rate_minutes} minutes."),
             "planner-errors": self._alarm(
                 "PlannerErrors", name=f"{named}-planner-errors",
-                metric=resources.planner.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                metric=resources.planner.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description="A snapshot planner pass failed: completed months may not be planned."),
             "job-errors": self._alarm(
                 "JobErrors", name=f"{named}-job-errors",
-                metric=resources.job.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                metric=resources.job.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description="A snapshot run job invocation failed as a whole (timeout, memory, database)."),
             "queue-age": queue_age, "dlq-depth": dlq_depth, "dlq-arrivals": dlq_arrivals,
             "overdue": self._alarm(
@@ -501,24 +462,6 @@ class Monitoring(Construct):
                             "lost job found by the dispatcher included)."),
         }
 
-    def _snapshot_row(self, resources: SnapshotResources) -> list[cw.IWidget]:
-        p = resources.pipeline
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## Monthly snapshots (planner every {p.planner_rate_minutes} min, cap "
-                                   f"{p.admission_cap}, backfill lane {p.backfill_lane})", width=24, height=1),
-            cw.GraphWidget(title="snapshots: planned, admitted, published, failed", width=8, height=6, left=[
-                timekeeper_metric(obs.SNAPSHOTS_PLANNED), timekeeper_metric(obs.SNAPSHOTS_ADMITTED),
-                timekeeper_metric(obs.SNAPSHOT_PUBLISHED), timekeeper_metric(obs.SNAPSHOT_FAILED)]),
-            cw.GraphWidget(title="snapshots: overdue periods", width=8, height=6, left=[
-                timekeeper_metric(obs.SNAPSHOT_OVERDUE, statistic="Maximum")]),
-            cw.GraphWidget(title="snapshots: job queue age (s) and DLQ depth", width=8, height=6,
-                           left=[resources.queue.metric_approximate_age_of_oldest_message(
-                               statistic="Maximum", period=period, label="oldest job age (s)")],
-                           right=[resources.dead_letter_queue.metric_approximate_number_of_messages_visible(
-                               statistic="Maximum", period=period, label="DLQ messages")]),
-        ]
-
     def _renderer_alarms(self, resources: ReportRendererResources) -> RendererAlarms:
         r = resources.renderer
         scope = Construct(self, r.name)
@@ -527,16 +470,16 @@ class Monitoring(Construct):
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-{r.name}"
         depth = resources.failure_queue.metric_approximate_number_of_messages_visible(
-            statistic="Maximum", period=_period())
+            statistic="Maximum", period=alarm_period())
         return RendererAlarms(
             errors=self._alarm(
                 "Errors", name=f"{named}-errors",
-                metric=function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                metric=function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description="A report render raised (database, S3, code or timeout): Lambda retries it "
                             f"{r.retry_attempts} times; the render's row shows attempts and any recorded failure."),
             throttles=self._alarm(
                 "Throttles", name=f"{named}-throttles",
-                metric=function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                metric=function.metric_throttles(statistic="Sum", period=alarm_period()), **above_zero,
                 description=f"Report renders waited for the renderer's {r.reserved_concurrency} concurrent "
                             f"executions; past {r.max_event_age_s} s an event goes to the on-failure queue."),
             failed_events=self._alarm(
@@ -558,42 +501,42 @@ class Monitoring(Construct):
         named = f"{self._title}-api"
         return ApiAlarms(
             errors=self._alarm(
-                "Errors", name=f"{named}-errors", metric=function.metric_errors(statistic="Sum", period=_period()),
+                "Errors", name=f"{named}-errors", metric=function.metric_errors(statistic="Sum", period=alarm_period()),
                 **above_zero,
                 description="The API function raised or timed out (bad input is a 422, never an error): callers "
                             "got a 502 or 504."),
             throttles=self._alarm(
                 "Throttles", name=f"{named}-throttles",
-                metric=function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                metric=function.metric_throttles(statistic="Sum", period=alarm_period()), **above_zero,
                 description="API requests found every reserved execution of the API function busy: callers "
                             "got a 500 (raise its reserved concurrency with the connection budget)."),
             server_errors=self._alarm(
                 "ServerErrors", name=f"{named}-5xx",
-                metric=stage.metric_server_error(statistic="Sum", period=_period()), **above_zero,
+                metric=stage.metric_server_error(statistic="Sum", period=alarm_period()), **above_zero,
                 description="API Gateway answered 5XX (the function failed, timed out or was throttled, or "
                             "the authorizer failed)."),
             latency=self._alarm(
                 "Latency", name=f"{named}-latency",
-                metric=stage.metric_latency(statistic="p95", period=_period()),
+                metric=stage.metric_latency(statistic="p95", period=alarm_period()),
                 threshold=settings.API_LATENCY_ALARM_MS, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
                 description=f"The API's p95 latency exceeded {settings.API_LATENCY_ALARM_MS} ms: the database, "
                             "the proxy or a called service is slow."),
             download_errors=self._alarm(
                 "DownloadErrors", name=f"{named}-downloads-errors",
-                metric=api.downloads.function.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                metric=api.downloads.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description="The public download function raised or timed out: recipients opening a link got "
                             "a 502 or 504 instead of their file (a lost or expired file is a 404 or 410, never "
                             "an error)."),
             download_throttles=self._alarm(
                 "DownloadThrottles", name=f"{named}-downloads-throttles",
-                metric=api.downloads.function.metric_throttles(statistic="Sum", period=_period()), **above_zero,
+                metric=api.downloads.function.metric_throttles(statistic="Sum", period=alarm_period()), **above_zero,
                 description="Download requests found every reserved execution of the download function busy: "
                             "recipients got a 500 (a burst of link openings, or a scraper: see the stage "
                             "throttle and the optional rate rule)."),
             authorizer_errors=self._alarm(
                 "AuthorizerErrors", name=f"{named}-authorizer-errors",
-                metric=api.jwt_authorizer.function.function.metric_errors(statistic="Sum", period=_period()),
+                metric=api.jwt_authorizer.function.function.metric_errors(statistic="Sum", period=alarm_period()),
                 **above_zero,
                 description="The JWT authorizer raised or timed out (a bad token is a Deny, never an error): "
                             "every caller got a 500, usually because the issuer's JWKS could not be fetched.",
@@ -608,7 +551,7 @@ class Monitoring(Construct):
         return DatabaseAlarms(
             capacity=self._alarm(
                 "Capacity", name=f"{named}-capacity",
-                metric=database.cluster.metric_acu_utilization(statistic="Maximum", period=_period()),
+                metric=database.cluster.metric_acu_utilization(statistic="Maximum", period=alarm_period()),
                 threshold=settings.AURORA_ACU_ALARM_PERCENT,
                 comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
@@ -616,7 +559,7 @@ class Monitoring(Construct):
                             f"{settings.AURORA_MAX_ACU} ACU maximum: queries slow down at the ceiling."),
             connections=self._alarm(
                 "Connections", name=f"{named}-connections",
-                metric=database.cluster.metric_database_connections(statistic="Maximum", period=_period()),
+                metric=database.cluster.metric_database_connections(statistic="Maximum", period=alarm_period()),
                 threshold=budget + settings.DB_RESERVED_CONNECTIONS,
                 comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
@@ -665,135 +608,12 @@ class Monitoring(Construct):
         return self._alarm(
             "NatInstance", name=f"{self._title}-network-nat-instance",
             metric=cw.Metric(namespace="AWS/EC2", metric_name="StatusCheckFailed", statistic="Maximum",
-                             period=_period(), dimensions_map={"InstanceId": instance.instance_id}),
+                             period=alarm_period(), dimensions_map={"InstanceId": instance.instance_id}),
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             missing=cw.TreatMissingData.BREACHING,
             description="The NAT instance failed a status check or reports nothing (stopped, terminated): the "
                         "functions cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Start or replace it "
                         "(redeploy the data stack).")
-
-    def _api_row(self, api: HttpApi) -> list[cw.IWidget]:
-        function = api.function.function
-        stage = api.api.deployment_stage
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## API `{api.api.rest_api_name}` (function `{api.function.folder}`, "
-                                   f"latency alarm p95 {settings.API_LATENCY_ALARM_MS} ms)", width=24, height=1),
-            cw.GraphWidget(title="api: requests, 4XX, 5XX", width=8, height=6, left=[
-                stage.metric_count(statistic="Sum", period=period, label="requests"),
-                stage.metric_client_error(statistic="Sum", period=period, label="4XX"),
-                stage.metric_server_error(statistic="Sum", period=period, label="5XX")]),
-            cw.GraphWidget(title="api: latency (ms)", width=8, height=6, left=[
-                stage.metric_latency(statistic="p50", period=period, label="p50"),
-                stage.metric_latency(statistic="p95", period=period, label="p95"),
-                stage.metric_integration_latency(statistic="p95", period=period, label="integration p95")],
-                left_annotations=[cw.HorizontalAnnotation(value=settings.API_LATENCY_ALARM_MS,
-                                                          label="latency alarm")]),
-            cw.GraphWidget(title="api: function", width=8, height=6, left=[
-                function.metric_invocations(statistic="Sum", period=period, label="invocations"),
-                function.metric_errors(statistic="Sum", period=period, label="errors"),
-                function.metric_throttles(statistic="Sum", period=period, label="throttles")],
-                right=[function.metric("ConcurrentExecutions", statistic="Maximum", period=period,
-                                       label="concurrent executions")]),
-        ]
-
-    def _database_row(self, database: AuroraDatabase) -> list[cw.IWidget]:
-        cluster = database.cluster
-        period = _period()
-        budget = connection_budget().total
-        return [
-            cw.TextWidget(markdown=f"## Database (Aurora Serverless v2 {settings.AURORA_MIN_ACU}-"
-                                   f"{settings.AURORA_MAX_ACU} ACU behind RDS Proxy; connection budget {budget})",
-                          width=24, height=1),
-            cw.GraphWidget(title="database: capacity (ACU) and utilisation (%)", width=8, height=6, left=[
-                cluster.metric_serverless_database_capacity(statistic="Maximum", period=period, label="ACU")],
-                right=[cluster.metric_acu_utilization(statistic="Maximum", period=period, label="ACU utilisation %")]),
-            cw.GraphWidget(title="database: connections", width=8, height=6, left=[
-                cluster.metric_database_connections(statistic="Maximum", period=period, label="Aurora connections"),
-                proxy_metric(database, "ClientConnections", label="proxy client connections"),
-                proxy_metric(database, "DatabaseConnections", label="proxy connections to Aurora")],
-                left_annotations=[cw.HorizontalAnnotation(value=budget, label="connection budget")]),
-            cw.GraphWidget(title="database: proxy borrow latency (µs) and CPU (%)", width=8, height=6, left=[
-                proxy_metric(database, "DatabaseConnectionsBorrowLatency", label="borrow latency max")],
-                right=[cluster.metric_cpu_utilization(statistic="Maximum", period=period, label="CPU %")]),
-        ]
-
-    def _mail_row(self, mail: MailResources) -> list[cw.IWidget]:
-        period = Duration.minutes(settings.SES_REPUTATION_PERIOD_MINUTES)
-        name = mail.configuration_set.configuration_set_name
-        return [
-            cw.TextWidget(markdown=f"## Mail (SES configuration set `{name}`)", width=24, height=1),
-            cw.GraphWidget(title="mail: bounce and complaint rates", width=12, height=6, left=[
-                ses_metric(mail, "Reputation.BounceRate", period, label="bounce rate")],
-                right=[ses_metric(mail, "Reputation.ComplaintRate", period, label="complaint rate")],
-                left_annotations=[cw.HorizontalAnnotation(value=settings.SES_BOUNCE_RATE_ALARM,
-                                                          label="bounce alarm")]),
-            cw.GraphWidget(title="mail: delivery failures", width=12, height=6, left=[
-                timekeeper_metric(obs.DELIVERY_FAILED)]),
-        ]
-
-    def _renderer_row(self, resources: ReportRendererResources) -> list[cw.IWidget]:
-        r = resources.renderer
-        function = resources.function.function
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## Report renderer `{r.function}` (reserved concurrency "
-                                   f"{r.reserved_concurrency}, timeout {r.timeout_s} s, "
-                                   f"{r.retry_attempts} async retries)", width=24, height=1),
-            cw.GraphWidget(title=f"{r.name}: renders", width=6, height=6, left=[
-                timekeeper_metric(obs.REPORT_RENDERED), timekeeper_metric(obs.REPORT_RENDER_FAILED)]),
-            cw.GraphWidget(title=f"{r.name}: invocations, errors, throttles", width=6, height=6, left=[
-                function.metric_invocations(statistic="Sum", period=period, label="invocations"),
-                function.metric_errors(statistic="Sum", period=period, label="errors"),
-                function.metric_throttles(statistic="Sum", period=period, label="throttles")]),
-            cw.GraphWidget(title=f"{r.name}: duration (ms)", width=6, height=6, left=[
-                function.metric_duration(statistic="p95", period=period, label="p95"),
-                function.metric_duration(statistic="Maximum", period=period, label="max")],
-                left_annotations=[cw.HorizontalAnnotation(value=r.timeout_s * 1000, label="timeout")]),
-            cw.GraphWidget(title=f"{r.name}: on-failure queue", width=6, height=6, left=[
-                resources.failure_queue.metric_approximate_number_of_messages_visible(
-                    statistic="Maximum", period=period, label="events given up")]),
-        ]
-
-    def _pipeline_row(self, resources: PipelineResources) -> list[cw.IWidget]:
-        p = resources.pipeline
-        consumer = resources.consumer.function
-        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## Pipeline `{p.name}` (rule rate {p.rule_rate_minutes} min, consumer "
-                                   f"max concurrency {p.consumer.max_concurrency}, "
-                                   f"{p.consumer.max_receive_count} receives)",
-                          width=24, height=1),
-            cw.GraphWidget(title=f"{p.name}: claims, publishes, refusals", width=6, height=6, left=[
-                pipeline_search(obs.SCHEDULES_CLAIMED, p.name, label="claimed"),
-                pipeline_search(obs.RUNS_PUBLISHED, p.name, label="published"),
-                pipeline_search(obs.PUBLISH_REFUSED, p.name, label="refused"),
-                pipeline_search(obs.RUNS_REOFFERED, p.name, label="reoffered")]),
-            cw.GraphWidget(title=f"{p.name}: outcomes by kind", width=6, height=6, left=[
-                pipeline_search(obs.RUN_SUCCEEDED, p.name, label="succeeded"),
-                pipeline_search(obs.RUN_SKIPPED, p.name, label="skipped"),
-                pipeline_search(obs.RUN_FAILED, p.name, label="failed")]),
-            cw.GraphWidget(title=f"{p.name}: queue age (s) and DLQ depth", width=6, height=6,
-                           left=[queue.metric_approximate_age_of_oldest_message(
-                               statistic="Maximum", period=period, label="oldest message age (s)")],
-                           right=[dlq.metric_approximate_number_of_messages_visible(
-                               statistic="Maximum", period=period, label="DLQ messages")],
-                           left_annotations=[cw.HorizontalAnnotation(value=p.consumer.queue_age_alarm_s,
-                                                                     label="age alarm")]),
-            cw.GraphWidget(title=f"{p.name}: dispatcher and consumer", width=6, height=6,
-                           left=[*(d.function.metric_invocations(statistic="Sum", period=period,
-                                                                 label=f"dispatcher {i} invocations")
-                                   for i, d in enumerate(resources.dispatchers)),
-                                 *(d.function.metric_errors(statistic="Sum", period=period,
-                                                            label=f"dispatcher {i} errors")
-                                   for i, d in enumerate(resources.dispatchers)),
-                                 consumer.metric_errors(statistic="Sum", period=period, label="consumer errors")],
-                           right=[consumer.metric_duration(statistic="p95", period=period,
-                                                           label="consumer duration p95 (ms)"),
-                                  consumer.metric_duration(statistic="Maximum", period=period,
-                                                           label="consumer duration max (ms)")]),
-        ]
 
     def _work_queue_alarms(self, resources: WorkQueueResources) -> WorkQueueAlarms:
         q = resources.work_queue
@@ -811,37 +631,8 @@ class Monitoring(Construct):
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
             consumer_errors=self._alarm(
                 "ConsumerErrors", name=f"{named}-consumer-errors",
-                metric=consumer.metric_errors(statistic="Sum", period=_period()), **above_zero,
+                metric=consumer.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description=f"A {q.name} consumer invocation failed (a timeout, memory, or the database "
                             "unreachable): its messages return to the queue."),
         )
 
-    def _work_queue_row(self, resources: WorkQueueResources) -> list[cw.IWidget]:
-        q = resources.work_queue
-        consumer = resources.consumer.function
-        queue, dlq = resources.queues.queue, resources.queues.dead_letter_queue
-        period = _period()
-        return [
-            cw.TextWidget(markdown=f"## Work queue `{q.name}` (consumer max concurrency "
-                                   f"{q.consumer.max_concurrency}, batch {q.consumer.batch_size}, "
-                                   f"{q.consumer.max_receive_count} receives)", width=24, height=1),
-            cw.GraphWidget(title=f"{q.name}: queue age (s) and DLQ depth", width=8, height=6,
-                           left=[queue.metric_approximate_age_of_oldest_message(
-                               statistic="Maximum", period=period, label="oldest message age (s)")],
-                           right=[dlq.metric_approximate_number_of_messages_visible(
-                               statistic="Maximum", period=period, label="DLQ messages")],
-                           left_annotations=[cw.HorizontalAnnotation(value=q.consumer.queue_age_alarm_s,
-                                                                     label="age alarm")]),
-            cw.GraphWidget(title=f"{q.name}: messages sent and received", width=8, height=6,
-                           left=[queue.metric_number_of_messages_sent(statistic="Sum", period=period, label="sent"),
-                                 queue.metric_number_of_messages_received(statistic="Sum", period=period,
-                                                                          label="received")]),
-            cw.GraphWidget(title=f"{q.name}: consumer", width=8, height=6,
-                           left=[consumer.metric_invocations(statistic="Sum", period=period, label="invocations"),
-                                 consumer.metric_errors(statistic="Sum", period=period, label="errors"),
-                                 consumer.metric_throttles(statistic="Sum", period=period, label="throttles")],
-                           right=[consumer.metric_duration(statistic="p95", period=period,
-                                                           label="duration p95 (ms)"),
-                                  consumer.metric_duration(statistic="Maximum", period=period,
-                                                           label="duration max (ms)")]),
-        ]

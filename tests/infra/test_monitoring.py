@@ -9,7 +9,7 @@ import json
 import pytest
 
 from infra import settings
-from infra.monitoring import PIPELINE_DIMENSION
+from infra.metrics import PIPELINE_DIMENSION
 from infra.settings import ROOT, DeploymentConfig
 from tests.infra.conftest import (
     alarm_by_name,

@@ -64,10 +64,9 @@ class StallingKind:
         if self.journal_url is not None:  # a journal write beside the run's transaction
             journal = connect(self.journal_url)
             try:
-                services = types.SimpleNamespace(journal=lambda: journal, monotonic=lambda: 0.0)
                 schedule = types.SimpleNamespace(workspace_id=ctx.workspace_id, schedule_id=ctx.schedule_id)
                 try:
-                    record_skips(DeliveryJournal(ctx, services), schedule,
+                    record_skips(DeliveryJournal(ctx, journal, monotonic=lambda: 0.0), schedule,
                                  [Recipient(f"user-{ctx.attempt}", "no_address", "", None)])
                 except RunTakenOver:
                     self.resumed["journal_refused"] = ctx.attempt

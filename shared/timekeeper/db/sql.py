@@ -6,9 +6,12 @@ the next such line is that block's text. Files are read once per process and cac
 The rule: every statement the domain runs is a named block in the ``.sql`` file beside
 the module that runs it, loaded once into a module-level dict called ``SQL``
 (``SQL = load_queries("timekeeper.<package>", "<module>.sql")``) and read as
-``SQL["block_name"]``; Python code holds no SQL text of its own. The one exception is a
-statement whose shape is composed at run time from checked parts (the saved-query
-compiler's ``psycopg.sql`` composition, the keyset pager's clauses).
+``SQL["block_name"]``; the local stack's statements are named blocks too. Python holds SQL
+text only where a statement's shape is composed at run time from checked parts (the
+saved-query compiler's ``psycopg.sql`` composition, the keyset pager's clauses, the
+consumer's per-run savepoint, the sample-data bulk loader's ``COPY`` staging) and in this
+package's plumbing (the tenant and query-role settings, the relaxed commit, the migration
+runner's lock and bookkeeping).
 """
 
 from __future__ import annotations

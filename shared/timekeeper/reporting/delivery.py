@@ -88,6 +88,7 @@ from timekeeper.reporting.delivery_journal import (
     record_skips,
     record_source,
 )
+from timekeeper.reporting.delivery_messages import ComposedMessage, MessageComposer
 from timekeeper.reporting.delivery_store import (
     Delivery,
     DeliveryAttempt,
@@ -104,14 +105,12 @@ from timekeeper.reporting.delivery_store import (
     previous_report_version,
     previous_snapshot_basis,
     snapshot_version_changed,
-    workspace_facts,
 )
 from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
-from timekeeper.reporting.templates import Message, MessageContext, format_instant, frame_message, zone_of
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger
@@ -282,14 +281,13 @@ def deliver(ctx: RunContext) -> Outcome:
     if not decision:
         return Refused(SOURCE_ACCESS_LOST, f"{actor} may no longer read the {schedule.source_kind}: {decision.reason}",
                        detail={"acted_for": actor, "reason": decision.reason}, pause_reason=SOURCE_ACCESS_LOST)
-    run = DeliveryJournal(ctx, services)
-    try:
-        if schedule.source_kind == "query":
-            source = _query_source(run, schedule, actor)
-        else:
-            source = _report_source(run, schedule, actor)
-    except _Refusal as refusal:
-        return refusal.outcome
+    journal = DeliveryJournal(ctx, services.journal(), monotonic=services.monotonic)
+    if schedule.source_kind == "query":
+        source = _query_source(journal, services, schedule, actor)
+    else:
+        source = _report_source(journal, services, schedule, actor)
+    if isinstance(source, Refused):
+        return source
     summary = {"acted_for": actor, "trigger": ctx.trigger,
                "source": {"kind": source.source_kind, "object_key": source.object_key, "sha256": source.sha256,
                           "row_count": source.row_count, "report_version": source.report_version},
@@ -301,22 +299,21 @@ def deliver(ctx: RunContext) -> Outcome:
         summary["snapshot_version_changed"] = source.snapshot_version_changed
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
-    _capture(run, source)
-    outcomes = _deliver_to_recipients(run, schedule, source)
-    failed = [user for user, status in outcomes.items() if status == "failed"]
+    _capture_snapshot_versions(journal, source)
+    outcomes = _deliver_to_recipients(journal, services, schedule, source)
+    failed = [user for user, outcome in outcomes.items() if outcome.status == FAILED]
     skipped: dict[str, int] = {}
     refused: dict[str, int] = {}
-    for status in outcomes.values():
-        if status.startswith(_REFUSED):
-            code = status.removeprefix(_REFUSED)
-            refused[code] = refused.get(code, 0) + 1
-        elif status not in ("sent", "failed"):
-            skipped[status] = skipped.get(status, 0) + 1
+    for outcome in outcomes.values():
+        if outcome.status == REFUSED:
+            refused[outcome.code] = refused.get(outcome.code, 0) + 1
+        elif outcome.status == SKIPPED:
+            skipped[outcome.code] = skipped.get(outcome.code, 0) + 1
     if failed:
         if services.on_failed is not None:
             services.on_failed(len(failed))
         raise DeliveryIncomplete(f"{len(failed)} of {len(outcomes)} recipients' submissions failed; retried")
-    sent = sum(1 for s in outcomes.values() if s == "sent")
+    sent = sum(1 for outcome in outcomes.values() if outcome.status == SENT)
     detail = {**summary, "recipients": len(outcomes), "sent": sent, "skipped": skipped}
     if refused:
         detail["refused"] = refused
@@ -324,12 +321,6 @@ def deliver(ctx: RunContext) -> Outcome:
             return Refused(RECIPIENTS_REFUSED, "the provider refused every recipient the run tried and none was sent "
                            "to", detail=detail)
     return Succeeded(detail)
-
-
-class _Refusal(Exception):  # noqa: N818 - carries an outcome out of a step
-    def __init__(self, outcome: Refused) -> None:
-        super().__init__(outcome.code)
-        self.outcome = outcome
 
 
 # ---------------------------------------------------------------------------- the file
@@ -354,87 +345,93 @@ def _error_code(error: BaseException) -> str | None:
     return str(code) if code is not None else None
 
 
-def _query_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> DeliverySource:
-    """The run's query file: the recorded one when intact, else streamed and uploaded now."""
-    ctx, services = run.ctx, run.services
-    with run.journal.transaction():
-        recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
+def _query_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                  actor: str) -> DeliverySource | Refused:
+    """The run's query file: the recorded one when intact, else streamed and uploaded now.
+    A refusal of the run instead: ``file_lost`` (the recorded file is gone or changed after
+    messages may have linked to it), ``definition_invalid``."""
+    ctx = journal.ctx
+    with journal.conn.transaction():
+        recorded = get_source(journal.conn, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None and _object_intact(services, recorded.object_key, recorded.sha256):
         return recorded
     if recorded is not None:
-        with run.journal.transaction():
-            claimed = outbox_claimed(run.journal, run_id=ctx.run_id)
+        with journal.conn.transaction():
+            claimed = outbox_claimed(journal.conn, run_id=ctx.run_id)
         if claimed:  # a message may link to the recorded file: never other contents under its key
-            raise _Refusal(Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
-                                   "been sent; it is not made again with other contents",
-                                   detail={"object_key": recorded.object_key, "sha256": recorded.sha256}))
+            return Refused(FILE_LOST, "the run's file is gone or changed after messages linking to it may have "
+                           "been sent; it is not made again with other contents",
+                           detail={"object_key": recorded.object_key, "sha256": recorded.sha256})
     assert schedule.query_id is not None and schedule.query_version is not None
-    with run.journal.transaction():
-        version = store.get_version(run.journal, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
+    with journal.conn.transaction():
+        version = store.get_version(journal.conn, workspace_id=ctx.workspace_id, query_id=schedule.query_id,
                                     version=schedule.query_version)
-        presentation = presentation_of(run.journal, ctx.workspace_id)
+        presentation = presentation_of(journal.conn, ctx.workspace_id)
     try:
         compiled = compile_query(version.parsed(), workspace_id=ctx.workspace_id)
     except InvalidDefinition as error:
-        raise _Refusal(Refused("definition_invalid", f"{error.field}: {error.reason}")) from None
+        return Refused("definition_invalid", f"{error.field}: {error.reason}")
     key = object_key(ctx.workspace_id, ctx.run_id, schedule.format)
     with tempfile.TemporaryDirectory(prefix="delivery-", dir=services.tmp_dir) as folder:
         path = os.path.join(folder, f"delivery.{schedule.format}")
-        rows = write_file(run.journal, compiled, schedule.format, path, presentation)
-        run.keepalive()
+        rows = write_file(journal.conn, compiled, schedule.format, path, presentation)
+        journal.keepalive()
         size, digest = file_digest(path)
         services.s3.upload_file(Filename=path, Bucket=services.bucket, Key=key,
                                 ExtraArgs={"ContentType": CONTENT_TYPES[schedule.format],
                                            "Metadata": {"sha256": digest, "run-id": str(ctx.run_id)}})
-    run.keepalive()
-    return record_source(run, schedule, actor, object_key=key, byte_size=size, sha256=digest, row_count=rows,
+    journal.keepalive()
+    return record_source(journal, schedule, actor, object_key=key, byte_size=size, sha256=digest, row_count=rows,
                           query_id=schedule.query_id, query_version=schedule.query_version)
 
 
-def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) -> DeliverySource:
-    """The run's report PDF: a render keyed by the run id, polled until it is terminal."""
-    ctx, services = run.ctx, run.services
+def _report_source(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                   actor: str) -> DeliverySource | Refused:
+    """The run's report PDF: a render keyed by the run id, polled until it is terminal. A
+    refusal of the run instead: ``source_access_lost`` (the report deleted, or the render
+    refused the person the run acts for), ``definition_invalid``, ``render_failed``."""
+    ctx = journal.ctx
     assert schedule.report_id is not None
-    with run.journal.transaction():
-        recorded = get_source(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
+    with journal.conn.transaction():
+        recorded = get_source(journal.conn, workspace_id=ctx.workspace_id, run_id=ctx.run_id)
     if recorded is not None:
         return recorded
     try:
-        render = rendering.request_render(run.journal, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
+        render = rendering.request_render(journal.conn, workspace_id=ctx.workspace_id, report_id=schedule.report_id,
                                           idempotency_key=str(ctx.run_id), requested_by=actor, now=ctx.now)
     except rendering.ReportNotFound:
-        raise _Refusal(Refused(SOURCE_ACCESS_LOST, "the report was deleted", detail={"reason": access.NOT_FOUND},
-                               pause_reason=SOURCE_ACCESS_LOST)) from None
+        return Refused(SOURCE_ACCESS_LOST, "the report was deleted", detail={"reason": access.NOT_FOUND},
+                       pause_reason=SOURCE_ACCESS_LOST)
     if render.state not in rendering.TERMINAL_STATES:
         if services.renderer is None:
             raise RuntimeError("no report renderer configured")
         services.renderer.request(workspace_id=ctx.workspace_id, render_id=render.id)
-        with run.journal.transaction():  # a render that finished at once needs no wait
-            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
+        with journal.conn.transaction():  # a render that finished at once needs no wait
+            render = rendering.get_render(journal.conn, workspace_id=ctx.workspace_id, render_id=render.id)
     deadline = services.monotonic() + services.render_poll_s
     while render.state not in rendering.TERMINAL_STATES:
         if services.monotonic() >= deadline:
             raise RenderUnfinished(f"render {render.id} still {render.state} after {services.render_poll_s:.0f} s")
         services.sleep(services.render_poll_interval_s)
-        run.keepalive()
-        with run.journal.transaction():
-            render = rendering.get_render(run.journal, workspace_id=ctx.workspace_id, render_id=render.id)
+        journal.keepalive()
+        with journal.conn.transaction():
+            render = rendering.get_render(journal.conn, workspace_id=ctx.workspace_id, render_id=render.id)
     if render.state == "failed":
         code = render.error_code or rendering.UNEXPECTED_ERROR
         if code in rendering.ACCESS_CODES:
-            raise _Refusal(Refused(SOURCE_ACCESS_LOST, f"the render refused {actor}: {code}",
-                                   detail={"acted_for": actor, "reason": code}, pause_reason=SOURCE_ACCESS_LOST))
+            return Refused(SOURCE_ACCESS_LOST, f"the render refused {actor}: {code}",
+                           detail={"acted_for": actor, "reason": code}, pause_reason=SOURCE_ACCESS_LOST)
         if code == rendering.DEFINITION_INVALID:
-            raise _Refusal(Refused("definition_invalid", render.error_message or code))
-        raise _Refusal(Refused("render_failed", f"the report render failed: {code}"))
-    with run.journal.transaction():
-        previous_version = previous_report_version(run.journal, workspace_id=ctx.workspace_id,
+            return Refused("definition_invalid", render.error_message or code)
+        return Refused("render_failed", f"the report render failed: {code}")
+    with journal.conn.transaction():
+        previous_version = previous_report_version(journal.conn, workspace_id=ctx.workspace_id,
                                                    schedule_id=schedule.schedule_id, run_id=ctx.run_id)
-        previous_basis = previous_snapshot_basis(run.journal, workspace_id=ctx.workspace_id,
+        previous_basis = previous_snapshot_basis(journal.conn, workspace_id=ctx.workspace_id,
                                                  schedule_id=schedule.schedule_id, run_id=ctx.run_id)
     assert render.object_key is not None and render.sha256 is not None
     return record_source(
-        run, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
+        journal, schedule, actor, object_key=render.object_key, byte_size=render.byte_size or 0,
         sha256=render.sha256, report_id=schedule.report_id, report_version=render.report_version,
         render_id=render.id, section_row_counts=render.section_row_counts,
         row_count=None if render.section_row_counts is None else sum(render.section_row_counts),
@@ -443,19 +440,19 @@ def _report_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str) ->
         snapshot_version_changed=snapshot_version_changed(render.snapshot_basis, previous_basis))
 
 
-def _capture(run: DeliveryJournal, source: DeliverySource) -> None:
+def _capture_snapshot_versions(journal: DeliveryJournal, source: DeliverySource) -> None:
     """Mark the snapshot versions the run's report shows ``captured``, before any message
     links to the file (idempotent: every attempt that goes on to send marks them again)."""
     ids = [UUID(b["run_id"]) for b in source.snapshot_basis or () if b]
     if ids:
-        with run.journal.transaction():
-            ledger.capture_versions(run.journal, ids, now=run.ctx.now)
+        with journal.conn.transaction():
+            ledger.capture_versions(journal.conn, ids, now=journal.ctx.now)
 
 
 # ---------------------------------------------------------------------- the recipients
 
 
-def _resolve(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, Recipient]:
+def _resolve_recipients(conn: psycopg.Connection, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, Recipient]:
     """Resolve the recipients now with the access rule (:func:`access.check_people`, and
     the source's existence once): deactivated, left, any other refusal (``no_access``),
     then an address (``no_address``), then the recipient's opt-out of this schedule
@@ -501,54 +498,6 @@ def classify_submission_error(error: BaseException) -> tuple[str, bool]:
     return ("provider_error" if code is not None else "submission_error"), False
 
 
-@dataclass(frozen=True)
-class ComposedMessage:
-    """One recipient's complete message: ``subject``, the ``html`` and ``text`` parts."""
-
-    subject: str
-    html: str
-    text: str
-
-
-class MessageComposer:
-    """The messages of one delivery: the schedule's templates rendered and framed for each
-    recipient, exactly as they are sent. Built once per run (the workspace's name and zone,
-    the owner's name and the link's expiry are read here); :meth:`compose` per recipient.
-    ``now`` (aware UTC) starts the link's lifetime (``link_ttl_hours``; :attr:`expires`,
-    whole seconds), ``run_date`` is the occurrence's workspace-local date the templates
-    show (None: ``now``'s date in the workspace's zone), ``row_count`` the file's rows
-    (None: not counted)."""
-
-    def __init__(self, conn: psycopg.Connection, schedule: QuerySchedule, *, now: Any, run_date: Any,
-                 row_count: int | None) -> None:
-        self.schedule = schedule
-        self.row_count = row_count
-        self.expires = (now + timedelta(hours=schedule.link_ttl_hours)).replace(microsecond=0)
-        workspace = workspace_facts(conn, schedule.workspace_id)
-        self.workspace_name = workspace["name"] or "your workspace"
-        self.timezone = workspace["timezone"]
-        self.expires_text = format_instant(self.expires, self.timezone)
-        if run_date is None:
-            run_date = now.astimezone(zone_of(self.timezone)).date()
-        owner = contacts(conn, [schedule.owner_user_id]).get(schedule.owner_user_id) or {}
-        self.owner_name = owner.get("display_name") or schedule.owner_user_id
-        self._message = Message(schedule.subject_template, schedule.body_template)
-        self._base = {"schedule_name": schedule.name, "link_expires_at": self.expires_text,
-                      "row_count": "" if row_count is None else row_count,
-                      "run_date": run_date.isoformat(), "format": schedule.format}
-
-    def compose(self, recipient_name: str, *, link: str, opt_out_url: str) -> ComposedMessage:
-        """The message to ``recipient_name`` (their display name) with their download
-        ``link`` and one-click ``opt_out_url``. Raises ``TemplateError`` for a template the
-        schedule's checks would have refused."""
-        subject, body, _ = self._message.render({**self._base, "recipient_name": recipient_name, "link": link})
-        html, text = frame_message(subject, body, MessageContext(
-            workspace_name=self.workspace_name, schedule_name=self.schedule.name, owner_name=self.owner_name,
-            recipient_name=recipient_name, format=self.schedule.format, row_count=self.row_count,
-            link=link, link_expires=self.expires_text, opt_out_url=opt_out_url))
-        return ComposedMessage(subject, html, text)
-
-
 #: The stand-in of a personal link in a preview: the real one is signed for each recipient
 #: when the message is sent (a preview never holds a working link).
 PREVIEW_TOKEN = "personal-link-made-when-sent"
@@ -580,7 +529,7 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
     written. Raises ``KeyError`` when ``user_id`` is not a recipient of the schedule."""
     if user_id not in list_recipients(conn, workspace_id=schedule.workspace_id, schedule_id=schedule.schedule_id):
         raise KeyError(user_id)
-    recipient = _resolve(conn, schedule, [user_id])[user_id]
+    recipient = _resolve_recipients(conn, schedule, [user_id])[user_id]
     composer = MessageComposer(conn, schedule, now=now, run_date=None, row_count=None)
     message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
                                opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
@@ -588,13 +537,27 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
                           composer.timezone)
 
 
-#: The outcome of a recipient the provider refused permanently: ``refused:<error code>``.
-_REFUSED = "refused:"
+SENT, FAILED, REFUSED, SKIPPED = "sent", "failed", "refused", "skipped"
 
 
-def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source: DeliverySource) -> dict[str, str]:
-    """Deliver to every recipient; returns each one's status: ``sent``, ``failed`` (retried),
-    ``refused:<code>`` (a permanent provider refusal, not retried) or the skip reason.
+@dataclass(frozen=True)
+class RecipientOutcome:
+    """One recipient's outcome in a run: ``status`` :data:`SENT`, :data:`FAILED` (the run
+    is retried for them), :data:`REFUSED` (a permanent provider refusal, not retried;
+    ``code`` its error code) or :data:`SKIPPED` (``code`` the skip reason)."""
+
+    status: str
+    code: str = ""
+
+
+_SENT, _FAILED = RecipientOutcome(SENT), RecipientOutcome(FAILED)
+
+
+def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
+                           source: DeliverySource) -> dict[str, RecipientOutcome]:
+    """Deliver to every recipient; returns each one's outcome: sent, failed (retried),
+    refused (a permanent provider refusal, not retried, with its code) or skipped (with
+    the reason).
     Outcomes recorded by an earlier attempt stay; a recipient whose earlier submission failed
     and who is no longer on the schedule is settled ``skipped`` / ``removed``, one who is
     skipped now (deactivated, left ...) ``skipped`` with that reason.
@@ -604,45 +567,46 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
     recipient's outcome (the claim of every recipient is fenced once before the first), so
     it costs no extra round trip; an attempt that stalled past its lease and was taken over
     stops (:class:`RunTakenOver`) before its next submission."""
-    ctx, services = run.ctx, run.services
-    with run.journal.transaction():
-        done = {d.user_id: d for d in list_deliveries(run.journal, workspace_id=ctx.workspace_id, run_id=ctx.run_id)}
-    outcomes: dict[str, str] = {}
+    ctx = journal.ctx
+    with journal.conn.transaction():
+        earlier_outcomes = {d.user_id: d for d in list_deliveries(journal.conn, workspace_id=ctx.workspace_id,
+                                                                   run_id=ctx.run_id)}
+    outcomes: dict[str, RecipientOutcome] = {}
     pending: list[str] = []
     current = list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id)
     listed = set(current)
     removed: list[Recipient] = []
-    for user_id in [*current, *sorted(set(done) - listed)]:
-        earlier = done.get(user_id)
+    for user_id in [*current, *sorted(set(earlier_outcomes) - listed)]:
+        earlier = earlier_outcomes.get(user_id)
         if earlier is not None and earlier.status == "sent":
-            outcomes[user_id] = "sent"
+            outcomes[user_id] = _SENT
         elif earlier is not None and earlier.status == "skipped":
-            outcomes[user_id] = earlier.skip_reason or NO_ACCESS
+            outcomes[user_id] = RecipientOutcome(SKIPPED, earlier.skip_reason or NO_ACCESS)
         elif earlier is not None and earlier.status == "failed" and earlier.error_code in _PERMANENT_CODES:
-            outcomes[user_id] = _REFUSED + earlier.error_code
+            outcomes[user_id] = RecipientOutcome(REFUSED, earlier.error_code)
         elif user_id not in listed:
             removed.append(Recipient(user_id, REMOVED, user_id, None))
         else:
             pending.append(user_id)
-    resolved = _resolve(ctx.conn, schedule, pending) if pending else {}
+    resolved = _resolve_recipients(ctx.conn, schedule, pending) if pending else {}
     skips = [r for r in resolved.values() if r.skip_reason is not None] + removed
-    record_skips(run, schedule, skips)
-    outcomes.update({r.user_id: r.skip_reason for r in skips if r.skip_reason})
+    record_skips(journal, schedule, skips)
+    outcomes.update({r.user_id: RecipientOutcome(SKIPPED, r.skip_reason) for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
-    submitted = claim_all(run, schedule, [r.user_id for r in to_send])
+    recorded_ids = claim_all(journal, schedule, [r.user_id for r in to_send])
     composer = MessageComposer(ctx.conn, schedule, now=ctx.now, run_date=ctx.occurrence_local.date(),
                                row_count=source.row_count)
     expires = composer.expires
     for i, recipient in enumerate(to_send):
         if i:
             crash_point("delivery.between_recipients")
-        run.keepalive()
+        journal.keepalive()
         following = to_send[i + 1].user_id if i + 1 < len(to_send) else None
-        next_user = following if following is not None and submitted.get(following) is None else None
-        recorded = submitted.get(recipient.user_id)
+        next_user = following if following is not None and recorded_ids.get(following) is None else None
+        recorded = recorded_ids.get(recipient.user_id)
         if recorded is not None:  # a recorded submission is never made again
-            held = record_sent(run, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
-            outcomes[recipient.user_id] = "sent"
+            held = record_sent(journal, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
+            outcomes[recipient.user_id] = _SENT
         else:
             token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
                                                      source.object_key, expires))
@@ -659,16 +623,16 @@ def _deliver_to_recipients(run: DeliveryJournal, schedule: QuerySchedule, source
                                                            "List-Unsubscribe-Post": ONE_CLICK})
             except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
                 code, permanent = classify_submission_error(error)
-                held = record_failed(run, schedule, recipient, code, next_user=next_user)
+                held = record_failed(journal, schedule, recipient, code, next_user=next_user)
                 obs.logger.warning("delivery submission failed", extra={
                     "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
                     "error_code": code, "permanent": permanent})
-                outcomes[recipient.user_id] = _REFUSED + code if permanent else "failed"
+                outcomes[recipient.user_id] = RecipientOutcome(REFUSED, code) if permanent else _FAILED
             else:
                 crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
-                held = record_sent(run, schedule, recipient, message_id, expires, submitted=True,
+                held = record_sent(journal, schedule, recipient, message_id, expires, submitted=True,
                                     next_user=next_user)
-                outcomes[recipient.user_id] = "sent"
+                outcomes[recipient.user_id] = _SENT
         if not held:
             raise RunTakenOver(f"run {ctx.run_id} is no longer held by attempt {ctx.attempt}; stopped before "
                                "the next submission")
@@ -679,7 +643,7 @@ __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
     "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
-    "RenderUnfinished", "RunTakenOver", "ComposedMessage", "MessageComposer", "MessagePreview", "PREVIEW_TOKEN",
+    "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "MessagePreview", "PREVIEW_TOKEN",
     "preview_message", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",

@@ -13,9 +13,10 @@ transaction for 60 s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
@@ -24,9 +25,6 @@ from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.db.rows import fetch_row, fetch_rows, fetch_value, from_row
 from timekeeper.reporting.delivery_store import DeliverySource, QuerySchedule
 from timekeeper.schedules.work import RunContext
-
-if TYPE_CHECKING:
-    from timekeeper.reporting.delivery import DeliveryServices
 
 SQL = load_queries("timekeeper.reporting", "delivery_journal.sql")
 
@@ -56,18 +54,21 @@ class Recipient:
 
 
 class DeliveryJournal:
-    """One attempt's view: the context, the services, the journal connection and the keepalive."""
+    """One attempt's journal: the run's context (``ctx``, whose ``conn`` is the run's own
+    transaction), the journal's connection (``conn``, an idle connection beside the run's)
+    and the keepalive of the run's transaction. ``monotonic`` is the clock (seconds) the
+    keepalive measures idleness with."""
 
-    def __init__(self, ctx: RunContext, services: DeliveryServices) -> None:
+    def __init__(self, ctx: RunContext, conn: psycopg.Connection, *, monotonic: Callable[[], float]) -> None:
         self.ctx = ctx
-        self.services = services
-        self.journal: psycopg.Connection = services.journal()
+        self.conn = conn
         self.params = {"run_id": ctx.run_id, "attempt": ctx.attempt}
-        self._touched = services.monotonic()
+        self._monotonic = monotonic
+        self._touched = monotonic()
 
     def keepalive(self) -> None:
         """Use the run's transaction when it has been idle for :data:`KEEPALIVE_S`."""
-        now = self.services.monotonic()
+        now = self._monotonic()
         if now - self._touched >= KEEPALIVE_S:
             self.ctx.conn.execute(SQL["keepalive"])
             self._touched = now
@@ -75,8 +76,8 @@ class DeliveryJournal:
     def write(self, statement: str, params: dict[str, Any], *, fenced: bool = True) -> dict[str, Any] | None:
         """Run one journal statement in a transaction of its own; returns its first row.
         ``fenced``: a statement that returns no row means the run was taken over."""
-        with self.journal.transaction():
-            row = fetch_row(self.journal, statement, {**self.params, **params})
+        with self.conn.transaction():
+            row = fetch_row(self.conn, statement, {**self.params, **params})
         if fenced and row is None:
             raise RunTakenOver(f"run {self.ctx.run_id} is no longer held by attempt {self.ctx.attempt}")
         return row
@@ -86,13 +87,13 @@ class DeliveryJournal:
         return RunTakenOver(f"run {self.ctx.run_id} is no longer held by attempt {self.ctx.attempt}")
 
 
-def record_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str, **values: Any) -> DeliverySource:
+def record_source(journal: DeliveryJournal, schedule: QuerySchedule, actor: str, **values: Any) -> DeliverySource:
     """Record (fenced) the run's complete file; ``values`` are the source's columns
     (``object_key``, ``byte_size``, ``sha256`` and the query's or report's). Raises
     :class:`RunTakenOver`."""
-    row = run.write(SQL["record_source"], {
+    row = journal.write(SQL["record_source"], {
         "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
-        "source_kind": schedule.source_kind, "format": schedule.format, "acted_for": actor, "now": run.ctx.now,
+        "source_kind": schedule.source_kind, "format": schedule.format, "acted_for": actor, "now": journal.ctx.now,
         "row_count": None, "query_id": None, "query_version": None, "report_id": None, "report_version": None,
         "render_id": None, "version_changed": False, "section_row_counts": None,
         "snapshot_basis": None, "snapshot_version_changed": False, **values})
@@ -100,45 +101,47 @@ def record_source(run: DeliveryJournal, schedule: QuerySchedule, actor: str, **v
     return from_row(DeliverySource, row)
 
 
-def record_skips(run: DeliveryJournal, schedule: QuerySchedule, skips: list[Recipient]) -> None:
+def record_skips(journal: DeliveryJournal, schedule: QuerySchedule, skips: list[Recipient]) -> None:
     """Record the skipped recipients in one fenced statement; a recipient whose earlier
     submission failed (and was to be retried) is settled ``skipped`` with the reason.
     Raises :class:`RunTakenOver`."""
     if not skips:
         return
-    run.write(SQL["record_skips"], {
-        "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "now": run.ctx.now,
+    journal.write(SQL["record_skips"], {
+        "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id, "now": journal.ctx.now,
         "users": [r.user_id for r in skips], "reasons": [r.skip_reason for r in skips]})
-    held = run.write(SQL["held"], {}, fenced=False)
+    held = journal.write(SQL["held"], {}, fenced=False)
     if held is None:
-        raise run.taken_over()
+        raise journal.taken_over()
 
 
-def claim_all(run: DeliveryJournal, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, str | None]:
+def claim_all(journal: DeliveryJournal, schedule: QuerySchedule, user_ids: list[str]) -> dict[str, str | None]:
     """Claim the outbox rows of every recipient to send in one fenced statement (rows an
     earlier attempt claimed without a recorded submission are taken over). Returns each
     recipient's recorded provider message id, or None (claimed: send). Raises
     :class:`RunTakenOver`."""
     if not user_ids:
         return {}
-    with run.journal.transaction():
-        commit_without_flush_wait(run.journal)  # a lost claim is claimed again
-        held = fetch_row(run.journal, SQL["held"], run.params)
+    with journal.conn.transaction():
+        commit_without_flush_wait(journal.conn)  # a lost claim is claimed again
+        held = fetch_row(journal.conn, SQL["held"], journal.params)
         if held is None:
-            raise run.taken_over()
-        rows = fetch_rows(run.journal, SQL["claim_outbox"], {**run.params, "workspace_id": schedule.workspace_id,
-                                                             "now": run.ctx.now, "users": user_ids})
+            raise journal.taken_over()
+        rows = fetch_rows(journal.conn, SQL["claim_outbox"], {**journal.params, "workspace_id": schedule.workspace_id,
+                                                             "now": journal.ctx.now, "users": user_ids})
         claimed = {r["user_id"] for r in rows}
         recorded = {r["user_id"]: r["provider_message_id"]
-                    for r in fetch_rows(run.journal, SQL["recorded_submissions"], run.params)}
+                    for r in fetch_rows(journal.conn, SQL["recorded_submissions"], journal.params)}
     return {user_id: (None if user_id in claimed else recorded.get(user_id)) for user_id in user_ids}
 
 
-def _next_key(run: DeliveryJournal, next_user: str | None) -> str | None:
-    return None if next_user is None else f"{run.ctx.run_id}:{next_user}"
+def _outbox_key(run_id: Any, user_id: str | None) -> str | None:
+    """The outbox's communication key of ``user_id``'s message of run ``run_id``
+    (``<run id>:<user id>``); None when there is no such recipient."""
+    return None if user_id is None else f"{run_id}:{user_id}"
 
 
-def record_sent(run: DeliveryJournal, schedule: QuerySchedule, recipient: Recipient, message_id: str,
+def record_sent(journal: DeliveryJournal, schedule: QuerySchedule, recipient: Recipient, message_id: str,
                 link_expires_at: datetime | None, *, submitted: bool, next_user: str | None) -> bool:
     """Record an accepted submission: the outbox's provider id and a ``sent`` delivery row,
     in one statement (not fenced: the message was sent whatever happens to the run; an id
@@ -149,24 +152,24 @@ def record_sent(run: DeliveryJournal, schedule: QuerySchedule, recipient: Recipi
     It commits without waiting for the WAL flush: a process crash cannot lose it, a
     database crash in the next fraction of a second can (that recipient would be sent
     again)."""
-    held = fetch_value(run.journal, SQL["record_sent"], {
-        **run.params, "id": message_id, "now": run.ctx.now, "user_id": recipient.user_id,
+    held = fetch_value(journal.conn, SQL["record_sent"], {
+        **journal.params, "id": message_id, "now": journal.ctx.now, "user_id": recipient.user_id,
         "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
         "address": recipient.email, "expires": link_expires_at, "submitted": 1 if submitted else 0,
-        "next_key": _next_key(run, next_user)})
+        "next_key": _outbox_key(journal.ctx.run_id, next_user)})
     return bool(held)
 
 
-def record_failed(run: DeliveryJournal, schedule: QuerySchedule, recipient: Recipient, code: str, *,
+def record_failed(journal: DeliveryJournal, schedule: QuerySchedule, recipient: Recipient, code: str, *,
                   next_user: str | None) -> bool:
     """Record a submission that raised: the outbox's last error (the code) and a ``failed``
     row with ``error_code`` and a fixed message (never the provider's text, which can name
     addresses). Returns whether the attempt still holds the run and ``next_user``'s claim."""
-    with run.journal.transaction():
-        held = fetch_value(run.journal, SQL["record_failed"], {
-            **run.params, "error": _ERROR_MESSAGES[code], "code": code, "now": run.ctx.now,
+    with journal.conn.transaction():
+        held = fetch_value(journal.conn, SQL["record_failed"], {
+            **journal.params, "error": _ERROR_MESSAGES[code], "code": code, "now": journal.ctx.now,
             "user_id": recipient.user_id, "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
-            "address": recipient.email, "next_key": _next_key(run, next_user)})
+            "address": recipient.email, "next_key": _outbox_key(journal.ctx.run_id, next_user)})
     return bool(held)
 
 
