@@ -17,7 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.support import ListPublisher, ProviderDown
+from tests.support import ListPublisher, ProviderDown, dispatch_settings
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
@@ -206,7 +206,7 @@ def _u(tenant, name: str) -> str:
 
 def _scheduled_run(conn, env, schedule, *, at=NOW + timedelta(hours=1, minutes=1)) -> RunMessage:
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=at, publisher=publisher, registry=env.kinds)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return message
 
@@ -288,7 +288,7 @@ def test_a_delivery_claimed_past_its_staleness_is_skipped_stale(conn, env, tenan
     schedule = _schedule(conn, tenant)
     message_at = NOW + timedelta(hours=1) + dl.STALENESS + timedelta(minutes=5)
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=message_at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=message_at, publisher=publisher, registry=env.kinds)
     row = conn.execute("SELECT state, outcome_code FROM schedule_runs WHERE schedule_id = %s",
                        (schedule.id,)).fetchone()
     assert row["state"] == "skipped" and "stale" in row["outcome_code"]

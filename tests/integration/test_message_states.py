@@ -27,7 +27,7 @@ from tests.integration.test_delivery import (
     FakeClock,
     make_tenant,
 )
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper import clock, edge
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
@@ -165,7 +165,7 @@ def _deliver(conn, env, schedule, *, day: int = 0):
     """Dispatch and run the schedule's occurrence ``day`` days after the first."""
     at = NOW + timedelta(days=day, hours=1, minutes=1)
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=at, publisher=publisher, registry=env.kinds)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     process_run(conn, message, receive_count=1, now=at + timedelta(minutes=1), registry=env.kinds,
                 settings=SETTINGS, services={"delivery": env.services})

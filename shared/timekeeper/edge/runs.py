@@ -16,7 +16,7 @@ from timekeeper.edge.registries import HISTORY_RETENTION_TASK, work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
-from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, OfferLimits, Partition, dispatch
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, DispatchSettings, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
 from timekeeper.settings import settings
@@ -47,13 +47,9 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
     pruned are the ``HistoryPruned`` metric (0 on a pass that pruned nothing)."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
     conn, now = adapters.database().get(), clock.now()
-    report = dispatch(conn, owner=pipeline.owner, now=now, publisher=adapters.publisher(pipeline_name),
-                      claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
+    report = dispatch(conn, DispatchSettings.of(pipeline), now=now, publisher=adapters.publisher(pipeline_name),
                       registry=work_kinds(), notifier=adapters.notifier(),
-                      metrics=PipelineMetrics(metrics, pipeline_name),
-                      limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
-                                         max_attempts=pipeline.consumer.max_receive_count),
-                      partition=partition,
+                      metrics=PipelineMetrics(metrics, pipeline_name), partition=partition,
                       second=adapters.journal_database().get if pipeline.claim_workers == 2 else None)
     if not partition.owner_wide:
         return report

@@ -141,6 +141,12 @@ class Pipeline:
     dispatcher_time_budget_s: int = 30
     claim_batch: int = 200
     reoffer_after_s: int = 900
+    #: An offer the queue never accepted (the dispatcher died between its commit and the
+    #: send) is offered again by a pass at least this much later (seconds).
+    unpublished_reoffer_after_s: int = 30
+    #: A run whose message the queue accepted this many times without the run finishing is
+    #: settled failed ``offers_exhausted``.
+    max_publishes: int = 3
     failure_pause_threshold: int = 5
     dispatcher_silence_alarm_minutes: int = 5
     #: The AWS services the dispatcher calls: its run queue, the notification topic.
@@ -199,6 +205,9 @@ class Pipeline:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if self.unpublished_reoffer_after_s < 1 or self.max_publishes < 1 or self.failure_pause_threshold < 1:
+            raise ValueError(f"pipeline {self.name}: unpublished_reoffer_after_s, max_publishes and "
+                             "failure_pause_threshold must be at least 1")
         if not self.retry_backoff_s or not all(0 <= d < self.reoffer_after_s for d in self.retry_backoff_s):
             raise ValueError("each retry backoff must be 0 s or more and shorter than the re-offer of a stranded run")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
