@@ -144,14 +144,27 @@ QUERIES = Pipeline(
     # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners);
     # the renderer (Lambda): partition 0's sweep of unfinished renders asks for them again
     dispatcher_services=calls(SQS, SNS, SES, LAMBDA),
+    people_pass=True,
+    # delivered files' rows and exports: the owner's history retention prunes them too
+    prunes_delivery_history=True,
 )
-
-#: The pipeline whose dispatcher passes are followed by the people pass: owner notices
-#: made from the notification outbox of every owner, and their e-mails.
-NOTICES_PIPELINE = QUERIES.name
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.
 PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}
+
+
+def _people_pass_pipeline() -> str:
+    """The name of the one pipeline whose ``people_pass`` is set; ``ValueError`` unless exactly one."""
+    found = [p.name for p in PIPELINES.values() if p.people_pass]
+    if len(found) != 1:
+        raise ValueError(f"exactly one pipeline runs the people pass, not {found}")
+    return found[0]
+
+
+#: The pipeline whose dispatcher passes are followed by the people pass (its
+#: ``people_pass``): owner notices made from the notification outbox of every owner, and
+#: their e-mails.
+NOTICES_PIPELINE = _people_pass_pipeline()
 
 
 #: Interactive exports of a saved query version to CSV or XLSX: one export per invocation

@@ -16,6 +16,7 @@ from timekeeper.topology.limits import (
     MAX_DISPATCH_PARTITIONS,
     S3,
     SECRETS_MANAGER,
+    SES,
     SNS,
     SQS,
     WORKER_STATEMENT_TIMEOUT_S,
@@ -174,6 +175,13 @@ class Pipeline:
     failure_rate_alarm_percent: int = 20
     failure_rate_alarm_min_runs: int = 5
     failure_rate_alarm_periods: int = 3
+    #: Whether partition 0's passes are followed by the people pass: owner notices made
+    #: from the notification outbox of every owner, and their e-mails (its dispatcher calls
+    #: SES). Exactly one pipeline of the deployment runs it.
+    people_pass: bool = False
+    #: Whether the owner keeps delivery history: its history retention also prunes the
+    #: finished exports and erases the recipients' addresses of old delivery rows.
+    prunes_delivery_history: bool = False
 
     @property
     def run_queue_name(self) -> str:
@@ -210,6 +218,8 @@ class Pipeline:
                              "failure_pause_threshold must be at least 1")
         if not self.retry_backoff_s or not all(0 <= d < self.reoffer_after_s for d in self.retry_backoff_s):
             raise ValueError("each retry backoff must be 0 s or more and shorter than the re-offer of a stranded run")
+        if self.people_pass and SES not in self.dispatcher_services:
+            raise ValueError(f"pipeline {self.name}: the people pass mails notices, so its dispatcher calls SES")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
             raise ValueError(
                 f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"
