@@ -24,7 +24,7 @@ from timekeeper.platform.directory import add_member, create_workspace, leave_wo
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import rendering, reports, store
 from timekeeper.reporting.links import DownloadLink, LinkExpired, LinkInvalid, LinkSigner
-from timekeeper.reporting.query_schedules import SettingsInvalid, Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, SettingsInvalid, Source, create_query_schedule
 from timekeeper.reporting.work_kinds import register
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_run
@@ -190,10 +190,12 @@ def _schedule(conn, tenant, *, source=None, fmt="csv", recipients=("rita", "dan"
         conn.execute("UPDATE workspace_memberships SET roles = '{queries:read,reports:read}' WHERE user_id = %s",
                      (_u(tenant, "vic"),))
         schedule, _ = create_query_schedule(
-            conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name=name,
-            recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=source or Source("query", tenant.query_id),
-            format=fmt, recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT, body_template=BODY,
-            now=NOW, skip_when_empty=skip_when_empty, kinds=kinds)
+            conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"),
+            new=NewQuerySchedule(name=name, recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                                 source=source or Source("query", tenant.query_id), format=fmt,
+                                 recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT,
+                                 body_template=BODY, skip_when_empty=skip_when_empty),
+            now=NOW, kinds=kinds)
         set_user_status(conn, _u(tenant, "dan"), "deactivated", now=NOW)
         conn.execute("UPDATE workspace_memberships SET roles = '{schedules:read}' WHERE user_id = %s",
                      (_u(tenant, "vic"),))
@@ -305,9 +307,10 @@ def test_an_automatic_run_whose_owner_lost_access_fails_and_pauses_and_a_manual_
         tenant = make_tenant(c, "ws2")
     tenant_user = lambda name: f"ws2-{name}"  # noqa: E731
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=tenant_user("olga"), name="Lost",
-        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=Source("query", tenant.query_id), format="csv",
-        recipients=[tenant_user("rita")], subject_template=SUBJECT, body_template=BODY, now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=tenant_user("olga"),
+        new=NewQuerySchedule(name="Lost", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                             source=Source("query", tenant.query_id), format="csv", recipients=[tenant_user("rita")],
+                             subject_template=SUBJECT, body_template=BODY), now=NOW)
     conn.execute("UPDATE workspace_memberships SET roles = '{}' WHERE user_id = %s", (tenant_user("olga"),))
     # A manual run by someone who also lacks access fails without pausing
     manual = _manual_run(conn, tenant, schedule, tenant_user("vic"))
@@ -462,11 +465,11 @@ def test_settings_are_checked_field_by_field(conn, tenant):
             _schedule(conn, tenant, **kwargs)
         assert caught.value.field == field
     with pytest.raises(SettingsInvalid) as caught:
-        create_query_schedule(conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name="x",
-                              recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
-                              source=Source("query", tenant.query_id),
-                              format="csv", recipients=[_u(tenant, "rita")], subject_template="{{ secret }}",
-                              body_template=BODY, now=NOW)
+        create_query_schedule(conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"),
+                              new=NewQuerySchedule(name="x", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                                                   source=Source("query", tenant.query_id), format="csv",
+                                                   recipients=[_u(tenant, "rita")], subject_template="{{ secret }}",
+                                                   body_template=BODY), now=NOW)
     assert caught.value.field == "subject_template"
 
 

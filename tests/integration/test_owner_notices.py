@@ -28,6 +28,7 @@ from timekeeper.platform.directory import (
 from timekeeper.reporting import store
 from timekeeper.reporting.notice_mail import DIGEST_WINDOW, send_notice_mail
 from timekeeper.reporting.query_schedules import (
+    NewQuerySchedule,
     OwnerRefused,
     Source,
     create_query_schedule,
@@ -98,9 +99,10 @@ def make_tenant(conn, name: str) -> Tenant:
 
 def make_schedule(conn, tenant: Tenant, owner: str = "olga", name: str = "Daily invoices") -> UUID:
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=tenant.user(owner), name=name, recurrence=DAILY,
-        source=Source("query", query_id=tenant.query_id), format="csv", recipients=[tenant.user("rita")],
-        subject_template=SUBJECT, body_template=BODY, now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=tenant.user(owner),
+        new=NewQuerySchedule(name=name, recurrence=DAILY, source=Source("query", query_id=tenant.query_id),
+                             format="csv", recipients=[tenant.user("rita")], subject_template=SUBJECT,
+                             body_template=BODY), now=NOW)
     return schedule.id
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -28,7 +28,7 @@ from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.faults import crash_point
-from timekeeper.schedules.closures import with_closures
+from timekeeper.schedules.dues import Due, RuleCache
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import (
     DELIVERY_SKIPPED_STALE,
@@ -37,7 +37,7 @@ from timekeeper.schedules.notifications import (
     enqueue_notifications,
     flush_notifications,
 )
-from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
+from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.settlement import settle_run
 from timekeeper.schedules.work import WorkKindRegistry
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from timekeeper.topology import Pipeline
 
 SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
-_ONE_MICROSECOND = timedelta(microseconds=1)
 #: A delivery's staleness bound never exceeds this (misfire policy: a stale delivery is skipped).
 MAX_STALENESS = timedelta(hours=12)
 
@@ -68,117 +67,6 @@ class DispatchReport:
     paused_invalid: int = 0
     batches: int = 0
     elapsed_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Due:
-    """What a claimed schedule owes: the latest due occurrence (or None), the count of older
-    skipped ones, the first skipped instant, and the next future occurrence (or None).
-    ``skipped_is_lower_bound`` is True when the backlog was too long to count exactly
-    (``skipped`` is then a lower bound)."""
-
-    latest: Occurrence | None
-    skipped: int
-    first_skipped_at: datetime | None
-    next_occurrence: Occurrence | None
-    skipped_is_lower_bound: bool = False
-
-    @cached_property
-    def occurrence_key(self) -> str:
-        """The latest occurrence's run key: its UTC instant in ISO 8601 (computed once per
-        due computation, which schedules sharing a rule and a due instant share)."""
-        return self.latest.at.isoformat()
-
-    @cached_property
-    def occurrence_local(self) -> datetime:
-        """The latest occurrence's naive wall time in the rule's zone."""
-        return datetime.combine(self.latest.local_date, self.latest.local_time)
-
-
-#: A backlog of at most this many occurrences is walked; a longer one is searched and counted.
-_WALK_LIMIT = 64
-
-
-def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
-    """Collapse the occurrences in ``[next_due_at, now]`` (aware UTC) to the latest one and a count.
-
-    Misfire policy: the backlog after an outage is one run for the latest due occurrence
-    plus a count of the older ones skipped, never a run each. The cost does not grow with
-    the backlog: up to ``_WALK_LIMIT`` occurrences are walked (the usual case: on time or
-    a few behind); past that the latest occurrence is searched backwards from ``now`` and
-    the skipped ones are counted arithmetically (interval rules) or by whole local days
-    (wall-time rules), a backlog longer than ``COUNT_HORIZON`` getting a lower-bound count.
-    """
-    first: Occurrence | None = None
-    latest: Occurrence | None = None
-    count = 0
-    occurrences = rule.occurrences_after(next_due_at - _ONE_MICROSECOND)
-    for occurrence in occurrences:
-        if occurrence.at > now:
-            skipped = max(count - 1, 0)
-            return Due(latest, skipped, first.at if skipped else None, occurrence)
-        if count == _WALK_LIMIT:
-            break
-        first = first or occurrence
-        latest = occurrence
-        count += 1
-    else:  # the rule ran out (past year 9999)
-        skipped = max(count - 1, 0)
-        return Due(latest, skipped, first.at if skipped else None, None)
-    latest = rule.latest_at_or_before(now, first.at)
-    counted, exact = rule.count_between(first.at, latest.at)
-    return Due(latest, max(counted - 1, 1), first.at, rule.next_after(now), not exact)
-
-
-class _RuleCache:
-    """Compiled rules and due computations shared by the schedules of one pass.
-
-    A rule text is parsed once per pass; schedules that share a rule and a due instant
-    share the computation (thousands of "daily at 09:00 New York" schedules cost one).
-    Both maps are bounded (oldest entries dropped first) so memory follows the batch,
-    not the number of distinct rules a long pass meets.
-    """
-
-    MAX_ENTRIES = 4096
-
-    def __init__(self) -> None:
-        self.rules: dict[str, Recurrence | InvalidRecurrence] = {}
-        self.dues: dict[tuple[str, datetime], Due] = {}
-
-    @classmethod
-    def _bound(cls, cache: dict) -> None:
-        while len(cache) > cls.MAX_ENTRIES:
-            del cache[next(iter(cache))]
-
-    def rule(self, text: str) -> Recurrence:
-        """The compiled rule of the stored JSON ``text`` (decoded once per pass and text); a
-        business-day rule's text carries its workspace's closed dates after a newline
-        (``<json>\n2027-01-04,2027-12-24``, the claim's ``rule_text``), evaluated as
-        non-business days. Raises :class:`InvalidRecurrence` (cached too) for a rule that
-        no longer validates."""
-        compiled = self.rules.get(text)
-        if compiled is None:
-            try:
-                rule_json, _, closed = text.partition("\n")
-                compiled = with_closures(parse_rule_text(rule_json),
-                                         [date.fromisoformat(d) for d in closed.split(",") if d])
-            except InvalidRecurrence as error:
-                compiled = error
-            self.rules[text] = compiled
-            self._bound(self.rules)
-        if isinstance(compiled, InvalidRecurrence):
-            raise compiled
-        return compiled
-
-    def due(self, text: str, next_due_at: datetime, now: datetime) -> Due:
-        """:func:`compute_due` of the rule ``text``, shared by schedules with the same
-        rule and due instant. Raises :class:`InvalidRecurrence` like :meth:`rule`."""
-        key = (text, next_due_at)
-        due = self.dues.get(key)
-        if due is None:
-            due = self.dues[key] = compute_due(self.rule(text), next_due_at, now)
-            self._bound(self.dues)
-        return due
 
 
 def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: str,
@@ -403,7 +291,7 @@ def claim_batch(conn: psycopg.Connection, settings: DispatchSettings, *, now: da
     :class:`Partition` are claimed (default: every one). Raises ``psycopg.Error`` on
     database failure (the caller rolls back, leaving timing due).
     """
-    claim = _claim_batch(conn, _Pass(settings, now=now, registry=registry, partition=partition), _RuleCache(),
+    claim = _claim_batch(conn, _Pass(settings, now=now, registry=registry, partition=partition), RuleCache(),
                          reoffer)
     return claim.messages, claim.report
 
@@ -421,7 +309,7 @@ class _Pass:
     actor: str = "dispatcher"
 
 
-def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: _RuleCache, reoffer: bool) -> _Claim:
+def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoffer: bool) -> _Claim:
     """One claim transaction's statements (see :func:`claim_batch`): claim, insert the runs,
     advance timing, pause invalid definitions, re-offer (``reoffer``), record history and
     notices. The same statements, in the same order, whatever the batch holds."""
@@ -450,7 +338,7 @@ def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: _RuleCache, reof
     return _Claim(messages, report, recorded, pending_id)
 
 
-def _due_runs(rows: list[tuple], claim: _Pass, cache: _RuleCache, report: DispatchReport) -> _NewRuns:
+def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: DispatchReport) -> _NewRuns:
     """The runs the claimed ``rows`` owe (one for each schedule with a due occurrence, stale
     or queued), where each schedule's timing advances, and the schedules whose definition no
     longer validates (with their events and pause notices). Adds the skipped backlog to
@@ -590,7 +478,7 @@ class _Workers:
         self.counted = threading.Lock()
         self.stop = threading.Event()
 
-    def one_batch(self, on: psycopg.Connection, rules: _RuleCache, reoffer: bool) -> DispatchReport:
+    def one_batch(self, on: psycopg.Connection, rules: RuleCache, reoffer: bool) -> DispatchReport:
         """Claim one batch on ``on`` in its own transaction, then publish it."""
         with on.transaction():
             commit_without_flush_wait(on)  # a claim lost in a database crash is claimed again
@@ -606,7 +494,7 @@ class _Workers:
             self.total.batches += 1
         return report
 
-    def run(self, on: psycopg.Connection, rules: _RuleCache, reoffer: bool, *, first_only: bool = False) -> bool | None:
+    def run(self, on: psycopg.Connection, rules: RuleCache, reoffer: bool, *, first_only: bool = False) -> bool | None:
         """Claim batches on ``on`` while they come back full, the budget remains and no
         other worker failed. Returns None when the pass is done, else (``first_only``: after
         one full batch) whether the next batch still takes re-offers."""
@@ -663,10 +551,10 @@ def dispatch(conn: psycopg.Connection, settings: DispatchSettings, *, now: datet
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
     workers = _Workers(_Pass(settings, now=now, registry=registry, partition=partition), publisher, monotonic,
                        started)
-    cache = _RuleCache()
+    cache = RuleCache()
     more = workers.run(conn, cache, reoffer, first_only=second is not None) if has_work else None
     if more is not None and second is not None:
-        _two_workers(lambda: workers.run(conn, cache, more), lambda: workers.run(second(), _RuleCache(), False),
+        _two_workers(lambda: workers.run(conn, cache, more), lambda: workers.run(second(), RuleCache(), False),
                      workers.stop)
     total = workers.total
     if notifier is not None and partition.owner_wide and (probe["notices"] or total.paused_exhausted):
