@@ -1150,7 +1150,7 @@ def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
                 streak = 0
             elif run["trigger"] == "scheduled":
                 streak += 1
-                if streak >= thresholds.get(schedule["owner"], 5) or run["outcome_code"] == schedule["pause_reason"]:
+                if streak >= thresholds[schedule["owner"]] or run["outcome_code"] == schedule["pause_reason"]:
                     paused_by_runs = True
         if streak != schedule["consecutive_failures"]:
             check.failures.append(f"{schedule['name']}: streak {schedule['consecutive_failures']}, history implies "
