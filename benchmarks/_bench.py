@@ -8,6 +8,7 @@ the server ``timekeeper.local.embedded.server_url`` returns (``DATABASE_URL`` wi
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import io
 import itertools
@@ -34,9 +35,10 @@ from timekeeper.db.migrate import apply_migrations
 from timekeeper.local import embedded
 from timekeeper.schedules import recurrence
 from timekeeper.schedules.dispatcher import SQL as DISPATCHER_SQL
-from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchSettings, Partition
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.recurrence import Recurrence, parse_rule
+from timekeeper.topology import ACCOUNTING
 
 UTC = timezone.utc
 OWNER = "accounting"
@@ -77,6 +79,16 @@ UNIQUE_ZONES = ("America/New_York", "Europe/London", "Asia/Kolkata", "Australia/
                 "Europe/Berlin", "America/Los_Angeles", "Australia/Sydney")
 #: Every non-empty subset of the cron weekdays 0-6, as a cron list (127 of them).
 _DOWS = tuple(",".join(map(str, combo)) for k in range(1, 8) for combo in itertools.combinations(range(7), k))
+
+
+def dispatch_settings(*, owner: str = OWNER, claim_limit: int | None = None,
+                      time_budget_s: float | None = None) -> DispatchSettings:
+    """The accounting pipeline's dispatcher settings for ``owner``, with the claim limit and
+    the time budget (seconds) a benchmark chooses (None: the pipeline's)."""
+    settings = DispatchSettings.of(ACCOUNTING)
+    return dataclasses.replace(
+        settings, owner=owner, claim_limit=settings.claim_limit if claim_limit is None else claim_limit,
+        time_budget_s=settings.time_budget_s if time_budget_s is None else time_budget_s)
 
 
 def due_slot(seq: int) -> int:

@@ -332,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         data = b.load_schedules(conn, n=n, d_max=r)
         b.arm(conn, data, r)
         sink = CollectingSink()
-        report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, time_budget_s=1e9)
+        report = dispatch(conn, b.dispatch_settings(time_budget_s=1e9), now=b.NOW, publisher=sink)
         assert report.runs_created == r == len(sink.bodies), report
         source = InMemoryBatchSource(sink.bodies, ACCOUNTING.consumer.batch_size)
         print(f"N={n:,}: {r:,} runs queued in {len(source.batches):,} batches of 10", flush=True)

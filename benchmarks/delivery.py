@@ -47,7 +47,7 @@ from timekeeper.platform.directory import add_member, create_workspace, upsert_u
 from timekeeper.reporting import delivery as dl  # noqa: E402
 from timekeeper.reporting import store  # noqa: E402
 from timekeeper.reporting.links import LinkSigner  # noqa: E402
-from timekeeper.reporting.query_schedules import Source, create_query_schedule  # noqa: E402
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule  # noqa: E402
 from timekeeper.reporting.work_kinds import register  # noqa: E402
 from timekeeper.schedules import service  # noqa: E402
 from timekeeper.schedules.consumer import ConsumerSettings, process_run  # noqa: E402
@@ -131,10 +131,14 @@ def _fill(conn, recipients: int):
         query, _ = store.create_query(conn, workspace_id=ws, name="Invoices", actor="owner", now=NOW,
                                       definition={"entity": "invoices", "columns": ["number", "amount_minor"]})
     schedule, _ = create_query_schedule(
-        conn, workspace_id=ws, actor="owner", name="Bench", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
-        source=Source("query", query.id), format="csv", recipients=[f"r{i:06d}" for i in range(recipients)],
-        subject_template="{{ schedule_name }} {{ run_date }}",
-        body_template="<p>Hi {{ recipient_name }}, {{ row_count }} rows: <a href='{{ link }}'>file</a></p>", now=NOW)
+        conn, workspace_id=ws, actor="owner",
+        new=NewQuerySchedule(name="Bench", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                             source=Source("query", query.id), format="csv",
+                             recipients=[f"r{i:06d}" for i in range(recipients)],
+                             subject_template="{{ schedule_name }} {{ run_date }}",
+                             body_template=("<p>Hi {{ recipient_name }}, {{ row_count }} rows: "
+                                            "<a href='{{ link }}'>file</a></p>")),
+        now=NOW)
     return ws, schedule
 
 

@@ -86,8 +86,8 @@ def second_of(conn):
 
 def one_pass(conn, kinds: WorkKindRegistry, claim_limit: int) -> tuple[DispatchReport, CountingSink]:
     sink = CountingSink()
-    report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, claim_limit=claim_limit,
-                      reoffer_after=timedelta(minutes=15), time_budget_s=1e9, registry=kinds, second=second_of(conn))
+    report = dispatch(conn, b.dispatch_settings(claim_limit=claim_limit, time_budget_s=1e9), now=b.NOW,
+                      publisher=sink, registry=kinds, second=second_of(conn))
     return report, sink
 
 

@@ -25,6 +25,7 @@ what the harness checks: every schedule ran once, advanced, and records its outc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import time
@@ -38,7 +39,7 @@ import timekeeper_adapter as adapter
 from timekeeper import clock
 from timekeeper.local import embedded
 from timekeeper.observability import MetricsRecorder
-from timekeeper.schedules.dispatcher import dispatch
+from timekeeper.schedules.dispatcher import DispatchSettings, dispatch
 
 
 def measure(server: str, n: int, workers: int) -> dict[str, float]:
@@ -56,8 +57,8 @@ def measure(server: str, n: int, workers: int) -> dict[str, float]:
     with adapter._connect(uri, "dispatcher") as conn:
         pid = conn.info.backend_pid
         server0, client0, started = adapter._backend_cpu_s(pid), time.process_time(), time.monotonic()
-        while dispatch(conn, owner=adapter.OWNER, now=clock.now(), publisher=publisher,
-                       claim_limit=pipeline.claim_batch, reoffer_after=pipeline.reoffer_after, time_budget_s=600,
+        settings = dataclasses.replace(DispatchSettings.of(pipeline), time_budget_s=600)
+        while dispatch(conn, settings, now=clock.now(), publisher=publisher,
                        registry=adapter._registry(), metrics=MetricsRecorder()).claimed:
             pass
         dispatch_s = time.monotonic() - started

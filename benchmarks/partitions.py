@@ -63,8 +63,8 @@ def _pass(url: str, partition: Partition, claim_limit: int, barrier, results) ->
         started = time.perf_counter()
         claimed = 0
         while True:  # passes until the partition has nothing due (one pass has a 30 s budget)
-            report = dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=sink, claim_limit=claim_limit,
-                              registry=registry, time_budget_s=30.0, partition=partition)
+            report = dispatch(conn, b.dispatch_settings(claim_limit=claim_limit), now=b.NOW, publisher=sink,
+                              registry=registry, partition=partition)
             claimed += report.claimed
             if report.claimed == 0:
                 break

@@ -9,7 +9,9 @@ consumer's numbers (``batch_size``) off the pipeline, where the topology kept th
 each pipeline composed a ``QueueConsumer``. This module is the same adapter with only its
 connection opener replaced and the pipeline shown to it with its consumer's numbers
 flat, and ``dispatch`` given its second claim worker's connection as the dispatcher
-function gives it; everything timed is the harness's code and the product's. Run it with::
+function gives it and the harness's keyword numbers (owner, claim limit, re-offer delay,
+time budget) as the pipeline's ``DispatchSettings``; everything timed is the harness's code
+and the product's. Run it with::
 
     TK_REPO=. TIMEKEEPER_BENCH_ADAPTER=peer_adapter bash ../shared/bench/run_peers.sh --with-timekeeper
 
@@ -18,10 +20,13 @@ function gives it; everything timed is the harness's code and the product's. Run
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
 from typing import Any
 
 from timekeeper import topology
 from timekeeper.db.connection import connect
+from timekeeper.schedules.dispatcher import DispatchSettings
 
 
 class _FlatPipeline:
@@ -60,12 +65,24 @@ _product_dispatch = _harness.dispatch
 _second: dict[str, Any] = {}
 
 
-def _dispatch(conn: Any, **kwargs: Any) -> Any:
-    """The product's ``dispatch`` as its dispatcher function calls it: with the pipeline's
+def _settings(*, owner: str, claim_limit: int, reoffer_after: timedelta, time_budget_s: float) -> DispatchSettings:
+    """The accounting pipeline's :class:`DispatchSettings` with the numbers the harness
+    passes each pass (its owner, claim limit, re-offer delay and remaining time budget)."""
+    settings = DispatchSettings.of(_accounting)
+    return dataclasses.replace(settings, owner=owner, claim_limit=claim_limit, time_budget_s=time_budget_s,
+                               limits=dataclasses.replace(settings.limits, reoffer_after=reoffer_after))
+
+
+def _dispatch(conn: Any, *, owner: str, claim_limit: int, reoffer_after: timedelta, time_budget_s: float,
+              **kwargs: Any) -> Any:
+    """The product's ``dispatch`` as its dispatcher function calls it: the harness's
+    keyword numbers carried as the pipeline's :class:`DispatchSettings`, and the pipeline's
     second claim worker on a second connection of the process, opened when a pass's first
     batch comes back full and kept (``timekeeper.edge.runs.run_dispatcher``)."""
-    if topology.ACCOUNTING.claim_workers < 2:
-        return _product_dispatch(conn, **kwargs)
+    settings = _settings(owner=owner, claim_limit=claim_limit, reoffer_after=reoffer_after,
+                         time_budget_s=time_budget_s)
+    if _accounting.claim_workers < 2:
+        return _product_dispatch(conn, settings, **kwargs)
     dsn = conn.info.dsn
 
     def second() -> Any:
@@ -73,7 +90,7 @@ def _dispatch(conn: Any, **kwargs: Any) -> Any:
             _second[dsn] = connect(dsn, application_name="timekeeper-bench-dispatcher-2")
         return _second[dsn]
 
-    return _product_dispatch(conn, second=second, **kwargs)
+    return _product_dispatch(conn, settings, second=second, **kwargs)
 
 
 _harness.dispatch = _dispatch

@@ -20,7 +20,6 @@ import argparse
 import sys
 import threading
 import time
-from datetime import timedelta
 from uuid import uuid4
 
 import _bench as b
@@ -87,9 +86,8 @@ def dispatch_part(due: int, claim_limit: int, call_s: float, repeats: int) -> li
         b.arm(conn, data, due)
         sink = SleepingSqs(call_s)
         publisher = SqsRunPublisher(sink, "https://sqs.invalid/bench")
-        m = b.measure(lambda: dispatch(conn, owner=b.OWNER, now=b.NOW, publisher=publisher,  # noqa: B023
-                                       claim_limit=claim_limit, reoffer_after=timedelta(minutes=15),
-                                       time_budget_s=1e9, registry=kinds))
+        m = b.measure(lambda: dispatch(conn, b.dispatch_settings(claim_limit=claim_limit, time_budget_s=1e9),
+                                       now=b.NOW, publisher=publisher, registry=kinds))  # noqa: B023
         report = m.result
         if report.published != due or sink.entries != due:
             raise AssertionError(f"expected {due} published, got {report.published} ({sink.entries} sent)")

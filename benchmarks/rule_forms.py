@@ -18,7 +18,7 @@ import statistics
 import time
 from datetime import datetime, timedelta, timezone
 
-from timekeeper.schedules.dispatcher import compute_due
+from timekeeper.schedules.dues import compute_due
 from timekeeper.schedules.recurrence import _compile_cached, parse_rule_text
 
 ZONES = ["Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Sydney", "America/Sao_Paulo"]

@@ -61,7 +61,7 @@ import psycopg
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules import recurrence
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, ProcessResult, process_batch
-from timekeeper.schedules.dispatcher import WHOLE_OWNER, Partition, dispatch
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchSettings, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.recurrence import parse_rule
 from timekeeper.schedules.work import RunContext, Succeeded, WorkKindRegistry
@@ -338,8 +338,8 @@ class QueueSink:
 def claim_batch_pass(conn, kinds: WorkKindRegistry, claim_limit: int):
     """One real claim batch: a dispatch pass whose budget ends after its first batch."""
     sink = b.CountingSink()
-    report = dispatch(conn, owner=OWNER, now=b.NOW, publisher=sink, claim_limit=claim_limit, time_budget_s=0.0,
-                      registry=kinds, metrics=MetricsRecorder(), partition=WHOLE_OWNER)
+    report = dispatch(conn, b.dispatch_settings(owner=OWNER, claim_limit=claim_limit, time_budget_s=0.0), now=b.NOW,
+                      publisher=sink, registry=kinds, metrics=MetricsRecorder(), partition=WHOLE_OWNER)
     if report.claimed != claim_limit or sink.count != claim_limit:
         raise AssertionError(f"claimed {report.claimed}, published {sink.count}; expected {claim_limit}")
     return report
@@ -407,10 +407,8 @@ def _dispatcher_main(url: str, index: int, count: int, q, results, barrier, tick
             if wait > 0:
                 time.sleep(wait)
             started = time.monotonic()
-            report = dispatch(conn, owner=OWNER, now=b.NOW + timedelta(seconds=tick * tick_s), publisher=sink,
-                              claim_limit=PIPELINE.claim_batch, time_budget_s=PIPELINE.dispatcher_time_budget_s,
-                              registry=kinds, metrics=MetricsRecorder(), partition=partition,
-                              reoffer_after=PIPELINE.reoffer_after)
+            report = dispatch(conn, DispatchSettings.of(PIPELINE), now=b.NOW + timedelta(seconds=tick * tick_s),
+                              publisher=sink, registry=kinds, metrics=MetricsRecorder(), partition=partition)
             passes.append({"tick": tick, "start": started - origin, "end": time.monotonic() - origin,
                            "claimed": report.claimed, "batches": report.batches})
             if report.elapsed_s < PIPELINE.dispatcher_time_budget_s:

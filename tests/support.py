@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from timekeeper.schedules.dispatcher import DispatchSettings
 from timekeeper.schedules.messages import RunMessage
+from timekeeper.topology import ACCOUNTING
 
 
 class ListPublisher:
@@ -67,11 +70,21 @@ def scheduled_event(now: datetime, detail: dict[str, Any] | None = None) -> dict
             "detail": dict(detail or {})}
 
 
+def dispatch_settings(owner: str = "accounting", *, claim_limit: int | None = None,
+                      reoffer_after: timedelta | None = None) -> DispatchSettings:
+    """The accounting pipeline's dispatcher settings (:meth:`DispatchSettings.of`: 200 schedules
+    a claim, re-offers after 15 minutes, 5 attempts, 3 publishes, a pause at 5 failures in a
+    row) for ``owner``'s schedules, with the claim limit or re-offer delay a test chooses."""
+    settings = DispatchSettings.of(ACCOUNTING)
+    limits = settings.limits if reoffer_after is None else dataclasses.replace(settings.limits,
+                                                                                 reoffer_after=reoffer_after)
+    return dataclasses.replace(settings, owner=owner, limits=limits,
+                               claim_limit=settings.claim_limit if claim_limit is None else claim_limit)
+
+
 def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int) -> list[RunMessage]:
     """Create ``count`` hourly schedules (each in its own workspace) due at ``now`` (a whole
     UTC hour) and let the real dispatcher claim and publish them; return their run messages."""
-    from datetime import timedelta
-
     from timekeeper.schedules import service
     from timekeeper.schedules.dispatcher import dispatch
 
@@ -80,7 +93,7 @@ def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int)
                                 recurrence={"cron": "0 * * * *", "timezone": "UTC"}, actor="t",
                                 now=now - timedelta(minutes=30))
     publisher = ListPublisher()
-    dispatch(conn, owner=owner, now=now, publisher=publisher)
+    dispatch(conn, dispatch_settings(owner), now=now, publisher=publisher)
     return publisher.sent
 
 

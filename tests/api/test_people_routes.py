@@ -11,7 +11,7 @@ from tests.api.conftest import NOW, seed_member
 from timekeeper.db.connection import connect
 from timekeeper.platform import directory, notices
 from timekeeper.reporting import store
-from timekeeper.reporting.query_schedules import Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
 
 ADMIN_TOKEN = "workspace:admin,queries:read,queries:write"
@@ -30,9 +30,10 @@ def workspace_with_schedule(db_url):
             query, _ = store.create_query(conn, workspace_id=ws, name="Invoices", actor=owner.user_id, now=NOW,
                                           definition={"entity": "invoices", "columns": ["number"]})
         schedule, _ = create_query_schedule(
-            conn, workspace_id=ws, actor=owner.user_id, name="Daily", recurrence=DAILY,
-            source=Source("query", query_id=query.id), format="csv", recipients=[reader.user_id],
-            subject_template="{{ schedule_name }}", body_template='<a href="{{ link }}">x</a>', now=NOW)
+            conn, workspace_id=ws, actor=owner.user_id,
+            new=NewQuerySchedule(name="Daily", recurrence=DAILY, source=Source("query", query_id=query.id),
+                                 format="csv", recipients=[reader.user_id], subject_template="{{ schedule_name }}",
+                                 body_template='<a href="{{ link }}">x</a>'), now=NOW)
     return admin, owner, reader, viewer, schedule.id
 
 

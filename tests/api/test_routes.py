@@ -192,7 +192,8 @@ def test_get_hides_the_text_of_an_unexpected_fault(call, db_url, caller):
         from timekeeper.schedules.settlement import settle_run
 
         with owner.transaction():
-            settle_run(owner, run_id=run_id, state="failed", outcome_code="unexpected_error", error=secret, now=NOW)
+            settle_run(owner, run_id=run_id, state="failed", outcome_code="unexpected_error", error=secret, now=NOW,
+                       failure_threshold=5)
     # When the schedule is read
     reply = call("GET", f"/schedules/{schedule['id']}")
     # Then neither the run nor its history event shows the text

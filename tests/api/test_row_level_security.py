@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.api.db import API_ROLE, connect_api
 from timekeeper.db.connection import connect, login_url, set_tenant
 from timekeeper.schedules import service
@@ -111,7 +111,7 @@ def test_the_owner_connection_still_dispatches_every_workspace(db_url, two_works
     # The dispatcher claims across workspaces as the table owner: RLS must not stop it
     publisher = ListPublisher()
     with connect(db_url) as owner:
-        report = dispatch(owner, owner="accounting", now=NOW, publisher=publisher)
+        report = dispatch(owner, dispatch_settings("accounting"), now=NOW, publisher=publisher)
     assert report.claimed == 2
     assert {m.workspace_id for m in publisher.sent} == {two_workspaces["a"][0], two_workspaces["b"][0]}
 

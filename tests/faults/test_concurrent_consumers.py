@@ -27,7 +27,7 @@ from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 KIND = "fault.overlap"
 #: How long each execution stays inside the handler (seconds): wide enough for a
 #: concurrent duplicate to land inside it, short enough for a loaded machine.

@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.faults.executions import ExecutionLog
+from tests.support import dispatch_settings
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch, process_run
 from timekeeper.schedules.dispatcher import dispatch
@@ -32,7 +33,7 @@ from timekeeper.schedules.recurrence import next_occurrences
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 VISIBILITY = timedelta(minutes=12)
 REOFFER_AFTER = timedelta(minutes=15)
 
@@ -143,7 +144,7 @@ def test_every_due_occurrence_ends_with_exactly_one_terminal_run(fault_db, utc, 
         if now <= end and (minute == 0 or rng.random() < 0.05):
             queue.crash_next_publish = True  # faults only in the window; the last hour recovers
         try:
-            dispatch(conn, owner=OWNER, now=now, publisher=queue, reoffer_after=REOFFER_AFTER)
+            dispatch(conn, dispatch_settings(OWNER, reoffer_after=REOFFER_AFTER), now=now, publisher=queue)
         except Crash:
             world.crashes["publish"] += 1
         received = queue.receive(now)
@@ -188,7 +189,7 @@ def test_a_run_abandoned_mid_handler_whose_message_was_dead_lettered_is_reoffere
     world = World(conn, rng, crash_rate=1.0)
     queue = FakeQueue(rng, duplicate_rate=0)
     queue.now = utc(2027, 3, 14, 1, 0)
-    dispatch(conn, owner=OWNER, now=queue.now, publisher=queue)
+    dispatch(conn, dispatch_settings(OWNER), now=queue.now, publisher=queue)
     (message,) = queue.receive(queue.now)
     with pytest.raises(Crash):
         process_run(conn, message.body, receive_count=1, now=queue.now, registry=world.registry, settings=SETTINGS)
@@ -196,7 +197,7 @@ def test_a_run_abandoned_mid_handler_whose_message_was_dead_lettered_is_reoffere
     # When the dispatcher passes after the lease and reoffer_after have elapsed
     later = queue.now + SETTINGS.lease + REOFFER_AFTER
     queue.now = later
-    report = dispatch(conn, owner=OWNER, now=later, publisher=queue, reoffer_after=REOFFER_AFTER)
+    report = dispatch(conn, dispatch_settings(OWNER, reoffer_after=REOFFER_AFTER), now=later, publisher=queue)
     # Then the run is offered again and completes
     assert report.reoffered == 1
     world.crash_rate = 0

@@ -115,7 +115,7 @@ def _assert_holds_only_what_lambda_runs(package: Path) -> None:
     assert "__main__.py" not in files
     assert not [name for name in files if "generator" in name or "chaos" in name or "sample" in name], files
     assert files == _expected_layer_files()
-    assert {"edge/batch.py", "settings.py", "topology.py", "db/migrations/0001_schedules.sql"} <= files
+    assert {"edge/batch.py", "settings.py", "topology/__init__.py", "db/migrations/0001_schedules.sql"} <= files
 
 
 def test_the_layer_sources_of_the_real_tree_are_what_lambda_runs():

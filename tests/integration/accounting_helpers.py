@@ -21,7 +21,7 @@ from uuid import UUID
 import psycopg
 from psycopg.rows import dict_row
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.accounting import books
 from timekeeper.accounting.posting import request_posting, run_posting_job
 from timekeeper.accounting.work_kinds import OWNER, register
@@ -100,7 +100,7 @@ def schedule_run(conn: psycopg.Connection, run: RunSpec) -> RunMessage:
         recurrence={"cron": f"{at.minute} {at.hour} {at.day} {at.month} *", "timezone": "UTC"}, actor="tester",
         now=at - timedelta(minutes=1))
     publisher = ListPublisher()
-    dispatch(conn, owner=OWNER, now=run.now, publisher=publisher, registry=accounting_registry())
+    dispatch(conn, dispatch_settings(OWNER), now=run.now, publisher=publisher, registry=accounting_registry())
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return message
 

@@ -14,7 +14,7 @@ from itertools import takewhile
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.recurrence import COUNT_HORIZON, parse_rule
@@ -51,7 +51,7 @@ def test_a_year_behind_every_minute_schedules_in_dst_zones_get_exact_counts(fres
     # created at 2026-01-01 00:00:30 (first due 00:01) and never dispatched since
     schedules = [make(fresh, utc(2026, 1, 1, 0, 0, 30), {"cron": "* * * * *", "timezone": zone}) for zone in ZONES]
     # When the dispatcher comes back a year later
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 1, 0, 0, 30), publisher=ListPublisher())
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 1, 0, 0, 30), publisher=ListPublisher())
     # Then each gets one run for 00:00 with every other real minute of the year skipped
     # (gap minutes coincide with their shifted twins; the repeated hour runs twice)
     skipped = (utc(2027, 1, 1) - utc(2026, 1, 1, 0, 1)) // timedelta(minutes=1)
@@ -75,7 +75,7 @@ def test_three_years_behind_wall_time_rules_count_what_the_iterator_yields(fresh
     rule = {**rule, "timezone": zone}
     schedule = make(fresh, utc(2024, 1, 1), rule)
     now = utc(2027, 1, 1, 12)
-    dispatch(fresh, owner=OWNER, now=now, publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
     # Then the run and the count are those of walking every occurrence one by one
     walked = list(takewhile(lambda o: o.at <= now, parse_rule(rule).occurrences_after(schedule.next_due_at
                                                                                      - timedelta(microseconds=1))))
@@ -87,7 +87,7 @@ def test_three_years_behind_wall_time_rules_count_what_the_iterator_yields(fresh
 def test_a_backlog_beyond_the_count_horizon_records_a_lower_bound(fresh, utc):
     # Given an hourly schedule behind by 26 years
     schedule = make(fresh, utc(2001, 1, 1), {"cron": "0 * * * *", "timezone": "Europe/London"})
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 1, 0, 30), publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 1, 0, 30), publisher=ListPublisher())
     # Then it runs once for the latest hour, and the event says the count is a lower bound
     run = run_of(fresh, schedule.id)
     assert run["occurrence_at"] == utc(2027, 1, 1)
@@ -115,7 +115,8 @@ def test_an_occurrence_older_than_half_the_short_gap_to_the_next_is_stale(fresh,
     # Given the 09:00 occurrence, whose next is 10:00 (a 1-hour gap: stale after 30 minutes)
     schedule = make(fresh, utc(2027, 1, 4, 8), TWICE_A_MORNING, kind="report.send")
     # When the claim comes at 09:45
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 9, 45), publisher=ListPublisher(), registry=registry)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 9, 45),
+                      publisher=ListPublisher(), registry=registry)
     # Then the 09:00 delivery is skipped as stale (the average 12-hour period would have run it)
     run = run_of(fresh, schedule.id)
     assert (run["occurrence_at"], run["state"]) == (utc(2027, 1, 4, 9), "skipped")
@@ -127,7 +128,7 @@ def test_an_occurrence_within_half_the_long_gap_to_the_next_still_runs(fresh, ut
     schedule = make(fresh, utc(2027, 1, 4, 9, 30), TWICE_A_MORNING, kind="report.send")
     # When the claim comes 7 hours late
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 17), publisher=publisher, registry=registry)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 17), publisher=publisher, registry=registry)
     # Then it still runs (the average period's 6-hour bound would have skipped it)
     run = run_of(fresh, schedule.id)
     assert (run["occurrence_at"], run["state"]) == (utc(2027, 1, 4, 10), "queued")
@@ -137,6 +138,6 @@ def test_an_occurrence_within_half_the_long_gap_to_the_next_still_runs(fresh, ut
 def test_staleness_never_exceeds_twelve_hours(fresh, utc, registry):
     # Given a weekly rule (a 7-day gap), claimed 13 hours after its occurrence
     schedule = make(fresh, utc(2027, 1, 3), {"cron": "0 9 * * 1", "timezone": "UTC"}, kind="report.send")
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 22), publisher=ListPublisher(), registry=registry)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 22), publisher=ListPublisher(), registry=registry)
     # Then it is stale: the bound is min(24 h, 3.5 days, 12 h)
     assert run_of(fresh, schedule.id)["state"] == "skipped"

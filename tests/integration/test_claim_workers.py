@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper import faults
 from timekeeper.db.connection import connect
 from timekeeper.schedules.dispatcher import dispatch
@@ -78,7 +78,7 @@ def test_two_workers_share_a_pass_and_run_each_due_schedule_once(fresh, second, 
     opened, open_second = second
     publisher = ThreadRecordingPublisher()
     # When the pass runs
-    report = dispatch(fresh, owner=OWNER, now=now, publisher=publisher, claim_limit=50, second=open_second)
+    report = dispatch(fresh, dispatch_settings(OWNER, claim_limit=50), now=now, publisher=publisher, second=open_second)
     # Then every schedule has exactly one run, and each run was published once
     assert runs_per_schedule(fresh) == {i: 1 for i in ids}
     assert (report.claimed, report.runs_created, report.published) == (2000, 2000, 2000)
@@ -96,7 +96,8 @@ def test_a_pass_whose_first_batch_is_not_full_opens_no_second_connection(fresh, 
     now = utc(2027, 1, 4, 10, 0, 5)
     ids = bulk(fresh, count=30, next_due_at=now - timedelta(seconds=5))
     opened, open_second = second
-    report = dispatch(fresh, owner=OWNER, now=now, publisher=ListPublisher(), claim_limit=50, second=open_second)
+    report = dispatch(fresh, dispatch_settings(OWNER, claim_limit=50), now=now,
+                      publisher=ListPublisher(), second=open_second)
     assert report.runs_created == 30 and runs_per_schedule(fresh) == {i: 1 for i in ids}
     assert opened == []
 
@@ -120,7 +121,7 @@ def test_a_worker_that_dies_stops_the_pass_and_the_next_pass_loses_no_occurrence
     try:
         # When the pass runs, then it raises the worker's crash
         with pytest.raises(faults.InjectedCrash):
-            dispatch(fresh, owner=OWNER, now=now, publisher=first, claim_limit=50, second=open_second)
+            dispatch(fresh, dispatch_settings(OWNER, claim_limit=50), now=now, publisher=first, second=open_second)
     finally:
         faults.install(None)
     # And it stopped early: schedules are still due, and the dead batch's runs were never sent
@@ -132,7 +133,7 @@ def test_a_worker_that_dies_stops_the_pass_and_the_next_pass_loses_no_occurrence
     # When the next pass runs, after the re-offer delay of an unpublished run
     later = now + timedelta(minutes=16)
     again = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=later, publisher=again, claim_limit=50, second=open_second)
+    dispatch(fresh, dispatch_settings(OWNER, claim_limit=50), now=later, publisher=again, second=open_second)
     # Then every occurrence of 10:00 has exactly one run, and every one of them was published
     first_minute = collections.Counter(r["schedule_id"] for r in fresh.execute(
         "SELECT schedule_id FROM schedule_runs WHERE occurrence_at = %s", (now - timedelta(seconds=5),)))

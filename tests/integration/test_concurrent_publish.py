@@ -20,6 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
+from tests.support import dispatch_settings
 from timekeeper import faults
 from timekeeper.aws.sqs import SqsRunPublisher
 from timekeeper.schedules import service
@@ -142,7 +143,7 @@ def test_partly_refused_concurrent_calls_record_the_accepted_and_release_the_ref
 
     queue = Choosing(sqs)
     # When one pass runs with the real SQS adapter, 20 calls in flight
-    report = dispatch(conn, owner=OWNER, now=now, publisher=SqsRunPublisher(queue, url, in_flight=20))
+    report = dispatch(conn, dispatch_settings(OWNER), now=now, publisher=SqsRunPublisher(queue, url, in_flight=20))
     # Then the calls ran at once (not one after another)
     assert queue.calls == 15 and queue.peak > 1
     # And 3 + 2 x 10 runs were refused, the other 127 accepted and in the queue once each
@@ -164,7 +165,7 @@ def test_partly_refused_concurrent_calls_record_the_accepted_and_release_the_ref
     # When the next pass runs with a queue that accepts everything
     later = utc(2027, 1, 4, 10, 1)
     healthy = ShapedQueue(sqs)
-    report = dispatch(conn, owner=OWNER, now=later, publisher=SqsRunPublisher(healthy, url, in_flight=20))
+    report = dispatch(conn, dispatch_settings(OWNER), now=later, publisher=SqsRunPublisher(healthy, url, in_flight=20))
     # Then exactly the refused runs are offered again, each once, and recorded published
     assert report.reoffered == 23 and report.runs_created == 0
     assert sorted(queued_run_ids(sqs, url)) == sorted(refused)
@@ -197,7 +198,7 @@ def test_a_call_that_raises_leaves_the_batch_pending_and_the_next_minute_offers_
     queue = RaisingFourth(sqs)
     # When a pass runs
     with pytest.raises(RuntimeError, match="the client broke"):
-        dispatch(conn, owner=OWNER, now=now, publisher=SqsRunPublisher(queue, url, in_flight=2))
+        dispatch(conn, dispatch_settings(OWNER), now=now, publisher=SqsRunPublisher(queue, url, in_flight=2))
     # Then no call was left running, and the calls not yet started were never made
     assert queue.in_flight == 0
     assert 4 <= queue.calls < 15
@@ -209,13 +210,13 @@ def test_a_call_that_raises_leaves_the_batch_pending_and_the_next_minute_offers_
     assert sorted(queued_run_ids(sqs, url)) == sorted(sent)
     # When a pass runs within the same half minute, it leaves the batch alone
     early = ShapedQueue(sqs)
-    assert dispatch(conn, owner=OWNER, now=utc(2027, 1, 4, 10, 0, 20),
+    assert dispatch(conn, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0, 20),
                     publisher=SqsRunPublisher(early, url)).reoffered == 0
     assert early.calls == 0
     # When the next minute's pass runs with a healthy queue
     later = utc(2027, 1, 4, 10, 1)
     healthy = ShapedQueue(sqs)
-    report = dispatch(conn, owner=OWNER, now=later, publisher=SqsRunPublisher(healthy, url))
+    report = dispatch(conn, dispatch_settings(OWNER), now=later, publisher=SqsRunPublisher(healthy, url))
     # Then every run of the batch is offered again once (the consumer absorbs the ones the
     # queue had taken), recorded published, and the pending row is gone
     assert report.reoffered == 150 and report.runs_created == 0
@@ -243,7 +244,8 @@ def test_a_crash_between_concurrent_calls_lets_the_started_ones_answer_and_recor
     try:
         # When a pass runs
         with pytest.raises(faults.InjectedCrash):
-            dispatch(conn, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=SqsRunPublisher(queue, url, in_flight=4))
+            dispatch(conn, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0),
+                     publisher=SqsRunPublisher(queue, url, in_flight=4))
     finally:
         faults.install(None)
     # Then the calls already started answered before the crash went up, the rest never ran
@@ -251,6 +253,7 @@ def test_a_crash_between_concurrent_calls_lets_the_started_ones_answer_and_recor
     assert 1 <= queue.calls < 15
     # And the batch stays pending; the next minute's pass offers all 150 again
     assert pending_offers(conn) == 1
-    report = dispatch(conn, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=SqsRunPublisher(ShapedQueue(sqs), url))
+    report = dispatch(conn, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 1),
+                      publisher=SqsRunPublisher(ShapedQueue(sqs), url))
     assert report.reoffered == 150 and pending_offers(conn) == 0
     assert len(set(queued_run_ids(sqs, url))) == 150

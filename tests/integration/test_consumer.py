@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListNotifier, ListPublisher
+from tests.support import ListNotifier, ListPublisher, dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules import service
@@ -20,7 +20,7 @@ from timekeeper.schedules.settlement import settle_run
 from timekeeper.schedules.work import Refused, Skipped, Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 HOURLY = {"cron": "0 * * * *", "timezone": "UTC"}
 
 
@@ -73,7 +73,7 @@ def due_run(conn, now, kind="test.work", rule=HOURLY, schedule=None):
         schedule = service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind=kind,
                                            recurrence=rule, actor="owner-1", now=now - timedelta(minutes=30))
     publisher = ListPublisher()
-    dispatch(conn, owner=OWNER, now=now, publisher=publisher)
+    dispatch(conn, dispatch_settings(OWNER), now=now, publisher=publisher)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return schedule, message
 
@@ -304,9 +304,9 @@ def test_resume_does_not_flood_the_backlog(world, kinds, utc):
     # Then the streak resets and the next due instant is the next occurrence after now
     assert (row.status, row.consecutive_failures, row.next_due_at) == ("active", 0, utc(2027, 1, 6, 10))
     publisher = ListPublisher()
-    report = dispatch(world, owner=OWNER, now=resumed_at + timedelta(minutes=1), publisher=publisher)
+    report = dispatch(world, dispatch_settings(OWNER), now=resumed_at + timedelta(minutes=1), publisher=publisher)
     assert report.claimed == 0 and publisher.sent == []
-    dispatch(world, owner=OWNER, now=utc(2027, 1, 6, 10, 0), publisher=publisher)
+    dispatch(world, dispatch_settings(OWNER), now=utc(2027, 1, 6, 10, 0), publisher=publisher)
     run = world.execute("SELECT skipped_backlog FROM schedule_runs WHERE id = %s",
                         (publisher.sent[0].run_id,)).fetchone()
     assert run["skipped_backlog"] == 0
@@ -316,7 +316,7 @@ def test_concurrent_settlements_of_one_schedule_never_lose_a_failure(db_url, wor
     # Given two unfinished scheduled runs of one schedule
     start = utc(2027, 1, 4, 10, 0)
     schedule, first = due_run(world, start)
-    dispatch(world, owner=OWNER, now=start + timedelta(minutes=5, hours=1), publisher=ListPublisher())
+    dispatch(world, dispatch_settings(OWNER), now=start + timedelta(minutes=5, hours=1), publisher=ListPublisher())
     second = world.execute("SELECT id AS run_id FROM schedule_runs WHERE schedule_id = %s AND id <> %s",
                            (schedule.id, first.run_id)).fetchone()
     other = connect(db_url)
@@ -324,11 +324,12 @@ def test_concurrent_settlements_of_one_schedule_never_lose_a_failure(db_url, wor
     # When both settle failed at the same time (the second waits on the first's lock)
     try:
         with world.transaction():
-            settle_run(world, run_id=first.run_id, state="failed", outcome_code="x", now=start)
+            settle_run(world, run_id=first.run_id, state="failed", outcome_code="x", now=start, failure_threshold=5)
 
             def settle_second():
                 with other.transaction():
-                    settle_run(other, run_id=second["run_id"], state="failed", outcome_code="x", now=start)
+                    settle_run(other, run_id=second["run_id"], state="failed", outcome_code="x", now=start,
+                               failure_threshold=5)
                 done.set()
 
             thread = threading.Thread(target=settle_second)

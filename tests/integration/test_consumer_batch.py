@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import due_messages
+from tests.support import dispatch_settings, due_messages
 from timekeeper.db.connection import connect
 from timekeeper.schedules.consumer import (
     ConsumerSettings,
@@ -22,7 +22,7 @@ from timekeeper.schedules.consumer import (
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 
 
 class Crash(BaseException):
@@ -244,7 +244,7 @@ def test_two_runs_of_one_schedule_in_one_batch_leave_the_later_occurrence_as_its
     kinds = Kinds()
     first = deliveries(world, utc(2027, 1, 4, 10, 0), 1)
     publisher = ListPublisher()
-    dispatch(world, owner=OWNER, now=utc(2027, 1, 4, 11, 0), publisher=publisher)
+    dispatch(world, dispatch_settings(OWNER), now=utc(2027, 1, 4, 11, 0), publisher=publisher)
     # (the 10:00 run, published an hour ago and never started, is offered again too)
     (second,) = [m for m in publisher.sent if m.run_id != first[0].message.run_id]
     assert second.schedule_id == first[0].message.schedule_id

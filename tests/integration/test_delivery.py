@@ -17,14 +17,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.support import ListPublisher, ProviderDown
+from tests.support import ListPublisher, ProviderDown, dispatch_settings
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
 from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, set_user_status, upsert_user
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import rendering, reports, store
 from timekeeper.reporting.links import DownloadLink, LinkExpired, LinkInvalid, LinkSigner
-from timekeeper.reporting.query_schedules import SettingsInvalid, Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, SettingsInvalid, Source, create_query_schedule
 from timekeeper.reporting.work_kinds import register
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, RetryLater, process_run
@@ -190,10 +190,12 @@ def _schedule(conn, tenant, *, source=None, fmt="csv", recipients=("rita", "dan"
         conn.execute("UPDATE workspace_memberships SET roles = '{queries:read,reports:read}' WHERE user_id = %s",
                      (_u(tenant, "vic"),))
         schedule, _ = create_query_schedule(
-            conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name=name,
-            recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=source or Source("query", tenant.query_id),
-            format=fmt, recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT, body_template=BODY,
-            now=NOW, skip_when_empty=skip_when_empty, kinds=kinds)
+            conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"),
+            new=NewQuerySchedule(name=name, recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                                 source=source or Source("query", tenant.query_id), format=fmt,
+                                 recipients=[_u(tenant, r) for r in recipients], subject_template=SUBJECT,
+                                 body_template=BODY, skip_when_empty=skip_when_empty),
+            now=NOW, kinds=kinds)
         set_user_status(conn, _u(tenant, "dan"), "deactivated", now=NOW)
         conn.execute("UPDATE workspace_memberships SET roles = '{schedules:read}' WHERE user_id = %s",
                      (_u(tenant, "vic"),))
@@ -206,7 +208,7 @@ def _u(tenant, name: str) -> str:
 
 def _scheduled_run(conn, env, schedule, *, at=NOW + timedelta(hours=1, minutes=1)) -> RunMessage:
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=at, publisher=publisher, registry=env.kinds)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     return message
 
@@ -288,7 +290,7 @@ def test_a_delivery_claimed_past_its_staleness_is_skipped_stale(conn, env, tenan
     schedule = _schedule(conn, tenant)
     message_at = NOW + timedelta(hours=1) + dl.STALENESS + timedelta(minutes=5)
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=message_at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=message_at, publisher=publisher, registry=env.kinds)
     row = conn.execute("SELECT state, outcome_code FROM schedule_runs WHERE schedule_id = %s",
                        (schedule.id,)).fetchone()
     assert row["state"] == "skipped" and "stale" in row["outcome_code"]
@@ -305,9 +307,10 @@ def test_an_automatic_run_whose_owner_lost_access_fails_and_pauses_and_a_manual_
         tenant = make_tenant(c, "ws2")
     tenant_user = lambda name: f"ws2-{name}"  # noqa: E731
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=tenant_user("olga"), name="Lost",
-        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=Source("query", tenant.query_id), format="csv",
-        recipients=[tenant_user("rita")], subject_template=SUBJECT, body_template=BODY, now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=tenant_user("olga"),
+        new=NewQuerySchedule(name="Lost", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                             source=Source("query", tenant.query_id), format="csv", recipients=[tenant_user("rita")],
+                             subject_template=SUBJECT, body_template=BODY), now=NOW)
     conn.execute("UPDATE workspace_memberships SET roles = '{}' WHERE user_id = %s", (tenant_user("olga"),))
     # A manual run by someone who also lacks access fails without pausing
     manual = _manual_run(conn, tenant, schedule, tenant_user("vic"))
@@ -462,11 +465,11 @@ def test_settings_are_checked_field_by_field(conn, tenant):
             _schedule(conn, tenant, **kwargs)
         assert caught.value.field == field
     with pytest.raises(SettingsInvalid) as caught:
-        create_query_schedule(conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"), name="x",
-                              recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
-                              source=Source("query", tenant.query_id),
-                              format="csv", recipients=[_u(tenant, "rita")], subject_template="{{ secret }}",
-                              body_template=BODY, now=NOW)
+        create_query_schedule(conn, workspace_id=tenant.workspace_id, actor=_u(tenant, "olga"),
+                              new=NewQuerySchedule(name="x", recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                                                   source=Source("query", tenant.query_id), format="csv",
+                                                   recipients=[_u(tenant, "rita")], subject_template="{{ secret }}",
+                                                   body_template=BODY), now=NOW)
     assert caught.value.field == "subject_template"
 
 

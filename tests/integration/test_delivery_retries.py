@@ -22,7 +22,7 @@ from tests.integration.test_delivery import (
     _scheduled_run,
     _u,
 )
-from tests.support import ListPublisher, ProviderDown
+from tests.support import ListPublisher, ProviderDown, dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.edge import adapters
 from timekeeper.reporting import delivery as dl
@@ -141,7 +141,7 @@ def test_a_delivery_schedule_without_settings_fails_delivery_settings_missing(co
                                        work_kind="queries.deliver", actor=_u(tenant, "olga"),
                                        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, now=NOW)
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=NOW + timedelta(hours=1, minutes=1), publisher=publisher,
+    dispatch(conn, dispatch_settings("queries"), now=NOW + timedelta(hours=1, minutes=1), publisher=publisher,
              registry=env.kinds)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     # When the consumer runs it

@@ -13,7 +13,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import (
@@ -86,7 +86,7 @@ def test_each_partition_claims_only_its_own_schedules(fresh, utc):
     # When each of four partitions runs a pass
     for index in range(4):
         publisher = ListPublisher()
-        dispatch(fresh, owner=OWNER, now=now, publisher=publisher, partition=Partition(index, 4))
+        dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=publisher, partition=Partition(index, 4))
         claimed[index] = {m.schedule_id for m in publisher.sent}
     # Then each claimed exactly the schedules its slot range owns, and together all of them
     for index, ids in claimed.items():
@@ -98,17 +98,18 @@ def test_each_partition_claims_only_its_own_schedules(fresh, utc):
 def test_only_partition_zero_offers_released_runs_again(fresh, utc):
     # Given a run whose publish was refused (released for the next pass)
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 9, 31), publisher=ListPublisher(refuse_all=True))
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 9, 31), publisher=ListPublisher(refuse_all=True))
     later = utc(2027, 1, 4, 9, 31, 40)
     fresh.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s", (later + timedelta(hours=1), schedule.id))
     # When the partitions but the first run a pass, nothing is offered again
     for index in range(1, 4):
         publisher = ListPublisher()
-        report = dispatch(fresh, owner=OWNER, now=later, publisher=publisher, partition=Partition(index, 4))
+        report = dispatch(fresh, dispatch_settings(OWNER), now=later,
+                          publisher=publisher, partition=Partition(index, 4))
         assert (report.reoffered, publisher.sent) == (0, [])
     # Then partition 0 offers it
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=later, publisher=publisher, partition=Partition(0, 4))
+    report = dispatch(fresh, dispatch_settings(OWNER), now=later, publisher=publisher, partition=Partition(0, 4))
     assert report.reoffered == 1 and [m.schedule_id for m in publisher.sent] == [schedule.id]
 
 
@@ -133,7 +134,7 @@ def test_concurrent_dispatchers_of_one_and_four_partitions_run_each_occurrence_o
                 now = start + timedelta(minutes=minute, seconds=5)
                 barrier.wait(timeout=60)  # every pass of a minute starts together
                 # small claims, so the five passes interleave many transactions
-                report = dispatch(c, owner=OWNER, now=now, publisher=publishers[slot], claim_limit=25,
+                report = dispatch(c, dispatch_settings(OWNER, claim_limit=25), now=now, publisher=publishers[slot],
                                   partition=dispatchers[slot])
                 claimed[slot] += report.claimed
         except BaseException as error:  # noqa: BLE001 - reported by the main thread
@@ -231,8 +232,7 @@ def test_claim_batch_takes_the_partition_too(fresh, utc):
     partition = Partition(1, 2)
     # When one claim transaction of partition 1 of 2 runs
     with fresh.transaction():
-        messages, report = claim_batch(fresh, owner=OWNER, now=utc(2027, 1, 4, 9, 31), limit=200,
-                                       reoffer_after=timedelta(minutes=15), partition=partition)
+        messages, report = claim_batch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 9, 31), partition=partition)
     # Then it claimed the schedules of that half only
     assert {m.schedule_id for m in messages} == {s.id for s in schedules if partition.owns(s.id)}
     assert report.claimed == len(messages)

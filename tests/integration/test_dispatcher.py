@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import claim_batch, dispatch
@@ -35,7 +35,7 @@ def test_three_hours_of_silence_give_one_run_for_the_latest_occurrence(fresh, ut
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
     # When the dispatcher was silent until 12:10
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 12, 10), publisher=publisher)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 12, 10), publisher=publisher)
     # Then one run exists, for 12:00, recording the 10:00 and 11:00 occurrences skipped
     runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchall()
     assert len(runs) == 1
@@ -55,9 +55,9 @@ def test_three_hours_of_silence_give_one_run_for_the_latest_occurrence(fresh, ut
 
 def test_a_second_pass_in_the_same_minute_claims_nothing(fresh, utc):
     make(fresh, utc(2027, 1, 4, 9, 30))
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=ListPublisher())
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0, 30), publisher=publisher)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0, 30), publisher=publisher)
     assert report.claimed == 0 and publisher.sent == []
 
 
@@ -65,7 +65,7 @@ def test_only_the_owners_schedules_are_claimed(fresh, utc):
     make(fresh, utc(2027, 1, 4, 9, 30), owner="queries", kind="query.deliver")
     mine = make(fresh, utc(2027, 1, 4, 9, 30))
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=publisher)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=publisher)
     assert [m.schedule_id for m in publisher.sent] == [mine.id]
 
 
@@ -77,7 +77,7 @@ def test_450_due_schedules_are_all_claimed_in_one_invocation(fresh, utc):
         make(fresh, created, workspace=workspace)
     # When one dispatcher invocation runs
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0, 5), publisher=publisher, claim_limit=200)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0, 5), publisher=publisher)
     # Then all 450 are claimed, in three transactions, each published once
     assert report.claimed == 450 and report.batches == 3
     assert len({m.run_id for m in publisher.sent}) == 450 == len(publisher.sent)
@@ -107,7 +107,7 @@ def test_two_concurrent_passes_never_claim_the_same_schedule(db_url, fresh, utc)
         try:
             with c.transaction():
                 barrier.wait()
-                messages, _ = claim_batch(c, owner=OWNER, now=now, limit=200, reoffer_after=timedelta(minutes=15))
+                messages, _ = claim_batch(c, dispatch_settings(OWNER), now=now)
                 results[slot] = {m.schedule_id for m in messages}
                 barrier.wait()  # both hold their locks before either commits
         finally:
@@ -129,14 +129,14 @@ def test_a_refused_publish_is_released_and_published_by_the_next_pass(fresh, utc
     # Given a due schedule and a queue that refuses every message
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
     refusing = ListPublisher(refuse_all=True)
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=refusing)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=refusing)
     assert report.refused == 1 and refusing.sent == []
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert run["offered_at"] is None and run["released_at"] is not None
     assert (run["published_at"], run["publish_count"]) == (None, 0)
     # When the next pass runs with a working queue
     working = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=working)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 1), publisher=working)
     # Then the released run is offered again (no second run is created)
     assert report.reoffered == 1 and [m.run_id for m in working.sent] == [run["id"]]
     count = fresh.execute("SELECT count(*) AS n FROM schedule_runs").fetchone()["n"]
@@ -154,7 +154,7 @@ def test_a_batch_partly_refused_keeps_the_accepted_runs_published_and_releases_t
             return super().publish(messages)
 
     first = RefuseOne()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=first)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=first)
     # Then two are recorded published once and the refused one is released with no accepted offer
     assert (report.published, report.refused) == (2, 1)
     runs = {r["schedule_id"]: r for r in fresh.execute("SELECT * FROM schedule_runs").fetchall()}
@@ -169,7 +169,7 @@ def test_a_batch_partly_refused_keeps_the_accepted_runs_published_and_releases_t
                          (OWNER,)).fetchone()["n"] == 0
     # When the next pass runs with a working queue
     second = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=second)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 1), publisher=second)
     # Then only the released run is offered again, and now counts one accepted offer
     assert report.reoffered == 1 and [m.schedule_id for m in second.sent] == [refused_schedule]
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (refused_schedule,)).fetchone()
@@ -181,19 +181,17 @@ def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
     # between its commit and the send)
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
     with fresh.transaction():
-        claim_batch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), limit=200,
-                    reoffer_after=timedelta(minutes=15))
+        claim_batch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0))
     # (its batch's offer is still pending)
     assert fresh.execute("SELECT count(*) AS n FROM schedule_pending_offers WHERE owner = %s AND %s = ANY(run_ids)",
                          (OWNER, fresh.execute("SELECT id FROM schedule_runs").fetchone()["id"])).fetchone()["n"] == 1
     # When a pass runs within the same half minute, it leaves it alone (its sender may still be at work)
     early = ListPublisher()
-    assert dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0, 20), publisher=early).reoffered == 0
+    assert dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0, 20), publisher=early).reoffered == 0
     assert early.sent == []
     # When the next minute's pass runs
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 1), publisher=publisher,
-                      reoffer_after=timedelta(minutes=15))
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 1), publisher=publisher)
     # Then it publishes the stranded run at once, and records the publication
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
     assert report.reoffered == 1 and [m.run_id for m in publisher.sent] == [run["id"]]
@@ -209,14 +207,12 @@ def test_a_claim_never_published_is_offered_again_by_the_next_pass(fresh, utc):
 def test_a_published_run_that_never_started_waits_for_reoffer_after(fresh, utc):
     # Given a run whose message the queue accepted at 10:00 but which never started
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=ListPublisher())
     # When passes run before and after reoffer_after elapsed
     early = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 10), publisher=early,
-             reoffer_after=timedelta(minutes=15))
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 10), publisher=early)
     late = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 16), publisher=late,
-                      reoffer_after=timedelta(minutes=15))
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 16), publisher=late)
     # Then only the later one offers it again (the queue may still deliver the first message)
     assert early.sent == []
     run = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s", (schedule.id,)).fetchone()
@@ -229,11 +225,11 @@ def test_a_run_offered_the_bounded_number_of_times_settles_failed_and_counts(fre
     schedule = make(fresh, utc(2027, 1, 4, 9, 30))
     now = utc(2027, 1, 4, 10, 0)
     for _ in range(3):
-        dispatch(fresh, owner=OWNER, now=now, publisher=ListPublisher(), reoffer_after=timedelta(minutes=15))
+        dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
         now += timedelta(minutes=16)
     # When the next pass finds it stranded again
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=now, publisher=publisher, reoffer_after=timedelta(minutes=15))
+    report = dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=publisher)
     # Then it is not offered a fourth time but settled failed, and the failure counts in the streak
     runs = fresh.execute("SELECT * FROM schedule_runs WHERE schedule_id = %s AND occurrence_at = %s",
                          (schedule.id, utc(2027, 1, 4, 10, 0))).fetchall()
@@ -252,7 +248,7 @@ def test_an_invalid_definition_pauses_its_schedule_and_the_rest_are_claimed(fres
                      WHERE id = %s""", (broken.id,))
     # When the dispatcher passes
     publisher = ListPublisher()
-    report = dispatch(fresh, owner=OWNER, now=utc(2027, 1, 4, 10, 0), publisher=publisher)
+    report = dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 4, 10, 0), publisher=publisher)
     # Then the broken one is paused with the reason and the good one is claimed
     row = fresh.execute("SELECT status, pause_reason, next_due_at FROM schedules WHERE id = %s",
                         (broken.id,)).fetchone()
@@ -270,7 +266,7 @@ def test_a_dst_gap_occurrence_keeps_its_local_date(fresh, utc):
                                                         "timezone": "America/New_York"})
     assert schedule.next_due_at == utc(2027, 3, 14, 7, 30)
     # When the dispatcher passes at 07:30 UTC on the day clocks jump
-    dispatch(fresh, owner=OWNER, now=utc(2027, 3, 14, 7, 30), publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 3, 14, 7, 30), publisher=ListPublisher())
     run = fresh.execute("SELECT occurrence_at, occurrence_local, dst_shifted FROM schedule_runs").fetchone()
     # Then the run is at 03:30 local, intended 02:30 on 2027-03-14
     assert run["occurrence_at"] == utc(2027, 3, 14, 7, 30)

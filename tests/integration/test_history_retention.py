@@ -336,7 +336,8 @@ def test_a_run_being_settled_is_never_pruned(world, db_url):
     settler = connect(db_url)
     try:
         settler.execute("BEGIN")
-        assert settle_run(settler, run_id=running, state="succeeded", outcome_code="ok", now=OLD + timedelta(days=51))
+        assert settle_run(settler, run_id=running, state="succeeded", outcome_code="ok", now=OLD + timedelta(days=51),
+                          failure_threshold=5)
 
         world.execute("SET lock_timeout = '2s'")
         retention_pass(world)

@@ -27,7 +27,7 @@ from tests.integration.test_delivery import (
     FakeClock,
     make_tenant,
 )
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper import clock, edge
 from timekeeper.aws.ses import SesMailer
 from timekeeper.db.connection import connect
@@ -36,7 +36,7 @@ from timekeeper.local.lambdas import invoke
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states as ms
 from timekeeper.reporting.links import LinkSigner
-from timekeeper.reporting.query_schedules import Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.reporting.work_kinds import register
 from timekeeper.schedules.consumer import process_run
 from timekeeper.schedules.dispatcher import dispatch
@@ -155,9 +155,11 @@ def _u(name: str) -> str:
 
 def _schedule(conn, tenant, name: str, recipients=("rita", "ron")):
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=_u("olga"), name=name,
-        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=Source("query", tenant.query_id), format="csv",
-        recipients=[_u(r) for r in recipients], subject_template=SUBJECT, body_template=BODY, now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=_u("olga"),
+        new=NewQuerySchedule(name=name, recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                             source=Source("query", tenant.query_id), format="csv",
+                             recipients=[_u(r) for r in recipients], subject_template=SUBJECT, body_template=BODY),
+        now=NOW)
     return schedule
 
 
@@ -165,7 +167,7 @@ def _deliver(conn, env, schedule, *, day: int = 0):
     """Dispatch and run the schedule's occurrence ``day`` days after the first."""
     at = NOW + timedelta(days=day, hours=1, minutes=1)
     publisher = ListPublisher()
-    dispatch(conn, owner="queries", now=at, publisher=publisher, registry=env.kinds)
+    dispatch(conn, dispatch_settings("queries"), now=at, publisher=publisher, registry=env.kinds)
     (message,) = [m for m in publisher.sent if m.schedule_id == schedule.id]
     process_run(conn, message, receive_count=1, now=at + timedelta(minutes=1), registry=env.kinds,
                 settings=SETTINGS, services={"delivery": env.services})

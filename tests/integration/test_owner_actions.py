@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from psycopg.rows import dict_row, tuple_row
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, process_run
 from timekeeper.schedules.dispatcher import dispatch
@@ -103,7 +103,7 @@ def test_pause_stops_dispatch_and_details_show_the_history(fresh, utc):
     service.pause_schedule(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1",
                            now=utc(2027, 3, 1, 13, 0))
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 3, 5, 12, 0), publisher=publisher)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 3, 5, 12, 0), publisher=publisher)
     assert publisher.sent == []
     details = service.get_details(fresh, workspace_id=row.workspace_id, schedule_id=row.id,
                                   now=utc(2027, 3, 5, 12, 0))
@@ -128,20 +128,21 @@ def test_run_now_is_idempotent_by_key_and_a_refused_publish_is_released(fresh, u
     assert (run["trigger"], run["requested_by"], run["offered_at"]) == ("manual", "clicker", None)
     # the next dispatcher pass offers the released manual run
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=now + timedelta(minutes=1), publisher=publisher)
+    dispatch(fresh, dispatch_settings(OWNER), now=now + timedelta(minutes=1), publisher=publisher)
     assert [m.run_id for m in publisher.sent] == [run_id]
 
 
 def test_a_deleted_schedules_queued_run_settles_skipped(fresh, utc):
     row = create(fresh, utc(2027, 3, 1, 12, 0))
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 3, 1, 14, 0), publisher=publisher)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 3, 1, 14, 0), publisher=publisher)
     service.delete_schedule(fresh, workspace_id=row.workspace_id, schedule_id=row.id, actor="owner-1",
                             now=utc(2027, 3, 1, 14, 0, 5))
     registry = WorkKindRegistry()
     registry.register(OWNER, "batch.roll", lambda ctx: Succeeded())
     process_run(fresh, publisher.sent[0], receive_count=1, now=utc(2027, 3, 1, 14, 1), registry=registry,
-                settings=ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5))
+                settings=ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5,
+                                          failure_threshold=5))
     state = fresh.execute("SELECT state, outcome_code FROM schedule_runs").fetchone()
     assert (state["state"], state["outcome_code"]) == ("skipped", "schedule_deleted")
     with pytest.raises(service.ScheduleNotFound):

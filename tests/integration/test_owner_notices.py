@@ -14,7 +14,7 @@ import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
 
-from tests.support import ListNotifier, ListPublisher
+from tests.support import ListNotifier, ListPublisher, dispatch_settings
 from timekeeper.aws.ses import SesMailer
 from timekeeper.platform import notices
 from timekeeper.platform.directory import (
@@ -28,6 +28,7 @@ from timekeeper.platform.directory import (
 from timekeeper.reporting import store
 from timekeeper.reporting.notice_mail import DIGEST_WINDOW, send_notice_mail
 from timekeeper.reporting.query_schedules import (
+    NewQuerySchedule,
     OwnerRefused,
     Source,
     create_query_schedule,
@@ -98,9 +99,10 @@ def make_tenant(conn, name: str) -> Tenant:
 
 def make_schedule(conn, tenant: Tenant, owner: str = "olga", name: str = "Daily invoices") -> UUID:
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=tenant.user(owner), name=name, recurrence=DAILY,
-        source=Source("query", query_id=tenant.query_id), format="csv", recipients=[tenant.user("rita")],
-        subject_template=SUBJECT, body_template=BODY, now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=tenant.user(owner),
+        new=NewQuerySchedule(name=name, recurrence=DAILY, source=Source("query", query_id=tenant.query_id),
+                             format="csv", recipients=[tenant.user("rita")], subject_template=SUBJECT,
+                             body_template=BODY), now=NOW)
     return schedule.id
 
 
@@ -126,7 +128,8 @@ def test_a_stale_skip_after_an_outage_tells_the_owner_once_and_mails_them(conn, 
     schedule_id = make_schedule(conn, tenant)
     later = NOW + timedelta(days=1, hours=10)
     # When the dispatcher returns, and the people pass runs twice (a repeat tells nothing new)
-    report = dispatch(conn, owner="queries", now=later, publisher=ListPublisher(), registry=queries_registry())
+    report = dispatch(conn, dispatch_settings("queries"), now=later,
+                      publisher=ListPublisher(), registry=queries_registry())
     assert report.stale_skipped == 1
     assert notices.tell_people(conn, now=later) == {"events": 1, "notices": 1}
     assert notices.tell_people(conn, now=later) == {"events": 0, "notices": 0}
@@ -153,7 +156,7 @@ def test_an_invalid_definition_pause_tells_the_owner_and_the_admins_when_the_wor
     schedule_id = make_schedule(conn, tenant)
     conn.execute("UPDATE schedules SET recurrence = '{\"cron\": \"61 * * * *\"}' WHERE id = %s", (schedule_id,))
     # When the dispatcher claims it
-    report = dispatch(conn, owner="queries", now=NOW + timedelta(days=1), publisher=ListPublisher(),
+    report = dispatch(conn, dispatch_settings("queries"), now=NOW + timedelta(days=1), publisher=ListPublisher(),
                       registry=queries_registry(), notifier=ListNotifier())
     assert report.paused_invalid == 1
     notices.tell_people(conn, now=NOW + timedelta(days=1))
@@ -174,18 +177,19 @@ def test_five_failures_in_a_row_pause_and_tell_the_owner_and_the_operators_topic
                                                                      "timezone": "UTC"}, actor=owner, now=NOW)
     registry = WorkKindRegistry()
     registry.register("accounting", "boom", lambda ctx: Refused("broken", "it broke"))
-    settings = ConsumerSettings(owner="accounting", lease=timedelta(minutes=2), max_receive_count=5)
+    settings = ConsumerSettings(owner="accounting", lease=timedelta(minutes=2), max_receive_count=5,
+                                failure_threshold=5)
     topic = ListNotifier()
     now = NOW
     for _ in range(5):
         now += timedelta(hours=1)
         publisher = ListPublisher()
-        dispatch(conn, owner="accounting", now=now, publisher=publisher, registry=registry, notifier=topic)
+        dispatch(conn, dispatch_settings("accounting"), now=now, publisher=publisher, registry=registry, notifier=topic)
         for message in publisher.sent:
             process_run(conn, message, receive_count=1, now=now, registry=registry, settings=settings)
             # When the same run message is delivered twice
             process_run(conn, message, receive_count=2, now=now, registry=registry, settings=settings)
-    dispatch(conn, owner="accounting", now=now + timedelta(minutes=1), publisher=ListPublisher(),
+    dispatch(conn, dispatch_settings("accounting"), now=now + timedelta(minutes=1), publisher=ListPublisher(),
              registry=registry, notifier=topic)
     assert service.get_state(conn, workspace_id=tenant.workspace_id, schedule_id=schedule.id).pause_reason == (
         "consecutive_failures")
@@ -207,7 +211,8 @@ def failing_schedule(conn, tenant: Tenant, **options):
     registry = WorkKindRegistry()
     registry.register("accounting", "flaky",
                       lambda ctx: Succeeded() if verdict["ok"] else Refused("ledger_closed", "the ledger is closed"))
-    settings = ConsumerSettings(owner="accounting", lease=timedelta(minutes=2), max_receive_count=5)
+    settings = ConsumerSettings(owner="accounting", lease=timedelta(minutes=2), max_receive_count=5,
+                                failure_threshold=5)
     clock = {"now": NOW}
 
     def run(n: int, *, ok: bool = False) -> None:
@@ -215,7 +220,7 @@ def failing_schedule(conn, tenant: Tenant, **options):
         for _ in range(n):
             clock["now"] += timedelta(hours=1)
             publisher = ListPublisher()
-            dispatch(conn, owner="accounting", now=clock["now"], publisher=publisher, registry=registry,
+            dispatch(conn, dispatch_settings("accounting"), now=clock["now"], publisher=publisher, registry=registry,
                      notifier=ListNotifier())
             for message in publisher.sent:
                 process_run(conn, message, receive_count=1, now=clock["now"], registry=registry,

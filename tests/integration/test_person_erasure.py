@@ -22,7 +22,7 @@ from timekeeper.platform import erasure
 from timekeeper.reporting import delivery as dl
 from timekeeper.reporting import message_states as ms
 from timekeeper.reporting import opt_outs
-from timekeeper.reporting.query_schedules import Source, create_query_schedule, list_recipients
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule, list_recipients
 
 T = "pe1"
 #: The platform's own directory: the user's profile is the platform's to erase, not ours
@@ -61,10 +61,11 @@ def _address(name: str) -> str:
 
 def _schedule(conn, tenant, name: str, recipients=("rita", "ron")):
     schedule, _ = create_query_schedule(
-        conn, workspace_id=tenant.workspace_id, actor=_u("olga"), name=name,
-        recurrence={"cron": "0 7 * * *", "timezone": "UTC"}, source=Source("query", tenant.query_id), format="csv",
-        recipients=[_u(r) for r in recipients], subject_template="Invoices {{ run_date }}",
-        body_template="Hello {{ recipient_name }}: {{ link }}", now=NOW)
+        conn, workspace_id=tenant.workspace_id, actor=_u("olga"),
+        new=NewQuerySchedule(name=name, recurrence={"cron": "0 7 * * *", "timezone": "UTC"},
+                             source=Source("query", tenant.query_id), format="csv",
+                             recipients=[_u(r) for r in recipients], subject_template="Invoices {{ run_date }}",
+                             body_template="Hello {{ recipient_name }}: {{ link }}"), now=NOW)
     return schedule
 
 

@@ -4,19 +4,21 @@ pipeline's limit, the failure counts in the streak, and the run is never offered
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, process_batch
-from timekeeper.schedules.dispatcher import dispatch
+from timekeeper.schedules.dispatcher import DispatchSettings, dispatch
 from timekeeper.schedules.work import Refused, Succeeded, WorkKindRegistry
+from timekeeper.topology import ACCOUNTING
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 VISIBILITY = timedelta(minutes=12)
 HOURLY = {"cron": "0 * * * *", "timezone": "UTC"}
 
@@ -82,7 +84,7 @@ def test_a_run_that_kills_its_consumer_on_every_receive_settles_attempts_exhaust
     now = utc(2027, 1, 4, 10, 0)
     owner_schedule = schedule(world, now, kind)
     publisher = ListPublisher()
-    dispatch(world, owner=OWNER, now=now, publisher=publisher)
+    dispatch(world, dispatch_settings(OWNER), now=now, publisher=publisher)
     (message,) = publisher.sent
     later = killed_on_every_receive(world, script, message, now)
     # Then every attempt was counted although none committed an outcome
@@ -90,7 +92,7 @@ def test_a_run_that_kills_its_consumer_on_every_receive_settles_attempts_exhaust
     assert (run["state"], run["attempts"]) == ("running", SETTINGS.max_receive_count)
     # When the dispatcher finds the abandoned run (its message is in the dead-letter queue)
     again = ListPublisher()
-    report = dispatch(world, owner=OWNER, now=later, publisher=again)
+    report = dispatch(world, dispatch_settings(OWNER), now=later, publisher=again)
     # Then it is settled failed, not offered again, and the failure counts in the streak
     run = world.execute("SELECT * FROM schedule_runs WHERE id = %s", (message.run_id,)).fetchone()
     assert (run["state"], run["outcome_code"]) == ("failed", "attempts_exhausted")
@@ -111,7 +113,7 @@ def test_a_receive_past_the_attempt_limit_settles_without_running_the_handler(wo
     now = utc(2027, 1, 4, 10, 0)
     schedule(world, now, "tx.work")
     publisher = ListPublisher()
-    dispatch(world, owner=OWNER, now=now, publisher=publisher)
+    dispatch(world, dispatch_settings(OWNER), now=now, publisher=publisher)
     (message,) = publisher.sent
     later = killed_on_every_receive(world, script, message, now)
     calls = script.calls
@@ -131,7 +133,7 @@ def test_kills_count_in_the_failure_streak_and_pause_the_schedule(world, utc):
     owner_schedule = schedule(world, now, "tx.work")
     for outcome in "FFFSFFKFF":
         publisher = ListPublisher()
-        dispatch(world, owner=OWNER, now=now, publisher=publisher)
+        dispatch(world, dispatch_settings(OWNER), now=now, publisher=publisher)
         fresh = [m for m in publisher.sent if m.schedule_id == owner_schedule.id]
         message = next(m for m in fresh if world.execute(
             "SELECT state FROM schedule_runs WHERE id = %s", (m.run_id,)).fetchone()["state"] == "queued")
@@ -142,7 +144,7 @@ def test_kills_count_in_the_failure_streak_and_pause_the_schedule(world, utc):
             deliver(world, script, message, now, 1)
         now += timedelta(hours=1)
     # When the next pass runs
-    dispatch(world, owner=OWNER, now=now, publisher=ListPublisher())
+    dispatch(world, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
     # Then the killed run counted as a failure: five in a row since the success paused the schedule
     row = world.execute("SELECT status, pause_reason, consecutive_failures FROM schedules WHERE id = %s",
                         (owner_schedule.id,)).fetchone()
@@ -161,7 +163,7 @@ def test_a_killed_batch_does_not_take_its_batch_mates_attempts_on_redelivery(wor
     for _ in range(4):
         schedule(world, now, "tx.work")
     publisher = ListPublisher()
-    dispatch(world, owner=OWNER, now=now, publisher=publisher)
+    dispatch(world, dispatch_settings(OWNER), now=now, publisher=publisher)
     killer = publisher.sent[0].run_id
 
     def handle(ctx):
@@ -196,3 +198,25 @@ def test_a_killed_batch_does_not_take_its_batch_mates_attempts_on_redelivery(wor
     states = {(r["state"], r["attempts"]) for r in world.execute(
         "SELECT state, attempts FROM schedule_runs WHERE id <> %s", (killer,)).fetchall()}
     assert states == {("succeeded", 2)}
+
+
+def test_an_attempts_exhausted_settlement_by_the_dispatcher_pauses_at_the_pipelines_threshold(world, utc):
+    # Given a pipeline whose schedules pause at their first failure in a row
+    pipeline = dataclasses.replace(ACCOUNTING, failure_pause_threshold=1)
+    script = Script()
+    now = utc(2027, 1, 4, 10, 0)
+    owner_schedule = schedule(world, now, "tx.work")
+    publisher = ListPublisher()
+    dispatch(world, DispatchSettings.of(pipeline), now=now, publisher=publisher)
+    (message,) = publisher.sent
+    # And a run whose handler killed its consumer on every receive
+    later = killed_on_every_receive(world, script, message, now)
+    # When that pipeline's dispatcher settles the abandoned run
+    report = dispatch(world, DispatchSettings.of(pipeline), now=later, publisher=ListPublisher())
+    # Then the settlement counts against the pipeline's threshold: the schedule is paused
+    run = world.execute("SELECT * FROM schedule_runs WHERE id = %s", (message.run_id,)).fetchone()
+    assert (run["state"], run["outcome_code"]) == ("failed", "attempts_exhausted")
+    assert (report.exhausted, report.paused_exhausted) == (1, 1)
+    row = world.execute("SELECT status, consecutive_failures FROM schedules WHERE id = %s",
+                        (owner_schedule.id,)).fetchone()
+    assert (row["status"], row["consecutive_failures"]) == ("paused", 1)

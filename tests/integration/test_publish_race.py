@@ -10,6 +10,7 @@ import threading
 import uuid
 from datetime import timedelta
 
+from tests.support import dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, ProcessResult, process_batch
@@ -17,7 +18,7 @@ from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 
 
 class HandOffPublisher:
@@ -72,7 +73,7 @@ def test_consumers_starting_runs_during_the_publication_record_never_deadlock(db
     published = 0
     try:
         for hour in range(2):
-            published += dispatch(conn, owner=OWNER, now=now + timedelta(hours=hour),
+            published += dispatch(conn, dispatch_settings(OWNER), now=now + timedelta(hours=hour),
                                   publisher=HandOffPublisher(inbox, seed=hour)).published
             inbox.join()  # the hour's runs are done before the next hour's pass
     finally:

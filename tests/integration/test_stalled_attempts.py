@@ -16,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.db.connection import connect
 from timekeeper.reporting.delivery_journal import DeliveryJournal, Recipient, RunTakenOver, record_skips
 from timekeeper.schedules import service
@@ -25,7 +25,7 @@ from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
-SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5)
+SETTINGS = ConsumerSettings(owner=OWNER, lease=timedelta(minutes=2), max_receive_count=5, failure_threshold=5)
 HOURLY = {"cron": "0 * * * *", "timezone": "UTC"}
 
 
@@ -83,7 +83,7 @@ def due_runs(conn, now, count):
         service.create_schedule(conn, workspace_id=uuid.uuid4(), owner=OWNER, work_kind="test.work",
                                 recurrence=HOURLY, actor="owner-1", now=now - timedelta(minutes=30))
     publisher = ListPublisher()
-    dispatch(conn, owner=OWNER, now=now, publisher=publisher)
+    dispatch(conn, dispatch_settings(OWNER), now=now, publisher=publisher)
     assert len(publisher.sent) == count
     return publisher.sent
 

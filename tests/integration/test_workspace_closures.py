@@ -9,7 +9,7 @@ from datetime import date
 
 import pytest
 
-from tests.support import ListPublisher
+from tests.support import ListPublisher, dispatch_settings
 from timekeeper.schedules import closures, service
 from timekeeper.schedules.dispatcher import dispatch
 
@@ -95,7 +95,7 @@ def test_the_claim_evaluates_the_rule_with_the_workspace_closures(fresh, utc):
     assert next_due(fresh, schedule) == utc(2027, 1, 6, 8, 0)  # January is not affected
     # When the dispatcher claims it on the 6th
     publisher = ListPublisher()
-    dispatch(fresh, owner=OWNER, now=utc(2027, 1, 6, 8, 0, 30), publisher=publisher)
+    dispatch(fresh, dispatch_settings(OWNER), now=utc(2027, 1, 6, 8, 0, 30), publisher=publisher)
     # Then it runs for the 6th and its next due instant skips the closed 2nd: Thursday 4 February
     assert [m.schedule_id for m in publisher.sent] == [schedule.id]
     assert next_due(fresh, schedule) == utc(2027, 2, 4, 8, 0)

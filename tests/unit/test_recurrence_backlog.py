@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from timekeeper.schedules.dispatcher import compute_due
+from timekeeper.schedules.dues import compute_due
 from timekeeper.schedules.recurrence import (
     COUNT_HORIZON,
     MAX_CALENDAR_INTERVAL,

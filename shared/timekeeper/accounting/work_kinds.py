@@ -27,6 +27,7 @@ from uuid import UUID
 
 import psycopg
 
+from timekeeper import observability as obs
 from timekeeper.accounting.billing import LOOKAHEAD_DAYS, prepare_invoices
 from timekeeper.accounting.books import (
     PeriodBatchExists,
@@ -291,7 +292,8 @@ def register(registry: WorkKindRegistry) -> None:
     """Register the four accounting work kinds under owner ``"accounting"`` (no staleness
     bound; ``batch.roll`` needs a recurring batch and ``batch.auto_close`` a batch of the
     schedule's workspace as its subject; ``billing.prepare`` takes a billing plan of the
-    workspace or no subject) and the ``posting.sweep`` maintenance task.
+    workspace or no subject) and the ``posting.sweep`` maintenance task, whose summary's
+    ``failed_waiting`` is the ``PostingJobsFailed`` metric.
 
     Raises ``ValueError`` when one of them is registered already.
     """
@@ -302,7 +304,8 @@ def register(registry: WorkKindRegistry) -> None:
     registry.register(OWNER, RECONCILIATION_SWEEP, reconciliation_sweep, staleness=None)
     registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None,
                       subject=SubjectRequirement("billing plan", _billing_plan_exists, required=False))
-    registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep)
+    registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep,
+                                  metrics={FAILED_WAITING: obs.POSTING_JOBS_FAILED})
 
 
 __all__ = ["BATCH_AUTO_CLOSE", "BATCH_ROLL", "BILLING_PREPARE", "LOOKAHEAD_DAYS", "OWNER", "POSTING_SWEEP",

@@ -74,6 +74,7 @@ from timekeeper.reporting import link_renewals, message_states
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
+    NewQuerySchedule,
     SettingsInvalid,
     Source,
     create_query_schedule,
@@ -445,10 +446,12 @@ def register(routes: Routes) -> None:
             source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
                             report_id=body.source.report_id)
             _, settings = scope.call(
-                create_query_schedule, actor=scope.user_id, name=body.name, recurrence=body.recurrence, source=source,
-                format=body.format, recipients=body.recipients, subject_template=body.subject_template,
-                body_template=body.body_template, now=scope.now, skip_when_empty=body.skip_when_empty,
-                link_ttl_hours=body.link_ttl_hours, active=body.active, kinds=scope.kinds)
+                create_query_schedule, actor=scope.user_id,
+                new=NewQuerySchedule(name=body.name, recurrence=body.recurrence, source=source, format=body.format,
+                                     recipients=body.recipients, subject_template=body.subject_template,
+                                     body_template=body.body_template, skip_when_empty=body.skip_when_empty,
+                                     link_ttl_hours=body.link_ttl_hours, active=body.active),
+                now=scope.now, kinds=scope.kinds)
             with scope.unit() as conn:
                 out = _out(conn, settings, recipients=True)
             return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,

@@ -127,12 +127,12 @@ def history_retention_task(owner: str, retention: HistoryRetention, *, exports: 
 def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegistry:
     """A new registry of every owner's work kinds, with each pipeline owner's history
     retention (``retention``, default the topology's) as its ``history.retention``
-    maintenance task (the queries owner's also prunes exports and erases old addresses),
+    maintenance task (a pipeline's with ``prunes_delivery_history`` also prunes exports and
+    erases old addresses),
     the sweep of unpublished exports (``exports.reoffer``) as one of the owner whose
     dispatcher sweeps the exports queue, and the renders' sweep (``renders.sweep``) as one
     of the owner whose dispatcher sweeps the renders."""
     from timekeeper.accounting.work_kinds import register as register_accounting
-    from timekeeper.reporting.work_kinds import OWNER as QUERIES_OWNER
     from timekeeper.reporting.work_kinds import register as register_queries
 
     kinds = WorkKindRegistry()
@@ -141,7 +141,7 @@ def assemble_work_kinds(retention: HistoryRetention = HISTORY) -> WorkKindRegist
     for pipeline in PIPELINES.values():
         kinds.register_maintenance(pipeline.owner, HISTORY_RETENTION_TASK,
                                    history_retention_task(pipeline.owner, retention,
-                                                          exports=pipeline.owner == QUERIES_OWNER))
+                                                          exports=pipeline.prunes_delivery_history))
     if EXPORTS.swept_by is not None:
         kinds.register_maintenance(PIPELINES[EXPORTS.swept_by].owner, EXPORTS_REOFFER_TASK, exports_reoffer_task())
     if REPORT_RENDERER.swept_by is not None:

@@ -7,6 +7,7 @@ host them all.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from timekeeper import clock
@@ -16,11 +17,11 @@ from timekeeper.edge.registries import HISTORY_RETENTION_TASK, work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
 from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
-from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, OfferLimits, Partition, dispatch
+from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, DispatchSettings, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
 from timekeeper.settings import settings
-from timekeeper.topology import NOTICES_PIPELINE, PIPELINES, Pipeline
+from timekeeper.topology import PIPELINES, Pipeline
 
 
 def tick_partition(detail: dict[str, Any] | None) -> Partition:
@@ -44,16 +45,14 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
     :func:`timekeeper.edge.adapters.journal_database`); then, in partition 0, the owner's maintenance tasks
     (:func:`timekeeper.schedules.work.run_maintenance`; their summaries are logged, a
     failing task does not fail the pass), history retention among them: the rows it
-    pruned are the ``HistoryPruned`` metric (0 on a pass that pruned nothing)."""
+    pruned are the ``HistoryPruned`` metric (0 on a pass that pruned nothing); each task's
+    registered metrics (``register_maintenance(..., metrics=)``) are emitted from its
+    summary; and, for the pipeline whose ``people_pass`` is set, :func:`tell_owners`."""
     pipeline: Pipeline = PIPELINES[pipeline_name]
     conn, now = adapters.database().get(), clock.now()
-    report = dispatch(conn, owner=pipeline.owner, now=now, publisher=adapters.publisher(pipeline_name),
-                      claim_limit=pipeline.claim_batch, time_budget_s=pipeline.dispatcher_time_budget_s,
+    report = dispatch(conn, DispatchSettings.of(pipeline), now=now, publisher=adapters.publisher(pipeline_name),
                       registry=work_kinds(), notifier=adapters.notifier(),
-                      metrics=PipelineMetrics(metrics, pipeline_name),
-                      limits=OfferLimits(reoffer_after=pipeline.reoffer_after,
-                                         max_attempts=pipeline.consumer.max_receive_count),
-                      partition=partition,
+                      metrics=PipelineMetrics(metrics, pipeline_name), partition=partition,
                       second=adapters.journal_database().get if pipeline.claim_workers == 2 else None)
     if not partition.owner_wide:
         return report
@@ -65,10 +64,11 @@ def run_dispatcher(pipeline_name: str, partition: Partition = WHOLE_OWNER) -> Di
         logger.info("history pruned", extra={"pipeline": pipeline_name, "retention": retention})
     if maintenance:
         logger.info("owner maintenance", extra={"maintenance": maintenance})
-    failed_jobs = maintenance.get("posting.sweep", {}).get("failed_waiting")
-    if failed_jobs is not None:
-        metrics.add_metric(name=obs.POSTING_JOBS_FAILED, unit="Count", value=failed_jobs)
-    if pipeline_name == NOTICES_PIPELINE:
+    for task, summary in maintenance.items():
+        for key, metric in work_kinds().maintenance_metrics(pipeline.owner, task).items():
+            if isinstance(summary, dict) and summary.get(key) is not None:
+                metrics.add_metric(name=metric, unit="Count", value=summary[key])
+    if pipeline.people_pass:
         tell_owners(conn, now)
     return report
 
@@ -122,12 +122,17 @@ def delivery_services() -> Any:
                             download_base_url=base if base.endswith("/") else base + "/", on_failed=failed)
 
 
+#: The services the edge builds for work kinds, by the name a kind declares
+#: (``WorkKindRegistry.register(..., services=)``) -> the function that builds it.
+RUN_SERVICES: dict[str, Callable[[], Any]] = {"delivery": delivery_services}
+
+
 def pipeline_services(pipeline_name: str) -> dict[str, Any]:
-    """The ``services`` a pipeline's work kinds get (by name): ``{"delivery": ...}`` for
-    the queries pipeline, none for the others."""
-    if pipeline_name == "queries":
-        return {"delivery": delivery_services()}
-    return {}
+    """The ``services`` a pipeline's work kinds get, by name: those its owner's registered
+    kinds declare (:meth:`timekeeper.schedules.work.WorkKindRegistry.services`), each
+    built by :data:`RUN_SERVICES`. Raises ``KeyError`` for a declared service the edge
+    cannot build."""
+    return {name: RUN_SERVICES[name]() for name in work_kinds().services(PIPELINES[pipeline_name].owner)}
 
 
 def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from timekeeper.topology import (
     DOWNLOADS,
     MESSAGE_EVENTS,
     MIGRATION,
-    NOTICES_PIPELINE,
     PIPELINES,
     REPORT_RENDERER,
     SECRETS_MANAGER,
@@ -33,7 +32,7 @@ def _dispatcher(pipeline: str) -> Callable[[], None]:
     def build() -> None:
         adapters.publisher(pipeline)
         adapters.notifier()
-        if pipeline == NOTICES_PIPELINE:
+        if PIPELINES[pipeline].people_pass:
             adapters.mailer()  # the people pass mails owner notices
         if pipeline == REPORT_RENDERER.swept_by:
             adapters.renderer_client()  # the renders' sweep asks for unfinished renders again

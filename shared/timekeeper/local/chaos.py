@@ -767,7 +767,7 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
     bounces in the sample, so after its first delivery it is suppressed: every run still
     makes at least two sends, the admin's and the analyst's, and a skip). Returns the
     schedules created."""
-    from timekeeper.reporting.query_schedules import Source, create_query_schedule
+    from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
     from timekeeper.schedules import service
 
     created = 0
@@ -787,11 +787,13 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
             users = platform.users
             create_query_schedule(
                 conn, workspace_id=platform.first_workspace, actor=users["analyst"],
-                name=f"load {unit}: hourly open invoices", recurrence={"cron": "5 * * * *", "timezone": "UTC"},
-                source=Source("query", query["id"]), format="csv",
-                recipients=[users["admin"], users["analyst"], users["viewer"], users["no_email"]],
-                subject_template="Open invoices {{ run_date }}",
-                body_template='<p>{{ row_count }} rows: <a href="{{ link }}">download</a></p>', now=now)
+                new=NewQuerySchedule(name=f"load {unit}: hourly open invoices",
+                                     recurrence={"cron": "5 * * * *", "timezone": "UTC"},
+                                     source=Source("query", query["id"]), format="csv",
+                                     recipients=[users["admin"], users["analyst"], users["viewer"], users["no_email"]],
+                                     subject_template="Open invoices {{ run_date }}",
+                                     body_template='<p>{{ row_count }} rows: <a href="{{ link }}">download</a></p>'),
+                now=now)
             created += 1
     return created
 
@@ -1148,7 +1150,7 @@ def _streaks(conn: Any, campaign: Campaign | None = None) -> Check:
                 streak = 0
             elif run["trigger"] == "scheduled":
                 streak += 1
-                if streak >= thresholds.get(schedule["owner"], 5) or run["outcome_code"] == schedule["pause_reason"]:
+                if streak >= thresholds[schedule["owner"]] or run["outcome_code"] == schedule["pause_reason"]:
                     paused_by_runs = True
         if streak != schedule["consecutive_failures"]:
             check.failures.append(f"{schedule['name']}: streak {schedule['consecutive_failures']}, history implies "

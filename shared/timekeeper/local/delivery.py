@@ -36,7 +36,7 @@ from uuid import UUID
 
 from timekeeper.platform.directory import add_member, set_notify_admins, upsert_user
 from timekeeper.reporting import reports, store
-from timekeeper.reporting.query_schedules import Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 
 SUBJECT = "{{ schedule_name }} for {{ run_date }}"
 BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} for {{ run_date }} is ready: "
@@ -278,10 +278,10 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
         schedules = {}
         for name, cron, source, fmt, skip, to, *owner in specs:
             schedule, _ = create_query_schedule(
-                conn, workspace_id=workspace_id, actor=owner[0] if owner else analyst, name=name,
-                recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source, format=fmt, recipients=to,
-                subject_template=SUBJECT, body_template=BODY, now=start - timedelta(minutes=1),
-                skip_when_empty=skip)
+                conn, workspace_id=workspace_id, actor=owner[0] if owner else analyst,
+                new=NewQuerySchedule(name=name, recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source,
+                                     format=fmt, recipients=to, subject_template=SUBJECT, body_template=BODY,
+                                     skip_when_empty=skip), now=start - timedelta(minutes=1))
             schedules[name] = schedule.id
         # (set behind the API's back: a schedule saved while its owner could read the query,
         # whose owner was then deactivated without the hand-off, as before it existed)

@@ -31,7 +31,7 @@ from typing import Any
 from timekeeper.accounting import books
 from timekeeper.local.delivery import create_aging_report
 from timekeeper.reporting import store
-from timekeeper.reporting.query_schedules import Source, create_query_schedule
+from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules import service
 
 #: Who the sample's accounting schedules were created by (their history's actor).
@@ -135,8 +135,8 @@ def _deliveries(conn: Any, workspace_id: Any, users: dict[str, str], now: dateti
     created = {}
     for name, cron, source, fmt, to in specs:
         schedule, _ = create_query_schedule(
-            conn, workspace_id=workspace_id, actor=analyst, name=name,
-            recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source, format=fmt, recipients=to,
-            subject_template=SUBJECT, body_template=BODY, now=now)
+            conn, workspace_id=workspace_id, actor=analyst,
+            new=NewQuerySchedule(name=name, recurrence={"cron": cron, "timezone": "Europe/Berlin"}, source=source,
+                                 format=fmt, recipients=to, subject_template=SUBJECT, body_template=BODY), now=now)
         created[name] = schedule.id
     return created

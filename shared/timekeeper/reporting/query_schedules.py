@@ -70,6 +70,32 @@ class Source:
     report_id: UUID | None = None
 
 
+#: A delivery's signed links live this long unless its settings say otherwise (hours).
+DEFAULT_LINK_TTL_HOURS = 168
+
+
+@dataclass(frozen=True, kw_only=True)
+class NewQuerySchedule:
+    """The settings of a query schedule to create: its ``name``, ``recurrence`` (a rule's
+    JSON object), ``source`` (:class:`Source`), ``format`` (``csv`` | ``xlsx`` for a query,
+    ``pdf`` for a report), ``recipients`` (user ids, at most
+    :data:`~timekeeper.reporting.delivery.MAX_RECIPIENTS`), the ``subject_template`` and
+    ``body_template``, whether a run with no rows is skipped (``skip_when_empty``), the
+    links' lifetime (``link_ttl_hours``, 1..:data:`MAX_LINK_TTL_HOURS`) and whether the
+    schedule starts ``active``. Checked by :func:`create_query_schedule`."""
+
+    name: str
+    recurrence: dict[str, Any]
+    source: Source
+    format: str
+    recipients: list[str]
+    subject_template: str
+    body_template: str
+    skip_when_empty: bool = False
+    link_ttl_hours: int = DEFAULT_LINK_TTL_HOURS
+    active: bool = True
+
+
 def _check_source(conn: psycopg.Connection, workspace_id: UUID, source: Source, fmt: str) -> Source:
     if source.kind == "query":
         if source.query_id is None:
@@ -152,34 +178,33 @@ def _replace_recipients(conn: psycopg.Connection, workspace_id: UUID, schedule_i
         cur.executemany(SQL["insert_recipient"], [(workspace_id, schedule_id, u, now) for u in recipients])
 
 
-def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, name: str,
-                          recurrence: dict[str, Any], source: Source, format: str, recipients: list[str],
-                          subject_template: str, body_template: str, now: datetime, skip_when_empty: bool = False,
-                          link_ttl_hours: int = 168, active: bool = True,
-                          kinds: WorkKindRegistry | None = None) -> tuple[Schedule, QuerySchedule]:
-    """Create a query schedule owned by ``actor`` in one transaction; returns the schedule
-    and its settings. Raises :class:`SettingsInvalid`, ``access.AccessDenied`` (``actor``
-    may not read the source) and the scheduling library's ``InvalidRecurrence``."""
-    _check_name(name)
+def create_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, new: NewQuerySchedule,
+                          now: datetime, kinds: WorkKindRegistry | None = None) -> tuple[Schedule, QuerySchedule]:
+    """Create the query schedule ``new`` (:class:`NewQuerySchedule`) in ``workspace_id``, owned
+    by ``actor``, at ``now`` (aware UTC), in one transaction; ``kinds``: the work kinds the
+    scheduling library checks the kind against (None: no check). Returns the schedule and
+    its settings. Raises :class:`SettingsInvalid`, ``access.AccessDenied`` (``actor`` may
+    not read the source) and the scheduling library's ``InvalidRecurrence``."""
+    _check_name(new.name)
     with conn.transaction():
-        checked = _check_source(conn, workspace_id, source, format)
-        _check_templates(subject_template, body_template)
-        if not 1 <= link_ttl_hours <= MAX_LINK_TTL_HOURS:
+        checked = _check_source(conn, workspace_id, new.source, new.format)
+        _check_templates(new.subject_template, new.body_template)
+        if not 1 <= new.link_ttl_hours <= MAX_LINK_TTL_HOURS:
             raise SettingsInvalid("link_ttl_hours", "1..720")
-        members = _check_recipients(conn, workspace_id, recipients)
-        schedule = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
-                                           recurrence=recurrence, actor=actor, now=now, name=name, active=active,
-                                           kinds=kinds, via_own_route=True)
+        members = _check_recipients(conn, workspace_id, new.recipients)
+        created = service.create_schedule(conn, workspace_id=workspace_id, owner=OWNER, work_kind=DELIVER,
+                                          recurrence=new.recurrence, actor=actor, now=now, name=new.name,
+                                          active=new.active, kinds=kinds, via_own_route=True)
         execute(conn, SQL["insert_settings"],
-                (schedule.id, workspace_id, actor, checked.kind, checked.query_id, checked.query_version,
-                 checked.report_id, format, skip_when_empty, subject_template, body_template, link_ttl_hours,
-                 now, now))
-        settings = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule.id)
+                (created.id, workspace_id, actor, checked.kind, checked.query_id, checked.query_version,
+                 checked.report_id, new.format, new.skip_when_empty, new.subject_template, new.body_template,
+                 new.link_ttl_hours, now, now))
+        settings = get_query_schedule(conn, workspace_id=workspace_id, schedule_id=created.id)
         assert settings is not None
         access.require(check_source_access(conn, settings, actor), f"read the {checked.kind}")
-        _check_recipients_read(conn, settings, recipients)
-        _replace_recipients(conn, workspace_id, schedule.id, members, now)
-    return schedule, settings
+        _check_recipients_read(conn, settings, new.recipients)
+        _replace_recipients(conn, workspace_id, created.id, members, now)
+    return created, settings
 
 
 def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,

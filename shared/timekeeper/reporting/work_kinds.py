@@ -4,8 +4,9 @@ Registered under owner ``"queries"`` as a ``leased`` kind (its effects leave the
 files in S3, messages through Communications, each keyed by the run) with a staleness
 bound of :data:`~timekeeper.reporting.delivery.STALENESS`: a delivery claimed that late is
 skipped stale rather than sent. The handler needs ``ctx.services["delivery"]`` (a
-:class:`~timekeeper.reporting.delivery.DeliveryServices`, built by
-:func:`timekeeper.edge.runs.delivery_services`).
+:class:`~timekeeper.reporting.delivery.DeliveryServices`): the kind declares the service
+``delivery``, and the edge builds it for the queries consumer
+(:func:`timekeeper.edge.runs.delivery_services`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from timekeeper.topology import QUERIES
 #: needs its settings (source, format, recipients, templates), which the generic schedules
 #: routes do not take, so they refuse this kind (422 naming ``work_kind``).
 ROUTE = "/query-schedules"
+#: The service a delivery reads from ``ctx.services``: the journal connection, the files
+#: bucket, the renderer, the mailer and the link signer.
+DELIVERY_SERVICES = "delivery"
 
 
 def register(registry: WorkKindRegistry, *, consumer_timeout_s: int = QUERIES.consumer.timeout_s) -> None:
@@ -26,7 +30,8 @@ def register(registry: WorkKindRegistry, *, consumer_timeout_s: int = QUERIES.co
     the most recipients would not fit in ``consumer_timeout_s`` (seconds; the topology's
     queries consumer by default: :func:`~timekeeper.reporting.delivery.check_time_budget`)."""
     check_time_budget(consumer_timeout_s)
-    registry.register(OWNER, DELIVER, deliver, staleness=STALENESS, leased=True, route=ROUTE)
+    registry.register(OWNER, DELIVER, deliver, staleness=STALENESS, leased=True, route=ROUTE,
+                      services=(DELIVERY_SERVICES,))
 
 
-__all__ = ["DELIVER", "OWNER", "ROUTE", "register"]
+__all__ = ["DELIVER", "DELIVERY_SERVICES", "OWNER", "ROUTE", "register"]

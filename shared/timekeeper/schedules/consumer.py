@@ -95,7 +95,7 @@ class ConsumerSettings:
     owner: str
     lease: timedelta
     max_receive_count: int
-    failure_threshold: int = 5
+    failure_threshold: int
     #: The backoff before the next receive of a run whose handler raised, by the receive
     #: that failed (seconds; the last entry repeats). Empty: the queue's visibility timeout.
     retry_backoff_s: tuple[int, ...] = ()

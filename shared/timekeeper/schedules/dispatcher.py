@@ -14,10 +14,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -28,7 +28,7 @@ from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.durability import commit_without_flush_wait
 from timekeeper.faults import crash_point
-from timekeeper.schedules.closures import with_closures
+from timekeeper.schedules.dues import Due, RuleCache
 from timekeeper.schedules.messages import Notifier, RunMessage, RunPublisher
 from timekeeper.schedules.notifications import (
     DELIVERY_SKIPPED_STALE,
@@ -37,13 +37,15 @@ from timekeeper.schedules.notifications import (
     enqueue_notifications,
     flush_notifications,
 )
-from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
+from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.settlement import settle_run
 from timekeeper.schedules.work import WorkKindRegistry
 
+if TYPE_CHECKING:
+    from timekeeper.topology import Pipeline
+
 SQL = load_queries("timekeeper.schedules", "dispatcher.sql")
-_ONE_MICROSECOND = timedelta(microseconds=1)
 #: A delivery's staleness bound never exceeds this (misfire policy: a stale delivery is skipped).
 MAX_STALENESS = timedelta(hours=12)
 
@@ -65,117 +67,6 @@ class DispatchReport:
     paused_invalid: int = 0
     batches: int = 0
     elapsed_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Due:
-    """What a claimed schedule owes: the latest due occurrence (or None), the count of older
-    skipped ones, the first skipped instant, and the next future occurrence (or None).
-    ``skipped_is_lower_bound`` is True when the backlog was too long to count exactly
-    (``skipped`` is then a lower bound)."""
-
-    latest: Occurrence | None
-    skipped: int
-    first_skipped_at: datetime | None
-    next_occurrence: Occurrence | None
-    skipped_is_lower_bound: bool = False
-
-    @cached_property
-    def occurrence_key(self) -> str:
-        """The latest occurrence's run key: its UTC instant in ISO 8601 (computed once per
-        due computation, which schedules sharing a rule and a due instant share)."""
-        return self.latest.at.isoformat()
-
-    @cached_property
-    def occurrence_local(self) -> datetime:
-        """The latest occurrence's naive wall time in the rule's zone."""
-        return datetime.combine(self.latest.local_date, self.latest.local_time)
-
-
-#: A backlog of at most this many occurrences is walked; a longer one is searched and counted.
-_WALK_LIMIT = 64
-
-
-def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
-    """Collapse the occurrences in ``[next_due_at, now]`` (aware UTC) to the latest one and a count.
-
-    Misfire policy: the backlog after an outage is one run for the latest due occurrence
-    plus a count of the older ones skipped, never a run each. The cost does not grow with
-    the backlog: up to ``_WALK_LIMIT`` occurrences are walked (the usual case: on time or
-    a few behind); past that the latest occurrence is searched backwards from ``now`` and
-    the skipped ones are counted arithmetically (interval rules) or by whole local days
-    (wall-time rules), a backlog longer than ``COUNT_HORIZON`` getting a lower-bound count.
-    """
-    first: Occurrence | None = None
-    latest: Occurrence | None = None
-    count = 0
-    occurrences = rule.occurrences_after(next_due_at - _ONE_MICROSECOND)
-    for occurrence in occurrences:
-        if occurrence.at > now:
-            skipped = max(count - 1, 0)
-            return Due(latest, skipped, first.at if skipped else None, occurrence)
-        if count == _WALK_LIMIT:
-            break
-        first = first or occurrence
-        latest = occurrence
-        count += 1
-    else:  # the rule ran out (past year 9999)
-        skipped = max(count - 1, 0)
-        return Due(latest, skipped, first.at if skipped else None, None)
-    latest = rule.latest_at_or_before(now, first.at)
-    counted, exact = rule.count_between(first.at, latest.at)
-    return Due(latest, max(counted - 1, 1), first.at, rule.next_after(now), not exact)
-
-
-class _RuleCache:
-    """Compiled rules and due computations shared by the schedules of one pass.
-
-    A rule text is parsed once per pass; schedules that share a rule and a due instant
-    share the computation (thousands of "daily at 09:00 New York" schedules cost one).
-    Both maps are bounded (oldest entries dropped first) so memory follows the batch,
-    not the number of distinct rules a long pass meets.
-    """
-
-    MAX_ENTRIES = 4096
-
-    def __init__(self) -> None:
-        self.rules: dict[str, Recurrence | InvalidRecurrence] = {}
-        self.dues: dict[tuple[str, datetime], Due] = {}
-
-    @classmethod
-    def _bound(cls, cache: dict) -> None:
-        while len(cache) > cls.MAX_ENTRIES:
-            del cache[next(iter(cache))]
-
-    def rule(self, text: str) -> Recurrence:
-        """The compiled rule of the stored JSON ``text`` (decoded once per pass and text); a
-        business-day rule's text carries its workspace's closed dates after a newline
-        (``<json>\n2027-01-04,2027-12-24``, the claim's ``rule_text``), evaluated as
-        non-business days. Raises :class:`InvalidRecurrence` (cached too) for a rule that
-        no longer validates."""
-        compiled = self.rules.get(text)
-        if compiled is None:
-            try:
-                rule_json, _, closed = text.partition("\n")
-                compiled = with_closures(parse_rule_text(rule_json),
-                                         [date.fromisoformat(d) for d in closed.split(",") if d])
-            except InvalidRecurrence as error:
-                compiled = error
-            self.rules[text] = compiled
-            self._bound(self.rules)
-        if isinstance(compiled, InvalidRecurrence):
-            raise compiled
-        return compiled
-
-    def due(self, text: str, next_due_at: datetime, now: datetime) -> Due:
-        """:func:`compute_due` of the rule ``text``, shared by schedules with the same
-        rule and due instant. Raises :class:`InvalidRecurrence` like :meth:`rule`."""
-        key = (text, next_due_at)
-        due = self.dues.get(key)
-        if due is None:
-            due = self.dues[key] = compute_due(self.rule(text), next_due_at, now)
-            self._bound(self.dues)
-        return due
 
 
 def _staleness_bound(registry: WorkKindRegistry | None, owner: str, work_kind: str,
@@ -282,9 +173,10 @@ def _message(run: dict[str, Any], owner: str) -> RunMessage:
                       owner=owner, work_kind=run["work_kind"])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OfferLimits:
-    """When the dispatcher offers a run again, and when it gives up.
+    """When the dispatcher offers a run again, and when it gives up: a pipeline's numbers
+    (:meth:`of`), none of them defaulted here.
 
     ``reoffer_after``: a run whose accepted offer has not started this long (or whose lease
     expired this long ago) is offered again. ``unpublished_after``: an offer the queue never
@@ -293,13 +185,25 @@ class OfferLimits:
     attempts reached this many without an outcome (its consumer was killed each time) is
     settled failed ``attempts_exhausted``. ``max_publishes``: a run whose message the queue
     accepted this many times without the run finishing is settled failed
-    ``offers_exhausted``. Both settlements count in the failure streak.
+    ``offers_exhausted``. Both settlements count in the failure streak, and the
+    ``failure_threshold``-th consecutive failure pauses the schedule.
     """
 
-    reoffer_after: timedelta = timedelta(minutes=15)
-    unpublished_after: timedelta = timedelta(seconds=30)
-    max_attempts: int = 5
-    max_publishes: int = 3
+    reoffer_after: timedelta
+    unpublished_after: timedelta
+    max_attempts: int
+    max_publishes: int
+    failure_threshold: int
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> OfferLimits:
+        """The limits of ``pipeline``: its ``reoffer_after_s``, ``unpublished_reoffer_after_s``,
+        consumer's ``max_receive_count`` (the attempt limit), ``max_publishes`` and
+        ``failure_pause_threshold``."""
+        return cls(reoffer_after=pipeline.reoffer_after,
+                   unpublished_after=timedelta(seconds=pipeline.unpublished_reoffer_after_s),
+                   max_attempts=pipeline.consumer.max_receive_count, max_publishes=pipeline.max_publishes,
+                   failure_threshold=pipeline.failure_pause_threshold)
 
     @cached_property
     def attempts(self) -> AttemptRule:
@@ -307,7 +211,27 @@ class OfferLimits:
         return AttemptRule(max_attempts=self.max_attempts)
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
+class DispatchSettings:
+    """A pipeline's dispatcher numbers, built from its topology entry (:meth:`of`): the
+    ``owner`` whose schedules it claims, ``claim_limit`` schedules per claim transaction,
+    ``time_budget_s`` (seconds of wall time) after which a pass starts no new claim, and the
+    :class:`OfferLimits` of its re-offers."""
+
+    owner: str
+    claim_limit: int
+    time_budget_s: float
+    limits: OfferLimits
+
+    @classmethod
+    def of(cls, pipeline: Pipeline) -> DispatchSettings:
+        """The settings of ``pipeline``: its owner, ``claim_batch``, ``dispatcher_time_budget_s``
+        and :meth:`OfferLimits.of`."""
+        return cls(owner=pipeline.owner, claim_limit=pipeline.claim_batch,
+                   time_budget_s=pipeline.dispatcher_time_budget_s, limits=OfferLimits.of(pipeline))
+
+
+@dataclass(frozen=True)
 class _Claim:
     """One claim transaction's result: the runs to offer after commit, the counts, the new
     runs inserted already recorded as accepted and their pending-offer row (or None)."""
@@ -318,67 +242,126 @@ class _Claim:
     pending_id: int | None
 
 
-def claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
-                reoffer_after: timedelta, registry: WorkKindRegistry | None = None,
-                cache: _RuleCache | None = None, actor: str = "dispatcher",
-                reoffer: bool = True, limits: OfferLimits | None = None,
+@dataclass(slots=True)
+class _NewRuns:
+    """The runs a claim batch inserts, as the columns of the insert statement's arrays (one
+    entry per run, in claim order), and what the claim records beside them: the schedules to
+    advance and to where, the history events, the schedules whose definition no longer
+    validates and the owners' notices."""
+
+    schedule_id: list[UUID] = field(default_factory=list)
+    workspace_id: list[UUID] = field(default_factory=list)
+    work_kind: list[str] = field(default_factory=list)
+    occurrence_key: list[str] = field(default_factory=list)
+    occurrence_at: list[datetime] = field(default_factory=list)
+    occurrence_local: list[datetime] = field(default_factory=list)
+    dst_shifted: list[bool] = field(default_factory=list)
+    definition_version: list[int] = field(default_factory=list)
+    state: list[str] = field(default_factory=list)
+    skipped_backlog: list[int] = field(default_factory=list)
+    first_skipped_at: list[datetime | None] = field(default_factory=list)
+    advance_ids: list[UUID] = field(default_factory=list)
+    advance_to: list[datetime | None] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    invalid: list[UUID] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+
+    def columns(self) -> dict[str, list[Any]]:
+        """The insert statement's array parameters, by name."""
+        return {"schedule_id": self.schedule_id, "workspace_id": self.workspace_id, "work_kind": self.work_kind,
+                "occurrence_key": self.occurrence_key, "occurrence_at": self.occurrence_at,
+                "occurrence_local": self.occurrence_local, "dst_shifted": self.dst_shifted,
+                "definition_version": self.definition_version, "state": self.state,
+                "skipped_backlog": self.skipped_backlog, "first_skipped_at": self.first_skipped_at}
+
+
+def claim_batch(conn: psycopg.Connection, settings: DispatchSettings, *, now: datetime,
+                registry: WorkKindRegistry | None = None, reoffer: bool = True,
                 partition: Partition = WHOLE_OWNER) -> tuple[list[RunMessage], DispatchReport]:
     """Run one claim transaction's statements inside the caller's transaction; return the
     runs to offer after the caller commits.
 
     Shapes: returns ``(messages, report)`` where ``messages`` are the new and reoffered
-    runs to publish after commit. ``limits`` (default: :class:`OfferLimits` with
-    ``reoffer_after``) decides which stranded runs are offered again and which are settled
-    failed. The new runs are inserted recorded as accepted by the queue, with a
-    pending-offer row that :func:`dispatch` deletes after the send; a caller that never
-    sends them leaves the row, and the next pass offers them again. ``partition``: only the
-    schedules of that :class:`Partition` are claimed (default: every one). Raises
-    ``psycopg.Error`` on database failure (the caller rolls back, leaving timing due).
+    runs to publish after commit. ``settings`` (:class:`DispatchSettings`) gives the owner,
+    the claim limit and the :class:`OfferLimits` that decide which stranded runs are offered
+    again and which are settled failed (``reoffer``: whether this batch takes them). The new
+    runs are inserted recorded as accepted by the queue, with a pending-offer row that
+    :func:`dispatch` deletes after the send; a caller that never sends them leaves the row,
+    and the next pass offers them again. ``partition``: only the schedules of that
+    :class:`Partition` are claimed (default: every one). Raises ``psycopg.Error`` on
+    database failure (the caller rolls back, leaving timing due).
     """
-    claim = _claim_batch(conn, owner=owner, now=now, limit=limit, reoffer_after=reoffer_after, registry=registry,
-                         cache=cache, actor=actor, reoffer=reoffer, limits=limits, partition=partition)
+    claim = _claim_batch(conn, _Pass(settings, now=now, registry=registry, partition=partition), RuleCache(),
+                         reoffer)
     return claim.messages, claim.report
 
 
-def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
-                 reoffer_after: timedelta, registry: WorkKindRegistry | None, cache: _RuleCache | None,
-                 actor: str, reoffer: bool, limits: OfferLimits | None,
-                 partition: Partition = WHOLE_OWNER) -> _Claim:
-    cache = cache or _RuleCache()
-    limits = limits or OfferLimits(reoffer_after=reoffer_after)
+@dataclass(frozen=True)
+class _Pass:
+    """What every claim of one pass shares: the settings, the pass's instant (aware UTC),
+    the work kinds (for staleness; None: no staleness bound), the partition and the actor
+    its history records."""
+
+    settings: DispatchSettings
+    now: datetime
+    registry: WorkKindRegistry | None
+    partition: Partition
+    actor: str = "dispatcher"
+
+
+def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoffer: bool) -> _Claim:
+    """One claim transaction's statements (see :func:`claim_batch`): claim, insert the runs,
+    advance timing, pause invalid definitions, re-offer (``reoffer``), record history and
+    notices. The same statements, in the same order, whatever the batch holds."""
+    settings, now = claim.settings, claim.now
     report = DispatchReport()
     with conn.cursor(row_factory=tuple_row) as cursor:
         rows = cursor.execute(SQL["claim_due_schedules"], {
-            "owner": owner, "now": now, "limit": limit, "slot_from": partition.slot_from,
-            "slot_to": partition.slot_to}).fetchall()
+            "owner": settings.owner, "now": now, "limit": settings.claim_limit,
+            "slot_from": claim.partition.slot_from, "slot_to": claim.partition.slot_to}).fetchall()
     report.claimed = len(rows)
+    runs = _due_runs(rows, claim, cache, report)
+    messages: list[RunMessage] = []
+    recorded: set[UUID] = set()
+    pending_id = None
+    if runs.schedule_id:
+        pending_id = _insert_runs(conn, runs, claim, report, messages, recorded)
+    if runs.advance_ids:
+        conn.execute(SQL["advance_schedules"], {"now": now, "id": runs.advance_ids, "next_due_at": runs.advance_to})
+    if runs.invalid:
+        conn.execute(SQL["pause_invalid_definitions"], {"now": now, "ids": runs.invalid})
+        report.paused_invalid = len(runs.invalid)
+    if reoffer:
+        messages.extend(_reoffer(conn, claim, report=report, events=runs.events))
+    record_events(conn, runs.events, actor=claim.actor, now=now)
+    enqueue_notifications(conn, runs.notices, now=now)  # people only: the topic keeps its pause notices
+    return _Claim(messages, report, recorded, pending_id)
 
-    runs: dict[str, list[Any]] = {k: [] for k in (
-        "schedule_id", "workspace_id", "work_kind", "occurrence_key", "occurrence_at", "occurrence_local",
-        "dst_shifted", "definition_version", "state", "skipped_backlog", "first_skipped_at")}
-    advance_ids: list[UUID] = []
-    advance_to: list[datetime | None] = []
-    events: list[Event] = []
-    invalid: list[UUID] = []
-    bounds: dict[tuple[str, str, datetime], timedelta | None] = {}
 
-    notices: list[Notice] = []
+def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: DispatchReport) -> _NewRuns:
+    """The runs the claimed ``rows`` owe (one for each schedule with a due occurrence, stale
+    or queued), where each schedule's timing advances, and the schedules whose definition no
+    longer validates (with their events and pause notices). Adds the skipped backlog to
+    ``report``."""
+    owner, now, registry = claim.settings.owner, claim.now, claim.registry
+    runs = _NewRuns()
+    events, bounds = runs.events, {}
     for schedule_id, workspace_id, work_kind, text, next_due_at, definition_version in rows:
         try:
             due = cache.due(text, next_due_at, now)
         except InvalidRecurrence as error:
-            invalid.append(schedule_id)
+            runs.invalid.append(schedule_id)
             events.append(Event(schedule_id, workspace_id, "definition_invalid", "definition_invalid",
                                 {"field": error.field, "error": error.reason}))
             events.append(Event(schedule_id, workspace_id, "paused", "definition_invalid"))
-            notices.append(Notice(schedule_id, workspace_id, owner, SCHEDULE_PAUSED,
-                                  f"paused:{schedule_id}:definition_invalid:{now.isoformat()}", {
-                                      "schedule_id": str(schedule_id), "workspace_id": str(workspace_id),
-                                      "reason": "definition_invalid", "work_kind": work_kind,
-                                      "field": error.field, "error": error.reason}))
+            runs.notices.append(Notice(schedule_id, workspace_id, owner, SCHEDULE_PAUSED,
+                                       f"paused:{schedule_id}:definition_invalid:{now.isoformat()}", {
+                                           "schedule_id": str(schedule_id), "workspace_id": str(workspace_id),
+                                           "reason": "definition_invalid", "work_kind": work_kind,
+                                           "field": error.field, "error": error.reason}))
             continue
-        advance_ids.append(schedule_id)
-        advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
+        runs.advance_ids.append(schedule_id)
+        runs.advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
         latest = due.latest
         if latest is None:
             continue
@@ -387,63 +370,58 @@ def _claim_batch(conn: psycopg.Connection, *, owner: str, now: datetime, limit: 
             bounds[key] = _staleness_bound(registry, owner, work_kind, due)
         bound = bounds[key]
         stale = bound is not None and now - latest.at > bound
-        runs["schedule_id"].append(schedule_id)
-        runs["workspace_id"].append(workspace_id)
-        runs["work_kind"].append(work_kind)
-        runs["occurrence_key"].append(due.occurrence_key)
-        runs["occurrence_at"].append(latest.at)
-        runs["occurrence_local"].append(due.occurrence_local)
-        runs["dst_shifted"].append(latest.shifted)
-        runs["definition_version"].append(definition_version)
-        runs["state"].append("skipped" if stale else "queued")
-        runs["skipped_backlog"].append(due.skipped)
-        runs["first_skipped_at"].append(due.first_skipped_at)
+        runs.schedule_id.append(schedule_id)
+        runs.workspace_id.append(workspace_id)
+        runs.work_kind.append(work_kind)
+        runs.occurrence_key.append(due.occurrence_key)
+        runs.occurrence_at.append(latest.at)
+        runs.occurrence_local.append(due.occurrence_local)
+        runs.dst_shifted.append(latest.shifted)
+        runs.definition_version.append(definition_version)
+        runs.state.append("skipped" if stale else "queued")
+        runs.skipped_backlog.append(due.skipped)
+        runs.first_skipped_at.append(due.first_skipped_at)
         if due.skipped:
             report.backlog_skipped += due.skipped
             events.append(Event(schedule_id, workspace_id, "backlog_skipped", "misfire", {
                 "count": due.skipped, "first_skipped_at": due.first_skipped_at.isoformat(),
                 "last_skipped_before": latest.at.isoformat(),
                 **({"count_is_lower_bound": True} if due.skipped_is_lower_bound else {})}))
+    return runs
 
-    messages: list[RunMessage] = []
-    recorded: set[UUID] = set()
+
+def _insert_runs(conn: psycopg.Connection, runs: _NewRuns, claim: _Pass, report: DispatchReport,
+                 messages: list[RunMessage], recorded: set[UUID]) -> int | None:
+    """Insert ``runs`` in one statement; add the queued ones' messages to ``messages`` and
+    their ids to ``recorded``, a notice for each stale one to ``runs.notices``. Returns the
+    batch's pending-offer id (None when nothing was queued)."""
+    owner = claim.settings.owner
+    ids = run_ids(len(runs.schedule_id))
     pending_id = None
-    if runs["schedule_id"]:
-        ids = run_ids(len(runs["schedule_id"]))
-        # The statement returns (1-based position of an inserted run's entry in the arrays,
-        # state, pending-offer id); the message is built from the arrays, not read back.
-        with conn.cursor(row_factory=tuple_row) as cursor:
-            inserted = cursor.execute(SQL["insert_runs"], {"owner": owner, "now": now, "id": ids, **runs}).fetchall()
-        for entry, state, pending in inserted:
-            if state == "queued":
-                index = entry - 1
-                messages.append(RunMessage(run_id=ids[index], schedule_id=runs["schedule_id"][index],
-                                           workspace_id=runs["workspace_id"][index], owner=owner,
-                                           work_kind=runs["work_kind"][index]))
-                recorded.add(ids[index])
-                pending_id = pending
-            else:
-                report.stale_skipped += 1
-                index = entry - 1
-                notices.append(Notice(runs["schedule_id"][index], runs["workspace_id"][index], owner,
-                                      DELIVERY_SKIPPED_STALE, f"stale:{ids[index]}", {
-                                          "schedule_id": str(runs["schedule_id"][index]),
-                                          "workspace_id": str(runs["workspace_id"][index]),
-                                          "reason": "skipped_stale", "work_kind": runs["work_kind"][index],
-                                          "run_id": str(ids[index]),
-                                          "occurrence_at": runs["occurrence_at"][index].isoformat()}))
-        report.runs_created = len(inserted)
-    if advance_ids:
-        conn.execute(SQL["advance_schedules"], {"now": now, "id": advance_ids, "next_due_at": advance_to})
-    if invalid:
-        conn.execute(SQL["pause_invalid_definitions"], {"now": now, "ids": invalid})
-        report.paused_invalid = len(invalid)
-    if reoffer:
-        messages.extend(_reoffer(conn, owner=owner, now=now, limit=limit, limits=limits, report=report,
-                                 events=events, actor=actor))
-    record_events(conn, events, actor=actor, now=now)
-    enqueue_notifications(conn, notices, now=now)  # people only: the topic keeps its pause notices
-    return _Claim(messages, report, recorded, pending_id)
+    # The statement returns (1-based position of an inserted run's entry in the arrays,
+    # state, pending-offer id); the message is built from the arrays, not read back.
+    with conn.cursor(row_factory=tuple_row) as cursor:
+        inserted = cursor.execute(SQL["insert_runs"], {"owner": owner, "now": claim.now, "id": ids,
+                                                       **runs.columns()}).fetchall()
+    for entry, state, pending in inserted:
+        index = entry - 1
+        if state == "queued":
+            messages.append(RunMessage(run_id=ids[index], schedule_id=runs.schedule_id[index],
+                                       workspace_id=runs.workspace_id[index], owner=owner,
+                                       work_kind=runs.work_kind[index]))
+            recorded.add(ids[index])
+            pending_id = pending
+        else:
+            report.stale_skipped += 1
+            runs.notices.append(Notice(runs.schedule_id[index], runs.workspace_id[index], owner,
+                                       DELIVERY_SKIPPED_STALE, f"stale:{ids[index]}", {
+                                           "schedule_id": str(runs.schedule_id[index]),
+                                           "workspace_id": str(runs.workspace_id[index]),
+                                           "reason": "skipped_stale", "work_kind": runs.work_kind[index],
+                                           "run_id": str(ids[index]),
+                                           "occurrence_at": runs.occurrence_at[index].isoformat()}))
+    report.runs_created = len(inserted)
+    return pending_id
 
 
 def _reoffer_reason(run: dict[str, Any]) -> str:
@@ -452,13 +430,16 @@ def _reoffer_reason(run: dict[str, Any]) -> str:
     return "released" if run["was_released"] else "unpublished"
 
 
-def _reoffer(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int, limits: OfferLimits,
-             report: DispatchReport, events: list[Event], actor: str) -> list[RunMessage]:
+def _reoffer(conn: psycopg.Connection, claim: _Pass, *, report: DispatchReport,
+             events: list[Event]) -> list[RunMessage]:
     """Offer released and stranded runs again, or settle the ones that exhausted their
-    attempts or offers (failed, counted in the streak). Returns the messages to publish."""
+    attempts or offers (failed, counted in the streak: the pipeline's failure threshold
+    pauses). Returns the messages to publish."""
+    owner, now, limits = claim.settings.owner, claim.now, claim.settings.limits
     candidates = conn.execute(SQL["stranded_runs"], {
-        "owner": owner, "limit": limit, "now": now, "stale_before": now - limits.reoffer_after,
-        "unpublished_before": now - limits.unpublished_after, "max_attempts": limits.max_attempts}).fetchall()
+        "owner": owner, "limit": claim.settings.claim_limit, "now": now,
+        "stale_before": now - limits.reoffer_after, "unpublished_before": now - limits.unpublished_after,
+        "max_attempts": limits.max_attempts}).fetchall()
     again: list[dict[str, Any]] = []
     for run in candidates:
         if limits.attempts.exhausted(run["attempts"]):
@@ -471,7 +452,7 @@ def _reoffer(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
             again.append(run)
             continue
         settled = settle_run(conn, run_id=run["id"], state="failed", outcome_code=code, now=now, error=message,
-                             actor=actor)
+                             actor=claim.actor, failure_threshold=limits.failure_threshold)
         if settled is not None:
             report.exhausted += 1
             report.paused_exhausted += bool(settled.paused_reason)
@@ -486,14 +467,55 @@ def _reoffer(conn: psycopg.Connection, *, owner: str, now: datetime, limit: int,
     return [_message(run, owner) for run in again]
 
 
-def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: RunPublisher,
-             claim_limit: int = 200, reoffer_after: timedelta = timedelta(minutes=15),
-             time_budget_s: float = 40.0, registry: WorkKindRegistry | None = None,
-             notifier: Notifier | None = None, metrics: Any = None,
-             monotonic: Callable[[], float] = time.monotonic, limits: OfferLimits | None = None,
-             partition: Partition = WHOLE_OWNER,
+class _Workers:
+    """The claim workers of one pass: each claims batches on its own connection while they
+    come back full, the time budget remains and no other worker failed, and adds its
+    batches' counts to the pass's ``total`` (under a lock: two workers may add at once)."""
+
+    def __init__(self, claim: _Pass, publisher: RunPublisher, monotonic: Callable[[], float], started: float):
+        self.claim, self.publisher, self.monotonic, self.started = claim, publisher, monotonic, started
+        self.total = DispatchReport()
+        self.counted = threading.Lock()
+        self.stop = threading.Event()
+
+    def one_batch(self, on: psycopg.Connection, rules: RuleCache, reoffer: bool) -> DispatchReport:
+        """Claim one batch on ``on`` in its own transaction, then publish it."""
+        with on.transaction():
+            commit_without_flush_wait(on)  # a claim lost in a database crash is claimed again
+            claim = _claim_batch(on, self.claim, rules, reoffer)
+        report = claim.report
+        if claim.messages:
+            crash_point("dispatcher.after_claim_commit")
+        report.published, report.refused = publish_offers(on, self.publisher, claim.messages, now=self.claim.now,
+                                                          recorded=claim.recorded, pending_id=claim.pending_id)
+        with self.counted:
+            for name in _REPORT_COUNTS:
+                setattr(self.total, name, getattr(self.total, name) + getattr(report, name))
+            self.total.batches += 1
+        return report
+
+    def run(self, on: psycopg.Connection, rules: RuleCache, reoffer: bool, *, first_only: bool = False) -> bool | None:
+        """Claim batches on ``on`` while they come back full, the budget remains and no
+        other worker failed. Returns None when the pass is done, else (``first_only``: after
+        one full batch) whether the next batch still takes re-offers."""
+        limit, budget = self.claim.settings.claim_limit, self.claim.settings.time_budget_s
+        while True:
+            report = self.one_batch(on, rules, reoffer)
+            # Reoffers are taken in the first batch; later batches repeat them only if it was full.
+            reoffer = self.claim.partition.owner_wide and report.reoffered + report.exhausted >= limit
+            full = report.claimed >= limit or reoffer
+            if not full or self.monotonic() - self.started >= budget or self.stop.is_set():
+                return None
+            if first_only:
+                return reoffer
+
+
+def dispatch(conn: psycopg.Connection, settings: DispatchSettings, *, now: datetime, publisher: RunPublisher,
+             registry: WorkKindRegistry | None = None, notifier: Notifier | None = None, metrics: Any = None,
+             monotonic: Callable[[], float] = time.monotonic, partition: Partition = WHOLE_OWNER,
              second: Callable[[], psycopg.Connection] | None = None) -> DispatchReport:
-    """One dispatcher pass for ``owner`` at instant ``now`` (aware UTC).
+    """One dispatcher pass of ``settings`` (a pipeline's :class:`DispatchSettings`) at
+    instant ``now`` (aware UTC).
 
     ``partition``: the pass claims only that :class:`Partition`'s schedules (default:
     every one); the owner-wide work (re-offers of released, unpublished and stranded runs,
@@ -503,82 +525,57 @@ def dispatch(conn: psycopg.Connection, *, owner: str, now: datetime, publisher: 
     to one run.
 
     Repeats claim -> commit -> publish (recording accepted offers, releasing refused ones)
-    while a batch came back full and ``time_budget_s`` (seconds of wall time) remains, so
-    the 200 bound limits one transaction, not the minute's throughput. With ``second`` (a
-    callable returning a second idle connection, called only when the first batch came
-    back full), the batches after the first are claimed by two workers at once, one per
-    connection, so the database's work on one worker's batch overlaps the other's Python
-    work (computing dues); the claim's ``SKIP LOCKED`` keeps them off each other's rows, as
-    it keeps concurrent partitions apart. A worker that raises stops the other after its
-    current batch (every batch commits and publishes whole, or rolls back), and the pass
-    re-raises. Then flushes unsent owner notifications. ``limits`` (default:
-    :class:`OfferLimits` with ``reoffer_after``) governs re-offers. Returns the summed
-    :class:`DispatchReport`. Raises ``psycopg.Error`` when a claim transaction fails (it
-    rolls back; the timing stays due for the next pass)."""
+    while a batch came back full and ``settings.time_budget_s`` (seconds of wall time, of
+    ``monotonic``) remains, so the claim limit bounds one transaction, not the minute's
+    throughput. With ``second`` (a callable returning a second idle connection, called only
+    when the first batch came back full), the batches after the first are claimed by two
+    workers at once, one per connection, so the database's work on one worker's batch
+    overlaps the other's Python work (computing dues); the claim's ``SKIP LOCKED`` keeps
+    them off each other's rows, as it keeps concurrent partitions apart. A worker that
+    raises stops the other after its current batch (every batch commits and publishes
+    whole, or rolls back), and the pass re-raises. Then flushes unsent owner notifications
+    (``notifier``), and adds the pass's counts to ``metrics`` (a Powertools metrics object)
+    when given. ``registry``: the work kinds whose staleness bounds skip stale runs (None:
+    none skipped). Returns the summed :class:`DispatchReport`. Raises ``psycopg.Error``
+    when a claim transaction fails (it rolls back; the timing stays due for the next pass)."""
     started = monotonic()
-    limits = limits or OfferLimits(reoffer_after=reoffer_after)
-    total = DispatchReport()
-    cache = _RuleCache()
+    limits = settings.limits
     # Never prepared: a generic plan for this probe scans the whole table (custom plans
     # read the partial indexes; measured 0.3 ms against 110 ms at 1M schedules).
     probe = conn.execute(SQL["probe_work"], {
-        "owner": owner, "now": now, "stale_before": now - limits.reoffer_after,
+        "owner": settings.owner, "now": now, "stale_before": now - limits.reoffer_after,
         "unpublished_before": now - limits.unpublished_after, "max_attempts": limits.max_attempts,
         "slot_from": partition.slot_from, "slot_to": partition.slot_to, "owner_wide": partition.owner_wide},
         prepare=False).fetchone()
     has_work = probe["due"] or probe["reofferable"] or probe["abandoned"]
     reoffer = bool(probe["reofferable"] or probe["abandoned"])
-    counted = threading.Lock()
-    stop = threading.Event()
-
-    def one_batch(on: psycopg.Connection, rules: _RuleCache, reoffer: bool) -> DispatchReport:
-        with on.transaction():
-            commit_without_flush_wait(on)  # a claim lost in a database crash is claimed again
-            claim = _claim_batch(on, owner=owner, now=now, limit=claim_limit,
-                                 reoffer_after=limits.reoffer_after, registry=registry, cache=rules,
-                                 actor="dispatcher", reoffer=reoffer, limits=limits, partition=partition)
-        report = claim.report
-        if claim.messages:
-            crash_point("dispatcher.after_claim_commit")
-        report.published, report.refused = publish_offers(on, publisher, claim.messages, now=now,
-                                                          recorded=claim.recorded, pending_id=claim.pending_id)
-        with counted:
-            for name in _REPORT_COUNTS:
-                setattr(total, name, getattr(total, name) + getattr(report, name))
-            total.batches += 1
-        return report
-
-    def worker(on: psycopg.Connection, rules: _RuleCache, reoffer: bool, *, first_only: bool = False) -> bool | None:
-        """Claim batches on ``on`` while they come back full, the budget remains and no
-        other worker failed. Returns None when the pass is done, else (``first_only``: after
-        one full batch) whether the next batch still takes re-offers."""
-        while True:
-            report = one_batch(on, rules, reoffer)
-            # Reoffers are taken in the first batch; later batches repeat them only if it was full.
-            reoffer = partition.owner_wide and report.reoffered + report.exhausted >= claim_limit
-            full = report.claimed >= claim_limit or reoffer
-            if not full or monotonic() - started >= time_budget_s or stop.is_set():
-                return None
-            if first_only:
-                return reoffer
-
-    more = worker(conn, cache, reoffer, first_only=second is not None) if has_work else None
+    workers = _Workers(_Pass(settings, now=now, registry=registry, partition=partition), publisher, monotonic,
+                       started)
+    cache = RuleCache()
+    more = workers.run(conn, cache, reoffer, first_only=second is not None) if has_work else None
     if more is not None and second is not None:
-        _two_workers(lambda: worker(conn, cache, more), lambda: worker(second(), _RuleCache(), False), stop)
+        _two_workers(lambda: workers.run(conn, cache, more), lambda: workers.run(second(), RuleCache(), False),
+                     workers.stop)
+    total = workers.total
     if notifier is not None and partition.owner_wide and (probe["notices"] or total.paused_exhausted):
-        flush_notifications(conn, owner=owner, notifier=notifier, now=now)
+        flush_notifications(conn, owner=settings.owner, notifier=notifier, now=now)
     total.elapsed_s = monotonic() - started
     if metrics is not None:
-        for name, value in ((obs.SCHEDULES_CLAIMED, total.claimed), (obs.RUNS_PUBLISHED, total.published),
-                            (obs.PUBLISH_REFUSED, total.refused), (obs.RUNS_REOFFERED, total.reoffered),
-                            (obs.BACKLOG_SKIPPED, total.backlog_skipped),
-                            (obs.DEFINITIONS_INVALID, total.paused_invalid), (obs.DISPATCHER_HEARTBEAT, 1)):
-            metrics.add_metric(name=name, unit="Count", value=value)
-        if total.exhausted:
-            metrics.add_metric(name=obs.RUN_FAILED, unit="Count", value=total.exhausted)
-        if total.paused_exhausted:
-            metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=total.paused_exhausted)
+        _add_metrics(metrics, total)
     return total
+
+
+def _add_metrics(metrics: Any, total: DispatchReport) -> None:
+    """Add a pass's counts to ``metrics`` (Powertools metrics: ``add_metric(name, unit, value)``)."""
+    for name, value in ((obs.SCHEDULES_CLAIMED, total.claimed), (obs.RUNS_PUBLISHED, total.published),
+                        (obs.PUBLISH_REFUSED, total.refused), (obs.RUNS_REOFFERED, total.reoffered),
+                        (obs.BACKLOG_SKIPPED, total.backlog_skipped),
+                        (obs.DEFINITIONS_INVALID, total.paused_invalid), (obs.DISPATCHER_HEARTBEAT, 1)):
+        metrics.add_metric(name=name, unit="Count", value=value)
+    if total.exhausted:
+        metrics.add_metric(name=obs.RUN_FAILED, unit="Count", value=total.exhausted)
+    if total.paused_exhausted:
+        metrics.add_metric(name=obs.SCHEDULE_AUTO_PAUSED, unit="Count", value=total.paused_exhausted)
 
 
 def _two_workers(first: Callable[[], Any], other: Callable[[], Any], stop: threading.Event) -> None:

@@ -1,6 +1,6 @@
 """Settlement: record a run's terminal result once and update its schedule's failure streak
-(success or skip resets it; a scheduled failure adds one; the fifth in a row pauses), and
-tell the owner of the failures they chose to hear of (``schedules.notify_on``)."""
+(success or skip resets it; a scheduled failure adds one; the pipeline's threshold in a row
+pauses), and tell the owner of the failures they chose to hear of (``schedules.notify_on``)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,17 @@ class Settlement:
 
 
 def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_code: str, now: datetime,
-               detail: dict[str, Any] | None = None, error: str | None = None, attempt: int | None = None,
-               pause_reason: str | None = None, failure_threshold: int = 5,
+               failure_threshold: int, detail: dict[str, Any] | None = None, error: str | None = None,
+               attempt: int | None = None, pause_reason: str | None = None,
                actor: str = "consumer") -> Settlement | None:
     """Settle ``run_id`` in the caller's transaction; return None if it was already terminal
     (or, when ``attempt`` is given, no longer held by that attempt).
 
     ``state`` is ``succeeded`` | ``skipped`` | ``failed``. On the schedule: success or skip
-    resets the streak; a scheduled failure adds one; the ``failure_threshold``-th
-    consecutive failure of an active schedule (or a scheduled refusal with
-    ``pause_reason``) pauses it, records a ``paused`` event and enqueues a pause notice.
+    resets the streak; a scheduled failure adds one; the ``failure_threshold``-th (the
+    pipeline's ``failure_pause_threshold``, passed by every caller) consecutive failure of
+    an active schedule (or a scheduled refusal with ``pause_reason``) pauses it, records a
+    ``paused`` event and enqueues a pause notice.
     A scheduled failure that does not pause enqueues a ``schedule_failed`` notice (the
     people's, not the operators' topic) when the schedule's ``notify_on`` asks for it:
     ``every_failure``, or ``first_failure`` (the default) when it starts a streak;

@@ -219,6 +219,10 @@ class WorkKind:
     #: the settings it needs (e.g. ``/query-schedules``); None: the generic schedules
     #: actions suffice. See :meth:`check_generic`.
     route: str | None = None
+    #: The names of the services its handler reads from ``ctx.services`` (e.g.
+    #: ``("delivery",)``): the edge builds those, and only those, for the consumer of the
+    #: kind's pipeline.
+    services: tuple[str, ...] = ()
 
     def check_generic(self) -> None:
         """Raise :class:`OwnRouteOnly` when this kind's schedules belong to its own :attr:`route`."""
@@ -241,19 +245,23 @@ class WorkKindRegistry:
     def __init__(self) -> None:
         self._kinds: dict[tuple[str, str], WorkKind] = {}
         self._maintenance: dict[str, dict[str, MaintenanceTask]] = {}
+        self._maintenance_metrics: dict[tuple[str, str], dict[str, str]] = {}
 
     def register(self, owner: str, name: str, handler: WorkHandler, *, staleness: timedelta | None = None,
                  description: str = "", leased: bool = False,
-                 subject: SubjectRequirement | None = None, route: str | None = None) -> WorkKind:
+                 subject: SubjectRequirement | None = None, route: str | None = None,
+                 services: tuple[str, ...] = ()) -> WorkKind:
         """Register ``handler`` for ``(owner, name)``; ``subject`` declares the schedule
         subject its input needs (checked at create and update); ``route`` names the API
         route that alone creates, changes and runs its schedules (the generic actions
-        refuse it: :class:`OwnRouteOnly`). Raises ``ValueError`` on a duplicate."""
+        refuse it: :class:`OwnRouteOnly`); ``services`` names what its handler reads from
+        ``ctx.services`` (built by the edge for the owner's consumer). Raises ``ValueError``
+        on a duplicate."""
         key = (owner, name)
         if key in self._kinds:
             raise ValueError(f"work kind {owner}/{name} is already registered")
         kind = WorkKind(owner, name, handler, staleness, description or (handler.__doc__ or "").strip(), leased,
-                        subject, route)
+                        subject, route, tuple(services))
         self._kinds[key] = kind
         return kind
 
@@ -276,14 +284,28 @@ class WorkKindRegistry:
         """The registered work-kind names of ``owner``, sorted."""
         return sorted(name for (o, name) in self._kinds if o == owner)
 
-    def register_maintenance(self, owner: str, name: str, task: MaintenanceTask) -> None:
+    def services(self, owner: str) -> tuple[str, ...]:
+        """The service names ``owner``'s work kinds read from ``ctx.services``, sorted, each once."""
+        return tuple(sorted({service for kind in self._kinds.values() if kind.owner == owner
+                             for service in kind.services}))
+
+    def register_maintenance(self, owner: str, name: str, task: MaintenanceTask, *,
+                             metrics: Mapping[str, str] | None = None) -> None:
         """Register ``task`` to run after each dispatcher pass of ``owner``'s pipeline (once a
-        minute, one at a time: the dispatcher has reserved concurrency one). Raises
-        ``ValueError`` when ``(owner, name)`` is registered already."""
+        minute, one at a time: the dispatcher has reserved concurrency one). ``metrics``:
+        summary key -> metric name; after a pass whose summary of the task has the key, the
+        edge emits its value as that metric (a count). Raises ``ValueError`` when ``(owner,
+        name)`` is registered already."""
         tasks = self._maintenance.setdefault(owner, {})
         if name in tasks:
             raise ValueError(f"maintenance task {owner}/{name} is already registered")
         tasks[name] = task
+        self._maintenance_metrics[(owner, name)] = dict(metrics or {})
+
+    def maintenance_metrics(self, owner: str, name: str) -> dict[str, str]:
+        """The metrics ``owner``'s maintenance task ``name`` reports: summary key -> metric
+        name (empty for a task that reports none, or an unknown one)."""
+        return dict(self._maintenance_metrics.get((owner, name), {}))
 
     def maintenance(self, owner: str) -> dict[str, MaintenanceTask]:
         """``owner``'s maintenance tasks by name, in registration order."""

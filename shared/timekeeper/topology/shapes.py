@@ -1,10 +1,7 @@
-"""The one description of every pipeline.
-
-The CDK stacks and the local stack both read these numbers, so what runs locally is what
-deploys: the queue's maxReceiveCount here is also the consumer's idea of its final
-receive, the visibility timeout is derived from the consumer's timeout, and the lease a
-consumer takes on a run never outlives the function that holds it.
-"""
+"""The shapes of the topology: a queue consumer, a dispatcher pipeline, a queue-only work
+queue, the snapshot pipeline, the renderer, a function outside the pipelines, the history
+retention and the connection budget. Each checks its own numbers at construction
+(``ValueError``); the deployment's instances are in :mod:`timekeeper.topology`."""
 
 from __future__ import annotations
 
@@ -12,69 +9,20 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from timekeeper.settings import work_queue_url_variable
-
-#: The database logins of the deployment (created by migration ``0005_login_roles.sql``):
-#: dispatchers and consumers log in as the workers' role, the HTTP API as its own walled
-#: role; the migration function alone uses the schema owner's credentials.
-WORKER_LOGIN = "timekeeper_worker"
-API_LOGIN = "timekeeper_api"
-
-#: Statement timeout of the workers' database login (dispatchers and consumers), seconds.
-#: Set per login role by migration ``0005_login_roles.sql`` (no connection startup option:
-#: RDS Proxy refuses them); the migration test compares the role's setting with this.
-WORKER_STATEMENT_TIMEOUT_S = 15
-#: Statement timeout of the API's database login, seconds: well inside API Gateway's 29 s.
-API_STATEMENT_TIMEOUT_S = 20
-#: How long a client waits to open a connection (libpq ``connect_timeout``), and at most how
-#: long RDS Proxy lets it wait to borrow a database connection (``ConnectionBorrowTimeout``).
-CONNECT_TIMEOUT_S = 5
-#: The time a dispatcher keeps for the publishes after its last claim (SendMessageBatch
-#: calls of one full batch, with the SDK's retries).
-DISPATCHER_PUBLISH_ALLOWANCE_S = 5
-#: The API function's reserved concurrency: the most API connections at once.
-API_RESERVED_CONCURRENCY = 10
-#: The public download route's function's reserved concurrency (``GET /downloads/{token}``
-#: runs apart from the API, so a flood of link clicks cannot take the API's executions):
-#: the most download connections at once.
-DOWNLOADS_RESERVED_CONCURRENCY = 3
-#: Connections the migration trigger holds while a deploy runs.
-MIGRATION_CONNECTIONS = 1
-#: RDS Proxy closes a client connection idle this long (seconds); a Lambda execution
-#: environment reopens its connection when it was idle for half of it.
-PROXY_IDLE_CLIENT_TIMEOUT_S = 900
-#: /tmp (MB) of every consumer that writes a saved query's whole result to a file before
-#: uploading it (exports, scheduled deliveries of queries): the same unbounded files, so
-#: the same room.
-QUERY_FILE_STORAGE_MB = 2048
-
-# ------------------------------------------------------------------ the AWS services a function calls
-
-#: The AWS service APIs Timekeeper's functions call, by their boto3 client names. Every
-#: function of the topology declares the ones it calls (``services`` of its description);
-#: the edge creates clients for those only (``timekeeper.edge.adapters.aws_client``), and
-#: infra derives from the same declaration each function's network route (a VPC endpoint,
-#: or the NAT route by context) and its IAM grants. The database is not among them: it is
-#: reached through RDS Proxy inside the VPC; every function also reads its login secret
-#: from Secrets Manager. Lambda's own logs, metrics (embedded in the logs) and traces are
-#: sent by the Lambda service, not by the function's code.
-SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES = "sqs", "sns", "s3", "secretsmanager", "lambda", "ses"
-AWS_SERVICES = frozenset({SQS, SNS, S3, SECRETS_MANAGER, LAMBDA, SES})
-
-
-def calls(*services: str) -> frozenset[str]:
-    """A function's declared services: ``services`` plus Secrets Manager (every function
-    reads its database login's secret). Raises ``ValueError`` for a name outside
-    :data:`AWS_SERVICES`."""
-    unknown = set(services) - AWS_SERVICES
-    if unknown:
-        raise ValueError(f"unknown AWS services {sorted(unknown)}: use names of AWS_SERVICES")
-    return frozenset({SECRETS_MANAGER, *services})
-
-
-def _check_services(function: str, services: frozenset[str]) -> None:
-    unknown = services - AWS_SERVICES
-    if unknown:
-        raise ValueError(f"function {function}: unknown AWS services {sorted(unknown)}")
+from timekeeper.topology.limits import (
+    CONNECT_TIMEOUT_S,
+    DISPATCHER_PUBLISH_ALLOWANCE_S,
+    LAMBDA,
+    MAX_DISPATCH_PARTITIONS,
+    S3,
+    SECRETS_MANAGER,
+    SES,
+    SNS,
+    SQS,
+    WORKER_STATEMENT_TIMEOUT_S,
+    calls,
+    check_services,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +40,7 @@ class ServiceFunction:
     internet: str = ""
 
     def __post_init__(self) -> None:
-        _check_services(self.function, self.services)
+        check_services(self.function, self.services)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,12 +113,7 @@ class QueueConsumer:
             raise ValueError("a Lambda function's /tmp is 512..10240 MB")
         if self.connections not in (1, 2):
             raise ValueError("a consumer holds one or two database connections")
-        _check_services(self.function, self.services)
-
-
-#: The most dispatcher partitions a pipeline may have (each is a function, a rule, a
-#: reserved concurrency unit and a database connection).
-MAX_DISPATCH_PARTITIONS = 16
+        check_services(self.function, self.services)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -199,6 +142,12 @@ class Pipeline:
     dispatcher_time_budget_s: int = 30
     claim_batch: int = 200
     reoffer_after_s: int = 900
+    #: An offer the queue never accepted (the dispatcher died between its commit and the
+    #: send) is offered again by a pass at least this much later (seconds).
+    unpublished_reoffer_after_s: int = 30
+    #: A run whose message the queue accepted this many times without the run finishing is
+    #: settled failed ``offers_exhausted``.
+    max_publishes: int = 3
     failure_pause_threshold: int = 5
     dispatcher_silence_alarm_minutes: int = 5
     #: The AWS services the dispatcher calls: its run queue, the notification topic.
@@ -226,6 +175,13 @@ class Pipeline:
     failure_rate_alarm_percent: int = 20
     failure_rate_alarm_min_runs: int = 5
     failure_rate_alarm_periods: int = 3
+    #: Whether partition 0's passes are followed by the people pass: owner notices made
+    #: from the notification outbox of every owner, and their e-mails (its dispatcher calls
+    #: SES). Exactly one pipeline of the deployment runs it.
+    people_pass: bool = False
+    #: Whether the owner keeps delivery history: its history retention also prunes the
+    #: finished exports and erases the recipients' addresses of old delivery rows.
+    prunes_delivery_history: bool = False
 
     @property
     def run_queue_name(self) -> str:
@@ -248,7 +204,7 @@ class Pipeline:
         return range(self.dispatch_partitions)
 
     def __post_init__(self) -> None:
-        _check_services(self.dispatcher_function, self.dispatcher_services)
+        check_services(self.dispatcher_function, self.dispatcher_services)
         if not 1 <= self.dispatch_partitions <= MAX_DISPATCH_PARTITIONS:
             raise ValueError(f"pipeline {self.name}: dispatch_partitions must be 1..{MAX_DISPATCH_PARTITIONS}")
         if self.claim_workers not in (1, 2):
@@ -257,8 +213,13 @@ class Pipeline:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.reoffer_after_s <= self.consumer.timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
+        if self.unpublished_reoffer_after_s < 1 or self.max_publishes < 1 or self.failure_pause_threshold < 1:
+            raise ValueError(f"pipeline {self.name}: unpublished_reoffer_after_s, max_publishes and "
+                             "failure_pause_threshold must be at least 1")
         if not self.retry_backoff_s or not all(0 <= d < self.reoffer_after_s for d in self.retry_backoff_s):
             raise ValueError("each retry backoff must be 0 s or more and shorter than the re-offer of a stranded run")
+        if self.people_pass and SES not in self.dispatcher_services:
+            raise ValueError(f"pipeline {self.name}: the people pass mails notices, so its dispatcher calls SES")
         if self.dispatcher_worst_case_s >= self.dispatcher_timeout_s:
             raise ValueError(
                 f"dispatcher {self.name}: connect {CONNECT_TIMEOUT_S} s + time budget {self.dispatcher_time_budget_s}"
@@ -271,54 +232,6 @@ class Pipeline:
         time budget, then one more claim cut off by the statement timeout, then its publishes."""
         return (CONNECT_TIMEOUT_S + self.dispatcher_time_budget_s + WORKER_STATEMENT_TIMEOUT_S
                 + DISPATCHER_PUBLISH_ALLOWANCE_S)
-
-
-ACCOUNTING = Pipeline(
-    name="accounting",
-    owner="accounting",
-    dispatcher_function="accounting_dispatcher",
-    # Runs are short database work: 50 to a batch (one commit for all; at most 1 s of added
-    # latency while the event source fills a batch), two consumers, five receives.
-    consumer=QueueConsumer(queue_name="timekeeper-accounting-runs", function="accounting_consumer",
-                           timeout_s=120, max_receive_count=5, batch_size=50, max_batching_window_s=1,
-                           max_concurrency=2, services=calls()),
-    # Two dispatcher partitions: each claims half the schedules, so a pass's claim work is
-    # shared by two functions (and the deployed shape is the partitioned one from the start).
-    dispatch_partitions=2,
-)
-
-#: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
-#: ``queries.deliver``). A report run holds its consumer while it polls the renderer for up
-#: to 12 minutes, so: one run per invocation (batch 1), a 900 s consumer (the Lambda
-#: maximum), three at a time, three receives; a started run's lease is the consumer's
-#: timeout, and an offered run is offered again only after twice that. Each consumer holds
-#: a second connection: the delivery journal (files, outbox, recipient outcomes) commits
-#: beside the run's transaction.
-QUERIES = Pipeline(
-    name="queries",
-    owner="queries",
-    dispatcher_function="queries_dispatcher",
-    consumer=QueueConsumer(queue_name="timekeeper-queries-runs", function="queries_consumer",
-                           timeout_s=900, max_receive_count=3, batch_size=1, max_concurrency=3,
-                           queue_age_alarm_s=1800, connections=2,
-                           # the query file is written to /tmp before upload, as an export's is
-                           ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
-                           # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
-                           services=calls(S3, LAMBDA, SES)),
-    reoffer_after_s=1800,
-    dispatch_partitions=2,
-    # its run queue, the notification topic, and the owners' notice e-mails (SES): the
-    # pass of partition 0 is followed by the people pass (timekeeper.edge.runs.tell_owners);
-    # the renderer (Lambda): partition 0's sweep of unfinished renders asks for them again
-    dispatcher_services=calls(SQS, SNS, SES, LAMBDA),
-)
-
-#: The pipeline whose dispatcher passes are followed by the people pass: owner notices
-#: made from the notification outbox of every owner, and their e-mails.
-NOTICES_PIPELINE = QUERIES.name
-
-#: Every pipeline, by name. Infra and the local stack iterate over this.
-PIPELINES: dict[str, Pipeline] = {p.name: p for p in (ACCOUNTING, QUERIES)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -366,32 +279,6 @@ class WorkQueue:
             raise ValueError(f"work queue {self.name}: reoffer_per_pass must be at least 1")
 
 
-#: Interactive exports of a saved query version to CSV or XLSX: one export per invocation
-#: (a large file takes the whole function), two at a time, three receives; the file is
-#: written to the consumer's 2 GB /tmp before upload.
-EXPORTS = WorkQueue(name="exports", consumer=QueueConsumer(
-    queue_name="timekeeper-exports", function="export_consumer", timeout_s=300, max_receive_count=3,
-    batch_size=1, max_concurrency=2, memory_mb=1024, ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
-    services=calls(S3, SQS)),  # the file (S3); re-offers of unpublished exports (SQS)
-    # the queries dispatcher's owner-wide pass offers unpublished exports again each minute
-    swept_by=QUERIES.name)
-
-#: Every queue-only worker, by name. Infra and the local stack iterate over this too.
-WORK_QUEUES: dict[str, WorkQueue] = {q.name: q for q in (EXPORTS,)}
-
-
-def _check_sweeps() -> None:
-    """Each work queue's ``swept_by`` names a pipeline whose dispatcher may call SQS."""
-    for queue in WORK_QUEUES.values():
-        sweeper = PIPELINES.get(queue.swept_by) if queue.swept_by is not None else None
-        if queue.swept_by is not None and (sweeper is None or SQS not in sweeper.dispatcher_services):
-            raise ValueError(f"work queue {queue.name}: swept_by {queue.swept_by!r} is not a pipeline whose "
-                             "dispatcher calls SQS")
-
-
-_check_sweeps()
-
-
 @dataclass(frozen=True, kw_only=True)
 class SnapshotPipeline:
     """The monthly-snapshot pipeline: a planner every ``planner_rate_minutes`` (it plans
@@ -435,8 +322,8 @@ class SnapshotPipeline:
         return f"timekeeper-{self.name}-jobs"
 
     def __post_init__(self) -> None:
-        _check_services(self.planner_function, self.planner_services)
-        _check_services(self.dispatcher_function, self.dispatcher_services)
+        check_services(self.planner_function, self.planner_services)
+        check_services(self.dispatcher_function, self.dispatcher_services)
         if self.consumer.queue_name != self.job_queue_name:
             raise ValueError(f"snapshot pipeline {self.name}: its job queue is named {self.job_queue_name!r}")
         if self.consumer.batch_size != 1:
@@ -461,27 +348,6 @@ class SnapshotPipeline:
         was used up or the messages vanished): a retryable failure."""
         return timedelta(seconds=self.consumer.max_receive_count * self.consumer.visibility_timeout_s
                          + self.consumer.timeout_s)
-
-
-#: Monthly snapshots: a 900 s run job (the Lambda maximum; it hands over a minute before
-#: it ends), four at a time (every admitted run), three receives of one job.
-SNAPSHOTS = SnapshotPipeline(consumer=QueueConsumer(
-    queue_name="timekeeper-snapshots-jobs", function="snapshot_run_job", timeout_s=900, max_receive_count=3,
-    batch_size=1, max_concurrency=4, services=calls(SQS)))  # a hand-over re-sends its job (SQS)
-
-
-#: The message-events queue: SES's configuration set publishes each message's later states
-#: (delivery, bounce, complaint, reject, delivery delay) to an encrypted SNS topic, and this
-#: queue, subscribed with raw message delivery, feeds them to their consumer. Events are
-#: small database writes: ten to a batch (at most 5 s of added latency while a batch
-#: fills), two consumers, five receives (an event may arrive before the outbox recorded its
-#: message id: the consumer sets its visibility to a minute and tries again).
-#: The operators' name of the message-events queue (:func:`dead_letter_queues`).
-MESSAGE_EVENTS_NAME = "message_events"
-MESSAGE_EVENTS = QueueConsumer(
-    queue_name="timekeeper-message-events", function="message_events_consumer", timeout_s=60,
-    max_receive_count=5, batch_size=10, max_batching_window_s=5, max_concurrency=2,
-    services=calls(SQS))  # the retry of an event that came before its message id (SQS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -518,12 +384,6 @@ class HistoryRetention:
             raise ValueError("history retention: events_days must be at least runs_days (a kept run keeps its events)")
         if not 1 <= self.batch_rows <= 50_000 or self.max_batches_per_pass < 1 or self.time_budget_s <= 0:
             raise ValueError("history retention: batch_rows 1..50,000, at least one batch, a positive time budget")
-
-
-#: The deployment's history retention (partition 0 of each pipeline's dispatcher prunes its
-#: owner's runs, events and, for queries, exports; the snapshot dispatcher the rows of
-#: failed snapshot runs). 5,000 rows a batch and 20 batches retire 100,000 runs a minute.
-HISTORY = HistoryRetention()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -586,116 +446,7 @@ class Renderer:
             raise ValueError("a Lambda function runs at most 900 s")
         if self.reserved_concurrency < 1:
             raise ValueError("the renderer needs a reserved concurrency of at least 1")
-        _check_services(self.function, self.services)
-
-
-#: The report renderer (``functions/report_renderer``): a render of 20 sections of up to
-#: 1,000 rows each fits well inside 300 s; two at once keep its connections few. (Twenty
-#: sections each running into the workers' 15 s statement timeout could pass 300 s: that
-#: attempt dies, and the attempt limit ends the render as ``attempts_exhausted``.)
-REPORT_RENDERER = Renderer(name="report-renderer", function="report_renderer", swept_by=QUERIES.name)
-if REPORT_RENDERER.swept_by is not None and LAMBDA not in PIPELINES[REPORT_RENDERER.swept_by].dispatcher_services:
-    raise ValueError("the renderer's swept_by must name a pipeline whose dispatcher calls Lambda")
-
-
-#: The HTTP API (``functions/api``): "Run now" and export requests (SQS), renders (Lambda),
-#: presigned links and delivered files (S3), the console's session keys (Secrets Manager);
-#: its reserved concurrency bounds its database connections. Where the console is deployed,
-#: its sign-in calls the identity provider over the internet.
-API = ServiceFunction(function="api", services=calls(SQS, S3, LAMBDA), reserved_concurrency=API_RESERVED_CONCURRENCY,
-                      internet="the console's sign-in: the identity provider's discovery document, token "
-                               "endpoint and keys (JWKS), where the console is deployed")
-#: The public download route (``functions/downloads``): the API's resolver for
-#: ``GET /downloads/{token}`` alone; presigned URLs of delivered files (S3), the link keys
-#: (Secrets Manager); the API's walled login.
-DOWNLOADS = ServiceFunction(function="downloads", services=calls(S3),
-                            reserved_concurrency=DOWNLOADS_RESERVED_CONCURRENCY)
-#: The migration trigger (``functions/migrate``): it reads the logins' secrets only.
-MIGRATION = ServiceFunction(function="migrate", services=calls())
-#: The API's JWT authorizer (``functions/authorizer``): no AWS service, no database; it
-#: fetches the identity provider's JWKS over the internet (outside the VPC).
-AUTHORIZER = ServiceFunction(function="authorizer", services=frozenset(),
-                             internet="the identity provider's keys (JWKS)")
-#: Functions deployed only when the deployment asks for them: the JWT authorizer (an
-#: OpenID Connect issuer or a Cognito user pool named by context).
-OPTIONAL_FUNCTIONS = frozenset({AUTHORIZER.function})
-
-
-def function_services() -> dict[str, frozenset[str]]:
-    """Every function of the deployment (its ``functions/<folder>``) -> the AWS services it
-    calls: the pipelines' dispatchers and consumers, the work queues' consumers, the
-    snapshot planner, dispatcher and run job, the renderer, the API and the migration."""
-    found: dict[str, frozenset[str]] = {}
-    for pipeline in PIPELINES.values():
-        found[pipeline.dispatcher_function] = pipeline.dispatcher_services
-    for consumer in queue_consumers():
-        found[consumer.function] = consumer.services
-    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_services
-    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_services
-    found[REPORT_RENDERER.function] = REPORT_RENDERER.services
-    found[API.function] = API.services
-    found[MIGRATION.function] = MIGRATION.services
-    found[AUTHORIZER.function] = AUTHORIZER.services
-    found[DOWNLOADS.function] = DOWNLOADS.services
-    return found
-
-
-def reserved_per_function() -> dict[str, int]:
-    """Every function code (its ``functions/<folder>``) that reserves concurrency -> the
-    units ONE function of that code reserves: each dispatcher partition of a pipeline, the
-    snapshot planner and dispatcher, the renderer, the API, the download route."""
-    found = {p.dispatcher_function: p.dispatcher_reserved_concurrency for p in PIPELINES.values()}
-    found[SNAPSHOTS.planner_function] = SNAPSHOTS.planner_reserved_concurrency
-    found[SNAPSHOTS.dispatcher_function] = SNAPSHOTS.dispatcher_reserved_concurrency
-    found[REPORT_RENDERER.function] = REPORT_RENDERER.reserved_concurrency
-    for function in (API, DOWNLOADS):
-        if function.reserved_concurrency:
-            found[function.function] = function.reserved_concurrency
-    return found
-
-
-def function_copies() -> dict[str, int]:
-    """Function codes deployed as more than one function -> how many: a pipeline's
-    dispatcher code once per partition (``dispatch_partitions``). Every other code is one
-    function."""
-    return {p.dispatcher_function: p.dispatch_partitions for p in PIPELINES.values()}
-
-
-def reserved_concurrency() -> dict[str, int]:
-    """Every function code (its ``functions/<folder>``) that reserves concurrency -> the
-    units its functions reserve together: :func:`reserved_per_function` times
-    :func:`function_copies` (a pipeline's dispatcher code reserves one unit per partition)."""
-    copies = function_copies()
-    return {folder: units * copies.get(folder, 1) for folder, units in reserved_per_function().items()}
-
-
-#: AWS keeps at least this many of an account's concurrent executions unreserved: reserved
-#: concurrency can be set only while the rest of the account keeps 100.
-LAMBDA_UNRESERVED_MINIMUM = 100
-
-
-def required_account_concurrency() -> int:
-    """The Lambda concurrent-executions quota an account needs for this deployment with
-    reserved concurrency on: the reserved units of :func:`reserved_concurrency` plus
-    :data:`LAMBDA_UNRESERVED_MINIMUM`."""
-    return sum(reserved_concurrency().values()) + LAMBDA_UNRESERVED_MINIMUM
-
-
-def queue_consumers() -> list[QueueConsumer]:
-    """Every queue consumer of the deployment: the pipelines' run queues, the work queues,
-    the snapshot job queue and the message-events queue, in that order (what infra and the local stack build)."""
-    return ([p.consumer for p in PIPELINES.values()] + [q.consumer for q in WORK_QUEUES.values()]
-            + [SNAPSHOTS.consumer, MESSAGE_EVENTS])
-
-
-def dead_letter_queues() -> dict[str, QueueConsumer]:
-    """Every queue with a dead-letter queue, by the name operators use for it: each
-    pipeline's run queue by the pipeline's name (``accounting``, ``queries``), each work
-    queue by its name (``exports``), the snapshot job queue as ``snapshots`` and SES's
-    message-events queue as ``message_events``."""
-    return {**{name: p.consumer for name, p in PIPELINES.items()},
-            **{name: q.consumer for name, q in WORK_QUEUES.items()}, SNAPSHOTS.name: SNAPSHOTS.consumer,
-            MESSAGE_EVENTS_NAME: MESSAGE_EVENTS}
+        check_services(self.function, self.services)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -728,35 +479,3 @@ class ConnectionBudget:
         """Every connection of the budget."""
         return (self.consumers + self.dispatchers + self.api + self.migration + self.snapshots
                 + self.renderers + self.downloads + self.message_events)
-
-
-def connection_budget(pipelines: dict[str, Pipeline] | None = None,
-                      work_queues: dict[str, WorkQueue] | None = None) -> ConnectionBudget:
-    """The :class:`ConnectionBudget` of ``pipelines`` (default: :data:`PIPELINES`) and
-    ``work_queues`` (default: :data:`WORK_QUEUES`): each Lambda execution environment holds
-    one connection, so the concurrency bounds are the connection bounds."""
-    chosen = PIPELINES if pipelines is None else pipelines
-    queues = WORK_QUEUES if work_queues is None else work_queues
-    consumers = sum(c.max_concurrency * c.connections
-                    for c in [p.consumer for p in chosen.values()] + [q.consumer for q in queues.values()])
-    dispatchers = sum(p.dispatch_partitions * p.claim_workers for p in chosen.values())
-    return ConnectionBudget(consumers=consumers, dispatchers=dispatchers,
-                            api=API_RESERVED_CONCURRENCY, migration=MIGRATION_CONNECTIONS,
-                            snapshots=2 + SNAPSHOTS.consumer.max_concurrency,
-                            renderers=REPORT_RENDERER.reserved_concurrency,
-                            downloads=DOWNLOADS_RESERVED_CONCURRENCY,
-                            message_events=MESSAGE_EVENTS.max_concurrency * MESSAGE_EVENTS.connections)
-
-
-def pipeline_for_owner(owner: str) -> Pipeline:
-    """Return the pipeline of ``owner``; raises ``KeyError`` when there is none."""
-    for pipeline in PIPELINES.values():
-        if pipeline.owner == owner:
-            return pipeline
-    raise KeyError(owner)
-
-
-#: SendMessageBatch calls one publish keeps in flight at once (each of 10 messages), and the
-#: size of the SQS client's connection pool. 20 sends a full claim batch (200 runs) in one
-#: round trip: at 10 ms a call, about 20,000 messages a second instead of 1,000.
-PUBLISH_IN_FLIGHT = 20
