@@ -1,7 +1,7 @@
 """One-click opt-out of a query schedule's messages (RFC 8058), the owner's view of who
 opted out and what SES suppressed, and re-subscribing (:mod:`timekeeper.reporting.opt_outs`).
 
-Routes (registered by :func:`timekeeper.api.app.create_app`):
+Routes (:data:`router`):
 
 * ``GET /opt-outs/{token}`` (public: the signed token in the message is the credential):
   an HTML page naming the schedule with a form that POSTs to the same address. It changes

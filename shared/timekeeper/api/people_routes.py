@@ -1,7 +1,7 @@
 """The routes that close the loops to people: the signed-in person's notices, the owner
 hand-off, the audit trail and failed posting jobs.
 
-Routes (registered by :func:`timekeeper.api.app.create_app`):
+Routes (:data:`router`):
 
 * ``GET /notices`` (any role): the caller's notices in their workspace, newest first
   (``unread``, ``before`` the previous page's last id, ``limit`` <= 100), with the unread
