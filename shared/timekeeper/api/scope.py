@@ -267,6 +267,10 @@ def workspace_unit(conn: TenantConnection, workspace_id: UUID) -> Iterator[Tenan
         yield conn
 
 
+#: The scope dependency of each permission, made once (:func:`scope_for`).
+_SCOPES: dict[str, Callable[[Request], WorkspaceScope]] = {}
+
+
 def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
     """The scope dependency of a token role: a Powertools dependency that reads the
     authorizer's claims (401 without them), sets the request's workspace log key, checks
@@ -275,7 +279,9 @@ def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
     (:class:`~timekeeper.api.routing.ApiContext`; ``connection()`` and ``now()`` are called
     once per request). One function per permission, so a route module declares
     ``Reader = Annotated[WorkspaceScope, Depends(scope_for(READ))]`` at module level."""
-    return _SCOPES.setdefault(permission, _scope_of(permission))
+    if permission not in _SCOPES:
+        _SCOPES[permission] = _scope_of(permission)
+    return _SCOPES[permission]
 
 
 def _scope_of(permission: str) -> Callable[[Request], WorkspaceScope]:
@@ -290,9 +296,6 @@ def _scope_of(permission: str) -> Callable[[Request], WorkspaceScope]:
 
     scope.__name__ = f"scope_{permission.replace(':', '_')}"
     return scope
-
-
-_SCOPES: dict[str, Callable[[Request], WorkspaceScope]] = {}
 
 
 def signed_in_scope(request: Request) -> WorkspaceScope:
