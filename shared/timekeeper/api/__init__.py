@@ -10,8 +10,8 @@
   (reports, renders), :mod:`~timekeeper.api.exports`, :mod:`~timekeeper.api.delivery_routes`
   (query schedules), :mod:`~timekeeper.api.download_routes` (download links),
   :mod:`~timekeeper.api.snapshot_routes`, :mod:`~timekeeper.api.people_routes`,
-  :mod:`~timekeeper.api.opt_out_routes`, :mod:`~timekeeper.api.operations_routes`,
-  :mod:`~timekeeper.api.session_routes`.
+  :mod:`~timekeeper.api.opt_out_routes`, :mod:`~timekeeper.api.suppression_routes`,
+  :mod:`~timekeeper.api.operations_routes`, :mod:`~timekeeper.api.session_routes`.
 * :mod:`timekeeper.api.scope` -- the tenant rule, the access rule's refusals and where a
   request's transaction opens, in one place; Idempotency-Keys bound to their request.
 * :mod:`timekeeper.api.auth` -- identity from the API Gateway authorizer's claims; roles.
