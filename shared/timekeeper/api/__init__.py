@@ -2,12 +2,16 @@
 
 * :mod:`timekeeper.api.app` -- the resolver (JSON only, 404 / 405, parameter checks) and
   the OpenAPI document generated from the route models.
-* :mod:`timekeeper.api.routing` -- the one way a resource registers its routes
-  (``register(routes)``) and the ``Idempotency-Key`` header.
-* one module per resource: :mod:`~timekeeper.api.schedule_routes`,
+* :mod:`timekeeper.api.routing` -- how a resource declares its routes (a module-level
+  Powertools router, :class:`~timekeeper.api.routing.ApiRouter`, and the app's request
+  context, :data:`~timekeeper.api.routing.Api`) and the ``Idempotency-Key`` header.
+* one module per resource, each with its ``router``: :mod:`~timekeeper.api.schedule_routes`,
   :mod:`~timekeeper.api.queries` (saved queries, the catalogue), :mod:`~timekeeper.api.reports`
   (reports, renders), :mod:`~timekeeper.api.exports`, :mod:`~timekeeper.api.delivery_routes`
-  (query schedules, download links), :mod:`~timekeeper.api.snapshot_routes`.
+  (query schedules), :mod:`~timekeeper.api.download_routes` (download links),
+  :mod:`~timekeeper.api.snapshot_routes`, :mod:`~timekeeper.api.people_routes`,
+  :mod:`~timekeeper.api.opt_out_routes`, :mod:`~timekeeper.api.suppression_routes`,
+  :mod:`~timekeeper.api.operations_routes`, :mod:`~timekeeper.api.session_routes`.
 * :mod:`timekeeper.api.scope` -- the tenant rule, the access rule's refusals and where a
   request's transaction opens, in one place; Idempotency-Keys bound to their request.
 * :mod:`timekeeper.api.auth` -- identity from the API Gateway authorizer's claims; roles.

@@ -3,13 +3,13 @@
 ``create_app(adapters)`` builds a resolver whose routes validate requests and responses
 with pydantic models; :func:`openapi_document` generates the OpenAPI document from the
 same models (served at ``GET /openapi.json`` and written by ``python -m timekeeper openapi
---out FILE``). Each resource's routes live in their own module and are registered by its
-``register(routes)`` (:mod:`timekeeper.api.routing`, :data:`ROUTERS`): schedules,
-saved queries and the catalogue, reports and renders, exports, query schedules and
-downloads, snapshots, opt-outs.
+--out FILE``). Each resource's routes live in their own module's Powertools router,
+included with ``include_router`` (:mod:`timekeeper.api.routing`, :data:`ROUTERS`):
+schedules, saved queries and the catalogue, reports and renders, exports, query
+schedules and downloads, snapshots, people, opt-outs, operations, console sessions.
 
-Every workspace route takes a :class:`~timekeeper.api.scope.WorkspaceScope` from the one
-dependency of :func:`~timekeeper.api.scope.scope_dependency`, which reads the authorizer's
+Every workspace route takes a :class:`~timekeeper.api.scope.WorkspaceScope` from the
+dependency of its role, :func:`~timekeeper.api.scope.scope_for`, which reads the authorizer's
 claims (401), checks the route's role (403) and binds the caller's workspace -- the one
 place the tenant rule lives; the scope also asks the access rule of
 :mod:`timekeeper.platform.access` and opens the request's transaction.
@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from timekeeper import clock, json_input
 from timekeeper.api import (
     delivery_routes,
+    download_routes,
     errors,
     exports,
     link_pages,
@@ -48,6 +49,7 @@ from timekeeper.api import (
     schedule_routes,
     session_routes,
     snapshot_routes,
+    suppression_routes,
 )
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
@@ -59,20 +61,23 @@ from timekeeper.api.models import (
     RECURRENCE_SCHEMA,
     generic_kinds_by_owner,
     integral_bounds,
+    schedule_create_model,
+    subject_required_kinds,
 )
 from timekeeper.api.openapi import finish
-from timekeeper.api.routing import SECURITY_SCHEME, Routes
-from timekeeper.api.scope import OwnerRoutedPublisher, member_check, scope_dependency
+from timekeeper.api.routing import CONTEXT_KEY, SECURITY_SCHEME, ApiContext, ApiRouter, RouteTable
+from timekeeper.api.scope import OwnerRoutedPublisher, member_check
 from timekeeper.observability import logger
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.schedules.zones import canonical_zones
 from timekeeper.snapshots.registry import SnapshotRegistry
 
-#: Every resource's ``register(routes)``, in registration order.
-ROUTERS = (schedule_routes.register, queries.register, reports.register, exports.register,
-           delivery_routes.register, snapshot_routes.register, people_routes.register,
-           opt_out_routes.register, operations_routes.register, session_routes.register)
+#: Every resource's router, in inclusion order (the schedules' create route, whose body
+#: the app's registry types, is included first: :func:`timekeeper.api.schedule_routes.create_router`).
+ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.router,
+           delivery_routes.router, download_routes.router, snapshot_routes.router, people_routes.router,
+           opt_out_routes.router, suppression_routes.router, operations_routes.router, session_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
@@ -189,6 +194,9 @@ class JsonApiResolver(APIGatewayRestResolver):
         #: The membership rule (:func:`timekeeper.api.scope.member_check`); raises a 403
         #: :class:`~timekeeper.api.errors.ApiError`. None checks claims only.
         self.member_check: Callable[[Identity], None] | None = None
+        #: What every request's handlers may ask for (:data:`timekeeper.api.routing.Api`),
+        #: put in the request context before routing.
+        self.api_context: ApiContext | None = None
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
@@ -252,6 +260,8 @@ class JsonApiResolver(APIGatewayRestResolver):
         # Each request resolves in a copy of the caller's context, so the log keys a route
         # sets (the caller's workspace) end with the request: neither a later request on
         # this thread nor one served at once on another writes them.
+        if self.api_context is not None:
+            self.append_context(**{CONTEXT_KEY: self.api_context})
         return contextvars.copy_context().run(super().resolve, event, context)
 
 
@@ -355,25 +365,29 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     """Build the API resolver over ``adapters`` (routes, validation, error handlers).
 
     Call ``app.resolve(event, context)`` with an API Gateway REST proxy event. Each
-    resource's routes are registered by its module's ``register(routes)``
-    (:mod:`timekeeper.api.routing`), in the order of :data:`ROUTERS`.
+    resource's routes live in its module's ``router`` (:mod:`timekeeper.api.routing`),
+    included in the order of :data:`ROUTERS`.
     """
     app = JsonApiResolver(enable_validation=True)
     app.member_check = member_check(adapters.connection)
-    publisher = OwnerRoutedPublisher(adapters.publisher_for)
     registry = adapters.registry()
+    app.api_context = ApiContext(adapters=adapters, publisher=OwnerRoutedPublisher(adapters.publisher_for),
+                                 registry=registry)
     kinds_by_owner = generic_kinds_by_owner(registry, OWNERS)
     errors.install_error_handlers(app, union_tags=frozenset(kinds_by_owner))
-    routes = Routes(app=app, adapters=adapters, publisher=publisher, kinds_by_owner=kinds_by_owner,
-                    scope_for=scope_dependency(connection=adapters.connection, now=adapters.now,
-                                               publisher=publisher, kinds=registry))
+    table = RouteTable()
+    create_body = schedule_create_model(kinds_by_owner, subject_required_kinds(registry))
+    for router in (schedule_routes.create_router(create_body), *ROUTERS, _openapi_router(app)):
+        app.include_router(router)
+        table.add(router)
+    methods_by_rule, query_names = table.methods_by_rule, table.query_names
 
     def check_parameters(app: JsonApiResolver, next_middleware: Callable[..., Response]) -> Response:
         """A query parameter the route does not declare is a 422 (a misspelt filter must
         not silently list everything), and so is a number in the path written other than
         as plain decimal digits."""
         request = app.request
-        known = routes.query_names.get((request.method, request.route))
+        known = query_names.get((request.method, request.route))
         unknown = sorted((request.query_parameters or {}).keys() - (known or frozenset()))
         if known is not None and unknown:  # (the not-found handler runs through here too)
             return errors.error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
@@ -389,27 +403,30 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
     @app.not_found
     def no_route(_: Exception) -> Response:
         path, method = app.current_event.path, app.current_event.http_method.upper()
-        methods = sorted({m for rule, ms in routes.methods_by_rule.items() if _rule_matches(rule, path) for m in ms})
+        methods = sorted({m for rule, ms in methods_by_rule.items() if _rule_matches(rule, path) for m in ms})
         if methods and method not in methods:
             return errors.error_response(HTTPStatus.METHOD_NOT_ALLOWED, errors.METHOD_NOT_ALLOWED,
                                          f"this route takes {', '.join(methods)}",
                                          headers={"Allow": ", ".join(methods)})
         return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route")
 
-    for register in ROUTERS:
-        register(routes)
+    app.public = table.public
+    return app
 
+
+def _openapi_router(app: APIGatewayRestResolver) -> ApiRouter:
+    """The route of ``GET /openapi.json`` (public): ``app``'s document, generated on the
+    first request and kept."""
+    router = ApiRouter()
     document: dict[str, Any] = {}
 
-    @routes.route("GET", "/openapi.json", include_in_schema=False)
+    @router.get("/openapi.json", include_in_schema=False)
     def openapi_json():
         if not document:
             document.update(openapi_document(app))
         return document
 
-    app.public = routes.public
-
-    return app
+    return router
 
 
 def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:

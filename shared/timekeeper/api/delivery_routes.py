@@ -1,7 +1,7 @@
-"""Query schedules (scheduled delivery of a saved query or a report) and the public
-download route of their links.
+"""Query schedules: the scheduled delivery of a saved query or a report (the public
+routes of their links are :mod:`timekeeper.api.download_routes`).
 
-Routes (registered by :func:`timekeeper.api.app.create_app`):
+Routes (:data:`router`):
 
 * ``POST /query-schedules`` (claims role ``queries:write``): create; the caller becomes the
   schedule's owner, whose access automatic runs use.
@@ -19,11 +19,6 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
 * ``GET /query-schedules/{id}/runs`` (``queries:read``): the delivery history, newest first
   (``limit`` <= 100, 20 by default, keyset ``cursor``): each run with its file and every
   recipient's outcome.
-* ``GET /downloads/{token}`` (public: no authorizer; the signed token is the credential):
-  403 ``link_invalid`` (tampered, another key, no such delivery, or the query schedule was
-  deleted: deleting a schedule revokes the links it sent), 410 ``link_expired``,
-  403 with the access rule's reason when the recipient may no longer read the source, else
-  302 to a presigned S3 GET valid :data:`DOWNLOAD_URL_TTL_S` seconds.
 
 After the token's roles, every schedule route asks the access rule for the person
 (``check_person`` with ``queries:read`` or ``queries:write``); saving a schedule (create and
@@ -46,9 +41,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from timekeeper.api import errors, link_pages
+from timekeeper.api import errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
-from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import (
     CURSOR_PATTERN,
@@ -64,14 +58,13 @@ from timekeeper.api.models import (
     encode_cursor,
 )
 from timekeeper.api.reports import SnapshotBasisOut
-from timekeeper.api.routing import SECURITY, Routes, idempotency_header
-from timekeeper.api.scope import WorkspaceScope, workspace_unit
+from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
-from timekeeper.platform.directory import get_workspace, workspace_timezone
+from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting import link_renewals, message_states
-from timekeeper.reporting.links import LinkExpired, LinkInvalid
+from timekeeper.reporting import message_states
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
     NewQuerySchedule,
@@ -92,14 +85,6 @@ from timekeeper.strict_input import JSON_INTEGER
 #: run carries every recipient's outcome, up to 1,000).
 MAX_SCHEDULES_PAGE = 200
 MAX_RUNS_PAGE = 100
-#: Lifetime of the presigned S3 URL a download link redirects to (seconds).
-DOWNLOAD_URL_TTL_S = 60
-LINK_INVALID = "link_invalid"
-LINK_EXPIRED = "link_expired"
-#: A fresh link was asked for too often (429): once an hour per delivery, five a day.
-FRESH_LINK_LIMITED = "fresh_link_limited"
-#: The message of a ``link_expired`` refusal.
-EXPIRED_MESSAGE = "the link has expired; ask for a new delivery"
 #: Where a preview's stand-in links point when the function is given no download URL (the
 #: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
 PREVIEW_BASE_URL = "https://downloads.invalid/"
@@ -349,14 +334,7 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
         timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None)
 
 
-class FreshLinkOut(BaseModel):
-    """A recorded request for a fresh link to run ``run_id``'s file (sent within minutes)."""
-
-    run_id: CanonicalUuid
-    requested_at: datetime
-
-
-def _live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
+def schedule_live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
     """Whether ``schedule_id`` is a schedule of ``workspace_id`` that was not deleted."""
     state = service.get_state(conn, workspace_id=workspace_id, schedule_id=schedule_id)
     return state is not None and state.deleted_at is None
@@ -365,7 +343,7 @@ def _live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
 def _settings_of(conn: Any, workspace_id: UUID, schedule_id: UUID) -> dl.QuerySchedule:
     """The settings of a live query schedule; a 404 otherwise (deleted, or none)."""
     settings = dl.get_query_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id)
-    if settings is None or not _live(conn, workspace_id, schedule_id):
+    if settings is None or not schedule_live(conn, workspace_id, schedule_id):
         raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
     return settings
 
@@ -399,318 +377,208 @@ def _run_out(conn: Any, workspace_id: UUID, r: DeliveryRun) -> DeliveryRunOut:
                     for d in dl.list_deliveries(conn, workspace_id=workspace_id, run_id=r.run_id)])
 
 
-def register(routes: Routes) -> None:
-    """Register the query-schedule routes and ``GET /downloads/{token}`` (see
-    :mod:`timekeeper.api.routing`). The adapters give ``connection()``, ``now()``,
-    ``files()`` (S3 client, bucket) and ``links()`` (the link signer); ``routes.publisher``
-    routes Run now's message to the queries pipeline's queue.
+Reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
+Writer = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_WRITE))]
+ScheduleIdPath = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
+_TAGS = ["query schedules"]
 
-    Transactions: reads (and the checks before a change) run in ONE unit of the scope,
-    the access rule first; the schedule's own changes (create, update, pause, resume,
-    delete, Run now) are services that open their own and publish after commit."""
-    route, app, adapters = routes.route, routes.app, routes.adapters
-    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
-    writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
-    schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
-    tags = ["query schedules"]
+#: The query-schedule routes. The app's adapters (:data:`~timekeeper.api.routing.Api`)
+#: give ``connection()`` and ``now()``; its ``publisher`` routes Run now's message to the
+#: queries pipeline's queue.
+#:
+#: Transactions: reads (and the checks before a change) run in ONE unit of the scope,
+#: the access rule first; the schedule's own changes (create, update, pause, resume,
+#: delete, Run now) are services that open their own and publish after commit.
+router = ApiRouter()
 
-    @app.exception_handler(SettingsInvalid)
-    def _settings_invalid(error: SettingsInvalid) -> Response:
-        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, error.reason, error.field)
 
-    def may_change(scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
-        """The settings of a query schedule the caller may change and run: ``queries:write``
-        by the access rule, and read access to its source (one unit)."""
-        with scope.unit(access.QUERIES_WRITE) as conn:
-            settings = _settings_of(conn, scope.workspace_id, schedule_id)
-            access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
-        return settings
+@router.exception_handler(SettingsInvalid)
+def _settings_invalid(error: SettingsInvalid) -> Response:
+    return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, error.reason, error.field)
 
-    def shown(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
+
+def _may_change(scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+    """The settings of a query schedule the caller may change and run: ``queries:write``
+    by the access rule, and read access to its source (one unit)."""
+    with scope.unit(access.QUERIES_WRITE) as conn:
+        settings = _settings_of(conn, scope.workspace_id, schedule_id)
+        access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
+    return settings
+
+
+def _shown(scope: WorkspaceScope, schedule_id: UUID) -> QueryScheduleOut:
+    with scope.unit() as conn:
+        return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
+
+
+@router.post("/query-schedules", tags=_TAGS, operation_id="createQuerySchedule",
+             security=SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
+             responses=_responses(201, "Created", 404, 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                                   headers=errors.CREATED_ONCE))
+def create(
+    scope: Writer, body: Annotated[QueryScheduleCreate, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key answers what the first request answered")] = None,
+) -> Response[QueryScheduleOut]:
+    check_rule_shape(body.recurrence)
+    scope.check_access(access.QUERIES_WRITE)
+
+    def create_it() -> Response:
+        source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
+                        report_id=body.source.report_id)
+        _, settings = scope.call(
+            create_query_schedule, actor=scope.user_id,
+            new=NewQuerySchedule(name=body.name, recurrence=body.recurrence, source=source, format=body.format,
+                                 recipients=body.recipients, subject_template=body.subject_template,
+                                 body_template=body.body_template, skip_when_empty=body.skip_when_empty,
+                                 link_ttl_hours=body.link_ttl_hours, active=body.active),
+            now=scope.now, kinds=scope.kinds)
         with scope.unit() as conn:
-            return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
+            out = _out(conn, settings, recipients=True)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,
+                        headers={"Location": f"/query-schedules/{settings.schedule_id}"})
 
-    @route("POST", "/query-schedules", tags=tags, operation_id="createQuerySchedule",
-           security=SECURITY, summary="Schedule the delivery of a saved query or a report to workspace users",
-           responses=_responses(201, "Created", 404, 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
-                                 headers=errors.CREATED_ONCE))
-    def create(
-        scope: writer, body: Annotated[QueryScheduleCreate, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key answers what the first request answered")] = None,
-    ) -> Response[QueryScheduleOut]:
+    return scope.create_once(idempotency_key, body, create_it)
+
+
+@router.get("/query-schedules", tags=_TAGS, operation_id="listQuerySchedules",
+            security=SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
+            responses=_responses(200, "A page of query schedules"))
+def list_all(
+    scope: Reader,
+    limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE, description="page size")] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                        description="next_cursor of the previous page")] = None,
+) -> QuerySchedulePage:
+    after = decode_cursor(cursor)
+    with scope.unit(access.QUERIES_READ) as conn:
+        rows, after = split_page(list_query_schedules(conn, workspace_id=scope.workspace_id, after=after,
+                                                      limit=limit + 1),
+                                 limit, lambda q: (q.created_at, q.schedule_id))
+        items = [_out(conn, settings) for settings in rows]
+        zone = workspace_timezone(conn, scope.workspace_id)
+    return QuerySchedulePage(items=items, next_cursor=encode_cursor(after), timezone=zone)
+
+
+@router.get("/query-schedules/<schedule_id>", tags=_TAGS, operation_id="getQuerySchedule",
+            security=SECURITY, summary="A query schedule with its recipients",
+            responses=_responses(200, "The query schedule", 404))
+def get_one(scope: Reader, schedule_id: ScheduleIdPath) -> QueryScheduleOut:
+    with scope.unit(access.QUERIES_READ) as conn:
+        return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
+
+
+@router.patch("/query-schedules/<schedule_id>", tags=_TAGS, operation_id="updateQuerySchedule",
+              security=SECURITY, summary="Change a query schedule (the source and format stay)",
+              responses=_responses(200, "The query schedule", 404, 415))
+def update(scope: Writer, schedule_id: ScheduleIdPath,
+           body: Annotated[QueryScheduleUpdate, Body()]) -> QueryScheduleOut:
+    if body.recurrence is not None:
         check_rule_shape(body.recurrence)
-        scope.person(access.QUERIES_WRITE)
-
-        def create_it() -> Response:
-            source = Source(body.source.kind, query_id=body.source.query_id, query_version=body.source.query_version,
-                            report_id=body.source.report_id)
-            _, settings = scope.call(
-                create_query_schedule, actor=scope.user_id,
-                new=NewQuerySchedule(name=body.name, recurrence=body.recurrence, source=source, format=body.format,
-                                     recipients=body.recipients, subject_template=body.subject_template,
-                                     body_template=body.body_template, skip_when_empty=body.skip_when_empty,
-                                     link_ttl_hours=body.link_ttl_hours, active=body.active),
-                now=scope.now, kinds=scope.kinds)
-            with scope.unit() as conn:
-                out = _out(conn, settings, recipients=True)
-            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON, body=out,
-                            headers={"Location": f"/query-schedules/{settings.schedule_id}"})
-
-        return scope.create_once(idempotency_key, body, create_it)
-
-    @route("GET", "/query-schedules", tags=tags, operation_id="listQuerySchedules",
-           security=SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
-           responses=_responses(200, "A page of query schedules"))
-    def list_all(
-        scope: reader,
-        limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE, description="page size")] = 50,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> QuerySchedulePage:
-        after = decode_cursor(cursor)
-        with scope.unit(access.QUERIES_READ) as conn:
-            rows, after = split_page(list_query_schedules(conn, workspace_id=scope.workspace_id, after=after,
-                                                          limit=limit + 1),
-                                     limit, lambda q: (q.created_at, q.schedule_id))
-            items = [_out(conn, settings) for settings in rows]
-            zone = workspace_timezone(conn, scope.workspace_id)
-        return QuerySchedulePage(items=items, next_cursor=encode_cursor(after), timezone=zone)
-
-    @route("GET", "/query-schedules/<schedule_id>", tags=tags, operation_id="getQuerySchedule",
-           security=SECURITY, summary="A query schedule with its recipients",
-           responses=_responses(200, "The query schedule", 404))
-    def get_one(scope: reader, schedule_id: schedule_id_path) -> QueryScheduleOut:
-        with scope.unit(access.QUERIES_READ) as conn:
-            return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
-
-    @route("PATCH", "/query-schedules/<schedule_id>", tags=tags, operation_id="updateQuerySchedule",
-           security=SECURITY, summary="Change a query schedule (the source and format stay)",
-           responses=_responses(200, "The query schedule", 404, 415))
-    def update(scope: writer, schedule_id: schedule_id_path,
-               body: Annotated[QueryScheduleUpdate, Body()]) -> QueryScheduleOut:
-        if body.recurrence is not None:
-            check_rule_shape(body.recurrence)
-        may_change(scope, schedule_id)
-        scope.call(update_query_schedule, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
-                   name=body.name, recurrence=body.recurrence, recipients=body.recipients,
-                   subject_template=body.subject_template, body_template=body.body_template,
-                   skip_when_empty=body.skip_when_empty, link_ttl_hours=body.link_ttl_hours)
-        return shown(scope, schedule_id)
-
-    @route("POST", "/query-schedules/<schedule_id>/run", tags=tags, operation_id="runQuerySchedule",
-           security=SECURITY, summary="Run now, acting as the caller (their access to the source)",
-           responses=_responses(202, "Accepted: the manual run is queued", 404, 409,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
-    def run_now(scope: writer, schedule_id: schedule_id_path,
-                idempotency_key: Annotated[str | None, idempotency_header(
-                    "repeat a request safely: the same key returns the same run")] = None,
-                ) -> Response[RunNowOut]:
-        key = scope.claim_key(idempotency_key)
-        may_change(scope, schedule_id)
-        run_id, created = scope.call(service.run_now, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
-                                     publisher=routes.publisher, idempotency_key=key)
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
-
-    def owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any) -> None:
-        """Run a schedule action (pause, resume, delete) on a live query schedule the
-        caller may change (``queries:write`` by the token and by the access rule)."""
-        with scope.unit(access.QUERIES_WRITE) as conn:
-            _settings_of(conn, scope.workspace_id, schedule_id)
-        scope.call(action, schedule_id=schedule_id, actor=scope.user_id, now=scope.now)
-
-    @route("POST", "/query-schedules/<schedule_id>/pause", tags=tags,
-           operation_id="pauseQuerySchedule", security=SECURITY, summary="Pause (idempotent)",
-           responses=_responses(200, "The paused query schedule", 404))
-    def pause(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
-        owner_action(scope, schedule_id, service.pause_schedule)
-        return shown(scope, schedule_id)
-
-    @route("POST", "/query-schedules/<schedule_id>/resume", tags=tags,
-           operation_id="resumeQuerySchedule", security=SECURITY,
-           summary="Resume from now (resets the failure streak; no backlog run)",
-           responses=_responses(200, "The active query schedule", 404, 409))
-    def resume(scope: writer, schedule_id: schedule_id_path) -> QueryScheduleOut:
-        try:
-            owner_action(scope, schedule_id, service.resume_schedule)
-        except InvalidRecurrence as error:
-            raise ApiError(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
-                           f"the saved rule no longer validates: {error.reason}; update the recurrence first",
-                           "recurrence") from None
-        return shown(scope, schedule_id)
-
-    @route("DELETE", "/query-schedules/<schedule_id>", tags=tags, operation_id="deleteQuerySchedule",
-           security=SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
-           responses=_responses(204, "Deleted", 404))
-    def delete(scope: writer, schedule_id: schedule_id_path) -> Response[None]:
-        owner_action(scope, schedule_id, service.delete_schedule)
-        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
-
-    @route("GET", "/query-schedules/<schedule_id>/message-preview", tags=tags,
-           operation_id="queryScheduleMessagePreview", security=SECURITY,
-           summary="The message a recipient would receive if the schedule ran now (nothing is sent or written)",
-           responses=_responses(200, "The composed message", 404))
-    def message_preview(
-        scope: reader, schedule_id: schedule_id_path,
-        user_id: Annotated[str | None, Query(pattern=TOKEN_PATTERN, max_length=200,
-                                             description="a recipient of the schedule (default: the first)")] = None,
-    ) -> MessagePreviewOut:
-        with scope.unit(access.QUERIES_READ) as conn:
-            settings = _settings_of(conn, scope.workspace_id, schedule_id)
-            recipients = dl.list_recipients(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
-            chosen = user_id if user_id is not None else (recipients[0] if recipients else None)
-            if chosen is None or chosen not in recipients:
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such recipient of this schedule")
-            base = os.environ.get(DOWNLOAD_BASE_URL_VARIABLE) or PREVIEW_BASE_URL
-            preview = dl.preview_message(conn, settings, user_id=chosen, now=scope.now,
-                                         base_url=base if base.endswith("/") else base + "/")
-        return MessagePreviewOut(user_id=preview.user_id, recipient_name=preview.recipient_name,
-                                 skip_reason=preview.skip_reason, subject=preview.message.subject,
-                                 html=preview.message.html, text=preview.message.text,
-                                 link_expires_at=preview.link_expires_at, timezone=preview.timezone)
-
-    @route("GET", "/query-schedules/<schedule_id>/runs", tags=tags, operation_id="queryScheduleRuns",
-           security=SECURITY,
-           summary="The delivery history: runs, files and every recipient's outcome (newest first; cursor pagination)",
-           responses=_responses(200, "A page of runs, newest first", 404))
-    def history(
-        scope: reader, schedule_id: schedule_id_path,
-        limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="runs per page")] = 20,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> DeliveryHistory:
-        after = decode_cursor(cursor)
-        with scope.unit(access.QUERIES_READ) as conn:
-            _settings_of(conn, scope.workspace_id, schedule_id)
-            runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
-                                                        schedule_id=schedule_id, after=after, limit=limit + 1),
-                                     limit, lambda r: (r.occurrence_at, r.run_id))
-            items = [_run_out(conn, scope.workspace_id, r) for r in runs]
-        return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
-
-    html_page = {"text/html": {"schema": {"type": "string"}}}
-
-    def link_docs(*codes: int) -> dict[int, dict[str, Any]]:
-        docs = errors.error_docs(_ERRORS, *codes)
-        for code in codes:  # a browser (Accept: text/html) gets the same refusal as a page
-            docs[code]["content"] = {**docs[code]["content"], **html_page}
-        return docs
-
-    def request_headers() -> dict[str, str]:
-        return {str(k).lower(): v for k, v in (app.current_event.headers or {}).items()}
-
-    def refused(status: int, code: str, message: str, *, page: str, locale: str | None = None,
-                name: str | None = None, fresh_link: bool = False) -> Response[str]:
-        """A refused link: the API's error for a script, the page ``page`` (a key of
-        :data:`timekeeper.api.link_pages.MESSAGES`) in the workspace's language for a browser."""
-        headers = request_headers()
-        if not link_pages.wants_html(headers.get("accept")):
-            raise ApiError(status, code, message)
-        language = link_pages.language_of(locale, headers.get("accept-language"))
-        return link_pages.link_page(status, page, language=language, name=name, reason=code, fresh_link=fresh_link)
-
-    def linked_delivery(conn: Any, link: Any) -> tuple[Any, Any, str | None, Response[str] | None]:
-        """What a verified ``link`` leads to on ``conn`` (in its workspace's unit): the run's
-        source, its schedule's settings, the workspace's locale, and the refusal when the link
-        no longer leads anywhere (not a sent delivery of that file, its schedule deleted, which
-        revokes its links, or the recipient may no longer read the source), else None. A
-        refusal for a script is raised as the API's error (:func:`refused`)."""
-        workspace = get_workspace(conn, link.workspace_id)
-        locale = workspace.locale if workspace is not None else None
-        delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
-        source = dl.get_source(conn, workspace_id=link.workspace_id, run_id=link.run_id)
-        settings = (dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=source.schedule_id)
-                    if source is not None else None)
-        if (delivery is None or delivery.status != "sent" or source is None or settings is None
-                or source.object_key != link.object_key):
-            return source, settings, locale, refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid",
-                                                     page="link_invalid", locale=locale)
-        if not _live(conn, link.workspace_id, settings.schedule_id):
-            return source, settings, locale, refused(
-                HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid: its schedule was deleted",
-                page="schedule_deleted", locale=locale, name=settings.name)
-        decision = dl.check_source_access(conn, settings, link.user_id)
-        if not decision:
-            reason = decision.reason or access.NOT_FOUND
-            return source, settings, locale, refused(
-                HTTPStatus.FORBIDDEN, reason, f"you may no longer read this {settings.source_kind}",
-                page=link_pages.ACCESS_PAGES.get(reason, "no_access"), locale=locale, name=settings.name)
-        return source, settings, locale, None
-
-    @route("GET", "/downloads/<token>", tags=["downloads"], operation_id="download", security=[],
-           summary="Follow a delivery's personal link (public: the signed token is the credential); a browser "
-                   "asking for text/html gets a refusal as a page in the workspace's language",
-           responses={302: {"description": "Redirect to the file (a presigned URL valid 60 s)",
-                                 "headers": {"Location": {"description": "the presigned URL", "required": True,
-                                                          "schema": {"type": "string"}}}},
-                      **link_docs(403, 404, 410)})
-    def download(token: Annotated[str, Path(min_length=1, max_length=2000,
-                                            description="the signed link token")]) -> Response[str]:
-        if adapters.links is None or adapters.files is None:
-            raise RuntimeError("the download route's adapters are not configured")
-        now = adapters.now()
-        try:
-            link, expired = adapters.links().verify(token, now=now), False
-        except LinkExpired as gone:
-            if gone.link is None or not link_pages.wants_html(request_headers().get("accept")):
-                return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired")
-            link, expired = gone.link, True  # a person: say why, and whether they still have access
-        except LinkInvalid:
-            return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
-        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            source, settings, locale, refusal = linked_delivery(conn, link)
-        if refusal is not None:
-            return refusal
-        if expired:  # the recipient may still read it: offer a fresh link (POST to this address)
-            return refused(HTTPStatus.GONE, LINK_EXPIRED, EXPIRED_MESSAGE, page="link_expired_fresh", locale=locale,
-                           name=settings.name, fresh_link=True)
-        s3, bucket = adapters.files()
-        disposition = attachment(settings.name or "", suffix=f"-{link.run_id}.{source.format}", default="delivery")
-        url = s3.generate_presigned_url("get_object", ExpiresIn=DOWNLOAD_URL_TTL_S, Params={
-            "Bucket": bucket, "Key": link.object_key, "ResponseContentDisposition": disposition})
-        return Response(status_code=HTTPStatus.FOUND, headers={
-            "Location": url, "Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
-            content_type=content_types.TEXT_PLAIN, body="")
-
-    @route("POST", "/downloads/<token>", tags=["downloads"], operation_id="requestFreshLink", security=[],
-           summary="Send me a fresh link: the recipient of a delivery link (expired or not) asks for a new one "
-                   "to the same file, sent to their address within minutes (public: the token's signature is "
-                   "the credential; the access rule is asked again; once an hour per delivery, five a day)",
-           responses={202: {"description": "The request is recorded; the message follows",
-                            "content": {content_types.APPLICATION_JSON: {"model": FreshLinkOut}, **html_page}},
-                      **link_docs(403, 404, 429)})
-    def request_fresh_link(token: Annotated[str, Path(min_length=1, max_length=2000,
-                                                      description="the signed link token")]) -> Response[str]:
-        if adapters.links is None:
-            raise RuntimeError("the download route's adapters are not configured")
-        now = adapters.now()
-        try:
-            link = adapters.links().verify(token, now=now)
-        except LinkExpired as gone:
-            if gone.link is None:
-                return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
-            link = gone.link
-        except LinkInvalid:
-            return refused(HTTPStatus.FORBIDDEN, LINK_INVALID, "the link is not valid", page="link_invalid")
-        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            _source, settings, locale, refusal = linked_delivery(conn, link)
-            if refusal is not None:
-                return refusal
-            requested = link_renewals.request(conn, workspace_id=link.workspace_id, run_id=link.run_id,
-                                              user_id=link.user_id, now=now)
-        if requested is None:
-            return refused(HTTPStatus.TOO_MANY_REQUESTS, FRESH_LINK_LIMITED, "a fresh link of this delivery was "
-                           "asked for within the hour, or five today; use the latest message's link",
-                           page="fresh_link_limited", locale=locale, name=settings.name)
-        headers = request_headers()
-        if link_pages.wants_html(headers.get("accept")):
-            return link_pages.link_page(HTTPStatus.ACCEPTED, "fresh_link_sent", name=settings.name,
-                                        language=link_pages.language_of(locale, headers.get("accept-language")),
-                                        reason="fresh_link_requested")
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=FreshLinkOut(run_id=link.run_id, requested_at=requested).model_dump_json(),
-                        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+    _may_change(scope, schedule_id)
+    scope.call(update_query_schedule, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
+               name=body.name, recurrence=body.recurrence, recipients=body.recipients,
+               subject_template=body.subject_template, body_template=body.body_template,
+               skip_when_empty=body.skip_when_empty, link_ttl_hours=body.link_ttl_hours)
+    return _shown(scope, schedule_id)
 
 
-__all__ = ["DOWNLOAD_URL_TTL_S", "LINK_EXPIRED", "LINK_INVALID", "register"]
+@router.post("/query-schedules/<schedule_id>/run", tags=_TAGS, operation_id="runQuerySchedule",
+             security=SECURITY, summary="Run now, acting as the caller (their access to the source)",
+             responses=_responses(202, "Accepted: the manual run is queued", 404, 409,
+                                  texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+def run_now(scope: Writer, schedule_id: ScheduleIdPath,
+            idempotency_key: Annotated[str | None, idempotency_header(
+                "repeat a request safely: the same key returns the same run")] = None,
+            ) -> Response[RunNowOut]:
+    key = scope.claim_key(idempotency_key)
+    _may_change(scope, schedule_id)
+    run_id, created = scope.call(service.run_now, schedule_id=schedule_id, actor=scope.user_id, now=scope.now,
+                                 publisher=scope.publisher, idempotency_key=key)
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                    body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
+
+
+def _owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any) -> None:
+    """Run a schedule action (pause, resume, delete) on a live query schedule the
+    caller may change (``queries:write`` by the token and by the access rule)."""
+    with scope.unit(access.QUERIES_WRITE) as conn:
+        _settings_of(conn, scope.workspace_id, schedule_id)
+    scope.call(action, schedule_id=schedule_id, actor=scope.user_id, now=scope.now)
+
+
+@router.post("/query-schedules/<schedule_id>/pause", tags=_TAGS,
+             operation_id="pauseQuerySchedule", security=SECURITY, summary="Pause (idempotent)",
+             responses=_responses(200, "The paused query schedule", 404))
+def pause(scope: Writer, schedule_id: ScheduleIdPath) -> QueryScheduleOut:
+    _owner_action(scope, schedule_id, service.pause_schedule)
+    return _shown(scope, schedule_id)
+
+
+@router.post("/query-schedules/<schedule_id>/resume", tags=_TAGS,
+             operation_id="resumeQuerySchedule", security=SECURITY,
+             summary="Resume from now (resets the failure streak; no backlog run)",
+             responses=_responses(200, "The active query schedule", 404, 409))
+def resume(scope: Writer, schedule_id: ScheduleIdPath) -> QueryScheduleOut:
+    try:
+        _owner_action(scope, schedule_id, service.resume_schedule)
+    except InvalidRecurrence as error:
+        raise ApiError(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
+                       f"the saved rule no longer validates: {error.reason}; update the recurrence first",
+                       "recurrence") from None
+    return _shown(scope, schedule_id)
+
+
+@router.delete("/query-schedules/<schedule_id>", tags=_TAGS, operation_id="deleteQuerySchedule",
+               security=SECURITY, summary="Delete (runs, deliveries and history are kept for audit)",
+               responses=_responses(204, "Deleted", 404))
+def delete(scope: Writer, schedule_id: ScheduleIdPath) -> Response[None]:
+    _owner_action(scope, schedule_id, service.delete_schedule)
+    return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+
+
+@router.get("/query-schedules/<schedule_id>/message-preview", tags=_TAGS,
+            operation_id="queryScheduleMessagePreview", security=SECURITY,
+            summary="The message a recipient would receive if the schedule ran now (nothing is sent or written)",
+            responses=_responses(200, "The composed message", 404))
+def message_preview(
+    scope: Reader, schedule_id: ScheduleIdPath,
+    user_id: Annotated[str | None, Query(pattern=TOKEN_PATTERN, max_length=200,
+                                         description="a recipient of the schedule (default: the first)")] = None,
+) -> MessagePreviewOut:
+    with scope.unit(access.QUERIES_READ) as conn:
+        settings = _settings_of(conn, scope.workspace_id, schedule_id)
+        recipients = dl.list_recipients(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+        chosen = user_id if user_id is not None else (recipients[0] if recipients else None)
+        if chosen is None or chosen not in recipients:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such recipient of this schedule")
+        base = os.environ.get(DOWNLOAD_BASE_URL_VARIABLE) or PREVIEW_BASE_URL
+        preview = dl.preview_message(conn, settings, user_id=chosen, now=scope.now,
+                                     base_url=base if base.endswith("/") else base + "/")
+    return MessagePreviewOut(user_id=preview.user_id, recipient_name=preview.recipient_name,
+                             skip_reason=preview.skip_reason, subject=preview.message.subject,
+                             html=preview.message.html, text=preview.message.text,
+                             link_expires_at=preview.link_expires_at, timezone=preview.timezone)
+
+
+@router.get("/query-schedules/<schedule_id>/runs", tags=_TAGS, operation_id="queryScheduleRuns",
+            security=SECURITY,
+            summary="The delivery history: runs, files and every recipient's outcome (newest first; cursor pagination)",
+            responses=_responses(200, "A page of runs, newest first", 404))
+def history(
+    scope: Reader, schedule_id: ScheduleIdPath,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="runs per page")] = 20,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                        description="next_cursor of the previous page")] = None,
+) -> DeliveryHistory:
+    after = decode_cursor(cursor)
+    with scope.unit(access.QUERIES_READ) as conn:
+        _settings_of(conn, scope.workspace_id, schedule_id)
+        runs, after = split_page(list_delivery_runs(conn, workspace_id=scope.workspace_id,
+                                                    schedule_id=schedule_id, after=after, limit=limit + 1),
+                                 limit, lambda r: (r.occurrence_at, r.run_id))
+        items = [_run_out(conn, scope.workspace_id, r) for r in runs]
+    return DeliveryHistory(items=items, next_cursor=encode_cursor(after))
+
+
+__all__ = ["router", "schedule_live"]

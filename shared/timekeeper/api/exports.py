@@ -36,8 +36,8 @@ from timekeeper.api.auth import QUERIES_READ
 from timekeeper.api.downloads import attachment
 from timekeeper.api.errors import error_response
 from timekeeper.api.models import CanonicalUuid
-from timekeeper.api.routing import SECURITY, Routes, idempotency_header
-from timekeeper.api.scope import WorkspaceScope
+from timekeeper.api.routing import SECURITY, Api, ApiRouter, idempotency_header
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access
 from timekeeper.reporting import exports as ex
 from timekeeper.reporting.definition import InvalidDefinition
@@ -109,62 +109,66 @@ def _required(adapter: Callable[[], Any] | None) -> Callable[[], Any]:
     return adapter
 
 
-def register(routes: Routes) -> None:
-    """Register the export routes (see :mod:`timekeeper.api.routing`). The adapters give
-    ``export_publisher()`` and ``files()`` (an S3 client and the files bucket). The access
-    rule's refusals (403 with the reason, 404 ``not_found``) and unknown queries (404) are
-    answered by the app's own handlers (:mod:`timekeeper.api.errors`). An export request
-    opens its own transactions (it publishes after commit: the scope's ``call``)."""
-    app, adapters = routes.app, routes.adapters
-    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
+Reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
 
-    @app.exception_handler(ex.ExportNotFound)
-    def _export_not_found(_: ex.ExportNotFound) -> Response:
-        return error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such export of yours")
+#: The export routes. The app's adapters (:data:`~timekeeper.api.routing.Api`) give
+#: ``export_publisher()`` and ``files()`` (an S3 client and the files bucket). The access
+#: rule's refusals (403 with the reason, 404 ``not_found``) and unknown queries (404) are
+#: answered by the app's own handlers (:mod:`timekeeper.api.errors`). An export request
+#: opens its own transactions (it publishes after commit: the scope's ``call``).
+router = ApiRouter()
 
-    @app.exception_handler(InvalidDefinition)
-    def _invalid(error: InvalidDefinition) -> Response:
-        return error_response(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
-                              f"the query version no longer checks: {error.reason}", error.field)
 
-    @routes.route("POST", "/queries/<query_id>/exports", tags=["exports"], operation_id="requestExport",
-                  security=SECURITY,
-                  summary="Export a saved query version to CSV or XLSX (runs in the background)",
-                  responses={**errors.responses(202, "Accepted: the export is queued", 404, 409, 415, texts=_ERRORS,
-                                                     headers=errors.LOCATION),
-                             200: {"description": "An earlier request with the same Idempotency-Key made this "
-                                                  "export", "headers": dict(errors.LOCATION)}})
-    def request_export(
-        scope: reader, query_id: Annotated[CanonicalUuid, Path(description="the saved query's id")],
-        body: Annotated[ExportCreate, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key returns the same export")] = None,
-    ) -> Response[ExportOut]:
-        key = scope.claim_key(idempotency_key, body)
-        export, created = scope.call(
-            ex.request_export, query_id=query_id, version=body.version, format=body.format,
-            requested_by=scope.user_id, idempotency_key=key, now=scope.now,
-            publisher=_required(adapters.export_publisher)())
-        return Response(status_code=HTTPStatus.ACCEPTED if created else HTTPStatus.OK,
-                        content_type=content_types.APPLICATION_JSON,
-                        body=export_out(export, created=created), headers={"Location": f"/exports/{export.id}"})
+@router.exception_handler(ex.ExportNotFound)
+def _export_not_found(_: ex.ExportNotFound) -> Response:
+    return error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such export of yours")
 
-    @routes.route("GET", "/exports/<export_id>", tags=["exports"], operation_id="getExport", security=SECURITY,
-                  summary="An export of yours: its state, and when succeeded a download link",
-                  responses=errors.responses(200, "The export", 404, texts=_ERRORS))
-    def get_export(scope: reader,
-                   export_id: Annotated[CanonicalUuid, Path(description="the export's id")]) -> ExportOut:
-        with scope.unit(access.QUERIES_READ) as conn:
-            export = ex.get_export(conn, workspace_id=scope.workspace_id, export_id=export_id,
-                                   requested_by=scope.user_id)
-        if export.state == "queued" and export.published_at is None:
-            scope.call(ex.reoffer_exports, publisher=_required(adapters.export_publisher)(), now=scope.now,
-                       older_than=EXPORTS.reoffer_after, export_id=export.id, limit=1)
-        if export.state != "succeeded" or export.object_key is None:
-            return export_out(export)
-        s3, bucket = _required(adapters.files)()
-        url = s3.generate_presigned_url(
-            "get_object", ExpiresIn=DOWNLOAD_URL_TTL_S,
-            Params={"Bucket": bucket, "Key": export.object_key,
-                    "ResponseContentDisposition": attachment(ex.file_name(export))})
-        return export_out(export, url=url, expires_at=scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S))
+
+@router.exception_handler(InvalidDefinition)
+def _invalid(error: InvalidDefinition) -> Response:
+    return error_response(HTTPStatus.CONFLICT, errors.DEFINITION_INVALID,
+                          f"the query version no longer checks: {error.reason}", error.field)
+
+
+@router.post("/queries/<query_id>/exports", tags=["exports"], operation_id="requestExport",
+             security=SECURITY,
+             summary="Export a saved query version to CSV or XLSX (runs in the background)",
+             responses={**errors.responses(202, "Accepted: the export is queued", 404, 409, 415, texts=_ERRORS,
+                                                headers=errors.LOCATION),
+                        200: {"description": "An earlier request with the same Idempotency-Key made this "
+                                             "export", "headers": dict(errors.LOCATION)}})
+def request_export(
+    scope: Reader, api: Api, query_id: Annotated[CanonicalUuid, Path(description="the saved query's id")],
+    body: Annotated[ExportCreate, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key returns the same export")] = None,
+) -> Response[ExportOut]:
+    key = scope.claim_key(idempotency_key, body)
+    export, created = scope.call(
+        ex.request_export, query_id=query_id, version=body.version, format=body.format,
+        requested_by=scope.user_id, idempotency_key=key, now=scope.now,
+        publisher=_required(api.adapters.export_publisher)())
+    return Response(status_code=HTTPStatus.ACCEPTED if created else HTTPStatus.OK,
+                    content_type=content_types.APPLICATION_JSON,
+                    body=export_out(export, created=created), headers={"Location": f"/exports/{export.id}"})
+
+
+@router.get("/exports/<export_id>", tags=["exports"], operation_id="getExport", security=SECURITY,
+            summary="An export of yours: its state, and when succeeded a download link",
+            responses=errors.responses(200, "The export", 404, texts=_ERRORS))
+def get_export(scope: Reader, api: Api,
+               export_id: Annotated[CanonicalUuid, Path(description="the export's id")]) -> ExportOut:
+    with scope.unit(access.QUERIES_READ) as conn:
+        export = ex.get_export(conn, workspace_id=scope.workspace_id, export_id=export_id,
+                               requested_by=scope.user_id)
+    if export.state == "queued" and export.published_at is None:
+        scope.call(ex.reoffer_exports, publisher=_required(api.adapters.export_publisher)(), now=scope.now,
+                   older_than=EXPORTS.reoffer_after, export_id=export.id, limit=1)
+    if export.state != "succeeded" or export.object_key is None:
+        return export_out(export)
+    s3, bucket = _required(api.adapters.files)()
+    url = s3.generate_presigned_url(
+        "get_object", ExpiresIn=DOWNLOAD_URL_TTL_S,
+        Params={"Bucket": bucket, "Key": export.object_key,
+                "ResponseContentDisposition": attachment(ex.file_name(export))})
+    return export_out(export, url=url, expires_at=scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S))

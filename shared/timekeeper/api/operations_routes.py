@@ -70,8 +70,8 @@ from timekeeper.api.models import (
     UtcDatetime,
     schedule_out,
 )
-from timekeeper.api.routing import SECURITY, Routes
-from timekeeper.api.scope import StaffScope, staff_dependency
+from timekeeper.api.routing import SECURITY, Api, ApiContext, ApiRouter
+from timekeeper.api.scope import StaffScope, staff_scope
 from timekeeper.aws.dead_letters import RedriveRefused
 from timekeeper.observability import logger, metrics
 from timekeeper.schedules import operations
@@ -244,84 +244,92 @@ def _depth_out(depth, now: datetime) -> DeadLetterQueueOut:
                               oldest_age_s=age, redrive_running=depth.redrive_running)
 
 
-def register(routes: Routes) -> None:
-    """Add the operations routes (see :mod:`timekeeper.api.routing`). The adapters give
-    ``connection()``, ``now()``, ``snapshot_registry()`` (whose staff roles make staff)
-    and ``dead_letters()`` (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`; None:
-    no dead-letter queue is listed and a redrive is 404)."""
-    route, adapters = routes.route, routes.adapters
-    Staff = Annotated[StaffScope, Depends(staff_dependency(adapters))]  # noqa: N806 - a type alias
-    limit_query = Annotated[int, Query(ge=1, le=operations.MAX_ROWS, description="rows of each kind")]
+Staff = Annotated[StaffScope, Depends(staff_scope)]
+LimitQuery = Annotated[int, Query(ge=1, le=operations.MAX_ROWS, description="rows of each kind")]
 
-    def dead_letters():
-        return adapters.dead_letters() if adapters.dead_letters is not None else None
 
-    @route("GET", "/operations/overview", tags=_TAGS, operation_id="operationsOverview", security=SECURITY,
-           summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
-           responses=_responses(200, "What needs attention now"))
-    def overview(scope: Staff, limit: limit_query = 100) -> OperationsOverview:
-        schedules, stranded = scope.operations_overview(limit=limit)
-        overdue, overdue_total = scope.overdue_periods(limit=limit)
-        queues = dead_letters()
-        depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
-        return OperationsOverview(
-            as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
-            stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
-            overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
-            overdue_periods_total=overdue_total,
-            recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)],
-            timezone=scope.own_zone())
+def _dead_letters(api: ApiContext) -> Any:
+    """The app's dead-letter queues (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`),
+    or None when the app was built without them."""
+    return api.adapters.dead_letters() if api.adapters.dead_letters is not None else None
 
-    @route("POST", "/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",
-           security=SECURITY, summary="Staff: move a dead-letter queue's messages back to its queue, with a reason",
-           responses=_responses(202, "Started (locally: done)", 404, 409, 415))
-    def redrive(scope: Staff, queue: Annotated[str, Path(pattern=QUEUE_PATTERN, max_length=64)],
-                body: Annotated[ActionReason, Body()]) -> Response[RedriveOut]:
-        queues = dead_letters()
-        if queues is None or queue not in queues.names():
-            raise ApiError(404, errors.NOT_FOUND, f"no dead-letter queue named {queue}")
-        try:
-            started = queues.redrive(queue)
-        except RedriveRefused as refused:
-            raise ApiError(409, refused.reason, str(refused)) from None
-        scope.record_action(action="redrive", target=queue, reason=body.reason,
-                            detail={"task": started.task, "messages": started.messages, "moved": started.moved})
-        logger.info("operations action", extra={"action": "redrive", "actor": scope.identity.user_id,
-                                                "queue": queue, "reason": body.reason, "task": started.task,
-                                                "messages": started.messages, "moved": started.moved})
-        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=RedriveOut(queue=queue, task=started.task, messages=started.messages,
-                                        moved=started.moved))
 
-    @route("POST", "/operations/workspaces/<workspace_id>/schedules/<schedule_id>/resume", tags=_TAGS,
-           operation_id="staffResumeSchedule", security=SECURITY,
-           summary="Staff: resume a paused schedule of any workspace, with a reason",
-           responses=_responses(200, "The active schedule", 404, 409, 415))
-    def staff_resume(scope: Staff, workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
-                     schedule_id: Annotated[CanonicalUuid, Path(description="the schedule")],
-                     body: Annotated[ActionReason, Body()]) -> ScheduleOut:
-        try:
-            resumed = scope.resume_schedule(workspace_id, schedule_id, reason=body.reason)
-        except ScheduleNotFound:
-            raise ApiError(404, errors.NOT_FOUND, "no such schedule") from None
-        except InvalidRecurrence as error:
-            raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
-                           "its owner must update the recurrence first", "recurrence") from None
-        logger.info("operations action", extra={"action": "resume", "actor": scope.identity.user_id,
-                                                "workspace_id": str(workspace_id), "schedule_id": str(schedule_id),
-                                                "reason": body.reason})
-        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
-        return schedule_out(resumed)
+#: The operations routes. The app's adapters (:data:`~timekeeper.api.routing.Api`) give
+#: ``connection()``, ``now()``, ``snapshot_registry()`` (whose staff roles make staff)
+#: and ``dead_letters()`` (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`; None:
+#: no dead-letter queue is listed and a redrive is 404).
+router = ApiRouter()
 
-    @route("POST", "/operations/erasures", tags=_TAGS, operation_id="erasePerson", security=SECURITY,
-           summary="Staff: erase a person's address, recipient lists, opt-outs and suppressions everywhere",
-           responses=_responses(200, "What the erasure removed", 415))
-    def erase(scope: Staff, body: Annotated[ErasureIn, Body()]) -> ErasureOut:
-        erased = scope.erase_person(body.user_id, reason=body.reason)
-        logger.info("operations action", extra={"action": "erase", "actor": scope.identity.user_id,
-                                                "user_digest": erased.user_digest, "reason": body.reason,
-                                                "recipient_lists": erased.recipient_lists,
-                                                "delivery_addresses": erased.delivery_addresses})
-        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
-        return ErasureOut(**vars(erased), erased_at=scope.now)
+
+@router.get("/operations/overview", tags=_TAGS, operation_id="operationsOverview", security=SECURITY,
+            summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
+            responses=_responses(200, "What needs attention now"))
+def overview(scope: Staff, api: Api, limit: LimitQuery = 100) -> OperationsOverview:
+    schedules, stranded = scope.operations_overview(limit=limit)
+    overdue, overdue_total = scope.overdue_periods(limit=limit)
+    queues = _dead_letters(api)
+    depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
+    return OperationsOverview(
+        as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
+        stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
+        overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
+        overdue_periods_total=overdue_total,
+        recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)],
+        timezone=scope.own_zone())
+
+
+@router.post("/operations/dead-letter-queues/<queue>/redrive", tags=_TAGS, operation_id="redriveDeadLetters",
+             security=SECURITY, summary="Staff: move a dead-letter queue's messages back to its queue, with a reason",
+             responses=_responses(202, "Started (locally: done)", 404, 409, 415))
+def redrive(scope: Staff, api: Api, queue: Annotated[str, Path(pattern=QUEUE_PATTERN, max_length=64)],
+            body: Annotated[ActionReason, Body()]) -> Response[RedriveOut]:
+    queues = _dead_letters(api)
+    if queues is None or queue not in queues.names():
+        raise ApiError(404, errors.NOT_FOUND, f"no dead-letter queue named {queue}")
+    try:
+        started = queues.redrive(queue)
+    except RedriveRefused as refused:
+        raise ApiError(409, refused.reason, str(refused)) from None
+    scope.record_action(action="redrive", target=queue, reason=body.reason,
+                        detail={"task": started.task, "messages": started.messages, "moved": started.moved})
+    logger.info("operations action", extra={"action": "redrive", "actor": scope.identity.user_id,
+                                            "queue": queue, "reason": body.reason, "task": started.task,
+                                            "messages": started.messages, "moved": started.moved})
+    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                    body=RedriveOut(queue=queue, task=started.task, messages=started.messages,
+                                    moved=started.moved))
+
+
+@router.post("/operations/workspaces/<workspace_id>/schedules/<schedule_id>/resume", tags=_TAGS,
+             operation_id="staffResumeSchedule", security=SECURITY,
+             summary="Staff: resume a paused schedule of any workspace, with a reason",
+             responses=_responses(200, "The active schedule", 404, 409, 415))
+def staff_resume(scope: Staff, workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
+                 schedule_id: Annotated[CanonicalUuid, Path(description="the schedule")],
+                 body: Annotated[ActionReason, Body()]) -> ScheduleOut:
+    try:
+        resumed = scope.resume_schedule(workspace_id, schedule_id, reason=body.reason)
+    except ScheduleNotFound:
+        raise ApiError(404, errors.NOT_FOUND, "no such schedule") from None
+    except InvalidRecurrence as error:
+        raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
+                       "its owner must update the recurrence first", "recurrence") from None
+    logger.info("operations action", extra={"action": "resume", "actor": scope.identity.user_id,
+                                            "workspace_id": str(workspace_id), "schedule_id": str(schedule_id),
+                                            "reason": body.reason})
+    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return schedule_out(resumed)
+
+
+@router.post("/operations/erasures", tags=_TAGS, operation_id="erasePerson", security=SECURITY,
+             summary="Staff: erase a person's address, recipient lists, opt-outs and suppressions everywhere",
+             responses=_responses(200, "What the erasure removed", 415))
+def erase(scope: Staff, body: Annotated[ErasureIn, Body()]) -> ErasureOut:
+    erased = scope.erase_person(body.user_id, reason=body.reason)
+    logger.info("operations action", extra={"action": "erase", "actor": scope.identity.user_id,
+                                            "user_digest": erased.user_digest, "reason": body.reason,
+                                            "recipient_lists": erased.recipient_lists,
+                                            "delivery_addresses": erased.delivery_addresses})
+    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return ErasureOut(**vars(erased), erased_at=scope.now)

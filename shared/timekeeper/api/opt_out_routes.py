@@ -1,7 +1,8 @@
 """One-click opt-out of a query schedule's messages (RFC 8058), the owner's view of who
-opted out and what SES suppressed, and re-subscribing (:mod:`timekeeper.reporting.opt_outs`).
+opted out, and re-subscribing (:mod:`timekeeper.reporting.opt_outs`); what SES suppressed
+is :mod:`timekeeper.api.suppression_routes`.
 
-Routes (registered by :func:`timekeeper.api.app.create_app`):
+Routes (:data:`router`):
 
 * ``GET /opt-outs/{token}`` (public: the signed token in the message is the credential):
   an HTML page naming the schedule with a form that POSTs to the same address. It changes
@@ -25,15 +26,6 @@ Routes (registered by :func:`timekeeper.api.app.create_app`):
   membership, as the recipients are resolved; the recipient's consent): the caller accepts
   the owner's invitation and receives the schedule's messages again (404 when the caller
   has not opted out, 409 ``not_invited`` without an invitation).
-* ``GET /mail-suppressions`` (``queries:read``): the workspace's suppression list (the
-  addresses later sends skip as ``suppressed``: a permanent bounce or a complaint).
-* ``POST /mail-suppressions/removals`` (``workspace:admin``, by the token and by the
-  membership, as the other admin routes): take one address off the list, with a reason
-  (``address`` compared lower-cased; 404 when it is not on the list, so a second removal
-  is a 404 and changes nothing); the removal is recorded and the next send goes out.
-  The address travels in the body, not the path: paths land in access logs.
-* ``GET /mail-suppressions/removals`` (``workspace:admin``): the removal records, newest
-  first (who, when, why, and the suppression as it stood).
 """
 
 
@@ -45,19 +37,19 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from aws_lambda_powertools.event_handler.openapi.params import Path
+from pydantic import BaseModel, Field
 
 from timekeeper.api import errors
-from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, QUERIES_WRITE, REPORTS_READ, WORKSPACE_ADMIN
+from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, QUERIES_WRITE, REPORTS_READ
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import NOT_BLANK_PATTERN, TOKEN_PATTERN, CanonicalUuid
-from timekeeper.api.routing import SECURITY, Routes
-from timekeeper.api.scope import WorkspaceScope, workspace_unit
+from timekeeper.api.models import CanonicalUuid
+from timekeeper.api.routing import SECURITY, Api, ApiContext, ApiRouter
+from timekeeper.api.scope import WorkspaceScope, scope_for, workspace_unit
 from timekeeper.platform import access
 from timekeeper.platform.directory import get_workspace, workspace_timezone
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting import message_states, opt_outs
+from timekeeper.reporting import opt_outs
 from timekeeper.reporting.links import LinkExpired, LinkInvalid
 
 #: The public opt-out route's path prefix (the resolver lets its one-click form body through).
@@ -91,74 +83,6 @@ class OptOutList(BaseModel):
 
     items: list[OptOutOut]
     timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
-
-
-class SuppressionOut(BaseModel):
-    """An address the workspace's sends skip: ``reason`` bounced (permanently) | complained."""
-
-    address: str
-    reason: str
-    provider_message_id: str
-    suppressed_at: datetime
-
-
-class SuppressionList(BaseModel):
-    """The workspace's suppression list, oldest first."""
-
-    items: list[SuppressionOut]
-    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
-
-
-def _not_blank(text: str) -> str:
-    if not text.strip():
-        raise ValueError("must not be empty or only white space")
-    return text
-
-
-#: The most characters a removal's reason holds.
-MAX_REMOVAL_REASON = 500
-#: A removal page's largest size, and the largest ``before`` (an identity id: at most the
-#: largest integer every JSON client holds exactly).
-MAX_PAGE, MAX_ID = 100, 2**53 - 1
-
-
-class SuppressionRemovalIn(BaseModel):
-    """``POST /mail-suppressions/removals``: the address to take off the list, and why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    address: Annotated[str, Field(min_length=3, max_length=320, pattern=TOKEN_PATTERN,
-                                  description="the suppressed address (compared lower-cased)")]
-    reason: Annotated[str, Field(max_length=MAX_REMOVAL_REASON, pattern=NOT_BLANK_PATTERN,
-                                 description="why the address may be sent to again (recorded)"),
-                      AfterValidator(_not_blank)]
-
-
-class SuppressionRemovalOut(BaseModel):
-    """An address a workspace admin took off the suppression list: the suppression as it
-    stood (``suppression_reason`` bounced | complained, from which message, since when),
-    and who removed it, when and why."""
-
-    id: int
-    address: str
-    suppression_reason: str
-    provider_message_id: str
-    suppressed_at: datetime
-    removed_by: str
-    removed_at: datetime
-    reason: str
-
-
-class SuppressionRemovalPage(BaseModel):
-    """A page of suppression removals, newest first; pass ``next_before`` as ``before``."""
-
-    items: list[SuppressionRemovalOut]
-    next_before: int | None = Field(description="null on the last page")
-    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
-
-
-def _removal_out(r: message_states.SuppressionRemoval) -> SuppressionRemovalOut:
-    return SuppressionRemovalOut(**{k: getattr(r, k) for k in SuppressionRemovalOut.model_fields})
 
 
 class SubscriptionOut(BaseModel):
@@ -209,211 +133,184 @@ def page(status: HTTPStatus, title: str, text: str, *, form: bool = False) -> Re
                              "Content-Security-Policy": PAGE_CSP, "X-Content-Type-Options": "nosniff"})
 
 
-def register(routes: Routes) -> None:
-    """Register the opt-out routes (see the module's description). The adapters give
-    ``connection()``, ``now()`` and ``links()`` (the link signer)."""
-    route, adapters = routes.route, routes.adapters
-    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
-    writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]
-    admin = Annotated[WorkspaceScope, Depends(routes.scope_for(WORKSPACE_ADMIN))]
-    before_q = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next_before of the previous page")]
-    limit_q = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
-    # The recipient's consent: any signed-in role here, the source kind's read role in the route.
-    recipient = Annotated[WorkspaceScope, Depends(routes.scope_for(OWN_NOTICES))]
-    schedule_id_path = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
-    token_path = Annotated[str, Path(min_length=1, max_length=2000, description="the signed opt-out token")]
-    tags = ["opt-outs"]
-    html = {"content": {"text/html": {"schema": {"type": "string"}}}}
+Reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
+Writer = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_WRITE))]
+#: The recipient's consent: any signed-in role here, the source kind's read role in the route.
+Recipient = Annotated[WorkspaceScope, Depends(scope_for(OWN_NOTICES))]
+ScheduleIdPath = Annotated[CanonicalUuid, Path(description="the query schedule's id")]
+TokenPath = Annotated[str, Path(min_length=1, max_length=2000, description="the signed opt-out token")]
+_TAGS = ["opt-outs"]
+_HTML = {"content": {"text/html": {"schema": {"type": "string"}}}}
 
-    def resolve(token: str) -> tuple[opt_outs.OptOutLink | opt_outs.NoticeOptOutLink, str] | Response[str]:
-        """The token's link (a schedule's opt-out, or the workspace's notice e-mails') and
-        the name the page shows (the schedule's, or the workspace's), or the error page."""
-        if adapters.links is None:
-            raise RuntimeError("the opt-out route's link signer is not configured")
-        invalid = page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
-        link: opt_outs.OptOutLink | opt_outs.NoticeOptOutLink
+#: The opt-out routes (see the module's description). The app's adapters
+#: (:data:`~timekeeper.api.routing.Api`) give ``connection()``, ``now()`` and ``links()``
+#: (the link signer).
+router = ApiRouter()
+
+
+def _resolve(api: ApiContext,
+             token: str) -> tuple[opt_outs.OptOutLink | opt_outs.NoticeOptOutLink, str] | Response[str]:
+    """The token's link (a schedule's opt-out, or the workspace's notice e-mails') and
+    the name the page shows (the schedule's, or the workspace's), or the error page."""
+    adapters = api.adapters
+    if adapters.links is None:
+        raise RuntimeError("the opt-out route's link signer is not configured")
+    invalid = page(HTTPStatus.FORBIDDEN, "This link is not valid", "Use the link of a message you received.")
+    link: opt_outs.OptOutLink | opt_outs.NoticeOptOutLink
+    try:
         try:
-            try:
-                link = opt_outs.verify_notice_opt_out(adapters.links(), token, now=adapters.now())
-            except LinkInvalid:
-                link = opt_outs.verify_opt_out(adapters.links(), token, now=adapters.now())
-        except LinkExpired:
-            return page(HTTPStatus.GONE, "This link has expired",
-                        "Use the link of a later message, or ask the schedule's owner to remove you from it.")
+            link = opt_outs.verify_notice_opt_out(adapters.links(), token, now=adapters.now())
         except LinkInvalid:
-            return invalid
-        if isinstance(link, opt_outs.NoticeOptOutLink):
-            with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-                workspace = get_workspace(conn, link.workspace_id)
-            return (link, workspace.name or "your workspace") if workspace is not None else invalid
+            link = opt_outs.verify_opt_out(adapters.links(), token, now=adapters.now())
+    except LinkExpired:
+        return page(HTTPStatus.GONE, "This link has expired",
+                    "Use the link of a later message, or ask the schedule's owner to remove you from it.")
+    except LinkInvalid:
+        return invalid
+    if isinstance(link, opt_outs.NoticeOptOutLink):
         with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
-            settings = dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=link.schedule_id)
-        if delivery is None or settings is None or delivery.schedule_id != link.schedule_id:
-            return invalid
-        return link, settings.name
+            workspace = get_workspace(conn, link.workspace_id)
+        return (link, workspace.name or "your workspace") if workspace is not None else invalid
+    with workspace_unit(adapters.connection(), link.workspace_id) as conn:
+        delivery = dl.get_delivery(conn, workspace_id=link.workspace_id, run_id=link.run_id, user_id=link.user_id)
+        settings = dl.get_query_schedule(conn, workspace_id=link.workspace_id, schedule_id=link.schedule_id)
+    if delivery is None or settings is None or delivery.schedule_id != link.schedule_id:
+        return invalid
+    return link, settings.name
 
-    @route("GET", "/opt-outs/<token>", tags=tags, operation_id="optOutPage", security=[],
-           summary="The opt-out confirmation page (public; changes nothing): a schedule's messages, "
-                   "or the workspace's notice e-mails",
-           responses={200: {"description": "The page with the opt-out form", **html},
-                      403: {"description": "The link is not valid", **html},
-                      410: {"description": "The link has expired", **html},
-                      **errors.error_docs(_PATH_ERRORS, 404)})
-    def opt_out_page(token: token_path) -> Response[str]:
-        found = resolve(token)
-        if isinstance(found, Response):
-            return found
-        link, name = found
+
+@router.get("/opt-outs/<token>", tags=_TAGS, operation_id="optOutPage", security=[],
+            summary="The opt-out confirmation page (public; changes nothing): a schedule's messages, "
+                    "or the workspace's notice e-mails",
+            responses={200: {"description": "The page with the opt-out form", **_HTML},
+                       403: {"description": "The link is not valid", **_HTML},
+                       410: {"description": "The link has expired", **_HTML},
+                       **errors.error_docs(_PATH_ERRORS, 404)})
+def opt_out_page(api: Api, token: TokenPath) -> Response[str]:
+    found = _resolve(api, token)
+    if isinstance(found, Response):
+        return found
+    link, name = found
+    if isinstance(link, opt_outs.NoticeOptOutLink):
+        return page(HTTPStatus.OK, f"Stop notice e-mails from \u201c{name}\u201d?",
+                    f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d. The "
+                    "notices stay listed in Timekeeper, and you can turn the e-mails back on there.", form=True)
+    return page(HTTPStatus.OK, f"Unsubscribe from \u201c{name}\u201d?",
+                f"You will no longer receive the scheduled delivery \u201c{name}\u201d. Only the schedule's "
+                "owner can invite you back, and only you can accept.", form=True)
+
+
+@router.post("/opt-outs/<token>", tags=_TAGS, operation_id="optOut", security=[],
+             summary="Opt out of a schedule's messages, or of the workspace's notice e-mails (public, RFC 8058 "
+                     "one-click; repeating it changes nothing)",
+             responses={200: {"description": "Opted out", **_HTML},
+                        403: {"description": "The link is not valid", **_HTML},
+                        410: {"description": "The link has expired", **_HTML},
+                        **errors.error_docs(_PATH_ERRORS, 404, 415, 422)})
+def opt_out(api: Api, token: TokenPath) -> Response[str]:
+    found = _resolve(api, token)
+    if isinstance(found, Response):
+        return found
+    link, name = found
+    adapters = api.adapters
+    with workspace_unit(adapters.connection(), link.workspace_id) as conn:
         if isinstance(link, opt_outs.NoticeOptOutLink):
-            return page(HTTPStatus.OK, f"Stop notice e-mails from \u201c{name}\u201d?",
-                        f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d. The "
-                        "notices stay listed in Timekeeper, and you can turn the e-mails back on there.", form=True)
-        return page(HTTPStatus.OK, f"Unsubscribe from \u201c{name}\u201d?",
-                    f"You will no longer receive the scheduled delivery \u201c{name}\u201d. Only the schedule's "
-                    "owner can invite you back, and only you can accept.", form=True)
-
-    @route("POST", "/opt-outs/<token>", tags=tags, operation_id="optOut", security=[],
-           summary="Opt out of a schedule's messages, or of the workspace's notice e-mails (public, RFC 8058 "
-                   "one-click; repeating it changes nothing)",
-           responses={200: {"description": "Opted out", **html},
-                      403: {"description": "The link is not valid", **html},
-                      410: {"description": "The link has expired", **html},
-                      **errors.error_docs(_PATH_ERRORS, 404, 415, 422)})
-    def opt_out(token: token_path) -> Response[str]:
-        found = resolve(token)
-        if isinstance(found, Response):
-            return found
-        link, name = found
-        with workspace_unit(adapters.connection(), link.workspace_id) as conn:
-            if isinstance(link, opt_outs.NoticeOptOutLink):
-                opt_outs.record_notice_opt_out(conn, link, now=adapters.now())
-            else:
-                opt_outs.record_opt_out(conn, link, now=adapters.now())
-        if isinstance(link, opt_outs.NoticeOptOutLink):
-            return page(HTTPStatus.OK, "Notice e-mails are off",
-                        f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d; the "
-                        "notices stay listed in Timekeeper, where you can turn the e-mails back on.")
-        return page(HTTPStatus.OK, "You are unsubscribed",
-                    f"You will no longer receive the scheduled delivery \u201c{name}\u201d.")
-
-    def live_schedule(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
-        settings = dl.get_query_schedule(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
-        if settings is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
-        return settings
-
-    @route("GET", "/query-schedules/<schedule_id>/opt-outs", tags=tags, operation_id="queryScheduleOptOuts",
-           security=SECURITY, summary="Who opted out of the schedule's messages",
-           responses=errors.responses(200, "The schedule's opt-outs", 404, texts=_ERRORS))
-    def list_opt_outs(scope: reader, schedule_id: schedule_id_path) -> OptOutList:
-        with scope.unit(access.QUERIES_READ) as conn:
-            live_schedule(conn, scope, schedule_id)
-            return OptOutList(items=[_out(o) for o in opt_outs.list_opt_outs(
-                conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)],
-                timezone=workspace_timezone(conn, scope.workspace_id))
-
-    @route("POST", "/query-schedules/<schedule_id>/opt-outs/<user_id>/invitation", tags=tags,
-           operation_id="inviteBack", security=SECURITY,
-           summary="The owner invites an opted-out recipient back (they must accept)",
-           responses=errors.responses(200, "The opt-out with its invitation", 404, texts=_ERRORS))
-    def invite(scope: writer, schedule_id: schedule_id_path,
-               user_id: Annotated[str, Path(min_length=1, max_length=200, description="the recipient")]) -> OptOutOut:
-        with scope.unit(access.QUERIES_WRITE) as conn:
-            settings = live_schedule(conn, scope, schedule_id)
-            access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
-            if not opt_outs.invite_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                               user_id=user_id, actor=scope.user_id, now=scope.now,
-                                               schedule_name=settings.name):
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this recipient has not opted out", "user_id")
-            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                         user_id=user_id)
-        assert found is not None
-        return _out(found)
-
-    def as_recipient(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
-        """The schedule, once the caller may read its source as its recipients are resolved."""
-        settings = live_schedule(conn, scope, schedule_id)
-        permission = dl.source_read_permission(settings)
-        scope.identity.require(permission)
-        access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
-                                           permission=permission), f"read the {settings.source_kind}")
-        return settings
-
-    @route("GET", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="getSubscription",
-           security=SECURITY, summary="The caller's own standing with the schedule's messages: opted out, invited "
-                                      "back (queries:read for a query's schedule, reports:read for a report's)",
-           responses=errors.responses(200, "The caller's subscription", 404, texts=_ERRORS))
-    def subscription(scope: recipient, schedule_id: schedule_id_path) -> SubscriptionStateOut:
-        if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
-            scope.identity.require(QUERIES_READ)
-        with scope.unit() as conn:
-            settings = as_recipient(conn, scope, schedule_id)
-            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                         user_id=scope.user_id)
-            zone = workspace_timezone(conn, scope.workspace_id)
-        return SubscriptionStateOut(schedule_id=schedule_id, name=settings.name, user_id=scope.user_id,
-                                    opted_out=found is not None, opted_out_at=found and found.opted_out_at,
-                                    invited_at=found and found.resubscribe_invited_at,
-                                    invited_by=found and found.resubscribe_invited_by, timezone=zone)
-
-    @route("POST", "/query-schedules/<schedule_id>/subscription", tags=tags, operation_id="acceptInvitation",
-           security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again "
-                                      "(queries:read for a query's schedule, reports:read for a report's)",
-           responses=errors.responses(200, "Subscribed again", 404, 409, texts=_ERRORS))
-    def accept(scope: recipient, schedule_id: schedule_id_path) -> SubscriptionOut:
-        # The role that reads the schedule's source, as its recipients are resolved: the
-        # token must hold one of the two before anything is looked up, then the one of
-        # this schedule's source kind, by the token and by the membership.
-        if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
-            scope.identity.require(QUERIES_READ)
-        with scope.unit() as conn:
-            as_recipient(conn, scope, schedule_id)
-            found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                         user_id=scope.user_id)
-            if found is None:
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "you have not opted out of this schedule")
-            if not opt_outs.accept_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                               user_id=scope.user_id):
-                raise ApiError(HTTPStatus.CONFLICT, NOT_INVITED, "the schedule's owner has not invited you back")
-        return SubscriptionOut(schedule_id=schedule_id, user_id=scope.user_id, subscribed=True)
-
-    @route("GET", "/mail-suppressions", tags=tags, operation_id="mailSuppressions", security=SECURITY,
-           summary="The addresses the workspace's sends skip (a permanent bounce or a complaint)",
-           responses=errors.responses(200, "The suppression list", texts=_ERRORS))
-    def suppressions(scope: reader) -> SuppressionList:
-        with scope.unit(access.QUERIES_READ) as conn:
-            return SuppressionList(items=[
-                SuppressionOut(address=s.address, reason=s.reason, provider_message_id=s.provider_message_id,
-                               suppressed_at=s.suppressed_at)
-                for s in message_states.list_suppressions(conn, workspace_id=scope.workspace_id)],
-                timezone=workspace_timezone(conn, scope.workspace_id))
-
-    @route("POST", "/mail-suppressions/removals", tags=tags, operation_id="removeMailSuppression",
-           security=SECURITY, summary="Take an address off the suppression list, with a reason (admins; recorded)",
-           responses=errors.responses(200, "Removed: the removal record", 404, 415,
-                                      texts={**_ERRORS, 404: "The address is not on the suppression list",
-                                             415: "The body is not application/json"}))
-    def remove_suppression(scope: admin, body: Annotated[SuppressionRemovalIn, Body()]) -> SuppressionRemovalOut:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            removed = message_states.remove_suppression(conn, workspace_id=scope.workspace_id, address=body.address,
-                                                        actor=scope.user_id, reason=body.reason, now=scope.now)
-        if removed is None:
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this address is not on the suppression list",
-                           "address")
-        return _removal_out(removed)
-
-    @route("GET", "/mail-suppressions/removals", tags=tags, operation_id="mailSuppressionRemovals",
-           security=SECURITY, summary="Addresses taken off the suppression list: who, when, why (admins)",
-           responses=errors.responses(200, "A page of removals, newest first", texts=_ERRORS))
-    def suppression_removals(scope: admin, before: before_q = None, limit: limit_q = 50) -> SuppressionRemovalPage:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            rows = message_states.list_suppression_removals(conn, workspace_id=scope.workspace_id, before_id=before,
-                                                            limit=limit + 1)
-            zone = workspace_timezone(conn, scope.workspace_id)
-        page = rows[:limit]
-        return SuppressionRemovalPage(items=[_removal_out(r) for r in page],
-                                      next_before=page[-1].id if len(rows) > limit else None, timezone=zone)
+            opt_outs.record_notice_opt_out(conn, link, now=adapters.now())
+        else:
+            opt_outs.record_opt_out(conn, link, now=adapters.now())
+    if isinstance(link, opt_outs.NoticeOptOutLink):
+        return page(HTTPStatus.OK, "Notice e-mails are off",
+                    f"You will no longer receive e-mails about your schedules in \u201c{name}\u201d; the "
+                    "notices stay listed in Timekeeper, where you can turn the e-mails back on.")
+    return page(HTTPStatus.OK, "You are unsubscribed",
+                f"You will no longer receive the scheduled delivery \u201c{name}\u201d.")
 
 
-__all__ = ["MAX_REMOVAL_REASON", "NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "register"]
+def _live_schedule(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+    settings = dl.get_query_schedule(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+    if settings is None:
+        raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+    return settings
+
+
+@router.get("/query-schedules/<schedule_id>/opt-outs", tags=_TAGS, operation_id="queryScheduleOptOuts",
+            security=SECURITY, summary="Who opted out of the schedule's messages",
+            responses=errors.responses(200, "The schedule's opt-outs", 404, texts=_ERRORS))
+def list_opt_outs(scope: Reader, schedule_id: ScheduleIdPath) -> OptOutList:
+    with scope.unit(access.QUERIES_READ) as conn:
+        _live_schedule(conn, scope, schedule_id)
+        return OptOutList(items=[_out(o) for o in opt_outs.list_opt_outs(
+            conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)],
+            timezone=workspace_timezone(conn, scope.workspace_id))
+
+
+@router.post("/query-schedules/<schedule_id>/opt-outs/<user_id>/invitation", tags=_TAGS,
+             operation_id="inviteBack", security=SECURITY,
+             summary="The owner invites an opted-out recipient back (they must accept)",
+             responses=errors.responses(200, "The opt-out with its invitation", 404, texts=_ERRORS))
+def invite(scope: Writer, schedule_id: ScheduleIdPath,
+           user_id: Annotated[str, Path(min_length=1, max_length=200, description="the recipient")]) -> OptOutOut:
+    with scope.unit(access.QUERIES_WRITE) as conn:
+        settings = _live_schedule(conn, scope, schedule_id)
+        access.require(dl.check_source_access(conn, settings, scope.user_id), f"read the {settings.source_kind}")
+        if not opt_outs.invite_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                           user_id=user_id, actor=scope.user_id, now=scope.now,
+                                           schedule_name=settings.name):
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this recipient has not opted out", "user_id")
+        found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                     user_id=user_id)
+    assert found is not None
+    return _out(found)
+
+
+def _as_recipient(conn: Any, scope: WorkspaceScope, schedule_id: UUID) -> dl.QuerySchedule:
+    """The schedule, once the caller may read its source as its recipients are resolved."""
+    settings = _live_schedule(conn, scope, schedule_id)
+    permission = dl.source_read_permission(settings)
+    scope.identity.require(permission)
+    access.require(access.check_person(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                       permission=permission), f"read the {settings.source_kind}")
+    return settings
+
+
+@router.get("/query-schedules/<schedule_id>/subscription", tags=_TAGS, operation_id="getSubscription",
+            security=SECURITY, summary="The caller's own standing with the schedule's messages: opted out, invited "
+                                       "back (queries:read for a query's schedule, reports:read for a report's)",
+            responses=errors.responses(200, "The caller's subscription", 404, texts=_ERRORS))
+def subscription(scope: Recipient, schedule_id: ScheduleIdPath) -> SubscriptionStateOut:
+    if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
+        scope.identity.require(QUERIES_READ)
+    with scope.unit() as conn:
+        settings = _as_recipient(conn, scope, schedule_id)
+        found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                     user_id=scope.user_id)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    return SubscriptionStateOut(schedule_id=schedule_id, name=settings.name, user_id=scope.user_id,
+                                opted_out=found is not None, opted_out_at=found and found.opted_out_at,
+                                invited_at=found and found.resubscribe_invited_at,
+                                invited_by=found and found.resubscribe_invited_by, timezone=zone)
+
+
+@router.post("/query-schedules/<schedule_id>/subscription", tags=_TAGS, operation_id="acceptInvitation",
+             security=SECURITY, summary="The recipient accepts the owner's invitation and gets the messages again "
+                                        "(queries:read for a query's schedule, reports:read for a report's)",
+             responses=errors.responses(200, "Subscribed again", 404, 409, texts=_ERRORS))
+def accept(scope: Recipient, schedule_id: ScheduleIdPath) -> SubscriptionOut:
+    # The role that reads the schedule's source, as its recipients are resolved: the
+    # token must hold one of the two before anything is looked up, then the one of
+    # this schedule's source kind, by the token and by the membership.
+    if not scope.identity.permissions & {QUERIES_READ, REPORTS_READ}:
+        scope.identity.require(QUERIES_READ)
+    with scope.unit() as conn:
+        _as_recipient(conn, scope, schedule_id)
+        found = opt_outs.get_opt_out(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                     user_id=scope.user_id)
+        if found is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "you have not opted out of this schedule")
+        if not opt_outs.accept_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                           user_id=scope.user_id):
+            raise ApiError(HTTPStatus.CONFLICT, NOT_INVITED, "the schedule's owner has not invited you back")
+    return SubscriptionOut(schedule_id=schedule_id, user_id=scope.user_id, subscribed=True)
+
+
+__all__ = ["NOT_INVITED", "OPT_OUT_PATH_PREFIX", "PAGE_CSP", "page", "router"]

@@ -1,7 +1,7 @@
 """The routes that close the loops to people: the signed-in person's notices, the owner
 hand-off, the audit trail and failed posting jobs.
 
-Routes (registered by :func:`timekeeper.api.app.create_app`):
+Routes (:data:`router`):
 
 * ``GET /notices`` (any role): the caller's notices in their workspace, newest first
   (``unread``, ``before`` the previous page's last id, ``limit`` <= 100), with the unread
@@ -42,8 +42,8 @@ from timekeeper.api import errors
 from timekeeper.api.auth import OWN_NOTICES, QUERIES_READ, WORKSPACE_ADMIN
 from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import CanonicalUuid
-from timekeeper.api.routing import SECURITY, Routes
-from timekeeper.api.scope import WorkspaceScope
+from timekeeper.api.routing import SECURITY, ApiRouter
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access, audit, notices
 from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
@@ -217,149 +217,161 @@ def _job_out(job: Any) -> PostingJobOut:
                          created_at=job.created_at, finished_at=job.finished_at)
 
 
-def register(routes: Routes) -> None:
-    """Register the notices, owner hand-off, history, staff-read and posting-job routes."""
-    route, app = routes.route, routes.app
-    person = Annotated[WorkspaceScope, Depends(routes.scope_for(OWN_NOTICES))]
-    admin = Annotated[WorkspaceScope, Depends(routes.scope_for(WORKSPACE_ADMIN))]
-    reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]
-    before_q = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next_before of the previous page")]
-    limit_q = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
+Person = Annotated[WorkspaceScope, Depends(scope_for(OWN_NOTICES))]
+Admin = Annotated[WorkspaceScope, Depends(scope_for(WORKSPACE_ADMIN))]
+Reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
+BeforeQuery = Annotated[int | None, Query(ge=1, le=MAX_ID, description="next_before of the previous page")]
+LimitQuery = Annotated[int, Query(ge=1, le=MAX_PAGE, description="page size")]
 
-    @app.exception_handler(service.Ownerless)
-    def _ownerless(_: service.Ownerless) -> Response:
-        return error_response(HTTPStatus.CONFLICT, OWNERLESS,
-                              "the schedule has no owner: a workspace admin reassigns it before it is resumed")
-
-    @app.exception_handler(OwnerRefused)
-    def _owner_refused(error: OwnerRefused) -> Response:
-        return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, error.reason,
-                              f"the new owner may not own this schedule: {error.reason}", "owner_user_id")
-
-    @route("GET", "/notices", tags=["notices"], operation_id="listNotices", security=SECURITY,
-           summary="The signed-in person's notices about their schedules, newest first",
-           responses=_responses(200, "A page of notices"))
-    def list_notices(scope: person, unread: Annotated[bool, Query(description="unread ones only")] = False,
-                     before: before_q = None, limit: limit_q = 50) -> NoticePage:
-        with scope.unit() as conn:
-            rows = notices.list_notices(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
-                                        unread_only=unread, before_id=before, limit=limit + 1)
-            count = notices.count_unread(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
-            zone = workspace_timezone(conn, scope.workspace_id)
-        page = rows[:limit]
-        return NoticePage(items=[NoticeOut(**{k: getattr(n, k) for k in NoticeOut.model_fields}) for n in page],
-                          unread=count, next_before=page[-1].id if len(rows) > limit else None, timezone=zone)
-
-    @route("POST", "/notices/read", tags=["notices"], operation_id="markNoticesRead", security=SECURITY,
-           summary="Mark the signed-in person's notices read (the ids given, or all)",
-           responses=_responses(200, "How many changed", 415))
-    def mark_read(scope: person, body: Annotated[MarkRead, Body()]) -> Marked:
-        with scope.unit() as conn:
-            return Marked(marked=notices.mark_read(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
-                                                   now=scope.now, ids=body.ids))
-
-    @route("GET", "/notices/mail", tags=["notices"], operation_id="noticeMail", security=SECURITY,
-           summary="Whether the signed-in person gets the workspace's notice e-mails",
-           responses=_responses(200, "The person's notice e-mail setting"))
-    def notice_mail(scope: person) -> NoticeMailOut:
-        with scope.unit() as conn:
-            since = opt_outs.notice_opted_out_at(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
-        return NoticeMailOut(mail=since is None, opted_out_at=since)
-
-    @route("POST", "/notices/mail", tags=["notices"], operation_id="resumeNoticeMail", security=SECURITY,
-           summary="Turn the signed-in person's notice e-mails back on (repeating it changes nothing)",
-           responses=_responses(200, "Notice e-mails are on"))
-    def resume_notice_mail(scope: person) -> NoticeMailOut:
-        with scope.unit() as conn:
-            opt_outs.resume_notice_mail(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
-        return NoticeMailOut(mail=True, opted_out_at=None)
-
-    @route("GET", "/ownerless-schedules", tags=["owner hand-off"], operation_id="listOwnerlessSchedules",
-           security=SECURITY, summary="Schedules paused because their owner was deactivated or left (admins)",
-           responses=_responses(200, "The ownerless schedules"))
-    def list_ownerless(scope: admin) -> OwnerlessPage:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            rows = service.list_ownerless(conn, workspace_id=scope.workspace_id)
-            zone = workspace_timezone(conn, scope.workspace_id)
-        return OwnerlessPage(items=[OwnerlessOut(id=r.id, owner=r.owner, work_kind=r.work_kind, name=r.name,
-                                                 previous_owner_user_id=r.owner_user_id, paused_at=r.updated_at)
-                                    for r in rows], timezone=zone)
-
-    @route("POST", "/ownerless-schedules/<schedule_id>/reassign", tags=["owner hand-off"],
-           operation_id="reassignOwnerlessSchedule", security=SECURITY,
-           summary="Give an ownerless schedule a new owner (the access rule asked for them); then resume it",
-           responses=_responses(200, "The reassigned schedule, paused by its new owner", 404, 409, 415))
-    def reassign(scope: admin, schedule_id: Annotated[CanonicalUuid, Path(description="the schedule's id")],
-                 body: Annotated[Reassign, Body()]) -> ReassignedOut:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            state = service.get_state(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
-            if state is None or state.deleted_at is not None:
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such schedule in this workspace")
-            if state.pause_reason != service.OWNERLESS:
-                raise ApiError(HTTPStatus.CONFLICT, NOT_OWNERLESS, "only an ownerless schedule is reassigned here")
-            is_query_schedule = dl.get_query_schedule(conn, workspace_id=scope.workspace_id,
-                                                      schedule_id=schedule_id) is not None
-            if not is_query_schedule:
-                decision = access.check_member(conn, workspace_id=scope.workspace_id, user_id=body.owner_user_id)
-                if not decision:
-                    raise OwnerRefused(decision.reason or access.NOT_A_MEMBER)
-                service.set_owner(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                  owner_user_id=body.owner_user_id, actor=scope.user_id, now=scope.now)
-        if is_query_schedule:
-            scope.call(reassign_owner, schedule_id=schedule_id, owner_user_id=body.owner_user_id,
-                       actor=scope.user_id, now=scope.now)
-        with scope.unit() as conn:
-            state = service.get_state(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
-        assert state is not None
-        return ReassignedOut(id=schedule_id, owner_user_id=body.owner_user_id, status=state.status,
-                             pause_reason=state.pause_reason)
-
-    @route("GET", "/query-schedules/<schedule_id>/history", tags=["query schedules"],
-           operation_id="queryScheduleHistory", security=SECURITY,
-           summary="The audit trail of a query schedule: every change with its actor and instant, newest first",
-           responses=_responses(200, "A page of history events", 404))
-    def history(scope: reader, schedule_id: Annotated[CanonicalUuid, Path(description="the query schedule's id")],
-                before: before_q = None, limit: limit_q = 50) -> HistoryPage:
-        with scope.unit(access.QUERIES_READ) as conn:
-            if dl.get_query_schedule(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id) is None:
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
-            rows = service.list_events(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                       before_id=before, limit=limit + 1)
-        page = rows[:limit]
-        return HistoryPage(items=[HistoryEventOut(id=e.id, run_id=e.run_id, kind=e.kind, actor=e.actor,
-                                                  reason=e.reason, detail=e.detail, at=e.at) for e in page],
-                           next_before=page[-1].id if len(rows) > limit else None)
-
-    @route("GET", "/staff-reads", tags=["audit"], operation_id="listStaffReads", security=SECURITY,
-           summary="Staff reads of this workspace's data, newest first (admins)",
-           responses=_responses(200, "A page of staff reads"))
-    def staff_reads(scope: admin, before: before_q = None, limit: limit_q = 50) -> StaffReadPage:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            rows = audit.list_staff_reads(conn, workspace_id=scope.workspace_id, before_id=before, limit=limit + 1)
-        page = rows[:limit]
-        return StaffReadPage(items=[StaffReadOut(id=r.id, actor=r.actor, what=r.what, detail=r.detail, at=r.at)
-                                    for r in page], next_before=page[-1].id if len(rows) > limit else None)
-
-    @route("GET", "/posting-jobs/failed", tags=["posting jobs"], operation_id="listFailedPostingJobs",
-           security=SECURITY, summary="Failed posting jobs: each batch is closed and unposted (admins)",
-           responses=_responses(200, "The failed posting jobs"))
-    def failed_jobs(scope: admin) -> PostingJobPage:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            jobs = posting.list_failed_jobs(conn, workspace_id=scope.workspace_id, limit=MAX_PAGE)
-            zone = workspace_timezone(conn, scope.workspace_id)
-        return PostingJobPage(items=[_job_out(j) for j in jobs], timezone=zone)
-
-    @route("POST", "/posting-jobs/<job_id>/retry", tags=["posting jobs"], operation_id="retryPostingJob",
-           security=SECURITY, summary="Retry a failed posting job (the sweep starts it within five minutes)",
-           responses=_responses(202, "Accepted: the job is pending again", 404))
-    def retry_job(scope: admin, job_id: Annotated[CanonicalUuid, Path(description="the posting job's id")],
-                  ) -> Response[PostingJobOut]:
-        with scope.unit(access.WORKSPACE_ADMIN) as conn:
-            try:
-                job = posting.request_retry(conn, workspace_id=scope.workspace_id, job_id=job_id)
-            except NotFound:
-                raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such posting job") from None
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type="application/json", body=_job_out(job))
+#: The notices, owner hand-off, history, staff-read and posting-job routes.
+router = ApiRouter()
 
 
-__all__ = ["NOT_OWNERLESS", "OWNERLESS", "register"]
+@router.exception_handler(service.Ownerless)
+def _ownerless(_: service.Ownerless) -> Response:
+    return error_response(HTTPStatus.CONFLICT, OWNERLESS,
+                          "the schedule has no owner: a workspace admin reassigns it before it is resumed")
+
+
+@router.exception_handler(OwnerRefused)
+def _owner_refused(error: OwnerRefused) -> Response:
+    return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, error.reason,
+                          f"the new owner may not own this schedule: {error.reason}", "owner_user_id")
+
+
+@router.get("/notices", tags=["notices"], operation_id="listNotices", security=SECURITY,
+            summary="The signed-in person's notices about their schedules, newest first",
+            responses=_responses(200, "A page of notices"))
+def list_notices(scope: Person, unread: Annotated[bool, Query(description="unread ones only")] = False,
+                 before: BeforeQuery = None, limit: LimitQuery = 50) -> NoticePage:
+    with scope.unit() as conn:
+        rows = notices.list_notices(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                    unread_only=unread, before_id=before, limit=limit + 1)
+        count = notices.count_unread(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    page = rows[:limit]
+    return NoticePage(items=[NoticeOut(**{k: getattr(n, k) for k in NoticeOut.model_fields}) for n in page],
+                      unread=count, next_before=page[-1].id if len(rows) > limit else None, timezone=zone)
+
+
+@router.post("/notices/read", tags=["notices"], operation_id="markNoticesRead", security=SECURITY,
+             summary="Mark the signed-in person's notices read (the ids given, or all)",
+             responses=_responses(200, "How many changed", 415))
+def mark_read(scope: Person, body: Annotated[MarkRead, Body()]) -> Marked:
+    with scope.unit() as conn:
+        return Marked(marked=notices.mark_read(conn, workspace_id=scope.workspace_id, user_id=scope.user_id,
+                                               now=scope.now, ids=body.ids))
+
+
+@router.get("/notices/mail", tags=["notices"], operation_id="noticeMail", security=SECURITY,
+            summary="Whether the signed-in person gets the workspace's notice e-mails",
+            responses=_responses(200, "The person's notice e-mail setting"))
+def notice_mail(scope: Person) -> NoticeMailOut:
+    with scope.unit() as conn:
+        since = opt_outs.notice_opted_out_at(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+    return NoticeMailOut(mail=since is None, opted_out_at=since)
+
+
+@router.post("/notices/mail", tags=["notices"], operation_id="resumeNoticeMail", security=SECURITY,
+             summary="Turn the signed-in person's notice e-mails back on (repeating it changes nothing)",
+             responses=_responses(200, "Notice e-mails are on"))
+def resume_notice_mail(scope: Person) -> NoticeMailOut:
+    with scope.unit() as conn:
+        opt_outs.resume_notice_mail(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+    return NoticeMailOut(mail=True, opted_out_at=None)
+
+
+@router.get("/ownerless-schedules", tags=["owner hand-off"], operation_id="listOwnerlessSchedules",
+            security=SECURITY, summary="Schedules paused because their owner was deactivated or left (admins)",
+            responses=_responses(200, "The ownerless schedules"))
+def list_ownerless(scope: Admin) -> OwnerlessPage:
+    with scope.unit(access.WORKSPACE_ADMIN) as conn:
+        rows = service.list_ownerless(conn, workspace_id=scope.workspace_id)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    return OwnerlessPage(items=[OwnerlessOut(id=r.id, owner=r.owner, work_kind=r.work_kind, name=r.name,
+                                             previous_owner_user_id=r.owner_user_id, paused_at=r.updated_at)
+                                for r in rows], timezone=zone)
+
+
+@router.post("/ownerless-schedules/<schedule_id>/reassign", tags=["owner hand-off"],
+             operation_id="reassignOwnerlessSchedule", security=SECURITY,
+             summary="Give an ownerless schedule a new owner (the access rule asked for them); then resume it",
+             responses=_responses(200, "The reassigned schedule, paused by its new owner", 404, 409, 415))
+def reassign(scope: Admin, schedule_id: Annotated[CanonicalUuid, Path(description="the schedule's id")],
+             body: Annotated[Reassign, Body()]) -> ReassignedOut:
+    with scope.unit(access.WORKSPACE_ADMIN) as conn:
+        state = service.get_state(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+        if state is None or state.deleted_at is not None:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such schedule in this workspace")
+        if state.pause_reason != service.OWNERLESS:
+            raise ApiError(HTTPStatus.CONFLICT, NOT_OWNERLESS, "only an ownerless schedule is reassigned here")
+        is_query_schedule = dl.get_query_schedule(conn, workspace_id=scope.workspace_id,
+                                                  schedule_id=schedule_id) is not None
+        if not is_query_schedule:
+            decision = access.check_member(conn, workspace_id=scope.workspace_id, user_id=body.owner_user_id)
+            if not decision:
+                raise OwnerRefused(decision.reason or access.NOT_A_MEMBER)
+            service.set_owner(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                              owner_user_id=body.owner_user_id, actor=scope.user_id, now=scope.now)
+    if is_query_schedule:
+        scope.call(reassign_owner, schedule_id=schedule_id, owner_user_id=body.owner_user_id,
+                   actor=scope.user_id, now=scope.now)
+    with scope.unit() as conn:
+        state = service.get_state(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id)
+    assert state is not None
+    return ReassignedOut(id=schedule_id, owner_user_id=body.owner_user_id, status=state.status,
+                         pause_reason=state.pause_reason)
+
+
+@router.get("/query-schedules/<schedule_id>/history", tags=["query schedules"],
+            operation_id="queryScheduleHistory", security=SECURITY,
+            summary="The audit trail of a query schedule: every change with its actor and instant, newest first",
+            responses=_responses(200, "A page of history events", 404))
+def history(scope: Reader, schedule_id: Annotated[CanonicalUuid, Path(description="the query schedule's id")],
+            before: BeforeQuery = None, limit: LimitQuery = 50) -> HistoryPage:
+    with scope.unit(access.QUERIES_READ) as conn:
+        if dl.get_query_schedule(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id) is None:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
+        rows = service.list_events(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
+                                   before_id=before, limit=limit + 1)
+    page = rows[:limit]
+    return HistoryPage(items=[HistoryEventOut(id=e.id, run_id=e.run_id, kind=e.kind, actor=e.actor,
+                                              reason=e.reason, detail=e.detail, at=e.at) for e in page],
+                       next_before=page[-1].id if len(rows) > limit else None)
+
+
+@router.get("/staff-reads", tags=["audit"], operation_id="listStaffReads", security=SECURITY,
+            summary="Staff reads of this workspace's data, newest first (admins)",
+            responses=_responses(200, "A page of staff reads"))
+def staff_reads(scope: Admin, before: BeforeQuery = None, limit: LimitQuery = 50) -> StaffReadPage:
+    with scope.unit(access.WORKSPACE_ADMIN) as conn:
+        rows = audit.list_staff_reads(conn, workspace_id=scope.workspace_id, before_id=before, limit=limit + 1)
+    page = rows[:limit]
+    return StaffReadPage(items=[StaffReadOut(id=r.id, actor=r.actor, what=r.what, detail=r.detail, at=r.at)
+                                for r in page], next_before=page[-1].id if len(rows) > limit else None)
+
+
+@router.get("/posting-jobs/failed", tags=["posting jobs"], operation_id="listFailedPostingJobs",
+            security=SECURITY, summary="Failed posting jobs: each batch is closed and unposted (admins)",
+            responses=_responses(200, "The failed posting jobs"))
+def failed_jobs(scope: Admin) -> PostingJobPage:
+    with scope.unit(access.WORKSPACE_ADMIN) as conn:
+        jobs = posting.list_failed_jobs(conn, workspace_id=scope.workspace_id, limit=MAX_PAGE)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    return PostingJobPage(items=[_job_out(j) for j in jobs], timezone=zone)
+
+
+@router.post("/posting-jobs/<job_id>/retry", tags=["posting jobs"], operation_id="retryPostingJob",
+             security=SECURITY, summary="Retry a failed posting job (the sweep starts it within five minutes)",
+             responses=_responses(202, "Accepted: the job is pending again", 404))
+def retry_job(scope: Admin, job_id: Annotated[CanonicalUuid, Path(description="the posting job's id")],
+              ) -> Response[PostingJobOut]:
+    with scope.unit(access.WORKSPACE_ADMIN) as conn:
+        try:
+            job = posting.request_retry(conn, workspace_id=scope.workspace_id, job_id=job_id)
+        except NotFound:
+            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such posting job") from None
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type="application/json", body=_job_out(job))
+
+
+__all__ = ["NOT_OWNERLESS", "OWNERLESS", "router"]

@@ -67,8 +67,8 @@ from timekeeper.api.models import (
     decode_cursor,
     encode_cursor,
 )
-from timekeeper.api.routing import SECURITY, Routes, idempotency_header
-from timekeeper.api.scope import WorkspaceScope
+from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.db.keyset import split_page
 from timekeeper.reporting import definition as definitions
 from timekeeper.reporting import store
@@ -292,98 +292,103 @@ QueryId = Annotated[CanonicalUuid, Path(description="the saved query's id")]
 VersionNumber = Annotated[int, Path(ge=1, le=MAX_VERSION, description="the version number (1, 2, ...)")]
 
 
-def register(routes: Routes) -> None:
-    """Register the saved-query routes and ``GET /catalogue`` (see :mod:`timekeeper.api.routing`).
-    Each runs in ONE transaction of the scope (:meth:`~timekeeper.api.scope.WorkspaceScope.unit`):
-    the access rule for the person (or the query), then the store."""
-    route = routes.route
-    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(QUERIES_WRITE))]  # noqa: N806
-    catalogue = catalogue_out()
+Reader = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_READ))]
+Writer = Annotated[WorkspaceScope, Depends(scope_for(QUERIES_WRITE))]
+#: The catalogue as ``GET /catalogue`` answers it (it changes only with a release).
+_CATALOGUE = catalogue_out()
 
-    @route("GET", "/catalogue", tags=_TAGS, operation_id="getCatalogue", security=SECURITY,
-           summary="The entities, columns (type, enum values) and operators per type a saved query may use",
-           responses=_responses(200, "The catalogue"))
-    def get_catalogue(scope: Reader) -> CatalogueOut:
-        scope.person(QUERIES_READ, noun="query")
-        return catalogue
+router = ApiRouter()
 
-    @route("GET", "/queries", tags=_TAGS, operation_id="listQueries", security=SECURITY,
-           summary="List the workspace's saved queries (cursor pagination)",
-           responses=_responses(200, "A page of saved queries, oldest first"))
-    def list_queries(
-        scope: Reader,
-        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> QueryPage:
-        with scope.unit(QUERIES_READ, noun="query") as conn:
-            found = store.list_queries(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
-                                       limit=limit + 1)
-        rows, after = split_page(found, limit, lambda q: (q.created_at, q.id))
-        return QueryPage(items=[query_out(q) for q in rows], next_cursor=encode_cursor(after))
 
-    @route("POST", "/queries", tags=_TAGS, operation_id="createQuery", security=SECURITY,
-           summary="Save a query (the definition is checked against the catalogue) as version 1",
-           responses=_responses(201, "Created: the query and its version 1", 409, 415,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
-    def create_query(
-        scope: Writer, body: Annotated[QueryCreate, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key answers what the first request answered")] = None,
-    ) -> Response[QuerySaved]:
-        def create() -> Response:
-            with _definition_checked(), scope.unit(QUERIES_WRITE, noun="query") as conn:
-                query, version = store.create_query(
-                    conn, workspace_id=scope.workspace_id, name=body.name, description=body.description,
-                    definition=body.definition, actor=scope.user_id, now=scope.now)
-            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=QuerySaved(query=query_out(query), version=version_out(version)),
-                            headers={"Location": f"/queries/{query.id}"})
+@router.get("/catalogue", tags=_TAGS, operation_id="getCatalogue", security=SECURITY,
+            summary="The entities, columns (type, enum values) and operators per type a saved query may use",
+            responses=_responses(200, "The catalogue"))
+def get_catalogue(scope: Reader) -> CatalogueOut:
+    scope.check_access(QUERIES_READ, noun="query")
+    return _CATALOGUE
 
-        return scope.create_once(idempotency_key, body, create)
 
-    @route("GET", "/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=SECURITY,
-           summary="A saved query with every version (newest first), each with its definition",
-           responses=_responses(200, "The query and its versions", 404))
-    def get_query(scope: Reader, query_id: QueryId) -> QueryDetail:
-        with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
-            query = store.get_query(conn, workspace_id=scope.workspace_id, query_id=query_id)
-            versions = store.list_versions(conn, workspace_id=scope.workspace_id, query_id=query_id)
-        return QueryDetail(query=query_out(query), versions=[version_out(v) for v in reversed(versions)])
+@router.get("/queries", tags=_TAGS, operation_id="listQueries", security=SECURITY,
+            summary="List the workspace's saved queries (cursor pagination)",
+            responses=_responses(200, "A page of saved queries, oldest first"))
+def list_queries(
+    scope: Reader,
+    limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                        description="next_cursor of the previous page")] = None,
+) -> QueryPage:
+    with scope.unit(QUERIES_READ, noun="query") as conn:
+        found = store.list_queries(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
+                                   limit=limit + 1)
+    rows, after = split_page(found, limit, lambda q: (q.created_at, q.id))
+    return QueryPage(items=[query_out(q) for q in rows], next_cursor=encode_cursor(after))
 
-    @route("POST", "/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=SECURITY,
-           summary="Save a new version (n + 1, made current); earlier versions never change",
-           responses=_responses(201, "Created: the query and its new version", 404, 409, 415,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
-    def add_query_version(
-        scope: Writer, query_id: QueryId, body: Annotated[VersionCreate, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key answers what the first request answered")] = None,
-    ) -> Response[QuerySaved]:
-        def create() -> Response:
-            with _definition_checked(), scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
-                query, version = store.add_version(
-                    conn, workspace_id=scope.workspace_id, query_id=query_id, definition=body.definition,
-                    actor=scope.user_id, now=scope.now, name=body.name, description=body.description)
-            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=QuerySaved(query=query_out(query), version=version_out(version)),
-                            headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
 
-        return scope.create_once(idempotency_key, body, create)
+@router.post("/queries", tags=_TAGS, operation_id="createQuery", security=SECURITY,
+             summary="Save a query (the definition is checked against the catalogue) as version 1",
+             responses=_responses(201, "Created: the query and its version 1", 409, 415,
+                                  texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
+def create_query(
+    scope: Writer, body: Annotated[QueryCreate, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key answers what the first request answered")] = None,
+) -> Response[QuerySaved]:
+    def create() -> Response:
+        with _definition_checked(), scope.unit(QUERIES_WRITE, noun="query") as conn:
+            query, version = store.create_query(
+                conn, workspace_id=scope.workspace_id, name=body.name, description=body.description,
+                definition=body.definition, actor=scope.user_id, now=scope.now)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=QuerySaved(query=query_out(query), version=version_out(version)),
+                        headers={"Location": f"/queries/{query.id}"})
 
-    @route("GET", "/queries/<query_id>/versions/<version>", tags=_TAGS, operation_id="getQueryVersion",
-           security=SECURITY, summary="One version of a saved query",
-           responses=_responses(200, "The version", 404))
-    def get_query_version(scope: Reader, query_id: QueryId, version: VersionNumber) -> VersionOut:
-        with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
-            found = store.get_version(conn, workspace_id=scope.workspace_id, query_id=query_id, version=version)
-        return version_out(found)
+    return scope.create_once(idempotency_key, body, create)
 
-    @route("DELETE", "/queries/<query_id>", tags=_TAGS, operation_id="deleteQuery", security=SECURITY,
-           summary="Delete (404 on every route from then on; versions are kept for what pinned them)",
-           responses=_responses(204, "Deleted", 404))
-    def delete_query(scope: Writer, query_id: QueryId) -> Response[None]:
-        with scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
-            store.delete_query(conn, workspace_id=scope.workspace_id, query_id=query_id, now=scope.now)
-        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+
+@router.get("/queries/<query_id>", tags=_TAGS, operation_id="getQuery", security=SECURITY,
+            summary="A saved query with every version (newest first), each with its definition",
+            responses=_responses(200, "The query and its versions", 404))
+def get_query(scope: Reader, query_id: QueryId) -> QueryDetail:
+    with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
+        query = store.get_query(conn, workspace_id=scope.workspace_id, query_id=query_id)
+        versions = store.list_versions(conn, workspace_id=scope.workspace_id, query_id=query_id)
+    return QueryDetail(query=query_out(query), versions=[version_out(v) for v in reversed(versions)])
+
+
+@router.post("/queries/<query_id>/versions", tags=_TAGS, operation_id="addQueryVersion", security=SECURITY,
+             summary="Save a new version (n + 1, made current); earlier versions never change",
+             responses=_responses(201, "Created: the query and its new version", 404, 409, 415,
+                                  texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}, headers=errors.CREATED_ONCE))
+def add_query_version(
+    scope: Writer, query_id: QueryId, body: Annotated[VersionCreate, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key answers what the first request answered")] = None,
+) -> Response[QuerySaved]:
+    def create() -> Response:
+        with _definition_checked(), scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
+            query, version = store.add_version(
+                conn, workspace_id=scope.workspace_id, query_id=query_id, definition=body.definition,
+                actor=scope.user_id, now=scope.now, name=body.name, description=body.description)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=QuerySaved(query=query_out(query), version=version_out(version)),
+                        headers={"Location": f"/queries/{query.id}/versions/{version.version}"})
+
+    return scope.create_once(idempotency_key, body, create)
+
+
+@router.get("/queries/<query_id>/versions/<version>", tags=_TAGS, operation_id="getQueryVersion",
+            security=SECURITY, summary="One version of a saved query",
+            responses=_responses(200, "The version", 404))
+def get_query_version(scope: Reader, query_id: QueryId, version: VersionNumber) -> VersionOut:
+    with scope.unit(QUERIES_READ, query_id=query_id, noun="query") as conn:
+        found = store.get_version(conn, workspace_id=scope.workspace_id, query_id=query_id, version=version)
+    return version_out(found)
+
+
+@router.delete("/queries/<query_id>", tags=_TAGS, operation_id="deleteQuery", security=SECURITY,
+               summary="Delete (404 on every route from then on; versions are kept for what pinned them)",
+               responses=_responses(204, "Deleted", 404))
+def delete_query(scope: Writer, query_id: QueryId) -> Response[None]:
+    with scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
+        store.delete_query(conn, workspace_id=scope.workspace_id, query_id=query_id, now=scope.now)
+    return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)

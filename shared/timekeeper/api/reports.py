@@ -31,8 +31,8 @@ from timekeeper.api.auth import REPORTS_READ, REPORTS_WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CURSOR_PATTERN, PLAIN_PATTERN, CanonicalUuid, PlainText, decode_cursor, encode_cursor
 from timekeeper.api.people_routes import ZONE_TEXT
-from timekeeper.api.routing import SECURITY, Routes, idempotency_header
-from timekeeper.api.scope import WorkspaceScope
+from timekeeper.api.routing import SECURITY, Api, ApiRouter, idempotency_header
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.platform.directory import workspace_timezone
@@ -197,135 +197,149 @@ def _definition_checked() -> Iterator[None]:
                        f"definition.{error.field}") from None
 
 
-def register(routes: Routes) -> None:
-    """Add the report routes (see :mod:`timekeeper.api.routing`). The adapters give
-    ``renderer()`` (a :class:`~timekeeper.aws.renderer.RendererClient`) and ``files()``
-    (``(s3 client, files bucket)``) for download links; without them the render routes
-    answer 500 (the document is the same either way). Each route asks the access rule
-    and reads or writes in ONE transaction of the scope; a render request then asks the
-    renderer after commit."""
-    route = routes.route
-    renderer, files = routes.adapters.renderer, routes.adapters.files
-    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(REPORTS_READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(REPORTS_WRITE))]  # noqa: N806
+Reader = Annotated[WorkspaceScope, Depends(scope_for(REPORTS_READ))]
+Writer = Annotated[WorkspaceScope, Depends(scope_for(REPORTS_WRITE))]
 
-    @routes.app.exception_handler(store.ReportNotFound)
-    @routes.app.exception_handler(rendering.RenderNotFound)
-    def _not_found(_: Exception) -> Response:
-        return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such report or render in this "
-                                     "workspace")
+#: The report routes. The app's adapters (:data:`~timekeeper.api.routing.Api`) give
+#: ``renderer()`` (a :class:`~timekeeper.aws.renderer.RendererClient`) and ``files()``
+#: (``(s3 client, files bucket)``) for download links; without them the render routes
+#: answer 500 (the document is the same either way). Each route asks the access rule
+#: and reads or writes in ONE transaction of the scope; a render request then asks the
+#: renderer after commit.
+router = ApiRouter()
 
-    @route("POST", "/reports", tags=["reports"], operation_id="createReport", security=SECURITY,
-           summary="Create a report (version 1); its sections' queries must be in the workspace",
-           responses=responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
-                               headers=errors.CREATED_ONCE))
-    def create_report(
-        scope: Writer, body: Annotated[ReportCreate, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key answers what the first request answered")] = None,
-    ) -> Response[ReportDetail]:
-        def create() -> Response:
-            with _definition_checked(), scope.unit(access.REPORTS_WRITE, noun="report") as conn:
-                report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
-                                                      definition=body.definition, actor=scope.user_id,
-                                                      now=scope.now)
-                detail = _detail(conn, scope.workspace_id, report, version)
-            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=detail, headers={"Location": f"/reports/{report.id}"})
 
-        return scope.create_once(idempotency_key, body, create)
+@router.exception_handler(store.ReportNotFound)
+@router.exception_handler(rendering.RenderNotFound)
+def _not_found(_: Exception) -> Response:
+    return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such report or render in this "
+                                 "workspace")
 
-    @route("PUT", "/reports/<report_id>", tags=["reports"], operation_id="editReport", security=SECURITY,
-           summary="Save a new version of the report and make it current (earlier versions stay)",
-           responses=responses(200, "The report at its new version", 404, 415))
-    def edit_report(scope: Writer, report_id: ReportId, body: Annotated[ReportEdit, Body()]) -> ReportDetail:
-        with _definition_checked(), scope.unit(access.REPORTS_WRITE, report_id=report_id, noun="report") as conn:
-            report, version = store.update_report(conn, workspace_id=scope.workspace_id, report_id=report_id,
-                                                  definition=body.definition, name=body.name, actor=scope.user_id,
+
+@router.post("/reports", tags=["reports"], operation_id="createReport", security=SECURITY,
+             summary="Create a report (version 1); its sections' queries must be in the workspace",
+             responses=responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                                 headers=errors.CREATED_ONCE))
+def create_report(
+    scope: Writer, body: Annotated[ReportCreate, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key answers what the first request answered")] = None,
+) -> Response[ReportDetail]:
+    def create() -> Response:
+        with _definition_checked(), scope.unit(access.REPORTS_WRITE, noun="report") as conn:
+            report, version = store.create_report(conn, workspace_id=scope.workspace_id, name=body.name,
+                                                  definition=body.definition, actor=scope.user_id,
                                                   now=scope.now)
-            return _detail(conn, scope.workspace_id, report, version)
+            detail = _detail(conn, scope.workspace_id, report, version)
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=detail, headers={"Location": f"/reports/{report.id}"})
 
-    @route("GET", "/reports", tags=["reports"], operation_id="listReports", security=SECURITY,
-           summary="List the workspace's reports (cursor pagination)",
-           responses=responses(200, "A page of reports, oldest first"))
-    def list_reports(
-        scope: Reader,
-        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> ReportPage:
-        with scope.unit(access.REPORTS_READ, noun="report") as conn:
-            found = store.list_reports(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
-                                       limit=limit + 1)
-        rows, after = split_page(found, limit, lambda r: (r.created_at, r.id))
-        return ReportPage(items=[_report_out(r) for r in rows], next_cursor=encode_cursor(after))
+    return scope.create_once(idempotency_key, body, create)
 
-    @route("GET", "/reports/<report_id>", tags=["reports"], operation_id="getReport", security=SECURITY,
-           summary="A report with its current version's definition", responses=responses(200, "The report", 404))
-    def get_report(scope: Reader, report_id: ReportId) -> ReportDetail:
-        with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
-            return _detail(conn, scope.workspace_id,
-                           *store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
 
-    def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
-        if adapter is None:
-            raise RuntimeError(f"the API was built without its {name} adapter")
-        return adapter()
+@router.put("/reports/<report_id>", tags=["reports"], operation_id="editReport", security=SECURITY,
+            summary="Save a new version of the report and make it current (earlier versions stay)",
+            responses=responses(200, "The report at its new version", 404, 415))
+def edit_report(scope: Writer, report_id: ReportId, body: Annotated[ReportEdit, Body()]) -> ReportDetail:
+    with _definition_checked(), scope.unit(access.REPORTS_WRITE, report_id=report_id, noun="report") as conn:
+        report, version = store.update_report(conn, workspace_id=scope.workspace_id, report_id=report_id,
+                                              definition=body.definition, name=body.name, actor=scope.user_id,
+                                              now=scope.now)
+        return _detail(conn, scope.workspace_id, report, version)
 
-    def render_out(row: rendering.ReportRender, scope: WorkspaceScope, zone: str) -> RenderOut:
-        out = RenderOut(timezone=zone, id=row.id, report_id=row.report_id, report_version=row.report_version,
-                        state=row.state,
-                        attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
-                        byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
-                        error_code=row.error_code, month=None if row.period is None else f"{row.period:%Y-%m}",
-                        snapshot_basis=None if row.snapshot_basis is None else [
-                            None if b is None else SnapshotBasisOut.model_validate(b) for b in row.snapshot_basis])
-        if row.state == "succeeded" and row.object_key:
-            s3, bucket = configured(files, "files")
-            out.download_url = s3.generate_presigned_url(
-                "get_object", Params={"Bucket": bucket, "Key": row.object_key,
-                                      "ResponseContentType": rendering.PDF_CONTENT_TYPE},
-                ExpiresIn=DOWNLOAD_URL_TTL_S)
-            out.download_expires_at = scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S)
-        return out
 
-    @route("POST", "/reports/<report_id>/renders", tags=["reports"], operation_id="renderReport",
-           security=SECURITY, summary="Render the report's current version to PDF, optionally over a picked "
-                                      "month (the same Idempotency-Key returns the same render)",
-           responses=responses(202, "Accepted: the render is requested", 404, 409, headers=errors.LOCATION))
-    def request_render(
-        scope: Reader, report_id: ReportId,
-        idempotency_key: Annotated[str, idempotency_header("required: the same key returns the same render")],
-        body: Annotated[RenderRequest | None, Body()] = None,
-    ) -> Response[RenderOut]:
-        scope.person(access.REPORTS_READ, report_id=report_id, noun="report")
-        key = scope.claim_key(idempotency_key)
-        try:
-            with scope.unit() as conn:
-                row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
-                                               idempotency_key=key, requested_by=scope.user_id, now=scope.now,
-                                               period=None if body is None else body.period)
-                zone = workspace_timezone(conn, scope.workspace_id)
-        except rendering.IdempotencyKeyReused:
-            raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
-                           "this Idempotency-Key already names a render of another report or month",
-                           "Idempotency-Key") from None
-        if not row.terminal:
-            try:  # committed: a refused request leaves it requested; repeating the key asks again
-                configured(renderer, "renderer").request(workspace_id=scope.workspace_id, render_id=row.id)
-            except Exception as error:  # noqa: BLE001 - the render stays requested, visible to the caller
-                errors.log_unexpected(error, "render request")
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=render_out(row, scope, zone),
-                        headers={"Location": f"/reports/{report_id}/renders/{row.id}"})
+@router.get("/reports", tags=["reports"], operation_id="listReports", security=SECURITY,
+            summary="List the workspace's reports (cursor pagination)",
+            responses=responses(200, "A page of reports, oldest first"))
+def list_reports(
+    scope: Reader,
+    limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                        description="next_cursor of the previous page")] = None,
+) -> ReportPage:
+    with scope.unit(access.REPORTS_READ, noun="report") as conn:
+        found = store.list_reports(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
+                                   limit=limit + 1)
+    rows, after = split_page(found, limit, lambda r: (r.created_at, r.id))
+    return ReportPage(items=[_report_out(r) for r in rows], next_cursor=encode_cursor(after))
 
-    @route("GET", "/reports/<report_id>/renders/<render_id>", tags=["reports"], operation_id="getRender",
-           security=SECURITY, summary="A render's state, with a download link valid 60 s once it succeeded",
-           responses=responses(200, "The render", 404))
-    def get_render(scope: Reader, report_id: ReportId, render_id: RenderId) -> RenderOut:
-        with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
-            row = rendering.get_render(conn, workspace_id=scope.workspace_id, render_id=render_id)
+
+@router.get("/reports/<report_id>", tags=["reports"], operation_id="getReport", security=SECURITY,
+            summary="A report with its current version's definition", responses=responses(200, "The report", 404))
+def get_report(scope: Reader, report_id: ReportId) -> ReportDetail:
+    with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
+        return _detail(conn, scope.workspace_id,
+                       *store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id))
+
+
+def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
+    """``adapter()``: the client the app's adapter ``name`` gives; raises ``RuntimeError``
+    (a 500) when the app was built without it."""
+    if adapter is None:
+        raise RuntimeError(f"the API was built without its {name} adapter")
+    return adapter()
+
+
+def render_out(row: rendering.ReportRender, scope: WorkspaceScope, zone: str,
+               files: Callable[[], tuple[Any, str]] | None) -> RenderOut:
+    """``row`` as the API shows it, instants beside the workspace's ``zone``; a succeeded
+    render carries a presigned download link (valid :data:`DOWNLOAD_URL_TTL_S` seconds from
+    the scope's ``now``) from ``files()`` (``(s3 client, bucket)``; None: a 500)."""
+    out = RenderOut(timezone=zone, id=row.id, report_id=row.report_id, report_version=row.report_version,
+                    state=row.state,
+                    attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
+                    byte_size=row.byte_size, page_count=row.page_count, sha256=row.sha256,
+                    error_code=row.error_code, month=None if row.period is None else f"{row.period:%Y-%m}",
+                    snapshot_basis=None if row.snapshot_basis is None else [
+                        None if b is None else SnapshotBasisOut.model_validate(b) for b in row.snapshot_basis])
+    if row.state == "succeeded" and row.object_key:
+        s3, bucket = configured(files, "files")
+        out.download_url = s3.generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": row.object_key,
+                                  "ResponseContentType": rendering.PDF_CONTENT_TYPE},
+            ExpiresIn=DOWNLOAD_URL_TTL_S)
+        out.download_expires_at = scope.now + timedelta(seconds=DOWNLOAD_URL_TTL_S)
+    return out
+
+
+@router.post("/reports/<report_id>/renders", tags=["reports"], operation_id="renderReport",
+             security=SECURITY, summary="Render the report's current version to PDF, optionally over a picked "
+                                        "month (the same Idempotency-Key returns the same render)",
+             responses=responses(202, "Accepted: the render is requested", 404, 409, headers=errors.LOCATION))
+def request_render(
+    scope: Reader, api: Api, report_id: ReportId,
+    idempotency_key: Annotated[str, idempotency_header("required: the same key returns the same render")],
+    body: Annotated[RenderRequest | None, Body()] = None,
+) -> Response[RenderOut]:
+    scope.check_access(access.REPORTS_READ, report_id=report_id, noun="report")
+    key = scope.claim_key(idempotency_key)
+    try:
+        with scope.unit() as conn:
+            row = rendering.request_render(conn, workspace_id=scope.workspace_id, report_id=report_id,
+                                           idempotency_key=key, requested_by=scope.user_id, now=scope.now,
+                                           period=None if body is None else body.period)
             zone = workspace_timezone(conn, scope.workspace_id)
-        if row.report_id != report_id:
-            raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such render of this report")
-        return render_out(row, scope, zone)
+    except rendering.IdempotencyKeyReused:
+        raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
+                       "this Idempotency-Key already names a render of another report or month",
+                       "Idempotency-Key") from None
+    if not row.terminal:
+        try:  # committed: a refused request leaves it requested; repeating the key asks again
+            configured(api.adapters.renderer, "renderer").request(workspace_id=scope.workspace_id, render_id=row.id)
+        except Exception as error:  # noqa: BLE001 - the render stays requested, visible to the caller
+            errors.log_unexpected(error, "render request")
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                    body=render_out(row, scope, zone, api.adapters.files),
+                    headers={"Location": f"/reports/{report_id}/renders/{row.id}"})
+
+
+@router.get("/reports/<report_id>/renders/<render_id>", tags=["reports"], operation_id="getRender",
+            security=SECURITY, summary="A render's state, with a download link valid 60 s once it succeeded",
+            responses=responses(200, "The render", 404))
+def get_render(scope: Reader, api: Api, report_id: ReportId, render_id: RenderId) -> RenderOut:
+    with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
+        row = rendering.get_render(conn, workspace_id=scope.workspace_id, render_id=render_id)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    if row.report_id != report_id:
+        raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such render of this report")
+    return render_out(row, scope, zone, api.adapters.files)

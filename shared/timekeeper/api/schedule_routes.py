@@ -15,7 +15,7 @@ annotations at run time.)
 from datetime import date
 from functools import partial
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
@@ -36,6 +36,7 @@ from timekeeper.api.models import (
     RulePreview,
     RulePreviewRequest,
     RunAccepted,
+    ScheduleCreateBase,
     ScheduleDetail,
     ScheduleOut,
     SchedulePage,
@@ -47,12 +48,10 @@ from timekeeper.api.models import (
     detail_out,
     encode_cursor,
     occurrences_out,
-    schedule_create_model,
     schedule_out,
-    subject_required_kinds,
 )
-from timekeeper.api.routing import SECURITY, Routes, idempotency_header
-from timekeeper.api.scope import WorkspaceScope
+from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with_annotations
+from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.schedules.recurrence import InvalidRecurrence
 
 _ERRORS = {401: "No or invalid authorizer claims",
@@ -65,154 +64,175 @@ _responses = partial(errors.responses, texts=_ERRORS)
 ScheduleId = Annotated[CanonicalUuid, Path(description="the schedule's id")]
 
 
-def register(routes: Routes) -> None:
-    """Register the ``/schedules`` routes (see :mod:`timekeeper.api.routing`)."""
-    CreateBody = schedule_create_model(routes.kinds_by_owner,  # noqa: N806 - a type
-                                       subject_required_kinds(routes.adapters.registry()))
-    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(READ))]  # noqa: N806 - type aliases
-    Writer = Annotated[WorkspaceScope, Depends(routes.scope_for(WRITE))]  # noqa: N806
-    Runner = Annotated[WorkspaceScope, Depends(routes.scope_for(RUN))]  # noqa: N806
-    Admin = Annotated[WorkspaceScope, Depends(routes.scope_for(ADMIN))]  # noqa: N806
+Reader = Annotated[WorkspaceScope, Depends(scope_for(READ))]
+Writer = Annotated[WorkspaceScope, Depends(scope_for(WRITE))]
+Runner = Annotated[WorkspaceScope, Depends(scope_for(RUN))]
+Admin = Annotated[WorkspaceScope, Depends(scope_for(ADMIN))]
 
-    @routes.route("GET", "/schedules", tags=["schedules"], operation_id="listSchedules", security=SECURITY,
-           summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
-           responses=_responses(200, "A page of schedules, oldest first"))
-    def list_schedules(
-        scope: Reader,
-        owner: Annotated[OwnerName | None, Query(description="only this owner module's schedules")] = None,
-        status: Annotated[ScheduleStatus | None, Query(description="only schedules in this status")] = None,
-        limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
-        cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
-                                            description="next_cursor of the previous page")] = None,
-    ) -> SchedulePage:
-        page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
-        return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after),
-                            timezone=scope.zone())
+#: The ``/schedules``, ``/rules/preview`` and ``/closures`` routes but ``POST /schedules``
+#: (:func:`create_router`).
+router = ApiRouter()
 
-    @routes.route("POST", "/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
-           summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
-                   "with a route of its own, queries.deliver, is refused: use /query-schedules)",
-           responses=_responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
-                                 headers=errors.CREATED_ONCE))
-    def create_schedule(
-        scope: Writer, body: Annotated[CreateBody, Body()],
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key answers what the first request answered")] = None,
-    ) -> Response[ScheduleOut]:
+@router.get("/schedules", tags=["schedules"], operation_id="listSchedules", security=SECURITY,
+            summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
+            responses=_responses(200, "A page of schedules, oldest first"))
+def list_schedules(
+    scope: Reader,
+    owner: Annotated[OwnerName | None, Query(description="only this owner module's schedules")] = None,
+    status: Annotated[ScheduleStatus | None, Query(description="only schedules in this status")] = None,
+    limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
+                                        description="next_cursor of the previous page")] = None,
+) -> SchedulePage:
+    page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
+    return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after),
+                        timezone=scope.zone())
+
+
+@router.get("/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=SECURITY,
+            summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
+            responses=_responses(200, "The schedule", 404))
+def get_schedule(
+    scope: Reader, schedule_id: ScheduleId,
+    history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
+    upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
+) -> ScheduleDetail:
+    detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+    detail.timezone = scope.zone()
+    return detail
+
+
+@router.post("/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
+             summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
+                     "create checks it",
+             responses=_responses(200, "The rule in words and its next occurrences", 415))
+def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+    check_rule_shape(body.recurrence)
+    rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
+    return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
+                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
+
+
+@router.patch("/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
+              security=SECURITY,
+              summary="Change the definition (recomputes the next due instant from now; no backlog), or which "
+                      "failures the owner is told of",
+              responses=_responses(200, "The updated schedule", 404, 415))
+def update_schedule(scope: Writer, schedule_id: ScheduleId,
+                    body: Annotated[ScheduleUpdate, Body()]) -> ScheduleOut:
+    if body.recurrence is not None:
         check_rule_shape(body.recurrence)
+    return schedule_out(scope.update(schedule_id, recurrence=body.recurrence, name=body.name,
+                                     subject_id=body.subject_id, notify_on=body.notify_on))
 
-        def create() -> Response:
-            row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
-                               subject_id=body.subject_id, name=body.name, active=body.active,
-                               notify_on=body.notify_on)
-            return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                            body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
 
-        return scope.create_once(idempotency_key, body, create)
+@router.post("/schedules/<schedule_id>/pause", tags=["schedules"], operation_id="pauseSchedule",
+             security=SECURITY, summary="Pause (idempotent)", responses=_responses(200, "The paused schedule", 404))
+def pause_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
+    return schedule_out(scope.pause(schedule_id))
 
-    @routes.route("GET", "/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=SECURITY,
-           summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
-           responses=_responses(200, "The schedule", 404))
-    def get_schedule(
-        scope: Reader, schedule_id: ScheduleId,
-        history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
-        upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
-    ) -> ScheduleDetail:
-        detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
-        detail.timezone = scope.zone()
-        return detail
 
-    @routes.route("POST", "/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
-           summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
-                   "create checks it",
-           responses=_responses(200, "The rule in words and its next occurrences", 415))
-    def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
-        check_rule_shape(body.recurrence)
-        rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
-        return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
-                           recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
+@router.post("/schedules/<schedule_id>/resume", tags=["schedules"], operation_id="resumeSchedule",
+             security=SECURITY, summary="Resume from now (resets the failure streak; no backlog run)",
+             responses=_responses(200, "The active schedule", 404, 409))
+def resume_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
+    try:
+        return schedule_out(scope.resume(schedule_id))
+    except InvalidRecurrence as error:
+        raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
+                       "update the recurrence first", "recurrence") from None
 
-    @routes.route("PATCH", "/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",
-           security=SECURITY,
-           summary="Change the definition (recomputes the next due instant from now; no backlog), or which "
-                   "failures the owner is told of",
-           responses=_responses(200, "The updated schedule", 404, 415))
-    def update_schedule(scope: Writer, schedule_id: ScheduleId,
-                        body: Annotated[ScheduleUpdate, Body()]) -> ScheduleOut:
-        if body.recurrence is not None:
-            check_rule_shape(body.recurrence)
-        return schedule_out(scope.update(schedule_id, recurrence=body.recurrence, name=body.name,
-                                         subject_id=body.subject_id, notify_on=body.notify_on))
 
-    @routes.route("POST", "/schedules/<schedule_id>/pause", tags=["schedules"], operation_id="pauseSchedule",
-           security=SECURITY, summary="Pause (idempotent)", responses=_responses(200, "The paused schedule", 404))
-    def pause_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
-        return schedule_out(scope.pause(schedule_id))
+@router.delete("/schedules/<schedule_id>", tags=["schedules"], operation_id="deleteSchedule",
+               security=SECURITY, summary="Delete (runs and history are kept for audit)",
+               responses=_responses(204, "Deleted", 404))
+def delete_schedule(scope: Writer, schedule_id: ScheduleId) -> Response[None]:
+    scope.delete(schedule_id)
+    return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
 
-    @routes.route("POST", "/schedules/<schedule_id>/resume", tags=["schedules"], operation_id="resumeSchedule",
-           security=SECURITY, summary="Resume from now (resets the failure streak; no backlog run)",
-           responses=_responses(200, "The active schedule", 404, 409))
-    def resume_schedule(scope: Writer, schedule_id: ScheduleId) -> ScheduleOut:
-        try:
-            return schedule_out(scope.resume(schedule_id))
-        except InvalidRecurrence as error:
-            raise ApiError(409, errors.DEFINITION_INVALID, f"the saved rule no longer validates: {error.reason}; "
-                           "update the recurrence first", "recurrence") from None
 
-    @routes.route("DELETE", "/schedules/<schedule_id>", tags=["schedules"], operation_id="deleteSchedule",
-           security=SECURITY, summary="Delete (runs and history are kept for audit)",
-           responses=_responses(204, "Deleted", 404))
-    def delete_schedule(scope: Writer, schedule_id: ScheduleId) -> Response[None]:
-        scope.delete(schedule_id)
-        return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)
+@router.post("/schedules/<schedule_id>/run", tags=["schedules"], operation_id="runScheduleNow",
+             security=SECURITY, summary='"Run now": commit a manual run, then offer it to the queue',
+             responses=_responses(202, "Accepted: the run is queued", 404, 409,
+                                  texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
+def run_now(
+    scope: Runner, schedule_id: ScheduleId,
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key returns the same run")] = None,
+) -> Response[RunAccepted]:
+    run_id, created = scope.run_now(schedule_id, idempotency_key=scope.claim_key(idempotency_key))
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                    body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
 
-    @routes.route("POST", "/schedules/<schedule_id>/run", tags=["schedules"], operation_id="runScheduleNow",
-           security=SECURITY, summary='"Run now": commit a manual run, then offer it to the queue',
-           responses=_responses(202, "Accepted: the run is queued", 404, 409,
-                                texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT}))
-    def run_now(
-        scope: Runner, schedule_id: ScheduleId,
-        idempotency_key: Annotated[str | None, idempotency_header(
-            "repeat a request safely: the same key returns the same run")] = None,
-    ) -> Response[RunAccepted]:
-        run_id, created = scope.run_now(schedule_id, idempotency_key=scope.claim_key(idempotency_key))
-        return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                        body=RunAccepted(run_id=run_id, schedule_id=schedule_id, created=created))
+ClosedOn = Annotated[str, Path(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD")]
 
-    ClosedOn = Annotated[str, Path(pattern=DATE_PATTERN, description="the closed local date YYYY-MM-DD")]  # noqa: N806
+@router.get("/closures", tags=["schedules"], operation_id="listClosures", security=SECURITY,
+            summary="The workspace's closures: local dates its business-day rules skip",
+            responses=_responses(200, "The closures, by date"))
+def list_closures(scope: Reader) -> ClosureList:
+    return ClosureList(items=[closure_out(row) for row in scope.closures()], timezone=scope.zone())
 
-    @routes.route("GET", "/closures", tags=["schedules"], operation_id="listClosures", security=SECURITY,
-           summary="The workspace's closures: local dates its business-day rules skip",
-           responses=_responses(200, "The closures, by date"))
-    def list_closures(scope: Reader) -> ClosureList:
-        return ClosureList(items=[closure_out(row) for row in scope.closures()], timezone=scope.zone())
 
-    @routes.route("POST", "/closures", tags=["schedules"], operation_id="addClosure", security=SECURITY,
-           summary="Close a local date (idempotent): the workspace's business-day schedules are recomputed, "
-                   "each with a holidays_changed history event",
-           responses={**_responses(201, "Closed", 415),
-                      200: {"description": "Already closed: the first closure is kept"}})
-    def add_closure(scope: Admin, body: Annotated[ClosureIn, Body()]) -> Response[ClosureChange]:
-        closed_on = _local_date(body.date, "date")
-        today = scope.now.date()
-        if not _years_from(today, -CLOSURE_YEARS) <= closed_on <= _years_from(today, CLOSURE_YEARS):
-            raise ApiError(422, errors.VALIDATION_ERROR, f"must be within {CLOSURE_YEARS} years of today", "date")
-        added, recomputed = scope.add_closure(closed_on, body.reason)
-        if added is None:
-            existing = next(row for row in scope.closures() if row.closed_on == closed_on)
-            return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON,
-                            body=ClosureChange(closure=closure_out(existing), changed=False, schedules_recomputed=0))
+@router.post("/closures", tags=["schedules"], operation_id="addClosure", security=SECURITY,
+             summary="Close a local date (idempotent): the workspace's business-day schedules are recomputed, "
+                     "each with a holidays_changed history event",
+             responses={**_responses(201, "Closed", 415),
+                        200: {"description": "Already closed: the first closure is kept"}})
+def add_closure(scope: Admin, body: Annotated[ClosureIn, Body()]) -> Response[ClosureChange]:
+    closed_on = _local_date(body.date, "date")
+    today = scope.now.date()
+    if not _years_from(today, -CLOSURE_YEARS) <= closed_on <= _years_from(today, CLOSURE_YEARS):
+        raise ApiError(422, errors.VALIDATION_ERROR, f"must be within {CLOSURE_YEARS} years of today", "date")
+    added, recomputed = scope.add_closure(closed_on, body.reason)
+    if added is None:
+        existing = next(row for row in scope.closures() if row.closed_on == closed_on)
+        return Response(status_code=HTTPStatus.OK, content_type=content_types.APPLICATION_JSON,
+                        body=ClosureChange(closure=closure_out(existing), changed=False, schedules_recomputed=0))
+    return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                    body=ClosureChange(closure=closure_out(added), changed=True, schedules_recomputed=recomputed))
+
+
+@router.delete("/closures/<closed_on>", tags=["schedules"], operation_id="removeClosure",
+               security=SECURITY, summary="Reopen a closed date: the business-day schedules are recomputed",
+               responses=_responses(200, "Reopened", 404, texts={**_ERRORS, 404: "The date is not closed"}))
+def remove_closure(scope: Admin, closed_on: ClosedOn) -> ClosureChange:
+    removed, recomputed = scope.remove_closure(_local_date(closed_on, "closed_on"))
+    if removed is None:
+        raise ApiError(404, errors.NOT_FOUND, "this date is not closed in this workspace")
+    return ClosureChange(closure=closure_out(removed), changed=True, schedules_recomputed=recomputed)
+
+
+def create_schedule(
+    scope: Writer, body: Annotated[ScheduleCreateBase, Body()],
+    idempotency_key: Annotated[str | None, idempotency_header(
+        "repeat a request safely: the same key answers what the first request answered")] = None,
+) -> Response[ScheduleOut]:
+    """Create a schedule of the caller's workspace (``body``'s type is the app's: see
+    :func:`create_router`); 201 with ``Location``, or what the first request with the same
+    Idempotency-Key answered."""
+    check_rule_shape(body.recurrence)
+
+    def create() -> Response:
+        row = scope.create(owner=body.owner, work_kind=body.work_kind, recurrence=body.recurrence,
+                           subject_id=body.subject_id, name=body.name, active=body.active,
+                           notify_on=body.notify_on)
         return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=ClosureChange(closure=closure_out(added), changed=True, schedules_recomputed=recomputed))
+                        body=schedule_out(row), headers={"Location": f"/schedules/{row.id}"})
 
-    @routes.route("DELETE", "/closures/<closed_on>", tags=["schedules"], operation_id="removeClosure",
-           security=SECURITY, summary="Reopen a closed date: the business-day schedules are recomputed",
-           responses=_responses(200, "Reopened", 404, texts={**_ERRORS, 404: "The date is not closed"}))
-    def remove_closure(scope: Admin, closed_on: ClosedOn) -> ClosureChange:
-        removed, recomputed = scope.remove_closure(_local_date(closed_on, "closed_on"))
-        if removed is None:
-            raise ApiError(404, errors.NOT_FOUND, "this date is not closed in this workspace")
-        return ClosureChange(closure=closure_out(removed), changed=True, schedules_recomputed=recomputed)
+    return scope.create_once(idempotency_key, body, create)
+
+
+def create_router(body: Any) -> ApiRouter:
+    """The router of ``POST /schedules`` whose body type is ``body`` (the owners' work
+    kinds of the app's registry: :func:`timekeeper.api.models.schedule_create_model`)."""
+    created = ApiRouter()
+    created.post("/schedules", tags=["schedules"], operation_id="createSchedule", security=SECURITY,
+                   summary="Create a schedule (the recurrence is validated; the owner's work kind must exist; a kind "
+                           "with a route of its own, queries.deliver, is refused: use /query-schedules)",
+                   responses=_responses(201, "Created", 409, 415, texts={**_ERRORS, 409: errors.KEY_REUSED_TEXT},
+                                        headers=errors.CREATED_ONCE))(
+          with_annotations(create_schedule, body=Annotated[body, Body()]))
+    return created
 
 
 def _years_from(day: date, years: int) -> date:

@@ -1,7 +1,7 @@
 """The tenant rule, the access rule's refusals and the request's transaction, in one place.
 
 A :class:`WorkspaceScope` is what a workspace route gets instead of a connection (from the
-one dependency, :func:`scope_dependency`): a workspace comes only from the caller's
+dependency of its role, :func:`scope_for`): a workspace comes only from the caller's
 claims, and every action it offers runs on the API's tenant-walled connection with that
 workspace entered (row-level security). Another workspace's schedule, query or report is
 therefore never found: a 404. The acting user is the caller's user id and ``now`` is
@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler.request import Request
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, access_refused
+from timekeeper.api.routing import api_context
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access, audit, erasure
@@ -77,7 +78,7 @@ class OwnerRoutedPublisher:
 class WorkspaceScope:
     """The caller's request, bound to ``identity``'s workspace on ``conn`` at instant ``now``
     (aware UTC): what every route of a workspace resource gets (from the one dependency of
-    :func:`scope_dependency`). It offers the owner actions of
+    :func:`scope_for`). It offers the owner actions of
     :mod:`timekeeper.schedules.service` and the three ways a route reaches the database,
     which are also the rule for where a transaction opens:
 
@@ -141,9 +142,12 @@ class WorkspaceScope:
                 self._check(permission, query_id=query_id, report_id=report_id, noun=noun)
             yield self.conn
 
-    def person(self, permission: str, *, query_id: UUID | None = None, report_id: UUID | None = None,
-               noun: str = "object") -> None:
-        """Only the access rule, in a transaction of its own (before :meth:`call`)."""
+    def check_access(self, permission: str, *, query_id: UUID | None = None, report_id: UUID | None = None,
+                     noun: str = "object") -> None:
+        """Ask the access rule only, in a transaction of its own (before :meth:`call`): the
+        person's ``permission`` (of ``query_id`` or ``report_id`` when given). Returns
+        nothing; a refusal raises :func:`access_refused` (a 403 with the rule's reason, or a
+        404 naming ``noun``)."""
         with self.unit(permission, query_id=query_id, report_id=report_id, noun=noun):
             pass
 
@@ -263,27 +267,42 @@ def workspace_unit(conn: TenantConnection, workspace_id: UUID) -> Iterator[Tenan
         yield conn
 
 
-def scope_dependency(*, connection: Callable[[], TenantConnection], now: Callable[[], datetime],
-                     publisher: RunPublisher | None = None, kinds: WorkKindRegistry | None = None,
-                     ) -> Callable[[str], Callable[[Request], WorkspaceScope]]:
-    """The one scope dependency: ``scope_for(permission)`` is a Powertools dependency that
-    reads the authorizer's claims (401 without them), sets the request's workspace log
-    key, checks that the token's roles allow ``permission`` (403 ``forbidden``) and builds
-    the :class:`WorkspaceScope` of the caller (``connection()`` and ``now()`` are called
-    once per request)."""
+#: The scope dependency of each permission, made once (:func:`scope_for`).
+_SCOPES: dict[str, Callable[[Request], WorkspaceScope]] = {}
 
-    def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
-        def scope(request: Request) -> WorkspaceScope:
-            identity = identity_from_event(request.resolved_event.raw_event)
-            set_log_keys(workspace_id=identity.workspace_id)
-            identity.require(permission)
-            return WorkspaceScope(identity=identity, conn=connection(), now=now(), publisher=publisher, kinds=kinds,
-                                  method=request.method.upper(), path=request.resolved_event.path)
 
-        scope.__name__ = f"scope_{permission.replace(':', '_')}"
-        return scope
+def scope_for(permission: str) -> Callable[[Request], WorkspaceScope]:
+    """The scope dependency of a token role: a Powertools dependency that reads the
+    authorizer's claims (401 without them), sets the request's workspace log key, checks
+    that the token's roles allow ``permission`` (403 ``forbidden``) and builds the
+    :class:`WorkspaceScope` of the caller on the app's connection and clock
+    (:class:`~timekeeper.api.routing.ApiContext`; ``connection()`` and ``now()`` are called
+    once per request). One function per permission, so a route module declares
+    ``Reader = Annotated[WorkspaceScope, Depends(scope_for(READ))]`` at module level."""
+    if permission not in _SCOPES:
+        _SCOPES[permission] = _scope_of(permission)
+    return _SCOPES[permission]
 
-    return scope_for
+
+def _scope_of(permission: str) -> Callable[[Request], WorkspaceScope]:
+    def scope(request: Request) -> WorkspaceScope:
+        api = api_context(request)
+        identity = identity_from_event(request.resolved_event.raw_event)
+        set_log_keys(workspace_id=identity.workspace_id)
+        identity.require(permission)
+        return WorkspaceScope(identity=identity, conn=api.adapters.connection(), now=api.adapters.now(),
+                              publisher=api.publisher, kinds=api.registry,
+                              method=request.method.upper(), path=request.resolved_event.path)
+
+    scope.__name__ = f"scope_{permission.replace(':', '_')}"
+    return scope
+
+
+def signed_in_scope(request: Request) -> WorkspaceScope:
+    """The caller's scope whatever their roles (a person holding none signs out too): the
+    dependency of the console session routes (401 without claims)."""
+    api = api_context(request)
+    return WorkspaceScope(identity=caller_identity(request), conn=api.adapters.connection(), now=api.adapters.now())
 
 
 def member_check(connection: Callable[[], TenantConnection]) -> Callable[[Identity], None]:
@@ -560,14 +579,11 @@ class StaffScope:
             return operations.recent_actions(self.conn, limit=limit)
 
 
-def staff_dependency(adapters: Any) -> Callable[[Request], StaffScope]:
+def staff_scope(request: Request) -> StaffScope:
     """The route dependency of the staff routes (snapshots, operations): the caller's
-    :class:`StaffScope` on the API's connection at the request's clock (401 without
-    claims, 403 without a staff role). ``adapters``: the API's adapters (``connection``,
-    ``now``, ``snapshot_registry``)."""
-
-    def staff(request: Request) -> StaffScope:
-        return StaffScope.of(caller_identity(request), conn=adapters.connection(), now=adapters.now(),
-                             registry=adapters.snapshot_registry())
-
-    return staff
+    :class:`StaffScope` on the app's connection at the request's clock, with the app's
+    snapshot types (:class:`~timekeeper.api.routing.ApiContext`); 401 without claims, 403
+    without a staff role."""
+    adapters = api_context(request).adapters
+    return StaffScope.of(caller_identity(request), conn=adapters.connection(), now=adapters.now(),
+                         registry=adapters.snapshot_registry())

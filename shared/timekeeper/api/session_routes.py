@@ -1,6 +1,6 @@
 """The console's sessions, signed out on the server.
 
-Routes (registered by :func:`timekeeper.api.app.create_app`; any signed-in person, with
+Routes (:data:`router`; any signed-in person, with
 or without roles; the caller's workspace only):
 
 * ``POST /sessions/{session_id}/revocation``: sign the caller's console session out. The
@@ -17,12 +17,11 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Path
-from aws_lambda_powertools.event_handler.request import Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
-from timekeeper.api.routing import SECURITY, Routes
-from timekeeper.api.scope import WorkspaceScope, caller_identity
+from timekeeper.api.routing import SECURITY, ApiRouter
+from timekeeper.api.scope import WorkspaceScope, signed_in_scope
 from timekeeper.platform import sessions
 
 _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller is refused in the token's workspace",
@@ -40,33 +39,30 @@ class SessionOut(BaseModel):
     revoked_at: datetime | None = Field(description="when the session was signed out; null: it was not")
 
 
-def register(routes: Routes) -> None:
-    """Register the console session routes (see the module's description)."""
-    route, adapters = routes.route, routes.adapters
+#: A handler parameter of this type gets the caller's scope whatever their roles.
+Person = Annotated[WorkspaceScope, Depends(signed_in_scope)]
+SessionPath = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
+                                  description="the console session's id (its cookie's)")]
+_TAGS = ["sessions"]
 
-    def signed_in(request: Request) -> WorkspaceScope:
-        """The caller's scope whatever their roles (a person holding none signs out too)."""
-        return WorkspaceScope(identity=caller_identity(request), conn=adapters.connection(), now=adapters.now())
+router = ApiRouter()
 
-    person = Annotated[WorkspaceScope, Depends(signed_in)]
-    session_path = Annotated[str, Path(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_-]+$",
-                                       description="the console session's id (its cookie's)")]
-    tags = ["sessions"]
 
-    @route("GET", "/sessions/<session_id>", tags=tags, operation_id="getSession", security=SECURITY,
-           summary="Whether the caller's console session was signed out",
-           responses=_responses(200, "The session"))
-    def get_session(scope: person, session_id: session_path) -> SessionOut:
-        with scope.unit() as conn:
-            at = sessions.revoked_at(conn, workspace_id=scope.workspace_id, session_id=session_id)
-        return SessionOut(session_id=session_id, revoked_at=at)
+@router.get("/sessions/<session_id>", tags=_TAGS, operation_id="getSession", security=SECURITY,
+            summary="Whether the caller's console session was signed out",
+            responses=_responses(200, "The session"))
+def get_session(scope: Person, session_id: SessionPath) -> SessionOut:
+    with scope.unit() as conn:
+        at = sessions.revoked_at(conn, workspace_id=scope.workspace_id, session_id=session_id)
+    return SessionOut(session_id=session_id, revoked_at=at)
 
-    @route("POST", "/sessions/<session_id>/revocation", tags=tags, operation_id="revokeSession",
-           security=SECURITY, summary="Sign the caller's console session out on the server (repeating it "
-                                      "changes nothing)",
-           responses=_responses(200, "The session, signed out"))
-    def revoke_session(scope: person, session_id: session_path) -> SessionOut:
-        with scope.unit() as conn:
-            sessions.revoke(conn, workspace_id=scope.workspace_id, session_id=session_id, now=scope.now)
-            at = sessions.revoked_at(conn, workspace_id=scope.workspace_id, session_id=session_id)
-        return SessionOut(session_id=session_id, revoked_at=at)
+
+@router.post("/sessions/<session_id>/revocation", tags=_TAGS, operation_id="revokeSession",
+             security=SECURITY, summary="Sign the caller's console session out on the server (repeating it "
+                                        "changes nothing)",
+             responses=_responses(200, "The session, signed out"))
+def revoke_session(scope: Person, session_id: SessionPath) -> SessionOut:
+    with scope.unit() as conn:
+        sessions.revoke(conn, workspace_id=scope.workspace_id, session_id=session_id, now=scope.now)
+        at = sessions.revoked_at(conn, workspace_id=scope.workspace_id, session_id=session_id)
+    return SessionOut(session_id=session_id, revoked_at=at)

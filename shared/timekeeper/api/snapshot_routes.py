@@ -57,7 +57,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import NOT_BLANK_PATTERN, CanonicalUuid, UtcDatetime
-from timekeeper.api.routing import SECURITY, Routes
+from timekeeper.api.routing import SECURITY, Api, ApiRouter
 from timekeeper.api.scope import PeriodVersions as PeriodVersions_
 from timekeeper.api.scope import (
     StaffScope,
@@ -65,8 +65,9 @@ from timekeeper.api.scope import (
     WorkspaceScope,
     WorkspaceSnapshots,
     caller_identity,
-    staff_dependency,
+    scope_for,
     staff_roles,
+    staff_scope,
 )
 from timekeeper.snapshots.ledger import PeriodKey, PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
@@ -348,97 +349,101 @@ _responses = partial(errors.responses, texts=_ERRORS)
 # -------------------------------------------------------------------------------- routes
 
 
-def register(routes: Routes) -> None:
-    """Add the snapshot routes (see :mod:`timekeeper.api.routing`). The adapters give
-    ``connection()`` (the API's walled connection), ``now()`` (the clock, read once per
-    request) and ``snapshot_registry()`` (the deployment's snapshot types)."""
-    route, adapters = routes.route, routes.adapters
-    connection, now, registry = adapters.connection, adapters.now, adapters.snapshot_registry
+Staff = Annotated[StaffScope, Depends(staff_scope)]
+Caller = Annotated[Identity, Depends(caller_identity)]
+Reader = Annotated[WorkspaceScope, Depends(scope_for(SNAPSHOTS_READ))]
 
-    Staff = Annotated[StaffScope, Depends(staff_dependency(adapters))]  # noqa: N806 - a type alias
-    Caller = Annotated[Identity, Depends(caller_identity)]  # noqa: N806
-    Reader = Annotated[WorkspaceScope, Depends(routes.scope_for(SNAPSHOTS_READ))]  # noqa: N806
+OwnerFilter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
+                                          description="only this owner module's types")]
+TypeFilter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64, description="only this snapshot type")]
+PageLimit = Annotated[int, Query(ge=1, le=MAX_PERIODS_PAGE, description="periods per page")]
+PageCursor = Annotated[str | None, Query(pattern=PERIOD_CURSOR_PATTERN, max_length=140,
+                                         description="next_cursor of the previous page")]
 
-    owner_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
-                                               description="only this owner module's types")]
-    type_filter = Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64,
-                                              description="only this snapshot type")]
-    page_limit = Annotated[int, Query(ge=1, le=MAX_PERIODS_PAGE, description="periods per page")]
-    page_cursor = Annotated[str | None, Query(pattern=PERIOD_CURSOR_PATTERN, max_length=140,
-                                              description="next_cursor of the previous page")]
+#: The snapshot routes. The app's adapters (:data:`~timekeeper.api.routing.Api`) give
+#: ``connection()`` (the API's walled connection), ``now()`` (the clock, read once per
+#: request) and ``snapshot_registry()`` (the deployment's snapshot types).
+router = ApiRouter()
 
-    @route("POST", "/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=SECURITY,
-           summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
-           responses=_responses(201, "Recorded: the run waits for admission", 409, 415))
-    def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()]) -> Response[SnapshotRunOut]:
-        types = scope.registry
-        try:
-            run = scope.request_run(owner=body.owner, snapshot_type=body.snapshot_type,
-                                    workspace_id=body.workspace_id, period=body.period_start, mode=body.mode,
-                                    reason=body.reason)
-        except (RequestRefused, UnknownSnapshotType) as refused:
-            raise refusal(refused, types, body.owner) from None
-        except ValueError as invalid:  # the body's checks make this unreachable; never a 500
-            raise ApiError(422, errors.VALIDATION_ERROR, str(invalid)) from None
-        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                        body=run_out(run))
 
-    @route("GET", "/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=SECURITY,
-           summary="The caller's workspace's snapshot periods: status, chosen version, basis, overdue",
-           responses=_responses(200, "The periods, newest first per type", 404))
-    def list_own_periods(scope: Reader, owner: owner_filter = None, snapshot_type: type_filter = None,
-                         limit: page_limit = DEFAULT_PERIODS_PAGE, cursor: page_cursor = None) -> PeriodList:
-        own = WorkspaceSnapshots(identity=scope.identity, conn=scope.conn, now=scope.now)
-        types = registry()
-        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
-                                       after=decode_period_cursor(cursor), limit=limit), types)
+@router.post("/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=SECURITY,
+             summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
+             responses=_responses(201, "Recorded: the run waits for admission", 409, 415))
+def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()]) -> Response[SnapshotRunOut]:
+    types = scope.registry
+    try:
+        run = scope.request_run(owner=body.owner, snapshot_type=body.snapshot_type,
+                                workspace_id=body.workspace_id, period=body.period_start, mode=body.mode,
+                                reason=body.reason)
+    except (RequestRefused, UnknownSnapshotType) as refused:
+        raise refusal(refused, types, body.owner) from None
+    except ValueError as invalid:  # the body's checks make this unreachable; never a 500
+        raise ApiError(422, errors.VALIDATION_ERROR, str(invalid)) from None
+    return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                    body=run_out(run))
 
-    @route("GET", "/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
-           operation_id="listWorkspaceSnapshotPeriods", security=SECURITY,
-           summary="Staff: any workspace's snapshot periods (a reader: only their own workspace)",
-           responses=_responses(200, "The periods, newest first per type", 404))
-    def list_workspace_periods(identity: Caller,
-                               workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
-                               owner: owner_filter = None, snapshot_type: type_filter = None,
-                               limit: page_limit = DEFAULT_PERIODS_PAGE, cursor: page_cursor = None) -> PeriodList:
-        types = registry()
-        after = decode_period_cursor(cursor)
-        if identity.roles & staff_roles(types):
-            scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
-            return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type, after=after,
-                                             limit=limit), types)
-        if SNAPSHOTS_READ not in identity.permissions:
-            raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
-        if workspace_id != identity.workspace_id:
-            raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-        own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
-        return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
-                                       after=after, limit=limit), types)
 
-    @route("GET", "/snapshots/workspaces/<workspace_id>/periods/<owner>/<snapshot_type>/<period>", tags=_TAGS,
-           operation_id="listSnapshotPeriodVersions", security=SECURITY,
-           summary="Every version of one snapshot period with its state, attempts and failure code (staff: any "
-                   "workspace; a reader: their own)",
-           responses=_responses(200, "The period's versions, newest first", 404))
-    def list_period_versions(identity: Caller,
-                             workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
-                             owner: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
-                                                        description="the owner module")],
-                             snapshot_type: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
-                                                                description="the snapshot type")],
-                             period: Annotated[str, Path(pattern=PERIOD_PATTERN, max_length=7,
-                                                         description="the workspace-local month, YYYY-MM")],
-                             ) -> PeriodVersions:
-        month = date(int(period[:4]), int(period[5:7]), 1)
-        types = registry()
-        if identity.roles & staff_roles(types):
-            scope = StaffScope.of(identity, conn=connection(), now=now(), registry=types)
-            found = scope.versions(workspace_id, owner=owner, snapshot_type=snapshot_type, period=month)
-        elif SNAPSHOTS_READ not in identity.permissions:
-            raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
-        elif workspace_id != identity.workspace_id:
-            raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-        else:
-            own = WorkspaceSnapshots(identity=identity, conn=connection(), now=now())
-            found = own.versions(owner=owner, snapshot_type=snapshot_type, period=month)
-        return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period)
+@router.get("/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=SECURITY,
+            summary="The caller's workspace's snapshot periods: status, chosen version, basis, overdue",
+            responses=_responses(200, "The periods, newest first per type", 404))
+def list_own_periods(scope: Reader, api: Api, owner: OwnerFilter = None, snapshot_type: TypeFilter = None,
+                     limit: PageLimit = DEFAULT_PERIODS_PAGE, cursor: PageCursor = None) -> PeriodList:
+    own = WorkspaceSnapshots(identity=scope.identity, conn=scope.conn, now=scope.now)
+    adapters = api.adapters
+    types = adapters.snapshot_registry()
+    return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
+                                   after=decode_period_cursor(cursor), limit=limit), types)
+
+
+@router.get("/snapshots/workspaces/<workspace_id>/periods", tags=_TAGS,
+            operation_id="listWorkspaceSnapshotPeriods", security=SECURITY,
+            summary="Staff: any workspace's snapshot periods (a reader: only their own workspace)",
+            responses=_responses(200, "The periods, newest first per type", 404))
+def list_workspace_periods(identity: Caller, api: Api,
+                           workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
+                           owner: OwnerFilter = None, snapshot_type: TypeFilter = None,
+                           limit: PageLimit = DEFAULT_PERIODS_PAGE, cursor: PageCursor = None) -> PeriodList:
+    adapters = api.adapters
+    types = adapters.snapshot_registry()
+    after = decode_period_cursor(cursor)
+    if identity.roles & staff_roles(types):
+        scope = StaffScope.of(identity, conn=adapters.connection(), now=adapters.now(), registry=types)
+        return period_list(scope.periods(workspace_id, owner=owner, snapshot_type=snapshot_type, after=after,
+                                         limit=limit), types)
+    if SNAPSHOTS_READ not in identity.permissions:
+        raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
+    if workspace_id != identity.workspace_id:
+        raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+    own = WorkspaceSnapshots(identity=identity, conn=adapters.connection(), now=adapters.now())
+    return period_list(own.periods(owner=owner, snapshot_type=snapshot_type, types=types.enabled(),
+                                   after=after, limit=limit), types)
+
+
+@router.get("/snapshots/workspaces/<workspace_id>/periods/<owner>/<snapshot_type>/<period>", tags=_TAGS,
+            operation_id="listSnapshotPeriodVersions", security=SECURITY,
+            summary="Every version of one snapshot period with its state, attempts and failure code (staff: any "
+                    "workspace; a reader: their own)",
+            responses=_responses(200, "The period's versions, newest first", 404))
+def list_period_versions(identity: Caller, api: Api,
+                         workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
+                         owner: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
+                                                    description="the owner module")],
+                         snapshot_type: Annotated[str, Path(pattern=NAME_PATTERN, max_length=64,
+                                                            description="the snapshot type")],
+                         period: Annotated[str, Path(pattern=PERIOD_PATTERN, max_length=7,
+                                                     description="the workspace-local month, YYYY-MM")],
+                         ) -> PeriodVersions:
+    month = date(int(period[:4]), int(period[5:7]), 1)
+    adapters = api.adapters
+    types = adapters.snapshot_registry()
+    if identity.roles & staff_roles(types):
+        scope = StaffScope.of(identity, conn=adapters.connection(), now=adapters.now(), registry=types)
+        found = scope.versions(workspace_id, owner=owner, snapshot_type=snapshot_type, period=month)
+    elif SNAPSHOTS_READ not in identity.permissions:
+        raise ApiError(403, errors.FORBIDDEN, f"this action needs a snapshot staff role or {SNAPSHOTS_READ}")
+    elif workspace_id != identity.workspace_id:
+        raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+    else:
+        own = WorkspaceSnapshots(identity=identity, conn=adapters.connection(), now=adapters.now())
+        found = own.versions(owner=owner, snapshot_type=snapshot_type, period=month)
+    return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period)
