@@ -175,7 +175,7 @@ class ApiDriver:
     def _poll(self, request: ApiRequest) -> str | None:
         """``GET`` the export or render ``request`` made; its state, or None when the read
         was refused (polled again next minute)."""
-        from timekeeper.local.serve import proxy_event_from_wsgi
+        from timekeeper.local.apigw import proxy_event_from_wsgi
         from timekeeper.local.stack import FunctionCrashed
 
         self.polls += 1
@@ -204,7 +204,7 @@ class ApiDriver:
 
     def _send(self, request: ApiRequest) -> None:
         """One request with its immediate retries: each try's status and answer's id."""
-        from timekeeper.local.serve import proxy_event_from_wsgi
+        from timekeeper.local.apigw import proxy_event_from_wsgi
         from timekeeper.local.stack import FunctionCrashed
 
         body = json.dumps({"format": "csv"}).encode() if request.kind == "export" else b""

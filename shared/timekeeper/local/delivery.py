@@ -185,8 +185,8 @@ def one_click_opt_out(url: str) -> int:
     from urllib.parse import urlsplit
 
     from timekeeper.edge.api import OPT_OUT_RESOURCE
+    from timekeeper.local.apigw import proxy_event_from_wsgi
     from timekeeper.local.lambdas import invoke
-    from timekeeper.local.serve import proxy_event_from_wsgi
 
     form = b"List-Unsubscribe=One-Click"
     path = urlsplit(url).path
