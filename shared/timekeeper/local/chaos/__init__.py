@@ -13,13 +13,13 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   fault (the server rolls back what was in flight); the code carries on and meets the
   broken connection at its next statement;
 - **database restarts**: ``db_restarts`` times per simulated day of faults (instants drawn
-  from the seed, :func:`restart_instants`), the first crash point reached at or after the
+  from the seed, :func:`.injector.restart_instants`), the first crash point reached at or after the
   instant restarts the embedded server on its data directory (fast mode:
   :func:`timekeeper.local.embedded.restart_server`) while the product keeps running: every
   connection it holds, idle ones too, is broken and met at its next statement, and the
   simulation's own connection is reopened. A server named by ``DATABASE_URL``, or an
   embedded one other processes hold, is never restarted: the result counts the skipped
-  restarts and says why (:attr:`ChaosResult.notes`);
+  restarts and says why (:attr:`.records.ChaosResult.notes`);
 - **duplicate deliveries**: each received SQS message is sent again with probability
   ``duplicate_rate`` (standard queues deliver at least once);
 - **publish refusals**: each entry of a SendMessageBatch the product makes is refused with
@@ -29,8 +29,8 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   environment receives the run again (a redelivery, its own connections) at the simulated
   instant the lease has expired and takes the run over; then the stalled process resumes,
   runs its handler and tries to write and settle with its old attempt. The fences must
-  refuse it (:func:`_stalled_attempts`);
-- **SES throttling and refusals**: the campaign's mailer (:class:`CountingMailer`, wrapping
+  refuse it (:func:`.audit._stalled_attempts`);
+- **SES throttling and refusals**: the campaign's mailer (:class:`.injector.CountingMailer`, wrapping
   the local stack's) raises instead of submitting, with probability ``ses_throttle_rate``,
   a botocore ``ClientError`` ``Throttling`` ("Maximum sending rate exceeded.": deliveries
   retry the recipient, notice e-mails the message) and with ``ses_reject_rate`` a
@@ -48,8 +48,8 @@ REAL handlers, every pipeline, the sample tenant sets) with faults injected for 
   now of a schedule and of a delivery, an export, a render;
   :mod:`timekeeper.local.chaos.api`), under the same faults.
 
-The samples get extra traffic (:func:`add_load`) so that a month meets every crash point
-many times. Then :func:`audit` checks the invariants on the database, the queues and what the
+The samples get extra traffic (:func:`.injector.add_load`) so that a month meets every crash point
+many times. Then :func:`.audit.audit` checks the invariants on the database, the queues and what the
 campaign recorded, and the command prints a table and exits 1 when one fails:
 
 1. every due occurrence of every schedule has exactly one run (or was counted in a run's

@@ -20,7 +20,7 @@ SQL = load_queries("timekeeper.local.chaos", "audit.sql")
 
 
 def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
-    """Check the campaign's invariants (see the module docstring); returns one
+    """Check the campaign's invariants (see the package docstring); returns one
     :class:`Check` per invariant."""
     return [_occurrences(conn), _terminal(conn), _no_concurrent_execution(campaign), _stalled_attempts(conn, campaign),
             _accounting_effects(conn),
@@ -164,7 +164,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     is backed by a send, and every succeeded delivery run's recipients are sent, skipped, or
     refused permanently by the provider (``failed`` with a permanent ``error_code``).
 
-    The mail provider's refusals (:meth:`Campaign.refuse_mail`): a recipient the provider
+    The mail provider's refusals (:meth:`.injector.Campaign.refuse_mail`): a recipient the provider
     rejected is recorded ``failed`` / ``rejected`` and never submitted again after the
     recorded rejection (only an attempt that died before recording its rejection is
     followed by another submission); a throttled recipient is retried until it is sent

@@ -603,7 +603,7 @@ def add_load(conn: Any, stack: Any, *, units: int, now: datetime) -> int:
 
 
 def run_chaos(options: ChaosOptions, console: Any = None) -> ChaosResult:
-    """Run the campaign ``options`` describes; return its :class:`ChaosResult` (the audit's
+    """Run the campaign ``options`` describes; return its :class:`~.records.ChaosResult` (the audit's
     checks included). The database ``options.database`` is created afresh and kept."""
     from timekeeper.local.embedded import default_data_dir, state_home
     from timekeeper.local.simulate import SimulationOptions, run_simulation

@@ -24,7 +24,7 @@ class ChaosOptions:
     server per simulated day of faults (a count, at instants drawn from the seed).
     ``each_point_once``: instead of random crashes, crash at the first hit of every crash
     point (one crash per point), for a deterministic test. ``load``: units of traffic
-    added to the simulation's samples (see :func:`add_load`)."""
+    added to the simulation's samples (see :func:`timekeeper.local.chaos.injector.add_load`)."""
 
     days: int = 30
     seed: int = 1
