@@ -6,17 +6,34 @@ from __future__ import annotations
 
 import collections
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from uuid import UUID
 
 from timekeeper.db.sql import load_queries
 from timekeeper.local.chaos.api import audit_api
-from timekeeper.local.chaos.records import Check, Execution
-
-if TYPE_CHECKING:
-    from timekeeper.local.chaos.injector import Campaign
+from timekeeper.local.chaos.records import ChaosResult, Check, Execution
 
 SQL = load_queries("timekeeper.local.chaos", "audit.sql")
+
+
+class Campaign(Protocol):
+    """What the audit reads of a campaign (:class:`timekeeper.local.chaos.injector.Campaign`,
+    which calls the audit at its end): the handler executions, the receives of each message
+    and the killed ones by run, the mailer's record (``sends``, ``notice_sends``,
+    ``refused``), the API driver (None: no API requests), the result (stalls, notes, the
+    counts the audit fills in) and two questions about an invocation's database and a
+    message's last receive."""
+
+    executions: list[Execution]
+    killed_receives: collections.Counter
+    receives: collections.defaultdict[str, list[tuple[int, str]]]
+    mailer: Any
+    api: Any
+    result: ChaosResult
+
+    def lost_database(self, invocation: int) -> bool: ...
+
+    def lost_final_receive(self, message_id: str) -> bool: ...
 
 
 def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
