@@ -31,7 +31,8 @@ from timekeeper import settings as settings_names
 from timekeeper.api import create_app, openapi_document
 from timekeeper.edge import runs
 from timekeeper.edge.api import unconfigured_adapters
-from timekeeper.local.serve import dev_claims, link_base_url
+from timekeeper.local.apigw import dev_claims
+from timekeeper.local.serve import link_base_url
 
 WORKSPACE = uuid.uuid4()
 TOKEN = f"dev:alice:{WORKSPACE}:schedules:read,schedules:write,schedules:run,queries:admin"

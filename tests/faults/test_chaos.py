@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from uuid import uuid4
 
 import psycopg
@@ -19,8 +19,9 @@ import pytest
 from psycopg.rows import dict_row
 
 from timekeeper import faults
-from timekeeper.local import chaos
-from timekeeper.local.chaos import Campaign, ChaosOptions, Execution, run_chaos
+from timekeeper.local.chaos import audit
+from timekeeper.local.chaos.injector import Campaign, CountingMailer, run_chaos
+from timekeeper.local.chaos.records import ChaosOptions, Check, Execution, Stall
 
 SEEDS = (11, 12)
 
@@ -132,25 +133,25 @@ def tampered(pg_server_url, finished_campaign):
 
 
 def test_the_audit_catches_a_missing_occurrence(tampered):
-    assert chaos._occurrences(tampered).held
+    assert audit._occurrences(tampered).held
     tampered.execute("""UPDATE schedule_runs SET occurrence_at = occurrence_at + interval '1 minute'
                          WHERE id = (SELECT id FROM schedule_runs WHERE trigger = 'scheduled'
                                       ORDER BY occurrence_at DESC LIMIT 1 OFFSET 5)""")
-    assert not chaos._occurrences(tampered).held
+    assert not audit._occurrences(tampered).held
 
 
 def test_the_audit_catches_an_unfinished_run(tampered):
-    assert chaos._terminal(tampered).held
+    assert audit._terminal(tampered).held
     tampered.execute("""UPDATE schedule_runs SET state = 'running', finished_at = NULL
                          WHERE id = (SELECT id FROM schedule_runs LIMIT 1)""")
-    assert not chaos._terminal(tampered).held
+    assert not audit._terminal(tampered).held
 
 
 def test_the_audit_catches_a_streak_the_history_does_not_imply(tampered):
-    assert chaos._streaks(tampered).held
+    assert audit._streaks(tampered).held
     tampered.execute("""UPDATE schedules SET consecutive_failures = consecutive_failures + 1
                          WHERE id = (SELECT schedule_id FROM schedule_runs WHERE state = 'succeeded' LIMIT 1)""")
-    assert not chaos._streaks(tampered).held
+    assert not audit._streaks(tampered).held
 
 
 def test_the_audit_takes_an_ownerless_pause_as_no_run_s_doing_and_still_catches_a_pause_without_cause(tampered):
@@ -161,16 +162,16 @@ def test_the_audit_takes_an_ownerless_pause_as_no_run_s_doing_and_still_catches_
                                         AND e.kind = 'resumed') LIMIT 1)"""
     tampered.execute(f"UPDATE schedules SET status = 'paused', pause_reason = 'ownerless', next_due_at = NULL "
                      f"WHERE id = {schedule}")
-    assert chaos._streaks(tampered).held
+    assert audit._streaks(tampered).held
     # A pause for a reason the history would have to imply is still caught
     tampered.execute("UPDATE schedules SET pause_reason = 'consecutive_failures' WHERE pause_reason = 'ownerless'")
-    assert not chaos._streaks(tampered).held
+    assert not audit._streaks(tampered).held
 
 
 def test_the_api_audit_catches_a_500_a_key_naming_two_runs_and_a_run_nobody_asked_for(tampered):
     from datetime import UTC, datetime
 
-    from timekeeper.local.chaos_api import ApiDriver, ApiRequest, ApiTargets, audit_api
+    from timekeeper.local.chaos.api import ApiDriver, ApiRequest, ApiTargets, audit_api
 
     # (a schedule the campaign's own API requests did not run)
     schedule = tampered.execute("""SELECT r.id, r.schedule_id FROM schedule_runs r
@@ -213,20 +214,20 @@ def test_the_streak_history_places_a_takeovers_settlement_where_the_process_stal
                      "WHERE id = %s", (schedule,))
     name = tampered.execute("SELECT name FROM schedules WHERE id = %s", (schedule,)).fetchone()["name"] + ":"
 
-    def mine(check: chaos.Check) -> list[str]:
+    def mine(check: Check) -> list[str]:
         return [f for f in check.failures if f.startswith(name)]
 
     # Then by finished_at alone the history implies five failures in a row (a pause) ...
-    assert mine(chaos._streaks(tampered))
+    assert mine(audit._streaks(tampered))
     # ... and in commit order (the takeover committed at the instant its process stalled) it holds
     campaign = Campaign(ChaosOptions())
     stalled_at = runs[5]["finished_at"] - timedelta(seconds=30)
-    campaign.result.stalls = [chaos.Stall(runs[4]["id"], 1, stalled_at, resumed_at, taken_over=True)]
-    assert not mine(chaos._streaks(tampered, campaign))
+    campaign.result.stalls = [Stall(runs[4]["id"], 1, stalled_at, resumed_at, taken_over=True)]
+    assert not mine(audit._streaks(tampered, campaign))
 
 
 def test_the_audit_catches_an_effect_of_a_run_that_did_not_succeed(tampered):
-    assert chaos._accounting_effects(tampered).held
+    assert audit._accounting_effects(tampered).held
     run = tampered.execute("SELECT id, workspace_id FROM schedule_runs WHERE state = 'failed' LIMIT 1").fetchone()
     if run is None:
         run = tampered.execute("""UPDATE schedule_runs SET state = 'failed', outcome_code = 'x'
@@ -237,21 +238,21 @@ def test_the_audit_catches_an_effect_of_a_run_that_did_not_succeed(tampered):
                                                     prepared_at, prepared_by_run_id)
                         VALUES (%s, %s, '1999-01-01', 1, %s, now(), %s)""",
                      (plan["workspace_id"], plan["id"], plan["currency"], run["id"]))
-    assert not chaos._accounting_effects(tampered).held
+    assert not audit._accounting_effects(tampered).held
 
 
 def test_the_audit_catches_a_second_message_outside_the_window(tampered):
     campaign = Campaign(ChaosOptions())
-    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    campaign.mailer = CountingMailer(None, None, lambda: 0)
     sent = tampered.execute("""SELECT run_id, user_id, provider_message_id FROM query_delivery_outbox
                                 WHERE provider_message_id IS NOT NULL LIMIT 1""").fetchone()
     key = (str(sent["run_id"]), sent["user_id"])
     campaign.mailer.sends[key] = [("unrecorded", 7), (sent["provider_message_id"], 8)]
     campaign.failed_invocations = {7}  # the first send's attempt died before recording it: the window
     mine = f"run {key[0]} recipient {key[1]}:"
-    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert not [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     campaign.failed_invocations = set()  # ... but an attempt that lived sent it twice
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
 
 
 def test_an_unrecorded_notice_message_passes_only_when_its_pass_lost_its_database(tampered):
@@ -273,18 +274,18 @@ def test_an_unrecorded_notice_message_passes_only_when_its_pass_lost_its_databas
                                     RETURNING (SELECT email FROM users WHERE id = user_id) AS email,
                                               provider_message_id""").fetchone()
     campaign = Campaign(ChaosOptions())
-    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    campaign.mailer = CountingMailer(None, None, lambda: 0)
     mine = f"notice messages to {sent['email']}:"
     # When a first submission was accepted but not recorded by a pass that lost its database
     campaign.mailer.notice_sends[sent["email"]] = [("unrecorded", 3), (sent["provider_message_id"], 4)]
     campaign.failed_invocations = {3}
-    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert not [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     # ... but a pass that kept its database mailed the person twice
     campaign.failed_invocations = set()
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     # ... and a recorded message nobody sent is caught as well
     campaign.mailer.notice_sends[sent["email"]] = [("another", 4)]
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
 
 
 def test_the_audit_catches_a_rejected_recipient_submitted_again(tampered):
@@ -296,34 +297,34 @@ def test_the_audit_catches_a_rejected_recipient_submitted_again(tampered):
     key = (str(row["run_id"]), row["user_id"])
     mine = f"run {key[0]} recipient {key[1]}:"
     campaign = Campaign(ChaosOptions())
-    campaign.mailer = chaos.CountingMailer(None, None, lambda: 0)
+    campaign.mailer = CountingMailer(None, None, lambda: 0)
     campaign.mailer.refused[key] = [("Throttling", 6, 0), ("MessageRejected", 7, 0)]
-    assert not [f for f in chaos._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
+    assert not [f for f in audit._delivery_effects(tampered, campaign).failures if f.startswith(mine)]
     # When a later attempt submitted it again (and the provider accepted it) ...
     campaign.mailer.sends[key] = [("accepted-later", 8)]
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if "after the rejection" in f]
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures if "after the rejection" in f]
     # ... or rejected it again, while both attempts lived
     campaign.mailer.sends.pop(key)
     campaign.mailer.refused[key].append(("MessageRejected", 8, 0))
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures if "permanent refusal was retried" in f]
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures if "permanent refusal was retried" in f]
     # And a rejection an attempt that lived made must be what the journal recorded
     tampered.execute("UPDATE query_deliveries SET error_code = 'throttled' WHERE run_id = %s AND user_id = %s",
                      (row["run_id"], row["user_id"]))
-    assert [f for f in chaos._delivery_effects(tampered, campaign).failures
+    assert [f for f in audit._delivery_effects(tampered, campaign).failures
             if f.startswith(mine) and "rejected by an attempt that lived" in f]
 
 
 def test_the_audit_catches_an_attempt_that_ran_beside_a_killed_one():
     campaign = Campaign(ChaosOptions())
-    run, start = uuid4(), chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    run, start = uuid4(), datetime(2027, 3, 1, tzinfo=UTC)
     lease = timedelta(minutes=5)
     campaign.executions = [Execution(run, 1, start, start + lease, 1, killed=True),
                            Execution(run, 2, start + lease, start + 2 * lease, 2)]
-    assert chaos._no_concurrent_execution(campaign).held
+    assert audit._no_concurrent_execution(campaign).held
     campaign.executions[1] = Execution(run, 2, start + timedelta(minutes=1), start + lease, 2)
-    assert not chaos._no_concurrent_execution(campaign).held
+    assert not audit._no_concurrent_execution(campaign).held
     campaign.executions[1] = Execution(run, 1, start + lease, start + 2 * lease, 2)  # the same fencing token
-    assert not chaos._no_concurrent_execution(campaign).held
+    assert not audit._no_concurrent_execution(campaign).held
 
 
 def test_an_attempt_may_follow_at_once_a_killed_one_whose_settlement_committed():
@@ -331,16 +332,16 @@ def test_an_attempt_may_follow_at_once_a_killed_one_whose_settlement_committed()
     # committed, e.g. at the acknowledgement or in a later run of the batch: attempt 2 of a
     # retry within the receives may start a minute later without running beside it.
     campaign = Campaign(ChaosOptions())
-    run, start = uuid4(), chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    run, start = uuid4(), datetime(2027, 3, 1, tzinfo=UTC)
     lease = timedelta(minutes=15)
     campaign.executions = [Execution(run, 1, start, start + lease, 1, settled=True, killed=True),
                            Execution(run, 2, start + timedelta(minutes=1), start + timedelta(minutes=16), 2)]
-    assert chaos._no_concurrent_execution(campaign).held
+    assert audit._no_concurrent_execution(campaign).held
 
 
 def test_a_campaign_marks_the_executions_whose_settlement_committed():
     campaign = Campaign(ChaosOptions(crash_rate=0, disconnect_rate=0))
-    now = chaos.datetime(2027, 3, 1, tzinfo=chaos.UTC)
+    now = datetime(2027, 3, 1, tzinfo=UTC)
     started = type("RunContext", (), {"run_id": uuid4(), "attempt": 1, "now": now, "owner": "accounting"})()
     campaign("consumer.handler_started", started)
     campaign("consumer.after_settle_commit", None)

@@ -19,6 +19,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from timekeeper.db.sql import load_queries
+
+SQL = load_queries("timekeeper.local", "cli.sql")
+
 #: The latest ``--start``: its longest simulation (``MAX_DAYS``) and the rules' look-ahead
 #: still end well before the last representable day (9999-12-31).
 LAST_START = date(9000, 12, 31)
@@ -339,7 +343,9 @@ def _run(args: argparse.Namespace) -> int:
     # Full-width tables when the output is a file or a pipe (no terminal to size them).
     console = Console(width=None if sys.stdout.isatty() else 160)
     if args.command == "chaos":
-        from timekeeper.local.chaos import ChaosOptions, print_chaos, run_chaos
+        from timekeeper.local.chaos.injector import run_chaos
+        from timekeeper.local.chaos.printer import print_chaos
+        from timekeeper.local.chaos.records import ChaosOptions
 
         chaos = run_chaos(ChaosOptions(
             days=args.days, seed=args.seed, crash_rate=args.crash_rate, duplicate_rate=args.duplicate_rate,
@@ -465,8 +471,7 @@ def _psql(database: str, extra: list[str] | None = None) -> int:
     try:
         server = embedded.server_url()
         with psycopg.connect(server, autocommit=True) as conn:
-            names = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE NOT datistemplate "
-                                                "ORDER BY 1").fetchall()]
+            names = [r[0] for r in conn.execute(SQL["database_names"]).fetchall()]
         url = embedded.with_database(server, database)
     except Exception as error:  # noqa: BLE001 - one line, not a traceback
         print(f"cannot start the local database server: {type(error).__name__}: {error}", file=sys.stderr)

@@ -34,9 +34,12 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from timekeeper.db.sql import load_queries
 from timekeeper.platform.directory import add_member, set_notify_admins, upsert_user
 from timekeeper.reporting import reports, store
 from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
+
+SQL = load_queries("timekeeper.local", "delivery.sql")
 
 SUBJECT = "{{ schedule_name }} for {{ run_date }}"
 BODY = ("<p>Hello {{ recipient_name }},</p><p>{{ schedule_name }} for {{ run_date }} is ready: "
@@ -185,8 +188,8 @@ def one_click_opt_out(url: str) -> int:
     from urllib.parse import urlsplit
 
     from timekeeper.edge.api import OPT_OUT_RESOURCE
+    from timekeeper.local.apigw import proxy_event_from_wsgi
     from timekeeper.local.lambdas import invoke
-    from timekeeper.local.serve import proxy_event_from_wsgi
 
     form = b"List-Unsubscribe=One-Click"
     path = urlsplit(url).path
@@ -203,7 +206,7 @@ def sample_outcomes(conn: Any, users: dict[str, str]) -> dict[str, str]:
     """What becomes of the sample's messages: the viewer's address bounces permanently,
     the multi-membership user complains; the rest are delivered."""
     emails = {r["id"]: r["email"] for r in conn.execute(
-        "SELECT id, email FROM users WHERE id = ANY(%s)", ([users["viewer"], users["multi"]],)).fetchall()}
+        SQL["emails_of_users"], ([users["viewer"], users["multi"]],)).fetchall()}
     return {emails[users["viewer"]]: BOUNCES, emails[users["multi"]]: COMPLAINS}
 
 
@@ -232,8 +235,8 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
     analyst = users["analyst"]
     recipients = [users[p] for p in ("admin", "viewer", "no_email", "deactivated", "left", "multi")]
     with conn.transaction():
-        conn.execute("UPDATE users SET status = 'active' WHERE id = %s", (users["deactivated"],))
-        conn.execute("UPDATE workspace_memberships SET left_at = NULL WHERE workspace_id = %s AND user_id = %s",
+        conn.execute(SQL["reactivate_user"], (users["deactivated"],))
+        conn.execute(SQL["rejoin_workspace"],
                      (workspace_id, users["left"]))
         open_query, _ = store.create_query(
             conn, workspace_id=workspace_id, name="Open invoices", actor=analyst, now=start, definition={
@@ -273,8 +276,7 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
         ]
         # (the recipient without access to the query could read it when the schedules were
         # saved, as a save requires; the role is taken away behind the API's back below)
-        conn.execute("UPDATE workspace_memberships SET roles = array_append(roles, 'queries:read') "
-                     "WHERE workspace_id = %s AND user_id = %s", (workspace_id, users["multi"]))
+        conn.execute(SQL["grant_queries_read"], (workspace_id, users["multi"]))
         schedules = {}
         for name, cron, source, fmt, skip, to, *owner in specs:
             schedule, _ = create_query_schedule(
@@ -285,14 +287,13 @@ def load_delivery_sample(conn: Any, *, workspace_id: UUID, users: dict[str, str]
             schedules[name] = schedule.id
         # (set behind the API's back: a schedule saved while its owner could read the query,
         # whose owner was then deactivated without the hand-off, as before it existed)
-        conn.execute("UPDATE query_schedules SET owner_user_id = %s WHERE schedule_id = %s",
+        conn.execute(SQL["set_query_schedule_owner"],
                      (users["deactivated"], schedules["Owner deactivated"]))
-        conn.execute("UPDATE schedules SET owner_user_id = %s WHERE id = %s",
+        conn.execute(SQL["set_schedule_owner"],
                      (users["deactivated"], schedules["Owner deactivated"]))
-        conn.execute("UPDATE users SET status = 'deactivated' WHERE id = %s", (users["deactivated"],))
-        conn.execute("UPDATE workspace_memberships SET roles = array_remove(roles, 'queries:read') "
-                     "WHERE workspace_id = %s AND user_id = %s", (workspace_id, users["multi"]))
-        conn.execute("UPDATE workspace_memberships SET left_at = %s WHERE workspace_id = %s AND user_id = %s",
+        conn.execute(SQL["deactivate_user"], (users["deactivated"],))
+        conn.execute(SQL["revoke_queries_read"], (workspace_id, users["multi"]))
+        conn.execute(SQL["leave_workspace_at"],
                      (start - timedelta(minutes=1), workspace_id, users["left"]))
     return DeliverySample(schedules, workspace_id=workspace_id, admin=users["admin"], analyst=analyst)
 
@@ -301,20 +302,13 @@ def delivery_summary(conn: Any) -> dict[str, Any]:
     """Deliveries by status and skip reason, query-schedule runs by outcome, the messages'
     states by state and kind (SES's events; owner notice messages, which have no run,
     among them and also listed apart), the suppression list and the opt-outs."""
-    by_status = conn.execute("""SELECT status, coalesce(skip_reason, '') AS reason, count(*) AS n
-                                  FROM query_deliveries GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
-    runs = conn.execute("""SELECT s.name, r.trigger, r.state, coalesce(r.outcome_code, '') AS outcome, count(*) AS n
-                             FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
-                            WHERE r.owner = 'queries' GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4""").fetchall()
-    states = conn.execute("""SELECT state, coalesce(kind, '') AS kind, count(*) AS n FROM message_states
-                                GROUP BY 1, 2 ORDER BY 1, 2""").fetchall()
+    by_status = conn.execute(SQL["deliveries_by_status"]).fetchall()
+    runs = conn.execute(SQL["query_runs_by_outcome"]).fetchall()
+    states = conn.execute(SQL["message_states_by_kind"]).fetchall()
     # Owner notice messages have no run (their outbox rows are keyed notice:...).
-    notice_states = conn.execute("""SELECT user_id, state, event_at FROM message_states WHERE run_id IS NULL
-                                       ORDER BY event_at""").fetchall()
-    suppressions = conn.execute("""SELECT address, reason, suppressed_at FROM mail_suppressions
-                                    ORDER BY suppressed_at, address""").fetchall()
-    opt_outs = conn.execute("""SELECT s.name, o.user_id, o.opted_out_at FROM mail_opt_outs o
-                                 JOIN schedules s ON s.id = o.schedule_id ORDER BY o.opted_out_at""").fetchall()
+    notice_states = conn.execute(SQL["notice_message_states"]).fetchall()
+    suppressions = conn.execute(SQL["suppressions"]).fetchall()
+    opt_outs = conn.execute(SQL["opt_outs"]).fetchall()
     return {"deliveries": [dict(r) for r in by_status], "runs": [dict(r) for r in runs],
             "message_states": [dict(r) for r in states], "notice_message_states": [dict(r) for r in notice_states],
             "suppressions": [dict(r) for r in suppressions],
@@ -325,16 +319,13 @@ def snapshot_deliveries(conn: Any) -> list[dict[str, Any]]:
     """Each delivery of a report read from a snapshot: the schedule, the run's occurrence,
     and per snapshot section its basis (type, period, version, publication instant), the
     version's protection now and whether the version changed since the previous delivery."""
-    rows = conn.execute("""SELECT s.name, r.occurrence_at, r.state, d.snapshot_basis, d.snapshot_version_changed
-                             FROM query_delivery_sources d JOIN schedule_runs r ON r.id = d.run_id
-                             JOIN schedules s ON s.id = d.schedule_id
-                            WHERE d.snapshot_basis IS NOT NULL ORDER BY r.occurrence_at""").fetchall()
+    rows = conn.execute(SQL["snapshot_deliveries"]).fetchall()
     out = []
     for row in rows:
         for basis in row["snapshot_basis"]:
             if basis is None:
                 continue
-            protection = conn.execute("SELECT protection FROM snapshot_runs WHERE id = %s",
+            protection = conn.execute(SQL["protection_of_snapshot_run"],
                                       (basis["run_id"],)).fetchone()["protection"]
             out.append({"name": row["name"], "occurrence_at": row["occurrence_at"], "state": row["state"],
                         "snapshot_type": basis["snapshot_type"], "period": basis["period"][:7],

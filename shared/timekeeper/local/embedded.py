@@ -21,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
+
+from timekeeper.db.sql import load_queries
+
+SQL = load_queries("timekeeper.local", "embedded.sql")
 
 _HOLDERS_FILE = ".handle_pids.json"
 #: The environment variable naming the state folder, and the folder's usual name.
@@ -196,14 +201,14 @@ def create_database(url: str, dbname: str, *, drop_existing: bool = True) -> str
         raise ValueError(f"invalid database name {dbname!r}")
     with psycopg.connect(url, autocommit=True) as conn:
         if drop_existing:
-            conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (dbname,)).fetchone()
+            conn.execute(sql.SQL(SQL["drop_database"]).format(sql.Identifier(dbname)))
+        exists = conn.execute(SQL["database_exists"], (dbname,)).fetchone()
         if not exists:
-            conn.execute(f'CREATE DATABASE "{dbname}"')
+            conn.execute(sql.SQL(SQL["create_database"]).format(sql.Identifier(dbname)))
     return with_database(url, dbname)
 
 
 def drop_database(url: str, dbname: str) -> None:
     """Drop database ``dbname`` on ``url``'s server if it exists."""
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
+        conn.execute(sql.SQL(SQL["drop_database"]).format(sql.Identifier(dbname)))

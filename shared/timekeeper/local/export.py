@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from timekeeper.db.sql import load_queries
+
+SQL = load_queries("timekeeper.local", "export.sql")
+
 #: How many demo invoices ``--demo`` creates in an empty workspace.
 DEMO_INVOICES = 1000
 
@@ -60,20 +64,10 @@ def ensure_demo_data(conn: Any, *, workspace_id: UUID, user_id: str, now: Any, i
             upsert_user(conn, user_id=user_id, display_name=user_id, now=now)
         if membership is None:
             add_member(conn, workspace_id=workspace_id, user_id=user_id, roles=["queries:read"], now=now)
-        if conn.execute("SELECT 1 FROM invoices WHERE workspace_id = %s LIMIT 1", (workspace_id,)).fetchone():
+        if conn.execute(SQL["workspace_has_invoices"], (workspace_id,)).fetchone():
             return 0
-        conn.execute("""INSERT INTO members (workspace_id, member_number, display_name, joined_on)
-                        SELECT %s, 'M' || lpad(g::text, 4, '0'), 'Member ' || g, %s
-                          FROM generate_series(1, 50) g""", (workspace_id, date(2026, 1, 1)))
-        conn.execute("""
-            INSERT INTO invoices (workspace_id, member_id, number, issue_date, due_date, amount_minor, currency,
-                                  status, voided_on)
-            SELECT %(ws)s, m.id, 'INV-' || lpad(g::text, 6, '0'), %(d)s + (g %% 365), %(d)s + (g %% 365) + 30,
-                   (g * 7919) %% 100000, 'EUR', s.status, CASE WHEN s.status = 'void' THEN %(d)s + (g %% 365) END
-              FROM generate_series(1, %(n)s) g
-              JOIN LATERAL (SELECT (ARRAY['draft', 'open', 'paid', 'void'])[1 + g %% 4] AS status) s ON true
-              JOIN LATERAL (SELECT id FROM members WHERE workspace_id = %(ws)s
-                             ORDER BY member_number OFFSET (g %% 50) LIMIT 1) m ON true""",
+        conn.execute(SQL["insert_demo_members"], (workspace_id, date(2026, 1, 1)))
+        conn.execute(SQL["insert_demo_invoices"],
                      {"ws": workspace_id, "d": date(2026, 1, 1), "n": invoices})
     return invoices
 

@@ -38,7 +38,10 @@ from psycopg import sql
 from psycopg.copy import QueuedLibpqWriter
 from psycopg.rows import tuple_row
 
+from timekeeper.db.sql import load_queries
 from timekeeper.platform.directory import DEFAULT_LOCALE, check_locale, check_timezone
+
+SQL = load_queries("timekeeper.local", "platform_data.sql")
 
 #: The namespace of every sample id (uuid5 of ``"<seed>/<kind>/<key>"``).
 SAMPLE_NAMESPACE = UUID("0b7c6f0e-4d0a-5c39-9a51-6a0e2f1d7c11")
@@ -304,17 +307,17 @@ def _insert_missing(conn: psycopg.Connection, table: str, rows: Sequence[tuple])
     ... ON CONFLICT DO NOTHING. Returns the rows inserted."""
     stage = sql.Identifier(f"_tk_sample_{table}")
     columns = sql.SQL(", ").join(map(sql.Identifier, _COLUMNS[table]))
-    conn.execute(sql.SQL("CREATE TEMPORARY TABLE {} (LIKE {} INCLUDING DEFAULTS)").format(stage, sql.Identifier(table)))
+    conn.execute(sql.SQL(SQL["create_stage_table"]).format(stage, sql.Identifier(table)))
     try:
         with conn.cursor() as cur:
-            with cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(stage, columns)) as copy:
+            with cur.copy(sql.SQL(SQL["copy_into_stage"]).format(stage, columns)) as copy:
                 for row in rows:
                     copy.write_row(row)
-            cur.execute(sql.SQL("INSERT INTO {} ({}) SELECT {} FROM {} ON CONFLICT DO NOTHING").format(
+            cur.execute(sql.SQL(SQL["insert_missing_from_stage"]).format(
                 sql.Identifier(table), columns, columns, stage))
             return cur.rowcount
     finally:
-        conn.execute(sql.SQL("DROP TABLE {}").format(stage))
+        conn.execute(sql.SQL(SQL["drop_stage_table"]).format(stage))
 
 
 def load_sample(conn: psycopg.Connection, *, seed: int = 7, now: datetime) -> SampleSet:
@@ -398,26 +401,25 @@ def load_volume(conn: psycopg.Connection, *, workspace_id: UUID, invoices: int, 
     members = members if members is not None else max(1, invoices // 10)
     with conn.transaction():
         with conn.cursor(row_factory=tuple_row) as cur:
-            found = cur.execute("SELECT currency, created_at FROM workspaces WHERE id = %s",
+            found = cur.execute(SQL["workspace_currency"],
                                 (workspace_id,)).fetchone()
             if found is None:
                 raise LookupError(f"no workspace {workspace_id}")
             currency, created_at = found
-            if cur.execute("SELECT 1 FROM members WHERE workspace_id = %s AND member_number = %s",
+            if cur.execute(SQL["volume_member_exists"],
                            (workspace_id, f"V{seed}-{0:07d}")).fetchone():
                 return 0
             anchor = (now or (created_at + timedelta(days=SPAN_DAYS))).astimezone(UTC).date()
             # A bulk load outlasts any statement timeout the login may have.
-            timeout = cur.execute("SELECT current_setting('statement_timeout'), "
-                                  "set_config('statement_timeout', '0', true)").fetchone()
+            timeout = cur.execute(SQL["lift_statement_timeout"]).fetchone()
             previous_role = _skip_reference_checks(conn, cur)
             _copy_volume(cur, seed=seed, workspace_id=workspace_id, currency=currency.strip(), anchor=anchor,
                          invoices=invoices, members=members)
             if previous_role is not None:
-                cur.execute("SELECT set_config('session_replication_role', %s, true)", (previous_role,))
-            cur.execute("SELECT set_config('statement_timeout', %s, true)", (timeout[0] if timeout else "0",))
+                cur.execute(SQL["set_replication_role"], (previous_role,))
+            cur.execute(SQL["set_statement_timeout"], (timeout[0] if timeout else "0",))
             for table in ("members", "invoices", "payments"):
-                cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(table)))
+                cur.execute(sql.SQL(SQL["analyze_table"]).format(sql.Identifier(table)))
     return invoices
 
 
@@ -433,15 +435,13 @@ def _skip_reference_checks(conn: psycopg.Connection, cur: psycopg.Cursor) -> str
     embedded server's, or one granted ``SET`` on it); otherwise the checks run.
     """
     triggers = cur.execute(
-        """SELECT count(*) FROM pg_trigger
-            WHERE tgrelid IN ('members'::regclass, 'invoices'::regclass, 'payments'::regclass)
-              AND NOT tgisinternal""").fetchone()
+        SQL["count_user_triggers"]).fetchone()
     if triggers is None or triggers[0]:
         return None
-    previous = cur.execute("SELECT current_setting('session_replication_role')").fetchone()
+    previous = cur.execute(SQL["replication_role"]).fetchone()
     try:
         with conn.transaction():
-            cur.execute("SELECT set_config('session_replication_role', 'replica', true)")
+            cur.execute(SQL["set_replication_role_replica"])
     except psycopg.errors.InsufficientPrivilege:
         return None
     return previous[0] if previous else "origin"
@@ -461,8 +461,7 @@ def _copy_volume(cur: psycopg.Cursor, *, seed: int, workspace_id: UUID, currency
     payment_id = _SequentialIds(seed, workspace_id, "payment")
 
     member_ids = [member_id(i) for i in range(members)]
-    with cur.copy("COPY members (id, workspace_id, member_number, display_name, email, city, joined_on, created_at) "
-                  "FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+    with cur.copy(SQL["copy_volume_members"], writer=QueuedLibpqWriter(cur)) as copy:
         for start in range(0, members, _CHUNK):
             lines = []
             for i in range(start, min(start + _CHUNK, members)):
@@ -477,8 +476,7 @@ def _copy_volume(cur: psycopg.Cursor, *, seed: int, workspace_id: UUID, currency
     methods = PAYMENT_METHODS
     payment = 0
     with tempfile.TemporaryFile() as spool:
-        with cur.copy("COPY invoices (id, workspace_id, member_id, number, issue_date, due_date, amount_minor, "
-                      "currency, status, voided_on, created_at) FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+        with cur.copy(SQL["copy_volume_invoices"], writer=QueuedLibpqWriter(cur)) as copy:
             for start in range(0, invoices, _CHUNK):
                 invoice_lines: list[str] = []
                 payment_lines: list[str] = []
@@ -520,7 +518,6 @@ def _copy_volume(cur: psycopg.Cursor, *, seed: int, workspace_id: UUID, currency
                 copy.write("".join(invoice_lines))
                 spool.write("".join(payment_lines).encode())
         spool.seek(0)
-        with cur.copy("COPY payments (id, workspace_id, invoice_id, received_on, amount_minor, currency, method, "
-                      "created_at) FROM STDIN", writer=QueuedLibpqWriter(cur)) as copy:
+        with cur.copy(SQL["copy_volume_payments"], writer=QueuedLibpqWriter(cur)) as copy:
             while block := spool.read(1 << 20):
                 copy.write(block)

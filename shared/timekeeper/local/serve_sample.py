@@ -29,10 +29,13 @@ from decimal import Decimal
 from typing import Any
 
 from timekeeper.accounting import books
+from timekeeper.db.sql import load_queries
 from timekeeper.local.delivery import create_aging_report
 from timekeeper.reporting import store
 from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules import service
+
+SQL = load_queries("timekeeper.local", "serve_sample.sql")
 
 #: Who the sample's accounting schedules were created by (their history's actor).
 ACTOR = "serve-sample"
@@ -58,8 +61,8 @@ def seed_serve_sample(conn: Any, platform: Any, *, now: datetime) -> dict[str, A
     with conn.transaction():
         # One seeding at a time (two serve processes on one database): the second waits, then
         # finds the marker.
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext('timekeeper.serve_sample'))")
-        seeded = conn.execute("SELECT 1 FROM schedules WHERE workspace_id = %s AND name = %s",
+        conn.execute(SQL["lock_serve_sample"])
+        seeded = conn.execute(SQL["sample_schedule_exists"],
                               (berlin, MARKER)).fetchone()
         if seeded is not None:
             return {}

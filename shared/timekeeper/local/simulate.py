@@ -353,7 +353,7 @@ def _opt_out_once(mailer: Any, conn: Any, stack: Any, opt_out: Any) -> bool:
     acceptance and its record (the documented double-send window: the link names a
     delivery that was never recorded; the retry sends a message whose link works). The
     simulation's end-to-end test checks that the opt-out happened."""
-    admin = conn.execute("SELECT email FROM users WHERE id = %s", (stack.platform.users["admin"],)).fetchone()
+    admin = conn.execute(SQL["email_of_user"], (stack.platform.users["admin"],)).fetchone()
     address = (admin["email"] or "").lower()
     for sent in reversed(mailer.sent):
         if sent["to"] == address and sent["subject"].startswith(OPT_OUT_SCHEDULE):

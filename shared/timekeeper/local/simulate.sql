@@ -118,3 +118,6 @@ SELECT s.name, s.status, s.pause_reason, s.owner_user_id,
   FROM schedules s
  WHERE EXISTS (SELECT 1 FROM schedule_events e WHERE e.schedule_id = s.id AND e.reason = 'ownerless')
  ORDER BY s.name;
+
+-- name: email_of_user
+SELECT email FROM users WHERE id = %s

@@ -32,6 +32,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from timekeeper.db.sql import load_queries
+from timekeeper.local.chaos.records import Check
+
+SQL = load_queries("timekeeper.local.chaos", "api.sql")
+
 #: Tries of one request when its answer is retryable (503, or the invocation died).
 ATTEMPTS = 4
 #: Answers a client retries: the database did not answer, or API Gateway's 502 when the
@@ -92,21 +97,16 @@ def find_targets(conn: Any, platform: Any) -> ApiTargets:
     of open invoices, the "Open invoices" query and the invoice report; the person is the
     workspace's analyst (a member who reads and writes queries and reports)."""
     targets = ApiTargets()
-    row = conn.execute("""SELECT id, workspace_id FROM schedules
-                           WHERE owner = 'accounting' AND status = 'active' AND deleted_at IS NULL
-                           ORDER BY name LIKE 'load 0:%%' DESC, name, id LIMIT 1""").fetchone()
+    row = conn.execute(SQL["first_accounting_schedule"]).fetchone()
     if row is not None:
         targets.schedule = (str(row["workspace_id"]), str(row["id"]))
     if platform is None:
         return targets
     workspace = platform.first_workspace
     targets.person = platform.users["analyst"]
-    for attribute, sql in (
-            ("delivery", "SELECT id FROM schedules WHERE workspace_id = %s AND owner = 'queries' "
-                         "AND name = 'Daily open invoices'"),
-            ("query", "SELECT id FROM saved_queries WHERE workspace_id = %s AND name = 'Open invoices'"),
-            ("report", "SELECT id FROM reports WHERE workspace_id = %s AND name = 'Invoice report'")):
-        found = conn.execute(sql, (workspace,)).fetchone()
+    for attribute, block in (("delivery", "daily_open_invoices_delivery"), ("query", "open_invoices_query"),
+                             ("report", "invoice_report")):
+        found = conn.execute(SQL[block], (workspace,)).fetchone()
         if found is not None:
             setattr(targets, attribute, (str(workspace), str(found["id"])))
     return targets
@@ -175,7 +175,7 @@ class ApiDriver:
     def _poll(self, request: ApiRequest) -> str | None:
         """``GET`` the export or render ``request`` made; its state, or None when the read
         was refused (polled again next minute)."""
-        from timekeeper.local.serve import proxy_event_from_wsgi
+        from timekeeper.local.apigw import proxy_event_from_wsgi
         from timekeeper.local.stack import FunctionCrashed
 
         self.polls += 1
@@ -204,7 +204,7 @@ class ApiDriver:
 
     def _send(self, request: ApiRequest) -> None:
         """One request with its immediate retries: each try's status and answer's id."""
-        from timekeeper.local.serve import proxy_event_from_wsgi
+        from timekeeper.local.apigw import proxy_event_from_wsgi
         from timekeeper.local.stack import FunctionCrashed
 
         body = json.dumps({"format": "csv"}).encode() if request.kind == "export" else b""
@@ -234,8 +234,7 @@ class ApiDriver:
 
 def audit_api(conn: Any, driver: ApiDriver | None) -> Any:
     """The invariants of the API requests (see the module's description); a
-    :class:`timekeeper.local.chaos.Check`."""
-    from timekeeper.local.chaos import Check
+    :class:`timekeeper.local.chaos.records.Check`."""
 
     check = Check("API requests during faults answer once per key (no 500; retries, runs, exports, renders)")
     if driver is None:
@@ -254,15 +253,15 @@ def audit_api(conn: Any, driver: ApiDriver | None) -> Any:
         if request.kind in ("schedule_run", "delivery_run"):
             runs_by_target.setdefault(request.path, set()).add(request.ids[0])
         else:
-            table = "exports" if request.kind == "export" else "report_renders"
-            row = conn.execute(f"SELECT state FROM {table} WHERE id = %s", (request.ids[0],)).fetchone()  # noqa: S608
+            block = "export_state" if request.kind == "export" else "render_state"
+            row = conn.execute(SQL[block], (request.ids[0],)).fetchone()
             if row is None or row["state"] not in ("succeeded", "failed"):
                 check.failures.append(f"{label}: {request.kind} {request.ids[0]} is "
                                       f"{row['state'] if row else 'missing'} at the end")
     for path, accepted in runs_by_target.items():
         schedule_id = path.split("/")[2]
         manual = {str(r["id"]) for r in conn.execute(
-            "SELECT id FROM schedule_runs WHERE schedule_id = %s AND trigger = 'manual'", (schedule_id,)).fetchall()}
+            SQL["manual_runs_of_schedule"], (schedule_id,)).fetchall()}
         if manual != accepted:
             check.failures.append(f"{path}: manual runs {len(manual)}, accepted {len(accepted)} "
                                   f"(extra {sorted(manual - accepted)[:3]}, missing {sorted(accepted - manual)[:3]})")
