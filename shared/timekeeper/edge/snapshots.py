@@ -18,9 +18,9 @@ from timekeeper.observability import logger, metrics
 from timekeeper.settings import SNAPSHOT_NUDGE_FUNCTION_VARIABLE
 from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
-from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
+from timekeeper.snapshots.run import SnapshotRun
 from timekeeper.topology import HISTORY, SNAPSHOTS
 
 

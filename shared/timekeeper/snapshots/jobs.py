@@ -33,8 +33,9 @@ from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
-from timekeeper.snapshots.ledger import SQL, SnapshotRun, fetch_runs, jsonb
+from timekeeper.snapshots.ledger import SQL, jsonb
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
+from timekeeper.snapshots.run import SnapshotRun, fetch_runs
 
 #: The retryable failure that is final.
 MAX_RETRYABLE_FAILURES = 4
