@@ -18,6 +18,7 @@ from pypdf import PdfReader
 from tests.integration.report_helpers import NOW, definition, make_tenant
 from timekeeper import clock, edge
 from timekeeper.db.connection import connect
+from timekeeper.db.idempotency import KeyReused
 from timekeeper.edge import adapters
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform import directory
@@ -25,7 +26,6 @@ from timekeeper.reporting import catalogue, reports, store
 from timekeeper.reporting.rendering import (
     CHART_POINT_CAP,
     TABLE_ROW_CAP,
-    IdempotencyKeyReused,
     get_render,
     object_key,
     render,
@@ -115,7 +115,7 @@ def test_a_repeated_render_with_the_same_key_writes_the_object_once(conn, tenant
     assert again.id == first.id and done.state == "succeeded" and done.attempts == 1
     assert len(s3.puts) == 1
     # And the key cannot be reused for another report
-    with pytest.raises(IdempotencyKeyReused):
+    with pytest.raises(KeyReused):
         _request(conn, tenant, _report(conn, tenant), key="same-key")
 
 

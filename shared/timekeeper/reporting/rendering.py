@@ -64,6 +64,7 @@ from psycopg.types.json import Jsonb
 from timekeeper.db import load_queries
 from timekeeper.db.attempts import AttemptRule
 from timekeeper.db.connection import set_tenant, walled_query
+from timekeeper.db.idempotency import KeyReused
 from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.observability import logger
 from timekeeper.platform import access
@@ -101,10 +102,6 @@ TERMINAL_STATES = frozenset({"succeeded", "failed"})
 
 class RenderNotFound(LookupError):
     """No such render in the workspace."""
-
-
-class IdempotencyKeyReused(ValueError):
-    """The idempotency key already names a render of another report."""
 
 
 class ObjectStore(Protocol):
@@ -195,7 +192,7 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
     choice); a repeated request returns that row unchanged, whatever its state. The
     caller's own permission is the caller's to check (the API checks its caller with the
     access rule first). Raises :class:`ReportNotFound` (no such undeleted report),
-    :class:`IdempotencyKeyReused` (the key names a render of another report, or of another
+    :class:`~timekeeper.db.idempotency.KeyReused` (the key names a render of another report, or of another
     period) and ``ValueError`` for a ``period`` that is not a month's first day.
     """
     if period is not None and period.day != 1:
@@ -213,7 +210,7 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
                 if existing is None:
                     raise ReportNotFound(report_id)
     if existing.report_id != report_id or existing.period != period:
-        raise IdempotencyKeyReused(idempotency_key)
+        raise KeyReused("a render of another report or month")
     return existing
 
 
