@@ -59,3 +59,13 @@ class AttemptRule:
         without a limit."""
         limit = self.max_attempts
         return limit is not None and (attempt >= limit or receive_count >= limit)
+
+
+@dataclass(frozen=True)
+class Failure:
+    """An attempt's expected failure, returned (never raised) to the lifecycle that settles
+    it: ``code`` is the row's ``error_code`` (an access reason, ``definition_invalid``, ...),
+    ``message`` its ``error_message`` (no personal data)."""
+
+    code: str
+    message: str

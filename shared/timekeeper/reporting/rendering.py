@@ -62,7 +62,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Failure
 from timekeeper.db.connection import set_tenant, walled_query
 from timekeeper.db.idempotency import KeyReused
 from timekeeper.db.rows import fetch_one, fetch_value
@@ -71,9 +71,10 @@ from timekeeper.platform import access
 from timekeeper.reporting.compiler import compile_query
 from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.reporting.pdf import CHART_POINT_CAP, TABLE_ROW_CAP, SectionData, build_pdf
-from timekeeper.reporting.presentation import presentation_of
+from timekeeper.reporting.presentation import Presentation, presentation_of
 from timekeeper.reporting.reports import (
     Display,
+    ReportDefinition,
     ReportNotFound,
     Section,
     check_section_columns,
@@ -217,33 +218,39 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
 # ------------------------------------------------------------------------------ rendering
 
 
-class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+@dataclass(frozen=True)
+class _Read:
+    """What an attempt read in its one snapshot: the definition, each section's rows and
+    the workspace's presentation."""
+
+    definition: ReportDefinition
+    sections: list[SectionData]
+    presentation: Presentation
 
 
 def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section, index: int,
-                  picked: date | None = None) -> SectionData:
+                  picked: date | None = None) -> SectionData | Failure:
+    """Section ``index``'s rows, or the :class:`~timekeeper.db.attempts.Failure` that
+    refuses the render (``definition_invalid``, ``snapshot_unpublished``)."""
     where = f"sections[{index}]"
     try:
         version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
                               version=section.query_version)
     except QueryNotFound:
-        raise _Refused(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist") \
-            from None
+        return Failure(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist")
     try:
         snapshot = query_snapshot(version.definition)
         check_section_columns(section, query_columns(version.definition), index)
         check_section_period(section, snapshot, index)
         basis = None if snapshot is None else _snapshot_basis(conn, workspace_id, section, snapshot, where, picked)
+        if isinstance(basis, Failure):
+            return basis
         compiled = compile_query(version.definition, workspace_id=workspace_id,
                                  snapshot_run=None if basis is None else UUID(basis["run_id"]))
     except InvalidDefinition as error:
         field = error.field if error.field.startswith(where) else f"{where} (query version {version.version}): " \
                                                                    f"{error.field}"
-        raise _Refused(DEFINITION_INVALID, f"{field}: {error.reason}") from None
+        return Failure(DEFINITION_INVALID, f"{field}: {error.reason}")
     query_name = fetch_value(conn, SQL["query_name"], (workspace_id, section.query_id))
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     columns = tuple(c.name for c in compiled.columns)
@@ -258,7 +265,7 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
 
 
 def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Section, snapshot: tuple[str, str],
-                    where: str, picked: date | None = None) -> dict[str, Any]:
+                    where: str, picked: date | None = None) -> dict[str, Any] | Failure:
     """The published version a snapshot section shows, resolved now from its period choice
     (None: latest) or, unless the section pins a version, from the month the render
     ``picked`` (its choice is then ``month``); refused ``snapshot_unpublished`` when there
@@ -274,7 +281,7 @@ def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Secti
     if found is None:
         wanted = "any month" if period is None else f"{period:%Y-%m}" + (
             f" version {version}" if version is not None else "")
-        raise _Refused(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
+        return Failure(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
                                              f"version of {wanted}")
     assert found.published_at is not None
     return {"owner": found.owner, "snapshot_type": found.snapshot_type, "period": found.period.isoformat(),
@@ -336,43 +343,58 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
     if row.terminal:
         return row
     try:
-        with conn.transaction():
-            conn.execute(SQL["begin_snapshot"])
-            set_tenant(conn, workspace_id)
-            decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
-                                           report_id=row.report_id, permission=access.REPORTS_READ)
-            if not decision:
-                raise _Refused(decision.reason or access.NOT_FOUND,
-                               f"the requester may not read the report: {decision.reason}")
-            version = get_report_version(conn, workspace_id=workspace_id, report_id=row.report_id,
-                                         version=row.report_version)
-            try:
-                definition = version.parsed()
-            except InvalidDefinition as error:
-                raise _Refused(DEFINITION_INVALID, f"report version {version.version}: {error}") from None
-            sections = [_section_data(conn, workspace_id, section, i, row.period)
-                        for i, section in enumerate(definition.sections)]
-            presentation = presentation_of(conn, workspace_id)
-        pdf, pages = build_pdf(definition, sections, report_version=row.report_version,
-                               requested_at=row.requested_at, presentation=presentation)
+        read = _read(conn, row)
+        if isinstance(read, Failure):
+            failure = read
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, failure.code, failure.message, now))
+        sections = read.sections
+        pdf, pages = build_pdf(read.definition, sections, report_version=row.report_version,
+                               requested_at=row.requested_at, presentation=read.presentation)
         key = object_key(workspace_id, row.idempotency_key)
         digest = hashlib.sha256(pdf).hexdigest()
         s3.put_object(Bucket=bucket, Key=key, Body=pdf, ContentType=PDF_CONTENT_TYPE,
                       Metadata={"sha256": digest, "render-id": str(row.id)})
         succeeded = (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections],
                      _basis_column(sections), row.id, row.attempts)
-    except _Refused as refused:
-        code, message = refused.code, refused.message
-        return _settle(conn, reconnect, lambda on: _finish_failed(on, row, code, message, now))
-    except ReportNotFound:
-        return _settle(conn, reconnect,
-                       lambda on: _finish_failed(on, row, access.NOT_FOUND, "the report version is gone", now))
     except Exception as error:
         if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
             message = f"{type(error).__name__} on the last attempt"
             return _settle(conn, reconnect, lambda on: _finish_failed(on, row, UNEXPECTED_ERROR, message, now))
         raise
     return _settle(conn, reconnect, lambda on: _finish_succeeded(on, row, succeeded))
+
+
+def _read(conn: psycopg.Connection, row: ReportRender) -> _Read | Failure:
+    """Read what attempt ``row`` renders, in one read-only snapshot of the workspace: the
+    requester's access (THE access rule), the pinned report version and each section's
+    rows. Returns the first :class:`~timekeeper.db.attempts.Failure` met instead (an
+    access reason, ``definition_invalid``, ``snapshot_unpublished``, ``not_found`` for a
+    report version that is gone); the database's faults propagate."""
+    workspace_id = row.workspace_id
+    with conn.transaction():
+        conn.execute(SQL["begin_snapshot"])
+        set_tenant(conn, workspace_id)
+        decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
+                                       report_id=row.report_id, permission=access.REPORTS_READ)
+        if not decision:
+            return Failure(decision.reason or access.NOT_FOUND, f"the requester may not read the report: "
+                                                                f"{decision.reason}")
+        try:
+            version = get_report_version(conn, workspace_id=workspace_id, report_id=row.report_id,
+                                         version=row.report_version)
+        except ReportNotFound:
+            return Failure(access.NOT_FOUND, "the report version is gone")
+        try:
+            definition = version.parsed()
+        except InvalidDefinition as error:
+            return Failure(DEFINITION_INVALID, f"report version {version.version}: {error}")
+        sections: list[SectionData] = []
+        for i, section in enumerate(definition.sections):
+            data = _section_data(conn, workspace_id, section, i, row.period)
+            if isinstance(data, Failure):
+                return data
+            sections.append(data)
+        return _Read(definition, sections, presentation_of(conn, workspace_id))
 
 
 def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple[Any, ...]) -> ReportRender:
