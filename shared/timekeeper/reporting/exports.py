@@ -35,14 +35,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 from uuid import UUID
 
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, settle_failed
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
@@ -50,9 +50,9 @@ from timekeeper.platform import access
 from timekeeper.reporting import store
 from timekeeper.reporting.compiler import compile_query
 from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.objects import EXPORT_FILES, ObjectStore
 from timekeeper.reporting.presentation import presentation_of
 from timekeeper.reporting.writers import CONTENT_TYPES, FORMATS, file_digest, write_file
-from timekeeper.settings import EXPORTS_PREFIX
 
 #: ``error_code`` of an export whose pinned version no longer checks against the catalogue.
 DEFINITION_INVALID = "definition_invalid"
@@ -115,17 +115,19 @@ class ExportMessage(BaseModel):
 ExportPublisher = Publisher[ExportMessage]
 
 
-class ObjectStore(Protocol):
-    """The part of a boto3 S3 client an export uses."""
-
-    def upload_file(self, Filename: str, Bucket: str, Key: str, ExtraArgs: dict | None = None,  # noqa: N803
-                    Callback: Any = None) -> None: ...
+#: The exports' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`): fenced by
+#: the attempt number, leased from the attempt's start for the consumer's timeout.
+EXPORT_LIFECYCLE = Lifecycle(name="export", table="exports", open_states=("queued", "running"),
+                             fence=Fence.ATTEMPT_NUMBER, lease=Lease.STARTED_PLUS_TIMEOUT, error_message_limit=1000,
+                             row=Export, statements={"finish_failed": SQL["finish_failed"],
+                                                     "row_by_id": SQL["export_by_id"]})
 
 
 def object_key(workspace_id: UUID, export_id: UUID, fmt: str) -> str:
-    """The export's object key, ``exports/<workspace_id>/<export_id>.<csv|xlsx>``: a function
-    of the export alone, so every attempt writes the same object."""
-    return f"{EXPORTS_PREFIX}{workspace_id}/{export_id}.{fmt}"
+    """The export's object key, ``exports/<workspace_id>/<export_id>.<csv|xlsx>``
+    (:data:`~timekeeper.reporting.objects.EXPORT_FILES`): a function of the export alone,
+    so every attempt writes the same object."""
+    return EXPORT_FILES.key(workspace_id, export_id, fmt)
 
 
 def file_name(export: Export) -> str:
@@ -297,11 +299,7 @@ def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
 
 
 def _finish_failed(conn: psycopg.Connection, export: Export, code: str, message: str, now: datetime) -> Export:
-    row = _one(conn, SQL["finish_failed"], (code, message[:1000], now, export.workspace_id, export.id))
-    assert row is not None
-    logger.info("export failed", extra={"export_id": str(export.id), "workspace_id": str(export.workspace_id),
-                                        "error_code": code})
-    return row
+    return settle_failed(conn, EXPORT_LIFECYCLE, export, Failure(code, message), now=now)
 
 
 def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID, code: str, message: str,

@@ -62,7 +62,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule, Failure
+from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, settle_failed
 from timekeeper.db.connection import set_tenant, walled_query
 from timekeeper.db.idempotency import KeyReused
 from timekeeper.db.rows import fetch_one, fetch_value
@@ -70,6 +70,7 @@ from timekeeper.observability import logger
 from timekeeper.platform import access
 from timekeeper.reporting.compiler import compile_query
 from timekeeper.reporting.definition import InvalidDefinition
+from timekeeper.reporting.objects import RENDER_FILES, ObjectStore
 from timekeeper.reporting.pdf import CHART_POINT_CAP, TABLE_ROW_CAP, SectionData, build_pdf
 from timekeeper.reporting.presentation import Presentation, presentation_of
 from timekeeper.reporting.reports import (
@@ -84,7 +85,6 @@ from timekeeper.reporting.reports import (
     query_snapshot,
 )
 from timekeeper.reporting.store import QueryNotFound, get_version
-from timekeeper.settings import REPORTS_PREFIX
 from timekeeper.snapshots import ledger
 
 #: The content type of a rendered report.
@@ -103,12 +103,6 @@ TERMINAL_STATES = frozenset({"succeeded", "failed"})
 
 class RenderNotFound(LookupError):
     """No such render in the workspace."""
-
-
-class ObjectStore(Protocol):
-    """The S3 client calls :func:`render` makes (a boto3 S3 client satisfies it)."""
-
-    def put_object(self, **kwargs: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -162,14 +156,22 @@ class ReportRender:
 SQL = load_queries("timekeeper.reporting", "rendering.sql")
 
 
+#: The renders' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`): fenced by
+#: the attempt number, leased from the attempt's start for the renderer's timeout.
+RENDER_LIFECYCLE = Lifecycle(name="render", table="report_renders", open_states=("requested", "rendering"),
+                             fence=Fence.ATTEMPT_NUMBER, lease=Lease.STARTED_PLUS_TIMEOUT, error_message_limit=1000,
+                             row=ReportRender, statements={"finish_failed": SQL["finish_failed"],
+                                                           "row_by_id": SQL["render_by_id"]})
+
+
 def object_key(workspace_id: UUID, idempotency_key: str) -> str:
     """The files-bucket key of a render: ``reports/<workspace_id>/<sha256 hex of the key>.pdf``
-    (the key itself may hold any printable text; its hash is a safe, fixed-length name)."""
-    digest = hashlib.sha256(idempotency_key.encode("utf-8")).hexdigest()
-    return f"{REPORTS_PREFIX}{workspace_id}/{digest}.pdf"
+    (:data:`~timekeeper.reporting.objects.RENDER_FILES`: the key itself may hold any
+    printable text; its hash is a safe, fixed-length name)."""
+    return RENDER_FILES.key(workspace_id, idempotency_key, "pdf")
 
 
-def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any]) -> ReportRender | None:
+def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any] | dict[str, Any]) -> ReportRender | None:
     return fetch_one(conn, query, params, ReportRender)
 
 
@@ -309,11 +311,7 @@ def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, messa
                    now: datetime) -> ReportRender:
     """Record a failure of attempt ``row.attempts`` (fenced: a later attempt wins)."""
     with conn.transaction():
-        done = _fetch(conn, SQL["finish_failed"], (code, message[:1000], now, row.id, row.attempts))
-        if done is None:
-            done = _fetch(conn, SQL["render_by_id"], (row.id,))
-    assert done is not None
-    return done
+        return settle_failed(conn, RENDER_LIFECYCLE, row, Failure(code, message), now=now)
 
 
 def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
@@ -402,7 +400,7 @@ def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple
     with conn.transaction():
         done = _fetch(conn, SQL["finish_succeeded"], values)
         if done is None:  # another attempt took over and settled it
-            done = _fetch(conn, SQL["render_by_id"], (row.id,))
+            done = _fetch(conn, SQL["render_by_id"], {"id": row.id})
     assert done is not None
     return done
 
