@@ -29,18 +29,26 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Backoff, Fence, Lease, Lifecycle
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
 from timekeeper.snapshots.ledger import SQL, jsonb
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
 from timekeeper.snapshots.run import SnapshotRun, fetch_runs
+from timekeeper.topology import SNAPSHOTS
 
 #: The retryable failure that is final.
 MAX_RETRYABLE_FAILURES = 4
-#: Backoff before the n-th retry attempt: BASE * 2^(n-1).
-RETRY_BACKOFF_BASE = timedelta(minutes=5)
+#: The back-off before the attempt after the n-th retryable failure: the topology's
+#: (``SnapshotPipeline.retry_backoff_s``), applied as the runs' is (:mod:`timekeeper.db.attempts`).
+RETRY_BACKOFF = Backoff(SNAPSHOTS.retry_backoff_s)
+#: The snapshot runs' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`):
+#: fenced by the job id (a new one per attempt), leased while the job beats
+#: (``heartbeat_at``); a failure has states of its own (``retry_wait`` or ``failed``), so
+#: :func:`record_failure` keeps its statements; a failure message is cut to 500 characters.
+SNAPSHOT_LIFECYCLE = Lifecycle(name="snapshot_run", table="snapshot_runs", open_states=("queued", "running"),
+                               fence=Fence.JOB_ID, lease=Lease.HEARTBEAT, error_message_limit=500)
 #: Hand over to a new invocation when less than this many seconds remain.
 HANDOVER_MARGIN_S = 30.0
 _DONE = {"done": True}
@@ -95,8 +103,9 @@ def send_jobs(conn: psycopg.Connection, publisher: Publisher[JobMessage], jobs: 
 
 
 def retry_backoff(failures: int) -> timedelta:
-    """The wait before the attempt after the ``failures``-th retryable failure."""
-    return RETRY_BACKOFF_BASE * (2 ** max(failures - 1, 0))
+    """The wait before the attempt after the ``failures``-th retryable failure (1-based):
+    :data:`RETRY_BACKOFF`'s step for it."""
+    return RETRY_BACKOFF.delay(failures)
 
 
 def _fenced(conn: psycopg.Connection, message: JobMessage) -> SnapshotRun | None:
@@ -109,14 +118,15 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
     """Settle the attempt of ``job_id`` failed: final (``retryable`` False, or the fourth
     retryable failure) or ``retry_wait`` with a backoff. Returns the updated run, or None
     when the job no longer owns it. Runs in the caller's transaction."""
-    params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:500], "now": now}
+    limit = SNAPSHOT_LIFECYCLE.error_message_limit
+    params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:limit], "now": now}
     if retryable and run.retryable_failures + 1 < MAX_RETRYABLE_FAILURES:
         updated = fetch_runs(conn, SQL["fail_retryable"], {
             **params, "retry_due_at": now + retry_backoff(run.retryable_failures + 1)})
     else:
         if retryable:
             params["code"] = "retries_exhausted"
-            params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:500]
+            params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:limit]
         updated = fetch_runs(conn, SQL["fail_final"], {**params, "retryable": 1 if retryable else 0})
     return updated[0] if updated else None
 
