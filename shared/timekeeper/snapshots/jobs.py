@@ -21,6 +21,7 @@ then admission starts a new attempt), and the fourth retryable failure is final.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -64,13 +65,26 @@ class JobMessage(BaseModel):
     job_id: UUID
 
 
+class JobStatus(enum.StrEnum):
+    """What a receive of a job did (its value is the word logs carry)."""
+
+    #: The run's version was validated and published.
+    PUBLISHED = "published"
+    #: The attempt failed finally (a validation failure, an unknown type, the last retry).
+    FAILED = "failed"
+    #: A retryable failure was recorded: the run waits until its ``retry_due_at``.
+    RETRY_WAIT = "retry_wait"
+    #: The invocation ran short of time: send the same message again to continue.
+    HANDED_OVER = "handed_over"
+    #: Another job owns the run, or it is finished: nothing was done.
+    STALE = "stale"
+
+
 @dataclass(frozen=True)
 class JobResult:
-    """What a receive did: ``status`` is ``published``, ``failed`` (final),
-    ``retry_wait`` (a retryable failure recorded), ``handed_over`` (send the same message
-    again to continue), or ``stale`` (another job owns the run, or it is finished)."""
+    """What a receive did (:class:`JobStatus`) and the run as it left it (None when stale)."""
 
-    status: str
+    status: JobStatus
     run: SnapshotRun | None = None
 
 
@@ -142,7 +156,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
     before the last receive (the queue redelivers); never after it."""
     started = fetch_runs(conn, SQL["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
     if not started:
-        return JobResult("stale")
+        return JobResult(JobStatus.STALE)
     run = started[0]
     try:
         snapshot_type = registry.get(run.owner, run.snapshot_type)
@@ -150,7 +164,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
         with conn.transaction():
             failed = record_failure(conn, run, message.job_id, code=refused.reason, message=str(refused),
                                     retryable=False, now=now())
-        return JobResult("failed", failed)
+        return JobResult(JobStatus.FAILED, failed)
     generator = snapshot_type.generator
     try:
         if run.generation_mode is None:
@@ -160,11 +174,11 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
                 conn.execute(SQL["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
         while True:
             if time_left_s() < handover_margin_s:
-                return JobResult("handed_over", run)
+                return JobResult(JobStatus.HANDED_OVER, run)
             with conn.transaction():
                 fenced = _fenced(conn, message)
                 if fenced is None:
-                    return JobResult("stale")
+                    return JobResult(JobStatus.STALE)
                 if fenced.cursor == _DONE:
                     run = fenced
                     break
@@ -176,7 +190,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
         with conn.transaction():
             fenced = _fenced(conn, message)
             if fenced is None:
-                return JobResult("stale")
+                return JobResult(JobStatus.STALE)
             basis = generator.validate(conn, fenced)
             key = {"owner": fenced.owner, "snapshot_type": fenced.snapshot_type,
                    "workspace_id": fenced.workspace_id, "period": fenced.period, "now": now()}
@@ -184,12 +198,12 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             crash_point("snapshots.inside_publish")
             conn.execute(SQL["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
         published = fetch_runs(conn, SQL["get_run"], {"id": run.id})[0]
-        return JobResult("published", published)
+        return JobResult(JobStatus.PUBLISHED, published)
     except ValidationFailed as invalid:
         with conn.transaction():
             failed = record_failure(conn, run, message.job_id, code=invalid.code, message=str(invalid),
                                     retryable=False, now=now())
-        return JobResult("failed" if failed else "stale", failed)
+        return JobResult(JobStatus.FAILED if failed else JobStatus.STALE, failed)
     except Exception as error:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
@@ -202,8 +216,8 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             failed = record_failure(conn, fenced, message.job_id, code="generation_error",
                                     message=type(error).__name__, retryable=True, now=now())
         if failed is None:
-            return JobResult("stale")
-        return JobResult(failed.state, failed)
+            return JobResult(JobStatus.STALE)
+        return JobResult(JobStatus(failed.state), failed)
 
 
 def reconcile_lost_jobs(conn: psycopg.Connection, *, owner: str, now: datetime, after: timedelta) -> list[SnapshotRun]:
