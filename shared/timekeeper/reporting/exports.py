@@ -53,6 +53,7 @@ from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.reporting.objects import EXPORT_FILES, ObjectStore
 from timekeeper.reporting.presentation import presentation_of
 from timekeeper.reporting.writers import CONTENT_TYPES, FORMATS, file_digest, write_file
+from timekeeper.topology import EXPORTS
 
 #: ``error_code`` of an export whose pinned version no longer checks against the catalogue.
 DEFINITION_INVALID = "definition_invalid"
@@ -217,7 +218,8 @@ def _publish(conn: psycopg.Connection, publisher: ExportPublisher, exports: list
 
 
 def reoffer_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, older_than: timedelta,
-                    workspace_id: UUID | None = None, export_id: UUID | None = None, limit: int = 20) -> int:
+                    workspace_id: UUID | None = None, export_id: UUID | None = None,
+                    limit: int = EXPORTS.reoffer_per_pass) -> int:
     """Publish again up to ``limit`` queued exports never published (a refused publish, or
     a crash between commit and publish) created at least ``older_than`` before ``now``,
     oldest first; only ``workspace_id``'s (and only ``export_id``) when given. Returns how
@@ -241,7 +243,8 @@ class ExportSweep:
 
 
 def sweep_running_exports(conn: psycopg.Connection, publisher: ExportPublisher, *, now: datetime, lease: timedelta,
-                          idle_after: timedelta, max_attempts: int, limit: int = 20) -> ExportSweep:
+                          idle_after: timedelta, max_attempts: int,
+                          limit: int = EXPORTS.reoffer_per_pass) -> ExportSweep:
     """Settle or send again up to ``limit`` running exports nothing will finish otherwise
     (their messages were dead-lettered or lost: a consumer killed on every receive, a
     final settlement that failed), oldest first.
@@ -314,7 +317,7 @@ def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID
 
 
 def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, export_id: UUID,
-               now: datetime, lease: timedelta = timedelta(seconds=300), tmp_dir: str | None = None) -> Export:
+               now: datetime, lease: timedelta = EXPORTS.consumer.lease, tmp_dir: str | None = None) -> Export:
     """Run export ``export_id`` (what the exports consumer does with a message) and return
     its row as left.
 

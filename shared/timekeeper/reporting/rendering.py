@@ -86,6 +86,7 @@ from timekeeper.reporting.reports import (
 )
 from timekeeper.reporting.store import QueryNotFound, get_version
 from timekeeper.snapshots import ledger
+from timekeeper.topology import REPORT_RENDERER
 
 #: The content type of a rendered report.
 PDF_CONTENT_TYPE = "application/pdf"
@@ -315,7 +316,7 @@ def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, messa
 
 
 def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
-           now: datetime, max_attempts: int = 3,
+           now: datetime, max_attempts: int = REPORT_RENDERER.max_attempts,
            reconnect: Callable[[], psycopg.Connection] | None = None) -> ReportRender:
     """Run render ``render_id`` of ``workspace_id`` once (see the module docstring) and
     return its row as it stands afterwards.
@@ -437,7 +438,8 @@ class SweepResult:
 
 
 def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: datetime, lease: timedelta,
-                  reoffer_after: timedelta, max_attempts: int, limit: int = 100) -> SweepResult:
+                  reoffer_after: timedelta, max_attempts: int,
+                  limit: int = REPORT_RENDERER.sweep_per_pass) -> SweepResult:
     """Settle or re-offer up to ``limit`` unfinished renders nothing will finish otherwise
     (the renderers' one recovery path, run by a dispatcher's owner-wide pass), oldest
     first, and return what it did.

@@ -50,8 +50,6 @@ RETRY_BACKOFF = Backoff(SNAPSHOTS.retry_backoff_s)
 #: :func:`record_failure` keeps its statements; a failure message is cut to 500 characters.
 SNAPSHOT_LIFECYCLE = Lifecycle(name="snapshot_run", table="snapshot_runs", open_states=("queued", "running"),
                                fence=Fence.JOB_ID, lease=Lease.HEARTBEAT, error_message_limit=500)
-#: Hand over to a new invocation when less than this many seconds remain.
-HANDOVER_MARGIN_S = 30.0
 _DONE = {"done": True}
 
 
@@ -148,7 +146,7 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
 def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMessage, *,
             now: Callable[[], datetime], receive_count: int, max_receives: int,
             time_left_s: Callable[[], float] = lambda: float("inf"),
-            handover_margin_s: float = HANDOVER_MARGIN_S) -> JobResult:
+            handover_margin_s: float = SNAPSHOTS.handover_margin_s) -> JobResult:
     """Drive one receive of a job (see the module docstring). ``conn`` is an idle
     autocommit connection (the worker login); ``now`` the clock (aware UTC);
     ``time_left_s`` the seconds the invocation has left (fewer than ``handover_margin_s``:

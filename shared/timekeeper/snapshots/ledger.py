@@ -38,15 +38,16 @@ from timekeeper.db.rows import fetch_row, fetch_rows
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 from timekeeper.snapshots.run import SnapshotRun, fetch_runs, next_month
+from timekeeper.topology import SNAPSHOTS
 
 SQL = load_queries("timekeeper.snapshots", "ledger.sql")
 
 #: States of a run that still has work to do (at most one per period).
 ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
-#: How long after its local month end a period may stay unpublished.
-OVERDUE_GRACE = timedelta(hours=24)
+#: How long after its local month end a period may stay unpublished (the topology's).
+OVERDUE_GRACE = timedelta(hours=SNAPSHOTS.overdue_grace_hours)
 #: How far back the planner looks for missed months, and the period listing for overdue ones.
-DEFAULT_HORIZON_MONTHS = 3
+DEFAULT_HORIZON_MONTHS = SNAPSHOTS.horizon_months
 
 
 def current_month(now: datetime, timezone: str) -> date:
@@ -162,8 +163,9 @@ class Admitted:
     job_id: UUID
 
 
-def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, backfill_lane: int = 1,
-          reoffer_after: timedelta = timedelta(minutes=5)) -> list[Admitted]:
+def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = SNAPSHOTS.admission_cap,
+          backfill_lane: int = SNAPSHOTS.backfill_lane,
+          reoffer_after: timedelta = SNAPSHOTS.reoffer_after) -> list[Admitted]:
     """Admit ``owner``'s waiting runs under the cap and reoffer queued runs whose job did
     not start within ``reoffer_after``; returns the jobs to send. Runs in the caller's
     transaction and takes the owner's advisory lock: commit, then send. Raises
