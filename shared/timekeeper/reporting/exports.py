@@ -268,8 +268,9 @@ def sweep_running_exports(conn: psycopg.Connection, publisher: ExportPublisher, 
             rows = cur.execute(SQL["stale_running_exports"], {
                 "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - idle_after,
                 "limit": limit}).fetchall()
-            exhausted = [r["id"] for r in rows if r["attempts"] >= max_attempts]
-            again = [r["id"] for r in rows if r["attempts"] < max_attempts]
+            rule = AttemptRule(max_attempts=max_attempts)
+            exhausted = [r["id"] for r in rows if rule.exhausted(r["attempts"])]
+            again = [r["id"] for r in rows if not rule.exhausted(r["attempts"])]
             if exhausted:
                 settled_ids.extend(r["id"] for r in cur.execute(SQL["settle_stale_exports"],
                                                                  {"now": now, "ids": exhausted}).fetchall())

@@ -466,7 +466,8 @@ def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: d
         stale = cur.execute(SQL["stale_renders"], {
             "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - reoffer_after,
             "limit": limit}).fetchall()
-        exhausted = [r["id"] for r in stale if r["attempts"] >= max_attempts or r["reoffers"] >= max_attempts]
+        rule = AttemptRule(max_attempts=max_attempts)  # a re-offer counts against the same limit
+        exhausted = [r["id"] for r in stale if rule.exhausted(r["attempts"]) or rule.exhausted(r["reoffers"])]
         again = [r["id"] for r in stale if r["id"] not in set(exhausted)]
         settled = cur.execute(SQL["settle_stale_renders"], {"now": now, "ids": exhausted}).fetchall() \
             if exhausted else []
