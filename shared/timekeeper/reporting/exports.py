@@ -302,10 +302,6 @@ def get_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID,
     return export
 
 
-def _finish_failed(conn: psycopg.Connection, export: Export, code: str, message: str, now: datetime) -> Export:
-    return settle_failed(conn, EXPORT_LIFECYCLE, export, Failure(code, message), now=now)
-
-
 def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID, code: str, message: str,
                 now: datetime) -> Export | None:
     """Settle an unfinished export ``failed`` with ``code``; a finished one is returned
@@ -314,7 +310,7 @@ def fail_export(conn: psycopg.Connection, *, workspace_id: UUID, export_id: UUID
         export = _one(conn, SQL["lock_export"], (workspace_id, export_id))
         if export is None or export.state in ("succeeded", "failed"):
             return export
-        return _finish_failed(conn, export, code, message, now)
+        return settle_failed(conn, EXPORT_LIFECYCLE, export, Failure(code, message), now=now)
 
 
 def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, export_id: UUID,
@@ -348,14 +344,16 @@ def run_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, worksp
         decision = access.check_query(conn, workspace_id=workspace_id, user_id=export.requested_by,
                                       query_id=export.query_id)
         if not decision:
-            return _finish_failed(conn, export, decision.reason or access.NOT_FOUND,
-                                  f"the requester may no longer read the query: {decision.reason}", now)
+            lost = Failure(decision.reason or access.NOT_FOUND,
+                           f"the requester may no longer read the query: {decision.reason}")
+            return settle_failed(conn, EXPORT_LIFECYCLE, export, lost, now=now)
         version = store.get_version(conn, workspace_id=workspace_id, query_id=export.query_id,
                                     version=export.query_version)
         try:
             compiled = compile_query(version.parsed(), workspace_id=workspace_id)
         except InvalidDefinition as error:
-            return _finish_failed(conn, export, DEFINITION_INVALID, f"{error.field}: {error.reason}", now)
+            invalid = Failure(DEFINITION_INVALID, f"{error.field}: {error.reason}")
+            return settle_failed(conn, EXPORT_LIFECYCLE, export, invalid, now=now)
         presentation = presentation_of(conn, workspace_id)
         export = _one(conn, SQL["start_export"], (now, workspace_id, export_id))
         assert export is not None

@@ -301,18 +301,18 @@ def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: d
         if row.terminal:
             return row
         if AttemptRule(max_attempts=max_attempts).exhausted(row.attempts):
-            return _finish_failed(conn, row, ATTEMPTS_EXHAUSTED,
-                                  f"{row.attempts} attempts ended without a result (timeouts?)", now)
+            return _finish_failed(conn, row, Failure(ATTEMPTS_EXHAUSTED, f"{row.attempts} attempts ended without a "
+                                                                         "result (timeouts?)"), now)
         started = _fetch(conn, SQL["start_render"], (now, render_id))
     assert started is not None
     return started
 
 
-def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, message: str,
-                   now: datetime) -> ReportRender:
-    """Record a failure of attempt ``row.attempts`` (fenced: a later attempt wins)."""
+def _finish_failed(conn: psycopg.Connection, row: ReportRender, failure: Failure, now: datetime) -> ReportRender:
+    """Record ``failure`` of attempt ``row.attempts`` in a transaction of its own (fenced: a
+    later attempt wins)."""
     with conn.transaction():
-        return settle_failed(conn, RENDER_LIFECYCLE, row, Failure(code, message), now=now)
+        return settle_failed(conn, RENDER_LIFECYCLE, row, failure, now=now)
 
 
 def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
@@ -345,7 +345,7 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
         read = _read(conn, row)
         if isinstance(read, Failure):
             failure = read
-            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, failure.code, failure.message, now))
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, failure, now))
         sections = read.sections
         pdf, pages = build_pdf(read.definition, sections, report_version=row.report_version,
                                requested_at=row.requested_at, presentation=read.presentation)
@@ -357,8 +357,8 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
                      _basis_column(sections), row.id, row.attempts)
     except Exception as error:
         if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
-            message = f"{type(error).__name__} on the last attempt"
-            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, UNEXPECTED_ERROR, message, now))
+            last = Failure(UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt")
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, last, now))
         raise
     return _settle(conn, reconnect, lambda on: _finish_succeeded(on, row, succeeded))
 
