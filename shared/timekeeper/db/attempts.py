@@ -38,7 +38,7 @@ receives.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -165,6 +165,7 @@ class _Attempted(Protocol):
 
 
 Row = TypeVar("Row", bound=_Attempted)
+T = TypeVar("T")
 
 
 def settle_failed(conn: psycopg.Connection, kind: Lifecycle, row: Row, failure: Failure, *, now: datetime) -> Row:
@@ -186,3 +187,22 @@ def settle_failed(conn: psycopg.Connection, kind: Lifecycle, row: Row, failure: 
                                                    "error_code": failure.code})
     assert done is not None, f"{kind.name} {row.id} vanished"
     return done
+
+
+def record_outcome(conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection] | None,
+                   record: Callable[[psycopg.Connection], T], *, name: str,
+                   extra: Mapping[str, str] | None = None) -> T:
+    """Run ``record`` (an attempt's fenced, idempotent outcome) on ``conn`` and return what
+    it returns; when ``conn`` was lost meanwhile (``conn.broken`` / ``closed``: the
+    statement's outcome is unknown), once more on ``reconnect()``'s new connection, after
+    logging ``<name>'s connection lost before its outcome was recorded`` (a warning with
+    ``extra``). Raises the ``psycopg.OperationalError`` when there is no ``reconnect`` or
+    ``conn`` is still usable, and whatever the second try raises."""
+    try:
+        return record(conn)
+    except psycopg.OperationalError:
+        if reconnect is None or not (conn.broken or conn.closed):
+            raise
+        logger.warning(f"{name}'s connection lost before its outcome was recorded; recording it on a new one",
+                       extra=dict(extra or {}))
+    return record(reconnect())

@@ -42,7 +42,7 @@ import psycopg
 from pydantic import BaseModel, ConfigDict
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, settle_failed
+from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, record_outcome, settle_failed
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed, reoffer
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.observability import logger
@@ -414,13 +414,7 @@ def consume_export(conn: psycopg.Connection, s3: ObjectStore, bucket: str, messa
                         code=ATTEMPTS_EXHAUSTED, now=now, message=last)
 
         try:
-            try:
-                settle(conn)
-            except psycopg.OperationalError:
-                if reconnect is None or not (conn.broken or conn.closed):
-                    raise
-                logger.warning("export's connection lost before its settlement; settling on a new one", extra=keys)
-                settle(reconnect())
+            record_outcome(conn, reconnect, settle, name="export", extra=keys)
         except Exception as settle_error:  # noqa: BLE001 - the dead-letter queue keeps the message
             logger.error("could not settle the export failed", extra={**keys,
                                                                       "error_type": type(settle_error).__name__})

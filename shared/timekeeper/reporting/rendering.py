@@ -62,7 +62,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, settle_failed
+from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, record_outcome, settle_failed
 from timekeeper.db.connection import set_tenant, walled_query
 from timekeeper.db.idempotency import KeyReused
 from timekeeper.db.rows import fetch_one, fetch_value
@@ -408,16 +408,9 @@ def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple
 
 def _settle(conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection] | None,
             record: Callable[[psycopg.Connection], ReportRender]) -> ReportRender:
-    """Run ``record`` (an attempt's fenced outcome) on ``conn``; when ``conn`` was lost
-    meanwhile (``conn.broken``/``closed``: the statement's outcome is unknown, and the
-    record is fenced and idempotent), once more on ``reconnect()``'s new connection."""
-    try:
-        return record(conn)
-    except psycopg.OperationalError:
-        if reconnect is None or not (conn.broken or conn.closed):
-            raise
-        logger.warning("render's connection lost before its outcome was recorded; recording it on a new one")
-    return record(reconnect())
+    """Record an attempt's outcome, once more on a new connection when ``conn`` was lost
+    (:func:`~timekeeper.db.attempts.record_outcome`)."""
+    return record_outcome(conn, reconnect, record, name="render")
 
 
 class RenderRequester(Protocol):
