@@ -55,8 +55,8 @@ def _status_kib(field: str) -> int:
 def child(writer: str, n: int) -> None:
     from tests.support import openpyxl_xlsx
     from timekeeper.reporting.catalogue import CATALOGUE
-    from timekeeper.reporting.exports import write_xlsx
     from timekeeper.reporting.presentation import Presentation
+    from timekeeper.reporting.writers import write_xlsx
 
     presentation = Presentation("Bench", "Europe/Berlin", "de_DE", "EUR")
 

@@ -100,20 +100,20 @@ def due_messages(conn: Any, *, owner: str, kind: str, now: datetime, count: int)
 def openpyxl_xlsx(path: str, headers, columns, rows, presentation=None) -> int:
     """The XLSX writer exports used before XlsxWriter (openpyxl's write-only workbook), kept
     as the reference the product's writer is compared with: same arguments and cells as
-    :func:`timekeeper.reporting.exports.write_xlsx` (typed date, date-time and money cells
+    :func:`timekeeper.reporting.writers.write_xlsx` (typed date, date-time and money cells
     with the same number formats)."""
     from openpyxl import Workbook
     from openpyxl.cell import WriteOnlyCell
     from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
 
     from timekeeper.reporting.catalogue import ColumnType
-    from timekeeper.reporting.exports import XLSX_DATE_FORMAT, XLSX_DATETIME_FORMAT
     from timekeeper.reporting.presentation import (
         DEFAULT_PRESENTATION,
         currency_digits,
         currency_sources,
         xlsx_money_format,
     )
+    from timekeeper.reporting.writers import XLSX_DATE_FORMAT, XLSX_DATETIME_FORMAT
 
     presentation = presentation or DEFAULT_PRESENTATION
     workbook = Workbook(write_only=True)

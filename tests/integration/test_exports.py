@@ -564,3 +564,22 @@ def test_the_sweep_sends_again_a_running_export_whose_message_was_lost(aws, conn
     clock.install(lambda: NOW + idle)
     drain(aws)
     assert ex.get_export(conn, workspace_id=a, export_id=export.id).state == "succeeded"
+
+
+def test_a_failure_recorded_by_an_export_attempt_that_was_taken_over_changes_nothing(aws, conn, tenants):
+    from timekeeper.db.attempts import Failure, settle_failed
+
+    # Given an export whose first attempt was taken over by a second one
+    a, _ = tenants
+    export, _ = request(conn, a, save_query(conn, a))
+    conn.execute("UPDATE exports SET state = 'running', attempts = 1, started_at = %s WHERE id = %s", (NOW, export.id))
+    first = ex.get_export(conn, workspace_id=a, export_id=export.id)
+    conn.execute("UPDATE exports SET attempts = 2 WHERE id = %s", (export.id,))
+    # When the first attempt records its failure late
+    left = settle_failed(conn, ex.EXPORT_LIFECYCLE, first, Failure(ex.DEFINITION_INVALID, "late"), now=NOW)
+    # Then nothing is written
+    assert (left.state, left.attempts, left.error_code) == ("running", 2, None)
+    # And the second attempt's failure is recorded
+    second = ex.get_export(conn, workspace_id=a, export_id=export.id)
+    done = settle_failed(conn, ex.EXPORT_LIFECYCLE, second, Failure(ex.DEFINITION_INVALID, "gone"), now=NOW)
+    assert (done.state, done.error_code, done.error_message) == ("failed", ex.DEFINITION_INVALID, "gone")

@@ -18,6 +18,7 @@ from pypdf import PdfReader
 from tests.integration.report_helpers import NOW, definition, make_tenant
 from timekeeper import clock, edge
 from timekeeper.db.connection import connect
+from timekeeper.db.idempotency import KeyReused
 from timekeeper.edge import adapters
 from timekeeper.local.lambdas import invoke
 from timekeeper.platform import directory
@@ -25,7 +26,6 @@ from timekeeper.reporting import catalogue, reports, store
 from timekeeper.reporting.rendering import (
     CHART_POINT_CAP,
     TABLE_ROW_CAP,
-    IdempotencyKeyReused,
     get_render,
     object_key,
     render,
@@ -115,7 +115,7 @@ def test_a_repeated_render_with_the_same_key_writes_the_object_once(conn, tenant
     assert again.id == first.id and done.state == "succeeded" and done.attempts == 1
     assert len(s3.puts) == 1
     # And the key cannot be reused for another report
-    with pytest.raises(IdempotencyKeyReused):
+    with pytest.raises(KeyReused):
         _request(conn, tenant, _report(conn, tenant), key="same-key")
 
 
@@ -460,3 +460,22 @@ def test_the_queries_dispatcher_settles_a_render_left_rendering_by_a_cut_on_its_
     # Then the render is settled, not left rendering
     done = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
     assert (done.state, done.error_code, done.finished_at) == ("failed", "attempts_exhausted", later)
+
+
+def test_a_failure_recorded_by_an_attempt_that_was_taken_over_changes_nothing(conn, tenant):
+    from timekeeper.db.attempts import Failure, settle_failed
+    from timekeeper.reporting.rendering import RENDER_LIFECYCLE
+
+    # Given a render whose first attempt was taken over by a second one
+    requested = _request(conn, tenant, _report(conn, tenant))
+    conn.execute("UPDATE report_renders SET state = 'rendering', attempts = 1 WHERE id = %s", (requested.id,))
+    first = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    conn.execute("UPDATE report_renders SET attempts = 2 WHERE id = %s", (requested.id,))
+    # When the first attempt records its failure late
+    left = settle_failed(conn, RENDER_LIFECYCLE, first, Failure("definition_invalid", "late"), now=NOW)
+    # Then nothing is written: the row is as the second attempt holds it
+    assert (left.state, left.attempts, left.error_code) == ("rendering", 2, None)
+    # And the second attempt's failure is recorded, its message cut to the kind's limit
+    second = get_render(conn, workspace_id=tenant.workspace_id, render_id=requested.id)
+    done = settle_failed(conn, RENDER_LIFECYCLE, second, Failure("definition_invalid", "x" * 5000), now=NOW)
+    assert (done.state, done.error_code, len(done.error_message)) == ("failed", "definition_invalid", 1000)

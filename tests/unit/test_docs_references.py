@@ -1,5 +1,5 @@
 """The design pages name the code they describe: every dotted name of the package they
-write in backticks (``timekeeper.reporting.exports``, ``reporting.exports.write_file``)
+write in backticks (``timekeeper.reporting.exports``, ``reporting.writers.write_file``)
 is a module or an attribute that exists, so a page cannot keep sending a reader to a
 module that moved.
 

@@ -11,7 +11,7 @@ from openpyxl import load_workbook
 
 from tests.support import openpyxl_xlsx
 from timekeeper.reporting.catalogue import Column, ColumnType
-from timekeeper.reporting.exports import write_xlsx
+from timekeeper.reporting.writers import write_xlsx
 
 COLUMNS = tuple(Column(name=t.value, type=t, label=f"{t.value} label", source=t.value) for t in (
     ColumnType.TEXT, ColumnType.INTEGER, ColumnType.MONEY, ColumnType.DATE, ColumnType.TIMESTAMP,

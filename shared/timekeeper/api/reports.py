@@ -33,6 +33,7 @@ from timekeeper.api.models import CURSOR_PATTERN, PLAIN_PATTERN, CanonicalUuid, 
 from timekeeper.api.people_routes import ZONE_TEXT
 from timekeeper.api.routing import SECURITY, Api, ApiRouter, idempotency_header
 from timekeeper.api.scope import WorkspaceScope, scope_for
+from timekeeper.db import idempotency
 from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.platform.directory import workspace_timezone
@@ -319,7 +320,7 @@ def request_render(
                                            idempotency_key=key, requested_by=scope.user_id, now=scope.now,
                                            period=None if body is None else body.period)
             zone = workspace_timezone(conn, scope.workspace_id)
-    except rendering.IdempotencyKeyReused:
+    except idempotency.KeyReused:
         raise ApiError(HTTPStatus.CONFLICT, errors.IDEMPOTENCY_KEY_REUSED,
                        "this Idempotency-Key already names a render of another report or month",
                        "Idempotency-Key") from None

@@ -12,7 +12,8 @@ a second resource.
 
 The owners' rows keep their own deduplication (an export per requester and key, a render
 per key, a manual run per schedule and key): :func:`scoped_key` gives them a key that is
-the requester's alone, so one person's key can never answer another person's request.
+the requester's alone, so one person's key can never answer another person's request. An
+owner that finds its key naming another request raises the same :class:`KeyReused`.
 """
 
 from __future__ import annotations
@@ -45,13 +46,14 @@ class RecordedKey:
 
 
 class KeyReused(ValueError):
-    """The requester already used the key for another request (``method`` and ``path`` of
-    the first one, which may differ from this one's only in the body)."""
+    """The product's one "key reused" refusal: an idempotency key already names another
+    request, so repeating it cannot mean this one. ``first`` says what the key names (``an
+    earlier POST /queries request``, ``a render of another report or month``); the API
+    answers it 409 ``idempotency_key_reused`` naming the ``Idempotency-Key`` header."""
 
-    def __init__(self, method: str, path: str) -> None:
-        super().__init__(f"the key names an earlier {method} {path} request")
-        self.method = method
-        self.path = path
+    def __init__(self, first: str) -> None:
+        super().__init__(f"the key names {first}")
+        self.first = first
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ def claim(conn: psycopg.Connection, *, workspace_id: UUID, requester: str, key: 
         created = execute(conn, SQL["record_key"], params) == 1
         recorded = fetch_one(conn, SQL["get_key"], params, RecordedKey)
     if recorded is None or recorded.fingerprint != print_:
-        raise KeyReused(recorded.method if recorded else method, recorded.path if recorded else path)
+        first = f"{recorded.method} {recorded.path}" if recorded else f"{method.upper()} {path}"
+        raise KeyReused(f"an earlier {first} request")
     return Claim(created=created, fingerprint=print_)
 
 

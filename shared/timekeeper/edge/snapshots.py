@@ -16,11 +16,11 @@ from timekeeper.edge.registries import snapshot_types
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger, metrics
 from timekeeper.settings import SNAPSHOT_NUDGE_FUNCTION_VARIABLE
-from timekeeper.snapshots.jobs import JobMessage, reconcile_lost_jobs, send_jobs
+from timekeeper.snapshots.jobs import JobMessage, JobStatus, reconcile_lost_jobs, send_jobs
 from timekeeper.snapshots.jobs import run_job as run_snapshot_job
-from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.ledger import admit as admit_snapshots
 from timekeeper.snapshots.ledger import plan as plan_snapshots
+from timekeeper.snapshots.run import SnapshotRun
 from timekeeper.topology import HISTORY, SNAPSHOTS
 
 
@@ -130,13 +130,13 @@ def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
             logger.warning("snapshot job receive failed; the queue redelivers it",
                            extra={"run_id": str(message.run_id), "error_type": type(error).__name__})
             return False
-        if result.status == "handed_over":
+        if result.status is JobStatus.HANDED_OVER:
             send_jobs(adapters.database().get(), adapters.snapshot_job_publisher(), [message], now=clock.now())
-        elif result.status == "published":
+        elif result.status is JobStatus.PUBLISHED:
             metrics.add_metric(name=obs.SNAPSHOT_PUBLISHED, unit="Count", value=1)
-        elif result.status == "failed" and result.run is not None:
+        elif result.status is JobStatus.FAILED and result.run is not None:
             report_failures([result.run])
-        logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status})
+        logger.info("snapshot job", extra={"run_id": str(message.run_id), "status": result.status.value})
         return True
 
     return batch.consume(event, JobMessage, batch.each(run_one), what="snapshot job message")

@@ -21,7 +21,6 @@ import psycopg
 
 from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
 from timekeeper.db.sql import load_queries
-from timekeeper.snapshots.ledger import SnapshotRun
 from timekeeper.snapshots.registry import (
     Chunk,
     PublishedRows,
@@ -30,6 +29,7 @@ from timekeeper.snapshots.registry import (
     SnapshotType,
     ValidationFailed,
 )
+from timekeeper.snapshots.run import SnapshotRun
 
 SQL = load_queries("timekeeper.platform", "snapshots.sql")
 OWNER = "platform"

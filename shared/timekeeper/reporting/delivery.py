@@ -106,11 +106,11 @@ from timekeeper.reporting.delivery_store import (
     previous_snapshot_basis,
     snapshot_version_changed,
 )
-from timekeeper.reporting.exports import CONTENT_TYPES, file_digest, write_file
 from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSigner
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
+from timekeeper.reporting.writers import CONTENT_TYPES, file_digest, write_file
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger

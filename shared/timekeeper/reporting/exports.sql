@@ -45,11 +45,19 @@ SELECT id, workspace_id, query_id, query_version, format, requested_by, idempote
   FROM exports WHERE workspace_id = %s AND id = %s FOR UPDATE
 
 -- name: finish_failed
-UPDATE exports SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
- WHERE workspace_id = %s AND id = %s
+-- An attempt's failure (db.attempts.settle_failed), fenced by its attempt number.
+UPDATE exports SET state = 'failed', error_code = %(code)s, error_message = %(message)s, finished_at = %(now)s
+ WHERE workspace_id = %(workspace_id)s AND id = %(id)s AND state IN ('queued', 'running')
+   AND attempts = %(fence)s
 RETURNING id, workspace_id, query_id, query_version, format, requested_by, idempotency_key, state, attempts,
           object_key, row_count, byte_size, sha256, error_code, error_message, created_at, published_at,
           started_at, finished_at
+
+-- name: export_by_id
+SELECT id, workspace_id, query_id, query_version, format, requested_by, idempotency_key, state, attempts,
+       object_key, row_count, byte_size, sha256, error_code, error_message, created_at, published_at,
+       started_at, finished_at
+  FROM exports WHERE workspace_id = %(workspace_id)s AND id = %(id)s
 
 -- name: start_export
 UPDATE exports SET state = 'running', attempts = attempts + 1, started_at = %s

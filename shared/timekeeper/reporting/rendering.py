@@ -13,7 +13,8 @@ Two steps, run by different processes:
   rule (:func:`timekeeper.platform.access.check_report`), each section's query runs
   (compiled, workspace-scoped, in one read-only snapshot; a table shows at most
   :data:`TABLE_ROW_CAP` rows, a chart :data:`CHART_POINT_CAP` points, and the PDF says
-  when rows were left out), the PDF is built (:func:`build_pdf`) and written to
+  when rows were left out), the PDF is built
+  (:func:`timekeeper.reporting.pdf.build_pdf`) and written to
   :func:`object_key` ``reports/<workspace>/<sha256(idempotency key)>.pdf``, and the row
   records the key, the size, the page count and the object's SHA-256.
 
@@ -54,7 +55,6 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal
 from typing import Any, Protocol
 from uuid import UUID
 
@@ -62,24 +62,17 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Failure, Fence, Lease, Lifecycle, record_outcome, settle_failed
 from timekeeper.db.connection import set_tenant, walled_query
+from timekeeper.db.idempotency import KeyReused
 from timekeeper.db.rows import fetch_one, fetch_value
 from timekeeper.observability import logger
 from timekeeper.platform import access
-from timekeeper.reporting.catalogue import Column, ColumnType
 from timekeeper.reporting.compiler import compile_query
 from timekeeper.reporting.definition import InvalidDefinition
-from timekeeper.reporting.presentation import (
-    DEFAULT_PRESENTATION,
-    Presentation,
-    currency_sources,
-    file_headers,
-    format_local_time,
-    format_money,
-    major_units,
-    presentation_of,
-)
+from timekeeper.reporting.objects import RENDER_FILES, ObjectStore
+from timekeeper.reporting.pdf import CHART_POINT_CAP, TABLE_ROW_CAP, SectionData, build_pdf
+from timekeeper.reporting.presentation import Presentation, presentation_of
 from timekeeper.reporting.reports import (
     Display,
     ReportDefinition,
@@ -92,17 +85,11 @@ from timekeeper.reporting.reports import (
     query_snapshot,
 )
 from timekeeper.reporting.store import QueryNotFound, get_version
-from timekeeper.settings import REPORTS_PREFIX
 from timekeeper.snapshots import ledger
+from timekeeper.topology import REPORT_RENDERER
 
-#: Rows a table section shows at most (the PDF says when the query returned more).
-TABLE_ROW_CAP = 1_000
-#: Points a chart section draws at most.
-CHART_POINT_CAP = 50
 #: The content type of a rendered report.
 PDF_CONTENT_TYPE = "application/pdf"
-#: The producer written into every PDF's metadata (fixed: deterministic output).
-PRODUCER = "Timekeeper report renderer"
 
 DEFINITION_INVALID = "definition_invalid"
 SNAPSHOT_UNPUBLISHED = "snapshot_unpublished"
@@ -117,16 +104,6 @@ TERMINAL_STATES = frozenset({"succeeded", "failed"})
 
 class RenderNotFound(LookupError):
     """No such render in the workspace."""
-
-
-class IdempotencyKeyReused(ValueError):
-    """The idempotency key already names a render of another report."""
-
-
-class ObjectStore(Protocol):
-    """The S3 client calls :func:`render` makes (a boto3 S3 client satisfies it)."""
-
-    def put_object(self, **kwargs: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -180,14 +157,22 @@ class ReportRender:
 SQL = load_queries("timekeeper.reporting", "rendering.sql")
 
 
+#: The renders' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`): fenced by
+#: the attempt number, leased from the attempt's start for the renderer's timeout.
+RENDER_LIFECYCLE = Lifecycle(name="render", table="report_renders", open_states=("requested", "rendering"),
+                             fence=Fence.ATTEMPT_NUMBER, lease=Lease.STARTED_PLUS_TIMEOUT, error_message_limit=1000,
+                             row=ReportRender, statements={"finish_failed": SQL["finish_failed"],
+                                                           "row_by_id": SQL["render_by_id"]})
+
+
 def object_key(workspace_id: UUID, idempotency_key: str) -> str:
     """The files-bucket key of a render: ``reports/<workspace_id>/<sha256 hex of the key>.pdf``
-    (the key itself may hold any printable text; its hash is a safe, fixed-length name)."""
-    digest = hashlib.sha256(idempotency_key.encode("utf-8")).hexdigest()
-    return f"{REPORTS_PREFIX}{workspace_id}/{digest}.pdf"
+    (:data:`~timekeeper.reporting.objects.RENDER_FILES`: the key itself may hold any
+    printable text; its hash is a safe, fixed-length name)."""
+    return RENDER_FILES.key(workspace_id, idempotency_key, "pdf")
 
 
-def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any]) -> ReportRender | None:
+def _fetch(conn: psycopg.Connection, query: str, params: Sequence[Any] | dict[str, Any]) -> ReportRender | None:
     return fetch_one(conn, query, params, ReportRender)
 
 
@@ -211,7 +196,7 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
     choice); a repeated request returns that row unchanged, whatever its state. The
     caller's own permission is the caller's to check (the API checks its caller with the
     access rule first). Raises :class:`ReportNotFound` (no such undeleted report),
-    :class:`IdempotencyKeyReused` (the key names a render of another report, or of another
+    :class:`~timekeeper.db.idempotency.KeyReused` (the key names a render of another report, or of another
     period) and ``ValueError`` for a ``period`` that is not a month's first day.
     """
     if period is not None and period.day != 1:
@@ -229,7 +214,7 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
                 if existing is None:
                     raise ReportNotFound(report_id)
     if existing.report_id != report_id or existing.period != period:
-        raise IdempotencyKeyReused(idempotency_key)
+        raise KeyReused("a render of another report or month")
     return existing
 
 
@@ -237,52 +222,38 @@ def request_render(conn: psycopg.Connection, *, workspace_id: UUID, report_id: U
 
 
 @dataclass(frozen=True)
-class SectionData:
-    """What one section shows: ``headers`` (column labels), ``columns`` (names), ``rows``
-    (tuples, at most the cap), ``truncated`` (the query returned more rows than shown), and
-    where it came from (``query_name``, ``query_version``; ``basis``: the snapshot version
-    shown, see :attr:`ReportRender.snapshot_basis`)."""
+class _Read:
+    """What an attempt read in its one snapshot: the definition, each section's rows and
+    the workspace's presentation."""
 
-    section: Section
-    query_name: str
-    query_version: int
-    columns: tuple[str, ...]
-    headers: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
-    truncated: bool
-    basis: dict[str, Any] | None = None
-    #: The catalogue columns, in order (their types say how a cell is written: money per
-    #: currency and locale, instants in the workspace's zone); empty: every cell as text.
-    kinds: tuple[Column, ...] = ()
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+    definition: ReportDefinition
+    sections: list[SectionData]
+    presentation: Presentation
 
 
 def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section, index: int,
-                  picked: date | None = None) -> SectionData:
+                  picked: date | None = None) -> SectionData | Failure:
+    """Section ``index``'s rows, or the :class:`~timekeeper.db.attempts.Failure` that
+    refuses the render (``definition_invalid``, ``snapshot_unpublished``)."""
     where = f"sections[{index}]"
     try:
         version = get_version(conn, workspace_id=workspace_id, query_id=section.query_id,
                               version=section.query_version)
     except QueryNotFound:
-        raise _Refused(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist") \
-            from None
+        return Failure(DEFINITION_INVALID, f"{where}.query_id: the saved query was deleted or does not exist")
     try:
         snapshot = query_snapshot(version.definition)
         check_section_columns(section, query_columns(version.definition), index)
         check_section_period(section, snapshot, index)
         basis = None if snapshot is None else _snapshot_basis(conn, workspace_id, section, snapshot, where, picked)
+        if isinstance(basis, Failure):
+            return basis
         compiled = compile_query(version.definition, workspace_id=workspace_id,
                                  snapshot_run=None if basis is None else UUID(basis["run_id"]))
     except InvalidDefinition as error:
         field = error.field if error.field.startswith(where) else f"{where} (query version {version.version}): " \
                                                                    f"{error.field}"
-        raise _Refused(DEFINITION_INVALID, f"{field}: {error.reason}") from None
+        return Failure(DEFINITION_INVALID, f"{field}: {error.reason}")
     query_name = fetch_value(conn, SQL["query_name"], (workspace_id, section.query_id))
     cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
     columns = tuple(c.name for c in compiled.columns)
@@ -297,7 +268,7 @@ def _section_data(conn: psycopg.Connection, workspace_id: UUID, section: Section
 
 
 def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Section, snapshot: tuple[str, str],
-                    where: str, picked: date | None = None) -> dict[str, Any]:
+                    where: str, picked: date | None = None) -> dict[str, Any] | Failure:
     """The published version a snapshot section shows, resolved now from its period choice
     (None: latest) or, unless the section pins a version, from the month the render
     ``picked`` (its choice is then ``month``); refused ``snapshot_unpublished`` when there
@@ -313,7 +284,7 @@ def _snapshot_basis(conn: psycopg.Connection, workspace_id: UUID, section: Secti
     if found is None:
         wanted = "any month" if period is None else f"{period:%Y-%m}" + (
             f" version {version}" if version is not None else "")
-        raise _Refused(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
+        return Failure(SNAPSHOT_UNPUBLISHED, f"{where}.period: {snapshot[0]}/{snapshot[1]} has no published "
                                              f"version of {wanted}")
     assert found.published_at is not None
     return {"owner": found.owner, "snapshot_type": found.snapshot_type, "period": found.period.isoformat(),
@@ -330,26 +301,22 @@ def _start(conn: psycopg.Connection, workspace_id: UUID, render_id: UUID, now: d
         if row.terminal:
             return row
         if AttemptRule(max_attempts=max_attempts).exhausted(row.attempts):
-            return _finish_failed(conn, row, ATTEMPTS_EXHAUSTED,
-                                  f"{row.attempts} attempts ended without a result (timeouts?)", now)
+            return _finish_failed(conn, row, Failure(ATTEMPTS_EXHAUSTED, f"{row.attempts} attempts ended without a "
+                                                                         "result (timeouts?)"), now)
         started = _fetch(conn, SQL["start_render"], (now, render_id))
     assert started is not None
     return started
 
 
-def _finish_failed(conn: psycopg.Connection, row: ReportRender, code: str, message: str,
-                   now: datetime) -> ReportRender:
-    """Record a failure of attempt ``row.attempts`` (fenced: a later attempt wins)."""
+def _finish_failed(conn: psycopg.Connection, row: ReportRender, failure: Failure, now: datetime) -> ReportRender:
+    """Record ``failure`` of attempt ``row.attempts`` in a transaction of its own (fenced: a
+    later attempt wins)."""
     with conn.transaction():
-        done = _fetch(conn, SQL["finish_failed"], (code, message[:1000], now, row.id, row.attempts))
-        if done is None:
-            done = _fetch(conn, SQL["render_by_id"], (row.id,))
-    assert done is not None
-    return done
+        return settle_failed(conn, RENDER_LIFECYCLE, row, failure, now=now)
 
 
 def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_id: UUID, render_id: UUID,
-           now: datetime, max_attempts: int = 3,
+           now: datetime, max_attempts: int = REPORT_RENDERER.max_attempts,
            reconnect: Callable[[], psycopg.Connection] | None = None) -> ReportRender:
     """Run render ``render_id`` of ``workspace_id`` once (see the module docstring) and
     return its row as it stands afterwards.
@@ -375,43 +342,58 @@ def render(conn: psycopg.Connection, s3: ObjectStore, bucket: str, *, workspace_
     if row.terminal:
         return row
     try:
-        with conn.transaction():
-            conn.execute(SQL["begin_snapshot"])
-            set_tenant(conn, workspace_id)
-            decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
-                                           report_id=row.report_id, permission=access.REPORTS_READ)
-            if not decision:
-                raise _Refused(decision.reason or access.NOT_FOUND,
-                               f"the requester may not read the report: {decision.reason}")
-            version = get_report_version(conn, workspace_id=workspace_id, report_id=row.report_id,
-                                         version=row.report_version)
-            try:
-                definition = version.parsed()
-            except InvalidDefinition as error:
-                raise _Refused(DEFINITION_INVALID, f"report version {version.version}: {error}") from None
-            sections = [_section_data(conn, workspace_id, section, i, row.period)
-                        for i, section in enumerate(definition.sections)]
-            presentation = presentation_of(conn, workspace_id)
-        pdf, pages = build_pdf(definition, sections, report_version=row.report_version,
-                               requested_at=row.requested_at, presentation=presentation)
+        read = _read(conn, row)
+        if isinstance(read, Failure):
+            failure = read
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, failure, now))
+        sections = read.sections
+        pdf, pages = build_pdf(read.definition, sections, report_version=row.report_version,
+                               requested_at=row.requested_at, presentation=read.presentation)
         key = object_key(workspace_id, row.idempotency_key)
         digest = hashlib.sha256(pdf).hexdigest()
         s3.put_object(Bucket=bucket, Key=key, Body=pdf, ContentType=PDF_CONTENT_TYPE,
                       Metadata={"sha256": digest, "render-id": str(row.id)})
         succeeded = (key, len(pdf), digest, pages, now, [len(data.rows) for data in sections],
                      _basis_column(sections), row.id, row.attempts)
-    except _Refused as refused:
-        code, message = refused.code, refused.message
-        return _settle(conn, reconnect, lambda on: _finish_failed(on, row, code, message, now))
-    except ReportNotFound:
-        return _settle(conn, reconnect,
-                       lambda on: _finish_failed(on, row, access.NOT_FOUND, "the report version is gone", now))
     except Exception as error:
         if AttemptRule(max_attempts=max_attempts).final(attempt=row.attempts):
-            message = f"{type(error).__name__} on the last attempt"
-            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, UNEXPECTED_ERROR, message, now))
+            last = Failure(UNEXPECTED_ERROR, f"{type(error).__name__} on the last attempt")
+            return _settle(conn, reconnect, lambda on: _finish_failed(on, row, last, now))
         raise
     return _settle(conn, reconnect, lambda on: _finish_succeeded(on, row, succeeded))
+
+
+def _read(conn: psycopg.Connection, row: ReportRender) -> _Read | Failure:
+    """Read what attempt ``row`` renders, in one read-only snapshot of the workspace: the
+    requester's access (THE access rule), the pinned report version and each section's
+    rows. Returns the first :class:`~timekeeper.db.attempts.Failure` met instead (an
+    access reason, ``definition_invalid``, ``snapshot_unpublished``, ``not_found`` for a
+    report version that is gone); the database's faults propagate."""
+    workspace_id = row.workspace_id
+    with conn.transaction():
+        conn.execute(SQL["begin_snapshot"])
+        set_tenant(conn, workspace_id)
+        decision = access.check_report(conn, workspace_id=workspace_id, user_id=row.requested_by,
+                                       report_id=row.report_id, permission=access.REPORTS_READ)
+        if not decision:
+            return Failure(decision.reason or access.NOT_FOUND, f"the requester may not read the report: "
+                                                                f"{decision.reason}")
+        try:
+            version = get_report_version(conn, workspace_id=workspace_id, report_id=row.report_id,
+                                         version=row.report_version)
+        except ReportNotFound:
+            return Failure(access.NOT_FOUND, "the report version is gone")
+        try:
+            definition = version.parsed()
+        except InvalidDefinition as error:
+            return Failure(DEFINITION_INVALID, f"report version {version.version}: {error}")
+        sections: list[SectionData] = []
+        for i, section in enumerate(definition.sections):
+            data = _section_data(conn, workspace_id, section, i, row.period)
+            if isinstance(data, Failure):
+                return data
+            sections.append(data)
+        return _Read(definition, sections, presentation_of(conn, workspace_id))
 
 
 def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple[Any, ...]) -> ReportRender:
@@ -419,23 +401,16 @@ def _finish_succeeded(conn: psycopg.Connection, row: ReportRender, values: tuple
     with conn.transaction():
         done = _fetch(conn, SQL["finish_succeeded"], values)
         if done is None:  # another attempt took over and settled it
-            done = _fetch(conn, SQL["render_by_id"], (row.id,))
+            done = _fetch(conn, SQL["render_by_id"], {"id": row.id})
     assert done is not None
     return done
 
 
 def _settle(conn: psycopg.Connection, reconnect: Callable[[], psycopg.Connection] | None,
             record: Callable[[psycopg.Connection], ReportRender]) -> ReportRender:
-    """Run ``record`` (an attempt's fenced outcome) on ``conn``; when ``conn`` was lost
-    meanwhile (``conn.broken``/``closed``: the statement's outcome is unknown, and the
-    record is fenced and idempotent), once more on ``reconnect()``'s new connection."""
-    try:
-        return record(conn)
-    except psycopg.OperationalError:
-        if reconnect is None or not (conn.broken or conn.closed):
-            raise
-        logger.warning("render's connection lost before its outcome was recorded; recording it on a new one")
-    return record(reconnect())
+    """Record an attempt's outcome, once more on a new connection when ``conn`` was lost
+    (:func:`~timekeeper.db.attempts.record_outcome`)."""
+    return record_outcome(conn, reconnect, record, name="render")
 
 
 class RenderRequester(Protocol):
@@ -456,7 +431,8 @@ class SweepResult:
 
 
 def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: datetime, lease: timedelta,
-                  reoffer_after: timedelta, max_attempts: int, limit: int = 100) -> SweepResult:
+                  reoffer_after: timedelta, max_attempts: int,
+                  limit: int = REPORT_RENDERER.sweep_per_pass) -> SweepResult:
     """Settle or re-offer up to ``limit`` unfinished renders nothing will finish otherwise
     (the renderers' one recovery path, run by a dispatcher's owner-wide pass), oldest
     first, and return what it did.
@@ -483,7 +459,8 @@ def sweep_renders(conn: psycopg.Connection, renderer: RenderRequester, *, now: d
         stale = cur.execute(SQL["stale_renders"], {
             "max_attempts": max_attempts, "lease_before": now - lease, "idle_before": now - reoffer_after,
             "limit": limit}).fetchall()
-        exhausted = [r["id"] for r in stale if r["attempts"] >= max_attempts or r["reoffers"] >= max_attempts]
+        rule = AttemptRule(max_attempts=max_attempts)  # a re-offer counts against the same limit
+        exhausted = [r["id"] for r in stale if rule.exhausted(r["attempts"]) or rule.exhausted(r["reoffers"])]
         again = [r["id"] for r in stale if r["id"] not in set(exhausted)]
         settled = cur.execute(SQL["settle_stale_renders"], {"now": now, "ids": exhausted}).fetchall() \
             if exhausted else []
@@ -506,254 +483,3 @@ def _basis_column(sections: Sequence[SectionData]) -> Jsonb | None:
     """The render's ``snapshot_basis`` value: per section its basis, NULL when none has one."""
     bases = [data.basis for data in sections]
     return Jsonb(bases) if any(b is not None for b in bases) else None
-
-
-# ------------------------------------------------------------------------------ the PDF
-
-#: The PDF's font (DejaVu Sans, regular and bold, subset to Latin, Greek, Cyrillic,
-#: punctuation and currency signs; the core PDF fonts hold Latin-1 only, no euro sign).
-FONT = "DejaVu"
-_FONT_FILES = {"": "DejaVuSans.ttf", "B": "DejaVuSans-Bold.ttf", "I": "DejaVuSans.ttf"}
-#: What the footer's page count is written as until the PDF is closed (fpdf2's alias).
-PAGE_COUNT_ALIAS = "{nb}"
-
-
-def _font_path(name: str) -> str:
-    from importlib.resources import files
-
-    return str(files("timekeeper.reporting").joinpath("fonts", name))
-
-
-def _printable(text: str) -> str:
-    """Text for the PDF: control characters (other than new line) become spaces (the font
-    holds printable characters; one it lacks is left out of the page)."""
-    return "".join(" " if (ord(c) < 32 and c != "\n") or 127 <= ord(c) < 160 else c for c in text)
-
-
-def format_value(value: Any, presentation: Presentation = DEFAULT_PRESENTATION) -> str:
-    """A cell's text: '' for NULL, ``yes``/``no`` for booleans, ISO 8601 for dates,
-    instants on the workspace's wall clock with the zone's abbreviation
-    (:func:`~timekeeper.reporting.presentation.format_local_time`), str otherwise."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, datetime):
-        return format_local_time(value, presentation)
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    return str(value)
-
-
-def _currency(row: Sequence[Any], source: int | None, presentation: Presentation) -> str:
-    found = row[source] if source is not None else None
-    return found.strip() if isinstance(found, str) and found.strip() else presentation.currency
-
-
-def cell_text(value: Any, column: Column | None, row: Sequence[Any], source: int | None,
-              presentation: Presentation) -> str:
-    """The text of one table cell: a money cell (``column`` of type money, an integer of
-    minor units) Babel-formatted in the workspace's locale in the row's currency (the
-    query's currency column at position ``source``) or the workspace's (``€48.00`` in
-    en_US, ``48,00 €`` in de_DE); otherwise :func:`format_value`."""
-    if value is not None and column is not None and column.type is ColumnType.MONEY:
-        return format_money(value, _currency(row, source, presentation), presentation.locale)
-    return format_value(value, presentation)
-
-
-def build_pdf(definition: ReportDefinition, sections: Sequence[SectionData], *, report_version: int,
-              requested_at: datetime, presentation: Presentation = DEFAULT_PRESENTATION) -> tuple[bytes, int]:
-    """The PDF of ``definition`` over ``sections`` (A4 landscape, DejaVu Sans): returns
-    ``(bytes, page count)``.
-
-    The first page's heading names the workspace (``presentation.workspace_name``), the
-    report version and the data time (``requested_at``, the instant the sections' rows
-    were read as of, on the workspace's wall clock, the zone named); a snapshot
-    section names its period and version. Every page's footer carries the workspace's
-    name, the report's title and ``Page x of y``. Money is Babel-formatted per currency in
-    the workspace's locale, instants are shown in its zone. Deterministic: the creation
-    date is ``requested_at`` and the producer fixed, so equal input gives equal bytes."""
-    from fpdf import FPDF
-
-    title = _printable(definition.title)
-    footer_text = _printable(" \u00b7 ".join(t for t in (presentation.workspace_name, definition.title) if t))
-
-    class _ReportPdf(FPDF):
-        def footer(self) -> None:
-            self.set_y(-10)
-            self.set_font(FONT, "", 7)
-            self.set_text_color(90, 90, 90)
-            self.cell(0, 5, footer_text, align="L")
-            self.set_x(self.l_margin)
-            self.cell(0, 5, f"Page {self.page_no()} of {PAGE_COUNT_ALIAS}", align="R")
-            self.set_text_color(0, 0, 0)
-
-    pdf = _ReportPdf(orientation="landscape", unit="mm", format="A4")
-    for style, name in _FONT_FILES.items():
-        pdf.add_font(FONT, style, _font_path(name))
-    pdf.alias_nb_pages(PAGE_COUNT_ALIAS)
-    pdf.set_creation_date(requested_at.astimezone(UTC))
-    pdf.set_producer(PRODUCER)
-    pdf.set_creator(PRODUCER)
-    pdf.set_title(title)
-    if presentation.workspace_name:
-        pdf.set_author(_printable(presentation.workspace_name))
-    pdf.set_auto_page_break(auto=True, margin=14)
-    pdf.set_margins(10, 10, 10)
-    pdf.add_page()
-    if presentation.workspace_name:
-        pdf.set_font(FONT, "B", 10)
-        pdf.cell(0, 6, _printable(presentation.workspace_name), new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(FONT, "B", 18)
-    pdf.multi_cell(0, 9, title, new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(FONT, "", 9)
-    pdf.cell(0, 6, f"Report version {report_version}; data as of {format_local_time(requested_at, presentation)} "
-                   f"(times in {presentation.timezone})", new_x="LMARGIN", new_y="NEXT")
-    for data in sections:
-        _section(pdf, data, presentation)
-    return bytes(pdf.output()), pdf.pages_count
-
-
-def _section(pdf: Any, data: SectionData, presentation: Presentation) -> None:
-    section = data.section
-    if pdf.will_page_break(30):
-        pdf.add_page()
-    pdf.ln(4)
-    pdf.set_font(FONT, "B", 13)
-    pdf.multi_cell(0, 7, _printable(section.heading), new_x="LMARGIN", new_y="NEXT")
-    pdf.set_font(FONT, "I", 8)
-    cap = TABLE_ROW_CAP if section.display is Display.TABLE else CHART_POINT_CAP
-    note = f"Query \"{data.query_name}\", version {data.query_version}"
-    if data.basis is not None:
-        published = format_local_time(datetime.fromisoformat(data.basis["published_at"]), presentation)
-        note += (f"; period {data.basis['period'][:7]} (snapshot {data.basis['snapshot_type']}, version "
-                 f"{data.basis['version']}, published {published})")
-    if data.truncated:
-        note += f"; showing the first {cap:,} {'rows' if section.display is Display.TABLE else 'points'} only"
-    pdf.cell(0, 5, _printable(note), new_x="LMARGIN", new_y="NEXT")
-    if not data.rows:
-        pdf.set_font(FONT, "", 9)
-        pdf.cell(0, 6, "No rows.", new_x="LMARGIN", new_y="NEXT")
-        return
-    if section.display is Display.TABLE:
-        _table(pdf, data, presentation)
-        return
-    kinds = data.kinds or (None,) * len(data.columns)
-    sources = currency_sources(data.kinds) if data.kinds else [None] * len(data.columns)
-    label_at, value_at = data.columns.index(section.label_column), data.columns.index(section.value_column)
-    money = kinds[value_at] is not None and kinds[value_at].type is ColumnType.MONEY
-    points: list[tuple[str, float]] = []
-    texts: list[str] = []
-    for r in data.rows:
-        value = r[value_at]
-        if value is None:
-            continue
-        label = cell_text(r[label_at], kinds[label_at], r, sources[label_at], presentation)
-        if money:
-            currency = _currency(r, sources[value_at], presentation)
-            points.append((label, float(major_units(value, currency))))
-            texts.append(format_money(value, currency, presentation.locale))
-        else:
-            points.append((label, float(value)))
-            texts.append(_number(float(value)))
-    if section.display is Display.BAR_CHART:
-        _bar_chart(pdf, points, texts)
-    else:
-        _line_chart(pdf, points, None if not money else presentation)
-
-
-def _table(pdf: Any, data: SectionData, presentation: Presentation) -> None:
-    kinds = data.kinds or (None,) * len(data.columns)
-    sources = currency_sources(data.kinds) if data.kinds else [None] * len(data.columns)
-    headers = file_headers(data.kinds, presentation) if data.kinds else list(data.headers)
-    pdf.set_font(FONT, "", 7)
-    with pdf.table(first_row_as_headings=True, line_height=4, text_align="LEFT", repeat_headings=1) as table:
-        header = table.row()
-        for label in headers:
-            header.cell(_printable(label))
-        for values in data.rows:
-            row = table.row()
-            for i, value in enumerate(values):
-                row.cell(_printable(cell_text(value, kinds[i], values, sources[i], presentation)[:200]))
-
-
-def _domain(values: Sequence[float]) -> tuple[float, float]:
-    lo, hi = min(0.0, *values), max(0.0, *values)
-    return (lo, hi) if hi > lo else (lo, lo + 1.0)
-
-
-def _bar_chart(pdf: Any, points: list[tuple[str, float]], texts: list[str]) -> None:
-    """Horizontal bars from zero, one per point: label on the left, value (``texts``) after the bar."""
-    if not points:
-        return
-    label_w, value_w, bar_h, gap = 60.0, 28.0, 5.0, 1.5
-    left = pdf.l_margin
-    plot_w = pdf.w - pdf.l_margin - pdf.r_margin - label_w - value_w
-    lo, hi = _domain([v for _, v in points])
-
-    def x(value: float) -> float:
-        return left + label_w + (value - lo) / (hi - lo) * plot_w
-
-    pdf.set_font(FONT, "", 7)
-    pdf.set_fill_color(70, 110, 170)
-    pdf.set_draw_color(90, 90, 90)
-    pdf.ln(2)
-    for (label, value), text in zip(points, texts, strict=True):
-        if pdf.will_page_break(bar_h + gap):
-            pdf.add_page()
-        y = pdf.get_y()
-        pdf.set_xy(left, y)
-        pdf.cell(label_w - 2, bar_h, _printable(label[:40]), align="R")
-        start, end = sorted((x(0.0), x(value)))
-        pdf.rect(start, y + 0.5, max(end - start, 0.2), bar_h - 1, style="F")
-        pdf.set_xy(x(max(value, 0.0)) + 1, y)
-        pdf.cell(value_w, bar_h, _printable(text))
-        pdf.set_y(y + bar_h + gap)
-
-
-def _line_chart(pdf: Any, points: list[tuple[str, float]], money: Presentation | None) -> None:
-    """A polyline over the points in query order, with the value range on the left axis
-    and the first, middle and last labels under the horizontal axis; ``money``: the values
-    are major units of the workspace's currency (the axis says so)."""
-    if not points:
-        return
-    height, axis_w = 70.0, 25.0
-    if pdf.will_page_break(height + 12):
-        pdf.add_page()
-    top = pdf.get_y() + 3
-    left = pdf.l_margin + axis_w
-    width = pdf.w - pdf.r_margin - left
-    lo, hi = _domain([v for _, v in points])
-    n = len(points)
-
-    def xy(i: int, value: float) -> tuple[float, float]:
-        px = left + (width * i / (n - 1) if n > 1 else width / 2)
-        return px, top + height - (value - lo) / (hi - lo) * height
-
-    pdf.set_draw_color(90, 90, 90)
-    pdf.set_line_width(0.2)
-    pdf.line(left, top, left, top + height)
-    pdf.line(left, top + height, left + width, top + height)
-    pdf.set_font(FONT, "", 7)
-    for value in (lo, hi):
-        pdf.set_xy(pdf.l_margin, xy(0, value)[1] - 2)
-        pdf.cell(axis_w - 2, 4, _printable(_number(value) + (f" {money.currency}" if money else "")), align="R")
-    pdf.set_draw_color(70, 110, 170)
-    pdf.set_line_width(0.5)
-    coordinates = [xy(i, v) for i, (_, v) in enumerate(points)]
-    if n > 1:
-        pdf.polyline(coordinates)
-    for cx, cy in coordinates:
-        pdf.circle(x=cx, y=cy, radius=0.7, style="F")
-    pdf.set_line_width(0.2)
-    for i in sorted({0, n // 2, n - 1}):
-        cx = coordinates[i][0]
-        pdf.set_xy(min(max(cx - 20, left), pdf.w - pdf.r_margin - 40), top + height + 1)
-        pdf.cell(40, 4, _printable(points[i][0][:30]), align="C")
-    pdf.set_y(top + height + 7)
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"

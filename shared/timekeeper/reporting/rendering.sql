@@ -36,8 +36,10 @@ RETURNING id, workspace_id, idempotency_key, report_id, report_version, requeste
        finished_at, section_row_counts, snapshot_basis, period
 
 -- name: finish_failed
-UPDATE report_renders SET state = 'failed', error_code = %s, error_message = %s, finished_at = %s
- WHERE id = %s AND state IN ('requested', 'rendering') AND attempts = %s
+-- An attempt's failure (db.attempts.settle_failed), fenced by its attempt number.
+UPDATE report_renders SET state = 'failed', error_code = %(code)s, error_message = %(message)s,
+                          finished_at = %(now)s
+ WHERE id = %(id)s AND state IN ('requested', 'rendering') AND attempts = %(fence)s
 RETURNING id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
        finished_at, section_row_counts, snapshot_basis, period
@@ -46,7 +48,7 @@ RETURNING id, workspace_id, idempotency_key, report_id, report_version, requeste
 SELECT id, workspace_id, idempotency_key, report_id, report_version, requested_by, state, attempts,
        object_key, byte_size, sha256, page_count, error_code, error_message, requested_at, started_at,
        finished_at, section_row_counts, snapshot_basis, period
-  FROM report_renders WHERE id = %s
+  FROM report_renders WHERE id = %(id)s
 
 -- name: finish_succeeded
 UPDATE report_renders SET state = 'succeeded', object_key = %s, byte_size = %s, sha256 = %s,

@@ -44,10 +44,11 @@ from psycopg import sql
 
 from timekeeper import observability as obs
 from timekeeper.db import load_queries, set_tenant
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Backoff
 from timekeeper.db.rows import fetch_all
 from timekeeper.faults import crash_point
 from timekeeper.schedules.messages import RunMessage
+from timekeeper.schedules.runs import RUN_LIFECYCLE
 from timekeeper.schedules.settlement import (
     Completion,
     Settlement,
@@ -67,7 +68,6 @@ from timekeeper.schedules.work import (
 )
 
 SQL = load_queries("timekeeper.schedules", "consumer.sql")
-_ERROR_LIMIT = 2000
 
 
 class RetryLater(Exception):  # noqa: N818 - a signal, not an error condition of ours
@@ -106,10 +106,11 @@ class ConsumerSettings:
                    failure_threshold=pipeline.failure_pause_threshold, retry_backoff_s=pipeline.retry_backoff_s)
 
     def retry_delay_s(self, receive_count: int) -> int | None:
-        """The backoff after receive ``receive_count`` (1-based) failed, or None."""
+        """The backoff after receive ``receive_count`` (1-based) failed (the one back-off
+        rule, :class:`~timekeeper.db.attempts.Backoff`), or None."""
         if not self.retry_backoff_s:
             return None
-        return self.retry_backoff_s[min(max(receive_count, 1), len(self.retry_backoff_s)) - 1]
+        return Backoff(self.retry_backoff_s).delay_s(receive_count)
 
     @property
     def max_attempts(self) -> int:
@@ -394,7 +395,7 @@ def _judge(batch: _Batch, run: StartedRun, outcome: Outcome | BaseException) -> 
     if isinstance(outcome, Refused):
         return _Verdict("failed", outcome.code, detail=dict(outcome.detail) or None, error=outcome.message,
                         pause_reason=outcome.pause_reason)
-    text = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()[:_ERROR_LIMIT]
+    text = "".join(traceback.format_exception_only(type(outcome), outcome)).strip()[:RUN_LIFECYCLE.error_message_limit]
     if batch.final(run):
         code = outcome.code if isinstance(outcome, RetryableFault) else "unexpected_error"
         obs.logger.error("work kind raised on the final receive; settling failed",

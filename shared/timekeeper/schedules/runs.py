@@ -24,10 +24,18 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
+from timekeeper.db.attempts import Fence, Lease, Lifecycle
 from timekeeper.db.outbox import Outbox, publish_committed
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 
 SQL = load_queries("timekeeper.schedules", "runs.sql")
+
+#: The runs' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`): fenced by the
+#: attempt number, leased until an instant in the row (``lease_until``); the consumer's
+#: claim and settlements stay its own set-based statements (the benchmarked hot path),
+#: and an error kept on a run is cut to 2,000 characters.
+RUN_LIFECYCLE = Lifecycle(name="run", table="schedule_runs", open_states=("queued", "running"),
+                          fence=Fence.ATTEMPT_NUMBER, lease=Lease.EXPIRY_INSTANT, error_message_limit=2000)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ then admission starts a new attempt), and the fourth retryable failure is final.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -29,19 +30,26 @@ from uuid import UUID
 import psycopg
 from pydantic import BaseModel, ConfigDict
 
-from timekeeper.db.attempts import AttemptRule
+from timekeeper.db.attempts import AttemptRule, Backoff, Fence, Lease, Lifecycle
 from timekeeper.db.outbox import Outbox, Publisher, publish_committed
 from timekeeper.faults import crash_point
 from timekeeper.observability import logger
-from timekeeper.snapshots.ledger import SQL, SnapshotRun, fetch_runs, jsonb
+from timekeeper.snapshots.ledger import SQL, jsonb
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType, ValidationFailed
+from timekeeper.snapshots.run import SnapshotRun, fetch_runs
+from timekeeper.topology import SNAPSHOTS
 
 #: The retryable failure that is final.
 MAX_RETRYABLE_FAILURES = 4
-#: Backoff before the n-th retry attempt: BASE * 2^(n-1).
-RETRY_BACKOFF_BASE = timedelta(minutes=5)
-#: Hand over to a new invocation when less than this many seconds remain.
-HANDOVER_MARGIN_S = 30.0
+#: The back-off before the attempt after the n-th retryable failure: the topology's
+#: (``SnapshotPipeline.retry_backoff_s``), applied as the runs' is (:mod:`timekeeper.db.attempts`).
+RETRY_BACKOFF = Backoff(SNAPSHOTS.retry_backoff_s)
+#: The snapshot runs' declaration to the one lifecycle (:mod:`timekeeper.db.attempts`):
+#: fenced by the job id (a new one per attempt), leased while the job beats
+#: (``heartbeat_at``); a failure has states of its own (``retry_wait`` or ``failed``), so
+#: :func:`record_failure` keeps its statements; a failure message is cut to 500 characters.
+SNAPSHOT_LIFECYCLE = Lifecycle(name="snapshot_run", table="snapshot_runs", open_states=("queued", "running"),
+                               fence=Fence.JOB_ID, lease=Lease.HEARTBEAT, error_message_limit=500)
 _DONE = {"done": True}
 
 
@@ -55,13 +63,26 @@ class JobMessage(BaseModel):
     job_id: UUID
 
 
+class JobStatus(enum.StrEnum):
+    """What a receive of a job did (its value is the word logs carry)."""
+
+    #: The run's version was validated and published.
+    PUBLISHED = "published"
+    #: The attempt failed finally (a validation failure, an unknown type, the last retry).
+    FAILED = "failed"
+    #: A retryable failure was recorded: the run waits until its ``retry_due_at``.
+    RETRY_WAIT = "retry_wait"
+    #: The invocation ran short of time: send the same message again to continue.
+    HANDED_OVER = "handed_over"
+    #: Another job owns the run, or it is finished: nothing was done.
+    STALE = "stale"
+
+
 @dataclass(frozen=True)
 class JobResult:
-    """What a receive did: ``status`` is ``published``, ``failed`` (final),
-    ``retry_wait`` (a retryable failure recorded), ``handed_over`` (send the same message
-    again to continue), or ``stale`` (another job owns the run, or it is finished)."""
+    """What a receive did (:class:`JobStatus`) and the run as it left it (None when stale)."""
 
-    status: str
+    status: JobStatus
     run: SnapshotRun | None = None
 
 
@@ -94,8 +115,9 @@ def send_jobs(conn: psycopg.Connection, publisher: Publisher[JobMessage], jobs: 
 
 
 def retry_backoff(failures: int) -> timedelta:
-    """The wait before the attempt after the ``failures``-th retryable failure."""
-    return RETRY_BACKOFF_BASE * (2 ** max(failures - 1, 0))
+    """The wait before the attempt after the ``failures``-th retryable failure (1-based):
+    :data:`RETRY_BACKOFF`'s step for it."""
+    return RETRY_BACKOFF.delay(failures)
 
 
 def _fenced(conn: psycopg.Connection, message: JobMessage) -> SnapshotRun | None:
@@ -108,14 +130,15 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
     """Settle the attempt of ``job_id`` failed: final (``retryable`` False, or the fourth
     retryable failure) or ``retry_wait`` with a backoff. Returns the updated run, or None
     when the job no longer owns it. Runs in the caller's transaction."""
-    params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:500], "now": now}
+    limit = SNAPSHOT_LIFECYCLE.error_message_limit
+    params = {"run_id": run.id, "job_id": job_id, "code": code, "message": message[:limit], "now": now}
     if retryable and run.retryable_failures + 1 < MAX_RETRYABLE_FAILURES:
         updated = fetch_runs(conn, SQL["fail_retryable"], {
             **params, "retry_due_at": now + retry_backoff(run.retryable_failures + 1)})
     else:
         if retryable:
             params["code"] = "retries_exhausted"
-            params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:500]
+            params["message"] = f"{MAX_RETRYABLE_FAILURES} retryable failures; the last: {code}: {message}"[:limit]
         updated = fetch_runs(conn, SQL["fail_final"], {**params, "retryable": 1 if retryable else 0})
     return updated[0] if updated else None
 
@@ -123,7 +146,7 @@ def record_failure(conn: psycopg.Connection, run: SnapshotRun, job_id: UUID, *, 
 def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMessage, *,
             now: Callable[[], datetime], receive_count: int, max_receives: int,
             time_left_s: Callable[[], float] = lambda: float("inf"),
-            handover_margin_s: float = HANDOVER_MARGIN_S) -> JobResult:
+            handover_margin_s: float = SNAPSHOTS.handover_margin_s) -> JobResult:
     """Drive one receive of a job (see the module docstring). ``conn`` is an idle
     autocommit connection (the worker login); ``now`` the clock (aware UTC);
     ``time_left_s`` the seconds the invocation has left (fewer than ``handover_margin_s``:
@@ -131,7 +154,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
     before the last receive (the queue redelivers); never after it."""
     started = fetch_runs(conn, SQL["start_job"], {"run_id": message.run_id, "job_id": message.job_id, "now": now()})
     if not started:
-        return JobResult("stale")
+        return JobResult(JobStatus.STALE)
     run = started[0]
     try:
         snapshot_type = registry.get(run.owner, run.snapshot_type)
@@ -139,7 +162,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
         with conn.transaction():
             failed = record_failure(conn, run, message.job_id, code=refused.reason, message=str(refused),
                                     retryable=False, now=now())
-        return JobResult("failed", failed)
+        return JobResult(JobStatus.FAILED, failed)
     generator = snapshot_type.generator
     try:
         if run.generation_mode is None:
@@ -149,11 +172,11 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
                 conn.execute(SQL["retain_mode"], {"run_id": run.id, "mode": mode, "now": now()})
         while True:
             if time_left_s() < handover_margin_s:
-                return JobResult("handed_over", run)
+                return JobResult(JobStatus.HANDED_OVER, run)
             with conn.transaction():
                 fenced = _fenced(conn, message)
                 if fenced is None:
-                    return JobResult("stale")
+                    return JobResult(JobStatus.STALE)
                 if fenced.cursor == _DONE:
                     run = fenced
                     break
@@ -165,7 +188,7 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
         with conn.transaction():
             fenced = _fenced(conn, message)
             if fenced is None:
-                return JobResult("stale")
+                return JobResult(JobStatus.STALE)
             basis = generator.validate(conn, fenced)
             key = {"owner": fenced.owner, "snapshot_type": fenced.snapshot_type,
                    "workspace_id": fenced.workspace_id, "period": fenced.period, "now": now()}
@@ -173,12 +196,12 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             crash_point("snapshots.inside_publish")
             conn.execute(SQL["publish"], {"run_id": fenced.id, "basis": jsonb(basis), "now": now()})
         published = fetch_runs(conn, SQL["get_run"], {"id": run.id})[0]
-        return JobResult("published", published)
+        return JobResult(JobStatus.PUBLISHED, published)
     except ValidationFailed as invalid:
         with conn.transaction():
             failed = record_failure(conn, run, message.job_id, code=invalid.code, message=str(invalid),
                                     retryable=False, now=now())
-        return JobResult("failed" if failed else "stale", failed)
+        return JobResult(JobStatus.FAILED if failed else JobStatus.STALE, failed)
     except Exception as error:
         if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             conn.rollback()
@@ -191,8 +214,8 @@ def run_job(conn: psycopg.Connection, registry: SnapshotRegistry, message: JobMe
             failed = record_failure(conn, fenced, message.job_id, code="generation_error",
                                     message=type(error).__name__, retryable=True, now=now())
         if failed is None:
-            return JobResult("stale")
-        return JobResult(failed.state, failed)
+            return JobResult(JobStatus.STALE)
+        return JobResult(JobStatus(failed.state), failed)
 
 
 def reconcile_lost_jobs(conn: psycopg.Connection, *, owner: str, now: datetime, after: timedelta) -> list[SnapshotRun]:

@@ -1,8 +1,8 @@
 """The snapshot ledger: planning, staff requests, admission, and the period listing.
 
-Rows are :class:`SnapshotRun` dataclasses. Instants are aware UTC; a period is the first
-day of a workspace-local calendar month (a ``date``). Every function runs in the caller's
-transaction unless it says it commits.
+Rows are :class:`~timekeeper.snapshots.run.SnapshotRun` dataclasses. Instants are aware UTC;
+a period is the first day of a workspace-local calendar month (a ``date``). Every function
+runs in the caller's transaction unless it says it commits.
 
 Rules implemented here:
 
@@ -34,72 +34,20 @@ import psycopg
 from psycopg.rows import dict_row, tuple_row
 from psycopg.types.json import Jsonb
 
-from timekeeper.db.rows import fetch_all, fetch_row, fetch_rows
+from timekeeper.db.rows import fetch_row, fetch_rows
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
+from timekeeper.snapshots.run import SnapshotRun, fetch_runs, next_month
+from timekeeper.topology import SNAPSHOTS
 
 SQL = load_queries("timekeeper.snapshots", "ledger.sql")
 
 #: States of a run that still has work to do (at most one per period).
 ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
-#: How long after its local month end a period may stay unpublished.
-OVERDUE_GRACE = timedelta(hours=24)
+#: How long after its local month end a period may stay unpublished (the topology's).
+OVERDUE_GRACE = timedelta(hours=SNAPSHOTS.overdue_grace_hours)
 #: How far back the planner looks for missed months, and the period listing for overdue ones.
-DEFAULT_HORIZON_MONTHS = 3
-
-
-@dataclass(frozen=True)
-class SnapshotRun:
-    """One row of the ledger (see migration ``0009_snapshots.sql`` for each column)."""
-
-    id: UUID
-    owner: str
-    snapshot_type: str
-    workspace_id: UUID
-    period: date
-    version: int
-    mode: str
-    reason: str | None
-    requested_by: str | None
-    state: str
-    skip_reason: str | None
-    generation_mode: str | None
-    cursor: dict[str, Any] | None
-    chunks_committed: int
-    rows_written: int
-    attempts: int
-    retryable_failures: int
-    retry_due_at: datetime | None
-    job_id: UUID | None
-    offered_at: datetime | None
-    started_at: datetime | None
-    heartbeat_at: datetime | None
-    basis: dict[str, Any] | None
-    published_at: datetime | None
-    is_current: bool
-    protection: str | None
-    failure_code: str | None
-    failure_message: str | None
-    created_at: datetime
-    updated_at: datetime
-    #: A failed run whose generated rows history retention removed: when (``0036``).
-    rows_pruned_at: datetime | None = None
-
-    @property
-    def period_end(self) -> date:
-        """The last day of the period (the month end the snapshot is "as of")."""
-        return next_month(self.period) - timedelta(days=1)
-
-
-def fetch_runs(conn: psycopg.Connection, statement: str, params: dict[str, Any]) -> list[SnapshotRun]:
-    """Run a ``SELECT *``/``RETURNING *`` statement of ``snapshot_runs`` and return its rows
-    (through :func:`timekeeper.db.rows.fetch_all`: the table's columns are the fields)."""
-    return fetch_all(conn, statement, params, SnapshotRun)
-
-
-def next_month(period: date) -> date:
-    """The first day of the month after ``period``'s."""
-    return date(period.year + period.month // 12, period.month % 12 + 1, 1)
+DEFAULT_HORIZON_MONTHS = SNAPSHOTS.horizon_months
 
 
 def current_month(now: datetime, timezone: str) -> date:
@@ -215,8 +163,9 @@ class Admitted:
     job_id: UUID
 
 
-def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = 4, backfill_lane: int = 1,
-          reoffer_after: timedelta = timedelta(minutes=5)) -> list[Admitted]:
+def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = SNAPSHOTS.admission_cap,
+          backfill_lane: int = SNAPSHOTS.backfill_lane,
+          reoffer_after: timedelta = SNAPSHOTS.reoffer_after) -> list[Admitted]:
     """Admit ``owner``'s waiting runs under the cap and reoffer queued runs whose job did
     not start within ``reoffer_after``; returns the jobs to send. Runs in the caller's
     transaction and takes the owner's advisory lock: commit, then send. Raises

@@ -13,7 +13,7 @@ re-runs and backfills, its chunk size, the environments it is enabled in, and it
   version, or raise :class:`ValidationFailed` (final at once: the run fails, the previous
   version stays current).
 
-Generators receive a :class:`~timekeeper.snapshots.ledger.SnapshotRun` and a connection
+Generators receive a :class:`~timekeeper.snapshots.run.SnapshotRun` and a connection
 inside the transaction; they never commit.
 
 A type also declares its published rows (:class:`PublishedRows`): the table its generator
@@ -26,12 +26,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import psycopg
 
-if TYPE_CHECKING:
-    from timekeeper.snapshots.ledger import SnapshotRun
+from timekeeper.snapshots.run import SnapshotRun
 
 #: Environments a type may be enabled in (the deployment's ``stage`` maps onto one).
 ENVIRONMENTS = ("development", "production")

@@ -306,6 +306,9 @@ class SnapshotPipeline:
     admission_cap: int = 4
     backfill_lane: int = 1
     reoffer_after_s: int = 300
+    #: The wait before the attempt after a run's n-th retryable failure (seconds: the n-th
+    #: entry, the last repeating): five minutes, doubling (the fourth failure is final).
+    retry_backoff_s: tuple[int, ...] = (300, 600, 1200)
     horizon_months: int = 3
     overdue_grace_hours: int = 24
     dispatcher_silence_alarm_minutes: int = 5
