@@ -37,6 +37,7 @@ from timekeeper.settings import (
     settings,
 )
 from timekeeper.topology import (
+    EXPORTS,
     LAMBDA,
     PIPELINES,
     PROXY_IDLE_CLIENT_TIMEOUT_S,
@@ -46,7 +47,6 @@ from timekeeper.topology import (
     SES,
     SNS,
     SQS,
-    WORK_QUEUES,
     function_services,
 )
 from timekeeper.topology import dead_letter_queues as dead_letter_queues_of_topology
@@ -262,7 +262,7 @@ def export_publisher() -> SqsMessagePublisher:
     def export_id(message: Any) -> Any:
         return message.export_id
 
-    return SqsMessagePublisher(sqs_client(), os.environ[WORK_QUEUES["exports"].queue_url_variable], key=export_id)
+    return SqsMessagePublisher(sqs_client(), os.environ[EXPORTS.queue_url_variable], key=export_id)
 
 
 @cache

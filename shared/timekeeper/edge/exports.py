@@ -10,9 +10,6 @@ from timekeeper.observability import logger, pop_log_keys, push_log_keys
 from timekeeper.reporting.exports import ExportMessage, consume_export, reoffer_exports
 from timekeeper.topology import EXPORTS
 
-#: How many stale unpublished exports one consumer invocation offers again after its batch.
-EXPORT_SWEEP_LIMIT = 10
-
 
 def _run_export(item: batch.Received[ExportMessage]) -> bool:
     message = item.message
@@ -32,7 +29,7 @@ def consume_exports(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     Each well-formed message is run by :func:`timekeeper.reporting.exports.consume_export` (a
     fault fails its item for a retry; the final receive settles the export failed); a
-    malformed one fails only its own item. Afterwards, up to :data:`EXPORT_SWEEP_LIMIT`
+    malformed one fails only its own item. Afterwards, up to ``EXPORTS.reoffer_per_batch``
     queued exports that were never published are offered again (a failure there is
     logged, never fails the batch). Raises ``psycopg.Error`` only when the database cannot
     be reached at all (the whole batch comes back).
@@ -41,7 +38,7 @@ def consume_exports(event: dict[str, Any], context: Any) -> dict[str, Any]:
     response = batch.consume(event, ExportMessage, batch.each(_run_export), what="export message")
     try:
         reoffered = reoffer_exports(conn, adapters.export_publisher(), now=clock.now(),
-                                    older_than=EXPORTS.reoffer_after, limit=EXPORT_SWEEP_LIMIT)
+                                    older_than=EXPORTS.reoffer_after, limit=EXPORTS.reoffer_per_batch)
         if reoffered:
             logger.info("unpublished exports offered again", extra={"reoffered": reoffered})
     except Exception as error:  # noqa: BLE001 - the sweep is best effort; the next batch tries again

@@ -18,13 +18,13 @@ from timekeeper.topology import (
     API,
     AUTHORIZER,
     DOWNLOADS,
+    EXPORTS,
     MESSAGE_EVENTS,
     MIGRATION,
     PIPELINES,
     REPORT_RENDERER,
     SECRETS_MANAGER,
     SNAPSHOTS,
-    WORK_QUEUES,
 )
 
 
@@ -94,7 +94,7 @@ def builders() -> dict[str, Callable[[], None]]:
     for pipeline in PIPELINES.values():
         found[pipeline.dispatcher_function] = _dispatcher(pipeline.name)
         found[pipeline.consumer.function] = _run_consumer(pipeline.name)
-    found[WORK_QUEUES["exports"].consumer.function] = _export_consumer
+    found[EXPORTS.consumer.function] = _export_consumer
     found[SNAPSHOTS.planner_function] = _snapshot_planner
     found[SNAPSHOTS.dispatcher_function] = _snapshot_publisher
     found[SNAPSHOTS.consumer.function] = _snapshot_publisher

@@ -246,7 +246,9 @@ class WorkQueue:
     publish, a crash after commit) is offered again once it is this old: by the next read of
     it, the next consumer batch, and the owner-wide pass of the ``swept_by`` pipeline's
     dispatcher (every minute, up to ``reoffer_per_pass`` requests; None: no dispatcher
-    sweeps the queue, and a request nobody reads waits for the next batch).
+    sweeps the queue, and a request nobody reads waits for the next batch);
+    ``reoffer_per_batch``: how many such requests one consumer invocation offers again
+    after its batch.
     """
 
     name: str
@@ -254,6 +256,7 @@ class WorkQueue:
     reoffer_after_s: int = 30
     swept_by: str | None = None
     reoffer_per_pass: int = 100
+    reoffer_per_batch: int = 10
 
     @property
     def queue_name(self) -> str:
@@ -275,8 +278,8 @@ class WorkQueue:
             raise ValueError(f"work queue {self.name}: its queue is named {self.queue_name!r}")
         if not 1 <= self.consumer.batch_size <= 10:
             raise ValueError("a work queue's batch size must be 1..10")
-        if self.reoffer_per_pass < 1:
-            raise ValueError(f"work queue {self.name}: reoffer_per_pass must be at least 1")
+        if self.reoffer_per_pass < 1 or self.reoffer_per_batch < 1:
+            raise ValueError(f"work queue {self.name}: reoffer_per_pass and reoffer_per_batch must be at least 1")
 
 
 @dataclass(frozen=True, kw_only=True)
