@@ -26,7 +26,6 @@ from typing import Any
 
 from timekeeper import topology
 from timekeeper.db.connection import connect
-from timekeeper.schedules.dispatcher import DispatchSettings
 
 
 class _FlatPipeline:
@@ -49,6 +48,10 @@ try:
     import timekeeper_adapter as _harness
 finally:
     topology.ACCOUNTING = _accounting
+
+# After the harness's adapter: it puts the product's pinned runtime site (Powertools, ...)
+# first on sys.path, which the dispatcher's imports need.
+from timekeeper.schedules.dispatcher import DispatchSettings  # noqa: E402
 
 
 def _connect(uri: str, role: str):
