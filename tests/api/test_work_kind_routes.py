@@ -91,3 +91,19 @@ def test_a_schedule_says_who_made_and_last_changed_it(call, caller, clock_now):
     # and a pause is no change of the definition
     assert call("POST", f"/schedules/{created['id']}/pause").status == 200
     assert call("GET", f"/schedules/{created['id']}").body["changed_by"] == "colleague"
+
+
+def test_open_batches_and_active_billing_plans_are_the_other_kinds_subjects(call, conn, caller):
+    with conn.transaction():
+        open_batch = books.create_batch(conn, workspace_id=caller.workspace_id, name="March close", now=NOW)
+        closed = books.create_batch(conn, workspace_id=caller.workspace_id, name="February close", now=NOW)
+        books.close_batch(conn, workspace_id=caller.workspace_id, batch_id=closed.id, now=NOW)
+        plan = books.create_billing_plan(conn, workspace_id=caller.workspace_id, customer="Acme", amount="120.00",
+                                         currency="EUR", interval_months=1, first_bill_date=date(2027, 4, 1))
+        books.create_billing_plan(conn, workspace_id=caller.workspace_id, customer="Gone", amount="1.00",
+                                  currency="EUR", interval_months=1, first_bill_date=date(2027, 4, 1), active=False)
+    batches = call("GET", "/work-kinds/accounting/batch.auto_close/subjects").body
+    assert batches["items"] == [{"id": str(open_batch.id), "name": "March close"}]
+    plans = call("GET", "/work-kinds/accounting/billing.prepare/subjects").body
+    assert plans["required"] is False
+    assert plans["items"] == [{"id": str(plan.id), "name": "Acme (120.00 EUR, monthly)"}]

@@ -175,7 +175,8 @@ SELECT id, name FROM batches
 
 -- name: choose_billing_plan
 -- The active billing plans a billing.prepare schedule may name, by customer.
-SELECT id, customer || ' (' || amount::text || ' ' || currency || ' every ' || interval_months || ' months)' AS name
+SELECT id, customer || ' (' || amount::text || ' ' || currency || ', '
+          || CASE interval_months WHEN 1 THEN 'monthly' ELSE 'every ' || interval_months || ' months' END || ')' AS name
   FROM billing_plans
  WHERE workspace_id = %(workspace_id)s AND active
  ORDER BY customer, id
