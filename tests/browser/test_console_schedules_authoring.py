@@ -104,3 +104,22 @@ def test_a_viewer_is_offered_no_new_schedule(browser, server):
         assert response.status == 403
     finally:
         context.close()
+
+
+
+def test_a_kind_s_subject_is_chosen_by_name(browser, server):
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        _sign_in_as(page, server, "Berlin admin")
+        page.goto(f"{server.base_url}/console/schedules/new")
+        form = page.locator("#new-schedule")
+        # Only the chosen kind's subject shows: a batch.roll names a recurring batch, by name
+        form.get_by_label("Work", exact=True).select_option("accounting/batch.roll")
+        subject = form.get_by_label("Recurring batch", exact=True)
+        assert subject.is_visible() and form.get_by_label("Batch", exact=True).is_hidden()
+        assert "General journal" in subject.inner_text()
+        form.get_by_label("Work", exact=True).select_option("accounting/reconciliation.sweep")
+        assert subject.is_hidden()
+    finally:
+        context.close()
