@@ -112,6 +112,12 @@ def main() -> int:
              "schedules list (a later page)": f"/console/schedules?cursor={cursor}",
              "schedules list (status filter)": "/console/schedules?status=active",
              f"a schedule with {args.hot_runs:,} runs": f"/console/schedules/{hot}"}
+    writer_session = Session(user_id="bench", workspace_id=str(workspace), roles="schedules:read,schedules:write")
+    writer = f"{SESSION_COOKIE}={Sessions(KEY).issue(writer_session)}"
+    pages["new schedule form (the kinds and their subjects)"] = ("/console/schedules/new", writer)
+    pages[f"a schedule with {args.hot_runs:,} runs, as a writer (name and subject form)"] = (
+        f"/console/schedules/{hot}", writer)
+    pages["a schedule's delete confirmation"] = (f"/console/schedules/{hot}/delete", writer)
     staff_session = Session(user_id="staff", workspace_id=str(staff_workspace), roles="platform:staff")
     staff = f"{SESSION_COOKIE}={Sessions(KEY).issue(staff_session)}"
     pages["operations overview, staff (every workspace: 500 paused, 500 failing)"] = ("/console/operations", staff)

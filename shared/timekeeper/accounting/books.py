@@ -455,3 +455,17 @@ def auto_close_batch(conn: psycopg.Connection, *, workspace_id: UUID, batch_id: 
         return AutoCloseResult("not_due", batch)
     return AutoCloseResult("closed", close_batch(conn, workspace_id=workspace_id, batch_id=batch_id, now=now,
                                                  run_id=run_id))
+
+
+#: What :func:`subject_choices` lists: the named statement of each kind of subject.
+_CHOICES = {"recurring_batch": "choose_recurring_batch", "batch": "choose_batch",
+            "billing_plan": "choose_billing_plan"}
+
+
+def subject_choices(conn: psycopg.Connection, *, workspace_id: UUID, of: str, limit: int) -> list[tuple[UUID, str]]:
+    """At most ``limit`` of the workspace's subjects a schedule may name, as ``(id, name)``
+    by name: ``of`` is ``recurring_batch`` (every recurring batch), ``batch`` (the open
+    batches) or ``billing_plan`` (the active plans, named by customer and amount). Raises
+    ``KeyError`` for another ``of``."""
+    rows = conn.execute(SQL[_CHOICES[of]], {"workspace_id": workspace_id, "limit": limit}).fetchall()
+    return [(row["id"], row["name"]) if isinstance(row, dict) else (row[0], row[1]) for row in rows]

@@ -158,3 +158,26 @@ RETURNING id, workspace_id, customer, amount, currency, interval_months, anchor_
 SELECT id, workspace_id, customer, amount, currency, interval_months, anchor_day, next_bill_date, active
   FROM billing_plans
  WHERE id = %(plan_id)s AND workspace_id = %(workspace_id)s
+
+-- name: choose_recurring_batch
+-- The recurring batches a batch.roll schedule may name, by name.
+SELECT id, name FROM recurring_batches
+ WHERE workspace_id = %(workspace_id)s
+ ORDER BY name, id
+ LIMIT %(limit)s;
+
+-- name: choose_batch
+-- The open batches a batch.auto_close schedule may name, by name.
+SELECT id, name FROM batches
+ WHERE workspace_id = %(workspace_id)s AND status = 'open'
+ ORDER BY name, id
+ LIMIT %(limit)s;
+
+-- name: choose_billing_plan
+-- The active billing plans a billing.prepare schedule may name, by customer.
+SELECT id, customer || ' (' || amount::text || ' ' || currency || ', '
+          || CASE interval_months WHEN 1 THEN 'monthly' ELSE 'every ' || interval_months || ' months' END || ')' AS name
+  FROM billing_plans
+ WHERE workspace_id = %(workspace_id)s AND active
+ ORDER BY customer, id
+ LIMIT %(limit)s;

@@ -38,6 +38,7 @@ from timekeeper.accounting.books import (
     get_billing_plan,
     get_recurring_batch,
     roll_recurring_batch,
+    subject_choices,
 )
 from timekeeper.accounting.models import Batch, NotFound, OutsideCalendarCoverage, Period
 from timekeeper.accounting.posting import count_failed_jobs, request_posting, start_posting_job, sweep_posting_jobs
@@ -47,6 +48,8 @@ from timekeeper.schedules.work import (
     Refused,
     RunContext,
     Skipped,
+    SubjectCandidates,
+    SubjectChoice,
     SubjectRequirement,
     Succeeded,
     WorkKindRegistry,
@@ -281,6 +284,17 @@ def _found(lookup: Callable[..., Any], id_keyword: str) -> Callable[[psycopg.Con
     return exists
 
 
+def _choices(of: str) -> SubjectCandidates:
+    """The subjects of kind ``of`` (see :func:`~timekeeper.accounting.books.subject_choices`)
+    a schedule may name, as :class:`SubjectChoice` rows."""
+
+    def candidates(conn: psycopg.Connection, workspace_id: UUID, limit: int) -> list[SubjectChoice]:
+        return [SubjectChoice(id, name) for id, name in subject_choices(conn, workspace_id=workspace_id, of=of,
+                                                                        limit=limit)]
+
+    return candidates
+
+
 #: ``batch.roll``'s subject is a recurring batch, ``batch.auto_close``'s a batch, and
 #: ``billing.prepare``'s (optional) a billing plan, of the workspace.
 _recurring_batch_exists = _found(get_recurring_batch, "recurring_batch_id")
@@ -298,12 +312,14 @@ def register(registry: WorkKindRegistry) -> None:
     Raises ``ValueError`` when one of them is registered already.
     """
     registry.register(OWNER, BATCH_ROLL, roll_batch, staleness=None,
-                      subject=SubjectRequirement("recurring batch", _recurring_batch_exists))
+                      subject=SubjectRequirement("recurring batch", _recurring_batch_exists,
+                                                 candidates=_choices("recurring_batch")))
     registry.register(OWNER, BATCH_AUTO_CLOSE, auto_close, staleness=None,
-                      subject=SubjectRequirement("batch", _batch_exists))
+                      subject=SubjectRequirement("batch", _batch_exists, candidates=_choices("batch")))
     registry.register(OWNER, RECONCILIATION_SWEEP, reconciliation_sweep, staleness=None)
     registry.register(OWNER, BILLING_PREPARE, billing_prepare, staleness=None,
-                      subject=SubjectRequirement("billing plan", _billing_plan_exists, required=False))
+                      subject=SubjectRequirement("billing plan", _billing_plan_exists, required=False,
+                                                 candidates=_choices("billing_plan")))
     registry.register_maintenance(OWNER, POSTING_SWEEP, posting_sweep,
                                   metrics={FAILED_WAITING: obs.POSTING_JOBS_FAILED})
 

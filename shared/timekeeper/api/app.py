@@ -50,6 +50,7 @@ from timekeeper.api import (
     session_routes,
     snapshot_routes,
     suppression_routes,
+    work_kind_routes,
 )
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
@@ -77,7 +78,8 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 #: the app's registry types, is included first: :func:`timekeeper.api.schedule_routes.create_router`).
 ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.router,
            delivery_routes.router, download_routes.router, snapshot_routes.router, people_routes.router,
-           opt_out_routes.router, suppression_routes.router, operations_routes.router, session_routes.router)
+           opt_out_routes.router, suppression_routes.router, operations_routes.router, session_routes.router,
+           work_kind_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

@@ -315,6 +315,7 @@ class ScheduleOut(BaseModel):
     description: str | None = Field(None, description="the rule in words, with its zone; null when the saved rule "
                                                       "no longer validates")
     notify_on: NotifyOn = Field("first_failure", description=NOTIFY_ON_TEXT)
+    created_by: str | None = Field(None, description="the user who created it (null: not recorded)")
 
 
 #: What a page's ``timezone`` is (its instants stay UTC; the zone is for showing them).
@@ -401,6 +402,10 @@ class ScheduleDetail(BaseModel):
                                                               "none unless active")
     history: HistoryOut
     timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT + "; the rule's own zone is schedule.timezone")
+    changed_by: str | None = Field(None, description="who last changed the definition (name, subject, rule or "
+                                                     "failure notices; its creator until then)")
+    changed_at: UtcDatetime | None = Field(None, description="when (UTC); schedule.updated_at also moves with runs "
+                                                             "and pauses")
 
 
 class RunAccepted(BaseModel):
@@ -572,7 +577,8 @@ def detail_out(details: ScheduleDetails) -> ScheduleDetail:
     out = schedule_out(schedule)
     out.warnings = list(details.warnings) or out.warnings
     return ScheduleDetail(schedule=out, latest_run=runs[0] if runs else None, next_occurrences=upcoming,
-                          description=details.description,
+                          description=details.description, changed_by=details.changed_by,
+                          changed_at=details.changed_at,
                           history=HistoryOut(runs=runs, events=[event_out(e, shown_errors) for e in details.events]))
 
 

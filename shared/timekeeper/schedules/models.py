@@ -146,7 +146,9 @@ class UpcomingOccurrence:
 @dataclass(frozen=True)
 class ScheduleDetails:
     """A schedule, its recent runs and history events (newest first), its next occurrences
-    (none when the saved rule no longer validates) and the rule's warnings."""
+    (none when the saved rule no longer validates), the rule's warnings, and who last
+    changed its definition (``changed_by``, the acting user of its create or latest
+    ``updated`` event) and when (``changed_at``, aware UTC)."""
 
     schedule: Schedule
     runs: list[ScheduleRun]
@@ -154,6 +156,8 @@ class ScheduleDetails:
     next_occurrences: list[UpcomingOccurrence]
     warnings: tuple[str, ...]
     description: str | None = None
+    changed_by: str | None = None
+    changed_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -329,14 +329,25 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
         if schedule is None:
             raise ScheduleNotFound(str(schedule_id))
         _hidden_from_generic(kinds, schedule)
+        change = fetch_one(conn, SQL["last_change"], params, LastChange)
+    changed = {"changed_by": change.actor, "changed_at": change.at} if change is not None else {}
     try:
         rule = workspace_rule(conn, parse_rule(schedule.recurrence), schedule.recurrence, workspace_id=workspace_id)
     except InvalidRecurrence:
-        return ScheduleDetails(schedule, runs, events, [], ())
+        return ScheduleDetails(schedule, runs, events, [], (), **changed)
     # An active schedule's next due instant is its next occurrence (even if slightly past).
     after = schedule.next_due_at - timedelta(microseconds=1) if schedule.next_due_at else now
     return ScheduleDetails(schedule, runs, events, upcoming_occurrences(rule, after, upcoming), rule.warnings,
-                           describe_rule(rule))
+                           describe_rule(rule), **changed)
+
+
+@dataclass(frozen=True)
+class LastChange:
+    """The acting user (``actor``) and instant (``at``, aware UTC) of a schedule's latest
+    definition change."""
+
+    actor: str
+    at: datetime
 
 
 def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[UpcomingOccurrence]:

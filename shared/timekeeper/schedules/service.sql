@@ -144,3 +144,11 @@ SELECT id, run_id, kind, actor, reason, detail, at
    AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
  ORDER BY id DESC
  LIMIT %(limit)s
+
+-- name: last_change
+-- Who last changed the definition (its create, or a later name, subject, rule or notices change), and when.
+SELECT actor, at
+  FROM schedule_events
+ WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s AND kind IN ('created', 'updated')
+ ORDER BY id DESC
+ LIMIT 1

@@ -168,14 +168,31 @@ SubjectExists = Callable[[psycopg.Connection, UUID, UUID], bool]
 
 
 @dataclass(frozen=True)
+class SubjectChoice:
+    """One subject a schedule may name: its ``id`` and the ``name`` people know it by."""
+
+    id: UUID
+    name: str
+
+
+#: ``candidates(conn, workspace_id, limit) -> [SubjectChoice]``: at most ``limit`` of the
+#: workspace's subjects a schedule of the kind may name, by name; run in the caller's
+#: transaction (the API's is walled to the workspace).
+SubjectCandidates = Callable[[psycopg.Connection, UUID, int], list[SubjectChoice]]
+
+
+@dataclass(frozen=True)
 class SubjectRequirement:
     """What a work kind needs as its schedule's subject: a ``noun`` (e.g. ``"recurring
     batch"``) found by the owner module's ``exists`` in the schedule's workspace;
-    ``required`` False accepts no subject at all (a given one must still exist)."""
+    ``required`` False accepts no subject at all (a given one must still exist);
+    ``candidates`` lists the workspace's subjects to choose from by name (None: the owner
+    offers no list)."""
 
     noun: str
     exists: SubjectExists
     required: bool = True
+    candidates: SubjectCandidates | None = None
 
     def check(self, conn: psycopg.Connection, *, work_kind: str, workspace_id: UUID,
               subject_id: UUID | None) -> None:

@@ -13,6 +13,7 @@ from timekeeper.console.pages import (
     errors,
     notices,
     operations,
+    schedule_authoring,
     schedules,
     session,
     snapshots,
@@ -23,6 +24,6 @@ from timekeeper.console.pages import (
 #: ``POST /console/<kind>/<id>/<action>`` would otherwise answer the schedule page's own
 #: three-segment POST routes (Powertools tries routes with parameters in the order they
 #: were added).
-ROUTERS: tuple[Router, ...] = (static.router, session.router, schedules.router, deliveries.router,
-                               closures.router, snapshots.router, operations.router, notices.router, admin.router,
-                               errors.router, actions.router)
+ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
+                               deliveries.router, closures.router, snapshots.router, operations.router, notices.router,
+                               admin.router, errors.router, actions.router)

@@ -23,10 +23,12 @@ router = Router()
 
 #: Schedules (and deliveries) per page of a list.
 PAGE_SIZE = 50
-#: What a redirect after another change says (``?done=update``).
-_DONE = {**ACTIONS, "update": "updated"}
+#: What a redirect after another change says (``?done=update``, ``?done=create``).
+_DONE = {**ACTIONS, "update": "updated", "create": "created"}
 #: The next occurrences a schedule's page (and its rule preview) shows.
 UPCOMING = 10
+#: The roles that may make, change and delete schedules.
+WRITERS = ("schedules:write", "schedules:admin")
 #: Which failures a schedule's owner is told of (the API's ``notify_on``), in the glossary's words.
 NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
 
@@ -50,7 +52,28 @@ def schedules(ctx: Request) -> Response:
     next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
         "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
         if reply.body.get("next_cursor") else None)
-    return ctx.page("schedules.html", rows=rows, status=status, next_page=next_page, zone=zone)
+    return ctx.page("schedules.html", rows=rows, status=status, next_page=next_page, zone=zone,
+                    deleted=params.get("done") == "delete", may_write=ctx.session.has(*WRITERS))
+
+
+def work_kinds(ctx: Request) -> list[dict[str, Any]]:
+    """The work kinds ``POST /schedules`` takes (``GET /work-kinds``, those without a
+    route of their own), each ``{"owner", "kind", "description", "subject", "key"}``
+    (``key`` is ``owner/kind``); empty when the API does not say."""
+    reply = ctx.api().call("GET", "/work-kinds")
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return []
+    return [{**k, "key": f"{k['owner']}/{k['kind']}"} for k in reply.body.get("items", []) if k.get("route") is None]
+
+
+def subjects_of(ctx: Request, kind: dict[str, Any]) -> list[dict[str, Any]]:
+    """The workspace's subjects a schedule of ``kind`` may name (``{"id", "name"}``, by
+    name; ``GET /work-kinds/{owner}/{kind}/subjects``), empty when it lists none."""
+    if not (kind.get("subject") or {}).get("listed"):
+        return []
+    reply = ctx.api().call("GET", f"/work-kinds/{quote(kind['owner'], safe='')}/{quote(kind['kind'], safe='')}"
+                                  "/subjects")
+    return reply.body.get("items", []) if reply.status == 200 and isinstance(reply.body, dict) else []
 
 
 def rule_zones(ctx: Request) -> list[str]:
@@ -66,11 +89,12 @@ def rule_zones(ctx: Request) -> list[str]:
 def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
                   form: rule_form.RuleForm | None = None, submitted: str | None = None,
                   preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
-                  http_status: int = 200) -> Response:
+                  definition: dict[str, Any] | None = None, http_status: int = 200) -> Response:
     """The schedule's page: its rule in words, the next ten occurrences, runs and history,
-    and the rule editors: the structured ``form`` (the saved rule's when not given) and
-    the JSON ``editor`` (the text typed), with the ``submitted`` one's ``preview`` or
-    ``problem``."""
+    who made and last changed it, and for a writer the rule editors: the structured
+    ``form`` (the saved rule's when not given) and the JSON ``editor`` (the text typed),
+    with the ``submitted`` one's ``preview`` or ``problem``, and the name and subject
+    form (``definition``: ``name`` and ``subject_id`` typed and the API's ``problem``)."""
     reply = ctx.api().call("GET", f"/schedules/{schedule_id}", query={"upcoming": str(UPCOMING)})
     if reply.status != 200:
         return ctx.api_error(reply)
@@ -92,7 +116,11 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     if preview is not None:
         preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"]),
                    "json": json.dumps(preview.get("recurrence"), indent=2, sort_keys=True)}
-    may_edit = ctx.session.has("schedules:write", "schedules:admin")
+    may_edit = ctx.session.has(*WRITERS)
+    kind = next((k for k in work_kinds(ctx) if k["owner"] == detail["schedule"]["owner"]
+                 and k["kind"] == detail["schedule"]["work_kind"]), None)
+    choices = subjects_of(ctx, kind) if kind is not None else []
+    subject_name = next((c["name"] for c in choices if c["id"] == detail["schedule"].get("subject_id")), None)
     zone_choices = rule_zones(ctx) if may_edit else []
     if form.timezone not in zone_choices:
         zone_choices = sorted({*zone_choices, form.timezone})
@@ -103,6 +131,9 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         notify_choices=NOTIFY_CHOICES,
         zone=shown_zone,
         problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
+        kind=kind, choices=choices, subject_name=subject_name, definition=definition or {},
+        changed=when(detail.get("changed_at"), shown_zone), changed_by=detail.get("changed_by"),
+        created=when(detail["schedule"]["created_at"], shown_zone),
         submitted=submitted, zones=zone_choices, rf=rule_form,
         problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
 

@@ -30,3 +30,24 @@ document.addEventListener("DOMContentLoaded", function () {
     showFrequencyFields(select);
   }
 });
+
+// "New schedule" shows only the subject of the work kind chosen in "Work" (its groups
+// name their kind in data-kinds). Without JavaScript every group shows, and the server
+// reads the chosen kind's subject only.
+function showKindFields(select) {
+  var groups = select.form.querySelectorAll("[data-kinds]");
+  for (var i = 0; i < groups.length; i++) {
+    groups[i].hidden = groups[i].getAttribute("data-kinds") !== select.value;
+  }
+}
+document.addEventListener("change", function (event) {
+  if (event.target.id === "sn-kind") {
+    showKindFields(event.target);
+  }
+});
+document.addEventListener("DOMContentLoaded", function () {
+  var select = document.getElementById("sn-kind");
+  if (select) {
+    showKindFields(select);
+  }
+});
