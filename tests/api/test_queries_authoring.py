@@ -203,3 +203,14 @@ def test_another_workspaces_query_is_404_on_detail(call, berlin, db_url):
         query, _ = store.create_query(conn, workspace_id=other.workspace_id, name="Theirs", actor=other.user_id,
                                       now=NOW, definition={"entity": "invoices", "columns": ["number"]})
     assert call("GET", f"/queries/{query.id}", as_=berlin).status == 404
+
+
+def test_preview_shows_instants_in_the_workspace_zone_with_utc_beside(call, berlin, db_url):
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("UPDATE invoices SET created_at = '2027-03-01T12:00:00Z' WHERE workspace_id = %s "
+                     "AND number = 'INV-1'", (berlin.workspace_id,))
+    draft = {"entity": "invoices", "columns": ["number", "created_at"],
+             "filters": [{"column": "number", "op": "eq", "value": "INV-1"}]}
+    reply = call("POST", "/queries/preview", {"definition": draft}, as_=berlin)
+    assert reply.status == 200, reply.body
+    assert reply.body["rows"] == [["INV-1", "2027-03-01 13:00 CET (2027-03-01 12:00 UTC)"]]

@@ -61,7 +61,7 @@ annotations at run time.)
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from functools import partial
 from http import HTTPStatus
@@ -261,7 +261,7 @@ class PreviewColumn(BaseModel):
 class PreviewOut(BaseModel):
     """``POST /queries/preview``: the draft's first rows, each cell as text for people
     (money with its currency in the workspace's locale, instants in the workspace's zone
-    with their offset, dates ISO) or null."""
+    with the UTC instant beside, dates ISO) or null."""
 
     columns: list[PreviewColumn]
     rows: list[list[str | None]]
@@ -395,7 +395,7 @@ def _cell(column: Column, value: Any, currency: Any, presentation: Presentation)
         code = currency.strip() if isinstance(currency, str) and currency.strip() else presentation.currency
         return format_money(value, code, presentation.locale)
     if isinstance(value, datetime):
-        return format_local_time(value, presentation)
+        return f"{format_local_time(value, presentation)} ({value.astimezone(UTC):%Y-%m-%d %H:%M} UTC)"
     if isinstance(value, date):
         return value.isoformat()
     if isinstance(value, bool):
