@@ -52,8 +52,9 @@ def test_an_analyst_writes_previews_saves_versions_and_exports_a_query(page, ser
     preview = page.locator("section.preview")
     assert "INV-QUERY-1" in preview.inner_text() and "1.234,50" in preview.inner_text()
     assert page.get_by_label("Value of filter 2").input_value() == "1.234,50"
-    # Save
-    page.get_by_role("button", name="Save", exact=True).click()
+    # Save, from the keyboard
+    page.get_by_role("button", name="Save", exact=True).focus()
+    page.keyboard.press("Enter")
     page.wait_for_url("**?done=saved")
     assert page.get_by_role("heading", level=1).inner_text() == NAME
     # Version 2 from version 1: the form is prefilled in de-DE; then the diff
@@ -71,6 +72,13 @@ def test_an_analyst_writes_previews_saves_versions_and_exports_a_query(page, ser
     page.wait_for_url("**/console/exports/*")
     page.get_by_role("link", name="Download the XLSX file").wait_for(timeout=60_000)
     assert "The export succeeded" in page.get_by_role("status").inner_text()
+    # The export page passes the accessibility check and fits a 360 px screen
+    from axe_playwright_python.sync_playwright import Axe
+
+    bad = [v["id"] for v in Axe().run(page).response["violations"] if v.get("impact") in ("serious", "critical")]
+    assert bad == []
+    page.set_viewport_size({"width": WIDTH_PHONE, "height": 740})
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
 
 
 def test_a_viewer_is_offered_no_new_query(page, server):  # noqa: F811
