@@ -114,3 +114,17 @@ def test_another_workspaces_query_is_not_found(db_url, console):
     assert browser.request("POST", f"/console/queries/{query.id}/delete",
                            {"csrf": _hidden(page, "csrf")})["statusCode"] == 404
     assert browser.request("GET", f"/console/exports/{uuid.uuid4()}")["statusCode"] == 404
+
+
+def test_names_and_definitions_are_escaped_and_bidi_isolated(db_url, console):
+    analyst = _berlin(db_url)
+    hostile = "<b>x</b>\u202e"
+    with connect(db_url) as conn, conn.transaction():
+        query, _ = store.create_query(conn, workspace_id=analyst.workspace_id, name=hostile, actor="x", now=NOW,
+                                      definition={"entity": "invoices", "columns": ["number"], "filters": [
+                                          {"column": "number", "op": "contains", "value": "<i>y</i>"}]})
+    browser = _browser(console, analyst, WRITER)
+    for path in ("/console/queries", f"/console/queries/{query.id}", f"/console/queries/{query.id}/versions/new"):
+        page = browser.request("GET", path)["body"]
+        assert "<b>x</b>" not in page and "<i>y</i>" not in page, path
+        assert "<bdi>&lt;b&gt;x&lt;/b&gt;\u202e</bdi>" in page, path
