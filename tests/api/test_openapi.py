@@ -18,7 +18,7 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
               ("post", "/schedules/{schedule_id}/pause"), ("post", "/schedules/{schedule_id}/resume"),
               ("post", "/schedules/{schedule_id}/run"),
               ("get", "/catalogue"), ("get", "/queries"), ("post", "/queries"), ("get", "/queries/{query_id}"),
-              ("delete", "/queries/{query_id}"), ("post", "/queries/{query_id}/versions"),
+              ("delete", "/queries/{query_id}"), ("post", "/queries/{query_id}/versions"), ("post", "/queries/preview"),
               ("get", "/queries/{query_id}/versions/{version}")}
 OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
                ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),

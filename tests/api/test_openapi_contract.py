@@ -69,6 +69,7 @@ RUNTIME_CHECKED: dict[str, list[tuple[str, str, str]]] = {
     "POST /rules/preview": _RULE,
     "POST /queries": [_BETWEEN, _SORT_TWICE],
     "POST /queries/{query_id}/versions": [_BETWEEN, _SORT_TWICE],
+    "POST /queries/preview": [_BETWEEN, _SORT_TWICE],
     "POST /query-schedules": [
         *_RULE, _RECIPIENT, _TEMPLATE,
         ("source.query_id", r"^no such query \(or version\) in this workspace$", "the saved query must exist"),

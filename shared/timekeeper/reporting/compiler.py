@@ -29,10 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import psycopg
 from psycopg import sql
+from psycopg.rows import tuple_row
 
+from timekeeper.db.connection import walled_query
 from timekeeper.reporting.catalogue import CATALOGUE, SNAPSHOT_RUN, Column, Entity, Operator
 from timekeeper.reporting.definition import QueryDefinition, check_definition
+from timekeeper.topology import WORKER_STATEMENT_TIMEOUT_S
 
 _COMPARISONS = {Operator.EQ: "=", Operator.NE: "<>", Operator.LT: "<", Operator.LTE: "<=", Operator.GT: ">",
                 Operator.GTE: ">="}
@@ -147,3 +151,26 @@ def compile_query(definition: QueryDefinition | Any, *, workspace_id: UUID,
         params["limit"] = checked.limit
     return CompiledQuery(statement=sql.SQL(" ").join(parts), params=params, columns=selected,
                          workspace_id=workspace_id)
+
+
+def preview_rows(conn: psycopg.Connection, compiled: CompiledQuery, *, limit: int,
+                 timeout_s: int = WORKER_STATEMENT_TIMEOUT_S) -> tuple[list[tuple[Any, ...]], bool]:
+    """The first ``limit`` rows (tuples, in ``compiled.columns`` order) of ``compiled``
+    and whether more follow, read inside the transaction open on ``conn`` (``RuntimeError``
+    when none is) as an export reads them: walled to the query's workspace by row-level
+    security (:func:`timekeeper.db.connection.walled_query`), under the export's statement
+    timeout (``timeout_s`` seconds, transaction-local), and read-only: the transaction can
+    write nothing from here on. Raises ``psycopg.errors.QueryCanceled`` when the statement
+    outlasts the timeout."""
+    conn.execute("SELECT set_config('transaction_read_only', 'on', true), "
+                 "set_config('statement_timeout', %s, true)", (f"{int(timeout_s)}s",))
+    limited = compiled.statement
+    params = dict(compiled.params)
+    if "limit" in params:
+        params["limit"] = min(int(params["limit"]), limit + 1)
+    else:
+        limited = sql.SQL("{} LIMIT {}").format(compiled.statement, sql.Placeholder("limit"))
+        params["limit"] = limit + 1
+    with walled_query(conn, compiled.workspace_id), conn.cursor(row_factory=tuple_row) as cur:
+        rows = cur.execute(limited, params).fetchall()
+    return rows[:limit], len(rows) > limit

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
@@ -360,3 +361,84 @@ def definition_json_schema() -> dict[str, Any]:
     return {"oneOf": [_entity_schema(e) for e in CATALOGUE.values()],
             "description": "a saved query's definition: an entity of the catalogue, its columns, filters, "
                            "sort and limit (GET /catalogue lists the same)"}
+
+
+# ------------------------------------------------------------ values typed in a locale
+
+
+def _entered_scalar(column: Column, value: Any, field: str, *, locale: str, digits: int) -> Any:
+    """One value of a date or money ``column`` typed as text in ``locale`` ("31.12.2026",
+    "1.234,50" in de_DE) as its JSON form (``"2026-12-31"``, ``123450`` minor units with
+    ``digits`` decimals); any other value is returned as it is."""
+    from babel.dates import parse_date
+    from babel.numbers import NumberFormatError, parse_decimal
+
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if column.type is ColumnType.DATE:
+        try:
+            if len(text) > 40:
+                raise ValueError
+            return parse_date(text, locale=locale).isoformat()
+        except (ValueError, IndexError):
+            example = _format_date(date(2026, 12, 31), locale)
+            raise InvalidDefinition(field, f"{column.name} takes a date as written in {locale}, "
+                                    f"e.g. {example}") from None
+    try:
+        if len(text) > 40:
+            raise ValueError
+        amount = parse_decimal(text, locale=locale, strict=True)
+        minor = amount.scaleb(digits)
+        if not amount.is_finite() or minor != minor.to_integral_value():
+            raise ValueError
+    except (ValueError, NumberFormatError, ArithmeticError):
+        example = _format_amount(123450, digits, locale)
+        raise InvalidDefinition(field, f"{column.name} takes an amount as written in {locale}, e.g. {example}"
+                                + (f", at most {digits} decimals" if digits else ", without decimals")) from None
+    return int(minor)
+
+
+def _format_date(value: date, locale: str) -> str:
+    """``value`` in ``locale``'s short date pattern with a four-digit year (``31.12.2026``)."""
+    from babel import Locale
+    from babel.dates import format_date
+
+    pattern = Locale.parse(locale).date_formats["short"].pattern
+    return format_date(value, format=pattern.replace("yy", "y") if "yyy" not in pattern else pattern, locale=locale)
+
+
+def _format_amount(minor: int, digits: int, locale: str) -> str:
+    from decimal import Decimal
+
+    from babel.numbers import format_decimal
+
+    pattern = "#,##0" + ("." + "0" * digits if digits else "")
+    return format_decimal(Decimal(minor).scaleb(-digits), format=pattern, locale=locale,
+                          decimal_quantization=False)
+
+
+def entered_values(definition: QueryDefinition, *, locale: str, currency_digits: int) -> QueryDefinition:
+    """``definition`` whose date and money filter values were typed as people type them in
+    ``locale`` (a CLDR identifier such as ``de_DE``: dates "31.12.2026", amounts "1.234,50"),
+    with those values as their JSON form (ISO dates, integer minor units of a currency
+    with ``currency_digits`` decimals). Lists and ``[low, high]`` pairs are converted item
+    by item; values of other columns, and values that are not text, are left for
+    :func:`check_definition`. Parsing is Babel's (``parse_date``, ``parse_decimal`` strict).
+    Raises :class:`InvalidDefinition` naming ``filters[i].value`` (or ``filters[i].value[j]``)
+    for a value that does not parse, or an amount with more decimals than the currency has."""
+    entity = CATALOGUE.get(definition.entity)
+    if entity is None:
+        return definition
+    filters = []
+    for i, item in enumerate(definition.filters):
+        column = entity.columns.get(item.column)
+        value = item.value
+        if column is not None and column.type in (ColumnType.DATE, ColumnType.MONEY):
+            field = f"filters[{i}].value"
+            convert = partial(_entered_scalar, column, locale=locale, digits=currency_digits)
+            value = ([convert(v, f"{field}[{j}]") for j, v in enumerate(value)] if isinstance(value, list)
+                     else convert(value, field))
+        filters.append(item.model_copy(update={"value": value}))
+    return definition.model_copy(update={"filters": filters})
+

@@ -23,7 +23,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import fetch_one
+from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.reporting.definition import QueryDefinition, check_definition, parse_definition
 from timekeeper.reporting.versioned import Document, DocumentVersion, VersionedDocuments
 
@@ -116,3 +116,41 @@ def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID
     """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
     is no such undeleted query."""
     _QUERIES.delete(conn, workspace_id=workspace_id, document_id=query_id, now=now)
+
+
+@dataclass(frozen=True)
+class QuerySummary:
+    """What a listing shows of a query beside its row: ``entity`` of its current version
+    and ``updated_by``, who saved that version (the last change)."""
+
+    id: UUID
+    entity: str
+    updated_by: str
+
+
+@dataclass(frozen=True)
+class PinningDelivery:
+    """A live delivery of the workspace whose source is the query: ``schedule_id``, its
+    ``name`` and the ``version`` of the query it pins."""
+
+    schedule_id: UUID
+    name: str
+    version: int
+
+
+def current_summaries(conn: psycopg.Connection, *, workspace_id: UUID,
+                      query_ids: list[UUID]) -> dict[UUID, QuerySummary]:
+    """Query id -> :class:`QuerySummary` for each of ``query_ids`` in the workspace (ids of
+    other workspaces are simply absent)."""
+    if not query_ids:
+        return {}
+    with conn.transaction():
+        rows = fetch_all(conn, SQL["current_summaries"], (workspace_id, list(query_ids)), QuerySummary)
+    return {row.id: row for row in rows}
+
+
+def pinned_by(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID) -> list[PinningDelivery]:
+    """The workspace's undeleted deliveries whose source is ``query_id``, by name, each
+    with the version it pins (empty when none, or no such query)."""
+    with conn.transaction():
+        return fetch_all(conn, SQL["pinned_by"], (workspace_id, query_id), PinningDelivery)

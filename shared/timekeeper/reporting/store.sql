@@ -48,3 +48,18 @@ id, workspace_id, name, description, current_version, created_by, created_at, up
 
 -- name: list_documents_where
 workspace_id = %(ws)s AND deleted_at IS NULL
+
+-- name: current_summaries
+-- Each listed query's current entity and who saved its current version (the last change).
+SELECT q.id, v.definition ->> 'entity' AS entity, v.created_by AS updated_by
+  FROM saved_queries q
+  JOIN saved_query_versions v ON v.workspace_id = q.workspace_id AND v.query_id = q.id
+                             AND v.version = q.current_version
+ WHERE q.workspace_id = %s AND q.id = ANY(%s)
+
+-- name: pinned_by
+-- The live deliveries of the workspace whose source is this query, with the version each pins.
+SELECT q.schedule_id, s.name, q.query_version AS version
+  FROM query_schedules q JOIN schedules s ON s.id = q.schedule_id
+ WHERE q.workspace_id = %s AND q.query_id = %s AND q.source_kind = 'query' AND s.deleted_at IS NULL
+ ORDER BY s.name, q.schedule_id

@@ -13,6 +13,7 @@ from timekeeper.console.pages import (
     errors,
     notices,
     operations,
+    queries,
     schedule_authoring,
     schedules,
     session,
@@ -26,4 +27,4 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
                                deliveries.router, closures.router, snapshots.router, operations.router, notices.router,
-                               admin.router, errors.router, actions.router)
+                               admin.router, queries.router, errors.router, actions.router)

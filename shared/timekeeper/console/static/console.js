@@ -51,3 +51,12 @@ document.addEventListener("DOMContentLoaded", function () {
     showKindFields(select);
   }
 });
+
+// A page still waiting for something (an export's progress) marks an element with
+// data-reload="<seconds>": reload it then, until the page no longer carries the mark.
+document.addEventListener("DOMContentLoaded", function () {
+  var waiting = document.querySelector("[data-reload]");
+  if (!waiting) return;
+  var seconds = parseInt(waiting.getAttribute("data-reload"), 10);
+  window.setTimeout(function () { window.location.reload(); }, (seconds > 0 ? seconds : 3) * 1000);
+});
