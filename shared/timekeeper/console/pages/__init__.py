@@ -13,6 +13,7 @@ from timekeeper.console.pages import (
     errors,
     notices,
     operations,
+    reports,
     schedules,
     session,
     snapshots,
@@ -25,4 +26,4 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedules.router, deliveries.router,
                                closures.router, snapshots.router, operations.router, notices.router, admin.router,
-                               errors.router, actions.router)
+                               errors.router, reports.router, actions.router)
