@@ -176,3 +176,31 @@ def test_another_workspaces_report_is_not_found(console, tenants, db_url):
     form = {"csrf": csrf, "report_id": str(report.id), "name": "x", "title": "x", "count": "0", "action": "save"}
     assert browser.request("POST", "/console/reports/compose", form)["statusCode"] == 404
     assert UUID(str(report.id)).hex not in browser.request("GET", "/console/reports")["body"]
+
+
+def test_a_snapshot_sections_month_is_written_as_people_write_it(console, tenants, db_url):
+    from timekeeper.reporting import store
+
+    a, _ = tenants
+    with connect(db_url) as conn, conn.transaction():
+        aging, _ = store.create_query(conn, workspace_id=a.workspace_id, name="Aging", actor=a.author, now=NOW,
+                                      definition={"entity": "snapshot.platform.ar_aging",
+                                                  "columns": ["bucket", "outstanding_minor"]})
+    browser = _browser(console, a, a.author)
+    form = {**_form(browser.request("GET", "/console/reports/new")["body"]), "name": "Aging pack", "title": "Aging",
+            "heading_0": "Aging", "query_0": f"{aging.id}:1", "display_0": "table", "period_0": "2027-02 v9"}
+    # A pinned version that was never published: refused on the section's month, as typed
+    refused = _post(browser, form, action="save")
+    assert refused["statusCode"] == 422
+    assert ('id="f-period_0" name="period_0" value="2027-02 v9" maxlength="20" aria-invalid="true"'
+            in refused["body"]), refused["body"]
+    assert "(definition.sections[0].period.version)" in refused["body"]
+    # A month that is no month: refused on the same field
+    bad = _post(browser, {**form, "period_0": "Feb"}, action="save")
+    assert bad["statusCode"] == 422 and 'name="period_0" value="Feb" maxlength="20" aria-invalid="true"' in bad["body"]
+    # Corrected to a named month, the form (with the key the refusal's page made) saves
+    assert _form(bad["body"])["key"] != form["key"]
+    saved = _post(browser, {**_form(bad["body"]), "period_0": "2027-02"}, action="save")
+    assert saved["statusCode"] == 303
+    shown = browser.get_decoded(_header(saved, "Location"))["body"]
+    assert "<td>2027-02</td>" in shown

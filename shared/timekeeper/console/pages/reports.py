@@ -269,8 +269,9 @@ def compose(ctx: Request) -> Response:
     answer = reply.body if isinstance(reply.body, dict) else {}
     problem = {"control": control_of(answer.get("field")), "field": answer.get("field"),
                "message": answer.get("message") or "the report was refused"}
-    return form_page(ctx, report=report, name=name, title=title, sections=sections, key=key, problem=problem,
-                     status_code=reply.status if 400 <= reply.status < 500 else 502)
+    # A refused request may have claimed the key with what it sent: the corrected form is a new request.
+    return form_page(ctx, report=report, name=name, title=title, sections=sections, key=str(uuid.uuid4()),
+                     problem=problem, status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
 @router.post(f"{PREFIX}/reports/<report_id>/renders")
