@@ -1,5 +1,5 @@
-"""The report routes: create, edit (a new version), list and read reports; request a
-render and read it (with a presigned download link once it succeeded).
+"""The report routes: create, edit (a new version), list and read reports and their
+versions; request a render and read it (with a presigned download link once it succeeded).
 
 Each route needs a role in the caller's claims (``reports:read`` or ``reports:write``,
 :mod:`timekeeper.api.auth`), then THE access rule
