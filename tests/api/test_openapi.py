@@ -22,7 +22,7 @@ OPERATIONS = {("get", "/schedules"), ("post", "/schedules"), ("get", "/schedules
               ("get", "/queries/{query_id}/versions/{version}")}
 OPERATIONS |= {("post", "/reports"), ("get", "/reports"), ("get", "/reports/{report_id}"),
                ("put", "/reports/{report_id}"), ("post", "/reports/{report_id}/renders"),
-               ("get", "/reports/{report_id}/renders/{render_id}")}
+               ("get", "/reports/{report_id}/renders/{render_id}"), ("get", "/reports/{report_id}/versions")}
 OPERATIONS |= {("post", "/queries/{query_id}/exports"), ("get", "/exports/{export_id}")}
 OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
                ("get", "/snapshots/workspaces/{workspace_id}/periods")}

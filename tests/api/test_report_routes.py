@@ -210,3 +210,66 @@ def test_a_render_key_belongs_to_one_request_of_one_requester(send, tenants, ren
     # Another requester with the same key gets a render of their own
     status, theirs = send("POST", f"/reports/{rid}/renders", second_reader, headers=key)
     assert status == 202 and theirs["id"] != first["id"]
+
+
+def _report_delivery(conn, t, report_id, name):
+    from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
+
+    schedule, _ = create_query_schedule(
+        conn, workspace_id=t.workspace_id, actor=t.author, now=NOW,
+        new=NewQuerySchedule(name=name, recurrence={"cron": "0 8 * * 1", "timezone": "Europe/Berlin"},
+                             source=Source(kind="report", report_id=UUID(report_id)), format="pdf",
+                             recipients=[t.author], subject_template="Report", body_template="{{ link }}"))
+    return str(schedule.id)
+
+
+def test_the_list_shows_each_reports_sections_and_who_saved_it_in_the_workspace_zone(send, tenants):
+    a, _ = tenants
+    _, created = send("POST", "/reports", author(a), {"name": "Counted", "definition": definition(a)})
+    two = definition(a)
+    two["sections"] = two["sections"][:2]
+    send("PUT", f"/reports/{created['id']}", author(a, roles="reports:write"), {"definition": two})
+    status, page = send("GET", "/reports?limit=200", reader(a))
+    assert status == 200 and page["timezone"] == "Europe/Berlin"
+    item = next(i for i in page["items"] if i["id"] == created["id"])
+    assert (item["sections"], item["updated_by"], item["current_version"]) == (2, a.author, 2)
+
+
+def test_versions_are_listed_newest_first_and_only_in_the_reports_workspace(send, tenants):
+    a, b = tenants
+    _, created = send("POST", "/reports", author(a), {"name": "Versioned", "definition": definition(a)})
+    rid = created["id"]
+    send("PUT", f"/reports/{rid}", author(a), {"definition": definition(a, "Second")})
+    status, body = send("GET", f"/reports/{rid}/versions", reader(a))
+    assert status == 200, body
+    assert body["current_version"] == 2 and body["timezone"] == "Europe/Berlin"
+    assert [(v["version"], v["title"], v["sections"], v["created_by"]) for v in body["items"]] == [
+        (2, "Second", 3, a.author), (1, "Monthly invoices", 3, a.author)]
+    # Another workspace's people: 404; a caller without a reports role: 403
+    assert send("GET", f"/reports/{rid}/versions", reader(b))[0] == 404
+    assert send("GET", f"/reports/{uuid4()}/versions", reader(a))[0] == 404
+    status, body = send("GET", f"/reports/{rid}/versions", reader(a, roles="queries:read"))
+    assert (status, body["code"]) == (403, "forbidden")
+
+
+def test_used_by_names_the_workspaces_deliveries_of_the_report(send, conn, tenants):
+    from timekeeper.schedules.service import delete_schedule
+
+    a, b = tenants
+    _, created = send("POST", "/reports", author(a), {"name": "Delivered", "definition": definition(a)})
+    rid = created["id"]
+    assert created["used_by"] == []
+    with conn.transaction():
+        weekly = _report_delivery(conn, a, rid, "Weekly to the board")
+        monthly = _report_delivery(conn, a, rid, "Monthly archive")
+    status, got = send("GET", f"/reports/{rid}", reader(a))
+    assert status == 200 and got["timezone"] == "Europe/Berlin"
+    assert got["used_by"] == [{"schedule_id": monthly, "name": "Monthly archive"},
+                              {"schedule_id": weekly, "name": "Weekly to the board"}]
+    # Another report of the workspace is used by none of them
+    _, other = send("POST", "/reports", author(a), {"name": "Unused", "definition": definition(a)})
+    assert send("GET", f"/reports/{other['id']}", reader(a))[1]["used_by"] == []
+    # A deleted delivery leaves the list
+    with conn.transaction():
+        delete_schedule(conn, workspace_id=a.workspace_id, schedule_id=UUID(weekly), actor=a.author, now=NOW)
+    assert [u["name"] for u in send("GET", f"/reports/{rid}", reader(a))[1]["used_by"]] == ["Monthly archive"]

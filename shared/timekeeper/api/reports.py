@@ -1,5 +1,5 @@
-"""The report routes: create, edit (a new version), list and read reports; request a
-render and read it (with a presigned download link once it succeeded).
+"""The report routes: create, edit (a new version), list and read reports and their
+versions; request a render and read it (with a presigned download link once it succeeded).
 
 Each route needs a role in the caller's claims (``reports:read`` or ``reports:write``,
 :mod:`timekeeper.api.auth`), then THE access rule
@@ -85,23 +85,63 @@ class SnapshotSourceOut(BaseModel):
     snapshot_type: str
 
 
+class ReportUseOut(BaseModel):
+    """A delivery schedule of the workspace whose source is the report."""
+
+    schedule_id: UUID
+    name: str
+
+
 class ReportDetail(ReportOut):
     """A report with its current version's definition; ``snapshot_sources`` names per
     section (in order) the snapshot its query reads (null for other data), what a render
-    over a picked month changes."""
+    over a picked month changes; ``used_by`` lists the workspace's delivery schedules whose
+    source is the report (each delivery renders the current version when it runs), by
+    name; ``timezone`` is the workspace's zone the console shows the instants in."""
 
     definition: ReportDefinition
     version_created_by: str
     version_created_at: datetime
     snapshot_sources: list[SnapshotSourceOut | None] = Field(
         default_factory=list, description="per section, the snapshot its query reads (null: other data)")
+    used_by: list[ReportUseOut] = Field(
+        default_factory=list, description="the workspace's delivery schedules whose source is this report, by name")
+    timezone: str = Field("UTC", description=ZONE_TEXT)
+
+
+class ReportListItem(ReportOut):
+    """A report as the list shows it: its current version's ``sections`` count and who
+    saved that version (``updated_by``, at ``updated_at``)."""
+
+    sections: int = Field(description="the current version's number of sections")
+    updated_by: str = Field(description="who saved the current version")
 
 
 class ReportPage(BaseModel):
     """A page of reports, oldest first; ``next_cursor`` None on the last page."""
 
-    items: list[ReportOut]
+    items: list[ReportListItem]
     next_cursor: str | None = None
+    timezone: str = Field("UTC", description=ZONE_TEXT)
+
+
+class ReportVersionOut(BaseModel):
+    """One saved version of a report: its number, the definition's ``title`` and
+    ``sections`` count, who saved it and when (UTC)."""
+
+    version: int
+    title: str
+    sections: int
+    created_by: str
+    created_at: datetime
+
+
+class ReportVersions(BaseModel):
+    """Every version of a report, newest first; ``current_version`` marks the current one."""
+
+    current_version: int
+    items: list[ReportVersionOut]
+    timezone: str = Field("UTC", description=ZONE_TEXT)
 
 
 class SnapshotBasisOut(BaseModel):
@@ -182,10 +222,13 @@ def _report_out(report: store.Report) -> ReportOut:
 def _detail(conn: Any, workspace_id: UUID, report: store.Report, version: store.ReportVersion) -> ReportDetail:
     definition = version.parsed()
     sources = store.section_snapshots(conn, workspace_id=workspace_id, definition=definition)
+    used = store.report_deliveries(conn, workspace_id=workspace_id, report_id=report.id)
     return ReportDetail(**_report_out(report).model_dump(), definition=definition,
                         version_created_by=version.created_by, version_created_at=version.created_at,
                         snapshot_sources=[None if s is None else SnapshotSourceOut(owner=s[0], snapshot_type=s[1])
-                                          for s in sources])
+                                          for s in sources],
+                        used_by=[ReportUseOut(schedule_id=u.schedule_id, name=u.name) for u in used],
+                        timezone=workspace_timezone(conn, workspace_id))
 
 
 @contextmanager
@@ -261,8 +304,29 @@ def list_reports(
     with scope.unit(access.REPORTS_READ, noun="report") as conn:
         found = store.list_reports(conn, workspace_id=scope.workspace_id, after=decode_cursor(cursor),
                                    limit=limit + 1)
-    rows, after = split_page(found, limit, lambda r: (r.created_at, r.id))
-    return ReportPage(items=[_report_out(r) for r in rows], next_cursor=encode_cursor(after))
+        rows, after = split_page(found, limit, lambda r: (r.created_at, r.id))
+        summaries = store.report_summaries(conn, workspace_id=scope.workspace_id, report_ids=[r.id for r in rows])
+        zone = workspace_timezone(conn, scope.workspace_id)
+    items = [ReportListItem(**_report_out(r).model_dump(), sections=summaries[r.id].sections,
+                            updated_by=summaries[r.id].updated_by) for r in rows if r.id in summaries]
+    return ReportPage(items=items, next_cursor=encode_cursor(after), timezone=zone)
+
+
+@router.get("/reports/<report_id>/versions", tags=["reports"], operation_id="listReportVersions",
+            security=SECURITY, summary="Every saved version of a report, newest first",
+            responses=responses(200, "The report's versions", 404))
+def list_report_versions(scope: Reader, report_id: ReportId) -> ReportVersions:
+    with scope.unit(access.REPORTS_READ, report_id=report_id, noun="report") as conn:
+        report, _ = store.get_report(conn, workspace_id=scope.workspace_id, report_id=report_id)
+        versions = store.list_report_versions(conn, workspace_id=scope.workspace_id, report_id=report_id)
+        zone = workspace_timezone(conn, scope.workspace_id)
+    items = []
+    for v in reversed(versions):
+        definition = v.definition if isinstance(v.definition, dict) else {}
+        items.append(ReportVersionOut(version=v.version, title=str(definition.get("title") or ""),
+                                      sections=len(definition.get("sections") or []),
+                                      created_by=v.created_by, created_at=v.created_at))
+    return ReportVersions(current_version=report.current_version, items=items, timezone=zone)
 
 
 @router.get("/reports/<report_id>", tags=["reports"], operation_id="getReport", security=SECURITY,

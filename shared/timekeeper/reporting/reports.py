@@ -36,7 +36,7 @@ from psycopg.types.json import Jsonb
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import fetch_value
+from timekeeper.db.rows import fetch_all, fetch_value
 from timekeeper.reporting.catalogue import CATALOGUE, ColumnType
 from timekeeper.reporting.definition import InvalidDefinition, _path
 from timekeeper.reporting.store import QueryNotFound, get_version
@@ -336,3 +336,39 @@ def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UU
     """Mark the report deleted (its versions and renders stay). Raises
     :class:`ReportNotFound` when there is no such undeleted report."""
     _REPORTS.delete(conn, workspace_id=workspace_id, document_id=report_id, now=now)
+
+
+@dataclass(frozen=True)
+class ReportSummary:
+    """What a report list shows of a report's current version: its ``sections`` count and
+    who saved it (``updated_by``)."""
+
+    report_id: UUID
+    sections: int
+    updated_by: str
+
+
+def report_summaries(conn: psycopg.Connection, *, workspace_id: UUID,
+                     report_ids: list[UUID]) -> dict[UUID, ReportSummary]:
+    """Report id -> :class:`ReportSummary` of its current version, for the workspace's
+    reports among ``report_ids`` (others are left out)."""
+    if not report_ids:
+        return {}
+    with conn.transaction():
+        rows = fetch_all(conn, SQL["report_summaries"], (workspace_id, list(report_ids)), ReportSummary)
+    return {row.report_id: row for row in rows}
+
+
+@dataclass(frozen=True)
+class ReportUse:
+    """A delivery schedule whose source is a report: its ``schedule_id`` and ``name``."""
+
+    schedule_id: UUID
+    name: str
+
+
+def report_deliveries(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID) -> list[ReportUse]:
+    """The workspace's undeleted delivery schedules whose source is ``report_id`` (they
+    render its current version when they run), by name."""
+    with conn.transaction():
+        return fetch_all(conn, SQL["report_deliveries"], (workspace_id, report_id), ReportUse)

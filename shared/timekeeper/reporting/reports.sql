@@ -43,3 +43,15 @@ id, workspace_id, name, current_version, created_by, created_at, updated_at, del
 
 -- name: list_documents_where
 workspace_id = %(ws)s AND deleted_at IS NULL
+
+-- name: report_summaries
+-- Per report of the list, its current version's section count and who saved that version.
+SELECT r.id AS report_id, jsonb_array_length(v.definition -> 'sections') AS sections, v.created_by AS updated_by
+  FROM reports r JOIN report_versions v ON v.report_id = r.id AND v.version = r.current_version
+ WHERE r.workspace_id = %s AND r.id = ANY(%s)
+
+-- name: report_deliveries
+-- The workspace's undeleted delivery schedules whose source is the report, by name.
+SELECT q.schedule_id, s.name FROM query_schedules q JOIN schedules s ON s.id = q.schedule_id
+ WHERE q.workspace_id = %s AND q.report_id = %s AND q.source_kind = 'report' AND s.deleted_at IS NULL
+ ORDER BY s.name, q.schedule_id

@@ -14,6 +14,7 @@ from timekeeper.console.pages import (
     notices,
     operations,
     queries,
+    reports,
     schedule_authoring,
     schedules,
     session,
@@ -27,4 +28,4 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
                                deliveries.router, closures.router, snapshots.router, operations.router, notices.router,
-                               admin.router, queries.router, errors.router, actions.router)
+                               admin.router, queries.router, reports.router, errors.router, actions.router)
