@@ -12,8 +12,13 @@ sets each login's password from its secret, so those rotations wait for their fi
 days instead of rotating before the roles exist.
 
 The proxy's pool is sized from
-:func:`timekeeper.topology.connection_budget` against the cluster's ``max_connections`` at
-its minimum capacity.
+:func:`timekeeper.topology.connection_budget` against the cluster's ``max_connections``,
+which Aurora derives from the maximum capacity (:func:`infra.settings.aurora_max_connections`).
+
+Failover: by default a Serverless v2 reader in the other zone (promotion tier 1, scaling
+with the writer) which Aurora promotes when the writer or its zone fails; the proxy then
+reconnects its pool to the new writer and the functions' broken connections are
+re-established at their next use.
 """
 
 from __future__ import annotations
@@ -162,18 +167,26 @@ class Network(Construct):
         self.endpoint_security_group.add_ingress_rule(peer, ec2.Port.tcp(443), description)
 
 
+#: The promotion tier of the reader: Aurora promotes the reader of the lowest tier, and a
+#: Serverless v2 reader of tier 0 or 1 scales with the writer, so it can take the writer's
+#: load at once.
+READER_PROMOTION_TIER = 1
+
+
 class AuroraDatabase(Construct):
-    """Aurora PostgreSQL Serverless v2 (one writer) in ``network``'s isolated subnets,
-    reached only through an RDS Proxy that requires TLS.
+    """Aurora PostgreSQL Serverless v2 in ``network``'s subnets, reached only through an RDS
+    Proxy that requires TLS: a writer in the first zone and, with ``reader``, a reader in
+    the second (:data:`READER_PROMOTION_TIER`) that Aurora promotes on failover.
 
     ``clients`` is the security group to attach to every function: the proxy admits it on
     the PostgreSQL port and nothing else. ``deletion_protection`` also decides whether a
-    stack deletion snapshots (True) or destroys (False) the cluster.
+    stack deletion snapshots the cluster and retains the login secrets (True) or destroys
+    them (False).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, network: Network, deletion_protection: bool,
                  log_retention: logs.RetentionDays, name_prefix: str = "timekeeper",
-                 database_name: str = "timekeeper"):
+                 database_name: str = "timekeeper", reader: bool = True):
         super().__init__(scope, construct_id)
         self.cluster_identifier = name_prefix
         vpc, subnets = network.vpc, network.subnets
@@ -190,6 +203,8 @@ class AuroraDatabase(Construct):
             self, "Cluster",
             engine=rds.DatabaseClusterEngine.aurora_postgres(version=ENGINE_VERSION),
             writer=rds.ClusterInstance.serverless_v2("Writer", auto_minor_version_upgrade=True),
+            readers=[rds.ClusterInstance.serverless_v2("Reader", auto_minor_version_upgrade=True,
+                                                       scale_with_writer=True)] if reader else [],
             serverless_v2_min_capacity=settings.AURORA_MIN_ACU,
             serverless_v2_max_capacity=settings.AURORA_MAX_ACU,
             credentials=rds.Credentials.from_generated_secret(settings.DB_ADMIN_USER),
@@ -211,11 +226,17 @@ class AuroraDatabase(Construct):
             retention=log_retention, removal_policy=RemovalPolicy.DESTROY))
         #: The writer instance (the cluster resource exists before any instance can answer).
         self.writer_instance = self.cluster.node.find_child("Writer")
+        #: The reader Aurora promotes on failover (None: one instance, the lean profile).
+        self.reader_instance = self.cluster.node.try_find_child("Reader")
+        self._place_instances(vpc.select_subnets(subnet_type=subnets.subnet_type).subnets)
+        keep = RemovalPolicy.RETAIN if deletion_protection else RemovalPolicy.DESTROY
         self.secret: secretsmanager.ISecret = self.cluster.secret  # type: ignore[assignment]
+        self.cluster.node.find_child("Secret").apply_removal_policy(keep)  # the owner's generated secret
         self.login_secrets: dict[str, secretsmanager.ISecret] = {}
         for login_id, username in LOGINS.items():
             secret = rds.DatabaseSecret(self, f"{login_id}Secret", username=username, master_secret=self.secret,
                                         dbname=database_name)
+            secret.apply_removal_policy(keep)
             self.login_secrets[username] = secret.attach(self.cluster)
         budget = connection_budget()
         self.proxy = rds.DatabaseProxy(
@@ -251,6 +272,17 @@ class AuroraDatabase(Construct):
             acknowledge(self.cluster, "AwsSolutions-RDS10",
                         "Deletion protection was switched off by the operator (timekeeper:deletionProtection"
                         "=false) to tear the deployment down; see README.md.")
+
+    def _place_instances(self, subnets: list[ec2.ISubnet]) -> None:
+        """The writer in the first subnet's zone, the reader (if any) in the second's, so
+        losing one zone leaves an instance to promote. Raises ``ValueError`` with fewer
+        than two subnets and a reader."""
+        instances = [i for i in (self.writer_instance, self.reader_instance) if i is not None]
+        if len(instances) > len(subnets):
+            raise ValueError("a reader in another zone needs the database's subnets in two zones")
+        for instance, subnet in zip(instances, subnets, strict=False):
+            cfn: rds.CfnDBInstance = instance.node.default_child  # type: ignore[union-attr,assignment]
+            cfn.availability_zone = subnet.availability_zone
 
     def _rotate(self, secret: secretsmanager.ISecret, construct_id: str, *, function_name: str,
                 log_retention: logs.RetentionDays, hosted, immediately: bool,

@@ -17,7 +17,7 @@ authorization type ``NONE``.
 
 from __future__ import annotations
 
-from aws_cdk import Aws, Fn
+from aws_cdk import Aws, Fn, RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -39,23 +39,33 @@ from timekeeper.settings import (
 )
 
 
+def link_signing_key(scope: Construct, construct_id: str, *, retain: bool) -> secretsmanager.Secret:
+    """The secret of the download and opt-out links' signing keys (``{"key": <64 characters>}``
+    as generated; ``{"keys": [oldest, ..., newest]}`` once rotated), created in the Data stack
+    so that redeploying or recreating the App stack keeps every outstanding link valid;
+    ``retain``: kept when its stack is deleted too."""
+    secret = secretsmanager.Secret(
+        scope, construct_id, description="Timekeeper: the signing key of scheduled deliveries' download links",
+        generate_secret_string=secretsmanager.SecretStringGenerator(
+            secret_string_template="{}", generate_string_key="key", exclude_punctuation=True, password_length=64),
+        removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
+    acknowledge(secret, "AwsSolutions-SMG4",
+                "The link signing keys are rotated by hand (docs/operations.md): a new key is appended "
+                "and an old one removed only after its links expired, which a scheduled rotation cannot know.")
+    return secret
+
+
 class DeliveryResources(Construct):
     """Wire scheduled delivery: ``pipeline`` is the queries pipeline's resources, ``api``
     the HTTP API (None: no download route), ``mail`` the SES identity and configuration
-    set the messages are sent with."""
+    set the messages are sent with, ``link_secret`` the links' signing keys
+    (:func:`link_signing_key`, in the Data stack)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, pipeline: PipelineResources,
                  renderer: ReportRendererResources, api: HttpApi | None, files_bucket_name: str,
-                 files_bucket_arn_export: str, mail: MailResources):
+                 files_bucket_arn_export: str, mail: MailResources, link_secret: secretsmanager.ISecret):
         super().__init__(scope, construct_id)
-        self.link_secret = secretsmanager.Secret(
-            self, "LinkSigningKey", description="Timekeeper: the signing key of scheduled deliveries' download links",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                secret_string_template="{}", generate_string_key="key", exclude_punctuation=True,
-                password_length=64))
-        acknowledge(self.link_secret, "AwsSolutions-SMG4",
-                    "The link signing keys are rotated by hand (docs/operations.md): a new key is appended "
-                    "and an old one removed only after its links expired, which a scheduled rotation cannot know.")
+        self.link_secret = link_secret
         deliveries_arn = Fn.join("", [Fn.import_value(files_bucket_arn_export), f"/{DELIVERIES_PREFIX}*"])
         finding = f"AwsSolutions-IAM5[Resource::{files_bucket_arn_export}/{DELIVERIES_PREFIX}*]"
 

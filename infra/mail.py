@@ -41,10 +41,12 @@ MESSAGE_EVENTS = (ses.EmailSendingEvent.DELIVERY, ses.EmailSendingEvent.BOUNCE, 
 
 class MailResources(Construct):
     """The SES side of delivery for ``mail`` (the deployment's mail settings):
-    ``identity`` (None when the identity exists already), ``configuration_set`` and
+    ``identity`` (None when the identity exists already; ``retain``: kept when the stack is
+    deleted, so its DKIM records stay valid for the next one), ``configuration_set`` and
     ``events`` (the SNS topic of message states)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, mail: MailSettings, name_prefix: str):
+    def __init__(self, scope: Construct, construct_id: str, *, mail: MailSettings, name_prefix: str,
+                 retain: bool = True):
         super().__init__(scope, construct_id)
         self.mail = mail
         self.configuration_set = ses.ConfigurationSet(
@@ -72,6 +74,7 @@ class MailResources(Construct):
             chosen = ses.Identity.domain(mail.domain) if mail.domain else ses.Identity.email(mail.sender)
             self.identity = ses.EmailIdentity(self, "Identity", identity=chosen,
                                               configuration_set=self.configuration_set)
+            self.identity.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
 
     @property
     def identity_arn(self) -> str:

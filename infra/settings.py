@@ -84,10 +84,16 @@ SECRET_ROTATION_DAYS = 30
 DB_ADMIN_USER = "timekeeper_admin"
 DB_PORT = 5432
 
-#: Memory of one Aurora capacity unit (bytes), and Aurora PostgreSQL's default
-#: ``max_connections`` rule: LEAST(DBInstanceClassMemory / 9531392, 5000).
-ACU_MEMORY_BYTES = 2 * 1024**3
-AURORA_CONNECTION_MEMORY_BYTES = 9_531_392
+#: Aurora PostgreSQL's default ``max_connections`` of a Serverless v2 instance, by the
+#: cluster's MAXIMUM capacity (ACUs): AWS derives it from the memory of the maximum ACU, not
+#: of the capacity the instance runs at, and publishes these values ("Maximum connections
+#: for Aurora Serverless v2" in the Aurora User Guide). Other maximums are not in AWS's
+#: table: choose one of these, or read ``SHOW max_connections`` and add it here.
+AURORA_POSTGRES_MAX_CONNECTIONS = {1: 189, 4: 823, 8: 1669, 16: 3360, 32: 5000, 64: 5000, 128: 5000,
+                                   192: 5000, 256: 5000}
+#: With a minimum capacity of 0.5 ACU or less, Aurora PostgreSQL caps ``max_connections``
+#: at this value whatever the maximum.
+AURORA_LOW_MINIMUM_CONNECTION_CAP = 2000
 #: Connections kept out of the proxy's share: the rotation functions, an operator's psql,
 #: RDS's own reserved superuser connections.
 DB_RESERVED_CONNECTIONS = 10
@@ -95,22 +101,32 @@ DB_RESERVED_CONNECTIONS = 10
 PROXY_MAX_IDLE_CONNECTIONS_PERCENT = 50
 
 
-def max_connections_at_acu(acu: float) -> int:
-    """Aurora PostgreSQL's ``max_connections`` for a Serverless v2 writer of ``acu`` capacity
-    units. AWS derives the live value from the maximum ACU; the budget is checked against
-    the minimum, the capacity the cluster idles at."""
-    return min(int(acu * ACU_MEMORY_BYTES // AURORA_CONNECTION_MEMORY_BYTES), 5000)
+def aurora_max_connections(*, max_acu: float = AURORA_MAX_ACU, min_acu: float = AURORA_MIN_ACU) -> int:
+    """Aurora PostgreSQL's ``max_connections`` of every Serverless v2 instance of a cluster
+    whose capacity ranges from ``min_acu`` to ``max_acu`` (ACUs): the value AWS derives
+    from the maximum (:data:`AURORA_POSTGRES_MAX_CONNECTIONS`), capped at
+    :data:`AURORA_LOW_MINIMUM_CONNECTION_CAP` when the minimum is 0.5 ACU or less. It does
+    not change as the instance scales. Raises ``ValueError`` for a maximum AWS publishes no
+    value for."""
+    try:
+        derived = AURORA_POSTGRES_MAX_CONNECTIONS[max_acu]  # type: ignore[index]
+    except KeyError:
+        raise ValueError(f"AURORA_MAX_ACU {max_acu}: AWS publishes max_connections for a maximum of "
+                         f"{', '.join(map(str, AURORA_POSTGRES_MAX_CONNECTIONS))} ACUs only") from None
+    return min(derived, AURORA_LOW_MINIMUM_CONNECTION_CAP) if min_acu <= 0.5 else derived
 
 
-def proxy_max_connections_percent(budget_total: int, *, acu: float = AURORA_MIN_ACU) -> int:
-    """RDS Proxy's ``MaxConnectionsPercent``: the share of ``max_connections`` at ``acu``
-    that holds ``budget_total`` connections (rounded up), never below 10. Raises
-    ``ValueError`` when the budget plus :data:`DB_RESERVED_CONNECTIONS` does not fit."""
-    capacity = max_connections_at_acu(acu)
+def proxy_max_connections_percent(budget_total: int, *, max_connections: int | None = None) -> int:
+    """RDS Proxy's ``MaxConnectionsPercent``: the smallest whole percent of the cluster's
+    ``max_connections`` (default :func:`aurora_max_connections`) that holds
+    ``budget_total`` connections, so the proxy opens at most the budget plus under one
+    percent of ``max_connections``. Raises ``ValueError`` when the budget plus
+    :data:`DB_RESERVED_CONNECTIONS` does not fit."""
+    capacity = aurora_max_connections() if max_connections is None else max_connections
     if budget_total + DB_RESERVED_CONNECTIONS > capacity:
         raise ValueError(f"the connection budget ({budget_total}) plus {DB_RESERVED_CONNECTIONS} reserved exceeds "
-                         f"max_connections {capacity} at {acu} ACU: raise AURORA_MIN_ACU or lower concurrency")
-    return max(10, math.ceil(100 * budget_total / capacity))
+                         f"max_connections {capacity}: raise AURORA_MAX_ACU or lower concurrency")
+    return max(1, math.ceil(100 * budget_total / capacity))
 
 #: Period of every alarm except dispatcher silence (whose window is in the topology).
 ALARM_PERIOD_MINUTES = 5
@@ -315,6 +331,10 @@ class DeploymentConfig:
     reserved_concurrency: bool = True
     #: The functions' and the layer's architecture: ``arm64`` (the default) or ``x86_64``.
     architecture: str = DEFAULT_ARCHITECTURE
+    #: Whether the created Aurora cluster has a Serverless v2 reader in the other zone,
+    #: which Aurora promotes when the writer or its zone fails. Default: yes, except in the
+    #: lean profile (``nat-instance`` egress), which keeps one instance.
+    database_reader: bool = True
 
     #: Context keys, documented in README.md.
     KEY_BUNDLE = "timekeeper:bundleLayer"
@@ -351,6 +371,7 @@ class DeploymentConfig:
     KEY_EGRESS = "timekeeper:egress"
     KEY_RESERVED_CONCURRENCY = "timekeeper:reservedConcurrency"
     KEY_ARCHITECTURE = "timekeeper:architecture"
+    KEY_DATABASE_READER = "timekeeper:databaseReader"
     #: The values of ``timekeeper:egress``.
     EGRESS_ENDPOINTS, EGRESS_NAT, EGRESS_NAT_INSTANCE = "endpoints", "nat", "nat-instance"
 
@@ -494,7 +515,8 @@ class DeploymentConfig:
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),
             mail=cls._mail(get),
-            egress=str(get(cls.KEY_EGRESS) or cls.EGRESS_ENDPOINTS),
+            egress=(egress := str(get(cls.KEY_EGRESS) or cls.EGRESS_ENDPOINTS)),
+            database_reader=parse_bool(get(cls.KEY_DATABASE_READER), egress != cls.EGRESS_NAT_INSTANCE),
             reserved_concurrency=parse_bool(get(cls.KEY_RESERVED_CONCURRENCY), True),
             architecture=architecture_of(node),
         )

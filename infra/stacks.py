@@ -1,4 +1,5 @@
-"""The stacks: ``TimekeeperData`` (stateful: network, database, files bucket) and
+"""The stacks: ``TimekeeperData`` (stateful: network, database, files bucket, the links'
+signing keys) and
 ``TimekeeperApp`` (stateless: layer, topic, one set of resources per pipeline of
 :data:`timekeeper.topology.PIPELINES`, migration trigger, alarms, dashboard).
 
@@ -21,7 +22,7 @@ from infra import settings
 from infra.api import API_FUNCTION, HttpApi
 from infra.console import ConsoleResources
 from infra.database import AuroraDatabase, Network, existing_access
-from infra.delivery import DeliveryResources
+from infra.delivery import DeliveryResources, link_signing_key
 from infra.functions import OWNER, DatabaseAccess, TimekeeperFunction, check_grants
 from infra.layer import SharedLayer
 from infra.mail import MailResources, MessageEventsResources
@@ -70,8 +71,8 @@ def keep_provider_logs(stack: Stack, retention: logs.RetentionDays) -> list[logs
 
 
 class DataStack(Stack):
-    """Stateful resources: the files bucket and, unless an existing database is configured,
-    the VPC with its endpoints and Aurora behind RDS Proxy."""
+    """Stateful resources: the files bucket, the links' signing keys and, unless an existing
+    database is configured, the VPC with its endpoints and Aurora behind RDS Proxy."""
 
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs):
         super().__init__(scope, construct_id, description="Timekeeper: network, database, files", **kwargs)
@@ -83,11 +84,13 @@ class DataStack(Stack):
         if config.existing_database is None:
             network = self.network = Network(self, "Network", log_retention=config.log_retention,
                                              egress=config.egress)
-            self.database = AuroraDatabase(self, "Database", network=network,
+            self.database = AuroraDatabase(self, "Database", network=network, reader=config.database_reader,
                                            deletion_protection=config.deletion_protection,
                                            log_retention=config.log_retention, name_prefix=config.name_prefix)
             CfnOutput(self, "ProxyEndpoint", value=self.database.proxy.endpoint)
             CfnOutput(self, "DatabaseSecretArn", value=self.database.secret.secret_arn)
+        #: The download and opt-out links' signing keys: state that outlives the App stack.
+        self.link_secret = link_signing_key(self, "LinkSigningKey", retain=config.deletion_protection)
         CfnOutput(self, "FilesBucketName", value=self.files.bucket.bucket_name)
         # Exported under a name of our own, so the functions' grants on key prefixes of it
         # (the renderer's reports/*) name one stable value their cdk-nag acknowledgments can cite.
@@ -169,7 +172,8 @@ class AppStack(Stack):
             self.console = ConsoleResources(self, "Console", api=self.api, console=config.console, jwt=config.jwt)
             CfnOutput(self, "ConsoleCallbackUrl", value=self.console.redirect_uri)
         queries = next(r for r in self.pipelines if r.pipeline.name == QUERIES.name)
-        self.mail = MailResources(self, "Mail", mail=config.mail, name_prefix=config.name_prefix)
+        self.mail = MailResources(self, "Mail", mail=config.mail, name_prefix=config.name_prefix,
+                                  retain=config.deletion_protection)
         CfnOutput(self, "MessageEventsTopicArn", value=self.mail.events.topic_arn)
         self.message_events = MessageEventsResources(self, "MessageEvents", mail=self.mail, layer=self.layer,
                                                      database=database, log_retention=config.log_retention,
@@ -180,7 +184,7 @@ class AppStack(Stack):
         self.delivery = DeliveryResources(self, "Delivery", pipeline=queries, renderer=self.renderer, api=self.api,
                                           files_bucket_name=data.files_bucket.bucket_name,
                                           files_bucket_arn_export=data.files_bucket_arn_export,
-                                          mail=self.mail)
+                                          mail=self.mail, link_secret=data.link_secret)
         self.migrate = self._migration_trigger(database, config)
         self.monitoring = Monitoring(self, "Monitoring", pipelines=self.pipelines, topic=self.topic,
                                      name_prefix=config.name_prefix, snapshots=self.snapshots,

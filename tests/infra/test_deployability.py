@@ -131,9 +131,10 @@ def test_the_workers_the_api_and_the_migration_each_log_in_with_their_own_secret
                           for s in p["Properties"]["PolicyDocument"]["Statement"]
                           if "secretsmanager:GetSecretValue" in s["Action"]
                           for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
-        # (the login secrets are the data stack's; the app stack's own link signing key is checked below)
-        readable[folder] = sorted(secret_of(r) for r in resources_read if "Fn::ImportValue" in r)
-        if any("Ref" in r for r in resources_read):
+        # (every secret is the data stack's: the logins' and the link signing key, checked below)
+        imported = [exports.get(r["Fn::ImportValue"]) for r in resources_read if "Fn::ImportValue" in r]
+        readable[folder] = sorted(login for login, lid in login_secret.items() if lid in imported)
+        if any(lid is not None and lid.startswith("LinkSigningKey") for lid in imported):
             link_readers.add(folder)
     assert readable == {folder: (sorted([settings.DB_ADMIN_USER, WORKER_LOGIN, API_LOGIN]) if folder == "migrate"
                                  else [login]) for folder, login in expected.items()}
@@ -162,14 +163,15 @@ def test_a_dispatcher_pass_and_an_api_call_end_inside_their_function_timeouts(sy
 
 def test_the_proxy_pool_and_the_api_concurrency_come_from_the_connection_budget(synth):
     budget = connection_budget()
-    capacity = settings.max_connections_at_acu(settings.AURORA_MIN_ACU)
+    capacity = settings.aurora_max_connections()
     # Given the proxy's target group
     [group] = resources(synth.data_template, "AWS::RDS::DBProxyTargetGroup").values()
     pool = group["Properties"]["ConnectionPoolConfigurationInfo"]
     [proxy] = resources(synth.data_template, "AWS::RDS::DBProxy").values()
-    # Then its share of the database at minimum capacity holds the whole budget
+    # Then its share of the database's max_connections (derived from the maximum capacity)
+    # holds the whole budget
     assert pool["MaxConnectionsPercent"] * capacity / 100 >= budget.total
-    # And the budget leaves the reserved connections free at minimum capacity
+    # And the budget leaves the reserved connections free
     assert budget.total + settings.DB_RESERVED_CONNECTIONS <= capacity
     # And a client waits at most the connect timeout to borrow, and idle clients are closed
     assert pool["ConnectionBorrowTimeout"] == CONNECT_TIMEOUT_S
@@ -180,7 +182,7 @@ def test_the_proxy_pool_and_the_api_concurrency_come_from_the_connection_budget(
 
 
 def test_a_budget_beyond_the_database_capacity_fails_the_synthesis():
-    capacity = settings.max_connections_at_acu(settings.AURORA_MIN_ACU)
+    capacity = settings.aurora_max_connections()
     with pytest.raises(ValueError, match="exceeds max_connections"):
         settings.proxy_max_connections_percent(capacity)
 

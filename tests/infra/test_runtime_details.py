@@ -64,7 +64,7 @@ def test_the_delivery_consumer_may_list_the_files_bucket_so_a_missing_file_is_a_
 def test_the_owner_secret_rotates_only_once_the_writer_instance_exists(synth):
     # Given the data stack's rotation schedules and the cluster's writer instance
     data = synth.data_template
-    [writer] = resources(data, "AWS::RDS::DBInstance")
+    [writer] = [lid for lid in resources(data, "AWS::RDS::DBInstance") if "Writer" in lid]
     schedules = resources(data, "AWS::SecretsManager::RotationSchedule").values()
     [owner] = [s for s in schedules if s["Properties"].get("RotateImmediatelyOnUpdate")]
 
