@@ -13,6 +13,9 @@ people who may make deliveries):
   read the query or the report now): ``allowed`` and, when not, the rule's ``reason`` and a
   ``message`` naming the person. A source not in the workspace is a 422 naming
   ``source.*``.
+* ``POST /query-schedules/rule-preview``: ``POST /rules/preview`` for the people who make
+  deliveries (whose roles need not include ``schedules:read``): an unsaved rule in words
+  with its next occurrences, as a delivery's rule is saved.
 * ``POST /query-schedules/message-preview``: the message a chosen member would receive
   from a delivery not saved yet (its source, format, name, templates and link lifetime),
   composed by the delivery's own code with stand-in links; nothing is written. The
@@ -42,7 +45,13 @@ from timekeeper.api.delivery_routes import (
     _Text,
 )
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import TOKEN_PATTERN
+from timekeeper.api.models import (
+    TOKEN_PATTERN,
+    RulePreview,
+    RulePreviewRequest,
+    check_rule_shape,
+    occurrences_out,
+)
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access
@@ -189,6 +198,18 @@ def draft_preview(scope: Writer, body: Annotated[DraftPreviewIn, Body()]) -> Mes
                              skip_reason=preview.skip_reason, subject=preview.message.subject,
                              html=preview.message.html, text=preview.message.text,
                              link_expires_at=preview.link_expires_at, timezone=preview.timezone)
+
+
+@router.post("/query-schedules/rule-preview", tags=["query schedules"], operation_id="deliveryRulePreview",
+             security=SECURITY, summary="A delivery's unsaved rule in words with its next occurrences (nothing is "
+                                        "saved)",
+             responses=_responses(200, "The rule in words and its next occurrences", 415))
+def rule_preview(scope: Writer, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+    check_rule_shape(body.recurrence)
+    scope.check_access(access.QUERIES_WRITE)
+    rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
+    return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
+                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
 
 
 __all__ = ["router"]

@@ -23,7 +23,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import Keyset, keyset_rows
-from timekeeper.db.rows import execute
+from timekeeper.db.rows import execute, fetch_value
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.reporting import reports, store
@@ -214,6 +214,13 @@ def check_recipient(conn: psycopg.Connection, *, workspace_id: UUID, source: Sou
                           subject_template="", body_template="", link_ttl_hours=DEFAULT_LINK_TTL_HOURS,
                           created_at=datetime.min, updated_at=datetime.min)
     return check_source_access(conn, probe, user_id)
+
+
+def schedule_recurrence(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> dict[str, Any] | None:
+    """A query schedule's saved rule as the API takes it, with its ``timezone`` (None: no
+    such schedule)."""
+    value = fetch_value(conn, SQL["schedule_recurrence"], (workspace_id, schedule_id))
+    return dict(value) if value is not None else None
 
 
 def _replace_recipients(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID, recipients: list[str],
