@@ -129,3 +129,17 @@ def test_a_drafts_preview_names_the_field_it_refuses_and_another_workspaces_sour
         refused = call("POST", "/query-schedules/message-preview", draft(ws, **overrides), as_=ana(ws))
         assert (refused.status, refused.body.get("field")) == (422, field), (overrides, refused.body)
     assert call("POST", "/query-schedules/message-preview", draft(ws), as_=ana(ws, roles="queries:read")).status == 403
+
+
+def test_a_deliverys_rule_is_previewed_for_people_who_make_deliveries(call, ws):
+    rule = {"calendar": {"frequency": "weekly", "weekdays": ["MO"], "times": ["09:00"]}, "timezone": "Europe/Berlin"}
+    # ana holds no schedules role: the schedules' preview refuses her, the deliveries' does not
+    assert call("POST", "/rules/preview", {"recurrence": rule, "count": 3}, as_=ana(ws)).status == 403
+    reply = call("POST", "/query-schedules/rule-preview", {"recurrence": rule, "count": 3}, as_=ana(ws))
+    assert reply.status == 200, reply.body
+    assert len(reply.body["next_occurrences"]) == 3 and "Monday" in reply.body["description"]
+    bad = call("POST", "/query-schedules/rule-preview", {"recurrence": {**rule, "timezone": "Mars/Base"}},
+               as_=ana(ws))
+    assert (bad.status, bad.body["field"]) == (422, "recurrence.timezone")
+    assert call("POST", "/query-schedules/rule-preview", {"recurrence": rule},
+                as_=ana(ws, roles="queries:read")).status == 403

@@ -11,6 +11,8 @@ One form, rendered by the server and sent again by each of its buttons (``intent
 * ``message`` previews the message the chosen recipient would get (a new delivery:
   ``POST /query-schedules/message-preview`` with the draft; a saved one, unchanged
   templates: the same route with its settings);
+* ``keep`` (the form's first, hidden button: what Enter in a field sends) shows the form
+  again as typed;
 * ``save`` creates (``POST /query-schedules`` with the form's Idempotency-Key) or changes
   (``PATCH /query-schedules/{id}`` with the fields that changed).
 
@@ -240,6 +242,8 @@ def _common_intent(ctx: Request, draft: Draft, intent: str, *, saved: dict[str, 
         added = replace(draft, recipients=tuple(dict.fromkeys((*draft.recipients, candidate))))
         who = reply.body.get("display_name") or candidate
         return form_page(ctx, added, **page, notice=f"{who} was added: they may read the source.")
+    if intent == "keep":  # Enter in a field: the form again, as typed, nothing sent
+        return form_page(ctx, draft, **page)
     if intent.startswith("remove:"):
         gone = intent.partition(":")[2]
         return form_page(ctx, replace(draft, recipients=tuple(u for u in draft.recipients if u != gone)), **page)
