@@ -47,6 +47,8 @@ OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
                ("post", "/query-schedules/{schedule_id}/subscription"), ("get", "/mail-suppressions"),
                ("post", "/mail-suppressions/removals"), ("get", "/mail-suppressions/removals"),
                ("get", "/query-schedules/{schedule_id}/message-preview"),
+               ("get", "/members"), ("post", "/query-schedules/recipient-check"),
+               ("post", "/query-schedules/message-preview"), ("post", "/query-schedules/rule-preview"),
                ("get", "/snapshots/workspaces/{workspace_id}/periods/{owner}/{snapshot_type}/{period}")}
 OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_id}/revocation"),
                ("get", "/query-schedules/{schedule_id}/subscription"), ("post", "/downloads/{token}")}

@@ -63,6 +63,9 @@ _SORT_TWICE = ("definition.sort", r"is sorted by twice", "a column sorted by at 
                                                           "by direction, so uniqueItems cannot say it)")
 _RECIPIENT = ("recipients", r"member", "each recipient must be a member of the workspace")
 _TEMPLATE = ("_template", r"placeholder|template", "templates use named placeholders only (their grammar)")
+_SOURCE = [("source.query_id", r"^no such query \(or version\) in this workspace$", "the saved query must exist"),
+           ("source.query_version", r"^no such query \(or version\) in this workspace$", "the version must exist"),
+           ("source.report_id", r"^no such report in this workspace$", "the report must exist")]
 RUNTIME_CHECKED: dict[str, list[tuple[str, str, str]]] = {
     "POST /schedules": [*_RULE, _SUBJECT],
     "PATCH /schedules/{schedule_id}": [*_RULE, _SUBJECT],
@@ -76,6 +79,11 @@ RUNTIME_CHECKED: dict[str, list[tuple[str, str, str]]] = {
         ("source.query_version", r"^no such query \(or version\) in this workspace$", "the version must exist"),
         ("source.report_id", r"^no such report in this workspace$", "the report must exist")],
     "PATCH /query-schedules/{schedule_id}": [*_RULE, _RECIPIENT, _TEMPLATE],
+    "POST /query-schedules/recipient-check": _SOURCE,
+    "POST /query-schedules/message-preview": [
+        *_SOURCE, _TEMPLATE, ("format", r"^a (query|report) is delivered as", "the format fits the source's kind")],
+    "POST /query-schedules/rule-preview": _RULE,
+    "GET /members": [("cursor", r"^not a cursor this listing gave$", "a cursor is one a page gave (opaque)")],
     "POST /reports": [
         ("definition.sections", r"^no such saved query|^the query selects no column|is not numeric",
          "each section's saved query (and version) must exist; a chart's columns must be columns that "

@@ -41,6 +41,7 @@ from timekeeper.api import (
     errors,
     exports,
     link_pages,
+    member_routes,
     operations_routes,
     opt_out_routes,
     people_routes,
@@ -77,9 +78,9 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 #: Every resource's router, in inclusion order (the schedules' create route, whose body
 #: the app's registry types, is included first: :func:`timekeeper.api.schedule_routes.create_router`).
 ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.router,
-           delivery_routes.router, download_routes.router, snapshot_routes.router, people_routes.router,
-           opt_out_routes.router, suppression_routes.router, operations_routes.router, session_routes.router,
-           work_kind_routes.router)
+           member_routes.router, delivery_routes.router, download_routes.router, snapshot_routes.router,
+           people_routes.router, opt_out_routes.router, suppression_routes.router, operations_routes.router,
+           session_routes.router, work_kind_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

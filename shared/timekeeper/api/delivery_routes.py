@@ -73,6 +73,7 @@ from timekeeper.reporting.query_schedules import (
     create_query_schedule,
     list_delivery_runs,
     list_query_schedules,
+    schedule_recurrence,
     update_query_schedule,
 )
 from timekeeper.schedules import service
@@ -204,6 +205,8 @@ class QueryScheduleOut(BaseModel):
                           "schedule's read)", examples=[{"sample-7-admin": "Ada Admin"}])
     timezone: str | None = Field(None, description="the workspace's IANA zone, in which people's times are shown "
                                                    "(on a single schedule's read)")
+    recurrence: dict[str, Any] | None = Field(None, description="the saved rule as PATCH takes it, with its "
+                                                                "timezone (on a single schedule's read)")
 
 
 class QuerySchedulePage(BaseModel):
@@ -331,7 +334,9 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> 
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
         recipients=listed, recipient_names=names,
-        timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None)
+        timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None,
+        recurrence=schedule_recurrence(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
+        if recipients else None)
 
 
 def schedule_live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import execute, fetch_one
+from timekeeper.db.rows import execute, fetch_all, fetch_one
 from timekeeper.schedules import service
 from timekeeper.schedules.zones import is_canonical_zone
 from timekeeper.settings import FILE_LOCALE_LANGUAGES
@@ -219,3 +219,22 @@ def member_with_user(conn: psycopg.Connection, *, workspace_id: UUID,
     user = fetch_one(conn, SQL["get_user"], (user_id,), User)
     membership = fetch_one(conn, SQL["get_membership"], (workspace_id, user_id), Membership)
     return user, membership
+
+
+@dataclass(frozen=True)
+class MemberContact:
+    """A current member who is an active user, as people pick a recipient: their id, display
+    name and address (None: none on file)."""
+
+    user_id: str
+    display_name: str
+    email: str | None
+
+
+def list_members(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[str, str] | None = None,
+                 limit: int = 50) -> list[MemberContact]:
+    """The workspace's current members who are active users, by display name then id: at
+    most ``limit`` after the key ``(display_name, user_id)`` of the previous page's last row."""
+    return fetch_all(conn, SQL["list_members"],
+                     {"ws": workspace_id, "after_name": after[0] if after else None,
+                      "after_id": after[1] if after else None, "limit": limit}, MemberContact)

@@ -47,3 +47,13 @@ SELECT workspace_id, user_id, roles, joined_at, left_at FROM workspace_membershi
 
 -- name: set_notify_admins
 UPDATE workspaces SET notify_admins = %s WHERE id = %s
+
+-- name: list_members
+-- The workspace's current members who are active users, by display name then id, after a
+-- (display_name, id) key; the caller asks for one row more than a page.
+SELECT u.id AS user_id, u.display_name, u.email
+  FROM workspace_memberships m JOIN users u ON u.id = m.user_id
+ WHERE m.workspace_id = %(ws)s AND m.left_at IS NULL AND u.status = 'active'
+   AND (%(after_name)s::text IS NULL OR (u.display_name, u.id) > (%(after_name)s::text, %(after_id)s::text))
+ ORDER BY u.display_name, u.id
+ LIMIT %(limit)s

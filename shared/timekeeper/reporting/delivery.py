@@ -537,6 +537,20 @@ def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_i
                           composer.timezone)
 
 
+def preview_draft_message(conn: psycopg.Connection, draft: QuerySchedule, *, user_id: str, now: Any,
+                          base_url: str) -> MessagePreview:
+    """The message ``user_id`` would receive from a delivery that is not saved yet (``draft``:
+    its settings as :func:`timekeeper.reporting.query_schedules.draft_settings` checked them)
+    run at ``now``: the same composition and recipient check as :func:`preview_message`,
+    with the same stand-in links. Nothing is written."""
+    recipient = _resolve_recipients(conn, draft, [user_id])[user_id]
+    composer = MessageComposer(conn, draft, now=now, run_date=None, row_count=None)
+    message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
+                               opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
+    return MessagePreview(user_id, recipient.display_name, recipient.skip_reason, message, composer.expires,
+                          composer.timezone)
+
+
 SENT, FAILED, REFUSED, SKIPPED = "sent", "failed", "refused", "skipped"
 
 

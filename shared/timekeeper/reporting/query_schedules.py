@@ -23,7 +23,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import Keyset, keyset_rows
-from timekeeper.db.rows import execute
+from timekeeper.db.rows import execute, fetch_value
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.reporting import reports, store
@@ -169,6 +169,58 @@ def _check_templates(subject_template: str, body_template: str, *, body_link: bo
                 require_link(text, name)
         except TemplateInvalid as error:
             raise SettingsInvalid(error.field, error.reason) from None
+
+
+#: The format a draft is previewed in when it names none: the first its source is delivered in.
+DEFAULT_FORMATS = {"query": "csv", "report": "pdf"}
+#: A draft's stand-in schedule id (no opt-out or suppression of a saved schedule applies to it).
+DRAFT_ID = UUID(int=0)
+
+
+def draft_settings(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, source: Source, fmt: str | None,
+                   name: str, subject_template: str, body_template: str, link_ttl_hours: int,
+                   now: datetime) -> QuerySchedule:
+    """The settings of a delivery that is not saved yet, checked as :func:`create_query_schedule`
+    checks them (the source exists, the format fits it, the templates are safe, the link's
+    lifetime is 1..:data:`MAX_LINK_TTL_HOURS` hours; :class:`SettingsInvalid` naming the
+    field), with ``actor`` as its owner: what a preview composes from. ``fmt`` None takes
+    the source's first format. Raises ``access.AccessDenied`` when ``actor`` may not read the
+    source."""
+    _check_name(name)
+    checked = _check_source(conn, workspace_id, source, fmt or DEFAULT_FORMATS.get(source.kind, "csv"))
+    _check_templates(subject_template, body_template)
+    if not 1 <= link_ttl_hours <= MAX_LINK_TTL_HOURS:
+        raise SettingsInvalid("link_ttl_hours", "1..720")
+    draft = QuerySchedule(schedule_id=DRAFT_ID, workspace_id=workspace_id, name=name, owner_user_id=actor,
+                          source_kind=checked.kind, query_id=checked.query_id, query_version=checked.query_version,
+                          report_id=checked.report_id, format=fmt or DEFAULT_FORMATS[checked.kind],
+                          skip_when_empty=False, subject_template=subject_template, body_template=body_template,
+                          link_ttl_hours=link_ttl_hours, created_at=now, updated_at=now)
+    access.require(check_source_access(conn, draft, actor), f"read the {checked.kind}")
+    return draft
+
+
+def check_recipient(conn: psycopg.Connection, *, workspace_id: UUID, source: Source,
+                    user_id: str) -> access.Decision:
+    """Whether ``user_id`` may be a recipient of a delivery of ``source`` now: the access
+    rule the saving applies (a current, active member allowed to read the query or the
+    report, :func:`~timekeeper.reporting.delivery.check_source_access`). Raises
+    :class:`SettingsInvalid` naming ``source.*`` for a source that is not in the
+    workspace."""
+    checked = _check_source(conn, workspace_id, source, DEFAULT_FORMATS.get(source.kind, "csv"))
+    probe = QuerySchedule(schedule_id=DRAFT_ID, workspace_id=workspace_id, name="", owner_user_id=user_id,
+                          source_kind=checked.kind, query_id=checked.query_id, query_version=checked.query_version,
+                          report_id=checked.report_id, format=DEFAULT_FORMATS[checked.kind], skip_when_empty=False,
+                          subject_template="", body_template="", link_ttl_hours=DEFAULT_LINK_TTL_HOURS,
+                          created_at=datetime.min, updated_at=datetime.min)
+    return check_source_access(conn, probe, user_id)
+
+
+def schedule_recurrence(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> dict[str, Any] | None:
+    """A query schedule's saved rule as the API takes it, with its ``timezone`` (None: no
+    such schedule)."""
+    value = fetch_value(conn, SQL["schedule_recurrence"], (workspace_id, schedule_id))
+    return dict(value) if value is not None else None
 
 
 def _replace_recipients(conn: psycopg.Connection, workspace_id: UUID, schedule_id: UUID, recipients: list[str],

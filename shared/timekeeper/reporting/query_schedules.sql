@@ -38,3 +38,8 @@ r.workspace_id = %(ws)s AND r.schedule_id = %(schedule_id)s
 
 -- name: set_owner
 UPDATE query_schedules SET owner_user_id = %s, updated_at = %s WHERE workspace_id = %s AND schedule_id = %s
+
+-- name: schedule_recurrence
+-- A query schedule's rule as the API takes it (its zone inside).
+SELECT recurrence || jsonb_build_object('timezone', timezone) FROM schedules
+ WHERE workspace_id = %s AND id = %s

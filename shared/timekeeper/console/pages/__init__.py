@@ -10,6 +10,7 @@ from timekeeper.console.pages import (
     admin,
     closures,
     deliveries,
+    delivery_authoring,
     errors,
     notices,
     operations,
@@ -27,5 +28,6 @@ from timekeeper.console.pages import (
 #: three-segment POST routes (Powertools tries routes with parameters in the order they
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
-                               deliveries.router, closures.router, snapshots.router, operations.router, notices.router,
-                               admin.router, queries.router, reports.router, errors.router, actions.router)
+                               deliveries.router, delivery_authoring.router, closures.router, snapshots.router,
+                               operations.router, notices.router, admin.router, queries.router, reports.router,
+                               errors.router, actions.router)

@@ -24,6 +24,9 @@ from timekeeper.console.paths import PREFIX
 
 router = Router()
 
+#: What a delivery's page says once something was done to it (``?done=<what>``).
+DONE = {**ACTIONS, "created": "created", "updated": "updated"}
+
 
 class _StyleAttributes(HTMLParser):
     """The ``style`` attribute values of an HTML document, as a browser reads them."""
@@ -76,6 +79,8 @@ def deliveries(ctx: Request) -> Response:
     rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
     cursor = reply.body.get("next_cursor")
     return ctx.page("deliveries.html", rows=rows,
+                    done="The delivery was deleted: its runs, outcomes and history are kept."
+                    if params.get("done") == "deleted" else None,
                     next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
 
 
@@ -85,7 +90,7 @@ def delivery(ctx: Request, schedule_id: str) -> Response:
     """``GET /console/deliveries/{id}``: a delivery, its runs with the per-recipient ledger
     (pages by ``cursor``), its changes and the person's own standing with its messages."""
     params = ctx.params
-    done = ACTIONS.get(params.get("done", ""))
+    done = DONE.get(params.get("done", ""))
     client = ctx.api()
     reply = client.call("GET", f"/query-schedules/{schedule_id}")
     if reply.status != 200:
