@@ -33,6 +33,7 @@ from infra.metrics import (
     ses_metric,
     timekeeper_metric,
 )
+from infra.nat import NAT_FORWARDING_METRIC
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
@@ -202,6 +203,7 @@ class Monitoring(Construct):
         self.mail = mail
         self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
         self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
+        self.nat_forwarding_alarm = self._nat_forwarding_alarm(network) if network and network.nat_instance else None
         #: The message-events queue's alarms (``queue-age``, ``dlq-depth``, ``dlq-arrivals``,
         #: ``consumer-errors``; names ``<Title>-message-events-...``), when built.
         self.message_event_alarms: dict[str, cw.Alarm] = (
@@ -381,6 +383,8 @@ class Monitoring(Construct):
                 every_alarm += group.all()
         if self.nat_instance_alarm is not None:
             every_alarm.append(self.nat_instance_alarm)
+        if self.nat_forwarding_alarm is not None:
+            every_alarm.append(self.nat_forwarding_alarm)
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -614,6 +618,21 @@ class Monitoring(Construct):
             description="The NAT instance failed a status check or reports nothing (stopped, terminated): the "
                         "functions cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Start or replace it "
                         "(redeploy the data stack).")
+
+    def _nat_forwarding_alarm(self, network: Network) -> cw.Alarm:
+        """The NAT instance's forwarding heartbeat (:mod:`infra.nat`, one a minute while it
+        forwards and masquerades) is absent for a whole alarm period: missing data breaching."""
+        [instance] = network.nat_instance.gateway_instances  # type: ignore[union-attr]
+        return self._alarm(
+            "NatForwarding", name=f"{self._title}-network-nat-forwarding",
+            metric=cw.Metric(namespace=obs.NAMESPACE, metric_name=NAT_FORWARDING_METRIC, statistic="SampleCount",
+                             period=alarm_period(), dimensions_map={"InstanceId": instance.instance_id}),
+            threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description="The NAT instance did not report forwarding for a whole period: forwarding or the "
+                        "masquerade rule is off (its setup unit failed), or it cannot reach AWS. The functions "
+                        "cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Runbook: "
+                        "docs/operations.md#nat-forwarding")
 
     def _work_queue_alarms(self, resources: WorkQueueResources) -> WorkQueueAlarms:
         q = resources.work_queue
