@@ -51,9 +51,13 @@ def test_the_default_floor_counts_what_its_templates_hold(synth):
     assert _line(estimate, "RDS Proxy minimum").monthly_usd == pytest.approx(8 * 0.015 * 730)
     assert _line(estimate, "NAT gateways").monthly_usd == 0
     # And every alarm is billed by its metrics (a DIFF expression over one metric is one; a
-    # pipeline's run failure rate reads its three outcome metrics)
+    # pipeline's run failure rate reads its three outcome metrics, an error rate two), a
+    # composite alarm by itself
     alarms = resources(app, "AWS::CloudWatch::Alarm")
-    assert _line(estimate, "alarm metrics").quantity == len(alarms) + 2 * len(PIPELINES)
+    error_rates = [a for a in alarms.values() if "errors" in {m["Id"] for m in a["Properties"].get("Metrics", [])}]
+    assert error_rates
+    assert _line(estimate, "alarm metrics").quantity == len(alarms) + 2 * len(PIPELINES) + len(error_rates)
+    assert _line(estimate, "composite alarms").quantity == len(resources(app, "AWS::CloudWatch::CompositeAlarm")) == 1
     assert _line(estimate, "secrets").quantity == (len(resources(app, "AWS::SecretsManager::Secret"))
                                                    + len(resources(data, "AWS::SecretsManager::Secret")))
     # And the scheduled passes: a pass a minute per dispatcher partition and the snapshot
