@@ -83,12 +83,18 @@ def error_rate(function: lambda_.IFunction, *, label: str) -> cw.MathExpression:
     """``function``'s errors as a percentage of its invocations per alarm period (5
     minutes), 0 in a period with fewer than :data:`ERROR_RATE_MIN_INVOCATIONS`."""
     period = alarm_period()
+    return rate_of(function.metric_errors(statistic="Sum", period=period),
+                   function.metric_invocations(statistic="Sum", period=period), label=label)
+
+
+def rate_of(errors: cw.IMetric, invocations: cw.IMetric, *, label: str) -> cw.MathExpression:
+    """``errors`` as a percentage of ``invocations`` (both sums per alarm period), 0 in a
+    period with fewer than :data:`ERROR_RATE_MIN_INVOCATIONS` (an API stage's 5XX answers
+    over its requests, too)."""
     return cw.MathExpression(
         expression=(f"IF(FILL(invocations, 0) >= {ERROR_RATE_MIN_INVOCATIONS}, "
                     "100 * FILL(errors, 0) / invocations, 0)"),
-        label=label, period=period,
-        using_metrics={"errors": function.metric_errors(statistic="Sum", period=period),
-                       "invocations": function.metric_invocations(statistic="Sum", period=period)})
+        label=label, period=alarm_period(), using_metrics={"errors": errors, "invocations": invocations})
 
 
 @dataclass

@@ -34,6 +34,7 @@ from infra.alarms import (
     RendererAlarms,
     WorkQueueAlarms,
     error_rate,
+    rate_of,
     with_runbook,
 )
 from infra.api import HttpApi
@@ -497,10 +498,16 @@ class Monitoring(Construct):
                 description="API requests found every reserved execution of the API function busy: callers "
                             "got a 500 (raise its reserved concurrency with the connection budget)."),
             server_errors=self._alarm(
-                "ServerErrors", name=f"{named}-5xx",
-                metric=stage.metric_server_error(statistic="Sum", period=alarm_period()), **above_zero,
-                description="API Gateway answered 5XX (the function failed, timed out or was throttled, or "
-                            "the authorizer failed)."),
+                "ServerErrors", name=f"{named}-5xx", scope=scope,
+                metric=rate_of(stage.metric_server_error(statistic="Sum", period=alarm_period()),
+                               stage.metric_count(statistic="Sum", period=alarm_period()),
+                               label="API: 5XX answers (% of requests)"),
+                threshold=ERROR_RATE_ALARM_PERCENT, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, periods=ALARM_EVALUATION_PERIODS,
+                datapoints=ALARM_DATAPOINTS,
+                description=f"API Gateway answered 5XX to over {ERROR_RATE_ALARM_PERCENT} % of requests in "
+                            f"{ALARM_DATAPOINTS} of {ALARM_EVALUATION_PERIODS} periods (the function failed, timed "
+                            "out or was throttled, or the authorizer failed)."),
             latency=self._alarm(
                 "Latency", name=f"{named}-latency",
                 metric=stage.metric_latency(statistic="p95", period=alarm_period()),

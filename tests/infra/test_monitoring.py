@@ -227,8 +227,17 @@ def test_api_alarms_on_function_errors_throttles_5xx_and_latency(synth):
     _rate_alarm_reads(alarm_by_name(template, "Timekeeper-api-errors"), function[0]["Value"]["Ref"])
     _assert_alarm(alarm_by_name(template, "Timekeeper-api-throttles"), template, namespace="AWS/Lambda",
                   metric="Throttles", dimensions=function, statistic="Sum", threshold=0, **common)
-    _assert_alarm(alarm_by_name(template, "Timekeeper-api-5xx"), template, namespace="AWS/ApiGateway",
-                  metric="5XXError", dimensions=stage, statistic="Sum", threshold=0, **common)
+    # (5XX answers as a share of requests over several periods: one 5XX does not page)
+    server_errors = alarm_by_name(template, "Timekeeper-api-5xx")
+    stats = {m["Id"]: m["MetricStat"] for m in server_errors["Metrics"] if "MetricStat" in m}
+    assert {k: (s["Metric"]["Namespace"], s["Metric"]["MetricName"], s["Stat"], s["Period"])
+            for k, s in stats.items()} == {"errors": ("AWS/ApiGateway", "5XXError", "Sum", PERIOD_S),
+                                           "invocations": ("AWS/ApiGateway", "Count", "Sum", PERIOD_S)}
+    assert all(s["Metric"]["Dimensions"] == stage for s in stats.values())
+    assert (server_errors["Threshold"], server_errors["DatapointsToAlarm"], server_errors["EvaluationPeriods"]) == (
+        alarms.ERROR_RATE_ALARM_PERCENT, 2, 3)
+    [expression] = [m["Expression"] for m in server_errors["Metrics"] if "Expression" in m]
+    assert f">= {alarms.ERROR_RATE_MIN_INVOCATIONS}" in expression
     latency = alarm_by_name(template, "Timekeeper-api-latency")
     assert latency["ExtendedStatistic"] == "p95"
     _assert_alarm({**latency, "Statistic": "p95"}, template, namespace="AWS/ApiGateway", metric="Latency",

@@ -25,13 +25,15 @@ def _anchors() -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def lean():
-    return synthesize({DeploymentConfig.KEY_EGRESS: "nat-instance", DeploymentConfig.KEY_COGNITO: "true"})
+def profiles(synth):
+    """The default, nat and lean (nat-instance, with the JWT authorizer's alarm) profiles."""
+    return {"default": synth, "nat": synthesize({DeploymentConfig.KEY_EGRESS: "nat"}),
+            "lean": synthesize({DeploymentConfig.KEY_EGRESS: "nat-instance", DeploymentConfig.KEY_COGNITO: "true"})}
 
 
-@pytest.mark.parametrize("profile", ["default", "lean"])
-def test_every_alarms_description_names_a_runbook_heading_of_the_operations_page(synth, lean, profile):
-    template = (synth if profile == "default" else lean).app_template
+@pytest.mark.parametrize("profile", ["default", "nat", "lean"])
+def test_every_alarms_description_names_a_runbook_heading_of_the_operations_page(profiles, profile):
+    template = profiles[profile].app_template
     anchors = _anchors()
     alarms = {**resources(template, "AWS::CloudWatch::Alarm"), **resources(template, "AWS::CloudWatch::CompositeAlarm")}
     assert len(alarms) > 50
