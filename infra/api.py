@@ -24,7 +24,8 @@ from constructs import Construct
 
 from infra import settings
 from infra.authorizer import JwtAuthorizerResources
-from infra.downloads import DownloadFunction, DownloadRateRule, download_method_options
+from infra.downloads import DownloadFunction, download_method_options
+from infra.firewall import ApiFirewall
 from infra.functions import API, DatabaseAccess, TimekeeperFunction
 from infra.nag import acknowledge
 from infra.pipeline import PipelineResources
@@ -173,17 +174,19 @@ class HttpApi(Construct):
             log_group_name=Fn.join("", ["API-Gateway-Execution-Logs_", self.api.rest_api_id,
                                         f"/{API_STAGE}"]))
         self.api.deployment_stage.node.add_dependency(execution_logs)
-        #: The WAF rate-based rule on the download route (None: not configured).
-        self.download_rate_rule = DownloadRateRule(
-            self, "DownloadRateRule", stage=self.api.deployment_stage, stage_name=API_STAGE, limit=download_rate_limit,
-            name_prefix=name_prefix) if download_rate_limit else None
+        #: The stage's WAF web ACL: managed rule groups and the public links' rate rule
+        #: (None: the deployment opted out, timekeeper:waf=false).
+        self.firewall = ApiFirewall(
+            self, "Firewall", stage=self.api.deployment_stage, stage_name=API_STAGE, rate_limit=download_rate_limit,
+            name_prefix=name_prefix, log_retention=log_retention) if download_rate_limit else None
 
         acknowledge(self.api, "AwsSolutions-APIG2",
                     "Requests are validated in the function by pydantic models (Powertools' resolver with "
                     "OpenAPI validation), the same models that generate the API's OpenAPI document.")
         acknowledge(self.api, "AwsSolutions-APIG3",
-                    "Every route but the download route needs the authorizer; the stage and the download "
-                    "method are throttled, and timekeeper:downloadRateLimit adds a WAF rate-based rule.")
+                    "Every route but the public link routes needs the authorizer; the stage and the public "
+                    "methods are throttled, and a WAF web ACL guards the stage unless the deployment opts out "
+                    "(timekeeper:waf=false, the lean profile's choice).")
         acknowledge(self.api, "AwsSolutions-COG4",
                     "Identity is the operator's identity provider behind a Lambda REQUEST authorizer, not "
                     "necessarily a Cognito user pool (README.md).")

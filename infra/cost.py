@@ -8,8 +8,9 @@ Run from the repository root (synthesis with bundling skipped, no AWS call)::
     PYTHONPATH=shared:. python3 -m infra.cost --write docs/deploy.md   # refresh the docs' table
 
 What counts: what bills by the hour or the month whether or not anything happens
-(interface endpoints per AZ, NAT gateways and instances, public IPv4 addresses, Aurora's
-minimum capacity, RDS Proxy's minimum, alarms by metric, dashboards, secrets, KMS keys) and
+(interface endpoints per AZ, NAT gateways and instances, public IPv4 addresses, WAF web
+ACLs and their rules, Aurora's minimum capacity, RDS Proxy's minimum, alarms by metric,
+composite alarms, dashboards, secrets, KMS keys) and
 what the deployment does by itself while idle (the scheduled dispatcher and planner passes,
 the SQS event sources' long polls). What does not: anything that grows with use (storage,
 log ingestion, data processed by endpoints or the NAT, requests, e-mail, traces) and every
@@ -57,6 +58,9 @@ PRICES: dict[str, Price] = {
     "rds_proxy_serverless": Price(0.015, "ACU hour of the target, at least 8 ACUs",
                                   "https://aws.amazon.com/rds/proxy/pricing/"),
     "alarm_metric": Price(0.10, "standard-resolution alarm metric month", "https://aws.amazon.com/cloudwatch/pricing/"),
+    "composite_alarm": Price(0.50, "composite alarm month", "https://aws.amazon.com/cloudwatch/pricing/"),
+    "waf_web_acl": Price(5.00, "WAF web ACL month", "https://aws.amazon.com/waf/pricing/"),
+    "waf_rule": Price(1.00, "WAF rule or managed rule group month", "https://aws.amazon.com/waf/pricing/"),
     "dashboard": Price(3.00, "dashboard month", "https://aws.amazon.com/cloudwatch/pricing/"),
     "secret": Price(0.40, "secret month", "https://aws.amazon.com/secrets-manager/pricing/"),
     "kms_key": Price(1.00, "customer managed key month", "https://aws.amazon.com/kms/pricing/"),
@@ -124,9 +128,10 @@ class Estimate:
         return groups
 
 
-GROUPS = ("network", "database", "monitoring", "secrets and keys", "idle work")
+GROUPS = ("network", "firewall", "database", "monitoring", "secrets and keys", "idle work")
 GROUP_OF = {"interface endpoints": "network", "NAT gateways": "network", "public IPv4 addresses": "network",
             "NAT instances": "network", "NAT instance volumes": "network",
+            "WAF web ACLs": "firewall", "WAF rules": "firewall", "composite alarms": "monitoring",
             "Aurora minimum capacity": "database", "RDS Proxy minimum": "database",
             "alarm metrics": "monitoring", "dashboards": "monitoring",
             "secrets": "secrets and keys", "KMS keys": "secrets and keys",
@@ -211,6 +216,11 @@ def idle_floor(templates: Mapping[str, dict[str, Any]], *, profile: str = "") ->
     addresses = len(_resources(templates, "AWS::EC2::EIP")) + len(instances)
     lines.append(_line("public IPv4 addresses", addresses, "public_ipv4", hours=True))
 
+    acls = _resources(templates, "AWS::WAFv2::WebACL")
+    lines.append(_line("WAF web ACLs", len(acls), "waf_web_acl", hours=False))
+    # each rule bills, a managed rule group as one rule
+    lines.append(_line("WAF rules", sum(len(a.get("Rules", [])) for a in acls), "waf_rule", hours=False))
+
     clusters = {lid: r["Properties"] for lid, r in everything.items() if r.get("Type") == "AWS::RDS::DBCluster"}
     minimum_acu = 0.0
     for instance in _resources(templates, "AWS::RDS::DBInstance"):
@@ -224,6 +234,8 @@ def idle_floor(templates: Mapping[str, dict[str, Any]], *, profile: str = "") ->
 
     alarm_metrics = sum(_alarm_metrics(a) for a in _resources(templates, "AWS::CloudWatch::Alarm"))
     lines.append(_line("alarm metrics", alarm_metrics, "alarm_metric", hours=False))
+    composites = len(_resources(templates, "AWS::CloudWatch::CompositeAlarm"))
+    lines.append(_line("composite alarms", composites, "composite_alarm", hours=False))
     lines.append(_line("dashboards", len(_resources(templates, "AWS::CloudWatch::Dashboard")), "dashboard",
                        hours=False))
     lines.append(_line("secrets", len(_resources(templates, "AWS::SecretsManager::Secret")), "secret", hours=False))

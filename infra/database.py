@@ -35,6 +35,7 @@ from constructs import Construct
 from infra import settings
 from infra.functions import DatabaseAccess
 from infra.nag import acknowledge
+from infra.nat import grant_heartbeat, nat_user_data
 from infra.settings import ExistingDatabase
 from timekeeper.topology import (
     API_LOGIN,
@@ -109,11 +110,13 @@ class Network(Construct):
         self.nat_instance: ec2.NatInstanceProviderV2 | None = None
         if egress == "nat-instance":
             # The image is the SSM parameter of the latest AL2023 (resolved at deploy, no
-            # lookup at synth); CDK's user data turns on forwarding and masquerading.
+            # lookup at synth); our user data (infra.nat) turns on forwarding and
+            # masquerading at every boot without depending on a package install, and
+            # publishes the forwarding heartbeat.
             self.nat_instance = ec2.NatProvider.instance_v2(
                 instance_type=ec2.InstanceType(NAT_INSTANCE_TYPE),
                 machine_image=ec2.MachineImage.latest_amazon_linux2023(cpu_type=ec2.AmazonLinuxCpuType.ARM_64),
-                default_allowed_traffic=ec2.NatTrafficDirection.OUTBOUND_ONLY)
+                default_allowed_traffic=ec2.NatTrafficDirection.OUTBOUND_ONLY, user_data=nat_user_data())
         if nat:
             subnet_type = ec2.SubnetType.PRIVATE_WITH_EGRESS
             configuration = [
@@ -151,13 +154,18 @@ class Network(Construct):
         provider.security_group.add_ingress_rule(ec2.Peer.ipv4(VPC_CIDR), ec2.Port.tcp(443),
                                                  "HTTPS from the VPC to AWS APIs")
         [instance] = provider.gateway_instances
+        grant_heartbeat(instance.role)
+        acknowledge(instance.role, "AwsSolutions-IAM5[Resource::*]",
+                    "cloudwatch:PutMetricData takes no resource but *; the NAT instance's heartbeat may publish in "
+                    "the Timekeeper namespace only (a condition on cloudwatch:namespace).")
         cfn: ec2.CfnInstance = instance.node.default_child  # type: ignore[assignment]
         cfn.block_device_mappings = [ec2.CfnInstance.BlockDeviceMappingProperty(
             device_name="/dev/xvda", ebs=ec2.CfnInstance.EbsProperty(
                 encrypted=True, volume_type="gp3", delete_on_termination=True))]
         acknowledge(instance, "AwsSolutions-EC28",
-                    "The NAT instance of the lean profile forwards AWS API calls only; basic monitoring and the "
-                    "status-check alarm (infra/monitoring.py) cover it, detailed monitoring would cost more than it.")
+                    "The NAT instance of the lean profile forwards AWS API calls only; basic monitoring, the "
+                    "status-check and forwarding-heartbeat alarms (infra/monitoring.py) cover it; detailed "
+                    "monitoring would cost more than it.")
         acknowledge(instance, "AwsSolutions-EC29",
                     "The NAT instance holds no state: CloudFormation replaces it when its image changes, which "
                     "termination protection would block.")

@@ -143,6 +143,8 @@ class TimekeeperFunction(Construct):
             raise ValueError(f"functions/{folder} has no entry in timekeeper.topology declaring the AWS services "
                              "it calls")
         self.folder = folder
+        #: The timeout (seconds) it was built with: the topology's number for its kind.
+        self.timeout_s = timeout_s
         #: The AWS services the function calls (the topology's declaration).
         self.services = function_services()[folder]
         #: Services Lambda itself calls with the function's role (an SQS event source polls

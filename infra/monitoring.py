@@ -9,7 +9,6 @@ every alarm but dispatcher silence is :data:`infra.settings.ALARM_PERIOD_MINUTES
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from aws_cdk import Duration
@@ -21,6 +20,23 @@ from constructs import Construct
 
 from infra import dashboard as dashboard_rows
 from infra import settings
+from infra.alarms import (
+    ALARM_DATAPOINTS,
+    ALARM_EVALUATION_PERIODS,
+    DURATION_ALARM_SHARE,
+    ERROR_RATE_ALARM_PERCENT,
+    ERROR_RATE_MIN_INVOCATIONS,
+    LONG_FUNCTION_TIMEOUT_S,
+    ApiAlarms,
+    DatabaseAlarms,
+    MailAlarms,
+    PipelineAlarms,
+    RendererAlarms,
+    WorkQueueAlarms,
+    error_rate,
+    rate_of,
+    with_runbook,
+)
 from infra.api import HttpApi
 from infra.database import AuroraDatabase, Network
 from infra.mail import MailResources
@@ -33,113 +49,13 @@ from infra.metrics import (
     ses_metric,
     timekeeper_metric,
 )
+from infra.nat import NAT_FORWARDING_METRIC
 from infra.pipeline import PipelineResources
 from infra.renderer import ReportRendererResources
 from infra.snapshots import SnapshotResources
 from infra.work_queue import WorkQueueResources
 from timekeeper import observability as obs
 from timekeeper.topology import CONNECT_TIMEOUT_S, connection_budget
-
-
-@dataclass
-class PipelineAlarms:
-    """The eight alarms of one pipeline (silence and errors of its dispatcher partition 0),
-    and a silence and an errors alarm for each further dispatcher partition."""
-
-    dispatcher_silence: cw.Alarm
-    dispatcher_heartbeat: cw.Alarm
-    dispatcher_errors: cw.Alarm
-    queue_age: cw.Alarm
-    dlq_depth: cw.Alarm
-    dlq_arrivals: cw.Alarm
-    consumer_errors: cw.Alarm
-    #: Partitions 1..K-1: (silence, errors) each.
-    partitions: list[tuple[cw.Alarm, cw.Alarm]] = field(default_factory=list)
-    #: The share of the pipeline's settled runs that failed, over several periods.
-    run_failure_rate: cw.Alarm | None = None
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.dispatcher_silence, self.dispatcher_heartbeat, self.dispatcher_errors, self.queue_age,
-                self.dlq_depth, self.dlq_arrivals, self.consumer_errors,
-                *(alarm for pair in self.partitions for alarm in pair),
-                *([self.run_failure_rate] if self.run_failure_rate is not None else [])]
-
-
-@dataclass
-class RendererAlarms:
-    """The report renderer's alarms."""
-
-    errors: cw.Alarm
-    throttles: cw.Alarm
-    failed_events: cw.Alarm
-    failed_arrivals: cw.Alarm
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.errors, self.throttles, self.failed_events, self.failed_arrivals]
-
-
-@dataclass
-class ApiAlarms:
-    """The HTTP API's alarms: its function's errors and throttles, API Gateway's 5XX
-    answers and latency; the public download function's errors and throttles; and the JWT
-    authorizer's errors when the stack creates that authorizer (None otherwise: the
-    operator's own authorizer is the operator's to watch)."""
-
-    errors: cw.Alarm
-    throttles: cw.Alarm
-    server_errors: cw.Alarm
-    latency: cw.Alarm
-    download_errors: cw.Alarm
-    download_throttles: cw.Alarm
-    authorizer_errors: cw.Alarm | None = None
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.errors, self.throttles, self.server_errors, self.latency, self.download_errors,
-                self.download_throttles, *([self.authorizer_errors] if self.authorizer_errors else [])]
-
-
-@dataclass
-class DatabaseAlarms:
-    """The created database's alarms: Aurora at its capacity ceiling, more connections than
-    the budget allows, more proxy clients than the budget, slow borrows from the proxy."""
-
-    capacity: cw.Alarm
-    connections: cw.Alarm
-    proxy_clients: cw.Alarm
-    proxy_borrow_latency: cw.Alarm
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.capacity, self.connections, self.proxy_clients, self.proxy_borrow_latency]
-
-
-@dataclass
-class MailAlarms:
-    """SES reputation of the deliveries' configuration set."""
-
-    bounce_rate: cw.Alarm
-    complaint_rate: cw.Alarm
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.bounce_rate, self.complaint_rate]
-
-
-@dataclass
-class WorkQueueAlarms:
-    """The four alarms of one work queue (no dispatcher)."""
-
-    queue_age: cw.Alarm
-    dlq_depth: cw.Alarm
-    dlq_arrivals: cw.Alarm
-    consumer_errors: cw.Alarm
-
-    def all(self) -> list[cw.Alarm]:
-        """The alarms in a fixed order."""
-        return [self.queue_age, self.dlq_depth, self.dlq_arrivals, self.consumer_errors]
 
 
 class Monitoring(Construct):
@@ -202,10 +118,16 @@ class Monitoring(Construct):
         self.mail = mail
         self.mail_alarms = self._mail_alarms(mail) if mail is not None else None
         self.nat_instance_alarm = self._nat_instance_alarm(network) if network and network.nat_instance else None
+        self.nat_forwarding_alarm = self._nat_forwarding_alarm(network) if network and network.nat_instance else None
         #: The message-events queue's alarms (``queue-age``, ``dlq-depth``, ``dlq-arrivals``,
         #: ``consumer-errors``; names ``<Title>-message-events-...``), when built.
         self.message_event_alarms: dict[str, cw.Alarm] = (
             self._message_event_alarms(message_events) if message_events is not None else {})
+        self._pipelines, self._message_events = pipelines, message_events
+        #: Every long function's duration-near-timeout alarm, by alarm name.
+        self.duration_alarms = self._duration_alarms()
+        #: The one page for dispatchers failing together (their error rate and heartbeat alarms).
+        self.dispatchers_failing = self._dispatchers_failing()
         self.dashboard = self._dashboard(self._title, pipelines)
 
     def _posting_jobs_failed_alarm(self) -> cw.Alarm:
@@ -230,24 +152,92 @@ class Monitoring(Construct):
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
             scope, named=named, what="message event", queue=resources.queues.queue,
             dlq=resources.queues.dead_letter_queue, age_alarm_s=c.queue_age_alarm_s, receives=c.max_receive_count)
-        errors = self._alarm(
-            "ConsumerErrors", name=f"{named}-consumer-errors",
-            metric=resources.consumer.function.metric_errors(statistic="Sum", period=alarm_period()), threshold=0,
-            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, missing=cw.TreatMissingData.NOT_BREACHING,
-            scope=scope, description="A message-events consumer invocation failed: its SES events return to the "
-                                     "queue (message states and suppressions wait).")
+        errors = self._error_rate_alarm(
+            "ConsumerErrors", name=f"{named}-consumer-errors", function=resources.consumer.function, scope=scope,
+            description="Message-events consumer invocations fail: their SES events return to the queue "
+                        "(message states and suppressions wait).")
         return {"queue-age": queue_age, "dlq-depth": dlq_depth, "dlq-arrivals": dlq_arrivals,
                 "consumer-errors": errors}
 
     def _alarm(self, construct_id: str, *, name: str, metric: cw.IMetric, threshold: float,
                comparison: cw.ComparisonOperator, missing: cw.TreatMissingData, description: str,
-               scope: Construct | None = None, periods: int = 1) -> cw.Alarm:
+               scope: Construct | None = None, periods: int = 1, datapoints: int | None = None,
+               notify: bool = True) -> cw.Alarm:
+        """One alarm, its description ending with its runbook's address
+        (:func:`infra.alarms.with_runbook`); it notifies the topic when it fires and clears
+        unless ``notify`` is False (a member of a composite alarm that notifies instead).
+        ``datapoints`` of ``periods`` must breach (default: all)."""
         alarm = cw.Alarm(scope or self, construct_id, alarm_name=name, metric=metric, threshold=threshold,
-                         comparison_operator=comparison, evaluation_periods=periods, datapoints_to_alarm=periods,
-                         treat_missing_data=missing, alarm_description=description)
-        alarm.add_alarm_action(self._action)
-        alarm.add_ok_action(self._action)
+                         comparison_operator=comparison, evaluation_periods=periods,
+                         datapoints_to_alarm=datapoints or periods, treat_missing_data=missing,
+                         alarm_description=with_runbook(name, description))
+        if notify:
+            alarm.add_alarm_action(self._action)
+            alarm.add_ok_action(self._action)
         return alarm
+
+    def _error_rate_alarm(self, construct_id: str, *, name: str, function: lambda_.IFunction, description: str,
+                          scope: Construct | None = None, notify: bool = True) -> cw.Alarm:
+        """``function``'s error rate (:func:`infra.alarms.error_rate`) above
+        :data:`~infra.alarms.ERROR_RATE_ALARM_PERCENT` in two of three periods."""
+        rule = (f" (over {ERROR_RATE_ALARM_PERCENT} % of its invocations in {ALARM_DATAPOINTS} of "
+                f"{ALARM_EVALUATION_PERIODS} periods; a period with fewer than {ERROR_RATE_MIN_INVOCATIONS} "
+                "invocations does not count)")
+        return self._alarm(
+            construct_id, name=name, metric=error_rate(function, label=f"{name}: errors (% of invocations)"),
+            threshold=ERROR_RATE_ALARM_PERCENT, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.NOT_BREACHING, description=description.rstrip(".") + rule + ".",
+            scope=scope, periods=ALARM_EVALUATION_PERIODS, datapoints=ALARM_DATAPOINTS, notify=notify)
+
+    def _duration_alarms(self) -> dict[str, cw.Alarm]:
+        """Every long function (timeout at least :data:`~infra.alarms.LONG_FUNCTION_TIMEOUT_S`):
+        its maximum ``Duration`` above :data:`~infra.alarms.DURATION_ALARM_SHARE` of the
+        timeout it was built with (the topology's) in two of three periods. By alarm name."""
+        functions = [(f"{r.pipeline.name}-dispatcher" + (f"-p{i}" if i else ""), d)
+                     for r in self._pipelines for i, d in enumerate(r.dispatchers)]
+        functions += [(f"{r.pipeline.name}-consumer", r.consumer) for r in self._pipelines]
+        functions += [(f"{r.work_queue.name}-consumer", r.consumer) for r in self.work_queues]
+        if self.renderer is not None:
+            functions.append((self.renderer.renderer.name, self.renderer.function))
+        if self.snapshots is not None:
+            name = self.snapshots.pipeline.name
+            functions += [(f"{name}-dispatcher", self.snapshots.dispatcher),
+                          (f"{name}-planner", self.snapshots.planner), (f"{name}-job", self.snapshots.job)]
+        if self._message_events is not None:
+            functions.append(("message-events-consumer", self._message_events.consumer))
+        scope = Construct(self, "duration")
+        alarms = {}
+        for what, function in functions:
+            if function.timeout_s < LONG_FUNCTION_TIMEOUT_S:
+                continue
+            limit_ms = int(DURATION_ALARM_SHARE * function.timeout_s * 1000)
+            name = f"{self._title}-{what}-duration"
+            alarms[name] = self._alarm(
+                name.removeprefix(f"{self._title}-"), name=name, scope=scope,
+                metric=function.function.metric_duration(statistic="Maximum", period=alarm_period()),
+                threshold=limit_ms, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, periods=ALARM_EVALUATION_PERIODS,
+                datapoints=ALARM_DATAPOINTS,
+                description=f"The {what} function ran over {limit_ms / 1000:g} s of its {function.timeout_s} s "
+                            f"timeout in {ALARM_DATAPOINTS} of {ALARM_EVALUATION_PERIODS} periods: it is about "
+                            "to time out (a slower database or service, or more work per invocation).")
+        return alarms
+
+    def _dispatchers_failing(self) -> cw.CompositeAlarm:
+        """One page when dispatchers fail together (the database or the proxy unreachable
+        raises every dispatcher's error rate and heartbeat alarms): any of them in ALARM."""
+        members = [alarm for alarms in self.pipeline_alarms.values()
+                   for alarm in (alarms.dispatcher_errors, alarms.dispatcher_heartbeat,
+                                 *(errors for _, errors in alarms.partitions))]
+        name = f"{self._title}-dispatchers-failing"
+        composite = cw.CompositeAlarm(
+            self, "DispatchersFailing", composite_alarm_name=name, alarm_rule=cw.AlarmRule.any_of(*members),
+            alarm_description=with_runbook(name, "Dispatcher passes fail (error rate) or none completes "
+                                                 "(heartbeat): one cause, the database, the proxy or a deploy, "
+                                                 "usually raises several; the members in ALARM say which."))
+        composite.add_alarm_action(self._action)
+        composite.add_ok_action(self._action)
+        return composite
 
     def _queue_alarms(self, scope: Construct, *, named: str, what: str, queue: Any, dlq: Any, age_alarm_s: int,
                       receives: int) -> tuple[cw.Alarm, cw.Alarm, cw.Alarm]:
@@ -293,8 +283,6 @@ class Monitoring(Construct):
         scope = Construct(self, p.name)
         dispatcher = resources.dispatcher.function
         consumer = resources.consumer.function
-        errors_above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                             "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         silence_window = Duration.minutes(p.dispatcher_silence_alarm_minutes)
         named = f"{self._title}-{p.name}"
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
@@ -312,11 +300,10 @@ class Monitoring(Construct):
                             "minutes: its rule is disabled or deleted, or Lambda throttles it.")
 
         def errors(function: lambda_.IFunction, construct_id: str, alarm_name: str, which: str) -> cw.Alarm:
-            return self._alarm(
-                construct_id, name=alarm_name,
-                metric=function.metric_errors(statistic="Sum", period=alarm_period()), **errors_above_zero,
-                description=f"A {p.name} dispatcher{which} pass failed (database, queue or code): no runs were "
-                            "claimed or offered by it.")
+            return self._error_rate_alarm(
+                construct_id, name=alarm_name, function=function, scope=scope, notify=False,
+                description=f"{p.name} dispatcher{which} passes fail (database, queue or code): no runs are "
+                            "claimed or offered by them. Notifies through the dispatchers-failing alarm.")
 
         partitions = [
             (silence(d.function, f"DispatcherSilence{i}", f"{named}-dispatcher-silence-p{i}", f" partition {i}"),
@@ -329,15 +316,15 @@ class Monitoring(Construct):
                 "DispatcherHeartbeat", name=f"{named}-dispatcher-heartbeat",
                 metric=pipeline_metric(obs.DISPATCHER_HEARTBEAT, p.name, period=silence_window),
                 threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
-                missing=cw.TreatMissingData.BREACHING, scope=scope,
+                missing=cw.TreatMissingData.BREACHING, scope=scope, notify=False,
                 description=f"No {p.name} dispatcher pass completed for {p.dispatcher_silence_alarm_minutes} "
-                            "minutes: it runs but fails (database, queue, code) or is not invoked at all."),
+                            "minutes: it runs but fails (database, queue, code) or is not invoked at all. "
+                            "Notifies through the dispatchers-failing alarm."),
             dispatcher_errors=errors(dispatcher, "DispatcherErrors", f"{named}-dispatcher-errors", first),
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
-            consumer_errors=self._alarm(
-                "ConsumerErrors", name=f"{named}-consumer-errors",
-                metric=consumer.metric_errors(statistic="Sum", period=alarm_period()), **errors_above_zero,
-                description=f"A whole {p.name} consumer batch failed (an uncaught error, a timeout or "
+            consumer_errors=self._error_rate_alarm(
+                "ConsumerErrors", name=f"{named}-consumer-errors", function=consumer, scope=scope,
+                description=f"Whole {p.name} consumer batches fail (an uncaught error, a timeout or "
                             "the database): its messages return to the queue."),
             partitions=partitions,
             run_failure_rate=self._run_failure_rate_alarm(scope, p, named),
@@ -381,6 +368,9 @@ class Monitoring(Construct):
                 every_alarm += group.all()
         if self.nat_instance_alarm is not None:
             every_alarm.append(self.nat_instance_alarm)
+        if self.nat_forwarding_alarm is not None:
+            every_alarm.append(self.nat_forwarding_alarm)
+        every_alarm += [*self.duration_alarms.values(), self.dispatchers_failing]
         dashboard.add_widgets(
             cw.TextWidget(markdown=(
                 "# Timekeeper\nOne row per pipeline of `timekeeper.topology`. Alarms and the operator's "
@@ -444,10 +434,9 @@ class Monitoring(Construct):
                 "PlannerErrors", name=f"{named}-planner-errors",
                 metric=resources.planner.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
                 description="A snapshot planner pass failed: completed months may not be planned."),
-            "job-errors": self._alarm(
-                "JobErrors", name=f"{named}-job-errors",
-                metric=resources.job.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
-                description="A snapshot run job invocation failed as a whole (timeout, memory, database)."),
+            "job-errors": self._error_rate_alarm(
+                "JobErrors", name=f"{named}-job-errors", function=resources.job.function, scope=scope,
+                description="Snapshot run job invocations fail as a whole (timeout, memory, database)."),
             "queue-age": queue_age, "dlq-depth": dlq_depth, "dlq-arrivals": dlq_arrivals,
             "overdue": self._alarm(
                 "Overdue", name=f"{named}-overdue",
@@ -472,10 +461,9 @@ class Monitoring(Construct):
         depth = resources.failure_queue.metric_approximate_number_of_messages_visible(
             statistic="Maximum", period=alarm_period())
         return RendererAlarms(
-            errors=self._alarm(
-                "Errors", name=f"{named}-errors",
-                metric=function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
-                description="A report render raised (database, S3, code or timeout): Lambda retries it "
+            errors=self._error_rate_alarm(
+                "Errors", name=f"{named}-errors", function=function, scope=scope,
+                description="Report renders raise (database, S3, code or timeout): Lambda retries it "
                             f"{r.retry_attempts} times; the render's row shows attempts and any recorded failure."),
             throttles=self._alarm(
                 "Throttles", name=f"{named}-throttles",
@@ -500,21 +488,26 @@ class Monitoring(Construct):
                       "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-api"
         return ApiAlarms(
-            errors=self._alarm(
-                "Errors", name=f"{named}-errors", metric=function.metric_errors(statistic="Sum", period=alarm_period()),
-                **above_zero,
-                description="The API function raised or timed out (bad input is a 422, never an error): callers "
-                            "got a 502 or 504."),
+            errors=self._error_rate_alarm(
+                "Errors", name=f"{named}-errors", function=function, scope=scope,
+                description="The API function raises or times out (bad input is a 422, never an error): callers "
+                            "get a 502 or 504."),
             throttles=self._alarm(
                 "Throttles", name=f"{named}-throttles",
                 metric=function.metric_throttles(statistic="Sum", period=alarm_period()), **above_zero,
                 description="API requests found every reserved execution of the API function busy: callers "
                             "got a 500 (raise its reserved concurrency with the connection budget)."),
             server_errors=self._alarm(
-                "ServerErrors", name=f"{named}-5xx",
-                metric=stage.metric_server_error(statistic="Sum", period=alarm_period()), **above_zero,
-                description="API Gateway answered 5XX (the function failed, timed out or was throttled, or "
-                            "the authorizer failed)."),
+                "ServerErrors", name=f"{named}-5xx", scope=scope,
+                metric=rate_of(stage.metric_server_error(statistic="Sum", period=alarm_period()),
+                               stage.metric_count(statistic="Sum", period=alarm_period()),
+                               label="API: 5XX answers (% of requests)"),
+                threshold=ERROR_RATE_ALARM_PERCENT, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                missing=cw.TreatMissingData.NOT_BREACHING, periods=ALARM_EVALUATION_PERIODS,
+                datapoints=ALARM_DATAPOINTS,
+                description=f"API Gateway answered 5XX to over {ERROR_RATE_ALARM_PERCENT} % of requests in "
+                            f"{ALARM_DATAPOINTS} of {ALARM_EVALUATION_PERIODS} periods (the function failed, timed "
+                            "out or was throttled, or the authorizer failed)."),
             latency=self._alarm(
                 "Latency", name=f"{named}-latency",
                 metric=stage.metric_latency(statistic="p95", period=alarm_period()),
@@ -522,10 +515,9 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING, scope=scope,
                 description=f"The API's p95 latency exceeded {settings.API_LATENCY_ALARM_MS} ms: the database, "
                             "the proxy or a called service is slow."),
-            download_errors=self._alarm(
-                "DownloadErrors", name=f"{named}-downloads-errors",
-                metric=api.downloads.function.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
-                description="The public download function raised or timed out: recipients opening a link got "
+            download_errors=self._error_rate_alarm(
+                "DownloadErrors", name=f"{named}-downloads-errors", function=api.downloads.function, scope=scope,
+                description="The public download function raises or times out: recipients opening a link got "
                             "a 502 or 504 instead of their file (a lost or expired file is a 404 or 410, never "
                             "an error)."),
             download_throttles=self._alarm(
@@ -534,11 +526,10 @@ class Monitoring(Construct):
                 description="Download requests found every reserved execution of the download function busy: "
                             "recipients got a 500 (a burst of link openings, or a scraper: see the stage "
                             "throttle and the optional rate rule)."),
-            authorizer_errors=self._alarm(
-                "AuthorizerErrors", name=f"{named}-authorizer-errors",
-                metric=api.jwt_authorizer.function.function.metric_errors(statistic="Sum", period=alarm_period()),
-                **above_zero,
-                description="The JWT authorizer raised or timed out (a bad token is a Deny, never an error): "
+            authorizer_errors=self._error_rate_alarm(
+                "AuthorizerErrors", name=f"{named}-authorizer-errors", function=api.jwt_authorizer.function.function,
+                scope=scope,
+                description="The JWT authorizer raises or times out (a bad token is a Deny, never an error): "
                             "every caller got a 500, usually because the issuer's JWKS could not be fetched.",
             ) if api.jwt_authorizer is not None else None,
         )
@@ -615,13 +606,26 @@ class Monitoring(Construct):
                         "functions cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Start or replace it "
                         "(redeploy the data stack).")
 
+    def _nat_forwarding_alarm(self, network: Network) -> cw.Alarm:
+        """The NAT instance's forwarding heartbeat (:mod:`infra.nat`, one a minute while it
+        forwards and masquerades) is absent for a whole alarm period: missing data breaching."""
+        [instance] = network.nat_instance.gateway_instances  # type: ignore[union-attr]
+        return self._alarm(
+            "NatForwarding", name=f"{self._title}-network-nat-forwarding",
+            metric=cw.Metric(namespace=obs.NAMESPACE, metric_name=NAT_FORWARDING_METRIC, statistic="SampleCount",
+                             period=alarm_period(), dimensions_map={"InstanceId": instance.instance_id}),
+            threshold=1, comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            missing=cw.TreatMissingData.BREACHING,
+            description="The NAT instance did not report forwarding for a whole period: forwarding or the "
+                        "masquerade rule is off (its setup unit failed), or it cannot reach AWS. The functions "
+                        "cannot reach SQS, SNS, SES, Lambda or Secrets Manager. Runbook: "
+                        "docs/operations.md#nat-forwarding")
+
     def _work_queue_alarms(self, resources: WorkQueueResources) -> WorkQueueAlarms:
         q = resources.work_queue
         scope = Construct(self, q.name)
         consumer = resources.consumer.function
         dlq = resources.queues.dead_letter_queue
-        above_zero = {"threshold": 0, "comparison": cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                      "missing": cw.TreatMissingData.NOT_BREACHING, "scope": scope}
         named = f"{self._title}-{q.name}"
         queue_age, dlq_depth, dlq_arrivals = self._queue_alarms(
             scope, named=named, what=q.name, queue=resources.queues.queue, dlq=dlq,
@@ -629,10 +633,9 @@ class Monitoring(Construct):
             receives=q.consumer.max_receive_count)
         return WorkQueueAlarms(
             queue_age=queue_age, dlq_depth=dlq_depth, dlq_arrivals=dlq_arrivals,
-            consumer_errors=self._alarm(
-                "ConsumerErrors", name=f"{named}-consumer-errors",
-                metric=consumer.metric_errors(statistic="Sum", period=alarm_period()), **above_zero,
-                description=f"A {q.name} consumer invocation failed (a timeout, memory, or the database "
+            consumer_errors=self._error_rate_alarm(
+                "ConsumerErrors", name=f"{named}-consumer-errors", function=consumer, scope=scope,
+                description=f"{q.name} consumer invocations fail (a timeout, memory, or the database "
                             "unreachable): its messages return to the queue."),
         )
 

@@ -65,6 +65,10 @@ API_THROTTLE_BURST = 100
 #: serve about 15 downloads a second (a token check, one read, a presign).
 DOWNLOAD_THROTTLE_RATE_RPS = 10
 DOWNLOAD_THROTTLE_BURST = 20
+#: The WAF rate rule's default limit: requests to the public link routes (downloads and
+#: opt-outs together) one IP address may make in five minutes (one a second) before WAF
+#: blocks it; a recipient opens a handful of links, a scraper hundreds.
+DOWNLOAD_RATE_LIMIT = 300
 #: The download function's timeout and memory.
 DOWNLOAD_TIMEOUT_S = 10
 DOWNLOAD_MEMORY_MB = 512
@@ -307,9 +311,9 @@ class DeploymentConfig:
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
-    #: The WAF rate-based rule on the download route: requests one IP address may make in
-    #: five minutes before it is blocked (None: no web ACL).
-    download_rate_limit: int | None = None
+    #: The WAF web ACL's rate-based rule on the public link routes: requests one IP address
+    #: may make in five minutes before it is blocked (None: no web ACL, ``timekeeper:waf=false``).
+    download_rate_limit: int | None = DOWNLOAD_RATE_LIMIT
     #: The JWT authorizer for an OpenID Connect issuer (None: not configured).
     jwt: JwtSettings | None = None
     #: The console deployed with its OpenID Connect sign-in (None: not deployed).
@@ -351,6 +355,7 @@ class DeploymentConfig:
     KEY_DB_SECURITY_GROUP = "timekeeper:dbSecurityGroupId"
     KEY_AUTHORIZER = "timekeeper:authorizerFunctionArn"
     KEY_DOWNLOAD_RATE_LIMIT = "timekeeper:downloadRateLimit"
+    KEY_WAF = "timekeeper:waf"
     KEY_JWT_ISSUER = "timekeeper:jwtIssuer"
     KEY_JWT_AUDIENCE = "timekeeper:jwtAudience"
     KEY_JWT_JWKS_URL = "timekeeper:jwtJwksUrl"
@@ -480,6 +485,17 @@ class DeploymentConfig:
         return ConsoleDeployment(client_id=client_id, client_secret_arn=secret_arn)
 
     @classmethod
+    def _rate_limit(cls, get: Any) -> int | None:
+        """The WAF rate rule's limit; None when the deployment opts out of the web ACL."""
+        limit = get(cls.KEY_DOWNLOAD_RATE_LIMIT)
+        if parse_bool(get(cls.KEY_WAF), True):
+            return int(limit) if limit else DOWNLOAD_RATE_LIMIT
+        if limit:
+            raise ValueError(f"{cls.KEY_DOWNLOAD_RATE_LIMIT} is the WAF web ACL's rule: drop it, or drop "
+                             f"{cls.KEY_WAF}=false")
+        return None
+
+    @classmethod
     def from_node(cls, node: Node) -> DeploymentConfig:
         """Read the context visible from ``node`` (the app's)."""
         get = node.try_get_context
@@ -510,7 +526,7 @@ class DeploymentConfig:
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
             jwt=(jwt := cls._jwt(get)),
             console=cls._console(get, jwt),
-            download_rate_limit=int(get(cls.KEY_DOWNLOAD_RATE_LIMIT)) if get(cls.KEY_DOWNLOAD_RATE_LIMIT) else None,
+            download_rate_limit=cls._rate_limit(get),
             stage=str(get(cls.KEY_STAGE)).strip() or None if get(cls.KEY_STAGE) is not None else None,
             manage_api_gateway_account=parse_bool(get(cls.KEY_API_GATEWAY_ACCOUNT), False),
             environment=str(get(cls.KEY_ENVIRONMENT) or "production"),

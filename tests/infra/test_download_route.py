@@ -1,20 +1,16 @@
 """The public download route is fenced apart from the API: its own function
 (``functions/downloads``) with the topology's reserved concurrency and the API's walled
 login, behind a method throttle tighter than the stage's; the API function no longer holds
-the link keys nor reads delivered files; with ``timekeeper:downloadRateLimit`` a regional
-WAF web ACL on the stage blocks an IP address past that many downloads in five minutes."""
+the link keys nor reads delivered files (the stage's WAF rate rule on these routes:
+test_firewall.py)."""
 
 from __future__ import annotations
 
 import json
 
-import pytest
-from cfnlint.api import ManualArgs, lint_file
-
 from infra import settings
-from infra.api import API_FUNCTION, API_STAGE
-from infra.settings import DeploymentConfig
-from tests.infra.conftest import functions_by_folder, resources, synthesize
+from infra.api import API_FUNCTION
+from tests.infra.conftest import functions_by_folder, resources
 from timekeeper.settings import LINK_SECRET_VARIABLE
 from timekeeper.topology import DOWNLOADS, DOWNLOADS_RESERVED_CONCURRENCY, reserved_concurrency
 
@@ -92,42 +88,3 @@ def test_the_opt_out_route_runs_in_the_download_function_throttled_like_the_down
         throttle = settings_by_path[("/~1opt-outs~1{token}", verb)]
         assert (throttle["ThrottlingRateLimit"], throttle["ThrottlingBurstLimit"]) == (
             settings.DOWNLOAD_THROTTLE_RATE_RPS, settings.DOWNLOAD_THROTTLE_BURST)
-
-
-def test_without_the_context_there_is_no_web_acl(synth):
-    assert not resources(synth.app_template, "AWS::WAFv2::WebACL")
-
-
-@pytest.fixture(scope="module")
-def fenced():
-    return synthesize({DeploymentConfig.KEY_DOWNLOAD_RATE_LIMIT: "300"})
-
-
-def test_a_rate_based_waf_rule_guards_the_download_route_by_context(fenced):
-    template = fenced.app_template
-    [(acl_id, acl)] = resources(template, "AWS::WAFv2::WebACL").items()
-    props = acl["Properties"]
-    assert props["Scope"] == "REGIONAL" and props["DefaultAction"] == {"Allow": {}}
-    [rule] = props["Rules"]
-    assert rule["Action"] == {"Block": {}}
-    rate = rule["Statement"]["RateBasedStatement"]
-    assert (rate["Limit"], rate["AggregateKeyType"], rate["EvaluationWindowSec"]) == (300, "IP", 300)
-    # (the public link routes, counted together: downloads and the one-click opt-out)
-    matches = [s["ByteMatchStatement"] for s in rate["ScopeDownStatement"]["OrStatement"]["Statements"]]
-    assert [(m["SearchString"], m["PositionalConstraint"], m["FieldToMatch"]) for m in matches] == [
-        (f"/{API_STAGE}/downloads/", "STARTS_WITH", {"UriPath": {}}),
-        (f"/{API_STAGE}/opt-outs/", "STARTS_WITH", {"UriPath": {}})]
-    [association] = resources(template, "AWS::WAFv2::WebACLAssociation").values()
-    assert association["Properties"]["WebACLArn"] == {"Fn::GetAtt": [acl_id, "Arn"]}
-    [stage_id] = resources(template, "AWS::ApiGateway::Stage")
-    assert stage_id in json.dumps(association["Properties"]["ResourceArn"])
-    # cdk-nag (synthesis passed through it) and cfn-lint stay clean
-    assert [v.rule_name for v in fenced.stacks.checks.validate_scope(fenced.app).violations] == []
-    matches = lint_file(fenced.outdir / "TimekeeperApp.template.json", ManualArgs(regions=["us-east-1", "eu-west-1"]))
-    assert [f"{m.rule.id} {m.message}" for m in matches if m.rule.id.startswith("E")] == []
-
-
-@pytest.mark.parametrize("limit", ["5", "0"])
-def test_a_rate_limit_waf_cannot_enforce_fails_the_synthesis(limit):
-    with pytest.raises(ValueError, match="downloadRateLimit"):
-        synthesize({DeploymentConfig.KEY_DOWNLOAD_RATE_LIMIT: limit})

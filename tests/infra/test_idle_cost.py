@@ -52,9 +52,13 @@ def test_the_default_floor_counts_what_its_templates_hold(synth):
     assert _line(estimate, "RDS Proxy minimum").monthly_usd == pytest.approx(8 * 0.015 * 730)
     assert _line(estimate, "NAT gateways").monthly_usd == 0
     # And every alarm is billed by its metrics (a DIFF expression over one metric is one; a
-    # pipeline's run failure rate reads its three outcome metrics)
+    # pipeline's run failure rate reads its three outcome metrics, an error rate two), a
+    # composite alarm by itself
     alarms = resources(app, "AWS::CloudWatch::Alarm")
-    assert _line(estimate, "alarm metrics").quantity == len(alarms) + 2 * len(PIPELINES)
+    error_rates = [a for a in alarms.values() if "errors" in {m["Id"] for m in a["Properties"].get("Metrics", [])}]
+    assert error_rates
+    assert _line(estimate, "alarm metrics").quantity == len(alarms) + 2 * len(PIPELINES) + len(error_rates)
+    assert _line(estimate, "composite alarms").quantity == len(resources(app, "AWS::CloudWatch::CompositeAlarm")) == 1
     assert _line(estimate, "secrets").quantity == (len(resources(app, "AWS::SecretsManager::Secret"))
                                                    + len(resources(data, "AWS::SecretsManager::Secret")))
     # And the scheduled passes: a pass a minute per dispatcher partition and the snapshot
@@ -88,7 +92,7 @@ def test_the_lean_profile_trades_the_endpoints_for_one_nat_instance(estimates):
 def test_the_floor_of_a_handmade_template():
     # Given a template with two endpoints in three subnets each, a NAT gateway and its address,
     # a 1-ACU Serverless v2 writer behind a proxy, an expression alarm over two metrics and
-    # a plain one, a dashboard, a secret, a key
+    # a plain one, a composite alarm, a dashboard, a secret, a key, a WAF web ACL of three rules
     template = {"Resources": {
         "E1": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcEndpointType": "Interface",
                                                                 "SubnetIds": ["a", "b", "c"]}},
@@ -107,6 +111,8 @@ def test_the_floor_of_a_handmade_template():
         "D": {"Type": "AWS::CloudWatch::Dashboard", "Properties": {}},
         "S": {"Type": "AWS::SecretsManager::Secret", "Properties": {}},
         "K": {"Type": "AWS::KMS::Key", "Properties": {}},
+        "CA": {"Type": "AWS::CloudWatch::CompositeAlarm", "Properties": {}},
+        "WAF": {"Type": "AWS::WAFv2::WebACL", "Properties": {"Rules": [{"Name": "a"}, {"Name": "b"}, {"Name": "c"}]}},
     }}
 
     # When its floor is computed
@@ -116,6 +122,7 @@ def test_the_floor_of_a_handmade_template():
     expected = {"interface endpoints": 6 * 0.01 * 730, "NAT gateways": 0.045 * 730,
                 "public IPv4 addresses": 0.005 * 730, "Aurora minimum capacity": 0.12 * 730,
                 "RDS Proxy minimum": 8 * 0.015 * 730, "alarm metrics": 3 * 0.10, "dashboards": 3.00,
+                "composite alarms": 0.50, "WAF web ACLs": 5.00, "WAF rules": 3 * 1.00,
                 "secrets": 0.40, "KMS keys": 1.00, "scheduled passes (Lambda)": 0, "SQS long polls of event sources": 0}
     assert {line.item: round(line.monthly_usd, 6) for line in estimate.lines} == pytest.approx(expected)
     assert estimate.total == pytest.approx(sum(expected.values()))

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from infra import settings
+from infra import alarms, settings
 from infra.metrics import PIPELINE_DIMENSION
 from infra.settings import ROOT, DeploymentConfig
 from tests.infra.conftest import (
@@ -73,10 +73,9 @@ def test_pipeline_alarms(synth, name):
                   period=p.dispatcher_silence_alarm_minutes * 60, threshold=1, comparison="LessThanThreshold",
                   missing="breaching")
     assert p.dispatcher_silence_alarm_minutes == 5 or name != "accounting"
-    # And dispatcher errors
-    _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors"), template,
-                  namespace="AWS/Lambda", metric="Errors", dimensions=dispatcher, statistic="Sum",
-                  period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
+    # And the dispatcher's error rate (notifying through the dispatchers' composite alarm)
+    _rate_alarm_reads(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors"),
+                      dispatcher[0]["Value"]["Ref"])
     # And queue age above the topology's threshold (missing data is not breaching)
     _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-queue-age"), template,
                   namespace="AWS/SQS", metric="ApproximateAgeOfOldestMessage", dimensions=queue,
@@ -87,10 +86,8 @@ def test_pipeline_alarms(synth, name):
                   namespace="AWS/SQS", metric="ApproximateNumberOfMessagesVisible", dimensions=dlq,
                   statistic="Maximum", period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold",
                   missing="notBreaching")
-    # And consumer errors
-    _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-consumer-errors"), template,
-                  namespace="AWS/Lambda", metric="Errors", dimensions=consumer, statistic="Sum",
-                  period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
+    # And the consumer's error rate
+    _rate_alarm_reads(alarm_by_name(template, f"Timekeeper-{name}-consumer-errors"), consumer[0]["Value"]["Ref"])
 
 
 @pytest.mark.parametrize("name", sorted(PIPELINES))
@@ -108,9 +105,8 @@ def test_every_dispatcher_partition_has_its_silence_and_errors_alarm(synth, name
                       namespace="AWS/Lambda", metric="Invocations", dimensions=dimensions, statistic="Sum",
                       period=p.dispatcher_silence_alarm_minutes * 60, threshold=1, comparison="LessThanThreshold",
                       missing="breaching")
-        _assert_alarm(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors{suffix}"), template,
-                      namespace="AWS/Lambda", metric="Errors", dimensions=dimensions, statistic="Sum",
-                      period=PERIOD_S, threshold=0, comparison="GreaterThanThreshold", missing="notBreaching")
+        _rate_alarm_reads(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors{suffix}"), logical_id)
+        assert dimensions
 
 
 def test_schedule_auto_paused_alarm_matches_what_the_code_emits(synth):
@@ -137,12 +133,19 @@ def test_every_alarm_notifies_the_topic(synth):
     # the snapshot pipeline, four for the report renderer, four per work queue, the
     # auto-pause alarm, the delivery-failure alarm, the failed-posting-jobs alarm, four for
     # the API and two for its download function (no JWT authorizer by default), four for the
-    # database, two for SES reputation, four for the message-events queue.
+    # database, two for SES reputation, four for the message-events queue; a duration alarm
+    # per long function (every dispatcher partition, consumer, the renderer, the snapshot
+    # dispatcher, planner and job, the message-events consumer).
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
+    durations = sum(p.dispatch_partitions + 1 for p in PIPELINES.values()) + len(WORK_QUEUES) + 1 + 3 + 1
     assert len(alarms) == (8 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
-                           + 4 + 2 + 4 + 2 + 4)
-    for alarm in alarms.values():
-        assert alarm["Properties"]["AlarmActions"] == [topic]
+                           + 4 + 2 + 4 + 2 + 4 + durations)
+    # Each notifies the topic, or is a member of the composite alarm that does
+    [composite] = resources(template, "AWS::CloudWatch::CompositeAlarm").values()
+    assert composite["Properties"]["AlarmActions"] == [topic]
+    rule = json.dumps(composite["Properties"]["AlarmRule"])
+    for logical_id, alarm in alarms.items():
+        assert alarm["Properties"].get("AlarmActions") == [topic] or logical_id in rule, logical_id
 
 
 def _dashboard_body(template) -> str:
@@ -221,12 +224,20 @@ def test_api_alarms_on_function_errors_throttles_5xx_and_latency(synth):
     common = {"period": PERIOD_S, "comparison": "GreaterThanThreshold", "missing": "notBreaching"}
 
     # Then the function's errors and throttles, any 5XX answer and the p95 latency alarm
-    _assert_alarm(alarm_by_name(template, "Timekeeper-api-errors"), template, namespace="AWS/Lambda",
-                  metric="Errors", dimensions=function, statistic="Sum", threshold=0, **common)
+    _rate_alarm_reads(alarm_by_name(template, "Timekeeper-api-errors"), function[0]["Value"]["Ref"])
     _assert_alarm(alarm_by_name(template, "Timekeeper-api-throttles"), template, namespace="AWS/Lambda",
                   metric="Throttles", dimensions=function, statistic="Sum", threshold=0, **common)
-    _assert_alarm(alarm_by_name(template, "Timekeeper-api-5xx"), template, namespace="AWS/ApiGateway",
-                  metric="5XXError", dimensions=stage, statistic="Sum", threshold=0, **common)
+    # (5XX answers as a share of requests over several periods: one 5XX does not page)
+    server_errors = alarm_by_name(template, "Timekeeper-api-5xx")
+    stats = {m["Id"]: m["MetricStat"] for m in server_errors["Metrics"] if "MetricStat" in m}
+    assert {k: (s["Metric"]["Namespace"], s["Metric"]["MetricName"], s["Stat"], s["Period"])
+            for k, s in stats.items()} == {"errors": ("AWS/ApiGateway", "5XXError", "Sum", PERIOD_S),
+                                           "invocations": ("AWS/ApiGateway", "Count", "Sum", PERIOD_S)}
+    assert all(s["Metric"]["Dimensions"] == stage for s in stats.values())
+    assert (server_errors["Threshold"], server_errors["DatapointsToAlarm"], server_errors["EvaluationPeriods"]) == (
+        alarms.ERROR_RATE_ALARM_PERCENT, 2, 3)
+    [expression] = [m["Expression"] for m in server_errors["Metrics"] if "Expression" in m]
+    assert f">= {alarms.ERROR_RATE_MIN_INVOCATIONS}" in expression
     latency = alarm_by_name(template, "Timekeeper-api-latency")
     assert latency["ExtendedStatistic"] == "p95"
     _assert_alarm({**latency, "Statistic": "p95"}, template, namespace="AWS/ApiGateway", metric="Latency",
@@ -242,7 +253,7 @@ def test_the_download_function_alarms_on_its_errors_and_throttles(synth):
               "namespace": "AWS/Lambda", "dimensions": function, "statistic": "Sum", "threshold": 0}
 
     # Then its errors and its throttles alarm, as the API function's do
-    _assert_alarm(alarm_by_name(template, "Timekeeper-api-downloads-errors"), template, metric="Errors", **common)
+    _rate_alarm_reads(alarm_by_name(template, "Timekeeper-api-downloads-errors"), function[0]["Value"]["Ref"])
     _assert_alarm(alarm_by_name(template, "Timekeeper-api-downloads-throttles"), template, metric="Throttles",
                   **common)
     # And without a JWT authorizer in the stack there is no authorizer alarm
@@ -257,9 +268,7 @@ def test_the_jwt_authorizer_alarms_on_its_errors():
     function = [{"Name": "FunctionName", "Value": {"Ref": functions_by_folder(template)[AUTHORIZER.function]}}]
 
     # Then its errors alarm (an error is a 500 for every caller; a bad token is a Deny)
-    _assert_alarm(alarm_by_name(template, "Timekeeper-api-authorizer-errors"), template, namespace="AWS/Lambda",
-                  metric="Errors", dimensions=function, statistic="Sum", threshold=0, period=PERIOD_S,
-                  comparison="GreaterThanThreshold", missing="notBreaching")
+    _rate_alarm_reads(alarm_by_name(template, "Timekeeper-api-authorizer-errors"), function[0]["Value"]["Ref"])
 
 
 def test_database_alarms_on_capacity_connections_and_the_proxy(synth):
@@ -391,5 +400,85 @@ def test_each_pipeline_alarms_on_its_run_failure_rate_over_several_periods(synth
     assert props["EvaluationPeriods"] == props["DatapointsToAlarm"] == p.failure_rate_alarm_periods > 1
     assert p.failure_rate_alarm_min_runs > 1
     assert props["TreatMissingData"] == "notBreaching"
+    topic = {"Ref": _topic_id(template)}
+    assert props["AlarmActions"] == [topic] and props["OKActions"] == [topic]
+
+
+def _rate_alarm_reads(props, function_id):
+    """The alarm is the error rate of ``function_id`` over two of three five-minute periods."""
+    stats = {m["Id"]: m["MetricStat"] for m in props["Metrics"] if "MetricStat" in m}
+    assert {k: (s["Metric"]["MetricName"], s["Stat"], s["Period"]) for k, s in stats.items()} == {
+        "errors": ("Errors", "Sum", PERIOD_S), "invocations": ("Invocations", "Sum", PERIOD_S)}
+    for stat in stats.values():
+        assert stat["Metric"]["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_id}}]
+    [expression] = [m["Expression"] for m in props["Metrics"] if "Expression" in m]
+    assert expression == (f"IF(FILL(invocations, 0) >= {alarms.ERROR_RATE_MIN_INVOCATIONS}, "
+                          "100 * FILL(errors, 0) / invocations, 0)")
+    assert props["Threshold"] == alarms.ERROR_RATE_ALARM_PERCENT
+    assert props["ComparisonOperator"] == "GreaterThanThreshold" and props["TreatMissingData"] == "notBreaching"
+    assert (props["DatapointsToAlarm"], props["EvaluationPeriods"]) == (2, 3)
+    assert alarms.ERROR_RATE_MIN_INVOCATIONS > 1
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_function_errors_alarm_on_a_rate_over_several_periods_never_on_one_error(synth, name):
+    template = synth.app_template
+    p = PIPELINES[name]
+    functions = functions_by_folder(template)
+    props = alarm_by_name(template, f"Timekeeper-{name}-consumer-errors")
+    _rate_alarm_reads(props, functions[p.consumer.function])
+    topic = {"Ref": _topic_id(template)}
+    assert props["AlarmActions"] == [topic] and props["OKActions"] == [topic]
+    _rate_alarm_reads(alarm_by_name(template, f"Timekeeper-{name}-dispatcher-errors"), functions[p.dispatcher_function])
+    for alarm_name, folder in (("Timekeeper-api-errors", "api"),
+                               ("Timekeeper-api-downloads-errors", DOWNLOADS.function),
+                               (f"Timekeeper-{REPORT_RENDERER.name}-errors", REPORT_RENDERER.function)):
+        _rate_alarm_reads(alarm_by_name(template, alarm_name), functions[folder])
+    for queue in WORK_QUEUES.values():
+        _rate_alarm_reads(alarm_by_name(template, f"Timekeeper-{queue.name}-consumer-errors"),
+                          functions[queue.consumer.function])
+
+
+def test_long_functions_alarm_when_their_duration_nears_the_topologys_timeout(synth):
+    template = synth.app_template
+    functions = functions_of_folder(template)
+    expected = {}
+    for name, p in PIPELINES.items():
+        expected[f"Timekeeper-{name}-consumer-duration"] = (functions[p.consumer.function][0], p.consumer.timeout_s)
+        for i, function_id in enumerate(functions[p.dispatcher_function]):
+            suffix = f"-p{i}" if i else ""
+            expected[f"Timekeeper-{name}-dispatcher{suffix}-duration"] = (function_id, p.dispatcher_timeout_s)
+    for queue in WORK_QUEUES.values():
+        expected[f"Timekeeper-{queue.name}-consumer-duration"] = (functions[queue.consumer.function][0],
+                                                                  queue.consumer.timeout_s)
+    expected[f"Timekeeper-{REPORT_RENDERER.name}-duration"] = (functions[REPORT_RENDERER.function][0],
+                                                               REPORT_RENDERER.timeout_s)
+    for alarm_name, (function_id, timeout_s) in expected.items():
+        props = alarm_by_name(template, alarm_name)
+        assert (props["MetricName"], props["Statistic"], props["Period"]) == ("Duration", "Maximum", PERIOD_S)
+        assert props["Dimensions"] == [{"Name": "FunctionName", "Value": {"Ref": function_id}}]
+        assert props["Threshold"] == int(alarms.DURATION_ALARM_SHARE * timeout_s * 1000) < timeout_s * 1000
+        assert props["ComparisonOperator"] == "GreaterThanThreshold"
+        assert (props["DatapointsToAlarm"], props["EvaluationPeriods"]) == (2, 3)
+    # (the API and the download function answer within seconds: no duration alarm)
+    names = {a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values()}
+    assert "Timekeeper-api-duration" not in names
+
+
+def test_one_composite_alarm_pages_when_dispatchers_fail_together(synth):
+    template = synth.app_template
+    ids = {r["Properties"]["AlarmName"]: lid for lid, r in resources(template, "AWS::CloudWatch::Alarm").items()}
+    [composite] = resources(template, "AWS::CloudWatch::CompositeAlarm").values()
+    props = composite["Properties"]
+    assert props["AlarmName"] == "Timekeeper-dispatchers-failing"
+    rule = json.dumps(props["AlarmRule"])
+    members = [n for n in ids if "-dispatcher-errors" in n or n.endswith("-dispatcher-heartbeat")]
+    members = [n for n in members if not n.startswith("Timekeeper-snapshots-")]
+    assert len(members) == sum(p.dispatch_partitions + 1 for p in PIPELINES.values())
+    for name in members:
+        # each member is in the rule, and notifies only through the composite
+        assert ids[name] in rule, name
+        member = template["Resources"][ids[name]]["Properties"]
+        assert "AlarmActions" not in member and "OKActions" not in member
     topic = {"Ref": _topic_id(template)}
     assert props["AlarmActions"] == [topic] and props["OKActions"] == [topic]

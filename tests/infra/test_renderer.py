@@ -9,6 +9,7 @@ import json
 from infra import settings
 from infra.functions import function_folders
 from tests.infra.conftest import alarm_by_name, functions_by_folder, notification_topic_id, queue_by_name, resources
+from tests.infra.test_monitoring import _rate_alarm_reads
 from timekeeper import observability as obs
 from timekeeper.topology import REPORT_RENDERER, WORKER_LOGIN, connection_budget
 
@@ -71,13 +72,16 @@ def test_the_renderer_has_its_alarms_on_the_topic_and_a_dashboard_row(synth):
     logical_id, _ = _renderer(template)
     topic = notification_topic_id(template)
     function = [{"Name": "FunctionName", "Value": {"Ref": logical_id}}]
-    for suffix, metric in (("errors", "Errors"), ("throttles", "Throttles")):
-        props = alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-{suffix}")
-        assert (props["MetricName"], props["Dimensions"], props["Statistic"], props["Period"]) == (
-            metric, function, "Sum", PERIOD_S)
-        assert (props["Threshold"], props["ComparisonOperator"], props["TreatMissingData"]) == (
-            0, "GreaterThanThreshold", "notBreaching")
-        assert props["AlarmActions"] == props["OKActions"] == [{"Ref": topic}]
+    # errors as a rate over several periods (tests/infra/test_monitoring.py), throttles as any
+    errors = alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-errors")
+    _rate_alarm_reads(errors, logical_id)
+    props = alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-throttles")
+    assert (props["MetricName"], props["Dimensions"], props["Statistic"], props["Period"]) == (
+        "Throttles", function, "Sum", PERIOD_S)
+    assert (props["Threshold"], props["ComparisonOperator"], props["TreatMissingData"]) == (
+        0, "GreaterThanThreshold", "notBreaching")
+    for alarm in (errors, props):
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}]
     failed = alarm_by_name(template, f"Timekeeper-{REPORT_RENDERER.name}-failed-events")
     queue_id, _ = queue_by_name(template, REPORT_RENDERER.failure_queue_name)
     assert failed["MetricName"] == "ApproximateNumberOfMessagesVisible"
