@@ -174,7 +174,7 @@ RULE_TAKING = {"POST /schedules", "PATCH /schedules/{schedule_id}", "POST /rules
 DATE_TAKING = {"POST /closures", "DELETE /closures/{closed_on}"}
 #: A saved query's definition is checked against the catalogue beyond its JSON schema (an
 #: entity or column that exists, an operator its type allows, a value of that type).
-DEFINITION_TAKING = {"POST /queries", "POST /queries/{query_id}/versions"}
+DEFINITION_TAKING = {"POST /queries", "POST /queries/{query_id}/versions", "POST /queries/preview"}
 #: A query schedule's settings are checked against the directory and the workspace's saved
 #: queries and reports (a recipient who is a member, a source that exists, a format that fits
 #: it, named placeholders only) and its rule as above: each a documented 422 naming the field.
