@@ -100,6 +100,7 @@ def test_a_reader_is_offered_no_new_query_version_or_delete(db_url, console):
     page = browser.request("GET", f"/console/queries/{query.id}")["body"]
     assert "New version" not in page and "Delete this query" not in page and "Export now" in page
     assert browser.request("GET", "/console/queries/new")["statusCode"] == 403
+    assert browser.request("GET", f"/console/queries/{query.id}/versions/new")["statusCode"] == 403
 
 
 def test_another_workspaces_query_is_not_found(db_url, console):

@@ -152,6 +152,8 @@ def test_a_viewer_is_offered_no_compose_action(console, tenants, db_url):
     assert "<bdi>Read only</bdi>" in listing and "New report" not in listing
     page = browser.request("GET", f"/console/reports/{report.id}")["body"]
     assert "Preview the PDF" in page and "Compose a new version" not in page
+    assert browser.request("GET", "/console/reports/new")["statusCode"] == 403
+    assert browser.request("GET", f"/console/reports/{report.id}/edit")["statusCode"] == 403
     # The API refuses the writes the console did not offer
     form = {"csrf": re.search(r'name="csrf" value="([^"]+)"', page).group(1), "report_id": str(report.id),
             "name": "x", "title": "x", "count": "1", "heading_0": "x", "query_0": f"{a.invoices_query}:",

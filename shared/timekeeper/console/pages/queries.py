@@ -49,6 +49,13 @@ def _may_write(ctx: Request) -> bool:
     return ctx.session.has("queries:write", "queries:admin")
 
 
+def _not_a_writer(ctx: Request) -> Response:
+    """The 403 page of a query form opened by a person whose roles do not write queries."""
+    return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Not allowed",
+                    message="Your roles do not allow writing queries (queries:write).",
+                    back=("/queries", "Back to the queries"))
+
+
 def _body(reply: ApiReply) -> dict[str, Any]:
     return reply.body if isinstance(reply.body, dict) else {}
 
@@ -259,9 +266,7 @@ def queries_list(ctx: Request) -> Response:
 def query_new(ctx: Request) -> Response:
     """``GET /console/queries/new?entity=``: the New query form for the entity."""
     if not _may_write(ctx):
-        return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Not allowed",
-                        message="Your roles do not allow writing queries (queries:write).",
-                        back=("/queries", "Back to the queries"))
+        return _not_a_writer(ctx)
     catalogue = _catalogue(ctx)
     if isinstance(catalogue, Response):
         return catalogue
@@ -331,6 +336,8 @@ def _detail(ctx: Request, query_id: str) -> dict[str, Any] | Response:
 def version_new(ctx: Request, query_id: str) -> Response:
     """``GET /console/queries/{id}/versions/new?from=N``: the form prefilled with version N
     (the current one by default)."""
+    if not _may_write(ctx):
+        return _not_a_writer(ctx)
     detail = _detail(ctx, query_id)
     if isinstance(detail, Response):
         return detail

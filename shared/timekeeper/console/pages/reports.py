@@ -189,10 +189,19 @@ def reports(ctx: Request) -> Response:
                     next_page=f"{PREFIX}/reports?" + urlencode({"cursor": cursor}) if cursor else None)
 
 
+def _not_a_composer(ctx: Request) -> Response:
+    """The 403 page of a compose form opened by a person whose roles do not write reports."""
+    return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Not allowed",
+                    message="Your roles do not allow composing reports (reports:write).",
+                    back=("/reports", "Back to the reports"))
+
+
 @router.get(f"{PREFIX}/reports/new")
 @signed_in
 def new_report(ctx: Request) -> Response:
     """``GET /console/reports/new``: the compose form of a new report (one table section)."""
+    if not ctx.session.has("reports:write"):
+        return _not_a_composer(ctx)
     return form_page(ctx, report=None, name="", title="", sections=[SectionForm()], key=str(uuid.uuid4()))
 
 
@@ -224,6 +233,8 @@ def report_page(ctx: Request, report_id: str) -> Response:
 def edit_report(ctx: Request, report_id: str) -> Response:
     """``GET /console/reports/{id}/edit``: the compose form holding the current version,
     saving the next one."""
+    if not ctx.session.has("reports:write"):
+        return _not_a_composer(ctx)
     reply = ctx.api().call("GET", f"/reports/{quote(report_id, safe='')}")
     if reply.status != 200:
         return ctx.api_error(reply)
