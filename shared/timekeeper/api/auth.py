@@ -89,9 +89,11 @@ ROLE_PERMISSIONS: dict[str, frozenset[str]] = {
 }
 ROLE_PERMISSIONS = {role: allowed | {OWN_NOTICES} for role, allowed in ROLE_PERMISSIONS.items()}
 
-#: The role that allows every permission of a family (named in 403 messages).
+#: The other role that allows a permission (named in 403 messages); a permission only its
+#: own role allows has none.
 _ADMIN_OF: dict[str, str] = {READ: ADMIN, WRITE: ADMIN, RUN: ADMIN,
-                             QUERIES_READ: QUERIES_ADMIN, QUERIES_WRITE: QUERIES_ADMIN}
+                             QUERIES_READ: QUERIES_ADMIN, QUERIES_WRITE: QUERIES_ADMIN,
+                             REPORTS_READ: REPORTS_WRITE}
 
 _MAX_USER_ID = 200
 
@@ -115,9 +117,9 @@ class Identity:
     def require(self, permission: str) -> None:
         """Raise a 403 :class:`ApiError` unless a role allows ``permission``."""
         if permission not in self.permissions:
-            alternative = _ADMIN_OF.get(permission, ADMIN)
+            alternative = _ADMIN_OF.get(permission)
             raise ApiError(403, FORBIDDEN, f"this action needs the role {permission}"
-                           + (f" (or {alternative})" if alternative != permission else ""))
+                           + (f" (or {alternative})" if alternative else ""))
 
 
 def _roles(value: Any) -> frozenset[str]:
