@@ -28,6 +28,7 @@ OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
                ("get", "/snapshots/workspaces/{workspace_id}/periods")}
 OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get", "/query-schedules/{schedule_id}"),
                ("patch", "/query-schedules/{schedule_id}"), ("post", "/query-schedules/{schedule_id}/run"),
+               ("post", "/query-schedules/{schedule_id}/test"),
                ("get", "/query-schedules/{schedule_id}/runs"), ("get", "/downloads/{token}"),
                ("post", "/query-schedules/{schedule_id}/pause"), ("post", "/query-schedules/{schedule_id}/resume"),
                ("delete", "/query-schedules/{schedule_id}")}

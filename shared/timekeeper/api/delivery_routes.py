@@ -11,6 +11,12 @@ Routes (:data:`router`):
   templates, ``skip_when_empty``, link lifetime (the source and format stay).
 * ``POST /query-schedules/{id}/run`` (``queries:write``): Run now, acting as the caller (the
   run reads the source with the caller's access); ``Idempotency-Key`` returns the same run.
+* ``POST /query-schedules/{id}/test`` (``queries:write``): "Send a test to me": one message
+  of the delivery to the caller only (their own address), a run of trigger ``test`` through
+  the Run now path, recorded in the ledger; the schedule is unchanged (streak, next due).
+  409 ``no_address`` / ``unsubscribed`` / ``suppressed`` when the caller cannot be sent to;
+  429 ``test_send_limited`` with ``Retry-After`` past 5 tests of the delivery or 20 of the
+  caller within an hour (:mod:`timekeeper.reporting.send_tests`).
 * ``POST /query-schedules/{id}/pause`` / ``.../resume`` and ``DELETE /query-schedules/{id}``
   (``queries:write``): pause (idempotent), resume from now (409 ``definition_invalid``
   when the saved rule no longer validates), delete (runs and deliveries kept for audit).
@@ -64,7 +70,7 @@ from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting import message_states
+from timekeeper.reporting import message_states, send_tests
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
     NewQuerySchedule,
@@ -89,6 +95,8 @@ MAX_RUNS_PAGE = 100
 #: Where a preview's stand-in links point when the function is given no download URL (the
 #: deployed API is not; ``serve`` is): a reserved name that resolves nowhere.
 PREVIEW_BASE_URL = "https://downloads.invalid/"
+#: The error code of a test send past its limits (429 with Retry-After).
+TEST_SEND_LIMITED = "test_send_limited"
 _Text = Annotated[str, Field(min_length=1, max_length=500, pattern=PLAIN_PATTERN), PlainText]
 #: A name: 1-500 characters, not only white space, no bidirectional control.
 _Name = Annotated[str, Field(min_length=1, max_length=500, pattern=PLAIN_NAME_PATTERN), PlainText]
@@ -502,6 +510,54 @@ def run_now(scope: Writer, schedule_id: ScheduleIdPath,
                                  publisher=scope.publisher, idempotency_key=key)
     return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
                     body=RunNowOut(run_id=run_id, schedule_id=schedule_id, created=created))
+
+
+class TestSendOut(BaseModel):
+    """A test send accepted: its run (trigger ``test``; ``created`` False for a repeated
+    Idempotency-Key) and where the message goes (the requester, their own address)."""
+
+    __test__ = False  # not a pytest class
+
+    run_id: UUID
+    schedule_id: UUID
+    created: bool
+    user_id: str = Field(description="the one recipient: the person who asked")
+    email: str = Field(description="the address the message goes to (theirs in the directory)")
+
+
+@router.exception_handler(send_tests.TestLimited)
+def _test_limited(error: send_tests.TestLimited) -> Response:
+    return error_response(HTTPStatus.TOO_MANY_REQUESTS, TEST_SEND_LIMITED, error.reason,
+                          headers={"Retry-After": str(error.retry_after_s)})
+
+
+@router.exception_handler(send_tests.NotSendable)
+def _not_sendable(error: send_tests.NotSendable) -> Response:
+    return error_response(HTTPStatus.CONFLICT, error.skip_reason, error.reason)
+
+
+@router.post("/query-schedules/<schedule_id>/test", tags=_TAGS, operation_id="testQuerySchedule",
+             security=SECURITY, summary="Send a test to me: one message of this delivery to the caller only "
+                                        "(recorded as a test run; the schedule is unchanged)",
+             responses=_responses(202, "Accepted: the test run is queued", 404, 409, 429, texts={
+                 **_ERRORS, 409: "The caller cannot be sent to (no_address, unsubscribed, suppressed), or the "
+                                 "Idempotency-Key named another request",
+                 429: f"More than {send_tests.PER_DELIVERY_PER_HOUR} tests of this delivery, or "
+                      f"{send_tests.PER_PERSON_PER_HOUR} of the caller, within the hour: test_send_limited "
+                      "(Retry-After)"}))
+def send_test(scope: Writer, schedule_id: ScheduleIdPath,
+              idempotency_key: Annotated[str | None, idempotency_header(
+                  "repeat a request safely: the same key returns the same run")] = None,
+              ) -> Response[TestSendOut]:
+    key = scope.claim_key(idempotency_key)
+    _may_change(scope, schedule_id)
+    run_id, created = scope.call(send_tests.request_test, schedule_id=schedule_id, actor=scope.user_id,
+                                 now=scope.now, publisher=scope.publisher, idempotency_key=key)
+    with scope.unit() as conn:
+        email = str(dl.contacts(conn, [scope.user_id]).get(scope.user_id, {}).get("email") or "")
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
+                    body=TestSendOut(run_id=run_id, schedule_id=schedule_id, created=created,
+                                     user_id=scope.user_id, email=email))
 
 
 def _owner_action(scope: WorkspaceScope, schedule_id: UUID, action: Any) -> None:

@@ -337,7 +337,7 @@ class RunOut(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     id: UUID
-    trigger: Literal["scheduled", "manual"]
+    trigger: Literal["scheduled", "manual", "test"]
     state: RunState
     occurrence_at: UtcDatetime = Field(description="the occurrence's instant (UTC); the request time of a manual run")
     occurrence_local: str = Field(description="intended local wall time in the schedule's timezone",

@@ -34,6 +34,7 @@ WORDS: dict[str, str] = {
     # Runs: triggers, states and outcomes
     "scheduled": "On schedule",
     "manual": "Run now",
+    "test": "Test (sent only to the person who asked)",
     "queued": "Queued",
     "running": "Running",
     "succeeded": "Succeeded",

@@ -6,7 +6,8 @@ A query schedule is a ``schedules`` row of owner ``queries`` (work kind
 (:func:`deliver`, a ``leased`` work kind: its effects leave the database):
 
 1. **Acts for** the schedule's owner (automatic runs) or the person who clicked Run now
-   (``requested_by``), and asks the access rule for that person now: lost ->
+   or "Send a test to me" (``requested_by``; a ``test`` run's one recipient is that person,
+   :mod:`timekeeper.reporting.send_tests`), and asks the access rule for that person now: lost ->
    ``Refused("source_access_lost", pause_reason="source_access_lost")`` (the library
    pauses the schedule for an automatic run only).
 2. **The file.** A query source streams its pinned version to
@@ -135,6 +136,9 @@ SEND_COST_S = 0.02
 #: settlement (a few statements, each under the workers' 15 s statement timeout).
 RUN_OVERHEAD_S = 60
 
+#: The trigger of a test send ("Send a test to me"): the run's one recipient is the person
+#: who asked (``requested_by``), whatever the schedule's recipients are.
+TEST = "test"
 SOURCE_ACCESS_LOST = "source_access_lost"
 SKIPPED_EMPTY = "skipped_empty"
 #: The render did not finish within the poll of the message's last receive.
@@ -485,6 +489,13 @@ def _resolve_recipients(conn: psycopg.Connection, schedule: QuerySchedule, user_
     return out
 
 
+def resolve_recipient(conn: psycopg.Connection, schedule: QuerySchedule, user_id: str) -> Recipient:
+    """``user_id`` resolved now as a run resolves its recipients: ``skip_reason`` None when
+    a run would send to them, else why not (``no_access``, ``deactivated``,
+    ``left_workspace``, ``no_address``, ``unsubscribed``, ``suppressed``)."""
+    return _resolve_recipients(conn, schedule, [user_id])[user_id]
+
+
 def classify_submission_error(error: BaseException) -> tuple[str, bool]:
     """``(error_code, permanent)`` of a submission that raised: a provider code in
     :data:`PERMANENT_REFUSALS` is permanent for that recipient (``rejected``,
@@ -587,7 +598,8 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
                                                                    run_id=ctx.run_id)}
     outcomes: dict[str, RecipientOutcome] = {}
     pending: list[str] = []
-    current = list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id)
+    current = ([ctx.requested_by] if ctx.trigger == TEST and ctx.requested_by else
+               list_recipients(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=schedule.schedule_id))
     listed = set(current)
     removed: list[Recipient] = []
     for user_id in [*current, *sorted(set(earlier_outcomes) - listed)]:
@@ -655,10 +667,10 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
 
 __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
-    "STALENESS", "SUPPRESSED", "UNSUBSCRIBED",
+    "STALENESS", "SUPPRESSED", "TEST", "UNSUBSCRIBED",
     "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
     "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "MessagePreview", "PREVIEW_TOKEN",
-    "preview_message", "check_source_access", "check_time_budget", "classify_submission_error",
+    "preview_message", "resolve_recipient", "check_source_access", "check_time_budget", "classify_submission_error",
     "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
     "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
 ]

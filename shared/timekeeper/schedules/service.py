@@ -11,6 +11,7 @@ connection's row factory.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import islice
@@ -261,22 +262,36 @@ def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 
 def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
             publisher: RunPublisher, idempotency_key: str | None = None,
-            kinds: WorkKindRegistry | None = None) -> tuple[UUID, bool]:
+            kinds: WorkKindRegistry | None = None, trigger: str = "manual",
+            admit: Callable[[psycopg.Connection, Schedule], None] | None = None) -> tuple[UUID, bool]:
     """"Run now": commit a manual run, then publish it; a refused publish releases it for the
     dispatcher's next pass. Returns ``(run_id, created)``; a repeated ``idempotency_key``
     returns the first request's run with ``created=False``. Works on paused schedules too.
-    Raises :class:`ScheduleNotFound`, and ``OwnRouteOnly`` when ``kinds`` is given and the
-    schedule's work kind has a route of its own (which checks more before it runs one)."""
-    key = f"manual:{idempotency_key or uuid.uuid4()}"
+    ``trigger``: ``manual``, or ``test`` (an owner's test send: settlement leaves the
+    schedule as it was). ``admit(conn, schedule)``: the owner's own check of a new run,
+    called in the transaction with the schedule row locked (a repeated key is answered
+    before it); what it raises refuses the run. Raises :class:`ScheduleNotFound`, and
+    ``OwnRouteOnly`` when ``kinds`` is given and the schedule's work kind has a route of its
+    own (which checks more before it runs one)."""
+    if trigger not in ("manual", "test"):
+        raise ValueError(f"not a requested run's trigger: {trigger!r}")
+    key = f"{trigger}:{idempotency_key or uuid.uuid4()}"
     with conn.transaction():
         schedule = _locked(conn, workspace_id, schedule_id)
         _check_generic(kinds, schedule)
+        if admit is not None:
+            if idempotency_key is not None:
+                earlier = fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,
+                                                                     "occurrence_key": key})
+                if earlier is not None:
+                    return earlier, False
+            admit(conn, schedule)
         zone = ZoneInfo(schedule.timezone) if schedule.timezone else None
         local = now.astimezone(zone).replace(tzinfo=None) if zone else now.replace(tzinfo=None)
         run_id = fetch_value(conn, SQL["insert_manual_run"], {
             "schedule_id": schedule_id, "workspace_id": workspace_id, "owner": schedule.owner,
             "work_kind": schedule.work_kind, "occurrence_key": key, "now": now, "occurrence_local": local,
-            "actor": actor, "definition_version": schedule.definition_version})
+            "actor": actor, "definition_version": schedule.definition_version, "trigger": trigger})
         if run_id is None:
             return fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,
                                                               "occurrence_key": key}), False

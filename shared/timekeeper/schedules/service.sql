@@ -57,7 +57,7 @@ INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurren
                            occurrence_local, trigger, requested_by, definition_version, state, queued_at,
                            offered_at, offer_count)
 VALUES (%(schedule_id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(occurrence_key)s, %(now)s,
-        %(occurrence_local)s, 'manual', %(actor)s, %(definition_version)s, 'queued', %(now)s, %(now)s, 1)
+        %(occurrence_local)s, %(trigger)s, %(actor)s, %(definition_version)s, 'queued', %(now)s, %(now)s, 1)
 ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
 RETURNING id
 

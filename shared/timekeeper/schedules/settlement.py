@@ -51,7 +51,8 @@ def settle_run(conn: psycopg.Connection, *, run_id: UUID, state: str, outcome_co
     A scheduled failure that does not pause enqueues a ``schedule_failed`` notice (the
     people's, not the operators' topic) when the schedule's ``notify_on`` asks for it:
     ``every_failure``, or ``first_failure`` (the default) when it starts a streak;
-    ``pause_only`` never. Manual runs' failures neither count, pause nor notify. Raises
+    ``pause_only`` never. Manual runs' failures neither count, pause nor notify; a test
+    run (trigger ``test``) leaves the schedule's streak and last run as they were. Raises
     ``ValueError`` for a bad state.
     """
     if state not in TERMINAL_STATES:

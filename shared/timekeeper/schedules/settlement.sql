@@ -3,7 +3,8 @@
 -- Only an unfinished run is settled, and (when fenced) only by the attempt that holds
 -- it: a run taken over after its lease expired cannot be settled by the old holder.
 -- Streak: scheduled failures add one; any success or skip resets; manual failures
--- neither add nor pause. The threshold pauses an active schedule; so does an automatic
+-- neither add nor pause; a test run (an owner's test send) leaves the schedule's streak
+-- and last run as they were. The threshold pauses an active schedule; so does an automatic
 -- run's refusal that carries a pause reason (e.g. source_access_lost). The schedule row
 -- is locked (FOR UPDATE returns its latest committed version), so concurrent
 -- settlements of one schedule never lose an update.
@@ -17,7 +18,8 @@ WITH settled AS (
     RETURNING id, schedule_id, workspace_id, owner, work_kind, trigger, occurrence_at
 ), prior AS (
     SELECT s.id, s.status, settled.trigger,
-           CASE WHEN NOT %(failed)s THEN 0
+           CASE WHEN settled.trigger = 'test' THEN s.consecutive_failures
+                WHEN NOT %(failed)s THEN 0
                 WHEN settled.trigger = 'scheduled' THEN s.consecutive_failures + 1
                 ELSE s.consecutive_failures END AS streak
       FROM schedules AS s JOIN settled ON s.id = settled.schedule_id
@@ -30,8 +32,10 @@ WITH settled AS (
 )
 UPDATE schedules AS s
    SET consecutive_failures = d.streak,
-       last_run_id = %(run_id)s, last_outcome = %(outcome_code)s, last_run_at = %(now)s,
-       updated_at = %(now)s,
+       last_run_id = CASE WHEN settled.trigger = 'test' THEN s.last_run_id ELSE %(run_id)s END,
+       last_outcome = CASE WHEN settled.trigger = 'test' THEN s.last_outcome ELSE %(outcome_code)s END,
+       last_run_at = CASE WHEN settled.trigger = 'test' THEN s.last_run_at ELSE %(now)s END,
+       updated_at = CASE WHEN settled.trigger = 'test' THEN s.updated_at ELSE %(now)s END,
        status = CASE WHEN d.pausing THEN 'paused' ELSE s.status END,
        pause_reason = CASE WHEN NOT d.pausing THEN s.pause_reason
                            WHEN %(pause_reason)s::text IS NOT NULL THEN %(pause_reason)s::text
@@ -45,7 +49,7 @@ RETURNING settled.schedule_id, settled.workspace_id, settled.owner, settled.work
 
 -- name: settle_completed
 -- Settle a batch's succeeded and skipped runs, and reset their schedules' streaks, in ONE
--- statement. Fenced like settle_run: only an unfinished run held by the given attempt is
+-- statement (a test run's schedule is left as it was). Fenced like settle_run: only an unfinished run held by the given attempt is
 -- settled; the caller compares the returned ids with what it asked for. A schedule with
 -- several runs in the batch records its latest occurrence's run. Run rows, then schedule
 -- rows, are locked in id order, so concurrent statements never deadlock on them. Each
@@ -67,10 +71,11 @@ WITH v AS (
       FROM runs
      WHERE r.id = runs.id
        AND r.state IN ('queued', 'running') AND r.attempts = runs.attempt
-    RETURNING r.id, r.schedule_id, r.occurrence_at, r.outcome_code
+    RETURNING r.id, r.schedule_id, r.occurrence_at, r.outcome_code, r.trigger
 ), latest AS (
     SELECT DISTINCT ON (schedule_id) schedule_id, id, outcome_code
       FROM settled
+     WHERE trigger <> 'test'
      ORDER BY schedule_id, occurrence_at DESC, id
 ), locked AS (
     SELECT s.id, l.id AS run_id, l.outcome_code

@@ -89,8 +89,16 @@ def deliveries(ctx: Request) -> Response:
 def delivery(ctx: Request, schedule_id: str) -> Response:
     """``GET /console/deliveries/{id}``: a delivery, its runs with the per-recipient ledger
     (pages by ``cursor``), its changes and the person's own standing with its messages."""
+    return delivery_page(ctx, schedule_id)
+
+
+def delivery_page(ctx: Request, schedule_id: str, *, problem: str | None = None,
+                  status_code: int = HTTPStatus.OK) -> Response:
+    """A delivery's page (``?done=`` / ``?cursor=`` of the request), with ``problem`` (the
+    API's refusal of an action, shown above the actions) answered with ``status_code``."""
     params = ctx.params
     done = DONE.get(params.get("done", ""))
+    sent_to = params.get("to", "") if params.get("done") == "test" else None
     client = ctx.api()
     reply = client.call("GET", f"/query-schedules/{schedule_id}")
     if reply.status != 200:
@@ -106,11 +114,33 @@ def delivery(ctx: Request, schedule_id: str) -> Response:
     trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
-    return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
-                    zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+    return ctx.page("delivery.html", status_code,
+                    s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
+                    zone=zone, runs=runs, done=done, sent_to=sent_to, problem=problem, test_key=str(uuid.uuid4()),
+                    changes=changes, run_key=str(uuid.uuid4()),
                     inv=invitation_of(ctx, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
+
+
+@router.post(f"{PREFIX}/deliveries/<schedule_id>/test")
+@checked_post
+def send_test(ctx: Request, schedule_id: str) -> Response:
+    """``POST /console/deliveries/{id}/test``: "Send a test to me" (``POST
+    /query-schedules/{id}/test`` with the form's Idempotency-Key), then back to the page
+    saying where it went; a refusal (no address, the hourly limit ...) is shown on the page
+    with the API's reason and status."""
+    key = ctx.fields.get("key", "")[:200]
+    reply = ctx.api().call("POST", f"/query-schedules/{schedule_id}/test",
+                           headers={"Idempotency-Key": key} if key else None)
+    if reply.status == 202 and isinstance(reply.body, dict):
+        return ctx.redirect(f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?"
+                            + urlencode({"done": "test", "to": str(reply.body.get("email") or "")}))
+    body = reply.body if isinstance(reply.body, dict) else {}
+    if reply.status not in (409, 429):
+        return ctx.api_error(reply)
+    return delivery_page(ctx, schedule_id, problem=f"No test was sent: {body.get('message') or 'refused'}.",
+                         status_code=reply.status)
 
 
 def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:
