@@ -9,6 +9,11 @@ of each page in milliseconds::
 
     PYTHONPATH=shared:benchmarks:. python3 benchmarks/console_pages.py
 
+The authoring pages (new schedule form, saved queries' list, new query, a query with its
+diff, new version, new delivery form, reports list and compose, a delivery page whose
+ledger has 1,000 runs to 10 recipients) are read in the same workspace by a member who
+may write queries and reports, with 50 saved queries and a report (:func:`load_authoring`).
+
 Target: each page under 200 ms at the median on this machine.
 """
 
@@ -81,6 +86,69 @@ def load(url: str, *, workspace: uuid.UUID, schedules: int, runs: int, hot_runs:
         return ids[0]
 
 
+#: The authoring pages' data: saved queries in the workspace, the delivery's recipients and
+#: its runs (each with every recipient's outcome).
+QUERIES = 50
+RECIPIENTS = 10
+DELIVERY_RUNS = 1_000
+
+
+def load_authoring(url: str, *, workspace: uuid.UUID, user: str) -> dict[str, uuid.UUID]:
+    """The workspace (directory row), ``user`` a member who may write queries and reports,
+    :data:`RECIPIENTS` members, :data:`QUERIES` saved queries (the first with two versions),
+    a report of three sections over it, and a weekly delivery of it to the recipients with
+    :data:`DELIVERY_RUNS` finished runs, each sent to every recipient. Returns the ids."""
+    from timekeeper.platform import directory
+    from timekeeper.reporting import reports, store
+    from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
+
+    definition = {"entity": "invoices", "columns": ["number", "amount_minor", "due_date"],
+                  "filters": [{"column": "status", "op": "eq", "value": "open"}],
+                  "sort": [{"column": "amount_minor", "direction": "desc"}], "limit": 100}
+    people = [f"reader-{i}" for i in range(RECIPIENTS)]
+    with connect(url) as conn, conn.transaction():
+        directory.create_workspace(conn, workspace_id=workspace, name="Bench", timezone="Europe/Berlin", now=NOW)
+        for person, roles in ((user, ("queries:admin",)), *((p, ("queries:read",)) for p in people)):
+            directory.upsert_user(conn, user_id=person, display_name=person.title(), email=f"{person}@x.test",
+                                  now=NOW)
+            directory.add_member(conn, workspace_id=workspace, user_id=person, roles=roles, now=NOW)
+        queries = [store.create_query(conn, workspace_id=workspace, name=f"Open invoices {i:02d}", actor=user,
+                                      now=NOW, definition=definition)[0].id for i in range(QUERIES)]
+        store.add_version(conn, workspace_id=workspace, query_id=queries[0], actor=user, now=NOW,
+                          definition={**definition, "limit": 500})
+        report, _ = reports.create_report(conn, workspace_id=workspace, name="Board pack", actor=user, now=NOW,
+                                          definition={"title": "Board pack", "sections": [
+                                              {"heading": f"Part {i}", "query_id": str(queries[0])}
+                                              for i in range(3)]})
+        _, delivery = create_query_schedule(
+            conn, workspace_id=workspace, actor=user, now=NOW,
+            new=NewQuerySchedule(name="Weekly open invoices", recurrence={"cron": "0 9 * * 1",
+                                                                         "timezone": "Europe/Berlin"},
+                                 source=Source(kind="query", query_id=queries[0]), format="xlsx",
+                                 recipients=people, subject_template="{{ schedule_name }}",
+                                 body_template="<p>{{ recipient_name }}: <a href='{{ link }}'>file</a></p>"))
+        conn.execute("""
+            WITH runs AS (
+                INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key,
+                                           occurrence_at, occurrence_local, trigger, definition_version, state,
+                                           queued_at, attempts, started_at, finished_at, outcome_code)
+                SELECT %(id)s, %(ws)s, 'queries', 'queries.deliver', (%(now)s - g * interval '1 week')::text,
+                       %(now)s - g * interval '1 week', (%(now)s - g * interval '1 week')::timestamp, 'scheduled',
+                       1, 'succeeded', %(now)s - g * interval '1 week', 1, %(now)s - g * interval '1 week',
+                       %(now)s - g * interval '1 week' + interval '5 seconds', 'succeeded'
+                  FROM generate_series(1, %(n)s) AS g
+                RETURNING id, occurrence_at)
+            INSERT INTO query_deliveries (run_id, user_id, workspace_id, schedule_id, status, address,
+                                          provider_message_id, link_expires_at, attempt, updated_at)
+            SELECT runs.id, p, %(ws)s, %(id)s, 'sent', p || '@x.test', 'm-' || runs.id || p,
+                   runs.occurrence_at + interval '7 days', 1, runs.occurrence_at
+              FROM runs CROSS JOIN unnest(%(people)s::text[]) AS p""",
+                     {"id": delivery.schedule_id, "ws": workspace, "now": NOW, "n": DELIVERY_RUNS,
+                      "people": people})
+        conn.execute("ANALYZE query_deliveries")
+    return {"query": queries[0], "report": report.id, "delivery": delivery.schedule_id}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
@@ -101,6 +169,7 @@ def main() -> int:
                                  snapshot_registry=registries.snapshot_types))
     console = create_console(api.resolve, ConsoleSettings(session_key=KEY))
     staff_workspace = uuid.uuid4()
+    made = load_authoring(url, workspace=workspace, user="bench")
     enrol(url, "bench", workspace)  # the API lets in members of the token's workspace only
     enrol(url, "staff", staff_workspace)
     session = Session(user_id="bench", workspace_id=str(workspace), roles="schedules:read")
@@ -118,6 +187,23 @@ def main() -> int:
     pages[f"a schedule with {args.hot_runs:,} runs, as a writer (name and subject form)"] = (
         f"/console/schedules/{hot}", writer)
     pages["a schedule's delete confirmation"] = (f"/console/schedules/{hot}/delete", writer)
+    author_session = Session(user_id="bench", workspace_id=str(workspace),
+                             roles="schedules:read,queries:read,queries:write,reports:read,reports:write")
+    author = f"{SESSION_COOKIE}={Sessions(KEY).issue(author_session)}"
+    pages.update({
+        f"queries list ({QUERIES} saved queries)": ("/console/queries", author),
+        "new query form": ("/console/queries/new", author),
+        "a query page (versions, the diff of 1 and 2, pinning deliveries)": (f"/console/queries/{made['query']}",
+                                                                            author),
+        "a query's new version form": (f"/console/queries/{made['query']}/versions/new", author),
+        f"new delivery form ({QUERIES} queries and a report to pick, {RECIPIENTS + 1} members)":
+            ("/console/deliveries/new", author),
+        "reports list": ("/console/reports", author),
+        "report compose form (new)": ("/console/reports/new", author),
+        "report compose form (3 sections)": (f"/console/reports/{made['report']}/edit", author),
+        f"a delivery with {DELIVERY_RUNS:,} runs to {RECIPIENTS} recipients (its ledger's first page)":
+            (f"/console/deliveries/{made['delivery']}", author),
+    })
     staff_session = Session(user_id="staff", workspace_id=str(staff_workspace), roles="platform:staff")
     staff = f"{SESSION_COOKIE}={Sessions(KEY).issue(staff_session)}"
     pages["operations overview, staff (every workspace: 500 paused, 500 failing)"] = ("/console/operations", staff)
