@@ -53,11 +53,13 @@ class ApiUnreachable(Exception):  # noqa: N818 - what the operator is told
     """The API did not answer (refused connection, DNS, timeout)."""
 
 
-def call_api(api: str, token: str | None, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """``method api+path`` with ``token`` as the bearer token and ``body`` as JSON; returns
-    (status, parsed JSON body or None). Raises :class:`ApiUnreachable`."""
+def call_api(api: str, token: str | None, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """``method api+path`` with ``token`` as the bearer token, ``body`` as JSON and any extra
+    ``headers`` (e.g. ``Idempotency-Key``); returns (status, parsed JSON body or None).
+    Raises :class:`ApiUnreachable`."""
     data = None if body is None else json.dumps(body).encode()
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", **(headers or {})}
     if data is not None:
         headers["Content-Type"] = "application/json"
     if token:
