@@ -66,7 +66,8 @@ def run_dispatcher() -> dict[str, Any]:
     (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`) and of the personal data
     in snapshot rows past their type's retention
     (:func:`timekeeper.db.retention.expire_snapshot_personal_data`), bounded per pass
-    (the ``HistoryPruned`` metric counts deleted rows). Returns counts (``pruned_rows`` among them)."""
+    (the ``HistoryPruned`` metric counts deleted rows). Returns counts (``pruned_rows`` and
+    ``pseudonymised_rows`` among them)."""
     conn, now = adapters.database().get(), clock.now()
     owners = sorted({t.owner for t in snapshot_types().enabled()})
     admitted: list[JobMessage] = []
@@ -97,7 +98,7 @@ def run_dispatcher() -> dict[str, Any]:
     metrics.add_metric(name=obs.HISTORY_PRUNED, unit="Count", value=pruned.total)
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
     return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": len(lost),
-            "pruned_rows": pruned.total}
+            "pruned_rows": pruned.total, "pseudonymised_rows": pruned.rows.get("snapshot_rows_pseudonymised", 0)}
 
 
 def personal_data_retention() -> dict[str, int]:
