@@ -18,6 +18,7 @@ from timekeeper.db.retention import expire_snapshot_personal_data
 from timekeeper.edge.registries import assemble_snapshot_types
 from timekeeper.platform.erasure import erase_member
 from timekeeper.platform.snapshots import AR_AGING_PERSONAL_DATA
+from timekeeper.reporting.compiler import compile_query
 
 JAN, FEB = date(2027, 1, 1), date(2027, 2, 1)
 ERASED_AT = datetime(2027, 3, 2, 9, tzinfo=UTC)
@@ -40,6 +41,15 @@ def _figures(conn, run_id) -> dict:
     return {r["bucket"]: (r["n"], r["total"]) for r in rows}
 
 
+def _read(conn, workspace_id) -> list[dict]:
+    """The aging rows as a saved query, an export or a report section reads them (every
+    period's current version), through the catalogue's compiler."""
+    compiled = compile_query({"entity": "snapshot.platform.ar_aging",
+                              "columns": ["period", "version", "member_id", "bucket", "outstanding_minor"]},
+                             workspace_id=workspace_id)
+    return conn.execute(compiled.statement, compiled.params).fetchall()
+
+
 def _named(conn, workspace_id, member_id) -> int:
     """Aging rows of the workspace that still lead to the member: by member id, or by one of
     the member's invoices."""
@@ -54,6 +64,7 @@ def test_an_erased_member_no_longer_appears_in_any_snapshot_row(db_url):
         tenant, runs, m1 = _tenant(conn)
         before = {period: _figures(conn, run.id) for period, run in runs.items()}
         assert _named(conn, tenant.workspace_id, m1) > 0
+        read_before = _read(conn, tenant.workspace_id)
         with conn.transaction():
             changed = erase_member(conn, workspace_id=tenant.workspace_id, member_id=m1, now=ERASED_AT)
         # Then no row of any version leads to the member any more
@@ -70,6 +81,11 @@ def test_an_erased_member_no_longer_appears_in_any_snapshot_row(db_url):
                                  (run.id,)).fetchone()
             assert (state["state"], state["is_current"]) == ("published", True)
             assert state["rows_written"] == sum(n for n, _ in before[period].values())
+        # And readers (queries, exports, report sections) get the same rows and figures, without the member
+        read_after = _read(conn, tenant.workspace_id)
+        assert len(read_after) == len(read_before)
+        assert sum(r["outstanding_minor"] for r in read_after) == sum(r["outstanding_minor"] for r in read_before)
+        assert m1 not in {r["member_id"] for r in read_after} and None in {r["member_id"] for r in read_after}
         # The other members are untouched; a repeat changes nothing
         assert conn.execute("SELECT count(*) AS n FROM snapshot_ar_aging WHERE workspace_id = %s "
                             "AND member_id IS NOT NULL", (tenant.workspace_id,)).fetchone()["n"] > 0
