@@ -249,6 +249,12 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("user", help="the platform's user id of the person")
     erase.add_argument("--reason", required=True, help="why, e.g. the request's reference (recorded with the action)")
     erase.add_argument("--json", action="store_true", help="print the API's JSON body")
+    erase_member = actions.add_parser("erase-member", help="erase a workspace's member (the business data's) from "
+                                                           "every snapshot version's rows")
+    erase_member.add_argument("workspace", type=_uuid, help="the member's workspace id")
+    erase_member.add_argument("member", type=_uuid, help="the member's id")
+    erase_member.add_argument("--reason", required=True, help="why, e.g. the request's reference")
+    erase_member.add_argument("--json", action="store_true", help="print the API's JSON body")
     smoke = commands.add_parser("smoke", help="check a deployed stage (or serve) end to end through its API: a "
                                               "scheduled run, a delivery sent, everything made deleted again")
     smoke.add_argument("--api", required=True, help="the API's base URL (a deployed stage's ends in /v1)")
@@ -334,6 +340,7 @@ def _run(args: argparse.Namespace) -> int:
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
             schedule=str(args.schedule) if getattr(args, "schedule", None) else None, user=getattr(args, "user", None),
+            member=str(args.member) if getattr(args, "member", None) else None,
             limit=getattr(args, "limit", 100), as_json=args.json), Console())
     if args.command == "smoke":
         from timekeeper.local.smoke import SmokeOptions, print_summary, run_smoke
