@@ -148,11 +148,11 @@ WITH erasing AS MATERIALIZED (
     SELECT set_config('timekeeper.personal_data_erasure', 'on', true) AS mode
 ), doomed AS MATERIALIZED (
     SELECT a.run_id, a.invoice_id
-      FROM snapshot_ar_aging AS a
-      JOIN snapshot_runs AS r ON r.id = a.run_id
+      FROM snapshot_runs AS r
+      JOIN snapshot_ar_aging AS a ON a.run_id = r.id AND a.member_id IS NOT NULL
      CROSS JOIN erasing
-     WHERE a.member_id IS NOT NULL AND r.period < %(cutoff_period)s AND erasing.mode = 'on'
-     ORDER BY a.run_id, a.invoice_id
+     WHERE r.owner = 'platform' AND r.snapshot_type = 'ar_aging' AND r.period < %(cutoff_period)s
+       AND erasing.mode = 'on'
      LIMIT %(limit)s
 )
 UPDATE snapshot_ar_aging AS a
