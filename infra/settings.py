@@ -19,7 +19,12 @@ from typing import Any
 from aws_cdk import aws_logs as logs
 from constructs import Node
 
-from infra.storage import DELIVERY_RETENTION_DAYS, DELIVERY_RETENTION_MARGIN_DAYS, LINK_MAX_LIFETIME_DAYS
+from infra.storage import (
+    DELIVERY_RETENTION_DAYS,
+    DELIVERY_RETENTION_MARGIN_DAYS,
+    LINK_MAX_LIFETIME_DAYS,
+    REPORT_RETENTION_DAYS,
+)
 from timekeeper.topology import API, HISTORY
 
 #: Repository root (the folder holding app.py).
@@ -308,6 +313,9 @@ class DeploymentConfig:
     export_retention_days: int = 30
     #: Days before a delivered file (``deliveries/``) expires: longer than a link lives.
     delivery_retention_days: int = DELIVERY_RETENTION_DAYS
+    #: Days before a rendered report (``reports/``) expires: longer than a link lives (a
+    #: delivered report's links point at its render).
+    report_retention_days: int = REPORT_RETENTION_DAYS
     log_retention_days: int = 30
     existing_database: ExistingDatabase | None = None
     authorizer_function_arn: str | None = None
@@ -346,6 +354,7 @@ class DeploymentConfig:
     KEY_ALARM_EMAIL = "timekeeper:alarmEmail"
     KEY_EXPORT_RETENTION = "timekeeper:exportRetentionDays"
     KEY_DELIVERY_RETENTION = "timekeeper:deliveryRetentionDays"
+    KEY_REPORT_RETENTION = "timekeeper:reportRetentionDays"
     KEY_LOG_RETENTION = "timekeeper:logRetentionDays"
     KEY_DB_HOST = "timekeeper:dbHost"
     KEY_DB_SECRET_ARN = "timekeeper:dbSecretArn"
@@ -521,6 +530,7 @@ class DeploymentConfig:
             alarm_email=get(cls.KEY_ALARM_EMAIL) or None,
             export_retention_days=int(get(cls.KEY_EXPORT_RETENTION) or 30),
             delivery_retention_days=int(get(cls.KEY_DELIVERY_RETENTION) or DELIVERY_RETENTION_DAYS),
+            report_retention_days=int(get(cls.KEY_REPORT_RETENTION) or REPORT_RETENTION_DAYS),
             log_retention_days=int(get(cls.KEY_LOG_RETENTION) or 30),
             existing_database=existing,
             authorizer_function_arn=get(cls.KEY_AUTHORIZER) or None,
@@ -565,4 +575,7 @@ class DeploymentConfig:
         if config.delivery_retention_days < shortest:
             raise ValueError(f"{cls.KEY_DELIVERY_RETENTION} must be at least {shortest}: delivered files must "
                              f"outlive their links (at most {LINK_MAX_LIFETIME_DAYS} days)")
+        if config.report_retention_days < shortest:
+            raise ValueError(f"{cls.KEY_REPORT_RETENTION} must be at least {shortest}: a delivered report's links "
+                             f"point at its render, which must outlive them (at most {LINK_MAX_LIFETIME_DAYS} days)")
         return config

@@ -78,6 +78,7 @@ class DataStack(Stack):
         super().__init__(scope, construct_id, description="Timekeeper: network, database, files", **kwargs)
         self.files = FileBucket(self, "Files", export_retention_days=config.export_retention_days,
                                 delivery_retention_days=config.delivery_retention_days,
+                                report_retention_days=config.report_retention_days,
                                 retain=config.deletion_protection)
         self.database: AuroraDatabase | None = None
         self.network: Network | None = None

@@ -11,13 +11,14 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX
+from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX
 
 # The files bucket's prefixes are timekeeper.settings' (the code writing the objects reads
 # the same ones): objects under EXPORTS_PREFIX expire (``timekeeper:exportRetentionDays``),
-# under DELIVERIES_PREFIX too (``timekeeper:deliveryRetentionDays``); rendered reports
-# (REPORTS_PREFIX) are never expired by a rule: a render's history keeps its file
-# downloadable, and a delivered report's links point at its render's object.
+# under DELIVERIES_PREFIX too (``timekeeper:deliveryRetentionDays``), and rendered reports
+# under REPORTS_PREFIX (``timekeeper:reportRetentionDays``): a PDF holds the workspace's
+# data (members' names and amounts), and a delivered report's links point at its render's
+# object, so a render outlives the longest link as a delivered file does.
 #: The longest lifetime of a delivery's signed link (a schedule's ``link_ttl_hours`` is at
 #: most 720), in days.
 LINK_MAX_LIFETIME_DAYS = 30
@@ -27,6 +28,10 @@ LINK_MAX_LIFETIME_DAYS = 30
 DELIVERY_RETENTION_MARGIN_DAYS = 1
 #: The default retention of delivered files (days).
 DELIVERY_RETENTION_DAYS = 35
+#: The default retention of rendered reports (days): a delivered report's links point at
+#: its render's object and live up to LINK_MAX_LIFETIME_DAYS, so renders are kept as long
+#: as delivered files (the same margin); a person who wants an older render renders again.
+REPORT_RETENTION_DAYS = 35
 #: How long the access logs of the files bucket are kept.
 ACCESS_LOG_DAYS = 90
 
@@ -34,15 +39,18 @@ ACCESS_LOG_DAYS = 90
 class FileBucket(Construct):
     """A private, encrypted, TLS-only bucket; files under ``exports/`` expire after
     ``export_retention_days``, files under ``deliveries/`` after ``delivery_retention_days``
-    (longer than a delivery link lives: ``ValueError`` otherwise); ``reports/`` does not
-    expire. Server access logs go to a second bucket of the same kind. ``retain`` keeps
-    both buckets when the stack is deleted (otherwise they must be empty)."""
+    and rendered reports under ``reports/`` after ``report_retention_days`` (both longer than
+    a delivery link lives: ``ValueError`` otherwise). Server access logs go to a second
+    bucket of the same kind. ``retain`` keeps both buckets when the stack is deleted
+    (otherwise they must be empty)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, export_retention_days: int, retain: bool,
-                 delivery_retention_days: int = DELIVERY_RETENTION_DAYS):
-        if delivery_retention_days < LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS:
-            raise ValueError(f"delivered files must outlive their links: at least "
-                             f"{LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS} days")
+                 delivery_retention_days: int = DELIVERY_RETENTION_DAYS,
+                 report_retention_days: int = REPORT_RETENTION_DAYS):
+        shortest = LINK_MAX_LIFETIME_DAYS + DELIVERY_RETENTION_MARGIN_DAYS
+        if min(delivery_retention_days, report_retention_days) < shortest:
+            raise ValueError(f"delivered files and rendered reports must outlive their links: at least "
+                             f"{shortest} days")
         super().__init__(scope, construct_id)
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         common = {"encryption": s3.BucketEncryption.S3_MANAGED, "block_public_access": s3.BlockPublicAccess.BLOCK_ALL,
@@ -59,6 +67,8 @@ class FileBucket(Construct):
                                  expiration=Duration.days(export_retention_days)),
                 s3.LifecycleRule(id="expire-deliveries", prefix=DELIVERIES_PREFIX,
                                  expiration=Duration.days(delivery_retention_days)),
+                s3.LifecycleRule(id="expire-reports", prefix=REPORTS_PREFIX,
+                                 expiration=Duration.days(report_retention_days)),
                 s3.LifecycleRule(id="abort-incomplete-uploads",
                                  abort_incomplete_multipart_upload_after=Duration.days(1)),
             ])

@@ -412,3 +412,46 @@ def test_only_staff_read_the_overdue_periods(db, call):
     reply = call("GET", "/operations/overview", as_=Caller(user_id="admin-1", roles="workspace:admin"))
     assert reply.status == 403, reply.body
     assert reply.body["code"] == "forbidden"
+
+
+def test_a_members_erasure_pseudonymises_their_snapshot_rows_and_is_recorded_by_the_ids_digest(db, call):
+    from timekeeper.platform.directory import create_workspace as new_workspace
+
+    # Given a published aging version naming a member of a workspace (not the staff member's)
+    workspace = new_workspace(db, name="Club", timezone="UTC", now=NOW - timedelta(days=90)).id
+    member = uuid.uuid4()
+    run = db.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, rows_written, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %s, '2027-01-01', 1, 'manual', 'test', 'staff', 'running', 1, %s, %s)
+        RETURNING id""", (workspace, NOW, NOW)).fetchone()["id"]
+    db.execute("INSERT INTO snapshot_ar_aging (run_id, workspace_id, invoice_id, member_id, due_date, days_past_due, "
+               "bucket, outstanding_minor, currency) VALUES (%s, %s, %s, %s, '2027-01-05', 26, '0-30', 500, 'EUR')",
+               (run, workspace, uuid.uuid4(), member))
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s WHERE id = %s",
+               (NOW, run))
+    db.commit()
+
+    # When staff erase the member through the API's walled login
+    body = {"workspace_id": str(workspace), "member_id": str(member), "reason": "request 2027-115"}
+    reply = call("POST", "/operations/member-erasures", body, as_=STAFF)
+
+    # Then the row names no one, keeps its figure, and the reply says so
+    digest = hashlib.sha256(str(member).encode()).hexdigest()
+    assert reply.status == 200, reply.body
+    assert reply.body == {"member_digest": digest, "workspace_id": str(workspace), "snapshot_rows": 1,
+                          "erased_at": NOW.isoformat().replace("+00:00", "Z")}
+    row = db.execute("SELECT member_id, outstanding_minor FROM snapshot_ar_aging WHERE run_id = %s",
+                     (run,)).fetchone()
+    assert (row["member_id"], row["outstanding_minor"]) == (None, 500)
+    # And the operations action names the digest, never the id
+    [action] = call("GET", "/operations/overview", as_=STAFF).body["recent_actions"]
+    assert (action["action"], action["target"], action["detail"]) == (
+        "erase", f"member:sha256:{digest}", {"workspace_id": str(workspace), "snapshot_rows": 1})
+    assert str(member) not in json.dumps(action)
+    # And a repeat changes nothing; a malformed id is a 422 naming it; only staff may
+    assert call("POST", "/operations/member-erasures", body, as_=STAFF).body["snapshot_rows"] == 0
+    bad = call("POST", "/operations/member-erasures", {**body, "member_id": "M1"}, as_=STAFF)
+    assert (bad.status, bad.body["field"]) == (422, "member_id")
+    refused = call("POST", "/operations/member-erasures", body, as_=Caller(user_id="member-1", roles="schedules:read"))
+    assert refused.status == 403

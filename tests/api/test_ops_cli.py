@@ -150,3 +150,17 @@ def test_the_overview_prints_every_workspaces_overdue_periods(server, conn):
                and any(s in r for s in ("missing", "planned", "queued", "running")) for r in rows), text
     assert any(str(made[FAILED_NAME]) in r and "failed (generator_failed)" in r for r in rows), text
     assert str(made[PUBLISHED_NAME]) not in text
+
+
+def test_erase_member_calls_the_member_erasure_route(server, capsys):
+    workspace, member = uuid.uuid4(), uuid.uuid4()
+    code = main(["ops", "--api", server.base_url, "--token", STAFF_TOKEN, "erase-member", str(workspace), str(member),
+                 "--reason", "request 2027-115"])
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps the line at the terminal's width
+    assert code == 0, out
+    assert f"of workspace {workspace}: 0 snapshot rows pseudonymised" in out
+    assert str(member) not in out  # the member is named by the digest of their id
+    # And without a staff role it is the API's refusal, exit code 1
+    code = main(["ops", "--api", server.base_url, "--token", f"dev:bob:{BOB_WORKSPACE}:schedules:read",
+                 "erase-member", str(workspace), str(member), "--reason", "x"])
+    assert code == 1 and "403" in capsys.readouterr().out

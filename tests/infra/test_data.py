@@ -13,7 +13,7 @@ from aws_cdk.assertions import Match
 from infra import settings
 from infra.database import ENGINE_VERSION
 from infra.settings import DeploymentConfig
-from infra.storage import DELIVERY_RETENTION_DAYS, LINK_MAX_LIFETIME_DAYS
+from infra.storage import DELIVERY_RETENTION_DAYS, LINK_MAX_LIFETIME_DAYS, REPORT_RETENTION_DAYS
 from tests.infra.conftest import (
     DEPLOYMENT,
     event_sources_of,
@@ -149,7 +149,7 @@ def test_a_layer_change_gives_the_migrate_function_a_new_version(monkeypatch):
     assert versions[0] != versions[1]
 
 
-def test_delivered_files_expire_after_their_links_and_reports_never(synth):
+def test_delivered_files_and_rendered_reports_expire_after_their_links(synth):
     from timekeeper.reporting import delivery as dl
     from timekeeper.reporting import exports, rendering
     from timekeeper.reporting.query_schedules import MAX_LINK_TTL_HOURS
@@ -167,13 +167,18 @@ def test_delivered_files_expire_after_their_links_and_reports_never(synth):
     assert rules["expire-deliveries"] == {"Id": "expire-deliveries", "Prefix": DELIVERIES_PREFIX,
                                           "ExpirationInDays": DELIVERY_RETENTION_DAYS, "Status": "Enabled"}
     assert DELIVERY_RETENTION_DAYS > LINK_MAX_LIFETIME_DAYS
-    # And no rule expires a delivered file or a report (a delivered report's links point at its render) sooner
+    # Rendered reports expire after their own retention, as long as delivered files are kept
+    # (a delivered report's links point at its render)
+    assert rules["expire-reports"] == {"Id": "expire-reports", "Prefix": REPORTS_PREFIX,
+                                       "ExpirationInDays": REPORT_RETENTION_DAYS, "Status": "Enabled"}
+    # And no other rule expires a delivered file or a report sooner
+    own = {DELIVERIES_PREFIX: "expire-deliveries", REPORTS_PREFIX: "expire-reports"}
     for rule in rules.values():
         if "ExpirationInDays" in rule:
             prefix = rule.get("Prefix", "")
             for linked in (DELIVERIES_PREFIX, REPORTS_PREFIX):
                 if linked.startswith(prefix):
-                    assert prefix == DELIVERIES_PREFIX and rule["ExpirationInDays"] >= DELIVERY_RETENTION_DAYS, rule
+                    assert rule["Id"] == own[linked] and rule["ExpirationInDays"] >= DELIVERY_RETENTION_DAYS, rule
     assert rules["expire-exports"]["Prefix"] == EXPORTS_PREFIX
 
 
@@ -193,3 +198,11 @@ def test_a_delivery_retention_shorter_than_a_link_is_refused_at_synth():
         DeploymentConfig.from_node(app.node)
     app = cdk.App(context={DeploymentConfig.KEY_DELIVERY_RETENTION: "60", **DEPLOYMENT})
     assert DeploymentConfig.from_node(app.node).delivery_retention_days == 60
+
+
+def test_a_report_retention_shorter_than_a_link_is_refused_at_synth():
+    app = cdk.App(context={DeploymentConfig.KEY_REPORT_RETENTION: "30", **DEPLOYMENT})
+    with pytest.raises(ValueError, match="reportRetentionDays must be at least 31"):
+        DeploymentConfig.from_node(app.node)
+    app = cdk.App(context={DeploymentConfig.KEY_REPORT_RETENTION: "90", **DEPLOYMENT})
+    assert DeploymentConfig.from_node(app.node).report_retention_days == 90

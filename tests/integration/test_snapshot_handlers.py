@@ -180,6 +180,42 @@ def test_the_dispatcher_prunes_the_rows_of_a_long_failed_snapshot_run(aws, conn)
                         (run_id,)).fetchone()["rows_pruned_at"] == NOW
 
 
+def test_the_dispatcher_pseudonymises_aging_rows_past_the_types_retention(aws, conn):
+    from uuid import uuid4
+
+    from timekeeper.platform.snapshots import AR_AGING_PERSONAL_DATA
+
+    # Given a published aging version of a month that ended longer ago than the type's
+    # retention, and one of last month, each with a member's invoice
+    workspace = create_workspace(conn, name="Old months", timezone="UTC", now=NOW - timedelta(days=900))
+    old_period = (NOW - timedelta(days=AR_AGING_PERSONAL_DATA.retention_days + 40)).date().replace(day=1)
+    member = uuid4()
+    runs = {}
+    for period in (old_period, datetime(2027, 2, 1).date()):
+        runs[period] = conn.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                       state, rows_written, created_at, updated_at)
+            VALUES ('platform', 'ar_aging', %s, %s, 1, 'manual', 'test', 'staff', 'running', 1, %s, %s)
+            RETURNING id""", (workspace.id, period, NOW, NOW)).fetchone()["id"]
+        conn.execute("INSERT INTO snapshot_ar_aging (run_id, workspace_id, invoice_id, member_id, due_date, "
+                     "days_past_due, bucket, outstanding_minor, currency) "
+                     "VALUES (%s, %s, %s, %s, %s, 10, '0-30', 1234, 'EUR')",
+                     (runs[period], workspace.id, uuid4(), member, period))
+        conn.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = %s "
+                     "WHERE id = %s", (NOW, runs[period]))
+    # When the snapshot dispatcher ticks
+    result = invoke("snapshot_dispatcher", scheduled_event(NOW))
+    # Then the old month's row names no one and keeps its figures; last month's is as it was
+    rows = {r["run_id"]: r for r in conn.execute(
+        "SELECT run_id, member_id, outstanding_minor, bucket, personal_data_erased_at FROM snapshot_ar_aging "
+        "WHERE workspace_id = %s", (workspace.id,)).fetchall()}
+    old, recent = rows[runs[old_period]], rows[runs[datetime(2027, 2, 1).date()]]
+    assert (old["member_id"], old["outstanding_minor"], old["bucket"], old["personal_data_erased_at"]) == (
+        None, 1234, "0-30", NOW)
+    assert recent["member_id"] == member and recent["personal_data_erased_at"] is None
+    assert (result["pseudonymised_rows"], result["pruned_rows"]) == (1, 0)
+
+
 def test_a_lost_job_on_its_last_retry_fails_the_run_and_emits_the_failure_metric(aws, conn, capsys):
     # Given a published February and its re-run, running on its fourth attempt (three
     # retryable failures behind it) whose job stopped beating long ago

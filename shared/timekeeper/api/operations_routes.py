@@ -13,6 +13,8 @@ POST     ``/operations/workspaces/{workspace_id}/schedules/   staff        resum
 POST     ``/operations/erasures``                             staff        erase a person (their address, recipient
                                                                            lists, opt-outs, suppressions) in every
                                                                            workspace, with a reason
+POST     ``/operations/member-erasures``                      staff        erase a workspace's member from every
+                                                                           snapshot version's rows, with a reason
 =======  ===================================================  ===========  ==========================================
 
 Staff are the callers holding a snapshot type's staff role (the Platform's
@@ -41,6 +43,10 @@ An erasure (:mod:`timekeeper.platform.erasure`) takes the user id in the body, n
 path (paths reach access logs), answers what it removed, and is recorded by the id's
 digest; repeating it answers zeros. An id the directory no longer knows is erased all the
 same (the platform may have deleted the user first).
+A member's erasure (one of a workspace's customers in its business data, whom snapshot
+rows name; :func:`timekeeper.platform.erasure.erase_member`) takes the workspace and member
+ids in the body, answers the snapshot rows it pseudonymised (0 when repeated) and is
+recorded by the member id's digest (``member:sha256:<hex>``).
 A malformed body is 422 ``validation_error`` naming the field (``reason`` missing, blank or
 over 500 characters; ``user_id`` missing, blank, over 200 characters or with whitespace).
 
@@ -74,6 +80,7 @@ from timekeeper.api.routing import SECURITY, Api, ApiContext, ApiRouter
 from timekeeper.api.scope import StaffScope, staff_scope
 from timekeeper.aws.dead_letters import RedriveRefused
 from timekeeper.observability import logger, metrics
+from timekeeper.platform.erasure import user_digest
 from timekeeper.schedules import operations
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
@@ -161,11 +168,12 @@ class OperationsActionOut(BaseModel):
     id: int
     action: Literal["redrive", "resume", "erase"]
     actor: str
-    target: str = Field(description="the dead-letter queue's name, the schedule's id, or the erased user id's "
-                                    "digest (sha256:<hex>)")
+    target: str = Field(description="the dead-letter queue's name, the schedule's id, the erased user id's "
+                                    "digest (sha256:<hex>) or the erased member id's (member:sha256:<hex>)")
     reason: str
     detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name; "
-                                               "erase: the counts of ErasureOut")
+                                               "erase: the counts of ErasureOut (a member's: workspace_id, "
+                                               "snapshot_rows)")
     at: UtcDatetime
 
 
@@ -214,6 +222,27 @@ class ErasureOut(BaseModel):
     delivery_addresses: int = Field(ge=0, description="delivery rows whose address was erased (the rows stay)")
     suppressions: int = Field(ge=0, description="suppression-list entries of the person's addresses and their "
                                                 "removal records deleted")
+    erased_at: UtcDatetime
+
+
+class MemberErasureIn(BaseModel):
+    """The workspace's member to erase from the snapshot rows, and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workspace_id: CanonicalUuid = Field(description="the member's workspace")
+    member_id: CanonicalUuid = Field(description="the member (the business data's member id)")
+    reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
+                        description="why (e.g. the request's reference; recorded with the action; not blank)")
+
+
+class MemberErasureOut(BaseModel):
+    """What a member's erasure changed (0 rows when repeated)."""
+
+    member_digest: str = Field(description="hex SHA-256 of the member id: how the erasure is recorded")
+    workspace_id: UUID
+    snapshot_rows: int = Field(ge=0, description="snapshot rows whose member and invoice ids were pseudonymised "
+                                                 "(every figure kept)")
     erased_at: UtcDatetime
 
 
@@ -333,3 +362,17 @@ def erase(scope: Staff, body: Annotated[ErasureIn, Body()]) -> ErasureOut:
                                             "delivery_addresses": erased.delivery_addresses})
     metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
     return ErasureOut(**vars(erased), erased_at=scope.now)
+
+
+@router.post("/operations/member-erasures", tags=_TAGS, operation_id="eraseMember", security=SECURITY,
+             summary="Staff: erase a workspace's member from every snapshot version's rows",
+             responses=_responses(200, "What the erasure changed", 415))
+def erase_member(scope: Staff, body: Annotated[MemberErasureIn, Body()]) -> MemberErasureOut:
+    changed = scope.erase_member(body.workspace_id, body.member_id, reason=body.reason)
+    digest = user_digest(str(body.member_id))
+    logger.info("operations action", extra={"action": "erase", "actor": scope.identity.user_id,
+                                            "member_digest": digest, "workspace_id": str(body.workspace_id),
+                                            "reason": body.reason, "snapshot_rows": changed})
+    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return MemberErasureOut(member_digest=digest, workspace_id=body.workspace_id, snapshot_rows=changed,
+                            erased_at=scope.now)

@@ -566,6 +566,20 @@ class StaffScope:
                                          "suppressions": erased.suppressions}, at=self.now)
         return erased
 
+    def erase_member(self, workspace_id: UUID, member_id: UUID, *, reason: str) -> int:
+        """Erase member ``member_id`` of ``workspace_id`` from every snapshot version's rows
+        (:func:`timekeeper.platform.erasure.erase_member`) as this staff member, and record
+        the operations action ``erase`` (its target ``member:sha256:<hex of the member
+        id>``, its detail the workspace and the rows changed), in one transaction; returns
+        the rows changed (0 for a repeat or a member no snapshot names)."""
+        with self.conn.transaction():
+            changed = erasure.erase_member(self.conn, workspace_id=workspace_id, member_id=member_id, now=self.now)
+            operations.record_action(self.conn, action="erase", actor=self.identity.user_id,
+                                     target=f"member:sha256:{erasure.user_digest(str(member_id))}", reason=reason,
+                                     detail={"workspace_id": str(workspace_id), "snapshot_rows": changed},
+                                     at=self.now)
+        return changed
+
     def record_action(self, *, action: str, target: str, reason: str,
                       detail: dict[str, Any]) -> operations.OperationsAction:
         """Record an operations action of this staff member (e.g. a redrive it started)."""

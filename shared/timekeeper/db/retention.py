@@ -17,7 +17,11 @@ The rule (what is pruned and what is always kept) is the SQL of ``retention.sql`
   the address is removed (``address_erased_at`` set), the row kept with its outcome,
   counts and instants; only rows of finished runs no other transaction holds;
 - **the generated rows of failed snapshot runs** (the ledger row stays, marked
-  ``rows_pruned_at``; published, current and captured versions are never touched).
+  ``rows_pruned_at``; published, current and captured versions are never touched);
+- **personal data in snapshot rows** of a period whose month ended longer ago than its
+  type's retention (``SnapshotType.personal_data``): the columns naming a person are
+  pseudonymised in every version, the rows kept, so published figures still add up
+  (``0063_snapshot_personal_data.sql``).
 
 Each batch is one statement of at most ``batch_rows`` rows, oldest first through the
 retention indexes (``0036_history_retention.sql``), committed on its own; a pass runs at
@@ -42,7 +46,7 @@ from timekeeper.db.sql import load_queries
 SQL = load_queries("timekeeper.db", "retention.sql")
 
 #: Kinds a pass changes without deleting the rows.
-_NOT_DELETED = frozenset({"snapshot_runs", "addresses_erased"})
+_NOT_DELETED = frozenset({"snapshot_runs", "addresses_erased", "snapshot_rows_pseudonymised"})
 
 #: Failed snapshot runs per batch: each carries up to a whole month's generated rows.
 SNAPSHOT_RUNS_PER_BATCH = 1
@@ -51,7 +55,8 @@ SNAPSHOT_RUNS_PER_BATCH = 1
 @dataclass
 class Pruned:
     """What one pass pruned: rows by kind (``runs``, ``delivery_rows``, ``events``,
-    ``exports``, ``snapshot_runs``, ``snapshot_rows``, ``addresses_erased``), the batches it ran, and whether it
+    ``exports``, ``snapshot_runs``, ``snapshot_rows``, ``addresses_erased``,
+    ``snapshot_rows_pseudonymised``), the batches it ran, and whether it
     stopped at a bound (``more``: the last batch of some kind was full, so rows past
     retention may remain for the next pass)."""
 
@@ -67,7 +72,7 @@ class Pruned:
 
     def summary(self) -> dict[str, Any] | None:
         """The JSON-ready summary a maintenance task returns, or None when nothing was pruned."""
-        if not self.total and not self.more and not self.rows.get("addresses_erased"):
+        if not self.total and not self.more and not any(self.rows.get(k) for k in _NOT_DELETED):
             return None
         return {"pruned": self.total, **{k: v for k, v in self.rows.items() if v}, "batches": self.batches,
                 "more": self.more}
@@ -186,4 +191,31 @@ def erase_old_addresses(conn: psycopg.Connection, *, now: datetime, personal_dat
     pruned, budget = Pruned(), _Budget(max_batches, time_budget_s, clock)
     _batches(conn, "erase_old_addresses", {"now": now, "cutoff": now - timedelta(days=personal_data_days)},
              batch_rows, budget, pruned, _deleted("addresses_erased"))
+    return pruned
+
+
+def expire_snapshot_personal_data(conn: psycopg.Connection, *, now: datetime, retention_days: dict[str, int],
+                                  batch_rows: int, max_batches: int, time_budget_s: float,
+                                  clock: Callable[[], float] = time.monotonic) -> Pruned:
+    """Pseudonymise the personal data of snapshot rows past their type's retention:
+    ``retention_days`` maps a row table (``SnapshotType.rows.table``) to its type's days
+    (``SnapshotType.personal_data.retention_days``); the rows of every version of a period
+    whose month ended more than that many days before ``now`` (aware UTC; counted in whole
+    months: periods before the month of ``now - days``) are changed as
+    ``0063_snapshot_personal_data.sql`` says, the rows kept.
+
+    Bounded as :func:`prune_owner_history`. Returns what was changed
+    (``snapshot_rows_pseudonymised`` rows). Raises ``ValueError`` for a naive ``now`` and
+    ``KeyError`` for a table without its statement (``expire_personal_data_<table>``).
+    """
+    if now.tzinfo is None:
+        raise ValueError("now must be an aware UTC instant")
+    pruned, budget = Pruned(), _Budget(max_batches, time_budget_s, clock)
+    for table, days in sorted(retention_days.items()):
+        name = f"expire_personal_data_{table}"
+        if name not in SQL:
+            raise KeyError(f"no retention statement {name} for the personal data of {table}")
+        cutoff = (now - timedelta(days=days)).date().replace(day=1)
+        _batches(conn, name, {"now": now, "cutoff_period": cutoff}, batch_rows, budget, pruned,
+                 _deleted("snapshot_rows_pseudonymised"))
     return pruned

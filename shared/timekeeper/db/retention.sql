@@ -136,3 +136,26 @@ WITH doomed AS MATERIALIZED (
 UPDATE query_deliveries AS d SET address = NULL, address_erased_at = %(now)s
  WHERE d.run_id = ANY(ARRAY(SELECT run_id FROM doomed))
    AND (d.run_id, d.user_id) IN (SELECT run_id, user_id FROM doomed)
+
+-- name: expire_personal_data_snapshot_ar_aging
+-- The personal data of aging rows whose period's month ended before %(cutoff_period)s's
+-- month began (the type's retention, counted from the month end), in every version,
+-- published or not: the member goes, the invoice id is replaced by a random one,
+-- personal_data_erased_at = %(now)s; every other column stays, so each version's counts
+-- and totals still add up. The transaction says it erases personal data (0063), which lets
+-- the update through a published version's frozen rows.
+WITH erasing AS MATERIALIZED (
+    SELECT set_config('timekeeper.personal_data_erasure', 'on', true) AS mode
+), doomed AS MATERIALIZED (
+    SELECT a.run_id, a.invoice_id
+      FROM snapshot_runs AS r
+      JOIN snapshot_ar_aging AS a ON a.run_id = r.id AND a.member_id IS NOT NULL
+     CROSS JOIN erasing
+     WHERE r.owner = 'platform' AND r.snapshot_type = 'ar_aging' AND r.period < %(cutoff_period)s
+       AND erasing.mode = 'on'
+     LIMIT %(limit)s
+)
+UPDATE snapshot_ar_aging AS a
+   SET member_id = NULL, invoice_id = gen_random_uuid(), personal_data_erased_at = %(now)s
+  FROM doomed AS d
+ WHERE a.run_id = d.run_id AND a.invoice_id = d.invoice_id

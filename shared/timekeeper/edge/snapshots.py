@@ -10,7 +10,7 @@ import psycopg
 
 from timekeeper import clock
 from timekeeper import observability as obs
-from timekeeper.db.retention import prune_failed_snapshot_rows
+from timekeeper.db.retention import expire_snapshot_personal_data, prune_failed_snapshot_rows
 from timekeeper.edge import adapters, batch
 from timekeeper.edge.registries import snapshot_types
 from timekeeper.faults import crash_point
@@ -63,8 +63,11 @@ def run_dispatcher() -> dict[str, Any]:
     lock; a lost job's run that fails finally counts in ``SnapshotFailed`` as the run
     job's failures do: :func:`report_failures`), then send the jobs; then history
     retention of the generated rows of failed snapshot runs
-    (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`, bounded per pass;
-    the ``HistoryPruned`` metric). Returns counts (``pruned_rows`` among them)."""
+    (:func:`timekeeper.db.retention.prune_failed_snapshot_rows`) and of the personal data
+    in snapshot rows past their type's retention
+    (:func:`timekeeper.db.retention.expire_snapshot_personal_data`), bounded per pass
+    (the ``HistoryPruned`` metric counts deleted rows). Returns counts (``pruned_rows`` and
+    ``pseudonymised_rows`` among them)."""
     conn, now = adapters.database().get(), clock.now()
     owners = sorted({t.owner for t in snapshot_types().enabled()})
     admitted: list[JobMessage] = []
@@ -83,13 +86,26 @@ def run_dispatcher() -> dict[str, Any]:
     pruned = prune_failed_snapshot_rows(conn, now=now, days=HISTORY.failed_snapshot_rows_days,
                                         max_batches=HISTORY.max_batches_per_pass,
                                         time_budget_s=HISTORY.time_budget_s)
-    if pruned.total or pruned.more:
+    personal = expire_snapshot_personal_data(conn, now=now, retention_days=personal_data_retention(),
+                                             batch_rows=HISTORY.batch_rows, max_batches=HISTORY.max_batches_per_pass,
+                                             time_budget_s=HISTORY.time_budget_s)
+    for kind, n in personal.rows.items():
+        pruned.add(kind, n)
+    pruned.more = pruned.more or personal.more
+    if pruned.summary() is not None:
         logger.info("history pruned", extra={"pipeline": "snapshots", "retention": pruned.summary()})
     metrics.add_metric(name=obs.SNAPSHOTS_ADMITTED, unit="Count", value=len(admitted))
     metrics.add_metric(name=obs.HISTORY_PRUNED, unit="Count", value=pruned.total)
     metrics.add_metric(name=obs.SNAPSHOT_DISPATCHER_HEARTBEAT, unit="Count", value=1)
     return {"owners": owners, "admitted": len(admitted), "sent": sent, "lost_jobs": len(lost),
-            "pruned_rows": pruned.total}
+            "pruned_rows": pruned.total, "pseudonymised_rows": pruned.rows.get("snapshot_rows_pseudonymised", 0)}
+
+
+def personal_data_retention() -> dict[str, int]:
+    """The enabled snapshot types' personal-data retention: row table -> days
+    (``SnapshotType.personal_data``; types whose rows name no one are left out)."""
+    return {t.rows.table: t.personal_data.retention_days for t in snapshot_types().enabled()
+            if t.personal_data is not None and t.rows is not None}
 
 
 def run_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:

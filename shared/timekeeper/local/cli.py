@@ -1,5 +1,6 @@
 """Command line of the local stack: ``python -m timekeeper simulate | chaos | serve | psql |
-openapi | platform-data | export | ops`` (``ops`` is a client of any stage's API).
+openapi | platform-data | export | ops | smoke`` (``ops`` and ``smoke`` are clients of any
+stage's API).
 
 Every bad option value is a one-line usage error (exit code 2) from an argparse ``type=``
 validator. SIGINT (Ctrl-C) and SIGTERM stop a command cleanly: what it started is
@@ -248,6 +249,20 @@ def build_parser() -> argparse.ArgumentParser:
     erase.add_argument("user", help="the platform's user id of the person")
     erase.add_argument("--reason", required=True, help="why, e.g. the request's reference (recorded with the action)")
     erase.add_argument("--json", action="store_true", help="print the API's JSON body")
+    erase_member = actions.add_parser("erase-member", help="erase a workspace's member (the business data's) from "
+                                                           "every snapshot version's rows")
+    erase_member.add_argument("workspace", type=_uuid, help="the member's workspace id")
+    erase_member.add_argument("member", type=_uuid, help="the member's id")
+    erase_member.add_argument("--reason", required=True, help="why, e.g. the request's reference")
+    erase_member.add_argument("--json", action="store_true", help="print the API's JSON body")
+    smoke = commands.add_parser("smoke", help="check a deployed stage (or serve) end to end through its API: a "
+                                              "scheduled run, a delivery sent, everything made deleted again")
+    smoke.add_argument("--api", required=True, help="the API's base URL (a deployed stage's ends in /v1)")
+    smoke.add_argument("--token", required=True, help="bearer token of a member (roles: docs/deploy.md)")
+    smoke.add_argument("--mail-to", default=None, metavar="ADDRESS",
+                       help="the address of the workspace member the delivery is sent to (default: no delivery)")
+    smoke.add_argument("--timeout", type=_int_at_least(10, 3600), default=300, metavar="SECONDS",
+                       help="bound of the whole check, 10-3600 seconds (default 300)")
     return parser
 
 
@@ -325,7 +340,16 @@ def _run(args: argparse.Namespace) -> int:
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
             schedule=str(args.schedule) if getattr(args, "schedule", None) else None, user=getattr(args, "user", None),
+            member=str(args.member) if getattr(args, "member", None) else None,
             limit=getattr(args, "limit", 100), as_json=args.json), Console())
+    if args.command == "smoke":
+        from timekeeper.local.smoke import SmokeOptions, print_summary, run_smoke
+
+        out = sys.stdout
+        result = run_smoke(SmokeOptions(api=args.api, token=args.token, mail_to=args.mail_to,
+                                        timeout_s=args.timeout), out)
+        print_summary(result, out)
+        return 0 if result.passed else 1
     if args.command == "export":
         from pathlib import Path
 

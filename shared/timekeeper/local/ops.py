@@ -8,7 +8,9 @@ token as well as against ``serve``.
 * ``ops redrive QUEUE --reason TEXT`` -- move a dead-letter queue's messages back;
 * ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule;
 * ``ops erase USER --reason TEXT`` -- erase a person in every workspace (the user id goes
-  in the request's body, never its path).
+  in the request's body, never its path);
+* ``ops erase-member WORKSPACE MEMBER --reason TEXT`` -- erase a workspace's member from
+  every snapshot version's rows (the ids in the body).
 
 ``--api`` (default ``$TIMEKEEPER_API`` or ``http://127.0.0.1:8080``, serve's address;
 a deployed stage's URL ends in ``/v1``) and ``--token`` (default ``$TIMEKEEPER_TOKEN``;
@@ -35,7 +37,8 @@ TIMEOUT_S = 35
 
 @dataclass(frozen=True)
 class OpsOptions:
-    """One ``ops`` command: ``action`` (overview, redrive, resume, erase) and its arguments."""
+    """One ``ops`` command: ``action`` (overview, redrive, resume, erase, erase-member) and
+    its arguments."""
 
     action: str
     api: str
@@ -45,6 +48,7 @@ class OpsOptions:
     workspace: str | None = None
     schedule: str | None = None
     user: str | None = None
+    member: str | None = None
     limit: int = 100
     as_json: bool = False
 
@@ -53,11 +57,13 @@ class ApiUnreachable(Exception):  # noqa: N818 - what the operator is told
     """The API did not answer (refused connection, DNS, timeout)."""
 
 
-def call_api(api: str, token: str | None, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """``method api+path`` with ``token`` as the bearer token and ``body`` as JSON; returns
-    (status, parsed JSON body or None). Raises :class:`ApiUnreachable`."""
+def call_api(api: str, token: str | None, method: str, path: str, body: Any = None,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """``method api+path`` with ``token`` as the bearer token, ``body`` as JSON and any extra
+    ``headers`` (e.g. ``Idempotency-Key``); returns (status, parsed JSON body or None).
+    Raises :class:`ApiUnreachable`."""
     data = None if body is None else json.dumps(body).encode()
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", **(headers or {})}
     if data is not None:
         headers["Content-Type"] = "application/json"
     if token:
@@ -86,6 +92,9 @@ def run_ops(options: OpsOptions, console: Any) -> int:
                    {"reason": options.reason})
     elif options.action == "erase":
         request = ("POST", "/operations/erasures", {"user_id": options.user, "reason": options.reason})
+    elif options.action == "erase-member":
+        request = ("POST", "/operations/member-erasures",
+                   {"workspace_id": options.workspace, "member_id": options.member, "reason": options.reason})
     else:
         request = ("POST", f"/operations/workspaces/{quote(options.workspace or '', safe='')}/schedules/"
                            f"{quote(options.schedule or '', safe='')}/resume", {"reason": options.reason})
@@ -110,6 +119,9 @@ def run_ops(options: OpsOptions, console: Any) -> int:
         console.print(f"erased sha256:{body['user_digest']}: off {body['recipient_lists']} recipient lists, "
                       f"{body['opt_outs']} opt-outs and {body['suppressions']} suppressions deleted, "
                       f"{body['delivery_addresses']} delivery addresses erased")
+    elif options.action == "erase-member":
+        console.print(f"erased member sha256:{body['member_digest']} of workspace {body['workspace_id']}: "
+                      f"{body['snapshot_rows']} snapshot rows pseudonymised")
     else:
         console.print(f"resumed {body['name']} ({body['id']}): next due {body.get('next_due_at')}")
     return 0

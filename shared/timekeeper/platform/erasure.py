@@ -18,6 +18,16 @@ caller's transaction:
   never the id: a delivery attempt of a run queued before the erasure and still sending
   writes its row without the address.
 
+Snapshot rows name no platform user (they name the workspace's own members, the
+association's customers), so a person's erasure has nothing to reach there. Erasing one
+of those **members** is :func:`erase_member`: the platform calls it when it erases the
+member from its business data, in the same transaction. It pseudonymises the member's rows
+in every snapshot version, published ones included (the accounts-receivable aging: the
+member id goes, the invoice id is replaced by a random one); every other column stays, so
+each published version's counts, totals and bucket totals, and every report over it, are
+unchanged (``0063_snapshot_personal_data.sql``; the database refuses any other change of a
+published version's rows).
+
 Nothing else of ours holds an address: the outbox, notices and their e-mails, message
 states and events, opt-outs and recipient lists name people by the platform's user id, and
 no message body is stored (each is built at send time). Repeating an erasure changes
@@ -29,6 +39,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 import psycopg
 
@@ -67,4 +78,14 @@ def erase_person(conn: psycopg.Connection, *, user_id: str, actor: str, now: dat
     return erased
 
 
-__all__ = ["Erasure", "erase_person", "user_digest"]
+def erase_member(conn: psycopg.Connection, *, workspace_id: UUID, member_id: UUID, now: datetime) -> int:
+    """Pseudonymise member ``member_id`` of ``workspace_id`` in every snapshot version's rows
+    (see the module docstring), in the caller's transaction, marking the rows erased at
+    ``now`` (aware UTC); returns the rows changed (0 for a repeat, or a member no snapshot
+    names). Works on the API's walled connection and on the workers' and owner's alike."""
+    row = conn.execute(SQL["erase_member_snapshot_rows"],
+                       {"workspace_id": workspace_id, "member_id": member_id, "now": now}).fetchone()
+    return int(row["snapshot_rows"] if isinstance(row, dict) else row[0])
+
+
+__all__ = ["Erasure", "erase_member", "erase_person", "user_digest"]

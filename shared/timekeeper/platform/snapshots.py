@@ -23,6 +23,7 @@ from timekeeper.db.rows import execute, fetch_row, fetch_rows, fetch_value
 from timekeeper.db.sql import load_queries
 from timekeeper.snapshots.registry import (
     Chunk,
+    PersonalData,
     PublishedRows,
     RowColumn,
     SnapshotRegistry,
@@ -155,6 +156,15 @@ AR_AGING_ROWS = PublishedRows("snapshot_ar_aging", (
 SELFTEST_ROWS = PublishedRows("snapshot_selftest_rows", (RowColumn("n", "integer", "Row number"),), key=("n",))
 
 
+#: The aging rows' personal data: each row is one member's invoice. Kept 400 days after the
+#: month end (a year-on-year comparison of the same month, with a month to spare), then
+#: pseudonymised (docs/snapshots.md "Personal data").
+AR_AGING_PERSONAL_DATA = PersonalData(
+    columns=("member_id", "invoice_id"), retention_days=400,
+    kept_for="a report listing a month's outstanding invoices per member; the bucket totals, counts and amounts "
+             "need neither column")
+
+
 def register(registry: SnapshotRegistry, *, aging_chunk_size: int = 50_000, selftest: SelfTest | None = None) -> None:
     """Register the Platform's three types (the self-test in development only)."""
     staff = frozenset({STAFF_ROLE})
@@ -162,7 +172,8 @@ def register(registry: SnapshotRegistry, *, aging_chunk_size: int = 50_000, self
                                    generator=MembershipCounts(), staff_roles=staff, rows=MEMBERSHIP_COUNT_ROWS))
     registry.register(SnapshotType(owner=OWNER, name="ar_aging", label="Accounts-receivable aging",
                                    generator=ReceivableAging(aging_chunk_size), staff_roles=staff,
-                                   chunk_size=aging_chunk_size, rows=AR_AGING_ROWS))
+                                   chunk_size=aging_chunk_size, rows=AR_AGING_ROWS,
+                                   personal_data=AR_AGING_PERSONAL_DATA))
     chosen = selftest or SelfTest()
     registry.register(SnapshotType(owner=OWNER, name="selftest", label="Platform self-test", generator=chosen,
                                    staff_roles=staff, chunk_size=chosen.chunk_size,

@@ -105,11 +105,32 @@ class PublishedRows:
 
 
 @dataclass(frozen=True)
+class PersonalData:
+    """What of a type's rows names a person, and for how long: ``columns`` (the row columns
+    that identify a person, directly or through the platform's records, e.g. a member id
+    and an invoice id), ``kept_for`` (what published reports still need of them, in words,
+    for the documentation) and ``retention_days``: once a period's month ended more than
+    that many days ago, the retention pass pseudonymises those columns in every version's
+    rows (:func:`timekeeper.db.retention.expire_snapshot_personal_data`); the rows stay, so
+    every count, total and bucket a version published still adds up. ``ValueError`` for
+    no columns or a retention under one day."""
+
+    columns: tuple[str, ...]
+    kept_for: str
+    retention_days: int
+
+    def __post_init__(self) -> None:
+        if not self.columns or self.retention_days < 1:
+            raise ValueError("personal data names its columns and is kept at least one day")
+
+
+@dataclass(frozen=True)
 class SnapshotType:
     """A registered type. ``staff_roles``: claims roles that may request manual re-runs and
     backfills of it; ``chunk_size``: rows per chunk (the generator's unit);
     ``environments``: where it is enabled (:data:`ENVIRONMENTS`); ``rows``: its published
-    rows as readers see them (None: not readable outside the ledger)."""
+    rows as readers see them (None: not readable outside the ledger); ``personal_data``:
+    what of its rows names a person and its retention (None: its rows name no one)."""
 
     owner: str
     name: str
@@ -119,6 +140,7 @@ class SnapshotType:
     chunk_size: int = 50_000
     environments: frozenset[str] = frozenset(ENVIRONMENTS)
     rows: PublishedRows | None = None
+    personal_data: PersonalData | None = None
 
     @property
     def key(self) -> tuple[str, str]:
