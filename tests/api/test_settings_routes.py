@@ -78,7 +78,8 @@ def test_a_zone_change_is_previewed_then_moves_the_schedules_in_the_old_zone(db_
                                                                ("schedule.updated", berlin)]
     assert log[0]["before"] == {"timezone": "Europe/Berlin"}
     assert log[0]["after"] == {"timezone": "America/New_York", "schedules_moved": 1}
-    assert log[1]["after"]["timezone"] == "America/New_York"
+    assert log[1]["before"]["recurrence"] == NINE_BERLIN
+    assert log[1]["after"]["recurrence"] == {**NINE_BERLIN, "timezone": "America/New_York"}
 
 
 def test_a_zone_change_without_moving_keeps_every_schedule(db_url, call):

@@ -11,8 +11,8 @@ A zone change with ``move_schedules`` also moves every live schedule whose rule 
 OLD zone to the new one, each through the code that changes a schedule's rule
 (:func:`timekeeper.schedules.service.update_schedule`): a new definition version, an
 ``updated`` history event, and ``next_due_at`` recomputed as the first occurrence of the
-moved rule after ``now`` (no backlog; a paused schedule keeps none), and a
-``schedule.updated`` audit event per schedule. Without it the schedules keep their rules
+moved rule after ``now`` (no backlog; a paused schedule keeps none), and so a
+``schedule.updated`` (``delivery.updated``) audit event per schedule. Without it the schedules keep their rules
 and their next due instants. :func:`preview_zone` shows what a change would do first.
 """
 
@@ -185,18 +185,9 @@ def _move_schedules(conn: psycopg.Connection, *, workspace_id: UUID, old: str, n
     rows = fetch_rows(conn, SQL["schedules_in_zone"], {"workspace_id": workspace_id, "timezone": old,
                                                        "limit": None})
     for row in rows:
-        moved = service.update_schedule(conn, workspace_id=workspace_id, schedule_id=row["id"], actor=actor,
-                                        now=now, recurrence=_moved(row["recurrence"], new))
-        audit.record_event(conn, workspace_id=workspace_id, actor=actor, kind="schedule.updated",
-                           subject_type="schedule", subject_id=row["id"],
-                           before={"timezone": old, "next_due_at": _iso(row["next_due_at"])},
-                           after={"timezone": new, "next_due_at": _iso(moved.next_due_at)},
-                           reason="the workspace's time zone changed", now=now)
+        service.update_schedule(conn, workspace_id=workspace_id, schedule_id=row["id"], actor=actor, now=now,
+                                recurrence=_moved(row["recurrence"], new))
     return len(rows)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
 
 
 def set_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, mail: bool, actor: str,
