@@ -25,7 +25,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from timekeeper.api import errors
 from timekeeper.api.auth import WORKSPACE_ADMIN
@@ -75,7 +75,7 @@ class SettingsOut(BaseModel):
 
 
 class SettingsChange(BaseModel):
-    """The settings to change (omitted: unchanged)."""
+    """The settings to change (omitted or null: unchanged; none given changes nothing)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -85,12 +85,6 @@ class SettingsChange(BaseModel):
                                                     "recomputed from now)")
     locale: _Locale | None = None
     notify_admins: bool | None = None
-
-    @model_validator(mode="after")
-    def _something(self) -> "SettingsChange":
-        if self.timezone is None and self.locale is None and self.notify_admins is None:
-            raise ValueError("give at least one of timezone, locale, notify_admins")
-        return self
 
 
 class SettingsChanged(SettingsOut):

@@ -5,7 +5,7 @@ INSERT INTO staff_reads (workspace_id, actor, what, detail, at) VALUES (%s, %s, 
 
 -- name: list_staff_reads
 SELECT id, workspace_id, actor, what, detail, at FROM staff_reads
- WHERE workspace_id = %(workspace_id)s AND (%(before_id)s::bigint IS NULL OR e.id < %(before_id)s::bigint)
+ WHERE workspace_id = %(workspace_id)s AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
  ORDER BY id DESC
  LIMIT %(limit)s
 

@@ -14,7 +14,9 @@
 -- one page is an index range scan at a million rows.
 CREATE TABLE audit_events (
     id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    workspace_id  uuid NOT NULL REFERENCES workspaces (id),
+    -- No reference to workspaces: the scheduling core runs workspaces the Platform
+    -- directory may not hold (as schedule_events does), and their changes are audited too.
+    workspace_id  uuid NOT NULL,
     actor         text NOT NULL CHECK (length(actor) BETWEEN 1 AND 200),
     kind          text NOT NULL CHECK (kind ~ '^[a-z_]{1,40}\.[a-z_]{1,40}$'),
     subject_type  text NOT NULL CHECK (length(subject_type) BETWEEN 1 AND 60),
