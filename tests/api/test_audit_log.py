@@ -58,13 +58,15 @@ def test_a_delivery_and_its_recipients_changes_are_audited_as_deliveries(db_url,
             new=NewQuerySchedule(name="Daily", recurrence=DAILY, source=Source("query", query_id=uuid.UUID(query_id)),
                                  format="csv", recipients=[admin.user_id], subject_template="{{ schedule_name }}",
                                  body_template='<a href="{{ link }}">x</a>'), now=NOW)
-    reply = call("PATCH", f"/query-schedules/{schedule.id}", {"recipients": [admin.user_id, reader.user_id]},
-                 as_=admin)
+    reply = call("PATCH", f"/query-schedules/{schedule.id}", {"recipients": [admin.user_id, reader.user_id],
+                                                              "name": "Renamed"}, as_=admin)
     assert reply.status == 200, reply.body
     log = events(call, admin, "?kind=delivery")["items"]
     assert [e["kind"] for e in log] == ["delivery.updated", "delivery.created"]
     assert log[0]["before"]["recipients"] == [admin.user_id]
     assert log[0]["after"]["recipients"] == [admin.user_id, reader.user_id]
+    # One change, one event: the schedule's own version bump is not a second one
+    assert (log[0]["before"]["name"], log[0]["after"]["name"]) == ("Daily", "Renamed")
 
 
 def test_query_versions_and_deletion_are_audited(db_url, call):

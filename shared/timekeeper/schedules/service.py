@@ -173,9 +173,11 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
 def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
                     subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None,
-                    notify_on: str | None = None) -> Schedule:
+                    notify_on: str | None = None, record_changes: bool = True) -> Schedule:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog); returns the updated :class:`Schedule`. ``notify_on`` (one of
+    from ``now`` (no backlog); returns the updated :class:`Schedule`. The ``updated``
+    history event names the changed fields (``changes``: ``{field: {"from", "to"}}``)
+    unless ``record_changes`` is False (a caller that records its own changes event). ``notify_on`` (one of
     :data:`~timekeeper.schedules.models.NOTIFY_ON`) changes which failures the owner is told
     of; given alone it changes neither the version nor the timing. Raises
     :class:`ScheduleNotFound`, :class:`InvalidRecurrence` (also for a rule with no
@@ -201,8 +203,10 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             "name": current.name if name is None else name,
             "subject_id": current.subject_id if subject_id is None else subject_id,
             "next_due_at": first_due, "now": now})
-        _event(conn, row, "updated", actor, now, detail={"definition_version": row.definition_version,
-                                                         "changes": _changes(current, row)})
+        detail: dict[str, Any] = {"definition_version": row.definition_version}
+        if record_changes:
+            detail["changes"] = _changes(current, row)
+        _event(conn, row, "updated", actor, now, detail=detail)
     return row
 
 

@@ -8,7 +8,9 @@
 -- same transaction: kind `schedule.<kind>` (`delivery.<kind>` for a query schedule, owner
 -- `queries`), the schedule as the subject, the event's actor and reason, and before/after
 -- from the event's `changes` detail ({field: {"from", "to"}}); an event without it (a
--- pause, a creation) keeps its detail as `after`, with the schedule's name.
+-- pause, a creation) keeps its detail as `after`, with the schedule's name. An `updated`
+-- event without `changes` is not copied: a delivery's rule or name change writes the
+-- schedule's bare version bump beside its own event naming every changed field.
 CREATE FUNCTION timekeeper_audit_schedule_event() RETURNS trigger
     LANGUAGE plpgsql
     AS $$
@@ -38,5 +40,6 @@ END
 $$;
 
 CREATE TRIGGER schedule_events_audit AFTER INSERT ON schedule_events FOR EACH ROW
-    WHEN (NEW.kind IN ('created', 'updated', 'deleted', 'paused', 'resumed', 'run_requested', 'owner_changed'))
+    WHEN (NEW.kind IN ('created', 'updated', 'deleted', 'paused', 'resumed', 'run_requested', 'owner_changed')
+          AND (NEW.kind <> 'updated' OR jsonb_typeof(NEW.detail -> 'changes') = 'object'))
     EXECUTE FUNCTION timekeeper_audit_schedule_event();
