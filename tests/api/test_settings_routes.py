@@ -91,6 +91,22 @@ def test_a_zone_change_without_moving_keeps_every_schedule(db_url, call):
     assert (kept["timezone"], kept["definition_version"]) == ("Europe/Berlin", 1)
 
 
+def test_a_zone_change_moving_more_schedules_than_one_request_moves_is_refused_whole(db_url, call, monkeypatch):
+    from timekeeper.platform import workspace_settings
+
+    admin = admin_of_workspace(db_url)
+    for name in ("One", "Two"):
+        schedule(call, admin, name, NINE_BERLIN)
+    monkeypatch.setattr(workspace_settings, "MAX_MOVED_SCHEDULES", 1)
+    refused = call("PATCH", "/settings", {"timezone": "Asia/Tokyo", "move_schedules": True, "locale": "de_DE"},
+                   as_=admin)
+    assert (refused.status, refused.body["field"]) == (422, "move_schedules")
+    assert refused.body["message"].startswith("2 schedules have their rule in the current zone")
+    after = call("GET", "/settings", as_=admin).body
+    assert (after["timezone"], after["locale"]) == ("Europe/Berlin", "en_US")
+    assert [e["kind"] for e in call("GET", "/audit-events?kind=settings", as_=admin).body["items"]] == []
+
+
 def test_the_locale_and_notify_admins_change_and_are_audited(db_url, call):
     admin = admin_of_workspace(db_url)
     changed = call("PATCH", "/settings", {"locale": "de_DE", "notify_admins": True}, as_=admin)

@@ -13,7 +13,7 @@ Routes (:data:`router`):
 * ``PATCH /settings`` ``{"timezone"?, "move_schedules"?, "locale"?, "notify_admins"?}``:
   change what is given, with a ``settings.updated`` audit event. An unknown zone or a
   locale CLDR does not know (or of a language the deployment ships no data for) is a 422
-  naming the field.
+  naming the field; so is ``move_schedules`` with more than 1,000 schedules to move.
 * ``PUT /settings/notice-mail/<user_id>`` ``{"mail"}``: turn a member's notice e-mails on
   or off (404 for someone not an active, current member; 409 ``persons_own_opt_out`` to
   turn on what the person turned off themselves: only they do that, ``POST /notices/mail``).
@@ -82,7 +82,7 @@ class SettingsChange(BaseModel):
     timezone: _Zone | None = None
     move_schedules: bool = Field(False, description="with a zone change, move the schedules whose rule is in the "
                                                     "current zone to the new one (their next due instant is "
-                                                    "recomputed from now)")
+                                                    "recomputed from now); at most 1,000, else 422")
     locale: _Locale | None = None
     notify_admins: bool | None = None
 
@@ -178,6 +178,9 @@ def update_settings(scope: Admin, body: Annotated[SettingsChange, Body()]) -> Se
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, str(error), "timezone") from None
         except InvalidLocale as error:
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, str(error), "locale") from None
+        except ws.TooManyToMove as error:
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, str(error),
+                           "move_schedules") from None
         except InvalidRecurrence as error:
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.INVALID_RECURRENCE,
                            f"a schedule's rule would not run in the new zone: {error}", "timezone") from None

@@ -18,7 +18,7 @@ from timekeeper.console.paths import PREFIX
 router = Router()
 
 #: The settings form's fields, as the API names them.
-FIELDS = ("timezone", "locale", "notify_admins")
+FIELDS = ("timezone", "locale", "notify_admins", "move_schedules")
 _DONE = {"saved": "Settings saved.", "mail": "Notice e-mails changed."}
 
 
