@@ -2,7 +2,8 @@
 
 One workspace with ``--schedules`` schedules (default 10,000) and ``--runs`` finished runs
 (default 100,000) spread over them (the first schedule gets ``--hot-runs`` of them, so its
-page reads a long history), then each page rendered ``--repeats`` times through the real
+page reads a long history) and ``--audit-events`` audit events (default 1,000,000: the
+settings and audit log pages, as a workspace admin), then each page rendered ``--repeats`` times through the real
 console resolver, which calls the real API resolver on the API's walled login (what the
 API function does per request; no HTTP in between). Prints the median and 95th percentile
 of each page in milliseconds::
@@ -149,11 +150,29 @@ def load_authoring(url: str, *, workspace: uuid.UUID, user: str) -> dict[str, uu
     return {"query": queries[0], "report": report.id, "delivery": delivery.schedule_id}
 
 
+def load_audit(url: str, *, workspace: uuid.UUID, events: int) -> None:
+    """Insert the workspace's audit events: every area, ten people (one a tenth of them is
+    ``admin``), a small before/after each, one a second up to ``NOW``."""
+    with connect(url) as conn:
+        conn.execute("""
+            INSERT INTO audit_events (workspace_id, actor, kind, subject_type, subject_id, before, after, at)
+            SELECT %(ws)s, CASE WHEN g %% 10 = 0 THEN 'admin' ELSE 'person-' || (g %% 10) END,
+                   (ARRAY['settings.updated', 'schedule.updated', 'delivery.updated', 'query.updated',
+                          'report.updated', 'closure.added', 'opt_out.added', 'staff.read'])[1 + g %% 8],
+                   'schedule', gen_random_uuid()::text, jsonb_build_object('name', 'sweep ' || g),
+                   jsonb_build_object('name', 'sweep ' || (g + 1)), %(now)s - (%(n)s - g) * interval '1 second'
+              FROM generate_series(1, %(n)s) AS g""", {"ws": workspace, "now": NOW, "n": events})
+        conn.execute("UPDATE workspace_memberships SET roles = '{workspace:admin}' WHERE workspace_id = %s "
+                     "AND user_id = 'admin'", (workspace,))
+        conn.execute("ANALYZE audit_events")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--hot-runs", type=int, default=5_000)
+    parser.add_argument("--audit-events", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
 
@@ -172,6 +191,10 @@ def main() -> int:
     made = load_authoring(url, workspace=workspace, user="bench")
     enrol(url, "bench", workspace)  # the API lets in members of the token's workspace only
     enrol(url, "staff", staff_workspace)
+    enrol(url, "admin", workspace)
+    started = time.perf_counter()
+    load_audit(url, workspace=workspace, events=args.audit_events)
+    print(f"loaded {args.audit_events:,} audit events in {time.perf_counter() - started:.1f} s")
     session = Session(user_id="bench", workspace_id=str(workspace), roles="schedules:read")
     cookie = f"{SESSION_COOKIE}={Sessions(KEY).issue(session)}"
     first_page = console.resolve(proxy_event("GET", "/console/schedules", claims=None, headers={"Cookie": cookie}),
@@ -207,6 +230,18 @@ def main() -> int:
     staff_session = Session(user_id="staff", workspace_id=str(staff_workspace), roles="platform:staff")
     staff = f"{SESSION_COOKIE}={Sessions(KEY).issue(staff_session)}"
     pages["operations overview, staff (every workspace: 500 paused, 500 failing)"] = ("/console/operations", staff)
+    admin_session = Session(user_id="admin", workspace_id=str(workspace), roles="workspace:admin")
+    admin = f"{SESSION_COOKIE}={Sessions(KEY).issue(admin_session)}"
+    pages["settings (zone, locale, members' notice e-mails)"] = ("/console/settings", admin)
+    events = f"{args.audit_events:,} audit events"
+    pages[f"audit log, newest 50 of {events}"] = ("/console/audit", admin)
+    pages[f"audit log, 50 from the middle of {events} (cursor)"] = (
+        f"/console/audit?cursor=o{args.audit_events // 2}", admin)
+    pages[f"audit log, one kind (an eighth of {events})"] = ("/console/audit?kind=report", admin)
+    pages[f"audit log, one person (a tenth of {events}), older half"] = (
+        f"/console/audit?actor=admin&cursor=o{args.audit_events // 2}", admin)
+    pages[f"audit log, a kind and a person that never meet (an empty page over {events})"] = (
+        "/console/audit?kind=settings&actor=person-1", admin)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
     for label, target in pages.items():
         path, who = target if isinstance(target, tuple) else (target, cookie)

@@ -54,6 +54,8 @@ OPERATIONS |= {("get", "/opt-outs/{token}"), ("post", "/opt-outs/{token}"),
 OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_id}/revocation"),
                ("get", "/query-schedules/{schedule_id}/subscription"), ("post", "/downloads/{token}")}
 OPERATIONS |= {("get", "/work-kinds"), ("get", "/work-kinds/{owner}/{kind}/subjects")}
+OPERATIONS |= {("get", "/settings"), ("patch", "/settings"), ("post", "/settings/zone-preview"),
+               ("put", "/settings/notice-mail/{user_id}"), ("get", "/audit-events")}
 #: The public operations: a delivery's link and its opt-out link, whose signed tokens are
 #: the credential (the opt-out's answers are HTML pages for the recipient's browser).
 PUBLIC = {("get", "/downloads/{token}"), ("post", "/downloads/{token}"), ("get", "/opt-outs/{token}"),

@@ -308,7 +308,7 @@ def accept(scope: Recipient, schedule_id: ScheduleIdPath) -> SubscriptionOut:
         if found is None:
             raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "you have not opted out of this schedule")
         if not opt_outs.accept_resubscribe(conn, workspace_id=scope.workspace_id, schedule_id=schedule_id,
-                                           user_id=scope.user_id):
+                                           user_id=scope.user_id, now=scope.now):
             raise ApiError(HTTPStatus.CONFLICT, NOT_INVITED, "the schedule's owner has not invited you back")
     return SubscriptionOut(schedule_id=schedule_id, user_id=scope.user_id, subscribed=True)
 

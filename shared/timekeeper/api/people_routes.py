@@ -277,7 +277,7 @@ def notice_mail(scope: Person) -> NoticeMailOut:
              responses=_responses(200, "Notice e-mails are on"))
 def resume_notice_mail(scope: Person) -> NoticeMailOut:
     with scope.unit() as conn:
-        opt_outs.resume_notice_mail(conn, workspace_id=scope.workspace_id, user_id=scope.user_id)
+        opt_outs.resume_notice_mail(conn, workspace_id=scope.workspace_id, user_id=scope.user_id, now=scope.now)
     return NoticeMailOut(mail=True, opted_out_at=None)
 
 

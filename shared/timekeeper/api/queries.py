@@ -566,5 +566,6 @@ def get_query_version(scope: Reader, query_id: QueryId, version: VersionNumber) 
                responses=_responses(204, "Deleted", 404))
 def delete_query(scope: Writer, query_id: QueryId) -> Response[None]:
     with scope.unit(QUERIES_WRITE, query_id=query_id, noun="query") as conn:
-        store.delete_query(conn, workspace_id=scope.workspace_id, query_id=query_id, now=scope.now)
+        store.delete_query(conn, workspace_id=scope.workspace_id, query_id=query_id, now=scope.now,
+                           actor=scope.user_id)
     return Response(status_code=HTTPStatus.NO_CONTENT, content_type=None, body=None)

@@ -211,14 +211,32 @@ class WorkspaceScope:
 
     def add_closure(self, closed_on: date, reason: str) -> tuple[Any, int]:
         """Close a date and recompute the business-day schedules
-        (:func:`~timekeeper.schedules.closures.add_closure`)."""
-        return self.call(closures.add_closure, closed_on=closed_on, reason=reason, actor=self.identity.user_id,
-                         now=self.now)
+        (:func:`~timekeeper.schedules.closures.add_closure`), with a ``closure.added``
+        audit event in the same transaction."""
+        with self.unit() as conn:
+            added, recomputed = closures.add_closure(conn, workspace_id=self.workspace_id, closed_on=closed_on,
+                                                     reason=reason, actor=self.identity.user_id, now=self.now)
+            if added is not None:
+                audit.record_event(conn, workspace_id=self.workspace_id, actor=self.identity.user_id,
+                                   kind="closure.added", subject_type="closure", subject_id=closed_on.isoformat(),
+                                   before=None, after={"date": closed_on.isoformat(), "reason": reason,
+                                                       "schedules_recomputed": recomputed}, now=self.now)
+        return added, recomputed
 
     def remove_closure(self, closed_on: date) -> tuple[Any, int]:
         """Reopen a date and recompute the business-day schedules
-        (:func:`~timekeeper.schedules.closures.remove_closure`)."""
-        return self.call(closures.remove_closure, closed_on=closed_on, actor=self.identity.user_id, now=self.now)
+        (:func:`~timekeeper.schedules.closures.remove_closure`), with a ``closure.removed``
+        audit event in the same transaction."""
+        with self.unit() as conn:
+            removed, recomputed = closures.remove_closure(conn, workspace_id=self.workspace_id, closed_on=closed_on,
+                                                          actor=self.identity.user_id, now=self.now)
+            if removed is not None:
+                audit.record_event(conn, workspace_id=self.workspace_id, actor=self.identity.user_id,
+                                   kind="closure.removed", subject_type="closure",
+                                   subject_id=closed_on.isoformat(),
+                                   before={"date": closed_on.isoformat(), "reason": removed.reason},
+                                   after={"schedules_recomputed": recomputed}, now=self.now)
+        return removed, recomputed
 
     def preview(self, recurrence: dict[str, Any], *, count: int) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
         """An unsaved rule in words with its next ``count`` occurrences after now

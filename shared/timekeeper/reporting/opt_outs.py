@@ -37,7 +37,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.rows import fetch_all, fetch_one, fetch_row, fetch_rows, fetch_value
-from timekeeper.platform import notices
+from timekeeper.platform import audit, notices
 from timekeeper.reporting.links import DownloadLink, LinkInvalid, LinkSigner, RotatingLinkSigner
 
 SQL = load_queries("timekeeper.reporting", "opt_outs.sql")
@@ -105,9 +105,14 @@ def record_opt_out(conn: psycopg.Connection, link: OptOutLink, *, now: datetime)
     """Record the opt-out ``link`` names (in the caller's transaction); True when it is
     new, False when the recipient had opted out already (kept as it was, except that an
     open re-subscription invitation is withdrawn)."""
-    return bool(fetch_value(conn, SQL["record_opt_out"], {
+    new = bool(fetch_value(conn, SQL["record_opt_out"], {
         "workspace_id": link.workspace_id, "schedule_id": link.schedule_id, "user_id": link.user_id,
         "run_id": link.run_id, "now": now}))
+    if new:
+        audit.record_event(conn, workspace_id=link.workspace_id, actor=link.user_id, kind="opt_out.added",
+                           subject_type="schedule", subject_id=link.schedule_id, before={"receives": True},
+                           after={"receives": False, "user_id": link.user_id}, now=now)
+    return new
 
 
 def opted_out_among(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID,
@@ -138,6 +143,8 @@ def invite_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule
                                           "user_id": user_id, "actor": actor, "now": now})
     if row is None:
         return False
+    audit.record_event(conn, workspace_id=workspace_id, actor=actor, kind="opt_out.invited", subject_type="schedule",
+                       subject_id=schedule_id, before=None, after={"user_id": user_id, "invited": True}, now=now)
     detail = {"invited_by": actor, **({"name": schedule_name} if schedule_name else {})}
     notices.notify_person(conn, workspace_id=workspace_id, user_id=user_id, kind=notices.RESUBSCRIBE_INVITED,
                           event_key=f"{notices.RESUBSCRIBE_INVITED}:{schedule_id}:{row['opted_out_at'].isoformat()}",
@@ -145,11 +152,18 @@ def invite_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule
     return True
 
 
-def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str) -> bool:
-    """The recipient's half: accept the owner's invitation, which removes the opt-out.
+def accept_resubscribe(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, user_id: str,
+                       now: datetime | None = None) -> bool:
+    """The recipient's half: accept the owner's invitation, which removes the opt-out
+    (with an ``opt_out.removed`` audit event at ``now``, aware UTC, when given).
     Returns False when there is no invited opt-out of theirs."""
-    return fetch_value(conn, SQL["accept"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
-                                             "user_id": user_id}) is not None
+    accepted = fetch_value(conn, SQL["accept"], {"workspace_id": workspace_id, "schedule_id": schedule_id,
+                                                 "user_id": user_id}) is not None
+    if accepted and now is not None:
+        audit.record_event(conn, workspace_id=workspace_id, actor=user_id, kind="opt_out.removed",
+                           subject_type="schedule", subject_id=schedule_id, before={"receives": False},
+                           after={"receives": True, "user_id": user_id}, now=now)
+    return accepted
 
 
 @dataclass(frozen=True)
@@ -183,8 +197,13 @@ def record_notice_opt_out(conn: psycopg.Connection, link: NoticeOptOutLink, *, n
     """Record the notice-mail opt-out ``link`` names (in the caller's transaction; ``now``
     aware UTC). True when it is new, False when the person had opted out already (the
     first opt-out is kept)."""
-    return bool(fetch_value(conn, SQL["record_notice_opt_out"], {
+    new = bool(fetch_value(conn, SQL["record_notice_opt_out"], {
         "workspace_id": link.workspace_id, "user_id": link.user_id, "now": now}))
+    if new:
+        audit.record_event(conn, workspace_id=link.workspace_id, actor=link.user_id, kind="opt_out.notice_mail",
+                           subject_type="person", subject_id=link.user_id, before={"mail": True},
+                           after={"mail": False}, now=now)
+    return new
 
 
 def notice_opted_out_at(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> datetime | None:
@@ -193,7 +212,14 @@ def notice_opted_out_at(conn: psycopg.Connection, *, workspace_id: UUID, user_id
     return fetch_value(conn, SQL["notice_opted_out"], {"workspace_id": workspace_id, "user_id": user_id})
 
 
-def resume_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str) -> bool:
+def resume_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str,
+                       now: datetime | None = None) -> bool:
     """Turn ``user_id``'s notice e-mails of ``workspace_id`` back on (the person's own,
-    signed-in action). True when an opt-out was removed, False when there was none."""
-    return bool(fetch_value(conn, SQL["resume_notice_mail"], {"workspace_id": workspace_id, "user_id": user_id}))
+    signed-in action; an ``opt_out.notice_mail`` audit event at ``now``, aware UTC, when
+    given). True when an opt-out was removed, False when there was none."""
+    removed = bool(fetch_value(conn, SQL["resume_notice_mail"], {"workspace_id": workspace_id, "user_id": user_id}))
+    if removed and now is not None:
+        audit.record_event(conn, workspace_id=workspace_id, actor=user_id, kind="opt_out.notice_mail",
+                           subject_type="person", subject_id=user_id, before={"mail": False}, after={"mail": True},
+                           now=now)
+    return removed

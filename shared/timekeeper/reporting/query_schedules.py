@@ -286,7 +286,7 @@ def update_query_schedule(conn: psycopg.Connection, *, workspace_id: UUID, sched
             _replace_recipients(conn, workspace_id, schedule_id, members, now)
         if name is not None or recurrence is not None:
             service.update_schedule(conn, workspace_id=workspace_id, schedule_id=schedule_id, actor=actor, now=now,
-                                    recurrence=recurrence, name=name)
+                                    recurrence=recurrence, name=name, record_changes=False)
         execute(conn, SQL["update_settings"],
                 (subject, body, ttl, current.skip_when_empty if skip_when_empty is None else skip_when_empty,
                  now, workspace_id, schedule_id))

@@ -278,7 +278,7 @@ class ReportVersion(DocumentVersion):
 
 
 SQL = load_queries("timekeeper.reporting", "reports.sql")
-_REPORTS = VersionedDocuments(SQL, Report, ReportVersion, ReportNotFound)
+_REPORTS = VersionedDocuments(SQL, Report, ReportVersion, ReportNotFound, "report")
 
 
 def _stored(conn: psycopg.Connection, workspace_id: UUID, definition: ReportDefinition | Any) -> Jsonb:
@@ -332,10 +332,11 @@ def list_reports(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[d
     return _REPORTS.page(conn, workspace_id=workspace_id, after=after, limit=limit)
 
 
-def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, now: datetime) -> None:
+def delete_report(conn: psycopg.Connection, *, workspace_id: UUID, report_id: UUID, now: datetime,
+                  actor: str = "timekeeper") -> None:
     """Mark the report deleted (its versions and renders stay). Raises
     :class:`ReportNotFound` when there is no such undeleted report."""
-    _REPORTS.delete(conn, workspace_id=workspace_id, document_id=report_id, now=now)
+    _REPORTS.delete(conn, workspace_id=workspace_id, document_id=report_id, now=now, actor=actor)
 
 
 @dataclass(frozen=True)

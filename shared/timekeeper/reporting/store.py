@@ -52,7 +52,7 @@ class QueryVersion(DocumentVersion):
 
 
 SQL = load_queries("timekeeper.reporting", "store.sql")
-_QUERIES = VersionedDocuments(SQL, SavedQuery, QueryVersion, QueryNotFound)
+_QUERIES = VersionedDocuments(SQL, SavedQuery, QueryVersion, QueryNotFound, "query")
 
 
 def _stored(definition: QueryDefinition | dict[str, Any]) -> Jsonb:
@@ -112,10 +112,11 @@ def list_queries(conn: psycopg.Connection, *, workspace_id: UUID, after: tuple[d
     return _QUERIES.page(conn, workspace_id=workspace_id, after=after, limit=limit)
 
 
-def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime) -> None:
-    """Mark the query deleted (its versions stay). Raises :class:`QueryNotFound` when there
-    is no such undeleted query."""
-    _QUERIES.delete(conn, workspace_id=workspace_id, document_id=query_id, now=now)
+def delete_query(conn: psycopg.Connection, *, workspace_id: UUID, query_id: UUID, now: datetime,
+                 actor: str = "timekeeper") -> None:
+    """Mark the query deleted by ``actor`` (its versions stay; a ``query.deleted`` audit
+    event). Raises :class:`QueryNotFound` when there is no such undeleted query."""
+    _QUERIES.delete(conn, workspace_id=workspace_id, document_id=query_id, now=now, actor=actor)
 
 
 @dataclass(frozen=True)

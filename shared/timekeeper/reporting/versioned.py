@@ -12,7 +12,11 @@ Each kind of document names its statements alike in its own ``.sql`` file
 ``get_version``, ``list_versions``, ``delete_document``, ``list_documents_from`` and
 ``list_documents_where``), and gives its row types (:class:`Document` and
 :class:`DocumentVersion` with the kind's own columns added) and its not-found error; the
-kind's module checks definitions and keeps its public functions. Every call filters by
+kind's module checks definitions and keeps its public functions. Creating, appending and
+deleting record a ``<area>.created`` / ``.updated`` / ``.deleted`` event in the
+workspace's audit log in the same transaction (:func:`timekeeper.platform.audit.record_event`;
+``area`` is the kind's, ``query`` or ``report``), with the definition (and name) before and
+after. Every call filters by
 the caller's workspace, runs in the caller's transaction or its own, and returns frozen
 dataclasses with aware UTC instants.
 """
@@ -30,6 +34,7 @@ from psycopg.types.json import Jsonb
 
 from timekeeper.db.keyset import keyset_rows
 from timekeeper.db.rows import execute, fetch_all, fetch_one
+from timekeeper.platform import audit
 
 
 @dataclass(frozen=True)
@@ -68,13 +73,20 @@ class VersionedDocuments(Generic[D, V]):
 
     ``sql`` holds the kind's named statements; ``document`` and ``version`` are its row
     types; ``not_found(id)`` builds the error raised when there is no such (undeleted)
-    document or version in the workspace.
+    document or version in the workspace; ``area`` the kind's area of the audit log
+    (``query``, ``report``).
     """
 
     sql: Mapping[str, str]
     document: type[D]
     version: type[V]
     not_found: Callable[[UUID], LookupError]
+    area: str
+
+    def _audit(self, conn: psycopg.Connection, document: D, verb: str, actor: str, now: datetime,
+               before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        audit.record_event(conn, workspace_id=document.workspace_id, actor=actor, kind=f"{self.area}.{verb}",
+                           subject_type=self.area, subject_id=document.id, before=before, after=after, now=now)
 
     def _insert_version(self, conn: psycopg.Connection, document: D, stored: Jsonb, actor: str,
                         now: datetime) -> V:
@@ -93,6 +105,8 @@ class VersionedDocuments(Generic[D, V]):
                                  self.document)
             assert document is not None
             version = self._insert_version(conn, document, stored, actor, now)
+            self._audit(conn, document, "created", actor, now, None,
+                        {"name": document.name, "version": 1, "definition": version.definition})
         return document, version
 
     def append(self, conn: psycopg.Connection, *, workspace_id: UUID, document_id: UUID, changes: tuple[Any, ...],
@@ -104,7 +118,15 @@ class VersionedDocuments(Generic[D, V]):
                                  self.document)
             if document is None:
                 raise self.not_found(document_id)
+            previous = fetch_one(conn, self.sql["get_version"], (workspace_id, document_id,
+                                                                 document.current_version - 1), self.version)
             version = self._insert_version(conn, document, stored, actor, now)
+            before = {"version": document.current_version - 1,
+                      "definition": previous.definition if previous is not None else None}
+            after = {"version": document.current_version, "definition": version.definition}
+            if changes and changes[0] is not None:
+                after["name"] = document.name
+            self._audit(conn, document, "updated", actor, now, before, after)
         return document, version
 
     def get(self, conn: psycopg.Connection, *, workspace_id: UUID, document_id: UUID) -> D:
@@ -140,10 +162,13 @@ class VersionedDocuments(Generic[D, V]):
                                where=self.sql["list_documents_where"], params={"ws": workspace_id},
                                after=after, limit=limit)
 
-    def delete(self, conn: psycopg.Connection, *, workspace_id: UUID, document_id: UUID, now: datetime) -> None:
-        """Mark the document deleted (its versions stay). Raises ``not_found`` when there
-        is no such undeleted document."""
+    def delete(self, conn: psycopg.Connection, *, workspace_id: UUID, document_id: UUID, now: datetime,
+               actor: str) -> None:
+        """Mark the document deleted by ``actor`` (its versions stay). Raises ``not_found``
+        when there is no such undeleted document."""
         with conn.transaction():
+            document = fetch_one(conn, self.sql["get_document"], (workspace_id, document_id), self.document)
             updated = execute(conn, self.sql["delete_document"], (now, now, workspace_id, document_id))
-        if updated != 1:
-            raise self.not_found(document_id)
+            if updated != 1 or document is None:
+                raise self.not_found(document_id)
+            self._audit(conn, document, "deleted", actor, now, {"name": document.name}, None)

@@ -174,9 +174,11 @@ def create_schedule(conn: psycopg.Connection, *, workspace_id: UUID, owner: str,
 def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str,
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
                     subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None,
-                    notify_on: str | None = None) -> Schedule:
+                    notify_on: str | None = None, record_changes: bool = True) -> Schedule:
     """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog); returns the updated :class:`Schedule`. ``notify_on`` (one of
+    from ``now`` (no backlog); returns the updated :class:`Schedule`. The ``updated``
+    history event names the changed fields (``changes``: ``{field: {"from", "to"}}``)
+    unless ``record_changes`` is False (a caller that records its own changes event). ``notify_on`` (one of
     :data:`~timekeeper.schedules.models.NOTIFY_ON`) changes which failures the owner is told
     of; given alone it changes neither the version nor the timing. Raises
     :class:`ScheduleNotFound`, :class:`InvalidRecurrence` (also for a rule with no
@@ -189,8 +191,10 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
         _check_kind(conn, kinds, workspace_id=workspace_id, owner=current.owner, work_kind=current.work_kind,
                     subject_id=current.subject_id if subject_id is None else subject_id, via_own_route=False)
         if notify_on is not None and notify_on != current.notify_on:
+            before = current.notify_on
             current = _schedule(conn, "set_notify_on", {"id": schedule_id, "notify_on": notify_on, "now": now})
-            _event(conn, current, "updated", actor, now, detail={"notify_on": notify_on})
+            _event(conn, current, "updated", actor, now, detail={
+                "notify_on": notify_on, "changes": {"notify_on": {"from": before, "to": notify_on}}})
         if recurrence is None and name is None and subject_id is None:
             return current
         new_rule = recurrence if recurrence is not None else current.recurrence
@@ -200,8 +204,23 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             "name": current.name if name is None else name,
             "subject_id": current.subject_id if subject_id is None else subject_id,
             "next_due_at": first_due, "now": now})
-        _event(conn, row, "updated", actor, now, detail={"definition_version": row.definition_version})
+        detail: dict[str, Any] = {"definition_version": row.definition_version}
+        if record_changes:
+            detail["changes"] = _changes(current, row)
+        _event(conn, row, "updated", actor, now, detail=detail)
     return row
+
+
+def _changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
+    """The definition fields an update changed, ``{field: {"from": old, "to": new}}`` (the
+    shape of a query schedule's ``updated`` event; the audit log reads it)."""
+    out = {}
+    for field in ("recurrence", "name", "subject_id"):
+        old, new = getattr(before, field), getattr(after, field)
+        if old != new:
+            out[field] = {"from": None if old is None else (str(old) if field == "subject_id" else old),
+                          "to": None if new is None else (str(new) if field == "subject_id" else new)}
+    return out
 
 
 def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper.console.pages import (
     actions,
     admin,
+    audit,
     closures,
     deliveries,
     delivery_authoring,
@@ -19,6 +20,7 @@ from timekeeper.console.pages import (
     schedule_authoring,
     schedules,
     session,
+    settings,
     snapshots,
     static,
 )
@@ -29,5 +31,6 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
                                deliveries.router, delivery_authoring.router, closures.router, snapshots.router,
-                               operations.router, notices.router, admin.router, queries.router, reports.router,
+                               operations.router, notices.router, admin.router, settings.router,
+                               audit.router, queries.router, reports.router,
                                errors.router, actions.router)

@@ -1,0 +1,128 @@
+"""The console's settings and audit log pages, against the real API resolver and database:
+an admin previews a zone change, saves the zone and the locale (a refusal keeps what was
+typed and shows the API's reason on its field), changes a member's notice e-mails, and
+reads the changes in the audit log with filters and Older/Newer links. Only admins are
+offered the pages; others get the API's refusal."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+
+from tests.api.conftest import NOW, seed_member
+from tests.api.test_console import KEY, Browser, _header
+from timekeeper.console.app import ConsoleSettings, create_console
+from timekeeper.db.connection import connect
+from timekeeper.platform import audit
+
+ADMIN = ("workspace:admin", "schedules:admin")
+
+
+@pytest.fixture
+def console(app, db_url):
+    resolver = create_console(lambda event, context: app.resolve(event, context),
+                              ConsoleSettings(session_key=KEY, dev_sign_in=True, secure_cookies=True))
+    resolver.db_url = db_url
+    return resolver
+
+
+def admin_browser(console, db_url):
+    admin = seed_member(db_url, roles=ADMIN, token_roles=",".join(ADMIN))
+    browser = Browser(console)
+    assert browser.sign_in(admin, ADMIN)["statusCode"] == 303
+    return admin, browser
+
+
+def csrf(page):
+    return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+def test_an_admin_previews_and_saves_a_zone_change_and_reads_it_in_the_audit_log(db_url, console, call):
+    admin, browser = admin_browser(console, db_url)
+    assert call("POST", "/schedules", {"owner": "accounting", "work_kind": "reconciliation.sweep", "name": "Sweep",
+                                       "recurrence": {"cron": "0 9 * * *", "timezone": "Europe/Berlin"}},
+                as_=admin).status == 201
+    page = browser.request("GET", "/console/settings")
+    assert page["statusCode"] == 200
+    body = page["body"]
+    assert 'href="/console/settings" aria-current="page"' in body and 'href="/console/audit"' in body
+    assert 'value="Europe/Berlin"' in body and 'value="en_US"' in body
+    token = csrf(body)
+    # The preview shows the schedule's next runs now and once moved, and saves nothing
+    preview = browser.request("POST", "/console/settings", {"csrf": token, "timezone": "America/New_York",
+                                                            "locale": "en_US", "move_schedules": "on",
+                                                            "action": "preview"})
+    assert preview["statusCode"] == 200
+    text = html.unescape(preview["body"])
+    assert "1 schedule has a rule in" in text and "Sweep" in text
+    assert "2027-03-02 09:00 CET" in text and "2027-03-01 09:00 EST" in text and "(2027-03-01 14:00 UTC)" in text
+    assert 'value="America/New_York"' in preview["body"]
+    # Saving moves it; the audit log shows who changed what, local and UTC
+    saved = browser.request("POST", "/console/settings", {"csrf": token, "timezone": "America/New_York",
+                                                          "locale": "de_DE", "move_schedules": "on",
+                                                          "action": "save"})
+    assert saved["statusCode"] == 303 and _header(saved, "Location").endswith("/console/settings?done=saved")
+    log = html.unescape(browser.request("GET", "/console/audit")["body"])
+    assert "settings.updated" in log and "schedule.updated" in log
+    assert "Europe/Berlin" in log and "America/New_York" in log and "de_DE" in log
+    assert "2027-03-01 07:00 EST" in log and "(2027-03-01 12:00 UTC)" in log
+    assert NOW.hour == 12
+    filtered = html.unescape(browser.request("GET", "/console/audit?kind=schedule")["body"])
+    assert "schedule.updated" in filtered and "settings.updated" not in filtered
+
+
+def test_a_refused_setting_keeps_what_was_typed_and_names_the_field(db_url, console):
+    _, browser = admin_browser(console, db_url)
+    token = csrf(browser.request("GET", "/console/settings")["body"])
+    refused = browser.request("POST", "/console/settings", {"csrf": token, "timezone": "Europe/Berlin",
+                                                            "locale": "xx_YY", "action": "save"})
+    assert refused["statusCode"] == 422
+    assert 'id="err-locale"' in refused["body"] and 'aria-invalid="true"' in refused["body"]
+    assert 'value="xx_YY"' in refused["body"]
+    # Without the session's token nothing is saved
+    assert browser.request("POST", "/console/settings", {"timezone": "Asia/Tokyo", "locale": "en_US"}
+                           )["statusCode"] == 403
+
+
+def test_an_admin_turns_a_members_notice_mail_off_and_on(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    person = seed_member(db_url, workspace_id=admin.workspace_id, roles=("queries:read",))
+    token = csrf(browser.request("GET", "/console/settings")["body"])
+    off = browser.request("POST", "/console/settings/notice-mail", {"csrf": token, "user_id": person.user_id})
+    assert off["statusCode"] == 303
+    page = browser.request("GET", "/console/settings?done=mail")["body"]
+    assert "Off since" in page and "(by an admin)" in page and "Notice e-mails changed." in page
+    on = browser.request("POST", "/console/settings/notice-mail", {"csrf": token, "user_id": person.user_id,
+                                                                   "mail": "on"})
+    assert on["statusCode"] == 303
+    assert "settings.notice_mail" in browser.request("GET", "/console/audit")["body"]
+
+
+def test_the_audit_log_pages_older_and_newer_and_filters_by_person(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    with connect(db_url) as conn, conn.transaction():
+        for n in range(55):
+            audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id if n % 5 else "staff-9",
+                               kind="settings.updated", subject_type="workspace", subject_id=None,
+                               before={"n": n}, after={"n": n + 1, "note": "<b>x</b>"}, now=NOW)
+    first = browser.request("GET", "/console/audit")["body"]
+    assert first.count("<li>") == 50 and "Older</a>" in first and "Newer</a>" not in first
+    assert "&lt;b&gt;x&lt;/b&gt;" in first and "<b>x</b>" not in first
+    older = html.unescape(re.search(r'href="([^"]+)">Older', first).group(1))
+    second = browser.request("GET", older)["body"]
+    assert second.count("<li>") == 5 and "Newer</a>" in second and "Older</a>" not in second
+    staff = browser.request("GET", "/console/audit?actor=staff-9")["body"]
+    assert staff.count("<li>") == 11
+    assert 'option value="staff-9" selected' in staff
+
+
+def test_only_admins_are_offered_settings_and_the_audit_log(db_url, console):
+    member = seed_member(db_url, roles=("schedules:admin",), token_roles="schedules:admin")
+    browser = Browser(console)
+    assert browser.sign_in(member, ("schedules:admin",))["statusCode"] == 303
+    schedules = browser.request("GET", "/console/schedules")["body"]
+    assert "/console/settings" not in schedules and "/console/audit" not in schedules
+    assert browser.request("GET", "/console/settings")["statusCode"] == 403
+    assert browser.request("GET", "/console/audit")["statusCode"] == 403
