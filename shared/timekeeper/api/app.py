@@ -47,6 +47,7 @@ from timekeeper.api import (
     people_routes,
     queries,
     reports,
+    run_routes,
     schedule_routes,
     session_routes,
     snapshot_routes,
@@ -80,7 +81,7 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.router,
            member_routes.router, delivery_routes.router, download_routes.router, snapshot_routes.router,
            people_routes.router, opt_out_routes.router, suppression_routes.router, operations_routes.router,
-           session_routes.router, work_kind_routes.router)
+           run_routes.router, session_routes.router, work_kind_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"
