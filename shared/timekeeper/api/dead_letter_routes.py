@@ -108,6 +108,8 @@ class DeadLetterMessages(BaseModel):
 
     queue: DeadLetterQueueOut
     items: list[DeadLetterMessageOut]
+    timezone: str = Field("UTC", description="the staff member's own workspace's IANA zone, to show the UTC "
+                                             "instants in")
 
 
 class MessageActionOut(BaseModel):
@@ -147,7 +149,8 @@ def read_messages(scope: Staff, api: Api, queue: QueueName,
     queues = _queues(api, queue)
     depth = depth_out(queues.depth(queue), scope.now)
     return DeadLetterMessages(queue=depth, items=[DeadLetterMessageOut(**vars(m))
-                                                  for m in queues.messages(queue, limit=limit)])
+                                                  for m in queues.messages(queue, limit=limit)],
+                              timezone=scope.own_zone())
 
 
 def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason: str) -> MessageActionOut:
