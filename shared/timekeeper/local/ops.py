@@ -8,7 +8,9 @@ token as well as against ``serve``.
 * ``ops redrive QUEUE --reason TEXT`` -- move a dead-letter queue's messages back;
 * ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule;
 * ``ops erase USER --reason TEXT`` -- erase a person in every workspace (the user id goes
-  in the request's body, never its path).
+  in the request's body, never its path);
+* ``ops runs ...`` and ``ops dlq ...`` -- a run and its actions, the dead-letter queues'
+  messages (:mod:`timekeeper.local.ops_runs`).
 
 ``--api`` (default ``$TIMEKEEPER_API`` or ``http://127.0.0.1:8080``, serve's address;
 a deployed stage's URL ends in ``/v1``) and ``--token`` (default ``$TIMEKEEPER_TOKEN``;
@@ -47,17 +49,24 @@ class OpsOptions:
     user: str | None = None
     limit: int = 100
     as_json: bool = False
+    #: ``runs`` and ``dlq`` (:mod:`timekeeper.local.ops_runs`): the sub-command, the run,
+    #: the message and the Idempotency-Key of a run action.
+    verb: str | None = None
+    run: str | None = None
+    message: str | None = None
+    key: str | None = None
 
 
 class ApiUnreachable(Exception):  # noqa: N818 - what the operator is told
     """The API did not answer (refused connection, DNS, timeout)."""
 
 
-def call_api(api: str, token: str | None, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    """``method api+path`` with ``token`` as the bearer token and ``body`` as JSON; returns
-    (status, parsed JSON body or None). Raises :class:`ApiUnreachable`."""
+def call_api(api: str, token: str | None, method: str, path: str, body: Any = None, *,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """``method api+path`` with ``token`` as the bearer token, ``body`` as JSON and extra
+    ``headers``; returns (status, parsed JSON body or None). Raises :class:`ApiUnreachable`."""
     data = None if body is None else json.dumps(body).encode()
-    headers = {"Accept": "application/json"}
+    headers = {"Accept": "application/json", **(headers or {})}
     if data is not None:
         headers["Content-Type"] = "application/json"
     if token:
@@ -79,6 +88,10 @@ def call_api(api: str, token: str | None, method: str, path: str, body: Any = No
 def run_ops(options: OpsOptions, console: Any) -> int:
     """Run ``options`` against the API and print the outcome on ``console`` (rich); returns
     the exit code (see the module docstring)."""
+    if options.action in ("runs", "dlq"):
+        from timekeeper.local.ops_runs import run_runs_or_dlq
+
+        return run_runs_or_dlq(options, console)
     if options.action == "overview":
         request = ("GET", f"/operations/overview?limit={options.limit}", None)
     elif options.action == "redrive":
