@@ -20,7 +20,7 @@ is what the move task does.
 Reading before acting (:meth:`DeadLetterQueues.messages`, :meth:`DeadLetterQueues.redrive_message`,
 :meth:`DeadLetterQueues.delete_message`): messages are received with a short visibility
 timeout (:data:`READ_VISIBILITY_S`) and each one not acted on is made visible again at once
-(``ChangeMessageVisibility`` to 0), so reading a queue loses nothing and hides nothing for
+(``ChangeMessageVisibilityBatch`` to 0), so reading a queue loses nothing and hides nothing for
 long; the same boto3 calls on SQS and on the local stack's moto. Each read raises the
 message's ``ApproximateReceiveCount`` by one (a dead-letter queue has no redrive policy of
 its own, so that changes nothing).
@@ -202,9 +202,11 @@ class DeadLetterQueues:
         ).get("Messages", [])
 
     def _show_again(self, url: str, received: list[dict[str, Any]]) -> None:
-        for message in received:
-            self.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"],
-                                               VisibilityTimeout=0)
+        """Make ``received`` visible again at once (``ChangeMessageVisibilityBatch``, ten a call)."""
+        for start in range(0, len(received), 10):
+            self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(received[start:start + 10])])
 
     def messages(self, name: str, *, limit: int = 10) -> list[DeadLetterMessage]:
         """Up to ``limit`` (1..50) messages of the dead-letter queue ``name``, each made

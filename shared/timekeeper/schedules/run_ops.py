@@ -79,8 +79,7 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
     if row is None:
         return None
     run = dict(row)
-    run["events"] = fetch_all(conn, SQL["run_events"], {"run_id": run_id, "schedule_id": run["schedule_id"]},
-                              RunEvent)
+    run["events"] = fetch_all(conn, SQL["run_events"], {"run_id": run_id}, RunEvent)
     run["actions"] = fetch_all(conn, SQL["run_actions"], {"run_id": run_id}, RunAction)
     return run
 

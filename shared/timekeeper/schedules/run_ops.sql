@@ -22,7 +22,7 @@ SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, qu
 -- name: run_events
 SELECT id, kind, actor, reason, detail, at
   FROM schedule_events
- WHERE run_id = %(run_id)s AND schedule_id = %(schedule_id)s
+ WHERE run_id = %(run_id)s
  ORDER BY id
  LIMIT 200
 

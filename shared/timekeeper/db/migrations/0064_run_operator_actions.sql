@@ -18,6 +18,10 @@ CREATE INDEX schedule_run_actions_run_idx ON schedule_run_actions (run_id, id);
 SELECT timekeeper_enable_tenant_rls('schedule_run_actions');
 GRANT SELECT, INSERT ON schedule_run_actions TO timekeeper_api;
 
+-- A run's page reads the history events naming the run (few: releases, re-offers, a
+-- failure's settlement) by the run, not through its schedule's whole history.
+CREATE INDEX schedule_events_run_idx ON schedule_events (run_id) WHERE run_id IS NOT NULL;
+
 -- Operations actions also record a dead-letter message deleted or redriven alone.
 ALTER TABLE operations_actions DROP CONSTRAINT operations_actions_action_check;
 ALTER TABLE operations_actions ADD CONSTRAINT operations_actions_action_check
