@@ -167,3 +167,21 @@ def test_settle_fails_a_run_whose_lease_ended_and_refuses_a_healthy_one(db, call
         "failed", "settled_by_operator", "settled by an operator: consumer crashed at 03:00")
     events = [e["kind"] for e in call("GET", f"/runs/{stuck}", as_=operator).body["events"]]
     assert events == ["settled"]
+
+
+def test_a_retry_of_a_kind_run_from_its_own_route_is_refused(call, analyst, publisher):
+    from tests.api.test_own_route_kinds import DELIVERY
+
+    who, query_id = analyst
+    created = call("POST", "/query-schedules", {**DELIVERY, "source": {"kind": "query", "query_id": str(query_id)},
+                                                "recipients": [who.user_id]}, as_=who)
+    assert created.status == 201, created.body
+    ran = call("POST", f"/query-schedules/{created.body['id']}/run", as_=who)
+    assert ran.status == 202, ran.body
+    run_id = ran.body["run_id"]
+
+    page = call("GET", f"/runs/{run_id}", as_=STAFF)
+    assert (page.status, page.body["retry_allowed"]) == (200, False)
+    refused = call("POST", f"/runs/{run_id}/retry", {"reason": "again"}, as_=STAFF)
+    assert (refused.status, refused.body["code"]) == (409, "retry_not_allowed")
+    assert len(publisher.sent) == 1
