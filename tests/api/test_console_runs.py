@@ -81,3 +81,22 @@ def test_another_workspaces_run_page_is_not_found(console, conn):
     browser = Browser(console)
     browser.sign_in(Caller(user_id="elsewhere"), roles=ADMIN_ROLES)
     assert browser.request("GET", f"/console/runs/{run_id}")["statusCode"] == 404
+
+
+def test_a_deliverys_runs_link_to_the_run_page(console, call, analyst):
+    from tests.api.test_own_route_kinds import DELIVERY
+
+    who, query_id = analyst
+    created = call("POST", "/query-schedules", {**DELIVERY, "source": {"kind": "query", "query_id": str(query_id)},
+                                                "recipients": [who.user_id]}, as_=who)
+    run_id = call("POST", f"/query-schedules/{created.body['id']}/run", as_=who).body["run_id"]
+    browser = Browser(console)
+    browser.sign_in(who, roles=("queries:read", "schedules:read"))
+
+    ledger = browser.request("GET", f"/console/deliveries/{created.body['id']}")["body"]
+    assert f'href="/console/runs/{run_id}"' in ledger
+    run_page = browser.request("GET", f"/console/runs/{run_id}")
+    assert run_page["statusCode"] == 200
+    # Its schedule links to the delivery's page (the generic schedule page does not show deliveries)
+    assert f'href="/console/deliveries/{created.body["id"]}"' in run_page["body"]
+    assert "Retry now" not in run_page["body"]
