@@ -355,8 +355,10 @@ def _run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         from timekeeper.local.ops import OpsOptions, default_api, run_ops
+        from timekeeper.local.ops_runs import run_runs_or_dlq
 
-        return run_ops(OpsOptions(
+        command = run_runs_or_dlq if args.action in ("runs", "dlq") else run_ops
+        return command(OpsOptions(
             action=args.action, api=args.api or default_api(), token=args.token or os.environ.get("TIMEKEEPER_TOKEN"),
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,

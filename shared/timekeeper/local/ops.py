@@ -88,10 +88,6 @@ def call_api(api: str, token: str | None, method: str, path: str, body: Any = No
 def run_ops(options: OpsOptions, console: Any) -> int:
     """Run ``options`` against the API and print the outcome on ``console`` (rich); returns
     the exit code (see the module docstring)."""
-    if options.action in ("runs", "dlq"):
-        from timekeeper.local.ops_runs import run_runs_or_dlq
-
-        return run_runs_or_dlq(options, console)
     if options.action == "overview":
         request = ("GET", f"/operations/overview?limit={options.limit}", None)
     elif options.action == "redrive":
