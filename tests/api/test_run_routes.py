@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import NOW, Caller, enrol
 from timekeeper.schedules import service
 from timekeeper.topology import ACCOUNTING
 
@@ -71,7 +71,9 @@ def test_a_run_page_shows_the_run_its_schedule_and_its_failed_attempt(db, call, 
 
 
 def test_another_workspaces_run_is_not_found_but_staff_open_it(db, call, caller):
-    _, run_id = seed_run(db, uuid.uuid4())
+    other = uuid.uuid4()
+    enrol(db, "someone", other)  # the workspace in the directory, whose staff reads record the read
+    _, run_id = seed_run(db, other)
 
     assert call("GET", f"/runs/{run_id}").status == 404
     assert call("POST", f"/runs/{run_id}/cancel", {"reason": "x"}).status == 403  # no admin role: refused first
@@ -80,6 +82,9 @@ def test_another_workspaces_run_is_not_found_but_staff_open_it(db, call, caller)
     assert call("POST", f"/runs/{run_id}/retry", {"reason": "x"}).status == 404
     staff = call("GET", f"/runs/{run_id}", as_=STAFF)
     assert (staff.status, staff.body["id"], staff.body["stuck"]) == (200, str(run_id), "not_published")
+    read = db.execute("SELECT actor, what, detail FROM staff_reads WHERE workspace_id = %s",
+                      (staff.body["workspace_id"],)).fetchall()
+    assert [(r["actor"], r["what"], r["detail"]) for r in read] == [("staff-1", "run", {"run_id": str(run_id)})]
     assert call("GET", f"/runs/{uuid.uuid4()}", as_=STAFF).status == 404
 
 

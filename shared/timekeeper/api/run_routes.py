@@ -17,9 +17,11 @@ A caller with a workspace role sees and acts on their own workspace's runs: anot
 workspace's run id is 404 ``not_found``. Staff (a snapshot type's staff role, the
 operations routes' rule, :meth:`~timekeeper.api.scope.StaffScope.of`) open and act on a
 run of any workspace: its workspace is found through the narrow function of migration
-``0064`` and entered. Every action is recorded with its actor, reason (trimmed) and
-instant beside the run (:func:`timekeeper.schedules.run_ops.record_operator_action`), and
-logged as ``operations action``.
+``0064`` and entered; reading another workspace's run is recorded in that workspace's
+staff reads (:func:`timekeeper.platform.audit.record_staff_read`, ``what`` = ``run``).
+Every action is recorded with its actor, reason (trimmed) and instant beside the run
+(:func:`timekeeper.schedules.run_ops.record_operator_action`), and logged as
+``operations action``.
 
 Refusals: a retry of a work kind with a route of its own (``queries.deliver``: its route
 checks more before it runs one) is 409 ``retry_not_allowed``; a cancel of a run that is
@@ -58,7 +60,8 @@ from timekeeper.api.operations_routes import ActionReason
 from timekeeper.api.routing import SECURITY, ApiRouter, api_context, idempotency_header
 from timekeeper.api.scope import caller_identity, claim_key, staff_roles
 from timekeeper.observability import logger, metrics
-from timekeeper.platform.directory import workspace_timezone
+from timekeeper.platform import audit
+from timekeeper.platform.directory import get_workspace
 from timekeeper.schedules import run_ops, service
 from timekeeper.schedules.work import OwnRouteOnly
 from timekeeper.topology import pipeline_for_owner
@@ -217,11 +220,16 @@ def _retry_allowed(caller: RunCaller, owner: str, work_kind: str) -> bool:
     return True
 
 
-def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
+def _pipeline(owner: str) -> Any:
+    """The pipeline of ``owner`` (None: none)."""
     try:
-        pipeline = pipeline_for_owner(run["owner"])
+        return pipeline_for_owner(owner)
     except KeyError:
-        pipeline = None
+        return None
+
+
+def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
+    pipeline = _pipeline(run["owner"])
     stuck = run_ops.stuck_why(run, reoffer_after=pipeline.reoffer_after, now=caller.now) if pipeline else None
     latest = None
     if run["attempts"]:
@@ -249,7 +257,12 @@ def get_run(caller: Reader, run_id: RunId) -> RunPage:
     workspace_id = caller.workspace_of(run_id)
     with caller.conn.entered(workspace_id), caller.conn.transaction():
         run = run_ops.get_run(caller.conn, workspace_id=workspace_id, run_id=run_id)
-        zone = workspace_timezone(caller.conn, workspace_id)
+        known = get_workspace(caller.conn, workspace_id)
+        zone = known.timezone if known is not None else "UTC"
+        if run is not None and known is not None and workspace_id != caller.identity.workspace_id:
+            # staff reading another workspace: recorded in that workspace's trail, as the periods' reads are
+            audit.record_staff_read(caller.conn, workspace_id=workspace_id, actor=caller.identity.user_id,
+                                    what="run", detail={"run_id": str(run_id)}, now=caller.now)
     if run is None:
         raise ApiError(404, errors.NOT_FOUND, "no such run")
     return _page(caller, run, zone)
@@ -305,7 +318,9 @@ def _settle(caller: RunCaller, run_id: UUID, action: str, reason: str, key: str 
                 done = run_ops.cancel_run(caller.conn, **who)
             else:
                 run = run_ops.locked_run(caller.conn, workspace_id=workspace_id, run_id=run_id)
-                pipeline = pipeline_for_owner(run["owner"]) if run else None
+                pipeline = _pipeline(run["owner"]) if run else None
+                if run is not None and pipeline is None:
+                    raise run_ops.RunActionRefused("not_stuck", "this run's owner has no pipeline that settles it")
                 done = run and run_ops.fail_stuck_run(caller.conn, **who, reoffer_after=pipeline.reoffer_after,
                                                       failure_threshold=pipeline.failure_pause_threshold)
         except run_ops.RunActionRefused as refused:
