@@ -14,6 +14,8 @@ The authoring pages (new schedule form, saved queries' list, new query, a query 
 diff, new version, new delivery form, reports list and compose, a delivery page whose
 ledger has 1,000 runs to 10 recipients) are read in the same workspace by a member who
 may write queries and reports, with 50 saved queries and a report (:func:`load_authoring`).
+The run page is read as the workspace's reader and as staff of another workspace; the
+dead-letter page reads 20 messages of a queue on moto (in process), each made visible again.
 
 Target: each page under 200 ms at the median on this machine.
 """
@@ -27,16 +29,21 @@ import uuid
 from datetime import UTC, datetime
 
 import _bench as b
+import boto3
+from moto import mock_aws
 
 from tests.api.conftest import enrol, proxy_event
 from timekeeper import clock
 from timekeeper.api import ApiAdapters, create_app
 from timekeeper.api.db import API_ROLE, connect_api
+from timekeeper.aws.dead_letters import DeadLetterQueue, ReceivingDeadLetterQueues
 from timekeeper.console.app import ConsoleSettings, create_console
 from timekeeper.console.sessions import SESSION_COOKIE, Session, Sessions
 from timekeeper.db.connection import connect, login_url
 from timekeeper.edge import registries
+from timekeeper.local.aws import create_pipeline_queues
 from timekeeper.local.lambdas import LambdaContext
+from timekeeper.topology import PIPELINES
 
 NOW = datetime(2027, 3, 29, 9, 0, tzinfo=UTC)
 KEY = "bench-console-session-key-0123456789abcdef"
@@ -183,9 +190,22 @@ def main() -> int:
     print(f"loaded {args.schedules:,} schedules and about {args.runs:,} runs in {time.perf_counter() - started:.1f} s")
     clock.install(lambda: NOW)
     api_conn = connect_api(login_url(url, API_ROLE))
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queues = {name: create_pipeline_queues(sqs, pipeline) for name, pipeline in PIPELINES.items()}
+        for n in range(20):
+            sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=f'{{"run_id": "{uuid.uuid4()}", '
+                             f'"workspace_id": "{workspace}", "n": {n}}}')
+        dead = ReceivingDeadLetterQueues(sqs, {name: DeadLetterQueue(name=name, arn=pair.dlq_arn, source_arn=pair.arn)
+                                               for name, pair in queues.items()})
+        return _measure(args, url, api_conn, dead, workspace, hot)
+
+
+def _measure(args, url, api_conn, dead, workspace, hot) -> int:
+    """Render each page ``args.repeats`` times and print the table."""
     api = create_app(ApiAdapters(connection=lambda: api_conn, publisher_for=lambda _: None,
                                  registry=registries.work_kinds, now=clock.now,
-                                 snapshot_registry=registries.snapshot_types))
+                                 snapshot_registry=registries.snapshot_types, dead_letters=lambda: dead))
     console = create_console(api.resolve, ConsoleSettings(session_key=KEY))
     staff_workspace = uuid.uuid4()
     made = load_authoring(url, workspace=workspace, user="bench")
@@ -242,6 +262,13 @@ def main() -> int:
         f"/console/audit?actor=admin&cursor=o{args.audit_events // 2}", admin)
     pages[f"audit log, a kind and a person that never meet (an empty page over {events})"] = (
         "/console/audit?kind=settings&actor=person-1", admin)
+    with connect(url) as conn:
+        run_id = conn.execute("SELECT id FROM schedule_runs WHERE schedule_id = %s ORDER BY queued_at DESC LIMIT 1",
+                              (hot,)).fetchone()["id"]
+    pages["a run's page (of the schedule with the long history)"] = f"/console/runs/{run_id}"
+    pages["a run's page, staff of another workspace"] = (f"/console/runs/{run_id}", staff)
+    pages["a dead-letter queue's page, staff (20 messages read, each made visible again)"] = (
+        "/console/dead-letters/accounting", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
     for label, target in pages.items():
         path, who = target if isinstance(target, tuple) else (target, cookie)

@@ -368,3 +368,22 @@ def test_serve_keeps_a_copy_of_every_message_it_sends(local_server):
     header = json.loads(kept[0].read_text(encoding="utf-8").splitlines()[0])
     assert "@" in header["to"] and "Morning unpaid invoices" in header["subject"] + kept[0].read_text()
     assert kept[0].with_suffix(".txt").is_file()
+
+
+def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server):
+    # The operator signing in first finds something in every operations list
+    staff = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:platform:staff"}
+    overview = requests.get(f"{local_server.base_url}/operations/overview", headers=staff, timeout=10).json()
+    failing = [s for s in overview["schedules"] if s["name"] == "Bank feed sweep (failing)"]
+    assert [(s["status"], s["consecutive_failures"]) for s in failing] == [("active", 2)]
+    assert any(s["status"] == "paused" for s in overview["schedules"])
+    assert "lease_expired" in {r["why"] for r in overview["stranded_runs"]}
+    depths = {q["name"]: q["messages"] for q in overview["dead_letter_queues"]}
+    assert depths["accounting"] >= 1 and depths["queries"] >= 1
+    # And the accounting dead letter names the failed run, whose page shows its error
+    read = requests.get(f"{local_server.base_url}/operations/dead-letter-queues/accounting/messages",
+                        headers=staff, timeout=10).json()
+    [named] = [m for m in read["items"] if m["names"] and m["names"]["kind"] == "run"]
+    run = requests.get(f"{local_server.base_url}/runs/{named['names']['id']}", headers=staff, timeout=10).json()
+    assert (run["schedule_name"], run["state"]) == ("Bank feed sweep (failing)", "failed")
+    assert run["latest_attempt"]["error"].startswith("the bank feed did not answer")

@@ -56,6 +56,11 @@ OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_i
 OPERATIONS |= {("get", "/work-kinds"), ("get", "/work-kinds/{owner}/{kind}/subjects")}
 OPERATIONS |= {("get", "/settings"), ("patch", "/settings"), ("post", "/settings/zone-preview"),
                ("put", "/settings/notice-mail/{user_id}"), ("get", "/audit-events")}
+OPERATIONS |= {("get", "/runs/{run_id}"), ("post", "/runs/{run_id}/retry"), ("post", "/runs/{run_id}/cancel"),
+               ("post", "/runs/{run_id}/fail"), ("get", "/operations/dead-letter-queues"),
+               ("get", "/operations/dead-letter-queues/{queue}/messages"),
+               ("post", "/operations/dead-letter-queues/{queue}/messages/{message_id}/redrive"),
+               ("post", "/operations/dead-letter-queues/{queue}/messages/{message_id}/delete")}
 #: The public operations: a delivery's link and its opt-out link, whose signed tokens are
 #: the credential (the opt-out's answers are HTML pages for the recipient's browser).
 PUBLIC = {("get", "/downloads/{token}"), ("post", "/downloads/{token}"), ("get", "/opt-outs/{token}"),

@@ -166,9 +166,10 @@ class OperationsActionOut(BaseModel):
     """What a staff member did through these routes, with their reason."""
 
     id: int
-    action: Literal["redrive", "resume", "erase"]
+    action: Literal["redrive", "resume", "erase", "redrive_message", "delete_message"]
     actor: str
-    target: str = Field(description="the dead-letter queue's name, the schedule's id, the erased user id's "
+    target: str = Field(description="the dead-letter queue's name (redrive_message, delete_message: "
+                                    "<queue>/<message id>), the schedule's id, the erased user id's "
                                     "digest (sha256:<hex>) or the erased member id's (member:sha256:<hex>)")
     reason: str
     detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name; "
@@ -267,7 +268,8 @@ _ERRORS = {
 _responses = partial(errors.responses, texts=_ERRORS)
 
 
-def _depth_out(depth, now: datetime) -> DeadLetterQueueOut:
+def depth_out(depth, now: datetime) -> DeadLetterQueueOut:
+    """A :class:`~timekeeper.aws.dead_letters.QueueDepth` as the API answers it, its age at ``now`` (aware UTC)."""
     age = None if depth.oldest_sent_at is None else max(0, int((now - depth.oldest_sent_at).total_seconds()))
     return DeadLetterQueueOut(name=depth.name, messages=depth.messages, oldest_sent_at=depth.oldest_sent_at,
                               oldest_age_s=age, redrive_running=depth.redrive_running)
@@ -277,7 +279,7 @@ Staff = Annotated[StaffScope, Depends(staff_scope)]
 LimitQuery = Annotated[int, Query(ge=1, le=operations.MAX_ROWS, description="rows of each kind")]
 
 
-def _dead_letters(api: ApiContext) -> Any:
+def dead_letters_of(api: ApiContext) -> Any:
     """The app's dead-letter queues (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`),
     or None when the app was built without them."""
     return api.adapters.dead_letters() if api.adapters.dead_letters is not None else None
@@ -296,8 +298,8 @@ router = ApiRouter()
 def overview(scope: Staff, api: Api, limit: LimitQuery = 100) -> OperationsOverview:
     schedules, stranded = scope.operations_overview(limit=limit)
     overdue, overdue_total = scope.overdue_periods(limit=limit)
-    queues = _dead_letters(api)
-    depths = [_depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
+    queues = dead_letters_of(api)
+    depths = [depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
     return OperationsOverview(
         as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
         stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
@@ -312,7 +314,7 @@ def overview(scope: Staff, api: Api, limit: LimitQuery = 100) -> OperationsOverv
              responses=_responses(202, "Started (locally: done)", 404, 409, 415))
 def redrive(scope: Staff, api: Api, queue: Annotated[str, Path(pattern=QUEUE_PATTERN, max_length=64)],
             body: Annotated[ActionReason, Body()]) -> Response[RedriveOut]:
-    queues = _dead_letters(api)
+    queues = dead_letters_of(api)
     if queues is None or queue not in queues.names():
         raise ApiError(404, errors.NOT_FOUND, f"no dead-letter queue named {queue}")
     try:

@@ -16,16 +16,89 @@ queues (:func:`timekeeper.topology.dead_letter_queues`).
 task (the local stack's moto): its redrive moves every message itself, receive, send to
 the source queue with the same body, delete, until the dead-letter queue is empty, which
 is what the move task does.
+
+Reading before acting (:meth:`DeadLetterQueues.messages`, :meth:`DeadLetterQueues.redrive_message`,
+:meth:`DeadLetterQueues.delete_message`): messages are received with a short visibility
+timeout (:data:`READ_VISIBILITY_S`) and each one not acted on is made visible again at once
+(``ChangeMessageVisibilityBatch`` to 0), so reading a queue loses nothing and hides nothing for
+long; the same boto3 calls on SQS and on the local stack's moto. Each read raises the
+message's ``ApproximateReceiveCount`` by one (a dead-letter queue has no redrive policy of
+its own, so that changes nothing).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from uuid import UUID
 
 #: Messages sampled from a dead-letter queue for the oldest message's age (one receive).
 AGE_SAMPLE = 10
+#: Seconds a message read by an operator stays hidden at most (it is made visible again at once).
+READ_VISIBILITY_S = 30
+#: Receives (of ten) a read or a search by message id makes at most.
+READ_ROUNDS = 5
+#: The message bodies the topology's queues carry: the key that names what a message is for.
+_NAMED = (("export_id", "export"), ("job_id", "snapshot_job"), ("run_id", "run"))
+
+
+@dataclass(frozen=True)
+class DeadLetterMessage:
+    """A dead-letter message as read: ``message_id`` (SQS's), ``body`` (text as sent),
+    ``decoded`` (the JSON object, None when the body is not one), ``names`` (what it is for:
+    ``{"kind": "run" | "export" | "snapshot_job", "id", "workspace_id", "run_id"?}``, None
+    when unknown), ``receive_count`` (SQS's approximate count, this read included),
+    ``first_received_at`` and ``sent_at`` (aware UTC) and ``why`` (``malformed_body``: not a
+    message its consumer can parse; ``receives_exhausted``: its consumer failed on every
+    receive allowed)."""
+
+    message_id: str
+    body: str
+    decoded: dict[str, Any] | None
+    names: dict[str, str] | None
+    receive_count: int
+    first_received_at: datetime | None
+    sent_at: datetime | None
+    why: str
+
+
+def _instant(attributes: dict[str, str], name: str) -> datetime | None:
+    value = attributes.get(name)
+    return datetime.fromtimestamp(int(value) / 1000, tz=UTC) if value else None
+
+
+def _uuid(value: Any) -> bool:
+    try:
+        UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+def read_message(message: dict[str, Any]) -> DeadLetterMessage:
+    """A received SQS ``message`` (with its attributes) as a :class:`DeadLetterMessage`."""
+    body = message.get("Body", "")
+    try:
+        decoded = json.loads(body)
+    except ValueError:
+        decoded = None
+    decoded = decoded if isinstance(decoded, dict) else None
+    names = None
+    for key, kind in _NAMED if decoded else ():
+        if _uuid(decoded.get(key)) and _uuid(decoded.get("workspace_id")):
+            names = {"kind": kind, "id": str(decoded[key]), "workspace_id": str(decoded["workspace_id"])}
+            if kind == "snapshot_job" and _uuid(decoded.get("run_id")):
+                names["run_id"] = str(decoded["run_id"])
+            break
+    attributes = message.get("Attributes", {})
+    return DeadLetterMessage(
+        message_id=message["MessageId"], body=body, decoded=decoded, names=names,
+        receive_count=int(attributes.get("ApproximateReceiveCount", 0)),
+        first_received_at=_instant(attributes, "ApproximateFirstReceiveTimestamp"),
+        sent_at=_instant(attributes, "SentTimestamp"),
+        why="receives_exhausted" if names is not None else "malformed_body")
 
 
 @dataclass(frozen=True)
@@ -121,6 +194,76 @@ class DeadLetterQueues:
             raise RedriveRefused("redrive_running", f"a redrive of the {name} dead-letter queue is still running")
         task = self.sqs.start_message_move_task(SourceArn=queue.arn, DestinationArn=queue.source_arn)
         return RedriveStarted(name=name, task=task["TaskHandle"], messages=depth.messages, moved=None)
+
+    def _receive(self, url: str) -> list[dict[str, Any]]:
+        return self.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=READ_VISIBILITY_S, WaitTimeSeconds=0,
+            AttributeNames=["ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SentTimestamp"],
+        ).get("Messages", [])
+
+    def _show_again(self, url: str, received: list[dict[str, Any]]) -> None:
+        """Make ``received`` visible again at once (``ChangeMessageVisibilityBatch``, ten a call)."""
+        for start in range(0, len(received), 10):
+            self.sqs.change_message_visibility_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"], "VisibilityTimeout": 0}
+                for i, m in enumerate(received[start:start + 10])])
+
+    def messages(self, name: str, *, limit: int = 10) -> list[DeadLetterMessage]:
+        """Up to ``limit`` (1..50) messages of the dead-letter queue ``name``, each made
+        visible again after the read (nothing is lost or kept hidden), oldest sent first."""
+        url = _url(self.sqs, self.queues[name].arn)
+        received: dict[str, dict[str, Any]] = {}
+        try:
+            for _ in range(READ_ROUNDS):
+                got = [m for m in self._receive(url) if m["MessageId"] not in received]
+                if not got:
+                    break
+                received.update((m["MessageId"], m) for m in got)
+                if len(received) >= limit:
+                    break
+        finally:
+            self._show_again(url, list(received.values()))
+        out = [read_message(m) for m in received.values()]
+        out.sort(key=lambda m: (m.sent_at or datetime.max.replace(tzinfo=UTC), m.message_id))
+        return out[:limit]
+
+    def _take(self, name: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
+        """Receive until ``message_id`` is found (the others made visible again at once);
+        returns the queue URL and the message (still hidden), or None when not found."""
+        url = _url(self.sqs, self.queues[name].arn)
+        others: list[dict[str, Any]] = []
+        try:
+            for _ in range(READ_ROUNDS):
+                got = self._receive(url)
+                if not got:
+                    break
+                found = next((m for m in got if m["MessageId"] == message_id), None)
+                others += [m for m in got if m is not found]
+                if found is not None:
+                    return url, found
+        finally:
+            self._show_again(url, others)
+        return url, None
+
+    def redrive_message(self, name: str, message_id: str) -> DeadLetterMessage | None:
+        """Move the one message ``message_id`` of the dead-letter queue ``name`` back to its
+        source queue (send its body, then delete it here); the other messages stay. Returns
+        the message as it was, None when the queue does not hold it (any more)."""
+        url, found = self._take(name, message_id)
+        if found is None:
+            return None
+        self.sqs.send_message(QueueUrl=_url(self.sqs, self.queues[name].source_arn), MessageBody=found["Body"])
+        self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
+        return read_message(found)
+
+    def delete_message(self, name: str, message_id: str) -> DeadLetterMessage | None:
+        """Delete the one message ``message_id`` of the dead-letter queue ``name``; returns
+        it as it was, None when the queue does not hold it (any more)."""
+        url, found = self._take(name, message_id)
+        if found is None:
+            return None
+        self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
+        return read_message(found)
 
     def _running(self, queue: DeadLetterQueue) -> bool | None:
         tasks = self.sqs.list_message_move_tasks(SourceArn=queue.arn, MaxResults=1).get("Results", [])

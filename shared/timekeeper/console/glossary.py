@@ -143,6 +143,17 @@ WORDS: dict[str, str] = {
     "not_started": "Accepted by its queue, never started",
     "not_published": "Waiting to be sent again",
     "lease_expired": "Started; its execution stopped answering",
+    # Operators' actions on a run and on one dead-letter message, and why a message died
+    "retry": "Retry now",
+    "cancel": "Cancel",
+    "fail": "Settle as failed",
+    "cancelled": "Cancelled by an operator",
+    "settled_by_operator": "Settled as failed by an operator",
+    "redrive_message": "Redrive of one message",
+    "delete_message": "Deletion of one message",
+    "malformed_body": "Its consumer cannot parse the body",
+    "receives_exhausted": "Its consumer failed on every receive allowed",
+    "snapshot_job": "Snapshot job",
     # Notices: what happened, and which failures an owner hears of
     "schedule_paused": "A schedule was paused",
     "delivery_skipped_stale": "A delivery was skipped: it was too late after an outage",

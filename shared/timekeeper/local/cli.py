@@ -263,7 +263,43 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the address of the workspace member the delivery is sent to (default: no delivery)")
     smoke.add_argument("--timeout", type=_int_at_least(10, 3600), default=300, metavar="SECONDS",
                        help="bound of the whole check, 10-3600 seconds (default 300)")
+    _add_run_and_dlq_parsers(actions)
     return parser
+
+
+def _add_run_and_dlq_parsers(actions: Any) -> None:
+    """``ops runs show|retry|cancel|fail`` and ``ops dlq list|show|redrive|delete``
+    (:mod:`timekeeper.local.ops_runs`)."""
+    runs = actions.add_parser("runs", help="a run's page and the operators' actions on it")
+    verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
+    show = verbs.add_parser("show", help="the run: schedule, occurrence, state, attempts, actions")
+    show.add_argument("run", type=_uuid, help="the run's id")
+    show.add_argument("--json", action="store_true", help="print the API's JSON body")
+    for verb, text in (("retry", "queue a manual run of the run's schedule now"),
+                       ("cancel", "cancel a queued run"), ("fail", "settle a stuck run as failed")):
+        acting = verbs.add_parser(verb, help=text)
+        acting.add_argument("run", type=_uuid, help="the run's id")
+        acting.add_argument("--reason", required=True, help="why (recorded with the action)")
+        acting.add_argument("--key", default=None, help="Idempotency-Key (default: a new one)")
+        acting.add_argument("--json", action="store_true", help="print the API's JSON body")
+    dlq = actions.add_parser("dlq", help="dead-letter queues: read messages, redrive or delete them")
+    verbs = dlq.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="every dead-letter queue and its depth")
+    listing.add_argument("--json", action="store_true", help="print the API's JSON body")
+    show = verbs.add_parser("show", help="a queue's messages, decoded (they stay in the queue)")
+    show.add_argument("queue", help="the queue's name (accounting, queries, exports, snapshots, ...)")
+    show.add_argument("--limit", type=_int_at_least(1, 50), default=10, help="messages to read, 1-50")
+    show.add_argument("--json", action="store_true", help="print the API's JSON body")
+    redrive = verbs.add_parser("redrive", help="move a queue's messages (or one: --message) back to its queue")
+    redrive.add_argument("queue", help="the queue's name")
+    redrive.add_argument("--message", default=None, help="only this message id")
+    redrive.add_argument("--reason", required=True, help="why (recorded with the action)")
+    redrive.add_argument("--json", action="store_true", help="print the API's JSON body")
+    delete = verbs.add_parser("delete", help="delete one message of a queue")
+    delete.add_argument("queue", help="the queue's name")
+    delete.add_argument("message", help="the message id")
+    delete.add_argument("--reason", required=True, help="why (recorded with the action)")
+    delete.add_argument("--json", action="store_true", help="print the API's JSON body")
 
 
 def _uuid(text: str) -> Any:
@@ -334,14 +370,18 @@ def _run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         from timekeeper.local.ops import OpsOptions, default_api, run_ops
+        from timekeeper.local.ops_runs import run_runs_or_dlq
 
-        return run_ops(OpsOptions(
+        command = run_runs_or_dlq if args.action in ("runs", "dlq") else run_ops
+        return command(OpsOptions(
             action=args.action, api=args.api or default_api(), token=args.token or os.environ.get("TIMEKEEPER_TOKEN"),
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
             schedule=str(args.schedule) if getattr(args, "schedule", None) else None, user=getattr(args, "user", None),
             member=str(args.member) if getattr(args, "member", None) else None,
-            limit=getattr(args, "limit", 100), as_json=args.json), Console())
+            limit=getattr(args, "limit", 100), as_json=args.json, verb=getattr(args, "verb", None),
+            run=str(args.run) if getattr(args, "run", None) else None, message=getattr(args, "message", None),
+            key=getattr(args, "key", None)), Console())
     if args.command == "smoke":
         from timekeeper.local.smoke import SmokeOptions, print_summary, run_smoke
 

@@ -11,6 +11,8 @@ token as well as against ``serve``.
   in the request's body, never its path);
 * ``ops erase-member WORKSPACE MEMBER --reason TEXT`` -- erase a workspace's member from
   every snapshot version's rows (the ids in the body).
+* ``ops runs ...`` and ``ops dlq ...`` -- a run and its actions, the dead-letter queues'
+  messages (:mod:`timekeeper.local.ops_runs`).
 
 ``--api`` (default ``$TIMEKEEPER_API`` or ``http://127.0.0.1:8080``, serve's address;
 a deployed stage's URL ends in ``/v1``) and ``--token`` (default ``$TIMEKEEPER_TOKEN``;
@@ -51,17 +53,22 @@ class OpsOptions:
     member: str | None = None
     limit: int = 100
     as_json: bool = False
+    #: ``runs`` and ``dlq`` (:mod:`timekeeper.local.ops_runs`): the sub-command, the run,
+    #: the message and the Idempotency-Key of a run action.
+    verb: str | None = None
+    run: str | None = None
+    message: str | None = None
+    key: str | None = None
 
 
 class ApiUnreachable(Exception):  # noqa: N818 - what the operator is told
     """The API did not answer (refused connection, DNS, timeout)."""
 
 
-def call_api(api: str, token: str | None, method: str, path: str, body: Any = None,
+def call_api(api: str, token: str | None, method: str, path: str, body: Any = None, *,
              headers: dict[str, str] | None = None) -> tuple[int, Any]:
-    """``method api+path`` with ``token`` as the bearer token, ``body`` as JSON and any extra
-    ``headers`` (e.g. ``Idempotency-Key``); returns (status, parsed JSON body or None).
-    Raises :class:`ApiUnreachable`."""
+    """``method api+path`` with ``token`` as the bearer token, ``body`` as JSON and extra
+    ``headers``; returns (status, parsed JSON body or None). Raises :class:`ApiUnreachable`."""
     data = None if body is None else json.dumps(body).encode()
     headers = {"Accept": "application/json", **(headers or {})}
     if data is not None:

@@ -477,10 +477,13 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     try:
         if options.sample and stack.platform is not None:
             from timekeeper.db.connection import connect
-            from timekeeper.local.serve_sample import seed_serve_sample
+            from timekeeper.local.serve_sample import seed_dead_letters, seed_serve_sample
 
             with connect(stack.database_url) as conn:
-                seed_serve_sample(conn, stack.platform, now=clock.now())
+                created = seed_serve_sample(conn, stack.platform, now=clock.now())
+            queues = {**stack.aws.queues, **stack.aws.work_queues}
+            seed_dead_letters(stack.aws.client("sqs"), {name: pair.dlq_url for name, pair in queues.items()}, created,
+                              workspace_id=stack.platform.workspaces.get("berlin"))
         httpd = make_server(options.host, options.port, ApiGatewayProxy(), server_class=PooledWSGIServer,
                             handler_class=handler)
     except BaseException:

@@ -14,7 +14,13 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
   the admin, the analyst and the viewer, and the receivables-aging report over the
   latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
 * in the second workspace with an admin persona (Sydney), one daily sweep, so switching
-  people shows another workspace's own list.
+  people shows another workspace's own list;
+* work for the operators' lists (:func:`_operator_work`): a failing sweep with two failed
+  runs (the latest with its error), a run whose execution stopped answering a minute ago
+  (stranded: the dispatcher takes it over after the re-offer period), and, once the queues
+  exist (:func:`seed_dead_letters`, called by ``serve``), a dead letter in the accounting
+  dead-letter queue naming the failed run and a malformed one in the queries dead-letter
+  queue.
 
 Seeded once per database: when the Berlin workspace already has a schedule named as one
 of these, nothing is added (a restart keeps what the person changed, deleted or paused).
@@ -23,6 +29,7 @@ of these, nothing is added (a restart keeps what the person changed, deleted or 
 
 from __future__ import annotations
 
+import json
 import random
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -75,7 +82,60 @@ def seed_serve_sample(conn: Any, platform: Any, *, now: datetime) -> dict[str, A
                 recurrence={"calendar": {"frequency": "daily", "times": ["01:30"]},
                             "timezone": "Australia/Sydney"}).id
         created.update(_deliveries(conn, berlin, platform.users, now))
+        created.update(_operator_work(conn, berlin, "Europe/Berlin", now))
     return created
+
+
+#: The sample's failing schedule and the error of its failed runs.
+FAILING = "Bank feed sweep (failing)"
+FAILED_ERROR = "the bank feed did not answer: timeout after 30 s (bank:operating)"
+
+
+def _operator_work(conn: Any, workspace_id: Any, zone: str, now: datetime) -> dict[str, Any]:
+    """The failing schedule with two failed runs and a stranded run (see the module
+    docstring); ``{name: id}`` with ``failed run`` and ``stranded run``."""
+    failing = service.create_schedule(
+        conn, workspace_id=workspace_id, owner=OWNER, work_kind="reconciliation.sweep", actor=ACTOR, now=now,
+        name=FAILING, recurrence={"calendar": {"frequency": "monthly", "month_day": 28, "times": ["03:00"]},
+                                  "timezone": zone}).id
+    runs = {}
+    for key, ago in (("failed earlier", timedelta(days=2)), ("failed run", timedelta(hours=3))):
+        at = now - ago
+        runs[key] = conn.execute(SQL["insert_sample_run"], {
+            "schedule_id": failing, "key": f"sample:{key}", "at": at, "state": "failed", "attempts": 3,
+            "lease_until": None, "started_at": at + timedelta(seconds=5),
+            "finished_at": at + timedelta(minutes=2, seconds=12), "outcome_code": "reconciliation_failed",
+            "error": FAILED_ERROR}).fetchone()["id"]
+    conn.execute(SQL["mark_failing"], {"schedule_id": failing, "failures": 2, "at": now - timedelta(hours=3)})
+    started = now - timedelta(minutes=4)
+    runs["stranded run"] = conn.execute(SQL["insert_sample_run"], {
+        "schedule_id": failing, "key": "sample:stranded", "at": started, "state": "running", "attempts": 1,
+        "lease_until": now - timedelta(minutes=1), "started_at": started, "finished_at": None,
+        "outcome_code": None, "error": None}).fetchone()["id"]
+    return {FAILING: failing, "failed run": runs["failed run"], "stranded run": runs["stranded run"]}
+
+
+def seed_dead_letters(sqs: Any, dead_letter_urls: dict[str, str], created: dict[str, Any], *,
+                      workspace_id: Any) -> int:
+    """Put the sample's dead letters in the dead-letter queues ``dead_letter_urls`` (name ->
+    URL) through the boto3 SQS client ``sqs``: in ``accounting``'s, the run message of the
+    sample's failed run (``created["failed run"]``); in ``queries``', a body no consumer
+    parses. Nothing when ``created`` (:func:`seed_serve_sample`'s answer) is empty: seeded
+    before. Returns the number of messages sent."""
+    failed = created.get("failed run")
+    if failed is None:
+        return 0
+    sent = 0
+    failing = created[FAILING]
+    bodies = {"accounting": json.dumps({"run_id": str(failed), "schedule_id": str(failing),
+                                        "workspace_id": str(workspace_id), "owner": OWNER,
+                                        "work_kind": "reconciliation.sweep"}),
+              "queries": "deliver report 42 please"}
+    for name, body in bodies.items():
+        if name in dead_letter_urls:
+            sqs.send_message(QueueUrl=dead_letter_urls[name], MessageBody=body)
+            sent += 1
+    return sent
 
 
 def _accounting(conn: Any, workspace_id: Any, zone: str, now: datetime) -> dict[str, Any]:

@@ -5,3 +5,20 @@ SELECT pg_advisory_xact_lock(hashtext('timekeeper.serve_sample'))
 
 -- name: sample_schedule_exists
 SELECT 1 FROM schedules WHERE workspace_id = %s AND name = %s
+
+-- name: insert_sample_run
+-- A past run of a sample schedule in the state the operators' lists show (failed, stranded).
+INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                           occurrence_local, trigger, definition_version, state, queued_at, offered_at, offer_count,
+                           published_at, publish_count, attempts, lease_until, started_at, finished_at,
+                           outcome_code, error)
+SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT TIME ZONE s.timezone), 'scheduled',
+       s.definition_version, %(state)s, %(at)s, %(at)s, 1, %(at)s, 1, %(attempts)s, %(lease_until)s, %(started_at)s,
+       %(finished_at)s, %(outcome_code)s, %(error)s
+  FROM schedules s WHERE s.id = %(schedule_id)s
+RETURNING id
+
+-- name: mark_failing
+UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',
+                     last_run_at = %(at)s, updated_at = %(at)s
+ WHERE id = %(schedule_id)s

@@ -10,6 +10,7 @@ from timekeeper.console.pages import (
     admin,
     audit,
     closures,
+    dead_letters,
     deliveries,
     delivery_authoring,
     errors,
@@ -17,6 +18,7 @@ from timekeeper.console.pages import (
     operations,
     queries,
     reports,
+    runs,
     schedule_authoring,
     schedules,
     session,
@@ -31,6 +33,6 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
                                deliveries.router, delivery_authoring.router, closures.router, snapshots.router,
-                               operations.router, notices.router, admin.router, settings.router,
-                               audit.router, queries.router, reports.router,
+                               operations.router, dead_letters.router, runs.router, notices.router,
+                               admin.router, settings.router, audit.router, queries.router, reports.router,
                                errors.router, actions.router)

@@ -1,0 +1,184 @@
+"""The dead-letter queues' routes: staff read each queue's messages before acting, and
+move one back or delete one, with a reason.
+
+=======  ================================================================  ======  ================================
+method   path                                                              role    what
+=======  ================================================================  ======  ================================
+GET      ``/operations/dead-letter-queues``                                staff   every dead-letter queue and its
+                                                                                   depth
+GET      ``/operations/dead-letter-queues/{queue}/messages``               staff   up to ``limit`` of its messages,
+                                                                                   decoded, each left in the queue
+POST     ``/operations/dead-letter-queues/{queue}/messages/{message_id}/   staff   move one message back to its
+         redrive``                                                                 queue, with a reason
+POST     ``/operations/dead-letter-queues/{queue}/messages/{message_id}/   staff   delete one message, with a reason
+         delete``
+=======  ================================================================  ======  ================================
+
+Moving every message back is ``POST /operations/dead-letter-queues/{queue}/redrive``
+(:mod:`timekeeper.api.operations_routes`). Staff are the operations routes' (a snapshot
+type's staff role); anyone else is 403 ``forbidden``. Reading a message receives it with a
+short visibility timeout and makes it visible again at once
+(:class:`timekeeper.aws.dead_letters.DeadLetterQueues`): reading loses nothing. A
+message's ``names`` say what it is for (a run, an export, a snapshot job) so the console
+links the run's page; ``why`` says why it died where the body tells (``malformed_body``: its
+consumer cannot parse it; ``receives_exhausted``: its consumer failed on every receive).
+
+Each action on one message is recorded in the operations actions
+(``redrive_message`` / ``delete_message``, target ``<queue>/<message id>``, the body's
+``names`` in the detail) with a log line ``operations action``. An unknown queue, or a
+message the queue no longer holds, is 404 ``not_found``; a blank reason 422 naming
+``reason``.
+
+(No ``from __future__ import annotations``: Powertools reads the route signatures'
+annotations at run time.)
+"""
+
+from functools import partial
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from pydantic import BaseModel, Field
+
+from timekeeper import observability as obs
+from timekeeper.api import errors
+from timekeeper.api.errors import ApiError
+from timekeeper.api.models import UtcDatetime
+from timekeeper.api.operations_routes import (
+    QUEUE_PATTERN,
+    ActionReason,
+    DeadLetterQueueOut,
+    Staff,
+    dead_letters_of,
+    depth_out,
+)
+from timekeeper.api.routing import SECURITY, Api, ApiRouter
+from timekeeper.observability import logger, metrics
+
+_TAGS = ["operations"]
+#: An SQS message id (a UUID; letters, digits and dashes).
+MESSAGE_ID_PATTERN = r"^[A-Za-z0-9-]{1,100}$"
+MAX_MESSAGES = 50
+
+_ERRORS = {
+    401: "No or invalid authorizer claims",
+    403: "The caller holds no staff role (forbidden), or is not an active member of the token's workspace "
+         "(not_a_member, left_workspace, user_deactivated)",
+    404: "No such dead-letter queue, or the queue does not hold that message (any more)",
+    415: "The body is not application/json",
+    422: "Invalid input (the field is named)",
+}
+_responses = partial(errors.responses, texts=_ERRORS)
+QueueName = Annotated[str, Path(pattern=QUEUE_PATTERN, max_length=64, description="the queue's name")]
+MessageId = Annotated[str, Path(pattern=MESSAGE_ID_PATTERN, max_length=100, description="SQS's message id")]
+
+
+class DeadLetterQueueList(BaseModel):
+    """Every dead-letter queue the deployment gives the API, in the topology's order."""
+
+    items: list[DeadLetterQueueOut]
+    as_of: UtcDatetime
+
+
+class MessageNames(BaseModel):
+    """What a dead-letter message is for, read from its body."""
+
+    kind: Literal["run", "export", "snapshot_job"]
+    id: str = Field(description="the run's, export's or snapshot job's id")
+    workspace_id: str
+    run_id: str | None = Field(None, description="a snapshot job's snapshot run")
+
+
+class DeadLetterMessageOut(BaseModel):
+    """One dead-letter message as read (it stays in the queue)."""
+
+    message_id: str
+    body: str = Field(description="the body as sent")
+    decoded: dict[str, Any] | None = Field(description="the body as a JSON object; null when it is not one")
+    names: MessageNames | None = Field(description="what it is for; null when the body does not say")
+    receive_count: int = Field(ge=0, description="SQS's approximate receive count (reads included)")
+    first_received_at: UtcDatetime | None
+    sent_at: UtcDatetime | None = Field(description="when it was first sent (to its own queue)")
+    why: Literal["malformed_body", "receives_exhausted"] = Field(
+        description="malformed_body: its consumer cannot parse it; receives_exhausted: its consumer failed on "
+                    "every receive allowed")
+
+
+class DeadLetterMessages(BaseModel):
+    """``GET .../messages``: the queue's depth and up to ``limit`` of its messages."""
+
+    queue: DeadLetterQueueOut
+    items: list[DeadLetterMessageOut]
+    timezone: str = Field("UTC", description="the staff member's own workspace's IANA zone, to show the UTC "
+                                             "instants in")
+
+
+class MessageActionOut(BaseModel):
+    """An action on one message, as recorded."""
+
+    queue: str
+    action: Literal["redrive_message", "delete_message"]
+    message: DeadLetterMessageOut = Field(description="the message as it was")
+    reason: str
+
+
+#: The dead-letter routes (included by :data:`timekeeper.api.app.ROUTERS`).
+router = ApiRouter()
+
+
+def _queues(api: Any, queue: str | None = None) -> Any:
+    queues = dead_letters_of(api)
+    if queue is not None and (queues is None or queue not in queues.names()):
+        raise ApiError(404, errors.NOT_FOUND, f"no dead-letter queue named {queue}")
+    return queues
+
+
+@router.get("/operations/dead-letter-queues", tags=_TAGS, operation_id="listDeadLetterQueues", security=SECURITY,
+            summary="Staff: every dead-letter queue and its depth", responses=_responses(200, "The queues"))
+def list_queues(scope: Staff, api: Api) -> DeadLetterQueueList:
+    queues = _queues(api)
+    depths = [depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
+    return DeadLetterQueueList(items=depths, as_of=scope.now)
+
+
+@router.get("/operations/dead-letter-queues/<queue>/messages", tags=_TAGS, operation_id="readDeadLetters",
+            security=SECURITY, summary="Staff: read a dead-letter queue's messages (they stay in the queue)",
+            responses=_responses(200, "The queue and its messages", 404))
+def read_messages(scope: Staff, api: Api, queue: QueueName,
+                  limit: Annotated[int, Query(ge=1, le=MAX_MESSAGES, description="messages to read")] = 10,
+                  ) -> DeadLetterMessages:
+    queues = _queues(api, queue)
+    depth = depth_out(queues.depth(queue), scope.now)
+    return DeadLetterMessages(queue=depth, items=[DeadLetterMessageOut(**vars(m))
+                                                  for m in queues.messages(queue, limit=limit)],
+                              timezone=scope.own_zone())
+
+
+def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason: str) -> MessageActionOut:
+    queues = _queues(api, queue)
+    done = (queues.redrive_message if action == "redrive_message" else queues.delete_message)(queue, message_id)
+    if done is None:
+        raise ApiError(404, errors.NOT_FOUND, f"the {queue} dead-letter queue does not hold message {message_id}")
+    scope.record_action(action=action, target=f"{queue}/{message_id}", reason=reason,
+                        detail={"names": done.names, "why": done.why, "receive_count": done.receive_count})
+    logger.info("operations action", extra={"action": action, "actor": scope.identity.user_id, "queue": queue,
+                                            "message_id": message_id, "reason": reason})
+    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return MessageActionOut(queue=queue, action=action, message=DeadLetterMessageOut(**vars(done)), reason=reason)
+
+
+@router.post("/operations/dead-letter-queues/<queue>/messages/<message_id>/redrive", tags=_TAGS,
+             operation_id="redriveDeadLetter", security=SECURITY,
+             summary="Staff: move one dead-letter message back to its queue, with a reason",
+             responses=_responses(200, "Moved", 404, 415))
+def redrive_message(scope: Staff, api: Api, queue: QueueName, message_id: MessageId,
+                    body: Annotated[ActionReason, Body()]) -> MessageActionOut:
+    return _act(scope, api, queue, message_id, "redrive_message", body.reason.strip())
+
+
+@router.post("/operations/dead-letter-queues/<queue>/messages/<message_id>/delete", tags=_TAGS,
+             operation_id="deleteDeadLetter", security=SECURITY,
+             summary="Staff: delete one dead-letter message, with a reason",
+             responses=_responses(200, "Deleted", 404, 415))
+def delete_message(scope: Staff, api: Api, queue: QueueName, message_id: MessageId,
+                   body: Annotated[ActionReason, Body()]) -> MessageActionOut:
+    return _act(scope, api, queue, message_id, "delete_message", body.reason.strip())

@@ -1,0 +1,53 @@
+-- name: run_workspace
+-- Through the migration's SECURITY DEFINER function: the workspace of a run of any workspace.
+SELECT operations_run_workspace(%(run_id)s) AS workspace_id
+
+-- name: run
+SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_key, r.occurrence_at,
+       r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.queued_at, r.offered_at,
+       r.offer_count, r.published_at, r.publish_count, r.attempts, r.lease_until, r.started_at, r.finished_at,
+       r.outcome_code, r.error, r.skipped_backlog, r.first_skipped_at,
+       s.name AS schedule_name, s.timezone AS schedule_timezone, s.status AS schedule_status,
+       s.deleted_at IS NOT NULL AS schedule_deleted
+  FROM schedule_runs r
+  JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
+
+-- name: run_for_update
+SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, queued_at, lease_until, attempts
+  FROM schedule_runs
+ WHERE id = %(run_id)s AND workspace_id = %(workspace_id)s
+   FOR UPDATE
+
+-- name: run_events
+SELECT id, kind, actor, reason, detail, at
+  FROM schedule_events
+ WHERE run_id = %(run_id)s
+ ORDER BY id
+ LIMIT 200
+
+-- name: run_actions
+SELECT id, action, actor, reason, detail, at
+  FROM schedule_run_actions
+ WHERE run_id = %(run_id)s
+ ORDER BY id
+
+-- name: record_run_action
+INSERT INTO schedule_run_actions (run_id, schedule_id, workspace_id, action, actor, reason, detail, at)
+VALUES (%(run_id)s, %(schedule_id)s, %(workspace_id)s, %(action)s, %(actor)s, %(reason)s, %(detail)s, %(at)s)
+RETURNING id, action, actor, reason, detail, at
+
+-- name: cancel_run
+-- A queued run settled as skipped with the outcome `cancelled`: its message, when it comes,
+-- finds the run over and is dropped by the consumer. The schedule's streak is untouched.
+UPDATE schedule_runs
+   SET state = 'skipped', outcome_code = 'cancelled', finished_at = %(now)s, lease_until = NULL
+ WHERE id = %(run_id)s AND state = 'queued'
+RETURNING id
+
+-- name: keyed_run_action
+SELECT id, action, actor, reason, detail, at
+  FROM schedule_run_actions
+ WHERE run_id = %(run_id)s AND action = %(action)s AND detail ->> 'key' = %(key)s
+ ORDER BY id
+ LIMIT 1

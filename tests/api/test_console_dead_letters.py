@@ -1,0 +1,55 @@
+"""The console's dead-letter pages (staff) against the real API resolver and moto's SQS: a
+queue's messages are shown decoded with the run they name linked, and one is redriven
+alone with a reason; a refused action keeps what was typed."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+
+from tests.api.conftest import Caller
+from tests.api.test_console import Browser, _header
+from tests.api.test_operations_routes import app, queues, sqs  # noqa: F401 - the fixtures
+
+STAFF = Caller(user_id="staff-1", roles="platform:staff")
+
+
+def test_staff_read_a_queues_messages_and_redrive_one_alone(console, conn, sqs, queues):  # noqa: F811
+    conn.execute("TRUNCATE operations_actions")
+    conn.commit()
+    run_id = uuid.uuid4()
+    body = {"run_id": str(run_id), "schedule_id": str(uuid.uuid4()), "workspace_id": str(uuid.uuid4()),
+            "owner": "accounting", "work_kind": "reconciliation.sweep"}
+    sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=json.dumps(body))
+    sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody="<script>x</script>")
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+
+    listing = staff.request("GET", "/console/dead-letters")
+    assert listing["statusCode"] == 200 and 'href="/console/dead-letters/accounting"' in listing["body"]
+    page = staff.request("GET", "/console/dead-letters/accounting")
+    assert page["statusCode"] == 200, page["body"]
+    html = page["body"]
+    assert f'href="/console/runs/{run_id}"' in html
+    assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x" not in html
+    assert "its consumer cannot parse the body" in html and "its consumer failed on every receive allowed" in html
+    message_id = re.search(r'/console/dead-letters/accounting/([0-9a-f-]+)/redrive', html).group(1)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+    target = f"/console/dead-letters/accounting/{message_id}/redrive"
+
+    refused = staff.request("POST", target, {"csrf": csrf, "reason": "  "})
+    assert refused["statusCode"] == 422 and 'value="  " aria-invalid="true"' in refused["body"]
+
+    done = staff.request("POST", target, {"csrf": csrf, "reason": "consumer fixed"})
+    assert done["statusCode"] == 303
+    after = staff.request("GET", _header(done, "Location"))["body"]
+    assert "The message went back to its queue; the others stay here." in after
+    assert after.count("<section class=\"card\"") == 1
+    assert len(sqs.receive_message(QueueUrl=queues["accounting"].url, MaxNumberOfMessages=10)["Messages"]) == 1
+
+
+def test_a_member_without_the_staff_role_gets_the_apis_refusal(console):
+    browser = Browser(console)
+    browser.sign_in(Caller(user_id="member-1"))
+    assert browser.request("GET", "/console/dead-letters")["statusCode"] == 403

@@ -1,0 +1,102 @@
+"""The console's run page and its actions against the real API resolver and database: the
+page shows the run's schedule, occurrence with its DST mark and the failed attempt's error,
+offers only the actions the person may use and that apply, and an action without a reason
+comes back with the API's reason by its field and what was typed kept."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from tests.api.conftest import Caller
+from tests.api.test_console import Browser, _header
+from tests.api.test_run_routes import LONG_AGO, seed_run
+
+ADMIN_ROLES = ("schedules:read", "schedules:run", "schedules:admin")
+
+
+def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(console, conn):
+    who = Caller(user_id="ops-1")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=3, started_at=LONG_AGO,
+                             finished_at=LONG_AGO + timedelta(seconds=42), outcome_code="reconciliation_failed",
+                             error="<b>bank</b> feed unreachable")
+    conn.execute("UPDATE schedules SET name = %s WHERE id = %s", ("Sweep \u202eevil", sweep.id))
+    conn.commit()
+    browser = Browser(console)
+    browser.sign_in(who, roles=("schedules:read", "schedules:run"))
+
+    page = browser.request("GET", f"/console/runs/{run_id}")
+
+    assert page["statusCode"] == 200, page["body"]
+    html = page["body"]
+    assert "&lt;b&gt;bank&lt;/b&gt; feed unreachable" in html
+    assert "<bdi>Sweep \u202eevil</bdi>" in html
+    assert 'DST shift' in html and "42.0 s" in html and "timekeeper-accounting-runs" in html
+    assert f'href="/console/schedules/{sweep.id}"' in html
+    assert f'action="/console/runs/{run_id}/retry"' in html
+    # Not queued and not stuck: no cancel nor settle; a runner without admin: none anyway
+    assert "/cancel" not in html and "/fail" not in html
+
+
+def test_cancel_needs_a_reason_then_cancels_and_is_listed(console, conn):
+    who = Caller(user_id="ops-2")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    _, run_id = seed_run(conn, who.workspace_id)
+    browser = Browser(console)
+    browser.sign_in(who, roles=ADMIN_ROLES)
+    html = browser.request("GET", f"/console/runs/{run_id}")["body"]
+    assert f'action="/console/runs/{run_id}/cancel"' in html
+    assert f'action="/console/runs/{run_id}/fail"' in html  # queued and unsent for too long: stuck
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+    refused = browser.request("POST", f"/console/runs/{run_id}/cancel", {"csrf": csrf, "reason": " \u200b "})
+    assert refused["statusCode"] == 422
+    assert 'id="reason-cancel" name="reason" required maxlength="500" value=" \u200b " aria-invalid="true"' in \
+        refused["body"]
+    assert conn.execute("SELECT state FROM schedule_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "queued"
+
+    done = browser.request("POST", f"/console/runs/{run_id}/cancel", {"csrf": csrf, "reason": "duplicate"})
+    assert done["statusCode"] == 303
+    after = browser.request("GET", _header(done, "Location"))["body"]
+    assert "The run was cancelled." in after and "duplicate" in after
+    assert conn.execute("SELECT state FROM schedule_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "skipped"
+
+
+def test_a_run_page_offers_no_action_to_a_reader_and_links_from_the_schedule_page(console, conn):
+    who = Caller(user_id="reader-1")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    sweep, run_id = seed_run(conn, who.workspace_id)
+    browser = Browser(console)
+    browser.sign_in(who, roles=("schedules:read",))
+    html = browser.request("GET", f"/console/runs/{run_id}")["body"]
+    assert "Act on this run" not in html and 'method="post" action="/console/runs' not in html
+    schedule = browser.request("GET", f"/console/schedules/{sweep.id}")["body"]
+    assert f'href="/console/runs/{run_id}"' in schedule
+
+
+def test_another_workspaces_run_page_is_not_found(console, conn):
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    _, run_id = seed_run(conn, Caller().workspace_id)
+    browser = Browser(console)
+    browser.sign_in(Caller(user_id="elsewhere"), roles=ADMIN_ROLES)
+    assert browser.request("GET", f"/console/runs/{run_id}")["statusCode"] == 404
+
+
+def test_a_deliverys_runs_link_to_the_run_page(console, call, analyst):
+    from tests.api.test_own_route_kinds import DELIVERY
+
+    who, query_id = analyst
+    created = call("POST", "/query-schedules", {**DELIVERY, "source": {"kind": "query", "query_id": str(query_id)},
+                                                "recipients": [who.user_id]}, as_=who)
+    run_id = call("POST", f"/query-schedules/{created.body['id']}/run", as_=who).body["run_id"]
+    browser = Browser(console)
+    browser.sign_in(who, roles=("queries:read", "schedules:read"))
+
+    ledger = browser.request("GET", f"/console/deliveries/{created.body['id']}")["body"]
+    assert f'href="/console/runs/{run_id}"' in ledger
+    run_page = browser.request("GET", f"/console/runs/{run_id}")
+    assert run_page["statusCode"] == 200
+    # Its schedule links to the delivery's page (the generic schedule page does not show deliveries)
+    assert f'href="/console/deliveries/{created.body["id"]}"' in run_page["body"]
+    assert "Retry now" not in run_page["body"]
