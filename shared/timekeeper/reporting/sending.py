@@ -95,6 +95,9 @@ class SendPolicy:
     reserve_s: float = 30.0
 
 
+_EPSILON = 1e-6
+
+
 class TokenBucket:
     """A token bucket of ``rate`` tokens per second holding at most ``capacity`` (at least
     one), full at first; thread-safe. ``monotonic``/``sleep`` are the clock (seconds), so a
@@ -118,8 +121,8 @@ class TokenBucket:
                 now = self._monotonic()
                 self._tokens = min(self.capacity, self._tokens + (now - self._at) * self.rate)
                 self._at = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
+                if self._tokens >= 1 - _EPSILON:  # a refill's rounding must not wait forever
+                    self._tokens = max(0.0, self._tokens - 1)
                     return
                 wait_s = (1 - self._tokens) / self.rate
             self._sleep(wait_s)
