@@ -3,8 +3,9 @@ bounded concurrency, and journalled.
 
 - **Pace.** The account's sending rate is read from the provider (SES ``GetSendQuota``'s
   ``MaxSendRate``, messages per second; the mailer's ``max_send_rate()``), cached per
-  container for :attr:`SendPolicy.quota_ttl_s`, and a :class:`TokenBucket` at that rate
-  admits each submission, retries included. A mailer without ``max_send_rate`` (a test's or
+  container for :attr:`SendPolicy.quota_ttl_s`, and a :class:`TokenBucket` at
+  :data:`RATE_HEADROOM` of that rate, one token at a time, admits each submission, retries
+  included. A mailer without ``max_send_rate`` (a test's or
   the local stack's wrapper) is not paced unless :attr:`SendPolicy.send_rate` is set.
 - **Concurrency.** At most :attr:`SendPolicy.concurrency` submissions are in flight, each on
   a worker thread of a small pool (boto3 clients are thread-safe). Only the calling thread
@@ -58,6 +59,10 @@ from timekeeper.schedules.work import RetryableFault
 #: The first estimate of one submission (seconds) before any is measured in a receive: the
 #: per-recipient cost measured against moto SES under load (benchmarks/delivery.py).
 SEND_COST_S = 0.02
+#: The share of the sending rate the sender paces to: submissions reach SES a network
+#: latency after their token is taken (tens of milliseconds, varying), so pacing at the full
+#: rate would let some one-second windows hold one message too many and be throttled.
+RATE_HEADROOM = 0.9
 #: The provider error codes of a throttled submission (retried after a backoff).
 THROTTLING_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException"})
 #: A throttling error whose message says this is the daily quota: not retried in the receive.
@@ -268,7 +273,10 @@ def send_all(journal: DeliveryJournal, schedule: QuerySchedule, items: Iterator[
     (``handed_back``). Raises :class:`RunTakenOver` when the attempt lost its run (after
     recording the answers in flight)."""
     rate = send_rate(mailer, policy, monotonic=monotonic)
-    bucket = None if rate is None else TokenBucket(rate, monotonic=monotonic, sleep=sleep)
+    # One token at a time (no burst) at RATE_HEADROOM of the quota: a submission reaches SES
+    # a network latency after its token, so arrivals jitter around the pace.
+    bucket = None if rate is None else TokenBucket(rate * RATE_HEADROOM, capacity=1, monotonic=monotonic,
+                                                   sleep=sleep)
     report, rng = SendReport(), rng or random.Random()
     in_flight: dict[Future[_Answer], Prepared] = {}
     taken_over = False
@@ -327,6 +335,6 @@ def send_all(journal: DeliveryJournal, schedule: QuerySchedule, items: Iterator[
     return report
 
 
-__all__ = ["DAILY_QUOTA", "RECIPIENTS_UNFINISHED", "SEND_COST_S", "THROTTLING_CODES", "UNCONFIRMED",
+__all__ = ["DAILY_QUOTA", "RATE_HEADROOM", "RECIPIENTS_UNFINISHED", "SEND_COST_S", "THROTTLING_CODES", "UNCONFIRMED",
            "DeliveryContinues", "Prepared", "SendPolicy", "SendReport", "TokenBucket", "forget_send_rates",
            "is_throttle", "send_rate", "send_all", "settle_unconfirmed"]
