@@ -260,8 +260,9 @@ class DeliveryOut(BaseModel):
     provider_message_id: str | None
     link_expires_at: datetime | None
     error: str | None = Field(description="a failed recipient's fixed, sanitized message (never the provider's text)")
-    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address "
-                                   "(permanent, not retried), throttled, provider_error, submission_error")
+    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address, "
+                                   "unconfirmed (not retried: the sender stopped while submitting, so the message "
+                                   "may or may not have gone), throttled, provider_error, submission_error")
     attempts: list[DeliveryAttemptOut] = Field(
         default_factory=list, description="each attempt's submission for this recipient, oldest first: an "
         "error a later attempt recovered from stays here (skipped recipients have none)")
