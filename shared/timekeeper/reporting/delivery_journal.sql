@@ -118,7 +118,8 @@ SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'ru
 WITH outbox AS (
     -- The provider answered with an error: the 'sending' claim is released (the message was
     -- not accepted), unless the outcome is not known (``release`` false: unconfirmed).
-    UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s,
+    UPDATE query_delivery_outbox SET submissions = submissions + CASE WHEN %(release)s THEN 1 ELSE 0 END,
+           last_error = %(code)s,
            sending_at = CASE WHEN %(release)s THEN NULL ELSE sending_at END,
            sending_attempt = CASE WHEN %(release)s THEN NULL ELSE sending_attempt END
      WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1),
