@@ -25,7 +25,7 @@ from tests.integration.test_delivery import (
 )
 from tests.integration.test_delivery import _schedule as schedule_of
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting.sending import SendPolicy, TokenBucket, forget_send_rates, send_rate
+from timekeeper.reporting.sending import FALLBACK_RATE, SendPolicy, TokenBucket, forget_send_rates, send_rate
 from timekeeper.schedules.consumer import RetryLater
 
 #: The delivery tests' fixtures: moto, the services and the tenant.
@@ -125,6 +125,15 @@ def test_the_quota_read_from_ses_is_cached_for_its_ttl(paced):
     assert send_rate(paced.mailer, policy, monotonic=lambda: 300.0) == 14.0 and paced.mailer.quota_reads == 2
     # A rate set for the deployment wins over the quota
     assert send_rate(paced.mailer, SendPolicy(send_rate=5.0), monotonic=lambda: 0.0) == 5.0
+    # A quota that cannot be read keeps the last one read, or paces at the sandbox's rate
+
+    class NoQuota:
+        sender = "other@x.test"
+
+        def max_send_rate(self):
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "GetSendQuota")
+
+    assert send_rate(NoQuota(), policy, monotonic=lambda: 0.0) == FALLBACK_RATE == 1.0
 
 
 def test_a_throttled_submission_is_retried_after_a_backoff_and_sent_once(conn, paced, tenant):

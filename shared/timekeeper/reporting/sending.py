@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from timekeeper import observability as obs
 from timekeeper.faults import crash_point
 from timekeeper.reporting.delivery_journal import (
     DeliveryJournal,
@@ -63,6 +64,9 @@ SEND_COST_S = 0.02
 #: latency after their token is taken (tens of milliseconds, varying), so pacing at the full
 #: rate would let some one-second windows hold one message too many and be throttled.
 RATE_HEADROOM = 0.9
+#: Messages per second when the quota cannot be read and none was read before: SES's
+#: sandbox rate, the lowest an account has.
+FALLBACK_RATE = 1.0
 #: The provider error codes of a throttled submission (retried after a backoff).
 THROTTLING_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException"})
 #: A throttling error whose message says this is the daily quota: not retried in the receive.
@@ -147,7 +151,8 @@ def send_rate(mailer: Any, policy: SendPolicy, *, monotonic: Callable[[], float]
     """Messages per second the sender may submit: ``policy.send_rate`` when set, else the
     mailer's ``max_send_rate()`` (the provider's quota), cached per container and sender for
     ``policy.quota_ttl_s`` seconds; None (not paced) for a mailer that cannot tell. A quota
-    read that fails keeps the cached rate (or raises when there is none)."""
+    read that fails (logged) keeps the cached rate, or paces at :data:`FALLBACK_RATE` until
+    the next read."""
     if policy.send_rate is not None:
         return policy.send_rate
     read = getattr(mailer, "max_send_rate", None)
@@ -161,10 +166,11 @@ def send_rate(mailer: Any, policy: SendPolicy, *, monotonic: Callable[[], float]
         return cached[0]
     try:
         rate = float(read())
-    except Exception:
-        if cached is None:
-            raise
-        return cached[0]
+    except Exception as error:  # noqa: BLE001 - paced at the last known rate, or the sandbox's
+        obs.logger.warning("SES send quota not read", extra={"error_type": type(error).__name__})
+        if cached is not None:
+            return cached[0]
+        rate = FALLBACK_RATE
     with _quota_lock:
         _quota_cache[key] = (rate, now)
     return rate
@@ -302,39 +308,48 @@ def send_all(journal: DeliveryJournal, schedule: QuerySchedule, items: Iterator[
             report.outcomes[user] = (code if permanent else "failed", code)
         taken_over = taken_over or not held
 
-    with _pool(max(1, policy.concurrency)) as pool:
-        for item in items:
-            if isinstance(item, tuple):  # recorded by an earlier attempt: never made again
-                recipient, message_id = item
-                taken_over = not record_sent(journal, schedule, recipient, message_id, None, submitted=False,
-                                             next_user=None) or taken_over
-                report.outcomes[recipient.user_id] = ("sent", "")
-                continue
-            while len(in_flight) >= max(1, policy.concurrency):
-                for done in wait(in_flight, return_when=FIRST_COMPLETED).done:
-                    record(done)
-            if taken_over:
-                break
-            if time_left_s() - policy.reserve_s < report.slowest_s:
-                report.handed_back = True
-                break
-            journal.keepalive()
-            if bucket is not None:
-                bucket.acquire()
-            try:
-                claim_sending(journal, item.recipient.user_id)
-            except RunTakenOver:
-                taken_over = True
-                break
-            in_flight[pool.submit(_submit, item.send, bucket, policy, sleep, monotonic, rng)] = item
+    def drain() -> None:
         while in_flight:
             for done in wait(in_flight, return_when=FIRST_COMPLETED).done:
                 record(done)
+
+    with _pool(max(1, policy.concurrency)) as pool:
+        try:
+            for item in items:
+                if isinstance(item, tuple):  # recorded by an earlier attempt: never made again
+                    recipient, message_id = item
+                    taken_over = not record_sent(journal, schedule, recipient, message_id, None, submitted=False,
+                                                 next_user=None) or taken_over
+                    report.outcomes[recipient.user_id] = ("sent", "")
+                    continue
+                while len(in_flight) >= max(1, policy.concurrency):
+                    for done in wait(in_flight, return_when=FIRST_COMPLETED).done:
+                        record(done)
+                if taken_over:
+                    break
+                if time_left_s() - policy.reserve_s < report.slowest_s:
+                    report.handed_back = True
+                    break
+                journal.keepalive()
+                if bucket is not None:
+                    bucket.acquire()
+                try:
+                    claim_sending(journal, item.recipient.user_id)
+                except RunTakenOver:
+                    taken_over = True
+                    break
+                in_flight[pool.submit(_submit, item.send, bucket, policy, sleep, monotonic, rng)] = item
+        except Exception:
+            # Record the answers in flight before the error propagates: an accepted message
+            # left unrecorded would be settled unconfirmed by the next attempt.
+            drain()
+            raise
+        drain()
     if taken_over:
         raise journal.taken_over()
     return report
 
 
-__all__ = ["DAILY_QUOTA", "RATE_HEADROOM", "RECIPIENTS_UNFINISHED", "SEND_COST_S", "THROTTLING_CODES", "UNCONFIRMED",
-           "DeliveryContinues", "Prepared", "SendPolicy", "SendReport", "TokenBucket", "forget_send_rates",
-           "is_throttle", "send_rate", "send_all", "settle_unconfirmed"]
+__all__ = ["DAILY_QUOTA", "FALLBACK_RATE", "RATE_HEADROOM", "RECIPIENTS_UNFINISHED", "SEND_COST_S",
+           "THROTTLING_CODES", "UNCONFIRMED", "DeliveryContinues", "Prepared", "SendPolicy", "SendReport",
+           "TokenBucket", "forget_send_rates", "is_throttle", "send_rate", "send_all", "settle_unconfirmed"]
