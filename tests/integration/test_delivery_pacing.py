@@ -219,3 +219,6 @@ def test_a_crash_after_ses_accepted_a_message_never_sends_it_again(conn, paced, 
     rita = next(d for d in dl.list_deliveries(conn, workspace_id=tenant.workspace_id, run_id=message.run_id)
                 if d.user_id == _u(tenant, "rita"))
     assert (rita.status, rita.error_code) == ("failed", "unconfirmed")
+    # The unconfirmed submission is the first attempt's, in the attempts the history shows
+    attempts = dl.list_attempts(conn, workspace_id=tenant.workspace_id, run_id=message.run_id)[_u(tenant, "rita")]
+    assert [(a.attempt, a.status, a.error_code) for a in attempts] == [(1, "failed", "unconfirmed")]

@@ -139,8 +139,13 @@ written AS (
      WHERE query_deliveries.status <> 'sent'
     RETURNING 1),
 attempted AS (
+    -- An unconfirmed submission is the outcome of the attempt that claimed it, not this one's.
     INSERT INTO query_delivery_attempts (run_id, user_id, attempt, workspace_id, status, error_code, at)
-    VALUES (%(run_id)s, %(user_id)s, %(attempt)s, %(workspace_id)s, 'failed', %(code)s, %(now)s)
+    VALUES (%(run_id)s, %(user_id)s,
+            CASE WHEN %(release)s THEN %(attempt)s
+                 ELSE COALESCE((SELECT sending_attempt FROM query_delivery_outbox
+                                 WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s), %(attempt)s) END,
+            %(workspace_id)s, 'failed', %(code)s, %(now)s)
     ON CONFLICT (run_id, user_id, attempt) DO NOTHING
     RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
