@@ -36,6 +36,13 @@ LONG_FUNCTION_TIMEOUT_S = 60
 #: timeout by design; past 90 % a slower database or service is about to time it out.
 DURATION_ALARM_SHARE = 0.9
 
+#: SES throttling: submissions SES throttled (``SesThrottled``, summed per five-minute
+#: period) above this in :data:`ALARM_DATAPOINTS` of :data:`ALARM_EVALUATION_PERIODS`
+#: periods. The sender paces itself to the account's rate and backs off, so a few throttles
+#: are absorbed; throttling that lasts 10 minutes means the quota read is wrong, another
+#: sender shares the account's rate, or the daily quota is spent.
+SES_THROTTLED_ALARM_COUNT = 20
+
 #: Where each alarm's runbook is: (pattern its name ends with, the heading's anchor in
 #: docs/operations.md), first match wins. An alarm without one fails synthesis.
 RUNBOOKS: tuple[tuple[str, str], ...] = (
@@ -56,6 +63,7 @@ RUNBOOKS: tuple[tuple[str, str], ...] = (
     (r"-network-nat-instance$", "nat-instance-down"),
     (r"-network-nat-forwarding$", "nat-forwarding"),
     (r"-delivery-failed$", "delivery-failed"),
+    (r"-mail-throttled$", "mail-throttled"),
     (r"-(overdue|failed)$", "snapshots-overdue-or-failed"),
     (r"-run-failure-rate$", "run-failure-rate"),
     (r"-schedule-auto-paused$", "resume-a-paused-schedule"),

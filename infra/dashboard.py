@@ -106,8 +106,8 @@ def mail_row(mail: MailResources) -> list[cw.IWidget]:
             right=[ses_metric(mail, "Reputation.ComplaintRate", period, label="complaint rate")],
             left_annotations=[cw.HorizontalAnnotation(value=settings.SES_BOUNCE_RATE_ALARM,
                                                       label="bounce alarm")]),
-        cw.GraphWidget(title="mail: delivery failures", width=12, height=6, left=[
-            timekeeper_metric(obs.DELIVERY_FAILED)]),
+        cw.GraphWidget(title="mail: delivery failures and SES throttles", width=12, height=6, left=[
+            timekeeper_metric(obs.DELIVERY_FAILED)], right=[timekeeper_metric(obs.SES_THROTTLED)]),
     ]
 
 

@@ -95,6 +95,12 @@ class DeliveryResources(Construct):
                                    "<AWS::AccountId>:identity/*]",
                     "SES checks sending against the sender's and each recipient's identity; the statement "
                     "allows only messages whose From address is the configured sender.")
+        # The sender paces itself to the account's sending rate, read from SES (GetSendQuota
+        # takes no resource: it is granted on "*").
+        consumer.role.add_to_policy(iam.PolicyStatement(sid="ReadSendQuota", actions=["ses:GetSendQuota"],
+                                                        resources=["*"]))
+        acknowledge(consumer.role, "AwsSolutions-IAM5[Resource::*]",
+                    "ses:GetSendQuota reads the account's sending rate and supports no resource-level permission.")
         # The queries dispatcher's partition 0 pass is followed by the people pass, which mails
         # owner notices through the same outbox: the same sending grant, the same sender. The
         # topology declares SES for the dispatcher's code, so every partition's function gets

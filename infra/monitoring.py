@@ -27,6 +27,7 @@ from infra.alarms import (
     ERROR_RATE_ALARM_PERCENT,
     ERROR_RATE_MIN_INVOCATIONS,
     LONG_FUNCTION_TIMEOUT_S,
+    SES_THROTTLED_ALARM_COUNT,
     ApiAlarms,
     DatabaseAlarms,
     MailAlarms,
@@ -110,6 +111,18 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.NOT_BREACHING,
                 description="Scheduled delivery: a recipient's message could not be submitted (the run is retried; "
                             "see the run's query_deliveries rows).")
+        #: SES throttling the delivery sender (``SesThrottled``), when delivery is built.
+        self.mail_throttled = None
+        if delivery is not None:
+            self.mail_throttled = self._alarm(
+                "MailThrottled", name=f"{self._title}-mail-throttled",
+                metric=timekeeper_metric(obs.SES_THROTTLED), threshold=SES_THROTTLED_ALARM_COUNT,
+                comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, missing=cw.TreatMissingData.NOT_BREACHING,
+                periods=ALARM_EVALUATION_PERIODS, datapoints=ALARM_DATAPOINTS,
+                description=f"SES throttled the delivery sender more than {SES_THROTTLED_ALARM_COUNT} times in "
+                            f"{ALARM_DATAPOINTS} of {ALARM_EVALUATION_PERIODS} five-minute periods (metric "
+                            f"{obs.SES_THROTTLED}): the sending rate or the daily quota is reached; deliveries slow "
+                            "down and continue in later receives.")
         self.posting_jobs_failed = self._posting_jobs_failed_alarm()
         self.api = api
         self.api_alarms = self._api_alarms(api) if api is not None else None

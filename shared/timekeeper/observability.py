@@ -38,6 +38,8 @@ REPORT_RENDERED = "ReportRendered"
 REPORT_RENDER_FAILED = "ReportRenderFailed"
 #: Scheduled delivery: recipients whose submission failed in an attempt (the run is retried).
 DELIVERY_FAILED = "DeliveryFailed"
+#: Scheduled delivery: submissions SES throttled (each retried after a backoff), per receive.
+SES_THROTTLED = "SesThrottled"
 #: Staff operations actions taken (a dead-letter redrive, a staff resume), one per action.
 OPERATIONS_ACTIONS = "OperationsActions"
 #: History retention: rows deleted by one maintenance pass (runs with their delivery rows,
@@ -54,7 +56,7 @@ ALL_METRICS = (
     DEFINITIONS_INVALID, RUN_SUCCEEDED, RUN_SKIPPED, RUN_FAILED, SCHEDULE_AUTO_PAUSED,
     DISPATCHER_HEARTBEAT, SNAPSHOT_PUBLISHED, SNAPSHOT_OVERDUE, SNAPSHOT_FAILED, SNAPSHOTS_PLANNED,
     SNAPSHOTS_ADMITTED, SNAPSHOT_DISPATCHER_HEARTBEAT, REPORT_RENDERED, REPORT_RENDER_FAILED, DELIVERY_FAILED,
-    OPERATIONS_ACTIONS, HISTORY_PRUNED, POSTING_JOBS_FAILED, NOTICES_MAILED,
+    OPERATIONS_ACTIONS, HISTORY_PRUNED, POSTING_JOBS_FAILED, NOTICES_MAILED, SES_THROTTLED,
 )
 
 logger = Logger(service="timekeeper")

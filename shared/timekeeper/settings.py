@@ -29,7 +29,7 @@ import os
 from collections.abc import Mapping
 from functools import cache
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # ------------------------------------------------------------------ the database
 
@@ -99,6 +99,13 @@ MAIL_SENDER_VARIABLE = "MAIL_SENDER"
 #: Scheduled delivery: the SES configuration set every message is sent with (its event
 #: destination publishes the messages' later states; unset locally).
 MAIL_CONFIGURATION_SET_VARIABLE = "MAIL_CONFIGURATION_SET"
+#: Scheduled delivery's sender: submissions in flight at once (1-16; 4 when unset).
+MAIL_SEND_CONCURRENCY_VARIABLE = "MAIL_SEND_CONCURRENCY"
+#: Scheduled delivery's sender: messages per second (overrides the rate read from SES's
+#: ``GetSendQuota``; unset: the account's quota).
+MAIL_SEND_RATE_VARIABLE = "MAIL_SEND_RATE"
+#: Scheduled delivery's sender: seconds a sending rate read from SES is reused (300 when unset).
+MAIL_QUOTA_TTL_VARIABLE = "MAIL_QUOTA_TTL_S"
 #: Scheduled delivery: the public base URL of the download route.
 DOWNLOAD_BASE_URL_VARIABLE = "DOWNLOAD_BASE_URL"
 #: The download links' signing key: a Secrets Manager ARN (JSON ``{"key": ...}``) in AWS ...
@@ -198,6 +205,11 @@ class RuntimeSettings(BaseModel):
     download_base_url: str | None = None
     link_signing_secret_arn: str | None = None
     link_signing_key: str | None = None
+    #: The delivery sender's pace: submissions in flight, messages per second (None: the
+    #: account's SES quota) and how long a read quota is reused (seconds).
+    mail_send_concurrency: int = Field(default=4, ge=1, le=16)
+    mail_send_rate: float | None = Field(default=None, gt=0)
+    mail_quota_ttl_s: float = Field(default=300.0, gt=0)
 
     @model_validator(mode="after")
     def _database_named(self) -> RuntimeSettings:
@@ -222,6 +234,8 @@ class RuntimeSettings(BaseModel):
             mail_sender=get(MAIL_SENDER_VARIABLE), mail_configuration_set=get(MAIL_CONFIGURATION_SET_VARIABLE),
             download_base_url=get(DOWNLOAD_BASE_URL_VARIABLE),
             link_signing_secret_arn=get(LINK_SECRET_VARIABLE), link_signing_key=get(LINK_KEY_VARIABLE),
+            mail_send_concurrency=get(MAIL_SEND_CONCURRENCY_VARIABLE) or 4,
+            mail_send_rate=get(MAIL_SEND_RATE_VARIABLE), mail_quota_ttl_s=get(MAIL_QUOTA_TTL_VARIABLE) or 300.0,
         )
 
 

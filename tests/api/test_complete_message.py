@@ -39,7 +39,7 @@ def _with_stand_in_links(part: str, base: str) -> str:
     """A sent part with its personal links replaced by the preview's stand-ins."""
     import re
 
-    from timekeeper.reporting.delivery import PREVIEW_TOKEN
+    from timekeeper.reporting.delivery_preview import PREVIEW_TOKEN
 
     return re.sub(r"https://api\.test/(downloads|opt-outs)/[A-Za-z0-9_.\-]+", rf"{base}\1/{PREVIEW_TOKEN}", part)
 

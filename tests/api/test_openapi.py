@@ -233,8 +233,9 @@ def test_the_document_is_shaped_for_client_generators():
         for name, prop in node.get("properties", {}).items() if isinstance(node.get("properties"), dict) else ():
             assert prop.get("type") != "null", f"{path}/properties/{name}"
     assert "HTTPValidationError" not in doc["components"]["schemas"]
-    # 476 KB with the zone list in every rule; 366 KB with the authoring routes, each schema once
-    assert len(json.dumps(doc, separators=(",", ":"))) < 400_000
+    # 476 KB with the zone list in every rule; 366 KB with the authoring routes, each schema once;
+    # 417 KB with the run, dead-letter, settings and audit routes (the zone list still once)
+    assert len(json.dumps(doc, separators=(",", ":"))) < 500_000
 
 
 def test_every_operation_documents_500_and_503_and_the_headers_it_sets():

@@ -4,8 +4,19 @@ key, the renderer), the DeliveryFailed alarm, and the one public route."""
 
 from __future__ import annotations
 
+import pytest
+
+from infra.alarms import ALARM_DATAPOINTS, ALARM_EVALUATION_PERIODS, SES_THROTTLED_ALARM_COUNT
+from infra.settings import DeploymentConfig
 from infra.storage import DELIVERY_RETENTION_DAYS
-from tests.infra.conftest import DEPLOYMENT, alarm_by_name, functions_by_folder, functions_of_folder, resources
+from tests.infra.conftest import (
+    DEPLOYMENT,
+    alarm_by_name,
+    functions_by_folder,
+    functions_of_folder,
+    resources,
+    synthesize,
+)
 from timekeeper import observability as obs
 from timekeeper.topology import HISTORY, QUERIES
 
@@ -70,6 +81,28 @@ def test_a_delivery_failure_alarms_on_the_topic(synth):
     alarm = alarm_by_name(synth.app_template, "Timekeeper-delivery-failed")
     assert alarm["MetricName"] == obs.DELIVERY_FAILED and alarm["Threshold"] == 0
     assert alarm["AlarmActions"]
+
+
+@pytest.fixture(scope="module")
+def profiles(synth):
+    """The default, nat and lean (nat-instance) profiles."""
+    return {"default": synth, "nat": synthesize({DeploymentConfig.KEY_EGRESS: "nat"}),
+            "lean": synthesize({DeploymentConfig.KEY_EGRESS: "nat-instance"})}
+
+
+@pytest.mark.parametrize("profile", ["default", "nat", "lean"])
+def test_ses_throttling_alarms_on_the_topic_in_every_profile(profiles, profile):
+    template = profiles[profile].app_template
+    alarm = alarm_by_name(template, "Timekeeper-mail-throttled")
+    assert alarm["MetricName"] == obs.SES_THROTTLED and alarm["Namespace"] == obs.NAMESPACE
+    assert (alarm["Statistic"], alarm["Threshold"], alarm["ComparisonOperator"]) == (
+        "Sum", SES_THROTTLED_ALARM_COUNT, "GreaterThanThreshold")
+    assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (ALARM_DATAPOINTS, ALARM_EVALUATION_PERIODS)
+    assert alarm["TreatMissingData"] == "notBreaching" and alarm["AlarmActions"] and alarm["OKActions"]
+    assert alarm["AlarmDescription"].endswith("Runbook: docs/operations.md#mail-throttled")
+    # And the delivery consumer may read the quota the sender paces itself to
+    statements = _statements(template, _function(template, QUERIES.consumer.function))
+    assert [s["Resource"] for s in statements if _actions(s) == {"ses:GetSendQuota"}] == ["*"]
 
 
 def test_only_the_download_and_opt_out_routes_are_public(synth):

@@ -131,14 +131,14 @@ def test_every_alarm_notifies_the_topic(synth):
     alarms = resources(template, "AWS::CloudWatch::Alarm")
     # Eight per pipeline and two (silence, errors) per further dispatcher partition, ten for
     # the snapshot pipeline, four for the report renderer, four per work queue, the
-    # auto-pause alarm, the delivery-failure alarm, the failed-posting-jobs alarm, four for
+    # auto-pause alarm, the delivery-failure and SES-throttling alarms, the failed-posting-jobs alarm, four for
     # the API and two for its download function (no JWT authorizer by default), four for the
     # database, two for SES reputation, four for the message-events queue; a duration alarm
     # per long function (every dispatcher partition, consumer, the renderer, the snapshot
     # dispatcher, planner and job, the message-events consumer).
     partition_alarms = sum(2 * (p.dispatch_partitions - 1) for p in PIPELINES.values())
     durations = sum(p.dispatch_partitions + 1 for p in PIPELINES.values()) + len(WORK_QUEUES) + 1 + 3 + 1
-    assert len(alarms) == (8 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 1 + 1
+    assert len(alarms) == (8 * len(PIPELINES) + partition_alarms + 10 + 4 + 4 * len(WORK_QUEUES) + 1 + 2 + 1
                            + 4 + 2 + 4 + 2 + 4 + durations)
     # Each notifies the topic, or is a member of the composite alarm that does
     [composite] = resources(template, "AWS::CloudWatch::CompositeAlarm").values()

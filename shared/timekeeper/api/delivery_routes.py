@@ -70,7 +70,7 @@ from timekeeper.db.keyset import split_page
 from timekeeper.platform import access
 from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import delivery as dl
-from timekeeper.reporting import message_states, send_tests
+from timekeeper.reporting import delivery_preview, message_states, send_tests
 from timekeeper.reporting.query_schedules import (
     DeliveryRun,
     NewQuerySchedule,
@@ -268,8 +268,9 @@ class DeliveryOut(BaseModel):
     provider_message_id: str | None
     link_expires_at: datetime | None
     error: str | None = Field(description="a failed recipient's fixed, sanitized message (never the provider's text)")
-    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address "
-                                   "(permanent, not retried), throttled, provider_error, submission_error")
+    error_code: str | None = Field(None, description="a failed recipient's reason: rejected, invalid_address, "
+                                   "unconfirmed (not retried: the sender stopped while submitting, so the message "
+                                   "may or may not have gone), throttled, provider_error, submission_error")
     attempts: list[DeliveryAttemptOut] = Field(
         default_factory=list, description="each attempt's submission for this recipient, oldest first: an "
         "error a later attempt recovered from stays here (skipped recipients have none)")
@@ -614,7 +615,7 @@ def message_preview(
         if chosen is None or chosen not in recipients:
             raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such recipient of this schedule")
         base = os.environ.get(DOWNLOAD_BASE_URL_VARIABLE) or PREVIEW_BASE_URL
-        preview = dl.preview_message(conn, settings, user_id=chosen, now=scope.now,
+        preview = delivery_preview.preview_message(conn, settings, user_id=chosen, now=scope.now,
                                      base_url=base if base.endswith("/") else base + "/")
     return MessagePreviewOut(user_id=preview.user_id, recipient_name=preview.recipient_name,
                              skip_reason=preview.skip_reason, subject=preview.message.subject,

@@ -56,7 +56,7 @@ from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access
 from timekeeper.platform.directory import list_members
-from timekeeper.reporting import delivery as dl
+from timekeeper.reporting import delivery_preview
 from timekeeper.reporting.delivery_store import contacts
 from timekeeper.reporting.query_schedules import Source, check_recipient, draft_settings
 from timekeeper.settings import DOWNLOAD_BASE_URL_VARIABLE
@@ -192,7 +192,7 @@ def draft_preview(scope: Writer, body: Annotated[DraftPreviewIn, Body()]) -> Mes
                                subject_template=body.subject_template, body_template=body.body_template,
                                link_ttl_hours=body.link_ttl_hours, now=scope.now)
         base = os.environ.get(DOWNLOAD_BASE_URL_VARIABLE) or PREVIEW_BASE_URL
-        preview = dl.preview_draft_message(conn, draft, user_id=body.user_id, now=scope.now,
+        preview = delivery_preview.preview_draft_message(conn, draft, user_id=body.user_id, now=scope.now,
                                            base_url=base if base.endswith("/") else base + "/")
     return MessagePreviewOut(user_id=preview.user_id, recipient_name=preview.recipient_name,
                              skip_reason=preview.skip_reason, subject=preview.message.subject,

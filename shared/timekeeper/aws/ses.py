@@ -55,3 +55,8 @@ class SesMailer:
                               "Text": {"Data": text, "Charset": "UTF-8"}}},
             **self._extra)
         return str(response["MessageId"])
+
+    def max_send_rate(self) -> float:
+        """The account's sending rate in this region (messages per second): SES
+        ``GetSendQuota``'s ``MaxSendRate`` (moto answers 1.0). An SES error propagates."""
+        return float(self._client.get_send_quota()["MaxSendRate"])

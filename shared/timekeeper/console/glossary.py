@@ -103,6 +103,7 @@ WORDS: dict[str, str] = {
     "throttled": "The mail service was busy",
     "provider_error": "The mail service failed",
     "submission_error": "The message could not be handed over",
+    "unconfirmed": "Interrupted while being handed over: it may have been sent, and is not sent again",
     "delivered": "Delivered",
     "bounced": "Bounced",
     "complained": "Marked as spam",

@@ -109,17 +109,26 @@ def tell_owners(conn: Any, now: Any) -> dict[str, Any]:
 def delivery_services() -> Any:
     """The adapters of a delivery run (:class:`timekeeper.reporting.delivery.DeliveryServices`):
     the journal connection, the files bucket, the renderer, the mailer, the link signer
-    and the download base URL (``DOWNLOAD_BASE_URL``), and the ``DeliveryFailed`` metric."""
+    and the download base URL (``DOWNLOAD_BASE_URL``), the sender's pace (``MAIL_SEND_*``),
+    and the ``DeliveryFailed`` and ``SesThrottled`` metrics."""
     from timekeeper.reporting.delivery import DeliveryServices
+    from timekeeper.reporting.sending import SendPolicy
 
     def failed(count: int) -> None:
         metrics.add_metric(name=obs.DELIVERY_FAILED, unit="Count", value=count)
 
-    base = settings().download_base_url or ""
+    def throttled(count: int) -> None:
+        metrics.add_metric(name=obs.SES_THROTTLED, unit="Count", value=count)
+
+    config = settings()
+    base = config.download_base_url or ""
+    policy = SendPolicy(concurrency=config.mail_send_concurrency, send_rate=config.mail_send_rate,
+                        quota_ttl_s=config.mail_quota_ttl_s)
     return DeliveryServices(journal=adapters.journal_database().get, s3=adapters.s3_client(),
                             bucket=adapters.files_bucket(), renderer=adapters.renderer_client(),
                             mailer=adapters.mailer(), links=adapters.link_signer(),
-                            download_base_url=base if base.endswith("/") else base + "/", on_failed=failed)
+                            download_base_url=base if base.endswith("/") else base + "/", on_failed=failed,
+                            send_policy=policy, on_throttled=throttled)
 
 
 #: The services the edge builds for work kinds, by the name a kind declares

@@ -64,8 +64,8 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 from uuid import UUID
@@ -84,12 +84,10 @@ from timekeeper.reporting.delivery_journal import (
     Recipient,
     RunTakenOver,
     claim_all,
-    record_failed,
-    record_sent,
     record_skips,
     record_source,
 )
-from timekeeper.reporting.delivery_messages import ComposedMessage, MessageComposer
+from timekeeper.reporting.delivery_messages import MessageComposer
 from timekeeper.reporting.delivery_store import (
     Delivery,
     DeliveryAttempt,
@@ -111,10 +109,21 @@ from timekeeper.reporting.links import DownloadLink, LinkSigner, RotatingLinkSig
 from timekeeper.reporting.message_states import suppressed_among
 from timekeeper.reporting.opt_outs import OptOutLink, opted_out_among, sign_opt_out
 from timekeeper.reporting.presentation import presentation_of
+from timekeeper.reporting.sending import (
+    RECIPIENTS_UNFINISHED,
+    THROTTLING_CODES,
+    UNCONFIRMED,
+    DeliveryContinues,
+    Prepared,
+    SendPolicy,
+    send_all,
+    settle_unconfirmed,
+)
 from timekeeper.reporting.writers import CONTENT_TYPES, file_digest, write_file
 from timekeeper.schedules.work import Outcome, Refused, RetryableFault, RunContext, Skipped, Succeeded
 from timekeeper.settings import DELIVERIES_PREFIX
 from timekeeper.snapshots import ledger
+from timekeeper.topology import QUERIES
 
 OWNER = "queries"
 DELIVER = "queries.deliver"
@@ -129,7 +138,9 @@ MAX_RECIPIENTS = 1000
 #: What one recipient costs a run (seconds): the link signed, the templates rendered, the
 #: submission and its recorded outcome. Measured against moto SES by benchmarks/delivery.py:
 #: 5.0 ms on a quiet machine (199 recipients/s), 19.7 ms under a load average of 12-18 on
-#: its 2 vCPUs (51/s); the budget takes the slower, rounded up.
+#: its 2 vCPUs (51/s); the static budget takes the slower, rounded up. At run time the
+#: sender measures the real submissions and hands the run back when the receive's
+#: remaining time no longer covers one (:mod:`timekeeper.reporting.sending`).
 SEND_COST_S = 0.02
 #: Seconds a run keeps for everything beside the poll and the submissions: the start, the
 #: access rule, the render request, the recipients' resolution, the file record and the
@@ -161,9 +172,9 @@ RECIPIENTS_REFUSED = "recipients_refused"
 #: Provider error codes that refuse one recipient for good -> the delivery row's
 #: ``error_code``. Such a recipient is ``failed`` and never retried; the run goes on.
 PERMANENT_REFUSALS = {"MessageRejected": "rejected", "InvalidParameterValue": "invalid_address"}
-#: Provider error codes of a transient refusal (retried with the run).
-_THROTTLING = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException"})
-_PERMANENT_CODES = frozenset(PERMANENT_REFUSALS.values())
+#: Outcome codes a later attempt never retries: the permanent refusals and ``unconfirmed``
+#: (a submission whose outcome is not known is never made again).
+NOT_RETRIED_CODES = frozenset({*PERMANENT_REFUSALS.values(), UNCONFIRMED})
 _SKIP_REASON = {access.USER_DEACTIVATED: DEACTIVATED, access.LEFT_WORKSPACE: LEFT_WORKSPACE}
 
 
@@ -188,7 +199,11 @@ class DeliveryServices:
     walled by row-level security); ``s3``/``bucket`` the files bucket; ``renderer`` the
     report renderer (report sources); ``mailer`` the communications adapter; ``links``
     the link signer; ``download_base_url`` ends with ``/``. ``sleep``/``monotonic``
-    (seconds) drive the render poll; ``render_poll_s`` bounds it.
+    (seconds) drive the render poll and the sender's pacing; ``render_poll_s`` bounds it.
+    ``send_policy`` paces the sender (:class:`~timekeeper.reporting.sending.SendPolicy`);
+    ``time_left_s()`` is the receive's remaining time (seconds; None: ``receive_timeout_s``
+    counted from the handler's start); ``on_failed`` / ``on_throttled`` count failed
+    recipients and throttled submissions (metrics).
     """
 
     journal: Callable[[], psycopg.Connection]
@@ -204,6 +219,10 @@ class DeliveryServices:
     render_poll_interval_s: float = RENDER_POLL_INTERVAL_S
     on_failed: Callable[[int], None] | None = None
     tmp_dir: str | None = None
+    send_policy: SendPolicy = field(default_factory=SendPolicy)
+    time_left_s: Callable[[], float] | None = None
+    receive_timeout_s: float = QUERIES.consumer.timeout_s
+    on_throttled: Callable[[int], None] | None = None
 
 
 class RenderUnfinished(RetryableFault):
@@ -273,8 +292,9 @@ def deliver(ctx: RunContext) -> Outcome:
 
     Idempotency: a second execution of the same run reuses the recorded file (same key and
     checksum) and its recipients' recorded outcomes; a recipient whose submission was
-    recorded is never submitted again. The one window: the provider accepted a message and
-    the process died before its id was recorded; the retry submits that recipient again.
+    recorded, or claimed 'sending' without a record, is never submitted again (the latter
+    is ``failed`` / ``unconfirmed``). Raises :class:`DeliveryContinues` when the receive's
+    time ran out before every recipient (the next receive sends to the rest).
     """
     services: DeliveryServices = ctx.services["delivery"]
     schedule = get_query_schedule(ctx.conn, workspace_id=ctx.workspace_id, schedule_id=ctx.schedule_id)
@@ -304,8 +324,11 @@ def deliver(ctx: RunContext) -> Outcome:
     if source.empty and schedule.skip_when_empty:
         return Skipped(SKIPPED_EMPTY, detail=summary)
     _capture_snapshot_versions(journal, source)
-    outcomes = _deliver_to_recipients(journal, services, schedule, source)
+    outcomes, handed_back = _deliver_to_recipients(journal, services, schedule, source)
     failed = [user for user, outcome in outcomes.items() if outcome.status == FAILED]
+    if handed_back:
+        raise DeliveryContinues(f"the receive's time ran out after {len(outcomes)} recipients; the next receive "
+                                "sends to the rest")
     skipped: dict[str, int] = {}
     refused: dict[str, int] = {}
     for outcome in outcomes.values():
@@ -504,62 +527,9 @@ def classify_submission_error(error: BaseException) -> tuple[str, bool]:
     code = _error_code(error)
     if code in PERMANENT_REFUSALS:
         return PERMANENT_REFUSALS[code], True
-    if code in _THROTTLING:
+    if code in THROTTLING_CODES:
         return "throttled", False
     return ("provider_error" if code is not None else "submission_error"), False
-
-
-#: The stand-in of a personal link in a preview: the real one is signed for each recipient
-#: when the message is sent (a preview never holds a working link).
-PREVIEW_TOKEN = "personal-link-made-when-sent"
-
-
-@dataclass(frozen=True)
-class MessagePreview:
-    """What ``user_id`` would receive if the schedule ran at ``now``: their display name,
-    ``skip_reason`` (the reason they would be skipped, the delivery's own: ``no_access``,
-    ``deactivated``, ``left_workspace``, ``no_address``, ``unsubscribed``, ``suppressed``;
-    None when they would be sent to), the message, and the link's expiry (aware UTC) with
-    the workspace's zone it is written in."""
-
-    user_id: str
-    recipient_name: str
-    skip_reason: str | None
-    message: ComposedMessage
-    link_expires_at: Any
-    timezone: str
-
-
-def preview_message(conn: psycopg.Connection, schedule: QuerySchedule, *, user_id: str, now: Any,
-                    base_url: str) -> MessagePreview:
-    """The message ``user_id`` (one of the schedule's recipients) would receive from a run at
-    ``now`` (aware UTC; the templates' ``run_date`` is its workspace-local date), composed by
-    the delivery's own :class:`MessageComposer` and recipient check; the download and
-    opt-out links are stand-ins under ``base_url`` (ending in ``/``) holding
-    :data:`PREVIEW_TOKEN`, and ``row_count`` is left empty (counted when it runs). Nothing is
-    written. Raises ``KeyError`` when ``user_id`` is not a recipient of the schedule."""
-    if user_id not in list_recipients(conn, workspace_id=schedule.workspace_id, schedule_id=schedule.schedule_id):
-        raise KeyError(user_id)
-    recipient = _resolve_recipients(conn, schedule, [user_id])[user_id]
-    composer = MessageComposer(conn, schedule, now=now, run_date=None, row_count=None)
-    message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
-                               opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
-    return MessagePreview(user_id, recipient.display_name, recipient.skip_reason, message, composer.expires,
-                          composer.timezone)
-
-
-def preview_draft_message(conn: psycopg.Connection, draft: QuerySchedule, *, user_id: str, now: Any,
-                          base_url: str) -> MessagePreview:
-    """The message ``user_id`` would receive from a delivery that is not saved yet (``draft``:
-    its settings as :func:`timekeeper.reporting.query_schedules.draft_settings` checked them)
-    run at ``now``: the same composition and recipient check as :func:`preview_message`,
-    with the same stand-in links. Nothing is written."""
-    recipient = _resolve_recipients(conn, draft, [user_id])[user_id]
-    composer = MessageComposer(conn, draft, now=now, run_date=None, row_count=None)
-    message = composer.compose(recipient.display_name, link=f"{base_url}downloads/{PREVIEW_TOKEN}",
-                               opt_out_url=f"{base_url}opt-outs/{PREVIEW_TOKEN}")
-    return MessagePreview(user_id, recipient.display_name, recipient.skip_reason, message, composer.expires,
-                          composer.timezone)
 
 
 SENT, FAILED, REFUSED, SKIPPED = "sent", "failed", "refused", "skipped"
@@ -579,19 +549,17 @@ _SENT, _FAILED = RecipientOutcome(SENT), RecipientOutcome(FAILED)
 
 
 def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices, schedule: QuerySchedule,
-                           source: DeliverySource) -> dict[str, RecipientOutcome]:
-    """Deliver to every recipient; returns each one's outcome: sent, failed (retried),
-    refused (a permanent provider refusal, not retried, with its code) or skipped (with
-    the reason).
+                           source: DeliverySource) -> tuple[dict[str, RecipientOutcome], bool]:
+    """Deliver to every recipient; returns each one's outcome (sent, failed (retried),
+    refused (a permanent provider refusal or ``unconfirmed``, not retried, with its code) or
+    skipped (with the reason)) and whether the run was handed back for lack of time (the
+    recipients without an outcome are sent by the next receive).
     Outcomes recorded by an earlier attempt stay; a recipient whose earlier submission failed
     and who is no longer on the schedule is settled ``skipped`` / ``removed``, one who is
-    skipped now (deactivated, left ...) ``skipped`` with that reason.
-
-    Fencing: before each submission the attempt confirms it still holds the run and that
-    recipient's outbox claim. The check rides on the statement that records the previous
-    recipient's outcome (the claim of every recipient is fenced once before the first), so
-    it costs no extra round trip; an attempt that stalled past its lease and was taken over
-    stops (:class:`RunTakenOver`) before its next submission."""
+    skipped now (deactivated, left ...) ``skipped`` with that reason; one whose earlier
+    'sending' claim has no record is settled ``failed`` / ``unconfirmed`` (never sent again).
+    The submissions are paced, concurrent and fenced by their 'sending' claims
+    (:func:`timekeeper.reporting.sending.send_all`)."""
     ctx = journal.ctx
     with journal.conn.transaction():
         earlier_outcomes = {d.user_id: d for d in list_deliveries(journal.conn, workspace_id=ctx.workspace_id,
@@ -608,7 +576,7 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
             outcomes[user_id] = _SENT
         elif earlier is not None and earlier.status == "skipped":
             outcomes[user_id] = RecipientOutcome(SKIPPED, earlier.skip_reason or NO_ACCESS)
-        elif earlier is not None and earlier.status == "failed" and earlier.error_code in _PERMANENT_CODES:
+        elif earlier is not None and earlier.status == "failed" and earlier.error_code in NOT_RETRIED_CODES:
             outcomes[user_id] = RecipientOutcome(REFUSED, earlier.error_code)
         elif user_id not in listed:
             removed.append(Recipient(user_id, REMOVED, user_id, None))
@@ -619,58 +587,72 @@ def _deliver_to_recipients(journal: DeliveryJournal, services: DeliveryServices,
     record_skips(journal, schedule, skips)
     outcomes.update({r.user_id: RecipientOutcome(SKIPPED, r.skip_reason) for r in skips if r.skip_reason})
     to_send = [r for r in resolved.values() if r.skip_reason is None]
+    for user_id in settle_unconfirmed(journal, schedule, to_send):
+        outcomes[user_id] = RecipientOutcome(REFUSED, UNCONFIRMED)
+    to_send = [r for r in to_send if r.user_id not in outcomes]
     recorded_ids = claim_all(journal, schedule, [r.user_id for r in to_send])
     composer = MessageComposer(ctx.conn, schedule, now=ctx.now, run_date=ctx.occurrence_local.date(),
                                row_count=source.row_count)
-    expires = composer.expires
-    for i, recipient in enumerate(to_send):
-        if i:
-            crash_point("delivery.between_recipients")
-        journal.keepalive()
-        following = to_send[i + 1].user_id if i + 1 < len(to_send) else None
-        next_user = following if following is not None and recorded_ids.get(following) is None else None
-        recorded = recorded_ids.get(recipient.user_id)
-        if recorded is not None:  # a recorded submission is never made again
-            held = record_sent(journal, schedule, recipient, recorded, None, submitted=False, next_user=next_user)
-            outcomes[recipient.user_id] = _SENT
-        else:
-            token = services.links.sign(DownloadLink(ctx.workspace_id, ctx.run_id, recipient.user_id,
-                                                     source.object_key, expires))
-            link = f"{services.download_base_url}downloads/{token}"
-            opt_out = services.download_base_url + "opt-outs/" + sign_opt_out(
-                services.links, OptOutLink(ctx.workspace_id, schedule.schedule_id, ctx.run_id, recipient.user_id),
-                now=ctx.now)
-            composed = composer.compose(recipient.display_name, link=link, opt_out_url=opt_out)
-            assert recipient.email is not None
-            try:
-                message_id = services.mailer.send(to=recipient.email, subject=composed.subject,
-                                                  html=composed.html, text=composed.text,
-                                                  headers={"List-Unsubscribe": f"<{opt_out}>",
-                                                           "List-Unsubscribe-Post": ONE_CLICK})
-            except Exception as error:  # noqa: BLE001 - recorded; retried for this recipient unless permanent
-                code, permanent = classify_submission_error(error)
-                held = record_failed(journal, schedule, recipient, code, next_user=next_user)
-                obs.logger.warning("delivery submission failed", extra={
-                    "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
-                    "error_code": code, "permanent": permanent})
-                outcomes[recipient.user_id] = RecipientOutcome(REFUSED, code) if permanent else _FAILED
+
+    def prepared() -> Iterator[Prepared | tuple[Recipient, str]]:
+        for i, recipient in enumerate(to_send):
+            if i:
+                crash_point("delivery.between_recipients")
+            recorded = recorded_ids.get(recipient.user_id)
+            if recorded is not None:
+                yield recipient, recorded
             else:
-                crash_point("delivery.after_send", (ctx.run_id, recipient.user_id))
-                held = record_sent(journal, schedule, recipient, message_id, expires, submitted=True,
-                                    next_user=next_user)
-                outcomes[recipient.user_id] = _SENT
-        if not held:
-            raise RunTakenOver(f"run {ctx.run_id} is no longer held by attempt {ctx.attempt}; stopped before "
-                               "the next submission")
-    return outcomes
+                yield _prepare(services, schedule, source, composer, recipient, ctx.now)
+
+    def logged(recipient: Recipient, error: BaseException, code: str, permanent: bool) -> None:
+        obs.logger.warning("delivery submission failed", extra={
+            "run_id": str(ctx.run_id), "user_id": recipient.user_id, "error_type": type(error).__name__,
+            "error_code": code, "permanent": permanent})
+
+    report = send_all(journal, schedule, prepared(), mailer=services.mailer, policy=services.send_policy,
+                      time_left_s=services.time_left_s or _receive_clock(services), sleep=services.sleep,
+                      monotonic=services.monotonic, classify=classify_submission_error, on_error=logged)
+    if report.throttles and services.on_throttled is not None:
+        services.on_throttled(report.throttles)
+    for user_id, (status, code) in report.outcomes.items():
+        outcomes[user_id] = (_SENT if status == SENT else _FAILED if status == FAILED
+                             else RecipientOutcome(REFUSED, code))
+    return outcomes, report.handed_back
+
+
+def _receive_clock(services: DeliveryServices) -> Callable[[], float]:
+    """The receive's remaining time (seconds) when the edge gives none: the consumer's
+    timeout (``services.receive_timeout_s``) counted from now, the handler's start."""
+    started = services.monotonic()
+    return lambda: services.receive_timeout_s - (services.monotonic() - started)
+
+
+def _prepare(services: DeliveryServices, schedule: QuerySchedule, source: DeliverySource,
+             composer: MessageComposer, recipient: Recipient, now: Any) -> Prepared:
+    """One recipient's message: the personal download and opt-out links signed, the
+    templates rendered, framed with the one-click headers, ready for the mailer."""
+    ctx_run, ws = source.run_id, schedule.workspace_id
+    expires = composer.expires
+    token = services.links.sign(DownloadLink(ws, ctx_run, recipient.user_id, source.object_key, expires))
+    link = f"{services.download_base_url}downloads/{token}"
+    opt_out = services.download_base_url + "opt-outs/" + sign_opt_out(
+        services.links, OptOutLink(ws, schedule.schedule_id, ctx_run, recipient.user_id), now=now)
+    composed = composer.compose(recipient.display_name, link=link, opt_out_url=opt_out)
+    assert recipient.email is not None
+    email, mailer = recipient.email, services.mailer
+
+    def send() -> str:
+        return mailer.send(to=email, subject=composed.subject, html=composed.html, text=composed.text,
+                           headers={"List-Unsubscribe": f"<{opt_out}>", "List-Unsubscribe-Post": ONE_CLICK})
+    return Prepared(recipient, send, expires)
 
 
 __all__ = [
     "DELIVER", "MAX_RECIPIENTS", "ONE_CLICK", "OWNER", "PERMANENT_REFUSALS", "RENDER_POLL_S", "RENDER_UNFINISHED",
-    "STALENESS", "SUPPRESSED", "TEST", "UNSUBSCRIBED",
-    "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource", "QuerySchedule",
-    "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "MessagePreview", "PREVIEW_TOKEN",
-    "preview_message", "resolve_recipient", "check_source_access", "check_time_budget", "classify_submission_error",
-    "deliver", "get_delivery", "get_query_schedule", "get_source", "list_attempts", "list_deliveries",
-    "list_recipients", "object_key", "source_read_permission", "worst_case_run_s",
+    "NOT_RETRIED_CODES", "RECIPIENTS_UNFINISHED", "STALENESS", "SUPPRESSED", "TEST", "UNSUBSCRIBED",
+    "DeliveryContinues", "Delivery", "DeliveryAttempt", "DeliveryIncomplete", "DeliveryServices", "DeliverySource",
+    "QuerySchedule", "RecipientOutcome", "RenderUnfinished", "RunTakenOver", "resolve_recipient",
+    "check_source_access", "check_time_budget", "classify_submission_error", "deliver", "get_delivery",
+    "get_query_schedule", "get_source", "list_attempts", "list_deliveries", "list_recipients", "object_key",
+    "source_read_permission", "worst_case_run_s",
 ]

@@ -36,6 +36,8 @@ _ERROR_MESSAGES = {
     "throttled": "the provider throttled the submission; retried",
     "provider_error": "the provider failed to accept the submission; retried",
     "submission_error": "the submission failed before the provider answered; retried",
+    "unconfirmed": "the sender stopped while this message was being submitted, so it may or may not have been "
+                   "sent; not submitted again",
 }
 
 
@@ -135,6 +137,24 @@ def claim_all(journal: DeliveryJournal, schedule: QuerySchedule, user_ids: list[
     return {user_id: (None if user_id in claimed else recorded.get(user_id)) for user_id in user_ids}
 
 
+def unconfirmed_submissions(journal: DeliveryJournal) -> set[str]:
+    """The recipients of the run whose submission has a 'sending' claim and no recorded
+    provider id: the attempt that submitted died or was taken over between the claim and the
+    record, so whether the provider accepted the message is not known."""
+    with journal.conn.transaction():
+        return {r["user_id"] for r in fetch_rows(journal.conn, SQL["unconfirmed_submissions"], journal.params)}
+
+
+def claim_sending(journal: DeliveryJournal, user_id: str) -> None:
+    """Journal the 'sending' claim of ``user_id``'s message just before it is submitted, in a
+    transaction of its own committed with the WAL flush wait (a claim the database lost could
+    let a later attempt submit the message again). Fenced: raises :class:`RunTakenOver` when
+    the attempt no longer holds the run or the recipient's outbox claim."""
+    row = journal.write(SQL["claim_sending"], {"user_id": user_id, "now": journal.ctx.now}, fenced=False)
+    if row is None:
+        raise journal.taken_over()
+
+
 def _outbox_key(run_id: Any, user_id: str | None) -> str | None:
     """The outbox's communication key of ``user_id``'s message of run ``run_id``
     (``<run id>:<user id>``); None when there is no such recipient."""
@@ -161,17 +181,19 @@ def record_sent(journal: DeliveryJournal, schedule: QuerySchedule, recipient: Re
 
 
 def record_failed(journal: DeliveryJournal, schedule: QuerySchedule, recipient: Recipient, code: str, *,
-                  next_user: str | None) -> bool:
+                  next_user: str | None, release: bool = True) -> bool:
     """Record a submission that raised: the outbox's last error (the code) and a ``failed``
     row with ``error_code`` and a fixed message (never the provider's text, which can name
-    addresses). Returns whether the attempt still holds the run and ``next_user``'s claim."""
+    addresses). ``release``: the provider answered, so the 'sending' claim is released
+    (False for ``unconfirmed``: the claim stays and the message is never submitted again).
+    Returns whether the attempt still holds the run and ``next_user``'s claim."""
     with journal.conn.transaction():
         held = fetch_value(journal.conn, SQL["record_failed"], {
             **journal.params, "error": _ERROR_MESSAGES[code], "code": code, "now": journal.ctx.now,
             "user_id": recipient.user_id, "workspace_id": schedule.workspace_id, "schedule_id": schedule.schedule_id,
-            "address": recipient.email, "next_key": _outbox_key(journal.ctx.run_id, next_user)})
+            "address": recipient.email, "next_key": _outbox_key(journal.ctx.run_id, next_user), "release": release})
     return bool(held)
 
 
-__all__ = ["KEEPALIVE_S", "DeliveryJournal", "Recipient", "RunTakenOver", "claim_all", "record_failed",
-           "record_sent", "record_skips", "record_source"]
+__all__ = ["KEEPALIVE_S", "DeliveryJournal", "Recipient", "RunTakenOver", "claim_all", "claim_sending",
+           "record_failed", "record_sent", "record_skips", "record_source", "unconfirmed_submissions"]

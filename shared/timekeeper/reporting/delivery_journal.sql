@@ -44,8 +44,24 @@ SELECT %(run_id)s::text || ':' || u, %(run_id)s, u, %(workspace_id)s, %(attempt)
   FROM unnest(%(users)s::text[]) AS u
 ON CONFLICT (communication_key) DO UPDATE SET claimed_attempt = EXCLUDED.claimed_attempt,
        claimed_at = EXCLUDED.claimed_at
- WHERE query_delivery_outbox.provider_message_id IS NULL
+ WHERE query_delivery_outbox.provider_message_id IS NULL AND query_delivery_outbox.sending_at IS NULL
 RETURNING user_id
+
+-- name: unconfirmed_submissions
+-- Submissions whose outcome is not known: a 'sending' claim without a recorded provider id
+-- (the attempt that made it died or was taken over between the claim and the record).
+SELECT user_id FROM query_delivery_outbox
+ WHERE run_id = %(run_id)s AND provider_message_id IS NULL AND sending_at IS NOT NULL
+
+-- name: claim_sending
+-- The 'sending' claim of one recipient, journalled just before its submission (fenced: the
+-- attempt still holds the run and the recipient's outbox claim, and no submission of it is
+-- in flight or recorded). Committed with the flush wait: a lost claim could send twice.
+UPDATE query_delivery_outbox SET sending_attempt = %(attempt)s, sending_at = %(now)s
+ WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s
+   AND claimed_attempt = %(attempt)s AND provider_message_id IS NULL AND sending_at IS NULL
+   AND EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)
+RETURNING 1 AS claimed
 
 -- name: recorded_submissions
 SELECT user_id, provider_message_id FROM query_delivery_outbox
@@ -100,7 +116,12 @@ SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'ru
 -- name: record_failed
 -- Its last SELECT is the same fence as record_sent's.
 WITH outbox AS (
-    UPDATE query_delivery_outbox SET submissions = submissions + 1, last_error = %(code)s
+    -- The provider answered with an error: the 'sending' claim is released (the message was
+    -- not accepted), unless the outcome is not known (``release`` false: unconfirmed).
+    UPDATE query_delivery_outbox SET submissions = submissions + CASE WHEN %(release)s THEN 1 ELSE 0 END,
+           last_error = %(code)s,
+           sending_at = CASE WHEN %(release)s THEN NULL ELSE sending_at END,
+           sending_attempt = CASE WHEN %(release)s THEN NULL ELSE sending_attempt END
      WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s RETURNING 1),
 erased AS (
     -- As record_sent's: the recipient was erased after this run was queued.
@@ -118,8 +139,13 @@ written AS (
      WHERE query_deliveries.status <> 'sent'
     RETURNING 1),
 attempted AS (
+    -- An unconfirmed submission is the outcome of the attempt that claimed it, not this one's.
     INSERT INTO query_delivery_attempts (run_id, user_id, attempt, workspace_id, status, error_code, at)
-    VALUES (%(run_id)s, %(user_id)s, %(attempt)s, %(workspace_id)s, 'failed', %(code)s, %(now)s)
+    VALUES (%(run_id)s, %(user_id)s,
+            CASE WHEN %(release)s THEN %(attempt)s
+                 ELSE COALESCE((SELECT sending_attempt FROM query_delivery_outbox
+                                 WHERE communication_key = %(run_id)s::text || ':' || %(user_id)s), %(attempt)s) END,
+            %(workspace_id)s, 'failed', %(code)s, %(now)s)
     ON CONFLICT (run_id, user_id, attempt) DO NOTHING
     RETURNING 1)
 SELECT EXISTS (SELECT 1 FROM schedule_runs WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s)

@@ -178,8 +178,9 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     the sends. An extra message is allowed only in the documented window: the provider
     accepted it, and the invocation that sent it died or lost its database before the
     message id was recorded (the next attempt cannot know it went out). Every ``sent`` row
-    is backed by a send, and every succeeded delivery run's recipients are sent, skipped, or
-    refused permanently by the provider (``failed`` with a permanent ``error_code``).
+    is backed by a send, and every succeeded delivery run's recipients are sent, skipped,
+    refused permanently by the provider (``failed`` with a permanent ``error_code``) or
+    ``unconfirmed`` (a 'sending' claim left by an attempt that died: never sent again).
 
     The mail provider's refusals (:meth:`.injector.Campaign.refuse_mail`): a recipient the provider
     rejected is recorded ``failed`` / ``rejected`` and never submitted again after the
@@ -188,7 +189,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
     (once, as above), skipped or refused, unless its run failed; an owner notice message
     the provider rejected keeps no message id and its notices are closed (never retried).
     """
-    from timekeeper.reporting.delivery import PERMANENT_REFUSALS
+    from timekeeper.reporting.delivery import NOT_RETRIED_CODES
 
     check = Check("delivery messages sent once per (run, recipient) (twice only in the documented window)")
     sends = campaign.mailer.sends if campaign.mailer else {}
@@ -247,7 +248,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
         elif lived:
             check.failures.append(f"run {key[0]} recipient {key[1]}: rejected by an attempt that lived, recorded "
                                   f"{row['status'] + '/' + str(row['error_code']) if row else 'nothing'}")
-        elif row is None or (row["status"] == "failed" and row["error_code"] not in PERMANENT_REFUSALS.values()):
+        elif row is None or (row["status"] == "failed" and row["error_code"] not in NOT_RETRIED_CODES):
             state = row["run_state"] if row is not None else conn.execute(
                 SQL["state_of_run"], (key[0],)).fetchone()["state"]
             if state != "failed":
@@ -261,7 +262,7 @@ def _delivery_effects(conn: Any, campaign: Campaign) -> Check:
             check.failures.append(f"notice message {row['communication_key']}: recorded rejected with "
                                   f"{row['open']} notices left open, message id {row['provider_message_id']}, "
                                   f"{len(seen)} rejections made")
-    refusals = (sorted(PERMANENT_REFUSALS.values()),)
+    refusals = (sorted(NOT_RETRIED_CODES),)
     for row in conn.execute(SQL["succeeded_runs_with_open_deliveries"], refusals).fetchall():
         check.checked += 1
         if row["open"]:
