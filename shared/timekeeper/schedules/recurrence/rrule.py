@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from timekeeper.schedules.recurrence.base import _ONE_DAY, _WEEKDAY_CODES, UTC, InvalidRecurrence, Occurrence
+from timekeeper.schedules.recurrence.schema import dst_choice
 from timekeeper.schedules.recurrence.walltime import _WallTimeRecurrence
 
 _FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY")
@@ -53,7 +54,8 @@ class _RRuleRecurrence(_WallTimeRecurrence):
                  "_byday", "_bynday", "_bysetpos", "_end_date", "_until_at", "_ex_dates", "_ex_times",
                  "_period_cache")
 
-    def __init__(self, text: str, zone_name: str, start: date, exdates: tuple[str, ...]) -> None:
+    def __init__(self, text: str, zone_name: str, start: date, exdates: tuple[str, ...],
+                 dst: tuple[str, str] | None = None) -> None:
         parts: dict[str, str] = {}
         for item in text.strip().upper().removeprefix("RRULE:").split(";"):
             name, eq, value = item.partition("=")
@@ -133,7 +135,7 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         self._ex_dates: frozenset[date] = frozenset()
         self._ex_times: frozenset[tuple[date, int]] = frozenset()
         self._parse_exdates(exdates)
-        self._init_wall(zone_name, frozenset(h * 60 + m for h in hours for m in minutes))
+        self._init_wall(zone_name, frozenset(h * 60 + m for h in hours for m in minutes), dst)
         self._end_date = date(9999, 12, 31)
         self._until_at: datetime | None = None
         if "COUNT" in parts and "UNTIL" in parts:
@@ -171,10 +173,15 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         self._ex_dates, self._ex_times = frozenset(days), frozenset(times)
 
     def _wall_instant(self, d: date, minute: int) -> datetime:
-        """The instant of local ``d`` at ``minute`` by the gap rule (fold 0's offset)."""
+        """The latest instant local ``d`` at ``minute`` runs at: by the gap rule (fold 0's
+        offset), and in an overlap the second instant when the rule runs there (the
+        overlap choice ``second`` or ``both``)."""
         h, m = divmod(minute, 60)
         naive = datetime(d.year, d.month, d.day, h, m)
-        return naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive)
+        at = naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive)
+        if self._overlap != "first":
+            at = max(at, naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive.replace(fold=1)))
+        return at
 
     def _set_until(self, text: str) -> None:
         match = _UNTIL.fullmatch(text)
@@ -413,4 +420,4 @@ def rrule_rule(model: Any, zone: str) -> _RRuleRecurrence:
         raise InvalidRecurrence("start", "required for an rrule rule (the series' first local date, YYYY-MM-DD)")
     if model.start < _EARLIEST_START:
         raise InvalidRecurrence("start", f"must be {_EARLIEST_START.isoformat()} or later")
-    return _RRuleRecurrence(model.rrule, zone, model.start, tuple(model.exdate or ()))
+    return _RRuleRecurrence(model.rrule, zone, model.start, tuple(model.exdate or ()), dst_choice(model))
