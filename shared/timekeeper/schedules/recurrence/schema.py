@@ -274,6 +274,8 @@ def _documented(node: Any, defs: dict[str, Any]) -> Any:
     if branches is not None and {"type": "null"} in branches and len(branches) == 2:
         (kept,) = [b for b in branches if b != {"type": "null"}]
         node = {**kept, **{k: v for k, v in node.items() if k != "anyOf"}}
+        if "$ref" in node:  # an optional model field: inline the model
+            return _documented(node, defs)
     out = {}
     for key, value in node.items():
         if key == "default" and value is None:
