@@ -43,13 +43,9 @@ NTH = (("1", "first"), ("2", "second"), ("3", "third"), ("4", "fourth"), ("5", "
 #: The units of an interval rule.
 INTERVAL_UNITS = (("minutes", "minutes"), ("hours", "hours"))
 #: What a time in a spring-forward gap does (the rule's ``dst.gap``), the default first.
-DST_GAPS = (("shift", "Run later by the gap's length (02:30 runs at 03:30)"),
-            ("end", "Run when the clock resumes (02:30 runs at 03:00)"),
-            ("skip", "Skip that day (recorded as skipped in the history)"))
+DST_GAPS = (("shift", "Later by the gap"), ("end", "When the clock resumes"), ("skip", "Skip that day"))
 #: What a fixed time in a fall-back overlap does (the rule's ``dst.overlap``), the default first.
-DST_OVERLAPS = (("first", "Run once, at the first of the two"),
-                ("second", "Run once, at the second of the two"),
-                ("both", "Run twice, once at each"))
+DST_OVERLAPS = (("first", "At the first"), ("second", "At the second"), ("both", "At both"))
 #: The business week a business-day rule has when it names none.
 DEFAULT_BUSINESS_WEEK = ("MO", "TU", "WE", "TH", "FR")
 #: The longest text any field keeps.
