@@ -323,3 +323,22 @@ def test_the_dst_choice_previews_saves_and_fills_the_form(browser, call, schedul
     assert re.search(r'id="rf-dst-gap"[^>]*aria-invalid="true" aria-describedby="rf-problem', forged["body"])
     assert "recurrence.dst.gap:" in html_lib.unescape(forged["body"])
     assert _value(forged["body"], "rf-times") == "02:30"
+
+
+def test_a_skipped_gap_time_shows_in_the_schedule_s_runs_with_its_reason(browser, call, conn, schedule):
+    from datetime import UTC, datetime
+
+    from tests.support import ListPublisher, dispatch_settings
+    from timekeeper.schedules.dispatcher import dispatch
+
+    # Given 02:30 New York that skips a time the clock skips, and the dispatcher after 14 March's
+    call("PATCH", f"/schedules/{schedule['id']}", {"recurrence": {"cron": "30 2 * * *", "timezone": "America/New_York",
+                                                                  "dst": {"gap": "skip"}}})
+    conn.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s",
+                 (datetime(2027, 3, 14, 7, 30, tzinfo=UTC), schedule["id"]))
+    dispatch(conn, dispatch_settings("accounting"), now=datetime(2027, 3, 14, 7, 31, tzinfo=UTC),
+             publisher=ListPublisher())
+    # Then the schedule's page lists the run as skipped, its reason in words with the code kept
+    page = browser.request("GET", f"/console/schedules/{schedule['id']}")["body"]
+    assert ('title="skipped_dst_gap" data-code="skipped_dst_gap">Skipped: the clock skipped this time '
+            "(daylight saving), as the schedule&#39;s rule chooses</span>") in page
