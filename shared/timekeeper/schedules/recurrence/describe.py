@@ -11,7 +11,8 @@ days at 03:00 (the gap's end)"``.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -83,8 +84,15 @@ def _dst_words(dst: dict[str, str], zone_name: str) -> str:
 def _next_gap_end(zone_name: str) -> str | None:
     """The local wall time ``HH:MM`` the zone's next spring-forward gap ends at (within two
     years of now), or None when it has none."""
+    return _gap_end_after(zone_name, clock.now().date())
+
+
+@lru_cache(maxsize=1024)
+def _gap_end_after(zone_name: str, day: date) -> str | None:
+    """:func:`_next_gap_end` from the start of the UTC date ``day`` (cached: a list of
+    schedules says it once per zone and day)."""
     zone = ZoneInfo(zone_name)
-    at = clock.now().replace(minute=0, second=0, microsecond=0)
+    at = datetime(day.year, day.month, day.day, tzinfo=UTC)
     step = timedelta(hours=6)
     offset = at.astimezone(zone).utcoffset()
     for _ in range(4 * 731):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import calendar as _calendar
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -408,9 +409,9 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         count, exact = super()._count(first, last)
         for d, minute in self._ex_times:
             if d in self._period_days(self._period_key(d)) and d >= self._start and d not in self._ex_dates \
-                    and (self._period_key(d) - self._key0) % self._interval == 0 and minute in self._minute_set \
-                    and first <= self._wall_instant(d, minute) <= last:
-                count -= 1
+                    and (self._period_key(d) - self._key0) % self._interval == 0 and minute in self._minute_set:
+                i = bisect_left(self._minutes, minute)  # each instant the wall time runs at (both: two)
+                count -= sum(1 for occ in self._resolve_day(d, i, i + 1) if first <= occ.at <= last)
         return max(count, 0), exact
 
 
