@@ -21,8 +21,8 @@ ALSO = {"paused_by_owner", "consecutive_failures", "definition_invalid", "ownerl
         "source_access_lost", "run_requested", "created", "updated", "paused", "resumed", "owner_changed",
         "holidays_changed", "no_access", "no_address", "unsubscribed", "deactivated", "left_workspace", "removed",
         "suppressed", "forbidden", "not_found", "validation_error", "not_a_member", "missing_role",
-        "user_deactivated", "succeeded", "skipped", "failed", "nothing_due", "skipped_stale", "sent", "bounced",
-        "complained", "delivered", "rejected", "delayed"}
+        "user_deactivated", "succeeded", "skipped", "failed", "nothing_due", "skipped_stale", "skipped_dst_gap", "sent",
+        "bounced", "complained", "delivered", "rejected", "delayed"}
 
 
 def _enums(node, name=None, out=None):

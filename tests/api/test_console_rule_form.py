@@ -274,6 +274,9 @@ def test_composing_and_filling_agree_for_every_form_the_form_offers():
         {"calendar": {"frequency": "monthly", "nth_weekday": [3, "TU"], "times": ["06:00"]}, "timezone": "UTC"},
         {"calendar": {"frequency": "monthly", "business_day": -1, "times": ["17:00"]}, "timezone": "Europe/Berlin"},
         {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z", "timezone": "America/New_York"},
+        {"calendar": {"frequency": "daily", "times": ["02:30"]}, "timezone": "America/New_York",
+         "dst": {"gap": "end", "overlap": "second"}},
+        {"calendar": {"frequency": "daily", "times": ["02:30"]}, "timezone": "UTC", "dst": {"gap": "skip"}},
     ]
     for rule in cases:
         form = form_of(rule, "UTC")
@@ -292,3 +295,50 @@ def test_composing_and_filling_agree_for_every_form_the_form_offers():
         assert (form.frequency, form.times, form.timezone) == ("daily", "09:00", "UTC")
     assert read_form({"weekday:SU": "on", "weekday:MO": "on", "times": " 09:00 "}).weekdays == ("MO", "SU")
     assert control_for("recurrence.calendar.times[0]") == "rf-times" and control_for("recurrence.cron") is None
+
+
+def test_the_dst_choice_previews_saves_and_fills_the_form(browser, call, schedule):
+    path = f"/console/schedules/{schedule['id']}"
+    token = browser.csrf(path)
+    fields = {"frequency": "daily", "times": "02:30", "timezone": "America/New_York", "dst_gap": "skip",
+              "dst_overlap": "both"}
+    # The form offers both choices, the defaults selected for a rule without one
+    page = browser.request("GET", path)["body"]
+    assert (_selected(page, "rf-dst-gap"), _selected(page, "rf-dst-overlap")) == ("shift", "first")
+    # Preview: the words say the choice, and the choices stay as chosen
+    reply = browser.request("POST", f"{path}/rule", _form(token, **fields))
+    assert reply["statusCode"] == 200
+    words = html_lib.unescape(_preview_section(reply["body"]))
+    assert ("At 02:30 every day, America/New_York; on DST gap days a time the clock skips does not run "
+            "(recorded as skipped); when the clock falls back, a repeated time runs at both instants") in words
+    assert (_selected(reply["body"], "rf-dst-gap"), _selected(reply["body"], "rf-dst-overlap")) == ("skip", "both")
+    # Save: the API holds the choice; the page fills the form with it
+    assert browser.request("POST", f"{path}/rule", _form(token, "save", **fields))["statusCode"] == 303
+    assert _saved(call, schedule["id"])["schedule"]["recurrence"]["dst"] == {"gap": "skip", "overlap": "both"}
+    page = browser.request("GET", path)["body"]
+    assert (_selected(page, "rf-dst-gap"), _selected(page, "rf-dst-overlap")) == ("skip", "both")
+    # A choice the form does not offer is the API's 422 on its control, the rest kept
+    forged = browser.request("POST", f"{path}/rule", _form(token, **{**fields, "dst_gap": "later"}))
+    assert forged["statusCode"] == 422
+    assert re.search(r'id="rf-dst-gap"[^>]*aria-invalid="true" aria-describedby="rf-problem', forged["body"])
+    assert "recurrence.dst.gap:" in html_lib.unescape(forged["body"])
+    assert _value(forged["body"], "rf-times") == "02:30"
+
+
+def test_a_skipped_gap_time_shows_in_the_schedule_s_runs_with_its_reason(browser, call, conn, schedule):
+    from datetime import UTC, datetime
+
+    from tests.support import ListPublisher, dispatch_settings
+    from timekeeper.schedules.dispatcher import dispatch
+
+    # Given 02:30 New York that skips a time the clock skips, and the dispatcher after 14 March's
+    call("PATCH", f"/schedules/{schedule['id']}", {"recurrence": {"cron": "30 2 * * *", "timezone": "America/New_York",
+                                                                  "dst": {"gap": "skip"}}})
+    conn.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s",
+                 (datetime(2027, 3, 14, 7, 30, tzinfo=UTC), schedule["id"]))
+    dispatch(conn, dispatch_settings("accounting"), now=datetime(2027, 3, 14, 7, 31, tzinfo=UTC),
+             publisher=ListPublisher())
+    # Then the schedule's page lists the run as skipped, its reason in words with the code kept
+    page = browser.request("GET", f"/console/schedules/{schedule['id']}")["body"]
+    assert ('title="skipped_dst_gap" data-code="skipped_dst_gap">Skipped: the clock skipped this time '
+            "(daylight saving), as the schedule&#39;s rule chooses</span>") in page

@@ -41,7 +41,8 @@ def test_the_detail_marks_a_gap_shifted_occurrence(call):
     upcoming = call("GET", f"/schedules/{created['id']}?upcoming=20").body["next_occurrences"]
     gap_day = [o for o in upcoming if o["local_date"] == "2027-03-14"]
     assert gap_day == [{"at": "2027-03-14T07:30:00Z", "local": "2027-03-14T03:30:00-04:00", "local_date": "2027-03-14",
-                        "local_time": "02:30", "timezone": "America/New_York", "shifted": True, "repeated": False}]
+                        "local_time": "02:30", "timezone": "America/New_York", "shifted": True, "repeated": False,
+                        "skipped": False}]
     assert call("GET", f"/schedules/{created['id']}").body["description"] == "At 02:30, every day, America/New_York"
 
 
@@ -79,6 +80,12 @@ def test_preview_of_an_unsaved_rule_shows_words_and_occurrences_with_dst_markers
     ({"recurrence": NEW_YORK_0230, "count": 51}, "count"),
     ({"recurrence": NEW_YORK_0230, "extra": 1}, "extra"),
     ({}, "recurrence"),
+    ({"recurrence": {**NEW_YORK_0230, "dst": {"gap": "later"}}}, "recurrence.dst.gap"),
+    ({"recurrence": {**NEW_YORK_0230, "dst": {"overlap": 2}}}, "recurrence.dst.overlap"),
+    ({"recurrence": {**NEW_YORK_0230, "dst": {"fold": 1}}}, "recurrence.dst.fold"),
+    ({"recurrence": {**NEW_YORK_0230, "dst": "skip"}}, "recurrence.dst"),
+    ({"recurrence": {"interval": {"hours": 6}, "anchor": "2027-01-01T00:00:00Z", "dst": {"gap": "end"}}},
+     "recurrence.dst"),
 ])
 def test_preview_of_an_invalid_rule_is_a_422_naming_the_field(call, body, field):
     reply = call("POST", "/rules/preview", body)
@@ -89,3 +96,40 @@ def test_preview_of_an_invalid_rule_is_a_422_naming_the_field(call, body, field)
 def test_preview_takes_the_read_role(call):
     reply = call("POST", "/rules/preview", {"recurrence": NEW_YORK_0230}, as_=Caller(roles="queries:read"))
     assert reply.status == 403
+
+
+def test_preview_shows_the_dst_choice_in_words_and_occurrences(call):
+    # When 02:30 New York with gap "skip" and 01:30 with gap "end" and overlap "both" are previewed
+    skip = call("POST", "/rules/preview", {"recurrence": {"cron": "30 2 14 3 *", "timezone": "America/New_York",
+                                                          "dst": {"gap": "skip"}}, "count": 1}).body
+    end = call("POST", "/rules/preview", {"recurrence": {**NEW_YORK_0230, "dst": {"gap": "end", "overlap": "both"}},
+                                          "count": 20}).body
+    # Then the words say what the rule does on the change days
+    assert skip["description"] == ("At 02:30, on day 14 of the month, only in March, America/New_York; on DST gap "
+                                   "days a time the clock skips does not run (recorded as skipped)")
+    assert end["description"] == ("At 02:30, every day, America/New_York; on DST gap days at 03:00 (the gap's end); "
+                                  "when the clock falls back, a repeated time runs at both instants")
+    assert skip["recurrence"]["dst"] == {"gap": "skip", "overlap": "first"}  # normalised
+    # And the occurrences: the skipped one marked, the gap's end at 03:00 EDT
+    (skipped,) = skip["next_occurrences"]
+    assert (skipped["at"], skipped["shifted"], skipped["skipped"]) == ("2027-03-14T07:30:00Z", True, True)
+    gap_day = [o for o in end["next_occurrences"] if o["local_date"] == "2027-03-14"]
+    assert [(o["at"], o["local"], o["shifted"], o["skipped"]) for o in gap_day] == [
+        ("2027-03-14T07:00:00Z", "2027-03-14T03:00:00-04:00", True, False)]
+
+
+def test_a_schedule_keeps_its_dst_choice_and_an_update_refuses_a_bad_one(call):
+    # Given a schedule at 01:30 New York that runs both instants of the repeated hour
+    rule = {"cron": "30 1 * * *", "timezone": "America/New_York", "dst": {"overlap": "both"}}
+    created = call("POST", "/schedules", new_schedule(recurrence=rule))
+    assert created.status == 201, created.body
+    assert created.body["recurrence"]["dst"] == {"overlap": "both"}  # kept as written
+    # And the same choice on 7 November alone previews both instants of the repeated 01:30
+    both = call("POST", "/rules/preview", {"recurrence": {**rule, "cron": "30 1 7 11 *"}, "count": 2}).body
+    assert [(o["at"], o["local_time"], o["repeated"]) for o in both["next_occurrences"]] == [
+        ("2027-11-07T05:30:00Z", "01:30", True), ("2027-11-07T06:30:00Z", "01:30", True)]
+    # And an update with an unknown choice is a 422 naming the field, the rule unchanged
+    reply = call("PATCH", f"/schedules/{created.body['id']}",
+                 {"recurrence": {**rule, "dst": {"overlap": "last"}}})
+    assert reply.status == 422 and reply.body["field"] == "recurrence.dst.overlap", reply.body
+    assert call("GET", f"/schedules/{created.body['id']}").body["schedule"]["recurrence"]["dst"] == {"overlap": "both"}

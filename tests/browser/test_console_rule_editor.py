@@ -192,3 +192,41 @@ def test_the_form_shows_the_api_s_reason_and_axe_finds_nothing_serious(page, ser
     assert "third business day" in page.locator("section.preview").inner_text()
     results = Axe().run(page)
     assert [v["id"] for v in results.response["violations"] if v.get("impact") in ("serious", "critical")] == []
+
+
+def test_the_dst_choice_from_the_keyboard_at_360_px(browser, server, form_sweep):
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context(viewport={"width": WIDTH_PHONE, "height": 740})
+    page = context.new_page()
+    try:
+        _sign_in_as(page, server, "Berlin admin")
+        page.goto(f"{server.base_url}/console/schedules/{form_sweep['schedule']['id']}")
+        form = page.locator("#rule-form")
+        # The second Sunday of every month at 02:30 in New York (March's is the spring-forward day)
+        form.get_by_label("How often").select_option("monthly_nth")
+        form.get_by_label("Which one").select_option("2")
+        form.get_by_label("Weekday").select_option("SU")
+        form.get_by_label("Time zone").select_option("America/New_York")
+        form.get_by_label("Times of day").fill("02:30")
+        # The DST choice from the keyboard: skip a time the clock skips, run a repeated one twice
+        gap = form.get_by_label("A time the clock skips (spring forward)")
+        overlap = form.get_by_label("A time the clock shows twice (fall back)")
+        assert (gap.input_value(), overlap.input_value()) == ("shift", "first")
+        gap.focus()
+        page.keyboard.press("End")
+        overlap.focus()
+        page.keyboard.press("End")
+        assert (gap.input_value(), overlap.input_value()) == ("skip", "both")
+        form.get_by_role("button", name="Preview").click()
+        page.wait_for_selector("#preview-heading")
+        preview = page.locator("section.preview")
+        assert "a time the clock skips does not run (recorded as skipped)" in preview.inner_text()
+        skipped = preview.locator("tbody tr", has=page.locator(".mark", has_text="DST skip"))
+        assert skipped.count() == 1 and "(intended" in skipped.inner_text()
+        assert (gap.input_value(), overlap.input_value()) == ("skip", "both")
+        assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+        results = Axe().run(page)
+        assert [v["id"] for v in results.response["violations"] if v.get("impact") in ("serious", "critical")] == []
+    finally:
+        context.close()

@@ -725,7 +725,7 @@ def test_property_cron_matches_minute_scan_oracle(data):
     for o in parse_rule({"cron": text, "timezone": zone_name}).occurrences_after(after):
         if o.at > until:
             break
-        got.append(tuple(o))
+        got.append(tuple(o)[:4])  # (at, local date, local time, shifted): the default DST choice skips nothing
     assert got == expected
 
 
@@ -748,7 +748,7 @@ def test_property_calendar_matches_rrule_and_minute_scan_oracle(data):
     for o in parse_rule(rule).occurrences_after(after):
         if o.at > until:
             break
-        got.append(tuple(o))
+        got.append(tuple(o)[:4])  # (at, local date, local time, shifted): the default DST choice skips nothing
     assert got == expected
 
 
@@ -785,7 +785,7 @@ def test_transition_days_match_oracle(zone_name, day, cron):
     for o in spec_minutes.occurrences_after(after):
         if o.at > until:
             break
-        got.append(tuple(o))
+        got.append(tuple(o)[:4])  # (at, local date, local time, shifted): the default DST choice skips nothing
     assert got == expected
     counts = Counter(o[1] for o in got)
     assert counts  # something ran

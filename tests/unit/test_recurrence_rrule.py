@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timezone
+from datetime import date, datetime, time, timedelta, timezone
 
 import pytest
 
@@ -138,3 +138,17 @@ def test_a_rule_that_selects_no_date_is_refused_when_saved():
     with pytest.raises(InvalidRecurrence) as error:
         rule.check_fires(AFTER)
     assert error.value.field == "rrule"
+
+
+@pytest.mark.parametrize("dst", [{"overlap": "first"}, {"overlap": "second"}, {"overlap": "both"},
+                                 {"gap": "end"}, {"gap": "skip"}])
+def test_an_excluded_change_day_time_is_counted_out_as_the_dst_choice_runs_it(dst):
+    """The backlog count drops each instant an excluded local date-time would have run at:
+    two for a repeated time with overlap both (the count agrees with the walk)."""
+    for text, exdate, after in [("FREQ=DAILY;BYHOUR=1;BYMINUTE=30", "2027-11-07T01:30", datetime(2027, 11, 5)),
+                                ("FREQ=DAILY;BYHOUR=2;BYMINUTE=30", "2027-03-14T02:30", datetime(2027, 3, 12))]:
+        rule = parse_rule({"rrule": text, "start": "2027-01-01", "timezone": "America/New_York",
+                           "exdate": [exdate], "dst": dst})
+        first, last = after.replace(tzinfo=timezone.utc), (after + timedelta(days=5)).replace(tzinfo=timezone.utc)
+        walked = [o for o in rule.occurrences_after(first) if o.at <= last]
+        assert len(walked) == 4 and rule.count_between(first, last) == (4, True)

@@ -13,6 +13,10 @@ One oracle defect is kept out of the draws: dateutil miscounts the previous year
 when it decides whether the first days of January belong to BYWEEKNO=52 or 53 (it uses
 the current year's length), so those two week numbers are checked by unit cases against
 ISO 8601 instead.
+
+Each case also draws a DST choice (``dst``), resolved by the cron oracle's independent
+:func:`~tests.unit.test_recurrence_cron_oracle.resolve` from zoneinfo's fold facts; every
+choice is checked across New York's and Lord Howe's transitions too.
 """
 
 from __future__ import annotations
@@ -22,10 +26,12 @@ from functools import cache
 from itertools import islice, takewhile
 from zoneinfo import ZoneInfo
 
+import pytest
 from dateutil.rrule import rruleset, rrulestr
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.test_recurrence_cron_oracle import CHOICES, DEFAULT, dst_choices, keep, resolve
 from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
 
 UTC = timezone.utc
@@ -89,9 +95,10 @@ def rules(draw):
     return ";".join(draw(st.permutations(parts)))
 
 
-def oracle(text: str, zone_name: str, start: date, exdates: list[date], after: datetime, take: int):
-    """The first ``take`` ``(instant, shifted)`` after ``after``: dateutil's naive local
-    date-times resolved by our gap and overlap policy."""
+def oracle(text: str, zone_name: str, start: date, exdates: list[date], after: datetime, take: int,
+           dst: tuple[str, str] = DEFAULT):
+    """The first ``take`` ``(instant, shifted, skipped)`` after ``after``: dateutil's naive
+    local date-times resolved by our gap and overlap policy and the DST choice ``dst``."""
     zone = ZoneInfo(zone_name)
     dtstart = datetime(start.year, start.month, start.day)
     series = rruleset()
@@ -104,38 +111,52 @@ def oracle(text: str, zone_name: str, start: date, exdates: list[date], after: d
     every_hour = rule._byhour is not None and len(rule._byhour) == 24
     begin = (after - timedelta(days=2)).astimezone(zone).replace(tzinfo=None)
     horizon = datetime(2045, 1, 2)  # wall time: a day past the UTC end below, for zones east of UTC
-    found: dict[datetime, bool] = {}
+    found: dict[datetime, tuple[bool, bool]] = {}
     for wall in takewhile(lambda w: w <= horizon, series.xafter(begin) if hasattr(series, "xafter")
                           else (w for w in series if w >= begin)):
-        off0, off1 = zone.utcoffset(wall), zone.utcoffset(wall.replace(fold=1))
-        naive_utc = wall.replace(tzinfo=UTC)
-        instants = [(naive_utc - off0, off0 < off1)]
-        if off0 > off1 and every_hour:
-            instants.append((naive_utc - off1, False))
-        for at, shifted in instants:
-            found[at] = found.get(at, True) and shifted
+        for instant in resolve(wall, zone, every_hour, dst):
+            keep(found, *instant)
         if len([a for a in found if a > after]) >= take + 2:
             break
     # The same end as the engine's side of the comparison: instants before 2045-01-01 UTC.
     end = datetime(2045, 1, 1, tzinfo=UTC)
-    return sorted((at, shifted) for at, shifted in found.items() if after < at < end)[:take]
+    return sorted((at, *flags) for at, flags in found.items() if after < at < end)[:take]
 
 
 @settings(max_examples=250, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(text=rules(), zone_name=st.sampled_from(ZONES), start=st.dates(date(2025, 1, 1), date(2028, 12, 31)),
        pick=st.integers(0, 10_000), shift_minutes=st.integers(-2 * 1440, 60),
-       exdates=st.lists(st.dates(date(2026, 1, 1), date(2029, 12, 31)), max_size=3))
+       exdates=st.lists(st.dates(date(2026, 1, 1), date(2029, 12, 31)), max_size=3), dst=dst_choices)
 def test_next_occurrences_match_dateutil_resolved_by_our_dst_policy(text, zone_name, start, pick, shift_minutes,
-                                                                    exdates):
+                                                                    exdates, dst):
     try:
         rule = parse_rule({"rrule": text, "timezone": zone_name, "start": start.isoformat(),
-                           "exdate": [d.isoformat() for d in exdates]})
+                           "exdate": [d.isoformat() for d in exdates], "dst": {"gap": dst[0], "overlap": dst[1]}})
     except InvalidRecurrence:
         assume(False)
     changes = transitions(zone_name)
     after = changes[pick % len(changes)] + timedelta(minutes=shift_minutes, seconds=pick % 60)
-    ours = [(o.at, o.shifted) for o in islice(
+    ours = [(o.at, o.shifted, o.skipped) for o in islice(
         takewhile(lambda o: o.at < datetime(2045, 1, 1, tzinfo=UTC), rule.occurrences_after(after)), TAKE)]
     assume(ours or rule.next_after(datetime(2024, 1, 1, tzinfo=UTC)) is not None)
-    assert ours == oracle(text, zone_name, start, exdates, after, TAKE), (text, zone_name, start, exdates, after)
+    assert ours == oracle(text, zone_name, start, exdates, after, TAKE, dst), (text, zone_name, start, exdates, after)
+
+
+@pytest.mark.parametrize("dst", CHOICES, ids=["-".join(c) for c in CHOICES])
+@pytest.mark.parametrize(("zone_name", "after", "text"), [
+    ("America/New_York", datetime(2027, 3, 13, tzinfo=UTC), "FREQ=DAILY;BYHOUR=2,3;BYMINUTE=0,30"),
+    ("America/New_York", datetime(2027, 11, 6, tzinfo=UTC), "FREQ=DAILY;BYHOUR=1;BYMINUTE=30"),
+    ("America/New_York", datetime(2027, 3, 13, tzinfo=UTC), "FREQ=WEEKLY;BYDAY=SU;BYHOUR=2;BYMINUTE=30;COUNT=1"),
+    ("America/New_York", datetime(2027, 11, 6, tzinfo=UTC), "FREQ=MONTHLY;BYDAY=1SU;BYHOUR=1;BYMINUTE=30;COUNT=11"),
+    ("Australia/Lord_Howe", datetime(2027, 10, 1, tzinfo=UTC), "FREQ=DAILY;BYHOUR=2;BYMINUTE=0,15,45"),
+    ("Australia/Lord_Howe", datetime(2027, 4, 2, tzinfo=UTC), "FREQ=DAILY;BYHOUR=1;BYMINUTE=45"),
+    ("Australia/Lord_Howe", datetime(2027, 4, 2, tzinfo=UTC), "FREQ=MONTHLY;BYDAY=1SU;BYHOUR=1;BYMINUTE=45;COUNT=4"),
+])
+def test_each_dst_choice_across_new_york_and_lord_howe_matches_dateutil(dst, zone_name, after, text):
+    """Every choice, including a series whose COUNT ends on the change day's repeated or
+    skipped time (the series' end is the instant the choice gives that time)."""
+    rule = parse_rule({"rrule": text, "timezone": zone_name, "start": "2027-01-03",
+                       "dst": {"gap": dst[0], "overlap": dst[1]}})
+    ours = [(o.at, o.shifted, o.skipped) for o in islice(rule.occurrences_after(after), 8)]
+    assert ours == oracle(text, zone_name, date(2027, 1, 3), [], after, 8, dst)

@@ -380,7 +380,10 @@ class OccurrenceOut(BaseModel):
     timezone: str
     shifted: bool = Field(description="moved later by a spring-forward gap")
     repeated: bool = Field(description="its local time is in a fall-back overlap (the clock shows it twice); "
-                                       "a fixed time runs at the first of the two")
+                                       "a fixed time runs at the first of the two unless the rule's dst.overlap "
+                                       "says second or both")
+    skipped: bool = Field(False, description="a local time in a spring-forward gap that the rule's dst.gap skip "
+                                             "skips: recorded as a skipped run (outcome skipped_dst_gap), not run")
 
 
 class HistoryOut(BaseModel):
@@ -493,7 +496,7 @@ def occurrences_out(upcoming: list[UpcomingOccurrence], timezone: str | None) ->
     zone = ZoneInfo(timezone or "UTC")
     return [OccurrenceOut(at=o.at, local=o.at.astimezone(zone), local_date=o.local_date,
                           local_time=(o.local_time or o.local.time()).strftime("%H:%M"), timezone=timezone or "UTC",
-                          shifted=o.shifted, repeated=o.repeated)
+                          shifted=o.shifted, repeated=o.repeated, skipped=o.skipped)
             for o in upcoming]
 
 

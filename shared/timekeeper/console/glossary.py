@@ -49,6 +49,7 @@ WORDS: dict[str, str] = {
     "empty": "The result was empty",
     "skipped_empty": "Skipped: the result was empty",
     "skipped_stale": "Skipped: too late after an outage",
+    "skipped_dst_gap": "Skipped: the clock skipped this time (daylight saving), as the schedule's rule chooses",
     "close_not_due": "The close was not due yet",
     "already_closed": "Already closed",
     "closed_batch": "The batch is closed",

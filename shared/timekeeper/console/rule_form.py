@@ -6,7 +6,9 @@ The form composes exactly the rule JSON the API takes (``POST /rules/preview``,
 monthly on a day of the month, on the Nth weekday or on the Nth business day) or an
 ``interval`` rule (every N minutes or hours from a local start). It checks nothing the
 API checks: a value it cannot read as a number is sent as typed, so the API's 422 names
-the field and says why. Rules the form cannot show (cron, RRULE, yearly, every Nth day
+the field and says why. A calendar rule's DST choice (what a time the clock skips or
+shows twice does) is two choices of the form; the default ones add nothing to the rule.
+Rules the form cannot show (cron, RRULE, yearly, every Nth day
 or month, a start date, another business week) stay with the JSON editor.
 """
 
@@ -40,6 +42,10 @@ MONTH_DAYS = (*((str(d), str(d)) for d in range(1, 32)), ("last", "the last day"
 NTH = (("1", "first"), ("2", "second"), ("3", "third"), ("4", "fourth"), ("5", "fifth"), ("-1", "last"))
 #: The units of an interval rule.
 INTERVAL_UNITS = (("minutes", "minutes"), ("hours", "hours"))
+#: What a time in a spring-forward gap does (the rule's ``dst.gap``), the default first.
+DST_GAPS = (("shift", "Later by the gap"), ("end", "When the clock resumes"), ("skip", "Skip that day"))
+#: What a fixed time in a fall-back overlap does (the rule's ``dst.overlap``), the default first.
+DST_OVERLAPS = (("first", "At the first"), ("second", "At the second"), ("both", "At both"))
 #: The business week a business-day rule has when it names none.
 DEFAULT_BUSINESS_WEEK = ("MO", "TU", "WE", "TH", "FR")
 #: The longest text any field keeps.
@@ -59,6 +65,8 @@ _CONTROLS = (
     ("recurrence.interval", "rf-interval-amount"),
     ("recurrence.anchor", "rf-start"),
     ("recurrence.timezone", "rf-timezone"),
+    ("recurrence.dst.overlap", "rf-dst-overlap"),
+    ("recurrence.dst", "rf-dst-gap"),
     ("frequency", "rf-frequency"),
 )
 
@@ -79,6 +87,8 @@ class RuleForm:
     interval_unit: str = "minutes"
     start: str = ""
     timezone: str = "UTC"
+    dst_gap: str = "shift"
+    dst_overlap: str = "first"
     #: Why the schedule's saved rule is not shown in the form (None when it is).
     unsupported: str | None = field(default=None, compare=False)
 
@@ -121,7 +131,11 @@ def form_of(recurrence: dict[str, Any], zone: str) -> RuleForm:
     """The form showing a saved ``recurrence`` (the API's normalised rule) whose zone is
     ``zone``; when the form cannot show it, :func:`default_form` with the reason."""
     if "calendar" in recurrence:
-        return _calendar_form(recurrence["calendar"], recurrence.get("timezone") or zone)
+        form = _calendar_form(recurrence["calendar"], recurrence.get("timezone") or zone)
+        dst = recurrence.get("dst") or {}
+        if form.unsupported is None and isinstance(dst, dict):
+            form = replace(form, dst_gap=str(dst.get("gap", "shift")), dst_overlap=str(dst.get("overlap", "first")))
+        return form
     if "interval" in recurrence:
         return _interval_form(recurrence, recurrence.get("timezone") or zone)
     if "cron" in recurrence:
@@ -191,7 +205,8 @@ def read_form(fields: dict[str, str]) -> RuleForm:
                     month_day=text("month_day"), nth=text("nth"), nth_day=text("nth_day"),
                     business_day=text("business_day"), holidays=text("holidays"),
                     interval_amount=text("interval_amount"), interval_unit=text("interval_unit"),
-                    start=text("start"), timezone=text("timezone"))
+                    start=text("start"), timezone=text("timezone"), dst_gap=text("dst_gap", "shift"),
+                    dst_overlap=text("dst_overlap", "first"))
 
 
 def _number(value: str) -> int | str:
@@ -243,4 +258,10 @@ def compose(form: RuleForm) -> dict[str, Any]:
             calendar["holidays"] = form.holidays
     else:
         raise FormProblem("frequency", "choose how often the schedule runs")
-    return {"calendar": {**calendar, "times": times}, "timezone": form.timezone}
+    rule: dict[str, Any] = {"calendar": {**calendar, "times": times}, "timezone": form.timezone}
+    # A choice the form does not offer (a forged one) is sent as chosen: the API's 422 names it.
+    dst = {name: value for name, value, default in (("gap", form.dst_gap, "shift"),
+                                                    ("overlap", form.dst_overlap, "first")) if value != default}
+    if dst:
+        rule["dst"] = dst
+    return rule

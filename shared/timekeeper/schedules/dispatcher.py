@@ -57,6 +57,8 @@ class DispatchReport:
     claimed: int = 0
     runs_created: int = 0
     stale_skipped: int = 0
+    #: Occurrences in a spring-forward gap of a rule whose DST gap choice is ``skip``.
+    dst_gap_skipped: int = 0
     backlog_skipped: int = 0
     published: int = 0
     refused: int = 0
@@ -378,7 +380,9 @@ def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: Dispatc
         runs.occurrence_local.append(due.occurrence_local)
         runs.dst_shifted.append(latest.shifted)
         runs.definition_version.append(definition_version)
-        runs.state.append("skipped" if stale else "queued")
+        # What is inserted: "queued", or a skipped run's outcome (the rule's DST gap choice
+        # "skip", or too old for the kind's staleness bound).
+        runs.state.append("skipped_dst_gap" if latest.skipped else "skipped_stale" if stale else "queued")
         runs.skipped_backlog.append(due.skipped)
         runs.first_skipped_at.append(due.first_skipped_at)
         if due.skipped:
@@ -411,6 +415,8 @@ def _insert_runs(conn: psycopg.Connection, runs: _NewRuns, claim: _Pass, report:
                                        work_kind=runs.work_kind[index]))
             recorded.add(ids[index])
             pending_id = pending
+        elif runs.state[index] == "skipped_dst_gap":
+            report.dst_gap_skipped += 1  # the owner's choice: recorded in the run history, no notice
         else:
             report.stale_skipped += 1
             runs.notices.append(Notice(runs.schedule_id[index], runs.workspace_id[index], owner,
@@ -604,5 +610,5 @@ def _two_workers(first: Callable[[], Any], other: Callable[[], Any], stop: threa
         raise errors[0]
 
 
-_REPORT_COUNTS = ("claimed", "runs_created", "stale_skipped", "backlog_skipped", "published", "refused",
-                  "reoffered", "exhausted", "paused_exhausted", "paused_invalid")
+_REPORT_COUNTS = ("claimed", "runs_created", "stale_skipped", "dst_gap_skipped", "backlog_skipped", "published",
+                  "refused", "reoffered", "exhausted", "paused_exhausted", "paused_invalid")

@@ -33,6 +33,9 @@ SELECT id, workspace_id, work_kind,
 -- entries land on the index's last pages instead of one random page each); each inserted
 -- run comes back as the 1-based position of its entry in the arrays, so the caller builds
 -- its message from what it sent instead of reading ids and names back.
+-- `state` is 'queued', or the outcome of a run recorded skipped without being offered:
+-- 'skipped_stale' (too old for its kind's staleness bound) or 'skipped_dst_gap' (a local
+-- time in a spring-forward gap of a rule whose DST gap choice is skip).
 WITH inserted AS (
     INSERT INTO schedule_runs (
         id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
@@ -40,14 +43,15 @@ WITH inserted AS (
         offered_at, offer_count, published_at, publish_count, skipped_backlog, first_skipped_at,
         finished_at, outcome_code)
     SELECT v.id, v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
-           v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version, v.state, %(now)s,
+           v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version,
+           CASE WHEN v.state = 'queued' THEN 'queued' ELSE 'skipped' END, %(now)s,
            CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
            CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
            v.skipped_backlog, v.first_skipped_at,
-           CASE WHEN v.state = 'skipped' THEN %(now)s::timestamptz END,
-           CASE WHEN v.state = 'skipped' THEN 'skipped_stale' END
+           CASE WHEN v.state <> 'queued' THEN %(now)s::timestamptz END,
+           NULLIF(v.state, 'queued')
       FROM unnest(%(id)b::uuid[], %(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
                   %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
                   %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],

@@ -132,8 +132,9 @@ class UpcomingOccurrence:
     """One upcoming occurrence of a rule: ``at`` the instant (aware UTC), ``local`` the
     same instant as a naive wall time in the rule's timezone, ``local_date`` and
     ``local_time`` the intended local date and wall time (kept when a gap shifts the
-    time), ``shifted`` whether a spring-forward gap moved it later and ``repeated``
-    whether its local time is in a fall-back overlap (the wall clock shows it twice)."""
+    time), ``shifted`` whether a spring-forward gap moved it later, ``repeated``
+    whether its local time is in a fall-back overlap (the wall clock shows it twice) and
+    ``skipped`` whether it is a gap time the rule's DST choice skips (recorded, not run)."""
 
     at: datetime
     local: datetime
@@ -141,6 +142,7 @@ class UpcomingOccurrence:
     shifted: bool
     local_time: time | None = None
     repeated: bool = False
+    skipped: bool = False
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from the document sends rules the parser accepts:
   ``nth_weekday`` or ``business_day`` with its business week ``weekdays`` and ``holidays``,
   one of the three, required) and ``yearly`` (``month`` and one of
   ``month_day`` / ``nth_weekday``);
-* an interval's ``interval`` is one form each for ``minutes`` and ``hours``.
+* an interval's ``interval`` is one form each for ``minutes`` and ``hours``;
+* the wall-time forms' ``dst`` is one named object, ``DstChoice``.
 
 What JSON Schema cannot say stays with :func:`~timekeeper.schedules.recurrence.parse_rule`
 (a documented 422 naming the field): the cron grammar and a cron that never fires, a rule
@@ -51,6 +52,8 @@ def published_rule_schema() -> dict[str, Any]:
                                                                          if described else {}))
         if "calendar" in form["properties"]:
             form["properties"]["calendar"] = _calendar_forms(form["properties"]["calendar"])
+        if "dst" in form["properties"]:  # one named model of the choice for the three wall-time forms
+            form["properties"]["dst"] = {"title": "DstChoice", **form["properties"]["dst"]}
         if form.get("title") == "IntervalRule":
             form["properties"]["interval"] = _interval_forms(form["properties"]["interval"])
     return schema

@@ -389,7 +389,8 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[
     instant ``after``, each with its instant (UTC), local wall time, intended local date and
     time, and its DST markers: ``shifted`` (a spring-forward gap moved it later) and
     ``repeated`` (its local time is in a fall-back overlap, so the clock shows it twice;
-    the rule runs at the first of the two unless it fires in every hour).
+    the rule's DST choice says at which of the two it runs) and ``skipped`` (a gap time the
+    rule's DST choice skips: recorded as a skipped run, not run).
     Fewer than ``count`` only when the rule runs out (past year 9999)."""
     zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
     out = []
@@ -397,7 +398,7 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[
         local = occ.at.astimezone(zone).replace(tzinfo=None)
         repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
         out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
-                                      local_time=occ.local_time, repeated=repeated))
+                                      local_time=occ.local_time, repeated=repeated, skipped=occ.skipped))
     return out
 
 

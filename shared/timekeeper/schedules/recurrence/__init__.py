@@ -33,6 +33,10 @@ DST policy for the wall-time forms (cron, calendar and rrule), using ``zoneinfo`
   rule has 25 occurrences on the long day and 23 on the short one.
 * A schedule never has two occurrences at the same instant and occurrences come out
   strictly increasing.
+* These are the defaults: a wall-time rule's ``"dst": {"gap": "shift"|"end"|"skip",
+  "overlap": "first"|"second"|"both"}`` runs a gap time at the gap's end or skips it (the
+  occurrence is yielded with ``skipped`` set, at the shifted instant, for the dispatcher
+  to record), and a fixed time of an overlap at its second instant or at both.
 
 Candidates are generated as local dates and wall times and each is resolved to an
 instant; the next occurrence is never computed by adding 24 hours or 30 days.

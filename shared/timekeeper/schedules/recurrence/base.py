@@ -21,6 +21,11 @@ _MIN_DAYS_IN_MONTH = (0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 FIRE_HORIZON = timedelta(days=3653)
 #: Backlog counts of wall-time rules cover at most this span (longer ones are lower bounds).
 COUNT_HORIZON = timedelta(days=3653)
+#: What a wall-time rule does with a time in a spring-forward gap (the first is the default).
+DST_GAP_CHOICES = ("shift", "end", "skip")
+#: What a wall-time rule does with a fixed time in a fall-back overlap (the first is the default).
+DST_OVERLAP_CHOICES = ("first", "second", "both")
+DEFAULT_DST = ("shift", "first")
 #: The largest calendar ``interval`` (in its frequency's units) a rule may have.
 MAX_CALENDAR_INTERVAL = 100_000
 _MONTH_NAMES = ("", "January", "February", "March", "April", "May", "June", "July",
@@ -59,13 +64,18 @@ class Occurrence(NamedTuple):
       interval rules without a timezone).
     * ``local_time`` -- the intended local wall time, before any gap shift (naive).
     * ``shifted`` -- True when a spring-forward gap moved the occurrence later; ``at`` is
-      then the intended wall time plus the length of the gap.
+      then the intended wall time plus the length of the gap (gap choice ``shift`` or
+      ``skip``) or the gap's end (``end``).
+    * ``skipped`` -- True for a time in a spring-forward gap of a rule whose gap choice is
+      ``skip``: the occurrence does not run; the dispatcher records it as a skipped run
+      (outcome ``skipped_dst_gap``) at ``at``, the instant it would have run shifted.
     """
 
     at: datetime
     local_date: date
     local_time: time
     shifted: bool
+    skipped: bool = False
 
 
 class Recurrence(ABC):

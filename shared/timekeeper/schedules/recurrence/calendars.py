@@ -38,7 +38,7 @@ class _CalendarRecurrence(_WallTimeRecurrence):
     __slots__ = ("_frequency", "_interval", "_start", "_weekdays", "_month_day", "_nth", "_month",
                  "_business_day", "_holidays", "_closed", "_month_days")
 
-    def __init__(self, cal: _CalendarModel, zone_name: str) -> None:
+    def __init__(self, cal: _CalendarModel, zone_name: str, dst: tuple[str, str] | None = None) -> None:
         freq = cal.frequency
         allowed = {
             "daily": set(),
@@ -97,7 +97,7 @@ class _CalendarRecurrence(_WallTimeRecurrence):
                 f"never occurs: no month this rule selects has a 5th {_WEEKDAY_CODES[self._nth[1]]}")
         self.warnings = _repeats_noted(cal)
         minutes = [t.hour * 60 + t.minute for t in cal.times]
-        self._init_wall(zone_name, frozenset(minutes))
+        self._init_wall(zone_name, frozenset(minutes), dst)
 
         canonical: dict[str, Any] = {
             "frequency": freq,

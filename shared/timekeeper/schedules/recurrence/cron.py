@@ -180,7 +180,7 @@ def _minute_product(hours: frozenset[int], minutes: frozenset[int]) -> frozenset
 class _CronRecurrence(_WallTimeRecurrence):
     __slots__ = ("_months", "_dom", "_dom_special", "_dow", "_dow_special", "_and", "_month_cache")
 
-    def __init__(self, expression: str, zone_name: str) -> None:
+    def __init__(self, expression: str, zone_name: str, dst: tuple[str, str] | None = None) -> None:
         fields = expression.split()
         if len(fields) != 5:
             raise InvalidRecurrence(
@@ -216,7 +216,7 @@ class _CronRecurrence(_WallTimeRecurrence):
                 'a calendar rule with month_day (clamps to the last day) or month_day "last" '
                 "(or 'L' in cron).")
         self.warnings = tuple(warnings)
-        self._init_wall(zone_name, _minute_product(hours, minutes))
+        self._init_wall(zone_name, _minute_product(hours, minutes), dst)
         self._normalised = {"cron": " ".join(f.upper() for f in fields), "timezone": zone_name}
         self.nominal_period = self._estimate_period()
 

@@ -4,15 +4,21 @@ Cron rules are put in words by the ``cron-descriptor`` library (24-hour clock, e
 field named: ``"At 02:30, every day"``); the calendar, interval and rrule forms by this
 module. Every description ends with the zone the rule is evaluated in and, for a
 business-day rule, its holiday calendar:
-``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of Germany (Berlin)"``.
+``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of Germany (Berlin)"``;
+a rule with its own DST choice then says it: ``"At 02:30, every day, America/New_York; on DST gap
+days at 03:00 (the gap's end)"``.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from cron_descriptor import CasingTypeEnum, DescriptionTypeEnum, ExpressionDescriptor, Options
 
+from timekeeper import clock
 from timekeeper.schedules.recurrence.base import _MONTH_NAMES, Recurrence
 from timekeeper.schedules.recurrence.business import holiday_calendar_name
 
@@ -30,9 +36,19 @@ def describe_rule(rule: Recurrence) -> str:
     Examples: ``"At 02:30, every day, America/New_York"`` (cron),
     ``"Every 6 hours from 2027-01-01 00:00 UTC"`` (interval),
     ``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of
-    Germany (Berlin)"`` (calendar). Never raises for a rule :func:`parse_rule` accepted.
+    Germany (Berlin)"`` (calendar). A rule with a DST choice other than the default adds
+    what it does on the zone's change days (:func:`_dst_words`). Never raises for a rule
+    :func:`parse_rule` accepted.
     """
     normalised = rule.rule
+    dst = normalised.pop("dst", None)
+    text = _rule_words(normalised)
+    if dst:
+        text += _dst_words(dst, normalised["timezone"])
+    return text
+
+
+def _rule_words(normalised: dict[str, Any]) -> str:
     if "cron" in normalised:
         return f"{_cron_words(normalised['cron'])}, {normalised['timezone']}"
     if "interval" in normalised:
@@ -44,6 +60,55 @@ def describe_rule(rule: Recurrence) -> str:
             text += f", {holiday_calendar_name(calendar['holidays'])}"
         return text
     return f"{_rrule_words(normalised)}, {normalised['timezone']}"
+
+
+def _dst_words(dst: dict[str, str], zone_name: str) -> str:
+    """The DST choice in words: ``"; on DST gap days at 03:00 (the gap's end)"`` (the
+    wall time the zone's next spring-forward gap ends at, within two years of now),
+    ``"; on DST gap days a time the clock skips does not run (recorded as skipped)"``,
+    ``"; when the clock falls back, a repeated time runs at its second instant"``."""
+    parts = []
+    if dst["gap"] == "end":
+        resume = _next_gap_end(zone_name)
+        parts.append(f"on DST gap days at {resume} (the gap's end)" if resume
+                     else "on DST gap days at the gap's end")
+    elif dst["gap"] == "skip":
+        parts.append("on DST gap days a time the clock skips does not run (recorded as skipped)")
+    if dst["overlap"] == "second":
+        parts.append("when the clock falls back, a repeated time runs at its second instant")
+    elif dst["overlap"] == "both":
+        parts.append("when the clock falls back, a repeated time runs at both instants")
+    return "".join(f"; {part}" for part in parts)
+
+
+def _next_gap_end(zone_name: str) -> str | None:
+    """The local wall time ``HH:MM`` the zone's next spring-forward gap ends at (within two
+    years of now), or None when it has none."""
+    return _gap_end_after(zone_name, clock.now().date())
+
+
+@lru_cache(maxsize=1024)
+def _gap_end_after(zone_name: str, day: date) -> str | None:
+    """:func:`_next_gap_end` from the start of the UTC date ``day`` (cached: a list of
+    schedules says it once per zone and day)."""
+    zone = ZoneInfo(zone_name)
+    at = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    step = timedelta(hours=6)
+    offset = at.astimezone(zone).utcoffset()
+    for _ in range(4 * 731):
+        following = at + step
+        new = following.astimezone(zone).utcoffset()
+        if new > offset:
+            lo, hi = at, following  # bisect to the minute the offset changes
+            while hi - lo > timedelta(minutes=1):
+                mid = lo + (hi - lo) / 2
+                if mid.astimezone(zone).utcoffset() == new:
+                    hi = mid
+                else:
+                    lo = mid
+            return hi.astimezone(zone).strftime("%H:%M")
+        at, offset = following, new
+    return None
 
 
 def _cron_words(expression: str) -> str:

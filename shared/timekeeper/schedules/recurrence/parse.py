@@ -17,7 +17,7 @@ from timekeeper.schedules.recurrence.calendars import _CalendarRecurrence
 from timekeeper.schedules.recurrence.cron import _CronRecurrence
 from timekeeper.schedules.recurrence.interval import _IntervalRecurrence
 from timekeeper.schedules.recurrence.rrule import rrule_rule
-from timekeeper.schedules.recurrence.schema import _check_zone, _RuleModel, _translate
+from timekeeper.schedules.recurrence.schema import _check_zone, _RuleModel, _translate, dst_choice
 
 
 def _compile(rule: Any) -> Recurrence:
@@ -35,7 +35,18 @@ def _compile(rule: Any) -> Recurrence:
     for name in ("start", "exdate"):
         if getattr(model, name) is not None and forms[0] != "rrule":
             raise InvalidRecurrence(name, "only allowed with an rrule rule")
-    if forms[0] == "interval":
+    dst = dst_choice(model)
+    compiled = _compile_form(model, forms[0], dst)
+    if dst is not None:
+        compiled._normalised["dst"] = {"gap": dst[0], "overlap": dst[1]}
+    return compiled
+
+
+def _compile_form(model: _RuleModel, form: str, dst: tuple[str, str] | None) -> Recurrence:
+    if form == "interval":
+        if model.dst is not None:
+            raise InvalidRecurrence("dst", "only allowed with a cron, calendar or rrule rule (an interval rule "
+                                           "runs in absolute time: a DST change does not touch it)")
         if model.anchor is None:
             raise InvalidRecurrence("anchor", "required for an interval rule")
         zone = _check_zone(model.timezone) if model.timezone is not None else None
@@ -43,13 +54,13 @@ def _compile(rule: Any) -> Recurrence:
     if model.anchor is not None:
         raise InvalidRecurrence("anchor", "only allowed with an interval rule")
     if model.timezone is None:
-        raise InvalidRecurrence("timezone", f"required for a {forms[0]} rule")
+        raise InvalidRecurrence("timezone", f"required for a {form} rule")
     zone = _check_zone(model.timezone)
     if model.cron is not None:
-        return _CronRecurrence(model.cron, zone)
+        return _CronRecurrence(model.cron, zone, dst)
     if model.rrule is not None:
         return rrule_rule(model, zone)
-    return _CalendarRecurrence(model.calendar, zone)
+    return _CalendarRecurrence(model.calendar, zone, dst)
 
 
 #: Compiled rules a process keeps, by rule text (least recently used dropped first). A warm

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import calendar as _calendar
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from timekeeper.schedules.recurrence.base import _ONE_DAY, _WEEKDAY_CODES, UTC, InvalidRecurrence, Occurrence
+from timekeeper.schedules.recurrence.schema import dst_choice
 from timekeeper.schedules.recurrence.walltime import _WallTimeRecurrence
 
 _FREQS = ("YEARLY", "MONTHLY", "WEEKLY", "DAILY")
@@ -53,7 +55,8 @@ class _RRuleRecurrence(_WallTimeRecurrence):
                  "_byday", "_bynday", "_bysetpos", "_end_date", "_until_at", "_ex_dates", "_ex_times",
                  "_period_cache")
 
-    def __init__(self, text: str, zone_name: str, start: date, exdates: tuple[str, ...]) -> None:
+    def __init__(self, text: str, zone_name: str, start: date, exdates: tuple[str, ...],
+                 dst: tuple[str, str] | None = None) -> None:
         parts: dict[str, str] = {}
         for item in text.strip().upper().removeprefix("RRULE:").split(";"):
             name, eq, value = item.partition("=")
@@ -133,7 +136,7 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         self._ex_dates: frozenset[date] = frozenset()
         self._ex_times: frozenset[tuple[date, int]] = frozenset()
         self._parse_exdates(exdates)
-        self._init_wall(zone_name, frozenset(h * 60 + m for h in hours for m in minutes))
+        self._init_wall(zone_name, frozenset(h * 60 + m for h in hours for m in minutes), dst)
         self._end_date = date(9999, 12, 31)
         self._until_at: datetime | None = None
         if "COUNT" in parts and "UNTIL" in parts:
@@ -171,10 +174,15 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         self._ex_dates, self._ex_times = frozenset(days), frozenset(times)
 
     def _wall_instant(self, d: date, minute: int) -> datetime:
-        """The instant of local ``d`` at ``minute`` by the gap rule (fold 0's offset)."""
+        """The latest instant local ``d`` at ``minute`` runs at: by the gap rule (fold 0's
+        offset), and in an overlap the second instant when the rule runs there (the
+        overlap choice ``second`` or ``both``)."""
         h, m = divmod(minute, 60)
         naive = datetime(d.year, d.month, d.day, h, m)
-        return naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive)
+        at = naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive)
+        if self._overlap != "first":
+            at = max(at, naive.replace(tzinfo=UTC) - self._zone.utcoffset(naive.replace(fold=1)))
+        return at
 
     def _set_until(self, text: str) -> None:
         match = _UNTIL.fullmatch(text)
@@ -401,9 +409,9 @@ class _RRuleRecurrence(_WallTimeRecurrence):
         count, exact = super()._count(first, last)
         for d, minute in self._ex_times:
             if d in self._period_days(self._period_key(d)) and d >= self._start and d not in self._ex_dates \
-                    and (self._period_key(d) - self._key0) % self._interval == 0 and minute in self._minute_set \
-                    and first <= self._wall_instant(d, minute) <= last:
-                count -= 1
+                    and (self._period_key(d) - self._key0) % self._interval == 0 and minute in self._minute_set:
+                i = bisect_left(self._minutes, minute)  # each instant the wall time runs at (both: two)
+                count -= sum(1 for occ in self._resolve_day(d, i, i + 1) if first <= occ.at <= last)
         return max(count, 0), exact
 
 
@@ -413,4 +421,4 @@ def rrule_rule(model: Any, zone: str) -> _RRuleRecurrence:
         raise InvalidRecurrence("start", "required for an rrule rule (the series' first local date, YYYY-MM-DD)")
     if model.start < _EARLIEST_START:
         raise InvalidRecurrence("start", f"must be {_EARLIEST_START.isoformat()} or later")
-    return _RRuleRecurrence(model.rrule, zone, model.start, tuple(model.exdate or ()))
+    return _RRuleRecurrence(model.rrule, zone, model.start, tuple(model.exdate or ()), dst_choice(model))

@@ -18,7 +18,13 @@ from pydantic import (
     field_validator,
 )
 
-from timekeeper.schedules.recurrence.base import _TIMES, _WEEKDAY_CODES, MAX_CALENDAR_INTERVAL, InvalidRecurrence
+from timekeeper.schedules.recurrence.base import (
+    _TIMES,
+    _WEEKDAY_CODES,
+    DEFAULT_DST,
+    MAX_CALENDAR_INTERVAL,
+    InvalidRecurrence,
+)
 from timekeeper.schedules.zones import is_canonical_zone
 from timekeeper.strict_input import JSON_INTEGER
 
@@ -105,6 +111,32 @@ class _CalendarModel(BaseModel):
         raise ValueError('must be [n, "MO".."SU"] with n in 1..5 or -1 (last)')
 
 
+class DstChoice(BaseModel):
+    """What a wall-time rule does on the days its zone changes its UTC offset."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, title="DstChoice")
+
+    gap: Literal["shift", "end", "skip"] = Field(
+        "shift", description="a local time the clock skips when it springs forward: shift (run shifted by the "
+                             "gap's length), end (run at the gap's end, the first instant after it) or skip (no run "
+                             "that day; recorded as a skipped run, outcome skipped_dst_gap)")
+    overlap: Literal["first", "second", "both"] = Field(
+        "first", description="a fixed local time the clock shows twice when it falls back: run at the first "
+                             "instant, the second, or both (two runs, one per instant); a rule with a time in "
+                             "every hour of the day always runs at each real instant")
+
+
+_DST_FIELD = Field(None, description="the DST choice (default: gap shift, overlap first)")
+
+
+def dst_choice(model: Any) -> tuple[str, str] | None:
+    """``(gap, overlap)`` of a validated rule model's ``dst``, or None for the default."""
+    dst = model.dst
+    if dst is None or (dst.gap, dst.overlap) == DEFAULT_DST:
+        return None
+    return dst.gap, dst.overlap
+
+
 class _IntervalModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, title="Interval",
                               json_schema_extra={"oneOf": [{"required": ["minutes"]}, {"required": ["hours"]}]})
@@ -126,6 +158,7 @@ class _RuleModel(BaseModel):
     start: Annotated[StrictStr, AfterValidator(_parse_date)] | None = None
     exdate: list[StrictStr] | None = None
     timezone: StrictStr | None = None
+    dst: DstChoice | None = None
 
 
 class CronRule(BaseModel):
@@ -139,6 +172,7 @@ class CronRule(BaseModel):
                                         "dL = the last weekday d)",
                       examples=["30 2 * * *", "0 18 L * *", "0 9 * * 1#3", "0 18 LW * *"])
     timezone: _Zone
+    dst: DstChoice | None = _DST_FIELD
 
 
 class CalendarRule(BaseModel):
@@ -148,6 +182,7 @@ class CalendarRule(BaseModel):
 
     calendar: _CalendarModel
     timezone: _Zone
+    dst: DstChoice | None = _DST_FIELD
 
 
 class IntervalRule(BaseModel):
@@ -182,6 +217,7 @@ class RRuleRule(BaseModel):
         description="the series' first local date, 1900-01-01 or later (INTERVAL and COUNT count from it)")
     exdate: list[Annotated[StrictStr, WithJsonSchema(_EXDATE_SCHEMA)]] | None = Field(
         None, description="excluded local dates 'YYYY-MM-DD' or local date-times 'YYYY-MM-DDTHH:MM'")
+    dst: DstChoice | None = _DST_FIELD
 
 
 RULE_DESCRIPTION = (
@@ -195,10 +231,13 @@ RULE_DESCRIPTION = (
     '(absolute time); {"rrule": RFC 5545 RRULE, "timezone": IANA zone, "start": "YYYY-MM-DD", '
     '"exdate": [...]} (local wall time). '
     "A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
-    "a fixed time in a fall-back overlap runs once. A rule must have an occurrence within ten years."
+    "a fixed time in a fall-back overlap runs once, at the first instant; "
+    '"dst": {"gap": "shift|end|skip", "overlap": "first|second|both"} chooses otherwise (wall-time rules). '
+    "A rule must have an occurrence within ten years."
 )
 RULE_EXAMPLES = [
     {"cron": "30 2 * * *", "timezone": "America/New_York"},
+    {"cron": "30 1 * * *", "timezone": "America/New_York", "dst": {"gap": "end", "overlap": "both"}},
     {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}, "timezone": "Asia/Kolkata"},
     {"calendar": {"frequency": "monthly", "business_day": 3, "times": ["09:00"], "holidays": "DE-BE"},
      "timezone": "Europe/Berlin"},
@@ -235,6 +274,8 @@ def _documented(node: Any, defs: dict[str, Any]) -> Any:
     if branches is not None and {"type": "null"} in branches and len(branches) == 2:
         (kept,) = [b for b in branches if b != {"type": "null"}]
         node = {**kept, **{k: v for k, v in node.items() if k != "anyOf"}}
+        if "$ref" in node:  # an optional model field: inline the model
+            return _documented(node, defs)
     out = {}
     for key, value in node.items():
         if key == "default" and value is None:

@@ -1,5 +1,6 @@
-"""The wall-time resolver shared by the cron and calendar forms: local dates and wall times
-resolved to instants in the schedule's zone (gaps shift, overlaps run once), backlog counts."""
+"""The wall-time resolver shared by the cron, calendar and rrule forms: local dates and wall
+times resolved to instants in the schedule's zone by its DST choice (by default gaps shift
+and overlaps run once, at the first instant), backlog counts."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from timekeeper.schedules.recurrence.base import (
     _ONE_DAY,
     _TIMES,
     COUNT_HORIZON,
+    DEFAULT_DST,
     UTC,
     Occurrence,
     Recurrence,
@@ -29,11 +31,14 @@ class _WallTimeRecurrence(Recurrence):
     """Shared evaluation of cron and calendar rules: candidate local dates from the
     subclass, a fixed sorted list of wall times per date, each resolved to an instant."""
 
-    __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_minute_set", "_frequent")
+    __slots__ = ("_zone", "_times", "_deltas", "_minutes", "_minute_set", "_frequent", "_gap", "_overlap")
 
-    def _init_wall(self, zone_name: str, minutes: frozenset[int]) -> None:
+    def _init_wall(self, zone_name: str, minutes: frozenset[int], dst: tuple[str, str] | None = None) -> None:
+        """Set the zone, the wall times (minutes since local midnight) and the DST choice
+        ``(gap, overlap)`` (``DEFAULT_DST`` when None)."""
         self.timezone = zone_name
         self._zone = ZoneInfo(zone_name)
+        self._gap, self._overlap = dst or DEFAULT_DST
         # minutes since local midnight (sorted), their times and offsets, shared by equal sets
         self._minutes, self._minute_set, self._times, self._deltas, self._frequent = _wall_tables(minutes)
 
@@ -77,6 +82,8 @@ class _WallTimeRecurrence(Recurrence):
         i0 = self._first_index(d, 0, lambda off0, off1: off1 != before)
         i1 = self._first_index(d, i0, lambda off0, off1: off0 != before)
         window = [o for o in self._resolve_day(d, i0, i1) if not (o.shifted and self._collides(o, d))]
+        if self._gap == "end":
+            window = _sorted_unique(window)  # the gap's times all run at its end: once
         return [(midnight - before, 0, i0), (midnight - after, i1, n)], window
 
     def _first_index(self, d: date, lo: int, past: Callable[[timedelta, timedelta], bool]) -> int:
@@ -170,13 +177,14 @@ class _WallTimeRecurrence(Recurrence):
         if s0 == s1 == e0 == e1:
             return n
         before, after = s0, e1
-        if before == after or (s0 != s1 and e0 != e1) or (after - before) % _DELTAS[1]:
+        if (before == after or (s0 != s1 and e0 != e1) or (after - before) % _DELTAS[1]
+                or (self._gap == "end" and after > before)):
             runs, extra = self._day_parts(d)  # two changes, or one of a fraction of a minute
             return sum(hi - lo for _, lo, hi in runs) + len(extra)
         i0 = self._first_index(d, 0, lambda off0, off1: off1 != before)
         i1 = self._first_index(d, i0, lambda off0, off1: off0 != before)
         if after < before:
-            return n + (i1 - i0 if self._frequent else 0)
+            return n + (i1 - i0 if self._frequent or self._overlap == "both" else 0)
         gap = (after - before) // _DELTAS[1]
         minute_set = self._minute_set
         collisions = 0
@@ -304,9 +312,10 @@ class _WallTimeRecurrence(Recurrence):
 
     def _resolve_day(self, d: date, lo: int = 0, hi: int | None = None) -> list[Occurrence]:
         """Resolve the wall times ``lo:hi`` (all by default) of local date ``d`` to
-        instants by the gap and overlap rules."""
+        instants by the gap and overlap rules and the rule's DST choice."""
         zone = self._zone
         frequent = self._frequent
+        gap, overlap = self._gap, self._overlap
         y, mo, dd = d.year, d.month, d.day
         out: list[Occurrence] = []
         for minute, t in zip(self._minutes[lo:hi], self._times[lo:hi], strict=True):
@@ -319,14 +328,36 @@ class _WallTimeRecurrence(Recurrence):
                 out.append(Occurrence(naive_utc - off0, d, t, False))
             elif off0 < off1:
                 # Gap: the offset before the transition applies, which moves the wall
-                # time forward by exactly the gap length (off1 - off0).
-                out.append(Occurrence(naive_utc - off0, d, t, True))
-            else:
-                # Overlap: the earlier instant; the later one too for wall-frequent rules.
+                # time forward by exactly the gap length (off1 - off0); "end" runs at the
+                # transition itself; "skip" marks the shifted instant as skipped.
+                if gap == "end":
+                    out.append(Occurrence(self._gap_end(naive_utc - off1, naive_utc - off0), d, t, True))
+                else:
+                    out.append(Occurrence(naive_utc - off0, d, t, True, gap == "skip"))
+            elif frequent or overlap == "both":
+                # Overlap: both real instants for wall-frequent rules and the choice "both".
                 out.append(Occurrence(naive_utc - off0, d, t, False))
-                if frequent:
-                    out.append(Occurrence(naive_utc - off1, d, t, False))
+                out.append(Occurrence(naive_utc - off1, d, t, False))
+            else:
+                # Overlap, a fixed time: the earlier instant, or the later one by choice.
+                out.append(Occurrence(naive_utc - (off1 if overlap == "second" else off0), d, t, False))
         return out
+
+
+    def _gap_end(self, before: datetime, after: datetime) -> datetime:
+        """The spring-forward transition instant ``t`` with ``before < t <= after`` (aware
+        UTC; ``after`` already has the new offset): the first instant after the gap, found
+        by bisection on whole seconds (at most 17 steps for a gap of a day)."""
+        zone = self._zone
+        target = after.astimezone(zone).utcoffset()
+        lo, hi = 0, int((after - before).total_seconds())
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if (before + timedelta(seconds=mid)).astimezone(zone).utcoffset() == target:
+                hi = mid
+            else:
+                lo = mid
+        return before + timedelta(seconds=hi)
 
 
 def _by_instant_unshifted_first(occurrence: Occurrence) -> tuple[datetime, bool]:
