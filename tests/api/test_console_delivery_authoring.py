@@ -10,37 +10,12 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
-from datetime import timedelta
 
-import pytest
-
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import Caller
 from tests.api.test_console import Browser, _header
-from timekeeper.db.connection import connect
-from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-from timekeeper.reporting import store
 
 ROLES = ("queries:read", "queries:write")
 TOKEN = "queries:read,queries:write"
-
-
-@pytest.fixture
-def ws(db_url):
-    with connect(db_url) as conn, conn.transaction():
-        a = create_workspace(conn, name="Acme", timezone="Europe/Berlin", now=NOW).id
-        b = create_workspace(conn, name="Beta", timezone="UTC", now=NOW).id
-        for user, name, roles, w in (("ana", "Ana Analyst", ["queries:write"], a),
-                                     ("rui", "Rui Reader", ["queries:read"], a),
-                                     ("ria", "Ria Reader", ["queries:read"], a),
-                                     ("vic", "Vic <Viewer>", ["reports:read"], a),
-                                     ("bea", "Bea Other", ["queries:admin"], b)):
-            upsert_user(conn, user_id=user, display_name=name, email=f"{user}@x.test", now=NOW)
-            add_member(conn, workspace_id=w, user_id=user, roles=roles, now=NOW - timedelta(days=1))
-        query, _ = store.create_query(conn, workspace_id=a, name="Open invoices", actor="ana", now=NOW,
-                                      definition={"entity": "invoices", "columns": ["number"]})
-        store.add_version(conn, workspace_id=a, query_id=query.id, actor="ana", now=NOW,
-                          definition={"entity": "invoices", "columns": ["number", "amount_minor"]})
-    return {"a": a, "b": b, "query": str(query.id)}
 
 
 def person(console, ws, user="ana", roles=ROLES, workspace="a"):
