@@ -245,6 +245,6 @@ def render_page(ctx: Request, report_id: str, render_id: str) -> Response:
     picker = (f"{ctx.public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
                                                               "snapshot_type": source["snapshot_type"]})
               if source and render.get("month") else None)
-    return ctx.page("render.html", render=render, name=name, zone=zone, basis=basis, picker=picker,
+    return ctx.page("render.html", render=render, report_id=report_id, name=name, zone=zone, basis=basis, picker=picker,
                     requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
                     expires=when(render.get("download_expires_at"), zone))
