@@ -23,7 +23,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import Keyset, keyset_rows
-from timekeeper.db.rows import execute, fetch_value
+from timekeeper.db.rows import execute, fetch_rows, fetch_value
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.reporting import reports, store
@@ -358,12 +358,25 @@ def reassign_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id:
 
 
 def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after: Keyset | None = None,
-                         limit: int = 50) -> list[QuerySchedule]:
+                         limit: int = 50, name: str | None = None, source_kind: str | None = None,
+                         owner: str | None = None, status: str | None = None) -> list[QuerySchedule]:
     """The workspace's live (not deleted) query schedules, oldest first: at most ``limit``
-    after the keyset ``(created_at, schedule_id)`` of the previous page's last row."""
+    after the keyset ``(created_at, schedule_id)`` of the previous page's last row. Each
+    filter given narrows them: ``name`` a part of the name (any case), ``source_kind``
+    ``query`` or ``report``, ``owner`` the owner's user id, ``status`` the schedule's
+    (``active``, ``paused``, ``disabled``)."""
     return keyset_rows(conn, QuerySchedule, select=SQL["list_schedules_from"], where=SQL["list_schedules_where"],
-                       params={"ws": workspace_id},
+                       params={"ws": workspace_id, "name": name, "source_kind": source_kind, "owner": owner,
+                               "status": status},
                        after=after, limit=limit, key=("q.created_at", "q.schedule_id"))
+
+
+def source_names(conn: psycopg.Connection, *, workspace_id: UUID, query_ids: list[UUID],
+                 report_ids: list[UUID]) -> dict[UUID, str]:
+    """``{id: name}`` of the workspace's saved queries ``query_ids`` and reports
+    ``report_ids`` (deleted ones too: a delivery still names its source)."""
+    rows = fetch_rows(conn, SQL["source_names"], {"ws": workspace_id, "queries": query_ids, "reports": report_ids})
+    return {row["id"]: str(row["name"]) for row in rows}
 
 
 @dataclass(frozen=True)

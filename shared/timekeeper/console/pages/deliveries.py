@@ -66,22 +66,51 @@ def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
             for name, change in sorted(changes.items())]
 
 
+#: The deliveries list's filters (the query parameters of ``GET /query-schedules``).
+DELIVERY_FILTERS = ("name", "source", "owner", "status")
+
+
+def filters_of(params: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    """The list filters ``names`` the address gives (``params``), trimmed and at most 300
+    characters each; empty ones are left out (the API judges the rest)."""
+    return {name: params[name].strip()[:300] for name in names if (params.get(name) or "").strip()}
+
+
+def owner_choices(ctx: Request) -> list[tuple[str, str]]:
+    """The people a list may be filtered by owner: ``[(user id, "Name <address>")]``, the
+    workspace's members (``GET /members``, first 200) or, when the API does not list them
+    to the person, only themself ("Me")."""
+    reply = ctx.api().call("GET", "/members", query={"limit": "200"})
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return [(ctx.session.user_id, "Me")]
+    return [(m["user_id"], f"{m['display_name']} <{m['email']}>" if m.get("email") else m["display_name"])
+            for m in reply.body["items"]]
+
+
 @router.get(f"{PREFIX}/deliveries")
 @signed_in
 def deliveries(ctx: Request) -> Response:
-    """``GET /console/deliveries``: the workspace's deliveries, pages of :data:`PAGE_SIZE`."""
+    """``GET /console/deliveries``: the workspace's deliveries, pages of :data:`PAGE_SIZE`,
+    filtered by ``name`` (a part of it), ``source`` (query or report), ``owner`` (a user id)
+    and ``status``; a filter the API refuses is shown on its field (422) with what was typed."""
     params = ctx.params
-    reply = ctx.api().call("GET", "/query-schedules", query={"cursor": params.get("cursor"),
+    filters = filters_of(params, DELIVERY_FILTERS)
+    reply = ctx.api().call("GET", "/query-schedules", query={**filters, "cursor": params.get("cursor"),
                                                              "limit": str(PAGE_SIZE)})
+    page = {"filters": filters, "owners": owner_choices(ctx),
+            "done": "The delivery was deleted: its runs, outcomes and history are kept."
+            if params.get("done") == "deleted" else None}
+    if reply.status == 422 and isinstance(reply.body, dict) and reply.body.get("field") in DELIVERY_FILTERS:
+        return ctx.page("deliveries.html", HTTPStatus.UNPROCESSABLE_ENTITY, rows=[], next_page=None,
+                        problem={"field": reply.body["field"], "message": reply.body.get("message")}, **page)
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = reply.body.get("timezone") or "UTC"
     rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
     cursor = reply.body.get("next_cursor")
-    return ctx.page("deliveries.html", rows=rows,
-                    done="The delivery was deleted: its runs, outcomes and history are kept."
-                    if params.get("done") == "deleted" else None,
-                    next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
+    return ctx.page("deliveries.html", rows=rows, problem=None,
+                    next_page=f"{PREFIX}/deliveries?" + urlencode({**filters, "cursor": cursor}) if cursor else None,
+                    **page)
 
 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>")
