@@ -189,10 +189,10 @@ class WorkspaceScope:
             return response
 
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
-             limit: int) -> service.SchedulePage:
+             limit: int, work_kind: str | None = None, name: str | None = None) -> service.SchedulePage:
         """A page of the workspace's schedules (see :func:`service.list_schedules`)."""
         return self.call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
-                          kinds=self.kinds)
+                          kinds=self.kinds, work_kind=work_kind, name=name)
 
     def details(self, schedule_id: UUID, *, history_limit: int, upcoming: int = 5) -> service.ScheduleDetails:
         """The schedule with its runs, events, its rule in words and next ``upcoming`` occurrences."""

@@ -289,18 +289,21 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
 
 def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
                    status: str | None = None, after: tuple[datetime, UUID] | None = None,
-                   limit: int = 50, kinds: WorkKindRegistry | None = None) -> SchedulePage:
+                   limit: int = 50, kinds: WorkKindRegistry | None = None, work_kind: str | None = None,
+                   name: str | None = None) -> SchedulePage:
     """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
-    ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
-    (``(created_at, id)`` of the previous page's last row). With ``kinds``, schedules of a
-    kind with a route of its own are left out (the generic list does not see them). Runs in
-    its own transaction. Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
+    ``owner`` (module), ``work_kind``, ``status`` and ``name`` (a part of it, any case); at
+    most ``limit`` (>= 1) rows after the keyset ``after`` (``(created_at, id)`` of the
+    previous page's last row). With ``kinds``, schedules of a kind with a route of its own
+    are left out (the generic list does not see them). Runs in its own transaction.
+    Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     after_created_at, after_id = after if after is not None else (None, None)
     with conn.transaction():
         rows = fetch_all(conn, SQL["list_schedules"], {
-            "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
+            "workspace_id": workspace_id, "owner": owner, "status": status, "work_kind": work_kind, "name": name,
+            "after_created_at": after_created_at,
             "after_id": after_id, "limit": limit + 1, "hidden_kinds": own_route_kinds(kinds)}, Schedule)
     return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
 

@@ -33,15 +33,27 @@ WRITERS = ("schedules:write", "schedules:admin")
 NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
 
 
+#: The schedules list's filters (the query parameters of ``GET /schedules``).
+SCHEDULE_FILTERS = ("name", "kind", "owner", "status")
+
+
 @router.get(f"{PREFIX}/schedules")
 @signed_in
 def schedules(ctx: Request) -> Response:
-    """``GET /console/schedules``: the workspace's schedules (``status`` filter: active or
-    paused), pages of :data:`PAGE_SIZE`."""
+    """``GET /console/schedules``: the workspace's schedules, pages of :data:`PAGE_SIZE`,
+    filtered by ``name`` (a part of it), ``kind`` (work kind), ``owner`` (module) and
+    ``status``; a filter the API refuses is shown on its field (422) with what was typed."""
     params = ctx.params
-    status = params.get("status") if params.get("status") in ("active", "paused") else None
-    reply = ctx.api().call("GET", "/schedules", query={"status": status, "cursor": params.get("cursor"),
+    filters = {name: params[name].strip()[:300] for name in SCHEDULE_FILTERS if (params.get(name) or "").strip()}
+    reply = ctx.api().call("GET", "/schedules", query={**filters, "cursor": params.get("cursor"),
                                                        "limit": str(PAGE_SIZE)})
+    kinds = work_kinds(ctx)
+    page = {"filters": filters, "kinds": sorted({(k["kind"], glossary.words(k["kind"])) for k in kinds}),
+            "owners": sorted({(k["owner"], glossary.words(k["owner"])) for k in kinds}),
+            "deleted": params.get("done") == "delete", "may_write": ctx.session.has(*WRITERS)}
+    if reply.status == 422 and isinstance(reply.body, dict) and reply.body.get("field") in SCHEDULE_FILTERS:
+        return ctx.page("schedules.html", HTTPStatus.UNPROCESSABLE_ENTITY, rows=[], next_page=None, zone=None,
+                        problem={"field": reply.body["field"], "message": reply.body.get("message")}, **page)
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
@@ -49,11 +61,9 @@ def schedules(ctx: Request) -> Response:
              "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"]),
              "code": rule_code(item["recurrence"])}
             for item in reply.body["items"]]
-    next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
-        "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
-        if reply.body.get("next_cursor") else None)
-    return ctx.page("schedules.html", rows=rows, status=status, next_page=next_page, zone=zone,
-                    deleted=params.get("done") == "delete", may_write=ctx.session.has(*WRITERS))
+    cursor = reply.body.get("next_cursor")
+    next_page = f"{PREFIX}/schedules?" + urlencode({**filters, "cursor": cursor}) if cursor else None
+    return ctx.page("schedules.html", rows=rows, next_page=next_page, zone=zone, problem=None, **page)
 
 
 def work_kinds(ctx: Request) -> list[dict[str, Any]]:
