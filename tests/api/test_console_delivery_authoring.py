@@ -84,7 +84,8 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     refused = _post(ana, path, added, intent="add", candidate="vic")
     assert refused["statusCode"] == 422
     text = html_lib.unescape(refused["body"])
-    assert "Vic <Viewer> (vic) may not read the query (missing_role)" in text
+    assert ("Vic <Viewer> (vic) may not read the query: their roles in this workspace do not include "
+        "queries:read (a workspace admin can give it).") in text
     assert 'id="d-candidate" name="candidate" aria-invalid="true"' in refused["body"]
     assert json.loads(_fields(refused["body"])["recipients"]) == ["rui", "ria"]
     # Preview the rule (every Monday 09:00 by default) and the message

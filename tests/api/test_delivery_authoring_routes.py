@@ -57,10 +57,11 @@ def test_recipient_check_names_who_may_not_read_the_source(call, ws):
                             "message": None}
     refused = check("vic")
     assert (refused["allowed"], refused["reason"]) == (False, "missing_role")
-    assert refused["message"] == "Vic <Viewer> (vic) may not read the query (missing_role)"
+    assert refused["message"] == ("Vic <Viewer> (vic) may not read the query: their roles in this workspace do not "
+                                  "include queries:read (a workspace admin can give it).")
     assert check("zed")["reason"] == "left_workspace"
     assert check("bea")["reason"] == "not_a_member"  # a member of another workspace only
-    assert check("nobody")["message"] == "nobody may not read the query (not_a_member)"
+    assert check("nobody")["message"] == "nobody may not read the query: they are not a member of this workspace."
 
 
 def test_recipient_check_refuses_another_workspaces_source_a_bad_field_and_a_reader(call, ws):

@@ -178,7 +178,7 @@ def recipient_check(scope: Writer, body: Annotated[RecipientCheckIn, Body()]) ->
         return RecipientCheckOut(user_id=body.user_id, display_name=name, allowed=True, reason=None, message=None)
     who = f"{name} ({body.user_id})" if name else body.user_id
     return RecipientCheckOut(user_id=body.user_id, display_name=name, allowed=False, reason=decision.reason,
-                             message=f"{who} may not read the {body.source.kind} ({decision.reason})")
+                             message=access.refusal_sentence(who, decision.reason, body.source.kind))
 
 
 @router.post("/query-schedules/message-preview", tags=["query schedules"], operation_id="draftMessagePreview",

@@ -33,6 +33,7 @@ from timekeeper.reporting.delivery import (
     OWNER,
     QuerySchedule,
     check_source_access,
+    contacts,
     get_query_schedule,
     list_recipients,
 )
@@ -154,8 +155,9 @@ def _check_recipients_read(conn: psycopg.Connection, settings: QuerySchedule, re
     for i, user_id in enumerate(recipients):
         decision = check_source_access(conn, settings, user_id)
         if not decision:
-            raise SettingsInvalid(f"recipients[{i}]", f"{user_id} may not read the {settings.source_kind} "
-                                                      f"({decision.reason})")
+            name = (contacts(conn, [user_id]).get(user_id) or {}).get("display_name")
+            raise SettingsInvalid(f"recipients[{i}]", access.refusal_sentence(
+                f"{name} ({user_id})" if name else user_id, decision.reason, settings.source_kind))
 
 
 def _check_templates(subject_template: str, body_template: str, *, body_link: bool = True) -> None:
@@ -330,7 +332,7 @@ class OwnerRefused(ValueError):
     (``user_deactivated``, ``left_workspace``, ``missing_role``, ``not_a_member``...)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"owner_user_id: the new owner may not read the source ({reason})")
+        super().__init__(access.refusal_sentence("The new owner", reason, "source"))
         self.reason = reason
 
 
