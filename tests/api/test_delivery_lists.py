@@ -108,3 +108,28 @@ def test_a_deliverys_page_names_its_source_and_warns_of_a_recipient_without_an_a
     assert '<span title="rui"><bdi>Rui Reader</bdi> <small>&lt;<bdi>rui@x.test</bdi>&gt;</small></span>' in html
     warning = re.search(r'<dd class="problem" role="status">(.*?)</dd>', html, re.S).group(1)
     assert "Noa Noaddress" in warning and "no e-mail address" in warning and "Rui" not in warning
+
+
+def test_a_deliverys_runs_stay_live_while_a_run_is_under_way(call, ws, console, db_url):
+    delivery = _make(call, ws, "Daily")
+    page = f"/console/deliveries/{delivery}"
+    browser = _browser(console, ws)
+    idle = browser.request("GET", page)["body"]
+    assert '<div id="delivery-runs">' in idle and "data-live" not in idle and "No runs yet." in idle
+    run = call("POST", f"/query-schedules/{delivery}/run", as_=_ana(ws))
+    assert run.status == 202, run.body
+    shown = browser.request("GET", page)["body"]
+    live = f"{page}/live"
+    assert f'<div id="delivery-runs" data-live="{live}" data-live-every="3">' in shown
+    assert f'<a href="{page}">Refresh the status</a>' in shown
+    fragment = browser.request("GET", live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="delivery-runs" data-live=')
+    assert "<html" not in fragment["body"] and "queued" in fragment["body"].lower()
+    with connect(db_url) as conn:
+        conn.execute("UPDATE schedule_runs SET state = 'failed', outcome_code = 'source_access_lost', "
+                     "finished_at = now() WHERE id = %s", (run.body["run_id"],))
+    done = browser.request("GET", live)["body"]
+    assert '<div id="delivery-runs">' in done and "data-live" not in done and "Refresh the status" not in done
+    bea = Browser(console)
+    bea.sign_in(Caller(user_id="bea", workspace_id=ws["b"], roles=TOKEN, enrol=False), ("queries:read",))
+    assert bea.request("GET", live)["statusCode"] == 404

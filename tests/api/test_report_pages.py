@@ -141,6 +141,24 @@ def test_the_report_page_lists_the_deliveries_and_previews_the_pdf(console, tena
     # Back leads to the report, not to the snapshots
     assert f'<a href="/console/reports/{report.id}">← <bdi>Sent</bdi></a>' in rendered["body"]
     assert "← Snapshots" not in rendered["body"]
+    # Under way: the status block is fetched again from its live address; a refresh link without JavaScript
+    live = f"{render_page}/live"
+    assert f'<div id="render-status" data-live="{live}" data-live-every="2">' in rendered["body"]
+    assert f'<a href="{render_page}">Refresh the status</a>' in rendered["body"]
+    fragment = browser.request("GET", live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="render-status" data-live=')
+    assert "<html" not in fragment["body"] and "Requested" in fragment["body"]
+    assert "script-src 'self'" in _header(fragment, "Content-Security-Policy")
+    # Finished: the block carries no live address any more, so the polling stops
+    with connect(db_url) as conn:
+        conn.execute("UPDATE report_renders SET state = 'failed', error_code = 'render_failed', finished_at = now() "
+                     "WHERE id = %s", (render_page.rsplit("/", 1)[1],))
+    done = browser.request("GET", live)["body"]
+    assert '<div id="render-status">' in done and "data-live" not in done and "Refresh the status" not in done
+    # Another workspace's person, and one signed out, get no fragment
+    b = _browser(console, tenants[1], tenants[1].author)
+    assert b.request("GET", live)["statusCode"] == 404
+    assert Browser(console).request("GET", live)["statusCode"] in (302, 303, 401)
     missing = browser.request("GET", f"/console/reports/{report.id}/renders/{UUID(int=1)}")
     assert missing["statusCode"] == 404 and '<a href="/console/reports">Back to the reports</a>' in missing["body"]
 

@@ -124,22 +124,56 @@ def delivery(ctx: Request, schedule_id: str) -> Response:
     reply = client.call("GET", f"/query-schedules/{schedule_id}")
     if reply.status != 200:
         return ctx.api_error(reply)
-    history = client.call("GET", f"/query-schedules/{schedule_id}/runs", query={"cursor": params.get("cursor")})
+    zone = zone_of(reply.body)
+    history = runs_of(ctx, schedule_id, zone, params.get("cursor"))
     if history.status != 200:
         return ctx.api_error(history)
-    zone = zone_of(reply.body)
-    runs = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
-             "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
-            for run in history.body["items"]]
-    cursor = history.body.get("next_cursor")
+    runs, cursor = history.body["items"], history.body.get("next_cursor")
     trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
     return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
-                    zone=zone, runs=runs, done=done, changes=changes, run_key=str(uuid.uuid4()),
+                    zone=zone, runs=runs, live=under_way(runs), done=done, changes=changes, run_key=str(uuid.uuid4()),
                     inv=invitation_of(ctx, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
+
+
+#: The run states that are not finished: a page showing such a run keeps its status live.
+UNDER_WAY = ("queued", "running")
+
+
+def under_way(runs: list[dict[str, Any]]) -> bool:
+    """Whether any of ``runs`` (the API's runs) is not finished (:data:`UNDER_WAY`)."""
+    return any(run.get("state") in UNDER_WAY for run in runs)
+
+
+def runs_of(ctx: Request, schedule_id: str, zone: str, cursor: str | None) -> ApiReply:
+    """A page of a delivery's runs (``GET /query-schedules/{id}/runs``) with their instants
+    (occurrence, finish, link expiry) in ``zone`` and UTC; the API's refusal as it came."""
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}/runs", query={"cursor": cursor})
+    if reply.status != 200:
+        return reply
+    items = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
+              "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
+             for run in reply.body["items"]]
+    return ApiReply(reply.status, {**reply.body, "items": items})
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/live")
+@signed_in
+def delivery_live(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/deliveries/{id}/live``: the delivery page's runs block alone (an HTML
+    fragment console.js swaps in while a run is under way; it no longer asks once the
+    block carries no ``data-live``). Another workspace's delivery is a 404."""
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    history = runs_of(ctx, schedule_id, zone_of(reply.body), None)
+    if history.status != 200:
+        return ctx.api_error(history)
+    runs = history.body["items"]
+    return ctx.page("_delivery_runs.html", s=reply.body, runs=runs, live=under_way(runs), unread=0)
 
 
 def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:
