@@ -60,3 +60,15 @@ def test_the_console_list_keeps_its_filters(call, caller, console, batches):
     assert bad["statusCode"] == 422
     assert re.search(r'<select id="filter-status" name="status" aria-invalid="true"', bad["body"])
     assert 'value="x"' in bad["body"] and 'id="filter-problem" role="alert"' in bad["body"]
+
+
+def test_the_history_says_what_a_change_changed(call, caller, console):
+    made = call("POST", "/schedules", new_schedule(name="Nightly <sweep>")).body
+    renamed = call("PATCH", f"/schedules/{made['id']}", {"name": "Nightly sweep (books)"})
+    assert renamed.status == 200, renamed.body
+    events = call("GET", f"/schedules/{made['id']}").body["history"]["events"]
+    assert events[0]["detail"]["changes"] == {"name": {"from": "Nightly <sweep>", "to": "Nightly sweep (books)"}}
+    browser = Browser(console)
+    browser.sign_in(caller)
+    html = browser.request("GET", f"/console/schedules/{made['id']}")["body"]
+    assert "<li>Name: <bdi>Nightly &lt;sweep&gt;</bdi> → <bdi>Nightly sweep (books)</bdi></li>" in html

@@ -199,8 +199,21 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             "name": current.name if name is None else name,
             "subject_id": current.subject_id if subject_id is None else subject_id,
             "next_due_at": first_due, "now": now})
-        _event(conn, row, "updated", actor, now, detail={"definition_version": row.definition_version})
+        _event(conn, row, "updated", actor, now, detail={"definition_version": row.definition_version,
+                                                         "changes": definition_changes(current, row)})
     return row
+
+
+def definition_changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
+    """What an update changed, for the history: ``{field: {"from", "to"}}`` for each of
+    ``name``, ``subject_id`` (as text), ``recurrence`` and ``timezone`` whose value differs."""
+    out: dict[str, dict[str, Any]] = {}
+    for field in ("name", "subject_id", "recurrence", "timezone"):
+        old, new = getattr(before, field), getattr(after, field)
+        if old != new:
+            out[field] = {"from": str(old) if isinstance(old, UUID) else old,
+                          "to": str(new) if isinstance(new, UUID) else new}
+    return out
 
 
 def pause_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,

@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import when, zone_of
+from timekeeper.console.display import changed_fields, when, zone_of
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.pages.schedules import PAGE_SIZE
 from timekeeper.console.paths import PREFIX
@@ -53,17 +53,6 @@ def message_preview_policy(html: str) -> str:
     styles = f"'unsafe-hashes' {hashes}" if hashes else "'none'"
     return (f"default-src 'none'; style-src {styles}; img-src 'none'; form-action 'none'; "
             "frame-ancestors 'self'; base-uri 'none'; sandbox")
-
-
-def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
-    ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
-    changes = (detail or {}).get("changes") if isinstance(detail, dict) else None
-    if not isinstance(changes, dict):
-        return []
-    return [{"field": name, "from": (change or {}).get("from") if isinstance(change, dict) else None,
-             "to": (change or {}).get("to") if isinstance(change, dict) else change}
-            for name, change in sorted(changes.items())]
 
 
 #: The deliveries list's filters (the query parameters of ``GET /query-schedules``).

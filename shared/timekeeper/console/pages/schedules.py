@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper import json_input
 from timekeeper.console import glossary, rule_form
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
+from timekeeper.console.display import changed_fields, occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.paths import PREFIX
 
@@ -31,6 +31,19 @@ UPCOMING = 10
 WRITERS = ("schedules:write", "schedules:admin")
 #: Which failures a schedule's owner is told of (the API's ``notify_on``), in the glossary's words.
 NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
+
+
+#: A schedule's changed fields in the history, in words.
+CHANGE_WORDS = {"name": "Name", "subject_id": "Subject", "recurrence": "Rule", "timezone": "Time zone"}
+
+
+def _change_text(field: str, value: Any) -> str:
+    """A changed field's value in the history: a rule in words, anything else as text, "—" for none."""
+    if value is None:
+        return "—"
+    if field == "recurrence" and isinstance(value, dict):
+        return rule_text(value)
+    return str(value)
 
 
 #: The schedules list's filters (the query parameters of ``GET /schedules``).
@@ -117,7 +130,9 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
              "local": r["occurrence_local"].replace("T", " ")[:16],
              "at": when(r.get("occurrence_at"), shown_zone)}
             for r in detail["history"]["runs"]]
-    events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
+    events = [{**e, "when": when(e["at"], shown_zone), "fields": [
+        {**c, "from": _change_text(c["field"], c["from"]), "to": _change_text(c["field"], c["to"])}
+        for c in changed_fields(e.get("detail"))]} for e in detail["history"]["events"]]
     if editor is None:
         editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
     saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
@@ -137,7 +152,8 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
         code=rule_code(detail["schedule"]["recurrence"]),
-        runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+        runs=runs, events=events, change_words=CHANGE_WORDS, done=done, run_key=str(uuid.uuid4()), editor=editor,
+        preview=preview,
         notify_choices=NOTIFY_CHOICES,
         zone=shown_zone,
         problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
