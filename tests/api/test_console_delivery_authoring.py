@@ -96,6 +96,9 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     assert message["statusCode"] == 200
     assert "What <bdi>Ria Reader</bdi> would receive" in message["body"]
     assert "<bdi>Invoices for Ria Reader</bdi>" in message["body"]
+    # The HTML part too, in a sandboxed frame (escaped into srcdoc: nothing of it runs in the page)
+    srcdoc = re.search(r'<iframe class="message" sandbox srcdoc="([^"]*)"', message["body"]).group(1)
+    assert "<" not in srcdoc and "<a href=" in html_lib.unescape(srcdoc)
     # A bad template is the API's reason on its field, what was typed kept
     bad = _post(ana, path, message, intent="save", subject_template="{{ password }}")
     assert bad["statusCode"] == 422
@@ -135,7 +138,8 @@ def test_edit_sends_only_what_changed_and_the_history_shows_it(ws, console, call
     path = f"/console/deliveries/{delivery_id}/edit"
     page = ana.request("GET", path)
     assert page["statusCode"] == 200
-    assert "The source and the format stay as they were saved" in page["body"]
+    assert "The source and the format stay as they were saved (query <bdi>Open invoices</bdi>" in page["body"]
+    assert '<a href="/console/deliveries/new">make a new delivery</a>' in page["body"]
     # A cron rule is not one the fields show: the JSON editor holds it
     assert _fields(page["body"])["rule_mode"] == "json"
     saved = _post(ana, path, page, intent="save", subject_template="New: {{ schedule_name }}")
