@@ -133,3 +133,21 @@ def test_a_deliverys_runs_stay_live_while_a_run_is_under_way(call, ws, console, 
     bea = Browser(console)
     bea.sign_in(Caller(user_id="bea", workspace_id=ws["b"], roles=TOKEN, enrol=False), ("queries:read",))
     assert bea.request("GET", live)["statusCode"] == 404
+
+
+def test_adding_a_recipient_without_an_address_warns(ws, console, db_url):
+    from tests.api.test_console_delivery_authoring import _post
+
+    with connect(db_url) as conn, conn.transaction():
+        upsert_user(conn, user_id="noa", display_name="Noa Noaddress", email=None, now=NOW)
+        add_member(conn, workspace_id=ws["a"], user_id="noa", roles=["queries:read"], now=NOW - timedelta(days=1))
+    browser = _browser(console, ws)
+    path = "/console/deliveries/new"
+    page = browser.request("GET", path)
+    common = {"name": "Daily", "source": f"query:{ws['query']}:", "format": "csv"}
+    added = _post(browser, path, page, intent="add", candidate="noa", **common)
+    assert added["statusCode"] == 200
+    assert "Noa Noaddress was added: they may read the source, but they have no e-mail address" in added["body"]
+    other = _post(browser, path, page, intent="add", candidate="rui", **common)
+    assert "Rui Reader was added: they may read the source." in other["body"]
+    assert "no e-mail address" not in other["body"]

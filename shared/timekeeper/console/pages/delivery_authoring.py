@@ -241,6 +241,10 @@ def _common_intent(ctx: Request, draft: Draft, intent: str, *, saved: dict[str, 
                              http_status=HTTPStatus.UNPROCESSABLE_ENTITY)
         added = replace(draft, recipients=tuple(dict.fromkeys((*draft.recipients, candidate))))
         who = reply.body.get("display_name") or candidate
+        if not reply.body.get("email"):
+            return form_page(ctx, added, **page, notice=f"{who} was added: they may read the source, but they have "
+                                                         "no e-mail address, so a run sends them nothing until the "
+                                                         "directory has one.")
         return form_page(ctx, added, **page, notice=f"{who} was added: they may read the source.")
     if intent == "keep":  # Enter in a field: the form again, as typed, nothing sent
         return form_page(ctx, draft, **page)
