@@ -72,3 +72,32 @@ def test_the_history_says_what_a_change_changed(call, caller, console):
     browser.sign_in(caller)
     html = browser.request("GET", f"/console/schedules/{made['id']}")["body"]
     assert "<li>Name: <bdi>Nightly &lt;sweep&gt;</bdi> → <bdi>Nightly sweep (books)</bdi></li>" in html
+
+
+def test_a_schedules_runs_stay_live_while_a_run_is_under_way(call, caller, console, db_url):
+    from tests.api.conftest import Caller
+    from timekeeper.db.connection import connect
+
+    made = call("POST", "/schedules", new_schedule(name="Sweep")).body
+    page = f"/console/schedules/{made['id']}"
+    browser = Browser(console)
+    browser.sign_in(caller)
+    idle = browser.request("GET", page)["body"]
+    assert '<div id="schedule-runs">' in idle and "data-live" not in idle
+    run = call("POST", f"/schedules/{made['id']}/run", headers={"Idempotency-Key": "live-1"})
+    assert run.status == 202, run.body
+    live = f"{page}/live"
+    shown = browser.request("GET", page)["body"]
+    assert f'<div id="schedule-runs" data-live="{live}" data-live-every="3">' in shown
+    assert f'<a href="{page}">Refresh the status</a>' in shown
+    fragment = browser.request("GET", live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="schedule-runs" data-live=')
+    assert "<html" not in fragment["body"]
+    with connect(db_url) as conn:
+        conn.execute("UPDATE schedule_runs SET state = 'succeeded', outcome_code = 'succeeded', finished_at = now() "
+                     "WHERE schedule_id = %s", (made["id"],))
+    done = browser.request("GET", live)["body"]
+    assert '<div id="schedule-runs">' in done and "data-live" not in done
+    other = Browser(console)
+    other.sign_in(Caller(user_id="someone-else"))
+    assert other.request("GET", live)["statusCode"] == 404

@@ -109,6 +109,32 @@ def rule_zones(ctx: Request) -> list[str]:
     return zones
 
 
+#: The run states that are not finished: a schedule's page keeps its runs live while one is.
+RUN_UNDER_WAY = ("queued", "running")
+
+
+def run_rows(runs: list[dict[str, Any]], zone: str) -> list[dict[str, Any]]:
+    """A schedule's runs (the API's) as its page shows them: queued, finished and the
+    occurrence in ``zone`` with UTC beside, the occurrence's local wall time."""
+    return [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
+             "local": r["occurrence_local"].replace("T", " ")[:16], "at": when(r.get("occurrence_at"), zone)}
+            for r in runs]
+
+
+@router.get(f"{PREFIX}/schedules/<schedule_id>/live")
+@signed_in
+def schedule_runs_live(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/schedules/{id}/live``: the schedule page's runs block alone (an HTML
+    fragment console.js swaps in while a run is queued or running). Another workspace's
+    schedule is a 404."""
+    reply = ctx.api().call("GET", f"/schedules/{quote(schedule_id, safe='')}", query={"upcoming": "1"})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    runs = run_rows(reply.body["history"]["runs"], zone_of(reply.body))
+    return ctx.page("_schedule_runs.html", s=reply.body["schedule"], runs=runs,
+                    live=any(r["state"] in RUN_UNDER_WAY for r in runs), unread=0)
+
+
 def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
                   form: rule_form.RuleForm | None = None, submitted: str | None = None,
                   preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
@@ -126,10 +152,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     # Instants in the workspace's zone, with UTC beside; occurrences in the rule's own zone.
     shown_zone = zone_of(detail)
     occurrences = occurrence_rows(detail["next_occurrences"])
-    runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
-             "local": r["occurrence_local"].replace("T", " ")[:16],
-             "at": when(r.get("occurrence_at"), shown_zone)}
-            for r in detail["history"]["runs"]]
+    runs = run_rows(detail["history"]["runs"], shown_zone)
     events = [{**e, "when": when(e["at"], shown_zone), "fields": [
         {**c, "from": _change_text(c["field"], c["from"]), "to": _change_text(c["field"], c["to"])}
         for c in changed_fields(e.get("detail"))]} for e in detail["history"]["events"]]
@@ -152,7 +175,8 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
         code=rule_code(detail["schedule"]["recurrence"]),
-        runs=runs, events=events, change_words=CHANGE_WORDS, done=done, run_key=str(uuid.uuid4()), editor=editor,
+        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), events=events, change_words=CHANGE_WORDS,
+        done=done, run_key=str(uuid.uuid4()), editor=editor,
         preview=preview,
         notify_choices=NOTIFY_CHOICES,
         zone=shown_zone,
