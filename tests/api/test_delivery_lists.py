@@ -130,6 +130,8 @@ def test_a_deliverys_runs_stay_live_while_a_run_is_under_way(call, ws, console, 
                      "finished_at = now() WHERE id = %s", (run.body["run_id"],))
     done = browser.request("GET", live)["body"]
     assert '<div id="delivery-runs">' in done and "data-live" not in done and "Refresh the status" not in done
+    # Who asked for the run: by name and address, the id in a title
+    assert 'by <span title="ana"><bdi>Ana Analyst</bdi> <small>&lt;<bdi>ana@x.test</bdi>&gt;</small></span>' in done
     bea = Browser(console)
     bea.sign_in(Caller(user_id="bea", workspace_id=ws["b"], roles=TOKEN, enrol=False), ("queries:read",))
     assert bea.request("GET", live)["statusCode"] == 404

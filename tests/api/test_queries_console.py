@@ -78,6 +78,8 @@ def test_an_analyst_previews_saves_versions_compares_and_deletes_a_query(db_url,
     assert "<li><bdi>Amount</bdi> is at least <bdi>1.234,50</bdi></li>" in words
     assert "Number ascending" in words and "amount_minor" not in words.split("<details>")[0]
     assert "<details><summary>The definition as JSON" in words
+    # People by name (the user id in a title)
+    assert f'<dt>Made by</dt><dd><span title="{analyst.user_id}"><bdi>Member</bdi></span></dd>' in page
 
     # New version from version 1: prefilled in the locale; then the diff of 1 and 2
     again = browser.request("GET", f"{query_path}/versions/new?from=1")["body"]

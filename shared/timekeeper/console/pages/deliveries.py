@@ -21,6 +21,7 @@ from timekeeper.console.display import changed_fields, when, zone_of
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.pages.schedules import PAGE_SIZE
 from timekeeper.console.paths import PREFIX
+from timekeeper.console.people import people_by_id
 
 router = Router()
 
@@ -122,7 +123,8 @@ def delivery(ctx: Request, schedule_id: str) -> Response:
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
     return ctx.page("delivery.html", s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
-                    zone=zone, runs=runs, live=under_way(runs), done=done, changes=changes, run_key=str(uuid.uuid4()),
+                    zone=zone, runs=runs, live=under_way(runs), people=people_by_id(ctx), done=done, changes=changes,
+                    run_key=str(uuid.uuid4()),
                     inv=invitation_of(ctx, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
@@ -162,7 +164,8 @@ def delivery_live(ctx: Request, schedule_id: str) -> Response:
     if history.status != 200:
         return ctx.api_error(history)
     runs = history.body["items"]
-    return ctx.page("_delivery_runs.html", s=reply.body, runs=runs, live=under_way(runs), unread=0)
+    return ctx.page("_delivery_runs.html", s=reply.body, runs=runs, live=under_way(runs), people=people_by_id(ctx),
+                    unread=0)
 
 
 def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:

@@ -29,6 +29,7 @@ from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import PREFIX
+from timekeeper.console.people import people_by_id
 
 router = Router()
 
@@ -432,7 +433,8 @@ def query_page(ctx: Request, query_id: str) -> Response:
     catalogue = _catalogue(ctx)
     words = definition_words(right["definition"], catalogue if isinstance(catalogue, dict) else {}, detail["entry"])
     return ctx.page("query.html", q=detail["query"], versions=versions, pinned_by=detail["pinned_by"], zone=zone,
-                    words=words, definition_json=json.dumps(right["definition"], indent=2, ensure_ascii=False),
+                    words=words, people=people_by_id(ctx),
+                    definition_json=json.dumps(right["definition"], indent=2, ensure_ascii=False),
                     changed=when(detail["query"]["updated_at"], zone), left=left, right=right,
                     diff=side_by_side(left["definition"], right["definition"]), may_write=_may_write(ctx),
                     done=done, key=_new_key())
