@@ -56,8 +56,11 @@ def test_an_analyst_composes_reorders_saves_versions_and_previews_a_report(page,
     page.locator("#f-heading_1").fill("Amounts by invoice")
     page.locator("#f-query_1").select_option(label="Invoice amounts: its current version when rendered")
     page.locator("#f-display_1").select_option(label="Bar chart")
-    page.locator("#f-label_1").fill("number")
-    page.locator("#f-value_1").fill("amount_minor")
+    # The chart's columns are offered by their labels once the section's query is chosen
+    with page.expect_navigation():
+        page.get_by_role("button", name="Offer section 2’s query columns").click()
+    page.locator("#f-label_1").select_option(label="Number")
+    page.locator("#f-value_1").select_option(label="Amount")
     assert page.locator("#f-heading_0").input_value() == "All invoices"  # kept across the server's answer
     # Moving the chart up from the keyboard puts it first
     page.get_by_role("button", name="Move section 2 up").focus()
