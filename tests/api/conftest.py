@@ -309,3 +309,56 @@ def seed_overdue_workspaces(db, *, created: datetime, periods: list[date]) -> di
                             created if published else None, None if published else "generator_failed",
                             created, created))
     return made
+
+
+@pytest.fixture
+def ws(db_url) -> dict[str, Any]:
+    """Two workspaces for the delivery authoring tests: Acme (Europe/Berlin) with ana
+    (queries:write), rui and ria (queries:read), ``Vic <Viewer>`` (reports:read, a name to
+    escape) and zed (queries:read, who left an hour ago); Beta (UTC) with bea. Acme has
+    the saved query "Open invoices" (version 2 adds ``amount_minor``), Beta "Theirs".
+    Returns the ids: ``a``, ``b``, ``query`` and ``other`` (Beta's query)."""
+    from datetime import timedelta
+
+    from timekeeper.db.connection import connect
+    from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, upsert_user
+    from timekeeper.reporting import store
+
+    with connect(db_url) as conn, conn.transaction():
+        a = create_workspace(conn, name="Acme", timezone="Europe/Berlin", now=NOW).id
+        b = create_workspace(conn, name="Beta", timezone="UTC", now=NOW).id
+        for user, name, roles, w in (("ana", "Ana Analyst", ["queries:write"], a),
+                                     ("rui", "Rui Reader", ["queries:read"], a),
+                                     ("ria", "Ria Reader", ["queries:read"], a),
+                                     ("vic", "Vic <Viewer>", ["reports:read"], a),
+                                     ("zed", "Zed Gone", ["queries:read"], a),
+                                     ("bea", "Bea Other", ["queries:admin"], b)):
+            upsert_user(conn, user_id=user, display_name=name, email=f"{user}@x.test", now=NOW)
+            add_member(conn, workspace_id=w, user_id=user, roles=roles, now=NOW - timedelta(days=1))
+        leave_workspace(conn, workspace_id=a, user_id="zed", now=NOW - timedelta(hours=1))
+        query, _ = store.create_query(conn, workspace_id=a, name="Open invoices", actor="ana", now=NOW,
+                                      definition={"entity": "invoices", "columns": ["number"]})
+        store.add_version(conn, workspace_id=a, query_id=query.id, actor="ana", now=NOW,
+                          definition={"entity": "invoices", "columns": ["number", "amount_minor"]})
+        other, _ = store.create_query(conn, workspace_id=b, name="Theirs", actor="bea", now=NOW,
+                                      definition={"entity": "invoices", "columns": ["number"]})
+    return {"a": a, "b": b, "query": str(query.id), "other": str(other.id)}
+
+
+@pytest.fixture
+def batches(conn, caller) -> dict[str, str]:
+    """Two recurring batches ("Daily sales", "Cash book") of the caller's workspace and one
+    ("Their batch") of another workspace; returns their ids by ``daily``, ``cash``, ``theirs``."""
+    from timekeeper.accounting import books
+
+    def recurring(workspace_id, name):
+        calendar = books.create_calendar(conn, workspace_id=workspace_id, name=f"books {name}", timezone="UTC",
+                                         first_period_start=date(2027, 3, 1), periods=3)
+        return books.create_recurring_batch(conn, workspace_id=workspace_id, calendar_id=calendar.id,
+                                            name=name, opens_on=date(2027, 3, 1), now=NOW)
+
+    with conn.transaction():
+        daily = recurring(caller.workspace_id, "Daily sales")
+        cash = recurring(caller.workspace_id, "Cash book")
+        theirs = recurring(uuid.uuid4(), "Their batch")
+    return {"daily": str(daily.id), "cash": str(cash.id), "theirs": str(theirs.id)}

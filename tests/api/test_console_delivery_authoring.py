@@ -10,37 +10,12 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
-from datetime import timedelta
 
-import pytest
-
-from tests.api.conftest import NOW, Caller
+from tests.api.conftest import Caller
 from tests.api.test_console import Browser, _header
-from timekeeper.db.connection import connect
-from timekeeper.platform.directory import add_member, create_workspace, upsert_user
-from timekeeper.reporting import store
 
 ROLES = ("queries:read", "queries:write")
 TOKEN = "queries:read,queries:write"
-
-
-@pytest.fixture
-def ws(db_url):
-    with connect(db_url) as conn, conn.transaction():
-        a = create_workspace(conn, name="Acme", timezone="Europe/Berlin", now=NOW).id
-        b = create_workspace(conn, name="Beta", timezone="UTC", now=NOW).id
-        for user, name, roles, w in (("ana", "Ana Analyst", ["queries:write"], a),
-                                     ("rui", "Rui Reader", ["queries:read"], a),
-                                     ("ria", "Ria Reader", ["queries:read"], a),
-                                     ("vic", "Vic <Viewer>", ["reports:read"], a),
-                                     ("bea", "Bea Other", ["queries:admin"], b)):
-            upsert_user(conn, user_id=user, display_name=name, email=f"{user}@x.test", now=NOW)
-            add_member(conn, workspace_id=w, user_id=user, roles=roles, now=NOW - timedelta(days=1))
-        query, _ = store.create_query(conn, workspace_id=a, name="Open invoices", actor="ana", now=NOW,
-                                      definition={"entity": "invoices", "columns": ["number"]})
-        store.add_version(conn, workspace_id=a, query_id=query.id, actor="ana", now=NOW,
-                          definition={"entity": "invoices", "columns": ["number", "amount_minor"]})
-    return {"a": a, "b": b, "query": str(query.id)}
 
 
 def person(console, ws, user="ana", roles=ROLES, workspace="a"):
@@ -109,7 +84,8 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     refused = _post(ana, path, added, intent="add", candidate="vic")
     assert refused["statusCode"] == 422
     text = html_lib.unescape(refused["body"])
-    assert "Vic <Viewer> (vic) may not read the query (missing_role)" in text
+    assert ("Vic <Viewer> (vic) may not read the query: their roles in this workspace do not include "
+        "queries:read (a workspace admin can give it).") in text
     assert 'id="d-candidate" name="candidate" aria-invalid="true"' in refused["body"]
     assert json.loads(_fields(refused["body"])["recipients"]) == ["rui", "ria"]
     # Preview the rule (every Monday 09:00 by default) and the message
@@ -120,6 +96,9 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     assert message["statusCode"] == 200
     assert "What <bdi>Ria Reader</bdi> would receive" in message["body"]
     assert "<bdi>Invoices for Ria Reader</bdi>" in message["body"]
+    # The HTML part too, in a sandboxed frame (escaped into srcdoc: nothing of it runs in the page)
+    srcdoc = re.search(r'<iframe class="message" sandbox srcdoc="([^"]*)"', message["body"]).group(1)
+    assert "<" not in srcdoc and "<a href=" in html_lib.unescape(srcdoc)
     # A bad template is the API's reason on its field, what was typed kept
     bad = _post(ana, path, message, intent="save", subject_template="{{ password }}")
     assert bad["statusCode"] == 422
@@ -159,7 +138,8 @@ def test_edit_sends_only_what_changed_and_the_history_shows_it(ws, console, call
     path = f"/console/deliveries/{delivery_id}/edit"
     page = ana.request("GET", path)
     assert page["statusCode"] == 200
-    assert "The source and the format stay as they were saved" in page["body"]
+    assert "The source and the format stay as they were saved (query <bdi>Open invoices</bdi>" in page["body"]
+    assert '<a href="/console/deliveries/new">make a new delivery</a>' in page["body"]
     # A cron rule is not one the fields show: the JSON editor holds it
     assert _fields(page["body"])["rule_mode"] == "json"
     saved = _post(ana, path, page, intent="save", subject_template="New: {{ schedule_name }}")

@@ -89,3 +89,20 @@ def test_staff_see_every_workspaces_overdue_periods_linked_to_its_snapshots(cons
     assert str(made[PUBLISHED_NAME]) not in section
     assert "missing" in section and "failed" in section and "generator_failed" in section
     assert "2027-02-02 00:00 CET" in section and "2027-02-01 23:00 UTC" in section and "2027-01" in section
+
+
+def test_the_overview_filters_keep_their_values_and_a_bad_one_is_shown_on_its_field(console, conn):
+    paused_schedule(conn, name="ledger sweep")
+    paused_schedule(conn, name="cash sweep")
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+    page = staff.get_decoded("/console/operations?schedule=ledger&status=paused")
+    assert page["statusCode"] == 200
+    html = page["body"]
+    assert 'id="filter-schedule" name="schedule" value="ledger"' in html
+    assert '<option value="paused" selected>' in html
+    assert "ledger sweep" in html and "cash sweep" not in html
+    bad = staff.get_decoded("/console/operations?state=done&schedule=ledger")
+    assert bad["statusCode"] == 422
+    assert re.search(r'<select id="filter-state" name="state" aria-invalid="true"', bad["body"])
+    assert 'value="ledger"' in bad["body"] and 'id="filter-problem" role="alert"' in bad["body"]

@@ -131,7 +131,7 @@ def test_an_admin_reassigns_an_ownerless_schedule_and_a_refusal_shows_the_reason
     # A new owner without read access to the source: the API's reason, nothing changes
     refused = browser.request("POST", "/console/ownerless/reassign", {**form, "owner_user_id": viewer.user_id})
     assert refused["statusCode"] == 422
-    assert "Refused: the new owner may not own this schedule: missing_role" in refused["body"]
+    assert "Refused: The new owner may not read the source: their roles in this workspace" in refused["body"]
     assert [s["id"] for s in call("GET", "/ownerless-schedules", as_=admin).body["items"]] == [str(schedule_id)]
     # An empty owner is the API's 422 too, never a 500
     assert browser.request("POST", "/console/ownerless/reassign", {**form, "owner_user_id": ""})[

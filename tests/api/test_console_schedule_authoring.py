@@ -8,32 +8,12 @@ from __future__ import annotations
 import html as html_lib
 import re
 import uuid
-from datetime import date
 
-import pytest
-
-from tests.api.conftest import NOW, Caller, new_schedule
+from tests.api.conftest import Caller, new_schedule
 from tests.api.test_console import Browser
-from timekeeper.accounting import books
 
 SECOND_SUNDAY_0230 = {"frequency": "monthly_nth", "nth": "2", "nth_day": "SU", "times": "02:30",
                       "timezone": "America/New_York"}
-
-
-@pytest.fixture
-def batches(conn, caller):
-    """Two recurring batches of the caller's workspace and one of another workspace."""
-    def recurring(workspace_id, name):
-        calendar = books.create_calendar(conn, workspace_id=workspace_id, name=f"books {name}", timezone="UTC",
-                                         first_period_start=date(2027, 3, 1), periods=3)
-        return books.create_recurring_batch(conn, workspace_id=workspace_id, calendar_id=calendar.id,
-                                            name=name, opens_on=date(2027, 3, 1), now=NOW)
-
-    with conn.transaction():
-        daily = recurring(caller.workspace_id, "Daily sales")
-        cash = recurring(caller.workspace_id, "Cash book")
-        theirs = recurring(uuid.uuid4(), "Their batch")
-    return {"daily": str(daily.id), "cash": str(cash.id), "theirs": str(theirs.id)}
 
 
 def signed_in(console, caller, roles=("schedules:read", "schedules:write")) -> Browser:

@@ -286,7 +286,10 @@ def test_an_error_page_leads_back_to_the_list_it_belongs_to(db_url, console):
                        (f"/console/deliveries/{missing}/preview",
                         '<a href="/console/deliveries">Back to the deliveries</a>'),
                        ("/console/deliveries/x/y/z/w", '<a href="/console/deliveries">Back to the deliveries</a>'),
-                       (f"/console/schedules/{missing}", '<a href="/console/schedules">Back to the schedules</a>')):
+                       (f"/console/schedules/{missing}", '<a href="/console/schedules">Back to the schedules</a>'),
+                       (f"/console/queries/{missing}", '<a href="/console/queries">Back to the queries</a>'),
+                       (f"/console/exports/{missing}", '<a href="/console/queries">Back to the queries</a>'),
+                       (f"/console/reports/{missing}", '<a href="/console/reports">Back to the reports</a>')):
         page = browser.request("GET", path)
         assert page["statusCode"] in (403, 404, 422) and back in page["body"], (path, page["statusCode"])
         if "deliveries" in path:

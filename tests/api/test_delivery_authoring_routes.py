@@ -6,37 +6,10 @@ refuses another workspace's source (422 naming it), a person without ``queries:w
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-import pytest
-
-from tests.api.conftest import NOW, Caller
-from timekeeper.db.connection import connect
-from timekeeper.platform.directory import add_member, create_workspace, leave_workspace, upsert_user
-from timekeeper.reporting import store
+from tests.api.conftest import Caller
 
 WRITE = "queries:write,queries:read"
 BODY = "<p>Hi {{ recipient_name }}: <a href='{{ link }}'>file</a></p>"
-
-
-@pytest.fixture(scope="module")
-def ws(db_url):
-    with connect(db_url) as conn, conn.transaction():
-        a = create_workspace(conn, name="Acme", timezone="Europe/Berlin", now=NOW).id
-        b = create_workspace(conn, name="Beta", timezone="UTC", now=NOW).id
-        for user, name, roles, w in (("ana", "Ana Analyst", ["queries:write"], a),
-                                     ("rui", "Rui Reader", ["queries:read"], a),
-                                     ("vic", "Vic Viewer", ["reports:read"], a),
-                                     ("zed", "Zed Gone", ["queries:read"], a),
-                                     ("bea", "Bea Other", ["queries:admin"], b)):
-            upsert_user(conn, user_id=user, display_name=name, email=f"{user}@x.test", now=NOW)
-            add_member(conn, workspace_id=w, user_id=user, roles=roles, now=NOW - timedelta(days=1))
-        leave_workspace(conn, workspace_id=a, user_id="zed", now=NOW - timedelta(hours=1))
-        query, _ = store.create_query(conn, workspace_id=a, name="Invoices", actor="ana", now=NOW,
-                                      definition={"entity": "invoices", "columns": ["number"]})
-        other, _ = store.create_query(conn, workspace_id=b, name="Theirs", actor="bea", now=NOW,
-                                      definition={"entity": "invoices", "columns": ["number"]})
-    return {"a": a, "b": b, "query": str(query.id), "other": str(other.id)}
 
 
 def ana(ws, roles=WRITE) -> Caller:
@@ -51,7 +24,8 @@ def test_members_are_the_current_active_members_by_display_name_in_pages(call, w
     reply = call("GET", "/members", as_=ana(ws))
     assert reply.status == 200, reply.body
     assert [(m["user_id"], m["display_name"], m["email"]) for m in reply.body["items"]] == [
-        ("ana", "Ana Analyst", "ana@x.test"), ("rui", "Rui Reader", "rui@x.test"), ("vic", "Vic Viewer", "vic@x.test")]
+        ("ana", "Ana Analyst", "ana@x.test"), ("ria", "Ria Reader", "ria@x.test"), ("rui", "Rui Reader", "rui@x.test"),
+        ("vic", "Vic <Viewer>", "vic@x.test")]
     pages, cursor = [], None
     while True:
         page = call("GET", "/members?limit=2" + (f"&cursor={cursor}" if cursor else ""), as_=ana(ws)).body
@@ -59,7 +33,7 @@ def test_members_are_the_current_active_members_by_display_name_in_pages(call, w
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert pages == [["ana", "rui"], ["vic"]]
+    assert pages == [["ana", "ria"], ["rui", "vic"]]
     bad = call("GET", "/members?cursor=bm90LWpzb24", as_=ana(ws))
     assert (bad.status, bad.body["field"]) == (422, "cursor")
     assert call("GET", "/members?limit=201", as_=ana(ws)).body["field"] == "limit"
@@ -83,10 +57,11 @@ def test_recipient_check_names_who_may_not_read_the_source(call, ws):
                             "message": None}
     refused = check("vic")
     assert (refused["allowed"], refused["reason"]) == (False, "missing_role")
-    assert refused["message"] == "Vic Viewer (vic) may not read the query (missing_role)"
+    assert refused["message"] == ("Vic <Viewer> (vic) may not read the query: their roles in this workspace do not "
+                                  "include queries:read (a workspace admin can give it).")
     assert check("zed")["reason"] == "left_workspace"
     assert check("bea")["reason"] == "not_a_member"  # a member of another workspace only
-    assert check("nobody")["message"] == "nobody may not read the query (not_a_member)"
+    assert check("nobody")["message"] == "nobody may not read the query: they are not a member of this workspace."
 
 
 def test_recipient_check_refuses_another_workspaces_source_a_bad_field_and_a_reader(call, ws):

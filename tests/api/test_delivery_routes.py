@@ -134,7 +134,9 @@ def test_a_recipient_who_may_not_read_the_source_is_refused_when_saved(call, ten
     # Vic holds reports:read only: refused as a recipient of the query, by name, on create and update
     refused = call("POST", "/query-schedules", body(tenants, recipients=["rita", "vic"]), as_=olga(tenants))
     assert (refused.status, refused.body["field"]) == (422, "recipients[1]"), refused.body
-    assert refused.body["message"] == "vic may not read the query (missing_role)"
+    assert refused.body["message"] == ("Vic (vic) may not read the query: their roles in this workspace do not "
+                                       "include queries:read (a workspace admin can give it).")
+    assert "missing_role" not in refused.body["message"]
     schedule_id = call("POST", "/query-schedules", body(tenants), as_=olga(tenants)).body["id"]
     patched = call("PATCH", f"/query-schedules/{schedule_id}", {"recipients": ["vic", "rita"]}, as_=olga(tenants))
     assert (patched.status, patched.body["field"]) == (422, "recipients[0]"), patched.body

@@ -455,3 +455,38 @@ def test_a_members_erasure_pseudonymises_their_snapshot_rows_and_is_recorded_by_
     assert (bad.status, bad.body["field"]) == (422, "member_id")
     refused = call("POST", "/operations/member-erasures", body, as_=Caller(user_id="member-1", roles="schedules:read"))
     assert refused.status == 403
+
+
+def test_the_overview_filters_schedules_by_kind_status_and_name_and_runs_by_state(db, call):
+    first = uuid.uuid4()
+    paused = schedule(db, first, "Paused LEDGER sweep")
+    service.pause_schedule(db, workspace_id=first, schedule_id=paused.id, actor="owner-1", now=NOW)
+    failing = schedule(db, first, "failing sweep")
+    db.execute("UPDATE schedules SET consecutive_failures = 2 WHERE id = %s", (failing.id,))
+    long_ago = NOW - ACCOUNTING.reoffer_after - timedelta(minutes=1)
+    for key, state in (("a", "queued"), ("b", "running")):
+        db.execute("""INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key,
+                          occurrence_at, occurrence_local, trigger, definition_version, queued_at, state,
+                          published_at, offered_at, started_at, lease_until)
+                      VALUES (%s, %s, 'accounting', 'reconciliation.sweep', %s, %s, %s, 'scheduled', 1, %s, %s,
+                              %s, %s, %s, %s)""",
+                   (paused.id, first, key, long_ago, long_ago.replace(tzinfo=None), long_ago, state, long_ago,
+                    long_ago, long_ago if state == "running" else None,
+                    NOW - timedelta(seconds=1) if state == "running" else None))
+    db.commit()
+
+    def names(query):
+        reply = call("GET", f"/operations/overview?{query}", as_=STAFF)
+        assert reply.status == 200, reply.body
+        body = reply.body
+        return sorted(s["name"] for s in body["schedules"]), sorted(r["state"] for r in body["stranded_runs"])
+
+    assert names("schedule=ledger") == (["Paused LEDGER sweep"], ["queued", "running"])
+    assert names("status=active") == (["failing sweep"], ["queued", "running"])
+    assert names("state=running")[1] == ["running"]
+    assert names("kind=reconciliation.sweep") == (["Paused LEDGER sweep", "failing sweep"], ["queued", "running"])
+    assert names("kind=batch.roll") == ([], [])
+    for query, field in (("status=gone", "status"), ("state=done", "state"), ("schedule=", "schedule"),
+                         ("kind=" + "k" * 101, "kind")):
+        reply = call("GET", f"/operations/overview?{query}", as_=STAFF)
+        assert (reply.status, reply.body.get("field")) == (422, field), query

@@ -71,6 +71,15 @@ def test_an_analyst_previews_saves_versions_compares_and_deletes_a_query(db_url,
     query_path = _header(saved, "Location").split("?")[0]
     page = browser.request("GET", query_path)["body"]
     assert "Large 2026 invoices" in page and "No delivery reads this query." in page
+    # The definition in words: labels, operators in words, values in the workspace's locale, money in major units
+    words = page[page.index("<h2>What version 1 asks</h2>"):page.index("<h2>Export now</h2>")]
+    assert "<dt>Columns</dt><dd><bdi>Number</bdi>, <bdi>Amount</bdi></dd>" in words
+    assert "<li><bdi>Issued</bdi> is on or before <bdi>31.12.2026</bdi></li>" in words
+    assert "<li><bdi>Amount</bdi> is at least <bdi>1.234,50</bdi></li>" in words
+    assert "Number ascending" in words and "amount_minor" not in words.split("<details>")[0]
+    assert "<details><summary>The definition as JSON" in words
+    # People by name (the user id in a title)
+    assert f'<dt>Made by</dt><dd><span title="{analyst.user_id}"><bdi>Member</bdi></span></dd>' in page
 
     # New version from version 1: prefilled in the locale; then the diff of 1 and 2
     again = browser.request("GET", f"{query_path}/versions/new?from=1")["body"]

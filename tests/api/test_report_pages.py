@@ -104,7 +104,8 @@ def test_a_refusal_is_shown_on_the_field_the_api_names_and_keeps_what_was_typed(
     refused = _post(browser, form, action="save")
     assert refused["statusCode"] == 422
     html = refused["body"]
-    assert 'id="f-value_0" name="value_0" value="status" maxlength="64" aria-invalid="true"' in html
+    assert 'id="f-value_0" name="value_0" aria-invalid="true"' in html
+    assert '<option value="status" selected>Status</option>' in html
     assert 'id="problem-value_0" role="alert">' in html and "(definition.sections[0].value_column)" in html
     assert 'value="Charts &lt;b&gt;"' in html and f'<option value="{a.statuses_query}:1" selected>' in html
     # A section without a query: the API's reason on that section's query
@@ -137,6 +138,29 @@ def test_the_report_page_lists_the_deliveries_and_previews_the_pdf(console, tena
     assert re.fullmatch(rf"/console/reports/{report.id}/renders/[0-9a-f-]{{36}}", render_page)
     rendered = browser.request("GET", render_page)
     assert rendered["statusCode"] == 200 and "Render of <bdi>Sent</bdi>" in rendered["body"]
+    # Back leads to the report, not to the snapshots
+    assert f'<a href="/console/reports/{report.id}">← <bdi>Sent</bdi></a>' in rendered["body"]
+    assert "← Snapshots" not in rendered["body"]
+    # Under way: the status block is fetched again from its live address; a refresh link without JavaScript
+    live = f"{render_page}/live"
+    assert f'<div id="render-status" data-live="{live}" data-live-every="2">' in rendered["body"]
+    assert f'<a href="{render_page}">Refresh the status</a>' in rendered["body"]
+    fragment = browser.request("GET", live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="render-status" data-live=')
+    assert "<html" not in fragment["body"] and "Requested" in fragment["body"]
+    assert "script-src 'self'" in _header(fragment, "Content-Security-Policy")
+    # Finished: the block carries no live address any more, so the polling stops
+    with connect(db_url) as conn:
+        conn.execute("UPDATE report_renders SET state = 'failed', error_code = 'render_failed', finished_at = now() "
+                     "WHERE id = %s", (render_page.rsplit("/", 1)[1],))
+    done = browser.request("GET", live)["body"]
+    assert '<div id="render-status">' in done and "data-live" not in done and "Refresh the status" not in done
+    # Another workspace's person, and one signed out, get no fragment
+    b = _browser(console, tenants[1], tenants[1].author)
+    assert b.request("GET", live)["statusCode"] == 404
+    assert Browser(console).request("GET", live)["statusCode"] in (302, 303, 401)
+    missing = browser.request("GET", f"/console/reports/{report.id}/renders/{UUID(int=1)}")
+    assert missing["statusCode"] == 404 and '<a href="/console/reports">Back to the reports</a>' in missing["body"]
 
 
 def test_a_viewer_is_offered_no_compose_action(console, tenants, db_url):
@@ -206,3 +230,16 @@ def test_a_snapshot_sections_month_is_written_as_people_write_it(console, tenant
     assert saved["statusCode"] == 303
     shown = browser.get_decoded(_header(saved, "Location"))["body"]
     assert "<td>2027-02</td>" in shown
+
+
+def test_a_charts_columns_are_offered_by_the_catalogues_labels_of_the_querys_columns(console, tenants):
+    a, _ = tenants
+    browser = _browser(console, a, a.author)
+    form = {**_form(browser.request("GET", "/console/reports/new")["body"]), "heading_0": "Amounts",
+            "query_0": f"{a.statuses_query}:1", "display_0": "bar_chart"}
+    offered = _post(browser, form, action="columns")
+    assert offered["statusCode"] == 200
+    label = re.search(r'<select id="f-label_0" name="label_0"[^>]*>(.*?)</select>', offered["body"], re.S).group(1)
+    assert re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', label) == [
+        ("", "None (a table)"), ("number", "Number"), ("status", "Status")]
+    assert "Offer section 1’s query columns" in offered["body"]

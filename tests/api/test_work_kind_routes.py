@@ -14,23 +14,6 @@ from timekeeper.accounting import books
 from timekeeper.reporting import delivery
 
 
-@pytest.fixture
-def batches(conn, caller):
-    """Two recurring batches and an open batch in the caller's workspace, and a recurring
-    batch in another workspace."""
-    def recurring(workspace_id, name):
-        calendar = books.create_calendar(conn, workspace_id=workspace_id, name=f"books {name}", timezone="UTC",
-                                         first_period_start=date(2027, 3, 1), periods=3)
-        return books.create_recurring_batch(conn, workspace_id=workspace_id, calendar_id=calendar.id,
-                                            name=name, opens_on=date(2027, 3, 1), now=NOW)
-
-    with conn.transaction():
-        daily = recurring(caller.workspace_id, "Daily sales")
-        cash = recurring(caller.workspace_id, "Cash book")
-        theirs = recurring(uuid.uuid4(), "Their batch")
-    return {"daily": str(daily.id), "cash": str(cash.id), "theirs": str(theirs.id)}
-
-
 def test_the_work_kinds_are_listed_with_owner_description_and_subject(call):
     reply = call("GET", "/work-kinds")
     assert reply.status == 200, reply.body

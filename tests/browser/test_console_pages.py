@@ -168,8 +168,8 @@ def test_run_now_a_delivery_and_read_its_per_recipient_ledger(page, server, deli
             break
         page.wait_for_timeout(500)
         page.reload()
-    # (each recipient by name, the user id beside it)
-    rows = {row.locator("td").first.locator("code").inner_text(): row.locator("td").nth(1).inner_text()
+    # (each recipient by name and address, the user id in the title)
+    rows = {row.locator("td").first.locator("span[title]").get_attribute("title"): row.locator("td").nth(1).inner_text()
             for row in ledger.all()}
     assert rows == {delivery["analyst"]: "Sent", delivery["admin"]: "Sent"}
 

@@ -56,8 +56,11 @@ def test_an_analyst_composes_reorders_saves_versions_and_previews_a_report(page,
     page.locator("#f-heading_1").fill("Amounts by invoice")
     page.locator("#f-query_1").select_option(label="Invoice amounts: its current version when rendered")
     page.locator("#f-display_1").select_option(label="Bar chart")
-    page.locator("#f-label_1").fill("number")
-    page.locator("#f-value_1").fill("amount_minor")
+    # The chart's columns are offered by their labels once the section's query is chosen
+    with page.expect_navigation():
+        page.get_by_role("button", name="Offer section 2’s query columns").click()
+    page.locator("#f-label_1").select_option(label="Number")
+    page.locator("#f-value_1").select_option(label="Amount")
     assert page.locator("#f-heading_0").input_value() == "All invoices"  # kept across the server's answer
     # Moving the chart up from the keyboard puts it first
     page.get_by_role("button", name="Move section 2 up").focus()
@@ -102,14 +105,7 @@ def test_an_analyst_composes_reorders_saves_versions_and_previews_a_report(page,
 
 
 def test_a_viewer_sees_the_reports_but_no_compose_action(page, server, queries, db_url):  # noqa: F811
-    from timekeeper.db.connection import connect
-
-    sample = server.stack.platform
-    # (the sample viewer's membership grants queries:read only: let it read reports too)
-    with connect(db_url) as conn, conn.transaction():
-        conn.execute("UPDATE workspace_memberships SET roles = array_append(roles, 'reports:read') "
-                     "WHERE workspace_id = %s AND user_id = %s AND NOT 'reports:read' = ANY(roles)",
-                     (sample.first_workspace, sample.users["viewer"]))
+    sample = server.stack.platform  # (the sample viewer's membership reads queries and reports)
     auth = {"Authorization": f"Bearer dev:{sample.users['analyst']}:{sample.first_workspace}:"
                              "reports:read,reports:write"}
     made = requests.post(f"{server.base_url}/reports", headers=auth, timeout=30, json={

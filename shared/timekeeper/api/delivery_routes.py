@@ -80,6 +80,7 @@ from timekeeper.reporting.query_schedules import (
     list_delivery_runs,
     list_query_schedules,
     schedule_recurrence,
+    source_names,
     update_query_schedule,
 )
 from timekeeper.schedules import service
@@ -148,6 +149,8 @@ class SourceOut(BaseModel):
     query_id: UUID | None = Field(description="the saved query (kind query)")
     query_version: int | None = Field(ge=1, description="the version each run delivers (kind query)")
     report_id: UUID | None = Field(description="the report (kind report)")
+    name: str | None = Field(None, description="the saved query's or report's name (null when the workspace has "
+                                               "no such source)")
 
 
 def _formats_by_source(schema: dict[str, Any]) -> None:
@@ -201,6 +204,8 @@ class QueryScheduleOut(BaseModel):
     pause_reason: str | None
     next_due_at: datetime | None
     owner_user_id: str
+    owner_name: str | None = Field(None, description="the owner's display name (null when the directory has none)")
+    owner_email: str | None = Field(None, description="the owner's address (null when the directory has none)")
     source: SourceOut
     format: str
     skip_when_empty: bool
@@ -211,6 +216,10 @@ class QueryScheduleOut(BaseModel):
     recipient_names: dict[str, str] | None = Field(
         None, description="the recipients' display names by user id, for those the directory names (on a single "
                           "schedule's read)", examples=[{"sample-7-admin": "Ada Admin"}])
+    recipient_emails: dict[str, str] | None = Field(
+        None, description="the recipients' addresses by user id, for those the directory has one (on a single "
+                          "schedule's read): a recipient without one is sent nothing", examples=[
+                              {"sample-7-admin": "ada@example.com"}])
     timezone: str | None = Field(None, description="the workspace's IANA zone, in which people's times are shown "
                                                    "(on a single schedule's read)")
     recurrence: dict[str, Any] | None = Field(None, description="the saved rule as PATCH takes it, with its "
@@ -327,25 +336,44 @@ _ERRORS = {401: "No or invalid authorizer claims", 403: "The caller's roles, or 
 _responses = partial(errors.responses, texts=_ERRORS)
 
 
-def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False) -> QueryScheduleOut:
+def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False,
+         named: tuple[dict[UUID, str], dict[str, dict[str, Any]]] | None = None) -> QueryScheduleOut:
+    """The schedule as the API shows it; ``named``: the sources' names and the owners'
+    contacts a page of them was read with (:func:`_names_of`), else read for this one."""
+    sources, owners = named or _names_of(conn, settings.workspace_id, [settings])
+    owner = owners.get(settings.owner_user_id) or {}
     state = service.get_state(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
     if state is None:
         raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such query schedule")
     listed = (dl.list_recipients(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
               if recipients else None)
-    names = ({uid: str(c["display_name"]) for uid, c in dl.contacts(conn, listed).items() if c.get("display_name")}
-             if listed else {}) if listed is not None else None
+    known = dl.contacts(conn, listed) if listed else {}
+    names = {uid: str(c["display_name"]) for uid, c in known.items() if c.get("display_name")} \
+        if listed is not None else None
+    emails = {uid: str(c["email"]) for uid, c in known.items() if c.get("email")} if listed is not None else None
     return QueryScheduleOut(
         id=settings.schedule_id, name=settings.name, status=state.status, pause_reason=state.pause_reason,
         next_due_at=state.next_due_at, owner_user_id=settings.owner_user_id,
+        owner_name=owner.get("display_name"), owner_email=owner.get("email"),
         source=SourceOut(kind=settings.source_kind, query_id=settings.query_id, query_version=settings.query_version,
-                         report_id=settings.report_id),
+                         report_id=settings.report_id,
+                         name=sources.get(settings.query_id or settings.report_id)),  # type: ignore[arg-type]
         format=settings.format, skip_when_empty=settings.skip_when_empty, subject_template=settings.subject_template,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
-        recipients=listed, recipient_names=names,
+        recipients=listed, recipient_names=names, recipient_emails=emails,
         timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None,
         recurrence=schedule_recurrence(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
         if recipients else None)
+
+
+def _names_of(conn: Any, workspace_id: UUID, rows: list[dl.QuerySchedule]
+              ) -> tuple[dict[UUID, str], dict[str, dict[str, Any]]]:
+    """The names of ``rows``' sources (``{id: name}``) and their owners' contacts
+    (``{user id: {"display_name", "email"}}``), each read once for the page."""
+    sources = source_names(conn, workspace_id=workspace_id,
+                           query_ids=list({r.query_id for r in rows if r.query_id}),
+                           report_ids=list({r.report_id for r in rows if r.report_id}))
+    return sources, dl.contacts(conn, list({r.owner_user_id for r in rows}))
 
 
 def schedule_live(conn: Any, workspace_id: UUID, schedule_id: UUID) -> bool:
@@ -456,20 +484,31 @@ def create(
 
 
 @router.get("/query-schedules", tags=_TAGS, operation_id="listQuerySchedules",
-            security=SECURITY, summary="The workspace's query schedules, oldest first (cursor pagination)",
+            security=SECURITY,
+            summary="The workspace's query schedules, oldest first (filter by name, source kind, owner and status; "
+                    "cursor pagination)",
             responses=_responses(200, "A page of query schedules"))
 def list_all(
     scope: Reader,
     limit: Annotated[int, Query(ge=1, le=MAX_SCHEDULES_PAGE, description="page size")] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                         description="next_cursor of the previous page")] = None,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, pattern=PLAIN_PATTERN,
+                                      description="only those whose name contains this (any case)")] = None,
+    source: Annotated[Literal["query", "report"] | None, Query(description="only those of this source kind")] = None,
+    owner: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TOKEN_PATTERN,
+                                       description="only those this user id owns")] = None,
+    status: Annotated[Literal["active", "paused", "disabled"] | None,
+                      Query(description="only those in this status")] = None,
 ) -> QuerySchedulePage:
     after = decode_cursor(cursor)
     with scope.unit(access.QUERIES_READ) as conn:
         rows, after = split_page(list_query_schedules(conn, workspace_id=scope.workspace_id, after=after,
-                                                      limit=limit + 1),
+                                                      limit=limit + 1, name=name, source_kind=source, owner=owner,
+                                                      status=status),
                                  limit, lambda q: (q.created_at, q.schedule_id))
-        items = [_out(conn, settings) for settings in rows]
+        named = _names_of(conn, scope.workspace_id, rows)
+        items = [_out(conn, settings, named=named) for settings in rows]
         zone = workspace_timezone(conn, scope.workspace_id)
     return QuerySchedulePage(items=items, next_cursor=encode_cursor(after), timezone=zone)
 

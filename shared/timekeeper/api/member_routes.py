@@ -108,6 +108,7 @@ class RecipientCheckOut(BaseModel):
 
     user_id: str
     display_name: str | None = Field(description="their display name (null: not in the directory)")
+    email: str | None = Field(None, description="their address (null: none, so a run sends them nothing)")
     allowed: bool
     reason: str | None
     message: str | None
@@ -173,12 +174,15 @@ def recipient_check(scope: Writer, body: Annotated[RecipientCheckIn, Body()]) ->
     with scope.unit(access.QUERIES_WRITE) as conn:
         decision = check_recipient(conn, workspace_id=scope.workspace_id, source=_source(body.source),
                                    user_id=body.user_id)
-        name = (contacts(conn, [body.user_id]).get(body.user_id) or {}).get("display_name") or None
+        contact = contacts(conn, [body.user_id]).get(body.user_id) or {}
+    name, email = contact.get("display_name") or None, contact.get("email") or None
     if decision:
-        return RecipientCheckOut(user_id=body.user_id, display_name=name, allowed=True, reason=None, message=None)
+        return RecipientCheckOut(user_id=body.user_id, display_name=name, email=email, allowed=True, reason=None,
+                                 message=None)
     who = f"{name} ({body.user_id})" if name else body.user_id
-    return RecipientCheckOut(user_id=body.user_id, display_name=name, allowed=False, reason=decision.reason,
-                             message=f"{who} may not read the {body.source.kind} ({decision.reason})")
+    return RecipientCheckOut(user_id=body.user_id, display_name=name, email=email, allowed=False,
+                             reason=decision.reason,
+                             message=access.refusal_sentence(who, decision.reason, body.source.kind))
 
 
 @router.post("/query-schedules/message-preview", tags=["query schedules"], operation_id="draftMessagePreview",

@@ -70,6 +70,7 @@ from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import (
     NOT_BLANK_PATTERN,
+    PLAIN_PATTERN,
     TOKEN_PATTERN,
     CanonicalUuid,
     ScheduleOut,
@@ -295,8 +296,16 @@ router = ApiRouter()
 @router.get("/operations/overview", tags=_TAGS, operation_id="operationsOverview", security=SECURITY,
             summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
             responses=_responses(200, "What needs attention now"))
-def overview(scope: Staff, api: Api, limit: LimitQuery = 100) -> OperationsOverview:
-    schedules, stranded = scope.operations_overview(limit=limit)
+def overview(
+    scope: Staff, api: Api, limit: LimitQuery = 100,
+    kind: Annotated[str | None, Query(min_length=1, max_length=100, pattern=TOKEN_PATTERN,
+                                      description="only schedules and runs of this work kind")] = None,
+    status: Annotated[Literal["active", "paused"] | None, Query(description="only schedules in this status")] = None,
+    schedule: Annotated[str | None, Query(min_length=1, max_length=200, pattern=PLAIN_PATTERN,
+                                          description="only schedules whose name contains this (any case)")] = None,
+    state: Annotated[Literal["queued", "running"] | None, Query(description="only runs in this state")] = None,
+) -> OperationsOverview:
+    schedules, stranded = scope.operations_overview(limit=limit, kind=kind, status=status, name=schedule, state=state)
     overdue, overdue_total = scope.overdue_periods(limit=limit)
     queues = dead_letters_of(api)
     depths = [depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []

@@ -236,7 +236,7 @@ def _ownerless(_: service.Ownerless) -> Response:
 @router.exception_handler(OwnerRefused)
 def _owner_refused(error: OwnerRefused) -> Response:
     return error_response(HTTPStatus.UNPROCESSABLE_ENTITY, error.reason,
-                          f"the new owner may not own this schedule: {error.reason}", "owner_user_id")
+                          str(error), "owner_user_id")
 
 
 @router.get("/notices", tags=["notices"], operation_id="listNotices", security=SECURITY,

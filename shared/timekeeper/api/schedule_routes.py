@@ -28,6 +28,8 @@ from timekeeper.api.models import (
     CLOSURE_YEARS,
     CURSOR_PATTERN,
     DATE_PATTERN,
+    PLAIN_PATTERN,
+    TOKEN_PATTERN,
     CanonicalUuid,
     ClosureChange,
     ClosureIn,
@@ -74,7 +76,8 @@ Admin = Annotated[WorkspaceScope, Depends(scope_for(ADMIN))]
 router = ApiRouter()
 
 @router.get("/schedules", tags=["schedules"], operation_id="listSchedules", security=SECURITY,
-            summary="List the workspace's schedules (filter by owner module and status; cursor pagination)",
+            summary="List the workspace's schedules (filter by owner module, work kind, status and name; cursor "
+                    "pagination)",
             responses=_responses(200, "A page of schedules, oldest first"))
 def list_schedules(
     scope: Reader,
@@ -83,8 +86,13 @@ def list_schedules(
     limit: Annotated[int, Query(ge=1, le=200, description="page size")] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN,
                                         description="next_cursor of the previous page")] = None,
+    kind: Annotated[str | None, Query(min_length=1, max_length=100, pattern=TOKEN_PATTERN,
+                                      description="only schedules of this work kind")] = None,
+    name: Annotated[str | None, Query(min_length=1, max_length=200, pattern=PLAIN_PATTERN,
+                                      description="only schedules whose name contains this (any case)")] = None,
 ) -> SchedulePage:
-    page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit)
+    page = scope.list(owner=owner, status=status, after=decode_cursor(cursor), limit=limit, work_kind=kind,
+                      name=name)
     return SchedulePage(items=[schedule_out(r) for r in page.rows], next_cursor=encode_cursor(page.next_after),
                         timezone=scope.zone())
 

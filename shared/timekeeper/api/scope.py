@@ -189,10 +189,10 @@ class WorkspaceScope:
             return response
 
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
-             limit: int) -> service.SchedulePage:
+             limit: int, work_kind: str | None = None, name: str | None = None) -> service.SchedulePage:
         """A page of the workspace's schedules (see :func:`service.list_schedules`)."""
         return self.call(service.list_schedules, owner=owner, status=status, after=after, limit=limit,
-                          kinds=self.kinds)
+                          kinds=self.kinds, work_kind=work_kind, name=name)
 
     def details(self, schedule_id: UUID, *, history_limit: int, upcoming: int = 5) -> service.ScheduleDetails:
         """The schedule with its runs, events, its rule in words and next ``upcoming`` occurrences."""
@@ -532,17 +532,20 @@ class StaffScope:
                 # another request) and committed while this insert waited: it is active now.
                 raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None
 
-    def operations_overview(self, *, limit: int) -> tuple[list[operations.AttentionSchedule],
-                                                         list[operations.StrandedRun]]:
+    def operations_overview(self, *, limit: int, kind: str | None = None, status: str | None = None,
+                            name: str | None = None, state: str | None = None
+                            ) -> tuple[list[operations.AttentionSchedule], list[operations.StrandedRun]]:
         """Every workspace's paused and failing schedules and the runs that wait too long
         (:mod:`timekeeper.schedules.operations`), ``limit`` rows of each kind, read in one
-        transaction at this scope's clock."""
+        transaction at this scope's clock; ``kind`` narrows both, ``status`` and ``name``
+        the schedules, ``state`` the runs."""
         pipelines = list(PIPELINES.values())
         with self.conn.transaction():
-            return (operations.schedules_needing_attention(self.conn, limit=limit),
+            return (operations.schedules_needing_attention(self.conn, limit=limit, kind=kind, status=status,
+                                                           name=name),
                     operations.stranded_runs(self.conn, owners=[p.owner for p in pipelines],
                                              reoffer_after={p.owner: p.reoffer_after for p in pipelines},
-                                             now=self.now, limit=limit))
+                                             now=self.now, limit=limit, kind=kind, state=state))
 
     def own_zone(self) -> str:
         """The staff member's own workspace's IANA zone (what their pages show instants in)."""

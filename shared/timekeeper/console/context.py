@@ -169,6 +169,8 @@ class Request:
         token, the console's path and the navigation's unread count go in with ``values``."""
         if session is _OWN_SESSION:
             session = self.session
+        if template == "error.html" and not values.get("back"):
+            values["back"] = way_back(self.path)
         unread = values.pop("unread", None)
         if session is not None and unread is None:
             unread = self.unread_count(session)

@@ -91,3 +91,14 @@ def rule_text(recurrence: dict[str, Any]) -> str:
         parts.append(f"in month {cal['month']}")
     parts.append("at " + ", ".join(cal.get("times", [])))
     return " ".join(parts)
+
+
+def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
+    ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
+    changes = (detail or {}).get("changes") if isinstance(detail, dict) else None
+    if not isinstance(changes, dict):
+        return []
+    return [{"field": name, "from": (change or {}).get("from") if isinstance(change, dict) else None,
+             "to": (change or {}).get("to") if isinstance(change, dict) else change}
+            for name, change in sorted(changes.items())]

@@ -16,7 +16,8 @@ FAVICON_PATH = CONSOLE_FAVICON_PATH
 #: error page leads back to (the path, its words).
 _WAYS_BACK = {"deliveries": ("/deliveries", "Back to the deliveries"),
               "mail-suppressions": ("/deliveries", "Back to the deliveries"),
-              "snapshots": ("/snapshots", "Back to the snapshots"), "reports": ("/snapshots", "Back to the snapshots"),
+              "snapshots": ("/snapshots", "Back to the snapshots"), "reports": ("/reports", "Back to the reports"),
+              "queries": ("/queries", "Back to the queries"), "exports": ("/queries", "Back to the queries"),
               "notices": ("/notices", "Back to the notices"), "open": ("/notices", "Back to the notices"),
               "operations": ("/operations", "Back to operations"), "closures": ("/closures", "Back to the closures"),
               "ownerless": ("/ownerless", "Back to the ownerless schedules"),

@@ -98,7 +98,7 @@ SAMPLE_LOCALES = {"berlin": "de_DE", "new_york": "en_US", "sydney": "en_AU", "to
 PERSONAS: dict[str, tuple[str, str | None, str, tuple[tuple[str, tuple[str, ...], bool], ...]]] = {
     "admin": ("Ada Admin", "ada", "active", (("berlin", ("workspace:admin",), False),)),
     "analyst": ("Ana Analyst", "ana", "active", (("berlin", ("queries:write", "reports:write"), False),)),
-    "viewer": ("Vic Viewer", "vic", "active", (("berlin", ("queries:read",), False),)),
+    "viewer": ("Vic Viewer", "vic", "active", (("berlin", ("queries:read", "reports:read"), False),)),
     "no_email": ("Noor Nomail", None, "active", (("berlin", ("queries:read", "reports:read"), False),)),
     "deactivated": ("Dee Gone", "dee", "deactivated", (("berlin", ("queries:write", "reports:write"), False),)),
     "left": ("Lee Left", "lee", "active", (("berlin", ("queries:write", "reports:write"), True),)),
@@ -123,7 +123,7 @@ class SampleSet:
     ``workspaces``: workspace id by key (``berlin`` Europe/Berlin EUR active;
     ``new_york`` America/New_York USD loading; ``sydney`` Australia/Sydney AUD active with
     snapshots disabled; ``tokyo`` Asia/Tokyo JPY disabled). ``users``: user id by persona
-    (``admin``, ``analyst`` (queries:write + reports:write), ``viewer`` (queries:read),
+    (``admin``, ``analyst`` (queries:write + reports:write), ``viewer`` (queries:read + reports:read),
     ``no_email``, ``deactivated``, ``left`` (left berlin), ``multi`` (berlin reports:read
     and new_york admin), ``sydney_admin``, ``tokyo_admin``, ``outsider`` (no workspace);
     all but the last three belong to berlin). ``membership_types``: type id by

@@ -531,24 +531,34 @@ def _enable_console(stack: LocalStack) -> None:
     (an admin of its first workspace who is also staff, an analyst and a viewer there, the
     admin of another who is not staff)."""
     from timekeeper import settings
-    from timekeeper.console.sessions import DEV_ROLES
 
     os.environ[settings.CONSOLE_SESSION_KEY_VARIABLE] = secrets.token_urlsafe(48)
     os.environ[settings.CONSOLE_DEV_SIGN_IN_VARIABLE] = "1"
-    samples = []
     sample = stack.platform
-    if sample is not None:
-        everything = ",".join(DEV_ROLES)
-        # The Berlin admin is also the staff sample person; Sydney's admin is no staff member.
-        for label, persona, workspace, roles in (
-                ("Berlin admin", "admin", "berlin", everything),
-                ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES),
-                ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
-                ("Sydney admin", "sydney_admin", "sydney", ",".join(r for r in DEV_ROLES if r != "platform:staff"))):
-            if persona in sample.users and workspace in sample.workspaces:
-                samples.append({"label": label, "user_id": sample.users[persona],
-                                "workspace_id": str(sample.workspaces[workspace]), "roles": roles})
+    samples = console_samples(sample) if sample is not None else []
     os.environ[settings.CONSOLE_SAMPLES_VARIABLE] = json.dumps(samples)
+
+
+def console_samples(sample: Any) -> list[dict[str, str]]:
+    """The people the development sign-in offers for the Platform sample ``sample`` (a
+    :class:`~timekeeper.local.platform_data.SampleSet`): ``[{"label", "user_id",
+    "workspace_id", "roles"}]`` with the token's roles comma-separated. Each token role the
+    access rule judges by membership (queries, reports) is one the sample membership
+    grants, so the navigation offers no page the person is refused."""
+    from timekeeper.console.sessions import DEV_ROLES
+
+    everything = ",".join(DEV_ROLES)
+    samples = []
+    # The Berlin admin is also the staff sample person; Sydney's admin is no staff member.
+    for label, persona, workspace, roles in (
+            ("Berlin admin", "admin", "berlin", everything),
+            ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES),
+            ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
+            ("Sydney admin", "sydney_admin", "sydney", ",".join(r for r in DEV_ROLES if r != "platform:staff"))):
+        if persona in sample.users and workspace in sample.workspaces:
+            samples.append({"label": label, "user_id": sample.users[persona],
+                            "workspace_id": str(sample.workspaces[workspace]), "roles": roles})
+    return samples
 
 
 def link_base_url(host: str, port: int) -> str:

@@ -183,6 +183,28 @@ def check_report(conn: psycopg.Connection, *, workspace_id: UUID, user_id: str, 
     return decision
 
 
+#: The permission reading each source kind needs (``query``, ``report``).
+READ_PERMISSION = {"query": QUERIES_READ, "report": REPORTS_READ}
+
+
+def refusal_sentence(who: str, reason: str | None, kind: str) -> str:
+    """Why ``who`` (a person as people know them: "Vic Viewer (vic)") may not read a
+    ``kind`` (``query`` or ``report``), as a sentence for people: the refusal ``reason``
+    (one of the rule's constants) in words, naming the role a missing role needs.
+    ``refusal_sentence("Vic", "missing_role", "report")`` -> ``"Vic may not read the
+    report: their roles in this workspace do not include reports:read (a workspace admin
+    can give it)."``"""
+    if reason == MISSING_ROLE:
+        role = READ_PERMISSION.get(kind, kind)
+        return (f"{who} may not read the {kind}: their roles in this workspace do not include {role} "
+                "(a workspace admin can give it).")
+    return {LEFT_WORKSPACE: f"{who} may not read the {kind}: they have left this workspace.",
+            NOT_A_MEMBER: f"{who} may not read the {kind}: they are not a member of this workspace.",
+            USER_DEACTIVATED: f"{who} may not read the {kind}: their account is deactivated.",
+            NOT_FOUND: f"The {kind} no longer exists in this workspace."}.get(
+        reason or NOT_FOUND, f"{who} may not read the {kind}.")
+
+
 def require(decision: Decision, what: str) -> None:
     """Raise :class:`AccessDenied` (with the decision's reason) unless ``decision`` allows
     ``what`` (a phrase for the message, e.g. ``"read query 1f0..."``)."""

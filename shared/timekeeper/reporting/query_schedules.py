@@ -23,7 +23,7 @@ import psycopg
 
 from timekeeper.db import load_queries
 from timekeeper.db.keyset import Keyset, keyset_rows
-from timekeeper.db.rows import execute, fetch_value
+from timekeeper.db.rows import execute, fetch_rows, fetch_value
 from timekeeper.platform import access
 from timekeeper.platform.directory import member_with_user
 from timekeeper.reporting import reports, store
@@ -33,6 +33,7 @@ from timekeeper.reporting.delivery import (
     OWNER,
     QuerySchedule,
     check_source_access,
+    contacts,
     get_query_schedule,
     list_recipients,
 )
@@ -154,8 +155,9 @@ def _check_recipients_read(conn: psycopg.Connection, settings: QuerySchedule, re
     for i, user_id in enumerate(recipients):
         decision = check_source_access(conn, settings, user_id)
         if not decision:
-            raise SettingsInvalid(f"recipients[{i}]", f"{user_id} may not read the {settings.source_kind} "
-                                                      f"({decision.reason})")
+            name = (contacts(conn, [user_id]).get(user_id) or {}).get("display_name")
+            raise SettingsInvalid(f"recipients[{i}]", access.refusal_sentence(
+                f"{name} ({user_id})" if name else user_id, decision.reason, settings.source_kind))
 
 
 def _check_templates(subject_template: str, body_template: str, *, body_link: bool = True) -> None:
@@ -330,7 +332,7 @@ class OwnerRefused(ValueError):
     (``user_deactivated``, ``left_workspace``, ``missing_role``, ``not_a_member``...)."""
 
     def __init__(self, reason: str) -> None:
-        super().__init__(f"owner_user_id: the new owner may not read the source ({reason})")
+        super().__init__(access.refusal_sentence("The new owner", reason, "source"))
         self.reason = reason
 
 
@@ -358,12 +360,25 @@ def reassign_owner(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id:
 
 
 def list_query_schedules(conn: psycopg.Connection, *, workspace_id: UUID, after: Keyset | None = None,
-                         limit: int = 50) -> list[QuerySchedule]:
+                         limit: int = 50, name: str | None = None, source_kind: str | None = None,
+                         owner: str | None = None, status: str | None = None) -> list[QuerySchedule]:
     """The workspace's live (not deleted) query schedules, oldest first: at most ``limit``
-    after the keyset ``(created_at, schedule_id)`` of the previous page's last row."""
+    after the keyset ``(created_at, schedule_id)`` of the previous page's last row. Each
+    filter given narrows them: ``name`` a part of the name (any case), ``source_kind``
+    ``query`` or ``report``, ``owner`` the owner's user id, ``status`` the schedule's
+    (``active``, ``paused``, ``disabled``)."""
     return keyset_rows(conn, QuerySchedule, select=SQL["list_schedules_from"], where=SQL["list_schedules_where"],
-                       params={"ws": workspace_id},
+                       params={"ws": workspace_id, "name": name, "source_kind": source_kind, "owner": owner,
+                               "status": status},
                        after=after, limit=limit, key=("q.created_at", "q.schedule_id"))
+
+
+def source_names(conn: psycopg.Connection, *, workspace_id: UUID, query_ids: list[UUID],
+                 report_ids: list[UUID]) -> dict[UUID, str]:
+    """``{id: name}`` of the workspace's saved queries ``query_ids`` and reports
+    ``report_ids`` (deleted ones too: a delivery still names its source)."""
+    rows = fetch_rows(conn, SQL["source_names"], {"ws": workspace_id, "queries": query_ids, "reports": report_ids})
+    return {row["id"]: str(row["name"]) for row in rows}
 
 
 @dataclass(frozen=True)

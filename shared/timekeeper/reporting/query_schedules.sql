@@ -26,6 +26,15 @@ q.created_at, q.updated_at FROM query_schedules q JOIN schedules s ON s.id = q.s
 
 -- name: list_schedules_where
 q.workspace_id = %(ws)s AND s.deleted_at IS NULL
+AND (%(name)s::text IS NULL OR strpos(lower(s.name), lower(%(name)s::text)) > 0)
+AND (%(source_kind)s::text IS NULL OR q.source_kind = %(source_kind)s::text)
+AND (%(owner)s::text IS NULL OR q.owner_user_id = %(owner)s::text)
+AND (%(status)s::text IS NULL OR s.status = %(status)s::text)
+
+-- name: source_names
+SELECT id, name FROM saved_queries WHERE workspace_id = %(ws)s AND id = ANY(%(queries)s::uuid[])
+UNION ALL
+SELECT id, name FROM reports WHERE workspace_id = %(ws)s AND id = ANY(%(reports)s::uuid[])
 
 -- name: list_runs_from
 r.id AS run_id, r.trigger, r.requested_by, r.state, r.outcome_code, r.occurrence_at, r.finished_at,

@@ -100,20 +100,26 @@ def recent_actions(conn: Any, *, limit: int = 20) -> list[OperationsAction]:
     return fetch_all(conn, SQL["recent_actions"], {"limit": min(limit, MAX_ROWS)}, OperationsAction)
 
 
-def schedules_needing_attention(conn: Any, *, limit: int = 100) -> list[AttentionSchedule]:
+def schedules_needing_attention(conn: Any, *, limit: int = 100, kind: str | None = None, status: str | None = None,
+                                name: str | None = None) -> list[AttentionSchedule]:
     """Paused and failing schedules of every workspace, most recently changed first, at most
-    ``limit`` (capped at :data:`MAX_ROWS`)."""
-    return fetch_all(conn, SQL["schedules_needing_attention"], {"limit": min(limit, MAX_ROWS)}, AttentionSchedule)
+    ``limit`` (capped at :data:`MAX_ROWS`); the filters (work ``kind``, ``status``, a part
+    of the ``name`` in any case) narrow the :data:`MAX_ROWS` most recently changed."""
+    return fetch_all(conn, SQL["schedules_needing_attention"], {
+        "cap": MAX_ROWS if (kind or status or name) else min(limit, MAX_ROWS), "limit": min(limit, MAX_ROWS),
+        "kind": kind, "status": status, "name": name}, AttentionSchedule)
 
 
 def stranded_runs(conn: Any, *, owners: list[str], reoffer_after: dict[str, timedelta], now: datetime,
-                  limit: int = 100) -> list[StrandedRun]:
+                  limit: int = 100, kind: str | None = None, state: str | None = None) -> list[StrandedRun]:
     """The runs of ``owners`` that wait too long at ``now`` (aware UTC): per owner at most
     ``limit`` of each kind (capped at :data:`MAX_ROWS`), the longest waiting first;
-    ``reoffer_after[owner]`` is that owner's pipeline's re-offer period."""
+    ``reoffer_after[owner]`` is that owner's pipeline's re-offer period. The filters (work
+    ``kind``, run ``state``) narrow the :data:`MAX_ROWS` longest waiting."""
     out: list[StrandedRun] = []
     for owner in owners:
         out += fetch_all(conn, SQL["stranded_runs"], {
             "owner": owner, "now": now, "published_before": now - reoffer_after[owner],
-            "limit": min(limit, MAX_ROWS)}, StrandedRun)
+            "cap": MAX_ROWS if (kind or state) else min(limit, MAX_ROWS), "limit": min(limit, MAX_ROWS),
+            "kind": kind, "state": state}, StrandedRun)
     return out

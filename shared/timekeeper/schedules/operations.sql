@@ -1,9 +1,17 @@
 -- name: schedules_needing_attention
--- Through the migration's SECURITY DEFINER function: every workspace, at most 500 rows.
-SELECT * FROM operations_schedules_needing_attention(%(limit)s)
+-- Through the migration's SECURITY DEFINER function: every workspace, at most 500 rows,
+-- then the optional filters (work kind, status, a part of the name in any case).
+SELECT * FROM operations_schedules_needing_attention(%(cap)s)
+ WHERE (%(kind)s::text IS NULL OR work_kind = %(kind)s::text)
+   AND (%(status)s::text IS NULL OR status = %(status)s::text)
+   AND (%(name)s::text IS NULL OR strpos(lower(name), lower(%(name)s::text)) > 0)
+ LIMIT %(limit)s
 
 -- name: stranded_runs
-SELECT * FROM operations_stranded_runs(%(owner)s, %(now)s, %(published_before)s, %(limit)s)
+SELECT * FROM operations_stranded_runs(%(owner)s, %(now)s, %(published_before)s, %(cap)s)
+ WHERE (%(kind)s::text IS NULL OR work_kind = %(kind)s::text)
+   AND (%(state)s::text IS NULL OR state = %(state)s::text)
+ LIMIT %(limit)s
 
 -- name: record_action
 INSERT INTO operations_actions (action, actor, target, reason, detail, at)

@@ -206,20 +206,21 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             "next_due_at": first_due, "now": now})
         detail: dict[str, Any] = {"definition_version": row.definition_version}
         if record_changes:
-            detail["changes"] = _changes(current, row)
+            detail["changes"] = definition_changes(current, row)
         _event(conn, row, "updated", actor, now, detail=detail)
     return row
 
 
-def _changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
-    """The definition fields an update changed, ``{field: {"from": old, "to": new}}`` (the
-    shape of a query schedule's ``updated`` event; the audit log reads it)."""
-    out = {}
-    for field in ("recurrence", "name", "subject_id"):
+def definition_changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
+    """What an update changed, for the history and the audit log: ``{field: {"from", "to"}}``
+    for each of ``name``, ``subject_id`` (as text), ``recurrence`` and ``timezone`` whose
+    value differs."""
+    out: dict[str, dict[str, Any]] = {}
+    for field in ("name", "subject_id", "recurrence", "timezone"):
         old, new = getattr(before, field), getattr(after, field)
         if old != new:
-            out[field] = {"from": None if old is None else (str(old) if field == "subject_id" else old),
-                          "to": None if new is None else (str(new) if field == "subject_id" else new)}
+            out[field] = {"from": str(old) if isinstance(old, UUID) else old,
+                          "to": str(new) if isinstance(new, UUID) else new}
     return out
 
 
@@ -323,18 +324,21 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
 
 def list_schedules(conn: psycopg.Connection, *, workspace_id: UUID, owner: str | None = None,
                    status: str | None = None, after: tuple[datetime, UUID] | None = None,
-                   limit: int = 50, kinds: WorkKindRegistry | None = None) -> SchedulePage:
+                   limit: int = 50, kinds: WorkKindRegistry | None = None, work_kind: str | None = None,
+                   name: str | None = None) -> SchedulePage:
     """List a workspace's live (not deleted) schedules, oldest first, optionally filtered by
-    ``owner`` and ``status``; at most ``limit`` (>= 1) rows after the keyset ``after``
-    (``(created_at, id)`` of the previous page's last row). With ``kinds``, schedules of a
-    kind with a route of its own are left out (the generic list does not see them). Runs in
-    its own transaction. Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
+    ``owner`` (module), ``work_kind``, ``status`` and ``name`` (a part of it, any case); at
+    most ``limit`` (>= 1) rows after the keyset ``after`` (``(created_at, id)`` of the
+    previous page's last row). With ``kinds``, schedules of a kind with a route of its own
+    are left out (the generic list does not see them). Runs in its own transaction.
+    Returns a :class:`SchedulePage` of :class:`Schedule` rows."""
     if limit < 1:
         raise ValueError("limit must be >= 1")
     after_created_at, after_id = after if after is not None else (None, None)
     with conn.transaction():
         rows = fetch_all(conn, SQL["list_schedules"], {
-            "workspace_id": workspace_id, "owner": owner, "status": status, "after_created_at": after_created_at,
+            "workspace_id": workspace_id, "owner": owner, "status": status, "work_kind": work_kind, "name": name,
+            "after_created_at": after_created_at,
             "after_id": after_id, "limit": limit + 1, "hidden_kinds": own_route_kinds(kinds)}, Schedule)
     return SchedulePage(*split_page(rows, limit, lambda r: (r.created_at, r.id)))
 

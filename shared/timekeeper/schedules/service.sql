@@ -89,6 +89,8 @@ SELECT id, workspace_id, owner, work_kind, subject_id, name, recurrence, timezon
  WHERE workspace_id = %(workspace_id)s AND deleted_at IS NULL
    AND (%(owner)s::text IS NULL OR owner = %(owner)s::text)
    AND (%(status)s::text IS NULL OR status = %(status)s::text)
+   AND (%(work_kind)s::text IS NULL OR work_kind = %(work_kind)s::text)
+   AND (%(name)s::text IS NULL OR strpos(lower(name), lower(%(name)s::text)) > 0)
    AND owner || '/' || work_kind <> ALL(%(hidden_kinds)s::text[])
    AND (%(after_created_at)s::timestamptz IS NULL
         OR (created_at, id) > (%(after_created_at)s::timestamptz, %(after_id)s::uuid))

@@ -17,10 +17,11 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import when, zone_of
+from timekeeper.console.display import changed_fields, when, zone_of
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.pages.schedules import PAGE_SIZE
 from timekeeper.console.paths import PREFIX
+from timekeeper.console.people import people_by_id
 
 router = Router()
 
@@ -55,33 +56,51 @@ def message_preview_policy(html: str) -> str:
             "frame-ancestors 'self'; base-uri 'none'; sandbox")
 
 
-def changed_fields(detail: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """A history event's changed fields (``{"changes": {field: {"from", "to"}}}``) as
-    ``[{"field", "from", "to"}]``, sorted by field; empty for any other detail."""
-    changes = (detail or {}).get("changes") if isinstance(detail, dict) else None
-    if not isinstance(changes, dict):
-        return []
-    return [{"field": name, "from": (change or {}).get("from") if isinstance(change, dict) else None,
-             "to": (change or {}).get("to") if isinstance(change, dict) else change}
-            for name, change in sorted(changes.items())]
+#: The deliveries list's filters (the query parameters of ``GET /query-schedules``).
+DELIVERY_FILTERS = ("name", "source", "owner", "status")
+
+
+def filters_of(params: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    """The list filters ``names`` the address gives (``params``), trimmed and at most 300
+    characters each; empty ones are left out (the API judges the rest)."""
+    return {name: params[name].strip()[:300] for name in names if (params.get(name) or "").strip()}
+
+
+def owner_choices(ctx: Request) -> list[tuple[str, str]]:
+    """The people a list may be filtered by owner: ``[(user id, "Name <address>")]``, the
+    workspace's members (``GET /members``, first 200) or, when the API does not list them
+    to the person, only themself ("Me")."""
+    reply = ctx.api().call("GET", "/members", query={"limit": "200"})
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return [(ctx.session.user_id, "Me")]
+    return [(m["user_id"], f"{m['display_name']} <{m['email']}>" if m.get("email") else m["display_name"])
+            for m in reply.body["items"]]
 
 
 @router.get(f"{PREFIX}/deliveries")
 @signed_in
 def deliveries(ctx: Request) -> Response:
-    """``GET /console/deliveries``: the workspace's deliveries, pages of :data:`PAGE_SIZE`."""
+    """``GET /console/deliveries``: the workspace's deliveries, pages of :data:`PAGE_SIZE`,
+    filtered by ``name`` (a part of it), ``source`` (query or report), ``owner`` (a user id)
+    and ``status``; a filter the API refuses is shown on its field (422) with what was typed."""
     params = ctx.params
-    reply = ctx.api().call("GET", "/query-schedules", query={"cursor": params.get("cursor"),
+    filters = filters_of(params, DELIVERY_FILTERS)
+    reply = ctx.api().call("GET", "/query-schedules", query={**filters, "cursor": params.get("cursor"),
                                                              "limit": str(PAGE_SIZE)})
+    page = {"filters": filters, "owners": owner_choices(ctx),
+            "done": "The delivery was deleted: its runs, outcomes and history are kept."
+            if params.get("done") == "deleted" else None}
+    if reply.status == 422 and isinstance(reply.body, dict) and reply.body.get("field") in DELIVERY_FILTERS:
+        return ctx.page("deliveries.html", HTTPStatus.UNPROCESSABLE_ENTITY, rows=[], next_page=None,
+                        problem={"field": reply.body["field"], "message": reply.body.get("message")}, **page)
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = reply.body.get("timezone") or "UTC"
     rows = [{**item, "next": when(item.get("next_due_at"), zone)} for item in reply.body["items"]]
     cursor = reply.body.get("next_cursor")
-    return ctx.page("deliveries.html", rows=rows,
-                    done="The delivery was deleted: its runs, outcomes and history are kept."
-                    if params.get("done") == "deleted" else None,
-                    next_page=f"{PREFIX}/deliveries?" + urlencode({"cursor": cursor}) if cursor else None)
+    return ctx.page("deliveries.html", rows=rows, problem=None,
+                    next_page=f"{PREFIX}/deliveries?" + urlencode({**filters, "cursor": cursor}) if cursor else None,
+                    **page)
 
 
 @router.get(f"{PREFIX}/deliveries/<schedule_id>")
@@ -103,21 +122,18 @@ def delivery_page(ctx: Request, schedule_id: str, *, problem: str | None = None,
     reply = client.call("GET", f"/query-schedules/{schedule_id}")
     if reply.status != 200:
         return ctx.api_error(reply)
-    history = client.call("GET", f"/query-schedules/{schedule_id}/runs", query={"cursor": params.get("cursor")})
+    zone = zone_of(reply.body)
+    history = runs_of(ctx, schedule_id, zone, params.get("cursor"))
     if history.status != 200:
         return ctx.api_error(history)
-    zone = zone_of(reply.body)
-    runs = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
-             "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
-            for run in history.body["items"]]
-    cursor = history.body.get("next_cursor")
+    runs, cursor = history.body["items"], history.body.get("next_cursor")
     trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
     return ctx.page("delivery.html", status_code,
                     s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
-                    zone=zone, runs=runs, done=done, sent_to=sent_to, problem=problem, test_key=str(uuid.uuid4()),
-                    changes=changes, run_key=str(uuid.uuid4()),
+                    zone=zone, runs=runs, live=under_way(runs), people=people_by_id(ctx), done=done, sent_to=sent_to,
+                    problem=problem, test_key=str(uuid.uuid4()), changes=changes, run_key=str(uuid.uuid4()),
                     inv=invitation_of(ctx, schedule_id)[1],
                     next_page=f"{PREFIX}/deliveries/{quote(schedule_id, safe='')}?" + urlencode({"cursor": cursor})
                     if cursor else None)
@@ -141,6 +157,44 @@ def send_test(ctx: Request, schedule_id: str) -> Response:
         return ctx.api_error(reply)
     return delivery_page(ctx, schedule_id, problem=f"No test was sent: {body.get('message') or 'refused'}.",
                          status_code=reply.status)
+
+
+#: The run states that are not finished: a page showing such a run keeps its status live.
+UNDER_WAY = ("queued", "running")
+
+
+def under_way(runs: list[dict[str, Any]]) -> bool:
+    """Whether any of ``runs`` (the API's runs) is not finished (:data:`UNDER_WAY`)."""
+    return any(run.get("state") in UNDER_WAY for run in runs)
+
+
+def runs_of(ctx: Request, schedule_id: str, zone: str, cursor: str | None) -> ApiReply:
+    """A page of a delivery's runs (``GET /query-schedules/{id}/runs``) with their instants
+    (occurrence, finish, link expiry) in ``zone`` and UTC; the API's refusal as it came."""
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}/runs", query={"cursor": cursor})
+    if reply.status != 200:
+        return reply
+    items = [{**run, "when": when(run.get("occurrence_at"), zone), "finished": when(run.get("finished_at"), zone),
+              "deliveries": [{**d, "expires": when(d.get("link_expires_at"), zone)} for d in run["deliveries"]]}
+             for run in reply.body["items"]]
+    return ApiReply(reply.status, {**reply.body, "items": items})
+
+
+@router.get(f"{PREFIX}/deliveries/<schedule_id>/live")
+@signed_in
+def delivery_live(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/deliveries/{id}/live``: the delivery page's runs block alone (an HTML
+    fragment console.js swaps in while a run is under way; it no longer asks once the
+    block carries no ``data-live``). Another workspace's delivery is a 404."""
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}")
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    history = runs_of(ctx, schedule_id, zone_of(reply.body), None)
+    if history.status != 200:
+        return ctx.api_error(history)
+    runs = history.body["items"]
+    return ctx.page("_delivery_runs.html", s=reply.body, runs=runs, live=under_way(runs), people=people_by_id(ctx),
+                    unread=0)
 
 
 def message_preview(ctx: Request, schedule_id: str) -> tuple[ApiReply, ApiReply | None]:

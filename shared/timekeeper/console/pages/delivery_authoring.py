@@ -241,6 +241,10 @@ def _common_intent(ctx: Request, draft: Draft, intent: str, *, saved: dict[str, 
                              http_status=HTTPStatus.UNPROCESSABLE_ENTITY)
         added = replace(draft, recipients=tuple(dict.fromkeys((*draft.recipients, candidate))))
         who = reply.body.get("display_name") or candidate
+        if not reply.body.get("email"):
+            return form_page(ctx, added, **page, notice=f"{who} was added: they may read the source, but they have "
+                                                         "no e-mail address, so a run sends them nothing until the "
+                                                         "directory has one.")
         return form_page(ctx, added, **page, notice=f"{who} was added: they may read the source.")
     if intent == "keep":  # Enter in a field: the form again, as typed, nothing sent
         return form_page(ctx, draft, **page)
@@ -314,8 +318,17 @@ def create_delivery(ctx: Request) -> Response:
     return _refusal(ctx, draft, reply, {"saved": None, "key": None})
 
 
-def _saved_delivery(ctx: Request, schedule_id: str) -> ApiReply:
-    return ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}")
+def _writable_delivery(ctx: Request, schedule_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+    """The saved delivery a writer may change: ``(delivery, None)``, or ``(None, page)`` with
+    the 403 page for a person without queries:write or the API's refusal (404 for another
+    workspace's id)."""
+    refused = _may_write(ctx)
+    if refused:
+        return None, refused
+    reply = ctx.api().call("GET", f"/query-schedules/{quote(schedule_id, safe='')}")
+    if reply.status != 200:
+        return None, ctx.api_error(reply)
+    return reply.body, None
 
 
 def draft_of(saved: dict[str, Any]) -> Draft:
@@ -337,13 +350,10 @@ def draft_of(saved: dict[str, Any]) -> Draft:
 @signed_in
 def edit_delivery(ctx: Request, schedule_id: str) -> Response:
     """``GET /console/deliveries/{id}/edit``: the edit form with the saved values."""
-    refused = _may_write(ctx)
-    if refused:
+    saved, refused = _writable_delivery(ctx, schedule_id)
+    if refused is not None:
         return refused
-    reply = _saved_delivery(ctx, schedule_id)
-    if reply.status != 200:
-        return ctx.api_error(reply)
-    return form_page(ctx, draft_of(reply.body), saved=reply.body)
+    return form_page(ctx, draft_of(saved), saved=saved)
 
 
 def changes_of(saved: dict[str, Any], draft: Draft, recurrence: dict[str, Any]) -> dict[str, Any]:
@@ -377,13 +387,9 @@ def changes_of(saved: dict[str, Any], draft: Draft, recurrence: dict[str, Any]) 
 def change_delivery(ctx: Request, schedule_id: str) -> Response:
     """``POST /console/deliveries/{id}/edit``: a button of the edit form; ``save`` sends
     the changed fields (``PATCH /query-schedules/{id}``) and leads back to its page."""
-    refused = _may_write(ctx)
-    if refused:
+    saved, refused = _writable_delivery(ctx, schedule_id)
+    if refused is not None:
         return refused
-    reply = _saved_delivery(ctx, schedule_id)
-    if reply.status != 200:
-        return ctx.api_error(reply)
-    saved = reply.body
     draft = replace(read_draft(ctx.fields), source=draft_of(saved).source, format=saved["format"])
     src = saved["source"]
     source = ({"kind": "query", "query_id": src["query_id"], "query_version": src["query_version"]}
@@ -408,13 +414,10 @@ def change_delivery(ctx: Request, schedule_id: str) -> Response:
 @signed_in
 def confirm_delete(ctx: Request, schedule_id: str) -> Response:
     """``GET /console/deliveries/{id}/delete``: what deleting keeps, and Delete."""
-    refused = _may_write(ctx)
-    if refused:
+    saved, refused = _writable_delivery(ctx, schedule_id)
+    if refused is not None:
         return refused
-    reply = _saved_delivery(ctx, schedule_id)
-    if reply.status != 200:
-        return ctx.api_error(reply)
-    return ctx.page("delivery_delete.html", s=reply.body)
+    return ctx.page("delivery_delete.html", s=saved)
 
 
 @router.post(f"{PREFIX}/deliveries/<schedule_id>/delete")

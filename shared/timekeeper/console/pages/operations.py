@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from timekeeper.console import glossary
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import PREFIX
@@ -32,10 +33,31 @@ def age(seconds: int) -> str:
     return " ".join(p for p in parts if p)
 
 
+#: The overview's filters (the query parameters of ``GET /operations/overview``).
+OPERATIONS_FILTERS = ("kind", "status", "schedule", "state")
+
+
+def _kind_choices(ctx: Request) -> list[tuple[str, str]]:
+    """Every registered work kind (``GET /work-kinds``) as ``(kind, words)``, by name."""
+    reply = ctx.api().call("GET", "/work-kinds")
+    items = reply.body.get("items", []) if reply.status == 200 and isinstance(reply.body, dict) else []
+    return sorted({(k["kind"], glossary.words(k["kind"])) for k in items})
+
+
 def operations_page(ctx: Request, *, problem: str | None = None, done: str | None = None,
                     status_code: int = 200) -> Response:
-    """Staff's view of every workspace: the API's operations overview."""
-    reply = ctx.api().call("GET", "/operations/overview", query={"limit": "100"})
+    """Staff's view of every workspace: the API's operations overview, filtered by the
+    address's ``kind`` (work kind), ``status`` and ``schedule`` (a part of the name) of
+    the schedules and ``state`` of the runs; a filter the API refuses is a 422 page with
+    its reason on that field."""
+    params = ctx.params
+    filters = {name: params[name].strip()[:300] for name in OPERATIONS_FILTERS if (params.get(name) or "").strip()}
+    reply = ctx.api().call("GET", "/operations/overview", query={"limit": "100", **filters})
+    form = {"filters": filters, "kinds": _kind_choices(ctx)}
+    if reply.status == 422 and isinstance(reply.body, dict) and reply.body.get("field") in OPERATIONS_FILTERS:
+        return ctx.page("operations.html", 422, as_of=None, zone=None, queues=[], schedules=[], runs=[], actions=[],
+                        problem=problem, done=done, overdue=[], overdue_total=0, refused=True,
+                        filter_problem={"field": reply.body["field"], "message": reply.body.get("message")}, **form)
     if reply.status != 200:
         return ctx.api_error(reply)
     body = reply.body
@@ -50,7 +72,8 @@ def operations_page(ctx: Request, *, problem: str | None = None, done: str | Non
                 "hours": f"{p['overdue_hours']:.0f}"} for p in body.get("overdue_periods", [])]
     return ctx.page("operations.html", status_code, as_of=when(body["as_of"], zone), zone=zone,
                     queues=queues, schedules=schedules, runs=runs, actions=actions, problem=problem, done=done,
-                    overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)))
+                    overdue=overdue, overdue_total=body.get("overdue_periods_total", len(overdue)), refused=False,
+                    filter_problem=None, **form)
 
 
 def operations_action(ctx: Request, path: str, reason: str, done: str) -> Response:

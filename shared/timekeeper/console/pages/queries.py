@@ -29,6 +29,7 @@ from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import PREFIX
+from timekeeper.console.people import people_by_id
 
 router = Router()
 
@@ -94,6 +95,43 @@ def typed_value(column_type: str, value: Any, entry: dict[str, Any]) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return "" if value is None else str(value)
+
+
+def operator_words(op: str, column_type: str) -> str:
+    """A filter operator in words for a column of ``column_type``: ``lt`` is "is before"
+    for a date, "is less than" for a number."""
+    words = _OPERATOR_WORDS.get(op, op)
+    if " / " not in words:
+        return words
+    for_dates, for_numbers = words.split(" / ")
+    if column_type in ("date", "datetime", "timestamp"):
+        return for_dates
+    return for_numbers if for_numbers.startswith("is ") else f"is {for_numbers}"
+
+
+def definition_words(definition: dict[str, Any], catalogue: dict[str, Any], entry: dict[str, Any]
+                     ) -> dict[str, Any]:
+    """A stored ``definition`` as people read it: ``{"entity", "columns", "filters",
+    "sort", "limit"}`` with the catalogue's labels, each filter ``{"column", "op",
+    "value"}`` with its operator in words and its value written in the workspace's locale
+    (``entry``: money in major units, dates as the locale writes them; "" for none); an
+    entity or column the catalogue does not know keeps its name."""
+    entity = _entities(catalogue).get(definition.get("entity", ""), {"label": definition.get("entity"),
+                                                                       "columns": []})
+    columns = {c["name"]: c for c in entity["columns"]}
+
+    def label(name: str) -> str:
+        return str(columns.get(name, {}).get("label") or name)
+
+    filters = [{"column": label(f["column"]),
+                "op": operator_words(f["op"], columns.get(f["column"], {}).get("type", "text")),
+                "value": typed_value(columns.get(f["column"], {}).get("type", "text"), f.get("value"), entry)}
+               for f in definition.get("filters") or []]
+    sort = [f"{label(s['column'])} {'descending' if s.get('direction') == 'desc' else 'ascending'}"
+            for s in definition.get("sort") or []]
+    return {"entity": entity.get("label") or definition.get("entity"),
+            "columns": [label(c) for c in definition.get("columns") or []], "filters": filters, "sort": sort,
+            "limit": definition.get("limit")}
 
 
 def _json_value(column_type: str, op: str, text: str, takes: str) -> Any:
@@ -392,7 +430,11 @@ def query_page(ctx: Request, query_id: str) -> Response:
     right = numbers.get(params.get("right", ""), versions[0])
     left = numbers.get(params.get("left", ""), versions[1] if len(versions) > 1 else versions[0])
     done = {"saved": "The query was saved.", "version": "The new version was saved."}.get(params.get("done", ""))
+    catalogue = _catalogue(ctx)
+    words = definition_words(right["definition"], catalogue if isinstance(catalogue, dict) else {}, detail["entry"])
     return ctx.page("query.html", q=detail["query"], versions=versions, pinned_by=detail["pinned_by"], zone=zone,
+                    words=words, people=people_by_id(ctx),
+                    definition_json=json.dumps(right["definition"], indent=2, ensure_ascii=False),
                     changed=when(detail["query"]["updated_at"], zone), left=left, right=right,
                     diff=side_by_side(left["definition"], right["definition"]), may_write=_may_write(ctx),
                     done=done, key=_new_key())

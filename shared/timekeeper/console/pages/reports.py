@@ -165,13 +165,47 @@ def query_choices(ctx: Request) -> list[dict[str, Any]] | None:
           for v in range(q["current_version"], 0, -1))]} for q in reply.body["items"]]
 
 
+def section_columns(ctx: Request, sections: list[SectionForm]) -> list[list[dict[str, str]] | None]:
+    """Per section, the columns its chosen query version selects as a chart may use them
+    (``[{"name", "label"}]`` in the query's order, labels from the catalogue); None for a
+    section without a query, or one the API does not show the person. One ``GET
+    /queries/{id}`` per chosen query and one ``GET /catalogue``."""
+    chosen = {s.query.partition(":")[0] for s in sections if s.query.partition(":")[0]}
+    if not chosen:
+        return [None for _ in sections]
+    client = ctx.api()
+    catalogue = client.call("GET", "/catalogue")
+    labels = {(e["name"], c["name"]): c["label"] for e in catalogue.body.get("entities", []) for c in e["columns"]
+              } if catalogue.status == 200 and isinstance(catalogue.body, dict) else {}
+    details = {}
+    for query_id in chosen:
+        reply = client.call("GET", f"/queries/{quote(query_id, safe='')}")
+        if reply.status == 200 and isinstance(reply.body, dict):
+            details[query_id] = reply.body
+    out: list[list[dict[str, str]] | None] = []
+    for s in sections:
+        query_id, _, version = s.query.partition(":")
+        detail = details.get(query_id)
+        versions = (detail or {}).get("versions") or []
+        found = next((v for v in versions if str(v["version"]) == version), versions[0] if versions and not version
+                     else None)
+        if found is None:
+            out.append(None)
+            continue
+        definition = found["definition"]
+        out.append([{"name": c, "label": labels.get((definition["entity"], c), c)} for c in definition["columns"]])
+    return out
+
+
 def form_page(ctx: Request, *, report: dict[str, Any] | None, name: str, title: str, sections: list[SectionForm],
               key: str, problem: dict[str, Any] | None = None, status_code: int = 200) -> Response:
     """The compose form (a new report when ``report`` is None, else its next version)
-    holding what was typed; ``problem`` (``{"control", "message"}``) is shown on its control."""
+    holding what was typed; ``problem`` (``{"control", "message"}``) is shown on its control.
+    A chart's label and value columns are offered by the catalogue's labels of the columns
+    the section's query selects."""
     return ctx.page("report_form.html", status_code, report=report, name=name, doc_title=title, sections=sections,
-                    key=key, problem=problem, queries=query_choices(ctx), displays=DISPLAYS,
-                    max_sections=MAX_FORM_SECTIONS)
+                    columns=section_columns(ctx, sections), key=key, problem=problem, queries=query_choices(ctx),
+                    displays=DISPLAYS, max_sections=MAX_FORM_SECTIONS)
 
 
 @router.get(f"{PREFIX}/reports")

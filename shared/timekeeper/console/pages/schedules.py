@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper import json_input
 from timekeeper.console import glossary, rule_form
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
+from timekeeper.console.display import changed_fields, occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.paths import PREFIX
 
@@ -33,15 +33,40 @@ WRITERS = ("schedules:write", "schedules:admin")
 NOTIFY_CHOICES = {code: glossary.words(code) for code in ("first_failure", "every_failure", "pause_only")}
 
 
+#: A schedule's changed fields in the history, in words.
+CHANGE_WORDS = {"name": "Name", "subject_id": "Subject", "recurrence": "Rule", "timezone": "Time zone"}
+
+
+def _change_text(field: str, value: Any) -> str:
+    """A changed field's value in the history: a rule in words, anything else as text, "—" for none."""
+    if value is None:
+        return "—"
+    if field == "recurrence" and isinstance(value, dict):
+        return rule_text(value)
+    return str(value)
+
+
+#: The schedules list's filters (the query parameters of ``GET /schedules``).
+SCHEDULE_FILTERS = ("name", "kind", "owner", "status")
+
+
 @router.get(f"{PREFIX}/schedules")
 @signed_in
 def schedules(ctx: Request) -> Response:
-    """``GET /console/schedules``: the workspace's schedules (``status`` filter: active or
-    paused), pages of :data:`PAGE_SIZE`."""
+    """``GET /console/schedules``: the workspace's schedules, pages of :data:`PAGE_SIZE`,
+    filtered by ``name`` (a part of it), ``kind`` (work kind), ``owner`` (module) and
+    ``status``; a filter the API refuses is shown on its field (422) with what was typed."""
     params = ctx.params
-    status = params.get("status") if params.get("status") in ("active", "paused") else None
-    reply = ctx.api().call("GET", "/schedules", query={"status": status, "cursor": params.get("cursor"),
+    filters = {name: params[name].strip()[:300] for name in SCHEDULE_FILTERS if (params.get(name) or "").strip()}
+    reply = ctx.api().call("GET", "/schedules", query={**filters, "cursor": params.get("cursor"),
                                                        "limit": str(PAGE_SIZE)})
+    kinds = work_kinds(ctx)
+    page = {"filters": filters, "kinds": sorted({(k["kind"], glossary.words(k["kind"])) for k in kinds}),
+            "owners": sorted({(k["owner"], glossary.words(k["owner"])) for k in kinds}),
+            "deleted": params.get("done") == "delete", "may_write": ctx.session.has(*WRITERS)}
+    if reply.status == 422 and isinstance(reply.body, dict) and reply.body.get("field") in SCHEDULE_FILTERS:
+        return ctx.page("schedules.html", HTTPStatus.UNPROCESSABLE_ENTITY, rows=[], next_page=None, zone=None,
+                        problem={"field": reply.body["field"], "message": reply.body.get("message")}, **page)
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
@@ -49,11 +74,9 @@ def schedules(ctx: Request) -> Response:
              "last": when(item.get("last_run_at"), zone), "rule": rule_text(item["recurrence"]),
              "code": rule_code(item["recurrence"])}
             for item in reply.body["items"]]
-    next_page = (f"{PREFIX}/schedules?" + urlencode({k: v for k, v in {
-        "status": status, "cursor": reply.body.get("next_cursor")}.items() if v})
-        if reply.body.get("next_cursor") else None)
-    return ctx.page("schedules.html", rows=rows, status=status, next_page=next_page, zone=zone,
-                    deleted=params.get("done") == "delete", may_write=ctx.session.has(*WRITERS))
+    cursor = reply.body.get("next_cursor")
+    next_page = f"{PREFIX}/schedules?" + urlencode({**filters, "cursor": cursor}) if cursor else None
+    return ctx.page("schedules.html", rows=rows, next_page=next_page, zone=zone, problem=None, **page)
 
 
 def work_kinds(ctx: Request) -> list[dict[str, Any]]:
@@ -86,6 +109,32 @@ def rule_zones(ctx: Request) -> list[str]:
     return zones
 
 
+#: The run states that are not finished: a schedule's page keeps its runs live while one is.
+RUN_UNDER_WAY = ("queued", "running")
+
+
+def run_rows(runs: list[dict[str, Any]], zone: str) -> list[dict[str, Any]]:
+    """A schedule's runs (the API's) as its page shows them: queued, finished and the
+    occurrence in ``zone`` with UTC beside, the occurrence's local wall time."""
+    return [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
+             "local": r["occurrence_local"].replace("T", " ")[:16], "at": when(r.get("occurrence_at"), zone)}
+            for r in runs]
+
+
+@router.get(f"{PREFIX}/schedules/<schedule_id>/live")
+@signed_in
+def schedule_runs_live(ctx: Request, schedule_id: str) -> Response:
+    """``GET /console/schedules/{id}/live``: the schedule page's runs block alone (an HTML
+    fragment console.js swaps in while a run is queued or running). Another workspace's
+    schedule is a 404."""
+    reply = ctx.api().call("GET", f"/schedules/{quote(schedule_id, safe='')}", query={"upcoming": "1"})
+    if reply.status != 200:
+        return ctx.api_error(reply)
+    runs = run_rows(reply.body["history"]["runs"], zone_of(reply.body))
+    return ctx.page("_schedule_runs.html", s=reply.body["schedule"], runs=runs,
+                    live=any(r["state"] in RUN_UNDER_WAY for r in runs), unread=0)
+
+
 def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
                   form: rule_form.RuleForm | None = None, submitted: str | None = None,
                   preview: dict[str, Any] | None = None, problem: dict[str, Any] | None = None,
@@ -103,11 +152,10 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     # Instants in the workspace's zone, with UTC beside; occurrences in the rule's own zone.
     shown_zone = zone_of(detail)
     occurrences = occurrence_rows(detail["next_occurrences"])
-    runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
-             "local": r["occurrence_local"].replace("T", " ")[:16],
-             "at": when(r.get("occurrence_at"), shown_zone)}
-            for r in detail["history"]["runs"]]
-    events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
+    runs = run_rows(detail["history"]["runs"], shown_zone)
+    events = [{**e, "when": when(e["at"], shown_zone), "fields": [
+        {**c, "from": _change_text(c["field"], c["from"]), "to": _change_text(c["field"], c["to"])}
+        for c in changed_fields(e.get("detail"))]} for e in detail["history"]["events"]]
     if editor is None:
         editor = json.dumps(detail["schedule"]["recurrence"], indent=2, sort_keys=True)
     saved_form = rule_form.form_of(detail["schedule"]["recurrence"], zone)
@@ -127,7 +175,9 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
         code=rule_code(detail["schedule"]["recurrence"]),
-        runs=runs, events=events, done=done, run_key=str(uuid.uuid4()), editor=editor, preview=preview,
+        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), events=events, change_words=CHANGE_WORDS,
+        done=done, run_key=str(uuid.uuid4()), editor=editor,
+        preview=preview,
         notify_choices=NOTIFY_CHOICES,
         zone=shown_zone,
         problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,

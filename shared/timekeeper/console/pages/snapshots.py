@@ -225,19 +225,36 @@ def period_render(ctx: Request) -> Response:
                        status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
+#: The render states that are not finished: the render's page keeps its status live.
+RENDER_UNDER_WAY = ("requested", "rendering")
+
+
+def render_view(ctx: Request, report_id: str, render_id: str) -> tuple[dict[str, Any] | None, Response | None]:
+    """What a render's status shows (``GET /reports/{id}/renders/{render_id}``): ``(values,
+    None)`` with the render, its zone, its instants and ``live`` (not finished yet), or
+    ``(None, the API's refusal as a page)``."""
+    reply = ctx.api().call("GET", f"/reports/{quote(report_id, safe='')}/renders/{quote(render_id, safe='')}")
+    if reply.status != 200:
+        return None, ctx.api_error(reply)
+    render = reply.body
+    zone = zone_of(render)
+    return {"render": render, "zone": zone, "report_id": report_id, "live": render["state"] in RENDER_UNDER_WAY,
+            "requested": when(render["requested_at"], zone), "finished": when(render.get("finished_at"), zone),
+            "expires": when(render.get("download_expires_at"), zone)}, None
+
+
 @router.get(f"{PREFIX}/reports/<report_id>/renders/<render_id>")
 @signed_in
 def render_page(ctx: Request, report_id: str, render_id: str) -> Response:
     """A render: its state, the picked month, per snapshot section the version it showed
     (type, month, version, publication time, choice) and, once it succeeded, its
-    download link (valid 60 s: the page is reloaded for a new one)."""
-    client = ctx.api()
-    reply = client.call("GET", f"/reports/{quote(report_id, safe='')}/renders/{quote(render_id, safe='')}")
-    if reply.status != 200:
-        return ctx.api_error(reply)
-    render = reply.body
-    zone = zone_of(render)
-    report = client.call("GET", f"/reports/{quote(report_id, safe='')}")
+    download link (valid 60 s: the page is reloaded for a new one). While it renders, its
+    status is fetched again from :func:`render_live`."""
+    view, refused = render_view(ctx, report_id, render_id)
+    if view is None:
+        return refused  # type: ignore[return-value]
+    render, zone = view["render"], view["zone"]
+    report = ctx.api().call("GET", f"/reports/{quote(report_id, safe='')}")
     name = report.body.get("name") if report.status == 200 and isinstance(report.body, dict) else None
     basis = [None if b is None else {**b, "published": when(b["published_at"], zone)}
              for b in render.get("snapshot_basis") or []]
@@ -245,6 +262,16 @@ def render_page(ctx: Request, report_id: str, render_id: str) -> Response:
     picker = (f"{ctx.public}/snapshots/reports?" + urlencode({"owner": source["owner"], "month": render["month"],
                                                               "snapshot_type": source["snapshot_type"]})
               if source and render.get("month") else None)
-    return ctx.page("render.html", render=render, name=name, zone=zone, basis=basis, picker=picker,
-                    requested=when(render["requested_at"], zone), finished=when(render.get("finished_at"), zone),
-                    expires=when(render.get("download_expires_at"), zone))
+    return ctx.page("render.html", name=name, basis=basis, picker=picker, **view)
+
+
+@router.get(f"{PREFIX}/reports/<report_id>/renders/<render_id>/live")
+@signed_in
+def render_live(ctx: Request, report_id: str, render_id: str) -> Response:
+    """``GET /console/reports/{id}/renders/{render_id}/live``: the render's status block
+    alone (an HTML fragment console.js swaps in until the render is finished). Another
+    workspace's render is a 404."""
+    view, refused = render_view(ctx, report_id, render_id)
+    if view is None:
+        return refused  # type: ignore[return-value]
+    return ctx.page("_render_status.html", unread=0, **view)

@@ -60,3 +60,34 @@ document.addEventListener("DOMContentLoaded", function () {
   var seconds = parseInt(waiting.getAttribute("data-reload"), 10);
   window.setTimeout(function () { window.location.reload(); }, (seconds > 0 ? seconds : 3) * 1000);
 });
+
+// Live status: an element marked data-live="<address>" (a render, a delivery's runs, a
+// schedule's runs while something is under way) is fetched again from that address every
+// data-live-every seconds and replaced by what comes back; the poll stops when the new
+// element no longer carries data-live (the work is finished) or the request fails. Without
+// JavaScript the element's refresh link reloads the page.
+function pollLive(element) {
+  var seconds = parseInt(element.getAttribute("data-live-every"), 10);
+  window.setTimeout(function () {
+    window.fetch(element.getAttribute("data-live"), { credentials: "same-origin", headers: { Accept: "text/html" } })
+      .then(function (response) {
+        if (!response.ok) { throw new Error("status " + response.status); }
+        return response.text();
+      })
+      .then(function (html) {
+        var holder = document.createElement("template");
+        holder.innerHTML = html;
+        var fresh = holder.content.querySelector("#" + element.id);
+        if (!fresh) { return; }
+        element.replaceWith(fresh);
+        if (fresh.hasAttribute("data-live")) { pollLive(fresh); }
+      })
+      .catch(function () { /* the refresh link stays */ });
+  }, (seconds > 0 ? seconds : 5) * 1000);
+}
+document.addEventListener("DOMContentLoaded", function () {
+  var live = document.querySelectorAll("[data-live][id]");
+  for (var i = 0; i < live.length; i++) {
+    pollLive(live[i]);
+  }
+});

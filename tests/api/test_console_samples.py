@@ -1,0 +1,32 @@
+"""The people ``serve``'s development sign-in offers, against the Platform sample: the
+navigation offers each of them only pages they may open."""
+
+from __future__ import annotations
+
+import re
+
+from tests.api.conftest import NOW, Caller
+from tests.api.test_console import Browser
+from timekeeper.db.connection import connect
+from timekeeper.local.platform_data import load_sample
+from timekeeper.local.serve import console_samples
+
+
+def test_every_page_the_navigation_offers_a_sample_person_opens(console, db_url):
+    with connect(db_url) as conn:
+        sample = load_sample(conn, now=NOW)
+    people = console_samples(sample)
+    assert [p["label"] for p in people] == ["Berlin admin", "Berlin analyst", "Berlin viewer", "Sydney admin"]
+    for person in people:
+        browser = Browser(console)
+        roles = tuple(person["roles"].split(","))
+        browser.sign_in(Caller(user_id=person["user_id"], workspace_id=person["workspace_id"],
+                               roles=person["roles"], enrol=False), roles)
+        home = browser.request("GET", "/console/notices")
+        assert home["statusCode"] == 200, (person["label"], home["body"][:300])
+        nav = re.search(r'<nav aria-label="Main">(.*?)</nav>', home["body"], re.S).group(1)
+        links = re.findall(r'href="(/console/[^"]+)"', nav)
+        assert links, person["label"]
+        for link in links:
+            page = browser.request("GET", link)
+            assert page["statusCode"] == 200, (person["label"], link, page["body"][:300])
