@@ -376,3 +376,15 @@ SELECT * FROM snapshot_runs
 UPDATE snapshot_runs SET protection = 'captured', updated_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[]) AND state = 'published' AND protection IS NULL
 RETURNING *
+
+-- name: run_in_workspace
+-- One run of the entered workspace, locked (a staff action judges its state, then acts).
+SELECT * FROM snapshot_runs WHERE id = %(run_id)s AND workspace_id = %(workspace_id)s FOR UPDATE
+
+-- name: cancel_run
+-- Through the SECURITY DEFINER function of 0067 (planned or queued runs of the entered workspace).
+SELECT * FROM snapshot_cancel_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
+
+-- name: finalize_run
+-- Through the SECURITY DEFINER function of 0067 (published versions of the entered workspace).
+SELECT * FROM snapshot_finalize_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
