@@ -534,6 +534,32 @@ class StaffScope:
             return act(self.conn, workspace_id=workspace_id, run_id=run_id, actor=self.identity.user_id,
                        reason=reason, now=self.now)
 
+    def staff_workspaces(self, *, search: str | None = None, ids: list[UUID] | None = None,
+                         limit: int = 100) -> list[staff.DirectoryEntry]:
+        """Workspaces by name or id for staff to choose from (names, zones, states only)."""
+        with self.conn.transaction():
+            return staff.staff_workspaces(self.conn, search=search, ids=ids, limit=limit)
+
+    def plan_range(self, *, owner: str, snapshot_type: str, workspaces: list[staff.DirectoryEntry], first: date,
+                   last: date, mode: str, reason: str, group: UUID | None,
+                   preview: bool) -> list[staff.RangeItem]:
+        """Plan (or, ``preview``, plan and roll back) a range request as the caller
+        (:func:`timekeeper.snapshots.staff.plan_range`), each workspace entered in turn.
+        Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` and a 403
+        :class:`ApiError` when none of the caller's roles is a staff role of the type."""
+        found = self.registry.get(owner, snapshot_type)
+        if not self.identity.roles & found.staff_roles:
+            raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
+                           f"{' or '.join(sorted(found.staff_roles))}")
+        return staff.plan_range(self.conn, enter=self.conn.entered, workspaces=workspaces, snapshot_type=found,
+                                first=first, last=last, mode=mode, reason=reason,
+                                requested_by=self.identity.user_id, now=self.now, group=group, preview=preview)
+
+    def request_group(self, group: UUID) -> list[staff.GroupRun]:
+        """A range request's runs in every workspace (empty: no such request)."""
+        with self.conn.transaction():
+            return staff.request_group_runs(self.conn, group)
+
     def operations_overview(self, *, limit: int) -> tuple[list[operations.AttentionSchedule],
                                                          list[operations.StrandedRun]]:
         """Every workspace's paused and failing schedules and the runs that wait too long

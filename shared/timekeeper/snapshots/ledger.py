@@ -215,9 +215,11 @@ class RequestRefused(Exception):
 
 
 def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, workspace_id: UUID, period: date,
-                mode: str, reason: str, requested_by: str, now: datetime) -> SnapshotRun:
+                mode: str, reason: str, requested_by: str, now: datetime,
+                request_group: UUID | None = None) -> SnapshotRun:
     """Record a staff request: ``mode`` ``manual`` (a new version of the period) or
-    ``backfill`` (version 1 of a period never planned). ``period`` must be the first of a
+    ``backfill`` (version 1 of a period never planned); ``request_group`` the range request
+    it is part of (None: a request of its own). ``period`` must be the first of a
     month completed in the workspace's timezone. Raises :class:`RequestRefused` with the
     reason, ``ValueError`` for a bad mode, empty reason or a period not on a month's first
     day. Runs in its own transaction (a savepoint when the caller has one)."""
@@ -259,7 +261,7 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
         version = max((r.version for r in runs), default=0) + 1
         return fetch_runs(conn, SQL["insert_request"], {**key, "version": version, "mode": mode,
                                                        "reason": reason.strip(), "requested_by": requested_by,
-                                                       "now": now})[0]
+                                                       "request_group": request_group, "now": now})[0]
 
 
 @dataclass(frozen=True)

@@ -258,9 +258,9 @@ SELECT * FROM snapshot_runs
 
 -- name: insert_request
 INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by, state,
-                           created_at, updated_at)
+                           request_group, created_at, updated_at)
 VALUES (%(owner)s, %(snapshot_type)s, %(workspace_id)s, %(period)s, %(version)s, %(mode)s, %(reason)s,
-        %(requested_by)s, 'planned', %(now)s, %(now)s)
+        %(requested_by)s, 'planned', %(request_group)s, %(now)s, %(now)s)
 RETURNING *
 
 -- name: page_periods
@@ -388,3 +388,11 @@ SELECT * FROM snapshot_cancel_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
 -- name: finalize_run
 -- Through the SECURITY DEFINER function of 0067 (published versions of the entered workspace).
 SELECT * FROM snapshot_finalize_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
+
+-- name: staff_workspaces
+-- Through the SECURITY DEFINER function of 0067 (names, ids, zones and states; at most 1000).
+SELECT * FROM snapshot_staff_workspaces(%(search)s, %(ids)s::uuid[], %(limit)s)
+
+-- name: request_group_runs
+-- Through the SECURITY DEFINER function of 0067 (a range request's runs, every workspace).
+SELECT * FROM snapshot_request_group_runs(%(group)s)

@@ -61,6 +61,8 @@ class SnapshotRun:
     finalized_at: datetime | None = None
     finalized_by: str | None = None
     finalize_reason: str | None = None
+    #: The range request the run was planned by (``0067``); None otherwise.
+    request_group: UUID | None = None
 
     @property
     def period_end(self) -> date:

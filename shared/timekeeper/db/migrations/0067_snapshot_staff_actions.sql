@@ -56,3 +56,43 @@ REVOKE ALL ON FUNCTION snapshot_cancel_run(uuid, text, text, timestamptz) FROM P
 REVOKE ALL ON FUNCTION snapshot_finalize_run(uuid, text, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snapshot_cancel_run(uuid, text, text, timestamptz) TO timekeeper_api;
 GRANT EXECUTE ON FUNCTION snapshot_finalize_run(uuid, text, text, timestamptz) TO timekeeper_api;
+
+-- A range request: one staff request over a month range of one or several workspaces plans
+-- many runs; each carries the group's id, so the group's progress is one indexed read.
+ALTER TABLE snapshot_runs ADD COLUMN request_group uuid;
+CREATE INDEX snapshot_runs_request_group ON snapshot_runs (request_group) WHERE request_group IS NOT NULL;
+
+-- Staff choose workspaces by name: the directory's names, ids, zones and states (nothing
+-- else), filtered by a part of the name or by ids, at most 1000 rows, by name.
+CREATE FUNCTION snapshot_staff_workspaces(p_search text, p_ids uuid[], p_limit integer)
+RETURNS TABLE (id uuid, name text, timezone text, status text, snapshots_enabled boolean, created_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT w.id, w.name, w.timezone, w.status, w.snapshots_enabled, w.created_at
+      FROM workspaces w
+     WHERE (p_ids IS NULL OR w.id = ANY(p_ids))
+       AND (p_search IS NULL OR strpos(lower(w.name), lower(p_search)) > 0)
+     ORDER BY lower(w.name), w.id
+     LIMIT least(greatest(p_limit, 0), 1000)
+$$;
+
+-- A range request's runs across workspaces, with each workspace's name (at most 2000).
+CREATE FUNCTION snapshot_request_group_runs(p_group uuid)
+RETURNS TABLE (id uuid, workspace_id uuid, workspace_name text, timezone text, owner text, snapshot_type text,
+               period date, version integer, mode text, state text, is_current boolean, attempts integer,
+               failure_code text, reason text, requested_by text, created_at timestamptz,
+               published_at timestamptz)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT r.id, r.workspace_id, w.name, w.timezone, r.owner, r.snapshot_type, r.period, r.version, r.mode,
+           r.state, r.is_current, r.attempts, r.failure_code, r.reason, r.requested_by, r.created_at,
+           r.published_at
+      FROM snapshot_runs r
+      JOIN workspaces w ON w.id = r.workspace_id
+     WHERE r.request_group = p_group
+     ORDER BY lower(w.name), r.workspace_id, r.owner, r.snapshot_type, r.period
+     LIMIT 2000
+$$;
+
+REVOKE ALL ON FUNCTION snapshot_staff_workspaces(text, uuid[], integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snapshot_request_group_runs(uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snapshot_staff_workspaces(text, uuid[], integer) TO timekeeper_api;
+GRANT EXECUTE ON FUNCTION snapshot_request_group_runs(uuid) TO timekeeper_api;
