@@ -228,6 +228,8 @@ class PeriodOut(BaseModel):
                                                                 "queued, running or failed beside the published one)")
     latest_state: str | None = Field(None, description="the newest version's state")
     latest_failure_code: str | None = Field(None, description="the newest version's failure code")
+    protection: str | None = Field(None, description="the chosen version's protection: captured or finalized "
+                                                     "(a re-run is refused)")
     versions: int = Field(0, ge=0, description="how many versions (runs) the period has: GET "
                                                "/snapshots/workspaces/{id}/periods/{owner}/{type}/{period} lists them")
 
@@ -268,6 +270,7 @@ class PeriodVersions(BaseModel):
     """Every version of one period of a workspace's snapshot type, newest first."""
 
     workspace_id: UUID
+    workspace_name: str = Field("", description="the workspace's name")
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
     owner: str
     snapshot_type: str
@@ -289,6 +292,7 @@ class PeriodList(BaseModel):
     newest first per type; pass ``next_cursor`` as ``cursor`` for the next page."""
 
     workspace_id: UUID
+    workspace_name: str = Field("", description="the workspace's name")
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
     locale: str = Field("en_US", description="the workspace's CLDR locale: how its people read numbers and amounts",
                         examples=["de_DE"])
@@ -315,7 +319,8 @@ def period_out(status: PeriodStatus) -> PeriodOut:
                      basis=status.basis, published_at=status.published_at, skip_reason=status.skip_reason,
                      overdue=status.overdue, attempts=status.attempts, failure_code=status.failure_code,
                      latest_version=status.latest_version, latest_state=status.latest_state,
-                     latest_failure_code=status.latest_failure_code, versions=status.versions)
+                     latest_failure_code=status.latest_failure_code, versions=status.versions,
+                     protection=status.protection)
 
 
 def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_type: str,
@@ -325,7 +330,8 @@ def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_t
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
     return PeriodVersions(
-        workspace_id=found.workspace.id, timezone=found.workspace.timezone, owner=owner, snapshot_type=snapshot_type,
+        workspace_id=found.workspace.id, workspace_name=found.workspace.name, timezone=found.workspace.timezone,
+        owner=owner, snapshot_type=snapshot_type,
         period=period, versions=[PeriodVersionOut(
             run_id=r.id, version=r.version, mode=r.mode, state=r.state, current=r.is_current, reason=r.reason,
             requested_by=r.requested_by, attempts=r.attempts, retryable_failures=r.retryable_failures,
@@ -362,7 +368,8 @@ def period_list(found: WorkspacePeriods | None, types: SnapshotRegistry) -> Peri
     ``found`` is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone, locale=found.workspace.locale,
+    return PeriodList(workspace_id=found.workspace.id, workspace_name=found.workspace.name,
+                      timezone=found.workspace.timezone, locale=found.workspace.locale,
                       items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next),
                       types=[SnapshotTypeOut(owner=t.owner, snapshot_type=t.name, label=t.label)
                              for t in sorted(types.enabled(), key=lambda t: (t.owner, t.name))])

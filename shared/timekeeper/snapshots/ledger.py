@@ -290,6 +290,8 @@ class PeriodStatus:
     latest_state: str | None = None
     latest_failure_code: str | None = None
     versions: int = 0
+    #: The chosen version's protection (``captured``, ``finalized``) when it is current.
+    protection: str | None = None
 
 
 #: The status of an expected month that has no run.
@@ -340,7 +342,8 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, now: datetime,
                 status="published" if run.is_current else run.state, chosen_version=run.version, basis=run.basis,
                 published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id, overdue=key["overdue"],
                 attempts=run.attempts, failure_code=run.failure_code, latest_version=latest.version,
-                latest_state=latest.state, latest_failure_code=latest.failure_code, versions=int(key["versions"])))
+                latest_state=latest.state, latest_failure_code=latest.failure_code, versions=int(key["versions"]),
+                protection=run.protection if run.is_current else None))
         else:
             items.append(PeriodStatus(
                 owner=key["owner"], snapshot_type=key["snapshot_type"], period=key["period"], status=MISSING,

@@ -19,6 +19,7 @@ from timekeeper.console.pages import (
     schedule_authoring,
     schedules,
     session,
+    snapshot_ranges,
     snapshots,
     static,
 )
@@ -28,6 +29,7 @@ from timekeeper.console.pages import (
 #: three-segment POST routes (Powertools tries routes with parameters in the order they
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
-                               deliveries.router, delivery_authoring.router, closures.router, snapshots.router,
+                               deliveries.router, delivery_authoring.router, closures.router, snapshot_ranges.router,
+                               snapshots.router,
                                operations.router, notices.router, admin.router, queries.router, reports.router,
                                errors.router, actions.router)

@@ -123,17 +123,21 @@ def snapshots(ctx: Request) -> Response:
                         if params.get("done") == "requested" else None)
 
 
-@router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
-@signed_in
-def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -> Response:
-    """One period's versions, newest first, with their attempts and failure codes (in
-    words beside the code): the person's own workspace, or for staff the one the
-    ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
+#: What a version's staff action is called on its page, and what its state must be.
+RUN_ACTIONS = {"cancel": ("planned", "queued"), "finalize": ("published",)}
+
+
+def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, workspace: str = "",
+                problem: dict[str, str] | None = None, done: str | None = None, status_code: int = 200) -> Response:
+    """One period's versions, newest first, with their attempts, chunks, failure codes (in
+    words beside the code), requester and reason, and for staff the actions each version
+    allows (cancel a planned or queued one, finalize a published one, with a reason): the
+    person's own workspace, or for staff the one ``workspace`` names. ``problem``: a
+    refused action (``run_id``, ``action``, ``message``, ``field``, the typed ``reason``)."""
     if not MONTH_PATTERN.fullmatch(period):
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
                         message="The month must be written YYYY-MM.")
-    params = ctx.params
-    workspace = (params.get("workspace") or "").strip() if ctx.session.staff else ""
+    workspace = workspace.strip() if ctx.session.staff else ""
     target = workspace or ctx.session.workspace_id
     reply = ctx.api().call("GET", "/snapshots/workspaces/" + "/".join(
         quote(part, safe="") for part in (target, "periods", owner, snapshot_type, period)))
@@ -141,10 +145,54 @@ def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -
         return ctx.api_error(reply)
     zone = reply.body.get("timezone") or "UTC"
     versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
-                 "why": glossary.words(v.get("failure_code"))}
+                 "started": when(v.get("started_at"), zone), "cancelled": when(v.get("cancelled_at"), zone),
+                 "finalized": when(v.get("finalized_at"), zone), "why": glossary.words(v.get("failure_code")),
+                 "actions": [a for a, states in RUN_ACTIONS.items() if ctx.session.staff and v["state"] in states
+                             and not (a == "finalize" and v.get("protection") == "finalized")]}
                 for v in reply.body["versions"]]
     back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
-    return ctx.page("period.html", p=reply.body, versions=versions, zone=zone, back=back)
+    return ctx.page("period.html", status_code, p=reply.body, versions=versions, zone=zone, back=back,
+                    problem=problem, done=done, workspace=str(reply.body.get("workspace_id") or target))
+
+
+@router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
+@signed_in
+def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -> Response:
+    """``GET /console/snapshots/periods/{owner}/{type}/{YYYY-MM}``: :func:`period_page` (the
+    ``workspace`` parameter for staff; ``done`` after an action)."""
+    params = ctx.params
+    done = {"cancelled": "The request was cancelled.", "finalized": "The version was finalized."}.get(
+        params.get("done") or "")
+    return period_page(ctx, owner=owner, snapshot_type=snapshot_type, period=period,
+                       workspace=params.get("workspace") or "", done=done)
+
+
+@router.post(f"{PREFIX}/snapshots/runs/<run_id>/<action>")
+@checked_post
+def run_action(ctx: Request, run_id: str, action: str) -> Response:
+    """``POST /console/snapshots/runs/{run_id}/{cancel|finalize}``: staff cancel a planned or
+    queued run, or finalize a published version, with a reason (the API's
+    ``POST /snapshots/workspaces/{id}/runs/{run_id}/{action}``), then the period's page; a
+    refusal is shown there on the version's form, the reason kept as typed."""
+    fields = ctx.fields
+    owner, snapshot_type, period = (fields.get(k, "")[:100] for k in ("owner", "snapshot_type", "period"))
+    workspace = fields.get("workspace", "").strip()[:100]
+    if action not in RUN_ACTIONS:
+        return ctx.page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="There is no such action.")
+    reason = fields.get("reason", "")
+    reply = ctx.api().call("POST", "/snapshots/workspaces/" + "/".join(
+        quote(part, safe="") for part in (workspace, "runs", run_id, action)), body={"reason": reason})
+    page = f"{PREFIX}/snapshots/periods/" + "/".join(quote(x, safe="") for x in (owner, snapshot_type, period))
+    if reply.status == 200:
+        done = "cancelled" if action == "cancel" else "finalized"
+        return ctx.redirect(page + "?" + urlencode({"workspace": workspace, "done": done}))
+    if reply.status in (401, 403, 404) or not MONTH_PATTERN.fullmatch(period):
+        return ctx.api_error(reply)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    problem = {"run_id": run_id, "action": action, "message": body.get("message") or "The action was refused.",
+               "field": body.get("field") or "", "reason": reason[:500]}
+    return period_page(ctx, owner=owner, snapshot_type=snapshot_type, period=period, workspace=workspace,
+                       problem=problem, status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
 @router.post(f"{PREFIX}/snapshots/requests")
