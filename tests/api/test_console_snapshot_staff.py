@@ -138,3 +138,26 @@ def test_a_reader_is_refused_the_range_pages(console, conn):
     reader = Browser(console)
     reader.sign_in(club, ("snapshots:read",))
     assert reader.get_decoded("/console/snapshots/ranges")["statusCode"] == 403
+
+
+def test_staff_find_a_workspace_by_name_and_backfill_a_missing_month_from_its_row(console, conn):
+    rowing, _ = _club(conn, "Rowing club"), _club(conn, "Rowing team")
+    staff = _staff(console)
+    # Two names match: both offered by name; none: a 404 saying so
+    several = staff.get_decoded("/console/snapshots?name=rowing")
+    assert several["statusCode"] == 200 and "<bdi>Rowing team</bdi>" in several["body"]
+    assert staff.get_decoded("/console/snapshots?name=nobody")["statusCode"] == 404
+    # One match: its periods, named, each missing month with a Backfill form
+    html = staff.get_decoded("/console/snapshots?name=rowing club&status=missing")["body"]
+    assert "Workspace <bdi>Rowing club</bdi>" in html and str(rowing.workspace_id) not in re.sub(r"<[^>]+>", "", html)
+    assert "Reason to backfill 2026-11" in html and "Re-run</button>" not in html
+    form = [("csrf", _csrf(html)), ("workspace_id", str(rowing.workspace_id)), ("type", "platform:ar_aging"),
+            ("period", "2026-11"), ("mode", "backfill")]
+    blank = staff.request("POST", "/console/snapshots/requests", [*form, ("reason", " \u2060 ")])
+    assert blank["statusCode"] == 422 and "(reason)" in blank["body"]
+    assert "> \u2060 </textarea>" in blank["body"]
+    done = staff.request("POST", "/console/snapshots/requests", [*form, ("reason", "fill November")])
+    assert done["statusCode"] == 303, done["body"]
+    run = conn.execute("SELECT mode, reason FROM snapshot_runs WHERE workspace_id = %s AND snapshot_type = 'ar_aging'",
+                       (rowing.workspace_id,)).fetchone()
+    assert (run["mode"], run["reason"]) == ("backfill", "fill November")

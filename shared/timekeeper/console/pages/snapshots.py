@@ -27,6 +27,8 @@ PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "plann
                   "retry_wait")
 #: At most this many API pages (of 100 periods) one filtered snapshots page reads through.
 PERIOD_READS = 10
+#: The states of a run still at work: a period with one takes no new request.
+ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 
@@ -48,8 +50,25 @@ def snapshot_readers(ctx: Request) -> set[tuple[str, str]] | None:
     return read
 
 
+def workspace_matches(ctx: Request, name: str) -> list[dict[str, Any]] | None:
+    """Staff's workspaces whose name contains ``name`` (``GET /snapshots/staff/workspaces``,
+    at most 20), or None when the API refuses."""
+    reply = ctx.api().call("GET", "/snapshots/staff/workspaces", query={"search": name, "limit": "20"})
+    return reply.body["items"] if reply.status == 200 and isinstance(reply.body, dict) else None
+
+
+def row_action(item: dict[str, Any]) -> str | None:
+    """The request staff may make of a listed period: ``backfill`` (never planned),
+    ``manual`` (a re-run: settled, not protected, nothing in progress) or None."""
+    if item["status"] == "missing":
+        return "backfill"
+    if item.get("protection") or (item.get("latest_state") or item["status"]) in ACTIVE_STATES:
+        return None
+    return "manual" if item["status"] in ("published", "failed", "skipped", "cancelled") else None
+
+
 def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | None = None,
-                 done: str | None = None, status_code: int = 200) -> Response:
+                 done: str | None = None, status_code: int = 200, typed: dict[str, str] | None = None) -> Response:
     """A workspace's periods: the person's own, or for staff the one ``workspace``
     names (else the page's ``workspace`` parameter). A status filter (``status``, one
     of :data:`PERIOD_FILTERS`) reads on through the API's pages until a page has
@@ -59,6 +78,16 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     if workspace is None:
         workspace = params.get("workspace") or ""
     workspace = workspace.strip() if ctx.session.staff else ""
+    name = (params.get("name") or "").strip()[:200] if ctx.session.staff else ""
+    if name:  # staff look a workspace up by name: one match is it, several are offered
+        matches = workspace_matches(ctx, name)
+        if matches is None:
+            return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Not allowed",
+                            message="Looking workspaces up is for snapshot staff.")
+        if len(matches) != 1:
+            return ctx.page("snapshot_workspaces.html", HTTPStatus.OK if matches else HTTPStatus.NOT_FOUND,
+                            name=name, matches=matches, status=params.get("status") or "")
+        workspace = str(matches[0]["id"])
     if workspace:
         try:
             workspace = str(uuid.UUID(workspace))
@@ -100,14 +129,16 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
               "read_by_report": (item["owner"], item["snapshot_type"]) in readers,
               "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
                       f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
-                      + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
+                      + (f"?{urlencode({'workspace': workspace})}" if workspace else ""),
+              "action": row_action(item) if ctx.session.staff else None}
              for item in raw]
     # The enabled types as the API lists them: the staff request form's choices.
     types = [(t["owner"], t["snapshot_type"]) for t in body.get("types") or []]
     query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
     first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
     return ctx.page("snapshots.html", status_code, items=items, zone=zone,
-                    workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
+                    workspace=body.get("workspace_id"), workspace_name=body.get("workspace_name") or "",
+                    chosen_workspace=workspace, only=only, later=later, typed=typed or {},
                     problem=problem, done=done, types=types, first_page=first.rstrip("?"),
                     next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
                     # Renders are of the person's own workspace's reports (the API decides).
@@ -211,7 +242,9 @@ def snapshot_request(ctx: Request) -> Response:
     message = reply.body.get("message") if isinstance(reply.body, dict) else None
     field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
     text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
-    return periods_page(ctx, workspace=body["workspace_id"], problem=text,
+    typed = {"row": f"{body['owner']}:{body['snapshot_type']}:{body['period']}",
+             "reason": ctx.fields.get("reason", "")[:500], "field": field_name or ""}
+    return periods_page(ctx, workspace=body["workspace_id"], problem=text, typed=typed,
                         status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
