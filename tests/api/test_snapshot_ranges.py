@@ -30,7 +30,7 @@ def _named(db, name: str) -> uuid.UUID:
 
 
 def _range(*workspaces, **overrides) -> dict:
-    return {"owner": "platform", "snapshot_type": "ar_aging", "workspace_ids": [str(w) for w in workspaces],
+    return {"owner": "platform", "snapshot_type": "ar_aging", "workspaces": [str(w) for w in workspaces],
             "first": "2026-12", "through": "2027-02", "mode": "manual", "reason": "totals corrected", **overrides}
 
 
@@ -91,7 +91,7 @@ def test_a_range_plans_at_most_the_cap_and_refuses_the_rest(db, call, monkeypatc
 
 def test_all_workspaces_of_a_type_are_backfilled(db, call):
     alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
-    body = _range(mode="backfill", first="2027-01", through="2027-01", workspace_ids=None, all_workspaces=True)
+    body = _range(mode="backfill", first="2027-01", through="2027-01", workspaces="all")
     reply = call("POST", "/snapshots/ranges", body, as_=staff())
     assert reply.status == 201, reply.body
     # (the staff member's own workspace, created after January, is refused for it)
@@ -108,9 +108,10 @@ def test_staff_find_workspaces_by_name(db, call):
 
 
 @pytest.mark.parametrize(("change", "field"), [
-    ({"workspace_ids": None}, "workspace_ids"),
-    ({"all_workspaces": True}, "workspace_ids"),
-    ({"workspace_ids": [str(uuid.uuid4())]}, "workspace_ids"),
+    ({"workspaces": None}, "workspaces"),
+    ({"workspaces": []}, "workspaces"),
+    ({"workspaces": "every"}, "workspaces"),
+    ({"workspaces": [str(uuid.uuid4())]}, "workspaces"),
     ({"first": "2027-02", "through": "2026-12"}, "through"),
     ({"first": "2020-01", "through": "2027-02"}, "through"),
     ({"through": "2027-13"}, "through"),

@@ -20,8 +20,8 @@ finalized history, ``already_planned``, ``not_planned``, ``period_not_complete``
 most :data:`~timekeeper.snapshots.staff.MAX_RANGE_PLANNED` periods). Admission then runs
 the planned runs as any request's (cap 4, one backfill lane).
 
-A malformed body is a 422 naming the field: ``workspace_ids`` (neither ids nor
-``all_workspaces``, both, or an id the directory does not know: ``unknown_workspace``),
+A malformed body is a 422 naming the field: ``workspaces`` (neither ids nor ``"all"``, or
+an id the directory does not know: ``unknown_workspace``),
 ``through`` (before ``first``, or more than 36 months after it), ``reason`` (missing, blank
 or only invisible characters, over 500), ``first`` / ``through`` (not ``YYYY-MM``), ``mode``.
 
@@ -33,13 +33,13 @@ import uuid
 from datetime import date
 from functools import partial
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
@@ -83,20 +83,35 @@ class StaffWorkspaces(BaseModel):
 
 class RangeRequest(BaseModel):
     """A range request: ``mode`` requests of one snapshot type for every month ``first`` ..
-    ``through`` of the named workspaces (``workspace_ids``) or of every workspace
-    (``all_workspaces``), one reason for all."""
+    ``through`` of the named workspaces (``workspaces``: their ids, or ``"all"``), one
+    reason for all."""
 
     model_config = ConfigDict(extra="forbid")
 
     owner: OwnerName = Field(examples=["platform"])
     snapshot_type: OwnerName = Field(examples=["ar_aging"])
-    workspace_ids: list[CanonicalUuid] | None = Field(None, max_length=staff.MAX_RANGE_WORKSPACES,
-                                                      description="the workspaces (or all_workspaces)")
-    all_workspaces: bool = Field(False, description="every workspace in the directory")
+    workspaces: Annotated[list[CanonicalUuid], Field(min_length=1, max_length=staff.MAX_RANGE_WORKSPACES)] | \
+        Literal["all"] = Field(description='the workspaces\' ids, or "all": every workspace in the directory')
     first: str = Field(pattern=PERIOD_PATTERN, description="the first month, YYYY-MM", examples=["2026-01"])
     through: str = Field(pattern=PERIOD_PATTERN, description="the last month, YYYY-MM", examples=["2026-06"])
     mode: Mode
     reason: StaffReason
+
+    @field_validator("workspaces", mode="before")
+    @classmethod
+    def _targets(cls, value: object) -> object:
+        # Judged here, so a refusal names ``workspaces`` rather than a member of the union.
+        if value == "all":
+            return value
+        if not isinstance(value, list) or not 1 <= len(value) <= staff.MAX_RANGE_WORKSPACES:
+            raise ValueError(f'must be "all" or a list of 1 to {staff.MAX_RANGE_WORKSPACES} workspace ids')
+        try:
+            return _IDS.validate_python(value)
+        except ValidationError:
+            raise ValueError("each workspace must be a workspace id (a UUID)") from None
+
+
+_IDS = TypeAdapter(list[CanonicalUuid])
 
 
 class RangeItemOut(BaseModel):
@@ -161,20 +176,17 @@ def _month(text: str) -> date:
 
 
 def _targets(scope: StaffScope, body: RangeRequest) -> list[staff.DirectoryEntry]:
-    if bool(body.workspace_ids) == body.all_workspaces:
-        raise ApiError(422, errors.VALIDATION_ERROR, "name the workspaces or choose all workspaces (not both)",
-                       "workspace_ids")
     first, through = _month(body.first), _month(body.through)
     if through < first:
         raise ApiError(422, errors.VALIDATION_ERROR, "the last month is before the first", "through")
     if len(staff.months(first, through)) > staff.MAX_RANGE_MONTHS:
         raise ApiError(422, errors.VALIDATION_ERROR, f"a range spans at most {staff.MAX_RANGE_MONTHS} months",
                        "through")
-    ids = list(dict.fromkeys(body.workspace_ids or [])) or None
+    ids = None if body.workspaces == "all" else list(dict.fromkeys(body.workspaces))
     found = scope.staff_workspaces(ids=ids, limit=staff.MAX_RANGE_WORKSPACES)
     if ids and len(found) != len(ids):
         missing = sorted(str(i) for i in set(ids) - {w.id for w in found})
-        raise ApiError(422, "unknown_workspace", f"no workspace {', '.join(missing)}", "workspace_ids")
+        raise ApiError(422, "unknown_workspace", f"no workspace {', '.join(missing)}", "workspaces")
     return found
 
 

@@ -65,10 +65,7 @@ def _api_body(typed: dict[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {"owner": owner, "snapshot_type": snapshot_type, "first": typed["first"].strip(),
                             "through": typed["through"].strip(), "mode": typed["mode"].strip(),
                             "reason": typed["reason"]}
-    if typed["all_workspaces"]:
-        body["all_workspaces"] = True
-    else:
-        body["workspace_ids"] = typed["workspace_ids"]
+    body["workspaces"] = "all" if typed["all_workspaces"] else typed["workspace_ids"]
     return body
 
 
@@ -113,6 +110,8 @@ def _refused(ctx: Request, typed: dict[str, Any], reply: Any) -> Response:
     field = body.get("field") or ""
     if field in ("owner", "snapshot_type"):
         field = "type"
+    elif field.startswith("workspaces"):
+        field = "workspace_ids"
     problem = {"message": body.get("message") or "The request was refused.", "field": field}
     return range_form(ctx, typed=typed, problem=problem,
                       status_code=reply.status if 400 <= reply.status < 500 else 502)
