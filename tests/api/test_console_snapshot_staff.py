@@ -167,3 +167,21 @@ def test_staff_find_a_workspace_by_name_and_backfill_a_missing_month_from_its_ro
     run = conn.execute("SELECT mode, reason FROM snapshot_runs WHERE workspace_id = %s AND snapshot_type = 'ar_aging'",
                        (rowing.workspace_id,)).fetchone()
     assert (run["mode"], run["reason"]) == ("backfill", "fill November")
+
+
+def test_older_missing_months_are_folded_behind_their_count(console, conn):
+    # Given a workspace since January 2024 without runs: at NOW its older months are missing, not overdue
+    club = Caller(roles="snapshots:read")
+    create_workspace(conn, name="Old club", timezone="Europe/Berlin", currency="EUR",
+                     now=datetime(2024, 1, 15, tzinfo=UTC), workspace_id=club.workspace_id)
+    reader = Browser(console)
+    reader.sign_in(club, ("snapshots:read",))
+    html = reader.get_decoded("/console/snapshots")["body"]
+    # Then the overdue months come first and the rest is behind "n older months never planned"
+    folded = re.search(r'<details class="folded">\s*<summary>(\d+) older months never planned', html)
+    assert folded, html
+    shown, hidden = html.split('<details class="folded">')
+    assert "overdue</span>" in shown and "overdue</span>" not in hidden
+    assert int(folded.group(1)) == hidden.count("<tr><td>")
+    # And a status filter shows them without folding
+    assert '<details class="folded">' not in reader.get_decoded("/console/snapshots?status=missing")["body"]

@@ -132,11 +132,15 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
                       + (f"?{urlencode({'workspace': workspace})}" if workspace else ""),
               "action": row_action(item) if ctx.session.staff else None}
              for item in raw]
+    # Without a filter, the long tail of months never planned (and no longer overdue) is
+    # folded behind its count: what needs attention comes first.
+    folded = [] if only else [i for i in items if i["status"] == "missing" and not i["overdue"]]
+    items = [i for i in items if i not in folded]
     # The enabled types as the API lists them: the staff request form's choices.
     types = [(t["owner"], t["snapshot_type"]) for t in body.get("types") or []]
     query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
     first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
-    return ctx.page("snapshots.html", status_code, items=items, zone=zone,
+    return ctx.page("snapshots.html", status_code, items=items, folded=folded, zone=zone,
                     workspace=body.get("workspace_id"), workspace_name=body.get("workspace_name") or "",
                     chosen_workspace=workspace, only=only, later=later, typed=typed or {},
                     problem=problem, done=done, types=types, first_page=first.rstrip("?"),
