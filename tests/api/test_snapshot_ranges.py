@@ -140,3 +140,62 @@ def test_non_staff_are_403(db, call, method, path):
 
 def test_an_unknown_range_is_404(db, call):
     refused(call("GET", f"/snapshots/ranges/{uuid.uuid4()}", as_=staff()), 404, "not_found")
+
+
+# ------------------------------------------------------------ periods across workspaces
+
+
+def _run(db, workspace, period: str, state: str, *, version: int = 1, at=None) -> None:
+    current = state == "published"
+    db.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
+                                   is_current, published_at, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %(w)s, %(p)s, %(v)s, 'planned', %(s)s, %(skip)s, %(cur)s,
+                CASE WHEN %(cur)s THEN %(at)s END, %(at)s, %(at)s)""",
+               {"w": workspace, "p": f"{period}-01", "v": version, "s": state, "cur": current,
+                "skip": "policy_disabled" if state == "skipped" else None, "at": at or CREATED})
+
+
+def test_staff_see_every_workspaces_periods_what_matters_first_filtered_and_paged(db, call):
+    alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
+    _run(db, alpha, "2026-12", "published", at=CREATED)
+    _run(db, alpha, "2027-01", "published", version=1, at=CREATED)
+    _run(db, alpha, "2027-01", "failed", version=2, at=CREATED)  # a failed re-run: the period's newest version
+    _run(db, beta, "2026-12", "running")
+    _run(db, beta, "2027-01", "skipped")
+    _run(db, beta, "2027-02", "published", at=CREATED.replace(day=20))
+    reply = call("GET", "/snapshots/staff/periods", as_=staff())
+    assert reply.status == 200, reply.body
+    assert [(i["workspace_name"], i["period"], i["state"]) for i in reply.body["items"]] == [
+        ("Alpha club", "2027-01", "failed"), ("Beta club", "2026-12", "running"),
+        ("Beta club", "2027-02", "published"), ("Alpha club", "2026-12", "published"),
+        ("Beta club", "2027-01", "skipped")]
+    # Filters: a part of the name, the status, the months
+    named = call("GET", "/snapshots/staff/periods?search=BETA&status=published", as_=staff()).body["items"]
+    assert [(i["workspace_name"], i["period"]) for i in named] == [("Beta club", "2027-02")]
+    months = call("GET", "/snapshots/staff/periods?first=2027-01&through=2027-01", as_=staff()).body["items"]
+    assert {i["period"] for i in months} == {"2027-01"} and len(months) == 2
+    # Pages of one, in the same order
+    seen, cursor = [], None
+    for _ in range(10):
+        page = call("GET", "/snapshots/staff/periods?limit=1" + (f"&cursor={cursor}" if cursor else ""),
+                    as_=staff()).body
+        seen += [(i["workspace_name"], i["period"]) for i in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert seen == [(i["workspace_name"], i["period"]) for i in reply.body["items"]]
+
+
+@pytest.mark.parametrize(("query", "field"), [("status=broken", "status"), ("first=2027-02&through=2027-01", "through"),
+                                              ("first=2027-13", "first"), ("cursor=bm9wZQ", "cursor"),
+                                              ("limit=0", "limit")])
+def test_a_bad_staff_period_filter_is_422_naming_it(db, call, query, field):
+    reply = call("GET", f"/snapshots/staff/periods?{query}", as_=staff())
+    assert (reply.status, reply.body.get("field")) == (422, field), reply.body
+
+
+def test_non_staff_may_not_list_every_workspaces_periods(db, call):
+    alpha = _named(db, "Alpha club")
+    refused(call("GET", "/snapshots/staff/periods", as_=Caller(roles="snapshots:read", workspace_id=alpha)),
+            403, "forbidden")

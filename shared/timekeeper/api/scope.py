@@ -555,6 +555,12 @@ class StaffScope:
                                 first=first, last=last, mode=mode, reason=reason,
                                 requested_by=self.identity.user_id, now=self.now, group=group, preview=preview)
 
+    def staff_periods(self, **filters: Any) -> tuple[list[staff.StaffPeriod], staff.StaffPeriodKey | None]:
+        """Every workspace's periods, what matters first
+        (:func:`timekeeper.snapshots.staff.staff_periods`, its keyword filters)."""
+        with self.conn.transaction():
+            return staff.staff_periods(self.conn, **filters)
+
     def request_group(self, group: UUID) -> list[staff.GroupRun]:
         """A range request's runs in every workspace (empty: no such request)."""
         with self.conn.transaction():

@@ -9,6 +9,8 @@ POST     ``/snapshots/ranges/preview``         the type's staff role   what a ra
                                                                        refuse, and why; nothing recorded
 POST     ``/snapshots/ranges``                 the type's staff role   plan it -> 201, with its group id
 GET      ``/snapshots/ranges/{group_id}``      a snapshot staff role   the range's runs and counts
+GET      ``/snapshots/staff/periods``          a snapshot staff role   every workspace's periods, what
+                                                                       matters first, filtered, paged
 =======  ====================================  ======================  =================================
 
 A preview and the request it previews run the same planning
@@ -29,8 +31,10 @@ or only invisible characters, over 500), ``first`` / ``through`` (not ``YYYY-MM`
 annotations at run time.)
 """
 
+import base64
+import binascii
 import uuid
-from datetime import date
+from datetime import date, datetime
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Literal
@@ -46,7 +50,15 @@ from timekeeper.api.errors import ApiError
 from timekeeper.api.models import CanonicalUuid, UtcDatetime
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import StaffScope, staff_scope
-from timekeeper.api.snapshot_routes import PERIOD_PATTERN, Mode, OwnerName, StaffReason, period_text, refusal
+from timekeeper.api.snapshot_routes import (
+    NAME_PATTERN,
+    PERIOD_PATTERN,
+    Mode,
+    OwnerName,
+    StaffReason,
+    period_text,
+    refusal,
+)
 from timekeeper.snapshots import staff
 from timekeeper.snapshots.ledger import RequestRefused
 from timekeeper.snapshots.registry import UnknownSnapshotType
@@ -256,3 +268,83 @@ def get_snapshot_range(scope: Staff,
         owner=r.owner, snapshot_type=r.snapshot_type, period=period_text(r.period), version=r.version, mode=r.mode,
         state=r.state, current=r.is_current, attempts=r.attempts, failure_code=r.failure_code, reason=r.reason,
         requested_by=r.requested_by, created_at=r.created_at, published_at=r.published_at) for r in runs])
+
+
+#: What the staff period listing's ``status`` filter names, and the run states it means.
+STAFF_STATUSES = {"failed": ["failed"], "in_progress": ["queued", "running", "retry_wait"], "planned": ["planned"],
+                  "published": ["published"], "skipped": ["skipped"], "cancelled": ["cancelled"]}
+
+
+class StaffPeriodOut(BaseModel):
+    """A period across workspaces: its newest version, the workspace by name."""
+
+    run_id: UUID
+    workspace_id: UUID
+    workspace_name: str
+    timezone: str = Field(description="the workspace's IANA zone")
+    owner: str
+    snapshot_type: str
+    period: str = Field(description="the workspace-local month, YYYY-MM")
+    version: int
+    state: str
+    current: bool
+    protection: str | None
+    failure_code: str | None
+    updated_at: UtcDatetime
+    published_at: UtcDatetime | None
+
+
+class StaffPeriods(BaseModel):
+    """A page of every workspace's periods, failed first, then in progress, planned,
+    published and the rest; pass ``next_cursor`` as ``cursor`` for the next page."""
+
+    items: list[StaffPeriodOut]
+    next_cursor: str | None = Field(None, description="opaque; null on the last page")
+
+
+def _cursor(key: staff.StaffPeriodKey | None) -> str | None:
+    if key is None:
+        return None
+    return base64.urlsafe_b64encode(f"{key[0]}|{key[1].isoformat()}|{key[2]}".encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> staff.StaffPeriodKey | None:
+    if not cursor:
+        return None
+    try:
+        rank, at, run = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
+        return int(rank), datetime.fromisoformat(at), UUID(run)
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ApiError(422, errors.VALIDATION_ERROR, "not a cursor this listing gave", "cursor") from None
+
+
+Month = Annotated[str | None, Query(pattern=PERIOD_PATTERN, max_length=7, description="a month, YYYY-MM")]
+
+
+@router.get("/snapshots/staff/periods", tags=_TAGS, operation_id="listStaffSnapshotPeriods", security=SECURITY,
+            summary="Staff: every workspace's snapshot periods, failed and running first, filtered and paged",
+            responses=_responses(200, "A page of periods, what matters first"))
+def list_staff_periods(scope: Staff,
+                       search: Annotated[str | None, Query(max_length=200, description="a part of the workspace's "
+                                                                                        "name")] = None,
+                       owner: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
+                       snapshot_type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
+                       status: Annotated[Literal["failed", "in_progress", "planned", "published", "skipped",
+                                                 "cancelled"] | None, Query(description="the newest version's")]
+                       = None,
+                       first: Month = None, through: Month = None,
+                       limit: Annotated[int, Query(ge=1, le=500, description="periods per page")] = 100,
+                       cursor: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_-]+=*$", max_length=200,
+                                                           description="next_cursor of the previous page")] = None,
+                       ) -> StaffPeriods:
+    start, end = (_month(first) if first else None), (_month(through) if through else None)
+    if start and end and end < start:
+        raise ApiError(422, errors.VALIDATION_ERROR, "the last month is before the first", "through")
+    found, after = scope.staff_periods(search=(search or "").strip() or None, owner=owner,
+                                      snapshot_type=snapshot_type, states=STAFF_STATUSES[status] if status else None,
+                                      first=start, through=end, after=_decode_cursor(cursor), limit=limit)
+    return StaffPeriods(next_cursor=_cursor(after), items=[StaffPeriodOut(
+        run_id=p.id, workspace_id=p.workspace_id, workspace_name=p.workspace_name, timezone=p.timezone,
+        owner=p.owner, snapshot_type=p.snapshot_type, period=period_text(p.period), version=p.version,
+        state=p.state, current=p.is_current, protection=p.protection, failure_code=p.failure_code,
+        updated_at=p.updated_at, published_at=p.published_at) for p in found])

@@ -396,3 +396,8 @@ SELECT * FROM snapshot_staff_workspaces(%(search)s, %(ids)s::uuid[], %(limit)s)
 -- name: request_group_runs
 -- Through the SECURITY DEFINER function of 0067 (a range request's runs, every workspace).
 SELECT * FROM snapshot_request_group_runs(%(group)s)
+
+-- name: staff_periods
+-- Through the SECURITY DEFINER function of 0067 (every workspace's newest versions, what matters first).
+SELECT * FROM snapshot_staff_periods(%(search)s, %(owner)s, %(type)s, %(states)s::text[], %(first)s, %(through)s,
+                                     %(after_rank)s, %(after_at)s, %(after_id)s, %(limit)s)

@@ -251,3 +251,50 @@ def request_group_runs(conn: psycopg.Connection, group: UUID) -> list[GroupRun]:
     """The runs a range request planned (every workspace; at most 2000), by workspace name,
     type and month; empty for an unknown group."""
     return [GroupRun(**row) for row in fetch_rows(conn, SQL["request_group_runs"], {"group": group})]
+
+
+@dataclass(frozen=True)
+class StaffPeriod:
+    """A period across workspaces as staff scan them: its newest version's state, the
+    workspace by name, and ``rank`` (0 failed, 1 in progress, 2 planned, 3 published, 4 the
+    rest): what matters first."""
+
+    id: UUID
+    workspace_id: UUID
+    workspace_name: str
+    timezone: str
+    owner: str
+    snapshot_type: str
+    period: date
+    version: int
+    state: str
+    is_current: bool
+    protection: str | None
+    failure_code: str | None
+    updated_at: datetime
+    published_at: datetime | None
+    rank: int
+
+
+#: A staff period listing's keyset: ``(rank, updated_at, run id)`` of the last row.
+StaffPeriodKey = tuple[int, datetime, UUID]
+
+
+def staff_periods(conn: psycopg.Connection, *, search: str | None = None, owner: str | None = None,
+                  snapshot_type: str | None = None, states: list[str] | None = None, first: date | None = None,
+                  through: date | None = None, after: StaffPeriodKey | None = None,
+                  limit: int = 100) -> tuple[list[StaffPeriod], StaffPeriodKey | None]:
+    """Every workspace's periods by their newest version, failed first, then in progress,
+    planned, published and the rest, the most recently changed first within each;
+    filtered by a part of the workspace's ``search`` name, ``owner``, ``snapshot_type``,
+    ``states`` and the months ``first`` .. ``through`` (months' first days); at most
+    ``limit`` (1-500) after ``after``. Returns the page and the key of its last row when
+    more may follow (None on the last page). Periods never planned are not listed (the
+    workspace's own listing and the operations overview's overdue periods show them)."""
+    rows = fetch_rows(conn, SQL["staff_periods"], {
+        "search": search or None, "owner": owner, "type": snapshot_type, "states": states, "first": first,
+        "through": through, "after_rank": after[0] if after else None, "after_at": after[1] if after else None,
+        "after_id": after[2] if after else None, "limit": limit + 1})
+    page = [StaffPeriod(**row) for row in rows[:limit]]
+    last = page[-1] if len(rows) > limit and page else None
+    return page, ((last.rank, last.updated_at, last.id) if last else None)

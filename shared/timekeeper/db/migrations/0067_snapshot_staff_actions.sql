@@ -96,3 +96,44 @@ REVOKE ALL ON FUNCTION snapshot_staff_workspaces(text, uuid[], integer) FROM PUB
 REVOKE ALL ON FUNCTION snapshot_request_group_runs(uuid) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snapshot_staff_workspaces(text, uuid[], integer) TO timekeeper_api;
 GRANT EXECUTE ON FUNCTION snapshot_request_group_runs(uuid) TO timekeeper_api;
+
+-- Staff's periods across workspaces, what matters first: each period's newest version,
+-- failed first, then running (queued, running, waiting to retry), planned, published,
+-- and the rest (skipped, cancelled), the most recently changed first within each;
+-- filtered by a part of the workspace's name, owner, type, states and a month range;
+-- keyset pages after (rank, updated_at, id); at most 500 rows.
+CREATE FUNCTION snapshot_staff_periods(p_search text, p_owner text, p_type text, p_states text[], p_first date,
+                                       p_through date, p_after_rank integer, p_after_at timestamptz,
+                                       p_after_id uuid, p_limit integer)
+RETURNS TABLE (id uuid, workspace_id uuid, workspace_name text, timezone text, owner text, snapshot_type text,
+               period date, version integer, state text, is_current boolean, protection text, failure_code text,
+               updated_at timestamptz, published_at timestamptz, rank integer)
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+    SELECT * FROM (
+        SELECT r.id, r.workspace_id, w.name, w.timezone, r.owner, r.snapshot_type, r.period, r.version, r.state,
+               r.is_current, r.protection, r.failure_code, r.updated_at, r.published_at,
+               CASE WHEN r.state = 'failed' THEN 0 WHEN r.state IN ('queued', 'running', 'retry_wait') THEN 1
+                    WHEN r.state = 'planned' THEN 2 WHEN r.state = 'published' THEN 3 ELSE 4 END AS rank
+          FROM snapshot_runs r
+          JOIN workspaces w ON w.id = r.workspace_id
+         WHERE NOT EXISTS (SELECT FROM snapshot_runs n
+                            WHERE n.owner = r.owner AND n.snapshot_type = r.snapshot_type
+                              AND n.workspace_id = r.workspace_id AND n.period = r.period
+                              AND n.version > r.version)
+           AND (p_search IS NULL OR strpos(lower(w.name), lower(p_search)) > 0)
+           AND (p_owner IS NULL OR r.owner = p_owner)
+           AND (p_type IS NULL OR r.snapshot_type = p_type)
+           AND (p_states IS NULL OR r.state = ANY(p_states))
+           AND (p_first IS NULL OR r.period >= p_first)
+           AND (p_through IS NULL OR r.period <= p_through)
+    ) x
+     WHERE p_after_rank IS NULL OR x.rank > p_after_rank
+        OR (x.rank = p_after_rank AND (x.updated_at < p_after_at OR (x.updated_at = p_after_at AND x.id > p_after_id)))
+     ORDER BY x.rank, x.updated_at DESC, x.id
+     LIMIT least(greatest(p_limit, 0), 500)
+$$;
+
+REVOKE ALL ON FUNCTION snapshot_staff_periods(text, text, text, text[], date, date, integer, timestamptz, uuid,
+                                              integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snapshot_staff_periods(text, text, text, text[], date, date, integer, timestamptz, uuid,
+                                                 integer) TO timekeeper_api;
