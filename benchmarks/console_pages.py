@@ -161,6 +161,8 @@ def main() -> int:
         f"/console/snapshots/periods/platform/ar_aging/2027-01?workspace={workspace}", staff)
     pages["range form, staff (workspaces by name)"] = ("/console/snapshots/ranges?search=Bench", staff)
     pages[f"a range's progress, staff ({periods})"] = (f"/console/snapshots/ranges/{group}", staff)
+    pages[f"every workspace's periods, staff ({periods} and the rest, first page of 100)"] = (
+        "/console/snapshots/staff", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
     for label, target in pages.items():
         path, who = target if isinstance(target, tuple) else (target, cookie)

@@ -185,3 +185,27 @@ def test_older_missing_months_are_folded_behind_their_count(console, conn):
     assert int(folded.group(1)) == hidden.count("<tr><td>")
     # And a status filter shows them without folding
     assert '<details class="folded">' not in reader.get_decoded("/console/snapshots?status=missing")["body"]
+
+
+def test_staff_scan_every_workspaces_periods_failed_first_and_a_bad_filter_names_itself(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    rowing, chess = _club(conn, f"Rowing {tag}"), _club(conn, f"Chess {tag}")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, is_current,
+                                   published_at, failure_code, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %(r)s, '2026-11-01', 1, 'planned', 'published', true, %(now)s, NULL,
+                %(now)s, %(now)s),
+               ('platform', 'ar_aging', %(c)s, '2026-11-01', 1, 'planned', 'failed', false, NULL,
+                'retries_exhausted', %(now)s, %(now)s)""",
+                 {"r": rowing.workspace_id, "c": chess.workspace_id, "now": NOW})
+    staff = _staff(console)
+    html = staff.get_decoded(f"/console/snapshots/staff?search={tag}")["body"]
+    rows = re.findall(r"<tr><td><a [^>]*><bdi>([^<]+)</bdi></a></td>", html)
+    assert rows == [f"Chess {tag}", f"Rowing {tag}"]  # the failed period first
+    assert str(chess.workspace_id) not in re.sub(r"<[^>]+>", "", html)
+    refused = staff.get_decoded(f"/console/snapshots/staff?search={tag}&first=2027-02&through=2026-12")
+    assert refused["statusCode"] == 422 and "(through)</small>" in refused["body"]
+    assert 'value="2027-02"' in refused["body"] and f'value="{tag}"' in refused["body"]
+    reader = Browser(console)
+    reader.sign_in(rowing, ("snapshots:read",))
+    assert reader.get_decoded("/console/snapshots/staff")["statusCode"] == 403

@@ -83,3 +83,7 @@ def test_staff_preview_request_and_follow_a_range_backfill(page, server):  # noq
     page.locator("table tbody a").first.click()
     assert "the auditors asked for it" in page.locator("table").inner_text()
     _fits_and_passes_axe(page, "the period")
+    # Every workspace's periods, the backfilled month among them
+    page.goto(f"{server.base_url}/console/snapshots/staff?status=in_progress")
+    assert name in page.locator("table").inner_text()
+    _fits_and_passes_axe(page, "every workspace's periods")

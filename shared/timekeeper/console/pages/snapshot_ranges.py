@@ -69,6 +69,16 @@ def _api_body(typed: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def enabled_types(ctx: Request) -> list[tuple[str, str]]:
+    """The snapshot types enabled in the deployment, as the API lists them (``types`` of
+    the staff member's own workspace's listing): ``(owner, type)`` pairs."""
+    listing = ctx.api().call("GET", f"/snapshots/workspaces/{quote(ctx.session.workspace_id, safe='')}/periods",
+                             query={"limit": "1"})
+    if listing.status != 200 or not isinstance(listing.body, dict):
+        return []
+    return [(t["owner"], t["snapshot_type"]) for t in listing.body.get("types") or []]
+
+
 def range_form(ctx: Request, *, typed: dict[str, Any] | None = None, problem: dict[str, str] | None = None,
                status_code: int = 200) -> Response:
     """The range form: workspaces whose name contains ``search`` (the API's names, ids
@@ -87,12 +97,8 @@ def range_form(ctx: Request, *, typed: dict[str, Any] | None = None, problem: di
         every = client.call("GET", "/snapshots/staff/workspaces", query={"limit": "1000"})
         if every.status == 200:
             choices = [w for w in every.body["items"] if w["id"] in missing] + choices
-    listing = client.call("GET", f"/snapshots/workspaces/{quote(ctx.session.workspace_id, safe='')}/periods",
-                          query={"limit": "1"})
-    types = [(t["owner"], t["snapshot_type"]) for t in (listing.body.get("types") or [])] \
-        if listing.status == 200 and isinstance(listing.body, dict) else []
     return ctx.page("snapshot_range.html", status_code, typed=typed, search=search, choices=choices,
-                    chosen=chosen, types=types, problem=problem or {})
+                    chosen=chosen, types=enabled_types(ctx), problem=problem or {})
 
 
 @router.get(f"{PREFIX}/snapshots/ranges")
@@ -173,3 +179,45 @@ def range_progress(ctx: Request, group_id: str) -> Response:
     return ctx.page("snapshot_range_progress.html", group_id=body["group_id"], rows=rows, first=first,
                     counts=[(words, counts.get(state, 0)) for state, words in PROGRESS_STATES],
                     total=len(rows), done=done)
+
+
+#: The staff periods page's filters (query parameters), as the API takes them.
+PERIOD_FILTERS = ("search", "status", "first", "through", "cursor")
+
+
+@router.get(f"{PREFIX}/snapshots/staff")
+@signed_in
+def staff_periods(ctx: Request) -> Response:
+    """``GET /console/snapshots/staff``: every workspace's periods, failed and in progress
+    first (``GET /snapshots/staff/periods``), filtered by a part of the workspace's name,
+    the type (``type``: ``owner:name``), the status and a month range; 100 a page with
+    **More periods**. A filter the API refuses is a 422 naming it, the filters kept."""
+    if (refused := _not_staff(ctx)) is not None:
+        return refused
+    params = ctx.params
+    typed = {name: (params.get(name) or "").strip()[:200] for name in (*PERIOD_FILTERS, "type")}
+    query = {name: typed[name] or None for name in PERIOD_FILTERS}
+    if typed["type"]:
+        query["owner"], _, query["snapshot_type"] = typed["type"].partition(":")
+    reply = ctx.api().call("GET", "/snapshots/staff/periods", query={**query, "limit": "100"})
+    problem: dict[str, str] = {}
+    items: list[dict[str, Any]] = []
+    body = reply.body if isinstance(reply.body, dict) else {}
+    if reply.status == 422:
+        field = body.get("field") or ""
+        problem = {"message": body.get("message") or "Refused.", "field": "type" if field in (
+            "owner", "snapshot_type") else field}
+    elif reply.status != 200:
+        return ctx.api_error(reply)
+    else:
+        items = [{**i, "published": when(i.get("published_at"), i["timezone"]),
+                  "changed": when(i["updated_at"], i["timezone"]),
+                  "workspace_link": f"{PREFIX}/snapshots?" + urlencode({"workspace": i["workspace_id"]}),
+                  "link": f"{PREFIX}/snapshots/periods/" + "/".join(
+                      quote(x, safe="") for x in (i["owner"], i["snapshot_type"], i["period"]))
+                  + "?" + urlencode({"workspace": i["workspace_id"]})} for i in body["items"]]
+    kept = {k: v for k, v in typed.items() if v and k != "cursor"}
+    more = body.get("next_cursor")
+    return ctx.page("snapshot_staff_periods.html", HTTPStatus.UNPROCESSABLE_ENTITY if problem else HTTPStatus.OK,
+                    items=items, typed=typed, problem=problem, types=enabled_types(ctx),
+                    next_page=f"{PREFIX}/snapshots/staff?" + urlencode({**kept, "cursor": more}) if more else None)
