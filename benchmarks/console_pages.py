@@ -174,6 +174,35 @@ def load_audit(url: str, *, workspace: uuid.UUID, events: int) -> None:
         conn.execute("ANALYZE audit_events")
 
 
+def load_snapshots(url: str, *, workspace: uuid.UUID, months: int, versions: int) -> uuid.UUID:
+    """Give the workspace ``months`` months of history (created that long before NOW), each
+    month of the two Platform types published (``2 * months`` periods, every one in one
+    range request), and January 2027's receivable aging ``versions`` more versions (failed
+    re-runs with their reasons); return the range's group id."""
+    group = uuid.uuid4()
+    with connect(url) as conn:
+        conn.execute("UPDATE workspaces SET created_at = %s - make_interval(months => %s), name = 'Bench club' "
+                     "WHERE id = %s", (NOW, months + 1, workspace))
+        conn.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason,
+                                       requested_by, state, attempts, chunks_committed, is_current, published_at,
+                                       basis, request_group, created_at, updated_at)
+            SELECT 'platform', t, %(ws)s, (date_trunc('month', %(now)s) - g * interval '1 month')::date, 1,
+                   'backfill', 'history', 'staff', 'published', 1, 1, true, %(now)s, '{"rows": 3}', %(group)s,
+                   %(now)s, %(now)s
+              FROM generate_series(1, %(months)s) AS g CROSS JOIN unnest(ARRAY['ar_aging', 'membership_counts']) t""",
+                     {"ws": workspace, "now": NOW, "months": months, "group": group})
+        conn.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason,
+                                       requested_by, state, attempts, failure_code, failure_message, created_at,
+                                       updated_at)
+            SELECT 'platform', 'ar_aging', %(ws)s, '2027-01-01', 1 + g, 'manual', 'totals corrected ' || g, 'staff',
+                   'failed', 4, 'retries_exhausted', 'the source timed out', %(now)s, %(now)s
+              FROM generate_series(1, %(versions)s) AS g""", {"ws": workspace, "now": NOW, "versions": versions})
+        conn.execute("ANALYZE snapshot_runs")
+    return group
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
@@ -181,6 +210,8 @@ def main() -> int:
     parser.add_argument("--hot-runs", type=int, default=5_000)
     parser.add_argument("--audit-events", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--snapshot-months", type=int, default=120)
+    parser.add_argument("--period-versions", type=int, default=50)
     args = parser.parse_args()
 
     url = b.open_database("bench_console")
@@ -269,6 +300,19 @@ def _measure(args, url, api_conn, dead, workspace, hot) -> int:
     pages["a run's page, staff of another workspace"] = (f"/console/runs/{run_id}", staff)
     pages["a dead-letter queue's page, staff (20 messages read, each made visible again)"] = (
         "/console/dead-letters/accounting", staff)
+
+
+    group = load_snapshots(url, workspace=workspace, months=args.snapshot_months, versions=args.period_versions)
+    periods = f"{2 * args.snapshot_months:,} periods"
+    pages[f"periods page, staff ({periods}: first page of 100, row actions)"] = (
+        f"/console/snapshots?workspace={workspace}", staff)
+    pages[f"periods page, staff, a workspace by name ({periods})"] = ("/console/snapshots?name=Bench", staff)
+    pages[f"a period's page, staff ({args.period_versions + 1} versions, actions)"] = (
+        f"/console/snapshots/periods/platform/ar_aging/2027-01?workspace={workspace}", staff)
+    pages["range form, staff (workspaces by name)"] = ("/console/snapshots/ranges?search=Bench", staff)
+    pages[f"a range's progress, staff ({periods})"] = (f"/console/snapshots/ranges/{group}", staff)
+    pages[f"every workspace's periods, staff ({periods} and the rest, first page of 100)"] = (
+        "/console/snapshots/staff", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
     for label, target in pages.items():
         path, who = target if isinstance(target, tuple) else (target, cookie)

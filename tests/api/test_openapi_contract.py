@@ -95,6 +95,16 @@ RUNTIME_CHECKED: dict[str, list[tuple[str, str, str]]] = {
         ("workspace_id", r"^no workspace ", "the workspace must exist in the directory"),
         ("owner", r"^no snapshot type ", "the snapshot registry is assembled at the edge, per stage"),
         ("snapshot_type", r"^no snapshot type ", "the snapshot registry is assembled at the edge, per stage")],
+    **{f"POST /snapshots/ranges{tail}": [
+        ("workspaces", r"^no workspace ", "each workspace must exist in the directory"),
+        ("through", r"^the last month is before the first|^a range spans at most", "the range's order and span "
+                                                                                   "compare two months"),
+        ("owner", r"^no snapshot type ", "the snapshot registry is assembled at the edge, per stage"),
+        ("snapshot_type", r"^no snapshot type ", "the snapshot registry is assembled at the edge, per stage")]
+       for tail in ("", "/preview")},
+    "GET /snapshots/staff/periods": [
+        ("cursor", r"^not a cursor this listing gave$", "a cursor is one a page gave (opaque)"),
+        ("through", r"^the last month is before the first$", "the range's order compares two months")],
 }
 
 schema = schemathesis.openapi.from_dict(openapi_document(create_app(unconfigured_adapters())))

@@ -385,7 +385,7 @@ def test_a_workspace_user_lists_their_own_periods(db, call):
     assert not other_ids & {i["run_id"] for i in items}
     assert items[0].keys() == {"owner", "snapshot_type", "period", "status", "chosen_version", "run_id", "basis",
                                "published_at", "skip_reason", "overdue", "attempts", "failure_code",
-                               "latest_version", "latest_state", "latest_failure_code", "versions"}
+                               "latest_version", "latest_state", "latest_failure_code", "versions", "protection"}
 
 
 def test_the_listing_filters_by_owner_and_type(db, call):

@@ -189,6 +189,8 @@ def test_staff_request_a_backfill_with_a_reason_and_see_a_refusal_s_reason(page,
     assert page.get_by_role("link", name="Schedules", exact=True).count() == 0
     periods = page.locator("table tbody tr")
     assert periods.count() > 0
+    if page.locator("details.folded summary").count():  # the older months never planned, folded
+        page.locator("details.folded summary").click()
     missing = [row for row in periods.all() if "Missing" in row.inner_text()]
     assert missing, "the sample workspace has never-planned months"
     row = missing[0]

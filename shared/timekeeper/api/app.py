@@ -53,6 +53,7 @@ from timekeeper.api import (
     schedule_routes,
     session_routes,
     settings_routes,
+    snapshot_range_routes,
     snapshot_routes,
     suppression_routes,
     work_kind_routes,
@@ -83,9 +84,9 @@ from timekeeper.snapshots.registry import SnapshotRegistry
 #: the app's registry types, is included first: :func:`timekeeper.api.schedule_routes.create_router`).
 ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.router,
            member_routes.router, delivery_routes.router, download_routes.router, snapshot_routes.router,
-           people_routes.router, opt_out_routes.router, suppression_routes.router, operations_routes.router,
-           session_routes.router, work_kind_routes.router, settings_routes.router, audit_routes.router,
-           dead_letter_routes.router, run_routes.router)
+           snapshot_range_routes.router, people_routes.router, opt_out_routes.router, suppression_routes.router,
+           operations_routes.router, session_routes.router, work_kind_routes.router, settings_routes.router,
+           audit_routes.router, dead_letter_routes.router, run_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

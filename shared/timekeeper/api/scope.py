@@ -36,7 +36,7 @@ from aws_lambda_powertools.event_handler.request import Request
 
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, ApiError, access_refused
+from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, NOT_FOUND, ApiError, access_refused
 from timekeeper.api.routing import api_context
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
@@ -45,7 +45,7 @@ from timekeeper.platform.directory import Workspace, get_workspace, workspace_ti
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
-from timekeeper.snapshots import ledger
+from timekeeper.snapshots import ledger, staff
 from timekeeper.snapshots.registry import SnapshotRegistry, SnapshotType
 from timekeeper.topology import PIPELINES, pipeline_for_owner
 
@@ -531,6 +531,58 @@ class StaffScope:
                 # A run of the period was inserted meanwhile (the planner's version 1, or
                 # another request) and committed while this insert waited: it is active now.
                 raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None
+
+    def act_on_run(self, action: str, workspace_id: UUID, run_id: UUID, *, reason: str) -> ledger.SnapshotRun:
+        """Cancel (``action`` ``cancel``) or finalize (``finalize``) ``workspace_id``'s run
+        ``run_id`` as the caller, with ``reason`` (:mod:`timekeeper.snapshots.staff`), in
+        that workspace entered on the walled connection. Raises a 404 :class:`ApiError`
+        for no such run in that workspace, a 403 when none of the caller's roles is a staff
+        role of the run's type, and :class:`~timekeeper.snapshots.staff.StaffActionRefused`."""
+        act = {"cancel": staff.cancel_run, "finalize": staff.finalize_run}[action]
+        with self.conn.entered(workspace_id), self.conn.transaction():
+            try:
+                run = staff.locked_run(self.conn, workspace_id, run_id)
+            except staff.RunNotFound:
+                raise ApiError(404, NOT_FOUND, "no such snapshot run in that workspace") from None
+            roles = next((t.staff_roles for t in self.registry.all()
+                          if (t.owner, t.name) == (run.owner, run.snapshot_type)), None)
+            if roles is not None and not self.identity.roles & roles:
+                raise ApiError(403, FORBIDDEN, f"actions on {run.owner}/{run.snapshot_type} need the role "
+                               f"{' or '.join(sorted(roles))}")
+            return act(self.conn, workspace_id=workspace_id, run_id=run_id, actor=self.identity.user_id,
+                       reason=reason, now=self.now)
+
+    def staff_workspaces(self, *, search: str | None = None, ids: list[UUID] | None = None,
+                         limit: int = 100) -> list[staff.DirectoryEntry]:
+        """Workspaces by name or id for staff to choose from (names, zones, states only)."""
+        with self.conn.transaction():
+            return staff.staff_workspaces(self.conn, search=search, ids=ids, limit=limit)
+
+    def plan_range(self, *, owner: str, snapshot_type: str, workspaces: list[staff.DirectoryEntry], first: date,
+                   last: date, mode: str, reason: str, group: UUID | None,
+                   preview: bool) -> list[staff.RangeItem]:
+        """Plan (or, ``preview``, plan and roll back) a range request as the caller
+        (:func:`timekeeper.snapshots.staff.plan_range`), each workspace entered in turn.
+        Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` and a 403
+        :class:`ApiError` when none of the caller's roles is a staff role of the type."""
+        found = self.registry.get(owner, snapshot_type)
+        if not self.identity.roles & found.staff_roles:
+            raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
+                           f"{' or '.join(sorted(found.staff_roles))}")
+        return staff.plan_range(self.conn, enter=self.conn.entered, workspaces=workspaces, snapshot_type=found,
+                                first=first, last=last, mode=mode, reason=reason,
+                                requested_by=self.identity.user_id, now=self.now, group=group, preview=preview)
+
+    def staff_periods(self, **filters: Any) -> tuple[list[staff.StaffPeriod], staff.StaffPeriodKey | None]:
+        """Every workspace's periods, what matters first
+        (:func:`timekeeper.snapshots.staff.staff_periods`, its keyword filters)."""
+        with self.conn.transaction():
+            return staff.staff_periods(self.conn, **filters)
+
+    def request_group(self, group: UUID) -> list[staff.GroupRun]:
+        """A range request's runs in every workspace (empty: no such request)."""
+        with self.conn.transaction():
+            return staff.request_group_runs(self.conn, group)
 
     def operations_overview(self, *, limit: int, kind: str | None = None, status: str | None = None,
                             name: str | None = None, state: str | None = None

@@ -10,6 +10,10 @@ GET      ``/snapshots/workspaces/{workspace_id}/       a staff role (any       a
                                                        ``snapshots:read``
 GET      ``/snapshots/workspaces/{workspace_id}/       as the listing above    every version of one period,
          periods/{owner}/{snapshot_type}/{period}``                            with attempts and failure codes
+POST     ``/snapshots/workspaces/{workspace_id}/       the run's type's staff  cancel a planned or queued run
+         runs/{run_id}/cancel``                        role                    (``{"reason"}``) -> 200
+POST     ``/snapshots/workspaces/{workspace_id}/       the run's type's staff  finalize a published version
+         runs/{run_id}/finalize``                      role                    (``{"reason"}``) -> 200
 =======  ============================================  ======================  ===============================
 
 Staff roles come from the snapshot registry: each type names the claims roles that may
@@ -36,6 +40,12 @@ request a backfill) and ``already_planned`` (a backfill of a period with runs: r
 re-run). A malformed body is a 422 ``validation_error`` naming the field (``period`` not
 ``YYYY-MM``, ``reason`` missing, blank or over 500 characters, ``mode`` not ``manual`` /
 ``backfill``).
+
+Cancel and finalize (:mod:`timekeeper.snapshots.staff`) 404 ``not_found`` for a run that
+is not the named workspace's (or no such workspace), and refuse with 409 and the reason as
+the ``code``: ``run_in_progress`` (cancel of a running or retry_wait run),
+``not_cancellable`` (a finished run), ``not_published`` and ``already_finalized``
+(finalize). Their ``reason`` is checked as a request's is (:data:`StaffReason`).
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -71,6 +81,7 @@ from timekeeper.api.scope import (
 )
 from timekeeper.snapshots.ledger import PeriodKey, PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
+from timekeeper.snapshots.staff import StaffActionRefused
 
 _TAGS = ["snapshots"]
 
@@ -100,6 +111,10 @@ REFUSALS: dict[str, tuple[int, str | None]] = {
 }
 
 OwnerName = Annotated[str, Field(pattern=NAME_PATTERN, max_length=64)]
+#: A staff action's reason, the one check of every snapshot staff route: required, at most
+#: 500 characters, not blank nor only invisible characters (stripped when recorded).
+StaffReason = Annotated[str, Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
+                                   description="why (recorded with the action; not blank)")]
 Mode = Literal["manual", "backfill"]
 
 
@@ -123,8 +138,7 @@ class SnapshotRunRequest(BaseModel):
     workspace_id: CanonicalUuid = Field(description="the target workspace")
     period: str = Field(pattern=PERIOD_PATTERN, description="the workspace-local month", examples=["2027-01"])
     mode: Mode
-    reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
-                        description="why (recorded with the run; not blank)")
+    reason: StaffReason
 
     @property
     def period_start(self) -> date:
@@ -142,10 +156,26 @@ class SnapshotRunOut(BaseModel):
     period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
     version: int = Field(ge=1)
     mode: Literal["planned", "manual", "backfill"]
-    state: Literal["planned", "queued", "running", "retry_wait", "published", "failed", "skipped"]
+    state: Literal["planned", "queued", "running", "retry_wait", "published", "failed", "skipped", "cancelled"]
     reason: str | None
     requested_by: str | None
     created_at: UtcDatetime
+    protection: Literal["captured", "finalized"] | None = Field(
+        None, description="protected history: captured (read into a delivered report) or finalized by staff")
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    cancelled_at: UtcDatetime | None = None
+    finalized_by: str | None = None
+    finalize_reason: str | None = None
+    finalized_at: UtcDatetime | None = None
+
+
+class StaffActionRequest(BaseModel):
+    """A staff action on one run (cancel, finalize): the reason, recorded with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: StaffReason
 
 
 @with_config(ConfigDict(extra="allow"))
@@ -198,6 +228,8 @@ class PeriodOut(BaseModel):
                                                                 "queued, running or failed beside the published one)")
     latest_state: str | None = Field(None, description="the newest version's state")
     latest_failure_code: str | None = Field(None, description="the newest version's failure code")
+    protection: str | None = Field(None, description="the chosen version's protection: captured or finalized "
+                                                     "(a re-run is refused)")
     versions: int = Field(0, ge=0, description="how many versions (runs) the period has: GET "
                                                "/snapshots/workspaces/{id}/periods/{owner}/{type}/{period} lists them")
 
@@ -208,8 +240,19 @@ class PeriodVersionOut(BaseModel):
     run_id: UUID
     version: int = Field(ge=1)
     mode: str = Field(description="planned, manual (a staff re-run) or backfill")
-    state: str = Field(description="planned, queued, running, retry_wait, published, failed or skipped")
+    state: str = Field(description="planned, queued, running, retry_wait, published, failed, skipped or "
+                                   "cancelled")
     current: bool = Field(description="the period's published version readers see")
+    protection: str | None = Field(None, description="captured (read into a delivered report) or finalized (by "
+                                                     "staff): a current protected version refuses re-runs")
+    chunks_committed: int = Field(0, ge=0, description="chunks the attempts committed")
+    started_at: UtcDatetime | None = Field(None, description="the latest attempt's start")
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    cancelled_at: UtcDatetime | None = None
+    finalized_by: str | None = None
+    finalize_reason: str | None = None
+    finalized_at: UtcDatetime | None = None
     reason: str | None = Field(description="the staff request's reason")
     requested_by: str | None
     attempts: int = Field(ge=0, description="attempts started")
@@ -227,6 +270,7 @@ class PeriodVersions(BaseModel):
     """Every version of one period of a workspace's snapshot type, newest first."""
 
     workspace_id: UUID
+    workspace_name: str = Field("", description="the workspace's name")
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
     owner: str
     snapshot_type: str
@@ -248,6 +292,7 @@ class PeriodList(BaseModel):
     newest first per type; pass ``next_cursor`` as ``cursor`` for the next page."""
 
     workspace_id: UUID
+    workspace_name: str = Field("", description="the workspace's name")
     timezone: str = Field(description="the workspace's IANA zone: where its months end")
     locale: str = Field("en_US", description="the workspace's CLDR locale: how its people read numbers and amounts",
                         examples=["de_DE"])
@@ -261,7 +306,10 @@ def run_out(run: SnapshotRun) -> SnapshotRunOut:
     """A ledger :class:`~timekeeper.snapshots.ledger.SnapshotRun` as :class:`SnapshotRunOut`."""
     return SnapshotRunOut(id=run.id, owner=run.owner, snapshot_type=run.snapshot_type, workspace_id=run.workspace_id,
                           period=period_text(run.period), version=run.version, mode=run.mode, state=run.state,
-                          reason=run.reason, requested_by=run.requested_by, created_at=run.created_at)
+                          reason=run.reason, requested_by=run.requested_by, created_at=run.created_at,
+                          protection=run.protection, cancelled_by=run.cancelled_by, cancel_reason=run.cancel_reason,
+                          cancelled_at=run.cancelled_at, finalized_by=run.finalized_by,
+                          finalize_reason=run.finalize_reason, finalized_at=run.finalized_at)
 
 
 def period_out(status: PeriodStatus) -> PeriodOut:
@@ -271,7 +319,8 @@ def period_out(status: PeriodStatus) -> PeriodOut:
                      basis=status.basis, published_at=status.published_at, skip_reason=status.skip_reason,
                      overdue=status.overdue, attempts=status.attempts, failure_code=status.failure_code,
                      latest_version=status.latest_version, latest_state=status.latest_state,
-                     latest_failure_code=status.latest_failure_code, versions=status.versions)
+                     latest_failure_code=status.latest_failure_code, versions=status.versions,
+                     protection=status.protection)
 
 
 def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_type: str,
@@ -281,12 +330,16 @@ def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_t
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
     return PeriodVersions(
-        workspace_id=found.workspace.id, timezone=found.workspace.timezone, owner=owner, snapshot_type=snapshot_type,
+        workspace_id=found.workspace.id, workspace_name=found.workspace.name, timezone=found.workspace.timezone,
+        owner=owner, snapshot_type=snapshot_type,
         period=period, versions=[PeriodVersionOut(
             run_id=r.id, version=r.version, mode=r.mode, state=r.state, current=r.is_current, reason=r.reason,
             requested_by=r.requested_by, attempts=r.attempts, retryable_failures=r.retryable_failures,
             failure_code=r.failure_code, failure_message=r.failure_message, skip_reason=r.skip_reason,
-            retry_due_at=r.retry_due_at, created_at=r.created_at, published_at=r.published_at)
+            retry_due_at=r.retry_due_at, created_at=r.created_at, published_at=r.published_at,
+            protection=r.protection, chunks_committed=r.chunks_committed, started_at=r.started_at,
+            cancelled_by=r.cancelled_by, cancel_reason=r.cancel_reason, cancelled_at=r.cancelled_at,
+            finalized_by=r.finalized_by, finalize_reason=r.finalize_reason, finalized_at=r.finalized_at)
             for r in found.versions])
 
 
@@ -315,7 +368,8 @@ def period_list(found: WorkspacePeriods | None, types: SnapshotRegistry) -> Peri
     ``found`` is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-    return PeriodList(workspace_id=found.workspace.id, timezone=found.workspace.timezone, locale=found.workspace.locale,
+    return PeriodList(workspace_id=found.workspace.id, workspace_name=found.workspace.name,
+                      timezone=found.workspace.timezone, locale=found.workspace.locale,
                       items=[period_out(p) for p in found.periods], next_cursor=period_cursor(found.next),
                       types=[SnapshotTypeOut(owner=t.owner, snapshot_type=t.name, label=t.label)
                              for t in sorted(types.enabled(), key=lambda t: (t.owner, t.name))])
@@ -447,3 +501,36 @@ def list_period_versions(identity: Caller, api: Api,
         own = WorkspaceSnapshots(identity=identity, conn=adapters.connection(), now=adapters.now())
         found = own.versions(owner=owner, snapshot_type=snapshot_type, period=month)
     return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period)
+
+
+RunId = Annotated[CanonicalUuid, Path(description="the run (one version of a period)")]
+WorkspaceId = Annotated[CanonicalUuid, Path(description="the workspace")]
+
+
+def _staff_action(scope: StaffScope, action: str, workspace_id: UUID, run_id: UUID,
+                  body: StaffActionRequest) -> SnapshotRunOut:
+    try:
+        return run_out(scope.act_on_run(action, workspace_id, run_id, reason=body.reason))
+    except StaffActionRefused as refused:
+        raise ApiError(409, refused.reason, str(refused)) from None
+    except ValueError as invalid:  # the body's check makes this unreachable; never a 500
+        raise ApiError(422, errors.VALIDATION_ERROR, str(invalid), "reason") from None
+
+
+@router.post("/snapshots/workspaces/<workspace_id>/runs/<run_id>/cancel", tags=_TAGS,
+             operation_id="cancelSnapshotRun", security=SECURITY,
+             summary="Staff: cancel a planned or queued snapshot run, with a reason",
+             responses=_responses(200, "Cancelled: who, why and when are recorded on the run", 404, 409, 415))
+def cancel_snapshot_run(scope: Staff, workspace_id: WorkspaceId, run_id: RunId,
+                        body: Annotated[StaffActionRequest, Body()]) -> SnapshotRunOut:
+    return _staff_action(scope, "cancel", workspace_id, run_id, body)
+
+
+@router.post("/snapshots/workspaces/<workspace_id>/runs/<run_id>/finalize", tags=_TAGS,
+             operation_id="finalizeSnapshotVersion", security=SECURITY,
+             summary="Staff: finalize a published snapshot version (protected history), with a reason",
+             responses=_responses(200, "Finalized: a re-run of the period is refused while it is current", 404,
+                                  409, 415))
+def finalize_snapshot_version(scope: Staff, workspace_id: WorkspaceId, run_id: RunId,
+                              body: Annotated[StaffActionRequest, Body()]) -> SnapshotRunOut:
+    return _staff_action(scope, "finalize", workspace_id, run_id, body)

@@ -215,9 +215,11 @@ class RequestRefused(Exception):
 
 
 def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, workspace_id: UUID, period: date,
-                mode: str, reason: str, requested_by: str, now: datetime) -> SnapshotRun:
+                mode: str, reason: str, requested_by: str, now: datetime,
+                request_group: UUID | None = None) -> SnapshotRun:
     """Record a staff request: ``mode`` ``manual`` (a new version of the period) or
-    ``backfill`` (version 1 of a period never planned). ``period`` must be the first of a
+    ``backfill`` (version 1 of a period never planned); ``request_group`` the range request
+    it is part of (None: a request of its own). ``period`` must be the first of a
     month completed in the workspace's timezone. Raises :class:`RequestRefused` with the
     reason, ``ValueError`` for a bad mode, empty reason or a period not on a month's first
     day. Runs in its own transaction (a savepoint when the caller has one)."""
@@ -259,7 +261,7 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
         version = max((r.version for r in runs), default=0) + 1
         return fetch_runs(conn, SQL["insert_request"], {**key, "version": version, "mode": mode,
                                                        "reason": reason.strip(), "requested_by": requested_by,
-                                                       "now": now})[0]
+                                                       "request_group": request_group, "now": now})[0]
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,8 @@ class PeriodStatus:
     latest_state: str | None = None
     latest_failure_code: str | None = None
     versions: int = 0
+    #: The chosen version's protection (``captured``, ``finalized``) when it is current.
+    protection: str | None = None
 
 
 #: The status of an expected month that has no run.
@@ -338,7 +342,8 @@ def page_periods(conn: psycopg.Connection, *, workspace_id: UUID, now: datetime,
                 status="published" if run.is_current else run.state, chosen_version=run.version, basis=run.basis,
                 published_at=run.published_at, skip_reason=run.skip_reason, run_id=run.id, overdue=key["overdue"],
                 attempts=run.attempts, failure_code=run.failure_code, latest_version=latest.version,
-                latest_state=latest.state, latest_failure_code=latest.failure_code, versions=int(key["versions"])))
+                latest_state=latest.state, latest_failure_code=latest.failure_code, versions=int(key["versions"]),
+                protection=run.protection if run.is_current else None))
         else:
             items.append(PeriodStatus(
                 owner=key["owner"], snapshot_type=key["snapshot_type"], period=key["period"], status=MISSING,

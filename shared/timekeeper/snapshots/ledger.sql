@@ -258,9 +258,9 @@ SELECT * FROM snapshot_runs
 
 -- name: insert_request
 INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by, state,
-                           created_at, updated_at)
+                           request_group, created_at, updated_at)
 VALUES (%(owner)s, %(snapshot_type)s, %(workspace_id)s, %(period)s, %(version)s, %(mode)s, %(reason)s,
-        %(requested_by)s, 'planned', %(now)s, %(now)s)
+        %(requested_by)s, 'planned', %(request_group)s, %(now)s, %(now)s)
 RETURNING *
 
 -- name: page_periods
@@ -376,3 +376,28 @@ SELECT * FROM snapshot_runs
 UPDATE snapshot_runs SET protection = 'captured', updated_at = %(now)s
  WHERE id = ANY(%(ids)s::uuid[]) AND state = 'published' AND protection IS NULL
 RETURNING *
+
+-- name: run_in_workspace
+-- One run of the entered workspace, locked (a staff action judges its state, then acts).
+SELECT * FROM snapshot_runs WHERE id = %(run_id)s AND workspace_id = %(workspace_id)s FOR UPDATE
+
+-- name: cancel_run
+-- Through the SECURITY DEFINER function of 0067 (planned or queued runs of the entered workspace).
+SELECT * FROM snapshot_cancel_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
+
+-- name: finalize_run
+-- Through the SECURITY DEFINER function of 0067 (published versions of the entered workspace).
+SELECT * FROM snapshot_finalize_run(%(run_id)s, %(actor)s, %(reason)s, %(now)s)
+
+-- name: staff_workspaces
+-- Through the SECURITY DEFINER function of 0067 (names, ids, zones and states; at most 1000).
+SELECT * FROM snapshot_staff_workspaces(%(search)s, %(ids)s::uuid[], %(limit)s)
+
+-- name: request_group_runs
+-- Through the SECURITY DEFINER function of 0067 (a range request's runs, every workspace).
+SELECT * FROM snapshot_request_group_runs(%(group)s)
+
+-- name: staff_periods
+-- Through the SECURITY DEFINER function of 0067 (every workspace's newest versions, what matters first).
+SELECT * FROM snapshot_staff_periods(%(search)s, %(owner)s, %(type)s, %(states)s::text[], %(first)s, %(through)s,
+                                     %(after_rank)s, %(after_at)s, %(after_id)s, %(limit)s)

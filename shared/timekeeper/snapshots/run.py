@@ -53,6 +53,16 @@ class SnapshotRun:
     updated_at: datetime
     #: A failed run whose generated rows history retention removed: when (``0036``).
     rows_pruned_at: datetime | None = None
+    #: A cancelled run: when, by whom and why (``0067``); None otherwise.
+    cancelled_at: datetime | None = None
+    cancelled_by: str | None = None
+    cancel_reason: str | None = None
+    #: A finalized version: when, by whom and why (``0067``); None otherwise.
+    finalized_at: datetime | None = None
+    finalized_by: str | None = None
+    finalize_reason: str | None = None
+    #: The range request the run was planned by (``0067``); None otherwise.
+    request_group: UUID | None = None
 
     @property
     def period_end(self) -> date:

@@ -23,6 +23,7 @@ from timekeeper.console.pages import (
     schedules,
     session,
     settings,
+    snapshot_ranges,
     snapshots,
     static,
 )
@@ -32,7 +33,7 @@ from timekeeper.console.pages import (
 #: three-segment POST routes (Powertools tries routes with parameters in the order they
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
-                               deliveries.router, delivery_authoring.router, closures.router, snapshots.router,
-                               operations.router, dead_letters.router, runs.router, notices.router,
+                               deliveries.router, delivery_authoring.router, closures.router, snapshot_ranges.router,
+                               snapshots.router, operations.router, dead_letters.router, runs.router, notices.router,
                                admin.router, settings.router, audit.router, queries.router, reports.router,
                                errors.router, actions.router)

@@ -27,6 +27,8 @@ PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "plann
                   "retry_wait")
 #: At most this many API pages (of 100 periods) one filtered snapshots page reads through.
 PERIOD_READS = 10
+#: The states of a run still at work: a period with one takes no new request.
+ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 
@@ -48,8 +50,25 @@ def snapshot_readers(ctx: Request) -> set[tuple[str, str]] | None:
     return read
 
 
+def workspace_matches(ctx: Request, name: str) -> list[dict[str, Any]] | None:
+    """Staff's workspaces whose name contains ``name`` (``GET /snapshots/staff/workspaces``,
+    at most 20), or None when the API refuses."""
+    reply = ctx.api().call("GET", "/snapshots/staff/workspaces", query={"search": name, "limit": "20"})
+    return reply.body["items"] if reply.status == 200 and isinstance(reply.body, dict) else None
+
+
+def row_action(item: dict[str, Any]) -> str | None:
+    """The request staff may make of a listed period: ``backfill`` (never planned),
+    ``manual`` (a re-run: settled, not protected, nothing in progress) or None."""
+    if item["status"] == "missing":
+        return "backfill"
+    if item.get("protection") or (item.get("latest_state") or item["status"]) in ACTIVE_STATES:
+        return None
+    return "manual" if item["status"] in ("published", "failed", "skipped", "cancelled") else None
+
+
 def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | None = None,
-                 done: str | None = None, status_code: int = 200) -> Response:
+                 done: str | None = None, status_code: int = 200, typed: dict[str, str] | None = None) -> Response:
     """A workspace's periods: the person's own, or for staff the one ``workspace``
     names (else the page's ``workspace`` parameter). A status filter (``status``, one
     of :data:`PERIOD_FILTERS`) reads on through the API's pages until a page has
@@ -59,6 +78,16 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     if workspace is None:
         workspace = params.get("workspace") or ""
     workspace = workspace.strip() if ctx.session.staff else ""
+    name = (params.get("name") or "").strip()[:200] if ctx.session.staff else ""
+    if name:  # staff look a workspace up by name: one match is it, several are offered
+        matches = workspace_matches(ctx, name)
+        if matches is None:
+            return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Not allowed",
+                            message="Looking workspaces up is for snapshot staff.")
+        if len(matches) != 1:
+            return ctx.page("snapshot_workspaces.html", HTTPStatus.OK if matches else HTTPStatus.NOT_FOUND,
+                            name=name, matches=matches, status=params.get("status") or "")
+        workspace = str(matches[0]["id"])
     if workspace:
         try:
             workspace = str(uuid.UUID(workspace))
@@ -100,14 +129,20 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
               "read_by_report": (item["owner"], item["snapshot_type"]) in readers,
               "link": f"{PREFIX}/snapshots/periods/{quote(item['owner'], safe='')}/"
                       f"{quote(item['snapshot_type'], safe='')}/{quote(item['period'], safe='')}"
-                      + (f"?{urlencode({'workspace': workspace})}" if workspace else "")}
+                      + (f"?{urlencode({'workspace': workspace})}" if workspace else ""),
+              "action": row_action(item) if ctx.session.staff else None}
              for item in raw]
+    # Without a filter, the long tail of months never planned (and no longer overdue) is
+    # folded behind its count: what needs attention comes first.
+    folded = [] if only else [i for i in items if i["status"] == "missing" and not i["overdue"]]
+    items = [i for i in items if i not in folded]
     # The enabled types as the API lists them: the staff request form's choices.
     types = [(t["owner"], t["snapshot_type"]) for t in body.get("types") or []]
     query = {k: v for k, v in {"workspace": workspace, "status": only, "cursor": cursor}.items() if v}
     first = f"{PREFIX}/snapshots?" + urlencode({k: v for k, v in query.items() if k != "cursor"})
-    return ctx.page("snapshots.html", status_code, items=items, zone=zone,
-                    workspace=body.get("workspace_id"), chosen_workspace=workspace, only=only, later=later,
+    return ctx.page("snapshots.html", status_code, items=items, folded=folded, zone=zone,
+                    workspace=body.get("workspace_id"), workspace_name=body.get("workspace_name") or "",
+                    chosen_workspace=workspace, only=only, later=later, typed=typed or {},
                     problem=problem, done=done, types=types, first_page=first.rstrip("?"),
                     next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
                     # Renders are of the person's own workspace's reports (the API decides).
@@ -123,17 +158,21 @@ def snapshots(ctx: Request) -> Response:
                         if params.get("done") == "requested" else None)
 
 
-@router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
-@signed_in
-def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -> Response:
-    """One period's versions, newest first, with their attempts and failure codes (in
-    words beside the code): the person's own workspace, or for staff the one the
-    ``workspace`` parameter names (``GET /snapshots/workspaces/{id}/periods/...``)."""
+#: What a version's staff action is called on its page, and what its state must be.
+RUN_ACTIONS = {"cancel": ("planned", "queued"), "finalize": ("published",)}
+
+
+def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, workspace: str = "",
+                problem: dict[str, str] | None = None, done: str | None = None, status_code: int = 200) -> Response:
+    """One period's versions, newest first, with their attempts, chunks, failure codes (in
+    words beside the code), requester and reason, and for staff the actions each version
+    allows (cancel a planned or queued one, finalize a published one, with a reason): the
+    person's own workspace, or for staff the one ``workspace`` names. ``problem``: a
+    refused action (``run_id``, ``action``, ``message``, ``field``, the typed ``reason``)."""
     if not MONTH_PATTERN.fullmatch(period):
         return ctx.page("error.html", HTTPStatus.UNPROCESSABLE_ENTITY, title="Refused",
                         message="The month must be written YYYY-MM.")
-    params = ctx.params
-    workspace = (params.get("workspace") or "").strip() if ctx.session.staff else ""
+    workspace = workspace.strip() if ctx.session.staff else ""
     target = workspace or ctx.session.workspace_id
     reply = ctx.api().call("GET", "/snapshots/workspaces/" + "/".join(
         quote(part, safe="") for part in (target, "periods", owner, snapshot_type, period)))
@@ -141,10 +180,54 @@ def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -
         return ctx.api_error(reply)
     zone = reply.body.get("timezone") or "UTC"
     versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
-                 "why": glossary.words(v.get("failure_code"))}
+                 "started": when(v.get("started_at"), zone), "cancelled": when(v.get("cancelled_at"), zone),
+                 "finalized": when(v.get("finalized_at"), zone), "why": glossary.words(v.get("failure_code")),
+                 "actions": [a for a, states in RUN_ACTIONS.items() if ctx.session.staff and v["state"] in states
+                             and not (a == "finalize" and v.get("protection") == "finalized")]}
                 for v in reply.body["versions"]]
     back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
-    return ctx.page("period.html", p=reply.body, versions=versions, zone=zone, back=back)
+    return ctx.page("period.html", status_code, p=reply.body, versions=versions, zone=zone, back=back,
+                    problem=problem, done=done, workspace=str(reply.body.get("workspace_id") or target))
+
+
+@router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
+@signed_in
+def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -> Response:
+    """``GET /console/snapshots/periods/{owner}/{type}/{YYYY-MM}``: :func:`period_page` (the
+    ``workspace`` parameter for staff; ``done`` after an action)."""
+    params = ctx.params
+    done = {"cancelled": "The request was cancelled.", "finalized": "The version was finalized."}.get(
+        params.get("done") or "")
+    return period_page(ctx, owner=owner, snapshot_type=snapshot_type, period=period,
+                       workspace=params.get("workspace") or "", done=done)
+
+
+@router.post(f"{PREFIX}/snapshots/runs/<run_id>/<action>")
+@checked_post
+def run_action(ctx: Request, run_id: str, action: str) -> Response:
+    """``POST /console/snapshots/runs/{run_id}/{cancel|finalize}``: staff cancel a planned or
+    queued run, or finalize a published version, with a reason (the API's
+    ``POST /snapshots/workspaces/{id}/runs/{run_id}/{action}``), then the period's page; a
+    refusal is shown there on the version's form, the reason kept as typed."""
+    fields = ctx.fields
+    owner, snapshot_type, period = (fields.get(k, "")[:100] for k in ("owner", "snapshot_type", "period"))
+    workspace = fields.get("workspace", "").strip()[:100]
+    if action not in RUN_ACTIONS:
+        return ctx.page("error.html", HTTPStatus.NOT_FOUND, title="Not found", message="There is no such action.")
+    reason = fields.get("reason", "")
+    reply = ctx.api().call("POST", "/snapshots/workspaces/" + "/".join(
+        quote(part, safe="") for part in (workspace, "runs", run_id, action)), body={"reason": reason})
+    page = f"{PREFIX}/snapshots/periods/" + "/".join(quote(x, safe="") for x in (owner, snapshot_type, period))
+    if reply.status == 200:
+        done = "cancelled" if action == "cancel" else "finalized"
+        return ctx.redirect(page + "?" + urlencode({"workspace": workspace, "done": done}))
+    if reply.status in (401, 403, 404) or not MONTH_PATTERN.fullmatch(period):
+        return ctx.api_error(reply)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    problem = {"run_id": run_id, "action": action, "message": body.get("message") or "The action was refused.",
+               "field": body.get("field") or "", "reason": reason[:500]}
+    return period_page(ctx, owner=owner, snapshot_type=snapshot_type, period=period, workspace=workspace,
+                       problem=problem, status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
 @router.post(f"{PREFIX}/snapshots/requests")
@@ -163,7 +246,9 @@ def snapshot_request(ctx: Request) -> Response:
     message = reply.body.get("message") if isinstance(reply.body, dict) else None
     field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
     text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
-    return periods_page(ctx, workspace=body["workspace_id"], problem=text,
+    typed = {"row": f"{body['owner']}:{body['snapshot_type']}:{body['period']}",
+             "reason": ctx.fields.get("reason", "")[:500], "field": field_name or ""}
+    return periods_page(ctx, workspace=body["workspace_id"], problem=text, typed=typed,
                         status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 

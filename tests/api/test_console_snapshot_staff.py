@@ -1,0 +1,211 @@
+"""The console's snapshot staff pages against the real API resolver and database: a
+period's page (every version with requester, reason, chunks, times; cancel and finalize
+with a reason, a blank one refused on its field with the text kept; nothing offered to a
+reader), and a range request chosen by workspace name, previewed, requested and followed."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from html import unescape
+
+from tests.api.conftest import NOW, Caller
+from tests.api.test_console import Browser, _header
+from timekeeper.platform.directory import create_workspace
+from timekeeper.snapshots import ledger
+
+SINCE = datetime(2026, 10, 15, tzinfo=UTC)
+
+
+def _staff(console) -> Browser:
+    browser = Browser(console)
+    browser.sign_in(Caller(user_id="staff-1", roles="platform:staff"), ("platform:staff",))
+    return browser
+
+
+def _club(conn, name: str) -> Caller:
+    caller = Caller(roles="snapshots:read")
+    create_workspace(conn, name=name, timezone="Europe/Berlin", currency="EUR", now=SINCE,
+                     workspace_id=caller.workspace_id)
+    return caller
+
+
+def _csrf(html: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+
+def _backfill(conn, club: Caller, period="2026-11-01") -> str:
+    run = conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                   state, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %s, %s, 1, 'backfill', 'gap <b>', 'staff-0', 'planned', %s, %s)
+        RETURNING id""", (club.workspace_id, period, NOW, NOW)).fetchone()
+    return str(run["id"])
+
+
+def test_staff_cancel_a_planned_request_on_its_periods_page_and_a_blank_reason_is_refused_on_its_field(console,
+                                                                                                      conn):
+    club = _club(conn, "Rowing club")
+    run_id = _backfill(conn, club)
+    staff = _staff(console)
+    page = f"/console/snapshots/periods/platform/ar_aging/2026-11?workspace={club.workspace_id}"
+    html = staff.get_decoded(page)["body"]
+    # The period's page names the workspace, the requester and the reason (escaped), and offers Cancel
+    assert "<bdi>Rowing club</bdi>" in html and str(club.workspace_id) not in re.sub(r"<[^>]+>", "", html)
+    assert "by <bdi>staff-0</bdi>: <bdi>gap &lt;b&gt;</bdi>" in html and "0 chunks done" in html
+    assert "Cancel this request" in html and "Finalize this version" not in html
+    form = {"csrf": _csrf(html), "workspace": str(club.workspace_id), "owner": "platform",
+            "snapshot_type": "ar_aging", "period": "2026-11"}
+    # When the reason is only invisible characters: 422 on the reason, the text kept
+    blank = staff.request("POST", f"/console/snapshots/runs/{run_id}/cancel", {**form, "reason": "\u200b "})
+    assert blank["statusCode"] == 422
+    assert 'aria-invalid="true"' in blank["body"] and "(reason)</small>" in blank["body"]
+    assert ">\u200b </textarea>" in blank["body"]
+    # When a reason is given: the request is cancelled, with who and why
+    done = staff.request("POST", f"/console/snapshots/runs/{run_id}/cancel", {**form, "reason": "asked twice"})
+    assert done["statusCode"] == 303, done["body"]
+    after = staff.get_decoded(unescape(_header(done, "Location")))["body"]
+    assert "The request was cancelled." in after
+    assert "cancelled by <bdi>staff-1</bdi>: <bdi>asked twice</bdi>" in after and "Cancel this request" not in after
+    assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "cancelled"
+
+
+def test_staff_finalize_a_published_version_and_a_reader_is_offered_no_action(console, conn):
+    club = _club(conn, "Chess club")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, attempts,
+                                   chunks_committed, is_current, published_at, basis, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %(w)s, '2026-11-01', 1, 'planned', 'published', 1, 3, true, %(now)s,
+                '{"rows": 3}', %(now)s, %(now)s)""", {"w": club.workspace_id, "now": NOW})
+    staff = _staff(console)
+    page = f"/console/snapshots/periods/platform/ar_aging/2026-11?workspace={club.workspace_id}"
+    html = staff.get_decoded(page)["body"]
+    assert "Finalize this version" in html and "3 chunks done" in html and "(2027-03-01 12:00 UTC)" in html
+    run_id = re.search(r'/console/snapshots/runs/([0-9a-f-]+)/finalize', html).group(1)
+    done = staff.request("POST", f"/console/snapshots/runs/{run_id}/finalize", {
+        "csrf": _csrf(html), "workspace": str(club.workspace_id), "owner": "platform", "snapshot_type": "ar_aging",
+        "period": "2026-11", "reason": "books closed"})
+    assert done["statusCode"] == 303, done["body"]
+    after = staff.get_decoded(unescape(_header(done, "Location")))["body"]
+    assert '<span class="mark">finalized</span>' in after and "Finalize this version" not in after
+    # A reader of the workspace sees the versions, no actions
+    reader = Browser(console)
+    reader.sign_in(club, ("snapshots:read",))
+    own = reader.get_decoded("/console/snapshots/periods/platform/ar_aging/2026-11")["body"]
+    assert '<span class="mark">finalized</span>' in own
+    assert "<th scope=\"col\">Actions</th>" not in own and "/finalize" not in own
+
+
+def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, conn):
+    rowing, chess = _club(conn, "Rowing club"), _club(conn, "Chess club")
+    december = _backfill(conn, rowing, "2026-12-01")  # Rowing's December has a run (it failed)
+    conn.execute("UPDATE snapshot_runs SET state = 'failed' WHERE id = %s", (december,))
+    staff = _staff(console)
+    # The form finds workspaces by name (no id shown)
+    form_page = staff.get_decoded("/console/snapshots/ranges?search=club")["body"]
+    assert "<bdi>Chess club</bdi>" in form_page and "<bdi>Rowing club</bdi>" in form_page
+    fields = [("csrf", _csrf(form_page)), ("workspace_id", str(rowing.workspace_id)),
+              ("workspace_id", str(chess.workspace_id)), ("type", "platform:ar_aging"), ("first", "2026-11"),
+              ("through", "2026-12"), ("mode", "backfill"), ("reason", "")]
+    # A blank reason is refused on its field, the choices kept
+    blank = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    assert blank["statusCode"] == 422 and "(reason)</small>" in blank["body"]
+    assert blank["body"].count(" checked>") == 2
+    # The preview lists each month: planned, or refused with the reason
+    fields[-1] = ("reason", "fill the autumn")
+    preview = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    assert preview["statusCode"] == 200, preview["body"]
+    text = re.sub(r"\s+", " ", preview["body"])
+    assert "3 months would be planned, 1 refused" in text
+    assert re.search(r"<bdi>Rowing club</bdi></td><td>2026-12</td> <td>refused: <span[^>]*>Already planned", text)
+    assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE workspace_id IN (%s, %s)",
+                        (rowing.workspace_id, chess.workspace_id)).fetchone()["n"] == 1
+    # Requesting it plans those months and leads to the range's progress
+    confirm = [(k, unescape(v)) for k, v in re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"',
+                                                      preview["body"].split('action="/console/snapshots/ranges"')[1])]
+    done = staff.request("POST", "/console/snapshots/ranges", confirm)
+    assert done["statusCode"] == 303, done["body"]
+    progress = staff.get_decoded(_header(done, "Location"))["body"]
+    assert "Range request: 0 of 3 done" in progress and "waiting for admission: 3" in progress
+    # Admission moves them on (other tests' waiting runs out of its way); the page shows it
+    conn.execute("DELETE FROM snapshot_runs WHERE state <> 'published' AND workspace_id NOT IN (%s, %s)",
+                 (rowing.workspace_id, chess.workspace_id))
+    with conn.transaction():
+        ledger.admit(conn, owner="platform", now=NOW, cap=4, backfill_lane=1)
+    moved = staff.get_decoded(_header(done, "Location"))["body"]
+    assert "admitted: 1" in moved and "waiting for admission: 2" in moved
+
+
+def test_a_reader_is_refused_the_range_pages(console, conn):
+    club = _club(conn, "Rowing club")
+    reader = Browser(console)
+    reader.sign_in(club, ("snapshots:read",))
+    assert reader.get_decoded("/console/snapshots/ranges")["statusCode"] == 403
+
+
+def test_staff_find_a_workspace_by_name_and_backfill_a_missing_month_from_its_row(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    rowing, _ = _club(conn, f"Rowing club {tag}"), _club(conn, f"Rowing team {tag}")
+    staff = _staff(console)
+    # Two names match: both offered by name; none: a 404 saying so
+    several = staff.get_decoded(f"/console/snapshots?name={tag}")
+    assert several["statusCode"] == 200 and f"<bdi>Rowing team {tag}</bdi>" in several["body"]
+    assert staff.get_decoded("/console/snapshots?name=nobody")["statusCode"] == 404
+    # One match: its periods, named, each missing month with a Backfill form
+    html = staff.get_decoded(f"/console/snapshots?name=rowing club {tag}&status=missing")["body"]
+    assert f"Workspace <bdi>Rowing club {tag}</bdi>" in html
+    assert str(rowing.workspace_id) not in re.sub(r"<[^>]+>", "", html)
+    assert "Reason to backfill 2026-11" in html and "Re-run</button>" not in html
+    form = [("csrf", _csrf(html)), ("workspace_id", str(rowing.workspace_id)), ("type", "platform:ar_aging"),
+            ("period", "2026-11"), ("mode", "backfill")]
+    blank = staff.request("POST", "/console/snapshots/requests", [*form, ("reason", " \u2060 ")])
+    assert blank["statusCode"] == 422 and "(reason)" in blank["body"]
+    assert "> \u2060 </textarea>" in blank["body"]
+    done = staff.request("POST", "/console/snapshots/requests", [*form, ("reason", "fill November")])
+    assert done["statusCode"] == 303, done["body"]
+    run = conn.execute("SELECT mode, reason FROM snapshot_runs WHERE workspace_id = %s AND snapshot_type = 'ar_aging'",
+                       (rowing.workspace_id,)).fetchone()
+    assert (run["mode"], run["reason"]) == ("backfill", "fill November")
+
+
+def test_older_missing_months_are_folded_behind_their_count(console, conn):
+    # Given a workspace since January 2024 without runs: at NOW its older months are missing, not overdue
+    club = Caller(roles="snapshots:read")
+    create_workspace(conn, name="Old club", timezone="Europe/Berlin", currency="EUR",
+                     now=datetime(2024, 1, 15, tzinfo=UTC), workspace_id=club.workspace_id)
+    reader = Browser(console)
+    reader.sign_in(club, ("snapshots:read",))
+    html = reader.get_decoded("/console/snapshots")["body"]
+    # Then the overdue months come first and the rest is behind "n older months never planned"
+    folded = re.search(r'<details class="folded">\s*<summary>(\d+) older months never planned', html)
+    assert folded, html
+    shown, hidden = html.split('<details class="folded">')
+    assert "overdue</span>" in shown and "overdue</span>" not in hidden
+    assert int(folded.group(1)) == hidden.count("<tr><td>")
+    # And a status filter shows them without folding
+    assert '<details class="folded">' not in reader.get_decoded("/console/snapshots?status=missing")["body"]
+
+
+def test_staff_scan_every_workspaces_periods_failed_first_and_a_bad_filter_names_itself(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    rowing, chess = _club(conn, f"Rowing {tag}"), _club(conn, f"Chess {tag}")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, is_current,
+                                   published_at, failure_code, created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %(r)s, '2026-11-01', 1, 'planned', 'published', true, %(now)s, NULL,
+                %(now)s, %(now)s),
+               ('platform', 'ar_aging', %(c)s, '2026-11-01', 1, 'planned', 'failed', false, NULL,
+                'retries_exhausted', %(now)s, %(now)s)""",
+                 {"r": rowing.workspace_id, "c": chess.workspace_id, "now": NOW})
+    staff = _staff(console)
+    html = staff.get_decoded(f"/console/snapshots/staff?search={tag}")["body"]
+    rows = re.findall(r"<tr><td><a [^>]*><bdi>([^<]+)</bdi></a></td>", html)
+    assert rows == [f"Chess {tag}", f"Rowing {tag}"]  # the failed period first
+    assert str(chess.workspace_id) not in re.sub(r"<[^>]+>", "", html)
+    refused = staff.get_decoded(f"/console/snapshots/staff?search={tag}&first=2027-02&through=2026-12")
+    assert refused["statusCode"] == 422 and "(through)</small>" in refused["body"]
+    assert 'value="2027-02"' in refused["body"] and f'value="{tag}"' in refused["body"]
+    reader = Browser(console)
+    reader.sign_in(rowing, ("snapshots:read",))
+    assert reader.get_decoded("/console/snapshots/staff")["statusCode"] == 403
