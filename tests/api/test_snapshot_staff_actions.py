@@ -63,6 +63,13 @@ def test_staff_cancel_a_planned_request_with_who_and_why_recorded(db, call):
     assert (stored.state, stored.cancelled_at, stored.cancelled_by) == ("cancelled", NOW, "staff-1")
     versions = call("GET", f"/snapshots/workspaces/{target}/periods/platform/ar_aging/2027-01", as_=staff()).body
     assert [(v["state"], v["cancel_reason"]) for v in versions["versions"]] == [("cancelled", "asked by mistake")]
+    # And the workspace's audit log has the action with who and why
+    audited = db.execute("SELECT actor, kind, subject_id, reason, before ->> 'state' AS was, after ->> 'period' AS "
+                         "period FROM audit_events WHERE workspace_id = %s AND kind LIKE 'staff.snapshot%%'",
+                         (target,)).fetchall()
+    assert [dict(a) for a in audited] == [{"actor": "staff-1", "kind": "staff.snapshot_cancelled",
+                                           "subject_id": str(run["id"]), "reason": "asked by mistake",
+                                           "was": "planned", "period": "2027-01"}]
     # And the period may be requested again (a cancelled run is not active work)
     again = call("POST", "/snapshots/runs", request(target, mode="manual"), as_=staff())
     assert (again.status, again.body["version"]) == (201, 2)
@@ -122,6 +129,10 @@ def test_a_finalized_version_refuses_a_re_run_as_protected_history(db, call):
     refused(call("POST", "/snapshots/runs", request(target, period="2027-02", mode="manual"), as_=staff()),
             409, "protected_history")
     assert [(r.version, r.protection, r.finalized_at) for r in _february(db, target)] == [(1, "finalized", NOW)]
+    kinds = db.execute("SELECT kind, reason FROM audit_events "
+                       "WHERE workspace_id = %s AND kind LIKE 'staff.snapshot%%'",
+                       (target,)).fetchall()
+    assert [(k["kind"], k["reason"]) for k in kinds] == [("staff.snapshot_finalized", "books closed")]
     # And finalizing it again is refused
     refused(call("POST", _action(target, february.id, "finalize"), {"reason": "again"}, as_=staff()),
             409, "already_finalized")

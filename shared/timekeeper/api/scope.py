@@ -535,7 +535,8 @@ class StaffScope:
     def act_on_run(self, action: str, workspace_id: UUID, run_id: UUID, *, reason: str) -> ledger.SnapshotRun:
         """Cancel (``action`` ``cancel``) or finalize (``finalize``) ``workspace_id``'s run
         ``run_id`` as the caller, with ``reason`` (:mod:`timekeeper.snapshots.staff`), in
-        that workspace entered on the walled connection. Raises a 404 :class:`ApiError`
+        that workspace entered on the walled connection; the workspace's audit log gets the
+        action in the same transaction (``staff.snapshot_cancelled`` / ``_finalized``). Raises a 404 :class:`ApiError`
         for no such run in that workspace, a 403 when none of the caller's roles is a staff
         role of the run's type, and :class:`~timekeeper.snapshots.staff.StaffActionRefused`."""
         act = {"cancel": staff.cancel_run, "finalize": staff.finalize_run}[action]
@@ -549,8 +550,16 @@ class StaffScope:
             if roles is not None and not self.identity.roles & roles:
                 raise ApiError(403, FORBIDDEN, f"actions on {run.owner}/{run.snapshot_type} need the role "
                                f"{' or '.join(sorted(roles))}")
-            return act(self.conn, workspace_id=workspace_id, run_id=run_id, actor=self.identity.user_id,
-                       reason=reason, now=self.now)
+            acted = act(self.conn, workspace_id=workspace_id, run_id=run_id, actor=self.identity.user_id,
+                        reason=reason, now=self.now)
+            audit.record_event(
+                self.conn, workspace_id=workspace_id, actor=self.identity.user_id,
+                kind="staff.snapshot_cancelled" if action == "cancel" else "staff.snapshot_finalized",
+                subject_type="snapshot_run", subject_id=run_id, before={"state": run.state},
+                after={"state": acted.state, "snapshot_type": f"{acted.owner}/{acted.snapshot_type}",
+                       "period": f"{acted.period:%Y-%m}", "version": acted.version},
+                reason=acted.cancel_reason if action == "cancel" else acted.finalize_reason, now=self.now)
+            return acted
 
     def staff_workspaces(self, *, search: str | None = None, ids: list[UUID] | None = None,
                          limit: int = 100) -> list[staff.DirectoryEntry]:

@@ -75,9 +75,9 @@ def _record_staff_action(conn: psycopg.Connection, *, action: str, run: Snapshot
                          now: datetime) -> None:
     """Report one staff action (``action``: ``cancel`` or ``finalize``) on ``run`` by
     ``actor`` with ``reason`` at ``now`` (aware UTC), in the caller's transaction. The
-    row itself keeps who, why and when; this is the one place that also tells the
-    workspace's audit trail (today: the structured log)."""
-    del conn  # the workspace's audit trail is written here, in the action's transaction
+    row itself keeps who, why and when; this reports it in the structured log (the API that
+    calls the action writes the workspace's audit log in the same transaction)."""
+    del conn
     logger.info("snapshot staff action", extra={
         "action": action, "run_id": str(run.id), "workspace_id": str(run.workspace_id), "owner": run.owner,
         "snapshot_type": run.snapshot_type, "period": f"{run.period:%Y-%m}", "version": run.version,
