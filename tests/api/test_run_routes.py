@@ -113,10 +113,12 @@ def test_retry_queues_a_manual_run_of_the_schedule_and_records_who_and_why(db, c
     assert reply.status == 202, reply.body
     new_id = reply.body["run_id"]
     assert (reply.body["retried_run_id"], reply.body["created"]) == (str(run_id), True)
-    row = db.execute("SELECT schedule_id, trigger, state, requested_by FROM schedule_runs WHERE id = %s",
-                     (new_id,)).fetchone()
+    row = db.execute("SELECT schedule_id, trigger, state, requested_by, occurrence_at, occurrence_local "
+                     "FROM schedule_runs WHERE id = %s", (new_id,)).fetchone()
+    # The new run does the same occurrence again (the work kind sees the retried run's instant)
     assert dict(row) == {"schedule_id": sweep.id, "trigger": "manual", "state": "queued",
-                         "requested_by": "operator-1"}
+                         "requested_by": "operator-1", "occurrence_at": LONG_AGO,
+                         "occurrence_local": LONG_AGO.replace(tzinfo=None)}
     assert [str(m.run_id) for m in publisher.sent] == [new_id]
     [action] = call("GET", f"/runs/{run_id}", as_=operator).body["actions"]
     assert (action["action"], action["actor"], action["reason"], action["detail"]["run_id"]) == (

@@ -276,7 +276,7 @@ def _log(caller: RunCaller, action: str, run_id: UUID, workspace_id: UUID, reaso
 
 
 @router.post("/runs/<run_id>/retry", tags=_TAGS, operation_id="retryRun", security=SECURITY,
-             summary="Retry now: a manual run of the run's schedule, with a reason",
+             summary="Retry now: a manual run of the same occurrence, with a reason",
              responses=_responses(202, "Accepted: the new run is queued", 404, 409, 415))
 def retry_run(caller: Runner, run_id: RunId, body: Annotated[ActionReason, Body()],
               idempotency_key: IdempotencyKey = None) -> Response[RetryOut]:
@@ -293,7 +293,8 @@ def retry_run(caller: Runner, run_id: RunId, body: Annotated[ActionReason, Body(
             new_id, created = service.run_now(caller.conn, workspace_id=workspace_id, schedule_id=run["schedule_id"],
                                               actor=caller.identity.user_id, now=caller.now,
                                               publisher=caller.api.publisher, idempotency_key=key,
-                                              kinds=caller.api.registry)
+                                              kinds=caller.api.registry,
+                                              occurrence=(run["occurrence_at"], run["occurrence_local"]))
         except OwnRouteOnly:
             raise ApiError(409, "retry_not_allowed", "this work kind is run from its own route, which checks more "
                            "before it runs; use that route's Run now") from None

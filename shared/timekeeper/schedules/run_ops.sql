@@ -14,7 +14,8 @@ SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_k
  WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
 
 -- name: run_for_update
-SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, queued_at, lease_until, attempts
+SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, queued_at, lease_until, attempts,
+       occurrence_at, occurrence_local
   FROM schedule_runs
  WHERE id = %(run_id)s AND workspace_id = %(workspace_id)s
    FOR UPDATE

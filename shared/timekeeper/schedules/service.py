@@ -283,10 +283,14 @@ def delete_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
 def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, actor: str, now: datetime,
             publisher: RunPublisher, idempotency_key: str | None = None,
             kinds: WorkKindRegistry | None = None, trigger: str = "manual",
-            admit: Callable[[psycopg.Connection, Schedule], None] | None = None) -> tuple[UUID, bool]:
+            admit: Callable[[psycopg.Connection, Schedule], None] | None = None,
+            occurrence: tuple[datetime, datetime] | None = None) -> tuple[UUID, bool]:
     """"Run now": commit a manual run, then publish it; a refused publish releases it for the
     dispatcher's next pass. Returns ``(run_id, created)``; a repeated ``idempotency_key``
     returns the first request's run with ``created=False``. Works on paused schedules too.
+    ``occurrence``: ``(occurrence_at, occurrence_local)`` (aware UTC, naive wall time in the
+    schedule's zone) of an earlier run this one does again (an operator's retry: the work
+    kind sees the same occurrence, e.g. the same month); None: the occurrence is ``now``.
     ``trigger``: ``manual``, or ``test`` (an owner's test send: settlement leaves the
     schedule as it was). ``admit(conn, schedule)``: the owner's own check of a new run,
     called in the transaction with the schedule row locked (a repeated key is answered
@@ -308,9 +312,11 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
             admit(conn, schedule)
         zone = ZoneInfo(schedule.timezone) if schedule.timezone else None
         local = now.astimezone(zone).replace(tzinfo=None) if zone else now.replace(tzinfo=None)
+        occurrence_at, local = occurrence if occurrence is not None else (now, local)
         run_id = fetch_value(conn, SQL["insert_manual_run"], {
             "schedule_id": schedule_id, "workspace_id": workspace_id, "owner": schedule.owner,
-            "work_kind": schedule.work_kind, "occurrence_key": key, "now": now, "occurrence_local": local,
+            "work_kind": schedule.work_kind, "occurrence_key": key, "now": now, "occurrence_at": occurrence_at,
+            "occurrence_local": local,
             "actor": actor, "definition_version": schedule.definition_version, "trigger": trigger})
         if run_id is None:
             return fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,

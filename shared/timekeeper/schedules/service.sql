@@ -56,7 +56,7 @@ RETURNING id, workspace_id, owner, work_kind, subject_id, name, recurrence, time
 INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
                            occurrence_local, trigger, requested_by, definition_version, state, queued_at,
                            offered_at, offer_count)
-VALUES (%(schedule_id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(occurrence_key)s, %(now)s,
+VALUES (%(schedule_id)s, %(workspace_id)s, %(owner)s, %(work_kind)s, %(occurrence_key)s, %(occurrence_at)s,
         %(occurrence_local)s, %(trigger)s, %(actor)s, %(definition_version)s, 'queued', %(now)s, %(now)s, 1)
 ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
 RETURNING id
