@@ -198,3 +198,12 @@ def test_a_retry_of_a_kind_run_from_its_own_route_is_refused(call, analyst, publ
     refused = call("POST", f"/runs/{run_id}/retry", {"reason": "again"}, as_=STAFF)
     assert (refused.status, refused.body["code"]) == (409, "retry_not_allowed")
     assert len(publisher.sent) == 1
+
+
+def test_a_test_sends_run_has_its_page(db, call, caller):
+    _, run_id = seed_run(db, caller.workspace_id, state="succeeded", attempts=1, started_at=LONG_AGO,
+                         finished_at=LONG_AGO, outcome_code="succeeded")
+    db.execute("UPDATE schedule_runs SET trigger = 'test', requested_by = 'owner-1' WHERE id = %s", (run_id,))
+    db.commit()
+    reply = call("GET", f"/runs/{run_id}", as_=caller)
+    assert (reply.status, reply.body.get("trigger")) == (200, "test"), reply.body

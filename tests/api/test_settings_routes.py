@@ -175,3 +175,44 @@ def test_notice_mail_per_member_and_tenancy(db_url, call):
     assert call("GET", "/audit-events", as_=elsewhere).body["items"] == []
     assert call("PUT", f"/settings/notice-mail/{person.user_id}", {"mail": False}, as_=elsewhere).status == 404
     assert person.user_id not in [m["user_id"] for m in call("GET", "/settings", as_=elsewhere).body["members"]]
+
+
+def test_two_admins_turning_a_persons_notice_mail_off_at_once_change_it_once(db_url, call):
+    import threading
+
+    from timekeeper.platform import workspace_settings
+
+    admin = admin_of_workspace(db_url)
+    person = seed_member(db_url, workspace_id=admin.workspace_id, roles=("queries:read",))
+    errors: list[BaseException] = []
+    with connect(db_url) as first, connect(db_url) as second:
+        # The first admin's change is made and not yet committed ...
+        with first.transaction():
+            workspace_settings.set_notice_mail(first, workspace_id=admin.workspace_id, user_id=person.user_id,
+                                               mail=False, actor="admin-a", now=NOW)
+
+            def other_admin():
+                try:
+                    workspace_settings.set_notice_mail(second, workspace_id=admin.workspace_id,
+                                                       user_id=person.user_id, mail=False, actor="admin-b", now=NOW)
+                except BaseException as error:  # noqa: BLE001 - the test reports it below
+                    errors.append(error)
+
+            # ... when the second admin makes the same change at the same moment
+            racer = threading.Thread(target=other_admin)
+            racer.start()
+            racer.join(timeout=1)
+            assert racer.is_alive(), "the second change must wait for the first"
+        racer.join(timeout=30)
+    # Then the second finds it done: no error, and the audit log has one change
+    assert errors == []
+    kinds = [(e["kind"], e["actor"]) for e in call("GET", "/audit-events", as_=admin).body["items"]]
+    assert kinds == [("settings.notice_mail", "admin-a")]
+
+
+def test_a_locale_with_a_variant_and_an_actor_with_a_nul_are_422_naming_the_field(db_url, call):
+    admin = admin_of_workspace(db_url)
+    reply = call("PATCH", "/settings", {"locale": "en_US_POSIX"}, as_=admin)
+    assert (reply.status, reply.body.get("field")) == (422, "locale"), reply.body
+    reply = call("GET", "/audit-events?actor=\x00", as_=admin)  # API Gateway decodes %00 to NUL
+    assert (reply.status, reply.body.get("field")) == (422, "actor"), reply.body

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import WORKSPACE_ADMIN
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import UtcDatetime
+from timekeeper.api.models import TOKEN_PATTERN, UtcDatetime
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access, audit
@@ -81,7 +81,7 @@ def _parse_cursor(cursor: str | None) -> tuple[int | None, int | None]:
             responses=_responses(200, "A page of audit events"))
 def list_audit_events(scope: Admin,
                       kind: Annotated[Area | None, Query(description="the area of the changes")] = None,
-                      actor: Annotated[str | None, Query(min_length=1, max_length=200,
+                      actor: Annotated[str | None, Query(min_length=1, max_length=200, pattern=TOKEN_PATTERN,
                                                          description="the user id who made them")] = None,
                       cursor: Annotated[str | None, Query(max_length=20, description="older or newer of a "
                                                                                       "previous page")] = None,

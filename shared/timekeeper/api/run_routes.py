@@ -128,7 +128,7 @@ class RunPage(BaseModel):
     schedule_deleted: bool
     owner: str
     work_kind: str
-    trigger: Literal["scheduled", "manual"]
+    trigger: Literal["scheduled", "manual", "test"]
     requested_by: str | None
     state: RunState
     stuck: Literal["not_started", "not_published", "lease_expired"] | None = Field(

@@ -7,6 +7,7 @@ every workspace, the API's login only the entered one, through row-level securit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -101,6 +102,11 @@ def check_timezone(name: str) -> str:
     return name
 
 
+#: The form a workspace's locale is stored in (language, optional script, optional territory
+#: or UN M.49 region): the same pattern the ``workspaces.locale`` column's check holds.
+LOCALE_FORM = re.compile(r"[a-z]{2,3}(_[A-Z][a-z]{3})?(_([A-Z]{2}|[0-9]{3}))?")
+
+
 def check_locale(name: str) -> str:
     """Return ``name`` when it is a CLDR locale identifier in the canonical form Babel
     gives (``language[_Script][_TERRITORY]``: ``en_US``, ``de_DE``, ``fr``) of a language
@@ -115,6 +121,9 @@ def check_locale(name: str) -> str:
         raise InvalidLocale(f"{name!r} is not a CLDR locale identifier") from None
     if str(parsed) != name:
         raise InvalidLocale(f"{name!r} is not a CLDR locale identifier (write it {str(parsed)!r})")
+    if not LOCALE_FORM.fullmatch(name):
+        raise InvalidLocale(f"{name!r} has a variant or extension; a workspace's locale is language[_Script]"
+                            f"[_TERRITORY], e.g. en_US")
     if parsed.language not in FILE_LOCALE_LANGUAGES:
         raise InvalidLocale(f"{name!r} is of a language whose locale data the deployment does not ship; one of "
                             f"{', '.join(sorted(FILE_LOCALE_LANGUAGES))}")

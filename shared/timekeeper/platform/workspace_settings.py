@@ -214,6 +214,9 @@ def set_notice_mail(conn: psycopg.Connection, *, workspace_id: UUID, user_id: st
     :class:`PersonsOwnOptOut`. Returns the member's setting afterwards."""
     params = {"workspace_id": workspace_id, "user_id": user_id}
     with conn.transaction():
+        # One change of a person's notice mail at a time: two at once would both read "on" (or
+        # "off") and both write, one failing on the opt-out's key, both auditing a change.
+        execute(conn, SQL["lock_notice_mail"], params)
         if fetch_value(conn, SQL["is_member"], params) is None:
             raise NotAMember(user_id)
         current = fetch_row(conn, SQL["opt_out_of"], params)

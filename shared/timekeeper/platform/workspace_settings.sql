@@ -36,6 +36,9 @@ SELECT u.id AS user_id, u.display_name, o.opted_out_at, o.set_by
  ORDER BY u.display_name, u.id
  LIMIT %(limit)s
 
+-- name: lock_notice_mail
+SELECT pg_advisory_xact_lock(hashtextextended('notice_mail:' || %(workspace_id)s::text || ':' || %(user_id)s, 0))
+
 -- name: is_member
 SELECT true FROM workspace_memberships m JOIN users u ON u.id = m.user_id
  WHERE m.workspace_id = %(workspace_id)s AND m.user_id = %(user_id)s AND m.left_at IS NULL AND u.status = 'active'
