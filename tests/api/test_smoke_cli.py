@@ -107,3 +107,10 @@ def test_bad_arguments_are_exit_code_2(capsys):
         main(["smoke", "--api", "http://127.0.0.1:9", "--token", "t", "--timeout", "soon"])
     assert stopped.value.code == 2
     assert "--timeout" in capsys.readouterr().err
+    # A malformed URL or a token with a line break is refused before anything is sent
+    for argv in (["smoke", "--api", "http://[::1", "--token", "t"], ["smoke", "--api", "ftp://x", "--token", "t"],
+                 ["smoke", "--api", "http://127.0.0.1:9", "--token", "t\nX-Evil: 1"],
+                 ["ops", "--api", "http://[::1", "overview"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(argv)
+        assert stopped.value.code == 2, argv

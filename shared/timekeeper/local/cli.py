@@ -226,9 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
     ops = commands.add_parser("ops", help="staff operations through the API (serve's, or a deployed stage's with "
                                           "--api and a staff --token)")
-    ops.add_argument("--api", default=None, help="the API's base URL (default $TIMEKEEPER_API or "
-                                                 "http://127.0.0.1:8080; a stage's URL ends in /v1)")
-    ops.add_argument("--token", default=None, help="bearer token of a staff member (default $TIMEKEEPER_TOKEN)")
+    ops.add_argument("--api", default=None, type=_api_url,
+                     help="the API's base URL (default $TIMEKEEPER_API or http://127.0.0.1:8080; a stage's URL "
+                          "ends in /v1)")
+    ops.add_argument("--token", default=None, type=_token,
+                     help="bearer token of a staff member (default $TIMEKEEPER_TOKEN)")
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     overview = actions.add_parser("overview",
                                   help="paused and failing schedules, stuck runs, overdue snapshot periods, "
@@ -257,8 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     erase_member.add_argument("--json", action="store_true", help="print the API's JSON body")
     smoke = commands.add_parser("smoke", help="check a deployed stage (or serve) end to end through its API: a "
                                               "scheduled run, a delivery sent, everything made deleted again")
-    smoke.add_argument("--api", required=True, help="the API's base URL (a deployed stage's ends in /v1)")
-    smoke.add_argument("--token", required=True, help="bearer token of a member (roles: docs/deploy.md)")
+    smoke.add_argument("--api", required=True, type=_api_url,
+                       help="the API's base URL (a deployed stage's ends in /v1)")
+    smoke.add_argument("--token", required=True, type=_token, help="bearer token of a member (roles: docs/deploy.md)")
     smoke.add_argument("--mail-to", default=None, metavar="ADDRESS",
                        help="the address of the workspace member the delivery is sent to (default: no delivery)")
     smoke.add_argument("--timeout", type=_int_at_least(10, 3600), default=300, metavar="SECONDS",
@@ -300,6 +303,27 @@ def _add_run_and_dlq_parsers(actions: Any) -> None:
     delete.add_argument("message", help="the message id")
     delete.add_argument("--reason", required=True, help="why (recorded with the action)")
     delete.add_argument("--json", action="store_true", help="print the API's JSON body")
+
+
+def _api_url(text: str) -> str:
+    """An argparse type: an http(s) URL with a host (the API's base URL)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:
+        host = None
+    if not text.startswith(("http://", "https://")) or not host:
+        raise argparse.ArgumentTypeError(f"expected the API's http(s) URL, e.g. http://127.0.0.1:8080, not {text!r}")
+    return text
+
+
+def _token(text: str) -> str:
+    """An argparse type: a bearer token (no white space or control characters)."""
+    if not text or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError("a token has no spaces, line breaks or control characters")
+    return text
 
 
 def _uuid(text: str) -> Any:

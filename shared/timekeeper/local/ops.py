@@ -75,14 +75,16 @@ def call_api(api: str, token: str | None, method: str, path: str, body: Any = No
         headers["Content-Type"] = "application/json"
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(api.rstrip("/") + path, data=data, method=method, headers=headers)
     try:
+        request = urllib.request.Request(api.rstrip("/") + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:  # noqa: S310 - the operator's URL
             status, raw = response.status, response.read()
     except urllib.error.HTTPError as error:
         status, raw = error.code, error.read()
     except (urllib.error.URLError, TimeoutError, OSError) as error:
         raise ApiUnreachable(f"{api}: {getattr(error, 'reason', error)}") from None
+    except ValueError as error:  # a malformed URL, or a header (the token) with a line break
+        raise ApiUnreachable(f"{api}: the URL or the token is malformed ({error})") from None
     try:
         return status, json.loads(raw) if raw else None
     except ValueError:
