@@ -152,3 +152,18 @@ def test_an_excluded_change_day_time_is_counted_out_as_the_dst_choice_runs_it(ds
         first, last = after.replace(tzinfo=timezone.utc), (after + timedelta(days=5)).replace(tzinfo=timezone.utc)
         walked = [o for o in rule.occurrences_after(first) if o.at <= last]
         assert len(walked) == 4 and rule.count_between(first, last) == (4, True)
+
+
+@pytest.mark.parametrize(("overlap", "expected"), [
+    ("first", ["2027-11-06T05:30", "2027-11-07T05:30"]),
+    ("second", ["2027-11-06T05:30", "2027-11-07T06:30"]),
+    ("both", ["2027-11-06T05:30", "2027-11-07T05:30", "2027-11-07T06:30"]),
+])
+def test_a_floating_until_on_a_repeated_time_ends_after_the_instant_the_overlap_choice_runs(overlap, expected):
+    """UNTIL=2027-11-07 01:30 New York is inclusive; that wall time happens twice (EDT 05:30Z,
+    then EST 06:30Z): the series includes the instants the overlap choice runs it at."""
+    rule = parse_rule({"rrule": "FREQ=DAILY;BYHOUR=1;BYMINUTE=30;UNTIL=20271107T013000", "start": "2027-11-06",
+                       "timezone": "America/New_York", "dst": {"overlap": overlap}})
+    after = datetime(2027, 11, 5, tzinfo=timezone.utc)
+    got = [o.at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M") for o in rule.occurrences_after(after)]
+    assert got == expected

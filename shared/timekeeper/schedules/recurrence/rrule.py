@@ -195,6 +195,10 @@ class _RRuleRecurrence(_WallTimeRecurrence):
             else:
                 wall = datetime(d.year, d.month, d.day, int(match[4]), int(match[5]), int(match[6]))
                 until = wall.replace(tzinfo=UTC) - (timedelta(0) if match[7] else self._zone.utcoffset(wall))
+                if not match[7] and self._overlap != "first":
+                    # A floating UNTIL on a repeated wall time ends after the last instant the
+                    # overlap choice runs it at (its second), as a COUNT ending there does.
+                    until = max(until, wall.replace(tzinfo=UTC) - self._zone.utcoffset(wall.replace(fold=1)))
         except (ValueError, OverflowError):
             raise InvalidRecurrence("rrule.UNTIL", "must be a date YYYYMMDD or a date-time YYYYMMDDTHHMMSS[Z]") \
                 from None
