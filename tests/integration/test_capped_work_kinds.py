@@ -105,6 +105,7 @@ def test_a_workspace_starts_at_most_its_cap_the_others_later_and_none_fail_or_de
     clock = {"now": now}
     pool = ThreadPoolExecutor(max_workers=8)
     released: list[uuid.UUID] = []
+    invocations: list = []
     source: SqsEventSource
 
     def consume(record):
@@ -126,6 +127,7 @@ def test_a_workspace_starts_at_most_its_cap_the_others_later_and_none_fail_or_de
         (record,) = event["Records"]
         before = len(heavy.started)
         future = pool.submit(consume, record)
+        invocations.append(future)
         while not future.done() and len(heavy.started) == before:
             heavy.entered.acquire(timeout=0.05)
         if future.done() and not future.result():
@@ -150,7 +152,9 @@ def test_a_workspace_starts_at_most_its_cap_the_others_later_and_none_fail_or_de
         assert all(state[r]["state"] == "queued" and state[r]["attempts"] == 0 for r in waiting)
         # When the held runs finish, the released ones start on their next receive, two at most at once
         heavy.gate.set()
-        for _ in range(10):
+        for _ in range(50):
+            for invocation in invocations:  # the consumers settle what they hold before the next receive
+                invocation.result(timeout=60)
             if not source.in_flight:
                 break
             clock["now"] = source.next_visible_at()
