@@ -46,3 +46,21 @@ def test_export_messages_and_delayed_sends_carry_the_workspace_too():
         assert SqsRunPublisher(sqs, url).send_delayed(run, 0) is True
         groups = sorted(m["Attributes"]["MessageGroupId"] for m in _received(sqs, url))
         assert groups == sorted([str(export.workspace_id), str(run.workspace_id)])
+
+
+def test_a_local_redrive_keeps_each_message_s_workspace_group():
+    from timekeeper.aws.dead_letters import DeadLetterQueue, ReceivingDeadLetterQueues
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        dlq = sqs.create_queue(QueueName="runs-dlq")["QueueUrl"]
+        source = sqs.create_queue(QueueName="runs")["QueueUrl"]
+
+        def arn(url):
+            return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+        sqs.send_message(QueueUrl=dlq, MessageBody="{}", MessageGroupId="workspace-a")
+        queues = ReceivingDeadLetterQueues(sqs, {"runs": DeadLetterQueue("runs", arn(dlq), arn(source))})
+        assert queues.redrive("runs").moved == 1
+        (moved,) = _received(sqs, source)
+        assert moved["Attributes"]["MessageGroupId"] == "workspace-a"
