@@ -178,6 +178,12 @@ class PipelineResources(Construct):
             self, "Consumer", layer=layer, database=database, log_retention=log_retention,
             description=f"Timekeeper {pipeline.name} consumer")
         self.event_source = self.queues.built.event_source
+        if pipeline.capped_work_kinds:
+            # a run the per-workspace cap holds back is released as a delayed copy of its
+            # message (the received one acknowledged): the consumer sends to its own queue
+            self.consumer.function.add_environment(run_queue_url_variable(pipeline.name),
+                                                   self.queues.queue.queue_url)
+            self.queues.queue.grant_send_messages(self.consumer.role)
 
     def sweep(self, work_queue: WorkQueue, queue: sqs.IQueue) -> None:
         """Let the owner-wide dispatcher (partition 0, which runs the owner's maintenance

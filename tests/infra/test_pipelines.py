@@ -196,9 +196,11 @@ def test_least_privilege_grants(synth):
         # Then the dispatcher may send runs and publish notifications, but not receive
         assert {"sqs:SendMessage", "sns:Publish", "secretsmanager:GetSecretValue"} <= dispatcher
         assert "sqs:ReceiveMessage" not in dispatcher
-        # And the consumer may receive and delete runs, but neither send nor publish
+        # And the consumer may receive and delete runs, but not publish; it sends only when
+        # its pipeline caps work kinds (a released run's copy, to its own run queue)
         assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "secretsmanager:GetSecretValue"} <= consumer
-        assert not {"sqs:SendMessage", "sns:Publish"} & consumer
+        assert "sns:Publish" not in consumer
+        assert ("sqs:SendMessage" in consumer) == bool(pipeline.capped_work_kinds)
     # And the migration function only reads its secret (plus logs, networking, tracing)
     migrate = actions_of(settings.MIGRATE_FUNCTION)
     assert not {a for a in migrate if a.startswith(("sqs:", "sns:", "s3:"))}

@@ -279,8 +279,9 @@ class ReceivingDeadLetterQueues(DeadLetterQueues):
 
     def redrive(self, name: str) -> RedriveStarted:
         """Move every message of the dead-letter queue ``name`` to its source queue: receive
-        (ten at a time, hidden meanwhile), send each body to the source queue, delete it
-        from the dead-letter queue. Raises :class:`RedriveRefused` (``empty``)."""
+        (ten at a time, hidden meanwhile), send each body to the source queue (with its
+        ``MessageGroupId``, the workspace of a fair queue), delete it from the dead-letter
+        queue. Raises :class:`RedriveRefused` (``empty``)."""
         queue = self.queues[name]
         depth = self.depth(name)
         if depth.messages == 0:
@@ -289,11 +290,13 @@ class ReceivingDeadLetterQueues(DeadLetterQueues):
         moved = 0
         while True:
             got = self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=300,
-                                           WaitTimeSeconds=0).get("Messages", [])
+                                           WaitTimeSeconds=0, AttributeNames=["MessageGroupId"]).get("Messages", [])
             if not got:
                 break
             for message in got:
-                self.sqs.send_message(QueueUrl=source, MessageBody=message["Body"])
+                group = (message.get("Attributes") or {}).get("MessageGroupId")  # its workspace, kept
+                self.sqs.send_message(QueueUrl=source, MessageBody=message["Body"],
+                                      **({"MessageGroupId": group} if group else {}))
                 self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
                 moved += 1
         return RedriveStarted(name=name, task=f"local-{name}-{moved}", messages=depth.messages, moved=moved)

@@ -1,5 +1,7 @@
 """SQS adapter: publish messages (run messages, export messages) with SendMessageBatch
 (10 entries a call), up to :data:`timekeeper.topology.PUBLISH_IN_FLIGHT` calls at once.
+A message that names its workspace carries it as ``MessageGroupId`` (SQS fair queues on
+the standard queues).
 
 An entry the queue refuses, or a whole call that fails, is reported back as refused
 so the caller releases those runs (or exports) for a later pass.
@@ -107,7 +109,7 @@ class SqsMessagePublisher:
     def _send(self, chunk: Sequence[BaseModel]) -> set[UUID]:
         """One SendMessageBatch call; the keys of the entries it refused (all of them when
         the call failed with an SQS error)."""
-        entries = [{"Id": str(i), "MessageBody": m.model_dump_json()} for i, m in enumerate(chunk)]
+        entries = [_entry(str(i), m) for i, m in enumerate(chunk)]
         try:
             response = self.client.send_message_batch(QueueUrl=self.queue_url, Entries=entries)
         except (ClientError, BotoCoreError) as error:
@@ -126,6 +128,34 @@ class SqsMessagePublisher:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=self.in_flight, thread_name_prefix="sqs-publish")
             return self._pool
+
+
+    def send_delayed(self, message: BaseModel, delay_s: int) -> bool:
+        """Send one ``message`` that becomes receivable ``delay_s`` seconds from now (SQS
+        ``DelaySeconds``, 0..900; ``ValueError`` outside); True when the queue accepted it,
+        False when the call failed with an SQS error (logged)."""
+        if not 0 <= delay_s <= 900:
+            raise ValueError("a message's delay is 0..900 seconds")
+        entry = _entry("0", message)
+        del entry["Id"]
+        try:
+            self.client.send_message(QueueUrl=self.queue_url, DelaySeconds=delay_s, **entry)
+        except (ClientError, BotoCoreError) as error:
+            logger.warning("SendMessage of a delayed message failed", extra={"error": str(error)[:500]})
+            return False
+        return True
+
+
+def _entry(entry_id: str, message: BaseModel) -> dict[str, str]:
+    """A SendMessageBatch entry of ``message``: its JSON body and, when the message names a
+    workspace (``workspace_id``), that workspace as its ``MessageGroupId``: on a standard
+    queue this makes it a fair queue (SQS delivers the messages of a quiet workspace before
+    those of a workspace with a backlog in flight; ordering stays unordered)."""
+    entry = {"Id": entry_id, "MessageBody": message.model_dump_json()}
+    workspace = getattr(message, "workspace_id", None)
+    if workspace is not None:
+        entry["MessageGroupId"] = str(workspace)
+    return entry
 
 
 class SqsRunPublisher(SqsMessagePublisher):

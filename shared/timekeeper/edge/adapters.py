@@ -220,6 +220,26 @@ def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None
                                            VisibilityTimeout=seconds)
 
 
+_release_override: Callable[[str, Any, int], bool] | None = None
+
+
+def install_run_releaser(releaser: Callable[[str, Any, int], bool] | None) -> None:
+    """Replace :func:`release_run` (``None``: SQS again). The local stack uses it to keep a
+    released run's delay in its simulated time."""
+    global _release_override
+    _release_override = releaser
+
+
+def release_run(pipeline: str, message: Any, delay_s: int) -> bool:
+    """Send a new copy of run ``message`` to ``pipeline``'s run queue, receivable in
+    ``delay_s`` seconds (0..900; SQS ``DelaySeconds``; with the message's workspace as its
+    ``MessageGroupId``): a run the per-workspace cap released. True when the queue took it
+    (the received message may then be acknowledged), False when it did not."""
+    if _release_override is not None:
+        return _release_override(pipeline, message, delay_s)
+    return publisher(pipeline).send_delayed(message, delay_s)
+
+
 _redrive_by_receiving = False
 
 

@@ -16,7 +16,7 @@ from timekeeper.edge import adapters, batch
 from timekeeper.edge.registries import HISTORY_RETENTION_TASK, work_kinds
 from timekeeper.faults import crash_point
 from timekeeper.observability import PipelineMetrics, logger, metrics
-from timekeeper.schedules.consumer import ConsumerSettings, Delivery, RetryLater, process_batch
+from timekeeper.schedules.consumer import ConsumerSettings, Delivery, Released, RetryLater, process_batch
 from timekeeper.schedules.dispatcher import WHOLE_OWNER, DispatchReport, DispatchSettings, Partition, dispatch
 from timekeeper.schedules.messages import RunMessage
 from timekeeper.schedules.work import run_maintenance
@@ -154,7 +154,8 @@ def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dic
     message, a run held by another consumer or a retryable fault fails only its own item; a
     handler's fault is received again after the pipeline's backoff (``retry_backoff_s``: the
     message's visibility timeout is set to it), a run held elsewhere after the queue's
-    visibility timeout.
+    visibility timeout. A run the per-workspace cap holds back is released
+    (:func:`_released`).
     Raises ``psycopg.Error`` when the database is unreachable (the whole batch comes back).
     """
     consumer_settings = ConsumerSettings.from_pipeline(PIPELINES[pipeline_name])
@@ -166,6 +167,9 @@ def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dic
                                 metrics=PipelineMetrics(metrics, pipeline_name))
         outcomes: list[batch.Outcome] = []
         for delivery, result in zip(deliveries, results, strict=True):
+            if isinstance(result, Released):
+                outcomes.append(_released(pipeline_name, delivery, result, consumer_settings))
+                continue
             failed = isinstance(result, Exception)
             if failed:
                 logger.info("run message fails its batch item", extra={
@@ -180,3 +184,19 @@ def consume_runs(pipeline_name: str, event: dict[str, Any], context: Any) -> dic
                              change_visibility=adapters.change_visibility)
     crash_point("consumer.before_acknowledge")
     return response
+
+
+def _released(pipeline_name: str, delivery: Delivery, result: Released, settings: ConsumerSettings) -> batch.Outcome:
+    """The outcome of a run the per-workspace cap released: a new copy of its message,
+    delayed by ``result.delay_s``, is sent and the received one acknowledged, so releases
+    never raise a receive count (a capped run cannot reach the dead-letter queue however
+    often it is released). When the send fails the item fails with that delay as its
+    visibility timeout, except on the message's final receive: then it is acknowledged and
+    the run, still queued and never started, is offered again by the dispatcher's re-offer."""
+    if adapters.release_run(pipeline_name, delivery.message, result.delay_s):
+        return True
+    if delivery.receive_count >= settings.max_receive_count:
+        logger.warning("a released run's copy could not be sent on its final receive; the dispatcher offers it again",
+                       extra={"run_id": str(delivery.message.run_id)})
+        return True
+    return batch.Retry(result.delay_s)

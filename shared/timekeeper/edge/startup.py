@@ -44,6 +44,8 @@ def _run_consumer(pipeline: str) -> Callable[[], None]:
         from timekeeper.edge.runs import pipeline_services
 
         pipeline_services(pipeline)
+        if PIPELINES[pipeline].capped_work_kinds:  # a run the per-workspace cap releases is sent again
+            adapters.publisher(pipeline)
     return build
 
 

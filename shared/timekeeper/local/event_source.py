@@ -10,11 +10,22 @@ is made visible again. A consumer that sets a failed message's visibility timeou
 backoff of a retry: :meth:`SqsEventSource.change_visibility`, installed as the edge's
 visibility changer by the local stack) has it kept in simulated time too. moto moves a
 message to the dead-letter queue on the receive after maxReceiveCount, as SQS does.
+
+Fair queues: like SQS on a standard queue whose messages carry a ``MessageGroupId`` (the
+workspace), the source prefers quiet groups. It receives every visible message, then
+fills each batch in the order (messages of the group in flight, ascending; then arrival):
+a group with a backlog in flight waits while a quiet group's messages go first, and
+groups with equal counts take turns. A message is in flight from its receive until it is
+deleted or its visibility timeout passes. A message sent with a delay
+(:meth:`SqsEventSource.send_later`, a consumer's release of a capped run) becomes visible
+once the simulated clock passes its delay.
 """
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,7 +62,15 @@ class SqsEventSource:
     #: once, so a message may come twice). None: never.
     duplicate: Callable[[dict[str, Any]], bool] | None = None
     stats: EventSourceStats = field(default_factory=EventSourceStats)
-    _hidden: dict[str, tuple[datetime, str]] = field(default_factory=dict)  # message id -> (visible at, handle)
+    _hidden: dict[str, tuple[datetime, str, str]] = field(default_factory=dict)  # id -> (visible at, handle, group)
+    #: Received from the queue and not yet delivered (visible in simulated time), by group
+    #: in arrival order: (arrival number, message).
+    _visible: dict[str, collections.deque[tuple[int, dict[str, Any]]]] = field(default_factory=dict)
+    _arrivals: itertools.count = field(default_factory=itertools.count)
+    #: Messages received and not yet deleted or visible again, by group.
+    _group_in_flight: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: Messages sent with a delay: (visible at, body, group), sent to the queue when due.
+    _delayed: list[tuple[datetime, str, str | None]] = field(default_factory=list)
     _deferred: dict[str, int] = field(default_factory=dict)  # receipt handle -> seconds, set during an invocation
     #: The simulated instant this source left messages visible but undelivered (a duplicate
     #: sent back during an invocation, or messages received on the way to a copy); a poll
@@ -64,22 +83,41 @@ class SqsEventSource:
         for ``seconds`` of simulated time from the invocation's instant (if it fails its item)."""
         self._deferred[receipt_handle] = seconds
 
+    def send_later(self, body: str, group: str | None, seconds: int, now: datetime) -> None:
+        """A SendMessage with ``DelaySeconds``: ``body`` (of ``MessageGroupId`` ``group``)
+        becomes visible ``seconds`` after simulated ``now``, as a new message."""
+        self._delayed.append((now + timedelta(seconds=seconds), body, group))
+
     @property
     def in_flight(self) -> int:
-        """Messages received and failed, waiting for their simulated visibility timeout."""
-        return len(self._hidden)
+        """Messages received and failed, waiting for their simulated visibility timeout, and
+        messages sent with a delay not yet visible."""
+        return len(self._hidden) + len(self._delayed)
+
+    def group_in_flight(self, group: str) -> int:
+        """Messages of ``group`` (a ``MessageGroupId``) received and not yet deleted or visible again."""
+        return self._group_in_flight[group]
 
     def next_visible_at(self) -> datetime | None:
         """The simulated instant the earliest hidden message becomes visible again, or the
         instant messages were left visible without being delivered (whichever is earlier)."""
-        hidden = (at for at, _ in self._hidden.values())
+        hidden = [at for at, _, _ in self._hidden.values()] + [at for at, _, _ in self._delayed]
         return min((*hidden, *((self._left_visible_at,) if self._left_visible_at else ())), default=None)
 
     def _reveal(self, now: datetime) -> None:
-        due = [(mid, handle) for mid, (at, handle) in self._hidden.items() if at <= now]
-        for mid, handle in due:
+        due = [(mid, handle, group) for mid, (at, handle, group) in self._hidden.items() if at <= now]
+        for mid, handle, group in due:
             self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
             del self._hidden[mid]
+            self._group_in_flight[group] -= 1
+        still = []
+        for at, body, group in self._delayed:
+            if at <= now:
+                self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body,
+                                      **({"MessageGroupId": group} if group else {}))
+            else:
+                still.append((at, body, group))
+        self._delayed = still
 
     def _event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         records = []
@@ -117,6 +155,8 @@ class SqsEventSource:
                 self._invoke(batch, now)
             if drained or not batches:
                 break
+        if any(self._visible.values()):
+            self._left_visible_at = now
         return delivered
 
     def deliver_copy(self, body: str, now: datetime) -> None:
@@ -143,24 +183,35 @@ class SqsEventSource:
         if others:
             self._left_visible_at = now
         if copy is not None:
+            self._group_in_flight[_group(copy)] += 1
             self._invoke([copy], now)
 
     def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
-        """Up to ``batch_size`` visible messages, and whether the queue was drained. SQS
-        returns at most 10 a call; like Lambda's poller within its batching window, receive
-        until the batch is full or a receive returns fewer than asked (moto returns every
-        visible message up to the maximum, so that receive emptied the queue)."""
+        """Up to ``batch_size`` visible messages in fair order, and whether the queue was
+        drained. When nothing received is waiting, receive every visible message (10 a
+        call until a receive returns fewer: moto returns every visible message up to the
+        maximum, so that receive emptied the queue); then take the batch one message at a
+        time from the group with the fewest in flight (the earliest arrival among equals)."""
+        if not any(self._visible.values()):
+            while True:
+                got = self.sqs.receive_message(
+                    QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                    VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
+                ).get("Messages", [])
+                for m in got:
+                    self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
+                if len(got) < 10:
+                    break
         batch: list[dict[str, Any]] = []
         while len(batch) < self.batch_size:
-            asked = min(self.batch_size - len(batch), 10)
-            got = self.sqs.receive_message(
-                QueueUrl=self.queue_url, MaxNumberOfMessages=asked,
-                VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
-            ).get("Messages", [])
-            batch.extend(got)
-            if len(got) < asked:
-                return batch, True
-        return batch, False
+            waiting = [(self._group_in_flight[g], queue[0][0], g) for g, queue in self._visible.items() if queue]
+            if not waiting:
+                break
+            _, _, group = min(waiting)
+            batch.append(self._visible[group].popleft()[1])
+            self._group_in_flight[group] += 1
+        self._visible = {g: queue for g, queue in self._visible.items() if queue}
+        return batch, not self._visible
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1
@@ -168,7 +219,9 @@ class SqsEventSource:
         if self.duplicate is not None:
             for m in batch:
                 if self.duplicate(m):
-                    self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"])
+                    group = (m.get("Attributes") or {}).get("MessageGroupId")
+                    self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"],
+                                          **({"MessageGroupId": group} if group else {}))
                     self._left_visible_at = now
         try:
             response = self.function(self._event(batch)) or {}
@@ -182,9 +235,18 @@ class SqsEventSource:
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
                 {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(chunk)])
         self.stats.deleted += len(done)
+        for m in done:
+            self._group_in_flight[_group(m)] -= 1
         for m in batch:
             deferred = self._deferred.pop(m["ReceiptHandle"], None)
             if m["MessageId"] in failed_ids:
                 self.stats.failed += 1
                 hidden = self.visibility_timeout if deferred is None else timedelta(seconds=deferred)
-                self._hidden[m["MessageId"]] = (now + hidden, m["ReceiptHandle"])
+                self._hidden[m["MessageId"]] = (now + hidden, m["ReceiptHandle"], _group(m))
+
+
+def _group(message: dict[str, Any]) -> str:
+    """A received message's fairness group: its ``MessageGroupId``, or its own id (a message
+    without a group is nobody's backlog)."""
+    attributes = message.get("Attributes") or {}
+    return attributes.get("MessageGroupId") or f"message:{message['MessageId']}"

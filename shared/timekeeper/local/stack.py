@@ -234,6 +234,7 @@ class LocalStack:
             self.renderer.wait()
             adapters.install_renderer_client(None)
         adapters.install_visibility_changer(None)
+        adapters.install_run_releaser(None)
         adapters.install_redrive_by_receiving(False)
         self.aws.stop()
         api_edge.reset()
@@ -263,7 +264,7 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     """
     saved = dict(os.environ)
     quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
-    from timekeeper import edge
+    from timekeeper import clock, edge
     from timekeeper.edge import adapters
     from timekeeper.edge import api as api_edge
     from timekeeper.local.aws import start_local_aws
@@ -304,6 +305,12 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
         by_arn[queue_arn].change_visibility(receipt_handle, seconds)
 
     adapters.install_visibility_changer(change_visibility)
+
+    def release_run(pipeline: str, message: Any, delay_s: int) -> bool:
+        sources[pipeline].send_later(message.model_dump_json(), str(message.workspace_id), delay_s, clock.now())
+        return True
+
+    adapters.install_run_releaser(release_run)
     adapters.install_redrive_by_receiving(True)  # moto has no message move task
     renderer = LocalRendererClient(invoke_quietly, background=background_renders)
     adapters.install_renderer_client(renderer)

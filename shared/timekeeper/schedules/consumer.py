@@ -31,6 +31,7 @@ After the commit, the handlers' ``after_commit`` callbacks run.
 from __future__ import annotations
 
 import collections
+import random
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,6 +82,18 @@ class RetryLater(Exception):  # noqa: N818 - a signal, not an error condition of
         self.delay_s = delay_s
 
 
+class Released(RetryLater):  # noqa: N818 - a signal, like RetryLater
+    """A run of a capped work kind whose workspace already has its cap of such runs in
+    flight: it was not started (no attempt counted, nothing recorded). The edge sends a new
+    copy of ``message`` delayed by ``delay_s`` (seconds) and acknowledges the received one,
+    so cap releases never raise the message's receive count towards the dead-letter
+    queue."""
+
+    def __init__(self, message: RunMessage, *, delay_s: int) -> None:
+        super().__init__(f"run {message.run_id}: its workspace has its cap of runs in flight", delay_s=delay_s)
+        self.message = message
+
+
 class MisroutedMessage(ValueError):
     """A run message of another owner reached this consumer (a wiring fault: the message
     fails, and after maxReceiveCount it rests in the dead-letter queue)."""
@@ -99,11 +112,25 @@ class ConsumerSettings:
     #: The backoff before the next receive of a run whose handler raised, by the receive
     #: that failed (seconds; the last entry repeats). Empty: the queue's visibility timeout.
     retry_backoff_s: tuple[int, ...] = ()
+    #: Work kinds capped per workspace at start, the cap (runs in flight), and the range of
+    #: a released message's delay (seconds, inclusive): the topology's numbers.
+    capped_work_kinds: frozenset[str] = frozenset()
+    max_in_flight_per_workspace: int = 2
+    cap_release_delay_s: tuple[int, int] = (10, 30)
 
     @classmethod
     def from_pipeline(cls, pipeline: Any) -> ConsumerSettings:
         return cls(owner=pipeline.owner, lease=pipeline.lease, max_receive_count=pipeline.consumer.max_receive_count,
-                   failure_threshold=pipeline.failure_pause_threshold, retry_backoff_s=pipeline.retry_backoff_s)
+                   failure_threshold=pipeline.failure_pause_threshold, retry_backoff_s=pipeline.retry_backoff_s,
+                   capped_work_kinds=frozenset(pipeline.capped_work_kinds),
+                   max_in_flight_per_workspace=pipeline.max_in_flight_per_workspace,
+                   cap_release_delay_s=pipeline.cap_release_delay_s)
+
+    def release_delay_s(self) -> int:
+        """A released message's delay: a random whole number of seconds in ``cap_release_delay_s``
+        (jitter, so released runs of one workspace do not come back together)."""
+        low, high = self.cap_release_delay_s
+        return random.randint(low, high)  # noqa: S311 - jitter, not a secret
 
     def retry_delay_s(self, receive_count: int) -> int | None:
         """The backoff after receive ``receive_count`` (1-based) failed (the one back-off
@@ -231,7 +258,9 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
 
     # First attempts of transactional kinds start together; leased kinds and runs whose
     # earlier attempt ended without an outcome start one by one, right before they run.
-    first = _start(batch, [run_id for run_id, m in messages.items() if not _leased(registry, m)], first_only=True)
+    capped = {run_id for run_id, m in messages.items() if m.work_kind in settings.capped_work_kinds}
+    first = _start(batch, [run_id for run_id, m in messages.items()
+                           if not _leased(registry, m) and run_id not in capped], first_only=True)
     outcomes: dict[UUID, ProcessResult | RetryLater] = {}
     if first:
         crash_point("consumer.after_start_commit")
@@ -243,7 +272,13 @@ def process_batch(conn: psycopg.Connection, deliveries: list[Delivery], *, now: 
     for run_id in messages:
         if run_id in first:
             continue
-        started = _start(batch, [run_id], first_only=False).get(run_id)
+        if run_id in capped:
+            started = _start_capped(batch, run_id)
+            if started is False:
+                outcomes[run_id] = Released(messages[run_id], delay_s=settings.release_delay_s())
+                continue
+        else:
+            started = _start(batch, [run_id], first_only=False).get(run_id)
         if started is None:
             outcomes[run_id] = _not_started(batch, run_id)
             continue
@@ -308,6 +343,23 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
     rows = fetch_all(batch.conn, SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
                                                      "lease_until": batch.now + batch.settings.lease}, StartedRun)
     return {run.id: run for run in rows}
+
+
+def _start_capped(batch: _Batch, run_id: UUID) -> StartedRun | None | bool:
+    """Start one run of a capped work kind unless its workspace already has
+    ``max_in_flight_per_workspace`` runs of the capped kinds running under a live lease:
+    the count and the start commit together under the workspace's cap lock. Returns the
+    started run, None when it could not be started (held elsewhere, absent, terminal), or
+    False when the cap holds it back (nothing was written)."""
+    settings = batch.settings
+    with batch.conn.transaction():
+        running = batch.conn.execute(SQL["capped_in_flight"], {
+            "id": run_id, "now": batch.now, "kinds": sorted(settings.capped_work_kinds)}).fetchone()["running"]
+        if running >= settings.max_in_flight_per_workspace:
+            obs.logger.info("run released: its workspace has its cap of capped runs in flight",
+                            extra={"run_id": str(run_id), "running": running})
+            return False
+        return _start(batch, [run_id], first_only=False).get(run_id)
 
 
 def _without_handler(batch: _Batch, run: StartedRun, kind: WorkKind | None) -> _Verdict | None:

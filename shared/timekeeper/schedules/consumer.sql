@@ -37,3 +37,20 @@ SELECT state, lease_until FROM schedule_runs WHERE id = %(id)s
 UPDATE schedule_runs
    SET lease_until = %(now)s, error = %(error)s
  WHERE id = %(run_id)s AND state = 'running' AND attempts = %(attempt)s
+
+-- name: capped_in_flight
+-- The runs of the capped work kinds that the run's workspace has running under a live
+-- lease (the run itself not counted), after taking the workspace's cap lock for the rest
+-- of the transaction: two consumers starting runs of one workspace count one after the
+-- other, so the cap holds. The owner's running runs are few (one a consumer at most):
+-- the partial index of running runs by owner finds them.
+WITH target AS (
+    SELECT workspace_id, owner FROM schedule_runs WHERE id = %(id)s
+), locked AS (
+    SELECT pg_advisory_xact_lock(hashtextextended('timekeeper.capped:' || workspace_id::text, 0)) FROM target
+)
+SELECT count(*) AS running
+  FROM schedule_runs AS o, target AS t
+ WHERE EXISTS (SELECT FROM locked)
+   AND o.owner = t.owner AND o.state = 'running' AND o.lease_until > %(now)s
+   AND o.workspace_id = t.workspace_id AND o.work_kind = ANY(%(kinds)s) AND o.id <> %(id)s

@@ -137,7 +137,8 @@ QUERIES = Pipeline(
                            # the query file is written to /tmp before upload, as an export's is
                            ephemeral_storage_mb=QUERY_FILE_STORAGE_MB,
                            # the delivered files (S3), the renderer (Lambda), the e-mail (SES)
-                           services=calls(S3, LAMBDA, SES)),
+                           # and its run queue (SQS): a run released by the per-workspace cap
+                           services=calls(S3, LAMBDA, SES, SQS)),
     reoffer_after_s=1800,
     dispatch_partitions=2,
     # its run queue, the notification topic, and the owners' notice e-mails (SES): the
@@ -147,6 +148,12 @@ QUERIES = Pipeline(
     people_pass=True,
     # delivered files' rows and exports: the owner's history retention prunes them too
     prunes_delivery_history=True,
+    # a delivery holds a consumer (and, for a report, a render) for minutes: one workspace
+    # runs at most two at once, so thirty deliveries of one workspace leave the third
+    # consumer to everyone else; a capped run's message comes back 10-30 s later
+    capped_work_kinds=("queries.deliver",),
+    max_in_flight_per_workspace=2,
+    cap_release_delay_s=(10, 30),
 )
 
 #: Every pipeline, by name. Infra and the local stack iterate over this.

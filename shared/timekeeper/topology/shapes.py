@@ -182,6 +182,16 @@ class Pipeline:
     #: Whether the owner keeps delivery history: its history retention also prunes the
     #: finished exports and erases the recipients' addresses of old delivery rows.
     prunes_delivery_history: bool = False
+    #: Heavy work kinds (``"<owner>.<kind>"`` names, e.g. report deliveries that hold a
+    #: consumer while a render runs) capped per workspace at start: when a workspace already
+    #: has ``max_in_flight_per_workspace`` runs of these kinds running under a live lease,
+    #: the consumer releases the next one for a later receive (a new copy of its message,
+    #: delayed by ``cap_release_delay_s`` with jitter), never counting it as an attempt.
+    capped_work_kinds: tuple[str, ...] = ()
+    max_in_flight_per_workspace: int = 2
+    #: The delay of a released message: a random whole number of seconds in this range
+    #: (inclusive; at most 900, SQS's DelaySeconds limit).
+    cap_release_delay_s: tuple[int, int] = (10, 30)
 
     @property
     def run_queue_name(self) -> str:
@@ -211,6 +221,11 @@ class Pipeline:
             raise ValueError(f"pipeline {self.name}: claim_workers must be 1 or 2")
         if self.consumer.queue_name != self.run_queue_name:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
+        if self.max_in_flight_per_workspace < 1:
+            raise ValueError(f"pipeline {self.name}: max_in_flight_per_workspace must be at least 1")
+        low, high = self.cap_release_delay_s
+        if not 0 <= low <= high <= 900:
+            raise ValueError(f"pipeline {self.name}: cap_release_delay_s must be 0 <= low <= high <= 900")
         if self.reoffer_after_s <= self.consumer.timeout_s:
             raise ValueError("reoffer_after must exceed the consumer timeout")
         if self.unpublished_reoffer_after_s < 1 or self.max_publishes < 1 or self.failure_pause_threshold < 1:

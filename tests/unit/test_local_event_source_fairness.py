@@ -1,0 +1,96 @@
+"""The local event source gives quiet message groups (workspaces) the preference SQS fair
+queues give them: a group with a backlog in flight waits while another group's messages
+are delivered, in moto's SQS on a simulated clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from timekeeper.local.event_source import SqsEventSource
+
+NOW = datetime(2027, 3, 1, 6, tzinfo=UTC)
+
+
+@pytest.fixture
+def queue(monkeypatch):
+    """One standard SQS queue in moto: ``(client, url, arn)``."""
+    credentials = {"AWS_ACCESS_KEY_ID": "t", "AWS_SECRET_ACCESS_KEY": "t", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in credentials.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        sqs = boto3.client("sqs")
+        url = sqs.create_queue(QueueName="q")["QueueUrl"]
+        yield sqs, url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def _send(sqs, url, group, count, prefix):
+    for start in range(0, count, 10):
+        sqs.send_message_batch(QueueUrl=url, Entries=[
+            {"Id": str(i), "MessageBody": f"{prefix}{start + i}", "MessageGroupId": group}
+            for i in range(min(10, count - start))])
+
+
+def test_a_quiet_group_enqueued_after_a_flood_is_in_the_first_receives(queue):
+    sqs, url, arn = queue
+    batches: list[list[str]] = []
+
+    def function(event):
+        batches.append([r["body"] for r in event["Records"]])
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=10,
+                            max_concurrency=2, visibility_timeout=timedelta(seconds=60))
+    _send(sqs, url, "A", 1000, "a")
+    _send(sqs, url, "B", 5, "b")
+    assert source.poll(NOW) == 1005
+    first = [body for batch in batches[:1] for body in batch]
+    assert sorted(b for b in first if b.startswith("b")) == ["b0", "b1", "b2", "b3", "b4"]
+    # and the flood's own messages still go in arrival order
+    flood = [body for batch in batches for body in batch if body.startswith("a")]
+    assert flood == [f"a{i}" for i in range(1000)]
+    assert source.group_in_flight("A") == source.group_in_flight("B") == 0
+
+
+def test_a_group_with_messages_in_flight_waits_behind_a_quiet_one(queue):
+    sqs, url, arn = queue
+    seen: list[str] = []
+    source: SqsEventSource
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        if record["body"].startswith("a"):  # the flood's messages fail and stay in flight
+            return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60))
+    _send(sqs, url, "A", 3, "a")
+    assert source.poll(NOW) == 3
+    assert source.group_in_flight("A") == 3
+    _send(sqs, url, "A", 2, "c")
+    _send(sqs, url, "B", 2, "b")
+    # A has three in flight: B's two (sent last) are delivered before A's new ones
+    assert source.poll(NOW + timedelta(seconds=1)) == 4
+    assert seen[3:] == ["b0", "b1", "c0", "c1"]
+
+
+def test_a_message_sent_later_becomes_visible_after_its_simulated_delay(queue):
+    sqs, url, arn = queue
+    seen: list[str] = []
+
+    def function(event):
+        seen.extend(r["body"] for r in event["Records"])
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60))
+    source.send_later("later", "A", 20, NOW)
+    assert source.next_visible_at() == NOW + timedelta(seconds=20) and source.in_flight == 1
+    assert source.poll(NOW + timedelta(seconds=19)) == 0
+    assert source.poll(NOW + timedelta(seconds=20)) == 1 and seen == ["later"]
