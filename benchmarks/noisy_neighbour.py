@@ -13,11 +13,14 @@ same beside a flood workspace with ``--flood`` accounting schedules due at the s
 the flood created first (the claim index then meets its schedules first, as a workspace that
 created 10,000 schedules at local midnight is met first). Each phase: the accounting
 pipeline's dispatcher partitions are invoked once with the scheduled event of the wall-clock
-instant (one pass claims batch after batch while they come back full), then the event source
-polls until the queue is empty. A run's start delay is its ``started_at`` (the consumer's
-wall clock) minus the instant the dispatcher was invoked for its due minute (the scheduled
-event's time: the due instant as the deployed minute rule sees it, without the seconds the
-set-up took inside the minute), in seconds.
+instant (one pass claims batch after batch while they come back full and its 30 s budget
+lasts), then the event source polls until the queue is empty; while schedules are left due
+(the pass's budget ran out), another pass follows at once and the queue is drained again
+(back to back: a deployed stack waits for the next minute's rule, so a phase that needs
+several passes understates the delay of what the first pass left). A run's start delay is
+its ``started_at`` (the consumer's wall clock) minus the instant the dispatcher was invoked
+for its due minute (the scheduled event's time: the due instant as the deployed minute rule
+sees it, without the seconds the set-up took inside the minute), in seconds.
 
 What it covers: the claim's part of fairness (which runs the dispatcher publishes first) and
 the event source's delivery order. Not covered: the flood's report deliveries and renders and
@@ -68,6 +71,13 @@ def add_workspaces(conn, count: int, schedules_each: int, due: datetime) -> list
     return ids
 
 
+def due_left(url: str) -> bool:
+    """Whether an accounting schedule is still due (not claimed yet) at the wall clock."""
+    with connect(url) as conn:
+        return conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = 'accounting'"
+                            " AND status = 'active' AND next_due_at <= now()) AS due").fetchone()["due"]
+
+
 def p99(values: list[float]) -> float:
     """The 99th percentile (nearest rank) of ``values`` (seconds)."""
     ordered = sorted(values)
@@ -87,9 +97,17 @@ def phase(*, quiet: int, flood: int) -> tuple[float, dict]:
             conn.execute("ANALYZE schedules")
         started, tick = time.monotonic(), datetime.now(UTC)
         report = stack.dispatch(ACCOUNTING, tick)
-        dispatched = time.monotonic() - started
-        while stack.poll(datetime.now(UTC)):
-            pass
+        dispatched, passes = time.monotonic() - started, 1
+        while True:
+            while stack.poll(datetime.now(UTC)):
+                pass
+            if not due_left(stack.database_url):
+                break
+            # The pass ran out of its time budget: the next pass (back to back here; a deployed
+            # stack's rule waits for the next minute) takes the rest.
+            more = stack.dispatch(ACCOUNTING, datetime.now(UTC))
+            report["claimed"] += more.get("claimed", 0)
+            passes += 1
         drained = time.monotonic() - started
         with connect(stack.database_url) as conn:
             rows = conn.execute(
@@ -99,7 +117,7 @@ def phase(*, quiet: int, flood: int) -> tuple[float, dict]:
         delays = [r["delay"] for r in rows if r["workspace_id"] in wanted]
         if len(delays) != quiet:
             raise SystemExit(f"only {len(delays)} of {quiet} quiet runs started (dispatch: {report})")
-        return p99(delays), {"runs_started": len(rows), "claimed": report.get("claimed"),
+        return p99(delays), {"runs_started": len(rows), "claimed": report.get("claimed"), "passes": passes,
                              "dispatch_s": round(dispatched, 2), "drain_s": round(drained, 2),
                              "quiet_max_s": round(max(delays), 2)}
     finally:
