@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import ListPublisher, dispatch_settings
 from timekeeper.db.connection import connect
-from timekeeper.schedules.dispatcher import claim_batch, crowded, dispatch
+from timekeeper.schedules.dispatcher import DISPATCH_SLOTS, SQL, claim_batch, crowded, dispatch
 
 OWNER = "accounting"
 EVERY_MINUTE = {"cron": "* * * * *", "timezone": "UTC"}
@@ -137,3 +137,39 @@ def test_two_concurrent_fair_claims_never_claim_an_occurrence_twice(db_url, fres
     dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
     per_schedule = fresh.execute("SELECT count(*) AS n FROM schedule_runs GROUP BY schedule_id").fetchall()
     assert len(per_schedule) == 630 and all(r["n"] == 1 for r in per_schedule)
+
+
+def fair_claim_buffers(conn, now, limit: int) -> int:
+    """Shared buffers the fair claim statement touches (EXPLAIN ANALYZE, rolled back)."""
+    conn.execute("BEGIN")
+    try:
+        row = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + SQL["claim_due_schedules_fairly"],
+                           {"owner": OWNER, "now": now, "limit": limit, "slot_from": 0, "slot_to": DISPATCH_SLOTS,
+                            "start": uuid.uuid4()}, prepare=False).fetchone()
+    finally:
+        conn.execute("ROLLBACK")
+    [plan] = next(iter(row.values()))
+    return plan["Plan"]["Shared Hit Blocks"] + plan["Plan"]["Shared Read Blocks"]
+
+
+def test_the_fair_claims_cost_does_not_grow_with_the_workspaces(fresh, utc):
+    # Given a flood workspace and 200 workspaces whose schedules are not due
+    now = utc(2027, 1, 4, 9, 0, 5)
+    bulk(fresh, workspace(fresh), count=500, next_due_at=utc(2027, 1, 4, 9, 0))
+    for _ in range(200):
+        bulk(fresh, uuid.uuid4(), count=1, next_due_at=utc(2027, 1, 5, 9, 0))
+    fresh.execute("ANALYZE schedules")
+    small = fair_claim_buffers(fresh, now, limit=20)
+    # When ten times as many workspaces hold schedules
+    fresh.execute("""
+        INSERT INTO schedules (id, workspace_id, owner, work_kind, recurrence, timezone, status, next_due_at,
+                               created_at, updated_at)
+        SELECT gen_random_uuid(), gen_random_uuid(), %(owner)s, 'batch.roll', %(rule)s::jsonb, 'UTC', 'active',
+               %(due)s, %(due)s, %(due)s
+          FROM generate_series(1, 1800)""",
+                  {"owner": OWNER, "rule": json.dumps(EVERY_MINUTE), "due": utc(2027, 1, 5, 9, 0)})
+    fresh.execute("ANALYZE schedules")
+    large = fair_claim_buffers(fresh, now, limit=20)
+    # Then the fair claim touches about as many pages (its walk stops at 2 x the batch's
+    # workspaces), not ten times as many
+    assert large <= small * 1.5 + 20, (small, large)
