@@ -7,8 +7,7 @@ source and the real consumer handler.
 
 Two phases, each on a fresh database (``bench_noisy``, dropped and re-created) of the local
 server: ``--quiet`` quiet workspaces with one accounting run each (``reconciliation.sweep``,
-no subject: a real handler that finds nothing to reconcile; every minute), all due at one
-minute; then the
+no subject: a real handler that finds nothing to reconcile; daily), all due at one minute; then the
 same beside a flood workspace with ``--flood`` accounting schedules due at the same instant,
 the flood created first (the claim index then meets its schedules first, as a workspace that
 created 10,000 schedules at local midnight is met first). Each phase: the accounting
@@ -53,12 +52,12 @@ from timekeeper.topology import ACCOUNTING  # noqa: E402
 
 DATABASE = "bench_noisy"
 KIND = "reconciliation.sweep"
-RULE = {"cron": "* * * * *", "timezone": "UTC"}
 
 
 def add_workspaces(conn, count: int, schedules_each: int, due: datetime) -> list[UUID]:
     """``count`` workspaces, each with ``schedules_each`` active accounting schedules due at
-    ``due``, in one statement each; returns the workspace ids."""
+    ``due`` (a whole minute) and daily at that time, in one statement each; returns the
+    workspace ids."""
     ids = [uuid4() for _ in range(count)]
     conn.execute("INSERT INTO workspaces (id, name, timezone) SELECT unnest(%s::uuid[]), 'bench', 'UTC'", (ids,))
     conn.execute("""
@@ -67,15 +66,16 @@ def add_workspaces(conn, count: int, schedules_each: int, due: datetime) -> list
         SELECT gen_random_uuid(), w, 'accounting', %(kind)s, %(rule)s::jsonb, 'UTC', 'active', %(due)s,
                %(due)s, %(due)s
           FROM unnest(%(ids)s::uuid[]) AS w, generate_series(1, %(each)s)""",
-                 {"ids": ids, "kind": KIND, "rule": json.dumps(RULE), "due": due, "each": schedules_each})
+                 {"ids": ids, "kind": KIND, "due": due, "each": schedules_each,
+                  "rule": json.dumps({"cron": f"{due.minute} {due.hour} * * *", "timezone": "UTC"})})
     return ids
 
 
-def due_left(url: str) -> bool:
-    """Whether an accounting schedule is still due (not claimed yet) at the wall clock."""
+def due_left(url: str, due: datetime) -> bool:
+    """Whether an accounting schedule is still due at ``due`` (not claimed yet)."""
     with connect(url) as conn:
         return conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = 'accounting'"
-                            " AND status = 'active' AND next_due_at <= now()) AS due").fetchone()["due"]
+                            " AND status = 'active' AND next_due_at <= %s) AS due", (due,)).fetchone()["due"]
 
 
 def p99(values: list[float]) -> float:
@@ -101,7 +101,7 @@ def phase(*, quiet: int, flood: int) -> tuple[float, dict]:
         while True:
             while stack.poll(datetime.now(UTC)):
                 pass
-            if not due_left(stack.database_url):
+            if not due_left(stack.database_url, due):
                 break
             # The pass ran out of its time budget: the next pass (back to back here; a deployed
             # stack's rule waits for the next minute) takes the rest.
