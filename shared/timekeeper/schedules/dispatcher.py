@@ -13,12 +13,13 @@ import hashlib
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import psycopg
 from psycopg.rows import tuple_row
@@ -317,10 +318,12 @@ def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoff
     notices. The same statements, in the same order, whatever the batch holds."""
     settings, now = claim.settings, claim.now
     report = DispatchReport()
+    params = {"owner": settings.owner, "now": now, "limit": settings.claim_limit,
+              "slot_from": claim.partition.slot_from, "slot_to": claim.partition.slot_to}
     with conn.cursor(row_factory=tuple_row) as cursor:
-        rows = cursor.execute(SQL["claim_due_schedules"], {
-            "owner": settings.owner, "now": now, "limit": settings.claim_limit,
-            "slot_from": claim.partition.slot_from, "slot_to": claim.partition.slot_to}).fetchall()
+        rows = cursor.execute(SQL["claim_due_schedules"], params).fetchall()
+        if crowded(rows, settings.claim_limit):
+            rows = cursor.execute(SQL["claim_due_schedules_fairly"], {**params, "start": uuid4()}).fetchall()
     report.claimed = len(rows)
     runs = _due_runs(rows, claim, cache, report)
     messages: list[RunMessage] = []
@@ -338,6 +341,22 @@ def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoff
     record_events(conn, runs.events, actor=claim.actor, now=now)
     enqueue_notifications(conn, runs.notices, now=now)  # people only: the topic keeps its pause notices
     return _Claim(messages, report, recorded, pending_id)
+
+
+def crowded(rows: list[tuple], limit: int) -> bool:
+    """Whether a claim in due order (``rows``: tuples whose second item is the workspace id)
+    may have left another workspace waiting behind the ones it holds: the batch is full
+    (``limit`` rows, so more may be due) and one workspace holds more than it would hold
+    were one more workspace sharing the batch equally (more than ``ceil(limit / (n + 1))``
+    rows, ``n`` the workspaces in the batch). A batch of one row per workspace is never
+    crowded; one workspace alone filling it always is (only a look further can tell it is
+    alone). The fair claim then takes the batch again in the same transaction; the rows the
+    first claim locked and the fair one did not take stay locked until the commit (at most
+    ``limit``, skipped by other passes meanwhile)."""
+    if not rows or len(rows) < limit:
+        return False
+    counts = Counter(row[1] for row in rows)
+    return max(counts.values()) > -(-limit // (len(counts) + 1))
 
 
 def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: DispatchReport) -> _NewRuns:

@@ -1,6 +1,8 @@
 -- name: claim_due_schedules
 -- Due active schedules of one owner in one partition's slot range [slot_from, slot_to),
--- oldest first, skipping rows another pass holds. Every predicate is a key of
+-- oldest first, skipping rows another pass holds. When a full batch gives one workspace
+-- more than an equal share, the dispatcher claims again with claim_due_schedules_fairly
+-- in the same transaction. Every predicate is a key of
 -- schedules_claim_idx (owner, next_due_at, dispatch_slot): the slot bounds are tested on
 -- the index entries, so the table is visited only for the partition's own schedules and
 -- the index order serves the ORDER BY (no sort).
@@ -22,6 +24,115 @@ SELECT id, workspace_id, work_kind,
  ORDER BY next_due_at
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
+
+-- name: claim_due_schedules_fairly
+-- A fair claim: at most `limit` due active schedules of one owner in one partition's slot
+-- range [slot_from, slot_to), interleaved by workspace, skipping rows another pass holds.
+--   1. active_workspaces: at most `limit` distinct workspaces with active schedules of the
+--      owner, by a skip scan of schedules_fair_claim_idx from `start` (a random workspace id)
+--      upwards, then from the lowest one (one index descent per workspace, never per
+--      schedule, and at most 2 * `limit` descents: the cost is independent of any backlog and
+--      of how many workspaces there are; a batch that does not reach a workspace leaves it to
+--      the fill and to the next batches' other starts).
+--   2. due_workspaces: those with a due schedule in the slot range (one descent each, which
+--      also gives the oldest due instant), the longest waiting first, at most `limit` of
+--      them, with their weight (workspaces.claim_weight, default 1).
+--   3. fair: each due workspace's share, ceil(limit * weight / sum of weights), taken by a
+--      per-workspace ordered index scan (oldest first), locked SKIP LOCKED; ranked round
+--      robin: a workspace's n-th schedule at (n - 1) / weight, so weights 2:1 interleave
+--      two to one; cut at `limit` (rounding up may exceed it by less than one per workspace).
+--   4. fill: when shares went unused (a workspace had fewer due than its share), the rest
+--      of the batch by due instant over every workspace (schedules_claim_idx), skipping
+--      what fair took (a row this transaction locked is not skipped by SKIP LOCKED). With
+--      one due workspace its share is the whole batch: the batch is full as before, and
+--      fairness never leaves capacity idle.
+-- Rows come back in publish order: the round robin, then the fill.
+-- A business-day calendar rule's text carries its workspace's closed dates after a newline
+-- (a jsonb's text never holds a raw newline): the rule the claim evaluates is the rule with
+-- that holiday set, and the pass's rule cache is keyed by both (migration 0032).
+WITH RECURSIVE upper_walk(workspace_id, step) AS (
+    SELECT (SELECT workspace_id FROM schedules
+             WHERE owner = %(owner)s AND status = 'active' AND workspace_id >= %(start)s
+             ORDER BY workspace_id LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT s.workspace_id FROM schedules AS s
+             WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id > a.workspace_id
+             ORDER BY s.workspace_id LIMIT 1), a.step + 1
+      FROM upper_walk AS a
+     WHERE a.workspace_id IS NOT NULL AND a.step < %(limit)s
+), lower_walk(workspace_id, step) AS (
+    SELECT (SELECT workspace_id FROM schedules
+             WHERE owner = %(owner)s AND status = 'active' AND workspace_id < %(start)s
+             ORDER BY workspace_id LIMIT 1), 1
+    UNION ALL
+    SELECT (SELECT s.workspace_id FROM schedules AS s
+             WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id > a.workspace_id
+               AND s.workspace_id < %(start)s
+             ORDER BY s.workspace_id LIMIT 1), a.step + 1
+      FROM lower_walk AS a
+     WHERE a.workspace_id IS NOT NULL AND a.step < %(limit)s
+), active_workspaces AS (
+    SELECT workspace_id FROM upper_walk WHERE workspace_id IS NOT NULL
+    UNION ALL
+    SELECT workspace_id FROM lower_walk WHERE workspace_id IS NOT NULL
+), due_workspaces AS (
+    SELECT a.workspace_id, d.oldest, coalesce((SELECT w.claim_weight FROM workspaces AS w
+                                                WHERE w.id = a.workspace_id), 1) AS weight
+      FROM active_workspaces AS a
+     CROSS JOIN LATERAL (SELECT s.next_due_at AS oldest FROM schedules AS s
+                          WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id = a.workspace_id
+                            AND s.next_due_at <= %(now)s
+                            AND s.dispatch_slot >= %(slot_from)s AND s.dispatch_slot < %(slot_to)s
+                          ORDER BY s.next_due_at LIMIT 1) AS d
+     ORDER BY d.oldest, a.workspace_id
+     LIMIT %(limit)s
+), shares AS (
+    SELECT workspace_id, weight,
+           ceil(%(limit)s::numeric * weight / sum(weight) OVER ())::integer AS share
+      FROM due_workspaces
+), fair AS (
+    SELECT c.id, c.workspace_id, c.work_kind, c.recurrence, c.next_due_at, c.definition_version,
+           (row_number() OVER (PARTITION BY c.workspace_id ORDER BY c.next_due_at, c.id) - 1)::float8
+               / w.weight AS turn
+      FROM shares AS w
+     CROSS JOIN LATERAL (SELECT s.id, s.workspace_id, s.work_kind, s.recurrence, s.next_due_at,
+                                s.definition_version
+                           FROM schedules AS s
+                          WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id = w.workspace_id
+                            AND s.next_due_at <= %(now)s
+                            AND s.dispatch_slot >= %(slot_from)s AND s.dispatch_slot < %(slot_to)s
+                          ORDER BY s.next_due_at
+                          LIMIT w.share
+                            FOR UPDATE OF s SKIP LOCKED) AS c
+     ORDER BY turn, c.next_due_at, c.workspace_id
+     LIMIT %(limit)s
+), fill AS (
+    SELECT id, workspace_id, work_kind, recurrence, next_due_at, definition_version
+      FROM schedules
+     WHERE owner = %(owner)s
+       AND status = 'active'
+       AND next_due_at <= %(now)s
+       AND dispatch_slot >= %(slot_from)s AND dispatch_slot < %(slot_to)s
+       AND id NOT IN (SELECT id FROM fair)
+     ORDER BY next_due_at
+     LIMIT greatest(%(limit)s - (SELECT count(*) FROM fair), 0)
+       FOR UPDATE SKIP LOCKED
+), claimed AS (
+    SELECT id, workspace_id, work_kind, recurrence, next_due_at, definition_version, 0 AS part, turn
+      FROM fair
+    UNION ALL
+    SELECT id, workspace_id, work_kind, recurrence, next_due_at, definition_version, 1, 0
+      FROM fill
+)
+SELECT id, workspace_id, work_kind,
+       CASE WHEN recurrence -> 'calendar' ? 'business_day'
+            THEN recurrence::text || E'\n' || coalesce(
+                     (SELECT string_agg(c.closed_on::text, ',' ORDER BY c.closed_on)
+                        FROM workspace_closures c WHERE c.workspace_id = claimed.workspace_id), '')
+            ELSE recurrence::text END AS rule_text,
+       next_due_at, definition_version
+  FROM claimed
+ ORDER BY part, turn, next_due_at, workspace_id
 
 -- name: insert_runs
 -- One statement per claimed batch. A conflicting occurrence key means the occurrence
