@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -39,6 +39,12 @@ def _compile(rule: Any) -> Recurrence:
     compiled = _compile_form(model, forms[0], dst)
     if dst is not None:
         compiled._normalised["dst"] = {"gap": dst[0], "overlap": dst[1]}
+    if model.window_minutes is not None:
+        step = model.interval and timedelta(minutes=model.interval.minutes or 60 * model.interval.hours)
+        if step is not None and step <= timedelta(minutes=model.window_minutes):
+            raise InvalidRecurrence("window_minutes", f"must be shorter than the interval's step ({step}): "
+                                                      "a window as long as the step would overlap the next run's")
+        compiled._normalised["window_minutes"] = model.window_minutes
     return compiled
 
 
