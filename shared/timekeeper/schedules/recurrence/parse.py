@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -40,10 +40,9 @@ def _compile(rule: Any) -> Recurrence:
     if dst is not None:
         compiled._normalised["dst"] = {"gap": dst[0], "overlap": dst[1]}
     if model.window_minutes is not None:
-        step = model.interval and timedelta(minutes=model.interval.minutes or 60 * model.interval.hours)
-        if step is not None and step <= timedelta(minutes=model.window_minutes):
-            raise InvalidRecurrence("window_minutes", f"must be shorter than the interval's step ({step}): "
-                                                      "a window as long as the step would overlap the next run's")
+        if forms[0] == "interval":
+            raise InvalidRecurrence("window_minutes", "only allowed with a cron, calendar or rrule rule (an interval "
+                                                      "rule's runs are spread by its anchor: choose another anchor)")
         compiled._normalised["window_minutes"] = model.window_minutes
     return compiled
 

@@ -132,8 +132,8 @@ _DST_FIELD = Field(None, description="the DST choice (default: gap shift, overla
 MAX_WINDOW_MINUTES = 240
 _WindowMinutes = Annotated[int, Field(ge=1, le=MAX_WINDOW_MINUTES), JSON_INTEGER]
 _WINDOW_FIELD = Field(None, description="a flexible window: each run is due at a stable instant within this many "
-                                        "minutes (1-240) after its occurrence, chosen per schedule and occurrence; "
-                                        "an interval rule's window must be shorter than its step")
+                                        "minutes (1-240) after its occurrence, chosen per schedule and occurrence "
+                                        "(cut to the time until the next occurrence)")
 
 
 def dst_choice(model: Any) -> tuple[str, str] | None:
@@ -205,7 +205,6 @@ class IntervalRule(BaseModel):
     anchor: StrictStr = Field(description="an instant the steps align to",
                               json_schema_extra={"format": "date-time"})
     timezone: _Zone | None = Field(None, description="an IANA timezone, for the local date shown with each run")
-    window_minutes: _WindowMinutes | None = _WINDOW_FIELD
 
 
 _EXDATE_SCHEMA = {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(T([01][0-9]|2[0-3]):[0-5][0-9])?$"}
@@ -245,7 +244,8 @@ RULE_DESCRIPTION = (
     "A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
     "a fixed time in a fall-back overlap runs once, at the first instant; "
     '"dst": {"gap": "shift|end|skip", "overlap": "first|second|both"} chooses otherwise (wall-time rules). '
-    '"window_minutes": N (1-240) lets each run be due any time within N minutes after its occurrence. '
+    '"window_minutes": N (1-240) lets each run be due any time within N minutes after its occurrence '
+    "(cron, calendar and rrule rules). "
     "A rule must have an occurrence within ten years."
 )
 RULE_EXAMPLES = [
