@@ -105,7 +105,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     occurrences = occurrence_rows(detail["next_occurrences"])
     runs = [{**r, "queued": when(r["queued_at"], shown_zone), "finished": when(r.get("finished_at"), shown_zone),
              "local": r["occurrence_local"].replace("T", " ")[:16],
-             "at": when(r.get("occurrence_at"), shown_zone)}
+             "at": when(r.get("occurrence_at"), shown_zone), "given": when(r.get("due_at"), shown_zone)}
             for r in detail["history"]["runs"]]
     events = [{**e, "when": when(e["at"], shown_zone)} for e in detail["history"]["events"]]
     if editor is None:
