@@ -9,8 +9,12 @@ from __future__ import annotations
 import html as html_lib
 import json
 import re
+from datetime import UTC, datetime
 
+from tests.api.conftest import new_schedule
 from tests.api.test_console_rule_form import _form, _preview_section, _saved, _value, browser, schedule  # noqa: F401
+from tests.support import ListPublisher, dispatch_settings
+from timekeeper.schedules.dispatcher import dispatch
 
 FIELDS = {"frequency": "daily", "times": "00:00", "timezone": "Europe/Berlin", "window_minutes": "30"}
 
@@ -55,3 +59,21 @@ def test_the_json_editor_takes_a_window(browser, call, schedule):  # noqa: F811
     assert reply["statusCode"] == 303, reply["body"][:500]
     assert _saved(call, schedule["id"])["schedule"]["recurrence"]["window_minutes"] == 120
     assert "any time within 120 minutes" in html_lib.unescape(browser.request("GET", path)["body"])
+
+
+def test_a_windowed_run_shows_its_occurrence_and_the_instant_it_was_given(browser, call, conn):  # noqa: F811
+    created = call("POST", "/schedules", new_schedule(recurrence={"cron": "0 0 * * *", "timezone": "Europe/Berlin",
+                                                                  "window_minutes": 30})).body
+    given = call("GET", f"/schedules/{created['id']}").body["next_occurrences"][0]["due_at"]
+    # When the dispatcher passes at the occurrence (Berlin midnight, 23:00Z) and again after the window
+    for now in (datetime(2027, 3, 1, 23, tzinfo=UTC), datetime(2027, 3, 1, 23, 31, tzinfo=UTC)):
+        dispatch(conn, dispatch_settings(created["owner"]), now=now, publisher=ListPublisher())
+    conn.commit()
+    # Then the run keeps its occurrence and carries the given instant, in the history and on its page
+    (run,) = call("GET", f"/schedules/{created['id']}").body["history"]["runs"]
+    assert (run["occurrence_at"], run["due_at"]) == ("2027-03-01T23:00:00Z", given)
+    assert call("GET", f"/runs/{run['id']}").body["due_at"] == given
+    page = browser.request("GET", f"/console/runs/{run['id']}")["body"]
+    assert "Given instant" in page and f'datetime="{given[:19]}' in page
+    schedule_page = browser.request("GET", f"/console/schedules/{created['id']}")["body"]
+    assert "given <time" in schedule_page
