@@ -5,6 +5,7 @@ is claimed after it, and the occurrence (its key, the backlog count) stays the i
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import Counter
 from datetime import timedelta
@@ -12,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from tests.support import ListPublisher, dispatch_settings
+from timekeeper.db import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.recurrence import given_instant, parse_rule
@@ -134,3 +136,39 @@ def test_no_window_runs_at_the_occurrence_with_no_given_instant(fresh, utc):
     (run,) = runs_of(fresh, schedule.id)
     assert (run["occurrence_at"], run["due_at"]) == (utc(2027, 1, 1), None)
     assert next_due(fresh, schedule.id) == utc(2027, 1, 2)
+
+
+@pytest.fixture
+def second(db_url):
+    """A second connection, opened when the dispatcher's second claim worker asks."""
+    opened: list = []
+
+    def open_second():
+        opened.append(connect(db_url))
+        return opened[-1]
+
+    yield open_second
+    for c in opened:
+        c.close()
+
+
+def test_two_claim_workers_and_a_second_dispatcher_give_each_run_its_instant_once(fresh, second, utc):
+    # Given 400 schedules due at midnight with a 60-minute window (their timing at the occurrence, as after a save)
+    fresh.execute("""
+        INSERT INTO schedules (id, workspace_id, owner, work_kind, recurrence, timezone, status, next_due_at,
+                               created_at, updated_at)
+        SELECT gen_random_uuid(), gen_random_uuid(), %(owner)s, 'batch.roll', %(rule)s::jsonb, 'UTC', 'active',
+               %(due)s, %(due)s, %(due)s
+          FROM generate_series(1, 400)""", {"owner": OWNER, "rule": json.dumps(MIDNIGHT_UTC), "due": utc(2027, 1, 1)})
+    ids = [r["id"] for r in fresh.execute("SELECT id FROM schedules")]
+    given = {i: given_instant(i, utc(2027, 1, 1), HOUR, utc(2027, 1, 2)) for i in ids}
+    settings = dispatch_settings(OWNER, claim_limit=50)
+    # When passes with two claim workers run across the window, then another dispatcher passes again
+    for now in (utc(2027, 1, 1, 0, 20), utc(2027, 1, 1, 0, 40), utc(2027, 1, 1, 1)):
+        dispatch(fresh, settings, now=now, publisher=ListPublisher(), second=second)
+    report = dispatch(second(), settings, now=utc(2027, 1, 1, 1, 0, 30), publisher=ListPublisher())
+    assert report.runs_created == 0
+    # Then each schedule has exactly one run, at the instant its schedule and occurrence give
+    runs = fresh.execute("SELECT schedule_id, occurrence_at, due_at FROM schedule_runs").fetchall()
+    assert Counter(r["schedule_id"] for r in runs) == Counter(ids)
+    assert all(r["occurrence_at"] == utc(2027, 1, 1) and r["due_at"] == given[r["schedule_id"]] for r in runs)
