@@ -17,6 +17,7 @@ from timekeeper.db import connect
 from timekeeper.schedules import service
 from timekeeper.schedules.dispatcher import dispatch
 from timekeeper.schedules.recurrence import given_instant, parse_rule
+from timekeeper.schedules.work import Succeeded, WorkKindRegistry
 
 OWNER = "accounting"
 HOUR = timedelta(hours=1)
@@ -172,3 +173,25 @@ def test_two_claim_workers_and_a_second_dispatcher_give_each_run_its_instant_onc
     runs = fresh.execute("SELECT schedule_id, occurrence_at, due_at FROM schedule_runs").fetchall()
     assert Counter(r["schedule_id"] for r in runs) == Counter(ids)
     assert all(r["occurrence_at"] == utc(2027, 1, 1) and r["due_at"] == given[r["schedule_id"]] for r in runs)
+
+
+def test_staleness_counts_from_the_given_instant(fresh, utc):
+    # Given a kind stale after ten minutes and two daily schedules with a 60-minute window
+    kinds = WorkKindRegistry()
+    kinds.register(OWNER, "report.send", lambda ctx: Succeeded(), staleness=timedelta(minutes=10))
+    made = [service.create_schedule(fresh, workspace_id=uuid.uuid4(), owner=OWNER, work_kind="report.send",
+                                    recurrence=MIDNIGHT_UTC, actor="tester", now=utc(2026, 12, 31, 12))
+            for _ in range(40)]
+    instants = {s.id: given_instant(s.id, utc(2027, 1, 1), HOUR, utc(2027, 1, 2)) for s in made}
+    # (the first given more than 15 minutes into its window: measured from the occurrence it would be stale)
+    on_time = next(s for s in made if instants[s.id] - utc(2027, 1, 1) > timedelta(minutes=15))
+    late = next(s for s in made if s is not on_time)
+    # When one is claimed a second after its given instant (however far into the window) and one 11 minutes after
+    for schedule, delay in ((on_time, timedelta(seconds=1)), (late, timedelta(minutes=11))):
+        fresh.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s", (instants[schedule.id], schedule.id))
+        fresh.execute("UPDATE schedules SET next_due_at = NULL WHERE id <> %s", (schedule.id,))
+        dispatch(fresh, dispatch_settings(OWNER), now=instants[schedule.id] + delay, publisher=ListPublisher(),
+                 registry=kinds)
+    # Then the first runs and the second is skipped stale: lateness counts from the instant the run was given
+    assert [r["state"] for r in runs_of(fresh, on_time.id)] == ["queued"]
+    assert [(r["state"], r["outcome_code"]) for r in runs_of(fresh, late.id)] == [("skipped", "skipped_stale")]
