@@ -42,7 +42,7 @@ def test_the_detail_marks_a_gap_shifted_occurrence(call):
     gap_day = [o for o in upcoming if o["local_date"] == "2027-03-14"]
     assert gap_day == [{"at": "2027-03-14T07:30:00Z", "local": "2027-03-14T03:30:00-04:00", "local_date": "2027-03-14",
                         "local_time": "02:30", "timezone": "America/New_York", "shifted": True, "repeated": False,
-                        "skipped": False}]
+                        "skipped": False, "window_end": None, "due_at": None}]
     assert call("GET", f"/schedules/{created['id']}").body["description"] == "At 02:30, every day, America/New_York"
 
 

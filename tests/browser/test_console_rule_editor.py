@@ -230,3 +230,31 @@ def test_the_dst_choice_from_the_keyboard_at_360_px(browser, server, form_sweep)
         assert [v["id"] for v in results.response["violations"] if v.get("impact") in ("serious", "critical")] == []
     finally:
         context.close()
+
+
+def test_the_flexible_window_from_the_keyboard_at_360_px(browser, server, form_sweep):
+    from axe_playwright_python.sync_playwright import Axe
+
+    context = browser.new_context(viewport={"width": WIDTH_PHONE, "height": 740})
+    page = context.new_page()
+    try:
+        _sign_in_as(page, server, "Berlin admin")
+        page.goto(f"{server.base_url}/console/schedules/{form_sweep['schedule']['id']}")
+        form = page.locator("#rule-form")
+        form.get_by_label("How often").select_option("daily")
+        form.get_by_label("Times of day").fill("00:00")
+        window = form.get_by_label("Any time within (minutes)")
+        assert window.input_value() == ""
+        window.focus()
+        page.keyboard.type("30")
+        page.keyboard.press("Enter")  # submits the form's first button: Preview
+        page.wait_for_selector("#preview-heading")
+        preview = page.locator("section.preview")
+        assert "any time within 30 minutes" in preview.inner_text()
+        assert preview.locator("tbody tr", has_text="runs by").count() == 10
+        assert window.input_value() == "30"
+        assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+        results = Axe().run(page)
+        assert [v["id"] for v in results.response["violations"] if v.get("impact") in ("serious", "critical")] == []
+    finally:
+        context.close()

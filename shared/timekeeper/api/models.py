@@ -353,6 +353,8 @@ class RunOut(BaseModel):
     error: str | None = Field(description="the refusal message; unexpected faults are not described here")
     skipped_backlog: int = Field(ge=0, description="older due occurrences collapsed into this run")
     first_skipped_at: UtcDatetime | None
+    due_at: UtcDatetime | None = Field(None, description="the instant a flexible window (window_minutes) gave the "
+                                                         "run; null: due at its occurrence")
 
 
 class EventOut(BaseModel):
@@ -384,6 +386,10 @@ class OccurrenceOut(BaseModel):
                                        "says second or both")
     skipped: bool = Field(False, description="a local time in a spring-forward gap that the rule's dst.gap skip "
                                              "skips: recorded as a skipped run (outcome skipped_dst_gap), not run")
+    window_end: UtcDatetime | None = Field(None, description="a rule with window_minutes: the end (exclusive) of "
+                                                             "the window its run is due in, [at, window_end)")
+    due_at: UtcDatetime | None = Field(None, description="a saved schedule with window_minutes: the instant in the "
+                                                         "window its run is given (at stays the occurrence)")
 
 
 class HistoryOut(BaseModel):
@@ -496,7 +502,8 @@ def occurrences_out(upcoming: list[UpcomingOccurrence], timezone: str | None) ->
     zone = ZoneInfo(timezone or "UTC")
     return [OccurrenceOut(at=o.at, local=o.at.astimezone(zone), local_date=o.local_date,
                           local_time=(o.local_time or o.local.time()).strftime("%H:%M"), timezone=timezone or "UTC",
-                          shifted=o.shifted, repeated=o.repeated, skipped=o.skipped)
+                          shifted=o.shifted, repeated=o.repeated, skipped=o.skipped, window_end=o.window_end,
+                          due_at=o.due_at)
             for o in upcoming]
 
 

@@ -137,6 +137,8 @@ class RunPage(BaseModel):
     occurrence_local: str = Field(description="the intended wall time in the schedule's zone",
                                   examples=["2027-03-14T02:30:00"])
     dst_shifted: bool = Field(description="a spring-forward gap moved it later by the gap")
+    due_at: UtcDatetime | None = Field(None, description="the instant a flexible window (window_minutes) gave the "
+                                                         "run; null: due at its occurrence")
     timezone: str = Field(description="the schedule's IANA zone (occurrence_local's)")
     workspace_timezone: str = Field(description="the workspace's IANA zone (what instants are shown in)")
     queued_at: UtcDatetime
@@ -242,7 +244,7 @@ def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
         **{k: run[k] for k in ("id", "workspace_id", "schedule_id", "schedule_name", "schedule_status",
                                "schedule_deleted", "owner", "work_kind", "trigger", "requested_by", "state",
                                "occurrence_at", "dst_shifted", "queued_at", "published_at", "offer_count",
-                               "attempts", "outcome_code", "error", "skipped_backlog", "first_skipped_at")},
+                               "attempts", "outcome_code", "error", "skipped_backlog", "first_skipped_at", "due_at")},
         occurrence_local=run["occurrence_local"].isoformat(), timezone=run["schedule_timezone"] or "UTC",
         workspace_timezone=zone, stuck=stuck, latest_attempt=latest, message_id=str(run["id"]),
         events=[RunEventOut(**vars(e)) for e in run["events"]],

@@ -45,13 +45,17 @@ def zone_enum(document: Any) -> list[str]:
 
 def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The API's next occurrences for a page: each with its local wall time (with the zone's
-    abbreviation), its UTC instant, and its DST markers (``shifted``, ``repeated``)."""
+    abbreviation), its UTC instant, and its DST markers (``shifted``, ``repeated``); with a
+    flexible window, ``given`` (the instant a saved schedule's run is given) or
+    ``window_end`` (an unsaved rule's: the run is due before it), shown as :func:`when`."""
     rows = []
     for o in occurrences:
         local = datetime.fromisoformat(o["local"]).astimezone(ZoneInfo(o["timezone"]))
         at = datetime.fromisoformat(o["at"].replace("Z", "+00:00"))
         rows.append({**o, "when": {"local": local.strftime("%Y-%m-%d %H:%M %Z"),
-                                   "utc": at.strftime("%Y-%m-%d %H:%M UTC"), "iso": at.isoformat()}})
+                                   "utc": at.strftime("%Y-%m-%d %H:%M UTC"), "iso": at.isoformat()},
+                     "given": when(o.get("due_at"), o["timezone"]),
+                     "window_end": when(o.get("window_end"), o["timezone"])})
     return rows
 
 

@@ -8,6 +8,7 @@ monthly on a day of the month, on the Nth weekday or on the Nth business day) or
 API checks: a value it cannot read as a number is sent as typed, so the API's 422 names
 the field and says why. A calendar rule's DST choice (what a time the clock skips or
 shows twice does) is two choices of the form; the default ones add nothing to the rule.
+Its flexible window ("any time within N minutes") is one field; empty adds nothing.
 Rules the form cannot show (cron, RRULE, yearly, every Nth day
 or month, a start date, another business week) stay with the JSON editor.
 """
@@ -67,6 +68,7 @@ _CONTROLS = (
     ("recurrence.timezone", "rf-timezone"),
     ("recurrence.dst.overlap", "rf-dst-overlap"),
     ("recurrence.dst", "rf-dst-gap"),
+    ("recurrence.window_minutes", "rf-window"),
     ("frequency", "rf-frequency"),
 )
 
@@ -89,6 +91,8 @@ class RuleForm:
     timezone: str = "UTC"
     dst_gap: str = "shift"
     dst_overlap: str = "first"
+    #: A flexible window in minutes as typed (empty: none).
+    window_minutes: str = ""
     #: Why the schedule's saved rule is not shown in the form (None when it is).
     unsupported: str | None = field(default=None, compare=False)
 
@@ -135,6 +139,8 @@ def form_of(recurrence: dict[str, Any], zone: str) -> RuleForm:
         dst = recurrence.get("dst") or {}
         if form.unsupported is None and isinstance(dst, dict):
             form = replace(form, dst_gap=str(dst.get("gap", "shift")), dst_overlap=str(dst.get("overlap", "first")))
+        if form.unsupported is None and recurrence.get("window_minutes") is not None:
+            form = replace(form, window_minutes=str(recurrence["window_minutes"]))
         return form
     if "interval" in recurrence:
         return _interval_form(recurrence, recurrence.get("timezone") or zone)
@@ -206,7 +212,7 @@ def read_form(fields: dict[str, str]) -> RuleForm:
                     business_day=text("business_day"), holidays=text("holidays"),
                     interval_amount=text("interval_amount"), interval_unit=text("interval_unit"),
                     start=text("start"), timezone=text("timezone"), dst_gap=text("dst_gap", "shift"),
-                    dst_overlap=text("dst_overlap", "first"))
+                    dst_overlap=text("dst_overlap", "first"), window_minutes=text("window_minutes"))
 
 
 def _number(value: str) -> int | str:
@@ -264,4 +270,6 @@ def compose(form: RuleForm) -> dict[str, Any]:
                                                     ("overlap", form.dst_overlap, "first")) if value != default}
     if dst:
         rule["dst"] = dst
+    if form.window_minutes.strip():
+        rule["window_minutes"] = _number(form.window_minutes)
     return rule

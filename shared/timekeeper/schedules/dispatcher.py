@@ -257,6 +257,7 @@ class _NewRuns:
     work_kind: list[str] = field(default_factory=list)
     occurrence_key: list[str] = field(default_factory=list)
     occurrence_at: list[datetime] = field(default_factory=list)
+    due_at: list[datetime | None] = field(default_factory=list)
     occurrence_local: list[datetime] = field(default_factory=list)
     dst_shifted: list[bool] = field(default_factory=list)
     definition_version: list[int] = field(default_factory=list)
@@ -273,6 +274,7 @@ class _NewRuns:
         """The insert statement's array parameters, by name."""
         return {"schedule_id": self.schedule_id, "workspace_id": self.workspace_id, "work_kind": self.work_kind,
                 "occurrence_key": self.occurrence_key, "occurrence_at": self.occurrence_at,
+                "due_at": self.due_at,
                 "occurrence_local": self.occurrence_local, "dst_shifted": self.dst_shifted,
                 "definition_version": self.definition_version, "state": self.state,
                 "skipped_backlog": self.skipped_backlog, "first_skipped_at": self.first_skipped_at}
@@ -369,7 +371,7 @@ def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: Dispatc
     events, bounds = runs.events, {}
     for schedule_id, workspace_id, work_kind, text, next_due_at, definition_version in rows:
         try:
-            due = cache.due(text, next_due_at, now)
+            due = cache.due(text, next_due_at, now, schedule_id)
         except InvalidRecurrence as error:
             runs.invalid.append(schedule_id)
             events.append(Event(schedule_id, workspace_id, "definition_invalid", "definition_invalid",
@@ -382,7 +384,7 @@ def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: Dispatc
                                            "field": error.field, "error": error.reason}))
             continue
         runs.advance_ids.append(schedule_id)
-        runs.advance_to.append(due.next_occurrence.at if due.next_occurrence else None)
+        runs.advance_to.append(due.next_due_at)
         latest = due.latest
         if latest is None:
             continue
@@ -390,12 +392,14 @@ def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: Dispatc
         if key not in bounds:
             bounds[key] = _staleness_bound(registry, owner, work_kind, due)
         bound = bounds[key]
-        stale = bound is not None and now - latest.at > bound
+        # Lateness counts from the instant the run was due (a window's given instant).
+        stale = bound is not None and now - (due.latest_given or latest.at) > bound
         runs.schedule_id.append(schedule_id)
         runs.workspace_id.append(workspace_id)
         runs.work_kind.append(work_kind)
         runs.occurrence_key.append(due.occurrence_key)
         runs.occurrence_at.append(latest.at)
+        runs.due_at.append(due.latest_given)
         runs.occurrence_local.append(due.occurrence_local)
         runs.dst_shifted.append(latest.shifted)
         runs.definition_version.append(definition_version)

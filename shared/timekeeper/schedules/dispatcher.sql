@@ -146,15 +146,16 @@ SELECT id, workspace_id, work_kind,
 -- its message from what it sent instead of reading ids and names back.
 -- `state` is 'queued', or the outcome of a run recorded skipped without being offered:
 -- 'skipped_stale' (too old for its kind's staleness bound) or 'skipped_dst_gap' (a local
--- time in a spring-forward gap of a rule whose DST gap choice is skip).
+-- time in a spring-forward gap of a rule whose DST gap choice is skip). `due_at` is the
+-- instant a flexible window gave the run (NULL: due at its occurrence).
 WITH inserted AS (
     INSERT INTO schedule_runs (
-        id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+        id, schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at, due_at,
         occurrence_local, dst_shifted, trigger, definition_version, state, queued_at,
         offered_at, offer_count, published_at, publish_count, skipped_backlog, first_skipped_at,
         finished_at, outcome_code)
     SELECT v.id, v.schedule_id, v.workspace_id, %(owner)s, v.work_kind, v.occurrence_key, v.occurrence_at,
-           v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version,
+           v.due_at, v.occurrence_local, v.dst_shifted, 'scheduled', v.definition_version,
            CASE WHEN v.state = 'queued' THEN 'queued' ELSE 'skipped' END, %(now)s,
            CASE WHEN v.state = 'queued' THEN %(now)s::timestamptz END,
            CASE WHEN v.state = 'queued' THEN 1 ELSE 0 END,
@@ -164,11 +165,11 @@ WITH inserted AS (
            CASE WHEN v.state <> 'queued' THEN %(now)s::timestamptz END,
            NULLIF(v.state, 'queued')
       FROM unnest(%(id)b::uuid[], %(schedule_id)b::uuid[], %(workspace_id)b::uuid[], %(work_kind)b::text[],
-                  %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[],
+                  %(occurrence_key)b::text[], %(occurrence_at)b::timestamptz[], %(due_at)b::timestamptz[],
                   %(occurrence_local)b::timestamp[], %(dst_shifted)b::boolean[],
                   %(definition_version)b::integer[], %(state)b::text[], %(skipped_backlog)b::integer[],
                   %(first_skipped_at)b::timestamptz[])
-           AS v(id, schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, occurrence_local,
+           AS v(id, schedule_id, workspace_id, work_kind, occurrence_key, occurrence_at, due_at, occurrence_local,
                 dst_shifted, definition_version, state, skipped_backlog, first_skipped_at)
     ON CONFLICT ON CONSTRAINT schedule_runs_occurrence_key DO NOTHING
     RETURNING id, state

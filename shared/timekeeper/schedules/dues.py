@@ -9,7 +9,7 @@ from datetime import date, datetime, timedelta
 from functools import cached_property
 
 from timekeeper.schedules.closures import with_closures
-from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, parse_rule_text
+from timekeeper.schedules.recurrence import InvalidRecurrence, Occurrence, Recurrence, given_instant, parse_rule_text
 
 _ONE_MICROSECOND = timedelta(microseconds=1)
 
@@ -26,6 +26,18 @@ class Due:
     first_skipped_at: datetime | None
     next_occurrence: Occurrence | None
     skipped_is_lower_bound: bool = False
+    #: A windowed rule's given instants (aware UTC) of ``latest`` and ``next_occurrence``;
+    #: None without a window (each is then due at its occurrence).
+    latest_given: datetime | None = None
+    next_given: datetime | None = None
+
+    @property
+    def next_due_at(self) -> datetime | None:
+        """Where the schedule's timing advances: the next occurrence's given instant (its
+        occurrence without a window), or None when the rule has no more occurrences."""
+        if self.next_given is not None:
+            return self.next_given
+        return self.next_occurrence.at if self.next_occurrence is not None else None
 
     @cached_property
     def occurrence_key(self) -> str:
@@ -74,6 +86,54 @@ def compute_due(rule: Recurrence, next_due_at: datetime, now: datetime) -> Due:
     return Due(latest, max(counted - 1, 1), first.at, rule.next_after(now), not exact)
 
 
+def compute_windowed_due(rule: Recurrence, schedule_id: object, next_due_at: datetime, now: datetime) -> Due:
+    """:func:`compute_due` of a rule with a flexible window, for one schedule: an occurrence
+    is due at its given instant (:func:`given_instant`), so the latest due occurrence is the
+    latest whose given instant is at or before ``now`` and the owed ones are those whose
+    given instant is at or after ``next_due_at`` (the schedule's timing: a given instant
+    after a pass advanced it, an occurrence itself after a save, resume or recompute).
+    Keys, backlog counts and staleness bounds stay the occurrences'. A schedule whose first
+    owed occurrence's given instant is still ahead gets no ``latest`` and a ``next_given``
+    to wait for. The same walk limit and arithmetic count as :func:`compute_due`."""
+    window = rule.window
+    occurrences = rule.occurrences_after(next_due_at - window - _ONE_MICROSECOND)
+    first: Occurrence | None = None
+    latest: Occurrence | None = None
+    latest_given = None
+    count = 0
+    occurrence = next(occurrences, None)
+    while occurrence is not None:
+        following = next(occurrences, None)
+        given = given_instant(schedule_id, occurrence.at, window, following.at if following else None)
+        if given >= next_due_at:
+            if given > now:
+                skipped = max(count - 1, 0)
+                return Due(latest, skipped, first.at if skipped else None, occurrence, latest_given=latest_given,
+                           next_given=given)
+            if count == _WALK_LIMIT:
+                break
+            first = first or occurrence
+            latest, latest_given = occurrence, given
+            count += 1
+        occurrence = following
+    else:  # the rule ran out (past year 9999)
+        skipped = max(count - 1, 0)
+        return Due(latest, skipped, first.at if skipped else None, None, latest_given=latest_given)
+    latest = rule.latest_at_or_before(now, first.at)
+    upcoming = rule.next_after(latest.at)
+    latest_given = given_instant(schedule_id, latest.at, window, upcoming.at if upcoming else None)
+    if latest_given > now:  # the latest occurrence's instant is still ahead: the one before it is owed
+        upcoming, upcoming_given = latest, latest_given
+        latest = rule.latest_at_or_before(latest.at - _ONE_MICROSECOND, first.at)
+        latest_given = given_instant(schedule_id, latest.at, window, upcoming.at)
+    else:
+        after = upcoming and rule.next_after(upcoming.at)
+        upcoming_given = upcoming and given_instant(schedule_id, upcoming.at, window, after.at if after else None)
+    counted, exact = rule.count_between(first.at, latest.at)
+    return Due(latest, max(counted - 1, 1), first.at, upcoming, not exact, latest_given=latest_given,
+               next_given=upcoming_given)
+
+
 class RuleCache:
     """Compiled rules and due computations shared by the schedules of one pass.
 
@@ -114,12 +174,17 @@ class RuleCache:
             raise compiled
         return compiled
 
-    def due(self, text: str, next_due_at: datetime, now: datetime) -> Due:
+    def due(self, text: str, next_due_at: datetime, now: datetime, schedule_id: object = None) -> Due:
         """:func:`compute_due` of the rule ``text``, shared by schedules with the same
-        rule and due instant. Raises :class:`InvalidRecurrence` like :meth:`rule`."""
+        rule and due instant; a rule with a flexible window is computed for ``schedule_id``
+        alone (:func:`compute_windowed_due`, never cached: its instants are the schedule's).
+        Raises :class:`InvalidRecurrence` like :meth:`rule`."""
         key = (text, next_due_at)
         due = self.dues.get(key)
         if due is None:
-            due = self.dues[key] = compute_due(self.rule(text), next_due_at, now)
+            rule = self.rule(text)
+            if rule.window is not None:
+                return compute_windowed_due(rule, schedule_id, next_due_at, now)
+            due = self.dues[key] = compute_due(rule, next_due_at, now)
             self._bound(self.dues)
         return due

@@ -88,6 +88,8 @@ class ScheduleRun:
       refusal or fault text) once settled.
     * ``skipped_backlog`` -- older due occurrences collapsed into this run (>= 0), the
       oldest at ``first_skipped_at``.
+    * ``due_at`` -- the instant a flexible window gave the run (aware UTC; None: due at
+      its occurrence).
     """
 
     id: UUID
@@ -107,6 +109,7 @@ class ScheduleRun:
     error: str | None
     skipped_backlog: int
     first_skipped_at: datetime | None
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +137,10 @@ class UpcomingOccurrence:
     ``local_time`` the intended local date and wall time (kept when a gap shifts the
     time), ``shifted`` whether a spring-forward gap moved it later, ``repeated``
     whether its local time is in a fall-back overlap (the wall clock shows it twice) and
-    ``skipped`` whether it is a gap time the rule's DST choice skips (recorded, not run)."""
+    ``skipped`` whether it is a gap time the rule's DST choice skips (recorded, not run).
+    A rule with a flexible window adds ``window_end`` (aware UTC, exclusive: the run is due
+    at an instant in ``[at, window_end)``) and, for a saved schedule, ``due_at`` (aware UTC:
+    the instant its run is given in that window); both None without a window."""
 
     at: datetime
     local: datetime
@@ -143,6 +149,8 @@ class UpcomingOccurrence:
     local_time: time | None = None
     repeated: bool = False
     skipped: bool = False
+    window_end: datetime | None = None
+    due_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ SELECT operations_run_workspace(%(run_id)s) AS workspace_id
 SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_key, r.occurrence_at,
        r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.queued_at, r.offered_at,
        r.offer_count, r.published_at, r.publish_count, r.attempts, r.lease_until, r.started_at, r.finished_at,
-       r.outcome_code, r.error, r.skipped_backlog, r.first_skipped_at,
+       r.outcome_code, r.error, r.skipped_backlog, r.first_skipped_at, r.due_at,
        s.name AS schedule_name, s.timezone AS schedule_timezone, s.status AS schedule_status,
        s.deleted_at IS NOT NULL AS schedule_deleted
   FROM schedule_runs r

@@ -37,7 +37,7 @@ from timekeeper.schedules.models import (
     UpcomingOccurrence,
 )
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
-from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, parse_rule
+from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, given_instant, parse_rule
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -381,8 +381,8 @@ def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UU
         return ScheduleDetails(schedule, runs, events, [], (), **changed)
     # An active schedule's next due instant is its next occurrence (even if slightly past).
     after = schedule.next_due_at - timedelta(microseconds=1) if schedule.next_due_at else now
-    return ScheduleDetails(schedule, runs, events, upcoming_occurrences(rule, after, upcoming), rule.warnings,
-                           describe_rule(rule), **changed)
+    return ScheduleDetails(schedule, runs, events, upcoming_occurrences(rule, after, upcoming, schedule.id),
+                           rule.warnings, describe_rule(rule), **changed)
 
 
 @dataclass(frozen=True)
@@ -394,22 +394,42 @@ class LastChange:
     at: datetime
 
 
-def upcoming_occurrences(rule: Recurrence, after: datetime, count: int) -> list[UpcomingOccurrence]:
+def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
+                         schedule_id: UUID | None = None) -> list[UpcomingOccurrence]:
     """The next ``count`` occurrences of the compiled ``rule`` strictly after the aware
     instant ``after``, each with its instant (UTC), local wall time, intended local date and
     time, and its DST markers: ``shifted`` (a spring-forward gap moved it later) and
     ``repeated`` (its local time is in a fall-back overlap, so the clock shows it twice;
     the rule's DST choice says at which of the two it runs) and ``skipped`` (a gap time the
     rule's DST choice skips: recorded as a skipped run, not run).
+    A rule with a flexible window: each has its ``window_end`` and, with ``schedule_id``,
+    its ``due_at`` (:func:`~timekeeper.schedules.recurrence.given_instant`); then the
+    occurrences are those whose given instant is after ``after`` (an earlier occurrence
+    whose instant is still ahead is listed first).
     Fewer than ``count`` only when the rule runs out (past year 9999)."""
     zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
+    window = rule.window
+    start = after - window if window is not None and schedule_id is not None else after
+    occurrences = list(islice(rule.occurrences_after(start), count + 2 if window is not None else count))
     out = []
-    for occ in islice(rule.occurrences_after(after), count):
+    for index, occ in enumerate(occurrences):
+        window_end = due_at = None
+        if window is not None:
+            following = occurrences[index + 1] if index + 1 < len(occurrences) else rule.next_after(occ.at)
+            following_at = following.at if following is not None else None
+            window_end = occ.at + (window if following_at is None else min(window, following_at - occ.at))
+            if schedule_id is not None:
+                due_at = given_instant(schedule_id, occ.at, window, following_at)
+                if due_at <= after:
+                    continue
+            elif occ.at <= after:
+                continue
         local = occ.at.astimezone(zone).replace(tzinfo=None)
         repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
         out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
-                                      local_time=occ.local_time, repeated=repeated, skipped=occ.skipped))
-    return out
+                                      local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
+                                      window_end=window_end, due_at=due_at))
+    return out[:count]
 
 
 def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,

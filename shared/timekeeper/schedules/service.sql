@@ -67,7 +67,7 @@ SELECT id FROM schedule_runs WHERE schedule_id = %(schedule_id)s AND occurrence_
 -- name: recent_runs
 SELECT id, occurrence_at, occurrence_local, dst_shifted, trigger, requested_by, state, attempts,
        offer_count, queued_at, started_at, finished_at, outcome_code, detail, error, skipped_backlog,
-       first_skipped_at
+       first_skipped_at, due_at
   FROM schedule_runs
  WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
  ORDER BY queued_at DESC, occurrence_at DESC

@@ -57,7 +57,8 @@ def run_page(ctx: Request, run_id: str, *, done: str | None = None, problem: dic
            "fail": run["stuck"] is not None and (staff or session.has("schedules:admin"))}
     return ctx.page(
         "run.html", status_code, r=run, zone=zone, done=done, problem=problem or {}, typed=typed or {}, may=may,
-        occurrence=when(run["occurrence_at"], zone), queued=when(run["queued_at"], zone),
+        occurrence=when(run["occurrence_at"], zone), given=when(run.get("due_at"), zone),
+        queued=when(run["queued_at"], zone),
         published=when(run["published_at"], zone), first_skipped=when(run["first_skipped_at"], zone),
         attempt=attempt, stuck=STUCK.get(run["stuck"] or ""), key=str(uuid.uuid4()),
         events=[{**e, "when": when(e["at"], zone)} for e in run["events"]],

@@ -115,9 +115,11 @@ RUN_UNDER_WAY = ("queued", "running")
 
 def run_rows(runs: list[dict[str, Any]], zone: str) -> list[dict[str, Any]]:
     """A schedule's runs (the API's) as its page shows them: queued, finished and the
-    occurrence in ``zone`` with UTC beside, the occurrence's local wall time."""
+    occurrence in ``zone`` with UTC beside, the occurrence's local wall time, and the
+    instant a flexible window gave the run (``given``; None without a window)."""
     return [{**r, "queued": when(r["queued_at"], zone), "finished": when(r.get("finished_at"), zone),
-             "local": r["occurrence_local"].replace("T", " ")[:16], "at": when(r.get("occurrence_at"), zone)}
+             "local": r["occurrence_local"].replace("T", " ")[:16], "at": when(r.get("occurrence_at"), zone),
+             "given": when(r.get("due_at"), zone)}
             for r in runs]
 
 

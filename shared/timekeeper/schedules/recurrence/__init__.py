@@ -59,6 +59,7 @@ from timekeeper.schedules.recurrence.base import (
     InvalidRecurrence,
     Occurrence,
     Recurrence,
+    given_instant,
 )
 from timekeeper.schedules.recurrence.describe import describe_rule
 from timekeeper.schedules.recurrence.parse import COMPILED_RULES_KEPT, next_occurrences, parse_rule, parse_rule_text
@@ -88,6 +89,7 @@ __all__ = [
     "RRuleRule",
     "Recurrence",
     "describe_rule",
+    "given_instant",
     "next_occurrences",
     "parse_rule",
     "parse_rule_text",

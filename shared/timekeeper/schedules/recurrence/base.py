@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -118,6 +119,13 @@ class Recurrence(ABC):
         a workspace's closures has the rule's form; its ``key`` also names the closures)."""
         return json.loads(_canonical(self._normalised))
 
+    @property
+    def window(self) -> timedelta | None:
+        """The rule's flexible window (``window_minutes``), or None: each run is then due at
+        :func:`given_instant` instead of its occurrence."""
+        minutes = self._normalised.get("window_minutes")
+        return None if minutes is None else timedelta(minutes=minutes)
+
     def occurrences_after(self, after: datetime) -> Iterator[Occurrence]:
         """Lazily yield the occurrences strictly after the instant ``after``.
 
@@ -203,6 +211,24 @@ class Recurrence(ABC):
 
     def __hash__(self) -> int:
         return hash(self.key)
+
+
+def given_instant(schedule_id: object, at: datetime, window: timedelta, next_at: datetime | None) -> datetime:
+    """The instant a windowed schedule's occurrence at ``at`` (aware UTC) is due: ``at`` plus a
+    whole number of seconds in ``[0, span)``, ``span`` the ``window`` or, when shorter, the
+    time to the next occurrence ``next_at`` (so given instants keep the occurrences' order
+    and one never reaches the next occurrence).
+
+    Stable: the offset is a keyed hash (BLAKE2b) of the schedule id's text and the
+    occurrence's ISO 8601 instant, so every dispatcher, re-claim and restart gives the same
+    instant, and schedules sharing a rule get different ones (spread evenly over the span).
+    """
+    span = window if next_at is None else min(window, next_at - at)
+    seconds = int(span.total_seconds())
+    if seconds <= 1:
+        return at
+    digest = hashlib.blake2b(f"{schedule_id}|{at.isoformat()}".encode(), digest_size=8).digest()
+    return at + timedelta(seconds=int.from_bytes(digest) % seconds)
 
 
 def _canonical(rule: dict[str, Any]) -> str:

@@ -37,14 +37,18 @@ def describe_rule(rule: Recurrence) -> str:
     ``"Every 6 hours from 2027-01-01 00:00 UTC"`` (interval),
     ``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of
     Germany (Berlin)"`` (calendar). A rule with a DST choice other than the default adds
-    what it does on the zone's change days (:func:`_dst_words`). Never raises for a rule
+    what it does on the zone's change days (:func:`_dst_words`); a flexible window ends the
+    words with ``", any time within 30 minutes"``. Never raises for a rule
     :func:`parse_rule` accepted.
     """
     normalised = rule.rule
     dst = normalised.pop("dst", None)
+    window = normalised.pop("window_minutes", None)
     text = _rule_words(normalised)
     if dst:
         text += _dst_words(dst, normalised["timezone"])
+    if window:
+        text += f", any time within {window} minute{'s' if window != 1 else ''}"
     return text
 
 

@@ -39,6 +39,11 @@ def _compile(rule: Any) -> Recurrence:
     compiled = _compile_form(model, forms[0], dst)
     if dst is not None:
         compiled._normalised["dst"] = {"gap": dst[0], "overlap": dst[1]}
+    if model.window_minutes is not None:
+        if forms[0] == "interval":
+            raise InvalidRecurrence("window_minutes", "only allowed with a cron, calendar or rrule rule (an interval "
+                                                      "rule's runs are spread by its anchor: choose another anchor)")
+        compiled._normalised["window_minutes"] = model.window_minutes
     return compiled
 
 

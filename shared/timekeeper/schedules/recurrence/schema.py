@@ -128,6 +128,13 @@ class DstChoice(BaseModel):
 
 _DST_FIELD = Field(None, description="the DST choice (default: gap shift, overlap first)")
 
+#: The longest flexible window, in minutes (EventBridge Scheduler's ``FlexibleTimeWindow`` bound).
+MAX_WINDOW_MINUTES = 240
+_WindowMinutes = Annotated[int, Field(ge=1, le=MAX_WINDOW_MINUTES), JSON_INTEGER]
+_WINDOW_FIELD = Field(None, description="a flexible window: each run is due at a stable instant within this many "
+                                        "minutes (1-240) after its occurrence, chosen per schedule and occurrence "
+                                        "(cut to the time until the next occurrence)")
+
 
 def dst_choice(model: Any) -> tuple[str, str] | None:
     """``(gap, overlap)`` of a validated rule model's ``dst``, or None for the default."""
@@ -159,6 +166,7 @@ class _RuleModel(BaseModel):
     exdate: list[StrictStr] | None = None
     timezone: StrictStr | None = None
     dst: DstChoice | None = None
+    window_minutes: _WindowMinutes | None = None
 
 
 class CronRule(BaseModel):
@@ -173,6 +181,7 @@ class CronRule(BaseModel):
                       examples=["30 2 * * *", "0 18 L * *", "0 9 * * 1#3", "0 18 LW * *"])
     timezone: _Zone
     dst: DstChoice | None = _DST_FIELD
+    window_minutes: _WindowMinutes | None = _WINDOW_FIELD
 
 
 class CalendarRule(BaseModel):
@@ -183,6 +192,7 @@ class CalendarRule(BaseModel):
     calendar: _CalendarModel
     timezone: _Zone
     dst: DstChoice | None = _DST_FIELD
+    window_minutes: _WindowMinutes | None = _WINDOW_FIELD
 
 
 class IntervalRule(BaseModel):
@@ -218,6 +228,7 @@ class RRuleRule(BaseModel):
     exdate: list[Annotated[StrictStr, WithJsonSchema(_EXDATE_SCHEMA)]] | None = Field(
         None, description="excluded local dates 'YYYY-MM-DD' or local date-times 'YYYY-MM-DDTHH:MM'")
     dst: DstChoice | None = _DST_FIELD
+    window_minutes: _WindowMinutes | None = _WINDOW_FIELD
 
 
 RULE_DESCRIPTION = (
@@ -233,6 +244,8 @@ RULE_DESCRIPTION = (
     "A local time in a spring-forward gap runs shifted by the gap and keeps its date; "
     "a fixed time in a fall-back overlap runs once, at the first instant; "
     '"dst": {"gap": "shift|end|skip", "overlap": "first|second|both"} chooses otherwise (wall-time rules). '
+    '"window_minutes": N (1-240) lets each run be due any time within N minutes after its occurrence '
+    "(cron, calendar and rrule rules). "
     "A rule must have an occurrence within ten years."
 )
 RULE_EXAMPLES = [
