@@ -67,6 +67,11 @@ def test_a_member_without_the_staff_role_has_no_operations(console, conn, caller
     page = member.request("GET", "/console/operations")
     assert page["statusCode"] == 403
     assert "ledger sweep" not in page["body"]
+    # The refusal names the staff role and leads home, not back to the same refusal
+    assert "Operations is for platform staff: it needs a staff role (e.g. platform:staff)." in page["body"]
+    assert "snapshot staff role" not in page["body"]
+    assert '<a href="/console/schedules">Back to the schedules</a>' in page["body"]
+    assert 'href="/console/operations">Back to operations' not in page["body"]
 
 
 def test_staff_see_every_workspaces_overdue_periods_linked_to_its_snapshots(console, conn):
