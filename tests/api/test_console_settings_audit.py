@@ -51,6 +51,15 @@ def test_an_admin_previews_and_saves_a_zone_change_and_reads_it_in_the_audit_log
     # The admin's navigation keeps short labels so that it fits one row at 1280 px
     assert '>Ownerless</a>' in body and '>Posting jobs</a>' in body and "Failed posting jobs</a>" not in body
     assert 'value="Europe/Berlin"' in body and 'value="en_US"' in body
+    # Zone and locale are lists: the API's zones less deprecated aliases, the shipped locales
+    assert '<select id="s-timezone" name="timezone"' in body and '<option value="Europe/Berlin" selected>' in body
+    assert '<option value="Asia/Kolkata">' in body and 'value="Asia/Calcutta"' not in body
+    assert 'value="US/Eastern"' not in body
+    assert '<select id="s-locale" name="locale"' in body and ">German (Germany) · de_DE</option>" in body
+    # Moving the schedules is asked for, never ticked by default
+    assert re.search(r'<input type="checkbox" name="move_schedules"\s*>', body)
+    # Nobody has notice e-mails off: the members table has no times to explain
+    assert "<caption>Members by name</caption>" in body
     token = csrf(body)
     # The preview shows the schedule's next runs now and once moved, and saves nothing
     preview = browser.request("POST", "/console/settings", {"csrf": token, "timezone": "America/New_York",
