@@ -33,6 +33,9 @@ def test_staff_read_a_queues_messages_and_redrive_one_alone(console, conn, sqs, 
     html = page["body"]
     assert f'href="/console/runs/{run_id}"' in html
     assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x" not in html
+    assert "<p>2 messages." in html and "Reading this page counts as a receive" in html
+    # Delete is the danger action, apart from Redrive
+    assert '<button type="submit" class="danger">Delete for good</button>' in html
     assert "its consumer cannot parse the body" in html and "its consumer failed on every receive allowed" in html
     message_id = re.search(r'/console/dead-letters/accounting/([0-9a-f-]+)/redrive', html).group(1)
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
@@ -46,10 +49,14 @@ def test_staff_read_a_queues_messages_and_redrive_one_alone(console, conn, sqs, 
     after = staff.request("GET", _header(done, "Location"))["body"]
     assert "The message went back to its queue; the others stay here." in after
     assert after.count("<section class=\"card\"") == 1
+    assert "<p>1 message." in after and "Move all 1 message of accounting" in after
     assert len(sqs.receive_message(QueueUrl=queues["accounting"].url, MaxNumberOfMessages=10)["Messages"]) == 1
 
 
 def test_a_member_without_the_staff_role_gets_the_apis_refusal(console):
     browser = Browser(console)
     browser.sign_in(Caller(user_id="member-1"))
-    assert browser.request("GET", "/console/dead-letters")["statusCode"] == 403
+    page = browser.request("GET", "/console/dead-letters")
+    assert page["statusCode"] == 403
+    assert "The dead-letter queues are for platform staff" in page["body"]
+    assert '<a href="/console/schedules">Back to the schedules</a>' in page["body"]

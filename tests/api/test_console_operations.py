@@ -55,7 +55,10 @@ def test_staff_see_the_page_and_resume_a_paused_schedule_with_a_reason(console, 
                          (made.id,)).fetchone()
     assert (event["actor"], event["reason"]) == ("staff-1", "ledger API is back")
     # And the page lists the action
-    assert ">Resume</span> of <code>" in staff.request("GET", "/console/operations")["body"]
+    after = staff.request("GET", "/console/operations")["body"]
+    assert ">Resume</span> of the schedule <bdi>&lt;b&gt;ledger&lt;/b&gt; sweep</bdi> by <bdi>staff-1</bdi>" in after
+    # Run actions are not staff-wide actions: the page says where they are
+    assert "is listed on that run's page under \"Operators' actions\"" in html.replace("&#34;", '"')
 
 
 def test_a_member_without_the_staff_role_has_no_operations(console, conn, caller):
@@ -67,6 +70,11 @@ def test_a_member_without_the_staff_role_has_no_operations(console, conn, caller
     page = member.request("GET", "/console/operations")
     assert page["statusCode"] == 403
     assert "ledger sweep" not in page["body"]
+    # The refusal names the staff role and leads home, not back to the same refusal
+    assert "Operations is for platform staff: it needs a staff role (e.g. platform:staff)." in page["body"]
+    assert "snapshot staff role" not in page["body"]
+    assert '<a href="/console/schedules">Back to the schedules</a>' in page["body"]
+    assert 'href="/console/operations">Back to operations' not in page["body"]
 
 
 def test_staff_see_every_workspaces_overdue_periods_linked_to_its_snapshots(console, conn):
@@ -79,12 +87,16 @@ def test_staff_see_every_workspaces_overdue_periods_linked_to_its_snapshots(cons
 
     html = staff.request("GET", "/console/operations")["body"]
 
-    # Then the section lists the first two, each linking to its workspace's snapshots, names
-    # escaped, the instant in the workspace's zone with UTC beside; not the published one
+    # Then the section lists the first two, each linking to that period's page in its
+    # workspace, names escaped, the instant in the workspace's zone with UTC beside; not the
+    # published one
     section = html[html.index("<h2>Overdue periods</h2>"):html.index("<h2>Recent actions</h2>")]
+    assert "/console/snapshots?workspace=" not in section
     for name in (MISSING_NAME, FAILED_NAME):
-        link = f'<a href="/console/snapshots?workspace={made[name]}">'
-        assert link + name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") + "</a>" in section
+        escaped = name.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+        assert re.search(r'<a href="/console/snapshots/periods/[\w.%-]+/[\w.%-]+/2027-01\?workspace='
+                         + str(made[name]) + '"><bdi>' + re.escape(escaped) + "</bdi>: its 2027-01 period</a>",
+                         section)
     assert "<GmbH>" not in html
     assert str(made[PUBLISHED_NAME]) not in section
     assert "missing" in section and "failed" in section and "generator_failed" in section
@@ -106,3 +118,45 @@ def test_the_overview_filters_keep_their_values_and_a_bad_one_is_shown_on_its_fi
     assert bad["statusCode"] == 422
     assert re.search(r'<select id="filter-state" name="state" aria-invalid="true"', bad["body"])
     assert 'value="ledger"' in bad["body"] and 'id="filter-problem" role="alert"' in bad["body"]
+
+
+def test_staff_read_workspaces_and_schedules_by_name_with_their_runs_linked(console, conn):
+    # Given a workspace with a failing, paused schedule whose last run failed, and a run
+    # of another schedule that waits too long
+    from timekeeper.platform.directory import create_workspace
+
+    workspace = create_workspace(conn, name="Acme <Berlin>", timezone="Europe/Berlin", currency="EUR",
+                                 now=NOW).id
+    made = []
+    for name in ("Bank feed sweep", "Ledger close"):
+        made.append(service.create_schedule(conn, workspace_id=workspace, owner="accounting",
+                                            work_kind="reconciliation.sweep", actor="owner-1", now=NOW, name=name,
+                                            recurrence={"cron": "0 * * * *", "timezone": "UTC"}))
+    service.pause_schedule(conn, workspace_id=workspace, schedule_id=made[0].id, actor="system", now=NOW,
+                           reason="consecutive_failures")
+    insert = """INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
+                       occurrence_local, trigger, definition_version, queued_at, state, finished_at)
+                VALUES (%s, %s, 'accounting', 'reconciliation.sweep', %s, %s, %s, 'scheduled', 1, %s, %s, %s)
+                RETURNING id"""
+    old = datetime(2027, 2, 1, 9, 0, tzinfo=UTC)
+    failed = conn.execute(insert, (made[0].id, workspace, "f", old, old.replace(tzinfo=None), old,
+                                   "failed", old)).fetchone()["id"]
+    waiting = conn.execute(insert, (made[1].id, workspace, "w", old, old.replace(tzinfo=None), old,
+                                    "queued", None)).fetchone()["id"]
+    conn.commit()
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+
+    html = staff.request("GET", "/console/operations")["body"]
+
+    # Then workspaces and schedules are named, no raw id beside, and each links to a run
+    section = html[html.index("<h2>Paused and failing schedules</h2>"):html.index("<h2>Runs that wait too long</h2>")]
+    [row] = [r for r in section.split("<tr>") if "Bank feed sweep" in r]
+    paused = row.split("<form")[0]
+    assert "<bdi>Acme &lt;Berlin&gt;</bdi>" in paused and str(workspace) not in paused
+    assert "<bdi>Bank feed sweep</bdi>" in paused and str(made[0].id) not in paused
+    assert f'<a href="/console/runs/{failed}">its latest failed run</a>' in paused
+    waits = html[html.index("<h2>Runs that wait too long</h2>"):html.index("<h2>Overdue periods</h2>")]
+    [row] = [r for r in waits.split("<tr>") if str(waiting) in r]
+    assert f'<a href="/console/runs/{waiting}"><bdi>Ledger close</bdi>, occurrence 2027-02-01 09:00 UTC</a>' in row
+    assert "<bdi>Acme &lt;Berlin&gt;</bdi>" in row and str(made[1].id) not in row

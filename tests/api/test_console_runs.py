@@ -20,7 +20,7 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
     conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
     sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=3, started_at=LONG_AGO,
                              finished_at=LONG_AGO + timedelta(seconds=42), outcome_code="reconciliation_failed",
-                             error="<b>bank</b> feed unreachable")
+                             error="<b>bank</b> feed unreachable (bank:operating)", offer_count=1)
     conn.execute("UPDATE schedules SET name = %s WHERE id = %s", ("Sweep \u202eevil", sweep.id))
     conn.commit()
     browser = Browser(console)
@@ -37,6 +37,34 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
     assert f'action="/console/runs/{run_id}/retry"' in html
     # Not queued and not stuck: no cancel nor settle; a runner without admin: none anyway
     assert "/cancel" not in html and "/fail" not in html
+    # Read as the other pages: the occurrence to the minute with its zone, the error's internal
+    # code apart, the consumer in words, no run id repeated as a message id, no "1 offers"
+    assert '2027-03-01 12:44 CET</time>' in html and "(2027-03-01 11:44 UTC)" in html
+    assert "feed unreachable</bdi> <small><code>bank:operating</code></small>" in html
+    assert "the <span" in html and "Accounting</span> consumer" in html
+    assert "Message id" not in html and "offers)" not in html and '<th scope="col">Attempt</th>' in html
+    assert "not recorded; its consumer received it" in html
+
+
+def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_queued(console, conn):
+    who = Caller(user_id="ops-3")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    _, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
+                         finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    browser = Browser(console)
+    browser.sign_in(who, roles=("schedules:read", "schedules:run"))
+    html = browser.request("GET", f"/console/runs/{run_id}")["body"]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+    done = browser.request("POST", f"/console/runs/{run_id}/retry", {"csrf": csrf, "reason": "feed <back>"})
+
+    assert done["statusCode"] == 303
+    new_page = browser.request("GET", _header(done, "Location"))["body"]
+    assert f'Retry of <a href="/console/runs/{run_id}">an earlier run</a> by <bdi>ops-3</bdi>' in new_page
+    assert "<bdi>feed &lt;back&gt;</bdi>" in new_page
+    # The new run is still queued: nothing to retry yet
+    assert "/retry" not in new_page.split("<h2>Operators' actions</h2>")[0]
+    assert 'name="reason"' not in new_page
 
 
 def test_cancel_needs_a_reason_then_cancels_and_is_listed(console, conn):

@@ -48,7 +48,18 @@ def test_an_admin_previews_and_saves_a_zone_change_and_reads_it_in_the_audit_log
     assert page["statusCode"] == 200
     body = page["body"]
     assert 'href="/console/settings" aria-current="page"' in body and 'href="/console/audit"' in body
+    # The admin's navigation keeps short labels so that it fits one row at 1280 px
+    assert '>Ownerless</a>' in body and '>Posting jobs</a>' in body and "Failed posting jobs</a>" not in body
     assert 'value="Europe/Berlin"' in body and 'value="en_US"' in body
+    # Zone and locale are lists: the API's zones less deprecated aliases, the shipped locales
+    assert '<select id="s-timezone" name="timezone"' in body and '<option value="Europe/Berlin" selected>' in body
+    assert '<option value="Asia/Kolkata">' in body and 'value="Asia/Calcutta"' not in body
+    assert 'value="US/Eastern"' not in body
+    assert '<select id="s-locale" name="locale"' in body and ">German (Germany) · de_DE</option>" in body
+    # Moving the schedules is asked for, never ticked by default
+    assert re.search(r'<input type="checkbox" name="move_schedules"\s*>', body)
+    # Nobody has notice e-mails off: the members table has no times to explain
+    assert "<caption>Members by name</caption>" in body
     token = csrf(body)
     # The preview shows the schedule's next runs now and once moved, and saves nothing
     preview = browser.request("POST", "/console/settings", {"csrf": token, "timezone": "America/New_York",
@@ -126,3 +137,38 @@ def test_only_admins_are_offered_settings_and_the_audit_log(db_url, console):
     assert "/console/settings" not in schedules and "/console/audit" not in schedules
     assert browser.request("GET", "/console/settings")["statusCode"] == 403
     assert browser.request("GET", "/console/audit")["statusCode"] == 403
+
+
+def test_the_audit_log_speaks_words_links_its_objects_and_shows_long_values_whole(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    delivery, query = "34983528-710c-4f7e-9d1e-0b6c2d7c2a11", "5f0c2b7e-1111-4a4b-8c8c-2d2d2d2d2d2d"
+    definition = {"columns": ["number", "amount_minor"], "entity": "invoices", "limit": None,
+                  "filters": [{"column": "issue_date", "op": "gte", "value": "2026-10-01"},
+                              {"column": "amount_minor", "op": "gte", "value": 10000}],
+                  "sort": [{"column": "amount_minor", "direction": "descending"}]}
+    with connect(db_url) as conn, conn.transaction():
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="delivery.run_requested",
+                           subject_type="delivery", subject_id=delivery, before={},
+                           after={"name": "Weekly <big> invoices"}, now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="query.updated",
+                           subject_type="query", subject_id=query, before={"definition": {"entity": "invoices"}},
+                           after={"definition": definition, "name": "Big invoices"}, now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="settings.updated",
+                           subject_type="workspace", subject_id=str(admin.workspace_id), before={"locale": "de_DE"},
+                           after={"locale": "en_US"}, now=NOW)
+
+    page = browser.request("GET", "/console/audit")["body"]
+
+    # Kinds in words (the code kept as a tooltip), no workspace id, objects named and linked
+    assert '<span title="settings.updated" data-code="settings.updated">Settings changed</span>' in page
+    assert str(admin.workspace_id) not in page.split("<ol")[1]
+    assert (f'Delivery: Run now requested</span></strong>:\n      <a href="/console/deliveries/{delivery}">'
+            "<bdi>Weekly &lt;big&gt; invoices</bdi></a>") in page
+    # A run request is no name change
+    start = page.index("Delivery: Run now requested")
+    run_request = page[start:page.index("</li>", start)]
+    assert "by <bdi>" in run_request and "<table" not in run_request and "Name</th>" not in run_request
+    # A long value is cut between words and shown whole, pretty, in a disclosure
+    assert f'<a href="/console/queries/{query}"><bdi>Big invoices</bdi></a>' in page
+    assert "<summary>Show all</summary>" in page and '\n  &#34;entity&#34;: &#34;invoices&#34;' in page
+    assert "&#34;direction&#34;: &#34;de…" not in page and " …</ins>" in page

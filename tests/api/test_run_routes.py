@@ -123,6 +123,11 @@ def test_retry_queues_a_manual_run_of_the_schedule_and_records_who_and_why(db, c
     [action] = call("GET", f"/runs/{run_id}", as_=operator).body["actions"]
     assert (action["action"], action["actor"], action["reason"], action["detail"]["run_id"]) == (
         "retry", "operator-1", "bank feed is back", new_id)
+    # The new run names the run it retries, who asked and why; the retried one is no retry
+    retry_of = call("GET", f"/runs/{new_id}", as_=operator).body["retry_of"]
+    assert (retry_of["run_id"], retry_of["actor"], retry_of["reason"]) == (str(run_id), "operator-1",
+                                                                          "bank feed is back")
+    assert call("GET", f"/runs/{run_id}", as_=operator).body["retry_of"] is None
     # A repeat with the same key answers the same run and records nothing more
     again = call("POST", f"/runs/{run_id}/retry", {"reason": "  bank feed is back  "}, as_=operator,
                  headers={"Idempotency-Key": "retry-1"})

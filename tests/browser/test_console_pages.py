@@ -310,3 +310,23 @@ def test_the_schedules_list_does_not_scroll_sideways_at_360_px(browser, server, 
         assert "UTC" in cell.inner_text()
     finally:
         context.close()
+
+
+def test_the_admin_navigation_never_breaks_inside_a_link(page, server, berlin):
+    _sign_in_as(page, server, "Berlin admin")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{server.base_url}/console/audit")
+    links = page.get_by_role("navigation", name="Main").get_by_role("link")
+    assert links.count() >= 10
+    # At 1280 px and at 360 px, each link (e.g. "Audit log") stays on one line
+    for width in (1280, WIDTH_PHONE):
+        page.set_viewport_size({"width": width, "height": 800})
+        lines = links.evaluate_all("(els) => els.map((el) => [el.textContent, el.getClientRects().length])")
+        assert [name for name, count in lines if count != 1] == []
+        if width == 1280:
+            # The admin's links, the person and Sign out fit one row
+            tops = {round(top) for top in links.evaluate_all(
+                "(els) => els.map((el) => el.getBoundingClientRect().top)")}
+            sign_out = page.get_by_role("button", name="Sign out").bounding_box()
+            assert len(tops) == 1 and sign_out["y"] < min(tops) + 20
+    assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE

@@ -111,6 +111,8 @@ class AttentionScheduleOut(BaseModel):
     last_outcome: str | None
     last_run_at: UtcDatetime | None
     updated_at: UtcDatetime
+    workspace_name: str | None = Field(default=None, description="its workspace's name")
+    last_failed_run_id: UUID | None = Field(default=None, description="its latest failed run (null: none)")
 
 
 class StrandedRunOut(BaseModel):
@@ -131,6 +133,8 @@ class StrandedRunOut(BaseModel):
     lease_until: UtcDatetime | None
     attempts: int = Field(ge=0)
     offer_count: int = Field(ge=0)
+    workspace_name: str | None = Field(default=None, description="its workspace's name")
+    schedule_name: str | None = Field(default=None, description="its schedule's name")
 
 
 class DeadLetterQueueOut(BaseModel):
@@ -293,6 +297,23 @@ def dead_letters_of(api: ApiContext) -> Any:
 router = ApiRouter()
 
 
+def _names(scope: StaffScope, schedules: list[Any], stranded: list[Any]
+           ) -> tuple[dict[UUID, str], dict[UUID, dict[str, Any]]]:
+    """The overview's names: workspace id -> name (the staff directory), and schedule id ->
+    ``{"name", "last_failed_run_id"}`` read in each schedule's own workspace in turn."""
+    by_workspace: dict[UUID, set[UUID]] = {}
+    for row in (*schedules, *stranded):
+        by_workspace.setdefault(row.workspace_id, set()).add(getattr(row, "schedule_id", None) or row.id)
+    if not by_workspace:
+        return {}, {}
+    workspaces = {w.id: w.name for w in scope.staff_workspaces(ids=list(by_workspace), limit=len(by_workspace))}
+    named: dict[UUID, dict[str, Any]] = {}
+    for workspace_id, ids in by_workspace.items():
+        with scope.conn.entered(workspace_id), scope.conn.transaction():
+            named.update(operations.schedule_names(scope.conn, list(ids)))
+    return workspaces, named
+
+
 @router.get("/operations/overview", tags=_TAGS, operation_id="operationsOverview", security=SECURITY,
             summary="Staff: paused and failing schedules, runs that wait too long, dead-letter queues",
             responses=_responses(200, "What needs attention now"))
@@ -309,9 +330,14 @@ def overview(
     overdue, overdue_total = scope.overdue_periods(limit=limit)
     queues = dead_letters_of(api)
     depths = [depth_out(d, scope.now) for d in queues.depths()] if queues is not None else []
+    workspaces, named = _names(scope, schedules, stranded)
     return OperationsOverview(
-        as_of=scope.now, schedules=[AttentionScheduleOut(**vars(s)) for s in schedules],
-        stranded_runs=[StrandedRunOut(**vars(r)) for r in stranded], dead_letter_queues=depths,
+        as_of=scope.now, dead_letter_queues=depths,
+        schedules=[AttentionScheduleOut(**vars(s), workspace_name=workspaces.get(s.workspace_id),
+                                        last_failed_run_id=named.get(s.id, {}).get("last_failed_run_id"))
+                   for s in schedules],
+        stranded_runs=[StrandedRunOut(**vars(r), workspace_name=workspaces.get(r.workspace_id),
+                                      schedule_name=named.get(r.schedule_id, {}).get("name")) for r in stranded],
         overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
         overdue_periods_total=overdue_total,
         recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)],

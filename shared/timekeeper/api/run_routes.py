@@ -117,6 +117,15 @@ class RunActionOut(BaseModel):
     at: UtcDatetime
 
 
+class RetryOfOut(BaseModel):
+    """The operator's retry that made this run: the retried run, who asked, why and when."""
+
+    run_id: UUID = Field(description="the retried run")
+    actor: str
+    reason: str
+    at: UtcDatetime
+
+
 class RunPage(BaseModel):
     """``GET /runs/{run_id}``: one run as its page shows it."""
 
@@ -155,6 +164,8 @@ class RunPage(BaseModel):
     events: list[RunEventOut]
     actions: list[RunActionOut]
     retry_allowed: bool = Field(description="the work kind allows a retry from here (no route of its own)")
+    retry_of: RetryOfOut | None = Field(default=None, description="the operator's retry that made this run "
+                                                                  "(Retry now on another run); null: none")
 
 
 class RetryOut(BaseModel):
@@ -249,7 +260,8 @@ def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
         workspace_timezone=zone, stuck=stuck, latest_attempt=latest, message_id=str(run["id"]),
         events=[RunEventOut(**vars(e)) for e in run["events"]],
         actions=[RunActionOut(**vars(a)) for a in run["actions"]],
-        retry_allowed=_retry_allowed(caller, run["owner"], run["work_kind"]))
+        retry_allowed=_retry_allowed(caller, run["owner"], run["work_kind"]),
+        retry_of=RetryOfOut(**run["retry_of"]) if run["retry_of"] else None)
 
 
 @router.get("/runs/<run_id>", tags=_TAGS, operation_id="getRun", security=SECURITY,

@@ -32,7 +32,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from timekeeper.console import glossary
 from timekeeper.console.api_client import ApiClient, ApiReply, SessionUnknown
-from timekeeper.console.paths import PREFIX, next_page, way_back
+from timekeeper.console.paths import HOME, PREFIX, STAFF_ONLY, next_page, section_of, way_back
 from timekeeper.console.sessions import SESSION_COOKIE, Session, Sessions
 from timekeeper.console.sign_in import FlowCookies, IdentityProvider
 
@@ -248,13 +248,20 @@ class Request:
 
     def api_error(self, reply: ApiReply) -> Response:
         """The API's refusal ``reply`` as an error page (its status, message and code),
-        leading back to the list the page belongs to."""
+        leading back to the list the page belongs to (on a 403 of that list itself: the
+        home page); a staff-only page refused to a non-staff person names the staff role."""
         body = reply.body if isinstance(reply.body, dict) else {}
         status = reply.status if 400 <= reply.status < 600 else 502
         title = {404: "Not found", 403: "Not allowed", 401: "Signed out"}.get(status, "Refused")
-        return self.page("error.html", status, title=title,
-                         message=body.get("message") or "The request was refused.", code=body.get("code"),
-                         back=way_back(self.path))
+        message, back = body.get("message") or "The request was refused.", way_back(self.path)
+        if status == 403:
+            # A refused page never leads back to a list refused the same way: home instead.
+            section = section_of(self.path)
+            if self.session is not None and not self.session.staff:
+                message = STAFF_ONLY.get(section, message)
+            if section_of(PREFIX + back[0]) == section:
+                back = HOME
+        return self.page("error.html", status, title=title, message=message, code=body.get("code"), back=back)
 
 
 class ConsoleResolver(APIGatewayRestResolver):

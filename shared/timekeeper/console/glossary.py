@@ -210,6 +210,31 @@ WORDS: dict[str, str] = {
 }
 
 
+#: The audit log's areas (a kind's part before the dot) as the object they speak of.
+AUDIT_AREAS: dict[str, str] = {
+    "settings": "Settings", "schedule": "Schedule", "delivery": "Delivery", "query": "Query", "report": "Report",
+    "closure": "Closure", "recipient": "Recipient", "opt_out": "Opt-out", "staff": "Staff", "run": "Run",
+    "dead_letter": "Dead letter"}
+#: The audit log's verbs (a kind's part after the dot), in words.
+AUDIT_VERBS: dict[str, str] = {
+    "created": "created", "updated": "changed", "deleted": "deleted", "paused": "paused", "resumed": "resumed",
+    "run_requested": "Run now requested", "owner_changed": "handed to another owner", "added": "added",
+    "removed": "removed", "invited": "invited back", "notice_mail": "notice e-mails changed",
+    "read": "read this workspace's data", "snapshot_cancelled": "cancelled a snapshot run",
+    "snapshot_finalized": "finalized a snapshot version", "retried": "retried", "cancelled": "cancelled",
+    "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved"}
+
+
+def audit_kind(kind: object) -> str:
+    """An audit log kind (``<area>.<verb>``) in words: ``"settings.updated"`` -> ``"Settings
+    changed"``, ``"delivery.run_requested"`` -> ``"Delivery: Run now requested"``; a verb
+    the glossary lacks with its underscores as spaces."""
+    area, _, verb = str(kind or "").partition(".")
+    noun = AUDIT_AREAS.get(area) or words(area)
+    said = AUDIT_VERBS.get(verb) or verb.replace("_", " ")
+    return f"{noun}: {said}" if said[:1].isupper() else f"{noun} {said}".strip()
+
+
 def words(code: object) -> str:
     """The words for ``code`` (``"paused_by_owner"`` -> ``"Paused by its owner"``); a code
     the glossary lacks with its underscores as spaces and its first letter capitalised;

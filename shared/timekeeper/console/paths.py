@@ -48,4 +48,18 @@ def way_back(path: str) -> tuple[str, str]:
     back to: ``(path after /console, words)``, the list the page belongs to; the schedules
     for any other."""
     section = path.removeprefix(PREFIX).lstrip("/").split("/", 1)[0]
-    return _WAYS_BACK.get(section, ("/schedules", "Back to the schedules"))
+    return _WAYS_BACK.get(section, HOME)
+
+
+def section_of(path: str) -> str:
+    """The first segment of a console ``path`` after ``/console`` (``"operations"``)."""
+    return path.removeprefix(PREFIX).lstrip("/").split("/", 1)[0]
+
+
+#: The home page: where a refusal leads when the list a page belongs to is refused too.
+HOME = ("/schedules", "Back to the schedules")
+#: Pages only platform staff may open, by section: what a refusal says instead of the
+#: API's words about the action (those name the snapshot staff role).
+STAFF_ONLY = {"operations": "Operations is for platform staff: it needs a staff role (e.g. platform:staff).",
+              "dead-letters": "The dead-letter queues are for platform staff: they need a staff role "
+                              "(e.g. platform:staff)."}

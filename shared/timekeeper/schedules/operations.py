@@ -123,3 +123,11 @@ def stranded_runs(conn: Any, *, owners: list[str], reoffer_after: dict[str, time
             "cap": MAX_ROWS if (kind or state) else min(limit, MAX_ROWS), "limit": min(limit, MAX_ROWS),
             "kind": kind, "state": state}, StrandedRun)
     return out
+
+
+def schedule_names(conn: Any, ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
+    """The schedules ``ids`` of the workspace entered on ``conn``: id -> ``{"name",
+    "last_failed_run_id"}`` (the latest failed run's id, None when none failed); a schedule
+    of another workspace is not found (row-level security)."""
+    rows = conn.execute(SQL["schedule_names"], {"ids": ids}).fetchall()
+    return {row["id"]: {"name": row["name"], "last_failed_run_id": row["last_failed_run_id"]} for row in rows}

@@ -23,3 +23,12 @@ SELECT id, action, actor, target, reason, detail, at
   FROM operations_actions
  ORDER BY at DESC, id DESC
  LIMIT %(limit)s
+
+-- name: schedule_names
+-- Within one entered workspace: the named schedules' names and each one's latest failed run.
+SELECT s.id, s.name,
+       (SELECT r.id FROM schedule_runs r
+         WHERE r.schedule_id = s.id AND r.state = 'failed'
+         ORDER BY r.queued_at DESC LIMIT 1) AS last_failed_run_id
+  FROM schedules s
+ WHERE s.id = ANY(%(ids)s::uuid[])

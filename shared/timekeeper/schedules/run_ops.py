@@ -74,13 +74,18 @@ def run_workspace(conn: Any, run_id: UUID) -> UUID | None:
 def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
     """The run ``run_id`` of ``workspace_id`` with its schedule's name, zone and status
     (``schedule_*``), its ``events`` (list of :class:`RunEvent`) and ``actions`` (list of
-    :class:`RunAction`); None when the workspace has no such run."""
+    :class:`RunAction`), and ``retry_of`` (the operator's retry that made it: a dict with
+    ``run_id`` of the retried run, ``actor``, ``reason``, ``at``; None when it is no retry);
+    None when the workspace has no such run."""
     row = conn.execute(SQL["run"], {"run_id": run_id, "workspace_id": workspace_id}).fetchone()
     if row is None:
         return None
     run = dict(row)
     run["events"] = fetch_all(conn, SQL["run_events"], {"run_id": run_id}, RunEvent)
     run["actions"] = fetch_all(conn, SQL["run_actions"], {"run_id": run_id}, RunAction)
+    retry = conn.execute(SQL["retry_of"], {"run_id": str(run_id), "workspace_id": workspace_id,
+                                           "schedule_id": run["schedule_id"]}).fetchone()
+    run["retry_of"] = dict(retry) if retry else None
     return run
 
 

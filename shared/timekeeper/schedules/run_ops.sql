@@ -52,3 +52,12 @@ SELECT id, action, actor, reason, detail, at
  WHERE run_id = %(run_id)s AND action = %(action)s AND detail ->> 'key' = %(key)s
  ORDER BY id
  LIMIT 1
+
+-- name: retry_of
+-- The operator's retry that made run %(run_id)s (its action names the new run in detail).
+SELECT run_id, actor, reason, at
+  FROM schedule_run_actions
+ WHERE workspace_id = %(workspace_id)s AND schedule_id = %(schedule_id)s AND action = 'retry'
+   AND detail ->> 'run_id' = %(run_id)s::text
+ ORDER BY id
+ LIMIT 1

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
+from timekeeper.console import glossary
 from timekeeper.console.context import Request, signed_in
 from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import PREFIX
@@ -21,25 +22,58 @@ router = Router()
 KINDS = (("settings", "Settings"), ("schedule", "Schedules"), ("delivery", "Deliveries"), ("query", "Queries"),
          ("report", "Reports"), ("closure", "Closures"), ("recipient", "Recipients"), ("opt_out", "Opt-outs"),
          ("staff", "Staff reads and actions"), ("run", "Runs"), ("dead_letter", "Dead letters"))
-#: The longest value the page shows in full (longer ones are cut, the rest in the API).
-MAX_VALUE = 300
+#: The longest value the page shows in one line; a longer one is cut at a word and shown
+#: in full (pretty JSON for a structure) in a disclosure.
+SHORT_VALUE = 120
+#: The console page of each kind of object the log names (its id appended), by subject type.
+OBJECT_PAGES = {"schedule": "/schedules/", "delivery": "/deliveries/", "query": "/queries/", "report": "/reports/",
+                "run": "/runs/"}
+#: Verbs whose event lists facts about the object (no before): not a change of its name.
+_CHANGING = ("created", "updated")
 
 
-def _shown(value: Any) -> str:
-    """A changed field's value as text: plain for scalars, compact JSON otherwise."""
+def _shown(value: Any) -> dict[str, str]:
+    """A field's value for the page: ``short`` (cut at a word boundary with "…" when it
+    is longer than :data:`SHORT_VALUE`) and ``full`` (pretty JSON for a structure; ``""``
+    when ``short`` is already all of it)."""
     if value is None:
-        return "—"
+        return {"short": "—", "full": ""}
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                           separators=(", ", ": "))
-    return text if len(text) <= MAX_VALUE else text[:MAX_VALUE] + "…"
+    if len(text) <= SHORT_VALUE:
+        return {"short": text, "full": ""}
+    cut = text[:SHORT_VALUE].rsplit(" ", 1)[0].rstrip(",:;[{(") or text[:SHORT_VALUE]
+    full = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)
+    return {"short": cut + " …", "full": full}
 
 
-def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, str]]:
+def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
     """The fields of an event, each with its value before and after (``—`` when absent),
-    in the order before's then after's own fields."""
+    in the order before's then after's own fields; ``field`` in words."""
     names = list(dict.fromkeys([*before, *after]))
-    return [{"field": n, "before": _shown(before.get(n)), "after": _shown(after.get(n)),
+    return [{"field": glossary.words(n), "before": _shown(before.get(n)), "after": _shown(after.get(n)),
              "changed": before.get(n) != after.get(n)} for n in names]
+
+
+def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
+    """An audit event (``GET /audit-events`` item) for the page: its kind in words, the
+    object's ``name`` and ``link`` (a console path, None when it has no page), and either
+    ``changes`` (before and after) or, for an event that only states facts (no before,
+    not a creation nor an update), ``facts`` without the object's name among them."""
+    before, after = event.get("before") or {}, event.get("after") or {}
+    verb = event["kind"].partition(".")[2]
+    name = after.get("name") or before.get("name")
+    page = OBJECT_PAGES.get(event["subject_type"])
+    link = f"{PREFIX}{page}{event['subject_id']}" if page and event.get("subject_id") else None
+    if event["subject_type"] == "workspace":
+        link = f"{PREFIX}/settings"
+    facts_only = not before and verb not in _CHANGING
+    stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}
+    return {**event, "when": when(event["at"], zone), "kind_words": glossary.audit_kind(event["kind"]),
+            "object_words": glossary.AUDIT_AREAS.get(event["subject_type"], glossary.words(event["subject_type"])),
+            "name": name if isinstance(name, str) else None, "link": link,
+            "changes": [] if facts_only else diff(before, after),
+            "facts": [{"field": glossary.words(k), "value": _shown(v)} for k, v in stated.items()]}
 
 
 @router.get(f"{PREFIX}/audit")
@@ -56,7 +90,7 @@ def audit_log(ctx: Request) -> Response:
     people = ctx.api().call("GET", "/settings")
     members = people.body["members"] if people.status == 200 else []
     zone = zone_of(reply.body)
-    items = [{**e, "when": when(e["at"], zone), "changes": diff(e["before"], e["after"])} for e in reply.body["items"]]
+    items = [entry(e, zone) for e in reply.body["items"]]
     filters = {k: v for k, v in (("kind", kind), ("actor", actor)) if v}
 
     def link(page_cursor: str | None) -> str | None:

@@ -65,7 +65,8 @@ def operations_page(ctx: Request, *, problem: str | None = None, done: str | Non
     queues = [{**q, "age": age(q["oldest_age_s"]) if q.get("oldest_age_s") is not None else None}
               for q in body["dead_letter_queues"]]
     schedules = [{**s, "changed": when(s["updated_at"], zone)} for s in body["schedules"]]
-    runs = [{**r, "queued": when(r["queued_at"], zone), "why_text": _STRANDED.get(r["why"], r["why"])}
+    runs = [{**r, "queued": when(r["queued_at"], zone), "occurrence": when(r["occurrence_at"], zone),
+             "why_text": _STRANDED.get(r["why"], r["why"])}
             for r in body["stranded_runs"]]
     actions = [{**a, "when": when(a["at"], zone)} for a in body.get("recent_actions", [])]
     overdue = [{**p, "due": when(p["due_at"], zone_of(p)), "month": p["period"][:7],

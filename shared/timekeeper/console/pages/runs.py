@@ -5,6 +5,7 @@ confirmation, offered only to people whose roles allow it and only where it appl
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -25,6 +26,22 @@ STUCK = {"not_started": "accepted by its queue, never started", "not_published":
 _DONE = {"retry": "A manual run of the same schedule was queued.", "cancel": "The run was cancelled.",
          "fail": "The run was settled as failed."}
 _ACTIONS = tuple(_DONE)
+
+
+#: An error's internal code at its end, ``"timeout after 30 s (bank:operating)"``.
+_CODE_TAIL = re.compile(r"^(?P<text>.*?)\s*\((?P<code>[\w.-]+:[\w.:-]+)\)$", re.DOTALL)
+
+
+def error_parts(error: str | None) -> dict[str, str] | None:
+    """A run's ``error`` split into its ``text`` for people and its internal ``code`` tail
+    (``""`` when it has none): ``"timeout (bank:operating)"`` -> text ``"timeout"``, code
+    ``"bank:operating"``. None for None or empty."""
+    if not error:
+        return None
+    found = _CODE_TAIL.match(error)
+    if not found or not found["text"]:
+        return {"text": error, "code": ""}
+    return {"text": found["text"], "code": found["code"]}
 
 
 def _duration(seconds: float | None) -> str | None:
@@ -51,18 +68,27 @@ def run_page(ctx: Request, run_id: str, *, done: str | None = None, problem: dic
     if attempt:
         attempt = {**attempt, "started": when(attempt["started_at"], zone),
                    "finished": when(attempt["finished_at"], zone), "lease": when(attempt["lease_until"], zone),
-                   "took": _duration(attempt["duration_s"])}
-    may = {"retry": run["retry_allowed"] and (staff or session.has("schedules:run", "schedules:admin")),
+                   "took": _duration(attempt["duration_s"]), "error_parts": error_parts(attempt["error"])}
+    # A run still queued or running is retried by nothing: Retry now waits for its end.
+    may = {"retry": run["retry_allowed"] and run["state"] not in ("queued", "running")
+           and (staff or session.has("schedules:run", "schedules:admin")),
            "cancel": run["state"] == "queued" and (staff or session.has("schedules:admin")),
            "fail": run["stuck"] is not None and (staff or session.has("schedules:admin"))}
     return ctx.page(
         "run.html", status_code, r=run, zone=zone, done=done, problem=problem or {}, typed=typed or {}, may=may,
-        occurrence=when(run["occurrence_at"], zone), given=when(run.get("due_at"), zone),
+        occurrence=when(run["occurrence_at"], zone_of({"timezone": run["timezone"]})),
+        given=when(run.get("due_at"), zone),
+        error=error_parts(run["error"]), retry_of=_retry_of(run.get("retry_of"), zone),
         queued=when(run["queued_at"], zone),
         published=when(run["published_at"], zone), first_skipped=when(run["first_skipped_at"], zone),
         attempt=attempt, stuck=STUCK.get(run["stuck"] or ""), key=str(uuid.uuid4()),
         events=[{**e, "when": when(e["at"], zone)} for e in run["events"]],
         actions=[{**a, "when": when(a["at"], zone)} for a in run["actions"]])
+
+
+def _retry_of(retry: dict[str, Any] | None, zone: str) -> dict[str, Any] | None:
+    """The API's ``retry_of`` with its instant for people (None: the run is no retry)."""
+    return {**retry, "when": when(retry["at"], zone)} if retry else None
 
 
 @router.get(f"{PREFIX}/runs/<run_id>")

@@ -4,6 +4,7 @@ admins get a copy of every notice, and each member's notice e-mails."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 from urllib.parse import quote
 
@@ -13,7 +14,9 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import when
+from timekeeper.console.pages.schedules import rule_zones
 from timekeeper.console.paths import PREFIX
+from timekeeper.settings import FILE_LOCALE_LANGUAGES
 
 router = Router()
 
@@ -41,6 +44,41 @@ def _preview_rows(preview: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+@cache
+def _places() -> frozenset[str]:
+    """The zones tzdata's ``zone.tab`` names for a country, and ``UTC``: no deprecated
+    alias (``US/Eastern``, ``Asia/Calcutta``) nor a bare abbreviation (``EST5EDT``)."""
+    from importlib import resources
+
+    table = resources.files("tzdata").joinpath("zoneinfo", "zone.tab").read_text(encoding="utf-8")
+    return frozenset({"UTC"} | {line.split("\t")[2] for line in table.splitlines()
+                                if line and not line.startswith("#") and line.count("\t") >= 2})
+
+
+def zone_choices(api_zones: list[str]) -> list[str]:
+    """The zones a workspace may choose: the API's own list (``api_zones``, its document's
+    enum) less its deprecated aliases, sorted."""
+    return sorted(zone for zone in api_zones if zone in _places())
+
+
+@cache
+def locale_choices() -> tuple[tuple[str, str], ...]:
+    """The locales a workspace may name: every CLDR identifier in its canonical form of a
+    language the deployment ships (:data:`timekeeper.settings.FILE_LOCALE_LANGUAGES`), as
+    ``(identifier, "German (Germany) · de_DE")``, by their English names."""
+    from babel import Locale, localedata
+
+    found = []
+    for name in localedata.locale_identifiers():
+        try:
+            parsed = Locale.parse(name)
+        except (ValueError, TypeError):
+            continue
+        if str(parsed) == name and parsed.language in FILE_LOCALE_LANGUAGES:
+            found.append((name, f"{parsed.get_display_name('en')} · {name}"))
+    return tuple(sorted(found, key=lambda pair: pair[1].casefold()))
+
+
 def settings_page(ctx: Request, *, typed: dict[str, Any] | None = None, problem: str | None = None,
                   problems: dict[str, str] | None = None, preview: dict[str, Any] | None = None,
                   done: str | None = None, status_code: int = 200) -> Response:
@@ -51,11 +89,12 @@ def settings_page(ctx: Request, *, typed: dict[str, Any] | None = None, problem:
         return ctx.api_error(reply)
     current = reply.body
     shown = typed or {"timezone": current["timezone"], "locale": current["locale"],
-                      "notify_admins": current["notify_admins"], "move_schedules": True}
+                      "notify_admins": current["notify_admins"], "move_schedules": False}
     members = [{**m, "since": when(m.get("opted_out_at"), current["timezone"])} for m in current["members"]]
     return ctx.page("settings.html", status_code, current=current, typed=shown, problem=problem,
                     problems=problems or {}, preview=preview, preview_rows=_preview_rows(preview) if preview else [],
-                    members=members, done=done, zone=current["timezone"])
+                    members=members, done=done, zone=current["timezone"], zones=zone_choices(rule_zones(ctx)),
+                    locales=locale_choices())
 
 
 @router.get(f"{PREFIX}/settings")
