@@ -167,6 +167,9 @@ def test_delete_says_what_is_kept_and_another_workspace_sees_nothing(ws, console
     ana = person(console, ws)
     confirm = ana.request("GET", f"/console/deliveries/{delivery_id}/delete")
     assert confirm["statusCode"] == 200 and "What is kept, for audit" in confirm["body"]
+    assert '<button type="submit" class="danger">Delete this delivery</button>' in confirm["body"]
+    page = ana.request("GET", f"/console/deliveries/{delivery_id}")["body"]
+    assert f'<a href="/console/deliveries/{delivery_id}/delete" class="danger-link">Delete</a>' in page
     token = ana.csrf(f"/console/deliveries/{delivery_id}/delete")
     assert ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {})["statusCode"] == 403  # no CSRF
     gone = ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {"csrf": token})
