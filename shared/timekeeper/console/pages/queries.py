@@ -331,11 +331,9 @@ def _submitted(ctx: Request, query: dict[str, Any] | None) -> Response:
     key = fields.get("key") or _new_key()
     action = fields.get("action", "")
     if action == "entity":
-        fresh = blank_form(catalogue, fields.get("entity"))
-        # the columns ticked that the chosen entity has stay ticked; none: all of its columns
-        columns = typed["columns"] or fresh["columns"]
-        return _form_page(ctx, catalogue, {**fresh, "columns": columns, "name": typed["name"],
-                                           "description": typed["description"]}, query=query, key=key)
+        fresh = blank_form(catalogue, fields.get("entity"))  # every column of the chosen entity ticked
+        return _form_page(ctx, catalogue, {**fresh, "name": typed["name"], "description": typed["description"]},
+                          query=query, key=key)
     definition, where = draft_of(typed, catalogue)
     if action == "preview":
         reply = ctx.api().call("POST", "/queries/preview",
