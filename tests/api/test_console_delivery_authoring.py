@@ -170,6 +170,11 @@ def test_delete_says_what_is_kept_and_another_workspace_sees_nothing(ws, console
     assert '<button type="submit" class="danger">Delete this delivery</button>' in confirm["body"]
     page = ana.request("GET", f"/console/deliveries/{delivery_id}")["body"]
     assert f'<a href="/console/deliveries/{delivery_id}/delete" class="danger-link">Delete</a>' in page
+    # the rule in words beside the next delivery; what an empty result does, in words
+    assert "<dt>Delivered</dt><dd>At 07:00, every day, Europe/Berlin</dd>" in page
+    assert call("GET", f"/query-schedules/{delivery_id}", as_=who).body["description"] == (
+        "At 07:00, every day, Europe/Berlin")
+    assert "<dt>When the source has no rows</dt>" in page and "Empty results" not in page
     token = ana.csrf(f"/console/deliveries/{delivery_id}/delete")
     assert ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {})["statusCode"] == 403  # no CSRF
     gone = ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {"csrf": token})
