@@ -96,6 +96,7 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     assert message["statusCode"] == 200
     assert "What <bdi>Ria Reader</bdi> would receive" in message["body"]
     assert "<bdi>Invoices for Ria Reader</bdi>" in message["body"]
+    assert 'id="preview-heading"' in message["body"]  # the rule's preview stays beside the message's
     # The HTML part too, in a sandboxed frame (escaped into srcdoc: nothing of it runs in the page)
     srcdoc = re.search(r'<iframe class="message" sandbox srcdoc="([^"]*)"', message["body"]).group(1)
     assert "<" not in srcdoc and "<a href=" in html_lib.unescape(srcdoc)

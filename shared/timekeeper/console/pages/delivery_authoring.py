@@ -273,9 +273,22 @@ def _common_intent(ctx: Request, draft: Draft, intent: str, *, saved: dict[str, 
             body = {**body, "source": source or {}, "format": saved["format"]}
         reply = ctx.api().call("POST", "/query-schedules/message-preview", body=body)
         if reply.status == 200:
-            return form_page(ctx, replace(draft, preview_user=user_id), **page, message=reply.body)
+            return form_page(ctx, replace(draft, preview_user=user_id), **page, message=reply.body,
+                             rule_preview=_quiet_rule_preview(ctx, draft))
         return _refusal(ctx, draft, reply, page)
     return None
+
+
+def _quiet_rule_preview(ctx: Request, draft: Draft) -> dict[str, Any] | None:
+    """The draft's rule preview (``POST /query-schedules/rule-preview``) shown beside another
+    preview, so one preview does not hide the other; None when the rule as typed is refused
+    (its own button says why)."""
+    try:
+        recurrence = recurrence_of(draft)
+    except _Refused:
+        return None
+    reply = ctx.api().call("POST", "/query-schedules/rule-preview", body={"recurrence": recurrence, "count": UPCOMING})
+    return reply.body if reply.status == 200 and isinstance(reply.body, dict) else None
 
 
 def _refusal(ctx: Request, draft: Draft, reply: ApiReply, page: dict[str, Any]) -> Response:
