@@ -51,7 +51,10 @@ CHOICES = 200
 UPCOMING = 10
 #: What a new delivery's templates start from.
 DEFAULT_SUBJECT = "{{ schedule_name }} for {{ run_date }}"
-DEFAULT_BODY = "<p>Hello {{ recipient_name }},</p>\n<p><a href=\"{{ link }}\">Download {{ schedule_name }}</a></p>"
+#: The body a new delivery starts with: its link is a word in a sentence, since the message's
+#: frame adds the download button itself (a second "Download" call would repeat it).
+DEFAULT_BODY = ("<p>Hello {{ recipient_name }},</p>\n<p>{{ schedule_name }} for {{ run_date }} is ready "
+                "(<a href=\"{{ link }}\">the file</a>).</p>")
 #: Which form control an API field names (the rule's controls: :func:`rule_form.control_for`).
 _CONTROLS = {"name": "d-name", "source": "d-source", "format": "d-format", "recipients": "d-candidate",
              "user_id": "d-candidate", "subject_template": "d-subject", "body_template": "d-body",
