@@ -186,7 +186,7 @@ def test_pause_needs_the_session_s_csrf_token(browser, call, caller):
     detail = call("GET", f"/schedules/{schedule['id']}").body
     assert detail["schedule"]["status"] == "paused" and detail["schedule"]["pause_reason"] == "paused_by_owner"
     page = browser.request("GET", _header(response, "Location"))["body"]
-    assert "The schedule was paused." in page and ">Paused</span> by " + caller.user_id in page
+    assert "The schedule was paused." in page and f">Paused</span> by <bdi>{caller.user_id}</bdi>" in page
 
 
 def test_run_now_sent_twice_from_one_page_is_one_run(browser, call, caller, publisher):

@@ -181,9 +181,9 @@ def test_the_delivery_page_lists_its_changes_with_actor_and_time(db_url, call, c
     html = _browser(console, reader, ("queries:read",)).request("GET", f"/console/deliveries/{schedule_id}")["body"]
     assert "<h2>Changes</h2>" in html
     changes = html[html.index("<h2>Changes</h2>"):]
-    assert "2027-03-01 14:00 UTC" in changes and f"by {admin.user_id}" in changes
+    assert "2027-03-01 14:00 UTC" in changes and f"by <bdi>{admin.user_id}</bdi>" in changes
     assert "settings_changed" in changes and "skip_when_empty: False → True" in changes
-    assert "created" in changes and f"by {owner.user_id}" in changes
+    assert "created" in changes and f"by <bdi>{owner.user_id}</bdi>" in changes  # a reader lists no members: ids
     assert str(uuid.UUID(str(schedule_id))) in html
 
 
