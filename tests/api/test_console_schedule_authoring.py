@@ -188,4 +188,7 @@ def test_the_schedule_page_names_its_people_with_the_id_in_a_title(console, call
     page = browser.request("GET", f"/console/schedules/{made['id']}")["body"]
     assert f'<dt>Made by</dt><dd><span title="{writer.user_id}"><bdi>Member</bdi></span>' in page
     assert "<dt>Last changed by</dt>" in page
+    # the zones in two short sentences (the rule's only when it differs from the workspace's)
+    note = "<p class=\"note\">Times are Europe/Berlin time, UTC beside. The rule's occurrences are America/New_York"
+    assert note in page.replace("&#39;", "'")
     assert f'by <span title="{writer.user_id}"><bdi>Member</bdi></span>' in page  # the history's entry
