@@ -141,6 +141,16 @@ def test_sign_in_sets_a_guarded_cookie_and_lists_the_workspace_s_schedules(brows
     assert "America/New_York" in page["body"] and "UTC" in page["body"]
 
 
+def test_the_schedules_list_says_the_rule_in_words_with_the_cron_only_in_a_title(browser, call, caller):
+    call("POST", "/schedules", new_schedule(name="quarter-hourly sweep",
+                                            recurrence={"cron": "*/15 * * * *", "timezone": "Europe/Berlin"}))
+    browser.sign_in(caller)
+    body = browser.request("GET", "/console/schedules")["body"]
+    assert '<span title="cron */15 * * * *">Every 15 minutes, Europe/Berlin</span>' in body
+    assert "<code>cron */15" not in body and "every hour" not in body
+    assert 'owner: <span class="term" title="accounting" data-code="accounting">Accounting</span>' in body
+
+
 def test_every_page_carries_the_security_headers(browser, caller):
     browser.sign_in(caller)
     for path in ("/console/sign-in", "/console/schedules", "/console/no-such-page"):
@@ -176,7 +186,7 @@ def test_pause_needs_the_session_s_csrf_token(browser, call, caller):
     detail = call("GET", f"/schedules/{schedule['id']}").body
     assert detail["schedule"]["status"] == "paused" and detail["schedule"]["pause_reason"] == "paused_by_owner"
     page = browser.request("GET", _header(response, "Location"))["body"]
-    assert "The schedule was paused." in page and ">Paused</span> by " + caller.user_id in page
+    assert "The schedule was paused." in page and f">Paused</span> by <bdi>{caller.user_id}</bdi>" in page
 
 
 def test_run_now_sent_twice_from_one_page_is_one_run(browser, call, caller, publisher):

@@ -96,6 +96,7 @@ def test_an_analyst_makes_a_weekly_xlsx_delivery_to_two_members_and_a_third_is_r
     assert message["statusCode"] == 200
     assert "What <bdi>Ria Reader</bdi> would receive" in message["body"]
     assert "<bdi>Invoices for Ria Reader</bdi>" in message["body"]
+    assert 'id="preview-heading"' in message["body"]  # the rule's preview stays beside the message's
     # The HTML part too, in a sandboxed frame (escaped into srcdoc: nothing of it runs in the page)
     srcdoc = re.search(r'<iframe class="message" sandbox srcdoc="([^"]*)"', message["body"]).group(1)
     assert "<" not in srcdoc and "<a href=" in html_lib.unescape(srcdoc)
@@ -167,6 +168,14 @@ def test_delete_says_what_is_kept_and_another_workspace_sees_nothing(ws, console
     ana = person(console, ws)
     confirm = ana.request("GET", f"/console/deliveries/{delivery_id}/delete")
     assert confirm["statusCode"] == 200 and "What is kept, for audit" in confirm["body"]
+    assert '<button type="submit" class="danger">Delete this delivery</button>' in confirm["body"]
+    page = ana.request("GET", f"/console/deliveries/{delivery_id}")["body"]
+    assert f'<a href="/console/deliveries/{delivery_id}/delete" class="danger-link">Delete</a>' in page
+    # the rule in words beside the next delivery; what an empty result does, in words
+    assert "<dt>Delivered</dt><dd>At 07:00, every day, Europe/Berlin</dd>" in page
+    assert call("GET", f"/query-schedules/{delivery_id}", as_=who).body["description"] == (
+        "At 07:00, every day, Europe/Berlin")
+    assert "<dt>When the source has no rows</dt>" in page and "Empty results" not in page
     token = ana.csrf(f"/console/deliveries/{delivery_id}/delete")
     assert ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {})["statusCode"] == 403  # no CSRF
     gone = ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {"csrf": token})

@@ -30,3 +30,21 @@ def test_every_page_the_navigation_offers_a_sample_person_opens(console, db_url)
         for link in links:
             page = browser.request("GET", link)
             assert page["statusCode"] == 200, (person["label"], link, page["body"][:300])
+
+
+def test_the_sign_in_page_says_what_each_sample_person_may_do(app, db_url):
+    from tests.api.conftest import CONSOLE_KEY
+    from timekeeper.console.app import ConsoleSettings, create_console
+
+    with connect(db_url) as conn:
+        sample = load_sample(conn, now=NOW)
+    people = console_samples(sample)
+    resolver = create_console(lambda event, context: app.resolve(event, context),
+                              ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True, secure_cookies=True,
+                                              samples=tuple(people)))
+    body = Browser(resolver).request("GET", "/console/sign-in")["body"]
+    assert "workspace admin and platform staff" in body
+    assert "no admin or staff pages" in body
+    assert "changes nothing" in body
+    box = '<input type="checkbox" name="role:schedules:run" checked>'
+    assert f'<label class="check">{box} schedules:run</label>' in body

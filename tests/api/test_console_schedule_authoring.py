@@ -10,7 +10,7 @@ import re
 import uuid
 
 from tests.api.conftest import Caller, new_schedule
-from tests.api.test_console import Browser
+from tests.api.test_console import Browser, _header
 
 SECOND_SUNDAY_0230 = {"frequency": "monthly_nth", "nth": "2", "nth_day": "SU", "times": "02:30",
                       "timezone": "America/New_York"}
@@ -116,6 +116,10 @@ def test_rename_change_subject_then_delete(console, call, caller, batches):
     changed = browser.request("POST", f"{path}/definition",
                               {"csrf": token, "name": "Cash roll", "subject_id": batches["cash"]})
     assert changed["statusCode"] == 303
+    # the page lands on its confirmation, not on the form's anchor below it
+    assert _header(changed, "Location") == f"{path}?done=update#done"
+    assert '<p class="done" id="done" role="status">The schedule was updated.</p>' in browser.request(
+        "GET", f"{path}?done=update")["body"]
     now = call("GET", f"/schedules/{made['id']}").body["schedule"]
     assert (now["name"], now["subject_id"]) == ("Cash roll", batches["cash"])
     # another workspace's subject is refused on the field, keeping what was typed
@@ -128,10 +132,15 @@ def test_rename_change_subject_then_delete(console, call, caller, batches):
     confirm = browser.request("GET", f"{path}/delete")
     assert confirm["statusCode"] == 200
     assert "its runs (0) and its history" in html_lib.unescape(confirm["body"])
+    assert '<button type="submit" class="danger">Delete the schedule</button>' in confirm["body"]
+    assert 'its address answers "not found"' in html_lib.unescape(confirm["body"])
+    admin = signed_in(console, caller, roles=("schedules:read", "schedules:write", "workspace:admin"))
+    assert 'href="/console/audit?kind=schedule"' in admin.request("GET", f"{path}/delete")["body"]
     deleted = browser.request("POST", f"{path}/delete", {"csrf": token})
     assert deleted["statusCode"] == 303
     listed = browser.get_decoded("/console/schedules?done=delete")["body"]
-    assert "The schedule was deleted; its runs and history are kept." in listed
+    assert ("The schedule was deleted; its runs and history are kept in the workspace's audit log, which a "
+            "workspace admin reads.") in listed
     assert call("GET", f"/schedules/{made['id']}").status == 404
     assert browser.request("POST", f"{path}/delete", {"csrf": token})["statusCode"] == 404
 
@@ -157,3 +166,29 @@ def test_a_reader_cannot_delete_or_rename(console, call, caller):
     token = browser.csrf(path)
     assert browser.request("POST", f"{path}/delete", {"csrf": token})["statusCode"] == 403
     assert call("GET", f"/schedules/{made['id']}").status == 200
+
+
+def test_the_zone_picker_offers_the_places_not_their_aliases(console, caller):
+    body = signed_in(console, caller).request("GET", "/console/schedules/new")["body"]
+    zones = re.search(r'<select id="rf-timezone".*?</select>', body, re.S).group(0)
+    assert "<option>Asia/Kolkata</option>" in zones and "<option>Europe/Berlin</option>" in zones
+    assert re.search(r"<option( selected)?>UTC</option>", zones)
+    for alias in ("Asia/Calcutta", "Africa/Asmera", "America/Buenos_Aires", "US/Eastern", "America/Knox_IN"):
+        assert f"<option>{alias}</option>" not in zones
+
+
+def test_the_schedule_page_names_its_people_with_the_id_in_a_title(console, call, db_url):
+    from tests.api.conftest import seed_member
+
+    roles = "schedules:read,schedules:write,queries:read,queries:write"
+    writer = seed_member(db_url, roles=("queries:admin",), token_roles=roles)
+    made = call("POST", "/schedules", new_schedule(name="Named sweep"), as_=writer).body
+    browser = Browser(console)
+    browser.sign_in(writer, tuple(roles.split(",")))
+    page = browser.request("GET", f"/console/schedules/{made['id']}")["body"]
+    assert f'<dt>Made by</dt><dd><span title="{writer.user_id}"><bdi>Member</bdi></span>' in page
+    assert "<dt>Last changed by</dt>" in page
+    # the zones in two short sentences (the rule's only when it differs from the workspace's)
+    note = "<p class=\"note\">Times are Europe/Berlin time, UTC beside. The rule's occurrences are America/New_York"
+    assert note in page.replace("&#39;", "'")
+    assert f'by <span title="{writer.user_id}"><bdi>Member</bdi></span>' in page  # the history's entry

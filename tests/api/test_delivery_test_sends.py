@@ -254,7 +254,11 @@ def test_the_delivery_page_offers_the_test_to_writers_and_says_where_it_went(
     deliver(db_url, publisher.sent[-1], aws)
     shown = browser.get_decoded(location)["body"]
     assert "A test of this delivery is on its way to you only, at <bdi>tess@x.test</bdi>" in shown
-    assert '<span class="mark">test</span>' in shown and 'data-code="test"' in shown
+    # the ledger's heading says it once; the Changes tell the test from a Run now
+    assert '<span class="mark" data-code="test">test</span> sent only to ' in shown
+    assert "test Test" not in shown and "Test (sent only" not in shown
+    changes = shown[shown.index("<h2>Changes</h2>"):]
+    assert "Test sent to " in changes and "Run now requested" not in changes
     # A refusal is shown on the page with the API's reason (Nora has no address)
     nora = Browser(console)
     nora.sign_in(person(tenants, "nora"), roles=("queries:read", "queries:write"))

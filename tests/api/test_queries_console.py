@@ -49,6 +49,11 @@ def test_an_analyst_previews_saves_versions_compares_and_deletes_a_query(db_url,
     assert 'href="/console/queries"' in listing and 'href="/console/queries/new"' in listing
     form = browser.request("GET", "/console/queries/new?entity=invoices")["body"]
     assert "31.12.2026" in form and "1.234,50" in form  # the examples are the workspace's locale's
+    assert "Dates as the console shows them, <span dir=\"ltr\">2026-12-31</span>" in form
+    # operators in words for the column's type only; every column of the entity ticked
+    assert ">Amount is at least</option>" in form and ">Issued is on or after</option>" in form
+    assert "before / less than" not in form and "Amount is on or after" not in form
+    assert re.search(r'name="col\.number" value="1" checked', form)
 
     # Preview: the matching row, nothing saved
     preview = browser.request("POST", "/console/queries/new", _form(form, action="preview", **TYPED))
@@ -71,6 +76,9 @@ def test_an_analyst_previews_saves_versions_compares_and_deletes_a_query(db_url,
     query_path = _header(saved, "Location").split("?")[0]
     page = browser.request("GET", query_path)["body"]
     assert "Large 2026 invoices" in page and "No delivery reads this query." in page
+    # a first version has nothing to compare with (no "version 1 with version 1")
+    assert "Only version 1 so far" in page and 'id="d-left"' not in page
+    assert "<dt>Current version</dt><dd>1 (Invoices)</dd>" in page
     # The definition in words: labels, operators in words, values in the workspace's locale, money in major units
     words = page[page.index("<h2>What version 1 asks</h2>"):page.index("<h2>Export now</h2>")]
     assert "<dt>Columns</dt><dd><bdi>Number</bdi>, <bdi>Amount</bdi></dd>" in words
@@ -88,8 +96,14 @@ def test_an_analyst_previews_saves_versions_compares_and_deletes_a_query(db_url,
                               _form(again, action="save", **{**TYPED, "f1.value": "2.000,00"}))
     assert version["statusCode"] == 303, version["body"]
     page = html.unescape(browser.request("GET", f"{query_path}?left=1&right=2")["body"])
-    assert '"value": 123450' in page and '"value": 200000' in page
-    assert re.search(r'<tr class="replace">', page)
+    assert '"value": 123450' in page and '"value": 200000' in page  # the JSON, behind a disclosure
+    words = page[page.index('<table class="diff cards">'):page.index("<details><summary>The two definitions")]
+    assert words.count('<tr class="replace">') == 1 and "amount_minor" not in words
+    assert "<bdi>Amount is at least 1.234,50</bdi>" in words and "<bdi>Amount is at least 2.000,00</bdi>" in words
+    assert "<bdi>Invoices</bdi>" in words
+    # the list and the versions name the entity by its label
+    assert "<td data-label=\"Entity\">Invoices</td>" in browser.request("GET", "/console/queries")["body"]
+    assert "Still runs?" in page and "Checks" not in page
 
     # Delete: the list without it
     page = browser.request("GET", query_path)["body"]
@@ -138,3 +152,14 @@ def test_names_and_definitions_are_escaped_and_bidi_isolated(db_url, console):
         page = browser.request("GET", path)["body"]
         assert "<b>x</b>" not in page and "<i>y</i>" not in page, path
         assert "<bdi>&lt;b&gt;x&lt;/b&gt;\u202e</bdi>" in page, path
+
+
+def test_use_this_entity_ticks_all_of_its_columns(db_url, console):
+    analyst = _berlin(db_url)
+    browser = _browser(console, analyst, WRITER)
+    form = browser.request("GET", "/console/queries/new")["body"]
+    # the columns ticked for the entity shown before do not carry over: the new entity's all are
+    fresh = browser.request("POST", "/console/queries/new",
+                            _form(form, action="entity", name="Kept name", **{"col.number": "1"}))["body"]
+    ticked = re.findall(r'name="col\.([a-z_]+)" value="1" checked', fresh)
+    assert {"number", "amount_minor", "issue_date"} <= set(ticked) and 'value="Kept name"' in fresh

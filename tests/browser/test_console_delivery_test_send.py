@@ -102,7 +102,11 @@ def test_an_analyst_writes_a_query_delivers_it_weekly_tests_it_runs_it_and_delet
     assert test_run.locator(".mark", has_text="test").count() == 1
     rows = test_run.locator("table tbody tr")
     assert rows.count() == 1
-    assert rows.first.locator("code").inner_text() == people["analyst"] and "Sent" in rows.first.inner_text()
+    assert rows.first.locator("td").first.inner_text() == people["analyst"]  # no recipient: by user id
+    assert "Sent" in rows.first.inner_text()
+    assert "test Test" not in test_run.inner_text() and "sent only to Ana Analyst" in test_run.inner_text()
+    changes = page.locator("ul.changes").inner_text()
+    assert "Test sent to Ana Analyst" in changes and "Run now requested" not in changes
     _checked(page, "delivery page with a test", found)
     # Run now: every recipient, and the per-recipient ledger
     page.once("dialog", lambda dialog: dialog.accept())
@@ -110,7 +114,8 @@ def test_an_analyst_writes_a_query_delivers_it_weekly_tests_it_runs_it_and_delet
     page.wait_for_url("**?done=run")
     run = _runs_until(page, lambda run: run.locator("table tbody tr").count() == 2
                       and run.inner_text().count("Sent") >= 2)
-    ledger = {row.locator("td").first.locator("code").inner_text(): row.locator("td").nth(1).inner_text()
+    ledger = {row.locator("td").first.locator("span[title]").first.get_attribute("title"):
+              row.locator("td").nth(1).inner_text()
               for row in run.locator("table tbody tr").all()}
     assert ledger == {people["viewer"]: "Sent", people["admin"]: "Sent"}
     assert run.locator(".mark", has_text="test").count() == 0

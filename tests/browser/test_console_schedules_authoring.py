@@ -67,7 +67,7 @@ def test_an_admin_makes_previews_renames_and_deletes_a_second_sunday_schedule(ph
     assert _fits(page) and _serious(page) == []
     # Create opens the new schedule's page
     form.get_by_role("button", name="Create").click()
-    page.wait_for_url("**?done=create")
+    page.wait_for_url("**?done=create*")
     assert page.get_by_role("status").inner_text() == "The schedule was created."
     assert "Last changed" in page.locator(".facts").inner_text()
     schedule_id = page.url.split("/schedules/", 1)[1].split("?", 1)[0]
@@ -81,14 +81,20 @@ def test_an_admin_makes_previews_renames_and_deletes_a_second_sunday_schedule(ph
     page.locator("#def-name").press("Enter")
     page.wait_for_url("**?done=update*")
     assert page.get_by_role("heading", level=1).inner_text() == "Renamed sweep"
+    assert page.get_by_role("status").is_visible() and page.url.endswith("#done")  # the confirmation, in view
+    top = page.evaluate("document.getElementById('done').getBoundingClientRect().top")
+    assert -1 <= top < page.viewport_size["height"]
     # Delete it: the confirmation says what is kept
     page.get_by_role("link", name="Delete this schedule…").click()
     page.wait_for_url("**/delete")
     assert "its runs (0) and its history, for audit" in page.locator("main").inner_text()
+    assert page.get_by_role("link", name="audit log (schedules)").get_attribute("href").endswith(
+        "/console/audit?kind=schedule")
     assert _fits(page) and _serious(page) == []
     page.get_by_role("button", name="Delete the schedule").click()
     page.wait_for_url("**/console/schedules?done=delete")
-    assert page.get_by_role("status").inner_text() == "The schedule was deleted; its runs and history are kept."
+    assert page.get_by_role("status").inner_text() == (
+        "The schedule was deleted; its runs and history are kept: see the audit log (schedules).")
     assert page.get_by_role("link", name="Renamed sweep").count() == 0
     assert requests.get(f"{server.base_url}/schedules/{schedule_id}", headers=headers, timeout=30).status_code == 404
 

@@ -62,6 +62,7 @@ from timekeeper.api.models import (
     check_rule_shape,
     decode_cursor,
     encode_cursor,
+    rule_description,
 )
 from timekeeper.api.reports import SnapshotBasisOut
 from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header
@@ -224,6 +225,9 @@ class QueryScheduleOut(BaseModel):
                                                    "(on a single schedule's read)")
     recurrence: dict[str, Any] | None = Field(None, description="the saved rule as PATCH takes it, with its "
                                                                 "timezone (on a single schedule's read)")
+    description: str | None = Field(None, description="the rule in words with its zone (on a single schedule's "
+                                                      "read)", examples=["At 09:00 on Monday every week, "
+                                                                         "Europe/Berlin"])
 
 
 class QuerySchedulePage(BaseModel):
@@ -351,6 +355,8 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False,
     names = {uid: str(c["display_name"]) for uid, c in known.items() if c.get("display_name")} \
         if listed is not None else None
     emails = {uid: str(c["email"]) for uid, c in known.items() if c.get("email")} if listed is not None else None
+    rule = schedule_recurrence(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id) \
+        if recipients else None
     return QueryScheduleOut(
         id=settings.schedule_id, name=settings.name, status=state.status, pause_reason=state.pause_reason,
         next_due_at=state.next_due_at, owner_user_id=settings.owner_user_id,
@@ -362,8 +368,7 @@ def _out(conn: Any, settings: dl.QuerySchedule, *, recipients: bool = False,
         body_template=settings.body_template, link_ttl_hours=settings.link_ttl_hours,
         recipients=listed, recipient_names=names, recipient_emails=emails,
         timezone=workspace_timezone(conn, settings.workspace_id) if recipients else None,
-        recurrence=schedule_recurrence(conn, workspace_id=settings.workspace_id, schedule_id=settings.schedule_id)
-        if recipients else None)
+        recurrence=rule, description=rule_description(rule) if rule else None)
 
 
 def _names_of(conn: Any, workspace_id: UUID, rows: list[dl.QuerySchedule]

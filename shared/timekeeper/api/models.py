@@ -455,6 +455,12 @@ def _rule_notes(recurrence: dict[str, Any]) -> dict[str, Any]:
     return {"warnings": list(rule.warnings), "description": describe_rule(rule)}
 
 
+def rule_description(recurrence: dict[str, Any]) -> str | None:
+    """A saved rule in words with its zone (``"At 09:00 on Monday every week,
+    Europe/Berlin"``); None when it no longer validates."""
+    return _rule_notes(recurrence)["description"]
+
+
 def _fields(row: Any) -> dict[str, Any]:
     """A row dataclass's fields as a dict (shallow: JSON columns are not copied)."""
     return {f.name: getattr(row, f.name) for f in fields(row)}

@@ -4,6 +4,8 @@ UTC beside them, occurrences with their DST marks, and rules in one line."""
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
+from importlib import resources
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -41,6 +43,30 @@ def zone_enum(document: Any) -> list[str]:
     except (KeyError, TypeError):
         return []
     return sorted(name for name in names if isinstance(name, str)) if isinstance(names, list) else []
+
+
+@cache
+def _place_zones() -> frozenset[str]:
+    """The zones of the pinned ``tzdata`` package's ``zone.tab`` (one per country's place,
+    ``"Europe/Berlin"``, ``"Asia/Kolkata"``), plus ``"UTC"``: the names without the
+    backward-compatible aliases (``"Asia/Calcutta"``, ``"US/Eastern"``). Empty when the
+    package has no such file."""
+    try:
+        text = resources.files("tzdata.zoneinfo").joinpath("zone.tab").read_text(encoding="utf-8")
+    except (FileNotFoundError, ModuleNotFoundError):
+        return frozenset()
+    names = {line.split("\t")[2] for line in text.splitlines() if line and not line.startswith("#")
+             and line.count("\t") >= 2}
+    return frozenset({*names, "UTC"})
+
+
+def offered_zones(zones: list[str]) -> list[str]:
+    """The zones a zone picker offers out of ``zones`` (the API's enum, sorted): only the
+    places' own names, not the aliases the API still accepts for rules written with
+    them (a page adds a rule's current zone itself). ``zones`` unchanged when the
+    places' list is not known."""
+    places = _place_zones()
+    return [z for z in zones if z in places] if places else list(zones)
 
 
 def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:

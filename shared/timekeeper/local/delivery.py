@@ -99,9 +99,10 @@ class DiskMailer:
         line of the recipient, subject and headers; ``.txt`` the plain-text part); returns
         the message id."""
         message_id = self.inner.send(to=to, subject=subject, html=html, text=text, headers=headers)
-        (self.folder / f"{message_id}.html").write_text(
-            json.dumps({"to": to, "subject": subject, "headers": dict(headers or {})}) + "\n" + html,
-            encoding="utf-8")
+        header = json.dumps({"to": to, "subject": subject, "headers": dict(headers or {})})
+        # HTML-safe JSON (the same values): a browser opening the file shows <http://...> as text, not a tag
+        header = header.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+        (self.folder / f"{message_id}.html").write_text(header + "\n" + html, encoding="utf-8")
         (self.folder / f"{message_id}.txt").write_text(text, encoding="utf-8")
         return message_id
 

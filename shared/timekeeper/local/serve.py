@@ -542,7 +542,8 @@ def _enable_console(stack: LocalStack) -> None:
 def console_samples(sample: Any) -> list[dict[str, str]]:
     """The people the development sign-in offers for the Platform sample ``sample`` (a
     :class:`~timekeeper.local.platform_data.SampleSet`): ``[{"label", "user_id",
-    "workspace_id", "roles"}]`` with the token's roles comma-separated. Each token role the
+    "workspace_id", "roles", "summary"}]`` with the token's roles comma-separated and
+    ``summary`` what the person may do, in words (shown beside the sign-in button). Each token role the
     access rule judges by membership (queries, reports) is one the sample membership
     grants, so the navigation offers no page the person is refused."""
     from timekeeper.console.sessions import DEV_ROLES
@@ -550,14 +551,19 @@ def console_samples(sample: Any) -> list[dict[str, str]]:
     everything = ",".join(DEV_ROLES)
     samples = []
     # The Berlin admin is also the staff sample person; Sydney's admin is no staff member.
-    for label, persona, workspace, roles in (
-            ("Berlin admin", "admin", "berlin", everything),
-            ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES),
-            ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read"),
-            ("Sydney admin", "sydney_admin", "sydney", ",".join(r for r in DEV_ROLES if r != "platform:staff"))):
+    for label, persona, workspace, roles, summary in (
+            ("Berlin admin", "admin", "berlin", everything,
+             "workspace admin and platform staff: every page, Operations and the audit log included"),
+            ("Berlin analyst", "analyst", "berlin", ANALYST_ROLES,
+             "writes schedules, queries, reports and deliveries; no admin or staff pages"),
+            ("Berlin viewer", "viewer", "berlin", "schedules:read,queries:read,reports:read,snapshots:read",
+             "reads schedules, queries, reports and snapshots; changes nothing"),
+            ("Sydney admin", "sydney_admin", "sydney", ",".join(r for r in DEV_ROLES if r != "platform:staff"),
+             "workspace admin of another workspace (Sydney); not staff")):
         if persona in sample.users and workspace in sample.workspaces:
             samples.append({"label": label, "user_id": sample.users[persona],
-                            "workspace_id": str(sample.workspaces[workspace]), "roles": roles})
+                            "workspace_id": str(sample.workspaces[workspace]), "roles": roles,
+                            "summary": summary})
     return samples
 
 

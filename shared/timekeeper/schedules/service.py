@@ -321,7 +321,8 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
         if run_id is None:
             return fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,
                                                               "occurrence_key": key}), False
-        _event(conn, schedule, "run_requested", actor, now, run_id=run_id)
+        _event(conn, schedule, "run_requested", actor, now, run_id=run_id,
+               detail={"trigger": "test"} if trigger == "test" else None)
     message = RunMessage(run_id=run_id, schedule_id=schedule_id, workspace_id=workspace_id,
                          owner=schedule.owner, work_kind=schedule.work_kind)
     publish_offers(conn, publisher, [message], now=now, actor=actor)

@@ -130,7 +130,7 @@ def delivery_page(ctx: Request, schedule_id: str, *, problem: str | None = None,
     trail = client.call("GET", f"/query-schedules/{schedule_id}/history")
     changes = [{**e, "when": when(e["at"], zone), "fields": changed_fields(e.get("detail"))}
                for e in trail.body["items"]] if trail.status == 200 else None
-    return ctx.page("delivery.html", status_code,
+    return ctx.page("delivery.html", status_code, rule_words=reply.body.get("description"),
                     s={**reply.body, "next": when(reply.body.get("next_due_at"), zone)},
                     zone=zone, runs=runs, live=under_way(runs), people=people_by_id(ctx), done=done, sent_to=sent_to,
                     problem=problem, test_key=str(uuid.uuid4()), changes=changes, run_key=str(uuid.uuid4()),

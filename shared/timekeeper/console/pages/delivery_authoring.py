@@ -51,7 +51,10 @@ CHOICES = 200
 UPCOMING = 10
 #: What a new delivery's templates start from.
 DEFAULT_SUBJECT = "{{ schedule_name }} for {{ run_date }}"
-DEFAULT_BODY = "<p>Hello {{ recipient_name }},</p>\n<p><a href=\"{{ link }}\">Download {{ schedule_name }}</a></p>"
+#: The body a new delivery starts with: its link is a word in a sentence, since the message's
+#: frame adds the download button itself (a second "Download" call would repeat it).
+DEFAULT_BODY = ("<p>Hello {{ recipient_name }},</p>\n<p>{{ schedule_name }} for {{ run_date }} is ready "
+                "(<a href=\"{{ link }}\">the file</a>).</p>")
 #: Which form control an API field names (the rule's controls: :func:`rule_form.control_for`).
 _CONTROLS = {"name": "d-name", "source": "d-source", "format": "d-format", "recipients": "d-candidate",
              "user_id": "d-candidate", "subject_template": "d-subject", "body_template": "d-body",
@@ -273,9 +276,22 @@ def _common_intent(ctx: Request, draft: Draft, intent: str, *, saved: dict[str, 
             body = {**body, "source": source or {}, "format": saved["format"]}
         reply = ctx.api().call("POST", "/query-schedules/message-preview", body=body)
         if reply.status == 200:
-            return form_page(ctx, replace(draft, preview_user=user_id), **page, message=reply.body)
+            return form_page(ctx, replace(draft, preview_user=user_id), **page, message=reply.body,
+                             rule_preview=_quiet_rule_preview(ctx, draft))
         return _refusal(ctx, draft, reply, page)
     return None
+
+
+def _quiet_rule_preview(ctx: Request, draft: Draft) -> dict[str, Any] | None:
+    """The draft's rule preview (``POST /query-schedules/rule-preview``) shown beside another
+    preview, so one preview does not hide the other; None when the rule as typed is refused
+    (its own button says why)."""
+    try:
+        recurrence = recurrence_of(draft)
+    except _Refused:
+        return None
+    reply = ctx.api().call("POST", "/query-schedules/rule-preview", body={"recurrence": recurrence, "count": UPCOMING})
+    return reply.body if reply.status == 200 and isinstance(reply.body, dict) else None
 
 
 def _refusal(ctx: Request, draft: Draft, reply: ApiReply, page: dict[str, Any]) -> Response:

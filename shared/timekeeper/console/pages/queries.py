@@ -161,16 +161,17 @@ def _entities(catalogue: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def _conditions(catalogue: dict[str, Any], entity: dict[str, Any]) -> list[dict[str, str]]:
     """Every column and operator its type allows, as one choice (``column|op``) each."""
     by_type = {t["name"]: t["operators"] for t in catalogue.get("types", [])}
-    return [{"value": f"{c['name']}|{op}", "label": f"{c['label']} {_OPERATOR_WORDS.get(op, op)}"}
+    return [{"value": f"{c['name']}|{op}", "label": f"{c['label']} {operator_words(op, c['type'])}"}
             for c in entity["columns"] for op in by_type.get(c["type"], [])]
 
 
 def blank_form(catalogue: dict[str, Any], entity_name: str | None) -> dict[str, Any]:
     """The typed fields of an empty form for ``entity_name`` (the catalogue's first entity
-    when None or unknown)."""
+    when None or unknown), every column of the entity ticked."""
     entities = _entities(catalogue)
     name = entity_name if entity_name in entities else next(iter(entities), "")
-    return {"entity": name, "columns": [], "filters": [{"cond": "", "value": ""} for _ in range(FILTER_ROWS)],
+    columns = [c["name"] for c in entities[name]["columns"]] if name else []
+    return {"entity": name, "columns": columns, "filters": [{"cond": "", "value": ""} for _ in range(FILTER_ROWS)],
             "sort": [{"column": "", "direction": "asc"} for _ in range(SORT_ROWS)], "limit": "",
             "name": "", "description": ""}
 
@@ -295,8 +296,16 @@ def queries_list(ctx: Request) -> Response:
     zone = zone_of(reply.body)
     items = [{**q, "changed": when(q["updated_at"], zone)} for q in reply.body["items"]]
     done = "The query was deleted." if params.get("done") == "deleted" else None
+    catalogue = _catalogue(ctx)
+    labels = entity_labels(catalogue if isinstance(catalogue, dict) else {})
     return ctx.page("queries.html", items=items, zone=zone, next_cursor=reply.body.get("next_cursor"),
-                    may_write=_may_write(ctx), done=done)
+                    may_write=_may_write(ctx), done=done, labels=labels)
+
+
+def entity_labels(catalogue: dict[str, Any]) -> dict[str, str]:
+    """``{entity name: its catalogue label}`` (``"invoices"`` -> ``"Invoices"``); empty
+    when the catalogue is not known (pages then show the name)."""
+    return {name: str(e.get("label") or name) for name, e in _entities(catalogue).items()}
 
 
 @router.get(f"{PREFIX}/queries/new")
@@ -322,7 +331,7 @@ def _submitted(ctx: Request, query: dict[str, Any] | None) -> Response:
     key = fields.get("key") or _new_key()
     action = fields.get("action", "")
     if action == "entity":
-        fresh = blank_form(catalogue, fields.get("entity"))
+        fresh = blank_form(catalogue, fields.get("entity"))  # every column of the chosen entity ticked
         return _form_page(ctx, catalogue, {**fresh, "name": typed["name"], "description": typed["description"]},
                           query=query, key=key)
     definition, where = draft_of(typed, catalogue)
@@ -414,6 +423,22 @@ def side_by_side(left: dict[str, Any], right: dict[str, Any]) -> list[dict[str, 
     return rows
 
 
+def compared_words(left: dict[str, Any], right: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two versions' definitions in words (:func:`definition_words`) side by side, one row
+    per part: ``{"part", "left", "right", "changed"}`` with each side a list of lines
+    (entity, columns, each filter, sort, limit as a page says them)."""
+
+    def lines(words: dict[str, Any]) -> dict[str, list[str]]:
+        filters = [" ".join(p for p in (f["column"], f["op"], f["value"]) if p) for f in words["filters"]]
+        return {"Entity": [str(words["entity"])], "Columns": [", ".join(words["columns"]) or "—"],
+                "Filters": filters or ["none: every row"],
+                "Sorted by": [", then ".join(words["sort"]) or "the entity's own order"],
+                "At most": [f"{words['limit']} rows" if words["limit"] else "the catalogue's limit"]}
+
+    a, b = lines(left), lines(right)
+    return [{"part": part, "left": a[part], "right": b[part], "changed": a[part] != b[part]} for part in a]
+
+
 @router.get(f"{PREFIX}/queries/<query_id>")
 @signed_in
 def query_page(ctx: Request, query_id: str) -> Response:
@@ -431,9 +456,12 @@ def query_page(ctx: Request, query_id: str) -> Response:
     left = numbers.get(params.get("left", ""), versions[1] if len(versions) > 1 else versions[0])
     done = {"saved": "The query was saved.", "version": "The new version was saved."}.get(params.get("done", ""))
     catalogue = _catalogue(ctx)
-    words = definition_words(right["definition"], catalogue if isinstance(catalogue, dict) else {}, detail["entry"])
+    known = catalogue if isinstance(catalogue, dict) else {}
+    words = definition_words(right["definition"], known, detail["entry"])
+    left_words = definition_words(left["definition"], known, detail["entry"])
     return ctx.page("query.html", q=detail["query"], versions=versions, pinned_by=detail["pinned_by"], zone=zone,
-                    words=words, people=people_by_id(ctx),
+                    words=words, people=people_by_id(ctx), labels=entity_labels(known),
+                    compared=compared_words(left_words, words),
                     definition_json=json.dumps(right["definition"], indent=2, ensure_ascii=False),
                     changed=when(detail["query"]["updated_at"], zone), left=left, right=right,
                     diff=side_by_side(left["definition"], right["definition"]), may_write=_may_write(ctx),

@@ -147,7 +147,7 @@ def create_schedule(ctx: Request) -> Response:
             body["subject_id"] = subject
         reply = client.call("POST", "/schedules", body=body, headers={"Idempotency-Key": key})
         if reply.status in (200, 201) and isinstance(reply.body, dict):
-            return ctx.redirect(f"{PREFIX}/schedules/{quote(str(reply.body['id']), safe='')}?done=create")
+            return ctx.redirect(f"{PREFIX}/schedules/{quote(str(reply.body['id']), safe='')}?done=create#done")
     if reply.status == 422 and isinstance(reply.body, dict):
         # A refused create made nothing: the corrected form is a new request, with a new key.
         again["key"] = None if fields.get("intent") == "create" else key
@@ -177,7 +177,7 @@ def change_definition(ctx: Request, schedule_id: str) -> Response:
         return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}")
     changed = ctx.api().call("PATCH", f"/schedules/{schedule_id}", body=body)
     if changed.status == 200:
-        return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
+        return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update#done")
     if changed.status == 422 and isinstance(changed.body, dict):
         return schedule_page(ctx, schedule_id, http_status=HTTPStatus.UNPROCESSABLE_ENTITY,
                              definition={"name": name, "subject_id": subject,

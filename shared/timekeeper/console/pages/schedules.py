@@ -15,9 +15,19 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper import json_input
 from timekeeper.console import glossary, rule_form
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import changed_fields, occurrence_rows, rule_code, rule_text, when, zone_enum, zone_of
+from timekeeper.console.display import (
+    changed_fields,
+    occurrence_rows,
+    offered_zones,
+    rule_code,
+    rule_text,
+    when,
+    zone_enum,
+    zone_of,
+)
 from timekeeper.console.pages.actions import ACTIONS
 from timekeeper.console.paths import PREFIX
+from timekeeper.console.people import people_by_id
 
 router = Router()
 
@@ -100,12 +110,13 @@ def subjects_of(ctx: Request, kind: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def rule_zones(ctx: Request) -> list[str]:
-    """The zones a rule may name, as the API's document lists them (read once per
-    execution environment; empty while the API does not say)."""
+    """The zones a rule's zone picker offers: the API document's zones without the
+    aliases (:func:`offered_zones`; read once per execution environment; empty while the
+    API does not say)."""
     zones = ctx.console.zones
     if not zones:
         reply = ctx.api().call("GET", "/openapi.json")
-        zones.extend(zone_enum(reply.body) if reply.status == 200 else [])
+        zones.extend(offered_zones(zone_enum(reply.body)) if reply.status == 200 else [])
     return zones
 
 
@@ -185,6 +196,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
         kind=kind, choices=choices, subject_name=subject_name, definition=definition or {},
         changed=when(detail.get("changed_at"), shown_zone), changed_by=detail.get("changed_by"),
+        people=people_by_id(ctx),
         created=when(detail["schedule"]["created_at"], shown_zone),
         submitted=submitted, zones=zone_choices, rf=rule_form,
         problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
@@ -230,7 +242,7 @@ def edit_rule(ctx: Request, schedule_id: str) -> Response:
     if ctx.fields.get("intent") == "save":
         reply = client.call("PATCH", f"/schedules/{schedule_id}", body={"recurrence": recurrence})
         if reply.status == 200:
-            return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
+            return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update#done")
     else:
         reply = client.call("POST", "/rules/preview", body={"recurrence": recurrence, "count": UPCOMING})
         if reply.status == 200:
@@ -255,4 +267,4 @@ def choose_failure_notices(ctx: Request, schedule_id: str) -> Response:
     reply = ctx.api().call("PATCH", f"/schedules/{schedule_id}", body={"notify_on": choice})
     if reply.status != 200:
         return ctx.api_error(reply)
-    return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update")
+    return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update#done")

@@ -121,9 +121,15 @@ def _cron_words(expression: str) -> str:
     options.verbose = True
     options.casing_type = CasingTypeEnum.Sentence
     try:
-        return ExpressionDescriptor(expression, options).get_description(DescriptionTypeEnum.FULL)
+        text = ExpressionDescriptor(expression, options).get_description(DescriptionTypeEnum.FULL)
     except Exception:  # noqa: BLE001 - a form the library does not know: the expression itself
         return f"On the cron schedule {expression!r}"
+    if text.startswith("Every "):
+        # A step ("Every 15 minutes") already says how often: the library's verbose
+        # "every hour" / "every day" after it add nothing ("Every 15 minutes, Monday through Friday").
+        parts = text.split(", ")
+        text = ", ".join([parts[0], *(p for p in parts[1:] if p not in ("every hour", "every day"))])
+    return text
 
 
 def _ordinal(n: int) -> str:
