@@ -52,7 +52,7 @@ RUNBOOKS: tuple[tuple[str, str], ...] = (
     (r"-dispatcher-(silence|heartbeat)(-p\d+)?$", "dispatcher-silent"),
     (r"-planner-(silence|errors)$", "snapshot-planner-silent-or-failing"),
     (r"-queue-age$", "queue-waiting"),
-    (r"-dlq-(depth|arrivals)$", "redrive-a-dead-letter-queue-after-fixing-the-cause"),
+    (r"-dlq-(depth|arrivals)$", "read-a-dead-letter-queue-then-redrive-or-delete-after-fixing-the-cause"),
     (r"-(consumer|job)-errors$", "consumer-errors"),
     (r"-report-renderer-(errors|throttles|failed-events|failed-arrivals)$", "renderer-failing"),
     (r"-api-downloads-(errors|throttles)$", "public-links-failing"),

@@ -175,7 +175,7 @@ def test_get_shows_the_latest_run_the_next_five_occurrences_and_the_history(call
     assert upcoming[0]["local"] == "2027-03-12T02:30:00-05:00"
     assert upcoming[2] == {"at": "2027-03-14T07:30:00Z", "local": "2027-03-14T03:30:00-04:00",
                            "local_date": "2027-03-14", "local_time": "02:30", "timezone": "America/New_York",
-                           "shifted": True, "repeated": False}
+                           "shifted": True, "repeated": False, "skipped": False, "window_end": None, "due_at": None}
     # And the latest run and the history name the manual run and who asked for it
     assert reply.body["latest_run"]["id"] == run_id
     assert reply.body["latest_run"]["trigger"] == "manual" and reply.body["latest_run"]["state"] == "queued"

@@ -194,6 +194,11 @@ def erase_old_addresses(conn: psycopg.Connection, *, now: datetime, personal_dat
     return pruned
 
 
+#: The statement that pseudonymises each snapshot row table's personal data
+#: (``0063_snapshot_personal_data.sql``): one per table that carries any.
+PERSONAL_DATA_STATEMENTS = {"snapshot_ar_aging": "expire_personal_data_snapshot_ar_aging"}
+
+
 def expire_snapshot_personal_data(conn: psycopg.Connection, *, now: datetime, retention_days: dict[str, int],
                                   batch_rows: int, max_batches: int, time_budget_s: float,
                                   clock: Callable[[], float] = time.monotonic) -> Pruned:
@@ -206,13 +211,13 @@ def expire_snapshot_personal_data(conn: psycopg.Connection, *, now: datetime, re
 
     Bounded as :func:`prune_owner_history`. Returns what was changed
     (``snapshot_rows_pseudonymised`` rows). Raises ``ValueError`` for a naive ``now`` and
-    ``KeyError`` for a table without its statement (``expire_personal_data_<table>``).
+    ``KeyError`` for a table without its statement (:data:`PERSONAL_DATA_STATEMENTS`).
     """
     if now.tzinfo is None:
         raise ValueError("now must be an aware UTC instant")
     pruned, budget = Pruned(), _Budget(max_batches, time_budget_s, clock)
     for table, days in sorted(retention_days.items()):
-        name = f"expire_personal_data_{table}"
+        name = PERSONAL_DATA_STATEMENTS.get(table, "")
         if name not in SQL:
             raise KeyError(f"no retention statement {name} for the personal data of {table}")
         cutoff = (now - timedelta(days=days)).date().replace(day=1)

@@ -111,6 +111,10 @@ class ZonePreview:
     schedules: list[ScheduleZoneChange]
 
 
+#: The statement that writes each setting.
+SET_STATEMENTS = {"timezone": "set_timezone", "locale": "set_locale", "notify_admins": "set_notify_admins"}
+
+
 def get_settings(conn: psycopg.Connection, workspace_id: UUID) -> WorkspaceSettings:
     """The workspace's settings; raises ``LookupError`` for a workspace not visible."""
     row = fetch_one(conn, SQL["read_settings"], {"workspace_id": workspace_id}, WorkspaceSettings)
@@ -179,7 +183,7 @@ def update_settings(conn: psycopg.Connection, *, workspace_id: UUID, actor: str,
         changed = {k: v for k, v in wanted.items() if v is not None and v != row[k]}
         moved = 0
         for field, value in changed.items():
-            execute(conn, SQL[f"set_{field}"], {"workspace_id": workspace_id, field: value})
+            execute(conn, SQL[SET_STATEMENTS[field]], {"workspace_id": workspace_id, field: value})
         if "timezone" in changed and move_schedules:
             moved = _move_schedules(conn, workspace_id=workspace_id, old=row["timezone"], new=changed["timezone"],
                                     actor=actor, now=now)
