@@ -110,9 +110,8 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
         schedule("ny.journal.roll", ny, "batch.roll",
                  {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["00:10"]},
                   "timezone": "America/New_York"}, gl.id)
-        # A flexible window: each run is given a stable instant within 45 minutes of its time
         schedule("ny.reconciliation", ny, "reconciliation.sweep",
-                 {"cron": "15 */6 * * *", "timezone": "America/New_York", "window_minutes": 45})
+                 {"cron": "15 */6 * * *", "timezone": "America/New_York"})
         schedule("ny.billing", ny, "billing.prepare",
                  {"calendar": {"frequency": "daily", "times": ["06:00"]}, "timezone": "America/New_York"})
 
