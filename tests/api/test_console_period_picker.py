@@ -109,7 +109,7 @@ def test_a_published_month_leads_to_its_reports_and_renders_one_over_that_month(
     again = browser.request("POST", "/console/snapshots/renders", fields)
     assert _header(again, "Location") == location
     waiting = browser.request("GET", location)["body"]
-    assert "requested" in waiting and "Reload this page" in waiting
+    assert "requested" in waiting and "Refresh the status" in waiting and "data-live=" in waiting
     render(conn, s3, BUCKET, workspace_id=a.workspace_id, render_id=UUID(render_id), now=NOW)
     status, got = send("GET", f"/reports/{aging}/renders/{render_id}", reader(a))
     assert [(b["period"], b["version"], b["choice"]) for b in got["snapshot_basis"]] == [("2027-01-01", 1, "month")]

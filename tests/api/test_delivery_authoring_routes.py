@@ -53,8 +53,8 @@ def test_recipient_check_names_who_may_not_read_the_source(call, ws):
         assert reply.status == 200, reply.body
         return reply.body
 
-    assert check("rui") == {"user_id": "rui", "display_name": "Rui Reader", "allowed": True, "reason": None,
-                            "message": None}
+    assert check("rui") == {"user_id": "rui", "display_name": "Rui Reader", "email": "rui@x.test", "allowed": True,
+                            "reason": None, "message": None}
     refused = check("vic")
     assert (refused["allowed"], refused["reason"]) == (False, "missing_role")
     assert refused["message"] == ("Vic <Viewer> (vic) may not read the query: their roles in this workspace do not "

@@ -58,7 +58,10 @@ def test_sign_in_pause_and_see_it_in_the_history(page, server, berlin):
     page.get_by_role("button", name="Pause").click()
     page.wait_for_url("**?done=pause")
     assert page.get_by_role("status").inner_text() == "The schedule was paused."
-    assert page.locator(".events li").first.inner_text().endswith(f"Paused by {berlin['admin']} (Paused by its owner)")
+    # The person by name and address, the user id in the name's title
+    event = page.locator(".events li").first
+    assert "Paused by Ada Admin <" in event.inner_text() and event.inner_text().endswith("> (Paused by its owner)")
+    assert event.locator(f"[title*='{berlin['admin']}']").count() == 1
     # Declining the confirmation of Resume leaves it paused
     page.once("dialog", lambda dialog: dialog.dismiss())
     page.get_by_role("button", name="Resume").click()

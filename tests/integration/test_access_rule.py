@@ -82,7 +82,7 @@ def check(conn, world, persona: str, permission: str, obj: str | None = None, wo
 EXPECTED = {
     "admin": set(PERMISSIONS),
     "analyst": {QUERIES_READ, QUERIES_WRITE, REPORTS_READ, REPORTS_WRITE},  # queries:write + reports:write
-    "viewer": {QUERIES_READ},
+    "viewer": {QUERIES_READ, REPORTS_READ},  # queries:read + reports:read
     "no_email": {QUERIES_READ, REPORTS_READ},  # an address is not needed for access
     "multi": {REPORTS_READ},
 }

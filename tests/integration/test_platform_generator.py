@@ -103,7 +103,7 @@ def test_the_sample_covers_zones_statuses_flags_and_personas(conn, sample):
     berlin = sample.workspaces["berlin"]
     assert of[(sample.users["left"], berlin)]["left_at"] is not None
     assert of[(sample.users["analyst"], berlin)]["roles"] == ["queries:write", "reports:write"]
-    assert of[(sample.users["viewer"], berlin)]["roles"] == ["queries:read"]
+    assert of[(sample.users["viewer"], berlin)]["roles"] == ["queries:read", "reports:read"]
     assert of[(sample.users["admin"], berlin)]["roles"] == ["workspace:admin"]
     assert {w for (u, w) in of if u == sample.users["multi"]} == {berlin, sample.workspaces["new_york"]}
     assert not [m for m in memberships if m["user_id"] == sample.users["outsider"]]
