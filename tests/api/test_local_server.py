@@ -187,7 +187,11 @@ CURSOR_JUDGED = {"GET /members"}
 #: periods. A staff request the document allows may still be a documented 422 (a type the
 #: registry does not know, a workspace not in the directory) or 409 (the ledger's refusal).
 SNAPSHOT_AUTH = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:snapshots:read,platform:staff"}
-LEDGER_JUDGED = {"POST /snapshots/runs"}
+LEDGER_JUDGED = {"POST /snapshots/runs",
+                 # a range is planned through the same ledger (a month range that is real, workspaces
+                 # the directory holds); the staff periods' cursor is opaque, and a month range may be
+                 # reversed: each a documented 422 naming its field
+                 "POST /snapshots/ranges/preview", "POST /snapshots/ranges", "GET /snapshots/staff/periods"}
 #: The operations routes are staff's too; a valid redrive or resume may still be a documented
 #: 404 (a queue or schedule that does not exist) or 409 (an empty queue, a rule that no
 #: longer validates).
