@@ -140,8 +140,12 @@ def claim_all(journal: DeliveryJournal, schedule: QuerySchedule, user_ids: list[
 def unconfirmed_submissions(journal: DeliveryJournal) -> set[str]:
     """The recipients of the run whose submission has a 'sending' claim and no recorded
     provider id: the attempt that submitted died or was taken over between the claim and the
-    record, so whether the provider accepted the message is not known."""
+    record, so whether the provider accepted the message is not known. Fenced as
+    :func:`claim_all` is (what the caller then records carries this attempt): raises
+    :class:`RunTakenOver` when the attempt no longer holds the run."""
     with journal.conn.transaction():
+        if fetch_row(journal.conn, SQL["held"], journal.params) is None:
+            raise journal.taken_over()
         return {r["user_id"] for r in fetch_rows(journal.conn, SQL["unconfirmed_submissions"], journal.params)}
 
 
