@@ -10,6 +10,12 @@ alone, and reports for each side the client CPU (the Python process) and the ser
 machine's other load than a rate does, so comparing two revisions back to back with it
 shows changes of a few percent that a W1 rate cannot.
 
+Each side's WAL per run (bytes, ``pg_current_wal_lsn()`` before and after) and the updates
+and heap-only (HOT) updates per run of ``schedule_runs`` and ``schedules``
+(``pg_stat_user_tables``) are printed too. ``--setup-sql FILE`` runs an experiment's SQL
+(other indexes, a fillfactor: ``benchmarks/experiments/open_runs``) after the load, before
+the timed sides.
+
 Run it with the harness's virtualenv (it has the product's pinned dependencies in
 ``timekeeper-site``), from the repository root::
 
@@ -41,16 +47,42 @@ from timekeeper.local import embedded
 from timekeeper.observability import MetricsRecorder
 from timekeeper.schedules.dispatcher import DispatchSettings, dispatch
 
+# The tables whose updates are counted; open_runs exists only in the open-runs experiments
+# (benchmarks/experiments/open_runs).
+TABLES = ("schedule_runs", "schedules", "open_runs")
 
-def measure(server: str, n: int, workers: int) -> dict[str, float]:
+
+def _server_counters(uri: str) -> dict[str, float]:
+    """The server's WAL position (bytes) and, for each table of ``TABLES``, its updates and
+    heap-only (HOT) updates so far (``pg_stat_user_tables``, as the ended backends flushed them)."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        out = {"wal": float(conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0])}
+        for name, upd, hot in conn.execute(
+                "SELECT relname, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = ANY(%s)",
+                [list(TABLES)]):
+            out[f"{name}_upd"], out[f"{name}_hot"] = float(upd), float(hot)
+        return out
+
+
+def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {key: after[key] - before.get(key, 0.0) for key in after}
+
+
+def measure(server: str, n: int, workers: int, setup_sql: str | None = None) -> dict[str, float]:
     """One repetition: load n due schedules, dispatch them all, then consume them all.
-    Returns the rates (runs/s) and CPU per run (us) of each side; raises AssertionError when
-    the harness's checks fail."""
+    Returns the rates (runs/s), CPU per run (us) and WAL per run (bytes) of each side, and the
+    updates and heap-only updates of each table of ``TABLES`` per run; raises AssertionError
+    when the harness's checks fail. ``setup_sql`` (an experiment: other indexes, a fillfactor)
+    is run after the load, before the timed sides."""
     uri = embedded.create_database(server, "fanout_cpu")
     due = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
     adapter.load_schedules(uri, n, due)
     with psycopg.connect(uri, autocommit=True) as conn:
+        if setup_sql:
+            conn.execute(setup_sql)
         conn.execute("CHECKPOINT")
+    counters0 = _server_counters(uri)
     batches: list = []
     publisher = adapter._QueuePublisher(batches.append)
     pipeline = adapter.PIPELINE
@@ -63,6 +95,7 @@ def measure(server: str, n: int, workers: int) -> dict[str, float]:
             pass
         dispatch_s = time.monotonic() - started
         dispatch_client, dispatch_server = time.process_time() - client0, adapter._backend_cpu_s(pid) - server0
+    counters1 = _server_counters(uri)
     consumers = adapter._Consumers(uri, workers)
     started = time.monotonic()
     for batch in batches:
@@ -70,6 +103,8 @@ def measure(server: str, n: int, workers: int) -> dict[str, float]:
     finished = consumers.wait(publisher.count, time.monotonic() + 600)
     consume_s = time.monotonic() - started
     out = consumers.close(finished)
+    counters2 = _server_counters(uri)
+    dispatched, consumed = _delta(counters1, counters0), _delta(counters2, counters1)
     checks = adapter.verify_schedules(uri, n, due)
     assert finished and checks["settled"] == checks["distinct"] == checks["next_in_1h"] == n, checks
     assert checks["duplicates"] == checks["restarted"] == 0 and checks["outcome_recorded"] == n, checks
@@ -77,7 +112,10 @@ def measure(server: str, n: int, workers: int) -> dict[str, float]:
     return {"dispatch_per_s": n / dispatch_s, "consume_per_s": n / consume_s,
             "dispatch_client_us": dispatch_client * per_run, "dispatch_server_us": dispatch_server * per_run,
             "consume_client_us": sum(out["client_cpu_s"]) * per_run,
-            "consume_server_us": sum(out["server_cpu_s"]) * per_run}
+            "consume_server_us": sum(out["server_cpu_s"]) * per_run,
+            "dispatch_wal_b": dispatched["wal"] / n, "consume_wal_b": consumed["wal"] / n,
+            **{f"{side}_{key}": value / n for side, delta in (("dispatch", dispatched), ("consume", consumed))
+               for key, value in delta.items() if key != "wal"}}
 
 
 def main() -> None:
@@ -85,15 +123,22 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000, help="due schedules (default 100000)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="consumer processes (default 2)")
+    parser.add_argument("--setup-sql", type=Path, help="an experiment's SQL, run after the load (indexes, fillfactor)")
     args = parser.parse_args()
     server = embedded.server_url(Path(".timekeeper/fanout-cpu-pg"))
-    rows = [measure(server, args.n, args.workers) for _ in range(args.repeats)]
+    setup_sql = args.setup_sql.read_text() if args.setup_sql else None
+    rows = [measure(server, args.n, args.workers, setup_sql) for _ in range(args.repeats)]
     for index, row in enumerate(rows, 1):
         total = sum(v for k, v in row.items() if k.endswith("_us"))
         print(f"run {index}: dispatch {row['dispatch_per_s']:,.0f}/s (client {row['dispatch_client_us']:.0f} us, "
               f"server {row['dispatch_server_us']:.0f} us per run); consume {row['consume_per_s']:,.0f}/s "
               f"(client {row['consume_client_us']:.0f} us, server {row['consume_server_us']:.0f} us); "
               f"total {total:.0f} us of CPU per run; load {os.getloadavg()[0]:.1f}")
+        print(f"       WAL per run: dispatch {row['dispatch_wal_b']:,.0f} B, consume {row['consume_wal_b']:,.0f} B; "
+              + "; ".join(f"{side} {table} updates {row.get(f'{side}_{table}_upd', 0):.2f} "
+                          f"(heap-only {row.get(f'{side}_{table}_hot', 0):.2f}) per run"
+                          for side in ("dispatch", "consume") for table in TABLES
+                          if f"{side}_{table}_upd" in row))
     if len(rows) > 1:
         totals = [sum(v for k, v in row.items() if k.endswith("_us")) for row in rows]
         print(f"median total: {statistics.median(totals):.0f} us of CPU per run")
