@@ -29,16 +29,17 @@ SELECT id, workspace_id, work_kind,
 -- A fair claim: at most `limit` due active schedules of one owner in one partition's slot
 -- range [slot_from, slot_to), interleaved by workspace, skipping rows another pass holds.
 --   1. active_workspaces: distinct workspaces with schedules, by a skip scan of the leading
---      column of schedules_workspace_idx (workspace_id, owner, status, next_due_at,
---      dispatch_slot) from `start` (a random workspace id) upwards, then from the lowest one
+--      column of schedules_workspace_idx (workspace_id, owner, next_due_at) from `start` (a
+--      random workspace id) upwards, then from the lowest one
 --      (one index descent per workspace, never per schedule, and at most 2 * `limit`
 --      descents: the cost is independent of any backlog and of how many workspaces there
 --      are; a batch that does not reach a workspace leaves it to the fill and to the next
 --      batches' other starts). The index is the one the listing reads: an advance of
 --      next_due_at writes an entry in it anyway, so the fair claim adds none (migration 0079).
 --   2. due_workspaces: those with a due active schedule of the owner in the slot range (one
---      descent each, which also gives the oldest due instant), the longest waiting first, at
---      most `limit` of them, with their weight (workspaces.claim_weight, default 1).
+--      descent each, which also gives the oldest due instant; the status and the slot are
+--      tested on the table row), the longest waiting first, at most `limit` of them, with
+--      their weight (workspaces.claim_weight, default 1).
 --   3. fair: each due workspace's share, ceil(limit * weight / sum of weights), taken by a
 --      per-workspace ordered index scan (oldest first), locked SKIP LOCKED; ranked round
 --      robin: a workspace's n-th schedule at (n - 1) / weight, so weights 2:1 interleave
