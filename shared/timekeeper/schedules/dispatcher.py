@@ -347,7 +347,7 @@ def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoff
 
 #: A full batch is crowded only when its largest workspace also holds more than
 #: ``1 / CROWDED_PART`` of it. Below that, taking the batch again fairly could move a waiting
-#: workspace ahead by a few rows only, and the fair statement costs about forty due-order
+#: workspace ahead by a few rows only, and the fair statement costs five to twenty due-order
 #: claims: a batch of one or two rows per workspace (many workspaces due at once) would pay
 #: it on nearly every claim for nothing.
 CROWDED_PART = 20
