@@ -39,6 +39,7 @@ OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get"
                ("delete", "/query-schedules/{schedule_id}")}
 OPERATIONS |= {("get", "/operations/overview"), ("post", "/operations/dead-letter-queues/{queue}/redrive"),
                ("post", "/operations/workspaces/{workspace_id}/schedules/{schedule_id}/resume"),
+               ("get", "/operations/workspaces"), ("patch", "/operations/workspaces/{workspace_id}"),
                ("post", "/operations/erasures"), ("post", "/operations/member-erasures")}
 OPERATIONS |= {("post", "/rules/preview"), ("get", "/closures"), ("post", "/closures"),
                ("delete", "/closures/{closed_on}")}

@@ -100,7 +100,7 @@ def test_pages_fit_a_360_px_screen(browser, server, berlin):
         _sign_in_as(tab, server, "Berlin admin")
         # (the Berlin admin is staff: the snapshots page has the workspace field and the request form)
         for path in ("/console/schedules", f"/console/schedules/{berlin['schedule']['id']}", "/console/snapshots",
-                     "/console/operations"):
+                     "/console/operations", "/console/operations/claim-weights"):
             tab.goto(f"{server.base_url}{path}")
             assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE, path
     finally:
@@ -114,7 +114,8 @@ def test_axe_finds_no_serious_or_critical_violation_on_any_page(page, server, be
     paths = ["/console/sign-in", "/console/schedules", f"/console/schedules/{berlin['schedule']['id']}",
              "/console/notices", "/console/ownerless", "/console/posting-jobs", "/console/deliveries",
              "/console/snapshots", "/console/snapshots/reports?owner=platform&snapshot_type=ar_aging&month=2027-01",
-             "/console/closures", "/console/mail-suppressions", "/console/no-such-page"]
+             "/console/closures", "/console/mail-suppressions", "/console/operations/claim-weights",
+             "/console/no-such-page"]
     found = {}
     for index, path in enumerate(paths):
         if index == 1:

@@ -102,6 +102,17 @@ def test_a_crowded_batch_is_full_with_a_workspace_over_an_equal_share_among_one_
     assert not crowded([], 4)
 
 
+def test_a_batch_of_a_few_rows_per_workspace_is_not_crowded():
+    # Given a full batch of 200 spread over 191 workspaces, one holding 3 and another 8
+    # (over an equal share among one more, 2, but not over a twentieth of the batch)
+    many = [(1, uuid.uuid4()) for _ in range(189)]
+    a, b = uuid.uuid4(), uuid.uuid4()
+    # Then it is not crowded: the fair claim would move a waiting workspace by a few rows only
+    assert not crowded(many + [(1, a)] * 3 + [(1, b)] * 8, 200)
+    # And a workspace holding 11 of them makes it crowded
+    assert crowded(many[:186] + [(1, a)] * 3 + [(1, b)] * 11, 200)
+
+
 def test_two_concurrent_fair_claims_never_claim_an_occurrence_twice(db_url, fresh, utc):
     # Given a flood workspace and ten quiet ones, all due
     flood = workspace(fresh)

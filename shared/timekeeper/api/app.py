@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from timekeeper import clock, json_input
 from timekeeper.api import (
     audit_routes,
+    claim_weight_routes,
     dead_letter_routes,
     delivery_routes,
     download_routes,
@@ -86,7 +87,7 @@ ROUTERS = (schedule_routes.router, queries.router, reports.router, exports.route
            member_routes.router, delivery_routes.router, download_routes.router, snapshot_routes.router,
            snapshot_range_routes.router, people_routes.router, opt_out_routes.router, suppression_routes.router,
            operations_routes.router, session_routes.router, work_kind_routes.router, settings_routes.router,
-           audit_routes.router, dead_letter_routes.router, run_routes.router)
+           audit_routes.router, dead_letter_routes.router, run_routes.router, claim_weight_routes.router)
 
 API_TITLE = "Timekeeper API"
 API_VERSION = "1.0.0"

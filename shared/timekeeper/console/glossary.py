@@ -222,7 +222,8 @@ AUDIT_VERBS: dict[str, str] = {
     "removed": "removed", "invited": "invited back", "notice_mail": "notice e-mails changed",
     "read": "read this workspace's data", "snapshot_cancelled": "cancelled a snapshot run",
     "snapshot_finalized": "finalized a snapshot version", "retried": "retried", "cancelled": "cancelled",
-    "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved"}
+    "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved",
+    "claim_weight_changed": "changed the workspace's claim weight"}
 
 
 def audit_kind(kind: object) -> str:

@@ -345,20 +345,28 @@ def _claim_batch(conn: psycopg.Connection, claim: _Pass, cache: RuleCache, reoff
     return _Claim(messages, report, recorded, pending_id)
 
 
+#: A full batch is crowded only when its largest workspace also holds more than
+#: ``1 / CROWDED_PART`` of it. Below that, taking the batch again fairly could move a waiting
+#: workspace ahead by a few rows only, and the fair statement costs five to twenty due-order
+#: claims: a batch of one or two rows per workspace (many workspaces due at once) would pay
+#: it on nearly every claim for nothing.
+CROWDED_PART = 20
+
+
 def crowded(rows: list[tuple], limit: int) -> bool:
     """Whether a claim in due order (``rows``: tuples whose second item is the workspace id)
     may have left another workspace waiting behind the ones it holds: the batch is full
     (``limit`` rows, so more may be due) and one workspace holds more than it would hold
     were one more workspace sharing the batch equally (more than ``ceil(limit / (n + 1))``
-    rows, ``n`` the workspaces in the batch). A batch of one row per workspace is never
-    crowded; one workspace alone filling it always is (only a look further can tell it is
-    alone). The fair claim then takes the batch again in the same transaction; the rows the
-    first claim locked and the fair one did not take stay locked until the commit (at most
-    ``limit``, skipped by other passes meanwhile)."""
+    rows, ``n`` the workspaces in the batch) and more than ``limit // CROWDED_PART`` rows.
+    A batch of one row per workspace is never crowded; one workspace alone filling it always
+    is (only a look further can tell it is alone). The fair claim then takes the batch again
+    in the same transaction; the rows the first claim locked and the fair one did not take
+    stay locked until the commit (at most ``limit``, skipped by other passes meanwhile)."""
     if not rows or len(rows) < limit:
         return False
     counts = Counter(row[1] for row in rows)
-    return max(counts.values()) > -(-limit // (len(counts) + 1))
+    return max(counts.values()) > max(-(-limit // (len(counts) + 1)), limit // CROWDED_PART)
 
 
 def _due_runs(rows: list[tuple], claim: _Pass, cache: RuleCache, report: DispatchReport) -> _NewRuns:

@@ -28,15 +28,18 @@ SELECT id, workspace_id, work_kind,
 -- name: claim_due_schedules_fairly
 -- A fair claim: at most `limit` due active schedules of one owner in one partition's slot
 -- range [slot_from, slot_to), interleaved by workspace, skipping rows another pass holds.
---   1. active_workspaces: at most `limit` distinct workspaces with active schedules of the
---      owner, by a skip scan of schedules_fair_claim_idx from `start` (a random workspace id)
---      upwards, then from the lowest one (one index descent per workspace, never per
---      schedule, and at most 2 * `limit` descents: the cost is independent of any backlog and
---      of how many workspaces there are; a batch that does not reach a workspace leaves it to
---      the fill and to the next batches' other starts).
---   2. due_workspaces: those with a due schedule in the slot range (one descent each, which
---      also gives the oldest due instant), the longest waiting first, at most `limit` of
---      them, with their weight (workspaces.claim_weight, default 1).
+--   1. active_workspaces: distinct workspaces with schedules, by a skip scan of the leading
+--      column of schedules_workspace_idx (workspace_id, owner, next_due_at) from `start` (a
+--      random workspace id) upwards, then from the lowest one
+--      (one index descent per workspace, never per schedule, and at most 2 * `limit`
+--      descents: the cost is independent of any backlog and of how many workspaces there
+--      are; a batch that does not reach a workspace leaves it to the fill and to the next
+--      batches' other starts). The index is the one the listing reads: an advance of
+--      next_due_at writes an entry in it anyway, so the fair claim adds none (migration 0079).
+--   2. due_workspaces: those with a due active schedule of the owner in the slot range (one
+--      descent each, which also gives the oldest due instant; the status and the slot are
+--      tested on the table row), the longest waiting first, at most `limit` of them, with
+--      their weight (workspaces.claim_weight, default 1).
 --   3. fair: each due workspace's share, ceil(limit * weight / sum of weights), taken by a
 --      per-workspace ordered index scan (oldest first), locked SKIP LOCKED; ranked round
 --      robin: a workspace's n-th schedule at (n - 1) / weight, so weights 2:1 interleave
@@ -52,22 +55,21 @@ SELECT id, workspace_id, work_kind,
 -- that holiday set, and the pass's rule cache is keyed by both (migration 0032).
 WITH RECURSIVE upper_walk(workspace_id, step) AS (
     SELECT (SELECT workspace_id FROM schedules
-             WHERE owner = %(owner)s AND status = 'active' AND workspace_id >= %(start)s
+             WHERE workspace_id >= %(start)s
              ORDER BY workspace_id LIMIT 1), 1
     UNION ALL
     SELECT (SELECT s.workspace_id FROM schedules AS s
-             WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id > a.workspace_id
+             WHERE s.workspace_id > a.workspace_id
              ORDER BY s.workspace_id LIMIT 1), a.step + 1
       FROM upper_walk AS a
      WHERE a.workspace_id IS NOT NULL AND a.step < %(limit)s
 ), lower_walk(workspace_id, step) AS (
     SELECT (SELECT workspace_id FROM schedules
-             WHERE owner = %(owner)s AND status = 'active' AND workspace_id < %(start)s
+             WHERE workspace_id < %(start)s
              ORDER BY workspace_id LIMIT 1), 1
     UNION ALL
     SELECT (SELECT s.workspace_id FROM schedules AS s
-             WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id > a.workspace_id
-               AND s.workspace_id < %(start)s
+             WHERE s.workspace_id > a.workspace_id AND s.workspace_id < %(start)s
              ORDER BY s.workspace_id LIMIT 1), a.step + 1
       FROM lower_walk AS a
      WHERE a.workspace_id IS NOT NULL AND a.step < %(limit)s
@@ -80,7 +82,7 @@ WITH RECURSIVE upper_walk(workspace_id, step) AS (
                                                 WHERE w.id = a.workspace_id), 1) AS weight
       FROM active_workspaces AS a
      CROSS JOIN LATERAL (SELECT s.next_due_at AS oldest FROM schedules AS s
-                          WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id = a.workspace_id
+                          WHERE s.workspace_id = a.workspace_id AND s.owner = %(owner)s AND s.status = 'active'
                             AND s.next_due_at <= %(now)s
                             AND s.dispatch_slot >= %(slot_from)s AND s.dispatch_slot < %(slot_to)s
                           ORDER BY s.next_due_at LIMIT 1) AS d
@@ -98,7 +100,7 @@ WITH RECURSIVE upper_walk(workspace_id, step) AS (
      CROSS JOIN LATERAL (SELECT s.id, s.workspace_id, s.work_kind, s.recurrence, s.next_due_at,
                                 s.definition_version
                            FROM schedules AS s
-                          WHERE s.owner = %(owner)s AND s.status = 'active' AND s.workspace_id = w.workspace_id
+                          WHERE s.workspace_id = w.workspace_id AND s.owner = %(owner)s AND s.status = 'active'
                             AND s.next_due_at <= %(now)s
                             AND s.dispatch_slot >= %(slot_from)s AND s.dispatch_slot < %(slot_to)s
                           ORDER BY s.next_due_at

@@ -9,6 +9,7 @@ from timekeeper.console.pages import (
     actions,
     admin,
     audit,
+    claim_weights,
     closures,
     dead_letters,
     deliveries,
@@ -34,6 +35,6 @@ from timekeeper.console.pages import (
 #: were added).
 ROUTERS: tuple[Router, ...] = (static.router, session.router, schedule_authoring.router, schedules.router,
                                deliveries.router, delivery_authoring.router, closures.router, snapshot_ranges.router,
-                               snapshots.router, operations.router, dead_letters.router, runs.router, notices.router,
-                               admin.router, settings.router, audit.router, queries.router, reports.router,
-                               errors.router, actions.router)
+                               snapshots.router, operations.router, claim_weights.router, dead_letters.router,
+                               runs.router, notices.router, admin.router, settings.router, audit.router,
+                               queries.router, reports.router, errors.router, actions.router)

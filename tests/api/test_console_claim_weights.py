@@ -1,0 +1,63 @@
+"""The console's Claim weights page (staff) against the real API resolver and database:
+staff find a workspace by name and change its weight with a reason; a refused value is
+shown on its field with what was typed kept; a member without the staff role gets the
+API's refusal and no link to it."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from tests.api.conftest import NOW, Caller
+from tests.api.test_console import Browser, _header
+from timekeeper.platform.directory import create_workspace
+
+STAFF = Caller(user_id="staff-1", roles="platform:staff")
+
+
+def weight_of(conn, workspace_id) -> int:
+    return conn.execute("SELECT claim_weight FROM workspaces WHERE id = %s", (workspace_id,)).fetchone()["claim_weight"]
+
+
+def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
+    name = f"<b>Acme</b> {uuid.uuid4().hex[:6]}"
+    made = create_workspace(conn, name=name, timezone="Europe/Berlin", now=NOW)
+    conn.commit()
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+    assert 'href="/console/operations/claim-weights"' in staff.request("GET", "/console/operations")["body"]
+
+    page = staff.request("GET", f"/console/operations/claim-weights?search={name[-6:]}")
+    assert page["statusCode"] == 200
+    html = page["body"]
+    assert f"<bdi>&lt;b&gt;Acme&lt;/b&gt; {name[-6:]}</bdi>" in html and "Europe/Berlin" in html
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+    form = {"csrf": csrf, "workspace_id": str(made.id), "search": name[-6:]}
+
+    # A weight outside 1-10 is refused on the weight field, what was typed kept, nothing changed
+    refused = staff.request("POST", "/console/operations/claim-weights",
+                            {**form, "claim_weight": "11", "reason": "enterprise tier"})
+    assert refused["statusCode"] == 422
+    assert 'value="11" aria-invalid="true"' in refused["body"] and 'value="enterprise tier"' in refused["body"]
+    assert "Refused:" in refused["body"]
+    assert weight_of(conn, made.id) == 1
+    # A valid one is saved and recorded
+    done = staff.request("POST", "/console/operations/claim-weights",
+                         {**form, "claim_weight": "4", "reason": "enterprise tier"})
+    assert done["statusCode"] == 303
+    after = staff.request("GET", _header(done, "Location"))["body"]
+    assert "The weight was changed and recorded in the workspace&#39;s audit log." in after
+    assert re.search(r"<td>4</td>", after)
+    assert weight_of(conn, made.id) == 4
+    event = conn.execute("SELECT actor, reason FROM audit_events WHERE workspace_id = %s "
+                         "AND kind = 'staff.claim_weight_changed'", (made.id,)).fetchone()
+    assert (event["actor"], event["reason"]) == ("staff-1", "enterprise tier")
+
+
+def test_a_member_without_the_staff_role_gets_the_refusal(console, conn, caller):
+    member = Browser(console)
+    member.sign_in(caller)
+    assert "/console/operations/claim-weights" not in member.request("GET", "/console/schedules")["body"]
+    page = member.request("GET", "/console/operations/claim-weights")
+    assert page["statusCode"] == 403
+    assert "Claim weights</h1>" not in page["body"]
