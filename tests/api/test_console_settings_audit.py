@@ -97,6 +97,34 @@ def test_a_refused_setting_keeps_what_was_typed_and_names_the_field(db_url, cons
                            )["statusCode"] == 403
 
 
+def test_the_zone_preview_marks_a_schedule_that_would_not_run_and_the_refusal_names_it(db_url, console, call):
+    from tests.api.test_settings_routes import ENDS_TONIGHT
+
+    admin, browser = admin_browser(console, db_url)
+    made = call("POST", "/schedules", {"owner": "accounting", "work_kind": "reconciliation.sweep",
+                                       "name": "Ends <tonight>", "recurrence": ENDS_TONIGHT}, as_=admin)
+    assert made.status == 201, made.body
+    token = csrf(browser.request("GET", "/console/settings")["body"])
+    typed = {"csrf": token, "timezone": "Pacific/Kiritimati", "locale": "en_US", "move_schedules": "on"}
+    # The preview lists it with why it would not run there and says the move will be refused
+    preview = browser.request("POST", "/console/settings", {**typed, "action": "preview"})
+    assert preview["statusCode"] == 200
+    text = html.unescape(preview["body"])
+    assert ("Moving the schedules to <bdi>Pacific/Kiritimati</bdi> will be refused: 1 schedule would not run "
+            "there.") in text
+    assert (f"Ends <tonight></bdi></a> <small>(<bdi>{made.body['id']}</bdi>)</small>: would not run in "
+            "<bdi>Pacific/Kiritimati</bdi>: rrule: the rule has no occurrence in the next 10 years") in text
+    assert f'href="/console/schedules/{made.body["id"]}"' in preview["body"]
+    assert "Ends &lt;tonight&gt;" in preview["body"] and "Ends <tonight>" not in preview["body"]
+    assert "Would not run in <bdi>Pacific/Kiritimati</bdi>: rrule:" in text
+    # Saving with the move is refused naming the schedule on the zone's field, what was typed kept
+    refused = browser.request("POST", "/console/settings", {**typed, "action": "save"})
+    assert refused["statusCode"] == 422
+    text = html.unescape(refused["body"])
+    assert f"the schedule 'Ends <tonight>' ({made.body['id']}) would not run in Pacific/Kiritimati" in text
+    assert 'id="err-timezone"' in refused["body"] and '<option value="Pacific/Kiritimati" selected>' in refused["body"]
+
+
 def test_an_admin_turns_a_members_notice_mail_off_and_on(db_url, console):
     admin, browser = admin_browser(console, db_url)
     person = seed_member(db_url, workspace_id=admin.workspace_id, roles=("queries:read",))

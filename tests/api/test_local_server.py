@@ -310,6 +310,19 @@ def test_serve_starts_with_sample_schedules_and_deliveries_once(local_server, db
     assert [n for n in names if n in expected] == expected
     assert "Harbour reconciliation" in _sample_names(local_server, sydney)
     assert "Harbour reconciliation" not in names
+    # A flexible window and a DST choice are among them, shown on their pages
+    auth = {"Authorization": f"Bearer dev:{local_server.stack.platform.users['admin']}:{berlin}:schedules:read"}
+    listed = requests.get(f"{local_server.base_url}/schedules", headers=auth, params={"limit": "200"}, timeout=10)
+    ids = {item["name"]: item["id"] for item in listed.json()["items"]}
+    invoices = requests.get(f"{local_server.base_url}/schedules/{ids['Invoice preparation']}", headers=auth,
+                            timeout=10).json()
+    assert invoices["schedule"]["recurrence"]["window_minutes"] == 30
+    assert invoices["next_occurrences"] and all(o["at"] <= o["due_at"] < o["window_end"]
+                                                for o in invoices["next_occurrences"])
+    nightly = requests.get(f"{local_server.base_url}/schedules/{ids['Nightly reconciliation']}", headers=auth,
+                           timeout=10).json()
+    assert nightly["schedule"]["recurrence"]["dst"] == {"gap": "skip", "overlap": "both"}
+    assert "does not run (recorded as skipped)" in nightly["description"]
     # A second start on the same database adds nothing (the marker schedule is there)
     from timekeeper.db.connection import connect
     from timekeeper.local.serve_sample import seed_serve_sample

@@ -107,6 +107,42 @@ def test_a_zone_change_moving_more_schedules_than_one_request_moves_is_refused_w
     assert [e["kind"] for e in call("GET", "/audit-events?kind=settings", as_=admin).body["items"]] == []
 
 
+#: Daily at 23:30 local until tonight: at NOW (13:00 in Berlin) it still runs tonight in Berlin,
+#: but in Kiritimati (UTC+14, already 02:00 on 03-02) its last 23:30 has passed.
+ENDS_TONIGHT = {"rrule": "FREQ=DAILY;BYHOUR=23;BYMINUTE=30;UNTIL=20270301T233000", "start": "2027-02-25",
+                "timezone": "Europe/Berlin"}
+
+
+def test_the_zone_preview_lists_a_schedule_that_would_not_run_and_the_change_names_it(db_url, call, monkeypatch):
+    from timekeeper.platform import workspace_settings
+
+    admin = admin_of_workspace(db_url)
+    schedule(call, admin, "Berlin nine", NINE_BERLIN)
+    ending = schedule(call, admin, "Ends tonight", ENDS_TONIGHT)
+    # When the preview shows one schedule only (the first by name), and the other would not run in the new zone
+    monkeypatch.setattr(workspace_settings, "PREVIEW_SCHEDULES", 1)
+    preview = call("POST", "/settings/zone-preview", {"timezone": "Pacific/Kiritimati"}, as_=admin)
+    assert preview.status == 200, preview.body
+    # Then it is listed all the same, with why, and the one shown runs there
+    assert preview.body["affected"] == 2
+    assert [(s["name"], s["would_not_run"]) for s in preview.body["schedules"]] == [("Berlin nine", None)]
+    assert preview.body["would_not_run"] == [{"id": ending, "name": "Ends tonight", "reason": (
+        "rrule: the rule has no occurrence in the next 10 years")}]
+    # And shown among the first, it is marked, with no occurrence after the move
+    monkeypatch.setattr(workspace_settings, "PREVIEW_SCHEDULES", 20)
+    shown = call("POST", "/settings/zone-preview", {"timezone": "Pacific/Kiritimati"}, as_=admin).body["schedules"]
+    marked = next(s for s in shown if s["id"] == ending)
+    assert marked["would_not_run"].startswith("rrule: ") and marked["after"] == [] and len(marked["before"]) == 1
+    assert marked["next_due_after"] is None
+    # And the change that moves the schedules is refused naming the schedule (name and id); nothing changed
+    refused = call("PATCH", "/settings", {"timezone": "Pacific/Kiritimati", "move_schedules": True}, as_=admin)
+    assert (refused.status, refused.body["field"]) == (422, "timezone")
+    assert refused.body["message"] == (f"the schedule 'Ends tonight' ({ending}) would not run in Pacific/Kiritimati: "
+                                       "rrule: the rule has no occurrence in the next 10 years")
+    assert call("GET", "/settings", as_=admin).body["timezone"] == "Europe/Berlin"
+    assert call("GET", f"/schedules/{ending}", as_=admin).body["schedule"]["timezone"] == "Europe/Berlin"
+
+
 def test_the_locale_and_notify_admins_change_and_are_audited(db_url, call):
     admin = admin_of_workspace(db_url)
     changed = call("PATCH", "/settings", {"locale": "de_DE", "notify_admins": True}, as_=admin)

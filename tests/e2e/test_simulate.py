@@ -46,6 +46,14 @@ def test_the_spring_gap_shifts_new_yorks_0230_roll_to_0330(simulated):
     assert shifted[0]["occurrence_at"] == datetime(2027, 3, 14, 7, 30, tzinfo=UTC)
 
 
+def test_londons_sweep_skips_the_spring_gap_day_as_its_owner_chose(simulated):
+    # London springs forward at 01:00 on 2027-03-28: its 01:30 sweep (dst gap "skip") is a
+    # skipped run that day, not a run shifted to 02:30
+    (gap,) = [r for r in simulated.dst_shifted if r["name"] == "london.reconciliation"]
+    assert (gap["occurrence_local"], gap["state"], gap["outcome_code"]) == (
+        datetime(2027, 3, 28, 1, 30), "skipped", "skipped_dst_gap")
+
+
 def test_coverage_refusals_pause_londons_roll_on_the_fifth(simulated):
     refused = [r for r in simulated.runs_by_kind
                if r["work_kind"] == "batch.roll" and r["outcome_code"] == "outside_calendar_coverage"]
@@ -71,12 +79,13 @@ def test_succeeded_rolls_posted_their_closed_batches(simulated):
     assert "failed" not in simulated.posting_jobs
 
 
-def test_the_fall_back_overlap_runs_a_fixed_time_once_and_an_hourly_rule_at_each_instant(simulated):
-    # Lord Howe falls back from 02:00 to 01:30 on 2027-04-04: 01:30-02:00 happens twice
+def test_the_fall_back_overlap_runs_a_fixed_time_as_its_owner_chose_and_an_hourly_rule_at_each_instant(simulated):
+    # Lord Howe falls back from 02:00 to 01:30 on 2027-04-04: 01:30-02:00 happens twice; the
+    # daily sweep's owner chose both instants (dst overlap "both"), so it runs at each
     overlap = {(r["name"], r["occurrence_local"]): r for r in simulated.dst_overlap}
     daily = overlap[("lord_howe.reconciliation.daily", datetime(2027, 4, 4, 1, 45))]
     hourly = overlap[("lord_howe.reconciliation.hourly", datetime(2027, 4, 4, 1, 40))]
-    assert (daily["runs"], daily["occurrence_at"]) == (1, datetime(2027, 4, 3, 14, 45, tzinfo=UTC))
+    assert (daily["runs"], daily["occurrence_at"]) == (2, datetime(2027, 4, 3, 14, 45, tzinfo=UTC))
     assert (hourly["runs"], hourly["occurrence_at"]) == (2, datetime(2027, 4, 3, 14, 40, tzinfo=UTC))
     assert set(overlap) == {("lord_howe.reconciliation.daily", datetime(2027, 4, 4, 1, 45)),
                             ("lord_howe.reconciliation.hourly", datetime(2027, 4, 4, 1, 40))}

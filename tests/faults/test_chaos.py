@@ -140,6 +140,26 @@ def test_the_audit_catches_a_missing_occurrence(tampered):
     assert not audit._occurrences(tampered).held
 
 
+def test_the_audit_owes_a_windowed_occurrence_once_its_given_instant_has_passed(tampered):
+    # Given the sample's windowed sweep (a run after its first), as if the campaign had ended after one of its
+    # occurrences but before the instant its window gave the run (the run not there yet)
+    run = tampered.execute("""SELECT r.schedule_id, r.occurrence_at, r.due_at FROM schedule_runs r
+                                JOIN schedules s ON s.id = r.schedule_id
+                               WHERE s.recurrence ? 'window_minutes' AND r.trigger = 'scheduled'
+                                 AND r.due_at > r.occurrence_at + interval '1 minute'
+                                 AND EXISTS (SELECT FROM schedule_runs e WHERE e.schedule_id = r.schedule_id
+                                                AND e.occurrence_at < r.occurrence_at)
+                               ORDER BY r.occurrence_at LIMIT 1""").fetchone()
+    assert run is not None  # the campaign's samples have a windowed schedule
+    tampered.execute("DELETE FROM schedule_runs WHERE schedule_id = %s AND occurrence_at >= %s",
+                     (run["schedule_id"], run["occurrence_at"]))
+    tampered.execute("UPDATE schedules SET next_due_at = %s WHERE id = %s", (run["due_at"], run["schedule_id"]))
+    # Then the audit, at an end inside the window, owes nothing yet; after the given instant it owes the run
+    assert audit._occurrences(tampered, last_pass=run["due_at"] - timedelta(seconds=1)).failures == []
+    late = audit._occurrences(tampered, last_pass=run["due_at"] + timedelta(seconds=1))
+    assert any(f"occurrence {run['occurrence_at']:%Y-%m-%d %H:%M} has 0 runs" in failure for failure in late.failures)
+
+
 def test_the_audit_catches_an_unfinished_run(tampered):
     assert audit._terminal(tampered).held
     tampered.execute("""UPDATE schedule_runs SET state = 'running', finished_at = NULL

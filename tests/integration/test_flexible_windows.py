@@ -195,3 +195,64 @@ def test_staleness_counts_from_the_given_instant(fresh, utc):
     # Then the first runs and the second is skipped stale: lateness counts from the instant the run was given
     assert [r["state"] for r in runs_of(fresh, on_time.id)] == ["queued"]
     assert [(r["state"], r["outcome_code"]) for r in runs_of(fresh, late.id)] == [("skipped", "skipped_stale")]
+
+
+#: New York's six-hourly sweep with a 45-minute window: its occurrences cross the spring gap
+#: of 2027-03-14 (00:15 EST, then 06:15 EDT five hours later).
+NY_SWEEP = {"cron": "15 */6 * * *", "timezone": "America/New_York", "window_minutes": 45}
+SWEEP_ID = uuid.UUID("6d1f3c2e-8a4b-4c5d-9e6f-7a8b9c0d1e2f")
+
+
+def _timeline(conn, created, passes):
+    """Create the sweep (always the same id) at ``created``, pass the dispatcher at each
+    instant of ``passes``; its runs' ``(occurrence_at, due_at)`` and its final timing."""
+    conn.execute("TRUNCATE schedules, schedule_runs, schedule_events, schedule_notifications CASCADE")
+    service.create_schedule(conn, workspace_id=uuid.UUID(int=1), owner=OWNER, work_kind="batch.roll",
+                            recurrence=NY_SWEEP, actor="tester", now=created, schedule_id=SWEEP_ID)
+    for now in passes:
+        dispatch(conn, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
+    runs = [(r["occurrence_at"], r["due_at"]) for r in runs_of(conn, SWEEP_ID)]
+    return runs, next_due(conn, SWEEP_ID)
+
+
+def test_an_occurrences_given_instant_is_the_same_however_the_schedule_got_there(fresh, utc):
+    start, end = utc(2027, 3, 14, 4), utc(2027, 3, 14, 17)
+    minutes = [start + timedelta(minutes=m) for m in range(int((end - start) / timedelta(minutes=1)) + 1)]
+    # Given the sweep advanced by a pass every minute across the gap day
+    every_runs, every_next = _timeline(fresh, start, minutes)
+    assert [at for at, _ in every_runs] == [utc(2027, 3, 14, 5, 15), utc(2027, 3, 14, 10, 15),
+                                            utc(2027, 3, 14, 16, 15)]
+    # When it is fast-forwarded instead: a pass only at the minute its timing names, then at the end
+    passes, now = [], start
+    _timeline(fresh, start, [])
+    while now is not None:
+        dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
+        passes.append(now)
+        due = next_due(fresh, SWEEP_ID)
+        now = (start + -(-(due - start) // timedelta(minutes=1)) * timedelta(minutes=1) if due <= end
+               else end if now < end else None)
+    fast_runs = [(r["occurrence_at"], r["due_at"]) for r in runs_of(fresh, SWEEP_ID)]
+    assert len(passes) < 20 and (fast_runs, next_due(fresh, SWEEP_ID)) == (every_runs, every_next)
+    # And re-claimed: every pass puts the timing back to the occurrence first (a lost advance)
+    _timeline(fresh, start, [])
+    for now in minutes[::7]:
+        fresh.execute("""UPDATE schedules SET next_due_at = (SELECT coalesce(max(occurrence_at), %s) FROM schedule_runs)
+                          WHERE id = %s""", (start, SWEEP_ID))
+        dispatch(fresh, dispatch_settings(OWNER), now=now, publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=end, publisher=ListPublisher())
+    reclaimed_runs = [(r["occurrence_at"], r["due_at"]) for r in runs_of(fresh, SWEEP_ID)]
+    assert (reclaimed_runs, next_due(fresh, SWEEP_ID)) == (every_runs, every_next)
+    # And created fresh inside an occurrence's window: the same instants, in its preview (from its
+    # timing, as the schedule's page lists them) and in its runs
+    created = utc(2027, 3, 14, 10, 16)
+    _timeline(fresh, created, [])
+    after = next_due(fresh, SWEEP_ID) - timedelta(microseconds=1)
+    preview = service.upcoming_occurrences(parse_rule(NY_SWEEP), after, 2, SWEEP_ID)
+    assert [(o.at, o.due_at) for o in preview] == [*every_runs[-1:], (utc(2027, 3, 14, 22, 15), every_next)]
+    runs, final = _timeline(fresh, created, [m for m in minutes if m >= created])
+    assert (runs, final) == (every_runs[-1:], every_next)
+    # Then each run's instant is the one its schedule and occurrence give, inside its window
+    for at, due_at in every_runs:
+        following = parse_rule(NY_SWEEP).next_after(at).at
+        assert due_at == given_instant(SWEEP_ID, at, timedelta(minutes=45), following)
+        assert at <= due_at < at + timedelta(minutes=45)

@@ -9,11 +9,15 @@ Routes (:data:`router`):
 * ``POST /settings/zone-preview`` ``{"timezone"}``: what a zone change would do, nothing
   written: how many live schedules are in the current zone (those ``move_schedules``
   moves) and, for the first 20 by name, their next occurrences in the old zone and the new
-  one with their next due instant before and after.
+  one with their next due instant before and after; every one of them whose rule would
+  not run in the new zone is listed in ``would_not_run`` (and marked among the 20): a
+  change with ``move_schedules`` is then refused.
 * ``PATCH /settings`` ``{"timezone"?, "move_schedules"?, "locale"?, "notify_admins"?}``:
   change what is given, with a ``settings.updated`` audit event. An unknown zone or a
   locale CLDR does not know (or of a language the deployment ships no data for) is a 422
-  naming the field; so is ``move_schedules`` with more than 1,000 schedules to move.
+  naming the field; so is ``move_schedules`` with more than 1,000 schedules to move, and
+  with a schedule whose rule would not run in the new zone (the message names it: its
+  name and id).
 * ``PUT /settings/notice-mail/<user_id>`` ``{"mail"}``: turn a member's notice e-mails on
   or off (404 for someone not an active, current member; 409 ``persons_own_opt_out`` to
   turn on what the person turned off themselves: only they do that, ``POST /notices/mail``).
@@ -36,7 +40,6 @@ from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access
 from timekeeper.platform import workspace_settings as ws
 from timekeeper.platform.directory import InvalidLocale, InvalidTimezone
-from timekeeper.schedules.recurrence import InvalidRecurrence
 
 PERSONS_OWN_OPT_OUT = "persons_own_opt_out"
 
@@ -111,7 +114,17 @@ class ScheduleZoneOut(BaseModel):
     after: list[OccurrenceOut] = Field(description="next occurrences with the rule in the new zone")
     next_due_before: UtcDatetime | None = Field(description="its next due instant now (UTC; null when paused)")
     next_due_after: UtcDatetime | None = Field(description="its next due instant once moved (UTC; null when "
-                                                           "paused)")
+                                                           "paused or when it would not run)")
+    would_not_run: str | None = Field(None, description="why its rule would not run in the new zone (then "
+                                                        "moving the schedules is refused); null when it would")
+
+
+class WouldNotRunOut(BaseModel):
+    """A schedule whose rule would not run in the new zone."""
+
+    id: str
+    name: str
+    reason: str = Field(description="the rule check's field and reason")
 
 
 class ZonePreviewOut(BaseModel):
@@ -121,6 +134,9 @@ class ZonePreviewOut(BaseModel):
     new: str
     affected: int = Field(ge=0, description="live schedules in the current zone (moved with move_schedules)")
     schedules: list[ScheduleZoneOut] = Field(description="the first 20 of them by name")
+    would_not_run: list[WouldNotRunOut] = Field(description="every one of them (by name, up to 1,000) whose rule "
+                                                            "would not run in the new zone: a change with "
+                                                            "move_schedules is refused while any is listed")
 
 
 class NoticeMailIn(BaseModel):
@@ -162,7 +178,9 @@ def preview_zone(scope: Admin, body: Annotated[ZonePreviewIn, Body()]) -> ZonePr
     return ZonePreviewOut(old=preview.old, new=preview.new, affected=preview.affected, schedules=[
         ScheduleZoneOut(id=str(s.id), name=s.name, status=s.status, before=occurrences_out(s.before, preview.old),
                         after=occurrences_out(s.after, preview.new), next_due_before=s.next_due_before,
-                        next_due_after=s.next_due_after) for s in preview.schedules])
+                        next_due_after=s.next_due_after, would_not_run=s.would_not_run) for s in preview.schedules],
+        would_not_run=[WouldNotRunOut(id=str(r.schedule_id), name=r.name, reason=r.reason)
+                       for r in preview.would_not_run])
 
 
 @router.patch("/settings", tags=["settings"], operation_id="updateSettings", security=SECURITY,
@@ -181,9 +199,8 @@ def update_settings(scope: Admin, body: Annotated[SettingsChange, Body()]) -> Se
         except ws.TooManyToMove as error:
             raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR, str(error),
                            "move_schedules") from None
-        except InvalidRecurrence as error:
-            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.INVALID_RECURRENCE,
-                           f"a schedule's rule would not run in the new zone: {error}", "timezone") from None
+        except ws.ScheduleWouldNotRun as error:
+            raise ApiError(HTTPStatus.UNPROCESSABLE_ENTITY, errors.INVALID_RECURRENCE, str(error), "timezone") from None
         current = _settings_out(conn, scope.workspace_id)
     return SettingsChanged(**current.model_dump(), schedules_moved=moved)
 

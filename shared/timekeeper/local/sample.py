@@ -3,10 +3,14 @@
 Four workspaces across timezones with different DST behaviour, each with accounting
 calendars, recurring batches, entries, bank lines, billing plans and schedules of the four
 accounting work kinds. Chosen so that a simulation across 2027-03-01..2027-04-10 shows:
-- a spring-forward gap: New York's 02:30 daily roll on 2027-03-14 runs at 03:30 local;
-  London's 01:30 daily sweep on 2027-03-28 runs at 02:30 local;
-- a fall-back overlap: Lord Howe's 01:45 daily sweep runs once on 2027-04-04
-  (a 30-minute shift), and Lord Howe's hourly sweep runs at each real instant;
+- a spring-forward gap: New York's 02:30 daily roll on 2027-03-14 runs at 03:30 local
+  (the default choice); London's 01:30 daily sweep, whose owner chose to skip a gap day,
+  is recorded as skipped on 2027-03-28 (``dst: {"gap": "skip"}``);
+- a fall-back overlap: Lord Howe's 01:45 daily sweep, whose owner chose both instants,
+  runs twice on 2027-04-04 (30 minutes apart: ``dst: {"overlap": "both"}``), and Lord
+  Howe's hourly sweep runs at each real instant;
+- a flexible window: New York's six-hourly sweep runs at a stable instant within 45
+  minutes of each occurrence (``window_minutes``);
 - no DST at all: Kolkata;
 - calendar coverage running out: London's weekly calendar ends on 2027-03-21, so its
   daily roll is refused from 2027-03-22 and the fifth refusal in a row pauses it. London's
@@ -85,8 +89,11 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
 
     def schedule(label: str, ws: UUID, kind: str, rule: dict, subject: UUID | None = None,
                  actor: str = "sample-loader") -> None:
+        # A schedule's id follows its workspace and label, so a seed loads the same ids every
+        # time (a flexible window's given instants derive from the id).
         row = service.create_schedule(conn, workspace_id=ws, owner=OWNER, work_kind=kind, recurrence=rule,
-                                      actor=actor, now=start, subject_id=subject, name=label)
+                                      actor=actor, now=start, subject_id=subject, name=label,
+                                      schedule_id=uuid.uuid5(ws, label))
         out.schedules[label] = row.id
 
     with conn.transaction():
@@ -111,7 +118,7 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
                  {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["00:10"]},
                   "timezone": "America/New_York"}, gl.id)
         schedule("ny.reconciliation", ny, "reconciliation.sweep",
-                 {"cron": "15 */6 * * *", "timezone": "America/New_York"})
+                 {"cron": "15 */6 * * *", "timezone": "America/New_York", "window_minutes": 45})
         schedule("ny.billing", ny, "billing.prepare",
                  {"calendar": {"frequency": "daily", "times": ["06:00"]}, "timezone": "America/New_York"})
 
@@ -144,8 +151,8 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
                  {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]},
                   "timezone": "Europe/London"}, close_me.id, actor=accountant)
         schedule("london.reconciliation", ldn, "reconciliation.sweep",
-                 {"calendar": {"frequency": "daily", "times": ["01:30"]}, "timezone": "Europe/London"},
-                 actor=accountant)
+                 {"calendar": {"frequency": "daily", "times": ["01:30"]}, "timezone": "Europe/London",
+                  "dst": {"gap": "skip"}}, actor=accountant)
         schedule("london.billing", ldn, "billing.prepare",
                  {"cron": "0 5 * * 1-5", "timezone": "Europe/London"}, actor=accountant)
 
@@ -158,7 +165,8 @@ def load_sample(conn: psycopg.Connection, *, start: datetime, seed: int = 7) -> 
                  {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["01:45"]},
                   "timezone": "Australia/Lord_Howe"}, journal.id)
         schedule("lord_howe.reconciliation.daily", lhi, "reconciliation.sweep",
-                 {"calendar": {"frequency": "daily", "times": ["01:45"]}, "timezone": "Australia/Lord_Howe"})
+                 {"calendar": {"frequency": "daily", "times": ["01:45"]}, "timezone": "Australia/Lord_Howe",
+                  "dst": {"overlap": "both"}})
         schedule("lord_howe.reconciliation.hourly", lhi, "reconciliation.sweep",
                  {"cron": "40 * * * *", "timezone": "Australia/Lord_Howe"})
 

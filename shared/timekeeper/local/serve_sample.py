@@ -5,11 +5,14 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
 
 * accounting schedules of the four work kinds over a small set of books (a monthly
   calendar, a recurring journal with entries and bank lines, a billing plan): the
-  journal rolled on the 1st at 00:10, a reconciliation sweep every day at 02:30 (the
-  hour clocks skip on the last Sunday of March: its occurrence that day is shifted), a
-  reconciliation sweep every quarter of an hour (something runs minutes after a start),
-  the billing preparation on weekdays at 06:00, an automatic close of a month-end
-  accruals batch, and one paused schedule with its reason;
+  journal rolled on the 1st at 00:10, a reconciliation sweep every day at 02:30 whose
+  owner chose what DST does (``dst: {"gap": "skip", "overlap": "both"}``: on the last
+  Sunday of March, when clocks skip that hour, it is a skipped run; on the last Sunday of
+  October, when 02:30 happens twice, it runs at both), a reconciliation sweep every
+  quarter of an hour (something runs minutes after a start), the billing preparation on
+  weekdays at 06:00 within a 30-minute flexible window (each run due at a stable instant
+  in it), an automatic close of a month-end accruals batch, and one paused schedule with
+  its reason;
 * two deliveries owned by the analyst: the open invoices as CSV every morning at 07:00 to
   the admin, the analyst and the viewer, and the receivables-aging report over the
   latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
@@ -161,11 +164,12 @@ def _accounting(conn: Any, workspace_id: Any, zone: str, now: datetime) -> dict[
                               amount=Decimal("480.00"), currency="EUR", interval_months=1,
                               first_bill_date=today.replace(day=1))
     specs: list[tuple[str, str, dict[str, Any], Any]] = [
-        (MARKER, "reconciliation.sweep", {"calendar": {"frequency": "daily", "times": ["02:30"]}}, None),
+        (MARKER, "reconciliation.sweep", {"calendar": {"frequency": "daily", "times": ["02:30"]},
+                                          "dst": {"gap": "skip", "overlap": "both"}}, None),
         ("Quarter-hour reconciliation", "reconciliation.sweep", {"cron": "*/15 * * * *"}, None),
         ("General journal roll", "batch.roll",
          {"calendar": {"frequency": "monthly", "month_day": 1, "times": ["00:10"]}}, journal.id),
-        ("Invoice preparation", "billing.prepare", {"cron": "0 6 * * 1-5"}, None),
+        ("Invoice preparation", "billing.prepare", {"cron": "0 6 * * 1-5", "window_minutes": 30}, None),
         ("Close the month-end accruals", "batch.auto_close",
          {"calendar": {"frequency": "monthly", "month_day": "last", "times": ["18:00"]}}, accruals.id),
         ("Weekly bank sweep (paused)", "reconciliation.sweep", {"cron": "0 9 * * 1"}, None),

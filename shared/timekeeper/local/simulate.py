@@ -533,13 +533,17 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     table("Occurrences shifted by a DST gap", ("schedule", "timezone", "intended local", "ran at (UTC)",
                                                "ran at (local)", "state"),
           [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
-            _local(r["occurrence_at"], r["timezone"]), r["state"]) for r in result.dst_shifted],
-          note="state is the run's: each occurrence ran once, shifted; skipped = its work had nothing to do")
+            _local(r["occurrence_at"], r["timezone"]),
+            "skipped (gap day)" if r["outcome_code"] == "skipped_dst_gap" else r["state"])
+           for r in result.dst_shifted],
+          note="state is the run's: each occurrence ran once, shifted; skipped = its work had nothing to do; "
+               "skipped (gap day) = its owner chose to skip the day (not run)")
     table("Occurrences in a repeated hour (DST overlap)", ("schedule", "timezone", "local time",
                                                            "first ran at (UTC)", "runs", "state"),
           [(r["name"], r["timezone"], r["occurrence_local"].strftime("%Y-%m-%d %H:%M"), _utc(r["occurrence_at"]),
             str(r["runs"]), r["state"]) for r in result.dst_overlap],
-          note="a fixed local time runs once, at its first instant; an hourly wall-time rule runs at each")
+          note="a fixed local time runs once, at its first instant, unless its owner chose the second or both; "
+               "an hourly wall-time rule runs at each")
     table("Paused schedules", ("schedule", "status", "reason", "consecutive failures", "paused at (UTC)", "owner",
                                "owner told of"),
           [(r["name"], r["status"], r["pause_reason"] or "", str(r["consecutive_failures"]), _utc(r["paused_at"]),

@@ -50,7 +50,7 @@ SELECT s.name, r.occurrence_at, r.skipped_backlog, r.first_skipped_at
  WHERE r.skipped_backlog > 0 ORDER BY r.occurrence_at, s.name;
 
 -- name: dst_shifted
-SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state
+SELECT s.name, s.timezone, r.occurrence_local, r.occurrence_at, r.state, r.outcome_code
   FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
  WHERE r.dst_shifted ORDER BY r.occurrence_at;
 

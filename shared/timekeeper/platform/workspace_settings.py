@@ -18,7 +18,7 @@ and their next due instants. :func:`preview_zone` shows what a change would do f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -30,8 +30,9 @@ from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_row, fetch_r
 from timekeeper.platform import audit
 from timekeeper.platform.directory import check_locale, check_timezone
 from timekeeper.schedules import service
+from timekeeper.schedules.closures import workspace_rule
 from timekeeper.schedules.models import UpcomingOccurrence
-from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
 
 SQL = load_queries("timekeeper.platform", "workspace_settings.sql")
 
@@ -53,6 +54,16 @@ class TooManyToMove(ValueError):
         super().__init__(f"{count} schedules have their rule in the current zone; one change moves at most "
                          f"{MAX_MOVED_SCHEDULES}: change the zone without moving them, and edit their rules")
         self.count = count
+
+
+class ScheduleWouldNotRun(ValueError):
+    """A schedule a zone change would move has a rule that would not run in the new zone
+    (no occurrence within ten years there, e.g. a rule whose end has already passed in it):
+    ``schedule_id``, ``name``, ``zone`` and ``reason`` (the rule check's field and reason)."""
+
+    def __init__(self, schedule_id: UUID, name: str, zone: str, reason: str) -> None:
+        super().__init__(f"the schedule {name!r} ({schedule_id}) would not run in {zone}: {reason}")
+        self.schedule_id, self.name, self.zone, self.reason = schedule_id, name, zone, reason
 
 
 class NotAMember(LookupError):
@@ -88,7 +99,9 @@ class MemberNoticeMail:
 class ScheduleZoneChange:
     """One schedule a zone change would move: its next occurrences in the old zone
     (``before``) and in the new one (``after``), and ``next_due_before`` /
-    ``next_due_after`` (aware UTC; None for a paused schedule, which keeps none)."""
+    ``next_due_after`` (aware UTC; None for a paused schedule, which keeps none).
+    ``would_not_run``: why its rule would not run in the new zone (``after`` is then
+    empty, and moving the schedules is refused), None when it would."""
 
     id: UUID
     name: str
@@ -97,18 +110,22 @@ class ScheduleZoneChange:
     after: list[UpcomingOccurrence]
     next_due_before: datetime | None
     next_due_after: datetime | None
+    would_not_run: str | None = None
 
 
 @dataclass(frozen=True)
 class ZonePreview:
     """What changing the zone from ``old`` to ``new`` does: ``affected`` schedules in the
     old zone (all counted), the first :data:`PREVIEW_SCHEDULES` of them by name in
-    ``schedules``."""
+    ``schedules``, and in ``would_not_run`` every one of them (up to
+    :data:`MAX_MOVED_SCHEDULES`, by name) whose rule would not run in the new zone: a change
+    that moves the schedules is then refused (:class:`ScheduleWouldNotRun`)."""
 
     old: str
     new: str
     affected: int
     schedules: list[ScheduleZoneChange]
+    would_not_run: list[ScheduleWouldNotRun] = field(default_factory=list)
 
 
 #: The statement that writes each setting.
@@ -143,21 +160,45 @@ def preview_zone(conn: psycopg.Connection, *, workspace_id: UUID, timezone: str,
     old = get_settings(conn, workspace_id).timezone
     params = {"workspace_id": workspace_id, "timezone": old}
     affected = int(fetch_value(conn, SQL["count_in_zone"], params)) if timezone != old else 0
-    rows = fetch_rows(conn, SQL["schedules_in_zone"], {**params, "limit": PREVIEW_SCHEDULES}) if affected else []
+    rows = fetch_rows(conn, SQL["schedules_in_zone"], {**params, "limit": MAX_MOVED_SCHEDULES}) if affected else []
+    refused = {row["id"]: reason for row in rows
+               if (reason := _would_not_run(conn, workspace_id, row["recurrence"], timezone, now)) is not None}
     changes = []
-    for row in rows:
-        try:
-            _, _, before = service.preview_rule(conn, rule=row["recurrence"], now=now, count=occurrences,
-                                                workspace_id=workspace_id)
-            _, _, after = service.preview_rule(conn, rule=_moved(row["recurrence"], timezone), now=now,
-                                               count=occurrences, workspace_id=workspace_id)
-        except InvalidRecurrence:
-            continue
+    for row in rows[:PREVIEW_SCHEDULES]:
+        before = _upcoming(conn, workspace_id, row["recurrence"], now, occurrences)
+        reason = refused.get(row["id"])
+        after = [] if reason else _upcoming(conn, workspace_id, _moved(row["recurrence"], timezone), now,
+                                            occurrences)
         active = row["status"] == "active"
         changes.append(ScheduleZoneChange(id=row["id"], name=row["name"], status=row["status"], before=before,
                                           after=after, next_due_before=row["next_due_at"],
-                                          next_due_after=after[0].at if active and after else None))
-    return ZonePreview(old=old, new=timezone, affected=affected, schedules=changes)
+                                          next_due_after=after[0].at if active and after else None,
+                                          would_not_run=reason))
+    return ZonePreview(old=old, new=timezone, affected=affected, schedules=changes, would_not_run=[
+        ScheduleWouldNotRun(row["id"], row["name"], timezone, refused[row["id"]]) for row in rows
+        if row["id"] in refused])
+
+
+def _upcoming(conn: psycopg.Connection, workspace_id: UUID, rule: dict[str, Any], now: datetime,
+              count: int) -> list[UpcomingOccurrence]:
+    """The rule's next ``count`` occurrences after ``now``; none when it does not run."""
+    try:
+        return service.preview_rule(conn, rule=rule, now=now, count=count, workspace_id=workspace_id)[2]
+    except InvalidRecurrence:
+        return []
+
+
+def _would_not_run(conn: psycopg.Connection, workspace_id: UUID, rule: dict[str, Any], zone: str,
+                   now: datetime) -> str | None:
+    """Why ``rule`` moved to ``zone`` would not run (the check a move makes: it validates
+    and fires within ten years of ``now``, a business-day rule with the workspace's
+    closures), or None."""
+    moved = _moved(rule, zone)
+    try:
+        workspace_rule(conn, parse_rule(moved), moved, workspace_id=workspace_id).check_fires(now)
+    except InvalidRecurrence as error:
+        return str(error)
+    return None
 
 
 def update_settings(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, now: datetime,
@@ -169,7 +210,8 @@ def update_settings(conn: psycopg.Connection, *, workspace_id: UUID, actor: str,
     docstring). Returns the settings and how many schedules moved. Raises
     :class:`~timekeeper.platform.directory.InvalidTimezone`,
     :class:`~timekeeper.platform.directory.InvalidLocale`, ``LookupError`` (no workspace),
-    ``InvalidRecurrence`` (a moved rule that no longer fires within ten years),
+    :class:`ScheduleWouldNotRun` (a moved rule that would not fire within ten years; it
+    names the first such schedule by name; nothing changes),
     :class:`TooManyToMove` (more than :data:`MAX_MOVED_SCHEDULES` to move; nothing changes)."""
     if timezone is not None:
         check_timezone(timezone)
@@ -205,8 +247,11 @@ def _move_schedules(conn: psycopg.Connection, *, workspace_id: UUID, old: str, n
         raise TooManyToMove(int(fetch_value(conn, SQL["count_in_zone"], {"workspace_id": workspace_id,
                                                                          "timezone": old})))
     for row in rows:
-        service.update_schedule(conn, workspace_id=workspace_id, schedule_id=row["id"], actor=actor, now=now,
-                                recurrence=_moved(row["recurrence"], new))
+        try:
+            service.update_schedule(conn, workspace_id=workspace_id, schedule_id=row["id"], actor=actor, now=now,
+                                    recurrence=_moved(row["recurrence"], new))
+        except InvalidRecurrence as error:
+            raise ScheduleWouldNotRun(row["id"], row["name"], new, str(error)) from None
     return len(rows)
 
 

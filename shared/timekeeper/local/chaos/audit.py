@@ -45,13 +45,16 @@ def audit(conn: Any, stack: Any, campaign: Campaign) -> list[Check]:
             _queues(conn, stack, campaign), audit_api(conn, campaign.api)]
 
 
-def _occurrences(conn: Any) -> Check:
+def _occurrences(conn: Any, last_pass: Any = None) -> Check:
     """Every due occurrence of every schedule has exactly one run, or was counted in a
-    run's skipped backlog; an active schedule has nothing left due."""
-    from timekeeper.schedules.recurrence import parse_rule_text
+    run's skipped backlog; an active schedule has nothing left due. An occurrence is due
+    once the instant its run is due has passed by the campaign's ``last_pass`` (aware UTC;
+    default: the last run queued): its own instant, or with a flexible window the instant
+    the window gave it (an occurrence whose window is still open at the end is not owed)."""
+    from timekeeper.schedules.recurrence import given_instant, parse_rule_text
 
     check = Check("every due occurrence has exactly one run (or is counted as skipped backlog)")
-    last_pass = conn.execute(SQL["last_queued_at"]).fetchone()["at"]
+    last_pass = last_pass or conn.execute(SQL["last_queued_at"]).fetchone()["at"]
     pauses = {r["schedule_id"]: r["at"] for r in conn.execute(
         SQL["first_pause_by_schedule"]).fetchall()}
     runs: dict[UUID, list[dict[str, Any]]] = collections.defaultdict(list)
@@ -74,8 +77,13 @@ def _occurrences(conn: Any) -> Check:
                    if r["skipped_backlog"]]
         counted = collections.Counter()
         rule = parse_rule_text(schedule["rule_text"])
-        for occurrence in rule.occurrences_after(first - timedelta(microseconds=1)):
-            if occurrence.at > until:
+        occurrences = rule.occurrences_after(first - timedelta(microseconds=1))
+        occurrence, following = next(occurrences, None), None
+        while occurrence is not None:
+            following = next(occurrences, None)
+            due = occurrence.at if rule.window is None else given_instant(
+                schedule["id"], occurrence.at, rule.window, following.at if following else None)
+            if occurrence.at > until or (due > until and occurrence.at > mine[-1]["occurrence_at"]):
                 break
             check.checked += 1
             windows = [i for i, (low, high, _) in enumerate(backlog) if low <= occurrence.at < high]
@@ -85,6 +93,7 @@ def _occurrences(conn: Any) -> Check:
             if total != 1:
                 check.failures.append(f"{schedule['name']}: occurrence {occurrence.at:%Y-%m-%d %H:%M} has "
                                       f"{covered[occurrence.at]} runs and is in {len(windows)} skipped backlogs")
+            occurrence = following
         for i, (low, _high, skipped) in enumerate(backlog):
             if counted[i] != skipped:
                 check.failures.append(f"{schedule['name']}: backlog from {low:%Y-%m-%d %H:%M} counts {skipped}, "
