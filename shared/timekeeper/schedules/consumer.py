@@ -340,7 +340,9 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
     """
     if not run_ids:
         return {}
-    rows = fetch_all(batch.conn, SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
+    counts = [batch.receive_counts.get(run_id, 1) for run_id in run_ids]
+    rows = fetch_all(batch.conn, SQL["start_runs"], {"ids": run_ids, "receive_counts": counts, "now": batch.now,
+                                                     "first_only": first_only,
                                                      "lease_until": batch.now + batch.settings.lease}, StartedRun)
     return {run.id: run for run in rows}
 

@@ -53,6 +53,23 @@ class RunAction:
 
 
 @dataclass(frozen=True)
+class SupersededAttempt:
+    """An attempt of a run that another superseded (table ``schedule_run_attempts``):
+    ``attempt`` (its number), ``receive_count`` (the receive of the message that started it;
+    None before it was kept), ``started_at`` and ``ended_at`` (aware UTC), ``ended``
+    (``retried``: it failed and gave its lease back for a retry; ``taken_over``: its lease
+    ran out without an outcome and a later receive took the run over) and ``error`` (a
+    retried attempt's)."""
+
+    attempt: int
+    receive_count: int | None
+    started_at: datetime | None
+    ended_at: datetime
+    ended: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class RunEvent:
     """An entry of the run's schedule history that names the run."""
 
@@ -73,7 +90,8 @@ def run_workspace(conn: Any, run_id: UUID) -> UUID | None:
 
 def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
     """The run ``run_id`` of ``workspace_id`` with its schedule's name, zone and status
-    (``schedule_*``), its ``events`` (list of :class:`RunEvent`) and ``actions`` (list of
+    (``schedule_*``), its ``superseded`` attempts (list of :class:`SupersededAttempt`, in
+    number order; the row holds the current one), its ``events`` (list of :class:`RunEvent`) and ``actions`` (list of
     :class:`RunAction`), and ``retry_of`` (the operator's retry that made it: a dict with
     ``run_id`` of the retried run, ``actor``, ``reason``, ``at``; None when it is no retry);
     None when the workspace has no such run."""
@@ -81,6 +99,7 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
     if row is None:
         return None
     run = dict(row)
+    run["superseded"] = fetch_all(conn, SQL["run_attempts"], {"run_id": run_id}, SupersededAttempt)
     run["events"] = fetch_all(conn, SQL["run_events"], {"run_id": run_id}, RunEvent)
     run["actions"] = fetch_all(conn, SQL["run_actions"], {"run_id": run_id}, RunAction)
     retry = conn.execute(SQL["retry_of"], {"run_id": str(run_id), "workspace_id": workspace_id,
