@@ -173,13 +173,15 @@ class OperationsActionOut(BaseModel):
     id: int
     action: Literal["redrive", "resume", "erase", "redrive_message", "delete_message"]
     actor: str
+    actor_name: str | None = Field(None, description="the actor's display name (null: the directory names nobody)")
     target: str = Field(description="the dead-letter queue's name (redrive_message, delete_message: "
                                     "<queue>/<message id>), the schedule's id, the erased user id's "
                                     "digest (sha256:<hex>) or the erased member id's (member:sha256:<hex>)")
     reason: str
     detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name; "
                                                "erase: the counts of ErasureOut (a member's: workspace_id, "
-                                               "snapshot_rows)")
+                                               "snapshot_rows); redrive_message, delete_message: names (what "
+                                               "the message is for), why, receive_count")
     at: UtcDatetime
 
 

@@ -116,11 +116,15 @@ class RunActionOut(BaseModel):
     """An operator's action on the run, with its reason."""
 
     id: int
-    action: Literal["retry", "cancel", "fail"]
+    action: Literal["retry", "cancel", "fail", "redriven", "dead_letter_deleted"] = Field(
+        description="redriven / dead_letter_deleted: staff moved the run's dead-letter message back to its queue, "
+                    "or deleted it")
     actor: str
     reason: str
     detail: dict[str, Any] = Field(description="retry: run_id (the new run), created; cancel/fail: state_before, "
-                                               "why (fail), key (the Idempotency-Key, when sent)")
+                                               "why (fail), key (the Idempotency-Key, when sent); redriven / "
+                                               "dead_letter_deleted: queue, message_id, state_before (the run's "
+                                               "state then)")
     at: UtcDatetime
 
 

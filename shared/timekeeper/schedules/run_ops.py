@@ -108,6 +108,14 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
     return run
 
 
+def run_label(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
+    """What names the run ``run_id`` of ``workspace_id`` for people: ``id``, ``schedule_id``,
+    ``workspace_id``, ``state``, ``occurrence_at`` (aware UTC), ``occurrence_local`` (naive,
+    in ``timezone``, the schedule's zone) and ``schedule_name``; None when there is no such run."""
+    row = conn.execute(SQL["run_label"], {"run_id": run_id, "workspace_id": workspace_id}).fetchone()
+    return dict(row) if row else None
+
+
 def stuck_why(run: dict[str, Any], *, reoffer_after: timedelta, now: datetime) -> str | None:
     """Why the run row ``run`` (state, published_at, offered_at, queued_at, lease_until) is
     stuck at ``now`` (``not_started``, ``not_published``, ``lease_expired``), or None."""
@@ -123,7 +131,8 @@ def stuck_why(run: dict[str, Any], *, reoffer_after: timedelta, now: datetime) -
 
 def record_operator_action(conn: Any, *, run: dict[str, Any], action: str, actor: str, reason: str,
                            detail: dict[str, Any], now: datetime) -> RunAction:
-    """Record an operator's ``action`` (retry, cancel, fail) on ``run`` (a row with id,
+    """Record an operator's ``action`` (retry, cancel, fail; ``redriven`` / ``dead_letter_deleted``:
+    staff moved the run's dead-letter message back to its queue or deleted it) on ``run`` (a row with id,
     schedule_id, workspace_id) by ``actor`` with ``reason`` at ``now``: the one writer of
     ``schedule_run_actions``."""
     return fetch_one(conn, SQL["record_run_action"], {

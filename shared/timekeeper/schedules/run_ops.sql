@@ -14,6 +14,14 @@ SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_k
   JOIN schedules s ON s.id = r.schedule_id
  WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
 
+-- name: run_label
+-- What names a run for people (a dead-letter message's run): its schedule and occurrence.
+SELECT r.id, r.schedule_id, r.workspace_id, r.state, r.occurrence_at, r.occurrence_local,
+       s.name AS schedule_name, s.timezone
+  FROM schedule_runs r
+  JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
+
 -- name: run_for_update
 SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, queued_at, lease_until, attempts,
        occurrence_at, occurrence_local
