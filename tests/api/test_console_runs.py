@@ -61,8 +61,8 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
 def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_queued(console, conn):
     who = Caller(user_id="ops-3")
     conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
-    _, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
-                         finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
+                             finished_at=LONG_AGO, outcome_code="reconciliation_failed")
     browser = Browser(console)
     browser.sign_in(who, roles=("schedules:read", "schedules:run"))
     html = browser.request("GET", f"/console/runs/{run_id}")["body"]
@@ -76,6 +76,10 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
     assert "<bdi>feed &lt;back&gt;</bdi>" in new_page
     # The new run is still queued: nothing to retry yet
     assert "/retry" not in new_page.split("<h2>Operators' actions</h2>")[0]
+    # The schedule's runs mark the retry with the run it retried (the retried run is no retry)
+    schedule_page = browser.request("GET", f"/console/schedules/{sweep.id}")["body"]
+    assert schedule_page.count("retry of <a") == 1
+    assert f'retry of <a href="/console/runs/{run_id}">an earlier run</a>' in schedule_page
     assert 'name="reason"' not in new_page
 
 

@@ -214,3 +214,18 @@ def test_a_test_sends_run_has_its_page(db, call, caller):
     db.commit()
     reply = call("GET", f"/runs/{run_id}", as_=caller)
     assert (reply.status, reply.body.get("trigger")) == (200, "test"), reply.body
+
+
+def test_a_retry_is_marked_in_the_schedules_runs_and_among_the_runs_that_wait_too_long(db, call, operator,
+                                                                                       clock_now):
+    sweep, run_id = seed_run(db, operator.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
+                             finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    new_id = call("POST", f"/runs/{run_id}/retry", {"reason": "feed is back"}, as_=operator).body["run_id"]
+
+    runs = call("GET", f"/schedules/{sweep.id}", as_=operator).body["history"]["runs"]
+
+    assert {r["id"]: r["retry_of"] for r in runs} == {new_id: str(run_id), str(run_id): None}
+    # Later, the retry was never started: the overview's runs that wait too long name what it retried
+    clock_now["now"] = NOW + ACCOUNTING.reoffer_after + timedelta(minutes=1)
+    stranded = call("GET", "/operations/overview", as_=STAFF).body["stranded_runs"]
+    assert [(r["id"], r["retry_of"]) for r in stranded] == [(new_id, str(run_id))]

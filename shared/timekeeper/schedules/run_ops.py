@@ -108,6 +108,15 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
     return run
 
 
+def retries_of(conn: Any, run_ids: list[UUID]) -> dict[UUID, UUID]:
+    """Of ``run_ids`` (runs of the workspace entered on ``conn``), those an operator's Retry
+    now made: new run id -> the run it retried (ids of other workspaces find nothing)."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(SQL["retries_of"], {"ids": [str(i) for i in run_ids]}).fetchall()
+    return {row["run_id"]: row["retry_of"] for row in rows}
+
+
 def run_label(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
     """What names the run ``run_id`` of ``workspace_id`` for people: ``id``, ``schedule_id``,
     ``workspace_id``, ``state``, ``occurrence_at`` (aware UTC), ``occurrence_local`` (naive,

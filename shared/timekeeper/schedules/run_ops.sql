@@ -78,3 +78,11 @@ SELECT run_id, actor, reason, at
    AND detail ->> 'run_id' = %(run_id)s::text
  ORDER BY id
  LIMIT 1
+
+-- name: retries_of
+-- Of the runs %(ids)s of the entered workspace, those an operator's Retry now made: each
+-- with the run it retried.
+SELECT DISTINCT ON (detail ->> 'run_id') (detail ->> 'run_id')::uuid AS run_id, run_id AS retry_of
+  FROM schedule_run_actions
+ WHERE action = 'retry' AND detail ->> 'run_id' = ANY(%(ids)s::text[])
+ ORDER BY detail ->> 'run_id', id

@@ -1,4 +1,5 @@
--- A dead-letter message's fate on the run it names. PostgreSQL 15 compatible.
+-- A dead-letter message's fate on the run it names, and retries found by the run they made.
+-- PostgreSQL 15 compatible.
 --
 -- Staff moving one dead-letter message back to its queue, or deleting it, act on the run
 -- the message names: the action is recorded beside the run too (schedule_run_actions,
@@ -27,3 +28,7 @@ BEGIN
     RETURN NULL;
 END
 $$;
+
+-- A retry names the run it made in its detail: the lists that show runs mark a run made by
+-- Retry now ("retry of ..."), looked up by the new run's id.
+CREATE INDEX schedule_run_actions_retry_idx ON schedule_run_actions ((detail ->> 'run_id')) WHERE action = 'retry';
