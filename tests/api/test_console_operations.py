@@ -56,7 +56,8 @@ def test_staff_see_the_page_and_resume_a_paused_schedule_with_a_reason(console, 
     assert (event["actor"], event["reason"]) == ("staff-1", "ledger API is back")
     # And the page lists the action
     after = staff.request("GET", "/console/operations")["body"]
-    assert ">Resume</span> of the schedule <bdi>&lt;b&gt;ledger&lt;/b&gt; sweep</bdi> by <bdi>staff-1</bdi>" in after
+    assert (">Resume</span> of the schedule <bdi>&lt;b&gt;ledger&lt;/b&gt; sweep</bdi> by <span title=\"staff-1\">"
+            "<bdi>staff-1</bdi></span>") in after
     # Run actions are not staff-wide actions: the page says where they are
     assert "is listed on that run's page under \"Operators' actions\"" in html.replace("&#34;", '"')
 
