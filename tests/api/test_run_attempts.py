@@ -91,7 +91,10 @@ def test_a_run_settled_on_its_first_attempt_keeps_no_attempt_row(db, call, calle
 
     assert kept(db, message.run_id) == []
     history = call("GET", f"/runs/{message.run_id}").body["attempt_history"]
-    assert [(a["number"], a["receive_count"], a["ended"], a["error"]) for a in history] == [(1, 1, "settled", None)]
+    # (a first attempt started with its batch keeps no receive count: nothing more is written)
+    assert [(a["number"], a["receive_count"], a["ended"], a["error"]) for a in history] == [
+        (1, None, "settled", None)]
+    assert history[0]["started_at"] == START.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def test_a_stalled_attempt_taken_over_is_kept(db, call, caller):

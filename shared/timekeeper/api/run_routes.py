@@ -87,8 +87,9 @@ class AttemptOut(BaseModel):
 
     number: int = Field(ge=1, description="the attempt's number (1 = the first receive that started it)")
     consumer: str = Field(description="the consumer function that ran it", examples=["timekeeper-accounting-runs"])
-    receive_count: int | None = Field(None, description="the receive of the run's message that started it "
-                                                        "(null: not kept, an attempt started before it was)")
+    receive_count: int | None = Field(None, description="the receive of the run's message that started it (null: "
+                                                        "not kept: a first attempt started with its batch that did "
+                                                        "not fail, or an attempt started before it was kept)")
     started_at: UtcDatetime | None = Field(description="when the attempt started")
     finished_at: UtcDatetime | None = Field(description="when the attempt ended: it gave its lease back, its lease "
                                                         "ran out, or the run settled (null: still running)")

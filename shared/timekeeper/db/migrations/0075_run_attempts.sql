@@ -1,8 +1,9 @@
 -- Every attempt of a run, not only its latest. PostgreSQL 15 compatible.
 --
--- The run row keeps its current attempt: `attempts` (its number), and now the instant it
--- started (`attempt_started_at`) and the receive of the message that started it
--- (`attempt_receive_count`), written by the consumer's start statement it already runs.
+-- The run row keeps its current attempt: `attempts` (its number), and for a run started
+-- one by one the instant it started (`attempt_started_at`) and the receive of the message
+-- that started it (`attempt_receive_count`), written by the start statement it already
+-- runs (a batch's first attempt writes neither: its start is the run's started_at).
 -- An attempt is copied into schedule_run_attempts only when another supersedes it: the
 -- failure that gives the lease back for a retry writes its attempt (ended `retried`, with
 -- its error) in that same statement, and the start that takes over a lease that ran out
