@@ -113,12 +113,19 @@ def test_a_stalled_attempt_taken_over_is_kept(db, call, caller):
     assert history[0]["finished_at"] == (START + SETTINGS.lease).strftime("%Y-%m-%dT%H:%M:%SZ")  # its lease's end
 
 
-def test_an_attempt_row_goes_with_its_run(db, caller):
+def test_an_attempt_row_and_an_action_go_with_their_run(db, caller):
     kind = Flaky("once")
     message = due_run(db, caller.workspace_id)
     receive(db, kind, message, 1, START)
     assert len(kept(db, message.run_id)) == 1
+    # (an operator's action on the run goes with it too; the audit log keeps its copy)
+    db.execute("INSERT INTO schedule_run_actions (run_id, schedule_id, workspace_id, action, actor, reason, at) "
+               "SELECT id, schedule_id, workspace_id, 'fail', 'ops-1', 'stuck', %s FROM schedule_runs WHERE id = %s",
+               (START, message.run_id))
     db.execute("DELETE FROM schedule_events WHERE run_id = %s", (message.run_id,))
     db.execute("UPDATE schedules SET last_run_id = NULL")
     db.execute("DELETE FROM schedule_runs WHERE id = %s", (message.run_id,))
     assert kept(db, message.run_id) == []
+    assert db.execute("SELECT count(*) AS n FROM schedule_run_actions").fetchone()["n"] == 0
+    assert db.execute("SELECT count(*) AS n FROM audit_events WHERE subject_id = %s",
+                      (str(message.run_id),)).fetchone()["n"] == 1

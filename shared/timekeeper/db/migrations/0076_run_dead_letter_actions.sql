@@ -32,3 +32,10 @@ $$;
 -- A retry names the run it made in its detail: the lists that show runs mark a run made by
 -- Retry now ("retry of ..."), looked up by the new run's id.
 CREATE INDEX schedule_run_actions_retry_idx ON schedule_run_actions ((detail ->> 'run_id')) WHERE action = 'retry';
+
+-- Operators' actions go with their run as its history does: the retention sweep deletes
+-- old runs, and a run an operator acted on (now also any run whose dead letter was
+-- redriven) would otherwise block it. The audit log keeps its own copy of each action.
+ALTER TABLE schedule_run_actions DROP CONSTRAINT schedule_run_actions_run_id_fkey;
+ALTER TABLE schedule_run_actions ADD CONSTRAINT schedule_run_actions_run_id_fkey
+    FOREIGN KEY (run_id) REFERENCES schedule_runs (id) ON DELETE CASCADE;
