@@ -60,3 +60,56 @@ def test_a_member_without_the_staff_role_gets_the_apis_refusal(console):
     assert page["statusCode"] == 403
     assert "The dead-letter queues are for platform staff" in page["body"]
     assert '<a href="/console/schedules">Back to the schedules</a>' in page["body"]
+
+
+def test_a_message_names_its_run_and_its_redrive_is_followed_on_the_run_page(console, conn, sqs, queues):  # noqa: F811
+    from tests.api.conftest import enrol
+    from tests.api.test_run_routes import LONG_AGO, seed_run
+
+    conn.execute("TRUNCATE operations_actions, schedule_run_actions, schedule_events, schedule_runs, schedules "
+                 "CASCADE")
+    other = uuid.uuid4()
+    enrol(conn, "someone", other)
+    sweep, run_id = seed_run(conn, other, state="failed", attempts=5, finished_at=LONG_AGO)
+    sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=json.dumps({
+        "run_id": str(run_id), "schedule_id": str(sweep.id), "workspace_id": str(other)}))
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+    conn.execute("UPDATE users SET display_name = 'Stella Staff' WHERE id = 'staff-1'")
+    conn.commit()
+
+    html = staff.request("GET", "/console/dead-letters/accounting")["body"]
+
+    # Named by its schedule and occurrence (the schedule's zone, UTC beside), the body behind "Body"
+    assert (f'<a href="/console/runs/{run_id}"><bdi>Nightly sweep</bdi>, occurrence <time datetime="'
+            in html) and "2027-03-01 12:44 CET</time></a> <small>(2027-03-01 11:44 UTC)</small>" in html
+    assert "Message for <bdi>Nightly sweep</bdi>" in html and "<details><summary>Body</summary>" in html
+    message_id = re.search(r'/console/dead-letters/accounting/([0-9a-f-]+)/redrive', html).group(1)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+
+    done = staff.request("POST", f"/console/dead-letters/accounting/{message_id}/redrive",
+                         {"csrf": csrf, "reason": "consumer fixed"})
+
+    after = staff.request("GET", _header(done, "Location"))["body"]
+    assert f'<a href="/console/runs/{run_id}">Open its run</a>' in after
+    run_page = staff.request("GET", f"/console/runs/{run_id}")["body"]
+    assert "Its dead-letter message moved back to its queue" in run_page
+    assert "its consumer finds it settled and does nothing with the message" in run_page
+    assert "use Retry now below" in run_page and f'action="/console/runs/{run_id}/retry"' in run_page
+    overview = staff.request("GET", "/console/operations")["body"]
+    recent = overview[overview.index("<h2>Recent actions</h2>"):]
+    assert "a message of" not in recent and f'(for <a href="/console/runs/{run_id}">its run</a>)' in recent
+    assert '<span title="staff-1"><bdi>Stella Staff</bdi></span>: <bdi>consumer fixed</bdi>' in recent
+
+
+def test_messages_another_reader_holds_are_said_to_be_read_elsewhere(console, conn, sqs, queues):  # noqa: F811
+    sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody="not json {")
+    held = sqs.receive_message(QueueUrl=queues["accounting"].dlq_url, MaxNumberOfMessages=10, VisibilityTimeout=30)
+    assert len(held["Messages"]) == 1
+    staff = Browser(console)
+    staff.sign_in(STAFF, roles=("platform:staff",))
+
+    html = staff.request("GET", "/console/dead-letters/accounting")["body"]
+
+    assert "1 message is being read by someone else; reload in 30 s to see it." in html
+    assert "None to show now." in html

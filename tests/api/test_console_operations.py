@@ -9,6 +9,8 @@ import re
 import uuid
 from datetime import UTC, date, datetime
 
+from psycopg.types.json import Jsonb
+
 from tests.api.conftest import FAILED_NAME, MISSING_NAME, NOW, PUBLISHED_NAME, Caller, seed_overdue_workspaces
 from tests.api.test_console import Browser, _header
 from timekeeper.schedules import service
@@ -56,7 +58,8 @@ def test_staff_see_the_page_and_resume_a_paused_schedule_with_a_reason(console, 
     assert (event["actor"], event["reason"]) == ("staff-1", "ledger API is back")
     # And the page lists the action
     after = staff.request("GET", "/console/operations")["body"]
-    assert ">Resume</span> of the schedule <bdi>&lt;b&gt;ledger&lt;/b&gt; sweep</bdi> by <bdi>staff-1</bdi>" in after
+    assert (">Resume</span> of the schedule <bdi>&lt;b&gt;ledger&lt;/b&gt; sweep</bdi> by <span title=\"staff-1\">"
+            "<bdi>staff-1</bdi></span>") in after
     # Run actions are not staff-wide actions: the page says where they are
     assert "is listed on that run's page under \"Operators' actions\"" in html.replace("&#34;", '"')
 
@@ -143,6 +146,12 @@ def test_staff_read_workspaces_and_schedules_by_name_with_their_runs_linked(cons
                                    "failed", old)).fetchone()["id"]
     waiting = conn.execute(insert, (made[1].id, workspace, "w", old, old.replace(tzinfo=None), old,
                                     "queued", None)).fetchone()["id"]
+    retried = conn.execute(insert, (made[1].id, workspace, "r", old, old.replace(tzinfo=None), old,
+                                    "failed", old)).fetchone()["id"]
+    # (the waiting run was made by an operator's Retry now of an earlier run)
+    conn.execute("INSERT INTO schedule_run_actions (run_id, schedule_id, workspace_id, action, actor, reason, detail, "
+                 "at) VALUES (%s, %s, %s, 'retry', 'ops-1', 'again', %s, %s)",
+                 (retried, made[1].id, workspace, Jsonb({"run_id": str(waiting)}), old))
     conn.commit()
     staff = Browser(console)
     staff.sign_in(STAFF, roles=("platform:staff",))
@@ -160,3 +169,4 @@ def test_staff_read_workspaces_and_schedules_by_name_with_their_runs_linked(cons
     [row] = [r for r in waits.split("<tr>") if str(waiting) in r]
     assert f'<a href="/console/runs/{waiting}"><bdi>Ledger close</bdi>, occurrence 2027-02-01 09:00 UTC</a>' in row
     assert "<bdi>Acme &lt;Berlin&gt;</bdi>" in row and str(made[1].id) not in row
+    assert f'retry of <a href="/console/runs/{retried}">an earlier run</a>' in row

@@ -17,10 +17,17 @@ ADMIN_ROLES = ("schedules:read", "schedules:run", "schedules:admin")
 
 def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(console, conn):
     who = Caller(user_id="ops-1")
-    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    conn.execute("TRUNCATE schedule_run_attempts, schedule_run_actions, schedule_events, schedule_runs, schedules "
+                 "CASCADE")
     sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=3, started_at=LONG_AGO,
                              finished_at=LONG_AGO + timedelta(seconds=42), outcome_code="reconciliation_failed",
-                             error="<b>bank</b> feed unreachable (bank:operating)", offer_count=1)
+                             error="<b>bank</b> feed unreachable (bank:operating)", offer_count=1,
+                             attempt_started_at=LONG_AGO, attempt_receive_count=3)
+    for attempt, error in ((1, "feed timed out (bank:operating)"), (2, None)):
+        conn.execute("INSERT INTO schedule_run_attempts (run_id, attempt, workspace_id, receive_count, started_at, "
+                     "ended_at, ended, error) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                     (run_id, attempt, who.workspace_id, attempt, LONG_AGO - timedelta(minutes=10 - attempt),
+                      LONG_AGO - timedelta(minutes=9 - attempt), "retried" if error else "taken_over", error))
     conn.execute("UPDATE schedules SET name = %s WHERE id = %s", ("Sweep \u202eevil", sweep.id))
     conn.commit()
     browser = Browser(console)
@@ -40,7 +47,12 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
     # Read as the other pages: the occurrence to the minute with its zone, the error's internal
     # code apart, the consumer in words, no run id repeated as a message id, no "1 offers"
     assert '2027-03-01 12:44 CET</time>' in html and "(2027-03-01 11:44 UTC)" in html
-    assert "feed unreachable</bdi> <small><code>bank:operating</code></small>" in html
+    assert "feed unreachable</bdi> <small>(<code>bank:operating</code>)</small>" in html
+    # Every attempt, the first at the top: the two superseded ones with how they ended
+    rows = re.findall(r"<tr><td>(\d)</td><td>(\d)</td>", html)
+    assert rows == [("1", "1"), ("2", "2"), ("3", "3")] and "(3 attempts)" in html
+    assert "feed timed out</bdi> <small>(<code>bank:operating</code>)</small>" in html
+    assert "failed; the run was retried" in html and "a later receive took the run over" in html
     assert "the <span" in html and "Accounting</span> consumer" in html
     assert "Message id" not in html and "offers)" not in html and '<th scope="col">Attempt</th>' in html
     assert "not recorded; its consumer received it" in html
@@ -49,8 +61,8 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
 def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_queued(console, conn):
     who = Caller(user_id="ops-3")
     conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
-    _, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
-                         finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
+                             finished_at=LONG_AGO, outcome_code="reconciliation_failed")
     browser = Browser(console)
     browser.sign_in(who, roles=("schedules:read", "schedules:run"))
     html = browser.request("GET", f"/console/runs/{run_id}")["body"]
@@ -64,6 +76,10 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
     assert "<bdi>feed &lt;back&gt;</bdi>" in new_page
     # The new run is still queued: nothing to retry yet
     assert "/retry" not in new_page.split("<h2>Operators' actions</h2>")[0]
+    # The schedule's runs mark the retry with the run it retried (the retried run is no retry)
+    schedule_page = browser.request("GET", f"/console/schedules/{sweep.id}")["body"]
+    assert schedule_page.count("retry of <a") == 1
+    assert f'retry of <a href="/console/runs/{run_id}">an earlier run</a>' in schedule_page
     assert 'name="reason"' not in new_page
 
 

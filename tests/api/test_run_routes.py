@@ -52,6 +52,7 @@ def seed_run(db, workspace_id, *, key="k", **columns):
 
 def test_a_run_page_shows_the_run_its_schedule_and_its_failed_attempt(db, call, caller):
     sweep, run_id = seed_run(db, caller.workspace_id, state="failed", attempts=3, started_at=LONG_AGO,
+                             attempt_started_at=LONG_AGO, attempt_receive_count=3,
                              finished_at=LONG_AGO + timedelta(seconds=42), outcome_code="reconciliation_failed",
                              error="bank feed unreachable", skipped_backlog=2)
 
@@ -64,9 +65,10 @@ def test_a_run_page_shows_the_run_its_schedule_and_its_failed_attempt(db, call, 
     assert (page["dst_shifted"], page["timezone"], page["skipped_backlog"], page["message_id"]) == (
         True, "Europe/Berlin", 2, str(run_id))
     assert page["latest_attempt"] == {
-        "number": 3, "consumer": "timekeeper-accounting-runs", "started_at": "2027-03-01T11:44:00Z",
-        "finished_at": "2027-03-01T11:44:42Z", "duration_s": 42.0, "lease_until": None,
-        "error": "bank feed unreachable"}
+        "number": 3, "consumer": "timekeeper-accounting-runs", "receive_count": 3,
+        "started_at": "2027-03-01T11:44:00Z", "finished_at": "2027-03-01T11:44:42Z", "duration_s": 42.0,
+        "lease_until": None, "ended": "settled", "error": "bank feed unreachable"}
+    assert page["attempt_history"] == [page["latest_attempt"]]  # the earlier two were not kept (seeded row)
     assert (page["stuck"], page["retry_allowed"], page["actions"]) == (None, True, [])
 
 
@@ -212,3 +214,18 @@ def test_a_test_sends_run_has_its_page(db, call, caller):
     db.commit()
     reply = call("GET", f"/runs/{run_id}", as_=caller)
     assert (reply.status, reply.body.get("trigger")) == (200, "test"), reply.body
+
+
+def test_a_retry_is_marked_in_the_schedules_runs_and_among_the_runs_that_wait_too_long(db, call, operator,
+                                                                                       clock_now):
+    sweep, run_id = seed_run(db, operator.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
+                             finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    new_id = call("POST", f"/runs/{run_id}/retry", {"reason": "feed is back"}, as_=operator).body["run_id"]
+
+    runs = call("GET", f"/schedules/{sweep.id}", as_=operator).body["history"]["runs"]
+
+    assert {r["id"]: r["retry_of"] for r in runs} == {new_id: str(run_id), str(run_id): None}
+    # Later, the retry was never started: the overview's runs that wait too long name what it retried
+    clock_now["now"] = NOW + ACCOUNTING.reoffer_after + timedelta(minutes=1)
+    stranded = call("GET", "/operations/overview", as_=STAFF).body["stranded_runs"]
+    assert [(r["id"], r["retry_of"]) for r in stranded] == [(new_id, str(run_id))]

@@ -60,17 +60,20 @@ def test_a_dead_letter_is_read_its_runs_error_shown_and_it_is_redriven_alone(pag
     before = page.locator("section.card").count()  # (other tests' servers may have left dead letters too)
     assert before >= 2
     # (other tests' servers share serve's moto: the sample's message is the one whose run is this server's)
-    naming = page.locator("section.card", has=page.get_by_role("link", name="run"))
+    # The message names its run by schedule and occurrence (local, UTC beside), linked
+    run_link = "a[href*='/console/runs/']"
+    naming = page.locator("section.card", has=page.locator(run_link))
     base = page.url.split("/console/")[0]
     named = next(naming.nth(i) for i in range(naming.count())
                  if "Bank feed sweep (failing)" in page.request.get(
-                     base + naming.nth(i).get_by_role("link", name="run").first.get_attribute("href")).text())
+                     base + naming.nth(i).locator(run_link).first.get_attribute("href")).text())
+    assert "Bank feed sweep (failing), occurrence" in named.locator(run_link).first.inner_text()
     assert "its consumer failed on every receive allowed" in named.inner_text()
     assert _clean(page) == []
     assert _fits(page)
     message_text = named.locator("h3").inner_text()
     # Then the run it names shows the failed attempt's error
-    named.get_by_role("link", name="run").click()
+    named.locator(run_link).first.click()
     page.wait_for_url("**/console/runs/*")
     assert "Bank feed sweep (failing)" in page.locator("h1").inner_text()
     assert "the bank feed did not answer" in page.locator("table").inner_text()
@@ -83,9 +86,17 @@ def test_a_dead_letter_is_read_its_runs_error_shown_and_it_is_redriven_alone(pag
     page.once("dialog", lambda dialog: dialog.accept())
     named.get_by_label("Reason").first.fill("the bank feed is back")
     named.get_by_role("button", name="Redrive", exact=True).click()
-    page.wait_for_url("**?done=redriven")
-    assert "the others stay here" in page.get_by_role("status").inner_text()
+    page.wait_for_url("**?done=redriven*")
+    assert "the others stay here" in page.get_by_role("status").first.inner_text()
     assert page.locator("section.card").count() == before - 1
     assert page.locator("section.card", has_text=message_text).count() == 0
     # (the other message's body is in a closed <details>: its text, not its shown text)
     assert any(other in card.text_content() for card in page.locator("section.card").all())
+    # And the confirmation links the run, whose page records the redrive and what follows
+    page.get_by_role("link", name="Open its run").click()
+    page.wait_for_url("**/console/runs/*")
+    actions = page.locator("ul.events").first.inner_text()
+    assert "Its dead-letter message moved back to its queue" in actions and "the bank feed is back" in actions
+    assert "its consumer finds it settled and does nothing with the message" in actions
+    assert _clean(page) == []
+    assert _fits(page)

@@ -23,9 +23,16 @@ message's ``names`` say what it is for (a run, an export, a snapshot job) so the
 links the run's page; ``why`` says why it died where the body tells (``malformed_body``: its
 consumer cannot parse it; ``receives_exhausted``: its consumer failed on every receive).
 
+A message naming a run carries the run (``run``: its schedule's name and the occurrence)
+for the page to name it by; staff read it as they read the run's page (another
+workspace's run read is in that workspace's staff reads). ``being_read`` counts the
+messages a read did not get because another reader holds them hidden for a moment.
+
 Each action on one message is recorded in the operations actions
 (``redrive_message`` / ``delete_message``, target ``<queue>/<message id>``, the body's
-``names`` in the detail) with a log line ``operations action``. An unknown queue, or a
+``names`` in the detail) with a log line ``operations action``, and on the run it names
+(:func:`timekeeper.schedules.run_ops.record_operator_action`, ``redriven`` /
+``dead_letter_deleted``: the run's page and its workspace's audit log show it). An unknown queue, or a
 message the queue no longer holds, is 404 ``not_found``; a blank reason 422 naming
 ``reason``.
 
@@ -35,6 +42,7 @@ annotations at run time.)
 
 from functools import partial
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, Field
@@ -42,7 +50,7 @@ from pydantic import BaseModel, Field
 from timekeeper import observability as obs
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import UtcDatetime
+from timekeeper.api.models import RunState, UtcDatetime
 from timekeeper.api.operations_routes import (
     QUEUE_PATTERN,
     ActionReason,
@@ -53,6 +61,9 @@ from timekeeper.api.operations_routes import (
 )
 from timekeeper.api.routing import SECURITY, Api, ApiRouter
 from timekeeper.observability import logger, metrics
+from timekeeper.platform import audit
+from timekeeper.platform.directory import get_workspace
+from timekeeper.schedules import run_ops
 
 _TAGS = ["operations"]
 #: An SQS message id (a UUID; letters, digits and dashes).
@@ -88,6 +99,20 @@ class MessageNames(BaseModel):
     run_id: str | None = Field(None, description="a snapshot job's snapshot run")
 
 
+class MessageRunOut(BaseModel):
+    """The run a message names, for people: its schedule and occurrence."""
+
+    id: UUID
+    workspace_id: UUID
+    schedule_id: UUID
+    schedule_name: str
+    state: RunState = Field(description="the run's state now")
+    occurrence_at: UtcDatetime = Field(description="the occurrence's instant")
+    occurrence_local: str = Field(description="the intended wall time in the schedule's zone",
+                                  examples=["2027-03-14T02:30:00"])
+    timezone: str = Field(description="the schedule's IANA zone (occurrence_local's)")
+
+
 class DeadLetterMessageOut(BaseModel):
     """One dead-letter message as read (it stays in the queue)."""
 
@@ -101,6 +126,8 @@ class DeadLetterMessageOut(BaseModel):
     why: Literal["malformed_body", "receives_exhausted"] = Field(
         description="malformed_body: its consumer cannot parse it; receives_exhausted: its consumer failed on "
                     "every receive allowed")
+    run: MessageRunOut | None = Field(None, description="the run it names (null: it names none, or no run has "
+                                                        "that id any more)")
 
 
 class DeadLetterMessages(BaseModel):
@@ -108,6 +135,9 @@ class DeadLetterMessages(BaseModel):
 
     queue: DeadLetterQueueOut
     items: list[DeadLetterMessageOut]
+    being_read: int = Field(0, ge=0, description="messages of the queue this read did not get although it asked for "
+                                                 "more: another reader holds them hidden for up to 30 s (they "
+                                                 "come back; read again then)")
     timezone: str = Field("UTC", description="the staff member's own workspace's IANA zone, to show the UTC "
                                              "instants in")
 
@@ -148,9 +178,54 @@ def read_messages(scope: Staff, api: Api, queue: QueueName,
                   ) -> DeadLetterMessages:
     queues = _queues(api, queue)
     depth = depth_out(queues.depth(queue), scope.now)
-    return DeadLetterMessages(queue=depth, items=[DeadLetterMessageOut(**vars(m))
-                                                  for m in queues.messages(queue, limit=limit)],
-                              timezone=scope.own_zone())
+    items = [_message_out(scope, m) for m in queues.messages(queue, limit=limit)]
+    # Fewer than asked while the queue holds more: the rest is hidden by another reader's receive.
+    being_read = max(0, depth.messages - len(items)) if len(items) < limit else 0
+    return DeadLetterMessages(queue=depth, items=items, being_read=being_read, timezone=scope.own_zone())
+
+
+def _named_run(scope: Any, names: dict[str, str] | None) -> dict[str, Any] | None:
+    """The run a message's ``names`` name, in its own workspace (found through the narrow
+    function, as staff open a run's page), or None. A read of another workspace's run is
+    recorded in that workspace's staff reads, as the run's page records it."""
+    if not names or names.get("kind") != "run":
+        return None
+    run_id = UUID(names["id"])
+    with scope.conn.transaction():
+        workspace_id = run_ops.run_workspace(scope.conn, run_id)
+    if workspace_id is None:
+        return None
+    with scope.conn.entered(workspace_id), scope.conn.transaction():
+        run = run_ops.run_label(scope.conn, workspace_id=workspace_id, run_id=run_id)
+        if run is not None and workspace_id != scope.identity.workspace_id \
+                and get_workspace(scope.conn, workspace_id) is not None:
+            audit.record_staff_read(scope.conn, workspace_id=workspace_id, actor=scope.identity.user_id, what="run",
+                                    detail={"run_id": str(run_id), "via": "dead_letter"}, now=scope.now)
+    return run
+
+
+def _message_out(scope: Any, message: Any) -> DeadLetterMessageOut:
+    run = _named_run(scope, message.names)
+    named = None
+    if run is not None:
+        named = MessageRunOut(**{k: run[k] for k in ("id", "workspace_id", "schedule_id", "schedule_name", "state",
+                                                     "occurrence_at")},
+                              occurrence_local=run["occurrence_local"].isoformat(), timezone=run["timezone"] or "UTC")
+    return DeadLetterMessageOut(**vars(message), run=named)
+
+
+def _record_on_run(scope: Any, run: dict[str, Any] | None, action: str, reason: str, queue: str,
+                   message_id: str) -> None:
+    """Record a message's redrive or deletion beside the run it names (hence in the run's
+    workspace's audit log): ``redriven`` / ``dead_letter_deleted`` with the queue, the
+    message id and the run's state then."""
+    if run is None:
+        return
+    with scope.conn.entered(run["workspace_id"]), scope.conn.transaction():
+        run_ops.record_operator_action(
+            scope.conn, run=run, action="redriven" if action == "redrive_message" else "dead_letter_deleted",
+            actor=scope.identity.user_id, reason=reason, now=scope.now,
+            detail={"queue": queue, "message_id": message_id, "state_before": run["state"]})
 
 
 def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason: str) -> MessageActionOut:
@@ -160,10 +235,12 @@ def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason:
         raise ApiError(404, errors.NOT_FOUND, f"the {queue} dead-letter queue does not hold message {message_id}")
     scope.record_action(action=action, target=f"{queue}/{message_id}", reason=reason,
                         detail={"names": done.names, "why": done.why, "receive_count": done.receive_count})
+    message = _message_out(scope, done)
+    _record_on_run(scope, message.run and message.run.model_dump(), action, reason, queue, message_id)
     logger.info("operations action", extra={"action": action, "actor": scope.identity.user_id, "queue": queue,
                                             "message_id": message_id, "reason": reason})
     metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
-    return MessageActionOut(queue=queue, action=action, message=DeadLetterMessageOut(**vars(done)), reason=reason)
+    return MessageActionOut(queue=queue, action=action, message=message, reason=reason)
 
 
 @router.post("/operations/dead-letter-queues/<queue>/messages/<message_id>/redrive", tags=_TAGS,

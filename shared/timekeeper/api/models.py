@@ -355,6 +355,8 @@ class RunOut(BaseModel):
     first_skipped_at: UtcDatetime | None
     due_at: UtcDatetime | None = Field(None, description="the instant a flexible window (window_minutes) gave the "
                                                          "run; null: due at its occurrence")
+    retry_of: UUID | None = Field(None, description="the run an operator's Retry now retried to make this one "
+                                                    "(null: no retry)")
 
 
 class EventOut(BaseModel):

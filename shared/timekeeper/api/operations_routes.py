@@ -82,7 +82,7 @@ from timekeeper.api.scope import StaffScope, staff_scope
 from timekeeper.aws.dead_letters import RedriveRefused
 from timekeeper.observability import logger, metrics
 from timekeeper.platform.erasure import user_digest
-from timekeeper.schedules import operations
+from timekeeper.schedules import operations, run_ops
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
 
@@ -135,6 +135,8 @@ class StrandedRunOut(BaseModel):
     offer_count: int = Field(ge=0)
     workspace_name: str | None = Field(default=None, description="its workspace's name")
     schedule_name: str | None = Field(default=None, description="its schedule's name")
+    retry_of: UUID | None = Field(default=None, description="the run an operator's Retry now retried to make this "
+                                                            "one (null: no retry)")
 
 
 class DeadLetterQueueOut(BaseModel):
@@ -173,13 +175,15 @@ class OperationsActionOut(BaseModel):
     id: int
     action: Literal["redrive", "resume", "erase", "redrive_message", "delete_message"]
     actor: str
+    actor_name: str | None = Field(None, description="the actor's display name (null: the directory names nobody)")
     target: str = Field(description="the dead-letter queue's name (redrive_message, delete_message: "
                                     "<queue>/<message id>), the schedule's id, the erased user id's "
                                     "digest (sha256:<hex>) or the erased member id's (member:sha256:<hex>)")
     reason: str
     detail: dict[str, Any] = Field(description="redrive: task, messages, moved; resume: workspace_id, name; "
                                                "erase: the counts of ErasureOut (a member's: workspace_id, "
-                                               "snapshot_rows)")
+                                               "snapshot_rows); redrive_message, delete_message: names (what "
+                                               "the message is for), why, receive_count")
     at: UtcDatetime
 
 
@@ -300,7 +304,8 @@ router = ApiRouter()
 def _names(scope: StaffScope, schedules: list[Any], stranded: list[Any]
            ) -> tuple[dict[UUID, str], dict[UUID, dict[str, Any]]]:
     """The overview's names: workspace id -> name (the staff directory), and schedule id ->
-    ``{"name", "last_failed_run_id"}`` read in each schedule's own workspace in turn."""
+    ``{"name", "last_failed_run_id"}`` and a stranded run's id -> ``{"retry_of"}`` (a run
+    Retry now made), read in each workspace in turn."""
     by_workspace: dict[UUID, set[UUID]] = {}
     for row in (*schedules, *stranded):
         by_workspace.setdefault(row.workspace_id, set()).add(getattr(row, "schedule_id", None) or row.id)
@@ -309,8 +314,11 @@ def _names(scope: StaffScope, schedules: list[Any], stranded: list[Any]
     workspaces = {w.id: w.name for w in scope.staff_workspaces(ids=list(by_workspace), limit=len(by_workspace))}
     named: dict[UUID, dict[str, Any]] = {}
     for workspace_id, ids in by_workspace.items():
+        runs = [r.id for r in stranded if r.workspace_id == workspace_id]
         with scope.conn.entered(workspace_id), scope.conn.transaction():
             named.update(operations.schedule_names(scope.conn, list(ids)))
+            named.update({run_id: {"retry_of": retried}
+                          for run_id, retried in run_ops.retries_of(scope.conn, runs).items()})
     return workspaces, named
 
 
@@ -337,7 +345,8 @@ def overview(
                                         last_failed_run_id=named.get(s.id, {}).get("last_failed_run_id"))
                    for s in schedules],
         stranded_runs=[StrandedRunOut(**vars(r), workspace_name=workspaces.get(r.workspace_id),
-                                      schedule_name=named.get(r.schedule_id, {}).get("name")) for r in stranded],
+                                      schedule_name=named.get(r.schedule_id, {}).get("name"),
+                                      retry_of=named.get(r.id, {}).get("retry_of")) for r in stranded],
         overdue_periods=[OverduePeriodOut(**vars(p), overdue_hours=p.overdue_hours(scope.now)) for p in overdue],
         overdue_periods_total=overdue_total,
         recent_actions=[OperationsActionOut(**vars(a)) for a in scope.recent_actions(limit=20)],

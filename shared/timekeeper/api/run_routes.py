@@ -83,15 +83,23 @@ IdempotencyKey = Annotated[str | None, idempotency_header("repeat a request safe
 
 
 class AttemptOut(BaseModel):
-    """The run's latest attempt (a receive of its message that started it)."""
+    """One attempt of the run (a receive of its message that started it)."""
 
     number: int = Field(ge=1, description="the attempt's number (1 = the first receive that started it)")
     consumer: str = Field(description="the consumer function that ran it", examples=["timekeeper-accounting-runs"])
-    started_at: UtcDatetime | None = Field(description="when the first attempt started")
-    finished_at: UtcDatetime | None = Field(description="when the run settled (null: not settled)")
+    receive_count: int | None = Field(None, description="the receive of the run's message that started it (null: "
+                                                        "not kept: a first attempt started with its batch that did "
+                                                        "not fail, or an attempt started before it was kept)")
+    started_at: UtcDatetime | None = Field(description="when the attempt started")
+    finished_at: UtcDatetime | None = Field(description="when the attempt ended: it gave its lease back, its lease "
+                                                        "ran out, or the run settled (null: still running)")
     duration_s: float | None = Field(ge=0, description="seconds from started_at to finished_at")
     lease_until: UtcDatetime | None = Field(description="a running attempt's lease end")
-    error: str | None = Field(description="the error kept on the run (the last failed attempt's)")
+    ended: Literal["retried", "taken_over", "settled"] | None = Field(
+        None, description="retried: it failed and the run was retried; taken_over: its lease ran out without an "
+                          "outcome and a later receive took the run over; settled: the run settled in it; "
+                          "null: still running")
+    error: str | None = Field(description="the attempt's error (the run's own for its current attempt)")
 
 
 class RunEventOut(BaseModel):
@@ -109,11 +117,15 @@ class RunActionOut(BaseModel):
     """An operator's action on the run, with its reason."""
 
     id: int
-    action: Literal["retry", "cancel", "fail"]
+    action: Literal["retry", "cancel", "fail", "redriven", "dead_letter_deleted"] = Field(
+        description="redriven / dead_letter_deleted: staff moved the run's dead-letter message back to its queue, "
+                    "or deleted it")
     actor: str
     reason: str
     detail: dict[str, Any] = Field(description="retry: run_id (the new run), created; cancel/fail: state_before, "
-                                               "why (fail), key (the Idempotency-Key, when sent)")
+                                               "why (fail), key (the Idempotency-Key, when sent); redriven / "
+                                               "dead_letter_deleted: queue, message_id, state_before (the run's "
+                                               "state then)")
     at: UtcDatetime
 
 
@@ -155,6 +167,9 @@ class RunPage(BaseModel):
     offer_count: int = Field(ge=0)
     attempts: int = Field(ge=0, description="attempts started (receives that started it)")
     latest_attempt: AttemptOut | None = Field(description="null: never started")
+    attempt_history: list[AttemptOut] = Field(
+        default_factory=list, description="every attempt in number order, the last the run's current one (the same "
+                                          "as latest_attempt); empty: never started")
     outcome_code: str | None
     error: str | None
     skipped_backlog: int = Field(ge=0, description="older due occurrences collapsed into this run")
@@ -241,23 +256,39 @@ def _pipeline(owner: str) -> Any:
         return None
 
 
+def _duration(started: datetime | None, finished: datetime | None) -> float | None:
+    return max((finished - started).total_seconds(), 0.0) if finished and started else None
+
+
+def _attempts(run: dict[str, Any], consumer: str) -> list[AttemptOut]:
+    """The run's attempts in number order: the superseded ones kept, then its current one
+    (unless a failure that gave its lease back already kept it)."""
+    out = [AttemptOut(number=a.attempt, consumer=consumer, receive_count=a.receive_count, started_at=a.started_at,
+                      finished_at=a.ended_at, duration_s=_duration(a.started_at, a.ended_at), lease_until=None,
+                      ended=a.ended, error=a.error)
+           for a in run["superseded"]]
+    if run["attempts"] and not any(a.number == run["attempts"] for a in out):
+        finished = run["finished_at"]
+        started = run["attempt_started_at"] or (run["started_at"] if run["attempts"] == 1 else None)
+        out.append(AttemptOut(number=run["attempts"], consumer=consumer, receive_count=run["attempt_receive_count"],
+                              started_at=started, finished_at=finished, duration_s=_duration(started, finished),
+                              lease_until=run["lease_until"], ended="settled" if finished else None,
+                              error=run["error"] if finished else None))
+    return out
+
+
 def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
     pipeline = _pipeline(run["owner"])
     stuck = run_ops.stuck_why(run, reoffer_after=pipeline.reoffer_after, now=caller.now) if pipeline else None
-    latest = None
-    if run["attempts"]:
-        finished, started = run["finished_at"], run["started_at"]
-        latest = AttemptOut(number=run["attempts"], consumer=pipeline.run_queue_name if pipeline else run["owner"],
-                            started_at=started, finished_at=finished, lease_until=run["lease_until"],
-                            duration_s=(finished - started).total_seconds() if finished and started else None,
-                            error=run["error"])
+    history = _attempts(run, pipeline.run_queue_name if pipeline else run["owner"])
     return RunPage(
         **{k: run[k] for k in ("id", "workspace_id", "schedule_id", "schedule_name", "schedule_status",
                                "schedule_deleted", "owner", "work_kind", "trigger", "requested_by", "state",
                                "occurrence_at", "dst_shifted", "queued_at", "published_at", "offer_count",
                                "attempts", "outcome_code", "error", "skipped_backlog", "first_skipped_at", "due_at")},
         occurrence_local=run["occurrence_local"].isoformat(), timezone=run["schedule_timezone"] or "UTC",
-        workspace_timezone=zone, stuck=stuck, latest_attempt=latest, message_id=str(run["id"]),
+        workspace_timezone=zone, stuck=stuck, latest_attempt=history[-1] if history else None,
+        attempt_history=history, message_id=str(run["id"]),
         events=[RunEventOut(**vars(e)) for e in run["events"]],
         actions=[RunActionOut(**vars(a)) for a in run["actions"]],
         retry_allowed=_retry_allowed(caller, run["owner"], run["work_kind"]),

@@ -670,8 +670,9 @@ class StaffScope:
                                             reason=reason, detail=detail, at=self.now)
 
     def recent_actions(self, *, limit: int = 20) -> list[operations.OperationsAction]:
-        """The latest operations actions of every staff member, newest first."""
-        with self.conn.transaction():
+        """The latest operations actions of every staff member, newest first; each actor named
+        as the staff member's own workspace's directory shows them (else ``actor_name`` None)."""
+        with self.conn.entered(self.identity.workspace_id), self.conn.transaction():
             return operations.recent_actions(self.conn, limit=limit)
 
 

@@ -160,6 +160,8 @@ WORDS: dict[str, str] = {
     "settled_by_operator": "Settled as failed by an operator",
     "redrive_message": "Redrive of one message",
     "delete_message": "Deletion of one message",
+    "redriven": "Its dead-letter message moved back to its queue",
+    "dead_letter_deleted": "Its dead-letter message deleted",
     "malformed_body": "Its consumer cannot parse the body",
     "receives_exhausted": "Its consumer failed on every receive allowed",
     "snapshot_job": "Snapshot job",

@@ -74,7 +74,7 @@ def _print(options: OpsOptions, body: dict[str, Any], console: Any) -> None:
     from rich.table import Table
 
     if options.action == "runs" and options.verb == "show":
-        attempt = body.get("latest_attempt") or {}
+        latest = body.get("latest_attempt")
         console.print(f"run {body['id']} of {escape(body['schedule_name'])} ({body['schedule_id']}), "
                       f"workspace {body['workspace_id']}")
         console.print(f"  {body['trigger']} occurrence {body['occurrence_local']} {body['timezone']}"
@@ -82,9 +82,11 @@ def _print(options: OpsOptions, body: dict[str, Any], console: Any) -> None:
         console.print(f"  state {body['state']}{' stuck: ' + body['stuck'] if body['stuck'] else ''}; outcome "
                       f"{body['outcome_code'] or '-'}; attempts {body['attempts']}; skipped backlog "
                       f"{body['skipped_backlog']}; message id {body['message_id']}")
-        if attempt:
-            console.print(f"  latest attempt {attempt['number']} on {attempt['consumer']}: {attempt['started_at']} "
-                          f"-> {attempt['finished_at'] or '-'}; error {escape(attempt['error'] or '-')}")
+        for attempt in body.get("attempt_history") or ([latest] if latest else []):
+            console.print(f"  attempt {attempt['number']} on {attempt['consumer']} (receive "
+                          f"{attempt.get('receive_count') or '-'}): {attempt['started_at'] or '-'} -> "
+                          f"{attempt['finished_at'] or '-'} {attempt.get('ended') or 'running'}; error "
+                          f"{escape(attempt['error'] or '-')}")
         for action in body["actions"]:
             console.print(f"  {action['at']} {action['action']} by {escape(action['actor'])}: "
                           f"{escape(action['reason'])}")

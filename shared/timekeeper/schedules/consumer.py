@@ -340,8 +340,13 @@ def _start(batch: _Batch, run_ids: list[UUID], *, first_only: bool) -> dict[UUID
     """
     if not run_ids:
         return {}
-    rows = fetch_all(batch.conn, SQL["start_runs"], {"ids": run_ids, "now": batch.now, "first_only": first_only,
-                                                     "lease_until": batch.now + batch.settings.lease}, StartedRun)
+    params = {"ids": run_ids, "now": batch.now, "first_only": first_only,
+              "lease_until": batch.now + batch.settings.lease}
+    if first_only:  # the batch's first attempts: nothing to keep, nothing more written
+        rows = fetch_all(batch.conn, SQL["start_runs"], params, StartedRun)
+    else:  # one by one: the attempt's start and receive kept, a stalled attempt taken over kept
+        params["receive_counts"] = [batch.receive_counts.get(run_id, 1) for run_id in run_ids]
+        rows = fetch_all(batch.conn, SQL["start_runs_kept"], params, StartedRun)
     return {run.id: run for run in rows}
 
 
@@ -569,6 +574,7 @@ def _settle(batch: _Batch, verdicts: list[tuple[StartedRun, _Verdict | _Retry]]
     for run, verdict in verdicts:
         if isinstance(verdict, _Retry):
             released = conn.execute(SQL["release_lease"], {"run_id": run.id, "attempt": run.attempts, "now": now,
+                                                           "receive_count": batch.receive_counts.get(run.id, 1),
                                                            "error": verdict.text}).rowcount
             if not released:
                 fenced.add(run.id)

@@ -90,6 +90,7 @@ class ScheduleRun:
       oldest at ``first_skipped_at``.
     * ``due_at`` -- the instant a flexible window gave the run (aware UTC; None: due at
       its occurrence).
+    * ``retry_of`` -- the run an operator's Retry now retried to make this one (None: no retry).
     """
 
     id: UUID
@@ -110,6 +111,7 @@ class ScheduleRun:
     skipped_backlog: int
     first_skipped_at: datetime | None
     due_at: datetime | None = None
+    retry_of: UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

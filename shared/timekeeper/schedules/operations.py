@@ -76,7 +76,8 @@ class StrandedRun:
 class OperationsAction:
     """What a staff member did through the operations routes: ``action`` (``redrive`` of
     the dead-letter queue ``target``, or ``resume`` of the schedule ``target``), the
-    ``actor``, their ``reason``, ``detail`` and the instant (UTC)."""
+    ``actor`` (``actor_name``: their display name in the directory, when read back among the
+    recent actions; else None), their ``reason``, ``detail`` and the instant (UTC)."""
 
     id: int
     action: str
@@ -85,6 +86,7 @@ class OperationsAction:
     reason: str
     detail: dict[str, Any]
     at: datetime
+    actor_name: str | None = None
 
 
 def record_action(conn: Any, *, action: str, actor: str, target: str, reason: str, detail: dict[str, Any],

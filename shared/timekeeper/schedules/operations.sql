@@ -19,9 +19,10 @@ VALUES (%(action)s, %(actor)s, %(target)s, %(reason)s, %(detail)s, %(at)s)
 RETURNING id, action, actor, target, reason, detail, at
 
 -- name: recent_actions
-SELECT id, action, actor, target, reason, detail, at
-  FROM operations_actions
- ORDER BY at DESC, id DESC
+-- The latest actions with each actor's display name (null: the directory names nobody).
+SELECT a.id, a.action, a.actor, a.target, a.reason, a.detail, a.at, u.display_name AS actor_name
+  FROM operations_actions a LEFT JOIN users u ON u.id = a.actor
+ ORDER BY a.at DESC, a.id DESC
  LIMIT %(limit)s
 
 -- name: schedule_names

@@ -53,6 +53,23 @@ class RunAction:
 
 
 @dataclass(frozen=True)
+class SupersededAttempt:
+    """An attempt of a run that another superseded (table ``schedule_run_attempts``):
+    ``attempt`` (its number), ``receive_count`` (the receive of the message that started it;
+    None before it was kept), ``started_at`` and ``ended_at`` (aware UTC), ``ended``
+    (``retried``: it failed and gave its lease back for a retry; ``taken_over``: its lease
+    ran out without an outcome and a later receive took the run over) and ``error`` (a
+    retried attempt's)."""
+
+    attempt: int
+    receive_count: int | None
+    started_at: datetime | None
+    ended_at: datetime
+    ended: str
+    error: str | None
+
+
+@dataclass(frozen=True)
 class RunEvent:
     """An entry of the run's schedule history that names the run."""
 
@@ -73,7 +90,8 @@ def run_workspace(conn: Any, run_id: UUID) -> UUID | None:
 
 def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
     """The run ``run_id`` of ``workspace_id`` with its schedule's name, zone and status
-    (``schedule_*``), its ``events`` (list of :class:`RunEvent`) and ``actions`` (list of
+    (``schedule_*``), its ``superseded`` attempts (list of :class:`SupersededAttempt`, in
+    number order; the row holds the current one), its ``events`` (list of :class:`RunEvent`) and ``actions`` (list of
     :class:`RunAction`), and ``retry_of`` (the operator's retry that made it: a dict with
     ``run_id`` of the retried run, ``actor``, ``reason``, ``at``; None when it is no retry);
     None when the workspace has no such run."""
@@ -81,12 +99,30 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
     if row is None:
         return None
     run = dict(row)
+    run["superseded"] = fetch_all(conn, SQL["run_attempts"], {"run_id": run_id}, SupersededAttempt)
     run["events"] = fetch_all(conn, SQL["run_events"], {"run_id": run_id}, RunEvent)
     run["actions"] = fetch_all(conn, SQL["run_actions"], {"run_id": run_id}, RunAction)
     retry = conn.execute(SQL["retry_of"], {"run_id": str(run_id), "workspace_id": workspace_id,
                                            "schedule_id": run["schedule_id"]}).fetchone()
     run["retry_of"] = dict(retry) if retry else None
     return run
+
+
+def retries_of(conn: Any, run_ids: list[UUID]) -> dict[UUID, UUID]:
+    """Of ``run_ids`` (runs of the workspace entered on ``conn``), those an operator's Retry
+    now made: new run id -> the run it retried (ids of other workspaces find nothing)."""
+    if not run_ids:
+        return {}
+    rows = conn.execute(SQL["retries_of"], {"ids": [str(i) for i in run_ids]}).fetchall()
+    return {row["run_id"]: row["retry_of"] for row in rows}
+
+
+def run_label(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | None:
+    """What names the run ``run_id`` of ``workspace_id`` for people: ``id``, ``schedule_id``,
+    ``workspace_id``, ``state``, ``occurrence_at`` (aware UTC), ``occurrence_local`` (naive,
+    in ``timezone``, the schedule's zone) and ``schedule_name``; None when there is no such run."""
+    row = conn.execute(SQL["run_label"], {"run_id": run_id, "workspace_id": workspace_id}).fetchone()
+    return dict(row) if row else None
 
 
 def stuck_why(run: dict[str, Any], *, reoffer_after: timedelta, now: datetime) -> str | None:
@@ -104,7 +140,8 @@ def stuck_why(run: dict[str, Any], *, reoffer_after: timedelta, now: datetime) -
 
 def record_operator_action(conn: Any, *, run: dict[str, Any], action: str, actor: str, reason: str,
                            detail: dict[str, Any], now: datetime) -> RunAction:
-    """Record an operator's ``action`` (retry, cancel, fail) on ``run`` (a row with id,
+    """Record an operator's ``action`` (retry, cancel, fail; ``redriven`` / ``dead_letter_deleted``:
+    staff moved the run's dead-letter message back to its queue or deleted it) on ``run`` (a row with id,
     schedule_id, workspace_id) by ``actor`` with ``reason`` at ``now``: the one writer of
     ``schedule_run_actions``."""
     return fetch_one(conn, SQL["record_run_action"], {

@@ -6,9 +6,18 @@ SELECT operations_run_workspace(%(run_id)s) AS workspace_id
 SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_key, r.occurrence_at,
        r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.queued_at, r.offered_at,
        r.offer_count, r.published_at, r.publish_count, r.attempts, r.lease_until, r.started_at, r.finished_at,
-       r.outcome_code, r.error, r.skipped_backlog, r.first_skipped_at, r.due_at,
+       r.outcome_code, r.error, r.skipped_backlog, r.first_skipped_at, r.due_at, r.attempt_started_at,
+       r.attempt_receive_count,
        s.name AS schedule_name, s.timezone AS schedule_timezone, s.status AS schedule_status,
        s.deleted_at IS NOT NULL AS schedule_deleted
+  FROM schedule_runs r
+  JOIN schedules s ON s.id = r.schedule_id
+ WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
+
+-- name: run_label
+-- What names a run for people (a dead-letter message's run): its schedule and occurrence.
+SELECT r.id, r.schedule_id, r.workspace_id, r.state, r.occurrence_at, r.occurrence_local,
+       s.name AS schedule_name, s.timezone
   FROM schedule_runs r
   JOIN schedules s ON s.id = r.schedule_id
  WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
@@ -19,6 +28,14 @@ SELECT id, schedule_id, workspace_id, owner, state, published_at, offered_at, qu
   FROM schedule_runs
  WHERE id = %(run_id)s AND workspace_id = %(workspace_id)s
    FOR UPDATE
+
+-- name: run_attempts
+-- The run's superseded attempts (a failure given back for a retry, a stalled lease taken
+-- over), in number order; the run row holds its current one.
+SELECT attempt, receive_count, started_at, ended_at, ended, error
+  FROM schedule_run_attempts
+ WHERE run_id = %(run_id)s
+ ORDER BY attempt
 
 -- name: run_events
 SELECT id, kind, actor, reason, detail, at
@@ -61,3 +78,11 @@ SELECT run_id, actor, reason, at
    AND detail ->> 'run_id' = %(run_id)s::text
  ORDER BY id
  LIMIT 1
+
+-- name: retries_of
+-- Of the runs %(ids)s of the entered workspace, those an operator's Retry now made: each
+-- with the run it retried.
+SELECT DISTINCT ON (detail ->> 'run_id') (detail ->> 'run_id')::uuid AS run_id, run_id AS retry_of
+  FROM schedule_run_actions
+ WHERE action = 'retry' AND detail ->> 'run_id' = ANY(%(ids)s::text[])
+ ORDER BY detail ->> 'run_id', id

@@ -65,12 +65,18 @@ RETURNING id
 SELECT id FROM schedule_runs WHERE schedule_id = %(schedule_id)s AND occurrence_key = %(occurrence_key)s
 
 -- name: recent_runs
-SELECT id, occurrence_at, occurrence_local, dst_shifted, trigger, requested_by, state, attempts,
-       offer_count, queued_at, started_at, finished_at, outcome_code, detail, error, skipped_backlog,
-       first_skipped_at, due_at
-  FROM schedule_runs
- WHERE schedule_id = %(id)s AND workspace_id = %(workspace_id)s
- ORDER BY queued_at DESC, occurrence_at DESC
+-- retry_of: the run an operator's Retry now retried to make a manual run (its action names
+-- the new run; found by the partial index of retries).
+SELECT r.id, r.occurrence_at, r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.attempts,
+       r.offer_count, r.queued_at, r.started_at, r.finished_at, r.outcome_code, r.detail, r.error, r.skipped_backlog,
+       r.first_skipped_at, r.due_at,
+       CASE WHEN r.trigger = 'manual' THEN
+           (SELECT a.run_id FROM schedule_run_actions a
+             WHERE a.action = 'retry' AND a.detail ->> 'run_id' = r.id::text
+             ORDER BY a.id LIMIT 1) END AS retry_of
+  FROM schedule_runs r
+ WHERE r.schedule_id = %(id)s AND r.workspace_id = %(workspace_id)s
+ ORDER BY r.queued_at DESC, r.occurrence_at DESC
  LIMIT %(limit)s
 
 -- name: recent_events

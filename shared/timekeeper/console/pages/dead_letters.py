@@ -1,12 +1,14 @@
 """Staff's dead-letter pages: every dead-letter queue with its depth
 (``/console/dead-letters``), and one queue's messages read before acting
-(``/console/dead-letters/<queue>``: body decoded, the run it names linked, receive count,
+(``/console/dead-letters/<queue>``: the run it names by its schedule and occurrence and
+linked, receive count,
 first receive, why it died), with Redrive one, Redrive all and Delete one, each with a
 reason and a confirmation."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -39,8 +41,9 @@ def dead_letter_queues(ctx: Request) -> Response:
 
 
 def queue_page(ctx: Request, queue: str, *, done: str | None = None, problem: dict[str, Any] | None = None,
-               typed: dict[str, str] | None = None, status_code: int = 200) -> Response:
-    """One dead-letter queue's messages (they stay in the queue); ``problem``
+               typed: dict[str, str] | None = None, status_code: int = 200, done_run: str | None = None) -> Response:
+    """One dead-letter queue's messages (they stay in the queue); ``done_run``: the run the
+    message just acted on named (a UUID; its page is linked beside ``done``); ``problem``
     (``{"message_id", "message"}``) shows a refused action by its form, keeping what was
     ``typed`` (message id -> reason)."""
     reply = ctx.api().call("GET", f"/operations/dead-letter-queues/{quote(queue, safe='')}/messages",
@@ -51,21 +54,33 @@ def queue_page(ctx: Request, queue: str, *, done: str | None = None, problem: di
     messages = []
     for m in reply.body["items"]:
         pretty = json.dumps(m["decoded"], indent=2, sort_keys=True) if m["decoded"] is not None else None
-        messages.append({**m, "pretty": pretty, "why_text": WHY.get(m["why"], m["why"]),
+        run = m.get("run")
+        occurrence = when(run["occurrence_at"], zone_of({"timezone": run["timezone"]})) if run else None
+        messages.append({**m, "pretty": pretty, "why_text": WHY.get(m["why"], m["why"]), "occurrence": occurrence,
                          "first": when(m["first_received_at"], zone), "sent": when(m["sent_at"], zone)})
     return ctx.page("dead_letters.html", status_code, queues=None, queue=reply.body["queue"], messages=messages,
-                    zone=zone, done=done, problem=problem or {}, typed=typed or {})
+                    being_read=reply.body.get("being_read", 0), zone=zone, done=done, done_run=done_run,
+                    problem=problem or {}, typed=typed or {})
 
 
 @router.get(f"{PREFIX}/dead-letters/<queue>")
 @signed_in
 def dead_letter_queue(ctx: Request, queue: str) -> Response:
     """``GET /console/dead-letters/<queue>``: the queue's messages."""
-    return queue_page(ctx, queue, done=_DONE.get(ctx.params.get("done", "")))
+    return queue_page(ctx, queue, done=_DONE.get(ctx.params.get("done", "")), done_run=_run_id(ctx.params.get("run")))
 
 
-def _back(queue: str, done: str) -> str:
-    return f"{PREFIX}/dead-letters/{quote(queue, safe='')}?" + urlencode({"done": done})
+def _run_id(value: str | None) -> str | None:
+    """``value`` when it is a run id (a UUID), else None."""
+    try:
+        return str(uuid.UUID(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _back(queue: str, done: str, run: str | None = None) -> str:
+    query = {"done": done, **({"run": run} if run else {})}
+    return f"{PREFIX}/dead-letters/{quote(queue, safe='')}?" + urlencode(query)
 
 
 @router.post(f"{PREFIX}/dead-letters/<queue>/redrive")
@@ -95,7 +110,8 @@ def message_action(ctx: Request, queue: str, message_id: str, action: str) -> Re
             f"{_ACTIONS[action][0]}")
     reply = ctx.api().call("POST", path, body={"reason": reason.strip()})
     if 200 <= reply.status < 300:
-        return ctx.redirect(_back(queue, _ACTIONS[action][1]))
+        run = ((reply.body or {}).get("message") or {}).get("run") if isinstance(reply.body, dict) else None
+        return ctx.redirect(_back(queue, _ACTIONS[action][1], run["id"] if run else None))
     if reply.status == 401 or reply.status >= 500:
         return ctx.api_error(reply)
     body = reply.body if isinstance(reply.body, dict) else {}

@@ -64,11 +64,9 @@ def run_page(ctx: Request, run_id: str, *, done: str | None = None, problem: dic
     zone = zone_of({"timezone": run.get("workspace_timezone")})
     session = ctx.current_session()
     staff = bool(session and session.staff)
-    attempt = run.get("latest_attempt")
-    if attempt:
-        attempt = {**attempt, "started": when(attempt["started_at"], zone),
-                   "finished": when(attempt["finished_at"], zone), "lease": when(attempt["lease_until"], zone),
-                   "took": _duration(attempt["duration_s"]), "error_parts": error_parts(attempt["error"])}
+    attempts = [_attempt(a, zone) for a in run.get("attempt_history") or []]
+    if not attempts and run.get("latest_attempt"):
+        attempts = [_attempt(run["latest_attempt"], zone)]
     # A run still queued or running is retried by nothing: Retry now waits for its end.
     may = {"retry": run["retry_allowed"] and run["state"] not in ("queued", "running")
            and (staff or session.has("schedules:run", "schedules:admin")),
@@ -81,9 +79,16 @@ def run_page(ctx: Request, run_id: str, *, done: str | None = None, problem: dic
         error=error_parts(run["error"]), retry_of=_retry_of(run.get("retry_of"), zone),
         queued=when(run["queued_at"], zone),
         published=when(run["published_at"], zone), first_skipped=when(run["first_skipped_at"], zone),
-        attempt=attempt, stuck=STUCK.get(run["stuck"] or ""), key=str(uuid.uuid4()),
+        attempts=attempts, stuck=STUCK.get(run["stuck"] or ""), key=str(uuid.uuid4()),
         events=[{**e, "when": when(e["at"], zone)} for e in run["events"]],
         actions=[{**a, "when": when(a["at"], zone)} for a in run["actions"]])
+
+
+def _attempt(attempt: dict[str, Any], zone: str) -> dict[str, Any]:
+    """An attempt of the API's ``attempt_history`` with its instants and duration for people."""
+    return {**attempt, "started": when(attempt["started_at"], zone), "finished": when(attempt["finished_at"], zone),
+            "lease": when(attempt["lease_until"], zone), "took": _duration(attempt["duration_s"]),
+            "error_parts": error_parts(attempt["error"])}
 
 
 def _retry_of(retry: dict[str, Any] | None, zone: str) -> dict[str, Any] | None:
