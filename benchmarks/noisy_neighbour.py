@@ -23,20 +23,21 @@ that starts the real render ``--render-seconds`` after it is asked for (installe
 the delivery run polls the render as it does in production (every 5 s), holding its
 consumer meanwhile. Nothing in the product waits on purpose.
 
-Each phase: both pipelines' dispatchers (each pipeline's partitions, one after the other, as
-the local stack invokes them) with the scheduled event of the due minute's wall-clock
-instant, another pass at once while schedules are left due (a pass's budget ran out); then
-the event sources take turns, one round each (a round: up to ``max_concurrency`` batches),
-accounting first, until every quiet run has started (the flood's report deliveries left
-then are not waited for). A run's start delay is its ``started_at`` (the consumer's wall
-clock) minus the instant the first dispatcher was invoked, in seconds.
+Each phase: the dispatchers run in a child process of their own (their own execution
+environment, as the dispatcher functions are in Lambda; the local AWS is a moto server both
+processes reach): each pipeline's partitions, one after the other, with the scheduled event
+of the due minute's wall-clock instant, another pass at once while schedules are left due
+(a pass's budget ran out). Meanwhile this process's event sources take turns, one round
+each (a round: up to ``max_concurrency`` batches), accounting first, until the dispatchers
+are done and every quiet run has started (the flood's report deliveries left then are not
+waited for). A run's start delay is its ``started_at`` (the consumer's wall clock) minus the
+instant the dispatchers were invoked, in seconds.
 
 What the local stack does not model (so this measures the product's ordering, not a
-deployment's latencies): Lambda runs the dispatchers, the two pipelines' consumers and up
-to ``max_concurrency`` invocations of each at once; the local stack runs everything in one
-thread, one invocation after the other, so a report delivery that waits 60 s for its render
-holds every consumer of the stack for those 60 s (in a deployment: one of the queries
-pipeline's three), and the consumers start only after the dispatchers' passes.
+deployment's latencies): Lambda runs the two pipelines' consumers and up to
+``max_concurrency`` invocations of each at once; here the consumers run in one thread, one
+invocation after the other, so a report delivery that waits 60 s for its render holds every
+consumer for those 60 s (in a deployment: one of the queries pipeline's three).
 
 Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
 with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
@@ -49,6 +50,7 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -137,13 +139,6 @@ class DelayedRenderer:
         timer.start()
 
 
-def due_left(url: str, due: datetime, owner: str) -> bool:
-    """Whether a schedule of ``owner`` is still due at ``due`` (not claimed yet)."""
-    with connect(url) as conn:
-        return conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = %s"
-                            " AND status = 'active' AND next_due_at <= %s) AS due", (owner, due)).fetchone()["due"]
-
-
 def p99(values: list[float]) -> float:
     """The 99th percentile (nearest rank) of ``values`` (seconds)."""
     ordered = sorted(values)
@@ -158,12 +153,44 @@ def quiet_starts(url: str, quiet: list[UUID], tick: datetime) -> list[tuple[str,
             " WHERE workspace_id = ANY(%s)", (tick, quiet)).fetchall()]
 
 
+DISPATCH = """
+import sys, time
+from datetime import UTC, datetime
+sys.path[:0] = {path!r}
+from timekeeper.db.connection import connect
+from timekeeper.local.stack import invoke_quietly, quiet_lambda_environment, scheduled_event
+from timekeeper.topology import ACCOUNTING, QUERIES
+quiet_lambda_environment()
+due, tick = datetime.fromisoformat({due!r}), datetime.fromisoformat({tick!r})
+for pipeline in (ACCOUNTING, QUERIES):
+    at = tick
+    while True:
+        for index in pipeline.partitions:
+            invoke_quietly(pipeline.dispatcher_function, scheduled_event(at, dict(
+                partition=index, partitions=pipeline.dispatch_partitions)), timeout_s=pipeline.dispatcher_timeout_s)
+        with connect({url!r}) as conn:
+            if not conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = %s AND status = 'active'"
+                                " AND next_due_at <= %s) AS due", (pipeline.owner, due)).fetchone()["due"]:
+                break
+        at = datetime.now(UTC)
+"""
+
+
+def dispatch_apart(url: str, due: datetime, tick: datetime) -> subprocess.Popen:
+    """Start the dispatcher passes of both pipelines in a child process (this process's
+    environment: the database, the moto server, the queue URLs) for the due minute ``due``
+    invoked at ``tick``; returns the running process."""
+    code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(), tick=tick.isoformat(),
+                           url=url)
+    return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
+
+
 def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tuple[float, dict]:
     """One phase on a fresh database; returns the quiet workspaces' p99 start delay (s) and
     what the phase saw."""
     from timekeeper.edge import adapters
 
-    stack = start_local_stack(database=DATABASE, reset=True, aws_server=False)
+    stack = start_local_stack(database=DATABASE, reset=True, aws_server=True)
     try:
         adapters.install_renderer_client(DelayedRenderer(stack.renderer, render_seconds))
         due = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -175,27 +202,25 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
             add_accounting(conn, quiet_ids, 1, due)
             conn.execute("ANALYZE schedules")
         started, tick = time.monotonic(), datetime.now(UTC)
-        passes = 0
-        for pipeline in (ACCOUNTING, QUERIES):
-            stack.dispatch(pipeline, tick if passes == 0 else datetime.now(UTC))
-            passes += 1
-            while due_left(stack.database_url, due, pipeline.owner):
-                stack.dispatch(pipeline, datetime.now(UTC))
-                passes += 1
-        dispatched = time.monotonic() - started
+        dispatcher = dispatch_apart(stack.database_url, due, tick)
+        dispatched = None
         expected = 2 * quiet
         while True:
             delivered = sum(stack.sources[p.name].poll(datetime.now(UTC), max_rounds=1) for p in (ACCOUNTING, QUERIES))
+            if dispatched is None and dispatcher.poll() is not None:
+                dispatched = time.monotonic() - started
             starts = quiet_starts(stack.database_url, quiet_ids, tick)
-            if sum(1 for _, d in starts if d is not None) >= expected:
+            if dispatched is not None and sum(1 for _, d in starts if d is not None) >= expected:
                 break
             if not delivered:
-                time.sleep(0.5)  # a released (capped) run's message comes back after its delay
+                time.sleep(0.5)  # the dispatchers publish; a released (capped) run comes back after its delay
+        if dispatcher.returncode:
+            raise SystemExit(f"the dispatchers' process failed ({dispatcher.returncode})")
         drained = time.monotonic() - started
         delays = [d for _, d in starts if d is not None]
         by_owner = {owner: round(p99([d for o, d in starts if o == owner and d is not None]), 2)
                     for owner in ("accounting", "queries")}
-        return p99(delays), {"quiet_runs": len(delays), "passes": passes, "dispatch_s": round(dispatched, 2),
+        return p99(delays), {"quiet_runs": len(delays), "dispatch_s": round(dispatched, 2),
                              "until_last_quiet_start_s": round(drained, 2), "quiet_max_s": round(max(delays), 2),
                              "quiet_p99_by_pipeline_s": by_owner, "consumers": stack.consumer_stats()}
     finally:
