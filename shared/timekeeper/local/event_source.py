@@ -21,8 +21,8 @@ also noisy while its share of the consumers' recent processing time is above
 :data:`NOISY_TIME_SHARE` (a group whose few messages each hold a consumer for long, such
 as a report delivery waiting for its render): the invocation's duration is shared among
 the groups of its batch by their messages, and a group's time is forgotten once its
-backlog is drained (nothing of it visible or in flight), as SQS stops counting a group
-noisy then. A message sent with a delay
+backlog is seen drained (a receive of every visible message finds nothing of it, and
+nothing of it is in flight), as SQS stops counting a group noisy then. A message sent with a delay
 (:meth:`SqsEventSource.send_later`, a consumer's release of a capped run) becomes visible
 once the simulated clock passes its delay.
 """
@@ -217,6 +217,7 @@ class SqsEventSource:
                     self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
                 if len(got) < 10:
                     break
+            self._forget_drained(set(self._busy_s))
         noisy = self._noisy()
         batch: list[dict[str, Any]] = []
         while len(batch) < self.batch_size:
@@ -231,7 +232,8 @@ class SqsEventSource:
         return batch, not self._visible
 
     def _forget_drained(self, groups: set[str]) -> None:
-        """Forget the processing time of those of ``groups`` with nothing visible and nothing in flight."""
+        """Forget the processing time of those of ``groups`` with nothing visible and nothing in
+        flight (called once every visible message was received: their backlog is drained)."""
         for group in groups:
             if not self._visible.get(group) and self._group_in_flight[group] <= 0:
                 self._busy_s.pop(group, None)
@@ -276,7 +278,6 @@ class SqsEventSource:
                 self.stats.failed += 1
                 hidden = self.visibility_timeout if deferred is None else timedelta(seconds=deferred)
                 self._hidden[m["MessageId"]] = (now + hidden, m["ReceiptHandle"], _group(m))
-        self._forget_drained({_group(m) for m in batch})
 
 
 def _group(message: dict[str, Any]) -> str:
