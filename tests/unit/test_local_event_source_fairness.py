@@ -147,3 +147,26 @@ def test_a_group_is_quiet_again_once_its_backlog_is_drained(queue):
     _send(sqs, url, "B", 1, "b")
     assert source.poll(NOW + timedelta(seconds=2)) == 2
     assert seen[3:] == ["x0", "b0"]
+
+
+def test_a_quiet_message_sent_while_a_flood_waits_here_goes_in_the_next_batch(queue):
+    # A dispatcher still publishing: B's run is sent while A's received messages wait for the
+    # consumer; each batch is chosen among every visible message, as SQS chooses each receive's.
+    sqs, url, arn = queue
+    clock = [0.0]
+    seen: list[str] = []
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        clock[0] += 60.0
+        if record["body"] == "a0":
+            _send(sqs, url, "B", 1, "b")
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                            monotonic=lambda: clock[0])
+    _send(sqs, url, "A", 4, "a")
+    assert source.poll(NOW) == 5
+    assert seen == ["a0", "b0", "a1", "a2", "a3"]

@@ -150,8 +150,8 @@ class SqsEventSource:
 
         Each round receives up to ``max_concurrency`` batches, then invokes the function
         with each. A receive that returns fewer messages than asked for emptied the queue
-        (moto returns every visible message up to the maximum), so polling stops there
-        without a further empty receive: one round trip per batch, plus its delete.
+        (moto returns every visible message up to the maximum), so each batch costs one
+        receive that finds nothing new once everything visible was received, plus its delete.
         """
         self._reveal(now)
         self._left_visible_at = None
@@ -203,21 +203,22 @@ class SqsEventSource:
 
     def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
         """Up to ``batch_size`` visible messages in fair order, and whether the queue was
-        drained. When nothing received is waiting, receive every visible message (10 a
-        call until a receive returns fewer: moto returns every visible message up to the
-        maximum, so that receive emptied the queue); then take the batch one message at a
-        time from the group with the fewest in flight (the earliest arrival among equals)."""
-        if not any(self._visible.values()):
-            while True:
-                got = self.sqs.receive_message(
-                    QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                    VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
-                ).get("Messages", [])
-                for m in got:
-                    self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
-                if len(got) < 10:
-                    break
-            self._forget_drained(set(self._busy_s))
+        drained. First receive every message made visible since the last batch (10 a call
+        until a receive returns fewer: moto returns every visible message up to the maximum,
+        so that receive emptied the queue), so that, as in SQS, each batch is chosen among
+        every visible message, also those sent while earlier ones waited here; then take the
+        batch one message at a time from the quiet groups before the noisy, the group with
+        the fewest in flight first (the earliest arrival among equals)."""
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
+            ).get("Messages", [])
+            for m in got:
+                self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
+            if len(got) < 10:
+                break
+        self._forget_drained(set(self._busy_s))
         noisy = self._noisy()
         batch: list[dict[str, Any]] = []
         while len(batch) < self.batch_size:
