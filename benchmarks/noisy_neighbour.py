@@ -37,7 +37,10 @@ What the local stack does not model (so this measures the product's ordering, no
 deployment's latencies): Lambda runs the two pipelines' consumers and up to
 ``max_concurrency`` invocations of each at once; here the consumers run in one thread, one
 invocation after the other, so a report delivery that waits 60 s for its render holds every
-consumer for those 60 s (in a deployment: one of the queries pipeline's three).
+consumer for those 60 s (in a deployment: one of the queries pipeline's three). And moto's
+SQS costs more per receive as the queue deepens (thousands of messages take minutes to
+receive on a loaded 2-core machine), so the issue's 10,000 flood schedules are out of reach
+of the local stack there: scale ``--flood`` down and say so.
 
 Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
 with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
