@@ -1,32 +1,50 @@
 """Noisy neighbour: how long quiet workspaces' runs wait beside a workspace that floods the
-claim, on the local stack with the real dispatcher handler, SQS (moto), the local SQS event
-source and the real consumer handler.
+claim and holds the queries consumers with slow report renders, on the local stack with
+the real dispatcher handlers, SQS (moto), the local SQS event sources, the real consumer
+handlers and the real report renderer.
 
     TIMEKEEPER_HOME=/tmp/tkhome python benchmarks/noisy_neighbour.py
-    python benchmarks/noisy_neighbour.py --flood 10000 --quiet 100
+    python benchmarks/noisy_neighbour.py --flood 1000 --quiet 50 --renders 10 --render-seconds 20
 
 Two phases, each on a fresh database (``bench_noisy``, dropped and re-created) of the local
-server: ``--quiet`` quiet workspaces with one accounting run each (``reconciliation.sweep``,
-no subject: a real handler that finds nothing to reconcile; daily), all due at one minute; then the
-same beside a flood workspace with ``--flood`` accounting schedules due at the same instant,
-the flood created first (the claim index then meets its schedules first, as a workspace that
-created 10,000 schedules at local midnight is met first). Each phase: the accounting
-pipeline's dispatcher partitions are invoked once with the scheduled event of the wall-clock
-instant (one pass claims batch after batch while they come back full and its 30 s budget
-lasts), then the event source polls until the queue is empty; while schedules are left due
-(the pass's budget ran out), another pass follows at once and the queue is drained again
-(back to back: a deployed stack waits for the next minute's rule, so a phase that needs
-several passes understates the delay of what the first pass left). A run's start delay is
-its ``started_at`` (the consumer's wall clock) minus the instant the dispatcher was invoked
-for its due minute (the scheduled event's time: the due instant as the deployed minute rule
-sees it, without the seconds the set-up took inside the minute), in seconds.
+server. Every schedule is due at one whole minute (the phase's start, rounded down).
 
-What it covers: the claim's part of fairness (which runs the dispatcher publishes first) and
-the event source's delivery order. Not covered: the flood's report deliveries and renders and
-the quiet workspaces' CSV deliveries (the queries pipeline), and the per-workspace in-flight
-cap of heavy kinds.
+- **alone**: ``--quiet`` quiet workspaces, each with one accounting schedule
+  (``reconciliation.sweep``, no subject: a real handler that finds nothing to reconcile)
+  and one CSV delivery of a saved query of its invoices (``queries.deliver``) to its owner;
+- **beside the flood**: the same, and a flood workspace (created first, so the claim index
+  meets its schedules first) with ``--flood`` accounting schedules and ``--renders`` report
+  deliveries whose render takes ``--render-seconds``.
 
-Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``.
+A render's duration is the benchmark's: the local stack's renderer client (the real
+renderer handler on a background thread, as Lambda's asynchronous invoke) is wrapped by one
+that starts the real render ``--render-seconds`` after it is asked for (installed through
+``timekeeper.edge.adapters.install_renderer_client``, the hook the local stack itself uses);
+the delivery run polls the render as it does in production (every 5 s), holding its
+consumer meanwhile. Nothing in the product waits on purpose.
+
+Each phase: the dispatchers run in a child process of their own (their own execution
+environment, as the dispatcher functions are in Lambda; the local AWS is a moto server both
+processes reach): each pipeline's partitions, one after the other, with the scheduled event
+of the due minute's wall-clock instant, another pass at once while schedules are left due
+(a pass's budget ran out). Meanwhile this process's event sources take turns, one round
+each (a round: up to ``max_concurrency`` batches), accounting first, until the dispatchers
+are done and every quiet run has started (the flood's report deliveries left then are not
+waited for). A run's start delay is its ``started_at`` (the consumer's wall clock) minus the
+instant the dispatchers were invoked, in seconds.
+
+What the local stack does not model (so this measures the product's ordering, not a
+deployment's latencies): Lambda runs the two pipelines' consumers and up to
+``max_concurrency`` invocations of each at once; here the consumers run in one thread, one
+invocation after the other, so a report delivery that waits 60 s for its render holds every
+consumer for those 60 s (in a deployment: one of the queries pipeline's three). And moto's
+SQS costs more per receive as the queue deepens (thousands of messages take minutes to
+receive on a loaded 2-core machine), so the issue's 10,000 flood schedules are out of reach
+of the local stack there: scale ``--flood`` down and say so.
+
+Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
+with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
+see benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -35,10 +53,13 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
+import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 from uuid import UUID, uuid4
 
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "ERROR")
@@ -48,34 +69,77 @@ sys.path[:0] = [str(ROOT / "shared"), str(ROOT)]
 from benchmarks._bench import git_revision, load_average  # noqa: E402
 from timekeeper.db.connection import connect  # noqa: E402
 from timekeeper.local.stack import start_local_stack  # noqa: E402
-from timekeeper.topology import ACCOUNTING  # noqa: E402
+from timekeeper.topology import ACCOUNTING, QUERIES  # noqa: E402
 
 DATABASE = "bench_noisy"
 KIND = "reconciliation.sweep"
+OWNER = "owner"
 
 
-def add_workspaces(conn, count: int, schedules_each: int, due: datetime) -> list[UUID]:
-    """``count`` workspaces, each with ``schedules_each`` active accounting schedules due at
-    ``due`` (a whole minute) and daily at that time, in one statement each; returns the
-    workspace ids."""
-    ids = [uuid4() for _ in range(count)]
-    conn.execute("INSERT INTO workspaces (id, name, timezone) SELECT unnest(%s::uuid[]), 'bench', 'UTC'", (ids,))
+def add_accounting(conn, workspaces: list[UUID], schedules_each: int, due: datetime) -> None:
+    """``schedules_each`` active accounting schedules in each of ``workspaces``, due at
+    ``due`` (a whole minute) and daily at that time, in one statement."""
     conn.execute("""
         INSERT INTO schedules (id, workspace_id, owner, work_kind, recurrence, timezone, status, next_due_at,
                                created_at, updated_at)
         SELECT gen_random_uuid(), w, 'accounting', %(kind)s, %(rule)s::jsonb, 'UTC', 'active', %(due)s,
                %(due)s, %(due)s
           FROM unnest(%(ids)s::uuid[]) AS w, generate_series(1, %(each)s)""",
-                 {"ids": ids, "kind": KIND, "due": due, "each": schedules_each,
+                 {"ids": workspaces, "kind": KIND, "due": due, "each": schedules_each,
                   "rule": json.dumps({"cron": f"{due.minute} {due.hour} * * *", "timezone": "UTC"})})
-    return ids
 
 
-def due_left(url: str, due: datetime) -> bool:
-    """Whether an accounting schedule is still due at ``due`` (not claimed yet)."""
-    with connect(url) as conn:
-        return conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = 'accounting'"
-                            " AND status = 'active' AND next_due_at <= %s) AS due", (due,)).fetchone()["due"]
+def add_workspace(conn, *, csv_deliveries: int, report_deliveries: int, due: datetime) -> UUID:
+    """A workspace with its owner (a member who writes queries, with an address), a saved
+    query of 10 open invoices, and ``csv_deliveries`` CSV deliveries of it and
+    ``report_deliveries`` deliveries of a one-section report over it, each to the owner,
+    daily at ``due``'s time and due at ``due``; returns the workspace id."""
+    from timekeeper.platform import directory
+    from timekeeper.reporting import reports, store
+    from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
+
+    ws = uuid4()
+    rule = {"cron": f"{due.minute} {due.hour} * * *", "timezone": "UTC"}
+    with conn.transaction():
+        directory.create_workspace(conn, workspace_id=ws, name="bench", timezone="UTC", now=due)
+        directory.upsert_user(conn, user_id=OWNER, display_name="Owner", email="owner@bench.test", now=due)
+        directory.add_member(conn, workspace_id=ws, user_id=OWNER, roles=["queries:admin"], now=due)
+        member = conn.execute("INSERT INTO members (workspace_id, member_number, display_name, joined_on) "
+                              "VALUES (%s, 'M1', 'Member', %s) RETURNING id", (ws, date(2026, 1, 1))).fetchone()["id"]
+        for i in range(10):
+            conn.execute("INSERT INTO invoices (workspace_id, member_id, number, issue_date, due_date, amount_minor,"
+                         " currency, status) VALUES (%s, %s, %s, %s, %s, 100, 'EUR', 'open')",
+                         (ws, member, f"INV-{i}", date(2026, 11, 1), date(2026, 12, 1)))
+        query, _ = store.create_query(conn, workspace_id=ws, name="Invoices", actor=OWNER, now=due,
+                                      definition={"entity": "invoices", "columns": ["number", "amount_minor"]})
+        sources = [Source(kind="query", query_id=query.id)] * csv_deliveries
+        if report_deliveries:
+            report, _ = reports.create_report(conn, workspace_id=ws, name="Pack", actor=OWNER, now=due,
+                                              definition={"title": "Pack", "sections": [
+                                                  {"heading": "Invoices", "query_id": str(query.id)}]})
+            sources += [Source(kind="report", report_id=report.id)] * report_deliveries
+        for n, source in enumerate(sources):
+            create_query_schedule(conn, workspace_id=ws, actor=OWNER, now=due, new=NewQuerySchedule(
+                name=f"Delivery {n}", recurrence=rule, source=source, format="csv" if source.kind == "query" else "pdf",
+                recipients=[OWNER], subject_template="{{ schedule_name }}",
+                body_template="<p><a href='{{ link }}'>file</a></p>"))
+        conn.execute("UPDATE schedules SET next_due_at = %s WHERE workspace_id = %s", (due, ws))
+    return ws
+
+
+class DelayedRenderer:
+    """A renderer client that asks ``inner`` for the render ``seconds`` after it is asked
+    (the benchmark's slow render; the render itself is the real handler's)."""
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self._inner, self._seconds = inner, seconds
+
+    def request(self, *, workspace_id: UUID, render_id: UUID) -> None:
+        """Start the real render ``seconds`` from now, on a timer thread."""
+        timer = threading.Timer(self._seconds, self._inner.request,
+                                kwargs={"workspace_id": workspace_id, "render_id": render_id})
+        timer.daemon = True
+        timer.start()
 
 
 def p99(values: list[float]) -> float:
@@ -84,58 +148,109 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def phase(*, quiet: int, flood: int) -> tuple[float, dict]:
+def quiet_starts(url: str, quiet: list[UUID], tick: datetime) -> list[tuple[str, float | None]]:
+    """Each quiet workspace's runs of the due minute: (owner, start delay in seconds or None)."""
+    with connect(url) as conn:
+        return [(r["owner"], r["delay"]) for r in conn.execute(
+            "SELECT owner, extract(epoch FROM started_at - %s)::float8 AS delay FROM schedule_runs"
+            " WHERE workspace_id = ANY(%s)", (tick, quiet)).fetchall()]
+
+
+DISPATCH = """
+import sys, time
+from datetime import UTC, datetime
+sys.path[:0] = {path!r}
+from timekeeper.db.connection import connect
+from timekeeper.local.stack import invoke_quietly, quiet_lambda_environment, scheduled_event
+from timekeeper.topology import ACCOUNTING, QUERIES
+quiet_lambda_environment()
+due, tick = datetime.fromisoformat({due!r}), datetime.fromisoformat({tick!r})
+for pipeline in (ACCOUNTING, QUERIES):
+    at = tick
+    while True:
+        for index in pipeline.partitions:
+            invoke_quietly(pipeline.dispatcher_function, scheduled_event(at, dict(
+                partition=index, partitions=pipeline.dispatch_partitions)), timeout_s=pipeline.dispatcher_timeout_s)
+        with connect({url!r}) as conn:
+            if not conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = %s AND status = 'active'"
+                                " AND next_due_at <= %s) AS due", (pipeline.owner, due)).fetchone()["due"]:
+                break
+        at = datetime.now(UTC)
+"""
+
+
+def dispatch_apart(url: str, due: datetime, tick: datetime) -> subprocess.Popen:
+    """Start the dispatcher passes of both pipelines in a child process (this process's
+    environment: the database, the moto server, the queue URLs) for the due minute ``due``
+    invoked at ``tick``; returns the running process."""
+    code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(), tick=tick.isoformat(),
+                           url=url)
+    return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
+
+
+def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tuple[float, dict]:
     """One phase on a fresh database; returns the quiet workspaces' p99 start delay (s) and
-    what the phase saw (runs, dispatch and drain wall times)."""
-    stack = start_local_stack(database=DATABASE, reset=True, aws_server=False)
+    what the phase saw."""
+    from timekeeper.edge import adapters
+
+    stack = start_local_stack(database=DATABASE, reset=True, aws_server=True)
     try:
+        adapters.install_renderer_client(DelayedRenderer(stack.renderer, render_seconds))
         due = datetime.now(UTC).replace(second=0, microsecond=0)
         with connect(stack.database_url) as conn:
-            if flood:
-                add_workspaces(conn, 1, flood, due)
-            quiet_ids = add_workspaces(conn, quiet, 1, due)
+            if flood or renders:
+                flooder = add_workspace(conn, csv_deliveries=0, report_deliveries=renders, due=due)
+                add_accounting(conn, [flooder], flood, due)
+            quiet_ids = [add_workspace(conn, csv_deliveries=1, report_deliveries=0, due=due) for _ in range(quiet)]
+            add_accounting(conn, quiet_ids, 1, due)
             conn.execute("ANALYZE schedules")
         started, tick = time.monotonic(), datetime.now(UTC)
-        report = stack.dispatch(ACCOUNTING, tick)
-        dispatched, passes = time.monotonic() - started, 1
+        dispatcher = dispatch_apart(stack.database_url, due, tick)
+        dispatched = None
+        expected = 2 * quiet
         while True:
-            while stack.poll(datetime.now(UTC)):
-                pass
-            if not due_left(stack.database_url, due):
+            delivered = sum(stack.sources[p.name].poll(datetime.now(UTC), max_rounds=1) for p in (ACCOUNTING, QUERIES))
+            if dispatched is None and dispatcher.poll() is not None:
+                dispatched = time.monotonic() - started
+            starts = quiet_starts(stack.database_url, quiet_ids, tick)
+            if dispatched is not None and sum(1 for _, d in starts if d is not None) >= expected:
                 break
-            # The pass ran out of its time budget: the next pass (back to back here; a deployed
-            # stack's rule waits for the next minute) takes the rest.
-            more = stack.dispatch(ACCOUNTING, datetime.now(UTC))
-            report["claimed"] += more.get("claimed", 0)
-            passes += 1
+            if not delivered:
+                time.sleep(0.5)  # the dispatchers publish; a released (capped) run comes back after its delay
+        if dispatcher.returncode:
+            raise SystemExit(f"the dispatchers' process failed ({dispatcher.returncode})")
         drained = time.monotonic() - started
-        with connect(stack.database_url) as conn:
-            rows = conn.execute(
-                "SELECT workspace_id, extract(epoch FROM started_at - %s)::float8 AS delay"
-                "  FROM schedule_runs WHERE started_at IS NOT NULL", (tick,)).fetchall()
-        wanted = set(quiet_ids)
-        delays = [r["delay"] for r in rows if r["workspace_id"] in wanted]
-        if len(delays) != quiet:
-            raise SystemExit(f"only {len(delays)} of {quiet} quiet runs started (dispatch: {report})")
-        return p99(delays), {"runs_started": len(rows), "claimed": report.get("claimed"), "passes": passes,
-                             "dispatch_s": round(dispatched, 2), "drain_s": round(drained, 2),
-                             "quiet_max_s": round(max(delays), 2)}
+        delays = [d for _, d in starts if d is not None]
+        by_owner = {owner: round(p99([d for o, d in starts if o == owner and d is not None]), 2)
+                    for owner in ("accounting", "queries")}
+        return p99(delays), {"quiet_runs": len(delays), "dispatch_s": round(dispatched, 2),
+                             "until_last_quiet_start_s": round(drained, 2), "quiet_max_s": round(max(delays), 2),
+                             "quiet_p99_by_pipeline_s": by_owner, "consumers": stack.consumer_stats()}
     finally:
         stack.stop()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--flood", type=int, default=10_000, help="the flood workspace's due schedules")
-    parser.add_argument("--quiet", type=int, default=100, help="quiet workspaces, one due run each")
+    parser.add_argument("--flood", type=int, default=10_000, help="the flood workspace's due accounting schedules")
+    parser.add_argument("--renders", type=int, default=30, help="the flood workspace's due report deliveries")
+    parser.add_argument("--render-seconds", type=float, default=60.0, help="how long each of its renders takes")
+    parser.add_argument("--quiet", type=int, default=100,
+                        help="quiet workspaces, each with one accounting run and one CSV delivery")
+    parser.add_argument("--floor", type=float, default=0.0,
+                        help="the ratio's smallest denominator (seconds): R = beside / max(alone, floor)")
     args = parser.parse_args()
-    print(f"revision {git_revision()}; load average {load_average():.1f}; claim batch {ACCOUNTING.claim_batch}; "
-          f"accounting partitions {ACCOUNTING.dispatch_partitions}", flush=True)
-    alone, seen_alone = phase(quiet=args.quiet, flood=0)
+    print(f"revision {git_revision()}; load average {load_average():.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
+          f"flood {args.flood:,} + {args.renders} renders of {args.render_seconds:g} s, quiet {args.quiet}; "
+          f"queries consumers {QUERIES.consumer.max_concurrency}, cap {QUERIES.max_in_flight_per_workspace}",
+          flush=True)
+    alone, seen_alone = phase(quiet=args.quiet, flood=0, renders=0, render_seconds=args.render_seconds)
     print(f"alone: {seen_alone}", flush=True)
-    beside, seen_beside = phase(quiet=args.quiet, flood=args.flood)
-    print(f"beside {args.flood:,} flood schedules: {seen_beside}", flush=True)
-    ratio = beside / alone if alone > 0 else float("inf")
+    beside, seen_beside = phase(quiet=args.quiet, flood=args.flood, renders=args.renders,
+                                render_seconds=args.render_seconds)
+    print(f"beside the flood: {seen_beside}", flush=True)
+    denominator = max(alone, args.floor)
+    ratio = beside / denominator if denominator > 0 else float("inf")
     print(f"quiet workspaces' p99 start delay: {alone:.2f} s alone, {beside:.2f} s beside the flood, "
           f"ratio {ratio:.2f}")
 

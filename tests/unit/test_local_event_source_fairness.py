@@ -94,3 +94,79 @@ def test_a_message_sent_later_becomes_visible_after_its_simulated_delay(queue):
     assert source.next_visible_at() == NOW + timedelta(seconds=20) and source.in_flight == 1
     assert source.poll(NOW + timedelta(seconds=19)) == 0
     assert source.poll(NOW + timedelta(seconds=20)) == 1 and seen == ["later"]
+
+
+def test_a_group_whose_messages_hold_the_consumer_long_waits_behind_quiet_ones(queue):
+    # One consumer, one message a batch: nothing stays in flight between invocations, so only
+    # the processing time tells that A's messages (each holding the consumer 60 s, as a report
+    # delivery waiting for its render) crowd out B's and C's, as SQS's processing-time share does.
+    sqs, url, arn = queue
+    clock = [0.0]
+    seen: list[str] = []
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        clock[0] += 60.0 if record["body"].startswith("a") else 0.5
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                            monotonic=lambda: clock[0])
+    _send(sqs, url, "A", 3, "a")
+    _send(sqs, url, "B", 2, "b")
+    _send(sqs, url, "C", 1, "c")
+    assert source.poll(NOW) == 6
+    # the first of A's is delivered before anything is known of it; then the quiet groups go first
+    assert seen == ["a0", "b0", "b1", "c0", "a1", "a2"]
+
+
+def test_a_group_is_quiet_again_once_its_backlog_is_drained(queue):
+    sqs, url, arn = queue
+    clock = [0.0]
+    seen: list[str] = []
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        clock[0] += 60.0 if record["body"].startswith("a") else 0.5
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                            monotonic=lambda: clock[0])
+    _send(sqs, url, "A", 1, "a")
+    _send(sqs, url, "A", 1, "y")
+    _send(sqs, url, "B", 1, "z")
+    assert source.poll(NOW) == 3
+    assert seen == ["a0", "z0", "y0"]  # A's first held the consumer 60 s: B's goes before A's second
+    # A's backlog is drained: the next receive finds nothing of it, its time is forgotten,
+    # and its new message takes its turn by arrival again
+    assert source.poll(NOW + timedelta(seconds=1)) == 0
+    _send(sqs, url, "A", 1, "x")
+    _send(sqs, url, "B", 1, "b")
+    assert source.poll(NOW + timedelta(seconds=2)) == 2
+    assert seen[3:] == ["x0", "b0"]
+
+
+def test_a_quiet_message_sent_while_a_flood_waits_here_goes_in_the_next_batch(queue):
+    # A dispatcher still publishing: B's run is sent while A's received messages wait for the
+    # consumer; each batch is chosen among every visible message, as SQS chooses each receive's.
+    sqs, url, arn = queue
+    clock = [0.0]
+    seen: list[str] = []
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        clock[0] += 60.0
+        if record["body"] == "a0":
+            _send(sqs, url, "B", 1, "b")
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                            monotonic=lambda: clock[0])
+    _send(sqs, url, "A", 4, "a")
+    assert source.poll(NOW) == 5
+    assert seen == ["a0", "b0", "a1", "a2", "a3"]

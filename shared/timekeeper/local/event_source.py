@@ -13,10 +13,16 @@ message to the dead-letter queue on the receive after maxReceiveCount, as SQS do
 
 Fair queues: like SQS on a standard queue whose messages carry a ``MessageGroupId`` (the
 workspace), the source prefers quiet groups. It receives every visible message, then
-fills each batch in the order (messages of the group in flight, ascending; then arrival):
-a group with a backlog in flight waits while a quiet group's messages go first, and
-groups with equal counts take turns. A message is in flight from its receive until it is
-deleted or its visibility timeout passes. A message sent with a delay
+fills each batch in the order (noisy last; then messages of the group in flight,
+ascending; then arrival): a group with a backlog in flight waits while a quiet group's
+messages go first, and groups with equal counts take turns. A message is in flight from
+its receive until it is deleted or its visibility timeout passes. As SQS does, a group is
+also noisy while its share of the consumers' recent processing time is above
+:data:`NOISY_TIME_SHARE` (a group whose few messages each hold a consumer for long, such
+as a report delivery waiting for its render): the invocation's duration is shared among
+the groups of its batch by their messages, and a group's time is forgotten once its
+backlog is seen drained (a receive of every visible message finds nothing of it, and
+nothing of it is in flight), as SQS stops counting a group noisy then. A message sent with a delay
 (:meth:`SqsEventSource.send_later`, a consumer's release of a capped run) becomes visible
 once the simulated clock passes its delay.
 """
@@ -26,12 +32,17 @@ from __future__ import annotations
 import collections
 import hashlib
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 _HIDE_REAL_SECONDS = 43_200  # hide received messages "forever" in real time; simulated time decides
+#: A group whose share of the consumers' recent processing time is above this fraction is
+#: noisy: every quiet group's visible messages are delivered before its (SQS fair queues'
+#: processing-time share threshold).
+NOISY_TIME_SHARE = 0.10
 
 
 @dataclass
@@ -72,6 +83,10 @@ class SqsEventSource:
     #: Messages sent with a delay: (visible at, body, group), sent to the queue when due.
     _delayed: list[tuple[datetime, str, str | None]] = field(default_factory=list)
     _deferred: dict[str, int] = field(default_factory=dict)  # receipt handle -> seconds, set during an invocation
+    #: The wall clock that times invocations (seconds); a test passes its own.
+    monotonic: Callable[[], float] = time.monotonic
+    #: Processing time (seconds) of each group's messages since its backlog was last drained.
+    _busy_s: collections.Counter[str] = field(default_factory=collections.Counter)
     #: The simulated instant this source left messages visible but undelivered (a duplicate
     #: sent back during an invocation, or messages received on the way to a copy); a poll
     #: clears it. Lambda's poller would receive them within seconds; the simulation polls
@@ -135,8 +150,8 @@ class SqsEventSource:
 
         Each round receives up to ``max_concurrency`` batches, then invokes the function
         with each. A receive that returns fewer messages than asked for emptied the queue
-        (moto returns every visible message up to the maximum), so polling stops there
-        without a further empty receive: one round trip per batch, plus its delete.
+        (moto returns every visible message up to the maximum), so each batch costs one
+        receive that finds nothing new once everything visible was received, plus its delete.
         """
         self._reveal(now)
         self._left_visible_at = None
@@ -188,30 +203,46 @@ class SqsEventSource:
 
     def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
         """Up to ``batch_size`` visible messages in fair order, and whether the queue was
-        drained. When nothing received is waiting, receive every visible message (10 a
-        call until a receive returns fewer: moto returns every visible message up to the
-        maximum, so that receive emptied the queue); then take the batch one message at a
-        time from the group with the fewest in flight (the earliest arrival among equals)."""
-        if not any(self._visible.values()):
-            while True:
-                got = self.sqs.receive_message(
-                    QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                    VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
-                ).get("Messages", [])
-                for m in got:
-                    self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
-                if len(got) < 10:
-                    break
+        drained. First receive every message made visible since the last batch (10 a call
+        until a receive returns fewer: moto returns every visible message up to the maximum,
+        so that receive emptied the queue), so that, as in SQS, each batch is chosen among
+        every visible message, also those sent while earlier ones waited here; then take the
+        batch one message at a time from the quiet groups before the noisy, the group with
+        the fewest in flight first (the earliest arrival among equals)."""
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
+            ).get("Messages", [])
+            for m in got:
+                self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
+            if len(got) < 10:
+                break
+        self._forget_drained(set(self._busy_s))
+        noisy = self._noisy()
         batch: list[dict[str, Any]] = []
         while len(batch) < self.batch_size:
-            waiting = [(self._group_in_flight[g], queue[0][0], g) for g, queue in self._visible.items() if queue]
+            waiting = [(g in noisy, self._group_in_flight[g], queue[0][0], g)
+                       for g, queue in self._visible.items() if queue]
             if not waiting:
                 break
-            _, _, group = min(waiting)
+            *_, group = min(waiting)
             batch.append(self._visible[group].popleft()[1])
             self._group_in_flight[group] += 1
         self._visible = {g: queue for g, queue in self._visible.items() if queue}
         return batch, not self._visible
+
+    def _forget_drained(self, groups: set[str]) -> None:
+        """Forget the processing time of those of ``groups`` with nothing visible and nothing in
+        flight (called once every visible message was received: their backlog is drained)."""
+        for group in groups:
+            if not self._visible.get(group) and self._group_in_flight[group] <= 0:
+                self._busy_s.pop(group, None)
+
+    def _noisy(self) -> set[str]:
+        """The groups whose share of the recent processing time is above :data:`NOISY_TIME_SHARE`."""
+        total = sum(self._busy_s.values())
+        return {g for g, busy in self._busy_s.items() if total > 0 and busy > NOISY_TIME_SHARE * total}
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1
@@ -223,12 +254,17 @@ class SqsEventSource:
                     self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"],
                                           **({"MessageGroupId": group} if group else {}))
                     self._left_visible_at = now
+        began = self.monotonic()
         try:
             response = self.function(self._event(batch)) or {}
             failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         except Exception:  # noqa: BLE001 - a function error (or a crash) fails the whole batch, as in Lambda
             self.stats.function_errors += 1
             failed_ids = {m["MessageId"] for m in batch}
+        finally:
+            share = max(0.0, self.monotonic() - began) / len(batch)
+            for m in batch:
+                self._busy_s[_group(m)] += share
         done = [m for m in batch if m["MessageId"] not in failed_ids]
         for start in range(0, len(done), 10):
             chunk = done[start:start + 10]
