@@ -41,7 +41,7 @@ from timekeeper.api.routing import api_context
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access, audit, erasure
-from timekeeper.platform.directory import Workspace, get_workspace, workspace_timezone
+from timekeeper.platform.directory import Workspace, display_names, get_workspace, workspace_timezone
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
@@ -413,18 +413,25 @@ class PeriodVersions:
 
     workspace: Workspace
     versions: list[ledger.SnapshotRun]
+    #: ``{user id: display name}`` of the requesters and staff who acted on the versions.
+    names: dict[str, str]
+    #: What the newest version waits for when it is planned (staff's reads only), else None.
+    admission: ledger.AdmissionQueue | None = None
 
 
 def _period_versions(conn: TenantConnection, workspace_id: UUID, *, owner: str, snapshot_type: str,
-                     period: date) -> PeriodVersions | None:
+                     period: date, staff_read: bool = False) -> PeriodVersions | None:
     """Every version of ``workspace_id``'s period read with that workspace entered (one
     transaction), or None when the directory has no such workspace."""
     with workspace_unit(conn, workspace_id):
         workspace = get_workspace(conn, workspace_id)
         if workspace is None:
             return None
-        return PeriodVersions(workspace, ledger.period_versions(conn, workspace_id=workspace_id, owner=owner,
-                                                                snapshot_type=snapshot_type, period=period))
+        runs = ledger.period_versions(conn, workspace_id=workspace_id, owner=owner, snapshot_type=snapshot_type,
+                                      period=period)
+        people = {p for r in runs for p in (r.requested_by, r.cancelled_by, r.finalized_by) if p}
+        return PeriodVersions(workspace, runs, display_names(conn, sorted(people)), admission=ledger.admission_queue(
+            conn, runs[0].id) if staff_read and runs and runs[0].state == "planned" else None)
 
 
 @dataclass(frozen=True)
@@ -500,13 +507,17 @@ class StaffScope:
         """Every version of any workspace's period (a month's first day), newest first; None
         when the directory has no such workspace. A read of another workspace than the
         caller's is recorded in that workspace's audit trail, as the period listing's is."""
-        found = _period_versions(self.conn, workspace_id, owner=owner, snapshot_type=snapshot_type, period=period)
+        found = _period_versions(self.conn, workspace_id, owner=owner, snapshot_type=snapshot_type, period=period,
+                                 staff_read=True)
         if found is not None and workspace_id != self.identity.workspace_id:
             with workspace_unit(self.conn, workspace_id):
                 audit.record_staff_read(self.conn, workspace_id=workspace_id, actor=self.identity.user_id,
                                         what="snapshot_period_versions", now=self.now, detail={
                                             "owner": owner, "snapshot_type": snapshot_type,
                                             "period": f"{period:%Y-%m}"})
+            with workspace_unit(self.conn, self.identity.workspace_id):  # staff named in their own workspace
+                found.names.update(display_names(self.conn, sorted({p for r in found.versions for p in (
+                    r.requested_by, r.cancelled_by, r.finalized_by) if p and p not in found.names})))
         return found
 
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
@@ -530,7 +541,8 @@ class StaffScope:
             except psycopg.errors.UniqueViolation:
                 # A run of the period was inserted meanwhile (the planner's version 1, or
                 # another request) and committed while this insert waited: it is active now.
-                raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None
+                raise ledger.RequestRefused("active_work", f"{found.label} {period:%Y-%m} has a version in progress "
+                                            "(requested meanwhile)") from None
 
     def act_on_run(self, action: str, workspace_id: UUID, run_id: UUID, *, reason: str) -> ledger.SnapshotRun:
         """Cancel (``action`` ``cancel``) or finalize (``finalize``) ``workspace_id``'s run

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from typing import Any
@@ -220,7 +220,10 @@ class Request:
             return None
         reply = self.api(session).call("GET", f"/sessions/{quote(session.sid, safe='')}")
         if reply.status == 200 and isinstance(reply.body, dict):
-            return session if reply.body.get("revoked_at") is None else None
+            if reply.body.get("revoked_at") is not None:
+                return None
+            name = reply.body.get("display_name")
+            return replace(session, name=name) if isinstance(name, str) and name else session
         if reply.status in (401, 422):
             return None
         raise SessionUnknown(reply)
