@@ -303,3 +303,19 @@ def test_a_backfill_of_a_finalized_month_gives_one_message(console, conn):
     assert refused["statusCode"] == 409
     assert "Refused: the current version of Platform self-test 2026-11 (version 1) is finalized" in body
     assert "(mode)" not in body and "request a re-run" not in body
+
+
+def test_the_staff_periods_page_marks_and_filters_overdue_periods_never_planned_ones_among_them(console, conn):
+    # Given a club whose months in the planner's horizon were never planned but January's, planned, not admitted
+    tag = uuid.uuid4().hex[:8]
+    club = _club(conn, f"Overdue {tag}")
+    _backfill(conn, club, period="2027-01-01")
+    staff = _staff(console)
+    html = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}")["body"])
+    # The planned month is marked overdue, and the months never planned are counted with a way to them
+    assert '<span class="mark bad">overdue</span>' in html
+    assert re.search(r"\d+ overdue months? never planned \(not listed here\)", html), html
+    # And status=overdue lists them all, months never planned as Missing
+    overdue = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}&status=overdue")["body"])
+    assert '<option value="overdue" selected>' in overdue
+    assert "Missing" in overdue and "2027-01" in overdue and overdue.count('<span class="mark bad">overdue</span>') >= 2

@@ -277,6 +277,8 @@ class StaffPeriod:
     rank: int
 
 
+#: The overdue periods one staff listing reads (to mark its rows, or list them all).
+MAX_OVERDUE_LISTED = 500
 #: A staff period listing's keyset: ``(rank, updated_at, run id)`` of the last row.
 StaffPeriodKey = tuple[int, datetime, UUID]
 

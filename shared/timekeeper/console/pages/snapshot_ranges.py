@@ -211,7 +211,7 @@ def staff_periods(ctx: Request) -> Response:
         return ctx.api_error(reply)
     else:
         items = [{**i, "published": when(i.get("published_at"), i["timezone"]),
-                  "changed": when(i["updated_at"], i["timezone"]),
+                  "changed": when(i.get("updated_at"), i["timezone"]),
                   "workspace_link": f"{PREFIX}/snapshots?" + urlencode({"workspace": i["workspace_id"]}),
                   "link": f"{PREFIX}/snapshots/periods/" + "/".join(
                       quote(x, safe="") for x in (i["owner"], i["snapshot_type"], i["period"]))
@@ -220,4 +220,7 @@ def staff_periods(ctx: Request) -> Response:
     more = body.get("next_cursor")
     return ctx.page("snapshot_staff_periods.html", HTTPStatus.UNPROCESSABLE_ENTITY if problem else HTTPStatus.OK,
                     items=items, typed=typed, problem=problem, types=enabled_types(ctx),
+                    never_planned=body.get("never_planned_overdue") or 0,
+                    overdue_page=f"{PREFIX}/snapshots/staff?" + urlencode(
+                        {**{k: v for k, v in kept.items() if k != "status"}, "status": "overdue"}),
                     next_page=f"{PREFIX}/snapshots/staff?" + urlencode({**kept, "cursor": more}) if more else None)
