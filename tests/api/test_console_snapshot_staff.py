@@ -319,3 +319,21 @@ def test_the_staff_periods_page_marks_and_filters_overdue_periods_never_planned_
     overdue = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}&status=overdue")["body"])
     assert '<option value="overdue" selected>' in overdue
     assert "Missing" in overdue and "2027-01" in overdue and overdue.count('<span class="mark bad">overdue</span>') >= 2
+
+
+def test_a_range_of_a_hundred_workspaces_is_previewed_restating_what_it_requests(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    clubs = [_club(conn, f"Club {tag} {n:03d}") for n in range(100)]
+    staff = _staff(console)
+    form_page = staff.get_decoded(f"/console/snapshots/ranges?search={tag}")["body"]
+    fields = [("csrf", _csrf(form_page)), *[("workspace_id", str(c.workspace_id)) for c in clubs],
+              ("type", "platform:membership_counts"), ("first", "2026-11"), ("through", "2026-11"),
+              ("mode", "backfill"), ("reason", "the auditors <asked>")]
+    preview = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    assert preview["statusCode"] == 200, preview["body"][:2000]
+    text = re.sub(r"\s+", " ", unescape(preview["body"]))
+    assert "100 months would be planned, 0 refused" in text
+    # The preview restates the type, the kind and the reason before the request's button
+    restated = text[text.index('<dl class="facts restated">'):text.index("Request these 100 months")]
+    assert "Month-end membership counts" in restated or "Membership counts" in restated, restated
+    assert "backfill (months never planned)" in restated and "the auditors <asked>" in restated

@@ -228,9 +228,10 @@ class Request:
             return None
         raise SessionUnknown(reply)
 
-    def form(self) -> dict[str, str]:
+    def form(self, max_fields: int = 50) -> dict[str, str]:
         """The request's urlencoded form (the first value of each field; empty when the
-        body is no form or has more than 50 fields)."""
+        body is no form or has more than ``max_fields`` fields: 50, more than a form of this
+        console has, unless its handler names more)."""
         body = self.event.body or ""
         if self.event.is_base64_encoded:
             try:
@@ -238,7 +239,7 @@ class Request:
             except (ValueError, UnicodeDecodeError):
                 return {}
         try:
-            return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+            return {k: v[0] for k, v in parse_qs(body, max_num_fields=max_fields).items()}
         except ValueError:  # more fields than any form has: no form of this console
             return {}
 
@@ -326,17 +327,20 @@ def signed_in(handler: Callable[..., Response]) -> Callable[..., Response]:
     return wrapped
 
 
-def checked_post(handler: Callable[..., Response]) -> Callable[..., Response]:
+def checked_post(handler: Callable[..., Response] | None = None, *, max_fields: int = 50) -> Any:
     """A state-changing request: a session and its CSRF token first (a 403 page without a
     valid one, and nothing done); ``handler(ctx, **path_parameters)`` with
-    ``ctx.session`` and ``ctx.fields`` set."""
+    ``ctx.session`` and ``ctx.fields`` set. ``@checked_post(max_fields=n)``: a form of
+    up to ``n`` fields (a range naming many workspaces; 50 otherwise)."""
+    if handler is None:
+        return lambda chosen: checked_post(chosen, max_fields=max_fields)
 
     def wrapped(*args: Any, **kwargs: Any) -> Response:
         ctx = current_request()
         session = ctx.current_session()
         if session is None:
             return ctx.redirect(f"{PREFIX}/sign-in")
-        ctx.session, ctx.fields = session, ctx.form()
+        ctx.session, ctx.fields = session, ctx.form(max_fields)
         if not ctx.console.sessions.csrf_valid(session, ctx.fields.get("csrf")):
             return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Refused",
                             message="This form has expired or did not come from this console. Reload the page "

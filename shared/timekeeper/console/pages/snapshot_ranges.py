@@ -25,6 +25,8 @@ router = Router()
 RANGE_FIELDS = ("type", "first", "through", "mode", "reason", "all_workspaces", "search")
 #: At most this many workspaces a form names (the API's bound).
 MAX_FORM_WORKSPACES = 1000
+#: The most fields a range form has: a workspace each, its other fields and the CSRF token.
+MAX_RANGE_FORM_FIELDS = MAX_FORM_WORKSPACES + 20
 #: How a range's run states read on its progress page, in the order they are counted.
 PROGRESS_STATES = (("planned", "waiting for admission"), ("queued", "admitted"), ("running", "running"),
                    ("retry_wait", "waiting to retry"), ("published", "published"), ("failed", "failed"),
@@ -47,7 +49,7 @@ def _form_lists(ctx: Request) -> dict[str, list[str]]:
         except (ValueError, UnicodeDecodeError):
             return {}
     try:
-        return parse_qs(body, max_num_fields=MAX_FORM_WORKSPACES + 20)
+        return parse_qs(body, max_num_fields=MAX_RANGE_FORM_FIELDS)
     except ValueError:
         return {}
 
@@ -124,7 +126,7 @@ def _refused(ctx: Request, typed: dict[str, Any], reply: Any) -> Response:
 
 
 @router.post(f"{PREFIX}/snapshots/ranges/preview")
-@checked_post
+@checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_preview(ctx: Request) -> Response:
     """``POST /console/snapshots/ranges/preview``: the API's preview of the range (which
     periods it would plan, which it would refuse and why), with the form to request it;
@@ -141,7 +143,7 @@ def range_preview(ctx: Request) -> Response:
 
 
 @router.post(f"{PREFIX}/snapshots/ranges")
-@checked_post
+@checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_request(ctx: Request) -> Response:
     """``POST /console/snapshots/ranges``: request the range (``POST /snapshots/ranges``),
     then its progress page; nothing planned: the outcome shown as a preview is."""
