@@ -409,13 +409,13 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
 @dataclass(frozen=True)
 class PeriodVersions:
     """A workspace (its directory row) and every version of one of its snapshot periods,
-    newest first (:class:`~timekeeper.snapshots.ledger.SnapshotRun`)."""
+    newest first (:class:`~timekeeper.snapshots.ledger.SnapshotRun`), the ``names`` (``{user
+    id: display name}``) of the people who requested or acted on them, and ``admission``:
+    what the newest version waits for while planned (staff's reads only, else None)."""
 
     workspace: Workspace
     versions: list[ledger.SnapshotRun]
-    #: ``{user id: display name}`` of the requesters and staff who acted on the versions.
     names: dict[str, str]
-    #: What the newest version waits for when it is planned (staff's reads only), else None.
     admission: ledger.AdmissionQueue | None = None
 
 
@@ -661,17 +661,20 @@ class StaffScope:
         return erased
 
     def erase_member(self, workspace_id: UUID, member_id: UUID, *, reason: str) -> int:
-        """Erase member ``member_id`` of ``workspace_id`` from every snapshot version's rows
-        (:func:`timekeeper.platform.erasure.erase_member`) as this staff member, and record
-        the operations action ``erase`` (its target ``member:sha256:<hex of the member
-        id>``, its detail the workspace and the rows changed), in one transaction; returns
-        the rows changed (0 for a repeat or a member no snapshot names)."""
-        with self.conn.transaction():
+        """Erase member ``member_id`` of ``workspace_id`` from every snapshot's rows (:mod:`~timekeeper.platform.
+        erasure`), recording the operations action ``erase`` (target ``member:sha256:<hex>``) and the audit event
+        ``staff.member_erased``, in one transaction; returns the rows changed (0: a repeat, or none named the
+        member). 404 naming ``workspace_id``: no such workspace."""
+        target, actor = f"member:sha256:{erasure.user_digest(str(member_id))}", self.identity.user_id
+        with workspace_unit(self.conn, workspace_id):
+            if get_workspace(self.conn, workspace_id) is None:
+                raise ApiError(404, NOT_FOUND, "no such workspace", "workspace_id")
             changed = erasure.erase_member(self.conn, workspace_id=workspace_id, member_id=member_id, now=self.now)
-            operations.record_action(self.conn, action="erase", actor=self.identity.user_id,
-                                     target=f"member:sha256:{erasure.user_digest(str(member_id))}", reason=reason,
-                                     detail={"workspace_id": str(workspace_id), "snapshot_rows": changed},
-                                     at=self.now)
+            operations.record_action(self.conn, action="erase", actor=actor, target=target, reason=reason, at=self.now,
+                                     detail={"workspace_id": str(workspace_id), "snapshot_rows": changed})
+            audit.record_event(self.conn, workspace_id=workspace_id, actor=actor, kind="staff.member_erased",
+                               subject_type="member", subject_id=None, before=None, reason=reason, now=self.now,
+                               after={"member": target.partition(":")[2], "snapshot_rows": changed})
         return changed
 
     def record_action(self, *, action: str, target: str, reason: str,

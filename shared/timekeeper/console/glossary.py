@@ -221,7 +221,8 @@ AUDIT_VERBS: dict[str, str] = {
     "run_requested": "Run now requested", "owner_changed": "handed to another owner", "added": "added",
     "removed": "removed", "invited": "invited back", "notice_mail": "notice e-mails changed",
     "read": "read this workspace's data", "snapshot_cancelled": "cancelled a snapshot run",
-    "snapshot_finalized": "finalized a snapshot version", "retried": "retried", "cancelled": "cancelled",
+    "snapshot_finalized": "finalized a snapshot version",
+    "member_erased": "erased a member from the snapshots", "retried": "retried", "cancelled": "cancelled",
     "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved"}
 
 
