@@ -77,6 +77,7 @@ def templates() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["urlquote"] = lambda value: quote(str(value), safe="")
     env.filters["term"] = glossary.term_html
+    env.filters["named"] = glossary.named_html
     env.filters["words"] = glossary.words
     return env
 

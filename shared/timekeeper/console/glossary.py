@@ -259,6 +259,16 @@ def term_html(code: object, empty: str = "—") -> Markup:
     return Markup(f'<span class="term" title="{text}" data-code="{text}">{escape(words(code))}</span>')
 
 
+def named_html(code: object, empty: str = "—") -> Markup:
+    """``code``'s words in a ``<span>`` whose ``data-code`` holds the code (escaped), with no
+    tooltip: where a page names a thing people know by its words (a snapshot type, a
+    state), not by its code; ``empty`` for None or empty."""
+    if code is None or code == "":
+        return Markup(escape(empty))
+    text = escape(str(code))
+    return Markup(f'<span class="term" data-code="{text}">{escape(words(code))}</span>')
+
+
 def _locale(name: object) -> Locale:
     try:
         return Locale.parse(str(name or "en_US"))

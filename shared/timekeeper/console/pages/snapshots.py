@@ -29,6 +29,8 @@ PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "plann
 PERIOD_READS = 10
 #: The states of a run still at work: a period with one takes no new request.
 ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
+#: The console's interface language, the one its pages write dates, counts and amounts in.
+INTERFACE_LOCALE = "en_US"
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 
@@ -120,7 +122,9 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     if refused:
         raw, cursor = [], None
     zone = body.get("timezone") or "UTC"
-    locale = body.get("locale") or "en_US"
+    # The console speaks English: dates, counts and amounts read as its interface does (the
+    # workspace's locale is for its files and messages).
+    locale = INTERFACE_LOCALE
     may_render = workspace in ("", ctx.session.workspace_id) and ctx.session.has("reports:read")
     readers = snapshot_readers(ctx) if may_render and any(i["status"] == "published" for i in raw) else set()
     if readers is None:  # the API refuses them the reports: no action to offer
