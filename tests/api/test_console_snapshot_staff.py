@@ -136,6 +136,16 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
         ledger.admit(conn, owner="platform", now=NOW, cap=4, backfill_lane=1)
     moved = staff.get_decoded(_header(done, "Location"))["body"]
     assert "admitted: 1" in moved and "waiting for admission: 2" in moved
+    # The progress updates itself while runs are unfinished: its block polls its live fragment
+    live = f'{_header(done, "Location")}/live'
+    assert f'data-live="{live}"' in moved
+    fragment = staff.get_decoded(live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="range-progress"')
+    assert "admitted: 1" in fragment["body"] and "<html" not in fragment["body"]
+    # A reader gets no fragment
+    reader = Browser(console)
+    reader.sign_in(rowing, ("snapshots:read",))
+    assert reader.get_decoded(live)["statusCode"] == 403
 
 
 def test_a_reader_is_refused_the_range_pages(console, conn):

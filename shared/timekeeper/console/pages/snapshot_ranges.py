@@ -159,11 +159,8 @@ def range_request(ctx: Request) -> Response:
     return ctx.redirect(f"{PREFIX}/snapshots/ranges/{quote(str(reply.body['group_id']), safe='')}")
 
 
-@router.get(f"{PREFIX}/snapshots/ranges/<group_id>")
-@signed_in
-def range_progress(ctx: Request, group_id: str) -> Response:
-    """``GET /console/snapshots/ranges/{group_id}``: a range's progress (its runs per state,
-    in words) and each run by workspace name, month and state, linked to its period."""
+def _progress(ctx: Request, group_id: str, template: str) -> Response:
+    """A range's progress rendered with ``template`` (the page, or its live fragment)."""
     if (refused := _not_staff(ctx)) is not None:
         return refused
     reply = ctx.api().call("GET", f"/snapshots/ranges/{quote(group_id, safe='')}")
@@ -178,9 +175,28 @@ def range_progress(ctx: Request, group_id: str) -> Response:
              + "?" + urlencode({"workspace": r["workspace_id"]})} for r in body["items"]]
     first = rows[0] if rows else {}
     done = sum(counts.get(s, 0) for s in ("published", "failed", "skipped", "cancelled"))
-    return ctx.page("snapshot_range_progress.html", group_id=body["group_id"], rows=rows, first=first,
+    return ctx.page(template, group_id=body["group_id"], rows=rows, first=first,
                     counts=[(words, counts.get(state, 0)) for state, words in PROGRESS_STATES],
-                    total=len(rows), done=done)
+                    total=len(rows), done=done, live=done < len(rows),
+                    **({"unread": 0} if template.startswith("_") else {}))
+
+
+@router.get(f"{PREFIX}/snapshots/ranges/<group_id>")
+@signed_in
+def range_progress(ctx: Request, group_id: str) -> Response:
+    """``GET /console/snapshots/ranges/{group_id}``: a range's progress (its runs per state,
+    in words) and each run by workspace name, month and state, linked to its period; it
+    updates itself while runs are unfinished (:func:`range_progress_live`)."""
+    return _progress(ctx, group_id, "snapshot_range_progress.html")
+
+
+@router.get(f"{PREFIX}/snapshots/ranges/<group_id>/live")
+@signed_in
+def range_progress_live(ctx: Request, group_id: str) -> Response:
+    """``GET /console/snapshots/ranges/{group_id}/live``: the progress block alone (an HTML
+    fragment console.js swaps in every 10 s until every run is finished); staff only, an
+    unknown range a 404."""
+    return _progress(ctx, group_id, "_range_progress.html")
 
 
 #: The staff periods page's filters (query parameters), as the API takes them.
