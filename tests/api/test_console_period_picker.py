@@ -209,7 +209,7 @@ def test_a_month_that_is_no_month_is_refused_by_the_picker(send, console, tenant
 
 
 def test_a_period_s_basis_reads_as_a_person_reads_it(send, console, conn):  # noqa: F811
-    # Given a German-speaking workspace (de_DE, EUR) whose January aging is published
+    # Given a German-speaking workspace (de_DE, EUR: its files and messages) whose January aging is published
     tenant = make_tenant(conn, "basis-de")
     with conn.transaction():
         conn.execute("UPDATE workspaces SET locale = 'de_DE' WHERE id = %s", (tenant.workspace_id,))
@@ -221,9 +221,9 @@ def test_a_period_s_basis_reads_as_a_person_reads_it(send, console, conn):  # no
     html = browser.request("GET", "/console/snapshots")["body"]
     cell = re.search(r'<ul class="basis">(.*?)</ul>', html, re.S).group(1)
     lines = [re.sub(r"<[^>]+>", "", li) for li in re.findall(r"<li>(.*?)</li>", cell)]
-    # Then the amounts are euros as Germans write them, counts grouped, the date written out, no raw keys
-    euros = f"{basis['outstanding_minor'] // 100:,}".replace(",", ".") + f",{basis['outstanding_minor'] % 100:02d}"
-    assert f"Outstanding: {euros}\xa0€" in lines
-    assert "As of: 31. Januar 2027" in lines and f"Invoices: {basis['invoices']}" in lines
-    assert any(line.startswith("By age, 0 to 30 days: Invoices: ") and "\xa0€" in line for line in lines)
+    # Then the English console writes euros, counts and the date as its interface does, no raw keys
+    euros = f"€{basis['outstanding_minor'] // 100:,}.{basis['outstanding_minor'] % 100:02d}"
+    assert f"Outstanding: {euros}" in lines
+    assert "As of: January 31, 2027" in lines and f"Invoices: {basis['invoices']}" in lines
+    assert any(line.startswith("By age, 0 to 30 days: Invoices: ") and "€" in line for line in lines)
     assert "outstanding_minor" not in cell and "{" not in cell and "currency" not in cell

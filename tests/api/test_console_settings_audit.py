@@ -200,3 +200,30 @@ def test_the_audit_log_speaks_words_links_its_objects_and_shows_long_values_whol
     assert f'<a href="/console/queries/{query}"><bdi>Big invoices</bdi></a>' in page
     assert "<summary>Show all</summary>" in page and '\n  &#34;entity&#34;: &#34;invoices&#34;' in page
     assert "&#34;direction&#34;: &#34;de…" not in page and " …</ins>" in page
+
+
+def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    run = "0c3b8b1e-2222-4a4b-8c8c-2d2d2d2d2d2d"
+    with connect(db_url) as conn, conn.transaction():
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id,
+                           kind="staff.snapshot_finalized", subject_type="snapshot_run", subject_id=run,
+                           before={"state": "published"}, after={"state": "published", "version": 2,
+                                                                 "snapshot_type": "platform/selftest",
+                                                                 "period": "2026-09"}, reason="books closed", now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="schedule.created",
+                           subject_type="schedule", subject_id="34983528-710c-4f7e-9d1e-0b6c2d7c2a12", before={},
+                           after={"name": "Sweep", "recurrence": {"calendar": {
+                               "frequency": "monthly", "month_day": 28, "times": ["03:00"]},
+                               "timezone": "Europe/Berlin"}}, now=NOW)
+    page = html.unescape(browser.request("GET", "/console/audit")["body"])
+    # The version by the type's name, month and number, linked to its period; the finalization as a change
+    start = page.index("Self-test 2026-09 version 2")
+    finalized = page[start:page.index("</li>", start)]
+    assert '<a href="/console/snapshots/periods/platform/selftest/2026-09"><bdi>Self-test 2026-09 version 2' in page
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert run not in page and "platform/selftest" not in text and "Published" not in finalized
+    assert re.search(r"Finalized</th><td [^>]+><bdi><del>no</del></bdi></td><td [^>]+><bdi><ins>yes</ins>",
+                     finalized), finalized
+    # The schedule's rule in words with its zone, not JSON
+    assert "monthly" in page and "(Europe/Berlin)" in page and '"calendar"' not in page

@@ -53,7 +53,7 @@ def test_staff_cancel_a_planned_request_on_its_periods_page_and_a_blank_reason_i
     html = staff.get_decoded(page)["body"]
     # The period's page names the workspace, the requester and the reason (escaped), and offers Cancel
     assert "<bdi>Rowing club</bdi>" in html and str(club.workspace_id) not in re.sub(r"<[^>]+>", "", html)
-    assert "by <bdi>staff-0</bdi>: <bdi>gap &lt;b&gt;</bdi>" in html and "0 chunks done" in html
+    assert 'by <bdi title="staff-0">staff-0</bdi>: <bdi>gap &lt;b&gt;</bdi>' in html and "0 chunks done" in html
     assert "Cancel this request" in html and "Finalize this version" not in html
     form = {"csrf": _csrf(html), "workspace": str(club.workspace_id), "owner": "platform",
             "snapshot_type": "ar_aging", "period": "2026-11"}
@@ -67,7 +67,8 @@ def test_staff_cancel_a_planned_request_on_its_periods_page_and_a_blank_reason_i
     assert done["statusCode"] == 303, done["body"]
     after = staff.get_decoded(unescape(_header(done, "Location")))["body"]
     assert "The request was cancelled." in after
-    assert "cancelled by <bdi>staff-1</bdi>: <bdi>asked twice</bdi>" in after and "Cancel this request" not in after
+    assert 'cancelled by <bdi title="staff-1">staff-1</bdi>: <bdi>asked twice</bdi>' in after
+    assert "Cancel this request" not in after
     assert conn.execute("SELECT state FROM snapshot_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "cancelled"
 
 
@@ -135,6 +136,16 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
         ledger.admit(conn, owner="platform", now=NOW, cap=4, backfill_lane=1)
     moved = staff.get_decoded(_header(done, "Location"))["body"]
     assert "admitted: 1" in moved and "waiting for admission: 2" in moved
+    # The progress updates itself while runs are unfinished: its block polls its live fragment
+    live = f'{_header(done, "Location")}/live'
+    assert f'data-live="{live}"' in moved
+    fragment = staff.get_decoded(live)
+    assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="range-progress"')
+    assert "admitted: 1" in fragment["body"] and "<html" not in fragment["body"]
+    # A reader gets no fragment
+    reader = Browser(console)
+    reader.sign_in(rowing, ("snapshots:read",))
+    assert reader.get_decoded(live)["statusCode"] == 403
 
 
 def test_a_reader_is_refused_the_range_pages(console, conn):
@@ -209,3 +220,130 @@ def test_staff_scan_every_workspaces_periods_failed_first_and_a_bad_filter_names
     reader = Browser(console)
     reader.sign_in(rowing, ("snapshots:read",))
     assert reader.get_decoded("/console/snapshots/staff")["statusCode"] == 403
+
+
+def _failed(conn, club: Caller, period="2026-11-01") -> str:
+    return str(conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, attempts,
+                                   failure_code, failure_message, created_at, updated_at)
+        VALUES ('platform', 'selftest', %s, %s, 1, 'planned', 'failed', 1, 'selftest_mismatch',
+                'wrote 7 rows of 1000', %s, %s) RETURNING id""",
+        (club.workspace_id, period, NOW, NOW)).fetchone()["id"])
+
+
+def test_a_failed_period_is_re_run_from_its_own_page_and_the_new_version_says_what_it_waits_for(console, conn):
+    # Given a failed self-test month, its failure read on its page by staff whose name the directory knows
+    club = _club(conn, "Sculling club")
+    _failed(conn, club)
+    conn.execute("INSERT INTO users (id, display_name, email, status, created_at) VALUES ('staff-1', 'Ada Admin', "
+                 "NULL, 'active', %s) ON CONFLICT (id) DO UPDATE SET display_name = 'Ada Admin'", (NOW,))
+    staff = _staff(console)
+    page = f"/console/snapshots/periods/platform/selftest/2026-11?workspace={club.workspace_id}"
+    html = staff.get_decoded(page)["body"]
+    assert "wrote 7 rows of 1000" in html and "<strong>Now:</strong> Failed:" in html
+    assert "Re-run this month" in html and 'title="staff-1"><bdi>Ada Admin</bdi>' in html  # the header's name
+    form = {"csrf": _csrf(html), "form": "period", "workspace_id": str(club.workspace_id),
+            "type": "platform:selftest", "period": "2026-11", "mode": "manual"}
+    # When the reason is blank: refused on the page's own form, the page kept
+    blank = staff.request("POST", "/console/snapshots/requests", {**form, "reason": "\u200b"})
+    assert blank["statusCode"] == 422 and 'id="reason-request-error"' in blank["body"]
+    assert "Re-run this month" in blank["body"]
+    # When staff re-run it with a reason: back on the period, version 2 planned by them, by name
+    done = staff.request("POST", "/console/snapshots/requests", {**form, "reason": "the drill is over"})
+    assert done["statusCode"] == 303, done["body"]
+    location = unescape(_header(done, "Location"))
+    assert location.startswith("/console/snapshots/periods/platform/selftest/2026-11?")
+    after = staff.get_decoded(location)["body"]
+    assert "Your request was recorded" in after and 'by <bdi title="staff-1">Ada Admin</bdi>' in after
+    # And the page says what version 2 waits for, by admission's rule, and offers no second re-run
+    assert "<strong>Now:</strong> Planned: the next admission pass (every 1 minute) admits it." in after
+    assert "Re-run this month" not in after
+    # And cancel and finalize ask first (finalize: irreversible)
+    assert 'data-confirm="Cancel version 2 of 2026-11?' in after
+
+
+def test_a_planned_version_waiting_for_a_full_cap_says_so(console, conn):
+    club = _club(conn, "Canoe club")
+    for month in ("2026-01-01", "2026-02-01", "2026-03-01", "2026-04-01"):
+        conn.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, created_at,
+                                       updated_at) VALUES ('platform', 'membership_counts', %s, %s, 1, 'planned',
+                                       'running', %s, %s)""", (club.workspace_id, month, NOW, NOW))
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, created_at,
+                                   updated_at) VALUES ('platform', 'selftest', %s, '2026-11-01', 1, 'planned',
+                                   'planned', %s, %s)""", (club.workspace_id, NOW, NOW))
+    html = _staff(console).get_decoded(
+        f"/console/snapshots/periods/platform/selftest/2026-11?workspace={club.workspace_id}")["body"]
+    assert re.search(r"Waiting for admission: \d+ running or queued of this module.s snapshots \(cap 4, 1 kept for "
+                     r"backfills\), \d+ planned before it", unescape(html)), html
+
+
+def test_a_refused_request_keeps_what_was_typed_and_names_the_type_and_what_to_do(console, conn):
+    club = _club(conn, "Dragon boats")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, created_at,
+                                   updated_at) VALUES ('platform', 'selftest', %s, '2026-11-01', 1, 'planned',
+                                   'planned', %s, %s)""", (club.workspace_id, NOW, NOW))
+    staff = _staff(console)
+    html = staff.get_decoded(f"/console/snapshots?workspace={club.workspace_id}")["body"]
+    refused = staff.request("POST", "/console/snapshots/requests", {
+        "csrf": _csrf(html), "form": "general", "workspace_id": str(club.workspace_id), "type": "platform:selftest",
+        "period": "2026-11", "mode": "manual", "reason": "my typed reason"})
+    assert refused["statusCode"] == 409
+    body = unescape(refused["body"])
+    assert "Platform self-test 2026-11 has version 1 planned (not started); cancel it to request a re-run" in body
+    assert '<option value="platform:selftest" selected>' in body and 'value="2026-11"' in body
+    assert ">my typed reason</textarea>" in body
+
+
+def test_a_backfill_of_a_finalized_month_gives_one_message(console, conn):
+    club = _club(conn, "Regatta club")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, is_current,
+                                   protection, published_at, created_at, updated_at)
+        VALUES ('platform', 'selftest', %s, '2026-11-01', 1, 'planned', 'published', true, 'finalized', %s, %s,
+                %s)""", (club.workspace_id, NOW, NOW, NOW))
+    staff = _staff(console)
+    html = staff.get_decoded(f"/console/snapshots?workspace={club.workspace_id}")["body"]
+    refused = staff.request("POST", "/console/snapshots/requests", {
+        "csrf": _csrf(html), "form": "general", "workspace_id": str(club.workspace_id), "type": "platform:selftest",
+        "period": "2026-11", "mode": "backfill", "reason": "again"})
+    body = unescape(refused["body"])
+    assert refused["statusCode"] == 409
+    assert "Refused: the current version of Platform self-test 2026-11 (version 1) is finalized" in body
+    assert "(mode)" not in body and "request a re-run" not in body
+
+
+def test_the_staff_periods_page_marks_and_filters_overdue_periods_never_planned_ones_among_them(console, conn):
+    # Given a club whose months in the planner's horizon were never planned but January's, planned, not admitted
+    tag = uuid.uuid4().hex[:8]
+    club = _club(conn, f"Overdue {tag}")
+    _backfill(conn, club, period="2027-01-01")
+    staff = _staff(console)
+    html = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}")["body"])
+    # The planned month is marked overdue, and the months never planned are counted with a way to them
+    assert '<span class="mark bad">overdue</span>' in html
+    assert re.search(r"\d+ overdue months? never planned \(not listed here\)", html), html
+    # And status=overdue lists them all, months never planned as Missing
+    overdue = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}&status=overdue")["body"])
+    assert '<option value="overdue" selected>' in overdue
+    assert "Missing" in overdue and "2027-01" in overdue and overdue.count('<span class="mark bad">overdue</span>') >= 2
+
+
+def test_a_range_of_a_hundred_workspaces_is_previewed_restating_what_it_requests(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    clubs = [_club(conn, f"Club {tag} {n:03d}") for n in range(100)]
+    staff = _staff(console)
+    form_page = staff.get_decoded(f"/console/snapshots/ranges?search={tag}")["body"]
+    fields = [("csrf", _csrf(form_page)), *[("workspace_id", str(c.workspace_id)) for c in clubs],
+              ("type", "platform:membership_counts"), ("first", "2026-11"), ("through", "2026-11"),
+              ("mode", "backfill"), ("reason", "the auditors <asked>")]
+    preview = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    assert preview["statusCode"] == 200, preview["body"][:2000]
+    text = re.sub(r"\s+", " ", unescape(preview["body"]))
+    assert "100 months would be planned, 0 refused" in text
+    # The preview restates the type, the kind and the reason before the request's button
+    restated = text[text.index('<dl class="facts restated">'):text.index("Request these 100 months")]
+    assert "Month-end membership counts" in restated or "Membership counts" in restated, restated
+    assert "backfill (months never planned)" in restated and "the auditors <asked>" in restated

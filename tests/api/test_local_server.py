@@ -404,3 +404,19 @@ def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server)
     run = requests.get(f"{local_server.base_url}/runs/{named['names']['id']}", headers=staff, timeout=10).json()
     assert (run["schedule_name"], run["state"]) == ("Bank feed sweep (failing)", "failed")
     assert run["latest_attempt"]["error"].startswith("the bank feed did not answer")
+
+
+def test_serve_starts_with_a_failed_snapshot_period_and_no_overdue_alarm(local_server):
+    # The start-up's planner pass published the sample's months, but for one failed on purpose
+    assert local_server.snapshots is not None and local_server.snapshots["failed"] == 1
+    assert local_server.snapshots["published"] >= 1
+    staff = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:platform:staff"}
+    listing = requests.get(f"{local_server.base_url}/snapshots/staff/periods", params={"status": "failed"},
+                           headers=staff, timeout=10).json()
+    [failed] = [p for p in listing["items"] if p["snapshot_type"] == "selftest"]
+    assert (failed["workspace_name"], failed["version"], failed["failure_code"]) == (
+        "Ruderverein Spree", 1, "selftest_mismatch")
+    # And nothing else of the sample waits for a pass: no planned version is left behind
+    waiting = requests.get(f"{local_server.base_url}/snapshots/staff/periods", params={"status": "planned"},
+                           headers=staff, timeout=10).json()
+    assert [p for p in waiting["items"] if p["workspace_name"] == "Ruderverein Spree"] == []

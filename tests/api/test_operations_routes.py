@@ -455,6 +455,19 @@ def test_a_members_erasure_pseudonymises_their_snapshot_rows_and_is_recorded_by_
     assert (bad.status, bad.body["field"]) == (422, "member_id")
     refused = call("POST", "/operations/member-erasures", body, as_=Caller(user_id="member-1", roles="schedules:read"))
     assert refused.status == 403
+    # And the workspace's audit log holds the erasure, by digest, with the staff member's reason
+    events = db.execute("SELECT kind, actor, after, reason FROM audit_events WHERE workspace_id = %s "
+                        "AND kind = 'staff.member_erased' ORDER BY id", (workspace,)).fetchall()
+    assert [(e["kind"], e["after"], e["reason"]) for e in events][0] == (
+        "staff.member_erased", {"member": f"sha256:{digest}", "snapshot_rows": 1}, "request 2027-115")
+    assert str(member) not in json.dumps([e["after"] for e in events])
+
+
+def test_a_member_erasure_in_a_workspace_that_does_not_exist_is_a_404_naming_it(db, call):
+    body = {"workspace_id": str(uuid.uuid4()), "member_id": str(uuid.uuid4()), "reason": "typo"}
+    reply = call("POST", "/operations/member-erasures", body, as_=STAFF)
+    assert (reply.status, reply.body["field"]) == (404, "workspace_id")
+    assert call("GET", "/operations/overview", as_=STAFF).body["recent_actions"] == []
 
 
 def test_the_overview_filters_schedules_by_kind_status_and_name_and_runs_by_state(db, call):

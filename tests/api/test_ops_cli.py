@@ -156,7 +156,8 @@ def test_the_overview_prints_every_workspaces_overdue_periods(server, conn):
 
 
 def test_erase_member_calls_the_member_erasure_route(server, capsys):
-    workspace, member = uuid.uuid4(), uuid.uuid4()
+    workspace, member = BOB_WORKSPACE, uuid.uuid4()  # a workspace of the directory
+    capsys.readouterr()
     code = main(["ops", "--api", server.base_url, "--token", STAFF_TOKEN, "erase-member", str(workspace), str(member),
                  "--reason", "request 2027-115"])
     out = " ".join(capsys.readouterr().out.split())  # rich wraps the line at the terminal's width
@@ -167,3 +168,7 @@ def test_erase_member_calls_the_member_erasure_route(server, capsys):
     code = main(["ops", "--api", server.base_url, "--token", f"dev:bob:{BOB_WORKSPACE}:schedules:read",
                  "erase-member", str(workspace), str(member), "--reason", "x"])
     assert code == 1 and "403" in capsys.readouterr().out
+    # And a workspace the directory does not have is the API's 404 naming it, exit code 1
+    code = main(["ops", "--api", server.base_url, "--token", STAFF_TOKEN, "erase-member", str(uuid.uuid4()),
+                 str(member), "--reason", "typo"])
+    assert code == 1 and "404" in capsys.readouterr().out

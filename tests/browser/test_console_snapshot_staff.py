@@ -87,3 +87,29 @@ def test_staff_preview_request_and_follow_a_range_backfill(page, server):  # noq
     page.goto(f"{server.base_url}/console/snapshots/staff?status=in_progress")
     assert name in page.locator("table").inner_text()
     _fits_and_passes_axe(page, "every workspace's periods")
+
+
+def test_staff_read_a_failed_period_re_run_it_from_its_page_and_see_it_publish(page, server):  # noqa: F811
+    _sign_in_as_staff(page, server)
+    # Every workspace's failed periods: serve's sample has one, its failure named in words
+    page.goto(f"{server.base_url}/console/snapshots/staff?status=failed")
+    row = page.locator("table tbody tr", has_text="Self-test").first
+    assert "Failed" in row.inner_text()
+    row.locator("td").nth(2).locator("a").click()
+    # The period's page: the failure's code and message, what it waits for, and a re-run on the page itself
+    assert "a drill: version 1 of this month is set to fail its check" in page.locator("table").inner_text()
+    assert "Now: Failed" in page.locator("p.waits").inner_text()
+    _fits_and_passes_axe(page, "the failed period")
+    page.get_by_label("Reason to re-run this month").fill("the drill is over")
+    page.get_by_role("button", name="Re-run this month").click()
+    assert "Your request was recorded" in page.get_by_role("status").inner_text()
+    assert "Now: Planned" in page.locator("p.waits").inner_text()
+    # Admission (serve's dispatcher, run now rather than at the next minute) sends it; serve's worker runs it
+    server.stack.dispatch_snapshots(datetime.now(UTC))
+    for _ in range(60):
+        page.reload()
+        if "Published" in page.locator("table tbody tr").first.inner_text():
+            break
+        page.wait_for_timeout(500)
+    newest = page.locator("table tbody tr").first.inner_text()
+    assert "Published" in newest and "current" in newest and "the drill is over" in newest, newest

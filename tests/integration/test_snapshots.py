@@ -690,3 +690,23 @@ def test_settled_months_are_not_looked_up_again_and_an_unsettled_one_stays_overd
     april = datetime(2027, 4, 2, 13, tzinfo=UTC)
     overdue = {(t, p) for _, _, t, p in plan(db, reg, now=april).overdue}
     assert overdue == {(t, date(2027, 3, 1)) for t in ("ar_aging", "membership_counts", "selftest")}
+
+
+def test_runs_planned_together_are_admitted_oldest_month_first_and_their_queue_is_counted(db):
+    # Given five months planned in one pass (one creation instant), their ids in no month order
+    ws = workspace(db)
+    months = [date(2026, m, 1) for m in (7, 4, 8, 6, 5)]
+    ids = {}
+    for month in months:
+        ids[month] = db.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason, requested_by,
+                                       state, created_at, updated_at)
+            VALUES ('platform', 'selftest', %s, %s, 1, 'backfill', 'gap', 'staff', 'planned', %s, %s)
+            RETURNING id""", (ws, month, NOW, NOW)).fetchone()["id"]
+    # When admission has room for one backfill at a time
+    admitted = admit(db, owner="platform", now=NOW, cap=4, backfill_lane=1)
+    # Then the oldest month goes first, and the newest waits behind the three between
+    assert [a.run_id for a in admitted] == [ids[date(2026, 4, 1)]]
+    queue = ledger.admission_queue(db, ids[date(2026, 8, 1)])
+    assert (queue.in_flight, queue.backfills_in_flight, queue.ahead, queue.backfill_active) == (1, 1, 3, True)
+    assert ledger.admission_queue(db, UUID(int=5)) is None

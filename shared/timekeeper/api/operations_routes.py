@@ -412,7 +412,7 @@ def erase(scope: Staff, body: Annotated[ErasureIn, Body()]) -> ErasureOut:
 
 @router.post("/operations/member-erasures", tags=_TAGS, operation_id="eraseMember", security=SECURITY,
              summary="Staff: erase a workspace's member from every snapshot version's rows",
-             responses=_responses(200, "What the erasure changed", 415))
+             responses=_responses(200, "What the erasure changed", 404, 415))
 def erase_member(scope: Staff, body: Annotated[MemberErasureIn, Body()]) -> MemberErasureOut:
     changed = scope.erase_member(body.workspace_id, body.member_id, reason=body.reason)
     digest = user_digest(str(body.member_id))

@@ -41,7 +41,7 @@ from timekeeper.api.routing import api_context
 from timekeeper.db import idempotency
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access, audit, erasure
-from timekeeper.platform.directory import Workspace, get_workspace, workspace_timezone
+from timekeeper.platform.directory import Workspace, display_names, get_workspace, workspace_timezone
 from timekeeper.schedules import closures, operations, service
 from timekeeper.schedules.messages import RunMessage, RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
@@ -409,22 +409,29 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
 @dataclass(frozen=True)
 class PeriodVersions:
     """A workspace (its directory row) and every version of one of its snapshot periods,
-    newest first (:class:`~timekeeper.snapshots.ledger.SnapshotRun`)."""
+    newest first (:class:`~timekeeper.snapshots.ledger.SnapshotRun`), the ``names`` (``{user
+    id: display name}``) of the people who requested or acted on them, and ``admission``:
+    what the newest version waits for while planned (staff's reads only, else None)."""
 
     workspace: Workspace
     versions: list[ledger.SnapshotRun]
+    names: dict[str, str]
+    admission: ledger.AdmissionQueue | None = None
 
 
 def _period_versions(conn: TenantConnection, workspace_id: UUID, *, owner: str, snapshot_type: str,
-                     period: date) -> PeriodVersions | None:
+                     period: date, staff_read: bool = False) -> PeriodVersions | None:
     """Every version of ``workspace_id``'s period read with that workspace entered (one
     transaction), or None when the directory has no such workspace."""
     with workspace_unit(conn, workspace_id):
         workspace = get_workspace(conn, workspace_id)
         if workspace is None:
             return None
-        return PeriodVersions(workspace, ledger.period_versions(conn, workspace_id=workspace_id, owner=owner,
-                                                                snapshot_type=snapshot_type, period=period))
+        runs = ledger.period_versions(conn, workspace_id=workspace_id, owner=owner, snapshot_type=snapshot_type,
+                                      period=period)
+        people = {p for r in runs for p in (r.requested_by, r.cancelled_by, r.finalized_by) if p}
+        return PeriodVersions(workspace, runs, display_names(conn, sorted(people)), admission=ledger.admission_queue(
+            conn, runs[0].id) if staff_read and runs and runs[0].state == "planned" else None)
 
 
 @dataclass(frozen=True)
@@ -500,13 +507,17 @@ class StaffScope:
         """Every version of any workspace's period (a month's first day), newest first; None
         when the directory has no such workspace. A read of another workspace than the
         caller's is recorded in that workspace's audit trail, as the period listing's is."""
-        found = _period_versions(self.conn, workspace_id, owner=owner, snapshot_type=snapshot_type, period=period)
+        found = _period_versions(self.conn, workspace_id, owner=owner, snapshot_type=snapshot_type, period=period,
+                                 staff_read=True)
         if found is not None and workspace_id != self.identity.workspace_id:
             with workspace_unit(self.conn, workspace_id):
                 audit.record_staff_read(self.conn, workspace_id=workspace_id, actor=self.identity.user_id,
                                         what="snapshot_period_versions", now=self.now, detail={
                                             "owner": owner, "snapshot_type": snapshot_type,
                                             "period": f"{period:%Y-%m}"})
+            with workspace_unit(self.conn, self.identity.workspace_id):  # staff named in their own workspace
+                found.names.update(display_names(self.conn, sorted({p for r in found.versions for p in (
+                    r.requested_by, r.cancelled_by, r.finalized_by) if p and p not in found.names})))
         return found
 
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
@@ -530,7 +541,8 @@ class StaffScope:
             except psycopg.errors.UniqueViolation:
                 # A run of the period was inserted meanwhile (the planner's version 1, or
                 # another request) and committed while this insert waited: it is active now.
-                raise ledger.RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress") from None
+                raise ledger.RequestRefused("active_work", f"{found.label} {period:%Y-%m} has a version in progress "
+                                            "(requested meanwhile)") from None
 
     def act_on_run(self, action: str, workspace_id: UUID, run_id: UUID, *, reason: str) -> ledger.SnapshotRun:
         """Cancel (``action`` ``cancel``) or finalize (``finalize``) ``workspace_id``'s run
@@ -649,17 +661,20 @@ class StaffScope:
         return erased
 
     def erase_member(self, workspace_id: UUID, member_id: UUID, *, reason: str) -> int:
-        """Erase member ``member_id`` of ``workspace_id`` from every snapshot version's rows
-        (:func:`timekeeper.platform.erasure.erase_member`) as this staff member, and record
-        the operations action ``erase`` (its target ``member:sha256:<hex of the member
-        id>``, its detail the workspace and the rows changed), in one transaction; returns
-        the rows changed (0 for a repeat or a member no snapshot names)."""
-        with self.conn.transaction():
+        """Erase member ``member_id`` of ``workspace_id`` from every snapshot's rows (:mod:`~timekeeper.platform.
+        erasure`), recording the operations action ``erase`` (target ``member:sha256:<hex>``) and the audit event
+        ``staff.member_erased``, in one transaction; returns the rows changed (0: a repeat, or none named the
+        member). 404 naming ``workspace_id``: no such workspace."""
+        target, actor = f"member:sha256:{erasure.user_digest(str(member_id))}", self.identity.user_id
+        with workspace_unit(self.conn, workspace_id):
+            if get_workspace(self.conn, workspace_id) is None:
+                raise ApiError(404, NOT_FOUND, "no such workspace", "workspace_id")
             changed = erasure.erase_member(self.conn, workspace_id=workspace_id, member_id=member_id, now=self.now)
-            operations.record_action(self.conn, action="erase", actor=self.identity.user_id,
-                                     target=f"member:sha256:{erasure.user_digest(str(member_id))}", reason=reason,
-                                     detail={"workspace_id": str(workspace_id), "snapshot_rows": changed},
-                                     at=self.now)
+            operations.record_action(self.conn, action="erase", actor=actor, target=target, reason=reason, at=self.now,
+                                     detail={"workspace_id": str(workspace_id), "snapshot_rows": changed})
+            audit.record_event(self.conn, workspace_id=workspace_id, actor=actor, kind="staff.member_erased",
+                               subject_type="member", subject_id=None, before=None, reason=reason, now=self.now,
+                               after={"member": target.partition(":")[2], "snapshot_rows": changed})
         return changed
 
     def record_action(self, *, action: str, target: str, reason: str,

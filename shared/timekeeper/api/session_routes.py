@@ -8,7 +8,8 @@ or without roles; the caller's workspace only):
   environment refuses a copy of that cookie (the record is kept as long as a session
   lasts). Repeating it changes nothing.
 * ``GET /sessions/{session_id}``: whether that session was signed out (``revoked_at``, or
-  null while it was not); the console asks it before every page and action.
+  null while it was not) and the person's ``display_name``; the console asks it before
+  every page and action.
 """
 
 from datetime import datetime
@@ -37,6 +38,8 @@ class SessionOut(BaseModel):
 
     session_id: str
     revoked_at: datetime | None = Field(description="when the session was signed out; null: it was not")
+    display_name: str | None = Field(None, description="the signed-in person's name (null: the directory has "
+                                                       "none): what the console's header shows")
 
 
 #: A handler parameter of this type gets the caller's scope whatever their roles.
@@ -54,7 +57,8 @@ router = ApiRouter()
 def get_session(scope: Person, session_id: SessionPath) -> SessionOut:
     with scope.unit() as conn:
         at = sessions.revoked_at(conn, workspace_id=scope.workspace_id, session_id=session_id)
-    return SessionOut(session_id=session_id, revoked_at=at)
+        name = sessions.display_name(conn, user_id=scope.identity.user_id)
+    return SessionOut(session_id=session_id, revoked_at=at, display_name=name)
 
 
 @router.post("/sessions/<session_id>/revocation", tags=_TAGS, operation_id="revokeSession",

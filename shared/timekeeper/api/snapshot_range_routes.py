@@ -37,7 +37,7 @@ import uuid
 from datetime import date, datetime
 from functools import partial
 from http import HTTPStatus
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
@@ -276,22 +276,26 @@ STAFF_STATUSES = {"failed": ["failed"], "in_progress": ["queued", "running", "re
 
 
 class StaffPeriodOut(BaseModel):
-    """A period across workspaces: its newest version, the workspace by name."""
+    """A period across workspaces: its newest version, the workspace by name; a month never
+    planned (listed only by ``status=overdue``) has no run: ``run_id``, ``version`` and
+    ``updated_at`` null, ``state`` ``missing``."""
 
-    run_id: UUID
+    run_id: UUID | None
     workspace_id: UUID
     workspace_name: str
     timezone: str = Field(description="the workspace's IANA zone")
     owner: str
     snapshot_type: str
     period: str = Field(description="the workspace-local month, YYYY-MM")
-    version: int
+    version: int | None
     state: str
     current: bool
     protection: str | None
     failure_code: str | None
-    updated_at: UtcDatetime
+    updated_at: UtcDatetime | None
     published_at: UtcDatetime | None
+    overdue: bool = Field(False, description="not published (nor skipped) 24 hours after its local month end: the "
+                                             "planner's rule, the periods its overdue alarm counts")
 
 
 class StaffPeriods(BaseModel):
@@ -300,6 +304,8 @@ class StaffPeriods(BaseModel):
 
     items: list[StaffPeriodOut]
     next_cursor: str | None = Field(None, description="opaque; null on the last page")
+    never_planned_overdue: int = Field(0, ge=0, description="overdue months the filters keep that were never "
+                                                            "planned (no run: listed by status=overdue)")
 
 
 def _cursor(key: staff.StaffPeriodKey | None) -> str | None:
@@ -330,8 +336,10 @@ def list_staff_periods(scope: Staff,
                        owner: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
                        snapshot_type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
                        status: Annotated[Literal["failed", "in_progress", "planned", "published", "skipped",
-                                                 "cancelled"] | None, Query(description="the newest version's")]
-                       = None,
+                                                 "cancelled", "overdue"] | None,
+                                         Query(description="the newest version's; overdue: the overdue periods, "
+                                                           "most overdue first, months never planned among them "
+                                                           "(at most 500, one page)")] = None,
                        first: Month = None, through: Month = None,
                        limit: Annotated[int, Query(ge=1, le=500, description="periods per page")] = 100,
                        cursor: Annotated[str | None, Query(pattern=r"^[A-Za-z0-9_-]+=*$", max_length=200,
@@ -340,11 +348,34 @@ def list_staff_periods(scope: Staff,
     start, end = (_month(first) if first else None), (_month(through) if through else None)
     if start and end and end < start:
         raise ApiError(422, errors.VALIDATION_ERROR, "the last month is before the first", "through")
+    overdue, _ = scope.overdue_periods(limit=staff.MAX_OVERDUE_LISTED)
+    if status == "overdue":
+        return StaffPeriods(items=_overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
+                                                 snapshot_type=snapshot_type, first=start, through=end)[:limit])
+    late = {(o.workspace_id, o.owner, o.snapshot_type, o.period) for o in overdue}
+    missing = sum(1 for o in _overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
+                                            snapshot_type=snapshot_type, first=start, through=end)
+                  if o.run_id is None) if status is None else 0
     found, after = scope.staff_periods(search=(search or "").strip() or None, owner=owner,
                                       snapshot_type=snapshot_type, states=STAFF_STATUSES[status] if status else None,
                                       first=start, through=end, after=_decode_cursor(cursor), limit=limit)
-    return StaffPeriods(next_cursor=_cursor(after), items=[StaffPeriodOut(
+    return StaffPeriods(next_cursor=_cursor(after), never_planned_overdue=missing, items=[StaffPeriodOut(
         run_id=p.id, workspace_id=p.workspace_id, workspace_name=p.workspace_name, timezone=p.timezone,
         owner=p.owner, snapshot_type=p.snapshot_type, period=period_text(p.period), version=p.version,
         state=p.state, current=p.is_current, protection=p.protection, failure_code=p.failure_code,
-        updated_at=p.updated_at, published_at=p.published_at) for p in found])
+        updated_at=p.updated_at, published_at=p.published_at,
+        overdue=(p.workspace_id, p.owner, p.snapshot_type, p.period) in late) for p in found])
+
+
+def _overdue_items(overdue: list[Any], *, search: str, owner: str | None, snapshot_type: str | None,
+                   first: date | None, through: date | None) -> list[StaffPeriodOut]:
+    """The overdue periods (:class:`~timekeeper.snapshots.ledger.OverduePeriod`, most overdue
+    first) the filters keep, as the listing's rows."""
+    return [StaffPeriodOut(
+        run_id=o.run_id, workspace_id=o.workspace_id, workspace_name=o.workspace_name, timezone=o.timezone,
+        owner=o.owner, snapshot_type=o.snapshot_type, period=period_text(o.period), version=o.version,
+        state=o.status, current=False, protection=None, failure_code=o.failure_code, updated_at=None,
+        published_at=None, overdue=True) for o in overdue
+        if (not search or search in o.workspace_name.lower()) and owner in (None, o.owner)
+        and snapshot_type in (None, o.snapshot_type) and (first is None or o.period >= first)
+        and (through is None or o.period <= through)]

@@ -82,6 +82,7 @@ from timekeeper.api.scope import (
 from timekeeper.snapshots.ledger import PeriodKey, PeriodStatus, RequestRefused, SnapshotRun
 from timekeeper.snapshots.registry import SnapshotRegistry, UnknownSnapshotType
 from timekeeper.snapshots.staff import StaffActionRefused
+from timekeeper.topology import SNAPSHOTS
 
 _TAGS = ["snapshots"]
 
@@ -255,6 +256,9 @@ class PeriodVersionOut(BaseModel):
     finalized_at: UtcDatetime | None = None
     reason: str | None = Field(description="the staff request's reason")
     requested_by: str | None
+    requested_by_name: str | None = Field(None, description="the requester's display name (null: none known)")
+    cancelled_by_name: str | None = Field(None, description="who cancelled it, by display name")
+    finalized_by_name: str | None = Field(None, description="who finalized it, by display name")
     attempts: int = Field(ge=0, description="attempts started")
     retryable_failures: int = Field(ge=0, description="attempts that failed and were retried (the fourth is final)")
     failure_code: str | None = Field(description="why it failed (failed), or why its last attempt did (retry_wait)",
@@ -266,6 +270,22 @@ class PeriodVersionOut(BaseModel):
     published_at: UtcDatetime | None
 
 
+class AdmissionOut(BaseModel):
+    """What the period's newest version, planned, waits for (staff's reads): admission runs
+    every ``pass_every_minutes`` and admits the owner's oldest waiting runs while fewer than
+    ``cap`` are queued or running (every workspace), ``backfill_lane`` of them kept for
+    backfills while one waits (regular runs then use the rest)."""
+
+    in_flight: int = Field(ge=0, description="the owner's runs queued or running now, every workspace")
+    backfills_in_flight: int = Field(ge=0, description="the backfills among them")
+    ahead: int = Field(ge=0, description="waiting runs of its lane admission takes before it (oldest first)")
+    backfill: bool = Field(description="the version is a backfill (its lane: the backfill lane)")
+    backfill_active: bool = Field(description="a backfill waits or runs: regular runs use cap - backfill_lane slots")
+    cap: int = Field(ge=1)
+    backfill_lane: int = Field(ge=0)
+    pass_every_minutes: int = Field(ge=1)
+
+
 class PeriodVersions(BaseModel):
     """Every version of one period of a workspace's snapshot type, newest first."""
 
@@ -275,7 +295,10 @@ class PeriodVersions(BaseModel):
     owner: str
     snapshot_type: str
     period: str = Field(description="the workspace-local month, YYYY-MM", examples=["2027-01"])
+    label: str = Field("", description="the snapshot type's name in words")
     versions: list[PeriodVersionOut]
+    admission: AdmissionOut | None = Field(None, description="what the newest version waits for while it is "
+                                                             "planned (staff only; null otherwise)")
 
 
 class SnapshotTypeOut(BaseModel):
@@ -323,18 +346,31 @@ def period_out(status: PeriodStatus) -> PeriodOut:
                      protection=status.protection)
 
 
+def _admission(found: PeriodVersions_) -> AdmissionOut | None:
+    queue = found.admission
+    if queue is None:
+        return None
+    return AdmissionOut(in_flight=queue.in_flight, backfills_in_flight=queue.backfills_in_flight, ahead=queue.ahead,
+                        backfill=found.versions[0].mode == "backfill", backfill_active=queue.backfill_active,
+                        cap=SNAPSHOTS.admission_cap, backfill_lane=SNAPSHOTS.backfill_lane,
+                        pass_every_minutes=SNAPSHOTS.dispatcher_rate_minutes)
+
+
 def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_type: str,
-                        period: str) -> PeriodVersions:
-    """Every version of a period as :class:`PeriodVersions`; a 404 :class:`ApiError` when
-    ``found`` is None (no such workspace)."""
+                        period: str, label: str = "") -> PeriodVersions:
+    """Every version of a period as :class:`PeriodVersions`, people by name beside their
+    ids; a 404 :class:`ApiError` when ``found`` is None (no such workspace)."""
     if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
+    names = found.names
     return PeriodVersions(
         workspace_id=found.workspace.id, workspace_name=found.workspace.name, timezone=found.workspace.timezone,
-        owner=owner, snapshot_type=snapshot_type,
+        owner=owner, snapshot_type=snapshot_type, label=label, admission=_admission(found),
         period=period, versions=[PeriodVersionOut(
             run_id=r.id, version=r.version, mode=r.mode, state=r.state, current=r.is_current, reason=r.reason,
-            requested_by=r.requested_by, attempts=r.attempts, retryable_failures=r.retryable_failures,
+            requested_by=r.requested_by, requested_by_name=names.get(r.requested_by or ""),
+            cancelled_by_name=names.get(r.cancelled_by or ""), finalized_by_name=names.get(r.finalized_by or ""),
+            attempts=r.attempts, retryable_failures=r.retryable_failures,
             failure_code=r.failure_code, failure_message=r.failure_message, skip_reason=r.skip_reason,
             retry_due_at=r.retry_due_at, created_at=r.created_at, published_at=r.published_at,
             protection=r.protection, chunks_committed=r.chunks_committed, started_at=r.started_at,
@@ -500,7 +536,9 @@ def list_period_versions(identity: Caller, api: Api,
     else:
         own = WorkspaceSnapshots(identity=identity, conn=adapters.connection(), now=adapters.now())
         found = own.versions(owner=owner, snapshot_type=snapshot_type, period=month)
-    return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period)
+    known = next((t for t in types.all() if (t.owner, t.name) == (owner, snapshot_type)), None)
+    return period_versions_out(found, owner=owner, snapshot_type=snapshot_type, period=period,
+                               label=known.label if known else "")
 
 
 RunId = Annotated[CanonicalUuid, Path(description="the run (one version of a period)")]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from typing import Any
@@ -77,6 +77,7 @@ def templates() -> Environment:
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["urlquote"] = lambda value: quote(str(value), safe="")
     env.filters["term"] = glossary.term_html
+    env.filters["named"] = glossary.named_html
     env.filters["words"] = glossary.words
     return env
 
@@ -220,14 +221,18 @@ class Request:
             return None
         reply = self.api(session).call("GET", f"/sessions/{quote(session.sid, safe='')}")
         if reply.status == 200 and isinstance(reply.body, dict):
-            return session if reply.body.get("revoked_at") is None else None
+            if reply.body.get("revoked_at") is not None:
+                return None
+            name = reply.body.get("display_name")
+            return replace(session, name=name) if isinstance(name, str) and name else session
         if reply.status in (401, 422):
             return None
         raise SessionUnknown(reply)
 
-    def form(self) -> dict[str, str]:
+    def form(self, max_fields: int = 50) -> dict[str, str]:
         """The request's urlencoded form (the first value of each field; empty when the
-        body is no form or has more than 50 fields)."""
+        body is no form or has more than ``max_fields`` fields: 50, more than a form of this
+        console has, unless its handler names more)."""
         body = self.event.body or ""
         if self.event.is_base64_encoded:
             try:
@@ -235,7 +240,7 @@ class Request:
             except (ValueError, UnicodeDecodeError):
                 return {}
         try:
-            return {k: v[0] for k, v in parse_qs(body, max_num_fields=50).items()}
+            return {k: v[0] for k, v in parse_qs(body, max_num_fields=max_fields).items()}
         except ValueError:  # more fields than any form has: no form of this console
             return {}
 
@@ -323,17 +328,20 @@ def signed_in(handler: Callable[..., Response]) -> Callable[..., Response]:
     return wrapped
 
 
-def checked_post(handler: Callable[..., Response]) -> Callable[..., Response]:
+def checked_post(handler: Callable[..., Response] | None = None, *, max_fields: int = 50) -> Any:
     """A state-changing request: a session and its CSRF token first (a 403 page without a
     valid one, and nothing done); ``handler(ctx, **path_parameters)`` with
-    ``ctx.session`` and ``ctx.fields`` set."""
+    ``ctx.session`` and ``ctx.fields`` set. ``@checked_post(max_fields=n)``: a form of
+    up to ``n`` fields (a range naming many workspaces; 50 otherwise)."""
+    if handler is None:
+        return lambda chosen: checked_post(chosen, max_fields=max_fields)
 
     def wrapped(*args: Any, **kwargs: Any) -> Response:
         ctx = current_request()
         session = ctx.current_session()
         if session is None:
             return ctx.redirect(f"{PREFIX}/sign-in")
-        ctx.session, ctx.fields = session, ctx.form()
+        ctx.session, ctx.fields = session, ctx.form(max_fields)
         if not ctx.console.sessions.csrf_valid(session, ctx.fields.get("csrf")):
             return ctx.page("error.html", HTTPStatus.FORBIDDEN, title="Refused",
                             message="This form has expired or did not come from this console. Reload the page "

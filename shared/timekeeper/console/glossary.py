@@ -223,7 +223,8 @@ AUDIT_VERBS: dict[str, str] = {
     "run_requested": "Run now requested", "owner_changed": "handed to another owner", "added": "added",
     "removed": "removed", "invited": "invited back", "notice_mail": "notice e-mails changed",
     "read": "read this workspace's data", "snapshot_cancelled": "cancelled a snapshot run",
-    "snapshot_finalized": "finalized a snapshot version", "retried": "retried", "cancelled": "cancelled",
+    "snapshot_finalized": "finalized a snapshot version",
+    "member_erased": "erased a member from the snapshots", "retried": "retried", "cancelled": "cancelled",
     "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved",
     "claim_weight_changed": "changed the workspace's claim weight"}
 
@@ -259,6 +260,16 @@ def term_html(code: object, empty: str = "—") -> Markup:
         return Markup(escape(empty))
     text = escape(str(code))
     return Markup(f'<span class="term" title="{text}" data-code="{text}">{escape(words(code))}</span>')
+
+
+def named_html(code: object, empty: str = "—") -> Markup:
+    """``code``'s words in a ``<span>`` whose ``data-code`` holds the code (escaped), with no
+    tooltip: where a page names a thing people know by its words (a snapshot type, a
+    state), not by its code; ``empty`` for None or empty."""
+    if code is None or code == "":
+        return Markup(escape(empty))
+    text = escape(str(code))
+    return Markup(f'<span class="term" data-code="{text}">{escape(words(code))}</span>')
 
 
 def _locale(name: object) -> Locale:

@@ -36,6 +36,8 @@ class Session:
     workspace_id: str
     roles: str
     sid: str = field(default_factory=lambda: secrets.token_urlsafe(16))
+    #: The person's display name as the API gave it for this request ("" when unknown; not in the cookie).
+    name: str = ""
 
     def claims(self) -> dict[str, str]:
         """The authorizer claims of the person's API requests."""

@@ -263,12 +263,14 @@ class _RequestHandler(WSGIRequestHandler):
 class PipelineWorker(threading.Thread):
     """Drives the pipelines of ``stack`` on the real clock: the dispatcher handler of every
     pipeline and the snapshot dispatcher once per wall-clock minute, the snapshot planner
-    every 15 minutes (and at start), and the queues' SQS event sources every
+    every 15 minutes (and at start unless ``plan_at_start`` is False: the start-up ran it),
+    and the queues' SQS event sources every
     ``poll_interval_s`` seconds. A failed round is counted in ``errors`` and retried."""
 
-    def __init__(self, stack: LocalStack, *, poll_interval_s: float = 1.0) -> None:
+    def __init__(self, stack: LocalStack, *, poll_interval_s: float = 1.0, plan_at_start: bool = True) -> None:
         super().__init__(name="timekeeper-pipelines", daemon=True)
         self.stack = stack
+        self.plan_at_start = plan_at_start
         self.poll_interval_s = poll_interval_s
         self._stop_requested = threading.Event()
         self.dispatches = 0
@@ -289,7 +291,7 @@ class PipelineWorker(threading.Thread):
                     for pipeline in PIPELINES.values():
                         self.stack.dispatch(pipeline, now)
                         self.dispatches += 1
-                    if first or minute.minute % SNAPSHOTS.planner_rate_minutes == 0:
+                    if (first and self.plan_at_start) or minute.minute % SNAPSHOTS.planner_rate_minutes == 0:
                         self.stack.plan_snapshots(now)
                     self.stack.dispatch_snapshots(now)
                 self.stack.poll(clock.now())
@@ -419,6 +421,8 @@ class LocalServer:
     _log_level: int | None = None
     #: Where a copy of every message sent is kept (``.html`` and ``.txt`` per message).
     mail_dir: Path | None = None
+    #: The start-up's snapshot catch-up (``{"planned", "published", "failed"}``), None without samples.
+    snapshots: dict[str, int] | None = None
 
     @property
     def database_url(self) -> str:
@@ -470,6 +474,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     from timekeeper import clock, settings
 
     chosen_base_url = os.environ.get("DOWNLOAD_BASE_URL")
+    snapshots: dict[str, int] | None = None
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
                               database_url=database_url, log_level="WARNING",
                               platform_sample_at=platform_sample_day(clock.now()))
@@ -477,10 +482,19 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     try:
         if options.sample and stack.platform is not None:
             from timekeeper.db.connection import connect
-            from timekeeper.local.serve_sample import seed_dead_letters, seed_serve_sample
+            from timekeeper.local.serve_sample import (
+                catch_up_snapshots,
+                drill_failed_snapshot,
+                seed_dead_letters,
+                seed_serve_sample,
+            )
 
             with connect(stack.database_url) as conn:
                 created = seed_serve_sample(conn, stack.platform, now=clock.now())
+            berlin = stack.platform.workspaces.get("berlin")
+            if berlin is not None:
+                drill_failed_snapshot(berlin, "Europe/Berlin", now=clock.now())
+            snapshots = catch_up_snapshots(stack, now=clock.now())
             queues = {**stack.aws.queues, **stack.aws.work_queues}
             seed_dead_letters(stack.aws.client("sqs"), {name: pair.dlq_url for name, pair in queues.items()}, created,
                               workspace_id=stack.platform.workspaces.get("berlin"))
@@ -504,10 +518,10 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
 
     log_level = logger.level
     logger.setLevel(os.environ.get("POWERTOOLS_LOG_LEVEL", "WARNING").upper())
-    worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s)
+    worker = PipelineWorker(stack, poll_interval_s=options.poll_interval_s, plan_at_start=snapshots is None)
     worker.start()
     return LocalServer(base_url=base_url, stack=stack, worker=worker, httpd=httpd, _log_level=log_level,
-                       mail_dir=mail_dir)
+                       mail_dir=mail_dir, snapshots=snapshots)
 
 
 def _keep_mail(folder: Path | None) -> Path:
@@ -604,6 +618,9 @@ def run_serve(options: ServeOptions, out: Any = None) -> int:
         sample = server.stack.platform
         print(f"  Platform sample: workspace {sample.first_workspace} ({len(sample.workspaces)} workspaces), "
               f"its admin {sample.users['admin']}", file=out)
+    if server.snapshots is not None:
+        print(f"  snapshots: {server.snapshots['published']} periods published, {server.snapshots['failed']} failed "
+              "(the sample's failed Self-test month: staff re-run it from the console's Snapshots)", file=out)
     print("  Ctrl-C stops.", file=out, flush=True)
     try:
         server.serve_forever()

@@ -23,7 +23,13 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
   (stranded: the dispatcher takes it over after the re-offer period), and, once the queues
   exist (:func:`seed_dead_letters`, called by ``serve``), a dead letter in the accounting
   dead-letter queue naming the failed run and a malformed one in the queries dead-letter
-  queue.
+  queue;
+* a failed snapshot period (:func:`drill_failed_snapshot`): the Platform self-test's version 1
+  of Berlin's last completed month fails its check with a failure code and message, so
+  staff find a failed period on a first start and re-run it (version 2 publishes). The
+  snapshot planner's first pass runs before the server answers (:func:`catch_up_snapshots`),
+  so the sample's completed months are published, or failed, when the console opens, and
+  the overdue alarm is not raised on a fresh start for months that publish seconds later.
 
 Seeded once per database: when the Berlin workspace already has a schedule named as one
 of these, nothing is added (a restart keeps what the person changed, deleted or paused).
@@ -33,6 +39,7 @@ of these, nothing is added (a restart keeps what the person changed, deleted or 
 from __future__ import annotations
 
 import json
+import os
 import random
 from datetime import date, datetime, timedelta
 from decimal import Decimal
@@ -44,6 +51,8 @@ from timekeeper.local.delivery import create_aging_report
 from timekeeper.reporting import store
 from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules import service
+from timekeeper.settings import SELFTEST_DRILLS_VARIABLE
+from timekeeper.topology import SNAPSHOTS
 
 SQL = load_queries("timekeeper.local", "serve_sample.sql")
 
@@ -116,6 +125,50 @@ def _operator_work(conn: Any, workspace_id: Any, zone: str, now: datetime) -> di
         "lease_until": now - timedelta(minutes=1), "started_at": started, "finished_at": None,
         "outcome_code": None, "error": None}).fetchone()["id"]
     return {FAILING: failing, "failed run": runs["failed run"], "stranded run": runs["stranded run"]}
+
+
+def drill_failed_snapshot(workspace_id: Any, zone: str, *, now: datetime) -> date:
+    """Make version 1 of the Platform self-test of ``workspace_id``'s last month completed
+    at ``now`` (aware UTC) in ``zone`` (IANA) fail its check: the self-test drill
+    (``TIMEKEEPER_SELFTEST_DRILLS``, added to what is set; the snapshot types are assembled
+    again). Returns the month's first day. A re-run (version 2) publishes."""
+    from zoneinfo import ZoneInfo
+
+    from timekeeper.edge import registries
+
+    local = now.astimezone(ZoneInfo(zone))
+    month = (date(local.year, local.month, 1) - timedelta(days=1)).replace(day=1)
+    drills = [d for d in os.environ.get(SELFTEST_DRILLS_VARIABLE, "").split(",") if d]
+    os.environ[SELFTEST_DRILLS_VARIABLE] = ",".join([*drills, f"{workspace_id}/{month:%Y-%m}"])
+    registries.reset()
+    return month
+
+
+def catch_up_snapshots(stack: Any, *, now: datetime, passes: int = 20) -> dict[str, int]:
+    """Run the snapshot planner of the local ``stack``
+    (:class:`~timekeeper.local.stack.LocalStack`) at ``now`` (aware UTC), then admission and
+    the job queue until no job is left (at most ``passes`` rounds), with the functions' log
+    lines held back (the overdue warning of periods about to publish, the drill's failure).
+    Returns ``{"planned", "published", "failed"}``: the runs this pass planned, and the
+    versions of every workspace now published or failed."""
+    from timekeeper.observability import logger
+
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        summary = stack.plan_snapshots(now)
+        for _ in range(passes):
+            delivered = stack.poll(now, names=[SNAPSHOTS.name])
+            sent = stack.dispatch_snapshots(now)["sent"]
+            if not delivered and not sent:
+                break
+    finally:
+        logger.setLevel(level)
+    from timekeeper.db.connection import connect
+
+    with connect(stack.database_url) as conn:
+        counts = conn.execute(SQL["sample_snapshot_states"]).fetchone()
+    return {"planned": int(summary.get("planned", 0)), "published": counts["published"], "failed": counts["failed"]}
 
 
 def seed_dead_letters(sqs: Any, dead_letter_urls: dict[str, str], created: dict[str, Any], *,

@@ -22,3 +22,8 @@ RETURNING id
 UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',
                      last_run_at = %(at)s, updated_at = %(at)s
  WHERE id = %(schedule_id)s
+
+-- name: sample_snapshot_states
+-- The snapshot versions of every workspace: how many are published, how many failed.
+SELECT count(*) FILTER (WHERE state = 'published') AS published, count(*) FILTER (WHERE state = 'failed') AS failed
+  FROM snapshot_runs

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 import psycopg
 
 from timekeeper.db import load_queries
-from timekeeper.db.rows import execute, fetch_all, fetch_one
+from timekeeper.db.rows import execute, fetch_all, fetch_one, fetch_rows
 from timekeeper.schedules import service
 from timekeeper.schedules.zones import is_canonical_zone
 from timekeeper.settings import FILE_LOCALE_LANGUAGES
@@ -178,6 +178,14 @@ def workspace_timezone(conn: psycopg.Connection, workspace_id: UUID) -> str:
     when the directory has no such workspace (or this login cannot see it)."""
     workspace = get_workspace(conn, workspace_id)
     return workspace.timezone if workspace is not None else "UTC"
+
+
+def display_names(conn: psycopg.Connection, user_ids: Sequence[str]) -> dict[str, str]:
+    """``{user id: display name}`` of the users among ``user_ids`` the directory knows by a
+    name (the others are left out). Read-only, caller's transaction."""
+    if not user_ids:
+        return {}
+    return {r["id"]: r["display_name"] for r in fetch_rows(conn, SQL["display_names"], {"ids": list(user_ids)})}
 
 
 def upsert_user(conn: psycopg.Connection, *, user_id: str, display_name: str = "", email: str | None = None,

@@ -57,3 +57,7 @@ SELECT u.id AS user_id, u.display_name, u.email
    AND (%(after_name)s::text IS NULL OR (u.display_name, u.id) > (%(after_name)s::text, %(after_id)s::text))
  ORDER BY u.display_name, u.id
  LIMIT %(limit)s
+
+-- name: display_names
+-- The directory's names of the given users (those it knows with a name).
+SELECT id, display_name FROM users WHERE id = ANY(%(ids)s::text[]) AND display_name <> ''

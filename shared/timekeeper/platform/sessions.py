@@ -24,6 +24,13 @@ SQL = load_queries("timekeeper.platform", "sessions.sql")
 SESSION_LIFETIME_S = 8 * 3600
 
 
+def display_name(conn: psycopg.Connection, *, user_id: str) -> str | None:
+    """The directory's display name of ``user_id``, or None when the directory does not
+    know the person (or knows no name). Read-only, caller's transaction."""
+    name = fetch_value(conn, SQL["display_name"], {"user_id": user_id})
+    return name or None
+
+
 def revoke(conn: psycopg.Connection, *, workspace_id: UUID, session_id: str, now: datetime) -> None:
     """Record that the session ``session_id`` (of ``workspace_id``) is signed out at
     ``now`` (aware UTC), kept until ``now`` + :data:`SESSION_LIFETIME_S`; a second

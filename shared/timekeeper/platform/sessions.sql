@@ -15,3 +15,7 @@ ON CONFLICT (workspace_id, session_id) DO NOTHING
 SELECT revoked_at
   FROM console_session_revocations
  WHERE workspace_id = %(workspace_id)s AND session_id = %(session_id)s
+
+-- name: display_name
+-- The signed-in person's name as the directory knows it (NULL: not in the directory).
+SELECT display_name FROM users WHERE id = %(user_id)s

@@ -193,6 +193,27 @@ def admit(conn: psycopg.Connection, *, owner: str, now: datetime, cap: int = SNA
     return [Admitted(run_id=r[0], workspace_id=r[1], job_id=r[2]) for r in (*admitted, *reoffered)]
 
 
+@dataclass(frozen=True)
+class AdmissionQueue:
+    """What a planned run waits for: its owner's runs ``in_flight`` (queued or running, every
+    workspace), the ``backfills_in_flight`` among them, the runs of its lane admission takes
+    ``ahead`` of it (oldest first), and whether a backfill is active (``backfill_active``:
+    regular runs then use ``cap - backfill_lane`` slots)."""
+
+    in_flight: int
+    backfills_in_flight: int
+    ahead: int
+    backfill_active: bool
+
+
+def admission_queue(conn: psycopg.Connection, run_id: UUID) -> AdmissionQueue | None:
+    """The admission queue of run ``run_id`` (:class:`AdmissionQueue`; counts only, read
+    through the function of migration ``0077_snapshot_admission_queue.sql``), None when there
+    is no such run. Read-only, in the caller's transaction."""
+    found = fetch_row(conn, SQL["admission_queue"], {"run_id": run_id})
+    return AdmissionQueue(**found) if found and found["in_flight"] is not None else None
+
+
 #: A staff request is judged by the planner's rule for the workspace's state: a workspace the
 #: planner skips (data still loading, disabled, snapshots off by policy) is refused with the
 #: planner's skip reason, so a request cannot publish what the schedule deliberately does not.
@@ -212,6 +233,35 @@ class RequestRefused(Exception):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+#: How a refusal for work in progress names the version's state, and what staff may do.
+_ACTIVE_ADVICE = {
+    "planned": "planned (not started); cancel it to request a re-run",
+    "queued": "queued (admitted, its attempt not started); cancel it to request a re-run",
+    "running": "running; wait for it to publish or fail",
+    "retry_wait": "waiting to retry a failed attempt; wait for it to publish or fail",
+}
+
+
+def _judge_period(runs: list[SnapshotRun], *, mode: str, name: str) -> None:
+    """Refuse a ``mode`` request of a period with ``runs`` (oldest version first), named
+    ``name`` (the type's label and the month) in the message: a protected current version
+    first (one message, whatever the mode), then a backfill of a planned month, then
+    work in progress (by the version's state, with what to do)."""
+    if mode == "manual" and not runs:
+        raise RequestRefused("not_planned", f"{name} was never planned: request a backfill")
+    current = next((r for r in runs if r.is_current), None)
+    if current is not None and current.protection:
+        raise RequestRefused("protected_history", f"the current version of {name} (version {current.version}) "
+                             f"is {current.protection}: it is kept as it is, neither re-run nor backfilled")
+    active = next((r for r in reversed(runs) if r.state in ACTIVE_STATES), None)
+    if mode == "backfill" and runs:
+        raise RequestRefused("already_planned", f"{name} was planned already (version {runs[-1].version} is "
+                             f"{runs[-1].state.replace('_', ' ')}): a backfill is for a month never planned"
+                             + ("" if active else "; request a re-run"))
+    if active is not None:
+        raise RequestRefused("active_work", f"{name} has version {active.version} {_ACTIVE_ADVICE[active.state]}")
 
 
 def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, workspace_id: UUID, period: date,
@@ -249,15 +299,7 @@ def request_run(conn: psycopg.Connection, *, snapshot_type: SnapshotType, worksp
         key = {"owner": snapshot_type.owner, "snapshot_type": snapshot_type.name, "workspace_id": workspace_id,
                "period": period}
         runs = fetch_runs(conn, SQL["period_runs"], key)
-        if mode == "manual" and not runs:
-            raise RequestRefused("not_planned", f"{period:%Y-%m} has no runs: request a backfill")
-        if mode == "backfill" and runs:
-            raise RequestRefused("already_planned", f"{period:%Y-%m} has runs: request a re-run")
-        if any(r.state in ACTIVE_STATES for r in runs):
-            raise RequestRefused("active_work", f"{period:%Y-%m} already has a run in progress")
-        if any(r.is_current and r.protection for r in runs):
-            raise RequestRefused("protected_history", f"the current version of {period:%Y-%m} is "
-                                 f"{next(r.protection for r in runs if r.is_current)}")
+        _judge_period(runs, mode=mode, name=f"{snapshot_type.label} {period:%Y-%m}")
         version = max((r.version for r in runs), default=0) + 1
         return fetch_runs(conn, SQL["insert_request"], {**key, "version": version, "mode": mode,
                                                        "reason": reason.strip(), "requested_by": requested_by,

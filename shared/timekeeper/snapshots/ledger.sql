@@ -155,12 +155,13 @@ SELECT count(*) FILTER (WHERE mode <> 'backfill') AS regular, count(*) FILTER (W
  WHERE owner = %(owner)s AND state IN ('queued', 'running')
 
 -- name: waiting
--- The oldest admissible runs of one lane: planned, or waiting for a retry that is due.
+-- The oldest admissible runs of one lane: planned, or waiting for a retry that is due;
+-- runs planned together (a planner pass, a range request) go oldest month first.
 SELECT id FROM snapshot_runs
  WHERE owner = %(owner)s AND state IN ('planned', 'retry_wait')
    AND (state = 'planned' OR retry_due_at <= %(now)s)
    AND (mode = 'backfill') = %(backfill)s
- ORDER BY created_at, id
+ ORDER BY created_at, period, id
  LIMIT %(limit)s
    FOR UPDATE SKIP LOCKED
 
@@ -401,3 +402,7 @@ SELECT * FROM snapshot_request_group_runs(%(group)s)
 -- Through the SECURITY DEFINER function of 0067 (every workspace's newest versions, what matters first).
 SELECT * FROM snapshot_staff_periods(%(search)s, %(owner)s, %(type)s, %(states)s::text[], %(first)s, %(through)s,
                                      %(after_rank)s, %(after_at)s, %(after_id)s, %(limit)s)
+
+-- name: admission_queue
+-- Through the SECURITY DEFINER function of 0077 (counts of every workspace's runs of the owner).
+SELECT * FROM snapshot_admission_queue(%(run_id)s)

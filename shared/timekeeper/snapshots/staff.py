@@ -216,7 +216,8 @@ def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractCont
                     continue
                 except psycopg.errors.UniqueViolation:
                     items.append(RangeItem(**key, planned=False, refusal="active_work",
-                                           message=f"{period:%Y-%m} already has a run in progress"))
+                                           message=f"{snapshot_type.label} {period:%Y-%m} has a version in "
+                                                   "progress (requested meanwhile)"))
                     continue
                 planned += 1
                 items.append(RangeItem(**key, planned=True, version=run.version,
@@ -276,6 +277,8 @@ class StaffPeriod:
     rank: int
 
 
+#: The overdue periods one staff listing reads (to mark its rows, or list them all).
+MAX_OVERDUE_LISTED = 500
 #: A staff period listing's keyset: ``(rank, updated_at, run id)`` of the last row.
 StaffPeriodKey = tuple[int, datetime, UUID]
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from timekeeper.console import glossary
 from timekeeper.console.context import Request, signed_in
-from timekeeper.console.display import when, zone_of
+from timekeeper.console.display import rule_text, when, zone_of
 from timekeeper.console.paths import PREFIX
 
 router = Router()
@@ -55,18 +55,54 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
              "changed": before.get(n) != after.get(n)} for n in names]
 
 
+def _readable(values: dict[str, Any]) -> dict[str, Any]:
+    """An event's fields as people read them: a schedule's rule in words with its zone (as
+    the schedule pages write it), not its JSON."""
+    rule = values.get("recurrence")
+    if isinstance(rule, dict):
+        try:
+            text = rule_text(rule)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return values  # not a rule the console writes in words: shown as recorded
+        values = {**values, "recurrence": text + (f" ({rule['timezone']})" if rule.get("timezone") else "")}
+    return values
+
+
+def _snapshot_event(kind: str, before: dict[str, Any], after: dict[str, Any]
+                    ) -> tuple[str | None, dict[str, Any], dict[str, Any]]:
+    """A staff action on a snapshot version: its name (``"Self-test 2026-09 version 2"``:
+    the type in words) and what changed (a finalization as "Finalized: no → yes", not its
+    unchanged state)."""
+    code = str(after.get("snapshot_type") or before.get("snapshot_type") or "").rpartition("/")[2]
+    name = " ".join(p for p in (glossary.words(code), str(after.get("period") or ""),
+                                f"version {after['version']}" if after.get("version") else "") if p) or None
+    if kind.endswith("snapshot_finalized"):
+        return name, {"finalized": "no"}, {"finalized": "yes"}
+    kept = ("snapshot_type", "period", "version")
+    return name, {k: glossary.words(v) for k, v in before.items() if k not in kept}, {
+        k: glossary.words(v) for k, v in after.items() if k not in kept}
+
+
 def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
     """An audit event (``GET /audit-events`` item) for the page: its kind in words, the
     object's ``name`` and ``link`` (a console path, None when it has no page), and either
     ``changes`` (before and after) or, for an event that only states facts (no before,
     not a creation nor an update), ``facts`` without the object's name among them."""
-    before, after = event.get("before") or {}, event.get("after") or {}
+    before, after = _readable(event.get("before") or {}), _readable(event.get("after") or {})
     verb = event["kind"].partition(".")[2]
     name = after.get("name") or before.get("name")
+    snapshot_page = None
+    if event["subject_type"] == "snapshot_run":
+        owner, _, code = str(after.get("snapshot_type") or "").partition("/")
+        if owner and code and isinstance(after.get("period"), str):
+            snapshot_page = f"{PREFIX}/snapshots/periods/{quote(owner, safe='')}/{quote(code, safe='')}/" \
+                            f"{quote(after['period'], safe='')}"
+        name, before, after = _snapshot_event(event["kind"], before, after)
     page = OBJECT_PAGES.get(event["subject_type"])
     link = f"{PREFIX}{page}{event['subject_id']}" if page and event.get("subject_id") else None
     if event["subject_type"] == "workspace":
         link = f"{PREFIX}/settings"
+    link = snapshot_page or link
     facts_only = not before and verb not in _CHANGING
     stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}
     return {**event, "when": when(event["at"], zone), "kind_words": glossary.audit_kind(event["kind"]),

@@ -25,6 +25,8 @@ router = Router()
 RANGE_FIELDS = ("type", "first", "through", "mode", "reason", "all_workspaces", "search")
 #: At most this many workspaces a form names (the API's bound).
 MAX_FORM_WORKSPACES = 1000
+#: The most fields a range form has: a workspace each, its other fields and the CSRF token.
+MAX_RANGE_FORM_FIELDS = MAX_FORM_WORKSPACES + 20
 #: How a range's run states read on its progress page, in the order they are counted.
 PROGRESS_STATES = (("planned", "waiting for admission"), ("queued", "admitted"), ("running", "running"),
                    ("retry_wait", "waiting to retry"), ("published", "published"), ("failed", "failed"),
@@ -47,7 +49,7 @@ def _form_lists(ctx: Request) -> dict[str, list[str]]:
         except (ValueError, UnicodeDecodeError):
             return {}
     try:
-        return parse_qs(body, max_num_fields=MAX_FORM_WORKSPACES + 20)
+        return parse_qs(body, max_num_fields=MAX_RANGE_FORM_FIELDS)
     except ValueError:
         return {}
 
@@ -124,7 +126,7 @@ def _refused(ctx: Request, typed: dict[str, Any], reply: Any) -> Response:
 
 
 @router.post(f"{PREFIX}/snapshots/ranges/preview")
-@checked_post
+@checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_preview(ctx: Request) -> Response:
     """``POST /console/snapshots/ranges/preview``: the API's preview of the range (which
     periods it would plan, which it would refuse and why), with the form to request it;
@@ -141,7 +143,7 @@ def range_preview(ctx: Request) -> Response:
 
 
 @router.post(f"{PREFIX}/snapshots/ranges")
-@checked_post
+@checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_request(ctx: Request) -> Response:
     """``POST /console/snapshots/ranges``: request the range (``POST /snapshots/ranges``),
     then its progress page; nothing planned: the outcome shown as a preview is."""
@@ -157,11 +159,8 @@ def range_request(ctx: Request) -> Response:
     return ctx.redirect(f"{PREFIX}/snapshots/ranges/{quote(str(reply.body['group_id']), safe='')}")
 
 
-@router.get(f"{PREFIX}/snapshots/ranges/<group_id>")
-@signed_in
-def range_progress(ctx: Request, group_id: str) -> Response:
-    """``GET /console/snapshots/ranges/{group_id}``: a range's progress (its runs per state,
-    in words) and each run by workspace name, month and state, linked to its period."""
+def _progress(ctx: Request, group_id: str, template: str) -> Response:
+    """A range's progress rendered with ``template`` (the page, or its live fragment)."""
     if (refused := _not_staff(ctx)) is not None:
         return refused
     reply = ctx.api().call("GET", f"/snapshots/ranges/{quote(group_id, safe='')}")
@@ -176,9 +175,28 @@ def range_progress(ctx: Request, group_id: str) -> Response:
              + "?" + urlencode({"workspace": r["workspace_id"]})} for r in body["items"]]
     first = rows[0] if rows else {}
     done = sum(counts.get(s, 0) for s in ("published", "failed", "skipped", "cancelled"))
-    return ctx.page("snapshot_range_progress.html", group_id=body["group_id"], rows=rows, first=first,
+    return ctx.page(template, group_id=body["group_id"], rows=rows, first=first,
                     counts=[(words, counts.get(state, 0)) for state, words in PROGRESS_STATES],
-                    total=len(rows), done=done)
+                    total=len(rows), done=done, live=done < len(rows),
+                    **({"unread": 0} if template.startswith("_") else {}))
+
+
+@router.get(f"{PREFIX}/snapshots/ranges/<group_id>")
+@signed_in
+def range_progress(ctx: Request, group_id: str) -> Response:
+    """``GET /console/snapshots/ranges/{group_id}``: a range's progress (its runs per state,
+    in words) and each run by workspace name, month and state, linked to its period; it
+    updates itself while runs are unfinished (:func:`range_progress_live`)."""
+    return _progress(ctx, group_id, "snapshot_range_progress.html")
+
+
+@router.get(f"{PREFIX}/snapshots/ranges/<group_id>/live")
+@signed_in
+def range_progress_live(ctx: Request, group_id: str) -> Response:
+    """``GET /console/snapshots/ranges/{group_id}/live``: the progress block alone (an HTML
+    fragment console.js swaps in every 10 s until every run is finished); staff only, an
+    unknown range a 404."""
+    return _progress(ctx, group_id, "_range_progress.html")
 
 
 #: The staff periods page's filters (query parameters), as the API takes them.
@@ -211,7 +229,7 @@ def staff_periods(ctx: Request) -> Response:
         return ctx.api_error(reply)
     else:
         items = [{**i, "published": when(i.get("published_at"), i["timezone"]),
-                  "changed": when(i["updated_at"], i["timezone"]),
+                  "changed": when(i.get("updated_at"), i["timezone"]),
                   "workspace_link": f"{PREFIX}/snapshots?" + urlencode({"workspace": i["workspace_id"]}),
                   "link": f"{PREFIX}/snapshots/periods/" + "/".join(
                       quote(x, safe="") for x in (i["owner"], i["snapshot_type"], i["period"]))
@@ -220,4 +238,7 @@ def staff_periods(ctx: Request) -> Response:
     more = body.get("next_cursor")
     return ctx.page("snapshot_staff_periods.html", HTTPStatus.UNPROCESSABLE_ENTITY if problem else HTTPStatus.OK,
                     items=items, typed=typed, problem=problem, types=enabled_types(ctx),
+                    never_planned=body.get("never_planned_overdue") or 0,
+                    overdue_page=f"{PREFIX}/snapshots/staff?" + urlencode(
+                        {**{k: v for k, v in kept.items() if k != "status"}, "status": "overdue"}),
                     next_page=f"{PREFIX}/snapshots/staff?" + urlencode({**kept, "cursor": more}) if more else None)

@@ -29,6 +29,8 @@ PERIOD_FILTERS = ("overdue", "published", "missing", "failed", "skipped", "plann
 PERIOD_READS = 10
 #: The states of a run still at work: a period with one takes no new request.
 ACTIVE_STATES = ("planned", "queued", "running", "retry_wait")
+#: The console's interface language, the one its pages write dates, counts and amounts in.
+INTERFACE_LOCALE = "en_US"
 #: A month as the console's addresses name it.
 MONTH_PATTERN = re.compile(r"[1-9][0-9]{3}-(0[1-9]|1[0-2])")
 
@@ -68,7 +70,8 @@ def row_action(item: dict[str, Any]) -> str | None:
 
 
 def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | None = None,
-                 done: str | None = None, status_code: int = 200, typed: dict[str, str] | None = None) -> Response:
+                 done: str | None = None, status_code: int = 200, typed: dict[str, str] | None = None,
+                 done_link: dict[str, str] | None = None) -> Response:
     """A workspace's periods: the person's own, or for staff the one ``workspace``
     names (else the page's ``workspace`` parameter). A status filter (``status``, one
     of :data:`PERIOD_FILTERS`) reads on through the API's pages until a page has
@@ -119,7 +122,9 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     if refused:
         raw, cursor = [], None
     zone = body.get("timezone") or "UTC"
-    locale = body.get("locale") or "en_US"
+    # The console speaks English: dates, counts and amounts read as its interface does (the
+    # workspace's locale is for its files and messages).
+    locale = INTERFACE_LOCALE
     may_render = workspace in ("", ctx.session.workspace_id) and ctx.session.has("reports:read")
     readers = snapshot_readers(ctx) if may_render and any(i["status"] == "published" for i in raw) else set()
     if readers is None:  # the API refuses them the reports: no action to offer
@@ -143,7 +148,7 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
     return ctx.page("snapshots.html", status_code, items=items, folded=folded, zone=zone,
                     workspace=body.get("workspace_id"), workspace_name=body.get("workspace_name") or "",
                     chosen_workspace=workspace, only=only, later=later, typed=typed or {},
-                    problem=problem, done=done, types=types, first_page=first.rstrip("?"),
+                    problem=problem, done=done, done_link=done_link, types=types, first_page=first.rstrip("?"),
                     next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
                     # Renders are of the person's own workspace's reports (the API decides).
                     may_render=may_render)
@@ -154,12 +159,71 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
 def snapshots(ctx: Request) -> Response:
     """``GET /console/snapshots``: the periods page (:func:`periods_page`)."""
     params = ctx.params
+    requested = params.get("requested") or ""
+    link = None
+    if params.get("done") == "requested" and re.fullmatch(r"[a-z][a-z0-9_]{0,63}:[a-z][a-z0-9_]{0,63}:"
+                                                           r"[1-9][0-9]{3}-(0[1-9]|1[0-2])", requested):
+        owner, snapshot_type, month = requested.split(":")
+        link = {"href": f"{PREFIX}/snapshots/periods/{owner}/{snapshot_type}/{month}"
+                        + (f"?{urlencode({'workspace': params['workspace']})}" if params.get("workspace") else ""),
+                "text": f"{glossary.words(snapshot_type)} {month}"}
     return periods_page(ctx, done="Your request was recorded; it waits for admission."
-                        if params.get("done") == "requested" else None)
+                        if params.get("done") == "requested" else None, done_link=link)
 
 
 #: What a version's staff action is called on its page, and what its state must be.
 RUN_ACTIONS = {"cancel": ("planned", "queued"), "finalize": ("published",)}
+
+
+def waits_for(versions: list[dict[str, Any]], admission: dict[str, Any] | None, zone: str) -> str:
+    """What the period waits for, in words ("" when nothing: published), by its newest
+    version (``versions``: the API's, newest first; none: never planned) and the admission
+    rule (``admission``: the API's counts, staff only)."""
+    if not versions:
+        return "Never planned: a backfill plans it."
+    newest = versions[0]
+    state = newest["state"]
+    if state == "planned" and admission:
+        lane, cap = admission["backfill_lane"], admission["cap"]
+        every = admission["pass_every_minutes"]
+        regular = admission["in_flight"] - admission["backfills_in_flight"]
+        if admission["backfill"]:
+            free = min(lane - admission["backfills_in_flight"], cap - admission["in_flight"])
+        else:
+            free = (cap - lane if admission["backfill_active"] else cap) - regular
+        if free > admission["ahead"]:
+            return (f"Planned: the next admission pass (every {every} minute{'s' if every > 1 else ''}) "
+                    "admits it.")
+        return (f"Waiting for admission: {admission['in_flight']} running or queued of this module's snapshots "
+                f"(cap {cap}, {lane} kept for backfills), {admission['ahead']} planned before it; admission "
+                f"passes run every {every} minute{'s' if every > 1 else ''}.")
+    if state == "planned":
+        return "Planned: waits for admission (a pass every minute admits the oldest, at most a few at once)."
+    if state == "queued":
+        return "Admitted: its attempt starts when the job queue delivers it."
+    if state == "running":
+        return f"Running: {newest.get('chunks_committed') or 0} chunks done."
+    if state == "retry_wait":
+        due = when(newest.get("retry_due_at"), zone)
+        return "An attempt failed; it is tried again" + (f" at {due['local']} ({due['utc']})." if due else ".")
+    if state == "failed":
+        return f"Failed: {glossary.words(newest.get('failure_code'))}. A re-run makes a new version."
+    if state == "cancelled" and not any(v.get("current") for v in versions):
+        return "Cancelled: the month waits for a re-run to publish."
+    return ""
+
+
+def period_request(versions: list[dict[str, Any]], staff: bool) -> str | None:
+    """The request staff may make from the period's page: ``backfill`` (never planned),
+    ``manual`` (a re-run: nothing in progress, the current version not protected) or None."""
+    if not staff:
+        return None
+    if not versions:
+        return "backfill"
+    if any(v["state"] in ACTIVE_STATES for v in versions) or any(v.get("current") and v.get("protection")
+                                                                    for v in versions):
+        return None
+    return "manual"
 
 
 def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, workspace: str = "",
@@ -187,7 +251,9 @@ def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, wo
                 for v in reply.body["versions"]]
     back = f"{PREFIX}/snapshots" + (f"?{urlencode({'workspace': workspace})}" if workspace else "")
     return ctx.page("period.html", status_code, p=reply.body, versions=versions, zone=zone, back=back,
-                    problem=problem, done=done, workspace=str(reply.body.get("workspace_id") or target))
+                    problem=problem, done=done, workspace=str(reply.body.get("workspace_id") or target),
+                    waits=waits_for(versions, reply.body.get("admission"), zone),
+                    request=period_request(versions, ctx.session.staff))
 
 
 @router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
@@ -196,8 +262,8 @@ def period_versions(ctx: Request, owner: str, snapshot_type: str, period: str) -
     """``GET /console/snapshots/periods/{owner}/{type}/{YYYY-MM}``: :func:`period_page` (the
     ``workspace`` parameter for staff; ``done`` after an action)."""
     params = ctx.params
-    done = {"cancelled": "The request was cancelled.", "finalized": "The version was finalized."}.get(
-        params.get("done") or "")
+    done = {"cancelled": "The request was cancelled.", "finalized": "The version was finalized.",
+            "requested": "Your request was recorded; it waits for admission."}.get(params.get("done") or "")
     return period_page(ctx, owner=owner, snapshot_type=snapshot_type, period=period,
                        workspace=params.get("workspace") or "", done=done)
 
@@ -240,16 +306,39 @@ def snapshot_request(ctx: Request) -> Response:
     if ctx.fields.get("type"):  # the form's choice of a registered type: "<owner>:<type>"
         body["owner"], _, body["snapshot_type"] = ctx.fields["type"].strip().partition(":")
     reply = ctx.api().call("POST", "/snapshots/runs", body=body)
+    from_period = ctx.fields.get("form") == "period" and MONTH_PATTERN.fullmatch(body["period"])
+    if from_period and reply.status not in (401, 403):
+        return _period_request_answer(ctx, body, reply)
     if reply.status in (200, 201):
-        return ctx.redirect(f"{PREFIX}/snapshots?" + urlencode({"workspace": body["workspace_id"],
-                                                                "done": "requested"}))
+        return ctx.redirect(f"{PREFIX}/snapshots?" + urlencode({
+            "workspace": body["workspace_id"], "done": "requested",
+            "requested": f"{body['owner']}:{body['snapshot_type']}:{body['period']}"}))
     message = reply.body.get("message") if isinstance(reply.body, dict) else None
     field_name = reply.body.get("field") if isinstance(reply.body, dict) else None
-    text = f"Refused: {message or 'the request was refused'}" + (f" ({field_name})" if field_name else "")
+    # The field a refusal names marks the form's input; the message says what to do.
+    text = f"Refused: {message or 'the request was refused'}" + (
+        f" ({field_name})" if field_name and field_name != "mode" else "")  # the kind is no typed field
     typed = {"row": f"{body['owner']}:{body['snapshot_type']}:{body['period']}",
-             "reason": ctx.fields.get("reason", "")[:500], "field": field_name or ""}
+             "reason": ctx.fields.get("reason", "")[:500], "field": field_name or "",
+             "general": ctx.fields.get("form") == "general", "type": f"{body['owner']}:{body['snapshot_type']}",
+             "period": body["period"][:7], "mode": body["mode"]}
     return periods_page(ctx, workspace=body["workspace_id"], problem=text, typed=typed,
                         status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+
+def _period_request_answer(ctx: Request, body: dict[str, str], reply: Any) -> Response:
+    """A request made on a period's page: the period's page again, with ``done`` (303) or
+    the refusal on its form, the reason kept as typed."""
+    page = f"{PREFIX}/snapshots/periods/" + "/".join(
+        quote(x, safe="") for x in (body["owner"], body["snapshot_type"], body["period"]))
+    if reply.status in (200, 201):
+        return ctx.redirect(page + "?" + urlencode({"workspace": body["workspace_id"], "done": "requested"}))
+    answer = reply.body if isinstance(reply.body, dict) else {}
+    problem = {"run_id": "", "action": "request", "message": answer.get("message") or "The request was refused.",
+               "field": answer.get("field") or "", "reason": ctx.fields.get("reason", "")[:500]}
+    return period_page(ctx, owner=body["owner"], snapshot_type=body["snapshot_type"], period=body["period"],
+                       workspace=body["workspace_id"], problem=problem,
+                       status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
 def picker_page(ctx: Request, *, owner: str, snapshot_type: str, month: str, problem: str | None = None,
