@@ -408,9 +408,9 @@ def _workspace_periods(conn: TenantConnection, workspace_id: UUID, *, now: datet
 
 @dataclass(frozen=True)
 class PeriodVersions:
-    """A workspace and every version of one of its snapshot periods, newest first (:class:`~timekeeper.snapshots.
-    ledger.SnapshotRun`), ``names`` (``{user id: display name}``) of the people who requested or acted on them,
-    and ``admission``: what the newest version waits for while planned (staff's reads only, else None)."""
+    """A workspace, every version of one of its snapshot periods newest first (``ledger.SnapshotRun``), the
+    ``names`` (``{user id: display name}``) of who requested or acted on them, and ``admission``: what the
+    newest version waits for while planned (staff's reads only, else None)."""
 
     workspace: Workspace
     versions: list[ledger.SnapshotRun]
