@@ -14,7 +14,7 @@ Each side's WAL per run (bytes, ``pg_current_wal_lsn()`` before and after) and t
 and heap-only (HOT) updates per run of ``schedule_runs`` and ``schedules``
 (``pg_stat_user_tables``) are printed too. ``--setup-sql FILE`` runs an experiment's SQL
 (other indexes, a fillfactor: ``benchmarks/experiments/open_runs``) after the load, before
-the timed sides.
+the timed sides; its ``{fillfactor}`` placeholder becomes ``--fillfactor N`` (default 70).
 
 Run it with the harness's virtualenv (it has the product's pinned dependencies in
 ``timekeeper-site``), from the repository root::
@@ -118,15 +118,25 @@ def measure(server: str, n: int, workers: int, setup_sql: str | None = None) -> 
                for key, value in delta.items() if key != "wal"}}
 
 
+def setup_sql_of(path: Path, fillfactor: int) -> str:
+    """The experiment's SQL in ``path`` with its ``{fillfactor}`` placeholder (a percentage,
+    10-100) replaced by ``fillfactor``; a file without the placeholder is returned as it is."""
+    return path.read_text().replace("{fillfactor}", str(fillfactor))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000, help="due schedules (default 100000)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2, help="consumer processes (default 2)")
     parser.add_argument("--setup-sql", type=Path, help="an experiment's SQL, run after the load (indexes, fillfactor)")
+    parser.add_argument("--fillfactor", type=int, default=70,
+                        help="replaces {fillfactor} in the --setup-sql file (10-100, default 70)")
     args = parser.parse_args()
+    if not 10 <= args.fillfactor <= 100:
+        parser.error("--fillfactor must be between 10 and 100")
     server = embedded.server_url(Path(".timekeeper/fanout-cpu-pg"))
-    setup_sql = args.setup_sql.read_text() if args.setup_sql else None
+    setup_sql = setup_sql_of(args.setup_sql, args.fillfactor) if args.setup_sql else None
     rows = [measure(server, args.n, args.workers, setup_sql) for _ in range(args.repeats)]
     for index, row in enumerate(rows, 1):
         total = sum(v for k, v in row.items() if k.endswith("_us"))

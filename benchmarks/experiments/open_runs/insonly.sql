@@ -3,7 +3,7 @@
 -- never updated (the sweeps would read state, lease and publication from the run's heap row);
 -- written by statement-level triggers as a pessimistic stand-in for the claim's and the
 -- settlement's CTEs
-ALTER TABLE schedule_runs SET (fillfactor = 50);
+ALTER TABLE schedule_runs SET (fillfactor = {fillfactor});
 DROP INDEX schedule_runs_lease_idx;
 DROP INDEX schedule_runs_unpublished_idx;
 DROP INDEX schedule_runs_published_idx;

@@ -1,6 +1,6 @@
 -- the upper bound of taking the open-run bookkeeping out of schedule_runs (no replacement): no index
 -- of schedule_runs names a column that start or settlement changes; page room for the new versions
-ALTER TABLE schedule_runs SET (fillfactor = 70);
+ALTER TABLE schedule_runs SET (fillfactor = {fillfactor});
 DROP INDEX schedule_runs_lease_idx;
 DROP INDEX schedule_runs_unpublished_idx;
 DROP INDEX schedule_runs_published_idx;

@@ -1,5 +1,5 @@
--- the stand-in's own cost: noidx70 with the insonly70 triggers' transition tables and calls, doing nothing
-ALTER TABLE schedule_runs SET (fillfactor = 70);
+-- the stand-in's own cost: noidx.sql with the insonly.sql triggers' transition tables and calls, doing nothing
+ALTER TABLE schedule_runs SET (fillfactor = {fillfactor});
 DROP INDEX schedule_runs_lease_idx;
 DROP INDEX schedule_runs_unpublished_idx;
 DROP INDEX schedule_runs_published_idx;

@@ -1,8 +1,8 @@
 -- pessimistic estimate of an open-runs table: schedule_runs' indexes name no column that start or
--- settlement changes (as noidx70), and a narrow open_runs table keeps the open runs' bookkeeping,
+-- settlement changes (as noidx.sql), and a narrow open_runs table keeps the open runs' bookkeeping,
 -- written by statement-level triggers (one set-based statement per schedule_runs statement, as the
 -- real design's CTEs would be)
-ALTER TABLE schedule_runs SET (fillfactor = 50);
+ALTER TABLE schedule_runs SET (fillfactor = {fillfactor});
 DROP INDEX schedule_runs_lease_idx;
 DROP INDEX schedule_runs_unpublished_idx;
 DROP INDEX schedule_runs_published_idx;

@@ -1,2 +1,2 @@
 -- fillfactor alone: room on the page for the new versions, every index as it is
-ALTER TABLE schedule_runs SET (fillfactor = 70);
+ALTER TABLE schedule_runs SET (fillfactor = {fillfactor});
