@@ -35,6 +35,29 @@ def _send(sqs, url, group, count, prefix):
             for i in range(min(10, count - start))])
 
 
+def _one_at_a_time(queue, hold):
+    """One consumer, one message a batch, on a simulated monotonic clock: each message holds the
+    consumer ``hold(body)`` seconds. Returns ``(source, seen)``, ``seen`` the bodies delivered, in order."""
+    sqs, url, arn = queue
+    clock = [0.0]
+    seen: list[str] = []
+
+    def function(event):
+        (record,) = event["Records"]
+        seen.append(record["body"])
+        clock[0] += hold(record["body"])
+        return {"batchItemFailures": []}
+
+    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
+                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
+                            monotonic=lambda: clock[0])
+    return source, seen
+
+
+def _a_holds_a_minute(body):
+    return 60.0 if body.startswith("a") else 0.5
+
+
 def test_a_quiet_group_enqueued_after_a_flood_is_in_the_first_receives(queue):
     sqs, url, arn = queue
     batches: list[list[str]] = []
@@ -100,19 +123,8 @@ def test_a_group_whose_messages_hold_the_consumer_long_waits_behind_quiet_ones(q
     # One consumer, one message a batch: nothing stays in flight between invocations, so only
     # the processing time tells that A's messages (each holding the consumer 60 s, as a report
     # delivery waiting for its render) crowd out B's and C's, as SQS's processing-time share does.
-    sqs, url, arn = queue
-    clock = [0.0]
-    seen: list[str] = []
-
-    def function(event):
-        (record,) = event["Records"]
-        seen.append(record["body"])
-        clock[0] += 60.0 if record["body"].startswith("a") else 0.5
-        return {"batchItemFailures": []}
-
-    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
-                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
-                            monotonic=lambda: clock[0])
+    sqs, url, _ = queue
+    source, seen = _one_at_a_time(queue, _a_holds_a_minute)
     _send(sqs, url, "A", 3, "a")
     _send(sqs, url, "B", 2, "b")
     _send(sqs, url, "C", 1, "c")
@@ -122,19 +134,8 @@ def test_a_group_whose_messages_hold_the_consumer_long_waits_behind_quiet_ones(q
 
 
 def test_a_group_is_quiet_again_once_its_backlog_is_drained(queue):
-    sqs, url, arn = queue
-    clock = [0.0]
-    seen: list[str] = []
-
-    def function(event):
-        (record,) = event["Records"]
-        seen.append(record["body"])
-        clock[0] += 60.0 if record["body"].startswith("a") else 0.5
-        return {"batchItemFailures": []}
-
-    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
-                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
-                            monotonic=lambda: clock[0])
+    sqs, url, _ = queue
+    source, seen = _one_at_a_time(queue, _a_holds_a_minute)
     _send(sqs, url, "A", 1, "a")
     _send(sqs, url, "A", 1, "y")
     _send(sqs, url, "B", 1, "z")
@@ -152,21 +153,14 @@ def test_a_group_is_quiet_again_once_its_backlog_is_drained(queue):
 def test_a_quiet_message_sent_while_a_flood_waits_here_goes_in_the_next_batch(queue):
     # A dispatcher still publishing: B's run is sent while A's received messages wait for the
     # consumer; each batch is chosen among every visible message, as SQS chooses each receive's.
-    sqs, url, arn = queue
-    clock = [0.0]
-    seen: list[str] = []
+    sqs, url, _ = queue
 
-    def function(event):
-        (record,) = event["Records"]
-        seen.append(record["body"])
-        clock[0] += 60.0
-        if record["body"] == "a0":
+    def hold(body):
+        if body == "a0":
             _send(sqs, url, "B", 1, "b")
-        return {"batchItemFailures": []}
+        return 60.0
 
-    source = SqsEventSource(sqs=sqs, queue_url=url, queue_arn=arn, function=function, batch_size=1,
-                            max_concurrency=1, visibility_timeout=timedelta(seconds=60),
-                            monotonic=lambda: clock[0])
+    source, seen = _one_at_a_time(queue, hold)
     _send(sqs, url, "A", 4, "a")
     assert source.poll(NOW) == 5
     assert seen == ["a0", "b0", "a1", "a2", "a3"]
