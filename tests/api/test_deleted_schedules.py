@@ -27,7 +27,7 @@ def test_a_deleted_schedule_is_410_with_when_and_by_whom(call, caller, clock_now
     assert reply.status == 410
     assert reply.body == {"code": "schedule_deleted", "message": "this schedule was deleted",
                           "deleted_at": "2027-03-01T13:00:00Z", "deleted_by": caller.user_id,
-                          "deleted_by_name": "Ada Lovelace"}
+                          "deleted_by_name": "Ada Lovelace", "timezone": "UTC"}
     # And a schedule that never existed is still a 404
     missing = call("GET", f"/schedules/{uuid.uuid4()}")
     assert (missing.status, missing.body["code"]) == (404, "not_found")

@@ -12,7 +12,7 @@ from uuid import UUID
 import psycopg
 
 from timekeeper.api.errors import ScheduleGone
-from timekeeper.platform.directory import display_names
+from timekeeper.platform.directory import display_names, workspace_timezone
 from timekeeper.schedules import service
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -31,4 +31,4 @@ def raise_if_deleted(conn: psycopg.Connection, workspace_id: UUID, schedule_id: 
     if (kind.route if kind is not None else None) != route:
         return
     name = display_names(conn, [deletion.deleted_by]).get(deletion.deleted_by) if deletion.deleted_by else None
-    raise ScheduleGone(deletion.deleted_at, deletion.deleted_by, name or None)
+    raise ScheduleGone(deletion.deleted_at, deletion.deleted_by, name or None, workspace_timezone(conn, workspace_id))

@@ -89,6 +89,7 @@ class GoneBody(ErrorBody):
     deleted_at: datetime = Field(description="when the schedule was deleted (UTC)")
     deleted_by: str | None = Field(None, description="the user id who deleted it (null: no longer recorded)")
     deleted_by_name: str | None = Field(None, description="their display name (null: not in the directory)")
+    timezone: str = Field("UTC", description="the workspace's IANA zone, to show deleted_at in")
 
 
 class ApiError(Exception):
@@ -105,13 +106,15 @@ class ApiError(Exception):
 class ScheduleGone(ApiError):
     """A 410 ``schedule_deleted`` for a deleted schedule of the caller's workspace: when
     (``deleted_at``, aware UTC) and who (``deleted_by`` user id and ``deleted_by_name``,
-    each None when not known)."""
+    each None when not known); ``timezone``: the workspace's IANA zone."""
 
-    def __init__(self, deleted_at: datetime, deleted_by: str | None, deleted_by_name: str | None) -> None:
+    def __init__(self, deleted_at: datetime, deleted_by: str | None, deleted_by_name: str | None,
+                 timezone: str = "UTC") -> None:
         super().__init__(HTTPStatus.GONE, SCHEDULE_DELETED, "this schedule was deleted")
         self.deleted_at = deleted_at
         self.deleted_by = deleted_by
         self.deleted_by_name = deleted_by_name
+        self.timezone = timezone
 
 
 #: The OpenAPI response of a 410 ``schedule_deleted`` (add it to a route's responses).
@@ -251,7 +254,8 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     @app.exception_handler(ScheduleGone)
     def _gone(error: ScheduleGone) -> Response:
         body = GoneBody(code=error.code, message=error.message, deleted_at=error.deleted_at,
-                        deleted_by=error.deleted_by, deleted_by_name=error.deleted_by_name)
+                        deleted_by=error.deleted_by, deleted_by_name=error.deleted_by_name,
+                        timezone=error.timezone)
         return Response(status_code=error.status, content_type=content_types.APPLICATION_JSON,
                         body=body.model_dump(mode="json", exclude={"field"}))
 
