@@ -96,7 +96,7 @@ def test_an_admin_makes_previews_renames_and_deletes_a_second_sunday_schedule(ph
     assert page.get_by_role("status").inner_text() == (
         "The schedule was deleted; its runs and history are kept: see the audit log (schedules).")
     assert page.get_by_role("link", name="Renamed sweep").count() == 0
-    assert requests.get(f"{server.base_url}/schedules/{schedule_id}", headers=headers, timeout=30).status_code == 404
+    assert requests.get(f"{server.base_url}/schedules/{schedule_id}", headers=headers, timeout=30).status_code == 410
 
 
 def test_a_viewer_is_offered_no_new_schedule(browser, server):
