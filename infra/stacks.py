@@ -34,7 +34,7 @@ from infra.settings import DeploymentConfig
 from infra.snapshots import SnapshotResources
 from infra.storage import FileBucket, NotificationTopic
 from infra.work_queue import WorkQueueResources
-from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE
+from timekeeper.settings import LOGIN_SECRET_ARNS_VARIABLE, REPORT_RETENTION_DAYS_VARIABLE
 from timekeeper.topology import (
     MESSAGE_EVENTS_NAME,
     PIPELINES,
@@ -166,6 +166,9 @@ class AppStack(Stack):
                                environment=config.environment, download_rate_limit=config.download_rate_limit,
                                snapshots=self.snapshots)
             CfnOutput(self, "ApiUrl", value=self.api.api.url)
+            # Renders past the files bucket's retention are told as expired (no link S3 would refuse).
+            self.api.function.function.add_environment(REPORT_RETENTION_DAYS_VARIABLE,
+                                                       str(config.report_retention_days))
             self.renderer.connect_caller(self.api.function, downloads=True)
         #: The deployed console and its sign-in (None: not deployed).
         self.console: ConsoleResources | None = None

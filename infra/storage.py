@@ -11,7 +11,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
-from timekeeper.settings import DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX
+from timekeeper.settings import DEFAULT_REPORT_RETENTION_DAYS, DELIVERIES_PREFIX, EXPORTS_PREFIX, REPORTS_PREFIX
 
 # The files bucket's prefixes are timekeeper.settings' (the code writing the objects reads
 # the same ones): objects under EXPORTS_PREFIX expire (``timekeeper:exportRetentionDays``),
@@ -31,7 +31,7 @@ DELIVERY_RETENTION_DAYS = 35
 #: The default retention of rendered reports (days): a delivered report's links point at
 #: its render's object and live up to LINK_MAX_LIFETIME_DAYS, so renders are kept as long
 #: as delivered files (the same margin); a person who wants an older render renders again.
-REPORT_RETENTION_DAYS = 35
+REPORT_RETENTION_DAYS = DEFAULT_REPORT_RETENTION_DAYS
 #: How long the access logs of the files bucket are kept.
 ACCESS_LOG_DAYS = 90
 

@@ -168,6 +168,20 @@ JWT_ALGORITHMS_VARIABLE = "JWT_ALGORITHMS"
 EXPORTS_PREFIX = "exports/"
 DELIVERIES_PREFIX = "deliveries/"
 REPORTS_PREFIX = "reports/"
+#: Rendered reports' retention (days): the files bucket's lifecycle rule removes an object
+#: under :data:`REPORTS_PREFIX` this long after it was written (``timekeeper:reportRetentionDays``;
+#: the API tells a render past it as expired instead of signing a link S3 refuses).
+REPORT_RETENTION_DAYS_VARIABLE = "REPORT_RETENTION_DAYS"
+#: Its default (days).
+DEFAULT_REPORT_RETENTION_DAYS = 35
+
+
+def report_retention_days(environ: Mapping[str, str] | None = None) -> int:
+    """The rendered reports' retention in days from ``environ`` (``os.environ`` when None):
+    :data:`REPORT_RETENTION_DAYS_VARIABLE`, or :data:`DEFAULT_REPORT_RETENTION_DAYS` when
+    unset or not a positive whole number."""
+    text = (os.environ if environ is None else environ).get(REPORT_RETENTION_DAYS_VARIABLE, "")
+    return int(text) if text.strip().isdigit() and int(text) > 0 else DEFAULT_REPORT_RETENTION_DAYS
 
 #: The languages whose CLDR data (Babel's ``locale-data``) the Lambda layer ships: a
 #: workspace's locale must be one of them (``timekeeper.platform.directory.check_locale``),

@@ -180,5 +180,5 @@ def test_delete_says_what_is_kept_and_another_workspace_sees_nothing(ws, console
     assert ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {})["statusCode"] == 403  # no CSRF
     gone = ana.request("POST", f"/console/deliveries/{delivery_id}/delete", {"csrf": token})
     assert gone["statusCode"] == 303 and _header(gone, "Location").endswith("/console/deliveries?done=deleted")
-    assert call("GET", f"/query-schedules/{delivery_id}", as_=who).status == 404
+    assert call("GET", f"/query-schedules/{delivery_id}", as_=who).status == 410
     assert "runs, outcomes and history are kept" in ana.request("GET", "/console/deliveries?done=deleted")["body"]

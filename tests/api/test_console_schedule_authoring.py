@@ -133,7 +133,7 @@ def test_rename_change_subject_then_delete(console, call, caller, batches):
     assert confirm["statusCode"] == 200
     assert "its runs (0) and its history" in html_lib.unescape(confirm["body"])
     assert '<button type="submit" class="danger">Delete the schedule</button>' in confirm["body"]
-    assert 'its address answers "not found"' in html_lib.unescape(confirm["body"])
+    assert "its address says it was deleted, when and by whom" in html_lib.unescape(confirm["body"])
     admin = signed_in(console, caller, roles=("schedules:read", "schedules:write", "workspace:admin"))
     assert 'href="/console/audit?kind=schedule"' in admin.request("GET", f"{path}/delete")["body"]
     deleted = browser.request("POST", f"{path}/delete", {"csrf": token})
@@ -141,7 +141,7 @@ def test_rename_change_subject_then_delete(console, call, caller, batches):
     listed = browser.get_decoded("/console/schedules?done=delete")["body"]
     assert ("The schedule was deleted; its runs and history are kept in the workspace's audit log, which a "
             "workspace admin reads.") in listed
-    assert call("GET", f"/schedules/{made['id']}").status == 404
+    assert call("GET", f"/schedules/{made['id']}").status == 410
     assert browser.request("POST", f"{path}/delete", {"csrf": token})["statusCode"] == 404
 
 

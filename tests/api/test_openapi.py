@@ -101,8 +101,19 @@ def test_every_operation_needs_the_authorizer_and_documents_its_errors_as_error_
                 assert "404" in codes, (method, path)
             for code in codes - {"200", "201", "202", "204"}:
                 schema = operation["responses"][code]["content"]["application/json"]["schema"]
-                assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, code)
+                assert schema == _error_body(code), (method, path, code)
     assert doc["components"]["securitySchemes"]["authorizer"]["scheme"] == "bearer"
+    # A deleted schedule's address documents its 410 (an ErrorBody with when and by whom)
+    for method, path in (("get", "/schedules/{schedule_id}"), ("get", "/query-schedules/{schedule_id}")):
+        assert "410" in doc["paths"][path][method]["responses"], (method, path)
+    gone = doc["components"]["schemas"]["GoneBody"]
+    assert {"code", "message", "deleted_at", "deleted_by", "deleted_by_name"} <= set(gone["properties"])
+
+
+def _error_body(code: str) -> dict:
+    """The schema of an authorized operation's error ``code``: an ErrorBody, but a 410's, a
+    GoneBody (an ErrorBody with when and by whom the schedule was deleted)."""
+    return {"$ref": "#/components/schemas/GoneBody" if code == "410" else "#/components/schemas/ErrorBody"}
 
 
 def resolved(doc: dict, node: dict) -> dict:
@@ -255,7 +266,8 @@ def test_every_operation_documents_500_and_503_and_the_headers_it_sets():
             assert "Retry-After" in answers["503"]["headers"], (method, path)
             for code, answer in answers.items():
                 if code.startswith("4") and "application/json" in answer.get("content", {}):
-                    assert answer["content"]["application/json"]["schema"] == error, (method, path, code)
+                    expected = error if not operation.get("security") else _error_body(code)
+                    assert answer["content"]["application/json"]["schema"] == expected, (method, path, code)
     created_once = {("/schedules", "201"), ("/queries", "201"), ("/queries/{query_id}/versions", "201"),
                     ("/reports", "201"), ("/query-schedules", "201")}
     for path, code in created_once:

@@ -64,7 +64,7 @@ def test_a_query_schedule_is_changed_and_run_only_through_its_own_route(call, an
     assert call("POST", f"/query-schedules/{schedule_id}/pause", as_=who).body["status"] == "paused"
     assert call("POST", f"/query-schedules/{schedule_id}/resume", as_=who).body["status"] == "active"
     assert call("DELETE", f"/query-schedules/{schedule_id}", as_=who).status == 204
-    assert call("GET", f"/query-schedules/{schedule_id}", as_=who).status == 404
+    assert call("GET", f"/query-schedules/{schedule_id}", as_=who).status == 410
 
 
 def test_a_non_member_with_every_schedules_role_cannot_touch_a_query_schedule(call, analyst, publisher):

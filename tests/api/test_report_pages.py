@@ -243,3 +243,40 @@ def test_a_charts_columns_are_offered_by_the_catalogues_labels_of_the_querys_col
     assert re.findall(r'<option value="([^"]*)"[^>]*>([^<]*)</option>', label) == [
         ("", "None (a table)"), ("number", "Number"), ("status", "Status")]
     assert "Offer section 1’s query columns" in offered["body"]
+
+
+def test_a_render_past_the_retention_offers_a_new_render_not_a_dead_link(console, tenants, db_url):
+    from datetime import timedelta
+
+    from timekeeper.reporting import reports
+
+    a, _ = tenants
+    with connect(db_url) as conn, conn.transaction():
+        report, _ = reports.create_report(conn, workspace_id=a.workspace_id, name="Old", actor=a.author, now=NOW,
+                                          definition={"title": "Old", "sections": [
+                                              {"heading": "All", "query_id": str(a.invoices_query)}]})
+    browser = _browser(console, a, a.author)
+    html = browser.request("GET", f"/console/reports/{report.id}")["body"]
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
+    key = re.search(r'name="key" value="([^"]+)"', html).group(1)
+    render_page = _header(browser.request("POST", f"/console/reports/{report.id}/renders",
+                                          {"csrf": csrf, "key": key}), "Location")
+    # Given the render succeeded 40 days ago (the files are kept 35 days)
+    with connect(db_url) as conn:
+        conn.execute("UPDATE report_renders SET state = 'succeeded', object_key = 'reports/old.pdf', "
+                     "sha256 = repeat('0', 64), requested_at = %s, finished_at = %s, byte_size = 10, page_count = 1 "
+                     "WHERE id = %s", (NOW - timedelta(days=40),) * 2 + (render_page.rsplit("/", 1)[1],))
+    # When its page is opened
+    page = browser.request("GET", render_page)
+    # Then it says when the file expired and how long files are kept, offers a new render and no download
+    assert page["statusCode"] == 200
+    assert ('This file expired on <time datetime="2027-02-25T00:00:00+00:00">2027-02-25 01:00 CET</time> '
+            "<small>(2027-02-25 00:00 UTC)</small> (kept 35 days); render again.") in page["body"]
+    assert "Download the PDF" not in page["body"]
+    again = page["body"][page["body"].index("render again."):]
+    assert f'<form method="post" action="/console/reports/{report.id}/renders">' in again
+    assert 'name="csrf" value="' in again and "Render again</button>" in again
+    # And the button renders the report again
+    token = re.search(r'name="key" value="([^"]+)"', again).group(1)
+    asked = browser.request("POST", f"/console/reports/{report.id}/renders", {"csrf": csrf, "key": token})
+    assert asked["statusCode"] == 303 and _header(asked, "Location") != render_page

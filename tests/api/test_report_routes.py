@@ -1,11 +1,12 @@
 """The report routes over the real database (the API's walled login) and moto S3: roles
 from the claims, then the access rule in the database (403 with its reason, 404 for other
 workspaces), 422 naming the definition's field, versions, and renders with a download
-link."""
+link (none past the files' retention: ``expired`` since ``expired_at``)."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 from uuid import UUID, uuid4
 
@@ -17,11 +18,13 @@ from moto import mock_aws
 from tests.api.conftest import Caller, proxy_event
 from tests.integration.report_helpers import NOW, definition, make_tenant
 from timekeeper.api import ApiAdapters, create_app
+from timekeeper.api.reports import expires_at
 from timekeeper.db.connection import connect as connect_owner
 from timekeeper.edge import registries
 from timekeeper.local.lambdas import LambdaContext
 from timekeeper.platform import directory
 from timekeeper.reporting.rendering import render
+from timekeeper.settings import REPORT_RETENTION_DAYS_VARIABLE
 
 BUCKET = "files"
 
@@ -273,3 +276,50 @@ def test_used_by_names_the_workspaces_deliveries_of_the_report(send, conn, tenan
     with conn.transaction():
         delete_schedule(conn, workspace_id=a.workspace_id, schedule_id=UUID(weekly), actor=a.author, now=NOW)
     assert [u["name"] for u in send("GET", f"/reports/{rid}", reader(a))[1]["used_by"]] == ["Monthly archive"]
+
+
+# ------------------------------------------------- a render past the files' retention
+
+
+def _rendered(send, conn, s3, tenant, *, at):
+    """A succeeded render of a new report of ``tenant``, written at ``at``: ``(report id, render id)``."""
+    _, created = send("POST", "/reports", author(tenant), {"name": "r", "definition": definition(tenant)})
+    _, requested = send("POST", f"/reports/{created['id']}/renders", reader(tenant),
+                        headers={"Idempotency-Key": f"k-{uuid4()}"})
+    done = render(conn, s3, BUCKET, workspace_id=tenant.workspace_id, render_id=UUID(requested["id"]), now=at)
+    assert done.state == "succeeded"
+    return created["id"], requested["id"]
+
+
+def test_a_render_past_the_retention_is_expired_without_a_link(send, conn, tenants, s3):
+    a, _ = tenants
+    # Given a render written 36 days ago (the retention is 35 days by default)
+    rid, render_id = _rendered(send, conn, s3, a, at=NOW - timedelta(days=36))
+    # When it is read
+    status, got = send("GET", f"/reports/{rid}/renders/{render_id}", reader(a))
+    # Then it says it expired, and when, and signs no link
+    assert status == 200 and got["state"] == "succeeded"
+    assert got["expired"] is True and got["retention_days"] == 35
+    assert got["download_url"] is None and got["download_expires_at"] is None
+    assert got["expired_at"] == expires_at(NOW - timedelta(days=36), 35).isoformat().replace("+00:00", "Z")
+
+
+def test_a_render_within_the_retention_has_its_link_and_when_it_expires(send, conn, tenants, s3):
+    a, _ = tenants
+    rid, render_id = _rendered(send, conn, s3, a, at=NOW - timedelta(days=10))
+    status, got = send("GET", f"/reports/{rid}/renders/{render_id}", reader(a))
+    assert status == 200 and got["expired"] is False and got["download_url"]
+    assert got["expired_at"] == expires_at(NOW - timedelta(days=10), 35).isoformat().replace("+00:00", "Z")
+
+
+def test_the_deployment_s_retention_decides(send, conn, tenants, s3, monkeypatch):
+    a, _ = tenants
+    monkeypatch.setenv(REPORT_RETENTION_DAYS_VARIABLE, "60")
+    rid, render_id = _rendered(send, conn, s3, a, at=NOW - timedelta(days=36))
+    status, got = send("GET", f"/reports/{rid}/renders/{render_id}", reader(a))
+    assert got["expired"] is False and got["retention_days"] == 60 and got["download_url"]
+
+
+def test_s3_counts_the_retention_from_the_next_midnight_utc():
+    assert expires_at(datetime(2027, 3, 1, 10, 30, tzinfo=UTC), 35) == datetime(2027, 4, 6, tzinfo=UTC)
+    assert expires_at(datetime(2027, 3, 1, 0, 0, tzinfo=UTC), 35) == datetime(2027, 4, 5, tzinfo=UTC)

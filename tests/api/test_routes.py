@@ -318,7 +318,7 @@ def test_delete_is_204_and_the_schedule_disappears_from_reads(call):
     schedule = call("POST", "/schedules", new_schedule()).body
     reply = call("DELETE", f"/schedules/{schedule['id']}")
     assert reply.status == 204 and reply.body is None
-    assert call("GET", f"/schedules/{schedule['id']}").status == 404
+    assert call("GET", f"/schedules/{schedule['id']}").status == 410
     assert call("GET", "/schedules").body["items"] == []
     # And deleting again is a 404
     assert call("DELETE", f"/schedules/{schedule['id']}").status == 404

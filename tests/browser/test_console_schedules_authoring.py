@@ -1,8 +1,8 @@
 """Making a schedule in a real browser: the Berlin admin makes a New York 02:30
 second-Sunday-of-the-month schedule, sees March's spring-forward shift marked in its
 preview before saving, creates it, renames it and deletes it (the confirmation says what
-is kept); the Berlin viewer is offered no "New schedule". axe-core finds nothing serious
-on the new pages, which fit a 360 px screen."""
+is kept, and its old address then says when and by whom); the Berlin viewer is offered no
+"New schedule". axe-core finds nothing serious on the new pages, which fit a 360 px screen."""
 
 from __future__ import annotations
 
@@ -96,7 +96,14 @@ def test_an_admin_makes_previews_renames_and_deletes_a_second_sunday_schedule(ph
     assert page.get_by_role("status").inner_text() == (
         "The schedule was deleted; its runs and history are kept: see the audit log (schedules).")
     assert page.get_by_role("link", name="Renamed sweep").count() == 0
-    assert requests.get(f"{server.base_url}/schedules/{schedule_id}", headers=headers, timeout=30).status_code == 404
+    assert requests.get(f"{server.base_url}/schedules/{schedule_id}", headers=headers, timeout=30).status_code == 410
+    # Its old address says when and by whom it was deleted, with the audit log for the admin
+    page.goto(f"{server.base_url}/console/schedules/{schedule_id}")
+    assert page.get_by_role("heading", name="Schedule deleted").count() == 1
+    assert re.search(r"This schedule was deleted on \d{4}-\d\d-\d\d \d\d:\d\d CES?T \(.* UTC\) by ",
+                     page.locator("main").inner_text())
+    assert page.get_by_role("link", name=re.compile("changes in the audit log")).count() == 1
+    assert _fits(page) and _serious(page) == []
 
 
 def test_a_viewer_is_offered_no_new_schedule(browser, server):

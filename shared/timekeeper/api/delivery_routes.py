@@ -47,7 +47,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from timekeeper.api import errors
+from timekeeper.api import deleted, errors
 from timekeeper.api.auth import QUERIES_READ, QUERIES_WRITE
 from timekeeper.api.errors import ApiError, error_response
 from timekeeper.api.models import (
@@ -84,6 +84,7 @@ from timekeeper.reporting.query_schedules import (
     source_names,
     update_query_schedule,
 )
+from timekeeper.reporting.work_kinds import ROUTE
 from timekeeper.schedules import service
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schema_forms import whole_forms
@@ -520,9 +521,10 @@ def list_all(
 
 @router.get("/query-schedules/<schedule_id>", tags=_TAGS, operation_id="getQuerySchedule",
             security=SECURITY, summary="A query schedule with its recipients",
-            responses=_responses(200, "The query schedule", 404))
+            responses={**_responses(200, "The query schedule", 404), **errors.GONE_DOCS})
 def get_one(scope: Reader, schedule_id: ScheduleIdPath) -> QueryScheduleOut:
     with scope.unit(access.QUERIES_READ) as conn:
+        deleted.raise_if_deleted(conn, scope.workspace_id, schedule_id, kinds=scope.kinds, route=ROUTE)
         return _out(conn, _settings_of(conn, scope.workspace_id, schedule_id), recipients=True)
 
 

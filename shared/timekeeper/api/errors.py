@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Mapping
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 
@@ -60,6 +61,9 @@ LEFT_WORKSPACE = access.LEFT_WORKSPACE
 USER_DEACTIVATED = access.USER_DEACTIVATED
 MISSING_ROLE = access.MISSING_ROLE
 
+#: 410: the schedule was the caller's workspace's and was deleted (:class:`ScheduleGone`).
+SCHEDULE_DELETED = "schedule_deleted"
+
 #: The message of an ``invalid_cursor`` refusal.
 CURSOR_MESSAGE = "not a cursor this API returned"
 #: Reasons of :func:`timekeeper.api.app.parse_json_body` worth showing the caller.
@@ -78,6 +82,16 @@ class ErrorBody(BaseModel):
     field: str | None = Field(None, description="the input the error is about, when there is one")
 
 
+class GoneBody(ErrorBody):
+    """The body of a 410 ``schedule_deleted``: an :class:`ErrorBody` with when the schedule
+    was deleted and, where the workspace's history still says so, by whom."""
+
+    deleted_at: datetime = Field(description="when the schedule was deleted (UTC)")
+    deleted_by: str | None = Field(None, description="the user id who deleted it (null: no longer recorded)")
+    deleted_by_name: str | None = Field(None, description="their display name (null: not in the directory)")
+    timezone: str = Field("UTC", description="the workspace's IANA zone, to show deleted_at in")
+
+
 class ApiError(Exception):
     """An expected refusal: HTTP ``status`` with an :class:`ErrorBody`."""
 
@@ -87,6 +101,26 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.field = field
+
+
+class ScheduleGone(ApiError):
+    """A 410 ``schedule_deleted`` for a deleted schedule of the caller's workspace: when
+    (``deleted_at``, aware UTC) and who (``deleted_by`` user id and ``deleted_by_name``,
+    each None when not known); ``timezone``: the workspace's IANA zone."""
+
+    def __init__(self, deleted_at: datetime, deleted_by: str | None, deleted_by_name: str | None,
+                 timezone: str = "UTC") -> None:
+        super().__init__(HTTPStatus.GONE, SCHEDULE_DELETED, "this schedule was deleted")
+        self.deleted_at = deleted_at
+        self.deleted_by = deleted_by
+        self.deleted_by_name = deleted_by_name
+        self.timezone = timezone
+
+
+#: The OpenAPI response of a 410 ``schedule_deleted`` (add it to a route's responses).
+GONE_DOCS = {410: {"description": "The schedule was the caller's workspace's and was deleted: schedule_deleted "
+                                  "with when and by whom", "content": {content_types.APPLICATION_JSON:
+                                                                        {"model": GoneBody}}}}
 
 
 _ACCESS_MESSAGES = {
@@ -216,6 +250,14 @@ def install_error_handlers(app: APIGatewayRestResolver, *, union_tags: frozenset
     @app.exception_handler(ApiError)
     def _api_error(error: ApiError) -> Response:
         return error_response(error.status, error.code, error.message, error.field)
+
+    @app.exception_handler(ScheduleGone)
+    def _gone(error: ScheduleGone) -> Response:
+        body = GoneBody(code=error.code, message=error.message, deleted_at=error.deleted_at,
+                        deleted_by=error.deleted_by, deleted_by_name=error.deleted_by_name,
+                        timezone=error.timezone)
+        return Response(status_code=error.status, content_type=content_types.APPLICATION_JSON,
+                        body=body.model_dump(mode="json", exclude={"field"}))
 
     @app.exception_handler(ScheduleNotFound)
     def _not_found(_: ScheduleNotFound) -> Response:

@@ -15,7 +15,7 @@ annotations at run time.)
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
@@ -41,6 +41,7 @@ from timekeeper.reporting import rendering
 from timekeeper.reporting import reports as store
 from timekeeper.reporting.definition import InvalidDefinition
 from timekeeper.reporting.reports import ReportDefinition
+from timekeeper.settings import report_retention_days
 
 #: How long a download link of a rendered report is valid (seconds).
 DOWNLOAD_URL_TTL_S = 60
@@ -181,7 +182,8 @@ class RenderRequest(BaseModel):
 class RenderOut(BaseModel):
     """A render of a report version to PDF. ``state``: requested -> rendering ->
     succeeded | failed. When it succeeded, ``download_url`` is a presigned link valid
-    until ``download_expires_at`` (60 s), and ``snapshot_basis`` lists per section (in
+    until ``download_expires_at`` (60 s) unless the file is past the retention (``expired``
+    since ``expired_at``: no link, S3 would refuse it), and ``snapshot_basis`` lists per section (in
     order) the snapshot version it showed (null for a section over other data; the list
     null when no section reads a snapshot); when it failed, ``error_code`` says why (an
     access reason, ``definition_invalid``, ``snapshot_unpublished``, ``attempts_exhausted``,
@@ -198,8 +200,13 @@ class RenderOut(BaseModel):
     page_count: int | None = None
     sha256: str | None = None
     error_code: str | None = None
-    download_url: str | None = None
+    download_url: str | None = Field(None, description="a presigned link to the PDF (null: not succeeded, or "
+                                                       "expired)")
     download_expires_at: datetime | None = None
+    expired_at: datetime | None = Field(None, description="when a succeeded render's file is removed (UTC): the "
+                                                          "files' retention after it was written, from midnight UTC")
+    expired: bool = Field(False, description="the file was removed (past expired_at): render again")
+    retention_days: int | None = Field(None, description="how many days a rendered file is kept")
     snapshot_basis: list[SnapshotBasisOut | None] | None = None
     month: str | None = Field(None, description="the month the request picked for the snapshot sections (YYYY-MM), "
                                                 "null: each section's own choice")
@@ -345,11 +352,22 @@ def configured(adapter: Callable[[], Any] | None, name: str) -> Any:
     return adapter()
 
 
+def expires_at(written_at: datetime, retention_days: int) -> datetime:
+    """When the files bucket's lifecycle rule expires an object written at ``written_at``
+    (aware UTC) with a retention of ``retention_days``: that many days later, rounded up to
+    the next midnight UTC (as S3 counts). Aware UTC."""
+    later = (written_at + timedelta(days=retention_days)).astimezone(UTC)
+    midnight = later.replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight if midnight == later else midnight + timedelta(days=1)
+
+
 def render_out(row: rendering.ReportRender, scope: WorkspaceScope, zone: str,
                files: Callable[[], tuple[Any, str]] | None) -> RenderOut:
     """``row`` as the API shows it, instants beside the workspace's ``zone``; a succeeded
-    render carries a presigned download link (valid :data:`DOWNLOAD_URL_TTL_S` seconds from
-    the scope's ``now``) from ``files()`` (``(s3 client, bucket)``; None: a 500)."""
+    render carries its ``expired_at`` (:func:`expires_at`, the retention of
+    :func:`~timekeeper.settings.report_retention_days`) and, until then, a presigned
+    download link (valid :data:`DOWNLOAD_URL_TTL_S` seconds from the scope's ``now``) from
+    ``files()`` (``(s3 client, bucket)``; None: a 500)."""
     out = RenderOut(timezone=zone, id=row.id, report_id=row.report_id, report_version=row.report_version,
                     state=row.state,
                     attempts=row.attempts, requested_at=row.requested_at, finished_at=row.finished_at,
@@ -357,7 +375,11 @@ def render_out(row: rendering.ReportRender, scope: WorkspaceScope, zone: str,
                     error_code=row.error_code, month=None if row.period is None else f"{row.period:%Y-%m}",
                     snapshot_basis=None if row.snapshot_basis is None else [
                         None if b is None else SnapshotBasisOut.model_validate(b) for b in row.snapshot_basis])
-    if row.state == "succeeded" and row.object_key:
+    if row.state == "succeeded" and row.object_key and row.finished_at is not None:
+        out.retention_days = report_retention_days()
+        out.expired_at = expires_at(row.finished_at, out.retention_days)
+        out.expired = scope.now >= out.expired_at
+    if row.state == "succeeded" and row.object_key and not out.expired:
         s3, bucket = configured(files, "files")
         out.download_url = s3.generate_presigned_url(
             "get_object", Params={"Bucket": bucket, "Key": row.object_key,

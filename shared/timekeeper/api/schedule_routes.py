@@ -6,7 +6,8 @@ Roles: ``schedules:read`` (list, get, and the preview of an unsaved rule: ``POST
 /rules/preview``), ``schedules:write`` (create, update, pause, resume, delete),
 ``schedules:run`` (Run now); ``schedules:admin`` all. Another workspace's
 schedule, and a schedule of a work kind with a route of its own (``queries.deliver``:
-``/query-schedules``), is a 404.
+``/query-schedules``), is a 404; ``GET /schedules/{id}`` of a deleted schedule of the
+caller's workspace is a 410 ``schedule_deleted`` (:mod:`timekeeper.api.deleted`).
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -21,7 +22,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from timekeeper.api import errors
+from timekeeper.api import deleted, errors
 from timekeeper.api.auth import ADMIN, READ, RUN, WRITE
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import (
@@ -55,6 +56,7 @@ from timekeeper.api.models import (
 from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with_annotations
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.service import ScheduleNotFound
 
 _ERRORS = {401: "No or invalid authorizer claims",
            403: "The caller's roles do not allow this (forbidden), or the caller is not an active member of "
@@ -99,13 +101,19 @@ def list_schedules(
 
 @router.get("/schedules/<schedule_id>", tags=["schedules"], operation_id="getSchedule", security=SECURITY,
             summary="A schedule with its latest run, next 5 occurrences (UTC and local) and history",
-            responses=_responses(200, "The schedule", 404))
+            responses={**_responses(200, "The schedule", 404), **errors.GONE_DOCS})
 def get_schedule(
     scope: Reader, schedule_id: ScheduleId,
     history_limit: Annotated[int, Query(ge=1, le=200, description="runs and events to return")] = 50,
     upcoming: Annotated[int, Query(ge=1, le=50, description="next occurrences to return")] = 5,
 ) -> ScheduleDetail:
-    detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
+    try:
+        details = scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming)
+    except ScheduleNotFound:
+        with scope.unit() as conn:
+            deleted.raise_if_deleted(conn, scope.workspace_id, schedule_id, kinds=scope.kinds, route=None)
+        raise
+    detail = detail_out(details)
     detail.timezone = scope.zone()
     return detail
 

@@ -32,6 +32,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from timekeeper.console import glossary
 from timekeeper.console.api_client import ApiClient, ApiReply, SessionUnknown
+from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import HOME, PREFIX, STAFF_ONLY, next_page, section_of, way_back
 from timekeeper.console.sessions import SESSION_COOKIE, Session, Sessions
 from timekeeper.console.sign_in import FlowCookies, IdentityProvider
@@ -254,11 +255,17 @@ class Request:
     def api_error(self, reply: ApiReply) -> Response:
         """The API's refusal ``reply`` as an error page (its status, message and code),
         leading back to the list the page belongs to (on a 403 of that list itself: the
-        home page); a staff-only page refused to a non-staff person names the staff role."""
+        home page); a staff-only page refused to a non-staff person names the staff role. A
+        410 ``schedule_deleted`` says when and by whom the schedule was deleted."""
         body = reply.body if isinstance(reply.body, dict) else {}
         status = reply.status if 400 <= reply.status < 600 else 502
         title = {404: "Not found", 403: "Not allowed", 401: "Signed out"}.get(status, "Refused")
         message, back = body.get("message") or "The request was refused.", way_back(self.path)
+        if status == HTTPStatus.GONE and body.get("code") == "schedule_deleted":
+            # A deleted schedule's address: when (local, UTC beside) and by whom; admins get the audit log.
+            return self.page("schedule_gone.html", status, title="Schedule deleted", back=back,
+                             deleted=when(body.get("deleted_at"), zone_of(body)), actor=body.get("deleted_by"),
+                             by=body.get("deleted_by_name") or body.get("deleted_by"))
         if status == 403:
             # A refused page never leads back to a list refused the same way: home instead.
             section = section_of(self.path)

@@ -48,7 +48,7 @@ __all__ = [
     "ScheduleStateError", "UpcomingOccurrence", "OWNERLESS", "Ownerless", "OwnerlessSchedule", "list_ownerless",
     "pause_ownerless", "set_owner", "get_owner", "create_schedule", "delete_schedule", "get_details",
     "list_schedules", "pause_schedule", "preview_rule", "resume_schedule", "run_now", "update_schedule",
-    "upcoming_occurrences",
+    "upcoming_occurrences", "ScheduleDeletion", "get_deletion",
 ]
 
 
@@ -356,6 +356,26 @@ def get_state(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID
     route of their own (query schedules) and show the schedule beside their settings."""
     return fetch_one(conn, SQL["get_schedule_state"], {"id": schedule_id, "workspace_id": workspace_id},
                      ScheduleState)
+
+
+@dataclass(frozen=True)
+class ScheduleDeletion:
+    """A deleted schedule: its ``owner`` and ``work_kind``, ``deleted_at`` (aware UTC) and
+    ``deleted_by`` (the deleting user's id; None once the history retention removed the
+    ``deleted`` event)."""
+
+    owner: str
+    work_kind: str
+    deleted_at: datetime
+    deleted_by: str | None
+
+
+def get_deletion(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID) -> ScheduleDeletion | None:
+    """The :class:`ScheduleDeletion` of ``workspace_id``'s schedule ``schedule_id`` when it
+    was deleted; None for a live schedule, or none of this workspace (another workspace's
+    deleted schedule included: it is not this workspace's to know of)."""
+    return fetch_one(conn, SQL["get_deletion"], {"id": schedule_id, "workspace_id": workspace_id},
+                     ScheduleDeletion)
 
 
 def get_details(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, now: datetime,

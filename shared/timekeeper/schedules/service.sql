@@ -110,6 +110,16 @@ SELECT status, pause_reason, next_due_at, deleted_at
   FROM schedules
  WHERE id = %(id)s AND workspace_id = %(workspace_id)s
 
+-- name: get_deletion
+-- A deleted schedule of the workspace: when, and who by its latest 'deleted' history event
+-- (null once the history retention removed it).
+SELECT s.owner, s.work_kind, s.deleted_at,
+       (SELECT e.actor FROM schedule_events e
+         WHERE e.schedule_id = s.id AND e.workspace_id = s.workspace_id AND e.kind = 'deleted'
+         ORDER BY e.id DESC LIMIT 1) AS deleted_by
+  FROM schedules s
+ WHERE s.id = %(id)s AND s.workspace_id = %(workspace_id)s AND s.deleted_at IS NOT NULL
+
 -- name: pause_ownerless
 -- The owner hand-off: every live schedule (active or paused) whose owner is %(user_id)s, in
 -- one workspace or (a deactivated user) every workspace, is paused as ownerless. Returns

@@ -414,7 +414,9 @@ def render_view(ctx: Request, report_id: str, render_id: str) -> tuple[dict[str,
     zone = zone_of(render)
     return {"render": render, "zone": zone, "report_id": report_id, "live": render["state"] in RENDER_UNDER_WAY,
             "requested": when(render["requested_at"], zone), "finished": when(render.get("finished_at"), zone),
-            "expires": when(render.get("download_expires_at"), zone)}, None
+            "expires": when(render.get("download_expires_at"), zone),
+            "expired_on": when(render.get("expired_at"), zone) if render.get("expired") else None,
+            "render_key": str(uuid.uuid4())}, None
 
 
 @router.get(f"{PREFIX}/reports/<report_id>/renders/<render_id>")
