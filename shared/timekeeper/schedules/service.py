@@ -175,8 +175,10 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
                     subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None,
                     notify_on: str | None = None, record_changes: bool = True) -> Schedule:
-    """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog); returns the updated :class:`Schedule`. The ``updated``
+    """Change the definition: bumps ``definition_version``; an edit that keeps the rule
+    (name, subject) keeps ``next_due_at``, one that changes the rule recomputes it from
+    ``now`` (no backlog) except that an owed occurrence whose flexible window is still open
+    stays owed (:func:`_edited_due`); returns the updated :class:`Schedule`. The ``updated``
     history event names the changed fields (``changes``: ``{field: {"from", "to"}}``)
     unless ``record_changes`` is False (a caller that records its own changes event). ``notify_on`` (one of
     :data:`~timekeeper.schedules.models.NOTIFY_ON`) changes which failures the owner is told
@@ -199,16 +201,46 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             return current
         new_rule = recurrence if recurrence is not None else current.recurrence
         rule, first_due = _checked_rule(new_rule, now, conn, workspace_id)
+        if new_rule == current.recurrence:  # the timing is unchanged: an owed occurrence stays owed
+            next_due_at = current.next_due_at
+        else:
+            next_due_at = _edited_due(conn, current, rule, first_due, now)
         row = _schedule(conn, "update_definition", {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
             "name": current.name if name is None else name,
             "subject_id": current.subject_id if subject_id is None else subject_id,
-            "next_due_at": first_due, "now": now})
+            "next_due_at": next_due_at, "now": now})
         detail: dict[str, Any] = {"definition_version": row.definition_version}
         if record_changes:
             detail["changes"] = definition_changes(current, row)
         _event(conn, row, "updated", actor, now, detail=detail)
     return row
+
+
+def _edited_due(conn: psycopg.Connection, current: Schedule, rule: Recurrence, first_due: datetime,
+                now: datetime) -> datetime:
+    """The ``next_due_at`` (aware UTC) of an active schedule whose timing an edit changes to
+    the compiled ``rule``: ``first_due`` (the first occurrence after ``now``: no backlog on
+    an edit), except that with a flexible window the latest occurrence at or before ``now``
+    whose window is still open and which the schedule still owes (not before the
+    occurrence its current ``next_due_at`` stands for) stays owed: the result is then that
+    occurrence, and the next pass runs it at its given instant (at once if that instant
+    has passed, the window still being open)."""
+    window = rule.window
+    if window is None or current.next_due_at is None:
+        return first_due
+    owed_from = current.next_due_at
+    try:  # the occurrence the current timing stands for: its given instant is before the next occurrence
+        old = workspace_rule(conn, parse_rule(current.recurrence), current.recurrence,
+                             workspace_id=current.workspace_id)
+        owed = old.latest_at_or_before(current.next_due_at)
+        owed_from = owed.at if owed is not None else owed_from
+    except InvalidRecurrence:
+        pass
+    latest = rule.latest_at_or_before(now, max(owed_from, now - window))
+    if latest is None or latest.at + min(window, first_due - latest.at) <= now:
+        return first_due
+    return latest.at
 
 
 def definition_changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
