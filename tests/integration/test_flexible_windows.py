@@ -324,3 +324,14 @@ def test_a_rule_change_does_not_bring_back_an_occurrence_already_run(fresh, utc)
                             now=given + timedelta(seconds=1), recurrence={**MIDNIGHT_UTC, "window_minutes": 90})
     # Then the next occurrence is owed, not the one that ran
     assert next_due(fresh, schedule.id) == utc(2027, 1, 2)
+
+
+@pytest.mark.parametrize("cron", ["*/10 * * * *", "0 * * * *"])
+def test_upcoming_occurrences_are_complete_when_the_window_spans_many_periods(fresh, utc, cron):
+    now = utc(2026, 12, 6, 16, 50)
+    schedule = make(fresh, now, {"cron": cron, "timezone": "Australia/Sydney", "window_minutes": 240})
+    details = service.get_details(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, now=now)
+    upcoming = details.next_occurrences
+    assert len(upcoming) == 5
+    assert [o.at for o in upcoming] == sorted(o.at for o in upcoming)
+    assert upcoming[0].at == schedule.next_due_at and all(o.due_at > now for o in upcoming)

@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import islice
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -443,26 +442,30 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
     zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
     window = rule.window
     start = after - window if window is not None and schedule_id is not None else after
-    occurrences = list(islice(rule.occurrences_after(start), count + 2 if window is not None else count))
-    out = []
-    for index, occ in enumerate(occurrences):
+    occurrences = rule.occurrences_after(start)
+    out: list[UpcomingOccurrence] = []
+    occ = next(occurrences, None)
+    while occ is not None and len(out) < count:
+        following = next(occurrences, None) if window is not None else None
         window_end = due_at = None
         if window is not None:
-            following = occurrences[index + 1] if index + 1 < len(occurrences) else rule.next_after(occ.at)
             following_at = following.at if following is not None else None
             window_end = occ.at + (window if following_at is None else min(window, following_at - occ.at))
             if schedule_id is not None:
                 due_at = given_instant(schedule_id, occ.at, window, following_at)
                 if due_at <= after:
+                    occ = following
                     continue
             elif occ.at <= after:
+                occ = following
                 continue
         local = occ.at.astimezone(zone).replace(tzinfo=None)
         repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
         out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
                                       local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
                                       window_end=window_end, due_at=due_at))
-    return out[:count]
+        occ = following if window is not None else next(occurrences, None)
+    return out
 
 
 def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,
