@@ -335,3 +335,29 @@ def test_upcoming_occurrences_are_complete_when_the_window_spans_many_periods(fr
     assert len(upcoming) == 5
     assert [o.at for o in upcoming] == sorted(o.at for o in upcoming)
     assert upcoming[0].at == schedule.next_due_at and all(o.due_at > now for o in upcoming)
+
+
+def test_a_workspace_zone_move_inside_an_open_window_keeps_the_occurrence_owed(fresh, utc):
+    from timekeeper.platform.workspace_settings import update_settings
+
+    workspace_id, occurrence, ten = uuid.uuid4(), utc(2026, 12, 6, 17), timedelta(minutes=10)
+    fresh.execute("INSERT INTO workspaces (id, name, timezone) VALUES (%s, 'w', 'UTC')", (workspace_id,))
+    rule = {"cron": "*/10 * * * *", "timezone": "UTC", "window_minutes": 240}
+    while True:
+        schedule = service.create_schedule(fresh, workspace_id=workspace_id, owner=OWNER, work_kind="batch.roll",
+                                           recurrence=rule, actor="tester", now=utc(2026, 12, 6, 16, 55))
+        given = given_instant(schedule.id, occurrence, ten, occurrence + ten)
+        if given >= occurrence + timedelta(minutes=1):
+            break
+        service.delete_schedule(fresh, workspace_id=workspace_id, schedule_id=schedule.id, actor="tester",
+                                now=utc(2026, 12, 6, 16, 55))
+    dispatch(fresh, dispatch_settings(OWNER), now=occurrence, publisher=ListPublisher())
+    assert next_due(fresh, schedule.id) == given
+    # When the workspace moves its schedules to London (the same instants in December) inside the window
+    _, moved = update_settings(fresh, workspace_id=workspace_id, actor="tester", now=occurrence + timedelta(seconds=30),
+                               timezone="Europe/London", move_schedules=True)
+    assert moved >= 1
+    # Then the occurrence is still owed and runs once at its given instant
+    dispatch(fresh, dispatch_settings(OWNER), now=given, publisher=ListPublisher())
+    (run,) = runs_of(fresh, schedule.id)
+    assert (run["occurrence_at"], run["due_at"]) == (occurrence, given)
