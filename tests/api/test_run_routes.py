@@ -72,6 +72,19 @@ def test_a_run_page_shows_the_run_its_schedule_and_its_failed_attempt(db, call, 
     assert (page["stuck"], page["retry_allowed"], page["actions"]) == (None, True, [])
 
 
+def test_an_attempt_started_and_settled_in_one_batch_has_no_measured_duration(db, call, caller):
+    # The consumer stamps both ends with its batch's one clock reading: a duration of 0 would be made up
+    _, run_id = seed_run(db, caller.workspace_id, state="succeeded", attempts=1, started_at=LONG_AGO,
+                         attempt_started_at=LONG_AGO, finished_at=LONG_AGO, outcome_code="ok")
+
+    reply = call("GET", f"/runs/{run_id}")
+
+    assert reply.status == 200, reply.body
+    attempt = reply.body["latest_attempt"]
+    assert (attempt["started_at"], attempt["finished_at"], attempt["duration_s"]) == (
+        "2027-03-01T11:44:00Z", "2027-03-01T11:44:00Z", None)
+
+
 def test_another_workspaces_run_is_not_found_but_staff_open_it(db, call, caller):
     other = uuid.uuid4()
     enrol(db, "someone", other)  # the workspace in the directory, whose staff reads record the read

@@ -256,3 +256,108 @@ def test_an_occurrences_given_instant_is_the_same_however_the_schedule_got_there
         following = parse_rule(NY_SWEEP).next_after(at).at
         assert due_at == given_instant(SWEEP_ID, at, timedelta(minutes=45), following)
         assert at <= due_at < at + timedelta(minutes=45)
+
+
+def _waiting_at_its_instant(conn, utc):
+    """A daily schedule with a 60-minute window that the pass at its occurrence moved to the
+    occurrence's given instant (at least a minute later: the edits below happen in between)."""
+    occurrence = utc(2027, 1, 1)
+    while True:
+        schedule = make(conn, utc(2026, 12, 31, 12), MIDNIGHT_UTC)
+        given = given_instant(schedule.id, occurrence, HOUR, utc(2027, 1, 2))
+        if given >= occurrence + timedelta(minutes=2):
+            break
+    dispatch(conn, dispatch_settings(OWNER), now=occurrence, publisher=ListPublisher())
+    assert next_due(conn, schedule.id) == given
+    return schedule, occurrence, given
+
+
+def test_a_rename_inside_an_open_window_keeps_the_occurrence_owed(fresh, utc):
+    schedule, occurrence, given = _waiting_at_its_instant(fresh, utc)
+    # When the schedule is renamed inside the window, before its given instant
+    service.update_schedule(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, actor="tester",
+                            now=occurrence + timedelta(minutes=1), name="renamed")
+    # Then the timing is unchanged and the pass at the given instant runs the occurrence
+    assert next_due(fresh, schedule.id) == given
+    dispatch(fresh, dispatch_settings(OWNER), now=given, publisher=ListPublisher())
+    (run,) = runs_of(fresh, schedule.id)
+    assert (run["occurrence_at"], run["due_at"]) == (occurrence, given)
+
+
+def test_a_window_change_inside_an_open_window_keeps_the_occurrence_owed(fresh, utc):
+    schedule, occurrence, _ = _waiting_at_its_instant(fresh, utc)
+    narrower = {**MIDNIGHT_UTC, "window_minutes": 30}
+    new_given = given_instant(schedule.id, occurrence, timedelta(minutes=30), utc(2027, 1, 2))
+    # When the window is narrowed inside the open window
+    edited_at = occurrence + timedelta(minutes=1)
+    service.update_schedule(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, actor="tester",
+                            now=edited_at, recurrence=narrower)
+    # Then the occurrence stays owed and runs once at its new given instant (at once if that passed)
+    assert next_due(fresh, schedule.id) == occurrence
+    run_at = max(new_given, edited_at)
+    dispatch(fresh, dispatch_settings(OWNER), now=run_at, publisher=ListPublisher())
+    dispatch(fresh, dispatch_settings(OWNER), now=run_at + timedelta(minutes=1), publisher=ListPublisher())
+    (run,) = runs_of(fresh, schedule.id)
+    assert (run["occurrence_at"], run["due_at"]) == (occurrence, new_given)
+    assert next_due(fresh, schedule.id) == given_instant(schedule.id, utc(2027, 1, 2), timedelta(minutes=30),
+                                                         utc(2027, 1, 3))
+
+
+def test_a_window_change_after_the_new_window_closed_owes_the_next_occurrence(fresh, utc):
+    schedule, occurrence, given = _waiting_at_its_instant(fresh, utc)
+    # When the window is cut to one minute, which ended before the edit
+    service.update_schedule(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, actor="tester",
+                            now=occurrence + timedelta(minutes=1, seconds=30),
+                            recurrence={**MIDNIGHT_UTC, "window_minutes": 1})
+    # Then, as for any edit of the timing, there is no backlog: the next occurrence is owed
+    assert next_due(fresh, schedule.id) == utc(2027, 1, 2)
+    dispatch(fresh, dispatch_settings(OWNER), now=given, publisher=ListPublisher())
+    assert runs_of(fresh, schedule.id) == []
+
+
+def test_a_rule_change_does_not_bring_back_an_occurrence_already_run(fresh, utc):
+    schedule, occurrence, given = _waiting_at_its_instant(fresh, utc)
+    dispatch(fresh, dispatch_settings(OWNER), now=given, publisher=ListPublisher())
+    assert len(runs_of(fresh, schedule.id)) == 1
+    # When the window is widened while the occurrence's window is still open
+    service.update_schedule(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, actor="tester",
+                            now=given + timedelta(seconds=1), recurrence={**MIDNIGHT_UTC, "window_minutes": 90})
+    # Then the next occurrence is owed, not the one that ran
+    assert next_due(fresh, schedule.id) == utc(2027, 1, 2)
+
+
+@pytest.mark.parametrize("cron", ["*/10 * * * *", "0 * * * *"])
+def test_upcoming_occurrences_are_complete_when_the_window_spans_many_periods(fresh, utc, cron):
+    now = utc(2026, 12, 6, 16, 50)
+    schedule = make(fresh, now, {"cron": cron, "timezone": "Australia/Sydney", "window_minutes": 240})
+    details = service.get_details(fresh, workspace_id=schedule.workspace_id, schedule_id=schedule.id, now=now)
+    upcoming = details.next_occurrences
+    assert len(upcoming) == 5
+    assert [o.at for o in upcoming] == sorted(o.at for o in upcoming)
+    assert upcoming[0].at == schedule.next_due_at and all(o.due_at > now for o in upcoming)
+
+
+def test_a_workspace_zone_move_inside_an_open_window_keeps_the_occurrence_owed(fresh, utc):
+    from timekeeper.platform.workspace_settings import update_settings
+
+    workspace_id, occurrence, ten = uuid.uuid4(), utc(2026, 12, 6, 17), timedelta(minutes=10)
+    fresh.execute("INSERT INTO workspaces (id, name, timezone) VALUES (%s, 'w', 'UTC')", (workspace_id,))
+    rule = {"cron": "*/10 * * * *", "timezone": "UTC", "window_minutes": 240}
+    while True:
+        schedule = service.create_schedule(fresh, workspace_id=workspace_id, owner=OWNER, work_kind="batch.roll",
+                                           recurrence=rule, actor="tester", now=utc(2026, 12, 6, 16, 55))
+        given = given_instant(schedule.id, occurrence, ten, occurrence + ten)
+        if given >= occurrence + timedelta(minutes=1):
+            break
+        service.delete_schedule(fresh, workspace_id=workspace_id, schedule_id=schedule.id, actor="tester",
+                                now=utc(2026, 12, 6, 16, 55))
+    dispatch(fresh, dispatch_settings(OWNER), now=occurrence, publisher=ListPublisher())
+    assert next_due(fresh, schedule.id) == given
+    # When the workspace moves its schedules to London (the same instants in December) inside the window
+    _, moved = update_settings(fresh, workspace_id=workspace_id, actor="tester", now=occurrence + timedelta(seconds=30),
+                               timezone="Europe/London", move_schedules=True)
+    assert moved >= 1
+    # Then the occurrence is still owed and runs once at its given instant
+    dispatch(fresh, dispatch_settings(OWNER), now=given, publisher=ListPublisher())
+    (run,) = runs_of(fresh, schedule.id)
+    assert (run["occurrence_at"], run["due_at"]) == (occurrence, given)

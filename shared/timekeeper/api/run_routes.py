@@ -93,7 +93,9 @@ class AttemptOut(BaseModel):
     started_at: UtcDatetime | None = Field(description="when the attempt started")
     finished_at: UtcDatetime | None = Field(description="when the attempt ended: it gave its lease back, its lease "
                                                         "ran out, or the run settled (null: still running)")
-    duration_s: float | None = Field(ge=0, description="seconds from started_at to finished_at")
+    duration_s: float | None = Field(ge=0, description="seconds from started_at to finished_at (null: still "
+                                                       "running, or started and ended within one consumer batch, "
+                                                       "whose one clock reading stamps both: not measured)")
     lease_until: UtcDatetime | None = Field(description="a running attempt's lease end")
     ended: Literal["retried", "taken_over", "settled"] | None = Field(
         None, description="retried: it failed and the run was retried; taken_over: its lease ran out without an "
@@ -257,7 +259,12 @@ def _pipeline(owner: str) -> Any:
 
 
 def _duration(started: datetime | None, finished: datetime | None) -> float | None:
-    return max((finished - started).total_seconds(), 0.0) if finished and started else None
+    """Seconds from ``started`` to ``finished``, or None when either is missing or they are
+    the same instant: the consumer stamps an attempt's start and its end within one batch
+    with the batch's one clock reading, so such a duration was not measured (not 0)."""
+    if not finished or not started or finished == started:
+        return None
+    return max((finished - started).total_seconds(), 0.0)
 
 
 def _attempts(run: dict[str, Any], consumer: str) -> list[AttemptOut]:

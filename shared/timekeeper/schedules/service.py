@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import islice
 from typing import Any
 from uuid import UUID
 from zoneinfo import ZoneInfo
@@ -175,8 +174,10 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
                     now: datetime, recurrence: dict[str, Any] | None = None, name: str | None = None,
                     subject_id: UUID | None = None, kinds: WorkKindRegistry | None = None,
                     notify_on: str | None = None, record_changes: bool = True) -> Schedule:
-    """Change the definition: bumps ``definition_version`` and recomputes ``next_due_at``
-    from ``now`` (no backlog); returns the updated :class:`Schedule`. The ``updated``
+    """Change the definition: bumps ``definition_version``; an edit that keeps the rule
+    (name, subject) keeps ``next_due_at``, one that changes the rule recomputes it from
+    ``now`` (no backlog) except that an owed occurrence whose flexible window is still open
+    stays owed (:func:`_edited_due`); returns the updated :class:`Schedule`. The ``updated``
     history event names the changed fields (``changes``: ``{field: {"from", "to"}}``)
     unless ``record_changes`` is False (a caller that records its own changes event). ``notify_on`` (one of
     :data:`~timekeeper.schedules.models.NOTIFY_ON`) changes which failures the owner is told
@@ -199,16 +200,46 @@ def update_schedule(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id
             return current
         new_rule = recurrence if recurrence is not None else current.recurrence
         rule, first_due = _checked_rule(new_rule, now, conn, workspace_id)
+        if new_rule == current.recurrence:  # the timing is unchanged: an owed occurrence stays owed
+            next_due_at = current.next_due_at
+        else:
+            next_due_at = _edited_due(conn, current, rule, first_due, now)
         row = _schedule(conn, "update_definition", {
             "id": schedule_id, "recurrence": Jsonb(new_rule), "timezone": rule.timezone or "UTC",
             "name": current.name if name is None else name,
             "subject_id": current.subject_id if subject_id is None else subject_id,
-            "next_due_at": first_due, "now": now})
+            "next_due_at": next_due_at, "now": now})
         detail: dict[str, Any] = {"definition_version": row.definition_version}
         if record_changes:
             detail["changes"] = definition_changes(current, row)
         _event(conn, row, "updated", actor, now, detail=detail)
     return row
+
+
+def _edited_due(conn: psycopg.Connection, current: Schedule, rule: Recurrence, first_due: datetime,
+                now: datetime) -> datetime:
+    """The ``next_due_at`` (aware UTC) of an active schedule whose timing an edit changes to
+    the compiled ``rule``: ``first_due`` (the first occurrence after ``now``: no backlog on
+    an edit), except that with a flexible window the latest occurrence at or before ``now``
+    whose window is still open and which the schedule still owes (not before the
+    occurrence its current ``next_due_at`` stands for) stays owed: the result is then that
+    occurrence, and the next pass runs it at its given instant (at once if that instant
+    has passed, the window still being open)."""
+    window = rule.window
+    if window is None or current.next_due_at is None:
+        return first_due
+    owed_from = current.next_due_at
+    try:  # the occurrence the current timing stands for: its given instant is before the next occurrence
+        old = workspace_rule(conn, parse_rule(current.recurrence), current.recurrence,
+                             workspace_id=current.workspace_id)
+        owed = old.latest_at_or_before(current.next_due_at)
+        owed_from = owed.at if owed is not None else owed_from
+    except InvalidRecurrence:
+        pass
+    latest = rule.latest_at_or_before(now, max(owed_from, now - window))
+    if latest is None or latest.at + min(window, first_due - latest.at) <= now:
+        return first_due
+    return latest.at
 
 
 def definition_changes(before: Schedule, after: Schedule) -> dict[str, dict[str, Any]]:
@@ -431,26 +462,30 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
     zone = ZoneInfo(rule.timezone) if rule.timezone else ZoneInfo("UTC")
     window = rule.window
     start = after - window if window is not None and schedule_id is not None else after
-    occurrences = list(islice(rule.occurrences_after(start), count + 2 if window is not None else count))
-    out = []
-    for index, occ in enumerate(occurrences):
+    occurrences = rule.occurrences_after(start)
+    out: list[UpcomingOccurrence] = []
+    occ = next(occurrences, None)
+    while occ is not None and len(out) < count:
+        following = next(occurrences, None) if window is not None else None
         window_end = due_at = None
         if window is not None:
-            following = occurrences[index + 1] if index + 1 < len(occurrences) else rule.next_after(occ.at)
             following_at = following.at if following is not None else None
             window_end = occ.at + (window if following_at is None else min(window, following_at - occ.at))
             if schedule_id is not None:
                 due_at = given_instant(schedule_id, occ.at, window, following_at)
                 if due_at <= after:
+                    occ = following
                     continue
             elif occ.at <= after:
+                occ = following
                 continue
         local = occ.at.astimezone(zone).replace(tzinfo=None)
         repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
         out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
                                       local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
                                       window_end=window_end, due_at=due_at))
-    return out[:count]
+        occ = following if window is not None else next(occurrences, None)
+    return out
 
 
 def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,
