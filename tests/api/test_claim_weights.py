@@ -69,6 +69,9 @@ def test_an_unknown_workspace_is_404_and_nothing_is_recorded(conn, call):
     ({"claim_weight": 11, "reason": "x"}, "claim_weight"),
     ({"claim_weight": "two", "reason": "x"}, "claim_weight"),
     ({"claim_weight": 2.5, "reason": "x"}, "claim_weight"),
+    ({"claim_weight": True, "reason": "x"}, "claim_weight"),
+    ({"claim_weight": "5", "reason": "x"}, "claim_weight"),
+    ({"claim_weight": 5.0, "reason": "x"}, "claim_weight"),
     ({"reason": "x"}, "claim_weight"),
     ({"claim_weight": 2}, "reason"),
     ({"claim_weight": 2, "reason": "   "}, "reason"),
@@ -86,6 +89,7 @@ def test_only_staff_may(conn, call, target, method, path):
     body = {"claim_weight": 5, "reason": "x"} if method == "PATCH" else None
     reply = call(method, path.format(id=target.id), body, as_=admin)
     assert (reply.status, reply.body["code"]) == (403, "forbidden")
+    assert "platform staff" in reply.body["message"] and "snapshot" not in reply.body["message"]
     assert call(method, path.format(id=target.id), body, claims=None).status == 401
     assert weight_of(conn, target.id) == 1
 
@@ -112,3 +116,12 @@ def test_a_workspace_staff_weighted_2_gets_twice_the_share_of_a_crowded_claim(co
                                   now=NOW + timedelta(seconds=5))
     # Then the target has two thirds of it (the due order alone would have given the other all)
     assert Counter(m.workspace_id for m in messages) == {target.id: 200, other.id: 100}
+
+
+def test_the_weight_it_already_has_changes_and_records_nothing(conn, call, target):
+    first = call("PATCH", f"/operations/workspaces/{target.id}", {"claim_weight": 3, "reason": "tier"}, as_=STAFF)
+    again = call("PATCH", f"/operations/workspaces/{target.id}", {"claim_weight": 3, "reason": "tier"}, as_=STAFF)
+
+    assert (first.status, again.status, again.body["claim_weight"]) == (200, 200, 3)
+    assert conn.execute("SELECT count(*) AS n FROM audit_events WHERE workspace_id = %s "
+                        "AND kind = 'staff.claim_weight_changed'", (target.id,)).fetchone()["n"] == 1

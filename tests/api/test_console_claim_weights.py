@@ -41,6 +41,13 @@ def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
     assert 'value="11" aria-invalid="true"' in refused["body"] and 'value="enterprise tier"' in refused["body"]
     assert "Refused:" in refused["body"]
     assert weight_of(conn, made.id) == 1
+    # A weight that is not ASCII digits is sent as typed: the API's 422 on the field, never a 502
+    for typed in ("\u00b2", "9" * 5000, "\u0663"):
+        odd = staff.request("POST", "/console/operations/claim-weights",
+                            {**form, "claim_weight": typed, "reason": "enterprise tier"})
+        assert odd["statusCode"] == 422, typed[:10]
+        assert f'value="{typed}" aria-invalid="true"' in odd["body"] and "Refused:" in odd["body"]
+    assert weight_of(conn, made.id) == 1
     # A valid one is saved and recorded
     done = staff.request("POST", "/console/operations/claim-weights",
                          {**form, "claim_weight": "4", "reason": "enterprise tier"})

@@ -11,6 +11,7 @@ import pytest
 
 from tests.api.conftest import Caller
 from tests.api.test_operations_routes import app, queues, sqs  # noqa: F401 - the fixtures
+from timekeeper.aws.dead_letters import DeadLetterQueue, ReceivingDeadLetterQueues
 
 STAFF = Caller(user_id="staff-1", roles="platform:staff")
 
@@ -121,3 +122,72 @@ def test_only_staff_reach_the_dead_letters(call, method, target):
 def test_an_unknown_queue_is_not_found(call):
     reply = call("GET", "/operations/dead-letter-queues/nowhere/messages", as_=STAFF)
     assert (reply.status, reply.body["code"]) == (404, "not_found")
+
+
+DEEP_BODIES = ['{"x":' + "[" * 300 + "]" * 300 + "}", "[" * 100000 + "]" * 100000]
+
+
+@pytest.mark.parametrize("body", DEEP_BODIES, ids=["depth-300", "depth-100000"])
+def test_a_deeply_nested_body_is_read_as_sent_and_the_queue_stays_readable(db, call, sqs, queues, body):  # noqa: F811
+    sqs.send_message(QueueUrl=queues["exports"].dlq_url, MessageBody=body)
+    sqs.send_message(QueueUrl=queues["exports"].dlq_url,
+                     MessageBody=json.dumps({"export_id": str(uuid.uuid4()), "workspace_id": str(uuid.uuid4())}))
+
+    reply = call("GET", "/operations/dead-letter-queues/exports/messages", as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    by_why = {m["why"]: m for m in reply.body["items"]}
+    assert (by_why["malformed_body"]["body"], by_why["malformed_body"]["decoded"]) == (body, None)
+    assert by_why["receives_exhausted"]["names"]["kind"] == "export"
+
+
+@pytest.mark.parametrize("action", ["delete", "redrive"])
+@pytest.mark.parametrize("body", DEEP_BODIES, ids=["depth-300", "depth-100000"])
+def test_acting_on_a_deeply_nested_message_answers_and_is_recorded(db, call, sqs, queues, body, action):  # noqa: F811
+    message_id = sqs.send_message(QueueUrl=queues["exports"].dlq_url, MessageBody=body)["MessageId"]
+
+    reply = call("POST", f"/operations/dead-letter-queues/exports/messages/{message_id}/{action}",
+                 {"reason": "remove poison"}, as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    assert reply.body["message"]["why"] == "malformed_body"
+    assert depth(sqs, queues["exports"].dlq_url) == (0, 0)
+    [recorded] = call("GET", "/operations/overview", as_=STAFF).body["recent_actions"]
+    assert (recorded["action"], recorded["target"]) == (f"{action}_message", f"exports/{message_id}")
+
+
+def test_a_failure_before_acting_leaves_the_message_in_the_queue(db, sqs, queues):  # noqa: F811
+    message_id = sqs.send_message(QueueUrl=queues["exports"].dlq_url, MessageBody="x")["MessageId"]
+    pair = queues["exports"]
+    adapter = ReceivingDeadLetterQueues(sqs, {"exports": DeadLetterQueue("exports", pair.dlq_arn, pair.arn)})
+
+    def fail(message):
+        raise RuntimeError("lookup failed")
+
+    with pytest.raises(RuntimeError):
+        adapter.delete_message("exports", message_id, prepare=fail)
+    assert depth(sqs, queues["exports"].dlq_url) == (1, 0)
+
+
+def test_a_redriven_message_keeps_its_group(db, call, sqs, queues):  # noqa: F811
+    message_id = sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=run_body(uuid.uuid4()),
+                                  MessageGroupId="workspace-a")["MessageId"]
+
+    reply = call("POST", f"/operations/dead-letter-queues/accounting/messages/{message_id}/redrive",
+                 {"reason": "consumer fixed"}, as_=STAFF)
+
+    assert reply.status == 200, reply.body
+    [moved] = sqs.receive_message(QueueUrl=queues["accounting"].url, MaxNumberOfMessages=10,
+                                  AttributeNames=["MessageGroupId"])["Messages"]
+    assert moved["Attributes"]["MessageGroupId"] == "workspace-a"
+
+
+def test_a_message_beyond_the_first_fifty_is_reached(db, call, sqs, queues):  # noqa: F811
+    ids = [sqs.send_message(QueueUrl=queues["exports"].dlq_url, MessageBody=json.dumps({"n": n}))["MessageId"]
+           for n in range(60)]
+
+    for message_id in ids[-5:]:
+        reply = call("POST", f"/operations/dead-letter-queues/exports/messages/{message_id}/delete",
+                     {"reason": "deep delete"}, as_=STAFF)
+        assert reply.status == 200, reply.body
+    assert depth(sqs, queues["exports"].dlq_url) == (55, 0)

@@ -5,7 +5,9 @@ only."""
 
 from __future__ import annotations
 
+import base64
 import uuid
+from datetime import date
 
 import pytest
 
@@ -115,6 +117,8 @@ def test_staff_find_workspaces_by_name(db, call):
     ({"first": "2027-02", "through": "2026-12"}, "through"),
     ({"first": "2020-01", "through": "2027-02"}, "through"),
     ({"through": "2027-13"}, "through"),
+    ({"first": "9990-01", "through": "9999-12"}, "through"),
+    ({"first": "9999-12", "through": "9999-12"}, "first"),
     ({"reason": " \u200b "}, "reason"),
     ({"reason": None}, "reason"),
     ({"mode": "everything"}, "mode"),
@@ -187,12 +191,29 @@ def test_staff_see_every_workspaces_periods_what_matters_first_filtered_and_page
     assert seen == [(i["workspace_name"], i["period"]) for i in reply.body["items"]]
 
 
+def _forged(rank: str, at: str = "2026-12-06T16:48:01+00:00") -> str:
+    return base64.urlsafe_b64encode(f"{rank}|{at}|d1008f3c-cd3c-46b1-9830-c5b0ff710a6a".encode()).decode()
+
+
 @pytest.mark.parametrize(("query", "field"), [("status=broken", "status"), ("first=2027-02&through=2027-01", "through"),
                                               ("first=2027-13", "first"), ("cursor=bm9wZQ", "cursor"),
-                                              ("limit=0", "limit")])
+                                              ("limit=0", "limit"), ("search=a\x00b", "search"),
+                                              (f"cursor={_forged('99999999999999999999')}", "cursor"),
+                                              (f"cursor={_forged('-1')}", "cursor"),
+                                              (f"cursor={_forged(chr(0x663))}", "cursor"),
+                                              (f"cursor={_forged('0', '2026-12-06T16:48:01')}", "cursor")])
 def test_a_bad_staff_period_filter_is_422_naming_it(db, call, query, field):
     reply = call("GET", f"/snapshots/staff/periods?{query}", as_=staff())
     assert (reply.status, reply.body.get("field")) == (422, field), reply.body
+
+
+def test_a_nul_in_the_workspace_search_is_422_naming_it(db, call):
+    reply = call("GET", "/snapshots/staff/workspaces?search=\x00", as_=staff())
+    assert (reply.status, reply.body.get("field")) == (422, "search"), reply.body
+
+
+def test_the_months_stop_at_the_calendars_last():
+    assert snapshot_staff.months(date(9999, 11, 1), date(9999, 12, 1)) == [date(9999, 11, 1), date(9999, 12, 1)]
 
 
 def test_non_staff_may_not_list_every_workspaces_periods(db, call):

@@ -16,8 +16,10 @@ operations routes' rule (:meth:`~timekeeper.api.scope.StaffScope.of`); anyone el
 ``forbidden``. A change is made in that workspace (entered on the walled connection) and
 recorded in its audit log as ``staff.claim_weight_changed`` with the weight before and after
 and the reason (:mod:`timekeeper.platform.claim_weights`), and logged as an ``operations
-action``. An unknown workspace is 404 ``not_found``; a weight outside 1-10, or a missing or
-blank reason, is 422 ``validation_error`` naming ``claim_weight`` or ``reason``.
+action``. Setting the weight a workspace already has is a 200 that changes and records
+nothing (no audit event). An unknown workspace is 404 ``not_found``; a weight that is not a
+JSON integer 1-10 (``true``, ``"5"`` and ``5.0`` are refused), or a missing or blank reason,
+is 422 ``validation_error`` naming ``claim_weight`` or ``reason``.
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -29,7 +31,8 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from aws_lambda_powertools.event_handler.request import Request
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
@@ -53,7 +56,20 @@ _ERRORS = {
 }
 _responses = partial(errors.responses, texts=_ERRORS)
 
-Staff = Annotated[StaffScope, Depends(staff_scope)]
+
+
+def _platform_staff(request: Request) -> StaffScope:
+    """:func:`~timekeeper.api.scope.staff_scope`, its refusal worded for these routes
+    (platform staff, not a snapshot type's)."""
+    try:
+        return staff_scope(request)
+    except ApiError as refused:
+        if refused.status == 403 and refused.code == errors.FORBIDDEN:
+            raise ApiError(403, errors.FORBIDDEN, "this action needs platform staff (platform:staff)") from None
+        raise
+
+
+Staff = Annotated[StaffScope, Depends(_platform_staff)]
 _Weight = Annotated[int, Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
                                description="its share of a crowded claim batch relative to the other workspaces "
                                            "with due work (1-10; 1: an equal share)")]
@@ -80,7 +96,10 @@ class ClaimWeightChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    claim_weight: _Weight
+    claim_weight: Annotated[StrictInt, Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
+                                             description="its share of a crowded claim batch relative to the "
+                                                         "other workspaces with due work (1-10; 1: an equal "
+                                                         "share); a JSON integer (not true, \"5\" or 5.0)")]
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
                         description="why (recorded in the workspace's audit log; not blank)")
 

@@ -229,13 +229,21 @@ def _record_on_run(scope: Any, run: dict[str, Any] | None, action: str, reason: 
 
 
 def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason: str) -> MessageActionOut:
+    """Act on one message. What can fail (reading its names, looking up its run) runs
+    before the queue changes, so a changed queue is always recorded."""
     queues = _queues(api, queue)
-    done = (queues.redrive_message if action == "redrive_message" else queues.delete_message)(queue, message_id)
+    prepared: dict[str, DeadLetterMessageOut] = {}
+
+    def prepare(message: Any) -> None:
+        prepared["out"] = _message_out(scope, message)
+
+    done = (queues.redrive_message if action == "redrive_message" else queues.delete_message)(
+        queue, message_id, prepare=prepare)
     if done is None:
         raise ApiError(404, errors.NOT_FOUND, f"the {queue} dead-letter queue does not hold message {message_id}")
     scope.record_action(action=action, target=f"{queue}/{message_id}", reason=reason,
                         detail={"names": done.names, "why": done.why, "receive_count": done.receive_count})
-    message = _message_out(scope, done)
+    message = prepared["out"]
     _record_on_run(scope, message.run and message.run.model_dump(), action, reason, queue, message_id)
     logger.info("operations action", extra={"action": action, "actor": scope.identity.user_id, "queue": queue,
                                             "message_id": message_id, "reason": reason})

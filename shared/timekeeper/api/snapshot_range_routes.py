@@ -47,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 
 from timekeeper.api import errors
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CanonicalUuid, UtcDatetime
+from timekeeper.api.models import PLAIN_PATTERN, CanonicalUuid, UtcDatetime
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import StaffScope, staff_scope
 from timekeeper.api.snapshot_routes import (
@@ -108,6 +108,14 @@ class RangeRequest(BaseModel):
     through: str = Field(pattern=PERIOD_PATTERN, description="the last month, YYYY-MM", examples=["2026-06"])
     mode: Mode
     reason: StaffReason
+
+    @field_validator("first", "through")
+    @classmethod
+    def _before_last_month(cls, value: str) -> str:
+        # A month's period ends with the next month's start: December 9999 has none.
+        if value >= "9999-12":
+            raise ValueError("must be a month before 9999-12")
+        return value
 
     @field_validator("workspaces", mode="before")
     @classmethod
@@ -226,7 +234,8 @@ def _plan(scope: StaffScope, body: RangeRequest, *, preview: bool) -> RangePlan:
             summary="Staff: workspaces by name, to choose the targets of a request",
             responses=_responses(200, "Workspaces by name"))
 def list_staff_workspaces(scope: Staff,
-                          search: Annotated[str | None, Query(max_length=200, description="a part of the name")]
+                          search: Annotated[str | None, Query(max_length=200, pattern=PLAIN_PATTERN,
+                                                              description="a part of the name")]
                           = None,
                           limit: Annotated[int, Query(ge=1, le=1000, description="at most")] = 100,
                           ) -> StaffWorkspaces:
@@ -314,12 +323,19 @@ def _cursor(key: staff.StaffPeriodKey | None) -> str | None:
     return base64.urlsafe_b64encode(f"{key[0]}|{key[1].isoformat()}|{key[2]}".encode()).decode()
 
 
+#: The ranks a staff period listing's cursor carries (:class:`timekeeper.snapshots.staff.StaffPeriod`).
+_RANKS = frozenset("01234")
+
+
 def _decode_cursor(cursor: str | None) -> staff.StaffPeriodKey | None:
     if not cursor:
         return None
     try:
         rank, at, run = base64.urlsafe_b64decode(cursor.encode()).decode().split("|")
-        return int(rank), datetime.fromisoformat(at), UUID(run)
+        instant = datetime.fromisoformat(at)
+        if rank not in _RANKS or instant.tzinfo is None:  # a rank the listing gives, an aware instant
+            raise ValueError(rank)
+        return int(rank), instant, UUID(run)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise ApiError(422, errors.VALIDATION_ERROR, "not a cursor this listing gave", "cursor") from None
 
@@ -331,8 +347,8 @@ Month = Annotated[str | None, Query(pattern=PERIOD_PATTERN, max_length=7, descri
             summary="Staff: every workspace's snapshot periods, failed and running first, filtered and paged",
             responses=_responses(200, "A page of periods, what matters first"))
 def list_staff_periods(scope: Staff,
-                       search: Annotated[str | None, Query(max_length=200, description="a part of the workspace's "
-                                                                                        "name")] = None,
+                       search: Annotated[str | None, Query(max_length=200, pattern=PLAIN_PATTERN,
+                                                           description="a part of the workspace's name")] = None,
                        owner: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
                        snapshot_type: Annotated[str | None, Query(pattern=NAME_PATTERN, max_length=64)] = None,
                        status: Annotated[Literal["failed", "in_progress", "planned", "published", "skipped",

@@ -29,6 +29,7 @@ its own, so that changes nothing).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -38,8 +39,12 @@ from uuid import UUID
 AGE_SAMPLE = 10
 #: Seconds a message read by an operator stays hidden at most (it is made visible again at once).
 READ_VISIBILITY_S = 30
-#: Receives (of ten) a read or a search by message id makes at most.
+#: Receives (of ten) a read makes at most; a search by message id makes this many more than
+#: the queue's depth needs (ten a receive).
 READ_ROUNDS = 5
+#: Deepest nesting of a body's JSON that is decoded; a deeper body is shown as sent only
+#: (``malformed_body``): no consumer of ours sends one, and it could not be served back.
+MAX_BODY_DEPTH = 32
 #: The message bodies the topology's queues carry: the key that names what a message is for.
 _NAMED = (("export_id", "export"), ("job_id", "snapshot_job"), ("run_id", "run"))
 
@@ -77,14 +82,37 @@ def _uuid(value: Any) -> bool:
     return True
 
 
-def read_message(message: dict[str, Any]) -> DeadLetterMessage:
-    """A received SQS ``message`` (with its attributes) as a :class:`DeadLetterMessage`."""
-    body = message.get("Body", "")
+def _too_deep(value: Any) -> bool:
+    """Whether the decoded JSON ``value`` nests deeper than :data:`MAX_BODY_DEPTH` (iterative)."""
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if level + 1 > MAX_BODY_DEPTH:
+                    return True
+                stack.append((child, level + 1))
+    return False
+
+
+def _decode(body: str) -> dict[str, Any] | None:
+    """The body as a JSON object, None when it is not one, cannot be parsed (any error:
+    bad text, nesting beyond the parser's recursion) or nests deeper than :data:`MAX_BODY_DEPTH`."""
     try:
         decoded = json.loads(body)
-    except ValueError:
-        decoded = None
-    decoded = decoded if isinstance(decoded, dict) else None
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    if not isinstance(decoded, dict) or _too_deep(decoded):
+        return None
+    return decoded
+
+
+def read_message(message: dict[str, Any]) -> DeadLetterMessage:
+    """A received SQS ``message`` (with its attributes) as a :class:`DeadLetterMessage`.
+    Never raises for a body: one that cannot be decoded is kept as sent, ``malformed_body``."""
+    body = message.get("Body", "")
+    decoded = _decode(body)
     names = None
     for key, kind in _NAMED if decoded else ():
         if _uuid(decoded.get(key)) and _uuid(decoded.get("workspace_id")):
@@ -198,7 +226,8 @@ class DeadLetterQueues:
     def _receive(self, url: str) -> list[dict[str, Any]]:
         return self.sqs.receive_message(
             QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=READ_VISIBILITY_S, WaitTimeSeconds=0,
-            AttributeNames=["ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SentTimestamp"],
+            AttributeNames=["ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SentTimestamp",
+                            "MessageGroupId"],
         ).get("Messages", [])
 
     def _show_again(self, url: str, received: list[dict[str, Any]]) -> None:
@@ -228,12 +257,16 @@ class DeadLetterQueues:
         return out[:limit]
 
     def _take(self, name: str, message_id: str) -> tuple[str, dict[str, Any] | None]:
-        """Receive until ``message_id`` is found (the others made visible again at once);
-        returns the queue URL and the message (still hidden), or None when not found."""
+        """Receive until ``message_id`` is found or the queue's visible messages are exhausted
+        (at most the rounds its depth needs, ten a receive, plus :data:`READ_ROUNDS`), the
+        others made visible again at once; returns the queue URL and the message (still
+        hidden), or None when not found."""
         url = _url(self.sqs, self.queues[name].arn)
+        attributes = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        rounds = int(attributes["Attributes"].get("ApproximateNumberOfMessages", 0)) // 10 + READ_ROUNDS
         others: list[dict[str, Any]] = []
         try:
-            for _ in range(READ_ROUNDS):
+            for _ in range(rounds):
                 got = self._receive(url)
                 if not got:
                     break
@@ -245,25 +278,50 @@ class DeadLetterQueues:
             self._show_again(url, others)
         return url, None
 
-    def redrive_message(self, name: str, message_id: str) -> DeadLetterMessage | None:
-        """Move the one message ``message_id`` of the dead-letter queue ``name`` back to its
-        source queue (send its body, then delete it here); the other messages stay. Returns
-        the message as it was, None when the queue does not hold it (any more)."""
+    def _act_on(self, name: str, message_id: str, act: Callable[[str, dict[str, Any]], None],
+                prepare: Callable[[DeadLetterMessage], Any] | None) -> DeadLetterMessage | None:
+        """Take ``message_id``, read it and call ``prepare`` with it (what can fail, before the
+        queue changes: an error there makes the message visible again and propagates), then
+        ``act(url, message)``. Returns the message as it was, None when not held."""
         url, found = self._take(name, message_id)
         if found is None:
             return None
-        self.sqs.send_message(QueueUrl=_url(self.sqs, self.queues[name].source_arn), MessageBody=found["Body"])
-        self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
-        return read_message(found)
+        try:
+            message = read_message(found)
+            if prepare is not None:
+                prepare(message)
+        except BaseException:
+            self._show_again(url, [found])
+            raise
+        act(url, found)
+        return message
 
-    def delete_message(self, name: str, message_id: str) -> DeadLetterMessage | None:
-        """Delete the one message ``message_id`` of the dead-letter queue ``name``; returns
-        it as it was, None when the queue does not hold it (any more)."""
-        url, found = self._take(name, message_id)
-        if found is None:
-            return None
-        self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
-        return read_message(found)
+    def redrive_message(self, name: str, message_id: str, *,
+                        prepare: Callable[[DeadLetterMessage], Any] | None = None) -> DeadLetterMessage | None:
+        """Move the one message ``message_id`` of the dead-letter queue ``name`` back to its
+        source queue (send its body, with its ``MessageGroupId`` when it has one: the
+        workspace of a fair queue; then delete it here); the other messages stay. ``prepare``
+        is called with the message before it moves (see :meth:`_act_on`). Returns the
+        message as it was, None when the queue does not hold it (any more)."""
+        source = self.queues[name].source_arn
+
+        def act(url: str, found: dict[str, Any]) -> None:
+            group = (found.get("Attributes") or {}).get("MessageGroupId")
+            self.sqs.send_message(QueueUrl=_url(self.sqs, source), MessageBody=found["Body"],
+                                  **({"MessageGroupId": group} if group else {}))
+            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
+
+        return self._act_on(name, message_id, act, prepare)
+
+    def delete_message(self, name: str, message_id: str, *,
+                       prepare: Callable[[DeadLetterMessage], Any] | None = None) -> DeadLetterMessage | None:
+        """Delete the one message ``message_id`` of the dead-letter queue ``name`` (``prepare``
+        called with it first, see :meth:`_act_on`); returns it as it was, None when the queue
+        does not hold it (any more)."""
+        def act(url: str, found: dict[str, Any]) -> None:
+            self.sqs.delete_message(QueueUrl=url, ReceiptHandle=found["ReceiptHandle"])
+
+        return self._act_on(name, message_id, act, prepare)
 
     def _running(self, queue: DeadLetterQueue) -> bool | None:
         tasks = self.sqs.list_message_move_tasks(SourceArn=queue.arn, MaxResults=1).get("Results", [])

@@ -59,6 +59,8 @@ def set_claim_weight(conn: psycopg.Connection, *, workspace_id: UUID, weight: in
     before = fetch_one(conn, SQL["lock_weight"], {"workspace_id": workspace_id}, WorkspaceWeight)
     if before is None:
         return None
+    if before.claim_weight == weight:
+        return before
     execute(conn, SQL["set_weight"], {"workspace_id": workspace_id, "weight": weight})
     audit.record_event(conn, workspace_id=workspace_id, actor=actor, kind="staff.claim_weight_changed",
                        subject_type="workspace", subject_id=None, before={"claim_weight": before.claim_weight},

@@ -174,10 +174,13 @@ class RangeItem:
 
 
 def months(first: date, last: date) -> list[date]:
-    """The months' first days from ``first`` through ``last`` (both months' first days)."""
+    """The months' first days from ``first`` through ``last`` (both months' first days);
+    it stops at the calendar's last month (December 9999), never raising past it."""
     out, month = [], first
     while month <= last:
         out.append(month)
+        if month.year == date.max.year and month.month == 12:
+            break
         month = next_month(month)
     return out
 

@@ -3,6 +3,7 @@ a form to change it (a weight 1-10 and a reason)."""
 
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from aws_lambda_powertools.event_handler import Response
@@ -50,7 +51,9 @@ def set_claim_weight(ctx: Request) -> Response:
     workspace_id = fields.get("workspace_id", "").strip()
     typed = {"claim_weight": fields.get("claim_weight", "").strip(), "reason": fields.get("reason", "")}
     search = fields.get("search", "").strip()[:200]
-    weight: object = int(typed["claim_weight"]) if typed["claim_weight"].isdigit() else typed["claim_weight"]
+    # ASCII digits only ("²", "٣" or 5,000 digits are sent as typed: the API's 422 names the field)
+    weight: object = int(typed["claim_weight"]) if re.fullmatch(r"[0-9]{1,3}", typed["claim_weight"]) \
+        else typed["claim_weight"]
     reply = ctx.api().call("PATCH", f"/operations/workspaces/{workspace_id}",
                            body={"claim_weight": weight, "reason": typed["reason"].strip()})
     if reply.status == 200:
