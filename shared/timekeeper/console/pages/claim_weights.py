@@ -4,6 +4,7 @@ a form to change it (a weight 1-10 and a reason)."""
 from __future__ import annotations
 
 import re
+import uuid
 from urllib.parse import urlencode
 
 from aws_lambda_powertools.event_handler import Response
@@ -52,6 +53,11 @@ def set_claim_weight(ctx: Request) -> Response:
     typed = {"claim_weight": fields.get("claim_weight", "").strip(), "reason": fields.get("reason", "")}
     search = fields.get("search", "").strip()[:200]
     # ASCII digits only ("²", "٣" or 5,000 digits are sent as typed: the API's 422 names the field)
+    try:
+        workspace_id = str(uuid.UUID(workspace_id))
+    except ValueError:
+        return weights_page(ctx, search=search, problem={"workspace_id": "", "field": "workspace_id",
+                                                         "message": "no such workspace"}, typed=typed, status_code=404)
     weight: object = int(typed["claim_weight"]) if re.fullmatch(r"[0-9]{1,3}", typed["claim_weight"]) \
         else typed["claim_weight"]
     reply = ctx.api().call("PATCH", f"/operations/workspaces/{workspace_id}",
