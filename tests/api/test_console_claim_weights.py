@@ -48,6 +48,12 @@ def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
         assert odd["statusCode"] == 422, typed[:10]
         assert f'value="{typed}" aria-invalid="true"' in odd["body"] and "Refused:" in odd["body"]
     assert weight_of(conn, made.id) == 1
+    # A workspace id that is no id, or one the directory does not hold, is a refusal above the list
+    for workspace in ("{\"a\": [1]}", str(uuid.UUID(int=7))):
+        unknown = staff.request("POST", "/console/operations/claim-weights",
+                                {**form, "workspace_id": workspace, "claim_weight": "4", "reason": "enterprise tier"})
+        assert unknown["statusCode"] == 404, workspace
+        assert '<p class="problem" role="alert">Refused: ' in unknown["body"]
     # A valid one is saved and recorded
     done = staff.request("POST", "/console/operations/claim-weights",
                          {**form, "claim_weight": "4", "reason": "enterprise tier"})
