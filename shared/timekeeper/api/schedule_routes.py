@@ -54,6 +54,7 @@ from timekeeper.api.models import (
 )
 from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with_annotations
 from timekeeper.api.scope import WorkspaceScope, scope_for
+from timekeeper.platform.directory import display_names
 from timekeeper.schedules.recurrence import InvalidRecurrence
 
 _ERRORS = {401: "No or invalid authorizer claims",
@@ -107,6 +108,11 @@ def get_schedule(
 ) -> ScheduleDetail:
     detail = detail_out(scope.details(schedule_id, history_limit=history_limit, upcoming=upcoming))
     detail.timezone = scope.zone()
+    people = sorted({p for p in (detail.schedule.created_by, detail.changed_by,
+                                 *(r.requested_by for r in detail.history.runs),
+                                 *(e.actor for e in detail.history.events)) if p})
+    with scope.unit() as conn:
+        detail.names = display_names(conn, people)
     return detail
 
 
