@@ -404,6 +404,11 @@ def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server)
     run = requests.get(f"{local_server.base_url}/runs/{named['names']['id']}", headers=staff, timeout=10).json()
     assert (run["schedule_name"], run["state"]) == ("Bank feed sweep (failing)", "failed")
     assert run["latest_attempt"]["error"].startswith("the bank feed did not answer")
+    # Every attempt of it, as its consumer keeps them: the first two retried, each with its error and times
+    history = run["attempt_history"]
+    assert [(a["number"], a["receive_count"], a["ended"]) for a in history] == [
+        (1, 1, "retried"), (2, 2, "retried"), (3, 3, "settled")]
+    assert all(a["error"].startswith("the bank feed did not answer") and a["duration_s"] == 30.0 for a in history)
 
 
 def test_serve_starts_with_a_failed_snapshot_period_and_no_overdue_alarm(local_server):

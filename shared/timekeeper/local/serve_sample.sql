@@ -18,6 +18,21 @@ SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT T
   FROM schedules s WHERE s.id = %(schedule_id)s
 RETURNING id
 
+-- name: insert_sample_attempts
+-- The superseded attempts of a sample failed run, as the consumer keeps them (release_lease:
+-- each failed, gave its lease back and was retried, with its error and the receive that
+-- started it), and its last attempt's start and receive on the run.
+WITH kept AS (
+    INSERT INTO schedule_run_attempts (run_id, attempt, workspace_id, receive_count, started_at, ended_at, ended,
+                                       error)
+    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, 'retried', %(error)s
+      FROM schedule_runs r,
+           unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY AS a(started_at, ended_at, n)
+     WHERE r.id = %(run_id)s
+)
+UPDATE schedule_runs SET attempt_started_at = %(last_started_at)s, attempt_receive_count = attempts
+ WHERE id = %(run_id)s
+
 -- name: mark_failing
 UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',
                      last_run_at = %(at)s, updated_at = %(at)s
