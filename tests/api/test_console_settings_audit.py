@@ -232,7 +232,14 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
                            subject_type="run", subject_id="0c3b8b1e-3333-4a4b-8c8c-2d2d2d2d2d2d", before={},
                            after={"queue": "accounting", "message_id": "m-1", "schedule_id": str(sweep.id),
                                   "state_before": "failed"}, reason="consumer fixed", now=NOW)
+        # A retry: its run's record and its schedule's Run now request, at one instant
+        for kind, subject_type in (("run.retried", "run"), ("schedule.run_requested", "schedule")):
+            audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind=kind,
+                               subject_type=subject_type, subject_id=str(sweep.id), before={},
+                               after={"name": "Bank sweep"}, reason="feed back", now=NOW)
     page = html.unescape(browser.request("GET", "/console/audit")["body"])
+    # Both records of a retry are kept, the schedule's said to be part of the retry
+    assert "Run retried" in page and "Schedule: Run now requested (a retry)" in page
     # The version by the type's name, month and number, linked to its period; the finalization as a change
     start = page.index("Self-test 2026-09 version 2")
     finalized = page[start:page.index("</li>", start)]

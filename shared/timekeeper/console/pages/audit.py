@@ -134,6 +134,15 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
             "facts": facts}
 
 
+def retries_marked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (:func:`entry`'s) with each schedule's Run now request that a retry of a run
+    made (a ``run.retried`` entry of the same person at the same instant) said to be part of
+    that retry: both records stay, the request reads "Run now requested (a retry)"."""
+    retries = {(e["actor"], e["at"]) for e in items if e["kind"] == "run.retried"}
+    return [{**e, "kind_words": e["kind_words"] + " (a retry)"}
+            if e["kind"] == "schedule.run_requested" and (e["actor"], e["at"]) in retries else e for e in items]
+
+
 @router.get(f"{PREFIX}/audit")
 @signed_in
 def audit_log(ctx: Request) -> Response:
@@ -148,7 +157,7 @@ def audit_log(ctx: Request) -> Response:
     people = ctx.api().call("GET", "/settings")
     members = people.body["members"] if people.status == 200 else []
     zone = zone_of(reply.body)
-    items = [entry(e, zone) for e in reply.body["items"]]
+    items = retries_marked([entry(e, zone) for e in reply.body["items"]])
     filters = {k: v for k, v in (("kind", kind), ("actor", actor)) if v}
 
     def link(page_cursor: str | None) -> str | None:
