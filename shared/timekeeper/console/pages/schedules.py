@@ -149,8 +149,8 @@ def stuck_run(ctx: Request, runs: list[dict[str, Any]]) -> dict[str, Any] | None
 
 def named(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """``{user id: {"name"}}`` of the people a schedule's detail (``GET /schedules/{id}``'s
-    ``names``) names, for the pages' person macros."""
-    return {user_id: {"name": name} for user_id, name in (detail.get("names") or {}).items()}
+    ``names``) names, for the pages' person macros (a name that is the id itself left out)."""
+    return {user_id: {"name": name} for user_id, name in (detail.get("names") or {}).items() if name != user_id}
 
 
 @router.get(f"{PREFIX}/schedules/<schedule_id>/live")
