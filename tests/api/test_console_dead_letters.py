@@ -92,10 +92,11 @@ def test_a_message_names_its_run_and_its_redrive_is_followed_on_the_run_page(con
 
     after = staff.request("GET", _header(done, "Location"))["body"]
     assert f'<a href="/console/runs/{run_id}">Open its run</a>' in after
+    assert "no other message is left here" in after and "the others stay here" not in after
     run_page = staff.request("GET", f"/console/runs/{run_id}")["body"]
     assert "Its dead-letter message moved back to its queue" in run_page
     assert "its consumer finds it settled and does nothing with the message" in run_page
-    assert "use Retry now below" in run_page and f'action="/console/runs/{run_id}/retry"' in run_page
+    assert "use Retry now above" in run_page and f'action="/console/runs/{run_id}/retry"' in run_page
     overview = staff.request("GET", "/console/operations")["body"]
     recent = overview[overview.index("<h2>Recent actions</h2>"):]
     assert "a message of" not in recent and f'(for <a href="/console/runs/{run_id}">its run</a>)' in recent

@@ -63,8 +63,12 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
     conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
     sweep, run_id = seed_run(conn, who.workspace_id, state="failed", attempts=1, started_at=LONG_AGO,
                              finished_at=LONG_AGO, outcome_code="reconciliation_failed")
+    conn.execute("UPDATE schedules SET created_by = 'serve-sample' WHERE id = %s", (sweep.id,))
+    conn.commit()
     browser = Browser(console)
     browser.sign_in(who, roles=("schedules:read", "schedules:run"))
+    conn.execute("UPDATE users SET display_name = 'Olga Ops' WHERE id = 'ops-3'")
+    conn.commit()
     html = browser.request("GET", f"/console/runs/{run_id}")["body"]
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
 
@@ -72,7 +76,12 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
 
     assert done["statusCode"] == 303
     new_page = browser.request("GET", _header(done, "Location"))["body"]
-    assert f'Retry of <a href="/console/runs/{run_id}">an earlier run</a> by <bdi>ops-3</bdi>' in new_page
+    # People by their display name (the user id in the title), here and on the retried run
+    olga = '<span title="ops-3"><bdi>Olga Ops</bdi></span>'
+    assert f'Retry of <a href="/console/runs/{run_id}">an earlier run</a> by {olga}' in new_page
+    assert f"Run now requested</span> (a retry) by {olga}" in new_page and "ops-3</bdi>" not in new_page
+    old_page = browser.request("GET", f"/console/runs/{run_id}")["body"]
+    assert f"Retry now</span> by {olga}" in old_page
     assert "<bdi>feed &lt;back&gt;</bdi>" in new_page
     # The new run is still queued: nothing to retry yet
     assert "/retry" not in new_page.split("<h2>Operators' actions</h2>")[0]
@@ -80,18 +89,27 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
     schedule_page = browser.request("GET", f"/console/schedules/{sweep.id}")["body"]
     assert schedule_page.count("retry of <a") == 1
     assert f'retry of <a href="/console/runs/{run_id}">an earlier run</a>' in schedule_page
+    assert f"Retry by {olga}" in schedule_page and "(ops-3)" not in schedule_page
+    assert "A run is under way" in schedule_page and "A run is stuck" not in schedule_page
+    # The sample data's author in words, not its actor id
+    assert 'Made by</dt><dd><span title="serve-sample">sample data</span>' in schedule_page
     assert 'name="reason"' not in new_page
 
 
 def test_cancel_needs_a_reason_then_cancels_and_is_listed(console, conn):
     who = Caller(user_id="ops-2")
     conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
-    _, run_id = seed_run(conn, who.workspace_id)
+    sweep, run_id = seed_run(conn, who.workspace_id)
     browser = Browser(console)
     browser.sign_in(who, roles=ADMIN_ROLES)
     html = browser.request("GET", f"/console/runs/{run_id}")["body"]
     assert f'action="/console/runs/{run_id}/cancel"' in html
     assert f'action="/console/runs/{run_id}/fail"' in html  # queued and unsent for too long: stuck
+    # Its schedule's page (and the live block) say the run is stuck, not under way, and link it
+    for path in (f"/console/schedules/{sweep.id}", f"/console/schedules/{sweep.id}/live"):
+        block = browser.request("GET", path)["body"]
+        assert ("A run is stuck: waiting to be sent again. "
+                f'<a href="/console/runs/{run_id}">Open the run</a>') in block and "under way" not in block
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
 
     refused = browser.request("POST", f"/console/runs/{run_id}/cancel", {"csrf": csrf, "reason": " \u200b "})

@@ -16,6 +16,7 @@ from tests.api.test_console import KEY, Browser, _header
 from timekeeper.console.app import ConsoleSettings, create_console
 from timekeeper.db.connection import connect
 from timekeeper.platform import audit
+from timekeeper.schedules import service
 
 ADMIN = ("workspace:admin", "schedules:admin")
 
@@ -196,10 +197,11 @@ def test_the_audit_log_speaks_words_links_its_objects_and_shows_long_values_whol
     start = page.index("Delivery: Run now requested")
     run_request = page[start:page.index("</li>", start)]
     assert "by <bdi>" in run_request and "<table" not in run_request and "Name</th>" not in run_request
-    # A long value is cut between words and shown whole, pretty, in a disclosure
+    # A definition in one line (entity, columns), its JSON whole, pretty, in a disclosure
     assert f'<a href="/console/queries/{query}"><bdi>Big invoices</bdi></a>' in page
     assert "<summary>Show all</summary>" in page and '\n  &#34;entity&#34;: &#34;invoices&#34;' in page
-    assert "&#34;direction&#34;: &#34;de…" not in page and " …</ins>" in page
+    assert "<ins>Invoices, 2 columns</ins>" in page and "<del>Invoices, 0 columns</del>" in page
+    assert "&#34;columns&#34;: [&#34;number&#34;" not in page.split("<details>")[0]
 
 
 def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, console):
@@ -216,7 +218,28 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
                            after={"name": "Sweep", "recurrence": {"calendar": {
                                "frequency": "monthly", "month_day": 28, "times": ["03:00"]},
                                "timezone": "Europe/Berlin"}}, now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="schedule.updated",
+                           subject_type="schedule", subject_id="34983528-710c-4f7e-9d1e-0b6c2d7c2a13",
+                           before={"recurrence": {"cron": "0 7 * * *", "timezone": "Europe/Berlin"}},
+                           after={"recurrence": {"cron": "0 9 * * 1", "timezone": "Europe/Berlin"}}, now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor="serve-sample", kind="schedule.paused",
+                           subject_type="schedule", subject_id="34983528-710c-4f7e-9d1e-0b6c2d7c2a13", before={},
+                           after={"status": "paused"}, reason="paused_by_owner", now=NOW)
+        sweep = service.create_schedule(conn, workspace_id=admin.workspace_id, owner="accounting",
+                                        work_kind="reconciliation.sweep", actor=admin.user_id, now=NOW,
+                                        name="Bank sweep", recurrence={"cron": "0 3 * * *", "timezone": "UTC"})
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="dead_letter.redriven",
+                           subject_type="run", subject_id="0c3b8b1e-3333-4a4b-8c8c-2d2d2d2d2d2d", before={},
+                           after={"queue": "accounting", "message_id": "m-1", "schedule_id": str(sweep.id),
+                                  "state_before": "failed"}, reason="consumer fixed", now=NOW)
+        # A retry: its run's record and its schedule's Run now request, at one instant
+        for kind, subject_type in (("run.retried", "run"), ("schedule.run_requested", "schedule")):
+            audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind=kind,
+                               subject_type=subject_type, subject_id=str(sweep.id), before={},
+                               after={"name": "Bank sweep"}, reason="feed back", now=NOW)
     page = html.unescape(browser.request("GET", "/console/audit")["body"])
+    # Both records of a retry are kept, the schedule's said to be part of the retry
+    assert "Run retried" in page and "Schedule: Run now requested (a retry)" in page
     # The version by the type's name, month and number, linked to its period; the finalization as a change
     start = page.index("Self-test 2026-09 version 2")
     finalized = page[start:page.index("</li>", start)]
@@ -225,5 +248,17 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
     assert run not in page and "platform/selftest" not in text and "Published" not in finalized
     assert re.search(r"Finalized</th><td [^>]+><bdi><del>no</del></bdi></td><td [^>]+><bdi><ins>yes</ins>",
                      finalized), finalized
-    # The schedule's rule in words with its zone, not JSON
-    assert "monthly" in page and "(Europe/Berlin)" in page and '"calendar"' not in page
+    # The schedule's rule in words with its zone, not JSON, a cron rule too (the API's words)
+    assert "At 03:00 on day 28 of every month, Europe/Berlin" in page and '"calendar"' not in page
+    assert "At 09:00, only on Monday, Europe/Berlin" in page and "cron 0 9" not in page
+    # A pause's reason code in words
+    assert re.search(r"Reason:\s+Paused by its owner", text) and "paused_by_owner" not in text
+    # The sample data's author in words
+    assert 'by <span title="serve-sample">sample data</span>' in page and "by <bdi>serve-sample" not in page
+    # A dead letter's queue and schedule by their names, the schedule linked
+    start = page.index("Dead letter redriven")
+    redriven = page[start:page.index("</li>", start)]
+    assert "<dd class=\"wrap\"><bdi>Accounting</bdi>" in redriven and "accounting" not in redriven
+    assert f'<dt>Schedule</dt><dd class="wrap"><a href="/console/schedules/{sweep.id}"><bdi>Bank sweep</bdi></a>' \
+        in redriven and str(sweep.id) not in re.sub(r"<[^>]+>", " ", redriven)
+    assert "Failed" in redriven and "failed<" not in redriven

@@ -15,6 +15,7 @@ import socket
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -404,6 +405,17 @@ def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server)
     run = requests.get(f"{local_server.base_url}/runs/{named['names']['id']}", headers=staff, timeout=10).json()
     assert (run["schedule_name"], run["state"]) == ("Bank feed sweep (failing)", "failed")
     assert run["latest_attempt"]["error"].startswith("the bank feed did not answer")
+    # Every attempt of it, as its consumer keeps them: the first two retried, each with its error and times
+    history = run["attempt_history"]
+    assert [(a["number"], a["receive_count"], a["ended"]) for a in history] == [
+        (1, 1, "retried"), (2, 2, "retried"), (3, 3, "settled")]
+    assert all(a["error"].startswith("the bank feed did not answer") and a["duration_s"] == 30.0 for a in history)
+    # A Run now of the sample's author minutes before the start (the monthly rule's days are far): its
+    # message reached the dead-letter queue after it
+    assert (run["trigger"], run["requested_by"]) == ("manual", "serve-sample")
+    sent, published = (datetime.fromisoformat(v.replace("Z", "+00:00"))
+                       for v in (named["sent_at"], run["published_at"]))
+    assert timedelta(0) <= sent - published <= timedelta(minutes=15)
 
 
 def test_serve_starts_with_a_failed_snapshot_period_and_no_overdue_alarm(local_server):

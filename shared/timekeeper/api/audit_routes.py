@@ -15,6 +15,7 @@ import re
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -23,11 +24,12 @@ from pydantic import BaseModel, Field
 from timekeeper.api import errors
 from timekeeper.api.auth import WORKSPACE_ADMIN
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import TOKEN_PATTERN, UtcDatetime
+from timekeeper.api.models import TOKEN_PATTERN, UtcDatetime, rule_description
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access, audit
 from timekeeper.platform.directory import workspace_timezone
+from timekeeper.schedules import operations
 
 MAX_PAGE = 100
 #: A cursor: ``o<id>`` (the events older than id) or ``n<id>`` (newer).
@@ -55,6 +57,11 @@ class AuditEventOut(BaseModel):
     after: dict[str, Any] = Field(description="the changed fields after")
     reason: str | None
     at: UtcDatetime
+    rules: dict[str, str | None] = Field(default_factory=dict, description="a schedule's rule (``recurrence``) "
+                                         "of before and after in words with its zone, by side (``before``, "
+                                         "``after``); null: the rule no longer validates; absent: no rule")
+    schedule_name: str | None = Field(None, description="the name of the schedule the event's ``schedule_id`` "
+                                                        "names (a run's or a dead letter's), null: none or deleted")
 
 
 class AuditPage(BaseModel):
@@ -91,6 +98,7 @@ def list_audit_events(scope: Admin,
         rows = audit.list_events(conn, workspace_id=scope.workspace_id, area=kind, actor=actor, before_id=before_id,
                                  after_id=after_id, limit=limit + 1)
         zone = workspace_timezone(conn, scope.workspace_id)
+        named = operations.schedule_names(conn, sorted({i for e in rows for i in _schedule_ids(e)}))
     if after_id is not None:
         more_newer, page = len(rows) > limit, rows[-limit:] if len(rows) > limit else rows
         older = f"o{page[-1].id}" if page else None
@@ -101,8 +109,28 @@ def list_audit_events(scope: Admin,
         newer = f"n{page[0].id}" if before_id is not None and page else None
     return AuditPage(items=[AuditEventOut(id=e.id, kind=e.kind, actor=e.actor, actor_name=e.actor_name,
                                           subject_type=e.subject_type, subject_id=e.subject_id, before=e.before,
-                                          after=e.after, reason=e.reason, at=e.at) for e in page],
+                                          after=e.after, reason=e.reason, at=e.at, rules=_rules(e),
+                                          schedule_name=next((named[i]["name"] for i in _schedule_ids(e)
+                                                              if i in named), None)) for e in page],
                      older=older, newer=newer, timezone=zone)
+
+
+def _schedule_ids(event: Any) -> list[UUID]:
+    """The schedule ids an event's ``schedule_id`` fields name (a run's or a dead letter's)."""
+    ids = []
+    for side in (event.before or {}, event.after or {}):
+        try:
+            ids.append(UUID(str(side["schedule_id"])))
+        except (KeyError, ValueError):
+            continue
+    return ids
+
+
+def _rules(event: Any) -> dict[str, str | None]:
+    """The event's rules in words by side (``before``/``after``), for the sides that hold one."""
+    return {side: rule_description(values["recurrence"])
+            for side, values in (("before", event.before or {}), ("after", event.after or {}))
+            if isinstance(values.get("recurrence"), dict)}
 
 
 __all__ = ["router"]

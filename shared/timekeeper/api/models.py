@@ -417,6 +417,9 @@ class ScheduleDetail(BaseModel):
                                                      "failure notices; its creator until then)")
     changed_at: UtcDatetime | None = Field(None, description="when (UTC); schedule.updated_at also moves with runs "
                                                              "and pauses")
+    names: dict[str, str] = Field(default_factory=dict, description="display names of the people the schedule, "
+                                  "its runs' requested_by and its history name: user id -> name; a user id the "
+                                  "directory names nobody by is left out")
 
 
 class RunAccepted(BaseModel):

@@ -61,7 +61,7 @@ from timekeeper.api.routing import SECURITY, ApiRouter, api_context, idempotency
 from timekeeper.api.scope import caller_identity, claim_key, staff_roles
 from timekeeper.observability import logger, metrics
 from timekeeper.platform import audit
-from timekeeper.platform.directory import get_workspace
+from timekeeper.platform.directory import display_names, get_workspace
 from timekeeper.schedules import run_ops, service
 from timekeeper.schedules.work import OwnRouteOnly
 from timekeeper.topology import pipeline_for_owner
@@ -183,6 +183,9 @@ class RunPage(BaseModel):
     retry_allowed: bool = Field(description="the work kind allows a retry from here (no route of its own)")
     retry_of: RetryOfOut | None = Field(default=None, description="the operator's retry that made this run "
                                                                   "(Retry now on another run); null: none")
+    names: dict[str, str] = Field(default_factory=dict, description="display names of the people the page names "
+                                  "(requested_by, the actors of events, actions and retry_of): user id -> name; "
+                                  "a user id the directory names nobody by is left out")
 
 
 class RetryOut(BaseModel):
@@ -284,7 +287,7 @@ def _attempts(run: dict[str, Any], consumer: str) -> list[AttemptOut]:
     return out
 
 
-def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
+def _page(caller: RunCaller, run: dict[str, Any], zone: str, names: dict[str, str]) -> RunPage:
     pipeline = _pipeline(run["owner"])
     stuck = run_ops.stuck_why(run, reoffer_after=pipeline.reoffer_after, now=caller.now) if pipeline else None
     history = _attempts(run, pipeline.run_queue_name if pipeline else run["owner"])
@@ -299,7 +302,15 @@ def _page(caller: RunCaller, run: dict[str, Any], zone: str) -> RunPage:
         events=[RunEventOut(**vars(e)) for e in run["events"]],
         actions=[RunActionOut(**vars(a)) for a in run["actions"]],
         retry_allowed=_retry_allowed(caller, run["owner"], run["work_kind"]),
-        retry_of=RetryOfOut(**run["retry_of"]) if run["retry_of"] else None)
+        retry_of=RetryOfOut(**run["retry_of"]) if run["retry_of"] else None, names=names)
+
+
+def _people(run: dict[str, Any]) -> list[str]:
+    """The user ids a run's page names: who requested it, the actors of its history, its
+    operators' actions and the retry that made it."""
+    ids = {run["requested_by"], *(e.actor for e in run["events"]), *(a.actor for a in run["actions"]),
+           (run["retry_of"] or {}).get("actor")}
+    return sorted(i for i in ids if i)
 
 
 @router.get("/runs/<run_id>", tags=_TAGS, operation_id="getRun", security=SECURITY,
@@ -310,6 +321,7 @@ def get_run(caller: Reader, run_id: RunId) -> RunPage:
     with caller.conn.entered(workspace_id), caller.conn.transaction():
         run = run_ops.get_run(caller.conn, workspace_id=workspace_id, run_id=run_id)
         known = get_workspace(caller.conn, workspace_id)
+        names = display_names(caller.conn, _people(run)) if run is not None else {}
         zone = known.timezone if known is not None else "UTC"
         if run is not None and known is not None and workspace_id != caller.identity.workspace_id:
             # staff reading another workspace: recorded in that workspace's trail, as the periods' reads are
@@ -317,7 +329,7 @@ def get_run(caller: Reader, run_id: RunId) -> RunPage:
                                     what="run", detail={"run_id": str(run_id)}, now=caller.now)
     if run is None:
         raise ApiError(404, errors.NOT_FOUND, "no such run")
-    return _page(caller, run, zone)
+    return _page(caller, run, zone, names)
 
 
 def _log(caller: RunCaller, action: str, run_id: UUID, workspace_id: UUID, reason: str, **extra: Any) -> None:

@@ -55,6 +55,7 @@ from timekeeper.api.models import (
 )
 from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with_annotations
 from timekeeper.api.scope import WorkspaceScope, scope_for
+from timekeeper.platform.directory import display_names
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
 
@@ -115,6 +116,11 @@ def get_schedule(
         raise
     detail = detail_out(details)
     detail.timezone = scope.zone()
+    people = sorted({p for p in (detail.schedule.created_by, detail.changed_by,
+                                 *(r.requested_by for r in detail.history.runs),
+                                 *(e.actor for e in detail.history.events)) if p})
+    with scope.unit() as conn:
+        detail.names = display_names(conn, people)
     return detail
 
 

@@ -73,13 +73,15 @@ class ConsoleSettings:
 
 def templates() -> Environment:
     """The console's Jinja2 templates (``console/templates``, autoescape on) with its
-    filters: ``urlquote`` (one path segment), ``term`` and ``words`` (the glossary's)."""
+    filters: ``urlquote`` (one path segment), ``term`` and ``words`` (the glossary's), and
+    the glossary's ``actor_words`` (actors that are no person, in words)."""
     env = Environment(loader=PackageLoader("timekeeper.console", "templates"),
                       autoescape=select_autoescape(default=True, default_for_string=True))
     env.filters["urlquote"] = lambda value: quote(str(value), safe="")
     env.filters["term"] = glossary.term_html
     env.filters["named"] = glossary.named_html
     env.filters["words"] = glossary.words
+    env.globals["actor_words"] = glossary.ACTORS
     return env
 
 

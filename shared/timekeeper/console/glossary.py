@@ -212,6 +212,11 @@ WORDS: dict[str, str] = {
 }
 
 
+#: Actors that are no person (user ids the product itself writes with), in words: the local
+#: server's sample data is made by ``serve-sample``.
+ACTORS: dict[str, str] = {"serve-sample": "sample data"}
+
+
 #: The audit log's areas (a kind's part before the dot) as the object they speak of.
 AUDIT_AREAS: dict[str, str] = {
     "settings": "Settings", "schedule": "Schedule", "delivery": "Delivery", "query": "Query", "report": "Report",

@@ -18,12 +18,12 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
   latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
 * in the second workspace with an admin persona (Sydney), one daily sweep, so switching
   people shows another workspace's own list;
-* work for the operators' lists (:func:`_operator_work`): a failing sweep with two failed
-  runs (the latest with its error), a run whose execution stopped answering a minute ago
-  (stranded: the dispatcher takes it over after the re-offer period), and, once the queues
-  exist (:func:`seed_dead_letters`, called by ``serve``), a dead letter in the accounting
-  dead-letter queue naming the failed run and a malformed one in the queries dead-letter
-  queue;
+* work for the operators' lists (:func:`_operator_work`): a failing sweep (monthly) with
+  two failed Run now runs of the sample's author (each of three attempts, the first two
+  retried, all with the same error), a run whose execution stopped answering a minute
+  ago (stranded: the dispatcher takes it over after the re-offer period), and, once the
+  queues exist (:func:`seed_dead_letters`, called by ``serve``), a dead letter in the
+  accounting dead-letter queue naming the failed run and a malformed one in the queries dead-letter queue;
 * a failed snapshot period (:func:`drill_failed_snapshot`): the Platform self-test's version 1
   of Berlin's last completed month fails its check with a failure code and message, so
   staff find a failed period on a first start and re-run it (version 2 publishes). The
@@ -111,17 +111,26 @@ def _operator_work(conn: Any, workspace_id: Any, zone: str, now: datetime) -> di
         name=FAILING, recurrence={"calendar": {"frequency": "monthly", "month_day": 28, "times": ["03:00"]},
                                   "timezone": zone}).id
     runs = {}
-    for key, ago in (("failed earlier", timedelta(days=2)), ("failed run", timedelta(hours=3))):
+    # Runs now by the sample's author (the monthly rule's days are far); the dead-lettered one
+    # minutes before the start, so its message's arrival in the dead-letter queue follows it
+    for key, ago in (("failed earlier", timedelta(days=2)), ("failed run", timedelta(minutes=10))):
         at = now - ago
+        # Three attempts of 30 s each (the bank feed's timeout), the first two retried
+        starts = [at + timedelta(seconds=s) for s in (5, 50, 102)]
         runs[key] = conn.execute(SQL["insert_sample_run"], {
-            "schedule_id": failing, "key": f"sample:{key}", "at": at, "state": "failed", "attempts": 3,
-            "lease_until": None, "started_at": at + timedelta(seconds=5),
-            "finished_at": at + timedelta(minutes=2, seconds=12), "outcome_code": "reconciliation_failed",
+            "schedule_id": failing, "key": f"sample:{key}", "at": at, "state": "failed", "attempts": len(starts),
+            "actor": ACTOR,
+            "lease_until": None, "started_at": starts[0],
+            "finished_at": starts[-1] + timedelta(seconds=30), "outcome_code": "reconciliation_failed",
             "error": FAILED_ERROR}).fetchone()["id"]
-    conn.execute(SQL["mark_failing"], {"schedule_id": failing, "failures": 2, "at": now - timedelta(hours=3)})
+        conn.execute(SQL["insert_sample_attempts"], {
+            "run_id": runs[key], "error": FAILED_ERROR, "starts": starts[:-1],
+            "ends": [s + timedelta(seconds=30) for s in starts[:-1]], "last_started_at": starts[-1]})
+    conn.execute(SQL["mark_failing"], {"schedule_id": failing, "failures": 2, "at": now - timedelta(minutes=10)})
     started = now - timedelta(minutes=4)
     runs["stranded run"] = conn.execute(SQL["insert_sample_run"], {
         "schedule_id": failing, "key": "sample:stranded", "at": started, "state": "running", "attempts": 1,
+        "actor": ACTOR,
         "lease_until": now - timedelta(minutes=1), "started_at": started, "finished_at": None,
         "outcome_code": None, "error": None}).fetchone()["id"]
     return {FAILING: failing, "failed run": runs["failed run"], "stranded run": runs["stranded run"]}

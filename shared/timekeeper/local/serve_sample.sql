@@ -7,16 +7,33 @@ SELECT pg_advisory_xact_lock(hashtext('timekeeper.serve_sample'))
 SELECT 1 FROM schedules WHERE workspace_id = %s AND name = %s
 
 -- name: insert_sample_run
--- A past run of a sample schedule in the state the operators' lists show (failed, stranded).
+-- A past run of a sample schedule in the state the operators' lists show (failed, stranded):
+-- a Run now by the sample's author, so its day and time need not be one of the rule's.
 INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
-                           occurrence_local, trigger, definition_version, state, queued_at, offered_at, offer_count,
-                           published_at, publish_count, attempts, lease_until, started_at, finished_at,
+                           occurrence_local, trigger, requested_by, definition_version, state, queued_at, offered_at,
+                           offer_count, published_at, publish_count, attempts, lease_until, started_at, finished_at,
                            outcome_code, error)
-SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT TIME ZONE s.timezone), 'scheduled',
+SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT TIME ZONE s.timezone), 'manual',
+       %(actor)s,
        s.definition_version, %(state)s, %(at)s, %(at)s, 1, %(at)s, 1, %(attempts)s, %(lease_until)s, %(started_at)s,
        %(finished_at)s, %(outcome_code)s, %(error)s
   FROM schedules s WHERE s.id = %(schedule_id)s
 RETURNING id
+
+-- name: insert_sample_attempts
+-- The superseded attempts of a sample failed run, as the consumer keeps them (release_lease:
+-- each failed, gave its lease back and was retried, with its error and the receive that
+-- started it), and its last attempt's start and receive on the run.
+WITH kept AS (
+    INSERT INTO schedule_run_attempts (run_id, attempt, workspace_id, receive_count, started_at, ended_at, ended,
+                                       error)
+    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, 'retried', %(error)s
+      FROM schedule_runs r,
+           unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY AS a(started_at, ended_at, n)
+     WHERE r.id = %(run_id)s
+)
+UPDATE schedule_runs SET attempt_started_at = %(last_started_at)s, attempt_receive_count = attempts
+ WHERE id = %(run_id)s
 
 -- name: mark_failing
 UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',

@@ -38,6 +38,11 @@ def _shown(value: Any) -> dict[str, str]:
     when ``short`` is already all of it)."""
     if value is None:
         return {"short": "—", "full": ""}
+    if isinstance(value, dict) and isinstance(value.get("entity"), str):
+        # A query's or report's definition: one line, its JSON behind the disclosure
+        columns = value.get("columns") if isinstance(value.get("columns"), list) else []
+        return {"short": f"{glossary.words(value['entity'])}, {len(columns)} column{'s' * (len(columns) != 1)}",
+                "full": json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)}
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                           separators=(", ", ": "))
     if len(text) <= SHORT_VALUE:
@@ -55,10 +60,18 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
              "changed": before.get(n) != after.get(n)} for n in names]
 
 
-def _readable(values: dict[str, Any]) -> dict[str, Any]:
-    """An event's fields as people read them: a schedule's rule in words with its zone (as
-    the schedule pages write it), not its JSON."""
+#: Fields whose values are codes the glossary puts in words (a dead letter's queue, a run's state).
+_CODED = ("queue", "state_before", "state", "status", "why")
+
+
+def _readable(values: dict[str, Any], rule_words: str | None = None) -> dict[str, Any]:
+    """An event's fields as people read them: a schedule's rule in words with its zone
+    (``rule_words``, the API's; else as the schedule pages write it), not its JSON; the codes
+    of :data:`_CODED` fields in words."""
+    values = {k: glossary.words(v) if k in _CODED and isinstance(v, str) else v for k, v in values.items()}
     rule = values.get("recurrence")
+    if isinstance(rule, dict) and rule_words:
+        return {**values, "recurrence": rule_words}
     if isinstance(rule, dict):
         try:
             text = rule_text(rule)
@@ -88,7 +101,9 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
     object's ``name`` and ``link`` (a console path, None when it has no page), and either
     ``changes`` (before and after) or, for an event that only states facts (no before,
     not a creation nor an update), ``facts`` without the object's name among them."""
-    before, after = _readable(event.get("before") or {}), _readable(event.get("after") or {})
+    rules = event.get("rules") or {}
+    before = _readable(event.get("before") or {}, rules.get("before"))
+    after = _readable(event.get("after") or {}, rules.get("after"))
     verb = event["kind"].partition(".")[2]
     name = after.get("name") or before.get("name")
     snapshot_page = None
@@ -105,11 +120,27 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
     link = snapshot_page or link
     facts_only = not before and verb not in _CHANGING
     stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}
-    return {**event, "when": when(event["at"], zone), "kind_words": glossary.audit_kind(event["kind"]),
+    facts = [{"field": glossary.words(k), "value": _shown(v), "link": None} for k, v in stated.items()
+             if not (k == "schedule_id" and event.get("schedule_name"))]
+    if "schedule_id" in stated and event.get("schedule_name"):
+        facts.append({"field": "Schedule", "value": _shown(event["schedule_name"]),
+                      "link": f"{PREFIX}/schedules/{quote(str(stated['schedule_id']), safe='')}"})
+    reason = event.get("reason")
+    return {**event, "reason": glossary.WORDS.get(reason, reason) if reason else reason,
+            "when": when(event["at"], zone), "kind_words": glossary.audit_kind(event["kind"]),
             "object_words": glossary.AUDIT_AREAS.get(event["subject_type"], glossary.words(event["subject_type"])),
             "name": name if isinstance(name, str) else None, "link": link,
             "changes": [] if facts_only else diff(before, after),
-            "facts": [{"field": glossary.words(k), "value": _shown(v)} for k, v in stated.items()]}
+            "facts": facts}
+
+
+def retries_marked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``items`` (:func:`entry`'s) with each schedule's Run now request that a retry of a run
+    made (a ``run.retried`` entry of the same person at the same instant) said to be part of
+    that retry: both records stay, the request reads "Run now requested (a retry)"."""
+    retries = {(e["actor"], e["at"]) for e in items if e["kind"] == "run.retried"}
+    return [{**e, "kind_words": e["kind_words"] + " (a retry)"}
+            if e["kind"] == "schedule.run_requested" and (e["actor"], e["at"]) in retries else e for e in items]
 
 
 @router.get(f"{PREFIX}/audit")
@@ -126,7 +157,7 @@ def audit_log(ctx: Request) -> Response:
     people = ctx.api().call("GET", "/settings")
     members = people.body["members"] if people.status == 200 else []
     zone = zone_of(reply.body)
-    items = [entry(e, zone) for e in reply.body["items"]]
+    items = retries_marked([entry(e, zone) for e in reply.body["items"]])
     filters = {k: v for k, v in (("kind", kind), ("actor", actor)) if v}
 
     def link(page_cursor: str | None) -> str | None:

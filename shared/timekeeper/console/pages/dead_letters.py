@@ -58,6 +58,8 @@ def queue_page(ctx: Request, queue: str, *, done: str | None = None, problem: di
         occurrence = when(run["occurrence_at"], zone_of({"timezone": run["timezone"]})) if run else None
         messages.append({**m, "pretty": pretty, "why_text": WHY.get(m["why"], m["why"]), "occurrence": occurrence,
                          "first": when(m["first_received_at"], zone), "sent": when(m["sent_at"], zone)})
+    if done == _DONE["redriven"] and not messages and not reply.body.get("being_read", 0):
+        done = "The message went back to its queue; no other message is left here."
     return ctx.page("dead_letters.html", status_code, queues=None, queue=reply.body["queue"], messages=messages,
                     being_read=reply.body.get("being_read", 0), zone=zone, done=done, done_run=done_run,
                     problem=problem or {}, typed=typed or {})

@@ -80,6 +80,7 @@ def run_page(ctx: Request, run_id: str, *, done: str | None = None, problem: dic
         queued=when(run["queued_at"], zone),
         published=when(run["published_at"], zone), first_skipped=when(run["first_skipped_at"], zone),
         attempts=attempts, stuck=STUCK.get(run["stuck"] or ""), key=str(uuid.uuid4()),
+        people={user_id: {"name": name} for user_id, name in (run.get("names") or {}).items() if name != user_id},
         events=[{**e, "when": when(e["at"], zone)} for e in run["events"]],
         actions=[{**a, "when": when(a["at"], zone)} for a in run["actions"]])
 

@@ -26,6 +26,7 @@ from timekeeper.console.display import (
     zone_of,
 )
 from timekeeper.console.pages.actions import ACTIONS
+from timekeeper.console.pages.runs import STUCK
 from timekeeper.console.paths import PREFIX
 from timekeeper.console.people import people_by_id
 
@@ -134,6 +135,24 @@ def run_rows(runs: list[dict[str, Any]], zone: str) -> list[dict[str, Any]]:
             for r in runs]
 
 
+def stuck_run(ctx: Request, runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest queued or running run of ``runs`` when it waits too long (``GET /runs/{id}``'s
+    ``stuck``): ``{"id", "why"}`` with why in words; None when none is under way or it is not
+    stuck (one API call, only while a run is under way)."""
+    under_way = next((r for r in runs if r["state"] in RUN_UNDER_WAY), None)
+    if under_way is None:
+        return None
+    reply = ctx.api().call("GET", f"/runs/{quote(str(under_way['id']), safe='')}")
+    why = reply.body.get("stuck") if reply.status == 200 and isinstance(reply.body, dict) else None
+    return {"id": under_way["id"], "why": STUCK.get(why, why)} if why else None
+
+
+def named(detail: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{user id: {"name"}}`` of the people a schedule's detail (``GET /schedules/{id}``'s
+    ``names``) names, for the pages' person macros (a name that is the id itself left out)."""
+    return {user_id: {"name": name} for user_id, name in (detail.get("names") or {}).items() if name != user_id}
+
+
 @router.get(f"{PREFIX}/schedules/<schedule_id>/live")
 @signed_in
 def schedule_runs_live(ctx: Request, schedule_id: str) -> Response:
@@ -145,7 +164,8 @@ def schedule_runs_live(ctx: Request, schedule_id: str) -> Response:
         return ctx.api_error(reply)
     runs = run_rows(reply.body["history"]["runs"], zone_of(reply.body))
     return ctx.page("_schedule_runs.html", s=reply.body["schedule"], runs=runs,
-                    live=any(r["state"] in RUN_UNDER_WAY for r in runs), unread=0)
+                    live=any(r["state"] in RUN_UNDER_WAY for r in runs), unread=0, people=named(reply.body),
+                    stuck=stuck_run(ctx, runs))
 
 
 def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
@@ -188,7 +208,8 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
         code=rule_code(detail["schedule"]["recurrence"]),
-        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), events=events, change_words=CHANGE_WORDS,
+        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), stuck=stuck_run(ctx, runs), events=events,
+        change_words=CHANGE_WORDS,
         done=done, run_key=str(uuid.uuid4()), editor=editor,
         preview=preview,
         notify_choices=NOTIFY_CHOICES,
@@ -196,7 +217,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         problem=problem, may_edit=may_edit, form=form, unsupported=saved_form.unsupported,
         kind=kind, choices=choices, subject_name=subject_name, definition=definition or {},
         changed=when(detail.get("changed_at"), shown_zone), changed_by=detail.get("changed_by"),
-        people=people_by_id(ctx),
+        people={**named(detail), **people_by_id(ctx)},
         created=when(detail["schedule"]["created_at"], shown_zone),
         submitted=submitted, zones=zone_choices, rf=rule_form,
         problem_control=rule_form.control_for((problem or {}).get("field")) if submitted == "form" else None)
