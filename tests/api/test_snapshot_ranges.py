@@ -199,3 +199,48 @@ def test_non_staff_may_not_list_every_workspaces_periods(db, call):
     alpha = _named(db, "Alpha club")
     refused(call("GET", "/snapshots/staff/periods", as_=Caller(roles="snapshots:read", workspace_id=alpha)),
             403, "forbidden")
+
+
+# ------------------------------------------------------------------- audit of requests
+
+
+def _audited(db, workspace) -> list[dict]:
+    return [dict(r) for r in db.execute(
+        "SELECT actor, kind, subject_type, subject_id, reason, after FROM audit_events "
+        "WHERE workspace_id = %s AND kind LIKE 'staff.snapshot%%requested' ORDER BY id", (workspace,)).fetchall()]
+
+
+def test_a_staff_request_and_a_range_are_in_each_workspaces_audit_log(db, call):
+    # Given two workspaces, Alpha's months published
+    alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
+    publish_everything(db, assemble_snapshot_types("development"))
+    # When staff re-run Alpha's February, then request a range over both
+    single = call("POST", "/snapshots/runs", {"owner": "platform", "snapshot_type": "ar_aging", "workspace_id":
+                                              str(alpha), "period": "2027-02", "mode": "manual",
+                                              "reason": " late invoices "}, as_=staff())
+    assert single.status == 201, single.body
+    planned = call("POST", "/snapshots/ranges", _range(alpha, beta, first="2026-12", through="2027-01"),
+                   as_=staff())
+    assert planned.status == 201, planned.body
+    # Then Alpha's log has the re-run (who, why, type, month, kind) and the range's months there
+    group = planned.body["group_id"]
+    assert _audited(db, alpha) == [
+        {"actor": "staff-1", "kind": "staff.snapshot_requested", "subject_type": "snapshot_run",
+         "subject_id": single.body["id"], "reason": "late invoices",
+         "after": {"snapshot_type": "platform/ar_aging", "period": "2027-02", "version": 2, "mode": "manual"}},
+        {"actor": "staff-1", "kind": "staff.snapshot_range_requested", "subject_type": "snapshot_range",
+         "subject_id": group, "reason": "totals corrected",
+         "after": {"snapshot_type": "platform/ar_aging", "months": "2026-12 to 2027-01", "planned": 2,
+                   "mode": "manual"}}]
+    # And Beta's log its own part of the range
+    assert [(a["kind"], a["after"]["months"], a["after"]["planned"]) for a in _audited(db, beta)] == [
+        ("staff.snapshot_range_requested", "2026-12 to 2027-01", 2)]
+
+
+def test_a_preview_and_a_refused_request_are_not_audited(db, call):
+    alpha = _named(db, "Alpha club")
+    assert call("POST", "/snapshots/ranges/preview", _range(alpha), as_=staff()).status == 200
+    refused(call("POST", "/snapshots/runs", {"owner": "platform", "snapshot_type": "ar_aging", "workspace_id":
+                                             str(alpha), "period": "2020-01", "mode": "manual", "reason": "x"},
+                 as_=staff()), 422, "period_before_workspace", "period")
+    assert _audited(db, alpha) == []

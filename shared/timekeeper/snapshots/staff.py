@@ -184,7 +184,8 @@ def months(first: date, last: date) -> list[date]:
 
 def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractContextManager[object]],
                workspaces: list[DirectoryEntry], snapshot_type: SnapshotType, first: date, last: date, mode: str,
-               reason: str, requested_by: str, now: datetime, group: UUID | None, preview: bool) -> list[RangeItem]:
+               reason: str, requested_by: str, now: datetime, group: UUID | None, preview: bool,
+               on_planned: Callable[[UUID, list[RangeItem]], None] | None = None) -> list[RangeItem]:
     """Plan ``mode`` (``manual`` or ``backfill``) requests of ``snapshot_type`` for every
     month ``first`` .. ``last`` (months' first days) of each of ``workspaces``, through
     :func:`~timekeeper.snapshots.ledger.request_run` (every refusal its reason), one
@@ -192,7 +193,10 @@ def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractCont
     ``enter(workspace_id)``; ``preview`` rolls each back (nothing is recorded), so a preview
     and the request it previews run the same code. After :data:`MAX_RANGE_PLANNED`
     planned periods the rest are refused ``range_cap``. Returns an item per period, in
-    the workspaces' order then by month. Raises ``ValueError`` for a blank reason."""
+    the workspaces' order then by month. ``on_planned(workspace_id, items)``, when given,
+    is called in each workspace's transaction (not in a preview) with the periods it planned
+    there, when any (the API records them in that workspace's audit log). Raises
+    ``ValueError`` for a blank reason."""
     text = _clean_reason(reason)
     items: list[RangeItem] = []
     planned = 0
@@ -222,6 +226,9 @@ def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractCont
                 planned += 1
                 items.append(RangeItem(**key, planned=True, version=run.version,
                                        run_id=None if preview else run.id))
+            mine = [i for i in items if i.planned and i.workspace_id == workspace.id]
+            if on_planned is not None and mine and not preview:
+                on_planned(workspace.id, mine)
     return items
 
 
