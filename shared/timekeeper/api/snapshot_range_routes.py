@@ -59,6 +59,7 @@ from timekeeper.api.snapshot_routes import (
     period_text,
     refusal,
 )
+from timekeeper.platform.directory import display_names
 from timekeeper.snapshots import staff
 from timekeeper.snapshots.ledger import RequestRefused
 from timekeeper.snapshots.registry import UnknownSnapshotType
@@ -181,6 +182,31 @@ class RangeProgress(BaseModel):
     group_id: UUID
     counts: dict[str, int]
     items: list[RangeRunOut]
+    names: dict[str, str] = Field(default_factory=dict, description="the requesters' display names by user id")
+
+
+class RangeRequestOut(BaseModel):
+    """A range request as staff find it again (its progress: ``GET /snapshots/ranges/{group_id}``)."""
+
+    group_id: UUID
+    requested_at: UtcDatetime = Field(description="when it was requested (its first run's creation)")
+    requested_by: str | None
+    requested_by_name: str | None = Field(description="the requester's display name, None when unknown")
+    owner: str
+    snapshot_type: str
+    mode: str = Field(description="manual (re-runs) or backfill")
+    reason: str | None
+    first: str = Field(description="its first month, YYYY-MM")
+    through: str = Field(description="its last month, YYYY-MM")
+    workspaces: int = Field(description="how many workspaces it planned runs in")
+    runs: int = Field(description="how many runs it planned")
+    done: int = Field(description="of which published, failed, skipped or cancelled")
+
+
+class RangeRequests(BaseModel):
+    """The latest range requests of every workspace, newest first."""
+
+    items: list[RangeRequestOut]
 
 
 def _month(text: str) -> date:
@@ -250,6 +276,27 @@ def request_snapshot_range(scope: Staff, body: Annotated[RangeRequest, Body()]) 
                     body=_plan(scope, body, preview=False))
 
 
+def _names(scope: StaffScope, user_ids: set[str | None]) -> dict[str, str]:
+    """The staff members' display names as their own workspace's directory knows them."""
+    with scope.conn.entered(scope.identity.workspace_id), scope.conn.transaction():
+        return display_names(scope.conn, sorted(u for u in user_ids if u))
+
+
+@router.get("/snapshots/ranges", tags=_TAGS, operation_id="listSnapshotRanges", security=SECURITY,
+            summary="Staff: the latest range requests of every workspace, newest first, with their progress",
+            responses=_responses(200, "The latest range requests"))
+def list_snapshot_ranges(scope: Staff,
+                         limit: Annotated[int, Query(ge=1, le=200, description="at most")] = 20) -> RangeRequests:
+    with scope.conn.transaction():
+        found = staff.range_requests(scope.conn, limit=limit)
+    names = _names(scope, {r.requested_by for r in found})
+    return RangeRequests(items=[RangeRequestOut(
+        group_id=r.group_id, requested_at=r.requested_at, requested_by=r.requested_by,
+        requested_by_name=names.get(r.requested_by or ""), owner=r.owner, snapshot_type=r.snapshot_type,
+        mode=r.mode, reason=r.reason, first=period_text(r.first_period), through=period_text(r.last_period),
+        workspaces=r.workspaces, runs=r.runs, done=r.done) for r in found])
+
+
 @router.get("/snapshots/ranges/<group_id>", tags=_TAGS, operation_id="getSnapshotRange", security=SECURITY,
             summary="Staff: a range request's progress (runs per state) and its runs",
             responses=_responses(200, "The range's runs and counts", 404))
@@ -263,7 +310,8 @@ def get_snapshot_range(scope: Staff,
     for run in runs:
         state = "published" if run.is_current or run.state == "published" else run.state
         counts[state] = counts.get(state, 0) + 1
-    return RangeProgress(group_id=group_id, counts=counts, items=[RangeRunOut(
+    return RangeProgress(group_id=group_id, counts=counts, names=_names(scope, {r.requested_by for r in runs}),
+                         items=[RangeRunOut(
         run_id=r.id, workspace_id=r.workspace_id, workspace_name=r.workspace_name, timezone=r.timezone,
         owner=r.owner, snapshot_type=r.snapshot_type, period=period_text(r.period), version=r.version, mode=r.mode,
         state=r.state, current=r.is_current, attempts=r.attempts, failure_code=r.failure_code, reason=r.reason,

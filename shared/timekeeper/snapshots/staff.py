@@ -262,6 +262,32 @@ def request_group_runs(conn: psycopg.Connection, group: UUID) -> list[GroupRun]:
 
 
 @dataclass(frozen=True)
+class RangeRequestSummary:
+    """A range request as staff find it again: when (its first run's creation, UTC), who,
+    the type, kind (``manual``/``backfill``) and reason, its month span (months' first
+    days), how many workspaces and runs it planned and how many of those are ``done``
+    (published, failed, skipped or cancelled)."""
+
+    group_id: UUID
+    requested_at: datetime
+    requested_by: str | None
+    owner: str
+    snapshot_type: str
+    mode: str
+    reason: str | None
+    first_period: date
+    last_period: date
+    workspaces: int
+    runs: int
+    done: int
+
+
+def range_requests(conn: psycopg.Connection, *, limit: int = 20) -> list[RangeRequestSummary]:
+    """The latest range requests of every workspace, newest first, at most ``limit`` (1-200)."""
+    return [RangeRequestSummary(**row) for row in fetch_rows(conn, SQL["staff_range_requests"], {"limit": limit})]
+
+
+@dataclass(frozen=True)
 class StaffPeriod:
     """A period across workspaces as staff scan them: its newest version's state, the
     workspace by name, and ``rank`` (0 failed, 1 in progress, 2 planned, 3 published, 4 the
