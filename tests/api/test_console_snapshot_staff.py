@@ -142,10 +142,24 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     fragment = staff.get_decoded(live)
     assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="range-progress"')
     assert "admitted: 1" in fragment["body"] and "<html" not in fragment["body"]
+    # The subtitle names the requester by name
+    conn.execute("UPDATE users SET display_name = 'Ada Staff' WHERE id = 'staff-1'")
+    assert "backfill by <bdi>Ada Staff</bdi>" in staff.get_decoded(_header(done, "Location"))["body"]
+    # The fragment carries the heading, so the count updates with the rows
+    assert "Range request: 0 of 3 done" in fragment["body"]
+    conn.execute("UPDATE snapshot_runs SET state = 'published', is_current = true WHERE workspace_id = %s "
+                 "AND period = '2026-11-01'", (chess.workspace_id,))
+    assert "Range request: 1 of 3 done" in staff.get_decoded(live)["body"]
     # A reader gets no fragment
     reader = Browser(console)
     reader.sign_in(rowing, ("snapshots:read",))
     assert reader.get_decoded(live)["statusCode"] == 403
+    # The range page lists it among the recent range requests, linked to its progress
+    ranges = re.sub(r"\s+", " ", staff.get_decoded("/console/snapshots/ranges")["body"])
+    recent = ranges.split("Recent range requests")[1].split("A new range request")[0]
+    assert f'href="{_header(done, "Location")}"' in recent
+    assert "<bdi>Ada Staff</bdi>" in recent and "Receivables aging" in recent
+    assert "backfill" in recent and "2026-11 to 2026-12" in recent and "1 of 3 done" in recent
 
 
 def test_a_reader_is_refused_the_range_pages(console, conn):

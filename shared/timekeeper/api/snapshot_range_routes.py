@@ -204,8 +204,10 @@ class RangeRequestOut(BaseModel):
 
 
 class RangeRequests(BaseModel):
-    """The latest range requests of every workspace, newest first."""
+    """The latest range requests of every workspace, newest first; ``timezone`` the caller's
+    own workspace's zone (the one its pages show instants in)."""
 
+    timezone: str
     items: list[RangeRequestOut]
 
 
@@ -290,7 +292,7 @@ def list_snapshot_ranges(scope: Staff,
     with scope.conn.transaction():
         found = staff.range_requests(scope.conn, limit=limit)
     names = _names(scope, {r.requested_by for r in found})
-    return RangeRequests(items=[RangeRequestOut(
+    return RangeRequests(timezone=scope.own_zone(), items=[RangeRequestOut(
         group_id=r.group_id, requested_at=r.requested_at, requested_by=r.requested_by,
         requested_by_name=names.get(r.requested_by or ""), owner=r.owner, snapshot_type=r.snapshot_type,
         mode=r.mode, reason=r.reason, first=period_text(r.first_period), through=period_text(r.last_period),
