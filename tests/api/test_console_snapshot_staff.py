@@ -83,6 +83,7 @@ def test_staff_finalize_a_published_version_and_a_reader_is_offered_no_action(co
     page = f"/console/snapshots/periods/platform/ar_aging/2026-11?workspace={club.workspace_id}"
     html = staff.get_decoded(page)["body"]
     assert "Finalize this version" in html and "3 chunks done" in html and "(2027-03-01 12:00 UTC)" in html
+    assert "<strong>Now:</strong> Published (version 1)." in html and 'class="instants"' in html
     run_id = re.search(r'/console/snapshots/runs/([0-9a-f-]+)/finalize', html).group(1)
     done = staff.request("POST", f"/console/snapshots/runs/{run_id}/finalize", {
         "csrf": _csrf(html), "workspace": str(club.workspace_id), "owner": "platform", "snapshot_type": "ar_aging",
@@ -90,6 +91,9 @@ def test_staff_finalize_a_published_version_and_a_reader_is_offered_no_action(co
     assert done["statusCode"] == 303, done["body"]
     after = staff.get_decoded(unescape(_header(done, "Location")))["body"]
     assert '<span class="mark">finalized</span>' in after and "Finalize this version" not in after
+    # And its page says why there is no re-run form
+    assert "<strong>Now:</strong> Finalized (version 1): no re-run or backfill" in after
+    assert "Re-run this month" not in after
     # A reader of the workspace sees the versions, no actions
     reader = Browser(console)
     reader.sign_in(club, ("snapshots:read",))
@@ -142,6 +146,10 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     fragment = staff.get_decoded(live)
     assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="range-progress"')
     assert "admitted: 1" in fragment["body"] and "<html" not in fragment["body"]
+    # Each month's page links its version to the range
+    month_page = re.search(r'<a href="([^"]+)">2026-11</a>', progress).group(1)
+    assert f'part of <a href="{_header(done, "Location")}">a range request</a>' in staff.get_decoded(
+        unescape(month_page))["body"]
     # The subtitle names the requester by name
     conn.execute("UPDATE users SET display_name = 'Ada Staff' WHERE id = 'staff-1'")
     assert "backfill by <bdi>Ada Staff</bdi>" in staff.get_decoded(_header(done, "Location"))["body"]
@@ -248,13 +256,14 @@ def _failed(conn, club: Caller, period="2026-11-01") -> str:
 def test_a_failed_period_is_re_run_from_its_own_page_and_the_new_version_says_what_it_waits_for(console, conn):
     # Given a failed self-test month, its failure read on its page by staff whose name the directory knows
     club = _club(conn, "Sculling club")
-    _failed(conn, club)
+    conn.execute("UPDATE snapshot_runs SET chunks_committed = 1 WHERE id = %s", (_failed(conn, club),))
     conn.execute("INSERT INTO users (id, display_name, email, status, created_at) VALUES ('staff-1', 'Ada Admin', "
                  "NULL, 'active', %s) ON CONFLICT (id) DO UPDATE SET display_name = 'Ada Admin'", (NOW,))
     staff = _staff(console)
     page = f"/console/snapshots/periods/platform/selftest/2026-11?workspace={club.workspace_id}"
     html = staff.get_decoded(page)["body"]
     assert "wrote 7 rows of 1000" in html and "<strong>Now:</strong> Failed:" in html
+    assert re.search(r"<small>failed</small> <time datetime=", html) and "1 chunk done" in html
     assert "Re-run this month" in html and 'title="staff-1"><bdi>Ada Admin</bdi>' in html  # the header's name
     form = {"csrf": _csrf(html), "form": "period", "workspace_id": str(club.workspace_id),
             "type": "platform:selftest", "period": "2026-11", "mode": "manual"}

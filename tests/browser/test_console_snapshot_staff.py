@@ -97,7 +97,8 @@ def test_staff_read_a_failed_period_re_run_it_from_its_page_and_see_it_publish(p
     assert "Failed" in row.inner_text()
     row.locator("td").nth(2).locator("a").click()
     # The period's page: the failure's code and message, what it waits for, and a re-run on the page itself
-    assert "a drill: version 1 of this month is set to fail its check" in page.locator("table").inner_text()
+    assert "a drill: all 1,000 rows were written, but version 1 of this month is set to fail its check" in \
+        page.locator("table").inner_text()
     assert "Now: Failed" in page.locator("p.waits").inner_text()
     _fits_and_passes_axe(page, "the failed period")
     page.get_by_label("Reason to re-run this month").fill("the drill is over")

@@ -134,10 +134,12 @@ class SelfTest:
         """Every row once, and no drill asking for a failure."""
         count = _one(conn, "selftest_count", {"run_id": run.id})["n"]
         if count != self.total:
-            raise ValidationFailed("selftest_mismatch", f"wrote {count} rows of {self.total}")
+            raise ValidationFailed("selftest_mismatch", f"it wrote {count:,} rows where {self.total:,} were "
+                                   "expected")
         if self.fail_validation(run):
-            raise ValidationFailed("selftest_mismatch", f"a drill: version {run.version} of this month is set to "
-                                   f"fail its check (it wrote {count} rows of {self.total}); a re-run publishes")
+            raise ValidationFailed("selftest_mismatch", f"a drill: all {count:,} rows were written, but version "
+                                   f"{run.version} of this month is set to fail its check on purpose; a re-run "
+                                   "publishes a new version")
         return {"rows": count}
 
 
