@@ -352,6 +352,21 @@ def test_the_staff_periods_page_marks_and_filters_overdue_periods_never_planned_
     overdue = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}&status=overdue")["body"])
     assert '<option value="overdue" selected>' in overdue
     assert "Missing" in overdue and "2027-01" in overdue and overdue.count('<span class="mark bad">overdue</span>') >= 2
+    # And the planned month's Changed time is given there as on the unfiltered page
+    row = re.search(r"2027-01</a>.*?</tr>", re.sub(r"\s+", " ", overdue)).group(0)
+    assert "(2027-03-01 12:00 UTC)" in row, row
+
+
+def test_a_skipped_period_shows_why_as_a_failed_one_shows_its_failure(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    club = _club(conn, f"Skipper {tag}")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
+                                   created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %s, '2026-11-01', 1, 'planned', 'skipped', 'workspace_disabled', %s, %s)""",
+                 (club.workspace_id, NOW, NOW))
+    html = _staff(console).get_decoded(f"/console/snapshots/staff?search={tag}")["body"]
+    assert "The workspace is disabled" in html
 
 
 def test_a_range_of_a_hundred_workspaces_is_previewed_restating_what_it_requests(console, conn):

@@ -342,6 +342,7 @@ class StaffPeriodOut(BaseModel):
     current: bool
     protection: str | None
     failure_code: str | None
+    skip_reason: str | None = Field(None, description="why a skipped period was skipped")
     updated_at: UtcDatetime | None
     published_at: UtcDatetime | None
     overdue: bool = Field(False, description="not published (nor skipped) 24 hours after its local month end: the "
@@ -400,8 +401,13 @@ def list_staff_periods(scope: Staff,
         raise ApiError(422, errors.VALIDATION_ERROR, "the last month is before the first", "through")
     overdue, _ = scope.overdue_periods(limit=staff.MAX_OVERDUE_LISTED)
     if status == "overdue":
-        return StaffPeriods(items=_overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
-                                                 snapshot_type=snapshot_type, first=start, through=end)[:limit])
+        items = _overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
+                               snapshot_type=snapshot_type, first=start, through=end)[:limit]
+        states = sorted({i.state for i in items if i.run_id is not None})
+        changed = {p.id: p.updated_at for p in scope.staff_periods(
+            search=(search or "").strip() or None, owner=owner, snapshot_type=snapshot_type, states=states,
+            first=start, through=end, limit=staff.MAX_OVERDUE_LISTED)[0]} if states else {}
+        return StaffPeriods(items=[i.model_copy(update={"updated_at": changed.get(i.run_id)}) for i in items])
     late = {(o.workspace_id, o.owner, o.snapshot_type, o.period) for o in overdue}
     missing = sum(1 for o in _overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
                                             snapshot_type=snapshot_type, first=start, through=end)
@@ -413,7 +419,7 @@ def list_staff_periods(scope: Staff,
         run_id=p.id, workspace_id=p.workspace_id, workspace_name=p.workspace_name, timezone=p.timezone,
         owner=p.owner, snapshot_type=p.snapshot_type, period=period_text(p.period), version=p.version,
         state=p.state, current=p.is_current, protection=p.protection, failure_code=p.failure_code,
-        updated_at=p.updated_at, published_at=p.published_at,
+        skip_reason=p.skip_reason, updated_at=p.updated_at, published_at=p.published_at,
         overdue=(p.workspace_id, p.owner, p.snapshot_type, p.period) in late) for p in found])
 
 

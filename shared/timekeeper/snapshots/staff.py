@@ -308,6 +308,8 @@ class StaffPeriod:
     updated_at: datetime
     published_at: datetime | None
     rank: int
+    #: Why a skipped period was skipped (``0078``); None otherwise.
+    skip_reason: str | None = None
 
 
 #: The overdue periods one staff listing reads (to mark its rows, or list them all).
