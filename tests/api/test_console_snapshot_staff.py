@@ -315,7 +315,7 @@ def test_a_refused_request_keeps_what_was_typed_and_names_the_type_and_what_to_d
         "period": "2026-11", "mode": "manual", "reason": "my typed reason"})
     assert refused["statusCode"] == 409
     body = unescape(refused["body"])
-    assert "Platform self-test 2026-11 has version 1 planned (not started); cancel it to request a re-run" in body
+    assert "Self-test 2026-11 has version 1 planned (not started); cancel it to request a re-run" in body
     assert '<option value="platform:selftest" selected>' in body and 'value="2026-11"' in body
     assert ">my typed reason</textarea>" in body
 
@@ -334,7 +334,7 @@ def test_a_backfill_of_a_finalized_month_gives_one_message(console, conn):
         "period": "2026-11", "mode": "backfill", "reason": "again"})
     body = unescape(refused["body"])
     assert refused["statusCode"] == 409
-    assert "Refused: the current version of Platform self-test 2026-11 (version 1) is finalized" in body
+    assert "Refused: the current version of Self-test 2026-11 (version 1) is finalized" in body
     assert "(mode)" not in body and "request a re-run" not in body
 
 

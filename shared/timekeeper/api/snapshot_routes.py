@@ -309,7 +309,7 @@ class SnapshotTypeOut(BaseModel):
 
     owner: str = Field(examples=["platform"])
     snapshot_type: str = Field(examples=["ar_aging"])
-    label: str = Field(examples=["Accounts-receivable aging"])
+    label: str = Field(examples=["Receivables aging"])
 
 
 class PeriodList(BaseModel):
