@@ -230,8 +230,8 @@ def test_a_staff_request_and_a_range_are_in_each_workspaces_audit_log(db, call):
          "after": {"snapshot_type": "platform/ar_aging", "period": "2027-02", "version": 2, "mode": "manual"}},
         {"actor": "staff-1", "kind": "staff.snapshot_range_requested", "subject_type": "snapshot_range",
          "subject_id": group, "reason": "totals corrected",
-         "after": {"snapshot_type": "platform/ar_aging", "months": "2026-12 to 2027-01", "planned": 2,
-                   "mode": "manual"}}]
+         "after": {"name": "Receivables aging 2026-12 to 2027-01", "snapshot_type": "platform/ar_aging",
+                   "months": "2026-12 to 2027-01", "planned": 2, "mode": "manual"}}]
     # And Beta's log its own part of the range
     assert [(a["kind"], a["after"]["months"], a["after"]["planned"]) for a in _audited(db, beta)] == [
         ("staff.snapshot_range_requested", "2026-12 to 2027-01", 2)]

@@ -594,7 +594,7 @@ class StaffScope:
                            f"{' or '.join(sorted(found.staff_roles))}")
         def audited(workspace_id: UUID, items: list[staff.RangeItem]) -> None:  # in that workspace's transaction
             snapshot_audit.record_range(self.conn, workspace_id, items, group=group, mode=mode, reason=reason,
-                                        actor=self.identity.user_id, now=self.now)
+                                        label=found.label, actor=self.identity.user_id, now=self.now)
         return staff.plan_range(self.conn, enter=self.conn.entered, workspaces=workspaces, snapshot_type=found,
                                 first=first, last=last, mode=mode, reason=reason, on_planned=audited,
                                 requested_by=self.identity.user_id, now=self.now, group=group, preview=preview)

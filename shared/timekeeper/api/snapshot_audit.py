@@ -30,13 +30,15 @@ def record_request(conn: psycopg.Connection, run: ledger.SnapshotRun, *, actor: 
 
 
 def record_range(conn: psycopg.Connection, workspace_id: UUID, items: list[staff.RangeItem], *, group: UUID | None,
-                 mode: str, reason: str, actor: str, now: datetime) -> int:
+                 mode: str, reason: str, label: str, actor: str, now: datetime) -> int:
     """Record the months a range request (``group``) planned in ``workspace_id`` (``items``,
-    at least one, by month), in that workspace's transaction. Returns the event's id."""
-    months = [f"{i.period:%Y-%m}" for i in items]
+    at least one, by month), in that workspace's transaction, named by the type's ``label``
+    and the months (``"Receivables aging 2026-04 to 2026-08"``). Returns the event's id."""
+    first, last = f"{items[0].period:%Y-%m}", f"{items[-1].period:%Y-%m}"
+    months = first if first == last else f"{first} to {last}"
     return audit.record_event(
         conn, workspace_id=workspace_id, actor=actor, kind="staff.snapshot_range_requested",
         subject_type="snapshot_range", subject_id=group, before=None,
-        after={"snapshot_type": f"{items[0].owner}/{items[0].snapshot_type}",
-               "months": months[0] if len(months) == 1 else f"{months[0]} to {months[-1]}",
+        after={"name": f"{label} {months}", "snapshot_type": f"{items[0].owner}/{items[0].snapshot_type}",
+               "months": months,
                "planned": len(items), "mode": mode}, reason=reason.strip(), now=now)
