@@ -262,3 +262,24 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
     assert f'<dt>Schedule</dt><dd class="wrap"><a href="/console/schedules/{sweep.id}"><bdi>Bank sweep</bdi></a>' \
         in redriven and str(sweep.id) not in re.sub(r"<[^>]+>", " ", redriven)
     assert "Failed" in redriven and "failed<" not in redriven
+
+
+def test_the_audit_log_names_staff_snapshot_requests_in_words(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    with connect(db_url) as conn, conn.transaction():
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id,
+                           kind="staff.snapshot_requested", subject_type="snapshot_run",
+                           subject_id="0c3b8b1e-3333-4a4b-8c8c-2d2d2d2d2d2d", before=None,
+                           after={"snapshot_type": "platform/selftest", "period": "2026-10", "version": 3,
+                                  "mode": "manual"}, reason="drill over", now=NOW)
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id,
+                           kind="staff.snapshot_range_requested", subject_type="snapshot_range",
+                           subject_id="0c3b8b1e-4444-4a4b-8c8c-2d2d2d2d2d2d", before=None,
+                           after={"name": "Self-test 2026-04 to 2026-08", "snapshot_type": "platform/selftest",
+                                  "months": "2026-04 to 2026-08", "planned": 5, "mode": "backfill"},
+                           reason="gaps", now=NOW)
+    reply = browser.request("GET", "/console/audit")
+    assert reply["statusCode"] == 200
+    page = html.unescape(reply["body"])
+    assert "requested a snapshot re-run or backfill" in page and "Self-test 2026-10 version 3" in page
+    assert "requested a range of snapshot months" in page and "Self-test 2026-04 to 2026-08" in page

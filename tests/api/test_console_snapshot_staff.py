@@ -83,6 +83,7 @@ def test_staff_finalize_a_published_version_and_a_reader_is_offered_no_action(co
     page = f"/console/snapshots/periods/platform/ar_aging/2026-11?workspace={club.workspace_id}"
     html = staff.get_decoded(page)["body"]
     assert "Finalize this version" in html and "3 chunks done" in html and "(2027-03-01 12:00 UTC)" in html
+    assert "<strong>Now:</strong> Published (version 1)." in html and 'class="instants"' in html
     run_id = re.search(r'/console/snapshots/runs/([0-9a-f-]+)/finalize', html).group(1)
     done = staff.request("POST", f"/console/snapshots/runs/{run_id}/finalize", {
         "csrf": _csrf(html), "workspace": str(club.workspace_id), "owner": "platform", "snapshot_type": "ar_aging",
@@ -90,6 +91,9 @@ def test_staff_finalize_a_published_version_and_a_reader_is_offered_no_action(co
     assert done["statusCode"] == 303, done["body"]
     after = staff.get_decoded(unescape(_header(done, "Location")))["body"]
     assert '<span class="mark">finalized</span>' in after and "Finalize this version" not in after
+    # And its page says why there is no re-run form
+    assert "<strong>Now:</strong> Finalized (version 1): no re-run or backfill" in after
+    assert "Re-run this month" not in after
     # A reader of the workspace sees the versions, no actions
     reader = Browser(console)
     reader.sign_in(club, ("snapshots:read",))
@@ -142,10 +146,28 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     fragment = staff.get_decoded(live)
     assert fragment["statusCode"] == 200 and fragment["body"].lstrip().startswith('<div id="range-progress"')
     assert "admitted: 1" in fragment["body"] and "<html" not in fragment["body"]
+    # Each month's page links its version to the range
+    month_page = re.search(r'<a href="([^"]+)">2026-11</a>', progress).group(1)
+    assert f'part of <a href="{_header(done, "Location")}">a range request</a>' in staff.get_decoded(
+        unescape(month_page))["body"]
+    # The subtitle names the requester by name
+    conn.execute("UPDATE users SET display_name = 'Ada Staff' WHERE id = 'staff-1'")
+    assert "backfill by <bdi>Ada Staff</bdi>" in staff.get_decoded(_header(done, "Location"))["body"]
+    # The fragment carries the heading, so the count updates with the rows
+    assert "Range request: 0 of 3 done" in fragment["body"]
+    conn.execute("UPDATE snapshot_runs SET state = 'published', is_current = true WHERE workspace_id = %s "
+                 "AND period = '2026-11-01'", (chess.workspace_id,))
+    assert "Range request: 1 of 3 done" in staff.get_decoded(live)["body"]
     # A reader gets no fragment
     reader = Browser(console)
     reader.sign_in(rowing, ("snapshots:read",))
     assert reader.get_decoded(live)["statusCode"] == 403
+    # The range page lists it among the recent range requests, linked to its progress
+    ranges = re.sub(r"\s+", " ", staff.get_decoded("/console/snapshots/ranges")["body"])
+    recent = ranges.split("Recent range requests")[1].split("A new range request")[0]
+    assert f'href="{_header(done, "Location")}"' in recent
+    assert "<bdi>Ada Staff</bdi>" in recent and "Receivables aging" in recent
+    assert "backfill" in recent and "2026-11 to 2026-12" in recent and "1 of 3 done" in recent
 
 
 def test_a_reader_is_refused_the_range_pages(console, conn):
@@ -234,13 +256,14 @@ def _failed(conn, club: Caller, period="2026-11-01") -> str:
 def test_a_failed_period_is_re_run_from_its_own_page_and_the_new_version_says_what_it_waits_for(console, conn):
     # Given a failed self-test month, its failure read on its page by staff whose name the directory knows
     club = _club(conn, "Sculling club")
-    _failed(conn, club)
+    conn.execute("UPDATE snapshot_runs SET chunks_committed = 1 WHERE id = %s", (_failed(conn, club),))
     conn.execute("INSERT INTO users (id, display_name, email, status, created_at) VALUES ('staff-1', 'Ada Admin', "
                  "NULL, 'active', %s) ON CONFLICT (id) DO UPDATE SET display_name = 'Ada Admin'", (NOW,))
     staff = _staff(console)
     page = f"/console/snapshots/periods/platform/selftest/2026-11?workspace={club.workspace_id}"
     html = staff.get_decoded(page)["body"]
     assert "wrote 7 rows of 1000" in html and "<strong>Now:</strong> Failed:" in html
+    assert re.search(r"<small>failed</small> <time datetime=", html) and "1 chunk done" in html
     assert "Re-run this month" in html and 'title="staff-1"><bdi>Ada Admin</bdi>' in html  # the header's name
     form = {"csrf": _csrf(html), "form": "period", "workspace_id": str(club.workspace_id),
             "type": "platform:selftest", "period": "2026-11", "mode": "manual"}
@@ -292,7 +315,7 @@ def test_a_refused_request_keeps_what_was_typed_and_names_the_type_and_what_to_d
         "period": "2026-11", "mode": "manual", "reason": "my typed reason"})
     assert refused["statusCode"] == 409
     body = unescape(refused["body"])
-    assert "Platform self-test 2026-11 has version 1 planned (not started); cancel it to request a re-run" in body
+    assert "Self-test 2026-11 has version 1 planned (not started); cancel it to request a re-run" in body
     assert '<option value="platform:selftest" selected>' in body and 'value="2026-11"' in body
     assert ">my typed reason</textarea>" in body
 
@@ -311,7 +334,7 @@ def test_a_backfill_of_a_finalized_month_gives_one_message(console, conn):
         "period": "2026-11", "mode": "backfill", "reason": "again"})
     body = unescape(refused["body"])
     assert refused["statusCode"] == 409
-    assert "Refused: the current version of Platform self-test 2026-11 (version 1) is finalized" in body
+    assert "Refused: the current version of Self-test 2026-11 (version 1) is finalized" in body
     assert "(mode)" not in body and "request a re-run" not in body
 
 
@@ -329,6 +352,21 @@ def test_the_staff_periods_page_marks_and_filters_overdue_periods_never_planned_
     overdue = unescape(staff.get_decoded(f"/console/snapshots/staff?search={tag}&status=overdue")["body"])
     assert '<option value="overdue" selected>' in overdue
     assert "Missing" in overdue and "2027-01" in overdue and overdue.count('<span class="mark bad">overdue</span>') >= 2
+    # And the planned month's Changed time is given there as on the unfiltered page
+    row = re.search(r"2027-01</a>.*?</tr>", re.sub(r"\s+", " ", overdue)).group(0)
+    assert "(2027-03-01 12:00 UTC)" in row, row
+
+
+def test_a_skipped_period_shows_why_as_a_failed_one_shows_its_failure(console, conn):
+    tag = uuid.uuid4().hex[:8]
+    club = _club(conn, f"Skipper {tag}")
+    conn.execute("""
+        INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, state, skip_reason,
+                                   created_at, updated_at)
+        VALUES ('platform', 'ar_aging', %s, '2026-11-01', 1, 'planned', 'skipped', 'workspace_disabled', %s, %s)""",
+                 (club.workspace_id, NOW, NOW))
+    html = _staff(console).get_decoded(f"/console/snapshots/staff?search={tag}")["body"]
+    assert "The workspace is disabled" in html
 
 
 def test_a_range_of_a_hundred_workspaces_is_previewed_restating_what_it_requests(console, conn):

@@ -29,7 +29,7 @@ OPERATIONS |= {("post", "/snapshots/runs"), ("get", "/snapshots/periods"),
 OPERATIONS |= {("post", "/snapshots/workspaces/{workspace_id}/runs/{run_id}/cancel"),
                ("post", "/snapshots/workspaces/{workspace_id}/runs/{run_id}/finalize"),
                ("get", "/snapshots/staff/workspaces"), ("post", "/snapshots/ranges/preview"),
-               ("post", "/snapshots/ranges"), ("get", "/snapshots/ranges/{group_id}"),
+               ("post", "/snapshots/ranges"), ("get", "/snapshots/ranges"), ("get", "/snapshots/ranges/{group_id}"),
                ("get", "/snapshots/staff/periods")}
 OPERATIONS |= {("post", "/query-schedules"), ("get", "/query-schedules"), ("get", "/query-schedules/{schedule_id}"),
                ("patch", "/query-schedules/{schedule_id}"), ("post", "/query-schedules/{schedule_id}/run"),

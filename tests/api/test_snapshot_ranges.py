@@ -133,7 +133,7 @@ def test_a_bad_range_is_422_naming_the_field(db, call, change, field, path):
 
 
 @pytest.mark.parametrize(("method", "path"), [("POST", "/snapshots/ranges/preview"), ("POST", "/snapshots/ranges"),
-                                              ("GET", "/snapshots/staff/workspaces"),
+                                              ("GET", "/snapshots/staff/workspaces"), ("GET", "/snapshots/ranges"),
                                               ("GET", "/snapshots/ranges/7d0c3f4e-2b1a-4c5d-9e8f-0a1b2c3d4e5f")])
 def test_non_staff_are_403(db, call, method, path):
     alpha = _named(db, "Alpha club")
@@ -220,3 +220,80 @@ def test_non_staff_may_not_list_every_workspaces_periods(db, call):
     alpha = _named(db, "Alpha club")
     refused(call("GET", "/snapshots/staff/periods", as_=Caller(roles="snapshots:read", workspace_id=alpha)),
             403, "forbidden")
+
+
+# ------------------------------------------------------------------- audit of requests
+
+
+def _audited(db, workspace) -> list[dict]:
+    return [dict(r) for r in db.execute(
+        "SELECT actor, kind, subject_type, subject_id, reason, after FROM audit_events "
+        "WHERE workspace_id = %s AND kind LIKE 'staff.snapshot%%requested' ORDER BY id", (workspace,)).fetchall()]
+
+
+def test_a_staff_request_and_a_range_are_in_each_workspaces_audit_log(db, call):
+    # Given two workspaces, Alpha's months published
+    alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
+    publish_everything(db, assemble_snapshot_types("development"))
+    # When staff re-run Alpha's February, then request a range over both
+    single = call("POST", "/snapshots/runs", {"owner": "platform", "snapshot_type": "ar_aging", "workspace_id":
+                                              str(alpha), "period": "2027-02", "mode": "manual",
+                                              "reason": " late invoices "}, as_=staff())
+    assert single.status == 201, single.body
+    planned = call("POST", "/snapshots/ranges", _range(alpha, beta, first="2026-12", through="2027-01"),
+                   as_=staff())
+    assert planned.status == 201, planned.body
+    # Then Alpha's log has the re-run (who, why, type, month, kind) and the range's months there
+    group = planned.body["group_id"]
+    assert _audited(db, alpha) == [
+        {"actor": "staff-1", "kind": "staff.snapshot_requested", "subject_type": "snapshot_run",
+         "subject_id": single.body["id"], "reason": "late invoices",
+         "after": {"snapshot_type": "platform/ar_aging", "period": "2027-02", "version": 2, "mode": "manual"}},
+        {"actor": "staff-1", "kind": "staff.snapshot_range_requested", "subject_type": "snapshot_range",
+         "subject_id": group, "reason": "totals corrected",
+         "after": {"name": "Receivables aging 2026-12 to 2027-01", "snapshot_type": "platform/ar_aging",
+                   "months": "2026-12 to 2027-01", "planned": 2, "mode": "manual"}}]
+    # And Beta's log its own part of the range
+    assert [(a["kind"], a["after"]["months"], a["after"]["planned"]) for a in _audited(db, beta)] == [
+        ("staff.snapshot_range_requested", "2026-12 to 2027-01", 2)]
+
+
+def test_a_preview_and_a_refused_request_are_not_audited(db, call):
+    alpha = _named(db, "Alpha club")
+    assert call("POST", "/snapshots/ranges/preview", _range(alpha), as_=staff()).status == 200
+    refused(call("POST", "/snapshots/runs", {"owner": "platform", "snapshot_type": "ar_aging", "workspace_id":
+                                             str(alpha), "period": "2020-01", "mode": "manual", "reason": "x"},
+                 as_=staff()), 422, "period_before_workspace", "period")
+    assert _audited(db, alpha) == []
+
+
+# ------------------------------------------------------------------- finding a range again
+
+
+def test_staff_find_their_range_requests_again_newest_first_with_progress(db, call):
+    # Given two range requests by a named staff member, the second later and over both workspaces
+    alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
+    first = call("POST", "/snapshots/ranges", _range(alpha, mode="backfill", first="2027-01", through="2027-02"),
+                 as_=staff())
+    db.execute("UPDATE users SET display_name = 'Ada Staff' WHERE id = 'staff-1'")
+    db.execute("UPDATE snapshot_runs SET created_at = created_at - interval '1 hour' WHERE request_group = %s",
+               (first.body["group_id"],))
+    second = call("POST", "/snapshots/ranges", _range(alpha, beta, first="2026-12", through="2026-12",
+                                                      mode="backfill"), as_=staff())
+    assert (first.status, second.status) == (201, 201), (first.body, second.body)
+    # And one run of the first published
+    db.execute("UPDATE snapshot_runs SET state = 'published', is_current = true, published_at = created_at "
+               "WHERE request_group = %s AND period = '2027-01-01'", (first.body["group_id"],))
+    # When staff list the range requests
+    reply = call("GET", "/snapshots/ranges?limit=5", as_=staff())
+    # Then they are newest first, with who (by name), type, kind, months, workspaces and progress
+    assert reply.status == 200, reply.body
+    assert [(r["group_id"], r["requested_by_name"], r["snapshot_type"], r["mode"], r["first"], r["through"],
+             r["workspaces"], r["runs"], r["done"]) for r in reply.body["items"]] == [
+        (second.body["group_id"], "Ada Staff", "ar_aging", "backfill", "2026-12", "2026-12", 2, 2, 0),
+        (first.body["group_id"], "Ada Staff", "ar_aging", "backfill", "2027-01", "2027-02", 1, 2, 1)]
+    # And the limit holds, and a range's progress names its requester
+    assert len(call("GET", "/snapshots/ranges?limit=1", as_=staff()).body["items"]) == 1
+    progress = call("GET", f"/snapshots/ranges/{first.body['group_id']}", as_=staff()).body
+    assert progress["names"] == {"staff-1": "Ada Staff"}
+    refused(call("GET", "/snapshots/ranges?limit=0", as_=staff()), 422, "validation_error", "limit")

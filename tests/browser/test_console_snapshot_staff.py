@@ -79,10 +79,18 @@ def test_staff_preview_request_and_follow_a_range_backfill(page, server):  # noq
     page.get_by_role("link", name="Refresh").click()
     counts = page.get_by_role("status").inner_text()
     assert "waiting for admission: 0" in counts, counts
-    # The month's own page shows the run with its requester and reason
+    progress_url = page.url
+    # The month's own page shows the run with its requester and reason, and links it to its range
     page.locator("table tbody a").first.click()
     assert "the auditors asked for it" in page.locator("table").inner_text()
+    assert page.get_by_role("link", name="a range request").get_attribute("href") in progress_url
     _fits_and_passes_axe(page, "the period")
+    # The range page lists the request among the recent ones, and leads back to its progress
+    page.goto(f"{server.base_url}/console/snapshots/ranges")
+    page.locator("table").first.locator("tbody a").first.click()
+    page.wait_for_url(progress_url)
+    page.goto(f"{server.base_url}/console/snapshots/ranges")
+    _fits_and_passes_axe(page, "the range page with its recent requests")
     # Every workspace's periods, the backfilled month among them
     page.goto(f"{server.base_url}/console/snapshots/staff?status=in_progress")
     assert name in page.locator("table").inner_text()
@@ -97,7 +105,8 @@ def test_staff_read_a_failed_period_re_run_it_from_its_page_and_see_it_publish(p
     assert "Failed" in row.inner_text()
     row.locator("td").nth(2).locator("a").click()
     # The period's page: the failure's code and message, what it waits for, and a re-run on the page itself
-    assert "a drill: version 1 of this month is set to fail its check" in page.locator("table").inner_text()
+    assert "a drill: all 1,000 rows were written, but version 1 of this month is set to fail its check" in \
+        page.locator("table").inner_text()
     assert "Now: Failed" in page.locator("p.waits").inner_text()
     _fits_and_passes_axe(page, "the failed period")
     page.get_by_label("Reason to re-run this month").fill("the drill is over")

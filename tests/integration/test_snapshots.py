@@ -331,6 +331,9 @@ def test_a_validation_failure_is_final_at_once(db):
                 mode="backfill", reason="drill", requested_by="staff", now=NOW)
     result = run_job(db, reg, one_job(db), now=lambda: NOW, receive_count=1, max_receives=3)
     assert (result.status, result.run.failure_code, result.run.retryable_failures) == ("failed", "selftest_mismatch", 0)
+    # (its message says what did not add up: the rows are all there, the drill fails the check)
+    assert result.run.failure_message.startswith("a drill: all 20 rows were written, but version 1 of this month "
+                                                 "is set to fail its check on purpose")
     with db.transaction():
         assert admit(db, owner="platform", now=NOW + timedelta(days=1)) == []
 

@@ -34,6 +34,7 @@ import psycopg
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.request import Request
 
+from timekeeper.api import snapshot_audit
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, NOT_FOUND, ApiError, access_refused
@@ -522,7 +523,7 @@ class StaffScope:
     def request_run(self, *, owner: str, snapshot_type: str, workspace_id: UUID, period: date, mode: str,
                     reason: str) -> ledger.SnapshotRun:
         """Record a staff request (:func:`timekeeper.snapshots.ledger.request_run`) in
-        ``workspace_id``, entered on the walled connection, as the caller.
+        ``workspace_id``, entered on the walled connection, as the caller, and in its audit log.
 
         Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` (``unsupported_type``,
         ``type_disabled``), a 403 :class:`ApiError` when none of the caller's roles is a staff
@@ -533,10 +534,12 @@ class StaffScope:
         if not self.identity.roles & found.staff_roles:
             raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
                            f"{' or '.join(sorted(found.staff_roles))}")
-        with self.conn.entered(workspace_id):
+        with self.conn.entered(workspace_id), self.conn.transaction():
             try:
-                return ledger.request_run(self.conn, snapshot_type=found, workspace_id=workspace_id, period=period,
-                                          mode=mode, reason=reason, requested_by=self.identity.user_id, now=self.now)
+                run = ledger.request_run(self.conn, snapshot_type=found, workspace_id=workspace_id, period=period,
+                                         mode=mode, reason=reason, requested_by=self.identity.user_id, now=self.now)
+                snapshot_audit.record_request(self.conn, run, actor=self.identity.user_id, now=self.now)
+                return run
             except psycopg.errors.UniqueViolation:
                 # A run of the period was inserted meanwhile (the planner's version 1, or
                 # another request) and committed while this insert waited: it is active now.
@@ -582,20 +585,22 @@ class StaffScope:
                    last: date, mode: str, reason: str, group: UUID | None,
                    preview: bool) -> list[staff.RangeItem]:
         """Plan (or, ``preview``, plan and roll back) a range request as the caller
-        (:func:`timekeeper.snapshots.staff.plan_range`), each workspace entered in turn.
+        (:func:`timekeeper.snapshots.staff.plan_range`), each workspace entered in turn (and audited).
         Raises :class:`~timekeeper.snapshots.registry.UnknownSnapshotType` and a 403
         :class:`ApiError` when none of the caller's roles is a staff role of the type."""
         found = self.registry.get(owner, snapshot_type)
         if not self.identity.roles & found.staff_roles:
             raise ApiError(403, FORBIDDEN, f"requests of {owner}/{snapshot_type} need the role "
                            f"{' or '.join(sorted(found.staff_roles))}")
+        def audited(workspace_id: UUID, items: list[staff.RangeItem]) -> None:  # in that workspace's transaction
+            snapshot_audit.record_range(self.conn, workspace_id, items, group=group, mode=mode, reason=reason,
+                                        label=found.label, actor=self.identity.user_id, now=self.now)
         return staff.plan_range(self.conn, enter=self.conn.entered, workspaces=workspaces, snapshot_type=found,
-                                first=first, last=last, mode=mode, reason=reason,
+                                first=first, last=last, mode=mode, reason=reason, on_planned=audited,
                                 requested_by=self.identity.user_id, now=self.now, group=group, preview=preview)
 
     def staff_periods(self, **filters: Any) -> tuple[list[staff.StaffPeriod], staff.StaffPeriodKey | None]:
-        """Every workspace's periods, what matters first
-        (:func:`timekeeper.snapshots.staff.staff_periods`, its keyword filters)."""
+        """Every workspace's periods, what matters first (:func:`timekeeper.snapshots.staff.staff_periods`)."""
         with self.conn.transaction():
             return staff.staff_periods(self.conn, **filters)
 
@@ -607,9 +612,8 @@ class StaffScope:
     def operations_overview(self, *, limit: int, kind: str | None = None, status: str | None = None,
                             name: str | None = None, state: str | None = None
                             ) -> tuple[list[operations.AttentionSchedule], list[operations.StrandedRun]]:
-        """Every workspace's paused and failing schedules and the runs that wait too long
-        (:mod:`timekeeper.schedules.operations`), ``limit`` rows of each kind, read in one
-        transaction at this scope's clock; ``kind`` narrows both, ``status`` and ``name``
+        """Every workspace's paused and failing schedules and the runs that wait too long (:mod:`~timekeeper.
+        schedules.operations`), ``limit`` of each, one transaction; ``kind`` narrows both, ``status``/``name``
         the schedules, ``state`` the runs."""
         pipelines = list(PIPELINES.values())
         with self.conn.transaction():
@@ -625,18 +629,15 @@ class StaffScope:
             return workspace_timezone(self.conn, self.identity.workspace_id)
 
     def overdue_periods(self, *, limit: int) -> tuple[list[ledger.OverduePeriod], int]:
-        """Every workspace's overdue snapshot periods at this scope's clock, most overdue
-        first, at most ``limit``, and their total count
-        (:func:`timekeeper.snapshots.ledger.overdue_periods_for_staff`: the planner's rule,
-        read-only, through the narrow cross-workspace function)."""
+        """Every workspace's overdue snapshot periods at this scope's clock, most overdue first, at most
+        ``limit``, and their count (:func:`timekeeper.snapshots.ledger.overdue_periods_for_staff`)."""
         with self.conn.transaction():
             return ledger.overdue_periods_for_staff(self.conn, self.registry, now=self.now, limit=limit)
 
     def resume_schedule(self, workspace_id: UUID, schedule_id: UUID, *, reason: str) -> service.Schedule:
-        """Resume a paused schedule of ``workspace_id`` as this staff member, ``reason`` on its
-        ``resumed`` history event and in the operations actions, in one transaction. Raises
-        the service's ``ScheduleNotFound`` (also for a schedule of another workspace),
-        ``Ownerless`` and ``InvalidRecurrence``."""
+        """Resume a paused schedule of ``workspace_id`` as this staff member, ``reason`` on its ``resumed``
+        history event and in the operations actions, in one transaction. Raises the service's
+        ``ScheduleNotFound`` (also for another workspace's), ``Ownerless`` and ``InvalidRecurrence``."""
         with self.conn.entered(workspace_id), self.conn.transaction():
             resumed = service.resume_schedule(self.conn, workspace_id=workspace_id, schedule_id=schedule_id,
                                               actor=self.identity.user_id, now=self.now, reason=reason)
@@ -646,10 +647,9 @@ class StaffScope:
         return resumed
 
     def erase_person(self, user_id: str, *, reason: str) -> erasure.Erasure:
-        """Erase ``user_id`` in every workspace (:func:`timekeeper.platform.erasure.erase_person`)
-        as this staff member, and record the operations action ``erase`` (its target the
-        user id's digest ``sha256:<hex>``, never the id; its detail the counts), in one
-        transaction."""
+        """Erase ``user_id`` in every workspace (:func:`timekeeper.platform.erasure.erase_person`) as this staff
+        member, recording the operations action ``erase`` (target the id's digest ``sha256:<hex>``, never the
+        id; detail the counts), in one transaction."""
         with self.conn.transaction():
             erased = erasure.erase_person(self.conn, user_id=user_id, actor=self.identity.user_id, now=self.now)
             operations.record_action(self.conn, action="erase", actor=self.identity.user_id,
@@ -684,8 +684,8 @@ class StaffScope:
                                             reason=reason, detail=detail, at=self.now)
 
     def recent_actions(self, *, limit: int = 20) -> list[operations.OperationsAction]:
-        """The latest operations actions of every staff member, newest first; each actor named
-        as the staff member's own workspace's directory shows them (else ``actor_name`` None)."""
+        """Every staff member's latest operations actions, newest first, named as the caller's directory
+        shows them (else ``actor_name`` None)."""
         with self.conn.entered(self.identity.workspace_id), self.conn.transaction():
             return operations.recent_actions(self.conn, limit=limit)
 

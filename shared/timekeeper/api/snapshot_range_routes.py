@@ -59,6 +59,7 @@ from timekeeper.api.snapshot_routes import (
     period_text,
     refusal,
 )
+from timekeeper.platform.directory import display_names
 from timekeeper.snapshots import staff
 from timekeeper.snapshots.ledger import RequestRefused
 from timekeeper.snapshots.registry import UnknownSnapshotType
@@ -189,6 +190,33 @@ class RangeProgress(BaseModel):
     group_id: UUID
     counts: dict[str, int]
     items: list[RangeRunOut]
+    names: dict[str, str] = Field(default_factory=dict, description="the requesters' display names by user id")
+
+
+class RangeRequestOut(BaseModel):
+    """A range request as staff find it again (its progress: ``GET /snapshots/ranges/{group_id}``)."""
+
+    group_id: UUID
+    requested_at: UtcDatetime = Field(description="when it was requested (its first run's creation)")
+    requested_by: str | None
+    requested_by_name: str | None = Field(description="the requester's display name, None when unknown")
+    owner: str
+    snapshot_type: str
+    mode: str = Field(description="manual (re-runs) or backfill")
+    reason: str | None
+    first: str = Field(description="its first month, YYYY-MM")
+    through: str = Field(description="its last month, YYYY-MM")
+    workspaces: int = Field(description="how many workspaces it planned runs in")
+    runs: int = Field(description="how many runs it planned")
+    done: int = Field(description="of which published, failed, skipped or cancelled")
+
+
+class RangeRequests(BaseModel):
+    """The latest range requests of every workspace, newest first; ``timezone`` the caller's
+    own workspace's zone (the one its pages show instants in)."""
+
+    timezone: str
+    items: list[RangeRequestOut]
 
 
 def _month(text: str) -> date:
@@ -259,6 +287,27 @@ def request_snapshot_range(scope: Staff, body: Annotated[RangeRequest, Body()]) 
                     body=_plan(scope, body, preview=False))
 
 
+def _names(scope: StaffScope, user_ids: set[str | None]) -> dict[str, str]:
+    """The staff members' display names as their own workspace's directory knows them."""
+    with scope.conn.entered(scope.identity.workspace_id), scope.conn.transaction():
+        return display_names(scope.conn, sorted(u for u in user_ids if u))
+
+
+@router.get("/snapshots/ranges", tags=_TAGS, operation_id="listSnapshotRanges", security=SECURITY,
+            summary="Staff: the latest range requests of every workspace, newest first, with their progress",
+            responses=_responses(200, "The latest range requests"))
+def list_snapshot_ranges(scope: Staff,
+                         limit: Annotated[int, Query(ge=1, le=200, description="at most")] = 20) -> RangeRequests:
+    with scope.conn.transaction():
+        found = staff.range_requests(scope.conn, limit=limit)
+    names = _names(scope, {r.requested_by for r in found})
+    return RangeRequests(timezone=scope.own_zone(), items=[RangeRequestOut(
+        group_id=r.group_id, requested_at=r.requested_at, requested_by=r.requested_by,
+        requested_by_name=names.get(r.requested_by or ""), owner=r.owner, snapshot_type=r.snapshot_type,
+        mode=r.mode, reason=r.reason, first=period_text(r.first_period), through=period_text(r.last_period),
+        workspaces=r.workspaces, runs=r.runs, done=r.done) for r in found])
+
+
 @router.get("/snapshots/ranges/<group_id>", tags=_TAGS, operation_id="getSnapshotRange", security=SECURITY,
             summary="Staff: a range request's progress (runs per state) and its runs",
             responses=_responses(200, "The range's runs and counts", 404))
@@ -272,7 +321,8 @@ def get_snapshot_range(scope: Staff,
     for run in runs:
         state = "published" if run.is_current or run.state == "published" else run.state
         counts[state] = counts.get(state, 0) + 1
-    return RangeProgress(group_id=group_id, counts=counts, items=[RangeRunOut(
+    return RangeProgress(group_id=group_id, counts=counts, names=_names(scope, {r.requested_by for r in runs}),
+                         items=[RangeRunOut(
         run_id=r.id, workspace_id=r.workspace_id, workspace_name=r.workspace_name, timezone=r.timezone,
         owner=r.owner, snapshot_type=r.snapshot_type, period=period_text(r.period), version=r.version, mode=r.mode,
         state=r.state, current=r.is_current, attempts=r.attempts, failure_code=r.failure_code, reason=r.reason,
@@ -301,6 +351,7 @@ class StaffPeriodOut(BaseModel):
     current: bool
     protection: str | None
     failure_code: str | None
+    skip_reason: str | None = Field(None, description="why a skipped period was skipped")
     updated_at: UtcDatetime | None
     published_at: UtcDatetime | None
     overdue: bool = Field(False, description="not published (nor skipped) 24 hours after its local month end: the "
@@ -366,8 +417,13 @@ def list_staff_periods(scope: Staff,
         raise ApiError(422, errors.VALIDATION_ERROR, "the last month is before the first", "through")
     overdue, _ = scope.overdue_periods(limit=staff.MAX_OVERDUE_LISTED)
     if status == "overdue":
-        return StaffPeriods(items=_overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
-                                                 snapshot_type=snapshot_type, first=start, through=end)[:limit])
+        items = _overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
+                               snapshot_type=snapshot_type, first=start, through=end)[:limit]
+        states = sorted({i.state for i in items if i.run_id is not None})
+        changed = {p.id: p.updated_at for p in scope.staff_periods(
+            search=(search or "").strip() or None, owner=owner, snapshot_type=snapshot_type, states=states,
+            first=start, through=end, limit=staff.MAX_OVERDUE_LISTED)[0]} if states else {}
+        return StaffPeriods(items=[i.model_copy(update={"updated_at": changed.get(i.run_id)}) for i in items])
     late = {(o.workspace_id, o.owner, o.snapshot_type, o.period) for o in overdue}
     missing = sum(1 for o in _overdue_items(overdue, search=(search or "").strip().lower(), owner=owner,
                                             snapshot_type=snapshot_type, first=start, through=end)
@@ -379,7 +435,7 @@ def list_staff_periods(scope: Staff,
         run_id=p.id, workspace_id=p.workspace_id, workspace_name=p.workspace_name, timezone=p.timezone,
         owner=p.owner, snapshot_type=p.snapshot_type, period=period_text(p.period), version=p.version,
         state=p.state, current=p.is_current, protection=p.protection, failure_code=p.failure_code,
-        updated_at=p.updated_at, published_at=p.published_at,
+        skip_reason=p.skip_reason, updated_at=p.updated_at, published_at=p.published_at,
         overdue=(p.workspace_id, p.owner, p.snapshot_type, p.period) in late) for p in found])
 
 

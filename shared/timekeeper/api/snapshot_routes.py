@@ -268,6 +268,9 @@ class PeriodVersionOut(BaseModel):
     retry_due_at: UtcDatetime | None
     created_at: UtcDatetime
     published_at: UtcDatetime | None
+    failed_at: UtcDatetime | None = Field(None, description="when it failed (failed; null otherwise)")
+    request_group: UUID | None = Field(None, description="the range request that planned it (staff: "
+                                                         "GET /snapshots/ranges/{group_id}); null otherwise")
 
 
 class AdmissionOut(BaseModel):
@@ -306,7 +309,7 @@ class SnapshotTypeOut(BaseModel):
 
     owner: str = Field(examples=["platform"])
     snapshot_type: str = Field(examples=["ar_aging"])
-    label: str = Field(examples=["Accounts-receivable aging"])
+    label: str = Field(examples=["Receivables aging"])
 
 
 class PeriodList(BaseModel):
@@ -375,7 +378,8 @@ def period_versions_out(found: PeriodVersions_ | None, *, owner: str, snapshot_t
             retry_due_at=r.retry_due_at, created_at=r.created_at, published_at=r.published_at,
             protection=r.protection, chunks_committed=r.chunks_committed, started_at=r.started_at,
             cancelled_by=r.cancelled_by, cancel_reason=r.cancel_reason, cancelled_at=r.cancelled_at,
-            finalized_by=r.finalized_by, finalize_reason=r.finalize_reason, finalized_at=r.finalized_at)
+            finalized_by=r.finalized_by, finalize_reason=r.finalize_reason, finalized_at=r.finalized_at,
+            failed_at=r.updated_at if r.state == "failed" else None, request_group=r.request_group)
             for r in found.versions])
 
 

@@ -231,7 +231,9 @@ AUDIT_VERBS: dict[str, str] = {
     "snapshot_finalized": "finalized a snapshot version",
     "member_erased": "erased a member from the snapshots", "retried": "retried", "cancelled": "cancelled",
     "failed": "settled as failed", "redriven": "redriven", "version_saved": "new version saved",
-    "claim_weight_changed": "changed the workspace's claim weight"}
+    "claim_weight_changed": "changed the workspace's claim weight",
+    "snapshot_requested": "requested a snapshot re-run or backfill",
+    "snapshot_range_requested": "requested a range of snapshot months"}
 
 
 def audit_kind(kind: object) -> str:

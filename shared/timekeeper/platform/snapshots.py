@@ -134,10 +134,12 @@ class SelfTest:
         """Every row once, and no drill asking for a failure."""
         count = _one(conn, "selftest_count", {"run_id": run.id})["n"]
         if count != self.total:
-            raise ValidationFailed("selftest_mismatch", f"wrote {count} rows of {self.total}")
+            raise ValidationFailed("selftest_mismatch", f"it wrote {count:,} rows where {self.total:,} were "
+                                   "expected")
         if self.fail_validation(run):
-            raise ValidationFailed("selftest_mismatch", f"a drill: version {run.version} of this month is set to "
-                                   f"fail its check (it wrote {count} rows of {self.total}); a re-run publishes")
+            raise ValidationFailed("selftest_mismatch", f"a drill: all {count:,} rows were written, but version "
+                                   f"{run.version} of this month is set to fail its check on purpose; a re-run "
+                                   "publishes a new version")
         return {"rows": count}
 
 
@@ -171,13 +173,13 @@ AR_AGING_PERSONAL_DATA = PersonalData(
 def register(registry: SnapshotRegistry, *, aging_chunk_size: int = 50_000, selftest: SelfTest | None = None) -> None:
     """Register the Platform's three types (the self-test in development only)."""
     staff = frozenset({STAFF_ROLE})
-    registry.register(SnapshotType(owner=OWNER, name="membership_counts", label="Month-end membership counts",
+    registry.register(SnapshotType(owner=OWNER, name="membership_counts", label="Membership counts",
                                    generator=MembershipCounts(), staff_roles=staff, rows=MEMBERSHIP_COUNT_ROWS))
-    registry.register(SnapshotType(owner=OWNER, name="ar_aging", label="Accounts-receivable aging",
+    registry.register(SnapshotType(owner=OWNER, name="ar_aging", label="Receivables aging",
                                    generator=ReceivableAging(aging_chunk_size), staff_roles=staff,
                                    chunk_size=aging_chunk_size, rows=AR_AGING_ROWS,
                                    personal_data=AR_AGING_PERSONAL_DATA))
     chosen = selftest or SelfTest()
-    registry.register(SnapshotType(owner=OWNER, name="selftest", label="Platform self-test", generator=chosen,
+    registry.register(SnapshotType(owner=OWNER, name="selftest", label="Self-test", generator=chosen,
                                    staff_roles=staff, chunk_size=chosen.chunk_size,
                                    environments=frozenset({"development"}), rows=SELFTEST_ROWS))

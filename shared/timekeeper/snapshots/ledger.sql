@@ -406,3 +406,7 @@ SELECT * FROM snapshot_staff_periods(%(search)s, %(owner)s, %(type)s, %(states)s
 -- name: admission_queue
 -- Through the SECURITY DEFINER function of 0077 (counts of every workspace's runs of the owner).
 SELECT * FROM snapshot_admission_queue(%(run_id)s)
+
+-- name: staff_range_requests
+-- Through the SECURITY DEFINER function of 0078 (the latest range requests, every workspace).
+SELECT * FROM snapshot_staff_range_requests(%(limit)s)

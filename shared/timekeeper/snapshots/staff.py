@@ -187,7 +187,8 @@ def months(first: date, last: date) -> list[date]:
 
 def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractContextManager[object]],
                workspaces: list[DirectoryEntry], snapshot_type: SnapshotType, first: date, last: date, mode: str,
-               reason: str, requested_by: str, now: datetime, group: UUID | None, preview: bool) -> list[RangeItem]:
+               reason: str, requested_by: str, now: datetime, group: UUID | None, preview: bool,
+               on_planned: Callable[[UUID, list[RangeItem]], None] | None = None) -> list[RangeItem]:
     """Plan ``mode`` (``manual`` or ``backfill``) requests of ``snapshot_type`` for every
     month ``first`` .. ``last`` (months' first days) of each of ``workspaces``, through
     :func:`~timekeeper.snapshots.ledger.request_run` (every refusal its reason), one
@@ -195,7 +196,10 @@ def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractCont
     ``enter(workspace_id)``; ``preview`` rolls each back (nothing is recorded), so a preview
     and the request it previews run the same code. After :data:`MAX_RANGE_PLANNED`
     planned periods the rest are refused ``range_cap``. Returns an item per period, in
-    the workspaces' order then by month. Raises ``ValueError`` for a blank reason."""
+    the workspaces' order then by month. ``on_planned(workspace_id, items)``, when given,
+    is called in each workspace's transaction (not in a preview) with the periods it planned
+    there, when any (the API records them in that workspace's audit log). Raises
+    ``ValueError`` for a blank reason."""
     text = _clean_reason(reason)
     items: list[RangeItem] = []
     planned = 0
@@ -225,6 +229,9 @@ def plan_range(conn: psycopg.Connection, *, enter: Callable[[UUID], AbstractCont
                 planned += 1
                 items.append(RangeItem(**key, planned=True, version=run.version,
                                        run_id=None if preview else run.id))
+            mine = [i for i in items if i.planned and i.workspace_id == workspace.id]
+            if on_planned is not None and mine and not preview:
+                on_planned(workspace.id, mine)
     return items
 
 
@@ -258,6 +265,32 @@ def request_group_runs(conn: psycopg.Connection, group: UUID) -> list[GroupRun]:
 
 
 @dataclass(frozen=True)
+class RangeRequestSummary:
+    """A range request as staff find it again: when (its first run's creation, UTC), who,
+    the type, kind (``manual``/``backfill``) and reason, its month span (months' first
+    days), how many workspaces and runs it planned and how many of those are ``done``
+    (published, failed, skipped or cancelled)."""
+
+    group_id: UUID
+    requested_at: datetime
+    requested_by: str | None
+    owner: str
+    snapshot_type: str
+    mode: str
+    reason: str | None
+    first_period: date
+    last_period: date
+    workspaces: int
+    runs: int
+    done: int
+
+
+def range_requests(conn: psycopg.Connection, *, limit: int = 20) -> list[RangeRequestSummary]:
+    """The latest range requests of every workspace, newest first, at most ``limit`` (1-200)."""
+    return [RangeRequestSummary(**row) for row in fetch_rows(conn, SQL["staff_range_requests"], {"limit": limit})]
+
+
+@dataclass(frozen=True)
 class StaffPeriod:
     """A period across workspaces as staff scan them: its newest version's state, the
     workspace by name, and ``rank`` (0 failed, 1 in progress, 2 planned, 3 published, 4 the
@@ -278,6 +311,8 @@ class StaffPeriod:
     updated_at: datetime
     published_at: datetime | None
     rank: int
+    #: Why a skipped period was skipped (``0078``); None otherwise.
+    skip_reason: str | None = None
 
 
 #: The overdue periods one staff listing reads (to mark its rows, or list them all).

@@ -16,7 +16,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import when
+from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import PREFIX
 
 router = Router()
@@ -100,7 +100,7 @@ def range_form(ctx: Request, *, typed: dict[str, Any] | None = None, problem: di
         if every.status == 200:
             choices = [w for w in every.body["items"] if w["id"] in missing] + choices
     return ctx.page("snapshot_range.html", status_code, typed=typed, search=search, choices=choices,
-                    chosen=chosen, types=enabled_types(ctx), problem=problem or {})
+                    chosen=chosen, types=enabled_types(ctx), problem=problem or {}, recent=recent_ranges(ctx))
 
 
 @router.get(f"{PREFIX}/snapshots/ranges")
@@ -109,6 +109,20 @@ def range_page(ctx: Request) -> Response:
     """``GET /console/snapshots/ranges``: :func:`range_form` (``search``: a part of a
     workspace's name)."""
     return _not_staff(ctx) or range_form(ctx)
+
+
+def recent_ranges(ctx: Request) -> list[dict[str, Any]]:
+    """The latest range requests (``GET /snapshots/ranges``), newest first, for the range
+    page: when (the staff member's zone), who by name, type, kind, months, workspaces,
+    progress and the link to each one's page; empty when the API does not answer them."""
+    reply = ctx.api().call("GET", "/snapshots/ranges", query={"limit": "20"})
+    if reply.status != 200:
+        return []
+    zone = zone_of(reply.body)
+    return [{**r, "when": when(r["requested_at"], zone), "by": r.get("requested_by_name") or r.get("requested_by"),
+             "months": r["first"] if r["first"] == r["through"] else f"{r['first']} to {r['through']}",
+             "link": f"{PREFIX}/snapshots/ranges/{quote(str(r['group_id']), safe='')}"}
+            for r in reply.body["items"]]
 
 
 def _refused(ctx: Request, typed: dict[str, Any], reply: Any) -> Response:
@@ -174,6 +188,9 @@ def _progress(ctx: Request, group_id: str, template: str) -> Response:
                  quote(x, safe="") for x in (r["owner"], r["snapshot_type"], r["period"]))
              + "?" + urlencode({"workspace": r["workspace_id"]})} for r in body["items"]]
     first = rows[0] if rows else {}
+    if first:
+        first = {**first, "by": (body.get("names") or {}).get(first.get("requested_by") or "")
+                 or first.get("requested_by")}
     done = sum(counts.get(s, 0) for s in ("published", "failed", "skipped", "cancelled"))
     return ctx.page(template, group_id=body["group_id"], rows=rows, first=first,
                     counts=[(words, counts.get(state, 0)) for state, words in PROGRESS_STATES],

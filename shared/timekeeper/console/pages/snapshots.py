@@ -202,15 +202,30 @@ def waits_for(versions: list[dict[str, Any]], admission: dict[str, Any] | None, 
     if state == "queued":
         return "Admitted: its attempt starts when the job queue delivers it."
     if state == "running":
-        return f"Running: {newest.get('chunks_committed') or 0} chunks done."
+        return f"Running: {chunks(newest.get('chunks_committed'))} done."
     if state == "retry_wait":
         due = when(newest.get("retry_due_at"), zone)
         return "An attempt failed; it is tried again" + (f" at {due['local']} ({due['utc']})." if due else ".")
+    current = next((v for v in versions if v.get("current")), None)
+    if current and current.get("protection") == "finalized":
+        return (f"Finalized (version {current['version']}): no re-run or backfill; staff finalized it, so it is "
+                "kept as it is.")
     if state == "failed":
         return f"Failed: {glossary.words(newest.get('failure_code'))}. A re-run makes a new version."
-    if state == "cancelled" and not any(v.get("current") for v in versions):
+    if current and current.get("protection"):
+        return (f"Published (version {current['version']}), read into a delivered report: it is kept as it is, "
+                "no re-run.")
+    if current:
+        return f"Published (version {current['version']})."
+    if state == "cancelled":
         return "Cancelled: the month waits for a re-run to publish."
     return ""
+
+
+def chunks(n: object) -> str:
+    """``"1 chunk"``, ``"4 chunks"``: a count of committed chunks in words (None: 0)."""
+    count = n if isinstance(n, int) else 0
+    return f"{count} chunk{'' if count == 1 else 's'}"
 
 
 def period_request(versions: list[dict[str, Any]], staff: bool) -> str | None:
@@ -246,6 +261,9 @@ def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, wo
     versions = [{**v, "created": when(v["created_at"], zone), "published": when(v.get("published_at"), zone),
                  "started": when(v.get("started_at"), zone), "cancelled": when(v.get("cancelled_at"), zone),
                  "finalized": when(v.get("finalized_at"), zone), "why": glossary.words(v.get("failure_code")),
+                 "failed": when(v.get("failed_at"), zone), "chunks": chunks(v.get("chunks_committed")),
+                 "range_link": f"{PREFIX}/snapshots/ranges/{quote(str(v['request_group']), safe='')}"
+                 if ctx.session.staff and v.get("request_group") else None,
                  "actions": [a for a, states in RUN_ACTIONS.items() if ctx.session.staff and v["state"] in states
                              and not (a == "finalize" and v.get("protection") == "finalized")]}
                 for v in reply.body["versions"]]
