@@ -46,6 +46,13 @@ def test_staff_set_a_workspaces_weight_and_its_audit_log_records_it(conn, call, 
          "enterprise tier")]
 
 
+def test_a_weight_written_as_a_number_without_a_fraction_is_an_integer(conn, call, target):
+    # JSON Schema counts 4.0 an integer (a generated client may send it so): taken as 4
+    reply = call("PATCH", f"/operations/workspaces/{target.id}", {"claim_weight": 4.0, "reason": "tier"}, as_=STAFF)
+    assert reply.status == 200, reply.body
+    assert reply.body["claim_weight"] == 4 and weight_of(conn, target.id) == 4
+
+
 def test_staff_list_the_weights_by_name(conn, call, target):
     call("PATCH", f"/operations/workspaces/{target.id}", {"claim_weight": 2, "reason": "tier"}, as_=STAFF)
 
@@ -71,7 +78,7 @@ def test_an_unknown_workspace_is_404_and_nothing_is_recorded(conn, call):
     ({"claim_weight": 2.5, "reason": "x"}, "claim_weight"),
     ({"claim_weight": True, "reason": "x"}, "claim_weight"),
     ({"claim_weight": "5", "reason": "x"}, "claim_weight"),
-    ({"claim_weight": 5.0, "reason": "x"}, "claim_weight"),
+    ({"claim_weight": 1e300, "reason": "x"}, "claim_weight"),
     ({"reason": "x"}, "claim_weight"),
     ({"claim_weight": 2}, "reason"),
     ({"claim_weight": 2, "reason": "   "}, "reason"),

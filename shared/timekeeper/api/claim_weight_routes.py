@@ -18,8 +18,9 @@ recorded in its audit log as ``staff.claim_weight_changed`` with the weight befo
 and the reason (:mod:`timekeeper.platform.claim_weights`), and logged as an ``operations
 action``. Setting the weight a workspace already has is a 200 that changes and records
 nothing (no audit event). An unknown workspace is 404 ``not_found``; a weight that is not a
-JSON integer 1-10 (``true``, ``"5"`` and ``5.0`` are refused), or a missing or blank reason,
-is 422 ``validation_error`` naming ``claim_weight`` or ``reason``.
+JSON integer 1-10 (``5`` or ``5.0``, as JSON Schema counts one; ``true``, ``"5"`` and ``2.5``
+are refused), or a missing or blank reason, is 422 ``validation_error`` naming
+``claim_weight`` or ``reason``.
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -32,7 +33,7 @@ from uuid import UUID
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
@@ -91,15 +92,28 @@ class WorkspaceWeightList(BaseModel):
     items: list[WorkspaceWeightOut]
 
 
+def _json_integer(value: object) -> object:
+    """A JSON integer as JSON Schema counts one (a number with no fraction: 5 or 5.0), else
+    refused: a boolean, a string or a fraction is not a weight. Raises ValueError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError("must be a JSON integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be a JSON integer")
+        return int(value)
+    return value
+
+
 class ClaimWeightChange(BaseModel):
     """The new claim weight and why."""
 
     model_config = ConfigDict(extra="forbid")
 
-    claim_weight: Annotated[StrictInt, Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
-                                             description="its share of a crowded claim batch relative to the "
-                                                         "other workspaces with due work (1-10; 1: an equal "
-                                                         "share); a JSON integer (not true, \"5\" or 5.0)")]
+    claim_weight: Annotated[int, BeforeValidator(_json_integer),
+                            Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
+                                  description="its share of a crowded claim batch relative to the other workspaces "
+                                              "with due work (1-10; 1: an equal share); a JSON integer (5 or 5.0, "
+                                              "as JSON Schema counts integers; not true or \"5\")")]
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
                         description="why (recorded in the workspace's audit log; not blank)")
 
