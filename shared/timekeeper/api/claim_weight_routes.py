@@ -109,11 +109,12 @@ class ClaimWeightChange(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    claim_weight: Annotated[int, BeforeValidator(_json_integer),
-                            Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
-                                  description="its share of a crowded claim batch relative to the other workspaces "
-                                              "with due work (1-10; 1: an equal share); a JSON integer (5 or 5.0, "
-                                              "as JSON Schema counts integers; not true or \"5\")")]
+    claim_weight: Annotated[int, Field(ge=claim_weights.MIN_WEIGHT, le=claim_weights.MAX_WEIGHT,
+                                       description="its share of a crowded claim batch relative to the other "
+                                                   "workspaces with due work (1-10; 1: an equal share); a JSON "
+                                                   "integer (5 or 5.0, as JSON Schema counts integers; not true or "
+                                                   "\"5\")"),
+                            BeforeValidator(_json_integer)]
     reason: str = Field(min_length=1, max_length=MAX_REASON, pattern=REASON_PATTERN,
                         description="why (recorded in the workspace's audit log; not blank)")
 
