@@ -21,7 +21,6 @@ request to an authenticated path without valid claims, before its request is loo
 """
 
 import base64
-import contextvars
 import json
 import re
 from collections.abc import Callable
@@ -76,6 +75,7 @@ from timekeeper.api.openapi import finish
 from timekeeper.api.routing import CONTEXT_KEY, SECURITY_SCHEME, ApiContext, ApiRouter, RouteTable
 from timekeeper.api.scope import OwnerRoutedPublisher, member_check
 from timekeeper.observability import logger
+from timekeeper.request_state import RequestScoped
 from timekeeper.schedules.messages import RunPublisher
 from timekeeper.schedules.work import WorkKindRegistry
 from timekeeper.schedules.zones import canonical_zones
@@ -183,7 +183,7 @@ def parse_json_body(text: str) -> Any:
     return json_input.loads(text)
 
 
-class JsonApiResolver(APIGatewayRestResolver):
+class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
     """Powertools' REST resolver for an API that takes JSON only: a request body sent with
     another ``Content-Type`` is refused with a 415 :class:`ErrorBody` before routing (the
     resolver's own body parsing would otherwise try forms and multipart, and fail with a
@@ -267,12 +267,13 @@ class JsonApiResolver(APIGatewayRestResolver):
             if nul is not None:
                 return _early_error(HTTPStatus.UNPROCESSABLE_ENTITY, errors.VALIDATION_ERROR,
                                     "text may not contain the NUL character (U+0000)", nul)
-        # Each request resolves in a copy of the caller's context, so the log keys a route
-        # sets (the caller's workspace) end with the request: neither a later request on
-        # this thread nor one served at once on another writes them.
+        # Each request resolves in a copy of the caller's context (RequestScoped), so the
+        # log keys a route sets (the caller's workspace) end with the request, and its
+        # event and request context are its own: neither a later request on this thread
+        # nor one served at once on another reads or writes them.
         if self.api_context is not None:
             self.append_context(**{CONTEXT_KEY: self.api_context})
-        return contextvars.copy_context().run(super().resolve, event, context)
+        return super().resolve(event, context)
 
 
 #: The media type of a one-click opt-out request's body (RFC 8058: ``List-Unsubscribe=One-Click``).

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aws_lambda_powertools.event_handler.api_gateway import BaseRouter
-
 
 class SessionUnknown(Exception):
     """The API could not say whether a session was signed out (its ``reply``)."""
@@ -51,13 +49,8 @@ class ApiClient:
                                "identity": {"sourceIp": "127.0.0.1"}},
             "body": None if body is None else json.dumps(body), "isBase64Encoded": False,
         }
-        # Powertools keeps the current event on its router class: the API request would
-        # replace the console's own; give it back once the API has answered.
-        saved = getattr(BaseRouter, "current_event", None)
-        try:
-            response = self._resolve(event, self._context)
-        finally:
-            BaseRouter.current_event = saved
+        # (the API's resolver answers in a context of its own: the console's event stays)
+        response = self._resolve(event, self._context)
         raw = response.get("body")
         try:
             parsed = json.loads(raw) if raw else None

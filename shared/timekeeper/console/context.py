@@ -36,6 +36,7 @@ from timekeeper.console.display import when, zone_of
 from timekeeper.console.paths import HOME, PREFIX, STAFF_ONLY, next_page, section_of, way_back
 from timekeeper.console.sessions import SESSION_COOKIE, Session, Sessions
 from timekeeper.console.sign_in import FlowCookies, IdentityProvider
+from timekeeper.request_state import RequestScoped
 
 #: The policy of every console response: this origin's scripts and styles only, no
 #: inline code, never framed, forms posted only here; it may frame its own pages only (a
@@ -278,9 +279,10 @@ class Request:
         return self.page("error.html", status, title=title, message=message, code=body.get("code"), back=back)
 
 
-class ConsoleResolver(APIGatewayRestResolver):
+class ConsoleResolver(RequestScoped, APIGatewayRestResolver):
     """The console's Powertools resolver: while it answers an event, it is the one
-    :func:`current_request` builds the request's context from."""
+    :func:`current_request` builds the request's context from (its event and request
+    context are the request's own, :class:`~timekeeper.request_state.RequestScoped`)."""
 
     def __init__(self, console: Console) -> None:
         super().__init__()

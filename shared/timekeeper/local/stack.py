@@ -21,6 +21,8 @@ import contextlib
 import io
 import logging
 import os
+import sys
+import threading
 import uuid
 import warnings
 from dataclasses import dataclass, field
@@ -48,11 +50,62 @@ def quiet_lambda_environment(log_level: str = "ERROR") -> None:
     warnings.filterwarnings("ignore", message="No application metrics to publish")
 
 
-class _NullWriter(io.TextIOBase):
-    """Discards what it is given (the handlers' EMF metric lines)."""
+class _QuietStdout(io.TextIOBase):
+    """``sys.stdout`` while functions are invoked quietly: what a thread inside a quiet
+    invocation writes (the handlers' EMF metric lines) is discarded, what any other thread
+    writes goes to the stream it replaced (``contextlib.redirect_stdout`` would swap the
+    stream of every thread of the process: ``serve``'s API threads, a command printing
+    beside it)."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        #: The stream replaced, which everyone but a quiet invocation writes to.
+        self.target = target
+        #: Quiet invocations running with this stream installed.
+        self.users = 0
 
     def write(self, text: str) -> int:
-        return len(text)
+        if getattr(_quiet_threads, "depth", 0):
+            return len(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        if not getattr(_quiet_threads, "depth", 0):
+            self.target.flush()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.target, "encoding", "utf-8")
+
+    def isatty(self) -> bool:
+        return bool(getattr(self.target, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self.target.fileno()
+
+
+#: How many quiet invocations the current thread is inside.
+_quiet_threads = threading.local()
+_quiet_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _quietly() -> Any:
+    """Discard what this thread prints inside the block (see :class:`_QuietStdout`)."""
+    with _quiet_lock:
+        if not isinstance(sys.stdout, _QuietStdout):
+            sys.stdout = _QuietStdout(sys.stdout)
+        stream = sys.stdout
+        stream.users += 1
+    _quiet_threads.depth = getattr(_quiet_threads, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _quiet_threads.depth -= 1
+        with _quiet_lock:
+            stream.users -= 1
+            if stream.users == 0 and sys.stdout is stream:
+                sys.stdout = stream.target
 
 
 class FunctionCrashed(Exception):  # noqa: N818 - what the caller of a killed Lambda sees
@@ -77,7 +130,7 @@ def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
     from timekeeper.local.lambdas import invoke
 
     try:
-        with contextlib.redirect_stdout(_NullWriter()):
+        with _quietly():
             return invoke(function, event, **kwargs)
     except faults.InjectedCrash as crash:
         edge.reset()
