@@ -35,10 +35,6 @@ class _State:
     context: dict[str, Any] = field(default_factory=dict)
 
 
-#: The state of the request being answered in this context (unset outside a request).
-_STATE: contextvars.ContextVar[_State] = contextvars.ContextVar("timekeeper_request_state")
-
-
 class RequestScoped:
     """A mixin for a Powertools resolver (``class R(RequestScoped, APIGatewayRestResolver)``)
     whose ``current_event``, ``lambda_context`` and ``context`` belong to the request being
@@ -48,6 +44,9 @@ class RequestScoped:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         #: What every request's context starts with.
         self.app_context: dict[str, Any] = {}
+        #: The state of the request this resolver answers in the current context (unset
+        #: outside one: another resolver's request, the console calling the API, is not it).
+        self._state: contextvars.ContextVar[_State] = contextvars.ContextVar(f"timekeeper_request_{id(self)}")
         super().__init__(*args, **kwargs)
 
     def include_router(self, router: Any, prefix: str | None = None) -> None:
@@ -63,12 +62,12 @@ class RequestScoped:
         return contextvars.copy_context().run(self._resolve_scoped, event, context)
 
     def _resolve_scoped(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        _STATE.set(_State(lambda_context=context, context=dict(self.app_context)))
+        self._state.set(_State(lambda_context=context, context=dict(self.app_context)))
         return super().resolve(event, context)  # type: ignore[misc]
 
     def _to_proxy_event(self, event: dict[str, Any]) -> Any:
         proxy = super()._to_proxy_event(event)  # type: ignore[misc]
-        state = _STATE.get(None)
+        state = self._state.get(None)
         if state is not None:
             state.event = proxy
         return proxy
@@ -76,24 +75,24 @@ class RequestScoped:
     @property
     def current_event(self) -> Any:
         """The event of the request being answered (None outside a request)."""
-        state = _STATE.get(None)
+        state = self._state.get(None)
         return state.event if state is not None else None
 
     @current_event.setter
     def current_event(self, value: Any) -> None:
-        state = _STATE.get(None)
+        state = self._state.get(None)
         if state is not None:
             state.event = value
 
     @property
     def lambda_context(self) -> Any:
         """The Lambda context of the request being answered (None outside a request)."""
-        state = _STATE.get(None)
+        state = self._state.get(None)
         return state.lambda_context if state is not None else None
 
     @lambda_context.setter
     def lambda_context(self, value: Any) -> None:
-        state = _STATE.get(None)
+        state = self._state.get(None)
         if state is not None:
             state.lambda_context = value
 
@@ -101,12 +100,12 @@ class RequestScoped:
     def context(self) -> dict[str, Any]:
         """The request context of the request being answered; outside a request, what
         every request's context starts with (:attr:`app_context`)."""
-        state = _STATE.get(None)
+        state = self._state.get(None)
         return state.context if state is not None else self.app_context
 
     @context.setter
     def context(self, value: dict[str, Any]) -> None:
-        state = _STATE.get(None)
+        state = self._state.get(None)
         if state is not None:
             state.context = value
         elif value is not self.app_context:
