@@ -106,7 +106,7 @@ def test_a_backfill_is_requested_shown_and_cancelled_with_reasons(server, printe
     code, text = ops(server, printed, "snapshots", "show", missing, month, "--type", TYPE)
     assert code == 0, text
     assert f"{MISSING_NAME} ({missing})" in text and "months end in Europe/Berlin" in text
-    assert "version 1: backfill cancelled" in text
+    assert "version 1: cancelled (a staff backfill)" in text
     assert "requested by staff-1: never planned: the workspace was loading" in text
     assert "cancelled by staff-1 " in text and ": requested by mistake" in text
     # Cancelling again is the API's 409 with its code

@@ -192,13 +192,18 @@ def lines_of(verb: str, body: dict[str, Any]) -> list[str]:
             f"(state {body['state']}, run {body['id']}): {body.get('cancel_reason') or body.get('finalize_reason')}"]
 
 
+#: A version's mode in words.
+MODES = {"planned": "the planner's", "manual": "a staff re-run", "backfill": "a staff backfill"}
+
+
 def _period_lines(body: dict[str, Any]) -> list[str]:
     zone = body["timezone"]
     lines = [f"{body['workspace_name']} ({body['workspace_id']}), {body['label'] or body['snapshot_type']} "
              f"{body['period']}; months end in {zone}"]
     for v in body["versions"]:
         lines.append(
-            f"  version {v['version']}{' (current)' if v['current'] else ''}: {v['mode']} {v['state']}"
+            f"  version {v['version']}{' (current)' if v['current'] else ''}: {v['state']} "
+            f"({MODES.get(v['mode'], v['mode'])})"
             f"{', ' + v['protection'] if v['protection'] else ''}; attempts {v['attempts']}, chunks "
             f"{v['chunks_committed']}; failure {v['failure_code'] or '-'}"
             f"{': ' + v['failure_message'] if v['failure_message'] else ''}; created {at(v['created_at'], zone)}, "
