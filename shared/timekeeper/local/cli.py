@@ -267,18 +267,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the address of the workspace member the delivery is sent to (default: no delivery)")
     smoke.add_argument("--timeout", type=_int_at_least(10, 3600), default=300, metavar="SECONDS",
                        help="bound of the whole check, 10-3600 seconds (default 300)")
-    _add_run_and_dlq_parsers(actions)
+    _add_ops_group_parsers(actions)
+    return parser
+
+
+def _add_ops_group_parsers(actions: Any) -> None:
+    """``ops runs show|retry|cancel|fail`` and ``ops dlq list|show|redrive|delete``
+    (:mod:`timekeeper.local.ops_runs`), a workspace admin's ``settings``, ``closures``,
+    ``posting-jobs`` and ``suppressions`` (:mod:`timekeeper.local.ops_workspace`) and
+    staff's ``snapshots`` (:mod:`timekeeper.local.ops_snapshots`)."""
     from timekeeper.local.ops_snapshots import add_snapshot_parsers
     from timekeeper.local.ops_workspace import add_workspace_parsers
 
     add_workspace_parsers(actions, _uuid)
     add_snapshot_parsers(actions, _uuid)
-    return parser
-
-
-def _add_run_and_dlq_parsers(actions: Any) -> None:
-    """``ops runs show|retry|cancel|fail`` and ``ops dlq list|show|redrive|delete``
-    (:mod:`timekeeper.local.ops_runs`)."""
     runs = actions.add_parser("runs", help="a run's page and the operators' actions on it")
     verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
     show = verbs.add_parser("show", help="the run: schedule, occurrence, state, attempts, actions")
