@@ -373,7 +373,11 @@ def test_an_admin_takes_an_address_off_the_suppression_list_with_a_reason(db_url
                            {"csrf": _csrf(html), "address": "c@x.test", "reason": "she asked for them again"})
     assert done["statusCode"] == 303 and "c@x.test" not in _header(done, "Location")
     after = browser.request("GET", _header(done, "Location"))["body"]
-    assert "off the suppression list" in after and "c@x.test" not in after and after.count(">Remove</button>") == 1
+    listed, recent = after.split("Recently taken off the list")
+    assert "off the suppression list" in listed and "c@x.test" not in listed and listed.count(">Remove</button>") == 1
+    # And the admin reads who took it off, when and why
+    assert "c@x.test" in recent and "she asked for them again" in recent and "complained" in recent
+    assert f'title="{admin.user_id}"' in recent and "2027-03-01 13:00 CET" in recent
     [removal] = call("GET", "/mail-suppressions/removals", as_=admin).body["items"]
     assert (removal["address"], removal["removed_by"], removal["reason"]) == ("c@x.test", admin.user_id,
                                                                               "she asked for them again")
@@ -384,7 +388,7 @@ def test_an_admin_takes_an_address_off_the_suppression_list_with_a_reason(db_url
     # A reader sees the list without a Remove, and the API refuses a forged removal
     reading = _browser(console, reader, ("queries:read",))
     listed = reading.request("GET", "/console/mail-suppressions")["body"]
-    assert "&lt;b&gt;@x.test" in listed and "Remove</button>" not in listed
+    assert "&lt;b&gt;@x.test" in listed and "Remove</button>" not in listed and "Recently taken off" not in listed
     forged = reading.request("POST", "/console/mail-suppressions/remove",
                              {"csrf": _csrf(listed), "address": "<b>@x.test", "reason": "mine"})
     assert forged["statusCode"] == 403

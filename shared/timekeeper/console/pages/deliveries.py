@@ -341,6 +341,8 @@ def accept_invitation(ctx: Request, schedule_id: str) -> Response:
 
 #: The most characters a suppression removal's reason holds (the API's bound).
 REMOVAL_REASON_MAX = 500
+#: How many of the latest removals the suppression list's page shows an admin.
+RECENT_REMOVALS = 20
 
 
 def suppressions_page(ctx: Request, *, done: str | None = None, typed: dict[str, str] | None = None,
@@ -353,9 +355,16 @@ def suppressions_page(ctx: Request, *, done: str | None = None, typed: dict[str,
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
     items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
+    may_remove, removals, people = ctx.session.has("workspace:admin"), [], {}
+    if may_remove:
+        # The latest removals (who, when, why): admins read them (``GET /mail-suppressions/removals``).
+        taken = ctx.api().call("GET", "/mail-suppressions/removals", query={"limit": str(RECENT_REMOVALS)})
+        if taken.status == 200 and isinstance(taken.body, dict):
+            removals = [{**r, "when": when(r["removed_at"], zone)} for r in taken.body["items"]]
+            people = people_by_id(ctx) if removals else {}
     return ctx.page("mail_suppressions.html", status_code, items=items, zone=zone, done=done, typed=typed or {},
-                    problem=problem, field=field, may_remove=ctx.session.has("workspace:admin"),
-                    reason_max=REMOVAL_REASON_MAX)
+                    problem=problem, field=field, may_remove=may_remove, reason_max=REMOVAL_REASON_MAX,
+                    removals=removals, people=people)
 
 
 @router.get(f"{PREFIX}/mail-suppressions")
