@@ -346,3 +346,56 @@ def test_every_instant_is_in_the_workspace_s_zone_with_utc_beside(db_url, call, 
     assert call("POST", "/closures", {"date": "2027-03-05"}, as_=member).status == 201
     closures = browser.request("GET", "/console/closures")["body"]
     assert "2027-03-01 13:00 CET</time> <small>(2027-03-01 12:00 UTC)</small>" in closures
+
+
+def test_an_admin_takes_an_address_off_the_suppression_list_with_a_reason(db_url, call, console):
+    admin, _, reader, _, _ = workspace_with_schedule(db_url)
+    _suppressed(db_url, admin.workspace_id, "<b>@x.test", "bounced")
+    _suppressed(db_url, admin.workspace_id, "c@x.test", "complained")
+    browser = _browser(console, admin, ("workspace:admin", "queries:read", "queries:write"))
+    html = browser.request("GET", "/console/mail-suppressions")["body"]
+    # Each address has its form: a reason, the session's token, a confirmation naming it (escaped)
+    assert html.count(">Remove</button>") == 2
+    assert 'data-confirm="Take &lt;b&gt;@x.test off the suppression list?' in html
+    assert 'action="/console/mail-suppressions/remove"' in html and _csrf(html)
+    # A blank reason is the API's refusal on the reason's field, the address's form keeps what was typed
+    refused = browser.request("POST", "/console/mail-suppressions/remove",
+                              {"csrf": _csrf(html), "address": "c@x.test", "reason": "   "})
+    assert refused["statusCode"] == 422 and "(reason)" in refused["body"]
+    assert refused["body"].count('aria-invalid="true"') == 1 and ">   </textarea>" in refused["body"]
+    # Without the session's token nothing happens
+    forged = browser.request("POST", "/console/mail-suppressions/remove",
+                             {"csrf": "forged", "address": "c@x.test", "reason": "fixed"})
+    assert forged["statusCode"] == 403
+    assert len(call("GET", "/mail-suppressions", as_=admin).body["items"]) == 2
+    # With a reason the address comes off the list, the removal is recorded, the page says so
+    done = browser.request("POST", "/console/mail-suppressions/remove",
+                           {"csrf": _csrf(html), "address": "c@x.test", "reason": "she asked for them again"})
+    assert done["statusCode"] == 303 and "c@x.test" not in _header(done, "Location")
+    after = browser.request("GET", _header(done, "Location"))["body"]
+    listed, recent = after.split("Recently taken off the list")
+    assert "off the suppression list" in listed and "c@x.test" not in listed and listed.count(">Remove</button>") == 1
+    # And the admin reads who took it off, when and why
+    assert "c@x.test" in recent and "she asked for them again" in recent and "complained" in recent
+    assert f'title="{admin.user_id}"' in recent and "2027-03-01 13:00 CET" in recent
+    [removal] = call("GET", "/mail-suppressions/removals", as_=admin).body["items"]
+    assert (removal["address"], removal["removed_by"], removal["reason"]) == ("c@x.test", admin.user_id,
+                                                                              "she asked for them again")
+    # Removing it again is the API's 404 on the page, with the address named
+    again = browser.request("POST", "/console/mail-suppressions/remove",
+                            {"csrf": _csrf(html), "address": "c@x.test", "reason": "again"})
+    assert again["statusCode"] == 404 and "Refused: this address is not on the suppression list" in again["body"]
+    # A reader sees the list without a Remove, and the API refuses a forged removal
+    reading = _browser(console, reader, ("queries:read",))
+    listed = reading.request("GET", "/console/mail-suppressions")["body"]
+    assert "&lt;b&gt;@x.test" in listed and "Remove</button>" not in listed and "Recently taken off" not in listed
+    forged = reading.request("POST", "/console/mail-suppressions/remove",
+                             {"csrf": _csrf(listed), "address": "<b>@x.test", "reason": "mine"})
+    assert forged["statusCode"] == 403
+    # Another workspace's admin cannot remove it
+    stranger = seed_member(db_url, roles=("workspace:admin",), token_roles="workspace:admin,queries:read")
+    other = _browser(console, stranger, ("workspace:admin", "queries:read"))
+    theirs = other.request("GET", "/console/mail-suppressions")["body"]
+    assert other.request("POST", "/console/mail-suppressions/remove",
+                         {"csrf": _csrf(theirs), "address": "<b>@x.test", "reason": "x"})["statusCode"] == 404
+    assert [s["address"] for s in call("GET", "/mail-suppressions", as_=admin).body["items"]] == ["<b>@x.test"]

@@ -96,6 +96,53 @@ def test_an_admin_closes_a_date_and_reopens_it(page, server):  # noqa: F811
     assert page.get_by_role("button", name="Reopen 2031-12-24").count() == 0
 
 
+def test_an_admin_takes_a_suppressed_address_off_the_list_from_the_keyboard(browser, server, db_url):
+    from axe_playwright_python.sync_playwright import Axe
+
+    workspace = server.stack.platform.first_workspace
+    with connect(db_url) as conn, conn.transaction():
+        conn.execute("INSERT INTO mail_suppressions (workspace_id, address, reason, provider_message_id, "
+                     "suppressed_at) VALUES (%s, 'full-mailbox@example.test', 'bounced', 'ses-2', %s) "
+                     "ON CONFLICT DO NOTHING", (workspace, datetime.now(UTC)))
+    context = browser.new_context(viewport={"width": WIDTH_PHONE, "height": 740})
+    tab = context.new_page()
+    try:
+        _sign_in_as(tab, server, "Berlin admin")
+        tab.get_by_role("navigation", name="Main").get_by_role("link", name="Deliveries").click()
+        tab.get_by_role("navigation", name="Deliveries").get_by_role("link", name="Suppressed addresses").click()
+        # The page with its Remove forms fits 360 px and passes the accessibility check
+        assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+        bad = [v["id"] for v in Axe().run(tab).response["violations"] if v.get("impact") in ("serious", "critical")]
+        assert bad == []
+        reason = tab.get_by_label("Why full-mailbox@example.test may be sent to again")
+        button = tab.get_by_role("button", name="Remove full-mailbox@example.test from the suppression list")
+        # Declining the confirmation changes nothing; accepting it from the keyboard removes the address
+        reason.fill("the mailbox was full; fixed")
+        tab.once("dialog", lambda dialog: dialog.dismiss())
+        button.focus()
+        tab.keyboard.press("Enter")
+        assert button.is_visible()
+        tab.once("dialog", lambda dialog: dialog.accept())
+        button.focus()
+        tab.keyboard.press("Enter")
+        tab.wait_for_url("**?done=removed")
+        assert "off the suppression list" in tab.get_by_role("status").inner_text()
+        suppressed = tab.get_by_role("table", name="Suppressed addresses, oldest first")
+        assert suppressed.count() == 0 or "full-mailbox@example.test" not in suppressed.inner_text()
+        # The admin reads who took it off, when and why; the page still fits and passes the check
+        recent = tab.locator("table", has=tab.locator("caption", has_text="removals, newest first"))
+        assert "the mailbox was full; fixed" in recent.inner_text()
+        assert tab.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
+        bad = [v["id"] for v in Axe().run(tab).response["violations"] if v.get("impact") in ("serious", "critical")]
+        assert bad == []
+        auth = {"Authorization": f"Bearer dev:{server.stack.platform.users['admin']}:{workspace}:workspace:admin"}
+        removals = requests.get(f"{server.base_url}/mail-suppressions/removals", headers=auth, timeout=30).json()
+        assert [(r["address"], r["reason"]) for r in removals["items"]][:1] == [
+            ("full-mailbox@example.test", "the mailbox was full; fixed")]
+    finally:
+        context.close()
+
+
 def test_another_workspace_s_member_gets_the_api_s_refusal(page, server, opted_out):  # noqa: F811
     _sign_in_as(page, server, "Sydney admin")
     response = page.goto(f"{server.base_url}/console/deliveries/{opted_out['schedule']['id']}/opt-outs")

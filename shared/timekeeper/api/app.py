@@ -272,7 +272,10 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
         # event and request context are its own: neither a later request on this thread
         # nor one served at once on another reads or writes them.
         if self.api_context is not None:
-            self.append_context(**{CONTEXT_KEY: self.api_context})
+            # What every request's context starts with: not append_context, which, called
+            # while another resolver answers (the console calling the API in its process),
+            # writes into that caller's request context instead.
+            self.app_context[CONTEXT_KEY] = self.api_context
         return super().resolve(event, context)
 
 

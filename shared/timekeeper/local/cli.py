@@ -224,13 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="first create whichever is missing of the workspace, the user, their membership "
                              "(queries:read) and 1,000 invoices; nothing that exists is changed")
     export.add_argument("--database", default="timekeeper_serve", help="database name (default timekeeper_serve)")
-    ops = commands.add_parser("ops", help="staff operations through the API (serve's, or a deployed stage's with "
-                                          "--api and a staff --token)")
+    ops = commands.add_parser("ops", help="staff's and workspace admins' operations through the API (serve's, or a "
+                                          "deployed stage's with --api and a --token)")
     ops.add_argument("--api", default=None, type=_api_url,
                      help="the API's base URL (default $TIMEKEEPER_API or http://127.0.0.1:8080; a stage's URL "
                           "ends in /v1)")
     ops.add_argument("--token", default=None, type=_token,
-                     help="bearer token of a staff member (default $TIMEKEEPER_TOKEN)")
+                     help="bearer token (default $TIMEKEEPER_TOKEN): a staff member's; a workspace admin's for "
+                          "settings, closures, posting-jobs and suppressions")
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     overview = actions.add_parser("overview",
                                   help="paused and failing schedules, stuck runs, overdue snapshot periods, "
@@ -266,13 +267,20 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the address of the workspace member the delivery is sent to (default: no delivery)")
     smoke.add_argument("--timeout", type=_int_at_least(10, 3600), default=300, metavar="SECONDS",
                        help="bound of the whole check, 10-3600 seconds (default 300)")
-    _add_run_and_dlq_parsers(actions)
+    _add_ops_group_parsers(actions)
     return parser
 
 
-def _add_run_and_dlq_parsers(actions: Any) -> None:
+def _add_ops_group_parsers(actions: Any) -> None:
     """``ops runs show|retry|cancel|fail`` and ``ops dlq list|show|redrive|delete``
-    (:mod:`timekeeper.local.ops_runs`)."""
+    (:mod:`timekeeper.local.ops_runs`), a workspace admin's ``settings``, ``closures``,
+    ``posting-jobs`` and ``suppressions`` (:mod:`timekeeper.local.ops_workspace`) and
+    staff's ``snapshots`` (:mod:`timekeeper.local.ops_snapshots`)."""
+    from timekeeper.local.ops_snapshots import add_snapshot_parsers
+    from timekeeper.local.ops_workspace import add_workspace_parsers
+
+    add_workspace_parsers(actions, _uuid)
+    add_snapshot_parsers(actions, _uuid)
     runs = actions.add_parser("runs", help="a run's page and the operators' actions on it")
     verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
     show = verbs.add_parser("show", help="the run: schedule, occurrence, state, attempts, actions")
@@ -395,10 +403,17 @@ def _run(args: argparse.Namespace) -> int:
 
         from timekeeper.local.ops import OpsOptions, default_api, run_ops
         from timekeeper.local.ops_runs import run_runs_or_dlq
+        from timekeeper.local.ops_snapshots import run_snapshots
+        from timekeeper.local.ops_workspace import GROUPS, run_workspace
 
+        api, token = args.api or default_api(), args.token or os.environ.get("TIMEKEEPER_TOKEN")
+        if args.action in GROUPS:
+            return run_workspace(args, api, token, Console())
+        if args.action == "snapshots":
+            return run_snapshots(args, api, token, Console())
         command = run_runs_or_dlq if args.action in ("runs", "dlq") else run_ops
         return command(OpsOptions(
-            action=args.action, api=args.api or default_api(), token=args.token or os.environ.get("TIMEKEEPER_TOKEN"),
+            action=args.action, api=api, token=token,
             reason=getattr(args, "reason", None), queue=getattr(args, "queue", None),
             workspace=str(args.workspace) if getattr(args, "workspace", None) else None,
             schedule=str(args.schedule) if getattr(args, "schedule", None) else None, user=getattr(args, "user", None),

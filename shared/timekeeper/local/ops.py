@@ -91,6 +91,33 @@ def call_api(api: str, token: str | None, method: str, path: str, body: Any = No
         return status, {"code": "not_json", "message": raw[:200].decode(errors="replace")}
 
 
+def answered(api: str, token: str | None, console: Any, method: str, path: str, body: Any = None, *,
+             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    """``method path`` as :func:`call_api` does it; returns ``(0, the answer's body)`` for
+    a 2xx answer, else the exit code with None, the refusal printed on ``console``: ``(1,
+    None)`` for the API's error (its status, code, field and message), ``(2, None)`` when
+    it cannot be reached."""
+    try:
+        status, answer = call_api(api, token, method, path, body, headers=headers)
+    except ApiUnreachable as error:
+        console.print(f"[red]cannot reach the API[/]: {escape_markup(str(error))}", highlight=False)
+        return 2, None
+    if not 200 <= status < 300:
+        answer = answer if isinstance(answer, dict) else {}
+        field = f" (field {answer['field']})" if answer.get("field") else ""
+        console.print(f"[red]{status} {escape_markup(str(answer.get('code', 'error')))}[/]{escape_markup(field)}: "
+                      f"{escape_markup(str(answer.get('message', '')))}", highlight=False)
+        return 1, None
+    return 0, answer
+
+
+def escape_markup(text: str) -> str:
+    """``text`` with rich's markup escaped (names and reasons print as typed)."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def run_ops(options: OpsOptions, console: Any) -> int:
     """Run ``options`` against the API and print the outcome on ``console`` (rich); returns
     the exit code (see the module docstring)."""

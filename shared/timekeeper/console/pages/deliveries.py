@@ -339,14 +339,58 @@ def accept_invitation(ctx: Request, schedule_id: str) -> Response:
     return ctx.api_error(reply)
 
 
-@router.get(f"{PREFIX}/mail-suppressions")
-@signed_in
-def mail_suppressions(ctx: Request) -> Response:
-    """``GET /console/mail-suppressions``: the workspace's suppressed addresses, why and since
-    when."""
+#: The most characters a suppression removal's reason holds (the API's bound).
+REMOVAL_REASON_MAX = 500
+#: How many of the latest removals the suppression list's page shows an admin.
+RECENT_REMOVALS = 20
+
+
+def suppressions_page(ctx: Request, *, done: str | None = None, typed: dict[str, str] | None = None,
+                      problem: str | None = None, field: str | None = None, status_code: int = 200) -> Response:
+    """The workspace's suppressed addresses (``GET /mail-suppressions``), each with a Remove
+    form for a workspace admin; ``typed`` (``address``, ``reason``) keeps a refused form's
+    text and ``problem`` the API's reason, shown on ``field`` of that address's form."""
     reply = ctx.api().call("GET", "/mail-suppressions")
     if reply.status != 200:
         return ctx.api_error(reply)
     zone = zone_of(reply.body)
     items = [{**s, "when": when(s["suppressed_at"], zone)} for s in reply.body["items"]]
-    return ctx.page("mail_suppressions.html", items=items, zone=zone)
+    may_remove, removals, people = ctx.session.has("workspace:admin"), [], {}
+    if may_remove:
+        # The latest removals (who, when, why): admins read them (``GET /mail-suppressions/removals``).
+        taken = ctx.api().call("GET", "/mail-suppressions/removals", query={"limit": str(RECENT_REMOVALS)})
+        if taken.status == 200 and isinstance(taken.body, dict):
+            removals = [{**r, "when": when(r["removed_at"], zone)} for r in taken.body["items"]]
+            people = people_by_id(ctx) if removals else {}
+    return ctx.page("mail_suppressions.html", status_code, items=items, zone=zone, done=done, typed=typed or {},
+                    problem=problem, field=field, may_remove=may_remove, reason_max=REMOVAL_REASON_MAX,
+                    removals=removals, people=people)
+
+
+@router.get(f"{PREFIX}/mail-suppressions")
+@signed_in
+def mail_suppressions(ctx: Request) -> Response:
+    """``GET /console/mail-suppressions``: the workspace's suppressed addresses, why and since
+    when; ``?done=removed`` after a removal (the address stays out of the URL: paths and
+    query strings land in access logs)."""
+    done = ("The address is off the suppression list: the next run sends to it again."
+            if ctx.params.get("done") == "removed" else None)
+    return suppressions_page(ctx, done=done)
+
+
+@router.post(f"{PREFIX}/mail-suppressions/remove")
+@checked_post
+def mail_suppression_remove(ctx: Request) -> Response:
+    """``POST /console/mail-suppressions/remove`` (``address``, ``reason``): take the address
+    off the list (``POST /mail-suppressions/removals``, admins), then the list; a refusal
+    is shown on the field the API names, with what was typed kept."""
+    typed = {"address": ctx.fields.get("address", ""), "reason": ctx.fields.get("reason", "")}
+    reply = ctx.api().call("POST", "/mail-suppressions/removals", body=typed)
+    if reply.status == 200:
+        return ctx.redirect(f"{PREFIX}/mail-suppressions?done=removed")
+    if not 400 <= reply.status < 500 or reply.status in (401, 403):
+        return ctx.api_error(reply)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    field = body.get("field") if body.get("field") in ("address", "reason") else "reason"
+    return suppressions_page(ctx, typed=typed, problem=body.get("message") or "the request was refused",
+                             field=field, status_code=reply.status)
