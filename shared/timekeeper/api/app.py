@@ -272,9 +272,7 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
         # event and request context are its own: neither a later request on this thread
         # nor one served at once on another reads or writes them.
         if self.api_context is not None:
-            # What every request's context starts with: not append_context, which, called
-            # while another resolver answers (the console calling the API in its process),
-            # writes into that caller's request context instead.
+            # What every request's context starts with (RequestScoped.app_context).
             self.app_context[CONTEXT_KEY] = self.api_context
         return super().resolve(event, context)
 
