@@ -38,11 +38,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
+from timekeeper.api.auth import Identity
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import PLAIN_PATTERN, CanonicalUuid
 from timekeeper.api.operations_routes import MAX_REASON, REASON_PATTERN
-from timekeeper.api.routing import SECURITY, ApiRouter
-from timekeeper.api.scope import StaffScope, staff_scope
+from timekeeper.api.routing import SECURITY, ApiContext, ApiRouter, checked_first
+from timekeeper.api.scope import StaffScope, require_staff, staff_scope
 from timekeeper.observability import logger, metrics
 from timekeeper.platform import claim_weights
 
@@ -60,6 +61,15 @@ _responses = partial(errors.responses, texts=_ERRORS)
 
 
 
+def _platform_staff_first(identity: Identity, api: ApiContext) -> None:
+    """The staff check asked before validation, worded for these routes."""
+    try:
+        require_staff(identity, api.adapters.snapshot_registry())
+    except ApiError as refused:
+        raise ApiError(403, errors.FORBIDDEN, "this action needs platform staff (platform:staff)") from refused
+
+
+@checked_first(_platform_staff_first)
 def _platform_staff(request: Request) -> StaffScope:
     """:func:`~timekeeper.api.scope.staff_scope`, its refusal worded for these routes
     (platform staff, not a snapshot type's)."""
