@@ -37,7 +37,7 @@ def test_staff_set_a_workspaces_weight_and_its_audit_log_records_it(conn, call, 
 
     assert reply.status == 200, reply.body
     assert reply.body == {"id": str(target.id), "name": target.name, "timezone": "Europe/Berlin",
-                          "status": "active", "claim_weight": 3}
+                          "status": "active", "claim_weight": 3, "changed": True}
     assert weight_of(conn, target.id) == 3
     event = conn.execute("SELECT actor, kind, subject_type, subject_id, before, after, reason FROM audit_events "
                          "WHERE workspace_id = %s", (target.id,)).fetchall()
@@ -130,5 +130,7 @@ def test_the_weight_it_already_has_changes_and_records_nothing(conn, call, targe
     again = call("PATCH", f"/operations/workspaces/{target.id}", {"claim_weight": 3, "reason": "tier"}, as_=STAFF)
 
     assert (first.status, again.status, again.body["claim_weight"]) == (200, 200, 3)
+    # ... answered as a no-op: the caller is told nothing changed
+    assert (first.body["changed"], again.body["changed"]) == (True, False)
     assert conn.execute("SELECT count(*) AS n FROM audit_events WHERE workspace_id = %s "
                         "AND kind = 'staff.claim_weight_changed'", (target.id,)).fetchone()["n"] == 1

@@ -65,6 +65,15 @@ def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
     event = conn.execute("SELECT actor, reason FROM audit_events WHERE workspace_id = %s "
                          "AND kind = 'staff.claim_weight_changed'", (made.id,)).fetchone()
     assert (event["actor"], event["reason"]) == ("staff-1", "enterprise tier")
+    # The weight it already has: the page says so, and nothing more is recorded
+    same = staff.request("POST", "/console/operations/claim-weights",
+                         {**form, "claim_weight": "4", "reason": "enterprise tier again"})
+    assert same["statusCode"] == 303
+    said = staff.request("GET", _header(same, "Location"))["body"]
+    assert '<p class="done" role="status">The weight was already 4: nothing was changed or recorded.</p>' in said
+    assert "changed and recorded" not in said
+    assert conn.execute("SELECT count(*) AS n FROM audit_events WHERE workspace_id = %s "
+                        "AND kind = 'staff.claim_weight_changed'", (made.id,)).fetchone()["n"] == 1
 
 
 def test_a_member_without_the_staff_role_gets_the_refusal(console, conn, caller):

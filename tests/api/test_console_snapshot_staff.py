@@ -133,6 +133,9 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     assert done["statusCode"] == 303, done["body"]
     progress = staff.get_decoded(_header(done, "Location"))["body"]
     assert "Range request: 0 of 3 done" in progress and "waiting for admission: 3" in progress
+    # The same range confirmed again plans nothing (the API's 200, no group): the outcome is shown, not a fault
+    twice = staff.request("POST", "/console/snapshots/ranges", confirm)
+    assert twice["statusCode"] == 409 and "Nothing was planned</h1>" in twice["body"], twice["body"]
     # Admission moves them on (other tests' waiting runs out of its way); the page shows it
     conn.execute("DELETE FROM snapshot_runs WHERE state <> 'published' AND workspace_id NOT IN (%s, %s)",
                  (rowing.workspace_id, chess.workspace_id))

@@ -148,6 +148,8 @@ def test_retry_queues_a_manual_run_of_the_schedule_and_records_who_and_why(db, c
                  headers={"Idempotency-Key": "retry-1"})
     assert (again.status, again.body["run_id"], again.body["created"]) == (202, new_id, False)
     assert db.execute("SELECT count(*) AS n FROM schedule_run_actions").fetchone()["n"] == 1
+    # ... marked as a replay, as every replayed answer is (the first answer was not)
+    assert (again.headers.get("idempotent-replayed"), reply.headers.get("idempotent-replayed")) == ("true", None)
 
 
 def test_cancel_settles_a_queued_run_as_cancelled_and_refuses_one_that_is_not_queued(db, call, operator):

@@ -91,6 +91,33 @@ def test_a_range_plans_at_most_the_cap_and_refuses_the_rest(db, call, monkeypatc
     assert len(ledger_runs(db, alpha)) == 2
 
 
+def test_a_range_request_answers_once_per_idempotency_key(db, call):
+    alpha, who = _named(db, "Alpha club"), staff()
+    body, key = _range(alpha, mode="backfill", first="2027-01", through="2027-02"), {"Idempotency-Key": "k1"}
+    first = call("POST", "/snapshots/ranges", body, as_=who, headers=key)
+    assert (first.status, first.body["planned"], first.headers.get("idempotent-replayed")) == (201, 2, None)
+    assert first.body["group_id"] is not None
+    # The same key with another body is refused, naming the header
+    other = call("POST", "/snapshots/ranges", {**body, "reason": "another reason"}, as_=who, headers=key)
+    assert (other.status, other.body["code"], other.body["field"]) == (409, "idempotency_key_reused",
+                                                                       "Idempotency-Key")
+    # The same request again answers the first answer (the same group), marked as a replay, planning nothing
+    again = call("POST", "/snapshots/ranges", body, as_=who, headers=key)
+    assert (again.status, again.body, again.headers.get("idempotent-replayed")) == (201, first.body, "true")
+    assert len(ledger_runs(db, alpha)) == 2
+
+
+def test_a_range_that_plans_nothing_is_200_with_no_group(db, call):
+    alpha = _named(db, "Alpha club")
+    body = _range(alpha, mode="backfill", first="2027-01", through="2027-02")
+    assert call("POST", "/snapshots/ranges", body, as_=staff()).status == 201
+    # Every month already planned: nothing is created, so not 201 Created
+    nothing = call("POST", "/snapshots/ranges", body, as_=staff())
+    assert (nothing.status, nothing.body["group_id"], nothing.body["planned"]) == (200, None, 0), nothing.body
+    assert {i["refusal"] for i in nothing.body["items"]} == {"already_planned"}
+    assert len(ledger_runs(db, alpha)) == 2
+
+
 def test_all_workspaces_of_a_type_are_backfilled(db, call):
     alpha, beta = _named(db, "Alpha club"), _named(db, "Beta club")
     body = _range(mode="backfill", first="2027-01", through="2027-01", workspaces="all")

@@ -94,6 +94,21 @@ def test_a_backfill_is_201_and_recorded_in_the_target_workspace(db, call):
     assert run.created_at == NOW
 
 
+def test_a_staff_request_answers_once_per_idempotency_key(db, call):
+    target, who = workspace(db), staff()
+    key = {"Idempotency-Key": "backfill-january"}
+    first = call("POST", "/snapshots/runs", request(target), as_=who, headers=key)
+    assert (first.status, first.headers.get("idempotent-replayed")) == (201, None), first.body
+    # The same key with another body is refused, naming the header
+    other = call("POST", "/snapshots/runs", request(target, reason="another reason"), as_=who, headers=key)
+    assert (other.status, other.body["code"], other.body["field"]) == (409, "idempotency_key_reused",
+                                                                       "Idempotency-Key")
+    # The same request again answers the first answer, marked as a replay, and plans nothing more
+    again = call("POST", "/snapshots/runs", request(target), as_=who, headers=key)
+    assert (again.status, again.body, again.headers.get("idempotent-replayed")) == (201, first.body, "true")
+    assert len(ledger_runs(db, target)) == 1
+
+
 def test_a_re_run_of_a_published_period_is_201_with_the_next_version(db, call):
     # Given a workspace whose months are published
     target = workspace(db)

@@ -195,7 +195,8 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
     before the integration. Then, for the same requests, the membership rule
     (:attr:`member_check`): a caller who is not an active, current member of the token's
     workspace is a 403 (the access rule's reason) on every route, before routing, so no
-    route can skip it."""
+    route can skip it. Then a staff-only route's role (:attr:`first_checks`): a caller
+    without it is a 403 before the body is looked at."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(json_body_deserializer=parse_json_body, **kwargs)
@@ -207,6 +208,16 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
         #: What every request's handlers may ask for (:data:`timekeeper.api.routing.Api`),
         #: put in the request context before routing.
         self.api_context: ApiContext | None = None
+        #: (method, Powertools rule) -> the role check asked before validation, or None
+        #: (:func:`timekeeper.api.routing.checked_first`; :attr:`RouteTable.first_checks`).
+        self.first_checks: dict[tuple[str, str], Callable[[Identity, ApiContext], None] | None] = {}
+
+    def _first_check(self, method: str, path: str) -> Callable[[Identity, ApiContext], None] | None:
+        """The role check of the route ``method`` ``path`` reaches, asked before validation: only
+        when every rule of that method matching ``path`` has the same one (else the route's own
+        dependency checks it when it runs)."""
+        found = {check for (m, rule), check in self.first_checks.items() if m == method and _rule_matches(rule, path)}
+        return next(iter(found)) if len(found) == 1 else None
 
     def resolve(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         """Resolve ``event`` (a REST proxy event); see ``APIGatewayRestResolver.resolve``."""
@@ -225,6 +236,9 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
                 identity = identity_from_event(event)
                 if self.member_check is not None:
                     self.member_check(identity)
+                first_check = self._first_check(method, path)
+                if first_check is not None and self.api_context is not None:
+                    first_check(identity, self.api_context)
             except errors.ApiError as refused:
                 return _early_error(HTTPStatus(refused.status), refused.code, refused.message)
             except psycopg.OperationalError as lost:  # as the routes' handler answers it
@@ -423,6 +437,7 @@ def create_app(adapters: ApiAdapters) -> JsonApiResolver:
         return errors.error_response(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "no such route")
 
     app.public = table.public
+    app.first_checks = table.first_checks
     return app
 
 

@@ -16,8 +16,9 @@ operations routes' rule (:meth:`~timekeeper.api.scope.StaffScope.of`); anyone el
 ``forbidden``. A change is made in that workspace (entered on the walled connection) and
 recorded in its audit log as ``staff.claim_weight_changed`` with the weight before and after
 and the reason (:mod:`timekeeper.platform.claim_weights`), and logged as an ``operations
-action``. Setting the weight a workspace already has is a 200 that changes and records
-nothing (no audit event). An unknown workspace is 404 ``not_found``; a weight that is not a
+action``; the answer's ``changed`` is true. Setting the weight a workspace already has is a
+200 with ``changed`` false that changes and records nothing (no audit event, no operations
+action). An unknown workspace is 404 ``not_found``; a weight that is not a
 JSON integer 1-10 (``5`` or ``5.0``, as JSON Schema counts one; ``true``, ``"5"`` and ``2.5``
 are refused), or a missing or blank reason, is 422 ``validation_error`` naming
 ``claim_weight`` or ``reason``.
@@ -37,11 +38,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
+from timekeeper.api.auth import Identity
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import PLAIN_PATTERN, CanonicalUuid
 from timekeeper.api.operations_routes import MAX_REASON, REASON_PATTERN
-from timekeeper.api.routing import SECURITY, ApiRouter
-from timekeeper.api.scope import StaffScope, staff_scope
+from timekeeper.api.routing import SECURITY, ApiContext, ApiRouter, checked_first
+from timekeeper.api.scope import StaffScope, require_staff, staff_scope
 from timekeeper.observability import logger, metrics
 from timekeeper.platform import claim_weights
 
@@ -59,6 +61,15 @@ _responses = partial(errors.responses, texts=_ERRORS)
 
 
 
+def _platform_staff_first(identity: Identity, api: ApiContext) -> None:
+    """The staff check asked before validation, worded for these routes."""
+    try:
+        require_staff(identity, api.adapters.snapshot_registry())
+    except ApiError as refused:
+        raise ApiError(403, errors.FORBIDDEN, "this action needs platform staff (platform:staff)") from refused
+
+
+@checked_first(_platform_staff_first)
 def _platform_staff(request: Request) -> StaffScope:
     """:func:`~timekeeper.api.scope.staff_scope`, its refusal worded for these routes
     (platform staff, not a snapshot type's)."""
@@ -84,6 +95,13 @@ class WorkspaceWeightOut(BaseModel):
     timezone: str = Field(description="its IANA zone", examples=["Europe/Berlin"])
     status: str = Field(description="the directory's state of the workspace", examples=["active"])
     claim_weight: _Weight
+
+
+class WorkspaceWeightSet(WorkspaceWeightOut):
+    """``PATCH /operations/workspaces/{id}``: the workspace with its weight, and whether it changed."""
+
+    changed: bool = Field(description="false when the workspace already had this weight: nothing was changed "
+                                      "or recorded")
 
 
 class WorkspaceWeightList(BaseModel):
@@ -144,16 +162,19 @@ def list_weights(
 
 @router.patch("/operations/workspaces/<workspace_id>", tags=_TAGS, operation_id="setClaimWeight",
               security=SECURITY, summary="Staff: set a workspace's claim weight, recorded in its audit log",
-              responses=_responses(200, "The workspace with its new weight", 404, 415))
+              responses=_responses(200, "The workspace with its weight (changed false: it already had it)", 404,
+                                   415))
 def set_weight(scope: Staff, workspace_id: Annotated[CanonicalUuid, Path(description="the workspace")],
-               body: Annotated[ClaimWeightChange, Body()]) -> WorkspaceWeightOut:
+               body: Annotated[ClaimWeightChange, Body()]) -> WorkspaceWeightSet:
     with scope.conn.entered(workspace_id), scope.conn.transaction():
-        changed = claim_weights.set_claim_weight(scope.conn, workspace_id=workspace_id, weight=body.claim_weight,
-                                                 actor=scope.identity.user_id, reason=body.reason, now=scope.now)
-    if changed is None:
+        found = claim_weights.set_claim_weight(scope.conn, workspace_id=workspace_id, weight=body.claim_weight,
+                                               actor=scope.identity.user_id, reason=body.reason, now=scope.now)
+    if found is None:
         raise ApiError(404, errors.NOT_FOUND, "no such workspace")
-    logger.info("operations action", extra={"action": "claim_weight", "actor": scope.identity.user_id,
-                                            "workspace_id": str(workspace_id), "claim_weight": body.claim_weight,
-                                            "reason": body.reason})
-    metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
-    return _out(changed)
+    workspace, changed = found
+    if changed:
+        logger.info("operations action", extra={"action": "claim_weight", "actor": scope.identity.user_id,
+                                                "workspace_id": str(workspace_id), "claim_weight": body.claim_weight,
+                                                "reason": body.reason})
+        metrics.add_metric(name=obs.OPERATIONS_ACTIONS, unit="Count", value=1)
+    return WorkspaceWeightSet(**_out(workspace).model_dump(), changed=changed)

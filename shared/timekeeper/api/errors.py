@@ -157,12 +157,16 @@ def error_docs(texts: Mapping[int, str], *codes: int) -> dict[int, dict[str, Any
 LOCATION = {"Location": {"description": "the path of the resource made (or, replayed, found)", "required": True,
                          "schema": {"type": "string"}}}
 
-#: ``Location`` and ``Idempotent-Replayed``: the headers of a create that answers once per
-#: Idempotency-Key (:meth:`timekeeper.api.scope.WorkspaceScope.create_once`).
-CREATED_ONCE = {**LOCATION, "Idempotent-Replayed": {
+#: ``Idempotent-Replayed``: the header of an answer an earlier request with the same
+#: Idempotency-Key made (a replay).
+REPLAYED = {"Idempotent-Replayed": {
     "description": "\"true\" when an earlier request with the same Idempotency-Key made this answer "
                    "(its status, body and Location are the first answer's)",
     "schema": {"type": "string", "enum": ["true"]}}}
+
+#: ``Location`` and ``Idempotent-Replayed``: the headers of a create that answers once per
+#: Idempotency-Key (:meth:`timekeeper.api.scope.WorkspaceScope.create_once`).
+CREATED_ONCE = {**LOCATION, **REPLAYED}
 
 
 def responses(status: int, description: str, *error_codes: int, texts: Mapping[int, str],

@@ -69,17 +69,48 @@ def api_context(request: Request) -> ApiContext:
 #: A handler parameter of this type gets the app's :class:`ApiContext`.
 Api = Annotated[ApiContext, Depends(api_context)]
 
+#: The attribute a route dependency's first check is kept in (:func:`checked_first`).
+_FIRST_CHECK = "__checked_first__"
+
+
+def checked_first(check: Callable[[Any, ApiContext], None]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a route dependency (e.g. :func:`timekeeper.api.scope.staff_scope`) whose role
+    check the resolver asks before the request is validated: every route with a parameter
+    depending on it answers ``check(identity, api_context)``'s refusal (a 403
+    :class:`~timekeeper.api.errors.ApiError`) right after authentication and the membership
+    rule, whatever its body, parameters or path (:class:`timekeeper.api.app.JsonApiResolver`);
+    the dependency still checks the same when it runs."""
+
+    def mark(dependency: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(dependency, _FIRST_CHECK, check)
+        return dependency
+
+    return mark
+
+
+def _first_check(func: Callable[..., Any]) -> Callable[[Any, ApiContext], None] | None:
+    """The check of the :func:`checked_first` dependency a route function's parameters name, or None."""
+    for hint in get_type_hints(func, include_extras=True).values():
+        for meta in getattr(hint, "__metadata__", ()):
+            check = getattr(getattr(meta, "dependency", None), _FIRST_CHECK, None)
+            if isinstance(meta, Depends) and check is not None:
+                return check
+    return None
+
 
 @dataclass(frozen=True)
 class Operation:
     """One route as declared: ``method`` and Powertools ``rule`` (``/schedules/<schedule_id>``),
-    whether it takes no credentials (``public``: ``security`` empty or none), and the query
-    parameter names its handler declares (an unknown one is a 422)."""
+    whether it takes no credentials (``public``: ``security`` empty or none), the query
+    parameter names its handler declares (an unknown one is a 422) and the role check its
+    scope asks before validation (``first_check``)."""
 
     method: str
     rule: str
     public: bool
     query_names: frozenset[str]
+    #: The role check asked before validation (:func:`checked_first`), or None.
+    first_check: Callable[[Any, ApiContext], None] | None = None
 
     @property
     def openapi_path(self) -> str:
@@ -103,8 +134,9 @@ _ROUTE_SIGNATURE = inspect.signature(Router.route)
 class ApiRouter(Router):
     """A Powertools ``Router`` that also records each route as an :class:`Operation`
     (:attr:`operations`): a 405 names a rule's methods, an unknown query parameter is a
-    422, and a request to any rule but the public ones is authenticated before its request
-    is validated (:class:`timekeeper.api.app.JsonApiResolver`)."""
+    422, and a request to any rule but the public ones is authenticated (and, for a route
+    whose scope is :func:`checked_first`, its role checked) before its request is validated
+    (:class:`timekeeper.api.app.JsonApiResolver`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,8 +151,8 @@ class ApiRouter(Router):
         register = super().route(rule, method, *args, **kwargs)
 
         def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
-            names = _query_names(func)
-            self.operations.extend(Operation(m.upper(), rule, not security, names) for m in methods)
+            names, check = _query_names(func), _first_check(func)
+            self.operations.extend(Operation(m.upper(), rule, not security, names, check) for m in methods)
             return register(func)
 
         return decorator
@@ -163,6 +195,11 @@ class RouteTable:
     def query_names(self) -> dict[tuple[str, str], frozenset[str]]:
         """(method, OpenAPI path) -> the query parameter names the route declares."""
         return {(op.method, op.openapi_path): op.query_names for op in self.operations}
+
+    @property
+    def first_checks(self) -> dict[tuple[str, str], Callable[[Any, ApiContext], None] | None]:
+        """(method, Powertools rule) -> the role check asked before validation (None: none)."""
+        return {(op.method, op.rule): op.first_check for op in self.operations}
 
     @property
     def public(self) -> set[tuple[str, str]]:

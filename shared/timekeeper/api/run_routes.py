@@ -30,8 +30,8 @@ overview's definition) 409 ``not_stuck``. A missing, blank or invisible ``reason
 ``validation_error`` naming ``reason``.
 
 Idempotency-Key: a retry with a key repeated returns the first retry's run (``created``
-false); a cancel or settle repeated with the key of the one that was recorded answers it
-again instead of 409.
+false, header ``Idempotent-Replayed: true``); a cancel or settle repeated with the key of
+the one that was recorded answers it again instead of 409.
 
 (No ``from __future__ import annotations``: Powertools reads the route signatures'
 annotations at run time.)
@@ -341,7 +341,8 @@ def _log(caller: RunCaller, action: str, run_id: UUID, workspace_id: UUID, reaso
 
 @router.post("/runs/<run_id>/retry", tags=_TAGS, operation_id="retryRun", security=SECURITY,
              summary="Retry now: a manual run of the same occurrence, with a reason",
-             responses=_responses(202, "Accepted: the new run is queued", 404, 409, 415))
+             responses=_responses(202, "Accepted: the new run is queued (a replay: the first retry's run)", 404,
+                                  409, 415, headers=errors.REPLAYED))
 def retry_run(caller: Runner, run_id: RunId, body: Annotated[ActionReason, Body()],
               idempotency_key: IdempotencyKey = None) -> Response[RetryOut]:
     reason = body.reason.strip()
@@ -370,7 +371,8 @@ def retry_run(caller: Runner, run_id: RunId, body: Annotated[ActionReason, Body(
                                                reason=reason, detail={"run_id": str(new_id)}, now=caller.now)
     _log(caller, "retry", run_id, workspace_id, reason, new_run_id=str(new_id), new_run_created=created)
     return Response(status_code=HTTPStatus.ACCEPTED, content_type=content_types.APPLICATION_JSON,
-                    body=RetryOut(run_id=new_id, retried_run_id=run_id, created=created))
+                    body=RetryOut(run_id=new_id, retried_run_id=run_id, created=created),
+                    headers=None if created else {"Idempotent-Replayed": "true"})
 
 
 def _settle(caller: RunCaller, run_id: UUID, action: str, reason: str, key: str | None) -> RunActionOut:

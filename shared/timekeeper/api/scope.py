@@ -31,15 +31,15 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.request import Request
 
-from timekeeper.api import snapshot_audit
+from timekeeper.api import idempotent, snapshot_audit
 from timekeeper.api.auth import Identity, identity_from_event
 from timekeeper.api.db import TenantConnection
-from timekeeper.api.errors import FORBIDDEN, IDEMPOTENCY_KEY_REUSED, NOT_FOUND, ApiError, access_refused
-from timekeeper.api.routing import api_context
-from timekeeper.db import idempotency
+from timekeeper.api.errors import FORBIDDEN, NOT_FOUND, ApiError, access_refused
+from timekeeper.api.idempotent import claim_key
+from timekeeper.api.routing import ApiContext, api_context, checked_first
 from timekeeper.observability import set_log_keys
 from timekeeper.platform import access, audit, erasure
 from timekeeper.platform.directory import Workspace, display_names, get_workspace, workspace_timezone
@@ -164,30 +164,11 @@ class WorkspaceScope:
                          now=self.now)
 
     def create_once(self, key: str | None, body: Any, create: Callable[[], Response]) -> Response:
-        """Answer a creating request once per Idempotency-Key: bind ``key`` to this request
-        (:meth:`claim_key`; a 409 when it named another), then, in one transaction, either
-        replay the response recorded under it (header ``Idempotent-Replayed: true``) or call
-        ``create()`` (the route's work; its services' transactions nest as savepoints) and
-        record its response. A twin request sent at once waits for the first and replays
-        it: one resource either way. Without a key, just ``create()``; a ``create()`` that
-        raises records nothing (a repeat tries again)."""
-        if key is None:
-            return create()
-        self.claim_key(key, body)
-        who = {"workspace_id": self.workspace_id, "requester": self.identity.user_id, "key": key}
-        with workspace_unit(self.conn, self.workspace_id):
-            stored = idempotency.stored_response(self.conn, **who)
-            if stored is not None:
-                headers = {"Idempotent-Replayed": "true"}
-                if stored.response_location:
-                    headers["Location"] = stored.response_location
-                return Response(status_code=stored.response_status, content_type=content_types.APPLICATION_JSON,
-                                body=stored.response_body, headers=headers)
-            response = create()
-            payload = response.body.model_dump(mode="json") if hasattr(response.body, "model_dump") else response.body
-            idempotency.record_response(self.conn, **who, status=response.status_code, body=payload,
-                                        location=(response.headers or {}).get("Location"))
-            return response
+        """Answer a creating request once per Idempotency-Key (:func:`timekeeper.api.idempotent.create_once`:
+        a 409 when the key named another request; a replay carries ``Idempotent-Replayed: true``; a twin sent
+        at once waits for the first and replays it; without a key, just ``create()``)."""
+        return idempotent.create_once(self.conn, self.identity, method=self.method, path=self.path, now=self.now,
+                                      key=key, body=body, create=create)
 
     def list(self, *, owner: str | None, status: str | None, after: tuple[datetime, UUID] | None,
              limit: int, work_kind: str | None = None, name: str | None = None) -> service.SchedulePage:
@@ -354,30 +335,6 @@ def caller_identity(request: Request) -> Identity:
     return identity
 
 
-def claim_key(conn: TenantConnection, identity: Identity, *, method: str, path: str, key: str | None, body: Any,
-              now: datetime) -> str | None:
-    """Bind ``identity``'s Idempotency-Key ``key`` to this request (``method``, ``path``, and
-    ``body``: a pydantic model, a JSON-ready value or None) at ``now`` (aware UTC), in the
-    caller's workspace, before the route does its work; return the key the owner's rows
-    are deduplicated by (:func:`timekeeper.db.idempotency.scoped_key`: the requester's
-    alone), or None without a key.
-
-    Raises a 409 :class:`ApiError` ``idempotency_key_reused`` naming the header when the
-    caller used ``key`` for another method, path or body: a repeat must be the same request."""
-    if key is None:
-        return None
-    if hasattr(body, "model_dump"):
-        body = body.model_dump(mode="json")
-    try:
-        with conn.entered(identity.workspace_id):
-            idempotency.claim(conn, workspace_id=identity.workspace_id, requester=identity.user_id, key=key,
-                              method=method, path=path, body=body, now=now)
-    except idempotency.KeyReused:
-        raise ApiError(409, IDEMPOTENCY_KEY_REUSED, "this Idempotency-Key was used for another request (method, "
-                       "path or body); send a new key for a new request", "Idempotency-Key") from None
-    return idempotency.scoped_key(identity.user_id, key)
-
-
 # ------------------------------------------------------------------------------ snapshots
 
 
@@ -476,15 +433,26 @@ class StaffScope:
     conn: TenantConnection
     now: datetime
     registry: SnapshotRegistry
+    #: The request's method and path (as routed): what an Idempotency-Key is bound to.
+    method: str = ""
+    path: str = ""
 
     @classmethod
-    def of(cls, identity: Identity, *, conn: TenantConnection, now: datetime,
-           registry: SnapshotRegistry) -> StaffScope:
-        """The staff scope of ``identity``; raises a 403 :class:`ApiError` (``forbidden``)
-        unless one of its roles is a staff role of a registered snapshot type."""
-        if not identity.roles & staff_roles(registry):
-            raise ApiError(403, FORBIDDEN, "this action needs a snapshot staff role (e.g. platform:staff)")
-        return cls(identity=identity, conn=conn, now=now, registry=registry)
+    def of(cls, identity: Identity, *, conn: TenantConnection, now: datetime, registry: SnapshotRegistry,
+           method: str = "", path: str = "") -> StaffScope:
+        """The staff scope of ``identity`` (for the request ``method`` ``path``); raises a 403
+        :class:`ApiError` (``forbidden``) unless one of its roles is a staff role of a
+        registered snapshot type (:func:`require_staff`)."""
+        require_staff(identity, registry)
+        return cls(identity=identity, conn=conn, now=now, registry=registry, method=method, path=path)
+
+    def create_once(self, key: str | None, body: Any, create: Callable[[], Response]) -> Response:
+        """Answer a staff request that creates or starts something once per the caller's
+        Idempotency-Key (:func:`timekeeper.api.idempotent.create_once`, the key and its answer
+        kept in the caller's own workspace; the work enters the target workspaces in
+        transactions of its own)."""
+        return idempotent.create_once(self.conn, self.identity, method=self.method, path=self.path, now=self.now,
+                                      key=key, body=body, create=create, one_transaction=False)
 
     def periods(self, workspace_id: UUID, *, owner: str | None = None, snapshot_type: str | None = None,
                 after: ledger.PeriodKey | None = None, limit: int = 100) -> WorkspacePeriods | None:
@@ -690,11 +658,26 @@ class StaffScope:
             return operations.recent_actions(self.conn, limit=limit)
 
 
+def require_staff(identity: Identity, registry: SnapshotRegistry) -> None:
+    """Refuse (a 403 :class:`ApiError` ``forbidden``) ``identity`` unless one of its roles is
+    a staff role of a registered snapshot type (:func:`staff_roles`)."""
+    if not identity.roles & staff_roles(registry):
+        raise ApiError(403, FORBIDDEN, "this action needs a snapshot staff role (e.g. platform:staff)")
+
+
+def _staff_first(identity: Identity, api: ApiContext) -> None:
+    require_staff(identity, api.adapters.snapshot_registry())
+
+
+@checked_first(_staff_first)
 def staff_scope(request: Request) -> StaffScope:
     """The route dependency of the staff routes (snapshots, operations): the caller's
     :class:`StaffScope` on the app's connection at the request's clock, with the app's
     snapshot types (:class:`~timekeeper.api.routing.ApiContext`); 401 without claims, 403
-    without a staff role."""
+    without a staff role. A route that takes it is staff only: the resolver asks
+    :func:`require_staff` before the request is validated (:func:`~timekeeper.api.routing.checked_first`),
+    so anyone else is 403 whatever the body."""
     adapters = api_context(request).adapters
     return StaffScope.of(caller_identity(request), conn=adapters.connection(), now=adapters.now(),
-                         registry=adapters.snapshot_registry())
+                         registry=adapters.snapshot_registry(), method=request.method.upper(),
+                         path=request.resolved_event.path)

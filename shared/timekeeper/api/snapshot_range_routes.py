@@ -8,6 +8,7 @@ GET      ``/snapshots/staff/workspaces``       a snapshot staff role   workspace
 POST     ``/snapshots/ranges/preview``         the type's staff role   what a range would plan and
                                                                        refuse, and why; nothing recorded
 POST     ``/snapshots/ranges``                 the type's staff role   plan it -> 201, with its group id
+                                                                       (nothing planned: 200, group null)
 GET      ``/snapshots/ranges/{group_id}``      a snapshot staff role   the range's runs and counts
 GET      ``/snapshots/staff/periods``          a snapshot staff role   every workspace's periods, what
                                                                        matters first, filtered, paged
@@ -15,7 +16,11 @@ GET      ``/snapshots/staff/periods``          a snapshot staff role   every wor
 
 A preview and the request it previews run the same planning
 (:func:`timekeeper.snapshots.staff.plan_range`: each month through the ledger's request,
-the preview rolled back), so they agree unless the ledger changed in between. A period is
+the preview rolled back), so they agree unless the ledger changed in between. A request
+that plans nothing (every period refused) is a 200 with ``group_id`` null: nothing was
+created. With an ``Idempotency-Key`` a repeat answers the first answer again (its status
+and body, ``Idempotent-Replayed: true``) and the same key with another body is a 409
+``idempotency_key_reused`` (:meth:`~timekeeper.api.scope.StaffScope.create_once`). A period is
 refused with the ledger's reason (``active_work``, ``protected_history`` for captured or
 finalized history, ``already_planned``, ``not_planned``, ``period_not_complete``,
 ``period_before_workspace``, the workspace's state) or ``range_cap`` (one range plans at
@@ -55,6 +60,7 @@ from timekeeper.api.snapshot_routes import (
     PERIOD_PATTERN,
     Mode,
     OwnerName,
+    StaffKey,
     StaffReason,
     period_text,
     refusal,
@@ -70,6 +76,7 @@ _ERRORS = {
     401: "No or invalid authorizer claims",
     403: "The caller holds no snapshot staff role (or not the type's)",
     404: "No such range request",
+    409: errors.KEY_REUSED_TEXT,
     415: "The body is not application/json",
     422: "Invalid input naming the field, or a type or workspace the ledger does not know",
 }
@@ -281,10 +288,18 @@ def preview_snapshot_range(scope: Staff, body: Annotated[RangeRequest, Body()]) 
 
 @router.post("/snapshots/ranges", tags=_TAGS, operation_id="requestSnapshotRange", security=SECURITY,
              summary="Staff: request re-runs or backfills of a month range of workspaces, one reason for all",
-             responses=_responses(201, "Planned: the runs wait for admission (group_id: their progress)", 415))
-def request_snapshot_range(scope: Staff, body: Annotated[RangeRequest, Body()]) -> Response[RangePlan]:
-    return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                    body=_plan(scope, body, preview=False))
+             responses={**_responses(201, "Planned: the runs wait for admission (group_id: their progress; a "
+                                          "replay: the first answer)", 409, 415, headers=errors.REPLAYED),
+                        200: {"description": "Nothing planned: every period refused (group_id null), nothing "
+                                             "recorded", "headers": errors.REPLAYED}})
+def request_snapshot_range(scope: Staff, body: Annotated[RangeRequest, Body()],
+                           idempotency_key: StaffKey = None) -> Response[RangePlan]:
+    def create() -> Response[RangePlan]:
+        plan = _plan(scope, body, preview=False)
+        return Response(status_code=HTTPStatus.CREATED if plan.planned else HTTPStatus.OK,
+                        content_type=content_types.APPLICATION_JSON, body=plan)
+
+    return scope.create_once(idempotency_key, body, create)
 
 
 def _names(scope: StaffScope, user_ids: set[str | None]) -> dict[str, str]:

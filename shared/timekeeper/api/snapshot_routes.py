@@ -39,7 +39,10 @@ skips is not snapshotted on request either), and 409
 request a backfill) and ``already_planned`` (a backfill of a period with runs: request a
 re-run). A malformed body is a 422 ``validation_error`` naming the field (``period`` not
 ``YYYY-MM``, ``reason`` missing, blank or over 500 characters, ``mode`` not ``manual`` /
-``backfill``).
+``backfill``). With an ``Idempotency-Key`` a repeat answers the first answer again (201,
+the same run, ``Idempotent-Replayed: true``; a refusal is not recorded, so a repeat asks
+again) and the same key with another body is 409 ``idempotency_key_reused``
+(:meth:`~timekeeper.api.scope.StaffScope.create_once`).
 
 Cancel and finalize (:mod:`timekeeper.snapshots.staff`) 404 ``not_found`` for a run that
 is not the named workspace's (or no such workspace), and refuse with 409 and the reason as
@@ -67,7 +70,7 @@ from timekeeper.api import errors
 from timekeeper.api.auth import SNAPSHOTS_READ, Identity
 from timekeeper.api.errors import ApiError
 from timekeeper.api.models import NOT_BLANK_PATTERN, CanonicalUuid, UtcDatetime
-from timekeeper.api.routing import SECURITY, Api, ApiRouter
+from timekeeper.api.routing import SECURITY, Api, ApiRouter, idempotency_header
 from timekeeper.api.scope import PeriodVersions as PeriodVersions_
 from timekeeper.api.scope import (
     StaffScope,
@@ -460,21 +463,31 @@ PageCursor = Annotated[str | None, Query(pattern=PERIOD_CURSOR_PATTERN, max_leng
 router = ApiRouter()
 
 
+#: The ``Idempotency-Key`` header of a staff request.
+StaffKey = Annotated[str | None, idempotency_header(
+    "repeat a request safely: the same key answers the first answer again (Idempotent-Replayed: true)")]
+
+
 @router.post("/snapshots/runs", tags=_TAGS, operation_id="requestSnapshotRun", security=SECURITY,
              summary="Staff: request a re-run (manual) or a backfill of a workspace's period, with a reason",
-             responses=_responses(201, "Recorded: the run waits for admission", 409, 415))
-def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()]) -> Response[SnapshotRunOut]:
-    types = scope.registry
-    try:
-        run = scope.request_run(owner=body.owner, snapshot_type=body.snapshot_type,
-                                workspace_id=body.workspace_id, period=body.period_start, mode=body.mode,
-                                reason=body.reason)
-    except (RequestRefused, UnknownSnapshotType) as refused:
-        raise refusal(refused, types, body.owner) from None
-    except ValueError as invalid:  # the body's checks make this unreachable; never a 500
-        raise ApiError(422, errors.VALIDATION_ERROR, str(invalid)) from None
-    return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
-                    body=run_out(run))
+             responses=_responses(201, "Recorded: the run waits for admission (a replay: the first answer)", 409,
+                                  415, texts={**_ERRORS, 409: _ERRORS[409] + "; or " + errors.KEY_REUSED_TEXT},
+                                  headers=errors.REPLAYED))
+def request_snapshot_run(scope: Staff, body: Annotated[SnapshotRunRequest, Body()],
+                         idempotency_key: StaffKey = None) -> Response[SnapshotRunOut]:
+    def create() -> Response[SnapshotRunOut]:
+        try:
+            run = scope.request_run(owner=body.owner, snapshot_type=body.snapshot_type,
+                                    workspace_id=body.workspace_id, period=body.period_start, mode=body.mode,
+                                    reason=body.reason)
+        except (RequestRefused, UnknownSnapshotType) as refused:
+            raise refusal(refused, scope.registry, body.owner) from None
+        except ValueError as invalid:  # the body's checks make this unreachable; never a 500
+            raise ApiError(422, errors.VALIDATION_ERROR, str(invalid)) from None
+        return Response(status_code=HTTPStatus.CREATED, content_type=content_types.APPLICATION_JSON,
+                        body=run_out(run))
+
+    return scope.create_once(idempotency_key, body, create)
 
 
 @router.get("/snapshots/periods", tags=_TAGS, operation_id="listSnapshotPeriods", security=SECURITY,

@@ -47,23 +47,24 @@ def staff_weights(conn: psycopg.Connection, *, search: str | None = None, limit:
 
 
 def set_claim_weight(conn: psycopg.Connection, *, workspace_id: UUID, weight: int, actor: str, reason: str,
-                     now: datetime) -> WorkspaceWeight | None:
+                     now: datetime) -> tuple[WorkspaceWeight, bool] | None:
     """Set ``workspace_id``'s claim weight to ``weight`` (``MIN_WEIGHT``-``MAX_WEIGHT``) in
     the caller's transaction (an API connection must have that workspace entered), and record
     ``staff.claim_weight_changed`` in its audit log with the weight before and after,
-    ``actor`` (the staff member's user id), ``reason`` and ``now`` (aware UTC). Returns the
-    workspace as changed, or None when there is no such workspace (nothing recorded).
-    Raises ``ValueError`` for a weight outside the bounds."""
+    ``actor`` (the staff member's user id), ``reason`` and ``now`` (aware UTC). Returns
+    ``(the workspace as it now is, changed)``: ``changed`` False when it already had that
+    weight (nothing written, nothing recorded); None when there is no such workspace
+    (nothing recorded). Raises ``ValueError`` for a weight outside the bounds."""
     if not MIN_WEIGHT <= weight <= MAX_WEIGHT:
         raise ValueError(f"claim_weight must be {MIN_WEIGHT}-{MAX_WEIGHT}")
     before = fetch_one(conn, SQL["lock_weight"], {"workspace_id": workspace_id}, WorkspaceWeight)
     if before is None:
         return None
     if before.claim_weight == weight:
-        return before
+        return before, False
     execute(conn, SQL["set_weight"], {"workspace_id": workspace_id, "weight": weight})
     audit.record_event(conn, workspace_id=workspace_id, actor=actor, kind="staff.claim_weight_changed",
                        subject_type="workspace", subject_id=None, before={"claim_weight": before.claim_weight},
                        after={"claim_weight": weight}, reason=reason, now=now)
     return WorkspaceWeight(id=before.id, name=before.name, timezone=before.timezone, status=before.status,
-                           claim_weight=weight)
+                           claim_weight=weight), True

@@ -38,7 +38,10 @@ def claim_weights(ctx: Request) -> Response:
     """``GET /console/operations/claim-weights``: the workspaces' weights (``search`` narrows)."""
     params = ctx.params
     search = (params.get("search") or "").strip()[:200]
-    done = "The weight was changed and recorded in the workspace's audit log." if params.get("done") else None
+    already = params.get("already") or ""
+    done = ("The weight was changed and recorded in the workspace's audit log." if params.get("done") else
+            f"The weight was already {already}: nothing was changed or recorded."
+            if re.fullmatch(r"[0-9]{1,2}", already) else None)
     return weights_page(ctx, search=search, done=done)
 
 
@@ -63,7 +66,8 @@ def set_claim_weight(ctx: Request) -> Response:
     reply = ctx.api().call("PATCH", f"/operations/workspaces/{workspace_id}",
                            body={"claim_weight": weight, "reason": typed["reason"].strip()})
     if reply.status == 200:
-        return ctx.redirect(f"{PAGE}?" + urlencode({"done": "1", **({"search": search} if search else {})}))
+        said = {"done": "1"} if reply.body.get("changed", True) else {"already": str(reply.body["claim_weight"])}
+        return ctx.redirect(f"{PAGE}?" + urlencode({**said, **({"search": search} if search else {})}))
     if reply.status in (404, 422) and isinstance(reply.body, dict):
         problem = {"workspace_id": workspace_id, "field": reply.body.get("field") or "claim_weight",
                    "message": reply.body.get("message") or "refused"}

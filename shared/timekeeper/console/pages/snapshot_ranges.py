@@ -165,7 +165,7 @@ def range_request(ctx: Request) -> Response:
         return refused
     typed = _typed(ctx)
     reply = ctx.api().call("POST", "/snapshots/ranges", body=_api_body(typed))
-    if reply.status != 201:
+    if reply.status not in (200, 201):  # 200: nothing planned
         return _refused(ctx, typed, reply)
     if not reply.body.get("group_id"):
         return ctx.page("snapshot_range_preview.html", HTTPStatus.CONFLICT, plan=reply.body, typed=typed,
