@@ -271,8 +271,10 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
         # log keys a route sets (the caller's workspace) end with the request, and its
         # event and request context are its own: neither a later request on this thread
         # nor one served at once on another reads or writes them.
+        # The app's context goes into what every request's context starts with, not into the
+        # context being answered now (the console's, when the console calls the API in process).
         if self.api_context is not None:
-            self.append_context(**{CONTEXT_KEY: self.api_context})
+            self.app_context[CONTEXT_KEY] = self.api_context
         return super().resolve(event, context)
 
 
