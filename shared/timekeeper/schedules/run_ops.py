@@ -136,6 +136,10 @@ def run_labels(conn: Any, run_ids: list[UUID]) -> dict[UUID, dict[str, Any]]:
     return {row["id"]: dict(row) for row in rows}
 
 
+#: The run row's fields :func:`stuck_why` reads.
+STUCK_FIELDS = ("state", "published_at", "offered_at", "queued_at", "lease_until")
+
+
 def stuck_why(run: dict[str, Any], *, reoffer_after: timedelta, now: datetime) -> str | None:
     """Why the run row ``run`` (state, published_at, offered_at, queued_at, lease_until) is
     stuck at ``now`` (``not_started``, ``not_published``, ``lease_expired``), or None."""
