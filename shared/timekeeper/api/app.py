@@ -272,7 +272,7 @@ class JsonApiResolver(RequestScoped, APIGatewayRestResolver):
         # event and request context are its own: neither a later request on this thread
         # nor one served at once on another reads or writes them.
         # The app's context goes into what every request's context starts with, not into the
-        # context being answered now (the console's, when the console calls the API in process).
+        # context of a request being answered around this one (the console's, calling the API).
         if self.api_context is not None:
             self.app_context[CONTEXT_KEY] = self.api_context
         return super().resolve(event, context)
