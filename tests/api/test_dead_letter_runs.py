@@ -89,7 +89,12 @@ def test_a_read_of_twenty_messages_names_their_runs_with_one_statement(db, call,
     assert len([m for m in reply.body["items"] if m["run"] is None]) == 1
     lookups = [q for q in statements if "schedule_runs" in q or "operations_run" in q]
     assert len(lookups) == 1, lookups
-    # and each run read is in its own workspace's staff reads
+    # and each run read is in its own workspace's staff reads and audit log, one statement a workspace
+    assert len([q for q in statements if "INSERT INTO staff_reads" in q]) == 2
+    audited = db.execute("SELECT workspace_id, after ->> 'run_id' AS run_id FROM audit_events "
+                         "WHERE kind = 'staff.read' AND workspace_id = ANY(%s)", (workspaces,)).fetchall()
+    assert sorted((r["workspace_id"], r["run_id"]) for r in audited) == sorted(
+        (w, str(r)) for r, (w, _) in named.items())
     reads = db.execute("SELECT workspace_id, detail ->> 'run_id' AS run_id FROM staff_reads "
                        "WHERE workspace_id = ANY(%s)", (workspaces,)).fetchall()
     assert sorted((r["workspace_id"], r["run_id"]) for r in reads) == sorted(

@@ -188,7 +188,7 @@ def _named_runs(scope: Any, messages: list[Any]) -> dict[UUID, dict[str, Any]]:
     """The runs ``messages`` name (run id -> :func:`timekeeper.schedules.run_ops.run_labels`'
     row), of any workspace, looked up with one statement for all of them. A read of
     another workspace's run is recorded in that workspace's staff reads (one a run, one
-    transaction a workspace), as the run's page records it."""
+    statement a workspace), as the run's page records it."""
     run_ids = list(dict.fromkeys(UUID(m.names["id"]) for m in messages
                                  if m.names and m.names.get("kind") == "run"))
     with scope.conn.transaction():
@@ -199,10 +199,8 @@ def _named_runs(scope: Any, messages: list[Any]) -> dict[UUID, dict[str, Any]]:
             elsewhere.setdefault(run["workspace_id"], []).append(run["id"])
     for workspace_id, read in elsewhere.items():
         with scope.conn.entered(workspace_id), scope.conn.transaction():
-            for run_id in read:
-                audit.record_staff_read(scope.conn, workspace_id=workspace_id, actor=scope.identity.user_id,
-                                        what="run", detail={"run_id": str(run_id), "via": "dead_letter"},
-                                        now=scope.now)
+            audit.record_staff_reads(scope.conn, workspace_id=workspace_id, actor=scope.identity.user_id, what="run",
+                                     details=[{"run_id": str(r), "via": "dead_letter"} for r in read], now=scope.now)
     return runs
 
 
