@@ -15,7 +15,13 @@ diff, new version, new delivery form, reports list and compose, a delivery page 
 ledger has 1,000 runs to 10 recipients) are read in the same workspace by a member who
 may write queries and reports, with 50 saved queries and a report (:func:`load_authoring`).
 The run page is read as the workspace's reader and as staff of another workspace; the
-dead-letter page reads 20 messages of a queue on moto (in process), each made visible again.
+dead-letter page reads 20 messages of a queue on moto (in process), each made visible again,
+each naming a run of the workspace (so staff of another workspace record 20 staff reads).
+Then ``--workspaces`` more workspaces (default 10,000) and ``--ranges`` range requests
+(default 1,000, twelve months each) are added and the staff's claim weights page (the first
+200 workspaces by name, and a search) and the range page with its list of recent range
+requests are read. ``--only TEXT`` (repeatable) measures only the pages whose label
+contains one of them (the data is loaded all the same).
 
 Target: each page under 200 ms at the median on this machine.
 """
@@ -203,6 +209,38 @@ def load_snapshots(url: str, *, workspace: uuid.UUID, months: int, versions: int
     return group
 
 
+def load_workspaces(url: str, *, count: int) -> None:
+    """Add ``count`` active workspaces to the directory (names ``Club 00001`` ...), as many
+    as the claim weights page lists from."""
+    with connect(url) as conn:
+        conn.execute("""INSERT INTO workspaces (name, timezone, claim_weight, created_at)
+                        SELECT 'Club ' || lpad(g::text, 5, '0'), 'Europe/Berlin', 1 + g %% 10, %(now)s
+                          FROM generate_series(1, %(n)s) AS g""", {"n": count, "now": NOW})
+        conn.execute("ANALYZE workspaces")
+
+
+def load_ranges(url: str, *, count: int) -> None:
+    """Give a workspace of its own ``count`` staff range requests, each a re-run of twelve
+    months of one Platform type (a version of each month, failed: ``12 * count`` runs), one
+    a minute up to ``NOW``: the range page lists the latest 20."""
+    workspace = uuid.uuid4()
+    with connect(url) as conn:
+        conn.execute("INSERT INTO workspaces (id, name, timezone, created_at) VALUES (%s, 'Range club', "
+                     "'Europe/Berlin', %s - interval '20 years')", (workspace, NOW))
+        conn.execute("""
+            INSERT INTO snapshot_runs (owner, snapshot_type, workspace_id, period, version, mode, reason,
+                                       requested_by, state, attempts, failure_code, failure_message, request_group,
+                                       created_at, updated_at)
+            SELECT 'platform', CASE WHEN g %% 2 = 0 THEN 'ar_aging' ELSE 'membership_counts' END, %(ws)s,
+                   (date_trunc('month', %(now)s) - (1 + (g %% 10) * 12 + m) * interval '1 month')::date, 1 + g,
+                   'manual', 'totals corrected ' || g, 'staff', 'failed', 4, 'retries_exhausted', 'timed out',
+                   (lpad(to_hex(g), 8, '0') || '-0000-4000-8000-000000000000')::uuid,
+                   %(now)s - (%(n)s - g) * interval '1 minute', %(now)s
+              FROM generate_series(1, %(n)s) AS g CROSS JOIN generate_series(0, 11) AS m""",
+                     {"ws": workspace, "now": NOW, "n": count})
+        conn.execute("ANALYZE snapshot_runs")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedules", type=int, default=10_000)
@@ -212,6 +250,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--snapshot-months", type=int, default=120)
     parser.add_argument("--period-versions", type=int, default=50)
+    parser.add_argument("--workspaces", type=int, default=10_000)
+    parser.add_argument("--ranges", type=int, default=1_000)
+    parser.add_argument("--only", action="append", default=[], help="measure only pages whose label contains this")
     args = parser.parse_args()
 
     url = b.open_database("bench_console")
@@ -221,11 +262,14 @@ def main() -> int:
     print(f"loaded {args.schedules:,} schedules and about {args.runs:,} runs in {time.perf_counter() - started:.1f} s")
     clock.install(lambda: NOW)
     api_conn = connect_api(login_url(url, API_ROLE))
+    with connect(url) as conn:
+        dead_runs = [row["id"] for row in conn.execute(
+            "SELECT id FROM schedule_runs WHERE schedule_id = %s ORDER BY queued_at LIMIT 20", (hot,)).fetchall()]
     with mock_aws():
         sqs = boto3.client("sqs", region_name="us-east-1")
         queues = {name: create_pipeline_queues(sqs, pipeline) for name, pipeline in PIPELINES.items()}
-        for n in range(20):
-            sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=f'{{"run_id": "{uuid.uuid4()}", '
+        for n, run_id in enumerate(dead_runs):  # each names a run of the workspace, as a consumer's message does
+            sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=f'{{"run_id": "{run_id}", '
                              f'"workspace_id": "{workspace}", "n": {n}}}')
         dead = ReceivingDeadLetterQueues(sqs, {name: DeadLetterQueue(name=name, arn=pair.dlq_arn, source_arn=pair.arn)
                                                for name, pair in queues.items()})
@@ -298,7 +342,8 @@ def _measure(args, url, api_conn, dead, workspace, hot) -> int:
                               (hot,)).fetchone()["id"]
     pages["a run's page (of the schedule with the long history)"] = f"/console/runs/{run_id}"
     pages["a run's page, staff of another workspace"] = (f"/console/runs/{run_id}", staff)
-    pages["a dead-letter queue's page, staff (20 messages read, each made visible again)"] = (
+    pages["a dead-letter queue's page, staff (20 messages read, each made visible again, each naming a run of "
+          "another workspace: 20 staff reads)"] = (
         "/console/dead-letters/accounting", staff)
 
 
@@ -314,7 +359,29 @@ def _measure(args, url, api_conn, dead, workspace, hot) -> int:
     pages[f"every workspace's periods, staff ({periods} and the rest, first page of 100)"] = (
         "/console/snapshots/staff", staff)
     print(f"| page | median ms | p95 ms | (n = {args.repeats}) |\n|---|---:|---:|---|")
+    _time_pages(console, pages, args, cookie)
+    # Then the directory and the range requests grow (after the pages above, which read every
+    # workspace's work and periods, so their figures stay comparable with earlier runs)
+    load_workspaces(url, count=args.workspaces)
+    load_ranges(url, count=args.ranges)
+    ranges = f"{args.ranges:,} range requests"
+    _time_pages(console, {
+        f"claim weights, staff (first 200 of {args.workspaces + 3:,} workspaces by name)":
+            ("/console/operations/claim-weights", staff),
+        f"claim weights, staff, a search (a tenth of {args.workspaces + 3:,} workspaces)":
+            ("/console/operations/claim-weights?search=Club%2000", staff),
+        f"range page, staff (its list: the latest 20 of {ranges})": ("/console/snapshots/ranges", staff),
+    }, args, cookie)
+    api_conn.close()
+    return 0
+
+
+def _time_pages(console, pages: dict, args, cookie: str) -> None:
+    """Render each of ``pages`` (label -> path, or (path, cookie)) ``args.repeats`` times and
+    print its row (median and 95th percentile in ms); ``args.only`` narrows them."""
     for label, target in pages.items():
+        if args.only and not any(part in label for part in args.only):
+            continue
         path, who = target if isinstance(target, tuple) else (target, cookie)
         times = []
         for _ in range(args.repeats):
@@ -325,9 +392,7 @@ def _measure(args, url, api_conn, dead, workspace, hot) -> int:
             assert response["statusCode"] == 200, (path, response["statusCode"])
         times.sort()
         p95 = times[min(len(times) - 1, int(len(times) * 0.95))]
-        print(f"| {label} | {statistics.median(times):.1f} | {p95:.1f} | |")
-    api_conn.close()
-    return 0
+        print(f"| {label} | {statistics.median(times):.1f} | {p95:.1f} | |", flush=True)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
-from tests.api.conftest import Caller
+from tests.api.conftest import CONSOLE_KEY, Caller
 from tests.api.test_console import Browser, _header
 from tests.api.test_run_routes import LONG_AGO, seed_run
+from timekeeper.console.app import ConsoleSettings, create_console
 
 ADMIN_ROLES = ("schedules:read", "schedules:run", "schedules:admin")
 
@@ -123,6 +124,35 @@ def test_cancel_needs_a_reason_then_cancels_and_is_listed(console, conn):
     after = browser.request("GET", _header(done, "Location"))["body"]
     assert "The run was cancelled." in after and "duplicate" in after
     assert conn.execute("SELECT state FROM schedule_runs WHERE id = %s", (run_id,)).fetchone()["state"] == "skipped"
+
+
+def test_the_stuck_banner_costs_no_api_request_of_its_own_per_live_refresh(app, conn, call, db_url):
+    who = Caller(user_id="ops-4")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    sweep, run_id = seed_run(conn, who.workspace_id)  # queued and unsent for too long: stuck
+    asked: list[str] = []
+
+    def api(event, context):
+        asked.append(f"{event['httpMethod']} {event['path']}")
+        return app.resolve(event, context)
+
+    console = create_console(api, ConsoleSettings(session_key=CONSOLE_KEY, dev_sign_in=True, secure_cookies=True))
+    console.db_url = db_url
+    browser = Browser(console)
+    browser.sign_in(who, roles=("schedules:read",))
+    asked.clear()
+
+    # When the schedule page's runs block refreshes itself
+    block = browser.request("GET", f"/console/schedules/{sweep.id}/live")["body"]
+
+    # Then it says the run is stuck, from the schedule's own read: the session's check and
+    # the schedule (no GET /runs/{id} beside them)
+    assert f'A run is stuck: waiting to be sent again. <a href="/console/runs/{run_id}">Open the run</a>' in block
+    assert [a.rsplit("/", 1)[0] for a in asked] == ["GET /sessions", "GET /schedules"], asked
+    assert asked[1] == f"GET /schedules/{sweep.id}"
+    # and the API says why for each run under way
+    runs = call("GET", f"/schedules/{sweep.id}", as_=who).body["history"]["runs"]
+    assert [(r["id"], r["stuck"]) for r in runs] == [(str(run_id), "not_published")]
 
 
 def test_a_run_page_offers_no_action_to_a_reader_and_links_from_the_schedule_page(console, conn):

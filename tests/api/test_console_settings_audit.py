@@ -232,14 +232,24 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
                            subject_type="run", subject_id="0c3b8b1e-3333-4a4b-8c8c-2d2d2d2d2d2d", before={},
                            after={"queue": "accounting", "message_id": "m-1", "schedule_id": str(sweep.id),
                                   "state_before": "failed"}, reason="consumer fixed", now=NOW)
-        # A retry: its run's record and its schedule's Run now request, at one instant
-        for kind, subject_type in (("run.retried", "run"), ("schedule.run_requested", "schedule")):
-            audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind=kind,
-                               subject_type=subject_type, subject_id=str(sweep.id), before={},
-                               after={"name": "Bank sweep"}, reason="feed back", now=NOW)
+        # A retry: its run's record and its schedule's Run now request naming the retried run,
+        # and a plain Run now by the same person at the same instant
+        retried = "0c3b8b1e-4444-4a4b-8c8c-2d2d2d2d2d2d"
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="run.retried",
+                           subject_type="run", subject_id=retried, before={},
+                           after={"run_id": "0c3b8b1e-5555-4a4b-8c8c-2d2d2d2d2d2d", "schedule_id": str(sweep.id)},
+                           reason="feed back", now=NOW)
+        for after in ({"name": "Bank sweep", "retry_of": retried}, {"name": "Bank sweep"}):
+            audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id,
+                               kind="schedule.run_requested", subject_type="schedule", subject_id=str(sweep.id),
+                               before={}, after=after, now=NOW)
     page = html.unescape(browser.request("GET", "/console/audit")["body"])
-    # Both records of a retry are kept, the schedule's said to be part of the retry
-    assert "Run retried" in page and "Schedule: Run now requested (a retry)" in page
+    # Both records of a retry are kept, the schedule's said to be part of the retry (by the
+    # run it names, linked), the plain Run now at the same instant by the same person not
+    assert "Run retried" in page and page.count("Schedule: Run now requested (a retry)") == 1
+    assert page.count("Schedule: Run now requested") == 2
+    assert f'<dt>Retry of</dt><dd class="wrap"><a href="/console/runs/{retried}"><bdi>an earlier run</bdi></a>' \
+        in page
     # The version by the type's name, month and number, linked to its period; the finalization as a change
     start = page.index("Self-test 2026-09 version 2")
     finalized = page[start:page.index("</li>", start)]

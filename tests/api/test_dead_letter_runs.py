@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import psycopg
 import pytest
 
 from tests.api.conftest import Caller, enrol
@@ -50,6 +51,54 @@ def test_a_message_names_its_run_by_schedule_and_occurrence_read_as_staff_read_i
     assert reply.body["being_read"] == 0
     reads = db.execute("SELECT actor, what, detail FROM staff_reads WHERE workspace_id = %s", (other,)).fetchall()
     assert reads == [{"actor": "staff-1", "what": "run", "detail": {"run_id": str(run_id), "via": "dead_letter"}}]
+
+
+def test_a_read_of_twenty_messages_names_their_runs_with_one_statement(db, call, sqs, queues, api_conn):  # noqa: F811
+    # Given twenty dead letters naming runs of two other workspaces and one naming no run any more
+    named, workspaces = {}, [uuid.uuid4(), uuid.uuid4()]
+    for workspace in workspaces:
+        enrol(db, "someone", workspace)
+    for i in range(20):
+        workspace = workspaces[i % 2]
+        sweep, run_id = seed_run(db, workspace, state="failed", attempts=5, finished_at=LONG_AGO)
+        named[run_id] = (workspace, sweep.id)
+        sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=json.dumps({
+            "run_id": str(run_id), "workspace_id": str(workspace)}))
+    sqs.send_message(QueueUrl=queues["accounting"].dlq_url, MessageBody=json.dumps({
+        "run_id": str(uuid.uuid4()), "workspace_id": str(uuid.uuid4())}))
+    statements: list[str] = []
+
+    class Recording(psycopg.Cursor):
+        def execute(self, query, params=None, **kwargs):
+            statements.append(query if isinstance(query, str) else repr(query))
+            return super().execute(query, params, **kwargs)
+
+    # When staff read them (the page's read: up to 20 at a time, here 21 asked)
+    api_conn.cursor_factory = Recording
+    try:
+        reply = call("GET", f"{MESSAGES}?limit=21", as_=STAFF)
+    finally:
+        api_conn.cursor_factory = psycopg.Cursor
+
+    # Then every run is named, looked up with one statement for all of them
+    assert reply.status == 200, reply.body
+    runs = {m["run"]["id"]: m["run"] for m in reply.body["items"] if m["run"]}
+    assert set(runs) == {str(r) for r in named}
+    assert all(runs[str(r)]["workspace_id"] == str(w) and runs[str(r)]["schedule_id"] == str(s)
+               for r, (w, s) in named.items())
+    assert len([m for m in reply.body["items"] if m["run"] is None]) == 1
+    lookups = [q for q in statements if "schedule_runs" in q or "operations_run" in q]
+    assert len(lookups) == 1, lookups
+    # and each run read is in its own workspace's staff reads and audit log, one statement a workspace
+    assert len([q for q in statements if "INSERT INTO staff_reads" in q]) == 2
+    audited = db.execute("SELECT workspace_id, after ->> 'run_id' AS run_id FROM audit_events "
+                         "WHERE kind = 'staff.read' AND workspace_id = ANY(%s)", (workspaces,)).fetchall()
+    assert sorted((r["workspace_id"], r["run_id"]) for r in audited) == sorted(
+        (w, str(r)) for r, (w, _) in named.items())
+    reads = db.execute("SELECT workspace_id, detail ->> 'run_id' AS run_id FROM staff_reads "
+                       "WHERE workspace_id = ANY(%s)", (workspaces,)).fetchall()
+    assert sorted((r["workspace_id"], r["run_id"]) for r in reads) == sorted(
+        (w, str(r)) for r, (w, _) in named.items())
 
 
 @pytest.mark.parametrize("action, recorded, kind", [("redrive", "redriven", "dead_letter.redriven"),

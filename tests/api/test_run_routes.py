@@ -143,6 +143,16 @@ def test_retry_queues_a_manual_run_of_the_schedule_and_records_who_and_why(db, c
     assert (retry_of["run_id"], retry_of["actor"], retry_of["reason"]) == (str(run_id), "operator-1",
                                                                           "bank feed is back")
     assert call("GET", f"/runs/{run_id}", as_=operator).body["retry_of"] is None
+    # The schedule's Run now request names the run it retries, in its history and in the audit
+    # log, where it pairs with the run's record by that id (not by who and when)
+    [event] = db.execute("SELECT detail FROM schedule_events WHERE run_id = %s AND kind = 'run_requested'",
+                         (new_id,)).fetchall()
+    assert event["detail"] == {"retry_of": str(run_id)}
+    audited = db.execute("SELECT kind, subject_id, after ->> 'retry_of' AS retry_of FROM audit_events "
+                         "WHERE workspace_id = %s AND kind IN ('run.retried', 'schedule.run_requested') ORDER BY id",
+                         (operator.workspace_id,)).fetchall()
+    assert [tuple(a.values()) for a in audited] == [("schedule.run_requested", str(sweep.id), str(run_id)),
+                                                    ("run.retried", str(run_id), None)]
     # A repeat with the same key answers the same run and records nothing more
     again = call("POST", f"/runs/{run_id}/retry", {"reason": "  bank feed is back  "}, as_=operator,
                  headers={"Idempotency-Key": "retry-1"})

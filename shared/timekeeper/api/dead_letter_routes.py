@@ -24,8 +24,9 @@ links the run's page; ``why`` says why it died where the body tells (``malformed
 consumer cannot parse it; ``receives_exhausted``: its consumer failed on every receive).
 
 A message naming a run carries the run (``run``: its schedule's name and the occurrence)
-for the page to name it by; staff read it as they read the run's page (another
-workspace's run read is in that workspace's staff reads). ``being_read`` counts the
+for the page to name it by, every message's run looked up with one statement
+(:func:`timekeeper.schedules.run_ops.run_labels`); staff read it as they read the run's
+page (another workspace's run read is in that workspace's staff reads). ``being_read`` counts the
 messages a read did not get because another reader holds them hidden for a moment.
 
 Each action on one message is recorded in the operations actions
@@ -62,7 +63,6 @@ from timekeeper.api.operations_routes import (
 from timekeeper.api.routing import SECURITY, Api, ApiRouter
 from timekeeper.observability import logger, metrics
 from timekeeper.platform import audit
-from timekeeper.platform.directory import get_workspace
 from timekeeper.schedules import run_ops
 
 _TAGS = ["operations"]
@@ -178,40 +178,46 @@ def read_messages(scope: Staff, api: Api, queue: QueueName,
                   ) -> DeadLetterMessages:
     queues = _queues(api, queue)
     depth = depth_out(queues.depth(queue), scope.now)
-    items = [_message_out(scope, m) for m in queues.messages(queue, limit=limit)]
+    items = _messages_out(scope, queues.messages(queue, limit=limit))
     # Fewer than asked while the queue holds more: the rest is hidden by another reader's receive.
     being_read = max(0, depth.messages - len(items)) if len(items) < limit else 0
     return DeadLetterMessages(queue=depth, items=items, being_read=being_read, timezone=scope.own_zone())
 
 
-def _named_run(scope: Any, names: dict[str, str] | None) -> dict[str, Any] | None:
-    """The run a message's ``names`` name, in its own workspace (found through the narrow
-    function, as staff open a run's page), or None. A read of another workspace's run is
-    recorded in that workspace's staff reads, as the run's page records it."""
-    if not names or names.get("kind") != "run":
-        return None
-    run_id = UUID(names["id"])
+def _named_runs(scope: Any, messages: list[Any]) -> dict[UUID, dict[str, Any]]:
+    """The runs ``messages`` name (run id -> :func:`timekeeper.schedules.run_ops.run_labels`'
+    row), of any workspace, looked up with one statement for all of them. A read of
+    another workspace's run is recorded in that workspace's staff reads (one a run, one
+    statement a workspace), as the run's page records it."""
+    run_ids = list(dict.fromkeys(UUID(m.names["id"]) for m in messages
+                                 if m.names and m.names.get("kind") == "run"))
     with scope.conn.transaction():
-        workspace_id = run_ops.run_workspace(scope.conn, run_id)
-    if workspace_id is None:
-        return None
-    with scope.conn.entered(workspace_id), scope.conn.transaction():
-        run = run_ops.run_label(scope.conn, workspace_id=workspace_id, run_id=run_id)
-        if run is not None and workspace_id != scope.identity.workspace_id \
-                and get_workspace(scope.conn, workspace_id) is not None:
-            audit.record_staff_read(scope.conn, workspace_id=workspace_id, actor=scope.identity.user_id, what="run",
-                                    detail={"run_id": str(run_id), "via": "dead_letter"}, now=scope.now)
-    return run
+        runs = run_ops.run_labels(scope.conn, run_ids)
+    elsewhere: dict[UUID, list[UUID]] = {}
+    for run in runs.values():
+        if run["workspace_id"] != scope.identity.workspace_id and run["in_directory"]:
+            elsewhere.setdefault(run["workspace_id"], []).append(run["id"])
+    for workspace_id, read in elsewhere.items():
+        with scope.conn.entered(workspace_id), scope.conn.transaction():
+            audit.record_staff_reads(scope.conn, workspace_id=workspace_id, actor=scope.identity.user_id, what="run",
+                                     details=[{"run_id": str(r), "via": "dead_letter"} for r in read], now=scope.now)
+    return runs
 
 
-def _message_out(scope: Any, message: Any) -> DeadLetterMessageOut:
-    run = _named_run(scope, message.names)
-    named = None
-    if run is not None:
-        named = MessageRunOut(**{k: run[k] for k in ("id", "workspace_id", "schedule_id", "schedule_name", "state",
-                                                     "occurrence_at")},
-                              occurrence_local=run["occurrence_local"].isoformat(), timezone=run["timezone"] or "UTC")
-    return DeadLetterMessageOut(**vars(message), run=named)
+def _messages_out(scope: Any, messages: list[Any]) -> list[DeadLetterMessageOut]:
+    """``messages`` as read, each with the run it names (:func:`_named_runs`)."""
+    runs = _named_runs(scope, messages)
+    out = []
+    for message in messages:
+        run = runs.get(UUID(message.names["id"])) if message.names and message.names.get("kind") == "run" else None
+        named = None
+        if run is not None:
+            named = MessageRunOut(**{k: run[k] for k in ("id", "workspace_id", "schedule_id", "schedule_name",
+                                                         "state", "occurrence_at")},
+                                  occurrence_local=run["occurrence_local"].isoformat(),
+                                  timezone=run["timezone"] or "UTC")
+        out.append(DeadLetterMessageOut(**vars(message), run=named))
+    return out
 
 
 def _record_on_run(scope: Any, run: dict[str, Any] | None, action: str, reason: str, queue: str,
@@ -235,7 +241,7 @@ def _act(scope: Any, api: Any, queue: str, message_id: str, action: str, reason:
     prepared: dict[str, DeadLetterMessageOut] = {}
 
     def prepare(message: Any) -> None:
-        prepared["out"] = _message_out(scope, message)
+        [prepared["out"]] = _messages_out(scope, [message])
 
     done = (queues.redrive_message if action == "redrive_message" else queues.delete_message)(
         queue, message_id, prepare=prepare)

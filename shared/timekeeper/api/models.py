@@ -357,6 +357,9 @@ class RunOut(BaseModel):
                                                          "run; null: due at its occurrence")
     retry_of: UUID | None = Field(None, description="the run an operator's Retry now retried to make this one "
                                                     "(null: no retry)")
+    stuck: Literal["not_started", "not_published", "lease_expired"] | None = Field(
+        None, description="why a queued or running run waits too long (GET /runs/{id}'s stuck; a schedule's page "
+                          "says it for each of its runs); null: it does not, or the list does not say")
 
 
 class EventOut(BaseModel):

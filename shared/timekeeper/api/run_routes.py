@@ -359,7 +359,8 @@ def retry_run(caller: Runner, run_id: RunId, body: Annotated[ActionReason, Body(
                                               actor=caller.identity.user_id, now=caller.now,
                                               publisher=caller.api.publisher, idempotency_key=key,
                                               kinds=caller.api.registry,
-                                              occurrence=(run["occurrence_at"], run["occurrence_local"]))
+                                              occurrence=(run["occurrence_at"], run["occurrence_local"]),
+                                              retry_of=run_id)
         except OwnRouteOnly:
             raise ApiError(409, "retry_not_allowed", "this work kind is run from its own route, which checks more "
                            "before it runs; use that route's Run now") from None

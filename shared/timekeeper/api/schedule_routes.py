@@ -13,7 +13,7 @@ caller's workspace is a 410 ``schedule_deleted`` (:mod:`timekeeper.api.deleted`)
 annotations at run time.)
 """
 
-from datetime import date
+from datetime import date, datetime
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any
@@ -56,8 +56,10 @@ from timekeeper.api.models import (
 from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with_annotations
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform.directory import display_names
+from timekeeper.schedules import run_ops
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
+from timekeeper.topology import pipeline_for_owner
 
 _ERRORS = {401: "No or invalid authorizer claims",
            403: "The caller's roles do not allow this (forbidden), or the caller is not an active member of "
@@ -115,6 +117,7 @@ def get_schedule(
             deleted.raise_if_deleted(conn, scope.workspace_id, schedule_id, kinds=scope.kinds, route=None)
         raise
     detail = detail_out(details)
+    _mark_stuck(detail, details, scope.now)
     detail.timezone = scope.zone()
     people = sorted({p for p in (detail.schedule.created_by, detail.changed_by,
                                  *(r.requested_by for r in detail.history.runs),
@@ -122,6 +125,20 @@ def get_schedule(
     with scope.unit() as conn:
         detail.names = display_names(conn, people)
     return detail
+
+
+def _mark_stuck(detail: ScheduleDetail, details: Any, now: datetime) -> None:
+    """Give each queued or running run of ``detail`` (``details``' runs, in the same order)
+    that waits too long at ``now`` its ``stuck`` (the operations overview's definition, as
+    ``GET /runs/{id}`` says it), so a page that shows the runs needs no call per run."""
+    try:
+        pipeline = pipeline_for_owner(details.schedule.owner)
+    except KeyError:
+        return
+    for out, row in zip(detail.history.runs, details.runs, strict=True):
+        if row.state in ("queued", "running"):
+            out.stuck = run_ops.stuck_why({k: getattr(row, k) for k in run_ops.STUCK_FIELDS},
+                                          reoffer_after=pipeline.reoffer_after, now=now)
 
 
 @router.post("/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,

@@ -126,6 +126,17 @@ def record_staff_read(conn: psycopg.Connection, *, workspace_id: UUID, actor: st
     return read_id
 
 
+def record_staff_reads(conn: psycopg.Connection, *, workspace_id: UUID, actor: str, what: str,
+                       details: list[dict[str, Any]], now: datetime) -> None:
+    """Record, in the caller's transaction (with ``workspace_id`` entered), that ``actor``
+    read ``len(details)`` objects of kind ``what`` of ``workspace_id`` at ``now`` (aware
+    UTC), one a detail: what :func:`record_staff_read` records for each, in one statement
+    (a page that reads many objects at once)."""
+    if details:
+        conn.execute(SQL["record_staff_reads"], {"workspace_id": workspace_id, "actor": actor, "what": what,
+                                                 "details": [Jsonb(d) for d in details], "at": now})
+
+
 def list_staff_reads(conn: psycopg.Connection, *, workspace_id: UUID, before_id: int | None = None,
                      limit: int = 50) -> list[StaffRead]:
     """The workspace's staff reads, newest first: at most ``limit`` below ``before_id``."""

@@ -3,6 +3,18 @@
 -- name: record_staff_read
 INSERT INTO staff_reads (workspace_id, actor, what, detail, at) VALUES (%s, %s, %s, %s, %s) RETURNING id
 
+-- name: record_staff_reads
+-- Several reads of one workspace by one actor at one instant (a page that reads many
+-- objects): a staff_reads row and a staff.read audit event each, in one statement.
+WITH reads AS (
+    INSERT INTO staff_reads (workspace_id, actor, what, detail, at)
+    SELECT %(workspace_id)s, %(actor)s, %(what)s, t.d, %(at)s
+      FROM unnest(%(details)s::jsonb[]) WITH ORDINALITY AS t(d, n) ORDER BY t.n
+    RETURNING id)
+INSERT INTO audit_events (workspace_id, actor, kind, subject_type, subject_id, before, after, reason, at)
+SELECT %(workspace_id)s, %(actor)s, 'staff.read', %(what)s, NULL, '{}', t.d, NULL, %(at)s
+  FROM unnest(%(details)s::jsonb[]) WITH ORDINALITY AS t(d, n) ORDER BY t.n
+
 -- name: list_staff_reads
 SELECT id, workspace_id, actor, what, detail, at FROM staff_reads
  WHERE workspace_id = %(workspace_id)s AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)

@@ -91,6 +91,10 @@ class ScheduleRun:
     * ``due_at`` -- the instant a flexible window gave the run (aware UTC; None: due at
       its occurrence).
     * ``retry_of`` -- the run an operator's Retry now retried to make this one (None: no retry).
+    * ``published_at``, ``offered_at``, ``lease_until`` -- when its message was last accepted by
+      the queue, last offered, and when the current attempt's lease ends (aware UTC; None
+      until then, or where the read does not say): whether it is stuck
+      (:func:`timekeeper.schedules.run_ops.stuck_why`).
     """
 
     id: UUID
@@ -112,6 +116,9 @@ class ScheduleRun:
     first_skipped_at: datetime | None
     due_at: datetime | None = None
     retry_of: UUID | None = None
+    published_at: datetime | None = None
+    offered_at: datetime | None = None
+    lease_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

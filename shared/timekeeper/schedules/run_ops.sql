@@ -2,6 +2,12 @@
 -- Through the migration's SECURITY DEFINER function: the workspace of a run of any workspace.
 SELECT operations_run_workspace(%(run_id)s) AS workspace_id
 
+-- name: run_labels
+-- Through the migration's SECURITY DEFINER function (0083): what names each of several runs
+-- of any workspace for people, in one statement.
+SELECT id, schedule_id, workspace_id, state, occurrence_at, occurrence_local, schedule_name, timezone, in_directory
+  FROM operations_run_labels(%(run_ids)s::uuid[])
+
 -- name: run
 SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_key, r.occurrence_at,
        r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.queued_at, r.offered_at,
@@ -10,14 +16,6 @@ SELECT r.id, r.schedule_id, r.workspace_id, r.owner, r.work_kind, r.occurrence_k
        r.attempt_receive_count,
        s.name AS schedule_name, s.timezone AS schedule_timezone, s.status AS schedule_status,
        s.deleted_at IS NOT NULL AS schedule_deleted
-  FROM schedule_runs r
-  JOIN schedules s ON s.id = r.schedule_id
- WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s
-
--- name: run_label
--- What names a run for people (a dead-letter message's run): its schedule and occurrence.
-SELECT r.id, r.schedule_id, r.workspace_id, r.state, r.occurrence_at, r.occurrence_local,
-       s.name AS schedule_name, s.timezone
   FROM schedule_runs r
   JOIN schedules s ON s.id = r.schedule_id
  WHERE r.id = %(run_id)s AND r.workspace_id = %(workspace_id)s

@@ -315,7 +315,8 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
             publisher: RunPublisher, idempotency_key: str | None = None,
             kinds: WorkKindRegistry | None = None, trigger: str = "manual",
             admit: Callable[[psycopg.Connection, Schedule], None] | None = None,
-            occurrence: tuple[datetime, datetime] | None = None) -> tuple[UUID, bool]:
+            occurrence: tuple[datetime, datetime] | None = None,
+            retry_of: UUID | None = None) -> tuple[UUID, bool]:
     """"Run now": commit a manual run, then publish it; a refused publish releases it for the
     dispatcher's next pass. Returns ``(run_id, created)``; a repeated ``idempotency_key``
     returns the first request's run with ``created=False``. Works on paused schedules too.
@@ -325,7 +326,9 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
     ``trigger``: ``manual``, or ``test`` (an owner's test send: settlement leaves the
     schedule as it was). ``admit(conn, schedule)``: the owner's own check of a new run,
     called in the transaction with the schedule row locked (a repeated key is answered
-    before it); what it raises refuses the run. Raises :class:`ScheduleNotFound`, and
+    before it); what it raises refuses the run. ``retry_of``: the run an operator's retry
+    does again, named in the ``run_requested`` event's detail (and so in the audit log's
+    request) as ``retry_of``. Raises :class:`ScheduleNotFound`, and
     ``OwnRouteOnly`` when ``kinds`` is given and the schedule's work kind has a route of its
     own (which checks more before it runs one)."""
     if trigger not in ("manual", "test"):
@@ -352,8 +355,10 @@ def run_now(conn: psycopg.Connection, *, workspace_id: UUID, schedule_id: UUID, 
         if run_id is None:
             return fetch_value(conn, SQL["find_run_by_key"], {"schedule_id": schedule_id,
                                                               "occurrence_key": key}), False
-        _event(conn, schedule, "run_requested", actor, now, run_id=run_id,
-               detail={"trigger": "test"} if trigger == "test" else None)
+        detail = {"trigger": "test"} if trigger == "test" else {}
+        if retry_of is not None:
+            detail["retry_of"] = str(retry_of)
+        _event(conn, schedule, "run_requested", actor, now, run_id=run_id, detail=detail or None)
     message = RunMessage(run_id=run_id, schedule_id=schedule_id, workspace_id=workspace_id,
                          owner=schedule.owner, work_kind=schedule.work_kind)
     publish_offers(conn, publisher, [message], now=now, actor=actor)

@@ -69,7 +69,7 @@ SELECT id FROM schedule_runs WHERE schedule_id = %(schedule_id)s AND occurrence_
 -- the new run; found by the partial index of retries).
 SELECT r.id, r.occurrence_at, r.occurrence_local, r.dst_shifted, r.trigger, r.requested_by, r.state, r.attempts,
        r.offer_count, r.queued_at, r.started_at, r.finished_at, r.outcome_code, r.detail, r.error, r.skipped_backlog,
-       r.first_skipped_at, r.due_at,
+       r.first_skipped_at, r.due_at, r.published_at, r.offered_at, r.lease_until,
        CASE WHEN r.trigger = 'manual' THEN
            (SELECT a.run_id FROM schedule_run_actions a
              WHERE a.action = 'retry' AND a.detail ->> 'run_id' = r.id::text

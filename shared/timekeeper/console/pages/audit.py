@@ -121,7 +121,10 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
     facts_only = not before and verb not in _CHANGING
     stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}
     facts = [{"field": glossary.words(k), "value": _shown(v), "link": None} for k, v in stated.items()
-             if not (k == "schedule_id" and event.get("schedule_name"))]
+             if not (k == "schedule_id" and event.get("schedule_name")) and k != "retry_of"]
+    if isinstance(stated.get("retry_of"), str):
+        facts.append({"field": "Retry of", "value": _shown("an earlier run"),
+                      "link": f"{PREFIX}/runs/{quote(stated['retry_of'], safe='')}"})
     if "schedule_id" in stated and event.get("schedule_name"):
         facts.append({"field": "Schedule", "value": _shown(event["schedule_name"]),
                       "link": f"{PREFIX}/schedules/{quote(str(stated['schedule_id']), safe='')}"})
@@ -136,11 +139,12 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
 
 def retries_marked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``items`` (:func:`entry`'s) with each schedule's Run now request that a retry of a run
-    made (a ``run.retried`` entry of the same person at the same instant) said to be part of
-    that retry: both records stay, the request reads "Run now requested (a retry)"."""
-    retries = {(e["actor"], e["at"]) for e in items if e["kind"] == "run.retried"}
+    made (its ``retry_of`` names the retried run, the subject of the ``run.retried`` entry)
+    said to be part of that retry: both records stay, the request reads "Run now requested
+    (a retry)"."""
     return [{**e, "kind_words": e["kind_words"] + " (a retry)"}
-            if e["kind"] == "schedule.run_requested" and (e["actor"], e["at"]) in retries else e for e in items]
+            if e["kind"] == "schedule.run_requested" and (e.get("after") or {}).get("retry_of") else e
+            for e in items]
 
 
 @router.get(f"{PREFIX}/audit")

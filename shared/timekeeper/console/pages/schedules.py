@@ -135,15 +135,12 @@ def run_rows(runs: list[dict[str, Any]], zone: str) -> list[dict[str, Any]]:
             for r in runs]
 
 
-def stuck_run(ctx: Request, runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The newest queued or running run of ``runs`` when it waits too long (``GET /runs/{id}``'s
-    ``stuck``): ``{"id", "why"}`` with why in words; None when none is under way or it is not
-    stuck (one API call, only while a run is under way)."""
+def stuck_run(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest queued or running run of ``runs`` (the schedule's, as ``GET /schedules/{id}``
+    gives them) when it waits too long (its ``stuck``): ``{"id", "why"}`` with why in words;
+    None when none is under way or it is not stuck. No API call: the schedule's read says it."""
     under_way = next((r for r in runs if r["state"] in RUN_UNDER_WAY), None)
-    if under_way is None:
-        return None
-    reply = ctx.api().call("GET", f"/runs/{quote(str(under_way['id']), safe='')}")
-    why = reply.body.get("stuck") if reply.status == 200 and isinstance(reply.body, dict) else None
+    why = under_way.get("stuck") if under_way is not None else None
     return {"id": under_way["id"], "why": STUCK.get(why, why)} if why else None
 
 
@@ -165,7 +162,7 @@ def schedule_runs_live(ctx: Request, schedule_id: str) -> Response:
     runs = run_rows(reply.body["history"]["runs"], zone_of(reply.body))
     return ctx.page("_schedule_runs.html", s=reply.body["schedule"], runs=runs,
                     live=any(r["state"] in RUN_UNDER_WAY for r in runs), unread=0, people=named(reply.body),
-                    stuck=stuck_run(ctx, runs))
+                    stuck=stuck_run(runs))
 
 
 def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, editor: str | None = None,
@@ -208,7 +205,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
         code=rule_code(detail["schedule"]["recurrence"]),
-        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), stuck=stuck_run(ctx, runs), events=events,
+        runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), stuck=stuck_run(runs), events=events,
         change_words=CHANGE_WORDS,
         done=done, run_key=str(uuid.uuid4()), editor=editor,
         preview=preview,
