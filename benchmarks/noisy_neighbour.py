@@ -27,20 +27,21 @@ Each phase: the dispatchers run in a child process of their own (their own execu
 environment, as the dispatcher functions are in Lambda; the local AWS is a moto server both
 processes reach): each pipeline's partitions, one after the other, with the scheduled event
 of the due minute's wall-clock instant, another pass at once while schedules are left due
-(a pass's budget ran out). Meanwhile this process's event sources take turns, one round
-each (a round: up to ``max_concurrency`` batches), accounting first, until the dispatchers
-are done and every quiet run has started (the flood's report deliveries left then are not
-waited for). A run's start delay is its ``started_at`` (the consumer's wall clock) minus the
-instant the dispatchers were invoked, in seconds.
+(a pass's budget ran out). Meanwhile this process's event sources poll in turn, accounting
+first, until the dispatchers are done and every quiet run has started (the flood's report
+deliveries not yet started then are not waited for; those running are, when the stack
+stops). The event sources invoke their consumers as Lambda does (the local stack's
+concurrent consumers): each mapping up to its ``max_concurrency`` invocations at once, each
+on a thread with its own database connection, so a report delivery waiting for its render
+holds one of the queries pipeline's consumers, not every consumer. A run's start delay is
+its ``started_at`` (the consumer's wall clock) minus the instant the dispatchers were
+invoked, in seconds.
 
 What the local stack does not model (so this measures the product's ordering, not a
-deployment's latencies): Lambda runs the two pipelines' consumers and up to
-``max_concurrency`` invocations of each at once; here the consumers run in one thread, one
-invocation after the other, so a report delivery that waits 60 s for its render holds every
-consumer for those 60 s (in a deployment: one of the queries pipeline's three). And moto's
-SQS costs more per receive as the queue deepens (thousands of messages take minutes to
-receive on a loaded 2-core machine), so the issue's 10,000 flood schedules are out of reach
-of the local stack there: scale ``--flood`` down and say so.
+deployment's latencies): moto's SQS costs more per receive as the queue deepens (thousands
+of messages take minutes to receive on a loaded 2-core machine), and the consumers' threads
+share this process's interpreter (one core at a time), so the issue's 10,000 flood
+schedules are out of reach of the local stack there: scale ``--flood`` down and say so.
 
 Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
 with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
@@ -193,7 +194,7 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
     what the phase saw."""
     from timekeeper.edge import adapters
 
-    stack = start_local_stack(database=DATABASE, reset=True, aws_server=True)
+    stack = start_local_stack(database=DATABASE, reset=True, aws_server=True, concurrent_consumers=True)
     try:
         adapters.install_renderer_client(DelayedRenderer(stack.renderer, render_seconds))
         due = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -209,14 +210,14 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
         dispatched = None
         expected = 2 * quiet
         while True:
-            delivered = sum(stack.sources[p.name].poll(datetime.now(UTC), max_rounds=1) for p in (ACCOUNTING, QUERIES))
+            delivered = sum(stack.sources[p.name].poll(datetime.now(UTC)) for p in (ACCOUNTING, QUERIES))
             if dispatched is None and dispatcher.poll() is not None:
                 dispatched = time.monotonic() - started
             starts = quiet_starts(stack.database_url, quiet_ids, tick)
             if dispatched is not None and sum(1 for _, d in starts if d is not None) >= expected:
                 break
             if not delivered:
-                time.sleep(0.5)  # the dispatchers publish; a released (capped) run comes back after its delay
+                time.sleep(0.2)  # the dispatchers publish, the consumers run; a released (capped) run comes back later
         if dispatcher.returncode:
             raise SystemExit(f"the dispatchers' process failed ({dispatcher.returncode})")
         drained = time.monotonic() - started
