@@ -254,6 +254,17 @@ class LocalStack:
         (:meth:`wait` waits for them)."""
         return sum(source.poll(now) for name, source in self.sources.items() if names is None or name in names)
 
+    def drain(self, now: datetime, names: Any = None) -> int:
+        """Poll the event sources ``names`` (default: all) at ``now`` and wait for their
+        invocations until a poll delivers nothing more; return the records delivered (with
+        serial consumers this is one :meth:`poll`, and one that finds nothing)."""
+        self.wait()
+        delivered = 0
+        while started := self.poll(now, names):
+            delivered += started
+            self.wait()
+        return delivered
+
     def wait(self, timeout_s: float | None = None) -> None:
         """Wait for every running consumer invocation (concurrent consumers; at most
         ``timeout_s`` seconds each source) and take what they reported."""
