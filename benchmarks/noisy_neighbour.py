@@ -23,24 +23,26 @@ that starts the real render ``--render-seconds`` after it is asked for (installe
 the delivery run polls the render as it does in production (every 5 s), holding its
 consumer meanwhile. Nothing in the product waits on purpose.
 
-Each phase: the dispatchers run in a child process of their own (their own execution
-environment, as the dispatcher functions are in Lambda; the local AWS is a moto server both
-processes reach): each pipeline's partitions, one after the other, with the scheduled event
+Each phase: each pipeline's dispatchers run in a child process of their own, the two
+pipelines' at once (their own execution environments, as the dispatcher functions are in
+Lambda, each pipeline's on its own rule; the local AWS is a moto server every process
+reaches): the pipeline's partitions, one after the other, with the scheduled event
 of the due minute's wall-clock instant, another pass at once while schedules are left due
-(a pass's budget ran out). Meanwhile this process's event sources take turns, one round
-each (a round: up to ``max_concurrency`` batches), accounting first, until the dispatchers
-are done and every quiet run has started (the flood's report deliveries left then are not
-waited for). A run's start delay is its ``started_at`` (the consumer's wall clock) minus the
-instant the dispatchers were invoked, in seconds.
+(a pass's budget ran out). Meanwhile this process's event sources poll in turn, accounting
+first, until the dispatchers are done and every quiet run has started (the flood's report
+deliveries not yet started then are not waited for; those running are, when the stack
+stops). The event sources invoke their consumers as Lambda does (the local stack's
+concurrent consumers): each mapping up to its ``max_concurrency`` invocations at once, each
+on a thread with its own database connection, so a report delivery waiting for its render
+holds one of the queries pipeline's consumers, not every consumer. A run's start delay is
+its ``started_at`` (the consumer's wall clock) minus the instant the dispatchers were
+invoked, in seconds.
 
 What the local stack does not model (so this measures the product's ordering, not a
-deployment's latencies): Lambda runs the two pipelines' consumers and up to
-``max_concurrency`` invocations of each at once; here the consumers run in one thread, one
-invocation after the other, so a report delivery that waits 60 s for its render holds every
-consumer for those 60 s (in a deployment: one of the queries pipeline's three). And moto's
-SQS costs more per receive as the queue deepens (thousands of messages take minutes to
-receive on a loaded 2-core machine), so the issue's 10,000 flood schedules are out of reach
-of the local stack there: scale ``--flood`` down and say so.
+deployment's latencies): moto's SQS costs more per receive as the queue deepens (thousands
+of messages take minutes to receive on a loaded 2-core machine), and the consumers' threads
+share this process's interpreter (one core at a time), so the issue's 10,000 flood
+schedules are out of reach of the local stack there: scale ``--flood`` down and say so.
 
 Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
 with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
@@ -50,6 +52,7 @@ see benchmarks/README.md).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -72,6 +75,8 @@ from timekeeper.local.stack import start_local_stack  # noqa: E402
 from timekeeper.topology import ACCOUNTING, QUERIES  # noqa: E402
 
 DATABASE = "bench_noisy"
+#: Whether the product's local stack can invoke its consumers concurrently.
+CONCURRENT = "concurrent_consumers" in inspect.signature(start_local_stack).parameters
 KIND = "reconciliation.sweep"
 OWNER = "owner"
 
@@ -148,12 +153,15 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def quiet_starts(url: str, quiet: list[UUID], tick: datetime) -> list[tuple[str, float | None]]:
-    """Each quiet workspace's runs of the due minute: (owner, start delay in seconds or None)."""
+def quiet_starts(url: str, quiet: list[UUID], tick: datetime) -> list[tuple[str, float | None, float | None]]:
+    """Each quiet workspace's runs of the due minute: (owner, start delay, publish delay),
+    the delays in seconds after ``tick`` or None (the publish delay: the ``published_at``
+    the dispatcher pass that published the run recorded, its start)."""
     with connect(url) as conn:
-        return [(r["owner"], r["delay"]) for r in conn.execute(
-            "SELECT owner, extract(epoch FROM started_at - %s)::float8 AS delay FROM schedule_runs"
-            " WHERE workspace_id = ANY(%s)", (tick, quiet)).fetchall()]
+        return [(r["owner"], r["delay"], r["published"]) for r in conn.execute(
+            "SELECT owner, extract(epoch FROM started_at - %(tick)s)::float8 AS delay,"
+            " extract(epoch FROM published_at - %(tick)s)::float8 AS published FROM schedule_runs"
+            " WHERE workspace_id = ANY(%(quiet)s)", {"tick": tick, "quiet": quiet}).fetchall()]
 
 
 DISPATCH = """
@@ -162,10 +170,10 @@ from datetime import UTC, datetime
 sys.path[:0] = {path!r}
 from timekeeper.db.connection import connect
 from timekeeper.local.stack import invoke_quietly, quiet_lambda_environment, scheduled_event
-from timekeeper.topology import ACCOUNTING, QUERIES
+from timekeeper.topology import PIPELINES
 quiet_lambda_environment()
 due, tick = datetime.fromisoformat({due!r}), datetime.fromisoformat({tick!r})
-for pipeline in (ACCOUNTING, QUERIES):
+for pipeline in [PIPELINES[{pipeline!r}]]:
     at = tick
     while True:
         for index in pipeline.partitions:
@@ -179,13 +187,26 @@ for pipeline in (ACCOUNTING, QUERIES):
 """
 
 
-def dispatch_apart(url: str, due: datetime, tick: datetime) -> subprocess.Popen:
-    """Start the dispatcher passes of both pipelines in a child process (this process's
-    environment: the database, the moto server, the queue URLs) for the due minute ``due``
-    invoked at ``tick``; returns the running process."""
-    code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(), tick=tick.isoformat(),
-                           url=url)
-    return subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ))
+def dispatch_apart(url: str, due: datetime, tick: datetime) -> list[subprocess.Popen]:
+    """Start the dispatcher passes for the due minute ``due`` invoked at ``tick``, each
+    pipeline's in a child process of its own (this process's environment: the database, the
+    moto server, the queue URLs), as each pipeline's dispatchers are functions of their own
+    on the same tick; returns the running processes."""
+    processes = []
+    for pipeline in (ACCOUNTING, QUERIES):
+        code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(), tick=tick.isoformat(),
+                               url=url, pipeline=pipeline.name)
+        processes.append(subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ)))
+    return processes
+
+
+def start_stack() -> Any:
+    """The local stack on a fresh ``bench_noisy`` with a moto server, its consumers invoked
+    concurrently (each mapping up to its maximum concurrency) when the product's local stack
+    can (``concurrent_consumers``; one after the other in one thread before it could)."""
+    if CONCURRENT:
+        return start_local_stack(database=DATABASE, reset=True, aws_server=True, concurrent_consumers=True)
+    return start_local_stack(database=DATABASE, reset=True, aws_server=True)
 
 
 def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tuple[float, dict]:
@@ -193,7 +214,7 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
     what the phase saw."""
     from timekeeper.edge import adapters
 
-    stack = start_local_stack(database=DATABASE, reset=True, aws_server=True)
+    stack = start_stack()
     try:
         adapters.install_renderer_client(DelayedRenderer(stack.renderer, render_seconds))
         due = datetime.now(UTC).replace(second=0, microsecond=0)
@@ -205,27 +226,30 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
             add_accounting(conn, quiet_ids, 1, due)
             conn.execute("ANALYZE schedules")
         started, tick = time.monotonic(), datetime.now(UTC)
-        dispatcher = dispatch_apart(stack.database_url, due, tick)
+        dispatchers = dispatch_apart(stack.database_url, due, tick)
         dispatched = None
         expected = 2 * quiet
         while True:
             delivered = sum(stack.sources[p.name].poll(datetime.now(UTC), max_rounds=1) for p in (ACCOUNTING, QUERIES))
-            if dispatched is None and dispatcher.poll() is not None:
+            if dispatched is None and all(d.poll() is not None for d in dispatchers):
                 dispatched = time.monotonic() - started
             starts = quiet_starts(stack.database_url, quiet_ids, tick)
-            if dispatched is not None and sum(1 for _, d in starts if d is not None) >= expected:
+            if dispatched is not None and sum(1 for _, d, _ in starts if d is not None) >= expected:
                 break
             if not delivered:
-                time.sleep(0.5)  # the dispatchers publish; a released (capped) run comes back after its delay
-        if dispatcher.returncode:
-            raise SystemExit(f"the dispatchers' process failed ({dispatcher.returncode})")
+                time.sleep(0.2)  # the dispatchers publish, the consumers run; a released (capped) run comes back later
+        if any(d.returncode for d in dispatchers):
+            raise SystemExit(f"a dispatchers' process failed ({[d.returncode for d in dispatchers]})")
         drained = time.monotonic() - started
-        delays = [d for _, d in starts if d is not None]
-        by_owner = {owner: round(p99([d for o, d in starts if o == owner and d is not None]), 2)
+        delays = [d for _, d, _ in starts if d is not None]
+        by_owner = {owner: round(p99([d for o, d, _ in starts if o == owner and d is not None]), 2)
                     for owner in ("accounting", "queries")}
+        published = {owner: round(p99([p for o, _, p in starts if o == owner and p is not None] or [0.0]), 2)
+                     for owner in ("accounting", "queries")}
         return p99(delays), {"quiet_runs": len(delays), "dispatch_s": round(dispatched, 2),
                              "until_last_quiet_start_s": round(drained, 2), "quiet_max_s": round(max(delays), 2),
-                             "quiet_p99_by_pipeline_s": by_owner, "consumers": stack.consumer_stats()}
+                             "quiet_p99_by_pipeline_s": by_owner, "quiet_p99_published_by_pipeline_s": published,
+                             "consumers": stack.consumer_stats()}
     finally:
         stack.stop()
 
@@ -242,7 +266,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"revision {git_revision()}; load average {load_average():.1f}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; "
           f"flood {args.flood:,} + {args.renders} renders of {args.render_seconds:g} s, quiet {args.quiet}; "
-          f"queries consumers {QUERIES.consumer.max_concurrency}, cap {QUERIES.max_in_flight_per_workspace}",
+          f"queries consumers {QUERIES.consumer.max_concurrency}, cap {QUERIES.max_in_flight_per_workspace}; "
+          f"consumers {'concurrent' if CONCURRENT else 'one at a time'}",
           flush=True)
     alone, seen_alone = phase(quiet=args.quiet, flood=0, renders=0, render_seconds=args.render_seconds)
     print(f"alone: {seen_alone}", flush=True)

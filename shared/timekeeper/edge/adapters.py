@@ -11,11 +11,19 @@ service fails before its first event, naming the service (:class:`UndeclaredServ
 
 Every variable read here is named in :mod:`timekeeper.settings`. :func:`reset` forgets
 every cached adapter (the local stack and tests, after the environment changed).
+
+The database connections are the execution environment's, and an environment is a thread:
+in Lambda one thread runs the function, so there is one of each per environment; the
+local stack runs several invocations of one function at once on threads of their own (an
+event source mapping's concurrency, the renderer's), each with its own connections, as
+separate environments have (a psycopg connection is never shared by two threads). The
+AWS clients, the publishers and the settings are shared (boto3 clients are thread-safe).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -158,11 +166,31 @@ def open_with_rotation(connector: Callable[[str], psycopg.Connection], *,
 CONNECTION_MAX_IDLE_S = PROXY_IDLE_CLIENT_TIMEOUT_S / 2
 
 
-@cache
+_environment = threading.local()
+_providers_lock = threading.Lock()
+_providers: list[ConnectionProvider] = []  # every environment's connections, closed by reset()
+_generation = 0  # bumped by reset(): environments of an older generation open new connections
+
+
+def _environment_connection(name: str) -> ConnectionProvider:
+    """This thread's (execution environment's) lazy connection ``name``, made on first use
+    (recreated when broken or idle for :data:`CONNECTION_MAX_IDLE_S`)."""
+    if getattr(_environment, "generation", None) != _generation:
+        _environment.__dict__.clear()
+        _environment.generation = _generation
+    provider = getattr(_environment, name, None)
+    if provider is None:
+        provider = ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+        setattr(_environment, name, provider)
+        with _providers_lock:
+            _providers.append(provider)
+    return provider
+
+
 def database() -> ConnectionProvider:
     """The execution environment's lazy database connection (recreated when broken or
-    idle for :data:`CONNECTION_MAX_IDLE_S`)."""
-    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+    idle for :data:`CONNECTION_MAX_IDLE_S`); one per thread (see the module docstring)."""
+    return _environment_connection("database")
 
 
 def provision_logins(conn: psycopg.Connection) -> list[str]:
@@ -302,22 +330,20 @@ def notifier() -> SnsNotifier | None:
     return SnsNotifier(aws_client(SNS), arn) if arn else None
 
 
-@cache
 def renderer_database() -> ConnectionProvider:
     """The report renderer's lazy connection. In Lambda the renderer is a function of its
     own, so this is its only connection; in the local stack, which runs the renderer in
     the requesting process, it keeps a render requested by a delivery run (whose run
-    transaction holds :func:`database`) on a connection of its own."""
-    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+    transaction holds :func:`database`) on a connection of its own; one per thread."""
+    return _environment_connection("renderer_database")
 
 
-@cache
 def journal_database() -> ConnectionProvider:
     """A second lazy connection of the execution environment: for work that must commit
     beside a run's transaction (scheduled delivery's journal; only the pipelines whose
     consumer's ``connections`` is 2 open it), and for a dispatcher pass's second claim
-    worker (``claim_workers`` 2; opened when a pass's first batch comes back full)."""
-    return ConnectionProvider(lambda: open_with_rotation(connect), max_idle_s=CONNECTION_MAX_IDLE_S)
+    worker (``claim_workers`` 2; opened when a pass's first batch comes back full); one per thread."""
+    return _environment_connection("journal_database")
 
 
 @cache
@@ -414,12 +440,14 @@ def lambda_client() -> Any:
 def reset() -> None:
     """Forget every cached setting and adapter (closing the connections), so the next call
     reads the environment again."""
-    for provider in (database, journal_database, renderer_database):
-        if provider.cache_info().currsize:
-            provider().close()
-    for cached in (settings, database, sqs_client, _queue_url, publisher, notifier, s3_client, renderer_client,
-                   dead_letter_queues,
-                   export_publisher, snapshot_job_publisher, journal_database, renderer_database, link_signer,
+    global _generation
+    with _providers_lock:
+        providers, _providers[:] = list(_providers), []
+        _generation += 1
+    for provider in providers:
+        provider.close()
+    for cached in (settings, sqs_client, _queue_url, publisher, notifier, s3_client, renderer_client,
+                   dead_letter_queues, export_publisher, snapshot_job_publisher, link_signer,
                    mailer, lambda_client, secrets_provider):
         cached.cache_clear()
     _requested.clear()

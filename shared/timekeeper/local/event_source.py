@@ -25,6 +25,19 @@ backlog is seen drained (a receive of every visible message finds nothing of it,
 nothing of it is in flight), as SQS stops counting a group noisy then. A message sent with a delay
 (:meth:`SqsEventSource.send_later`, a consumer's release of a capped run) becomes visible
 once the simulated clock passes its delay.
+
+Concurrency: like Lambda's poller, a mapping invokes its function with up to
+``max_concurrency`` batches at once when ``concurrent`` is set (``serve``, the benchmarks):
+each invocation runs on a thread of the mapping's own pool, an execution environment
+with its own database connections (:mod:`timekeeper.edge.adapters`), and :meth:`poll`
+returns once every free environment has its batch, without waiting for them; what a
+finished invocation reported (deletes, failures, its processing time) is taken by the next
+:meth:`poll` or :meth:`wait`. A message received for one invocation stays hidden until it
+is deleted or made visible again, so no two invocations take the same message, and the
+messages in flight that rank the groups count every running invocation's. Without
+``concurrent`` (the default: ``simulate``, the tests and the fault campaigns, which need a
+poll to drain deterministically on a simulated clock), each poll invokes the batches one
+after the other in the calling thread and returns once everything visible was delivered.
 """
 
 from __future__ import annotations
@@ -32,8 +45,10 @@ from __future__ import annotations
 import collections
 import hashlib
 import itertools
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -87,6 +102,17 @@ class SqsEventSource:
     monotonic: Callable[[], float] = time.monotonic
     #: Processing time (seconds) of each group's messages since its backlog was last drained.
     _busy_s: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: Invoke up to ``max_concurrency`` batches at once, each on a thread (an execution
+    #: environment) of its own, and return from :meth:`poll` without waiting for them
+    #: (see the module docstring); False: one after the other in the polling thread.
+    concurrent: bool = False
+    #: A name for the mapping's threads (``<name>-<n>``).
+    name: str = "event-source"
+    _pool: ThreadPoolExecutor | None = None
+    #: Running invocations (concurrent): future -> (batch, simulated instant of its poll).
+    _running: dict[Future, tuple[list[dict[str, Any]], datetime]] = field(default_factory=dict)
+    #: Guards what the function's threads write (deferred visibility, delayed sends).
+    _lock: threading.Lock = field(default_factory=threading.Lock)
     #: The simulated instant this source left messages visible but undelivered (a duplicate
     #: sent back during an invocation, or messages received on the way to a copy); a poll
     #: clears it. Lambda's poller would receive them within seconds; the simulation polls
@@ -96,18 +122,21 @@ class SqsEventSource:
     def change_visibility(self, receipt_handle: str, seconds: int) -> None:
         """A consumer's ChangeMessageVisibility of a message it received: the message is hidden
         for ``seconds`` of simulated time from the invocation's instant (if it fails its item)."""
-        self._deferred[receipt_handle] = seconds
+        with self._lock:
+            self._deferred[receipt_handle] = seconds
 
     def send_later(self, body: str, group: str | None, seconds: int, now: datetime) -> None:
         """A SendMessage with ``DelaySeconds``: ``body`` (of ``MessageGroupId`` ``group``)
         becomes visible ``seconds`` after simulated ``now``, as a new message."""
-        self._delayed.append((now + timedelta(seconds=seconds), body, group))
+        with self._lock:
+            self._delayed.append((now + timedelta(seconds=seconds), body, group))
 
     @property
     def in_flight(self) -> int:
         """Messages received and failed, waiting for their simulated visibility timeout, and
         messages sent with a delay not yet visible."""
-        return len(self._hidden) + len(self._delayed)
+        with self._lock:
+            return len(self._hidden) + len(self._delayed)
 
     def group_in_flight(self, group: str) -> int:
         """Messages of ``group`` (a ``MessageGroupId``) received and not yet deleted or visible again."""
@@ -116,7 +145,8 @@ class SqsEventSource:
     def next_visible_at(self) -> datetime | None:
         """The simulated instant the earliest hidden message becomes visible again, or the
         instant messages were left visible without being delivered (whichever is earlier)."""
-        hidden = [at for at, _, _ in self._hidden.values()] + [at for at, _, _ in self._delayed]
+        with self._lock:
+            hidden = [at for at, _, _ in self._hidden.values()] + [at for at, _, _ in self._delayed]
         return min((*hidden, *((self._left_visible_at,) if self._left_visible_at else ())), default=None)
 
     def _reveal(self, now: datetime) -> None:
@@ -125,14 +155,12 @@ class SqsEventSource:
             self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=handle, VisibilityTimeout=0)
             del self._hidden[mid]
             self._group_in_flight[group] -= 1
-        still = []
-        for at, body, group in self._delayed:
-            if at <= now:
-                self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body,
-                                      **({"MessageGroupId": group} if group else {}))
-            else:
-                still.append((at, body, group))
-        self._delayed = still
+        with self._lock:
+            due_sends = [(at, body, group) for at, body, group in self._delayed if at <= now]
+            self._delayed = [entry for entry in self._delayed if entry[0] > now]
+        for _, body, group in due_sends:
+            self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=body,
+                                  **({"MessageGroupId": group} if group else {}))
 
     def _event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         records = []
@@ -152,7 +180,11 @@ class SqsEventSource:
         with each. A receive that returns fewer messages than asked for emptied the queue
         (moto returns every visible message up to the maximum), so each batch costs one
         receive that finds nothing new once everything visible was received, plus its delete.
+        ``concurrent``: first take what the finished invocations reported, then start a batch
+        on each free execution environment and return without waiting (``max_rounds`` unused).
         """
+        if self.concurrent:
+            return self._poll_concurrently(now)
         self._reveal(now)
         self._left_visible_at = None
         delivered = 0
@@ -173,6 +205,57 @@ class SqsEventSource:
         if any(self._visible.values()):
             self._left_visible_at = now
         return delivered
+
+    def _poll_concurrently(self, now: datetime) -> int:
+        self._settle_finished(block=False)
+        self._reveal(now)
+        self._left_visible_at = None
+        delivered = 0
+        while len(self._running) < self.max_concurrency:
+            batch, drained = self._receive_batch()
+            if batch:
+                delivered += len(batch)
+                self._start(batch, now)
+            if drained or not batch:
+                break
+        if any(self._visible.values()):
+            self._left_visible_at = now
+        return delivered
+
+    def _start(self, batch: list[dict[str, Any]], now: datetime) -> None:
+        """Invoke the function with ``batch`` on a free execution environment (a thread of the pool)."""
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix=self.name)
+        self._before_invocation(batch, now)
+        self._running[self._pool.submit(self._call, batch)] = (batch, now)
+
+    def _settle_finished(self, *, block: bool, timeout_s: float | None = None) -> None:
+        """Take what the finished invocations reported (``block``: wait for every running one
+        first, at most ``timeout_s`` seconds)."""
+        if block and self._running:
+            from concurrent.futures import wait
+
+            wait(list(self._running), timeout=timeout_s)
+        for future in [f for f in self._running if f.done()]:
+            batch, now = self._running.pop(future)
+            self._after_invocation(batch, now, *future.result())
+
+    @property
+    def running(self) -> int:
+        """Invocations running now (``concurrent``; always 0 otherwise)."""
+        return sum(1 for future in self._running if not future.done())
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Wait for the running invocations (at most ``timeout_s`` seconds; None: as long as
+        they take) and take what they reported; nothing to do without ``concurrent``."""
+        self._settle_finished(block=True, timeout_s=timeout_s)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Wait for the running invocations (see :meth:`wait`) and end the mapping's threads."""
+        self.wait(timeout_s)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def deliver_copy(self, body: str, now: datetime) -> None:
         """Send ``body`` to the queue as a new message (a redelivery or a re-offer of the
@@ -245,6 +328,11 @@ class SqsEventSource:
         return {g for g, busy in self._busy_s.items() if total > 0 and busy > NOISY_TIME_SHARE * total}
 
     def _invoke(self, batch: list[dict[str, Any]], now: datetime) -> None:
+        """Invoke the function with ``batch`` in this thread and settle it."""
+        self._before_invocation(batch, now)
+        self._after_invocation(batch, now, *self._call(batch))
+
+    def _before_invocation(self, batch: list[dict[str, Any]], now: datetime) -> None:
         self.stats.invocations += 1
         self.stats.delivered += len(batch)
         if self.duplicate is not None:
@@ -254,17 +342,28 @@ class SqsEventSource:
                     self.sqs.send_message(QueueUrl=self.queue_url, MessageBody=m["Body"],
                                           **({"MessageGroupId": group} if group else {}))
                     self._left_visible_at = now
+
+    def _call(self, batch: list[dict[str, Any]]) -> tuple[set[str], bool, float]:
+        """Run the function on ``batch`` (in the invoking thread): the message ids it failed,
+        whether it raised (a function error fails the whole batch), its duration in seconds."""
         began = self.monotonic()
         try:
             response = self.function(self._event(batch)) or {}
-            failed_ids = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
+            return ({f["itemIdentifier"] for f in response.get("batchItemFailures", [])}, False,
+                    max(0.0, self.monotonic() - began))
         except Exception:  # noqa: BLE001 - a function error (or a crash) fails the whole batch, as in Lambda
+            return {m["MessageId"] for m in batch}, True, max(0.0, self.monotonic() - began)
+
+    def _after_invocation(self, batch: list[dict[str, Any]], now: datetime, failed_ids: set[str], errored: bool,
+                          seconds: float) -> None:
+        """Settle an invocation of ``batch`` (polled at simulated ``now``): its processing time
+        shared among the batch's groups, the done messages deleted, the failed ones hidden
+        until their visibility timeout (or the delay the consumer set) passes."""
+        if errored:
             self.stats.function_errors += 1
-            failed_ids = {m["MessageId"] for m in batch}
-        finally:
-            share = max(0.0, self.monotonic() - began) / len(batch)
-            for m in batch:
-                self._busy_s[_group(m)] += share
+        share = seconds / len(batch)
+        for m in batch:
+            self._busy_s[_group(m)] += share
         done = [m for m in batch if m["MessageId"] not in failed_ids]
         for start in range(0, len(done), 10):
             chunk = done[start:start + 10]
@@ -274,12 +373,12 @@ class SqsEventSource:
         for m in done:
             self._group_in_flight[_group(m)] -= 1
         for m in batch:
-            deferred = self._deferred.pop(m["ReceiptHandle"], None)
+            with self._lock:
+                deferred = self._deferred.pop(m["ReceiptHandle"], None)
             if m["MessageId"] in failed_ids:
                 self.stats.failed += 1
                 hidden = self.visibility_timeout if deferred is None else timedelta(seconds=deferred)
                 self._hidden[m["MessageId"]] = (now + hidden, m["ReceiptHandle"], _group(m))
-
 
 def _group(message: dict[str, Any]) -> str:
     """A received message's fairness group: its ``MessageGroupId``, or its own id (a message

@@ -1,14 +1,18 @@
 """The local stack's report renderer: moto does not run Lambda functions, so the local
 stack runs the REAL ``functions/report_renderer/handler.py`` itself, as Lambda's
-asynchronous invocation would: the request returns at once, the handler runs on a
-background thread, and a raising handler is retried ``REPORT_RENDERER.retry_attempts``
-times (what it still fails is kept in :attr:`LocalRendererClient.failed`, the local
-on-failure destination)."""
+asynchronous invocation would: the request returns at once, the handler runs on one of
+the renderer's ``reserved_concurrency`` background threads (its execution environments,
+each with its own database connection; further requests wait for a free one, as Lambda
+queues asynchronous events beyond the function's concurrency), and a raising handler is
+retried ``REPORT_RENDERER.retry_attempts`` times (what it still fails is kept in
+:attr:`LocalRendererClient.failed`, the local on-failure destination)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from typing import Any
 from uuid import UUID
 
@@ -18,13 +22,15 @@ from timekeeper.topology import REPORT_RENDERER
 
 class LocalRendererClient:
     """A :class:`~timekeeper.aws.renderer.RendererClient` running ``invoke(function, event)``
-    on a background thread per request (``background=False``: in the caller's thread,
+    on the renderer's background threads (``background=False``: in the caller's thread,
     for a deterministic simulation)."""
 
     def __init__(self, invoke: Callable[..., Any], *, background: bool = True) -> None:
         self._invoke = invoke
         self._background = background
-        self._threads: list[threading.Thread] = []
+        self._pool = (ThreadPoolExecutor(max_workers=REPORT_RENDERER.reserved_concurrency,
+                                         thread_name_prefix="renderer") if background else None)
+        self._requests: list[Future] = []
         self._lock = threading.Lock()
         #: Events whose every attempt raised (the on-failure destination's content).
         self.failed: list[dict[str, Any]] = []
@@ -34,13 +40,12 @@ class LocalRendererClient:
     def request(self, *, workspace_id: UUID, render_id: UUID) -> None:
         """Run the renderer on ``{"workspace_id", "render_id"}`` (in the background by default)."""
         event = RenderRequest(workspace_id=workspace_id, render_id=render_id).model_dump(mode="json")
-        if not self._background:
+        if self._pool is None:
             self._run(event)
             return
-        thread = threading.Thread(target=self._run, args=(event,), name=f"renderer-{render_id}", daemon=True)
         with self._lock:
-            self._threads.append(thread)
-        thread.start()
+            self._requests = [f for f in self._requests if not f.done()]
+            self._requests.append(self._pool.submit(self._run, event))
 
     def _run(self, event: dict[str, Any]) -> None:
         for _ in range(REPORT_RENDERER.max_attempts):
@@ -55,8 +60,12 @@ class LocalRendererClient:
             self.failed.append(event)
 
     def wait(self, timeout_s: float = 60.0) -> None:
-        """Wait for every background render started so far."""
+        """Wait for every background render requested so far (at most ``timeout_s`` seconds)."""
         with self._lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(timeout_s)
+            requests = list(self._requests)
+        wait_for(requests, timeout=timeout_s)
+
+    def close(self) -> None:
+        """End the background threads once the renders requested so far are done."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)

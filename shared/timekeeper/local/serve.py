@@ -265,7 +265,9 @@ class PipelineWorker(threading.Thread):
     pipeline and the snapshot dispatcher once per wall-clock minute, the snapshot planner
     every 15 minutes (and at start unless ``plan_at_start`` is False: the start-up ran it),
     and the queues' SQS event sources every
-    ``poll_interval_s`` seconds. A failed round is counted in ``errors`` and retried."""
+    ``poll_interval_s`` seconds (each mapping invokes its consumer with up to its maximum
+    concurrency at once, on threads of its own: a poll starts batches on the free ones and
+    does not wait for them). A failed round is counted in ``errors`` and retried."""
 
     def __init__(self, stack: LocalStack, *, poll_interval_s: float = 1.0, plan_at_start: bool = True) -> None:
         super().__init__(name="timekeeper-pipelines", daemon=True)
@@ -477,7 +479,7 @@ def start_server(options: ServeOptions, *, database_url: str | None = None) -> L
     snapshots: dict[str, int] | None = None
     stack = start_local_stack(database=SERVE_DATABASE, reset=options.reset, aws_server=True,
                               database_url=database_url, log_level="WARNING",
-                              platform_sample_at=platform_sample_day(clock.now()))
+                              platform_sample_at=platform_sample_day(clock.now()), concurrent_consumers=True)
     handler = type("RequestHandler", (_RequestHandler,), {"access_log": options.access_log})
     try:
         if options.sample and stack.platform is not None:

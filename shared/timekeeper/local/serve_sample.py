@@ -167,7 +167,7 @@ def catch_up_snapshots(stack: Any, *, now: datetime, passes: int = 20) -> dict[s
     try:
         summary = stack.plan_snapshots(now)
         for _ in range(passes):
-            delivered = stack.poll(now, names=[SNAPSHOTS.name])
+            delivered = stack.drain(now, names=[SNAPSHOTS.name])
             sent = stack.dispatch_snapshots(now)["sent"]
             if not delivered and not sent:
                 break

@@ -5,7 +5,8 @@ Lambda environment (Powertools settings, no tracing), the database (embedded Pos
 or ``DATABASE_URL``; a named database, migrated), moto with every pipeline's queue,
 dead-letter queue and the notification topic from the topology (and every work queue
 and the files bucket), and an SQS event source mapping per pipeline and per work queue
-that feeds the REAL consumer handler. :class:`LocalStack` then
+that feeds the REAL consumer handler (with up to the mapping's concurrency at once when
+asked: ``serve``). :class:`LocalStack` then
 invokes the REAL dispatcher handler with EventBridge scheduled events
 (:meth:`LocalStack.dispatch`) and polls the queues (:meth:`LocalStack.poll`), and
 :meth:`LocalStack.stop` undoes everything: moto, the cached adapters, the clock and this
@@ -248,8 +249,27 @@ class LocalStack:
 
     def poll(self, now: datetime, names: Any = None) -> int:
         """Let the event sources ``names`` (default: all) deliver what is visible at
-        ``now``; return the records delivered."""
+        ``now``; return the records delivered. With concurrent consumers (see
+        :func:`start_local_stack`) the invocations started are still running on return
+        (:meth:`wait` waits for them)."""
         return sum(source.poll(now) for name, source in self.sources.items() if names is None or name in names)
+
+    def drain(self, now: datetime, names: Any = None) -> int:
+        """Poll the event sources ``names`` (default: all) at ``now`` and wait for their
+        invocations until a poll delivers nothing more; return the records delivered (with
+        serial consumers this is one :meth:`poll`, and one that finds nothing)."""
+        self.wait()
+        delivered = 0
+        while started := self.poll(now, names):
+            delivered += started
+            self.wait()
+        return delivered
+
+    def wait(self, timeout_s: float | None = None) -> None:
+        """Wait for every running consumer invocation (concurrent consumers; at most
+        ``timeout_s`` seconds each source) and take what they reported."""
+        for source in self.sources.values():
+            source.wait(timeout_s)
 
     def sources_visible_at(self, now: datetime) -> list[str]:
         """The event sources holding a failed message whose visibility timeout has passed."""
@@ -283,8 +303,11 @@ class LocalStack:
         from timekeeper.edge import adapters
         from timekeeper.edge import api as api_edge
 
+        for source in self.sources.values():
+            source.stop()
         if self.renderer is not None:
             self.renderer.wait()
+            self.renderer.close()
             adapters.install_renderer_client(None)
         adapters.install_visibility_changer(None)
         adapters.install_run_releaser(None)
@@ -301,7 +324,8 @@ class LocalStack:
 
 def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_url: str | None = None,
                       log_level: str = "ERROR", background_renders: bool = True,
-                      platform_sample_at: datetime | None = None, platform_seed: int = 7) -> LocalStack:
+                      platform_sample_at: datetime | None = None, platform_seed: int = 7,
+                      concurrent_consumers: bool = False) -> LocalStack:
     """Start the local stack (see the module docstring) and point this process at it
     (``DATABASE_URL``, the queue URLs, the topic ARN, fake AWS credentials).
 
@@ -313,7 +337,12 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
     the database start raises (``psycopg.Error``, ``ValueError``); nothing is left running
     then. Render requests run the real renderer handler (``background_renders``: on a
     background thread, as Lambda's asynchronous invoke would; False: at once, in the
-    requesting thread).
+    requesting thread). ``concurrent_consumers``: each event source mapping invokes its
+    consumer with up to its maximum concurrency at once, each invocation on a thread with
+    connections of its own, and :meth:`LocalStack.poll` returns without waiting for them,
+    as Lambda's poller does (``serve``, the benchmarks); False: a poll invokes every batch
+    in the calling thread, one after the other, and returns once all is delivered (a
+    deterministic drain on a simulated clock: ``simulate``, the tests, the fault campaigns).
     """
     saved = dict(os.environ)
     quiet_lambda_environment(log_level)  # before the first import of the handlers' singletons
@@ -343,7 +372,8 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             function=lambda event, fn=pair.pipeline.consumer.function, timeout=pair.pipeline.consumer.timeout_s:
                 invoke_quietly(fn, event, timeout_s=timeout),
             batch_size=pair.pipeline.consumer.batch_size, max_concurrency=pair.pipeline.consumer.max_concurrency,
-            visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s))
+            visibility_timeout=timedelta(seconds=pair.pipeline.consumer.visibility_timeout_s),
+            concurrent=concurrent_consumers, name=f"consumer-{name}")
         for name, pair in {**local_aws.queues, **local_aws.work_queues}.items()}
     if local_aws.message_events is not None:
         events = local_aws.message_events.pipeline
@@ -351,7 +381,8 @@ def start_local_stack(*, database: str, reset: bool, aws_server: bool, database_
             sqs=sqs, queue_url=local_aws.message_events.url, queue_arn=local_aws.message_events.arn,
             function=lambda event: invoke_quietly(events.function, event, timeout_s=events.timeout_s),
             batch_size=events.batch_size, max_concurrency=events.max_concurrency,
-            visibility_timeout=timedelta(seconds=events.visibility_timeout_s))
+            visibility_timeout=timedelta(seconds=events.visibility_timeout_s),
+            concurrent=concurrent_consumers, name=f"consumer-{MESSAGE_EVENTS_SOURCE}")
     by_arn = {source.queue_arn: source for source in sources.values()}
 
     def change_visibility(queue_arn: str, receipt_handle: str, seconds: int) -> None:
