@@ -44,7 +44,7 @@ def test_requests_from_many_workspaces_at_once_are_each_answered_for_their_own_c
         def call(i: int) -> tuple[str, int, list[str]]:
             caller = callers[i % WORKSPACES]
             if i < CLIENTS:
-                start.wait(10)  # the first request of every client thread leaves at once
+                start.wait(60)  # the first request of every client thread leaves at once
             token = f"dev:{caller.user_id}:{caller.workspace_id}:{caller.roles}"
             reply = requests.get(f"{server.base_url}/members", headers={"Authorization": f"Bearer {token}"},
                                  timeout=30)

@@ -98,7 +98,7 @@ def test_the_local_s3_serves_a_download_under_any_schedule_name_at_once(name):
         url = s3.generate_presigned_url("get_object", ExpiresIn=60, Params={
             "Bucket": "files-bucket", "Key": "run.csv",
             "ResponseContentDisposition": attachment(name, suffix="-1.csv", default="delivery")})
-        reply = requests.get(url, timeout=5)
+        reply = requests.get(url, timeout=60)
     finally:
         server.stop()
     assert reply.status_code == 200 and reply.content == b"a,b\n"

@@ -118,8 +118,9 @@ def test_readme_flow_creates_lists_runs_now_and_shows_the_run_in_history(local_s
                              timeout=10)
     assert accepted.status_code == 202
     run_id = accepted.json()["run_id"]
-    # Then the local consumer runs it within seconds and the run shows in the history
-    deadline = time.monotonic() + 20
+    # Then the local consumer runs it within seconds (a minute and a half on a busy machine) and
+    # the run shows in the history
+    deadline = time.monotonic() + 90
     while True:
         detail = requests.get(f"{base}/schedules/{schedule_id}", headers=AUTH, timeout=10).json()
         runs = {r["id"]: r for r in detail["history"]["runs"]}
@@ -160,7 +161,8 @@ def test_without_a_dev_token_the_request_is_unauthenticated(local_server):
 
 
 def test_the_document_is_served_without_a_token(local_server):
-    reply = requests.get(f"{local_server.base_url}/openapi.json", timeout=10)
+    # (serve builds the document from the models on its first request: seconds on a busy machine)
+    reply = requests.get(f"{local_server.base_url}/openapi.json", timeout=60)
     assert reply.status_code == 200
     assert reply.json() == openapi_document(create_app(unconfigured_adapters()))
 
@@ -247,16 +249,19 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(operation, l
 def test_an_idle_connection_does_not_hold_up_other_requests(local_server):
     # Given a client that opens a connection and sends nothing
     address = urlsplit(local_server.base_url)
-    idle = socket.create_connection((address.hostname, address.port), timeout=5)
+    idle = socket.create_connection((address.hostname, address.port), timeout=30)
     try:
         # When other clients call the API meanwhile, several at once
-        started = time.monotonic()
         with ThreadPoolExecutor(max_workers=4) as pool:
             replies = list(pool.map(lambda _: requests.get(f"{local_server.base_url}/schedules", headers=AUTH,
-                                                           timeout=5), range(8)))
-        # Then each is answered, promptly, from its own API environment
+                                                           timeout=60), range(8)))
+        # Then each is answered from its own API environment while the idle connection still
+        # waits for its request: a server that waited on it would answer the others only
+        # after its header deadline closed it (however long a busy machine takes for eight)
         assert [r.status_code for r in replies] == [200] * 8
-        assert time.monotonic() - started < 5
+        idle.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            idle.recv(1)  # still open, nothing sent to it
     finally:
         idle.close()
 
@@ -378,7 +383,7 @@ def test_serve_keeps_a_copy_of_every_message_it_sends(local_server):
     assert accepted.status_code == 202, accepted.text
     # Then each message sent is kept in serve's mail folder: its HTML part after a header
     # line naming the recipient and subject, and its text part
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 90
     while len(list(local_server.mail_dir.glob("*.html"))) < 1 and time.monotonic() < deadline:
         time.sleep(0.2)
     kept = sorted(local_server.mail_dir.glob("*.html"))

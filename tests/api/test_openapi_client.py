@@ -60,8 +60,9 @@ def client(db_url, client_package):
                                                  timeout=httpx.Timeout(10.0))
 
 
-def _until(read, done, seconds: float = 30):
-    """``read()`` until ``done(value)`` (the local consumer runs a queued run within seconds)."""
+def _until(read, done, seconds: float = 90):
+    """``read()`` until ``done(value)`` (the local consumer runs a queued run within seconds;
+    the deadline is generous for a busy machine)."""
     deadline = time.monotonic() + seconds
     while True:
         value = read()

@@ -47,7 +47,7 @@ class Handler:
         """Idempotency: the effect row commits with the settlement, so exactly once per run."""
         with self.log.executing(ctx.run_id):
             ctx.conn.execute("INSERT INTO fault_effects (run_id) VALUES (%s)", (ctx.run_id,))
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30
             while ctx.run_id == self.wait_for_retry and ctx.run_id not in self.retried \
                     and time.monotonic() < deadline:
                 time.sleep(0.005)
@@ -164,7 +164,7 @@ def test_the_detector_fires_when_a_consumer_bypasses_the_lease(fault_db, db_url,
             ctx.conn.execute("INSERT INTO fault_effects (run_id) VALUES (%s)", (ctx.run_id,))
             if ctx.attempt == 1:
                 first_entered.set()
-                second_entered.wait(timeout=10)  # the first holder still runs when the takeover starts
+                second_entered.wait(timeout=60)  # the first holder still runs when the takeover starts
             else:
                 second_entered.set()
         return Succeeded({"attempt": ctx.attempt})

@@ -122,7 +122,7 @@ def test_a_job_being_posted_is_not_started_again_by_a_late_callback_or_the_sweep
     def slow_ledger(hook_conn, batch, entries):
         hooks.append(batch.id)
         entered.set()
-        release.wait(timeout=10)
+        release.wait(timeout=60)
 
     def first_starter():
         with connect(db_url) as own:

@@ -48,7 +48,7 @@ class Kinds:
                          (ctx.run_id, ctx.workspace_id))
         self.entered.set()
         if self.gate is not None:
-            self.gate.wait(10)
+            self.gate.wait(60)
         if ctx.run_id == self.crash_on:
             raise Crash()
         if ctx.run_id in self.fail:
@@ -140,11 +140,11 @@ def _held_by_another_consumer(db_url, batch, now):
     thread = threading.Thread(target=first_consumer)
     thread.start()
     try:
-        assert kinds.entered.wait(10)
+        assert kinds.entered.wait(60)
         yield outcome
     finally:
         kinds.gate.set()
-        thread.join(10)
+        thread.join(60)
 
 
 def test_a_run_held_by_another_consumers_open_batch_is_redelivered_not_run(db_url, world, utc):

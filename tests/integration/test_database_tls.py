@@ -142,7 +142,7 @@ def _connect_as_edge(monkeypatch, *, host: str, root_cert: str | None) -> psycop
     edge.reset()
     url = adapters.database_url()
     assert psycopg.conninfo.conninfo_to_dict(url)["sslmode"] == SSL_MODE == "verify-full"
-    return connect(url, connect_timeout_s=5)
+    return connect(url, connect_timeout_s=30)
 
 
 def test_the_right_host_name_connects_over_verified_tls(edge_in_aws, tls_server):

@@ -221,11 +221,12 @@ def test_a_partitions_claim_is_an_index_range_whose_cost_does_not_grow_with_the_
         # And it returns a full batch of its own schedules
         assert scan["Actual Rows"] == 200
     # And the claim touches about the same pages at 112,000 schedules as at 12,000 (about
-    # 400: a heap page per row and the index's; a deeper index and rows placed on other
-    # pages by the bulk insert add a few, a read that grew with the table would add thousands)
+    # 400: a heap page per row and the index's; a deeper index, rows placed on other pages by
+    # the bulk insert and what the server's own background work left in them add a few or a
+    # few dozen, a read that grew with the table would add thousands): half as many again at most
     def buffers(plan):
         return plan["Plan"]["Shared Hit Blocks"] + plan["Plan"]["Shared Read Blocks"]
-    assert buffers(large) <= buffers(small) + 20, (buffers(small), buffers(large))
+    assert buffers(large) <= buffers(small) * 1.5, (buffers(small), buffers(large))
 
 
 def test_claim_batch_takes_the_partition_too(fresh, utc):

@@ -43,7 +43,7 @@ def test_processes_starting_on_one_new_folder_at_once_all_get_the_one_server(tmp
     try:
         assert [value for kind, value in outcomes if kind == "error"] == []
         assert len(urls) == 1
-        with psycopg.connect(urls.pop(), connect_timeout=5) as conn:
+        with psycopg.connect(urls.pop(), connect_timeout=30) as conn:
             assert conn.execute("select 1").fetchone() == (1,)
     finally:
         # The last starter to exit stops the server.
