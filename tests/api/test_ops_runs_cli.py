@@ -54,11 +54,15 @@ def test_a_run_is_shown_and_cancelled_with_a_reason(server, conn, printed):
     sweep = service.create_schedule(conn, workspace_id=workspace, owner="accounting", work_kind="reconciliation.sweep",
                                     actor="owner-1", now=now - timedelta(days=1), name="CLI sweep",
                                     recurrence={"cron": "0 3 1 1 *", "timezone": "UTC"}, active=False)
+    # (a queued run whose offer the dispatcher made and will not repeat during the test:
+    # an unpublished run offered never or long ago is published again by serve's next pass,
+    # and its consumer would settle it before the cancel)
     run_id = conn.execute(
         """INSERT INTO schedule_runs (schedule_id, workspace_id, owner, work_kind, occurrence_key, occurrence_at,
-                  occurrence_local, trigger, definition_version, queued_at, state)
-           VALUES (%s, %s, 'accounting', 'reconciliation.sweep', 'cli', %s, %s, 'scheduled', 1, %s, 'queued')
-           RETURNING id""", (sweep.id, workspace, now, now.replace(tzinfo=None), now)).fetchone()["id"]
+                  occurrence_local, trigger, definition_version, queued_at, offered_at, state)
+           VALUES (%s, %s, 'accounting', 'reconciliation.sweep', 'cli', %s, %s, 'scheduled', 1, %s, %s, 'queued')
+           RETURNING id""", (sweep.id, workspace, now, now.replace(tzinfo=None), now,
+                             now + timedelta(hours=1))).fetchone()["id"]
     conn.commit()
 
     code, text = ops(server, printed, "runs", "show", str(run_id), "--json")
