@@ -189,3 +189,16 @@ def test_the_overview_prints_whole_ids_at_80_columns(server, conn, printed, monk
     # Instants to the second, never with microseconds
     assert text.startswith("Operations overview as of ") and "Z" in text.splitlines()[0]
     assert "." not in text.splitlines()[0].split(" as of ")[1]
+
+
+def test_one_dev_token_holds_the_staff_and_the_workspace_admin_roles(server, conn, printed):
+    # As the docs show it: one person (a workspace admin by their membership, as serve's
+    # sample admin is), one token, staff's and the workspace admin's commands
+    conn.execute("UPDATE workspace_memberships SET roles = '{workspace:admin}' WHERE workspace_id = %s "
+                 "AND user_id = 'staff-1'", (STAFF_WORKSPACE,))
+    conn.commit()
+    token = f"dev:staff-1:{STAFF_WORKSPACE}:platform:staff,workspace:admin"
+    for command in (["overview", "--json"], ["settings", "show", "--json"]):
+        printed.seek(0)
+        printed.truncate()
+        assert main(["ops", "--api", server.base_url, "--token", token, *command]) == 0, printed.getvalue()

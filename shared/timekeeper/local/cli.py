@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "ends in /v1)")
     ops.add_argument("--token", default=None, type=_token,
                      help="bearer token (default $TIMEKEEPER_TOKEN): a staff member's; a workspace admin's for "
-                          "settings, closures, posting-jobs and suppressions")
+                          "settings, closures, posting-jobs and suppressions (serve: one token may hold both, "
+                          "dev:<user>:<workspace>:platform:staff,workspace:admin,...)")
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     overview = actions.add_parser("overview",
                                   help="paused and failing schedules, stuck runs, overdue snapshot periods, "
