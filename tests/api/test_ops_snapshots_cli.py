@@ -11,6 +11,7 @@ import uuid
 from datetime import UTC, date, datetime
 
 import pytest
+from rich.console import Console
 
 from tests.api.conftest import FAILED_NAME, MISSING_NAME, PUBLISHED_NAME, enrol, seed_overdue_workspaces, serving
 from timekeeper.local.cli import main
@@ -75,14 +76,21 @@ def ops(server, out, *args: str, token: str = STAFF_TOKEN) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def test_staff_find_the_failed_periods_by_workspace_name(server, printed, workspaces, months):
+def test_staff_find_the_failed_periods_by_workspace_name(server, printed, workspaces, months, monkeypatch):
+    import rich.console
+
+    # (at a terminal's 80 columns: a period stays on one line)
+    monkeypatch.setattr(rich.console, "Console", lambda *a, **k: Console(file=printed, width=80))
     code, text = ops(server, printed, "snapshots", "periods", "--search", "Failed &", "--status", "failed",
                      "--type", TYPE)
     assert code == 0, text
     # (other tests' workspaces may bear the same name: this one's rows)
     rows = [line for line in text.splitlines() if f"{FAILED_NAME} ({workspaces[FAILED_NAME]})" in line]
     assert len(rows) == 2
-    assert all(any(f"{TYPE} {m:%Y-%m}  failed" in r for r in rows) for m in months), rows
+    # The type by the name the API gives it, not its code
+    assert all(any(f"Membership counts {m:%Y-%m}  failed" in r for r in rows) for m in months), rows
+    assert TYPE not in text
+    assert all("  run " in r for r in rows)
     assert all("failed (generator_failed)" in r for r in rows)
 
 

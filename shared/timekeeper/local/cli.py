@@ -231,7 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "ends in /v1)")
     ops.add_argument("--token", default=None, type=_token,
                      help="bearer token (default $TIMEKEEPER_TOKEN): a staff member's; a workspace admin's for "
-                          "settings, closures, posting-jobs and suppressions")
+                          "settings, closures, posting-jobs and suppressions (serve: one token may hold both, "
+                          "dev:<user>:<workspace>:platform:staff,workspace:admin,...)")
     actions = ops.add_subparsers(dest="action", required=True, metavar="ACTION")
     overview = actions.add_parser("overview",
                                   help="paused and failing schedules, stuck runs, overdue snapshot periods, "
@@ -283,6 +284,15 @@ def _add_ops_group_parsers(actions: Any) -> None:
     add_snapshot_parsers(actions, _uuid)
     runs = actions.add_parser("runs", help="a run's page and the operators' actions on it")
     verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
+    listing = verbs.add_parser("list", help="runs, a line each with the whole id: a schedule's (--schedule), or "
+                                            "across workspaces the failing schedules' latest failed runs and the "
+                                            "runs that wait too long (a staff token)")
+    listing.add_argument("--state", choices=("failed", "queued", "running", "succeeded", "skipped"), default=None,
+                         help="only runs in this state (succeeded and skipped: with --schedule)")
+    listing.add_argument("--schedule", type=_uuid, default=None,
+                         help="the schedule's runs, newest first (a token of its workspace with schedules:read)")
+    listing.add_argument("--limit", type=_int_at_least(1, 200), default=50, help="runs to print, 1-200")
+    listing.add_argument("--json", action="store_true", help="print the runs as JSON ({\"items\": [...]})")
     show = verbs.add_parser("show", help="the run: schedule, occurrence, state, attempts, actions")
     show.add_argument("run", type=_uuid, help="the run's id")
     show.add_argument("--json", action="store_true", help="print the API's JSON body")
@@ -420,7 +430,7 @@ def _run(args: argparse.Namespace) -> int:
             member=str(args.member) if getattr(args, "member", None) else None,
             limit=getattr(args, "limit", 100), as_json=args.json, verb=getattr(args, "verb", None),
             run=str(args.run) if getattr(args, "run", None) else None, message=getattr(args, "message", None),
-            key=getattr(args, "key", None)), Console())
+            key=getattr(args, "key", None), state=getattr(args, "state", None)), Console())
     if args.command == "smoke":
         from timekeeper.local.smoke import SmokeOptions, print_summary, run_smoke
 

@@ -4,7 +4,8 @@ token as well as against ``serve``.
 
 * ``ops overview`` -- paused and failing schedules, runs that wait too long, every
   workspace's overdue snapshot periods (most overdue first) and the dead-letter queues,
-  as tables (``--json``: the API's body as it came);
+  a line per record with every id whole, a failing schedule's latest failed run's too
+  (``--json``: the API's body as it came);
 * ``ops redrive QUEUE --reason TEXT`` -- move a dead-letter queue's messages back;
 * ``ops resume WORKSPACE SCHEDULE --reason TEXT`` -- resume a paused schedule;
 * ``ops erase USER --reason TEXT`` -- erase a person in every workspace (the user id goes
@@ -16,7 +17,8 @@ token as well as against ``serve``.
 
 ``--api`` (default ``$TIMEKEEPER_API`` or ``http://127.0.0.1:8080``, serve's address;
 a deployed stage's URL ends in ``/v1``) and ``--token`` (default ``$TIMEKEEPER_TOKEN``;
-against serve a development token ``dev:<user>:<workspace>:platform:staff``). The exit
+against serve a development token ``dev:<user>:<workspace>:platform:staff``; several roles
+joined by commas: ``dev:<user>:<workspace>:platform:staff,workspace:admin,schedules:read``). The exit
 code is 0 when the API answered 2xx, 1 when it answered an error (its code and message are
 printed), 2 for a usage error or an API that cannot be reached.
 """
@@ -28,6 +30,7 @@ import os
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -59,6 +62,8 @@ class OpsOptions:
     run: str | None = None
     message: str | None = None
     key: str | None = None
+    #: ``runs list``: only runs in this state.
+    state: str | None = None
 
 
 class ApiUnreachable(Exception):  # noqa: N818 - what the operator is told
@@ -163,34 +168,66 @@ def run_ops(options: OpsOptions, console: Any) -> int:
     return 0
 
 
-def _print_overview(body: dict[str, Any], console: Any) -> None:
-    from rich.markup import escape
-    from rich.table import Table
+def instant(value: str | None) -> str:
+    """An API instant (ISO 8601, UTC) as ``YYYY-MM-DD HH:MM:SSZ`` (no fraction of a
+    second); ``-`` for None."""
+    if not value:
+        return "-"
+    moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    moment = moment.astimezone(UTC) if moment.tzinfo is not None else moment
+    return f"{moment:%Y-%m-%d %H:%M:%S}Z"
 
-    console.print(f"[bold]Operations overview[/] as of {body['as_of']}")
-    schedules = Table("workspace", "schedule", "name", "status", "reason", "failures", "last outcome", "changed",
-                      title="Schedules needing attention")
+
+def wall_time(value: str) -> str:
+    """A local wall time as the API gives it (``2026-12-06T20:53:51.155010``) to the
+    minute: ``2026-12-06 20:53``."""
+    try:
+        return f"{datetime.fromisoformat(value):%Y-%m-%d %H:%M}"
+    except ValueError:
+        return value
+
+
+def overview_lines(body: dict[str, Any]) -> list[str]:
+    """What ``ops overview`` prints for the API's answer ``body``: a heading per kind and a
+    line per record, every id whole (the lines are printed unwrapped: a terminal folds them
+    on screen, a copy keeps the id), instants in UTC to the second."""
+    lines = [f"Operations overview as of {instant(body['as_of'])}", "", "Schedules needing attention:"]
     for s in body["schedules"]:
-        schedules.add_row(s["workspace_id"], s["id"], s["name"], s["status"], s["pause_reason"] or "",
-                          str(s["consecutive_failures"]), s["last_outcome"] or "", s["updated_at"])
-    runs = Table("workspace", "run", "owner", "kind", "why", "queued", "published", "lease until", "attempts",
-                 title="Runs that wait too long")
+        failed = f"; latest failed run {s['last_failed_run_id']}" if s.get("last_failed_run_id") else ""
+        lines.append(f"  {s['name']}  schedule {s['id']}  workspace {s.get('workspace_name') or '-'} "
+                     f"{s['workspace_id']}  {s['status']}{' (' + s['pause_reason'] + ')' if s['pause_reason'] else ''}"
+                     f"  {s['consecutive_failures']} failures in a row, last outcome {s['last_outcome'] or '-'}, "
+                     f"changed {instant(s['updated_at'])}{failed}")
+    if not body["schedules"]:
+        lines.append("  none")
+    lines += ["", "Runs that wait too long:"]
     for r in body["stranded_runs"]:
-        runs.add_row(r["workspace_id"], r["id"], r["owner"], r["work_kind"], r["why"], r["queued_at"],
-                     r["published_at"] or "", r["lease_until"] or "", str(r["attempts"]))
-    queues = Table("queue", "messages", "oldest age (s)", "redrive running", title="Dead-letter queues")
-    for q in body["dead_letter_queues"]:
-        queues.add_row(q["name"], str(q["messages"]), "" if q["oldest_age_s"] is None else str(q["oldest_age_s"]),
-                       {True: "yes", False: "no", None: ""}[q["redrive_running"]])
+        lines.append(f"  run {r['id']}  {r.get('schedule_name') or '-'}  workspace {r.get('workspace_name') or '-'} "
+                     f"{r['workspace_id']}  {r['owner']} {r['work_kind']}  {r['state']}, {r['why']}  queued "
+                     f"{instant(r['queued_at'])}, published {instant(r['published_at'])}, lease until "
+                     f"{instant(r['lease_until'])}, attempts {r['attempts']}")
+    if not body["stranded_runs"]:
+        lines.append("  none")
     periods = body.get("overdue_periods", [])
-    overdue = Table("workspace", "name", "owner", "type", "period", "status", "overdue since (UTC)", "hours",
-                    title=f"Overdue snapshot periods ({len(periods)} of {body.get('overdue_periods_total', 0)})")
+    lines += ["", f"Overdue snapshot periods ({len(periods)} of {body.get('overdue_periods_total', 0)}):"]
     for p in periods:
         status = p["status"] + (f" ({p['failure_code']})" if p.get("failure_code") else "")
-        overdue.add_row(p["workspace_id"], escape(p["workspace_name"]), p["owner"], p["snapshot_type"],
-                        p["period"][:7], escape(status), p["due_at"], f"{p['overdue_hours']:.1f}")
-    for table in (schedules, runs, overdue, queues):
-        console.print(table)
+        lines.append(f"  {p['workspace_name']} {p['workspace_id']}  {p['owner']}:{p['snapshot_type']} "
+                     f"{p['period'][:7]}  {status}  overdue since {instant(p['due_at'])} "
+                     f"({p['overdue_hours']:.1f} hours){'  run ' + p['run_id'] if p.get('run_id') else ''}")
+    if not periods:
+        lines.append("  none")
+    lines += ["", "Dead-letter queues:"]
+    for q in body["dead_letter_queues"]:
+        age = "" if q["oldest_age_s"] is None else f", the oldest {q['oldest_age_s']} s old"
+        running = {True: ", a redrive running", False: "", None: ""}[q["redrive_running"]]
+        lines.append(f"  {q['name']}: {q['messages']} messages{age}{running}")
+    return lines
+
+
+def _print_overview(body: dict[str, Any], console: Any) -> None:
+    for line in overview_lines(body):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def default_api() -> str:

@@ -2,7 +2,12 @@
 the dead-letter queues' messages, from the command line as a client of the API (the
 same routes as the console's run and dead-letter pages):
 
-* ``ops runs show RUN`` -- the run (``GET /runs/{id}``);
+* ``ops runs list [--state S] [--schedule ID] [--limit N]`` -- runs, a line each with
+  the whole id: a schedule's (its history, ``GET /schedules/{id}``), or across workspaces
+  (a staff token) the failing schedules' latest failed runs and the runs that wait too
+  long (``GET /operations/overview``);
+* ``ops runs show RUN`` -- the run (``GET /runs/{id}``), people by display name, instants
+  in UTC to the second;
 * ``ops runs retry|cancel|fail RUN --reason TEXT`` -- retry now, cancel a queued run,
   settle a stuck one as failed (an Idempotency-Key is sent: ``--key``, default a new one);
 * ``ops dlq list`` -- every dead-letter queue and its depth;
@@ -22,7 +27,7 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
-from timekeeper.local.ops import ApiUnreachable, OpsOptions, call_api
+from timekeeper.local.ops import ApiUnreachable, OpsOptions, answered, call_api, instant, wall_time
 
 
 def _q(value: str | None) -> str:
@@ -50,6 +55,8 @@ def request_of(options: OpsOptions) -> tuple[str, str, Any, dict[str, str] | Non
 def run_runs_or_dlq(options: OpsOptions, console: Any) -> int:
     """Run a ``runs`` or ``dlq`` command and print its outcome on ``console`` (rich);
     returns the exit code."""
+    if options.action == "runs" and options.verb == "list":
+        return list_runs(options, console)
     method, path, body, headers = request_of(options)
     try:
         status, answer = call_api(options.api, options.token, method, path, body, headers=headers)
@@ -69,27 +76,47 @@ def run_runs_or_dlq(options: OpsOptions, console: Any) -> int:
     return 0
 
 
+def _print_run(body: dict[str, Any], console: Any) -> None:
+    """``ops runs show``: the run's page in lines, people by display name (the API's
+    ``names``), instants in UTC to the second."""
+    from rich.markup import escape
+
+    names = body.get("names") or {}
+
+    def person(user: str | None) -> str:
+        return escape(f"{names[user]} ({user})" if user in names else user or "-")
+
+    latest = body.get("latest_attempt")
+    console.print(f"run {body['id']} of {escape(body['schedule_name'])} ({body['schedule_id']}), "
+                  f"workspace {body['workspace_id']}", highlight=False)
+    requested = f" requested by {person(body['requested_by'])}" if body.get("requested_by") else ""
+    console.print(f"  {body['trigger']} occurrence {wall_time(body['occurrence_local'])} {body['timezone']}"
+                  f"{' (DST shift)' if body['dst_shifted'] else ''} = {instant(body['occurrence_at'])}{requested}",
+                  highlight=False)
+    if body.get("retry_of"):
+        retry = body["retry_of"]
+        console.print(f"  a retry of run {retry['run_id']} by {person(retry['actor'])} at {instant(retry['at'])}: "
+                      f"{escape(retry['reason'])}", highlight=False)
+    console.print(f"  state {body['state']}{' stuck: ' + body['stuck'] if body['stuck'] else ''}; outcome "
+                  f"{escape(body['outcome_code'] or '-')}{': ' + escape(body['error']) if body.get('error') else ''}; "
+                  f"attempts {body['attempts']}; skipped backlog {body['skipped_backlog']}", highlight=False)
+    for attempt in body.get("attempt_history") or ([latest] if latest else []):
+        console.print(f"  attempt {attempt['number']} on {attempt['consumer']} (receive "
+                      f"{attempt.get('receive_count') or '-'}): {instant(attempt['started_at'])} -> "
+                      f"{instant(attempt['finished_at'])} {attempt.get('ended') or 'running'}; error "
+                      f"{escape(attempt['error'] or '-')}", highlight=False)
+    for action in body["actions"]:
+        new_run = (action.get("detail") or {}).get("run_id") if action["action"] == "retry" else None
+        console.print(f"  {instant(action['at'])} {action['action']} by {person(action['actor'])}: "
+                      f"{escape(action['reason'])}{f' (the new run: {new_run})' if new_run else ''}", highlight=False)
+
+
 def _print(options: OpsOptions, body: dict[str, Any], console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     if options.action == "runs" and options.verb == "show":
-        latest = body.get("latest_attempt")
-        console.print(f"run {body['id']} of {escape(body['schedule_name'])} ({body['schedule_id']}), "
-                      f"workspace {body['workspace_id']}")
-        console.print(f"  {body['trigger']} occurrence {body['occurrence_local']} {body['timezone']}"
-                      f"{' (DST shift)' if body['dst_shifted'] else ''} = {body['occurrence_at']}")
-        console.print(f"  state {body['state']}{' stuck: ' + body['stuck'] if body['stuck'] else ''}; outcome "
-                      f"{body['outcome_code'] or '-'}; attempts {body['attempts']}; skipped backlog "
-                      f"{body['skipped_backlog']}; message id {body['message_id']}")
-        for attempt in body.get("attempt_history") or ([latest] if latest else []):
-            console.print(f"  attempt {attempt['number']} on {attempt['consumer']} (receive "
-                          f"{attempt.get('receive_count') or '-'}): {attempt['started_at'] or '-'} -> "
-                          f"{attempt['finished_at'] or '-'} {attempt.get('ended') or 'running'}; error "
-                          f"{escape(attempt['error'] or '-')}")
-        for action in body["actions"]:
-            console.print(f"  {action['at']} {action['action']} by {escape(action['actor'])}: "
-                          f"{escape(action['reason'])}")
+        _print_run(body, console)
     elif options.action == "runs" and options.verb == "retry":
         console.print(f"retry of {body['retried_run_id']}: run {body['run_id']} queued"
                       f"{'' if body['created'] else ' (already, by this key)'}")
@@ -113,3 +140,73 @@ def _print(options: OpsOptions, body: dict[str, Any], console: Any) -> None:
     else:
         moved = "moved" if body.get("moved") is not None else "are being moved (SQS move task)"
         console.print(f"redrive of {body['queue']}: {body['messages']} messages {moved}; task {body['task']}")
+
+
+#: The run states ``ops runs list`` reads from the operations overview (no ``--schedule``).
+OVERVIEW_STATES = (None, "failed", "queued", "running")
+
+
+def list_runs(options: OpsOptions, console: Any) -> int:
+    """``ops runs list``: with ``--schedule`` the schedule's runs (``GET /schedules/{id}``'s
+    history, newest first; the token's workspace, ``schedules:read``); without it, across
+    workspaces (a staff token), the failing schedules' latest failed runs (each read with
+    ``GET /runs/{id}``) and the queued or running runs that wait too long (``GET
+    /operations/overview``). ``--state`` keeps one state. A line per run with its whole id;
+    ``--json``: ``{"items": [...]}``. Returns the exit code (2: a state the overview does
+    not list, without ``--schedule``)."""
+    state, limit = options.state, options.limit
+    if options.schedule:
+        code, body = answered(options.api, options.token, console, "GET",
+                              f"/schedules/{_q(options.schedule)}?history_limit=200&upcoming=1")
+        if code:
+            return code
+        name = body["schedule"]["name"]
+        items = [{"id": r["id"], "schedule_id": body["schedule"]["id"], "schedule_name": name,
+                  "workspace_id": body["schedule"].get("workspace_id"), "state": r["state"],
+                  "occurrence_local": r["occurrence_local"], "occurrence_at": r["occurrence_at"],
+                  "attempts": r["attempts"], "outcome_code": r["outcome_code"]}
+                 for r in body["history"]["runs"] if state in (None, r["state"])][:limit]
+        zone = body["schedule"].get("timezone") or ""
+        return _print_runs(options, [dict(i, timezone=zone) for i in items], console)
+    if state not in OVERVIEW_STATES:
+        console.print(f"[red]runs in state {state} are listed per schedule only[/]: add --schedule ID "
+                      "(across workspaces: failed, queued, running)", highlight=False)
+        return 2
+    query = f"?limit={limit}" + (f"&state={state}" if state in ("queued", "running") else "")
+    code, body = answered(options.api, options.token, console, "GET", f"/operations/overview{query}")
+    if code:
+        return code
+    items: list[dict[str, Any]] = []
+    if state in (None, "failed"):
+        for schedule in body["schedules"]:
+            if not schedule.get("last_failed_run_id") or len(items) >= limit:
+                continue
+            code, run = answered(options.api, options.token, console, "GET",
+                                 f"/runs/{_q(schedule['last_failed_run_id'])}")
+            if code:
+                return code
+            items.append({k: run[k] for k in ("id", "schedule_id", "schedule_name", "workspace_id", "state",
+                                              "occurrence_local", "occurrence_at", "attempts", "outcome_code",
+                                              "timezone")})
+    if state != "failed":
+        items += [{"id": r["id"], "schedule_id": r["schedule_id"], "schedule_name": r["schedule_name"] or "-",
+                   "workspace_id": r["workspace_id"], "state": r["state"], "occurrence_local": None,
+                   "occurrence_at": r["occurrence_at"], "attempts": r["attempts"], "outcome_code": None,
+                   "timezone": None, "stuck": r["why"]} for r in body["stranded_runs"]]
+    return _print_runs(options, items[:limit], console)
+
+
+def _print_runs(options: OpsOptions, items: list[dict[str, Any]], console: Any) -> int:
+    if options.as_json:
+        console.print_json(data={"items": items})
+        return 0
+    for r in items:
+        local = f"{wall_time(r['occurrence_local'])} {r['timezone']} = " if r.get("occurrence_local") else ""
+        console.print(f"{r['id']}  {r['schedule_name']}  {r['state']}"
+                      f"{' (' + r['outcome_code'] + ')' if r.get('outcome_code') else ''}"
+                      f"{' stuck: ' + r['stuck'] if r.get('stuck') else ''}  occurrence {local}"
+                      f"{instant(r['occurrence_at'])}  attempts {r['attempts']}",
+                      markup=False, highlight=False, soft_wrap=True)
+    if not items:
+        console.print("no runs", markup=False, highlight=False)
+    return 0

@@ -27,13 +27,15 @@ prints a line per item; ``--json`` prints the API's body as it came. Exit codes 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
 import re
 import uuid
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from timekeeper.local.ops import answered
+from timekeeper.local.ops import ApiUnreachable, answered, call_api
 from timekeeper.local.ops_workspace import at
 
 #: A month as the snapshot routes take it.
@@ -154,15 +156,57 @@ def run_snapshots(args: argparse.Namespace, api: str, token: str | None, console
     if args.json:
         console.print_json(data=answer)
         return 0
-    for line in lines_of(args.verb, answer):
-        console.print(line, markup=False, highlight=False)
+    labels = type_labels(api, token) if args.verb == "periods" else {}
+    for line in lines_of(args.verb, answer, labels):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0
 
 
-def lines_of(verb: str, body: dict[str, Any]) -> list[str]:
-    """What a ``snapshots`` command prints for the API's answer ``body``: a line per item."""
+def token_workspace(token: str | None) -> str | None:
+    """The caller's own workspace id as the token names it: a development token's
+    (``dev:<user>:<workspace>:...``), or a JWT's ``workspace_id`` (or
+    ``custom:workspace_id``) claim, read unverified (the API verifies it); None if neither."""
+    if not token:
+        return None
+    if token.startswith("dev:"):
+        parts = token.split(":", 3)
+        return parts[2] if len(parts) > 2 and parts[2] else None
+    pieces = token.split(".")
+    if len(pieces) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(pieces[1] + "=" * (-len(pieces[1]) % 4)))
+    except ValueError:
+        return None
+    found = claims.get("workspace_id") or claims.get("custom:workspace_id") if isinstance(claims, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def type_labels(api: str, token: str | None) -> dict[str, str]:
+    """``OWNER:TYPE`` -> the snapshot type's name in words, as the API lists the enabled
+    types (``types`` of the caller's own workspace's period listing, the one a staff role
+    reads without a staff read recorded); empty when the token names no workspace or the
+    API does not answer 200 (the codes are printed then)."""
+    workspace = token_workspace(token)
+    if not workspace:
+        return {}
+    try:
+        status, body = call_api(api, token, "GET", f"/snapshots/workspaces/{_q(workspace)}/periods?limit=1")
+    except ApiUnreachable:
+        return {}
+    if status != 200 or not isinstance(body, dict):
+        return {}
+    return {f"{t['owner']}:{t['snapshot_type']}": t["label"] for t in body.get("types") or [] if t.get("label")}
+
+
+def lines_of(verb: str, body: dict[str, Any], labels: dict[str, str] | None = None) -> list[str]:
+    """What a ``snapshots`` command prints for the API's answer ``body``: a line per item;
+    ``labels`` (``OWNER:TYPE`` -> name) names the periods' types (else their codes)."""
+    labels = labels or {}
     if verb == "periods":
-        lines = [f"{p['workspace_name']} ({p['workspace_id']})  {p['owner']}:{p['snapshot_type']} {p['period']}  "
+        lines = [f"{p['workspace_name']} ({p['workspace_id']})  "
+                 f"{labels.get(p['owner'] + ':' + p['snapshot_type'], p['owner'] + ':' + p['snapshot_type'])} "
+                 f"{p['period']}  "
                  f"{p['state']}{' (' + p['failure_code'] + ')' if p['failure_code'] else ''}"
                  f"{' overdue' if p['overdue'] else ''}  version {p['version'] or '-'}  run {p['run_id'] or '-'}"
                  for p in body["items"]] or ["no periods"]
