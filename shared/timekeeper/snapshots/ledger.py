@@ -226,7 +226,8 @@ class RequestRefused(Exception):
     ``type_disabled``, ``period_not_complete``, ``active_work``, ``protected_history``,
     ``period_before_workspace`` (the month ended before the workspace was created),
     ``not_planned`` (a re-run of a period without runs: request a backfill),
-    ``already_planned`` (a backfill of a period with runs: request a re-run),
+    ``already_planned`` (a backfill of a period with runs: request a re-run, or while a
+    version is active, cancel it or wait for it),
     ``unknown_workspace``, and the planner's own skip reasons for the workspace's state now:
     ``workspace_loading``, ``workspace_disabled``, ``policy_disabled`` (:data:`WORKSPACE_REFUSALS`)."""
 
