@@ -59,7 +59,10 @@ def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
                          {**form, "claim_weight": "4", "reason": "enterprise tier"})
     assert done["statusCode"] == 303
     after = staff.request("GET", _header(done, "Location"))["body"]
-    assert "The weight was changed and recorded in the workspace&#39;s audit log." in after
+    shown = "<bdi>&lt;b&gt;Acme&lt;/b&gt; " + name[-6:] + "</bdi>&#8217;s weight"
+    assert f'<p class="done" role="status">{shown} was changed and recorded in its audit log.</p>' in after
+    # The workspace's id is not printed under its name (it is the name's title only)
+    assert f"<code>{made.id}</code>" not in after and f'title="{made.id}"' in after
     assert re.search(r"<td>4</td>", after)
     assert weight_of(conn, made.id) == 4
     event = conn.execute("SELECT actor, reason FROM audit_events WHERE workspace_id = %s "
@@ -70,7 +73,7 @@ def test_staff_change_a_workspaces_weight_with_a_reason(console, conn):
                          {**form, "claim_weight": "4", "reason": "enterprise tier again"})
     assert same["statusCode"] == 303
     said = staff.request("GET", _header(same, "Location"))["body"]
-    assert '<p class="done" role="status">The weight was already 4: nothing was changed or recorded.</p>' in said
+    assert f'<p class="done" role="status">{shown} was already 4: nothing was changed or recorded.</p>' in said
     assert "changed and recorded" not in said
     assert conn.execute("SELECT count(*) AS n FROM audit_events WHERE workspace_id = %s "
                         "AND kind = 'staff.claim_weight_changed'", (made.id,)).fetchone()["n"] == 1

@@ -97,6 +97,16 @@ def test_a_message_names_its_run_and_its_redrive_is_followed_on_the_run_page(con
     assert "Its dead-letter message moved back to its queue" in run_page
     assert "its consumer finds it settled and does nothing with the message" in run_page
     assert "use Retry now above" in run_page and f'action="/console/runs/{run_id}/retry"' in run_page
+    # Once retried, the note links the new run instead of offering Retry now
+    token = re.search(r'name="csrf" value="([^"]+)"', run_page).group(1)
+    retry = staff.request("POST", f"/console/runs/{run_id}/retry", {"csrf": token, "reason": "feed is back"})
+    assert retry["statusCode"] == 303, retry["body"]
+    new_run = _header(retry, "Location").rsplit("/", 1)[1].split("?")[0]
+    assert new_run != str(run_id)
+    retried_page = staff.request("GET", f"/console/runs/{run_id}")["body"]
+    assert "use Retry now above" not in retried_page
+    assert f'does nothing with the message. It was retried: <a href="/console/runs/{new_run}">the new run</a>.' \
+        in retried_page
     overview = staff.request("GET", "/console/operations")["body"]
     recent = overview[overview.index("<h2>Recent actions</h2>"):]
     assert "a message of" not in recent and f'(for <a href="/console/runs/{run_id}">its run</a>)' in recent

@@ -137,7 +137,14 @@ def test_an_admin_turns_a_members_notice_mail_off_and_on(db_url, console):
     on = browser.request("POST", "/console/settings/notice-mail", {"csrf": token, "user_id": person.user_id,
                                                                    "mail": "on"})
     assert on["statusCode"] == 303
-    assert "settings.notice_mail" in browser.request("GET", "/console/audit")["body"]
+    log = browser.request("GET", "/console/audit")["body"]
+    assert "settings.notice_mail" in log
+    # The person by their name (not their id), the e-mails as on and off (not true and false)
+    start = log.index('data-code="settings.notice_mail"')
+    first = log[start:log.index("</li>", start)]
+    assert "<bdi>Member</bdi>" in first and f"<bdi>{person.user_id}</bdi>" not in first
+    assert "<del>off</del>" in first and "<ins>on</ins>" in first
+    assert "true" not in first and "false" not in first
 
 
 def test_the_audit_log_pages_older_and_newer_and_filters_by_person(db_url, console):
@@ -272,6 +279,16 @@ def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, cons
     assert f'<dt>Schedule</dt><dd class="wrap"><a href="/console/schedules/{sweep.id}"><bdi>Bank sweep</bdi></a>' \
         in redriven and str(sweep.id) not in re.sub(r"<[^>]+>", " ", redriven)
     assert "Failed" in redriven and "failed<" not in redriven
+    # The run it named by its schedule's name, linked; no raw message id
+    assert '<a href="/console/runs/0c3b8b1e-3333-4a4b-8c8c-2d2d2d2d2d2d"><bdi>Bank sweep</bdi></a>' in redriven
+    assert "m-1" not in re.sub(r"<[^>]+>", " ", redriven) and "Message id" not in redriven
+    # A retry names the schedule, links the retried run and the new one, with no raw run id
+    start = page.index('data-code="run.retried"')
+    retry = page[start:page.index("</li>", start)]
+    assert (f'<a href="/console/runs/{retried}"><bdi>Bank sweep</bdi></a>, retried as '
+            '<a href="/console/runs/0c3b8b1e-5555-4a4b-8c8c-2d2d2d2d2d2d">a new run</a>') in retry, retry
+    assert "this run" not in retry and "Run id" not in retry
+    assert "0c3b8b1e-5555" not in re.sub(r"<[^>]+>", " ", retry)
 
 
 def test_the_audit_log_names_staff_snapshot_requests_in_words(db_url, console):
@@ -293,3 +310,7 @@ def test_the_audit_log_names_staff_snapshot_requests_in_words(db_url, console):
     page = html.unescape(reply["body"])
     assert "requested a snapshot re-run or backfill" in page and "Self-test 2026-10 version 3" in page
     assert "requested a range of snapshot months" in page and "Self-test 2026-04 to 2026-08" in page
+    # A snapshot request's kind as the snapshot pages name it, its type by name (no codes)
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert "Run now" not in text and re.search(r"Mode\s+Re-run", text) and re.search(r"Mode\s+Backfill", text)
+    assert "platform/selftest" not in text and re.search(r"Snapshot type\s+Self-test", text), text

@@ -136,6 +136,16 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     # The same range confirmed again plans nothing (the API's 200, no group): the outcome is shown, not a fault
     twice = staff.request("POST", "/console/snapshots/ranges", confirm)
     assert twice["statusCode"] == 409 and "Nothing was planned</h1>" in twice["body"], twice["body"]
+    # Its months are planned and not started: the advice is to follow or cancel them, never a re-run
+    again = unescape(re.sub(r"<[^>]+>", "", twice["body"]))
+    assert "Already planned: request a re-run" not in again
+    # (Rowing's December failed: nothing is in progress, so a re-run is what it needs)
+    assert "Receivables aging 2026-12 was planned already (version 1 is failed): a backfill is for a month " \
+           "never planned; request a re-run" in again
+    assert "Receivables aging 2026-11 was planned already: version 1 is planned (not started); " \
+           "cancel it to request a re-run" in again, again
+    assert f'href="/console/snapshots/periods/platform/ar_aging/2026-11?workspace={chess.workspace_id}">' \
+           "Its progress: <bdi>Chess club</bdi>, 2026-11</a>" in twice["body"]
     # Admission moves them on (other tests' waiting runs out of its way); the page shows it
     conn.execute("DELETE FROM snapshot_runs WHERE state <> 'published' AND workspace_id NOT IN (%s, %s)",
                  (rowing.workspace_id, chess.workspace_id))

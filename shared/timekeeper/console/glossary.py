@@ -117,7 +117,7 @@ WORDS: dict[str, str] = {
     "cancelled": "Cancelled",
     "active_work": "A run is in progress",
     "protected_history": "Protected history (captured or finalized)",
-    "already_planned": "Already planned: request a re-run",
+    "already_planned": "Already planned",
     "not_planned": "Never planned: request a backfill",
     "period_not_complete": "The month has not ended",
     "period_before_workspace": "The month ended before the workspace existed",

@@ -226,7 +226,8 @@ class RequestRefused(Exception):
     ``type_disabled``, ``period_not_complete``, ``active_work``, ``protected_history``,
     ``period_before_workspace`` (the month ended before the workspace was created),
     ``not_planned`` (a re-run of a period without runs: request a backfill),
-    ``already_planned`` (a backfill of a period with runs: request a re-run),
+    ``already_planned`` (a backfill of a period with runs: request a re-run, or while a
+    version is active, cancel it or wait for it),
     ``unknown_workspace``, and the planner's own skip reasons for the workspace's state now:
     ``workspace_loading``, ``workspace_disabled``, ``policy_disabled`` (:data:`WORKSPACE_REFUSALS`)."""
 
@@ -256,10 +257,14 @@ def _judge_period(runs: list[SnapshotRun], *, mode: str, name: str) -> None:
         raise RequestRefused("protected_history", f"the current version of {name} (version {current.version}) "
                              f"is {current.protection}: it is kept as it is, neither re-run nor backfilled")
     active = next((r for r in reversed(runs) if r.state in ACTIVE_STATES), None)
+    if mode == "backfill" and runs and active is not None:
+        # Work in progress: a re-run is refused too, so the advice is the active version's
+        raise RequestRefused("already_planned", f"{name} was planned already: version {active.version} is "
+                             f"{_ACTIVE_ADVICE[active.state]}")
     if mode == "backfill" and runs:
         raise RequestRefused("already_planned", f"{name} was planned already (version {runs[-1].version} is "
-                             f"{runs[-1].state.replace('_', ' ')}): a backfill is for a month never planned"
-                             + ("" if active else "; request a re-run"))
+                             f"{runs[-1].state.replace('_', ' ')}): a backfill is for a month never planned; "
+                             "request a re-run")
     if active is not None:
         raise RequestRefused("active_work", f"{name} has version {active.version} {_ACTIVE_ADVICE[active.state]}")
 

@@ -38,6 +38,8 @@ def _shown(value: Any) -> dict[str, str]:
     when ``short`` is already all of it)."""
     if value is None:
         return {"short": "—", "full": ""}
+    if isinstance(value, bool):
+        return {"short": "yes" if value else "no", "full": ""}
     if isinstance(value, dict) and isinstance(value.get("entity"), str):
         # A query's or report's definition: one line, its JSON behind the disclosure
         columns = value.get("columns") if isinstance(value.get("columns"), list) else []
@@ -60,6 +62,8 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
              "changed": before.get(n) != after.get(n)} for n in names]
 
 
+#: A staff snapshot request's kinds (the API's ``mode``) as the snapshot pages name them.
+SNAPSHOT_MODES = {"manual": "Re-run", "backfill": "Backfill"}
 #: Fields whose values are codes the glossary puts in words (a dead letter's queue, a run's state).
 _CODED = ("queue", "state_before", "state", "status", "why")
 
@@ -69,6 +73,8 @@ def _readable(values: dict[str, Any], rule_words: str | None = None) -> dict[str
     (``rule_words``, the API's; else as the schedule pages write it), not its JSON; the codes
     of :data:`_CODED` fields in words."""
     values = {k: glossary.words(v) if k in _CODED and isinstance(v, str) else v for k, v in values.items()}
+    if isinstance(values.get("mail"), bool):
+        values = {**values, "mail": "on" if values["mail"] else "off"}
     rule = values.get("recurrence")
     if isinstance(rule, dict) and rule_words:
         return {**values, "recurrence": rule_words}
@@ -92,8 +98,19 @@ def _snapshot_event(kind: str, before: dict[str, Any], after: dict[str, Any]
     if kind.endswith("snapshot_finalized"):
         return name, {"finalized": "no"}, {"finalized": "yes"}
     kept = ("snapshot_type", "period", "version")
-    return name, {k: glossary.words(v) for k, v in before.items() if k not in kept}, {
-        k: glossary.words(v) for k, v in after.items() if k not in kept}
+    return name, {k: _snapshot_words(k, v) for k, v in before.items() if k not in kept}, {
+        k: _snapshot_words(k, v) for k, v in after.items() if k not in kept}
+
+
+def _snapshot_words(field: str, value: Any) -> Any:
+    """A staff snapshot request's ``field`` value in words: its ``mode`` as Re-run or
+    Backfill (never a schedule's "Run now"), its ``snapshot_type`` (``owner/name``) by the
+    type's name, other codes by the glossary."""
+    if field == "mode" and isinstance(value, str):
+        return SNAPSHOT_MODES.get(value, glossary.words(value))
+    if field == "snapshot_type" and isinstance(value, str):
+        return glossary.words(value.rpartition("/")[2])
+    return glossary.words(value)
 
 
 def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
@@ -113,6 +130,15 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
             snapshot_page = f"{PREFIX}/snapshots/periods/{quote(owner, safe='')}/{quote(code, safe='')}/" \
                             f"{quote(after['period'], safe='')}"
         name, before, after = _snapshot_event(event["kind"], before, after)
+    if event["subject_type"] == "snapshot_range":
+        after = {k: _snapshot_words(k, v) if k in ("mode", "snapshot_type") else v for k, v in after.items()}
+    retried_as = None
+    if event["subject_type"] == "run":
+        # A run by its schedule's name (the run linked); a retry's new run linked, no raw ids
+        name = name or event.get("schedule_name")
+        new_run = after.get("run_id") if event["kind"] == "run.retried" else None
+        retried_as = f"{PREFIX}/runs/{quote(new_run, safe='')}" if isinstance(new_run, str) else None
+        after = {k: v for k, v in after.items() if k not in ("message_id", "run_id")}
     page = OBJECT_PAGES.get(event["subject_type"])
     link = f"{PREFIX}{page}{event['subject_id']}" if page and event.get("subject_id") else None
     if event["subject_type"] == "workspace":
@@ -134,7 +160,7 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
             "object_words": glossary.AUDIT_AREAS.get(event["subject_type"], glossary.words(event["subject_type"])),
             "name": name if isinstance(name, str) else None, "link": link,
             "changes": [] if facts_only else diff(before, after),
-            "facts": facts}
+            "facts": facts, "retried_as": retried_as}
 
 
 def retries_marked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -161,7 +187,9 @@ def audit_log(ctx: Request) -> Response:
     people = ctx.api().call("GET", "/settings")
     members = people.body["members"] if people.status == 200 else []
     zone = zone_of(reply.body)
-    items = retries_marked([entry(e, zone) for e in reply.body["items"]])
+    names = {m["user_id"]: m.get("display_name") for m in members}
+    items = [{**e, "name": e["name"] or names.get(e["subject_id"]) or None} if e["subject_type"] == "person" else e
+             for e in retries_marked([entry(e, zone) for e in reply.body["items"]])]
     filters = {k: v for k, v in (("kind", kind), ("actor", actor)) if v}
 
     def link(page_cursor: str | None) -> str | None:

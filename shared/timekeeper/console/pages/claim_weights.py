@@ -20,14 +20,20 @@ PAGE = f"{PREFIX}/operations/claim-weights"
 
 
 def weights_page(ctx: Request, *, search: str = "", problem: dict[str, str] | None = None,
-                 typed: dict[str, str] | None = None, done: str | None = None, status_code: int = 200) -> Response:
+                 typed: dict[str, str] | None = None, done: dict[str, str] | None = None,
+                 status_code: int = 200) -> Response:
     """The workspaces by name (``GET /operations/workspaces``; ``search``: a part of the
     name) with their weights; ``problem`` (``workspace_id``, ``field``, ``message``) is the
-    API's refusal shown on that workspace's field, ``typed`` what was typed there. A caller
-    the API refuses (not staff) gets its refusal page."""
+    API's refusal shown on that workspace's field, ``typed`` what was typed there; ``done``
+    (``workspace_id``, ``already``: the weight it had, or empty when changed) the message
+    after a change, naming the workspace. A caller the API refuses (not staff) gets its
+    refusal page."""
     reply = ctx.api().call("GET", "/operations/workspaces", query={"search": search, "limit": "200"})
     if reply.status != 200:
         return ctx.api_error(reply)
+    if done is not None:
+        named = [w["name"] for w in reply.body["items"] if w["id"] == done["workspace_id"]]
+        done = {**done, "name": named[0] if named else ""}
     return ctx.page("claim_weights.html", status_code, items=reply.body["items"], search=search,
                     problem=problem or {}, typed=typed or {}, done=done)
 
@@ -39,9 +45,9 @@ def claim_weights(ctx: Request) -> Response:
     params = ctx.params
     search = (params.get("search") or "").strip()[:200]
     already = params.get("already") or ""
-    done = ("The weight was changed and recorded in the workspace's audit log." if params.get("done") else
-            f"The weight was already {already}: nothing was changed or recorded."
-            if re.fullmatch(r"[0-9]{1,2}", already) else None)
+    changed = params.get("done") or ""
+    done = ({"workspace_id": params.get("workspace") or "", "already": already if not changed else ""}
+            if changed or re.fullmatch(r"[0-9]{1,2}", already) else None)
     return weights_page(ctx, search=search, done=done)
 
 
@@ -67,7 +73,8 @@ def set_claim_weight(ctx: Request) -> Response:
                            body={"claim_weight": weight, "reason": typed["reason"].strip()})
     if reply.status == 200:
         said = {"done": "1"} if reply.body.get("changed", True) else {"already": str(reply.body["claim_weight"])}
-        return ctx.redirect(f"{PAGE}?" + urlencode({**said, **({"search": search} if search else {})}))
+        return ctx.redirect(f"{PAGE}?" + urlencode({**said, "workspace": workspace_id,
+                                                    **({"search": search} if search else {})}))
     if reply.status in (404, 422) and isinstance(reply.body, dict):
         problem = {"workspace_id": workspace_id, "field": reply.body.get("field") or "claim_weight",
                    "message": reply.body.get("message") or "refused"}
