@@ -393,6 +393,25 @@ def test_serve_keeps_a_copy_of_every_message_it_sends(local_server):
     assert kept[0].with_suffix(".txt").is_file()
 
 
+def test_serve_starts_with_a_bounced_and_a_complained_address_an_admin_can_remove(local_server):
+    # Given serve's sample, when Berlin's admin lists the workspace's suppressed addresses
+    platform = local_server.stack.platform
+    berlin, admin = str(platform.first_workspace), platform.users["admin"]
+    auth = {"Authorization": f"Bearer dev:{admin}:{berlin}:workspace:admin"}
+    listed = requests.get(f"{local_server.base_url}/mail-suppressions", headers=auth, timeout=10)
+    assert listed.status_code == 200, listed.text
+    # Then one address bounced and one complained, each from a message recorded before the start
+    items = {i["reason"]: i for i in listed.json()["items"]}
+    assert sorted(items) == ["bounced", "complained"]
+    assert items["bounced"]["address"].startswith("lee.") and items["complained"]["address"].startswith("max.")
+    assert all(datetime.fromisoformat(i["suppressed_at"].replace("Z", "+00:00")) < clock.now()
+               for i in items.values())
+    # And the admin can take one off the list (the step the admin's pages offer)
+    removed = requests.post(f"{local_server.base_url}/mail-suppressions/removals", headers=auth, timeout=10,
+                            json={"address": items["bounced"]["address"], "reason": "Lee's new mailbox works"})
+    assert removed.status_code == 200, removed.text
+
+
 def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server):
     # The operator signing in first finds something in every operations list
     staff = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:platform:staff"}

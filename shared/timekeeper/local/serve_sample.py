@@ -16,6 +16,10 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
 * two deliveries owned by the analyst: the open invoices as CSV every morning at 07:00 to
   the admin, the analyst and the viewer, and the receivables-aging report over the
   latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
+* two suppressed addresses (:func:`_suppressions`), so an admin can try "remove a
+  suppression": a notice e-mail to the person who left (Lee Left) bounced permanently two
+  days before the start, and one to Max Both drew a complaint a day before it; each SES
+  event is recorded by the product's own function, as the message-events consumer does;
 * in the second workspace with an admin persona (Sydney), one daily sweep, so switching
   people shows another workspace's own list;
 * work for the operators' lists (:func:`_operator_work`): a failing sweep (monthly) with
@@ -94,8 +98,34 @@ def seed_serve_sample(conn: Any, platform: Any, *, now: datetime) -> dict[str, A
                 recurrence={"calendar": {"frequency": "daily", "times": ["01:30"]},
                             "timezone": "Australia/Sydney"}).id
         created.update(_deliveries(conn, berlin, platform.users, now))
+        _suppressions(conn, berlin, platform.users, now)
         created.update(_operator_work(conn, berlin, "Europe/Berlin", now))
     return created
+
+
+def _suppressions(conn: Any, workspace_id: Any, users: dict[str, str], now: datetime) -> None:
+    """Put two addresses on ``workspace_id``'s suppression list as the product does: a
+    notice message (an outbox row, as sent) to the person who left bounces permanently two
+    days before ``now`` and one to the multi-workspace person draws a complaint a day
+    before it; each SES event goes through
+    :func:`timekeeper.reporting.message_states.record_message_event` (the message-events
+    consumer's own function). A persona the sample lacks is left out."""
+    from timekeeper.local.delivery import ses_event
+    from timekeeper.reporting.message_states import SesEvent, record_message_event
+
+    for persona, kind, ago in (("left", "Bounce", timedelta(days=2)), ("multi", "Complaint", timedelta(days=1))):
+        user_id = users.get(persona)
+        person = conn.execute(SQL["sample_person"], (user_id,)).fetchone() if user_id else None
+        if person is None or not person["email"]:
+            continue
+        sent_at = now - ago
+        message_id = f"serve-sample-{persona}-{kind.lower()}"
+        conn.execute(SQL["insert_sample_message"], {
+            "key": f"notice:{workspace_id}:{user_id}:serve-sample", "user_id": user_id,
+            "workspace_id": workspace_id, "message_id": message_id, "sent_at": sent_at})
+        event = ses_event(kind, message_id=message_id, to=person["email"], sender="timekeeper@localhost",
+                          sent_at=sent_at, at=sent_at + timedelta(minutes=1))
+        record_message_event(conn, SesEvent.model_validate(event), now=sent_at + timedelta(minutes=1))
 
 
 #: The sample's failing schedule and the error of its failed runs.

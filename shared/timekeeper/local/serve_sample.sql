@@ -44,3 +44,13 @@ UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconc
 -- The snapshot versions of every workspace: how many are published, how many failed.
 SELECT count(*) FILTER (WHERE state = 'published') AS published, count(*) FILTER (WHERE state = 'failed') AS failed
   FROM snapshot_runs
+
+-- name: sample_person
+SELECT email FROM users WHERE id = %s
+
+-- name: insert_sample_message
+-- A notice message the sample says was sent before the start (its outbox row, as the notice
+-- mail pass records a sent message: claimed, submitted once, SES's message id and instant).
+INSERT INTO query_delivery_outbox (communication_key, run_id, user_id, workspace_id, claimed_attempt, claimed_at,
+                                   submissions, provider_message_id, sent_at)
+VALUES (%(key)s, NULL, %(user_id)s, %(workspace_id)s, 1, %(sent_at)s, 1, %(message_id)s, %(sent_at)s)
