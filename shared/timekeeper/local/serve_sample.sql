@@ -21,13 +21,14 @@ SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT T
 RETURNING id
 
 -- name: insert_sample_attempts
--- The superseded attempts of a sample failed run, as the consumer keeps them (release_lease:
--- each failed, gave its lease back and was retried, with its error and the receive that
--- started it), and its last attempt's start and receive on the run.
+-- The superseded attempts of a sample failed run, as the consumer keeps them: `retried`
+-- (release_lease: each failed, gave its lease back and was retried, with its error) or
+-- `taken_over` (start_runs: killed, its lease ran out, no error), with the receive that
+-- started each; and its last attempt's start and receive on the run.
 WITH kept AS (
     INSERT INTO schedule_run_attempts (run_id, attempt, workspace_id, receive_count, started_at, ended_at, ended,
                                        error)
-    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, 'retried', %(error)s
+    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, %(ended)s, %(error)s
       FROM schedule_runs r,
            unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY AS a(started_at, ended_at, n)
      WHERE r.id = %(run_id)s
@@ -36,7 +37,7 @@ UPDATE schedule_runs SET attempt_started_at = %(last_started_at)s, attempt_recei
  WHERE id = %(run_id)s
 
 -- name: mark_failing
-UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',
+UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = %(outcome)s,
                      last_run_at = %(at)s, updated_at = %(at)s
  WHERE id = %(schedule_id)s
 
