@@ -446,6 +446,8 @@ def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server)
     # A Run now of the sample's author (the monthly rule's days are far), settled before its
     # message reached the dead-letter queue
     assert (run["trigger"], run["requested_by"]) == ("manual", "serve-sample")
+    # whose request is in its history, as a Run now records it
+    assert [(e["kind"], e["actor"]) for e in run["events"]] == [("run_requested", "serve-sample")]
     sent, finished = (datetime.fromisoformat(v.replace("Z", "+00:00"))
                       for v in (named["sent_at"], history[-1]["finished_at"]))
     assert finished < sent

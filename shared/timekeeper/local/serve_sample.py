@@ -58,6 +58,7 @@ from timekeeper.local.delivery import create_aging_report
 from timekeeper.reporting import store
 from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules import service
+from timekeeper.schedules.runs import Event, record_events
 from timekeeper.settings import SELFTEST_DRILLS_VARIABLE
 from timekeeper.topology import ACCOUNTING, SNAPSHOTS
 
@@ -188,6 +189,13 @@ def _operator_work(conn: Any, workspace_id: Any, zone: str, now: datetime) -> di
         "actor": ACTOR,
         "lease_until": now - timedelta(minutes=1), "started_at": started, "finished_at": None,
         "outcome_code": None, "error": None}).fetchone()["id"]
+    # Each Run now's history event, as the product's Run now records it (the run page's and
+    # the schedule page's History: "Run now requested by ...")
+    requested = {"failed earlier": now - timedelta(days=2), "failed run": now - RECEIVES * VISIBILITY,
+                 "stranded run": started}
+    for key, at in requested.items():
+        record_events(conn, [Event(failing, workspace_id, "run_requested", None, None, runs[key])], actor=ACTOR,
+                      now=at)
     return {FAILING: failing, "failed run": runs["failed run"], "stranded run": runs["stranded run"]}
 
 
