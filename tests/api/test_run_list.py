@@ -76,6 +76,7 @@ def test_the_listing_needs_a_role_that_reads_schedules_and_names_a_bad_parameter
     assert (refused.status, refused.body["code"]) == (403, "forbidden")
     for target, field in (("/runs", "state"), ("/runs?state=succeeded", "state"),
                           ("/runs?state=failed&limit=0", "limit"), ("/runs?state=failed&since=yesterday", "since"),
+                          ("/runs?state=failed&since=2027-03-01T10:00:00", "since"),
                           ("/runs?state=failed&cursor=nope", "cursor")):
         reply = call("GET", target)
         assert (reply.status, reply.body.get("field")) == (422, field), (target, reply.body)

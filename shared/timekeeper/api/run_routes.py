@@ -52,7 +52,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
@@ -359,8 +359,8 @@ def list_runs(
     caller: Reader,
     state: Annotated[Literal["failed"], Query(description="the runs' state (failed: settled as failed; a run "
                                                           "retried since is listed all the same)")],
-    since: Annotated[UtcDatetime | None, Query(description="only runs requested or due at or after this "
-                                                           "instant (UTC)")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="only runs requested or due at or after this "
+                                                             "instant (with its offset, e.g. Z)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="page size")] = 50,
     cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the previous page")
                       ] = None,
