@@ -397,7 +397,7 @@ def test_serve_starts_with_a_bounced_and_a_complained_address_an_admin_can_remov
     # Given serve's sample, when Berlin's admin lists the workspace's suppressed addresses
     platform = local_server.stack.platform
     berlin, admin = str(platform.first_workspace), platform.users["admin"]
-    auth = {"Authorization": f"Bearer dev:{admin}:{berlin}:workspace:admin"}
+    auth = {"Authorization": f"Bearer dev:{admin}:{berlin}:workspace:admin,queries:read"}
     listed = requests.get(f"{local_server.base_url}/mail-suppressions", headers=auth, timeout=10)
     assert listed.status_code == 200, listed.text
     # Then one address bounced and one complained, each from a message recorded before the start
