@@ -84,6 +84,11 @@ def test_a_message_names_its_run_and_its_redrive_is_followed_on_the_run_page(con
     assert (f'<a href="/console/runs/{run_id}"><bdi>Nightly sweep</bdi>, occurrence <time datetime="'
             in html) and "2027-03-01 12:44 CET</time></a> <small>(2027-03-01 11:44 UTC)</small>" in html
     assert "Message for <bdi>Nightly sweep</bdi>" in html and "<details><summary>Body</summary>" in html
+    # Its Redrive and Delete confirmations name the run (a browser's confirmation holds no link)
+    named = "the message for Nightly sweep, occurrence 2027-03-01 12:44 CET (2027-03-01 11:44 UTC; the run is " \
+            "Failed now)"
+    assert f'data-confirm="Move {named} back to its queue?"' in html
+    assert f'data-confirm="Delete {named} for good?"' in html
     message_id = re.search(r'/console/dead-letters/accounting/([0-9a-f-]+)/redrive', html).group(1)
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
 

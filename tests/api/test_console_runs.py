@@ -91,6 +91,9 @@ def test_a_retry_says_which_run_it_retries_and_why_and_offers_no_retry_while_que
     assert schedule_page.count("retry of <a") == 1
     assert f'retry of <a href="/console/runs/{run_id}">an earlier run</a>' in schedule_page
     assert f"Retry by {olga}" in schedule_page and "(ops-3)" not in schedule_page
+    # Its History says the Run now request was a retry, as the run page and the audit log do
+    history = schedule_page[schedule_page.index("<h2>History</h2>"):]
+    assert f"Run now requested</span> (a retry) by {olga}" in history
     assert "A run is under way" in schedule_page and "A run is stuck" not in schedule_page
     # The sample data's author in words, not its actor id
     assert 'Made by</dt><dd><span title="serve-sample">sample data</span>' in schedule_page

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 import re
+import uuid
 
 import pytest
 
@@ -209,6 +210,39 @@ def test_the_audit_log_speaks_words_links_its_objects_and_shows_long_values_whol
     assert "<summary>Show all</summary>" in page and '\n  &#34;entity&#34;: &#34;invoices&#34;' in page
     assert "<ins>Invoices, 2 columns</ins>" in page and "<del>Invoices, 0 columns</del>" in page
     assert "&#34;columns&#34;: [&#34;number&#34;" not in page.split("<details>")[0]
+
+
+def test_the_audit_log_puts_a_report_s_definition_and_a_snapshot_query_in_one_line(db_url, console):
+    admin, browser = admin_browser(console, db_url)
+    query, one, three = (str(uuid.uuid4()) for _ in range(3))
+    section = {"heading": "Outstanding invoices, latest published month", "query_id": query, "display": "table",
+               "period": {"choice": "latest"}}
+    with connect(db_url) as conn, conn.transaction():
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="query.created",
+                           subject_type="query", subject_id=query, before={}, now=NOW, after={
+                               "name": "Aging rows", "definition": {
+                                   "entity": "snapshot.platform.ar_aging",
+                                   "columns": ["period", "version", "bucket", "due_date", "days_past_due",
+                                               "outstanding_minor"]}})
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="report.created",
+                           subject_type="report", subject_id=one, before={}, now=NOW, after={
+                               "name": "Receivables aging", "definition": {"title": "Aging", "sections": [section]}})
+        audit.record_event(conn, workspace_id=admin.workspace_id, actor=admin.user_id, kind="report.created",
+                           subject_type="report", subject_id=three, before={}, now=NOW, after={
+                               "name": "Board pack", "definition": {"title": "Board", "sections": [section] * 3}})
+
+    page = browser.request("GET", "/console/audit")["body"]
+
+    # A report's definition in one line (its one section's heading, or how many), the JSON under Show all
+    assert "1 section: Outstanding invoices, latest published month" in page
+    assert "3 sections" in page
+    start = page.index("Board pack")
+    board = page[start:page.index("</li>", start)]
+    assert "<summary>Show all</summary>" in board and "&#34;sections&#34;" in board.split("<details>")[1]
+    assert "&#34;sections&#34;" not in board.split("<details>")[0]
+    # And a query over a snapshot entity names it as the query editor does, not by its code
+    assert "Receivables aging (snapshot), 6 columns" in page
+    assert "Snapshot.platform" not in page
 
 
 def test_the_audit_log_names_a_snapshot_version_and_a_rule_in_words(db_url, console):

@@ -31,6 +31,15 @@ def _club(conn, name: str) -> Caller:
     return caller
 
 
+def _previewed(staff: Browser, fields: list[tuple[str, str]]) -> dict:
+    """Post the range form's Preview and follow its 303 to the GET preview (Post/Redirect/Get)."""
+    posted = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    assert posted["statusCode"] == 303, posted["body"][:2000]
+    location = unescape(_header(posted, "Location"))
+    assert location.startswith("/console/snapshots/ranges/preview?")
+    return staff.get_decoded(location)
+
+
 def _csrf(html: str) -> str:
     return re.search(r'name="csrf" value="([^"]+)"', html).group(1)
 
@@ -114,15 +123,21 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
               ("workspace_id", str(chess.workspace_id)), ("type", "platform:ar_aging"), ("first", "2026-11"),
               ("through", "2026-12"), ("mode", "backfill"), ("reason", "")]
     # A blank reason is refused on its field, the choices kept
-    blank = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    blank = _previewed(staff, fields)
     assert blank["statusCode"] == 422 and "(reason)</small>" in blank["body"]
     assert blank["body"].count(" checked>") == 2
     # The preview lists each month: planned, or refused with the reason
     fields[-1] = ("reason", "fill the autumn")
-    preview = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    posted = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    preview = _previewed(staff, fields)
     assert preview["statusCode"] == 200, preview["body"]
     text = re.sub(r"\s+", " ", preview["body"])
     assert "3 months would be planned, 1 refused" in text
+    # The preview is a GET page carrying the form's fields (Back from the progress returns to it;
+    # a reload previews again): no CSRF token and no session secret in its address
+    address = unescape(_header(posted, "Location"))
+    assert "csrf" not in address and "reason=fill+the+autumn" in address
+    assert address.count("workspace_id=") == 2
     assert re.search(r"<bdi>Rowing club</bdi></td><td>2026-12</td> <td>refused: <span[^>]*>Already planned", text)
     assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE workspace_id IN (%s, %s)",
                         (rowing.workspace_id, chess.workspace_id)).fetchone()["n"] == 1
@@ -133,6 +148,12 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     assert done["statusCode"] == 303, done["body"]
     progress = staff.get_decoded(_header(done, "Location"))["body"]
     assert "Range request: 0 of 3 done" in progress and "waiting for admission: 3" in progress
+    # Back from the progress page is the GET preview again: it records nothing, and now says the
+    # months are planned
+    back = staff.get_decoded(address)
+    assert back["statusCode"] == 200 and "0 months would be planned, 4 refused" in re.sub(r"\s+", " ", back["body"])
+    assert conn.execute("SELECT count(*) AS n FROM snapshot_runs WHERE workspace_id IN (%s, %s)",
+                        (rowing.workspace_id, chess.workspace_id)).fetchone()["n"] == 4
     # The same range confirmed again plans nothing (the API's 200, no group): the outcome is shown, not a fault
     twice = staff.request("POST", "/console/snapshots/ranges", confirm)
     assert twice["statusCode"] == 409 and "Nothing was planned</h1>" in twice["body"], twice["body"]
@@ -390,7 +411,7 @@ def test_a_range_of_a_hundred_workspaces_is_previewed_restating_what_it_requests
     fields = [("csrf", _csrf(form_page)), *[("workspace_id", str(c.workspace_id)) for c in clubs],
               ("type", "platform:membership_counts"), ("first", "2026-11"), ("through", "2026-11"),
               ("mode", "backfill"), ("reason", "the auditors <asked>")]
-    preview = staff.request("POST", "/console/snapshots/ranges/preview", fields)
+    preview = _previewed(staff, fields)
     assert preview["statusCode"] == 200, preview["body"][:2000]
     text = re.sub(r"\s+", " ", unescape(preview["body"]))
     assert "100 months would be planned, 0 refused" in text

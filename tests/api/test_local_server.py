@@ -393,6 +393,25 @@ def test_serve_keeps_a_copy_of_every_message_it_sends(local_server):
     assert kept[0].with_suffix(".txt").is_file()
 
 
+def test_serve_starts_with_a_bounced_and_a_complained_address_an_admin_can_remove(local_server):
+    # Given serve's sample, when Berlin's admin lists the workspace's suppressed addresses
+    platform = local_server.stack.platform
+    berlin, admin = str(platform.first_workspace), platform.users["admin"]
+    auth = {"Authorization": f"Bearer dev:{admin}:{berlin}:workspace:admin,queries:read"}
+    listed = requests.get(f"{local_server.base_url}/mail-suppressions", headers=auth, timeout=10)
+    assert listed.status_code == 200, listed.text
+    # Then one address bounced and one complained, each from a message recorded before the start
+    items = {i["reason"]: i for i in listed.json()["items"]}
+    assert sorted(items) == ["bounced", "complained"]
+    assert items["bounced"]["address"].startswith("lee.") and items["complained"]["address"].startswith("max.")
+    assert all(datetime.fromisoformat(i["suppressed_at"].replace("Z", "+00:00")) < clock.now()
+               for i in items.values())
+    # And the admin can take one off the list (the step the admin's pages offer)
+    removed = requests.post(f"{local_server.base_url}/mail-suppressions/removals", headers=auth, timeout=10,
+                            json={"address": items["bounced"]["address"], "reason": "Lee's new mailbox works"})
+    assert removed.status_code == 200, removed.text
+
+
 def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server):
     # The operator signing in first finds something in every operations list
     staff = {"Authorization": f"Bearer dev:staff-1:{WORKSPACE}:platform:staff"}
@@ -403,24 +422,48 @@ def test_serve_starts_with_failing_stranded_and_dead_lettered_work(local_server)
     assert "lease_expired" in {r["why"] for r in overview["stranded_runs"]}
     depths = {q["name"]: q["messages"] for q in overview["dead_letter_queues"]}
     assert depths["accounting"] >= 1 and depths["queries"] >= 1
-    # And the accounting dead letter names the failed run, whose page shows its error
+    # And the accounting dead letter names a failed run that died the documented way: its
+    # consumer was killed on each of the pipeline's five receives (no attempt had an outcome),
+    # the dispatcher settled it when its last lease ran out, and the message, never
+    # acknowledged, reached the dead-letter queue after that
     read = requests.get(f"{local_server.base_url}/operations/dead-letter-queues/accounting/messages",
                         headers=staff, timeout=10).json()
-    [named] = [m for m in read["items"] if m["names"] and m["names"]["kind"] == "run"]
+    [named] = [m for m in read["items"] if m["names"] and m["names"]["kind"] == "run"
+               and m["run"] and m["run"]["schedule_name"] == "Bank feed sweep (failing)"]
+    assert named["why"] == "receives_exhausted" and named["receive_count"] >= 5
     run = requests.get(f"{local_server.base_url}/runs/{named['names']['id']}", headers=staff, timeout=10).json()
-    assert (run["schedule_name"], run["state"]) == ("Bank feed sweep (failing)", "failed")
-    assert run["latest_attempt"]["error"].startswith("the bank feed did not answer")
-    # Every attempt of it, as its consumer keeps them: the first two retried, each with its error and times
+    assert (run["schedule_name"], run["state"], run["outcome_code"]) == (
+        "Bank feed sweep (failing)", "failed", "attempts_exhausted")
+    assert run["error"] == "5 attempts ended without an outcome (the consumer was killed or timed out)"
     history = run["attempt_history"]
     assert [(a["number"], a["receive_count"], a["ended"]) for a in history] == [
-        (1, 1, "retried"), (2, 2, "retried"), (3, 3, "settled")]
-    assert all(a["error"].startswith("the bank feed did not answer") and a["duration_s"] == 30.0 for a in history)
-    # A Run now of the sample's author minutes before the start (the monthly rule's days are far): its
-    # message reached the dead-letter queue after it
+        (1, 1, "taken_over"), (2, 2, "taken_over"), (3, 3, "taken_over"), (4, 4, "taken_over"), (5, 5, "settled")]
+    # Each taken-over attempt ran until its lease (the consumer's timeout) ran out; the next receive
+    # came a visibility timeout (6 x the timeout) after the one before
+    assert all(a["duration_s"] == 120.0 and a["error"] is None for a in history[:4])
+    starts = [datetime.fromisoformat(a["started_at"].replace("Z", "+00:00")) for a in history]
+    assert {b - a for a, b in zip(starts, starts[1:], strict=False)} == {timedelta(minutes=12)}
+    # A Run now of the sample's author (the monthly rule's days are far), settled before its
+    # message reached the dead-letter queue
     assert (run["trigger"], run["requested_by"]) == ("manual", "serve-sample")
-    sent, published = (datetime.fromisoformat(v.replace("Z", "+00:00"))
-                       for v in (named["sent_at"], run["published_at"]))
-    assert timedelta(0) <= sent - published <= timedelta(minutes=15)
+    # whose request is in its history, as a Run now records it
+    assert [(e["kind"], e["actor"]) for e in run["events"]] == [("run_requested", "serve-sample")]
+    sent, finished = (datetime.fromisoformat(v.replace("Z", "+00:00"))
+                      for v in (named["sent_at"], history[-1]["finished_at"]))
+    assert finished < sent
+    # The other failed run failed on its final receive: settled and acknowledged, five attempts,
+    # the first four retried after the pipeline's backoff (not dead-lettered)
+    schedule_id = failing[0]["id"]
+    admin = {"Authorization": f"Bearer dev:{local_server.stack.platform.users['admin']}:"
+                              f"{local_server.stack.platform.first_workspace}:schedules:read"}
+    detail = requests.get(f"{local_server.base_url}/schedules/{schedule_id}", headers=admin, timeout=10).json()
+    [earlier] = [r for r in detail["history"]["runs"] if r["outcome_code"] == "reconciliation_failed"]
+    earlier = requests.get(f"{local_server.base_url}/runs/{earlier['id']}", headers=staff, timeout=10).json()
+    assert [(a["receive_count"], a["ended"]) for a in earlier["attempt_history"]] == [
+        (1, "retried"), (2, "retried"), (3, "retried"), (4, "retried"), (5, "settled")]
+    assert all(a["error"].startswith("the bank feed did not answer") and a["duration_s"] == 30.0
+               for a in earlier["attempt_history"])
+    assert not [m for m in read["items"] if m["names"] and m["names"]["id"] == earlier["id"]]
 
 
 def test_serve_starts_with_a_failed_snapshot_period_and_no_overdue_alarm(local_server):

@@ -62,8 +62,9 @@ OPERATIONS |= {("get", "/sessions/{session_id}"), ("post", "/sessions/{session_i
 OPERATIONS |= {("get", "/work-kinds"), ("get", "/work-kinds/{owner}/{kind}/subjects")}
 OPERATIONS |= {("get", "/settings"), ("patch", "/settings"), ("post", "/settings/zone-preview"),
                ("put", "/settings/notice-mail/{user_id}"), ("get", "/audit-events")}
-OPERATIONS |= {("get", "/runs/{run_id}"), ("post", "/runs/{run_id}/retry"), ("post", "/runs/{run_id}/cancel"),
-               ("post", "/runs/{run_id}/fail"), ("get", "/operations/dead-letter-queues"),
+OPERATIONS |= {("get", "/runs"), ("get", "/runs/{run_id}"), ("post", "/runs/{run_id}/retry"),
+               ("post", "/runs/{run_id}/cancel"), ("post", "/runs/{run_id}/fail"),
+               ("get", "/operations/dead-letter-queues"),
                ("get", "/operations/dead-letter-queues/{queue}/messages"),
                ("post", "/operations/dead-letter-queues/{queue}/messages/{message_id}/redrive"),
                ("post", "/operations/dead-letter-queues/{queue}/messages/{message_id}/delete")}

@@ -157,16 +157,31 @@ def test_failed_runs_are_listed_with_their_whole_ids(server, conn, db_url, print
     monkeypatch.setattr(rich.console, "Console", lambda *a, **k: Console(file=printed, width=80))
 
     # Across workspaces (the operations overview's failing schedules), at 80 columns
-    code, text = ops(server, printed, "runs", "list", "--state", "failed", "--limit", "200")
+    code, text = ops(server, printed, "runs", "list", "--limit", "200")
     assert code == 0, text
     [line] = [line for line in text.splitlines() if str(run_id) in line]
     assert "CLI listed sweep" in line and "failed (reconciliation_failed)" in line and "attempts 3" in line
     assert "occurrence 2026-12-06 20:53 Europe/Berlin = 2026-12-06 19:53:51Z" in line
 
-    # And a schedule's own runs, with its workspace's token
+    # The failed runs of the token's workspace in one request (GET /runs?state=failed): a
+    # retried one too, with the run its retry made; another workspace's token lists none of them
     workspace = conn.execute("SELECT workspace_id FROM schedules WHERE id = %s", (schedule_id,)).fetchone()
     enrol(db_url, "reader-1", workspace["workspace_id"])
     token = f"dev:reader-1:{workspace['workspace_id']}:schedules:read"
+    code, text = ops(server, printed, "runs", "retry", str(run_id), "--reason", "ledger back")
+    assert code == 0, text
+    new_run = text.split("run ")[-1].split()[0]
+    printed.seek(0)
+    printed.truncate()
+    code = main(["ops", "--api", server.base_url, "--token", token, "runs", "list", "--state", "failed"])
+    text = printed.getvalue()
+    assert code == 0, text
+    [line] = [line for line in text.splitlines() if str(run_id) in line]
+    assert f"retried as {new_run}" in line and "CLI listed sweep" in line
+    code, text = ops(server, printed, "runs", "list", "--state", "failed", "--limit", "200")
+    assert code == 0 and str(run_id) not in text
+
+    # And a schedule's own runs, with its workspace's token
     printed.seek(0)
     printed.truncate()
     code = main(["ops", "--api", server.base_url, "--token", token, "runs", "list", "--schedule", str(schedule_id),

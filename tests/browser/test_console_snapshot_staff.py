@@ -74,6 +74,14 @@ def test_staff_preview_request_and_follow_a_range_backfill(page, server):  # noq
     page.wait_for_url(re.compile(r".*/console/snapshots/ranges/[0-9a-f-]+$"))
     assert "waiting for admission: 1" in page.get_by_role("status").inner_text()
     _fits_and_passes_axe(page, "the progress")
+    # Back returns to the preview, a GET page (no resubmission, nothing recorded), which now
+    # refuses the month just requested; Forward leads to the progress again
+    requested_url = page.url
+    page.go_back()
+    page.wait_for_url(re.compile(r".*/console/snapshots/ranges/preview\?.*"))
+    assert "0 months would be planned, 1 refused" in page.get_by_role("status").first.inner_text()
+    page.go_forward()
+    page.wait_for_url(requested_url)
     with psycopg.connect(server.database_url) as conn, conn.transaction():
         ledger.admit(conn, owner="platform", now=datetime.now(UTC), cap=4, backfill_lane=1)
     page.get_by_role("link", name="Refresh").click()

@@ -122,13 +122,13 @@ def _periods(simulated, workspace: str, snapshot_type: str) -> dict[str, dict]:
 def test_snapshots_publish_each_month_as_it_ends_in_the_workspaces_own_timezone(simulated):
     # March ends at 2027-03-31 10:00 UTC in Kiritimati (UTC+14) and at 2027-04-01 11:00 UTC in
     # Pago Pago (UTC-11); the planner runs every 15 minutes and the dispatcher at once after it.
-    east = _periods(simulated, "Kiritimati", "ar_aging")["2027-03"]
-    west = _periods(simulated, "Pago Pago", "ar_aging")["2027-03"]
+    east = _periods(simulated, "Kiritimati Fishing Club", "ar_aging")["2027-03"]
+    west = _periods(simulated, "Pago Pago Canoe Club", "ar_aging")["2027-03"]
     assert east["state"] == west["state"] == "published"
     assert datetime(2027, 3, 31, 10, tzinfo=UTC) <= east["published_at"] < datetime(2027, 3, 31, 10, 30, tzinfo=UTC)
     assert datetime(2027, 4, 1, 11, tzinfo=UTC) <= west["published_at"] < datetime(2027, 4, 1, 11, 30, tzinfo=UTC)
     # The only overdue period at the end is the failed drill (below), never re-run here.
-    assert [line.rsplit("/", 2)[1:] for line in simulated.snapshot_overdue] == [["selftest", "2027-03"]]
+    assert simulated.snapshot_overdue == ["Ruderverein Spree selftest 2027-03"]  # the workspace by its club
 
 
 def test_snapshot_skip_reasons_staff_requests_and_the_failed_drill(simulated):
@@ -147,7 +147,7 @@ def test_snapshot_skip_reasons_staff_requests_and_the_failed_drill(simulated):
     planned, captured = simulated.staff_requests[:2], simulated.staff_requests[2:]
     assert len(planned) == 2 and all("planned" in line for line in planned)
     # The re-run of March's aging after the monthly aging report delivered it: captured history
-    assert captured == ["2027-04-05 09:00 manual ar_aging berlin 2027-03: refused (protected_history)"]
+    assert captured == ["2027-04-05 09:00 manual ar_aging Ruderverein Spree 2027-03: refused (protected_history)"]
 
 
 def test_the_sample_query_schedules_deliver_skip_and_pause(simulated):
@@ -206,7 +206,12 @@ def test_owners_are_told_with_one_digest_and_the_departed_owners_schedules_are_h
     ownerless = {r["name"]: (r["status"], r["pause_reason"], r["why"]) for r in simulated.ownerless}
     assert ownerless == {"Board members list": ("paused", "ownerless", "left_workspace"),
                          "Board report": ("active", None, "left_workspace")}
-    assert len(simulated.hand_off) == 2
+    # The summary names people by display name, never by user id
+    assert simulated.hand_off == ["2027-03-07 09:00 UTC Bea Board left: their schedules paused as ownerless",
+                                  "2027-03-08 09:00 UTC Ada Admin (the admin) reassigned Board report to Ana Analyst "
+                                  "and resumed it"]
+    assert {r["name"]: r["owner"] for r in simulated.ownerless} == {"Board members list": "Bea Board",
+                                                                    "Board report": "Ana Analyst"}
 
 
 def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_opt_out(simulated):
@@ -228,3 +233,5 @@ def test_message_states_show_the_bounce_the_complaint_the_suppression_and_the_op
     assert "Suppressed addresses" in text and "Opt-outs (one click)" in text
     assert "Owner notices by kind: schedule_failed 1, schedule_ownerless 2, schedule_paused 2" in text
     assert "Lena Ledger" in text
+    # People by display name (the opt-out's, the digest's): no user id in the summary
+    assert "sample-7-" not in text and "sim-board-secretary" not in text

@@ -3,6 +3,10 @@
 =======  ==============================  ================================  ==========================================
 method   path                            role                              what
 =======  ==============================  ================================  ==========================================
+GET      ``/runs?state=failed``          schedules:read, or staff          the failed runs of the caller's own
+                                                                           workspace, newest first (``since``,
+                                                                           ``limit``, ``cursor``), each with the run
+                                                                           its Retry now made
 GET      ``/runs/{run_id}``              schedules:read, or staff          the run: its schedule, trigger, occurrence
                                                                            (local with its DST mark, and UTC), state,
                                                                            outcome, attempts, skipped backlog, message
@@ -46,22 +50,23 @@ from uuid import UUID
 
 from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.depends import Depends
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from aws_lambda_powertools.event_handler.request import Request
-from pydantic import BaseModel, Field
+from pydantic import AwareDatetime, BaseModel, Field
 
 from timekeeper import observability as obs
 from timekeeper.api import errors
 from timekeeper.api.auth import ADMIN, READ, RUN, Identity
 from timekeeper.api.db import TenantConnection
 from timekeeper.api.errors import ApiError
-from timekeeper.api.models import CanonicalUuid, RunState, UtcDatetime
+from timekeeper.api.models import CURSOR_PATTERN, CanonicalUuid, RunState, UtcDatetime, decode_cursor, encode_cursor
 from timekeeper.api.operations_routes import ActionReason
 from timekeeper.api.routing import SECURITY, ApiRouter, api_context, idempotency_header
 from timekeeper.api.scope import caller_identity, claim_key, staff_roles
+from timekeeper.db.keyset import split_page
 from timekeeper.observability import logger, metrics
 from timekeeper.platform import audit
-from timekeeper.platform.directory import display_names, get_workspace
+from timekeeper.platform.directory import display_names, get_workspace, workspace_timezone
 from timekeeper.schedules import run_ops, service
 from timekeeper.schedules.work import OwnRouteOnly
 from timekeeper.topology import pipeline_for_owner
@@ -311,6 +316,67 @@ def _people(run: dict[str, Any]) -> list[str]:
     ids = {run["requested_by"], *(e.actor for e in run["events"]), *(a.actor for a in run["actions"]),
            (run["retry_of"] or {}).get("actor")}
     return sorted(i for i in ids if i)
+
+
+#: The most runs one page of ``GET /runs`` holds.
+MAX_RUNS_PAGE = 200
+
+
+class ListedRunOut(BaseModel):
+    """A run of the workspace's listing by state (``GET /runs``)."""
+
+    id: UUID = Field(description="the run's id (``GET /runs/{run_id}``)")
+    schedule_id: UUID
+    schedule_name: str
+    timezone: str = Field(description="the schedule's IANA zone (occurrence_local's)")
+    state: RunState
+    trigger: str = Field(examples=["scheduled", "manual"])
+    requested_by: str | None = Field(description="who asked for a requested run (null: the schedule's rule)")
+    occurrence_at: UtcDatetime
+    occurrence_local: str = Field(examples=["2027-03-14T02:30:00"])
+    attempts: int = Field(ge=0)
+    outcome_code: str | None
+    error: str | None
+    queued_at: UtcDatetime = Field(description="when it was requested or came due")
+    finished_at: UtcDatetime | None
+    retried_as: UUID | None = Field(description="the run an operator's Retry now made of it (the latest; null: "
+                                                "not retried)")
+
+
+class RunList(BaseModel):
+    """One page of the workspace's runs in a state, newest first; pass ``next_cursor`` as
+    ``cursor`` for the next."""
+
+    items: list[ListedRunOut]
+    next_cursor: str | None = Field(description="opaque; null on the last page")
+    timezone: str = Field(description="the workspace's IANA zone, in which people's times are shown")
+
+
+@router.get("/runs", tags=_TAGS, operation_id="listRuns", security=SECURITY,
+            summary="The failed runs of the caller's workspace, newest first, each with the run its retry made",
+            responses=_responses(200, "A page of runs"))
+def list_runs(
+    caller: Reader,
+    state: Annotated[Literal["failed"], Query(description="the runs' state (failed: settled as failed; a run "
+                                                          "retried since is listed all the same)")],
+    since: Annotated[AwareDatetime | None, Query(description="only runs requested or due at or after this "
+                                                             "instant (with its offset, e.g. Z)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_RUNS_PAGE, description="page size")] = 50,
+    cursor: Annotated[str | None, Query(pattern=CURSOR_PATTERN, description="next_cursor of the previous page")
+                      ] = None,
+) -> RunList:
+    """The caller's own workspace only (staff too: the workspace their token names); another
+    workspace's runs are never listed."""
+    after = decode_cursor(cursor)
+    workspace_id = caller.identity.workspace_id
+    with caller.conn.entered(workspace_id), caller.conn.transaction():
+        rows, after = split_page(run_ops.runs_by_state(caller.conn, workspace_id=workspace_id, state=state,
+                                                       since=since, after=after, limit=limit + 1),
+                                 limit, lambda r: (r.queued_at, r.id))
+        zone = workspace_timezone(caller.conn, workspace_id)
+    items = [ListedRunOut(**{**vars(r), "timezone": r.timezone or "UTC",
+                             "occurrence_local": r.occurrence_local.isoformat()}) for r in rows]
+    return RunList(items=items, next_cursor=encode_cursor(after), timezone=zone)
 
 
 @router.get("/runs/<run_id>", tags=_TAGS, operation_id="getRun", security=SECURITY,

@@ -284,11 +284,13 @@ def _add_ops_group_parsers(actions: Any) -> None:
     add_snapshot_parsers(actions, _uuid)
     runs = actions.add_parser("runs", help="a run's page and the operators' actions on it")
     verbs = runs.add_subparsers(dest="verb", required=True, metavar="VERB")
-    listing = verbs.add_parser("list", help="runs, a line each with the whole id: a schedule's (--schedule), or "
-                                            "across workspaces the failing schedules' latest failed runs and the "
-                                            "runs that wait too long (a staff token)")
+    listing = verbs.add_parser("list", help="runs, a line each with the whole id: a schedule's (--schedule), the "
+                                            "token's workspace's failed runs (--state failed), or across workspaces "
+                                            "the failing schedules' latest failed runs and the runs that wait too "
+                                            "long (a staff token)")
     listing.add_argument("--state", choices=("failed", "queued", "running", "succeeded", "skipped"), default=None,
-                         help="only runs in this state (succeeded and skipped: with --schedule)")
+                         help="only runs in this state (failed: every failed run of the token's workspace, newest "
+                              "first, a retried one with its retry; succeeded and skipped: with --schedule)")
     listing.add_argument("--schedule", type=_uuid, default=None,
                          help="the schedule's runs, newest first (a token of its workspace with schedules:read)")
     listing.add_argument("--limit", type=_int_at_least(1, 200), default=50, help="runs to print, 1-200")

@@ -68,10 +68,14 @@ def hand_off_story(sample: DeliverySample, start: datetime) -> dict[datetime, An
     from timekeeper.reporting.query_schedules import reassign_owner
     from timekeeper.schedules import service
 
+    def person(conn: Any, user_id: str) -> str:
+        """The person's display name (the summary names people as the console does)."""
+        return conn.execute(SQL["display_name_of_user"], (user_id, user_id)).fetchone()["name"]
+
     def leave(conn: Any, now: datetime) -> str:
         with conn.transaction():
             leave_workspace(conn, workspace_id=sample.workspace_id, user_id=BOARD_SECRETARY, now=now)
-        return f"{now:%Y-%m-%d %H:%M} UTC {BOARD_SECRETARY} left: their schedules paused as ownerless"
+        return f"{now:%Y-%m-%d %H:%M} UTC {person(conn, BOARD_SECRETARY)} left: their schedules paused as ownerless"
 
     def reassign(conn: Any, now: datetime) -> str:
         schedule_id = sample.schedules["Board report"]
@@ -79,7 +83,8 @@ def hand_off_story(sample: DeliverySample, start: datetime) -> dict[datetime, An
                        owner_user_id=sample.analyst, actor=sample.admin, now=now)
         service.resume_schedule(conn, workspace_id=sample.workspace_id, schedule_id=schedule_id,
                                 actor=sample.admin, now=now)
-        return f"{now:%Y-%m-%d %H:%M} UTC the admin reassigned Board report to {sample.analyst} and resumed it"
+        return (f"{now:%Y-%m-%d %H:%M} UTC {person(conn, sample.admin)} (the admin) reassigned Board report to "
+                f"{person(conn, sample.analyst)} and resumed it")
 
     day = timedelta(days=1)
     return {start + day + timedelta(hours=9): leave, start + 2 * day + timedelta(hours=9): reassign}

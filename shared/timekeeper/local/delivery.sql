@@ -3,6 +3,9 @@
 -- name: emails_of_users
 SELECT id, email FROM users WHERE id = ANY(%s)
 
+-- name: display_name_of_user
+SELECT coalesce((SELECT display_name FROM users WHERE id = %s), %s) AS name
+
 -- name: reactivate_user
 UPDATE users SET status = 'active' WHERE id = %s
 
@@ -49,8 +52,9 @@ SELECT address, reason, suppressed_at FROM mail_suppressions
 ORDER BY suppressed_at, address
 
 -- name: opt_outs
-SELECT s.name, o.user_id, o.opted_out_at FROM mail_opt_outs o
-JOIN schedules s ON s.id = o.schedule_id ORDER BY o.opted_out_at
+-- Who opted out by display name (the id when the person has none).
+SELECT s.name, o.user_id, coalesce(u.display_name, o.user_id) AS person, o.opted_out_at FROM mail_opt_outs o
+JOIN schedules s ON s.id = o.schedule_id LEFT JOIN users u ON u.id = o.user_id ORDER BY o.opted_out_at
 
 -- name: snapshot_deliveries
 SELECT s.name, r.occurrence_at, r.state, d.snapshot_basis, d.snapshot_version_changed

@@ -3,9 +3,11 @@ the dead-letter queues' messages, from the command line as a client of the API (
 same routes as the console's run and dead-letter pages):
 
 * ``ops runs list [--state S] [--schedule ID] [--limit N]`` -- runs, a line each with
-  the whole id: a schedule's (its history, ``GET /schedules/{id}``), or across workspaces
-  (a staff token) the failing schedules' latest failed runs and the runs that wait too
-  long (``GET /operations/overview``);
+  the whole id: a schedule's (its history, ``GET /schedules/{id}``), the token's
+  workspace's failed runs (``--state failed``: ``GET /runs?state=failed``, a retried one
+  with the run its retry made), or across workspaces (a staff token) the failing
+  schedules' latest failed runs and the runs that wait too long (``GET
+  /operations/overview``);
 * ``ops runs show RUN`` -- the run (``GET /runs/{id}``), people by display name, instants
   in UTC to the second;
 * ``ops runs retry|cancel|fail RUN --reason TEXT`` -- retry now, cancel a queued run,
@@ -148,10 +150,12 @@ OVERVIEW_STATES = (None, "failed", "queued", "running")
 
 def list_runs(options: OpsOptions, console: Any) -> int:
     """``ops runs list``: with ``--schedule`` the schedule's runs (``GET /schedules/{id}``'s
-    history, newest first; the token's workspace, ``schedules:read``); without it, across
-    workspaces (a staff token), the failing schedules' latest failed runs (each read with
-    ``GET /runs/{id}``) and the queued or running runs that wait too long (``GET
-    /operations/overview``). ``--state`` keeps one state. A line per run with its whole id;
+    history, newest first; the token's workspace, ``schedules:read``); with ``--state
+    failed`` the token's workspace's failed runs (``GET /runs?state=failed``, one request,
+    each with the run its retry made); otherwise, across workspaces (a staff token), the
+    failing schedules' latest failed runs (each read with ``GET /runs/{id}``) and the queued
+    or running runs that wait too long (``GET /operations/overview``). ``--state`` keeps one
+    state. A line per run with its whole id;
     ``--json``: ``{"items": [...]}``. Returns the exit code (2: a state the overview does
     not list, without ``--schedule``)."""
     state, limit = options.state, options.limit
@@ -168,6 +172,8 @@ def list_runs(options: OpsOptions, console: Any) -> int:
                  for r in body["history"]["runs"] if state in (None, r["state"])][:limit]
         zone = body["schedule"].get("timezone") or ""
         return _print_runs(options, [dict(i, timezone=zone) for i in items], console)
+    if state == "failed":
+        return _failed_runs(options, console)
     if state not in OVERVIEW_STATES:
         console.print(f"[red]runs in state {state} are listed per schedule only[/]: add --schedule ID "
                       "(across workspaces: failed, queued, running)", highlight=False)
@@ -196,6 +202,18 @@ def list_runs(options: OpsOptions, console: Any) -> int:
     return _print_runs(options, items[:limit], console)
 
 
+def _failed_runs(options: OpsOptions, console: Any) -> int:
+    """``ops runs list --state failed``: the token's workspace's failed runs, newest first, in
+    one request (``GET /runs?state=failed``: ``schedules:read``, or staff), a run retried
+    since listed all the same with the run its retry made."""
+    code, body = answered(options.api, options.token, console, "GET", f"/runs?state=failed&limit={options.limit}")
+    if code:
+        return code
+    items = [{k: r[k] for k in ("id", "schedule_id", "schedule_name", "state", "occurrence_local", "occurrence_at",
+                                 "attempts", "outcome_code", "timezone", "retried_as")} for r in body["items"]]
+    return _print_runs(options, items, console)
+
+
 def _print_runs(options: OpsOptions, items: list[dict[str, Any]], console: Any) -> int:
     if options.as_json:
         console.print_json(data={"items": items})
@@ -204,7 +222,8 @@ def _print_runs(options: OpsOptions, items: list[dict[str, Any]], console: Any) 
         local = f"{wall_time(r['occurrence_local'])} {r['timezone']} = " if r.get("occurrence_local") else ""
         console.print(f"{r['id']}  {r['schedule_name']}  {r['state']}"
                       f"{' (' + r['outcome_code'] + ')' if r.get('outcome_code') else ''}"
-                      f"{' stuck: ' + r['stuck'] if r.get('stuck') else ''}  occurrence {local}"
+                      f"{' stuck: ' + r['stuck'] if r.get('stuck') else ''}"
+                      f"{' retried as ' + r['retried_as'] if r.get('retried_as') else ''}  occurrence {local}"
                       f"{instant(r['occurrence_at'])}  attempts {r['attempts']}",
                       markup=False, highlight=False, soft_wrap=True)
     if not items:

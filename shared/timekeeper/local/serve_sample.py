@@ -16,14 +16,21 @@ this adds, in its first workspace (Berlin, Europe/Berlin), the work people sched
 * two deliveries owned by the analyst: the open invoices as CSV every morning at 07:00 to
   the admin, the analyst and the viewer, and the receivables-aging report over the
   latest published snapshot month as PDF on the 2nd at 09:00 to the admin;
+* two suppressed addresses (:func:`_suppressions`), so an admin can try "remove a
+  suppression": a notice e-mail to the person who left (Lee Left) bounced permanently two
+  days before the start, and one to Max Both drew a complaint a day before it; each SES
+  event is recorded by the product's own function, as the message-events consumer does;
 * in the second workspace with an admin persona (Sydney), one daily sweep, so switching
   people shows another workspace's own list;
 * work for the operators' lists (:func:`_operator_work`): a failing sweep (monthly) with
-  two failed Run now runs of the sample's author (each of three attempts, the first two
-  retried, all with the same error), a run whose execution stopped answering a minute
-  ago (stranded: the dispatcher takes it over after the re-offer period), and, once the
-  queues exist (:func:`seed_dead_letters`, called by ``serve``), a dead letter in the
-  accounting dead-letter queue naming the failed run and a malformed one in the queries dead-letter queue;
+  two failed Run now runs of the sample's author, each of five attempts (one per receive):
+  one whose bank feed timed out on every receive (settled on the final one, no dead letter)
+  and one whose consumer was killed on every receive (settled by the dispatcher when its
+  last lease ran out; its message dead-lettered), a run whose execution stopped answering
+  a minute ago (stranded: the dispatcher takes it over after the re-offer period), and,
+  once the queues exist (:func:`seed_dead_letters`, called by ``serve``), that run's
+  message in the accounting dead-letter queue and a malformed one in the queries
+  dead-letter queue;
 * a failed snapshot period (:func:`drill_failed_snapshot`): the Platform self-test's version 1
   of Berlin's last completed month fails its check with a failure code and message, so
   staff find a failed period on a first start and re-run it (version 2 publishes). The
@@ -51,8 +58,9 @@ from timekeeper.local.delivery import create_aging_report
 from timekeeper.reporting import store
 from timekeeper.reporting.query_schedules import NewQuerySchedule, Source, create_query_schedule
 from timekeeper.schedules import service
+from timekeeper.schedules.runs import Event, record_events
 from timekeeper.settings import SELFTEST_DRILLS_VARIABLE
-from timekeeper.topology import SNAPSHOTS
+from timekeeper.topology import ACCOUNTING, SNAPSHOTS
 
 SQL = load_queries("timekeeper.local", "serve_sample.sql")
 
@@ -94,46 +102,118 @@ def seed_serve_sample(conn: Any, platform: Any, *, now: datetime) -> dict[str, A
                 recurrence={"calendar": {"frequency": "daily", "times": ["01:30"]},
                             "timezone": "Australia/Sydney"}).id
         created.update(_deliveries(conn, berlin, platform.users, now))
+        _suppressions(conn, berlin, platform.users, now)
         created.update(_operator_work(conn, berlin, "Europe/Berlin", now))
     return created
+
+
+def _suppressions(conn: Any, workspace_id: Any, users: dict[str, str], now: datetime) -> None:
+    """Put two addresses on ``workspace_id``'s suppression list as the product does: a
+    notice message (an outbox row, as sent) to the person who left bounces permanently two
+    days before ``now`` and one to the multi-workspace person draws a complaint a day
+    before it; each SES event goes through
+    :func:`timekeeper.reporting.message_states.record_message_event` (the message-events
+    consumer's own function). A persona the sample lacks is left out."""
+    from timekeeper.local.delivery import ses_event
+    from timekeeper.reporting.message_states import SesEvent, record_message_event
+
+    for persona, kind, ago in (("left", "Bounce", timedelta(days=2)), ("multi", "Complaint", timedelta(days=1))):
+        user_id = users.get(persona)
+        person = conn.execute(SQL["sample_person"], (user_id,)).fetchone() if user_id else None
+        if person is None or not person["email"]:
+            continue
+        sent_at = now - ago
+        message_id = f"serve-sample-{persona}-{kind.lower()}"
+        conn.execute(SQL["insert_sample_message"], {
+            "key": f"notice:{workspace_id}:{user_id}:serve-sample", "user_id": user_id,
+            "workspace_id": workspace_id, "message_id": message_id, "sent_at": sent_at})
+        event = ses_event(kind, message_id=message_id, to=person["email"], sender="timekeeper@localhost",
+                          sent_at=sent_at, at=sent_at + timedelta(minutes=1))
+        record_message_event(conn, SesEvent.model_validate(event), now=sent_at + timedelta(minutes=1))
 
 
 #: The sample's failing schedule and the error of its failed runs.
 FAILING = "Bank feed sweep (failing)"
 FAILED_ERROR = "the bank feed did not answer: timeout after 30 s (bank:operating)"
+#: The accounting pipeline's receives of one message (its queue's redrive limit and the run's
+#: attempt limit), its consumer's timeout (a run's lease) and its queue's visibility timeout.
+RECEIVES = ACCOUNTING.consumer.max_receive_count
+LEASE = timedelta(seconds=ACCOUNTING.consumer.timeout_s)
+VISIBILITY = timedelta(seconds=ACCOUNTING.consumer.visibility_timeout_s)
+#: The dispatcher's words for a run settled when its last attempt's lease ran out.
+EXHAUSTED_ERROR = f"{RECEIVES} attempts ended without an outcome (the consumer was killed or timed out)"
 
 
 def _operator_work(conn: Any, workspace_id: Any, zone: str, now: datetime) -> dict[str, Any]:
     """The failing schedule with two failed runs and a stranded run (see the module
-    docstring); ``{name: id}`` with ``failed run`` and ``stranded run``."""
+    docstring); ``{name: id}`` with ``failed run`` (the dead-lettered one) and ``stranded run``.
+
+    Both failed runs are Run now requests of the sample's author (the monthly rule's days
+    are far), each as the accounting pipeline leaves one (:data:`RECEIVES` receives):
+
+    * two days before ``now``: the bank feed timed out on every receive; the first four
+      attempts failed and were retried after the pipeline's backoff, the last failed on the
+      final receive and was settled Failed ``reconciliation_failed`` (acknowledged: no dead
+      letter);
+    * an hour before ``now``: the consumer was killed (it outlived its timeout) on each of
+      its receives, a visibility timeout apart; every attempt ended without an outcome (the
+      next receive took it over), the dispatcher settled the run Failed
+      ``attempts_exhausted`` when the last lease ran out, and the message, never
+      acknowledged, reached the dead-letter queue when its last visibility timeout ended,
+      at about ``now`` (:func:`seed_dead_letters` puts it there)."""
     failing = service.create_schedule(
         conn, workspace_id=workspace_id, owner=OWNER, work_kind="reconciliation.sweep", actor=ACTOR, now=now,
         name=FAILING, recurrence={"calendar": {"frequency": "monthly", "month_day": 28, "times": ["03:00"]},
                                   "timezone": zone}).id
     runs = {}
-    # Runs now by the sample's author (the monthly rule's days are far); the dead-lettered one
-    # minutes before the start, so its message's arrival in the dead-letter queue follows it
-    for key, ago in (("failed earlier", timedelta(days=2)), ("failed run", timedelta(minutes=10))):
-        at = now - ago
-        # Three attempts of 30 s each (the bank feed's timeout), the first two retried
-        starts = [at + timedelta(seconds=s) for s in (5, 50, 102)]
-        runs[key] = conn.execute(SQL["insert_sample_run"], {
-            "schedule_id": failing, "key": f"sample:{key}", "at": at, "state": "failed", "attempts": len(starts),
-            "actor": ACTOR,
-            "lease_until": None, "started_at": starts[0],
-            "finished_at": starts[-1] + timedelta(seconds=30), "outcome_code": "reconciliation_failed",
-            "error": FAILED_ERROR}).fetchone()["id"]
-        conn.execute(SQL["insert_sample_attempts"], {
-            "run_id": runs[key], "error": FAILED_ERROR, "starts": starts[:-1],
-            "ends": [s + timedelta(seconds=30) for s in starts[:-1]], "last_started_at": starts[-1]})
-    conn.execute(SQL["mark_failing"], {"schedule_id": failing, "failures": 2, "at": now - timedelta(minutes=10)})
+    # The bank feed's timeout: each attempt 30 s, the next receive after the pipeline's backoff
+    at = now - timedelta(days=2)
+    backoff = list(ACCOUNTING.retry_backoff_s)
+    starts = [at + timedelta(seconds=5)]
+    for n in range(1, RECEIVES):
+        starts.append(starts[-1] + timedelta(seconds=30 + backoff[min(n - 1, len(backoff) - 1)]))
+    runs["failed earlier"] = _failed_run(conn, failing, "sample:failed earlier", at, starts, retried=True,
+                                         ended=starts[-1] + timedelta(seconds=30),
+                                         outcome="reconciliation_failed", error=FAILED_ERROR)
+    # Killed on every receive: the next receive a visibility timeout later takes each attempt over
+    at = now - RECEIVES * VISIBILITY
+    starts = [at + timedelta(seconds=5) + n * VISIBILITY for n in range(RECEIVES)]
+    runs["failed run"] = _failed_run(conn, failing, "sample:failed run", at, starts, retried=False,
+                                     ended=starts[-1] + LEASE + timedelta(seconds=20),
+                                     outcome="attempts_exhausted", error=EXHAUSTED_ERROR)
+    conn.execute(SQL["mark_failing"], {"schedule_id": failing, "failures": 2, "outcome": "attempts_exhausted",
+                                       "at": starts[-1] + LEASE + timedelta(seconds=20)})
     started = now - timedelta(minutes=4)
     runs["stranded run"] = conn.execute(SQL["insert_sample_run"], {
         "schedule_id": failing, "key": "sample:stranded", "at": started, "state": "running", "attempts": 1,
         "actor": ACTOR,
         "lease_until": now - timedelta(minutes=1), "started_at": started, "finished_at": None,
         "outcome_code": None, "error": None}).fetchone()["id"]
+    # Each Run now's history event, as the product's Run now records it (the run page's and
+    # the schedule page's History: "Run now requested by ...")
+    requested = {"failed earlier": now - timedelta(days=2), "failed run": now - RECEIVES * VISIBILITY,
+                 "stranded run": started}
+    for key, at in requested.items():
+        record_events(conn, [Event(failing, workspace_id, "run_requested", None, None, runs[key])], actor=ACTOR,
+                      now=at)
     return {FAILING: failing, "failed run": runs["failed run"], "stranded run": runs["stranded run"]}
+
+
+def _failed_run(conn: Any, schedule_id: Any, key: str, at: datetime, starts: list[datetime], *, retried: bool,
+                ended: datetime, outcome: str, error: str) -> Any:
+    """Insert a failed Run now of ``schedule_id`` requested at ``at`` whose attempts started
+    at ``starts`` (one a receive): the superseded ones ``retried`` (each failed with ``error``
+    after 30 s and gave its lease back) or taken over (killed: its lease ran out), the last
+    settled at ``ended`` with ``outcome`` and ``error``. Returns the run's id."""
+    run_id = conn.execute(SQL["insert_sample_run"], {
+        "schedule_id": schedule_id, "key": key, "at": at, "state": "failed", "attempts": len(starts),
+        "actor": ACTOR, "lease_until": None, "started_at": starts[0], "finished_at": ended, "outcome_code": outcome,
+        "error": error}).fetchone()["id"]
+    conn.execute(SQL["insert_sample_attempts"], {
+        "run_id": run_id, "error": error if retried else None, "ended": "retried" if retried else "taken_over",
+        "starts": starts[:-1], "ends": [s + (timedelta(seconds=30) if retried else LEASE) for s in starts[:-1]],
+        "last_started_at": starts[-1]})
+    return run_id
 
 
 def drill_failed_snapshot(workspace_id: Any, zone: str, *, now: datetime) -> date:
@@ -184,9 +264,10 @@ def seed_dead_letters(sqs: Any, dead_letter_urls: dict[str, str], created: dict[
                       workspace_id: Any) -> int:
     """Put the sample's dead letters in the dead-letter queues ``dead_letter_urls`` (name ->
     URL) through the boto3 SQS client ``sqs``: in ``accounting``'s, the run message of the
-    sample's failed run (``created["failed run"]``); in ``queries``', a body no consumer
-    parses. Nothing when ``created`` (:func:`seed_serve_sample`'s answer) is empty: seeded
-    before. Returns the number of messages sent."""
+    sample's dead-lettered run (``created["failed run"]``, received :data:`RECEIVES` times
+    as its own queue did); in ``queries``', a body no consumer parses. Nothing when
+    ``created`` (:func:`seed_serve_sample`'s answer) is empty: seeded before. Returns the
+    number of messages sent."""
     failed = created.get("failed run")
     if failed is None:
         return 0
@@ -200,6 +281,12 @@ def seed_dead_letters(sqs: Any, dead_letter_urls: dict[str, str], created: dict[
         if name in dead_letter_urls:
             sqs.send_message(QueueUrl=dead_letter_urls[name], MessageBody=body)
             sent += 1
+    if "accounting" in dead_letter_urls:
+        # A message moved to its dead-letter queue keeps the receive count it died with (on
+        # AWS); moto's copy starts at none: received as often as its own queue received it
+        for _ in range(RECEIVES):
+            sqs.receive_message(QueueUrl=dead_letter_urls["accounting"], MaxNumberOfMessages=10,
+                                VisibilityTimeout=0, AttributeNames=["All"])
     return sent
 
 

@@ -21,13 +21,14 @@ SELECT s.id, s.workspace_id, s.owner, s.work_kind, %(key)s, %(at)s, (%(at)s AT T
 RETURNING id
 
 -- name: insert_sample_attempts
--- The superseded attempts of a sample failed run, as the consumer keeps them (release_lease:
--- each failed, gave its lease back and was retried, with its error and the receive that
--- started it), and its last attempt's start and receive on the run.
+-- The superseded attempts of a sample failed run, as the consumer keeps them: `retried`
+-- (release_lease: each failed, gave its lease back and was retried, with its error) or
+-- `taken_over` (start_runs: killed, its lease ran out, no error), with the receive that
+-- started each; and its last attempt's start and receive on the run.
 WITH kept AS (
     INSERT INTO schedule_run_attempts (run_id, attempt, workspace_id, receive_count, started_at, ended_at, ended,
                                        error)
-    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, 'retried', %(error)s
+    SELECT r.id, a.n, r.workspace_id, a.n, a.started_at, a.ended_at, %(ended)s, %(error)s
       FROM schedule_runs r,
            unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) WITH ORDINALITY AS a(started_at, ended_at, n)
      WHERE r.id = %(run_id)s
@@ -36,7 +37,7 @@ UPDATE schedule_runs SET attempt_started_at = %(last_started_at)s, attempt_recei
  WHERE id = %(run_id)s
 
 -- name: mark_failing
-UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconciliation_failed',
+UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = %(outcome)s,
                      last_run_at = %(at)s, updated_at = %(at)s
  WHERE id = %(schedule_id)s
 
@@ -44,3 +45,13 @@ UPDATE schedules SET consecutive_failures = %(failures)s, last_outcome = 'reconc
 -- The snapshot versions of every workspace: how many are published, how many failed.
 SELECT count(*) FILTER (WHERE state = 'published') AS published, count(*) FILTER (WHERE state = 'failed') AS failed
   FROM snapshot_runs
+
+-- name: sample_person
+SELECT email FROM users WHERE id = %s
+
+-- name: insert_sample_message
+-- A notice message the sample says was sent before the start (its outbox row, as the notice
+-- mail pass records a sent message: claimed, submitted once, SES's message id and instant).
+INSERT INTO query_delivery_outbox (communication_key, run_id, user_id, workspace_id, claimed_attempt, claimed_at,
+                                   submissions, provider_message_id, sent_at)
+VALUES (%(key)s, NULL, %(user_id)s, %(workspace_id)s, 1, %(sent_at)s, 1, %(message_id)s, %(sent_at)s)

@@ -324,7 +324,7 @@ def run_simulation(options: SimulationOptions, console: Any = None, hooks: Any =
             result.scheduled_errors = {f"{function}: {error}": n
                                        for (function, error), n in sorted(stack.scheduled_errors.items())}
             result.dlq_messages = stack.dlq_depths()
-            result.snapshot_overdue = overdue
+            result.snapshot_overdue = [_overdue_words(conn, line) for line in overdue]
             _summarize(conn, result)
             result.delivery = delivery_summary(conn)
             result.snapshot_deliveries = snapshot_deliveries(conn)
@@ -395,6 +395,19 @@ class _SnapshotArea:
     pago_pago: Any
 
 
+def _overdue_words(conn: Any, line: str) -> str:
+    """An overdue period of the planner's summary (``<workspace id>/<owner>/<type>/<YYYY-MM>``)
+    as the summary names it: ``"Ruderverein Spree selftest 2027-03"`` (the workspace by name)."""
+    workspace_id, _, rest = line.partition("/")
+    _owner, _, rest = rest.partition("/")
+    row = conn.execute(SQL["workspace_name"], (workspace_id,)).fetchone()
+    return f"{row['name'] if row else workspace_id} {rest.replace('/', ' ')}"
+
+
+#: The clubs at the far ends of the clock (their workspaces' names, as the summary shows them).
+KIRITIMATI, PAGO_PAGO = "Kiritimati Fishing Club", "Pago Pago Canoe Club"
+
+
 def _snapshot_sample(conn: Any, stack: Any, start: datetime) -> _SnapshotArea:
     """Add two workspaces at the far ends of the clock (empty of business data) beside the
     Platform sample, and set the self-test drill: Berlin's first month completed during the
@@ -403,9 +416,9 @@ def _snapshot_sample(conn: Any, stack: Any, start: datetime) -> _SnapshotArea:
     from timekeeper.platform.directory import create_workspace
 
     created = start - timedelta(days=100)
-    far_east = create_workspace(conn, name="Kiritimati", timezone="Pacific/Kiritimati", currency="AUD",
+    far_east = create_workspace(conn, name=KIRITIMATI, timezone="Pacific/Kiritimati", currency="AUD",
                                 now=created).id
-    far_west = create_workspace(conn, name="Pago Pago", timezone="Pacific/Pago_Pago", currency="USD",
+    far_west = create_workspace(conn, name=PAGO_PAGO, timezone="Pacific/Pago_Pago", currency="USD",
                                 now=created).id
     berlin = stack.platform.first_workspace
     drill_month = _first_month_end_after(start, "Europe/Berlin")
@@ -439,15 +452,17 @@ class _StaffRequest:
 
         snapshot_type = registries.snapshot_types().get("platform", self.snapshot_type)
         period = self.period(now)
+        workspace_id = getattr(area, self.area_key)
+        # The workspace by its name (the club), as the summary's tables name it
+        club = conn.execute(SQL["workspace_name"], (workspace_id,)).fetchone()["name"]
+        asked = f"{now:%Y-%m-%d %H:%M} {self.mode} {self.snapshot_type} {club} {period:%Y-%m}"
         try:
-            run = request_run(conn, snapshot_type=snapshot_type, workspace_id=getattr(area, self.area_key),
+            run = request_run(conn, snapshot_type=snapshot_type, workspace_id=workspace_id,
                               period=period, mode=self.mode, reason=self.reason, requested_by="staff:simulation",
                               now=now)
-            return f"{now:%Y-%m-%d %H:%M} {self.mode} {self.snapshot_type} {self.area_key} {period:%Y-%m}: " \
-                   f"version {run.version} planned"
+            return f"{asked}: version {run.version} planned"
         except RequestRefused as refused:
-            return f"{now:%Y-%m-%d %H:%M} {self.mode} {self.snapshot_type} {self.area_key} {period:%Y-%m}: " \
-                   f"refused ({refused.reason})"
+            return f"{asked}: refused ({refused.reason})"
 
 
 def _months_before(now: datetime, months: int) -> date:
@@ -597,8 +612,8 @@ def print_summary(result: SimulationResult, console: Any) -> None:
     table("Suppressed addresses", ("address", "reason", "since"),
           [(r["address"], r["reason"], r["suppressed_at"].strftime("%Y-%m-%d %H:%M")) for r in
            delivery.get("suppressions", [])])
-    table("Opt-outs (one click)", ("schedule", "user", "at"),
-          [(r["name"], r["user_id"], r["opted_out_at"].strftime("%Y-%m-%d %H:%M")) for r in
+    table("Opt-outs (one click)", ("schedule", "person", "at"),
+          [(r["name"], r.get("person") or r["user_id"], r["opted_out_at"].strftime("%Y-%m-%d %H:%M")) for r in
            delivery.get("opt_outs", [])])
     if result.delivery_dir:
         console.print(f"Delivered files ({result.delivery_files}) are in {result.delivery_dir}/files, the messages "
@@ -615,12 +630,14 @@ def print_summary(result: SimulationResult, console: Any) -> None:
                   "every failure when the owner chose so).")
     digests = [m for m in result.notice_messages if m["notices"] > 1]
     console.print(f"Notice e-mails sent: {len(result.notice_messages)}, of which {len(digests)} digest(s) ("
-                  + ("; ".join(f"{m['user_id']} at {_utc(m['sent_at'])}: {m['notices']} notices" for m in digests)
+                  + ("; ".join(f"{m.get('person') or m['user_id']} at {_utc(m['sent_at'])}: {m['notices']} notices"
+                              for m in digests)
                      or "none") + "): at most one e-mail per person and workspace an hour.")
     console.print("Owner hand-off: " + ("; ".join(result.hand_off) or "none") + ".")
     table("Schedules handed off (their owner left or was deactivated)",
           ("schedule", "status", "reason", "owner now", "why"),
-          [(r["name"], r["status"], r["pause_reason"] or "", r["owner_user_id"] or "", r["why"] or "")
+          [(r["name"], r["status"], r["pause_reason"] or "", r.get("owner") or r["owner_user_id"] or "",
+            r["why"] or "")
            for r in result.ownerless],
           note="ownerless = listed for the admins until one reassigns it (the access rule asked for the new owner)")
     console.print("Messages in dead-letter queues: "

@@ -104,13 +104,15 @@ SELECT n.kind, n.audience, coalesce(n.reason, '') AS reason, count(*) AS n,
 
 -- name: notice_messages
 -- Notice e-mails sent (outbox rows without a run), and how many notices each carried.
-SELECT o.communication_key, o.user_id, o.sent_at, count(n.id) AS notices
+SELECT o.communication_key, o.user_id, o.sent_at, count(n.id) AS notices,
+       coalesce((SELECT u.display_name FROM users u WHERE u.id = o.user_id), o.user_id) AS person
   FROM query_delivery_outbox o JOIN owner_notices n ON n.mail_key = o.communication_key
  WHERE o.run_id IS NULL AND o.provider_message_id IS NOT NULL
  GROUP BY 1, 2, 3 ORDER BY 3, 1;
 
 -- name: ownerless
 SELECT s.name, s.status, s.pause_reason, s.owner_user_id,
+       coalesce((SELECT u.display_name FROM users u WHERE u.id = s.owner_user_id), s.owner_user_id) AS owner,
        (SELECT e.detail->>'to' FROM schedule_events e WHERE e.schedule_id = s.id AND e.kind = 'owner_changed'
          ORDER BY e.id DESC LIMIT 1) AS reassigned_to,
        (SELECT e.detail->>'why' FROM schedule_events e WHERE e.schedule_id = s.id AND e.reason = 'ownerless'
@@ -121,3 +123,6 @@ SELECT s.name, s.status, s.pause_reason, s.owner_user_id,
 
 -- name: email_of_user
 SELECT email FROM users WHERE id = %s
+
+-- name: workspace_name
+SELECT name FROM workspaces WHERE id = %s

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from timekeeper.db.keyset import keyset_rows
 from timekeeper.db.rows import fetch_all, fetch_one
 from timekeeper.db.sql import load_queries
 from timekeeper.schedules import settlement
@@ -106,6 +107,41 @@ def get_run(conn: Any, *, workspace_id: UUID, run_id: UUID) -> dict[str, Any] | 
                                            "schedule_id": run["schedule_id"]}).fetchone()
     run["retry_of"] = dict(retry) if retry else None
     return run
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """A run as a listing of a workspace's runs by state shows it: its schedule by name and
+    zone (``timezone``, IANA), ``occurrence_at`` / ``queued_at`` / ``finished_at`` aware
+    UTC, ``occurrence_local`` the wall time in that zone, and ``retried_as`` the run an
+    operator's Retry now made of it (the latest; None: never retried)."""
+
+    id: UUID
+    schedule_id: UUID
+    schedule_name: str
+    timezone: str | None
+    state: str
+    trigger: str
+    requested_by: str | None
+    occurrence_at: datetime
+    occurrence_local: datetime
+    attempts: int
+    outcome_code: str | None
+    error: str | None
+    queued_at: datetime
+    finished_at: datetime | None
+    retried_as: UUID | None
+
+
+def runs_by_state(conn: Any, *, workspace_id: UUID, state: str, since: datetime | None = None,
+                  after: tuple[datetime, UUID] | None = None, limit: int = 50) -> list[ListedRun]:
+    """At most ``limit`` runs of ``workspace_id`` (the workspace entered on ``conn``) in
+    ``state``, requested (``queued_at``) at or after ``since`` (aware UTC; None: any), newest
+    first, after the keyset ``after`` (``(queued_at, id)`` of the previous page's last run).
+    Raises ``ValueError`` for a ``limit`` below 1."""
+    return keyset_rows(conn, ListedRun, select=SQL["runs_by_state_from"], where=SQL["runs_by_state_where"],
+                       params={"workspace_id": workspace_id, "state": state, "since": since}, after=after,
+                       limit=limit, key=("r.queued_at", "r.id"), newest_first=True)
 
 
 def retries_of(conn: Any, run_ids: list[UUID]) -> dict[UUID, UUID]:

@@ -84,3 +84,17 @@ SELECT DISTINCT ON (detail ->> 'run_id') (detail ->> 'run_id')::uuid AS run_id, 
   FROM schedule_run_actions
  WHERE action = 'retry' AND detail ->> 'run_id' = ANY(%(ids)s::text[])
  ORDER BY detail ->> 'run_id', id
+
+-- name: runs_by_state_from
+-- The runs of the entered workspace in one state, newest first (listing: keyset on
+-- (queued_at, id); failed runs read the partial index of migration 0087), each with its
+-- schedule's name and zone and the run an operator's Retry now made of it (the latest).
+r.id, r.schedule_id, s.name AS schedule_name, s.timezone, r.state, r.trigger, r.requested_by, r.occurrence_at,
+       r.occurrence_local, r.attempts, r.outcome_code, r.error, r.queued_at, r.finished_at,
+       (SELECT (a.detail ->> 'run_id')::uuid FROM schedule_run_actions a
+         WHERE a.run_id = r.id AND a.action = 'retry' ORDER BY a.id DESC LIMIT 1) AS retried_as
+  FROM schedule_runs r JOIN schedules s ON s.id = r.schedule_id
+
+-- name: runs_by_state_where
+r.workspace_id = %(workspace_id)s AND r.state = %(state)s
+   AND (%(since)s::timestamptz IS NULL OR r.queued_at >= %(since)s::timestamptz)

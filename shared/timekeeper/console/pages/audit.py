@@ -32,19 +32,46 @@ OBJECT_PAGES = {"schedule": "/schedules/", "delivery": "/deliveries/", "query": 
 _CHANGING = ("created", "updated")
 
 
-def _shown(value: Any) -> dict[str, str]:
+def entity_words(entity: str, labels: dict[str, str] | None = None) -> str:
+    """A query's entity as the query editor names it: its catalogue label from ``labels``
+    (``{entity name: label}``, :func:`timekeeper.console.pages.queries.entity_labels`);
+    without one, a snapshot entity (``snapshot.<owner>.<type>``) as "Receivables aging
+    (snapshot)" and any other by the glossary."""
+    if labels and entity in labels:
+        return labels[entity]
+    if entity.startswith("snapshot."):
+        return f"{glossary.words(entity.rpartition('.')[2])} (snapshot)"
+    return glossary.words(entity)
+
+
+def _definition_line(value: dict[str, Any], labels: dict[str, str] | None) -> str | None:
+    """A query's definition (``entity``) as "Invoices, 4 columns", a report's (``sections``)
+    as "1 section: <its heading>" or "3 sections"; None for any other structure."""
+    if isinstance(value.get("entity"), str):
+        columns = value.get("columns") if isinstance(value.get("columns"), list) else []
+        return f"{entity_words(value['entity'], labels)}, {len(columns)} column{'s' * (len(columns) != 1)}"
+    sections = value.get("sections")
+    if isinstance(sections, list):
+        heading = sections[0].get("heading") if len(sections) == 1 and isinstance(sections[0], dict) else None
+        if isinstance(heading, str) and heading:
+            return f"1 section: {heading}"
+        return f"{len(sections)} section{'s' * (len(sections) != 1)}"
+    return None
+
+
+def _shown(value: Any, labels: dict[str, str] | None = None) -> dict[str, str]:
     """A field's value for the page: ``short`` (cut at a word boundary with "…" when it
     is longer than :data:`SHORT_VALUE`) and ``full`` (pretty JSON for a structure; ``""``
-    when ``short`` is already all of it)."""
+    when ``short`` is already all of it). A query's or report's definition is one line
+    (:func:`_definition_line`; ``labels`` names the entities) with its JSON in ``full``."""
     if value is None:
         return {"short": "—", "full": ""}
     if isinstance(value, bool):
         return {"short": "yes" if value else "no", "full": ""}
-    if isinstance(value, dict) and isinstance(value.get("entity"), str):
+    line = _definition_line(value, labels) if isinstance(value, dict) else None
+    if line is not None:
         # A query's or report's definition: one line, its JSON behind the disclosure
-        columns = value.get("columns") if isinstance(value.get("columns"), list) else []
-        return {"short": f"{glossary.words(value['entity'])}, {len(columns)} column{'s' * (len(columns) != 1)}",
-                "full": json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)}
+        return {"short": line, "full": json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2)}
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True,
                                                           separators=(", ", ": "))
     if len(text) <= SHORT_VALUE:
@@ -54,11 +81,14 @@ def _shown(value: Any) -> dict[str, str]:
     return {"short": cut + " …", "full": full}
 
 
-def diff(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]]:
+def diff(before: dict[str, Any], after: dict[str, Any], labels: dict[str, str] | None = None
+         ) -> list[dict[str, Any]]:
     """The fields of an event, each with its value before and after (``—`` when absent),
-    in the order before's then after's own fields; ``field`` in words."""
+    in the order before's then after's own fields; ``field`` in words (``labels``: the
+    catalogue's entity labels, for a query's definition)."""
     names = list(dict.fromkeys([*before, *after]))
-    return [{"field": glossary.words(n), "before": _shown(before.get(n)), "after": _shown(after.get(n)),
+    return [{"field": glossary.words(n), "before": _shown(before.get(n), labels),
+             "after": _shown(after.get(n), labels),
              "changed": before.get(n) != after.get(n)} for n in names]
 
 
@@ -113,11 +143,12 @@ def _snapshot_words(field: str, value: Any) -> Any:
     return glossary.words(value)
 
 
-def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
+def entry(event: dict[str, Any], zone: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """An audit event (``GET /audit-events`` item) for the page: its kind in words, the
     object's ``name`` and ``link`` (a console path, None when it has no page), and either
     ``changes`` (before and after) or, for an event that only states facts (no before,
-    not a creation nor an update), ``facts`` without the object's name among them."""
+    not a creation nor an update), ``facts`` without the object's name among them.
+    ``labels``: the catalogue's entity labels (a query's entity as its editor names it)."""
     rules = event.get("rules") or {}
     before = _readable(event.get("before") or {}, rules.get("before"))
     after = _readable(event.get("after") or {}, rules.get("after"))
@@ -146,7 +177,7 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
     link = snapshot_page or link
     facts_only = not before and verb not in _CHANGING
     stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}
-    facts = [{"field": glossary.words(k), "value": _shown(v), "link": None} for k, v in stated.items()
+    facts = [{"field": glossary.words(k), "value": _shown(v, labels), "link": None} for k, v in stated.items()
              if not (k == "schedule_id" and event.get("schedule_name")) and k != "retry_of"]
     if isinstance(stated.get("retry_of"), str):
         facts.append({"field": "Retry of", "value": _shown("an earlier run"),
@@ -159,7 +190,7 @@ def entry(event: dict[str, Any], zone: str) -> dict[str, Any]:
             "when": when(event["at"], zone), "kind_words": glossary.audit_kind(event["kind"]),
             "object_words": glossary.AUDIT_AREAS.get(event["subject_type"], glossary.words(event["subject_type"])),
             "name": name if isinstance(name, str) else None, "link": link,
-            "changes": [] if facts_only else diff(before, after),
+            "changes": [] if facts_only else diff(before, after, labels),
             "facts": facts, "retried_as": retried_as}
 
 
@@ -171,6 +202,20 @@ def retries_marked(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**e, "kind_words": e["kind_words"] + " (a retry)"}
             if e["kind"] == "schedule.run_requested" and (e.get("after") or {}).get("retry_of") else e
             for e in items]
+
+
+def _entity_labels(ctx: Request, events: list[dict[str, Any]]) -> dict[str, str]:
+    """The catalogue's entity labels (``GET /catalogue``) when a query's definition is among
+    ``events``; empty otherwise, or when the catalogue does not answer (names are then
+    derived, :func:`entity_words`)."""
+    if not any(isinstance(e.get(side), dict) and isinstance((e[side].get("definition") or {}), dict)
+               and "entity" in (e[side].get("definition") or {}) for e in events for side in ("before", "after")):
+        return {}
+    reply = ctx.api().call("GET", "/catalogue")
+    if reply.status != 200 or not isinstance(reply.body, dict):
+        return {}
+    return {str(e["name"]): str(e.get("label") or e["name"]) for e in reply.body.get("entities", [])
+            if isinstance(e, dict) and "name" in e}
 
 
 @router.get(f"{PREFIX}/audit")
@@ -188,8 +233,9 @@ def audit_log(ctx: Request) -> Response:
     members = people.body["members"] if people.status == 200 else []
     zone = zone_of(reply.body)
     names = {m["user_id"]: m.get("display_name") for m in members}
+    labels = _entity_labels(ctx, reply.body["items"])
     items = [{**e, "name": e["name"] or names.get(e["subject_id"]) or None} if e["subject_type"] == "person" else e
-             for e in retries_marked([entry(e, zone) for e in reply.body["items"]])]
+             for e in retries_marked([entry(e, zone, labels) for e in reply.body["items"]])]
     filters = {k: v for k, v in (("kind", kind), ("actor", actor)) if v}
 
     def link(page_cursor: str | None) -> str | None:

@@ -54,9 +54,17 @@ def _form_lists(ctx: Request) -> dict[str, list[str]]:
         return {}
 
 
-def _typed(ctx: Request) -> dict[str, Any]:
-    """What the range form holds: each field as typed, ``workspace_ids`` the chosen ids."""
-    lists = _form_lists(ctx)
+def _query_lists(ctx: Request) -> dict[str, list[str]]:
+    """The request's query string with every value of each field (a GET preview's form)."""
+    event = ctx.event
+    return dict(event.multi_value_query_string_parameters or {
+        k: [v] for k, v in (event.query_string_parameters or {}).items()})
+
+
+def _typed(ctx: Request, lists: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """What the range form holds (the posted form, or ``lists``: a GET preview's query):
+    each field as typed, ``workspace_ids`` the chosen ids."""
+    lists = _form_lists(ctx) if lists is None else lists
     typed: dict[str, Any] = {name: (lists.get(name) or [""])[0] for name in RANGE_FIELDS}
     typed["workspace_ids"] = [w.strip() for w in lists.get("workspace_id", []) if w.strip()]
     return typed
@@ -139,21 +147,54 @@ def _refused(ctx: Request, typed: dict[str, Any], reply: Any) -> Response:
                       status_code=reply.status if 400 <= reply.status < 500 else 502)
 
 
+#: The longest query string a preview's address carries (API Gateway's request line is
+#: bounded); a longer form (hundreds of workspaces chosen one by one) is previewed on its POST.
+MAX_PREVIEW_QUERY = 6000
+
+
+def preview_query(typed: dict[str, Any]) -> str:
+    """The GET preview's query string of the form ``typed`` (its fields, each chosen
+    workspace as one ``workspace_id``)."""
+    fields = [(name, typed[name]) for name in RANGE_FIELDS if name != "search" and typed.get(name)]
+    return urlencode(fields + [("workspace_id", w) for w in typed["workspace_ids"]])
+
+
+def _preview(ctx: Request, typed: dict[str, Any]) -> Response:
+    reply = ctx.api().call("POST", "/snapshots/ranges/preview", body=_api_body(typed))
+    if reply.status != 200:
+        return _refused(ctx, typed, reply)
+    return ctx.page("snapshot_range_preview.html", plan=reply.body, typed=typed)
+
+
 @router.post(f"{PREFIX}/snapshots/ranges/preview")
 @checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_preview(ctx: Request) -> Response:
-    """``POST /console/snapshots/ranges/preview``: the API's preview of the range (which
-    periods it would plan, which it would refuse and why), with the form to request it;
-    ``search`` set (the form's "Find" button): the form again with the workspaces found."""
+    """``POST /console/snapshots/ranges/preview``: a 303 to the GET preview carrying the
+    form's fields (Post/Redirect/Get: Back from the range's progress page returns to it,
+    and reloading it only previews again); a form too long for an address is previewed
+    here. ``find`` set (the form's "Find" button): the form again with the workspaces found."""
     if (refused := _not_staff(ctx)) is not None:
         return refused
     typed = _typed(ctx)
     if ctx.fields.get("find"):
         return range_form(ctx, typed=typed)
-    reply = ctx.api().call("POST", "/snapshots/ranges/preview", body=_api_body(typed))
-    if reply.status != 200:
-        return _refused(ctx, typed, reply)
-    return ctx.page("snapshot_range_preview.html", plan=reply.body, typed=typed)
+    query = preview_query(typed)
+    if len(query) <= MAX_PREVIEW_QUERY:
+        return ctx.redirect(f"{PREFIX}/snapshots/ranges/preview?{query}")
+    return _preview(ctx, typed)
+
+
+@router.get(f"{PREFIX}/snapshots/ranges/preview")
+@signed_in
+def range_preview_page(ctx: Request) -> Response:
+    """``GET /console/snapshots/ranges/preview?type=&first=&through=&mode=&reason=&workspace_id=...``
+    (or ``all_workspaces=1``): the API's preview of the range (which periods it would plan,
+    which it would refuse and why), with the form to request it; it records nothing, so a
+    reload or Back only previews again. A refusal shows the form with the API's reason on
+    the field it names."""
+    if (refused := _not_staff(ctx)) is not None:
+        return refused
+    return _preview(ctx, _typed(ctx, _query_lists(ctx)))
 
 
 @router.post(f"{PREFIX}/snapshots/ranges")
