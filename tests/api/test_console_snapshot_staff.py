@@ -133,8 +133,10 @@ def test_a_range_is_chosen_by_name_previewed_requested_and_followed(console, con
     assert done["statusCode"] == 303, done["body"]
     progress = staff.get_decoded(_header(done, "Location"))["body"]
     assert "Range request: 0 of 3 done" in progress and "waiting for admission: 3" in progress
-    # The same range confirmed again plans nothing (the API's 200, no group): the outcome is shown, not a fault
-    twice = staff.request("POST", "/console/snapshots/ranges", confirm)
+    # The same range requested again (another preview's confirmation: a key of its own) plans nothing (the
+    # API's 200, no group): the outcome is shown, not a fault
+    twice = staff.request("POST", "/console/snapshots/ranges",
+                          [(k, "another-preview" if k == "key" else v) for k, v in confirm])
     assert twice["statusCode"] == 409 and "Nothing was planned</h1>" in twice["body"], twice["body"]
     # Its months are planned and not started: the advice is to follow or cancel them, never a re-run
     again = unescape(re.sub(r"<[^>]+>", "", twice["body"]))
