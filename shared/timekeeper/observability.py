@@ -8,11 +8,13 @@ in the context, not the process). No personal data (addresses, names) in logs or
 from __future__ import annotations
 
 import logging
+import threading
 from contextvars import ContextVar, Token
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import single_metric
+from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
 
 NAMESPACE = "Timekeeper"
 
@@ -59,8 +61,57 @@ ALL_METRICS = (
     OPERATIONS_ACTIONS, HISTORY_PRUNED, POSTING_JOBS_FAILED, NOTICES_MAILED, SES_THROTTLED,
 )
 
+class _SerializedEMFProvider(AmazonCloudWatchEMFProvider):
+    """Powertools' EMF provider whose metric set is changed and flushed by one thread at a
+    time. The set is shared by the process (every ``Metrics`` instance), and the local
+    stack's consumers run invocations on several threads at once: without the
+    lock, one invocation's flush (``log_metrics``) iterating the set while another adds a
+    metric raises ``RuntimeError`` (or finds the set emptied between its check and its
+    serialization: ``SchemaValidationError``), failing that invocation's whole batch, and
+    its clear could drop a metric added meanwhile. With it, a flush emits every metric added
+    before it and none added after it is lost. In Lambda one thread runs a function: the
+    lock is never contended."""
+
+    _lock = threading.RLock()
+
+    def add_metric(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            super().add_metric(*args, **kwargs)
+
+    def add_dimension(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            super().add_dimension(*args, **kwargs)
+
+    def add_metadata(self, *args: Any, **kwargs: Any) -> None:
+        with self._lock:
+            super().add_metadata(*args, **kwargs)
+
+    def serialize_metric_set(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return super().serialize_metric_set(*args, **kwargs)
+
+    def flush_metrics(self, raise_on_empty_metrics: bool = False) -> None:
+        with self._lock:
+            super().flush_metrics(raise_on_empty_metrics=raise_on_empty_metrics)
+
+    def clear_metrics(self) -> None:
+        with self._lock:
+            super().clear_metrics()
+
+
+def _metrics(namespace: str, service: str) -> Metrics:
+    """A ``Metrics`` (the process's shared set) whose provider is :class:`_SerializedEMFProvider`."""
+    shared = Metrics(namespace=namespace, service=service)
+    shared.provider = _SerializedEMFProvider(
+        namespace=namespace, service=service, metric_set=shared.metric_set, dimension_set=shared.dimension_set,
+        metadata_set=shared.metadata_set, default_dimensions=shared.default_dimensions)
+    return shared
+
+
 logger = Logger(service="timekeeper")
-metrics = Metrics(namespace=NAMESPACE, service="timekeeper")
+#: The process's metrics (``log_metrics`` flushes them at the end of each invocation); safe to
+#: add to and flush from several threads at once (:class:`_SerializedEMFProvider`).
+metrics = _metrics(NAMESPACE, "timekeeper")
 tracer = Tracer(service="timekeeper")
 
 #: The keys added to every log line written in this context (values made strings only when

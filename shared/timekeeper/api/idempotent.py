@@ -76,10 +76,10 @@ def create_once(conn: TenantConnection, identity: Identity, *, method: str, path
     locks the key's row in the caller's workspace (its services' transactions nest as
     savepoints), so a twin request sent at once waits for the first and replays it. Staff
     work that enters other workspaces opens transactions of its own, so with
-    ``one_transaction`` False the answer is looked for first, ``create()`` runs outside any
-    transaction and its answer is recorded after; a twin sent at once does its own work
-    (which the ledger's own keys keep from doing anything twice), and whichever answer
-    is recorded first is the one both repeats and the later twin answer."""
+    ``one_transaction`` False the key is held on the connection's session instead
+    (:func:`timekeeper.db.idempotency.held`) while the answer is looked for, ``create()``
+    runs outside any transaction and its answer is recorded: a twin sent at once waits
+    for the first and replays its answer too (one range, one group, one answer)."""
     if key is None:
         return create()
     claim_key(conn, identity, method=method, path=path, key=key, body=body, now=now)
@@ -93,16 +93,13 @@ def create_once(conn: TenantConnection, identity: Identity, *, method: str, path
             idempotency.record_response(conn, **who, status=response.status_code, body=_payload(response),
                                         location=(response.headers or {}).get("Location"))
             return response
-    with conn.entered(identity.workspace_id), conn.transaction():
-        stored = idempotency.stored_response(conn, **who)
-    if stored is not None:
-        return replay(stored)
-    response = create()
-    with conn.entered(identity.workspace_id), conn.transaction():
-        idempotency.record_response(conn, **who, status=response.status_code, body=_payload(response),
-                                    location=(response.headers or {}).get("Location"))
-        stored = idempotency.stored_response(conn, **who)
-    if stored is not None and (stored.response_status, stored.response_body) != (response.status_code,
-                                                                                 _payload(response)):
-        return replay(stored)  # a twin's answer was recorded first: answer it, as a repeat would
-    return response
+    with idempotency.held(conn, **who):  # a twin sent at once waits here, then replays this answer
+        with conn.entered(identity.workspace_id), conn.transaction():
+            stored = idempotency.stored_response(conn, **who)
+        if stored is not None:
+            return replay(stored)
+        response = create()
+        with conn.entered(identity.workspace_id), conn.transaction():
+            idempotency.record_response(conn, **who, status=response.status_code, body=_payload(response),
+                                        location=(response.headers or {}).get("Location"))
+        return response

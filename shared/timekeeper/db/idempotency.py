@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -123,6 +125,28 @@ def record_response(conn: psycopg.Connection, *, workspace_id: UUID, requester: 
     ``location`` or None) under its key, in the creation's transaction."""
     execute(conn, SQL["record_response"], {"workspace_id": workspace_id, "requester": requester, "key": key,
                                            "status": status, "body": Jsonb(body), "location": location})
+
+
+@contextmanager
+def held(conn: psycopg.Connection, *, workspace_id: UUID, requester: str, key: str) -> Iterator[None]:
+    """Hold ``requester``'s ``key`` (of ``workspace_id``) on the session of ``conn`` while the
+    block runs, across the transactions of its work: a twin request sent at once with the
+    same key waits here until the first's block ends (its answer recorded), then finds that
+    answer. For work that cannot run in the one transaction that locks the key's row (staff
+    work entering other workspaces in transactions of their own). A session-level advisory
+    lock: released when the block ends, however it ends, or when the connection closes;
+    waiting longer than the login's statement timeout raises ``psycopg.errors.QueryCanceled``
+    (an ``OperationalError``: the API's 503, try again)."""
+    params = {"lock": json.dumps(["idempotency", str(workspace_id), requester, key])}
+    execute(conn, SQL["hold_key"], params)
+    try:
+        yield
+    finally:
+        if not conn.closed and not conn.broken:
+            try:
+                execute(conn, SQL["release_key"], params)
+            except psycopg.Error:
+                conn.close()  # the session, and the lock with it, ends: never left held
 
 
 def scoped_key(requester: str, key: str) -> str:

@@ -22,3 +22,11 @@ UPDATE idempotency_keys
    SET response_status = %(status)s, response_body = %(body)s, response_location = %(location)s
  WHERE workspace_id = %(workspace_id)s AND requester = %(requester)s AND key = %(key)s
    AND response_status IS NULL
+
+-- name: hold_key
+-- Waits until no other session holds the key (a twin request's work), then holds it for
+-- this session until release_key (or until the connection closes).
+SELECT pg_advisory_lock(hashtextextended(%(lock)s, 0))
+
+-- name: release_key
+SELECT pg_advisory_unlock(hashtextextended(%(lock)s, 0))

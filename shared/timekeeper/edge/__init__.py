@@ -30,3 +30,14 @@ def reset() -> None:
     adapters.reset()
     registries.reset()
     authorizer.reset()
+
+
+def drop_environment() -> None:
+    """Forget what a crashed execution environment (this thread) leaves behind: its
+    connections, and every cached setting, adapter and registry; other threads'
+    connections stay open (:func:`timekeeper.edge.adapters.drop_environment`)."""
+    from timekeeper.edge import adapters, authorizer, registries
+
+    adapters.drop_environment()
+    registries.reset()
+    authorizer.reset()

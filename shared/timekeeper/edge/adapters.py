@@ -446,6 +446,25 @@ def reset() -> None:
         _generation += 1
     for provider in providers:
         provider.close()
+    _forget_cached()
+
+
+def drop_environment() -> None:
+    """Drop what a crashed execution environment leaves behind: this thread's connections
+    (closed and forgotten) and every cached setting and adapter, so the next invocation on
+    this thread starts as a new environment would. Other threads' connections are other
+    environments', possibly in the middle of an invocation: they stay open and theirs
+    (:func:`reset` closes every thread's)."""
+    mine = [value for value in vars(_environment).values() if isinstance(value, ConnectionProvider)]
+    _environment.__dict__.clear()
+    with _providers_lock:
+        _providers[:] = [p for p in _providers if all(p is not m for m in mine)]
+    for provider in mine:
+        provider.close()
+    _forget_cached()
+
+
+def _forget_cached() -> None:
     for cached in (settings, sqs_client, _queue_url, publisher, notifier, s3_client, renderer_client,
                    dead_letter_queues, export_publisher, snapshot_job_publisher, link_signer,
                    mailer, lambda_client, secrets_provider):

@@ -126,7 +126,8 @@ def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
 
     Raises :class:`FunctionCrashed` when the invocation died at an injected crash point
     (:mod:`timekeeper.faults`), after dropping the execution environment's cached
-    adapters as a new Lambda environment would start without them."""
+    adapters as a new Lambda environment would start without them (this thread's
+    connections only: another thread's invocation keeps its own)."""
     from timekeeper import edge, faults
     from timekeeper.local.lambdas import invoke
 
@@ -134,7 +135,7 @@ def invoke_quietly(function: str, event: dict[str, Any], **kwargs: Any) -> Any:
         with _quietly():
             return invoke(function, event, **kwargs)
     except faults.InjectedCrash as crash:
-        edge.reset()
+        edge.drop_environment()  # this environment's (thread's): others may be mid-invocation
         raise FunctionCrashed(function, crash.point) from None
 
 

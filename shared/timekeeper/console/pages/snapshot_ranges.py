@@ -8,6 +8,7 @@ console shows its reasons on the field it names and keeps what was typed."""
 from __future__ import annotations
 
 import base64
+import uuid
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode
@@ -17,6 +18,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import when, zone_of
+from timekeeper.console.pages.snapshots import form_key
 from timekeeper.console.paths import PREFIX
 
 router = Router()
@@ -163,7 +165,8 @@ def _preview(ctx: Request, typed: dict[str, Any]) -> Response:
     reply = ctx.api().call("POST", "/snapshots/ranges/preview", body=_api_body(typed))
     if reply.status != 200:
         return _refused(ctx, typed, reply)
-    return ctx.page("snapshot_range_preview.html", plan=reply.body, typed=typed)
+    # The confirmation's Idempotency-Key: a second click on it answers the first's answer.
+    return ctx.page("snapshot_range_preview.html", plan=reply.body, typed=typed, key=str(uuid.uuid4()))
 
 
 @router.post(f"{PREFIX}/snapshots/ranges/preview")
@@ -200,12 +203,14 @@ def range_preview_page(ctx: Request) -> Response:
 @router.post(f"{PREFIX}/snapshots/ranges")
 @checked_post(max_fields=MAX_RANGE_FORM_FIELDS)
 def range_request(ctx: Request) -> Response:
-    """``POST /console/snapshots/ranges``: request the range (``POST /snapshots/ranges``),
-    then its progress page; nothing planned: the outcome shown as a preview is."""
+    """``POST /console/snapshots/ranges``: request the range (``POST /snapshots/ranges`` with
+    the confirmation's Idempotency-Key, made when the preview was shown: a repeated click is
+    the same request and leads to the same progress page), then its progress page; nothing
+    planned: the outcome shown as a preview is."""
     if (refused := _not_staff(ctx)) is not None:
         return refused
     typed = _typed(ctx)
-    reply = ctx.api().call("POST", "/snapshots/ranges", body=_api_body(typed))
+    reply = ctx.api().call("POST", "/snapshots/ranges", body=_api_body(typed), headers=form_key(ctx))
     if reply.status not in (200, 201):  # 200: nothing planned
         return _refused(ctx, typed, reply)
     if not reply.body.get("group_id"):

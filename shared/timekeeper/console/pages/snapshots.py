@@ -151,7 +151,7 @@ def periods_page(ctx: Request, *, workspace: str | None = None, problem: str | N
                     problem=problem, done=done, done_link=done_link, types=types, first_page=first.rstrip("?"),
                     next_page=f"{PREFIX}/snapshots?" + urlencode(query) if cursor else None, refused=refused,
                     # Renders are of the person's own workspace's reports (the API decides).
-                    may_render=may_render)
+                    may_render=may_render, request_key=str(uuid.uuid4()))
 
 
 @router.get(f"{PREFIX}/snapshots")
@@ -271,7 +271,7 @@ def period_page(ctx: Request, *, owner: str, snapshot_type: str, period: str, wo
     return ctx.page("period.html", status_code, p=reply.body, versions=versions, zone=zone, back=back,
                     problem=problem, done=done, workspace=str(reply.body.get("workspace_id") or target),
                     waits=waits_for(versions, reply.body.get("admission"), zone),
-                    request=period_request(versions, ctx.session.staff))
+                    request=period_request(versions, ctx.session.staff), request_key=str(uuid.uuid4()))
 
 
 @router.get(f"{PREFIX}/snapshots/periods/<owner>/<snapshot_type>/<period>")
@@ -318,12 +318,14 @@ def run_action(ctx: Request, run_id: str, action: str) -> Response:
 @checked_post
 def snapshot_request(ctx: Request) -> Response:
     """``POST /console/snapshots/requests``: staff's re-run or backfill request (``POST
-    /snapshots/runs``); a refusal is shown on the periods page."""
+    /snapshots/runs`` with the form's Idempotency-Key, made when the form was shown: a
+    repeated click answers the first click's answer instead of planning again or showing
+    the first's run as a refusal); a refusal is shown on the periods page."""
     body = {name: ctx.fields.get(name, "").strip() for name in
             ("owner", "snapshot_type", "workspace_id", "period", "mode", "reason")}
     if ctx.fields.get("type"):  # the form's choice of a registered type: "<owner>:<type>"
         body["owner"], _, body["snapshot_type"] = ctx.fields["type"].strip().partition(":")
-    reply = ctx.api().call("POST", "/snapshots/runs", body=body)
+    reply = ctx.api().call("POST", "/snapshots/runs", body=body, headers=form_key(ctx))
     from_period = ctx.fields.get("form") == "period" and MONTH_PATTERN.fullmatch(body["period"])
     if from_period and reply.status not in (401, 403):
         return _period_request_answer(ctx, body, reply)
@@ -342,6 +344,13 @@ def snapshot_request(ctx: Request) -> Response:
              "period": body["period"][:7], "mode": body["mode"]}
     return periods_page(ctx, workspace=body["workspace_id"], problem=text, typed=typed,
                         status_code=reply.status if 400 <= reply.status < 500 else 502)
+
+
+def form_key(ctx: Request) -> dict[str, str] | None:
+    """The ``Idempotency-Key`` header of a staff request form's ``key`` field (a random key
+    made when the form was rendered), or None when the form carries none."""
+    key = ctx.fields.get("key", "").strip()
+    return {"Idempotency-Key": key[:200]} if key else None
 
 
 def _period_request_answer(ctx: Request, body: dict[str, str], reply: Any) -> Response:
