@@ -31,6 +31,7 @@ what the harness checks: every schedule ran once, advanced, and records its outc
 from __future__ import annotations
 
 import argparse
+import cProfile
 import dataclasses
 import os
 import statistics
@@ -69,12 +70,15 @@ def _delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float
     return {key: after[key] - before.get(key, 0.0) for key in after}
 
 
-def measure(server: str, n: int, workers: int, setup_sql: str | None = None) -> dict[str, float]:
+def measure(server: str, n: int, workers: int, setup_sql: str | None = None,
+            profile: Path | None = None) -> dict[str, float]:
     """One repetition: load n due schedules, dispatch them all, then consume them all.
     Returns the rates (runs/s), CPU per run (us) and WAL per run (bytes) of each side, and the
     updates and heap-only updates of each table of ``TABLES`` per run; raises AssertionError
     when the harness's checks fail. ``setup_sql`` (an experiment: other indexes, a fillfactor)
-    is run after the load, before the timed sides."""
+    is run after the load, before the timed sides. ``profile`` (a folder; diagnostics only:
+    the profiler's own cost inflates the client CPU) writes cProfile statistics of the
+    dispatcher's passes (``dispatcher.prof``) and of each consumer process there."""
     uri = embedded.create_database(server, "fanout_cpu")
     due = datetime.now(timezone.utc).replace(microsecond=0) - timedelta(seconds=5)
     adapter.load_schedules(uri, n, due)
@@ -90,12 +94,20 @@ def measure(server: str, n: int, workers: int, setup_sql: str | None = None) -> 
         pid = conn.info.backend_pid
         server0, client0, started = adapter._backend_cpu_s(pid), time.process_time(), time.monotonic()
         settings = dataclasses.replace(DispatchSettings.of(pipeline), time_budget_s=600)
+        profiler = cProfile.Profile() if profile else None
+        if profiler:
+            profiler.enable()
         while dispatch(conn, settings, now=clock.now(), publisher=publisher,
                        registry=adapter._registry(), metrics=MetricsRecorder()).claimed:
             pass
+        if profiler:
+            profiler.disable()
+            profiler.dump_stats(str(profile / "dispatcher.prof"))
         dispatch_s = time.monotonic() - started
         dispatch_client, dispatch_server = time.process_time() - client0, adapter._backend_cpu_s(pid) - server0
     counters1 = _server_counters(uri)
+    if profile:  # read by the harness's consumer processes when they start
+        os.environ["TIMEKEEPER_BENCH_PROFILE"] = str(profile)
     consumers = adapter._Consumers(uri, workers)
     started = time.monotonic()
     for batch in batches:
@@ -132,12 +144,16 @@ def main() -> None:
     parser.add_argument("--setup-sql", type=Path, help="an experiment's SQL, run after the load (indexes, fillfactor)")
     parser.add_argument("--fillfactor", type=int, default=70,
                         help="replaces {fillfactor} in the --setup-sql file (10-100, default 70)")
+    parser.add_argument("--profile", type=Path,
+                        help="a folder for cProfile statistics of the dispatcher and the consumers (diagnostics)")
     args = parser.parse_args()
     if not 10 <= args.fillfactor <= 100:
         parser.error("--fillfactor must be between 10 and 100")
     server = embedded.server_url(Path(".timekeeper/fanout-cpu-pg"))
     setup_sql = setup_sql_of(args.setup_sql, args.fillfactor) if args.setup_sql else None
-    rows = [measure(server, args.n, args.workers, setup_sql) for _ in range(args.repeats)]
+    if args.profile:
+        args.profile.mkdir(parents=True, exist_ok=True)
+    rows = [measure(server, args.n, args.workers, setup_sql, args.profile) for _ in range(args.repeats)]
     for index, row in enumerate(rows, 1):
         total = sum(v for k, v in row.items() if k.endswith("_us"))
         print(f"run {index}: dispatch {row['dispatch_per_s']:,.0f}/s (client {row['dispatch_client_us']:.0f} us, "

@@ -177,6 +177,63 @@ def test_a_run_held_elsewhere_on_its_messages_final_receive_is_acknowledged_not_
     assert len(effects(world)) == 2
 
 
+class OutsideKinds:
+    """A work kind whose handler never uses the database (its effect is elsewhere); the
+    handler of ``hold`` waits at ``gate`` once it started."""
+
+    def __init__(self, hold: uuid.UUID | None = None) -> None:
+        self.registry = WorkKindRegistry()
+        self.registry.register(OWNER, "batch.work", self.handle)
+        self.hold = hold
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.calls: list[uuid.UUID] = []
+
+    def handle(self, ctx):
+        """Idempotency: records the call in memory only."""
+        self.calls.append(ctx.run_id)
+        if ctx.run_id == self.hold:
+            self.entered.set()
+            self.gate.wait(60)
+        return Succeeded()
+
+
+def test_a_batch_that_never_used_the_database_keeps_its_other_settlements_when_one_run_is_taken_over(
+        db_url, world, utc):
+    # Given a batch of three runs whose handlers never touch the database, the first one
+    # stalling in its handler past its lease
+    now = utc(2027, 1, 4, 10, 0)
+    batch = deliveries(world, now, 3)
+    stalled = OutsideKinds(hold=batch[0].message.run_id)
+    outcome = {}
+
+    def first_consumer():
+        other = connect(db_url)
+        try:
+            outcome["first"] = process_batch(other, batch, now=now, registry=stalled.registry, settings=SETTINGS)
+        finally:
+            other.close()
+
+    thread = threading.Thread(target=first_consumer)
+    thread.start()
+    try:
+        assert stalled.entered.wait(60)
+        # When the stalled run's redelivery takes it over after its lease expired and settles it
+        later = now + SETTINGS.lease + timedelta(seconds=1)
+        taken = process_batch(world, [Delivery("again", batch[0].message, 2)], now=later,
+                              registry=OutsideKinds().registry, settings=SETTINGS)
+    finally:
+        stalled.gate.set()
+        thread.join(60)
+    # Then the stalled holder is fenced off that run only: with no effect to roll back, its
+    # batch-mates' settlements stand (acknowledged, not redelivered to run again)
+    assert taken[0].action == "settled"
+    assert [r.action for r in outcome["first"]] == ["fenced", "settled", "settled"]
+    assert set(states(world).values()) == {"succeeded"}
+    attempts = {r["id"]: r["attempts"] for r in world.execute("SELECT id, attempts FROM schedule_runs").fetchall()}
+    assert attempts == {batch[0].message.run_id: 2, batch[1].message.run_id: 1, batch[2].message.run_id: 1}
+
+
 def test_leased_kinds_commit_their_start_first_and_misrouted_messages_fail(world, utc):
     kinds = Kinds()
     now = utc(2027, 1, 4, 10, 0)

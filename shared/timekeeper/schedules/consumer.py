@@ -14,7 +14,10 @@ For the run messages of one batch:
    run failed, an exhausted run failed.
 3. **Transactional work kinds** share ONE transaction: each handler runs in a savepoint
    with its run's workspace entered; successes and skips settle in one statement,
-   failures one by one (they may pause and notify); one commit.
+   failures one by one (they may pause and notify); one commit. The transaction begins
+   at the first handler's first database use (or for a failure's settlement): a batch
+   whose handlers never touch the database and all succeed or skip settles in one
+   statement that commits on its own.
 4. **Alone**: leased work kinds (long or external work) and suspects (runs whose previous
    attempt ended without an outcome: isolating them keeps a run that kills its process
    from taking its batch-mates' attempts with it) run one by one, each in its own
@@ -31,6 +34,7 @@ After the commit, the handlers' ``after_commit`` callbacks run.
 from __future__ import annotations
 
 import collections
+import contextlib
 import random
 import traceback
 from collections.abc import Callable
@@ -474,19 +478,35 @@ def _run_together(batch: _Batch, runs: list[tuple[StartedRun, WorkKind | None]]
                   ) -> tuple[dict[UUID, ProcessResult | RetryLater], list[Callable[[], None]]]:
     """Run transactional work kinds in ONE transaction (a savepoint each) and settle them.
 
+    The transaction begins when it is first needed: at the first handler's first use of
+    the database, or for a settlement of more than one statement (a failure, a retry).
+    A batch whose handlers never touched the database and whose runs all succeeded or were
+    skipped settles in one statement that commits on its own (one round trip, no BEGIN
+    and COMMIT around it).
+
     If a settlement is fenced (another attempt took the run over, which only a stall past
-    the lease can cause), the whole transaction rolls back: the fenced runs are
-    acknowledged (their new holder settles them) and the others redelivered.
+    the lease can cause) inside the transaction, the whole transaction rolls back: the
+    fenced runs are acknowledged (their new holder settles them) and the others
+    redelivered. Without a transaction there are no effects to roll back: the others'
+    settlements stand and only the fenced runs are left to their holder.
     """
     conn = batch.conn
     verdicts: dict[UUID, _Verdict | _Retry] = {}
-    callbacks: list[Callable[[], None]] = []
-    with conn.transaction():
+    callbacks: dict[UUID, list[Callable[[], None]]] = {}
+    with contextlib.ExitStack() as transaction:
+        opened: list[bool] = []
+
+        def begin() -> None:
+            if not opened:
+                transaction.enter_context(conn.transaction())
+                opened.append(True)
+
         savepoint = False  # whether a run's savepoint is open (released by the next one's)
         for run, kind in runs:
             verdict = _without_handler(batch, run, kind)
             if verdict is None:
                 def enter(run: StartedRun = run, release: bool = savepoint) -> None:
+                    begin()
                     _savepoint(conn, run, release_previous=release)
                 run_conn = _RunConnection(conn, enter)
                 ctx = _context(batch, run, run_conn)
@@ -498,17 +518,23 @@ def _run_together(batch: _Batch, runs: list[tuple[StartedRun, WorkKind | None]]
                     if run_conn.entered:
                         conn.execute("ROLLBACK TO SAVEPOINT tk_run")
                 else:
-                    callbacks.extend(ctx.pending_after_commit())
+                    callbacks[run.id] = ctx.pending_after_commit()
             verdicts[run.id] = verdict
-        results, fenced = _settle(batch, [(run, verdicts[run.id]) for run, _ in runs])
-        if fenced:
+        settling = [(run, verdicts[run.id]) for run, _ in runs]
+        if not all(isinstance(v, _Verdict) and v.state != "failed" for _, v in settling):
+            begin()  # failures and retries take several statements
+        results, fenced = _settle(batch, settling)
+        if fenced and opened:
             raise psycopg.Rollback()
-    if fenced:
+    if fenced and opened:
         obs.logger.warning("a run of the batch was taken over by another attempt; the batch is redelivered")
         return {run.id: ProcessResult("fenced") if run.id in fenced else
                 RetryLater(f"batch rolled back: run(s) {sorted(map(str, fenced))} were taken over")
                 for run, _ in runs}, []
-    return results, callbacks
+    if fenced:
+        obs.logger.warning("a run of the batch was taken over by another attempt; its holder settles it")
+        results.update({run_id: ProcessResult("fenced") for run_id in fenced})
+    return results, [callback for run, _ in runs if run.id not in fenced for callback in callbacks.get(run.id, ())]
 
 
 def _run_alone(batch: _Batch, run: StartedRun, kind: WorkKind | None
