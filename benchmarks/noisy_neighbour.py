@@ -23,26 +23,31 @@ that starts the real render ``--render-seconds`` after it is asked for (installe
 the delivery run polls the render as it does in production (every 5 s), holding its
 consumer meanwhile. Nothing in the product waits on purpose.
 
-Each phase: each pipeline's dispatchers run in a child process of their own, the two
-pipelines' at once (their own execution environments, as the dispatcher functions are in
-Lambda, each pipeline's on its own rule; the local AWS is a moto server every process
-reaches): the pipeline's partitions, one after the other, with the scheduled event
-of the due minute's wall-clock instant, another pass at once while schedules are left due
-(a pass's budget ran out). Meanwhile this process's event sources poll in turn, accounting
-first, until the dispatchers are done and every quiet run has started (the flood's report
-deliveries not yet started then are not waited for; those running are, when the stack
-stops). The event sources invoke their consumers as Lambda does (the local stack's
-concurrent consumers): each mapping up to its ``max_concurrency`` invocations at once, each
-on a thread with its own database connection, so a report delivery waiting for its render
-holds one of the queries pipeline's consumers, not every consumer. A run's start delay is
-its ``started_at`` (the consumer's wall clock) minus the instant the dispatchers were
-invoked, in seconds.
+Each phase: each dispatcher partition of each pipeline runs in a child process of its own,
+all at once (their own execution environments, as each partition is a function of its own
+in Lambda, on its own rule firing on the same tick; the local AWS is a moto server every
+process reaches), with the scheduled event of the due minute's wall-clock instant, another
+pass at once while schedules are left due (a pass's budget ran out; a second later when the
+pass claimed nothing: the other partition's share is still due). Meanwhile each event
+source mapping is polled on a thread of its own, as Lambda polls each mapping apart (one
+mapping's long receive does not hold another's), until the dispatchers are done and every
+quiet run has started (the flood's report deliveries not yet started then are not waited
+for; those running are, when the stack stops). The event sources invoke their consumers as
+Lambda does (the local stack's concurrent consumers): each mapping up to its
+``max_concurrency`` invocations at once, each on a thread with its own database connection,
+so a report delivery waiting for its render holds one of the queries pipeline's consumers,
+not every consumer. A run's start delay is its ``started_at`` (the consumer's wall clock)
+minus the instant the dispatchers were invoked, in seconds.
 
 What the local stack does not model (so this measures the product's ordering, not a
-deployment's latencies): moto's SQS costs more per receive as the queue deepens (thousands
-of messages take minutes to receive on a loaded 2-core machine), and the consumers' threads
-share this process's interpreter (one core at a time), so the issue's 10,000 flood
-schedules are out of reach of the local stack there: scale ``--flood`` down and say so.
+deployment's latencies): moto's SQS (5.2) computes every attribute of the queue, three
+scans of all its messages reading the clock for each, for every message sent
+(``SendMessage``'s deduplication check) and every message received (the retention check),
+so a queue of N messages costs O(N) per message and O(N^2) to fill and drain: profiled at
+``--flood 3000``, moto's clock reads were over 85 % of this process's interpreter time and
+the consumers about 2 %. The issue's 10,000 flood schedules cost about eleven times what
+3,000 cost there, so scale ``--flood`` down and say so. The consumers' threads share this
+process's interpreter with the moto server (one core at a time).
 
 Last line: ``quiet workspaces' p99 start delay: A s alone, B s beside the flood, ratio R``;
 with ``--floor`` F (seconds), R is B / max(A, F) (a denominator below the floor is noise:
@@ -78,6 +83,9 @@ DATABASE = "bench_noisy"
 #: Whether the product's local stack can invoke its consumers concurrently.
 CONCURRENT = "concurrent_consumers" in inspect.signature(start_local_stack).parameters
 KIND = "reconciliation.sweep"
+#: How often the harness reads whether every quiet run has started (seconds): the start
+#: delays are the runs' own ``started_at``, so this only bounds how soon a phase ends.
+CHECK_EVERY_S = 0.5
 OWNER = "owner"
 
 
@@ -153,15 +161,14 @@ def p99(values: list[float]) -> float:
     return ordered[max(0, math.ceil(0.99 * len(ordered)) - 1)]
 
 
-def quiet_starts(url: str, quiet: list[UUID], tick: datetime) -> list[tuple[str, float | None, float | None]]:
-    """Each quiet workspace's runs of the due minute: (owner, start delay, publish delay),
-    the delays in seconds after ``tick`` or None (the publish delay: the ``published_at``
-    the dispatcher pass that published the run recorded, its start)."""
-    with connect(url) as conn:
-        return [(r["owner"], r["delay"], r["published"]) for r in conn.execute(
-            "SELECT owner, extract(epoch FROM started_at - %(tick)s)::float8 AS delay,"
-            " extract(epoch FROM published_at - %(tick)s)::float8 AS published FROM schedule_runs"
-            " WHERE workspace_id = ANY(%(quiet)s)", {"tick": tick, "quiet": quiet}).fetchall()]
+def quiet_starts(conn, quiet: list[UUID], tick: datetime) -> list[tuple[str, float | None, float | None]]:
+    """Each quiet workspace's runs of the due minute, read on ``conn``: (owner, start delay,
+    publish delay), the delays in seconds after ``tick`` or None (the publish delay: the
+    ``published_at`` the dispatcher pass that published the run recorded, its start)."""
+    return [(r["owner"], r["delay"], r["published"]) for r in conn.execute(
+        "SELECT owner, extract(epoch FROM started_at - %(tick)s)::float8 AS delay,"
+        " extract(epoch FROM published_at - %(tick)s)::float8 AS published FROM schedule_runs"
+        " WHERE workspace_id = ANY(%(quiet)s)", {"tick": tick, "quiet": quiet}).fetchall()]
 
 
 DISPATCH = """
@@ -173,31 +180,50 @@ from timekeeper.local.stack import invoke_quietly, quiet_lambda_environment, sch
 from timekeeper.topology import PIPELINES
 quiet_lambda_environment()
 due, tick = datetime.fromisoformat({due!r}), datetime.fromisoformat({tick!r})
-for pipeline in [PIPELINES[{pipeline!r}]]:
-    at = tick
-    while True:
-        for index in pipeline.partitions:
-            invoke_quietly(pipeline.dispatcher_function, scheduled_event(at, dict(
-                partition=index, partitions=pipeline.dispatch_partitions)), timeout_s=pipeline.dispatcher_timeout_s)
-        with connect({url!r}) as conn:
-            if not conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = %s AND status = 'active'"
-                                " AND next_due_at <= %s) AS due", (pipeline.owner, due)).fetchone()["due"]:
-                break
-        at = datetime.now(UTC)
+pipeline, index = PIPELINES[{pipeline!r}], {partition!r}
+at = tick
+while True:
+    summary = invoke_quietly(pipeline.dispatcher_function, scheduled_event(at, dict(
+        partition=index, partitions=pipeline.dispatch_partitions)), timeout_s=pipeline.dispatcher_timeout_s)
+    with connect({url!r}) as conn:
+        if not conn.execute("SELECT EXISTS (SELECT 1 FROM schedules WHERE owner = %s AND status = 'active'"
+                            " AND next_due_at <= %s) AS due", (pipeline.owner, due)).fetchone()["due"]:
+            break
+    if not (summary or dict()).get("claimed"):
+        time.sleep(1)  # the other partition's share is still due: this one's next pass on the next second
+    at = datetime.now(UTC)
 """
 
 
 def dispatch_apart(url: str, due: datetime, tick: datetime) -> list[subprocess.Popen]:
     """Start the dispatcher passes for the due minute ``due`` invoked at ``tick``, each
-    pipeline's in a child process of its own (this process's environment: the database, the
-    moto server, the queue URLs), as each pipeline's dispatchers are functions of their own
-    on the same tick; returns the running processes."""
+    dispatcher partition of each pipeline in a child process of its own (this process's
+    environment: the database, the moto server, the queue URLs), as each partition is a
+    function of its own with its own rule firing on the same tick; returns the running
+    processes."""
     processes = []
     for pipeline in (ACCOUNTING, QUERIES):
-        code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(), tick=tick.isoformat(),
-                               url=url, pipeline=pipeline.name)
-        processes.append(subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ)))
+        for partition in pipeline.partitions:
+            code = DISPATCH.format(path=[str(ROOT / "shared"), str(ROOT)], due=due.isoformat(),
+                                   tick=tick.isoformat(), url=url, pipeline=pipeline.name, partition=partition)
+            processes.append(subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ)))
     return processes
+
+
+def poll_apart(sources: list[Any], stop: threading.Event) -> list[threading.Thread]:
+    """Poll each of ``sources`` (event source mappings) on a thread of its own until ``stop``
+    is set, as Lambda polls each mapping apart: one mapping's long receive (moto's, with a
+    deep queue) does not hold another's. A poll that delivered nothing waits 0.2 s."""
+    def pump(source: Any) -> None:
+        while not stop.is_set():
+            if not source.poll(datetime.now(UTC)):
+                stop.wait(0.2)  # the dispatchers publish, the consumers run; a released run comes back later
+
+    threads = [threading.Thread(target=pump, args=(source,), name=f"poller-{source.name}", daemon=True)
+               for source in sources]
+    for thread in threads:
+        thread.start()
+    return threads
 
 
 def start_stack() -> Any:
@@ -229,15 +255,21 @@ def phase(*, quiet: int, flood: int, renders: int, render_seconds: float) -> tup
         dispatchers = dispatch_apart(stack.database_url, due, tick)
         dispatched = None
         expected = 2 * quiet
-        while True:
-            delivered = sum(stack.sources[p.name].poll(datetime.now(UTC), max_rounds=1) for p in (ACCOUNTING, QUERIES))
-            if dispatched is None and all(d.poll() is not None for d in dispatchers):
-                dispatched = time.monotonic() - started
-            starts = quiet_starts(stack.database_url, quiet_ids, tick)
-            if dispatched is not None and sum(1 for _, d, _ in starts if d is not None) >= expected:
-                break
-            if not delivered:
-                time.sleep(0.2)  # the dispatchers publish, the consumers run; a released (capped) run comes back later
+        stop = threading.Event()
+        pollers = poll_apart([stack.sources[p.name] for p in (ACCOUNTING, QUERIES)], stop)
+        try:
+            with connect(stack.database_url) as watch:  # one connection reads the quiet runs' starts
+                while True:
+                    if dispatched is None and all(d.poll() is not None for d in dispatchers):
+                        dispatched = time.monotonic() - started
+                    starts = quiet_starts(watch, quiet_ids, tick)  # the start delays are the runs' own started_at
+                    if dispatched is not None and sum(1 for _, d, _ in starts if d is not None) >= expected:
+                        break
+                    time.sleep(CHECK_EVERY_S)
+        finally:
+            stop.set()
+            for poller in pollers:
+                poller.join()
         if any(d.returncode for d in dispatchers):
             raise SystemExit(f"a dispatchers' process failed ({[d.returncode for d in dispatchers]})")
         drained = time.monotonic() - started

@@ -42,4 +42,4 @@ def test_a_consumer_with_capped_work_kinds_may_send_to_its_own_run_queue(synth, 
 
 def test_the_queries_pipeline_caps_deliveries_per_workspace():
     assert PIPELINES["queries"].capped_work_kinds == ("queries.deliver",)
-    assert PIPELINES["queries"].max_in_flight_per_workspace == 2
+    assert PIPELINES["queries"].max_in_flight_per_workspace == 1

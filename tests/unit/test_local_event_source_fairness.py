@@ -164,3 +164,46 @@ def test_a_quiet_message_sent_while_a_flood_waits_here_goes_in_the_next_batch(qu
     _send(sqs, url, "A", 4, "a")
     assert source.poll(NOW) == 5
     assert seen == ["a0", "b0", "a1", "a2", "a3"]
+
+
+class Publishing:
+    """An SQS client whose every receive is followed by a publisher's send of ten more of
+    group A's messages (a dispatcher publishing a flood while the source receives), up to
+    ``limit`` messages; it counts the receives."""
+
+    def __init__(self, sqs, url, limit):
+        self.sqs, self.url, self.limit = sqs, url, limit
+        self.sent = self.receives = 0
+
+    def __getattr__(self, name):
+        return getattr(self.sqs, name)
+
+    def receive_message(self, **kwargs):
+        self.receives += 1
+        got = self.sqs.receive_message(**kwargs)
+        if self.sent < self.limit:
+            _send(self.sqs, self.url, "A", 10, f"late{self.sent}-")
+            self.sent += 10
+        return got
+
+
+def test_a_batch_is_chosen_among_what_was_visible_when_its_choice_began_not_a_flood_still_arriving(queue):
+    # Given 20 of A's messages and one of B's visible, and a publisher sending ten more of A's
+    # after every receive (as a dispatcher floods the queue while the source receives)
+    sqs, url, arn = queue
+    _send(sqs, url, "A", 20, "a")
+    _send(sqs, url, "B", 1, "b")
+    client = Publishing(sqs, url, limit=500)
+    batches: list[list[str]] = []
+    source = SqsEventSource(sqs=client, queue_url=url, queue_arn=arn, batch_size=5, max_concurrency=1,
+                            function=lambda event: batches.append([r["body"] for r in event["Records"]]) or {},
+                            visibility_timeout=timedelta(seconds=60))
+    # When the source chooses its first batch
+    batch, _ = source._receive_batch()
+    # Then it received the 21 messages visible when the choice began (three receives), not the
+    # flood sent meanwhile, and B's message is in the batch
+    assert client.receives == 3 and client.sent == 30
+    assert "b0" in [m["Body"] for m in batch] and len(batch) == 5
+    # And the messages sent meanwhile are chosen among in later batches: everything is delivered once
+    delivered = source.poll(NOW, max_rounds=10_000)
+    assert delivered + len(batch) >= 21 and len({b for chunk in batches for b in chunk}) == delivered

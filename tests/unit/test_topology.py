@@ -103,3 +103,31 @@ def test_dispatch_partitions_are_bounded():
         with pytest.raises(ValueError, match="dispatch_partitions"):
             dataclasses.replace(ACCOUNTING, dispatch_partitions=count)
     assert list(dataclasses.replace(ACCOUNTING, dispatch_partitions=4).partitions) == [0, 1, 2, 3]
+
+
+def test_a_pipeline_whose_capped_work_could_take_most_of_its_consumers_is_refused():
+    from timekeeper.topology import QUERIES
+
+    # Given the queries pipeline, whose deliveries are capped per workspace
+    assert QUERIES.capped_work_kinds and topology.CONSUMERS_PER_CAPPED_RUN == 3
+    # When its cap is raised to 2 while it keeps three consumers (one workspace at its cap
+    # would leave a single consumer to every other workspace), or its consumers are cut below
+    # three times its cap
+    # Then the topology refuses it, naming the numbers
+    with pytest.raises(ValueError, match="cap of 2 on queries.deliver needs at least 6 consumers .* "
+                                         "not max_concurrency 3"):
+        dataclasses.replace(QUERIES, max_in_flight_per_workspace=2)
+    with pytest.raises(ValueError, match="needs at least 3 consumers"):
+        dataclasses.replace(QUERIES, consumer=dataclasses.replace(QUERIES.consumer, max_concurrency=2))
+    # And three consumers per unit of the cap are accepted, as is any cap without capped work kinds
+    assert dataclasses.replace(QUERIES, max_in_flight_per_workspace=2, consumer=dataclasses.replace(
+        QUERIES.consumer, max_concurrency=6)).max_in_flight_per_workspace == 2
+    assert dataclasses.replace(ACCOUNTING, max_in_flight_per_workspace=5).capped_work_kinds == ()
+
+
+def test_every_pipeline_with_capped_work_leaves_two_thirds_of_its_consumers_to_the_others():
+    for pipeline in PIPELINES.values():
+        if pipeline.capped_work_kinds:
+            n, c = pipeline.consumer.max_concurrency, pipeline.max_in_flight_per_workspace
+            # others' capped work drains at most n / (n - c) = 1.5 times slower than alone
+            assert n >= 3 * c and n / (n - c) <= 1.5, pipeline.name

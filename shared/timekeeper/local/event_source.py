@@ -12,7 +12,8 @@ visibility changer by the local stack) has it kept in simulated time too. moto m
 message to the dead-letter queue on the receive after maxReceiveCount, as SQS does.
 
 Fair queues: like SQS on a standard queue whose messages carry a ``MessageGroupId`` (the
-workspace), the source prefers quiet groups. It receives every visible message, then
+workspace), the source prefers quiet groups. Before each batch it receives every message
+visible when the batch's choice begins (those sent meanwhile wait for the next), then
 fills each batch in the order (noisy last; then messages of the group in flight,
 ascending; then arrival): a group with a backlog in flight waits while a quiet group's
 messages go first, and groups with equal counts take turns. A message is in flight from
@@ -177,9 +178,9 @@ class SqsEventSource:
         """Deliver everything visible at simulated ``now``; return the records delivered.
 
         Each round receives up to ``max_concurrency`` batches, then invokes the function
-        with each. A receive that returns fewer messages than asked for emptied the queue
-        (moto returns every visible message up to the maximum), so each batch costs one
-        receive that finds nothing new once everything visible was received, plus its delete.
+        with each. Each batch first reads how many messages are visible and receives that
+        many (see :meth:`_receive_batch`), so once everything visible was received a batch
+        costs that read and its delete.
         ``concurrent``: first take what the finished invocations reported, then start a batch
         on each free execution environment and return without waiting (``max_rounds`` unused).
         """
@@ -286,19 +287,28 @@ class SqsEventSource:
 
     def _receive_batch(self) -> tuple[list[dict[str, Any]], bool]:
         """Up to ``batch_size`` visible messages in fair order, and whether the queue was
-        drained. First receive every message made visible since the last batch (10 a call
-        until a receive returns fewer: moto returns every visible message up to the maximum,
-        so that receive emptied the queue), so that, as in SQS, each batch is chosen among
-        every visible message, also those sent while earlier ones waited here; then take the
-        batch one message at a time from the quiet groups before the noisy, the group with
-        the fewest in flight first (the earliest arrival among equals)."""
-        while True:
+        drained. First receive every message visible when the batch's choice begins (the
+        queue's ApproximateNumberOfMessages then, which does not count the messages received
+        here; 10 a call until that many came or a receive returns fewer: moto returns every
+        visible message up to the maximum, so that receive emptied the queue), so that, as
+        in SQS, each batch is chosen among every visible message, also those sent while
+        earlier ones waited here; messages sent during the receives wait for the next
+        batch's choice (moto's cost per message grows with the queue's depth, so a drain
+        that also chased a publisher's flood would hold every batch until the flood was
+        all sent). Then take the batch one message at a time from the quiet groups before
+        the noisy, the group with the fewest in flight first (the earliest arrival among
+        equals)."""
+        visible = int(self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=[
+            "ApproximateNumberOfMessages"])["Attributes"]["ApproximateNumberOfMessages"])
+        received = 0
+        while received < visible:
             got = self.sqs.receive_message(
                 QueueUrl=self.queue_url, MaxNumberOfMessages=10,
                 VisibilityTimeout=_HIDE_REAL_SECONDS, AttributeNames=["All"], WaitTimeSeconds=0,
             ).get("Messages", [])
             for m in got:
                 self._visible.setdefault(_group(m), collections.deque()).append((next(self._arrivals), m))
+            received += len(got)
             if len(got) < 10:
                 break
         self._forget_drained(set(self._busy_s))

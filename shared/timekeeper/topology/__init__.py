@@ -18,6 +18,7 @@ from timekeeper.topology.limits import (
     API_STATEMENT_TIMEOUT_S,
     AWS_SERVICES,
     CONNECT_TIMEOUT_S,
+    CONSUMERS_PER_CAPPED_RUN,
     DISPATCHER_PUBLISH_ALLOWANCE_S,
     DOWNLOADS_RESERVED_CONCURRENCY,
     LAMBDA,
@@ -56,6 +57,7 @@ __all__ = [
     "AUTHORIZER",
     "AWS_SERVICES",
     "CONNECT_TIMEOUT_S",
+    "CONSUMERS_PER_CAPPED_RUN",
     "ConnectionBudget",
     "DISPATCHER_PUBLISH_ALLOWANCE_S",
     "DOWNLOADS",
@@ -123,10 +125,11 @@ ACCOUNTING = Pipeline(
 #: Scheduled delivery of saved queries and reports (owner ``queries``, work kind
 #: ``queries.deliver``). A report run holds its consumer while it polls the renderer for up
 #: to 12 minutes, so: one run per invocation (batch 1), a 900 s consumer (the Lambda
-#: maximum), three at a time, three receives; a started run's lease is the consumer's
-#: timeout, and an offered run is offered again only after twice that. Each consumer holds
-#: a second connection: the delivery journal (files, outbox, recipient outcomes) commits
-#: beside the run's transaction.
+#: maximum), three at a time (the specification's "three delivery consumers at most"),
+#: three receives; a started run's lease is the consumer's timeout, and an offered run is
+#: offered again only after twice that. Each consumer holds a second connection: the
+#: delivery journal (files, outbox, recipient outcomes) commits beside the run's
+#: transaction.
 QUERIES = Pipeline(
     name="queries",
     owner="queries",
@@ -149,10 +152,12 @@ QUERIES = Pipeline(
     # delivered files' rows and exports: the owner's history retention prunes them too
     prunes_delivery_history=True,
     # a delivery holds a consumer (and, for a report, a render) for minutes: one workspace
-    # runs at most two at once, so thirty deliveries of one workspace leave the third
-    # consumer to everyone else; a capped run's message comes back 10-30 s later
+    # runs one at a time, so thirty deliveries of one workspace leave two of the three
+    # consumers to everyone else (the topology's rule: at least three consumers per unit of
+    # the cap, so the others' deliveries drain at most 1.5 times slower than alone); a
+    # capped run's message comes back 10-30 s later
     capped_work_kinds=("queries.deliver",),
-    max_in_flight_per_workspace=2,
+    max_in_flight_per_workspace=1,
     cap_release_delay_s=(10, 30),
 )
 

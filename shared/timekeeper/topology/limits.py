@@ -68,6 +68,13 @@ def check_services(function: str, services: frozenset[str]) -> None:
     if unknown:
         raise ValueError(f"function {function}: unknown AWS services {sorted(unknown)}")
 
+#: A pipeline with capped work kinds has at least this many consumers (its event source's
+#: maximum concurrency) per unit of its per-workspace cap: one workspace at its cap c then
+#: leaves n - c >= 2c of n consumers to the others, whose capped work drains at most
+#: n / (n - c) = 1.5 times slower than alone (a quiet workspace's start delay beside a
+#: flood at most twice its delay alone, with room for the rest of the pipeline's work).
+CONSUMERS_PER_CAPPED_RUN = 3
+
 #: The most dispatcher partitions a pipeline may have (each is a function, a rule, a
 #: reserved concurrency unit and a database connection).
 MAX_DISPATCH_PARTITIONS = 16

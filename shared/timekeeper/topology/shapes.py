@@ -11,6 +11,7 @@ from datetime import timedelta
 from timekeeper.settings import work_queue_url_variable
 from timekeeper.topology.limits import (
     CONNECT_TIMEOUT_S,
+    CONSUMERS_PER_CAPPED_RUN,
     DISPATCHER_PUBLISH_ALLOWANCE_S,
     LAMBDA,
     MAX_DISPATCH_PARTITIONS,
@@ -188,6 +189,11 @@ class Pipeline:
     #: the consumer releases the next one for a later receive (a new copy of its message,
     #: delayed by ``cap_release_delay_s`` with jitter), never counting it as an attempt.
     capped_work_kinds: tuple[str, ...] = ()
+    #: With capped work kinds, the consumer's maximum concurrency n must be at least
+    #: :data:`~timekeeper.topology.limits.CONSUMERS_PER_CAPPED_RUN` (3) times this cap c
+    #: (checked at construction, ``ValueError``): one workspace at its cap leaves n - c of
+    #: the n consumers to the others, so their capped work drains at most n / (n - c) = 1.5
+    #: times slower than alone.
     max_in_flight_per_workspace: int = 2
     #: The delay of a released message: a random whole number of seconds in this range
     #: (inclusive; at most 900, SQS's DelaySeconds limit).
@@ -223,6 +229,13 @@ class Pipeline:
             raise ValueError(f"pipeline {self.name}: its run queue is named {self.run_queue_name!r}")
         if self.max_in_flight_per_workspace < 1:
             raise ValueError(f"pipeline {self.name}: max_in_flight_per_workspace must be at least 1")
+        needed = CONSUMERS_PER_CAPPED_RUN * self.max_in_flight_per_workspace
+        if self.capped_work_kinds and self.consumer.max_concurrency < needed:
+            raise ValueError(
+                f"pipeline {self.name}: a per-workspace cap of {self.max_in_flight_per_workspace} on "
+                f"{', '.join(self.capped_work_kinds)} needs at least {needed} consumers "
+                f"({CONSUMERS_PER_CAPPED_RUN} x the cap: one workspace at its cap leaves two thirds of them to "
+                f"the others), not max_concurrency {self.consumer.max_concurrency}")
         low, high = self.cap_release_delay_s
         if not 0 <= low <= high <= 900:
             raise ValueError(f"pipeline {self.name}: cap_release_delay_s must be 0 <= low <= high <= 900")
