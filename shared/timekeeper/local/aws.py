@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import boto3
 
@@ -118,27 +120,52 @@ def create_message_events(sqs, sns) -> tuple[str, QueuePair]:
     return topic_arn, queues
 
 
-def _retained(backend, queue_name: str, message) -> bool:
-    """moto's ``SQSBackend.is_message_valid_based_on_retention_period`` without its cost:
-    whether ``message`` is younger than its queue's ``MessageRetentionPeriod`` (seconds).
-    moto reads that one attribute by computing every attribute of the queue three times
-    (each ``ApproximateNumberOfMessages*`` counts the whole queue, reading the clock per
-    message) for every message a receive returns: a receive of 10 from a queue of n messages
-    costs about 30 n clock readings, so draining 10,000 messages took hours. The answer is
-    the same: the period and the message's ``sent_timestamp`` (milliseconds) against now."""
-    from moto.core.utils import unix_time
+class _QueueAttributes(Mapping):
+    """moto's ``Queue.attributes`` (every attribute of an SQS queue by its API name), each
+    computed when it is read. moto computes the whole dictionary for each use, and its
+    ``ApproximateNumberOfMessages*`` count the whole queue reading the clock per message;
+    it uses the dictionary for one attribute on every message sent (``ContentBasedDeduplication``)
+    and three times for every message a receive returns (``MessageRetentionPeriod``), so a
+    queue of thousands took minutes to fill or drain. The values are moto's own: the queue's
+    attribute by its snake-case name, booleans as ``"true"``/``"false"``, the redrive policy
+    as JSON; FIFO attributes on a FIFO queue, KMS attributes on an encrypted one."""
 
-    queue = backend.get_queue(queue_name)
-    return int(queue.message_retention_period) + message.sent_timestamp / 1000 > unix_time()
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+        names = list(queue.BASE_ATTRIBUTES)
+        if queue.fifo_queue:
+            names += queue.FIFO_ATTRIBUTES
+        if queue.kms_master_key_id:
+            names += queue.KMS_ATTRIBUTES
+        self._names = list(dict.fromkeys(names))
+
+    def __getitem__(self, name: str) -> Any:
+        from moto.core.utils import camelcase_to_underscores
+
+        if name not in self._names:
+            raise KeyError(name)
+        if name == "RedrivePolicy" and self._queue.redrive_policy:
+            return json.dumps(self._queue.redrive_policy)
+        value = getattr(self._queue, camelcase_to_underscores(name))
+        return str(value).lower() if isinstance(value, bool) else value
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
 
-def install_fast_retention_check() -> None:
-    """Make moto's SQS receive check retention with :func:`_retained` (idempotent). The
-    local stack's queues behave as before (a message past its queue's retention period is
-    not received); a receive no longer costs a walk of the whole queue per message returned."""
-    from moto.sqs.models import SQSBackend
+def install_fast_queue_attributes() -> None:
+    """Make moto's SQS queues compute an attribute when it is read (:class:`_QueueAttributes`;
+    idempotent): the local stack's queues answer as before (``GetQueueAttributes`` gives the
+    same values), and a send or receive no longer walks the whole queue per message."""
+    from moto.sqs.models import Queue
 
-    SQSBackend.is_message_valid_based_on_retention_period = _retained
+    Queue.attributes = property(_QueueAttributes)
 
 
 def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
@@ -154,7 +181,7 @@ def start_local_aws(*, server: bool = False, port: int = 0) -> LocalAws:
     (``port`` 0 picks a free one) reachable by other processes, via ``AWS_ENDPOINT_URL``.
     """
     _set_fake_credentials()
-    install_fast_retention_check()
+    install_fast_queue_attributes()
     if server:
         from moto.server import ThreadedMotoServer
 
