@@ -19,6 +19,7 @@ from timekeeper.local.aws import REGION, install_fast_queue_attributes
 @pytest.fixture
 def sqs(monkeypatch):
     monkeypatch.setattr(Queue, "attributes", Queue.attributes)  # restored after the test
+    monkeypatch.setattr(Queue, "messages", Queue.messages)
     with mock_aws():
         install_fast_queue_attributes()
         yield boto3.client("sqs", region_name=REGION, aws_access_key_id="local", aws_secret_access_key="local")
@@ -60,6 +61,17 @@ def test_the_queues_attributes_read_as_moto_gives_them(sqs):
     assert one == {"ApproximateNumberOfMessages": "3"}
     fifo = sqs.create_queue(QueueName="runs.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     assert sqs.get_queue_attributes(QueueUrl=fifo, AttributeNames=["All"])["Attributes"]["FifoQueue"] == "true"
+
+
+def test_a_message_in_flight_or_delayed_is_not_received_until_it_is_visible(sqs):
+    url = sqs.create_queue(QueueName="runs")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="now")
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=900)
+    (now,) = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=900)["Messages"]
+    assert now["Body"] == "now"
+    assert _receive(sqs, url) == []  # one in flight, one delayed
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=now["ReceiptHandle"], VisibilityTimeout=0)
+    assert [m["Body"] for m in _receive(sqs, url)] == ["now"]
 
 
 def test_a_message_past_its_queues_retention_period_is_not_received(sqs):
