@@ -43,6 +43,9 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
     assert 'DST shift' in html and "42.0 s" in html and "timekeeper-accounting-runs" in html
     assert f'href="/console/schedules/{sweep.id}"' in html
     assert f'action="/console/runs/{run_id}/retry"' in html
+    # Its confirmation says it is a retry of this run and names the occurrence
+    assert ('data-confirm="Retry the run of Sweep \u202eevil for 2027-03-01 12:44 CET now? A new run is queued; '
+            'this one stays failed."') in html
     # Not queued and not stuck: no cancel nor settle; a runner without admin: none anyway
     assert "/cancel" not in html and "/fail" not in html
     # Read as the other pages: the occurrence to the minute with its zone, the error's internal
