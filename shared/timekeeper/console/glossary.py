@@ -163,7 +163,7 @@ WORDS: dict[str, str] = {
     "redriven": "Its dead-letter message moved back to its queue",
     "dead_letter_deleted": "Its dead-letter message deleted",
     "malformed_body": "Its consumer cannot parse the body",
-    "receives_exhausted": "Its consumer failed on every receive allowed",
+    "receives_exhausted": "Its consumer never acknowledged it on any receive allowed (it died or timed out each time)",
     "snapshot_job": "Snapshot job",
     # Notices: what happened, and which failures an owner hears of
     "schedule_paused": "A schedule was paused",
