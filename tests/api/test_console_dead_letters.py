@@ -36,7 +36,8 @@ def test_staff_read_a_queues_messages_and_redrive_one_alone(console, conn, sqs, 
     assert "<p>2 messages." in html and "Reading this page counts as a receive" in html
     # Delete is the danger action, apart from Redrive
     assert '<button type="submit" class="danger">Delete for good</button>' in html
-    assert "its consumer cannot parse the body" in html and "its consumer failed on every receive allowed" in html
+    assert "its consumer cannot parse the body" in html
+    assert "its consumer never acknowledged it on any receive allowed (it died or timed out each time)" in html
     message_id = re.search(r'/console/dead-letters/accounting/([0-9a-f-]+)/redrive', html).group(1)
     csrf = re.search(r'name="csrf" value="([^"]+)"', html).group(1)
     target = f"/console/dead-letters/accounting/{message_id}/redrive"

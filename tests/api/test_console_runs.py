@@ -43,6 +43,9 @@ def test_the_run_page_shows_the_failed_attempt_and_offers_retry_to_a_runner(cons
     assert 'DST shift' in html and "42.0 s" in html and "timekeeper-accounting-runs" in html
     assert f'href="/console/schedules/{sweep.id}"' in html
     assert f'action="/console/runs/{run_id}/retry"' in html
+    # Its confirmation says it is a retry of this run and names the occurrence
+    assert ('data-confirm="Retry the run of Sweep \u202eevil for 2027-03-01 12:44 CET now? A new run is queued; '
+            'this one stays failed."') in html
     # Not queued and not stuck: no cancel nor settle; a runner without admin: none anyway
     assert "/cancel" not in html and "/fail" not in html
     # Read as the other pages: the occurrence to the minute with its zone, the error's internal
@@ -195,3 +198,18 @@ def test_a_deliverys_runs_link_to_the_run_page(console, call, analyst):
     # Its schedule links to the delivery's page (the generic schedule page does not show deliveries)
     assert f'href="/console/deliveries/{created.body["id"]}"' in run_page["body"]
     assert "Retry now" not in run_page["body"]
+
+
+def test_the_schedules_runs_show_a_succeeded_runs_outcome_and_a_dash_only_for_none_yet(console, conn):
+    who = Caller(user_id="reader-2")
+    conn.execute("TRUNCATE schedule_run_actions, schedule_events, schedule_runs, schedules CASCADE")
+    sweep, run_id = seed_run(conn, who.workspace_id, state="succeeded", attempts=1, started_at=LONG_AGO,
+                             finished_at=LONG_AGO, outcome_code="succeeded")
+    conn.commit()
+    browser = Browser(console)
+    browser.sign_in(who, roles=("schedules:read",))
+    html = browser.request("GET", f"/console/schedules/{sweep.id}")["body"]
+    row = html[html.index(f'href="/console/runs/{run_id}"'):].split("</tr>")[0]
+    # The Outcome column says the outcome, as the run page does, not a dash that reads as none
+    terms = re.findall(r'<td><span class="term"[^>]*>([^<]+)</span>', row)
+    assert terms[-2:] == ["Succeeded", "Succeeded"], terms

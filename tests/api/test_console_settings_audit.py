@@ -348,3 +348,17 @@ def test_the_audit_log_names_staff_snapshot_requests_in_words(db_url, console):
     text = re.sub(r"<[^>]+>", " ", page)
     assert "Run now" not in text and re.search(r"Mode\s+Re-run", text) and re.search(r"Mode\s+Backfill", text)
     assert "platform/selftest" not in text and re.search(r"Snapshot type\s+Self-test", text), text
+
+
+def test_a_suppression_removal_whose_address_was_erased_reads_without_it():
+    from timekeeper.console.pages.audit import entry
+
+    event = {"id": 1, "kind": "suppression.removed", "actor": "ada", "actor_name": "Ada",
+             "subject_type": "mail_suppression", "subject_id": "7", "before": {},
+             "after": {"suppression_reason": "bounced"}, "reason": "fixed", "at": NOW.isoformat(), "rules": {},
+             "schedule_name": None, "address": None}
+    shown = entry(event, "Europe/Berlin")
+    assert (shown["kind_words"], shown["name"], shown["link"]) == (
+        "Address taken off the suppression list", "an address erased since", "/console/mail-suppressions")
+    assert [(f["field"], f["value"]["short"]) for f in shown["facts"]] == [("Suppression reason", "Bounced")]
+    assert entry({**event, "address": "rita@x.test"}, "Europe/Berlin")["name"] == "rita@x.test"

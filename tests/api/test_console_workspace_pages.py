@@ -381,6 +381,14 @@ def test_an_admin_takes_an_address_off_the_suppression_list_with_a_reason(db_url
     [removal] = call("GET", "/mail-suppressions/removals", as_=admin).body["items"]
     assert (removal["address"], removal["removed_by"], removal["reason"]) == ("c@x.test", admin.user_id,
                                                                               "she asked for them again")
+    # The removal is in the workspace's audit log: who, the address, the reason, under its own kind
+    [event] = call("GET", "/audit-events?kind=suppression", as_=admin).body["items"]
+    assert (event["kind"], event["actor"], event["address"], event["reason"]) == (
+        "suppression.removed", admin.user_id, "c@x.test", "she asked for them again")
+    logged = browser.request("GET", "/console/audit?kind=suppression")["body"]
+    assert '<option value="suppression" selected>Suppressions</option>' in logged
+    assert "Address taken off the suppression list" in logged and "<bdi>c@x.test</bdi>" in logged
+    assert "she asked for them again" in logged and "Marked as spam" in logged
     # Removing it again is the API's 404 on the page, with the address named
     again = browser.request("POST", "/console/mail-suppressions/remove",
                             {"csrf": _csrf(html), "address": "c@x.test", "reason": "again"})

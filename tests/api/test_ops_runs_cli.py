@@ -130,8 +130,15 @@ def _failed_run(conn, name: str) -> tuple[uuid.UUID, uuid.UUID]:
     return sweep.id, run_id
 
 
-def test_a_failed_run_is_shown_in_words_and_its_retry_names_the_new_run(server, conn, printed):
+def test_a_failed_run_is_shown_in_words_and_its_retry_names_the_new_run(server, conn, printed, monkeypatch):
+    import rich.console
+
     _, run_id = _failed_run(conn, "CLI failing sweep")
+    # Requested by the local server's sample data, as serve's sample runs are
+    conn.execute("UPDATE schedule_runs SET trigger = 'manual', requested_by = 'serve-sample' WHERE id = %s",
+                 (run_id,))
+    conn.commit()
+    monkeypatch.setattr(rich.console, "Console", lambda *a, **k: Console(file=printed, width=80))
 
     code, text = ops(server, printed, "runs", "retry", str(run_id), "--reason", "ledger back")
     assert code == 0, text
@@ -148,6 +155,10 @@ def test_a_failed_run_is_shown_in_words_and_its_retry_names_the_new_run(server, 
     # The outcome's code with the run's error; the person by name; the retry names the new run
     assert "outcome reconciliation_failed: the ledger did not answer" in text
     assert f"retry by Ada Staff (staff-1): ledger back (the new run: {new_run})" in text
+    # The sample data's author in words, as the console says it, not its user id alone
+    assert "requested by sample data (serve-sample)" in text
+    # At 80 columns no line breaks inside an id or a sentence: a terminal folds the long ones
+    assert any(str(run_id) in line and "CLI failing sweep" in line for line in text.splitlines())
 
 
 def test_failed_runs_are_listed_with_their_whole_ids(server, conn, db_url, printed, monkeypatch):

@@ -29,6 +29,7 @@ from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform import access, audit
 from timekeeper.platform.directory import workspace_timezone
+from timekeeper.reporting import message_states
 from timekeeper.schedules import operations
 
 MAX_PAGE = 100
@@ -62,6 +63,8 @@ class AuditEventOut(BaseModel):
                                          "``after``); null: the rule no longer validates; absent: no rule")
     schedule_name: str | None = Field(None, description="the name of the schedule the event's ``schedule_id`` "
                                                         "names (a run's or a dead letter's), null: none or deleted")
+    address: str | None = Field(None, description="the address a ``suppression.removed`` event took off the "
+                                                  "suppression list (null: another kind, or erased since)")
 
 
 class AuditPage(BaseModel):
@@ -99,6 +102,8 @@ def list_audit_events(scope: Admin,
                                  after_id=after_id, limit=limit + 1)
         zone = workspace_timezone(conn, scope.workspace_id)
         named = operations.schedule_names(conn, sorted({i for e in rows for i in _schedule_ids(e)}))
+        addresses = message_states.removal_addresses(conn, workspace_id=scope.workspace_id, ids=[
+            int(e.subject_id) for e in rows if e.subject_type == "mail_suppression" and (e.subject_id or "").isdigit()])
     if after_id is not None:
         more_newer, page = len(rows) > limit, rows[-limit:] if len(rows) > limit else rows
         older = f"o{page[-1].id}" if page else None
@@ -111,7 +116,10 @@ def list_audit_events(scope: Admin,
                                           subject_type=e.subject_type, subject_id=e.subject_id, before=e.before,
                                           after=e.after, reason=e.reason, at=e.at, rules=_rules(e),
                                           schedule_name=next((named[i]["name"] for i in _schedule_ids(e)
-                                                              if i in named), None)) for e in page],
+                                                              if i in named), None),
+                                          address=addresses.get(int(e.subject_id))
+                                          if e.subject_type == "mail_suppression" and (e.subject_id or "").isdigit()
+                                          else None) for e in page],
                      older=older, newer=newer, timezone=zone)
 
 

@@ -21,7 +21,8 @@ short visibility timeout and makes it visible again at once
 (:class:`timekeeper.aws.dead_letters.DeadLetterQueues`): reading loses nothing. A
 message's ``names`` say what it is for (a run, an export, a snapshot job) so the console
 links the run's page; ``why`` says why it died where the body tells (``malformed_body``: its
-consumer cannot parse it; ``receives_exhausted``: its consumer failed on every receive).
+consumer cannot parse it; ``receives_exhausted``: its consumer never acknowledged it,
+dying or timing out on every receive).
 
 A message naming a run carries the run (``run``: its schedule's name and the occurrence)
 for the page to name it by, every message's run looked up with one statement
@@ -124,8 +125,8 @@ class DeadLetterMessageOut(BaseModel):
     first_received_at: UtcDatetime | None
     sent_at: UtcDatetime | None = Field(description="when it was first sent (to its own queue)")
     why: Literal["malformed_body", "receives_exhausted"] = Field(
-        description="malformed_body: its consumer cannot parse it; receives_exhausted: its consumer failed on "
-                    "every receive allowed")
+        description="malformed_body: its consumer cannot parse it; receives_exhausted: its consumer never "
+                    "acknowledged it on any receive allowed (it died or timed out each time)")
     run: MessageRunOut | None = Field(None, description="the run it names (null: it names none, or no run has "
                                                         "that id any more)")
 

@@ -9,7 +9,10 @@ Routes (:data:`router`; tagged ``opt-outs`` in the document, beside the opt-outs
   membership, as the other admin routes): take one address off the list, with a reason
   (``address`` compared lower-cased; 404 when it is not on the list, so a second removal
   is a 404 and changes nothing); the removal is recorded and the next send goes out.
-  The address travels in the body, not the path: paths land in access logs.
+  The address travels in the body, not the path: paths land in access logs. The removal
+  is also a ``suppression.removed`` event of the workspace's audit log (who, the reason,
+  the removal record's id; the log holds no address, ``GET /audit-events`` names it from
+  the record while an erasure has not deleted it).
 * ``GET /mail-suppressions/removals`` (``workspace:admin``): the removal records, newest
   first (who, when, why, and the suppression as it stood).
 """
@@ -28,7 +31,7 @@ from timekeeper.api.errors import ApiError
 from timekeeper.api.models import NOT_BLANK_PATTERN, TOKEN_PATTERN
 from timekeeper.api.routing import SECURITY, ApiRouter
 from timekeeper.api.scope import WorkspaceScope, scope_for
-from timekeeper.platform import access
+from timekeeper.platform import access, audit
 from timekeeper.platform.directory import workspace_timezone
 from timekeeper.reporting import message_states
 
@@ -134,6 +137,11 @@ def remove_suppression(scope: Admin, body: Annotated[SuppressionRemovalIn, Body(
     with scope.unit(access.WORKSPACE_ADMIN) as conn:
         removed = message_states.remove_suppression(conn, workspace_id=scope.workspace_id, address=body.address,
                                                     actor=scope.user_id, reason=body.reason, now=scope.now)
+        if removed is not None:
+            audit.record_event(conn, workspace_id=scope.workspace_id, actor=scope.user_id, kind="suppression.removed",
+                               subject_type="mail_suppression", subject_id=str(removed.id), before=None,
+                               after={"suppression_reason": removed.suppression_reason}, reason=body.reason,
+                               now=scope.now)
     if removed is None:
         raise ApiError(HTTPStatus.NOT_FOUND, errors.NOT_FOUND, "this address is not on the suppression list",
                        "address")

@@ -163,7 +163,7 @@ WORDS: dict[str, str] = {
     "redriven": "Its dead-letter message moved back to its queue",
     "dead_letter_deleted": "Its dead-letter message deleted",
     "malformed_body": "Its consumer cannot parse the body",
-    "receives_exhausted": "Its consumer failed on every receive allowed",
+    "receives_exhausted": "Its consumer never acknowledged it on any receive allowed (it died or timed out each time)",
     "snapshot_job": "Snapshot job",
     # Notices: what happened, and which failures an owner hears of
     "schedule_paused": "A schedule was paused",
@@ -221,7 +221,9 @@ ACTORS: dict[str, str] = {"serve-sample": "sample data"}
 AUDIT_AREAS: dict[str, str] = {
     "settings": "Settings", "schedule": "Schedule", "delivery": "Delivery", "query": "Query", "report": "Report",
     "closure": "Closure", "recipient": "Recipient", "opt_out": "Opt-out", "staff": "Staff", "run": "Run",
-    "dead_letter": "Dead letter"}
+    "dead_letter": "Dead letter", "suppression": "Suppression list", "mail_suppression": "Suppressed address"}
+#: Whole kinds the area's noun and the verb would not say well, in words.
+AUDIT_KINDS: dict[str, str] = {"suppression.removed": "Address taken off the suppression list"}
 #: The audit log's verbs (a kind's part after the dot), in words.
 AUDIT_VERBS: dict[str, str] = {
     "created": "created", "updated": "changed", "deleted": "deleted", "paused": "paused", "resumed": "resumed",
@@ -240,6 +242,8 @@ def audit_kind(kind: object) -> str:
     """An audit log kind (``<area>.<verb>``) in words: ``"settings.updated"`` -> ``"Settings
     changed"``, ``"delivery.run_requested"`` -> ``"Delivery: Run now requested"``; a verb
     the glossary lacks with its underscores as spaces."""
+    if str(kind) in AUDIT_KINDS:
+        return AUDIT_KINDS[str(kind)]
     area, _, verb = str(kind or "").partition(".")
     noun = AUDIT_AREAS.get(area) or words(area)
     said = AUDIT_VERBS.get(verb) or verb.replace("_", " ")

@@ -80,10 +80,14 @@ def run_runs_or_dlq(options: OpsOptions, console: Any) -> int:
 
 def _print_run(body: dict[str, Any], console: Any) -> None:
     """``ops runs show``: the run's page in lines, people by display name (the API's
-    ``names``), instants in UTC to the second."""
+    ``names``; the local server's sample data as the console names it), instants in UTC to
+    the second; each line printed whole (a terminal folds it, no break inside an id)."""
     from rich.markup import escape
 
-    names = body.get("names") or {}
+    from timekeeper.console.glossary import ACTORS
+
+    names = {**ACTORS, **(body.get("names") or {})}
+    console = _Whole(console)
 
     def person(user: str | None) -> str:
         return escape(f"{names[user]} ({user})" if user in names else user or "-")
@@ -111,6 +115,17 @@ def _print_run(body: dict[str, Any], console: Any) -> None:
         new_run = (action.get("detail") or {}).get("run_id") if action["action"] == "retry" else None
         console.print(f"  {instant(action['at'])} {action['action']} by {person(action['actor'])}: "
                       f"{escape(action['reason'])}{f' (the new run: {new_run})' if new_run else ''}", highlight=False)
+
+
+class _Whole:
+    """A console whose ``print`` never wraps a line (``soft_wrap``): ids stay whole."""
+
+    def __init__(self, console: Any) -> None:
+        self._console = console
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        """``console.print`` with ``soft_wrap=True``."""
+        self._console.print(*args, soft_wrap=True, **kwargs)
 
 
 def _print(options: OpsOptions, body: dict[str, Any], console: Any) -> None:

@@ -33,7 +33,7 @@ SQL = load_queries("timekeeper.platform", "audit.sql")
 
 #: The areas of the log (the part of a kind before the dot), what it is filtered by.
 AREAS = ("settings", "schedule", "delivery", "query", "report", "closure", "recipient", "opt_out", "staff",
-         "run", "dead_letter")
+         "run", "dead_letter", "suppression")
 
 
 @dataclass(frozen=True)

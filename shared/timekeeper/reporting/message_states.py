@@ -267,6 +267,16 @@ def list_suppression_removals(conn: psycopg.Connection, *, workspace_id: UUID, b
                                                               "limit": limit}, SuppressionRemoval)
 
 
+def removal_addresses(conn: psycopg.Connection, *, workspace_id: UUID, ids: list[int]) -> dict[int, str]:
+    """``{removal id: address}`` of the workspace's suppression removal records among ``ids``
+    (a record an erasure deleted is absent): what an audit event of a removal names, since
+    the audit log holds no address."""
+    if not ids:
+        return {}
+    rows = conn.execute(SQL["removal_addresses"], {"workspace_id": workspace_id, "ids": ids}).fetchall()
+    return {int(r["id"]): str(r["address"]) for r in rows}
+
+
 def states_of_run(conn: psycopg.Connection, *, workspace_id: UUID, run_id: UUID) -> dict[str, MessageState]:
     """``{user id: MessageState}`` of the messages run ``run_id`` submitted that have a state."""
     return {s.user_id: s for s in fetch_all(conn, SQL["states_of_run"], (workspace_id, run_id), MessageState)}

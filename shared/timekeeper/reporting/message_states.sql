@@ -72,6 +72,10 @@ SELECT workspace_id, address, reason, provider_message_id, suppressed_at, %(acto
 RETURNING id, workspace_id, address, suppression_reason, provider_message_id, suppressed_at, removed_by,
           removed_at, reason
 
+-- name: removal_addresses
+-- The addresses of the workspace's removal records among the ids (an erased one is gone).
+SELECT id, address FROM mail_suppression_removals WHERE workspace_id = %(workspace_id)s AND id = ANY(%(ids)s)
+
 -- name: list_suppression_removals
 SELECT id, workspace_id, address, suppression_reason, provider_message_id, suppressed_at, removed_by, removed_at,
        reason

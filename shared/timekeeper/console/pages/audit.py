@@ -21,7 +21,8 @@ router = Router()
 #: The log's kinds (areas) and how the filter names them.
 KINDS = (("settings", "Settings"), ("schedule", "Schedules"), ("delivery", "Deliveries"), ("query", "Queries"),
          ("report", "Reports"), ("closure", "Closures"), ("recipient", "Recipients"), ("opt_out", "Opt-outs"),
-         ("staff", "Staff reads and actions"), ("run", "Runs"), ("dead_letter", "Dead letters"))
+         ("staff", "Staff reads and actions"), ("run", "Runs"), ("dead_letter", "Dead letters"),
+         ("suppression", "Suppressions"))
 #: The longest value the page shows in one line; a longer one is cut at a word and shown
 #: in full (pretty JSON for a structure) in a disclosure.
 SHORT_VALUE = 120
@@ -95,7 +96,7 @@ def diff(before: dict[str, Any], after: dict[str, Any], labels: dict[str, str] |
 #: A staff snapshot request's kinds (the API's ``mode``) as the snapshot pages name them.
 SNAPSHOT_MODES = {"manual": "Re-run", "backfill": "Backfill"}
 #: Fields whose values are codes the glossary puts in words (a dead letter's queue, a run's state).
-_CODED = ("queue", "state_before", "state", "status", "why")
+_CODED = ("queue", "state_before", "state", "status", "why", "suppression_reason")
 
 
 def _readable(values: dict[str, Any], rule_words: str | None = None) -> dict[str, Any]:
@@ -170,10 +171,15 @@ def entry(event: dict[str, Any], zone: str, labels: dict[str, str] | None = None
         new_run = after.get("run_id") if event["kind"] == "run.retried" else None
         retried_as = f"{PREFIX}/runs/{quote(new_run, safe='')}" if isinstance(new_run, str) else None
         after = {k: v for k, v in after.items() if k not in ("message_id", "run_id")}
+    if event["subject_type"] == "mail_suppression":
+        # The log holds no address: the API names it from the removal record (gone once erased)
+        name = event.get("address") or "an address erased since"
     page = OBJECT_PAGES.get(event["subject_type"])
     link = f"{PREFIX}{page}{event['subject_id']}" if page and event.get("subject_id") else None
     if event["subject_type"] == "workspace":
         link = f"{PREFIX}/settings"
+    if event["subject_type"] == "mail_suppression":
+        link = f"{PREFIX}/mail-suppressions"
     link = snapshot_page or link
     facts_only = not before and verb not in _CHANGING
     stated = {k: v for k, v in after.items() if k != "name"} if facts_only else {}

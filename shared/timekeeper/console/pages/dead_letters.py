@@ -23,7 +23,8 @@ router = Router()
 
 #: Why a message died, for people.
 WHY = {"malformed_body": "its consumer cannot parse the body",
-       "receives_exhausted": "its consumer failed on every receive allowed"}
+       "receives_exhausted": "its consumer never acknowledged it on any receive allowed "
+                             "(it died or timed out each time)"}
 _DONE = {"redriven": "The message went back to its queue; the others stay here.",
          "deleted": "The message was deleted.",
          "redriven_all": "The redrive started: the messages go back to their queue."}
