@@ -1,6 +1,6 @@
 """The console's rule editor and a flexible window: the structured form's field previews
-("any time within 30 minutes", each occurrence with the moment it runs by), saves, fills
-from the saved rule; the API's 422 lands on the field with what was typed kept; the
+("each run at some time within 30 minutes after its scheduled time", each occurrence with
+the moment it runs by), saves, fills from the saved rule; the API's 422 lands on the field with what was typed kept; the
 Advanced JSON editor takes ``window_minutes`` too; the schedule's page shows each upcoming
 occurrence with the instant its run is given."""
 
@@ -28,7 +28,8 @@ def test_the_window_field_previews_saves_and_fills_the_form(browser, call, sched
     reply = browser.request("POST", f"{path}/rule", _form(token, **FIELDS))
     assert reply["statusCode"] == 200, reply["body"][:500]
     preview = html_lib.unescape(_preview_section(reply["body"]))
-    assert "At 00:00 every day, Europe/Berlin, any time within 30 minutes" in preview
+    assert ("At 00:00 every day, Europe/Berlin, each run at some time within 30 minutes after its scheduled time"
+            in preview)
     assert "runs by" in preview and _value(reply["body"], "rf-window") == "30"
     # Save: the API holds it; the page fills the form with it and shows each occurrence's given instant
     assert browser.request("POST", f"{path}/rule", _form(token, "save", **FIELDS))["statusCode"] == 303
@@ -58,7 +59,7 @@ def test_the_json_editor_takes_a_window(browser, call, schedule):  # noqa: F811
                                                      "intent": "save"})
     assert reply["statusCode"] == 303, reply["body"][:500]
     assert _saved(call, schedule["id"])["schedule"]["recurrence"]["window_minutes"] == 120
-    assert "any time within 120 minutes" in html_lib.unescape(browser.request("GET", path)["body"])
+    assert "each run at some time within 120 minutes" in html_lib.unescape(browser.request("GET", path)["body"])
 
 
 def test_a_windowed_run_shows_its_occurrence_and_the_instant_it_was_given(browser, call, conn):  # noqa: F811

@@ -250,7 +250,7 @@ def test_the_flexible_window_from_the_keyboard_at_360_px(browser, server, form_s
         page.keyboard.press("Enter")  # submits the form's first button: Preview
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
-        assert "any time within 30 minutes" in preview.inner_text()
+        assert "each run at some time within 30 minutes" in preview.inner_text()
         assert preview.locator("tbody tr", has_text="runs by").count() == 10
         assert window.input_value() == "30"
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
