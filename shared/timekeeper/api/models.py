@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError, pattern_words
+from timekeeper.schedules.change_days import ChangeDay
 from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun, UpcomingOccurrence
 from timekeeper.schedules.recurrence import InvalidRecurrence, describe_rule, parse_rule
 from timekeeper.schedules.rule_schema import published_rule_schema
@@ -579,6 +580,25 @@ class RulePreviewRequest(BaseModel):
     count: Annotated[int, Field(ge=1, le=50), JSON_INTEGER] = Field(10, description="occurrences to show")
 
 
+class ChangeDayOut(BaseModel):
+    """One DST change day of the rule's zone within the coming year and what the rule's DST choice makes of it."""
+
+    local_date: date = Field(description="the local date whose wall times the change skips (gap) or repeats (overlap)")
+    kind: Literal["gap", "overlap"] = Field(description="gap: the clock springs forward; overlap: it falls back")
+    at: UtcDatetime = Field(description="the instant the offset changes (UTC)")
+    wall_from: str = Field(description="the first local wall time HH:MM skipped or repeated", examples=["02:00"])
+    wall_to: str = Field(description="the local wall time HH:MM the skipped or repeated span ends at (exclusive)",
+                         examples=["03:00"])
+    affected: bool = Field(description="whether any time of the rule falls in the gap or the overlap")
+    summary: str = Field(description="the day and what the rule does on it, in words",
+                         examples=["2027-03-14: the clock springs forward from 02:00 to 03:00 (1 h); 02:30 is "
+                                   "skipped (the time does not exist that day; recorded as a skipped run)"])
+    occurrences: list[OccurrenceOut] = Field(description="the rule's occurrences whose intended wall time is in the "
+                                                         "gap or the overlap, as its DST choice resolves them "
+                                                         "(shifted, at the gap's end, skipped, first, second or "
+                                                         "both instants)")
+
+
 class RulePreview(BaseModel):
     """An unsaved rule in words with its next occurrences (local, UTC, DST markers)."""
 
@@ -588,6 +608,17 @@ class RulePreview(BaseModel):
     warnings: list[str] = Field(description="notes about a surprising but valid rule")
     recurrence: Recurrence = Field(description="the rule normalised (defaults filled in)")
     next_occurrences: list[OccurrenceOut]
+    change_days: list[ChangeDayOut] = Field(default_factory=list, description=(
+        "the zone's DST change days within the coming year (the spring-forward and the fall-back day), each with "
+        "what the rule does on it; empty for a zone without changes"))
+
+
+def change_days_out(days: list[ChangeDay], timezone: str) -> list[ChangeDayOut]:
+    """Service :class:`~timekeeper.schedules.change_days.ChangeDay` rows as :class:`ChangeDayOut` in ``timezone``."""
+    return [ChangeDayOut(local_date=d.change.day, kind="gap" if d.change.gap else "overlap", at=d.change.at,
+                         wall_from=d.change.wall_from.strftime("%H:%M"), wall_to=d.change.wall_to.strftime("%H:%M"),
+                         affected=d.affected, summary=d.summary, occurrences=occurrences_out(d.occurrences, timezone))
+            for d in days]
 
 
 def detail_out(details: ScheduleDetails) -> ScheduleDetail:

@@ -45,6 +45,7 @@ from timekeeper.api.models import (
     SchedulePage,
     ScheduleStatus,
     ScheduleUpdate,
+    change_days_out,
     check_rule_shape,
     closure_out,
     decode_cursor,
@@ -57,6 +58,7 @@ from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform.directory import display_names
 from timekeeper.schedules import run_ops
+from timekeeper.schedules.change_days import change_days
 from timekeeper.schedules.recurrence import InvalidRecurrence
 from timekeeper.schedules.service import ScheduleNotFound
 from timekeeper.topology import pipeline_for_owner
@@ -148,8 +150,10 @@ def _mark_stuck(detail: ScheduleDetail, details: Any, now: datetime) -> None:
 def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
     check_rule_shape(body.recurrence)
     rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
-    return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
-                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
+    zone = rule.timezone or "UTC"
+    return RulePreview(description=description, timezone=zone, warnings=list(rule.warnings),
+                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone),
+                       change_days=change_days_out(change_days(rule, scope.now), zone))
 
 
 @router.patch("/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",

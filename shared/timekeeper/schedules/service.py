@@ -36,7 +36,14 @@ from timekeeper.schedules.models import (
     UpcomingOccurrence,
 )
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
-from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, given_instant, parse_rule
+from timekeeper.schedules.recurrence import (
+    InvalidRecurrence,
+    Occurrence,
+    Recurrence,
+    describe_rule,
+    given_instant,
+    parse_rule,
+)
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -451,6 +458,18 @@ class LastChange:
     at: datetime
 
 
+def occurrence_view(occ: Occurrence, zone: ZoneInfo, *, window_end: datetime | None = None,
+                    due_at: datetime | None = None) -> UpcomingOccurrence:
+    """The occurrence ``occ`` as an :class:`UpcomingOccurrence` in ``zone``: its local wall
+    time and DST markers (``repeated`` when its wall time is in a fall-back overlap and a
+    gap did not shift it), with the window's end and given instant (aware UTC) as given."""
+    local = occ.at.astimezone(zone).replace(tzinfo=None)
+    repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
+    return UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
+                              local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
+                              window_end=window_end, due_at=due_at)
+
+
 def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
                          schedule_id: UUID | None = None) -> list[UpcomingOccurrence]:
     """The next ``count`` occurrences of the compiled ``rule`` strictly after the aware
@@ -484,11 +503,7 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
             elif occ.at <= after:
                 occ = following
                 continue
-        local = occ.at.astimezone(zone).replace(tzinfo=None)
-        repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
-        out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
-                                      local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
-                                      window_end=window_end, due_at=due_at))
+        out.append(occurrence_view(occ, zone, window_end=window_end, due_at=due_at))
         occ = following if window is not None else next(occurrences, None)
     return out
 

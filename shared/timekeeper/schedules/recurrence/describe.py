@@ -15,13 +15,13 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from cron_descriptor import CasingTypeEnum, DescriptionTypeEnum, ExpressionDescriptor, Options
 
 from timekeeper import clock
 from timekeeper.schedules.recurrence.base import _MONTH_NAMES, Recurrence
 from timekeeper.schedules.recurrence.business import holiday_calendar_name
+from timekeeper.schedules.recurrence.transitions import offset_changes
 
 _DAY_NAMES = {"MO": "Monday", "TU": "Tuesday", "WE": "Wednesday", "TH": "Thursday", "FR": "Friday",
               "SA": "Saturday", "SU": "Sunday"}
@@ -97,23 +97,10 @@ def _next_gap_end(zone_name: str) -> str | None:
 def _gap_end_after(zone_name: str, day: date) -> str | None:
     """:func:`_next_gap_end` from the start of the UTC date ``day`` (cached: a list of
     schedules says it once per zone and day)."""
-    zone = ZoneInfo(zone_name)
-    at = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    step = timedelta(hours=6)
-    offset = at.astimezone(zone).utcoffset()
-    for _ in range(4 * 731):
-        following = at + step
-        new = following.astimezone(zone).utcoffset()
-        if new > offset:
-            lo, hi = at, following  # bisect to the minute the offset changes
-            while hi - lo > timedelta(minutes=1):
-                mid = lo + (hi - lo) / 2
-                if mid.astimezone(zone).utcoffset() == new:
-                    hi = mid
-                else:
-                    lo = mid
-            return hi.astimezone(zone).strftime("%H:%M")
-        at, offset = following, new
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    for change in offset_changes(zone_name, start, start + timedelta(days=731)):
+        if change.gap:
+            return change.wall_to.strftime("%H:%M")
     return None
 
 
