@@ -4,10 +4,11 @@ changes and instants computed here with plain zoneinfo arithmetic."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tests.api.conftest import NOW
+from tests.api.conftest import NOW, Caller, new_schedule
 
 NY, LORD_HOWE = "America/New_York", "Australia/Lord_Howe"
 
@@ -98,3 +99,22 @@ def test_a_rule_the_change_days_do_not_touch_says_so_and_a_zone_without_changes_
     assert [d["affected"] for d in noon["change_days"]] == [False, False]
     assert all(d["occurrences"] == [] and "does not affect it" in d["summary"] for d in noon["change_days"])
     assert _preview(call, {"cron": "0 12 * * *", "timezone": "Asia/Tokyo"})["change_days"] == []
+
+
+def test_a_preview_for_a_saved_schedule_gives_its_window_instants_and_404s_for_another_workspace(call):
+    rule = {"cron": "30 1 * * *", "timezone": NY, "window_minutes": 30, "dst": {"overlap": "both"}}
+    created = call("POST", "/schedules", new_schedule(recurrence=rule)).body
+    saved = call("GET", f"/schedules/{created['id']}?upcoming=3").body["next_occurrences"]
+    # The schedule's own rule previewed for it: the instants the saved schedule has
+    body = call("POST", "/rules/preview", {"recurrence": rule, "count": 3, "schedule_id": created["id"]}).body
+    assert [o["due_at"] for o in body["next_occurrences"]] == [o["due_at"] for o in saved]
+    assert all(o["due_at"] is not None for o in saved)
+    fall = _day(body, "overlap")
+    assert len(fall["occurrences"]) == 2 and all(o["due_at"] is not None for o in fall["occurrences"])
+    # Without the schedule: no instant yet (it depends on the schedule), only the window's end
+    unsaved = _preview(call, rule)
+    assert all(o["due_at"] is None and o["window_end"] for o in unsaved["next_occurrences"])
+    # Another workspace's schedule id is not found
+    stranger = Caller(workspace_id=uuid.uuid4())
+    reply = call("POST", "/rules/preview", {"recurrence": rule, "schedule_id": created["id"]}, as_=stranger)
+    assert reply.status == 404, reply.body

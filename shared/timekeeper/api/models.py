@@ -580,6 +580,14 @@ class RulePreviewRequest(BaseModel):
     count: Annotated[int, Field(ge=1, le=50), JSON_INTEGER] = Field(10, description="occurrences to show")
 
 
+class ScheduleRulePreviewRequest(RulePreviewRequest):
+    """``POST /rules/preview``: also, optionally, the schedule whose rule is being edited."""
+
+    schedule_id: CanonicalUuid | None = Field(None, description=(
+        "the schedule (of the caller's workspace) whose rule this would replace: a rule with window_minutes then "
+        "gives each occurrence its due_at, the instant the dispatcher would give it (404 for an unknown id)"))
+
+
 class ChangeDayOut(BaseModel):
     """One DST change day of the rule's zone within the coming year and what the rule's DST choice makes of it."""
 

@@ -37,12 +37,12 @@ from timekeeper.api.models import (
     ClosureList,
     OwnerName,
     RulePreview,
-    RulePreviewRequest,
     RunAccepted,
     ScheduleCreateBase,
     ScheduleDetail,
     ScheduleOut,
     SchedulePage,
+    ScheduleRulePreviewRequest,
     ScheduleStatus,
     ScheduleUpdate,
     change_days_out,
@@ -146,14 +146,15 @@ def _mark_stuck(detail: ScheduleDetail, details: Any, now: datetime) -> None:
 @router.post("/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
              summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
                      "create checks it",
-             responses=_responses(200, "The rule in words and its next occurrences", 415))
-def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+             responses=_responses(200, "The rule in words and its next occurrences", 404, 415))
+def preview_rule(scope: Reader, body: Annotated[ScheduleRulePreviewRequest, Body()]) -> RulePreview:
     check_rule_shape(body.recurrence)
-    rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
+    schedule_id = body.schedule_id
+    rule, description, upcoming = scope.preview(body.recurrence, count=body.count, schedule_id=schedule_id)
     zone = rule.timezone or "UTC"
     return RulePreview(description=description, timezone=zone, warnings=list(rule.warnings),
                        recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone),
-                       change_days=change_days_out(change_days(rule, scope.now), zone))
+                       change_days=change_days_out(change_days(rule, scope.now, schedule_id), zone))
 
 
 @router.patch("/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",

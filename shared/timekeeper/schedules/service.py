@@ -509,16 +509,19 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
 
 
 def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,
-                 workspace_id: UUID | None = None) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
+                 workspace_id: UUID | None = None,
+                 schedule_id: UUID | None = None) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
     """An unsaved rule checked as a create would check it, in words, with its next
     ``count`` occurrences after the aware ``now``: ``(compiled rule, description, upcoming)``.
     With ``conn`` and ``workspace_id`` a business-day rule counts the workspace's closures,
-    as the saved schedule will (``conn`` None: no database work).
+    as the saved schedule will (``conn`` None: no database work). With ``schedule_id`` (the
+    schedule the rule would replace, checked by the caller) a windowed rule's occurrences
+    have the ``due_at`` the dispatcher would give them (:func:`upcoming_occurrences`).
 
     Raises :class:`InvalidRecurrence` naming the field for a rule that does not validate or
     has no occurrence within ten years of ``now`` (what create and update refuse)."""
     compiled, _ = _checked_rule(rule, now, conn, workspace_id)
-    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)
+    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count, schedule_id)
 
 
 @dataclass(frozen=True)
