@@ -222,8 +222,16 @@ def test_the_dst_choice_from_the_keyboard_at_360_px(browser, server, form_sweep)
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
         assert "a time the clock skips does not run (recorded as skipped)" in preview.inner_text()
-        skipped = preview.locator("tbody tr", has=page.locator(".mark", has_text="DST skip"))
+        upcoming = preview.locator("table.occurrences").first
+        skipped = upcoming.locator("tbody tr", has=page.locator(".mark", has_text="DST skip"))
         assert skipped.count() == 1 and "(intended" in skipped.inner_text()
+        # The zone's change days: the spring-forward day's 02:30 skipped, the fall-back day untouched
+        days = preview.locator("ul.change-days > li")
+        assert days.count() == 2
+        spring = days.filter(has_text="springs forward")
+        assert "02:30 is skipped" in spring.inner_text()
+        assert spring.locator("tbody tr", has=page.locator(".mark", has_text="DST skip")).count() == 1
+        assert "does not affect it" in days.filter(has_text="falls back").inner_text()
         assert (gap.input_value(), overlap.input_value()) == ("skip", "both")
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
         results = Axe().run(page)
@@ -251,7 +259,8 @@ def test_the_flexible_window_from_the_keyboard_at_360_px(browser, server, form_s
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
         assert "each run at some time within 30 minutes" in preview.inner_text()
-        assert preview.locator("tbody tr", has_text="runs by").count() == 10
+        # the schedule's own editor: each occurrence with the instant its run would be given
+        assert preview.locator("table.occurrences").first.locator("tbody tr", has_text="runs at").count() == 10
         assert window.input_value() == "30"
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
         results = Axe().run(page)
