@@ -30,3 +30,14 @@ def test_the_rule_editor_preview_lists_the_change_days_and_the_given_instants(br
     assert "DST skip" in days and days.count("repeated hour") == 2
     given = re.findall(r'runs at <time datetime="2027-11-07T0([56]):', days)
     assert given == ["5", "6"]
+
+
+def test_the_schedule_page_lists_its_change_days(browser, call, schedule):  # noqa: F811
+    rule = {"cron": "30 1 * * *", "timezone": "America/New_York", "dst": {"overlap": "second"}}
+    assert call("PATCH", f"/schedules/{schedule['id']}", {"recurrence": rule}).status == 200
+    page = browser.request("GET", f"/console/schedules/{schedule['id']}")["body"]
+    saved = page.split('id="saved-change-days-heading"', 1)[1].split("</ul>", 1)[0]
+    text = html_lib.unescape(re.sub(r"<[^>]+>", " ", saved))
+    assert "2027-11-07: the clock falls back" in text and "01:30 runs once, at its second instant (06:30 UTC)" in text
+    assert "2027-03-14: the clock springs forward" in text and "does not affect it" in text
+    assert "The schedule on 2027-11-07" in saved

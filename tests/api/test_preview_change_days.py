@@ -111,6 +111,9 @@ def test_a_preview_for_a_saved_schedule_gives_its_window_instants_and_404s_for_a
     assert all(o["due_at"] is not None for o in saved)
     fall = _day(body, "overlap")
     assert len(fall["occurrences"]) == 2 and all(o["due_at"] is not None for o in fall["occurrences"])
+    # The saved schedule's page lists the same change days with the same instants
+    detail = call("GET", f"/schedules/{created['id']}").body
+    assert detail["change_days"] == body["change_days"]
     # Without the schedule: no instant yet (it depends on the schedule), only the window's end
     unsaved = _preview(call, rule)
     assert all(o["due_at"] is None and o["window_end"] for o in unsaved["next_occurrences"])

@@ -398,6 +398,25 @@ class OccurrenceOut(BaseModel):
                                                          "window its run is given (at stays the occurrence)")
 
 
+class ChangeDayOut(BaseModel):
+    """One DST change day of the rule's zone within the coming year and what the rule's DST choice makes of it."""
+
+    local_date: date = Field(description="the local date whose wall times the change skips (gap) or repeats (overlap)")
+    kind: Literal["gap", "overlap"] = Field(description="gap: the clock springs forward; overlap: it falls back")
+    at: UtcDatetime = Field(description="the instant the offset changes (UTC)")
+    wall_from: str = Field(description="the first local wall time HH:MM skipped or repeated", examples=["02:00"])
+    wall_to: str = Field(description="the local wall time HH:MM the skipped or repeated span ends at (exclusive)",
+                         examples=["03:00"])
+    affected: bool = Field(description="whether any time of the rule falls in the gap or the overlap")
+    summary: str = Field(description="the day and what the rule does on it, in words",
+                         examples=["2027-03-14: the clock springs forward from 02:00 to 03:00 (1 h); 02:30 is "
+                                   "skipped (the time does not exist that day; recorded as a skipped run)"])
+    occurrences: list[OccurrenceOut] = Field(description="the rule's occurrences whose intended wall time is in the "
+                                                         "gap or the overlap, as its DST choice resolves them "
+                                                         "(shifted, at the gap's end, skipped, first, second or "
+                                                         "both instants)")
+
+
 class HistoryOut(BaseModel):
     """Recent runs and history events, newest first."""
 
@@ -415,6 +434,9 @@ class ScheduleDetail(BaseModel):
                                     examples=["At 02:30, every day, America/New_York"])
     next_occurrences: list[OccurrenceOut] = Field(description="the next instants (upcoming, 5 by default); "
                                                               "none unless active")
+    change_days: list[ChangeDayOut] = Field(default_factory=list, description=(
+        "the zone's DST change days within the coming year and what the rule does on each (as POST /rules/preview "
+        "gives them, with each windowed occurrence's due_at); none unless active"))
     history: HistoryOut
     timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT + "; the rule's own zone is schedule.timezone")
     changed_by: str | None = Field(None, description="who last changed the definition (name, subject, rule or "
@@ -586,25 +608,6 @@ class ScheduleRulePreviewRequest(RulePreviewRequest):
     schedule_id: CanonicalUuid | None = Field(None, description=(
         "the schedule (of the caller's workspace) whose rule this would replace: a rule with window_minutes then "
         "gives each occurrence its due_at, the instant the dispatcher would give it (404 for an unknown id)"))
-
-
-class ChangeDayOut(BaseModel):
-    """One DST change day of the rule's zone within the coming year and what the rule's DST choice makes of it."""
-
-    local_date: date = Field(description="the local date whose wall times the change skips (gap) or repeats (overlap)")
-    kind: Literal["gap", "overlap"] = Field(description="gap: the clock springs forward; overlap: it falls back")
-    at: UtcDatetime = Field(description="the instant the offset changes (UTC)")
-    wall_from: str = Field(description="the first local wall time HH:MM skipped or repeated", examples=["02:00"])
-    wall_to: str = Field(description="the local wall time HH:MM the skipped or repeated span ends at (exclusive)",
-                         examples=["03:00"])
-    affected: bool = Field(description="whether any time of the rule falls in the gap or the overlap")
-    summary: str = Field(description="the day and what the rule does on it, in words",
-                         examples=["2027-03-14: the clock springs forward from 02:00 to 03:00 (1 h); 02:30 is "
-                                   "skipped (the time does not exist that day; recorded as a skipped run)"])
-    occurrences: list[OccurrenceOut] = Field(description="the rule's occurrences whose intended wall time is in the "
-                                                         "gap or the overlap, as its DST choice resolves them "
-                                                         "(shifted, at the gap's end, skipped, first, second or "
-                                                         "both instants)")
 
 
 class RulePreview(BaseModel):

@@ -32,6 +32,7 @@ from timekeeper.api.models import (
     PLAIN_PATTERN,
     TOKEN_PATTERN,
     CanonicalUuid,
+    ChangeDayOut,
     ClosureChange,
     ClosureIn,
     ClosureList,
@@ -59,7 +60,7 @@ from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform.directory import display_names
 from timekeeper.schedules import run_ops
 from timekeeper.schedules.change_days import change_days
-from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
 from timekeeper.schedules.service import ScheduleNotFound
 from timekeeper.topology import pipeline_for_owner
 
@@ -119,6 +120,8 @@ def get_schedule(
             deleted.raise_if_deleted(conn, scope.workspace_id, schedule_id, kinds=scope.kinds, route=None)
         raise
     detail = detail_out(details)
+    if details.schedule.status == "active" and details.description is not None:
+        detail.change_days = _saved_change_days(details.schedule, scope.now)
     _mark_stuck(detail, details, scope.now)
     detail.timezone = scope.zone()
     people = sorted({p for p in (detail.schedule.created_by, detail.changed_by,
@@ -141,6 +144,16 @@ def _mark_stuck(detail: ScheduleDetail, details: Any, now: datetime) -> None:
         if row.state in ("queued", "running"):
             out.stuck = run_ops.stuck_why({k: getattr(row, k) for k in run_ops.STUCK_FIELDS},
                                           reoffer_after=pipeline.reoffer_after, now=now)
+
+
+def _saved_change_days(schedule: Any, now: datetime) -> list[ChangeDayOut]:
+    """A saved schedule's change days (:func:`change_days` with its id: windowed occurrences
+    have their ``due_at``); none when its rule no longer validates."""
+    try:
+        rule = parse_rule(schedule.recurrence)
+    except InvalidRecurrence:
+        return []
+    return change_days_out(change_days(rule, now, schedule.id), rule.timezone or "UTC")
 
 
 @router.post("/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,

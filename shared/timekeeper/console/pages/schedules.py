@@ -206,6 +206,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         zone_choices = sorted({*zone_choices, form.timezone})
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+        change_days=change_day_rows(detail.get("change_days") or []),
         code=rule_code(detail["schedule"]["recurrence"]),
         runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), stuck=stuck_run(runs), events=events,
         change_words=CHANGE_WORDS,
