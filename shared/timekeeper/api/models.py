@@ -394,7 +394,8 @@ class OccurrenceOut(BaseModel):
                                              "skips: recorded as a skipped run (outcome skipped_dst_gap), not run")
     window_end: UtcDatetime | None = Field(None, description="a rule with window_minutes: the end (exclusive) of "
                                                              "the window its run is due in, [at, window_end)")
-    due_at: UtcDatetime | None = Field(None, description="a saved schedule with window_minutes: the instant in the "
+    due_at: UtcDatetime | None = Field(None, description="a saved schedule with window_minutes (or a rule "
+                                                         "previewed for one, schedule_id): the instant in the "
                                                          "window its run is given (at stays the occurrence)")
 
 
