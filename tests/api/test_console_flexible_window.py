@@ -1,8 +1,8 @@
 """The console's rule editor and a flexible window: the structured form's field previews
-("any time within 30 minutes", each occurrence with the moment it runs by), saves, fills
-from the saved rule; the API's 422 lands on the field with what was typed kept; the
-Advanced JSON editor takes ``window_minutes`` too; the schedule's page shows each upcoming
-occurrence with the instant its run is given."""
+("each run at some time within 30 minutes after its scheduled time", each occurrence with
+the instant its run is given), saves, fills from the saved rule; the API's 422 lands on
+the field with what was typed kept; the Advanced JSON editor takes ``window_minutes`` too;
+the schedule's page shows each upcoming occurrence with the instant its run is given."""
 
 from __future__ import annotations
 
@@ -28,8 +28,11 @@ def test_the_window_field_previews_saves_and_fills_the_form(browser, call, sched
     reply = browser.request("POST", f"{path}/rule", _form(token, **FIELDS))
     assert reply["statusCode"] == 200, reply["body"][:500]
     preview = html_lib.unescape(_preview_section(reply["body"]))
-    assert "At 00:00 every day, Europe/Berlin, any time within 30 minutes" in preview
-    assert "runs by" in preview and _value(reply["body"], "rf-window") == "30"
+    assert ("At 00:00 every day, Europe/Berlin, each run at some time within 30 minutes after its scheduled time"
+            in preview)
+    # the schedule's own editor: each occurrence with the instant the dispatcher would give it
+    previewed = re.search(r'runs at <time datetime="([^"]+)"', _preview_section(reply["body"]))
+    assert previewed is not None and "runs by" not in preview and _value(reply["body"], "rf-window") == "30"
     # Save: the API holds it; the page fills the form with it and shows each occurrence's given instant
     assert browser.request("POST", f"{path}/rule", _form(token, "save", **FIELDS))["statusCode"] == 303
     saved = _saved(call, schedule["id"])
@@ -38,6 +41,7 @@ def test_the_window_field_previews_saves_and_fills_the_form(browser, call, sched
     assert _value(page, "rf-window") == "30"
     given = saved["next_occurrences"][0]["due_at"]
     assert given is not None and re.search(rf'runs at <time datetime="{re.escape(given[:19])}', page)
+    assert previewed.group(1)[:19] == given[:19]  # the preview showed the instant the saved schedule has
 
 
 def test_a_window_the_api_refuses_is_shown_on_the_field_with_what_was_typed(browser, schedule):  # noqa: F811
@@ -58,7 +62,7 @@ def test_the_json_editor_takes_a_window(browser, call, schedule):  # noqa: F811
                                                      "intent": "save"})
     assert reply["statusCode"] == 303, reply["body"][:500]
     assert _saved(call, schedule["id"])["schedule"]["recurrence"]["window_minutes"] == 120
-    assert "any time within 120 minutes" in html_lib.unescape(browser.request("GET", path)["body"])
+    assert "each run at some time within 120 minutes" in html_lib.unescape(browser.request("GET", path)["body"])
 
 
 def test_a_windowed_run_shows_its_occurrence_and_the_instant_it_was_given(browser, call, conn):  # noqa: F811

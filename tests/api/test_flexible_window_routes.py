@@ -39,7 +39,8 @@ def test_an_interval_rule_is_refused_a_window(call):
 def test_the_preview_says_the_window_and_shows_each_occurrences_window(call):
     reply = call("POST", "/rules/preview", {"recurrence": MIDNIGHT_BERLIN, "count": 3})
     assert reply.status == 200, reply.body
-    assert reply.body["description"] == "At 00:00, every day, Europe/Berlin, any time within 30 minutes"
+    assert reply.body["description"] == ("At 00:00, every day, Europe/Berlin, each run at some time within 30 minutes "
+                                         "after its scheduled time")
     assert reply.body["recurrence"]["window_minutes"] == 30
     for occurrence in reply.body["next_occurrences"]:
         assert _at(occurrence["window_end"]) - _at(occurrence["at"]) == timedelta(minutes=30)
@@ -54,7 +55,7 @@ def test_a_saved_schedule_shows_each_occurrence_and_the_instant_it_is_given(call
     assert created.status == 201, created.body
     schedule_id = uuid.UUID(created.body["id"])
     detail = call("GET", f"/schedules/{schedule_id}").body
-    assert detail["description"].endswith(", any time within 30 minutes")
+    assert detail["description"].endswith(", each run at some time within 30 minutes after its scheduled time")
     upcoming = detail["next_occurrences"]
     assert len(upcoming) >= 2
     for index, occurrence in enumerate(upcoming):

@@ -65,14 +65,14 @@ def test_edit_a_rule_and_see_the_preview_change_across_a_dst_change(page, server
     # Preview a March rule in New York: the gap day runs an hour later, marked
     spring = _preview(page, SPRING)
     assert "At 02:30, only on Sunday, only in March, America/New_York" in spring.inner_text()
-    gap_row = spring.locator("tbody tr", has_text="2027-03-14")
+    gap_row = spring.locator("table.occurrences").first.locator("tbody tr", has_text="2027-03-14")
     assert "2027-03-14 03:30 EDT" in gap_row.inner_text() and "2027-03-14 07:30 UTC" in gap_row.inner_text()
     assert gap_row.locator(".mark").inner_text() == "DST shift"
     assert spring.locator(".mark", has_text="repeated hour").count() == 0
     # Edit it to October in London: the preview changes, the fall-back day marked repeated
     autumn = _preview(page, AUTUMN)
     assert "Europe/London" in autumn.inner_text()
-    repeated = autumn.locator("tbody tr", has_text="2027-10-31")
+    repeated = autumn.locator("table.occurrences").first.locator("tbody tr", has_text="2027-10-31")
     assert "2027-10-31 01:30 BST" in repeated.inner_text() and "2027-10-31 00:30 UTC" in repeated.inner_text()
     assert repeated.locator(".mark").inner_text() == "repeated hour"
     assert autumn.locator(".mark", has_text="DST shift").count() == 0
@@ -139,7 +139,8 @@ def test_the_form_from_the_keyboard_across_new_york_s_spring_forward(browser, se
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
         assert "At 02:30 on the second Sunday of every month, America/New_York" in preview.inner_text()
-        shifted = preview.locator("tbody tr", has=page.locator(".mark", has_text="DST shift"))
+        upcoming = preview.locator("table.occurrences").first  # (the change days' tables follow)
+        shifted = upcoming.locator("tbody tr", has=page.locator(".mark", has_text="DST shift"))
         assert shifted.count() == 1  # of ten months, only March's falls in the gap
         row = shifted.inner_text()
         assert re.search(r"\d{4}-03-\d\d 03:30 EDT", row) and "(intended" in row and "02:30)" in row
@@ -222,8 +223,16 @@ def test_the_dst_choice_from_the_keyboard_at_360_px(browser, server, form_sweep)
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
         assert "a time the clock skips does not run (recorded as skipped)" in preview.inner_text()
-        skipped = preview.locator("tbody tr", has=page.locator(".mark", has_text="DST skip"))
+        upcoming = preview.locator("table.occurrences").first
+        skipped = upcoming.locator("tbody tr", has=page.locator(".mark", has_text="DST skip"))
         assert skipped.count() == 1 and "(intended" in skipped.inner_text()
+        # The zone's change days: the spring-forward day's 02:30 skipped, the fall-back day untouched
+        days = preview.locator("ul.change-days > li")
+        assert days.count() == 2
+        spring = days.filter(has_text="springs forward")
+        assert "02:30 is skipped" in spring.inner_text()
+        assert spring.locator("tbody tr", has=page.locator(".mark", has_text="DST skip")).count() == 1
+        assert "does not affect it" in days.filter(has_text="falls back").inner_text()
         assert (gap.input_value(), overlap.input_value()) == ("skip", "both")
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
         results = Axe().run(page)
@@ -250,8 +259,9 @@ def test_the_flexible_window_from_the_keyboard_at_360_px(browser, server, form_s
         page.keyboard.press("Enter")  # submits the form's first button: Preview
         page.wait_for_selector("#preview-heading")
         preview = page.locator("section.preview")
-        assert "any time within 30 minutes" in preview.inner_text()
-        assert preview.locator("tbody tr", has_text="runs by").count() == 10
+        assert "each run at some time within 30 minutes" in preview.inner_text()
+        # the schedule's own editor: each occurrence with the instant its run would be given
+        assert preview.locator("table.occurrences").first.locator("tbody tr", has_text="runs at").count() == 10
         assert window.input_value() == "30"
         assert page.evaluate("document.documentElement.scrollWidth") <= WIDTH_PHONE
         results = Axe().run(page)

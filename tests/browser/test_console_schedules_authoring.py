@@ -55,8 +55,10 @@ def test_an_admin_makes_previews_renames_and_deletes_a_second_sunday_schedule(ph
     page.wait_for_selector("#preview-heading")
     preview = page.locator("section.preview")
     assert "At 02:30 on the second Sunday of every month, America/New_York" in preview.inner_text()
-    shifted = preview.locator("tbody tr", has=page.locator(".mark", has_text="DST shift"))
+    upcoming = preview.locator("table.occurrences").first  # (the change days' tables follow)
+    shifted = upcoming.locator("tbody tr", has=page.locator(".mark", has_text="DST shift"))
     assert shifted.count() == 1  # of ten months, only March's second Sunday falls in the gap
+    assert "springs forward" in preview.locator("ul.change-days").inner_text()
     assert re.search(r"\d{4}-03-\d\d 03:30 EDT", shifted.inner_text()) and "02:30)" in shifted.inner_text()
     # What was typed stays; nothing is saved by a preview
     assert form.locator("#sn-name").input_value() == "Second Sunday sweep"

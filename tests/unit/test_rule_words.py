@@ -64,3 +64,11 @@ NY, BERLIN = "America/New_York", "Europe/Berlin"
 ])
 def test_each_form_in_words(rule, words):
     assert describe_rule(parse_rule(rule)) == words
+
+
+def test_a_window_reads_as_applying_to_every_run_before_the_dst_choice():
+    rule = {"cron": "30 1 * * *", "timezone": NY, "window_minutes": 30, "dst": {"gap": "skip", "overlap": "both"}}
+    assert describe_rule(parse_rule(rule)) == (
+        "At 01:30, every day, America/New_York, each run at some time within 30 minutes after its scheduled time; "
+        "on DST gap days a time the clock skips does not run (recorded as skipped); "
+        "when the clock falls back, a repeated time runs at both instants")

@@ -49,6 +49,7 @@ from timekeeper.api.models import (
     TOKEN_PATTERN,
     RulePreview,
     RulePreviewRequest,
+    change_days_out,
     check_rule_shape,
     occurrences_out,
 )
@@ -59,6 +60,7 @@ from timekeeper.platform.directory import list_members
 from timekeeper.reporting import delivery_preview
 from timekeeper.reporting.delivery_store import contacts
 from timekeeper.reporting.query_schedules import Source, check_recipient, draft_settings
+from timekeeper.schedules.change_days import change_days
 from timekeeper.settings import DOWNLOAD_BASE_URL_VARIABLE
 
 #: The largest page of ``GET /members``.
@@ -212,8 +214,10 @@ def rule_preview(scope: Writer, body: Annotated[RulePreviewRequest, Body()]) -> 
     check_rule_shape(body.recurrence)
     scope.check_access(access.QUERIES_WRITE)
     rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
-    return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
-                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
+    zone = rule.timezone or "UTC"
+    return RulePreview(description=description, timezone=zone, warnings=list(rule.warnings),
+                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone),
+                       change_days=change_days_out(change_days(rule, scope.now), zone))
 
 
 __all__ = ["router"]

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from timekeeper.api.errors import CURSOR_MESSAGE, INVALID_CURSOR, ApiError, pattern_words
+from timekeeper.schedules.change_days import ChangeDay
 from timekeeper.schedules.models import Schedule, ScheduleDetails, ScheduleEvent, ScheduleRun, UpcomingOccurrence
 from timekeeper.schedules.recurrence import InvalidRecurrence, describe_rule, parse_rule
 from timekeeper.schedules.rule_schema import published_rule_schema
@@ -393,8 +394,28 @@ class OccurrenceOut(BaseModel):
                                              "skips: recorded as a skipped run (outcome skipped_dst_gap), not run")
     window_end: UtcDatetime | None = Field(None, description="a rule with window_minutes: the end (exclusive) of "
                                                              "the window its run is due in, [at, window_end)")
-    due_at: UtcDatetime | None = Field(None, description="a saved schedule with window_minutes: the instant in the "
+    due_at: UtcDatetime | None = Field(None, description="a saved schedule with window_minutes (or a rule "
+                                                         "previewed for one, schedule_id): the instant in the "
                                                          "window its run is given (at stays the occurrence)")
+
+
+class ChangeDayOut(BaseModel):
+    """One DST change day of the rule's zone within the coming year and what the rule's DST choice makes of it."""
+
+    local_date: date = Field(description="the local date whose wall times the change skips (gap) or repeats (overlap)")
+    kind: Literal["gap", "overlap"] = Field(description="gap: the clock springs forward; overlap: it falls back")
+    at: UtcDatetime = Field(description="the instant the offset changes (UTC)")
+    wall_from: str = Field(description="the first local wall time HH:MM skipped or repeated", examples=["02:00"])
+    wall_to: str = Field(description="the local wall time HH:MM the skipped or repeated span ends at (exclusive)",
+                         examples=["03:00"])
+    affected: bool = Field(description="whether any time of the rule falls in the gap or the overlap")
+    summary: str = Field(description="the day and what the rule does on it, in words",
+                         examples=["2027-03-14: the clock springs forward from 02:00 to 03:00 (1 h); 02:30 is "
+                                   "skipped (the time does not exist that day; recorded as a skipped run)"])
+    occurrences: list[OccurrenceOut] = Field(description="the rule's occurrences whose intended wall time is in the "
+                                                         "gap or the overlap, as its DST choice resolves them "
+                                                         "(shifted, at the gap's end, skipped, first, second or "
+                                                         "both instants)")
 
 
 class HistoryOut(BaseModel):
@@ -414,6 +435,9 @@ class ScheduleDetail(BaseModel):
                                     examples=["At 02:30, every day, America/New_York"])
     next_occurrences: list[OccurrenceOut] = Field(description="the next instants (upcoming, 5 by default); "
                                                               "none unless active")
+    change_days: list[ChangeDayOut] = Field(default_factory=list, description=(
+        "the zone's DST change days within the coming year and what the rule does on each (as POST /rules/preview "
+        "gives them, with each windowed occurrence's due_at); none unless active"))
     history: HistoryOut
     timezone: str = Field("UTC", description=WORKSPACE_ZONE_TEXT + "; the rule's own zone is schedule.timezone")
     changed_by: str | None = Field(None, description="who last changed the definition (name, subject, rule or "
@@ -579,6 +603,14 @@ class RulePreviewRequest(BaseModel):
     count: Annotated[int, Field(ge=1, le=50), JSON_INTEGER] = Field(10, description="occurrences to show")
 
 
+class ScheduleRulePreviewRequest(RulePreviewRequest):
+    """``POST /rules/preview``: also, optionally, the schedule whose rule is being edited."""
+
+    schedule_id: CanonicalUuid | None = Field(None, description=(
+        "the schedule (of the caller's workspace) whose rule this would replace: a rule with window_minutes then "
+        "gives each occurrence its due_at, the instant the dispatcher would give it (404 for an unknown id)"))
+
+
 class RulePreview(BaseModel):
     """An unsaved rule in words with its next occurrences (local, UTC, DST markers)."""
 
@@ -588,6 +620,17 @@ class RulePreview(BaseModel):
     warnings: list[str] = Field(description="notes about a surprising but valid rule")
     recurrence: Recurrence = Field(description="the rule normalised (defaults filled in)")
     next_occurrences: list[OccurrenceOut]
+    change_days: list[ChangeDayOut] = Field(default_factory=list, description=(
+        "the zone's DST change days within the coming year (the spring-forward and the fall-back day), each with "
+        "what the rule does on it; empty for a zone without changes"))
+
+
+def change_days_out(days: list[ChangeDay], timezone: str) -> list[ChangeDayOut]:
+    """Service :class:`~timekeeper.schedules.change_days.ChangeDay` rows as :class:`ChangeDayOut` in ``timezone``."""
+    return [ChangeDayOut(local_date=d.change.day, kind="gap" if d.change.gap else "overlap", at=d.change.at,
+                         wall_from=d.change.wall_from.strftime("%H:%M"), wall_to=d.change.wall_to.strftime("%H:%M"),
+                         affected=d.affected, summary=d.summary, occurrences=occurrences_out(d.occurrences, timezone))
+            for d in days]
 
 
 def detail_out(details: ScheduleDetails) -> ScheduleDetail:

@@ -32,19 +32,21 @@ from timekeeper.api.models import (
     PLAIN_PATTERN,
     TOKEN_PATTERN,
     CanonicalUuid,
+    ChangeDayOut,
     ClosureChange,
     ClosureIn,
     ClosureList,
     OwnerName,
     RulePreview,
-    RulePreviewRequest,
     RunAccepted,
     ScheduleCreateBase,
     ScheduleDetail,
     ScheduleOut,
     SchedulePage,
+    ScheduleRulePreviewRequest,
     ScheduleStatus,
     ScheduleUpdate,
+    change_days_out,
     check_rule_shape,
     closure_out,
     decode_cursor,
@@ -57,7 +59,8 @@ from timekeeper.api.routing import SECURITY, ApiRouter, idempotency_header, with
 from timekeeper.api.scope import WorkspaceScope, scope_for
 from timekeeper.platform.directory import display_names
 from timekeeper.schedules import run_ops
-from timekeeper.schedules.recurrence import InvalidRecurrence
+from timekeeper.schedules.change_days import change_days
+from timekeeper.schedules.recurrence import InvalidRecurrence, parse_rule
 from timekeeper.schedules.service import ScheduleNotFound
 from timekeeper.topology import pipeline_for_owner
 
@@ -117,6 +120,8 @@ def get_schedule(
             deleted.raise_if_deleted(conn, scope.workspace_id, schedule_id, kinds=scope.kinds, route=None)
         raise
     detail = detail_out(details)
+    if details.schedule.status == "active" and details.description is not None:
+        detail.change_days = _saved_change_days(details.schedule, scope.now)
     _mark_stuck(detail, details, scope.now)
     detail.timezone = scope.zone()
     people = sorted({p for p in (detail.schedule.created_by, detail.changed_by,
@@ -141,15 +146,28 @@ def _mark_stuck(detail: ScheduleDetail, details: Any, now: datetime) -> None:
                                           reoffer_after=pipeline.reoffer_after, now=now)
 
 
+def _saved_change_days(schedule: Any, now: datetime) -> list[ChangeDayOut]:
+    """A saved schedule's change days (:func:`change_days` with its id: windowed occurrences
+    have their ``due_at``); none when its rule no longer validates."""
+    try:
+        rule = parse_rule(schedule.recurrence)
+    except InvalidRecurrence:
+        return []
+    return change_days_out(change_days(rule, now, schedule.id), rule.timezone or "UTC")
+
+
 @router.post("/rules/preview", tags=["schedules"], operation_id="previewRule", security=SECURITY,
              summary="An unsaved rule in words with its next occurrences (local, UTC, DST markers); checked as a "
                      "create checks it",
-             responses=_responses(200, "The rule in words and its next occurrences", 415))
-def preview_rule(scope: Reader, body: Annotated[RulePreviewRequest, Body()]) -> RulePreview:
+             responses=_responses(200, "The rule in words and its next occurrences", 404, 415))
+def preview_rule(scope: Reader, body: Annotated[ScheduleRulePreviewRequest, Body()]) -> RulePreview:
     check_rule_shape(body.recurrence)
-    rule, description, upcoming = scope.preview(body.recurrence, count=body.count)
-    return RulePreview(description=description, timezone=rule.timezone or "UTC", warnings=list(rule.warnings),
-                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone))
+    schedule_id = body.schedule_id
+    rule, description, upcoming = scope.preview(body.recurrence, count=body.count, schedule_id=schedule_id)
+    zone = rule.timezone or "UTC"
+    return RulePreview(description=description, timezone=zone, warnings=list(rule.warnings),
+                       recurrence=rule.rule, next_occurrences=occurrences_out(upcoming, rule.timezone),
+                       change_days=change_days_out(change_days(rule, scope.now, schedule_id), zone))
 
 
 @router.patch("/schedules/<schedule_id>", tags=["schedules"], operation_id="updateSchedule",

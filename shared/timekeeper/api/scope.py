@@ -220,11 +220,16 @@ class WorkspaceScope:
                                    after={"schedules_recomputed": recomputed}, now=self.now)
         return removed, recomputed
 
-    def preview(self, recurrence: dict[str, Any], *, count: int) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
+    def preview(self, recurrence: dict[str, Any], *, count: int,
+                schedule_id: UUID | None = None) -> tuple[Any, str, list[service.UpcomingOccurrence]]:
         """An unsaved rule in words with its next ``count`` occurrences after now
         (:func:`timekeeper.schedules.service.preview_rule`; a business-day rule with the
-        caller's workspace's closures, as it will be saved)."""
-        return self.call(service.preview_rule, rule=recurrence, now=self.now, count=count)
+        caller's workspace's closures, as it will be saved). With ``schedule_id`` (a
+        schedule of the workspace the caller may see: :class:`service.ScheduleNotFound`
+        otherwise) a windowed rule's occurrences have their given instants."""
+        if schedule_id is not None:
+            self.details(schedule_id, history_limit=1, upcoming=0)
+        return self.call(service.preview_rule, rule=recurrence, now=self.now, count=count, schedule_id=schedule_id)
 
     def create(self, **fields: Any) -> service.Schedule:
         """Create a schedule (``owner``, ``work_kind``, ``recurrence``, ``subject_id``, ``name``, ``active``,

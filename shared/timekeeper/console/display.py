@@ -85,6 +85,12 @@ def occurrence_rows(occurrences: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def change_day_rows(days: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The API's ``change_days`` of a rule preview for a page: each day as given, its
+    occurrences as :func:`occurrence_rows` (``rows``)."""
+    return [{**d, "rows": occurrence_rows(d.get("occurrences") or [])} for d in days]
+
+
 def rule_code(recurrence: dict[str, Any]) -> str | None:
     """The expression a rule was written in, shown beside its words: ``cron 30 2 * * *``,
     ``RRULE FREQ=... from <start>``; None for a calendar or interval rule (its words say

@@ -36,7 +36,14 @@ from timekeeper.schedules.models import (
     UpcomingOccurrence,
 )
 from timekeeper.schedules.notifications import Notice, enqueue_notifications
-from timekeeper.schedules.recurrence import InvalidRecurrence, Recurrence, describe_rule, given_instant, parse_rule
+from timekeeper.schedules.recurrence import (
+    InvalidRecurrence,
+    Occurrence,
+    Recurrence,
+    describe_rule,
+    given_instant,
+    parse_rule,
+)
 from timekeeper.schedules.runs import Event, publish_offers, record_events
 from timekeeper.schedules.work import WorkKindRegistry
 
@@ -451,6 +458,18 @@ class LastChange:
     at: datetime
 
 
+def occurrence_view(occ: Occurrence, zone: ZoneInfo, *, window_end: datetime | None = None,
+                    due_at: datetime | None = None) -> UpcomingOccurrence:
+    """The occurrence ``occ`` as an :class:`UpcomingOccurrence` in ``zone``: its local wall
+    time and DST markers (``repeated`` when its wall time is in a fall-back overlap and a
+    gap did not shift it), with the window's end and given instant (aware UTC) as given."""
+    local = occ.at.astimezone(zone).replace(tzinfo=None)
+    repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
+    return UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
+                              local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
+                              window_end=window_end, due_at=due_at)
+
+
 def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
                          schedule_id: UUID | None = None) -> list[UpcomingOccurrence]:
     """The next ``count`` occurrences of the compiled ``rule`` strictly after the aware
@@ -484,26 +503,25 @@ def upcoming_occurrences(rule: Recurrence, after: datetime, count: int,
             elif occ.at <= after:
                 occ = following
                 continue
-        local = occ.at.astimezone(zone).replace(tzinfo=None)
-        repeated = zone.utcoffset(local.replace(fold=0)) != zone.utcoffset(local.replace(fold=1)) and not occ.shifted
-        out.append(UpcomingOccurrence(at=occ.at, local=local, local_date=occ.local_date, shifted=occ.shifted,
-                                      local_time=occ.local_time, repeated=repeated, skipped=occ.skipped,
-                                      window_end=window_end, due_at=due_at))
+        out.append(occurrence_view(occ, zone, window_end=window_end, due_at=due_at))
         occ = following if window is not None else next(occurrences, None)
     return out
 
 
 def preview_rule(conn: psycopg.Connection | None, *, rule: dict[str, Any], now: datetime, count: int,
-                 workspace_id: UUID | None = None) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
+                 workspace_id: UUID | None = None,
+                 schedule_id: UUID | None = None) -> tuple[Recurrence, str, list[UpcomingOccurrence]]:
     """An unsaved rule checked as a create would check it, in words, with its next
     ``count`` occurrences after the aware ``now``: ``(compiled rule, description, upcoming)``.
     With ``conn`` and ``workspace_id`` a business-day rule counts the workspace's closures,
-    as the saved schedule will (``conn`` None: no database work).
+    as the saved schedule will (``conn`` None: no database work). With ``schedule_id`` (the
+    schedule the rule would replace, checked by the caller) a windowed rule's occurrences
+    have the ``due_at`` the dispatcher would give them (:func:`upcoming_occurrences`).
 
     Raises :class:`InvalidRecurrence` naming the field for a rule that does not validate or
     has no occurrence within ten years of ``now`` (what create and update refuse)."""
     compiled, _ = _checked_rule(rule, now, conn, workspace_id)
-    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count)
+    return compiled, describe_rule(compiled), upcoming_occurrences(compiled, now, count, schedule_id)
 
 
 @dataclass(frozen=True)

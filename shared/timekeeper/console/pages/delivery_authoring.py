@@ -37,7 +37,7 @@ from timekeeper import json_input
 from timekeeper.console import rule_form
 from timekeeper.console.api_client import ApiReply
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import occurrence_rows
+from timekeeper.console.display import change_day_rows, occurrence_rows
 from timekeeper.console.pages.schedules import rule_zones
 from timekeeper.console.paths import PREFIX
 
@@ -174,6 +174,7 @@ def form_page(ctx: Request, draft: Draft, *, saved: dict[str, Any] | None = None
         zones = sorted({*zones, draft.rule.timezone})
     if rule_preview is not None:
         rule_preview = {**rule_preview, "rows": occurrence_rows(rule_preview["next_occurrences"]),
+                              "change_days": change_day_rows(rule_preview.get("change_days") or []),
                         "json": json.dumps(rule_preview.get("recurrence"), indent=2, sort_keys=True)}
     problem_control = None
     if problem:

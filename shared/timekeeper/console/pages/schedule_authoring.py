@@ -23,7 +23,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from timekeeper import json_input
 from timekeeper.console import rule_form
 from timekeeper.console.context import Request, checked_post, signed_in
-from timekeeper.console.display import occurrence_rows, zone_of
+from timekeeper.console.display import change_day_rows, occurrence_rows, zone_of
 from timekeeper.console.pages.schedules import (
     UPCOMING,
     WRITERS,
@@ -70,6 +70,7 @@ def new_page(ctx: Request, *, values: dict[str, str] | None = None, form: rule_f
         zones = sorted({*zones, form.timezone})
     if preview is not None:
         preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"]),
+                         "change_days": change_day_rows(preview.get("change_days") or []),
                    "json": json.dumps(preview.get("recurrence"), indent=2, sort_keys=True)}
     field = (problem or {}).get("field") or ""
     control = _CONTROLS.get(field)

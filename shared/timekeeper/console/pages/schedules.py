@@ -16,6 +16,7 @@ from timekeeper import json_input
 from timekeeper.console import glossary, rule_form
 from timekeeper.console.context import Request, checked_post, signed_in
 from timekeeper.console.display import (
+    change_day_rows,
     changed_fields,
     occurrence_rows,
     offered_zones,
@@ -193,6 +194,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         form = saved_form
     if preview is not None:
         preview = {**preview, "rows": occurrence_rows(preview["next_occurrences"]),
+                         "change_days": change_day_rows(preview.get("change_days") or []),
                    "json": json.dumps(preview.get("recurrence"), indent=2, sort_keys=True)}
     may_edit = ctx.session.has(*WRITERS)
     kind = next((k for k in work_kinds(ctx) if k["owner"] == detail["schedule"]["owner"]
@@ -204,6 +206,7 @@ def schedule_page(ctx: Request, schedule_id: str, *, done: str | None = None, ed
         zone_choices = sorted({*zone_choices, form.timezone})
     return ctx.page("schedule.html", http_status, s=detail["schedule"], rule=rule_text(
         detail["schedule"]["recurrence"]), description=detail.get("description"), occurrences=occurrences,
+        change_days=change_day_rows(detail.get("change_days") or []),
         code=rule_code(detail["schedule"]["recurrence"]),
         runs=runs, live=any(r["state"] in RUN_UNDER_WAY for r in runs), stuck=stuck_run(runs), events=events,
         change_words=CHANGE_WORDS,
@@ -262,7 +265,8 @@ def edit_rule(ctx: Request, schedule_id: str) -> Response:
         if reply.status == 200:
             return ctx.redirect(f"{PREFIX}/schedules/{quote(schedule_id, safe='')}?done=update#done")
     else:
-        reply = client.call("POST", "/rules/preview", body={"recurrence": recurrence, "count": UPCOMING})
+        reply = client.call("POST", "/rules/preview",
+                            body={"recurrence": recurrence, "count": UPCOMING, "schedule_id": schedule_id})
         if reply.status == 200:
             return schedule_page(ctx, schedule_id, editor=text, form=form, submitted=submitted,
                                  preview=reply.body)

@@ -5,8 +5,9 @@ field named: ``"At 02:30, every day"``); the calendar, interval and rrule forms 
 module. Every description ends with the zone the rule is evaluated in and, for a
 business-day rule, its holiday calendar:
 ``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of Germany (Berlin)"``;
-a rule with its own DST choice then says it: ``"At 02:30, every day, America/New_York; on DST gap
-days at 03:00 (the gap's end)"``.
+a flexible window then says it applies to every run, and a rule with its own DST choice says
+that last: ``"At 02:30, every day, America/New_York, each run at some time within 30 minutes
+after its scheduled time; on DST gap days at 03:00 (the gap's end)"``.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from cron_descriptor import CasingTypeEnum, DescriptionTypeEnum, ExpressionDescriptor, Options
 
 from timekeeper import clock
 from timekeeper.schedules.recurrence.base import _MONTH_NAMES, Recurrence
 from timekeeper.schedules.recurrence.business import holiday_calendar_name
+from timekeeper.schedules.recurrence.transitions import offset_changes
 
 _DAY_NAMES = {"MO": "Monday", "TU": "Tuesday", "WE": "Wednesday", "TH": "Thursday", "FR": "Friday",
               "SA": "Saturday", "SU": "Sunday"}
@@ -37,18 +38,19 @@ def describe_rule(rule: Recurrence) -> str:
     ``"Every 6 hours from 2027-01-01 00:00 UTC"`` (interval),
     ``"At 09:00 on the third business day of every month, Europe/Berlin, public holidays of
     Germany (Berlin)"`` (calendar). A rule with a DST choice other than the default adds
-    what it does on the zone's change days (:func:`_dst_words`); a flexible window ends the
-    words with ``", any time within 30 minutes"``. Never raises for a rule
+    what it does on the zone's change days (:func:`_dst_words`) at the end; a flexible window
+    comes before it, worded for every run: ``", each run at some time within 30 minutes after
+    its scheduled time"``. Never raises for a rule
     :func:`parse_rule` accepted.
     """
     normalised = rule.rule
     dst = normalised.pop("dst", None)
     window = normalised.pop("window_minutes", None)
     text = _rule_words(normalised)
+    if window:
+        text += f", each run at some time within {window} minute{'s' if window != 1 else ''} after its scheduled time"
     if dst:
         text += _dst_words(dst, normalised["timezone"])
-    if window:
-        text += f", any time within {window} minute{'s' if window != 1 else ''}"
     return text
 
 
@@ -95,23 +97,10 @@ def _next_gap_end(zone_name: str) -> str | None:
 def _gap_end_after(zone_name: str, day: date) -> str | None:
     """:func:`_next_gap_end` from the start of the UTC date ``day`` (cached: a list of
     schedules says it once per zone and day)."""
-    zone = ZoneInfo(zone_name)
-    at = datetime(day.year, day.month, day.day, tzinfo=UTC)
-    step = timedelta(hours=6)
-    offset = at.astimezone(zone).utcoffset()
-    for _ in range(4 * 731):
-        following = at + step
-        new = following.astimezone(zone).utcoffset()
-        if new > offset:
-            lo, hi = at, following  # bisect to the minute the offset changes
-            while hi - lo > timedelta(minutes=1):
-                mid = lo + (hi - lo) / 2
-                if mid.astimezone(zone).utcoffset() == new:
-                    hi = mid
-                else:
-                    lo = mid
-            return hi.astimezone(zone).strftime("%H:%M")
-        at, offset = following, new
+    start = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    for change in offset_changes(zone_name, start, start + timedelta(days=731)):
+        if change.gap:
+            return change.wall_to.strftime("%H:%M")
     return None
 
 
